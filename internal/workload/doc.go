@@ -20,7 +20,7 @@
 //	}
 //
 // State is the whole accumulated state of one run (its objective, subgoals,
-// memory map, concatenated thoughts and tool messages) as a plain agent
+// memory map, every thought and the tool messages) as a plain agent
 // framework would keep it: it is what a checkpoint-per-step store writes at
 // every atom, and what a snapshot holds. EncodeDelta/DecodeDelta give the
 // JSON form of one atom's change, for stores that keep deltas.

@@ -29,8 +29,10 @@ type Message struct {
 }
 
 // State is the whole accumulated state of one run, as a plain agent
-// framework keeps it: objective, subgoals, a memory map, the concatenated
-// thoughts, and the tool messages. It grows by about a kilobyte per atom.
+// framework keeps it: objective, subgoals, a memory map, every thought, and
+// the tool messages. It grows by about a kilobyte per atom, and Apply costs
+// O(1) amortized whatever the history (thoughts are a list, not a string
+// rebuilt at every atom).
 // The zero State with Run set is the state before the first atom.
 type State struct {
 	Run       string            `json:"run"`
@@ -38,7 +40,7 @@ type State struct {
 	Objective string            `json:"objective"`
 	Subgoals  []string          `json:"subgoals"`
 	Memory    map[string]string `json:"memory"`
-	Thoughts  string            `json:"thoughts"` // every thought, in order, separated by "\n\n"
+	Thoughts  []string          `json:"thoughts"` // every thought, in order
 	Messages  []Message         `json:"messages"`
 }
 
@@ -78,10 +80,7 @@ func (s *State) Apply(a Atom) error {
 	if a.MemKey != "" {
 		s.Memory[a.MemKey] = string(a.MemVal)
 	}
-	if s.Thoughts != "" {
-		s.Thoughts += "\n\n"
-	}
-	s.Thoughts += a.Thought
+	s.Thoughts = append(s.Thoughts, a.Thought)
 	s.Messages = append(s.Messages, Message{Seq: a.Seq, Tool: a.Tool, Key: a.Key, Args: args, Result: result})
 	return nil
 }
@@ -124,8 +123,9 @@ func DecodeState(b []byte) (*State, error) {
 	if s.Memory == nil {
 		s.Memory = map[string]string{}
 	}
-	if uint64(len(s.Messages)) > s.Seq {
-		return nil, fmt.Errorf("%w: state of run %q at seq %d holds %d messages", ErrCorrupt, s.Run, s.Seq, len(s.Messages))
+	if uint64(len(s.Messages)) > s.Seq || uint64(len(s.Thoughts)) > s.Seq {
+		return nil, fmt.Errorf("%w: state of run %q at seq %d holds %d messages and %d thoughts",
+			ErrCorrupt, s.Run, s.Seq, len(s.Messages), len(s.Thoughts))
 	}
 	return &s, nil
 }

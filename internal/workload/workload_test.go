@@ -292,7 +292,7 @@ func TestStateApplyErrors(t *testing.T) {
 		if !errors.Is(err, tc.wantErr) || !strings.Contains(fmt.Sprint(err), tc.wantIn) {
 			t.Errorf("%s: Apply error = %v, want %v mentioning %q", tc.name, err, tc.wantErr, tc.wantIn)
 		}
-		if s.Seq != 0 || len(s.Messages) != 0 || s.Thoughts != "" {
+		if s.Seq != 0 || len(s.Messages) != 0 || len(s.Thoughts) != 0 {
 			t.Errorf("%s: failed Apply changed the state: %+v", tc.name, s)
 		}
 	}
