@@ -1,0 +1,174 @@
+package chain
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Kind classifies a verification failure or warning.
+type Kind uint8
+
+// Kinds. The numeric values may change; String names are stable and are
+// what JSON output carries.
+const (
+	// KindHashMismatch: the record does not hash to its stored head, and its
+	// stored head is the one the next record links to: the record's bytes
+	// were changed in place (edited, bit flip, cut short).
+	KindHashMismatch Kind = iota + 1
+	// KindLinkMismatch: the record does not hash to its stored head, and the
+	// next record does not link to that stored head either: the record was
+	// replaced as a whole (copied from another run or position, or the chain
+	// was recomputed from here under another key).
+	KindLinkMismatch
+	// KindSeqGap: a record's seq skips ahead; Seq is the first missing seq.
+	KindSeqGap
+	// KindSeqDuplicate: a seq already seen comes again (or a run is created
+	// twice, Seq 0).
+	KindSeqDuplicate
+	// KindTruncated: a checkpoint or store head commits the run at a seq
+	// beyond its last record; Seq is the first missing seq.
+	KindTruncated
+	// KindBadSignature: a checkpoint or store head is unsigned, signed by
+	// another key, or its signature does not verify.
+	KindBadSignature
+	// KindCheckpointMismatch: a checkpoint or store head names a head that
+	// differs from the chain's head at its seq (a rewritten history), or
+	// belongs to another store.
+	KindCheckpointMismatch
+	// KindRunMissing: a store head, checkpoint or the trusted state names a
+	// run that the store does not hold.
+	KindRunMissing
+	// KindRollback: the store is behind or diverges from the trusted state.
+	KindRollback
+	// KindUnanchoredTail (warning): records after the last checkpoint
+	// verified against the public key (or the trusted state); they could
+	// have been cut or rewritten unnoticed.
+	KindUnanchoredTail
+	// KindUnknownRun: a record for a run that was never created.
+	KindUnknownRun
+	// KindCorrupt: the caller could not read part of the store.
+	KindCorrupt
+	// KindUnsigned (warning): no public key was given, so no signature was
+	// checked and nothing is anchored.
+	KindUnsigned
+	// KindUncheckedAnchor (warning): a checkpoint arrived after the run had
+	// moved more than RecentHeads records past its seq; it was not compared.
+	KindUncheckedAnchor
+)
+
+var kindNames = [...]string{
+	KindHashMismatch:       "hash-mismatch",
+	KindLinkMismatch:       "link-mismatch",
+	KindSeqGap:             "seq-gap",
+	KindSeqDuplicate:       "seq-duplicate",
+	KindTruncated:          "truncated",
+	KindBadSignature:       "bad-signature",
+	KindCheckpointMismatch: "checkpoint-mismatch",
+	KindRunMissing:         "run-missing",
+	KindRollback:           "rollback",
+	KindUnanchoredTail:     "unanchored-tail",
+	KindUnknownRun:         "unknown-run",
+	KindCorrupt:            "corrupt",
+	KindUnsigned:           "signatures-unchecked",
+	KindUncheckedAnchor:    "checkpoint-unchecked",
+}
+
+// String returns the stable kebab-case name of k.
+func (k Kind) String() string {
+	if int(k) < len(kindNames) && kindNames[k] != "" {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// MarshalText writes String, so JSON carries the stable name.
+func (k Kind) MarshalText() ([]byte, error) {
+	if int(k) >= len(kindNames) || kindNames[k] == "" {
+		return nil, fmt.Errorf("chain: unknown kind %d", uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText reads a name written by MarshalText.
+func (k *Kind) UnmarshalText(b []byte) error {
+	for i, n := range kindNames {
+		if n != "" && n == string(b) {
+			*k = Kind(i)
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: unknown kind %q", ErrParse, truncate(string(b)))
+}
+
+// Failure is one finding: a failure of a run (or of the store when RunID is
+// empty), or a warning.
+type Failure struct {
+	Kind     Kind   `json:"kind"`
+	RunID    string `json:"run,omitempty"`
+	Seq      uint64 `json:"seq"`
+	Expected Hash   `json:"expected,omitzero"` // what the chain, checkpoint or state says
+	Actual   Hash   `json:"actual,omitzero"`   // what the store holds
+	Location string `json:"location,omitempty"`
+	Detail   string `json:"detail,omitempty"`
+}
+
+// String formats f for people: kind, run, seq, where, and the hashes.
+func (f Failure) String() string {
+	var b strings.Builder
+	b.WriteString(f.Kind.String())
+	if f.RunID != "" {
+		fmt.Fprintf(&b, " run %q", f.RunID)
+	}
+	fmt.Fprintf(&b, " seq %d", f.Seq)
+	if f.Location != "" {
+		fmt.Fprintf(&b, " at %s", f.Location)
+	}
+	if f.Detail != "" {
+		b.WriteString(": ")
+		b.WriteString(f.Detail)
+	}
+	if !f.Expected.IsZero() || !f.Actual.IsZero() {
+		fmt.Fprintf(&b, " (expected %s, actual %s)", f.Expected, f.Actual)
+	}
+	return b.String()
+}
+
+// RunReport is the verdict on one run.
+type RunReport struct {
+	RunID       string    `json:"run"`
+	Records     uint64    `json:"records"`     // records seen, verified or not
+	LastSeq     uint64    `json:"last_seq"`    // last seq verified (before the first failure, if any)
+	Head        Hash      `json:"head"`        // h(LastSeq)
+	Checkpoints int       `json:"checkpoints"` // checkpoints and store-head entries seen for the run
+	Signed      bool      `json:"signed"`      // at least one, and every, checkpoint verified against the public key
+	OK          bool      `json:"ok"`          // no failure
+	Failure     *Failure  `json:"failure,omitempty"`
+	Warnings    []Failure `json:"warnings,omitempty"`
+}
+
+// Report is the result of a verification.
+type Report struct {
+	OK                  bool          `json:"ok"` // no failure at all (warnings allowed)
+	StoreID             string        `json:"store"`
+	Runs                []RunReport   `json:"runs"` // sorted by RunID
+	Records             uint64        `json:"records"`
+	CheckpointsVerified int           `json:"checkpoints_verified"` // signatures checked good
+	Failures            []Failure     `json:"failures"`             // run failures, then store-level ones
+	Warnings            []Failure     `json:"warnings"`
+	Duration            time.Duration `json:"duration_ns"`
+}
+
+// State returns what `--save-state` writes: the store id and, for every run
+// in the report, its last verified seq and head. Save it only from an OK
+// report: for a failed run it holds the prefix verified before the failure.
+func (r *Report) State() State {
+	s := State{StoreID: r.StoreID, Runs: make(map[string]RunHead, len(r.Runs))}
+	for _, rr := range r.Runs {
+		if rr.Failure != nil && rr.Failure.Kind == KindRunMissing {
+			continue
+		}
+		s.Runs[rr.RunID] = RunHead{RunID: rr.RunID, Seq: rr.LastSeq, Head: rr.Head}
+	}
+	return s
+}
