@@ -1,0 +1,221 @@
+package ledger
+
+import (
+	"context"
+	"encoding/binary"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/zeebo/blake3"
+)
+
+// Action is one external tool call as the agent describes it.
+type Action struct {
+	// Tool names the tool; it must not be empty.
+	Tool string
+	// Args are the call's arguments as a JSON document (empty means null).
+	// They are canonicalised before fingerprinting and storing.
+	Args []byte
+	// Key is the idempotency key passed to Exec and, by the agent, to the
+	// downstream system. The engine fills it with DefaultKey when the agent
+	// leaves it empty; Fingerprint refuses an empty key (ErrNoKey).
+	Key string
+	// Idempotent declares that the downstream honours Key, so that an
+	// in-doubt call may be made again with the same key.
+	Idempotent bool
+	// Redact lists RFC 6901 JSON pointers into Args whose values are
+	// secrets: they are removed before fingerprinting and before storing,
+	// so they never reach the log.
+	Redact []string
+}
+
+// Exec performs an action's side effect. It receives the action's
+// idempotency key, which it should pass to the downstream system.
+type Exec func(ctx context.Context, idempotencyKey string) ([]byte, error)
+
+// Fingerprint identifies an action: BLAKE3-256, in derive-key mode under the
+// context fingerprintContext, of the length-prefixed tool, canonical
+// redacted args and idempotency key (see format.go).
+type Fingerprint [32]byte
+
+// String returns the fingerprint in lower-case hex.
+func (f Fingerprint) String() string { return hex.EncodeToString(f[:]) }
+
+// Fingerprint returns the action's fingerprint. It fails, without
+// panicking, for an empty tool (ErrNoTool), an empty key (ErrNoKey), invalid
+// JSON args (ErrInvalidArgs) and a malformed redact pointer (ErrBadPointer).
+func (a Action) Fingerprint() (Fingerprint, error) {
+	if a.Tool == "" {
+		return Fingerprint{}, ErrNoTool
+	}
+	if a.Key == "" {
+		return Fingerprint{}, ErrNoKey
+	}
+	buf := bufPool.Get().(*[]byte)
+	defer bufPool.Put(buf)
+	args, err := appendCanonical((*buf)[:0], a.Args, a.Redact)
+	*buf = args[:0]
+	if err != nil {
+		return Fingerprint{}, err
+	}
+	return fingerprintOf(a.Tool, args, a.Key), nil
+}
+
+var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
+var hasherPool = sync.Pool{New: func() any { return blake3.NewDeriveKey(fingerprintContext) }}
+
+// fingerprintOf hashes the fingerprint envelope of already canonical args.
+func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
+	h := hasherPool.Get().(*blake3.Hasher)
+	var n [8]byte
+	binary.LittleEndian.PutUint64(n[:], uint64(len(tool)))
+	_, _ = h.Write(n[:])
+	_, _ = h.WriteString(tool)
+	binary.LittleEndian.PutUint64(n[:], uint64(len(canonArgs)))
+	_, _ = h.Write(n[:])
+	_, _ = h.Write(canonArgs)
+	binary.LittleEndian.PutUint64(n[:], uint64(len(key)))
+	_, _ = h.Write(n[:])
+	_, _ = h.WriteString(key)
+	var fp Fingerprint
+	h.Sum(fp[:0])
+	h.Reset()
+	hasherPool.Put(h)
+	return fp
+}
+
+// DefaultKey is the idempotency key of the index-th call of the atom at seq
+// in run runID: "ck1-<len(runID)>:<runID>:<seq>:<index>". The length prefix
+// makes it collision-free across (run, seq, index) whatever the run id
+// holds, and it is deterministic, so a re-begun atom derives the same keys.
+func DefaultKey(runID string, seq uint64, index int) string {
+	b := make([]byte, 0, len(runID)+40)
+	b = append(b, "ck1-"...)
+	b = strconv.AppendInt(b, int64(len(runID)), 10)
+	b = append(b, ':')
+	b = append(b, runID...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, seq, 10)
+	b = append(b, ':')
+	b = strconv.AppendInt(b, int64(index), 10)
+	return string(b)
+}
+
+// Status is the state of a fingerprint in the ledger.
+type Status uint8
+
+const (
+	// StatusNone: no durable record (the zero Entry; also an action whose
+	// intent is being written right now).
+	StatusNone Status = iota
+	// StatusIntent: a durable intent and no certificate yet. When no
+	// goroutine of this process is running the action, it is in doubt.
+	StatusIntent
+	// StatusDone: exec succeeded and its certificate, with the result, is
+	// durable. Exec is never called again for this fingerprint.
+	StatusDone
+	// StatusFailed: exec returned an error, recorded durably. A later Do
+	// tries again.
+	StatusFailed
+	// StatusResolved: the agent reconciled an in-doubt action and recorded
+	// its outcome with Resolve. Exec is never called again.
+	StatusResolved
+)
+
+// String returns the status's name.
+func (s Status) String() string {
+	switch s {
+	case StatusNone:
+		return "none"
+	case StatusIntent:
+		return "intent"
+	case StatusDone:
+		return "done"
+	case StatusFailed:
+		return "failed"
+	case StatusResolved:
+		return "resolved"
+	}
+	return "status(" + strconv.Itoa(int(s)) + ")"
+}
+
+// certified reports whether s is a final status: exec is never called again.
+func (s Status) certified() bool { return s == StatusDone || s == StatusResolved }
+
+// Loc is where a record lives in the engine's log. The ledger stores and
+// returns it but never interprets it.
+type Loc struct {
+	Segment uint64
+	Offset  int64
+}
+
+// Intent is the durable record written before exec is called.
+type Intent struct {
+	Fingerprint Fingerprint
+	RunID       string
+	Seq         uint64
+	Index       uint32
+	Tool        string
+	Args        []byte // canonical JSON with the Redact pointers removed
+	Key         string
+	Idempotent  bool
+}
+
+// Certificate is the durable record of an action's outcome.
+type Certificate struct {
+	Fingerprint Fingerprint
+	RunID       string
+	Seq         uint64
+	Index       uint32
+	Status      Status // StatusDone, StatusFailed or StatusResolved
+	Result      []byte // the result (done, resolved); empty when failed
+	Err         string // exec's error message (failed)
+}
+
+// NewIntent builds the intent of action a, the index-th call of the atom at
+// seq in run runID: it canonicalises and redacts the args once and computes
+// the fingerprint from them, so Intent.Fingerprint equals a.Fingerprint().
+// An empty a.Key is filled with DefaultKey(runID, seq, index).
+func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error) {
+	if a.Tool == "" {
+		return nil, ErrNoTool
+	}
+	if a.Key == "" {
+		a.Key = DefaultKey(runID, seq, int(index))
+	}
+	args, err := CanonicalArgs(a.Args, a.Redact)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
+	}
+	return &Intent{
+		Fingerprint: fingerprintOf(a.Tool, args, a.Key),
+		RunID:       runID,
+		Seq:         seq,
+		Index:       index,
+		Tool:        a.Tool,
+		Args:        args,
+		Key:         a.Key,
+		Idempotent:  a.Idempotent,
+	}, nil
+}
+
+// CheckFingerprint recomputes the fingerprint from the intent's tool, args
+// and key and reports an error wrapping ErrCorrupt if it differs from
+// in.Fingerprint or if the args are not in canonical form.
+func (in *Intent) CheckFingerprint() error {
+	canon, err := CanonicalArgs(in.Args, nil)
+	if err != nil {
+		return fmt.Errorf("%w: intent args: %v", ErrCorrupt, err)
+	}
+	if string(canon) != string(in.Args) && !(len(in.Args) == 0 && string(canon) == "null") {
+		return fmt.Errorf("%w: intent args are not canonical JSON", ErrCorrupt)
+	}
+	if got := fingerprintOf(in.Tool, canon, in.Key); got != in.Fingerprint {
+		return fmt.Errorf("%w: intent fingerprint %s does not match its tool, args and key (%s)",
+			ErrCorrupt, in.Fingerprint, got)
+	}
+	return nil
+}

@@ -1,0 +1,253 @@
+package ledger
+
+import (
+	"encoding/binary"
+	"hash/crc32"
+	"math"
+)
+
+// The ledger's byte formats. Everything in this file is FROZEN: records and
+// tables written with these constants are read back by every later version.
+// A change of layout takes a new version number (and a decoder for the old
+// one), never an edit of what is here.
+//
+// Fingerprint envelope (hashed, never stored):
+//
+//	BLAKE3-256 derive-key mode, context fingerprintContext, over
+//	+----------------+------+----------------+-------+----------------+-----+
+//	| len(tool) u64le| tool | len(args) u64le| args  | len(key) u64le | key |
+//	+----------------+------+----------------+-------+----------------+-----+
+//	args is the canonical, redacted JSON; the lengths make the envelope
+//	unambiguous ({tool "a", key "bc"} and {tool "ab", key "c"} differ).
+//
+// Intent record (the payload the engine frames in its log):
+//
+//	+-------+---------+-------+-------------+-----+-------+-------+------+------+-----+
+//	| 'L''I'| version | flags | fingerprint | seq | index | runID | tool | args | key |
+//	|  2 B  |   1 B   |  1 B  |    32 B     | uv  |  uv   |  lp   |  lp  |  lp  | lp  |
+//	+-------+---------+-------+-------------+-----+-------+-------+------+------+-----+
+//	flags bit 0: idempotent; the other bits are zero.
+//
+// Certificate record:
+//
+//	+-------+---------+--------+-------------+-----+-------+-------+--------+-----+
+//	| 'L''C'| version | status | fingerprint | seq | index | runID | result | err |
+//	|  2 B  |   1 B   |  1 B   |    32 B     | uv  |  uv   |  lp   |   lp   | lp  |
+//	+-------+---------+--------+-------------+-----+-------+-------+--------+-----+
+//	status: 2 done, 3 failed, 4 resolved.
+//
+// uv is a minimal unsigned varint (encoding/binary; a non-minimal encoding is
+// corrupt, so every record has exactly one encoding); index fits in 32 bits.
+// lp is a uv length followed by that many bytes. Nothing may follow the last
+// field. The records carry no checksum: the engine's log frames them with
+// one.
+//
+// Table (the persisted fingerprint index, see Ledger.AppendTable):
+//
+//	header, 24 B:
+//	+--------+---------+------------+-------+-----------+-------------+
+//	| "CLDT" | version | entry size | count | body crc  | header crc  |
+//	|  4 B   | u16le   |   u16le    | u64le | u32le     | u32le       |
+//	+--------+---------+------------+-------+-----------+-------------+
+//	then count entries of tableEntrySize (72) bytes, strictly ascending
+//	by fingerprint:
+//	+-------------+--------+----------+------------------+------------------+
+//	| fingerprint | status | reserved | intent loc       | cert loc         |
+//	|    32 B     |  1 B   | 7 B zero | seg u64, off i64 | seg u64, off i64 |
+//	+-------------+--------+----------+------------------+------------------+
+//	status: 1 intent, 2 done, 3 failed, 4 resolved. Locs are little-endian.
+//	header crc is CRC-32C of the header's first 20 bytes; body crc is
+//	CRC-32C of all the entries. The table is exactly 24 + 72*count bytes.
+const (
+	fingerprintContext = "github.com/continuumdb/continuum 2026-11-29 ledger action fingerprint v1"
+
+	intentMagic0, intentMagic1 = 'L', 'I'
+	certMagic0, certMagic1     = 'L', 'C'
+	recordVersion              = 1
+	flagIdempotent             = 1 << 0
+
+	tableMagic       = "CLDT"
+	tableVersion     = 1
+	tableHeaderSize  = 24
+	tableEntrySize   = 72
+	tableStatusOff   = 32
+	tableIntentOff   = 40
+	tableCertOff     = 56
+	recordHeaderSize = 4 + len(Fingerprint{})
+)
+
+var crcTable = crc32.MakeTable(crc32.Castagnoli)
+
+// AppendIntent appends the binary form of in to dst and returns the result.
+func AppendIntent(dst []byte, in *Intent) []byte {
+	var flags byte
+	if in.Idempotent {
+		flags |= flagIdempotent
+	}
+	dst = append(dst, intentMagic0, intentMagic1, recordVersion, flags)
+	dst = append(dst, in.Fingerprint[:]...)
+	dst = binary.AppendUvarint(dst, in.Seq)
+	dst = binary.AppendUvarint(dst, uint64(in.Index))
+	dst = appendLP(dst, in.RunID)
+	dst = appendLP(dst, in.Tool)
+	dst = binary.AppendUvarint(dst, uint64(len(in.Args)))
+	dst = append(dst, in.Args...)
+	return appendLP(dst, in.Key)
+}
+
+// DecodeIntent decodes an intent record. It never panics and allocates no
+// more than len(b); the returned intent shares no memory with b. A malformed
+// record gives an error wrapping ErrCorrupt with the offset.
+func DecodeIntent(b []byte) (*Intent, error) {
+	d := decoder{b: b, what: "intent"}
+	if len(b) < recordHeaderSize {
+		return nil, corruptf("intent", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
+	}
+	if b[0] != intentMagic0 || b[1] != intentMagic1 {
+		return nil, corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
+	}
+	if b[2] != recordVersion {
+		return nil, corruptf("intent", 2, "unknown version %d", b[2])
+	}
+	if b[3]&^flagIdempotent != 0 {
+		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+	}
+	in := &Intent{Idempotent: b[3]&flagIdempotent != 0}
+	copy(in.Fingerprint[:], b[4:recordHeaderSize])
+	d.off = recordHeaderSize
+	in.Seq = d.uvarint("seq")
+	in.Index = d.index()
+	in.RunID = string(d.bytes("run id"))
+	in.Tool = string(d.bytes("tool"))
+	if args := d.bytes("args"); args != nil {
+		in.Args = append([]byte(nil), args...)
+	}
+	in.Key = string(d.bytes("key"))
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// AppendCertificate appends the binary form of c to dst and returns the
+// result.
+func AppendCertificate(dst []byte, c *Certificate) []byte {
+	dst = append(dst, certMagic0, certMagic1, recordVersion, byte(c.Status))
+	dst = append(dst, c.Fingerprint[:]...)
+	dst = binary.AppendUvarint(dst, c.Seq)
+	dst = binary.AppendUvarint(dst, uint64(c.Index))
+	dst = appendLP(dst, c.RunID)
+	dst = binary.AppendUvarint(dst, uint64(len(c.Result)))
+	dst = append(dst, c.Result...)
+	return appendLP(dst, c.Err)
+}
+
+// DecodeCertificate decodes a certificate record, with the guarantees of
+// DecodeIntent. Its status is always StatusDone, StatusFailed or
+// StatusResolved. Result is non-nil (possibly empty) for those with a result.
+func DecodeCertificate(b []byte) (*Certificate, error) {
+	d := decoder{b: b, what: "certificate"}
+	if len(b) < recordHeaderSize {
+		return nil, corruptf("certificate", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
+	}
+	if b[0] != certMagic0 || b[1] != certMagic1 {
+		return nil, corruptf("certificate", 0, "bad magic %#02x%02x", b[0], b[1])
+	}
+	if b[2] != recordVersion {
+		return nil, corruptf("certificate", 2, "unknown version %d", b[2])
+	}
+	c := &Certificate{Status: Status(b[3])}
+	if c.Status != StatusDone && c.Status != StatusFailed && c.Status != StatusResolved {
+		return nil, corruptf("certificate", 3, "bad status %d", b[3])
+	}
+	copy(c.Fingerprint[:], b[4:recordHeaderSize])
+	d.off = recordHeaderSize
+	c.Seq = d.uvarint("seq")
+	c.Index = d.index()
+	c.RunID = string(d.bytes("run id"))
+	if res := d.bytes("result"); d.err == nil {
+		c.Result = append([]byte{}, res...)
+	}
+	c.Err = string(d.bytes("error"))
+	if err := d.finish(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func appendLP(dst []byte, s string) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(s)))
+	return append(dst, s...)
+}
+
+// decoder reads the variable part of a record. The first error sticks and
+// every later read returns zero values.
+type decoder struct {
+	b    []byte
+	off  int
+	what string
+	err  error
+}
+
+func (d *decoder) uvarint(field string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.b[d.off:])
+	switch {
+	case n == 0:
+		d.err = corruptf(d.what, d.off, "truncated %s", field)
+	case n < 0:
+		d.err = corruptf(d.what, d.off, "%s overflows 64 bits", field)
+	case n != uvarintLen(v):
+		d.err = corruptf(d.what, d.off, "%s is not minimally encoded", field)
+	}
+	if d.err != nil {
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+func (d *decoder) index() uint32 {
+	off := d.off
+	v := d.uvarint("index")
+	if d.err == nil && v > math.MaxUint32 {
+		d.err = corruptf(d.what, off, "index %d exceeds 32 bits", v)
+		return 0
+	}
+	return uint32(v)
+}
+
+// bytes reads a length-prefixed field and returns a slice of d.b (nil only
+// after an error).
+func (d *decoder) bytes(field string) []byte {
+	off := d.off
+	n := d.uvarint(field + " length")
+	if d.err != nil {
+		return nil
+	}
+	if n > uint64(len(d.b)-d.off) {
+		d.err = corruptf(d.what, off, "%s length %d exceeds the %d remaining bytes", field, n, len(d.b)-d.off)
+		return nil
+	}
+	v := d.b[d.off : d.off+int(n) : d.off+int(n)]
+	d.off += int(n)
+	return v
+}
+
+func (d *decoder) finish() error {
+	if d.err == nil && d.off != len(d.b) {
+		d.err = corruptf(d.what, d.off, "%d trailing bytes", len(d.b)-d.off)
+	}
+	return d.err
+}
+
+func uvarintLen(v uint64) int {
+	n := 1
+	for v >= 0x80 {
+		v >>= 7
+		n++
+	}
+	return n
+}

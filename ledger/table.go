@@ -1,0 +1,156 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+	"slices"
+)
+
+// table is a loaded persisted index: the bytes AppendTable wrote, verified
+// once and then binary-searched in place. It is immutable once built.
+type table struct {
+	b      []byte // the whole table, header included; nil: no table
+	n      int    // number of entries
+	counts [5]int // entries per Status
+}
+
+func (t *table) key(i int) []byte {
+	off := tableHeaderSize + i*tableEntrySize
+	return t.b[off : off+len(Fingerprint{}) : off+len(Fingerprint{})]
+}
+
+// find returns the index of fp in t, if present. It reads only the probed
+// entries: O(log n) comparisons and no allocation.
+func (t *table) find(fp *Fingerprint) (int, bool) {
+	want := binary.BigEndian.Uint64(fp[:8])
+	lo, hi := 0, t.n
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		k := t.key(m)
+		c := 0
+		if got := binary.BigEndian.Uint64(k[:8]); got < want {
+			c = -1
+		} else if got > want {
+			c = 1
+		} else {
+			c = bytes.Compare(k[8:], fp[8:])
+		}
+		switch {
+		case c < 0:
+			lo = m + 1
+		case c > 0:
+			hi = m
+		default:
+			return m, true
+		}
+	}
+	return lo, false
+}
+
+// at returns entry i as an entry value (no result held).
+func (t *table) at(i int) entry {
+	off := tableHeaderSize + i*tableEntrySize
+	e := t.b[off : off+tableEntrySize]
+	return entry{
+		status:    Status(e[tableStatusOff]),
+		intentLoc: getLoc(e[tableIntentOff:]),
+		certLoc:   getLoc(e[tableCertOff:]),
+	}
+}
+
+func getLoc(b []byte) Loc {
+	return Loc{Segment: binary.LittleEndian.Uint64(b), Offset: int64(binary.LittleEndian.Uint64(b[8:]))}
+}
+
+func putLoc(b []byte, l Loc) {
+	binary.LittleEndian.PutUint64(b, l.Segment)
+	binary.LittleEndian.PutUint64(b[8:], uint64(l.Offset))
+}
+
+// tableWriter appends a table to a buffer, entries in ascending order.
+type tableWriter struct {
+	buf    []byte
+	start  int
+	n      int
+	counts [5]int
+}
+
+func newTableWriter(dst []byte, n int) *tableWriter {
+	dst = slices.Grow(dst, tableHeaderSize+n*tableEntrySize)
+	w := &tableWriter{buf: dst, start: len(dst)}
+	w.buf = append(w.buf, make([]byte, tableHeaderSize)...)
+	return w
+}
+
+func (w *tableWriter) add(fp *Fingerprint, e *entry) {
+	var rec [tableEntrySize]byte
+	copy(rec[:], fp[:])
+	rec[tableStatusOff] = byte(e.status)
+	putLoc(rec[tableIntentOff:], e.intentLoc)
+	putLoc(rec[tableCertOff:], e.certLoc)
+	w.buf = append(w.buf, rec[:]...)
+	w.n++
+	w.counts[e.status]++
+}
+
+// finish writes the header and returns the whole buffer and the table part.
+func (w *tableWriter) finish() ([]byte, table) {
+	h := w.buf[w.start : w.start+tableHeaderSize]
+	copy(h, tableMagic)
+	binary.LittleEndian.PutUint16(h[4:], tableVersion)
+	binary.LittleEndian.PutUint16(h[6:], tableEntrySize)
+	binary.LittleEndian.PutUint64(h[8:], uint64(w.n))
+	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(w.buf[w.start+tableHeaderSize:], crcTable))
+	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], crcTable))
+	tb := w.buf[w.start:len(w.buf):len(w.buf)]
+	return w.buf, table{b: tb, n: w.n, counts: w.counts}
+}
+
+// parseTable verifies b as a table: header, checksums, statuses, reserved
+// bytes and strict order. It allocates nothing and keeps b.
+func parseTable(b []byte) (table, error) {
+	if len(b) < tableHeaderSize {
+		return table{}, corruptf("table", len(b), "truncated header (%d bytes, want %d)", len(b), tableHeaderSize)
+	}
+	if string(b[:4]) != tableMagic {
+		return table{}, corruptf("table", 0, "bad magic %q", b[:4])
+	}
+	if v := binary.LittleEndian.Uint16(b[4:]); v != tableVersion {
+		return table{}, corruptf("table", 4, "unknown version %d", v)
+	}
+	if got, want := crc32.Checksum(b[:20], crcTable), binary.LittleEndian.Uint32(b[20:]); got != want {
+		return table{}, corruptf("table", 20, "header checksum %#08x, want %#08x", got, want)
+	}
+	if s := binary.LittleEndian.Uint16(b[6:]); s != tableEntrySize {
+		return table{}, corruptf("table", 6, "entry size %d, want %d", s, tableEntrySize)
+	}
+	count := binary.LittleEndian.Uint64(b[8:])
+	body := b[tableHeaderSize:]
+	if count > uint64(len(body)/tableEntrySize) || uint64(len(body)) != count*tableEntrySize {
+		return table{}, corruptf("table", 8, "%d entries need %d bytes after the header, have %d",
+			count, count*tableEntrySize, len(body))
+	}
+	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(b[16:]); got != want {
+		return table{}, corruptf("table", 16, "body checksum %#08x, want %#08x", got, want)
+	}
+	t := table{b: b[:len(b):len(b)], n: int(count)}
+	for i := range t.n {
+		off := tableHeaderSize + i*tableEntrySize
+		e := b[off : off+tableEntrySize]
+		st := Status(e[tableStatusOff])
+		if st < StatusIntent || st > StatusResolved {
+			return table{}, corruptf("table", off+tableStatusOff, "entry %d has bad status %d", i, st)
+		}
+		for k, r := range e[tableStatusOff+1 : tableIntentOff] {
+			if r != 0 {
+				return table{}, corruptf("table", off+tableStatusOff+1+k, "entry %d has non-zero reserved byte", i)
+			}
+		}
+		if i > 0 && bytes.Compare(b[off-tableEntrySize:off-tableEntrySize+32], e[:32]) >= 0 {
+			return table{}, corruptf("table", off, "entry %d is not in ascending fingerprint order", i)
+		}
+		t.counts[st]++
+	}
+	return t, nil
+}
