@@ -1,0 +1,94 @@
+// Package wal is CONTINUUM's write-ahead log: the commit point of every atom,
+// intent and certificate. Records are appended by many goroutines at once; one
+// owner goroutine writes everything pending with one write and one fdatasync
+// (group commit) and then acknowledges it. Restart reads the log back with a
+// Reader from the engine's checkpoint.
+//
+// # Usage
+//
+//	l, err := wal.Open(dir, nil) // vfs.Default, 64 MiB segments
+//	pos, err := l.Append(ctx, rec)                  // durable when it returns
+//	poss, err := l.AppendBatch(ctx, [][]byte{a, b}) // all or nothing
+//	w := l.AppendAsync(rec)                         // enqueue now ...
+//	poss, err = w.Wait(ctx)                         // ... wait later
+//
+//	r, err := l.NewReader(checkpoint)
+//	for r.Next() {
+//		apply(r.Pos(), r.Record()) // Record is valid until the next Next
+//	}
+//	if err := r.Err(); err != nil { ... } // *CorruptionError: where and why
+//	r.Close()
+//	l.RemoveBelow(checkpoint) // drop whole segments before the checkpoint
+//	l.Close()
+//
+// # Layout
+//
+// The log is a directory of fixed-size segment files (format.go has the byte
+// layout). A segment is zero-filled in the background before it is needed:
+// an fdatasync of a file whose blocks are already written does not have to
+// update the file size or extent metadata, so it is cheaper than on a growing
+// file, and an append can never run out of disk space inside a prepared
+// segment. Records are framed with a length and a CRC32C that covers the
+// header, the payload and the segment id; every record also carries the
+// offset up to which its segment was durable when it was written (the
+// synced mark). A full segment is closed with a seal record.
+//
+// # Crash safety, operation by operation
+//
+// The hardware is assumed to keep what fdatasync (or fsync of a directory)
+// reported durable, and to make no promise about anything written since: such
+// bytes may be lost, kept, or kept in any subset of blocks. Damage to durable
+// bytes (bit flips) is detected, never repaired.
+//
+//   - Append, AppendBatch, AppendAsync: the commit point is the return of the
+//     fdatasync that covers the write holding the record. Nothing is
+//     acknowledged before it. A batch is framed so that recovery keeps it
+//     whole or drops it whole, and it never spans two segments.
+//   - Segment creation: the spare is zero-filled, fsynced, renamed into
+//     place and the directory fsynced. To become segment N it gets its
+//     header, an fdatasync, a rename to its final name and a directory
+//     fsync: a segment's header is durable before its name is.
+//   - Rotation: the full segment gets a seal record and an fdatasync before
+//     the next segment is activated, so every segment but the newest ends
+//     with a durable seal.
+//   - RemoveBelow: removes whole sealed segments, then fsyncs the directory.
+//   - Open (recovery): all segment headers are checked and the ids must be
+//     contiguous. The newest segment is scanned record by record (from
+//     Options.ScanFrom when that is a record start in it), never by file
+//     size. The first record that is not valid ends the scan:
+//   - an all-zero header is the end of the written data;
+//   - a record cut short by the end of the file, or whose header or checksum
+//     does not verify, is a torn write, unless a later valid record's synced
+//     mark shows that the bad one had been made durable: that is corruption,
+//     reported as a *CorruptionError with segment, file, offset and reason (I7).
+//     A torn write takes its whole batch with it; the trimmed bytes and
+//     records are counted in RecoveryInfo and logged. Trimming is done by
+//     syncing the segment, writing a seal record at the tail and syncing
+//     again, so the stale bytes after it are never read; appends go to a new
+//     segment. In a sealed segment, anything but valid records up to the seal
+//     is corruption (reported by the Reader that meets it).
+//   - Write or fdatasync failure: the error is sticky (I8). Every waiting and
+//     later append fails with it (it wraps the original: errors.Is(err,
+//     syscall.ENOSPC) works, and it names the segment); the log must be
+//     closed and reopened, which recovers from what is on disk. Nothing
+//     acknowledged is lost, since acknowledged bytes were durable before the
+//     failure.
+//
+// # Caveats
+//
+//   - A bit flip inside the last group commit before a crash cannot be told
+//     from a torn write: no later record vouches for it, so it is trimmed
+//     (and counted) like one. The same holds for any damage with NoSync.
+//   - An all-zero block in the newest segment is read as the end of the log;
+//     the hardware is assumed never to zero durable blocks.
+//   - Sealed segments are verified when read, not at Open, to keep restart
+//     cheap: Open checks their headers only.
+//   - Each Open of a writable log seals the recovered newest segment and
+//     starts a new one (an empty newest segment is replaced instead), so the
+//     log grows by one segment per restart until RemoveBelow.
+//   - NoSync is unsafe: a machine crash loses acknowledged records.
+//   - Open takes no lock on the directory: one process at a time (the engine
+//     locks the store).
+//   - Files are created 0600 on the operating system's filesystem; other
+//     vfs.FS implementations decide their own permissions.
+package wal

@@ -1,0 +1,367 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// readChunk is how much a segFile reads at a time.
+const readChunk = 256 << 10
+
+// segFile decodes records of one segment through a read buffer. It is used
+// by recovery, Reader and ReadAt; it is not safe for concurrent use.
+type segFile struct {
+	f    vfs.File
+	id   uint64
+	seg  [8]byte
+	name string
+	// size is how far records may be read: the file size, or the durable
+	// end of the active segment.
+	size int64
+
+	buf    []byte // buf[:bufLen] holds the file bytes at bufOff
+	bufOff int64
+	bufLen int
+}
+
+func newSegFile(f vfs.File, id uint64, name string, size int64) *segFile {
+	return &segFile{f: f, id: id, seg: segIDBytes(id), name: name, size: size}
+}
+
+// window returns the n bytes at off, or fewer if size or the file ends
+// first. n is bounded by the caller (by size and MaxRecordSize).
+func (s *segFile) window(off int64, n int) ([]byte, error) {
+	if off >= s.size {
+		return nil, nil
+	}
+	if int64(n) > s.size-off {
+		n = int(s.size - off)
+	}
+	if off >= s.bufOff && off+int64(n) <= s.bufOff+int64(s.bufLen) {
+		i := off - s.bufOff
+		return s.buf[i : i+int64(n)], nil
+	}
+	want := int64(max(n, readChunk))
+	want = min(want, s.size-off)
+	if int64(cap(s.buf)) < want {
+		s.buf = make([]byte, want)
+	}
+	s.buf = s.buf[:want]
+	got, err := readFull(s.f, s.buf, off)
+	if err != nil && !errors.Is(err, io.EOF) {
+		s.bufLen = 0
+		return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", s.id, s.name, off, err)
+	}
+	s.bufOff, s.bufLen = off, got
+	return s.buf[:min(n, got)], nil
+}
+
+// status classifies what decode found at an offset.
+type status int
+
+const (
+	stOK         status = iota // a valid record
+	stEnd                      // nothing written here: zero header or end of data
+	stShort                    // the data ends inside the record
+	stBadHeader                // the header does not check: its length is unknown
+	stBadPayload               // header checks, payload crc does not: length known
+)
+
+// decoded is one decode result. payload aliases the segFile's buffer.
+type decoded struct {
+	st      status
+	h       recordHeader
+	payload []byte
+	next    int64 // offset after the record (when its length is known)
+	reason  string
+}
+
+// decode reads the record at off.
+func (s *segFile) decode(off int64) (decoded, error) {
+	h, err := s.window(off, RecordHeaderSize)
+	if err != nil {
+		return decoded{}, err
+	}
+	if len(h) < RecordHeaderSize {
+		if allZero(h) {
+			return decoded{st: stEnd, reason: "end of data"}, nil
+		}
+		return decoded{st: stShort, reason: fmt.Sprintf("record header cut short after %d bytes", len(h))}, nil
+	}
+	if allZero(h) {
+		return decoded{st: stEnd, reason: "zero record header"}, nil
+	}
+	rh, why := parseHeader(h, s.seg, off, MaxSegmentSize)
+	if why != "" {
+		return decoded{st: stBadHeader, h: rh, reason: why}, nil
+	}
+	span := recordSpan(int(rh.length))
+	next := off + span
+	if next > s.size {
+		return decoded{st: stShort, h: rh, next: next,
+			reason: fmt.Sprintf("%d-byte record cut short: data ends at %d", rh.length, s.size)}, nil
+	}
+	full, err := s.window(off, int(span))
+	if err != nil {
+		return decoded{}, err
+	}
+	if int64(len(full)) < span {
+		return decoded{st: stShort, h: rh, next: next,
+			reason: fmt.Sprintf("%d-byte record cut short: file ends at %d", rh.length, off+int64(len(full)))}, nil
+	}
+	payload := full[RecordHeaderSize : RecordHeaderSize+int(rh.length)]
+	if !payloadOK(full[:RecordHeaderSize], s.seg, payload, rh.crc) {
+		return decoded{st: stBadPayload, h: rh, next: next, reason: "record checksum mismatch"}, nil
+	}
+	return decoded{st: stOK, h: rh, payload: payload, next: next}, nil
+}
+
+// attested looks past a bad record at x for a valid record whose synced
+// mark lies beyond x: proof that x had been made durable, so the bad record
+// is corruption, not a torn write. It returns that record's offset.
+func (s *segFile) attested(x int64) (int64, bool, error) {
+	for o := alignUp(x + 1); o+RecordHeaderSize <= s.size; o += RecordAlign {
+		h, err := s.window(o, RecordHeaderSize)
+		if err != nil {
+			return 0, false, err
+		}
+		if len(h) < RecordHeaderSize {
+			break
+		}
+		if allZero(h) {
+			continue
+		}
+		if _, why := parseHeader(h, s.seg, o, MaxSegmentSize); why != "" {
+			continue
+		}
+		d, err := s.decode(o)
+		if err != nil {
+			return 0, false, err
+		}
+		if d.st == stOK && int64(d.h.synced) > x {
+			return o, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+func (s *segFile) corrupt(off int64, reason string) *CorruptionError {
+	return &CorruptionError{Segment: s.id, Offset: off, File: s.name, Reason: reason}
+}
+
+// Reader is a cursor over durable records, in log order. It follows the
+// log as it grows: after Next returns false with a nil Err, a later Next may
+// return more records. A Reader is not safe for concurrent use.
+type Reader struct {
+	l      *Log
+	pos    Pos // where the next record starts
+	cur    Pos // the current record
+	rec    []byte
+	sf     *segFile
+	full   bool // sf.size is the file size (the segment is sealed)
+	err    error
+	closed bool
+}
+
+// NewReader returns a cursor over the durable records that start at or
+// after from. from must be the zero Pos (the beginning of the log), End(),
+// or the start of a record (a Pos returned by an append, Reader.Pos or
+// Reader.NextPos).
+func (l *Log) NewReader(from Pos) (*Reader, error) {
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	first := l.firstPos()
+	if from == (Pos{}) {
+		from = first
+	}
+	d := l.durablePos()
+	if from.Segment < first.Segment || d.Less(from) || from.Offset < SegmentHeaderSize || from.Offset%RecordAlign != 0 {
+		return nil, fmt.Errorf("%w: %v is outside the log [%v, %v]", ErrBadPos, from, first, d)
+	}
+	r := &Reader{l: l, pos: from}
+	if from != d && from.Offset != SegmentHeaderSize {
+		if err := r.open(from.Segment, d); err != nil {
+			return nil, err
+		}
+		dec, err := r.sf.decode(from.Offset)
+		if err != nil {
+			r.Close()
+			return nil, err
+		}
+		if dec.st != stOK {
+			r.Close()
+			return nil, fmt.Errorf("%w: no record starts at %v: %s", ErrBadPos, from, dec.reason)
+		}
+	}
+	return r, nil
+}
+
+// open points the reader at segment id, closing the previous one.
+func (r *Reader) open(id uint64, d Pos) error {
+	if r.sf != nil && r.sf.id == id {
+		return nil
+	}
+	if r.sf != nil {
+		r.sf.f.Close()
+		r.sf = nil
+	}
+	name := r.l.path(segmentName(id))
+	f, err := r.l.fs.Open(name)
+	if err != nil {
+		return fmt.Errorf("wal: open segment %d: %w", id, err)
+	}
+	r.sf = newSegFile(f, id, name, d.Offset)
+	r.full = false
+	return r.size(d)
+}
+
+// size sets how far the current segment may be read: the durable end while
+// it is the active segment, its file size once it is sealed.
+func (r *Reader) size(d Pos) error {
+	if r.sf.id == d.Segment {
+		r.sf.size = d.Offset
+		return nil
+	}
+	if r.full {
+		return nil
+	}
+	fi, err := r.sf.f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: stat segment %d: %w", r.sf.id, err)
+	}
+	r.sf.size, r.full = fi.Size(), true
+	return nil
+}
+
+// Next advances to the next durable record. It returns false at the end of
+// the durable log or on error (see Err).
+func (r *Reader) Next() bool {
+	if r.err != nil || r.closed {
+		return false
+	}
+	for {
+		d := r.l.durablePos()
+		if r.pos.Segment > d.Segment || (r.pos.Segment == d.Segment && r.pos.Offset >= d.Offset) {
+			return false
+		}
+		if err := r.open(r.pos.Segment, d); err != nil {
+			r.err = err
+			return false
+		}
+		if err := r.size(d); err != nil {
+			r.err = err
+			return false
+		}
+		dec, err := r.sf.decode(r.pos.Offset)
+		if err != nil {
+			r.err = err
+			return false
+		}
+		if dec.st != stOK {
+			reason := dec.reason
+			if dec.st == stEnd || dec.st == stShort {
+				reason += " before the segment's seal (truncated or zeroed)"
+			}
+			r.err = r.sf.corrupt(r.pos.Offset, reason)
+			return false
+		}
+		if dec.h.typ == recTypeSeal {
+			if r.pos.Segment == d.Segment {
+				return false
+			}
+			r.pos = Pos{Segment: r.pos.Segment + 1, Offset: SegmentHeaderSize}
+			continue
+		}
+		r.cur = r.pos
+		r.rec = dec.payload
+		r.pos.Offset = dec.next
+		return true
+	}
+}
+
+// Record is the current record. It is valid until the next call to Next;
+// copy it to keep it.
+func (r *Reader) Record() []byte { return r.rec }
+
+// Pos is where the current record starts.
+func (r *Reader) Pos() Pos { return r.cur }
+
+// NextPos is where the record after the current one starts (a valid from
+// for NewReader, and a valid Options.ScanFrom).
+func (r *Reader) NextPos() Pos { return r.pos }
+
+// Err is the error that stopped Next, or nil at a clean end. Damage before
+// the durable end is a *CorruptionError (errors.Is(err, ErrCorrupt)).
+func (r *Reader) Err() error { return r.err }
+
+// Close releases the reader's file. It is idempotent.
+func (r *Reader) Close() error {
+	r.closed = true
+	r.rec = nil
+	if r.sf != nil {
+		err := r.sf.f.Close()
+		r.sf = nil
+		return err
+	}
+	return nil
+}
+
+// ReadAt returns a copy of the durable record that starts at pos.
+func (l *Log) ReadAt(pos Pos) ([]byte, error) {
+	if l.isClosed() {
+		return nil, ErrClosed
+	}
+	first, d := l.firstPos(), l.durablePos()
+	if pos.Segment < first.Segment || !pos.Less(d) || pos.Offset < SegmentHeaderSize || pos.Offset%RecordAlign != 0 {
+		return nil, fmt.Errorf("%w: %v is outside the durable log [%v, %v)", ErrBadPos, pos, first, d)
+	}
+	f, err := l.readHandle(pos.Segment)
+	if err != nil {
+		return nil, err
+	}
+	defer l.rd.RUnlock()
+	size := d.Offset
+	if pos.Segment != d.Segment {
+		size = MaxSegmentSize
+	}
+	var hb [RecordHeaderSize]byte
+	name := l.path(segmentName(pos.Segment))
+	ce := func(reason string) error {
+		return &CorruptionError{Segment: pos.Segment, Offset: pos.Offset, File: name, Reason: reason}
+	}
+	if n, err := readFull(f, hb[:], pos.Offset); err != nil {
+		if errors.Is(err, io.EOF) && n == 0 {
+			return nil, fmt.Errorf("%w: %v is past the end of segment %d", ErrBadPos, pos, pos.Segment)
+		}
+		if errors.Is(err, io.EOF) {
+			return nil, ce(fmt.Sprintf("record header cut short after %d bytes", n))
+		}
+		return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+	}
+	seg := segIDBytes(pos.Segment)
+	rh, why := parseHeader(hb[:], seg, pos.Offset, size)
+	if why != "" {
+		if allZero(hb[:]) {
+			why = "no record here (zero header)"
+		}
+		return nil, ce(why)
+	}
+	if rh.typ == recTypeSeal {
+		return nil, fmt.Errorf("%w: %v is a segment seal, not a record", ErrBadPos, pos)
+	}
+	out := make([]byte, rh.length)
+	if n, err := readFull(f, out, pos.Offset+RecordHeaderSize); err != nil {
+		if errors.Is(err, io.EOF) {
+			return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, n))
+		}
+		return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+	}
+	if !payloadOK(hb[:], seg, out, rh.crc) {
+		return nil, ce("record checksum mismatch")
+	}
+	return out, nil
+}

@@ -1,0 +1,155 @@
+package wal
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// spareName is the zero-filled segment file prepared ahead of need; it gets
+// a header and a segment name when it becomes active. spareTmpName is the
+// same file while it is being filled: a crash leaves at most a .tmp, which
+// Open deletes.
+const (
+	spareName    = "next.spare"
+	spareTmpName = "next.spare.tmp"
+	segTmpSuffix = ".tmp"
+)
+
+// parseSegmentName returns the id of a segment file name, or false.
+func parseSegmentName(name string) (uint64, bool) {
+	hex, ok := strings.CutSuffix(name, ".wal")
+	if !ok || len(hex) != 16 {
+		return 0, false
+	}
+	id, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil || id == 0 {
+		return 0, false
+	}
+	return id, true
+}
+
+// zeroChunk is the unit of zero-filling.
+var zeroChunk = make([]byte, 1<<20)
+
+func (l *Log) path(name string) string { return l.fs.PathJoin(l.dir, name) }
+
+// syncDir makes creations, renames and removals in the log directory durable.
+func (l *Log) syncDir() error {
+	d, err := l.fs.OpenDir(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: open directory %s: %w", l.dir, err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("wal: sync directory %s: %w", l.dir, err)
+	}
+	return d.Close()
+}
+
+// restrict sets 0600 on files of the operating system's filesystem (vfs
+// creates files 0666 minus umask).
+func (l *Log) restrict(name string) {
+	if l.fs == vfs.Default {
+		_ = os.Chmod(name, 0o600)
+	}
+}
+
+// prepareSpare zero-fills a segment-sized file and publishes it as the spare.
+// It runs in the background; its error comes back on a channel.
+func (l *Log) prepareSpare() error {
+	tmp, final := l.path(spareTmpName), l.path(spareName)
+	f, err := l.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("wal: create spare segment: %w", err)
+	}
+	l.restrict(tmp)
+	for off := int64(0); off < l.segSize; off += int64(len(zeroChunk)) {
+		n := min(int64(len(zeroChunk)), l.segSize-off)
+		if _, err := f.WriteAt(zeroChunk[:n], off); err != nil {
+			f.Close()
+			return fmt.Errorf("wal: zero-fill spare segment at offset %d: %w", off, err)
+		}
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return fmt.Errorf("wal: sync spare segment: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("wal: close spare segment: %w", err)
+	}
+	if err := l.fs.Rename(tmp, final); err != nil {
+		return fmt.Errorf("wal: publish spare segment: %w", err)
+	}
+	return l.syncDir()
+}
+
+// spareReady reports whether a complete spare of the right size exists.
+func (l *Log) spareReady() bool {
+	fi, err := l.fs.Stat(l.path(spareName))
+	return err == nil && fi.Size() == l.segSize
+}
+
+// activate makes segment id the active one: from the spare if one is
+// ready (write its header, fdatasync, rename), else a new file that grows as
+// records are appended. Either way the header is durable before the file
+// carries the segment's name, and the directory is synced after.
+func (l *Log) activate(id uint64, useSpare bool) (vfs.File, error) {
+	var hdr [SegmentHeaderSize]byte
+	encodeSegmentHeader(hdr[:], id)
+	final := l.path(segmentName(id))
+	var f vfs.File
+	var src string
+	var err error
+	if useSpare {
+		src = l.path(spareName)
+		f, err = l.fs.OpenReadWrite(src, vfs.WriteCategoryUnspecified)
+	} else {
+		src = l.path(segmentName(id) + segTmpSuffix)
+		f, err = l.fs.Create(src, vfs.WriteCategoryUnspecified)
+		l.restrict(src)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("wal: create segment %d: %w", id, err)
+	}
+	fail := func(what string, err error) (vfs.File, error) {
+		f.Close()
+		return nil, fmt.Errorf("wal: %s segment %d: %w", what, id, err)
+	}
+	if _, err := f.WriteAt(hdr[:], 0); err != nil {
+		return fail("write header of", err)
+	}
+	if useSpare {
+		err = f.SyncData()
+	} else {
+		err = f.Sync()
+	}
+	if err != nil {
+		return fail("sync header of", err)
+	}
+	if err := l.fs.Rename(src, final); err != nil {
+		return fail("name", err)
+	}
+	if err := l.syncDir(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// readFull reads len(b) bytes at off; io.EOF only when fewer were available.
+func readFull(f vfs.File, b []byte, off int64) (int, error) {
+	n, err := f.ReadAt(b, off)
+	if n == len(b) {
+		return n, nil
+	}
+	if err == nil || errors.Is(err, io.EOF) {
+		return n, io.EOF
+	}
+	return n, err
+}

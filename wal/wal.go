@@ -1,0 +1,899 @@
+package wal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Options configures a Log. The zero value is the default for every field.
+type Options struct {
+	// FS is the filesystem holding the log; nil means vfs.Default (the
+	// operating system's).
+	FS vfs.FS
+	// SegmentSize is the fixed size of a segment file; 0 means
+	// DefaultSegmentSize (64 MiB). It must lie in [MinSegmentSize,
+	// MaxSegmentSize] and be a multiple of RecordAlign.
+	SegmentSize int64
+	// NoSync skips fdatasync: an append returns once its write reached the
+	// operating system. UNSAFE: a machine crash loses acknowledged records.
+	// Only for tests and benchmarks.
+	NoSync bool
+	// MinSyncInterval, if positive, spaces group commits at least this far
+	// apart so that each fdatasync carries more records (throughput-bound
+	// users). 0 syncs as soon as anything is pending; an idle log never
+	// waits.
+	MinSyncInterval time.Duration
+	// ReadOnly opens the log for reading only: recovery reports a torn tail
+	// but trims nothing, and nothing is created, renamed, removed or written.
+	ReadOnly bool
+	// ScanFrom hints that the records before it were validated earlier (the
+	// engine passes its checkpoint). If it is a record start in the newest
+	// segment, the recovery scan starts there; otherwise the newest segment
+	// is scanned from its start. The zero Pos scans the whole newest segment.
+	ScanFrom Pos
+	// Logger receives recovery reports and background errors; nil discards.
+	Logger *slog.Logger
+}
+
+// Pos is the position of a record: its segment and the byte offset where it
+// starts. Positions are comparable with == and ordered by Less. The zero Pos
+// means "the very beginning of the log".
+type Pos struct {
+	Segment uint64
+	Offset  int64
+}
+
+// Less reports whether p comes before q in the log.
+func (p Pos) Less(q Pos) bool {
+	return p.Segment < q.Segment || (p.Segment == q.Segment && p.Offset < q.Offset)
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Segment, p.Offset) }
+
+// RecoveryInfo is what Open found.
+type RecoveryInfo struct {
+	Segments    int    // segment files found
+	Newest      uint64 // id of the newest segment found (0 if none)
+	ScanFrom    Pos    // where the tail scan started
+	Tail        Pos    // end of the valid records of the newest segment
+	Records     int64  // complete records scanned from ScanFrom to Tail
+	TornBytes   int64  // bytes past Tail that were trimmed (or found, in ReadOnly)
+	TornRecords int    // records past Tail that were trimmed (or found): the incomplete one and the rest of its batch
+	Sealed      bool   // the newest segment was already sealed
+}
+
+// SegmentInfo describes one segment file.
+type SegmentInfo struct {
+	ID     uint64
+	First  Pos   // position of its first record
+	Size   int64 // file size on disk (preallocated segments are full size)
+	Sealed bool  // no more records will be appended to it
+}
+
+// Stats are cumulative counters since Open.
+type Stats struct {
+	Appends      int64 // accepted appends (a batch counts once)
+	Records      int64 // records made durable
+	Bytes        int64 // payload bytes made durable
+	WrittenBytes int64 // framed bytes written (headers, padding, seals)
+	Writes       int64 // group-commit writes
+	Syncs        int64 // fdatasync calls on segments
+	SyncNanos    int64 // total time spent in those fdatasyncs
+	MaxSyncNanos int64 // slowest one
+	Rotations    int64 // segments sealed and replaced
+	Segments     int   // segment files now
+}
+
+// Log is a segmented write-ahead log. All methods are safe for concurrent use.
+type Log struct {
+	dir      string
+	fs       vfs.FS
+	segSize  int64
+	noSync   bool
+	minSync  time.Duration
+	readOnly bool
+	logger   *slog.Logger
+	recovery RecoveryInfo // immutable after Open
+
+	// durable is the end of the durable records (readers stop there).
+	// Written only by the owner goroutine (and Open); read lock-free.
+	durable atomic.Pointer[Pos]
+	// first is the first position of the oldest segment.
+	first atomic.Pointer[Pos]
+
+	// q is the queue between writers and the owner goroutine.
+	q struct {
+		sync.Mutex
+		pending []*Waiter // appended by writers, taken whole by the owner
+		closed  bool      // no more appends accepted
+		err     error     // sticky write/sync error (I8); set by the owner
+	}
+	wake      chan struct{} // capacity 1: "something is pending"
+	closing   chan struct{} // closed by Close: cuts a MinSyncInterval wait short
+	ownerDone chan struct{} // closed when the owner goroutine exits
+
+	// w is owned by the owner goroutine (and by Open before it starts).
+	w struct {
+		f         vfs.File
+		seg       uint64
+		segID     [8]byte
+		off       int64 // next write offset in f
+		synced    int64 // f is durable up to here
+		buf       []byte
+		spare     chan error // result of the background spare preparation
+		preparing bool       // a prepareSpare is running
+		lastSync  time.Time
+	}
+
+	// segs lists the segment files, oldest first; the last one is active
+	// in a writable log.
+	segs struct {
+		sync.Mutex
+		list []SegmentInfo
+	}
+
+	// rd caches read handles for ReadAt; closed by RemoveBelow and Close.
+	rd struct {
+		sync.RWMutex
+		files map[uint64]vfs.File
+	}
+
+	stats struct {
+		appends, records, bytes, written, writes, syncs, syncNanos, maxSync, rotations atomic.Int64
+	}
+
+	closeOnce sync.Once
+	closeErr  error
+	closedF   atomic.Bool
+}
+
+// Waiter is the handle of an asynchronous append.
+type Waiter struct {
+	recs [][]byte
+	span int64
+	pos  []Pos
+	err  error
+	done chan struct{}
+}
+
+// Wait blocks until the records are durable, the append failed, or ctx is
+// done. A ctx that ends first returns ctx.Err() but does not cancel the
+// append: the records may still become durable.
+func (w *Waiter) Wait(ctx context.Context) ([]Pos, error) {
+	select {
+	case <-w.done:
+		return w.pos, w.err
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.pos, w.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the append completed (durable or failed).
+func (w *Waiter) Done() <-chan struct{} { return w.done }
+
+func (w *Waiter) finish(err error) {
+	if err != nil {
+		w.pos = nil
+	}
+	w.err = err
+	w.recs = nil
+	close(w.done)
+}
+
+func (o *Options) validate() error {
+	if o.SegmentSize != 0 && (o.SegmentSize < MinSegmentSize || o.SegmentSize > MaxSegmentSize || o.SegmentSize%RecordAlign != 0) {
+		return fmt.Errorf("%w: SegmentSize %d must be a multiple of %d in [%d, %d]",
+			ErrBadOptions, o.SegmentSize, RecordAlign, MinSegmentSize, MaxSegmentSize)
+	}
+	if o.MinSyncInterval < 0 {
+		return fmt.Errorf("%w: negative MinSyncInterval %v", ErrBadOptions, o.MinSyncInterval)
+	}
+	return nil
+}
+
+// Open opens the log in dir, creating dir (0700) if it is missing and the
+// log is writable, and recovers it: the newest segment is scanned record by
+// record, a torn tail is trimmed (by sealing the segment before it) and
+// counted, and anything worse is a *CorruptionError. A writable log then
+// appends to a fresh segment.
+func Open(dir string, opts *Options) (*Log, error) {
+	var o Options
+	if opts != nil {
+		o = *opts
+	}
+	if err := o.validate(); err != nil {
+		return nil, err
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	if o.SegmentSize == 0 {
+		o.SegmentSize = DefaultSegmentSize
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	l := &Log{
+		dir: dir, fs: o.FS, segSize: o.SegmentSize, noSync: o.NoSync,
+		minSync: o.MinSyncInterval, readOnly: o.ReadOnly, logger: o.Logger,
+		wake: make(chan struct{}, 1), closing: make(chan struct{}), ownerDone: make(chan struct{}),
+	}
+	l.rd.files = map[uint64]vfs.File{}
+	l.w.spare = make(chan error, 1)
+	if !o.ReadOnly {
+		if err := l.fs.MkdirAll(dir, 0o700); err != nil {
+			return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
+		}
+	}
+	if err := l.recover(o.ScanFrom); err != nil {
+		l.closeFiles()
+		return nil, err
+	}
+	if o.ReadOnly {
+		close(l.ownerDone)
+		return l, nil
+	}
+	go l.run()
+	return l, nil
+}
+
+// recover lists, checks and scans the segments, then (writable) seals the
+// newest one and activates the next.
+func (l *Log) recover(scanFrom Pos) error {
+	names, err := l.fs.List(l.dir)
+	if err != nil {
+		return fmt.Errorf("wal: list %s: %w", l.dir, err)
+	}
+	var ids []uint64
+	haveSpare := false
+	for _, n := range names {
+		if id, ok := parseSegmentName(n); ok {
+			ids = append(ids, id)
+			continue
+		}
+		switch {
+		case n == spareName:
+			haveSpare = true
+		case n == spareTmpName || (len(n) == 24 && n[20:] == segTmpSuffix):
+			// A crash interrupted preparing this file; it never held a record.
+			if !l.readOnly {
+				if err := l.fs.Remove(l.path(n)); err != nil {
+					return fmt.Errorf("wal: remove leftover %s: %w", n, err)
+				}
+			}
+		}
+	}
+	slices.Sort(ids)
+	for i := 1; i < len(ids); i++ {
+		if ids[i] != ids[i-1]+1 {
+			return &CorruptionError{Segment: ids[i-1] + 1, File: l.path(segmentName(ids[i-1] + 1)),
+				Reason: fmt.Sprintf("segment missing between %d and %d", ids[i-1], ids[i])}
+		}
+	}
+	info := RecoveryInfo{Segments: len(ids)}
+	for _, id := range ids {
+		size, err := l.checkHeader(id)
+		if err != nil {
+			return err
+		}
+		l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: Pos{id, SegmentHeaderSize}, Size: size, Sealed: true})
+	}
+	if len(ids) > 0 {
+		newest := ids[len(ids)-1]
+		info.Newest = newest
+		if err := l.scanNewest(newest, scanFrom, &info); err != nil {
+			return err
+		}
+		l.segs.list[len(l.segs.list)-1].Sealed = info.Sealed
+	}
+	l.recovery = info
+	if info.TornBytes > 0 || info.TornRecords > 0 {
+		l.logger.Warn("wal: torn tail", "segment", info.Newest, "tail", info.Tail.String(),
+			"torn_bytes", info.TornBytes, "torn_records", info.TornRecords, "trimmed", !l.readOnly)
+	}
+	if l.readOnly {
+		d := info.Tail
+		if len(ids) == 0 {
+			d = Pos{1, SegmentHeaderSize}
+		}
+		l.durable.Store(&d)
+		f := Pos{1, SegmentHeaderSize}
+		if len(ids) > 0 {
+			f = Pos{ids[0], SegmentHeaderSize}
+		}
+		l.first.Store(&f)
+		return nil
+	}
+	return l.startWriting(ids, info, haveSpare)
+}
+
+// checkHeader validates the header of segment id and returns its size.
+func (l *Log) checkHeader(id uint64) (int64, error) {
+	name := l.path(segmentName(id))
+	f, err := l.fs.Open(name)
+	if err != nil {
+		return 0, fmt.Errorf("wal: open segment %d: %w", id, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
+	}
+	var hdr [SegmentHeaderSize]byte
+	n, err := readFull(f, hdr[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return 0, fmt.Errorf("wal: read segment %d header: %w", id, err)
+	}
+	if why := decodeSegmentHeader(hdr[:n], id); why != "" {
+		return 0, &CorruptionError{Segment: id, Offset: 0, File: name, Reason: why}
+	}
+	return fi.Size(), nil
+}
+
+// scanNewest scans the newest segment for its tail.
+func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) error {
+	name := l.path(segmentName(id))
+	f, err := l.fs.Open(name)
+	if err != nil {
+		return fmt.Errorf("wal: open segment %d: %w", id, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("wal: stat segment %d: %w", id, err)
+	}
+	s := newSegFile(f, id, name, fi.Size())
+	from := int64(SegmentHeaderSize)
+	if hint.Segment == id && hint.Offset > SegmentHeaderSize && hint.Offset%RecordAlign == 0 && hint.Offset < s.size {
+		d, err := s.decode(hint.Offset)
+		if err != nil {
+			return err
+		}
+		if d.st == stOK {
+			from = hint.Offset
+		} else {
+			l.logger.Info("wal: ScanFrom is not a record start; scanning the newest segment from its start",
+				"scan_from", hint.String(), "reason", d.reason)
+		}
+	}
+	info.ScanFrom = Pos{id, from}
+	off, batchStart, pending := from, from, 0
+	for {
+		d, err := s.decode(off)
+		if err != nil {
+			return err
+		}
+		switch d.st {
+		case stOK:
+			switch d.h.typ {
+			case recTypeSeal:
+				if pending > 0 {
+					return s.corrupt(off, fmt.Sprintf("seal after an unfinished batch of %d records", pending))
+				}
+				info.Tail, info.Sealed = Pos{id, off}, true
+				return nil
+			case recTypeMore:
+				pending++
+			case recTypeLast:
+				info.Records += int64(pending) + 1
+				pending, batchStart = 0, d.next
+			}
+			off = d.next
+			continue
+		case stEnd:
+			info.TornBytes, info.TornRecords = off-batchStart, pending
+		case stShort:
+			info.TornBytes, info.TornRecords = s.size-batchStart, pending+1
+		case stBadHeader, stBadPayload:
+			at, proven, err := s.attested(off)
+			if err != nil {
+				return err
+			}
+			if proven {
+				return s.corrupt(off, fmt.Sprintf("%s (the record at offset %d shows this one was durable)", d.reason, at))
+			}
+			end := off + RecordHeaderSize
+			if d.st == stBadPayload {
+				end = d.next
+			}
+			info.TornBytes, info.TornRecords = end-batchStart, pending+1
+		}
+		info.Tail = Pos{id, batchStart}
+		return nil
+	}
+}
+
+// startWriting seals the recovered newest segment at its tail (or drops it
+// when it holds no record) and activates the next one.
+func (l *Log) startWriting(ids []uint64, info RecoveryInfo, haveSpare bool) error {
+	if haveSpare && !l.spareReady() {
+		if err := l.fs.Remove(l.path(spareName)); err != nil {
+			return fmt.Errorf("wal: remove mis-sized spare: %w", err)
+		}
+		haveSpare = false
+	}
+	next := uint64(1)
+	if len(ids) > 0 {
+		newest := ids[len(ids)-1]
+		next = newest + 1
+		switch {
+		case info.Sealed:
+		case info.Tail.Offset == SegmentHeaderSize && len(ids) > 0:
+			// The newest segment holds no record: no acknowledged record can
+			// be in it (each one is preceded by durable records back to the
+			// header). Replace it rather than leave an empty sealed file.
+			if err := l.fs.Remove(l.path(segmentName(newest))); err != nil {
+				return fmt.Errorf("wal: remove empty segment %d: %w", newest, err)
+			}
+			if err := l.syncDir(); err != nil {
+				return err
+			}
+			l.segs.list = l.segs.list[:len(l.segs.list)-1]
+			next = newest
+		default:
+			if err := l.sealAt(newest, info.Tail.Offset); err != nil {
+				return err
+			}
+			l.segs.list[len(l.segs.list)-1].Sealed = true
+		}
+	}
+	f, err := l.activate(next, haveSpare)
+	if err != nil {
+		return err
+	}
+	l.setActive(f, next)
+	first := Pos{next, SegmentHeaderSize}
+	if len(l.segs.list) > 1 {
+		first = l.segs.list[0].First
+	}
+	l.first.Store(&first)
+	return nil
+}
+
+// sealAt makes segment id end at off: what precedes off is synced, then a
+// seal record is written there and synced, so stale bytes after it are never
+// read again.
+func (l *Log) sealAt(id uint64, off int64) error {
+	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("wal: open segment %d to seal it: %w", id, err)
+	}
+	defer f.Close()
+	if err := f.SyncData(); err != nil {
+		return fmt.Errorf("wal: sync segment %d before sealing: %w", id, err)
+	}
+	seal := appendRecord(nil, segIDBytes(id), recTypeSeal, uint32(off), nil)
+	if _, err := f.WriteAt(seal, off); err != nil {
+		return fmt.Errorf("wal: seal segment %d at offset %d: %w", id, off, err)
+	}
+	if err := f.SyncData(); err != nil {
+		return fmt.Errorf("wal: sync seal of segment %d: %w", id, err)
+	}
+	return nil
+}
+
+// setActive installs f as the active segment id (owner or Open only).
+func (l *Log) setActive(f vfs.File, id uint64) {
+	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
+	l.w.off, l.w.synced = SegmentHeaderSize, SegmentHeaderSize
+	d := Pos{id, SegmentHeaderSize}
+	l.durable.Store(&d)
+	l.segs.Lock()
+	l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: d, Size: l.segSize})
+	l.segs.Unlock()
+	if !l.spareReady() {
+		l.w.preparing = true
+		go func() { l.w.spare <- l.prepareSpare() }()
+	}
+}
+
+func (l *Log) durablePos() Pos { return *l.durable.Load() }
+func (l *Log) firstPos() Pos   { return *l.first.Load() }
+func (l *Log) isClosed() bool  { return l.closedF.Load() }
+
+// AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
+// recs must not be modified until the Waiter is done.
+func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
+	w := &Waiter{recs: recs, done: make(chan struct{})}
+	if l.readOnly {
+		w.finish(ErrReadOnly)
+		return w
+	}
+	for i, r := range recs {
+		if len(r) > MaxRecordSize {
+			w.finish(fmt.Errorf("%w: record %d is %d bytes, the maximum is %d", ErrTooLarge, i, len(r), MaxRecordSize))
+			return w
+		}
+		w.span += recordSpan(len(r))
+	}
+	if limit := l.segSize - SegmentHeaderSize - sealSpan; w.span > limit {
+		w.finish(fmt.Errorf("%w: batch of %d records takes %d bytes, a segment holds %d", ErrTooLarge, len(recs), w.span, limit))
+		return w
+	}
+	if len(recs) == 0 {
+		w.pos = []Pos{}
+		close(w.done)
+		return w
+	}
+	l.q.Lock()
+	if l.q.closed {
+		l.q.Unlock()
+		w.finish(ErrClosed)
+		return w
+	}
+	if err := l.q.err; err != nil {
+		l.q.Unlock()
+		w.finish(err)
+		return w
+	}
+	l.q.pending = append(l.q.pending, w)
+	l.q.Unlock()
+	l.stats.appends.Add(1)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return w
+}
+
+// Append writes one record and blocks until it is durable (or, with NoSync,
+// written). ctx bounds the wait only: when ctx ends first the record may
+// still become durable.
+func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
+	pos, err := l.AppendAsync(rec).Wait(ctx)
+	if err != nil {
+		return Pos{}, err
+	}
+	return pos[0], nil
+}
+
+// AppendBatch writes recs as one batch, all or nothing across a crash, and
+// blocks until it is durable. A batch never spans segments.
+func (l *Log) AppendBatch(ctx context.Context, recs [][]byte) ([]Pos, error) {
+	return l.AppendAsync(recs...).Wait(ctx)
+}
+
+// run is the owner goroutine: it alone writes and syncs the active segment.
+func (l *Log) run() {
+	defer close(l.ownerDone)
+	var spare []*Waiter
+	for {
+		<-l.wake
+		if l.minSync > 0 {
+			if d := time.Until(l.w.lastSync.Add(l.minSync)); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-l.closing:
+					t.Stop()
+				}
+			}
+		}
+		l.q.Lock()
+		batch := l.q.pending
+		l.q.pending = spare[:0]
+		closed := l.q.closed
+		l.q.Unlock()
+		if len(batch) > 0 {
+			l.commit(batch)
+			clear(batch)
+			spare = batch
+		}
+		if closed {
+			l.q.Lock()
+			empty := len(l.q.pending) == 0
+			l.q.Unlock()
+			if empty {
+				return
+			}
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (l *Log) stickyErr() error {
+	l.q.Lock()
+	defer l.q.Unlock()
+	return l.q.err
+}
+
+// fail records a sticky error (I8) and fails the given waiters with it.
+func (l *Log) fail(err error, ws []*Waiter) {
+	l.q.Lock()
+	if l.q.err == nil {
+		l.q.err = err
+	} else {
+		err = l.q.err
+	}
+	l.q.Unlock()
+	for _, w := range ws {
+		w.finish(err)
+	}
+}
+
+// commit writes a group of pending appends with one write and one fdatasync
+// per segment touched.
+func (l *Log) commit(batch []*Waiter) {
+	if err := l.stickyErr(); err != nil {
+		l.fail(err, batch)
+		return
+	}
+	buf := l.w.buf[:0]
+	start := 0 // batch[start:i] are encoded in buf
+	for i, w := range batch {
+		if l.w.off+int64(len(buf))+w.span > l.segSize-sealSpan {
+			if len(buf) > 0 {
+				if !l.flush(buf, batch[start:i]) {
+					l.fail(l.stickyErr(), batch[i:])
+					return
+				}
+				buf = buf[:0]
+			}
+			start = i
+			if err := l.rotate(); err != nil {
+				l.fail(err, batch[i:])
+				return
+			}
+		}
+		w.pos = make([]Pos, len(w.recs))
+		synced := uint32(l.w.synced)
+		for j, r := range w.recs {
+			w.pos[j] = Pos{l.w.seg, l.w.off + int64(len(buf))}
+			typ := byte(recTypeMore)
+			if j == len(w.recs)-1 {
+				typ = recTypeLast
+			}
+			buf = appendRecord(buf, l.w.segID, typ, synced, r)
+		}
+	}
+	l.flush(buf, batch[start:])
+	l.w.buf = buf[:0]
+}
+
+// flush writes buf at the active offset, syncs, publishes the new durable
+// end and completes ws. It reports false after a (sticky) failure.
+func (l *Log) flush(buf []byte, ws []*Waiter) bool {
+	if _, err := l.w.f.WriteAt(buf, l.w.off); err != nil {
+		l.fail(fmt.Errorf("wal: write segment %d at offset %d: %w", l.w.seg, l.w.off, err), ws)
+		return false
+	}
+	l.stats.writes.Add(1)
+	l.stats.written.Add(int64(len(buf)))
+	l.w.off += int64(len(buf))
+	if !l.noSync {
+		if err := l.syncActive(); err != nil {
+			l.fail(err, ws)
+			return false
+		}
+	}
+	d := Pos{l.w.seg, l.w.off}
+	l.durable.Store(&d)
+	var recs, bytes int64
+	for _, w := range ws {
+		recs += int64(len(w.recs))
+		for _, r := range w.recs {
+			bytes += int64(len(r))
+		}
+		w.finish(nil)
+	}
+	l.stats.records.Add(recs)
+	l.stats.bytes.Add(bytes)
+	return true
+}
+
+func (l *Log) syncActive() error {
+	t0 := time.Now()
+	err := l.w.f.SyncData()
+	l.w.lastSync = time.Now()
+	ns := l.w.lastSync.Sub(t0).Nanoseconds()
+	l.stats.syncs.Add(1)
+	l.stats.syncNanos.Add(ns)
+	if ns > l.stats.maxSync.Load() {
+		l.stats.maxSync.Store(ns)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err)
+	}
+	l.w.synced = l.w.off
+	return nil
+}
+
+// rotate seals the active segment and activates the next one.
+func (l *Log) rotate() error {
+	seal := appendRecord(nil, l.w.segID, recTypeSeal, uint32(l.w.synced), nil)
+	if _, err := l.w.f.WriteAt(seal, l.w.off); err != nil {
+		return fmt.Errorf("wal: seal segment %d at offset %d: %w", l.w.seg, l.w.off, err)
+	}
+	l.stats.written.Add(int64(len(seal)))
+	sealAt := l.w.off
+	l.w.off += int64(len(seal))
+	if err := l.syncActive(); err != nil {
+		return err
+	}
+	if err := l.w.f.Close(); err != nil {
+		return fmt.Errorf("wal: close segment %d: %w", l.w.seg, err)
+	}
+	l.w.f = nil
+	useSpare := false
+	if l.w.preparing {
+		if err := <-l.w.spare; err != nil {
+			l.logger.Error("wal: preparing a spare segment failed; creating one on demand", "err", err)
+		}
+		l.w.preparing = false
+	}
+	useSpare = l.spareReady()
+	next := l.w.seg + 1
+	f, err := l.activate(next, useSpare)
+	if err != nil {
+		// Readers may still stop at the seal; nothing was acknowledged past it.
+		d := Pos{l.w.seg, sealAt}
+		l.durable.Store(&d)
+		return err
+	}
+	l.segs.Lock()
+	l.segs.list[len(l.segs.list)-1].Sealed = true
+	l.segs.Unlock()
+	l.stats.rotations.Add(1)
+	l.setActive(f, next)
+	return nil
+}
+
+// End is where the next record will start if it fits in the active segment:
+// the end of the durable log.
+func (l *Log) End() Pos { return l.durablePos() }
+
+// Recovery reports what Open found.
+func (l *Log) Recovery() RecoveryInfo { return l.recovery }
+
+// Stats returns the counters; cheap.
+func (l *Log) Stats() Stats {
+	l.segs.Lock()
+	n := len(l.segs.list)
+	l.segs.Unlock()
+	return Stats{
+		Appends: l.stats.appends.Load(), Records: l.stats.records.Load(), Bytes: l.stats.bytes.Load(),
+		WrittenBytes: l.stats.written.Load(), Writes: l.stats.writes.Load(), Syncs: l.stats.syncs.Load(),
+		SyncNanos: l.stats.syncNanos.Load(), MaxSyncNanos: l.stats.maxSync.Load(),
+		Rotations: l.stats.rotations.Load(), Segments: n,
+	}
+}
+
+// Segments lists the segment files, oldest first.
+func (l *Log) Segments() []SegmentInfo {
+	l.segs.Lock()
+	defer l.segs.Unlock()
+	return slices.Clone(l.segs.list)
+}
+
+// RemoveBelow removes the whole segments whose records all lie before pos
+// (segments with an id below pos.Segment), never the active one, then syncs
+// the directory. It returns how many files it removed.
+func (l *Log) RemoveBelow(pos Pos) (int, error) {
+	if l.isClosed() {
+		return 0, ErrClosed
+	}
+	if l.readOnly {
+		return 0, ErrReadOnly
+	}
+	l.segs.Lock()
+	defer l.segs.Unlock()
+	removed := 0
+	for len(l.segs.list) > 1 && l.segs.list[0].ID < pos.Segment && l.segs.list[0].Sealed {
+		id := l.segs.list[0].ID
+		l.rd.Lock()
+		if f, ok := l.rd.files[id]; ok {
+			f.Close()
+			delete(l.rd.files, id)
+		}
+		l.rd.Unlock()
+		if err := l.fs.Remove(l.path(segmentName(id))); err != nil {
+			return removed, fmt.Errorf("wal: remove segment %d: %w", id, err)
+		}
+		l.segs.list = l.segs.list[1:]
+		f := l.segs.list[0].First
+		l.first.Store(&f)
+		removed++
+	}
+	if removed > 0 {
+		if err := l.syncDir(); err != nil {
+			return removed, err
+		}
+	}
+	return removed, nil
+}
+
+// readHandle returns a cached read handle for segment id with l.rd
+// read-locked; the caller must RUnlock.
+func (l *Log) readHandle(id uint64) (vfs.File, error) {
+	for {
+		l.rd.RLock()
+		if f, ok := l.rd.files[id]; ok {
+			return f, nil
+		}
+		l.rd.RUnlock()
+		l.rd.Lock()
+		if _, ok := l.rd.files[id]; !ok {
+			f, err := l.fs.Open(l.path(segmentName(id)))
+			if err != nil {
+				l.rd.Unlock()
+				return nil, fmt.Errorf("wal: open segment %d: %w", id, err)
+			}
+			l.rd.files[id] = f
+		}
+		l.rd.Unlock()
+	}
+}
+
+// Close writes and syncs everything pending, stops the owner goroutine and
+// closes the files. It is idempotent; later calls return the first result.
+func (l *Log) Close() error {
+	l.closeOnce.Do(func() {
+		l.q.Lock()
+		l.q.closed = true
+		l.q.Unlock()
+		close(l.closing)
+		if !l.readOnly {
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+		<-l.ownerDone
+		l.closedF.Store(true)
+		var errs []error
+		if !l.readOnly {
+			if err := l.stickyErr(); err != nil {
+				errs = append(errs, err)
+			} else if l.noSync && l.w.f != nil {
+				if err := l.w.f.SyncData(); err != nil {
+					errs = append(errs, fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err))
+				}
+			}
+			if l.w.preparing {
+				if err := <-l.w.spare; err != nil {
+					l.logger.Warn("wal: preparing a spare segment failed", "err", err)
+				}
+				l.w.preparing = false
+			}
+		}
+		errs = append(errs, l.closeFiles())
+		l.closeErr = errors.Join(errs...)
+	})
+	return l.closeErr
+}
+
+func (l *Log) closeFiles() error {
+	var errs []error
+	if l.w.f != nil {
+		errs = append(errs, l.w.f.Close())
+		l.w.f = nil
+	}
+	if l.w.preparing {
+		<-l.w.spare
+		l.w.preparing = false
+	}
+	l.rd.Lock()
+	for id, f := range l.rd.files {
+		errs = append(errs, f.Close())
+		delete(l.rd.files, id)
+	}
+	l.rd.Unlock()
+	return errors.Join(errs...)
+}
