@@ -1,0 +1,494 @@
+package frame
+
+import (
+	"encoding/binary"
+	"math/bits"
+	"slices"
+	"strconv"
+	"unsafe"
+)
+
+func uvarintLen(v uint64) int { return (bits.Len64(v|1) + 6) / 7 }
+
+func strLen(n int) int { return uvarintLen(uint64(n)) + n }
+
+func appendStr(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func appendBytes(b []byte, v []byte) []byte {
+	b = binary.AppendUvarint(b, uint64(len(v)))
+	return append(b, v...)
+}
+
+func appendQuoted(b []byte, s string) []byte {
+	b = append(b, ' ')
+	return strconv.AppendQuote(b, s)
+}
+
+func (o *op) size() int {
+	n := 1
+	switch o.kind {
+	case opSetObjective, opDelete, opRemovePending:
+		n += strLen(len(o.s1))
+	case opAddSubgoal:
+		n += strLen(len(o.s1)) + strLen(len(o.s2))
+	case opSetSubgoalStatus:
+		n += strLen(len(o.s1)) + 1
+	case opSet:
+		n += strLen(len(o.s1)) + strLen(len(o.b))
+	case opAppendScratch:
+		n += strLen(len(o.b))
+	case opAppendMessage:
+		n += messageSize(o.s2, o.s3, o.s1)
+	case opAddPending:
+		n += strLen(len(o.s1)) + strLen(len(o.s2)) + strLen(len(o.b)) + strLen(len(o.s3))
+	case opToolOutput:
+		n += strLen(len(o.s1)) + strLen(len(o.s2)) + strLen(len(o.s3))
+	case opDropMessages:
+		n += uvarintLen(o.n)
+	}
+	return n
+}
+
+func messageSize(content, tool, callID string) int {
+	n := 1 + strLen(len(content))
+	if tool != "" {
+		n += strLen(len(tool))
+	}
+	if callID != "" {
+		n += strLen(len(callID))
+	}
+	return n
+}
+
+func appendMessage(b []byte, role uint8, content, tool, callID string) []byte {
+	head := role & msgRoleMask
+	if tool != "" {
+		head |= msgHasTool
+	}
+	if callID != "" {
+		head |= msgHasCallID
+	}
+	b = append(b, head)
+	b = appendStr(b, content)
+	if tool != "" {
+		b = appendStr(b, tool)
+	}
+	if callID != "" {
+		b = appendStr(b, callID)
+	}
+	return b
+}
+
+// EncodedDeltaSize returns the exact length of AppendDelta's output for d.
+func EncodedDeltaSize(d *Delta) int {
+	n := 1 + uvarintLen(uint64(d.Len()))
+	if d != nil {
+		for i := range d.ops {
+			n += d.ops[i].size()
+		}
+	}
+	return n
+}
+
+// AppendDelta appends the encoding of d to dst and returns the extended
+// slice. The encoding is deterministic: equal deltas (same ops, same order)
+// give equal bytes. A nil delta encodes as an empty one. Values that Apply
+// would reject (an undefined status, say) are encoded as they are, and
+// DecodeDelta rejects an undefined status or role.
+func AppendDelta(dst []byte, d *Delta) []byte {
+	dst = slices.Grow(dst, EncodedDeltaSize(d))
+	dst = append(dst, tagDelta)
+	dst = binary.AppendUvarint(dst, uint64(d.Len()))
+	if d == nil {
+		return dst
+	}
+	for i := range d.ops {
+		o := &d.ops[i]
+		dst = append(dst, byte(o.kind))
+		switch o.kind {
+		case opSetObjective, opDelete, opRemovePending:
+			dst = appendStr(dst, o.s1)
+		case opAddSubgoal:
+			dst = appendStr(appendStr(dst, o.s1), o.s2)
+		case opSetSubgoalStatus:
+			dst = append(appendStr(dst, o.s1), o.aux)
+		case opSet:
+			dst = appendBytes(appendStr(dst, o.s1), o.b)
+		case opAppendScratch:
+			dst = appendBytes(dst, o.b)
+		case opAppendMessage:
+			dst = appendMessage(dst, o.aux, o.s2, o.s3, o.s1)
+		case opAddPending:
+			dst = appendStr(appendBytes(appendStr(appendStr(dst, o.s1), o.s2), o.b), o.s3)
+		case opToolOutput:
+			dst = appendStr(appendStr(appendStr(dst, o.s1), o.s2), o.s3)
+		case opDropMessages:
+			dst = binary.AppendUvarint(dst, o.n)
+		}
+	}
+	return dst
+}
+
+// EncodedFrameSize returns the exact length of AppendFrame's output for f.
+func EncodedFrameSize(f *Frame) int {
+	n := 1 + strLen(len(f.Objective)) + uvarintLen(uint64(len(f.Subgoals)))
+	for i := range f.Subgoals {
+		n += strLen(len(f.Subgoals[i].ID)) + strLen(len(f.Subgoals[i].Text)) + 1
+	}
+	n += uvarintLen(uint64(len(f.Memory)))
+	for k, v := range f.Memory {
+		n += strLen(len(k)) + strLen(len(v))
+	}
+	n += strLen(len(f.Scratchpad)) + uvarintLen(uint64(len(f.Messages)))
+	for i := range f.Messages {
+		m := &f.Messages[i]
+		n += messageSize(m.Content, m.Tool, m.CallID)
+	}
+	n += uvarintLen(uint64(len(f.Pending)))
+	for i := range f.Pending {
+		p := &f.Pending[i]
+		n += strLen(len(p.CallID)) + strLen(len(p.Tool)) + strLen(len(p.Args)) + strLen(len(p.Key))
+	}
+	return n
+}
+
+// AppendFrame appends the encoding of f to dst and returns the extended
+// slice. The encoding is deterministic: memory keys are written in sorted
+// order, so equal frames give equal bytes (a nil and an empty slice or map
+// encode alike). A frame that fails Validate still encodes, but DecodeFrame
+// rejects the result.
+func AppendFrame(dst []byte, f *Frame) []byte {
+	dst = slices.Grow(dst, EncodedFrameSize(f))
+	dst = append(dst, tagFrame)
+	dst = appendStr(dst, f.Objective)
+	dst = binary.AppendUvarint(dst, uint64(len(f.Subgoals)))
+	for i := range f.Subgoals {
+		s := &f.Subgoals[i]
+		dst = append(appendStr(appendStr(dst, s.ID), s.Text), byte(s.Status))
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(f.Memory)))
+	if len(f.Memory) > 0 {
+		keys := make([]string, 0, len(f.Memory))
+		for k := range f.Memory {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			dst = appendBytes(appendStr(dst, k), f.Memory[k])
+		}
+	}
+	dst = appendBytes(dst, f.Scratchpad)
+	dst = binary.AppendUvarint(dst, uint64(len(f.Messages)))
+	for i := range f.Messages {
+		m := &f.Messages[i]
+		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID)
+	}
+	dst = binary.AppendUvarint(dst, uint64(len(f.Pending)))
+	for i := range f.Pending {
+		p := &f.Pending[i]
+		dst = appendStr(appendBytes(appendStr(appendStr(dst, p.CallID), p.Tool), p.Args), p.Key)
+	}
+	return dst
+}
+
+// decoder reads a record held in a private buffer. Errors are sticky: after
+// the first one every read returns zero values, and err says what and where.
+// Every length is checked against what remains of the input before anything
+// is allocated or sliced.
+type decoder struct {
+	buf    []byte // private copy of the record; strings and slices point into it
+	off    int
+	record string
+	err    error
+}
+
+func (d *decoder) fail(off int, detail string) {
+	if d.err == nil {
+		d.err = &CorruptError{Record: d.record, Offset: off, Detail: detail, kind: ErrCorrupt}
+	}
+}
+
+func (d *decoder) remaining() int { return len(d.buf) - d.off }
+
+func (d *decoder) byte1(what string) byte {
+	if d.err != nil {
+		return 0
+	}
+	if d.off >= len(d.buf) {
+		d.fail(d.off, "truncated: want "+what)
+		return 0
+	}
+	c := d.buf[d.off]
+	d.off++
+	return c
+}
+
+func (d *decoder) uvarint(what string) uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf[d.off:])
+	if n <= 0 {
+		if n == 0 {
+			d.fail(d.off, "truncated: want "+what)
+		} else {
+			d.fail(d.off, "varint overflows 64 bits in "+what)
+		}
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// count reads a number of elements each at least minSize bytes long and
+// checks that the rest of the input can hold them.
+func (d *decoder) count(what string, minSize int) int {
+	start := d.off
+	v := d.uvarint(what)
+	if d.err != nil {
+		return 0
+	}
+	if v > uint64(d.remaining()/minSize) {
+		d.fail(start, what+" "+strconv.FormatUint(v, 10)+" exceeds what the remaining "+strconv.Itoa(d.remaining())+" bytes can hold")
+		return 0
+	}
+	return int(v)
+}
+
+// span reads a uvarint length and returns that many bytes, checked.
+func (d *decoder) span(what string) []byte {
+	start := d.off
+	v := d.uvarint(what + " length")
+	if d.err != nil {
+		return nil
+	}
+	if v > uint64(d.remaining()) {
+		d.fail(start, what+" length "+strconv.FormatUint(v, 10)+" exceeds the remaining "+strconv.Itoa(d.remaining())+" bytes")
+		return nil
+	}
+	if v == 0 {
+		return nil
+	}
+	b := d.buf[d.off : d.off+int(v) : d.off+int(v)]
+	d.off += int(v)
+	return b
+}
+
+func (d *decoder) str(what string) string {
+	b := d.span(what)
+	if len(b) == 0 {
+		return ""
+	}
+	// The buffer is private to this decode and the string's bytes are never
+	// handed out as a slice, so they are never written again.
+	return unsafe.String(&b[0], len(b))
+}
+
+func (d *decoder) nonEmptyStr(what string) string {
+	start := d.off
+	s := d.str(what)
+	if d.err == nil && s == "" {
+		d.fail(start, what+" flagged present but empty")
+	}
+	return s
+}
+
+func (d *decoder) message() (role uint8, content, tool, callID string) {
+	start := d.off
+	head := d.byte1("message head")
+	if d.err != nil {
+		return
+	}
+	if head&msgReserved != 0 {
+		d.fail(start, "message head 0x"+strconv.FormatUint(uint64(head), 16)+" has reserved bits set")
+		return
+	}
+	role = head & msgRoleMask
+	if !Role(role).Valid() {
+		d.fail(start, "unknown message role "+strconv.Itoa(int(role)))
+		return
+	}
+	content = d.str("message content")
+	if head&msgHasTool != 0 {
+		tool = d.nonEmptyStr("message tool")
+	}
+	if head&msgHasCallID != 0 {
+		callID = d.nonEmptyStr("message call id")
+	}
+	return
+}
+
+func (d *decoder) tag(want byte) {
+	if len(d.buf) == 0 {
+		d.fail(0, "empty input")
+		return
+	}
+	got := d.buf[0]
+	if got != want {
+		if got&0xf0 == want&0xf0 {
+			d.err = &CorruptError{Record: d.record, Offset: 0, kind: ErrVersion,
+				Detail: "version " + strconv.Itoa(int(got&0x0f)) + " (this build reads version " + strconv.Itoa(int(want&0x0f)) + ")"}
+			return
+		}
+		d.fail(0, "first byte 0x"+strconv.FormatUint(uint64(got), 16)+" is not a "+d.record+" tag (0x"+strconv.FormatUint(uint64(want), 16)+")")
+		return
+	}
+	d.off = 1
+}
+
+func (d *decoder) end() {
+	if d.err == nil && d.off != len(d.buf) {
+		d.fail(d.off, strconv.Itoa(len(d.buf)-d.off)+" trailing bytes")
+	}
+}
+
+// DecodeDelta decodes a delta encoded by AppendDelta. It never panics: a
+// damaged input gives an error matching ErrCorrupt (or ErrVersion for an
+// unknown version) that says what is wrong and at which offset.
+//
+// The delta does not alias b: it keeps one private copy of the record,
+// which its strings and byte slices share (so a small piece of it keeps the
+// whole copy alive).
+func DecodeDelta(b []byte) (*Delta, error) {
+	d := decoder{record: "delta", buf: b}
+	d.tag(tagDelta)
+	// The smallest op (clear_scratch) takes one byte.
+	n := d.count("op count", 1)
+	if d.err != nil {
+		return nil, d.err
+	}
+	d.buf = append(make([]byte, 0, len(b)), b...)
+	delta := &Delta{ops: make([]op, n)}
+	for i := 0; i < n && d.err == nil; i++ {
+		o := &delta.ops[i]
+		start := d.off
+		o.kind = opKind(d.byte1("op kind"))
+		switch o.kind {
+		case opSetObjective:
+			o.s1 = d.str("objective")
+		case opAddSubgoal:
+			o.s1 = d.str("subgoal id")
+			o.s2 = d.str("subgoal text")
+		case opSetSubgoalStatus:
+			o.s1 = d.str("subgoal id")
+			st := d.off
+			o.aux = d.byte1("subgoal status")
+			if d.err == nil && !SubgoalStatus(o.aux).Valid() {
+				d.fail(st, "unknown subgoal status "+strconv.Itoa(int(o.aux)))
+			}
+		case opSet:
+			o.s1 = d.str("memory key")
+			o.b = d.span("memory value")
+		case opDelete:
+			o.s1 = d.str("memory key")
+		case opAppendScratch:
+			o.b = d.span("scratch data")
+		case opClearScratch:
+		case opAppendMessage:
+			o.aux, o.s2, o.s3, o.s1 = d.message()
+		case opAddPending:
+			o.s1 = d.str("pending call id")
+			o.s2 = d.str("pending tool")
+			o.b = d.span("pending args")
+			o.s3 = d.str("pending key")
+		case opToolOutput:
+			o.s1 = d.str("tool output call id")
+			o.s2 = d.str("tool output tool")
+			o.s3 = d.str("tool output")
+		case opRemovePending:
+			o.s1 = d.str("pending call id")
+		case opDropMessages:
+			o.n = d.uvarint("drop count")
+		default:
+			if d.err == nil {
+				d.fail(start, "unknown op kind "+strconv.Itoa(int(o.kind))+" (op "+strconv.Itoa(i)+")")
+			}
+		}
+	}
+	d.end()
+	if d.err != nil {
+		return nil, d.err
+	}
+	return delta, nil
+}
+
+// DecodeFrame decodes a frame encoded by AppendFrame and checks it with
+// Validate. It never panics: a damaged input gives an error matching
+// ErrCorrupt (or ErrVersion) that says what is wrong and at which offset.
+//
+// The frame does not alias b: it keeps one private copy of the record,
+// which its strings and byte slices share (Scratchpad gets its own copy,
+// since Apply appends to it).
+func DecodeFrame(b []byte) (*Frame, error) {
+	d := decoder{record: "frame", buf: b}
+	d.tag(tagFrame)
+	if d.err != nil {
+		return nil, d.err
+	}
+	d.buf = append(make([]byte, 0, len(b)), b...)
+	f := &Frame{}
+	f.Objective = d.str("objective")
+	// A subgoal takes at least 3 bytes: two empty strings and a status.
+	if n := d.count("subgoal count", 3); n > 0 {
+		f.Subgoals = make([]Subgoal, n)
+		for i := range f.Subgoals {
+			s := &f.Subgoals[i]
+			s.ID = d.str("subgoal id")
+			s.Text = d.str("subgoal text")
+			st := d.off
+			s.Status = SubgoalStatus(d.byte1("subgoal status"))
+			if d.err == nil && !s.Status.Valid() {
+				d.fail(st, "unknown subgoal status "+strconv.Itoa(int(s.Status))+" (subgoal "+strconv.Itoa(i)+")")
+			}
+		}
+	}
+	if n := d.count("memory entry count", 2); n > 0 {
+		f.Memory = make(map[string][]byte, n)
+		prev := ""
+		for i := 0; i < n && d.err == nil; i++ {
+			st := d.off
+			k := d.str("memory key")
+			v := d.span("memory value")
+			if d.err == nil && i > 0 && k <= prev {
+				d.fail(st, "memory key "+strconv.Quote(k)+" not after "+strconv.Quote(prev)+" (keys must be sorted and unique)")
+			}
+			f.Memory[k] = v
+			prev = k
+		}
+	}
+	if sp := d.span("scratchpad"); len(sp) > 0 {
+		f.Scratchpad = append([]byte(nil), sp...)
+	}
+	// A message takes at least 2 bytes: head and empty content.
+	if n := d.count("message count", 2); n > 0 {
+		f.Messages = make([]Message, n)
+		for i := range f.Messages {
+			m := &f.Messages[i]
+			var role uint8
+			role, m.Content, m.Tool, m.CallID = d.message()
+			m.Role = Role(role)
+		}
+	}
+	// A pending action takes at least 4 bytes: four empty fields.
+	if n := d.count("pending count", 4); n > 0 {
+		f.Pending = make([]Pending, n)
+		for i := range f.Pending {
+			p := &f.Pending[i]
+			p.CallID = d.str("pending call id")
+			p.Tool = d.str("pending tool")
+			p.Args = d.span("pending args")
+			p.Key = d.str("pending key")
+		}
+	}
+	d.end()
+	if d.err != nil {
+		return nil, d.err
+	}
+	if err := f.Validate(); err != nil {
+		return nil, &CorruptError{Record: "frame", Offset: len(b), Detail: err.Error(), kind: ErrCorrupt}
+	}
+	return f, nil
+}
