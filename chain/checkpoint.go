@@ -6,6 +6,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -37,6 +38,18 @@ type RunHead struct {
 type StoreHead struct {
 	StoreID string
 	Runs    []RunHead // sorted by RunID, unique
+}
+
+// Set records r as its run's latest checkpoint, replacing the run's
+// previous entry and keeping Runs sorted by RunID. The engine keeps one
+// StoreHead up to date this way and signs it into the head log.
+func (h *StoreHead) Set(r RunHead) {
+	i, found := slices.BinarySearchFunc(h.Runs, r.RunID, func(e RunHead, id string) int { return strings.Compare(e.RunID, id) })
+	if found {
+		h.Runs[i] = r
+		return
+	}
+	h.Runs = slices.Insert(h.Runs, i, r)
 }
 
 // Signer signs checkpoints and store heads with an Ed25519 key in the

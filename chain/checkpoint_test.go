@@ -268,3 +268,17 @@ func TestStateJSON(t *testing.T) {
 		t.Error("WriteState accepted a run stored under another id")
 	}
 }
+
+func TestStoreHeadSet(t *testing.T) {
+	var h chain.StoreHead
+	for _, r := range []chain.RunHead{{RunID: "m", Seq: 1}, {RunID: "a", Seq: 1}, {RunID: "z", Seq: 1}, {RunID: "m", Seq: 2, Head: chain.Hash{2}}, {RunID: "", Seq: 7}} {
+		h.Set(r)
+	}
+	want := []chain.RunHead{{RunID: "", Seq: 7}, {RunID: "a", Seq: 1}, {RunID: "m", Seq: 2, Head: chain.Hash{2}}, {RunID: "z", Seq: 1}}
+	if diff := cmp.Diff(want, h.Runs); diff != "" {
+		t.Fatalf("Runs (-want +got):\n%s", diff)
+	}
+	if _, err := chain.ParseStoreHead(chain.MarshalStoreHead(h)); err != nil {
+		t.Fatalf("Set left runs unsorted: %v", err)
+	}
+}

@@ -140,7 +140,7 @@ type RunReport struct {
 	Records     uint64    `json:"records"`     // records seen, verified or not
 	LastSeq     uint64    `json:"last_seq"`    // last seq verified (before the first failure, if any)
 	Head        Hash      `json:"head"`        // h(LastSeq)
-	Checkpoints int       `json:"checkpoints"` // checkpoints and store-head entries seen for the run
+	Checkpoints int       `json:"checkpoints"` // checkpoint records of the run
 	Signed      bool      `json:"signed"`      // at least one, and every, checkpoint verified against the public key
 	OK          bool      `json:"ok"`          // no failure
 	Failure     *Failure  `json:"failure,omitempty"`

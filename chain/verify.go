@@ -512,7 +512,10 @@ type runState struct {
 	records   uint64
 	lastSeq   uint64 // last verified seq
 	head      Hash   // h(lastSeq)
-	recent    [RecentHeads]Hash
+	// recent holds h(seq) at index seq%RecentHeads for the last
+	// len(recent) seqs; it grows with the run up to RecentHeads entries, so
+	// a short run costs little memory.
+	recent    []Hash
 	pending   []anchor // sorted by seq, all > lastSeq
 	anchored  uint64   // highest seq confirmed by a trusted anchor
 	hasAnchor bool
@@ -543,7 +546,7 @@ func (rs *runState) create(nonce Nonce, loc string) {
 		return // records came first: already failed as unknown-run
 	}
 	rs.head = rs.hasher.Genesis(rs.id, nonce)
-	rs.recent[0] = rs.head
+	rs.recent = append(rs.recent[:0], rs.head)
 }
 
 func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) {
@@ -572,8 +575,8 @@ func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) 
 		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc, Detail: "record with seq 0 (seqs start at 1)"})
 	case seq < expected:
 		f := Failure{Kind: KindSeqDuplicate, Seq: seq, Actual: stored, Location: loc, Detail: fmt.Sprintf("seq %d comes again after seq %d", seq, rs.lastSeq)}
-		if rs.lastSeq-seq < RecentHeads {
-			f.Expected = rs.recent[seq%RecentHeads]
+		if h, ok := rs.recentHead(seq); ok {
+			f.Expected = h
 		}
 		rs.fail(f)
 	default:
@@ -606,7 +609,11 @@ func (rs *runState) classify(seq uint64, payload []byte, stored Hash) {
 
 func (rs *runState) advance(seq uint64, h Hash) {
 	rs.lastSeq, rs.head = seq, h
-	rs.recent[seq%RecentHeads] = h
+	if len(rs.recent) < RecentHeads {
+		rs.recent = append(rs.recent, h) // seqs are contiguous from 0: index == seq
+	} else {
+		rs.recent[seq%RecentHeads] = h
+	}
 	for len(rs.pending) > 0 && rs.pending[0].seq <= seq && rs.failure == nil {
 		a := rs.pending[0]
 		rs.pending = rs.pending[1:]
@@ -642,18 +649,27 @@ func (rs *runState) anchor(a anchor) {
 		return
 	}
 	if a.seq <= rs.lastSeq {
-		if rs.lastSeq-a.seq >= RecentHeads {
+		h, ok := rs.recentHead(a.seq)
+		if !ok {
 			rs.warnings = append(rs.warnings, Failure{Kind: KindUncheckedAnchor, RunID: rs.id, Seq: a.seq, Expected: a.head, Location: a.loc,
 				Detail: fmt.Sprintf("%s for seq %d arrived at seq %d, more than %d records later", a.src, a.seq, rs.lastSeq, RecentHeads)})
 			return
 		}
-		rs.check(a, rs.recent[a.seq%RecentHeads])
+		rs.check(a, h)
 		return
 	}
 	i := sort.Search(len(rs.pending), func(i int) bool { return rs.pending[i].seq > a.seq })
 	rs.pending = append(rs.pending, anchor{})
 	copy(rs.pending[i+1:], rs.pending[i:])
 	rs.pending[i] = a
+}
+
+// recentHead returns the verified h(seq) if it is still held.
+func (rs *runState) recentHead(seq uint64) (Hash, bool) {
+	if seq > rs.lastSeq || rs.lastSeq-seq >= uint64(len(rs.recent)) {
+		return Hash{}, false
+	}
+	return rs.recent[seq%RecentHeads], true
 }
 
 // finish settles what only the end of the log can tell.

@@ -605,3 +605,37 @@ func TestRandomTamper(t *testing.T) {
 		}
 	}
 }
+
+// TestLateCheckpoint covers checkpoints that arrive after later records of
+// their run: compared while the head is still held, warned about after.
+func TestLateCheckpoint(t *testing.T) {
+	s, pub := testSigner(t, "continuum-test", 1)
+	f := defaultFixture(t)
+	f.runs, f.records, f.every = []string{"a"}, chain.RecentHeads+100, 0
+	es := f.build(t)
+	late := func(seq uint64, head chain.Hash) entry {
+		b, err := s.SignCheckpoint(chain.Checkpoint{StoreID: f.storeID, RunID: "a", Seq: seq, Head: head})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return entry{kind: eCheckpoint, run: "a", seq: seq, b: b}
+	}
+	headAt := func(seq uint64) chain.Hash { return es[find(es, eRecord, "a", seq)].hash }
+	for _, workers := range []int{1, 2} {
+		good := append(slices.Clone(es), late(5, headAt(5)), late(200, headAt(200)))
+		r := feed(t, chain.VerifyOptions{PublicKey: pub, Workers: workers}, good)
+		if !r.OK || len(r.Warnings) != 1 || r.Warnings[0].Kind != chain.KindUncheckedAnchor || r.Warnings[0].Seq != 5 {
+			t.Fatalf("late checkpoints: OK %v failures %v warnings %v", r.OK, r.Failures, r.Warnings)
+		}
+		bad := append(slices.Clone(es), late(200, headAt(201)))
+		r = feed(t, chain.VerifyOptions{PublicKey: pub, Workers: workers}, bad)
+		if r.OK || r.Runs[0].Failure.Kind != chain.KindCheckpointMismatch || r.Runs[0].Failure.Seq != 200 {
+			t.Fatalf("late wrong checkpoint: %v", r.Failures)
+		}
+		dup := slices.Insert(slices.Clone(es), find(es, eRecord, "a", 900)+1, es[find(es, eRecord, "a", 3)])
+		r = feed(t, chain.VerifyOptions{PublicKey: pub, Workers: workers}, dup)
+		if f := r.Runs[0].Failure; f == nil || f.Kind != chain.KindSeqDuplicate || f.Seq != 3 || f.Expected != headAt(3) {
+			t.Fatalf("old duplicate: %v", f)
+		}
+	}
+}
