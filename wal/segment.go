@@ -34,9 +34,6 @@ func parseSegmentName(name string) (uint64, bool) {
 	return id, true
 }
 
-// zeroChunk is the unit of zero-filling.
-var zeroChunk = make([]byte, 1<<20)
-
 func (l *Log) path(name string) string { return l.fs.PathJoin(l.dir, name) }
 
 // syncDir makes creations, renames and removals in the log directory durable.
@@ -69,9 +66,13 @@ func (l *Log) prepareSpare() error {
 		return fmt.Errorf("wal: create spare segment: %w", err)
 	}
 	l.restrict(tmp)
-	for off := int64(0); off < l.segSize; off += int64(len(zeroChunk)) {
-		n := min(int64(len(zeroChunk)), l.segSize-off)
-		if _, err := f.WriteAt(zeroChunk[:n], off); err != nil {
+	// vfs.File.Write may modify its argument, so the chunk is private and
+	// cleared before every write.
+	zeros := make([]byte, min(1<<20, l.segSize))
+	for off := int64(0); off < l.segSize; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), l.segSize-off)
+		clear(zeros)
+		if _, err := f.Write(zeros[:n]); err != nil {
 			f.Close()
 			return fmt.Errorf("wal: zero-fill spare segment at offset %d: %w", off, err)
 		}

@@ -591,8 +591,10 @@ func (l *Log) run() {
 		if len(batch) > 0 {
 			l.commit(batch)
 			clear(batch)
-			spare = batch
 		}
+		// batch's array becomes the next pending queue: never the one just
+		// handed to writers, even when batch was empty.
+		spare = batch
 		if closed {
 			l.q.Lock()
 			empty := len(l.q.pending) == 0

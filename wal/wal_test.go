@@ -84,17 +84,16 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{SegmentSize: MinSegmentSize + 3}, false},
 		{Options{MinSyncInterval: -time.Second}, false},
 	} {
-		tc.o.FS = vfs.NewMem()
-		l, err := Open("wal", &tc.o)
+		err := tc.o.validate()
 		if (err == nil) != tc.ok {
-			t.Errorf("Open(%+v) err = %v, want ok=%v", tc.o, err, tc.ok)
+			t.Errorf("validate(%+v) = %v, want ok=%v", tc.o, err, tc.ok)
 		}
 		if err != nil && !errors.Is(err, ErrBadOptions) {
 			t.Errorf("error %v is not ErrBadOptions", err)
 		}
-		if l != nil {
-			l.Close()
-		}
+	}
+	if _, err := Open("wal", &Options{FS: vfs.NewMem(), SegmentSize: 100}); !errors.Is(err, ErrBadOptions) {
+		t.Errorf("Open with a bad SegmentSize: %v", err)
 	}
 }
 
