@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -66,6 +67,20 @@ type parser struct {
 	keys  []byte
 }
 
+// parserPool recycles parsers so that canonicalising a small document
+// allocates almost nothing.
+var parserPool = sync.Pool{New: func() any { return &parser{nodes: make([]jnode, 0, 32)} }}
+
+// release returns p to the pool unless a huge document made it large.
+func (p *parser) release() {
+	if cap(p.nodes) > 1<<12 || cap(p.kids) > 1<<12 || cap(p.keys) > 1<<16 {
+		return
+	}
+	p.in = nil
+	p.nodes, p.kids, p.stack, p.keys = p.nodes[:0], p.kids[:0], p.stack[:0], p.keys[:0]
+	parserPool.Put(p)
+}
+
 func argErr(off int, format string, args ...any) error {
 	return fmt.Errorf("%w: offset %d: %s", ErrInvalidArgs, off, fmt.Sprintf(format, args...))
 }
@@ -82,7 +97,9 @@ func appendCanonical(dst, args []byte, redact []string) ([]byte, error) {
 	if len(args) == 0 {
 		return append(dst, "null"...), nil
 	}
-	p := parser{in: args, nodes: make([]jnode, 0, 16)}
+	p := parserPool.Get().(*parser)
+	defer p.release()
+	p.in = args
 	i, root, err := p.value(p.skipSpace(0), 0)
 	if err != nil {
 		return dst, err

@@ -131,26 +131,40 @@ func parseTable(b []byte) (table, error) {
 		return table{}, corruptf("table", 8, "%d entries need %d bytes after the header, have %d",
 			count, count*tableEntrySize, len(body))
 	}
-	if got, want := crc32.Checksum(body, crcTable), binary.LittleEndian.Uint32(b[16:]); got != want {
-		return table{}, corruptf("table", 16, "body checksum %#08x, want %#08x", got, want)
-	}
+	// One pass, a chunk at a time so that the checksum and the entry checks
+	// read each byte from cache once.
 	t := table{b: b[:len(b):len(b)], n: int(count)}
-	for i := range t.n {
-		off := tableHeaderSize + i*tableEntrySize
-		e := b[off : off+tableEntrySize]
-		st := Status(e[tableStatusOff])
-		if st < StatusIntent || st > StatusResolved {
-			return table{}, corruptf("table", off+tableStatusOff, "entry %d has bad status %d", i, st)
-		}
-		for k, r := range e[tableStatusOff+1 : tableIntentOff] {
-			if r != 0 {
-				return table{}, corruptf("table", off+tableStatusOff+1+k, "entry %d has non-zero reserved byte", i)
+	const chunk = 64 // entries
+	crc := uint32(0)
+	var prev uint64 // first 8 bytes of the previous fingerprint, big-endian
+	for lo := 0; lo < t.n; lo += chunk {
+		hi := min(lo+chunk, t.n)
+		crc = crc32.Update(crc, crcTable, body[lo*tableEntrySize:hi*tableEntrySize])
+		for i := lo; i < hi; i++ {
+			off := tableHeaderSize + i*tableEntrySize
+			e := b[off : off+tableEntrySize]
+			// Status and the reserved bytes as one little-endian word: the
+			// status in the low byte, zeros above.
+			if w := binary.LittleEndian.Uint64(e[tableStatusOff:]); w < uint64(StatusIntent) || w > uint64(StatusResolved) {
+				if st := e[tableStatusOff]; st < byte(StatusIntent) || st > byte(StatusResolved) {
+					return table{}, corruptf("table", off+tableStatusOff, "entry %d has bad status %d", i, st)
+				}
+				k := 1
+				for e[tableStatusOff+k] == 0 {
+					k++
+				}
+				return table{}, corruptf("table", off+tableStatusOff+k, "entry %d has non-zero reserved byte", i)
 			}
+			t.counts[e[tableStatusOff]]++
+			head := binary.BigEndian.Uint64(e)
+			if i > 0 && (head < prev || (head == prev && bytes.Compare(b[off-tableEntrySize:off-tableEntrySize+32], e[:32]) >= 0)) {
+				return table{}, corruptf("table", off, "entry %d is not in ascending fingerprint order", i)
+			}
+			prev = head
 		}
-		if i > 0 && bytes.Compare(b[off-tableEntrySize:off-tableEntrySize+32], e[:32]) >= 0 {
-			return table{}, corruptf("table", off, "entry %d is not in ascending fingerprint order", i)
-		}
-		t.counts[st]++
+	}
+	if want := binary.LittleEndian.Uint32(b[16:]); crc != want {
+		return table{}, corruptf("table", 16, "body checksum %#08x, want %#08x", crc, want)
 	}
 	return t, nil
 }
