@@ -143,13 +143,13 @@ func (e *dictEntry) init() error {
 			e.err = fmt.Errorf("%w: id %d: %v", ErrDict, e.id, e.err)
 			return
 		}
+		// The s2 dictionary is the last 64 KiB of the content with the
+		// first repeat offset at 0. Frozen: records depend on both.
 		c := e.content
 		if len(c) > s2.MaxDictSize {
 			c = c[len(c)-s2.MaxDictSize:]
 		}
-		if len(c) >= s2.MinDictSize {
-			e.s2 = s2.MakeDict(c, nil)
-		}
+		e.s2 = s2.MakeDictManual(c, 0)
 	})
 	return e.err
 }
@@ -213,9 +213,14 @@ const (
 	// minCompressSize: records shorter than this are stored raw: no codec
 	// saves more than its header on them.
 	minCompressSize = 48
-	// s2MinSize: records at least this long try s2 first and keep it if it
+	// zstdMinSize: records shorter than this use s2. On a ~600-byte delta,
+	// s2 with a dictionary takes a few microseconds where zstd takes tens
+	// (zstd rebuilds entropy tables and restores its dictionary tables per
+	// record), for about 15% more bytes; the commit path cannot afford zstd.
+	zstdMinSize = 8 << 10
+	// s2MaxSize: records at least this long try s2 first and keep it if it
 	// halves them; zstd would compress them better but several times slower.
-	s2MinSize = 1 << 20
+	s2MaxSize = 1 << 20
 )
 
 // Compressor compresses and decompresses records, choosing the codec per
@@ -248,10 +253,12 @@ func (c *Compressor) Dicts() *Dicts { return c.dicts }
 
 // Compress appends to dst a compressed record of src:
 // [codec byte][dictionary id uvarint][payload], and returns the extended
-// slice. It picks the codec by size and gain: records under 48 bytes are
-// stored raw; records of 1 MiB or more use s2 if it halves them; others use
-// zstd, against dictionary dictID when it is registered. If the codec does
-// not save at least 1/32 of the record, the record is stored raw.
+// slice. It picks the codec by size and gain, using dictionary dictID when
+// it is registered: records under 48 bytes are stored raw; records under
+// 8 KiB (deltas: the commit path) use s2, fast; records from 8 KiB to 1 MiB
+// (snapshots, big tool outputs) use zstd, smaller; records of 1 MiB or more
+// use s2 if it halves them, else zstd. If the codec does not save at least
+// 1/32 of the record, the record is stored raw.
 //
 // dictID 0 means no dictionary. An unknown dictID is not an error: the
 // record is compressed without a dictionary (and says so, dict id 0), so it
@@ -264,7 +271,14 @@ func (c *Compressor) Compress(dst, src []byte, dictID uint32) []byte {
 	if e != nil && e.init() != nil {
 		e = nil
 	}
-	if len(src) >= s2MinSize {
+	if len(src) < zstdMinSize {
+		out := c.compressWith(dst, src, CodecS2, e)
+		if len(out)-len(dst) > len(src)-len(src)/32 {
+			return appendRaw(dst, src)
+		}
+		return out
+	}
+	if len(src) >= s2MaxSize {
 		out := c.compressWith(dst, src, CodecS2, e)
 		if len(out)-len(dst) <= len(src)/2 {
 			return out

@@ -96,9 +96,11 @@ func TestCompressPolicy(t *testing.T) {
 	}{
 		{"tiny stays raw", []byte("hello"), 1, CodecNone, 0},
 		{"random stays raw", pseudoRandom(4096), 0, CodecNone, 0},
-		{"message zstd with dict", []byte(g.Message(600)), 1, CodecZstd, 1},
-		{"message zstd without dict", []byte(g.Message(2000)), 0, CodecZstd, 0},
-		{"unknown dict falls back to none", []byte(g.Message(2000)), 42, CodecZstd, 0},
+		{"small record s2 with dict", []byte(g.Message(600)), 1, CodecS2, 1},
+		{"small record s2 without dict", []byte(g.Message(2000)), 0, CodecS2, 0},
+		{"unknown dict falls back to none", []byte(g.Message(2000)), 42, CodecS2, 0},
+		{"snapshot-sized zstd with dict", []byte(g.Message(100 << 10)), 1, CodecZstd, 1},
+		{"snapshot-sized zstd without dict", []byte(g.Message(100 << 10)), 0, CodecZstd, 0},
 	}
 	if !testing.Short() {
 		tests = append(tests, struct {
@@ -134,7 +136,7 @@ func TestDictShrinksDeltas(t *testing.T) {
 		plain += len(c.Compress(nil, s, 0))
 		dict += len(c.Compress(nil, s, 1))
 	}
-	t.Logf("200 deltas: raw %d B, zstd %d B (%.2fx), zstd+dict %d B (%.2fx)", raw, plain, float64(raw)/float64(plain), dict, float64(raw)/float64(dict))
+	t.Logf("200 deltas: raw %d B, auto %d B (%.2fx), auto+dict %d B (%.2fx)", raw, plain, float64(raw)/float64(plain), dict, float64(raw)/float64(dict))
 	if float64(dict) > 0.75*float64(plain) {
 		t.Fatalf("dictionary saves too little: %d vs %d bytes", dict, plain)
 	}

@@ -57,7 +57,11 @@ package frame
 //	+-------+-----------------+-------------------------------------+
 //	  codec 0 none: payload is the record itself (dict id is 0)
 //	  codec 1 s2:   an s2 block (its own uvarint decoded length first),
-//	                compressed against dictionary dict id if non-zero
+//	                compressed against dictionary dict id if non-zero; the
+//	                s2 dictionary is the last 64 KiB of the dictionary's
+//	                content with first repeat index 0
+//	  dictionary:   a zstd-format dictionary (magic 37 a4 30 ec), whose id
+//	                field is replaced by the registry id, or raw content
 //	  codec 2 zstd: one zstd frame with its content size, compressed
 //	                against dictionary dict id if non-zero
 //
