@@ -1,0 +1,208 @@
+package snapshot
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/cockroachdb/pebble/v2"
+)
+
+// Batch accumulates snapshots, positions and metadata, then writes them with
+// one Commit: one Pebble batch, atomic (after a crash it is wholly present or
+// wholly absent) and, with sync, durable when Commit returns. A Batch is for
+// one goroutine; it cannot be used after Commit or Discard. Puts copy their
+// arguments: the caller may reuse them at once.
+type Batch struct {
+	s  *Store
+	pb *pebble.Batch // nil after Commit or Discard
+
+	// snapKeys are the distinct snapshot keys in pb, for the store's count.
+	snapKeys map[string]struct{}
+	// scratch is reused to encode values before pb copies them.
+	scratch []byte
+
+	entries, snapshots, positions int
+}
+
+// NewBatch returns an empty batch for s.
+func (s *Store) NewBatch() *Batch {
+	return &Batch{s: s, pb: s.db.NewBatch(), snapKeys: map[string]struct{}{}}
+}
+
+var errBatchDone = fmt.Errorf("%w: batch already committed or discarded", ErrInvalid)
+
+func (b *Batch) usable() error {
+	if b == nil || b.pb == nil {
+		return errBatchDone
+	}
+	if b.s.readOnly {
+		return ErrReadOnly
+	}
+	return nil
+}
+
+// PutSnapshot adds s, keyed by its run and seq. A snapshot already stored
+// under that run and seq is replaced.
+func (b *Batch) PutSnapshot(s *Snapshot) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	key := AppendSnapshotKey(nil, s.RunID, s.Seq)
+	b.scratch = AppendSnapshot(b.scratch[:0], s)
+	if err := b.pb.Set(key, b.scratch, nil); err != nil {
+		return fmt.Errorf("snapshot: run %q seq %d: %w", s.RunID, s.Seq, err)
+	}
+	b.snapKeys[string(key)] = struct{}{}
+	b.entries++
+	b.snapshots++
+	return nil
+}
+
+// PutPositions adds the log positions of the run's atoms firstSeq,
+// firstSeq+1, ..., one per element of pos. Offsets must not be negative, and
+// the seqs must not pass math.MaxUint64.
+func (b *Batch) PutPositions(runID string, firstSeq uint64, pos []Pos) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := validRunID(runID); err != nil {
+		return err
+	}
+	if len(pos) == 0 {
+		return nil
+	}
+	if uint64(len(pos))-1 > math.MaxUint64-firstSeq {
+		return fmt.Errorf("%w: run %q: %d positions from seq %d overflow the seq space", ErrInvalid, runID, len(pos), firstSeq)
+	}
+	for i, p := range pos {
+		if p.Offset < 0 {
+			return fmt.Errorf("%w: run %q seq %d: negative log offset %d", ErrInvalid, runID, firstSeq+uint64(i), p.Offset)
+		}
+	}
+	prefix := appendRunPrefix(nil, spacePosition, runID)
+	key := make([]byte, 0, len(prefix)+seqLen)
+	for i, p := range pos {
+		key = appendRunKey(key[:0], spacePosition, runID, firstSeq+uint64(i))
+		b.scratch = appendPos(b.scratch[:0], p)
+		if err := b.pb.Set(key, b.scratch, nil); err != nil {
+			return fmt.Errorf("snapshot: run %q seq %d: %w", runID, firstSeq+uint64(i), err)
+		}
+		b.entries++
+		b.positions++
+	}
+	return nil
+}
+
+// PutMeta adds engine metadata: key (1 to MaxMetaKeyLen bytes) to val (at
+// most MaxMetaValueLen bytes), replacing any earlier value.
+func (b *Batch) PutMeta(key string, val []byte) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := validMetaKey(key); err != nil {
+		return err
+	}
+	if len(val) > MaxMetaValueLen {
+		return fmt.Errorf("%w: meta key %q: value of %d bytes exceeds the %d-byte limit", ErrInvalid, key, len(val), MaxMetaValueLen)
+	}
+	if err := b.pb.Set(append([]byte{spaceMeta}, key...), val, nil); err != nil {
+		return fmt.Errorf("snapshot: meta key %q: %w", key, err)
+	}
+	b.entries++
+	return nil
+}
+
+func validMetaKey(key string) error {
+	if key == "" || len(key) > MaxMetaKeyLen {
+		return fmt.Errorf("%w: meta key of %d bytes, want 1 to %d", ErrInvalid, len(key), MaxMetaKeyLen)
+	}
+	return nil
+}
+
+// Len returns the number of entries added: one per snapshot, per position
+// and per metadata key.
+func (b *Batch) Len() int {
+	if b == nil {
+		return 0
+	}
+	return b.entries
+}
+
+// Size returns the encoded size of the batch in bytes (0 after Commit).
+func (b *Batch) Size() int {
+	if b == nil || b.pb == nil {
+		return 0
+	}
+	return b.pb.Len()
+}
+
+// Commit writes the batch atomically. With sync, it returns once the batch
+// is durable (Pebble's WAL is fsynced); without, a crash may lose it, but
+// never tear it. The commit point is Pebble's WAL write of the batch: after
+// a crash, recovery replays the WAL and the batch is wholly present or
+// wholly absent. The Batch cannot be used afterwards, whatever the result.
+// Committing an empty batch does nothing.
+func (b *Batch) Commit(sync bool) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	pb := b.pb
+	b.pb = nil
+	defer pb.Close()
+	if b.entries == 0 {
+		return nil
+	}
+	s := b.s
+	if err := s.acquire(); err != nil {
+		return err
+	}
+	defer s.mu.RUnlock()
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+
+	var added int64
+	if len(b.snapKeys) > 0 {
+		for k := range b.snapKeys {
+			_, closer, err := s.db.Get([]byte(k))
+			switch {
+			case errors.Is(err, pebble.ErrNotFound):
+				added++
+			case err != nil:
+				return fmt.Errorf("snapshot: commit: %w", err)
+			default:
+				closer.Close()
+			}
+		}
+		if err := setCount(pb, s.snapshots.Load()+added); err != nil {
+			return fmt.Errorf("snapshot: commit: %w", err)
+		}
+	}
+	opts := pebble.NoSync
+	if sync {
+		opts = pebble.Sync
+	}
+	size := pb.Len()
+	if err := pb.Commit(opts); err != nil {
+		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
+	}
+	s.snapshots.Add(added)
+	s.batches.Add(1)
+	s.snapshotsWritten.Add(uint64(b.snapshots))
+	s.positionsWritten.Add(uint64(b.positions))
+	s.bytesCommitted.Add(uint64(size))
+	return nil
+}
+
+// Discard drops the batch without writing it. Discarding a committed or
+// discarded batch does nothing.
+func (b *Batch) Discard() {
+	if b == nil || b.pb == nil {
+		return
+	}
+	b.pb.Close()
+	b.pb = nil
+}

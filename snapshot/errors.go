@@ -1,0 +1,28 @@
+package snapshot
+
+import "errors"
+
+// Sentinel errors. Callers test them with errors.Is; the errors returned by
+// this package wrap them with the run, seq or key they concern.
+var (
+	// ErrNotFound reports that the asked-for snapshot, position or metadata
+	// key is not in the store. Positions wraps it with the first missing seq.
+	ErrNotFound = errors.New("snapshot: not found")
+
+	// ErrCorrupt reports a stored key or value that fails its checks (bad
+	// magic, unknown version, checksum mismatch, truncation, a value under the
+	// wrong key). The wrapping error names the run and seq, or the key.
+	ErrCorrupt = errors.New("snapshot: corrupt")
+
+	// ErrClosed reports a call on a Store after Close, or a Commit of a Batch
+	// whose Store was closed.
+	ErrClosed = errors.New("snapshot: store closed")
+
+	// ErrReadOnly reports a write to a Store opened with Options.ReadOnly.
+	ErrReadOnly = errors.New("snapshot: store is read-only")
+
+	// ErrInvalid reports a bad argument: an empty or oversized run id, a
+	// negative log offset, a frame over MaxFrameSize, an empty range, a
+	// Batch used after Commit, and so on.
+	ErrInvalid = errors.New("snapshot: invalid argument")
+)

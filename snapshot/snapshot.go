@@ -1,0 +1,44 @@
+package snapshot
+
+import (
+	"fmt"
+	"time"
+)
+
+// Pos is a position in the engine's log (it mirrors wal.Pos; this package
+// does not interpret it). Offset must not be negative.
+type Pos struct {
+	Segment uint64
+	Offset  int64
+}
+
+// Snapshot is the whole frame of a run at one atom.
+type Snapshot struct {
+	// RunID names the run: 1 to MaxRunIDLen bytes of any value.
+	RunID string
+	// Seq is the atom whose frame this is: frame(Seq).
+	Seq uint64
+	// Head is the run's chain head at Seq.
+	Head [32]byte
+	// Frame is the frame, already encoded and compressed by the caller; this
+	// package treats it as opaque bytes. At most MaxFrameSize bytes.
+	Frame []byte
+	// Created is when the snapshot was taken (kept to the nanosecond; the
+	// monotonic clock reading and the location are dropped).
+	Created time.Time
+}
+
+// Validate reports why s cannot be stored, or nil if it can.
+func (s *Snapshot) Validate() error {
+	if s == nil {
+		return fmt.Errorf("%w: nil snapshot", ErrInvalid)
+	}
+	if err := validRunID(s.RunID); err != nil {
+		return fmt.Errorf("snapshot of seq %d: %w", s.Seq, err)
+	}
+	if len(s.Frame) > MaxFrameSize {
+		return fmt.Errorf("%w: run %q seq %d: frame of %d bytes exceeds the %d-byte limit",
+			ErrInvalid, s.RunID, s.Seq, len(s.Frame), MaxFrameSize)
+	}
+	return nil
+}
