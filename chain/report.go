@@ -142,6 +142,7 @@ type RunReport struct {
 	Head        Hash      `json:"head"`        // h(LastSeq)
 	Checkpoints int       `json:"checkpoints"` // checkpoint records of the run
 	Signed      bool      `json:"signed"`      // at least one, and every, checkpoint verified against the public key
+	Ended       bool      `json:"ended"`       // a verified final checkpoint commits the run at LastSeq
 	OK          bool      `json:"ok"`          // no failure
 	Failure     *Failure  `json:"failure,omitempty"`
 	Warnings    []Failure `json:"warnings,omitempty"`

@@ -474,7 +474,7 @@ func (w *worker) handle(ev *event, payload []byte) {
 				rs.signedAll = false
 			}
 		}
-		rs.anchor(anchor{seq: ev.seq, head: ev.hash, src: ev.src, trusted: ev.trusted, loc: ev.loc})
+		rs.anchor(anchor{seq: ev.seq, head: ev.hash, src: ev.src, trusted: ev.trusted, final: ev.final, loc: ev.loc})
 	case opFail:
 		rs := w.run(ev.run)
 		rs.checkpoints++
@@ -490,6 +490,7 @@ type anchor struct {
 	head    Hash
 	src     anchorSrc
 	trusted bool
+	final   bool // a checkpoint written when the run ended
 	loc     string
 }
 
@@ -523,9 +524,12 @@ type runState struct {
 	// once one of them was not verified against the public key.
 	checkpoints int
 	signedAll   bool
-	sus         *suspect
-	failure     *Failure
-	warnings    []Failure
+	// ended is set by a verified final checkpoint at endedSeq.
+	ended    bool
+	endedSeq uint64
+	sus      *suspect
+	failure  *Failure
+	warnings []Failure
 }
 
 func (rs *runState) fail(f Failure) {
@@ -639,6 +643,9 @@ func (rs *runState) check(a anchor, h Hash) {
 	if a.trusted && (!rs.hasAnchor || a.seq > rs.anchored) {
 		rs.anchored, rs.hasAnchor = a.seq, true
 	}
+	if a.trusted && a.final {
+		rs.ended, rs.endedSeq = true, a.seq
+	}
 }
 
 func (rs *runState) anchor(a anchor) {
@@ -716,6 +723,7 @@ func (rs *runState) report() RunReport {
 		Head:        rs.head,
 		Checkpoints: rs.checkpoints,
 		Signed:      rs.checkpoints > 0 && rs.signedAll,
+		Ended:       rs.ended && rs.endedSeq == rs.lastSeq && rs.failure == nil,
 		OK:          rs.failure == nil,
 		Failure:     rs.failure,
 		Warnings:    rs.warnings,

@@ -2,10 +2,13 @@ package chain_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -498,7 +501,7 @@ func TestReportState(t *testing.T) {
 	if got := s.Runs["a"]; got.Seq != 20 || got.Head != head {
 		t.Fatalf("state of a = %+v, want seq 20 head %s", got, head)
 	}
-	if r.Records != 60 || r.CheckpointsVerified != 3*5+5 || !r.Runs[0].Signed || r.Runs[0].Checkpoints != 5 {
+	if r.Records != 60 || r.CheckpointsVerified != 3*5+5 || !r.Runs[0].Signed || r.Runs[0].Checkpoints != 5 || !r.Runs[0].Ended {
 		t.Fatalf("counts: records %d verified %d run0 %+v", r.Records, r.CheckpointsVerified, r.Runs[0])
 	}
 }
@@ -624,12 +627,12 @@ func TestLateCheckpoint(t *testing.T) {
 	for _, workers := range []int{1, 2} {
 		good := append(slices.Clone(es), late(5, headAt(5)), late(200, headAt(200)))
 		r := feed(t, chain.VerifyOptions{PublicKey: pub, Workers: workers}, good)
-		if !r.OK || len(r.Warnings) != 1 || r.Warnings[0].Kind != chain.KindUncheckedAnchor || r.Warnings[0].Seq != 5 {
+		if !r.OK || len(r.Warnings) != 1 || r.Warnings[0].Kind != chain.KindUncheckedAnchor || r.Warnings[0].Seq != 5 || !r.Runs[0].Ended {
 			t.Fatalf("late checkpoints: OK %v failures %v warnings %v", r.OK, r.Failures, r.Warnings)
 		}
 		bad := append(slices.Clone(es), late(200, headAt(201)))
 		r = feed(t, chain.VerifyOptions{PublicKey: pub, Workers: workers}, bad)
-		if r.OK || r.Runs[0].Failure.Kind != chain.KindCheckpointMismatch || r.Runs[0].Failure.Seq != 200 {
+		if r.OK || r.Runs[0].Failure.Kind != chain.KindCheckpointMismatch || r.Runs[0].Failure.Seq != 200 || r.Runs[0].Ended {
 			t.Fatalf("late wrong checkpoint: %v", r.Failures)
 		}
 		dup := slices.Insert(slices.Clone(es), find(es, eRecord, "a", 900)+1, es[find(es, eRecord, "a", 3)])
@@ -637,5 +640,29 @@ func TestLateCheckpoint(t *testing.T) {
 		if f := r.Runs[0].Failure; f == nil || f.Kind != chain.KindSeqDuplicate || f.Seq != 3 || f.Expected != headAt(3) {
 			t.Fatalf("old duplicate: %v", f)
 		}
+	}
+}
+
+func TestReportJSON(t *testing.T) {
+	_, pub := testSigner(t, "continuum-test", 1)
+	f := defaultFixture(t)
+	es := f.build(t)
+	i := find(es, eRecord, "b", 7)
+	es[i].payload[0] ^= 1
+	r := feed(t, chain.VerifyOptions{PublicKey: pub}, es)
+	b, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"kind":"hash-mismatch"`, `"run":"b"`, `"seq":7`, `"location":"log:` + strconv.Itoa(i) + `"`, `"actual":"` + es[i].hash.String() + `"`, `"ok":false`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("JSON report lacks %s:\n%s", want, b)
+		}
+	}
+	var back struct {
+		Failures []chain.Failure `json:"failures"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || len(back.Failures) != 1 || back.Failures[0] != r.Failures[0] {
+		t.Fatalf("failures do not round trip through JSON: %v %+v", err, back.Failures)
 	}
 }
