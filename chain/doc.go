@@ -100,6 +100,17 @@
 //   - A hash mismatch on the last record of a run cannot be told apart from
 //     a replaced record (there is no next record to check the link); it is
 //     reported as hash-mismatch.
+//   - Only the order within a run is protected. How records of different
+//     runs interleave in the log is not chained, so moving a record among
+//     other runs' records (keeping its place in its own run) goes unnoticed.
+//   - Verification starts at each run's genesis: the verifier needs every
+//     record of a run since its creation record. A store that discards old
+//     log segments cannot be verified from the start of its runs.
+//   - Without a public key, the Store record and checkpoints name the store
+//     id; the first id seen is taken as the store's. Only a saved State pins
+//     which store this is.
+//   - A keyed store verified without its secret (or with another) fails
+//     every run at seq 1; the secret cannot be recovered from the store.
 //   - Verifier methods must be called from a single goroutine; Hasher and
 //     Signer are safe for concurrent use.
 package chain
