@@ -161,13 +161,14 @@ type Report struct {
 }
 
 // State returns what `--save-state` writes: the store id and, for every run
-// in the report, its last verified seq and head. Save it only from an OK
-// report: for a failed run it holds the prefix verified before the failure.
+// the store holds, its last verified seq and head. Save it only from an OK
+// report: for a failed run it holds the prefix verified before the failure,
+// and missing or never-created runs are left out.
 func (r *Report) State() State {
 	s := State{StoreID: r.StoreID, Runs: make(map[string]RunHead, len(r.Runs))}
 	for _, rr := range r.Runs {
-		if rr.Failure != nil && rr.Failure.Kind == KindRunMissing {
-			continue
+		if f := rr.Failure; f != nil && (f.Kind == KindRunMissing || f.Kind == KindUnknownRun) {
+			continue // the store holds no verifiable chain for it
 		}
 		s.Runs[rr.RunID] = RunHead{RunID: rr.RunID, Seq: rr.LastSeq, Head: rr.Head}
 	}

@@ -666,3 +666,27 @@ func TestReportJSON(t *testing.T) {
 		t.Fatalf("failures do not round trip through JSON: %v %+v", err, back.Failures)
 	}
 }
+
+// TestStateLeavesOutRunsWithoutChain: a saved state must not pin runs the
+// store never created, or the next verification would report a rollback
+// against a chain that never existed.
+func TestStateLeavesOutRunsWithoutChain(t *testing.T) {
+	_, pub := testSigner(t, "continuum-test", 1)
+	f := defaultFixture(t)
+	es := f.build(t)
+	ghost := es[find(es, eRecord, "a", 1)].clone()
+	ghost.run = "ghost"
+	es = append(es, ghost)
+	es = slices.DeleteFunc(es, func(e entry) bool { return e.run == "c" })
+	r := feed(t, chain.VerifyOptions{PublicKey: pub}, es)
+	s := r.State()
+	if _, ok := s.Runs["ghost"]; ok {
+		t.Error("state pins a run with no creation record")
+	}
+	if _, ok := s.Runs["c"]; ok {
+		t.Error("state pins a missing run")
+	}
+	if got := s.Runs["a"]; got.Seq != 20 {
+		t.Errorf("state of a = %+v", got)
+	}
+}
