@@ -134,6 +134,9 @@ func AppendDelta(dst []byte, d *Delta) []byte {
 
 // EncodedFrameSize returns the exact length of AppendFrame's output for f.
 func EncodedFrameSize(f *Frame) int {
+	if f == nil {
+		f = &Frame{}
+	}
 	n := 1 + strLen(len(f.Objective)) + uvarintLen(uint64(len(f.Subgoals)))
 	for i := range f.Subgoals {
 		n += strLen(len(f.Subgoals[i].ID)) + strLen(len(f.Subgoals[i].Text)) + 1
@@ -159,8 +162,11 @@ func EncodedFrameSize(f *Frame) int {
 // slice. The encoding is deterministic: memory keys are written in sorted
 // order, so equal frames give equal bytes (a nil and an empty slice or map
 // encode alike). A frame that fails Validate still encodes, but DecodeFrame
-// rejects the result.
+// rejects the result. A nil frame encodes as an empty one.
 func AppendFrame(dst []byte, f *Frame) []byte {
+	if f == nil {
+		f = &Frame{}
+	}
 	dst = slices.Grow(dst, EncodedFrameSize(f))
 	dst = append(dst, tagFrame)
 	dst = appendStr(dst, f.Objective)

@@ -63,6 +63,9 @@ func (ds *Dicts) Add(id uint32, dict []byte) error {
 	}
 	e := &dictEntry{id: id, bytes: bytes.Clone(dict)}
 	if bytes.HasPrefix(dict, zstdDictMagic) {
+		if len(dict) < 8 {
+			return fmt.Errorf("%w: id %d: zstd dictionary of %d bytes has no id field", ErrDict, id, len(dict))
+		}
 		z := bytes.Clone(dict)
 		binary.LittleEndian.PutUint32(z[4:8], id)
 		info, err := zstd.InspectDictionary(z)
@@ -179,7 +182,7 @@ func newZstdDecoder(opts ...zstd.DOption) (*zstd.Decoder, error) {
 // sample records (encoded deltas, say), with klauspost/compress/dict. It
 // needs at least MinTrainSamples samples holding MinTrainBytes in total.
 // The dictionary's id field is left for Dicts.Add to set.
-func TrainDict(samples [][]byte, maxSize int) ([]byte, error) {
+func TrainDict(samples [][]byte, maxSize int) (_ []byte, err error) {
 	total := 0
 	for _, s := range samples {
 		total += len(s)
@@ -190,6 +193,13 @@ func TrainDict(samples [][]byte, maxSize int) ([]byte, error) {
 	if maxSize < 256 || maxSize > 1<<20 {
 		return nil, fmt.Errorf("%w: dictionary size %d outside [256, 1 MiB]", ErrDict, maxSize)
 	}
+	// The builder is third-party code fed with caller data: a panic in it
+	// must reach the caller as an error, like any other bad input.
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("frame: train dictionary from %d samples: builder failed: %v", len(samples), r)
+		}
+	}()
 	d, err := dict.BuildZstdDict(samples, dict.Options{
 		MaxDictSize: maxSize,
 		HashBytes:   6,

@@ -166,6 +166,9 @@ func TestDicts(t *testing.T) {
 	if err := ds.Add(4, append([]byte{0x37, 0xa4, 0x30, 0xec}, make([]byte, 40)...)); !errors.Is(err, ErrDict) {
 		t.Fatalf("malformed zstd dict: %v", err)
 	}
+	if err := ds.Add(5, []byte{0x37, 0xa4, 0x30, 0xec, 1}); !errors.Is(err, ErrDict) {
+		t.Fatalf("truncated zstd dict: %v", err)
+	}
 	if err := ds.Add(1, raw); err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +203,13 @@ func TestTrainDictErrors(t *testing.T) {
 	}
 	if _, err := TrainDict(samples(1, 100), 10); err == nil {
 		t.Fatal("tiny max size accepted")
+	}
+	var zeros [][]byte
+	for i := 0; i < 20; i++ {
+		zeros = append(zeros, make([]byte, 200))
+	}
+	if d, err := TrainDict(zeros, 4096); err == nil {
+		t.Fatalf("trained a %d-byte dictionary from zeros", len(d))
 	}
 }
 

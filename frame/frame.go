@@ -195,6 +195,9 @@ func uniqueIDs(n int, id func(int) string, what string) error {
 // the delta's byte slices; neither is mutated afterwards by this package.
 // A nil or empty delta is a no-op.
 func (f *Frame) Apply(d *Delta) error {
+	if f == nil {
+		return fmt.Errorf("%w: Apply on a nil frame", ErrInvalidOp)
+	}
 	if d == nil || len(d.ops) == 0 {
 		return nil
 	}

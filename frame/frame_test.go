@@ -263,6 +263,12 @@ func TestCloneIndependent(t *testing.T) {
 	if (*Frame)(nil).Clone() != nil {
 		t.Fatal("Clone of nil is not nil")
 	}
+	if err := (*Frame)(nil).Apply(&d); !errors.Is(err, ErrInvalidOp) {
+		t.Fatalf("Apply on nil frame: %v", err)
+	}
+	if !bytes.Equal(AppendFrame(nil, nil), AppendFrame(nil, &Frame{})) || EncodedFrameSize(nil) != len(AppendFrame(nil, nil)) {
+		t.Fatal("nil frame does not encode as an empty one")
+	}
 }
 
 // TestApplyDoesNotCopyFrame checks requirement 4: the cost of Apply on a

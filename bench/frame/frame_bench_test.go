@@ -215,7 +215,7 @@ func BenchmarkFrameEncode(b *testing.B) {
 				b.ReportAllocs()
 				var enc, out []byte
 				cpu0 := cpuTime()
-			for b.Loop() {
+				for b.Loop() {
 					enc = frame.AppendFrame(enc[:0], f)
 					out = v.compress(c, out[:0], enc)
 				}
@@ -240,7 +240,7 @@ func BenchmarkFrameDecode(b *testing.B) {
 				b.ReportAllocs()
 				var out []byte
 				cpu0 := cpuTime()
-			for b.Loop() {
+				for b.Loop() {
 					var err error
 					out, err = c.Decompress(out[:0], rec)
 					if err != nil {
