@@ -54,13 +54,16 @@ func (a Action) Fingerprint() (Fingerprint, error) {
 		return Fingerprint{}, ErrNoKey
 	}
 	buf := bufPool.Get().(*[]byte)
-	defer bufPool.Put(buf)
 	args, err := appendCanonical((*buf)[:0], a.Args, a.Redact)
-	*buf = args[:0]
-	if err != nil {
-		return Fingerprint{}, err
+	var fp Fingerprint
+	if err == nil {
+		fp = fingerprintOf(a.Tool, args, a.Key)
 	}
-	return fingerprintOf(a.Tool, args, a.Key), nil
+	if cap(args) <= 64<<10 { // keep huge documents' buffers out of the pool
+		*buf = args[:0]
+		bufPool.Put(buf)
+	}
+	return fp, err
 }
 
 var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}

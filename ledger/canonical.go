@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 	"unicode/utf8"
 )
@@ -560,7 +561,7 @@ func appendNumber(dst, lit []byte) []byte {
 			}
 		}
 		dst = append(dst, 'e')
-		dst = fmt.Appendf(dst, "%d", point-1)
+		dst = strconv.AppendInt(dst, int64(point-1), 10)
 	}
 	return dst
 }

@@ -179,12 +179,15 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 	}
 	fp := in.Fingerprint
 
-	// Fast path: a certified result held in memory.
+	// Fast path, under the read lock: a certified action (the hit path).
 	l.mu.RLock()
-	if p, ok := l.mu.entries[fp]; ok && p.flight == nil && p.status.certified() && p.result != nil {
-		r := bytes.Clone(p.result)
+	if cur, _, _ := l.lookupLocked(&fp); cur.flight == nil && cur.status.certified() {
+		r := bytes.Clone(cur.result)
 		l.mu.RUnlock()
-		return r, nil
+		if cur.result != nil {
+			return r, nil
+		}
+		return l.readResult(j, fp, cur.certLoc)
 	}
 	l.mu.RUnlock()
 
@@ -206,7 +209,7 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 		if cur.result != nil {
 			return bytes.Clone(cur.result), nil
 		}
-		return l.readResult(j, &fp, cur.certLoc)
+		return l.readResult(j, fp, cur.certLoc)
 	case cur.status == StatusIntent && !in.Idempotent:
 		l.mu.Unlock()
 		return nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Fingerprint: fp}
@@ -219,13 +222,13 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 }
 
 // readResult fetches a certified result that is not held in memory.
-func (l *Ledger) readResult(j Journal, fp *Fingerprint, loc Loc) ([]byte, error) {
+func (l *Ledger) readResult(j Journal, fp Fingerprint, loc Loc) ([]byte, error) {
 	c, err := j.ReadCertificate(loc)
 	if err != nil {
 		return nil, fmt.Errorf("ledger: reading certificate of %s at segment %d offset %d: %w",
 			fp, loc.Segment, loc.Offset, err)
 	}
-	if c == nil || c.Fingerprint != *fp || !c.Status.certified() {
+	if c == nil || c.Fingerprint != fp || !c.Status.certified() {
 		return nil, fmt.Errorf("%w: certificate at segment %d offset %d is not the certificate of %s",
 			ErrCorrupt, loc.Segment, loc.Offset, fp)
 	}
@@ -429,7 +432,8 @@ func (l *Ledger) ApplyCertificate(c *Certificate, loc Loc, keepResult bool) {
 }
 
 // Lookup returns what the ledger knows about fp. It never touches disk: the
-// table is in memory and is binary-searched in place.
+// table is in memory and is binary-searched in place. An action whose intent
+// is being written right now is reported in flight with StatusNone.
 func (l *Ledger) Lookup(fp Fingerprint) (Entry, bool) {
 	l.mu.RLock()
 	defer l.mu.RUnlock()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"hash/crc32"
+	"math/bits"
 	"slices"
 )
 
@@ -21,12 +22,31 @@ func (t *table) key(i int) []byte {
 }
 
 // find returns the index of fp in t, if present. It reads only the probed
-// entries: O(log n) comparisons and no allocation.
+// entries and allocates nothing. Fingerprints are uniform (they are BLAKE3
+// outputs), so it first interpolates on their leading 8 bytes, which finds
+// an entry of a 1M-entry table in about 4 probes instead of 20; after 8
+// probes it falls back to bisection, so that any sorted table, however
+// skewed, costs O(log n).
 func (t *table) find(fp *Fingerprint) (int, bool) {
 	want := binary.BigEndian.Uint64(fp[:8])
-	lo, hi := 0, t.n
-	for lo < hi {
+	lo, hi := 0, t.n-1 // inclusive bounds
+	for step := 0; lo <= hi; step++ {
 		m := int(uint(lo+hi) >> 1)
+		if step < 8 {
+			klo := binary.BigEndian.Uint64(t.key(lo))
+			khi := binary.BigEndian.Uint64(t.key(hi))
+			if want < klo || want > khi {
+				return 0, false
+			}
+			m = lo
+			if d := khi - klo; d != 0 {
+				// (want-klo)*(hi-lo)/d <= hi-lo; the high word of the
+				// product is below d, so Div64 cannot overflow.
+				ph, pl := bits.Mul64(want-klo, uint64(hi-lo))
+				q, _ := bits.Div64(ph, pl, d)
+				m = lo + int(q)
+			}
+		}
 		k := t.key(m)
 		c := 0
 		if got := binary.BigEndian.Uint64(k[:8]); got < want {
@@ -40,12 +60,12 @@ func (t *table) find(fp *Fingerprint) (int, bool) {
 		case c < 0:
 			lo = m + 1
 		case c > 0:
-			hi = m
+			hi = m - 1
 		default:
 			return m, true
 		}
 	}
-	return lo, false
+	return 0, false
 }
 
 // at returns entry i as an entry value (no result held).

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -435,4 +436,71 @@ func lastRecordIsIntent(t *testing.T, recs [][]byte, fp Fingerprint) bool {
 		}
 	}
 	return doubt
+}
+
+// TestTableFindSkewed checks lookups in tables whose fingerprints are far
+// from uniform (shared prefixes, clusters, extremes), where interpolation
+// guesses badly and bisection must take over.
+func TestTableFindSkewed(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 4))
+	gens := map[string]func(i int) Fingerprint{
+		"shared 8-byte prefix": func(i int) Fingerprint {
+			var fp Fingerprint
+			binary.BigEndian.PutUint64(fp[8:], rng.Uint64())
+			return fp
+		},
+		"clustered": func(i int) Fingerprint {
+			var fp Fingerprint
+			if i%10 == 0 {
+				binary.BigEndian.PutUint64(fp[:], rng.Uint64())
+			} else {
+				binary.BigEndian.PutUint64(fp[:], uint64(i))
+			}
+			fp[31] = byte(i)
+			return fp
+		},
+		"extremes": func(i int) Fingerprint {
+			var fp Fingerprint
+			switch i % 3 {
+			case 0:
+				binary.BigEndian.PutUint64(fp[:], math.MaxUint64-uint64(rng.IntN(4)))
+			case 1:
+				binary.BigEndian.PutUint64(fp[:], uint64(rng.IntN(4)))
+			default:
+				binary.BigEndian.PutUint64(fp[:], 1<<63)
+			}
+			binary.BigEndian.PutUint64(fp[24:], rng.Uint64())
+			return fp
+		},
+	}
+	for name, gen := range gens {
+		t.Run(name, func(t *testing.T) {
+			l := New()
+			var fps []Fingerprint
+			for i := range 3000 {
+				fp := gen(i)
+				fps = append(fps, fp)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{1, int64(i)}, false)
+			}
+			r := New()
+			if err := r.LoadTable(l.AppendTable(nil)); err != nil {
+				t.Fatal(err)
+			}
+			for _, fp := range fps {
+				if _, ok := r.Lookup(fp); !ok {
+					t.Fatalf("%s not found", fp)
+				}
+				for _, d := range []int{0, 8, 31} {
+					miss := fp
+					miss[d] ^= 0x40
+					_, inMap := l.Lookup(miss)
+					if _, ok := r.Lookup(miss); ok != inMap {
+						t.Fatalf("%s: found %v, want %v", miss, ok, inMap)
+					}
+				}
+			}
+		})
+	}
 }
