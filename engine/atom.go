@@ -1,0 +1,401 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/zeebo/blake3"
+)
+
+// Atom is one thought-action cycle of a run, the unit of durability: after
+// a crash it is wholly present (committed) or absent. Its methods are safe
+// for concurrent use, but default idempotency keys depend on the order of
+// Do calls, so an agent that relies on them issues its calls in a
+// deterministic order.
+type Atom struct {
+	run     *Run
+	seq     uint64
+	resumed bool
+
+	mu struct {
+		sync.Mutex
+		done    bool   // committed or failed
+		calls   uint32 // Do and Resolve calls so far: the next call index
+		actions []atomAction
+	}
+}
+
+type atomAction struct {
+	index  uint32
+	fp     ledger.Fingerprint
+	result []byte
+}
+
+// Seq returns the atom's seq.
+func (a *Atom) Seq() uint64 { return a.seq }
+
+// Resumed reports whether this seq was running when the previous process
+// stopped (see Run.Interrupted).
+func (a *Atom) Resumed() bool { return a.resumed }
+
+// prepare validates an action, fills in its default key and returns the
+// intent the ledger records for it.
+func (a *Atom) prepare(act ledger.Action) (*ledger.Intent, error) {
+	a.mu.Lock()
+	if a.mu.done {
+		a.mu.Unlock()
+		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
+	}
+	index := a.mu.calls
+	a.mu.calls++
+	a.mu.Unlock()
+
+	if act.Key == "" {
+		act.Key = ledger.DefaultKey(a.run.id, a.seq, int(index))
+	}
+	args, err := ledger.CanonicalArgs(act.Args, act.Redact)
+	if err != nil {
+		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
+	}
+	fp, err := act.Fingerprint()
+	if err != nil {
+		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
+	}
+	return &ledger.Intent{
+		Fingerprint: fp, RunID: a.run.id, Seq: a.seq, Index: index,
+		Tool: act.Tool, Args: args, Key: act.Key, Idempotent: act.Idempotent,
+	}, nil
+}
+
+func (a *Atom) record(in *ledger.Intent, result []byte) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.mu.actions = append(a.mu.actions, atomAction{index: in.Index, fp: in.Fingerprint, result: result})
+}
+
+// Do performs an external action at most once. If the ledger holds a
+// certificate for the action's fingerprint, Do returns the certified result
+// and exec is not called. Otherwise it writes a durable intent, calls exec
+// with the idempotency key, writes a durable certificate and returns the
+// result. An exec error is recorded and returned; a later Do may try again.
+//
+// An action whose intent is durable but whose certificate is not (the
+// process stopped between dispatch and completion) is in doubt: if it is
+// declared Idempotent, exec is called again with the same key; otherwise Do
+// returns an error matching ledger.ErrInDoubt that carries the key, and the
+// agent reconciles with the downstream and calls Resolve.
+//
+// The returned slice belongs to the caller.
+func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]byte, error) {
+	db := a.run.db
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	if exec == nil {
+		return nil, fmt.Errorf("engine: run %q seq %d: nil exec for %q", a.run.id, a.seq, act.Tool)
+	}
+	in, err := a.prepare(act)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	j := &journal{db: db, relaxed: db.opts.Durability == Relaxed}
+	var ran bool
+	result, err := db.ledger.Do(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
+		ran = true
+		return exec(ctx, key)
+	})
+	db.counters.actions.Add(1)
+	if !ran && err == nil {
+		db.counters.deduped.Add(1)
+	}
+	if err != nil {
+		return nil, err
+	}
+	a.record(in, result)
+	return append([]byte(nil), result...), nil
+}
+
+// Resolve records the outcome of an in-doubt action that the agent found by
+// asking the downstream: from then on Do of that action returns result
+// without calling exec. The action is matched by fingerprint, so it must be
+// the same action (tool, args, key) that Do reported in doubt.
+func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
+	db := a.run.db
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	in, err := a.prepare(act)
+	if err != nil {
+		return err
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return err
+	}
+	j := &journal{db: db}
+	if err := db.ledger.Resolve(ctx, j, in, result); err != nil {
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", act.Tool, in.Key, a.run.id, a.seq, err)
+	}
+	a.record(in, append([]byte(nil), result...))
+	return nil
+}
+
+// Commit makes the atom durable: it encodes the delta, links it into the
+// run's chain, appends it to the log, waits for the group commit's fsync and
+// only then applies it to the in-memory frame. A delta that does not apply
+// to the frame (an unknown subgoal, say) is refused with ErrInvalidDelta and
+// the atom stays running.
+func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
+	r, db := a.run, a.run.db
+	if d == nil {
+		return fmt.Errorf("%w: run %q seq %d", ErrNilDelta, r.id, a.seq)
+	}
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.done || r.mu.atom != a {
+		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
+	}
+	if r.mu.broken != nil {
+		return r.mu.broken
+	}
+	if err := r.mu.frame.CanApply(d); err != nil {
+		return fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, a.seq, err)
+	}
+
+	buf := getBuf()
+	defer putBuf(buf)
+	fps := make([]ledger.Fingerprint, len(a.mu.actions))
+	for i, act := range a.mu.actions {
+		fps[i] = act.fp
+	}
+	delta := frame.AppendDelta(buf.delta[:0], d)
+	body := appendAtomBody(buf.body[:0], fps, delta)
+	payload := append(buf.payload[:0], body...)
+	for _, act := range a.mu.actions {
+		sum := blake3.Sum256(act.result)
+		payload = append(payload, sum[:]...)
+	}
+	head := db.hasher.Link(r.id, a.seq, r.mu.head, payload)
+	rec := appendAtomHeader(buf.rec[:0], r.id, a.seq, head)
+	rec = db.comp.Compress(rec, body, db.curDict.Load())
+	buf.delta, buf.body, buf.payload, buf.rec = delta, body, payload, rec
+
+	tok := db.track()
+	pos, err := db.append(ctx, rec)
+	if err != nil {
+		db.untrack(tok)
+		return fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
+	}
+	if err := r.mu.frame.Apply(d); err != nil {
+		// Validate accepted the delta, so this is a bug, and the frame in
+		// memory is no longer the durable one.
+		r.mu.broken = fmt.Errorf("engine: run %q seq %d: delta validated but did not apply: %w", r.id, a.seq, err)
+		db.untrack(tok)
+		return r.mu.broken
+	}
+	r.mu.lastSeq = a.seq
+	r.mu.head = head
+	r.mu.positions = append(r.mu.positions, pos)
+	r.mu.atom = nil
+	if r.mu.interruptedSeq == a.seq {
+		r.mu.interruptedSeq, r.mu.inflight = 0, nil
+	}
+	a.mu.done = true
+	db.untrack(tok)
+
+	db.counters.atoms.Add(1)
+	db.sample(body)
+	r.afterCommitLocked()
+	return nil
+}
+
+// Fail ends the atom without committing it: its seq is not consumed (the
+// next Begin gets the same seq), its delta never happened, and the actions
+// it performed stay certified in the ledger, so a retry with the same
+// default keys does not repeat them. The failure and its reason are
+// recorded durably.
+func (a *Atom) Fail(ctx context.Context, reason string) error {
+	r, db := a.run, a.run.db
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if len(reason) > maxFailReason {
+		reason = reason[:maxFailReason]
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.done || r.mu.atom != a {
+		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
+	}
+	rec := appendFailRecord(nil, &failRecord{run: r.id, seq: a.seq, reason: reason})
+	tok := db.track()
+	_, err := db.append(ctx, rec)
+	db.untrack(tok)
+	if err != nil {
+		return fmt.Errorf("engine: fail run %q seq %d: %w", r.id, a.seq, err)
+	}
+	a.mu.done = true
+	r.mu.atom = nil
+	if r.mu.interruptedSeq == a.seq {
+		r.mu.interruptedSeq, r.mu.inflight = 0, nil
+	}
+	db.counters.fails.Add(1)
+	return nil
+}
+
+// afterCommitLocked schedules the background work an atom may make due: a
+// snapshot, a chain checkpoint.
+func (r *Run) afterCommitLocked() {
+	db := r.db
+	since := int(r.mu.lastSeq - r.mu.snapSeq)
+	if !r.mu.snapQueued && db.snapshotPolicy().Due(since, time.Since(r.mu.snapTime)) {
+		select {
+		case db.bg.snapJobs <- r:
+			r.mu.snapQueued = true
+		default: // the queue is full: the periodic sweep picks it up
+		}
+	}
+	if every := db.opts.CheckpointEvery; every > 0 && r.mu.lastSeq%uint64(every) == 0 {
+		db.writeChainCheckpointLocked(r)
+	}
+}
+
+// journal is the ledger's durable side, over the engine's log. The ledger
+// runs each write and applies its outcome under its checkpoint gate, so an
+// engine checkpoint never sees a record written but not applied.
+type journal struct {
+	db      *DB
+	relaxed bool
+}
+
+func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+	db := j.db
+	if err := ctx.Err(); err != nil {
+		return ledger.Loc{}, err
+	}
+	rec := make([]byte, 1, 1+len(body)/2+16)
+	rec[0] = kind
+	rec = db.comp.Compress(rec, body, db.curDict.Load())
+	db.sample(body)
+	if !wait {
+		// Relaxed: enqueue and return at once. The fsync of the atom's
+		// commit covers this record (one ordered log); the goroutine tells
+		// the ledger where the certificate landed. Until it has, the record
+		// is tracked, so that an engine checkpoint replays it.
+		tok := db.track()
+		w := db.log.AppendAsync(rec)
+		go func() {
+			defer db.untrack(tok)
+			ps, err := w.Wait(context.Background())
+			if err != nil {
+				return // the log's error is sticky: the commit reports it
+			}
+			db.noteAppended(len(rec))
+			if c != nil {
+				db.ledger.ApplyCertificate(c, ledger.Loc{Segment: ps[0].Segment, Offset: ps[0].Offset}, true)
+			}
+		}()
+		return ledger.Loc{}, nil
+	}
+	pos, err := db.append(ctx, rec)
+	if err != nil {
+		return ledger.Loc{}, err
+	}
+	return ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, nil
+}
+
+func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
+	return j.write(ctx, kindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+}
+
+func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
+	return j.write(ctx, kindCert, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+}
+
+func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	return j.db.readCertificate(loc)
+}
+
+func (db *DB) readLedgerRecord(loc ledger.Loc, kind byte) ([]byte, error) {
+	pos := wal.Pos{Segment: loc.Segment, Offset: loc.Offset}
+	rec, err := db.log.ReadAt(pos)
+	if err != nil {
+		return nil, fmt.Errorf("engine: read %s at %v: %w", kindName(kind), pos, err)
+	}
+	if len(rec) == 0 || rec[0] != kind {
+		return nil, corruptf(db.path(walDir), "record at %v is not a %s", pos, kindName(kind))
+	}
+	body, err := db.comp.Decompress(nil, rec[1:])
+	if err != nil {
+		return nil, corruptf(db.path(walDir), "%s at %v: %v", kindName(kind), pos, err)
+	}
+	return body, nil
+}
+
+func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	body, err := db.readLedgerRecord(loc, kindCert)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.DecodeCertificate(body)
+}
+
+func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	body, err := db.readLedgerRecord(loc, kindIntent)
+	if err != nil {
+		return nil, err
+	}
+	return ledger.DecodeIntent(body)
+}
+
+// applyAtomBody decompresses an atom's body and applies its delta to f.
+func (db *DB) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
+	raw, err := db.comp.Decompress(nil, compressed)
+	if err != nil {
+		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
+	}
+	body, err := decodeAtomBody(raw)
+	if err != nil {
+		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
+	}
+	d, err := frame.DecodeDelta(body.delta)
+	if err != nil {
+		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
+	}
+	if err := f.Apply(d); err != nil {
+		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: "stored delta does not apply: " + err.Error()}
+	}
+	return nil
+}
+
+// encBuf holds the scratch buffers of one Commit.
+type encBuf struct{ delta, body, payload, rec []byte }
+
+var bufPool = sync.Pool{New: func() any { return &encBuf{} }}
+
+func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
+
+func putBuf(b *encBuf) {
+	const keep = 1 << 20 // don't pin huge buffers
+	if cap(b.rec) > keep || cap(b.payload) > keep {
+		return
+	}
+	bufPool.Put(b)
+}

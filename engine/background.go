@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"context"
+	"encoding/hex"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/snapshot"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/zeebo/blake3"
+)
+
+func (db *DB) snapshotPolicy() snapshot.Policy {
+	return snapshot.Policy{Every: db.opts.SnapshotEvery, Interval: db.opts.SnapshotInterval}
+}
+
+// background runs the work that never sits on the commit path: snapshots
+// into Pebble, engine checkpoints, time-triggered chain checkpoints. Its
+// errors are sticky (see backgroundErr) and reported by Close and Stats.
+func (db *DB) background() {
+	defer db.bg.wg.Done()
+	tick := time.NewTicker(db.sweepInterval())
+	defer tick.Stop()
+	for {
+		select {
+		case <-db.bg.stop:
+			return
+		case r := <-db.bg.snapJobs:
+			db.runSnapshot(r)
+		case <-db.bg.ckptReq:
+			if err := db.waitLedger(context.Background()); err != nil {
+				db.setBackgroundErr(err)
+				continue
+			}
+			if err := db.checkpoint(false); err != nil {
+				db.setBackgroundErr(err)
+			}
+		case <-tick.C:
+			db.sweep()
+		}
+	}
+}
+
+func (db *DB) sweepInterval() time.Duration {
+	d := time.Second
+	for _, t := range []time.Duration{db.opts.SnapshotInterval, db.opts.CheckpointInterval} {
+		if t > 0 && t < d {
+			d = t
+		}
+	}
+	return d
+}
+
+// sweep applies the time triggers: a snapshot of every run with atoms older
+// than SnapshotInterval, a chain checkpoint of every run with atoms older
+// than CheckpointInterval.
+func (db *DB) sweep() {
+	for _, r := range db.runList() {
+		r.mu.Lock()
+		if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && db.snapshotPolicy().Due(int(r.mu.lastSeq-r.mu.snapSeq), time.Since(r.mu.snapTime)) {
+			select {
+			case db.bg.snapJobs <- r:
+				r.mu.snapQueued = true
+			default:
+			}
+		}
+		if ci := db.opts.CheckpointInterval; ci > 0 && r.mu.lastSeq > r.mu.ckptSeq && time.Since(r.mu.ckptTime) >= ci {
+			db.writeChainCheckpointLocked(r)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// runSnapshot writes one snapshot of r into Pebble, with the log positions
+// of its atoms since the last one.
+func (db *DB) runSnapshot(r *Run) {
+	snaps, err := db.snapshots(context.Background())
+	r.mu.Lock()
+	r.mu.snapQueued = false
+	r.mu.Unlock()
+	if err != nil {
+		return // reported once by openSnapshots; restart replays more instead
+	}
+	c, err := r.capture(db, false)
+	if err != nil {
+		db.setBackgroundErr(err)
+		return
+	}
+	if c == nil {
+		return
+	}
+	b := snaps.NewBatch()
+	if err := c.addTo(b); err != nil {
+		db.setBackgroundErr(err)
+		return
+	}
+	// Unsynced: the next engine checkpoint's synced batch makes it durable,
+	// and until then the log still holds everything.
+	if err := b.Commit(false); err != nil {
+		db.setBackgroundErr(fmt.Errorf("engine: snapshot of run %q at seq %d: %w", r.id, c.seq, err))
+		return
+	}
+	r.captured(c)
+	db.counters.snapshots.Add(1)
+}
+
+// captured is a run's state taken for a snapshot or checkpoint.
+type capturedRun struct {
+	run        *Run
+	seq        uint64
+	head       chain.Hash
+	frame      []byte // compressed frame encoding, nil if unchanged since the last capture
+	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
+	positions  []snapshot.Pos
+	meta       checkpointRun
+}
+
+// capture takes r's state. For a snapshot (full=false) it returns nil when
+// nothing changed since the last snapshot; for a checkpoint it always
+// returns the run's metadata, and a frame only if the frame file is stale.
+// The frame is encoded under the run's lock and compressed outside it.
+func (r *Run) capture(db *DB, full bool) (*capturedRun, error) {
+	r.mu.Lock()
+	c, err := r.captureLocked(full)
+	r.mu.Unlock()
+	if c != nil && c.frame != nil {
+		c.frame = db.comp.Compress(nil, c.frame, db.curDict.Load())
+	}
+	return c, err
+}
+
+func (r *Run) captureLocked(full bool) (*capturedRun, error) {
+	if !full && r.mu.lastSeq == r.mu.snapSeq {
+		return nil, nil
+	}
+	c := &capturedRun{run: r, seq: r.mu.lastSeq, head: r.mu.head, indexedSeq: r.mu.indexedSeq}
+	if stale := r.mu.lastSeq > r.mu.snapSeq || (full && r.mu.lastSeq > r.mu.frameSeq); stale && r.mu.lastSeq > 0 {
+		if err := r.materializeLocked(); err != nil {
+			return nil, err
+		}
+		c.frame = frame.AppendFrame(nil, r.mu.frame)
+	}
+	for _, p := range r.mu.positions {
+		c.positions = append(c.positions, snapshot.Pos{Segment: p.Segment, Offset: p.Offset})
+	}
+	c.meta = checkpointRun{
+		id: r.id, nonce: r.nonce, created: r.createdAt.UnixNano(), lastSeq: r.mu.lastSeq, head: r.mu.head,
+		frameSeq: r.mu.frameSeq, indexedSeq: r.mu.lastSeq, snapSeq: r.mu.snapSeq, ckptSeq: r.mu.ckptSeq, ckptHead: r.mu.ckptHead,
+	}
+	if c.frame != nil {
+		c.meta.snapSeq = r.mu.lastSeq
+		if full {
+			c.meta.frameSeq = r.mu.lastSeq
+		}
+	}
+	if r.mu.interruptedSeq != 0 {
+		c.meta.inflight = append([]inflightAction(nil), r.mu.inflight...)
+	} else if a := r.mu.atom; a != nil {
+		a.mu.Lock()
+		for _, act := range a.mu.actions {
+			c.meta.inflight = append(c.meta.inflight, inflightAction{index: act.index, fp: act.fp})
+		}
+		a.mu.Unlock()
+	}
+	return c, nil
+}
+
+func (c *capturedRun) addTo(b *snapshot.Batch) error {
+	if c.frame != nil {
+		if err := b.PutSnapshot(&snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}); err != nil {
+			return err
+		}
+	}
+	if len(c.positions) > 0 {
+		return b.PutPositions(c.run.id, c.indexedSeq+1, c.positions)
+	}
+	return nil
+}
+
+// captured records that c is durable in Pebble (for a checkpoint, also in
+// the run's frame file).
+func (r *Run) captured(c *capturedRun) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if c.frame != nil && c.seq > r.mu.snapSeq {
+		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
+	}
+	if n := c.seq - r.mu.indexedSeq; c.seq > r.mu.indexedSeq && n <= uint64(len(r.mu.positions)) {
+		r.mu.positions = append(r.mu.positions[:0:0], r.mu.positions[n:]...)
+		r.mu.indexedSeq = c.seq
+	}
+}
+
+// checkpoint writes an engine checkpoint: every run's frame file brought up
+// to date, a synced Pebble batch with their snapshots and atom positions,
+// the ledger table, and finally CHECKPOINT, which names the log position the
+// next Open replays from. final is set by Close.
+//
+// Crash safety: CHECKPOINT is replaced atomically and is the commit point.
+// Frame files and ledger tables written before a crash that CHECKPOINT does
+// not yet name are harmless: frame files carry their own seq, and the tail
+// replay skips what they already reflect.
+func (db *DB) checkpoint(final bool) error {
+	snaps, err := db.snapshots(context.Background())
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: %w", err)
+	}
+	if final {
+		// Anchor every run that moved, and list the anchors in a store head
+		// (so that a deleted run is detected), before the replay position is
+		// taken: a clean Close leaves nothing to replay.
+		runs := db.runList()
+		for _, r := range runs {
+			r.mu.Lock()
+			db.writeChainCheckpointLocked(r)
+			r.mu.Unlock()
+		}
+		if err := db.writeStoreHead(runs, true); err != nil {
+			return err
+		}
+	}
+	// The ledger table and the replay position are taken together, with the
+	// ledger's journal writes held back; every run is captured after them,
+	// so its state is at or past the position and the replay skips the rest.
+	var floor wal.Pos
+	table := db.ledger.Checkpoint(nil, func() { floor = db.replayFloor() })
+	db.tailBytes.Store(0)
+	runs := db.runList()
+	caps := make([]*capturedRun, 0, len(runs))
+	b := snaps.NewBatch()
+	for _, r := range runs {
+		if r.waitCreated(context.Background()) != nil {
+			continue
+		}
+		c, err := r.capture(db, true)
+		if err != nil {
+			return err
+		}
+		if c.meta.frameSeq == c.seq && c.frame != nil && c.seq > 0 {
+			ff := frameFile{run: r.id, seq: c.seq, head: c.head, frame: c.frame}
+			if err := writeFileAtomic(db.fs, db.frameFileName(r.id), ff.marshal(), true); err != nil {
+				return err
+			}
+		}
+		if err := c.addTo(b); err != nil {
+			return err
+		}
+		caps = append(caps, c)
+	}
+	if !db.opts.NoSync {
+		if err := syncDir(db.fs, db.path(framesDir)); err != nil {
+			return err
+		}
+	}
+	if err := b.Commit(!db.opts.NoSync); err != nil {
+		return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
+	}
+	for _, c := range caps {
+		c.run.captured(c)
+		c.run.mu.Lock()
+		if c.meta.frameSeq > c.run.mu.frameSeq {
+			c.run.mu.frameSeq = c.meta.frameSeq
+		}
+		c.run.mu.Unlock()
+	}
+
+	gen := db.bg.gen + 1
+	if err := writeFileAtomic(db.fs, db.ledgerTableName(gen), table, db.opts.NoSync); err != nil {
+		return err
+	}
+	cp := checkpointFile{gen: gen, replay: walPos{seg: floor.Segment, off: floor.Offset}, ledgerGen: gen, storeID: db.storeID}
+	for _, c := range caps {
+		cp.runs = append(cp.runs, c.meta)
+	}
+	if err := writeFileAtomic(db.fs, db.path(checkpointName), cp.marshal(), db.opts.NoSync); err != nil {
+		return err
+	}
+	old := db.bg.ledgerGn
+	db.bg.gen, db.bg.ledgerGn = gen, gen
+	if old != 0 && old != gen {
+		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !notExist(err) {
+			db.logger.Warn("engine: remove old ledger table", "err", err)
+		}
+	}
+	db.counters.checkpoints.Add(1)
+
+	if final {
+		return nil // the store head went out first
+	}
+	return db.writeStoreHead(runs, false)
+}
+
+// writeChainCheckpointLocked appends a chain checkpoint of r at its last
+// seq. It does not wait for the fsync: the checkpoint is an anchor for
+// verification, and the next commit's fsync (or Close) makes it durable.
+func (db *DB) writeChainCheckpointLocked(r *Run) {
+	if r.mu.lastSeq == 0 || r.mu.lastSeq == r.mu.ckptSeq {
+		return
+	}
+	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: r.mu.lastSeq, Head: r.mu.head}
+	var b []byte
+	if db.signer != nil {
+		var err error
+		if b, err = db.signer.SignCheckpoint(c); err != nil {
+			db.setBackgroundErr(fmt.Errorf("engine: sign checkpoint of run %q at %d: %w", r.id, c.Seq, err))
+			return
+		}
+	} else {
+		b = chain.MarshalCheckpoint(c)
+	}
+	rec := append([]byte{kindCheckpoint}, b...)
+	db.log.AppendAsync(rec)
+	db.noteAppended(len(rec))
+	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = c.Seq, c.Head, time.Now()
+}
+
+func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
+	h := chain.StoreHead{StoreID: db.StoreID()}
+	for _, r := range runs {
+		r.mu.Lock()
+		if r.mu.ckptSeq > 0 {
+			h.Runs = append(h.Runs, chain.RunHead{RunID: r.id, Seq: r.mu.ckptSeq, Head: r.mu.ckptHead})
+		}
+		r.mu.Unlock()
+	}
+	if len(h.Runs) == 0 {
+		return nil
+	}
+	var b []byte
+	if db.signer != nil {
+		var err error
+		if b, err = db.signer.SignStoreHead(h); err != nil {
+			return fmt.Errorf("engine: sign store head: %w", err)
+		}
+	} else {
+		b = chain.MarshalStoreHead(h)
+	}
+	rec := append([]byte{kindStoreHead}, b...)
+	w := db.log.AppendAsync(rec)
+	if !wait {
+		return nil
+	}
+	if _, err := w.Wait(context.Background()); err != nil {
+		return fmt.Errorf("engine: store head: %w", err)
+	}
+	return nil
+}
+
+// frameFileBase names a run's frame file: hex of the first 16 bytes of
+// BLAKE3(run id). Run ids may hold any character; file names may not.
+func frameFileBase(run string) string {
+	sum := blake3.Sum256([]byte(run))
+	return hex.EncodeToString(sum[:16]) + ".frame"
+}
+

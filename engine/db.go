@@ -1,0 +1,551 @@
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/snapshot"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// DB is an open store. It is safe for concurrent use by many goroutines; each
+// run has at most one atom running at a time.
+type DB struct {
+	opts    Options
+	dir     string
+	fs      vfs.FS
+	logger  *slog.Logger
+	lock    io.Closer
+	storeID [16]byte
+
+	log    *wal.Log
+	hasher *chain.Hasher
+	signer *chain.Signer // nil: checkpoints are written unsigned
+	dicts  *frame.Dicts
+	comp   *frame.Compressor
+
+	// curDict is the dictionary new records are compressed with (0 = none).
+	curDict atomic.Uint32
+
+	ledger *ledger.Ledger
+	// ledgerReady is closed once the persisted ledger table is loaded;
+	// ledgerErr is set before that and read only after.
+	ledgerReady chan struct{}
+	ledgerErr   error
+
+	// snapReady is closed once Pebble is open (or failed to open); snap and
+	// snapErr are set before that and read only after.
+	snapReady   chan struct{}
+	snap        *snapshot.Store
+	snapErr     error
+	snapStarted bool // the goroutine that closes snapReady was started
+
+	// active tracks log writes between their append and the in-memory update
+	// that follows it; an engine checkpoint replays from below the oldest.
+	active struct {
+		sync.Mutex
+		next uint64
+		pos  map[uint64]wal.Pos
+	}
+
+	mu struct {
+		sync.Mutex
+		closed bool
+		runs   map[string]*Run
+	}
+
+	dict struct {
+		sync.Mutex
+		samples  [][]byte // copies of the first record bodies, for training
+		bytes    int
+		training bool          // a training goroutine is running or has finished
+		done     chan struct{} // closed when training ends; nil if it never started
+	}
+
+	// tailBytes counts bytes appended since the last engine checkpoint.
+	tailBytes atomic.Int64
+
+	bg struct {
+		snapJobs chan *Run
+		ckptReq  chan struct{}
+		stop     chan struct{}
+		wg       sync.WaitGroup
+		gen      uint64 // engine checkpoint generation; owned by the bg goroutine
+		ledgerGn uint64 // generation of the ledger table on disk
+		err      atomic.Pointer[error]
+	}
+
+	openInfo OpenInfo
+	counters struct {
+		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
+	}
+}
+
+// OpenInfo describes what Open found and did.
+type OpenInfo struct {
+	Duration       time.Duration // wall time of Open
+	Created        bool          // the store was created by this Open
+	Replayed       int           // log records replayed (the tail since the last engine checkpoint)
+	ReplayedBytes  int64
+	TornBytes      int64 // bytes of an incomplete record trimmed from the log tail
+	Interrupted    int   // runs whose atom was running at the crash
+	CheckpointGen  uint64
+	LedgerDeferred bool // the persisted ledger table loads in the background
+}
+
+const (
+	lockFile       = "LOCK"
+	storeFileName  = "STORE"
+	checkpointName = "CHECKPOINT"
+	walDir         = "wal"
+	framesDir      = "frames"
+	dictsDir       = "dicts"
+	snapshotsDir   = "snapshots"
+)
+
+// Open opens the store in dir, creating it if dir holds none. opts may be
+// nil for defaults. Only one DB may have a store open at a time: a second
+// Open fails with an error matching ErrLocked.
+//
+// Open replays only the log written since the last engine checkpoint; Pebble
+// (the snapshot history) and the persisted ledger table load in the
+// background, and the first call that needs them waits.
+func Open(dir string, opts *Options) (*DB, error) {
+	start := time.Now()
+	o, err := opts.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	db := &DB{
+		opts:        o,
+		dir:         dir,
+		fs:          o.FS,
+		logger:      o.Logger.With("store", dir),
+		ledgerReady: make(chan struct{}),
+		snapReady:   make(chan struct{}),
+	}
+	db.active.pos = map[uint64]wal.Pos{}
+	db.mu.runs = map[string]*Run{}
+	if err := db.open(); err != nil {
+		db.abandon()
+		return nil, err
+	}
+	db.openInfo.Duration = time.Since(start)
+	db.logger.Debug("engine: open", "duration", db.openInfo.Duration, "replayed", db.openInfo.Replayed,
+		"torn_bytes", db.openInfo.TornBytes, "interrupted", db.openInfo.Interrupted)
+	return db, nil
+}
+
+func (db *DB) path(elem ...string) string {
+	return db.fs.PathJoin(append([]string{db.dir}, elem...)...)
+}
+
+func (db *DB) open() error {
+	fs := db.fs
+	for _, d := range []string{db.dir, db.path(framesDir), db.path(dictsDir)} {
+		if err := fs.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("engine: create directory %s: %w", d, err)
+		}
+	}
+	lock, err := fs.Lock(db.path(lockFile))
+	if err != nil {
+		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
+	}
+	db.lock = lock
+
+	if err := db.openStoreFile(); err != nil {
+		return err
+	}
+	db.hasher, err = chain.NewHasher(db.opts.ChainKey)
+	if err != nil {
+		return fmt.Errorf("engine: %w", err)
+	}
+	if db.opts.SigningKey != nil {
+		db.signer, err = chain.NewSigner("continuum-"+hex.EncodeToString(db.storeID[:8]), db.opts.SigningKey)
+		if err != nil {
+			return fmt.Errorf("engine: signing key: %w", err)
+		}
+	}
+	db.dicts = frame.NewDicts()
+	if err := db.loadDicts(); err != nil {
+		return err
+	}
+	db.comp = frame.NewCompressor(db.dicts)
+
+	cp, err := db.readCheckpoint()
+	if err != nil {
+		return err
+	}
+	scanFrom := wal.Pos{}
+	if cp != nil {
+		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
+		db.bg.gen = cp.gen
+		db.bg.ledgerGn = cp.ledgerGen
+		db.openInfo.CheckpointGen = cp.gen
+	}
+
+	// Pebble's own open costs milliseconds: keep it off the restart path.
+	db.snapStarted = true
+	go db.openSnapshots()
+
+	db.log, err = wal.Open(db.path(walDir), &wal.Options{
+		FS:              fs,
+		SegmentSize:     db.opts.SegmentSize,
+		NoSync:          db.opts.NoSync,
+		MinSyncInterval: db.opts.MinSyncInterval,
+		ScanFrom:        scanFrom,
+		Logger:          db.logger,
+	})
+	if err != nil {
+		return fmt.Errorf("engine: open log: %w", err)
+	}
+	db.openInfo.TornBytes = db.log.Recovery().TornBytes
+
+	db.ledger = ledger.New()
+	if err := db.recover(cp, scanFrom); err != nil {
+		return err
+	}
+	if cp != nil && cp.ledgerGen != 0 {
+		db.openInfo.LedgerDeferred = true
+		go db.loadLedgerTable(cp.ledgerGen)
+	} else {
+		close(db.ledgerReady)
+	}
+
+	db.bg.snapJobs = make(chan *Run, 1024)
+	db.bg.ckptReq = make(chan struct{}, 1)
+	db.bg.stop = make(chan struct{})
+	db.bg.wg.Add(1)
+	go db.background()
+	return nil
+}
+
+// abandon releases what a failed Open acquired.
+func (db *DB) abandon() {
+	if db.log != nil {
+		db.log.Close()
+	}
+	// Wait for the background Pebble open so that its lock is released too.
+	if db.snapStarted {
+		<-db.snapReady
+		if db.snap != nil {
+			db.snap.Close()
+		}
+	}
+	if db.lock != nil {
+		db.lock.Close()
+	}
+}
+
+func (db *DB) openStoreFile() error {
+	name := db.path(storeFileName)
+	b, err := readFile(db.fs, name)
+	if err == nil {
+		s, err := parseStoreFile(name, b)
+		if err != nil {
+			return err
+		}
+		db.storeID = s.id
+		return nil
+	}
+	if !notExist(err) {
+		return fmt.Errorf("engine: read %s: %w", name, err)
+	}
+	// A store without its STORE file but with a log was damaged, not new.
+	if segs, _ := db.fs.List(db.path(walDir)); len(segs) > 0 {
+		return corruptf(name, "missing, but %s holds %d files", db.path(walDir), len(segs))
+	}
+	s := storeFile{created: time.Now().UnixNano()}
+	if _, err := rand.Read(s.id[:]); err != nil {
+		return fmt.Errorf("engine: store id: %w", err)
+	}
+	if err := writeFileAtomic(db.fs, name, s.marshal(), db.opts.NoSync); err != nil {
+		return err
+	}
+	db.storeID = s.id
+	db.openInfo.Created = true
+	return nil
+}
+
+// StoreID returns the store's identity, as recorded in its STORE file.
+func (db *DB) StoreID() string { return hex.EncodeToString(db.storeID[:]) }
+
+func (db *DB) readCheckpoint() (*checkpointFile, error) {
+	name := db.path(checkpointName)
+	b, err := readFile(db.fs, name)
+	if notExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("engine: read %s: %w", name, err)
+	}
+	cp, err := parseCheckpointFile(name, b)
+	if err != nil {
+		return nil, err
+	}
+	if cp.storeID != db.storeID {
+		return nil, corruptf(name, "belongs to store %x, not %x", cp.storeID, db.storeID)
+	}
+	return cp, nil
+}
+
+func (db *DB) openSnapshots() {
+	defer close(db.snapReady)
+	s, err := snapshot.Open(db.path(snapshotsDir), &snapshot.Options{FS: db.fs, Logger: db.logger})
+	if err != nil {
+		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
+		db.logger.Error("engine: snapshots unavailable", "err", err)
+		return
+	}
+	db.snap = s
+}
+
+// snapshots waits for Pebble and returns it.
+func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) {
+	select {
+	case <-db.snapReady:
+		return db.snap, db.snapErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (db *DB) loadLedgerTable(gen uint64) {
+	defer close(db.ledgerReady)
+	name := db.ledgerTableName(gen)
+	b, err := readFile(db.fs, name)
+	if err != nil {
+		db.ledgerErr = fmt.Errorf("engine: read ledger table %s: %w", name, err)
+		return
+	}
+	if err := db.ledger.LoadTable(b); err != nil {
+		db.ledgerErr = fmt.Errorf("engine: ledger table %s: %w", name, err)
+	}
+}
+
+func (db *DB) ledgerTableName(gen uint64) string {
+	return db.path(fmt.Sprintf("ledger-%06d.tbl", gen))
+}
+
+// waitLedger blocks until the persisted ledger table is loaded.
+func (db *DB) waitLedger(ctx context.Context) error {
+	select {
+	case <-db.ledgerReady:
+		return db.ledgerErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (db *DB) checkOpen() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return ErrClosed
+	}
+	return nil
+}
+
+// Run opens the run named id, creating it if it does not exist. The
+// creation is durable before Run returns.
+func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
+	if err := validRunID(id); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if r, ok := db.mu.runs[id]; ok {
+		db.mu.Unlock()
+		return r, r.waitCreated(ctx)
+	}
+	// Publish the run before its record is durable so that concurrent
+	// callers of the same id wait for one creation instead of racing.
+	nonce, err := chain.NewNonce()
+	if err != nil {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+	}
+	r := newRun(db, id, nonce, time.Now())
+	r.created = make(chan struct{})
+	db.mu.runs[id] = r
+	db.mu.Unlock()
+
+	rec := appendRunRecord(nil, &runRecord{id: id, nonce: nonce, created: r.createdAt.UnixNano()})
+	tok := db.track()
+	_, err = db.append(ctx, rec)
+	db.untrack(tok)
+	if err != nil {
+		r.createErr = fmt.Errorf("engine: create run %q: %w", id, err)
+		db.mu.Lock()
+		delete(db.mu.runs, id)
+		db.mu.Unlock()
+	}
+	close(r.created)
+	return r, r.createErr
+}
+
+// Runs lists the runs of the store, sorted by id.
+func (db *DB) Runs() ([]RunInfo, error) {
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	runs := make([]*Run, 0, len(db.mu.runs))
+	for _, r := range db.mu.runs {
+		runs = append(runs, r)
+	}
+	db.mu.Unlock()
+	sort.Slice(runs, func(i, j int) bool { return runs[i].id < runs[j].id })
+	infos := make([]RunInfo, 0, len(runs))
+	for _, r := range runs {
+		if r.waitCreated(context.Background()) != nil {
+			continue
+		}
+		infos = append(infos, r.Info())
+	}
+	return infos, nil
+}
+
+func (db *DB) runList() []*Run {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	runs := make([]*Run, 0, len(db.mu.runs))
+	for _, r := range db.mu.runs {
+		runs = append(runs, r)
+	}
+	sort.Slice(runs, func(i, j int) bool { return runs[i].id < runs[j].id })
+	return runs
+}
+
+// track registers a log write about to happen; the engine checkpoint replays
+// from below every registered write until untrack. The returned token is
+// passed to untrack once the in-memory state reflects the write.
+func (db *DB) track() uint64 {
+	db.active.Lock()
+	defer db.active.Unlock()
+	db.active.next++
+	db.active.pos[db.active.next] = db.log.End()
+	return db.active.next
+}
+
+func (db *DB) untrack(tok uint64) {
+	db.active.Lock()
+	delete(db.active.pos, tok)
+	db.active.Unlock()
+}
+
+// replayFloor returns a log position such that every record below it is
+// reflected in the in-memory state, or belongs to a write whose state the
+// caller will capture after waiting for it.
+func (db *DB) replayFloor() wal.Pos {
+	db.active.Lock()
+	defer db.active.Unlock()
+	floor := db.log.End()
+	for _, p := range db.active.pos {
+		if p.Less(floor) {
+			floor = p
+		}
+	}
+	return floor
+}
+
+// append writes one record durably (or, with NoSync, to the file).
+// Cancelling ctx abandons the wait, not the write: only its enqueueing is
+// conditional on ctx.
+func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
+	if err := ctx.Err(); err != nil {
+		return wal.Pos{}, err
+	}
+	pos, err := db.log.Append(context.WithoutCancel(ctx), rec)
+	if err == nil {
+		db.noteAppended(len(rec))
+	}
+	return pos, err
+}
+
+func (db *DB) noteAppended(n int) {
+	if db.tailBytes.Add(int64(n)) >= db.opts.RestartTail && db.opts.RestartTail > 0 {
+		select {
+		case db.bg.ckptReq <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// backgroundErr returns the sticky error of background work, if any.
+func (db *DB) backgroundErr() error {
+	if p := db.bg.err.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (db *DB) setBackgroundErr(err error) {
+	db.bg.err.CompareAndSwap(nil, &err)
+	db.logger.Error("engine: background work failed", "err", err)
+}
+
+// Close writes a final engine checkpoint (so that the next Open replays
+// nothing), closes Pebble and the log, and releases the lock. Atoms still
+// running are abandoned: they never happened, and their actions stay in the
+// ledger. Close is idempotent; it returns the first error of background
+// work, if any.
+func (db *DB) Close() error {
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil
+	}
+	db.mu.closed = true
+	db.mu.Unlock()
+
+	close(db.bg.stop)
+	db.bg.wg.Wait()
+	db.dict.Lock()
+	training := db.dict.done
+	db.dict.Unlock()
+	if training != nil {
+		<-training
+	}
+
+	var errs []error
+	if err := db.backgroundErr(); err != nil {
+		errs = append(errs, err)
+	}
+	// The final checkpoint needs the ledger table loaded (it rewrites it).
+	if err := db.waitLedger(context.Background()); err != nil {
+		errs = append(errs, err)
+	} else if err := db.checkpoint(true); err != nil {
+		errs = append(errs, err)
+	}
+	<-db.snapReady
+	if db.snap != nil {
+		if err := db.snap.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("engine: close snapshots: %w", err))
+		}
+	}
+	if err := db.log.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: close log: %w", err))
+	}
+	if err := db.lock.Close(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
+	}
+	return errors.Join(errs...)
+}

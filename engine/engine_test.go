@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/google/go-cmp/cmp"
+)
+
+var ctx = context.Background()
+
+// testOptions are small, quiet options on an in-memory filesystem.
+func testOptions(fs vfs.FS) *Options {
+	return &Options{FS: fs, SegmentSize: 1 << 20, SnapshotEvery: 5, DictSamples: 32, DictSize: 4 << 10}
+}
+
+// openTest opens a store and registers a full consistency check of it for
+// the end of the test.
+func openTest(t testing.TB, fs vfs.FS, opts *Options) *DB {
+	t.Helper()
+	if opts == nil {
+		opts = testOptions(fs)
+	}
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatalf("open: %v", err)
+	}
+	t.Cleanup(func() {
+		db.Close()
+		checkStore(t, fs, opts)
+	})
+	return db
+}
+
+// checkStore is the full consistency check run after every engine test:
+// the store reopens, every run's chain verifies, and every run's frame at
+// its last seq equals the frame rebuilt from the log alone.
+func checkStore(t testing.TB, fs vfs.FS, opts *Options) {
+	t.Helper()
+	o := *opts
+	o.FS = fs
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, ChainKey: o.ChainKey, Deep: true})
+	if err != nil {
+		t.Errorf("consistency check: verify: %v", err)
+		return
+	}
+	if !rep.OK {
+		for _, f := range rep.Failures {
+			t.Errorf("consistency check: %s", f.String())
+		}
+	}
+}
+
+type counter struct {
+	mu    sync.Mutex
+	calls map[string]int
+}
+
+func (c *counter) exec(result string) ledger.Exec {
+	return func(ctx context.Context, key string) ([]byte, error) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.calls == nil {
+			c.calls = map[string]int{}
+		}
+		c.calls[key]++
+		return []byte(result), nil
+	}
+}
+
+func (c *counter) count(key string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[key]
+}
+
+func msg(s string) *frame.Delta {
+	return new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: s})
+}
+
+func TestBasicRoundTrip(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db := openTest(t, fs, opts)
+	run, err := db.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c counter
+	for i := 1; i <= 12; i++ {
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if a.Seq() != uint64(i) {
+			t.Fatalf("seq %d, want %d", a.Seq(), i)
+		}
+		out, err := a.Do(ctx, ledger.Action{Tool: "t", Args: []byte(fmt.Sprintf(`{"i":%d}`, i))}, c.exec(fmt.Sprint("result-", i)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(out) != fmt.Sprint("result-", i) {
+			t.Fatalf("Do returned %q", out)
+		}
+		if err := a.Commit(ctx, msg(fmt.Sprint("thought ", i)).Set("k", []byte(fmt.Sprint(i)))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := run.State()
+	head := run.Head()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if db2.Stats().Open.Replayed != 0 {
+		t.Errorf("replayed %d records after a clean close, want 0", db2.Stats().Open.Replayed)
+	}
+	run2, err := db2.Run(ctx, "r1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run2.LastSeq() != 12 || run2.Head() != head {
+		t.Fatalf("after reopen: seq %d head %v, want 12 %v", run2.LastSeq(), run2.Head(), head)
+	}
+	if diff := cmp.Diff(want, run2.State()); diff != "" {
+		t.Fatalf("state after reopen (-want +got):\n%s", diff)
+	}
+	for seq := uint64(0); seq <= 12; seq++ {
+		f, err := run2.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatalf("StateAt(%d): %v", seq, err)
+		}
+		if len(f.Messages) != int(seq) {
+			t.Fatalf("StateAt(%d) has %d messages", seq, len(f.Messages))
+		}
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, nil)
+	for _, id := range []string{"", strings.Repeat("x", MaxRunIDLen+1), "a\nb", "\xff"} {
+		if _, err := db.Run(ctx, id); !errors.Is(err, ErrInvalidRunID) {
+			t.Errorf("Run(%q): %v, want ErrInvalidRunID", id, err)
+		}
+	}
+	run, err := db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := run.Begin(ctx); !errors.Is(err, ErrAtomInProgress) {
+		t.Errorf("second Begin: %v, want ErrAtomInProgress", err)
+	}
+	if err := a.Commit(ctx, nil); !errors.Is(err, ErrNilDelta) {
+		t.Errorf("Commit(nil): %v", err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).SetSubgoalStatus("nope", frame.SubgoalDone)); !errors.Is(err, ErrInvalidDelta) {
+		t.Errorf("Commit(bad delta): %v, want ErrInvalidDelta", err)
+	}
+	if _, err := a.Do(ctx, ledger.Action{Tool: "t", Args: []byte(`{bad`)}, (&counter{}).exec("x")); err == nil {
+		t.Error("Do with invalid JSON args succeeded")
+	}
+	if err := a.Commit(ctx, msg("ok")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, msg("again")); !errors.Is(err, ErrAtomDone) {
+		t.Errorf("Commit twice: %v, want ErrAtomDone", err)
+	}
+	if _, err := a.Do(ctx, ledger.Action{Tool: "t", Args: []byte(`{}`)}, (&counter{}).exec("x")); !errors.Is(err, ErrAtomDone) {
+		t.Errorf("Do after Commit: %v, want ErrAtomDone", err)
+	}
+	if _, err := run.StateAt(ctx, 5); !errors.Is(err, ErrSeqOutOfRange) {
+		t.Errorf("StateAt beyond last: %v", err)
+	}
+	if _, err := Open("store", testOptions(fs)); !errors.Is(err, ErrLocked) {
+		t.Errorf("second Open: %v, want ErrLocked", err)
+	}
+	db.Close()
+	if _, err := db.Run(ctx, "r"); !errors.Is(err, ErrClosed) {
+		t.Errorf("Run after Close: %v", err)
+	}
+	if _, err := run.Begin(ctx); !errors.Is(err, ErrClosed) {
+		t.Errorf("Begin after Close: %v", err)
+	}
+}
+
+var _ = atomic.Int64{}

@@ -1,0 +1,66 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Callers test for them with errors.Is; the errors the engine
+// returns wrap them with the run, seq or file they concern.
+var (
+	// ErrClosed is returned by every method of a DB, Run or Atom after
+	// DB.Close.
+	ErrClosed = errors.New("engine: store closed")
+	// ErrLocked is returned by Open when another process (or another DB in
+	// this process) holds the store's lock.
+	ErrLocked = errors.New("engine: store is locked by another process")
+	// ErrInvalidRunID is returned for an empty, oversized or non-UTF-8 run id.
+	ErrInvalidRunID = errors.New("engine: invalid run id")
+	// ErrAtomInProgress is returned by Begin while another atom of the same
+	// run is running: one atom at a time per run.
+	ErrAtomInProgress = errors.New("engine: an atom is already running in this run")
+	// ErrAtomDone is returned by Do, Resolve, Commit and Fail on an atom
+	// that was already committed or failed.
+	ErrAtomDone = errors.New("engine: atom already committed or failed")
+	// ErrNilDelta is returned by Commit(nil).
+	ErrNilDelta = errors.New("engine: nil delta")
+	// ErrInvalidDelta is returned by Commit when the delta does not apply to
+	// the run's frame (an unknown subgoal, a bad status). Nothing is written.
+	ErrInvalidDelta = errors.New("engine: delta does not apply to the frame")
+	// ErrSeqOutOfRange is returned by StateAt for a seq beyond LastSeq.
+	ErrSeqOutOfRange = errors.New("engine: seq out of range")
+	// ErrCorrupt marks damaged engine files (checkpoint, frame files,
+	// dictionaries, log records); the error says which file and why.
+	ErrCorrupt = errors.New("engine: corrupt store")
+	// ErrInvalidOptions is returned by Open for options that fail validation.
+	ErrInvalidOptions = errors.New("engine: invalid options")
+	// ErrNotAStore is returned by read-only tools pointed at a directory
+	// that holds no store.
+	ErrNotAStore = errors.New("engine: not a CONTINUUM store")
+)
+
+// CorruptionError says where a store is damaged. It matches ErrCorrupt.
+type CorruptionError struct {
+	File   string // path of the damaged file
+	Run    string // run concerned, if known
+	Seq    uint64 // seq concerned, if known
+	Reason string
+}
+
+func (e *CorruptionError) Error() string {
+	s := "engine: corrupt store: " + e.File
+	if e.Run != "" {
+		s += fmt.Sprintf(": run %q", e.Run)
+		if e.Seq != 0 {
+			s += fmt.Sprintf(" seq %d", e.Seq)
+		}
+	}
+	return s + ": " + e.Reason
+}
+
+// Is reports whether target is ErrCorrupt.
+func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+func corruptf(file string, format string, args ...any) error {
+	return &CorruptionError{File: file, Reason: fmt.Sprintf(format, args...)}
+}

@@ -1,0 +1,76 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// writeFileAtomic replaces name with data so that after a crash the file
+// holds either its old content or data, never a mix: write a temporary file,
+// fsync it, rename it over name, fsync the directory.
+func writeFileAtomic(fs vfs.FS, name string, data []byte, noSync bool) error {
+	tmp := name + ".tmp"
+	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("engine: create %s: %w", tmp, err)
+	}
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return fmt.Errorf("engine: write %s: %w", tmp, err)
+	}
+	if !noSync {
+		if err := f.Sync(); err != nil {
+			f.Close()
+			return fmt.Errorf("engine: fsync %s: %w", tmp, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("engine: close %s: %w", tmp, err)
+	}
+	if err := fs.Rename(tmp, name); err != nil {
+		return fmt.Errorf("engine: rename %s: %w", tmp, err)
+	}
+	if noSync {
+		return nil
+	}
+	return syncDir(fs, fs.PathDir(name))
+}
+
+// syncDir fsyncs a directory so that the entries created, renamed or removed
+// in it are durable.
+func syncDir(fs vfs.FS, dir string) error {
+	d, err := fs.OpenDir(dir)
+	if err != nil {
+		return fmt.Errorf("engine: open directory %s: %w", dir, err)
+	}
+	if err := d.Sync(); err != nil {
+		d.Close()
+		return fmt.Errorf("engine: fsync directory %s: %w", dir, err)
+	}
+	return d.Close()
+}
+
+// readFile reads a whole file. It returns an error matching os.ErrNotExist
+// if the file is missing.
+func readFile(fs vfs.FS, name string) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("engine: stat %s: %w", name, err)
+	}
+	b := make([]byte, st.Size())
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("engine: read %s: %w", name, err)
+	}
+	return b, nil
+}
+
+func notExist(err error) bool { return errors.Is(err, os.ErrNotExist) }

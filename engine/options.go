@@ -1,0 +1,173 @@
+package engine
+
+import (
+	"crypto/ed25519"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Durability selects how many fsync waits an atom costs. See DESIGN.md,
+// "Fsyncs per atom".
+type Durability uint8
+
+const (
+	// Strict (the default): an intent is durable before exec is called, a
+	// certificate is durable before Do returns, a delta is durable before
+	// Commit returns. Three fsync waits per atom with one action, each shared
+	// with every concurrent run by group commit.
+	Strict Durability = iota
+	// Relaxed lets certificates ride with the atom's commit (Do returns once
+	// the certificate is written to the log, before its fsync) and skips the
+	// intent fsync for actions declared idempotent. Commit still waits for
+	// one fsync, which makes everything written before it durable too,
+	// because the log is one ordered file.
+	//
+	// What it changes after a crash: a result returned by Do in an atom that
+	// then did not commit may be lost, so the action is in doubt (or, for an
+	// idempotent action whose intent was lost as well, simply absent) and is
+	// re-executed with the same idempotency key when the atom is retried.
+	// Non-idempotent actions still get a durable intent before exec, so they
+	// are never executed twice: they come back as ledger.ErrInDoubt. The
+	// agent must therefore not act on a result outside the store (tell a
+	// user, call another system) before the atom commits.
+	Relaxed
+)
+
+func (d Durability) String() string {
+	switch d {
+	case Strict:
+		return "strict"
+	case Relaxed:
+		return "relaxed"
+	}
+	return fmt.Sprintf("Durability(%d)", uint8(d))
+}
+
+// Options configure a DB. The zero value (or a nil *Options) means defaults,
+// documented field by field.
+type Options struct {
+	// FS is the filesystem every file of the store goes through. Default:
+	// the operating system's (vfs.Default). Tests pass vfs.NewCrashableMem
+	// or an errorfs.
+	FS vfs.FS
+	// SnapshotEvery takes a background snapshot of a run's frame into Pebble
+	// every this many atoms. Default 50; negative disables the count trigger.
+	SnapshotEvery int
+	// SnapshotInterval takes a snapshot of a run with new atoms at least this
+	// often. Default 10 minutes; negative disables the time trigger.
+	SnapshotInterval time.Duration
+	// SegmentSize is the size of a log segment. Default 64 MiB.
+	SegmentSize int64
+	// NoSync skips every fsync. Unsafe: a machine crash loses acknowledged
+	// atoms. For tests and benchmarks only.
+	NoSync bool
+	// SigningKey, when set, signs the chain checkpoints and store heads
+	// (Ed25519). Verification takes the public key from the user.
+	SigningKey ed25519.PrivateKey
+	// Logger receives the engine's log. Default: slog.Default().
+	Logger *slog.Logger
+
+	// ChainKey, when set (32 bytes), switches the hash chain to keyed mode:
+	// without the key nobody can recompute a valid chain, so rewriting a run
+	// and every later hash is detected. Keep it outside the store; verify
+	// needs it too.
+	ChainKey []byte
+	// Durability is Strict (default) or Relaxed.
+	Durability Durability
+	// CheckpointEvery writes a chain checkpoint (signed if SigningKey is
+	// set) every this many atoms of a run. Default 100.
+	CheckpointEvery int
+	// CheckpointInterval writes a chain checkpoint of every run with new
+	// atoms at least this often. Default 1 minute.
+	CheckpointInterval time.Duration
+	// RestartTail bounds the log written since the last engine checkpoint:
+	// once this many bytes were appended, a background engine checkpoint
+	// lets the next Open replay less. It bounds restart time. Default 4 MiB.
+	RestartTail int64
+	// MinSyncInterval is passed to the log: a minimum time between fsyncs,
+	// for throughput-bound users. Default 0 (sync at once).
+	MinSyncInterval time.Duration
+	// DictSamples is how many records the engine collects before it trains
+	// a compression dictionary for the store. Default 256; negative disables
+	// dictionaries.
+	DictSamples int
+	// DictSize is the size of a trained dictionary. Default 16 KiB.
+	DictSize int
+}
+
+const (
+	defaultSnapshotEvery      = 50
+	defaultSnapshotInterval   = 10 * time.Minute
+	defaultSegmentSize        = 64 << 20
+	defaultCheckpointEvery    = 100
+	defaultCheckpointInterval = time.Minute
+	defaultRestartTail        = 4 << 20
+	defaultDictSamples        = 256
+	defaultDictSize           = 16 << 10
+)
+
+// withDefaults returns a copy of o with every zero field set to its default,
+// or an error naming the first invalid field.
+func (o *Options) withDefaults() (Options, error) {
+	var r Options
+	if o != nil {
+		r = *o
+	}
+	if r.FS == nil {
+		r.FS = vfs.Default
+	}
+	if r.Logger == nil {
+		r.Logger = slog.Default()
+	}
+	if r.SnapshotEvery == 0 {
+		r.SnapshotEvery = defaultSnapshotEvery
+	}
+	if r.SnapshotInterval == 0 {
+		r.SnapshotInterval = defaultSnapshotInterval
+	}
+	if r.SegmentSize == 0 {
+		r.SegmentSize = defaultSegmentSize
+	}
+	if r.CheckpointEvery == 0 {
+		r.CheckpointEvery = defaultCheckpointEvery
+	}
+	if r.CheckpointInterval == 0 {
+		r.CheckpointInterval = defaultCheckpointInterval
+	}
+	if r.RestartTail == 0 {
+		r.RestartTail = defaultRestartTail
+	}
+	if r.DictSamples == 0 {
+		r.DictSamples = defaultDictSamples
+	}
+	if r.DictSize == 0 {
+		r.DictSize = defaultDictSize
+	}
+	bad := func(field string, format string, args ...any) (Options, error) {
+		return Options{}, fmt.Errorf("%w: %s: %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case r.SegmentSize < 0:
+		return bad("SegmentSize", "%d is negative", r.SegmentSize)
+	case r.SigningKey != nil && len(r.SigningKey) != ed25519.PrivateKeySize:
+		return bad("SigningKey", "%d bytes, want %d", len(r.SigningKey), ed25519.PrivateKeySize)
+	case r.ChainKey != nil && len(r.ChainKey) != 32:
+		return bad("ChainKey", "%d bytes, want 32", len(r.ChainKey))
+	case r.Durability > Relaxed:
+		return bad("Durability", "unknown mode %d", r.Durability)
+	case r.CheckpointEvery < 0:
+		return bad("CheckpointEvery", "%d is negative", r.CheckpointEvery)
+	case r.CheckpointInterval < 0:
+		return bad("CheckpointInterval", "%v is negative", r.CheckpointInterval)
+	case r.RestartTail < 0:
+		return bad("RestartTail", "%d is negative", r.RestartTail)
+	case r.MinSyncInterval < 0:
+		return bad("MinSyncInterval", "%v is negative", r.MinSyncInterval)
+	case r.DictSize < 0 || (r.DictSize > 0 && r.DictSize < 1024) || r.DictSize > 1<<20:
+		return bad("DictSize", "%d is outside 1 KiB..1 MiB", r.DictSize)
+	}
+	return r, nil
+}

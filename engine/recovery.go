@@ -1,0 +1,215 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// recover rebuilds the in-memory state: the runs as of the engine
+// checkpoint, then every record of the log tail written after it. The tail
+// is applied idempotently: a checkpoint captures state at or after its
+// replay position, so records it already reflects are skipped by seq (atoms)
+// or are no-ops (ledger records, run creations).
+func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
+	if cp != nil {
+		for i := range cp.runs {
+			c := &cp.runs[i]
+			r := newRun(db, c.id, c.nonce, time.Unix(0, c.created))
+			r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
+			r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
+			r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
+			if c.lastSeq > 0 {
+				r.mu.frame = nil // loaded from its frame file when first needed
+			}
+			if len(c.inflight) > 0 {
+				r.mu.inflight = c.inflight
+				r.mu.interruptedSeq = c.lastSeq + 1
+			}
+			if c.indexedSeq != c.lastSeq {
+				return corruptf(db.path(checkpointName), "run %q: atoms %d..%d have no log position", c.id, c.indexedSeq+1, c.lastSeq)
+			}
+			db.mu.runs[c.id] = r
+		}
+	}
+
+	rd, err := db.log.NewReader(from)
+	if err != nil {
+		return fmt.Errorf("engine: replay from %v: %w", from, err)
+	}
+	defer rd.Close()
+	for rd.Next() {
+		rec := rd.Record()
+		pos := rd.Pos()
+		db.openInfo.Replayed++
+		db.openInfo.ReplayedBytes += int64(len(rec))
+		if err := db.replay(rec, pos); err != nil {
+			return err
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return fmt.Errorf("engine: replay: %w", err)
+	}
+	db.tailBytes.Store(db.openInfo.ReplayedBytes)
+	for _, r := range db.mu.runs {
+		if r.mu.interruptedSeq != 0 {
+			db.openInfo.Interrupted++
+		}
+	}
+	return nil
+}
+
+func (db *DB) replay(rec []byte, pos wal.Pos) error {
+	where := func(err error) error {
+		return &CorruptionError{File: db.fs.PathJoin(db.path(walDir), pos.String()), Reason: err.Error()}
+	}
+	if len(rec) == 0 {
+		return where(errors.New("empty record"))
+	}
+	loc := ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}
+	switch rec[0] {
+	case kindRun:
+		rr, err := decodeRunRecord(rec)
+		if err != nil {
+			return where(err)
+		}
+		if _, ok := db.mu.runs[rr.id]; !ok {
+			db.mu.runs[rr.id] = newRun(db, rr.id, rr.nonce, time.Unix(0, rr.created))
+		}
+	case kindIntent:
+		body, err := db.comp.Decompress(nil, rec[1:])
+		if err != nil {
+			return where(fmt.Errorf("intent: %w", err))
+		}
+		in, err := ledger.DecodeIntent(body)
+		if err != nil {
+			return where(err)
+		}
+		db.ledger.ApplyIntent(in, loc)
+		if r := db.mu.runs[in.RunID]; r != nil && in.Seq == r.mu.lastSeq+1 {
+			r.noteInflight(in.Index, in.Fingerprint)
+		}
+	case kindCert:
+		body, err := db.comp.Decompress(nil, rec[1:])
+		if err != nil {
+			return where(fmt.Errorf("certificate: %w", err))
+		}
+		c, err := ledger.DecodeCertificate(body)
+		if err != nil {
+			return where(err)
+		}
+		db.ledger.ApplyCertificate(c, loc, false)
+		if r := db.mu.runs[c.RunID]; r != nil && c.Seq == r.mu.lastSeq+1 {
+			r.noteInflight(c.Index, c.Fingerprint)
+		}
+	case kindAtom:
+		a, err := decodeAtomRecord(rec)
+		if err != nil {
+			return where(err)
+		}
+		r := db.mu.runs[a.run]
+		if r == nil {
+			return where(fmt.Errorf("atom %d of run %q, which was never created", a.seq, a.run))
+		}
+		switch {
+		case a.seq <= r.mu.lastSeq:
+			// Reflected by the checkpoint already.
+		case a.seq == r.mu.lastSeq+1:
+			if r.mu.frame != nil && r.mu.lastSeq == 0 && len(r.mu.pending) == 0 {
+				r.mu.frame = nil // rebuilt from the pending atoms when needed
+			}
+			r.mu.pending = append(r.mu.pending, pendingAtom{seq: a.seq, body: append([]byte(nil), a.body...)})
+			r.mu.lastSeq, r.mu.head = a.seq, a.head
+			r.mu.positions = append(r.mu.positions, pos)
+			r.mu.inflight, r.mu.interruptedSeq = nil, 0
+		default:
+			return &CorruptionError{File: db.path(walDir), Run: a.run, Seq: a.seq,
+				Reason: fmt.Sprintf("at %v: seq gap: last seq is %d", pos, r.mu.lastSeq)}
+		}
+	case kindFail:
+		f, err := decodeFailRecord(rec)
+		if err != nil {
+			return where(err)
+		}
+		if r := db.mu.runs[f.run]; r != nil && f.seq == r.mu.lastSeq+1 {
+			r.mu.inflight, r.mu.interruptedSeq = nil, 0
+		}
+	case kindCheckpoint:
+		c, err := chain.ParseCheckpoint(rec[1:])
+		if err != nil {
+			return where(err)
+		}
+		if r := db.mu.runs[c.RunID]; r != nil && c.Seq > r.mu.ckptSeq {
+			r.mu.ckptSeq, r.mu.ckptHead = c.Seq, c.Head
+		}
+	case kindStoreHead:
+		if _, err := chain.ParseStoreHead(rec[1:]); err != nil {
+			return where(err)
+		}
+	default:
+		return where(fmt.Errorf("unknown record kind %d", rec[0]))
+	}
+	return nil
+}
+
+// noteInflight records an action of the atom at lastSeq+1 found in the log:
+// if nothing commits that seq, it was interrupted.
+func (r *Run) noteInflight(index uint32, fp ledger.Fingerprint) {
+	for _, a := range r.mu.inflight {
+		if a.fp == fp {
+			return
+		}
+	}
+	r.mu.inflight = append(r.mu.inflight, inflightAction{index: index, fp: fp})
+	r.mu.interruptedSeq = r.mu.lastSeq + 1
+}
+
+// frameFileName is the frame file of a run.
+func (db *DB) frameFileName(run string) string {
+	return db.path(framesDir, frameFileBase(run))
+}
+
+// readFrameFile returns the frame stored in the run's frame file and its
+// seq, or an empty frame at seq 0 if the run has none.
+func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
+	name := db.frameFileName(run)
+	b, err := readFile(db.fs, name)
+	if notExist(err) {
+		return newFrame(), 0, nil
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("engine: read %s: %w", name, err)
+	}
+	ff, err := parseFrameFile(name, b)
+	if err != nil {
+		return nil, 0, err
+	}
+	if ff.run != run {
+		return nil, 0, corruptf(name, "holds run %q, want %q", ff.run, run)
+	}
+	f, err := db.decodeFrame(ff.frame, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	return f, ff.seq, nil
+}
+
+func (db *DB) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+	raw, err := db.comp.Decompress(nil, compressed)
+	if err != nil {
+		return nil, corruptf(where, "frame: %v", err)
+	}
+	f, err := frame.DecodeFrame(raw)
+	if err != nil {
+		return nil, corruptf(where, "frame: %v", err)
+	}
+	if f.Memory == nil {
+		f.Memory = map[string][]byte{}
+	}
+	return f, nil
+}

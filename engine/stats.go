@@ -1,0 +1,44 @@
+package engine
+
+import (
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Stats are counters of a DB since Open, cheap to read.
+type Stats struct {
+	Open        OpenInfo
+	Runs        int
+	Atoms       int64 // committed since Open
+	Fails       int64
+	Actions     int64 // Do calls that returned a result
+	Deduped     int64 // of which answered from the ledger without exec
+	Snapshots   int64 // background snapshots written since Open
+	Checkpoints int64 // engine checkpoints written since Open
+	Dictionary  uint32
+	Log         wal.Stats
+	Ledger      ledger.Stats
+	// Background is the sticky error of background work, if any.
+	Background error
+}
+
+// Stats returns the DB's counters.
+func (db *DB) Stats() Stats {
+	db.mu.Lock()
+	runs := len(db.mu.runs)
+	db.mu.Unlock()
+	return Stats{
+		Open:        db.openInfo,
+		Runs:        runs,
+		Atoms:       db.counters.atoms.Load(),
+		Fails:       db.counters.fails.Load(),
+		Actions:     db.counters.actions.Load(),
+		Deduped:     db.counters.deduped.Load(),
+		Snapshots:   db.counters.snapshots.Load(),
+		Checkpoints: db.counters.checkpoints.Load(),
+		Dictionary:  db.curDict.Load(),
+		Log:         db.log.Stats(),
+		Ledger:      db.ledger.Stats(),
+		Background:  db.backgroundErr(),
+	}
+}

@@ -1,0 +1,393 @@
+package engine
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/google/go-cmp/cmp"
+	"github.com/zeebo/blake3"
+)
+
+// VerifyOptions configure Verify.
+type VerifyOptions struct {
+	// FS is the filesystem of the store. Default: the operating system's.
+	FS vfs.FS
+	// PublicKey checks the signatures of chain checkpoints and store heads.
+	// It comes from the user, never from the store. nil: signatures are not
+	// checked, and the report says so with a warning.
+	PublicKey ed25519.PublicKey
+	// Trusted is a state saved by an earlier verification (Report.State):
+	// a store behind it or diverging from it is reported as a rollback.
+	Trusted *chain.State
+	// ChainKey is the keyed-mode secret the store was written with.
+	ChainKey []byte
+	// Deep also rebuilds every run's frame from its deltas and compares it
+	// with the run's frame file, so that a frame file edited to change what
+	// the next restart resumes from is detected.
+	Deep bool
+	// Progress, if set, is called now and then with the bytes of log read so
+	// far and the log's total size.
+	Progress func(done, total int64)
+}
+
+// Verify checks the store in dir without changing it (it takes no lock,
+// trims no torn tail and writes nothing): every record's framing, every
+// run's hash chain, the chain checkpoints and store heads (their signatures
+// with opts.PublicKey), rollback against opts.Trusted, and that the engine's
+// restart files (CHECKPOINT and the frame files) agree with the chain.
+//
+// It returns an error only when it cannot check at all (dir is not a store,
+// an I/O error opening it); damage it finds is in the report.
+func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report, error) {
+	var o VerifyOptions
+	if opts != nil {
+		o = *opts
+	}
+	if o.FS == nil {
+		o.FS = vfs.Default
+	}
+	start := time.Now()
+	fs := o.FS
+	storeName := fs.PathJoin(dir, storeFileName)
+	b, err := readFile(fs, storeName)
+	if notExist(err) {
+		return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
+	}
+	if err != nil {
+		return nil, err
+	}
+	sf, err := parseStoreFile(storeName, b)
+	if err != nil {
+		return nil, err
+	}
+	storeID := hex.EncodeToString(sf.id[:])
+
+	// Dictionaries, read-only.
+	db := &DB{fs: fs, dir: dir, dicts: frame.NewDicts()}
+	if names, err := fs.List(db.path(dictsDir)); err == nil && len(names) > 0 {
+		o2 := Options{DictSamples: -1}
+		db.opts = o2
+		if err := db.loadDicts(); err != nil {
+			return nil, err
+		}
+	}
+	db.comp = frame.NewCompressor(db.dicts)
+
+	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
+	if err != nil && !notExist(err) {
+		return nil, fmt.Errorf("engine: verify: open log: %w", err)
+	}
+	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted})
+	if err != nil {
+		if log != nil {
+			log.Close()
+		}
+		return nil, err
+	}
+	v.Store(storeID)
+	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{}}
+	if err := vr.loadRestartFiles(); err != nil {
+		v.Corrupt(db.path(checkpointName), err)
+	}
+	if log != nil {
+		var total int64
+		for _, s := range log.Segments() {
+			total += s.Size
+		}
+		vr.scan(ctx, log, total, o.Progress)
+		log.Close()
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep := v.Finish()
+	vr.finish(rep)
+	rep.Duration = time.Since(start)
+	return rep, nil
+}
+
+type verifyRunState struct {
+	heads []chain.Hash // heads[i] = h(i+1), as stored
+	frame *frame.Frame // Deep: the frame rebuilt so far
+	// from the restart files:
+	frameFile *frameFile
+	ckpt      *checkpointRun
+}
+
+type verifyRun struct {
+	db    *DB
+	v     *chain.Verifier
+	deep  bool
+	certs map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
+	runs  map[string]*verifyRunState
+	extra []chain.Failure
+}
+
+func (vr *verifyRun) run(id string) *verifyRunState {
+	rs := vr.runs[id]
+	if rs == nil {
+		rs = &verifyRunState{}
+		if vr.deep {
+			rs.frame = newFrame()
+		}
+		vr.runs[id] = rs
+	}
+	return rs
+}
+
+func (vr *verifyRun) fail(run string, seq uint64, loc, format string, args ...any) {
+	vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCorrupt, RunID: run, Seq: seq, Location: loc, Detail: fmt.Sprintf(format, args...)})
+}
+
+// loadRestartFiles reads CHECKPOINT and the frame files, to compare them
+// with the chain once it is verified.
+func (vr *verifyRun) loadRestartFiles() error {
+	db := vr.db
+	b, err := readFile(db.fs, db.path(checkpointName))
+	if err == nil {
+		cp, err := parseCheckpointFile(db.path(checkpointName), b)
+		if err != nil {
+			return err
+		}
+		for i := range cp.runs {
+			vr.run(cp.runs[i].id).ckpt = &cp.runs[i]
+		}
+	} else if !notExist(err) {
+		return err
+	}
+	names, err := db.fs.List(db.path(framesDir))
+	if err != nil {
+		return nil // no frame files
+	}
+	for _, n := range names {
+		if len(n) < 6 || n[len(n)-6:] != ".frame" {
+			continue
+		}
+		name := db.path(framesDir, n)
+		b, err := readFile(db.fs, name)
+		if err != nil {
+			vr.fail("", 0, name, "%v", err)
+			continue
+		}
+		ff, err := parseFrameFile(name, b)
+		if err != nil {
+			vr.fail("", 0, name, "%v", err)
+			continue
+		}
+		if frameFileBase(ff.run) != n {
+			vr.fail(ff.run, ff.seq, name, "frame file of run %q under another run's name", ff.run)
+			continue
+		}
+		vr.run(ff.run).frameFile = ff
+	}
+	return nil
+}
+
+func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progress func(done, total int64)) {
+	rd, err := log.NewReader(wal.Pos{})
+	if err != nil {
+		vr.v.Corrupt(vr.db.path(walDir), err)
+		return
+	}
+	defer rd.Close()
+	var done int64
+	var payload []byte
+	for n := 0; rd.Next(); n++ {
+		if n%4096 == 0 {
+			if ctx.Err() != nil {
+				return
+			}
+			if progress != nil {
+				progress(done, total)
+			}
+		}
+		rec, pos := rd.Record(), rd.Pos()
+		done += int64(len(rec))
+		loc := "wal " + pos.String()
+		if len(rec) == 0 {
+			vr.v.Corrupt(loc, errors.New("empty record"))
+			continue
+		}
+		switch rec[0] {
+		case kindRun:
+			r, err := decodeRunRecord(rec)
+			if err != nil {
+				vr.v.Corrupt(loc, err)
+				continue
+			}
+			vr.run(r.id)
+			vr.v.Run(r.id, r.nonce, loc)
+		case kindIntent:
+			if _, err := vr.ledgerBody(rec, loc); err == nil {
+				// decoded below only to check it; intents are not chained
+			}
+		case kindCert:
+			body, err := vr.ledgerBody(rec, loc)
+			if err != nil {
+				continue
+			}
+			c, err := ledger.DecodeCertificate(body)
+			if err != nil {
+				vr.v.Corrupt(loc, err)
+				continue
+			}
+			if c.Status == ledger.StatusDone || c.Status == ledger.StatusResolved {
+				vr.certs[c.Fingerprint] = blake3.Sum256(c.Result)
+			}
+		case kindAtom:
+			payload = vr.atom(rec, loc, payload[:0])
+		case kindFail:
+			if _, err := decodeFailRecord(rec); err != nil {
+				vr.v.Corrupt(loc, err)
+			}
+		case kindCheckpoint:
+			vr.v.Checkpoint(rec[1:], loc)
+		case kindStoreHead:
+			vr.v.StoreHead(rec[1:], loc)
+		default:
+			vr.v.Corrupt(loc, fmt.Errorf("unknown record kind %d", rec[0]))
+		}
+	}
+	if err := rd.Err(); err != nil {
+		vr.v.Corrupt(vr.db.path(walDir), err)
+	}
+	if progress != nil {
+		progress(total, total)
+	}
+}
+
+func (vr *verifyRun) ledgerBody(rec []byte, loc string) ([]byte, error) {
+	body, err := vr.db.comp.Decompress(nil, rec[1:])
+	if err != nil {
+		vr.v.Corrupt(loc, fmt.Errorf("%s: %w", kindName(rec[0]), err))
+		return nil, err
+	}
+	if rec[0] == kindIntent {
+		if _, err := ledger.DecodeIntent(body); err != nil {
+			vr.v.Corrupt(loc, err)
+			return nil, err
+		}
+	}
+	return body, nil
+}
+
+// atom rebuilds the chained payload of an atom record (its body and the
+// digests of its actions' certified results) and hands it to the verifier.
+func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
+	a, err := decodeAtomRecord(rec)
+	if err != nil {
+		vr.v.Corrupt(loc, err)
+		return payload
+	}
+	raw, err := vr.db.comp.Decompress(nil, a.body)
+	var body *atomBody
+	if err == nil {
+		body, err = decodeAtomBody(raw)
+	}
+	if err != nil {
+		// Still a record of the chain: hash what is there, so that the
+		// verifier places the failure at this seq.
+		vr.fail(a.run, a.seq, loc, "atom body: %v", err)
+		vr.v.Record(a.run, a.seq, a.body, a.head, loc)
+		return payload
+	}
+	payload = append(payload, raw...)
+	for _, fp := range body.actions {
+		d, ok := vr.certs[fp]
+		if !ok {
+			vr.fail(a.run, a.seq, loc, "action %x has no certificate before the atom", fp[:8])
+		}
+		payload = append(payload, d[:]...)
+	}
+	vr.v.Record(a.run, a.seq, payload, a.head, loc)
+
+	rs := vr.run(a.run)
+	if uint64(len(rs.heads))+1 == a.seq {
+		rs.heads = append(rs.heads, a.head)
+		if vr.deep && rs.frame != nil {
+			d, err := frame.DecodeDelta(body.delta)
+			if err == nil {
+				err = rs.frame.Apply(d)
+			}
+			if err != nil {
+				vr.fail(a.run, a.seq, loc, "delta: %v", err)
+				rs.frame = nil
+			} else if ff := rs.frameFile; ff != nil && ff.seq == a.seq {
+				vr.compareFrame(a.run, rs.frame, ff)
+			}
+		}
+	}
+	return payload
+}
+
+func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *frameFile) {
+	name := vr.db.frameFileName(run)
+	got, err := vr.db.decodeFrame(ff.frame, name)
+	if err != nil {
+		vr.fail(run, ff.seq, name, "%v", err)
+		return
+	}
+	if diff := cmp.Diff(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)); diff != "" {
+		vr.fail(run, ff.seq, name, "frame file differs from the frame rebuilt from the log")
+	}
+}
+
+// finish compares the restart files with the verified chains and adds what
+// it found to the report.
+func (vr *verifyRun) finish(rep *chain.Report) {
+	verified := map[string]chain.RunReport{}
+	for _, rr := range rep.Runs {
+		verified[rr.RunID] = rr
+	}
+	headAt := func(run string, seq uint64) (chain.Hash, bool) {
+		rs := vr.runs[run]
+		if rs == nil || seq == 0 || seq > uint64(len(rs.heads)) || seq > verified[run].LastSeq {
+			return chain.Hash{}, false
+		}
+		return rs.heads[seq-1], true
+	}
+	for id, rs := range vr.runs {
+		if ff := rs.frameFile; ff != nil {
+			name := vr.db.frameFileName(id)
+			if h, ok := headAt(id, ff.seq); !ok {
+				vr.fail(id, ff.seq, name, "frame file at seq %d, beyond the run's verified chain", ff.seq)
+			} else if h != ff.head {
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: ff.seq,
+					Expected: h, Actual: ff.head, Location: name, Detail: "frame file head differs from the chain"})
+			} else if vr.deep && rs.frame != nil && uint64(len(rs.heads)) < ff.seq {
+				vr.fail(id, ff.seq, name, "frame file beyond the log")
+			}
+		}
+		if c := rs.ckpt; c != nil && c.lastSeq > 0 {
+			name := vr.db.path(checkpointName)
+			if h, ok := headAt(id, c.lastSeq); !ok {
+				vr.fail(id, c.lastSeq, name, "engine checkpoint at seq %d, beyond the run's verified chain", c.lastSeq)
+			} else if h != c.head {
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.lastSeq,
+					Expected: h, Actual: c.head, Location: name, Detail: "engine checkpoint head differs from the chain"})
+			}
+		}
+	}
+	if len(vr.extra) == 0 {
+		return
+	}
+	rep.OK = false
+	rep.Failures = append(rep.Failures, vr.extra...)
+	for i := range rep.Runs {
+		for j := range vr.extra {
+			if f := vr.extra[j]; f.RunID == rep.Runs[i].RunID && rep.Runs[i].Failure == nil {
+				rep.Runs[i].OK = false
+				rep.Runs[i].Failure = &f
+			}
+		}
+	}
+}
