@@ -45,7 +45,15 @@
 // Journal.WriteCertificate. Recovery is the engine's replay: LoadTable with
 // the last persisted table (Checkpoint), then ApplyIntent and
 // ApplyCertificate for every ledger record of the log after the table's
-// mark, in log order. The cost is the tail, never the whole history.
+// mark, in log order. The cost is one verification pass over the table
+// (no per-entry allocation) plus the tail; history before the table is
+// never scanned. A certified result that is not in memory is read back
+// from the log by Journal.ReadCertificate when a Do needs it.
+//
+// Checkpoint is how the engine persists the index: it calls mark (where the
+// engine notes its log position) while no journal write is in progress, so
+// the table holds exactly the records before the mark, and replay from the
+// mark misses none.
 //
 // # Canonical JSON
 //
@@ -64,8 +72,9 @@
 //     leading and trailing zeros, is written as the digits followed by E
 //     zeros when 0 ≤ E ≤ 20 (100, 12345678901234567890123), as a plain
 //     decimal when it has fewer than six zeros after the point (0.1,
-//     0.000015), and otherwise as d.ddd e±x (1e21, 1.5e-7); zero, negative
-//     zero included, is 0. So 1, 1.0, 1e0 and 10e-1 are all 1.
+//     0.000015), and otherwise with an exponent and no + sign (1e21,
+//     1.25e23, 1.5e-7); zero, negative zero included, is 0. So 1, 1.0, 1e0
+//     and 10e-1 are all 1.
 //   - Nesting deeper than 512 and exponents beyond ±10^9 are errors.
 //   - Empty args stand for null.
 //
