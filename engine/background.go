@@ -355,4 +355,3 @@ func frameFileBase(run string) string {
 	sum := blake3.Sum256([]byte(run))
 	return hex.EncodeToString(sum[:16]) + ".frame"
 }
-

@@ -425,9 +425,9 @@ type checkpointRun struct {
 	created    int64
 	lastSeq    uint64
 	head       chain.Hash
-	frameSeq   uint64 // seq of the run's frame file, 0 = none
-	indexedSeq uint64 // atoms up to here have their position in Pebble
-	snapSeq    uint64 // latest snapshot in Pebble
+	frameSeq   uint64     // seq of the run's frame file, 0 = none
+	indexedSeq uint64     // atoms up to here have their position in Pebble
+	snapSeq    uint64     // latest snapshot in Pebble
 	ckptSeq    uint64     // latest chain checkpoint written
 	ckptHead   chain.Hash // the head it names
 	inflight   []inflightAction
