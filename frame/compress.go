@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/klauspost/compress/dict"
 	"github.com/klauspost/compress/s2"
@@ -23,10 +24,12 @@ var zstdDictMagic = []byte{0x37, 0xa4, 0x30, 0xec}
 // caller's job (the engine stores them next to the records that use them).
 // Dicts is safe for concurrent use.
 type Dicts struct {
-	mu struct {
-		sync.RWMutex
-		byID map[uint32]*dictEntry // guarded by mu; entries are immutable once added
-	}
+	// byID is an immutable map, replaced whole (copy on write) by Add under
+	// mu, so that the hot path (Compress, Decompress) reads it with one
+	// atomic load and no lock. Entries are immutable once added, except
+	// for their lazily built codec state (guarded by its sync.Once).
+	byID atomic.Pointer[map[uint32]*dictEntry]
+	mu   sync.Mutex // serializes Add
 }
 
 // dictEntry is one registered dictionary and the codec state derived from it,
@@ -46,10 +49,19 @@ type dictEntry struct {
 	s2   *s2.Dict
 }
 
-// NewDicts returns an empty registry.
+// load returns the current map (nil for a zero Dicts, which reads as empty).
+func (ds *Dicts) load() map[uint32]*dictEntry {
+	if p := ds.byID.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// NewDicts returns an empty registry. A zero Dicts is also ready to use.
 func NewDicts() *Dicts {
 	d := &Dicts{}
-	d.mu.byID = make(map[uint32]*dictEntry)
+	m := make(map[uint32]*dictEntry)
+	d.byID.Store(&m)
 	return d
 }
 
@@ -82,13 +94,19 @@ func (ds *Dicts) Add(id uint32, dict []byte) error {
 	}
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	if old, ok := ds.mu.byID[id]; ok {
-		if bytes.Equal(old.bytes, dict) {
+	old := ds.load()
+	if prev, ok := old[id]; ok {
+		if bytes.Equal(prev.bytes, dict) {
 			return nil
 		}
 		return fmt.Errorf("%w: id %d is already registered with different bytes", ErrDict, id)
 	}
-	ds.mu.byID[id] = e
+	m := make(map[uint32]*dictEntry, len(old)+1)
+	for k, v := range old {
+		m[k] = v
+	}
+	m[id] = e
+	ds.byID.Store(&m)
 	return nil
 }
 
@@ -104,10 +122,9 @@ func (ds *Dicts) Get(id uint32) ([]byte, bool) {
 
 // IDs returns the registered ids in increasing order.
 func (ds *Dicts) IDs() []uint32 {
-	ds.mu.RLock()
-	defer ds.mu.RUnlock()
-	ids := make([]uint32, 0, len(ds.mu.byID))
-	for id := range ds.mu.byID {
+	m := ds.load()
+	ids := make([]uint32, 0, len(m))
+	for id := range m {
 		ids = append(ids, id)
 	}
 	slices.Sort(ids)
@@ -118,10 +135,7 @@ func (ds *Dicts) entry(id uint32) *dictEntry {
 	if ds == nil || id == 0 {
 		return nil
 	}
-	ds.mu.RLock()
-	e := ds.mu.byID[id]
-	ds.mu.RUnlock()
-	return e
+	return ds.load()[id]
 }
 
 // init builds the codec state of e once.

@@ -155,6 +155,13 @@ func pseudoRandom(n int) []byte {
 }
 
 func TestDicts(t *testing.T) {
+	var zero Dicts
+	if _, ok := zero.Get(1); ok || len(zero.IDs()) != 0 {
+		t.Fatal("zero Dicts is not empty")
+	}
+	if err := zero.Add(9, []byte("0123456789abcdefghij")); err != nil {
+		t.Fatalf("zero Dicts Add: %v", err)
+	}
 	ds := NewDicts()
 	raw := []byte("0123456789abcdefghij")
 	if err := ds.Add(0, raw); !errors.Is(err, ErrDict) {

@@ -1,6 +1,7 @@
 package framebench
 
 import (
+	"encoding/json"
 	"fmt"
 	"strconv"
 	"sync"
@@ -14,14 +15,84 @@ import (
 // result, wrote a short reasoning message, requested the next call, noted a
 // fact and advanced a subgoal. About 500 bytes encoded.
 func typicalDelta(g *agenttext.Gen, i int) *frame.Delta {
+	return typicalAtom(g, i).delta()
+}
+
+// atom holds the values of one typical atom, so that the same change can be
+// encoded by frame and by the JSON baseline.
+type atom struct {
+	OutputCall, OutputTool string
+	Output                 []byte
+	Message                frame.Message
+	Pending                frame.Pending
+	Key                    string
+	Value                  []byte
+	Subgoal                string
+	Status                 frame.SubgoalStatus
+}
+
+func typicalAtom(g *agenttext.Gen, i int) atom {
+	return atom{
+		OutputCall: "call_prev_" + strconv.Itoa(i), OutputTool: g.Tool(), Output: g.ToolResult(90 + g.Intn(60)),
+		Message: frame.Message{Role: frame.RoleAssistant, Content: g.Message(20 + g.Intn(40))},
+		Pending: frame.Pending{CallID: g.CallID(), Tool: g.Tool(), Args: g.ToolArgs(60 + g.Intn(40)), Key: "run-7/" + strconv.Itoa(i) + "/0"},
+		Key:     "last_" + g.Word(), Value: []byte(g.Word() + "-" + strconv.Itoa(g.Intn(1000))),
+		Subgoal: "sg-" + strconv.Itoa(i%7), Status: frame.SubgoalActive,
+	}
+}
+
+func (a atom) delta() *frame.Delta {
 	var d frame.Delta
-	call := g.CallID()
-	d.ToolOutput("call_prev_"+strconv.Itoa(i), g.Tool(), g.ToolResult(90+g.Intn(60))).
-		AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: g.Message(20 + g.Intn(40))}).
-		AddPending(frame.Pending{CallID: call, Tool: g.Tool(), Args: g.ToolArgs(60 + g.Intn(40)), Key: "run-7/" + strconv.Itoa(i) + "/0"}).
-		Set("last_"+g.Word(), []byte(g.Word()+"-"+strconv.Itoa(g.Intn(1000)))).
-		SetSubgoalStatus("sg-"+strconv.Itoa(i%7), frame.SubgoalActive)
+	d.ToolOutput(a.OutputCall, a.OutputTool, a.Output).
+		AppendMessage(a.Message).
+		AddPending(a.Pending).
+		Set(a.Key, a.Value).
+		SetSubgoalStatus(a.Subgoal, a.Status)
 	return &d
+}
+
+// BenchmarkDeltaBaselineJSON is the obvious alternative to frame's codec:
+// encoding/json of the same atom (field names on the wire, base64 bytes),
+// uncompressed. Compare with BenchmarkDeltaEncode/none and DeltaDecode/none.
+func BenchmarkDeltaBaselineJSON(b *testing.B) {
+	g := agenttext.New(1)
+	atoms := make([]atom, nDeltas)
+	recs := make([][]byte, nDeltas)
+	stored := 0
+	for i := range atoms {
+		atoms[i] = typicalAtom(g, i)
+		var err error
+		if recs[i], err = json.Marshal(&atoms[i]); err != nil {
+			b.Fatal(err)
+		}
+		stored += len(recs[i])
+	}
+	b.Run("encode", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		cpu0 := cpuTime()
+		for b.Loop() {
+			if _, err := json.Marshal(&atoms[i%nDeltas]); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		reportCPU(b, cpu0)
+		b.ReportMetric(float64(stored)/nDeltas, "stored-B/rec")
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		i := 0
+		cpu0 := cpuTime()
+		for b.Loop() {
+			var a atom
+			if err := json.Unmarshal(recs[i%nDeltas], &a); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		reportCPU(b, cpu0)
+	})
 }
 
 // deltaSet returns n encoded typical deltas of seed.
