@@ -41,7 +41,8 @@ type VerifyOptions struct {
 // Verifier consumes a store's records and checkpoints in log order and
 // produces a Report. Its methods must be called from one goroutine (the
 // reader of the log); hashing fans out to Workers goroutines, one worker per
-// run, so each run is still checked in order.
+// run, so each run is still checked in order. Finish must be called, even
+// when the caller gives up early: it stops the worker goroutines.
 type Verifier struct {
 	hasher  *Hasher
 	pub     ed25519.PublicKey
