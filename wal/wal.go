@@ -235,8 +235,8 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.rd.files = map[uint64]vfs.File{}
 	l.w.spare = make(chan error, 1)
 	if !o.ReadOnly {
-		if err := l.fs.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("wal: create directory %s: %w", dir, err)
+		if err := l.createDir(); err != nil {
+			return nil, err
 		}
 	}
 	if err := l.recover(o.ScanFrom); err != nil {
@@ -249,6 +249,27 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	go l.run()
 	return l, nil
+}
+
+// createDir creates the log directory if it is missing, and syncs its
+// parent so that the new directory entry is durable.
+func (l *Log) createDir() error {
+	if _, err := l.fs.Stat(l.dir); err == nil {
+		return nil
+	}
+	if err := l.fs.MkdirAll(l.dir, 0o700); err != nil {
+		return fmt.Errorf("wal: create directory %s: %w", l.dir, err)
+	}
+	parent := l.fs.PathDir(l.dir)
+	d, err := l.fs.OpenDir(parent)
+	if err != nil {
+		return fmt.Errorf("wal: open directory %s: %w", parent, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("wal: sync directory %s: %w", parent, err)
+	}
+	return nil
 }
 
 // recover lists, checks and scans the segments, then (writable) seals the
