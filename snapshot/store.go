@@ -395,7 +395,10 @@ func (s *Store) Positions(runID string, from, to uint64) ([]Pos, error) {
 	if ferr != nil {
 		return nil, ferr
 	}
-	if uint64(len(out)) != to-from+1 {
+	// The seqs read are from, from+1, ..., next-1 with none skipped; the range
+	// is whole when the last one read is to. (next itself may have wrapped
+	// past math.MaxUint64, and to-from+1 may have too.)
+	if len(out) == 0 || next-1 != to {
 		return nil, fmt.Errorf("%w: run %q has no position for seq %d", ErrNotFound, runID, next)
 	}
 	return out, nil

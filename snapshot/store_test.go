@@ -236,6 +236,20 @@ func TestPositionsMissing(t *testing.T) {
 	if _, err := st.Positions("r", 5, 4); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Positions(5, 4) = %v, want ErrInvalid", err)
 	}
+	if got, err := st.Positions("nobody", 0, math.MaxUint64); !errors.Is(err, ErrNotFound) {
+		t.Errorf("Positions(0, MaxUint64) of unknown run = %d positions, %v; want ErrNotFound", len(got), err)
+	}
+	if _, err := st.Positions("r", 1, math.MaxUint64); !errors.Is(err, ErrNotFound) || !strings.Contains(err.Error(), "seq 11") {
+		t.Errorf("Positions(1, MaxUint64) = %v, want ErrNotFound naming seq 11", err)
+	}
+	top := st.NewBatch()
+	if err := top.PutPositions("top", math.MaxUint64-1, []Pos{{1, 1}, {1, 2}}); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, top, false)
+	if got, err := st.Positions("top", math.MaxUint64-1, math.MaxUint64); err != nil || len(got) != 2 || got[1].Offset != 2 {
+		t.Errorf("Positions at the top of the seq space = %v, %v", got, err)
+	}
 	if _, err := st.Positions("nobody", 1, 1); !errors.Is(err, ErrNotFound) {
 		t.Errorf("Positions of unknown run = %v, want ErrNotFound", err)
 	}
