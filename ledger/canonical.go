@@ -572,6 +572,12 @@ func appendNumber(dst, lit []byte) []byte {
 // characters, and every other character as itself in UTF-8.
 func appendString(dst, raw []byte) []byte {
 	dst = append(dst, '"')
+	if bytes.IndexByte(raw, '\\') < 0 {
+		// Validated contents without escapes hold no quote and no control
+		// character: they are already canonical.
+		dst = append(dst, raw...)
+		return append(dst, '"')
+	}
 	var one [4]byte
 	for j := 0; j < len(raw); {
 		c := raw[j]
@@ -659,7 +665,13 @@ func (p *parser) emit(dst []byte, n int) []byte {
 			// The decoded key never needs unescaping again: appendString
 			// only unescapes at backslashes, which a decoded key may hold
 			// literally, so escape it from its decoded form.
-			dst = appendRawString(dst, p.key(k))
+			if p.nodes[k].keyBuf {
+				dst = appendRawString(dst, p.key(k))
+			} else { // an unescaped key in the input is already canonical
+				dst = append(dst, '"')
+				dst = append(dst, p.key(k)...)
+				dst = append(dst, '"')
+			}
 			dst = append(dst, ':')
 			dst = p.emit(dst, k)
 		}
