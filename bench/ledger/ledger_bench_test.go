@@ -34,18 +34,22 @@ func BenchmarkFingerprint(b *testing.B) {
 	b.Run("ledger", func(b *testing.B) {
 		b.SetBytes(int64(len(args200)))
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			if _, err := a.Fingerprint(); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, cpu)
 	})
 	b.Run("baseline-blake3-raw", func(b *testing.B) {
 		b.SetBytes(int64(len(args200)))
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			_ = blake3.Sum256(args200)
 		}
+		reportCPU(b, cpu)
 	})
 	b.Run("baseline-encoding-json", func(b *testing.B) {
 		// What one writes without a canonicaliser: decode into any (numbers
@@ -53,6 +57,7 @@ func BenchmarkFingerprint(b *testing.B) {
 		// re-encode (sorted map keys), hash.
 		b.SetBytes(int64(len(args200)))
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			var v map[string]any
 			if err := json.Unmarshal(args200, &v); err != nil {
@@ -65,6 +70,7 @@ func BenchmarkFingerprint(b *testing.B) {
 			}
 			_ = blake3.Sum256(out)
 		}
+		reportCPU(b, cpu)
 	})
 }
 
@@ -115,14 +121,17 @@ func BenchmarkDoHit(b *testing.B) {
 	}{{"held-result", held}, {"table+read-certificate", fromTable}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuStart()
 			for b.Loop() {
 				if _, err := tc.l.Do(ctx, j, in, never); err != nil {
 					b.Fatal(err)
 				}
 			}
+			reportCPU(b, cpu)
 		})
 		b.Run(tc.name+"/parallel", func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := cpuStart()
 			b.RunParallel(func(pb *testing.PB) {
 				for pb.Next() {
 					if _, err := tc.l.Do(ctx, j, in, never); err != nil {
@@ -130,18 +139,21 @@ func BenchmarkDoHit(b *testing.B) {
 					}
 				}
 			})
+			reportCPU(b, cpu)
 		})
 	}
 	var mu sync.RWMutex
 	m := map[ledger.Fingerprint][]byte{in.Fingerprint: result}
 	b.Run("baseline-rwmutex-map", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			mu.RLock()
 			r := bytes.Clone(m[in.Fingerprint])
 			mu.RUnlock()
 			_ = r
 		}
+		reportCPU(b, cpu)
 	})
 }
 
@@ -197,23 +209,27 @@ func BenchmarkLookup1M(b *testing.B) {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			i := 0
+			cpu := cpuStart()
 			for b.Loop() {
 				if _, ok := tc.l.Lookup(bigFPs[order[i&(len(order)-1)]]); !ok {
 					b.Fatal("missing")
 				}
 				i++
 			}
+			reportCPU(b, cpu)
 		})
 	}
 	b.Run("baseline-go-map", func(b *testing.B) {
 		b.ReportAllocs()
 		i := 0
+		cpu := cpuStart()
 		for b.Loop() {
 			if _, ok := plain[bigFPs[order[i&(len(order)-1)]]]; !ok {
 				b.Fatal("missing")
 			}
 			i++
 		}
+		reportCPU(b, cpu)
 	})
 }
 
@@ -225,15 +241,18 @@ func BenchmarkOpen1M(b *testing.B) {
 	b.Run("load-table", func(b *testing.B) {
 		b.SetBytes(int64(len(bigTable)))
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			if err := ledger.New().LoadTable(bigTable); err != nil {
 				b.Fatal(err)
 			}
 		}
+		reportCPU(b, cpu)
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/bigN, "ns/entry")
 	})
 	b.Run("baseline-replay-into-map", func(b *testing.B) {
 		b.ReportAllocs()
+		cpu := cpuStart()
 		for b.Loop() {
 			l := ledger.New()
 			for i, fp := range bigFPs {
@@ -241,6 +260,7 @@ func BenchmarkOpen1M(b *testing.B) {
 					ledger.Loc{Segment: 1, Offset: int64(i)}, false)
 			}
 		}
+		reportCPU(b, cpu)
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/bigN, "ns/entry")
 	})
 }
