@@ -265,7 +265,8 @@ func (v *Verifier) Finish() *Report {
 			<-w.done
 		}
 	}
-	r := &Report{StoreID: v.storeID}
+	// Empty, not nil, slices: JSON output always has the arrays.
+	r := &Report{StoreID: v.storeID, Runs: []RunReport{}, Failures: []Failure{}, Warnings: []Failure{}}
 	for _, w := range v.workers {
 		for _, rs := range w.runs {
 			rs.finish()

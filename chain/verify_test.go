@@ -654,6 +654,10 @@ func TestReportJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	empty, err := json.Marshal(feed(t, chain.VerifyOptions{PublicKey: pub}, nil))
+	if err != nil || !strings.Contains(string(empty), `"runs":[],`) || !strings.Contains(string(empty), `"failures":[],"warnings":[]`) {
+		t.Errorf("empty report JSON: %s %v", empty, err)
+	}
 	for _, want := range []string{`"kind":"hash-mismatch"`, `"run":"b"`, `"seq":7`, `"location":"log:` + strconv.Itoa(i) + `"`, `"actual":"` + es[i].hash.String() + `"`, `"ok":false`} {
 		if !strings.Contains(string(b), want) {
 			t.Errorf("JSON report lacks %s:\n%s", want, b)
