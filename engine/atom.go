@@ -72,9 +72,17 @@ func (a *Atom) prepare(act ledger.Action) (*ledger.Intent, error) {
 	}, nil
 }
 
+// record adds an action to the atom's list, which the chain covers. An
+// action is listed once, however often the atom calls it (a Resolve then a
+// Do of the same action, say).
 func (a *Atom) record(in *ledger.Intent, result []byte) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	for _, act := range a.mu.actions {
+		if act.fp == in.Fingerprint {
+			return
+		}
+	}
 	a.mu.actions = append(a.mu.actions, atomAction{index: in.Index, fp: in.Fingerprint, result: result})
 }
 
@@ -144,6 +152,27 @@ func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) er
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", act.Tool, in.Key, a.run.id, a.seq, err)
 	}
 	a.record(in, append([]byte(nil), result...))
+	return nil
+}
+
+// ResolveFailed records that an in-doubt action did not take effect (the
+// agent asked the downstream and found no trace of it): the action is
+// closed as failed, and a later Do calls exec again with the same key.
+func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
+	db := a.run.db
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	in, err := a.prepare(act)
+	if err != nil {
+		return err
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return err
+	}
+	if err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason); err != nil {
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", act.Tool, in.Key, a.run.id, a.seq, err)
+	}
 	return nil
 }
 

@@ -241,7 +241,7 @@ func (db *DB) checkpoint(final bool) error {
 		}
 		if c.meta.frameSeq == c.seq && c.frame != nil && c.seq > 0 {
 			ff := frameFile{run: r.id, seq: c.seq, head: c.head, frame: c.frame}
-			if err := writeFileAtomic(db.fs, db.frameFileName(r.id), ff.marshal(), true); err != nil {
+			if err := writeFileRenamed(db.fs, db.frameFileName(r.id), ff.marshal(), db.opts.NoSync); err != nil {
 				return err
 			}
 		}

@@ -155,10 +155,8 @@ func (db *DB) path(elem ...string) string {
 
 func (db *DB) open() error {
 	fs := db.fs
-	for _, d := range []string{db.dir, db.path(framesDir), db.path(dictsDir)} {
-		if err := fs.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("engine: create directory %s: %w", d, err)
-		}
+	if err := db.mkdirs(); err != nil {
+		return err
 	}
 	lock, err := fs.Lock(db.path(lockFile))
 	if err != nil {
@@ -248,6 +246,26 @@ func (db *DB) abandon() {
 	if db.lock != nil {
 		db.lock.Close()
 	}
+}
+
+// mkdirs creates the store's directories that are missing, and fsyncs the
+// parent of each one it creates so that the new entry survives a crash.
+func (db *DB) mkdirs() error {
+	for _, d := range []string{db.dir, db.path(framesDir), db.path(dictsDir)} {
+		if _, err := db.fs.Stat(d); err == nil {
+			continue
+		}
+		if err := db.fs.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("engine: create directory %s: %w", d, err)
+		}
+		if db.opts.NoSync {
+			continue
+		}
+		if err := syncDir(db.fs, db.fs.PathDir(d)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 func (db *DB) openStoreFile() error {
@@ -376,8 +394,8 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	}
 	// Publish the run before its record is durable so that concurrent
 	// callers of the same id wait for one creation instead of racing.
-	nonce, err := chain.NewNonce()
-	if err != nil {
+	var nonce chain.Nonce
+	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
 		db.mu.Unlock()
 		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
 	}
@@ -388,7 +406,7 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 
 	rec := appendRunRecord(nil, &runRecord{id: id, nonce: nonce, created: r.createdAt.UnixNano()})
 	tok := db.track()
-	_, err = db.append(ctx, rec)
+	_, err := db.append(ctx, rec)
 	db.untrack(tok)
 	if err != nil {
 		r.createErr = fmt.Errorf("engine: create run %q: %w", id, err)

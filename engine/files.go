@@ -13,6 +13,16 @@ import (
 // holds either its old content or data, never a mix: write a temporary file,
 // fsync it, rename it over name, fsync the directory.
 func writeFileAtomic(fs vfs.FS, name string, data []byte, noSync bool) error {
+	if err := writeFileRenamed(fs, name, data, noSync); err != nil || noSync {
+		return err
+	}
+	return syncDir(fs, fs.PathDir(name))
+}
+
+// writeFileRenamed is writeFileAtomic without the directory fsync, for a
+// caller that writes several files of one directory and then syncs it once.
+// Until that sync, a crash may leave the old file (never a torn new one).
+func writeFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 	tmp := name + ".tmp"
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
@@ -34,10 +44,7 @@ func writeFileAtomic(fs vfs.FS, name string, data []byte, noSync bool) error {
 	if err := fs.Rename(tmp, name); err != nil {
 		return fmt.Errorf("engine: rename %s: %w", tmp, err)
 	}
-	if noSync {
-		return nil
-	}
-	return syncDir(fs, fs.PathDir(name))
+	return nil
 }
 
 // syncDir fsyncs a directory so that the entries created, renamed or removed

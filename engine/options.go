@@ -2,6 +2,8 @@ package engine
 
 import (
 	"crypto/ed25519"
+	"crypto/rand"
+	"io"
 	"fmt"
 	"log/slog"
 	"time"
@@ -96,6 +98,12 @@ type Options struct {
 	DictSamples int
 	// DictSize is the size of a trained dictionary. Default 16 KiB.
 	DictSize int
+	// Nonces is where run nonces come from. Default: crypto/rand. Tests set
+	// it to a deterministic source so that two stores given the same runs
+	// compute the same chain heads; a predictable nonce does not weaken
+	// tamper evidence (the chain still binds every record), but it lets
+	// anyone who knows the run id compute h(0).
+	Nonces io.Reader
 }
 
 const (
@@ -118,6 +126,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.FS == nil {
 		r.FS = vfs.Default
+	}
+	if r.Nonces == nil {
+		r.Nonces = rand.Reader
 	}
 	if r.Logger == nil {
 		r.Logger = slog.Default()

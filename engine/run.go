@@ -276,8 +276,7 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	// Positions of base+1..seq: those up to indexed are in Pebble, the rest
 	// in memory (positions[i] is the atom indexed+1+i).
 	var pos []wal.Pos
-	if base < indexed {
-		hi := min(seq, indexed)
+	if hi := min(seq, indexed); base < hi {
 		sp, err := snaps.Positions(r.id, base+1, hi)
 		if err != nil {
 			return nil, fmt.Errorf("engine: run %q: atom index %d..%d: %w", r.id, base+1, hi, err)
