@@ -25,6 +25,16 @@
 // also writes StoreHead entries listing every run's latest checkpoint, so a
 // run cannot vanish without its name still being on record.
 //
+// # Crashes
+//
+// The package does no I/O: Link is a pure function of its inputs, and
+// durability is the log's. A checkpoint is only ever written after the
+// record it commits, so a crash that loses the log tail loses the
+// checkpoint with (or after) its records and the chain still verifies; the
+// records after the last surviving checkpoint show as an unanchored-tail
+// warning, not a failure. WriteState writes bytes; making a saved state
+// durable (temp file, fsync, rename) is the caller's job.
+//
 // # Verifying
 //
 //	v, err := chain.NewVerifier(chain.VerifyOptions{PublicKey: pub, Trusted: &saved})
