@@ -140,8 +140,11 @@ func (m *crashModel) check(t *testing.T, l *Log, must []uint64) []uint64 {
 // the previous round's crash image, so recovery after recovery is covered.
 func TestCrashProperty(t *testing.T) {
 	rounds := 700 // per UnsyncedDataPercent: 2,100 crash points in all
-	if !testing.Short() {
+	switch {
+	case !testing.Short():
 		rounds = 3000
+	case raceEnabled:
+		rounds = 150 // the race detector looks for races, not more crash points
 	}
 	for _, pct := range []int{0, 50, 100} {
 		t.Run(fmt.Sprintf("unsynced=%d", pct), func(t *testing.T) {
