@@ -504,3 +504,64 @@ func TestTableFindSkewed(t *testing.T) {
 		})
 	}
 }
+
+// stallingJournal appends a certificate to the log, then stalls before
+// returning it, holding open the window in which the record is in the log
+// but not yet applied to the index.
+type stallingJournal struct {
+	*memJournal
+	stalled, release chan struct{}
+}
+
+func (j *stallingJournal) WriteCertificate(ctx context.Context, c *Certificate) (Loc, error) {
+	loc, err := j.memJournal.WriteCertificate(ctx, c)
+	close(j.stalled)
+	<-j.release
+	return loc, err
+}
+
+// TestCheckpointWaitsForJournalWrite: a Checkpoint that starts while a
+// certificate is in the log but not yet applied must not take its mark
+// before the certificate is applied, or recovery from (table, mark) would
+// lose the certificate and see the action in doubt.
+func TestCheckpointWaitsForJournalWrite(t *testing.T) {
+	ctx := context.Background()
+	j := &stallingJournal{memJournal: newMemJournal(), stalled: make(chan struct{}), release: make(chan struct{})}
+	l := New()
+	in := mustIntent(t, "t", `{"w":1}`, 1, 0, true)
+	doDone := make(chan error, 1)
+	go func() {
+		_, err := l.Do(ctx, j, in, func(context.Context, string) ([]byte, error) { return []byte("ok"), nil })
+		doDone <- err
+	}()
+	<-j.stalled
+	var (
+		table []byte
+		mark  int
+	)
+	cpDone := make(chan struct{})
+	go func() {
+		defer close(cpDone)
+		table = l.Checkpoint(nil, func() { mark = j.len() })
+	}()
+	// Without the ordering, Checkpoint would finish here, inside the window.
+	// Waiting is only a chance for that bug to show; no outcome depends on
+	// how long it takes.
+	select {
+	case <-cpDone:
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(j.release)
+	if err := <-doDone; err != nil {
+		t.Fatal(err)
+	}
+	<-cpDone
+	r := New()
+	if err := r.LoadTable(table); err != nil {
+		t.Fatal(err)
+	}
+	j.replay(t, r, mark, false)
+	if e, _ := r.Lookup(in.Fingerprint); e.Status != StatusDone {
+		t.Fatalf("recovered from (table, mark %d): %v, want done", mark, e.Status)
+	}
+}
