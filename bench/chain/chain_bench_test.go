@@ -11,6 +11,7 @@ import (
 	"math/rand"
 	"runtime"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,6 +189,33 @@ func BenchmarkVerify(b *testing.B) {
 				reportRate(b, total*n, start, cpu)
 			})
 		}
+		b.Run(fmt.Sprintf("runs=%d/size=%d/baseline-blake3-parallel", runs, size), func(b *testing.B) {
+			// The ceiling of this machine: bare BLAKE3 of every record on
+			// GOMAXPROCS goroutines, with no chaining, dispatch or signatures.
+			b.SetBytes(int64(total * size))
+			start, cpu := time.Now(), cpuTime()
+			n := 0
+			procs := runtime.GOMAXPROCS(0)
+			for b.Loop() {
+				var wg sync.WaitGroup
+				for g := range procs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						var sink [32]byte
+						for i := g; i < len(s.payload); i += procs {
+							for range s.runs {
+								sink = blake3.Sum256(s.payload[i])
+							}
+						}
+						_ = sink
+					}()
+				}
+				wg.Wait()
+				n++
+			}
+			reportRate(b, total*n, start, cpu)
+		})
 		b.Run(fmt.Sprintf("runs=%d/size=%d/baseline-blake3", runs, size), func(b *testing.B) {
 			b.SetBytes(int64(total * size))
 			start, cpu := time.Now(), cpuTime()
