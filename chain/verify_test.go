@@ -694,3 +694,41 @@ func TestStateLeavesOutRunsWithoutChain(t *testing.T) {
 		t.Errorf("state of a = %+v", got)
 	}
 }
+
+// TestLargePayloadsAcrossBatches sends payloads larger than a worker batch
+// through the parallel path, where they are copied, and checks that both
+// an intact store and an edit in a large payload are judged right.
+func TestLargePayloadsAcrossBatches(t *testing.T) {
+	_, pub := testSigner(t, "continuum-test", 1)
+	s, _ := testSigner(t, "continuum-test", 1)
+	h, _ := chain.NewHasher(nil)
+	var es []entry
+	heads := map[string]chain.Hash{}
+	for _, r := range []string{"x", "y"} {
+		n := chain.Nonce{byte(len(r))}
+		es = append(es, entry{kind: eRun, run: r, nonce: n})
+		heads[r] = h.Genesis(r, n)
+	}
+	for i := uint64(1); i <= 6; i++ {
+		for _, r := range []string{"x", "y"} {
+			p := bytes.Repeat([]byte{byte(i)}, 300<<10+int(i))
+			heads[r] = h.Link(r, i, heads[r], p)
+			es = append(es, entry{kind: eRecord, run: r, seq: i, payload: p, hash: heads[r]})
+		}
+	}
+	for _, r := range []string{"x", "y"} {
+		b, err := s.SignCheckpoint(chain.Checkpoint{RunID: r, Seq: 6, Head: heads[r], Final: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		es = append(es, entry{kind: eCheckpoint, run: r, seq: 6, b: b})
+	}
+	if r := feed(t, chain.VerifyOptions{PublicKey: pub, Workers: 2}, es); !r.OK || len(r.Warnings) != 0 || r.Records != 12 {
+		t.Fatalf("intact store: %v %v", r.Failures, r.Warnings)
+	}
+	es[find(es, eRecord, "y", 4)].payload[200<<10] ^= 1
+	r := feed(t, chain.VerifyOptions{PublicKey: pub, Workers: 2}, es)
+	if f := r.Runs[1].Failure; r.Runs[0].Failure != nil || f == nil || f.Kind != chain.KindHashMismatch || f.Seq != 4 {
+		t.Fatalf("edit in a large payload: %v", r.Failures)
+	}
+}
