@@ -547,7 +547,7 @@ func TestRandomTamper(t *testing.T) {
 	_, pub := testSigner(t, "continuum-test", 1)
 	iters := 300
 	if testing.Short() {
-		iters = 60
+		iters = 25
 	}
 	for it := 0; it < iters; it++ {
 		f := defaultFixture(t)
