@@ -12,7 +12,8 @@ var (
 	// (truncated, a length beyond the input, an unknown enum, trailing bytes).
 	ErrCorrupt = errors.New("frame: corrupt record")
 	// ErrVersion: a record was written by a format version this package does
-	// not know. It also wraps ErrCorrupt's sibling detail (offset 0).
+	// not know (its first byte names the kind but another version). The
+	// error is a *CorruptError at offset 0 naming the version.
 	ErrVersion = errors.New("frame: unsupported format version")
 	// ErrUnknownCodec: a compressed record names a codec this package does
 	// not know.

@@ -49,12 +49,14 @@ var frameFuzzDicts = sync.OnceValue(func() *frame.Dicts {
 	g := agenttext.New(99)
 	f := frameSeedFrame(98, 2)
 	var samples [][]byte
-	for i := 0; i < 300; i++ {
+	// Few samples: every fuzz worker trains its own dictionary, with
+	// coverage instrumentation slowing the builder down.
+	for i := 0; i < 24; i++ {
 		d := frameSeedDelta(g, f, i)
 		samples = append(samples, frame.AppendDelta(nil, d))
 		f.Apply(d)
 	}
-	dict, err := frame.TrainDict(samples, 8<<10)
+	dict, err := frame.TrainDict(samples, 2<<10)
 	if err != nil {
 		panic(err)
 	}

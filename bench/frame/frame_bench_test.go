@@ -227,6 +227,8 @@ func BenchmarkDeltaEncodeParallel(b *testing.B) {
 	for _, v := range variants[4:] {
 		b.Run(v.name, func(b *testing.B) {
 			b.ReportAllocs()
+			cpu0 := cpuTime()
+			defer reportCPU(b, cpu0)
 			b.RunParallel(func(pb *testing.PB) {
 				var enc, out []byte
 				i := 0
