@@ -163,6 +163,9 @@ func (b *Batch) Commit(sync bool) error {
 	defer s.mu.RUnlock()
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
 
 	var added int64
 	if len(b.snapKeys) > 0 {
@@ -186,7 +189,7 @@ func (b *Batch) Commit(sync bool) error {
 		opts = pebble.Sync
 	}
 	size := pb.Len()
-	if err := pb.Commit(opts); err != nil {
+	if err := s.apply(pb, opts); err != nil {
 		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
 	}
 	s.snapshots.Add(added)

@@ -59,8 +59,16 @@
 //   - The snapshot count in Stats is kept exact by a read per distinct
 //     snapshot key at Commit (to tell a new snapshot from a replaced one);
 //     Commit is meant for the background, not the commit path.
-//   - Pebble calls its logger's Fatalf on states it cannot continue from; the
-//     store logs it at Error and panics, as Pebble's own logger would exit.
+//   - An fsync error is final (invariant I8). Pebble treats a failed WAL
+//     write or sync, and a failed directory sync, as unrecoverable: it calls
+//     its logger's Fatalf or panics. When that happens on the caller's
+//     goroutine (Open, Commit, DeleteRun), the store turns it into an error
+//     wrapping ErrFailed; after a write failed so, every later write returns
+//     that error without retrying until the store is reopened, and the
+//     failed batch may or may not be durable. When it happens on one of
+//     Pebble's own goroutines (a flush or compaction failing to sync its
+//     MANIFEST), nothing can catch it: the process stops, as it would with
+//     Pebble's default logger, and the next Open recovers.
 //   - On a filesystem not rooted in vfs.Default (an in-memory or wrapped
 //     one), file modes are whatever that filesystem does.
 package snapshot

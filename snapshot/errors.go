@@ -18,6 +18,12 @@ var (
 	// whose Store was closed.
 	ErrClosed = errors.New("snapshot: store closed")
 
+	// ErrFailed reports that a write to Pebble failed in a way Pebble cannot
+	// recover from (a failed WAL write or fsync). It is sticky: every later
+	// write returns it, without retrying, until the store is closed and
+	// reopened. A batch whose Commit failed so may or may not be durable.
+	ErrFailed = errors.New("snapshot: store failed")
+
 	// ErrReadOnly reports a write to a Store opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("snapshot: store is read-only")
 

@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -80,19 +81,36 @@ var _ pebble.Logger = pebbleLogger{}
 
 func (p pebbleLogger) Infof(format string, args ...any) {
 	if p.l.Enabled(context.Background(), slog.LevelDebug) {
-		p.l.Debug("pebble: " + fmt.Sprintf(format, args...))
+		p.l.Debug(pebbleMsg(format, args))
 	}
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
-	p.l.Error("pebble: " + fmt.Sprintf(format, args...))
+	p.l.Error(pebbleMsg(format, args))
+}
+
+// pebbleMsg formats a Pebble log line, prefixed "pebble: " once.
+func pebbleMsg(format string, args []any) string {
+	msg := fmt.Sprintf(format, args...)
+	if !strings.HasPrefix(msg, "pebble: ") {
+		msg = "pebble: " + msg
+	}
+	return msg
 }
 
 // Fatalf is called by Pebble on a state it cannot continue from (its default
-// logger exits the process). We log and panic so the state is never carried
-// on from; see the package's Caveats.
+// logger exits the process), such as a failed WAL write or sync in a commit.
+// It must not return: Pebble would carry on as if the operation had
+// succeeded. It logs and panics with a *fatalError, which Store.apply
+// recovers on the committing goroutine and turns into a sticky ErrFailed;
+// see the package's Caveats for Pebble's own goroutines.
 func (p pebbleLogger) Fatalf(format string, args ...any) {
-	msg := "pebble: " + fmt.Sprintf(format, args...)
+	msg := pebbleMsg(format, args)
 	p.l.Error(msg)
-	panic(msg)
+	panic(&fatalError{msg: msg})
 }
+
+// fatalError is the panic value of pebbleLogger.Fatalf.
+type fatalError struct{ msg string }
+
+func (e *fatalError) Error() string { return e.msg }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -95,6 +96,10 @@ type Store struct {
 		closed bool
 	}
 
+	// failed is the sticky error (wrapping ErrFailed) of a write that Pebble
+	// could not complete; once set, writes return it. Set under commitMu.
+	failed atomic.Pointer[error]
+
 	// snapshots is the number of snapshots in the store, as kept under
 	// keyCount. Written under commitMu; read atomically by Stats.
 	snapshots atomic.Int64
@@ -127,6 +132,9 @@ type Stats struct {
 	OpenDuration time.Duration
 	// Closed reports whether Close was called.
 	Closed bool
+	// Failed is the store's sticky error (wrapping ErrFailed) after a write
+	// Pebble could not complete, or nil.
+	Failed error
 }
 
 // Open opens the store in dir, the Pebble directory (the engine passes
@@ -163,7 +171,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 			},
 		},
 	}
-	db, err := pebble.Open(dir, popts)
+	db, err := openPebble(dir, popts)
 	if err != nil {
 		return nil, fmt.Errorf("snapshot: opening %s: %w", dir, err)
 	}
@@ -180,6 +188,34 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.snapshots.Store(n)
 	s.openDuration = time.Since(start)
 	return s, nil
+}
+
+// pebbleFailure converts what Pebble panics with on a failure it deems
+// unrecoverable (a fatal error logged through pebbleLogger.Fatalf, or an
+// fsync error, which Pebble panics with as an error value) into an error
+// wrapping ErrFailed. Anything else (a runtime error, a non-error value) is
+// a bug and keeps panicking.
+func pebbleFailure(r any) error {
+	if _, ok := r.(runtime.Error); ok {
+		panic(r)
+	}
+	err, ok := r.(error)
+	if !ok {
+		panic(r)
+	}
+	return fmt.Errorf("%w: %v", ErrFailed, err)
+}
+
+// openPebble opens Pebble, turning a Pebble failure panic on this goroutine
+// (such as a failed MANIFEST or directory sync) into an error wrapping
+// ErrFailed. Pebble's Open releases what it acquired before it re-panics.
+func openPebble(dir string, o *pebble.Options) (db *pebble.DB, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			db, err = nil, pebbleFailure(r)
+		}
+	}()
+	return pebble.Open(dir, o)
 }
 
 // checkFormat verifies the format marker, writing it into a new store.
@@ -441,6 +477,9 @@ func (s *Store) DeleteRun(runID string) error {
 	defer s.mu.RUnlock()
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
 
 	lo, hi := runBounds(spaceSnapshot, runID)
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
@@ -464,11 +503,27 @@ func (s *Store) DeleteRun(runID string) error {
 	); err != nil {
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
-	if err := b.Commit(pebble.Sync); err != nil {
+	if err := s.apply(b, pebble.Sync); err != nil {
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
 	s.snapshots.Add(-n)
 	return nil
+}
+
+// apply commits pb to Pebble, turning a Pebble failure panic on this
+// goroutine (a failed WAL write or sync, a failed directory sync when the WAL
+// rotates) into the store's sticky ErrFailed. The caller holds commitMu.
+func (s *Store) apply(pb *pebble.Batch, opts *pebble.WriteOptions) (err error) {
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%s: %w", s.dir, pebbleFailure(r))
+			s.failed.Store(&err)
+		}
+	}()
+	return pb.Commit(opts)
 }
 
 func setCount(b *pebble.Batch, n int64) error {
@@ -485,6 +540,9 @@ func (s *Store) Stats() Stats {
 		BytesCommitted:   s.bytesCommitted.Load(),
 		BackgroundErrors: s.backgroundErrors.Load(),
 		OpenDuration:     s.openDuration,
+	}
+	if f := s.failed.Load(); f != nil {
+		st.Failed = *f
 	}
 	if s.acquire() != nil {
 		st.Closed = true
