@@ -127,3 +127,57 @@ func TestOpenErrors(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenDamagedStore damages Pebble's MANIFEST: Open fails with an error
+// wrapping ErrCorrupt (the engine rebuilds the store only then), and a
+// store locked by another holder fails without ErrCorrupt.
+func TestOpenDamagedStore(t *testing.T) {
+	mem := vfs.NewMem()
+	st, err := Open("s", &Options{FS: mem, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := st.NewBatch()
+	if err := b.PutSnapshot(testSnapshot("r", 1)); err != nil {
+		t.Fatal(err)
+	}
+	mustCommit(t, b, true)
+
+	if _, err := Open("s", &Options{FS: mem, Logger: discardLogger()}); err == nil || errors.Is(err, ErrCorrupt) {
+		t.Errorf("Open of a store open elsewhere = %v, want a non-corruption error", err)
+	}
+	st.Close()
+
+	names, err := mem.List("s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := false
+	for _, name := range names {
+		if !strings.HasPrefix(name, "MANIFEST-") {
+			continue
+		}
+		path := mem.PathJoin("s", name)
+		f, err := mem.OpenReadWrite(path, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, err := f.Stat()
+		if err != nil {
+			t.Fatal(err)
+		}
+		junk := []byte(strings.Repeat("\xa5", int(fi.Size())))
+		if _, err := f.WriteAt(junk, 0); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		damaged = true
+	}
+	if !damaged {
+		t.Fatalf("no MANIFEST in %v", names)
+	}
+	_, err = Open("s", &Options{FS: mem, Logger: discardLogger()})
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("Open with a damaged MANIFEST = %v, want ErrCorrupt", err)
+	}
+}

@@ -173,7 +173,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	db, err := openPebble(dir, popts)
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: opening %s: %w", dir, err)
+		return nil, pebbleErr("opening "+dir, err)
 	}
 	s.db = db
 	if err := s.checkFormat(); err != nil {
@@ -188,6 +188,16 @@ func Open(dir string, opts *Options) (*Store, error) {
 	s.snapshots.Store(n)
 	s.openDuration = time.Since(start)
 	return s, nil
+}
+
+// pebbleErr wraps an error from Pebble with what was being done, and with
+// ErrCorrupt as well when Pebble found corruption, so that callers can tell
+// damaged data (errors.Is(err, ErrCorrupt)) from an I/O failure or a lock.
+func pebbleErr(doing string, err error) error {
+	if pebble.IsCorruptionError(err) {
+		return fmt.Errorf("%w: %s: %w", ErrCorrupt, doing, err)
+	}
+	return fmt.Errorf("snapshot: %s: %w", doing, err)
 }
 
 // pebbleFailure converts what Pebble panics with on a failure it deems
@@ -322,7 +332,7 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 	defer s.mu.RUnlock()
 	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: %w", err)
+		return nil, pebbleErr("reading snapshots", err)
 	}
 	var snap *Snapshot
 	found := it.Last()
@@ -334,7 +344,7 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 		}
 	}
 	if ierr := errors.Join(it.Error(), it.Close()); ierr != nil && err == nil {
-		err = fmt.Errorf("snapshot: %w", ierr)
+		err = pebbleErr("reading snapshots", ierr)
 	}
 	if err != nil {
 		return nil, err
@@ -374,7 +384,7 @@ func (s *Store) Snapshots(runID string) ([]uint64, error) {
 		seqs = append(seqs, seq)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, fmt.Errorf("snapshot: listing run %q: %w", runID, err)
+		return nil, pebbleErr(fmt.Sprintf("listing run %q", runID), err)
 	}
 	return seqs, nil
 }
@@ -426,7 +436,7 @@ func (s *Store) Positions(runID string, from, to uint64) ([]Pos, error) {
 		}
 	}
 	if ierr := errors.Join(it.Error(), it.Close()); ierr != nil && ferr == nil {
-		ferr = fmt.Errorf("snapshot: reading positions of run %q: %w", runID, ierr)
+		ferr = pebbleErr(fmt.Sprintf("reading positions of run %q", runID), ierr)
 	}
 	if ferr != nil {
 		return nil, ferr
@@ -455,7 +465,7 @@ func (s *Store) Meta(key string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: meta key %q", ErrNotFound, key)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("snapshot: meta key %q: %w", key, err)
+		return nil, pebbleErr(fmt.Sprintf("meta key %q", key), err)
 	}
 	defer closer.Close()
 	return append([]byte{}, val...), nil
