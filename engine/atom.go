@@ -326,12 +326,13 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 	if !wait {
 		// Relaxed: enqueue and return at once. The fsync of the atom's
 		// commit covers this record (one ordered log); the goroutine tells
-		// the ledger where the certificate landed. Until it has, the record
-		// is tracked, so that an engine checkpoint replays it.
-		tok := db.track()
+		// the ledger where the certificate landed. An engine checkpoint
+		// waits for these goroutines before it takes the ledger's table, so
+		// the table never names a record that is not durable.
+		db.relaxed.Add(1)
 		w := db.log.AppendAsync(rec)
 		go func() {
-			defer db.untrack(tok)
+			defer db.relaxed.Done()
 			ps, err := w.Wait(context.Background())
 			if err != nil {
 				return // the log's error is sticky: the commit reports it

@@ -226,7 +226,10 @@ func (db *DB) checkpoint(final bool) error {
 	// ledger's journal writes held back; every run is captured after them,
 	// so its state is at or past the position and the replay skips the rest.
 	var floor wal.Pos
-	table := db.ledger.Checkpoint(nil, func() { floor = db.replayFloor() })
+	table := db.ledger.Checkpoint(nil, func() {
+		db.relaxed.Wait()
+		floor = db.replayFloor()
+	})
 	db.tailBytes.Store(0)
 	runs := db.runList()
 	caps := make([]*capturedRun, 0, len(runs))

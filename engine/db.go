@@ -53,6 +53,11 @@ type DB struct {
 	snapErr     error
 	snapStarted bool // the goroutine that closes snapReady was started
 
+	// recovered is closed when Open's recovery ends; recoverErr is set
+	// before that.
+	recovered  chan struct{}
+	recoverErr error
+
 	// active tracks log writes between their append and the in-memory update
 	// that follows it; an engine checkpoint replays from below the oldest.
 	active struct {
@@ -60,6 +65,10 @@ type DB struct {
 		next uint64
 		pos  map[uint64]wal.Pos
 	}
+
+	// relaxed counts the relaxed-mode ledger records not yet durable and
+	// applied; Add happens under the ledger's gate (see journal.write).
+	relaxed sync.WaitGroup
 
 	mu struct {
 		sync.Mutex
@@ -136,6 +145,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		logger:      o.Logger.With("store", dir),
 		ledgerReady: make(chan struct{}),
 		snapReady:   make(chan struct{}),
+		recovered:   make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
@@ -213,7 +223,10 @@ func (db *DB) open() error {
 	db.openInfo.TornBytes = db.log.Recovery().TornBytes
 
 	db.ledger = ledger.New()
-	if err := db.recover(cp, scanFrom); err != nil {
+	err = db.recover(cp, scanFrom)
+	db.recoverErr = err
+	close(db.recovered)
+	if err != nil {
 		return err
 	}
 	if cp != nil && cp.ledgerGen != 0 {
@@ -238,6 +251,12 @@ func (db *DB) abandon() {
 	}
 	// Wait for the background Pebble open so that its lock is released too.
 	if db.snapStarted {
+		select {
+		case <-db.recovered:
+		default:
+			db.recoverErr = errors.New("engine: open failed")
+			close(db.recovered)
+		}
 		<-db.snapReady
 		if db.snap != nil {
 			db.snap.Close()
@@ -322,13 +341,95 @@ func (db *DB) readCheckpoint() (*checkpointFile, error) {
 
 func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
-	s, err := snapshot.Open(db.path(snapshotsDir), &snapshot.Options{FS: db.fs, Logger: db.logger})
+	dir := db.path(snapshotsDir)
+	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	if err != nil {
+		// Pebble holds only what the log can rebuild: snapshots and the atom
+		// index. Keep the damaged directory for inspection, start a fresh
+		// one and re-index the log into it.
+		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
+		s, err = db.rebuildSnapshots(dir, err)
+	}
 	if err != nil {
 		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
 		db.logger.Error("engine: snapshots unavailable", "err", err)
 		return
 	}
 	db.snap = s
+}
+
+// rebuildSnapshots moves a Pebble directory that failed to open aside and
+// rebuilds the atom index from the log into a new one. It waits for the
+// recovery of Open, which it needs to know the runs.
+func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error) {
+	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+	if err := db.fs.Rename(dir, aside); err != nil {
+		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
+	}
+	if !db.opts.NoSync {
+		if err := syncDir(db.fs, db.dir); err != nil {
+			return nil, err
+		}
+	}
+	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	if err != nil {
+		return nil, err
+	}
+	<-db.recovered
+	if db.recoverErr != nil {
+		s.Close()
+		return nil, db.recoverErr
+	}
+	if err := db.reindex(s); err != nil {
+		s.Close()
+		return nil, err
+	}
+	db.logger.Warn("engine: snapshot store rebuilt from the log", "old", aside)
+	return s, nil
+}
+
+// reindex writes the log position of every atom the runs had indexed into s,
+// from one scan of the whole log. Snapshots come back with the next ones.
+func (db *DB) reindex(s *snapshot.Store) error {
+	want := map[string]uint64{} // run -> atoms indexed before the damage
+	for _, r := range db.runList() {
+		r.mu.Lock()
+		r.mu.snapSeq = 0
+		want[r.id] = r.mu.indexedSeq
+		r.mu.Unlock()
+	}
+	pos := map[string][]snapshot.Pos{}
+	rd, err := db.log.NewReader(wal.Pos{})
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for rd.Next() {
+		rec := rd.Record()
+		if len(rec) == 0 || rec[0] != kindAtom {
+			continue
+		}
+		a, err := decodeAtomRecord(rec)
+		if err != nil {
+			return err
+		}
+		if p := pos[a.run]; a.seq <= want[a.run] && a.seq == uint64(len(p))+1 {
+			pos[a.run] = append(p, snapshot.Pos{Segment: rd.Pos().Segment, Offset: rd.Pos().Offset})
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	b := s.NewBatch()
+	for run, p := range pos {
+		if uint64(len(p)) != want[run] {
+			return corruptf(db.path(walDir), "run %q: the log holds %d of its %d indexed atoms", run, len(p), want[run])
+		}
+		if err := b.PutPositions(run, 1, p); err != nil {
+			return err
+		}
+	}
+	return b.Commit(!db.opts.NoSync)
 }
 
 // snapshots waits for Pebble and returns it.

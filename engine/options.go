@@ -3,8 +3,8 @@ package engine
 import (
 	"crypto/ed25519"
 	"crypto/rand"
-	"io"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -13,7 +14,6 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
-	"github.com/google/go-cmp/cmp"
 	"github.com/zeebo/blake3"
 )
 
@@ -336,7 +336,7 @@ func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *frameFile) 
 		vr.fail(run, ff.seq, name, "%v", err)
 		return
 	}
-	if diff := cmp.Diff(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)); diff != "" {
+	if !bytes.Equal(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)) {
 		vr.fail(run, ff.seq, name, "frame file differs from the frame rebuilt from the log")
 	}
 }

@@ -1,0 +1,315 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand"
+	randv2 "math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/google/go-cmp/cmp"
+)
+
+// The crash workload: a deterministic scripted agent (several runs, each
+// atom one Do and one delta) against a World that counts effects per
+// idempotency key and survives every crash: it is the outside world.
+const (
+	crashRuns  = 3
+	crashAtoms = 6
+	crashSeed  = 7
+)
+
+func crashOptions(fs vfs.FS, mode engine.Durability) *engine.Options {
+	return &engine.Options{
+		FS:            fs,
+		Durability:    mode,
+		SegmentSize:   32 << 10, // several segments per trial
+		SnapshotEvery: 4,
+		RestartTail:   6 << 10, // engine checkpoints during the trial
+		DictSamples:   12,
+		DictSize:      2 << 10,
+		Logger:        quietLogger(),
+		Nonces:        zeros{}, // the same heads as the reference store
+	}
+}
+
+// reference is the outcome of the workload on a store that never crashed.
+type reference struct {
+	heads  map[string][]chain.Hash // run -> heads[seq-1]
+	frames map[string]*frame.Frame
+	ops    uint64 // filesystem operations the whole workload takes
+}
+
+func runReference(t *testing.T, mode engine.Durability) *reference {
+	mem := vfs.NewCrashableMem()
+	var ops atomic.Uint64
+	counter := errorfs.InjectorFunc(func(errorfs.Op) error { ops.Add(1); return nil })
+	db, err := engine.Open("store", crashOptions(errorfs.Wrap(mem, counter), mode))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref := &reference{heads: map[string][]chain.Hash{}, frames: map[string]*frame.Frame{}}
+	world := agent.NewWorld()
+	for seq := 1; seq <= crashAtoms; seq++ {
+		for i := 0; i < crashRuns; i++ {
+			run, err := db.Run(ctx, workload.RunID(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agent.Step(ctx, run, crashSeed, world); err != nil {
+				t.Fatal(err)
+			}
+			ref.heads[run.ID()] = append(ref.heads[run.ID()], run.Head())
+		}
+	}
+	for i := 0; i < crashRuns; i++ {
+		run, _ := db.Run(ctx, workload.RunID(i))
+		ref.frames[run.ID()] = run.State()
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	ref.ops = ops.Load()
+	return ref
+}
+
+// crashInjector counts filesystem operations and, at the target, takes a
+// crash clone of the filesystem: what a power loss at that instant leaves.
+// The world is locked meanwhile, so every effect falls cleanly before or
+// after the crash.
+type crashInjector struct {
+	mem     *vfs.MemFS
+	world   *agent.World
+	target  uint64
+	cfg     vfs.CrashCloneCfg
+	n       atomic.Uint64
+	crashed atomic.Bool
+	mu      sync.Mutex
+	clone   *vfs.MemFS
+}
+
+func (c *crashInjector) String() string { return "crash" }
+
+func (c *crashInjector) MaybeError(op errorfs.Op) error {
+	if c.n.Add(1) != c.target {
+		return nil
+	}
+	c.world.Lock()
+	c.mu.Lock()
+	c.clone = c.mem.CrashClone(c.cfg)
+	c.mu.Unlock()
+	c.crashed.Store(true)
+	c.world.Unlock()
+	return nil
+}
+
+type ack struct {
+	run  string
+	seq  uint64
+	head chain.Hash
+}
+
+// TestCrashConvergence is the whole-engine crash test (I1-I4): crash at
+// random filesystem operations with varied UnsyncedDataPercent, reopen,
+// resume (resolving in-doubt actions by asking the downstream), finish.
+// Asserts no lost acknowledged atom, no key with more than one effect, and
+// final frames and heads equal to a run that never crashed, in both
+// durability modes.
+func TestCrashConvergence(t *testing.T) {
+	points := 5000 // crash points per mode
+	if testing.Short() {
+		points = 600
+	}
+	if raceEnabled {
+		points = 40 // the race detector looks at interleavings, not counts
+	}
+	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
+		t.Run(mode.String(), func(t *testing.T) {
+			ref := runReference(t, mode)
+			seed := time.Now().UnixNano()
+			t.Logf("seed %d (reference: %d filesystem operations)", seed, ref.ops)
+			rng := rand.New(rand.NewSource(seed))
+			crashes, trials := 0, 0
+			for ; crashes < points; trials++ {
+				crashes += crashTrial(t, mode, ref, rng.Int63())
+				if t.Failed() {
+					t.Fatalf("trial %d failed", trials)
+				}
+			}
+			t.Logf("%d trials, %d crash points", trials, crashes)
+		})
+	}
+}
+
+// crashTrial runs the workload, crashing it up to three times at random
+// filesystem operations with varied UnsyncedDataPercent, resuming after
+// each crash. It returns the number of crashes.
+func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64) int {
+	rng := rand.New(rand.NewSource(seed))
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Errorf("trial seed %d: "+format, append([]any{seed}, args...)...)
+	}
+	mem := vfs.NewCrashableMem()
+	world := agent.NewWorld()
+	var acked []ack
+	crashes := 0
+	maxCrashes := 1 + rng.Intn(3)
+	for incarnation := 0; ; incarnation++ {
+		inj := &crashInjector{mem: mem, world: world}
+		if crashes < maxCrashes {
+			inj.target = 1 + uint64(rng.Int63n(int64(ref.ops)))
+			inj.cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: []int{0, 50, 100}[rng.Intn(3)], RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 1))}
+		}
+		world.Down = func() error {
+			if inj.crashed.Load() {
+				return fmt.Errorf("crashed")
+			}
+			return nil
+		}
+		db, err := engine.Open("store", crashOptions(errorfs.Wrap(mem, inj), mode))
+		if err != nil {
+			if inj.crashed.Load() {
+				mem, crashes = inj.clone, crashes+1
+				continue
+			}
+			fail("incarnation %d: open: %v", incarnation, err)
+			return crashes
+		}
+		// I1 and I4: every atom acknowledged before a crash is there, with
+		// the head it was acknowledged with.
+		for _, a := range acked {
+			run, err := db.Run(ctx, a.run)
+			if err != nil {
+				fail("incarnation %d: run %s: %v", incarnation, a.run, err)
+				db.Close()
+				return crashes
+			}
+			if run.LastSeq() < a.seq {
+				fail("incarnation %d: run %s lost acknowledged seq %d (last seq %d)", incarnation, a.run, a.seq, run.LastSeq())
+			}
+		}
+		done := resume(t, db, world, inj, &acked, ref, fail)
+		db.Close()
+		if inj.crashed.Load() {
+			inj.mu.Lock()
+			mem = inj.clone
+			inj.mu.Unlock()
+			crashes++
+			continue
+		}
+		if !done {
+			return crashes
+		}
+		break
+	}
+	// The store that crashed converges to the one that never did.
+	db, err := engine.Open("store", crashOptions(mem, mode))
+	if err != nil {
+		fail("final open: %v", err)
+		return crashes
+	}
+	defer db.Close()
+	for i := 0; i < crashRuns; i++ {
+		id := workload.RunID(i)
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			fail("final: run %s: %v", id, err)
+			continue
+		}
+		if run.LastSeq() != crashAtoms || run.Head() != ref.heads[id][crashAtoms-1] {
+			fail("final: run %s at seq %d head %v, want %d %v", id, run.LastSeq(), run.Head(), crashAtoms, ref.heads[id][crashAtoms-1])
+		}
+		if diff := cmp.Diff(ref.frames[id], run.State()); diff != "" {
+			fail("final: run %s frame differs from the run that never crashed (-want +got):\n%s", id, diff)
+		}
+		for seq := uint64(1); seq <= crashAtoms; seq++ {
+			f, err := run.StateAt(ctx, seq)
+			if err != nil {
+				fail("final: run %s StateAt(%d): %v", id, seq, err)
+			} else if len(f.Messages) != 2*int(seq) {
+				fail("final: run %s StateAt(%d) has %d messages", id, seq, len(f.Messages))
+			}
+		}
+	}
+	// I3: no key took effect twice, and every atom's effect happened.
+	effects := world.Effects()
+	for key, n := range effects {
+		if n > 1 {
+			fail("key %s took effect %d times (%d calls)", key, n, world.Calls()[key])
+		}
+	}
+	if len(effects) != crashRuns*crashAtoms {
+		fail("%d keys took effect, want %d", len(effects), crashRuns*crashAtoms)
+	}
+	db.Close()
+	rep, err := engine.Verify(ctx, "store", &engine.VerifyOptions{FS: mem, Deep: true})
+	if err != nil {
+		fail("verify: %v", err)
+	} else if !rep.OK {
+		for _, f := range rep.Failures {
+			fail("verify: %s", f)
+		}
+	}
+	return crashes
+}
+
+// resume drives the agent round-robin until every run is done or the
+// filesystem crashed. It records acknowledged atoms (only those
+// acknowledged before the crash).
+func resume(t *testing.T, db *engine.DB, world *agent.World, inj *crashInjector, acked *[]ack, ref *reference, fail func(string, ...any)) bool {
+	for {
+		progressed := false
+		for i := 0; i < crashRuns; i++ {
+			if inj.crashed.Load() {
+				return false
+			}
+			run, err := db.Run(ctx, workload.RunID(i))
+			if err != nil {
+				if !inj.crashed.Load() {
+					fail("run: %v", err)
+				}
+				return false
+			}
+			if run.LastSeq() >= crashAtoms {
+				continue
+			}
+			seq, err := agent.Step(ctx, run, crashSeed, world)
+			if err != nil {
+				if !inj.crashed.Load() {
+					fail("run %s step: %v", run.ID(), err)
+				}
+				return false
+			}
+			head := run.Head()
+			world.Lock()
+			if !inj.crashed.Load() {
+				*acked = append(*acked, ack{run.ID(), seq, head})
+				if want := ref.heads[run.ID()][seq-1]; head != want {
+					fail("run %s seq %d head %v, want %v (as without crashes)", run.ID(), seq, head, want)
+				}
+			}
+			world.Unlock()
+			progressed = true
+		}
+		if !progressed {
+			return true
+		}
+	}
+}
+
+var ctx = context.Background()
+
+type zeros struct{}
+
+func (zeros) Read(b []byte) (int, error) { clear(b); return len(b), nil }
