@@ -43,8 +43,11 @@
 //	                 SQLite settings). No separate intent or certificate.
 //	groupcommit      a lower bound, not a store: one append-only file, one
 //	                 writer goroutine batching everything pending into one
-//	                 write and one fdatasync. Restore scans the whole file.
-//	continuum        this engine (added in continuum.go when engine lands).
+//	                 write and one fdatasync. Open scans the whole file to
+//	                 index it in memory, so restart grows with history.
+//	continuum        this engine, strict durability (the default): Begin,
+//	                 Do, Commit per atom; its own background snapshots.
+//	continuumrelaxed this engine with engine.Relaxed durability.
 //
 // Adding a store is one file with an opener and one line in the registry
 // (stores.go).

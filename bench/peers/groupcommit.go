@@ -17,10 +17,12 @@ import (
 func init() { register(peer{name: "groupcommit", open: openGroupCommit}) }
 
 // groupCommit is the raw baseline: what durability costs with nothing but
-// one append-only file and fsync group commit, no index. Writers enqueue a
-// record and wait; one goroutine owns the file, takes everything pending,
-// writes it in one write and makes it durable with one fdatasync, then
-// wakes the writers. Restore scans the whole file.
+// one append-only file and fsync group commit, no persistent index.
+// Writers enqueue a record and wait; one goroutine owns the file, takes
+// everything pending, writes it in one write and makes it durable with one
+// fdatasync, then wakes the writers. Open scans the whole file to index it
+// in memory (so restart grows with total history); Restore reads the
+// indexed records of one run.
 //
 // Record framing (little-endian):
 //
@@ -31,7 +33,8 @@ func init() { register(peer{name: "groupcommit", open: openGroupCommit}) }
 //	+----------+-----------+------+---------+-----+---------+------+
 //
 // len counts everything after the crc. A record cut short at the end of the
-// file (a torn write) ends the scan; a bad crc before that is corruption.
+// file (a torn write) ends the scan, and Open zeroes it; a header of zeros
+// ends the scan too. A bad crc before the end is corruption.
 type groupCommit struct {
 	fs     vfs.FS
 	path   string
@@ -44,15 +47,62 @@ type groupCommit struct {
 	// is final). Close reads it only after done is closed.
 	err error
 
+	// r reads records back for Restore; the owner goroutine has its own
+	// handle for writing.
+	r vfs.File
+
 	mu struct {
 		sync.Mutex
 		closed bool // reqs is closed; guarded so no send races the close
+		// index locates, per run, the latest snapshot and the deltas after
+		// it. Open builds it by scanning the whole log (the cost of a log
+		// without a persistent index: restart grows with total history);
+		// append adds each record once it is durable.
+		index map[string]*gcRunIndex
+	}
+}
+
+// gcSpan is where one record lies in the log.
+type gcSpan struct {
+	off int64
+	n   int // whole record, header included
+	seq uint64
+}
+
+// gcRunIndex is the part of the log that restoring one run needs.
+type gcRunIndex struct {
+	snap   *gcSpan  // latest snapshot, or nil
+	deltas []gcSpan // deltas after snap, in log order
+}
+
+// noteLocked records a durable record in the index.
+func (g *groupCommit) noteLocked(kind byte, run string, sp gcSpan) {
+	ix := g.mu.index[run]
+	if ix == nil {
+		ix = &gcRunIndex{}
+		g.mu.index[run] = ix
+	}
+	switch kind {
+	case gcSnapshot:
+		if ix.snap == nil || sp.seq >= ix.snap.seq {
+			ix.snap = &sp
+			kept := ix.deltas[:0]
+			for _, d := range ix.deltas {
+				if d.seq > sp.seq {
+					kept = append(kept, d)
+				}
+			}
+			ix.deltas = kept
+		}
+	case gcDelta:
+		ix.deltas = append(ix.deltas, sp)
 	}
 }
 
 // gcReq is one record waiting to be made durable.
 type gcReq struct {
 	rec  []byte
+	off  int64 // set by the owner: where rec was written
 	done chan error
 }
 
@@ -89,7 +139,44 @@ func openGroupCommit(dir string, opts Options) (Store, error) {
 		}
 	}
 	g := &groupCommit{fs: fs, path: path, noSync: opts.NoSync, reqs: make(chan *gcReq, 1024), done: make(chan struct{})}
-	go g.own(f, st.Size())
+	g.mu.index = map[string]*gcRunIndex{}
+	data := make([]byte, st.Size())
+	if _, err := io.ReadFull(io.NewSectionReader(f, 0, st.Size()), data); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("groupcommit: read %s: %w", path, err)
+	}
+	end := int64(0)
+	err = scanGC(path, data, func(r gcRecord) error {
+		switch r.kind {
+		case gcSnapshot, gcDelta, gcIntent, gcCert:
+		default:
+			return fmt.Errorf("%w: groupcommit: %s offset %d: unknown record kind %#x", errCorrupt, path, r.off, r.kind)
+		}
+		n := gcHeader + 1 + 2 + len(r.run) + 8 + len(r.body)
+		g.noteLocked(r.kind, r.run, gcSpan{off: r.off, n: n, seq: r.seq})
+		end = r.off + int64(n)
+		return nil
+	})
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	// A torn tail is zeroed (the vfs has no truncate) so that new records
+	// follow the last whole one and a later scan stops at the zeros.
+	if end < st.Size() {
+		if _, err := f.WriteAt(make([]byte, st.Size()-end), end); err == nil && !opts.NoSync {
+			err = f.SyncData()
+		}
+		if err != nil {
+			f.Close()
+			return nil, fmt.Errorf("groupcommit: zero the torn tail of %s at offset %d: %w", path, end, err)
+		}
+	}
+	if g.r, err = fs.Open(path); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("groupcommit: open %s: %w", path, err)
+	}
+	go g.own(f, end)
 	return g, nil
 }
 
@@ -127,6 +214,7 @@ func (g *groupCommit) own(f vfs.File, off int64) {
 		}
 		buf = buf[:0]
 		for _, r := range batch {
+			r.off = off + int64(len(buf))
 			buf = append(buf, r.rec...)
 		}
 		err := g.err
@@ -183,7 +271,13 @@ func (g *groupCommit) append(kind byte, run string, seq uint64, body []byte) err
 	// Sending under the lock orders it before Close's close(g.reqs).
 	g.reqs <- r
 	g.mu.Unlock()
-	return <-r.done
+	if err := <-r.done; err != nil {
+		return err
+	}
+	g.mu.Lock()
+	g.noteLocked(kind, run, gcSpan{off: r.off, n: len(rec), seq: seq})
+	g.mu.Unlock()
+	return nil
 }
 
 func (g *groupCommit) Atom(ctx context.Context, st *Step) error {
@@ -225,6 +319,9 @@ func scanGC(path string, data []byte, fn func(r gcRecord) error) error {
 			return nil // torn header at the tail
 		}
 		n := int(binary.LittleEndian.Uint32(data[off:]))
+		if n == 0 && binary.LittleEndian.Uint32(data[off+4:]) == 0 {
+			return nil // zeros: the end of the log (a zeroed torn tail)
+		}
 		if len(data)-off-gcHeader < n {
 			return nil // torn record at the tail
 		}
@@ -254,59 +351,65 @@ func scanGC(path string, data []byte, fn func(r gcRecord) error) error {
 	return nil
 }
 
+// Restore reads the run's latest snapshot and the deltas after it, at the
+// offsets the index gives.
 func (g *groupCommit) Restore(ctx context.Context, run string) (*workload.State, error) {
-	f, err := g.fs.Open(g.path)
-	if err != nil {
-		return nil, fmt.Errorf("groupcommit: restore %q: %w", run, err)
+	g.mu.Lock()
+	var snap *gcSpan
+	var deltas []gcSpan
+	if ix := g.mu.index[run]; ix != nil {
+		snap = ix.snap
+		deltas = append(deltas, ix.deltas...)
 	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("groupcommit: restore %q: %w", run, err)
-	}
-	data := make([]byte, fi.Size())
-	if _, err := io.ReadFull(io.NewSectionReader(f, 0, fi.Size()), data); err != nil {
-		return nil, fmt.Errorf("groupcommit: restore %q: read %s: %w", run, g.path, err)
-	}
-	// One pass finds the latest snapshot of the run and every delta; the
-	// deltas after the snapshot are applied once it is known.
-	var snap []byte
-	var snapSeq uint64
-	var deltas []gcRecord
-	err = scanGC(g.path, data, func(r gcRecord) error {
-		if r.run != run {
-			return nil
+	g.mu.Unlock()
+	var body []byte
+	if snap != nil {
+		r, err := g.readRecord(*snap, gcSnapshot, run)
+		if err != nil {
+			return nil, err
 		}
-		switch r.kind {
-		case gcSnapshot:
-			snap, snapSeq = r.body, r.seq
-		case gcDelta:
-			deltas = append(deltas, r)
-		case gcIntent, gcCert:
-		default:
-			return fmt.Errorf("%w: groupcommit: %s offset %d: unknown record kind %#x", errCorrupt, g.path, r.off, r.kind)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
+		body = r.body
 	}
-	st, err := startState(run, snap)
+	st, err := startState(run, body)
 	if err != nil {
 		return nil, fmt.Errorf("groupcommit: %w", err)
 	}
 	for _, d := range deltas {
-		if d.seq <= snapSeq {
-			continue
+		r, err := g.readRecord(d, gcDelta, run)
+		if err != nil {
+			return nil, err
 		}
-		if err := applyDelta(st, d.seq, d.body); err != nil {
-			return nil, fmt.Errorf("groupcommit: offset %d: %w", d.off, err)
+		if err := applyDelta(st, r.seq, r.body); err != nil {
+			return nil, fmt.Errorf("groupcommit: offset %d: %w", r.off, err)
 		}
 	}
 	if st.Seq == 0 {
 		return nil, fmt.Errorf("groupcommit: %w: %q", errNoRun, run)
 	}
 	return st, nil
+}
+
+// readRecord reads and checks the record at sp, which the index says is of
+// kind for run.
+func (g *groupCommit) readRecord(sp gcSpan, kind byte, run string) (gcRecord, error) {
+	buf := make([]byte, sp.n)
+	if _, err := g.r.ReadAt(buf, sp.off); err != nil {
+		return gcRecord{}, fmt.Errorf("groupcommit: %s offset %d: %w", g.path, sp.off, err)
+	}
+	var rec gcRecord
+	found := false
+	err := scanGC(g.path, buf, func(r gcRecord) error {
+		rec, found = r, true
+		rec.off += sp.off
+		return nil
+	})
+	if err != nil {
+		return gcRecord{}, fmt.Errorf("%w (record at offset %d)", err, sp.off)
+	}
+	if !found || rec.kind != kind || rec.run != run || rec.seq != sp.seq {
+		return gcRecord{}, fmt.Errorf("%w: groupcommit: %s offset %d: not the indexed record of run %q seq %d", errCorrupt, g.path, sp.off, run, sp.seq)
+	}
+	return rec, nil
 }
 
 // Close stops accepting records, lets the owner finish the pending ones,
@@ -321,5 +424,9 @@ func (g *groupCommit) Close() error {
 	close(g.reqs)
 	g.mu.Unlock()
 	<-g.done
-	return g.err
+	err := g.err
+	if cerr := g.r.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
