@@ -601,8 +601,9 @@ func (l *Ledger) Checkpoint(dst []byte, mark func()) []byte {
 // makes it the ledger's persisted index, replacing any previous one; the
 // entries recorded since (ApplyIntent, ApplyCertificate, Do, Resolve) keep
 // precedence over it. Loading allocates nothing per entry: the ledger keeps b
-// (the caller must not modify it afterwards) and binary-searches it on
-// lookup. Verification is one pass over b (checksums, statuses, order). A
+// (the caller must not modify it afterwards) and searches it in place, with
+// one fence of 8 bytes per 64 entries (0.2% of b) built during the
+// verification, which is one pass over b (checksums, statuses, order). A
 // damaged table gives an error wrapping ErrCorrupt with the offset, and the
 // ledger is left unchanged.
 func (l *Ledger) LoadTable(b []byte) error {

@@ -140,7 +140,7 @@ func (w *tableWriter) finish() ([]byte, table) {
 }
 
 // parseTable verifies b as a table: header, checksums, statuses, reserved
-// bytes and strict order. It allocates nothing and keeps b.
+// bytes and strict order. It keeps b and allocates only the fence.
 func parseTable(b []byte) (table, error) {
 	if len(b) < tableHeaderSize {
 		return table{}, corruptf("table", len(b), "truncated header (%d bytes, want %d)", len(b), tableHeaderSize)
