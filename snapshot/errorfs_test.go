@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
@@ -179,5 +180,28 @@ func TestOpenDamagedStore(t *testing.T) {
 	_, err = Open("s", &Options{FS: mem, Logger: discardLogger()})
 	if !errors.Is(err, ErrCorrupt) {
 		t.Errorf("Open with a damaged MANIFEST = %v, want ErrCorrupt", err)
+	}
+}
+
+// TestOpenNewerFormat: a store whose format marker is from a newer version is
+// refused with ErrNewerFormat, not ErrCorrupt (so nobody rebuilds over it).
+func TestOpenNewerFormat(t *testing.T) {
+	mem := vfs.NewMem()
+	st, err := Open("s", &Options{FS: mem, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st.Close()
+	db, err := pebble.Open("s", &pebble.Options{FS: mem, Logger: pebbleLogger{l: discardLogger()}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Set(keyFormat, append([]byte(formatMagic), FormatVersion+1), pebble.Sync); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = Open("s", &Options{FS: mem, Logger: discardLogger()})
+	if !errors.Is(err, ErrNewerFormat) || errors.Is(err, ErrCorrupt) {
+		t.Errorf("Open of a newer store = %v, want ErrNewerFormat and not ErrCorrupt", err)
 	}
 }

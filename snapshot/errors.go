@@ -24,6 +24,10 @@ var (
 	// reopened. A batch whose Commit failed so may or may not be durable.
 	ErrFailed = errors.New("snapshot: store failed")
 
+	// ErrNewerFormat reports a store written by a newer version of this
+	// package. It is not corruption: the store must not be rebuilt over.
+	ErrNewerFormat = errors.New("snapshot: store written in a newer format")
+
 	// ErrReadOnly reports a write to a Store opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("snapshot: store is read-only")
 

@@ -236,7 +236,7 @@ func (s *Store) checkFormat() error {
 	case err == nil:
 		defer closer.Close()
 		if len(val) == len(want) && bytes.Equal(val[:4], want[:4]) && val[4] > FormatVersion {
-			return fmt.Errorf("%w: %s: store format version %d is newer than this package's %d", ErrCorrupt, s.dir, val[4], FormatVersion)
+			return fmt.Errorf("%w: %s: store format version %d, this package reads up to %d", ErrNewerFormat, s.dir, val[4], FormatVersion)
 		}
 		if !bytes.Equal(val, want) {
 			return fmt.Errorf("%w: %s: format marker is %q, want %q", ErrCorrupt, s.dir, val, want)
