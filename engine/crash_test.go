@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"math/rand"
 	randv2 "math/rand/v2"
@@ -129,6 +130,9 @@ func TestCrashConvergence(t *testing.T) {
 	points := 5000 // crash points per mode
 	if testing.Short() {
 		points = 600
+	}
+	if *crashPoints > 0 {
+		points = *crashPoints
 	}
 	if raceEnabled {
 		points = 40 // the race detector looks at interleavings, not counts
@@ -309,6 +313,10 @@ func resume(t *testing.T, db *engine.DB, world *agent.World, inj *crashInjector,
 }
 
 var ctx = context.Background()
+
+// crashPoints overrides the number of crash points per durability mode:
+// go test ./engine -run TestCrashConvergence -crash.points 50000 -timeout 0
+var crashPoints = flag.Int("crash.points", 0, "crash points per durability mode (0: 5000, or 600 with -short)")
 
 type zeros struct{}
 
