@@ -193,16 +193,13 @@ func uniqueIDs(n int, id func(int) string, what string) error {
 // so its cost is that of the delta, not of the frame (amortized; appending
 // may grow a slice's backing array as append does). f keeps references to
 // the delta's byte slices; neither is mutated afterwards by this package.
-// A nil or empty delta is a no-op.
+// A nil or empty delta is a no-op. CanApply runs the same checks alone.
 func (f *Frame) Apply(d *Delta) error {
-	if f == nil {
-		return fmt.Errorf("%w: Apply on a nil frame", ErrInvalidOp)
-	}
-	if d == nil || len(d.ops) == 0 {
-		return nil
-	}
-	if err := f.check(d); err != nil {
+	if err := f.CanApply(d); err != nil {
 		return err
+	}
+	if d == nil {
+		return nil
 	}
 	for i := range d.ops {
 		f.apply(&d.ops[i])

@@ -27,6 +27,9 @@ func TestDeltaRoundTrip(t *testing.T) {
 		if b2 := AppendDelta([]byte("prefix"), d2); !bytes.Equal(b2[6:], b) {
 			t.Fatalf("delta %d: encode(decode(b)) != b", i)
 		}
+		if err := f.CanApply(d2); err != nil {
+			t.Fatalf("delta %d: CanApply: %v", i, err)
+		}
 		if err := f.Apply(d2); err != nil {
 			t.Fatalf("delta %d: apply: %v", i, err)
 		}
@@ -161,6 +164,9 @@ func TestApplyInvalidLeavesFrameUnchanged(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := base()
 			want := AppendFrame(nil, f)
+			if err := f.CanApply(tc.delta); !errors.Is(err, ErrInvalidOp) {
+				t.Fatalf("CanApply error = %v, want ErrInvalidOp", err)
+			}
 			err := f.Apply(tc.delta)
 			if !errors.Is(err, ErrInvalidOp) {
 				t.Fatalf("Apply error = %v, want ErrInvalidOp", err)
@@ -262,6 +268,12 @@ func TestCloneIndependent(t *testing.T) {
 	}
 	if (*Frame)(nil).Clone() != nil {
 		t.Fatal("Clone of nil is not nil")
+	}
+	if err := c.CanApply(nil); err != nil {
+		t.Fatalf("CanApply(nil): %v", err)
+	}
+	if err := c.Apply(nil); err != nil {
+		t.Fatalf("Apply(nil): %v", err)
 	}
 	if err := (*Frame)(nil).Apply(&d); !errors.Is(err, ErrInvalidOp) {
 		t.Fatalf("Apply on nil frame: %v", err)
