@@ -288,14 +288,38 @@ type sample struct {
 	Runs, Atoms  int
 	AtomsPerSec  float64
 	P50, P99     time.Duration
-	BytesPerAtom float64
+	BytesPerAtom float64 // growth over an empty store, per atom
+	EmptyBytes   int64   // an empty store's files (fixed costs, preallocation)
 	Restore      restoreResult
+}
+
+// emptyBytes returns the size of a store that was opened and closed with
+// nothing written: fixed files and preallocated space, which bytes per
+// atom must not be charged with.
+func emptyBytes(p peer, base string) (int64, error) {
+	dir, err := os.MkdirTemp(base, p.name+"-empty-")
+	if err != nil {
+		return 0, err
+	}
+	defer os.RemoveAll(dir)
+	s, err := p.open(dir, Options{})
+	if err != nil {
+		return 0, err
+	}
+	if err := s.Close(); err != nil {
+		return 0, err
+	}
+	return dirBytes(dir)
 }
 
 // measureConfig runs one configuration in a fresh directory under base,
 // and removes the directory afterwards.
 func measureConfig(ctx context.Context, p peer, base string, sc *script, runs int) (sample, error) {
 	smp := sample{Store: p.name, Runs: runs, Atoms: sc.atoms}
+	var err error
+	if smp.EmptyBytes, err = emptyBytes(p, base); err != nil {
+		return smp, err
+	}
 	dir, err := os.MkdirTemp(base, p.name+"-")
 	if err != nil {
 		return smp, err
@@ -319,7 +343,7 @@ func measureConfig(ctx context.Context, p peer, base string, sc *script, runs in
 	if err != nil {
 		return smp, err
 	}
-	smp.BytesPerAtom = float64(size) / float64(w.Atoms)
+	smp.BytesPerAtom = float64(size-smp.EmptyBytes) / float64(w.Atoms)
 	smp.Restore, err = measureRestore(ctx, p, dir, w.States, true)
 	return smp, err
 }

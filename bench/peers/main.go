@@ -161,8 +161,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 					if err != nil {
 						return fmt.Errorf("%s, R=%d, rep %d: %w", p.name, r, i+1, err)
 					}
-					progress("rep %d R=%-3d %-16s %9.0f atoms/s  p50 %8.2f ms  p99 %8.2f ms  %7.0f B/atom  open %6.1f ms  restore 1 %7.2f ms  all %8.1f ms",
-						i+1, r, p.name, smp.AtomsPerSec, ms(smp.P50), ms(smp.P99), smp.BytesPerAtom,
+					progress("rep %d R=%-3d %-16s %9.0f atoms/s  p50 %8.2f ms  p99 %8.2f ms  %7.0f B/atom (empty %d KiB)  open %6.1f ms  restore 1 %7.2f ms  all %8.1f ms",
+						i+1, r, p.name, smp.AtomsPerSec, ms(smp.P50), ms(smp.P99), smp.BytesPerAtom, smp.EmptyBytes>>10,
 						ms(smp.Restore.Open), ms(smp.Restore.RestoreOne), ms(smp.Restore.RestoreAll))
 					rep.Samples = append(rep.Samples, smp)
 				}

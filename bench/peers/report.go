@@ -40,6 +40,7 @@ type row struct {
 	runs                      int
 	atomsPerSec, p50, p99     float64 // p50 and p99 in ms
 	bytesPerAtom              float64
+	emptyKiB                  float64
 	open, restoreOne, restAll float64 // ms
 	n                         int
 }
@@ -49,7 +50,7 @@ func (r *report) rows() []row {
 	var out []row
 	for _, s := range r.Stores {
 		for _, R := range r.runsMeasured() {
-			var tput, p50, p99, bpa, open, one, all []float64
+			var tput, p50, p99, bpa, empty, open, one, all []float64
 			for _, m := range r.Samples {
 				if m.Store != s || m.Runs != R {
 					continue
@@ -58,6 +59,7 @@ func (r *report) rows() []row {
 				p50 = append(p50, ms(m.P50))
 				p99 = append(p99, ms(m.P99))
 				bpa = append(bpa, m.BytesPerAtom)
+				empty = append(empty, float64(m.EmptyBytes)/1024)
 				open = append(open, ms(m.Restore.Open))
 				one = append(one, ms(m.Restore.RestoreOne))
 				all = append(all, ms(m.Restore.RestoreAll))
@@ -65,7 +67,7 @@ func (r *report) rows() []row {
 			if len(tput) == 0 {
 				continue
 			}
-			out = append(out, row{s, R, median(tput), median(p50), median(p99), median(bpa),
+			out = append(out, row{s, R, median(tput), median(p50), median(p99), median(bpa), median(empty),
 				median(open), median(one), median(all), len(tput)})
 		}
 	}
@@ -137,9 +139,11 @@ func (r *report) markdown(b *strings.Builder) {
 	if len(rows) > 0 {
 		pf("### Throughput, latency, size and restore: R runs x %d atoms\n\n", r.Atoms)
 		pf("Each atom: intent, certificate and delta durable (payload %.0f B per atom), a whole-state snapshot every %d atoms. ", r.PayloadPerAtom, SnapshotEvery)
-		pf("`vs %s` is the throughput ratio to Pebble used directly at the same R. Restore times follow a fresh open.\n\n", baseline)
-		pf("| store | R | atoms/s | vs %s | p50 ms | p99 ms | bytes/atom | open ms | restore 1 run ms | restore all runs ms |\n", baseline)
-		pf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		pf("`vs %s` is the throughput ratio to Pebble used directly at the same R. ", baseline)
+		pf("bytes/atom is the growth of the store's files over an empty store (whose size, fixed files and preallocated space, is `empty KiB`). ")
+		pf("Restore times follow a fresh open.\n\n")
+		pf("| store | R | atoms/s | vs %s | p50 ms | p99 ms | bytes/atom | empty KiB | open ms | restore 1 run ms | restore all runs ms |\n", baseline)
+		pf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
 		base := map[int]float64{}
 		for _, w := range rows {
 			if w.store == baseline {
@@ -151,8 +155,8 @@ func (r *report) markdown(b *strings.Builder) {
 			if b := base[w.runs]; b > 0 {
 				ratio = fmt.Sprintf("%.2fx", w.atomsPerSec/b)
 			}
-			pf("| %s | %d | %.0f | %s | %.2f | %.2f | %.0f | %.1f | %.2f | %.1f |\n",
-				w.store, w.runs, w.atomsPerSec, ratio, w.p50, w.p99, w.bytesPerAtom, w.open, w.restoreOne, w.restAll)
+			pf("| %s | %d | %.0f | %s | %.2f | %.2f | %.0f | %.0f | %.1f | %.2f | %.1f |\n",
+				w.store, w.runs, w.atomsPerSec, ratio, w.p50, w.p99, w.bytesPerAtom, w.emptyKiB, w.open, w.restoreOne, w.restAll)
 		}
 		pf("\n")
 	}
