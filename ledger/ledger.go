@@ -67,7 +67,8 @@ type flight struct {
 }
 
 // Ledger is the in-memory fingerprint index and the Do state machine. It is
-// safe for concurrent use. The zero Ledger is not usable; call New.
+// safe for concurrent use. The zero Ledger is empty and ready to use, as is
+// New's.
 type Ledger struct {
 	// gate orders the journal against Checkpoint: each Journal write holds
 	// it shared from the call until its outcome is applied to the index;
@@ -87,7 +88,7 @@ type Ledger struct {
 	}
 }
 
-// New returns an empty ledger.
+// New returns an empty ledger (the same as a zero Ledger).
 func New() *Ledger {
 	l := &Ledger{}
 	l.mu.entries = make(map[Fingerprint]*entry)
@@ -114,6 +115,9 @@ func (l *Ledger) ensureLocked(fp *Fingerprint, cur entry, p *entry) *entry {
 	}
 	p = new(entry)
 	*p = cur
+	if l.mu.entries == nil {
+		l.mu.entries = make(map[Fingerprint]*entry)
+	}
 	l.mu.entries[*fp] = p
 	return p
 }

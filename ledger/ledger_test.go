@@ -684,3 +684,31 @@ func TestWaitersGetFailure(t *testing.T) {
 		t.Fatalf("exec calls %d", c)
 	}
 }
+
+// TestZeroLedger checks that a zero Ledger works like New's: no nil-map
+// panic on the first insert, whatever the entry point.
+func TestZeroLedger(t *testing.T) {
+	ctx := context.Background()
+	in := mustIntent(t, "t", `1`, 1, 0, false)
+	for name, op := range map[string]func(l *Ledger) error{
+		"Do": func(l *Ledger) error {
+			_, err := l.Do(ctx, newMemJournal(), in, newExecCounter().exec)
+			return err
+		},
+		"Resolve":     func(l *Ledger) error { return l.Resolve(ctx, newMemJournal(), in, nil) },
+		"ApplyIntent": func(l *Ledger) error { l.ApplyIntent(in, Loc{}); return nil },
+		"ApplyCertificate": func(l *Ledger) error {
+			l.ApplyCertificate(&Certificate{Fingerprint: in.Fingerprint, Status: StatusDone}, Loc{}, true)
+			return nil
+		},
+		"Checkpoint": func(l *Ledger) error { l.Checkpoint(nil, nil); return nil },
+	} {
+		var l Ledger
+		if err := op(&l); err != nil {
+			t.Fatalf("%s on a zero Ledger: %v", name, err)
+		}
+		if name != "Checkpoint" && l.Len() != 1 {
+			t.Fatalf("%s on a zero Ledger: Len %d", name, l.Len())
+		}
+	}
+}
