@@ -55,21 +55,11 @@ func (a *Atom) prepare(act ledger.Action) (*ledger.Intent, error) {
 	a.mu.calls++
 	a.mu.Unlock()
 
-	if act.Key == "" {
-		act.Key = ledger.DefaultKey(a.run.id, a.seq, int(index))
-	}
-	args, err := ledger.CanonicalArgs(act.Args, act.Redact)
+	in, err := ledger.NewIntent(act, a.run.id, a.seq, index)
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
 	}
-	fp, err := act.Fingerprint()
-	if err != nil {
-		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
-	}
-	return &ledger.Intent{
-		Fingerprint: fp, RunID: a.run.id, Seq: a.seq, Index: index,
-		Tool: act.Tool, Args: args, Key: act.Key, Idempotent: act.Idempotent,
-	}, nil
+	return in, nil
 }
 
 // record adds an action to the atom's list, which the chain covers. An
@@ -114,7 +104,8 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
-	j := &journal{db: db, relaxed: db.opts.Durability == Relaxed}
+	j := &journal{db: db, relaxed: db.opts.Durability == Relaxed, landed: make(chan struct{})}
+	defer close(j.landed)
 	var ran bool
 	result, err := db.ledger.Do(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
@@ -134,7 +125,10 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // Resolve records the outcome of an in-doubt action that the agent found by
 // asking the downstream: from then on Do of that action returns result
 // without calling exec. The action is matched by fingerprint, so it must be
-// the same action (tool, args, key) that Do reported in doubt.
+// the same action (tool, args, key) that Do reported in doubt. A default
+// key depends on the call's index in the atom, so an agent that relies on
+// default keys sets Action.Key to the key of the ledger.InDoubtError for
+// Resolve and for the Do that follows it.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	db := a.run.db
 	if err := db.checkOpen(); err != nil {
@@ -312,6 +306,9 @@ func (r *Run) afterCommitLocked() {
 type journal struct {
 	db      *DB
 	relaxed bool
+	// landed is closed when the ledger call this journal serves returned,
+	// so the ledger has applied what the journal wrote.
+	landed chan struct{}
 }
 
 func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
@@ -331,6 +328,7 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 		// the table never names a record that is not durable.
 		db.relaxed.Add(1)
 		w := db.log.AppendAsync(rec)
+		landed := j.landed
 		go func() {
 			defer db.relaxed.Done()
 			ps, err := w.Wait(context.Background())
@@ -339,6 +337,9 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 			}
 			db.noteAppended(len(rec))
 			if c != nil {
+				// After the ledger applied the certificate itself, or it
+				// would ignore this update of an action still in flight.
+				<-landed
 				db.ledger.ApplyCertificate(c, ledger.Loc{Segment: ps[0].Segment, Offset: ps[0].Offset}, true)
 			}
 		}()

@@ -343,10 +343,11 @@ func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
 	dir := db.path(snapshotsDir)
 	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
-	if err != nil {
+	if err != nil && (errors.Is(err, snapshot.ErrCorrupt) || notExist(err)) && !errors.Is(err, snapshot.ErrNewerFormat) {
 		// Pebble holds only what the log can rebuild: snapshots and the atom
 		// index. Keep the damaged directory for inspection, start a fresh
-		// one and re-index the log into it.
+		// one and re-index the log into it. Other errors (I/O, a newer
+		// format) are reported, never rebuilt over.
 		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
 		s, err = db.rebuildSnapshots(dir, err)
 	}

@@ -87,7 +87,8 @@ type Options struct {
 	CheckpointInterval time.Duration
 	// RestartTail bounds the log written since the last engine checkpoint:
 	// once this many bytes were appended, a background engine checkpoint
-	// lets the next Open replay less. It bounds restart time. Default 4 MiB.
+	// lets the next Open replay less. It bounds restart time. Default 4 MiB;
+	// negative disables these checkpoints (Close still writes one).
 	RestartTail int64
 	// MinSyncInterval is passed to the log: a minimum time between fsyncs,
 	// for throughput-bound users. Default 0 (sync at once).
@@ -173,8 +174,6 @@ func (o *Options) withDefaults() (Options, error) {
 		return bad("CheckpointEvery", "%d is negative", r.CheckpointEvery)
 	case r.CheckpointInterval < 0:
 		return bad("CheckpointInterval", "%v is negative", r.CheckpointInterval)
-	case r.RestartTail < 0:
-		return bad("RestartTail", "%d is negative", r.RestartTail)
 	case r.MinSyncInterval < 0:
 		return bad("MinSyncInterval", "%v is negative", r.MinSyncInterval)
 	case r.DictSize < 0 || (r.DictSize > 0 && r.DictSize < 1024) || r.DictSize > 1<<20:

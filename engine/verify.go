@@ -83,7 +83,14 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	db.comp = frame.NewCompressor(db.dicts)
 
 	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
-	if err != nil && !notExist(err) {
+	var logErr error // damage found opening the log: reported, not returned
+	switch {
+	case err == nil:
+	case errors.Is(err, wal.ErrCorrupt):
+		log, logErr = nil, err
+	case notExist(err):
+		log = nil
+	default:
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
 	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted})
@@ -94,6 +101,9 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 		return nil, err
 	}
 	v.Store(storeID)
+	if logErr != nil {
+		v.Corrupt(db.path(walDir), logErr)
+	}
 	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{}}
 	if err := vr.loadRestartFiles(); err != nil {
 		v.Corrupt(db.path(checkpointName), err)
@@ -241,6 +251,13 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				continue
 			}
 			if c.Status == ledger.StatusDone || c.Status == ledger.StatusResolved {
+				// The ledger never certifies an action twice (Resolve of a
+				// certified action is refused): a second certificate is a
+				// forgery that would change what Do returns.
+				if _, dup := vr.certs[c.Fingerprint]; dup {
+					vr.fail(c.RunID, c.Seq, loc, "action %x certified a second time", c.Fingerprint[:8])
+					continue
+				}
 				vr.certs[c.Fingerprint] = blake3.Sum256(c.Result)
 			}
 		case kindAtom:

@@ -1,0 +1,490 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/google/go-cmp/cmp"
+)
+
+// Tests named after the invariants of DESIGN.md that are not covered by
+// the whole-engine crash test (crash_test.go: I1-I4 under random crashes)
+// or the fault tests (faults_test.go: I8).
+
+// commitN commits n atoms, each with one Do, and returns the run.
+func commitN(t *testing.T, db *DB, id string, n int) *Run {
+	t.Helper()
+	run, err := db.Run(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c counter
+	for i := 0; i < n; i++ {
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Do(ctx, ledger.Action{Tool: "t", Args: []byte(fmt.Sprintf(`{"run":%q,"i":%d}`, id, i))}, c.exec(fmt.Sprint("r", i))); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Commit(ctx, msg(fmt.Sprint("atom ", a.Seq()))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return run
+}
+
+// TestI1DurabilityAcrossPowerLoss: what Commit, Do and Resolve acknowledged
+// survives a power loss that keeps only synced data.
+func TestI1DurabilityAcrossPowerLoss(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := commitN(t, db, "r", 7)
+	head, state := run.Head(), run.State()
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	db.Close()
+	db2 := openTest(t, crashed, testOptions(crashed))
+	run2, err := db2.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if run2.LastSeq() != 7 || run2.Head() != head {
+		t.Fatalf("after power loss: seq %d head %v, want 7 %v", run2.LastSeq(), run2.Head(), head)
+	}
+	if diff := cmp.Diff(state, run2.State()); diff != "" {
+		t.Fatalf("frame after power loss (-want +got):\n%s", diff)
+	}
+}
+
+// TestI2AtomAllOrNothing: an atom that was running at a crash (its action
+// performed, its commit not reached) is absent afterwards, reported as
+// interrupted, and its seq is begun again.
+func TestI2AtomAllOrNothing(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := commitN(t, db, "r", 3)
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	act := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops@example.com"}`)}
+	if _, err := a.Do(ctx, act, (&counter{}).exec("sent")); err != nil {
+		t.Fatal(err)
+	}
+	crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	db.Close()
+
+	db2 := openTest(t, crashed, testOptions(crashed))
+	run2, _ := db2.Run(ctx, "r")
+	if run2.LastSeq() != 3 {
+		t.Fatalf("last seq %d after a crash mid-atom, want 3", run2.LastSeq())
+	}
+	seq, acts, err := run2.Interrupted(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seq != 4 || len(acts) != 1 || acts[0].Status != ledger.StatusDone || acts[0].Tool != "email.send" {
+		t.Fatalf("interrupted = %d %+v, want seq 4 with one done email.send", seq, acts)
+	}
+	if n := db2.Stats().Open.Interrupted; n != 1 {
+		t.Errorf("Stats().Open.Interrupted = %d, want 1", n)
+	}
+	a2, err := run2.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a2.Seq() != 4 || !a2.Resumed() {
+		t.Fatalf("Begin after the crash: seq %d resumed %v, want 4 true", a2.Seq(), a2.Resumed())
+	}
+	var c counter
+	out, err := a2.Do(ctx, act, c.exec("sent again"))
+	if err != nil || string(out) != "sent" || c.count(ledger.DefaultKey("r", 4, 0)) != 0 {
+		t.Fatalf("Do of the certified action: %q %v, exec calls %d", out, err, c.count(ledger.DefaultKey("r", 4, 0)))
+	}
+	if err := a2.Commit(ctx, msg("done")); err != nil {
+		t.Fatal(err)
+	}
+	if seq, _, _ := run2.Interrupted(ctx); seq != 0 {
+		t.Errorf("still interrupted at %d after the seq committed", seq)
+	}
+}
+
+// TestI3InDoubt: an action whose intent is durable but whose certificate is
+// not is in doubt after a crash. A non-idempotent one gives ErrInDoubt with
+// the key until resolved; an idempotent one is called again with the same
+// key. A certified one is never called again.
+func TestI3InDoubt(t *testing.T) {
+	for _, idempotent := range []bool{false, true} {
+		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "r")
+			a, _ := run.Begin(ctx)
+			act := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":1200}`), Idempotent: idempotent}
+			var crashed *vfs.MemFS
+			var firstKey string
+			_, err = a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+				firstKey = key
+				// The effect happened downstream; the process dies before
+				// the certificate is written.
+				crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+				return []byte("charged"), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+
+			db2 := openTest(t, crashed, testOptions(crashed))
+			run2, _ := db2.Run(ctx, "r")
+			a2, err := run2.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var keys []string
+			exec := func(ctx context.Context, key string) ([]byte, error) {
+				keys = append(keys, key)
+				return []byte("charged"), nil
+			}
+			out, err := a2.Do(ctx, act, exec)
+			if !idempotent {
+				var ide *ledger.InDoubtError
+				if !errors.As(err, &ide) || !errors.Is(err, ledger.ErrInDoubt) || ide.Key != firstKey {
+					t.Fatalf("Do of an in-doubt action: %v, want ErrInDoubt with key %q", err, firstKey)
+				}
+				if len(keys) != 0 {
+					t.Fatalf("exec called for a non-idempotent in-doubt action")
+				}
+				// A default key depends on the call's index in the atom: the
+				// agent names the action by the key the error carries.
+				act.Key = ide.Key
+				if err := a2.Resolve(ctx, act, []byte("charged")); err != nil {
+					t.Fatal(err)
+				}
+				if out, err = a2.Do(ctx, act, exec); err != nil {
+					t.Fatal(err)
+				}
+				if len(keys) != 0 {
+					t.Fatalf("exec called after Resolve")
+				}
+			} else {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(keys) != 1 || keys[0] != firstKey {
+					t.Fatalf("idempotent in-doubt action re-executed with keys %q, want [%q]", keys, firstKey)
+				}
+			}
+			if string(out) != "charged" {
+				t.Fatalf("result %q", out)
+			}
+			if err := a2.Commit(ctx, msg("charged")); err != nil {
+				t.Fatal(err)
+			}
+			// Certified now: never called again, even after a restart.
+			db2.Close()
+			db3 := openTest(t, crashed, testOptions(crashed))
+			run3, _ := db3.Run(ctx, "r")
+			a3, _ := run3.Begin(ctx)
+			calls := len(keys)
+			act.Key = firstKey
+			if out, err := a3.Do(ctx, act, exec); err != nil || string(out) != "charged" || len(keys) != calls {
+				t.Fatalf("certified action after restart: %q %v, exec calls %d -> %d", out, err, calls, len(keys))
+			}
+		})
+	}
+}
+
+// TestI5TamperEvidence: records forged with valid framing (what someone
+// who can write the files can do) are reported by Verify, naming the run
+// and the first bad seq.
+func TestI5TamperEvidence(t *testing.T) {
+	cases := []struct {
+		name  string
+		forge func(db *DB, run *Run) // appends forged records after 4 good atoms of run "r"
+		kind  chain.Kind
+		seq   uint64
+	}{
+		{"changed delta", func(db *DB, run *Run) {
+			// A valid-looking atom 5 whose stored head is not its hash.
+			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("forged")))
+			head := db.hasher.Link(run.id, 5, run.Head(), appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("original"))))
+			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 5, head), body, 0))
+		}, chain.KindHashMismatch, 5},
+		{"skipped seq", func(db *DB, run *Run) {
+			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("six")))
+			head := db.hasher.Link(run.id, 6, run.Head(), body)
+			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 6, head), body, 0))
+		}, chain.KindSeqGap, 5},
+		{"duplicated seq", func(db *DB, run *Run) {
+			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("again")))
+			head := db.hasher.Link(run.id, 4, run.Head(), body)
+			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 4, head), body, 0))
+		}, chain.KindSeqDuplicate, 4},
+		{"certificate changed after the atom", func(db *DB, run *Run) {
+			// A second certificate for the fingerprint of atom 4's action,
+			// with another result: the atom's hash no longer matches.
+			e, _ := db.ledger.Lookup(lastAction(run))
+			c, _ := db.readCertificate(e.CertLoc)
+			c.Result = []byte("forged result")
+			db.log.Append(ctx, db.comp.Compress([]byte{kindCert}, ledger.AppendCertificate(nil, c), 0))
+			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("five")))
+			head := db.hasher.Link(run.id, 5, run.Head(), body)
+			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 5, head), body, 0))
+		}, chain.KindCorrupt, 4},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			db, err := Open("store", testOptions(fs))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := commitN(t, db, "r", 4)
+			commitN(t, db, "other", 3)
+			tc.forge(db, run)
+			crash(db) // no final checkpoint: the forged records stay in the tail
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK {
+				t.Fatalf("forged store verified OK")
+			}
+			var found bool
+			for _, f := range rep.Failures {
+				if f.RunID == "r" && f.Kind == tc.kind && f.Seq == tc.seq {
+					found = true
+				}
+				if f.RunID == "other" {
+					t.Errorf("failure in the untouched run: %s", f)
+				}
+			}
+			if !found {
+				t.Fatalf("want %s at run r seq %d, got %v", tc.kind, tc.seq, rep.Failures)
+			}
+		})
+	}
+}
+
+// crash stops db the way a killed process does: no final checkpoint, no
+// Close of anything but the files and the lock.
+func crash(db *DB) {
+	db.mu.Lock()
+	db.mu.closed = true
+	db.mu.Unlock()
+	close(db.bg.stop)
+	db.bg.wg.Wait()
+	db.log.Close()
+	<-db.snapReady
+	if db.snap != nil {
+		db.snap.Close()
+	}
+	db.lock.Close()
+}
+
+// lastAction returns the fingerprint of the action of run's last atom.
+func lastAction(run *Run) ledger.Fingerprint {
+	a := ledger.Action{Tool: "t", Args: []byte(fmt.Sprintf(`{"run":%q,"i":%d}`, run.id, run.LastSeq()-1)), Key: ledger.DefaultKey(run.id, run.LastSeq(), 0)}
+	fp, _ := a.Fingerprint()
+	return fp
+}
+
+// TestI5RestartFiles: the files restart trusts (CHECKPOINT, frame files)
+// are checked against the chain too.
+func TestI5RestartFiles(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := commitN(t, db, "r", 6)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// Rewrite the frame file with a different frame, same seq and head.
+	name := db.frameFileName(run.id)
+	b, _ := readFile(fs, name)
+	ff, err := parseFrameFile(name, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFrame()
+	f.Objective = "forged"
+	ff.frame = db.comp.Compress(nil, frame.AppendFrame(nil, f), 0)
+	if err := writeFileAtomic(fs, name, ff.marshal(), true); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK || !strings.Contains(fmt.Sprint(rep.Failures), "frame file differs") {
+		t.Fatalf("a forged frame file was not reported: %v", rep.Failures)
+	}
+}
+
+// TestI6DamagedFiles: damaged store files give a clear error naming the
+// file, never a panic.
+func TestI6DamagedFiles(t *testing.T) {
+	build := func() vfs.FS {
+		fs := vfs.NewMem()
+		db, err := Open("store", testOptions(fs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, db, "r", 40) // enough records to train a dictionary
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return fs
+	}
+	flip := func(fs vfs.FS, name string, at int) {
+		b, err := readFile(fs, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if at < 0 {
+			at += len(b)
+		}
+		b[at] ^= 0x40
+		if err := writeFileAtomic(fs, name, b, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(fs vfs.FS)
+		file   string
+	}{
+		{"STORE", func(fs vfs.FS) { flip(fs, "store/STORE", 20) }, "STORE"},
+		{"CHECKPOINT", func(fs vfs.FS) { flip(fs, "store/CHECKPOINT", 12) }, "CHECKPOINT"},
+		{"CHECKPOINT truncated", func(fs vfs.FS) {
+			b, _ := readFile(fs, "store/CHECKPOINT")
+			writeFileAtomic(fs, "store/CHECKPOINT", b[:len(b)/2], true)
+		}, "CHECKPOINT"},
+		{"dictionary", func(fs vfs.FS) {
+			names, _ := fs.List("store/dicts")
+			if len(names) == 0 {
+				t.Fatal("no dictionary was trained")
+			}
+			flip(fs, "store/dicts/"+names[0], -10)
+		}, ".dict"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := build()
+			tc.damage(fs)
+			_, err := Open("store", testOptions(fs))
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.file) {
+				t.Fatalf("Open of a store with a damaged %s: %v, want ErrCorrupt naming it", tc.name, err)
+			}
+		})
+	}
+	t.Run("frame file", func(t *testing.T) {
+		fs := build()
+		names, _ := fs.List("store/frames")
+		flip(fs, "store/frames/"+names[0], 30)
+		db, err := Open("store", testOptions(fs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		run, _ := db.Run(ctx, "r")
+		if _, err := run.Begin(ctx); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), ".frame") {
+			t.Fatalf("Begin on a damaged frame file: %v, want ErrCorrupt naming it", err)
+		}
+		if _, err := run.StateE(); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("StateE on a damaged frame file: %v", err)
+		}
+	})
+}
+
+// TestI7CorruptionInTheLog: a damaged record before the log's tail is an
+// error naming where, at Open (if restart reads it) and in Verify.
+func TestI7CorruptionInTheLog(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	opts.RestartTail = -1 // no engine checkpoint: Open replays the whole log
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "r", 10)
+	crash(db)
+	names, _ := fs.List("store/wal")
+	var seg string
+	for _, n := range names {
+		if strings.HasSuffix(n, ".wal") {
+			seg = "store/wal/" + n
+			break
+		}
+	}
+	b, _ := readFile(fs, seg)
+	b[len(b)/3] ^= 0xff // inside the records, well before the tail
+	if err := writeFileAtomic(fs, seg, b, true); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.OK {
+		t.Fatal("Verify passed a log damaged in the middle")
+	}
+	if _, err := Open("store", opts); err == nil || !strings.Contains(err.Error(), "wal") {
+		t.Fatalf("Open of a log damaged in the middle: %v, want an error saying where", err)
+	}
+}
+
+// TestSnapshotsRebuiltFromLog: Pebble holds only what the log can rebuild;
+// if it cannot open, the engine moves it aside and re-indexes.
+func TestSnapshotsRebuiltFromLog(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := commitN(t, db, "r", 12)
+	want, _ := run.StateAt(ctx, 7)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, _ := fs.List("store/snapshots")
+	removed := 0
+	for _, n := range names {
+		if strings.HasPrefix(n, "MANIFEST") {
+			fs.Remove("store/snapshots/" + n)
+			removed++
+		}
+	}
+	if removed == 0 {
+		t.Fatal("no manifest to remove")
+	}
+	db2 := openTest(t, fs, opts)
+	run2, _ := db2.Run(ctx, "r")
+	got, err := run2.StateAt(ctx, 7)
+	if err != nil {
+		t.Fatalf("StateAt after the snapshot store was lost: %v", err)
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("StateAt(7) after rebuild (-want +got):\n%s", diff)
+	}
+}
