@@ -1,0 +1,107 @@
+package engine_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log"
+	"os"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// An agent's atom: one tool call through the ledger, one delta. After a
+// restart, the same call returns its certified result without running
+// again.
+func Example() {
+	dir, err := os.MkdirTemp("", "continuum-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	ctx := context.Background()
+
+	charges := 0
+	charge := func(ctx context.Context, key string) ([]byte, error) {
+		charges++ // the real side effect; key is the idempotency key to pass downstream
+		return []byte(`{"charge":"ch_1","status":"paid"}`), nil
+	}
+	act := ledger.Action{Tool: "billing.charge", Args: []byte(`{"customer":"c_42", "cents": 1200}`)}
+
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	run, err := db.Run(ctx, "deploy-42")
+	if err != nil {
+		log.Fatal(err)
+	}
+	atom, err := run.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	out, err := atom.Do(ctx, act, charge)
+	if err != nil {
+		log.Fatal(err)
+	}
+	err = atom.Commit(ctx, new(frame.Delta).
+		SetObjective("deploy the service").
+		AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: "Charged the customer."}).
+		Set("charge", out))
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+
+	// A new process: the run resumes where it stopped.
+	db, err = engine.Open(dir, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	run, _ = db.Run(ctx, "deploy-42")
+	state := run.State()
+	fmt.Printf("seq %d, objective %q, charge %s\n", run.LastSeq(), state.Objective, state.Memory["charge"])
+
+	// Replaying atom 1's call (same tool, args and key) does not charge again.
+	act.Key = ledger.DefaultKey("deploy-42", 1, 0)
+	atom, _ = run.Begin(ctx)
+	out, _ = atom.Do(ctx, act, charge)
+	fmt.Printf("charges %d, result %s\n", charges, out)
+	// Output:
+	// seq 1, objective "deploy the service", charge {"charge":"ch_1","status":"paid"}
+	// charges 1, result {"charge":"ch_1","status":"paid"}
+}
+
+// Reconciling an action that was in flight when the process died: the
+// engine never guesses; the agent asks the downstream and records what it
+// found.
+func ExampleAtom_Resolve() {
+	var atom *engine.Atom // from run.Begin after a restart
+	var act ledger.Action
+	var exec ledger.Exec
+	askDownstream := func(key string) ([]byte, bool) { return nil, false }
+	ctx := context.Background()
+	if atom == nil {
+		return
+	}
+
+	out, err := atom.Do(ctx, act, exec)
+	var doubt *ledger.InDoubtError
+	if errors.As(err, &doubt) {
+		act.Key = doubt.Key // name the action by its key from here on
+		if result, ok := askDownstream(doubt.Key); ok {
+			err = atom.Resolve(ctx, act, result) // it happened: record it
+		} else {
+			err = atom.ResolveFailed(ctx, act, "no trace downstream") // it did not: allow a retry
+		}
+		if err == nil {
+			out, err = atom.Do(ctx, act, exec)
+		}
+	}
+	_ = out
+}
