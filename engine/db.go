@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
@@ -141,7 +142,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db := &DB{
 		opts:        o,
 		dir:         dir,
-		fs:          o.FS,
+		fs:          privfs.Wrap(o.FS), // files 0600, directories 0700
 		logger:      o.Logger.With("store", dir),
 		ledgerReady: make(chan struct{}),
 		snapReady:   make(chan struct{}),

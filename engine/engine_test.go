@@ -4,9 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -200,4 +203,37 @@ func TestBadInput(t *testing.T) {
 	}
 }
 
-var _ = atomic.Int64{}
+// TestFileModes: on a real disk every file of a store is 0600 and every
+// directory 0700, whatever the umask.
+func TestFileModes(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "store")
+	db, err := Open(dir, &Options{DictSamples: 8, SegmentSize: 1 << 20, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "r", 20)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	err = filepath.Walk(dir, func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		n++
+		want := os.FileMode(0o600)
+		if fi.IsDir() {
+			want = 0o700
+		}
+		if fi.Mode().Perm() != want {
+			t.Errorf("%s has mode %v, want %v", p, fi.Mode().Perm(), want)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 10 {
+		t.Fatalf("only %d files and directories in the store", n)
+	}
+}

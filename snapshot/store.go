@@ -13,6 +13,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/privfs"
 )
 
 // Defaults of Options' zero fields.
@@ -147,12 +148,9 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs := o.FS
-	if vfs.Root(fs) == vfs.Default {
-		fs = privateFS{FS: fs}
-	}
+	fs := privfs.Wrap(o.FS)
 	// Pebble creates dir (and missing parents) and fsyncs the parents, so
-	// that the directory entries survive a crash; privateFS makes them 0700.
+	// that the directory entries survive a crash; privfs makes them 0700.
 	s := &Store{dir: dir, readOnly: o.ReadOnly}
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()

@@ -3,6 +3,7 @@ package snapshot
 import (
 	"errors"
 	"fmt"
+	"github.com/continuumdb/continuum/internal/privfs"
 	"io/fs"
 	"math"
 	"math/rand/v2"
@@ -532,8 +533,8 @@ func TestDiskPermissionsAndLock(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if perm := fi.Mode().Perm(); perm != dirMode {
-			t.Errorf("directory %s has mode %#o, want %#o", d, perm, dirMode)
+		if perm := fi.Mode().Perm(); perm != privfs.DirMode {
+			t.Errorf("directory %s has mode %#o, want %#o", d, perm, privfs.DirMode)
 		}
 	}
 	n := 0
@@ -546,8 +547,8 @@ func TestDiskPermissionsAndLock(t *testing.T) {
 			return err
 		}
 		n++
-		if perm := fi.Mode().Perm(); perm != fileMode {
-			t.Errorf("file %s has mode %#o, want %#o", path, perm, fileMode)
+		if perm := fi.Mode().Perm(); perm != privfs.FileMode {
+			t.Errorf("file %s has mode %#o, want %#o", path, perm, privfs.FileMode)
 		}
 		return nil
 	})
