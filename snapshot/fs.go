@@ -9,8 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2"
 )
 
-
-
 // pebbleLogger routes Pebble's log lines to slog: its informational chatter
 // at Debug (so a default logger stays quiet), its errors at Error.
 type pebbleLogger struct {
