@@ -1,0 +1,250 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/google/go-cmp/cmp"
+)
+
+type inspectZeroNonces struct{}
+
+func (inspectZeroNonces) Read(b []byte) (int, error) { clear(b); return len(b), nil }
+
+const inspectSeed = 11
+
+// inspectStore builds a store of two runs, then starts an atom of run b
+// whose action blocks in exec, and calls check while it is blocked (a
+// running agent: an intent without certificate), with the open DB.
+func inspectStore(t *testing.T, check func(fs vfs.FS, db *engine.DB)) {
+	t.Helper()
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := engine.Open("store", &engine.Options{FS: fs, NoSync: true, Nonces: inspectZeroNonces{}, DictSamples: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	w := agent.NewWorld()
+	for id, n := range map[string]int{"a": 5, "b": 3} {
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < n; i++ {
+			if _, err := agent.Step(ctx, r, inspectSeed, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	b, _ := db.Run(ctx, "b")
+	atom, err := b.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = atom.Do(ctx, ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":1200}`), Key: "charge-1"},
+		func(ctx context.Context, key string) ([]byte, error) {
+			check(fs, db)
+			return []byte(`{"charge":"ch_1"}`), nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestInspect(t *testing.T) {
+	ctx := context.Background()
+	inspectStore(t, func(fs vfs.FS, db *engine.DB) {
+		in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		if in.StoreID() != db.StoreID() {
+			t.Errorf("StoreID %s, want %s", in.StoreID(), db.StoreID())
+		}
+		runs := in.Runs()
+		if len(runs) != 2 || runs[0].ID != "a" || runs[1].ID != "b" {
+			t.Fatalf("runs %+v", runs)
+		}
+		for _, rs := range runs {
+			r, _ := db.Run(ctx, rs.ID)
+			if rs.LastSeq != r.LastSeq() || rs.Atoms != r.LastSeq() || rs.Head != r.Head() {
+				t.Errorf("run %s: summary %+v, want last seq %d head %s", rs.ID, rs, r.LastSeq(), r.Head())
+			}
+		}
+		if a := runs[0]; a.InFlight != 0 || len(a.InDoubt) != 0 {
+			t.Errorf("run a: in flight %d, in doubt %d; want none", a.InFlight, len(a.InDoubt))
+		}
+		b := runs[1]
+		if b.InFlight != 4 || len(b.InFlightActions) != 1 || len(b.InDoubt) != 1 {
+			t.Fatalf("run b: in flight %d (%d actions), in doubt %d; want seq 4 with one action in doubt",
+				b.InFlight, len(b.InFlightActions), len(b.InDoubt))
+		}
+		if d := b.InDoubt[0]; d.Tool != "billing.charge" || d.Key != "charge-1" || d.Status != ledger.StatusIntent ||
+			d.Seq != 4 || string(d.Args) != `{"cents":1200}` {
+			t.Errorf("in-doubt action %+v", d)
+		}
+
+		for _, rs := range runs {
+			r, _ := db.Run(ctx, rs.ID)
+			for seq := uint64(1); seq <= rs.LastSeq; seq++ {
+				got, err := in.Atom(ctx, rs.ID, seq)
+				if err != nil {
+					t.Fatalf("Inspector.Atom(%s, %d): %v", rs.ID, seq, err)
+				}
+				s := workload.Script(rs.ID, seq, inspectSeed)
+				s.Result = workload.Downstream(s.Tool, s.Args, s.Key)
+				if diff := cmp.Diff(agent.Delta(s).Ops(), got.Delta.Ops()); diff != "" {
+					t.Errorf("%s/%d delta (-want +got):\n%s", rs.ID, seq, diff)
+				}
+				if len(got.Actions) != 1 {
+					t.Fatalf("%s/%d: %d actions, want 1", rs.ID, seq, len(got.Actions))
+				}
+				act := got.Actions[0]
+				if act.Tool != s.Tool || act.Key != s.Key || act.Status != ledger.StatusDone ||
+					!bytes.Equal(act.Result, s.Result) || act.Idempotent != s.Idempotent || act.Seq != seq {
+					t.Errorf("%s/%d action %+v, want tool %s key %s result %q", rs.ID, seq, act, s.Tool, s.Key, s.Result)
+				}
+				live, err := r.Atom(ctx, seq)
+				if err != nil {
+					t.Fatalf("Run.Atom(%s, %d): %v", rs.ID, seq, err)
+				}
+				if diff := cmp.Diff(got.Delta.Ops(), live.Delta.Ops()); diff != "" || live.Head != got.Head ||
+					live.Pos != got.Pos || !cmp.Equal(live.Actions, got.Actions) {
+					t.Errorf("%s/%d: Run.Atom differs from Inspector.Atom: %s\n%+v\n%+v", rs.ID, seq, diff, live, got)
+				}
+				want, err := r.StateAt(ctx, seq)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := in.StateAt(ctx, rs.ID, seq)
+				if err != nil {
+					t.Fatalf("StateAt(%s, %d): %v", rs.ID, seq, err)
+				}
+				if !bytes.Equal(frame.AppendFrame(nil, want), frame.AppendFrame(nil, f)) {
+					t.Errorf("%s: StateAt(%d) differs from the run's", rs.ID, seq)
+				}
+			}
+		}
+		for _, tc := range []struct {
+			run string
+			seq uint64
+		}{{"a", 0}, {"a", 6}, {"nope", 1}} {
+			if _, err := in.Atom(ctx, tc.run, tc.seq); err == nil {
+				t.Errorf("Atom(%q, %d): no error", tc.run, tc.seq)
+			}
+		}
+		if _, err := in.StateAt(ctx, "a", 6); !errors.Is(err, engine.ErrSeqOutOfRange) {
+			t.Errorf("StateAt beyond the last seq: %v, want ErrSeqOutOfRange", err)
+		}
+
+		// Scan sees what Inspect counted.
+		var n, atoms int64
+		kinds := map[string]int64{}
+		err = engine.Scan(ctx, "store", fs, func(r *engine.LogRecord) error {
+			n++
+			kinds[r.Kind]++
+			if r.Kind == "atom" {
+				atoms++
+				if r.Seq == 0 || r.Run == "" || r.RawSize <= 0 || r.Size != len(r.Record) {
+					t.Errorf("atom record %+v", r)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := in.Stats()
+		if st.Records != n || st.Atoms != atoms || atoms != 8 || st.Runs != 2 {
+			t.Errorf("stats %+v; scan saw %d records, %d atoms", st, n, atoms)
+		}
+		for _, k := range st.Kinds {
+			if kinds[k.Kind] != k.Records {
+				t.Errorf("kind %s: stats %d, scan %d", k.Kind, k.Records, kinds[k.Kind])
+			}
+		}
+		if kinds["intent"] != 9 || kinds["certificate"] != 8 || kinds["run"] != 2 {
+			t.Errorf("kinds %v", kinds)
+		}
+		if st.Files["wal"] == 0 || st.TotalBytes < st.Files["wal"] || len(st.Segments) == 0 {
+			t.Errorf("file sizes %+v", st)
+		}
+		stop := errors.New("stop")
+		if err := engine.Scan(ctx, "store", fs, func(*engine.LogRecord) error { return stop }); err != stop {
+			t.Errorf("Scan returned %v, want the callback's error", err)
+		}
+	})
+}
+
+func TestInspectNotAStore(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("empty", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"empty", "missing"} {
+		_, err := engine.Inspect(ctx, dir, &engine.InspectOptions{FS: fs})
+		if err == nil || !strings.Contains(err.Error(), dir) {
+			t.Errorf("Inspect(%s): %v, want an error naming it", dir, err)
+		}
+		if dir == "empty" && !errors.Is(err, engine.ErrNotAStore) {
+			t.Errorf("Inspect(empty): %v, want ErrNotAStore", err)
+		}
+		if err := engine.Scan(ctx, dir, fs, func(*engine.LogRecord) error { return nil }); err == nil {
+			t.Errorf("Scan(%s): no error", dir)
+		}
+	}
+}
+
+// TestOpsJSON checks the exported view of every op kind, and its JSON.
+func TestOpsJSON(t *testing.T) {
+	var d frame.Delta
+	d.SetObjective("ship it").AddSubgoal("s1", "build").SetSubgoalStatus("s1", frame.SubgoalDone).
+		Set("k", []byte("v")).Set("bin", []byte{0xff, 0}).Delete("k").AppendScratch([]byte("note")).ClearScratch().
+		AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: "hi", Tool: "t", CallID: "c0"}).
+		AddPending(frame.Pending{CallID: "c1", Tool: "t", Args: []byte(`{"a":1}`), Key: "k1"}).
+		ToolOutput("c1", "t", []byte("out")).RemovePending("c2").DropMessages(2)
+	want := []string{
+		`{"op":"set_objective","text":"ship it"}`,
+		`{"op":"add_subgoal","id":"s1","text":"build"}`,
+		`{"op":"set_subgoal_status","id":"s1","status":"done"}`,
+		`{"op":"set","key":"k","value":"v"}`,
+		`{"op":"set","key":"bin","value_base64":"/wA="}`,
+		`{"op":"delete","key":"k"}`,
+		`{"op":"append_scratch","value":"note"}`,
+		`{"op":"clear_scratch"}`,
+		`{"op":"append_message","role":"assistant","content":"hi","tool":"t","call_id":"c0"}`,
+		`{"op":"add_pending","key":"k1","tool":"t","call_id":"c1","args":{"a":1}}`,
+		`{"op":"tool_output","content":"out","tool":"t","call_id":"c1"}`,
+		`{"op":"remove_pending","call_id":"c2"}`,
+		`{"op":"drop_messages","count":2}`,
+	}
+	ops := d.Ops()
+	if len(ops) != len(want) {
+		t.Fatalf("%d ops, want %d", len(ops), len(want))
+	}
+	for i, op := range ops {
+		b, err := json.Marshal(op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != want[i] {
+			t.Errorf("op %d: %s\nwant %s", i, b, want[i])
+		}
+	}
+	if (*frame.Delta)(nil).Ops() != nil {
+		t.Error("nil delta has ops")
+	}
+}
