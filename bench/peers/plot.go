@@ -31,7 +31,8 @@ type series struct {
 type point struct{ X, Y float64 }
 
 // palette is a colour-blind-safe set (Okabe-Ito), one per series.
-var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#F0E442", "#000000"}
+// Okabe-Ito's yellow is left out: it is unreadable as a thin line on white.
+var palette = []string{"#0072B2", "#E69F00", "#009E73", "#D55E00", "#CC79A7", "#56B4E9", "#000000", "#999999"}
 
 // Plot geometry, in SVG user units.
 const (

@@ -134,7 +134,7 @@ func (r *report) markdown(b *strings.Builder) {
 	pf("- machine: %s\n", r.Machine)
 	pf("- disk: stores created under `%s`\n", r.Dir)
 	pf("- command (in `bench/peers`): `%s`\n", r.Command)
-	pf("- every figure is the median of %d repetitions\n\n", r.Reps)
+	pf("- every figure is the median of %s\n\n", reps(r.Reps))
 	rows := r.rows()
 	if len(rows) > 0 {
 		pf("### Throughput, latency, size and restore: R runs x %d atoms\n\n", r.Atoms)
@@ -161,7 +161,7 @@ func (r *report) markdown(b *strings.Builder) {
 		pf("\n")
 	}
 	if hs := r.historyMeasured(); len(hs) > 0 || len(r.Skipped) > 0 {
-		pf("### Restart time against history size (%d run(s); histories built with syncs off)\n\n", r.HRuns)
+		pf("### Restart time against history size (%d run(s) of each size; histories built with syncs off)\n\n", r.HRuns)
 		pf("restart = open + restore of one run, in ms.\n\n")
 		pf("| store | atoms per run | open ms | restore ms | restart ms |\n")
 		pf("| --- | ---: | ---: | ---: | ---: |\n")
@@ -179,6 +179,14 @@ func (r *report) markdown(b *strings.Builder) {
 		}
 		pf("\n")
 	}
+}
+
+// reps says how many repetitions a median is of.
+func reps(n int) string {
+	if n == 1 {
+		return "1 repetition"
+	}
+	return fmt.Sprintf("%d repetitions", n)
 }
 
 // plots writes the SVG charts into dir and returns their paths.
@@ -207,7 +215,7 @@ func (r *report) plots(dir string) ([]string, error) {
 		}
 		return out
 	}
-	sub := fmt.Sprintf(" (%d atoms per run, median of %d)", r.Atoms, r.Reps)
+	sub := fmt.Sprintf(" (%d atoms per run, median of %s)", r.Atoms, reps(r.Reps))
 	charts := []struct {
 		path string
 		c    chart
@@ -242,7 +250,7 @@ func (r *report) plots(dir string) ([]string, error) {
 		charts = append(charts, struct {
 			path string
 			c    chart
-		}{paths["restart"], chart{Title: fmt.Sprintf("Restart (open + restore one run) against history, median of %d", r.Reps),
+		}{paths["restart"], chart{Title: fmt.Sprintf("Restart (open + restore one run) against history, median of %s", reps(r.Reps)),
 			XLabel: "atoms in the run (log)", YLabel: "restart ms (log)", XLog: true, YLog: true, XTicks: xt, Series: ss}})
 	}
 	var written []string
