@@ -470,3 +470,45 @@ func TestWaitContext(t *testing.T) {
 		t.Fatalf("Close did not flush the pending append: %v", err)
 	}
 }
+
+// TestReaderFollowsRotations reads while the writer fills and seals
+// segments under it: a segment the reader entered while it was active must
+// be read to its seal once it is sealed.
+func TestReaderFollowsRotations(t *testing.T) {
+	fs := vfs.NewMem()
+	l := mustOpen(t, fs, Options{SegmentSize: 4 << 10})
+	defer l.Close()
+	ctx := context.Background()
+	r, err := l.NewReader(l.End())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	n := 0
+	for i := range 200 {
+		if _, err := l.Append(ctx, rec(i, 100+i%300)); err != nil {
+			t.Fatal(err)
+		}
+		if i%3 != 0 {
+			continue
+		}
+		for r.Next() {
+			if want := rec(n, 100+n%300); !bytes.Equal(r.Record(), want) {
+				t.Fatalf("record %d differs at %v", n, r.Pos())
+			}
+			n++
+		}
+		if err := r.Err(); err != nil {
+			t.Fatalf("after %d records: %v", n, err)
+		}
+	}
+	for r.Next() {
+		n++
+	}
+	if r.Err() != nil || n != 200 {
+		t.Fatalf("read %d of 200, err %v", n, r.Err())
+	}
+	if st := l.Stats(); st.Rotations < 5 {
+		t.Fatalf("only %d rotations", st.Rotations)
+	}
+}
