@@ -24,10 +24,16 @@ func (db *DB) background() {
 	defer db.bg.wg.Done()
 	tick := time.NewTicker(db.sweepInterval())
 	defer tick.Stop()
+	// Open Pebble once the restart is over: an agent resuming after a crash
+	// gets its frame and its first atom before Pebble competes for the disk.
+	lazy := time.NewTimer(pebbleDelay)
+	defer lazy.Stop()
 	for {
 		select {
 		case <-db.bg.stop:
 			return
+		case <-lazy.C:
+			db.startSnapshots()
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)
 		case <-db.bg.ckptReq:
@@ -43,6 +49,10 @@ func (db *DB) background() {
 		}
 	}
 }
+
+// pebbleDelay is how long after Open the engine starts opening Pebble if
+// nothing needed it before.
+const pebbleDelay = 200 * time.Millisecond
 
 func (db *DB) sweepInterval() time.Duration {
 	d := time.Second
@@ -127,7 +137,9 @@ func (r *Run) capture(db *DB, full bool) (*capturedRun, error) {
 	c, err := r.captureLocked(full)
 	r.mu.Unlock()
 	if c != nil && c.frame != nil {
-		c.frame = db.comp.Compress(nil, c.frame, db.curDict.Load())
+		// s2, not zstd: a restart decompresses the frame on its critical
+		// path, and s2 decodes several times faster for a modest size cost.
+		c.frame = db.comp.CompressWith(nil, c.frame, frame.CodecS2, db.curDict.Load())
 	}
 	return c, err
 }

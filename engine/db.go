@@ -49,10 +49,10 @@ type DB struct {
 
 	// snapReady is closed once Pebble is open (or failed to open); snap and
 	// snapErr are set before that and read only after.
-	snapReady   chan struct{}
-	snap        *snapshot.Store
-	snapErr     error
-	snapStarted bool // the goroutine that closes snapReady was started
+	snapReady chan struct{}
+	snap      *snapshot.Store
+	snapErr   error
+	snapOnce  sync.Once // starts the goroutine that opens Pebble and closes snapReady
 
 	// recovered is closed when Open's recovery ends; recoverErr is set
 	// before that.
@@ -206,9 +206,9 @@ func (db *DB) open() error {
 		db.openInfo.CheckpointGen = cp.gen
 	}
 
-	// Pebble's own open costs milliseconds: keep it off the restart path.
-	db.snapStarted = true
-	go db.openSnapshots()
+	// Pebble's own open costs milliseconds of I/O and CPU: it starts on
+	// first need or a moment after Open returns (see background), never on
+	// the restart path.
 
 	db.log, err = wal.Open(db.path(walDir), &wal.Options{
 		FS:              fs,
@@ -251,18 +251,13 @@ func (db *DB) abandon() {
 		db.log.Close()
 	}
 	// Wait for the background Pebble open so that its lock is released too.
-	if db.snapStarted {
-		select {
-		case <-db.recovered:
-		default:
-			db.recoverErr = errors.New("engine: open failed")
-			close(db.recovered)
-		}
-		<-db.snapReady
-		if db.snap != nil {
-			db.snap.Close()
-		}
+	select {
+	case <-db.recovered:
+	default:
+		db.recoverErr = errors.New("engine: open failed")
+		close(db.recovered)
 	}
+	db.closeSnapshots()
 	if db.lock != nil {
 		db.lock.Close()
 	}
@@ -434,8 +429,30 @@ func (db *DB) reindex(s *snapshot.Store) error {
 	return b.Commit(!db.opts.NoSync)
 }
 
+// closeSnapshots closes Pebble if it was opened, waiting for an open in
+// progress, and makes sure it is never opened afterwards.
+func (db *DB) closeSnapshots() error {
+	db.snapOnce.Do(func() {
+		db.snapErr = ErrClosed
+		close(db.snapReady)
+	})
+	<-db.snapReady
+	if db.snap != nil {
+		return db.snap.Close()
+	}
+	return nil
+}
+
+// startSnapshots starts opening Pebble, once.
+func (db *DB) startSnapshots() {
+	db.snapOnce.Do(func() {
+		go db.openSnapshots()
+	})
+}
+
 // snapshots waits for Pebble and returns it.
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) {
+	db.startSnapshots()
 	select {
 	case <-db.snapReady:
 		return db.snap, db.snapErr
@@ -656,11 +673,8 @@ func (db *DB) Close() error {
 	} else if err := db.checkpoint(true); err != nil {
 		errs = append(errs, err)
 	}
-	<-db.snapReady
-	if db.snap != nil {
-		if err := db.snap.Close(); err != nil {
-			errs = append(errs, fmt.Errorf("engine: close snapshots: %w", err))
-		}
+	if err := db.closeSnapshots(); err != nil {
+		errs = append(errs, fmt.Errorf("engine: close snapshots: %w", err))
 	}
 	if err := db.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close log: %w", err))

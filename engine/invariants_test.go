@@ -292,10 +292,7 @@ func crash(db *DB) {
 	close(db.bg.stop)
 	db.bg.wg.Wait()
 	db.log.Close()
-	<-db.snapReady
-	if db.snap != nil {
-		db.snap.Close()
-	}
+	db.closeSnapshots()
 	db.lock.Close()
 }
 
