@@ -1,0 +1,341 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/downstream"
+)
+
+const demoUsage = "demo [--dir DIR]"
+
+const demoAbout = `Demo shows what CONTINUUM is for. An agent deploys a service to three regions
+(create a bucket, run a schema migration, charge a billing webhook, send an
+email, in each) against a local fake downstream that records every call. The
+demo runs the agent as a child process, kills it (SIGKILL) in the middle of
+the billing charge of the second region, after the charge went through and
+before the agent heard back, and starts it again: it resumes where it
+stopped, reconciles the in-doubt charge with the downstream instead of
+charging twice, and finishes. Then it prints each side effect with its count
+(all 1) and verifies the store.
+
+Without --dir the store goes to a fresh temporary directory, which is kept
+(its path is printed) so that you can look inside it with inspect, stats,
+export and verify. --dir must be empty or not exist.
+Exit 0 when every effect happened exactly once and the store verifies, 1
+otherwise, 2 on a usage or I/O error.`
+
+// demoChildEnv marks a process started by the demo as its agent; the test
+// binary uses it to run main's code in the child.
+const demoChildEnv = "CONTINUUM_DEMO_CHILD"
+
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("demo", demoUsage, demoAbout, stderr)
+	dir := fs.String("dir", "", "store `directory` (empty or absent; default: a fresh temporary directory)")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 {
+		return usageErr(fs, stderr, "unexpected argument %q", pos[0])
+	}
+	if *dir == "" {
+		d, err := os.MkdirTemp("", "continuum-demo-")
+		if err != nil {
+			return fail(stderr, "demo", fmt.Errorf("temporary directory: %w", err))
+		}
+		*dir = d
+	} else if names, err := os.ReadDir(*dir); err == nil && len(names) > 0 {
+		fmt.Fprintf(stderr, "continuumctl demo: %s is not empty; give an empty or new directory\n", *dir)
+		return exitUsage
+	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fail(stderr, "demo", err)
+	}
+	exe, err := os.Executable()
+	if err != nil {
+		return fail(stderr, "demo", fmt.Errorf("cannot find this program to start the agent: %w", err))
+	}
+	d := &demo{dir: *dir, exe: exe, out: stdout, stderr: stderr, script: demoScript()}
+	return d.run(context.Background())
+}
+
+type demo struct {
+	dir, exe    string
+	out, stderr io.Writer
+	script      []demoStep
+	seed        []byte // of the ephemeral signing key
+
+	mu struct {
+		sync.Mutex
+		child  *exec.Cmd
+		exited chan struct{} // closed when child has exited
+		killed bool
+	}
+}
+
+// event is one line the agent child printed.
+type event struct {
+	name string
+	kv   map[string]string
+}
+
+func parseEvent(line string) (event, bool) {
+	f := strings.Fields(line)
+	if len(f) < 2 || f[0] != demoEvent {
+		return event{}, false
+	}
+	ev := event{name: f[1], kv: map[string]string{}}
+	for _, p := range f[2:] {
+		if k, v, ok := strings.Cut(p, "="); ok {
+			ev.kv[k] = v
+		}
+	}
+	return ev, true
+}
+
+func (ev event) uint(k string) uint64 {
+	n, _ := strconv.ParseUint(ev.kv[k], 10, 64)
+	return n
+}
+
+func (d *demo) run(ctx context.Context) int {
+	w := d.out
+	d.seed = make([]byte, ed25519.SeedSize)
+	if _, err := rand.Read(d.seed); err != nil {
+		return fail(d.stderr, "demo", err)
+	}
+	killKey := demoRun + "/" + demoRegions[demoKillRegion] + "/charge"
+	var killSeq uint64
+	for _, s := range d.script {
+		if s.key == killKey {
+			killSeq = s.seq
+		}
+	}
+	srv, err := downstream.Start(&downstream.Options{
+		Result: demoResult,
+		AfterEffect: func(c downstream.Call) {
+			if c.Key == killKey {
+				d.kill()
+			}
+		},
+	})
+	if err != nil {
+		return fail(d.stderr, "demo", err)
+	}
+	defer srv.Close()
+
+	fmt.Fprintf(w, "CONTINUUM demo: an agent deploys checkout v2 to %d regions, is killed in the\n", len(demoRegions))
+	fmt.Fprintf(w, "middle of a step, and resumes without doing anything twice.\n\n")
+	fmt.Fprintf(w, "store:      %s\n", d.dir)
+	fmt.Fprintf(w, "downstream: %s (a fake outside world that records every call)\n\n", srv.URL())
+
+	fmt.Fprintf(w, "start the agent (process 1)\n")
+	res1, err := d.child(ctx, srv.URL(), killSeq)
+	if err != nil {
+		return fail(d.stderr, "demo", err)
+	}
+	if !res1.killed {
+		fmt.Fprintf(d.stderr, "continuumctl demo: the agent finished without being killed (exit: %v)\n", res1.err)
+		return exitCorrupt
+	}
+	fmt.Fprintf(w, "\nrestart the agent (process 2)\n")
+	res2, err := d.child(ctx, srv.URL(), 0)
+	if err != nil {
+		return fail(d.stderr, "demo", err)
+	}
+	if res2.err != nil {
+		fmt.Fprintf(d.stderr, "continuumctl demo: the restarted agent failed: %v\n", res2.err)
+		return exitCorrupt
+	}
+
+	effects := srv.Effects()
+	fmt.Fprintf(w, "\nside effects recorded by the downstream (each must be 1):\n")
+	once := true
+	for _, e := range effects {
+		mark := "ok"
+		if e.Effects != 1 {
+			mark = "DUPLICATE"
+			once = false
+		}
+		fmt.Fprintf(w, "  %-22s %-16s %d  %s\n", e.Tool, strings.TrimPrefix(strings.TrimSuffix(e.Key, "/"+lastPart(e.Key)), demoRun+"/"), e.Effects, mark)
+	}
+	if len(effects) != 4*len(demoRegions) {
+		once = false
+		fmt.Fprintf(w, "  expected %d calls, saw %d\n", 4*len(demoRegions), len(effects))
+	}
+
+	rep, err := engine.Verify(ctx, d.dir, &engine.VerifyOptions{PublicKey: ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)})
+	if err != nil {
+		return fail(d.stderr, "demo", err)
+	}
+	fmt.Fprintf(w, "\nverify: ")
+	if rep.OK {
+		fmt.Fprintf(w, "INTACT: %d run, %d records on the hash chain, %d signed checkpoints verified, %d warnings\n",
+			len(rep.Runs), rep.Records, rep.CheckpointsVerified, len(rep.Warnings))
+	} else {
+		fmt.Fprintf(w, "FAILED\n")
+		for _, f := range rep.Failures {
+			printFinding(w, f)
+		}
+	}
+	for _, f := range rep.Warnings {
+		printFinding(w, f)
+	}
+
+	fmt.Fprintf(w, "\nsummary: %d atoms done; the agent was killed at atom %d and restarted in %s;\n",
+		res2.lastSeq, killSeq, res2.restart.Round(10*time.Microsecond))
+	if once {
+		fmt.Fprintf(w, "%d side effects, each exactly once; the in-doubt charge was reconciled, not repeated.\n", len(effects))
+	} else {
+		fmt.Fprintf(w, "SOME SIDE EFFECTS DID NOT HAPPEN EXACTLY ONCE.\n")
+	}
+	fmt.Fprintf(w, "\nlook inside:\n  continuumctl inspect %s %s --seq %d\n", d.dir, demoRun, killSeq)
+	if pub, err := d.writePublicKey(rep.StoreID); err != nil {
+		fmt.Fprintf(d.stderr, "continuumctl demo: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "  continuumctl verify --pubkey %s %s\n", pub, d.dir)
+	}
+	if !once || !rep.OK || res2.lastSeq != uint64(len(d.script)) {
+		return exitCorrupt
+	}
+	return exitOK
+}
+
+func lastPart(key string) string {
+	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+		return key[i+1:]
+	}
+	return key
+}
+
+type childResult struct {
+	killed  bool
+	err     error // the child's exit error, if it was not killed by the demo
+	lastSeq uint64
+	restart time.Duration
+}
+
+// child runs the agent as a child process until it exits, narrating its
+// events. killSeq is the atom in which the demo kills it (0: none expected).
+func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResult, error) {
+	cmd := exec.CommandContext(ctx, d.exe, demoAgentCmd, "--dir", d.dir, "--downstream", url)
+	cmd.Env = append(os.Environ(), demoChildEnv+"=1", demoKeyEnv+"="+hex.EncodeToString(d.seed))
+	cmd.Stderr = d.stderr
+	pipe, err := cmd.StdoutPipe()
+	if err != nil {
+		return childResult{}, err
+	}
+	exited := make(chan struct{})
+	d.mu.Lock()
+	d.mu.child, d.mu.exited, d.mu.killed = cmd, exited, false
+	d.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		return childResult{}, fmt.Errorf("start the agent %s: %w", d.exe, err)
+	}
+	var res childResult
+	w := d.out
+	sc := bufio.NewScanner(pipe)
+	for sc.Scan() {
+		ev, ok := parseEvent(sc.Text())
+		if !ok {
+			continue
+		}
+		switch ev.name {
+		case "open":
+			res.restart = time.Duration(ev.uint("restart_ns"))
+			last, intr := ev.uint("last_seq"), ev.uint("interrupted")
+			if last == 0 && intr == 0 {
+				fmt.Fprintf(w, "  opened a new store in %s\n", res.restart.Round(10*time.Microsecond))
+				break
+			}
+			fmt.Fprintf(w, "  restarted in %s (open the store, rebuild the run's frame): %d atoms done",
+				res.restart.Round(10*time.Microsecond), last)
+			if intr != 0 {
+				fmt.Fprintf(w, ", atom %d was interrupted", intr)
+			}
+			fmt.Fprintln(w)
+		case "atom":
+			seq := ev.uint("seq")
+			res.lastSeq = seq
+			if seq >= 1 && seq <= uint64(len(d.script)) {
+				fmt.Fprintf(w, "  atom %2d  %s\n", seq, d.script[seq-1].describe())
+			}
+		case "reconciled":
+			found := "the downstream has no trace of it: call it again"
+			if ev.kv["found"] == "true" {
+				found = "the downstream has it: record its result, do not call again"
+			}
+			fmt.Fprintf(w, "  atom %2d  in doubt after the crash: %s\n", ev.uint("seq"), found)
+		case "done":
+			res.lastSeq = ev.uint("last_seq")
+		}
+	}
+	err = cmd.Wait()
+	close(exited)
+	d.mu.Lock()
+	res.killed = d.mu.killed
+	d.mu.child = nil
+	d.mu.Unlock()
+	if res.killed {
+		fmt.Fprintf(w, "  atom %2d  %s: the downstream took the charge ...\n", killSeq, d.script[killSeq-1].describe())
+		fmt.Fprintf(w, "  >>> SIGKILL: the agent dies before it hears back; the charge is now in doubt\n")
+		return res, nil
+	}
+	res.err = err
+	return res, nil
+}
+
+// kill SIGKILLs the running child once, and waits until it is gone, so
+// that the reply of the call in progress never reaches it.
+func (d *demo) kill() {
+	d.mu.Lock()
+	cmd, exited := d.mu.child, d.mu.exited
+	if cmd == nil || d.mu.killed || cmd.Process == nil {
+		d.mu.Unlock()
+		return
+	}
+	d.mu.killed = true
+	d.mu.Unlock()
+	if err := cmd.Process.Kill(); err != nil {
+		fmt.Fprintf(d.stderr, "continuumctl demo: kill the agent: %v\n", err)
+		return
+	}
+	select {
+	case <-exited:
+	case <-time.After(30 * time.Second):
+		fmt.Fprintf(d.stderr, "continuumctl demo: the agent did not exit 30s after SIGKILL\n")
+	}
+}
+
+// writePublicKey writes the demo's public key next to the store (never in
+// it: verification takes the key from the user), so that verify can check
+// the signatures after the demo.
+func (d *demo) writePublicKey(storeID string) (string, error) {
+	pub := ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)
+	if len(storeID) < 16 {
+		return "", fmt.Errorf("store id %q is too short", storeID)
+	}
+	b, err := chain.MarshalPublicKey("continuum-"+storeID[:16], pub)
+	if err != nil {
+		return "", err
+	}
+	name := strings.TrimRight(d.dir, string(os.PathSeparator)) + ".pub"
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		return "", fmt.Errorf("write the demo's public key: %w", err)
+	}
+	return name, nil
+}

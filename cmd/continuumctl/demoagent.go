@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/downstream"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// demoAgentCmd is the hidden subcommand the demo starts as its child: the
+// agent that gets killed. It prints one machine-readable line per event:
+//
+//	continuum-demo open restart_ns=N last_seq=N interrupted=N
+//	continuum-demo atom seq=N
+//	continuum-demo reconciled seq=N key=K found=true|false
+//	continuum-demo done last_seq=N
+const demoAgentCmd = "demo-agent"
+
+// demoKeyEnv carries the hex seed of the demo's signing key to the child:
+// an ephemeral key made for one demo, so verify can check signatures.
+const demoKeyEnv = "CONTINUUM_DEMO_SIGNING_SEED"
+
+const demoEvent = "continuum-demo"
+
+func runDemoAgent(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags(demoAgentCmd, demoAgentCmd+" --dir DIR --downstream URL", "The demo's agent (started by continuumctl demo).", stderr)
+	dir := fs.String("dir", "", "store `directory`")
+	url := fs.String("downstream", "", "base `URL` of the fake downstream")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 0 || *dir == "" || *url == "" {
+		return usageErr(fs, stderr, "want --dir and --downstream and nothing else")
+	}
+	if err := demoAgent(context.Background(), *dir, *url, stdout); err != nil {
+		fmt.Fprintf(stderr, "continuumctl %s: %v\n", demoAgentCmd, err)
+		return exitCorrupt
+	}
+	return exitOK
+}
+
+func demoAgent(ctx context.Context, dir, url string, out io.Writer) error {
+	opts := &engine.Options{Logger: slog.New(slog.DiscardHandler)}
+	if seed := os.Getenv(demoKeyEnv); seed != "" {
+		b, err := hex.DecodeString(seed)
+		if err != nil || len(b) != ed25519.SeedSize {
+			return fmt.Errorf("%s is not a hex ed25519 seed", demoKeyEnv)
+		}
+		opts.SigningKey = ed25519.NewKeyFromSeed(b)
+	}
+	start := time.Now()
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	run, err := db.Run(ctx, demoRun)
+	if err != nil {
+		return err
+	}
+	if _, err := run.StateE(); err != nil {
+		return err
+	}
+	restart := time.Since(start)
+	interrupted, _, err := run.Interrupted(ctx)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s open restart_ns=%d last_seq=%d interrupted=%d\n", demoEvent, restart.Nanoseconds(), run.LastSeq(), interrupted)
+
+	ds := downstream.NewClient(url)
+	script := demoScript()
+	for run.LastSeq() < uint64(len(script)) {
+		atom, err := run.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		step := script[atom.Seq()-1]
+		var result []byte
+		if step.tool != "" {
+			act := ledger.Action{Tool: step.tool, Args: step.args, Key: step.key, Idempotent: step.idempotent}
+			exec := func(ctx context.Context, key string) ([]byte, error) {
+				return ds.Exec(ctx, step.tool, step.args, key, step.idempotent)
+			}
+			result, err = atom.Do(ctx, act, exec)
+			if errors.Is(err, ledger.ErrInDoubt) {
+				// The previous process died between dispatch and reply: ask
+				// the downstream whether the call took effect.
+				res, found, lerr := ds.LookupContext(ctx, step.key)
+				if lerr != nil {
+					return lerr
+				}
+				if found {
+					err = atom.Resolve(ctx, act, res)
+				} else {
+					err = atom.ResolveFailed(ctx, act, "the downstream has no trace of the call")
+				}
+				fmt.Fprintf(out, "%s reconciled seq=%d key=%s found=%t\n", demoEvent, atom.Seq(), step.key, found)
+				if err == nil {
+					result, err = atom.Do(ctx, act, exec)
+				}
+			}
+			if err != nil {
+				atom.Fail(context.WithoutCancel(ctx), err.Error())
+				return err
+			}
+		}
+		if err := atom.Commit(ctx, step.delta(result)); err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "%s atom seq=%d\n", demoEvent, atom.Seq())
+	}
+	if err := db.Close(); err != nil {
+		return err
+	}
+	fmt.Fprintf(out, "%s done last_seq=%d\n", demoEvent, run.LastSeq())
+	return nil
+}

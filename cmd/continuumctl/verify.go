@@ -1,0 +1,297 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
+)
+
+const verifyUsage = "verify DIR [--pubkey FILE] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep]"
+
+const verifyAbout = `Verify checks that the store in DIR is intact: every record's framing, every
+run's hash chain, the chain checkpoints and store heads (their signatures with
+--pubkey), rollback against a state saved earlier (--state), and that the
+restart files agree with the chain. It opens the store read-only and never
+changes it, not even a torn tail.
+
+Exit 0: intact. Exit 1: tampered or corrupt (with --strict, warnings too).
+Exit 2: usage or I/O error.
+
+--json prints one object:
+  ok                    intact (false on any failure; with --strict, on any warning)
+  store, dir            the store id and the directory checked
+  runs_checked          runs found
+  records_checked       atom records checked
+  checkpoints_verified  checkpoints and store heads whose signature verified
+  failures, warnings    [{kind, run, seq, expected, actual, location, detail}]
+  runs                  per run: run, records, last_seq, head, checkpoints,
+                        signed, ended, ok, failure, warnings
+  strict                whether --strict was given
+  state_saved           the --save-state file written, if any
+  duration_ms           wall time of the check`
+
+// progressMin is the log size above which verify draws a progress bar on a
+// terminal.
+const progressMin = 64 << 20
+
+// verifyJSON is the object verify --json prints. Its fields are documented
+// in verifyAbout; they are a stable interface.
+type verifyJSON struct {
+	OK                  bool              `json:"ok"`
+	Store               string            `json:"store"`
+	Dir                 string            `json:"dir"`
+	RunsChecked         int               `json:"runs_checked"`
+	RecordsChecked      uint64            `json:"records_checked"`
+	CheckpointsVerified int               `json:"checkpoints_verified"`
+	Failures            []chain.Failure   `json:"failures"`
+	Warnings            []chain.Failure   `json:"warnings"`
+	Runs                []chain.RunReport `json:"runs"`
+	Strict              bool              `json:"strict"`
+	StateSaved          string            `json:"state_saved,omitempty"`
+	DurationMS          float64           `json:"duration_ms"`
+}
+
+func runVerify(args []string, stdout, stderr io.Writer) int {
+	fs := newFlags("verify", verifyUsage, verifyAbout, stderr)
+	pubkey := fs.String("pubkey", "", "public key `file` that checks the signatures of checkpoints (from the store's owner, never from the store)")
+	state := fs.String("state", "", "state `file` saved by an earlier --save-state: a store behind it or diverging from it is a rollback")
+	saveState := fs.String("save-state", "", "write the verified state to `file` (atomically), for a later --state; only when the store is intact")
+	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
+	strict := fs.Bool("strict", false, "treat warnings (signatures unchecked, an unanchored tail) as failures: exit 1")
+	deep := fs.Bool("deep", false, "also rebuild every run's frame from its deltas and compare it with the run's frame file")
+	pos, code, ok := parseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return usageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
+	}
+	dir := pos[0]
+	opts := &engine.VerifyOptions{Deep: *deep}
+	if *pubkey != "" {
+		b, err := os.ReadFile(*pubkey)
+		if err != nil {
+			return fail(stderr, "verify", fmt.Errorf("public key: %w", err))
+		}
+		k, err := chain.ParsePublicKey(b)
+		if err != nil {
+			return fail(stderr, "verify", fmt.Errorf("public key %s: %w", *pubkey, err))
+		}
+		opts.PublicKey = ed25519.PublicKey(k)
+	}
+	if *state != "" {
+		f, err := os.Open(*state)
+		if err != nil {
+			return fail(stderr, "verify", fmt.Errorf("state: %w", err))
+		}
+		s, err := chain.ReadState(f)
+		f.Close()
+		if err != nil {
+			return fail(stderr, "verify", fmt.Errorf("state %s: %w", *state, err))
+		}
+		opts.Trusted = &s
+	}
+	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
+		opts.Progress = progressBar(f)
+	}
+
+	rep, err := engine.Verify(context.Background(), dir, opts)
+	if opts.Progress != nil {
+		opts.Progress(-1, -1) // clear the bar
+	}
+	if err != nil {
+		// Verify fails only when it cannot check at all.
+		fmt.Fprintf(stderr, "continuumctl verify: cannot check %s: %v\n", dir, err)
+		return exitUsage
+	}
+	intact := rep.OK && (!*strict || len(rep.Warnings) == 0)
+
+	saved := ""
+	if *saveState != "" {
+		if !rep.OK {
+			fmt.Fprintf(stderr, "continuumctl verify: not saving the state to %s: the store failed verification\n", *saveState)
+		} else if err := writeStateFile(*saveState, rep.State()); err != nil {
+			fmt.Fprintf(stderr, "continuumctl verify: %v\n", err)
+			return exitUsage
+		} else {
+			saved = *saveState
+		}
+	}
+
+	if *asJSON {
+		out := verifyJSON{
+			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
+			CheckpointsVerified: rep.CheckpointsVerified, Failures: rep.Failures, Warnings: rep.Warnings,
+			Runs: rep.Runs, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
+		}
+		if out.Failures == nil {
+			out.Failures = []chain.Failure{}
+		}
+		if out.Warnings == nil {
+			out.Warnings = []chain.Failure{}
+		}
+		if out.Runs == nil {
+			out.Runs = []chain.RunReport{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fail(stderr, "verify", err)
+		}
+	} else {
+		printVerify(stdout, dir, rep, *strict, saved)
+	}
+	if !intact {
+		return exitCorrupt
+	}
+	return exitOK
+}
+
+func printVerify(w io.Writer, dir string, rep *chain.Report, strict bool, saved string) {
+	fmt.Fprintf(w, "store %s at %s\n", rep.StoreID, dir)
+	fmt.Fprintf(w, "checked %s, %s, %s verified, in %v\n", plural(len(rep.Runs), "run"), plural(int(rep.Records), "record"),
+		plural(rep.CheckpointsVerified, "signed checkpoint"), rep.Duration.Round(time.Microsecond))
+	for _, r := range rep.Runs {
+		if r.OK {
+			fmt.Fprintf(w, "  run %q: ok, %d records, last seq %d, head %s\n", r.RunID, r.Records, r.LastSeq, short(r.Head))
+			continue
+		}
+		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%d records)\n", r.RunID, r.LastSeq, r.Records)
+	}
+	if len(rep.Failures) > 0 {
+		fmt.Fprintf(w, "failures:\n")
+		for _, f := range rep.Failures {
+			printFinding(w, f)
+		}
+	}
+	if len(rep.Warnings) > 0 {
+		fmt.Fprintf(w, "warnings:\n")
+		for _, f := range rep.Warnings {
+			printFinding(w, f)
+		}
+	}
+	if saved != "" {
+		fmt.Fprintf(w, "state saved to %s\n", saved)
+	}
+	switch {
+	case !rep.OK:
+		fmt.Fprintf(w, "result: TAMPERED OR CORRUPT (%s)\n", plural(len(rep.Failures), "failure"))
+	case strict && len(rep.Warnings) > 0:
+		fmt.Fprintf(w, "result: NOT VERIFIED (--strict: %s counted as failures)\n", plural(len(rep.Warnings), "warning"))
+	case len(rep.Warnings) > 0:
+		fmt.Fprintf(w, "result: INTACT (%s; --strict would fail)\n", plural(len(rep.Warnings), "warning"))
+	default:
+		fmt.Fprintf(w, "result: INTACT\n")
+	}
+}
+
+// printFinding prints one failure or warning over a few lines: kind, run
+// and seq; where; what was expected and found.
+func printFinding(w io.Writer, f chain.Failure) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "  - %s", f.Kind)
+	if f.RunID != "" {
+		fmt.Fprintf(&b, " in run %q", f.RunID)
+	}
+	if f.Seq != 0 {
+		fmt.Fprintf(&b, " at seq %d", f.Seq)
+	}
+	b.WriteString("\n")
+	if f.Location != "" {
+		fmt.Fprintf(&b, "      location: %s\n", f.Location)
+	}
+	if !f.Expected.IsZero() {
+		fmt.Fprintf(&b, "      expected: %s\n", f.Expected)
+	}
+	if !f.Actual.IsZero() {
+		fmt.Fprintf(&b, "      actual:   %s\n", f.Actual)
+	}
+	if f.Detail != "" {
+		fmt.Fprintf(&b, "      detail:   %s\n", f.Detail)
+	}
+	io.WriteString(w, b.String())
+}
+
+// short abbreviates a hash for tables; full hashes are in --json.
+func short(h chain.Hash) string { return h.String()[:16] }
+
+// writeStateFile writes s to name atomically: a temporary file in the same
+// directory, fsync, rename over name, fsync the directory.
+func writeStateFile(name string, s chain.State) error {
+	var buf bytes.Buffer
+	if err := chain.WriteState(&buf, s); err != nil {
+		return err
+	}
+	dir := filepath.Dir(name)
+	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
+	if err != nil {
+		return fmt.Errorf("save state: %w", err)
+	}
+	cleanup := func(err error) error {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save state to %s: %w", name, err)
+	}
+	if _, err := tmp.Write(buf.Bytes()); err != nil {
+		return cleanup(err)
+	}
+	if err := tmp.Sync(); err != nil {
+		return cleanup(err)
+	}
+	if err := tmp.Close(); err != nil {
+		return cleanup(err)
+	}
+	if err := os.Rename(tmp.Name(), name); err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("save state to %s: %w", name, err)
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("save state: fsync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("save state: fsync %s: %w", dir, err)
+	}
+	return nil
+}
+
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// progressBar returns a VerifyOptions.Progress that draws a bar on w once
+// the log is larger than progressMin. Called with (-1, -1) it clears it.
+func progressBar(w io.Writer) func(done, total int64) {
+	drawn := false
+	last := time.Time{}
+	return func(done, total int64) {
+		if done < 0 {
+			if drawn {
+				fmt.Fprintf(w, "\r%s\r", strings.Repeat(" ", 60))
+			}
+			return
+		}
+		if total < progressMin || time.Since(last) < 100*time.Millisecond && done < total {
+			return
+		}
+		last = time.Now()
+		const width = 30
+		n := int(float64(width) * float64(done) / float64(total))
+		n = min(max(n, 0), width)
+		fmt.Fprintf(w, "\rverify [%s%s] %3d%% of %s", strings.Repeat("#", n), strings.Repeat(".", width-n),
+			done*100/total, size(total))
+		drawn = true
+	}
+}

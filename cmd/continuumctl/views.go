@@ -1,0 +1,284 @@
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// JSON views shared by inspect and export. Their field names are a stable
+// interface for analysis tools.
+
+// text is a byte string that marshals as a JSON string when it is valid
+// UTF-8, and as {"base64": ...} otherwise.
+type text []byte
+
+func (t text) MarshalJSON() ([]byte, error) {
+	if utf8.Valid(t) {
+		return json.Marshal(string(t))
+	}
+	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString(t)})
+}
+
+// jsonOrText embeds b as JSON when it is valid JSON, else as text.
+func jsonOrText(b []byte) any {
+	if len(b) == 0 {
+		return nil
+	}
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return text(b)
+}
+
+type actionView struct {
+	Fingerprint string `json:"fingerprint"`
+	Run         string `json:"run"`
+	Seq         uint64 `json:"seq"`
+	Index       uint32 `json:"index"`
+	Tool        string `json:"tool"`
+	Args        any    `json:"args,omitempty"`
+	Key         string `json:"key"`
+	Idempotent  bool   `json:"idempotent"`
+	Status      string `json:"status"`
+	Result      any    `json:"result,omitempty"`
+	Error       string `json:"error,omitempty"`
+	IntentPos   string `json:"intent_pos,omitempty"`
+	CertPos     string `json:"certificate_pos,omitempty"`
+}
+
+func posString(p wal.Pos) string {
+	if p == (wal.Pos{}) {
+		return ""
+	}
+	return p.String()
+}
+
+func viewAction(a engine.ActionInfo) actionView {
+	return actionView{
+		Fingerprint: a.Fingerprint.String(), Run: a.Run, Seq: a.Seq, Index: a.Index, Tool: a.Tool,
+		Args: jsonOrText(a.Args), Key: a.Key, Idempotent: a.Idempotent, Status: statusName(a),
+		Result: jsonOrText(a.Result), Error: a.Err, IntentPos: posString(a.IntentPos), CertPos: posString(a.CertPos),
+	}
+}
+
+func viewActions(as []engine.ActionInfo) []actionView {
+	out := make([]actionView, 0, len(as))
+	for _, a := range as {
+		out = append(out, viewAction(a))
+	}
+	return out
+}
+
+// statusName names an action's state for people: an intent without
+// certificate is "in-doubt".
+func statusName(a engine.ActionInfo) string {
+	if a.Status.String() == "intent" {
+		return "in-doubt"
+	}
+	return a.Status.String()
+}
+
+type atomView struct {
+	Run     string       `json:"run"`
+	Seq     uint64       `json:"seq"`
+	Head    string       `json:"head"`
+	Pos     string       `json:"pos"`
+	Size    int          `json:"size"`
+	RawSize int          `json:"raw_size"`
+	Delta   []frame.Op   `json:"delta"`
+	Actions []actionView `json:"actions"`
+}
+
+func viewAtom(a *engine.AtomInfo) atomView {
+	ops := a.Delta.Ops()
+	if ops == nil {
+		ops = []frame.Op{}
+	}
+	return atomView{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
+		RawSize: a.RawSize, Delta: ops, Actions: viewActions(a.Actions)}
+}
+
+type subgoalView struct {
+	ID     string `json:"id"`
+	Text   string `json:"text"`
+	Status string `json:"status"`
+}
+
+type messageView struct {
+	Role    string `json:"role"`
+	Content string `json:"content"`
+	Tool    string `json:"tool,omitempty"`
+	CallID  string `json:"call_id,omitempty"`
+}
+
+type pendingView struct {
+	CallID string `json:"call_id"`
+	Tool   string `json:"tool"`
+	Args   any    `json:"args,omitempty"`
+	Key    string `json:"key,omitempty"`
+}
+
+type frameView struct {
+	Objective  string          `json:"objective"`
+	Subgoals   []subgoalView   `json:"subgoals"`
+	Memory     map[string]text `json:"memory"`
+	Scratchpad text            `json:"scratchpad"`
+	Messages   []messageView   `json:"messages"`
+	Pending    []pendingView   `json:"pending"`
+}
+
+func viewFrame(f *frame.Frame) frameView {
+	v := frameView{Objective: f.Objective, Subgoals: []subgoalView{}, Memory: map[string]text{},
+		Scratchpad: text(f.Scratchpad), Messages: []messageView{}, Pending: []pendingView{}}
+	for _, s := range f.Subgoals {
+		v.Subgoals = append(v.Subgoals, subgoalView{ID: s.ID, Text: s.Text, Status: s.Status.String()})
+	}
+	for k, m := range f.Memory {
+		v.Memory[k] = text(m)
+	}
+	for _, m := range f.Messages {
+		v.Messages = append(v.Messages, messageView{Role: m.Role.String(), Content: m.Content, Tool: m.Tool, CallID: m.CallID})
+	}
+	for _, p := range f.Pending {
+		v.Pending = append(v.Pending, pendingView{CallID: p.CallID, Tool: p.Tool, Args: jsonOrText(p.Args), Key: p.Key})
+	}
+	return v
+}
+
+// clip shortens s to n runes for one-line display, on one line.
+func clip(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+// printFrame writes a frame for people: intent, memory, conversation.
+func printFrame(w io.Writer, f *frame.Frame, indent string) {
+	fmt.Fprintf(w, "%sobjective: %s\n", indent, clip(f.Objective, 100))
+	fmt.Fprintf(w, "%ssubgoals: %d\n", indent, len(f.Subgoals))
+	for _, s := range f.Subgoals {
+		fmt.Fprintf(w, "%s  [%s] %s: %s\n", indent, s.Status, s.ID, clip(s.Text, 80))
+	}
+	fmt.Fprintf(w, "%smemory: %d keys\n", indent, len(f.Memory))
+	for _, k := range sortedKeys(f.Memory) {
+		fmt.Fprintf(w, "%s  %s = %s\n", indent, k, clip(string(f.Memory[k]), 80))
+	}
+	fmt.Fprintf(w, "%sscratchpad: %d bytes\n", indent, len(f.Scratchpad))
+	fmt.Fprintf(w, "%smessages: %d\n", indent, len(f.Messages))
+	const lastN = 4
+	from := max(0, len(f.Messages)-lastN)
+	if from > 0 {
+		fmt.Fprintf(w, "%s  ... %d earlier messages (all of them in --json)\n", indent, from)
+	}
+	for i, m := range f.Messages[from:] {
+		tool := ""
+		if m.Tool != "" {
+			tool = " " + m.Tool
+		}
+		fmt.Fprintf(w, "%s  #%d %s%s: %s\n", indent, from+i+1, m.Role, tool, clip(m.Content, 80))
+	}
+	fmt.Fprintf(w, "%spending actions: %d\n", indent, len(f.Pending))
+	for _, p := range f.Pending {
+		fmt.Fprintf(w, "%s  %s %s key %q\n", indent, p.CallID, p.Tool, p.Key)
+	}
+}
+
+func printAction(w io.Writer, a engine.ActionInfo, indent string) {
+	idem := ""
+	if a.Idempotent {
+		idem = ", idempotent"
+	}
+	fmt.Fprintf(w, "%s#%d %s [%s%s] key %q\n", indent, a.Index, a.Tool, statusName(a), idem, a.Key)
+	fmt.Fprintf(w, "%s    fingerprint %s\n", indent, a.Fingerprint)
+	if len(a.Args) > 0 {
+		fmt.Fprintf(w, "%s    args:   %s\n", indent, clip(string(a.Args), 100))
+	}
+	if len(a.Result) > 0 {
+		fmt.Fprintf(w, "%s    result: %s\n", indent, clip(string(a.Result), 100))
+	}
+	if a.Err != "" {
+		fmt.Fprintf(w, "%s    error:  %s\n", indent, a.Err)
+	}
+	if a.IntentPos != (wal.Pos{}) || a.CertPos != (wal.Pos{}) {
+		fmt.Fprintf(w, "%s    intent at wal %s, certificate at wal %s\n", indent, orNone(posString(a.IntentPos)), orNone(posString(a.CertPos)))
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func timeString(t time.Time) string {
+	if t.IsZero() || t.UnixNano() == 0 {
+		return ""
+	}
+	return t.UTC().Format(time.RFC3339Nano)
+}
+
+func writeJSON(w io.Writer, v any) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(v)
+}
+
+// describeOp writes one delta op on one line for people.
+func describeOp(op frame.Op) string {
+	var b strings.Builder
+	b.WriteString(op.Kind)
+	q := func(name, v string) { fmt.Fprintf(&b, " %s=%q", name, clip(v, 70)) }
+	switch op.Kind {
+	case "set_objective":
+		q("text", op.Text)
+	case "add_subgoal":
+		q("id", op.ID)
+		q("text", op.Text)
+	case "set_subgoal_status":
+		q("id", op.ID)
+		fmt.Fprintf(&b, " status=%s", op.Status)
+	case "set":
+		q("key", op.Key)
+		q("value", string(op.Value))
+	case "delete":
+		q("key", op.Key)
+	case "append_scratch":
+		q("value", string(op.Value))
+	case "append_message":
+		fmt.Fprintf(&b, " role=%s", op.Role)
+		if op.Tool != "" {
+			q("tool", op.Tool)
+		}
+		if op.CallID != "" {
+			q("call", op.CallID)
+		}
+		q("content", op.Content)
+	case "add_pending":
+		q("call", op.CallID)
+		q("tool", op.Tool)
+		q("key", op.Key)
+		q("args", string(op.Args))
+	case "tool_output":
+		q("call", op.CallID)
+		q("tool", op.Tool)
+		q("output", op.Content)
+	case "remove_pending":
+		q("call", op.CallID)
+	case "drop_messages":
+		fmt.Fprintf(&b, " count=%d", op.Count)
+	}
+	return b.String()
+}
