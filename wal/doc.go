@@ -83,6 +83,11 @@
 //     the hardware is assumed never to zero durable blocks.
 //   - Sealed segments are verified when read, not at Open, to keep restart
 //     cheap: Open checks their headers only.
+//   - A brand-new log (and a reopen that finds no spare) writes its first
+//     segment as a growing file while the next one is zero-filled in the
+//     background; its fdatasyncs cost a little more until the first rotation.
+//   - With vfs.MemFS keep SegmentSize small: every segment is really
+//     zero-filled, in memory too.
 //   - Each Open of a writable log seals the recovered newest segment and
 //     starts a new one (an empty newest segment is replaced instead), so the
 //     log grows by one segment per restart until RemoveBelow.

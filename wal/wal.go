@@ -75,7 +75,7 @@ type RecoveryInfo struct {
 type SegmentInfo struct {
 	ID     uint64
 	First  Pos   // position of its first record
-	Size   int64 // file size on disk (preallocated segments are full size)
+	Size   int64 // file size when found or created (a segment created without a spare grows up to SegmentSize)
 	Sealed bool  // no more records will be appended to it
 }
 

@@ -94,7 +94,7 @@ func open(b *testing.B, sys string) appender {
 			}
 			return nil
 		}))
-		db, err := pebble.Open(dir, &pebble.Options{FS: fs})
+		db, err := pebble.Open(dir, &pebble.Options{FS: fs, Logger: quietLogger{}})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -160,6 +160,17 @@ func (w *walAppender) Append(rec []byte) error {
 }
 func (w *walAppender) Syncs() int64 { return w.l.Stats().Syncs }
 func (w *walAppender) Close() error { return w.l.Close() }
+
+// quietLogger keeps Pebble's informational logs out of benchmark output.
+type quietLogger struct{}
+
+func (quietLogger) Infof(string, ...any) {}
+func (quietLogger) Errorf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, format+"\n", args...)
+}
+func (quietLogger) Fatalf(format string, args ...any) {
+	panic(fmt.Sprintf(format, args...))
+}
 
 type pebbleAppender struct {
 	db    *pebble.DB
