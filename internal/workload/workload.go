@@ -129,7 +129,7 @@ func Script(runID string, seq uint64, seed int64) Atom {
 	s := uint64(atomSeed(runID, seq, seed))
 	g := agenttext.New(int64(s))
 	a := Atom{Run: runID, Seq: seq}
-	if seq <= 1 {
+	if seq == 1 {
 		a.Objective = g.Message(120)
 	}
 	// Text is drawn from the generator in a fixed order, and the choices of
