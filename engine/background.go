@@ -126,7 +126,14 @@ type capturedRun struct {
 	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
 	positions  []snapshot.Pos
 	meta       checkpointRun
+	drop       uint64 // an older snapshot the retention policy removes (0: none)
 }
+
+// snapshotSpan is the retention policy's window: of the snapshots of a run,
+// Pebble keeps the latest and the first of every window of this many seqs,
+// so StateAt replays at most about this many deltas while snapshot storage
+// grows with history/snapshotSpan copies of the frame, not history/50.
+const snapshotSpan = 1000
 
 // capture takes r's state. For a snapshot (full=false) it returns nil when
 // nothing changed since the last snapshot; for a checkpoint it always
@@ -163,6 +170,9 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 		frameSeq: r.mu.frameSeq, indexedSeq: r.mu.lastSeq, snapSeq: r.mu.snapSeq, ckptSeq: r.mu.ckptSeq, ckptHead: r.mu.ckptHead,
 	}
 	if c.frame != nil {
+		if p := r.mu.snapSeq; p != 0 && p != r.mu.windowFirst && p < c.seq {
+			c.drop = p
+		}
 		c.meta.snapSeq = r.mu.lastSeq
 		if full {
 			c.meta.frameSeq = r.mu.lastSeq
@@ -186,6 +196,11 @@ func (c *capturedRun) addTo(b *snapshot.Batch) error {
 			return err
 		}
 	}
+	if c.drop != 0 {
+		if err := b.DeleteSnapshot(c.run.id, c.drop); err != nil {
+			return err
+		}
+	}
 	if len(c.positions) > 0 {
 		return b.PutPositions(c.run.id, c.indexedSeq+1, c.positions)
 	}
@@ -199,6 +214,9 @@ func (r *Run) captured(c *capturedRun) {
 	defer r.mu.Unlock()
 	if c.frame != nil && c.seq > r.mu.snapSeq {
 		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
+		if w := r.mu.windowFirst; w == 0 || c.seq/snapshotSpan != w/snapshotSpan {
+			r.mu.windowFirst = c.seq
+		}
 	}
 	if n := c.seq - r.mu.indexedSeq; c.seq > r.mu.indexedSeq && n <= uint64(len(r.mu.positions)) {
 		r.mu.positions = append(r.mu.positions[:0:0], r.mu.positions[n:]...)

@@ -237,3 +237,42 @@ func TestFileModes(t *testing.T) {
 		t.Fatalf("only %d files and directories in the store", n)
 	}
 }
+
+// TestSnapshotRetention: Pebble keeps the latest snapshot and the first of
+// each window, not one per SnapshotEvery atoms, and StateAt still reaches
+// every seq.
+func TestSnapshotRetention(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	opts.SnapshotEvery = 100
+	db := openTest(t, fs, opts)
+	run := commitN(t, db, "r", 2600)
+	if err := db.Close(); err != nil { // the final checkpoint snapshots too
+		t.Fatal(err)
+	}
+	db2 := openTest(t, fs, opts)
+	snaps, err := db2.snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := snaps.Snapshots("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Windows of 1000 seqs: a first snapshot in [0,1000), [1000,2000),
+	// [2000,3000), plus the latest.
+	if len(seqs) < 3 || len(seqs) > 5 || seqs[len(seqs)-1] != 2600 {
+		t.Fatalf("snapshots kept: %v", seqs)
+	}
+	run2, _ := db2.Run(ctx, "r")
+	for _, seq := range []uint64{1, 999, 1000, 1500, 2599} {
+		f, err := run2.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Messages) != int(seq) {
+			t.Fatalf("StateAt(%d) has %d messages", seq, len(f.Messages))
+		}
+	}
+	_ = run
+}

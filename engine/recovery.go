@@ -23,6 +23,7 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 			r := newRun(db, c.id, c.nonce, time.Unix(0, c.created))
 			r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
 			r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
+			r.mu.windowFirst = c.snapSeq
 			r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
 			if c.lastSeq > 0 {
 				r.mu.frame = nil // loaded from its frame file when first needed

@@ -43,8 +43,11 @@ type Run struct {
 		indexedSeq uint64    // atoms up to here have their log position in Pebble
 		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
 		snapSeq    uint64    // latest snapshot handed to Pebble
-		snapTime   time.Time
-		snapQueued bool
+		// windowFirst is the snapshot the retention policy keeps for the
+		// current window (see snapshotSpan); after a restart, the latest.
+		windowFirst uint64
+		snapTime    time.Time
+		snapQueued  bool
 
 		ckptSeq  uint64 // latest chain checkpoint written
 		ckptHead chain.Hash

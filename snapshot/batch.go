@@ -17,8 +17,10 @@ type Batch struct {
 	s  *Store
 	pb *pebble.Batch // nil after Commit or Discard
 
-	// snapKeys are the distinct snapshot keys in pb, for the store's count.
+	// snapKeys are the distinct snapshot keys in pb, for the store's count;
+	// delKeys those it deletes.
 	snapKeys map[string]struct{}
+	delKeys  map[string]struct{}
 	// scratch is reused to encode values before pb copies them.
 	scratch []byte
 
@@ -27,7 +29,7 @@ type Batch struct {
 
 // NewBatch returns an empty batch for s.
 func (s *Store) NewBatch() *Batch {
-	return &Batch{s: s, pb: s.db.NewBatch(), snapKeys: map[string]struct{}{}}
+	return &Batch{s: s, pb: s.db.NewBatch(), snapKeys: map[string]struct{}{}, delKeys: map[string]struct{}{}}
 }
 
 var errBatchDone = fmt.Errorf("%w: batch already committed or discarded", ErrInvalid)
@@ -52,6 +54,9 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 		return err
 	}
 	key := AppendSnapshotKey(nil, s.RunID, s.Seq)
+	if _, ok := b.delKeys[string(key)]; ok {
+		return fmt.Errorf("%w: run %q seq %d: snapshot deleted and put in one batch", ErrInvalid, s.RunID, s.Seq)
+	}
 	b.scratch = AppendSnapshot(b.scratch[:0], s)
 	if err := b.pb.Set(key, b.scratch, nil); err != nil {
 		return fmt.Errorf("snapshot: run %q seq %d: %w", s.RunID, s.Seq, err)
@@ -59,6 +64,29 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 	b.snapKeys[string(key)] = struct{}{}
 	b.entries++
 	b.snapshots++
+	return nil
+}
+
+// DeleteSnapshot removes the snapshot of runID at seq, if there is one (a
+// retention policy thins old snapshots out; the log keeps every delta, so
+// StateAt still reaches every seq). A batch cannot both put and delete the
+// same snapshot.
+func (b *Batch) DeleteSnapshot(runID string, seq uint64) error {
+	if err := b.usable(); err != nil {
+		return err
+	}
+	if err := validRunID(runID); err != nil {
+		return err
+	}
+	key := AppendSnapshotKey(nil, runID, seq)
+	if _, ok := b.snapKeys[string(key)]; ok {
+		return fmt.Errorf("%w: run %q seq %d: snapshot put and deleted in one batch", ErrInvalid, runID, seq)
+	}
+	if err := b.pb.Delete(key, nil); err != nil {
+		return fmt.Errorf("snapshot: run %q seq %d: %w", runID, seq, err)
+	}
+	b.delKeys[string(key)] = struct{}{}
+	b.entries++
 	return nil
 }
 
@@ -123,8 +151,8 @@ func validMetaKey(key string) error {
 	return nil
 }
 
-// Len returns the number of entries added: one per snapshot, per position
-// and per metadata key.
+// Len returns the number of entries added: one per snapshot, per deleted
+// snapshot, per position and per metadata key.
 func (b *Batch) Len() int {
 	if b == nil {
 		return 0
@@ -168,16 +196,34 @@ func (b *Batch) Commit(sync bool) error {
 	}
 
 	var added int64
-	if len(b.snapKeys) > 0 {
-		for k := range b.snapKeys {
+	if len(b.snapKeys)+len(b.delKeys) > 0 {
+		exists := func(k string) (bool, error) {
 			_, closer, err := s.db.Get([]byte(k))
 			switch {
 			case errors.Is(err, pebble.ErrNotFound):
-				added++
+				return false, nil
 			case err != nil:
-				return fmt.Errorf("snapshot: commit: %w", err)
-			default:
-				closer.Close()
+				return false, fmt.Errorf("snapshot: commit: %w", err)
+			}
+			closer.Close()
+			return true, nil
+		}
+		for k := range b.snapKeys {
+			ok, err := exists(k)
+			if err != nil {
+				return err
+			}
+			if !ok {
+				added++
+			}
+		}
+		for k := range b.delKeys {
+			ok, err := exists(k)
+			if err != nil {
+				return err
+			}
+			if ok {
+				added--
 			}
 		}
 		if err := setCount(pb, s.snapshots.Load()+added); err != nil {

@@ -625,3 +625,44 @@ func TestConcurrentUse(t *testing.T) {
 		t.Errorf("Snapshots = %d, want %d", n, writers*perWriter)
 	}
 }
+
+func TestDeleteSnapshot(t *testing.T) {
+	s, err := Open("snaps", &Options{FS: vfs.NewMem()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b := s.NewBatch()
+	for _, seq := range []uint64{50, 100, 150} {
+		if err := b.PutSnapshot(&Snapshot{RunID: "r", Seq: seq, Frame: []byte("f")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	b = s.NewBatch()
+	if err := b.DeleteSnapshot("r", 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.DeleteSnapshot("r", 999); err != nil { // absent: not counted
+		t.Fatal(err)
+	}
+	if err := b.PutSnapshot(&Snapshot{RunID: "r", Seq: 100, Frame: []byte("f")}); err == nil {
+		t.Fatal("put and delete of one snapshot in one batch accepted")
+	}
+	if err := b.Commit(true); err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := s.Snapshots("r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(seqs) != "[50 150]" || s.Stats().Snapshots != 2 {
+		t.Fatalf("after deleting 100: %v, count %d", seqs, s.Stats().Snapshots)
+	}
+	got, err := s.AtOrBelow("r", 120)
+	if err != nil || got.Seq != 50 {
+		t.Fatalf("AtOrBelow(120) = %v %v, want the snapshot at 50", got, err)
+	}
+}
