@@ -110,8 +110,12 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		opts.Progress(-1, -1) // clear the bar
 	}
 	if err != nil {
-		// Verify fails only when it cannot check at all.
+		// Verify fails only when it cannot check at all: an I/O error, not a
+		// store, or a STORE file too damaged to say whose store it is.
 		fmt.Fprintf(stderr, "continuumctl verify: cannot check %s: %v\n", dir, err)
+		if isCorrupt(err) {
+			return exitCorrupt
+		}
 		return exitUsage
 	}
 	intact := rep.OK && (!*strict || len(rep.Warnings) == 0)

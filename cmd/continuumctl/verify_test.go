@@ -1,0 +1,467 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/google/go-cmp/cmp"
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+func segPath(dir string, seg uint64) string {
+	return filepath.Join(dir, "wal", fmt.Sprintf("%016x.wal", seg))
+}
+
+// findRecord returns the position and length of the record of kind for
+// run and seq, from a read-only scan.
+func findRecord(t *testing.T, dir, kind, run string, seq uint64) (wal.Pos, int) {
+	t.Helper()
+	var pos wal.Pos
+	n := -1
+	err := engine.Scan(context.Background(), dir, nil, func(r *engine.LogRecord) error {
+		if r.Kind == kind && r.Run == run && r.Seq == seq {
+			pos, n = r.Pos, r.Size
+		}
+		return nil
+	})
+	if err != nil || n < 0 {
+		t.Fatalf("no %s record of run %s seq %d (%v)", kind, run, seq, err)
+	}
+	return pos, n
+}
+
+// editRecord changes the payload of the record at pos with edit and, if
+// fixCRC, recomputes the log's checksum so that only the chain can tell.
+func editRecord(t *testing.T, dir string, pos wal.Pos, fixCRC bool, edit func(payload []byte)) {
+	t.Helper()
+	name := segPath(dir, pos.Segment)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := b[pos.Offset : pos.Offset+wal.RecordHeaderSize]
+	n := int64(binary.LittleEndian.Uint32(h[4:8]))
+	payload := b[pos.Offset+wal.RecordHeaderSize : pos.Offset+wal.RecordHeaderSize+n]
+	edit(payload)
+	if fixCRC {
+		var seg [8]byte
+		binary.LittleEndian.PutUint64(seg[:], pos.Segment)
+		c := crc32.Update(0, castagnoli, seg[:])
+		c = crc32.Update(c, castagnoli, h[4:16])
+		c = crc32.Update(c, castagnoli, payload)
+		binary.LittleEndian.PutUint32(h[0:4], c)
+	}
+	if err := os.WriteFile(name, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// verifyJSONOut runs verify --json and decodes its object.
+func verifyJSONOut(t *testing.T, args ...string) (int, verifyJSON) {
+	t.Helper()
+	code, out, errOut := runCLI(append([]string{"verify", "--json"}, args...)...)
+	var v verifyJSON
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("verify --json printed no object (%v); stdout %q stderr %q", err, out, errOut)
+	}
+	return code, v
+}
+
+func kinds(fs []chain.Failure) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.Kind.String())
+	}
+	return out
+}
+
+// TestVerifyTampered damages copies of a clean store in several ways and
+// checks that verify exits 1, names the kind in --json, and says in text
+// which run, seq and file; and that verify did not change the damaged
+// store either.
+func TestVerifyTampered(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string)
+		kind   string // expected among the failures
+		run    string // expected run of that failure ("" for the store)
+		seq    uint64
+		where  string // expected in the failure's location
+	}{
+		{
+			name: "atom edited in place, log checksum recomputed",
+			damage: func(t *testing.T, dir string) {
+				pos, _ := findRecord(t, dir, "atom", "alpha", 3)
+				editRecord(t, dir, pos, true, func(p []byte) {
+					// A byte of the compressed body's literal text, far
+					// from the header: it still decompresses.
+					p[len(p)-40] ^= 0x01
+				})
+			},
+			kind: "hash-mismatch", run: "alpha", seq: 3, where: "wal 1:",
+		},
+		{
+			name: "bit flip in an atom, log checksum left",
+			damage: func(t *testing.T, dir string) {
+				pos, _ := findRecord(t, dir, "atom", "beta", 2)
+				editRecord(t, dir, pos, false, func(p []byte) { p[len(p)/2] ^= 0x10 })
+			},
+			kind: "corrupt", where: "wal",
+		},
+		{
+			name: "sealed segment truncated in the middle of a record",
+			damage: func(t *testing.T, dir string) {
+				pos, n := findRecord(t, dir, "atom", "alpha", 3)
+				if err := os.Truncate(segPath(dir, pos.Segment), pos.Offset+wal.RecordHeaderSize+int64(n)/2); err != nil {
+					t.Fatal(err)
+				}
+			},
+			kind: "corrupt", where: "wal",
+		},
+		{
+			name: "frame file given another head, checksum recomputed",
+			damage: func(t *testing.T, dir string) {
+				names, _ := filepath.Glob(filepath.Join(dir, "frames", "*.frame"))
+				if len(names) == 0 {
+					t.Fatal("no frame files")
+				}
+				slices.Sort(names)
+				b, err := os.ReadFile(names[0])
+				if err != nil {
+					t.Fatal(err)
+				}
+				// magic 8 | version 2 | uvarint len | id | uvarint seq | head [32] ...
+				idLen := int(b[10])
+				off := 11 + idLen + 1
+				b[off] ^= 0xff
+				binary.LittleEndian.PutUint32(b[len(b)-4:], crc32.Checksum(b[:len(b)-4], castagnoli))
+				if err := os.WriteFile(names[0], b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			kind: "checkpoint-mismatch", where: "frames",
+		},
+		{
+			name: "CHECKPOINT edited",
+			damage: func(t *testing.T, dir string) {
+				name := filepath.Join(dir, "CHECKPOINT")
+				b, err := os.ReadFile(name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				b[len(b)/2] ^= 0x04
+				if err := os.WriteFile(name, b, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			},
+			kind: "corrupt", where: "CHECKPOINT",
+		},
+		{
+			name: "log cut off from the segment holding the last atom",
+			damage: func(t *testing.T, dir string) {
+				pos, _ := findRecord(t, dir, "atom", "beta", 4)
+				names, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+				for _, n := range names {
+					if n >= segPath(dir, pos.Segment) {
+						if err := os.Remove(n); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+			},
+			// The restart files name atoms the log no longer holds.
+			kind: "corrupt", run: "beta", seq: 4, where: "frames",
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyStore(t, "clean")
+			tc.damage(t, dir)
+			before := treeHash(t, dir)
+
+			code, v := verifyJSONOut(t, dir)
+			if code != exitCorrupt || v.OK {
+				t.Fatalf("exit %d, ok %v; want exit 1. failures %+v", code, v.OK, v.Failures)
+			}
+			var hit *chain.Failure
+			for i, f := range v.Failures {
+				if f.Kind.String() == tc.kind && (tc.run == "" || f.RunID == tc.run) && (tc.seq == 0 || f.Seq == tc.seq) {
+					hit = &v.Failures[i]
+					break
+				}
+			}
+			if hit == nil {
+				t.Fatalf("failures %v (%+v), want %s in run %q seq %d", kinds(v.Failures), v.Failures, tc.kind, tc.run, tc.seq)
+			}
+			if !strings.Contains(hit.Location, tc.where) {
+				t.Errorf("failure location %q, want it to name %q", hit.Location, tc.where)
+			}
+			if tc.kind == "hash-mismatch" && (hit.Expected.IsZero() || hit.Actual.IsZero() || hit.Expected == hit.Actual) {
+				t.Errorf("hash mismatch without both hashes: %+v", hit)
+			}
+
+			code, out, _ := runCLI("verify", dir)
+			if code != exitCorrupt {
+				t.Errorf("text: exit %d, want 1", code)
+			}
+			for _, want := range []string{"TAMPERED OR CORRUPT", tc.kind, hit.Location} {
+				if !strings.Contains(out, want) {
+					t.Errorf("text output lacks %q:\n%s", want, out)
+				}
+			}
+			if tc.run != "" && !strings.Contains(out, fmt.Sprintf("%s in run %q at seq %d", tc.kind, tc.run, tc.seq)) {
+				t.Errorf("text output does not name run and seq:\n%s", out)
+			}
+			if diff := cmp.Diff(before, treeHash(t, dir)); diff != "" {
+				t.Errorf("verify changed the damaged store (-before +after):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestVerifyState saves the state of a store, lets it grow, saves again,
+// and checks that the older copy is reported as a rollback.
+func TestVerifyState(t *testing.T) {
+	old := copyStore(t, "clean")
+	grown := copyStore(t, "clean")
+	db, err := engine.Open(grown, storeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.Run(context.Background(), "alpha")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.Step(context.Background(), run, testSeed, agent.NewWorld()); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	state := filepath.Join(t.TempDir(), "trusted.json")
+
+	code, v := verifyJSONOut(t, grown, "--save-state", state)
+	if code != exitOK || v.StateSaved != state {
+		t.Fatalf("save: exit %d, state_saved %q", code, v.StateSaved)
+	}
+	f, err := os.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := chain.ReadState(f)
+	f.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Runs["alpha"].Seq != 7 || s.Runs["beta"].Seq != 4 {
+		t.Errorf("saved state %+v, want alpha at 7, beta at 4", s)
+	}
+	if leftovers, _ := filepath.Glob(filepath.Join(filepath.Dir(state), ".*tmp*")); len(leftovers) != 0 {
+		t.Errorf("temporary files left: %v", leftovers)
+	}
+
+	if code, v := verifyJSONOut(t, grown, "--state", state); code != exitOK {
+		t.Errorf("the saved store against its own state: exit %d, failures %+v", code, v.Failures)
+	}
+	code, v = verifyJSONOut(t, "--state", state, old)
+	if code != exitCorrupt || !slices.Contains(kinds(v.Failures), "rollback") {
+		t.Errorf("older copy: exit %d, failures %v; want exit 1 with a rollback", code, kinds(v.Failures))
+	}
+	// A failed store's state is not saved.
+	other := filepath.Join(t.TempDir(), "not-saved.json")
+	if code, _ := verifyJSONOut(t, old, "--state", state, "--save-state", other); code != exitCorrupt {
+		t.Errorf("exit %d, want 1", code)
+	}
+	if _, err := os.Stat(other); !os.IsNotExist(err) {
+		t.Errorf("state of a failed verification was saved: %v", err)
+	}
+}
+
+func TestVerifyPublicKey(t *testing.T) {
+	dir := fixture(t, "signed")
+	keyFile := func(name string, pub ed25519.PublicKey) string {
+		b, err := chain.MarshalPublicKey(name, pub)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := filepath.Join(t.TempDir(), "key.pub")
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	id := storeID(t, dir)
+	good := keyFile("continuum-"+id[:16], ed25519.NewKeyFromSeed(testSigningSeed).Public().(ed25519.PublicKey))
+	code, v := verifyJSONOut(t, dir, "--pubkey", good, "--strict")
+	if code != exitOK || v.CheckpointsVerified == 0 || len(v.Warnings) != 0 {
+		t.Errorf("right key, --strict: exit %d, %d checkpoints verified, warnings %v, failures %v",
+			code, v.CheckpointsVerified, kinds(v.Warnings), kinds(v.Failures))
+	}
+	other := keyFile("continuum-"+id[:16], ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)).Public().(ed25519.PublicKey))
+	code, v = verifyJSONOut(t, dir, "--pubkey", other)
+	if code != exitCorrupt || !slices.Contains(kinds(v.Failures), "bad-signature") {
+		t.Errorf("wrong key: exit %d, failures %v; want exit 1 with bad-signature", code, kinds(v.Failures))
+	}
+}
+
+// TestExitCodes covers usage and I/O errors (exit 2), each with a message
+// that names what is wrong.
+func TestExitCodes(t *testing.T) {
+	clean := fixture(t, "clean")
+	tmp := t.TempDir()
+	notStore := filepath.Join(tmp, "empty")
+	if err := os.Mkdir(notStore, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	garbage := filepath.Join(tmp, "garbage")
+	if err := os.WriteFile(garbage, []byte("not a key\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(tmp, "missing")
+	badStore := copyStore(t, "clean")
+	if err := os.WriteFile(filepath.Join(badStore, "STORE"), []byte("short"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		msg  string // expected in stderr
+	}{
+		{nil, exitUsage, "Usage"},
+		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
+		{[]string{"verify"}, exitUsage, "want one store directory"},
+		{[]string{"verify", clean, clean}, exitUsage, "want one store directory"},
+		{[]string{"verify", "--bogus", clean}, exitUsage, "bogus"},
+		{[]string{"verify", missing}, exitUsage, missing},
+		{[]string{"verify", notStore}, exitUsage, "not a CONTINUUM store"},
+		{[]string{"verify", "--pubkey", missing, clean}, exitUsage, missing},
+		{[]string{"verify", "--pubkey", garbage, clean}, exitUsage, garbage},
+		{[]string{"verify", "--state", garbage, clean}, exitUsage, garbage},
+		{[]string{"verify", clean, "--save-state", filepath.Join(missing, "s.json")}, exitUsage, missing},
+		{[]string{"verify", badStore}, exitCorrupt, "STORE"},
+		{[]string{"inspect", missing}, exitUsage, missing},
+		{[]string{"inspect", notStore}, exitUsage, "not a CONTINUUM store"},
+		{[]string{"inspect", badStore}, exitCorrupt, "STORE"},
+		{[]string{"inspect", clean, "nope"}, exitUsage, `no run "nope"`},
+		{[]string{"inspect", clean, "--seq", "2"}, exitUsage, "--seq needs a RUN"},
+		{[]string{"inspect", clean, "alpha", "--seq", "99"}, exitUsage, "atoms 1..6, not 99"},
+		{[]string{"inspect", clean, "alpha", "--seq", "x"}, exitUsage, "invalid value"},
+		{[]string{"stats"}, exitUsage, "want one store directory"},
+		{[]string{"stats", notStore}, exitUsage, "not a CONTINUUM store"},
+		{[]string{"export", clean}, exitUsage, "--run is required"},
+		{[]string{"export", clean, "--run", "nope"}, exitUsage, `no run "nope"`},
+		{[]string{"export", clean, "--run", "alpha", "--from", "5", "--to", "2"}, exitUsage, "--from 5 is after --to 2"},
+		{[]string{"demo", "--dir", clean}, exitUsage, "is not empty"},
+		{[]string{"demo", "extra"}, exitUsage, "unexpected argument"},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			code, _, errOut := runCLI(tc.args...)
+			if code != tc.code {
+				t.Errorf("exit %d, want %d; stderr:\n%s", code, tc.code, errOut)
+			}
+			if !strings.Contains(errOut, tc.msg) {
+				t.Errorf("stderr does not say %q:\n%s", tc.msg, errOut)
+			}
+		})
+	}
+}
+
+// TestUnreadableStore: a store whose files cannot be read is an I/O
+// error (exit 2), never reported as intact.
+func TestUnreadableStore(t *testing.T) {
+	t.Run("STORE is a directory", func(t *testing.T) {
+		dir := copyStore(t, "clean")
+		store := filepath.Join(dir, "STORE")
+		if err := os.Remove(store); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Mkdir(store, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for _, cmd := range []string{"verify", "inspect", "stats"} {
+			code, _, errOut := runCLI(cmd, dir)
+			if code != exitUsage || !strings.Contains(errOut, store) {
+				t.Errorf("%s: exit %d, want 2 with a message naming %s; stderr %s", cmd, code, store, errOut)
+			}
+		}
+	})
+	t.Run("segment without read permission", func(t *testing.T) {
+		if os.Geteuid() == 0 {
+			t.Skip("root reads files whatever their mode")
+		}
+		dir := copyStore(t, "clean")
+		seg := segPath(dir, 1)
+		if err := os.Chmod(seg, 0); err != nil {
+			t.Fatal(err)
+		}
+		defer os.Chmod(seg, 0o644)
+		for _, cmd := range []string{"verify", "inspect", "stats"} {
+			code, _, errOut := runCLI(cmd, dir)
+			if code == exitOK {
+				t.Errorf("%s of an unreadable store: exit 0; stderr %s", cmd, errOut)
+			}
+		}
+	})
+}
+
+func TestHelp(t *testing.T) {
+	for _, c := range commands() {
+		if c.hidden {
+			continue
+		}
+		t.Run(c.name, func(t *testing.T) {
+			code, out, errOut := runCLI(c.name, "--help")
+			if code != exitOK {
+				t.Errorf("exit %d, want 0", code)
+			}
+			if !strings.Contains(out+errOut, "Usage: continuumctl "+c.usage) {
+				t.Errorf("help lacks the usage line:\n%s%s", out, errOut)
+			}
+		})
+	}
+	code, out, _ := runCLI("--help")
+	if code != exitOK || !strings.Contains(out, "continuumctl verify") {
+		t.Errorf("top-level help: exit %d\n%s", code, out)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		pos  []string
+		json bool
+		key  string
+	}{
+		{[]string{"--json", "DIR"}, []string{"DIR"}, true, ""},
+		{[]string{"DIR", "--json"}, []string{"DIR"}, true, ""},
+		{[]string{"DIR", "--pubkey", "k", "--json"}, []string{"DIR"}, true, "k"},
+		{[]string{"--pubkey=k", "DIR", "RUN"}, []string{"DIR", "RUN"}, false, "k"},
+		{[]string{"-json", "DIR", "--", "--pubkey"}, []string{"DIR", "--pubkey"}, true, ""},
+		{[]string{"DIR", "-"}, []string{"DIR", "-"}, false, ""},
+	} {
+		fs := newFlags("t", "t", "t", &strings.Builder{})
+		asJSON := fs.Bool("json", false, "")
+		key := fs.String("pubkey", "", "")
+		pos, code, ok := parseFlags(fs, tc.args)
+		if !ok {
+			t.Errorf("%q: parse failed with exit %d", tc.args, code)
+			continue
+		}
+		if !slices.Equal(pos, tc.pos) || *asJSON != tc.json || *key != tc.key {
+			t.Errorf("%q: positional %q json %v key %q; want %q %v %q", tc.args, pos, *asJSON, *key, tc.pos, tc.json, tc.key)
+		}
+	}
+}
