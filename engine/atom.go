@@ -104,8 +104,11 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
-	j := &journal{db: db, relaxed: db.opts.Durability == Relaxed, landed: make(chan struct{})}
-	defer close(j.landed)
+	j := &journal{db: db}
+	if db.opts.Durability == Relaxed {
+		j.relaxed, j.landed = true, make(chan struct{})
+		defer close(j.landed)
+	}
 	var ran bool
 	result, err := db.ledger.Do(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true

@@ -71,6 +71,9 @@ type DB struct {
 	// applied; Add happens under the ledger's gate (see journal.write).
 	relaxed sync.WaitGroup
 
+	// closed mirrors mu.closed for the hot path's check.
+	closed atomic.Bool
+
 	mu struct {
 		sync.Mutex
 		closed bool
@@ -489,9 +492,7 @@ func (db *DB) waitLedger(ctx context.Context) error {
 }
 
 func (db *DB) checkOpen() error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.closed {
+	if db.closed.Load() {
 		return ErrClosed
 	}
 	return nil
@@ -652,6 +653,7 @@ func (db *DB) Close() error {
 		return nil
 	}
 	db.mu.closed = true
+	db.closed.Store(true)
 	db.mu.Unlock()
 
 	close(db.bg.stop)

@@ -288,6 +288,7 @@ func TestI5TamperEvidence(t *testing.T) {
 func crash(db *DB) {
 	db.mu.Lock()
 	db.mu.closed = true
+	db.closed.Store(true)
 	db.mu.Unlock()
 	close(db.bg.stop)
 	db.bg.wg.Wait()
