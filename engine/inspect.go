@@ -49,6 +49,9 @@ type readOnlyStore struct {
 	log     *wal.Log
 	storeID [16]byte
 	created time.Time
+	// buf is the decompression buffer of scan: a record's decompressed
+	// body is valid until the next record.
+	buf []byte
 }
 
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
@@ -97,9 +100,10 @@ func (s *readOnlyStore) close() error {
 	return s.log.Close()
 }
 
-// describe fills in what rec is. It returns the decompressed ledger body of
-// intents and certificates (nil for other kinds).
-func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) ([]byte, error) {
+// describe fills in what rec is. For intents and certificates it also
+// returns the decoded *ledger.Intent or *ledger.Certificate (nil for other
+// kinds).
+func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) (any, error) {
 	*lr = LogRecord{Pos: pos, Size: len(rec), RawSize: len(rec), Record: rec}
 	where := func(err error) error {
 		return &CorruptionError{File: s.db.path(walDir), Run: lr.Run, Seq: lr.Seq,
@@ -154,10 +158,11 @@ func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) ([]byte
 		return nil, where(err)
 	}
 	lr.Codec, lr.Dict = codec, dict
-	raw, err := s.db.comp.Decompress(nil, compressed)
+	raw, err := s.db.comp.Decompress(s.buf[:0], compressed)
 	if err != nil {
 		return nil, where(err)
 	}
+	s.buf = raw
 	lr.RawSize = len(rec) - len(compressed) + len(raw)
 	switch rec[0] {
 	case kindIntent:
@@ -166,14 +171,14 @@ func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) ([]byte
 			return nil, where(err)
 		}
 		lr.Run, lr.Seq = in.RunID, in.Seq
-		return raw, nil
+		return in, nil
 	case kindCert:
 		c, err := ledger.DecodeCertificate(raw)
 		if err != nil {
 			return nil, where(err)
 		}
 		lr.Run, lr.Seq = c.RunID, c.Seq
-		return raw, nil
+		return c, nil
 	}
 	if _, err := decodeAtomBody(raw); err != nil {
 		return nil, where(err)
@@ -182,8 +187,8 @@ func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) ([]byte
 }
 
 // scan reads the whole log in order and calls fn with each record and, for
-// intents and certificates, its decompressed body.
-func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, ledgerBody []byte) error) error {
+// intents and certificates, the decoded record (see describe).
+func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, decoded any) error) error {
 	if s.log == nil {
 		return nil
 	}
@@ -199,11 +204,11 @@ func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, ledgerB
 				return err
 			}
 		}
-		body, err := s.describe(rd.Record(), rd.Pos(), &lr)
+		dec, err := s.describe(rd.Record(), rd.Pos(), &lr)
 		if err != nil {
 			return err
 		}
-		if err := fn(&lr, body); err != nil {
+		if err := fn(&lr, dec); err != nil {
 			return err
 		}
 	}
@@ -226,7 +231,7 @@ func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error)
 		return err
 	}
 	defer s.close()
-	return s.scan(ctx, func(lr *LogRecord, _ []byte) error { return fn(lr) })
+	return s.scan(ctx, func(lr *LogRecord, _ any) error { return fn(lr) })
 }
 
 // RunSummary describes one run of a store as Inspect found it.
@@ -425,7 +430,7 @@ func (in *Inspector) build(ctx context.Context) error {
 	st := &in.stats
 	kinds := map[string]*KindStats{}
 	dictUse := map[uint32]int64{}
-	err := in.st.scan(ctx, func(lr *LogRecord, body []byte) error {
+	err := in.st.scan(ctx, func(lr *LogRecord, dec any) error {
 		st.Records++
 		st.LogBytes += int64(lr.Size)
 		st.RawBytes += int64(lr.RawSize)
@@ -462,11 +467,11 @@ func (in *Inspector) build(ctx context.Context) error {
 			r := in.run(lr.Run)
 			r.sum.CheckpointSeq = max(r.sum.CheckpointSeq, lr.Seq)
 		case kindIntent:
-			i, _ := ledger.DecodeIntent(body)
+			i := dec.(*ledger.Intent)
 			a := in.action(i.Fingerprint)
 			a.intentPos, a.hasIntent, a.run, a.seq = lr.Pos, true, i.RunID, i.Seq
 		case kindCert:
-			c, _ := ledger.DecodeCertificate(body)
+			c := dec.(*ledger.Certificate)
 			a := in.action(c.Fingerprint)
 			a.certPos, a.hasCert = lr.Pos, true
 			if !a.hasIntent {
