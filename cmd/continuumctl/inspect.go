@@ -181,7 +181,7 @@ func printRun(w io.Writer, r engine.RunSummary) {
 	if r.InFlight == 0 {
 		fmt.Fprintf(w, "  no atom in flight\n")
 	} else {
-		fmt.Fprintf(w, "  atom in flight: seq %d, %d actions started\n", r.InFlight, len(r.InFlightActions))
+		fmt.Fprintf(w, "  atom in flight: seq %d, %s started\n", r.InFlight, plural(len(r.InFlightActions), "action"))
 		for _, a := range r.InFlightActions {
 			printAction(w, a, "    ")
 		}
