@@ -237,6 +237,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	r.mu.lastSeq = a.seq
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
+	r.mu.deltaBytes += int64(len(delta))
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == a.seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
@@ -291,7 +292,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 func (r *Run) afterCommitLocked() {
 	db := r.db
 	since := int(r.mu.lastSeq - r.mu.snapSeq)
-	if !r.mu.snapQueued && db.snapshotPolicy().Due(since, time.Since(r.mu.snapTime)) {
+	if !r.mu.snapQueued && r.snapshotDueLocked(since) {
 		select {
 		case db.bg.snapJobs <- r:
 			r.mu.snapQueued = true
@@ -301,6 +302,17 @@ func (r *Run) afterCommitLocked() {
 	if every := db.opts.CheckpointEvery; every > 0 && r.mu.lastSeq%uint64(every) == 0 {
 		db.writeChainCheckpointLocked(r)
 	}
+}
+
+// snapshotDueLocked applies the snapshot policy, with one guard: a snapshot
+// waits until the deltas since the last one add up to a quarter of the
+// frame, so that snapshotting a large frame every SnapshotEvery atoms never
+// costs more than a few times the bytes the atoms themselves wrote.
+func (r *Run) snapshotDueLocked(since int) bool {
+	if !r.db.snapshotPolicy().Due(since, time.Since(r.mu.snapTime)) {
+		return false
+	}
+	return r.mu.deltaBytes*4 >= r.mu.snapFrameBytes || time.Since(r.mu.snapTime) >= r.db.opts.SnapshotInterval
 }
 
 // journal is the ledger's durable side, over the engine's log. The ledger

@@ -70,7 +70,7 @@ func (db *DB) sweepInterval() time.Duration {
 func (db *DB) sweep() {
 	for _, r := range db.runList() {
 		r.mu.Lock()
-		if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && db.snapshotPolicy().Due(int(r.mu.lastSeq-r.mu.snapSeq), time.Since(r.mu.snapTime)) {
+		if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && r.snapshotDueLocked(int(r.mu.lastSeq-r.mu.snapSeq)) {
 			select {
 			case db.bg.snapJobs <- r:
 				r.mu.snapQueued = true
@@ -127,6 +127,7 @@ type capturedRun struct {
 	positions  []snapshot.Pos
 	meta       checkpointRun
 	drop       uint64 // an older snapshot the retention policy removes (0: none)
+	frameBytes int64  // encoded size of the frame, before compression
 }
 
 // snapshotSpan is the retention policy's window: of the snapshots of a run,
@@ -146,7 +147,10 @@ func (r *Run) capture(db *DB, full bool) (*capturedRun, error) {
 	if c != nil && c.frame != nil {
 		// s2, not zstd: a restart decompresses the frame on its critical
 		// path, and s2 decodes several times faster for a modest size cost.
-		c.frame = db.comp.CompressWith(nil, c.frame, frame.CodecS2, db.curDict.Load())
+		// No dictionary: on a whole frame it gains little, and s2's
+		// dictionary encoder has no assembly path (measured: most of the
+		// engine's CPU per atom went to it).
+		c.frame = db.comp.CompressWith(nil, c.frame, frame.CodecS2, 0)
 	}
 	return c, err
 }
@@ -161,6 +165,7 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 			return nil, err
 		}
 		c.frame = frame.AppendFrame(nil, r.mu.frame)
+		c.frameBytes = int64(len(c.frame))
 	}
 	for _, p := range r.mu.positions {
 		c.positions = append(c.positions, snapshot.Pos{Segment: p.Segment, Offset: p.Offset})
@@ -214,6 +219,7 @@ func (r *Run) captured(c *capturedRun) {
 	defer r.mu.Unlock()
 	if c.frame != nil && c.seq > r.mu.snapSeq {
 		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
+		r.mu.deltaBytes, r.mu.snapFrameBytes = 0, c.frameBytes
 		if w := r.mu.windowFirst; w == 0 || c.seq/snapshotSpan != w/snapshotSpan {
 			r.mu.windowFirst = c.seq
 		}

@@ -48,6 +48,10 @@ type Run struct {
 		windowFirst uint64
 		snapTime    time.Time
 		snapQueued  bool
+		// deltaBytes counts the encoded deltas since the last snapshot, and
+		// snapFrameBytes is that snapshot's encoded frame size: together
+		// they keep snapshots of large frames from amplifying writes.
+		deltaBytes, snapFrameBytes int64
 
 		ckptSeq  uint64 // latest chain checkpoint written
 		ckptHead chain.Hash
