@@ -262,8 +262,8 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 				fmt.Fprintf(w, "  opened a new store in %s\n", res.restart.Round(10*time.Microsecond))
 				break
 			}
-			fmt.Fprintf(w, "  restarted in %s (open the store, rebuild the run's frame): %d atoms done",
-				res.restart.Round(10*time.Microsecond), last)
+			fmt.Fprintf(w, "  restarted in %s (engine.Open %s, then the run's frame): %d atoms done",
+				res.restart.Round(10*time.Microsecond), time.Duration(ev.uint("open_ns")).Round(10*time.Microsecond), last)
 			if intr != 0 {
 				fmt.Fprintf(w, ", atom %d was interrupted", intr)
 			}

@@ -19,7 +19,7 @@ import (
 // demoAgentCmd is the hidden subcommand the demo starts as its child: the
 // agent that gets killed. It prints one machine-readable line per event:
 //
-//	continuum-demo open restart_ns=N last_seq=N interrupted=N
+//	continuum-demo open restart_ns=N open_ns=N last_seq=N interrupted=N
 //	continuum-demo atom seq=N
 //	continuum-demo reconciled seq=N key=K found=true|false
 //	continuum-demo done last_seq=N
@@ -76,7 +76,8 @@ func demoAgent(ctx context.Context, dir, url string, out io.Writer) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(out, "%s open restart_ns=%d last_seq=%d interrupted=%d\n", demoEvent, restart.Nanoseconds(), run.LastSeq(), interrupted)
+	fmt.Fprintf(out, "%s open restart_ns=%d open_ns=%d last_seq=%d interrupted=%d\n", demoEvent, restart.Nanoseconds(),
+		db.Stats().Open.Duration.Nanoseconds(), run.LastSeq(), interrupted)
 
 	ds := downstream.NewClient(url)
 	script := demoScript()
