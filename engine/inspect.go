@@ -251,9 +251,11 @@ type RunSummary struct {
 	FrameSeq    uint64
 	// CheckpointSeq is the seq of the run's last chain checkpoint record.
 	CheckpointSeq uint64
-	// InFlight is the seq of an atom that started actions but never
-	// committed (the agent is running it now, or stopped in the middle of
-	// it); 0 if none. Its actions are in InFlightActions.
+	// InFlight is the seq of an atom that started actions but neither
+	// committed nor failed (the agent is running it now, or stopped in the
+	// middle of it); 0 if none. Its actions are in InFlightActions. An
+	// attempt that only reused certified results writes nothing, so it
+	// cannot be seen.
 	InFlight        uint64
 	InFlightActions []ActionInfo
 	// InDoubt lists the run's actions with an intent and no certificate:
@@ -356,6 +358,9 @@ type Inspector struct {
 type inspectRun struct {
 	sum   RunSummary
 	atoms []wal.Pos // atoms[i] is the position of seq i+1
+	// failed maps a seq to the position of its latest Fail record: an
+	// attempt whose records all come before it ended.
+	failed map[uint64]wal.Pos
 }
 
 type inspectAction struct {
@@ -462,7 +467,12 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.sum.LastSeq, r.sum.Head = a.seq, a.head
 			st.Atoms++
 		case kindFail:
-			in.run(lr.Run).sum.Fails++
+			r := in.run(lr.Run)
+			r.sum.Fails++
+			if r.failed == nil {
+				r.failed = map[uint64]wal.Pos{}
+			}
+			r.failed[lr.Seq] = lr.Pos
 		case kindCheckpoint:
 			r := in.run(lr.Run)
 			r.sum.CheckpointSeq = max(r.sum.CheckpointSeq, lr.Seq)
@@ -525,22 +535,30 @@ func (in *Inspector) build(ctx context.Context) error {
 		return fmt.Errorf("engine: read %s: %w", db.path(checkpointName), err)
 	}
 
-	// Actions without a final certificate, and atoms begun but not
-	// committed.
+	// Actions without a final certificate, and atoms begun but neither
+	// committed nor failed.
 	for _, fp := range in.order {
 		a := in.acts[fp]
 		r := in.runs[a.run]
 		if r == nil {
 			continue
 		}
+		inFlight := a.seq > r.sum.LastSeq
+		if f, ok := r.failed[a.seq]; ok && inFlight {
+			last := a.intentPos
+			if a.hasCert && last.Less(a.certPos) {
+				last = a.certPos
+			}
+			inFlight = f.Less(last) // a record of a later attempt
+		}
 		var info ActionInfo
-		if a.seq > r.sum.LastSeq || (a.hasIntent && !a.hasCert) {
+		if inFlight || (a.hasIntent && !a.hasCert) {
 			var err error
 			if info, err = in.actionInfo(fp); err != nil {
 				return err
 			}
 		}
-		if a.seq > r.sum.LastSeq {
+		if inFlight {
 			r.sum.InFlight = max(r.sum.InFlight, a.seq)
 			r.sum.InFlightActions = append(r.sum.InFlightActions, info)
 		}

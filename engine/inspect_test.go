@@ -442,3 +442,95 @@ func BenchmarkScan(b *testing.B) {
 		b.ReportMetric(1000, "atoms/op")
 	})
 }
+
+// TestInspectFailedAttempt: an atom that failed is not in flight, and its
+// failed action is not in doubt.
+func TestInspectFailedAttempt(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	db, err := engine.Open("store", &engine.Options{FS: fs, NoSync: true, DictSamples: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	atom, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	boom := errors.New("boom")
+	if _, err := atom.Do(ctx, ledger.Action{Tool: "t", Args: []byte(`{}`)}, func(context.Context, string) ([]byte, error) {
+		return nil, boom
+	}); !errors.Is(err, boom) {
+		t.Fatalf("Do: %v", err)
+	}
+	check := func(wantInFlight uint64) {
+		t.Helper()
+		in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer in.Close()
+		s, _ := in.Run("r")
+		if s.InFlight != wantInFlight || len(s.InDoubt) != 0 {
+			t.Errorf("in flight %d (want %d), in doubt %+v", s.InFlight, wantInFlight, s.InDoubt)
+		}
+	}
+	check(1) // failed action, atom still running
+	if err := atom.Fail(ctx, "gave up"); err != nil {
+		t.Fatal(err)
+	}
+	check(0)
+	in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if s, _ := in.Run("r"); s.Fails != 1 {
+		t.Errorf("fails %d, want 1", s.Fails)
+	}
+}
+
+// TestRunAtomIndexed reads atoms of a reopened store, whose positions come
+// from the atom index in Pebble, through Run.Atom, and compares them with
+// the read-only Inspector's.
+func TestRunAtomIndexed(t *testing.T) {
+	ctx := context.Background()
+	fs := memStore(t, inspectFixture(t, 2, 4))
+	db, err := engine.Open("store", &engine.Options{FS: fs, NoSync: true, DictSamples: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	for _, rs := range in.Runs() {
+		r, err := db.Run(ctx, rs.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for seq := uint64(1); seq <= rs.LastSeq; seq++ {
+			want, err := in.Atom(ctx, rs.ID, seq)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := r.Atom(ctx, seq)
+			if err != nil {
+				t.Fatalf("Run.Atom(%s, %d): %v", rs.ID, seq, err)
+			}
+			if got.Pos != want.Pos || got.Head != want.Head || !cmp.Equal(got.Actions, want.Actions) ||
+				!cmp.Equal(got.Delta.Ops(), want.Delta.Ops()) {
+				t.Errorf("%s/%d: Run.Atom %+v\nInspector.Atom %+v", rs.ID, seq, got, want)
+			}
+		}
+		if _, err := r.Atom(ctx, rs.LastSeq+1); !errors.Is(err, engine.ErrSeqOutOfRange) {
+			t.Errorf("Run.Atom beyond the last seq: %v", err)
+		}
+	}
+}
