@@ -1,7 +1,7 @@
 // Command continuumctl checks and looks inside a CONTINUUM store, and runs
 // the demo that shows what the engine is for.
 //
-//	continuumctl verify  DIR [--pubkey F] [--state F] [--save-state F] [--json] [--strict] [--deep]
+//	continuumctl verify  DIR [--pubkey F] [--state F] [--save-state F] [--json] [--strict] [--deep] [--chain-key F]
 //	continuumctl inspect DIR [RUN] [--seq N] [--json]
 //	continuumctl stats   DIR [--json]
 //	continuumctl export  DIR --run ID [--from N] [--to M]

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/ed25519"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,7 +17,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const verifyUsage = "verify DIR [--pubkey FILE] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep]"
+const verifyUsage = "verify DIR [--pubkey FILE] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep] [--chain-key FILE]"
 
 const verifyAbout = `Verify checks that the store in DIR is intact: every record's framing, every
 run's hash chain, the chain checkpoints and store heads (their signatures with
@@ -69,6 +70,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	strict := fs.Bool("strict", false, "treat warnings (signatures unchecked, an unanchored tail) as failures: exit 1")
 	deep := fs.Bool("deep", false, "also rebuild every run's frame from its deltas and compare it with the run's frame file")
+	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with (32 bytes, raw or 64 hex digits)")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -100,6 +102,13 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "verify", fmt.Errorf("state %s: %w", *state, err))
 		}
 		opts.Trusted = &s
+	}
+	if *chainKey != "" {
+		k, err := readChainKey(*chainKey)
+		if err != nil {
+			return fail(stderr, "verify", err)
+		}
+		opts.ChainKey = k
 	}
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 		opts.Progress = progressBar(f)
@@ -298,4 +307,22 @@ func progressBar(w io.Writer) func(done, total int64) {
 			done*100/total, size(total))
 		drawn = true
 	}
+}
+
+// readChainKey reads a keyed-mode chain secret: 32 raw bytes, or 64 hex
+// digits (surrounding white space ignored).
+func readChainKey(name string) ([]byte, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("chain key: %w", err)
+	}
+	if len(b) == 32 {
+		return b, nil
+	}
+	h := strings.TrimSpace(string(b))
+	k, err := hex.DecodeString(h)
+	if err != nil || len(k) != 32 {
+		return nil, fmt.Errorf("chain key %s: want 32 raw bytes or 64 hex digits, found %d bytes", name, len(b))
+	}
+	return k, nil
 }

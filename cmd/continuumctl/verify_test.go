@@ -1,9 +1,11 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/binary"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"hash/crc32"
@@ -540,5 +542,34 @@ func TestProgressBar(t *testing.T) {
 	p(-1, -1)
 	if got := b.String(); !strings.HasSuffix(got, "\r") {
 		t.Errorf("bar not cleared: %q", got)
+	}
+}
+
+// TestVerifyChainKey: a keyed store verifies only with its key.
+func TestVerifyChainKey(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "keyed")
+	key := bytes.Repeat([]byte{0x5a}, 32)
+	opts := storeOptions()
+	opts.ChainKey = key
+	buildStore(t, dir, opts, nil)
+	tmp := t.TempDir()
+	hexKey := filepath.Join(tmp, "key.hex")
+	rawKey := filepath.Join(tmp, "key.raw")
+	badKey := filepath.Join(tmp, "key.bad")
+	for name, b := range map[string][]byte{hexKey: []byte(hex.EncodeToString(key) + "\n"), rawKey: key, badKey: []byte("abc")} {
+		if err := os.WriteFile(name, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, k := range []string{hexKey, rawKey} {
+		if code, v := verifyJSONOut(t, dir, "--chain-key", k); code != exitOK {
+			t.Errorf("with the key in %s: exit %d, failures %v", k, code, kinds(v.Failures))
+		}
+	}
+	if code, v := verifyJSONOut(t, dir); code != exitCorrupt || len(v.Failures) == 0 {
+		t.Errorf("without the key: exit %d, failures %v; want exit 1", code, kinds(v.Failures))
+	}
+	if code, _, errOut := runCLI("verify", "--chain-key", badKey, dir); code != exitUsage || !strings.Contains(errOut, badKey) {
+		t.Errorf("bad key file: exit %d, stderr %s", code, errOut)
 	}
 }
