@@ -83,6 +83,7 @@ type demo struct {
 		sync.Mutex
 		child  *exec.Cmd
 		exited chan struct{} // closed when child has exited
+		armed  bool          // the running child is to be killed
 		killed bool
 	}
 }
@@ -241,7 +242,7 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 	}
 	exited := make(chan struct{})
 	d.mu.Lock()
-	d.mu.child, d.mu.exited, d.mu.killed = cmd, exited, false
+	d.mu.child, d.mu.exited, d.mu.armed, d.mu.killed = cmd, exited, killSeq != 0, false
 	d.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		return childResult{}, fmt.Errorf("start the agent %s: %w", d.exe, err)
@@ -290,7 +291,7 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 	res.killed = d.mu.killed
 	d.mu.child = nil
 	d.mu.Unlock()
-	if res.killed {
+	if res.killed && killSeq >= 1 && killSeq <= uint64(len(d.script)) {
 		fmt.Fprintf(w, "  atom %2d  %s: the downstream took the charge ...\n", killSeq, d.script[killSeq-1].describe())
 		fmt.Fprintf(w, "  >>> SIGKILL: the agent dies before it hears back; the charge is now in doubt\n")
 		return res, nil
@@ -304,7 +305,7 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 func (d *demo) kill() {
 	d.mu.Lock()
 	cmd, exited := d.mu.child, d.mu.exited
-	if cmd == nil || d.mu.killed || cmd.Process == nil {
+	if cmd == nil || !d.mu.armed || d.mu.killed || cmd.Process == nil {
 		d.mu.Unlock()
 		return
 	}
