@@ -353,6 +353,8 @@ type Inspector struct {
 	acts  map[ledger.Fingerprint]*inspectAction
 	order []ledger.Fingerprint // actions in the order of their first record
 	stats StoreStats
+	// warnings are problems that did not stop the inspection.
+	warnings []string
 }
 
 type inspectRun struct {
@@ -519,16 +521,18 @@ func (in *Inspector) build(ctx context.Context) error {
 		return err
 	}
 
-	// The restart files: snapshot and frame seqs.
+	// The restart files: snapshot and frame seqs. The log is what Inspect
+	// is about; a damaged CHECKPOINT only hides these two seqs.
 	db := in.st.db
 	if b, err := readFile(db.fs, db.path(checkpointName)); err == nil {
 		cp, err := parseCheckpointFile(db.path(checkpointName), b)
 		if err != nil {
-			return err
-		}
-		for _, c := range cp.runs {
-			if r := in.runs[c.id]; r != nil {
-				r.sum.SnapshotSeq, r.sum.FrameSeq = c.snapSeq, c.frameSeq
+			in.warnings = append(in.warnings, fmt.Sprintf("snapshot and frame seqs unknown: %v", err))
+		} else {
+			for _, c := range cp.runs {
+				if r := in.runs[c.id]; r != nil {
+					r.sum.SnapshotSeq, r.sum.FrameSeq = c.snapSeq, c.frameSeq
+				}
 			}
 		}
 	} else if !notExist(err) {
@@ -631,6 +635,11 @@ func (in *Inspector) Run(id string) (RunSummary, bool) {
 
 // Stats returns the store's sizes and counts.
 func (in *Inspector) Stats() StoreStats { return in.stats }
+
+// Warnings lists the problems Inspect found that did not stop it (a
+// damaged CHECKPOINT file hides the snapshot and frame seqs, say), in plain
+// words with the file they concern.
+func (in *Inspector) Warnings() []string { return append([]string(nil), in.warnings...) }
 
 func (in *Inspector) atomPos(run string, seq uint64) (wal.Pos, error) {
 	r := in.runs[run]

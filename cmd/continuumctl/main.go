@@ -159,6 +159,9 @@ func openInspector(cmd, dir string, stderr io.Writer) (*engine.Inspector, int) {
 	if err != nil {
 		return nil, fail(stderr, cmd, err)
 	}
+	for _, w := range in.Warnings() {
+		fmt.Fprintf(stderr, "continuumctl %s: warning: %s\n", cmd, w)
+	}
 	return in, exitOK
 }
 

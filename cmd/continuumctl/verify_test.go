@@ -227,8 +227,20 @@ func TestVerifyTampered(t *testing.T) {
 			if tc.run != "" && !strings.Contains(out, fmt.Sprintf("%s in run %q at seq %d", tc.kind, tc.run, tc.seq)) {
 				t.Errorf("text output does not name run and seq:\n%s", out)
 			}
+			// The other commands read the damaged store without panicking
+			// and say what they could not read.
+			for _, args := range [][]string{{"inspect", dir}, {"inspect", dir, "alpha", "--seq", "3"}, {"stats", dir},
+				{"export", dir, "--run", "beta"}} {
+				code, _, errOut := runCLI(args...)
+				if code != exitOK && (errOut == "" || code != exitCorrupt && code != exitUsage) {
+					t.Errorf("%v: exit %d, stderr %q", args[0], code, errOut)
+				}
+				if tc.where == "CHECKPOINT" && (code != exitOK || !strings.Contains(errOut, "warning: snapshot and frame seqs unknown")) {
+					t.Errorf("%v with a damaged CHECKPOINT: exit %d, stderr %q; want exit 0 and a warning", args, code, errOut)
+				}
+			}
 			if diff := cmp.Diff(before, treeHash(t, dir)); diff != "" {
-				t.Errorf("verify changed the damaged store (-before +after):\n%s", diff)
+				t.Errorf("the commands changed the damaged store (-before +after):\n%s", diff)
 			}
 		})
 	}
