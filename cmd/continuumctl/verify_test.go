@@ -7,6 +7,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash/crc32"
 	"os"
@@ -583,5 +584,33 @@ func TestVerifyChainKey(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("verify", "--chain-key", badKey, dir); code != exitUsage || !strings.Contains(errOut, badKey) {
 		t.Errorf("bad key file: exit %d, stderr %s", code, errOut)
+	}
+}
+
+// TestBesideRunningAgent: the read-only commands work while an agent has
+// the store open (and holds its lock), and see its committed atoms.
+func TestBesideRunningAgent(t *testing.T) {
+	dir := copyStore(t, "clean")
+	db, err := engine.Open(dir, storeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := engine.Open(dir, storeOptions()); !errors.Is(err, engine.ErrLocked) {
+		t.Fatalf("second Open: %v, want ErrLocked (the test needs the lock held)", err)
+	}
+	run, err := db.Run(context.Background(), "beta")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := agent.Step(context.Background(), run, testSeed, agent.NewWorld()); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"verify", dir}, {"inspect", dir, "beta", "--seq", "5"}, {"stats", dir},
+		{"export", dir, "--run", "beta", "--from", "5"}} {
+		code, out, errOut := runCLI(args...)
+		if code != exitOK {
+			t.Errorf("%v beside a running agent: exit %d\n%s%s", args, code, out, errOut)
+		}
 	}
 }
