@@ -253,6 +253,39 @@ func faultAckString(acked map[string]faultAck) string {
 // from then on, I8 says, nothing may be acknowledged.
 func (h *faultHit) logFailed() bool { return h != nil && h.wal && h.class != faultRead }
 
+// faultLockFS takes file locks in memory instead of through MemFS.Lock,
+// which read-locks the MemFS's clone mutex twice (Lock calls Create) and so
+// deadlocks with a CrashClone taken meanwhile (pebble v2.1.7,
+// vfs/mem_fs.go): Pebble may still be opening in the background when a
+// trial crashes.
+type faultLockFS struct {
+	vfs.FS
+	mu   sync.Mutex
+	held map[string]bool
+}
+
+func (fs *faultLockFS) Lock(name string) (io.Closer, error) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if fs.held[name] {
+		return nil, fmt.Errorf("lock %s: held", name)
+	}
+	if fs.held == nil {
+		fs.held = map[string]bool{}
+	}
+	fs.held[name] = true
+	return faultUnlock(func() error {
+		fs.mu.Lock()
+		defer fs.mu.Unlock()
+		delete(fs.held, name)
+		return nil
+	}), nil
+}
+
+type faultUnlock func() error
+
+func (u faultUnlock) Close() error { return u() }
+
 // faultCounter counts, per class, the operations of a whole workload, on
 // the log and on every file: the range a trial's fault target is drawn from.
 type faultCounter struct {
@@ -387,7 +420,7 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 		tally.incarnations++
 		trail = append(trail, fmt.Sprintf("incarnation %d: %s", inc, inj.describe()))
 		inj.opening.Store(true)
-		db, err := engine.Open(faultStore, faultOptions(errorfs.Wrap(mem, inj), mode))
+		db, err := engine.Open(faultStore, faultOptions(errorfs.Wrap(&faultLockFS{FS: mem}, inj), mode))
 		inj.opening.Store(false)
 		if err != nil {
 			h := inj.hit()
