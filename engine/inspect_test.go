@@ -313,7 +313,7 @@ func inspectFixture(tb testing.TB, runs, atoms int) map[string][]byte {
 	return files
 }
 
-func memStore(tb testing.TB, files map[string][]byte) vfs.FS {
+func inspectMemStore(tb testing.TB, files map[string][]byte) vfs.FS {
 	fs := vfs.NewMem()
 	for name, b := range files {
 		if err := fs.MkdirAll(fs.PathDir(name), 0o755); err != nil {
@@ -337,7 +337,7 @@ func memStore(tb testing.TB, files map[string][]byte) vfs.FS {
 // errors, never panic.
 func FuzzInspect(f *testing.F) {
 	files := inspectFixture(f, 2, 3)
-	fs := memStore(f, files)
+	fs := inspectMemStore(f, files)
 	type loc struct {
 		seg  string
 		off  int64
@@ -371,7 +371,7 @@ func FuzzInspect(f *testing.F) {
 		mod := maps.Clone(files)
 		mod[l.seg] = seg
 		ctx := context.Background()
-		in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: memStore(t, mod)})
+		in, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: inspectMemStore(t, mod)})
 		if err != nil {
 			if err.Error() == "" {
 				t.Fatal("empty error")
@@ -395,7 +395,7 @@ func FuzzInspect(f *testing.F) {
 // floor Scan sits on.
 func BenchmarkScan(b *testing.B) {
 	files := inspectFixture(b, 4, 250)
-	fs := memStore(b, files)
+	fs := inspectMemStore(b, files)
 	var logBytes int64
 	engine.Scan(context.Background(), "store", fs, func(r *engine.LogRecord) error {
 		logBytes += int64(r.Size)
@@ -499,7 +499,7 @@ func TestInspectFailedAttempt(t *testing.T) {
 // the read-only Inspector's.
 func TestRunAtomIndexed(t *testing.T) {
 	ctx := context.Background()
-	fs := memStore(t, inspectFixture(t, 2, 4))
+	fs := inspectMemStore(t, inspectFixture(t, 2, 4))
 	db, err := engine.Open("store", &engine.Options{FS: fs, NoSync: true, DictSamples: -1})
 	if err != nil {
 		t.Fatal(err)
