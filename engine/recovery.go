@@ -18,16 +18,20 @@ import (
 // or are no-ops (ledger records, run creations).
 func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 	if cp != nil {
+		now := time.Now()
 		for i := range cp.runs {
 			c := &cp.runs[i]
-			r := newRun(db, c.id, c.nonce, time.Unix(0, c.created))
+			// Not newRun: a restart builds every run of the store, and a run
+			// with atoms needs neither its genesis hash nor an empty frame.
+			r := &Run{db: db, id: c.id, nonce: c.nonce, createdAt: time.Unix(0, c.created)}
+			r.mu.snapTime, r.mu.ckptTime = now, now
+			if c.lastSeq == 0 {
+				r.mu.frame = newFrame()
+			}
 			r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
 			r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
 			r.mu.windowFirst = c.snapSeq
 			r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
-			if c.lastSeq > 0 {
-				r.mu.frame = nil // loaded from its frame file when first needed
-			}
 			if len(c.inflight) > 0 {
 				r.mu.inflight = c.inflight
 				r.mu.interruptedSeq = c.lastSeq + 1
