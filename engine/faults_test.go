@@ -611,7 +611,7 @@ func faultStep(ctx context.Context, run *engine.Run, world *agent.World) (r faul
 	res, err := atom.Do(ctx, act, exec)
 	if errors.Is(err, ledger.ErrInDoubt) {
 		r.inDoubt++
-		if got, ok := world.Lookup(a.Key); ok {
+		if got, ok, _ := world.Lookup(ctx, a.Key); ok { // World.Lookup never fails
 			r.resolvedDone++
 			err = atom.Resolve(ctx, act, got)
 		} else {

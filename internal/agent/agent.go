@@ -22,7 +22,9 @@ type Downstream interface {
 	Exec(ctx context.Context, tool string, args []byte, key string, idempotent bool) ([]byte, error)
 	// Lookup reports whether a call with this idempotency key took effect,
 	// and its result: what an agent asks to reconcile an in-doubt action.
-	Lookup(key string) ([]byte, bool)
+	// An error means the downstream could not say: the action stays in
+	// doubt (treating it as "no effect" could run it twice).
+	Lookup(ctx context.Context, key string) ([]byte, bool, error)
 }
 
 // Delta is the frame delta of a scripted atom.
@@ -61,12 +63,16 @@ func Step(ctx context.Context, run *engine.Run, seed int64, ds Downstream) (uint
 	res, err := atom.Do(ctx, act, exec)
 	if errors.Is(err, ledger.ErrInDoubt) {
 		// Ask the outside world what happened, record it, and go on.
-		if r, ok := ds.Lookup(a.Key); ok {
+		r, ok, lerr := ds.Lookup(ctx, a.Key)
+		switch {
+		case lerr != nil:
+			err = fmt.Errorf("agent: reconcile %s (key %s): %w", a.Tool, a.Key, lerr)
+		case ok:
 			err = atom.Resolve(ctx, act, r)
-		} else {
+		default:
 			err = atom.ResolveFailed(ctx, act, "the downstream has no trace of the call")
 		}
-		if err == nil {
+		if err == nil && lerr == nil {
 			res, err = atom.Do(ctx, act, exec)
 		}
 	}
@@ -121,11 +127,11 @@ func (w *World) Exec(ctx context.Context, tool string, args []byte, key string, 
 }
 
 // Lookup implements Downstream.
-func (w *World) Lookup(key string) ([]byte, bool) {
+func (w *World) Lookup(ctx context.Context, key string) ([]byte, bool, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	r, ok := w.results[key]
-	return append([]byte(nil), r...), ok
+	return append([]byte(nil), r...), ok, nil
 }
 
 // Effects returns the effects taken per key.

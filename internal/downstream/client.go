@@ -74,19 +74,19 @@ func (c *Client) LookupContext(ctx context.Context, key string) ([]byte, bool, e
 }
 
 // Lookup implements agent.Downstream: LookupContext, retried for up to
-// LookupTimeout while the server cannot answer. See the package's caveats:
-// after that it reports false.
-func (c *Client) Lookup(key string) ([]byte, bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), LookupTimeout)
+// LookupTimeout while the server cannot answer; then the error, so that the
+// action stays in doubt rather than being taken for one that never ran.
+func (c *Client) Lookup(ctx context.Context, key string) ([]byte, bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, LookupTimeout)
 	defer cancel()
 	for wait := 10 * time.Millisecond; ; wait *= 2 {
 		res, ok, err := c.LookupContext(ctx, key)
 		if err == nil {
-			return res, ok
+			return res, ok, nil
 		}
 		select {
 		case <-ctx.Done():
-			return nil, false
+			return nil, false, err
 		case <-time.After(wait):
 		}
 	}

@@ -90,8 +90,8 @@ func TestCallsAndEffects(t *testing.T) {
 		if err != nil || ok != tc.ok || !bytes.Equal(r, tc.want) {
 			t.Errorf("LookupContext(%q) = %q, %v, %v; want %q, %v", tc.key, r, ok, err, tc.want, tc.ok)
 		}
-		if r, ok := c.Lookup(tc.key); ok != tc.ok || !bytes.Equal(r, tc.want) {
-			t.Errorf("Lookup(%q) = %q, %v; want %q, %v", tc.key, r, ok, tc.want, tc.ok)
+		if r, ok, err := c.Lookup(context.Background(), tc.key); err != nil || ok != tc.ok || !bytes.Equal(r, tc.want) {
+			t.Errorf("Lookup(%q) = %q, %v, %v; want %q, %v", tc.key, r, ok, err, tc.want, tc.ok)
 		}
 	}
 }
