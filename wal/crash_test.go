@@ -136,8 +136,13 @@ func (m *crashModel) check(t *testing.T, l *Log, must []uint64) []uint64 {
 // TestCrashProperty crashes a log on a crash-simulating filesystem at random
 // points while several writers append, reopens the crash image and checks
 // that every acknowledged record is there, in order, byte-identical, that
-// batches are whole, and that nothing else appears. Each round continues on
-// the previous round's crash image, so recovery after recovery is covered.
+// batches are whole, and that nothing else appears. Each round reopens the
+// previous round's image and continues appending in its newest segment, so
+// resume after resume is covered (chainLen times per log). A round ends
+// either with a power loss (a crash clone keeping 0, 50 or 100 percent of
+// the unsynced blocks) or with a kill: the process stops, its unsynced
+// writes stay unsynced (as in a page cache) and the next round resumes after
+// them, until a later power loss decides which blocks survive.
 func TestCrashProperty(t *testing.T) {
 	rounds := 700 // per UnsyncedDataPercent: 2,100 crash points in all
 	switch {
@@ -164,14 +169,18 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 	var fs *vfs.MemFS
 	var segSize int64
 	var must []uint64
-	torn := 0 // recoveries that trimmed a torn tail
+	torn, resumed, kills := 0, 0, 0 // recoveries that trimmed a torn tail, that resumed; rounds ended by a kill
 	ctx := context.Background()
+	defer func(v int64) { maxUnsynced = v }(maxUnsynced)
 	for round := range rounds {
 		if round%chainLen == 0 {
 			// A fresh log every chainLen rounds keeps each round cheap; within
 			// a chain every round recovers the previous round's crash image.
 			fs, must = vfs.NewCrashableMem(), nil
 			segSize = int64(MinSegmentSize) << rng.IntN(4)
+			// A small bound on unsynced bytes splits group commits and
+			// narrows the window recovery checks past the tail.
+			maxUnsynced = []int64{512, 2 << 10, 512 << 10}[rng.IntN(3)]
 		}
 		cloneRNG := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: cloneRNG}
@@ -197,8 +206,10 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 			continue
 		}
 		// Syncs that take a little time make crashes between a write and
-		// its sync (torn tails) likely.
-		slow := errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		// its sync (torn tails) likely. The kill switch fails every
+		// operation once the round's process is killed.
+		var kill killSwitch
+		slow := errorfs.Wrap(kill.wrap(fs), errorfs.InjectorFunc(func(op errorfs.Op) error {
 			if op.Kind == errorfs.OpFileSyncData {
 				time.Sleep(time.Duration(rand.IntN(50)) * time.Microsecond)
 			}
@@ -211,6 +222,9 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 		must = m.check(t, l, must)
 		if ri := l.Recovery(); ri.TornRecords > 0 {
 			torn++
+		}
+		if l.Recovery().Resumed {
+			resumed++
 		}
 		base := len(m.ackedSnapshot())
 
@@ -248,6 +262,18 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 		for len(m.ackedSnapshot()) < target && time.Now().Before(deadline) {
 			time.Sleep(100 * time.Microsecond)
 		}
+		if rng.IntN(3) == 0 {
+			// Kill: no more writes or syncs reach the filesystem; what was
+			// written stays there, unsynced, for the next round.
+			kill.dead.Store(true)
+			acked := m.ackedSnapshot()
+			close(stop)
+			l.Close()
+			wg.Wait()
+			must = append(must, acked[base:]...)
+			kills++
+			continue
+		}
 		acked := m.ackedSnapshot()
 		clone := fs.CrashClone(cfg)
 		close(stop)
@@ -266,5 +292,9 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 	if pct == 50 && torn == 0 {
 		t.Errorf("no recovery met a torn tail in %d rounds: the torn path went untested", rounds)
 	}
-	t.Logf("%d torn tails trimmed; %d rounds, %d records appended, %d recovered at the end; last recovery %+v", torn, rounds, m.nextID, len(ids), st)
+	if resumed < rounds/4 {
+		t.Errorf("only %d of %d recoveries resumed the newest segment", resumed, rounds)
+	}
+	t.Logf("%d torn tails trimmed, %d resumes, %d kills; %d rounds, %d records appended, %d recovered at the end; last recovery %+v",
+		torn, resumed, kills, rounds, m.nextID, len(ids), st)
 }

@@ -58,8 +58,16 @@ func TestIOErrorsAreSticky(t *testing.T) {
 				acked = append(acked, r)
 			}
 			if tc.rotate {
-				// Wait for the background spare, then fill the segment so the
-				// next append must rotate while creation fails.
+				// Fill the segment past half, where the spare is prepared in
+				// the background; wait for it, remove it, then fill the
+				// segment so the next append must rotate while creation fails.
+				for l.End().Offset < 2<<10 {
+					r := rec(len(acked), 300)
+					if _, err := l.Append(ctx, r); err != nil {
+						t.Fatal(err)
+					}
+					acked = append(acked, r)
+				}
 				for !l.spareReady() {
 					l.w.spare <- <-l.w.spare // let the preparation finish
 				}

@@ -24,11 +24,14 @@
 // # Layout
 //
 // The log is a directory of fixed-size segment files (format.go has the byte
-// layout). A segment is zero-filled in the background before it is needed:
-// an fdatasync of a file whose blocks are already written does not have to
-// update the file size or extent metadata, so it is cheaper than on a growing
-// file, and an append can never run out of disk space inside a prepared
-// segment. Records are framed with a length and a CRC32C that covers the
+// layout). Every segment is zero-filled before it is written: an fdatasync
+// of a file whose blocks are already written does not have to update the
+// file size or extent metadata, so it is cheaper than on a growing file, and
+// an append can never run out of disk space inside a prepared segment. The
+// next segment (the spare) is zero-filled in the background once the active
+// one is half full; a brand-new log zero-fills its first segment in Open.
+// A writable Open keeps appending to the newest segment, right after its
+// last valid record, as long as it is unsealed and has room. Records are framed with a length and a CRC32C that covers the
 // header, the payload and the segment id; every record also carries the
 // offset up to which its segment was durable when it was written (the
 // synced mark). A full segment is closed with a seal record.
@@ -62,11 +65,42 @@
 //     mark shows that the bad one had been made durable: that is corruption,
 //     reported as a *CorruptionError with segment, file, offset and reason (I7).
 //     A torn write takes its whole batch with it; the trimmed bytes and
-//     records are counted in RecoveryInfo and logged. Trimming is done by
-//     syncing the segment, writing a seal record at the tail and syncing
-//     again, so the stale bytes after it are never read; appends go to a new
-//     segment. In a sealed segment, anything but valid records up to the seal
-//     is corruption (reported by the Reader that meets it).
+//     records are counted in RecoveryInfo and logged. In a sealed segment,
+//     anything but valid records up to the seal is corruption (reported by
+//     the Reader that meets it).
+//   - Open (resume): a writable Open appends to the unsealed newest segment
+//     at its tail. Whatever a crash left past the tail (a torn record, the
+//     rest of an unfinished batch, blocks of a write that never became
+//     durable, possibly whole valid records behind a lost block) must never
+//     be read as part of the log, yet a new record could end exactly where
+//     such a stale record starts. So Open zeroes it first: the owner never
+//     has more than 512 KiB written but not durable, past an offset that was
+//     durable, so every stale byte lies within 512 KiB of where the scan
+//     stopped; Open reads that window, zeroes from the tail to the last
+//     nonzero byte and fdatasyncs (the window first, then an unfinished
+//     batch between the tail and the scan's stop, each with its own
+//     fdatasync, so that a crash while zeroing leaves what survives within
+//     the next scan's window). A torn batch larger than the window is
+//     trimmed the old way instead: a seal record at the tail, synced, and a
+//     new segment. A clean tail is resumed with no write and one fdatasync:
+//     the scan may have read records that are only in the page cache (a
+//     process killed between a write and its fdatasync), and the log's
+//     readers are about to rely on them, so they must survive a power loss
+//     that follows; with nothing dirty it costs a device cache flush.
+//     If the segment holds no record yet, the directory is synced too (its
+//     name may date from a rename just before a crash). A sealed newest
+//     segment is synced before its successor is created, for the same
+//     reason; a newest segment without room for a minimal record is sealed
+//     at its tail and a new one begins.
+//   - Synced marks after a resume: the first records written carry the
+//     tail itself as their synced mark, never more, and the tail is durable
+//     by then (Open's fdatasync). A later recovery reports a bad record at x
+//     as corruption only if a valid record's mark is greater than x; marks
+//     at or below the tail never vouch for the zeroed region or for the
+//     first write over it (which may be torn), and any mark beyond belongs
+//     to a write issued after the bytes below it were durable. So neither
+//     the trimmed region nor a torn first write after resuming can be
+//     mistaken for durable corruption.
 //   - Write or fdatasync failure: the error is sticky (I8). Every waiting and
 //     later append fails with it (it wraps the original: errors.Is(err,
 //     syscall.ENOSPC) works, and it names the segment); the log must be
@@ -83,15 +117,20 @@
 //     the hardware is assumed never to zero durable blocks.
 //   - Sealed segments are verified when read, not at Open, to keep restart
 //     cheap: Open checks their headers only.
-//   - A brand-new log (and a reopen that finds no spare) writes its first
-//     segment as a growing file while the next one is zero-filled in the
-//     background; its fdatasyncs cost a little more until the first rotation.
+//   - Creating a log costs one segment's zero-fill in Open (64 MiB by
+//     default). A rotation that finds no spare ready (its background
+//     preparation failed or is late) writes a growing file, whose
+//     fdatasyncs cost more until the next rotation.
 //   - With vfs.MemFS keep SegmentSize small: every segment is really
 //     zero-filled, in memory too.
-//   - Each Open of a writable log seals the recovered newest segment and
-//     starts a new one (an empty newest segment is replaced instead), so the
-//     log grows by one segment per restart until RemoveBelow.
-//   - NoSync is unsafe: a machine crash loses acknowledged records.
+//   - A group commit larger than 512 KiB is written in 512 KiB pieces, each
+//     followed by an fdatasync (the bound that keeps Open's window small).
+//   - Stale bytes are looked for only within 512 KiB of the scan's stop: a
+//     log last written by a build without that bound, after a crash inside
+//     a larger group commit, could keep a stale record out of reach.
+//   - NoSync is unsafe: a machine crash loses acknowledged records, and,
+//     since nothing bounds what is unsynced, may even leave stale records
+//     that a later session's appends make readable.
 //   - Open takes no lock on the directory: one process at a time (the engine
 //     locks the store).
 //   - Files are created 0600 on the operating system's filesystem; other

@@ -49,7 +49,9 @@ import (
 // spans segments. A sealed segment ends with a seal record; the newest
 // segment may end anywhere (its tail is found by scanning records). An
 // all-zero record header marks the end of written data: segments are
-// zero-filled ahead of use and never recycled with stale contents.
+// zero-filled ahead of use and never recycled with stale contents, and a
+// writable Open zeroes whatever a crash left past the newest segment's tail
+// before appending there.
 const (
 	// FormatVersion is the version written in every segment header.
 	FormatVersion = 1

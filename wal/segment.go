@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -97,10 +98,11 @@ func (l *Log) spareReady() bool {
 }
 
 // activate makes segment id the active one: from the spare if one is
-// ready (write its header, fdatasync, rename), else a new file that grows as
-// records are appended. Either way the header is durable before the file
-// carries the segment's name, and the directory is synced after.
-func (l *Log) activate(id uint64, useSpare bool) (vfs.File, error) {
+// ready (write its header, fdatasync, rename), else a new file, zero-filled
+// to the segment size when zeroFill is set, or growing as records are
+// appended. Either way the header is durable before the file carries the
+// segment's name, and the directory is synced after.
+func (l *Log) activate(id uint64, useSpare, zeroFill bool) (vfs.File, error) {
 	var hdr [SegmentHeaderSize]byte
 	encodeSegmentHeader(hdr[:], id)
 	final := l.path(segmentName(id))
@@ -125,6 +127,16 @@ func (l *Log) activate(id uint64, useSpare bool) (vfs.File, error) {
 	if _, err := f.WriteAt(hdr[:], 0); err != nil {
 		return fail("write header of", err)
 	}
+	if zeroFill && !useSpare {
+		zeros := make([]byte, min(1<<20, l.segSize-SegmentHeaderSize))
+		for off := int64(SegmentHeaderSize); off < l.segSize; off += int64(len(zeros)) {
+			n := min(int64(len(zeros)), l.segSize-off)
+			clear(zeros) // vfs writes may modify their argument
+			if _, err := f.WriteAt(zeros[:n], off); err != nil {
+				return fail(fmt.Sprintf("zero-fill (offset %d) of", off), err)
+			}
+		}
+	}
 	if useSpare {
 		err = f.SyncData()
 	} else {
@@ -141,6 +153,48 @@ func (l *Log) activate(id uint64, useSpare bool) (vfs.File, error) {
 		return nil, err
 	}
 	return f, nil
+}
+
+// lastNonzero returns the end of the last nonzero byte of segment id's
+// file f in [from, to), or from if they are all zero (or past its end).
+func lastNonzero(f vfs.File, id uint64, from, to int64) (int64, error) {
+	if to <= from {
+		return from, nil
+	}
+	buf := make([]byte, min(256<<10, to-from))
+	last := from
+	for off := from; off < to; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), to-off)]
+		n, err := readFull(f, b, off)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return 0, fmt.Errorf("wal: read segment %d at offset %d: %w", id, off, err)
+		}
+		b = b[:n]
+		if i := lastNonzeroIndex(b); i >= 0 {
+			last = off + int64(i) + 1
+		}
+		if n < len(buf) {
+			break
+		}
+	}
+	return last, nil
+}
+
+// lastNonzeroIndex is the index of the last nonzero byte of b, or -1.
+func lastNonzeroIndex(b []byte) int {
+	var zero [4 << 10]byte
+	for end := len(b); end > 0; {
+		start := max(0, end-len(zero))
+		if !bytes.Equal(b[start:end], zero[:end-start]) {
+			for i := end - 1; ; i-- {
+				if b[i] != 0 {
+					return i
+				}
+			}
+		}
+		end = start
+	}
+	return -1
 }
 
 // readFull reads len(b) bytes at off; io.EOF only when fewer were available.

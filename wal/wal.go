@@ -69,6 +69,8 @@ type RecoveryInfo struct {
 	TornBytes   int64  // bytes past Tail that were trimmed (or found, in ReadOnly)
 	TornRecords int    // records past Tail that were trimmed (or found): the incomplete one and the rest of its batch
 	Sealed      bool   // the newest segment was already sealed
+	Resumed     bool   // a writable Open kept appending in the newest segment, at Tail
+	ZeroedBytes int64  // bytes past Tail that a writable Open zeroed before resuming there
 }
 
 // SegmentInfo describes one segment file.
@@ -93,11 +95,21 @@ type Stats struct {
 	Segments     int   // segment files now
 }
 
+// maxUnsynced bounds the bytes of the active segment that may be written but
+// not yet durable: the owner never writes past l.w.synced+maxUnsynced
+// without an fdatasync in between (with NoSync it cannot). Recovery relies
+// on it: after a crash, every byte written but not made durable lies within
+// maxUnsynced of where its scan stops, so a writable Open reads only that
+// far past the tail to find stale bytes. It is a variable so that tests can
+// make it small enough to matter in small segments; a Log copies it at Open.
+var maxUnsynced int64 = 512 << 10
+
 // Log is a segmented write-ahead log. All methods are safe for concurrent use.
 type Log struct {
 	dir      string
 	fs       vfs.FS
 	segSize  int64
+	unsynced int64 // maxUnsynced as of Open
 	noSync   bool
 	minSync  time.Duration
 	readOnly bool
@@ -123,14 +135,19 @@ type Log struct {
 
 	// w is owned by the owner goroutine (and by Open before it starts).
 	w struct {
-		f         vfs.File
-		seg       uint64
-		segID     [8]byte
-		off       int64 // next write offset in f
-		synced    int64 // f is durable up to here
+		f   vfs.File
+		seg uint64
+		// segID is seg as the 8 bytes every record checksum covers.
+		segID [8]byte
+		off   int64 // next write offset in f
+		// synced is an offset up to which f is known durable; every record
+		// carries the value it had when the record was encoded. It equals
+		// off between flushes (without NoSync).
+		synced    int64
 		buf       []byte
 		spare     chan error // result of the background spare preparation
-		preparing bool       // a prepareSpare is running
+		preparing bool       // a prepareSpare is running; its result comes on spare
+		haveSpare bool       // a complete spare file exists (checked again before use)
 		lastSync  time.Time
 	}
 
@@ -207,9 +224,11 @@ func (o *Options) validate() error {
 
 // Open opens the log in dir, creating dir (0700) if it is missing and the
 // log is writable, and recovers it: the newest segment is scanned record by
-// record, a torn tail is trimmed (by sealing the segment before it) and
-// counted, and anything worse is a *CorruptionError. A writable log then
-// appends to a fresh segment.
+// record, a torn tail is trimmed and counted, and anything worse is a
+// *CorruptionError. A writable log then appends right after the last valid
+// record of the newest segment (a torn tail is zeroed and synced first), or
+// to a fresh segment when the newest one is sealed or full. A brand-new log
+// starts on a zero-filled first segment.
 func Open(dir string, opts *Options) (*Log, error) {
 	var o Options
 	if opts != nil {
@@ -229,7 +248,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	l := &Log{
 		dir: dir, fs: o.FS, segSize: o.SegmentSize, noSync: o.NoSync,
-		minSync: o.MinSyncInterval, readOnly: o.ReadOnly, logger: o.Logger,
+		minSync: o.MinSyncInterval, readOnly: o.ReadOnly, logger: o.Logger, unsynced: maxUnsynced,
 		wake: make(chan struct{}, 1), closing: make(chan struct{}), ownerDone: make(chan struct{}),
 	}
 	l.rd.files = map[uint64]vfs.File{}
@@ -272,8 +291,8 @@ func (l *Log) createDir() error {
 	return nil
 }
 
-// recover lists, checks and scans the segments, then (writable) seals the
-// newest one and activates the next.
+// recover lists, checks and scans the segments, then (writable) resumes the
+// newest one or activates the next.
 func (l *Log) recover(scanFrom Pos) error {
 	names, err := l.fs.List(l.dir)
 	if err != nil {
@@ -306,6 +325,7 @@ func (l *Log) recover(scanFrom Pos) error {
 		}
 	}
 	info := RecoveryInfo{Segments: len(ids)}
+	var end scanEnd
 	for _, id := range ids {
 		size, err := l.checkHeader(id)
 		if err != nil {
@@ -316,17 +336,14 @@ func (l *Log) recover(scanFrom Pos) error {
 	if len(ids) > 0 {
 		newest := ids[len(ids)-1]
 		info.Newest = newest
-		if err := l.scanNewest(newest, scanFrom, &info); err != nil {
+		if end, err = l.scanNewest(newest, scanFrom, &info); err != nil {
 			return err
 		}
 		l.segs.list[len(l.segs.list)-1].Sealed = info.Sealed
 	}
-	l.recovery = info
-	if info.TornBytes > 0 || info.TornRecords > 0 {
-		l.logger.Warn("wal: torn tail", "segment", info.Newest, "tail", info.Tail.String(),
-			"torn_bytes", info.TornBytes, "torn_records", info.TornRecords, "trimmed", !l.readOnly)
-	}
 	if l.readOnly {
+		l.recovery = info
+		l.logTorn()
 		d := info.Tail
 		if len(ids) == 0 {
 			d = Pos{1, SegmentHeaderSize}
@@ -339,7 +356,28 @@ func (l *Log) recover(scanFrom Pos) error {
 		l.first.Store(&f)
 		return nil
 	}
-	return l.startWriting(ids, info, haveSpare)
+	err = l.startWriting(ids, &info, end, haveSpare)
+	l.recovery = info
+	l.logTorn()
+	return err
+}
+
+func (l *Log) logTorn() {
+	info := l.recovery
+	if info.TornBytes > 0 || info.TornRecords > 0 || info.ZeroedBytes > 0 {
+		l.logger.Warn("wal: torn tail", "segment", info.Newest, "tail", info.Tail.String(),
+			"torn_bytes", info.TornBytes, "torn_records", info.TornRecords,
+			"zeroed_bytes", info.ZeroedBytes, "trimmed", !l.readOnly)
+	}
+}
+
+// scanEnd is what the tail scan of the newest segment found besides
+// RecoveryInfo: where it stopped, the largest synced mark it read, and the
+// file size.
+type scanEnd struct {
+	stop   int64 // offset of the first thing that is not a valid record (or of the seal)
+	synced int64 // largest synced mark of the records read (SegmentHeaderSize if none)
+	size   int64 // file size
 }
 
 // checkHeader validates the header of segment id and returns its size.
@@ -366,23 +404,25 @@ func (l *Log) checkHeader(id uint64) (int64, error) {
 }
 
 // scanNewest scans the newest segment for its tail.
-func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) error {
+func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, error) {
+	end := scanEnd{synced: SegmentHeaderSize}
 	name := l.path(segmentName(id))
 	f, err := l.fs.Open(name)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d: %w", id, err)
+		return end, fmt.Errorf("wal: open segment %d: %w", id, err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("wal: stat segment %d: %w", id, err)
+		return end, fmt.Errorf("wal: stat segment %d: %w", id, err)
 	}
+	end.size = fi.Size()
 	s := newSegFile(f, id, name, fi.Size())
 	from := int64(SegmentHeaderSize)
 	if hint.Segment == id && hint.Offset > SegmentHeaderSize && hint.Offset%RecordAlign == 0 && hint.Offset < s.size {
 		d, err := s.decode(hint.Offset)
 		if err != nil {
-			return err
+			return end, err
 		}
 		if d.st == stOK {
 			from = hint.Offset
@@ -396,17 +436,21 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) error {
 	for {
 		d, err := s.decode(off)
 		if err != nil {
-			return err
+			return end, err
 		}
+		end.stop = off
 		switch d.st {
 		case stOK:
 			switch d.h.typ {
 			case recTypeSeal:
 				if pending > 0 {
-					return s.corrupt(off, fmt.Sprintf("seal after an unfinished batch of %d records", pending))
+					return end, s.corrupt(off, fmt.Sprintf("seal after an unfinished batch of %d records", pending))
 				}
 				info.Tail, info.Sealed = Pos{id, off}, true
-				return nil
+				return end, nil
+			}
+			end.synced = max(end.synced, int64(d.h.synced))
+			switch d.h.typ {
 			case recTypeMore:
 				pending++
 			case recTypeLast:
@@ -422,10 +466,10 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) error {
 		case stBadHeader, stBadPayload:
 			at, proven, err := s.attested(off)
 			if err != nil {
-				return err
+				return end, err
 			}
 			if proven {
-				return s.corrupt(off, fmt.Sprintf("%s (the record at offset %d shows this one was durable)", d.reason, at))
+				return end, s.corrupt(off, fmt.Sprintf("%s (the record at offset %d shows this one was durable)", d.reason, at))
 			}
 			end := off + RecordHeaderSize
 			if d.st == stBadPayload {
@@ -434,26 +478,41 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) error {
 			info.TornBytes, info.TornRecords = end-batchStart, pending+1
 		}
 		info.Tail = Pos{id, batchStart}
-		return nil
+		return end, nil
 	}
 }
 
-// startWriting seals the recovered newest segment at its tail (or drops it
-// when it holds no record) and activates the next one.
-func (l *Log) startWriting(ids []uint64, info RecoveryInfo, haveSpare bool) error {
+// startWriting resumes the recovered newest segment at its tail when it is
+// unsealed and has room; otherwise it seals it there (or drops it when it
+// holds no record) and activates the next one.
+func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSpare bool) error {
 	if haveSpare && !l.spareReady() {
 		if err := l.fs.Remove(l.path(spareName)); err != nil {
 			return fmt.Errorf("wal: remove mis-sized spare: %w", err)
 		}
 		haveSpare = false
 	}
+	l.w.haveSpare = haveSpare
 	next := uint64(1)
 	if len(ids) > 0 {
 		newest := ids[len(ids)-1]
 		next = newest + 1
+		room := info.Tail.Offset+recordSpan(0) <= l.segSize-sealSpan
+		if !info.Sealed && room {
+			ok, err := l.resume(newest, info, end)
+			if err != nil || ok {
+				return err
+			}
+		}
 		switch {
 		case info.Sealed:
-		case info.Tail.Offset == SegmentHeaderSize && len(ids) > 0:
+			// A process killed between writing the seal and its fdatasync
+			// leaves a sealed segment that is only in the page cache: make
+			// it durable before a newer segment exists.
+			if err := l.syncSegment(newest); err != nil {
+				return err
+			}
+		case info.Tail.Offset == SegmentHeaderSize:
 			// The newest segment holds no record: no acknowledged record can
 			// be in it (each one is preceded by durable records back to the
 			// header). Replace it rather than leave an empty sealed file.
@@ -472,16 +531,135 @@ func (l *Log) startWriting(ids []uint64, info RecoveryInfo, haveSpare bool) erro
 			l.segs.list[len(l.segs.list)-1].Sealed = true
 		}
 	}
-	f, err := l.activate(next, haveSpare)
+	// Open never leaves a growing active segment: without a spare, the new
+	// segment is zero-filled now (a brand-new log pays this once).
+	f, err := l.activate(next, haveSpare, !haveSpare)
 	if err != nil {
 		return err
 	}
-	l.setActive(f, next)
-	first := Pos{next, SegmentHeaderSize}
-	if len(l.segs.list) > 1 {
-		first = l.segs.list[0].First
+	if haveSpare {
+		l.w.haveSpare = false
 	}
+	l.setActive(f, next)
+	l.setFirst()
+	return nil
+}
+
+func (l *Log) setFirst() {
+	first := l.segs.list[0].First
 	l.first.Store(&first)
+}
+
+// resume makes the unsealed newest segment id the active one, appending at
+// info.Tail. It reports false, having changed nothing, when the segment must
+// be sealed instead.
+//
+// What lies past the tail must be zero before a record is written there, or
+// a stale record left by a write that never became durable could later be
+// read as part of the log (a new record ending exactly where it starts). The
+// writer never has more than l.unsynced bytes written but not durable, all
+// past a durable offset that the scan went beyond, so every stale byte lies
+// in [stop, stop+unsynced); the records of an unfinished batch in [Tail,
+// stop) are stale too. Both are zeroed, each followed by an fdatasync: the
+// bytes past stop first, so that a crash while zeroing [Tail, stop) leaves
+// its survivors within reach of the next scan.
+//
+// A clean tail is resumed with no write, but with one fdatasync: the scan
+// may have read records that are only in the page cache (a process killed
+// between a write and its fdatasync), and readers are about to see them as
+// the log, so they must survive a power loss that follows. Nothing being
+// dirty in the common case, it costs a device cache flush.
+func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
+	tail, stop := info.Tail.Offset, end.stop
+	if stop < tail || stop-tail > l.unsynced {
+		// A torn batch larger than the window: sealing at the tail makes
+		// whatever lies past it unreachable, whatever its extent.
+		return false, nil
+	}
+	name := l.path(segmentName(id))
+	f, err := l.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return false, fmt.Errorf("wal: open segment %d to resume it: %w", id, err)
+	}
+	fail := func(err error) (bool, error) {
+		f.Close()
+		return false, err
+	}
+	stale, err := lastNonzero(f, id, stop, min(end.size, stop+l.unsynced))
+	if err != nil {
+		return fail(err)
+	}
+	synced := false // an fdatasync covered everything up to the tail
+	if stale > stop {
+		if err := l.zeroRange(f, id, stop, stale); err != nil {
+			return fail(err)
+		}
+		synced = !l.noSync
+	}
+	if stop > tail {
+		if err := l.zeroRange(f, id, tail, stop); err != nil {
+			return fail(err)
+		}
+		synced = !l.noSync
+	}
+	if !synced && !l.noSync {
+		if err := f.SyncData(); err != nil {
+			return fail(fmt.Errorf("wal: sync segment %d before resuming it: %w", id, err))
+		}
+		synced = true
+	}
+	if tail == SegmentHeaderSize && !l.noSync {
+		// No record yet: the segment may have been renamed into place just
+		// before a crash, its name not yet durable. (Records are written
+		// only after the directory sync that follows the rename.)
+		if err := l.syncDir(); err != nil {
+			return fail(err)
+		}
+	}
+	info.Resumed = true
+	info.ZeroedBytes = stale - tail
+	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
+	l.w.off, l.w.synced = tail, tail
+	if !synced {
+		// NoSync: the largest synced mark read is the best proven bound.
+		l.w.synced = min(end.synced, tail)
+	}
+	d := Pos{id, tail}
+	l.durable.Store(&d)
+	l.setFirst()
+	return true, nil
+}
+
+// zeroRange writes zeros over [from, to) of segment id and syncs them
+// (unless NoSync).
+func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
+	zeros := make([]byte, min(256<<10, to-from))
+	for off := from; off < to; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), to-off)
+		clear(zeros) // vfs writes may modify their argument
+		if _, err := f.WriteAt(zeros[:n], off); err != nil {
+			return fmt.Errorf("wal: zero stale bytes of segment %d at offset %d: %w", id, off, err)
+		}
+	}
+	if l.noSync {
+		return nil
+	}
+	if err := f.SyncData(); err != nil {
+		return fmt.Errorf("wal: sync zeroed tail of segment %d: %w", id, err)
+	}
+	return nil
+}
+
+// syncSegment makes what segment id holds durable.
+func (l *Log) syncSegment(id uint64) error {
+	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		return fmt.Errorf("wal: open segment %d to sync it: %w", id, err)
+	}
+	defer f.Close()
+	if err := f.SyncData(); err != nil {
+		return fmt.Errorf("wal: sync segment %d: %w", id, err)
+	}
 	return nil
 }
 
@@ -507,7 +685,8 @@ func (l *Log) sealAt(id uint64, off int64) error {
 	return nil
 }
 
-// setActive installs f as the active segment id (owner or Open only).
+// setActive installs f as the new, empty active segment id (owner or Open
+// only).
 func (l *Log) setActive(f vfs.File, id uint64) {
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
 	l.w.off, l.w.synced = SegmentHeaderSize, SegmentHeaderSize
@@ -516,10 +695,18 @@ func (l *Log) setActive(f vfs.File, id uint64) {
 	l.segs.Lock()
 	l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: d, Size: l.segSize})
 	l.segs.Unlock()
-	if !l.spareReady() {
-		l.w.preparing = true
-		go func() { l.w.spare <- l.prepareSpare() }()
+}
+
+// maybePrepareSpare starts zero-filling the next segment in the background
+// once the active one is half full and no spare exists or is being made
+// (owner only). Preparing it lazily keeps a 64 MiB zero-fill away from an
+// Open and from the first commits after it.
+func (l *Log) maybePrepareSpare() {
+	if l.w.preparing || l.w.haveSpare || l.w.off < l.segSize/2 {
+		return
 	}
+	l.w.preparing = true
+	go func() { l.w.spare <- l.prepareSpare() }()
 }
 
 func (l *Log) durablePos() Pos { return *l.durable.Load() }
@@ -688,22 +875,37 @@ func (l *Log) commit(batch []*Waiter) {
 	}
 	l.flush(buf, batch[start:])
 	l.w.buf = buf[:0]
+	l.maybePrepareSpare()
 }
 
 // flush writes buf at the active offset, syncs, publishes the new durable
 // end and completes ws. It reports false after a (sticky) failure.
+//
+// Every write starts at the durable end (l.w.synced == l.w.off: Open and
+// every flush leave it so), and none is larger than l.unsynced: a larger buf
+// is written in pieces with an fdatasync after each, so that recovery finds
+// every byte that was written but not made durable within l.unsynced of
+// where its scan stops. The records keep the synced mark they were encoded
+// with, which only understates what was durable.
 func (l *Log) flush(buf []byte, ws []*Waiter) bool {
-	if _, err := l.w.f.WriteAt(buf, l.w.off); err != nil {
-		l.fail(fmt.Errorf("wal: write segment %d at offset %d: %w", l.w.seg, l.w.off, err), ws)
-		return false
-	}
-	l.stats.writes.Add(1)
-	l.stats.written.Add(int64(len(buf)))
-	l.w.off += int64(len(buf))
-	if !l.noSync {
-		if err := l.syncActive(); err != nil {
-			l.fail(err, ws)
+	for rest := buf; len(rest) > 0; {
+		n := int64(len(rest))
+		if !l.noSync {
+			n = min(n, l.unsynced)
+		}
+		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
+			l.fail(fmt.Errorf("wal: write segment %d at offset %d: %w", l.w.seg, l.w.off, err), ws)
 			return false
+		}
+		l.stats.writes.Add(1)
+		l.stats.written.Add(n)
+		l.w.off += n
+		rest = rest[n:]
+		if !l.noSync {
+			if err := l.syncActive(); err != nil {
+				l.fail(err, ws)
+				return false
+			}
 		}
 	}
 	d := Pos{l.w.seg, l.w.off}
@@ -754,16 +956,17 @@ func (l *Log) rotate() error {
 		return fmt.Errorf("wal: close segment %d: %w", l.w.seg, err)
 	}
 	l.w.f = nil
-	useSpare := false
 	if l.w.preparing {
-		if err := <-l.w.spare; err != nil {
+		err := <-l.w.spare
+		if err != nil {
 			l.logger.Error("wal: preparing a spare segment failed; creating one on demand", "err", err)
 		}
 		l.w.preparing = false
+		l.w.haveSpare = err == nil
 	}
-	useSpare = l.spareReady()
+	useSpare := l.w.haveSpare && l.spareReady()
 	next := l.w.seg + 1
-	f, err := l.activate(next, useSpare)
+	f, err := l.activate(next, useSpare, false)
 	if err != nil {
 		// Readers may still stop at the seal; nothing was acknowledged past it.
 		d := Pos{l.w.seg, sealAt}
@@ -774,6 +977,7 @@ func (l *Log) rotate() error {
 	l.segs.list[len(l.segs.list)-1].Sealed = true
 	l.segs.Unlock()
 	l.stats.rotations.Add(1)
+	l.w.haveSpare = false // used, or found missing
 	l.setActive(f, next)
 	return nil
 }

@@ -1,0 +1,488 @@
+package wal
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/google/go-cmp/cmp"
+)
+
+// opCounter counts the mutating filesystem operations that go through it.
+type opCounter struct {
+	syncs, creates, writes, renames, removes atomic.Int64
+}
+
+func (c *opCounter) wrap(fs vfs.FS) vfs.FS {
+	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		switch op.Kind {
+		case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo:
+			c.syncs.Add(1)
+		case errorfs.OpCreate, errorfs.OpMkdirAll, errorfs.OpLink:
+			c.creates.Add(1)
+		case errorfs.OpFileWrite, errorfs.OpFileWriteAt:
+			c.writes.Add(1)
+		case errorfs.OpRename, errorfs.OpReuseForWrite:
+			c.renames.Add(1)
+		case errorfs.OpRemove, errorfs.OpRemoveAll:
+			c.removes.Add(1)
+		}
+		return nil
+	}))
+}
+
+func (c *opCounter) String() string {
+	return fmt.Sprintf("%d syncs, %d creates, %d writes, %d renames, %d removes",
+		c.syncs.Load(), c.creates.Load(), c.writes.Load(), c.renames.Load(), c.removes.Load())
+}
+
+func listDir(t testing.TB, fs vfs.FS) []string {
+	t.Helper()
+	names, err := fs.List("wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// TestReopenResumes reopens a log many times: without writes it must not
+// change the disk (no write, creation, rename or removal, the files
+// byte-identical) and syncs once, the segment it resumes; with writes in
+// between, every session appends to the same segment after the previous
+// session's last record.
+func TestReopenResumes(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx := context.Background()
+	const segSize = 64 << 10
+	l := mustOpen(t, mem, Options{SegmentSize: segSize})
+	var want [][]byte
+	var wantPos []Pos
+	for i := range 10 {
+		r := rec(i, 100+i)
+		p, err := l.Append(ctx, r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, wantPos = append(want, r), append(wantPos, p)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	files := []string{segmentName(1)}
+	if got := listDir(t, mem); !slices.Equal(got, files) {
+		t.Fatalf("files after the first session: %v, want %v (no spare while the segment is nearly empty)", got, files)
+	}
+	before := snapshotFS(t, mem)
+	for i := range 25 {
+		var c opCounter
+		l := mustOpen(t, c.wrap(mem), Options{SegmentSize: segSize})
+		ri := l.Recovery()
+		if !ri.Resumed || ri.ZeroedBytes != 0 || ri.Tail != l.End() || ri.Segments != 1 {
+			t.Fatalf("reopen %d: recovery %+v, End %v", i, ri, l.End())
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if c.syncs.Load() != 1 || c.creates.Load()+c.writes.Load()+c.renames.Load()+c.removes.Load() != 0 {
+			t.Fatalf("reopen %d without writes: %s, want 1 sync and nothing else", i, &c)
+		}
+		if got := listDir(t, mem); !slices.Equal(got, files) {
+			t.Fatalf("reopen %d: files %v, want %v", i, got, files)
+		}
+		after := snapshotFS(t, mem)
+		if len(after) != len(before) {
+			t.Fatalf("reopen %d: %d files, want %d", i, len(after), len(before))
+		}
+		for n, b := range before {
+			if !bytes.Equal(after[n], b) {
+				t.Fatalf("reopen %d changed %s", i, n)
+			}
+		}
+	}
+	// Sessions that write: each continues where the previous one ended.
+	for s := range 20 {
+		l := mustOpen(t, mem, Options{SegmentSize: segSize})
+		end := l.End()
+		if end != wantPos[len(wantPos)-1].next(want[len(want)-1]) {
+			t.Fatalf("session %d starts at %v, the last record ends at %v", s, end, wantPos[len(wantPos)-1].next(want[len(want)-1]))
+		}
+		for i := range 3 {
+			r := rec(1000*s+i, 50*i)
+			p, err := l.Append(ctx, r)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.Segment != 1 {
+				t.Fatalf("session %d appended to segment %d", s, p.Segment)
+			}
+			want, wantPos = append(want, r), append(wantPos, p)
+		}
+		if st := l.Stats(); st.Rotations != 0 || st.Segments != 1 {
+			t.Fatalf("session %d: %+v", s, st)
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := listDir(t, mem); !slices.Equal(got, files) {
+		t.Fatalf("files after 20 writing sessions: %v, want %v", got, files)
+	}
+	l = mustOpen(t, mem, Options{SegmentSize: segSize, ReadOnly: true})
+	got, gotPos := readAll(t, l)
+	l.Close()
+	if d := cmp.Diff(want, got); d != "" {
+		t.Fatalf("records (-want +got):\n%s", d)
+	}
+	if d := cmp.Diff(wantPos, gotPos); d != "" {
+		t.Fatalf("positions (-want +got):\n%s", d)
+	}
+}
+
+// next is the position after the record r that starts at p.
+func (p Pos) next(r []byte) Pos { return Pos{p.Segment, p.Offset + recordSpan(len(r))} }
+
+// TestReopenRotatesWhenFull: a newest segment without room for one more
+// (minimal) record is sealed and a new one begins, zero-filled.
+func TestReopenRotatesWhenFull(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx := context.Background()
+	l := mustOpen(t, mem, Options{SegmentSize: 4 << 10})
+	// Leave exactly room for the seal: no minimal record fits.
+	big := make([]byte, 4<<10-SegmentHeaderSize-sealSpan-RecordHeaderSize)
+	if _, err := l.Append(ctx, big); err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	l = mustOpen(t, mem, Options{SegmentSize: 4 << 10})
+	defer l.Close()
+	if ri := l.Recovery(); ri.Resumed {
+		t.Fatalf("a full segment was resumed: %+v", ri)
+	}
+	segs := l.Segments()
+	if len(segs) != 2 || !segs[0].Sealed || segs[1].Sealed || l.End() != (Pos{2, SegmentHeaderSize}) {
+		t.Fatalf("segments %+v, End %v", segs, l.End())
+	}
+	fi, err := mem.Stat("wal/" + segmentName(2))
+	if err != nil || fi.Size() != 4<<10 {
+		t.Fatalf("the segment activated at Open is not zero-filled: %v %v", fi, err)
+	}
+	got, _ := readAll(t, l)
+	if len(got) != 1 || !bytes.Equal(got[0], big) {
+		t.Fatalf("read %d records", len(got))
+	}
+}
+
+// TestNewLogZeroFilled: a brand-new log's first segment has its full size
+// before the first append (its fdatasyncs never extend the file), and the
+// spare is prepared only once the active segment is half full.
+func TestNewLogZeroFilled(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx := context.Background()
+	const segSize = 16 << 10
+	l := mustOpen(t, mem, Options{SegmentSize: segSize})
+	defer l.Close()
+	size := func() int64 {
+		fi, err := mem.Stat("wal/" + segmentName(1))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return fi.Size()
+	}
+	if s := size(); s != segSize {
+		t.Fatalf("new log's first segment is %d bytes, want %d", s, segSize)
+	}
+	for l.End().Offset < segSize/2-600 {
+		if _, err := l.Append(ctx, rec(1, 500)); err != nil {
+			t.Fatal(err)
+		}
+		if got := listDir(t, mem); !slices.Equal(got, []string{segmentName(1)}) {
+			t.Fatalf("at %v (under half full): files %v", l.End(), got)
+		}
+	}
+	if s := size(); s != segSize {
+		t.Fatalf("the first segment changed size: %d", s)
+	}
+	for l.End().Offset < segSize/2 {
+		if _, err := l.Append(ctx, rec(2, 500)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The owner starts the spare after the write that crossed half.
+	deadline := time.Now().Add(10 * time.Second)
+	for !l.spareReady() {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spare prepared after the segment passed half full: %v", listDir(t, mem))
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestResumeZeroesStaleBytes writes, past the valid tail of the newest
+// segment, what a write that never became durable can leave there, and
+// checks that a writable Open zeroes it before resuming: new records of the
+// same sizes, which end exactly where a stale record starts, must never make
+// it part of the log.
+func TestResumeZeroesStaleBytes(t *testing.T) {
+	seg := segIDBytes(1)
+	for _, tc := range []struct {
+		name string
+		// stale returns the bytes to place at the tail, given the synced
+		// mark the lost write carried.
+		stale func(synced uint32) []byte
+		torn  int   // records counted as torn
+		fill  []int // sizes of new records that end where a stale valid record starts
+	}{
+		{"lost first block", func(s uint32) []byte {
+			b := appendRecord(nil, seg, recTypeLast, s, rec(1, 100))
+			b = appendRecord(b, seg, recTypeLast, s, rec(2, 60))
+			clear(b[:recordSpan(100)]) // the first record's blocks never reached the disk
+			return b
+		}, 0, []int{100}},
+		{"torn payload", func(s uint32) []byte {
+			b := appendRecord(nil, seg, recTypeLast, s, rec(1, 100))
+			b = appendRecord(b, seg, recTypeLast, s, rec(2, 60))
+			b[RecordHeaderSize+50] ^= 0xff
+			return b
+		}, 1, []int{100}},
+		{"unfinished batch", func(s uint32) []byte {
+			b := appendRecord(nil, seg, recTypeMore, s, rec(1, 100))
+			n := len(b)
+			b = appendRecord(b, seg, recTypeLast, s, rec(3, 30))
+			b = appendRecord(b, seg, recTypeLast, s, rec(2, 60))
+			clear(b[n : n+int(recordSpan(30))]) // the batch's last record was lost
+			return b
+		}, 1, []int{100, 30}},
+		{"garbage after a zero header", func(s uint32) []byte {
+			b := make([]byte, 300)
+			for i := 200; i < len(b); i++ {
+				b[i] = byte(i)
+			}
+			return b
+		}, 0, []int{200}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			ctx := context.Background()
+			l := mustOpen(t, mem, Options{SegmentSize: 16 << 10})
+			var acked [][]byte
+			var last Pos
+			for i := range 5 {
+				r := rec(100+i, 80)
+				p, err := l.Append(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acked, last = append(acked, r), p
+			}
+			l.Close()
+			tail := last.next(acked[len(acked)-1])
+			stale := tc.stale(uint32(tail.Offset))
+			f, err := mem.OpenReadWrite("wal/"+segmentName(1), vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt(bytes.Clone(stale), tail.Offset); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+
+			l = mustOpen(t, mem, Options{SegmentSize: 16 << 10})
+			ri := l.Recovery()
+			end := tail.Offset + int64(len(bytes.TrimRight(stale, "\x00")))
+			if !ri.Resumed || ri.Tail != tail || ri.TornRecords != tc.torn || ri.ZeroedBytes != end-tail.Offset {
+				t.Fatalf("recovery %+v; want resumed at %v, %d torn records, %d bytes zeroed", ri, tail, tc.torn, end-tail.Offset)
+			}
+			b := snapshotFS(t, mem)[segmentName(1)]
+			if !allZero(b[tail.Offset:]) {
+				t.Fatalf("stale bytes left past the tail at %d", tail.Offset+int64(bytes.IndexFunc(b[tail.Offset:], func(r rune) bool { return r != 0 })))
+			}
+			// New records that end exactly where a stale record starts: had
+			// it not been zeroed, the next recovery would read it as theirs.
+			for i, n := range tc.fill {
+				r := rec(200+i, n)
+				p, err := l.Append(ctx, r)
+				if err != nil {
+					t.Fatal(err)
+				}
+				acked = append(acked, r)
+				if i == 0 && p != tail {
+					t.Fatalf("first record after resuming at %v, want %v", p, tail)
+				}
+			}
+			l.Close()
+			for _, ro := range []bool{true, false} {
+				l = mustOpen(t, mem, Options{SegmentSize: 16 << 10, ReadOnly: ro})
+				got, _ := readAll(t, l)
+				ri := l.Recovery()
+				l.Close()
+				sameRecs(t, "after resuming over stale bytes", acked, got)
+				if ri.TornBytes != 0 || ri.ZeroedBytes != 0 {
+					t.Fatalf("reopen (read-only %v) after writing over the zeroed tail: %+v", ro, ri)
+				}
+			}
+		})
+	}
+}
+
+// TestResumeSyncedMarks checks the synced mark of the first record written
+// after a resume: Open synced the segment (clean tail) or zeroed and synced
+// what lay past the tail (torn tail), so it is the tail itself; never more,
+// which would vouch for bytes past the tail, and under NoSync, where nothing
+// was synced, the largest mark recovery read.
+func TestResumeSyncedMarks(t *testing.T) {
+	mem := vfs.NewMem()
+	ctx := context.Background()
+	l := mustOpen(t, mem, Options{SegmentSize: 16 << 10})
+	var last Pos
+	var err error
+	for i := range 4 {
+		if last, err = l.Append(ctx, rec(i, 200)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	l.Close()
+	markAt := func(p Pos) uint32 {
+		b := snapshotFS(t, mem)[segmentName(p.Segment)]
+		return binary.LittleEndian.Uint32(b[p.Offset+12:])
+	}
+	prevMark := markAt(last)
+
+	l = mustOpen(t, mem, Options{SegmentSize: 16 << 10, NoSync: true})
+	p, err := l.Append(ctx, rec(9, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if m := markAt(p); m != prevMark {
+		t.Fatalf("after a NoSync resume at %v the first record's synced mark is %d, want the last mark read, %d", p, m, prevMark)
+	}
+	l = mustOpen(t, mem, Options{SegmentSize: 16 << 10})
+	clean := l.End()
+	p, err = l.Append(ctx, rec(10, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if p != clean || markAt(p) != uint32(clean.Offset) {
+		t.Fatalf("after a clean resume the first record is at %v with synced mark %d, want %v and %d", p, markAt(p), clean, clean.Offset)
+	}
+
+	// A torn tail: the record after p is cut.
+	f, _ := mem.OpenReadWrite("wal/"+segmentName(1), vfs.WriteCategoryUnspecified)
+	torn := appendRecord(nil, segIDBytes(1), recTypeLast, uint32(p.Offset), rec(11, 300))
+	tail := p.next(rec(10, 20))
+	if _, err := f.WriteAt(torn[:100], tail.Offset); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l = mustOpen(t, mem, Options{SegmentSize: 16 << 10})
+	if ri := l.Recovery(); ri.TornRecords != 1 || ri.Tail != tail {
+		t.Fatalf("recovery %+v", ri)
+	}
+	q, err := l.Append(ctx, rec(12, 20))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Close()
+	if q != tail || markAt(q) != uint32(tail.Offset) {
+		t.Fatalf("after a torn resume the first record is at %v with synced mark %d, want %v and %d", q, markAt(q), tail, tail.Offset)
+	}
+}
+
+// killSwitch makes every filesystem operation fail from kill on, like the
+// calls a process would make after a SIGKILL: what it wrote but did not sync
+// stays in the (crashable) filesystem's unsynced data, as in a page cache.
+type killSwitch struct{ dead atomic.Bool }
+
+var errKilled = errors.New("process killed")
+
+func (k *killSwitch) wrap(fs vfs.FS) vfs.FS {
+	return errorfs.Wrap(fs, errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if k.dead.Load() {
+			return errKilled
+		}
+		return nil
+	}))
+}
+
+// TestKillResumePowerLoss: a process writes records it never syncs and is
+// killed; the next one resumes after them (they are valid, in the page
+// cache), appends more and is killed before its fdatasync too; then the
+// power fails, keeping any subset of the unsynced blocks. Recovery must find
+// every acknowledged record, nothing never appended, and no corruption: no
+// synced mark may vouch for bytes that were not durable.
+func TestKillResumePowerLoss(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 1))
+	trials := 200
+	if testing.Short() {
+		trials = 60
+	}
+	for trial := range trials {
+		mem := vfs.NewCrashableMem()
+		ctx := context.Background()
+		l := mustOpen(t, mem, Options{SegmentSize: 64 << 10})
+		var acked [][]byte
+		for i := range 3 {
+			r := rec(i, 1000)
+			if _, err := l.Append(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			acked = append(acked, r)
+		}
+		l.Close()
+		appended := map[string]bool{}
+		for _, r := range acked {
+			appended[string(r)] = true
+		}
+		// Two processes, each killed after its write and before its sync.
+		for p := range 2 {
+			var k killSwitch
+			var armed atomic.Bool
+			fs := errorfs.Wrap(k.wrap(mem), errorfs.InjectorFunc(func(op errorfs.Op) error {
+				if armed.Load() && op.Kind == errorfs.OpFileSyncData && op.Path == "wal/"+segmentName(1) {
+					k.dead.Store(true) // killed between write and fdatasync
+					return errKilled
+				}
+				return nil
+			}))
+			l := mustOpen(t, fs, Options{SegmentSize: 64 << 10})
+			armed.Store(true)
+			if p == 1 && l.Recovery().Tail.Offset <= SegmentHeaderSize+3*recordSpan(1000) {
+				t.Fatalf("trial %d: the second process did not resume after the first one's unsynced records: %+v", trial, l.Recovery())
+			}
+			recs := [][]byte{rec(10*p+10, 3000+rng.IntN(6000)), rec(10*p+11, rng.IntN(5000))}
+			for _, r := range recs {
+				appended[string(r)] = true
+			}
+			if _, err := l.AppendBatch(ctx, recs); !errors.Is(err, errKilled) {
+				t.Fatalf("trial %d: append in a killed process: %v", trial, err)
+			}
+			l.Close()
+		}
+		clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: rng.IntN(101), RNG: rand.New(rand.NewPCG(rng.Uint64(), 0))})
+		l = mustOpen(t, clone, Options{SegmentSize: 64 << 10})
+		got, _ := readAll(t, l) // fails the test on a corruption error
+		l.Close()
+		if len(got) < len(acked) {
+			t.Fatalf("trial %d: %d records, %d acknowledged", trial, len(got), len(acked))
+		}
+		sameRecs(t, fmt.Sprintf("trial %d, acknowledged", trial), acked, got[:len(acked)])
+		for _, r := range got {
+			if !appended[string(r)] {
+				t.Fatalf("trial %d: a record that was never appended", trial)
+			}
+		}
+	}
+}
