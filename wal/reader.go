@@ -4,12 +4,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
 // readChunk is how much a segFile reads at a time.
 const readChunk = 256 << 10
+
+// readAtChunk is how much ReadAt reads with its first pread: the header and
+// the start of the payload, all of a small record.
+const readAtChunk = 4 << 10
+
+var readAtPool = sync.Pool{New: func() any { b := make([]byte, readAtChunk); return &b }}
 
 // segFile decodes records of one segment through a read buffer. It is used
 // by recovery, Reader and ReadAt; it is not safe for concurrent use.
@@ -328,24 +335,32 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	if pos.Segment != d.Segment {
 		size = MaxSegmentSize
 	}
-	var hb [RecordHeaderSize]byte
 	name := l.path(segmentName(pos.Segment))
 	ce := func(reason string) error {
 		return &CorruptionError{Segment: pos.Segment, Offset: pos.Offset, File: name, Reason: reason}
 	}
-	if n, err := readFull(f, hb[:], pos.Offset); err != nil {
-		if errors.Is(err, io.EOF) && n == 0 {
-			return nil, fmt.Errorf("%w: %v is past the end of segment %d", ErrBadPos, pos, pos.Segment)
-		}
-		if errors.Is(err, io.EOF) {
-			return nil, ce(fmt.Sprintf("record header cut short after %d bytes", n))
-		}
+	// One pread of the header and the first readAtChunk bytes; a record
+	// that does not fit gets a second one for the rest of its payload.
+	bp := readAtPool.Get().(*[]byte)
+	defer readAtPool.Put(bp)
+	want := min(readAtChunk, size-pos.Offset)
+	head := (*bp)[:want]
+	n, err := readFull(f, head, pos.Offset)
+	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
 	}
+	head = head[:n]
+	if n < RecordHeaderSize {
+		if n == 0 {
+			return nil, fmt.Errorf("%w: %v is past the end of segment %d", ErrBadPos, pos, pos.Segment)
+		}
+		return nil, ce(fmt.Sprintf("record header cut short after %d bytes", n))
+	}
+	hb := head[:RecordHeaderSize]
 	seg := segIDBytes(pos.Segment)
-	rh, why := parseHeader(hb[:], seg, pos.Offset, size)
+	rh, why := parseHeader(hb, seg, pos.Offset, size)
 	if why != "" {
-		if allZero(hb[:]) {
+		if allZero(hb) {
 			why = "no record here (zero header)"
 		}
 		return nil, ce(why)
@@ -354,13 +369,20 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 		return nil, fmt.Errorf("%w: %v is a segment seal, not a record", ErrBadPos, pos)
 	}
 	out := make([]byte, rh.length)
-	if n, err := readFull(f, out, pos.Offset+RecordHeaderSize); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, n))
+	got := copy(out, head[RecordHeaderSize:])
+	if got < len(out) {
+		if int64(n) < want { // the file ended
+			return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, got))
 		}
-		return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+		m, err := readFull(f, out[got:], pos.Offset+int64(n))
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, got+m))
+			}
+			return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+		}
 	}
-	if !payloadOK(hb[:], seg, out, rh.crc) {
+	if !payloadOK(hb, seg, out, rh.crc) {
 		return nil, ce("record checksum mismatch")
 	}
 	return out, nil

@@ -512,3 +512,39 @@ func TestReaderFollowsRotations(t *testing.T) {
 		t.Fatalf("only %d rotations", st.Rotations)
 	}
 }
+
+// TestReadAtSizes reads records around ReadAt's first-read size (header and
+// payload in one pread, or a second pread for the rest), in the active
+// segment (bounded by the durable end) and in a sealed one.
+func TestReadAtSizes(t *testing.T) {
+	fs := vfs.NewMem()
+	l := mustOpen(t, fs, Options{SegmentSize: 64 << 10})
+	defer l.Close()
+	ctx := context.Background()
+	sizes := []int{0, 1, 100, readAtChunk - RecordHeaderSize - 1, readAtChunk - RecordHeaderSize,
+		readAtChunk - RecordHeaderSize + 1, readAtChunk, 3 * readAtChunk, 20000}
+	var poss []Pos
+	for i, n := range sizes {
+		p, err := l.Append(ctx, rec(i, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		poss = append(poss, p)
+	}
+	check := func(when string) {
+		for i, n := range sizes {
+			b, err := l.ReadAt(poss[i])
+			if err != nil || !bytes.Equal(b, rec(i, n)) {
+				t.Fatalf("%s: ReadAt of the %d-byte record at %v: %d bytes, %v", when, n, poss[i], len(b), err)
+			}
+		}
+	}
+	check("active segment")
+	// Fill the segment so that it is sealed, then read the same records.
+	for l.End().Segment == poss[0].Segment {
+		if _, err := l.Append(ctx, rec(99, 5000)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check("sealed segment")
+}
