@@ -185,7 +185,8 @@ func crashRounds(t *testing.T, rng *rand.Rand, pct, rounds int) {
 		cloneRNG := rand.New(rand.NewPCG(rng.Uint64(), rng.Uint64()))
 		cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: cloneRNG}
 		if rng.IntN(8) == 0 {
-			// Crash while Open recovers, seals and activates.
+			// Crash while Open recovers: while it zeroes a torn tail and
+			// syncs, or seals, creates and activates a segment.
 			done := make(chan *Log, 1)
 			go func() {
 				l, err := Open("wal", &Options{FS: fs, SegmentSize: segSize})

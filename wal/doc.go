@@ -31,8 +31,9 @@
 // next segment (the spare) is zero-filled in the background once the active
 // one is half full; a brand-new log zero-fills its first segment in Open.
 // A writable Open keeps appending to the newest segment, right after its
-// last valid record, as long as it is unsealed and has room. Records are framed with a length and a CRC32C that covers the
-// header, the payload and the segment id; every record also carries the
+// last valid record, as long as it is unsealed and has room, so restarts
+// add no segment. Records are framed with a length and a CRC32C that covers
+// the header, the payload and the segment id; every record also carries the
 // offset up to which its segment was durable when it was written (the
 // synced mark). A full segment is closed with a seal record.
 //
@@ -46,11 +47,18 @@
 //   - Append, AppendBatch, AppendAsync: the commit point is the return of the
 //     fdatasync that covers the write holding the record. Nothing is
 //     acknowledged before it. A batch is framed so that recovery keeps it
-//     whole or drops it whole, and it never spans two segments.
+//     whole or drops it whole, and it never spans two segments. Every
+//     write starts at the durable end and is at most 512 KiB (a larger
+//     group commit is written in pieces, each synced), so at any moment at
+//     most 512 KiB lie written but not durable, right past durable data.
 //   - Segment creation: the spare is zero-filled, fsynced, renamed into
 //     place and the directory fsynced. To become segment N it gets its
 //     header, an fdatasync, a rename to its final name and a directory
-//     fsync: a segment's header is durable before its name is.
+//     fsync: a segment's header is durable before its name is. Without a
+//     spare (a new log's first segment, or a segment Open must start), the
+//     file is written as its name plus .tmp, header and zeros, fsynced,
+//     renamed and the directory fsynced; a rotation that finds no spare
+//     does the same without the zeros.
 //   - Rotation: the full segment gets a seal record and an fdatasync before
 //     the next segment is activated, so every segment but the newest ends
 //     with a durable seal.
