@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"fmt"
@@ -307,7 +308,10 @@ func (db *DB) checkpoint(final bool) error {
 	}
 
 	gen := db.bg.gen + 1
-	if err := writeFileAtomic(db.fs, db.ledgerTableName(gen), table, db.opts.NoSync); err != nil {
+	// The table is shared with the ledger, which searches it in place; a
+	// filesystem may use the buffer it is given to write (pebble's MemFS
+	// scribbles over it in race builds), so it gets a copy.
+	if err := writeFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
 	cp := checkpointFile{gen: gen, replay: walPos{seg: floor.Segment, off: floor.Offset}, ledgerGen: gen, storeID: db.storeID}
