@@ -25,8 +25,9 @@ func (db *DB) background() {
 	defer db.bg.wg.Done()
 	tick := time.NewTicker(db.sweepInterval())
 	defer tick.Stop()
-	// Open Pebble once the restart is over: an agent resuming after a crash
-	// gets its frame and its first atom before Pebble competes for the disk.
+	// Open Pebble and load the ledger's table once the restart is over: an
+	// agent resuming after a crash gets its frame before they compete for
+	// the disk and the CPU.
 	lazy := time.NewTimer(pebbleDelay)
 	defer lazy.Stop()
 	for {
@@ -34,6 +35,7 @@ func (db *DB) background() {
 		case <-db.bg.stop:
 			return
 		case <-lazy.C:
+			db.startLedger()
 			db.startSnapshots()
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)

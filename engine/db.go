@@ -45,6 +45,8 @@ type DB struct {
 	// ledgerReady is closed once the persisted ledger table is loaded;
 	// ledgerErr is set before that and read only after.
 	ledgerReady chan struct{}
+	ledgerStart func()    // starts the table's load; nil if there is none
+	ledgerOnce  sync.Once // runs ledgerStart once
 	ledgerErr   error
 
 	// snapReady is closed once Pebble is open (or failed to open); snap and
@@ -116,7 +118,7 @@ type OpenInfo struct {
 	TornBytes      int64 // bytes of an incomplete record trimmed from the log tail
 	Interrupted    int   // runs whose atom was running at the crash
 	CheckpointGen  uint64
-	LedgerDeferred bool // the persisted ledger table loads in the background
+	LedgerDeferred bool // the persisted ledger table loads after Open, in the background
 }
 
 const (
@@ -234,8 +236,11 @@ func (db *DB) open() error {
 		return err
 	}
 	if cp != nil && cp.ledgerGen != 0 {
+		// Like Pebble, the table loads after the restart: on the first call
+		// that needs it, or a moment after Open (see background).
 		db.openInfo.LedgerDeferred = true
-		go db.loadLedgerTable(cp.ledgerGen)
+		gen := cp.ledgerGen
+		db.ledgerStart = func() { go db.loadLedgerTable(gen) }
 	} else {
 		close(db.ledgerReady)
 	}
@@ -481,8 +486,16 @@ func (db *DB) ledgerTableName(gen uint64) string {
 	return db.path(fmt.Sprintf("ledger-%06d.tbl", gen))
 }
 
+// startLedger starts loading the persisted ledger table, once.
+func (db *DB) startLedger() {
+	if db.ledgerStart != nil {
+		db.ledgerOnce.Do(db.ledgerStart)
+	}
+}
+
 // waitLedger blocks until the persisted ledger table is loaded.
 func (db *DB) waitLedger(ctx context.Context) error {
+	db.startLedger()
 	select {
 	case <-db.ledgerReady:
 		return db.ledgerErr
