@@ -424,7 +424,11 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 		if err != nil {
 			return end, err
 		}
-		if d.st == stOK {
+		// A record start, or the end of the data: a hint taken at the tail
+		// (the engine's checkpoint after a clean close) is where the next
+		// record goes, and a scan from there finds the tail at once. A full
+		// scan would stop at the same zero header.
+		if d.st == stOK || d.st == stEnd {
 			from = hint.Offset
 		} else {
 			l.logger.Info("wal: ScanFrom is not a record start; scanning the newest segment from its start",
