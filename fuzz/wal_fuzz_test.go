@@ -12,9 +12,10 @@ import (
 )
 
 // walSegments is a tiny real log written through the wal API: segment 1
-// holds a few records and was sealed by a reopen, segment 2 (the newest,
-// unsealed) holds a few more. Tiny, so that the fuzzer mutates and
-// minimizes quickly.
+// holds a few records and a filler that leaves no room for another, so the
+// reopen sealed it; segment 2 (the newest, unsealed) holds a few more. Tiny
+// (one MinSegmentSize each), so that the fuzzer mutates and minimizes
+// quickly.
 var walSegments struct {
 	once   sync.Once
 	s1, s2 []byte
@@ -25,7 +26,7 @@ func walFixture(tb testing.TB) (s1, s2 []byte) {
 	walSegments.once.Do(func() {
 		fs := vfs.NewMem()
 		ctx := context.Background()
-		for _, batches := range [][][][]byte{
+		for i, batches := range [][][][]byte{
 			{{[]byte("")}, {[]byte("hello")}, {[]byte("a batch of"), []byte("two records")}, {bytes.Repeat([]byte{7}, 40)}},
 			{{[]byte("after the reopen")}, {[]byte("x"), []byte("y"), []byte("z")}},
 		} {
@@ -36,6 +37,15 @@ func walFixture(tb testing.TB) (s1, s2 []byte) {
 			}
 			for _, b := range batches {
 				if _, err := l.AppendBatch(ctx, b); err != nil {
+					walSegments.err = err
+					return
+				}
+			}
+			if i == 0 {
+				// A writable Open resumes a segment that has room; fill this
+				// one up to its seal's reserve so that the reopen seals it.
+				fill := wal.MinSegmentSize - 2*wal.RecordHeaderSize - l.End().Offset
+				if _, err := l.Append(ctx, bytes.Repeat([]byte{9}, int(fill))); err != nil {
 					walSegments.err = err
 					return
 				}
