@@ -37,8 +37,11 @@ type Options struct {
 	ReadOnly bool
 	// ScanFrom hints that the records before it were validated earlier (the
 	// engine passes its checkpoint). If it is a record start in the newest
-	// segment, the recovery scan starts there; otherwise the newest segment
-	// is scanned from its start. The zero Pos scans the whole newest segment.
+	// segment, or its end (End() at an earlier close), the recovery scan
+	// starts there; otherwise the newest segment is scanned from its start.
+	// It must be a position this log returned (a record's Pos, NextPos or
+	// End): a hint inside a record's payload could be mistaken for the end
+	// of the data. The zero Pos scans the whole newest segment.
 	ScanFrom Pos
 	// Logger receives recovery reports and background errors; nil discards.
 	Logger *slog.Logger
