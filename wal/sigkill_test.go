@@ -114,17 +114,28 @@ func TestSIGKILL(t *testing.T) {
 			t.Fatal(err)
 		}
 		acked := make(chan []uint64, 1)
+		first := make(chan struct{})
 		go func() {
 			var ids []uint64
 			sc := bufio.NewScanner(stdout)
 			for sc.Scan() {
 				if id, err := strconv.ParseUint(sc.Text(), 10, 64); err == nil {
+					if len(ids) == 0 {
+						close(first)
+					}
 					ids = append(ids, id)
 				}
 			}
 			acked <- ids
 		}()
-		time.Sleep(time.Duration(200+rng.IntN(800)) * time.Millisecond)
+		// The kill falls at a random moment after the child's first
+		// acknowledgement: a timer started at exec could fire before a slow
+		// child (race detector, loaded machine) has written anything.
+		select {
+		case <-first:
+		case <-time.After(60 * time.Second):
+		}
+		time.Sleep(time.Duration(rng.IntN(800)) * time.Millisecond)
 		if err := cmd.Process.Kill(); err != nil {
 			t.Fatal(err)
 		}
