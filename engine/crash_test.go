@@ -32,7 +32,9 @@ const (
 
 func crashOptions(fs vfs.FS, mode engine.Durability) *engine.Options {
 	return &engine.Options{
-		FS:            fs,
+		// Locks in memory: MemFS.Lock deadlocks with a CrashClone taken
+		// while Pebble opens in the background (see faultLockFS).
+		FS:            &faultLockFS{FS: fs},
 		Durability:    mode,
 		SegmentSize:   32 << 10, // several segments per trial
 		SnapshotEvery: 4,
