@@ -348,7 +348,11 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 			defer db.relaxed.Done()
 			ps, err := w.Wait(context.Background())
 			if err != nil {
-				return // the log's error is sticky: the commit reports it
+				// The log's error is sticky: the commit reports it. The ledger
+				// holds this certificate without a location, so no engine
+				// checkpoint may persist its table from now on.
+				db.failLog(err)
+				return
 			}
 			db.noteAppended(len(rec))
 			if c != nil {

@@ -243,6 +243,9 @@ func (r *Run) captured(c *capturedRun) {
 // not yet name are harmless: frame files carry their own seq, and the tail
 // replay skips what they already reflect.
 func (db *DB) checkpoint(final bool) error {
+	if err := db.logFailed(); err != nil {
+		return fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
+	}
 	snaps, err := db.snapshots(context.Background())
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)

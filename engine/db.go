@@ -90,6 +90,9 @@ type DB struct {
 		done     chan struct{} // closed when training ends; nil if it never started
 	}
 
+	// logErr is the log's first write or sync failure, if any (failLog).
+	logErr atomic.Pointer[error]
+
 	// tailBytes counts bytes appended since the last engine checkpoint.
 	tailBytes atomic.Int64
 
@@ -626,10 +629,27 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 		return wal.Pos{}, err
 	}
 	pos, err := db.log.Append(context.WithoutCancel(ctx), rec)
-	if err == nil {
-		db.noteAppended(len(rec))
+	if err != nil {
+		db.failLog(err)
+		return pos, err
 	}
-	return pos, err
+	db.noteAppended(len(rec))
+	return pos, nil
+}
+
+// failLog records that the log failed a write or sync (I8: final for the
+// log). From then on no engine checkpoint is written: the in-memory state
+// may hold what the log never made durable.
+func (db *DB) failLog(err error) {
+	db.logErr.CompareAndSwap(nil, &err)
+}
+
+// logFailed returns the log's first failure, if any.
+func (db *DB) logFailed() error {
+	if p := db.logErr.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 func (db *DB) noteAppended(n int) {
