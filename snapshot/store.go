@@ -263,7 +263,14 @@ func (s *Store) checkFormat() error {
 	if s.readOnly {
 		return nil
 	}
-	if err := s.db.Set(keyFormat, want, pebble.Sync); err != nil {
+	// Through apply, which turns Pebble's fatal-error panic on a failed
+	// write or sync into ErrFailed instead of killing the process.
+	b := s.db.NewBatch()
+	defer b.Close()
+	if err := b.Set(keyFormat, want, nil); err != nil {
+		return fmt.Errorf("snapshot: %s: writing the format marker: %w", s.dir, err)
+	}
+	if err := s.apply(b, pebble.Sync); err != nil {
 		return fmt.Errorf("snapshot: %s: writing the format marker: %w", s.dir, err)
 	}
 	return nil
