@@ -43,9 +43,14 @@ func (a *Atom) Seq() uint64 { return a.seq }
 // stopped (see Run.Interrupted).
 func (a *Atom) Resumed() bool { return a.resumed }
 
-// prepare validates an action, fills in its default key and returns the
-// intent the ledger records for it.
-func (a *Atom) prepare(act ledger.Action) (*ledger.Intent, error) {
+// prepare checks that the store and the atom are open, validates an action,
+// fills in its default key, and waits for the ledger's table: it returns
+// the intent the ledger records for the action.
+func (a *Atom) prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
+	db := a.run.db
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
 	a.mu.Lock()
 	if a.mu.done {
 		a.mu.Unlock()
@@ -58,6 +63,9 @@ func (a *Atom) prepare(act ledger.Action) (*ledger.Intent, error) {
 	in, err := ledger.NewIntent(act, a.run.id, a.seq, index)
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
 	}
 	return in, nil
 }
@@ -91,17 +99,11 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 // The returned slice belongs to the caller.
 func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]byte, error) {
 	db := a.run.db
-	if err := db.checkOpen(); err != nil {
-		return nil, err
-	}
 	if exec == nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: nil exec for %q", a.run.id, a.seq, act.Tool)
 	}
-	in, err := a.prepare(act)
+	in, err := a.prepare(ctx, act)
 	if err != nil {
-		return nil, err
-	}
-	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
 	j := &journal{db: db}
@@ -134,14 +136,8 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // Resolve and for the Do that follows it.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	db := a.run.db
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	in, err := a.prepare(act)
+	in, err := a.prepare(ctx, act)
 	if err != nil {
-		return err
-	}
-	if err := db.waitLedger(ctx); err != nil {
 		return err
 	}
 	j := &journal{db: db}
@@ -157,14 +153,8 @@ func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) er
 // closed as failed, and a later Do calls exec again with the same key.
 func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
 	db := a.run.db
-	if err := db.checkOpen(); err != nil {
-		return err
-	}
-	in, err := a.prepare(act)
+	in, err := a.prepare(ctx, act)
 	if err != nil {
-		return err
-	}
-	if err := db.waitLedger(ctx); err != nil {
 		return err
 	}
 	if err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason); err != nil {
