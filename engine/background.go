@@ -300,6 +300,10 @@ func (db *DB) checkpoint(final bool) error {
 			return err
 		}
 	}
+	gen := db.bg.gen + 1
+	if err := putSnapshotGen(b, gen); err != nil {
+		return err
+	}
 	if err := b.Commit(!db.opts.NoSync); err != nil {
 		return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
 	}
@@ -312,7 +316,6 @@ func (db *DB) checkpoint(final bool) error {
 		c.run.mu.Unlock()
 	}
 
-	gen := db.bg.gen + 1
 	// The table is shared with the ledger, which searches it in place; a
 	// filesystem may use the buffer it is given to write (pebble's MemFS
 	// scribbles over it in race builds), so it gets a copy.

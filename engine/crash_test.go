@@ -142,7 +142,15 @@ func TestCrashConvergence(t *testing.T) {
 	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
 		t.Run(mode.String(), func(t *testing.T) {
 			ref := runReference(t, mode)
-			seed := time.Now().UnixNano()
+			if *crashTrialSeed != 0 {
+				n := crashTrial(t, mode, ref, *crashTrialSeed)
+				t.Logf("trial seed %d: %d crash points", *crashTrialSeed, n)
+				return
+			}
+			seed := *crashRunSeed
+			if seed == 0 {
+				seed = time.Now().UnixNano()
+			}
 			t.Logf("seed %d (reference: %d filesystem operations)", seed, ref.ops)
 			rng := rand.New(rand.NewSource(seed))
 			crashes, trials := 0, 0
@@ -319,6 +327,14 @@ var ctx = context.Background()
 // crashPoints overrides the number of crash points per durability mode:
 // go test ./engine -run TestCrashConvergence -crash.points 50000 -timeout 0
 var crashPoints = flag.Int("crash.points", 0, "crash points per durability mode (0: 5000, or 600 with -short)")
+
+// crashRunSeed repeats a run (its seed is logged at the start); crashTrialSeed
+// repeats one trial (its seed is in every failure). A trial replays exactly
+// when the reference run makes the same number of filesystem operations.
+var (
+	crashRunSeed   = flag.Int64("crash.seed", 0, "seed of the crash run (0: from the clock)")
+	crashTrialSeed = flag.Int64("crash.trial", 0, "run only the trial with this seed, in each durability mode selected by -run")
+)
 
 type zeros struct{}
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"crypto/rand"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -60,6 +61,10 @@ type DB struct {
 	// before that.
 	recovered  chan struct{}
 	recoverErr error
+
+	// openGen is the generation of the engine checkpoint Open started
+	// from (0 = none); the snapshot store must be at least that recent.
+	openGen uint64
 
 	// active tracks log writes between their append and the in-memory update
 	// that follows it; an engine checkpoint replays from below the oldest.
@@ -211,6 +216,7 @@ func (db *DB) open() error {
 		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
 		db.bg.gen = cp.gen
 		db.bg.ledgerGn = cp.ledgerGen
+		db.openGen = cp.gen
 		db.openInfo.CheckpointGen = cp.gen
 	}
 
@@ -358,12 +364,64 @@ func (db *DB) openSnapshots() {
 		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
 		s, err = db.rebuildSnapshots(dir, err)
 	}
+	if err == nil {
+		err = db.checkSnapshotGen(s)
+		if err != nil {
+			s.Close()
+		}
+	}
 	if err != nil {
 		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
 		db.logger.Error("engine: snapshots unavailable", "err", err)
 		return
 	}
 	db.snap = s
+}
+
+// checkSnapshotGen re-indexes the log into s if s is older than the engine
+// checkpoint Open started from. Every checkpoint commits its snapshot batch,
+// synced, before it replaces CHECKPOINT, so an older store is one that lost
+// its contents: a crash after a rebuild moved the damaged store aside and
+// created a new one, but before the re-index reached it.
+func (db *DB) checkSnapshotGen(s *snapshot.Store) error {
+	if db.openGen == 0 {
+		return nil // no checkpoint yet: nothing was indexed
+	}
+	gen, err := db.snapshotGen(s)
+	if err != nil {
+		return err
+	}
+	if gen >= db.openGen {
+		return nil
+	}
+	db.logger.Warn("engine: snapshot store is older than CHECKPOINT; re-indexing the log",
+		"snapshot_gen", gen, "checkpoint_gen", db.openGen)
+	<-db.recovered
+	if db.recoverErr != nil {
+		return db.recoverErr
+	}
+	return db.reindex(s)
+}
+
+// snapshotGen returns the engine checkpoint generation recorded in s (0 if
+// none is).
+func (db *DB) snapshotGen(s *snapshot.Store) (uint64, error) {
+	v, err := s.Meta(metaCheckpointGen)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, corruptf(db.path(snapshotsDir), "metadata %q holds %d bytes, want 8", metaCheckpointGen, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// putSnapshotGen records in b that it belongs to engine checkpoint gen.
+func putSnapshotGen(b *snapshot.Batch, gen uint64) error {
+	return b.PutMeta(metaCheckpointGen, binary.BigEndian.AppendUint64(nil, gen))
 }
 
 // rebuildSnapshots moves a Pebble directory that failed to open aside and
@@ -436,6 +494,9 @@ func (db *DB) reindex(s *snapshot.Store) error {
 		if err := b.PutPositions(run, 1, p); err != nil {
 			return err
 		}
+	}
+	if err := putSnapshotGen(b, db.openGen); err != nil {
+		return err
 	}
 	return b.Commit(!db.opts.NoSync)
 }

@@ -70,6 +70,16 @@ package engine
 // dicts/<id>.dict:
 //
 //	"CNTMDICT" | version u16 LE | id u32 LE | uvarint len | dictionary | crc32c u32 LE
+//
+// snapshots/ (Pebble, package snapshot) holds one engine metadata key:
+//
+//	"engine/checkpoint-gen" -> gen u64 BE
+//
+// the generation of the last engine checkpoint whose batch it holds. A
+// checkpoint commits that batch (synced) before it replaces CHECKPOINT, so
+// a snapshot store whose generation is below CHECKPOINT's lost what it had
+// (a rebuild interrupted by a crash leaves a new, empty one) and is
+// re-indexed from the log.
 
 import (
 	"bytes"
@@ -96,6 +106,10 @@ const (
 	atomBodyVersion   = 1
 
 	storeFileSize = 40
+
+	// metaCheckpointGen is the snapshot store's metadata key holding the
+	// generation of the last engine checkpoint it took part in.
+	metaCheckpointGen = "engine/checkpoint-gen"
 
 	// MaxRunIDLen bounds a run id, in bytes.
 	MaxRunIDLen = 256

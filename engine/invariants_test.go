@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/snapshot"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -487,5 +488,44 @@ func TestSnapshotsRebuiltFromLog(t *testing.T) {
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("StateAt(7) after rebuild (-want +got):\n%s", diff)
+	}
+}
+
+// TestSnapshotsBehindCheckpointReindexed: a snapshot store that opens but
+// is older than the engine checkpoint (a crash after a rebuild moved the
+// old one aside and created a new, empty one) is re-indexed from the log,
+// not trusted.
+func TestSnapshotsBehindCheckpointReindexed(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := commitN(t, db, "r", 12)
+	want, _ := run.StateAt(ctx, 7)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := fs.RemoveAll("store/snapshots"); err != nil {
+		t.Fatal(err)
+	}
+	empty, err := snapshot.Open("store/snapshots", &snapshot.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := empty.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2 := openTest(t, fs, opts)
+	run2, _ := db2.Run(ctx, "r")
+	for seq := uint64(1); seq <= 12; seq++ {
+		if _, err := run2.StateAt(ctx, seq); err != nil {
+			t.Fatalf("StateAt(%d) with an empty snapshot store: %v", seq, err)
+		}
+	}
+	got, _ := run2.StateAt(ctx, 7)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Fatalf("StateAt(7) after re-index (-want +got):\n%s", diff)
 	}
 }
