@@ -272,6 +272,12 @@ func (db *DB) checkpoint(final bool) error {
 		db.relaxed.Wait()
 		floor = db.replayFloor()
 	})
+	// A relaxed certificate whose write failed while the callback waited
+	// for it is in the table without a location: the table must not be
+	// persisted, nor anything that names it.
+	if err := db.logFailed(); err != nil {
+		return fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
+	}
 	db.tailBytes.Store(0)
 	runs := db.runList()
 	caps := make([]*capturedRun, 0, len(runs))
