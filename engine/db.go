@@ -187,6 +187,13 @@ func (db *DB) open() error {
 		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
 	}
 	db.lock = lock
+	waitDirs := db.syncDirs()
+	defer func() {
+		// Never leave the fsyncs running past a failed Open.
+		if waitDirs != nil {
+			waitDirs()
+		}
+	}()
 
 	if err := db.openStoreFile(); err != nil {
 		return err
@@ -236,6 +243,10 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: open log: %w", err)
 	}
 	db.openInfo.TornBytes = db.log.Recovery().TornBytes
+	err, waitDirs = waitDirs(), nil
+	if err != nil {
+		return err
+	}
 
 	db.ledger = ledger.New()
 	err = db.recover(cp, scanFrom)
@@ -280,24 +291,51 @@ func (db *DB) abandon() {
 	}
 }
 
-// mkdirs creates the store's directories that are missing, and fsyncs the
-// parent of each one it creates so that the new entry survives a crash.
+// mkdirs creates the store's directories that are missing. syncDirs makes
+// their entries durable.
 func (db *DB) mkdirs() error {
-	for _, d := range []string{db.dir, db.path(framesDir), db.path(dictsDir)} {
+	for _, d := range db.dirs()[1:] {
 		if _, err := db.fs.Stat(d); err == nil {
 			continue
 		}
 		if err := db.fs.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("engine: create directory %s: %w", d, err)
 		}
-		if db.opts.NoSync {
-			continue
-		}
-		if err := syncDir(db.fs, db.fs.PathDir(d)); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// dirs lists the directories whose entries recovery relies on: the store's
+// parent (the store's own entry), the store, its log, frames and
+// dictionaries.
+func (db *DB) dirs() []string {
+	return []string{db.fs.PathDir(db.dir), db.dir, db.path(walDir), db.path(framesDir), db.path(dictsDir)}
+}
+
+// syncDirs starts an fsync of every directory of dirs, in parallel; the
+// returned function waits for them and returns the first error.
+//
+// They are synced at every Open, not only at the Open that creates them: a
+// process that met a failed fsync, or died before one, may leave entries
+// that exist only in the page cache (the store directory itself, a
+// dictionary, a segment, STORE), and the next Open would build on them and
+// acknowledge work whose files a power loss then takes away. A directory
+// with nothing to flush costs about 0.1 ms to fsync; these run beside the
+// log's open.
+func (db *DB) syncDirs() (wait func() error) {
+	if db.opts.NoSync {
+		return func() error { return nil }
+	}
+	dirs := db.dirs()
+	errs := make([]error, len(dirs))
+	var wg sync.WaitGroup
+	for i, d := range dirs {
+		wg.Go(func() { errs[i] = syncDir(db.fs, d) })
+	}
+	return func() error {
+		wg.Wait()
+		return errors.Join(errs...)
+	}
 }
 
 func (db *DB) openStoreFile() error {

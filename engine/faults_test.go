@@ -53,29 +53,7 @@ const (
 var (
 	faultTrials = flag.Int("faults.trials", 0, "fault-injection trials per test and durability mode (0: 150, or 40 with -short)")
 	faultSeedF  = flag.Int64("faults.seed", 0, "seed of the first fault-injection trial (0: from the clock)")
-	faultKnown  = flag.Bool("faults.known", false, "also inject the faults that reach known engine bugs (see faults_test.go; those trials fail until they are fixed)")
 )
-
-// Known engine bugs. The trials leave out the faults that reach them
-// unless -faults.known is set (then such trials fail, until the bugs are
-// fixed):
-//
-//   - A write or sync fault of the log in relaxed mode: the ledger keeps
-//     the certificate whose asynchronous write failed as certified at
-//     position 0:0, an engine checkpoint persists it in the ledger table,
-//     and after the restart every Do of that action fails with "wal: bad
-//     position: 0:0 is outside the durable log": the run is stuck.
-//   - A write or sync fault, then a later Open that succeeds, then a
-//     power loss. A process that met a failed fsync leaves behind data and
-//     directory entries that are not durable: the store directory itself
-//     (Open failed syncing its parent), a dictionary file (its directory
-//     sync failed), a segment's seal (written after the failed sync). The
-//     next Open finds them, builds on them and never syncs them; after the
-//     power loss they are gone and the store comes back empty, or does not
-//     open ("frame: unknown dictionary: id 1", "no record starts at ...").
-//     Left out: once a write or sync fault hit in a trial, the crashes of
-//     its later incarnations keep all unsynced data (a process crash, not a
-//     power loss).
 
 func faultOptions(fs vfs.FS, mode engine.Durability) *engine.Options {
 	return &engine.Options{
@@ -211,12 +189,6 @@ func (f *faultInjector) MaybeError(op errorfs.Op) error {
 	p := f.plan
 	if p == nil || f.removed.Load() || !p.matches(op) {
 		return nil
-	}
-	if !*faultKnown {
-		// The known engine bugs, listed with the -faults.known flag.
-		if f.mode == engine.Relaxed && faultIsWAL(op.Path) && p.class != faultRead {
-			return nil
-		}
 	}
 	i := f.n.Add(1)
 	if i < p.target || (i > p.target && !p.sticky) {
@@ -401,9 +373,6 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 	mem := vfs.NewCrashableMem()
 	world := agent.NewWorld()
 	acked := map[string]faultAck{}
-	// A write or sync fault hit in an earlier incarnation (see the known
-	// bugs).
-	faulted := false
 	faulty := 1 + rng.Intn(3)
 	tally.trials++
 	done := false
@@ -438,9 +407,6 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 				fail("incarnation %d: open failed on %s (fault %v on %s) with an error that hides it: %v", inc, inj.plan, h.class, h.op.Path, err)
 			}
 			tally.count(inj, true)
-			if h.class != faultRead {
-				faulted = true
-			}
 			continue
 		}
 		// I1: every atom acknowledged before is there, with its head.
@@ -477,9 +443,6 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 		if inj.plan != nil && rng.Intn(2) == 0 {
 			// The process dies where it stands: what is not synced may be lost.
 			pct := []int{0, 50, 100}[rng.Intn(3)]
-			if faulted && !*faultKnown {
-				pct = 100 // a process crash, not a power loss: see the known bugs
-			}
 			clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 2))})
 			db.Close()
 			mem = clone
@@ -491,9 +454,6 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 		trail[len(trail)-1] = fmt.Sprintf("incarnation %d: %s; acked %v; %s", inc, inj.describe(), faultAckString(acked), end)
 		inj.removed.Store(true)
 		tally.count(inj, surfaced)
-		if h := inj.hit(); h != nil && h.class != faultRead {
-			faulted = true
-		}
 	}
 	faultConverge(t, mem, mode, ref, world, fail)
 }
