@@ -246,6 +246,9 @@ func (db *DB) checkpoint(final bool) error {
 	if err := db.logFailed(); err != nil {
 		return fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
 	}
+	if err := db.dirsDurable(); err != nil {
+		return fmt.Errorf("engine: no checkpoint: %w", err)
+	}
 	snaps, err := db.snapshots(context.Background())
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)

@@ -62,6 +62,11 @@ type DB struct {
 	recovered  chan struct{}
 	recoverErr error
 
+	// dirsSynced is closed when the fsyncs of the store's directories that
+	// Open started have ended (syncDirs); dirsErr is set before that.
+	dirsSynced chan struct{}
+	dirsErr    error
+
 	// openGen is the generation of the engine checkpoint Open started
 	// from (0 = none); the snapshot store must be at least that recent.
 	openGen uint64
@@ -187,13 +192,7 @@ func (db *DB) open() error {
 		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
 	}
 	db.lock = lock
-	waitDirs := db.syncDirs()
-	defer func() {
-		// Never leave the fsyncs running past a failed Open.
-		if waitDirs != nil {
-			waitDirs()
-		}
-	}()
+	db.syncDirs()
 
 	if err := db.openStoreFile(); err != nil {
 		return err
@@ -243,10 +242,6 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: open log: %w", err)
 	}
 	db.openInfo.TornBytes = db.log.Recovery().TornBytes
-	err, waitDirs = waitDirs(), nil
-	if err != nil {
-		return err
-	}
 
 	db.ledger = ledger.New()
 	err = db.recover(cp, scanFrom)
@@ -286,6 +281,9 @@ func (db *DB) abandon() {
 		close(db.recovered)
 	}
 	db.closeSnapshots()
+	if db.dirsSynced != nil {
+		<-db.dirsSynced // never leave the fsyncs running past a failed Open
+	}
 	if db.lock != nil {
 		db.lock.Close()
 	}
@@ -312,30 +310,40 @@ func (db *DB) dirs() []string {
 	return []string{db.fs.PathDir(db.dir), db.dir, db.path(walDir), db.path(framesDir), db.path(dictsDir)}
 }
 
-// syncDirs starts an fsync of every directory of dirs, in parallel; the
-// returned function waits for them and returns the first error.
+// syncDirs starts an fsync of every directory of dirs, in parallel, in the
+// background. Nothing is acknowledged before they succeed: append and
+// checkpoint wait for them (dirsDurable), so they cost the restart nothing
+// and the first commit at most the difference to its own fdatasync.
 //
 // They are synced at every Open, not only at the Open that creates them: a
 // process that met a failed fsync, or died before one, may leave entries
-// that exist only in the page cache (the store directory itself, a
-// dictionary, a segment, STORE), and the next Open would build on them and
-// acknowledge work whose files a power loss then takes away. A directory
-// with nothing to flush costs about 0.1 ms to fsync; these run beside the
-// log's open.
-func (db *DB) syncDirs() (wait func() error) {
+// that exist only in the page cache (the store directory itself, STORE, a
+// dictionary, a segment), and the next Open would build on them and
+// acknowledge work whose files a power loss then takes away.
+func (db *DB) syncDirs() {
+	db.dirsSynced = make(chan struct{})
 	if db.opts.NoSync {
-		return func() error { return nil }
+		close(db.dirsSynced)
+		return
 	}
 	dirs := db.dirs()
-	errs := make([]error, len(dirs))
-	var wg sync.WaitGroup
-	for i, d := range dirs {
-		wg.Go(func() { errs[i] = syncDir(db.fs, d) })
-	}
-	return func() error {
+	go func() {
+		defer close(db.dirsSynced)
+		errs := make([]error, len(dirs))
+		var wg sync.WaitGroup
+		for i, d := range dirs {
+			wg.Go(func() { errs[i] = syncDir(db.fs, d) })
+		}
 		wg.Wait()
-		return errors.Join(errs...)
-	}
+		db.dirsErr = errors.Join(errs...)
+	}()
+}
+
+// dirsDurable waits for the directory fsyncs Open started and returns
+// their error.
+func (db *DB) dirsDurable() error {
+	<-db.dirsSynced
+	return db.dirsErr
 }
 
 func (db *DB) openStoreFile() error {
@@ -728,6 +736,10 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 		return wal.Pos{}, err
 	}
 	pos, err := db.log.Append(context.WithoutCancel(ctx), rec)
+	if err == nil {
+		// The record is durable only if the directories leading to it are.
+		err = db.dirsDurable()
+	}
 	if err != nil {
 		db.failLog(err)
 		return pos, err
@@ -813,6 +825,7 @@ func (db *DB) Close() error {
 	if err := db.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close log: %w", err))
 	}
+	<-db.dirsSynced // their error, if any, failed the checkpoint
 	if err := db.lock.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
 	}

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
@@ -528,4 +530,94 @@ func TestSnapshotsBehindCheckpointReindexed(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Fatalf("StateAt(7) after re-index (-want +got):\n%s", diff)
 	}
+}
+
+// TestOpenSyncsDirectories: entries a previous process left without a
+// directory fsync (it died before one, or the fsync failed) are durable
+// before Open's first acknowledgement; if their fsync fails, nothing is
+// acknowledged and nothing is executed.
+func TestOpenSyncsDirectories(t *testing.T) {
+	t.Run("durable", func(t *testing.T) {
+		mem := vfs.NewCrashableMem()
+		opts := testOptions(mem)
+		db, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, db, "r", 2)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		// A file renamed into place whose directory fsync never happened.
+		f, err := mem.Create("store/dicts/left-behind", vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Sync()
+		f.Close()
+		db, err = Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, db, "r", 1) // acknowledged: the directories are durable
+		crashed := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		db.Close()
+		if _, err := crashed.Stat("store/dicts/left-behind"); err != nil {
+			t.Fatalf("an entry Open found was lost by a power loss after an acknowledged commit: %v", err)
+		}
+	})
+	t.Run("fsync fails", func(t *testing.T) {
+		mem := vfs.NewMem()
+		opts := testOptions(mem)
+		db, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitN(t, db, "r", 2)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		var failing atomic.Bool
+		failing.Store(true)
+		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if failing.Load() && op.Kind == errorfs.OpFileSync && op.Path == "store/dicts" {
+				return errorfs.ErrInjected
+			}
+			return nil
+		})
+		o := *opts
+		o.FS = errorfs.Wrap(mem, inj)
+		db, err = Open("store", &o)
+		if err != nil {
+			t.Fatal(err) // the directory fsyncs do not hold up the restart
+		}
+		run, err := db.Run(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var c counter
+		_, err = a.Do(ctx, ledger.Action{Tool: "pay", Args: []byte(`{"n":3}`)}, c.exec("ok"))
+		if !errors.Is(err, errorfs.ErrInjected) {
+			t.Fatalf("Do after a failed directory fsync: %v, want the fsync's error", err)
+		}
+		if n := len(c.calls); n != 0 {
+			t.Fatalf("the action was executed %d times after a failed directory fsync", n)
+		}
+		if err := db.Close(); err == nil {
+			t.Fatal("Close after a failed directory fsync reported no error")
+		}
+		failing.Store(false)
+		db = openTest(t, mem, opts)
+		run, err = db.Run(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastSeq() != 2 {
+			t.Fatalf("run at seq %d after the fault is gone, want 2", run.LastSeq())
+		}
+	})
 }

@@ -23,6 +23,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -40,6 +41,7 @@ var (
 	reopens    = flag.Int("reopens", 30, "timed reopens per store")
 	dirFlag    = flag.String("dir", "", "directory for the stores (default: a temporary one, removed after)")
 	keep       = flag.Bool("keep", false, "keep the stores (and reuse them if present)")
+	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the timed reopens (not of the builds) to this file")
 )
 
 const (
@@ -80,6 +82,15 @@ func main() {
 		}
 		size := dirSize(dir)
 		var both, openOnly []time.Duration
+		if *cpuProfile != "" {
+			f, err := os.Create(*cpuProfile)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if err := pprof.StartCPUProfile(f); err != nil {
+				log.Fatal(err)
+			}
+		}
 		for i := 0; i < *reopens; i++ {
 			t0 := time.Now()
 			db, err := engine.Open(dir, &engine.Options{Logger: quiet})
@@ -108,6 +119,7 @@ func main() {
 				log.Fatal(err)
 			}
 		}
+		pprof.StopCPUProfile() // each store's reopens overwrite the last store's profile
 		fmt.Printf("| %d | %d | %.0f | %s | %s | %s | %s | %s |\n", total, runs, float64(size)/float64(total),
 			build.Round(time.Second), ms(pct(both, 50)), ms(pct(both, 99)), ms(pct(both, 100)), ms(pct(openOnly, 50)))
 	}
