@@ -236,6 +236,10 @@ func (db *DB) open() error {
 		NoSync:          db.opts.NoSync,
 		MinSyncInterval: db.opts.MinSyncInterval,
 		ScanFrom:        scanFrom,
+		// CHECKPOINT's replay position is below the log's durable end when
+		// it is taken (replayFloor), and no checkpoint is written once the
+		// log has failed.
+		ScanFromDurable: cp != nil,
 		Logger:          db.logger,
 	})
 	if err != nil {

@@ -43,6 +43,15 @@ type Options struct {
 	// End): a hint inside a record's payload could be mistaken for the end
 	// of the data. The zero Pos scans the whole newest segment.
 	ScanFrom Pos
+	// ScanFromDurable asserts that every record before ScanFrom was durable
+	// (fdatasynced) when the hint was taken, as the engine's checkpoint
+	// guarantees: it names only positions the log had reported durable.
+	// When the recovery scan then finds nothing at all past ScanFrom (the
+	// log was closed, or its process died, with nothing written after the
+	// hint), resuming the newest segment skips its fdatasync: the page
+	// cache holds nothing there that the disk does not. Anything found past
+	// the hint, a record or a stale byte, is synced as without it.
+	ScanFromDurable bool
 	// Logger receives recovery reports and background errors; nil discards.
 	Logger *slog.Logger
 }
@@ -114,10 +123,12 @@ type Log struct {
 	segSize  int64
 	unsynced int64 // maxUnsynced as of Open
 	noSync   bool
-	minSync  time.Duration
-	readOnly bool
-	logger   *slog.Logger
-	recovery RecoveryInfo // immutable after Open
+	// durableHint is Options.ScanFrom when ScanFromDurable is set.
+	durableHint Pos
+	minSync     time.Duration
+	readOnly    bool
+	logger      *slog.Logger
+	recovery    RecoveryInfo // immutable after Open
 
 	// durable is the end of the durable records (readers stop there).
 	// Written only by the owner goroutine (and Open); read lock-free.
@@ -253,6 +264,9 @@ func Open(dir string, opts *Options) (*Log, error) {
 		dir: dir, fs: o.FS, segSize: o.SegmentSize, noSync: o.NoSync,
 		minSync: o.MinSyncInterval, readOnly: o.ReadOnly, logger: o.Logger, unsynced: maxUnsynced,
 		wake: make(chan struct{}, 1), closing: make(chan struct{}), ownerDone: make(chan struct{}),
+	}
+	if o.ScanFromDurable {
+		l.durableHint = o.ScanFrom
 	}
 	l.rd.files = map[uint64]vfs.File{}
 	l.w.spare = make(chan error, 1)
@@ -575,7 +589,9 @@ func (l *Log) setFirst() {
 // may have read records that are only in the page cache (a process killed
 // between a write and its fdatasync), and readers are about to see them as
 // the log, so they must survive a power loss that follows. Nothing being
-// dirty in the common case, it costs a device cache flush.
+// dirty in the common case, it costs a device cache flush, which is skipped
+// when the scan started at a hint known durable (Options.ScanFromDurable)
+// and found nothing past it.
 func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	tail, stop := info.Tail.Offset, end.stop
 	if stop < tail || stop-tail > l.unsynced {
@@ -609,7 +625,9 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 		}
 		synced = !l.noSync
 	}
-	if !synced && !l.noSync {
+	// Nothing past a position known durable: nothing to make durable.
+	clean := l.durableHint != (Pos{}) && info.ScanFrom == l.durableHint && tail == l.durableHint.Offset && stale == tail
+	if !synced && !l.noSync && !clean {
 		if err := f.SyncData(); err != nil {
 			return fail(fmt.Errorf("wal: sync segment %d before resuming it: %w", id, err))
 		}
