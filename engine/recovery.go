@@ -209,7 +209,7 @@ func (db *DB) decodeFrame(compressed []byte, where string) (*frame.Frame, error)
 	if err != nil {
 		return nil, corruptf(where, "frame: %v", err)
 	}
-	f, err := frame.DecodeFrame(raw)
+	f, err := frame.DecodeFrameOwned(raw) // raw is this call's own
 	if err != nil {
 		return nil, corruptf(where, "frame: %v", err)
 	}

@@ -1,6 +1,7 @@
 package frame
 
 import (
+	"bytes"
 	"encoding/binary"
 	"math/bits"
 	"slices"
@@ -232,16 +233,20 @@ func (d *decoder) byte1(what string) byte {
 	return c
 }
 
-func (d *decoder) uvarint(what string) uint64 {
+func (d *decoder) uvarint(what string) uint64 { return d.uvarintOf(what, "") }
+
+// uvarintOf is uvarint of the field named what+suffix; the name is built
+// only for an error, never on the decoding path.
+func (d *decoder) uvarintOf(what, suffix string) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf[d.off:])
 	if n <= 0 {
 		if n == 0 {
-			d.fail(d.off, "truncated: want "+what)
+			d.fail(d.off, "truncated: want "+what+suffix)
 		} else {
-			d.fail(d.off, "varint overflows 64 bits in "+what)
+			d.fail(d.off, "varint overflows 64 bits in "+what+suffix)
 		}
 		return 0
 	}
@@ -267,7 +272,7 @@ func (d *decoder) count(what string, minSize int) int {
 // span reads a uvarint length and returns that many bytes, checked.
 func (d *decoder) span(what string) []byte {
 	start := d.off
-	v := d.uvarint(what + " length")
+	v := d.uvarintOf(what, " length")
 	if d.err != nil {
 		return nil
 	}
@@ -429,12 +434,26 @@ func DecodeDelta(b []byte) (*Delta, error) {
 // which its strings and byte slices share (Scratchpad gets its own copy,
 // since Apply appends to it).
 func DecodeFrame(b []byte) (*Frame, error) {
+	return decodeFrame(b, false)
+}
+
+// DecodeFrameOwned is DecodeFrame for a buffer the caller hands over: the
+// frame's strings and byte slices alias b instead of a copy of it, so the
+// caller must never modify b again (a freshly decompressed record it
+// drops, say). It saves a copy of the whole record on the restart path.
+func DecodeFrameOwned(b []byte) (*Frame, error) {
+	return decodeFrame(b, true)
+}
+
+func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	d := decoder{record: "frame", buf: b}
 	d.tag(tagFrame)
 	if d.err != nil {
 		return nil, d.err
 	}
-	d.buf = append(make([]byte, 0, len(b)), b...)
+	if !owned {
+		d.buf = bytes.Clone(b)
+	}
 	f := &Frame{}
 	f.Objective = d.str("objective")
 	// A subgoal takes at least 3 bytes: two empty strings and a status.

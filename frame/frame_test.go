@@ -54,6 +54,13 @@ func TestFrameRoundTrip(t *testing.T) {
 		if b2 := AppendFrame(nil, f2); !bytes.Equal(b2, b) {
 			t.Fatalf("n=%d: encode(decode(b)) != b", n)
 		}
+		f3, err := DecodeFrameOwned(bytes.Clone(b))
+		if err != nil {
+			t.Fatalf("n=%d: DecodeFrameOwned: %v", n, err)
+		}
+		if diff := cmp.Diff(f, f3, frameCmp); diff != "" {
+			t.Fatalf("n=%d: DecodeFrameOwned(encode(f)) != f (-want +got):\n%s", n, diff)
+		}
 		// Determinism: an equal frame built differently (a clone, whose map
 		// has a different insertion order) encodes to the same bytes.
 		if b3 := AppendFrame(nil, f.Clone()); !bytes.Equal(b3, b) {

@@ -92,6 +92,13 @@ func FuzzFrameDecode(f *testing.F) {
 		if got := frame.AppendFrame(nil, fr); !bytes.Equal(got, b) {
 			t.Fatalf("re-encoding differs:\n in %x\nout %x", b, got)
 		}
+		owned, err := frame.DecodeFrameOwned(bytes.Clone(b))
+		if err != nil {
+			t.Fatalf("DecodeFrame accepted what DecodeFrameOwned rejects: %v", err)
+		}
+		if got := frame.AppendFrame(nil, owned); !bytes.Equal(got, b) {
+			t.Fatalf("DecodeFrameOwned re-encodes differently:\n in %x\nout %x", b, got)
+		}
 		if got := frame.AppendFrame(nil, fr.Clone()); !bytes.Equal(got, b) {
 			t.Fatal("clone encodes differently")
 		}
