@@ -67,6 +67,10 @@ type DB struct {
 	dirsSynced chan struct{}
 	dirsErr    error
 
+	// openAppends is the log's append count when Open ended: a Close that
+	// finds it unchanged, with nothing replayed, has nothing to checkpoint.
+	openAppends int64
+
 	// openGen is the generation of the engine checkpoint Open started
 	// from (0 = none); the snapshot store must be at least that recent.
 	openGen uint64
@@ -254,6 +258,7 @@ func (db *DB) open() error {
 	if err != nil {
 		return err
 	}
+	db.openAppends = db.log.Stats().Appends
 	if cp != nil && cp.ledgerGen != 0 {
 		// Like Pebble, the table loads after the restart: on the first call
 		// that needs it, or a moment after Open (see background).
@@ -759,6 +764,14 @@ func (db *DB) failLog(err error) {
 	db.logErr.CompareAndSwap(nil, &err)
 }
 
+// unchanged reports whether the store is exactly as Open found it: opened
+// from an engine checkpoint, nothing replayed past it, nothing written to
+// the log since. Close then writes no checkpoint (nor opens Pebble or
+// loads the ledger table to write one).
+func (db *DB) unchanged() bool {
+	return db.openGen != 0 && db.openInfo.Replayed == 0 && db.log.Stats().Appends == db.openAppends
+}
+
 // logFailed returns the log's first failure, if any.
 func (db *DB) logFailed() error {
 	if p := db.logErr.Load(); p != nil {
@@ -818,7 +831,11 @@ func (db *DB) Close() error {
 		errs = append(errs, err)
 	}
 	// The final checkpoint needs the ledger table loaded (it rewrites it).
-	if err := db.waitLedger(context.Background()); err != nil {
+	// A store opened from a checkpoint with nothing to replay, and written
+	// nothing since, is left as it is: its CHECKPOINT is still exact.
+	if db.unchanged() {
+		db.logger.Debug("engine: close: nothing written since open; CHECKPOINT kept")
+	} else if err := db.waitLedger(context.Background()); err != nil {
 		errs = append(errs, err)
 	} else if err := db.checkpoint(true); err != nil {
 		errs = append(errs, err)

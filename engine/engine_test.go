@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -275,4 +276,62 @@ func TestSnapshotRetention(t *testing.T) {
 		}
 	}
 	_ = run
+}
+
+// TestCloseUnchangedKeepsCheckpoint: a store opened from a checkpoint and
+// closed without a write keeps its CHECKPOINT byte for byte (Close writes
+// no checkpoint, loads no ledger table, opens no snapshot store); one write
+// makes Close checkpoint again, with nothing left to replay.
+func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "r", 3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	before, err := readFile(fs, "store/"+checkpointName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		db, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		after, err := readFile(fs, "store/"+checkpointName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(before, after) {
+			t.Fatalf("reopen %d: Close rewrote CHECKPOINT of a store it did not change", i)
+		}
+	}
+	db = openTest(t, fs, opts)
+	commitN(t, db, "r", 1)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	after, _ := readFile(fs, "store/"+checkpointName)
+	if bytes.Equal(before, after) {
+		t.Fatal("Close after a commit kept the old CHECKPOINT")
+	}
+	db2, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	if n := db2.Stats().Open.Replayed; n != 0 {
+		t.Fatalf("replayed %d records after a clean close", n)
+	}
+	run, _ := db2.Run(ctx, "r")
+	if run.LastSeq() != 4 {
+		t.Fatalf("run at seq %d, want 4", run.LastSeq())
+	}
 }
