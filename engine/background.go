@@ -35,6 +35,7 @@ func (db *DB) background() {
 		case <-db.bg.stop:
 			return
 		case <-lazy.C:
+			db.startDirSyncs()
 			db.startLedger()
 			db.startSnapshots()
 		case r := <-db.bg.snapJobs:

@@ -331,6 +331,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	r.db.startDirSyncs() // the atom's first write will wait for them
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.atom != nil {
