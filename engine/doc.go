@@ -48,7 +48,14 @@
 //     snapshots, never atoms: the log still has every delta.
 //   - The engine checkpoint (CHECKPOINT, replaced atomically) names the log
 //     position Open replays from. It is written after the frame files,
-//     snapshots and ledger table it relies on are durable.
+//     snapshots and ledger table it relies on are durable, and records its
+//     generation in the snapshot store, which is re-indexed from the log
+//     if it is found older (a crash during its rebuild).
+//   - Open: the store's directories (its parent, the store, wal, frames,
+//     dicts) are fsynced before anything is acknowledged, whatever a
+//     previous process left in the page cache after a failed or missing
+//     fsync. The fsyncs start on the first Begin or write (or 200 ms after
+//     Open), off the restart path; their failure fails the log (I8).
 //
 // Restart replays only the log tail since the last engine checkpoint (at
 // most Options.RestartTail bytes, plus what a crash interrupted), so its

@@ -94,7 +94,11 @@
 //     the scan may have read records that are only in the page cache (a
 //     process killed between a write and its fdatasync), and the log's
 //     readers are about to rely on them, so they must survive a power loss
-//     that follows; with nothing dirty it costs a device cache flush.
+//     that follows; with nothing dirty it costs a device cache flush. The
+//     flush is skipped when Options.ScanFromDurable vouches that everything
+//     before ScanFrom was durable and the scan found nothing past it (no
+//     record, no stale byte in the window): then there is nothing to make
+//     durable (the engine's CHECKPOINT gives such a hint).
 //     If the segment holds no record yet, the directory is synced too (its
 //     name may date from a rename just before a crash). A sealed newest
 //     segment is synced before its successor is created, for the same
@@ -102,7 +106,7 @@
 //     at its tail and a new one begins.
 //   - Synced marks after a resume: the first records written carry the
 //     tail itself as their synced mark, never more, and the tail is durable
-//     by then (Open's fdatasync). A later recovery reports a bad record at x
+//     by then (Open's fdatasync, or the durable hint). A later recovery reports a bad record at x
 //     as corruption only if a valid record's mark is greater than x; marks
 //     at or below the tail never vouch for the zeroed region or for the
 //     first write over it (which may be torn), and any mark beyond belongs
