@@ -293,7 +293,7 @@ func (db *DB) abandon() {
 	db.closeSnapshots()
 	if db.dirsSynced != nil {
 		// Never leave fsyncs running past a failed Open; none start after.
-		db.dirsOnce.Do(func() { close(db.dirsSynced) })
+		db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
 		<-db.dirsSynced
 	}
 	if db.lock != nil {
@@ -859,7 +859,8 @@ func (db *DB) Close() error {
 	}
 	// Wait for the fsyncs if they started; their error, if any, failed the
 	// checkpoint. None start after this.
-	db.dirsOnce.Do(func() { close(db.dirsSynced) })
+	// If they never started, nothing can be acknowledged any more.
+	db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
 	<-db.dirsSynced
 	if err := db.lock.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
