@@ -70,6 +70,20 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, 
 	return in, nil
 }
 
+// prepareResolve is prepare for Resolve and ResolveFailed: an action with
+// a default key must be the in-doubt one (see ErrNotInDoubt).
+func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
+	in, err := a.prepare(ctx, act)
+	if err != nil || act.Key != "" {
+		return in, err
+	}
+	if e, ok := a.run.db.ledger.Lookup(in.Fingerprint); !ok || e.Status != ledger.StatusIntent {
+		return nil, fmt.Errorf("%w: %q with default key %q (call %d of run %q seq %d); resolve with the key of the InDoubtError",
+			ErrNotInDoubt, act.Tool, in.Key, in.Index, a.run.id, a.seq)
+	}
+	return in, nil
+}
+
 // record adds an action to the atom's list, which the chain covers. An
 // action is listed once, however often the atom calls it (a Resolve then a
 // Do of the same action, say).
@@ -133,10 +147,13 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // the same action (tool, args, key) that Do reported in doubt. A default
 // key depends on the call's index in the atom, so an agent that relies on
 // default keys sets Action.Key to the key of the ledger.InDoubtError for
-// Resolve and for the Do that follows it.
+// Resolve and for the Do that follows it. A Resolve with a default key
+// that names no in-doubt action fails with ErrNotInDoubt rather than
+// certify an action that was never dispatched (and leave the real one in
+// doubt, for a later Do to run again).
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	db := a.run.db
-	in, err := a.prepare(ctx, act)
+	in, err := a.prepareResolve(ctx, act)
 	if err != nil {
 		return err
 	}
@@ -153,7 +170,7 @@ func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) er
 // closed as failed, and a later Do calls exec again with the same key.
 func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
 	db := a.run.db
-	in, err := a.prepare(ctx, act)
+	in, err := a.prepareResolve(ctx, act)
 	if err != nil {
 		return err
 	}

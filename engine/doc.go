@@ -68,7 +68,9 @@
 //   - One process per store (a file lock). Within the process, one DB.
 //   - Default idempotency keys derive from run id, seq and the call's index
 //     in the atom: an agent that relies on them must issue its Do calls in
-//     a deterministic order.
+//     a deterministic order, and resolves an in-doubt action with the key
+//     of its InDoubtError (a Resolve with a default key that names no
+//     in-doubt action fails with ErrNotInDoubt).
 //   - Fail does not consume the seq: the next Begin retries it, and
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer

@@ -37,6 +37,12 @@ var (
 	// ErrNotAStore is returned by read-only tools pointed at a directory
 	// that holds no store.
 	ErrNotAStore = errors.New("engine: not a CONTINUUM store")
+	// ErrNotInDoubt is returned by Resolve and ResolveFailed of an action
+	// with a default key (Action.Key empty) that is not in doubt: the
+	// default key of a call depends on its index in the atom, so it names
+	// a different action than the Do that was reported in doubt. Pass the
+	// key of that ledger.InDoubtError instead.
+	ErrNotInDoubt = errors.New("engine: action with a default key is not in doubt")
 )
 
 // CorruptionError says where a store is damaged. It matches ErrCorrupt.

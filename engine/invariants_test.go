@@ -174,8 +174,17 @@ func TestI3InDoubt(t *testing.T) {
 				if len(keys) != 0 {
 					t.Fatalf("exec called for a non-idempotent in-doubt action")
 				}
-				// A default key depends on the call's index in the atom: the
-				// agent names the action by the key the error carries.
+				// A default key depends on the call's index in the atom: a
+				// Resolve without a key names another action, which is not
+				// in doubt, and is refused rather than certify it (the real
+				// one would stay in doubt, for a later Do to run again).
+				if err := a2.Resolve(ctx, act, []byte("charged")); !errors.Is(err, ErrNotInDoubt) {
+					t.Fatalf("Resolve with the default key of a later call: %v, want ErrNotInDoubt", err)
+				}
+				if err := a2.ResolveFailed(ctx, act, "no trace"); !errors.Is(err, ErrNotInDoubt) {
+					t.Fatalf("ResolveFailed with the default key of a later call: %v, want ErrNotInDoubt", err)
+				}
+				// The agent names the action by the key the error carries.
 				act.Key = ide.Key
 				if err := a2.Resolve(ctx, act, []byte("charged")); err != nil {
 					t.Fatal(err)
@@ -620,4 +629,45 @@ func TestOpenSyncsDirectories(t *testing.T) {
 			t.Fatalf("run at seq %d after the fault is gone, want 2", run.LastSeq())
 		}
 	})
+}
+
+// TestResolveDefaultKeyFirstCall: an agent that knows from Interrupted which
+// action was in flight can resolve it with its default key as the atom's
+// first call, the index Do had.
+func TestResolveDefaultKeyFirstCall(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	act := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops"}`)}
+	var crashed *vfs.MemFS
+	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		return []byte("sent"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db2 := openTest(t, crashed, testOptions(crashed))
+	run2, _ := db2.Run(ctx, "r")
+	a2, err := run2.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.Resolve(ctx, act, []byte("sent")); err != nil {
+		t.Fatalf("Resolve of the in-doubt action as the first call, default key: %v", err)
+	}
+	var calls int
+	out, err := a2.Do(ctx, ledger.Action{Tool: act.Tool, Args: act.Args, Key: ledger.DefaultKey("r", a2.Seq(), 0)},
+		func(ctx context.Context, key string) ([]byte, error) { calls++; return nil, nil })
+	if err != nil || string(out) != "sent" || calls != 0 {
+		t.Fatalf("Do after Resolve: %q %v, exec called %d times", out, err, calls)
+	}
+	if err := a2.Commit(ctx, msg("sent")); err != nil {
+		t.Fatal(err)
+	}
 }
