@@ -466,78 +466,67 @@ func TestI7CorruptionInTheLog(t *testing.T) {
 	}
 }
 
-// TestSnapshotsRebuiltFromLog: Pebble holds only what the log can rebuild;
-// if it cannot open, the engine moves it aside and re-indexes.
+// TestSnapshotsRebuiltFromLog: Pebble holds only what the log can rebuild.
+// If it cannot open, the engine moves it aside and re-indexes; if it opens
+// but is older than the engine checkpoint (a crash after such a rebuild
+// moved the old one aside and created a new, empty one), it is re-indexed,
+// not trusted. Either way StateAt of every seq works again.
 func TestSnapshotsRebuiltFromLog(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := testOptions(fs)
-	db, err := Open("store", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := commitN(t, db, "r", 12)
-	want, _ := run.StateAt(ctx, 7)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	names, _ := fs.List("store/snapshots")
-	removed := 0
-	for _, n := range names {
-		if strings.HasPrefix(n, "MANIFEST") {
-			fs.Remove("store/snapshots/" + n)
-			removed++
-		}
-	}
-	if removed == 0 {
-		t.Fatal("no manifest to remove")
-	}
-	db2 := openTest(t, fs, opts)
-	run2, _ := db2.Run(ctx, "r")
-	got, err := run2.StateAt(ctx, 7)
-	if err != nil {
-		t.Fatalf("StateAt after the snapshot store was lost: %v", err)
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("StateAt(7) after rebuild (-want +got):\n%s", diff)
-	}
-}
-
-// TestSnapshotsBehindCheckpointReindexed: a snapshot store that opens but
-// is older than the engine checkpoint (a crash after a rebuild moved the
-// old one aside and created a new, empty one) is re-indexed from the log,
-// not trusted.
-func TestSnapshotsBehindCheckpointReindexed(t *testing.T) {
-	fs := vfs.NewMem()
-	opts := testOptions(fs)
-	db, err := Open("store", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run := commitN(t, db, "r", 12)
-	want, _ := run.StateAt(ctx, 7)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := fs.RemoveAll("store/snapshots"); err != nil {
-		t.Fatal(err)
-	}
-	empty, err := snapshot.Open("store/snapshots", &snapshot.Options{FS: fs})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := empty.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db2 := openTest(t, fs, opts)
-	run2, _ := db2.Run(ctx, "r")
-	for seq := uint64(1); seq <= 12; seq++ {
-		if _, err := run2.StateAt(ctx, seq); err != nil {
-			t.Fatalf("StateAt(%d) with an empty snapshot store: %v", seq, err)
-		}
-	}
-	got, _ := run2.StateAt(ctx, 7)
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Fatalf("StateAt(7) after re-index (-want +got):\n%s", diff)
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, fs vfs.FS)
+	}{
+		{"manifest lost", func(t *testing.T, fs vfs.FS) {
+			names, _ := fs.List("store/snapshots")
+			removed := 0
+			for _, n := range names {
+				if strings.HasPrefix(n, "MANIFEST") {
+					fs.Remove("store/snapshots/" + n)
+					removed++
+				}
+			}
+			if removed == 0 {
+				t.Fatal("no manifest to remove")
+			}
+		}},
+		{"empty store behind CHECKPOINT", func(t *testing.T, fs vfs.FS) {
+			if err := fs.RemoveAll("store/snapshots"); err != nil {
+				t.Fatal(err)
+			}
+			empty, err := snapshot.Open("store/snapshots", &snapshot.Options{FS: fs})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := empty.Close(); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs := vfs.NewMem()
+			opts := testOptions(fs)
+			db, err := Open("store", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := commitN(t, db, "r", 12)
+			want, _ := run.StateAt(ctx, 7)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			tc.damage(t, fs)
+			db2 := openTest(t, fs, opts)
+			run2, _ := db2.Run(ctx, "r")
+			for seq := uint64(1); seq <= 12; seq++ {
+				if _, err := run2.StateAt(ctx, seq); err != nil {
+					t.Fatalf("StateAt(%d) after the snapshot store was lost: %v", seq, err)
+				}
+			}
+			got, _ := run2.StateAt(ctx, 7)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Fatalf("StateAt(7) after the rebuild (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 
