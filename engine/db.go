@@ -358,8 +358,8 @@ func (db *DB) startDirSyncs() {
 	})
 }
 
-// dirsDurable waits for the directory fsyncs Open started and returns
-// their error.
+// dirsDurable starts the directory fsyncs if they have not started, waits
+// for them and returns their error.
 func (db *DB) dirsDurable() error {
 	db.startDirSyncs()
 	<-db.dirsSynced
