@@ -285,14 +285,7 @@ func TestSnapshotRetention(t *testing.T) {
 func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 	fs := vfs.NewMem()
 	opts := testOptions(fs)
-	db, err := Open("store", opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	commitN(t, db, "r", 3)
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	seedStore(t, opts, "r", 3)
 	before, err := readFile(fs, "store/"+checkpointName)
 	if err != nil {
 		t.Fatal(err)
@@ -313,7 +306,7 @@ func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 			t.Fatalf("reopen %d: Close rewrote CHECKPOINT of a store it did not change", i)
 		}
 	}
-	db = openTest(t, fs, opts)
+	db := openTest(t, fs, opts)
 	commitN(t, db, "r", 1)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -44,6 +44,20 @@ func commitN(t *testing.T, db *DB, id string, n int) *Run {
 	return run
 }
 
+// seedStore writes n atoms of run id into a new store and closes it
+// cleanly.
+func seedStore(t *testing.T, opts *Options, id string, n int) {
+	t.Helper()
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, id, n)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestI1DurabilityAcrossPowerLoss: what Commit, Do and Resolve acknowledged
 // survives a power loss that keeps only synced data.
 func TestI1DurabilityAcrossPowerLoss(t *testing.T) {
@@ -538,14 +552,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 	t.Run("durable", func(t *testing.T) {
 		mem := vfs.NewCrashableMem()
 		opts := testOptions(mem)
-		db, err := Open("store", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		commitN(t, db, "r", 2)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		seedStore(t, opts, "r", 2)
 		// A file renamed into place whose directory fsync never happened.
 		f, err := mem.Create("store/dicts/left-behind", vfs.WriteCategoryUnspecified)
 		if err != nil {
@@ -553,7 +560,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 		}
 		f.Sync()
 		f.Close()
-		db, err = Open("store", opts)
+		db, err := Open("store", opts)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -567,14 +574,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 	t.Run("fsync fails", func(t *testing.T) {
 		mem := vfs.NewMem()
 		opts := testOptions(mem)
-		db, err := Open("store", opts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		commitN(t, db, "r", 2)
-		if err := db.Close(); err != nil {
-			t.Fatal(err)
-		}
+		seedStore(t, opts, "r", 2)
 		var failing atomic.Bool
 		failing.Store(true)
 		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
@@ -585,7 +585,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 		})
 		o := *opts
 		o.FS = errorfs.Wrap(mem, inj)
-		db, err = Open("store", &o)
+		db, err := Open("store", &o)
 		if err != nil {
 			t.Fatal(err) // the directory fsyncs do not hold up the restart
 		}
