@@ -260,6 +260,16 @@ func (s smallLog) sealOf(seg uint64) int64 {
 	return end
 }
 
+// firstOf is the index of segment seg's first record (len(recs) if none).
+func (s smallLog) firstOf(seg uint64) int {
+	for i, p := range s.pos {
+		if p.Segment >= seg {
+			return i
+		}
+	}
+	return len(s.recs)
+}
+
 // lastBatchStart is the index of the first record of the last batch.
 func (s smallLog) lastBatchStart() int {
 	i := len(s.recs) - 1
@@ -291,8 +301,15 @@ func TestBitFlipEveryByte(t *testing.T) {
 			cases++
 			i := s.locate(seg, b)
 			switch {
-			case b < SegmentHeaderSize:
+			case b < SegmentHeaderSize && seg == s.newest:
 				wantCorrupt(t, what, o.openErr, seg, 0)
+			case b < SegmentHeaderSize:
+				// A sealed segment's header is checked by its first read.
+				if o.openErr != nil {
+					t.Fatalf("%s: Open: %v", what, o.openErr)
+				}
+				wantCorrupt(t, what, o.readErr, seg, 0)
+				sameRecs(t, what, s.recs[:s.firstOf(seg)], o.recs)
 			case seg != s.newest && i >= 0:
 				if o.openErr != nil {
 					t.Fatalf("%s: Open: %v", what, o.openErr)
@@ -320,6 +337,53 @@ func TestBitFlipEveryByte(t *testing.T) {
 		}
 	}
 	t.Logf("%d bit flips over %d records in %d segments", cases, len(s.recs), len(s.files))
+}
+
+// TestSealedHeaderCheckedOnRead: Open does not open sealed segments, so a
+// damaged sealed header leaves a writable Open working; ReadAt and a
+// Reader report the damage at the segment's offset 0 the first time they
+// open it, and the other segments stay readable.
+func TestSealedHeaderCheckedOnRead(t *testing.T) {
+	s := buildSmallLog(t)
+	files := map[string][]byte{}
+	for n, d := range s.files {
+		files[n] = bytes.Clone(d)
+	}
+	files[segmentName(1)][0] ^= 0xff // the magic
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("wal", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for n, b := range files {
+		f, err := fs.Create("wal/"+n, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	l := mustOpen(t, fs, Options{SegmentSize: 4 << 10})
+	defer l.Close()
+	for i := 0; i < 2; i++ { // the second call must not find a cached handle
+		_, err := l.ReadAt(s.pos[0])
+		wantCorrupt(t, "ReadAt in the damaged segment", err, 1, 0)
+	}
+	i := s.firstOf(2)
+	got, err := l.ReadAt(s.pos[i])
+	if err != nil || !bytes.Equal(got, s.recs[i]) {
+		t.Fatalf("ReadAt(%v) in an intact segment: %v", s.pos[i], err)
+	}
+	r, err := l.NewReader(Pos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if r.Next() {
+		t.Fatalf("Reader read a record of a segment whose header is damaged")
+	}
+	wantCorrupt(t, "Reader", r.Err(), 1, 0)
 }
 
 // TestTruncateEveryByte truncates each segment at every length: the newest

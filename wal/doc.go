@@ -63,10 +63,12 @@
 //     the next segment is activated, so every segment but the newest ends
 //     with a durable seal.
 //   - RemoveBelow: removes whole sealed segments, then fsyncs the directory.
-//   - Open (recovery): all segment headers are checked and the ids must be
-//     contiguous. The newest segment is scanned record by record (from
-//     Options.ScanFrom when that is a record start in it), never by file
-//     size. The first record that is not valid ends the scan:
+//   - Open (recovery): the segment ids must be contiguous and the newest
+//     segment's header valid; a sealed segment is only stat'ed (a file
+//     shorter than a header is corruption), its header checked when it is
+//     first opened for reading. The newest segment is scanned record by
+//     record (from Options.ScanFrom when that is a record start in it),
+//     never by file size. The first record that is not valid ends the scan:
 //   - an all-zero header is the end of the written data;
 //   - a record cut short by the end of the file, or whose header or checksum
 //     does not verify, is a torn write, unless a later valid record's synced
@@ -128,7 +130,8 @@
 //   - An all-zero block in the newest segment is read as the end of the log;
 //     the hardware is assumed never to zero durable blocks.
 //   - Sealed segments are verified when read, not at Open, to keep restart
-//     cheap: Open checks their headers only.
+//     cheap: Open does not even open them (one stat each). A damaged sealed
+//     header is reported by the first read of that segment, at its offset 0.
 //   - Creating a log costs one segment's zero-fill in Open (64 MiB by
 //     default). A rotation that finds no spare ready (its background
 //     preparation failed or is late) writes a growing file, whose

@@ -216,12 +216,11 @@ func (r *Reader) open(id uint64, d Pos) error {
 		r.sf.f.Close()
 		r.sf = nil
 	}
-	name := r.l.path(segmentName(id))
-	f, err := r.l.fs.Open(name)
+	f, err := r.l.openSegment(id)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d: %w", id, err)
+		return err
 	}
-	r.sf = newSegFile(f, id, name, d.Offset)
+	r.sf = newSegFile(f, id, r.l.path(segmentName(id)), d.Offset)
 	r.full = false
 	return r.size(d)
 }

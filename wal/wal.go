@@ -343,8 +343,14 @@ func (l *Log) recover(scanFrom Pos) error {
 	}
 	info := RecoveryInfo{Segments: len(ids)}
 	var end scanEnd
-	for _, id := range ids {
-		size, err := l.checkHeader(id)
+	for i, id := range ids {
+		// The newest segment's header is checked here; a sealed segment's is
+		// checked when it is first opened for reading (openSegment), so that
+		// Open costs what the tail costs, not one open per segment of history.
+		size, err := l.segmentSize(id)
+		if i == len(ids)-1 {
+			size, err = l.checkHeader(id)
+		}
 		if err != nil {
 			return err
 		}
@@ -399,25 +405,54 @@ type scanEnd struct {
 
 // checkHeader validates the header of segment id and returns its size.
 func (l *Log) checkHeader(id uint64) (int64, error) {
-	name := l.path(segmentName(id))
-	f, err := l.fs.Open(name)
+	f, err := l.openSegment(id)
 	if err != nil {
-		return 0, fmt.Errorf("wal: open segment %d: %w", id, err)
+		return 0, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
 	}
+	return fi.Size(), nil
+}
+
+// segmentSize returns the size of sealed segment id's file without opening
+// it; a file too short to hold a header is reported as corrupt here, since
+// the size shows it for free.
+func (l *Log) segmentSize(id uint64) (int64, error) {
+	name := l.path(segmentName(id))
+	fi, err := l.fs.Stat(name)
+	if err != nil {
+		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
+	}
+	if fi.Size() < SegmentHeaderSize {
+		return 0, &CorruptionError{Segment: id, Offset: 0, File: name,
+			Reason: fmt.Sprintf("segment header is %d bytes, want %d", fi.Size(), SegmentHeaderSize)}
+	}
+	return fi.Size(), nil
+}
+
+// openSegment opens segment id for reading and checks its header: every
+// reader of a segment goes through here, so a damaged header is reported
+// by the first read of the segment, before any of its records.
+func (l *Log) openSegment(id uint64) (vfs.File, error) {
+	name := l.path(segmentName(id))
+	f, err := l.fs.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open segment %d: %w", id, err)
+	}
 	var hdr [SegmentHeaderSize]byte
 	n, err := readFull(f, hdr[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return 0, fmt.Errorf("wal: read segment %d header: %w", id, err)
+		f.Close()
+		return nil, fmt.Errorf("wal: read segment %d header: %w", id, err)
 	}
 	if why := decodeSegmentHeader(hdr[:n], id); why != "" {
-		return 0, &CorruptionError{Segment: id, Offset: 0, File: name, Reason: why}
+		f.Close()
+		return nil, &CorruptionError{Segment: id, Offset: 0, File: name, Reason: why}
 	}
-	return fi.Size(), nil
+	return f, nil
 }
 
 // scanNewest scans the newest segment for its tail.
@@ -1082,10 +1117,10 @@ func (l *Log) readHandle(id uint64) (vfs.File, error) {
 		l.rd.RUnlock()
 		l.rd.Lock()
 		if _, ok := l.rd.files[id]; !ok {
-			f, err := l.fs.Open(l.path(segmentName(id)))
+			f, err := l.openSegment(id)
 			if err != nil {
 				l.rd.Unlock()
-				return nil, fmt.Errorf("wal: open segment %d: %w", id, err)
+				return nil, err
 			}
 			l.rd.files[id] = f
 		}
