@@ -155,9 +155,14 @@ func TestBasicRoundTrip(t *testing.T) {
 func TestBadInput(t *testing.T) {
 	fs := vfs.NewMem()
 	db := openTest(t, fs, nil)
-	for _, id := range []string{"", strings.Repeat("x", MaxRunIDLen+1), "a\nb", "\xff"} {
+	for _, id := range []string{"", strings.Repeat("x", MaxRunIDLen+1), "a\nb", "\xff", "a\x7fb", "é\x01", "é\xff"} {
 		if _, err := db.Run(ctx, id); !errors.Is(err, ErrInvalidRunID) {
 			t.Errorf("Run(%q): %v, want ErrInvalidRunID", id, err)
+		}
+	}
+	for _, id := range []string{"agent-7/task 3", "agent/ünï", strings.Repeat("é", MaxRunIDLen/2)} {
+		if _, err := db.Run(ctx, id); err != nil {
+			t.Errorf("Run(%q): %v", id, err)
 		}
 	}
 	run, err := db.Run(ctx, "r")

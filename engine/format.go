@@ -87,6 +87,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/chain"
@@ -159,7 +160,18 @@ func validRunID(id string) error {
 		return fmt.Errorf("%w: empty", ErrInvalidRunID)
 	case len(id) > MaxRunIDLen:
 		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRunID, len(id), MaxRunIDLen)
-	case !utf8.ValidString(id):
+	}
+	ascii := true
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; c < 0x20 || c >= 0x7f {
+			ascii = false
+			break
+		}
+	}
+	if ascii { // the common case: printable ASCII
+		return nil
+	}
+	if !utf8.ValidString(id) {
 		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidRunID, id)
 	}
 	for i, r := range id {
@@ -252,14 +264,17 @@ func (d *decoder) hash(what string) (h [32]byte) {
 	return h
 }
 
-func (d *decoder) runID() string {
+func (d *decoder) runID() string { return string(d.runIDBytes()) }
+
+// runIDBytes reads a run id and returns it as a slice of the input.
+func (d *decoder) runIDBytes() []byte {
 	id := d.bytes("run id", MaxRunIDLen)
 	if d.err == nil {
 		if err := validRunID(string(id)); err != nil {
 			d.fail("%v", err)
 		}
 	}
-	return string(id)
+	return id
 }
 
 func (d *decoder) done(what string) error {
@@ -520,9 +535,18 @@ func parseCheckpointFile(name string, b []byte) (*checkpointFile, error) {
 	if d.err == nil {
 		c.runs = make([]checkpointRun, 0, n)
 	}
+	// The run ids are sliced from one string built after the loop: one
+	// allocation for all of them instead of one per run.
+	var ids [][]byte
+	if d.err == nil {
+		ids = make([][]byte, 0, n)
+	}
+	idBytes := 0
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		var r checkpointRun
-		r.id = d.runID()
+		id := d.runIDBytes()
+		ids = append(ids, id)
+		idBytes += len(id)
 		copy(r.nonce[:], d.fixed("nonce", 16))
 		r.created = d.varint("created")
 		r.lastSeq = d.uvarint("last seq")
@@ -542,12 +566,22 @@ func parseCheckpointFile(name string, b []byte) (*checkpointFile, error) {
 			r.inflight = append(r.inflight, inflightAction{index: uint32(idx), fp: fp})
 		}
 		if d.err == nil && (r.frameSeq > r.lastSeq || r.indexedSeq > r.lastSeq || r.snapSeq > r.lastSeq) {
-			d.fail("run %q: frame/indexed/snapshot seq beyond last seq %d", r.id, r.lastSeq)
+			d.fail("run %q: frame/indexed/snapshot seq beyond last seq %d", id, r.lastSeq)
 		}
 		c.runs = append(c.runs, r)
 	}
 	if err := d.done("checkpoint"); err != nil {
 		return nil, corruptf(name, "%v", err)
+	}
+	var all strings.Builder
+	all.Grow(idBytes)
+	for _, id := range ids {
+		all.Write(id)
+	}
+	s, off := all.String(), 0
+	for i, id := range ids {
+		c.runs[i].id = s[off : off+len(id)]
+		off += len(id)
 	}
 	return c, nil
 }
