@@ -17,6 +17,12 @@ import (
 // for concurrent use, but default idempotency keys depend on the order of
 // Do calls, so an agent that relies on them issues its calls in a
 // deterministic order.
+//
+// A default key numbers the atom's Do calls with a default key, and
+// nothing else: Resolve, ResolveFailed, ResolveInDoubt,
+// ResolveInDoubtFailed and Do calls with an explicit key take no number.
+// An atom re-begun after a crash therefore derives the keys of the run that
+// never crashed, however it settled an in-doubt action on the way.
 type Atom struct {
 	run     *Run
 	seq     uint64
@@ -25,7 +31,7 @@ type Atom struct {
 	mu struct {
 		sync.Mutex
 		done    bool   // committed or failed
-		calls   uint32 // Do and Resolve calls so far: the next call index
+		calls   uint32 // Do calls with a default key so far: the next default key's index
 		actions []atomAction
 	}
 }
@@ -45,8 +51,11 @@ func (a *Atom) Resumed() bool { return a.resumed }
 
 // prepare checks that the store and the atom are open, validates an action,
 // fills in its default key, and waits for the ledger's table: it returns
-// the intent the ledger records for the action.
-func (a *Atom) prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
+// the intent the ledger records for the action. A Do (take) with a default
+// key takes the next default-key index; an explicit key, or a Resolve
+// naming the next Do's default key, takes none. The intent's Index is that
+// index (for an explicit key: the default-key Do calls before it).
+func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledger.Intent, error) {
 	db := a.run.db
 	if err := db.checkOpen(); err != nil {
 		return nil, err
@@ -57,7 +66,9 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, 
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
 	index := a.mu.calls
-	a.mu.calls++
+	if take && act.Key == "" {
+		a.mu.calls++
+	}
 	a.mu.Unlock()
 
 	in, err := ledger.NewIntent(act, a.run.id, a.seq, index)
@@ -71,17 +82,49 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, 
 }
 
 // prepareResolve is prepare for Resolve and ResolveFailed: an action with
-// a default key must be the in-doubt one (see ErrNotInDoubt).
+// a default key names the atom's next default-key Do, and must be in doubt
+// (see ErrNotInDoubt).
 func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
-	in, err := a.prepare(ctx, act)
+	in, err := a.prepare(ctx, act, false)
 	if err != nil || act.Key != "" {
 		return in, err
 	}
 	if e, ok := a.run.db.ledger.Lookup(in.Fingerprint); !ok || e.Status != ledger.StatusIntent {
-		return nil, fmt.Errorf("%w: %q with default key %q (call %d of run %q seq %d); resolve with the key of the InDoubtError",
-			ErrNotInDoubt, act.Tool, in.Key, in.Index, a.run.id, a.seq)
+		return nil, fmt.Errorf("%w: %q with default key %q (the next default-key Do of run %q seq %d); "+
+			"use ResolveInDoubt with the InDoubtError, or the key it carries",
+			ErrNotInDoubt, act.Tool, in.Key, a.run.id, a.seq)
 	}
 	return in, nil
+}
+
+// prepareInDoubt is prepare for ResolveInDoubt and ResolveInDoubtFailed:
+// the intent of the action e reports, which must be in doubt in this atom.
+func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*ledger.Intent, error) {
+	db := a.run.db
+	if e == nil {
+		return nil, fmt.Errorf("%w: nil InDoubtError (run %q seq %d)", ErrNotInDoubt, a.run.id, a.seq)
+	}
+	if e.RunID != a.run.id || e.Seq != a.seq {
+		return nil, fmt.Errorf("%w: the InDoubtError names run %q seq %d, this atom is run %q seq %d",
+			ErrNotInDoubt, e.RunID, e.Seq, a.run.id, a.seq)
+	}
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	a.mu.Lock()
+	done := a.mu.done
+	a.mu.Unlock()
+	if done {
+		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	if en, ok := db.ledger.Lookup(e.Fingerprint); !ok || en.Status != ledger.StatusIntent {
+		return nil, fmt.Errorf("%w: %q with key %q (fingerprint %s) in run %q seq %d",
+			ErrNotInDoubt, e.Tool, e.Key, e.Fingerprint.String()[:16], a.run.id, a.seq)
+	}
+	return &ledger.Intent{Fingerprint: e.Fingerprint, RunID: e.RunID, Seq: e.Seq, Index: e.Index, Tool: e.Tool, Key: e.Key}, nil
 }
 
 // record adds an action to the atom's list, which the chain covers. An
@@ -116,7 +159,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if exec == nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: nil exec for %q", a.run.id, a.seq, act.Tool)
 	}
-	in, err := a.prepare(ctx, act)
+	in, err := a.prepare(ctx, act, true)
 	if err != nil {
 		return nil, err
 	}
@@ -144,38 +187,79 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // Resolve records the outcome of an in-doubt action that the agent found by
 // asking the downstream: from then on Do of that action returns result
 // without calling exec. The action is matched by fingerprint, so it must be
-// the same action (tool, args, key) that Do reported in doubt. A default
-// key depends on the call's index in the atom, so an agent that relies on
-// default keys sets Action.Key to the key of the ledger.InDoubtError for
-// Resolve and for the Do that follows it. A Resolve with a default key
-// that names no in-doubt action fails with ErrNotInDoubt rather than
-// certify an action that was never dispatched (and leave the real one in
-// doubt, for a later Do to run again).
+// the same action (tool, args, key) that Do reported in doubt: with the key
+// of the ledger.InDoubtError, or with a default key, which names the
+// atom's next default-key Do (Resolve as the first call of a re-begun atom
+// settles its first Do). A Resolve with a default key that names no
+// in-doubt action fails with ErrNotInDoubt rather than certify an action
+// that was never dispatched (and leave the real one in doubt, for a later
+// Do to run again). ResolveInDoubt takes the InDoubtError itself.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
-	db := a.run.db
 	in, err := a.prepareResolve(ctx, act)
 	if err != nil {
 		return err
 	}
-	j := &journal{db: db}
-	if err := db.ledger.Resolve(ctx, j, in, result); err != nil {
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", act.Tool, in.Key, a.run.id, a.seq, err)
+	return a.resolve(ctx, in, result)
+}
+
+// ResolveFailed records that an in-doubt action did not take effect (the
+// agent asked the downstream and found no trace of it): the action is
+// closed as failed, and a later Do calls exec again with the same key. The
+// action is named as for Resolve.
+func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
+	in, err := a.prepareResolve(ctx, act)
+	if err != nil {
+		return err
+	}
+	return a.resolveFailed(ctx, in, reason)
+}
+
+// ResolveInDoubt is Resolve of the action that Do reported in doubt as e,
+// which it names exactly (by fingerprint): the agent need not rebuild the
+// action or its key. The action counts as done in this atom with result,
+// which the agent goes on with; a Do of the same action (its key: e.Key)
+// returns result too. It fails with ErrNotInDoubt if e is of another atom
+// or its action is no longer in doubt.
+//
+//	out, err := atom.Do(ctx, act, exec)
+//	var doubt *ledger.InDoubtError
+//	if errors.As(err, &doubt) {
+//		if res, ok := askDownstream(doubt.Key); ok {
+//			out, err = res, atom.ResolveInDoubt(ctx, doubt, res)
+//		}
+//	}
+func (a *Atom) ResolveInDoubt(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
+	in, err := a.prepareInDoubt(ctx, e)
+	if err != nil {
+		return err
+	}
+	return a.resolve(ctx, in, result)
+}
+
+// ResolveInDoubtFailed is ResolveFailed of the action that Do reported in
+// doubt as e. To try the action again, the agent calls Do with Key set to
+// e.Key: exec is then called with that key, and no later default key moves.
+func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
+	in, err := a.prepareInDoubt(ctx, e)
+	if err != nil {
+		return err
+	}
+	return a.resolveFailed(ctx, in, reason)
+}
+
+func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) error {
+	db := a.run.db
+	if err := db.ledger.Resolve(ctx, &journal{db: db}, in, result); err != nil {
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
 	}
 	a.record(in, append([]byte(nil), result...))
 	return nil
 }
 
-// ResolveFailed records that an in-doubt action did not take effect (the
-// agent asked the downstream and found no trace of it): the action is
-// closed as failed, and a later Do calls exec again with the same key.
-func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
+func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason string) error {
 	db := a.run.db
-	in, err := a.prepareResolve(ctx, act)
-	if err != nil {
-		return err
-	}
 	if err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason); err != nil {
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", act.Tool, in.Key, a.run.id, a.seq, err)
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
 	}
 	return nil
 }

@@ -66,11 +66,14 @@
 // # Caveats
 //
 //   - One process per store (a file lock). Within the process, one DB.
-//   - Default idempotency keys derive from run id, seq and the call's index
-//     in the atom: an agent that relies on them must issue its Do calls in
-//     a deterministic order, and resolves an in-doubt action with the key
-//     of its InDoubtError (a Resolve with a default key that names no
-//     in-doubt action fails with ErrNotInDoubt).
+//   - Default idempotency keys derive from run id, seq and the index of
+//     the call among the atom's Do calls with a default key: an agent that
+//     relies on them must issue those calls in a deterministic order. It
+//     settles an in-doubt action with ResolveInDoubt (or Resolve with the
+//     key of its InDoubtError); neither, nor a Do with an explicit key,
+//     moves a later default key. A Resolve with a default key names the
+//     next default-key Do, and fails with ErrNotInDoubt if that is not in
+//     doubt.
 //   - Fail does not consume the seq: the next Begin retries it, and
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer

@@ -38,11 +38,11 @@ var (
 	// that holds no store.
 	ErrNotAStore = errors.New("engine: not a CONTINUUM store")
 	// ErrNotInDoubt is returned by Resolve and ResolveFailed of an action
-	// with a default key (Action.Key empty) that is not in doubt: the
-	// default key of a call depends on its index in the atom, so it names
-	// a different action than the Do that was reported in doubt. Pass the
-	// key of that ledger.InDoubtError instead.
-	ErrNotInDoubt = errors.New("engine: action with a default key is not in doubt")
+	// with a default key (Action.Key empty) that is not in doubt (such a
+	// key names the atom's next default-key Do, not the one already
+	// reported in doubt), and by ResolveInDoubt and ResolveInDoubtFailed of
+	// an InDoubtError of another atom or whose action is no longer in doubt.
+	ErrNotInDoubt = errors.New("engine: action is not in doubt")
 )
 
 // CorruptionError says where a store is damaged. It matches ErrCorrupt.

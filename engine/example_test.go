@@ -79,7 +79,33 @@ func Example() {
 
 // Reconciling an action that was in flight when the process died: the
 // engine never guesses; the agent asks the downstream and records what it
-// found.
+// found. The InDoubtError names the action, so the agent need not rebuild
+// it, and default keys of later calls do not move.
+func ExampleAtom_ResolveInDoubt() {
+	var atom *engine.Atom // from run.Begin after a restart
+	var act ledger.Action
+	var exec ledger.Exec
+	askDownstream := func(key string) ([]byte, bool) { return nil, false }
+	ctx := context.Background()
+	if atom == nil {
+		return
+	}
+
+	out, err := atom.Do(ctx, act, exec)
+	var doubt *ledger.InDoubtError
+	if errors.As(err, &doubt) {
+		if result, ok := askDownstream(doubt.Key); ok {
+			out, err = result, atom.ResolveInDoubt(ctx, doubt, result) // it happened: record it
+		} else if err = atom.ResolveInDoubtFailed(ctx, doubt, "no trace downstream"); err == nil {
+			act.Key = doubt.Key // it did not: try again, under the same key
+			out, err = atom.Do(ctx, act, exec)
+		}
+	}
+	_ = out
+}
+
+// Resolve names the action itself: with the key of the InDoubtError, as
+// here, or with a default key as the first call of a re-begun atom.
 func ExampleAtom_Resolve() {
 	var atom *engine.Atom // from run.Begin after a restart
 	var act ledger.Action

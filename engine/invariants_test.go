@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -658,5 +659,185 @@ func TestResolveDefaultKeyFirstCall(t *testing.T) {
 	}
 	if err := a2.Commit(ctx, msg("sent")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestDefaultKeysSurviveReconciliation: default keys number the atom's Do
+// calls with a default key, so whatever an agent calls to settle an
+// in-doubt action (Resolve or ResolveFailed with the error's key, a Do
+// with that key) shifts no later default key. Otherwise an atom that
+// settles action A, runs B and crashes before Commit would run B again
+// under another key when it is re-begun: a duplicate effect (I3).
+func TestDefaultKeysSurviveReconciliation(t *testing.T) {
+	settle := map[string]func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error){
+		"Resolve with the error's key, then Do": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			act.Key = e.Key
+			if err := a.Resolve(ctx, act, []byte("sent A")); err != nil {
+				return nil, err
+			}
+			return a.Do(ctx, act, exec)
+		},
+		"ResolveFailed with the error's key, then Do": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			act.Key = e.Key
+			if err := a.ResolveFailed(ctx, act, "no trace downstream"); err != nil {
+				return nil, err
+			}
+			return a.Do(ctx, act, exec)
+		},
+		"ResolveInDoubt": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			return []byte("sent A"), a.ResolveInDoubt(ctx, e, []byte("sent A"))
+		},
+		"ResolveInDoubtFailed, then Do with the error's key": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			if err := a.ResolveInDoubtFailed(ctx, e, "no trace downstream"); err != nil {
+				return nil, err
+			}
+			act.Key = e.Key
+			return a.Do(ctx, act, exec)
+		},
+		"Resolve with a default key is refused, then ResolveInDoubt": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			// Resolve names the next default-key Do, which is not A (the
+			// in-doubt Do took A's index): refused, nothing certified.
+			if err := a.Resolve(ctx, act, []byte("sent A")); !errors.Is(err, ErrNotInDoubt) {
+				return nil, fmt.Errorf("Resolve with a default key after the in-doubt Do: %v, want ErrNotInDoubt", err)
+			}
+			return []byte("sent A"), a.ResolveInDoubt(ctx, e, []byte("sent A"))
+		},
+	}
+	for name, settle := range settle {
+		t.Run(name, func(t *testing.T) {
+			actA := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops"}`)}
+			actB := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":500}`)}
+			effects := map[string][]string{} // tool -> keys it was called with
+			execOf := func(act ledger.Action, then func()) ledger.Exec {
+				return func(ctx context.Context, key string) ([]byte, error) {
+					effects[act.Tool] = append(effects[act.Tool], key)
+					if then != nil {
+						then()
+					}
+					return []byte("sent " + act.Tool), nil
+				}
+			}
+
+			// 1: A is dispatched; the process dies before its certificate.
+			mem := vfs.NewCrashableMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "r")
+			a, _ := run.Begin(ctx)
+			seq := a.Seq()
+			var crashed *vfs.MemFS
+			if _, err := a.Do(ctx, actA, execOf(actA, func() {
+				crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			})); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+
+			// 2: A is in doubt and settled; B runs; the process dies
+			// before Commit.
+			db2, err := Open("store", testOptions(crashed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run2, _ := db2.Run(ctx, "r")
+			a2, _ := run2.Begin(ctx)
+			_, err = a2.Do(ctx, actA, execOf(actA, nil))
+			var e *ledger.InDoubtError
+			if !errors.As(err, &e) {
+				t.Fatalf("Do of A after the crash: %v, want an InDoubtError", err)
+			}
+			if _, err := settle(a2, actA, e, execOf(actA, nil)); err != nil {
+				t.Fatalf("settling A: %v", err)
+			}
+			if _, err := a2.Do(ctx, actB, execOf(actB, nil)); err != nil {
+				t.Fatal(err)
+			}
+			crashed2 := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			db2.Close()
+
+			// 3: the atom is re-begun and runs A and B again.
+			db3 := openTest(t, crashed2, testOptions(crashed2))
+			run3, _ := db3.Run(ctx, "r")
+			a3, _ := run3.Begin(ctx)
+			if a3.Seq() != seq {
+				t.Fatalf("re-begun atom has seq %d, want %d", a3.Seq(), seq)
+			}
+			if _, err := a3.Do(ctx, actA, execOf(actA, nil)); err != nil {
+				t.Fatalf("Do of the settled A: %v", err)
+			}
+			if _, err := a3.Do(ctx, actB, execOf(actB, nil)); err != nil {
+				t.Fatal(err)
+			}
+			if err := a3.Commit(ctx, msg("done")); err != nil {
+				t.Fatal(err)
+			}
+			// B is the atom's second default-key Do, as in a run that never
+			// crashed: one effect, under the key of call 1.
+			if want := []string{ledger.DefaultKey("r", seq, 1)}; !slices.Equal(effects[actB.Tool], want) {
+				t.Fatalf("B called with keys %q, want %q", effects[actB.Tool], want)
+			}
+		})
+	}
+}
+
+// TestResolveInDoubtRefusals: ResolveInDoubt settles only the action its
+// error names, in the atom that got it, once; a Do of that action then
+// returns the result without calling exec.
+func TestResolveInDoubtRefusals(t *testing.T) {
+	mem := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	act := ledger.Action{Tool: "db.migrate", Args: []byte(`{"to":7}`)}
+	var crashed *vfs.MemFS
+	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		return []byte("migrated"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db2 := openTest(t, crashed, testOptions(crashed))
+	run2, _ := db2.Run(ctx, "r")
+	a2, _ := run2.Begin(ctx)
+	calls := 0
+	exec := func(ctx context.Context, key string) ([]byte, error) { calls++; return []byte("again"), nil }
+	_, err = a2.Do(ctx, act, exec)
+	var e *ledger.InDoubtError
+	if !errors.As(err, &e) || e.Index != 0 || e.Seq != a2.Seq() || e.RunID != "r" {
+		t.Fatalf("Do: %v (%+v), want an InDoubtError for call 0 of r seq %d", err, e, a2.Seq())
+	}
+	other := *e
+	other.Seq++
+	unknown := *e
+	unknown.Fingerprint[0] ^= 1
+	for what, bad := range map[string]*ledger.InDoubtError{"nil": nil, "another atom's": &other, "an unknown action's": &unknown} {
+		if err := a2.ResolveInDoubt(ctx, bad, []byte("x")); !errors.Is(err, ErrNotInDoubt) {
+			t.Errorf("ResolveInDoubt of %s error: %v, want ErrNotInDoubt", what, err)
+		}
+		if err := a2.ResolveInDoubtFailed(ctx, bad, "x"); !errors.Is(err, ErrNotInDoubt) {
+			t.Errorf("ResolveInDoubtFailed of %s error: %v, want ErrNotInDoubt", what, err)
+		}
+	}
+	if err := a2.ResolveInDoubt(ctx, e, []byte("migrated")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.ResolveInDoubt(ctx, e, []byte("migrated")); !errors.Is(err, ErrNotInDoubt) {
+		t.Fatalf("second ResolveInDoubt: %v, want ErrNotInDoubt", err)
+	}
+	if out, err := a2.Do(ctx, ledger.Action{Tool: act.Tool, Args: act.Args, Key: e.Key}, exec); err != nil || string(out) != "migrated" || calls != 0 {
+		t.Fatalf("Do after ResolveInDoubt: %q %v, exec called %d times", out, err, calls)
+	}
+	if err := a2.Commit(ctx, msg("migrated")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.ResolveInDoubt(ctx, e, []byte("migrated")); !errors.Is(err, ErrAtomDone) {
+		t.Fatalf("ResolveInDoubt after Commit: %v, want ErrAtomDone", err)
 	}
 }

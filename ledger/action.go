@@ -94,6 +94,8 @@ func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
 // in run runID: "ck1-<len(runID)>:<runID>:<seq>:<index>". The length prefix
 // makes it collision-free across (run, seq, index) whatever the run id
 // holds, and it is deterministic, so a re-begun atom derives the same keys.
+// The engine numbers only the atom's Do calls that leave Key empty (its
+// Atom documents why).
 func DefaultKey(runID string, seq uint64, index int) string {
 	b := make([]byte, 0, len(runID)+40)
 	b = append(b, "ck1-"...)
@@ -160,7 +162,7 @@ type Intent struct {
 	Fingerprint Fingerprint
 	RunID       string
 	Seq         uint64
-	Index       uint32
+	Index       uint32 // the call's index in the atom, the one DefaultKey takes
 	Tool        string
 	Args        []byte // canonical JSON with the Redact pointers removed
 	Key         string

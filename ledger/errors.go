@@ -42,20 +42,22 @@ var (
 // durable and whose certificate is not (the process crashed, or failed to
 // record the outcome, between dispatch and completion). It matches
 // ErrInDoubt. The agent must ask the downstream system, using Key, whether
-// the effect happened, then record what it found with Resolve (it happened:
-// here is its result) or ResolveFailed (it did not: Do may try again).
+// the effect happened, then record what it found with the engine's
+// Atom.ResolveInDoubt (it happened: here is its result) or
+// ResolveInDoubtFailed (it did not: Do may try again, with Key).
 type InDoubtError struct {
 	Key         string
 	Tool        string
 	RunID       string
 	Seq         uint64
+	Index       uint32 // the call's index in the atom (Intent.Index)
 	Fingerprint Fingerprint
 }
 
 func (e *InDoubtError) Error() string {
 	return fmt.Sprintf("ledger: action in doubt: tool %q of run %q at seq %d (fingerprint %s) was dispatched "+
 		"but its outcome was never recorded; reconcile with the downstream using idempotency key %q, "+
-		"then call Resolve with the result it reports (or ResolveFailed if the effect did not happen)",
+		"then call ResolveInDoubt with the result it reports (or ResolveInDoubtFailed if the effect did not happen)",
 		e.Tool, e.RunID, e.Seq, e.Fingerprint.String()[:16], e.Key)
 }
 

@@ -216,7 +216,7 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 		return l.readResult(j, fp, cur.certLoc)
 	case cur.status == StatusIntent && !in.Idempotent:
 		l.mu.Unlock()
-		return nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Fingerprint: fp}
+		return nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp}
 	}
 	e := l.ensureLocked(&fp, cur, p)
 	f := &flight{done: make(chan struct{})}

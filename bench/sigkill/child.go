@@ -109,23 +109,24 @@ func childStep(ctx context.Context, run *engine.Run, seed int64, ds *downstream.
 		return ds.Exec(ctx, a.Tool, a.Args, key, a.Idempotent)
 	}
 	res, err := atom.Do(ctx, act, exec)
-	if errors.Is(err, ledger.ErrInDoubt) {
+	var doubt *ledger.InDoubtError
+	if errors.As(err, &doubt) {
 		// Ask the outside world; an error there is not "no effect".
-		got, ok, lerr := ds.LookupContext(ctx, a.Key)
+		got, ok, lerr := ds.LookupContext(ctx, doubt.Key)
 		switch {
 		case lerr != nil:
-			err = fmt.Errorf("reconciling %s: %w", a.Key, lerr)
+			err = fmt.Errorf("reconciling %s: %w", doubt.Key, lerr)
 		case ok:
-			if err = atom.Resolve(ctx, act, got); err == nil {
-				emit("resolve %s %d %s lookup-found", run.ID(), atom.Seq(), a.Key)
+			if err = atom.ResolveInDoubt(ctx, doubt, got); err == nil {
+				res = got
+				emit("resolve %s %d %s lookup-found", run.ID(), atom.Seq(), doubt.Key)
 			}
 		default:
-			if err = atom.ResolveFailed(ctx, act, "the downstream has no trace of the call"); err == nil {
-				emit("resolve %s %d %s lookup-none", run.ID(), atom.Seq(), a.Key)
+			if err = atom.ResolveInDoubtFailed(ctx, doubt, "the downstream has no trace of the call"); err == nil {
+				emit("resolve %s %d %s lookup-none", run.ID(), atom.Seq(), doubt.Key)
+				act.Key = doubt.Key // try again, under the same key
+				res, err = atom.Do(ctx, act, exec)
 			}
-		}
-		if err == nil {
-			res, err = atom.Do(ctx, act, exec)
 		}
 	} else if err == nil && inDoubt[a.Key] && execs > 0 {
 		// Declared idempotent: Do called exec again with the same key.

@@ -94,22 +94,21 @@ func demoAgent(ctx context.Context, dir, url string, out io.Writer) error {
 				return ds.Exec(ctx, step.tool, step.args, key, step.idempotent)
 			}
 			result, err = atom.Do(ctx, act, exec)
-			if errors.Is(err, ledger.ErrInDoubt) {
+			var doubt *ledger.InDoubtError
+			if errors.As(err, &doubt) {
 				// The previous process died between dispatch and reply: ask
 				// the downstream whether the call took effect.
-				res, found, lerr := ds.LookupContext(ctx, step.key)
+				res, found, lerr := ds.LookupContext(ctx, doubt.Key)
 				if lerr != nil {
 					return lerr
 				}
 				if found {
-					err = atom.Resolve(ctx, act, res)
-				} else {
-					err = atom.ResolveFailed(ctx, act, "the downstream has no trace of the call")
-				}
-				fmt.Fprintf(out, "%s reconciled seq=%d key=%s found=%t\n", demoEvent, atom.Seq(), step.key, found)
-				if err == nil {
+					result, err = res, atom.ResolveInDoubt(ctx, doubt, res)
+				} else if err = atom.ResolveInDoubtFailed(ctx, doubt, "the downstream has no trace of the call"); err == nil {
+					act.Key = doubt.Key // try again, under the same key
 					result, err = atom.Do(ctx, act, exec)
 				}
+				fmt.Fprintf(out, "%s reconciled seq=%d key=%s found=%t\n", demoEvent, atom.Seq(), doubt.Key, found)
 			}
 			if err != nil {
 				atom.Fail(context.WithoutCancel(ctx), err.Error())

@@ -61,19 +61,20 @@ func Step(ctx context.Context, run *engine.Run, seed int64, ds Downstream) (uint
 		return ds.Exec(ctx, a.Tool, a.Args, key, a.Idempotent)
 	}
 	res, err := atom.Do(ctx, act, exec)
-	if errors.Is(err, ledger.ErrInDoubt) {
+	var doubt *ledger.InDoubtError
+	if errors.As(err, &doubt) {
 		// Ask the outside world what happened, record it, and go on.
-		r, ok, lerr := ds.Lookup(ctx, a.Key)
+		r, ok, lerr := ds.Lookup(ctx, doubt.Key)
 		switch {
 		case lerr != nil:
-			err = fmt.Errorf("agent: reconcile %s (key %s): %w", a.Tool, a.Key, lerr)
+			err = fmt.Errorf("agent: reconcile %s (key %s): %w", a.Tool, doubt.Key, lerr)
 		case ok:
-			err = atom.Resolve(ctx, act, r)
+			res, err = r, atom.ResolveInDoubt(ctx, doubt, r)
 		default:
-			err = atom.ResolveFailed(ctx, act, "the downstream has no trace of the call")
-		}
-		if err == nil && lerr == nil {
-			res, err = atom.Do(ctx, act, exec)
+			if err = atom.ResolveInDoubtFailed(ctx, doubt, "the downstream has no trace of the call"); err == nil {
+				act.Key = doubt.Key // try again, under the same key
+				res, err = atom.Do(ctx, act, exec)
+			}
 		}
 	}
 	if err != nil {
