@@ -841,3 +841,62 @@ func TestResolveInDoubtRefusals(t *testing.T) {
 		t.Fatalf("ResolveInDoubt after Commit: %v, want ErrAtomDone", err)
 	}
 }
+
+// TestRelaxedCertFailsDuringCheckpoint: in relaxed mode a certificate is
+// written after Do returns; a checkpoint waits for such writes before it
+// persists the ledger's table. One that fails during that wait leaves the
+// certificate in the table without a location: the checkpoint must stop
+// (I8), or the persisted table would make every later Do of the action
+// fail on a record that does not exist. After a restart without the fault
+// the action is in doubt, as its certificate never became durable.
+func TestRelaxedCertFailsDuringCheckpoint(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.Durability = Relaxed
+	var armed atomic.Bool
+	release := make(chan struct{})
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if (op.Kind == errorfs.OpFileWrite || op.Kind == errorfs.OpFileWriteAt) &&
+			strings.HasPrefix(op.Path, "store/wal/") && armed.CompareAndSwap(true, false) {
+			<-release // the certificate's write, held until the checkpoint waits for it
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+	o := *opts
+	o.FS = errorfs.Wrap(mem, inj)
+	db, err := Open("store", &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	act := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":700}`)}
+	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+		armed.Store(true) // the intent is durable; the next log write is the certificate
+		return []byte("charged"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		t.Fatal(err)
+	}
+	checkpointWaiting = func() { close(release) }
+	defer func() { checkpointWaiting = nil }()
+	if err := db.checkpoint(false); !errors.Is(err, errorfs.ErrInjected) {
+		t.Fatalf("checkpoint while a relaxed certificate failed: %v, want the log's failure", err)
+	}
+	if err := a.Commit(ctx, msg("charged")); err == nil {
+		t.Fatal("Commit after the log failed returned nil")
+	}
+	db.Close()
+
+	db2 := openTest(t, mem, opts)
+	run2, _ := db2.Run(ctx, "r")
+	a2, _ := run2.Begin(ctx)
+	var c counter
+	_, err = a2.Do(ctx, act, c.exec("charged"))
+	if !errors.Is(err, ledger.ErrInDoubt) || len(c.calls) != 0 {
+		t.Fatalf("Do after the restart: %v (exec called %d times), want ErrInDoubt", err, len(c.calls))
+	}
+}
