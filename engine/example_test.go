@@ -104,30 +104,33 @@ func ExampleAtom_ResolveInDoubt() {
 	_ = out
 }
 
-// Resolve names the action itself: with the key of the InDoubtError, as
-// here, or with a default key as the first call of a re-begun atom.
+// Settling an in-doubt action before the atom calls it: Interrupted
+// lists the actions of the atom a crash stopped, and Resolve names an
+// action itself. With a default key it names the atom's next default-key
+// Do, here the first, which then returns the result without calling exec.
 func ExampleAtom_Resolve() {
-	var atom *engine.Atom // from run.Begin after a restart
-	var act ledger.Action
+	var run *engine.Run   // after a restart
+	var act ledger.Action // the atom's first action, with a default key
 	var exec ledger.Exec
 	askDownstream := func(key string) ([]byte, bool) { return nil, false }
 	ctx := context.Background()
-	if atom == nil {
+	if run == nil {
 		return
 	}
 
-	out, err := atom.Do(ctx, act, exec)
-	var doubt *ledger.InDoubtError
-	if errors.As(err, &doubt) {
-		act.Key = doubt.Key // name the action by its key from here on
-		if result, ok := askDownstream(doubt.Key); ok {
-			err = atom.Resolve(ctx, act, result) // it happened: record it
-		} else {
-			err = atom.ResolveFailed(ctx, act, "no trace downstream") // it did not: allow a retry
-		}
-		if err == nil {
-			out, err = atom.Do(ctx, act, exec)
+	_, actions, err := run.Interrupted(ctx)
+	if err != nil {
+		return
+	}
+	atom, err := run.Begin(ctx)
+	if err != nil {
+		return
+	}
+	if len(actions) > 0 && actions[0].Index == 0 && actions[0].Status == ledger.StatusIntent {
+		if result, ok := askDownstream(actions[0].Key); ok {
+			err = atom.Resolve(ctx, act, result)
 		}
 	}
+	out, err := atom.Do(ctx, act, exec)
 	_ = out
 }

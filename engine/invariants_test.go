@@ -140,6 +140,30 @@ func TestI2AtomAllOrNothing(t *testing.T) {
 	}
 }
 
+// crashInFlight runs act as the first Do of run "r" in a new store and
+// returns the filesystem a power loss left while exec ran (the intent
+// durable, no certificate), and the key exec was called with.
+func crashInFlight(t *testing.T, act ledger.Action) (crashed *vfs.MemFS, key string) {
+	t.Helper()
+	mem := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	if _, err := a.Do(ctx, act, func(ctx context.Context, k string) ([]byte, error) {
+		// The effect happened downstream; the process dies before the
+		// certificate is written.
+		crashed, key = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0}), k
+		return []byte("done"), nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	return crashed, key
+}
+
 // TestI3InDoubt: an action whose intent is durable but whose certificate is
 // not is in doubt after a crash. A non-idempotent one gives ErrInDoubt with
 // the key until resolved; an idempotent one is called again with the same
@@ -147,27 +171,8 @@ func TestI2AtomAllOrNothing(t *testing.T) {
 func TestI3InDoubt(t *testing.T) {
 	for _, idempotent := range []bool{false, true} {
 		t.Run(fmt.Sprintf("idempotent=%v", idempotent), func(t *testing.T) {
-			mem := vfs.NewCrashableMem()
-			db, err := Open("store", testOptions(mem))
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, _ := db.Run(ctx, "r")
-			a, _ := run.Begin(ctx)
 			act := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":1200}`), Idempotent: idempotent}
-			var crashed *vfs.MemFS
-			var firstKey string
-			_, err = a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
-				firstKey = key
-				// The effect happened downstream; the process dies before
-				// the certificate is written.
-				crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-				return []byte("charged"), nil
-			})
-			if err != nil {
-				t.Fatal(err)
-			}
-			db.Close()
+			crashed, firstKey := crashInFlight(t, act)
 
 			db2 := openTest(t, crashed, testOptions(crashed))
 			run2, _ := db2.Run(ctx, "r")
@@ -584,12 +589,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 			}
 			return nil
 		})
-		o := *opts
-		o.FS = errorfs.Wrap(mem, inj)
-		db, err := Open("store", &o)
-		if err != nil {
-			t.Fatal(err) // the directory fsyncs do not hold up the restart
-		}
+		db := openFaulty(t, opts, inj) // the directory fsyncs do not hold up the restart
 		run, err := db.Run(ctx, "r")
 		if err != nil {
 			t.Fatal(err)
@@ -625,22 +625,8 @@ func TestOpenSyncsDirectories(t *testing.T) {
 // action was in flight can resolve it with its default key as the atom's
 // first call, the index Do had.
 func TestResolveDefaultKeyFirstCall(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	db, err := Open("store", testOptions(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, _ := db.Run(ctx, "r")
-	a, _ := run.Begin(ctx)
 	act := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops"}`)}
-	var crashed *vfs.MemFS
-	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
-		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-		return []byte("sent"), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	crashed, _ := crashInFlight(t, act)
 
 	db2 := openTest(t, crashed, testOptions(crashed))
 	run2, _ := db2.Run(ctx, "r")
@@ -708,32 +694,16 @@ func TestDefaultKeysSurviveReconciliation(t *testing.T) {
 			actA := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops"}`)}
 			actB := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":500}`)}
 			effects := map[string][]string{} // tool -> keys it was called with
-			execOf := func(act ledger.Action, then func()) ledger.Exec {
+			execOf := func(act ledger.Action) ledger.Exec {
 				return func(ctx context.Context, key string) ([]byte, error) {
 					effects[act.Tool] = append(effects[act.Tool], key)
-					if then != nil {
-						then()
-					}
 					return []byte("sent " + act.Tool), nil
 				}
 			}
 
 			// 1: A is dispatched; the process dies before its certificate.
-			mem := vfs.NewCrashableMem()
-			db, err := Open("store", testOptions(mem))
-			if err != nil {
-				t.Fatal(err)
-			}
-			run, _ := db.Run(ctx, "r")
-			a, _ := run.Begin(ctx)
-			seq := a.Seq()
-			var crashed *vfs.MemFS
-			if _, err := a.Do(ctx, actA, execOf(actA, func() {
-				crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-			})); err != nil {
-				t.Fatal(err)
-			}
-			db.Close()
+			crashed, _ := crashInFlight(t, actA)
+			const seq = 1
 
 			// 2: A is in doubt and settled; B runs; the process dies
 			// before Commit.
@@ -743,15 +713,15 @@ func TestDefaultKeysSurviveReconciliation(t *testing.T) {
 			}
 			run2, _ := db2.Run(ctx, "r")
 			a2, _ := run2.Begin(ctx)
-			_, err = a2.Do(ctx, actA, execOf(actA, nil))
+			_, err = a2.Do(ctx, actA, execOf(actA))
 			var e *ledger.InDoubtError
 			if !errors.As(err, &e) {
 				t.Fatalf("Do of A after the crash: %v, want an InDoubtError", err)
 			}
-			if _, err := settle(a2, actA, e, execOf(actA, nil)); err != nil {
+			if _, err := settle(a2, actA, e, execOf(actA)); err != nil {
 				t.Fatalf("settling A: %v", err)
 			}
-			if _, err := a2.Do(ctx, actB, execOf(actB, nil)); err != nil {
+			if _, err := a2.Do(ctx, actB, execOf(actB)); err != nil {
 				t.Fatal(err)
 			}
 			crashed2 := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
@@ -764,10 +734,10 @@ func TestDefaultKeysSurviveReconciliation(t *testing.T) {
 			if a3.Seq() != seq {
 				t.Fatalf("re-begun atom has seq %d, want %d", a3.Seq(), seq)
 			}
-			if _, err := a3.Do(ctx, actA, execOf(actA, nil)); err != nil {
+			if _, err := a3.Do(ctx, actA, execOf(actA)); err != nil {
 				t.Fatalf("Do of the settled A: %v", err)
 			}
-			if _, err := a3.Do(ctx, actB, execOf(actB, nil)); err != nil {
+			if _, err := a3.Do(ctx, actB, execOf(actB)); err != nil {
 				t.Fatal(err)
 			}
 			if err := a3.Commit(ctx, msg("done")); err != nil {
@@ -786,29 +756,15 @@ func TestDefaultKeysSurviveReconciliation(t *testing.T) {
 // error names, in the atom that got it, once; a Do of that action then
 // returns the result without calling exec.
 func TestResolveInDoubtRefusals(t *testing.T) {
-	mem := vfs.NewCrashableMem()
-	db, err := Open("store", testOptions(mem))
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, _ := db.Run(ctx, "r")
-	a, _ := run.Begin(ctx)
 	act := ledger.Action{Tool: "db.migrate", Args: []byte(`{"to":7}`)}
-	var crashed *vfs.MemFS
-	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
-		crashed = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-		return []byte("migrated"), nil
-	}); err != nil {
-		t.Fatal(err)
-	}
-	db.Close()
+	crashed, _ := crashInFlight(t, act)
 
 	db2 := openTest(t, crashed, testOptions(crashed))
 	run2, _ := db2.Run(ctx, "r")
 	a2, _ := run2.Begin(ctx)
 	calls := 0
 	exec := func(ctx context.Context, key string) ([]byte, error) { calls++; return []byte("again"), nil }
-	_, err = a2.Do(ctx, act, exec)
+	_, err := a2.Do(ctx, act, exec)
 	var e *ledger.InDoubtError
 	if !errors.As(err, &e) || e.Index != 0 || e.Seq != a2.Seq() || e.RunID != "r" {
 		t.Fatalf("Do: %v (%+v), want an InDoubtError for call 0 of r seq %d", err, e, a2.Seq())
@@ -863,12 +819,7 @@ func TestRelaxedCertFailsDuringCheckpoint(t *testing.T) {
 		}
 		return nil
 	})
-	o := *opts
-	o.FS = errorfs.Wrap(mem, inj)
-	db, err := Open("store", &o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	db := openFaulty(t, opts, inj)
 	run, _ := db.Run(ctx, "r")
 	a, _ := run.Begin(ctx)
 	act := ledger.Action{Tool: "billing.charge", Args: []byte(`{"cents":700}`)}
@@ -895,8 +846,20 @@ func TestRelaxedCertFailsDuringCheckpoint(t *testing.T) {
 	run2, _ := db2.Run(ctx, "r")
 	a2, _ := run2.Begin(ctx)
 	var c counter
-	_, err = a2.Do(ctx, act, c.exec("charged"))
+	_, err := a2.Do(ctx, act, c.exec("charged"))
 	if !errors.Is(err, ledger.ErrInDoubt) || len(c.calls) != 0 {
 		t.Fatalf("Do after the restart: %v (exec called %d times), want ErrInDoubt", err, len(c.calls))
 	}
+}
+
+// openFaulty opens the store of opts with its filesystem wrapped by inj.
+func openFaulty(t *testing.T, opts *Options, inj errorfs.Injector) *DB {
+	t.Helper()
+	o := *opts
+	o.FS = errorfs.Wrap(opts.FS, inj)
+	db, err := Open("store", &o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
 }

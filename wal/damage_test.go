@@ -162,7 +162,8 @@ type outcome struct {
 	info             RecoveryInfo
 }
 
-func openDamaged(t *testing.T, files map[string][]byte) outcome {
+// memWith returns an in-memory filesystem whose directory wal holds files.
+func memWith(t *testing.T, files map[string][]byte) vfs.FS {
 	t.Helper()
 	fs := vfs.NewMem()
 	if err := fs.MkdirAll("wal", 0o700); err != nil {
@@ -178,6 +179,12 @@ func openDamaged(t *testing.T, files map[string][]byte) outcome {
 		}
 		f.Close()
 	}
+	return fs
+}
+
+func openDamaged(t *testing.T, files map[string][]byte) outcome {
+	t.Helper()
+	fs := memWith(t, files)
 	var o outcome
 	l, err := Open("wal", &Options{FS: fs, ReadOnly: true})
 	if err != nil {
@@ -350,21 +357,7 @@ func TestSealedHeaderCheckedOnRead(t *testing.T) {
 		files[n] = bytes.Clone(d)
 	}
 	files[segmentName(1)][0] ^= 0xff // the magic
-	fs := vfs.NewMem()
-	if err := fs.MkdirAll("wal", 0o700); err != nil {
-		t.Fatal(err)
-	}
-	for n, b := range files {
-		f, err := fs.Create("wal/"+n, vfs.WriteCategoryUnspecified)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := f.Write(b); err != nil {
-			t.Fatal(err)
-		}
-		f.Close()
-	}
-	l := mustOpen(t, fs, Options{SegmentSize: 4 << 10})
+	l := mustOpen(t, memWith(t, files), Options{SegmentSize: 4 << 10})
 	defer l.Close()
 	for i := 0; i < 2; i++ { // the second call must not find a cached handle
 		_, err := l.ReadAt(s.pos[0])
