@@ -94,7 +94,15 @@ type DB struct {
 	mu struct {
 		sync.Mutex
 		closed bool
-		runs   map[string]*Run
+		// runs holds the runs built so far. A restart builds a Run only for
+		// the runs its log tail touches; the others stay as rows of the
+		// CHECKPOINT's table in lazy (sorted by id) until a caller asks for
+		// one (runLocked) or for all of them (allRunsLocked). Every access
+		// to a run by id goes through runLocked.
+		runs     map[string]*Run
+		lazy     []checkpointRun
+		lazyLeft int       // rows of lazy not built yet
+		lazyTime time.Time // when Open read them: the runs' clocks start there
 	}
 
 	dict struct {
@@ -652,7 +660,7 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		db.mu.Unlock()
 		return nil, ErrClosed
 	}
-	if r, ok := db.mu.runs[id]; ok {
+	if r := db.runLocked(id); r != nil {
 		db.mu.Unlock()
 		return r, r.waitCreated(ctx)
 	}
@@ -689,6 +697,7 @@ func (db *DB) Runs() ([]RunInfo, error) {
 		db.mu.Unlock()
 		return nil, ErrClosed
 	}
+	db.allRunsLocked()
 	runs := make([]*Run, 0, len(db.mu.runs))
 	for _, r := range db.mu.runs {
 		runs = append(runs, r)
@@ -708,6 +717,7 @@ func (db *DB) Runs() ([]RunInfo, error) {
 func (db *DB) runList() []*Run {
 	db.mu.Lock()
 	defer db.mu.Unlock()
+	db.allRunsLocked()
 	runs := make([]*Run, 0, len(db.mu.runs))
 	for _, r := range db.mu.runs {
 		runs = append(runs, r)

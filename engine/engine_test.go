@@ -333,3 +333,85 @@ func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 		t.Fatalf("run at seq %d, want 4", run.LastSeq())
 	}
 }
+
+// TestRunsBuiltOnFirstUse: a restart from a checkpoint builds no run until
+// it is used, yet every run is there: counted by Stats, found by Run with
+// its seq, head and state, listed by Runs, and kept by the next checkpoint
+// whether or not it was used. Concurrent first uses build each run once.
+func TestRunsBuiltOnFirstUse(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 24
+	want := map[string]RunInfo{}
+	states := map[string]*frame.Frame{}
+	for i := range n {
+		id := fmt.Sprintf("run-%02d", i)
+		run := commitN(t, db, id, i%4)
+		want[id], states[id] = run.Info(), run.State()
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	for round := range 2 {
+		db := openTest(t, fs, opts)
+		db.mu.Lock()
+		built, lazy := len(db.mu.runs), db.mu.lazyLeft
+		db.mu.Unlock()
+		if built != 0 || lazy != n {
+			t.Fatalf("round %d: after Open %d runs built, %d not, want 0 and %d", round, built, lazy, n)
+		}
+		if got := db.Stats().Runs; got != n {
+			t.Fatalf("round %d: Stats().Runs = %d, want %d", round, got, n)
+		}
+		var wg sync.WaitGroup
+		got := make([]*Run, n)
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := db.Run(ctx, fmt.Sprintf("run-%02d", i))
+				if err != nil {
+					t.Error(err)
+				}
+				got[i] = r
+			}()
+		}
+		wg.Add(1)
+		go func() { defer wg.Done(); db.runList() }()
+		wg.Wait()
+		for i, r := range got {
+			id := fmt.Sprintf("run-%02d", i)
+			again, _ := db.Run(ctx, id)
+			if r != again {
+				t.Fatalf("round %d: run %s built twice", round, id)
+			}
+			w := want[id]
+			if r.LastSeq() != w.LastSeq || r.Head() != w.Head {
+				t.Fatalf("round %d: run %s at seq %d head %s, want %d %s", round, id, r.LastSeq(), r.Head(), w.LastSeq, w.Head)
+			}
+			if diff := cmp.Diff(states[id], r.State()); diff != "" {
+				t.Fatalf("round %d: run %s state (-want +got):\n%s", round, id, diff)
+			}
+		}
+		infos, err := db.Runs()
+		if err != nil || len(infos) != n {
+			t.Fatalf("round %d: Runs: %d runs, %v", round, len(infos), err)
+		}
+		// One run moves; the checkpoint of Close must keep the others.
+		if round == 0 {
+			run, _ := db.Run(ctx, "run-05")
+			commitN(t, db, "run-05", 1)
+			w := want["run-05"]
+			w.LastSeq, w.Head = run.LastSeq(), run.Head()
+			want["run-05"], states["run-05"] = w, run.State()
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}

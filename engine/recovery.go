@@ -3,6 +3,8 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -18,35 +20,22 @@ import (
 // or are no-ops (ledger records, run creations).
 func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 	if cp != nil {
-		now := time.Now()
-		// One allocation for every run of the store and a map sized for
-		// them: at 1,000 runs, a Run each and the map's growth were most of
-		// this loop's cost (0.3 of 0.5 ms).
-		runs := make([]Run, len(cp.runs))
-		db.mu.runs = make(map[string]*Run, len(cp.runs))
+		// The runs are built on first use (runLocked): a restart pays for
+		// the runs its tail touches, not for every run of the store.
+		sorted := slices.IsSortedFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
+		if !sorted {
+			slices.SortFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
+		}
 		for i := range cp.runs {
 			c := &cp.runs[i]
-			// Not newRun: a restart builds every run of the store, and a run
-			// with atoms needs neither its genesis hash nor an empty frame.
-			r := &runs[i]
-			r.db, r.id, r.nonce, r.createdAt = db, c.id, c.nonce, time.Unix(0, c.created)
-			r.mu.snapTime, r.mu.ckptTime = now, now
-			if c.lastSeq == 0 {
-				r.mu.frame = newFrame()
-			}
-			r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
-			r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
-			r.mu.windowFirst = c.snapSeq
-			r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
-			if len(c.inflight) > 0 {
-				r.mu.inflight = c.inflight
-				r.mu.interruptedSeq = c.lastSeq + 1
+			if i > 0 && c.id == cp.runs[i-1].id {
+				return corruptf(db.path(checkpointName), "run %q is listed twice", c.id)
 			}
 			if c.indexedSeq != c.lastSeq {
 				return corruptf(db.path(checkpointName), "run %q: atoms %d..%d have no log position", c.id, c.indexedSeq+1, c.lastSeq)
 			}
-			db.mu.runs[c.id] = r
 		}
+		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.runs, len(cp.runs), time.Now()
 	}
 
 	rd, err := db.log.NewReader(from)
@@ -72,7 +61,73 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 			db.openInfo.Interrupted++
 		}
 	}
+	for i := range db.mu.lazy {
+		c := &db.mu.lazy[i]
+		if _, built := db.mu.runs[c.id]; !built && len(c.inflight) > 0 {
+			db.openInfo.Interrupted++
+		}
+	}
 	return nil
+}
+
+// runLocked returns the run named id, building it from the CHECKPOINT's
+// table on its first use, or nil if the store has no such run.
+func (db *DB) runLocked(id string) *Run {
+	if r, ok := db.mu.runs[id]; ok {
+		return r
+	}
+	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c checkpointRun, id string) int { return strings.Compare(c.id, id) })
+	if !ok {
+		return nil
+	}
+	r := db.runFromCheckpoint(&db.mu.lazy[i])
+	db.mu.runs[id] = r
+	if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
+		db.mu.lazy = nil
+	}
+	return r
+}
+
+// allRunsLocked builds every run of the CHECKPOINT's table not built yet.
+func (db *DB) allRunsLocked() {
+	if db.mu.lazyLeft == 0 {
+		return
+	}
+	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
+	for i := range db.mu.lazy {
+		c := &db.mu.lazy[i]
+		if _, ok := db.mu.runs[c.id]; !ok {
+			r := &runs[len(runs)-db.mu.lazyLeft]
+			db.fillRun(r, c)
+			db.mu.runs[c.id] = r
+			db.mu.lazyLeft--
+		}
+	}
+	db.mu.lazy = nil
+}
+
+func (db *DB) runFromCheckpoint(c *checkpointRun) *Run {
+	r := new(Run)
+	db.fillRun(r, c)
+	return r
+}
+
+// fillRun sets r to the run c describes, as of the checkpoint. Not newRun:
+// a run with atoms needs neither its genesis hash nor an empty frame.
+func (db *DB) fillRun(r *Run, c *checkpointRun) {
+	r.db, r.id, r.nonce, r.createdAt = db, c.id, c.nonce, time.Unix(0, c.created)
+	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
+	if c.lastSeq == 0 {
+		r.mu.frame = newFrame()
+	}
+	r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
+	r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
+	r.mu.windowFirst = c.snapSeq
+	r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
+	if len(c.inflight) > 0 {
+		r.mu.inflight = c.inflight
+		r.mu.interruptedSeq = c.lastSeq + 1
+	}
 }
 
 func (db *DB) replay(rec []byte, pos wal.Pos) error {
@@ -89,7 +144,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		if err != nil {
 			return where(err)
 		}
-		if _, ok := db.mu.runs[rr.id]; !ok {
+		if db.runLocked(rr.id) == nil {
 			db.mu.runs[rr.id] = newRun(db, rr.id, rr.nonce, time.Unix(0, rr.created))
 		}
 	case kindIntent:
@@ -102,7 +157,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 			return where(err)
 		}
 		db.ledger.ApplyIntent(in, loc)
-		if r := db.mu.runs[in.RunID]; r != nil && in.Seq == r.mu.lastSeq+1 {
+		if r := db.runLocked(in.RunID); r != nil && in.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(in.Index, in.Fingerprint)
 		}
 	case kindCert:
@@ -115,7 +170,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 			return where(err)
 		}
 		db.ledger.ApplyCertificate(c, loc, false)
-		if r := db.mu.runs[c.RunID]; r != nil && c.Seq == r.mu.lastSeq+1 {
+		if r := db.runLocked(c.RunID); r != nil && c.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(c.Index, c.Fingerprint)
 		}
 	case kindAtom:
@@ -123,7 +178,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		if err != nil {
 			return where(err)
 		}
-		r := db.mu.runs[a.run]
+		r := db.runLocked(a.run)
 		if r == nil {
 			return where(fmt.Errorf("atom %d of run %q, which was never created", a.seq, a.run))
 		}
@@ -147,7 +202,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		if err != nil {
 			return where(err)
 		}
-		if r := db.mu.runs[f.run]; r != nil && f.seq == r.mu.lastSeq+1 {
+		if r := db.runLocked(f.run); r != nil && f.seq == r.mu.lastSeq+1 {
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		}
 	case kindCheckpoint:
@@ -155,7 +210,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		if err != nil {
 			return where(err)
 		}
-		if r := db.mu.runs[c.RunID]; r != nil && c.Seq > r.mu.ckptSeq {
+		if r := db.runLocked(c.RunID); r != nil && c.Seq > r.mu.ckptSeq {
 			r.mu.ckptSeq, r.mu.ckptHead = c.Seq, c.Head
 		}
 	case kindStoreHead:

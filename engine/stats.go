@@ -25,7 +25,7 @@ type Stats struct {
 // Stats returns the DB's counters.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
-	runs := len(db.mu.runs)
+	runs := len(db.mu.runs) + db.mu.lazyLeft
 	db.mu.Unlock()
 	return Stats{
 		Open:        db.openInfo,
