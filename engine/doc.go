@@ -59,9 +59,10 @@
 //
 // Restart replays only the log tail since the last engine checkpoint (at
 // most Options.RestartTail bytes, plus what a crash interrupted), so its
-// cost depends on the tail, never on total history. Pebble and the ledger's
-// persisted index load in the background; the first call that needs them
-// waits.
+// cost depends on the tail, never on total history. A run's in-memory
+// state is built from CHECKPOINT when the run is first used; sealed log
+// segments are not opened until read. Pebble and the ledger's persisted
+// index load in the background; the first call that needs them waits.
 //
 // # Caveats
 //
