@@ -343,12 +343,15 @@ func (h *harness) incarnation(dir, url string, wseed int64, plan killPlan, ref *
 	if err != nil {
 		return false, false, err
 	}
-	h.cur.Store(ch)
-	defer h.cur.Store(nil)
 	ch.start = time.Now()
 	if err := cmd.Start(); err != nil {
 		return false, false, err
 	}
+	// Only a started child is current: a request the previous, killed
+	// child sent just before it died can still reach the downstream, and
+	// its hooks must not kill a process that does not exist yet.
+	h.cur.Store(ch)
+	defer h.cur.Store(nil)
 	var timers []*time.Timer
 	after := func(d time.Duration) { timers = append(timers, time.AfterFunc(d, ch.kill)) }
 	if plan.kind == planDelay {
