@@ -63,27 +63,46 @@ func runReference(t *testing.T, mode engine.Durability) *reference {
 	}
 	ref := &reference{heads: map[string][]chain.Hash{}, frames: map[string]*frame.Frame{}}
 	world := agent.NewWorld()
-	for seq := 1; seq <= crashAtoms; seq++ {
-		for i := 0; i < crashRuns; i++ {
-			run, err := db.Run(ctx, workload.RunID(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := agent.Step(ctx, run, crashSeed, world); err != nil {
-				t.Fatal(err)
-			}
-			ref.heads[run.ID()] = append(ref.heads[run.ID()], run.Head())
-		}
-	}
-	for i := 0; i < crashRuns; i++ {
-		run, _ := db.Run(ctx, workload.RunID(i))
-		ref.frames[run.ID()] = run.State()
-	}
+	stepAtoms(t, db, 1, crashAtoms, crashRuns, crashSeed, world, ref.heads)
+	framesOf(t, db, crashRuns, ref.frames)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
 	ref.ops = ops.Load()
 	return ref
+}
+
+// stepAtoms runs atoms from..to of the scripted workload's first runs runs
+// on db, a round of one atom per run at a time, with no crash, appending
+// each run's head after each atom to heads.
+func stepAtoms(t *testing.T, db *engine.DB, from, to, runs int, seed int64, world *agent.World, heads map[string][]chain.Hash) {
+	t.Helper()
+	for seq := from; seq <= to; seq++ {
+		for i := 0; i < runs; i++ {
+			run, err := db.Run(ctx, workload.RunID(i))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := agent.Step(ctx, run, seed, world); err != nil {
+				t.Fatal(err)
+			}
+			heads[run.ID()] = append(heads[run.ID()], run.Head())
+		}
+	}
+}
+
+// framesOf stores the frame of each of db's first runs workload runs in frames.
+func framesOf(t *testing.T, db *engine.DB, runs int, frames map[string]*frame.Frame) {
+	t.Helper()
+	for i := 0; i < runs; i++ {
+		run, err := db.Run(ctx, workload.RunID(i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if frames[run.ID()], err = run.StateE(); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
 
 // crashInjector counts filesystem operations and, at the target, takes a

@@ -297,7 +297,6 @@ func (r *faultReference) count(p faultPlan) uint64 {
 
 func faultRunReference(t *testing.T, mode engine.Durability) *faultReference {
 	t.Helper()
-	ctx := context.Background()
 	ref := &faultReference{heads: map[string][]chain.Hash{}, frames: map[string]*frame.Frame{}}
 	fs := errorfs.Wrap(vfs.NewMem(), &ref.ops)
 	world := agent.NewWorld()
@@ -308,27 +307,8 @@ func faultRunReference(t *testing.T, mode engine.Durability) *faultReference {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for seq := atoms[0]; seq <= atoms[1]; seq++ {
-			for i := 0; i < faultRuns; i++ {
-				run, err := db.Run(ctx, workload.RunID(i))
-				if err != nil {
-					t.Fatal(err)
-				}
-				if _, err := agent.Step(ctx, run, faultSeed, world); err != nil {
-					t.Fatal(err)
-				}
-				ref.heads[run.ID()] = append(ref.heads[run.ID()], run.Head())
-			}
-		}
-		for i := 0; i < faultRuns; i++ {
-			run, err := db.Run(ctx, workload.RunID(i))
-			if err != nil {
-				t.Fatal(err)
-			}
-			if ref.frames[run.ID()], err = run.StateE(); err != nil {
-				t.Fatal(err)
-			}
-		}
+		stepAtoms(t, db, atoms[0], atoms[1], faultRuns, faultSeed, world, ref.heads)
+		framesOf(t, db, faultRuns, ref.frames)
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
