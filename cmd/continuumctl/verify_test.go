@@ -136,6 +136,25 @@ func TestVerifyTampered(t *testing.T) {
 			kind: "corrupt", where: "wal",
 		},
 		{
+			// Open does not read sealed segments; verify's scan must.
+			name: "sealed segment's header damaged",
+			damage: func(t *testing.T, dir string) {
+				pos, _ := findRecord(t, dir, "atom", "alpha", 1)
+				if _, err := os.Stat(segPath(dir, pos.Segment+1)); err != nil {
+					t.Fatalf("segment %d is the newest, not sealed: %v", pos.Segment, err)
+				}
+				f, err := os.OpenFile(segPath(dir, pos.Segment), os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				if _, err := f.WriteAt([]byte("XX"), 0); err != nil { // the magic
+					t.Fatal(err)
+				}
+			},
+			kind: "corrupt", where: "wal",
+		},
+		{
 			name: "frame file given another head, checksum recomputed",
 			damage: func(t *testing.T, dir string) {
 				names, _ := filepath.Glob(filepath.Join(dir, "frames", "*.frame"))
