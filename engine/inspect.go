@@ -268,7 +268,7 @@ type ActionInfo struct {
 	Fingerprint ledger.Fingerprint
 	Run         string
 	Seq         uint64
-	Index       uint32 // call index within its atom
+	Index       uint32 // ledger.Intent.Index: its place among the atom's default-key Do calls
 	Tool        string // "" if the intent was not written (relaxed mode)
 	Args        []byte // canonical JSON, redacted
 	Key         string

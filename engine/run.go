@@ -143,7 +143,7 @@ func (r *Run) Info() RunInfo {
 
 // ActionState is the state of one action of an interrupted atom.
 type ActionState struct {
-	Index       uint32
+	Index       uint32 // ledger.Intent.Index: a default key's index (see Atom)
 	Fingerprint ledger.Fingerprint
 	Status      ledger.Status // StatusIntent means in doubt
 	Tool        string
