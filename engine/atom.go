@@ -51,10 +51,11 @@ func (a *Atom) Resumed() bool { return a.resumed }
 
 // prepare checks that the store and the atom are open, validates an action,
 // fills in its default key, and waits for the ledger's table: it returns
-// the intent the ledger records for the action. A Do (take) with a default
-// key takes the next default-key index; an explicit key, or a Resolve
-// naming the next Do's default key, takes none. The intent's Index is that
-// index (for an explicit key: the default-key Do calls before it).
+// the intent the ledger records for the action. For a Do (take), a default
+// key takes the next default-key index; an explicit key takes none, nor
+// does a Resolve (take false), whose default key names the next Do's. The
+// intent's Index is that index (for an explicit key: the number of
+// default-key Do calls before it).
 func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledger.Intent, error) {
 	db := a.run.db
 	if err := db.checkOpen(); err != nil {

@@ -300,9 +300,7 @@ func (db *DB) abandon() {
 	}
 	db.closeSnapshots()
 	if db.dirsSynced != nil {
-		// Never leave fsyncs running past a failed Open; none start after.
-		db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
-		<-db.dirsSynced
+		db.settleDirSyncs() // never leave fsyncs running past a failed Open
 	}
 	if db.lock != nil {
 		db.lock.Close()
@@ -364,6 +362,14 @@ func (db *DB) startDirSyncs() {
 			db.dirsErr = errors.Join(errs...)
 		}()
 	})
+}
+
+// settleDirSyncs waits for the directory fsyncs if they started, and
+// otherwise makes sure they never start: dirsDurable reports ErrClosed, so
+// nothing can be acknowledged any more.
+func (db *DB) settleDirSyncs() {
+	db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
+	<-db.dirsSynced
 }
 
 // dirsDurable starts the directory fsyncs if they have not started, waits
@@ -867,11 +873,8 @@ func (db *DB) Close() error {
 	if err := db.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close log: %w", err))
 	}
-	// Wait for the fsyncs if they started; their error, if any, failed the
-	// checkpoint. None start after this.
-	// If they never started, nothing can be acknowledged any more.
-	db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
-	<-db.dirsSynced
+	// If the fsyncs started, their error, if any, failed the checkpoint.
+	db.settleDirSyncs()
 	if err := db.lock.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
 	}

@@ -22,10 +22,9 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 	if cp != nil {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
-		sorted := slices.IsSortedFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
-		if !sorted {
-			slices.SortFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
-		}
+		// Checkpoints list the runs sorted by id; a table that is not is
+		// sorted here (linear when it already is).
+		slices.SortFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
 		for i := range cp.runs {
 			c := &cp.runs[i]
 			if i > 0 && c.id == cp.runs[i-1].id {
@@ -80,7 +79,8 @@ func (db *DB) runLocked(id string) *Run {
 	if !ok {
 		return nil
 	}
-	r := db.runFromCheckpoint(&db.mu.lazy[i])
+	r := new(Run)
+	db.fillRun(r, &db.mu.lazy[i])
 	db.mu.runs[id] = r
 	if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
 		db.mu.lazy = nil
@@ -104,12 +104,6 @@ func (db *DB) allRunsLocked() {
 		}
 	}
 	db.mu.lazy = nil
-}
-
-func (db *DB) runFromCheckpoint(c *checkpointRun) *Run {
-	r := new(Run)
-	db.fillRun(r, c)
-	return r
 }
 
 // fillRun sets r to the run c describes, as of the checkpoint. Not newRun:

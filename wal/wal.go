@@ -343,14 +343,12 @@ func (l *Log) recover(scanFrom Pos) error {
 	}
 	info := RecoveryInfo{Segments: len(ids)}
 	var end scanEnd
-	for i, id := range ids {
-		// The newest segment's header is checked here; a sealed segment's is
-		// checked when it is first opened for reading (openSegment), so that
-		// Open costs what the tail costs, not one open per segment of history.
+	// A sealed segment is only stat'ed: its header is checked when it is
+	// first opened for reading (openSegment), so that Open costs what the
+	// tail costs, not one open per segment of history. The newest one's
+	// header is checked by its scan.
+	for _, id := range ids[:max(0, len(ids)-1)] {
 		size, err := l.segmentSize(id)
-		if i == len(ids)-1 {
-			size, err = l.checkHeader(id)
-		}
 		if err != nil {
 			return err
 		}
@@ -362,7 +360,7 @@ func (l *Log) recover(scanFrom Pos) error {
 		if end, err = l.scanNewest(newest, scanFrom, &info); err != nil {
 			return err
 		}
-		l.segs.list[len(l.segs.list)-1].Sealed = info.Sealed
+		l.segs.list = append(l.segs.list, SegmentInfo{ID: newest, First: Pos{newest, SegmentHeaderSize}, Size: end.size, Sealed: info.Sealed})
 	}
 	if l.readOnly {
 		l.recovery = info
@@ -403,20 +401,6 @@ type scanEnd struct {
 	size   int64 // file size
 }
 
-// checkHeader validates the header of segment id and returns its size.
-func (l *Log) checkHeader(id uint64) (int64, error) {
-	f, err := l.openSegment(id)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
-	}
-	return fi.Size(), nil
-}
-
 // segmentSize returns the size of sealed segment id's file without opening
 // it; a file too short to hold a header is reported as corrupt here, since
 // the size shows it for free.
@@ -455,13 +439,13 @@ func (l *Log) openSegment(id uint64) (vfs.File, error) {
 	return f, nil
 }
 
-// scanNewest scans the newest segment for its tail.
+// scanNewest checks the newest segment's header and scans it for its tail.
 func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, error) {
 	end := scanEnd{synced: SegmentHeaderSize}
 	name := l.path(segmentName(id))
-	f, err := l.fs.Open(name)
+	f, err := l.openSegment(id)
 	if err != nil {
-		return end, fmt.Errorf("wal: open segment %d: %w", id, err)
+		return end, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
