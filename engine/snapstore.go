@@ -1,0 +1,197 @@
+package engine
+
+// The snapshot store's lifecycle: Pebble opens in the background, is
+// checked against CHECKPOINT's generation, and is rebuilt from the log
+// when it is damaged or older than the checkpoint.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/snapshot"
+	"github.com/continuumdb/continuum/wal"
+)
+
+func (db *DB) openSnapshots() {
+	defer close(db.snapReady)
+	dir := db.path(snapshotsDir)
+	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	if err != nil && (errors.Is(err, snapshot.ErrCorrupt) || notExist(err)) && !errors.Is(err, snapshot.ErrNewerFormat) {
+		// Pebble holds only what the log can rebuild: snapshots and the atom
+		// index. Keep the damaged directory for inspection, start a fresh
+		// one and re-index the log into it. Other errors (I/O, a newer
+		// format) are reported, never rebuilt over.
+		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
+		s, err = db.rebuildSnapshots(dir, err)
+	}
+	if err == nil {
+		err = db.checkSnapshotGen(s)
+		if err != nil {
+			s.Close()
+		}
+	}
+	if err != nil {
+		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
+		db.logger.Error("engine: snapshots unavailable", "err", err)
+		return
+	}
+	db.snap = s
+}
+
+// checkSnapshotGen re-indexes the log into s if s is older than the engine
+// checkpoint Open started from. Every checkpoint commits its snapshot batch,
+// synced, before it replaces CHECKPOINT, so an older store is one that lost
+// its contents: a crash after a rebuild moved the damaged store aside and
+// created a new one, but before the re-index reached it.
+func (db *DB) checkSnapshotGen(s *snapshot.Store) error {
+	if db.openGen == 0 {
+		return nil // no checkpoint yet: nothing was indexed
+	}
+	gen, err := db.snapshotGen(s)
+	if err != nil {
+		return err
+	}
+	if gen >= db.openGen {
+		return nil
+	}
+	db.logger.Warn("engine: snapshot store is older than CHECKPOINT; re-indexing the log",
+		"snapshot_gen", gen, "checkpoint_gen", db.openGen)
+	<-db.recovered
+	if db.recoverErr != nil {
+		return db.recoverErr
+	}
+	return db.reindex(s)
+}
+
+// snapshotGen returns the engine checkpoint generation recorded in s (0 if
+// none is).
+func (db *DB) snapshotGen(s *snapshot.Store) (uint64, error) {
+	v, err := s.Meta(metaCheckpointGen)
+	if errors.Is(err, snapshot.ErrNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if len(v) != 8 {
+		return 0, corruptf(db.path(snapshotsDir), "metadata %q holds %d bytes, want 8", metaCheckpointGen, len(v))
+	}
+	return binary.BigEndian.Uint64(v), nil
+}
+
+// putSnapshotGen records in b that it belongs to engine checkpoint gen.
+func putSnapshotGen(b *snapshot.Batch, gen uint64) error {
+	return b.PutMeta(metaCheckpointGen, binary.BigEndian.AppendUint64(nil, gen))
+}
+
+// rebuildSnapshots moves a Pebble directory that failed to open aside and
+// rebuilds the atom index from the log into a new one. It waits for the
+// recovery of Open, which it needs to know the runs.
+func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error) {
+	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+	if err := db.fs.Rename(dir, aside); err != nil {
+		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
+	}
+	if !db.opts.NoSync {
+		if err := syncDir(db.fs, db.dir); err != nil {
+			return nil, err
+		}
+	}
+	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	if err != nil {
+		return nil, err
+	}
+	<-db.recovered
+	if db.recoverErr != nil {
+		s.Close()
+		return nil, db.recoverErr
+	}
+	if err := db.reindex(s); err != nil {
+		s.Close()
+		return nil, err
+	}
+	db.logger.Warn("engine: snapshot store rebuilt from the log", "old", aside)
+	return s, nil
+}
+
+// reindex writes the log position of every atom the runs had indexed into s,
+// from one scan of the whole log. Snapshots come back with the next ones.
+func (db *DB) reindex(s *snapshot.Store) error {
+	want := map[string]uint64{} // run -> atoms indexed before the damage
+	for _, r := range db.runList() {
+		r.mu.Lock()
+		r.mu.snapSeq = 0
+		want[r.id] = r.mu.indexedSeq
+		r.mu.Unlock()
+	}
+	pos := map[string][]snapshot.Pos{}
+	rd, err := db.log.NewReader(wal.Pos{})
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+	for rd.Next() {
+		rec := rd.Record()
+		if len(rec) == 0 || rec[0] != kindAtom {
+			continue
+		}
+		a, err := decodeAtomRecord(rec)
+		if err != nil {
+			return err
+		}
+		if p := pos[a.run]; a.seq <= want[a.run] && a.seq == uint64(len(p))+1 {
+			pos[a.run] = append(p, snapshot.Pos{Segment: rd.Pos().Segment, Offset: rd.Pos().Offset})
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return err
+	}
+	b := s.NewBatch()
+	for run, p := range pos {
+		if uint64(len(p)) != want[run] {
+			return corruptf(db.path(walDir), "run %q: the log holds %d of its %d indexed atoms", run, len(p), want[run])
+		}
+		if err := b.PutPositions(run, 1, p); err != nil {
+			return err
+		}
+	}
+	if err := putSnapshotGen(b, db.openGen); err != nil {
+		return err
+	}
+	return b.Commit(!db.opts.NoSync)
+}
+
+// closeSnapshots closes Pebble if it was opened, waiting for an open in
+// progress, and makes sure it is never opened afterwards.
+func (db *DB) closeSnapshots() error {
+	db.snapOnce.Do(func() {
+		db.snapErr = ErrClosed
+		close(db.snapReady)
+	})
+	<-db.snapReady
+	if db.snap != nil {
+		return db.snap.Close()
+	}
+	return nil
+}
+
+// startSnapshots starts opening Pebble, once.
+func (db *DB) startSnapshots() {
+	db.snapOnce.Do(func() {
+		go db.openSnapshots()
+	})
+}
+
+// snapshots waits for Pebble and returns it.
+func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) {
+	db.startSnapshots()
+	select {
+	case <-db.snapReady:
+		return db.snap, db.snapErr
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
