@@ -53,7 +53,7 @@ func (a *Atom) Resumed() bool { return a.resumed }
 // fills in its default key, and waits for the ledger's table: it returns
 // the intent the ledger records for the action. For a Do (take), a default
 // key takes the next default-key index; an explicit key takes none, nor
-// does a Resolve (take false), whose default key names the next Do's. The
+// does a Resolve (take false: prepareResolve finds the index). The
 // intent's Index is that index (for an explicit key: the number of
 // default-key Do calls before it).
 func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledger.Intent, error) {
@@ -82,20 +82,54 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 	return in, nil
 }
 
-// prepareResolve is prepare for Resolve and ResolveFailed: an action with
-// a default key names the atom's next default-key Do, and must be in doubt
-// (see ErrNotInDoubt).
+// prepareResolve is prepare for Resolve and ResolveFailed. An action with
+// an explicit key is named by it. An action with a default key names the
+// in-doubt default-key action of this atom with the same tool and
+// sanitized args (contract v1): the one Do just reported, one the crash
+// interrupted, or the atom's next default-key Do. Exactly one must match:
+// none is ErrNotInDoubt, two or more (the atom made the same call twice
+// and both are in doubt) is ErrAmbiguousResolve.
 func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
 	in, err := a.prepare(ctx, act, false)
 	if err != nil || act.Key != "" {
 		return in, err
 	}
-	if e, ok := a.run.db.ledger.Lookup(in.Fingerprint); !ok || e.Status != ledger.StatusIntent {
-		return nil, fmt.Errorf("%w: %q with default key %q (the next default-key Do of run %q seq %d); "+
-			"use ResolveInDoubt with the InDoubtError, or the key it carries",
-			ErrNotInDoubt, act.Tool, in.Key, a.run.id, a.seq)
+	db := a.run.db
+	a.mu.Lock()
+	last := a.mu.calls // the next default-key Do's index is a candidate too
+	a.mu.Unlock()
+	a.run.mu.Lock()
+	if a.run.mu.interruptedSeq == a.seq {
+		for _, x := range a.run.mu.inflight {
+			last = max(last, x.index)
+		}
 	}
-	return in, nil
+	a.run.mu.Unlock()
+	var found []*ledger.Intent
+	for i := uint32(0); i <= last; i++ {
+		c := in
+		if i != in.Index {
+			c = in.WithDefaultKey(i)
+		}
+		if e, ok := db.ledger.Lookup(c.Fingerprint); ok && e.Status == ledger.StatusIntent && !e.InFlight {
+			found = append(found, c)
+		}
+	}
+	switch len(found) {
+	case 1:
+		return found[0], nil
+	case 0:
+		return nil, fmt.Errorf("%w: no default-key call of %q with these args is in doubt in run %q seq %d "+
+			"(calls 0..%d checked); an action with an explicit key is resolved with that key",
+			ErrNotInDoubt, act.Tool, a.run.id, a.seq, last)
+	}
+	keys := make([]string, len(found))
+	for i, c := range found {
+		keys[i] = c.Key
+	}
+	return nil, fmt.Errorf("%w: %d default-key calls of %q with these args are in doubt in run %q seq %d (keys %q); "+
+		"use ResolveInDoubt with the InDoubtError of the one to settle, or Resolve with its key",
+		ErrAmbiguousResolve, len(found), act.Tool, a.run.id, a.seq, keys)
 }
 
 // prepareInDoubt is prepare for ResolveInDoubt and ResolveInDoubtFailed:
@@ -188,13 +222,17 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // Resolve records the outcome of an in-doubt action that the agent found by
 // asking the downstream: from then on Do of that action returns result
 // without calling exec. The action is matched by fingerprint, so it must be
-// the same action (tool, args, key) that Do reported in doubt: with the key
-// of the ledger.InDoubtError, or with a default key, which names the
-// atom's next default-key Do (Resolve as the first call of a re-begun atom
-// settles its first Do). A Resolve with a default key that names no
-// in-doubt action fails with ErrNotInDoubt rather than certify an action
-// that was never dispatched (and leave the real one in doubt, for a later
-// Do to run again). ResolveInDoubt takes the InDoubtError itself.
+// the same action (tool, args, key) that Do reported in doubt. With an
+// explicit key it names the action with that key. With a default key
+// (Action.Key empty) it names the in-doubt default-key action of this atom
+// with the same tool and sanitized args: the one Do just reported
+// (Do -> ErrInDoubt -> ask the downstream -> Resolve(act)), one the crash
+// interrupted, or the atom's next default-key Do. If none is in doubt it
+// fails with ErrNotInDoubt rather than certify an action that was never
+// dispatched (and leave the real one in doubt, for a later Do to run
+// again); if two are (the atom made the same call twice), it fails with
+// ErrAmbiguousResolve, and the agent settles each with ResolveInDoubt.
+// Resolve takes no default-key index: later default keys never move.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	in, err := a.prepareResolve(ctx, act)
 	if err != nil {

@@ -70,11 +70,15 @@
 //   - Default idempotency keys derive from run id, seq and the index of
 //     the call among the atom's Do calls with a default key: an agent that
 //     relies on them must issue those calls in a deterministic order. It
-//     settles an in-doubt action with ResolveInDoubt (or Resolve with the
-//     key of its InDoubtError); neither, nor a Do with an explicit key,
-//     moves a later default key. A Resolve with a default key names the
-//     next default-key Do, and fails with ErrNotInDoubt if that is not in
-//     doubt.
+//     settles an in-doubt action with Resolve of the same action (a
+//     default key names the in-doubt default-key call of the atom with the
+//     same tool and args; ErrAmbiguousResolve if two are), with
+//     ResolveInDoubt, or with Resolve with the key of its InDoubtError;
+//     none of them, nor a Do with an explicit key, moves a later default
+//     key. After Resolve the agent goes on with the result it recorded: a
+//     second Do of the same action with a default key is another call
+//     (the next index), so a retry after ResolveFailed passes the
+//     InDoubtError's key.
 //   - Fail does not consume the seq: the next Begin retries it, and
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer

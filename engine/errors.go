@@ -38,11 +38,15 @@ var (
 	// that holds no store.
 	ErrNotAStore = errors.New("engine: not a CONTINUUM store")
 	// ErrNotInDoubt is returned by Resolve and ResolveFailed of an action
-	// with a default key (Action.Key empty) that is not in doubt (such a
-	// key names the atom's next default-key Do, not the one already
-	// reported in doubt), and by ResolveInDoubt and ResolveInDoubtFailed of
-	// an InDoubtError of another atom or whose action is no longer in doubt.
+	// that is not in doubt (with a default key: no default-key call of the
+	// atom with the same tool and args is), and by ResolveInDoubt and
+	// ResolveInDoubtFailed of an InDoubtError of another atom or whose
+	// action is no longer in doubt.
 	ErrNotInDoubt = errors.New("engine: action is not in doubt")
+	// ErrAmbiguousResolve is returned by Resolve and ResolveFailed with a
+	// default key when two or more default-key calls of the atom with the
+	// same tool and args are in doubt: ResolveInDoubt names one exactly.
+	ErrAmbiguousResolve = errors.New("engine: more than one in-doubt action matches")
 )
 
 // CorruptionError says where a store is damaged. It matches ErrCorrupt.

@@ -194,21 +194,22 @@ func TestI3InDoubt(t *testing.T) {
 				if len(keys) != 0 {
 					t.Fatalf("exec called for a non-idempotent in-doubt action")
 				}
-				// A default key depends on the call's index in the atom: a
-				// Resolve without a key names another action, which is not
-				// in doubt, and is refused rather than certify it (the real
-				// one would stay in doubt, for a later Do to run again).
-				if err := a2.Resolve(ctx, act, []byte("charged")); !errors.Is(err, ErrNotInDoubt) {
-					t.Fatalf("Resolve with the default key of a later call: %v, want ErrNotInDoubt", err)
+				// An action with other args is not the one in doubt: refused
+				// rather than certified (the real one would stay in doubt).
+				other := ledger.Action{Tool: act.Tool, Args: []byte(`{"cents":1}`)}
+				if err := a2.Resolve(ctx, other, []byte("charged")); !errors.Is(err, ErrNotInDoubt) {
+					t.Fatalf("Resolve of an action with other args: %v, want ErrNotInDoubt", err)
+				}
+				// Contract v1: Resolve with the same action, default key,
+				// settles the one Do just reported.
+				if err := a2.Resolve(ctx, act, []byte("charged")); err != nil {
+					t.Fatalf("Resolve with the default key after the in-doubt Do: %v", err)
 				}
 				if err := a2.ResolveFailed(ctx, act, "no trace"); !errors.Is(err, ErrNotInDoubt) {
-					t.Fatalf("ResolveFailed with the default key of a later call: %v, want ErrNotInDoubt", err)
+					t.Fatalf("ResolveFailed of the settled action: %v, want ErrNotInDoubt", err)
 				}
-				// The agent names the action by the key the error carries.
+				// A Do with the key the error carries returns the result.
 				act.Key = ide.Key
-				if err := a2.Resolve(ctx, act, []byte("charged")); err != nil {
-					t.Fatal(err)
-				}
 				if out, err = a2.Do(ctx, act, exec); err != nil {
 					t.Fatal(err)
 				}
@@ -680,13 +681,16 @@ func TestDefaultKeysSurviveReconciliation(t *testing.T) {
 			act.Key = e.Key
 			return a.Do(ctx, act, exec)
 		},
-		"Resolve with a default key is refused, then ResolveInDoubt": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
-			// Resolve names the next default-key Do, which is not A (the
-			// in-doubt Do took A's index): refused, nothing certified.
-			if err := a.Resolve(ctx, act, []byte("sent A")); !errors.Is(err, ErrNotInDoubt) {
-				return nil, fmt.Errorf("Resolve with a default key after the in-doubt Do: %v, want ErrNotInDoubt", err)
+		"Resolve with a default key": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			// Contract v1: the action Do just reported, by tool and args.
+			return []byte("sent A"), a.Resolve(ctx, act, []byte("sent A"))
+		},
+		"ResolveFailed with a default key, then Do with the error's key": func(a *Atom, act ledger.Action, e *ledger.InDoubtError, exec ledger.Exec) ([]byte, error) {
+			if err := a.ResolveFailed(ctx, act, "no trace downstream"); err != nil {
+				return nil, err
 			}
-			return []byte("sent A"), a.ResolveInDoubt(ctx, e, []byte("sent A"))
+			act.Key = e.Key
+			return a.Do(ctx, act, exec)
 		},
 	}
 	for name, settle := range settle {

@@ -207,6 +207,18 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 	}, nil
 }
 
+// WithDefaultKey returns the intent of the same tool and args as the
+// index-th default-key call of in's atom: the key is DefaultKey(in.RunID,
+// in.Seq, index) and the fingerprint is recomputed from the canonical args
+// in already holds, without parsing them again.
+func (in *Intent) WithDefaultKey(index uint32) *Intent {
+	c := *in
+	c.Index = index
+	c.Key = DefaultKey(in.RunID, in.Seq, int(index))
+	c.Fingerprint = fingerprintOf(c.Tool, c.Args, c.Key)
+	return &c
+}
+
 // CheckFingerprint recomputes the fingerprint from the intent's tool, args
 // and key and reports an error wrapping ErrCorrupt if it differs from
 // in.Fingerprint or if the args are not in canonical form.

@@ -198,3 +198,26 @@ func contains(s, sub string) bool {
 	}
 	return false
 }
+
+// TestWithDefaultKey: the intent of another default-key call of the same
+// action is the one NewIntent builds for that index.
+func TestWithDefaultKey(t *testing.T) {
+	act := Action{Tool: "email.send", Args: []byte(`{"to": "ops", "token": "s3cret"}`), Redact: []string{"/token"}}
+	in, err := NewIntent(act, "run-1", 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, i := range []uint32{0, 1, 5} {
+		want, err := NewIntent(act, "run-1", 7, i)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := in.WithDefaultKey(i)
+		if got.Fingerprint != want.Fingerprint || got.Key != want.Key || got.Index != want.Index || string(got.Args) != string(want.Args) {
+			t.Errorf("index %d: %+v, want %+v", i, got, want)
+		}
+	}
+	if in.Key != DefaultKey("run-1", 7, 0) {
+		t.Errorf("WithDefaultKey changed its receiver: key %q", in.Key)
+	}
+}
