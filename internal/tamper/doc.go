@@ -1,0 +1,59 @@
+// Package tamper is the tamper suite of CONTINUUM: it checks invariant I9
+// (the log is the truth) from the outside, as an attacker and a demanding
+// user would, through the public API only.
+//
+// Build makes a store the way an agent does (several runs, certified
+// actions, actions that were in doubt after a real crash of a child process
+// and were settled, one left in doubt, a failed atom, snapshots in Pebble,
+// a trained dictionary, engine checkpoints, a signed head) and keeps a copy
+// of the store at each earlier Close. Plan lists the damage to try on every
+// file of it: bytes flipped at seeded offsets, truncations, the file's
+// deletion, and an older copy of the file swapped in. Each scenario runs on
+// a fresh copy, in a child process (the oracle) with a deadline: it runs
+// Verify, plain and deep, on the damaged copy, then opens it through the
+// engine and reads everything a resuming agent reads (every run's LastSeq,
+// Head, State, StateAt at every seq, the in-flight atom, and a Do of every
+// past action, which must return the certified result without calling
+// exec), closes it, opens it again and reads it all once more; then it
+// reads the copy with the read-only tools (Inspect, Scan: what continuumctl
+// inspect, stats and export use). Classify compares that with the answers
+// of the pristine store:
+//
+//   - DETECTED: verify reports the store tampered or corrupt and names the
+//     damaged file (and, for damage to a log record, the run and seq of
+//     that record), and the engine served no wrong answer silently (an
+//     error instead of an answer is fine, a different answer is not);
+//   - HARMLESS: the engine and the tools read exactly the pristine answers;
+//   - MISSED: anything else. In particular verify passing a store that the
+//     engine reads differently, refuses to open, or that a refused Open
+//     wrote into; and a wrong answer served without an error, whatever
+//     verify said.
+//   - PANIC, HANG: the child died of a panic or a fatal runtime error (in
+//     any goroutine, a dependency's included), or missed its deadline.
+//
+// The suite passes with no MISSED, PANIC or HANG scenario.
+//
+// # Usage
+//
+// A binary that uses Build or Run must let its child processes in first:
+//
+//	func TestMain(m *testing.M) {
+//		if tamper.IsChild() {
+//			os.Exit(tamper.ChildMain())
+//		}
+//		os.Exit(m.Run())
+//	}
+//
+// See tamper_test.go for the flags (-tamper, -tamper.seed, -tamper.flips,
+// -tamper.cuts, -tamper.scenarios, -tamper.only, -tamper.report).
+//
+// # Caveats
+//
+//   - A store is built afresh for every run of the suite, so a seed
+//     reproduces the same damage plan (files, kinds, relative positions)
+//     on a store of the same shape; run ids, actions and frames are the
+//     same, but timestamps and Pebble's file numbers may differ. Use
+//     -tamper.keep to keep the exact store and damaged copies.
+//   - The oracle's reads write to the damaged copy (a Begin, Do and Fail
+//     per run, Close's checkpoint); copies are thrown away afterwards.
+package tamper

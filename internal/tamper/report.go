@@ -1,0 +1,106 @@
+package tamper
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// tally counts outcomes by class.
+type tally struct {
+	scenarios                              int
+	detected, harmless, missed, panic, hng int
+	plainToo                               int // detected ones that plain verify (no --deep) detected too
+}
+
+func (t *tally) add(o Outcome) {
+	t.scenarios++
+	switch o.Class {
+	case Detected:
+		t.detected++
+		if o.Plain {
+			t.plainToo++
+		}
+	case Harmless:
+		t.harmless++
+	case Missed:
+		t.missed++
+	case Panic:
+		t.panic++
+	case Hang:
+		t.hng++
+	}
+}
+
+// WriteReport writes the result as Markdown: the seed and command, a table
+// per file kind and one per damage, then every failed scenario with why.
+func (r *Result) WriteReport(w io.Writer) error {
+	var b strings.Builder
+	var total tally
+	byKind, byDamage := map[string]*tally{}, map[Damage]*tally{}
+	for _, o := range r.Outcomes {
+		total.add(o)
+		if byKind[o.Scenario.Kind] == nil {
+			byKind[o.Scenario.Kind] = &tally{}
+		}
+		byKind[o.Scenario.Kind].add(o)
+		if byDamage[o.Scenario.Damage] == nil {
+			byDamage[o.Scenario.Damage] = &tally{}
+		}
+		byDamage[o.Scenario.Damage].add(o)
+	}
+	verdict := "PASS"
+	if total.missed+total.panic+total.hng > 0 {
+		verdict = "FAIL"
+	}
+	fmt.Fprintf(&b, "tamper suite: %s: seed %d, %d scenarios (of %d planned) on %d files, %v\n",
+		verdict, r.Seed, total.scenarios, r.Planned, r.files(), r.Elapsed.Round(1e7))
+	if r.Command != "" {
+		fmt.Fprintf(&b, "command: `%s`\n", r.Command)
+	}
+	fmt.Fprintf(&b, "\n")
+	table := func(head string, rows []string, get func(string) *tally) {
+		fmt.Fprintf(&b, "| %s | scenarios | detected | (plain verify too) | harmless | missed | panic | hang |\n", head)
+		fmt.Fprintf(&b, "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n")
+		for _, k := range append(rows, "total") {
+			t := &total
+			if k != "total" {
+				t = get(k)
+			}
+			fmt.Fprintf(&b, "| %s | %d | %d | %d | %d | %d | %d | %d |\n", k, t.scenarios, t.detected, t.plainToo,
+				t.harmless, t.missed, t.panic, t.hng)
+		}
+		fmt.Fprintf(&b, "\n")
+	}
+	kinds := sortedKeys(byKind)
+	table("file kind", kinds, func(k string) *tally { return byKind[k] })
+	var damages []string
+	for d := range byDamage {
+		damages = append(damages, string(d))
+	}
+	slices.Sort(damages)
+	table("damage", damages, func(k string) *tally { return byDamage[Damage(k)] })
+
+	failed := r.Failed()
+	if len(failed) > 0 {
+		fmt.Fprintf(&b, "Failed scenarios (%d):\n\n", len(failed))
+		tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
+		for _, o := range failed {
+			fmt.Fprintf(tw, "- %s\t%s\t%s\n", o.Class, o.Scenario.Name, o.Why)
+		}
+		tw.Flush()
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// files counts the distinct files the outcomes damaged.
+func (r *Result) files() int {
+	seen := map[string]bool{}
+	for _, o := range r.Outcomes {
+		seen[o.Scenario.File] = true
+	}
+	return len(seen)
+}

@@ -1,0 +1,157 @@
+package tamper
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+var (
+	flagOn        = flag.Bool("tamper", false, "run the tamper suite (also CONTINUUM_TAMPER=1)")
+	flagSeed      = flag.Int64("tamper.seed", 0, "seed of the store and the damage plan (0: from the clock)")
+	flagFlips     = flag.Int("tamper.flips", 0, "flipped bytes per file (default 6 under -short, 48 otherwise)")
+	flagCuts      = flag.Int("tamper.cuts", 0, "truncations per file (default 3 under -short, 8 otherwise)")
+	flagScenarios = flag.Int("tamper.scenarios", -1, "run at most this many scenarios, a seeded sample (default 300 under -short, all otherwise; 0: all)")
+	flagOnly      = flag.String("tamper.only", "", "run only the scenarios whose name matches this regexp")
+	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
+	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
+	flagKeep      = flag.String("tamper.keep", "", "keep the pristine store and every failed scenario's damaged copy under this directory")
+)
+
+func TestMain(m *testing.M) {
+	if IsChild() {
+		os.Exit(ChildMain())
+	}
+	os.Exit(m.Run())
+}
+
+// TestPristine builds a store and checks that the oracle reads it back as
+// built (every run, every seq, every past action's certified result, the
+// action left in doubt) and that verify passes it: the suite's baseline,
+// always on.
+func TestPristine(t *testing.T) {
+	seed := seedFlag()
+	t.Logf("seed %d", seed)
+	ctx := context.Background()
+	st, err := Build(ctx, t.TempDir(), seed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Deadline: time.Minute}
+	ans, err := oracleRun(ctx, &cfg, st, t.TempDir(), nil, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkPristine(st, ans); err != nil {
+		t.Fatal(err)
+	}
+	// A plain flip in the middle of a log record's payload must never be
+	// harmless: the engine would read a different record or refuse it.
+	recs, err := logRecords(ctx, st.Dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec *logRecord
+	for i := range recs {
+		if recs[i].kind == "atom" && recs[i].run == "alpha" && recs[i].seq == 3 {
+			rec = &recs[i]
+		}
+	}
+	if rec == nil {
+		t.Fatal("no atom record of run alpha seq 3 in the log")
+	}
+	rel := fmt.Sprintf("wal/%016x.wal", rec.pos.Segment)
+	off := (rec.pos.Offset + rec.end) / 2
+	sc := Scenario{Name: "flip mid-record", File: rel, Kind: fileKind(rel), Damage: Flip, Offset: off, Mask: 0x10,
+		Reach: reach(rel, recs, off, off+1)}
+	cr, got, err := oracleChild(ctx, st, t.TempDir(), &sc, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := classify(&sc, ans, cr, got)
+	t.Logf("%s: %s %s", sc.Name, o.Class, o.Why)
+	if o.Class == Harmless {
+		t.Errorf("a flipped byte in atom alpha/3 was classified harmless: the oracle does not see the log")
+	}
+	if len(o.Diffs) == 0 && !o.Plain && !o.Deep {
+		t.Errorf("a flipped byte in atom alpha/3 changed no answer and no verdict")
+	}
+}
+
+// TestTamper is the tamper suite (see the package doc): off unless -tamper
+// or CONTINUUM_TAMPER=1, until the engine passes it.
+func TestTamper(t *testing.T) {
+	if !*flagOn && os.Getenv("CONTINUUM_TAMPER") != "1" {
+		t.Skip("the tamper suite runs with -tamper or CONTINUUM_TAMPER=1")
+	}
+	seed := seedFlag()
+	flips, cuts, max := *flagFlips, *flagCuts, *flagScenarios
+	if flips == 0 {
+		flips = pick(6, 48)
+	}
+	if cuts == 0 {
+		cuts = pick(3, 8)
+	}
+	if max < 0 {
+		max = pick(300, 0)
+	}
+	cfg := Config{Seed: seed, Flips: flips, Cuts: cuts, Max: max, Deadline: *flagDeadline, Workers: 2,
+		Work: t.TempDir(), Keep: *flagKeep}
+	if *flagOnly != "" {
+		re, err := regexp.Compile(*flagOnly)
+		if err != nil {
+			t.Fatalf("-tamper.only: %v", err)
+		}
+		cfg.Only = re
+	}
+	cmd := fmt.Sprintf("go test ./internal/tamper -run TestTamper -tamper -tamper.seed %d -tamper.flips %d -tamper.cuts %d -tamper.scenarios %d",
+		seed, flips, cuts, max)
+	if testing.Short() {
+		cmd = strings.Replace(cmd, "go test", "go test -short", 1)
+	}
+	t.Logf("seed %d; repeat with: %s", seed, cmd)
+	cfg.Progress = func(done, total int, o Outcome) {
+		if o.Class.Failed() {
+			t.Logf("[%d/%d] %s %s: %s", done, total, o.Class, o.Scenario.Name, o.Why)
+		} else if testing.Verbose() && done%50 == 0 {
+			t.Logf("[%d/%d] ...", done, total)
+		}
+	}
+	res, err := Run(context.Background(), cfg)
+	if res != nil {
+		res.Command = cmd
+		var b strings.Builder
+		res.WriteReport(&b)
+		t.Log("\n" + b.String())
+		if *flagReport != "" {
+			if err := os.WriteFile(*flagReport, []byte(b.String()), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		if f := res.Failed(); len(f) > 0 {
+			t.Errorf("%d of %d scenarios failed (missed, panic or hang); seed %d", len(f), len(res.Outcomes), seed)
+		}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func seedFlag() int64 {
+	if *flagSeed != 0 {
+		return *flagSeed
+	}
+	return time.Now().UnixNano()
+}
+
+func pick[T any](short, full T) T {
+	if testing.Short() {
+		return short
+	}
+	return full
+}
