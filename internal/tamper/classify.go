@@ -135,8 +135,11 @@ func sortedKeys[V any](m map[string]V) []string {
 type Outcome struct {
 	Scenario Scenario `json:"scenario"`
 	Class    Class    `json:"class"`
-	Why      string   `json:"why,omitempty"`
-	Diffs    []Diff   `json:"diffs,omitempty"`
+	// Tag is the short reason of a failed verdict (the group it is
+	// reported in); Why is the long one.
+	Tag   string `json:"tag,omitempty"`
+	Why   string `json:"why,omitempty"`
+	Diffs []Diff `json:"diffs,omitempty"`
 	// Plain and Deep say whether each verify detected the damage.
 	Plain, Deep bool
 	Seconds     float64 `json:"seconds"`
@@ -148,13 +151,13 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 	o := Outcome{Scenario: *sc, Seconds: cr.Elapsed.Seconds()}
 	switch {
 	case cr.TimedOut:
-		o.Class, o.Why = Hang, fmt.Sprintf("the oracle missed its deadline after %v", cr.Elapsed.Round(1e6))
+		o.Class, o.Tag, o.Why = Hang, "oracle hung", fmt.Sprintf("the oracle missed its deadline after %v", cr.Elapsed.Round(1e6))
 		return o
 	case cr.Panicked:
-		o.Class, o.Why = Panic, firstLines(cr.Stderr, 12)
+		o.Class, o.Tag, o.Why = Panic, "oracle panicked", firstLines(cr.Stderr, 12)
 		return o
 	case got == nil:
-		o.Class, o.Why = Missed, fmt.Sprintf("the oracle exited with status %d and no answer: %s", cr.ExitCode, firstLines(cr.Stderr, 6))
+		o.Class, o.Tag, o.Why = Missed, "oracle died", fmt.Sprintf("the oracle exited with status %d and no answer: %s", cr.ExitCode, firstLines(cr.Stderr, 6))
 		return o
 	}
 	o.Diffs = compare(want, got)
@@ -166,17 +169,17 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 		}
 	}
 	var named bool
-	var unnamed string
+	var unnamed, unnamedTag string
 	for _, v := range []VerifyAnswer{got.VerifyDeep, got.VerifyPlain} {
 		if !v.Detected() {
 			continue
 		}
-		ok, why := names(sc, v)
+		ok, tag, why := names(sc, v)
 		if ok {
 			named = true
 			break
 		}
-		unnamed = why
+		unnamed, unnamedTag = why, tag
 	}
 	detected := o.Plain || o.Deep
 	switch {
@@ -185,30 +188,30 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 	case len(o.Diffs) == 0:
 		o.Class = Harmless
 	case !detected:
-		o.Class, o.Why = Missed, "verify passed (plain and --deep), but "+summarize(silentFirst(o.Diffs))
+		o.Class, o.Tag, o.Why = Missed, "verify passed, engine read differently", "verify passed (plain and --deep), but "+summarize(silentFirst(o.Diffs))
 	case silent > 0:
-		o.Class, o.Why = Missed, "verify detected it, but the engine or a tool answered wrong without an error: "+summarize(silentFirst(o.Diffs))
+		o.Class, o.Tag, o.Why = Missed, "wrong answer served without an error", "verify detected it, but the engine or a tool answered wrong without an error: "+summarize(silentFirst(o.Diffs))
 	default:
-		o.Class, o.Why = Missed, unnamed+"; and "+summarize(o.Diffs)
+		o.Class, o.Tag, o.Why = Missed, unnamedTag, unnamed+"; and "+summarize(o.Diffs)
 	}
 	return o
 }
 
 // names reports whether a verdict names the scenario's file and, when the
 // damage reaches log records, one reached run and its first reached seq.
-func names(sc *Scenario, v VerifyAnswer) (bool, string) {
+func names(sc *Scenario, v VerifyAnswer) (ok bool, tag, why string) {
 	text := v.Text()
 	base := path.Base(sc.File)
 	if !strings.Contains(text, sc.File) && !strings.Contains(text, base) {
-		return false, fmt.Sprintf("verify detected it but did not name %s (it said: %s)", sc.File, firstLines(text, 3))
+		return false, "verify did not name the file", fmt.Sprintf("verify detected it but did not name %s (it said: %s)", sc.File, firstLines(text, 3))
 	}
 	if len(sc.Reach) == 0 {
-		return true, ""
+		return true, "", ""
 	}
 	for _, f := range v.Failures {
 		for _, rs := range sc.Reach {
 			if f.RunID == rs.Run && (f.Seq == rs.Seq || (rs.Seq == 0 && f.Seq == 1)) {
-				return true, ""
+				return true, "", ""
 			}
 		}
 	}
@@ -216,7 +219,7 @@ func names(sc *Scenario, v VerifyAnswer) (bool, string) {
 	for _, rs := range sc.Reach {
 		want = append(want, fmt.Sprintf("run %s seq %d", rs.Run, rs.Seq))
 	}
-	return false, fmt.Sprintf("verify named %s but not the first damaged record (%s) (it said: %s)",
+	return false, "verify did not name the run and seq", fmt.Sprintf("verify named %s but not the first damaged record (%s) (it said: %s)",
 		base, strings.Join(want, " or "), firstLines(text, 3))
 }
 

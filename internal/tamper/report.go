@@ -85,6 +85,32 @@ func (r *Result) WriteReport(w io.Writer) error {
 
 	failed := r.Failed()
 	if len(failed) > 0 {
+		// Groups first: file kind, damage and short reason, with a count
+		// and the first example.
+		type group struct {
+			key   string
+			n     int
+			first Outcome
+		}
+		var groups []*group
+		byKey := map[string]*group{}
+		for _, o := range failed {
+			k := fmt.Sprintf("%s | %s | %s | %s", o.Class, o.Scenario.Kind, o.Scenario.Damage, o.Tag)
+			g := byKey[k]
+			if g == nil {
+				g = &group{key: k, first: o}
+				byKey[k] = g
+				groups = append(groups, g)
+			}
+			g.n++
+		}
+		slices.SortFunc(groups, func(a, b *group) int { return strings.Compare(a.key, b.key) })
+		fmt.Fprintf(&b, "Failures by file kind, damage and reason:\n\n")
+		fmt.Fprintf(&b, "| class | file kind | damage | reason | count | example |\n| --- | --- | --- | --- | ---: | --- |\n")
+		for _, g := range groups {
+			fmt.Fprintf(&b, "| %s | %d | %s |\n", g.key, g.n, g.first.Scenario.Name)
+		}
+		fmt.Fprintf(&b, "\n")
 		fmt.Fprintf(&b, "Failed scenarios (%d):\n\n", len(failed))
 		tw := tabwriter.NewWriter(&b, 0, 0, 1, ' ', 0)
 		for _, o := range failed {
