@@ -544,3 +544,38 @@ func copyTree(src, dst string) error {
 		return out.Close()
 	})
 }
+
+// storeFile is where Save writes a store's description, beside it.
+const storeFile = "store.json"
+
+// Save copies the store and its older copies under root (root/store,
+// root/older-N) and describes them in root/store.json, for Load.
+func (s *Store) Save(root string) error {
+	c := *s
+	c.Dir = "store"
+	if err := copyTree(s.Dir, filepath.Join(root, c.Dir)); err != nil {
+		return err
+	}
+	c.Older = nil
+	for _, o := range s.Older {
+		name := filepath.Base(o)
+		if err := copyTree(o, filepath.Join(root, name)); err != nil {
+			return err
+		}
+		c.Older = append(c.Older, name)
+	}
+	return writeAnswer(filepath.Join(root, storeFile), &c, "")
+}
+
+// Load reads a store saved by Save under root.
+func Load(root string) (*Store, error) {
+	var s Store
+	if err := readAnswer(filepath.Join(root, storeFile), &s); err != nil {
+		return nil, fmt.Errorf("tamper: load a saved store: %w", err)
+	}
+	s.Dir = filepath.Join(root, s.Dir)
+	for i, o := range s.Older {
+		s.Older[i] = filepath.Join(root, o)
+	}
+	return &s, nil
+}

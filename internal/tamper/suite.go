@@ -31,9 +31,13 @@ type Config struct {
 	// files).
 	Work string
 	// Keep, if set, is where the damaged copy of every failed scenario is
-	// kept (as Keep/<n>/store, with its answers in Keep/<n>/answers.json),
-	// and the pristine store (Keep/pristine).
+	// kept (as Keep/<n>/store, with its answers, scenario and the oracle's
+	// stderr beside it), and the store with its older copies (Keep/build,
+	// see Store.Save), which From can reuse.
 	Keep string
+	// From, if set, is a Keep directory whose store is reused instead of
+	// building one: the same seed then damages exactly the same bytes.
+	From string
 	// Progress, if set, is called after each scenario.
 	Progress func(done, total int, o Outcome)
 }
@@ -71,7 +75,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.Deadline <= 0 {
 		cfg.Deadline = 5 * time.Second
 	}
-	st, err := Build(ctx, filepath.Join(cfg.Work, "build"), cfg.Seed)
+	var st *Store
+	var err error
+	if cfg.From != "" {
+		st, err = Load(filepath.Join(cfg.From, "build"))
+	} else {
+		st, err = Build(ctx, filepath.Join(cfg.Work, "build"), cfg.Seed)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -93,8 +103,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 		plan = sample
 	}
-	if cfg.Keep != "" {
-		if err := copyTree(st.Dir, filepath.Join(cfg.Keep, "pristine")); err != nil {
+	if cfg.Keep != "" && cfg.Keep != cfg.From {
+		if err := st.Save(filepath.Join(cfg.Keep, "build")); err != nil {
 			return nil, err
 		}
 	}
@@ -123,9 +133,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			for i := range next {
 				sc := &plan[i]
 				dir := filepath.Join(cfg.Work, fmt.Sprintf("w%d", w))
-				o, got, err := runScenario(ctx, &cfg, st, pristine, sc, dir)
+				o, cr, got, err := runScenario(ctx, &cfg, st, pristine, sc, dir)
 				if err == nil && o.Class.Failed() && cfg.Keep != "" {
-					err = keep(cfg.Keep, i, st, sc, got)
+					err = keep(cfg.Keep, i, st, sc, cr, got)
 				}
 				os.RemoveAll(dir)
 				mu.Lock()
@@ -158,13 +168,13 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 
 // runScenario damages a copy of the store in dir and classifies what the
 // oracle reads from it.
-func runScenario(ctx context.Context, cfg *Config, st *Store, pristine *Answers, sc *Scenario, dir string) (Outcome, *Answers, error) {
+func runScenario(ctx context.Context, cfg *Config, st *Store, pristine *Answers, sc *Scenario, dir string) (Outcome, childRun, *Answers, error) {
 	os.RemoveAll(dir)
 	cr, got, err := oracleChild(ctx, st, dir, sc, cfg.Deadline)
 	if err != nil {
-		return Outcome{Scenario: *sc}, nil, err
+		return Outcome{Scenario: *sc}, cr, nil, err
 	}
-	return classify(sc, pristine, cr, got), got, nil
+	return classify(sc, pristine, cr, got), cr, got, nil
 }
 
 // oracleRun runs the oracle on a copy (with sc's damage, if any) and
@@ -263,10 +273,14 @@ func checkPristine(st *Store, p *Answers) error {
 }
 
 // keep saves a failed scenario's damaged copy (as the oracle got it,
-// before anything opened it) and its answers under root.
-func keep(root string, i int, st *Store, sc *Scenario, got *Answers) error {
+// before anything opened it), its answers and the oracle's stderr under
+// root.
+func keep(root string, i int, st *Store, sc *Scenario, cr childRun, got *Answers) error {
 	dst := filepath.Join(root, fmt.Sprint(i))
 	if err := sc.Apply(st.Dir, filepath.Join(dst, "store")); err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(dst, "stderr.txt"), []byte(cr.Stderr), 0o600); err != nil {
 		return err
 	}
 	if err := writeAnswer(filepath.Join(dst, "scenario.json"), sc, ""); err != nil {

@@ -20,7 +20,8 @@ var (
 	flagOnly      = flag.String("tamper.only", "", "run only the scenarios whose name matches this regexp")
 	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
 	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
-	flagKeep      = flag.String("tamper.keep", "", "keep the pristine store and every failed scenario's damaged copy under this directory")
+	flagKeep      = flag.String("tamper.keep", "", "keep the store (DIR/build) and every failed scenario's damaged copy (DIR/N) under this directory")
+	flagFrom      = flag.String("tamper.from", "", "reuse the store kept by an earlier -tamper.keep DIR instead of building one (with the same seed: the same bytes damaged)")
 )
 
 func TestMain(m *testing.M) {
@@ -101,7 +102,7 @@ func TestTamper(t *testing.T) {
 		max = pick(300, 0)
 	}
 	cfg := Config{Seed: seed, Flips: flips, Cuts: cuts, Max: max, Deadline: *flagDeadline, Workers: 2,
-		Work: t.TempDir(), Keep: *flagKeep}
+		Work: t.TempDir(), Keep: *flagKeep, From: *flagFrom}
 	if *flagOnly != "" {
 		re, err := regexp.Compile(*flagOnly)
 		if err != nil {
@@ -113,6 +114,9 @@ func TestTamper(t *testing.T) {
 		seed, flips, cuts, max)
 	if testing.Short() {
 		cmd = strings.Replace(cmd, "go test", "go test -short", 1)
+	}
+	if *flagFrom != "" {
+		cmd += " -tamper.from " + *flagFrom
 	}
 	t.Logf("seed %d; repeat with: %s", seed, cmd)
 	cfg.Progress = func(done, total int, o Outcome) {
