@@ -80,6 +80,8 @@ func compare(want, got *Answers) []Diff {
 			continue
 		}
 		diff(p+"Runs", w.Runs, g.Runs)
+		diff(p+"Stats", w.Stats, g.Stats)
+		diff(p+"continue the agent", w.Continue, g.Continue)
 		for _, id := range sortedKeys(w.Run) {
 			wr, gr := w.Run[id], g.Run[id]
 			if gr == nil {
@@ -88,10 +90,12 @@ func compare(want, got *Answers) []Diff {
 			q := fmt.Sprintf("%srun %s ", p, id)
 			diff(q+"LastSeq", wr.LastSeq, gr.LastSeq)
 			diff(q+"Head", wr.Head, gr.Head)
+			diff(q+"Info", wr.Info, gr.Info)
 			diff(q+"Interrupted", wr.Interrupted, gr.Interrupted)
 			diff(q+"State", wr.State, gr.State)
 			diff(q+"StateE", wr.StateE, gr.StateE)
 			list(q+"StateAt", wr.StateAt, gr.StateAt)
+			list(q+"Atom", wr.Atoms, gr.Atoms)
 			diff(q+"Begin", wr.Begin, gr.Begin)
 			if !strings.HasPrefix(gr.Begin, errPrefix) {
 				list(q+"Do", wr.Do, gr.Do)

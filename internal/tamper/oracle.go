@@ -51,9 +51,10 @@ type Answers struct {
 	// Tools is what the read-only tools (Inspect) read, before the engine
 	// opened the store.
 	Tools ToolAnswers `json:"tools"`
-	// Rounds are two Opens of the store, one after the other, each read
-	// in full and closed.
-	Rounds [2]EngineAnswers `json:"rounds"`
+	// Rounds are three Opens of the store, one after the other, each read
+	// in full and closed; at the end of the second, the agent goes on (see
+	// EngineAnswers.Continue).
+	Rounds [3]EngineAnswers `json:"rounds"`
 	// Log holds the engine's warnings and errors (the first few).
 	Log []string `json:"log,omitempty"`
 }
@@ -96,9 +97,13 @@ type EngineAnswers struct {
 	Open string `json:"open"` // "ok" or an error
 	// Wrote lists what a refused Open changed in the store.
 	Wrote []string `json:"wrote,omitempty"`
-	Runs  string   `json:"runs"` // DB.Runs: the ids, or an error
+	Runs  string   `json:"runs"`  // DB.Runs: the ids, or an error
+	Stats string   `json:"stats"` // DB.Stats().Runs
 	// Run is per expected run id.
 	Run map[string]*RunAnswers `json:"run,omitempty"`
+	// Continue is what an agent that goes on gets: a new atom of run
+	// continueRun with a new action, committed (second round only).
+	Continue string `json:"continue,omitempty"`
 	// Close and Background (Stats().Background at the end) are reported,
 	// not compared: the engine may say there that it rebuilt something.
 	Close      string `json:"close,omitempty"`
@@ -109,10 +114,12 @@ type EngineAnswers struct {
 type RunAnswers struct {
 	LastSeq     string   `json:"last_seq"`
 	Head        string   `json:"head"`
+	Info        string   `json:"info"`        // Run.Info, less what derived files may change
 	Interrupted string   `json:"interrupted"` // Run.Interrupted
 	State       string   `json:"state"`       // State()
 	StateE      string   `json:"state_e"`
 	StateAt     []string `json:"state_at"` // StateAt(0..LastSeq)
+	Atoms       []string `json:"atoms"`    // Run.Atom(1..LastSeq)
 	Begin       string   `json:"begin"`    // the seq Begin gives, resumed or not
 	// Do is, per past action of the run (in Store.Actions order), what a Do
 	// of it returned.
@@ -194,12 +201,16 @@ func readEngine(ctx context.Context, s *oracleSpec, logger *slog.Logger, round u
 		sort.Strings(ids)
 		ea.Runs = strings.Join(ids, ",")
 	}
+	ea.Stats = fmt.Sprintf("%d runs", db.Stats().Runs)
 	ea.Run = map[string]*RunAnswers{}
 	for _, id := range s.Runs {
 		if !present[id] {
 			continue // Run would create it: the difference is in Runs
 		}
 		ea.Run[id] = readRun(ctx, db, id, s.Actions)
+	}
+	if round == 1 && present[continueRun] {
+		ea.Continue = continueAgent(ctx, db, continueRun)
 	}
 	ea.Background = errString(db.Stats().Background)
 	ea.Close = errString(db.Close())
@@ -216,11 +227,17 @@ func readRun(ctx context.Context, db *engine.DB, id string, actions []Action) *R
 	last := r.LastSeq()
 	ra.LastSeq = fmt.Sprint(last)
 	ra.Head = r.Head().String()
+	info := r.Info()
+	ra.Info = fmt.Sprintf("created %d, last seq %d, head %s, chain checkpoint %d, interrupted %d",
+		info.Created.UnixNano(), info.LastSeq, info.Head, info.CheckpointSeq, info.Interrupted)
 	ra.Interrupted = interrupted(ctx, r)
 	ra.State = frameAnswer(r.State(), nil)
 	ra.StateE = frameAnswer(r.StateE())
 	for seq := uint64(0); seq <= last; seq++ {
 		ra.StateAt = append(ra.StateAt, frameAnswer(r.StateAt(ctx, seq)))
+	}
+	for seq := uint64(1); seq <= last; seq++ {
+		ra.Atoms = append(ra.Atoms, atomAnswer(r.Atom(ctx, seq)))
 	}
 	atom, err := r.Begin(ctx)
 	if err != nil {
@@ -237,6 +254,37 @@ func readRun(ctx context.Context, db *engine.DB, id string, actions []Action) *R
 		ra.Begin += "; " + errPrefix + "fail: " + err.Error()
 	}
 	return ra
+}
+
+// continueRun is the run the oracle's agent goes on with.
+const continueRun = "alpha"
+
+// continueAgent commits a new atom of run with a new action, as an agent
+// that resumes does, and describes what it got.
+func continueAgent(ctx context.Context, db *engine.DB, id string) string {
+	r, err := db.Run(ctx, id)
+	if err != nil {
+		return errPrefix + "run: " + err.Error()
+	}
+	atom, err := r.Begin(ctx)
+	if err != nil {
+		return errPrefix + "begin: " + err.Error()
+	}
+	act := ledger.Action{Tool: "report.publish", Args: []byte(`{"channel":"ops","after":"tamper"}`),
+		Key: fmt.Sprintf("tamper-continue-%s-%d", id, atom.Seq())}
+	out, err := atom.Do(ctx, act, func(_ context.Context, key string) ([]byte, error) {
+		return []byte(`{"published":"` + key + `"}`), nil
+	})
+	if err != nil {
+		atom.Fail(ctx, "tamper oracle: do failed")
+		return errPrefix + "do: " + err.Error()
+	}
+	d := new(frame.Delta).Set("published", out).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: "published the report"})
+	if err := atom.Commit(ctx, d); err != nil {
+		return errPrefix + "commit: " + err.Error()
+	}
+	st, err := r.StateE()
+	return fmt.Sprintf("seq %d head %s result %s state %s", atom.Seq(), r.Head(), digest(out), frameAnswer(st, err))
 }
 
 func interrupted(ctx context.Context, r *engine.Run) string {

@@ -236,12 +236,16 @@ func checkPristine(st *Store, p *Answers) error {
 		if rd.Runs != strings.Join(st.Runs, ",") {
 			bad = append(bad, fmt.Sprintf("open %d: runs %q, built %q", i+1, rd.Runs, strings.Join(st.Runs, ",")))
 		}
+		walk(fmt.Sprintf("open %d continue", i+1), rd.Continue)
+		if (i == 1) != (rd.Continue != "") {
+			bad = append(bad, fmt.Sprintf("open %d: continue %q", i+1, rd.Continue))
+		}
 		if rd.Close != "" || rd.Background != "" {
 			bad = append(bad, fmt.Sprintf("open %d: close %q, background error %q", i+1, rd.Close, rd.Background))
 		}
 		for id, ra := range rd.Run {
 			q := fmt.Sprintf("open %d run %s", i+1, id)
-			for _, s := range append([]string{ra.LastSeq, ra.Head, ra.Interrupted, ra.State, ra.StateE, ra.Begin}, ra.StateAt...) {
+			for _, s := range append(append([]string{ra.LastSeq, ra.Head, ra.Info, ra.Interrupted, ra.State, ra.StateE, ra.Begin}, ra.StateAt...), ra.Atoms...) {
 				walk(q, s)
 			}
 			j := 0
