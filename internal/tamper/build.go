@@ -545,6 +545,32 @@ func copyTree(src, dst string) error {
 	})
 }
 
+// BuildHistory makes a store in root/store of runs runs with atoms atoms
+// each (one certified action per atom), with the suite's options, closed
+// once at the end: a long history for restart measurements.
+func BuildHistory(ctx context.Context, root string, seed int64, runs, atoms int) (*Store, error) {
+	b := &builder{dir: filepath.Join(root, "store"), work: root, seed: seed, keySeed: make([]byte, ed25519.SeedSize)}
+	b.st = &Store{Dir: b.dir, KeySeed: b.keySeed, PublicKey: ed25519.NewKeyFromSeed(b.keySeed).Public().(ed25519.PublicKey)}
+	if err := b.open(); err != nil {
+		return nil, err
+	}
+	for i := range runs {
+		b.st.Runs = append(b.st.Runs, fmt.Sprintf("run-%03d", i))
+	}
+	for range atoms {
+		for _, id := range b.st.Runs {
+			if err := b.atom(ctx, id); err != nil {
+				b.db.Close()
+				return nil, err
+			}
+		}
+	}
+	if err := b.closeLast(); err != nil {
+		return nil, err
+	}
+	return b.st, nil
+}
+
 // storeFile is where Save writes a store's description, beside it.
 const storeFile = "store.json"
 

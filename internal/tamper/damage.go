@@ -118,15 +118,18 @@ func Plan(ctx context.Context, st *Store, opts PlanOptions) ([]Scenario, error) 
 		size := int64(len(b))
 		extent := int64(len(bytes.TrimRight(b, "\x00")))
 		seen := map[int64]bool{}
-		for i := 0; i < opts.Flips && size > 0; i++ {
+		for i := range int(min(int64(opts.Flips), size)) {
 			span := size
 			if i%2 == 0 && extent > 0 {
 				span = extent
 			}
 			off := r.Int64N(span)
-			if seen[off] && len(seen) < int(size) {
-				i--
-				continue
+			for try := 0; seen[off]; try++ {
+				if try < 16 {
+					off = r.Int64N(span)
+				} else {
+					off = (off + 1) % size // a small file: take the next free byte
+				}
 			}
 			seen[off] = true
 			mask := byte(1) << r.IntN(8)
