@@ -28,7 +28,11 @@ func TestMain(m *testing.M) {
 	if IsChild() {
 		os.Exit(ChildMain())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if history.dir != "" {
+		os.RemoveAll(history.dir) // BenchmarkRestart's store
+	}
+	os.Exit(code)
 }
 
 // TestPristine builds a store and checks that the oracle reads it back as
