@@ -102,6 +102,7 @@ func compare(want, got *Answers) []Diff {
 			}
 		}
 	}
+	out = append(out, compareCLI(want, got)...)
 	w, g := &want.Tools, &got.Tools
 	diff("tools: Scan", w.Scan, g.Scan)
 	diff("tools: Inspect", w.Inspect, g.Inspect)
@@ -162,6 +163,10 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 		return o
 	case got == nil:
 		o.Class, o.Tag, o.Why = Missed, "oracle died", fmt.Sprintf("the oracle exited with status %d and no answer: %s", cr.ExitCode, firstLines(cr.Stderr, 6))
+		return o
+	}
+	if c, why := cliFailure(got); c != "" {
+		o.Class, o.Tag, o.Why = c, "continuumctl "+strings.ToLower(string(c)), why
 		return o
 	}
 	o.Diffs = compare(want, got)

@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
@@ -40,6 +41,10 @@ type oracleSpec struct {
 	Runs      []string `json:"runs"`
 	Actions   []Action `json:"actions"`
 	Out       string   `json:"out"`
+	// CLI is the continuumctl binary to run on the store ("": none), each
+	// command with CLITimeout.
+	CLI        string        `json:"cli,omitempty"`
+	CLITimeout time.Duration `json:"cli_timeout,omitempty"`
 }
 
 // Answers are everything the oracle read from one store.
@@ -51,6 +56,9 @@ type Answers struct {
 	// Tools is what the read-only tools (Inspect) read, before the engine
 	// opened the store.
 	Tools ToolAnswers `json:"tools"`
+	// CLI is what continuumctl said of the store (see cliCommands), before
+	// the engine opened it.
+	CLI []CLIAnswer `json:"cli,omitempty"`
 	// Rounds are three Opens of the store, one after the other, each read
 	// in full and closed; at the end of the second, the agent goes on (see
 	// EngineAnswers.Continue).
@@ -159,6 +167,9 @@ func readStore(ctx context.Context, s *oracleSpec) *Answers {
 	ans.VerifyPlain = verify(ctx, s.Dir, pub, false)
 	ans.VerifyDeep = verify(ctx, s.Dir, pub, true)
 	ans.Tools = readTools(ctx, s)
+	if s.CLI != "" {
+		ans.CLI = readCLI(ctx, s)
+	}
 	log := &logLines{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i := range ans.Rounds {

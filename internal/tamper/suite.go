@@ -38,6 +38,11 @@ type Config struct {
 	// From, if set, is a Keep directory whose store is reused instead of
 	// building one: the same seed then damages exactly the same bytes.
 	From string
+	// CLI, if set, is the continuumctl binary the oracle also runs on the
+	// damaged copies (see BuildCLI): on one scenario in CLIEvery (0 or 1:
+	// every one), since it costs a dozen processes per scenario.
+	CLI      string
+	CLIEvery int
 	// Progress, if set, is called after each scenario.
 	Progress func(done, total int, o Outcome)
 }
@@ -113,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := checkPristine(st, pristine); err != nil {
+	if err := checkPristine(&cfg, st, pristine); err != nil {
 		return nil, err
 	}
 	res.Pristine = pristine
@@ -133,7 +138,11 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			for i := range next {
 				sc := &plan[i]
 				dir := filepath.Join(cfg.Work, fmt.Sprintf("w%d", w))
-				o, cr, got, err := runScenario(ctx, &cfg, st, pristine, sc, dir)
+				c := cfg
+				if cfg.CLIEvery > 1 && i%cfg.CLIEvery != 0 {
+					c.CLI = ""
+				}
+				o, cr, got, err := runScenario(ctx, &c, st, pristine, sc, dir)
 				if err == nil && o.Class.Failed() && cfg.Keep != "" {
 					err = keep(cfg.Keep, i, st, sc, cr, got)
 				}
@@ -170,7 +179,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 // oracle reads from it.
 func runScenario(ctx context.Context, cfg *Config, st *Store, pristine *Answers, sc *Scenario, dir string) (Outcome, childRun, *Answers, error) {
 	os.RemoveAll(dir)
-	cr, got, err := oracleChild(ctx, st, dir, sc, cfg.Deadline)
+	cr, got, err := oracleChild(ctx, cfg, st, dir, sc, cfg.Deadline)
 	if err != nil {
 		return Outcome{Scenario: *sc}, cr, nil, err
 	}
@@ -180,7 +189,7 @@ func runScenario(ctx context.Context, cfg *Config, st *Store, pristine *Answers,
 // oracleRun runs the oracle on a copy (with sc's damage, if any) and
 // insists on an answer.
 func oracleRun(ctx context.Context, cfg *Config, st *Store, dir string, sc *Scenario, deadline time.Duration) (*Answers, error) {
-	cr, got, err := oracleChild(ctx, st, dir, sc, deadline)
+	cr, got, err := oracleChild(ctx, cfg, st, dir, sc, deadline)
 	if err != nil {
 		return nil, err
 	}
@@ -191,7 +200,7 @@ func oracleRun(ctx context.Context, cfg *Config, st *Store, dir string, sc *Scen
 	return got, nil
 }
 
-func oracleChild(ctx context.Context, st *Store, dir string, sc *Scenario, deadline time.Duration) (childRun, *Answers, error) {
+func oracleChild(ctx context.Context, cfg *Config, st *Store, dir string, sc *Scenario, deadline time.Duration) (childRun, *Answers, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return childRun{}, nil, err
 	}
@@ -204,7 +213,7 @@ func oracleChild(ctx context.Context, st *Store, dir string, sc *Scenario, deadl
 		return childRun{}, nil, fmt.Errorf("apply: %w", err)
 	}
 	spec := oracleSpec{Dir: store, KeySeed: st.KeySeed, NonceSeed: 1 << 40, Runs: st.Runs, Actions: st.Actions,
-		Out: filepath.Join(dir, "answers.json")}
+		Out: filepath.Join(dir, "answers.json"), CLI: cfg.CLI, CLITimeout: deadline / 4}
 	cr, err := runChild(ctx, modeOracle, filepath.Join(dir, "spec.json"), &spec, deadline)
 	if err != nil {
 		return cr, nil, err
@@ -218,7 +227,7 @@ func oracleChild(ctx context.Context, st *Store, dir string, sc *Scenario, deadl
 
 // checkPristine checks that the pristine store verifies and reads back as
 // it was built: the suite means nothing otherwise.
-func checkPristine(st *Store, p *Answers) error {
+func checkPristine(cfg *Config, st *Store, p *Answers) error {
 	var bad []string
 	for _, v := range []VerifyAnswer{p.VerifyPlain, p.VerifyDeep} {
 		if v.Detected() || v.Err != "" {
@@ -266,6 +275,14 @@ func checkPristine(st *Store, p *Answers) error {
 				}
 				j++
 			}
+		}
+	}
+	if cfg.CLI != "" && len(p.CLI) != len(cliCommands(st.Runs)) {
+		bad = append(bad, fmt.Sprintf("continuumctl: %d answers, want %d", len(p.CLI), len(cliCommands(st.Runs))))
+	}
+	for _, a := range p.CLI {
+		if a.Exit != 0 || a.Panicked || a.TimedOut {
+			bad = append(bad, fmt.Sprintf("continuumctl %s: exit %d: %s", a.Cmd, a.Exit, a.Stderr))
 		}
 	}
 	walk("tools: Inspect", p.Tools.Inspect)

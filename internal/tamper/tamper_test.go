@@ -21,6 +21,8 @@ var (
 	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
 	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
 	flagKeep      = flag.String("tamper.keep", "", "keep the store (DIR/build) and every failed scenario's damaged copy (DIR/N) under this directory")
+	flagCLI       = flag.Bool("tamper.cli", true, "also run continuumctl (verify, inspect, stats, export) on the damaged copies")
+	flagCLIEvery  = flag.Int("tamper.cli.every", 0, "run continuumctl on one scenario in N (default 4 under -short, 1 otherwise)")
 	flagFrom      = flag.String("tamper.from", "", "reuse the store kept by an earlier -tamper.keep DIR instead of building one (with the same seed: the same bytes damaged)")
 )
 
@@ -52,7 +54,7 @@ func TestPristine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := checkPristine(st, ans); err != nil {
+	if err := checkPristine(&cfg, st, ans); err != nil {
 		t.Fatal(err)
 	}
 	// A plain flip in the middle of a log record's payload must never be
@@ -74,7 +76,7 @@ func TestPristine(t *testing.T) {
 	off := (rec.pos.Offset + rec.end) / 2
 	sc := Scenario{Name: "flip mid-record", File: rel, Kind: fileKind(rel), Damage: Flip, Offset: off, Mask: 0x10,
 		Reach: reach(rel, recs, off, off+1)}
-	cr, got, err := oracleChild(ctx, st, t.TempDir(), &sc, time.Minute)
+	cr, got, err := oracleChild(ctx, &cfg, st, t.TempDir(), &sc, time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,6 +125,16 @@ func TestTamper(t *testing.T) {
 		cmd += " -tamper.from " + *flagFrom
 	}
 	t.Logf("seed %d; repeat with: %s", seed, cmd)
+	if *flagCLI {
+		bin, err := BuildCLI(context.Background(), cfg.Work)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.CLI, cfg.CLIEvery = bin, *flagCLIEvery
+		if cfg.CLIEvery == 0 {
+			cfg.CLIEvery = pick(4, 1)
+		}
+	}
 	cfg.Progress = func(done, total int, o Outcome) {
 		if o.Class.Failed() {
 			t.Logf("[%d/%d] %s %s: %s", done, total, o.Class, o.Scenario.Name, o.Why)

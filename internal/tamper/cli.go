@@ -1,0 +1,162 @@
+package tamper
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+)
+
+// CLIAnswer is how one continuumctl command ended on a store.
+type CLIAnswer struct {
+	Cmd      string `json:"cmd"` // the arguments, with the store as $STORE
+	Exit     int    `json:"exit"`
+	Out      string `json:"out"` // a digest of stdout, with the store's path as $STORE
+	Panicked bool   `json:"panicked,omitempty"`
+	TimedOut bool   `json:"timed_out,omitempty"`
+	Stderr   string `json:"stderr,omitempty"` // its first lines
+}
+
+// cliCommands are the continuumctl commands the oracle runs on a store:
+// verify plain and deep (with the public key), and the read-only tools.
+func cliCommands(runs []string) [][]string {
+	cmds := [][]string{
+		{"verify", "--pubkey", "$PUBKEY", "$STORE"},
+		{"verify", "--deep", "--pubkey", "$PUBKEY", "$STORE"},
+		{"inspect", "$STORE"},
+		{"stats", "--json", "$STORE"},
+	}
+	for _, id := range runs {
+		cmds = append(cmds, []string{"inspect", "$STORE", id}, []string{"inspect", "$STORE", id, "--seq", "2"},
+			[]string{"export", "$STORE", "--run", id})
+	}
+	return cmds
+}
+
+// readCLI runs every command of cliCommands with continuumctl (the binary
+// at s.CLI) on the store, each with its own timeout.
+func readCLI(ctx context.Context, s *oracleSpec) []CLIAnswer {
+	pub := filepath.Join(filepath.Dir(s.Out), "pubkey")
+	b, err := chain.MarshalPublicKey("tamper", ed25519.NewKeyFromSeed(s.KeySeed).Public().(ed25519.PublicKey))
+	if err == nil {
+		err = os.WriteFile(pub, b, 0o600)
+	}
+	if err != nil {
+		return []CLIAnswer{{Cmd: "write the public key", Exit: -1, Stderr: err.Error()}}
+	}
+	var out []CLIAnswer
+	for _, args := range cliCommands(s.Runs) {
+		real := make([]string, len(args))
+		for i, a := range args {
+			real[i] = strings.NewReplacer("$STORE", s.Dir, "$PUBKEY", pub).Replace(a)
+		}
+		out = append(out, runCLI(ctx, s.CLI, strings.Join(args, " "), real, s.Dir, s.CLITimeout))
+	}
+	return out
+}
+
+func runCLI(ctx context.Context, bin, name string, args []string, dir string, timeout time.Duration) CLIAnswer {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Env = append(os.Environ(), "GOTRACEBACK=all")
+	cmd.WaitDelay = time.Second
+	err := cmd.Run()
+	a := CLIAnswer{Cmd: name, Exit: cmd.ProcessState.ExitCode()}
+	a.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
+	e := stderr.String()
+	a.Panicked = !a.TimedOut && (strings.HasPrefix(e, "panic: ") || strings.Contains(e, "\npanic: ") ||
+		strings.HasPrefix(e, "fatal error: ") || strings.Contains(e, "\nfatal error: "))
+	if i := panicStart(e); a.Panicked && i >= 0 {
+		e = e[i:]
+	}
+	var exitErr *exec.ExitError
+	if err != nil && !errors.As(err, &exitErr) && !a.TimedOut {
+		a.Exit, a.Stderr = -1, err.Error()
+	} else {
+		a.Stderr = firstLines(e, 4)
+	}
+	a.Out = digest(bytes.ReplaceAll(stdout.Bytes(), []byte(dir), []byte("$STORE")))
+	return a
+}
+
+// verifyExit is the exit status continuumctl verify owes a verdict: 1
+// tampered or corrupt, 2 cannot check, 0 intact.
+func verifyExit(v VerifyAnswer) int {
+	switch {
+	case v.Detected():
+		return 1
+	case v.Err != "":
+		return 2
+	}
+	return 0
+}
+
+// compareCLI lists how the CLI's answers differ: verify must exit as the
+// library's verdict says; inspect and stats must exit as on the pristine
+// store; export must print the same (it reads only the log).
+func compareCLI(want, got *Answers) []Diff {
+	var out []Diff
+	w := map[string]CLIAnswer{}
+	for _, a := range want.CLI {
+		w[a.Cmd] = a
+	}
+	for _, g := range got.CLI {
+		where := "continuumctl " + g.Cmd
+		wa, ok := w[g.Cmd]
+		switch {
+		case g.Panicked, g.TimedOut:
+			continue // classified as PANIC or HANG
+		case !ok:
+			continue
+		case strings.HasPrefix(g.Cmd, "verify"):
+			v := got.VerifyPlain
+			if strings.Contains(g.Cmd, "--deep") {
+				v = got.VerifyDeep
+			}
+			if e := verifyExit(v); g.Exit != e {
+				out = append(out, Diff{Where: where, Want: fmt.Sprintf("exit %d (as the library's verdict)", e),
+					Got: fmt.Sprintf("exit %d: %s", g.Exit, g.Stderr), Silent: g.Exit == 0})
+			}
+		case g.Exit != wa.Exit:
+			out = append(out, Diff{Where: where, Want: fmt.Sprintf("exit %d", wa.Exit),
+				Got: fmt.Sprintf("%sexit %d: %s", errPrefix, g.Exit, g.Stderr)})
+		case strings.HasPrefix(g.Cmd, "export") && g.Out != wa.Out:
+			out = append(out, Diff{Where: where, Want: "output " + wa.Out, Got: "exit 0, output " + g.Out, Silent: true})
+		}
+	}
+	return out
+}
+
+// cliFailure is the first CLI command that panicked or hung, if any.
+func cliFailure(got *Answers) (Class, string) {
+	for _, a := range got.CLI {
+		switch {
+		case a.Panicked:
+			return Panic, fmt.Sprintf("continuumctl %s panicked: %s", a.Cmd, a.Stderr)
+		case a.TimedOut:
+			return Hang, fmt.Sprintf("continuumctl %s missed its deadline", a.Cmd)
+		}
+	}
+	return "", ""
+}
+
+// BuildCLI builds continuumctl into dir and returns its path.
+func BuildCLI(ctx context.Context, dir string) (string, error) {
+	bin := filepath.Join(dir, "continuumctl")
+	cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/continuumdb/continuum/cmd/continuumctl")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("tamper: go build continuumctl: %v\n%s", err, out)
+	}
+	return bin, nil
+}
