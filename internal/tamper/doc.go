@@ -10,14 +10,15 @@
 // file of it: bytes flipped at seeded offsets, truncations, the file's
 // deletion, and an older copy of the file swapped in. Each scenario runs on
 // a fresh copy, in a child process (the oracle) with a deadline: it runs
-// Verify, plain and deep, on the damaged copy, then opens it through the
-// engine and reads everything a resuming agent reads (every run's LastSeq,
-// Head, State, StateAt at every seq, the in-flight atom, and a Do of every
-// past action, which must return the certified result without calling
-// exec), closes it, opens it again and reads it all once more; then it
-// reads the copy with the read-only tools (Inspect, Scan: what continuumctl
-// inspect, stats and export use). Classify compares that with the answers
-// of the pristine store:
+// Verify, plain and deep, on the damaged copy; reads it with the read-only
+// tools (Scan and Inspect, and the continuumctl binary: verify, inspect,
+// stats, export); then opens it through the engine and reads everything a
+// resuming agent reads (every run's LastSeq, Head, Info, State, StateAt and
+// Atom at every seq, the interrupted atom, and a Do of every past action,
+// which must return the certified result without calling exec), closes
+// it, opens it again, reads it all once more and goes on (a new atom with a
+// new action), and opens and reads it a third time. The parent compares
+// that with the answers of the pristine store:
 //
 //   - DETECTED: verify reports the store tampered or corrupt and names the
 //     damaged file (and, for damage to a log record, the run and seq of
@@ -28,8 +29,9 @@
 //     engine reads differently, refuses to open, or that a refused Open
 //     wrote into; and a wrong answer served without an error, whatever
 //     verify said.
-//   - PANIC, HANG: the child died of a panic or a fatal runtime error (in
-//     any goroutine, a dependency's included), or missed its deadline.
+//   - PANIC, HANG: the child (or a continuumctl it ran) died of a panic or
+//     a fatal runtime error (in any goroutine, a dependency's included), or
+//     missed its deadline.
 //
 // The suite passes with no MISSED, PANIC or HANG scenario.
 //
@@ -44,16 +46,27 @@
 //		os.Exit(m.Run())
 //	}
 //
+// and the suite runs with
+//
+//	go test -short ./internal/tamper -run TestTamper -tamper
+//
 // See tamper_test.go for the flags (-tamper, -tamper.seed, -tamper.flips,
-// -tamper.cuts, -tamper.scenarios, -tamper.only, -tamper.report).
+// -tamper.cuts, -tamper.scenarios, -tamper.only, -tamper.report,
+// -tamper.keep, -tamper.from, -tamper.cli). BenchmarkRestart measures the
+// restart with each derived file removed against a normal one.
 //
 // # Caveats
 //
 //   - A store is built afresh for every run of the suite, so a seed
 //     reproduces the same damage plan (files, kinds, relative positions)
 //     on a store of the same shape; run ids, actions and frames are the
-//     same, but timestamps and Pebble's file numbers may differ. Use
-//     -tamper.keep to keep the exact store and damaged copies.
-//   - The oracle's reads write to the damaged copy (a Begin, Do and Fail
-//     per run, Close's checkpoint); copies are thrown away afterwards.
+//     same, but timestamps, record sizes and Pebble's file numbers may
+//     differ. -tamper.keep keeps the exact store (and the damaged copies
+//     that failed); -tamper.from reruns the plan on it.
+//   - The oracle writes to the damaged copy as an agent would (a Begin, Do
+//     and Fail per run, one committed atom, Close's checkpoints); copies
+//     are thrown away afterwards.
+//   - A scenario damages one file. Damage to two files at once (a frame
+//     file and CHECKPOINT edited to agree) is the chain's job: verify
+//     checks it against the log.
 package tamper
