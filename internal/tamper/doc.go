@@ -66,7 +66,6 @@
 //   - The oracle writes to the damaged copy as an agent would (a Begin, Do
 //     and Fail per run, one committed atom, Close's checkpoints); copies
 //     are thrown away afterwards.
-//   - A scenario damages one file. Damage to two files at once (a frame
-//     file and CHECKPOINT edited to agree) is the chain's job: verify
-//     checks it against the log.
+//   - A scenario damages one file at a time; coordinated edits of several
+//     files (a frame file and CHECKPOINT made to agree) are not tried.
 package tamper
