@@ -60,6 +60,15 @@ func (r *Result) WriteReport(w io.Writer) error {
 	if r.Command != "" {
 		fmt.Fprintf(&b, "command: `%s`\n", r.Command)
 	}
+	if len(r.Outcomes) > 0 {
+		secs := make([]float64, 0, len(r.Outcomes))
+		for _, o := range r.Outcomes {
+			secs = append(secs, o.Seconds)
+		}
+		slices.Sort(secs)
+		fmt.Fprintf(&b, "oracle time per scenario: median %.2fs, p99 %.2fs, max %.2fs (deadline %v)\n",
+			secs[len(secs)/2], secs[len(secs)*99/100], secs[len(secs)-1], r.Deadline)
+	}
 	fmt.Fprintf(&b, "\n")
 	table := func(head string, rows []string, get func(string) *tally) {
 		fmt.Fprintf(&b, "| %s | scenarios | detected | (plain verify too) | harmless | missed | panic | hang |\n", head)

@@ -54,6 +54,7 @@ type Result struct {
 	Store    *Store
 	Pristine *Answers
 	Planned  int // scenarios in the plan, before Only and Max
+	Deadline time.Duration
 	Outcomes []Outcome
 	Elapsed  time.Duration
 }
@@ -94,7 +95,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Seed: cfg.Seed, Store: st, Planned: len(plan)}
+	res := &Result{Seed: cfg.Seed, Store: st, Planned: len(plan), Deadline: cfg.Deadline}
 	if cfg.Only != nil {
 		plan = slices.DeleteFunc(plan, func(s Scenario) bool { return !cfg.Only.MatchString(s.Name) })
 	}
