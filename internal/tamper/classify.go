@@ -150,8 +150,8 @@ type Outcome struct {
 	Seconds     float64 `json:"seconds"`
 }
 
-// classify decides a scenario from the child's run and answers (nil if it
-// wrote none).
+// classify decides a scenario from the child's run and answers (with
+// missing set if it wrote none).
 func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 	o := Outcome{Scenario: *sc, Seconds: cr.Elapsed.Seconds()}
 	switch {
@@ -161,12 +161,13 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 	case cr.Panicked:
 		o.Class, o.Tag, o.Why = Panic, "oracle panicked", firstLines(cr.Stderr, 12)
 		return o
-	case got == nil:
-		o.Class, o.Tag, o.Why = Missed, "oracle died", fmt.Sprintf("the oracle exited with status %d and no answer: %s", cr.ExitCode, firstLines(cr.Stderr, 6))
-		return o
 	}
 	if c, why := cliFailure(got); c != "" {
 		o.Class, o.Tag, o.Why = c, "continuumctl "+strings.ToLower(string(c)), why
+		return o
+	}
+	if got.missing {
+		o.Class, o.Tag, o.Why = Missed, "oracle died", fmt.Sprintf("the oracle exited with status %d and no answer: %s", cr.ExitCode, firstLines(cr.Stderr, 6))
 		return o
 	}
 	o.Diffs = compare(want, got)

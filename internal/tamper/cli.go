@@ -3,7 +3,6 @@ package tamper
 import (
 	"bytes"
 	"context"
-	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"os"
@@ -23,6 +22,9 @@ type CLIAnswer struct {
 	Panicked bool   `json:"panicked,omitempty"`
 	TimedOut bool   `json:"timed_out,omitempty"`
 	Stderr   string `json:"stderr,omitempty"` // its first lines
+	// Wrote is a change the commands made to the store (they must make
+	// none); such an answer stands for all of them.
+	Wrote string `json:"wrote,omitempty"`
 }
 
 // cliCommands are the continuumctl commands the oracle runs on a store:
@@ -42,25 +44,38 @@ func cliCommands(runs []string) [][]string {
 }
 
 // readCLI runs every command of cliCommands with continuumctl (the binary
-// at s.CLI) on the store, each with its own timeout.
-func readCLI(ctx context.Context, s *oracleSpec) []CLIAnswer {
-	pub := filepath.Join(filepath.Dir(s.Out), "pubkey")
-	b, err := chain.MarshalPublicKey("tamper", ed25519.NewKeyFromSeed(s.KeySeed).Public().(ed25519.PublicKey))
-	if err == nil {
-		err = os.WriteFile(pub, b, 0o600)
-	}
+// bin) on the store in dir, each in its own process with its own deadline,
+// and checks that together they wrote nothing (they are read-only). The
+// public key file goes in work.
+func readCLI(ctx context.Context, bin, dir, work string, st *Store, deadline time.Duration) ([]CLIAnswer, error) {
+	pub := filepath.Join(work, "pubkey")
+	b, err := chain.MarshalPublicKey("tamper", st.PublicKey)
 	if err != nil {
-		return []CLIAnswer{{Cmd: "write the public key", Exit: -1, Stderr: err.Error()}}
+		return nil, err
+	}
+	if err := os.WriteFile(pub, b, 0o600); err != nil {
+		return nil, err
+	}
+	before, err := treeDigest(dir)
+	if err != nil {
+		return nil, err
 	}
 	var out []CLIAnswer
-	for _, args := range cliCommands(s.Runs) {
+	for _, args := range cliCommands(st.Runs) {
 		real := make([]string, len(args))
 		for i, a := range args {
-			real[i] = strings.NewReplacer("$STORE", s.Dir, "$PUBKEY", pub).Replace(a)
+			real[i] = strings.NewReplacer("$STORE", dir, "$PUBKEY", pub).Replace(a)
 		}
-		out = append(out, runCLI(ctx, s.CLI, strings.Join(args, " "), real, s.Dir, s.CLITimeout))
+		out = append(out, runCLI(ctx, bin, strings.Join(args, " "), real, dir, deadline))
 	}
-	return out
+	after, err := treeDigest(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, w := range diffTrees(before, after) {
+		out = append(out, CLIAnswer{Cmd: "(all, read-only)", Exit: -1, Wrote: w})
+	}
+	return out, nil
 }
 
 func runCLI(ctx context.Context, bin, name string, args []string, dir string, timeout time.Duration) CLIAnswer {
@@ -115,6 +130,8 @@ func compareCLI(want, got *Answers) []Diff {
 		where := "continuumctl " + g.Cmd
 		wa, ok := w[g.Cmd]
 		switch {
+		case g.Wrote != "":
+			out = append(out, Diff{Where: "continuumctl (read-only) wrote", Want: "nothing", Got: g.Wrote, Silent: true})
 		case g.Panicked, g.TimedOut:
 			continue // classified as PANIC or HANG
 		case !ok:

@@ -15,7 +15,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
@@ -41,10 +40,6 @@ type oracleSpec struct {
 	Runs      []string `json:"runs"`
 	Actions   []Action `json:"actions"`
 	Out       string   `json:"out"`
-	// CLI is the continuumctl binary to run on the store ("": none), each
-	// command with CLITimeout.
-	CLI        string        `json:"cli,omitempty"`
-	CLITimeout time.Duration `json:"cli_timeout,omitempty"`
 }
 
 // Answers are everything the oracle read from one store.
@@ -56,8 +51,8 @@ type Answers struct {
 	// Tools is what the read-only tools (Inspect) read, before the engine
 	// opened the store.
 	Tools ToolAnswers `json:"tools"`
-	// CLI is what continuumctl said of the store (see cliCommands), before
-	// the engine opened it.
+	// CLI is what continuumctl said of the store (see cliCommands), run by
+	// the parent before the oracle child.
 	CLI []CLIAnswer `json:"cli,omitempty"`
 	// Rounds are three Opens of the store, one after the other, each read
 	// in full and closed; at the end of the second, the agent goes on (see
@@ -65,6 +60,8 @@ type Answers struct {
 	Rounds [3]EngineAnswers `json:"rounds"`
 	// Log holds the engine's warnings and errors (the first few).
 	Log []string `json:"log,omitempty"`
+	// missing: the oracle child wrote no answer; only CLI is set.
+	missing bool
 }
 
 // VerifyAnswer is the verdict of one Verify.
@@ -167,9 +164,6 @@ func readStore(ctx context.Context, s *oracleSpec) *Answers {
 	ans.VerifyPlain = verify(ctx, s.Dir, pub, false)
 	ans.VerifyDeep = verify(ctx, s.Dir, pub, true)
 	ans.Tools = readTools(ctx, s)
-	if s.CLI != "" {
-		ans.CLI = readCLI(ctx, s)
-	}
 	log := &logLines{}
 	logger := slog.New(slog.NewTextHandler(log, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	for i := range ans.Rounds {

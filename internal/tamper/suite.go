@@ -194,7 +194,7 @@ func oracleRun(ctx context.Context, cfg *Config, st *Store, dir string, sc *Scen
 	if err != nil {
 		return nil, err
 	}
-	if got == nil {
+	if got.missing {
 		return nil, fmt.Errorf("tamper: oracle of the pristine store: exit status %d, timed out %v, no answer: %s",
 			cr.ExitCode, cr.TimedOut, cr.Stderr)
 	}
@@ -213,16 +213,24 @@ func oracleChild(ctx context.Context, cfg *Config, st *Store, dir string, sc *Sc
 	} else if err := sc.Apply(st.Dir, store); err != nil {
 		return childRun{}, nil, fmt.Errorf("apply: %w", err)
 	}
+	var cli []CLIAnswer
+	if cfg.CLI != "" {
+		var err error
+		if cli, err = readCLI(ctx, cfg.CLI, store, dir, st, deadline); err != nil {
+			return childRun{}, nil, err
+		}
+	}
 	spec := oracleSpec{Dir: store, KeySeed: st.KeySeed, NonceSeed: 1 << 40, Runs: st.Runs, Actions: st.Actions,
-		Out: filepath.Join(dir, "answers.json"), CLI: cfg.CLI, CLITimeout: deadline / 4}
+		Out: filepath.Join(dir, "answers.json")}
 	cr, err := runChild(ctx, modeOracle, filepath.Join(dir, "spec.json"), &spec, deadline)
 	if err != nil {
 		return cr, nil, err
 	}
 	var got Answers
 	if err := readAnswer(spec.Out, &got); err != nil {
-		return cr, nil, nil
+		return cr, &Answers{CLI: cli, missing: true}, nil
 	}
+	got.CLI = cli
 	return cr, &got, nil
 }
 
