@@ -145,13 +145,14 @@ func (b *builder) build(ctx context.Context) error {
 		return err
 	}
 
-	// A crash inside exec: run delta's fourth action is in doubt.
-	if err := b.crash(ctx, "delta", 3, true); err != nil {
+	// A crash inside exec: run delta's fourth action (default key) is in
+	// doubt.
+	if err := b.crash(ctx, "delta", 3, false); err != nil {
 		return err
 	}
 
 	// Generation 2: delta settles its in-doubt action with the downstream's
-	// result; beta fails an atom (its certified action stays certified) and
+	// result, by Resolve with the same action (contract v1); beta fails an atom (its certified action stays certified) and
 	// retries the seq with another action; gamma starts.
 	if err := b.open(); err != nil {
 		return err
@@ -419,8 +420,9 @@ func (b *builder) crash(ctx context.Context, run string, upTo uint64, explicitKe
 }
 
 // settle begins the interrupted atom of run, whose action Do reports in
-// doubt, and settles it: with the downstream's result, or (failed) as not
-// done, after which the action is made again with the same key.
+// doubt, and settles it: with the downstream's result, by Resolve of the
+// same action, or (failed) by ResolveInDoubtFailed as not done, after
+// which the action is made again with the key of the InDoubtError.
 func (b *builder) settle(ctx context.Context, run string, failed bool) error {
 	r, err := b.db.Run(ctx, run)
 	if err != nil {
@@ -457,8 +459,8 @@ func (b *builder) settle(ctx context.Context, run string, failed bool) error {
 		}
 	} else {
 		out = workload.Downstream(a.Tool, a.Args, doubt.Key)
-		if err := atom.ResolveInDoubt(ctx, doubt, out); err != nil {
-			return err
+		if err := atom.Resolve(ctx, act, out); err != nil {
+			return fmt.Errorf("tamper: build: run %s seq %d: Resolve of the in-doubt action: %w", run, atom.Seq(), err)
 		}
 		b.st.Actions = append(b.st.Actions, Action{Run: run, Seq: atom.Seq(), Tool: act.Tool, Args: act.Args,
 			Key: doubt.Key, Idempotent: act.Idempotent, Outcome: outcomeResult, Result: out})
