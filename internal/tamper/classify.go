@@ -145,9 +145,11 @@ type Outcome struct {
 	Tag   string `json:"tag,omitempty"`
 	Why   string `json:"why,omitempty"`
 	Diffs []Diff `json:"diffs,omitempty"`
-	// Plain and Deep say whether each verify detected the damage.
-	Plain, Deep bool
-	Seconds     float64 `json:"seconds"`
+	// Plain and Deep say whether each verify detected the damage; Said
+	// whether the engine said something was wrong (a warning or error in
+	// its log, or a background error in Stats), whatever it answered.
+	Plain, Deep, Said bool
+	Seconds           float64 `json:"seconds"`
 }
 
 // classify decides a scenario from the child's run and answers (with
@@ -172,6 +174,10 @@ func classify(sc *Scenario, want *Answers, cr childRun, got *Answers) Outcome {
 	}
 	o.Diffs = compare(want, got)
 	o.Plain, o.Deep = got.VerifyPlain.Detected(), got.VerifyDeep.Detected()
+	o.Said = len(got.Log) > 0
+	for _, r := range got.Rounds {
+		o.Said = o.Said || r.Background != ""
+	}
 	silent := 0
 	for _, d := range o.Diffs {
 		if d.Silent {
