@@ -89,7 +89,7 @@ func runCLI(ctx context.Context, bin, name string, args []string, dir string, ti
 	err := cmd.Run()
 	a := CLIAnswer{Cmd: name, Exit: cmd.ProcessState.ExitCode()}
 	a.TimedOut = errors.Is(ctx.Err(), context.DeadlineExceeded)
-	e := stderr.String()
+	e := strings.ReplaceAll(stderr.String(), dir, "$STORE")
 	a.Panicked = !a.TimedOut && (strings.HasPrefix(e, "panic: ") || strings.Contains(e, "\npanic: ") ||
 		strings.HasPrefix(e, "fatal error: ") || strings.Contains(e, "\nfatal error: "))
 	if i := panicStart(e); a.Panicked && i >= 0 {
