@@ -148,8 +148,10 @@ type Outcome struct {
 	// Plain and Deep say whether each verify detected the damage; Said
 	// whether the engine said something was wrong (a warning or error in
 	// its log, or a background error in Stats), whatever it answered.
-	Plain, Deep, Said bool
-	Seconds           float64 `json:"seconds"`
+	Plain   bool    `json:"verify_plain"`
+	Deep    bool    `json:"verify_deep"`
+	Said    bool    `json:"engine_said_so"`
+	Seconds float64 `json:"seconds"`
 }
 
 // classify decides a scenario from the child's run and answers (with

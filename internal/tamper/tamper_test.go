@@ -20,6 +20,7 @@ var (
 	flagOnly      = flag.String("tamper.only", "", "run only the scenarios whose name matches this regexp")
 	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
 	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
+	flagJSON      = flag.String("tamper.json", "", "also write every scenario's verdict, reason and differences (JSON) to this file, to compare two runs on one kept store")
 	flagKeep      = flag.String("tamper.keep", "", "keep the store (DIR/build) and every failed scenario's damaged copy (DIR/N) under this directory")
 	flagCLI       = flag.Bool("tamper.cli", true, "also run continuumctl (verify, inspect, stats, export) on the damaged copies")
 	flagCLIEvery  = flag.Int("tamper.cli.every", 0, "run continuumctl on one scenario in N (default 4 under -short, 1 otherwise)")
@@ -150,6 +151,11 @@ func TestTamper(t *testing.T) {
 		t.Log("\n" + b.String())
 		if *flagReport != "" {
 			if err := os.WriteFile(*flagReport, []byte(b.String()), 0o644); err != nil {
+				t.Error(err)
+			}
+		}
+		if *flagJSON != "" {
+			if err := writeAnswer(*flagJSON, res.Outcomes, ""); err != nil {
 				t.Error(err)
 			}
 		}
