@@ -8,11 +8,12 @@
 // a trained dictionary, engine checkpoints, a signed head) and keeps a copy
 // of the store at each earlier Close. Plan lists the damage to try on every
 // file of it: bytes flipped at seeded offsets, truncations, the file's
-// deletion, and an older copy of the file swapped in. Each scenario runs on
-// a fresh copy, in a child process (the oracle) with a deadline: it runs
-// Verify, plain and deep, on the damaged copy; reads it with the read-only
-// tools (Scan and Inspect, and the continuumctl binary: verify, inspect,
-// stats, export); then opens it through the engine and reads everything a
+// deletion, an older copy of the file swapped in, and files of an earlier
+// Close brought back. Each scenario runs on a fresh copy: the continuumctl
+// binary (verify, inspect, stats, export) reads it first, each command
+// with a deadline, then a child process (the oracle), with a deadline too,
+// runs Verify, plain and deep, reads it with the read-only tools (Scan and
+// Inspect), then opens it through the engine and reads everything a
 // resuming agent reads (every run's LastSeq, Head, Info, State, StateAt and
 // Atom at every seq, the interrupted atom, and a Do of every past action,
 // which must return the certified result without calling exec), closes
@@ -52,8 +53,8 @@
 //
 // See tamper_test.go for the flags (-tamper, -tamper.seed, -tamper.flips,
 // -tamper.cuts, -tamper.scenarios, -tamper.only, -tamper.report,
-// -tamper.keep, -tamper.from, -tamper.cli). BenchmarkRestart measures the
-// restart with each derived file removed against a normal one.
+// -tamper.json, -tamper.keep, -tamper.from, -tamper.cli). BenchmarkRestart
+// measures the restart with each derived file removed against a normal one.
 //
 // # Caveats
 //
