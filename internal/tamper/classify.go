@@ -238,7 +238,7 @@ func names(sc *Scenario, v VerifyAnswer) (ok bool, tag, why string) {
 	}
 	var want []string
 	for _, rs := range sc.Reach {
-		want = append(want, fmt.Sprintf("run %s seq %d", rs.Run, rs.Seq))
+		want = append(want, fmt.Sprintf("run %s seq %d (%s record)", rs.Run, rs.Seq, rs.Kind))
 	}
 	return false, "verify did not name the run and seq", fmt.Sprintf("verify named %s but not the first damaged record (%s) (it said: %s)",
 		base, strings.Join(want, " or "), firstLines(text, 3))

@@ -41,10 +41,12 @@ type Scenario struct {
 	Reach []RunSeq `json:"reach,omitempty"`
 }
 
-// RunSeq is a run and a seq in it.
+// RunSeq is a run and a seq in it, and the kind of the record there that
+// the damage reaches first.
 type RunSeq struct {
-	Run string `json:"run"`
-	Seq uint64 `json:"seq"`
+	Run  string `json:"run"`
+	Seq  uint64 `json:"seq"`
+	Kind string `json:"kind"` // atom, intent, certificate, run, fail, checkpoint
 }
 
 // fileKind names the kind of a store file for the report.
@@ -278,22 +280,20 @@ func reach(rel string, recs []logRecord, lo, hi int64) []RunSeq {
 	if lo < wal.SegmentHeaderSize {
 		lo, hi = 0, 1<<62
 	}
-	first := map[string]uint64{}
-	var order []string
+	first := map[string]int{} // index in out
+	var out []RunSeq
 	for _, rec := range recs {
 		if rec.pos.Segment != seg || rec.run == "" || rec.end <= lo || rec.pos.Offset >= hi {
 			continue
 		}
-		if s, ok := first[rec.run]; !ok || rec.seq < s {
-			if !ok {
-				order = append(order, rec.run)
-			}
-			first[rec.run] = rec.seq
+		i, ok := first[rec.run]
+		switch {
+		case !ok:
+			first[rec.run] = len(out)
+			out = append(out, RunSeq{Run: rec.run, Seq: rec.seq, Kind: rec.kind})
+		case rec.seq < out[i].Seq:
+			out[i].Seq, out[i].Kind = rec.seq, rec.kind
 		}
-	}
-	var out []RunSeq
-	for _, run := range order {
-		out = append(out, RunSeq{Run: run, Seq: first[run]})
 	}
 	return out
 }
