@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -35,6 +36,13 @@ type Options struct {
 	// ReadOnly opens the log for reading only: recovery reports a torn tail
 	// but trims nothing, and nothing is created, renamed, removed or written.
 	ReadOnly bool
+	// DeferWrites opens the log like ReadOnly (recovery writes, creates,
+	// trims and removes nothing; records can be read) until StartWriting,
+	// which then does what a writable Open does: trims a torn tail,
+	// activates a segment and starts accepting appends. A caller that
+	// validates what the log holds before it changes anything (the engine,
+	// whose refused Open must leave the store as it found it) opens it so.
+	DeferWrites bool
 	// ScanFrom hints that the records before it were validated earlier (the
 	// engine passes its checkpoint). If it is a record start in the newest
 	// segment, or its end (End() at an earlier close), the recovery scan
@@ -127,8 +135,11 @@ type Log struct {
 	durableHint Pos
 	minSync     time.Duration
 	readOnly    bool
-	logger      *slog.Logger
-	recovery    RecoveryInfo // immutable after Open
+	// deferred holds what recovery found until StartWriting, for a log
+	// opened with DeferWrites; nil otherwise and once writing started.
+	deferred *deferredStart
+	logger   *slog.Logger
+	recovery RecoveryInfo // immutable after Open
 
 	// durable is the end of the durable records (readers stop there).
 	// Written only by the owner goroutine (and Open); read lock-free.
@@ -270,7 +281,11 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	l.rd.files = map[uint64]vfs.File{}
 	l.w.spare = make(chan error, 1)
-	if !o.ReadOnly {
+	if o.DeferWrites && !o.ReadOnly {
+		l.readOnly = true // until StartWriting
+		l.deferred = &deferredStart{}
+	}
+	if !l.readOnly {
 		if err := l.createDir(); err != nil {
 			return nil, err
 		}
@@ -279,12 +294,55 @@ func Open(dir string, opts *Options) (*Log, error) {
 		l.closeFiles()
 		return nil, err
 	}
-	if o.ReadOnly {
-		close(l.ownerDone)
+	if l.readOnly {
+		if l.deferred == nil {
+			close(l.ownerDone)
+		}
 		return l, nil
 	}
 	go l.run()
 	return l, nil
+}
+
+// deferredStart is what the recovery of a DeferWrites log found, kept for
+// StartWriting.
+type deferredStart struct {
+	ids       []uint64
+	info      RecoveryInfo
+	end       scanEnd
+	haveSpare bool
+	leftovers []string // temporary files of an interrupted preparation
+}
+
+// StartWriting makes a log opened with DeferWrites writable: it does what
+// a writable Open does after its recovery scan (removes leftover temporary
+// files, trims a torn tail, resumes or activates a segment) and starts the
+// owner goroutine. It must be called at most once, before any Append, and
+// not concurrently with readers of the newest segment's tail. On error the
+// log stays read-only and must be closed.
+func (l *Log) StartWriting() error {
+	d := l.deferred
+	if d == nil {
+		return fmt.Errorf("%w: StartWriting of a log not opened with DeferWrites", ErrBadOptions)
+	}
+	l.deferred = nil
+	l.readOnly = false
+	for _, n := range d.leftovers {
+		if err := l.fs.Remove(l.path(n)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			l.readOnly = true
+			return fmt.Errorf("wal: remove leftover %s: %w", n, err)
+		}
+	}
+	info := d.info
+	if err := l.startWriting(d.ids, &info, d.end, d.haveSpare); err != nil {
+		l.readOnly = true
+		close(l.ownerDone)
+		return err
+	}
+	l.recovery = info
+	l.logTorn()
+	go l.run()
+	return nil
 }
 
 // createDir creates the log directory if it is missing, and syncs its
@@ -327,7 +385,9 @@ func (l *Log) recover(scanFrom Pos) error {
 			haveSpare = true
 		case n == spareTmpName || (len(n) == 24 && n[20:] == segTmpSuffix):
 			// A crash interrupted preparing this file; it never held a record.
-			if !l.readOnly {
+			if l.deferred != nil {
+				l.deferred.leftovers = append(l.deferred.leftovers, n)
+			} else if !l.readOnly {
 				if err := l.fs.Remove(l.path(n)); err != nil {
 					return fmt.Errorf("wal: remove leftover %s: %w", n, err)
 				}
@@ -362,9 +422,14 @@ func (l *Log) recover(scanFrom Pos) error {
 		}
 		l.segs.list = append(l.segs.list, SegmentInfo{ID: newest, First: Pos{newest, SegmentHeaderSize}, Size: end.size, Sealed: info.Sealed})
 	}
+	if l.deferred != nil {
+		l.deferred.ids, l.deferred.info, l.deferred.end, l.deferred.haveSpare = ids, info, end, haveSpare
+	}
 	if l.readOnly {
 		l.recovery = info
-		l.logTorn()
+		if l.deferred == nil {
+			l.logTorn()
+		}
 		d := info.Tail
 		if len(ids) == 0 {
 			d = Pos{1, SegmentHeaderSize}
@@ -1125,6 +1190,10 @@ func (l *Log) Close() error {
 			case l.wake <- struct{}{}:
 			default:
 			}
+		}
+		if l.deferred != nil { // writing never started: no owner goroutine
+			l.deferred = nil
+			close(l.ownerDone)
 		}
 		<-l.ownerDone
 		l.closedF.Store(true)
