@@ -9,6 +9,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
@@ -277,12 +278,14 @@ func (db *DB) checkpoint(final bool) error {
 	// ledger's journal writes held back; every run is captured after them,
 	// so its state is at or past the position and the replay skips the rest.
 	var floor wal.Pos
-	table := db.ledger.Checkpoint(nil, func() {
+	gen := db.bg.gen + 1
+	table := db.ledger.CheckpointAt(nil, func() ledger.TableOrigin {
 		if checkpointWaiting != nil {
 			checkpointWaiting()
 		}
 		db.relaxed.Wait()
 		floor = db.replayFloor()
+		return ledger.TableOrigin{Gen: gen, Pos: ledger.Loc{Segment: floor.Segment, Offset: floor.Offset}}
 	})
 	// A relaxed certificate whose write failed while the callback waited
 	// for it is in the table without a location: the table must not be
@@ -318,7 +321,6 @@ func (db *DB) checkpoint(final bool) error {
 			return err
 		}
 	}
-	gen := db.bg.gen + 1
 	if err := putSnapshotGen(b, gen); err != nil {
 		return err
 	}

@@ -131,7 +131,11 @@ type DB struct {
 	openInfo OpenInfo
 	counters struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
+		framesRebuilt                                          atomic.Int64
 	}
+	// ledgerRebuilt says why the ledger table was rebuilt from the log;
+	// set before ledgerReady is closed.
+	ledgerRebuilt string
 }
 
 // OpenInfo describes what Open found and did.
@@ -144,6 +148,10 @@ type OpenInfo struct {
 	Interrupted    int   // runs whose atom was running at the crash
 	CheckpointGen  uint64
 	LedgerDeferred bool // the persisted ledger table loads after Open, in the background
+	// CheckpointIgnored says why CHECKPOINT was not used (damaged, of
+	// another store, or disagreeing with the log): Open then replayed the
+	// whole log. "" when it was used or there was none.
+	CheckpointIgnored string
 }
 
 const (
@@ -196,8 +204,13 @@ func (db *DB) path(elem ...string) string {
 
 func (db *DB) open() error {
 	fs := db.fs
-	if err := db.mkdirs(); err != nil {
-		return err
+	// Nothing is written into an existing store before it is validated: a
+	// refused Open leaves it as it found it. Only the store's directory is
+	// created here, for a new store (the lock file lives in it).
+	if _, err := fs.Stat(db.dir); notExist(err) {
+		if err := fs.MkdirAll(db.dir, 0o700); err != nil {
+			return fmt.Errorf("engine: create directory %s: %w", db.dir, err)
+		}
 	}
 	lock, err := fs.Lock(db.path(lockFile))
 	if err != nil {
@@ -206,7 +219,8 @@ func (db *DB) open() error {
 	db.lock = lock
 	db.dirsSynced = make(chan struct{})
 
-	if err := db.openStoreFile(); err != nil {
+	fresh, err := db.openStoreFile()
+	if err != nil {
 		return err
 	}
 	db.hasher, err = chain.NewHasher(db.opts.ChainKey)
@@ -229,6 +243,9 @@ func (db *DB) open() error {
 	if err != nil {
 		return err
 	}
+	if fresh && cp != nil {
+		return corruptf(db.path(storeFileName), "missing, but %s exists", db.path(checkpointName))
+	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
 		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
@@ -236,6 +253,11 @@ func (db *DB) open() error {
 		db.bg.ledgerGn = cp.ledgerGen
 		db.openGen = cp.gen
 		db.openInfo.CheckpointGen = cp.gen
+	}
+	if fresh {
+		if err := db.mkdirs(); err != nil {
+			return err
+		}
 	}
 
 	// Pebble's own open costs milliseconds of I/O and CPU: it starts on
@@ -252,27 +274,57 @@ func (db *DB) open() error {
 		// it is taken (replayFloor), and no checkpoint is written once the
 		// log has failed.
 		ScanFromDurable: cp != nil,
-		Logger:          db.logger,
+		// The log writes nothing (no trimmed tail, no new segment) until
+		// recovery has found the store sound; a damaged newest segment is
+		// read up to the damage so that the refusal names the run and seq.
+		DeferWrites: true,
+		ReadDamaged: true,
+		Logger:      db.logger,
 	})
 	if err != nil {
+		if notExist(err) && !fresh {
+			return corruptf(db.path(walDir), "missing: the log is gone, but %s says a store was here", db.path(storeFileName))
+		}
 		return fmt.Errorf("engine: open log: %w", err)
+	}
+	if err := db.checkLogPresent(fresh, cp); err != nil {
+		return err
 	}
 	db.openInfo.TornBytes = db.log.Recovery().TornBytes
 
 	db.ledger = ledger.New()
 	err = db.recover(cp, scanFrom)
+	if err == nil {
+		if dmg := db.log.Recovery().Damage; dmg != nil {
+			err = db.logDamage(dmg, db.replayedSeqs())
+		}
+	}
+	if err == nil && !fresh {
+		err = db.mkdirs() // frames/ or dicts/ may be missing; both are derived
+	}
+	if err == nil {
+		if err = db.log.StartWriting(); err != nil {
+			err = fmt.Errorf("engine: open log: %w", err)
+		}
+	}
+	if err == nil && fresh {
+		// STORE is written once the first segment exists (StartWriting
+		// made it durable): a store that has STORE has a log, and one
+		// that crashed before this point is new (see openStoreFile).
+		err = db.writeStoreFile()
+	}
 	db.recoverErr = err
 	close(db.recovered)
 	if err != nil {
 		return err
 	}
 	db.openAppends = db.log.Stats().Appends
-	if cp != nil && cp.ledgerGen != 0 {
+	if cp != nil && cp.ledgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
 		// Like Pebble, the table loads after the restart: on the first call
 		// that needs it, or a moment after Open (see background).
 		db.openInfo.LedgerDeferred = true
-		gen := cp.ledgerGen
-		db.ledgerStart = func() { go db.loadLedgerTable(gen) }
+		gen, at := cp.ledgerGen, scanFrom
+		db.ledgerStart = func() { go db.loadLedgerTable(gen, at) }
 	} else {
 		close(db.ledgerReady)
 	}
@@ -282,6 +334,37 @@ func (db *DB) open() error {
 	db.bg.stop = make(chan struct{})
 	db.bg.wg.Add(1)
 	go db.background()
+	return nil
+}
+
+// checkLogPresent refuses a store whose log is not whole at its ends: no
+// segment at all (STORE says a store was here), a first segment other
+// than 1 (nothing is removed from the log), or a log that ends before the
+// position CHECKPOINT replays from (segments or records lost after it was
+// written). Gaps between segments are refused by the log itself.
+func (db *DB) checkLogPresent(fresh bool, cp *checkpointFile) error {
+	segs := db.log.Segments()
+	if fresh {
+		return nil
+	}
+	if len(segs) == 0 {
+		return corruptf(db.path(walDir), "holds no log segment: the log is gone, but %s says a store was here", db.path(storeFileName))
+	}
+	if segs[0].ID != 1 {
+		return corruptf(db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
+	}
+	if cp != nil {
+		end := db.log.End()
+		at := wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
+		if end.Less(at) {
+			if at.Segment > end.Segment {
+				return corruptf(db.segmentFile(end.Segment+1), "missing: the log ends at %v, but %s (generation %d) replays from %v",
+					end, db.path(checkpointName), cp.gen, at)
+			}
+			return corruptf(db.segmentFile(at.Segment), "ends at offset %d, but %s (generation %d) replays from offset %d: records are missing",
+				end.Offset, db.path(checkpointName), cp.gen, at.Offset)
+		}
+	}
 	return nil
 }
 
@@ -379,39 +462,72 @@ func (db *DB) dirsDurable() error {
 	return db.dirsErr
 }
 
-func (db *DB) openStoreFile() error {
+// openStoreFile reads STORE, or decides that the store is new (fresh):
+// STORE is missing and so is the log, or the log holds nothing but an
+// empty first segment (a creation that crashed before it wrote STORE,
+// which is written only once the first segment exists). A new store gets
+// its id here; writeStoreFile writes it once the log exists. A store
+// without STORE whose log holds records was damaged, not new.
+func (db *DB) openStoreFile() (fresh bool, err error) {
 	name := db.path(storeFileName)
 	b, err := readFile(db.fs, name)
 	if err == nil {
 		s, err := parseStoreFile(name, b)
 		if err != nil {
-			return err
+			return false, err
 		}
 		db.storeID = s.id
-		return nil
+		return false, nil
 	}
 	if !notExist(err) {
-		return fmt.Errorf("engine: read %s: %w", name, err)
+		return false, fmt.Errorf("engine: read %s: %w", name, err)
 	}
-	// A store without its STORE file but with a log was damaged, not new.
 	if segs, _ := db.fs.List(db.path(walDir)); len(segs) > 0 {
-		return corruptf(name, "missing, but %s holds %d files", db.path(walDir), len(segs))
+		if empty, err := db.logIsEmpty(); err != nil || !empty {
+			return false, corruptf(name, "missing, but %s holds a log", db.path(walDir))
+		}
 	}
-	s := storeFile{created: time.Now().UnixNano()}
-	if _, err := rand.Read(s.id[:]); err != nil {
-		return fmt.Errorf("engine: store id: %w", err)
+	if _, err := rand.Read(db.storeID[:]); err != nil {
+		return false, fmt.Errorf("engine: store id: %w", err)
 	}
-	if err := writeFileAtomic(db.fs, name, s.marshal(), db.opts.NoSync); err != nil {
-		return err
-	}
-	db.storeID = s.id
 	db.openInfo.Created = true
-	return nil
+	return true, nil
+}
+
+// logIsEmpty reports whether the log directory holds no record: at most
+// one segment, the first, with nothing after its header.
+func (db *DB) logIsEmpty() (bool, error) {
+	l, err := wal.Open(db.path(walDir), &wal.Options{FS: db.fs, ReadOnly: true})
+	if err != nil {
+		return false, err
+	}
+	defer l.Close()
+	segs := l.Segments()
+	return len(segs) == 0 || (len(segs) == 1 && segs[0].ID == 1 && l.End() == segs[0].First), nil
+}
+
+// writeStoreFile writes STORE for a new store, once the entries of the
+// log directory and of its first segment are durable: a crash may then
+// leave a log without STORE (a new store, see openStoreFile), never STORE
+// without a log.
+func (db *DB) writeStoreFile() error {
+	if !db.opts.NoSync {
+		for _, d := range []string{db.path(walDir), db.dir} {
+			if err := syncDir(db.fs, d); err != nil {
+				return err
+			}
+		}
+	}
+	s := storeFile{id: db.storeID, created: time.Now().UnixNano()}
+	return writeFileAtomic(db.fs, db.path(storeFileName), s.marshal(), db.opts.NoSync)
 }
 
 // StoreID returns the store's identity, as recorded in its STORE file.
 func (db *DB) StoreID() string { return hex.EncodeToString(db.storeID[:]) }
 
+// readCheckpoint reads CHECKPOINT. It is derived: a damaged one, or one of
+// another store, is set aside (OpenInfo.CheckpointIgnored) and Open
+// replays the whole log. Only an I/O error refuses the store.
 func (db *DB) readCheckpoint() (*checkpointFile, error) {
 	name := db.path(checkpointName)
 	b, err := readFile(db.fs, name)
@@ -422,13 +538,30 @@ func (db *DB) readCheckpoint() (*checkpointFile, error) {
 		return nil, fmt.Errorf("engine: read %s: %w", name, err)
 	}
 	cp, err := parseCheckpointFile(name, b)
-	if err != nil {
-		return nil, err
+	if err == nil && cp.storeID != db.storeID {
+		err = corruptf(name, "belongs to store %x, not %x", cp.storeID, db.storeID)
 	}
-	if cp.storeID != db.storeID {
-		return nil, corruptf(name, "belongs to store %x, not %x", cp.storeID, db.storeID)
+	if err != nil {
+		db.ignoreCheckpoint(err.Error())
+		db.bg.gen = db.newestLedgerGen()
+		return nil, nil
 	}
 	return cp, nil
+}
+
+// newestLedgerGen returns the highest checkpoint generation of a ledger
+// table in the store, so that the checkpoints after an ignored CHECKPOINT
+// number theirs above every file of an earlier one.
+func (db *DB) newestLedgerGen() uint64 {
+	names, _ := db.fs.List(db.dir)
+	var newest uint64
+	for _, n := range names {
+		var gen uint64
+		if _, err := fmt.Sscanf(n, "ledger-%d.tbl", &gen); err == nil {
+			newest = max(newest, gen)
+		}
+	}
+	return newest
 }
 
 func (db *DB) checkOpen() error {

@@ -25,7 +25,7 @@ func dictFileName(id uint32) string { return fmt.Sprintf("%08x%s", id, dictSuffi
 func (db *DB) loadDicts() error {
 	dir := db.path(dictsDir)
 	names, err := db.fs.List(dir)
-	if err != nil {
+	if err != nil && !notExist(err) {
 		return fmt.Errorf("engine: list %s: %w", dir, err)
 	}
 	sort.Strings(names)

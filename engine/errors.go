@@ -52,13 +52,18 @@ var (
 // CorruptionError says where a store is damaged. It matches ErrCorrupt.
 type CorruptionError struct {
 	File   string // path of the damaged file
+	Offset int64  // byte offset of the damage in File, if known (0: not)
 	Run    string // run concerned, if known
-	Seq    uint64 // seq concerned, if known
+	Seq    uint64 // seq concerned (the first affected), if known
 	Reason string
+	Err    error // the cause, if any (a *wal.CorruptionError, ...)
 }
 
 func (e *CorruptionError) Error() string {
 	s := "engine: corrupt store: " + e.File
+	if e.Offset != 0 {
+		s += fmt.Sprintf(" offset %d", e.Offset)
+	}
 	if e.Run != "" {
 		s += fmt.Sprintf(": run %q", e.Run)
 		if e.Seq != 0 {
@@ -70,6 +75,9 @@ func (e *CorruptionError) Error() string {
 
 // Is reports whether target is ErrCorrupt.
 func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
+
+// Unwrap returns the cause.
+func (e *CorruptionError) Unwrap() error { return e.Err }
 
 func corruptf(file string, format string, args ...any) error {
 	return &CorruptionError{File: file, Reason: fmt.Sprintf(format, args...)}

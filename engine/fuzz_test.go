@@ -303,12 +303,12 @@ func FuzzEngineRecord(f *testing.F) {
 		pos := wal.Pos{Segment: 1, Offset: wal.SegmentHeaderSize}
 		for _, r := range s.records {
 			if r[0] == kindRun {
-				if err := db.replay(r, pos); err != nil {
+				if err := db.replay(r, pos, false); err != nil {
 					t.Fatalf("replaying a seed record: %v", err)
 				}
 			}
 		}
-		err = db.replay(rec, wal.Pos{Segment: 2, Offset: wal.SegmentHeaderSize})
+		err = db.replay(rec, wal.Pos{Segment: 2, Offset: wal.SegmentHeaderSize}, false)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("replay error does not match ErrCorrupt: %v", err)
 		}

@@ -1,23 +1,76 @@
 package engine
 
 // The ledger's persisted table: loaded in the background after Open, from
-// the file CHECKPOINT names.
+// the file CHECKPOINT names, and rebuilt from the log when that file is
+// missing, damaged, or not the one CHECKPOINT names (a table of version 2
+// records the checkpoint generation and log position it was taken at).
 
 import (
 	"context"
 	"fmt"
+
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
 )
 
-func (db *DB) loadLedgerTable(gen uint64) {
+// loadLedgerTable loads the table of checkpoint generation gen, taken at
+// log position at; on any mismatch it rebuilds the table from the log
+// records before at instead (a full read of the log before the tail).
+func (db *DB) loadLedgerTable(gen uint64, at wal.Pos) {
 	defer close(db.ledgerReady)
 	name := db.ledgerTableName(gen)
+	why := ""
 	b, err := readFile(db.fs, name)
+	if err == nil {
+		why = db.checkLedgerTable(b, gen, at)
+	} else if notExist(err) {
+		why = "it is missing"
+	} else {
+		why = err.Error()
+	}
+	if why == "" {
+		if err := db.ledger.LoadTable(b); err == nil {
+			return
+		} else {
+			why = err.Error()
+		}
+	}
+	db.logger.Warn("engine: ledger table not used; rebuilding it from the log", "file", name, "reason", why)
+	t, err := db.rebuildLedgerTable(at)
+	if err == nil {
+		err = db.ledger.LoadTable(t)
+	}
 	if err != nil {
-		db.ledgerErr = fmt.Errorf("engine: read ledger table %s: %w", name, err)
+		db.ledgerErr = fmt.Errorf("engine: rebuild ledger table %s from the log: %w", name, err)
 		return
 	}
-	if err := db.ledger.LoadTable(b); err != nil {
-		db.ledgerErr = fmt.Errorf("engine: ledger table %s: %w", name, err)
+	db.ledgerRebuilt = fmt.Sprintf("%s: %s", name, why)
+}
+
+// checkLedgerTable says why b is not the table of generation gen taken at
+// at, or "". A version 1 table names no origin and is taken on its
+// checksums alone.
+func (db *DB) checkLedgerTable(b []byte, gen uint64, at wal.Pos) string {
+	o, err := ledger.ReadTableOrigin(b)
+	if err != nil {
+		return err.Error()
+	}
+	if o == (ledger.TableOrigin{}) {
+		return ""
+	}
+	if want := (ledger.TableOrigin{Gen: gen, Pos: ledger.Loc{Segment: at.Segment, Offset: at.Offset}}); o != want {
+		return fmt.Sprintf("it was written by checkpoint %d at %d:%d, CHECKPOINT is %d at %v", o.Gen, o.Pos.Segment, o.Pos.Offset, gen, at)
+	}
+	return ""
+}
+
+// ledgerRebuiltWhy returns why the ledger table was rebuilt, once loaded.
+func (db *DB) ledgerRebuiltWhy() string {
+	select {
+	case <-db.ledgerReady:
+		return db.ledgerRebuilt
+	default:
+		return ""
 	}
 }
 

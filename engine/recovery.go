@@ -18,7 +18,47 @@ import (
 // is applied idempotently: a checkpoint captures state at or after its
 // replay position, so records it already reflects are skipped by seq (atoms)
 // or are no-ops (ledger records, run creations).
+//
+// CHECKPOINT is derived: when its tail disagrees with it (an atom of a run
+// it does not list, a seq past a gap, a head other than the one it names)
+// it is set aside and the whole log is replayed, which the log alone
+// decides. The same checks failing on a whole replay are log damage.
 func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
+	if cp != nil {
+		err := db.replayFrom(cp, from)
+		var m *checkpointMismatch
+		if !errors.As(err, &m) {
+			return err
+		}
+		db.ignoreCheckpoint(m.Error())
+	}
+	return db.replayFrom(nil, wal.Pos{})
+}
+
+// checkpointMismatch is a disagreement between CHECKPOINT and the log.
+type checkpointMismatch struct{ reason string }
+
+func (e *checkpointMismatch) Error() string { return e.reason }
+
+func mismatchf(format string, args ...any) error {
+	return &checkpointMismatch{reason: fmt.Sprintf(format, args...)}
+}
+
+// ignoreCheckpoint drops what was built from CHECKPOINT before a whole
+// replay, and says why in the log and in OpenInfo.
+func (db *DB) ignoreCheckpoint(why string) {
+	db.logger.Warn("engine: CHECKPOINT does not match the log; replaying the whole log", "file", db.path(checkpointName), "reason", why)
+	db.openInfo.CheckpointIgnored = why
+	db.openInfo.CheckpointGen = 0
+	db.openInfo.Replayed, db.openInfo.ReplayedBytes, db.openInfo.Interrupted = 0, 0, 0
+	db.openGen, db.bg.ledgerGn = 0, 0
+	db.mu.runs = map[string]*Run{}
+	db.mu.lazy, db.mu.lazyLeft = nil, 0
+	db.ledger = ledger.New()
+}
+
+// replayFrom builds the runs of cp (nil: none) and replays the log from.
+func (db *DB) replayFrom(cp *checkpointFile, from wal.Pos) error {
 	if cp != nil {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
@@ -28,10 +68,10 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 		for i := range cp.runs {
 			c := &cp.runs[i]
 			if i > 0 && c.id == cp.runs[i-1].id {
-				return corruptf(db.path(checkpointName), "run %q is listed twice", c.id)
+				return mismatchf("run %q is listed twice", c.id)
 			}
 			if c.indexedSeq != c.lastSeq {
-				return corruptf(db.path(checkpointName), "run %q: atoms %d..%d have no log position", c.id, c.indexedSeq+1, c.lastSeq)
+				return mismatchf("run %q: atoms %d..%d have no log position", c.id, c.indexedSeq+1, c.lastSeq)
 			}
 		}
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.runs, len(cp.runs), time.Now()
@@ -39,6 +79,9 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 
 	rd, err := db.log.NewReader(from)
 	if err != nil {
+		if cp != nil {
+			return mismatchf("replay position %v: %v", from, err)
+		}
 		return fmt.Errorf("engine: replay from %v: %w", from, err)
 	}
 	defer rd.Close()
@@ -47,12 +90,12 @@ func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
 		pos := rd.Pos()
 		db.openInfo.Replayed++
 		db.openInfo.ReplayedBytes += int64(len(rec))
-		if err := db.replay(rec, pos); err != nil {
+		if err := db.replay(rec, pos, cp != nil); err != nil {
 			return err
 		}
 	}
 	if err := rd.Err(); err != nil {
-		return fmt.Errorf("engine: replay: %w", err)
+		return db.logDamage(err, db.replayedSeqs())
 	}
 	db.tailBytes.Store(db.openInfo.ReplayedBytes)
 	for _, r := range db.mu.runs {
@@ -116,6 +159,10 @@ func (db *DB) fillRun(r *Run, c *checkpointRun) {
 	}
 	r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
 	r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
+	if c.frameSeq == c.lastSeq {
+		r.mu.frameHead = c.head // a checkpoint's frame files are at the run's last seq
+	}
+	r.mu.ckptRowHead = c.head
 	r.mu.windowFirst = c.snapSeq
 	r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
 	if len(c.inflight) > 0 {
@@ -124,9 +171,11 @@ func (db *DB) fillRun(r *Run, c *checkpointRun) {
 	}
 }
 
-func (db *DB) replay(rec []byte, pos wal.Pos) error {
+// replay applies one record of the log. fromCheckpoint says the runs came
+// from CHECKPOINT: a disagreement with it is then a *checkpointMismatch.
+func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 	where := func(err error) error {
-		return &CorruptionError{File: db.fs.PathJoin(db.path(walDir), pos.String()), Reason: err.Error()}
+		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
 	}
 	if len(rec) == 0 {
 		return where(errors.New("empty record"))
@@ -138,8 +187,14 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		if err != nil {
 			return where(err)
 		}
-		if db.runLocked(rr.id) == nil {
+		if r := db.runLocked(rr.id); r == nil {
 			db.mu.runs[rr.id] = newRun(db, rr.id, rr.nonce, time.Unix(0, rr.created))
+		} else if r.nonce != rr.nonce {
+			if fromCheckpoint {
+				return mismatchf("run %q has another nonce in the log (%v)", rr.id, pos)
+			}
+			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: rr.id,
+				Reason: "the run is created a second time"}
 		}
 	case kindIntent:
 		body, err := db.comp.Decompress(nil, rec[1:])
@@ -174,22 +229,35 @@ func (db *DB) replay(rec []byte, pos wal.Pos) error {
 		}
 		r := db.runLocked(a.run)
 		if r == nil {
-			return where(fmt.Errorf("atom %d of run %q, which was never created", a.seq, a.run))
+			if fromCheckpoint {
+				return mismatchf("the log has atom %d of run %q at %v, a run it does not list", a.seq, a.run, pos)
+			}
+			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
+				Reason: "atom of a run whose creation record is not in the log"}
 		}
 		switch {
+		case a.seq == r.mu.lastSeq && a.head != r.mu.head:
+			if fromCheckpoint {
+				return mismatchf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", a.run, a.seq, a.head[:8], r.mu.head[:8])
+			}
+			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
+				Reason: "the seq is in the log twice"}
 		case a.seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already.
 		case a.seq == r.mu.lastSeq+1:
 			if r.mu.frame != nil && r.mu.lastSeq == 0 && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
-			r.mu.pending = append(r.mu.pending, pendingAtom{seq: a.seq, body: append([]byte(nil), a.body...)})
+			r.mu.pending = append(r.mu.pending, pendingAtom{seq: a.seq, head: a.head, body: append([]byte(nil), a.body...)})
 			r.mu.lastSeq, r.mu.head = a.seq, a.head
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		default:
-			return &CorruptionError{File: db.path(walDir), Run: a.run, Seq: a.seq,
-				Reason: fmt.Sprintf("at %v: seq gap: last seq is %d", pos, r.mu.lastSeq)}
+			if fromCheckpoint {
+				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", a.run, a.seq, pos, r.mu.lastSeq)
+			}
+			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: r.mu.lastSeq + 1,
+				Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.seq, r.mu.lastSeq)}
 		}
 	case kindFail:
 		f, err := decodeFailRecord(rec)

@@ -39,7 +39,10 @@ type Run struct {
 		// applied to a frame, ascending by seq. Owned by the run.
 		pending []pendingAtom
 
-		frameSeq   uint64    // seq of the run's frame file on disk (0: none)
+		frameSeq uint64 // seq of the run's frame file on disk (0: none)
+		// frameHead is h(frameSeq) as CHECKPOINT names it, the head the
+		// frame file must carry; zero when unknown.
+		frameHead  chain.Hash
 		indexedSeq uint64    // atoms up to here have their log position in Pebble
 		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
 		snapSeq    uint64    // latest snapshot handed to Pebble
@@ -52,6 +55,10 @@ type Run struct {
 		// snapFrameBytes is that snapshot's encoded frame size: together
 		// they keep snapshots of large frames from amplifying writes.
 		deltaBytes, snapFrameBytes int64
+
+		// ckptRowHead is the head CHECKPOINT names for the run at the seq
+		// just before the replayed atoms (pending), when there are some.
+		ckptRowHead chain.Hash
 
 		ckptSeq  uint64 // latest chain checkpoint written
 		ckptHead chain.Hash
@@ -70,6 +77,7 @@ type Run struct {
 
 type pendingAtom struct {
 	seq  uint64
+	head chain.Hash
 	body []byte // compressed atom body, owned
 }
 
@@ -181,19 +189,25 @@ func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 	return seq, out, nil
 }
 
-// State returns a copy of the run's frame as of LastSeq. The caller owns it.
+// State returns a copy of the run's frame as of LastSeq. The caller owns
+// it. A damaged frame file is rebuilt from the log; if the log cannot
+// rebuild it either (log damage), State returns nil, never an empty frame
+// for a run that has atoms: StateE says why.
 func (r *Run) State() *frame.Frame {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.materializeLocked(); err != nil {
 		r.db.logger.Error("engine: run state unavailable", "run", r.id, "err", err)
+		if r.mu.lastSeq > 0 {
+			return nil
+		}
 		return newFrame()
 	}
 	return r.mu.frame.Clone()
 }
 
-// StateE is State with an error: it reports a damaged frame file or log
-// record instead of returning an empty frame.
+// StateE is State with an error: it reports a log that cannot rebuild the
+// frame (damage of the log itself) instead of returning nil.
 func (r *Run) StateE() (*frame.Frame, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -204,7 +218,12 @@ func (r *Run) StateE() (*frame.Frame, error) {
 }
 
 // materializeLocked builds the in-memory frame of a run recovered from the
-// store: its frame file plus the atoms replayed from the log tail.
+// store: its frame file plus the atoms replayed from the log tail. A frame
+// file that is missing, damaged, of another run or store, or at a seq and
+// head other than CHECKPOINT and the tail name, is not used: the frame is
+// then built from the replayed atoms when they reach back to seq 1, and
+// otherwise from the whole log (rebuildFrame), and the next engine
+// checkpoint writes the frame file again.
 func (r *Run) materializeLocked() error {
 	if r.mu.broken != nil {
 		return r.mu.broken
@@ -212,17 +231,31 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	f, seq, err := r.db.readFrameFile(r.id)
-	if err != nil {
-		return err
+	f, seq, why := r.frameFileLocked()
+	i := 0
+	for i < len(r.mu.pending) && r.mu.pending[i].seq <= seq {
+		i++
 	}
-	for _, p := range r.mu.pending {
-		if p.seq <= seq {
-			continue
+	rest := r.mu.pending[i:]
+	if why == "" && len(rest) > 0 && rest[0].seq != seq+1 || why == "" && len(rest) == 0 && seq != r.mu.lastSeq {
+		why = fmt.Sprintf("it holds seq %d, the log resumes after seq %d", seq, r.mu.lastSeq-uint64(len(rest)))
+	}
+	if why != "" {
+		r.db.noteFrameRebuilt(r.id, why)
+		r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{} // the next checkpoint writes it again
+		f, seq, rest = newFrame(), 0, r.mu.pending
+		if len(rest) == 0 || rest[0].seq != 1 {
+			rf, err := r.db.rebuildFrame(r.id, r.mu.lastSeq-uint64(len(rest)), r.headBeforeLocked(rest))
+			if err != nil {
+				return err
+			}
+			f, seq = rf, r.mu.lastSeq-uint64(len(rest))
 		}
+	}
+	for _, p := range rest {
 		if p.seq != seq+1 {
-			return &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: p.seq,
-				Reason: fmt.Sprintf("the log tail resumes at seq %d but the frame file ends at seq %d", p.seq, seq)}
+			return &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: seq + 1,
+				Reason: fmt.Sprintf("the log tail resumes at seq %d after seq %d", p.seq, seq)}
 		}
 		if err := r.db.applyAtomBody(f, r.id, p.seq, p.body); err != nil {
 			return err
@@ -230,12 +263,72 @@ func (r *Run) materializeLocked() error {
 		seq = p.seq
 	}
 	if seq != r.mu.lastSeq {
-		return &CorruptionError{File: r.db.frameFileName(r.id), Run: r.id, Seq: seq,
+		return &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: seq + 1,
 			Reason: fmt.Sprintf("frame rebuilt up to seq %d, but the run's last seq is %d", seq, r.mu.lastSeq)}
 	}
 	r.mu.frame = f
 	r.mu.pending = nil
 	return nil
+}
+
+// headBeforeLocked returns the head of the atom just before the first of
+// rest (the replayed atoms): CHECKPOINT's head of the run when rest is
+// empty or starts right after it.
+func (r *Run) headBeforeLocked(rest []pendingAtom) chain.Hash {
+	if len(rest) == 0 {
+		return r.mu.head
+	}
+	return r.mu.ckptRowHead
+}
+
+// frameFileLocked reads the run's frame file and checks it against what
+// CHECKPOINT and the replayed tail say of the run: it returns the frame
+// and its seq, or a reason not to use it (why != "").
+func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string) {
+	db := r.db
+	name := db.frameFileName(r.id)
+	b, err := readFile(db.fs, name)
+	if notExist(err) {
+		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == 1) {
+			return newFrame(), 0, "" // the run never had one
+		}
+		return nil, 0, "it is missing"
+	}
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	ff, err := parseFrameFile(name, b)
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	if ff.run != r.id {
+		return nil, 0, fmt.Sprintf("it holds run %q", ff.run)
+	}
+	if ff.seq > r.mu.lastSeq {
+		return nil, 0, fmt.Sprintf("it is at seq %d, past the run's last seq %d", ff.seq, r.mu.lastSeq)
+	}
+	// The head it names must be the log's at its seq: CHECKPOINT's for the
+	// frame file it lists, a replayed atom's for a newer one.
+	want, known := chain.Hash{}, false
+	if ff.seq == r.mu.frameSeq && r.mu.frameHead != (chain.Hash{}) {
+		want, known = r.mu.frameHead, true
+	}
+	for _, p := range r.mu.pending {
+		if p.seq == ff.seq {
+			want, known = p.head, true
+		}
+	}
+	switch {
+	case !known && ff.seq != r.mu.frameSeq:
+		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.seq, r.mu.frameSeq)
+	case known && ff.head != want:
+		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.seq, ff.head[:8], want[:8])
+	}
+	f, err = db.decodeFrame(ff.frame, name)
+	if err != nil {
+		return nil, 0, err.Error()
+	}
+	return f, ff.seq, ""
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq

@@ -20,6 +20,13 @@ type Stats struct {
 	Ledger      ledger.Stats
 	// Background is the sticky error of background work, if any.
 	Background error
+	// FramesRebuilt counts the runs whose frame file was missing, damaged
+	// or stale, and whose frame was rebuilt from the log instead.
+	FramesRebuilt int64
+	// LedgerRebuilt says why the ledger table was rebuilt from the log
+	// (missing, damaged, not the one CHECKPOINT names); "" if it was not,
+	// or is not loaded yet.
+	LedgerRebuilt string
 }
 
 // Stats returns the DB's counters.
@@ -40,5 +47,8 @@ func (db *DB) Stats() Stats {
 		Log:         db.log.Stats(),
 		Ledger:      db.ledger.Stats(),
 		Background:  db.backgroundErr(),
+
+		FramesRebuilt: db.counters.framesRebuilt.Load(),
+		LedgerRebuilt: db.ledgerRebuiltWhy(),
 	}
 }

@@ -58,6 +58,20 @@ import (
 //	status: 1 intent, 2 done, 3 failed, 4 resolved. Locs are little-endian.
 //	header crc is CRC-32C of the header's first 20 bytes; body crc is
 //	CRC-32C of all the entries. The table is exactly 24 + 72*count bytes.
+//
+// Table version 2 (Ledger.CheckpointAt) also names what it derives from,
+// so that a copy left by another checkpoint (an older file swapped in) is
+// told apart from the one wanted. Its entries are those of version 1:
+//
+//	header, 48 B:
+//	+--------+---------+------------+-------+-------+---------+---------+----------+------------+
+//	| "CLDT" | version | entry size | count | gen   | pos seg | pos off | body crc | header crc |
+//	|  4 B   | u16le=2 |   u16le    | u64le | u64le | u64le   | i64le   | u32le    | u32le      |
+//	+--------+---------+------------+-------+-------+---------+---------+----------+------------+
+//	gen is the engine checkpoint generation that wrote it; pos the log
+//	position its records end at (every intent and certificate before it
+//	is reflected, none after). header crc is CRC-32C of the first 44
+//	bytes. The table is exactly 48 + 72*count bytes.
 const (
 	fingerprintContext = "github.com/continuumdb/continuum 2026-11-29 ledger action fingerprint v1"
 
@@ -66,14 +80,16 @@ const (
 	recordVersion              = 1
 	flagIdempotent             = 1 << 0
 
-	tableMagic       = "CLDT"
-	tableVersion     = 1
-	tableHeaderSize  = 24
-	tableEntrySize   = 72
-	tableStatusOff   = 32
-	tableIntentOff   = 40
-	tableCertOff     = 56
-	recordHeaderSize = 4 + len(Fingerprint{})
+	tableMagic        = "CLDT"
+	tableVersion      = 1
+	tableVersion2     = 2
+	tableHeaderSize   = 24
+	tableHeaderSizeV2 = 48
+	tableEntrySize    = 72
+	tableStatusOff    = 32
+	tableIntentOff    = 40
+	tableCertOff      = 56
+	recordHeaderSize  = 4 + len(Fingerprint{})
 )
 
 var crcTable = crc32.MakeTable(crc32.Castagnoli)

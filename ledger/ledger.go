@@ -531,11 +531,11 @@ func (l *Ledger) Stats() Stats {
 func (l *Ledger) AppendTable(dst []byte) []byte {
 	l.mu.RLock()
 	defer l.mu.RUnlock()
-	out, _ := l.appendTableLocked(dst)
+	out, _ := l.appendTableLocked(dst, nil)
 	return out
 }
 
-func (l *Ledger) appendTableLocked(dst []byte) ([]byte, table) {
+func (l *Ledger) appendTableLocked(dst []byte, origin *TableOrigin) ([]byte, table) {
 	t := &l.mu.table
 	fps := make([]Fingerprint, 0, len(l.mu.entries))
 	for fp, e := range l.mu.entries {
@@ -544,7 +544,7 @@ func (l *Ledger) appendTableLocked(dst []byte) ([]byte, table) {
 		}
 	}
 	slices.SortFunc(fps, func(a, b Fingerprint) int { return bytes.Compare(a[:], b[:]) })
-	w := newTableWriter(dst, t.n+len(fps))
+	w := newTableWriter(dst, t.n+len(fps), origin)
 	i, k := 0, 0
 	for i < t.n || k < len(fps) {
 		var c int
@@ -584,14 +584,31 @@ func (l *Ledger) appendTableLocked(dst []byte) ([]byte, table) {
 // table part of the returned slice is shared with the ledger and must not
 // be modified.
 func (l *Ledger) Checkpoint(dst []byte, mark func()) []byte {
+	return l.checkpoint(dst, func() *TableOrigin {
+		if mark != nil {
+			mark()
+		}
+		return nil
+	})
+}
+
+// CheckpointAt is Checkpoint writing a version 2 table, which names the
+// origin that mark returns: the checkpoint generation and the log position
+// the engine noted (see TableOrigin, ReadTableOrigin).
+func (l *Ledger) CheckpointAt(dst []byte, mark func() TableOrigin) []byte {
+	return l.checkpoint(dst, func() *TableOrigin {
+		o := mark()
+		return &o
+	})
+}
+
+func (l *Ledger) checkpoint(dst []byte, mark func() *TableOrigin) []byte {
 	l.gate.Lock()
 	defer l.gate.Unlock()
-	if mark != nil {
-		mark()
-	}
+	origin := mark()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	out, t := l.appendTableLocked(dst)
+	out, t := l.appendTableLocked(dst, origin)
 	l.mu.table = t
 	for fp, e := range l.mu.entries {
 		if e.flight == nil {

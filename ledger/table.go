@@ -12,6 +12,8 @@ import (
 // once and then binary-searched in place. It is immutable once built.
 type table struct {
 	b      []byte // the whole table, header included; nil: no table
+	hdr    int    // header size: tableHeaderSize (v1) or tableHeaderSizeV2
+	origin TableOrigin
 	n      int    // number of entries
 	counts [5]int // entries per Status
 	// fence holds the leading 8 bytes (big-endian) of the fingerprint of
@@ -26,7 +28,7 @@ type table struct {
 const fenceStride = 64
 
 func (t *table) key(i int) []byte {
-	off := tableHeaderSize + i*tableEntrySize
+	off := t.hdr + i*tableEntrySize
 	return t.b[off : off+len(Fingerprint{}) : off+len(Fingerprint{})]
 }
 
@@ -81,7 +83,7 @@ func (t *table) buildFence() {
 
 // at returns entry i as an entry value (no result held).
 func (t *table) at(i int) entry {
-	off := tableHeaderSize + i*tableEntrySize
+	off := t.hdr + i*tableEntrySize
 	e := t.b[off : off+tableEntrySize]
 	return entry{
 		status:    Status(e[tableStatusOff]),
@@ -103,14 +105,20 @@ func putLoc(b []byte, l Loc) {
 type tableWriter struct {
 	buf    []byte
 	start  int
+	hdr    int
+	origin *TableOrigin // nil: a version 1 table (no origin)
 	n      int
 	counts [5]int
 }
 
-func newTableWriter(dst []byte, n int) *tableWriter {
-	dst = slices.Grow(dst, tableHeaderSize+n*tableEntrySize)
-	w := &tableWriter{buf: dst, start: len(dst)}
-	w.buf = append(w.buf, make([]byte, tableHeaderSize)...)
+func newTableWriter(dst []byte, n int, origin *TableOrigin) *tableWriter {
+	hdr := tableHeaderSize
+	if origin != nil {
+		hdr = tableHeaderSizeV2
+	}
+	dst = slices.Grow(dst, hdr+n*tableEntrySize)
+	w := &tableWriter{buf: dst, start: len(dst), hdr: hdr, origin: origin}
+	w.buf = append(w.buf, make([]byte, hdr)...)
 	return w
 }
 
@@ -127,14 +135,25 @@ func (w *tableWriter) add(fp *Fingerprint, e *entry) {
 
 // finish writes the header and returns the whole buffer and the table part.
 func (w *tableWriter) finish() ([]byte, table) {
-	h := w.buf[w.start : w.start+tableHeaderSize]
+	h := w.buf[w.start : w.start+w.hdr]
 	copy(h, tableMagic)
-	binary.LittleEndian.PutUint16(h[4:], tableVersion)
 	binary.LittleEndian.PutUint16(h[6:], tableEntrySize)
 	binary.LittleEndian.PutUint64(h[8:], uint64(w.n))
-	binary.LittleEndian.PutUint32(h[16:], crc32.Checksum(w.buf[w.start+tableHeaderSize:], crcTable))
-	binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], crcTable))
-	t := table{b: w.buf[w.start:len(w.buf):len(w.buf)], n: w.n, counts: w.counts}
+	body := crc32.Checksum(w.buf[w.start+w.hdr:], crcTable)
+	var origin TableOrigin
+	if w.origin == nil {
+		binary.LittleEndian.PutUint16(h[4:], tableVersion)
+		binary.LittleEndian.PutUint32(h[16:], body)
+		binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], crcTable))
+	} else {
+		origin = *w.origin
+		binary.LittleEndian.PutUint16(h[4:], tableVersion2)
+		binary.LittleEndian.PutUint64(h[16:], origin.Gen)
+		putLoc(h[24:], origin.Pos)
+		binary.LittleEndian.PutUint32(h[40:], body)
+		binary.LittleEndian.PutUint32(h[44:], crc32.Checksum(h[:44], crcTable))
+	}
+	t := table{b: w.buf[w.start:len(w.buf):len(w.buf)], hdr: w.hdr, origin: origin, n: w.n, counts: w.counts}
 	t.buildFence()
 	return w.buf, t
 }
@@ -142,30 +161,19 @@ func (w *tableWriter) finish() ([]byte, table) {
 // parseTable verifies b as a table: header, checksums, statuses, reserved
 // bytes and strict order. It keeps b and allocates only the fence.
 func parseTable(b []byte) (table, error) {
-	if len(b) < tableHeaderSize {
-		return table{}, corruptf("table", len(b), "truncated header (%d bytes, want %d)", len(b), tableHeaderSize)
-	}
-	if string(b[:4]) != tableMagic {
-		return table{}, corruptf("table", 0, "bad magic %q", b[:4])
-	}
-	if v := binary.LittleEndian.Uint16(b[4:]); v != tableVersion {
-		return table{}, corruptf("table", 4, "unknown version %d", v)
-	}
-	if got, want := crc32.Checksum(b[:20], crcTable), binary.LittleEndian.Uint32(b[20:]); got != want {
-		return table{}, corruptf("table", 20, "header checksum %#08x, want %#08x", got, want)
-	}
-	if s := binary.LittleEndian.Uint16(b[6:]); s != tableEntrySize {
-		return table{}, corruptf("table", 6, "entry size %d, want %d", s, tableEntrySize)
+	hdr, origin, bodyCRC, err := parseTableHeader(b)
+	if err != nil {
+		return table{}, err
 	}
 	count := binary.LittleEndian.Uint64(b[8:])
-	body := b[tableHeaderSize:]
+	body := b[hdr:]
 	if count > uint64(len(body)/tableEntrySize) || uint64(len(body)) != count*tableEntrySize {
 		return table{}, corruptf("table", 8, "%d entries need %d bytes after the header, have %d",
 			count, count*tableEntrySize, len(body))
 	}
 	// One pass, a chunk at a time so that the checksum and the entry checks
 	// read each byte from cache once.
-	t := table{b: b[:len(b):len(b)], n: int(count)}
+	t := table{b: b[:len(b):len(b)], hdr: hdr, origin: origin, n: int(count)}
 	t.fence = make([]uint64, 0, (t.n+fenceStride-1)/fenceStride)
 	const chunk = fenceStride // entries
 	crc := uint32(0)
@@ -174,7 +182,7 @@ func parseTable(b []byte) (table, error) {
 		hi := min(lo+chunk, t.n)
 		crc = crc32.Update(crc, crcTable, body[lo*tableEntrySize:hi*tableEntrySize])
 		for i := lo; i < hi; i++ {
-			off := tableHeaderSize + i*tableEntrySize
+			off := hdr + i*tableEntrySize
 			e := b[off : off+tableEntrySize]
 			// Status and the reserved bytes as one little-endian word: the
 			// status in the low byte, zeros above.
@@ -199,8 +207,60 @@ func parseTable(b []byte) (table, error) {
 			}
 		}
 	}
-	if want := binary.LittleEndian.Uint32(b[16:]); crc != want {
-		return table{}, corruptf("table", 16, "body checksum %#08x, want %#08x", crc, want)
+	if crc != bodyCRC {
+		return table{}, corruptf("table", hdr-8, "body checksum %#08x, want %#08x", crc, bodyCRC)
 	}
 	return t, nil
+}
+
+// parseTableHeader checks a table's header (magic, version, checksum,
+// entry size) and returns its size, the table's origin (zero for version
+// 1) and the stored checksum of the entries.
+func parseTableHeader(b []byte) (hdr int, origin TableOrigin, bodyCRC uint32, err error) {
+	if len(b) < 6 {
+		return 0, origin, 0, corruptf("table", len(b), "truncated header (%d bytes)", len(b))
+	}
+	if string(b[:4]) != tableMagic {
+		return 0, origin, 0, corruptf("table", 0, "bad magic %q", b[:4])
+	}
+	v := binary.LittleEndian.Uint16(b[4:])
+	switch v {
+	case tableVersion:
+		hdr = tableHeaderSize
+	case tableVersion2:
+		hdr = tableHeaderSizeV2
+	default:
+		return 0, origin, 0, corruptf("table", 4, "unknown version %d", v)
+	}
+	if len(b) < hdr {
+		return 0, origin, 0, corruptf("table", len(b), "truncated header (%d bytes, want %d)", len(b), hdr)
+	}
+	if got, want := crc32.Checksum(b[:hdr-4], crcTable), binary.LittleEndian.Uint32(b[hdr-4:]); got != want {
+		return 0, origin, 0, corruptf("table", hdr-4, "header checksum %#08x, want %#08x", got, want)
+	}
+	if s := binary.LittleEndian.Uint16(b[6:]); s != tableEntrySize {
+		return 0, origin, 0, corruptf("table", 6, "entry size %d, want %d", s, tableEntrySize)
+	}
+	if v == tableVersion2 {
+		origin = TableOrigin{Gen: binary.LittleEndian.Uint64(b[16:]), Pos: getLoc(b[24:])}
+	}
+	return hdr, origin, binary.LittleEndian.Uint32(b[hdr-8:]), nil
+}
+
+// TableOrigin is what a persisted table derives from: the generation of
+// the engine checkpoint that wrote it and the log position its records
+// end at (the checkpoint's replay position). A version 1 table has none
+// (the zero value).
+type TableOrigin struct {
+	Gen uint64
+	Pos Loc
+}
+
+// ReadTableOrigin checks b's header (not its entries: LoadTable does) and
+// returns the origin it names, so that a caller can tell a table written
+// for another checkpoint (an older copy, a file of another store) before
+// it loads it. A version 1 table has the zero origin.
+func ReadTableOrigin(b []byte) (TableOrigin, error) {
+	_, origin, _, err := parseTableHeader(b)
+	return origin, err
 }

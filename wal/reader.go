@@ -386,3 +386,62 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	}
 	return out, nil
 }
+
+// SegmentName returns the file name of segment id in a log directory.
+func SegmentName(id uint64) string { return segmentName(id) }
+
+// Resync returns the start of the first valid record after the damaged one
+// at bad (the position of a *CorruptionError), so that a caller reporting
+// the damage can name what follows it: the record right after bad when its
+// header (length) is intact, else the next 8-byte aligned offset that holds
+// a record with a valid header and checksum, else the next segment's first
+// record. ok is false when nothing valid follows within the durable log. It
+// never changes the log.
+func (l *Log) Resync(bad Pos) (next Pos, ok bool, err error) {
+	if l.isClosed() {
+		return Pos{}, false, ErrClosed
+	}
+	d := l.durablePos()
+	for seg := bad.Segment; seg <= d.Segment; seg++ {
+		f, err := l.openSegment(seg)
+		if err != nil {
+			if seg == bad.Segment {
+				continue // a damaged header: try the next segment
+			}
+			return Pos{}, false, err
+		}
+		size := d.Offset
+		if seg != d.Segment || l.recovery.Damage != nil {
+			fi, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return Pos{}, false, fmt.Errorf("wal: stat segment %d: %w", seg, err)
+			}
+			size = fi.Size()
+		}
+		sf := newSegFile(f, seg, l.path(segmentName(seg)), size)
+		from := int64(SegmentHeaderSize)
+		if seg == bad.Segment {
+			from = alignUp(bad.Offset + 1)
+			if dec, err := sf.decode(bad.Offset); err == nil && dec.st == stBadPayload && dec.next > bad.Offset {
+				from = dec.next
+			}
+		}
+		for o := from; o+RecordHeaderSize <= size; o += RecordAlign {
+			dec, err := sf.decode(o)
+			if err != nil {
+				f.Close()
+				return Pos{}, false, err
+			}
+			if dec.st == stOK && dec.h.typ != recTypeSeal {
+				f.Close()
+				return Pos{seg, o}, true, nil
+			}
+			if dec.st == stOK { // a seal: the segment ends here
+				break
+			}
+		}
+		f.Close()
+	}
+	return Pos{}, false, nil
+}

@@ -43,6 +43,12 @@ type Options struct {
 	// validates what the log holds before it changes anything (the engine,
 	// whose refused Open must leave the store as it found it) opens it so.
 	DeferWrites bool
+	// ReadDamaged, with ReadOnly or DeferWrites, opens a log whose newest
+	// segment is corrupt (not torn) instead of failing: RecoveryInfo.Damage
+	// says where, and the records before the damage can be read, so that a
+	// caller can say whose records the damage reaches. Such a log never
+	// becomes writable (StartWriting fails with the damage).
+	ReadDamaged bool
 	// ScanFrom hints that the records before it were validated earlier (the
 	// engine passes its checkpoint). If it is a record start in the newest
 	// segment, or its end (End() at an earlier close), the recovery scan
@@ -91,6 +97,11 @@ type RecoveryInfo struct {
 	Sealed      bool   // the newest segment was already sealed
 	Resumed     bool   // a writable Open kept appending in the newest segment, at Tail
 	ZeroedBytes int64  // bytes past Tail that a writable Open zeroed before resuming there
+	// Damage is the corruption the scan of the newest segment met, when the
+	// log was opened with ReadDamaged (Open fails with it otherwise); Tail
+	// is then the start of the batch holding the damaged record, and the
+	// records before it can be read.
+	Damage *CorruptionError
 }
 
 // SegmentInfo describes one segment file.
@@ -135,6 +146,7 @@ type Log struct {
 	durableHint Pos
 	minSync     time.Duration
 	readOnly    bool
+	readDamaged bool // Options.ReadDamaged
 	// deferred holds what recovery found until StartWriting, for a log
 	// opened with DeferWrites; nil otherwise and once writing started.
 	deferred *deferredStart
@@ -281,6 +293,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	}
 	l.rd.files = map[uint64]vfs.File{}
 	l.w.spare = make(chan error, 1)
+	l.readDamaged = o.ReadDamaged
 	if o.DeferWrites && !o.ReadOnly {
 		l.readOnly = true // until StartWriting
 		l.deferred = &deferredStart{}
@@ -324,6 +337,9 @@ func (l *Log) StartWriting() error {
 	d := l.deferred
 	if d == nil {
 		return fmt.Errorf("%w: StartWriting of a log not opened with DeferWrites", ErrBadOptions)
+	}
+	if d.info.Damage != nil {
+		return d.info.Damage
 	}
 	l.deferred = nil
 	l.readOnly = false
@@ -418,7 +434,11 @@ func (l *Log) recover(scanFrom Pos) error {
 		newest := ids[len(ids)-1]
 		info.Newest = newest
 		if end, err = l.scanNewest(newest, scanFrom, &info); err != nil {
-			return err
+			var ce *CorruptionError
+			if !(l.readOnly && l.readDamaged && errors.As(err, &ce) && ce.Segment == newest) {
+				return err
+			}
+			info.Damage = ce
 		}
 		l.segs.list = append(l.segs.list, SegmentInfo{ID: newest, First: Pos{newest, SegmentHeaderSize}, Size: end.size, Sealed: info.Sealed})
 	}
@@ -549,6 +569,7 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 			switch d.h.typ {
 			case recTypeSeal:
 				if pending > 0 {
+					info.Tail = Pos{id, batchStart}
 					return end, s.corrupt(off, fmt.Sprintf("seal after an unfinished batch of %d records", pending))
 				}
 				info.Tail, info.Sealed = Pos{id, off}, true
@@ -574,6 +595,7 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 				return end, err
 			}
 			if proven {
+				info.Tail = Pos{id, batchStart}
 				return end, s.corrupt(off, fmt.Sprintf("%s (the record at offset %d shows this one was durable)", d.reason, at))
 			}
 			end := off + RecordHeaderSize
