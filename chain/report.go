@@ -55,6 +55,10 @@ const (
 	// KindUncheckedAnchor (warning): a checkpoint arrived after the run had
 	// moved more than RecentHeads records past its seq; it was not compared.
 	KindUncheckedAnchor
+	// KindDerivedUnchecked (warning): files derived from the log (frame
+	// files, the ledger table) were checked for integrity but not compared
+	// with the log (the engine's verify without Deep).
+	KindDerivedUnchecked
 )
 
 var kindNames = [...]string{
@@ -72,6 +76,7 @@ var kindNames = [...]string{
 	KindCorrupt:            "corrupt",
 	KindUnsigned:           "signatures-unchecked",
 	KindUncheckedAnchor:    "checkpoint-unchecked",
+	KindDerivedUnchecked:   "derived-unchecked",
 }
 
 // String returns the stable kebab-case name of k.

@@ -82,7 +82,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	}
 	db.comp = frame.NewCompressor(db.dicts)
 
-	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
+	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
 	var logErr error // damage found opening the log: reported, not returned
 	switch {
 	case err == nil:
@@ -104,9 +104,13 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	if logErr != nil {
 		v.Corrupt(db.path(walDir), logErr)
 	}
-	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{}}
+	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
+		dc: newDerivedCheck()}
 	if err := vr.loadRestartFiles(); err != nil {
 		v.Corrupt(db.path(checkpointName), err)
+	}
+	if logErr == nil {
+		vr.checkLogPresent(log)
 	}
 	if log != nil {
 		var total int64
@@ -114,6 +118,9 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 			total += s.Size
 		}
 		vr.scan(ctx, log, total, o.Progress)
+		if dmg := log.Recovery().Damage; dmg != nil {
+			vr.logDamage(log, dmg)
+		}
 		log.Close()
 	}
 	if err := ctx.Err(); err != nil {
@@ -140,6 +147,7 @@ type verifyRun struct {
 	certs map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
 	runs  map[string]*verifyRunState
 	extra []chain.Failure
+	dc    *derivedCheck
 }
 
 func (vr *verifyRun) run(id string) *verifyRunState {
@@ -167,6 +175,12 @@ func (vr *verifyRun) loadRestartFiles() error {
 		cp, err := parseCheckpointFile(db.path(checkpointName), b)
 		if err != nil {
 			return err
+		}
+		vr.dc.cp, vr.dc.replay = cp, wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
+		if cp.ledgerGen != 0 && vr.deep {
+			if t, err := readFile(db.fs, db.ledgerTableName(cp.ledgerGen)); err == nil {
+				vr.dc.table = t
+			}
 		}
 		for i := range cp.runs {
 			vr.run(cp.runs[i].id).ckpt = &cp.runs[i]
@@ -221,6 +235,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 		}
 		rec, pos := rd.Record(), rd.Pos()
+		vr.noteRecord(pos, rd.NextPos())
 		done += int64(len(rec))
 		loc := "wal " + pos.String()
 		if len(rec) == 0 {
@@ -236,9 +251,13 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 			vr.run(r.id)
 			vr.v.Run(r.id, r.nonce, loc)
+			vr.noteRun(r, pos)
 		case kindIntent:
-			if _, err := vr.ledgerBody(rec, loc); err == nil {
-				// decoded below only to check it; intents are not chained
+			// Intents are not chained: checked, and (Deep) compared.
+			if body, err := vr.ledgerBody(rec, loc); err == nil {
+				if in, err := ledger.DecodeIntent(body); err == nil {
+					vr.noteIntent(in, pos, loc)
+				}
 			}
 		case kindCert:
 			body, err := vr.ledgerBody(rec, loc)
@@ -250,6 +269,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				vr.v.Corrupt(loc, err)
 				continue
 			}
+			vr.noteCert(c, pos, loc)
 			if c.Status == ledger.StatusDone || c.Status == ledger.StatusResolved {
 				// The ledger never certifies an action twice (Resolve of a
 				// certified action is refused): a second certificate is a
@@ -261,6 +281,9 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				vr.certs[c.Fingerprint] = blake3.Sum256(c.Result)
 			}
 		case kindAtom:
+			if a, err := decodeAtomRecord(rec); err == nil {
+				vr.noteAtom(a, pos)
+			}
 			payload = vr.atom(rec, loc, payload[:0])
 		case kindFail:
 			if _, err := decodeFailRecord(rec); err != nil {
@@ -275,7 +298,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		}
 	}
 	if err := rd.Err(); err != nil {
-		vr.v.Corrupt(vr.db.path(walDir), err)
+		vr.logDamage(log, err)
 	}
 	if progress != nil {
 		progress(total, total)
@@ -394,6 +417,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			}
 		}
 	}
+	vr.finishDerived(rep)
 	if len(vr.extra) == 0 {
 		return
 	}

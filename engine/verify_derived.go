@@ -1,0 +1,285 @@
+package engine
+
+// Verify's checks of the files derived from the log and of the log's
+// completeness: CHECKPOINT's rows against the runs of the log, the log
+// against CHECKPOINT's replay position, and with Deep the ledger table
+// against the log's intents and certificates, every intent's fingerprint
+// and every certificate against its intent.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// derivedCheck is what the scan gathers for these checks.
+type derivedCheck struct {
+	cp     *checkpointFile // nil: none, or unreadable (reported)
+	replay wal.Pos         // cp's replay position
+	atRec  bool            // a record starts at replay, or replay is the log's end
+	end    wal.Pos         // end of the last record read
+
+	// Before cp's replay position: the runs created (with their nonce)
+	// and each run's last seq.
+	created map[string]chain.Nonce
+	last    map[string]uint64
+	// every run's last seq read so far, to name damage
+	seqs map[string]uint64
+
+	// Deep: the ledger as of the replay position, rebuilt from the log,
+	// and where each intent was (to name a certificate's or entry's run).
+	ledger     *ledger.Ledger
+	intents    map[ledger.Fingerprint]intentAt
+	intentLocs map[ledger.Loc]ledger.Fingerprint
+	certLocs   map[ledger.Loc]certAt
+	table      []byte // the ledger table CHECKPOINT names; nil if none
+}
+
+type certAt struct {
+	fp     ledger.Fingerprint
+	status ledger.Status
+}
+
+type intentAt struct {
+	run   string
+	seq   uint64
+	index uint32
+}
+
+func newDerivedCheck() *derivedCheck {
+	return &derivedCheck{created: map[string]chain.Nonce{}, last: map[string]uint64{}, seqs: map[string]uint64{},
+		ledger: ledger.New(), intents: map[ledger.Fingerprint]intentAt{},
+		intentLocs: map[ledger.Loc]ledger.Fingerprint{}, certLocs: map[ledger.Loc]certAt{}}
+}
+
+// before reports whether pos lies before CHECKPOINT's replay position.
+func (dc *derivedCheck) before(pos wal.Pos) bool { return dc.cp != nil && pos.Less(dc.replay) }
+
+// noteRecord is called for every record the scan reads, in log order.
+func (vr *verifyRun) noteRecord(pos, next wal.Pos) {
+	dc := vr.dc
+	if dc.cp != nil && pos == dc.replay {
+		dc.atRec = true
+	}
+	dc.end = next
+}
+
+func (vr *verifyRun) noteRun(r *runRecord, pos wal.Pos) {
+	if vr.dc.before(pos) {
+		vr.dc.created[r.id] = r.nonce
+	}
+}
+
+func (vr *verifyRun) noteAtom(a *atomRecord, pos wal.Pos) {
+	dc := vr.dc
+	dc.seqs[a.run] = max(dc.seqs[a.run], a.seq)
+	if dc.before(pos) {
+		dc.last[a.run] = max(dc.last[a.run], a.seq)
+	}
+}
+
+// noteIntent checks an intent's fingerprint (Deep) and records it.
+func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
+	if !vr.deep {
+		return
+	}
+	if err := in.CheckFingerprint(); err != nil {
+		vr.fail(in.RunID, in.Seq, loc, "intent: %v", err)
+	}
+	if _, ok := vr.dc.intents[in.Fingerprint]; !ok {
+		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq, index: in.Index}
+	}
+	vr.dc.intentLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = in.Fingerprint
+	if vr.dc.before(pos) {
+		vr.dc.ledger.ApplyIntent(in, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset})
+	}
+}
+
+// noteCert checks a certificate against its intent (Deep) and records it.
+func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
+	if !vr.deep {
+		return
+	}
+	in, ok := vr.dc.intents[c.Fingerprint]
+	switch {
+	case !ok:
+		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x, which has no intent before it", c.Fingerprint[:8])
+	case in.run != c.RunID || in.seq != c.Seq || in.index != c.Index:
+		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q seq %d index %d, its intent run %q seq %d index %d",
+			c.Fingerprint[:8], c.RunID, c.Seq, c.Index, in.run, in.seq, in.index)
+	}
+	vr.dc.certLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = certAt{fp: c.Fingerprint, status: c.Status}
+	if vr.dc.before(pos) {
+		vr.dc.ledger.ApplyCertificate(c, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, false)
+	}
+}
+
+// logDamage reports damage the scan met in the log, naming the run and
+// seq it reaches from the records around it.
+func (vr *verifyRun) logDamage(log *wal.Log, err error) {
+	db := vr.db
+	ce, ok := err.(*wal.CorruptionError)
+	if !ok {
+		vr.v.Corrupt(db.path(walDir), err)
+		return
+	}
+	before := make(map[string]uint64, len(vr.dc.seqs))
+	for id, s := range vr.dc.seqs {
+		before[id] = s
+	}
+	for id := range vr.runs {
+		if _, ok := before[id]; !ok {
+			before[id] = 0
+		}
+	}
+	run, seq, around := locateDamage(log, wal.Pos{Segment: ce.Segment, Offset: ce.Offset}, before)
+	vr.fail(run, seq, fmt.Sprintf("%s offset %d", ce.File, ce.Offset), "%s%s", ce.Reason, around)
+}
+
+// checkLogPresent reports a log that is missing at its ends: no segment
+// although STORE exists, a first segment other than 1.
+func (vr *verifyRun) checkLogPresent(log *wal.Log) {
+	db := vr.db
+	if log == nil {
+		vr.fail("", 0, db.path(walDir), "missing: the log is gone, but STORE says a store was here")
+		return
+	}
+	segs := log.Segments()
+	switch {
+	case len(segs) == 0:
+		vr.fail("", 0, db.path(walDir), "holds no log segment: the log is gone, but STORE says a store was here")
+	case segs[0].ID != 1:
+		vr.fail("", 0, db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
+	}
+}
+
+// finishDerived compares CHECKPOINT and (Deep) the ledger table with the
+// log once it is read whole.
+func (vr *verifyRun) finishDerived(rep *chain.Report) {
+	db, dc := vr.db, vr.dc
+	if cp := dc.cp; cp != nil {
+		name := db.path(checkpointName)
+		switch {
+		case dc.end.Less(dc.replay):
+			vr.fail("", 0, db.segmentFile(dc.replay.Segment), "the log ends at %v, but %s replays from %v: records or segments are missing",
+				dc.end, name, dc.replay)
+		case !dc.atRec && dc.replay != dc.end:
+			vr.fail("", 0, name, "replays from %v, where no record of the log starts", dc.replay)
+		}
+		listed := map[string]bool{}
+		for i := range cp.runs {
+			c := &cp.runs[i]
+			listed[c.id] = true
+			nonce, ok := dc.created[c.id]
+			switch {
+			case !ok:
+				vr.fail(c.id, 0, name, "lists run %q, which the log does not create before its replay position", c.id)
+			case nonce != c.nonce:
+				vr.fail(c.id, 0, name, "run %q has another nonce than its creation record", c.id)
+			case dc.last[c.id] != c.lastSeq:
+				vr.fail(c.id, min(dc.last[c.id], c.lastSeq)+1, name, "run %q at seq %d, but the log holds seq %d of it before the replay position",
+					c.id, c.lastSeq, dc.last[c.id])
+			}
+		}
+		for id := range dc.created {
+			if !listed[id] {
+				vr.fail(id, 0, name, "does not list run %q, which the log creates before its replay position", id)
+			}
+		}
+	}
+	if !vr.deep {
+		rep.Warnings = append(rep.Warnings, chain.Failure{Kind: chain.KindDerivedUnchecked, Location: db.dir,
+			Detail: "frame files and the ledger table were checked for integrity, not against the log: verify with --deep compares them"})
+		return
+	}
+	if dc.cp != nil && dc.cp.ledgerGen != 0 {
+		vr.compareLedgerTable()
+	}
+}
+
+// compareLedgerTable checks the ledger table CHECKPOINT names against
+// the log: every entry's intent and certificate locations hold records of
+// that action (with the entry's status), and every action the log's
+// records before the replay position settle has its entry. (Records just
+// after the replay position may be in the table too: the engine's
+// checkpoint takes the table after the position.) A table that is
+// missing, damaged or not the one CHECKPOINT names is not compared: the
+// engine rebuilds it from the log.
+func (vr *verifyRun) compareLedgerTable() {
+	db, dc := vr.db, vr.dc
+	name := db.ledgerTableName(dc.cp.ledgerGen)
+	if dc.table == nil || db.checkLedgerTable(dc.table, dc.cp.ledgerGen, dc.replay) != "" {
+		return
+	}
+	if err := ledger.New().LoadTable(dc.table); err != nil {
+		return
+	}
+	at := func(fp ledger.Fingerprint) (string, uint64) {
+		in := dc.intents[fp]
+		return in.run, in.seq
+	}
+	have := map[ledger.Fingerprint]tableEntry{}
+	for _, e := range tableEntries(dc.table) {
+		have[e.fp] = e
+		run, seq := at(e.fp)
+		if e.intent != (ledger.Loc{}) && dc.intentLocs[e.intent] != e.fp {
+			vr.fail(run, seq, name, "entry of action %x names an intent at %d:%d that is not its intent", e.fp[:8], e.intent.Segment, e.intent.Offset)
+			return
+		}
+		if e.cert != (ledger.Loc{}) {
+			if c, ok := dc.certLocs[e.cert]; !ok || c.fp != e.fp || c.status != e.status {
+				vr.fail(run, seq, name, "entry of action %x names a certificate at %d:%d that is not its certificate", e.fp[:8], e.cert.Segment, e.cert.Offset)
+				return
+			}
+		} else if e.status != ledger.StatusIntent {
+			vr.fail(run, seq, name, "entry of action %x is %v without a certificate", e.fp[:8], e.status)
+			return
+		}
+		if e.intent == (ledger.Loc{}) && e.cert == (ledger.Loc{}) {
+			vr.fail(run, seq, name, "entry of action %x names no record", e.fp[:8])
+			return
+		}
+	}
+	for _, w := range tableEntries(dc.ledger.AppendTable(nil)) {
+		h, ok := have[w.fp]
+		run, seq := at(w.fp)
+		switch {
+		case !ok:
+			vr.fail(run, seq, name, "has no entry for action %x, which the log records before the replay position", w.fp[:8])
+			return
+		case w.status != ledger.StatusIntent && (h.status != w.status || h.cert != w.cert):
+			vr.fail(run, seq, name, "entry of action %x is %v at %d:%d, the log certifies it %v at %d:%d",
+				w.fp[:8], h.status, h.cert.Segment, h.cert.Offset, w.status, w.cert.Segment, w.cert.Offset)
+			return
+		}
+	}
+}
+
+// tableEntry is one entry of a ledger table, as stored.
+type tableEntry struct {
+	fp           ledger.Fingerprint
+	status       ledger.Status
+	intent, cert ledger.Loc
+}
+
+// tableEntries lists the entries of a table that LoadTable accepted (see
+// ledger/format.go: 72-byte entries after a 24- or 48-byte header).
+func tableEntries(b []byte) []tableEntry {
+	const size = 72
+	hdr := 24
+	if binary.LittleEndian.Uint16(b[4:]) == 2 {
+		hdr = 48
+	}
+	loc := func(b []byte) ledger.Loc {
+		return ledger.Loc{Segment: binary.LittleEndian.Uint64(b), Offset: int64(binary.LittleEndian.Uint64(b[8:]))}
+	}
+	var out []tableEntry
+	for off := hdr; off+size <= len(b); off += size {
+		e := b[off : off+size]
+		out = append(out, tableEntry{fp: ledger.Fingerprint(e[:32]), status: ledger.Status(e[32]), intent: loc(e[40:]), cert: loc(e[56:])})
+	}
+	return out
+}
