@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"time"
 
@@ -39,6 +40,15 @@ func (db *DB) background() {
 			db.startDirSyncs()
 			db.startLedger()
 			db.startSnapshots()
+			if db.reg != nil {
+				db.bg.wg.Add(1)
+				go func() {
+					defer db.bg.wg.Done()
+					if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
+						db.setBackgroundErr(err)
+					}
+				}()
+			}
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)
 		case <-db.bg.ckptReq:

@@ -100,7 +100,10 @@ type DB struct {
 		// to a run by id goes through runLocked.
 		runs     map[string]*Run
 		lazy     []checkpointRun
-		lazyLeft int       // rows of lazy not built yet
+		lazyLeft int // rows of lazy not built yet
+		// dropped names rows of lazy that the log showed wrong (registry.go):
+		// never built from lazy.
+		dropped  map[string]bool
 		lazyTime time.Time // when Open read them: the runs' clocks start there
 	}
 
@@ -127,6 +130,10 @@ type DB struct {
 		ledgerGn uint64 // generation of the ledger table on disk
 		err      atomic.Pointer[error]
 	}
+
+	// reg compares CHECKPOINT's runs with the log before a run is created
+	// (nil: Open did not start from a CHECKPOINT).
+	reg *registryCheck
 
 	openInfo OpenInfo
 	counters struct {
@@ -319,6 +326,9 @@ func (db *DB) open() error {
 		return err
 	}
 	db.openAppends = db.log.Stats().Appends
+	if cp != nil && db.openInfo.CheckpointIgnored == "" {
+		db.reg = &registryCheck{rows: cp.runs, to: scanFrom}
+	}
 	if cp != nil && cp.ledgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
 		// Like Pebble, the table loads after the restart: on the first call
 		// that needs it, or a moment after Open (see background).
@@ -585,6 +595,14 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	if r := db.runLocked(id); r != nil {
 		db.mu.Unlock()
 		return r, r.waitCreated(ctx)
+	}
+	if db.reg != nil && !db.reg.checked.Load() {
+		// Never create a run that the log holds and CHECKPOINT omits.
+		db.mu.Unlock()
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+		return db.Run(ctx, id)
 	}
 	// Publish the run before its record is durable so that concurrent
 	// callers of the same id wait for one creation instead of racing.

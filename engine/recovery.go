@@ -118,6 +118,9 @@ func (db *DB) runLocked(id string) *Run {
 	if r, ok := db.mu.runs[id]; ok {
 		return r
 	}
+	if db.mu.lazyLeft == 0 || db.mu.dropped[id] {
+		return nil
+	}
 	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c checkpointRun, id string) int { return strings.Compare(c.id, id) })
 	if !ok {
 		return nil
@@ -139,7 +142,7 @@ func (db *DB) allRunsLocked() {
 	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
 	for i := range db.mu.lazy {
 		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.id]; !ok {
+		if _, ok := db.mu.runs[c.id]; !ok && !db.mu.dropped[c.id] {
 			r := &runs[len(runs)-db.mu.lazyLeft]
 			db.fillRun(r, c)
 			db.mu.runs[c.id] = r

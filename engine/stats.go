@@ -27,6 +27,11 @@ type Stats struct {
 	// (missing, damaged, not the one CHECKPOINT names); "" if it was not,
 	// or is not loaded yet.
 	LedgerRebuilt string
+	// CheckpointMismatch describes how CHECKPOINT's table of runs
+	// disagreed with the log, found when a run it does not list was
+	// created (the log's runs were used); "" if it agreed or was not
+	// compared.
+	CheckpointMismatch string
 }
 
 // Stats returns the DB's counters.
@@ -50,5 +55,7 @@ func (db *DB) Stats() Stats {
 
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
+
+		CheckpointMismatch: db.registryMismatch(),
 	}
 }

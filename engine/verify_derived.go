@@ -107,9 +107,10 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	switch {
 	case !ok:
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x, which has no intent before it", c.Fingerprint[:8])
-	case in.run != c.RunID || in.seq != c.Seq || in.index != c.Index:
-		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q seq %d index %d, its intent run %q seq %d index %d",
-			c.Fingerprint[:8], c.RunID, c.Seq, c.Index, in.run, in.seq, in.index)
+	case in.run != c.RunID:
+		// (Its seq and index may differ: an action settled by Resolve in a
+		// later attempt of the atom.)
+		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q, its intent run %q", c.Fingerprint[:8], c.RunID, in.run)
 	}
 	vr.dc.certLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = certAt{fp: c.Fingerprint, status: c.Status}
 	if vr.dc.before(pos) {

@@ -1,0 +1,242 @@
+package engine
+
+// The runs CHECKPOINT lists, checked against the log before a run is
+// created. A restart trusts CHECKPOINT's table of runs for the part of the
+// log before its replay position (reading that part would make restart
+// cost depend on history), but creating a run is a decision the log must
+// back: a run whose creation record is in the log is never created a
+// second time. So the first creation of a run CHECKPOINT does not list
+// reads the log before the replay position once (record headers only, no
+// decompression) and reconciles the table with it, trusting the log:
+// rows of runs the log does not hold are dropped, rows whose last seq,
+// head or nonce differ are rebuilt from the log, runs it omits are added.
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// registryCheck is the one-time comparison of CHECKPOINT's runs with the
+// log. Set up by Open when it started from a CHECKPOINT.
+type registryCheck struct {
+	rows []checkpointRun // CHECKPOINT's table, sorted by id (immutable)
+	to   wal.Pos         // CHECKPOINT's replay position
+
+	once    sync.Once
+	checked atomic.Bool // once has run
+	err     error       // the log could not be read; set inside once
+	// mismatch describes the disagreements found ("" if none); set inside
+	// once, read after it.
+	mismatch string
+}
+
+// logRun is a run as the log before the replay position holds it.
+type logRun struct {
+	nonce   chain.Nonce
+	created int64
+	last    uint64
+	head    chain.Hash
+	pos     []wal.Pos // pos[i] is the position of atom i+1
+}
+
+// checkRegistry runs the comparison once and returns its error. It must
+// be called without db.mu held.
+func (db *DB) checkRegistry() error {
+	rc := db.reg
+	if rc == nil {
+		return nil
+	}
+	rc.once.Do(func() {
+		runs, err := db.logRunsBefore(rc.to)
+		if err != nil {
+			rc.err = err
+			return
+		}
+		db.mu.Lock()
+		rc.mismatch = db.reconcileLocked(rc.rows, runs)
+		db.mu.Unlock()
+		rc.checked.Store(true)
+		if rc.mismatch != "" {
+			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
+				"file", db.path(checkpointName), "disagreements", rc.mismatch)
+		}
+	})
+	return rc.err
+}
+
+// registryMismatch returns what checkRegistry found, once it ran.
+func (db *DB) registryMismatch() string {
+	if db.reg == nil || !db.reg.checked.Load() {
+		return ""
+	}
+	return db.reg.mismatch
+}
+
+// logRunsBefore reads the run and atom records of the log before to.
+func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
+	rd, err := db.log.NewReader(wal.Pos{})
+	if err != nil {
+		return nil, fmt.Errorf("engine: read the log's runs: %w", err)
+	}
+	defer rd.Close()
+	runs := map[string]*logRun{}
+	seqs := map[string]uint64{}
+	for n := 0; rd.Next(); n++ {
+		if n%4096 == 0 && db.closed.Load() {
+			return nil, ErrClosed // Close does not wait for a whole read
+		}
+		pos := rd.Pos()
+		if !pos.Less(to) {
+			break
+		}
+		rec := rd.Record()
+		if len(rec) == 0 {
+			continue
+		}
+		switch rec[0] {
+		case kindRun:
+			rr, err := decodeRunRecord(rec)
+			if err != nil {
+				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
+			}
+			if _, dup := runs[rr.id]; !dup {
+				runs[rr.id] = &logRun{nonce: rr.nonce, created: rr.created}
+			}
+		case kindAtom:
+			a, err := decodeAtomRecord(rec)
+			if err != nil {
+				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
+			}
+			seqs[a.run] = max(seqs[a.run], a.seq)
+			lr := runs[a.run]
+			switch {
+			case lr == nil:
+				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
+					Reason: "atom of a run whose creation record is not in the log"}
+			case a.seq <= lr.last:
+				continue
+			case a.seq != lr.last+1:
+				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: lr.last + 1,
+					Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.seq, lr.last)}
+			}
+			lr.last, lr.head = a.seq, a.head
+			lr.pos = append(lr.pos, pos)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, db.logDamage(err, seqs)
+	}
+	return runs, nil
+}
+
+// reconcileLocked makes the runs agree with the log's (see the file's
+// comment) and describes what differed. A run already in use whose state
+// came from a wrong row is rebuilt from the log if no atom is running and
+// it has not moved since Open; otherwise it is marked broken (its calls
+// fail with the reason; the next Open replays from a CHECKPOINT that lists
+// it right).
+func (db *DB) reconcileLocked(rows []checkpointRun, log map[string]*logRun) string {
+	var diffs []string
+	listed := make(map[string]bool, len(rows))
+	for i := range rows {
+		c := &rows[i]
+		listed[c.id] = true
+		lr := log[c.id]
+		why := ""
+		switch {
+		case lr == nil:
+			why = fmt.Sprintf("run %q is not in the log", c.id)
+		case lr.nonce != c.nonce:
+			why = fmt.Sprintf("run %q has another nonce in the log", c.id)
+		case lr.last != c.lastSeq || lr.head != c.head:
+			why = fmt.Sprintf("run %q is at seq %d in the log, CHECKPOINT says %d", c.id, lr.last, c.lastSeq)
+		default:
+			continue
+		}
+		diffs = append(diffs, why)
+		err := &CorruptionError{File: db.path(checkpointName), Run: c.id, Reason: why + "; reopen the store"}
+		r, built := db.mu.runs[c.id]
+		switch {
+		case !built:
+			db.dropLazyLocked(c.id)
+			if lr != nil {
+				db.mu.runs[c.id] = db.runFromLog(c.id, lr)
+			}
+		case lr == nil:
+			r.mu.Lock()
+			r.mu.broken = err
+			r.mu.Unlock()
+			delete(db.mu.runs, c.id)
+		default:
+			r.mu.Lock()
+			if r.mu.atom != nil || r.mu.lastSeq != c.lastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce {
+				r.mu.broken = err
+			} else {
+				r.resetFromLogLocked(lr)
+			}
+			r.mu.Unlock()
+		}
+	}
+	for id, lr := range log {
+		if listed[id] {
+			continue
+		}
+		if _, ok := db.mu.runs[id]; ok {
+			continue // created again in the tail: the replay refused that
+		}
+		diffs = append(diffs, fmt.Sprintf("run %q is in the log, not in CHECKPOINT", id))
+		db.mu.runs[id] = db.runFromLog(id, lr)
+	}
+	sort.Strings(diffs)
+	if len(diffs) > 8 {
+		diffs = append(diffs[:8], fmt.Sprintf("and %d more", len(diffs)-8))
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// dropLazyLocked removes the not yet built row id from the lazy table.
+func (db *DB) dropLazyLocked(id string) {
+	if db.mu.dropped == nil {
+		db.mu.dropped = map[string]bool{}
+	}
+	if !db.mu.dropped[id] && db.mu.lazyLeft > 0 {
+		db.mu.dropped[id] = true
+		if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
+			db.mu.lazy = nil
+		}
+	}
+}
+
+// runFromLog builds a run from what the log holds of it: its frame is
+// rebuilt from the log on first use, StateAt reads the atoms' positions.
+func (db *DB) runFromLog(id string, lr *logRun) *Run {
+	r := &Run{db: db, id: id, nonce: lr.nonce, createdAt: time.Unix(0, lr.created)}
+	now := time.Now()
+	r.mu.snapTime, r.mu.ckptTime = now, now
+	r.mu.head = db.hasher.Genesis(id, lr.nonce)
+	r.resetFromLogLocked(lr)
+	return r
+}
+
+// resetFromLogLocked sets r's state to the log's; r.nonce must be lr's.
+func (r *Run) resetFromLogLocked(lr *logRun) {
+	r.mu.frame, r.mu.pending = nil, nil
+	if lr.last == 0 {
+		r.mu.frame = newFrame()
+		r.mu.head = r.db.hasher.Genesis(r.id, lr.nonce)
+	} else {
+		r.mu.head = lr.head
+	}
+	r.mu.lastSeq, r.mu.ckptRowHead = lr.last, r.mu.head
+	r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{}
+	r.mu.indexedSeq, r.mu.positions = 0, append([]wal.Pos(nil), lr.pos...)
+	r.mu.snapSeq, r.mu.windowFirst = 0, 0
+	r.mu.inflight, r.mu.interruptedSeq = nil, 0
+}
