@@ -292,6 +292,10 @@ func (db *DB) open() error {
 		if notExist(err) && !fresh {
 			return corruptf(db.path(walDir), "missing: the log is gone, but %s says a store was here", db.path(storeFileName))
 		}
+		var ce *wal.CorruptionError
+		if errors.As(err, &ce) {
+			return &CorruptionError{File: ce.File, Offset: ce.Offset, Reason: ce.Reason, Err: err}
+		}
 		return fmt.Errorf("engine: open log: %w", err)
 	}
 	if err := db.checkLogPresent(fresh, cp); err != nil {

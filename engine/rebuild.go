@@ -50,49 +50,46 @@ func (db *DB) replayedSeqs() map[string]uint64 {
 	return m
 }
 
-// damageLookahead bounds the records locateDamage reads after the damage.
-const damageLookahead = 4096
-
 // locateDamage names the run and seq a damaged record at bad reaches: the
 // first run whose next atom after the damage skips a seq past its last
 // atom before it (before[run]; a run not in before had none, and before
-// nil means unknown) lost that seq. If no run skips one within
-// damageLookahead records, the damaged record was not an atom a later
-// record shows missing (a ledger record, or the last atom of a run), and
-// the run is the one of the last good atom before it, if any. around
-// describes the neighbours for the error's reason.
+// nil means unknown) lost that seq. If no run skips one, the damaged
+// record was not an atom a later record shows missing (a ledger record,
+// or the last atom of a run), and the first atom after it is named: the
+// atom a damaged intent or certificate most likely belonged to.
+// around describes the neighbours for the error's reason.
 func locateDamage(log *wal.Log, bad wal.Pos, before map[string]uint64) (run string, seq uint64, around string) {
-	next, ok, err := log.Resync(bad)
-	if err != nil || !ok {
-		return "", 0, " (no valid record follows it)"
-	}
-	rd, err := log.NewReader(next)
-	if err != nil {
-		return "", 0, ""
-	}
-	defer rd.Close()
-	firstAfter := ""
-	for n := 0; n < damageLookahead && rd.Next(); n++ {
-		rec := rd.Record()
+	firstAfter, firstRun, firstSeq := "", "", uint64(0)
+	err := log.ScanAfter(bad, func(pos wal.Pos, rec []byte) bool {
 		if len(rec) == 0 || rec[0] != kindAtom {
-			continue
+			return true
 		}
 		a, err := decodeAtomRecord(rec)
 		if err != nil {
-			continue
+			return true
 		}
 		if firstAfter == "" {
-			firstAfter = fmt.Sprintf("; the first atom after it is run %q seq %d at %v", a.run, a.seq, rd.Pos())
+			firstRun, firstSeq = a.run, a.seq
+			firstAfter = fmt.Sprintf("; no run skips a seq across it: it is not an atom, and the first atom after it is run %q seq %d at %v (whose action records come before it)", a.run, a.seq, pos)
 		}
 		if before == nil {
-			break
+			return false
 		}
 		if last := before[a.run]; a.seq > last+1 {
-			return a.run, last + 1, fmt.Sprintf("; run %q resumes at seq %d after it (at %v), its last atom before it is seq %d", a.run, a.seq, rd.Pos(), last)
+			run, seq = a.run, last+1
+			around = fmt.Sprintf("; run %q resumes at seq %d after it (at %v), its last atom before it is seq %d", a.run, a.seq, pos, last)
+			return false
 		}
 		before[a.run] = a.seq
+		return true
+	})
+	if run == "" {
+		run, seq, around = firstRun, firstSeq, firstAfter
+		if err == nil && firstAfter == "" {
+			around = "; no atom follows it"
+		}
 	}
-	return "", 0, firstAfter
+	return run, seq, around
 }
 
 // rebuildFrame builds the frame of run as of seq last from the log alone:

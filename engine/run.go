@@ -231,7 +231,10 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	f, seq, why := r.frameFileLocked()
+	f, seq, why, err := r.frameFileLocked()
+	if err != nil {
+		return err
+	}
 	i := 0
 	for i < len(r.mu.pending) && r.mu.pending[i].seq <= seq {
 		i++
@@ -283,29 +286,34 @@ func (r *Run) headBeforeLocked(rest []pendingAtom) chain.Hash {
 
 // frameFileLocked reads the run's frame file and checks it against what
 // CHECKPOINT and the replayed tail say of the run: it returns the frame
-// and its seq, or a reason not to use it (why != "").
-func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string) {
+// and its seq, or a reason not to use it (why != ""). A sound frame file
+// of the run past the log's last seq of it is log damage (err): frame
+// files are written only at seqs the log holds durably, so the log lost
+// records (a segment deleted or cut short).
+func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err error) {
 	db := r.db
 	name := db.frameFileName(r.id)
 	b, err := readFile(db.fs, name)
 	if notExist(err) {
 		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == 1) {
-			return newFrame(), 0, "" // the run never had one
+			return newFrame(), 0, "", nil // the run never had one
 		}
-		return nil, 0, "it is missing"
+		return nil, 0, "it is missing", nil
 	}
 	if err != nil {
-		return nil, 0, err.Error()
+		return nil, 0, err.Error(), nil
 	}
 	ff, err := parseFrameFile(name, b)
 	if err != nil {
-		return nil, 0, err.Error()
+		return nil, 0, err.Error(), nil
 	}
 	if ff.run != r.id {
-		return nil, 0, fmt.Sprintf("it holds run %q", ff.run)
+		return nil, 0, fmt.Sprintf("it holds run %q", ff.run), nil
 	}
 	if ff.seq > r.mu.lastSeq {
-		return nil, 0, fmt.Sprintf("it is at seq %d, past the run's last seq %d", ff.seq, r.mu.lastSeq)
+		return nil, 0, "", &CorruptionError{File: db.path(walDir), Run: r.id, Seq: r.mu.lastSeq + 1,
+			Reason: fmt.Sprintf("the log ends at seq %d of the run, but its frame file %s is at seq %d: records of the log are missing",
+				r.mu.lastSeq, name, ff.seq)}
 	}
 	// The head it names must be the log's at its seq: CHECKPOINT's for the
 	// frame file it lists, a replayed atom's for a newer one.
@@ -320,15 +328,15 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string) {
 	}
 	switch {
 	case !known && ff.seq != r.mu.frameSeq:
-		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.seq, r.mu.frameSeq)
+		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.seq, r.mu.frameSeq), nil
 	case known && ff.head != want:
-		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.seq, ff.head[:8], want[:8])
+		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.seq, ff.head[:8], want[:8]), nil
 	}
 	f, err = db.decodeFrame(ff.frame, name)
 	if err != nil {
-		return nil, 0, err.Error()
+		return nil, 0, err.Error(), nil
 	}
-	return f, ff.seq, ""
+	return f, ff.seq, "", nil
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq

@@ -390,58 +390,70 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 // SegmentName returns the file name of segment id in a log directory.
 func SegmentName(id uint64) string { return segmentName(id) }
 
-// Resync returns the start of the first valid record after the damaged one
-// at bad (the position of a *CorruptionError), so that a caller reporting
-// the damage can name what follows it: the record right after bad when its
-// header (length) is intact, else the next 8-byte aligned offset that holds
-// a record with a valid header and checksum, else the next segment's first
-// record. ok is false when nothing valid follows within the durable log. It
-// never changes the log.
-func (l *Log) Resync(bad Pos) (next Pos, ok bool, err error) {
+// ScanAfter calls fn with each valid record after the damaged one at bad
+// (the position of a *CorruptionError), in log order, until fn returns
+// false, so that a caller reporting the damage can name what follows it.
+// It resumes right after bad when the damaged record's header (length) is
+// intact, else at the next 8-byte aligned offset that holds a record with
+// a valid header and checksum, and reads on to the end of the data of
+// each segment (past a ReadDamaged log's durable end: it is for reports,
+// not for replay). It never changes the log; rec is valid only during fn.
+func (l *Log) ScanAfter(bad Pos, fn func(pos Pos, rec []byte) bool) error {
 	if l.isClosed() {
-		return Pos{}, false, ErrClosed
+		return ErrClosed
 	}
-	d := l.durablePos()
-	for seg := bad.Segment; seg <= d.Segment; seg++ {
+	l.segs.Lock()
+	var newest uint64
+	if n := len(l.segs.list); n > 0 {
+		newest = l.segs.list[n-1].ID
+	}
+	l.segs.Unlock()
+	for seg := bad.Segment; seg <= newest; seg++ {
 		f, err := l.openSegment(seg)
 		if err != nil {
 			if seg == bad.Segment {
-				continue // a damaged header: try the next segment
+				continue // a damaged header: go on with the next segment
 			}
-			return Pos{}, false, err
+			return err
 		}
-		size := d.Offset
-		if seg != d.Segment || l.recovery.Damage != nil {
-			fi, err := f.Stat()
-			if err != nil {
-				f.Close()
-				return Pos{}, false, fmt.Errorf("wal: stat segment %d: %w", seg, err)
-			}
-			size = fi.Size()
+		fi, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return fmt.Errorf("wal: stat segment %d: %w", seg, err)
 		}
-		sf := newSegFile(f, seg, l.path(segmentName(seg)), size)
-		from := int64(SegmentHeaderSize)
+		sf := newSegFile(f, seg, l.path(segmentName(seg)), fi.Size())
+		off := int64(SegmentHeaderSize)
 		if seg == bad.Segment {
-			from = alignUp(bad.Offset + 1)
+			off = alignUp(bad.Offset + 1)
 			if dec, err := sf.decode(bad.Offset); err == nil && dec.st == stBadPayload && dec.next > bad.Offset {
-				from = dec.next
+				off = dec.next
 			}
 		}
-		for o := from; o+RecordHeaderSize <= size; o += RecordAlign {
-			dec, err := sf.decode(o)
+		synced := false // found a valid record: read on record by record
+		for off+RecordHeaderSize <= sf.size {
+			dec, err := sf.decode(off)
 			if err != nil {
 				f.Close()
-				return Pos{}, false, err
+				return err
 			}
-			if dec.st == stOK && dec.h.typ != recTypeSeal {
-				f.Close()
-				return Pos{seg, o}, true, nil
+			if dec.st != stOK {
+				if synced {
+					break // the end of this segment's data, or more damage
+				}
+				off += RecordAlign
+				continue
 			}
-			if dec.st == stOK { // a seal: the segment ends here
+			synced = true
+			if dec.h.typ == recTypeSeal {
 				break
 			}
+			if !fn(Pos{seg, off}, dec.payload) {
+				f.Close()
+				return nil
+			}
+			off = dec.next
 		}
 		f.Close()
 	}
-	return Pos{}, false, nil
+	return nil
 }
