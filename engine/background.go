@@ -352,7 +352,8 @@ func (db *DB) checkpoint(final bool) error {
 	if err := writeFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
-	cp := checkpointFile{gen: gen, replay: walPos{seg: floor.Segment, off: floor.Offset}, ledgerGen: gen, storeID: db.storeID}
+	cp := checkpointFile{gen: gen, replay: walPos{seg: floor.Segment, off: floor.Offset}, ledgerGen: gen, storeID: db.storeID,
+		dict: db.curDict.Load()}
 	for _, c := range caps {
 		cp.runs = append(cp.runs, c.meta)
 	}

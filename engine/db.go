@@ -253,6 +253,12 @@ func (db *DB) open() error {
 	if fresh && cp != nil {
 		return corruptf(db.path(storeFileName), "missing, but %s exists", db.path(checkpointName))
 	}
+	if cp != nil && cp.dict > db.curDict.Load() {
+		// The log may hold records compressed with it: log damage.
+		return corruptf(db.fs.PathJoin(db.path(dictsDir), dictFileName(cp.dict)),
+			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
+			db.path(checkpointName), cp.gen)
+	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
 		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
@@ -357,10 +363,19 @@ func (db *DB) open() error {
 // position CHECKPOINT replays from (segments or records lost after it was
 // written). Gaps between segments are refused by the log itself.
 func (db *DB) checkLogPresent(fresh bool, cp *checkpointFile) error {
-	segs := db.log.Segments()
 	if fresh {
 		return nil
 	}
+	return db.checkLogComplete(db.log, cp)
+}
+
+// checkLogComplete is checkLogPresent for a log l (nil: the log directory
+// is missing) of an existing store.
+func (db *DB) checkLogComplete(l *wal.Log, cp *checkpointFile) error {
+	if l == nil {
+		return corruptf(db.path(walDir), "missing: the log is gone, but %s says a store was here", db.path(storeFileName))
+	}
+	segs := l.Segments()
 	if len(segs) == 0 {
 		return corruptf(db.path(walDir), "holds no log segment: the log is gone, but %s says a store was here", db.path(storeFileName))
 	}
@@ -368,7 +383,7 @@ func (db *DB) checkLogPresent(fresh bool, cp *checkpointFile) error {
 		return corruptf(db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
 	}
 	if cp != nil {
-		end := db.log.End()
+		end := l.End()
 		at := wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
 		if end.Less(at) {
 			if at.Segment > end.Segment {

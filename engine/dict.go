@@ -51,6 +51,14 @@ func (db *DB) loadDicts() error {
 		}
 		newest = max(newest, id)
 	}
+	// Ids are given in order from 1 and never removed: a gap is a missing
+	// dictionary, which records of the log may need.
+	for id := uint32(1); id < newest; id++ {
+		if _, ok := db.dicts.Get(id); ok {
+			continue
+		}
+		return corruptf(db.fs.PathJoin(dir, dictFileName(id)), "missing, but dictionary %d exists: records of the log may need it", newest)
+	}
 	db.curDict.Store(newest)
 	if newest != 0 || db.opts.DictSamples < 0 {
 		db.dict.training = true // trained once per store

@@ -48,11 +48,17 @@ package engine
 //
 //	"CNTMSTOR" | version u16 LE | 0 u16 | store id [16] | created i64 LE | crc32c u32 LE
 //
-// CHECKPOINT:
+// CHECKPOINT, version 2:
 //
 //	"CNTMCKPT" | version u16 LE | uvarint gen | uvarint replay segment |
 //	uvarint replay offset | uvarint ledger table gen (0 = none) | store id [16] |
+//	uvarint newest dictionary id (0 = none) |
 //	uvarint nruns | nruns x run | crc32c u32 LE of all before
+//
+// Version 1 is version 2 without the dictionary id. The dictionary id is
+// the newest dictionary that existed when the checkpoint was taken: the
+// log may hold records compressed with it, so Open refuses a store that
+// lacks it (dictionaries cannot be rebuilt from the log).
 //	run: uvarint len | id | nonce [16] | varint created | uvarint last seq |
 //	     head [32] | uvarint frame seq | uvarint indexed seq | uvarint snapshot seq |
 //	     uvarint checkpoint seq | checkpoint head [32] |
@@ -101,7 +107,7 @@ const (
 	dictFileMagic   = "CNTMDICT"
 
 	storeVersion      = 1
-	checkpointVersion = 1
+	checkpointVersion = 2 // written; version 1 is still read
 	frameFileVersion  = 1
 	dictFileVersion   = 1
 	atomBodyVersion   = 1
@@ -467,6 +473,7 @@ type checkpointFile struct {
 	replay    walPos
 	ledgerGen uint64
 	storeID   [16]byte
+	dict      uint32 // newest dictionary id (version 2; 0 = none or unknown)
 	runs      []checkpointRun
 }
 
@@ -485,6 +492,7 @@ func (c *checkpointFile) marshal() []byte {
 	b = binary.AppendUvarint(b, uint64(c.replay.off))
 	b = binary.AppendUvarint(b, c.ledgerGen)
 	b = append(b, c.storeID[:]...)
+	b = binary.AppendUvarint(b, uint64(c.dict))
 	b = binary.AppendUvarint(b, uint64(len(c.runs)))
 	for i := range c.runs {
 		r := &c.runs[i]
@@ -518,7 +526,8 @@ func parseCheckpointFile(name string, b []byte) (*checkpointFile, error) {
 	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli); got != want {
 		return nil, corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != checkpointVersion {
+	v := binary.LittleEndian.Uint16(b[8:])
+	if v != 1 && v != checkpointVersion {
 		return nil, corruptf(name, "unknown version %d", v)
 	}
 	d := decoder{b: body, off: 10}
@@ -528,6 +537,13 @@ func parseCheckpointFile(name string, b []byte) (*checkpointFile, error) {
 	c.replay.off = int64(d.uvarint("replay offset"))
 	c.ledgerGen = d.uvarint("ledger generation")
 	copy(c.storeID[:], d.fixed("store id", 16))
+	if v >= 2 {
+		if id := d.uvarint("dictionary id"); id > 0xffffffff {
+			d.fail("dictionary id %d exceeds 32 bits", id)
+		} else {
+			c.dict = uint32(id)
+		}
+	}
 	n := d.uvarint("run count")
 	if d.err == nil && n > uint64(len(body)) {
 		d.fail("run count %d exceeds the file", n)

@@ -84,11 +84,13 @@ func openReadOnly(dir string, fs vfs.FS) (*readOnlyStore, error) {
 	db.comp = frame.NewCompressor(db.dicts)
 	s := &readOnlyStore{db: db, storeID: sf.id, created: time.Unix(0, sf.created)}
 	s.log, err = wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
-	if err != nil {
-		if notExist(err) {
-			return s, nil
-		}
+	if err != nil && !notExist(err) {
 		return nil, fmt.Errorf("engine: open log %s: %w", db.path(walDir), err)
+	}
+	// A log that is gone or lost records is refused, not read as fewer runs.
+	if err := db.checkReadOnlyLog(s.log); err != nil {
+		s.close()
+		return nil, err
 	}
 	return s, nil
 }

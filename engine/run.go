@@ -180,7 +180,11 @@ func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 		st := ActionState{Index: a.index, Fingerprint: a.fp, Status: ledger.StatusIntent}
 		if e, ok := r.db.ledger.Lookup(a.fp); ok {
 			st.Status = e.Status
-			if in, err := r.db.readIntent(e.IntentLoc); err == nil {
+			if e.IntentLoc != (ledger.Loc{}) {
+				in, err := r.db.readIntent(e.IntentLoc)
+				if err != nil {
+					return 0, nil, fmt.Errorf("engine: run %q seq %d: intent of action %x: %w", r.id, seq, a.fp[:8], err)
+				}
 				st.Tool, st.Key, st.Idempotent = in.Tool, in.Key, in.Idempotent
 			}
 		}

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -59,17 +61,30 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	fs := o.FS
 	storeName := fs.PathJoin(dir, storeFileName)
 	b, err := readFile(fs, storeName)
-	if notExist(err) {
-		return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
-	}
-	if err != nil {
+	var storeID string
+	var storeErr error // STORE is missing from a store that has a log: reported
+	switch {
+	case notExist(err):
+		names, _ := fs.List(fs.PathJoin(dir, walDir))
+		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".wal") }) {
+			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
+		}
+		storeErr = corruptf(storeName, "missing, but %s holds a log", fs.PathJoin(dir, walDir))
+		// The store's identity, from CHECKPOINT if it is readable.
+		if b, err := readFile(fs, fs.PathJoin(dir, checkpointName)); err == nil {
+			if cp, err := parseCheckpointFile(checkpointName, b); err == nil {
+				storeID = hex.EncodeToString(cp.storeID[:])
+			}
+		}
+	case err != nil:
 		return nil, err
+	default:
+		sf, err := parseStoreFile(storeName, b)
+		if err != nil {
+			return nil, err
+		}
+		storeID = hex.EncodeToString(sf.id[:])
 	}
-	sf, err := parseStoreFile(storeName, b)
-	if err != nil {
-		return nil, err
-	}
-	storeID := hex.EncodeToString(sf.id[:])
 
 	// Dictionaries, read-only.
 	db := &DB{fs: fs, dir: dir, dicts: frame.NewDicts()}
@@ -101,6 +116,9 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 		return nil, err
 	}
 	v.Store(storeID)
+	if storeErr != nil {
+		v.Corrupt(storeName, storeErr)
+	}
 	if logErr != nil {
 		v.Corrupt(db.path(walDir), logErr)
 	}

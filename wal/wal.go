@@ -439,6 +439,9 @@ func (l *Log) recover(scanFrom Pos) error {
 				return err
 			}
 			info.Damage = ce
+			if info.Tail.Segment != newest { // its header: nothing of it is readable
+				info.Tail = Pos{newest, SegmentHeaderSize}
+			}
 		}
 		l.segs.list = append(l.segs.list, SegmentInfo{ID: newest, First: Pos{newest, SegmentHeaderSize}, Size: end.size, Sealed: info.Sealed})
 	}
