@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
 	"sort"
 	"strconv"
@@ -64,6 +65,22 @@ func (db *DB) loadDicts() error {
 		db.dict.training = true // trained once per store
 	}
 	return nil
+}
+
+// dictNamed returns the dictionary file that compressed record names
+// when it is not loaded (a missing dictionary), or "".
+func (db *DB) dictNamed(compressed []byte) string {
+	if len(compressed) < 2 {
+		return ""
+	}
+	id, n := binary.Uvarint(compressed[1:])
+	if n <= 0 || id == 0 || id > 0xffffffff {
+		return ""
+	}
+	if _, ok := db.dicts.Get(uint32(id)); ok {
+		return ""
+	}
+	return db.fs.PathJoin(db.path(dictsDir), dictFileName(uint32(id)))
 }
 
 // sample keeps a copy of a record body for dictionary training, until

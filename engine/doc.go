@@ -56,6 +56,56 @@
 //     previous process left in the page cache after a failed or missing
 //     fsync. The fsyncs start on the first Begin or write (or 200 ms after
 //     Open), off the restart path; their failure fails the log (I8).
+//   - Open of an existing store writes nothing until recovery has found it
+//     sound: the log opens read-only (wal.Options.DeferWrites) and trims a
+//     torn tail or starts a segment only after the replay; a refused Open
+//     leaves every file as it was.
+//   - Creation: STORE is written (atomically) only once the first segment
+//     of the log and the directory entries leading to it are durable. So
+//     STORE without a log is damage (refused), and a log without STORE
+//     that holds no record is a creation that crashed (Open completes it);
+//     a log with records but no STORE is refused.
+//
+// # The log is the truth (I9)
+//
+// Every file besides the log is derived from it, and is checked cheaply
+// when it is loaded, against its checksum and the log position and head
+// it names; on any mismatch the engine rebuilds what it holds from the
+// log (a slower restart, never a different answer) and says so in its log
+// and in Stats:
+//
+//   - CHECKPOINT damaged, of another store, or disagreeing with the log's
+//     tail (an atom of a run it does not list, a seq past a gap, another
+//     head at its seq): the whole log is replayed (OpenInfo.CheckpointIgnored).
+//   - A frame file missing, damaged, of another run, or at a seq or head
+//     other than CHECKPOINT and the tail name: the run's frame is rebuilt
+//     from its atoms in the log (Stats.FramesRebuilt).
+//   - The ledger table missing, damaged, or written for another checkpoint
+//     (its version 2 names its generation and log position): rebuilt from
+//     the log's intents and certificates before the replay position
+//     (Stats.LedgerRebuilt).
+//   - CHECKPOINT's table of runs is trusted for the log before its replay
+//     position (reading that part would make restart cost depend on
+//     history), but a run is never created on its word: a moment after
+//     Open, and before any creation of a run it does not list, the log
+//     before the replay position is read once (record headers only) and
+//     the table reconciled with it, trusting the log
+//     (Stats.CheckpointMismatch). Until then a run whose row a forger
+//     changed (its checksum recomputed) is served as the row says; verify
+//     reports such rows.
+//
+// Damage to the log itself is the opposite case, never rebuilt over: a
+// missing segment (a gap, a first segment other than 1, a log that ends
+// before CHECKPOINT's replay position or before a frame file's seq), a
+// missing dictionary (CHECKPOINT names the newest), or a damaged record
+// that Open reads is refused with a *CorruptionError naming the file, the
+// offset and the run and seq it reaches (from the records around it: the
+// run whose next atom skips a seq, or the atom a damaged action record
+// belonged to). Open reads only the tail after CHECKPOINT: a damaged
+// record before the replay position is one no run needs to restart (each
+// run's state and head come from CHECKPOINT and its frame file); it is
+// reported by verify, and by the first read that needs it (StateAt, a
+// frame rebuild, a certified result), with file, offset, run and seq.
 //
 // Restart replays only the log tail since the last engine checkpoint (at
 // most Options.RestartTail bytes, plus what a crash interrupted), so its

@@ -8,7 +8,8 @@ package engine
 //
 //	DIR/
 //	  LOCK                 advisory lock: one process per store
-//	  STORE                identity: store id and creation time (written once)
+//	  STORE                identity: store id and creation time (written once,
+//	                       after the log's first segment is durable)
 //	  CHECKPOINT           engine checkpoint: where restart replays from, the
 //	                       runs' heads (replaced atomically)
 //	  ledger-<gen>.tbl     the ledger's persisted fingerprint index, named by

@@ -193,6 +193,15 @@ func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
 	return l.AppendTable(nil), nil
 }
 
+// decompressDamage reports a log record that does not decompress: a
+// missing dictionary names its file, anything else the record.
+func (db *DB) decompressDamage(rec []byte, pos wal.Pos, what string, err error) error {
+	if d := db.dictNamed(rec[1:]); d != "" {
+		return &CorruptionError{File: d, Reason: fmt.Sprintf("missing: the %s at %v needs it", what, pos), Err: err}
+	}
+	return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: fmt.Sprintf("%s: %v", what, err), Err: err}
+}
+
 // checkReadOnlyLog refuses, for the read-only tools, a log that is gone
 // or lost records (as Open does: see checkLogComplete), with CHECKPOINT as
 // the witness of where the log reached when it is readable.

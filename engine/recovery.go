@@ -202,7 +202,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 	case kindIntent:
 		body, err := db.comp.Decompress(nil, rec[1:])
 		if err != nil {
-			return where(fmt.Errorf("intent: %w", err))
+			return db.decompressDamage(rec, pos, "intent", err)
 		}
 		in, err := ledger.DecodeIntent(body)
 		if err != nil {
@@ -215,7 +215,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 	case kindCert:
 		body, err := db.comp.Decompress(nil, rec[1:])
 		if err != nil {
-			return where(fmt.Errorf("certificate: %w", err))
+			return db.decompressDamage(rec, pos, "certificate", err)
 		}
 		c, err := ledger.DecodeCertificate(body)
 		if err != nil {

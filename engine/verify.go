@@ -326,6 +326,9 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 func (vr *verifyRun) ledgerBody(rec []byte, loc string) ([]byte, error) {
 	body, err := vr.db.comp.Decompress(nil, rec[1:])
 	if err != nil {
+		if d := vr.db.dictNamed(rec[1:]); d != "" {
+			err = fmt.Errorf("%w (%s is missing)", err, d)
+		}
 		vr.v.Corrupt(loc, fmt.Errorf("%s: %w", kindName(rec[0]), err))
 		return nil, err
 	}
@@ -352,6 +355,9 @@ func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
 		body, err = decodeAtomBody(raw)
 	}
 	if err != nil {
+		if d := vr.db.dictNamed(a.body); d != "" {
+			err = fmt.Errorf("%w (%s is missing)", err, d)
+		}
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
 		vr.fail(a.run, a.seq, loc, "atom body: %v", err)

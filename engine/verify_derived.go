@@ -163,6 +163,10 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 	db, dc := vr.db, vr.dc
 	if cp := dc.cp; cp != nil {
 		name := db.path(checkpointName)
+		if cp.dict > db.curDict.Load() {
+			vr.fail("", 0, db.fs.PathJoin(db.path(dictsDir), dictFileName(cp.dict)),
+				"missing: %s was written after it existed, and the log's records may need it", name)
+		}
 		switch {
 		case dc.end.Less(dc.replay):
 			vr.fail("", 0, db.segmentFile(dc.replay.Segment), "the log ends at %v, but %s replays from %v: records or segments are missing",

@@ -53,7 +53,11 @@
 // Checkpoint is how the engine persists the index: it calls mark (where the
 // engine notes its log position) while no journal write is in progress, so
 // the table holds exactly the records before the mark, and replay from the
-// mark misses none.
+// mark misses none. CheckpointAt writes a table of version 2, which names
+// its origin (the checkpoint generation and log position mark returns):
+// ReadTableOrigin tells a table written for another checkpoint (an older
+// copy swapped in) from the one wanted, before it is loaded; the engine
+// then rebuilds the table from the log instead.
 //
 // # Canonical JSON
 //

@@ -115,6 +115,15 @@
 //     to a write issued after the bytes below it were durable. So neither
 //     the trimmed region nor a torn first write after resuming can be
 //     mistaken for durable corruption.
+//   - Open with DeferWrites: the recovery above, read-only (nothing is
+//     trimmed, zeroed, created or removed, and records can be read), until
+//     StartWriting does the writable part. A caller that must validate
+//     what the log holds before it changes it (the engine: a refused Open
+//     leaves the store as it found it) opens it so. With ReadDamaged too, a
+//     newest segment that is corrupt (not torn) does not fail Open: the
+//     records before the damage can be read and RecoveryInfo.Damage says
+//     where; such a log never becomes writable. ScanAfter reads the valid
+//     records after a damaged one (for reports: which run a damage hits).
 //   - Write or fdatasync failure: the error is sticky (I8). Every waiting and
 //     later append fails with it (it wraps the original: errors.Is(err,
 //     syscall.ENOSPC) works, and it names the segment); the log must be
