@@ -55,10 +55,6 @@ const (
 	// KindUncheckedAnchor (warning): a checkpoint arrived after the run had
 	// moved more than RecentHeads records past its seq; it was not compared.
 	KindUncheckedAnchor
-	// KindDerivedUnchecked (warning): files derived from the log (frame
-	// files, the ledger table) were checked for integrity but not compared
-	// with the log (the engine's verify without Deep).
-	KindDerivedUnchecked
 )
 
 var kindNames = [...]string{
@@ -76,7 +72,6 @@ var kindNames = [...]string{
 	KindCorrupt:            "corrupt",
 	KindUnsigned:           "signatures-unchecked",
 	KindUncheckedAnchor:    "checkpoint-unchecked",
-	KindDerivedUnchecked:   "derived-unchecked",
 }
 
 // String returns the stable kebab-case name of k.
@@ -155,14 +150,18 @@ type RunReport struct {
 
 // Report is the result of a verification.
 type Report struct {
-	OK                  bool          `json:"ok"` // no failure at all (warnings allowed)
-	StoreID             string        `json:"store"`
-	Runs                []RunReport   `json:"runs"` // sorted by RunID
-	Records             uint64        `json:"records"`
-	CheckpointsVerified int           `json:"checkpoints_verified"` // signatures checked good
-	Failures            []Failure     `json:"failures"`             // run failures, then store-level ones
-	Warnings            []Failure     `json:"warnings"`
-	Duration            time.Duration `json:"duration_ns"`
+	OK                  bool        `json:"ok"` // no failure at all (warnings allowed)
+	StoreID             string      `json:"store"`
+	Runs                []RunReport `json:"runs"` // sorted by RunID
+	Records             uint64      `json:"records"`
+	CheckpointsVerified int         `json:"checkpoints_verified"` // signatures checked good
+	Failures            []Failure   `json:"failures"`             // run failures, then store-level ones
+	Warnings            []Failure   `json:"warnings"`
+	// Unchecked names what the caller did not compare with the log (the
+	// engine's verify without Deep: its derived files), for the report to
+	// say so. Not a warning: nothing was found.
+	Unchecked []string      `json:"unchecked,omitempty"`
+	Duration  time.Duration `json:"duration_ns"`
 }
 
 // State returns what `--save-state` writes: the store id and, for every run

@@ -56,6 +56,7 @@ type verifyJSON struct {
 	CheckpointsVerified int               `json:"checkpoints_verified"`
 	Failures            []chain.Failure   `json:"failures"`
 	Warnings            []chain.Failure   `json:"warnings"`
+	Unchecked           []string          `json:"unchecked,omitempty"`
 	Runs                []chain.RunReport `json:"runs"`
 	Strict              bool              `json:"strict"`
 	StateSaved          string            `json:"state_saved,omitempty"`
@@ -144,7 +145,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		out := verifyJSON{
 			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
-			CheckpointsVerified: rep.CheckpointsVerified, Failures: rep.Failures, Warnings: rep.Warnings,
+			CheckpointsVerified: rep.CheckpointsVerified, Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
 			Runs: rep.Runs, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
@@ -192,6 +193,9 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict bool, saved 
 		for _, f := range rep.Warnings {
 			printFinding(w, f)
 		}
+	}
+	if len(rep.Unchecked) > 0 {
+		fmt.Fprintf(w, "not compared with the log (--deep does): %s\n", strings.Join(rep.Unchecked, ", "))
 	}
 	if saved != "" {
 		fmt.Fprintf(w, "state saved to %s\n", saved)
