@@ -295,7 +295,7 @@ func damagesOf(rng *rand.Rand, path string, b []byte, old []byte) []damage {
 		ds = append(ds, damage{fmt.Sprintf("truncate to %d", n), func(m map[string][]byte) { m[path] = m[path][:n] }})
 	}
 	ds = append(ds, damage{"delete", func(m map[string][]byte) { delete(m, path) }})
-	if old != nil && !bytes.Equal(old, nil) {
+	if old != nil {
 		ds = append(ds, damage{"older copy", func(m map[string][]byte) { m[path] = old }})
 	}
 	return ds

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -363,4 +364,53 @@ func TestCheckpointRowsAgainstLog(t *testing.T) {
 		t.Fatalf("run alpha has %d creation records", created)
 	}
 	checkStore(t, fs, testOptions(fs))
+}
+
+// TestVerifyDeepLedgerRecords (issue 11 req 6): verify --deep recomputes
+// every intent's fingerprint from its tool, args and key, and checks every
+// certificate against its intent; without Deep neither is reported, and
+// the report says what it did not compare.
+func TestVerifyDeepLedgerRecords(t *testing.T) {
+	fs := vfs.NewMem()
+	seedStore(t, testOptions(fs), "r", 5)
+	db, err := Open("store", testOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in, err := ledger.NewIntent(ledger.Action{Tool: "mail.send", Args: []byte(`{"to":"x"}`), Key: "k"}, "r", 6, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in.Tool = "mail.forged" // the fingerprint no longer matches
+	forgedIntent := append([]byte{kindIntent}, db.comp.Compress(nil, ledger.AppendIntent(nil, in), 0)...)
+	orphan := &ledger.Certificate{Fingerprint: ledger.Fingerprint{0xee}, RunID: "r", Seq: 6, Status: ledger.StatusDone, Result: []byte("x")}
+	orphanCert := append([]byte{kindCert}, db.comp.Compress(nil, ledger.AppendCertificate(nil, orphan), 0)...)
+	for _, rec := range [][]byte{forgedIntent, orphanCert} {
+		if _, err := db.append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK || len(rep.Unchecked) == 0 {
+		t.Fatalf("plain verify: ok %v, unchecked %v: %v", rep.OK, rep.Unchecked, rep.Failures)
+	}
+	rep, err = Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	failures := fmt.Sprint(rep.Failures)
+	if rep.OK || !strings.Contains(failures, "does not match its tool, args and key") ||
+		!strings.Contains(failures, "certificate of action ee00000000000000, which has no intent before it") {
+		t.Fatalf("verify --deep: %v", failures)
+	}
+	if len(rep.Unchecked) != 0 {
+		t.Fatalf("verify --deep says it did not compare %v", rep.Unchecked)
+	}
 }

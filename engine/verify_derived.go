@@ -44,9 +44,8 @@ type certAt struct {
 }
 
 type intentAt struct {
-	run   string
-	seq   uint64
-	index uint32
+	run string
+	seq uint64
 }
 
 func newDerivedCheck() *derivedCheck {
@@ -90,7 +89,7 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 		vr.fail(in.RunID, in.Seq, loc, "intent: %v", err)
 	}
 	if _, ok := vr.dc.intents[in.Fingerprint]; !ok {
-		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq, index: in.Index}
+		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq}
 	}
 	vr.dc.intentLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = in.Fingerprint
 	if vr.dc.before(pos) {
