@@ -187,7 +187,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db := &DB{
 		opts:        o,
 		dir:         dir,
-		fs:          privfs.Wrap(o.FS), // files 0600, directories 0700
+		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
 		logger:      o.Logger.With("store", dir),
 		ledgerReady: make(chan struct{}),
 		snapReady:   make(chan struct{}),

@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -60,6 +61,7 @@ func openReadOnly(dir string, fs vfs.FS) (*readOnlyStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
+	fs = privfs.Confine(fs, dir) // only the store's own regular files
 	if _, err := fs.Stat(dir); err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", dir, err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
@@ -58,7 +59,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 		o.FS = vfs.Default
 	}
 	start := time.Now()
-	fs := o.FS
+	fs := privfs.Confine(o.FS, dir) // only the store's own regular files
 	storeName := fs.PathJoin(dir, storeFileName)
 	b, err := readFile(fs, storeName)
 	var storeID string

@@ -1,12 +1,16 @@
 // Package privfs keeps a store's files private to its owner on the
 // operating system's filesystem: files 0600, directories 0700, whatever the
 // umask and whatever the library that creates them (Pebble creates files
-// 0666 and directories 0755, less the umask).
+// 0666 and directories 0755, less the umask). Confine also keeps every
+// access inside the store's own files: below the store's directory no
+// symbolic link is followed and nothing but regular files and directories
+// is opened, so a named pipe, a device, a socket or a link planted in a
+// store is refused (ErrUnsafeEntry) rather than blocking a reader, being
+// read, or being written through.
 package privfs
 
 import (
 	"fmt"
-	"io"
 	"os"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -35,8 +39,12 @@ const (
 // itself creates files 0666 and directories 0755, less the umask.) It is used
 // only when the FS is rooted in vfs.Default; other filesystems have no
 // permission bits worth setting.
+//
+// With a root (Confine), it also refuses, below the root, every entry that
+// is not a regular file or a directory and every symbolic link (confine.go).
 type privateFS struct {
 	vfs.FS
+	root string // "" = not confined
 }
 
 func (p privateFS) chmod(name string, f vfs.File, err error) (vfs.File, error) {
@@ -48,37 +56,6 @@ func (p privateFS) chmod(name string, f vfs.File, err error) (vfs.File, error) {
 		return nil, fmt.Errorf("privfs: restricting %s to %#o: %w", name, FileMode, cerr)
 	}
 	return f, nil
-}
-
-func (p privateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := p.FS.Create(name, category)
-	return p.chmod(name, f, err)
-}
-
-func (p privateFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := p.FS.OpenReadWrite(name, category, opts...)
-	return p.chmod(name, f, err)
-}
-
-func (p privateFS) ReuseForWrite(oldname, newname string, category vfs.DiskWriteCategory) (vfs.File, error) {
-	f, err := p.FS.ReuseForWrite(oldname, newname, category)
-	return p.chmod(newname, f, err)
-}
-
-func (p privateFS) Lock(name string) (io.Closer, error) {
-	c, err := p.FS.Lock(name)
-	if err != nil {
-		return nil, err
-	}
-	if cerr := os.Chmod(name, FileMode); cerr != nil {
-		c.Close()
-		return nil, fmt.Errorf("privfs: restricting %s to %#o: %w", name, FileMode, cerr)
-	}
-	return c, nil
-}
-
-func (p privateFS) MkdirAll(dir string, _ os.FileMode) error {
-	return p.FS.MkdirAll(dir, DirMode)
 }
 
 func (p privateFS) Unwrap() vfs.FS { return p.FS }
