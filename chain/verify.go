@@ -380,6 +380,9 @@ type event struct {
 type batch struct {
 	evs   []event
 	arena []byte
+	// ack, if set, marks a barrier: the worker closes it once it has
+	// handled every batch sent before (see sync).
+	ack chan struct{}
 }
 
 var batchPool = sync.Pool{New: func() any {
@@ -389,7 +392,7 @@ var batchPool = sync.Pool{New: func() any {
 // worker verifies the runs routed to it, in order.
 type worker struct {
 	v    *Verifier
-	runs map[string]*runState // owned by the worker's goroutine (or the caller when !async)
+	runs map[string]*runState // owned by the worker's goroutine (or the caller when !async, or between sync and the next send)
 	in   chan *batch
 	done chan struct{}
 	cur  *batch // owned by the dispatcher
@@ -413,6 +416,15 @@ func (w *worker) send(ev event) {
 }
 
 func (w *worker) sendPayload(ev event, payload []byte) {
+	if len(payload) > batchBytes {
+		// A large payload (up to 64 MiB) is not copied into a batch, where
+		// several could wait in the channel at once: once the worker has
+		// handled all it was sent, the caller hashes it itself.
+		w.flush()
+		w.sync()
+		w.handle(&ev, payload)
+		return
+	}
 	b := w.cur
 	ev.off = len(b.arena)
 	b.arena = append(b.arena, payload...)
@@ -431,9 +443,21 @@ func (w *worker) flush() {
 	w.cur = w.getBatch()
 }
 
+// sync waits until the worker has handled every batch sent so far; until
+// the next send, its runs belong to the caller.
+func (w *worker) sync() {
+	ack := make(chan struct{})
+	w.in <- &batch{ack: ack}
+	<-ack
+}
+
 func (w *worker) loop() {
 	defer close(w.done)
 	for b := range w.in {
+		if b.ack != nil {
+			close(b.ack)
+			continue
+		}
 		for i := range b.evs {
 			ev := &b.evs[i]
 			var p []byte
@@ -443,7 +467,9 @@ func (w *worker) loop() {
 			w.handle(ev, p)
 		}
 		clear(b.evs) // drop string references before pooling
-		batchPool.Put(b)
+		if cap(b.arena) <= 2*batchBytes {
+			batchPool.Put(b)
+		}
 	}
 }
 

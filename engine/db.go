@@ -244,7 +244,14 @@ func (db *DB) open() error {
 	if err := db.loadDicts(); err != nil {
 		return err
 	}
-	db.comp = frame.NewCompressor(db.dicts)
+	// What Open reads (CHECKPOINT's frames, the log's tail) decompresses
+	// within a budget proportional to its bytes (frame.NewBudget): a
+	// crafted tail of decompression bombs fails Open instead of costing
+	// unbounded time. After Open the engine reads one record at a time,
+	// when it needs it, without a budget.
+	live := frame.NewCompressor(db.dicts)
+	db.comp = live.WithBudget(frame.NewBudget())
+	defer func() { db.comp = live }()
 
 	cp, err := db.readCheckpoint()
 	if err != nil {

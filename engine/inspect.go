@@ -57,7 +57,8 @@ type readOnlyStore struct {
 
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
 // The log is nil if the store has no wal directory yet.
-func openReadOnly(dir string, fs vfs.FS) (*readOnlyStore, error) {
+// Every record it decompresses is charged to budget (nil: frame.NewBudget()).
+func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -83,7 +84,10 @@ func openReadOnly(dir string, fs vfs.FS) (*readOnlyStore, error) {
 			return nil, err
 		}
 	}
-	db.comp = frame.NewCompressor(db.dicts)
+	if budget == nil {
+		budget = frame.NewBudget()
+	}
+	db.comp = frame.NewCompressor(db.dicts).WithBudget(budget)
 	s := &readOnlyStore{db: db, storeID: sf.id, created: time.Unix(0, sf.created)}
 	s.log, err = wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil && !notExist(err) {
@@ -170,14 +174,14 @@ func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) (any, e
 	lr.RawSize = len(rec) - len(compressed) + len(raw)
 	switch rec[0] {
 	case kindIntent:
-		in, err := ledger.DecodeIntent(raw)
+		in, err := ledger.DecodeIntentView(raw) // raw is s.buf: valid until the next record
 		if err != nil {
 			return nil, where(err)
 		}
 		lr.Run, lr.Seq = in.RunID, in.Seq
 		return in, nil
 	case kindCert:
-		c, err := ledger.DecodeCertificate(raw)
+		c, err := ledger.DecodeCertificateView(raw) // raw is s.buf: valid until the next record
 		if err != nil {
 			return nil, where(err)
 		}
@@ -230,7 +234,7 @@ func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, decoded
 // damaged record, wal.ErrCorrupt for damaged framing). fs nil means the
 // operating system's filesystem.
 func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error) error {
-	s, err := openReadOnly(dir, fs)
+	s, err := openReadOnly(dir, fs, nil)
 	if err != nil {
 		return err
 	}
@@ -285,6 +289,11 @@ type ActionInfo struct {
 	Err       string
 	IntentPos wal.Pos // zero if there is no intent
 	CertPos   wal.Pos // zero if there is no certificate
+	// ArgsSize and ResultSize are the whole sizes of Args and Result. An
+	// Inspector cuts the values it returns to bound its memory (4 KiB each
+	// in run summaries, 64 MiB in all per Atom call): a value shorter than
+	// its size was cut.
+	ArgsSize, ResultSize int
 }
 
 // AtomInfo is the decoded content of one committed atom.
@@ -344,6 +353,11 @@ type StoreStats struct {
 type InspectOptions struct {
 	// FS is the filesystem of the store. Default: the operating system's.
 	FS vfs.FS
+	// Budget bounds what the Inspector decompresses, in Inspect's pass and
+	// in later calls (Atom, StateAt): nil means frame.NewBudget(), 1 GiB
+	// plus 256 times the compressed bytes read. Past it, the call fails with
+	// an error matching frame.ErrBudget.
+	Budget *frame.Budget
 }
 
 // Inspector is a read-only index of a store, built by one pass over its
@@ -388,7 +402,7 @@ func Inspect(ctx context.Context, dir string, opts *InspectOptions) (*Inspector,
 	if opts != nil {
 		o = *opts
 	}
-	st, err := openReadOnly(dir, o.FS)
+	st, err := openReadOnly(dir, o.FS, o.Budget)
 	if err != nil {
 		return nil, err
 	}
@@ -544,7 +558,9 @@ func (in *Inspector) build(ctx context.Context) error {
 	}
 
 	// Actions without a final certificate, and atoms begun but neither
-	// committed nor failed.
+	// committed nor failed. Their values are cut (valueClip): the
+	// summaries live as long as the Inspector.
+	clip := valueClip{per: summaryValueBytes, left: summaryBytes}
 	for _, fp := range in.order {
 		a := in.acts[fp]
 		r := in.runs[a.run]
@@ -565,6 +581,7 @@ func (in *Inspector) build(ctx context.Context) error {
 			if info, err = in.actionInfo(fp); err != nil {
 				return err
 			}
+			clip.action(&info)
 		}
 		if inFlight {
 			r.sum.InFlight = max(r.sum.InFlight, a.seq)
@@ -657,7 +674,9 @@ func (in *Inspector) atomPos(run string, seq uint64) (wal.Pos, error) {
 }
 
 // Atom returns the decoded content of atom seq of run: its delta and its
-// actions with their intents and certificates.
+// actions with their intents and certificates. The actions' args and
+// results hold at most 64 MiB in all; past that they are cut (see
+// ActionInfo.ResultSize).
 func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInfo, error) {
 	pos, err := in.atomPos(run, seq)
 	if err != nil {
@@ -666,7 +685,12 @@ func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInf
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return decodeAtomInfo(in.st.db, in.st.log, pos, run, seq, in.actionInfo)
+	clip := valueClip{left: atomBytes}
+	return decodeAtomInfo(in.st.db, in.st.log, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+		info, err := in.actionInfo(fp)
+		clip.action(&info)
+		return info, err
+	})
 }
 
 // actionInfo reads the intent and latest certificate of fp.
@@ -767,6 +791,7 @@ func readLedgerAt(db *DB, log *wal.Log, pos wal.Pos, kind byte) (any, error) {
 func fillIntent(info *ActionInfo, i *ledger.Intent, pos wal.Pos) {
 	info.Run, info.Seq, info.Index = i.RunID, i.Seq, i.Index
 	info.Tool, info.Args, info.Key, info.Idempotent = i.Tool, i.Args, i.Key, i.Idempotent
+	info.ArgsSize = len(i.Args)
 	info.IntentPos = pos
 	if info.Status == ledger.StatusNone {
 		info.Status = ledger.StatusIntent
@@ -778,6 +803,7 @@ func fillCert(info *ActionInfo, c *ledger.Certificate, pos wal.Pos) {
 		info.Run, info.Seq, info.Index = c.RunID, c.Seq, c.Index
 	}
 	info.Status, info.Result, info.Err, info.CertPos = c.Status, c.Result, c.Err, pos
+	info.ResultSize = len(c.Result)
 }
 
 // decodeAtomInfo reads the atom at pos and decodes its delta and actions,

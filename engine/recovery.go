@@ -204,7 +204,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 		if err != nil {
 			return db.decompressDamage(rec, pos, "intent", err)
 		}
-		in, err := ledger.DecodeIntent(body)
+		in, err := ledger.DecodeIntentView(body) // the ledger keeps no args
 		if err != nil {
 			return where(err)
 		}
@@ -217,7 +217,7 @@ func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 		if err != nil {
 			return db.decompressDamage(rec, pos, "certificate", err)
 		}
-		c, err := ledger.DecodeCertificate(body)
+		c, err := ledger.DecodeCertificateView(body) // the ledger keeps no result here
 		if err != nil {
 			return where(err)
 		}
@@ -228,6 +228,9 @@ func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
 	case kindAtom:
 		a, err := decodeAtomRecord(rec)
 		if err != nil {
+			return where(err)
+		}
+		if err := db.comp.Charge(a.body); err != nil { // decompressed later, when a frame is needed
 			return where(err)
 		}
 		r := db.runLocked(a.run)

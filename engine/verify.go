@@ -37,6 +37,10 @@ type VerifyOptions struct {
 	// with the run's frame file, so that a frame file edited to change what
 	// the next restart resumes from is detected.
 	Deep bool
+	// Budget bounds what Verify decompresses: nil means frame.NewBudget(),
+	// 256 MiB plus 256 times the compressed bytes read. A record past it is
+	// reported as damage (frame.ErrBudget) and not decompressed.
+	Budget *frame.Budget
 	// Progress, if set, is called now and then with the bytes of log read so
 	// far and the log's total size.
 	Progress func(done, total int64)
@@ -96,7 +100,10 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 			return nil, err
 		}
 	}
-	db.comp = frame.NewCompressor(db.dicts)
+	if o.Budget == nil {
+		o.Budget = frame.NewBudget()
+	}
+	db.comp = frame.NewCompressor(db.dicts).WithBudget(o.Budget)
 
 	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
 	var logErr error // damage found opening the log: reported, not returned
@@ -283,7 +290,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			if err != nil {
 				continue
 			}
-			c, err := ledger.DecodeCertificate(body)
+			c, err := ledger.DecodeCertificateView(body) // only its digest is kept
 			if err != nil {
 				vr.v.Corrupt(loc, err)
 				continue
@@ -334,7 +341,7 @@ func (vr *verifyRun) ledgerBody(rec []byte, loc string) ([]byte, error) {
 		return nil, err
 	}
 	if rec[0] == kindIntent {
-		if _, err := ledger.DecodeIntent(body); err != nil {
+		if _, err := ledger.DecodeIntentView(body); err != nil {
 			vr.v.Corrupt(loc, err)
 			return nil, err
 		}
@@ -350,7 +357,16 @@ func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
 		vr.v.Corrupt(loc, err)
 		return payload
 	}
-	raw, err := vr.db.comp.Decompress(nil, a.body)
+	// The body and the chained payload share one buffer: the payload is
+	// the body followed by the results' digests, appended in place (body's
+	// slices stay valid if the append moves it).
+	// In a deep check the rebuilt frame keeps slices of the body's delta
+	// (DecodeDeltaOwned), so the body gets a buffer of its own.
+	dst := payload[:0]
+	if vr.deep {
+		dst = nil
+	}
+	raw, err := vr.db.comp.Decompress(dst, a.body)
 	var body *atomBody
 	if err == nil {
 		body, err = decodeAtomBody(raw)
@@ -365,7 +381,7 @@ func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
 		vr.v.Record(a.run, a.seq, a.body, a.head, loc)
 		return payload
 	}
-	payload = append(payload, raw...)
+	payload = raw
 	for _, fp := range body.actions {
 		d, ok := vr.certs[fp]
 		if !ok {
@@ -379,7 +395,7 @@ func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
 	if uint64(len(rs.heads))+1 == a.seq {
 		rs.heads = append(rs.heads, a.head)
 		if vr.deep && rs.frame != nil {
-			d, err := frame.DecodeDelta(body.delta)
+			d, err := frame.DecodeDeltaOwned(body.delta) // raw is this atom's own, and never reused
 			if err == nil {
 				err = rs.frame.Apply(d)
 			}

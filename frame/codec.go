@@ -364,6 +364,17 @@ func (d *decoder) end() {
 // which its strings and byte slices share (so a small piece of it keeps the
 // whole copy alive).
 func DecodeDelta(b []byte) (*Delta, error) {
+	return decodeDelta(b, false)
+}
+
+// DecodeDeltaOwned is DecodeDelta for a caller that hands b over: the
+// delta aliases b instead of copying it, so b must not be changed or
+// reused afterwards.
+func DecodeDeltaOwned(b []byte) (*Delta, error) {
+	return decodeDelta(b, true)
+}
+
+func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	d := decoder{record: "delta", buf: b}
 	d.tag(tagDelta)
 	// The smallest op (clear_scratch) takes one byte.
@@ -371,7 +382,9 @@ func DecodeDelta(b []byte) (*Delta, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	d.buf = append(make([]byte, 0, len(b)), b...)
+	if !owned {
+		d.buf = append(make([]byte, 0, len(b)), b...)
+	}
 	delta := &Delta{ops: make([]op, n)}
 	for i := 0; i < n && d.err == nil; i++ {
 		o := &delta.ops[i]

@@ -255,6 +255,9 @@ type Compressor struct {
 
 	zenc *zstd.Encoder // no dictionary
 	zdec *zstd.Decoder // no dictionary
+
+	// budget, if set, is charged by Decompress (WithBudget).
+	budget *Budget
 }
 
 // NewCompressor returns a compressor that finds dictionaries in d (which
@@ -376,9 +379,9 @@ func (c *Compressor) compressWith(dst, src []byte, codec Codec, e *dictEntry) []
 
 // Decompress appends to dst the record that Compress turned into src, and
 // returns the extended slice. Errors (matching ErrCorrupt, ErrUnknownCodec,
-// ErrUnknownDict or ErrTooLarge) say what is wrong; the size a payload
-// claims is checked against MaxDecompressedSize before anything is
-// allocated. It never panics.
+// ErrUnknownDict, ErrTooLarge or, with a budget, ErrBudget) say what is
+// wrong; the size a payload claims is checked against MaxDecompressedSize
+// and charged to the budget (WithBudget) before anything is allocated. It never panics.
 func (c *Compressor) Decompress(dst, src []byte) ([]byte, error) {
 	if len(src) == 0 {
 		return dst, corruptRec(0, "empty input")
@@ -410,6 +413,9 @@ func (c *Compressor) Decompress(dst, src []byte) ([]byte, error) {
 		if len(payload) > MaxDecompressedSize {
 			return dst, fmt.Errorf("%w: raw record of %d bytes", ErrTooLarge, len(payload))
 		}
+		if err := c.budget.charge(len(src), len(payload)); err != nil {
+			return dst, err
+		}
 		return append(dst, payload...), nil
 	case CodecS2:
 		size, err := s2.DecodedLen(payload)
@@ -418,6 +424,9 @@ func (c *Compressor) Decompress(dst, src []byte) ([]byte, error) {
 		}
 		if size > MaxDecompressedSize {
 			return dst, fmt.Errorf("%w: s2 block claims %d bytes (limit %d)", ErrTooLarge, size, MaxDecompressedSize)
+		}
+		if err := c.budget.charge(len(src), size); err != nil {
+			return dst, err
 		}
 		dst = slices.Grow(dst, size)
 		tail := dst[len(dst) : len(dst)+size]
@@ -456,6 +465,9 @@ func (c *Compressor) Decompress(dst, src []byte) ([]byte, error) {
 		// a byte of payload; refuse to allocate beyond that ratio.
 		if size > len(payload)*32768+1024 {
 			return dst, corruptRec(1+n, "zstd frame claims "+strconv.Itoa(size)+" bytes from "+strconv.Itoa(len(payload)))
+		}
+		if err := c.budget.charge(len(src), size); err != nil {
+			return dst, err
 		}
 		dst = slices.Grow(dst, size)
 		start := len(dst)

@@ -115,6 +115,19 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 // more than len(b); the returned intent shares no memory with b. A malformed
 // record gives an error wrapping ErrCorrupt with the offset.
 func DecodeIntent(b []byte) (*Intent, error) {
+	in, err := DecodeIntentView(b)
+	if err != nil {
+		return nil, err
+	}
+	if in.Args != nil {
+		in.Args = append([]byte(nil), in.Args...)
+	}
+	return in, nil
+}
+
+// DecodeIntentView is DecodeIntent without the copy: Args is a slice of b,
+// valid as long as b is (see DecodeCertificateView).
+func DecodeIntentView(b []byte) (*Intent, error) {
 	d := decoder{b: b, what: "intent"}
 	if len(b) < recordHeaderSize {
 		return nil, corruptf("intent", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
@@ -135,9 +148,7 @@ func DecodeIntent(b []byte) (*Intent, error) {
 	in.Index = d.index()
 	in.RunID = string(d.bytes("run id"))
 	in.Tool = string(d.bytes("tool"))
-	if args := d.bytes("args"); args != nil {
-		in.Args = append([]byte(nil), args...)
-	}
+	in.Args = d.bytes("args")
 	in.Key = string(d.bytes("key"))
 	if err := d.finish(); err != nil {
 		return nil, err
@@ -162,6 +173,19 @@ func AppendCertificate(dst []byte, c *Certificate) []byte {
 // DecodeIntent. Its status is always StatusDone, StatusFailed or
 // StatusResolved. Result is non-nil (possibly empty) for those with a result.
 func DecodeCertificate(b []byte) (*Certificate, error) {
+	c, err := DecodeCertificateView(b)
+	if err != nil {
+		return nil, err
+	}
+	c.Result = append([]byte{}, c.Result...)
+	return c, nil
+}
+
+// DecodeCertificateView is DecodeCertificate without the copy: Result is a
+// slice of b, valid as long as b is. Readers that only hash or measure a
+// result (verification, replay) use it so that a record of 64 MiB costs 64
+// MiB, not twice that.
+func DecodeCertificateView(b []byte) (*Certificate, error) {
 	d := decoder{b: b, what: "certificate"}
 	if len(b) < recordHeaderSize {
 		return nil, corruptf("certificate", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
@@ -182,7 +206,7 @@ func DecodeCertificate(b []byte) (*Certificate, error) {
 	c.Index = d.index()
 	c.RunID = string(d.bytes("run id"))
 	if res := d.bytes("result"); d.err == nil {
-		c.Result = append([]byte{}, res...)
+		c.Result = res
 	}
 	c.Err = string(d.bytes("error"))
 	if err := d.finish(); err != nil {

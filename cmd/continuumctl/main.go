@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -21,7 +22,17 @@ const (
 	exitUsage   = 2 // usage or I/O error
 )
 
+// memoryLimit is the soft limit of the Go heap of every subcommand unless
+// GOMEMLIMIT says otherwise. The tools hold one record at a time (at most
+// 64 MiB compressed and 64 MiB decompressed) besides small per-record
+// indexes, so the collector keeps the heap near that instead of letting it
+// grow to twice the live set: no tool needs more than 256 MB.
+const memoryLimit = 192 << 20
+
 func main() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(memoryLimit)
+	}
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 

@@ -53,6 +53,11 @@ type actionView struct {
 	Error       string `json:"error,omitempty"`
 	IntentPos   string `json:"intent_pos,omitempty"`
 	CertPos     string `json:"certificate_pos,omitempty"`
+	// ArgsBytes and ResultBytes are the whole sizes of args and result,
+	// given only when the value shown was cut (the inspector bounds what
+	// it holds).
+	ArgsBytes   int `json:"args_bytes,omitempty"`
+	ResultBytes int `json:"result_bytes,omitempty"`
 }
 
 func posString(p wal.Pos) string {
@@ -63,11 +68,18 @@ func posString(p wal.Pos) string {
 }
 
 func viewAction(a engine.ActionInfo) actionView {
-	return actionView{
+	v := actionView{
 		Fingerprint: a.Fingerprint.String(), Run: a.Run, Seq: a.Seq, Index: a.Index, Tool: a.Tool,
 		Args: jsonOrText(a.Args), Key: a.Key, Idempotent: a.Idempotent, Status: statusName(a),
 		Result: jsonOrText(a.Result), Error: a.Err, IntentPos: posString(a.IntentPos), CertPos: posString(a.CertPos),
 	}
+	if len(a.Args) < a.ArgsSize {
+		v.ArgsBytes = a.ArgsSize
+	}
+	if len(a.Result) < a.ResultSize {
+		v.ResultBytes = a.ResultSize
+	}
+	return v
 }
 
 func viewActions(as []engine.ActionInfo) []actionView {
@@ -207,6 +219,9 @@ func printAction(w io.Writer, a engine.ActionInfo, indent string) {
 	}
 	if len(a.Result) > 0 {
 		fmt.Fprintf(w, "%s    result: %s\n", indent, clip(string(a.Result), 100))
+	}
+	if len(a.Result) < a.ResultSize || len(a.Args) < a.ArgsSize {
+		fmt.Fprintf(w, "%s    (cut: args %d bytes, result %d bytes in the store)\n", indent, a.ArgsSize, a.ResultSize)
 	}
 	if a.Err != "" {
 		fmt.Fprintf(w, "%s    error:  %s\n", indent, a.Err)
