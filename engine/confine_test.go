@@ -232,3 +232,32 @@ func TestStoreDirSymlink(t *testing.T) {
 		}
 	}
 }
+
+// TestCraftNormalStore writes the ordinary store of the measurement in
+// bench/results/attacker.md (about 100k log records: atoms with their
+// actions' intents and certificates) to $CONTINUUM_CRAFT_NORMAL; it is
+// skipped without it.
+func TestCraftNormalStore(t *testing.T) {
+	dir := os.Getenv("CONTINUUM_CRAFT_NORMAL")
+	if dir == "" {
+		t.Skip("set CONTINUUM_CRAFT_NORMAL=DIR to write the store")
+	}
+	ctx := context.Background()
+	db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := agent.NewWorld()
+	for i := 0; db.Stats().Log.Appends < 100_000; i++ {
+		r, err := db.Run(ctx, fmt.Sprintf("run-%03d", i%50))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := agent.Step(ctx, r, inspectSeed, w); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -61,8 +61,8 @@ func (b *Budget) charge(in, out int) error {
 	allowed := b.Base + ratio*(b.in+int64(in))
 	if b.out+int64(out) > allowed {
 		return fmt.Errorf("%w: a record of %d bytes claims %d bytes decompressed; the %d bytes of records read so far "+
-			"would decompress to %d bytes, more than %d× plus %d MiB (a decompression bomb, or a store of unusually "+
-			"compressible records: raise the budget to read it)",
+			"would decompress to %d bytes, more than %d× plus %d MiB: a decompression bomb, "+
+			"or records more compressible than the engine writes in practice (a reader's Budget option raises the bound)",
 			ErrBudget, in, out, b.in+int64(in), b.out+int64(out), ratio, b.Base>>20)
 	}
 	b.in += int64(in)
