@@ -182,6 +182,13 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 // with the idempotency key, writes a durable certificate and returns the
 // result. An exec error is recorded and returned; a later Do may try again.
 //
+// The certificate stores the result and an exec error scrubbed of the
+// action's secrets (ledger.Action's Redact values where exec echoed them,
+// and its RedactResult values): this Do returns exec's result and error as
+// they were, and every later Do of the action, in this process or after a
+// restart, returns the certificate's result. An agent that needs a
+// redacted part again must get it from the downstream, not from the store.
+//
 // An action whose intent is durable but whose certificate is not (the
 // process stopped between dispatch and completion) is in doubt: if it is
 // declared Idempotent, exec is called again with the same key; otherwise Do
@@ -204,7 +211,10 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 		defer close(j.landed)
 	}
 	var ran bool
-	result, err := db.ledger.Do(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
+	// recorded is the result as its certificate holds it (scrubbed of the
+	// action's secrets): the atom chains its digest, so that verify, which
+	// reads the certificate, finds the same.
+	result, recorded, err := db.ledger.DoRecorded(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
 		return exec(ctx, key)
 	})
@@ -215,7 +225,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if err != nil {
 		return nil, err
 	}
-	a.record(in, result)
+	a.record(in, recorded) // only hashed at Commit, never changed
 	return append([]byte(nil), result...), nil
 }
 

@@ -24,17 +24,56 @@
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
 //     any crash. Each waits for the group commit's fsync of the log.
+//
 //   - Atomicity (I2): an atom is one log record; after a crash it is wholly
 //     present or absent.
+//
 //   - Exactly-once effects (I3): an exec whose certificate is durable is
 //     never called again for that fingerprint; an in-doubt one is called
 //     again only if the action is declared Idempotent, with the same key.
+//
 //   - Convergence (I4): a deterministic agent that crashes any number of
 //     times ends with the same frames and chain heads as one that never did.
+//
 //   - Tamper evidence (I5): every atom is linked into its run's BLAKE3 chain;
 //     Verify reports any change, removal, reordering or truncation.
+//
 //   - Bad input never panics (I6), corruption is never skipped (I7), and an
 //     fsync error is final for the log (I8).
+//
+//   - Secrets (contract): the values an Action's Redact pointers name never
+//     reach the store; where exec echoes them in its error message or its
+//     result, the certificate stores "[redacted]" (ledger.Redacted) in
+//     their place, and the values its RedactResult pointers name in the
+//     result are stored so too. The Do that ran exec returns exec's own
+//     result and error, unredacted; every later Do of the action, in this
+//     process or after a restart, returns the certified, redacted result.
+//
+//   - Only the store's own files (privfs.Confine): below the store's
+//     directory no symbolic link is followed and nothing but regular files
+//     and directories is opened, by the engine, Pebble or the read-only
+//     tools; a named pipe, device, socket or link planted in a store is
+//     refused with an error naming it, never blocked on, read or written
+//     through. The store's directory itself may be a link.
+//
+// # Resources on an untrusted store
+//
+// Verify, Inspect, Scan and Open's replay decompress within a budget
+// (frame.Budget): 256 MiB plus 256 times the compressed bytes they read;
+// past it a record is refused (frame.ErrBudget) before it is allocated, so
+// their time is linear in the bytes present whatever sizes a store's
+// records claim (at most 64 MiB each, frame.MaxDecompressedSize). They hold
+// one record at a time, decoded in place: about two records' worth (128
+// MiB at most) besides small per-record indexes (a position per atom, a
+// digest per certificate, in Verify a head per atom). The Inspector's run
+// summaries keep at most 4 KiB of each action's args and result, 16 MiB
+// in all, and one Atom call at most 64 MiB of them (ActionInfo.ResultSize
+// says what was cut). With a Go memory limit of 192 MiB (GOMEMLIMIT;
+// continuumctl sets it) none of them needs more than 256 MB of memory. After
+// Open the engine reads records when it needs them, without a budget, and
+// holds the frames of the runs in use (the agent's state, as large as the
+// log says it is). See docs/THREATS.md for what a store's writer can and
+// cannot do.
 //
 // # Crash safety, operation by operation
 //

@@ -27,8 +27,15 @@ type Action struct {
 	Idempotent bool
 	// Redact lists RFC 6901 JSON pointers into Args whose values are
 	// secrets: they are removed before fingerprinting and before storing,
-	// so they never reach the log.
+	// so they never reach the log. Where one of these values comes back in
+	// exec's error message or in its result, the certificate stores
+	// Redacted in its place (see Certificate).
 	Redact []string
+	// RedactResult lists RFC 6901 JSON pointers into the result whose
+	// values the certificate stores as the string Redacted (a result that
+	// is not JSON is stored as Redacted whole). The fingerprint does not
+	// depend on them.
+	RedactResult []string
 }
 
 // Exec performs an action's side effect. It receives the action's
@@ -167,9 +174,18 @@ type Intent struct {
 	Args        []byte // canonical JSON with the Redact pointers removed
 	Key         string
 	Idempotent  bool
+
+	// scrub removes the action's secrets from its certificate (in memory
+	// only: NewIntent sets it, a decoded intent has none).
+	scrub *scrubber
 }
 
-// Certificate is the durable record of an action's outcome.
+// Certificate is the durable record of an action's outcome. Result and Err
+// are stored scrubbed: the values of the action's Redact pointers, where
+// exec echoed them, and the values of its RedactResult pointers are
+// replaced by Redacted. The caller of the Do that ran exec gets exec's
+// result and error as they were; every later Do of the action (in this
+// process or after a restart) gets the certificate's.
 type Certificate struct {
 	Fingerprint Fingerprint
 	RunID       string
@@ -195,7 +211,12 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 	if err != nil {
 		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
 	}
+	scrub, err := newScrubber(a.Args, a.Redact, a.RedactResult)
+	if err != nil {
+		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
+	}
 	return &Intent{
+		scrub:       scrub,
 		Fingerprint: fingerprintOf(a.Tool, args, a.Key),
 		RunID:       runID,
 		Seq:         seq,

@@ -37,6 +37,15 @@
 //   - An exec error is recorded (a failed certificate) and returned wrapped;
 //     a failed action may be run again by a later Do.
 //   - Secrets listed in Redact never reach an Intent, so never the log.
+//     Where exec echoes one of them in its error message or its result,
+//     the certificate stores Redacted ("[redacted]") in its place; the
+//     values of the result that Action.RedactResult points at are stored
+//     as Redacted too (the whole result, if it is not JSON). The Do that
+//     ran exec returns exec's own result and error; every later Do of the
+//     action, in this process or after a restart, returns the certificate's
+//     scrubbed result (DoRecorded returns both). Resolve and ResolveFailed
+//     are scrubbed alike. Scrubbing replaces every occurrence of a secret's
+//     text, so a very short secret ("1") also blanks unrelated text.
 //   - Bad input never panics: malformed JSON, pointers, records and tables
 //     give errors that say what and where (byte offsets).
 //
@@ -86,7 +95,8 @@
 // resolved against the original document, then removed, so their order does
 // not matter. A removed array element shifts the later ones. A pointer that
 // matches nothing is ignored; "" removes the whole document (args become
-// null); a malformed pointer is an error.
+// null); a malformed pointer is an error. RedactResult pointers follow the
+// same rules against the result.
 //
 // # Caveats
 //

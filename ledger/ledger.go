@@ -172,16 +172,36 @@ func checkIntent(in *Intent) error {
 // in must be the intent of the action (see NewIntent); Do does not
 // recompute its fingerprint. The returned result belongs to the caller.
 func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]byte, error) {
+	result, _, err := l.DoRecorded(ctx, j, in, exec)
+	return result, err
+}
+
+// DoRecorded is Do that also returns what the certificate holds of the
+// result: the same bytes, except when this call ran exec and the
+// certificate stores it scrubbed (see Certificate), in which case result is
+// exec's own and recorded the certificate's. A caller that chains the
+// result (the engine's atom records its digest) uses recorded. recorded
+// may share memory with the ledger: the caller must not change it.
+func (l *Ledger) DoRecorded(ctx context.Context, j Journal, in *Intent, exec Exec) (result, recorded []byte, err error) {
 	if err := checkIntent(in); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if exec == nil || j == nil {
-		return nil, fmt.Errorf("%w: tool %q: nil exec or journal", ErrBadIntent, in.Tool)
+		return nil, nil, fmt.Errorf("%w: tool %q: nil exec or journal", ErrBadIntent, in.Tool)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	result, recorded, err = l.do(ctx, j, in, exec)
+	if recorded == nil {
+		recorded = result
+	}
+	return result, recorded, err
+}
+
+func (l *Ledger) do(ctx context.Context, j Journal, in *Intent, exec Exec) (result, recorded []byte, err error) {
 	fp := in.Fingerprint
+	one := func(r []byte, err error) ([]byte, []byte, error) { return r, nil, err }
 
 	// Fast path, under the read lock: a certified action (the hit path).
 	l.mu.RLock()
@@ -189,9 +209,9 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 		r := bytes.Clone(cur.result)
 		l.mu.RUnlock()
 		if cur.result != nil {
-			return r, nil
+			return r, nil, nil
 		}
-		return l.readResult(j, fp, cur.certLoc)
+		return one(l.readResult(j, fp, cur.certLoc))
 	}
 	l.mu.RUnlock()
 
@@ -202,21 +222,21 @@ func (l *Ledger) Do(ctx context.Context, j Journal, in *Intent, exec Exec) ([]by
 		l.mu.Unlock()
 		select {
 		case <-f.done:
-			return bytes.Clone(f.result), f.err
+			return bytes.Clone(f.result), nil, f.err
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		}
 	}
 	switch {
 	case cur.status.certified():
 		l.mu.Unlock()
 		if cur.result != nil {
-			return bytes.Clone(cur.result), nil
+			return bytes.Clone(cur.result), nil, nil
 		}
-		return l.readResult(j, fp, cur.certLoc)
+		return one(l.readResult(j, fp, cur.certLoc))
 	case cur.status == StatusIntent && !in.Idempotent:
 		l.mu.Unlock()
-		return nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp}
+		return nil, nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp}
 	}
 	e := l.ensureLocked(&fp, cur, p)
 	f := &flight{done: make(chan struct{})}
@@ -243,7 +263,7 @@ func (l *Ledger) readResult(j Journal, fp Fingerprint, loc Loc) ([]byte, error) 
 }
 
 // run is Do's slow path: entry e is in flight f, owned by this goroutine.
-func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *entry, f *flight, needIntent bool) (result []byte, err error) {
+func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *entry, f *flight, needIntent bool) (result, recorded []byte, err error) {
 	fp := in.Fingerprint
 	landed := false
 	defer func() {
@@ -268,17 +288,19 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 			e.status, e.intentLoc, e.result = StatusIntent, loc, nil
 		})
 		if landed {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 
 	res, execErr := exec(ctx, in.Key)
 
+	// What is stored is scrubbed of the action's secrets; the caller gets
+	// exec's own result and error.
 	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index}
 	if execErr != nil {
-		c.Status, c.Err = StatusFailed, execErr.Error()
+		c.Status, c.Err = StatusFailed, in.scrub.text(execErr.Error())
 	} else {
-		c.Status, c.Result = StatusDone, bytes.Clone(res)
+		c.Status, c.Result = StatusDone, bytes.Clone(in.scrub.result(res))
 		if c.Result == nil {
 			c.Result = []byte{}
 		}
@@ -299,12 +321,12 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 			l.landLocked(&fp, e, f, nil, err)
 		default:
 			e.status, e.certLoc, e.result = StatusDone, loc, c.Result
-			result = res
+			result, recorded = res, c.Result
 			l.landLocked(&fp, e, f, c.Result, nil)
 		}
 		landed = true
 	})
-	return result, err
+	return result, recorded, err
 }
 
 // journal runs one Journal write and applies its outcome to the index with
@@ -365,6 +387,11 @@ func (l *Ledger) resolve(ctx context.Context, j Journal, in *Intent, st Status, 
 	e.flight = f
 	l.mu.Unlock()
 
+	// A resolution is stored scrubbed like exec's outcome (see Certificate).
+	if st != StatusFailed {
+		result = bytes.Clone(in.scrub.result(result))
+	}
+	reason = in.scrub.text(reason)
 	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Status: st, Result: result, Err: reason}
 	var err error
 	landed := false

@@ -1,0 +1,222 @@
+package ledger
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// Redacted is what the ledger stores in place of a secret it scrubs from an
+// exec's error message or result, and in place of a value an Action names
+// in RedactResult.
+const Redacted = "[redacted]"
+
+// scrubber removes an action's secrets from what is stored about it: the
+// values its Redact pointers name in Args (which may come back echoed in
+// an error message or a result) and the parts of the result its
+// RedactResult pointers name. It lives in an Intent in memory only; a
+// decoded Intent has none (nil scrubs nothing).
+type scrubber struct {
+	// secrets are the forms in which a secret may be echoed, longest
+	// first: a string value as it is and as escaped inside a JSON string;
+	// any other value as its JSON text.
+	secrets [][]byte
+	// results are the parsed RedactResult pointers.
+	results [][]string
+}
+
+// newScrubber collects the secrets of args (valid JSON, as CanonicalArgs
+// checked) named by redact, and parses resultPtrs. It fails only for a
+// malformed result pointer (ErrBadPointer).
+func newScrubber(args []byte, redact, resultPtrs []string) (*scrubber, error) {
+	s := &scrubber{}
+	for _, p := range resultPtrs {
+		toks, err := parsePointer(p)
+		if err != nil {
+			return nil, fmt.Errorf("%w: RedactResult %q: %v", ErrBadPointer, p, err)
+		}
+		s.results = append(s.results, toks)
+	}
+	if len(redact) > 0 && len(args) > 0 {
+		var doc any
+		d := json.NewDecoder(bytes.NewReader(args))
+		d.UseNumber()
+		if d.Decode(&doc) == nil {
+			seen := map[string]bool{}
+			add := func(b []byte) {
+				if len(b) > 0 && !seen[string(b)] {
+					seen[string(b)] = true
+					s.secrets = append(s.secrets, b)
+				}
+			}
+			for _, p := range redact {
+				toks, err := parsePointer(p)
+				if err != nil {
+					continue // CanonicalArgs refused it already
+				}
+				v, ok := lookup(doc, toks)
+				if !ok {
+					continue
+				}
+				if str, isStr := v.(string); isStr {
+					add([]byte(str))
+					q, _ := marshalNoHTML(str)
+					add(q[1 : len(q)-1]) // as escaped inside a JSON string
+				} else {
+					b, _ := marshalNoHTML(v)
+					add(b)
+				}
+			}
+		}
+	}
+	sort.SliceStable(s.secrets, func(i, j int) bool { return len(s.secrets[i]) > len(s.secrets[j]) })
+	if len(s.secrets) == 0 && len(s.results) == 0 {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// text returns msg with every secret replaced by Redacted.
+func (s *scrubber) text(msg string) string {
+	if s == nil {
+		return msg
+	}
+	for _, sec := range s.secrets {
+		msg = strings.ReplaceAll(msg, string(sec), Redacted)
+	}
+	return msg
+}
+
+// result returns what the certificate stores of res: res itself if there
+// is nothing to scrub, else a copy with the RedactResult values replaced
+// by Redacted and every secret echoed in it replaced too. A JSON result is
+// scrubbed value by value and re-encoded (keys sorted), so it stays JSON;
+// any other result byte by byte (with RedactResult pointers, which need
+// JSON, the whole of it becomes Redacted).
+func (s *scrubber) result(res []byte) []byte {
+	if s == nil || (len(s.results) == 0 && !s.echoed(res)) {
+		return res
+	}
+	var doc any
+	d := json.NewDecoder(bytes.NewReader(res))
+	d.UseNumber()
+	if err := d.Decode(&doc); err != nil || d.More() {
+		if len(s.results) > 0 {
+			return []byte(`"` + Redacted + `"`)
+		}
+		return s.bytes(res)
+	}
+	for _, toks := range s.results {
+		doc = replaceAt(doc, toks)
+	}
+	doc = s.walk(doc)
+	out, err := marshalNoHTML(doc)
+	if err != nil {
+		return []byte(`"` + Redacted + `"`)
+	}
+	if s.echoed(out) { // a secret split across escapes, say
+		out = s.bytes(out)
+	}
+	return out
+}
+
+func (s *scrubber) echoed(b []byte) bool {
+	for _, sec := range s.secrets {
+		if bytes.Contains(b, sec) {
+			return true
+		}
+	}
+	return false
+}
+
+func (s *scrubber) bytes(b []byte) []byte {
+	out := bytes.Clone(b)
+	for _, sec := range s.secrets {
+		out = bytes.ReplaceAll(out, sec, []byte(Redacted))
+	}
+	return out
+}
+
+// walk scrubs the secrets out of every string, key and number of v.
+func (s *scrubber) walk(v any) any {
+	switch v := v.(type) {
+	case string:
+		return s.text(v)
+	case json.Number:
+		if t := s.text(v.String()); t != v.String() {
+			return t
+		}
+		return v
+	case []any:
+		for i := range v {
+			v[i] = s.walk(v[i])
+		}
+		return v
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[s.text(k)] = s.walk(e)
+		}
+		return out
+	}
+	return v
+}
+
+// lookup resolves RFC 6901 tokens in a decoded JSON document.
+func lookup(doc any, toks []string) (any, bool) {
+	for _, tok := range toks {
+		switch d := doc.(type) {
+		case map[string]any:
+			v, ok := d[tok]
+			if !ok {
+				return nil, false
+			}
+			doc = v
+		case []any:
+			i, ok := arrayIndex(tok)
+			if !ok || i >= len(d) {
+				return nil, false
+			}
+			doc = d[i]
+		default:
+			return nil, false
+		}
+	}
+	return doc, true
+}
+
+// replaceAt returns doc with the value toks name replaced by Redacted (doc
+// unchanged if they name nothing; the whole document if there are none).
+func replaceAt(doc any, toks []string) any {
+	if len(toks) == 0 {
+		return Redacted
+	}
+	parent, ok := lookup(doc, toks[:len(toks)-1])
+	if !ok {
+		return doc
+	}
+	last := toks[len(toks)-1]
+	switch p := parent.(type) {
+	case map[string]any:
+		if _, ok := p[last]; ok {
+			p[last] = Redacted
+		}
+	case []any:
+		if i, ok := arrayIndex(last); ok && i < len(p) {
+			p[i] = Redacted
+		}
+	}
+	return doc
+}
+
+func marshalNoHTML(v any) ([]byte, error) {
+	var b bytes.Buffer
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	if err := e.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
