@@ -55,6 +55,14 @@ const (
 	// KindUncheckedAnchor (warning): a checkpoint arrived after the run had
 	// moved more than RecentHeads records past its seq; it was not compared.
 	KindUncheckedAnchor
+	// KindUnsignedTail: with a public key, a run's head is more atoms past
+	// its last checkpoint signed with that key than the allowance
+	// (VerifyOptions.UnsignedTail); Seq is the first atom not covered.
+	KindUnsignedTail
+	// KindKeyedChain: no chain key was given and the store is keyed (its
+	// STORE file says so, or no record of the run links to the one before
+	// it in the unkeyed chain): the chain cannot be checked without the key.
+	KindKeyedChain
 )
 
 var kindNames = [...]string{
@@ -72,6 +80,8 @@ var kindNames = [...]string{
 	KindCorrupt:            "corrupt",
 	KindUnsigned:           "signatures-unchecked",
 	KindUncheckedAnchor:    "checkpoint-unchecked",
+	KindUnsignedTail:       "unsigned-tail",
+	KindKeyedChain:         "keyed-chain",
 }
 
 // String returns the stable kebab-case name of k.
@@ -136,16 +146,21 @@ func (f Failure) String() string {
 
 // RunReport is the verdict on one run.
 type RunReport struct {
-	RunID       string    `json:"run"`
-	Records     uint64    `json:"records"`     // records seen, verified or not
-	LastSeq     uint64    `json:"last_seq"`    // last seq verified (before the first failure, if any)
-	Head        Hash      `json:"head"`        // h(LastSeq)
-	Checkpoints int       `json:"checkpoints"` // checkpoint records of the run
-	Signed      bool      `json:"signed"`      // at least one, and every, checkpoint verified against the public key
-	Ended       bool      `json:"ended"`       // a verified final checkpoint commits the run at LastSeq
-	OK          bool      `json:"ok"`          // no failure
-	Failure     *Failure  `json:"failure,omitempty"`
-	Warnings    []Failure `json:"warnings,omitempty"`
+	RunID       string `json:"run"`
+	Records     uint64 `json:"records"`     // records seen, verified or not
+	LastSeq     uint64 `json:"last_seq"`    // last seq verified (before the first failure, if any)
+	Head        Hash   `json:"head"`        // h(LastSeq)
+	Checkpoints int    `json:"checkpoints"` // checkpoint records of the run
+	Signed      bool   `json:"signed"`      // at least one, and every, checkpoint verified against the public key
+	// SignedSeq is the highest seq covered by a checkpoint or store head
+	// signed with the public key (0: none, or no key); UnsignedTail is
+	// LastSeq - SignedSeq, the atoms past it.
+	SignedSeq    uint64    `json:"signed_seq"`
+	UnsignedTail uint64    `json:"unsigned_tail"`
+	Ended        bool      `json:"ended"` // a verified final checkpoint commits the run at LastSeq
+	OK           bool      `json:"ok"`    // no failure
+	Failure      *Failure  `json:"failure,omitempty"`
+	Warnings     []Failure `json:"warnings,omitempty"`
 }
 
 // Report is the result of a verification.

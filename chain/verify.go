@@ -28,7 +28,19 @@ type VerifyOptions struct {
 	// PublicKey is the trusted checkpoint signing key, from the user (a
 	// flag or file), never from the store. nil: signatures are unchecked,
 	// which is reported as a warning, and no tail counts as anchored.
+	//
+	// With a key, signatures are required: a run whose head is more than
+	// UnsignedTail atoms past its last checkpoint (or store head) signed
+	// with the key fails (KindUnsignedTail), so a store rewritten by
+	// someone without the signing key never passes.
 	PublicKey ed25519.PublicKey
+	// UnsignedTail is how many atoms a run may have past its last signed
+	// checkpoint when PublicKey is set (a store whose writer is still
+	// running, or crashed before its next checkpoint). 0: none.
+	UnsignedTail uint64
+	// Keyed says the store's STORE file records a keyed chain: without
+	// Key, every run is reported as KindKeyedChain instead of as tampered.
+	Keyed bool
 	// Trusted is a state saved by an earlier verification; nil skips the
 	// rollback check.
 	Trusted *State
@@ -46,6 +58,7 @@ type VerifyOptions struct {
 type Verifier struct {
 	hasher  *Hasher
 	pub     ed25519.PublicKey
+	policy  policy // read-only once NewVerifier returns; shared with workers
 	trusted *State // read-only once NewVerifier returns; shared with workers
 	start   time.Time
 
@@ -80,8 +93,10 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 		n = runtime.GOMAXPROCS(0)
 	}
 	v := &Verifier{
-		hasher:  h,
-		pub:     opts.PublicKey,
+		hasher: h,
+		pub:    opts.PublicKey,
+		policy: policy{signed: opts.PublicKey != nil, allow: opts.UnsignedTail,
+			keyed: opts.Keyed, haveKey: opts.Key != nil},
 		trusted: opts.Trusted,
 		start:   time.Now(),
 		route:   map[string]*worker{},
@@ -389,6 +404,14 @@ var batchPool = sync.Pool{New: func() any {
 	return &batch{evs: make([]event, 0, batchEvents), arena: make([]byte, 0, batchBytes)}
 }}
 
+// policy is what a run's verification needs of the options.
+type policy struct {
+	signed  bool   // a public key was given: signatures are required
+	allow   uint64 // atoms a run may have past its last signed anchor
+	keyed   bool   // the store says its chains are keyed
+	haveKey bool   // a chain key was given
+}
+
 // worker verifies the runs routed to it, in order.
 type worker struct {
 	v    *Verifier
@@ -476,7 +499,7 @@ func (w *worker) loop() {
 func (w *worker) run(id string) *runState {
 	rs := w.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, hasher: w.v.hasher, signedAll: true}
+		rs = &runState{id: id, hasher: w.v.hasher, signedAll: true, policy: &w.v.policy}
 		w.runs[id] = rs
 	}
 	return rs
@@ -548,6 +571,16 @@ type runState struct {
 	pending   []anchor // sorted by seq, all > lastSeq
 	anchored  uint64   // highest seq confirmed by a trusted anchor
 	hasAnchor bool
+	signedSeq uint64 // highest seq confirmed by a signature verified with the public key
+	policy    *policy
+	// prevSeq and prevStored are the last record's seq and stored head,
+	// for the keyed-chain check after a failure at seq 1 (linkedAfter).
+	prevSeq    uint64
+	prevStored Hash
+	headLoc    string // where the record of h(lastSeq) is
+	// linked is set once a record links to the head before it (or hashes
+	// to its own stored head): the run's chain is in the hasher's mode.
+	linked bool
 	// checkpoints counts checkpoint records of the run; signedAll is false
 	// once one of them was not verified against the public key.
 	checkpoints int
@@ -583,7 +616,9 @@ func (rs *runState) create(nonce Nonce, loc string) {
 
 func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) {
 	rs.records++
+	defer func() { rs.prevSeq, rs.prevStored = seq, stored }()
 	if rs.failure != nil {
+		rs.linkedAfter(seq, payload, stored)
 		return
 	}
 	if !rs.created {
@@ -602,6 +637,7 @@ func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) 
 			rs.sus = &suspect{seq: seq, computed: h, stored: stored, loc: loc}
 			return
 		}
+		rs.linked, rs.headLoc = true, loc
 		rs.advance(seq, h)
 	case seq == 0:
 		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc, Detail: "record with seq 0 (seqs start at 1)"})
@@ -616,6 +652,22 @@ func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) 
 	}
 }
 
+// keyedProbe bounds the records linkedAfter hashes after a failure.
+const keyedProbe = 64
+
+// linkedAfter is called for the records after a failure at seq 1 that no
+// link confirmed: if any of the next few links to the stored head before
+// it, the chain is in the hasher's mode and the failure is damage;
+// otherwise the whole run is in another mode (see KindKeyedChain).
+func (rs *runState) linkedAfter(seq uint64, payload []byte, stored Hash) {
+	if rs.linked || rs.failure.Seq != 1 || seq != rs.prevSeq+1 || seq > keyedProbe {
+		return
+	}
+	if rs.hasher.Link(rs.id, seq, rs.prevStored, payload) == stored {
+		rs.linked = true
+	}
+}
+
 // classify turns the pending suspect into a failure using the record that
 // follows it.
 func (rs *runState) classify(seq uint64, payload []byte, stored Hash) {
@@ -627,6 +679,7 @@ func (rs *runState) classify(seq uint64, payload []byte, stored Hash) {
 		f.Kind = KindHashMismatch
 		f.Detail = fmt.Sprintf("record does not hash to its stored head (and the next record has seq %d)", seq)
 	case rs.hasher.Link(rs.id, seq, s.stored, payload) == stored:
+		rs.linked = true
 		f.Kind = KindHashMismatch
 		f.Detail = "record bytes changed: they no longer hash to the stored head, which the next record still links to"
 		if s.seq == 1 {
@@ -670,6 +723,9 @@ func (rs *runState) check(a anchor, h Hash) {
 	}
 	if a.trusted && (!rs.hasAnchor || a.seq > rs.anchored) {
 		rs.anchored, rs.hasAnchor = a.seq, true
+	}
+	if a.trusted && a.src != srcTrusted {
+		rs.signedSeq = max(rs.signedSeq, a.seq)
 	}
 	if a.trusted && a.final {
 		rs.ended, rs.endedSeq = true, a.seq
@@ -733,6 +789,17 @@ func (rs *runState) finish() {
 				Detail: fmt.Sprintf("%s commits the run at seq %d but its records end at seq %d", a.src, a.seq, rs.lastSeq)})
 		}
 	}
+	rs.keyedChain()
+	if p := rs.policy; p.signed && rs.failure == nil && rs.created && rs.lastSeq > rs.signedSeq+p.allow {
+		covered := fmt.Sprintf("its last checkpoint signed with the given key is at seq %d", rs.signedSeq)
+		if rs.signedSeq == 0 {
+			covered = "no checkpoint of it is signed with the given key"
+		}
+		rs.fail(Failure{Kind: KindUnsignedTail, Seq: rs.signedSeq + 1, Actual: rs.head, Location: rs.headLoc,
+			Detail: fmt.Sprintf("the run's head is at seq %d but %s: %d atoms unsigned, %d allowed "+
+				"(a store rewritten without the signing key, or a writer still running or stopped before its next checkpoint)",
+				rs.lastSeq, covered, rs.lastSeq-rs.signedSeq, p.allow)})
+	}
 	if rs.failure == nil && rs.created && rs.lastSeq > 0 && (!rs.hasAnchor || rs.anchored < rs.lastSeq) {
 		from := uint64(1)
 		if rs.hasAnchor {
@@ -743,17 +810,45 @@ func (rs *runState) finish() {
 	}
 }
 
+// keyedChain turns a failure of the run's first record into KindKeyedChain
+// when the run is in another chain mode than the verifier's: the store says
+// keyed and no key was given, or no record links to the one before it.
+func (rs *runState) keyedChain() {
+	f := rs.failure
+	if f == nil || f.Seq != 1 || (f.Kind != KindHashMismatch && f.Kind != KindLinkMismatch) || rs.linked {
+		return
+	}
+	p := rs.policy
+	var detail string
+	switch {
+	case p.keyed && !p.haveKey:
+		detail = "this store is keyed; pass --chain-key: its STORE file says its chain is keyed, which cannot be checked without the key"
+	case rs.records < 2:
+		return // one record: nothing to tell a mode from damage
+	case !p.haveKey:
+		detail = "this store is keyed; pass --chain-key: no record of the run links to the one before it in the unkeyed chain " +
+			"(if the store is not keyed, every head of the run was replaced)"
+	default:
+		detail = "no record of the run links to the one before it under the given chain key: the key is not the one " +
+			"the store was written with (or every head of the run was replaced)"
+	}
+	rs.failure = &Failure{Kind: KindKeyedChain, RunID: rs.id, Seq: 1, Expected: f.Expected, Actual: f.Actual,
+		Location: f.Location, Detail: detail}
+}
+
 func (rs *runState) report() RunReport {
 	return RunReport{
-		RunID:       rs.id,
-		Records:     rs.records,
-		LastSeq:     rs.lastSeq,
-		Head:        rs.head,
-		Checkpoints: rs.checkpoints,
-		Signed:      rs.checkpoints > 0 && rs.signedAll,
-		Ended:       rs.ended && rs.endedSeq == rs.lastSeq && rs.failure == nil,
-		OK:          rs.failure == nil,
-		Failure:     rs.failure,
-		Warnings:    rs.warnings,
+		SignedSeq:    rs.signedSeq,
+		UnsignedTail: rs.lastSeq - min(rs.signedSeq, rs.lastSeq),
+		RunID:        rs.id,
+		Records:      rs.records,
+		LastSeq:      rs.lastSeq,
+		Head:         rs.head,
+		Checkpoints:  rs.checkpoints,
+		Signed:       rs.checkpoints > 0 && rs.signedAll,
+		Ended:        rs.ended && rs.endedSeq == rs.lastSeq && rs.failure == nil,
+		OK:           rs.failure == nil,
+		Failure:      rs.failure,
+		Warnings:     rs.warnings,
 	}
 }

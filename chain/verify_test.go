@@ -266,7 +266,19 @@ func tamperCorpus() []tamperCase {
 			opts: func(t *testing.T, o *chain.VerifyOptions, f fixture) { o.Key = f.key },
 			run:  "a", kind: chain.KindLinkMismatch, seq: 10},
 		{name: "keyed store verified without its key", fix: func(f *fixture) { f.key = bytes.Repeat([]byte{0x42}, 32) },
-			run: "a", kind: chain.KindLinkMismatch, seq: 1, others: true},
+			run: "a", kind: chain.KindKeyedChain, seq: 1, others: true},
+		{name: "keyed store verified with the wrong key", fix: func(f *fixture) { f.key = bytes.Repeat([]byte{0x42}, 32) },
+			opts: func(t *testing.T, o *chain.VerifyOptions, f fixture) { o.Key = bytes.Repeat([]byte{0x43}, 32) },
+			run:  "a", kind: chain.KindKeyedChain, seq: 1, others: true},
+		{name: "keyed store, STORE says so, verified without its key", fix: func(f *fixture) { f.key = bytes.Repeat([]byte{0x42}, 32) },
+			opts: func(t *testing.T, o *chain.VerifyOptions, f fixture) { o.Keyed = true },
+			run:  "a", kind: chain.KindKeyedChain, seq: 1, others: true},
+		{name: "first record replaced in an unkeyed store is damage, not a key", tamper: func(t *testing.T, es []entry, f fixture) []entry {
+			i := find(es, eRecord, "a", 1)
+			es[i].payload = []byte("another record")
+			es[i].hash[0] ^= 0xff
+			return es
+		}, run: "a", kind: chain.KindLinkMismatch, seq: 1},
 		{name: "last 3 records removed", tamper: func(t *testing.T, es []entry, f fixture) []entry {
 			for s := uint64(18); s <= 20; s++ {
 				es = remove(es, find(es, eRecord, "a", s))
@@ -375,7 +387,15 @@ func tamperCorpus() []tamperCase {
 		{name: "no checkpoint after the last records", tamper: func(t *testing.T, es []entry, f fixture) []entry {
 			// Cut everything after record c:18: the copy ends between checkpoints.
 			return es[:find(es, eRecord, "c", 18)+1]
-		}, warnings: []chain.Kind{chain.KindUnanchoredTail, chain.KindUnanchoredTail, chain.KindUnanchoredTail}},
+		}, run: "a", kind: chain.KindUnsignedTail, seq: 17, others: true},
+		{name: "no checkpoint after the last records, tail allowed", tamper: func(t *testing.T, es []entry, f fixture) []entry {
+			return es[:find(es, eRecord, "c", 18)+1]
+		}, opts: func(t *testing.T, o *chain.VerifyOptions, f fixture) { o.UnsignedTail = 2 },
+			warnings: []chain.Kind{chain.KindUnanchoredTail, chain.KindUnanchoredTail, chain.KindUnanchoredTail}},
+		{name: "no checkpoint after the last records, tail too long", tamper: func(t *testing.T, es []entry, f fixture) []entry {
+			return es[:find(es, eRecord, "c", 18)+1]
+		}, opts: func(t *testing.T, o *chain.VerifyOptions, f fixture) { o.UnsignedTail = 1 },
+			run: "a", kind: chain.KindUnsignedTail, seq: 17, others: true},
 	}
 }
 

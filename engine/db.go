@@ -512,6 +512,12 @@ func (db *DB) openStoreFile() (fresh bool, err error) {
 		if err != nil {
 			return false, err
 		}
+		switch keyed := db.opts.ChainKey != nil; {
+		case s.mode == chainKeyed && !keyed:
+			return false, fmt.Errorf("engine: %s: the store's chain is keyed: open it with its Options.ChainKey", name)
+		case s.mode == chainUnkeyed && keyed:
+			return false, fmt.Errorf("engine: %s: the store's chain is not keyed: open it without Options.ChainKey", name)
+		}
 		db.storeID = s.id
 		return false, nil
 	}
@@ -554,7 +560,10 @@ func (db *DB) writeStoreFile() error {
 			}
 		}
 	}
-	s := storeFile{id: db.storeID, created: time.Now().UnixNano()}
+	s := storeFile{id: db.storeID, created: time.Now().UnixNano(), mode: chainUnkeyed}
+	if db.opts.ChainKey != nil {
+		s.mode = chainKeyed
+	}
 	return writeFileAtomic(db.fs, db.path(storeFileName), s.marshal(), db.opts.NoSync)
 }
 

@@ -47,7 +47,11 @@ package engine
 //
 // STORE (40 bytes):
 //
-//	"CNTMSTOR" | version u16 LE | 0 u16 | store id [16] | created i64 LE | crc32c u32 LE
+//	"CNTMSTOR" | version u16 LE | chain mode u16 LE | store id [16] | created i64 LE | crc32c u32 LE
+//
+// The chain mode is 1 for an unkeyed chain, 2 for a keyed one
+// (Options.ChainKey); 0, what stores written before it was recorded hold
+// there, says nothing (verify then tells a keyed chain by its links).
 //
 // CHECKPOINT, version 2:
 //
@@ -418,13 +422,21 @@ func decodeFailRecord(b []byte) (*failRecord, error) {
 type storeFile struct {
 	id      [16]byte
 	created int64
+	mode    uint16 // chainUnrecorded, chainUnkeyed or chainKeyed
 }
+
+// Chain modes of the STORE file.
+const (
+	chainUnrecorded uint16 = 0
+	chainUnkeyed    uint16 = 1
+	chainKeyed      uint16 = 2
+)
 
 func (s *storeFile) marshal() []byte {
 	b := make([]byte, 0, storeFileSize)
 	b = append(b, storeMagic...)
 	b = binary.LittleEndian.AppendUint16(b, storeVersion)
-	b = binary.LittleEndian.AppendUint16(b, 0)
+	b = binary.LittleEndian.AppendUint16(b, s.mode)
 	b = append(b, s.id[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.created))
 	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
@@ -443,7 +455,10 @@ func parseStoreFile(name string, b []byte) (*storeFile, error) {
 	if v := binary.LittleEndian.Uint16(b[8:]); v != storeVersion {
 		return nil, corruptf(name, "unknown version %d", v)
 	}
-	s := &storeFile{created: int64(binary.LittleEndian.Uint64(b[28:]))}
+	s := &storeFile{created: int64(binary.LittleEndian.Uint64(b[28:])), mode: binary.LittleEndian.Uint16(b[10:])}
+	if s.mode > chainKeyed {
+		return nil, corruptf(name, "unknown chain mode %d", s.mode)
+	}
 	copy(s.id[:], b[12:28])
 	return s, nil
 }

@@ -26,8 +26,15 @@ type VerifyOptions struct {
 	FS vfs.FS
 	// PublicKey checks the signatures of chain checkpoints and store heads.
 	// It comes from the user, never from the store. nil: signatures are not
-	// checked, and the report says so with a warning.
+	// checked, and the report says so with a warning. With a key,
+	// signatures are required: a run whose head is more than UnsignedTail
+	// atoms past its last checkpoint signed with it fails
+	// (chain.KindUnsignedTail).
 	PublicKey ed25519.PublicKey
+	// UnsignedTail is how many atoms each run may have past its last
+	// signed checkpoint, with PublicKey (a writer still running, or one
+	// that stopped before its next checkpoint). 0: none.
+	UnsignedTail uint64
 	// Trusted is a state saved by an earlier verification (Report.State):
 	// a store behind it or diverging from it is reported as a rollback.
 	Trusted *chain.State
@@ -116,7 +123,8 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	default:
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
-	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted})
+	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted,
+		UnsignedTail: o.UnsignedTail, Keyed: sf.mode == chainKeyed})
 	if err != nil {
 		if log != nil {
 			log.Close()

@@ -17,13 +17,23 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const verifyUsage = "verify DIR [--pubkey FILE] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep] [--chain-key FILE]"
+const verifyUsage = "verify DIR [--pubkey FILE [--allow-unsigned-tail N]] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep] [--chain-key FILE]"
 
 const verifyAbout = `Verify checks that the store in DIR is intact: every record's framing, every
 run's hash chain, the chain checkpoints and store heads (their signatures with
 --pubkey), rollback against a state saved earlier (--state), and that the
 restart files agree with the chain. It opens the store read-only and never
 changes it, not even a torn tail.
+
+With --pubkey, signatures are required: a run whose head is not covered by
+a checkpoint signed with that key fails, unless --allow-unsigned-tail N
+allows N atoms past its last signed checkpoint (a writer still running, or
+one that stopped before its next checkpoint). Each run's line says how many
+atoms it has past its last signed checkpoint.
+
+Verify reads the store within a budget: 256 MiB plus 256 times the bytes of
+its records decompressed, one record at a time; records past it are
+reported, not decompressed. See docs/THREATS.md for what verify proves.
 
 Exit 0: intact. Exit 1: tampered or corrupt (with --strict, warnings too).
 Exit 2: usage or I/O error.
@@ -36,7 +46,8 @@ Exit 2: usage or I/O error.
   checkpoints_verified  checkpoints and store heads whose signature verified
   failures, warnings    [{kind, run, seq, expected, actual, location, detail}]
   runs                  per run: run, records, last_seq, head, checkpoints,
-                        signed, ended, ok, failure, warnings
+                        signed, signed_seq, unsigned_tail, ended, ok,
+                        failure, warnings
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
@@ -71,6 +82,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
 	strict := fs.Bool("strict", false, "treat warnings (signatures unchecked, an unanchored tail) as failures: exit 1")
 	deep := fs.Bool("deep", false, "also rebuild every run's frame from its deltas and compare it with the run's frame file")
+	unsignedTail := fs.Uint64("allow-unsigned-tail", 0, "with --pubkey, accept `N` atoms per run past its last signed checkpoint (default 0: every head must be signed)")
 	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with (32 bytes, raw or 64 hex digits)")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
@@ -80,7 +92,10 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		return usageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
 	}
 	dir := pos[0]
-	opts := &engine.VerifyOptions{Deep: *deep}
+	opts := &engine.VerifyOptions{Deep: *deep, UnsignedTail: *unsignedTail}
+	if *unsignedTail != 0 && *pubkey == "" {
+		return usageErr(fs, stderr, "--allow-unsigned-tail needs --pubkey")
+	}
 	if *pubkey != "" {
 		b, err := os.ReadFile(*pubkey)
 		if err != nil {
@@ -163,7 +178,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			return fail(stderr, "verify", err)
 		}
 	} else {
-		printVerify(stdout, dir, rep, *strict, saved)
+		printVerify(stdout, dir, rep, *strict, *pubkey != "", saved)
 	}
 	if !intact {
 		return exitCorrupt
@@ -171,16 +186,20 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	return exitOK
 }
 
-func printVerify(w io.Writer, dir string, rep *chain.Report, strict bool, saved string) {
+func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool, saved string) {
 	fmt.Fprintf(w, "store %s at %s\n", rep.StoreID, dir)
 	fmt.Fprintf(w, "checked %s, %s, %s verified, in %v\n", plural(len(rep.Runs), "run"), plural(int(rep.Records), "record"),
 		plural(rep.CheckpointsVerified, "signed checkpoint"), rep.Duration.Round(time.Microsecond))
 	for _, r := range rep.Runs {
+		signed := ""
+		if pubkey {
+			signed = fmt.Sprintf(", %d atoms past its last signed checkpoint (seq %d)", r.UnsignedTail, r.SignedSeq)
+		}
 		if r.OK {
-			fmt.Fprintf(w, "  run %q: ok, %d records, last seq %d, head %s\n", r.RunID, r.Records, r.LastSeq, short(r.Head))
+			fmt.Fprintf(w, "  run %q: ok, %d records, last seq %d, head %s%s\n", r.RunID, r.Records, r.LastSeq, short(r.Head), signed)
 			continue
 		}
-		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%d records)\n", r.RunID, r.LastSeq, r.Records)
+		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%d records%s)\n", r.RunID, r.LastSeq, r.Records, signed)
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")

@@ -351,6 +351,46 @@ func TestVerifyPublicKey(t *testing.T) {
 	}
 }
 
+// TestVerifyPublicKeyUnsigned: a store whose writer never wrote a
+// checkpoint (a forgery by someone without the signing key, reusing the
+// real store's nonces) fails verify --pubkey, unless
+// --allow-unsigned-tail covers every run's atoms; each run's line says how
+// many atoms it has past its last signed checkpoint.
+func TestVerifyPublicKeyUnsigned(t *testing.T) {
+	dir := fixture(t, "inflight") // copied before any checkpoint was written
+	b, err := chain.MarshalPublicKey("continuum-"+storeID(t, dir)[:16], ed25519.NewKeyFromSeed(testSigningSeed).Public().(ed25519.PublicKey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "real.pub")
+	if err := os.WriteFile(key, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, v := verifyJSONOut(t, dir, "--pubkey", key)
+	if code != exitCorrupt || !slices.Equal(kinds(v.Failures), []string{"unsigned-tail", "unsigned-tail"}) {
+		t.Errorf("no signed checkpoint: exit %d, failures %v; want exit 1 with unsigned-tail for both runs", code, kinds(v.Failures))
+	}
+	for _, r := range v.Runs {
+		if r.UnsignedTail != r.LastSeq || r.SignedSeq != 0 {
+			t.Errorf("run %q: unsigned tail %d past seq %d, want %d past 0", r.RunID, r.UnsignedTail, r.SignedSeq, r.LastSeq)
+		}
+	}
+	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "5"); code != exitCorrupt ||
+		!slices.Equal(kinds(v.Failures), []string{"unsigned-tail"}) {
+		t.Errorf("5 atoms allowed, alpha has 6: exit %d, failures %v; want alpha's unsigned-tail", code, kinds(v.Failures))
+	}
+	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "6"); code != exitOK {
+		t.Errorf("6 atoms allowed: exit %d, failures %v; want exit 0", code, kinds(v.Failures))
+	}
+	code, out, _ := runCLI("verify", "--pubkey", key, dir)
+	if code != exitCorrupt || !strings.Contains(out, `run "alpha": FAILED after seq 6 (6 records, 6 atoms past its last signed checkpoint (seq 0))`) {
+		t.Errorf("text output (exit %d) does not give alpha's unsigned atoms:\n%s", code, out)
+	}
+	if code, _, errOut := runCLI("verify", "--allow-unsigned-tail", "3", dir); code != exitUsage || !strings.Contains(errOut, "--pubkey") {
+		t.Errorf("--allow-unsigned-tail without --pubkey: exit %d, %s", code, errOut)
+	}
+}
+
 // TestExitCodes covers usage and I/O errors (exit 2), each with a message
 // that names what is wrong.
 func TestExitCodes(t *testing.T) {
@@ -598,8 +638,9 @@ func TestVerifyChainKey(t *testing.T) {
 			t.Errorf("with the key in %s: exit %d, failures %v", k, code, kinds(v.Failures))
 		}
 	}
-	if code, v := verifyJSONOut(t, dir); code != exitCorrupt || len(v.Failures) == 0 {
-		t.Errorf("without the key: exit %d, failures %v; want exit 1", code, kinds(v.Failures))
+	if code, v := verifyJSONOut(t, dir); code != exitCorrupt || len(v.Failures) == 0 ||
+		v.Failures[0].Kind != chain.KindKeyedChain || !strings.Contains(v.Failures[0].Detail, "this store is keyed; pass --chain-key") {
+		t.Errorf("without the key: exit %d, failures %v; want exit 1, keyed-chain saying to pass --chain-key", code, v.Failures)
 	}
 	if code, _, errOut := runCLI("verify", "--chain-key", badKey, dir); code != exitUsage || !strings.Contains(errOut, badKey) {
 		t.Errorf("bad key file: exit %d, stderr %s", code, errOut)
