@@ -752,3 +752,57 @@ func TestLargePayloadsAcrossBatches(t *testing.T) {
 		t.Fatalf("edit in a large payload: %v", r.Failures)
 	}
 }
+
+// TestLargePayloads: records above the batch size are hashed in the caller
+// (not copied into a batch) once the worker has caught up; interleaved with
+// small ones, over several runs, in a buffer the caller reuses, they verify
+// in order, and a flipped byte in one is found at its seq.
+func TestLargePayloads(t *testing.T) {
+	h, err := chain.NewHasher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, flip := range []uint64{0, 7, 8} { // b:7 is small, b:8 large
+		for _, workers := range []int{1, 3} {
+			v, err := chain.NewVerifier(chain.VerifyOptions{Workers: workers})
+			if err != nil {
+				t.Fatal(err)
+			}
+			v.Store("s")
+			runs := []string{"a", "b", "c"}
+			prev := map[string]chain.Hash{}
+			for _, id := range runs {
+				var n chain.Nonce
+				n[0] = id[0]
+				v.Run(id, n, "run "+id)
+				prev[id] = h.Genesis(id, n)
+			}
+			buf := make([]byte, 0, 1<<20)
+			for seq := uint64(1); seq <= 12; seq++ {
+				for i, id := range runs {
+					size := 100
+					if (seq+uint64(i))%3 == 0 {
+						size = 600 << 10 // above the batch size
+					}
+					buf = buf[:size]
+					for j := range buf {
+						buf[j] = byte(seq) + byte(i) + byte(j)
+					}
+					head := h.Link(id, seq, prev[id], buf)
+					prev[id] = head
+					if id == "b" && seq == flip {
+						buf[size/2] ^= 1
+					}
+					v.Record(id, seq, buf, head, fmt.Sprintf("%s:%d", id, seq))
+				}
+			}
+			r := v.Finish()
+			if flip == 0 && !r.OK {
+				t.Fatalf("workers=%d: %v", workers, r.Failures)
+			}
+			if flip != 0 && (r.OK || r.Failures[0].RunID != "b" || r.Failures[0].Seq != flip) {
+				t.Fatalf("workers=%d: flipped b:%d, failures %v", workers, flip, r.Failures)
+			}
+		}
+	}
+}
