@@ -65,6 +65,8 @@
 //	a whole run deleted                                  run-missing 1
 //	older copy of the store put back (needs Trusted)     rollback (first seq beyond the copy)
 //	records after the last verified checkpoint           unanchored-tail warning
+//	  with a public key, more than UnsignedTail of them   unsigned-tail (first seq not signed)
+//	keyed chain verified without its key (or wrong key)  keyed-chain 1
 //
 // # What is detected with what
 //
@@ -83,11 +85,20 @@
 // checkpoint); a cut tail is caught when a later signed checkpoint or store
 // head survives (truncated); a deleted run is caught while any signed store
 // head or checkpoint names it (run-missing); forged checkpoints or a
-// replaced signing key are bad-signature.
+// replaced signing key are bad-signature. A public key means signatures are
+// required: a run whose head is more than VerifyOptions.UnsignedTail atoms
+// past its last checkpoint (or store head) signed with the key fails
+// (unsigned-tail), so a store rewritten by someone without the key, whose
+// writer never wrote a signed checkpoint, does not pass; each RunReport
+// says its SignedSeq and UnsignedTail.
 //
 // With the keyed-mode secret: no record hash can be recomputed at all, so a
 // rewritten chain fails at the first altered record, with or without
-// checkpoints.
+// checkpoints. A keyed chain checked without its key (VerifyOptions.Keyed
+// says the store records keyed mode), or with another key, is reported as
+// keyed-chain at seq 1 rather than as tampering: no record links to the one
+// before it in the verifier's mode, where a damaged chain still has links
+// that hold.
 //
 // With a saved State (from an earlier verification, kept outside the
 // store): a rollback to an older copy, a history that diverges from the

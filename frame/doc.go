@@ -84,4 +84,11 @@
 //     ErrUnknownDict: register every dictionary ever used before reading.
 //   - The zstd frames carry no checksum: records are expected to be
 //     checksummed by the log that stores them (wal uses CRC32C).
+//   - One record decompresses to at most MaxDecompressedSize (64 MiB); a
+//     reader of records it does not trust bounds the total with a Budget
+//     (Compressor.WithBudget, NewBudget: 256 MiB plus 256 times the
+//     compressed bytes read), which refuses a record past it (ErrBudget)
+//     before allocating, so a store of decompression bombs costs time and
+//     memory in proportion to its bytes. Records more compressible than
+//     that, beyond the first 256 MiB, need a larger budget.
 package frame
