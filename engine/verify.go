@@ -74,6 +74,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	storeName := fs.PathJoin(dir, storeFileName)
 	b, err := readFile(fs, storeName)
 	var storeID string
+	var keyed bool     // STORE says the chain is keyed
 	var storeErr error // STORE is missing from a store that has a log: reported
 	switch {
 	case notExist(err):
@@ -96,6 +97,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 			return nil, err
 		}
 		storeID = hex.EncodeToString(sf.id[:])
+		keyed = sf.mode == chainKeyed
 	}
 
 	// Dictionaries, read-only.
@@ -124,7 +126,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
 	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted,
-		UnsignedTail: o.UnsignedTail, Keyed: sf.mode == chainKeyed})
+		UnsignedTail: o.UnsignedTail, Keyed: keyed})
 	if err != nil {
 		if log != nil {
 			log.Close()
