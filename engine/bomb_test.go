@@ -265,7 +265,7 @@ func runBombChild(t *testing.T, op, dir string, deadline time.Duration) (int64, 
 	ctx, cancel := context.WithTimeout(context.Background(), deadline)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestBombChild$", "-test.count=1")
-	cmd.Env = append(os.Environ(), bombChildEnv+"="+op+":"+dir, "GOMEMLIMIT=192MiB")
+	cmd.Env = append(os.Environ(), bombChildEnv+"="+op+":"+dir, "GOMEMLIMIT=128MiB")
 	out, err := cmd.CombinedOutput()
 	if ctx.Err() != nil {
 		t.Fatalf("%s did not finish within %v on the bombed store", op, deadline)

@@ -68,7 +68,7 @@
 // digest per certificate, in Verify a head per atom). The Inspector's run
 // summaries keep at most 4 KiB of each action's args and result, 16 MiB
 // in all, and one Atom call at most 64 MiB of them (ActionInfo.ResultSize
-// says what was cut). With a Go memory limit of 192 MiB (GOMEMLIMIT;
+// says what was cut). With a Go memory limit of 128 MiB (GOMEMLIMIT;
 // continuumctl sets it) none of them needs more than 256 MB of memory. After
 // Open the engine reads records when it needs them, without a budget, and
 // holds the frames of the runs in use (the agent's state, as large as the

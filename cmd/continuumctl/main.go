@@ -27,7 +27,7 @@ const (
 // 64 MiB compressed and 64 MiB decompressed) besides small per-record
 // indexes, so the collector keeps the heap near that instead of letting it
 // grow to twice the live set: no tool needs more than 256 MB.
-const memoryLimit = 192 << 20
+const memoryLimit = 128 << 20
 
 func main() {
 	if os.Getenv("GOMEMLIMIT") == "" {
