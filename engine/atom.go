@@ -45,9 +45,17 @@ type atomAction struct {
 // Seq returns the atom's seq.
 func (a *Atom) Seq() uint64 { return a.seq }
 
-// Resumed reports whether this seq was running when the previous process
-// stopped (see Run.Interrupted).
-func (a *Atom) Resumed() bool { return a.resumed }
+// Interrupted reports whether this atom's seq is the one a crash
+// interrupted: it was running when the previous process stopped, and its
+// actions are those Run.Interrupted lists.
+func (a *Atom) Interrupted() bool { return a.resumed }
+
+// Resumed is Interrupted.
+//
+// Deprecated: use Interrupted, the one name for the atom a crash stopped
+// (Run.Interrupted, RunInfo.Interrupted, RunSummary.Interrupted). Resumed
+// will be removed in the release after next.
+func (a *Atom) Resumed() bool { return a.Interrupted() }
 
 // prepare checks that the store and the atom are open, validates an action,
 // fills in its default key, and waits for the ledger's table: it returns

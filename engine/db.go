@@ -219,7 +219,7 @@ func (db *DB) open() error {
 			return fmt.Errorf("engine: create directory %s: %w", db.dir, err)
 		}
 	}
-	lock, err := fs.Lock(db.path(lockFile))
+	lock, err := lockStore(fs, db.path(lockFile)) // seen by storeHolder (inspect)
 	if err != nil {
 		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
 	}

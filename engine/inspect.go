@@ -259,16 +259,33 @@ type RunSummary struct {
 	FrameSeq    uint64
 	// CheckpointSeq is the seq of the run's last chain checkpoint record.
 	CheckpointSeq uint64
-	// InFlight is the seq of an atom that started actions but neither
-	// committed nor failed (the agent is running it now, or stopped in the
-	// middle of it); 0 if none. Its actions are in InFlightActions. An
-	// attempt that only reused certified results writes nothing, so it
-	// cannot be seen.
-	InFlight        uint64
-	InFlightActions []ActionInfo
-	// InDoubt lists the run's actions with an intent and no certificate:
-	// dispatched, outcome unknown.
+	// Running and Interrupted name the atom that started actions but
+	// neither committed nor failed; at most one is set (0: none). Running:
+	// a live process holds the store open (Inspector.Holder) and is running
+	// that atom now. Interrupted: no live process holds the store, so a
+	// crash stopped the atom (the seq Run.Interrupted reports when the
+	// store is opened). An attempt that only reused certified results
+	// writes nothing, so it cannot be seen.
+	Running     uint64
+	Interrupted uint64
+	// AtomActions are the actions the Running or Interrupted atom started,
+	// in the order of their first record.
+	AtomActions []ActionInfo
+	// InDoubt lists the run's actions with an intent and no certificate
+	// (dispatched, outcome unknown) that no live process is running: on a
+	// live store, those of the Running atom are in AtomActions with
+	// ActionInfo.Running set instead.
 	InDoubt []ActionInfo
+
+	// InFlight is Running or Interrupted, whichever is set.
+	//
+	// Deprecated: use Running or Interrupted; InFlight will be removed in
+	// the release after next.
+	InFlight uint64
+	// InFlightActions is AtomActions.
+	//
+	// Deprecated: use AtomActions.
+	InFlightActions []ActionInfo
 }
 
 // ActionInfo is one action of the ledger: its intent and certificate.
@@ -281,10 +298,16 @@ type ActionInfo struct {
 	Args        []byte // canonical JSON, redacted
 	Key         string
 	Idempotent  bool
-	// Status is the outcome: StatusIntent (in doubt or running), StatusDone,
-	// StatusFailed or StatusResolved. Result and Err come from the latest
-	// certificate.
-	Status    ledger.Status
+	// Status is the outcome: StatusIntent (an intent and no certificate:
+	// in doubt, or running when Running is set), StatusDone, StatusFailed
+	// or StatusResolved. Result and Err come from the latest certificate.
+	Status ledger.Status
+	// Running: the action has no certificate and belongs to the atom that
+	// the live process holding the store is running now, so its exec may
+	// be running; it is not in doubt. (An action of that atom left in
+	// doubt by an earlier crash, which the agent has not yet settled, looks
+	// the same: inspect cannot tell them apart.)
+	Running   bool
 	Result    []byte
 	Err       string
 	IntentPos wal.Pos // zero if there is no intent
@@ -373,6 +396,8 @@ type Inspector struct {
 	stats StoreStats
 	// warnings are problems that did not stop the inspection.
 	warnings []string
+	// holder is the live process holding the store when Inspect began.
+	holder Holder
 }
 
 type inspectRun struct {
@@ -406,7 +431,8 @@ func Inspect(ctx context.Context, dir string, opts *InspectOptions) (*Inspector,
 	if err != nil {
 		return nil, err
 	}
-	in := &Inspector{st: st, runs: map[string]*inspectRun{}, acts: map[ledger.Fingerprint]*inspectAction{}}
+	in := &Inspector{st: st, runs: map[string]*inspectRun{}, acts: map[ledger.Fingerprint]*inspectAction{},
+		holder: storeHolder(st.db.fs, st.db.path(lockFile))}
 	if err := in.build(ctx); err != nil {
 		st.close()
 		return nil, err
@@ -584,12 +610,40 @@ func (in *Inspector) build(ctx context.Context) error {
 			clip.action(&info)
 		}
 		if inFlight {
-			r.sum.InFlight = max(r.sum.InFlight, a.seq)
-			r.sum.InFlightActions = append(r.sum.InFlightActions, info)
+			open := max(r.sum.Running, r.sum.Interrupted, a.seq)
+			if in.holder.Live {
+				r.sum.Running = open
+			} else {
+				r.sum.Interrupted = open
+			}
+			r.sum.AtomActions = append(r.sum.AtomActions, info)
 		}
 		if a.hasIntent && !a.hasCert {
 			r.sum.InDoubt = append(r.sum.InDoubt, info)
 		}
+	}
+	for _, r := range in.runs {
+		s := &r.sum
+		s.InFlight = max(s.Running, s.Interrupted)
+		if s.Running == 0 {
+			s.InFlightActions = s.AtomActions
+			continue
+		}
+		// A live process runs this atom: its actions without a
+		// certificate are running, not in doubt.
+		doubt := s.InDoubt[:0:0]
+		for _, a := range s.InDoubt {
+			if a.Seq != s.Running {
+				doubt = append(doubt, a)
+			}
+		}
+		s.InDoubt = doubt
+		for i := range s.AtomActions {
+			if a := &s.AtomActions[i]; a.Seq == s.Running && a.Status == ledger.StatusIntent {
+				a.Running = true
+			}
+		}
+		s.InFlightActions = s.AtomActions
 	}
 	return nil
 }
@@ -656,6 +710,17 @@ func (in *Inspector) Run(id string) (RunSummary, bool) {
 
 // Stats returns the store's sizes and counts.
 func (in *Inspector) Stats() StoreStats { return in.stats }
+
+// Holder reports whether a live process held the store open when Inspect
+// began, and which (see RunSummary.Running). It asks without taking the
+// lock, so inspecting never makes an agent's Open fail. Its limits: a DB of
+// this process is always seen; another process is seen only for a store on
+// the operating system's filesystem of a Unix system (through the fcntl
+// lock on LOCK, which is local to the machine: a process on another
+// machine of a network filesystem may not be seen); and a process that
+// opens or closes the store while Inspect reads is seen as it was at the
+// start.
+func (in *Inspector) Holder() Holder { return in.holder }
 
 // Warnings lists the problems Inspect found that did not stop it (a
 // damaged CHECKPOINT file hides the snapshot and frame seqs, say), in plain

@@ -88,16 +88,47 @@ func TestInspect(t *testing.T) {
 				t.Errorf("run %s: summary %+v, want last seq %d head %s", rs.ID, rs, r.LastSeq(), r.Head())
 			}
 		}
-		if a := runs[0]; a.InFlight != 0 || len(a.InDoubt) != 0 {
-			t.Errorf("run a: in flight %d, in doubt %d; want none", a.InFlight, len(a.InDoubt))
+		if h := in.Holder(); !h.Live {
+			t.Errorf("Holder %+v: the store is open in this process", h)
 		}
+		if a := runs[0]; a.Running != 0 || a.Interrupted != 0 || len(a.InDoubt) != 0 {
+			t.Errorf("run a: running %d, interrupted %d, in doubt %d; want none", a.Running, a.Interrupted, len(a.InDoubt))
+		}
+		// The exec of b's seq 4 is running now (check is called from it):
+		// running, not in doubt.
 		b := runs[1]
-		if b.InFlight != 4 || len(b.InFlightActions) != 1 || len(b.InDoubt) != 1 {
-			t.Fatalf("run b: in flight %d (%d actions), in doubt %d; want seq 4 with one action in doubt",
-				b.InFlight, len(b.InFlightActions), len(b.InDoubt))
+		if b.Running != 4 || b.Interrupted != 0 || len(b.AtomActions) != 1 || len(b.InDoubt) != 0 {
+			t.Fatalf("run b: running %d, interrupted %d (%d actions), in doubt %d; want seq 4 running one action",
+				b.Running, b.Interrupted, len(b.AtomActions), len(b.InDoubt))
 		}
-		if d := b.InDoubt[0]; d.Tool != "billing.charge" || d.Key != "charge-1" || d.Status != ledger.StatusIntent ||
-			d.Seq != 4 || string(d.Args) != `{"cents":1200}` {
+		if d := b.AtomActions[0]; d.Tool != "billing.charge" || d.Key != "charge-1" || d.Status != ledger.StatusIntent ||
+			!d.Running || d.Seq != 4 || string(d.Args) != `{"cents":1200}` {
+			t.Errorf("running action %+v", d)
+		}
+		if b.InFlight != b.Running || len(b.InFlightActions) != 1 { // the deprecated names still answer
+			t.Errorf("deprecated InFlight %d (%d actions), want %d", b.InFlight, len(b.InFlightActions), b.Running)
+		}
+
+		// The same bytes with no process holding them: a crash stopped
+		// seq 4, and its action is in doubt.
+		crashed := vfs.NewMem()
+		if _, err := vfs.Clone(fs, crashed, "store", "store"); err != nil {
+			t.Fatal(err)
+		}
+		cin, err := engine.Inspect(ctx, "store", &engine.InspectOptions{FS: crashed})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cin.Close()
+		if h := cin.Holder(); h.Live {
+			t.Errorf("Holder %+v of a store no DB holds", h)
+		}
+		cb, _ := cin.Run("b")
+		if cb.Interrupted != 4 || cb.Running != 0 || len(cb.AtomActions) != 1 || len(cb.InDoubt) != 1 || cb.InFlight != 4 {
+			t.Fatalf("crashed run b: interrupted %d, running %d (%d actions), in doubt %d; want seq 4 interrupted, one action in doubt",
+				cb.Interrupted, cb.Running, len(cb.AtomActions), len(cb.InDoubt))
+		}
+		if d := cb.InDoubt[0]; d.Key != "charge-1" || d.Status != ledger.StatusIntent || d.Running || d.Seq != 4 {
 			t.Errorf("in-doubt action %+v", d)
 		}
 
@@ -475,8 +506,8 @@ func TestInspectFailedAttempt(t *testing.T) {
 		}
 		defer in.Close()
 		s, _ := in.Run("r")
-		if s.InFlight != wantInFlight || len(s.InDoubt) != 0 {
-			t.Errorf("in flight %d (want %d), in doubt %+v", s.InFlight, wantInFlight, s.InDoubt)
+		if s.Running != wantInFlight || len(s.InDoubt) != 0 {
+			t.Errorf("running %d (want %d), in doubt %+v", s.Running, wantInFlight, s.InDoubt)
 		}
 	}
 	check(1) // failed action, atom still running

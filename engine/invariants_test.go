@@ -124,8 +124,8 @@ func TestI2AtomAllOrNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if a2.Seq() != 4 || !a2.Resumed() {
-		t.Fatalf("Begin after the crash: seq %d resumed %v, want 4 true", a2.Seq(), a2.Resumed())
+	if a2.Seq() != 4 || !a2.Interrupted() || !a2.Resumed() {
+		t.Fatalf("Begin after the crash: seq %d interrupted %v (deprecated Resumed %v), want 4 true", a2.Seq(), a2.Interrupted(), a2.Resumed())
 	}
 	var c counter
 	out, err := a2.Do(ctx, act, c.exec("sent again"))
