@@ -335,11 +335,18 @@ func parseCanonicalHash(s string) (Hash, error) {
 }
 
 // keyVerifiers is a note.Verifiers that knows exactly one Ed25519 public
-// key, under whatever signer name the note uses: the trust comes from the
-// key the user supplied, not from a name found in the store.
-type keyVerifiers struct{ pub ed25519.PublicKey }
+// key: the trust comes from the key the user supplied, not from a name
+// found in the store. With origin set, only a signature under that signer
+// name counts; without, one under any name.
+type keyVerifiers struct {
+	pub    ed25519.PublicKey
+	origin string
+}
 
 func (k keyVerifiers) Verifier(name string, hash uint32) (note.Verifier, error) {
+	if k.origin != "" && name != k.origin {
+		return nil, &note.UnknownVerifierError{Name: name, KeyHash: hash}
+	}
 	v, err := noteVerifier(name, k.pub)
 	if err != nil || v.KeyHash() != hash {
 		return nil, &note.UnknownVerifierError{Name: name, KeyHash: hash}
@@ -362,8 +369,9 @@ func noteVerifier(name string, pub ed25519.PublicKey) (note.Verifier, error) {
 	return v, nil
 }
 
-// openSigned checks that b is a note signed by pub and returns its text.
-func openSigned(b []byte, pub ed25519.PublicKey, what string) (string, error) {
+// openSigned checks that b is a note signed by pub (under the signer name
+// origin, unless it is "") and returns its text.
+func openSigned(b []byte, pub ed25519.PublicKey, origin, what string) (string, error) {
 	if len(pub) != ed25519.PublicKeySize {
 		return "", fmt.Errorf("%w: have %d bytes, want %d", ErrPublicKey, len(pub), ed25519.PublicKeySize)
 	}
@@ -374,7 +382,7 @@ func openSigned(b []byte, pub ed25519.PublicKey, what string) (string, error) {
 	if !signed {
 		return text, fmt.Errorf("%w: %s is not signed", ErrBadSignature, what)
 	}
-	_, err = note.Open(b, keyVerifiers{pub})
+	_, err = note.Open(b, keyVerifiers{pub: pub, origin: origin})
 	var unverified *note.UnverifiedNoteError
 	var invalid *note.InvalidSignatureError
 	switch {
@@ -397,7 +405,7 @@ func openSigned(b []byte, pub ed25519.PublicKey, what string) (string, error) {
 // signature it still returns the parsed checkpoint (when parseable) with an
 // error wrapping ErrBadSignature.
 func VerifyCheckpoint(b []byte, pub ed25519.PublicKey) (Checkpoint, error) {
-	c, parseErr, sigErr := verifyCheckpoint(b, pub)
+	c, parseErr, sigErr := verifyCheckpoint(b, pub, "")
 	if parseErr != nil {
 		return Checkpoint{}, parseErr
 	}
@@ -406,8 +414,8 @@ func VerifyCheckpoint(b []byte, pub ed25519.PublicKey) (Checkpoint, error) {
 
 // verifyCheckpoint separates the two ways a checkpoint can fail: not
 // parseable (parseErr), or parseable with a bad signature (sigErr).
-func verifyCheckpoint(b []byte, pub ed25519.PublicKey) (c Checkpoint, parseErr, sigErr error) {
-	text, err := openSigned(b, pub, "checkpoint")
+func verifyCheckpoint(b []byte, pub ed25519.PublicKey, origin string) (c Checkpoint, parseErr, sigErr error) {
+	text, err := openSigned(b, pub, origin, "checkpoint")
 	if err != nil && !errors.Is(err, ErrBadSignature) {
 		return Checkpoint{}, err, nil
 	}
@@ -421,7 +429,11 @@ func verifyCheckpoint(b []byte, pub ed25519.PublicKey) (c Checkpoint, parseErr, 
 // VerifyStoreHead parses b and checks that it is signed by pub, like
 // VerifyCheckpoint.
 func VerifyStoreHead(b []byte, pub ed25519.PublicKey) (StoreHead, error) {
-	text, err := openSigned(b, pub, "store head")
+	return verifyStoreHead(b, pub, "")
+}
+
+func verifyStoreHead(b []byte, pub ed25519.PublicKey, origin string) (StoreHead, error) {
+	text, err := openSigned(b, pub, origin, "store head")
 	if err != nil && !errors.Is(err, ErrBadSignature) {
 		return StoreHead{}, err
 	}
@@ -445,11 +457,54 @@ func MarshalPublicKey(name string, pub ed25519.PublicKey) ([]byte, error) {
 	return []byte(vkey + "\n"), nil
 }
 
+// OriginPrefix starts every origin name (see OriginName).
+const OriginPrefix = "continuum-"
+
+// OriginName is the signer name a store's checkpoints and store heads are
+// signed under, its origin: "continuum-" and the first 16 hex digits (8
+// bytes) of the store id as the store holds it (storeID: 32 hex digits).
+// A public key file names the origin it belongs to, so that a key of
+// another store is told apart from a bad signature (VerifyOptions.Origin).
+func OriginName(storeID string) string {
+	if len(storeID) > 16 {
+		storeID = storeID[:16]
+	}
+	return OriginPrefix + storeID
+}
+
+// SignerNames returns the names of the signatures that b, a checkpoint or
+// store head as stored, carries, without checking them: none for an
+// unsigned one. It fails, wrapping ErrParse, on a malformed note.
+func SignerNames(b []byte) ([]string, error) {
+	_, signed, err := splitNote(b, "note")
+	if err != nil || !signed {
+		return nil, err
+	}
+	_, err = note.Open(b, nil)
+	var unverified *note.UnverifiedNoteError
+	if !errors.As(err, &unverified) {
+		return nil, fmt.Errorf("%w: note: %v", ErrParse, err)
+	}
+	names := make([]string, 0, len(unverified.Note.UnverifiedSigs))
+	for _, s := range unverified.Note.UnverifiedSigs {
+		names = append(names, s.Name)
+	}
+	return names, nil
+}
+
 // ParsePublicKey reads a public key file (format.go): exactly one note
 // verifier key line, blank lines and '#' comments ignored. The key hash in
 // the line is checked, so a damaged file is an error, not another key.
+// ParsePublicKeyFile returns the origin name the line carries too.
 func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
-	var key ed25519.PublicKey
+	_, key, err := ParsePublicKeyFile(b)
+	return key, err
+}
+
+// ParsePublicKeyFile reads a public key file like ParsePublicKey and
+// returns the signer name of its line as well: the origin the key belongs
+// to (OriginName of the store it signs), for VerifyOptions.Origin.
+func ParsePublicKeyFile(b []byte) (name string, key ed25519.PublicKey, err error) {
 	found := 0
 	for i, line := range strings.Split(string(b), "\n") {
 		line = strings.TrimSpace(line)
@@ -458,21 +513,21 @@ func ParsePublicKey(b []byte) (ed25519.PublicKey, error) {
 		}
 		found++
 		if found > 1 {
-			return nil, fmt.Errorf("%w: public key file line %d: more than one key", ErrParse, i+1)
+			return "", nil, fmt.Errorf("%w: public key file line %d: more than one key", ErrParse, i+1)
 		}
 		if _, err := note.NewVerifier(line); err != nil {
-			return nil, fmt.Errorf("%w: public key file line %d: %v", ErrParse, i+1, err)
+			return "", nil, fmt.Errorf("%w: public key file line %d: %v", ErrParse, i+1, err)
 		}
 		// NewVerifier checked the shape: name+hash+base64(alg || key).
 		parts := strings.SplitN(line, "+", 3)
 		raw, err := base64.StdEncoding.DecodeString(parts[2])
 		if err != nil || len(raw) != 1+ed25519.PublicKeySize || raw[0] != 1 {
-			return nil, fmt.Errorf("%w: public key file line %d: not an ed25519 key", ErrParse, i+1)
+			return "", nil, fmt.Errorf("%w: public key file line %d: not an ed25519 key", ErrParse, i+1)
 		}
-		key = ed25519.PublicKey(raw[1:])
+		name, key = parts[0], ed25519.PublicKey(raw[1:])
 	}
 	if found == 0 {
-		return nil, fmt.Errorf("%w: public key file holds no key", ErrParse)
+		return "", nil, fmt.Errorf("%w: public key file holds no key", ErrParse)
 	}
-	return key, nil
+	return name, key, nil
 }

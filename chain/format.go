@@ -56,7 +56,19 @@ package chain
 // The file `continuumctl verify --pubkey F` reads is one line holding a
 // note verifier key, "<name>+<8 hex key hash>+<base64(0x01 || 32-byte
 // ed25519 public key)>", as golang.org/x/mod/sumdb/note.NewEd25519VerifierKey
-// writes it. Blank lines and lines starting with '#' are ignored.
+// writes it. Blank lines and lines starting with '#' are ignored. The name
+// is the origin the key signs as: OriginName of the store's id,
+// "continuum-<first 16 hex digits of the store id>", the name the engine
+// signs under; verify checks it against the store (VerifyOptions.Origin).
+//
+// # Signing key file
+//
+// The file `continuumctl keygen` writes beside the public key file (mode
+// 0600; keep it outside the store) is one line holding a note signer key,
+// "PRIVATE+KEY+<name>+<8 hex key hash>+<base64(0x01 || 32-byte ed25519
+// seed)>", as golang.org/x/mod/sumdb/note.GenerateKey writes it, with the
+// same name and key hash as the public key file. Blank lines and lines
+// starting with '#' are ignored.
 //
 // # Trusted state (JSON, version 1)
 //

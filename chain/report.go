@@ -63,6 +63,9 @@ const (
 	// STORE file says so, or no record of the run links to the one before
 	// it in the unkeyed chain): the chain cannot be checked without the key.
 	KindKeyedChain
+	// KindKeyOrigin: the public key is named for another origin than the
+	// store's (VerifyOptions.Origin): it is the key of another store.
+	KindKeyOrigin
 )
 
 var kindNames = [...]string{
@@ -82,6 +85,7 @@ var kindNames = [...]string{
 	KindUncheckedAnchor:    "checkpoint-unchecked",
 	KindUnsignedTail:       "unsigned-tail",
 	KindKeyedChain:         "keyed-chain",
+	KindKeyOrigin:          "key-origin",
 }
 
 // String returns the stable kebab-case name of k.

@@ -41,6 +41,13 @@ type VerifyOptions struct {
 	// Keyed says the store's STORE file records a keyed chain: without
 	// Key, every run is reported as KindKeyedChain instead of as tampered.
 	Keyed bool
+	// Origin is the signer name the public key file gives the key
+	// (ParsePublicKeyFile): the origin of the store it belongs to. When
+	// set, the store's origin (OriginName of its id) must be Origin, or
+	// the report has a store-level KindKeyOrigin failure that says so, and
+	// only signatures under that name verify. "" accepts a signature by
+	// PublicKey under any name.
+	Origin string
 	// Trusted is a state saved by an earlier verification; nil skips the
 	// rollback check.
 	Trusted *State
@@ -59,6 +66,7 @@ type Verifier struct {
 	hasher  *Hasher
 	pub     ed25519.PublicKey
 	policy  policy // read-only once NewVerifier returns; shared with workers
+	origin  string
 	trusted *State // read-only once NewVerifier returns; shared with workers
 	start   time.Time
 
@@ -95,6 +103,7 @@ func NewVerifier(opts VerifyOptions) (*Verifier, error) {
 	v := &Verifier{
 		hasher: h,
 		pub:    opts.PublicKey,
+		origin: opts.Origin,
 		policy: policy{signed: opts.PublicKey != nil, allow: opts.UnsignedTail,
 			keyed: opts.Keyed, haveKey: opts.Key != nil},
 		trusted: opts.Trusted,
@@ -128,6 +137,11 @@ func (v *Verifier) Store(storeID string) {
 		return
 	}
 	v.storeID, v.storeLoc = storeID, "store"
+	if v.origin != "" && v.pub != nil && OriginName(storeID) != v.origin {
+		v.global = append(v.global, Failure{Kind: KindKeyOrigin, Location: "store",
+			Detail: fmt.Sprintf("the public key is named for origin %q, but this store (id %s) signs as %q: it is the key of another store",
+				truncate(v.origin), truncate(storeID), OriginName(storeID))})
+	}
 }
 
 func (v *Verifier) workerFor(runID string) *worker {
@@ -173,10 +187,11 @@ func (v *Verifier) Checkpoint(b []byte, loc string) {
 	var c Checkpoint
 	var parseErr, err error
 	if v.pub != nil {
-		c, parseErr, err = verifyCheckpoint(b, v.pub)
+		c, parseErr, err = verifyCheckpoint(b, v.pub, v.origin)
 	} else {
 		c, parseErr = ParseCheckpoint(b)
 	}
+	names, _ := SignerNames(b) // parseable: ParseCheckpoint or verifyCheckpoint said so
 	if parseErr != nil {
 		v.global = append(v.global, Failure{Kind: KindCorrupt, Location: loc, Detail: parseErr.Error()})
 		return
@@ -194,7 +209,8 @@ func (v *Verifier) Checkpoint(b []byte, loc string) {
 		w.send(event{op: opFail, run: c.RunID, seq: c.Seq, hash: c.Head, loc: loc, kind: KindCheckpointMismatch,
 			detail: fmt.Sprintf("checkpoint belongs to store %q, not %q", truncate(c.StoreID), truncate(v.storeID))})
 	default:
-		w.send(event{op: opAnchor, run: c.RunID, seq: c.Seq, hash: c.Head, loc: loc, src: srcCheckpoint, trusted: signed, final: c.Final})
+		w.send(event{op: opAnchor, run: c.RunID, seq: c.Seq, hash: c.Head, loc: loc, src: srcCheckpoint, trusted: signed, final: c.Final,
+			sigs: len(names) > 0})
 	}
 }
 
@@ -224,7 +240,7 @@ func (v *Verifier) StoreHead(b []byte, loc string) {
 	var h StoreHead
 	var err error
 	if v.pub != nil {
-		h, err = VerifyStoreHead(b, v.pub)
+		h, err = verifyStoreHead(b, v.pub, v.origin)
 	} else {
 		h, err = ParseStoreHead(b)
 	}
@@ -378,6 +394,7 @@ type event struct {
 	src     anchorSrc
 	trusted bool // anchor: signature verified (or trusted state)
 	final   bool
+	sigs    bool // checkpoint anchor: the record carries a signature (checked or not)
 	kind    Kind // opFail
 	run     string
 	seq     uint64
@@ -499,7 +516,7 @@ func (w *worker) loop() {
 func (w *worker) run(id string) *runState {
 	rs := w.runs[id]
 	if rs == nil {
-		rs = &runState{id: id, hasher: w.v.hasher, signedAll: true, policy: &w.v.policy}
+		rs = &runState{id: id, hasher: w.v.hasher, signedAll: true, policy: &w.v.policy, verifying: w.v.pub != nil}
 		w.runs[id] = rs
 	}
 	return rs
@@ -523,6 +540,9 @@ func (w *worker) handle(ev *event, payload []byte) {
 			rs.checkpoints++
 			if !ev.trusted {
 				rs.signedAll = false
+			}
+			if ev.seq >= rs.lastCkpt {
+				rs.lastCkpt, rs.lastCkptSigs = ev.seq, ev.sigs
 			}
 		}
 		rs.anchor(anchor{seq: ev.seq, head: ev.hash, src: ev.src, trusted: ev.trusted, final: ev.final, loc: ev.loc})
@@ -559,6 +579,7 @@ type suspect struct {
 type runState struct {
 	id        string
 	hasher    *Hasher
+	verifying bool // a public key checks the signatures
 	created   bool
 	createLoc string
 	records   uint64
@@ -585,6 +606,10 @@ type runState struct {
 	// once one of them was not verified against the public key.
 	checkpoints int
 	signedAll   bool
+	// lastCkpt is the seq of the run's latest checkpoint record, and
+	// lastCkptSigs whether it carries a signature, checked or not.
+	lastCkpt     uint64
+	lastCkptSigs bool
 	// ended is set by a verified final checkpoint at endedSeq.
 	ended    bool
 	endedSeq uint64
@@ -806,7 +831,7 @@ func (rs *runState) finish() {
 			from = rs.anchored + 1
 		}
 		rs.warnings = append(rs.warnings, Failure{Kind: KindUnanchoredTail, RunID: rs.id, Seq: from, Actual: rs.head,
-			Detail: fmt.Sprintf("records %d..%d are not covered by a verified checkpoint", from, rs.lastSeq)})
+			Detail: fmt.Sprintf("records %d..%d are not covered by a verified checkpoint: %s", from, rs.lastSeq, rs.checkpointWords())})
 	}
 }
 
@@ -834,6 +859,30 @@ func (rs *runState) keyedChain() {
 	}
 	rs.failure = &Failure{Kind: KindKeyedChain, RunID: rs.id, Seq: 1, Expected: f.Expected, Actual: f.Actual,
 		Location: f.Location, Detail: detail}
+}
+
+// checkpointWords says why the tail is unanchored, in the words inspect
+// uses for a run's latest checkpoint: "checkpoint at seq N, signed" or
+// "unsigned".
+func (rs *runState) checkpointWords() string {
+	signed := "unsigned"
+	if rs.lastCkptSigs {
+		signed = "signed"
+	}
+	switch {
+	case rs.checkpoints == 0:
+		return "the run has no checkpoint yet"
+	case !rs.hasAnchor && !rs.verifying:
+		return fmt.Sprintf("the latest checkpoint at seq %d, %s, was not verified (no public key given)", rs.lastCkpt, signed)
+	case !rs.hasAnchor && !rs.lastCkptSigs:
+		return fmt.Sprintf("the latest checkpoint at seq %d is unsigned", rs.lastCkpt)
+	case !rs.hasAnchor:
+		return fmt.Sprintf("the latest checkpoint at seq %d, signed, did not verify", rs.lastCkpt)
+	}
+	if rs.lastCkpt <= rs.anchored {
+		return fmt.Sprintf("the last verified checkpoint is at seq %d", rs.anchored)
+	}
+	return fmt.Sprintf("the last verified checkpoint is at seq %d; the latest, at seq %d, is %s", rs.anchored, rs.lastCkpt, signed)
 }
 
 func (rs *runState) report() RunReport {

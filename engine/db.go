@@ -235,7 +235,7 @@ func (db *DB) open() error {
 		return fmt.Errorf("engine: %w", err)
 	}
 	if db.opts.SigningKey != nil {
-		db.signer, err = chain.NewSigner("continuum-"+hex.EncodeToString(db.storeID[:8]), db.opts.SigningKey)
+		db.signer, err = chain.NewSigner(chain.OriginName(hex.EncodeToString(db.storeID[:])), db.opts.SigningKey)
 		if err != nil {
 			return fmt.Errorf("engine: signing key: %w", err)
 		}

@@ -35,6 +35,12 @@ type VerifyOptions struct {
 	// signed checkpoint, with PublicKey (a writer still running, or one
 	// that stopped before its next checkpoint). 0: none.
 	UnsignedTail uint64
+	// Origin is the name the public key file gives PublicKey
+	// (chain.ParsePublicKeyFile). When set, it must be this store's origin
+	// ("continuum-" and the first 16 hex digits of its id, the name the
+	// engine signs under): a key of another store is a key-origin failure
+	// that says so, and only signatures under the store's origin count.
+	Origin string
 	// Trusted is a state saved by an earlier verification (Report.State):
 	// a store behind it or diverging from it is reported as a rollback.
 	Trusted *chain.State
@@ -125,7 +131,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	default:
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
-	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Trusted: o.Trusted,
+	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Origin: o.Origin, Trusted: o.Trusted,
 		UnsignedTail: o.UnsignedTail, Keyed: keyed})
 	if err != nil {
 		if log != nil {
