@@ -174,8 +174,14 @@ type Report struct {
 	Runs                []RunReport `json:"runs"` // sorted by RunID
 	Records             uint64      `json:"records"`
 	CheckpointsVerified int         `json:"checkpoints_verified"` // signatures checked good
-	Failures            []Failure   `json:"failures"`             // run failures, then store-level ones
-	Warnings            []Failure   `json:"warnings"`
+	// Checkpoints counts the checkpoint and store head records read, and
+	// CheckpointsSigned those of them that carry a signature, checked or
+	// not: a store with checkpoints none of which is signed was never
+	// opened with a signing key.
+	Checkpoints       int       `json:"checkpoints"`
+	CheckpointsSigned int       `json:"checkpoints_signed"`
+	Failures          []Failure `json:"failures"` // run failures, then store-level ones
+	Warnings          []Failure `json:"warnings"`
 	// Unchecked names what the caller did not compare with the log (the
 	// engine's verify without Deep: its derived files), for the report to
 	// say so. Not a warning: nothing was found.

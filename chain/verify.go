@@ -71,19 +71,22 @@ type Verifier struct {
 	start   time.Time
 
 	// The fields below are owned by the calling goroutine.
-	storeID    string
-	storeLoc   string
-	route      map[string]*worker // run id -> its worker
-	created    map[string]bool    // runs with a creation record
-	listed     map[string]Failure // runs named by a checkpoint or store head: first naming
-	workers    []*worker
-	next       int // round-robin worker assignment
-	async      bool
-	global     []Failure // store-level failures
-	warnings   []Failure // store-level warnings
-	verified   int       // signatures checked good
-	finished   bool
-	finishedAt *Report
+	storeID  string
+	storeLoc string
+	route    map[string]*worker // run id -> its worker
+	created  map[string]bool    // runs with a creation record
+	listed   map[string]Failure // runs named by a checkpoint or store head: first naming
+	workers  []*worker
+	next     int // round-robin worker assignment
+	async    bool
+	global   []Failure // store-level failures
+	warnings []Failure // store-level warnings
+	verified int       // signatures checked good
+	// checkpoints counts checkpoint and store head records that parsed,
+	// signedCkpts those that carry a signature.
+	checkpoints, signedCkpts int
+	finished                 bool
+	finishedAt               *Report
 }
 
 // NewVerifier returns a Verifier. It fails on a Key of the wrong size or a
@@ -191,11 +194,12 @@ func (v *Verifier) Checkpoint(b []byte, loc string) {
 	} else {
 		c, parseErr = ParseCheckpoint(b)
 	}
-	names, _ := SignerNames(b) // parseable: ParseCheckpoint or verifyCheckpoint said so
 	if parseErr != nil {
 		v.global = append(v.global, Failure{Kind: KindCorrupt, Location: loc, Detail: parseErr.Error()})
 		return
 	}
+	names, _ := SignerNames(b) // parseable: ParseCheckpoint or verifyCheckpoint said so
+	v.noteSigned(names)
 	signed := v.pub != nil && err == nil
 	if signed {
 		v.verified++
@@ -232,10 +236,22 @@ func (v *Verifier) noteListed(runID string, seq uint64, head Hash, loc, what str
 		Detail: fmt.Sprintf("%s commits the run at seq %d but the store holds no such run", what, seq)}
 }
 
+// noteSigned counts a checkpoint or store head record that carries the
+// signatures names (none: unsigned).
+func (v *Verifier) noteSigned(names []string) {
+	v.checkpoints++
+	if len(names) > 0 {
+		v.signedCkpts++
+	}
+}
+
 // StoreHead feeds a store-level head log entry as stored (signed or not).
 func (v *Verifier) StoreHead(b []byte, loc string) {
 	if v.finished {
 		return
+	}
+	if names, err := SignerNames(b); err == nil {
+		v.noteSigned(names)
 	}
 	var h StoreHead
 	var err error
@@ -354,6 +370,7 @@ func (v *Verifier) Finish() *Report {
 	r.Failures = append(r.Failures, v.global...)
 	r.Warnings = append(r.Warnings, v.warnings...)
 	r.CheckpointsVerified = v.verified
+	r.Checkpoints, r.CheckpointsSigned = v.checkpoints, v.signedCkpts
 	r.OK = len(r.Failures) == 0
 	r.Duration = time.Since(v.start)
 	v.finishedAt = r

@@ -257,8 +257,12 @@ type RunSummary struct {
 	// the run's frame file, as of the last engine checkpoint (0: none).
 	SnapshotSeq uint64
 	FrameSeq    uint64
-	// CheckpointSeq is the seq of the run's last chain checkpoint record.
-	CheckpointSeq uint64
+	// CheckpointSeq is the seq of the run's latest chain checkpoint record,
+	// and CheckpointSigned whether it carries a signature. Inspect does not
+	// check signatures (it has no public key): verify --pubkey does, and
+	// calls a checkpoint whose signature it checked "verified".
+	CheckpointSeq    uint64
+	CheckpointSigned bool
 	// Running and Interrupted name the atom that started actions but
 	// neither committed nor failed; at most one is set (0: none). Running:
 	// a live process holds the store open (Inspector.Holder) and is running
@@ -521,6 +525,10 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.failed[lr.Seq] = lr.Pos
 		case kindCheckpoint:
 			r := in.run(lr.Run)
+			if lr.Seq >= r.sum.CheckpointSeq {
+				names, _ := chain.SignerNames(rec[1:]) // decodeLogRecord parsed it
+				r.sum.CheckpointSigned = len(names) > 0
+			}
 			r.sum.CheckpointSeq = max(r.sum.CheckpointSeq, lr.Seq)
 		case kindIntent:
 			i := dec.(*ledger.Intent)

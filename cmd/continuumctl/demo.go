@@ -39,12 +39,17 @@ export and verify. --dir must be empty or not exist.
 Exit 0 when every effect happened exactly once and the store verifies, 1
 otherwise, 2 on a usage or I/O error.`
 
+const demoExamples = `  continuumctl demo
+  continuumctl demo --dir /tmp/demo-store
+  continuumctl inspect /tmp/demo-store
+  continuumctl verify --strict --pubkey /tmp/demo-store.pub /tmp/demo-store`
+
 // demoChildEnv marks a process started by the demo as its agent; the test
 // binary uses it to run main's code in the child.
 const demoChildEnv = "CONTINUUM_DEMO_CHILD"
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", demoUsage, demoAbout, stderr)
+	fs := newFlags("demo", demoUsage, demoAbout, demoExamples, stderr)
 	dir := fs.String("dir", "", "store `directory` (empty or absent; default: a fresh temporary directory)")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
@@ -327,10 +332,7 @@ func (d *demo) kill() {
 // the signatures after the demo.
 func (d *demo) writePublicKey(storeID string) (string, error) {
 	pub := ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)
-	if len(storeID) < 16 {
-		return "", fmt.Errorf("store id %q is too short", storeID)
-	}
-	b, err := chain.MarshalPublicKey("continuum-"+storeID[:16], pub)
+	b, err := chain.MarshalPublicKey(chain.OriginName(storeID), pub)
 	if err != nil {
 		return "", err
 	}

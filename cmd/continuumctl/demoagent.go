@@ -32,7 +32,7 @@ const demoKeyEnv = "CONTINUUM_DEMO_SIGNING_SEED"
 const demoEvent = "continuum-demo"
 
 func runDemoAgent(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(demoAgentCmd, demoAgentCmd+" --dir DIR --downstream URL", "The demo's agent (started by continuumctl demo).", stderr)
+	fs := newFlags(demoAgentCmd, demoAgentCmd+" --dir DIR --downstream URL", "The demo's agent (started by continuumctl demo).", "", stderr)
 	dir := fs.String("dir", "", "store `directory`")
 	url := fs.String("downstream", "", "base `URL` of the fake downstream")
 	pos, code, ok := parseFlags(fs, args)

@@ -5,7 +5,11 @@
 //	continuumctl inspect DIR [RUN] [--seq N] [--json]
 //	continuumctl stats   DIR [--json]
 //	continuumctl export  DIR --run ID [--from N] [--to M]
+//	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
 //	continuumctl demo    [--dir DIR]
+//
+// Every command's --help lists its flags as they are typed (--name VALUE)
+// and examples; testdata/help_*.golden pins them.
 //
 // Flags may come before or after DIR (and RUN): continuumctl moves every
 // flag ahead of the positional arguments before parsing, so both
@@ -23,10 +27,34 @@
 //
 // # Read-only
 //
-// verify, inspect, stats and export never change the store: they take no
-// lock, trim no torn tail and write nothing to it (verify --save-state
-// writes only the file it is given). They can therefore run beside an agent
+// verify, inspect, stats, export and keygen never change the store: they
+// take no lock, trim no torn tail and write nothing to it (verify
+// --save-state and keygen --out write only the files they are given,
+// atomically: a temporary file, fsync, rename, fsync of the directory). They can therefore run beside an agent
 // that has the store open; they see the log as it was when they started.
+//
+// # Signing keys
+//
+// keygen writes a signing key file (FILE) and its public key file
+// (FILE.pub), both 0600, named for the store's origin: the signer name the
+// engine signs a store under, "continuum-" and the first 16 hex digits of
+// its id (engine.DB.Origin). --store DIR reads the origin from the store's
+// STORE file, so the store must exist (open it once); --origin NAME gives
+// it. A store is signed from the first checkpoint written with
+// Options.SigningKey; verify --pubkey reports each unsigned checkpoint
+// before it as a bad signature, so make the key before the first run.
+// verify fails a public key file of another origin (key-origin).
+//
+// # Running, interrupted, in doubt
+//
+// inspect calls an atom begun but neither committed nor failed "running"
+// when a live process holds the store (this process's DBs, or another
+// process's fcntl lock on LOCK, asked with F_GETLK without taking it) and
+// "interrupted" otherwise; an action with an intent and no certificate is
+// "running" in a running atom and "in doubt" elsewhere. The limits: a
+// process on another machine (a network filesystem) is not seen, and an
+// action an earlier crash left in doubt in the atom now running looks
+// running until the agent settles it.
 //
 // # Caveats
 //

@@ -21,11 +21,14 @@ object per atom, read-only, for analysis tools:
 --from and --to bound the seqs (inclusive; default: the whole run).
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 
+const exportExamples = `  continuumctl export ./agent-store --run deploy-42 > deploy-42.jsonl
+  continuumctl export ./agent-store --run deploy-42 --from 10 --to 20`
+
 func runExport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("export", exportUsage, exportAbout, stderr)
+	fs := newFlags("export", exportUsage, exportAbout, exportExamples, stderr)
 	id := fs.String("run", "", "the run `ID` to export (required)")
 	from := fs.Uint64("from", 1, "first seq `N`")
-	to := fs.Uint64("to", math.MaxUint64, "last seq `M` (default: the run's last)")
+	to := fs.Uint64("to", 0, "last seq `M` (0 or none: the run's last)")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {
 		return code
@@ -38,6 +41,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	}
 	if *from == 0 {
 		*from = 1
+	}
+	if *to == 0 {
+		*to = math.MaxUint64
 	}
 	if *from > *to {
 		return usageErr(fs, stderr, "--from %d is after --to %d", *from, *to)

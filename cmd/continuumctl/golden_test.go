@@ -1,6 +1,7 @@
 package main
 
 import (
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -72,4 +73,33 @@ var reFileSizes = []*regexp.Regexp{
 	regexp.MustCompile(`((?:"snapshots"|"wal"|"total_bytes"|"segment_bytes"|files|snapshots  |wal  |\.wal) *:? *)[0-9][0-9.]*( [KMG]?i?B)?`),
 	regexp.MustCompile(`(segments: [0-9]+, )[0-9.]+ [KMG]?i?B`),
 	regexp.MustCompile(`("id": [0-9]+,\s+"bytes": )[0-9]+`),
+}
+
+var rePID = regexp.MustCompile(`process [0-9]+`)
+
+// TestGoldenRunning: inspect on a store whose agent is running an action
+// right now (its exec has not returned) shows the atom and the action as
+// running, not as interrupted or in doubt; the same bytes with no live
+// process are interrupted and in doubt (inspect_inflight.golden).
+func TestGoldenRunning(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "running")
+	outputs := map[string]string{}
+	buildStore(t, dir, storeOptions(), func(dir string) {
+		for name, args := range map[string][]string{
+			"inspect_running":     {"inspect", dir},
+			"inspect_running_run": {"inspect", dir, "beta"},
+		} {
+			code, out, errOut := runCLI(args...)
+			if code != exitOK || errOut != "" {
+				t.Errorf("%s: exit %d, stderr %s", name, code, errOut)
+			}
+			outputs[name] = out
+		}
+	})
+	id := storeID(t, dir)
+	for name, out := range outputs {
+		out = normalize(t, out, map[string]string{dir: "$RUNNING"})
+		out = strings.ReplaceAll(rePID.ReplaceAllString(out, "process <pid>"), id, "<store-id>")
+		golden(t, name, out)
+	}
 }

@@ -13,36 +13,57 @@ const inspectUsage = "inspect DIR [RUN] [--seq N] [--json]"
 
 const inspectAbout = `Inspect shows what is inside the store in DIR, read-only:
   inspect DIR                 the runs: atoms, last seq, head, last snapshot,
-                              atom in flight, in-doubt actions
-  inspect DIR RUN             one run: its summary, in-flight and in-doubt
-                              actions, and its frame at the last seq
+                              latest checkpoint, unfinished atom, in-doubt actions
+  inspect DIR RUN             one run: its summary, its unfinished atom and
+                              in-doubt actions, and its frame at the last seq
   inspect DIR RUN --seq N     atom N: its delta, its actions with their
                               certificates, and the frame at N (StateAt)
+
+An unfinished atom (begun, neither committed nor failed) is "running" when a
+live process holds the store open (this one, or another on this machine,
+seen through the lock on DIR/LOCK without taking it), and "interrupted"
+otherwise: a crash stopped it. An action with an intent and no certificate
+is "running" in a running atom (its exec may be running now; an action that
+an earlier crash left in doubt and the agent has not yet settled looks the
+same) and "in doubt" everywhere else. A checkpoint is "signed" or "unsigned"
+as written; only verify --pubkey checks a signature ("verified").
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 
+const inspectExamples = `  continuumctl inspect ./agent-store
+  continuumctl inspect ./agent-store deploy-42
+  continuumctl inspect ./agent-store deploy-42 --seq 7 --json`
+
 type runView struct {
-	ID              string       `json:"id"`
-	Created         string       `json:"created,omitempty"`
-	Atoms           uint64       `json:"atoms"`
-	LastSeq         uint64       `json:"last_seq"`
-	Head            string       `json:"head"`
-	Fails           int          `json:"fails"`
-	SnapshotSeq     uint64       `json:"snapshot_seq"`
-	FrameSeq        uint64       `json:"frame_seq"`
-	CheckpointSeq   uint64       `json:"checkpoint_seq"`
+	ID               string       `json:"id"`
+	Created          string       `json:"created,omitempty"`
+	Atoms            uint64       `json:"atoms"`
+	LastSeq          uint64       `json:"last_seq"`
+	Head             string       `json:"head"`
+	Fails            int          `json:"fails"`
+	SnapshotSeq      uint64       `json:"snapshot_seq"`
+	FrameSeq         uint64       `json:"frame_seq"`
+	CheckpointSeq    uint64       `json:"checkpoint_seq"`
+	CheckpointSigned bool         `json:"checkpoint_signed"`
+	Running          uint64       `json:"running"`
+	Interrupted      uint64       `json:"interrupted"`
+	AtomActions      []actionView `json:"atom_actions"`
+	InDoubt          []actionView `json:"in_doubt"`
+	// Deprecated: in_flight is running or interrupted, in_flight_actions
+	// is atom_actions; both go in the release after next.
 	InFlight        uint64       `json:"in_flight"`
 	InFlightActions []actionView `json:"in_flight_actions"`
-	InDoubt         []actionView `json:"in_doubt"`
 }
 
 func viewRun(r engine.RunSummary) runView {
 	return runView{ID: r.ID, Created: timeString(r.Created), Atoms: r.Atoms, LastSeq: r.LastSeq, Head: r.Head.String(),
 		Fails: r.Fails, SnapshotSeq: r.SnapshotSeq, FrameSeq: r.FrameSeq, CheckpointSeq: r.CheckpointSeq,
-		InFlight: r.InFlight, InFlightActions: viewActions(r.InFlightActions), InDoubt: viewActions(r.InDoubt)}
+		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
+		AtomActions: viewActions(r.AtomActions), InDoubt: viewActions(r.InDoubt),
+		InFlight: max(r.Running, r.Interrupted), InFlightActions: viewActions(r.AtomActions)}
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("inspect", inspectUsage, inspectAbout, stderr)
+	fs := newFlags("inspect", inspectUsage, inspectAbout, inspectExamples, stderr)
 	seq := fs.Uint64("seq", 0, "show atom `N` of RUN and the frame at N")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, code, ok := parseFlags(fs, args)
@@ -80,8 +101,10 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 				Store   string    `json:"store"`
 				Dir     string    `json:"dir"`
 				Created string    `json:"created"`
+				Live    bool      `json:"live"`          // a live process holds the store open
+				PID     int       `json:"pid,omitempty"` // its pid, when known
 				Runs    []runView `json:"runs"`
-			}{in.StoreID(), dir, timeString(in.Created()), views}))
+			}{in.StoreID(), dir, timeString(in.Created()), in.Holder().Live, in.Holder().PID, views}))
 		}
 		printRuns(stdout, in, dir, runs)
 		return exitOK
@@ -104,7 +127,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 				Frame frameView `json:"frame"`
 			}{viewRun(r), viewFrame(f)}))
 		}
-		printRun(stdout, r)
+		printRun(stdout, in.Holder(), r)
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
 		printFrame(stdout, f, "  ")
 		return exitOK
@@ -153,38 +176,91 @@ func done(stderr io.Writer, cmd string, err error) int {
 }
 
 func printRuns(w io.Writer, in *engine.Inspector, dir string, runs []engine.RunSummary) {
-	fmt.Fprintf(w, "store %s at %s: %s\n", in.StoreID(), dir, plural(len(runs), "run"))
+	h := in.Holder()
+	fmt.Fprintf(w, "store %s at %s: %s%s\n", in.StoreID(), dir, plural(len(runs), "run"), holderWords(h))
 	if len(runs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%-24s %8s %8s  %-16s  %8s  %8s  %9s  %8s\n", "RUN", "ATOMS", "LAST SEQ", "HEAD", "SNAPSHOT", "CHECKPT", "IN FLIGHT", "IN DOUBT")
+	fmt.Fprintf(w, "%-24s %8s %8s  %-16s  %8s  %-11s  %-13s  %8s\n", "RUN", "ATOMS", "LAST SEQ", "HEAD", "SNAPSHOT", "CHECKPOINT", "UNFINISHED", "IN DOUBT")
 	for _, r := range runs {
-		flight := "-"
-		if r.InFlight != 0 {
-			flight = fmt.Sprint(r.InFlight)
-		}
-		fmt.Fprintf(w, "%-24s %8d %8d  %-16s  %8d  %8d  %9s  %8d\n", clip(r.ID, 24), r.Atoms, r.LastSeq, short(r.Head),
-			r.SnapshotSeq, r.CheckpointSeq, flight, len(r.InDoubt))
+		fmt.Fprintf(w, "%-24s %8d %8d  %-16s  %8d  %-11s  %-13s  %8d\n", clip(r.ID, 24), r.Atoms, r.LastSeq, short(r.Head),
+			r.SnapshotSeq, checkpointWords(r), unfinishedWords(r), len(r.InDoubt))
 	}
 	for _, r := range runs {
 		for _, a := range r.InDoubt {
 			fmt.Fprintf(w, "in doubt: run %q seq %d: %s key %q (intent at wal %s, no certificate)\n", r.ID, a.Seq, a.Tool, a.Key, a.IntentPos)
 		}
+		for _, a := range r.AtomActions {
+			if a.Running {
+				fmt.Fprintf(w, "running: run %q seq %d: %s key %q (intent at wal %s, no certificate yet)\n", r.ID, a.Seq, a.Tool, a.Key, a.IntentPos)
+			}
+		}
 	}
 }
 
-func printRun(w io.Writer, r engine.RunSummary) {
+// holderWords says who holds the store open, for the header line.
+func holderWords(h engine.Holder) string {
+	switch {
+	case !h.Live:
+		return ""
+	case h.PID != 0:
+		return fmt.Sprintf(", open by live process %d", h.PID)
+	}
+	return ", open by a live process"
+}
+
+// checkpointWords names a run's latest checkpoint: "6 signed", "6
+// unsigned", or "-" for none.
+func checkpointWords(r engine.RunSummary) string {
+	if r.CheckpointSeq == 0 {
+		return "-"
+	}
+	if r.CheckpointSigned {
+		return fmt.Sprintf("%d signed", r.CheckpointSeq)
+	}
+	return fmt.Sprintf("%d unsigned", r.CheckpointSeq)
+}
+
+// unfinishedWords names a run's unfinished atom: "5 running", "5
+// interrupted", or "-".
+func unfinishedWords(r engine.RunSummary) string {
+	switch {
+	case r.Running != 0:
+		return fmt.Sprintf("%d running", r.Running)
+	case r.Interrupted != 0:
+		return fmt.Sprintf("%d interrupted", r.Interrupted)
+	}
+	return "-"
+}
+
+func printRun(w io.Writer, h engine.Holder, r engine.RunSummary) {
 	fmt.Fprintf(w, "run %q\n", r.ID)
 	fmt.Fprintf(w, "  atoms %d, last seq %d, failed attempts %d\n", r.Atoms, r.LastSeq, r.Fails)
 	fmt.Fprintf(w, "  head %s\n", r.Head)
-	fmt.Fprintf(w, "  last snapshot at seq %d, frame file at seq %d, last chain checkpoint at seq %d\n", r.SnapshotSeq, r.FrameSeq, r.CheckpointSeq)
-	if r.InFlight == 0 {
-		fmt.Fprintf(w, "  no atom in flight\n")
-	} else {
-		fmt.Fprintf(w, "  atom in flight: seq %d, %s started\n", r.InFlight, plural(len(r.InFlightActions), "action"))
-		for _, a := range r.InFlightActions {
-			printAction(w, a, "    ")
+	fmt.Fprintf(w, "  last snapshot at seq %d, frame file at seq %d\n", r.SnapshotSeq, r.FrameSeq)
+	switch {
+	case r.CheckpointSeq == 0:
+		fmt.Fprintf(w, "  no chain checkpoint yet\n")
+	case r.CheckpointSigned:
+		fmt.Fprintf(w, "  latest chain checkpoint at seq %d, signed (verify --pubkey checks the signature)\n", r.CheckpointSeq)
+	default:
+		fmt.Fprintf(w, "  latest chain checkpoint at seq %d, unsigned\n", r.CheckpointSeq)
+	}
+	switch {
+	case r.Running != 0:
+		by := "a live process"
+		if h.PID != 0 {
+			by = fmt.Sprintf("live process %d", h.PID)
 		}
+		fmt.Fprintf(w, "  running atom: seq %d (%s holds the store), %s started\n", r.Running, by, plural(len(r.AtomActions), "action"))
+	case r.Interrupted != 0:
+		fmt.Fprintf(w, "  interrupted atom: seq %d (no live process holds the store: a crash stopped it), %s started\n",
+			r.Interrupted, plural(len(r.AtomActions), "action"))
+	default:
+		fmt.Fprintf(w, "  no unfinished atom\n")
+	}
+	for _, a := range r.AtomActions {
+		printAction(w, a, "    ")
 	}
 	fmt.Fprintf(w, "  in-doubt actions: %d\n", len(r.InDoubt))
 	for _, a := range r.InDoubt {

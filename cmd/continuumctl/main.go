@@ -51,6 +51,7 @@ func commands() []command {
 		{name: "inspect", usage: inspectUsage, about: "show the runs of a store, one atom, or the frame at a seq", run: runInspect},
 		{name: "stats", usage: statsUsage, about: "sizes, counts, compression and snapshot ages of a store", run: runStats},
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
+		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "demo", usage: demoUsage, about: "crash an agent in the middle of a deployment and watch it resume", run: runDemo},
 		{name: demoAgentCmd, hidden: true, run: runDemoAgent},
 	}
@@ -89,15 +90,45 @@ func topUsage(w io.Writer) {
 		"Exit codes: 0 success, 1 tampered or corrupt store, 2 usage or I/O error.\n")
 }
 
-// newFlags returns a flag set for a subcommand whose usage goes to w.
-func newFlags(name, usage, about string, w io.Writer) *flag.FlagSet {
+// newFlags returns a flag set for a subcommand whose usage goes to w: the
+// synopsis, about, the flags as a user types them (--name VALUE, with
+// defaults that are not the zero value), and examples.
+func newFlags(name, usage, about, examples string, w io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(w)
 	fs.Usage = func() {
-		fmt.Fprintf(w, "Usage: continuumctl %s\n\n%s\n\nFlags (before or after the arguments):\n", usage, about)
-		fs.PrintDefaults()
+		fmt.Fprintf(w, "Usage: continuumctl %s\n\n%s\n", usage, about)
+		n := 0
+		fs.VisitAll(func(*flag.Flag) { n++ })
+		if n > 0 {
+			fmt.Fprintf(w, "\nFlags (before or after the arguments):\n")
+			printFlags(w, fs)
+		}
+		if examples != "" {
+			fmt.Fprintf(w, "\nExamples:\n%s\n", examples)
+		}
 	}
 	return fs
+}
+
+// printFlags prints fs's flags the way a user types them: "--name VALUE"
+// (the value's name from the usage's `backquoted` word), the usage, and
+// "(default X)" when the default is not the zero value. flag's own
+// PrintDefaults writes -name and prints defaults such as math.MaxUint64
+// as numbers nobody would type.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		value, usage := flag.UnquoteUsage(f)
+		line := "  --" + f.Name
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !ok || !b.IsBoolFlag() {
+			line += " " + strings.ToUpper(value)
+		}
+		fmt.Fprintf(w, "%s\n        %s", line, strings.ReplaceAll(usage, "\n", "\n        "))
+		if f.DefValue != "" && f.DefValue != "0" && f.DefValue != "false" {
+			fmt.Fprintf(w, " (default %s)", f.DefValue)
+		}
+		fmt.Fprintln(w)
+	})
 }
 
 // parseFlags parses args with flags allowed anywhere: it moves every flag

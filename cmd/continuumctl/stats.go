@@ -15,6 +15,9 @@ dictionaries, log segments, and snapshot ages (atoms since each run's last
 snapshot, as of the last engine checkpoint).
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 
+const statsExamples = `  continuumctl stats ./agent-store
+  continuumctl stats --json ./agent-store`
+
 type statsView struct {
 	Store            string           `json:"store"`
 	Dir              string           `json:"dir"`
@@ -70,7 +73,7 @@ func ratio(a, b int64) float64 {
 }
 
 func runStats(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("stats", statsUsage, statsAbout, stderr)
+	fs := newFlags("stats", statsUsage, statsAbout, statsExamples, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, code, ok := parseFlags(fs, args)
 	if !ok {

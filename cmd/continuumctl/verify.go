@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
@@ -23,7 +22,9 @@ const verifyAbout = `Verify checks that the store in DIR is intact: every record
 run's hash chain, the chain checkpoints and store heads (their signatures with
 --pubkey), rollback against a state saved earlier (--state), and that the
 restart files agree with the chain. It opens the store read-only and never
-changes it, not even a torn tail.
+changes it, not even a torn tail. A public key file names the origin it
+signs as (continuumctl keygen writes it); a key of another store's origin is a
+key-origin failure.
 
 With --pubkey, signatures are required: a run whose head is not covered by
 a checkpoint signed with that key fails, unless --allow-unsigned-tail N
@@ -44,6 +45,10 @@ Exit 2: usage or I/O error.
   runs_checked          runs found
   records_checked       atom records checked
   checkpoints_verified  checkpoints and store heads whose signature verified
+  checkpoints           checkpoints and store heads read
+  checkpoints_signed    those of them that carry a signature, checked or not
+  signing               when signatures keep the store from --strict: why, and
+                        what to do (the store was never signed, or no --pubkey)
   failures, warnings    [{kind, run, seq, expected, actual, location, detail}]
   runs                  per run: run, records, last_seq, head, checkpoints,
                         signed, signed_seq, unsigned_tail, ended, ok,
@@ -51,6 +56,10 @@ Exit 2: usage or I/O error.
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
+
+const verifyExamples = `  continuumctl verify ./agent-store
+  continuumctl verify --strict --pubkey ./agent.key.pub ./agent-store
+  continuumctl verify --pubkey ./agent.key.pub --state ./verified.json --save-state ./verified.json ./agent-store`
 
 // progressMin is the log size above which verify draws a progress bar on a
 // terminal.
@@ -65,6 +74,9 @@ type verifyJSON struct {
 	RunsChecked         int               `json:"runs_checked"`
 	RecordsChecked      uint64            `json:"records_checked"`
 	CheckpointsVerified int               `json:"checkpoints_verified"`
+	Checkpoints         int               `json:"checkpoints"`
+	CheckpointsSigned   int               `json:"checkpoints_signed"`
+	Signing             string            `json:"signing,omitempty"`
 	Failures            []chain.Failure   `json:"failures"`
 	Warnings            []chain.Failure   `json:"warnings"`
 	Unchecked           []string          `json:"unchecked,omitempty"`
@@ -75,8 +87,8 @@ type verifyJSON struct {
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("verify", verifyUsage, verifyAbout, stderr)
-	pubkey := fs.String("pubkey", "", "public key `file` that checks the signatures of checkpoints (from the store's owner, never from the store)")
+	fs := newFlags("verify", verifyUsage, verifyAbout, verifyExamples, stderr)
+	pubkey := fs.String("pubkey", "", "public key `file` that checks the signatures of checkpoints (keygen's FILE.pub, from the store's owner, never from the store);\nthe origin it names must be the store's")
 	state := fs.String("state", "", "state `file` saved by an earlier --save-state: a store behind it or diverging from it is a rollback")
 	saveState := fs.String("save-state", "", "write the verified state to `file` (atomically), for a later --state; only when the store is intact")
 	asJSON := fs.Bool("json", false, "print one JSON object instead of text")
@@ -101,11 +113,11 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return fail(stderr, "verify", fmt.Errorf("public key: %w", err))
 		}
-		k, err := chain.ParsePublicKey(b)
+		name, k, err := chain.ParsePublicKeyFile(b)
 		if err != nil {
 			return fail(stderr, "verify", fmt.Errorf("public key %s: %w", *pubkey, err))
 		}
-		opts.PublicKey = ed25519.PublicKey(k)
+		opts.PublicKey, opts.Origin = ed25519.PublicKey(k), name
 	}
 	if *state != "" {
 		f, err := os.Open(*state)
@@ -160,7 +172,8 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	if *asJSON {
 		out := verifyJSON{
 			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
-			CheckpointsVerified: rep.CheckpointsVerified, Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
+			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
+			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
 			Runs: rep.Runs, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
@@ -216,6 +229,9 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 	if len(rep.Unchecked) > 0 {
 		fmt.Fprintf(w, "not compared with the log (--deep does): %s\n", strings.Join(rep.Unchecked, ", "))
 	}
+	if a := signingAdvice(rep, pubkey); a != "" {
+		fmt.Fprintf(w, "signing: %s\n", a)
+	}
 	if saved != "" {
 		fmt.Fprintf(w, "state saved to %s\n", saved)
 	}
@@ -229,6 +245,22 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 	default:
 		fmt.Fprintf(w, "result: INTACT\n")
 	}
+}
+
+// signingAdvice says, when signatures are why a store cannot pass
+// --strict, what the store's checkpoints are and what to do; "" otherwise.
+func signingAdvice(rep *chain.Report, hasKey bool) string {
+	switch {
+	case rep.Checkpoints > 0 && rep.CheckpointsSigned == 0:
+		return fmt.Sprintf("the store was never signed: none of its %s (checkpoints and store heads) carries a signature (it was written without "+
+			"engine.Options.SigningKey), so no checkpoint can anchor its chains and --strict cannot pass. "+
+			"A store is signed from its creation: make the key first (continuumctl keygen), "+
+			"then open the store with it from its first run on", plural(rep.Checkpoints, "checkpoint record"))
+	case !hasKey && rep.CheckpointsSigned > 0:
+		return fmt.Sprintf("%d of the store's %s carry a signature; give --pubkey FILE (the .pub file keygen wrote) to check them",
+			rep.CheckpointsSigned, plural(rep.Checkpoints, "checkpoint"))
+	}
+	return ""
 }
 
 // printFinding prints one failure or warning over a few lines: kind, run
@@ -261,43 +293,14 @@ func printFinding(w io.Writer, f chain.Failure) {
 // short abbreviates a hash for tables; full hashes are in --json.
 func short(h chain.Hash) string { return h.String()[:16] }
 
-// writeStateFile writes s to name atomically: a temporary file in the same
-// directory, fsync, rename over name, fsync the directory.
+// writeStateFile writes s to name atomically (writeFileAtomic).
 func writeStateFile(name string, s chain.State) error {
 	var buf bytes.Buffer
 	if err := chain.WriteState(&buf, s); err != nil {
 		return err
 	}
-	dir := filepath.Dir(name)
-	tmp, err := os.CreateTemp(dir, "."+filepath.Base(name)+".tmp-*")
-	if err != nil {
+	if err := writeFileAtomic(name, buf.Bytes(), false); err != nil {
 		return fmt.Errorf("save state: %w", err)
-	}
-	cleanup := func(err error) error {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return fmt.Errorf("save state to %s: %w", name, err)
-	}
-	if _, err := tmp.Write(buf.Bytes()); err != nil {
-		return cleanup(err)
-	}
-	if err := tmp.Sync(); err != nil {
-		return cleanup(err)
-	}
-	if err := tmp.Close(); err != nil {
-		return cleanup(err)
-	}
-	if err := os.Rename(tmp.Name(), name); err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("save state to %s: %w", name, err)
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("save state: fsync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("save state: fsync %s: %w", dir, err)
 	}
 	return nil
 }

@@ -526,7 +526,7 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-json", "DIR", "--", "--pubkey"}, []string{"DIR", "--pubkey"}, true, ""},
 		{[]string{"DIR", "-"}, []string{"DIR", "-"}, false, ""},
 	} {
-		fs := newFlags("t", "t", "t", &strings.Builder{})
+		fs := newFlags("t", "t", "t", "", &strings.Builder{})
 		asJSON := fs.Bool("json", false, "")
 		key := fs.String("pubkey", "", "")
 		pos, code, ok := parseFlags(fs, tc.args)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -91,12 +92,16 @@ func viewActions(as []engine.ActionInfo) []actionView {
 }
 
 // statusName names an action's state for people: an intent without
-// certificate is "in-doubt".
+// certificate is "running" in the atom a live process is running (its
+// exec may be running now) and "in-doubt" everywhere else.
 func statusName(a engine.ActionInfo) string {
-	if a.Status.String() == "intent" {
-		return "in-doubt"
+	switch {
+	case a.Status != ledger.StatusIntent:
+		return a.Status.String()
+	case a.Running:
+		return "running"
 	}
-	return a.Status.String()
+	return "in-doubt"
 }
 
 type atomView struct {
