@@ -188,7 +188,9 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 // certificate for the action's fingerprint, Do returns the certified result
 // and exec is not called. Otherwise it writes a durable intent, calls exec
 // with the idempotency key, writes a durable certificate and returns the
-// result. An exec error is recorded and returned; a later Do may try again.
+// result. An exec error is recorded and returned, wrapped in an
+// *ActionError that names the run, seq, tool and key (errors.Is and
+// errors.As still match the exec's own error); a later Do may try again.
 //
 // The certificate stores the result and an exec error scrubbed of the
 // action's secrets (ledger.Action's Redact values where exec echoed them,
@@ -231,7 +233,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 		db.counters.deduped.Add(1)
 	}
 	if err != nil {
-		return nil, err
+		return nil, actionError(in, err)
 	}
 	a.record(in, recorded) // only hashed at Commit, never changed
 	return append([]byte(nil), result...), nil
