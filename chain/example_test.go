@@ -51,3 +51,22 @@ func Example() {
 	// true 3 1 0
 	// false hash-mismatch 2 log:2
 }
+
+// A store's key files name its origin, the signer name the engine signs
+// its checkpoints under: the signing key file (secret) and the public key
+// file that verify takes, as `continuumctl keygen` writes them.
+func ExampleMarshalSigningKey() {
+	storeID := "00112233445566778899aabbccddeeff" // DB.StoreID of the store
+	origin := chain.OriginName(storeID)
+	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // use ed25519.GenerateKey
+	skey, _ := chain.MarshalSigningKey(origin, priv)
+	vkey, _ := chain.MarshalPublicKey(origin, priv.Public().(ed25519.PublicKey))
+
+	name, key, _ := chain.ParseSigningKey(skey) // for engine.Options.SigningKey
+	pubName, pub, _ := chain.ParsePublicKeyFile(vkey)
+	fmt.Println(origin, name == origin, pubName == origin, pub.Equal(key.Public()))
+	fmt.Print(string(vkey))
+	// Output:
+	// continuum-0011223344556677 true true true
+	// continuum-0011223344556677+2aa6d410+ATtqJ7zOtqQtYqOo0CpvDXNlMhV3HeJDpjrASKGLWdop
+}

@@ -3,6 +3,10 @@
 // together the lower packages (wal, frame, chain, ledger, snapshot); none of
 // them imports it.
 //
+// The design (vocabulary, write and restart paths, the files on disk and
+// which are derived, the invariants I1-I12 and the tests that hold each,
+// the API's contract) is in the repository's docs/DESIGN.md.
+//
 // # Usage
 //
 //	db, err := engine.Open(dir, nil) // nil options: defaults
@@ -19,6 +23,29 @@
 // After a crash the agent opens the store again, calls run.State() and
 // carries on: Begin gives the seq that was running, Do of an action that
 // completed returns its certified result without calling exec again.
+//
+// # One name per idea
+//
+//   - Interrupted: the atom a crash caught (begun, neither committed nor
+//     failed, its process gone). Run.Interrupted lists its actions,
+//     RunInfo.Interrupted and RunSummary.Interrupted give its seq,
+//     Atom.Interrupted says that a re-begun atom is it, OpenInfo.Interrupted
+//     counts them.
+//   - Running: an atom a live process is running now (RunInfo.Running,
+//     RunSummary.Running); an action of it whose certificate is not yet
+//     written is running (ActionInfo.Running), not in doubt.
+//   - In doubt: an action with a durable intent and no certificate that no
+//     live process is running (ledger.StatusIntent, the ledger's name for
+//     that state; a *ledger.InDoubtError from Do). It is settled by the
+//     Resolve family: ResolveInDoubt and Resolve record that it happened,
+//     ResolveInDoubtFailed and ResolveFailed that it did not; the InDoubt
+//     forms take the InDoubtError, the others name the action.
+//   - Deprecated for one release: Atom.Resumed (Atom.Interrupted),
+//     RunSummary.InFlight (Running or Interrupted), RunSummary.InFlightActions
+//     (AtomActions).
+//
+// An exec error comes back as an *ActionError naming the run, seq, tool
+// and key; errors.Is and errors.As still match the exec's own error.
 //
 // # Guarantees
 //

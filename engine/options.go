@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// Durability selects how many fsync waits an atom costs. See DESIGN.md,
-// "Fsyncs per atom".
+// Durability selects how many fsync waits an atom costs. See the
+// repository's docs/DESIGN.md, "Fsyncs per atom".
 type Durability uint8
 
 const (
@@ -67,7 +67,17 @@ type Options struct {
 	// atoms. For tests and benchmarks only.
 	NoSync bool
 	// SigningKey, when set, signs the chain checkpoints and store heads
-	// (Ed25519). Verification takes the public key from the user.
+	// (Ed25519) under the store's origin, DB.Origin(): "continuum-" and the
+	// first 16 hex digits of the store id. Verification takes the public
+	// key from the user, never from the store, in a public key file that
+	// names that origin (chain.MarshalPublicKey(db.Origin(), pub)); verify
+	// fails a key file of another origin.
+	//
+	// `continuumctl keygen --store DIR --out FILE` writes a signing key
+	// file for the store (read it with chain.ParseSigningKey) and FILE.pub.
+	// Sign from the store's first run on: a checkpoint written without the
+	// key is unsigned, and verify with the public key reports it as a bad
+	// signature. Keep the key outside the store. See ExampleOptions_signingKey.
 	SigningKey ed25519.PrivateKey
 	// Logger receives the engine's log. Default: slog.Default().
 	Logger *slog.Logger

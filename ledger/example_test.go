@@ -71,3 +71,21 @@ func ExampleInDoubtError() {
 	// <nil>
 	// {"charge":"ch_1"} <nil>
 }
+
+// A fingerprint is of the tool, the canonical, redacted arguments and the
+// key: the same call written differently is the same action, and a secret
+// listed in Redact changes nothing.
+func ExampleAction_Fingerprint() {
+	a := ledger.Action{Tool: "billing.charge", Args: []byte(`{"customer":"c_42","cents":1200,"token":"sk_live_1"}`),
+		Key: ledger.DefaultKey("deploy-42", 3, 0), Redact: []string{"/token"}}
+	b := ledger.Action{Tool: "billing.charge", Args: []byte(`{ "cents": 1200, "customer": "c_42", "token": "sk_live_2" }`),
+		Key: ledger.DefaultKey("deploy-42", 3, 0), Redact: []string{"/token"}}
+	fa, _ := a.Fingerprint()
+	fb, _ := b.Fingerprint()
+	c := a
+	c.Key = ledger.DefaultKey("deploy-42", 4, 0) // the same call in the next atom
+	fc, _ := c.Fingerprint()
+	fmt.Println(a.Key, fa == fb, fa == fc)
+	// Output:
+	// ck1-9:deploy-42:3:0 true false
+}
