@@ -133,6 +133,11 @@ func FuzzChainFiles(f *testing.F) {
 		f.Fatal(err)
 	}
 	f.Add(pk)
+	sk, err := chain.MarshalSigningKey("continuum-fuzz", ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(sk)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		s, err := chain.ReadState(bytes.NewReader(b))
 		if err == nil {
@@ -158,6 +163,30 @@ func FuzzChainFiles(f *testing.F) {
 		}
 		if err != nil && !errors.Is(err, chain.ErrParse) {
 			t.Fatalf("public key error does not wrap ErrParse: %v", err)
+		}
+		name, k2, err := chain.ParsePublicKeyFile(b)
+		if err == nil && !k2.Equal(k) {
+			t.Fatalf("ParsePublicKeyFile and ParsePublicKey disagree")
+		}
+		if err == nil {
+			if out, merr := chain.MarshalPublicKey(name, k2); merr != nil {
+				t.Fatalf("parsed public key %q does not marshal: %v", name, merr)
+			} else if n2, k3, perr := chain.ParsePublicKeyFile(out); perr != nil || n2 != name || !k3.Equal(k2) {
+				t.Fatalf("public key file does not round trip: %q %v", out, perr)
+			}
+		}
+		sname, sk, err := chain.ParseSigningKey(b)
+		switch {
+		case err != nil && !errors.Is(err, chain.ErrParse):
+			t.Fatalf("signing key error does not wrap ErrParse: %v", err)
+		case err == nil:
+			out, merr := chain.MarshalSigningKey(sname, sk)
+			if merr != nil {
+				t.Fatalf("parsed signing key %q does not marshal: %v", sname, merr)
+			}
+			if n2, k3, perr := chain.ParseSigningKey(out); perr != nil || n2 != sname || !k3.Equal(sk) {
+				t.Fatalf("signing key file does not round trip: %v", perr)
+			}
 		}
 	})
 }
