@@ -269,7 +269,9 @@ type RunSummary struct {
 	// that atom now. Interrupted: no live process holds the store, so a
 	// crash stopped the atom (the seq Run.Interrupted reports when the
 	// store is opened). An attempt that only reused certified results
-	// writes nothing, so it cannot be seen.
+	// writes nothing, so it cannot be seen. Inspect sees the lock, not the
+	// live process's runs: on a live store, an atom a crash interrupted
+	// that the process has not begun again shows as Running too.
 	Running     uint64
 	Interrupted uint64
 	// AtomActions are the actions the Running or Interrupted atom started,
