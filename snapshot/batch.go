@@ -191,8 +191,8 @@ func (b *Batch) Commit(sync bool) error {
 	defer s.mu.RUnlock()
 	s.commitMu.Lock()
 	defer s.commitMu.Unlock()
-	if f := s.failed.Load(); f != nil {
-		return *f
+	if err := s.Err(); err != nil {
+		return err
 	}
 
 	var added int64
@@ -203,7 +203,7 @@ func (b *Batch) Commit(sync bool) error {
 			case errors.Is(err, pebble.ErrNotFound):
 				return false, nil
 			case err != nil:
-				return false, fmt.Errorf("snapshot: commit: %w", err)
+				return false, s.readErr(pebbleErr("commit", err))
 			}
 			closer.Close()
 			return true, nil
@@ -230,12 +230,8 @@ func (b *Batch) Commit(sync bool) error {
 			return fmt.Errorf("snapshot: commit: %w", err)
 		}
 	}
-	opts := pebble.NoSync
-	if sync {
-		opts = pebble.Sync
-	}
 	size := pb.Len()
-	if err := s.apply(pb, opts); err != nil {
+	if err := s.commit(pb, sync); err != nil {
 		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
 	}
 	s.snapshots.Add(added)

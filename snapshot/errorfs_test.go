@@ -2,8 +2,10 @@ package snapshot
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2"
@@ -11,67 +13,135 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
-// TestWALSyncErrorIsFinal injects an error into the sync of Pebble's WAL: the
-// Commit that hits it returns ErrFailed (Pebble treats it as fatal; the store
-// must neither crash the process nor report success), and every later write
-// fails the same way without retrying, while reads go on.
-func TestWALSyncErrorIsFinal(t *testing.T) {
-	var toggle errorfs.Toggle
-	var walOps atomic.Int64 // writes and syncs of Pebble's WAL
-	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
-		if !strings.HasSuffix(op.Path, ".log") {
-			return nil
-		}
-		switch op.Kind {
-		case errorfs.OpFileSync, errorfs.OpFileSyncData, errorfs.OpFileSyncTo, errorfs.OpFileWrite, errorfs.OpFileWriteAt:
-			walOps.Add(1)
-			return toggle.MaybeError(op)
-		}
-		return nil
-	})
-	toggle.Injector = errorfs.ErrInjected
-	fs := errorfs.Wrap(vfs.NewMem(), inj)
-	st, err := Open("s", &Options{FS: fs, Logger: discardLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := st.NewBatch()
-	if err := b.PutSnapshot(testSnapshot("r", 1)); err != nil {
-		t.Fatal(err)
-	}
-	mustCommit(t, b, true)
+// TestFlushFailureIsFinal injects an error into each write or sync of the
+// files a synced Commit's flush writes (a table, the MANIFEST, the
+// directory): the Commit returns ErrFailed carrying it (Pebble, which treats
+// a failed MANIFEST write as fatal, never sees it), every later call fails
+// the same way without touching a file, Close returns at once, and the
+// store reopens with what was durable before.
+func TestFlushFailureIsFinal(t *testing.T) {
+	for _, kind := range []errorfs.OpKind{errorfs.OpFileWrite, errorfs.OpFileSync, errorfs.OpCreate} {
+		for _, suffix := range []string{".sst", "MANIFEST-000001", "MANIFEST-000005", "s"} {
+			t.Run(fmt.Sprintf("%v/%s", kind, suffix), func(t *testing.T) {
+				var after atomic.Int64 // writes after the failure
+				var on atomic.Bool
+				var hit atomic.Bool
+				fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+					// Closing a file handle and the directory lock change no data.
+					if hit.Load() && op.Kind.ReadOrWrite() == errorfs.OpIsWrite && op.Kind != errorfs.OpFileClose && op.Kind != errorfs.OpLock {
+						after.Add(1)
+					}
+					if on.Load() && op.Kind == kind && strings.HasSuffix(op.Path, suffix) && hit.CompareAndSwap(false, true) {
+						return errorfs.ErrInjected
+					}
+					return nil
+				}))
+				st, err := Open("s", &Options{FS: fs, Logger: discardLogger()})
+				if err != nil {
+					t.Fatal(err)
+				}
+				b := st.NewBatch()
+				if err := b.PutSnapshot(testSnapshot("r", 1)); err != nil {
+					t.Fatal(err)
+				}
+				mustCommit(t, b, true)
 
-	toggle.On()
-	b = st.NewBatch()
-	if err := b.PutSnapshot(testSnapshot("r", 2)); err != nil {
-		t.Fatal(err)
+				on.Store(true)
+				for seq := uint64(2); seq < 6 && !hit.Load(); seq++ {
+					b = st.NewBatch()
+					if err := b.PutSnapshot(testSnapshot("r", seq)); err != nil {
+						t.Fatal(err)
+					}
+					err = b.Commit(true)
+					if hit.Load() {
+						if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "injected") {
+							t.Fatalf("Commit whose flush failed = %v, want ErrFailed carrying the injected error", err)
+						}
+					} else if err != nil {
+						t.Fatal(err)
+					}
+				}
+				if !hit.Load() {
+					t.Skipf("no %v of a file ending in %q", kind, suffix)
+				}
+				<-st.Failed()
+				b = st.NewBatch()
+				if err := b.PutMeta("k", []byte("v")); err != nil {
+					t.Fatal(err)
+				}
+				if err := b.Commit(true); !errors.Is(err, ErrFailed) {
+					t.Errorf("Commit after the failure = %v, want the sticky ErrFailed", err)
+				}
+				if err := st.DeleteRun("r"); !errors.Is(err, ErrFailed) {
+					t.Errorf("DeleteRun after the failure = %v, want the sticky ErrFailed", err)
+				}
+				if _, err := st.AtOrBelow("r", 1); !errors.Is(err, ErrFailed) {
+					t.Errorf("read after the failure = %v, want the sticky ErrFailed", err)
+				}
+				if f := st.Stats().Failed; !errors.Is(f, ErrFailed) || errors.Is(f, ErrCorrupt) {
+					t.Errorf("Stats().Failed = %v, want ErrFailed (not corruption)", f)
+				}
+				if err := st.Close(); err != nil {
+					t.Errorf("Close of a failed store: %v", err)
+				}
+				if n := after.Load(); n != 0 {
+					t.Errorf("%d writes reached the files after the failure", n)
+				}
+				hit.Store(false)
+				on.Store(false)
+				again, err := Open("s", &Options{FS: fs, Logger: discardLogger()})
+				if err != nil {
+					t.Fatalf("reopen: %v", err)
+				}
+				defer again.Close()
+				if got, err := again.AtOrBelow("r", 1); err != nil || got.Seq != 1 {
+					t.Errorf("after reopen, the snapshot made durable before the failure = %+v, %v", got, err)
+				}
+			})
+		}
 	}
-	err = b.Commit(true)
-	if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "injected") {
-		t.Fatalf("Commit with a failing WAL = %v, want ErrFailed carrying the injected error", err)
+}
+
+// TestBackgroundFlushFailure fails a write of a flush that Pebble starts on
+// its own goroutine (a full memtable, with unsynced commits): Pebble would
+// call Fatalf there, which no one could recover; the store fails instead.
+func TestBackgroundFlushFailure(t *testing.T) {
+	for _, suffix := range []string{".sst", "MANIFEST-000001"} {
+		var on, hit atomic.Bool
+		fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+			if on.Load() && (op.Kind == errorfs.OpFileSync || op.Kind == errorfs.OpFileWrite) && strings.HasSuffix(op.Path, suffix) && hit.CompareAndSwap(false, true) {
+				return syscall.ENOSPC
+			}
+			return nil
+		}))
+		st, err := Open("s", &Options{FS: fs, Logger: discardLogger(), MemTableSize: 1 << 20})
+		if err != nil {
+			t.Fatal(err)
+		}
+		on.Store(true)
+		big := testSnapshot("r", 1)
+		big.Frame = make([]byte, 64<<10)
+		for seq := uint64(1); !hit.Load() && seq < 1000; seq++ {
+			big.Seq = seq
+			b := st.NewBatch()
+			if err := b.PutSnapshot(big); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.Commit(false); err != nil && !errors.Is(err, ErrFailed) {
+				t.Fatal(err)
+			}
+		}
+		if !hit.Load() {
+			t.Fatalf("%s: no background flush wrote a file", suffix)
+		}
+		<-st.Failed()
+		if f := st.Err(); !errors.Is(f, ErrFailed) || !errors.Is(f, syscall.ENOSPC) {
+			t.Errorf("%s: Err() = %v, want ErrFailed carrying ENOSPC", suffix, f)
+		}
+		if err := st.Close(); err != nil {
+			t.Errorf("%s: Close: %v", suffix, err)
+		}
 	}
-	toggle.Off()
-	before := walOps.Load()
-	b = st.NewBatch()
-	if err := b.PutMeta("k", []byte("v")); err != nil {
-		t.Fatal(err)
-	}
-	if err := b.Commit(true); !errors.Is(err, ErrFailed) {
-		t.Errorf("Commit after a WAL failure = %v, want the sticky ErrFailed", err)
-	}
-	if err := st.DeleteRun("r"); !errors.Is(err, ErrFailed) {
-		t.Errorf("DeleteRun after a WAL failure = %v, want the sticky ErrFailed", err)
-	}
-	if walOps.Load() != before {
-		t.Errorf("writes after the failure reached the WAL")
-	}
-	if got, err := st.AtOrBelow("r", 1); err != nil || got.Seq != 1 {
-		t.Errorf("read after the failure = %+v, %v", got, err)
-	}
-	if f := st.Stats().Failed; !errors.Is(f, ErrFailed) {
-		t.Errorf("Stats().Failed = %v", f)
-	}
-	st.Close()
 }
 
 // TestOpenErrors injects an error into each kind of file operation of a

@@ -13,6 +13,9 @@ import (
 // at Debug (so a default logger stays quiet), its errors at Error.
 type pebbleLogger struct {
 	l *slog.Logger
+	// quiet reports whether the store has failed: its first failure is
+	// logged once by the store, and what Pebble says after it goes to Debug.
+	quiet func() bool
 }
 
 var _ pebble.Logger = pebbleLogger{}
@@ -24,6 +27,10 @@ func (p pebbleLogger) Infof(format string, args ...any) {
 }
 
 func (p pebbleLogger) Errorf(format string, args ...any) {
+	if p.quiet != nil && p.quiet() {
+		p.l.Debug(pebbleMsg(format, args))
+		return
+	}
 	p.l.Error(pebbleMsg(format, args))
 }
 

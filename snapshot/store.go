@@ -83,27 +83,41 @@ type Store struct {
 	db       *pebble.DB
 	dir      string
 	readOnly bool
+	logger   *slog.Logger
+	fence    *fenceFS
 
 	// commitMu serializes writes: the read-modify-write of the snapshot count
 	// in Batch.Commit and DeleteRun happens under it, so snapshots (below)
 	// and the count key in Pebble agree after every commit.
 	commitMu sync.Mutex
 
-	// mu guards closed. Every call holds it shared while it uses db, so Close
-	// (which holds it exclusively) waits for calls in flight and no call
-	// touches db after Close.
+	// mu guards closed and down. Every call holds it shared while it uses
+	// db, so that shutting Pebble down (which holds it exclusively to set
+	// down) waits for calls in flight, and no call touches db afterwards.
 	mu struct {
 		sync.RWMutex
-		closed bool
+		closed bool // Close was called
+		down   bool // Pebble is closing or closed: by Close, or after a failure
 	}
 
-	// failed is the sticky error (wrapping ErrFailed) of a write that Pebble
-	// could not complete; once set, writes return it. Set under commitMu.
-	failed atomic.Pointer[error]
+	// failed is the sticky error (wrapping ErrFailed, and ErrCorrupt when it
+	// is damage) of the first failure; once set, every call but Stats and
+	// Close returns it. failedCh is closed when it is set.
+	failed   atomic.Pointer[error]
+	failedCh chan struct{}
+
+	// pebbleOnce closes db once, in the background (closePebble);
+	// pebbleClosed is closed when that close returns, with pebbleErr set.
+	pebbleOnce   sync.Once
+	pebbleClosed chan struct{}
+	pebbleErr    error
 
 	// snapshots is the number of snapshots in the store, as kept under
 	// keyCount. Written under commitMu; read atomically by Stats.
 	snapshots atomic.Int64
+
+	// dirty is set by a commit not yet flushed, for Close.
+	dirty atomic.Bool
 
 	// Counters since Open, for Stats.
 	batches          atomic.Uint64
@@ -113,6 +127,12 @@ type Store struct {
 	backgroundErrors atomic.Uint64
 	openDuration     time.Duration
 }
+
+// CloseTimeout bounds Close: Pebble's own close waits for the flush or
+// compaction in flight, and a Store gives it this long before it abandons
+// the Pebble instance (its goroutines and its directory lock then live on
+// until the process exits; it writes nothing, being fenced).
+const CloseTimeout = 10 * time.Second
 
 // Stats describe a Store. Getting them is cheap: no scan of the data.
 type Stats struct {
@@ -127,45 +147,63 @@ type Stats struct {
 	PositionsWritten uint64
 	BytesCommitted   uint64
 	// BackgroundErrors counts the errors Pebble reported from its background
-	// work (flushes, compactions) since Open; they are also logged.
+	// work (flushes, compactions) or as data corruption since Open. The
+	// first one fails the store and is logged; later ones are only counted.
 	BackgroundErrors uint64
 	// OpenDuration is how long Open took.
 	OpenDuration time.Duration
 	// Closed reports whether Close was called.
 	Closed bool
-	// Failed is the store's sticky error (wrapping ErrFailed) after a write
-	// Pebble could not complete, or nil.
+	// Failed is the store's sticky error, or nil: it wraps ErrFailed, and
+	// ErrCorrupt too when the failure was damage (Pebble found corruption,
+	// or the caller reported a value that disagrees with its source, Fail).
 	Failed error
 }
 
 // Open opens the store in dir, the Pebble directory (the engine passes
 // <store>/snapshots), creating it with mode 0700 unless opts.ReadOnly. A nil
 // opts means defaults. Open checks the store's format marker and fails with
-// an error wrapping ErrCorrupt if it is not this package's.
+// an error wrapping ErrCorrupt if it is not this package's. A write that
+// fails while Pebble opens makes Open fail with an error wrapping ErrFailed.
 func Open(dir string, opts *Options) (*Store, error) {
 	start := time.Now()
 	o, err := opts.validate()
 	if err != nil {
 		return nil, err
 	}
-	fs := privfs.Wrap(o.FS)
+	s := &Store{dir: dir, readOnly: o.ReadOnly, logger: o.Logger,
+		failedCh: make(chan struct{}), pebbleClosed: make(chan struct{})}
 	// Pebble creates dir (and missing parents) and fsyncs the parents, so
 	// that the directory entries survive a crash; privfs makes them 0700.
-	s := &Store{dir: dir, readOnly: o.ReadOnly}
+	// The fence keeps every write failure from Pebble (see fenceFS).
+	s.fence = newFenceFS(privfs.Wrap(o.FS), func(err error) { s.fail(err) })
 	cache := pebble.NewCache(o.CacheSize)
 	defer cache.Unref()
-	logger := pebbleLogger{l: o.Logger}
+	logger := pebbleLogger{l: o.Logger, quiet: s.isFailed}
 	popts := &pebble.Options{
-		FS:                 fs,
+		FS:                 s.fence,
 		Cache:              cache,
 		MemTableSize:       o.MemTableSize,
 		Logger:             logger,
 		ReadOnly:           o.ReadOnly,
 		FormatMajorVersion: formatMajorVersion,
+		// No WAL of Pebble's own: every batch goes to the memtable only, and
+		// a synced Commit flushes it (see Batch.Commit). What the store holds
+		// is derived from the engine's log, and the engine's checkpoint
+		// records which of its generations the store holds, so a batch lost
+		// in a crash is re-derived; in exchange nothing on the commit path
+		// writes a file, and Pebble's WAL rotation and WAL sync failures
+		// (fatal in Pebble) cannot happen.
+		DisableWAL: true,
+		// Table statistics are loaded on a goroutine of Pebble's that calls
+		// Fatalf when a table's size disagrees with its MANIFEST (a
+		// truncated file): they are only a compaction heuristic here.
+		DisableTableStats: true,
 		EventListener: &pebble.EventListener{
-			BackgroundError: func(err error) {
-				s.backgroundErrors.Add(1)
-				logger.Errorf("background error in %s: %v", dir, err)
+			BackgroundError: func(err error) { s.fail(err) },
+			// Pebble's default for a corruption found by a read is Fatalf.
+			DataCorruption: func(info pebble.DataCorruptionInfo) {
+				s.fail(fmt.Errorf("%w: %s", ErrCorrupt, info))
 			},
 		},
 	}
@@ -173,19 +211,138 @@ func Open(dir string, opts *Options) (*Store, error) {
 	if err != nil {
 		return nil, pebbleErr("opening "+dir, err)
 	}
+	// Under mu: a failure while Pebble opened may be shutting it down.
+	s.mu.Lock()
 	s.db = db
+	s.mu.Unlock()
+	if err := s.Err(); err != nil {
+		s.abandonOpen()
+		return nil, fmt.Errorf("snapshot: opening %s: %w", dir, err)
+	}
 	if err := s.checkFormat(); err != nil {
-		db.Close()
+		s.abandonOpen()
 		return nil, err
 	}
 	n, err := s.loadCount()
 	if err != nil {
-		db.Close()
+		s.abandonOpen()
 		return nil, err
+	}
+	if err := s.Err(); err != nil {
+		s.abandonOpen()
+		return nil, fmt.Errorf("snapshot: opening %s: %w", dir, err)
 	}
 	s.snapshots.Store(n)
 	s.openDuration = time.Since(start)
 	return s, nil
+}
+
+// abandonOpen closes Pebble after Open found it unusable.
+func (s *Store) abandonOpen() {
+	s.mu.Lock()
+	s.mu.closed, s.mu.down = true, true
+	s.mu.Unlock()
+	if err := s.waitPebble(); err != nil {
+		s.logger.Debug("snapshot: closing a store that failed to open", "dir", s.dir, "err", err)
+	}
+}
+
+// Err returns the store's sticky failure (see Stats.Failed), or nil.
+func (s *Store) Err() error {
+	if f := s.failed.Load(); f != nil {
+		return *f
+	}
+	return nil
+}
+
+func (s *Store) isFailed() bool { return s.failed.Load() != nil }
+
+// Failed returns a channel that is closed when the store fails.
+func (s *Store) Failed() <-chan struct{} { return s.failedCh }
+
+// Fail marks the store failed because of err, damage found by the caller:
+// a value that disagrees with what it was derived from. It is ErrCorrupt
+// for the store's sticky error whatever err is. Nothing more is read from
+// or written to the store; Pebble is closed in the background.
+func (s *Store) Fail(err error) {
+	if !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	s.fail(err)
+}
+
+// fail makes err the store's sticky failure, unless it already has one, in
+// which case err is only counted. The first failure is logged once, fences
+// Pebble off from its files (nothing more is written: what is on disk stays
+// a state Pebble's recovery opens) and closes Pebble in the background:
+// nothing more is read from it either, and none of its background work
+// (a compaction that keeps meeting a damaged table) goes on.
+func (s *Store) fail(err error) {
+	s.backgroundErrors.Add(1)
+	e := fmt.Errorf("%w: %s: %w", ErrFailed, s.dir, err)
+	if !s.failed.CompareAndSwap(nil, &e) {
+		s.logger.Debug("snapshot: later error of a failed store", "dir", s.dir, "err", err)
+		return
+	}
+	close(s.failedCh)
+	s.logger.Error("snapshot: store failed; it is fenced off and closed, and answers nothing more", "dir", s.dir, "err", err)
+	if s.fence != nil {
+		s.fence.Trip(err)
+	}
+	go s.shutdown()
+}
+
+// shutdown closes Pebble once the calls in flight have returned. During
+// Open (db not set yet) it only marks the store down: Open sees the failure
+// and closes Pebble itself.
+func (s *Store) shutdown() {
+	s.mu.Lock()
+	s.mu.down = true
+	opened := s.db != nil
+	s.mu.Unlock()
+	if opened {
+		s.closePebble()
+	}
+}
+
+// closePebble starts closing Pebble, once. The caller holds no lock and has
+// set mu.down (under mu), so that no call uses db any more.
+func (s *Store) closePebble() {
+	s.pebbleOnce.Do(func() {
+		if s.db == nil {
+			close(s.pebbleClosed)
+			return
+		}
+		go func() {
+			defer close(s.pebbleClosed)
+			defer func() {
+				// A Pebble that failed may find its own state inconsistent
+				// while closing (a failed fsync it was told succeeded);
+				// its close panics on this goroutine, not the caller's.
+				if r := recover(); r != nil {
+					s.pebbleErr = fmt.Errorf("snapshot: closing %s: %v", s.dir, r)
+				}
+			}()
+			if err := s.db.Close(); err != nil {
+				s.pebbleErr = fmt.Errorf("snapshot: closing %s: %w", s.dir, err)
+			}
+		}()
+	})
+}
+
+// waitPebble closes Pebble and waits for it, at most CloseTimeout.
+func (s *Store) waitPebble() error {
+	s.closePebble()
+	t := time.NewTimer(CloseTimeout)
+	defer t.Stop()
+	select {
+	case <-s.pebbleClosed:
+		return s.pebbleErr
+	case <-t.C:
+		err := fmt.Errorf("snapshot: closing %s: Pebble did not close within %v; abandoned (it writes nothing more)", s.dir, CloseTimeout)
+		s.logger.Error(err.Error())
+		return err
+	}
 }
 
 // pebbleErr wraps an error from Pebble with what was being done, and with
@@ -270,7 +427,7 @@ func (s *Store) checkFormat() error {
 	if err := b.Set(keyFormat, want, nil); err != nil {
 		return fmt.Errorf("snapshot: %s: writing the format marker: %w", s.dir, err)
 	}
-	if err := s.apply(b, pebble.Sync); err != nil {
+	if err := s.commit(b, true); err != nil {
 		return fmt.Errorf("snapshot: %s: writing the format marker: %w", s.dir, err)
 	}
 	return nil
@@ -291,14 +448,31 @@ func (s *Store) loadCount() (int64, error) {
 	return int64(binary.BigEndian.Uint64(val)), nil
 }
 
-// acquire holds s.mu shared for a call; release with s.mu.RUnlock.
+// acquire holds s.mu shared for a call; release with s.mu.RUnlock. A
+// closed or failed store is not acquired: the error says why.
 func (s *Store) acquire() error {
 	s.mu.RLock()
 	if s.mu.closed {
 		s.mu.RUnlock()
 		return ErrClosed
 	}
+	if err := s.Err(); err != nil || s.mu.down {
+		s.mu.RUnlock()
+		if err == nil {
+			err = ErrClosed
+		}
+		return err
+	}
 	return nil
+}
+
+// readErr reports err, met reading from Pebble, as the store's failure if
+// it is one (anything but ErrNotFound and a bad argument), and returns it.
+func (s *Store) readErr(err error) error {
+	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrFailed) {
+		s.fail(err)
+	}
+	return err
 }
 
 // AtOrBelow returns the run's snapshot with the greatest Seq <= seq, or an
@@ -352,7 +526,7 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 		err = pebbleErr("reading snapshots", ierr)
 	}
 	if err != nil {
-		return nil, err
+		return nil, s.readErr(err)
 	}
 	if !found {
 		return nil, ErrNotFound
@@ -384,12 +558,12 @@ func (s *Store) Snapshots(runID string) ([]uint64, error) {
 		}
 		if perr != nil {
 			it.Close()
-			return nil, perr
+			return nil, s.readErr(perr)
 		}
 		seqs = append(seqs, seq)
 	}
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
-		return nil, pebbleErr(fmt.Sprintf("listing run %q", runID), err)
+		return nil, s.readErr(pebbleErr(fmt.Sprintf("listing run %q", runID), err))
 	}
 	return seqs, nil
 }
@@ -444,7 +618,7 @@ func (s *Store) Positions(runID string, from, to uint64) ([]Pos, error) {
 		ferr = pebbleErr(fmt.Sprintf("reading positions of run %q", runID), ierr)
 	}
 	if ferr != nil {
-		return nil, ferr
+		return nil, s.readErr(ferr)
 	}
 	// The seqs read are from, from+1, ..., next-1 with none skipped; the range
 	// is whole when the last one read is to. (next itself may have wrapped
@@ -470,7 +644,7 @@ func (s *Store) Meta(key string) ([]byte, error) {
 		return nil, fmt.Errorf("%w: meta key %q", ErrNotFound, key)
 	}
 	if err != nil {
-		return nil, pebbleErr(fmt.Sprintf("meta key %q", key), err)
+		return nil, s.readErr(pebbleErr(fmt.Sprintf("meta key %q", key), err))
 	}
 	defer closer.Close()
 	return append([]byte{}, val...), nil
@@ -518,27 +692,65 @@ func (s *Store) DeleteRun(runID string) error {
 	); err != nil {
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
-	if err := s.apply(b, pebble.Sync); err != nil {
+	if err := s.commit(b, true); err != nil {
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
 	s.snapshots.Add(-n)
 	return nil
 }
 
+// commit writes pb into Pebble's memtable and, with sync, flushes the
+// memtable, which makes pb and everything committed before it durable
+// (Pebble has no WAL here: see Open). The caller holds commitMu and has
+// acquired s.
+func (s *Store) commit(pb *pebble.Batch, sync bool) error {
+	if err := s.apply(pb); err != nil {
+		return err
+	}
+	s.dirty.Store(true)
+	if !sync {
+		return nil
+	}
+	return s.flush()
+}
+
 // apply commits pb to Pebble, turning a Pebble failure panic on this
-// goroutine (a failed WAL write or sync, a failed directory sync when the WAL
-// rotates) into the store's sticky ErrFailed. The caller holds commitMu.
-func (s *Store) apply(pb *pebble.Batch, opts *pebble.WriteOptions) (err error) {
-	if f := s.failed.Load(); f != nil {
-		return *f
+// goroutine into the store's sticky ErrFailed. With Pebble's WAL disabled a
+// commit writes no file, but a full memtable makes it wait for a flush.
+func (s *Store) apply(pb *pebble.Batch) (err error) {
+	if err := s.Err(); err != nil {
+		return err
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%s: %w", s.dir, pebbleFailure(r))
-			s.failed.Store(&err)
+			s.fail(pebbleFailure(r))
+			err = s.Err()
 		}
 	}()
-	return pb.Commit(opts)
+	if err := pb.Commit(pebble.NoSync); err != nil {
+		s.fail(err)
+		return s.Err()
+	}
+	return nil
+}
+
+// flush writes Pebble's memtable to a table and syncs it and the MANIFEST.
+// It returns once that is done, or at once when the store fails meanwhile
+// (the flush itself then runs against the fence and ends on its own). The
+// caller has acquired s.
+func (s *Store) flush() error {
+	s.dirty.Store(false)
+	done, err := s.db.AsyncFlush()
+	if err != nil {
+		s.fail(err)
+		return s.Err()
+	}
+	select {
+	case <-done:
+	case <-s.failedCh:
+	}
+	// A failure the fence hid from Pebble during the flush is the store's.
+	return s.Err()
 }
 
 func setCount(b *pebble.Batch, n int64) error {
@@ -555,31 +767,49 @@ func (s *Store) Stats() Stats {
 		BytesCommitted:   s.bytesCommitted.Load(),
 		BackgroundErrors: s.backgroundErrors.Load(),
 		OpenDuration:     s.openDuration,
+		Failed:           s.Err(),
 	}
-	if f := s.failed.Load(); f != nil {
-		st.Failed = *f
-	}
-	if s.acquire() != nil {
-		st.Closed = true
-		return st
-	}
+	s.mu.RLock()
 	defer s.mu.RUnlock()
-	st.DiskBytes = s.db.Metrics().DiskSpaceUsage()
+	st.Closed = s.mu.closed
+	if !s.mu.closed && !s.mu.down && st.Failed == nil {
+		st.DiskBytes = s.db.Metrics().DiskSpaceUsage()
+	}
 	return st
 }
 
-// Close flushes nothing extra (every Commit already went through Pebble's
-// WAL) and closes the store, waiting for calls in flight. Calls after Close
-// return ErrClosed; a second Close returns ErrClosed.
+// Close makes what was committed durable (it flushes Pebble's memtable, as
+// a synced Commit does), closes the store and waits for calls in flight.
+// It returns within about CloseTimeout whatever Pebble does. Calls after
+// Close return ErrClosed; a second Close returns ErrClosed. Closing a failed
+// store flushes nothing, and reports only the failure to close.
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	if s.mu.closed {
+		s.mu.Unlock()
 		return ErrClosed
 	}
 	s.mu.closed = true
-	if err := s.db.Close(); err != nil {
-		return fmt.Errorf("snapshot: closing %s: %w", s.dir, err)
+	var ferr error
+	if !s.mu.down && !s.readOnly && s.Err() == nil && s.dirty.Load() {
+		s.commitMu.Lock()
+		ferr = s.flush()
+		s.commitMu.Unlock()
 	}
-	return nil
+	s.mu.down = true
+	failed := s.Err() != nil
+	s.mu.Unlock()
+	err := s.waitPebble()
+	if failed {
+		if err != nil {
+			s.logger.Debug("snapshot: closing a failed store", "dir", s.dir, "err", err)
+		}
+		if ferr != nil || err == nil {
+			return nil
+		}
+	}
+	if ferr != nil {
+		return fmt.Errorf("snapshot: closing %s: %w", s.dir, ferr)
+	}
+	return err
 }

@@ -498,15 +498,28 @@ func TestCorruptValueInStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.Close()
-	st2, err := Open("s", &Options{FS: memfs})
+	// A damaged value fails the store: it answers nothing more, with the
+	// damage as its sticky error. Each read gets a fresh Open.
+	st2, err := Open("s", &Options{FS: memfs, Logger: discardLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st2.Close()
 	if _, err := st2.AtOrBelow("r", 9); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `run "r" seq 7`) {
 		t.Errorf("AtOrBelow over a damaged value = %v, want ErrCorrupt naming run r seq 7", err)
 	}
-	if _, err := st2.Positions("r", 1, 1); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `run "r" seq 1`) {
+	if _, err := st2.Meta("x"); !errors.Is(err, ErrCorrupt) || !errors.Is(err, ErrFailed) {
+		t.Errorf("a read after the damage = %v, want the sticky failure", err)
+	}
+	if f := st2.Stats().Failed; !errors.Is(f, ErrCorrupt) {
+		t.Errorf("Stats().Failed = %v, want ErrCorrupt", f)
+	}
+	st2.Close()
+	st3, err := Open("s", &Options{FS: memfs, Logger: discardLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st3.Close()
+	if _, err := st3.Positions("r", 1, 1); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `run "r" seq 1`) {
 		t.Errorf("Positions over a damaged value = %v, want ErrCorrupt naming run r seq 1", err)
 	}
 }
