@@ -107,12 +107,12 @@ func (db *DB) sweep() {
 // runSnapshot writes one snapshot of r into Pebble, with the log positions
 // of its atoms since the last one.
 func (db *DB) runSnapshot(r *Run) {
-	snaps, err := db.snapshots(context.Background())
+	snaps, _ := db.usableSnapshots(context.Background())
 	r.mu.Lock()
 	r.mu.snapQueued = false
 	r.mu.Unlock()
-	if err != nil {
-		return // reported once by openSnapshots; restart replays more instead
+	if snaps == nil {
+		return // out of use, reported once (Stats.SnapshotStore); StateAt reads the log
 	}
 	c, err := r.capture(db, false)
 	if err != nil {
@@ -130,8 +130,10 @@ func (db *DB) runSnapshot(r *Run) {
 	// Unsynced: the next engine checkpoint's synced batch makes it durable,
 	// and until then the log still holds everything.
 	if err := b.Commit(false); err != nil {
-		db.setBackgroundErr(fmt.Errorf("engine: snapshot of run %q at seq %d: %w", r.id, c.seq, err))
-		return
+		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
+			db.setBackgroundErr(fmt.Errorf("engine: snapshot of run %q at seq %d: %w", r.id, c.seq, err))
+		}
+		return // the store's failure is its sticky error, logged once
 	}
 	r.captured(c)
 	db.counters.snapshots.Add(1)
@@ -266,7 +268,10 @@ func (db *DB) checkpoint(final bool) error {
 	if err := db.dirsDurable(); err != nil {
 		return fmt.Errorf("engine: no checkpoint: %w", err)
 	}
-	snaps, err := db.snapshots(context.Background())
+	// Without a usable snapshot store the checkpoint goes on without its
+	// batch: CHECKPOINT then names a generation the store lacks, and the next
+	// Open re-indexes the log into it (checkSnapshotGen).
+	snaps, err := db.usableSnapshots(context.Background())
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: %w", err)
 	}
@@ -306,7 +311,11 @@ func (db *DB) checkpoint(final bool) error {
 	db.tailBytes.Store(0)
 	runs := db.runList()
 	caps := make([]*capturedRun, 0, len(runs))
-	b := snaps.NewBatch()
+	var b *snapshot.Batch
+	if snaps != nil {
+		b = snaps.NewBatch()
+		defer b.Discard()
+	}
 	for _, r := range runs {
 		if r.waitCreated(context.Background()) != nil {
 			continue
@@ -321,8 +330,10 @@ func (db *DB) checkpoint(final bool) error {
 				return err
 			}
 		}
-		if err := c.addTo(b); err != nil {
-			return err
+		if b != nil {
+			if err := c.addTo(b); err != nil {
+				return err
+			}
 		}
 		caps = append(caps, c)
 	}
@@ -331,14 +342,26 @@ func (db *DB) checkpoint(final bool) error {
 			return err
 		}
 	}
-	if err := putSnapshotGen(b, gen); err != nil {
-		return err
-	}
-	if err := b.Commit(!db.opts.NoSync); err != nil {
-		return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
+	stored := false // the snapshot store holds the batch of gen
+	if b != nil {
+		if err := putSnapshotGen(b, gen); err != nil {
+			return err
+		}
+		err := b.Commit(!db.opts.NoSync)
+		switch {
+		case err == nil:
+			stored = true
+		case errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed):
+			// The store failed (its sticky error, logged once): the
+			// checkpoint goes on without it.
+		default:
+			return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
+		}
 	}
 	for _, c := range caps {
-		c.run.captured(c)
+		if stored {
+			c.run.captured(c)
+		}
 		c.run.mu.Lock()
 		if c.meta.frameSeq > c.run.mu.frameSeq {
 			c.run.mu.frameSeq = c.meta.frameSeq

@@ -139,6 +139,7 @@ type DB struct {
 	counters struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
 		framesRebuilt                                          atomic.Int64
+		snapMismatches                                         atomic.Int64 // snapshotMismatch
 	}
 	// ledgerRebuilt says why the ledger table was rebuilt from the log;
 	// set before ledgerReady is closed.

@@ -943,18 +943,10 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 		return nil, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, r.id, seq, last)
 	}
 	if !inMem {
-		snaps, err := db.snapshots(ctx)
-		if err != nil {
+		var err error
+		if pos, err = r.atomPosition(ctx, seq); err != nil {
 			return nil, err
 		}
-		sp, err := snaps.Positions(r.id, seq, seq)
-		if err != nil {
-			return nil, fmt.Errorf("engine: run %q: atom index at %d: %w", r.id, seq, err)
-		}
-		if len(sp) != 1 {
-			return nil, fmt.Errorf("engine: run %q: the atom index has no position for seq %d", r.id, seq)
-		}
-		pos = wal.Pos{Segment: sp[0].Segment, Offset: sp[0].Offset}
 	}
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err

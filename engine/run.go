@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -10,7 +9,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
-	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -45,7 +43,11 @@ type Run struct {
 		frameHead  chain.Hash
 		indexedSeq uint64    // atoms up to here have their log position in Pebble
 		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
-		snapSeq    uint64    // latest snapshot handed to Pebble
+		// scanned holds the positions of atoms 1..len(scanned), found by a
+		// scan of the log when the snapshot store could not give them
+		// (scannedPositions). Replaced, never changed in place.
+		scanned []wal.Pos
+		snapSeq uint64 // latest snapshot handed to Pebble
 		// windowFirst is the snapshot the retention policy keeps for the
 		// current window (see snapshotSpan); after a restart, the latest.
 		windowFirst uint64
@@ -344,7 +346,10 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err err
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq
-// plus the deltas after it. seq 0 is the empty frame.
+// plus the deltas after it, every value of the snapshot store checked
+// against the log; or, when the store cannot serve it (failed, missing,
+// damaged), the deltas of atoms 1..seq from the log. seq 0 is the empty
+// frame.
 func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
@@ -368,61 +373,11 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	if seq == 0 {
 		return newFrame(), nil
 	}
-
-	snaps, err := r.db.snapshots(ctx)
-	if err != nil {
-		return nil, err
+	f, ok, err := r.stateFromSnapshot(ctx, seq, indexed, mem)
+	if err != nil || ok {
+		return f, err
 	}
-	f, base := newFrame(), uint64(0)
-	s, err := snaps.AtOrBelow(r.id, seq)
-	switch {
-	case err == nil:
-		if f, err = r.db.decodeFrame(s.Frame, "snapshot of run "+r.id); err != nil {
-			return nil, err
-		}
-		base = s.Seq
-	case errors.Is(err, snapshot.ErrNotFound):
-	default:
-		return nil, fmt.Errorf("engine: run %q: snapshot at or below %d: %w", r.id, seq, err)
-	}
-	// Positions of base+1..seq: those up to indexed are in Pebble, the rest
-	// in memory (positions[i] is the atom indexed+1+i).
-	var pos []wal.Pos
-	if hi := min(seq, indexed); base < hi {
-		sp, err := snaps.Positions(r.id, base+1, hi)
-		if err != nil {
-			return nil, fmt.Errorf("engine: run %q: atom index %d..%d: %w", r.id, base+1, hi, err)
-		}
-		for _, p := range sp {
-			pos = append(pos, wal.Pos{Segment: p.Segment, Offset: p.Offset})
-		}
-	}
-	for s := max(base, indexed) + 1; s <= seq; s++ {
-		i := s - indexed - 1
-		if i >= uint64(len(mem)) {
-			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
-		}
-		pos = append(pos, mem[i])
-	}
-	for i, p := range pos {
-		want := base + 1 + uint64(i)
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		rec, err := r.db.log.ReadAt(p)
-		if err != nil {
-			return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, want, err)
-		}
-		a, err := decodeAtomRecord(rec)
-		if err != nil || rec[0] != kindAtom || a.run != r.id || a.seq != want {
-			return nil, &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: want,
-				Reason: fmt.Sprintf("the atom index points at %v, which holds no atom of this run and seq", p)}
-		}
-		if err := r.db.applyAtomBody(f, r.id, want, a.body); err != nil {
-			return nil, err
-		}
-	}
-	return f, nil
+	return r.stateFromLog(ctx, seq, indexed, mem)
 }
 
 // Begin starts the next atom of the run, at seq LastSeq+1. Only one atom

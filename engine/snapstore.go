@@ -3,12 +3,31 @@ package engine
 // The snapshot store's lifecycle: Pebble opens in the background, is
 // checked against CHECKPOINT's generation, and is rebuilt from the log
 // when it is damaged or older than the checkpoint.
+//
+// The store is derived: the log holds everything in it. So no failure of it
+// stops the engine. If it cannot be opened (or rebuilt), or fails while in
+// use, snapshots stop, StateAt is served from the log (snapread.go),
+// commits go on, Stats.SnapshotStore says why, and:
+//   - a store that failed a write is kept: what is on disk is a state
+//     Pebble's recovery opens (package snapshot's fence), older than the
+//     CHECKPOINT that Close still writes, so the next Open re-indexes the
+//     log into it;
+//   - a store found damaged (by Pebble, or by the engine's checks against
+//     the log) is moved aside by Close, and the next Open builds a new one;
+//   - one that fails to open is moved aside at once and rebuilt, unless the
+//     failure is I/O (an errno, a failed write) or a newer format: those are
+//     reported and left, and the next Open tries again.
+// One moved-aside copy is kept, for inspection (snapshots.broken-<time>);
+// moving another aside removes the older one, so that repeated failures do
+// not fill the disk.
 
 import (
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
+	"syscall"
 	"time"
 
 	"github.com/continuumdb/continuum/snapshot"
@@ -19,11 +38,10 @@ func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
 	dir := db.path(snapshotsDir)
 	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
-	if err != nil && (errors.Is(err, snapshot.ErrCorrupt) || notExist(err)) && !errors.Is(err, snapshot.ErrNewerFormat) {
+	if err != nil && rebuildable(err) {
 		// Pebble holds only what the log can rebuild: snapshots and the atom
 		// index. Keep the damaged directory for inspection, start a fresh
-		// one and re-index the log into it. Other errors (I/O, a newer
-		// format) are reported, never rebuilt over.
+		// one and re-index the log into it.
 		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
 		s, err = db.rebuildSnapshots(dir, err)
 	}
@@ -35,10 +53,46 @@ func (db *DB) openSnapshots() {
 	}
 	if err != nil {
 		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
-		db.logger.Error("engine: snapshots unavailable", "err", err)
+		db.logger.Error("engine: snapshot store unavailable; snapshots stop and StateAt reads the log until the next Open", "err", err)
 		return
 	}
 	db.snap = s
+}
+
+// rebuildable reports whether a snapshot store that failed to open with err
+// is rebuilt from the log: it is damaged or missing, or Pebble refused its
+// files for any other reason than I/O or a newer format.
+func rebuildable(err error) bool {
+	if errors.Is(err, snapshot.ErrNewerFormat) || errors.Is(err, snapshot.ErrFailed) || errors.Is(err, ErrClosed) {
+		return false
+	}
+	var errno syscall.Errno
+	return !errors.As(err, &errno) || errors.Is(err, syscall.ENOENT)
+}
+
+// moveSnapshotsAside renames the snapshot store's directory dir to a
+// snapshots.broken-<time> beside it, after removing any older such copy,
+// and syncs the store directory.
+func (db *DB) moveSnapshotsAside(dir string) (string, error) {
+	if names, err := db.fs.List(db.dir); err == nil {
+		for _, n := range names {
+			if strings.HasPrefix(n, snapshotsDir+".broken-") {
+				if err := db.fs.RemoveAll(db.path(n)); err != nil {
+					db.logger.Warn("engine: remove an old copy of the snapshot store", "dir", db.path(n), "err", err)
+				}
+			}
+		}
+	}
+	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
+	if err := db.fs.Rename(dir, aside); err != nil {
+		return "", err
+	}
+	if !db.opts.NoSync {
+		if err := syncDir(db.fs, db.dir); err != nil {
+			return "", err
+		}
+	}
+	return aside, nil
 }
 
 // checkSnapshotGen re-indexes the log into s if s is older than the engine
@@ -91,14 +145,9 @@ func putSnapshotGen(b *snapshot.Batch, gen uint64) error {
 // rebuilds the atom index from the log into a new one. It waits for the
 // recovery of Open, which it needs to know the runs.
 func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error) {
-	aside := fmt.Sprintf("%s.broken-%d", dir, time.Now().UnixNano())
-	if err := db.fs.Rename(dir, aside); err != nil {
+	aside, err := db.moveSnapshotsAside(dir)
+	if err != nil {
 		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
-	}
-	if !db.opts.NoSync {
-		if err := syncDir(db.fs, db.dir); err != nil {
-			return nil, err
-		}
 	}
 	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
 	if err != nil {
@@ -172,10 +221,22 @@ func (db *DB) closeSnapshots() error {
 		close(db.snapReady)
 	})
 	<-db.snapReady
-	if db.snap != nil {
-		return db.snap.Close()
+	if db.snap == nil {
+		return nil
 	}
-	return nil
+	// Closing a failed store reports nothing (Stats.SnapshotStore did) and
+	// returns within snapshot.CloseTimeout.
+	err := db.snap.Close()
+	if f := db.snap.Err(); errors.Is(f, snapshot.ErrCorrupt) {
+		// Damaged: the next Open builds a new store from the log.
+		dir := db.path(snapshotsDir)
+		if aside, merr := db.moveSnapshotsAside(dir); merr != nil {
+			db.logger.Warn("engine: could not move the damaged snapshot store aside; the next Open re-checks it", "dir", dir, "err", merr)
+		} else {
+			db.logger.Warn("engine: damaged snapshot store moved aside; the next Open rebuilds it from the log", "old", aside)
+		}
+	}
+	return err
 }
 
 // startSnapshots starts opening Pebble, once.

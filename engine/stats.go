@@ -32,6 +32,15 @@ type Stats struct {
 	// created (the log's runs were used); "" if it agreed or was not
 	// compared.
 	CheckpointMismatch string
+	// SnapshotStore is why the snapshot store is out of use, or nil: it
+	// failed to open, or failed since (a failed write, damage, a value
+	// that disagreed with the log). Snapshots then stop, StateAt is served
+	// from the log, commits go on, and the next Open rebuilds the store.
+	SnapshotStore error
+	// SnapshotMismatches counts values of the snapshot store that
+	// disagreed with the log since Open (each is ignored and served from
+	// the log; the first fails the store).
+	SnapshotMismatches int64
 }
 
 // Stats returns the DB's counters.
@@ -57,5 +66,7 @@ func (db *DB) Stats() Stats {
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
 
 		CheckpointMismatch: db.registryMismatch(),
+		SnapshotStore:      db.snapshotStoreErr(),
+		SnapshotMismatches: db.counters.snapMismatches.Load(),
 	}
 }

@@ -1,0 +1,325 @@
+package engine
+
+// Reading through the snapshot store, which is derived from the log and may
+// be damaged, stale, missing or failed: every value it gives is checked
+// against the log before use, and whatever it cannot give is found in the
+// log itself.
+//
+//   - A snapshot at seq s is used only if the atom record at s (found
+//     through the atom index, whose every position is checked) is of the
+//     same run and seq and carries the same chain head, and its frame
+//     decodes. The value's checksum covers its run and seq (package
+//     snapshot's format).
+//   - A position from the atom index is used only if the record it points
+//     at is an atom record of that run and seq.
+//   - On any mismatch the engine serves from the log, counts the mismatch
+//     (Stats.SnapshotMismatches), logs the first one, and fails the store
+//     (snapshot.Store.Fail): snapshots stop until the next Open, which
+//     rebuilds the store from the log.
+//   - Without a usable store (it failed to open, it failed since, it is
+//     rebuilding), the positions of a run's atoms come from memory (those
+//     since its last checkpoint) and from one scan of the log, kept for the
+//     run's later calls.
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/snapshot"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// usableSnapshots waits for the snapshot store to open and returns it, or
+// nil if there is none to use: it failed to open or has failed since. Only
+// ctx's end is an error.
+func (db *DB) usableSnapshots(ctx context.Context) (*snapshot.Store, error) {
+	s, err := db.snapshots(ctx)
+	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
+		return nil, ctxErr
+	}
+	if err != nil || s == nil || s.Err() != nil {
+		return nil, nil
+	}
+	return s, nil
+}
+
+// snapshotStoreErr returns why the snapshot store is not in use, or nil if
+// it is (or is still opening).
+func (db *DB) snapshotStoreErr() error {
+	select {
+	case <-db.snapReady:
+	default:
+		return nil
+	}
+	if db.snapErr != nil {
+		if errors.Is(db.snapErr, ErrClosed) {
+			return nil
+		}
+		return db.snapErr
+	}
+	if db.snap != nil {
+		return db.snap.Err()
+	}
+	return nil
+}
+
+// snapshotMismatch reports a value of s that disagrees with the log: it is
+// counted, the first one is logged, and s fails (snapshots stop; the next
+// Open rebuilds the store).
+func (db *DB) snapshotMismatch(s *snapshot.Store, run string, seq uint64, err error) {
+	n := db.counters.snapMismatches.Add(1)
+	if n == 1 {
+		db.logger.Error("engine: the snapshot store disagrees with the log; serving from the log, snapshots stop, and the next Open rebuilds the store",
+			"run", run, "seq", seq, "err", err)
+	} else {
+		db.logger.Debug("engine: snapshot store mismatch", "run", run, "seq", seq, "err", err)
+	}
+	s.Fail(fmt.Errorf("run %q seq %d: %w", run, seq, err))
+}
+
+// errNotThisAtom is the mismatch of a position that points at a record
+// other than the atom it is meant for.
+var errNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
+
+// readAtom reads the atom record at p and checks that it is run's atom at
+// seq.
+func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*atomRecord, error) {
+	rec, err := db.log.ReadAt(p)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec) == 0 || rec[0] != kindAtom {
+		return nil, fmt.Errorf("%w: %v holds no atom record", errNotThisAtom, p)
+	}
+	a, err := decodeAtomRecord(rec)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
+	}
+	if a.run != run || a.seq != seq {
+		return nil, fmt.Errorf("%w: %v holds run %q seq %d", errNotThisAtom, p, a.run, a.seq)
+	}
+	return a, nil
+}
+
+// stateFromSnapshot builds frame(seq) from the nearest snapshot at or below
+// seq and the deltas after it, checking each value against the log. ok is
+// false when the store cannot serve it (none usable, or a value failed its
+// check, which is reported); err is set only for ctx's end or damage of the
+// log itself.
+func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []wal.Pos) (f *frame.Frame, ok bool, err error) {
+	db := r.db
+	snaps, err := db.usableSnapshots(ctx)
+	if snaps == nil || err != nil {
+		return nil, false, err
+	}
+	mismatch := func(at uint64, err error) (*frame.Frame, bool, error) {
+		db.snapshotMismatch(snaps, r.id, at, err)
+		return nil, false, nil
+	}
+	var snap *snapshot.Snapshot
+	base := uint64(0)
+	s, err := snaps.AtOrBelow(r.id, seq)
+	switch {
+	case err == nil:
+		snap, base = s, s.Seq
+		if base == 0 || base > seq {
+			return mismatch(base, fmt.Errorf("a snapshot at seq %d answers for seq %d", base, seq))
+		}
+	case errors.Is(err, snapshot.ErrNotFound):
+	default:
+		return mismatch(seq, err)
+	}
+	// Positions of base..seq (base itself to check the snapshot's head):
+	// those up to indexed are in the store, the rest in memory
+	// (mem[i] is the atom indexed+1+i).
+	from := max(base, 1)
+	var pos []wal.Pos
+	if hi := min(seq, indexed); from <= hi {
+		sp, err := snaps.Positions(r.id, from, hi)
+		if err != nil {
+			return mismatch(from, fmt.Errorf("atom index %d..%d: %w", from, hi, err))
+		}
+		for _, p := range sp {
+			pos = append(pos, wal.Pos{Segment: p.Segment, Offset: p.Offset})
+		}
+	}
+	for s := max(from, indexed+1); s <= seq; s++ {
+		i := s - indexed - 1
+		if i >= uint64(len(mem)) {
+			return nil, false, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
+		}
+		pos = append(pos, mem[i])
+	}
+	f = newFrame()
+	for i, p := range pos {
+		at := from + uint64(i)
+		if err := ctx.Err(); err != nil {
+			return nil, false, err
+		}
+		a, err := db.readAtom(p, r.id, at)
+		if err != nil {
+			if at <= indexed {
+				return mismatch(at, fmt.Errorf("atom index: %w", err))
+			}
+			return nil, false, fmt.Errorf("engine: run %q seq %d: %w", r.id, at, err)
+		}
+		if snap != nil && at == base {
+			if chain.Hash(snap.Head) != a.head {
+				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.head[:8]))
+			}
+			if f, err = db.decodeFrame(snap.Frame, "snapshot of run "+r.id); err != nil {
+				return mismatch(base, err)
+			}
+			continue
+		}
+		if err := db.applyAtomBody(f, r.id, at, a.body); err != nil {
+			return nil, false, err
+		}
+	}
+	return f, true, nil
+}
+
+// stateFromLog builds frame(seq) from the deltas of atoms 1..seq, whose
+// positions come from memory (after indexed) and from a scan of the log.
+func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.Pos) (*frame.Frame, error) {
+	db := r.db
+	pos, err := r.scannedPositions(ctx, min(seq, indexed))
+	if err != nil {
+		return nil, err
+	}
+	for s := indexed + 1; s <= seq; s++ {
+		i := s - indexed - 1
+		if i >= uint64(len(mem)) {
+			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
+		}
+		pos = append(pos, mem[i])
+	}
+	f := newFrame()
+	for i, p := range pos {
+		at := uint64(i) + 1
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		a, err := db.readAtom(p, r.id, at)
+		if errors.Is(err, errNotThisAtom) {
+			return nil, &CorruptionError{File: db.path(walDir), Run: r.id, Seq: at, Reason: err.Error()}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, at, err)
+		}
+		if err := db.applyAtomBody(f, r.id, at, a.body); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// scannedPositions returns the log positions of the run's atoms 1..n,
+// scanning the log for them the first time (the scan is kept: a committed
+// atom never moves). The caller owns the returned slice.
+func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error) {
+	if n == 0 {
+		return nil, nil
+	}
+	r.mu.Lock()
+	have := r.mu.scanned
+	r.mu.Unlock()
+	if uint64(len(have)) >= n {
+		return append([]wal.Pos(nil), have[:n]...), nil
+	}
+	pos, err := r.db.scanAtomPositions(ctx, r.id, n)
+	if err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	if len(pos) > len(r.mu.scanned) {
+		r.mu.scanned = pos
+	}
+	r.mu.Unlock()
+	return append([]wal.Pos(nil), pos[:n]...), nil
+}
+
+// scanAtomPositions reads the log from its start for the positions of run's
+// atoms 1..n: for each seq, the first atom record of the run at that seq,
+// as recovery takes it.
+func (db *DB) scanAtomPositions(ctx context.Context, run string, n uint64) ([]wal.Pos, error) {
+	rd, err := db.log.NewReader(wal.Pos{})
+	if err != nil {
+		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
+	}
+	defer rd.Close()
+	pos := make([]wal.Pos, 0, min(n, 1<<16))
+	for i := 0; uint64(len(pos)) < n && rd.Next(); i++ {
+		if i%4096 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		rec := rd.Record()
+		if len(rec) == 0 || rec[0] != kindAtom || !atomOfRun(rec, run) {
+			continue
+		}
+		a, err := decodeAtomRecord(rec)
+		if err != nil {
+			return nil, &CorruptionError{File: db.path(walDir), Run: run, Reason: fmt.Sprintf("at %v: %v", rd.Pos(), err)}
+		}
+		if a.seq == uint64(len(pos))+1 {
+			pos = append(pos, rd.Pos())
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
+	}
+	if uint64(len(pos)) < n {
+		return nil, &CorruptionError{File: db.path(walDir), Run: run, Seq: uint64(len(pos)) + 1,
+			Reason: fmt.Sprintf("the log holds atoms 1..%d of the run, %d are committed", len(pos), n)}
+	}
+	return pos, nil
+}
+
+// atomOfRun reports whether the atom record rec may be of run, without
+// allocating: its run id field (a uvarint length and the bytes) equals run.
+// A false positive only costs a decode.
+func atomOfRun(rec []byte, run string) bool {
+	n, w := binary.Uvarint(rec[1:])
+	if w <= 0 || len(rec) < 1+w+len(run) {
+		return true // let decodeAtomRecord say what is wrong
+	}
+	if n != uint64(len(run)) {
+		return false
+	}
+	return string(rec[1+w:1+w+len(run)]) == run
+}
+
+// atomPosition returns the log position of the run's atom seq, one the
+// atom index holds (1 <= seq <= indexedSeq): from the index if it is usable
+// and points at that atom, else from a scan of the log.
+func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
+	db := r.db
+	snaps, err := db.usableSnapshots(ctx)
+	if err != nil {
+		return wal.Pos{}, err
+	}
+	if snaps != nil {
+		sp, err := snaps.Positions(r.id, seq, seq)
+		if err == nil && len(sp) == 1 {
+			p := wal.Pos{Segment: sp[0].Segment, Offset: sp[0].Offset}
+			if _, err = db.readAtom(p, r.id, seq); err == nil {
+				return p, nil
+			}
+		}
+		if err == nil {
+			err = fmt.Errorf("%d positions for one seq", len(sp))
+		}
+		db.snapshotMismatch(snaps, r.id, seq, fmt.Errorf("atom index: %w", err))
+	}
+	pos, err := r.scannedPositions(ctx, seq)
+	if err != nil {
+		return wal.Pos{}, err
+	}
+	return pos[seq-1], nil
+}
