@@ -142,15 +142,14 @@ func (p faultPlan) String() string {
 
 func (p faultPlan) matches(op errorfs.Op) bool {
 	c, ok := faultClassOf(op.Kind)
-	return ok && c == p.class && (!p.walOnly || faultIsWAL(op.Path)) && !faultIsPebble(op.Path)
+	return ok && c == p.class && (!p.walOnly || faultIsWAL(op.Path))
 }
 
-// faultIsPebble reports whether path is one of Pebble's files. Faults are
-// not injected there: Pebble treats a failed write or sync as fatal and
-// panics, on its own goroutines too (see package snapshot's Caveats), which
-// would stop this test's process rather than test the engine.
+// faultIsPebble reports whether path is one of the snapshot store's
+// (Pebble's) files. Faults go there too: a failure of them must never stop
+// the process nor reach the agent (package snapshot's fence).
 func faultIsPebble(path string) bool {
-	return strings.HasPrefix(path, faultStore+"/snapshots")
+	return path == faultStore+"/snapshots" || strings.HasPrefix(path, faultStore+"/snapshots/")
 }
 
 // faultError is an injected error. It matches errorfs.ErrInjected and its
@@ -270,7 +269,7 @@ type faultCounter struct {
 func (c *faultCounter) String() string { return "count" }
 
 func (c *faultCounter) MaybeError(op errorfs.Op) error {
-	if k, ok := faultClassOf(op.Kind); ok && !faultIsPebble(op.Path) {
+	if k, ok := faultClassOf(op.Kind); ok {
 		c.mu.Lock()
 		c.all[k]++
 		if faultIsWAL(op.Path) {

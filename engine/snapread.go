@@ -81,6 +81,13 @@ func (db *DB) snapshotMismatch(s *snapshot.Store, run string, seq uint64, err er
 	s.Fail(fmt.Errorf("run %q seq %d: %w", run, seq, err))
 }
 
+// storeIOFailure reports whether err, from the snapshot store, is its
+// failure to read or write (it has failed, already reported, and not for
+// damage): not a value that disagrees with the log.
+func storeIOFailure(err error) bool {
+	return (errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed)) && !errors.Is(err, snapshot.ErrCorrupt)
+}
+
 // errNotThisAtom is the mismatch of a position that points at a record
 // other than the atom it is meant for.
 var errNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
@@ -117,7 +124,9 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 		return nil, false, err
 	}
 	mismatch := func(at uint64, err error) (*frame.Frame, bool, error) {
-		db.snapshotMismatch(snaps, r.id, at, err)
+		if !storeIOFailure(err) {
+			db.snapshotMismatch(snaps, r.id, at, err)
+		}
 		return nil, false, nil
 	}
 	var snap *snapshot.Snapshot
@@ -315,7 +324,9 @@ func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
 		if err == nil {
 			err = fmt.Errorf("%d positions for one seq", len(sp))
 		}
-		db.snapshotMismatch(snaps, r.id, seq, fmt.Errorf("atom index: %w", err))
+		if !storeIOFailure(err) {
+			db.snapshotMismatch(snaps, r.id, seq, fmt.Errorf("atom index: %w", err))
+		}
 	}
 	pos, err := r.scannedPositions(ctx, seq)
 	if err != nil {

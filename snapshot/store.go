@@ -466,13 +466,15 @@ func (s *Store) acquire() error {
 	return nil
 }
 
-// readErr reports err, met reading from Pebble, as the store's failure if
-// it is one (anything but ErrNotFound and a bad argument), and returns it.
+// readErr makes err, met reading from Pebble, the store's failure if it is
+// one (anything but ErrNotFound and a bad argument), and returns the
+// store's sticky error then (which wraps ErrCorrupt if err did), or err.
 func (s *Store) readErr(err error) error {
-	if err != nil && !errors.Is(err, ErrNotFound) && !errors.Is(err, ErrInvalid) && !errors.Is(err, ErrFailed) {
-		s.fail(err)
+	if err == nil || errors.Is(err, ErrNotFound) || errors.Is(err, ErrInvalid) {
+		return err
 	}
-	return err
+	s.fail(err)
+	return s.Err()
 }
 
 // AtOrBelow returns the run's snapshot with the greatest Seq <= seq, or an
