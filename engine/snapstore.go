@@ -37,19 +37,19 @@ import (
 func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
 	dir := db.path(snapshotsDir)
-	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	s, err := db.openSnapshotStore(dir)
+	if err == nil {
+		if err = db.checkSnapshotGen(s); err != nil {
+			s.Close()
+		}
+	}
 	if err != nil && rebuildable(err) {
 		// Pebble holds only what the log can rebuild: snapshots and the atom
 		// index. Keep the damaged directory for inspection, start a fresh
-		// one and re-index the log into it.
+		// one and re-index the log into it. (A rebuilt store is of the
+		// checkpoint's generation: reindex records it.)
 		db.logger.Error("engine: snapshots unreadable; rebuilding them from the log", "dir", dir, "err", err)
 		s, err = db.rebuildSnapshots(dir, err)
-	}
-	if err == nil {
-		err = db.checkSnapshotGen(s)
-		if err != nil {
-			s.Close()
-		}
 	}
 	if err != nil {
 		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
@@ -59,11 +59,37 @@ func (db *DB) openSnapshots() {
 	db.snap = s
 }
 
+// snapshotLockWait is how long the engine waits for the snapshot store's
+// lock when another holder has it: a verify --deep of a closed store, which
+// holds it for the length of its check.
+const snapshotLockWait = 5 * time.Second
+
+// openSnapshotStore opens the snapshot store in dir, waiting up to
+// snapshotLockWait for its lock.
+func (db *DB) openSnapshotStore(dir string) (*snapshot.Store, error) {
+	deadline := time.Now().Add(snapshotLockWait)
+	for {
+		s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+		if err == nil || !lockHeld(err) || time.Now().After(deadline) {
+			return s, err
+		}
+		select {
+		case <-db.bg.stop:
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // rebuildable reports whether a snapshot store that failed to open with err
 // is rebuilt from the log: it is damaged or missing, or Pebble refused its
 // files for any other reason than I/O or a newer format.
 func rebuildable(err error) bool {
-	if errors.Is(err, snapshot.ErrNewerFormat) || errors.Is(err, snapshot.ErrFailed) || errors.Is(err, ErrClosed) {
+	var ce *CorruptionError
+	if errors.Is(err, snapshot.ErrCorrupt) || errors.As(err, &ce) {
+		return true
+	}
+	if errors.Is(err, snapshot.ErrNewerFormat) || errors.Is(err, snapshot.ErrFailed) || errors.Is(err, ErrClosed) || lockHeld(err) {
 		return false
 	}
 	var errno syscall.Errno
@@ -149,7 +175,7 @@ func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error)
 	if err != nil {
 		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
 	}
-	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+	s, err := db.openSnapshotStore(dir)
 	if err != nil {
 		return nil, err
 	}

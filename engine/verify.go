@@ -48,7 +48,9 @@ type VerifyOptions struct {
 	ChainKey []byte
 	// Deep also rebuilds every run's frame from its deltas and compares it
 	// with the run's frame file, so that a frame file edited to change what
-	// the next restart resumes from is detected.
+	// the next restart resumes from is detected; and checks the snapshot
+	// store against the log (snapcheck.go), unless a running process has it
+	// open (Report.Unchecked then says so).
 	Deep bool
 	// Budget bounds what Verify decompresses: nil means frame.NewBudget(),
 	// 256 MiB plus 256 times the compressed bytes read. A record past it is
@@ -163,6 +165,11 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 		if dmg := log.Recovery().Damage; dmg != nil {
 			vr.logDamage(log, dmg)
 		}
+		if o.Deep {
+			vr.checkSnapshotStore(ctx, log) // snapcheck.go
+		} else {
+			vr.unchecked = append(vr.unchecked, notCheckedSnapshots)
+		}
 		log.Close()
 	}
 	if err := ctx.Err(); err != nil {
@@ -170,6 +177,7 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	}
 	rep := v.Finish()
 	vr.finish(rep)
+	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
 	rep.Duration = time.Since(start)
 	return rep, nil
 }
@@ -190,6 +198,8 @@ type verifyRun struct {
 	runs  map[string]*verifyRunState
 	extra []chain.Failure
 	dc    *derivedCheck
+	// unchecked says which derived files were not checked, and why.
+	unchecked []string
 }
 
 func (vr *verifyRun) run(id string) *verifyRunState {

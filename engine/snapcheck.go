@@ -1,0 +1,198 @@
+package engine
+
+// verify --deep's check of the snapshot store against the log: every
+// snapshot's chain head and frame, and every position of the atom index.
+//
+// The store is opened read-only through Pebble, which takes the store's
+// lock even so (it must: a read-only open beside a writer would see the
+// writer's compactions remove files under it). So beside a running agent
+// the check does not happen, and the report says so (Report.Unchecked): the
+// engine itself checks every value it reads from the store against the log
+// (snapread.go), so what a running agent reads is right either way. When no
+// process has the store open, the check holds the lock for its duration; an
+// engine opening the snapshot store meanwhile waits for it (openSnapshots).
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/snapshot"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// notCheckedSnapshots is what a verify without --deep says of the store.
+// (The engine checks every value it reads from the store against the log
+// anyway, and rebuilds the store when one disagrees.)
+const notCheckedSnapshots = "the snapshot store (its snapshots and atom index)"
+
+// lockHeld reports whether err is a failure to take a lock that another
+// holder has.
+func lockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "held")
+}
+
+// indexEntry is one position of the atom index.
+type indexEntry struct {
+	seq uint64
+	pos wal.Pos
+}
+
+// checkSnapshotStore checks the snapshot store against the log, adding
+// what disagrees to vr's failures and what it could not check to
+// vr.unchecked.
+func (vr *verifyRun) checkSnapshotStore(ctx context.Context, log *wal.Log) {
+	db := vr.db
+	dir := db.path(snapshotsDir)
+	if _, err := db.fs.Stat(dir); notExist(err) {
+		return // none: the engine builds it from the log
+	}
+	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, ReadOnly: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
+	if err != nil {
+		if lockHeld(err) {
+			vr.unchecked = append(vr.unchecked, "the snapshot store (a running process has it open, so not even with --deep: verify the store once it is closed)")
+			return
+		}
+		vr.fail("", 0, dir, "snapshot store does not open: %v (the engine moves it aside and rebuilds it from the log)", err)
+		return
+	}
+	defer s.Close()
+
+	// What the store holds: the seqs of the snapshots and the positions of
+	// the index, per run, in seq order.
+	snaps := map[string][]uint64{}
+	index := map[string][]indexEntry{}
+	bad := func(run string, seq uint64, what string, err error) {
+		vr.fail(run, seq, dir, "snapshot store: %s of run %q seq %d: %v (the engine ignores it and rebuilds the store)", what, run, seq, err)
+	}
+	err = s.EachSnapshot(func(run string, seq uint64, _ *snapshot.Snapshot, err error) error {
+		if err != nil {
+			bad(run, seq, "snapshot", err)
+			return nil
+		}
+		snaps[run] = append(snaps[run], seq)
+		return ctx.Err()
+	})
+	if err == nil {
+		err = s.EachPosition(func(run string, seq uint64, p snapshot.Pos, err error) error {
+			if err != nil {
+				bad(run, seq, "atom position", err)
+				return nil
+			}
+			index[run] = append(index[run], indexEntry{seq: seq, pos: wal.Pos{Segment: p.Segment, Offset: p.Offset}})
+			return ctx.Err()
+		})
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			vr.fail("", 0, dir, "snapshot store: %v (the engine rebuilds it from the log)", err)
+		}
+		return
+	}
+	vr.compareSnapshotStore(ctx, log, s, snaps, index)
+}
+
+// compareSnapshotStore reads the log once, rebuilding the frames of the runs
+// that have snapshots, and compares each snapshot (head and frame) and each
+// index position with it.
+func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *snapshot.Store, snaps map[string][]uint64, index map[string][]indexEntry) {
+	db := vr.db
+	dir := db.path(snapshotsDir)
+	frames := map[string]*frame.Frame{}
+	for run := range snaps {
+		frames[run] = newFrame()
+	}
+	last := map[string]uint64{} // run -> last seq of the log's first records of it
+	rd, err := log.NewReader(wal.Pos{})
+	if err != nil {
+		vr.unchecked = append(vr.unchecked, fmt.Sprintf("the snapshot store (the log cannot be read: %v)", err))
+		return
+	}
+	defer rd.Close()
+	for n := 0; rd.Next(); n++ {
+		if n%4096 == 0 && ctx.Err() != nil {
+			return
+		}
+		rec := rd.Record()
+		if len(rec) == 0 || rec[0] != kindAtom {
+			continue
+		}
+		a, err := decodeAtomRecord(rec)
+		if err != nil || a.seq != last[a.run]+1 {
+			continue // the log's own check reports it
+		}
+		last[a.run] = a.seq
+		if ix := index[a.run]; len(ix) > 0 && ix[0].seq == a.seq {
+			if ix[0].pos != rd.Pos() {
+				vr.fail(a.run, a.seq, dir, "snapshot store: the atom index puts run %q seq %d at %v; the log has it at %v (the engine ignores it and rebuilds the store)", a.run, a.seq, ix[0].pos, rd.Pos())
+			}
+			index[a.run] = ix[1:]
+		}
+		f := frames[a.run]
+		if f == nil {
+			continue
+		}
+		if err := db.applyAtomBody(f, a.run, a.seq, a.body); err != nil {
+			delete(frames, a.run) // the log's own check reports it
+			continue
+		}
+		if ss := snaps[a.run]; len(ss) > 0 && ss[0] == a.seq {
+			snaps[a.run] = ss[1:]
+			vr.compareSnapshot(s, a.run, a.seq, [32]byte(a.head), f)
+		}
+	}
+	if err := rd.Err(); err != nil {
+		return // the log's own check reports it
+	}
+	runs := make([]string, 0, len(snaps)+len(index))
+	for run := range snaps {
+		runs = append(runs, run)
+	}
+	for run := range index {
+		runs = append(runs, run)
+	}
+	sort.Strings(runs)
+	for _, run := range runs {
+		if ss := snaps[run]; len(ss) > 0 {
+			vr.fail(run, ss[0], dir, "snapshot store: a snapshot of run %q at seq %d, beyond the run's %d atoms in the log (the engine never reads it)", run, ss[0], last[run])
+			snaps[run] = nil
+		}
+		if ix := index[run]; len(ix) > 0 {
+			vr.fail(run, ix[0].seq, dir, "snapshot store: the atom index holds run %q seq %d, beyond the run's %d atoms in the log (the engine never reads it)", run, ix[0].seq, last[run])
+			index[run] = nil
+		}
+	}
+}
+
+// compareSnapshot compares the store's snapshot of run at seq with the
+// chain head and frame the log gives.
+func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, head [32]byte, want *frame.Frame) {
+	dir := vr.db.path(snapshotsDir)
+	snap, err := s.AtOrBelow(run, seq)
+	if err == nil && snap.Seq != seq {
+		err = fmt.Errorf("read back at seq %d", snap.Seq)
+	}
+	if err != nil {
+		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d: %v", run, seq, err)
+		return
+	}
+	if snap.Head != head {
+		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d has head %x, the log's is %x (the engine ignores it and rebuilds the store)", run, seq, snap.Head[:8], head[:8])
+		return
+	}
+	got, err := vr.db.decodeFrame(snap.Frame, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
+	if err != nil {
+		vr.fail(run, seq, dir, "%v", err)
+		return
+	}
+	if !bytes.Equal(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)) {
+		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log", run, seq)
+	}
+}
