@@ -112,6 +112,20 @@
 //     changed only after the record is durable.
 //   - Snapshots go to Pebble in the background; a crash loses at most
 //     snapshots, never atoms: the log still has every delta.
+//   - The snapshot store (snapshots/) is derived, and nothing about it can
+//     stop, hang or mislead the agent. Every value read from it is checked
+//     against the log: a snapshot's chain head against the atom record at
+//     its seq, every atom-index position against the record it names (run
+//     and seq). A value that disagrees is ignored and served from the log
+//     (Stats.SnapshotMismatches). If the store fails (a failed write or
+//     sync, ENOSPC, EIO, damage found by Pebble or by these checks) or
+//     cannot be opened, snapshots stop, StateAt builds frames from the
+//     deltas in the log, commits, Do and Resolve go on without a reopen,
+//     Stats.SnapshotStore holds the error (logged once), Close returns
+//     within package snapshot's CloseTimeout and still writes CHECKPOINT,
+//     and the next Open re-indexes or rebuilds the store from the log
+//     (snapstore.go). verify --deep checks the store against the log when
+//     no process has it open.
 //   - The engine checkpoint (CHECKPOINT, replaced atomically) names the log
 //     position Open replays from. It is written after the frame files,
 //     snapshots and ledger table it relies on are durable, and records its

@@ -30,13 +30,63 @@
 //	snap, err := st.AtOrBelow("r1", 73)      // the snapshot at seq 50
 //	pos, err := st.Positions("r1", 51, 73)   // where the deltas of 51..73 are
 //
+// # The store is derived, and can never stop the process
+//
+// Everything in the store is derived from the engine's log, which is the
+// truth; the engine checks every value it reads against the log and can
+// rebuild the store from it. The store is built so that no failure of its
+// files (a damaged or missing file, ENOSPC or EIO on any read, write or
+// sync) panics, kills or hangs the process. Pebble itself would: it calls
+// Logger.Fatalf (which must not return) for a failed write or sync of its
+// WAL or MANIFEST, on its own flush and compaction goroutines too, where
+// no one can recover the panic; by default also for a corruption a read
+// finds, and for a table whose size disagrees with the MANIFEST; it retries
+// a failed flush at once, forever (so Close hung), and its WAL rotation
+// mishandles a failed write ("sync: unlock of unlocked mutex"). So:
+//
+//   - Pebble runs without its own WAL (Options.DisableWAL): a commit writes
+//     the memtable only, and Commit(true) flushes the memtable (a table, the
+//     MANIFEST, their syncs). The engine records in each checkpoint which of
+//     its generations the store holds, so a batch a crash loses is re-derived
+//     at the next Open. No file is written on the commit path; WAL rotation
+//     and WAL sync failures cannot happen.
+//   - Pebble's filesystem is a fence (fence.go): the first failed create,
+//     write, sync, rename, remove or directory sync is hidden from Pebble,
+//     which therefore never calls Fatalf for it, and becomes the store's
+//     sticky error; from then on nothing reaches the disk, so what is there
+//     stays a state Pebble's crash recovery opens (written in Pebble's
+//     order, syncs included, up to a point). The flush in progress ends, as
+//     far as Pebble knows, successfully: no retry loop.
+//   - DataCorruption and BackgroundError events fail the store instead of
+//     calling Fatalf; table statistics (whose loader calls Fatalf on a size
+//     mismatch) are off.
+//   - A failed store is logged once (later errors are counted in
+//     Stats.BackgroundErrors and logged at Debug), answers nothing more
+//     (every call but Stats and Close returns its sticky error), and closes
+//     Pebble in the background, which also ends any background work (a
+//     compaction that keeps meeting a damaged table).
+//   - Close returns within CloseTimeout (10 s) whatever Pebble does; a
+//     Pebble that has not closed by then is abandoned, fenced.
+//
+// Not covered: an invariant violation inside Pebble (a bug of Pebble's,
+// which its checksums keep damaged data from causing) still panics where
+// it happens, as any bug would.
+//
+// These choices were weighed against two others: a Fatalf that parks the
+// goroutine (it would hold Pebble's locks, hang Close and leak the store),
+// and compactions run only from the caller's goroutine (Pebble's manual
+// compactions run on its goroutines as well, and without automatic ones
+// level 0 fills up and stops writes).
+//
 // # Guarantees
 //
 //   - Atomicity: a committed Batch is wholly present or wholly absent after
-//     a crash (it is one Pebble batch; Pebble's WAL write is the commit
-//     point, and recovery replays whole batches only).
-//   - Durability: Commit(true) returns after Pebble's WAL is fsynced; the
-//     batch then survives any crash. Commit(false) may be lost in a crash.
+//     a crash (it is one Pebble batch, applied to the memtable at once; a
+//     flush writes whole memtables).
+//   - Durability: Commit(true) returns after the memtable, with this batch
+//     and every one before it, is flushed and synced (table, MANIFEST); the
+//     batches then survive any crash. Commit(false) may be lost in a crash,
+//     and survives a clean Close (which flushes).
 //   - Integrity: each snapshot value carries a version byte and a CRC-32C of
 //     its key and value; a damaged or misplaced value is reported as
 //     ErrCorrupt naming the run and seq, never returned as data. Decoding
@@ -66,16 +116,12 @@
 //   - The snapshot count in Stats is kept exact by a read per distinct
 //     snapshot key at Commit (to tell a new snapshot from a replaced one);
 //     Commit is meant for the background, not the commit path.
-//   - An fsync error is final (invariant I8). Pebble treats a failed WAL
-//     write or sync, and a failed directory sync, as unrecoverable: it calls
-//     its logger's Fatalf or panics. When that happens on the caller's
-//     goroutine (Open, Commit, DeleteRun), the store turns it into an error
-//     wrapping ErrFailed; after a write failed so, every later write returns
-//     that error without retrying until the store is reopened, and the
-//     failed batch may or may not be durable. When it happens on one of
-//     Pebble's own goroutines (a flush or compaction failing to sync its
-//     MANIFEST), nothing can catch it: the process stops, as it would with
-//     Pebble's default logger, and the next Open recovers.
+//   - An fsync error is final (invariant I8): the store fails (see above)
+//     and stays failed until it is reopened; a batch whose Commit failed may
+//     or may not be durable. A read error or corruption fails it the same
+//     way: the caller falls back to what the store derives from.
+//   - Reads of a failed store return its error, not the data it still has:
+//     after a hidden write failure, Pebble's view and the disk differ.
 //   - On a filesystem not rooted in vfs.Default (an in-memory or wrapped
 //     one), file modes are whatever that filesystem does.
 package snapshot
