@@ -144,7 +144,7 @@ func (f *fenceFS) OpenDir(name string) (vfs.File, error) {
 	}
 	d, err := f.FS.OpenDir(name)
 	if err != nil {
-		if os.IsNotExist(err) {
+		if errors.Is(err, os.ErrNotExist) {
 			return nil, err // Pebble checks whether a store exists this way
 		}
 		if f.trip("open directory", name, err) {
@@ -185,7 +185,7 @@ func (f *fenceFS) Remove(name string) error {
 		return nil
 	}
 	err := f.FS.Remove(name)
-	if err != nil && os.IsNotExist(err) {
+	if errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	f.trip("remove", name, err)
