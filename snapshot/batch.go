@@ -180,7 +180,14 @@ func (b *Batch) Commit(sync bool) error {
 	}
 	pb := b.pb
 	b.pb = nil
-	defer pb.Close()
+	// pb is closed here on every path but the one through commit, which
+	// closes it itself (possibly later: see Store.apply).
+	closePB := true
+	defer func() {
+		if closePB {
+			pb.Close()
+		}
+	}()
 	if b.entries == 0 {
 		return nil
 	}
@@ -231,6 +238,7 @@ func (b *Batch) Commit(sync bool) error {
 		}
 	}
 	size := pb.Len()
+	closePB = false
 	if err := s.commit(pb, sync); err != nil {
 		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
 	}

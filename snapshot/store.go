@@ -308,9 +308,9 @@ func (s *Store) checkFormat() error {
 	}
 	// Through apply, which turns Pebble's fatal-error panic on a failed
 	// write or sync into ErrFailed instead of killing the process.
-	b := s.db.NewBatch()
-	defer b.Close()
+	b := s.db.NewBatch() // commit closes it
 	if err := b.Set(keyFormat, want, nil); err != nil {
+		b.Close()
 		return fmt.Errorf("snapshot: %s: writing the format marker: %w", s.dir, err)
 	}
 	if err := s.commit(b, true); err != nil {
@@ -395,14 +395,14 @@ func (s *Store) DeleteRun(runID string) error {
 	if err := errors.Join(it.Error(), it.Close()); err != nil {
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
-	b := s.db.NewBatch()
-	defer b.Close()
+	b := s.db.NewBatch() // commit closes it
 	plo, phi := runBounds(spacePosition, runID)
 	if err := errors.Join(
 		b.DeleteRange(lo, hi, nil),
 		b.DeleteRange(plo, phi, nil),
 		setCount(b, s.snapshots.Load()-n),
 	); err != nil {
+		b.Close()
 		return fmt.Errorf("snapshot: deleting run %q: %w", runID, err)
 	}
 	if err := s.commit(b, true); err != nil {
@@ -414,8 +414,8 @@ func (s *Store) DeleteRun(runID string) error {
 
 // commit writes pb into Pebble's memtable and, with sync, flushes the
 // memtable, which makes pb and everything committed before it durable
-// (Pebble has no WAL here: see Open). The caller holds commitMu and has
-// acquired s.
+// (Pebble has no WAL here: see Open). It closes pb. The caller holds
+// commitMu and has acquired s.
 func (s *Store) commit(pb *pebble.Batch, sync bool) error {
 	if err := s.apply(pb); err != nil {
 		return err
@@ -427,35 +427,70 @@ func (s *Store) commit(pb *pebble.Batch, sync bool) error {
 	return s.flush()
 }
 
-// apply commits pb to Pebble, turning a Pebble failure panic on this
-// goroutine into the store's sticky ErrFailed. With Pebble's WAL disabled a
-// commit writes no file, but a full memtable makes it wait for a flush.
-func (s *Store) apply(pb *pebble.Batch) (err error) {
+// apply commits pb to Pebble and closes it, turning a Pebble failure panic
+// into the store's sticky ErrFailed. With Pebble's WAL disabled a commit
+// writes no file, but it can wait inside Pebble: a full memtable waits for
+// a flush, too many tables at level 0 for a compaction, and a compaction
+// that keeps failing (a damaged table) would make it wait forever. So the
+// commit runs on a goroutine of its own, and apply returns at once when the
+// store fails meanwhile; pb is then closed when Pebble lets go of it (or
+// never, if Pebble never does: the store is abandoned, see CloseTimeout).
+func (s *Store) apply(pb *pebble.Batch) error {
 	if err := s.Err(); err != nil {
+		pb.Close()
 		return err
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			s.fail(pebbleFailure(r))
-			err = s.Err()
-		}
+	done := make(chan error, 1)
+	go func() {
+		var err error
+		func() {
+			defer func() {
+				if r := recover(); r != nil {
+					err = pebbleFailure(r)
+				}
+			}()
+			err = pb.Commit(pebble.NoSync)
+		}()
+		pb.Close()
+		done <- err
 	}()
-	if err := pb.Commit(pebble.NoSync); err != nil {
-		s.fail(err)
+	select {
+	case err := <-done:
+		if err != nil {
+			s.fail(err)
+			return s.Err()
+		}
+		return nil
+	case <-s.failedCh:
 		return s.Err()
 	}
-	return nil
 }
 
 // flush writes Pebble's memtable to a table and syncs it and the MANIFEST.
-// It returns once that is done, or at once when the store fails meanwhile
-// (the flush itself then runs against the fence and ends on its own). The
-// caller has acquired s.
+// It returns once that is done, or at once when the store fails meanwhile:
+// the flush then runs against the fence and ends on its own, or, when it
+// waits inside Pebble for a compaction that keeps failing, never (the store
+// is abandoned, see CloseTimeout). The caller has acquired s.
 func (s *Store) flush() error {
 	s.dirty.Store(false)
-	done, err := s.db.AsyncFlush()
-	if err != nil {
-		s.fail(err)
+	type started struct {
+		done <-chan struct{}
+		err  error
+	}
+	ch := make(chan started, 1)
+	go func() {
+		done, err := s.db.AsyncFlush() // may wait for room in Pebble
+		ch <- started{done, err}
+	}()
+	var done <-chan struct{}
+	select {
+	case st := <-ch:
+		if st.err != nil {
+			s.fail(st.err)
+			return s.Err()
+		}
+		done = st.done
+	case <-s.failedCh:
 		return s.Err()
 	}
 	select {
