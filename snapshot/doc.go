@@ -65,6 +65,10 @@
 //     (every call but Stats and Close returns its sticky error), and closes
 //     Pebble in the background, which also ends any background work (a
 //     compaction that keeps meeting a damaged table).
+//   - A commit or flush that waits inside Pebble (for room in a full
+//     memtable, or for a compaction when level 0 holds too many tables,
+//     which never comes if compactions keep meeting a damaged table)
+//     returns the store's failure as soon as there is one.
 //   - Close returns within CloseTimeout (10 s) whatever Pebble does; a
 //     Pebble that has not closed by then is abandoned, fenced.
 //
