@@ -101,6 +101,9 @@ func (s *Store) closePebble() {
 					s.pebbleErr = fmt.Errorf("snapshot: closing %s: %v", s.dir, r)
 				}
 			}()
+			// A write that waits inside Pebble forever keeps it open
+			// forever too: the caller of Close gives up after CloseTimeout.
+			s.inflight.Wait()
 			if err := s.db.Close(); err != nil {
 				s.pebbleErr = fmt.Errorf("snapshot: closing %s: %w", s.dir, err)
 			}

@@ -119,6 +119,12 @@ type Store struct {
 	// dirty is set by a commit not yet flushed, for Close.
 	dirty atomic.Bool
 
+	// inflight counts the goroutines inside a Pebble write (apply, flush)
+	// that their caller may have stopped waiting for: Pebble is closed only
+	// after they return (Pebble must not be closed under a write: its
+	// memtable's memory is freed). Added to only with mu held shared.
+	inflight sync.WaitGroup
+
 	// Counters since Open, for Stats.
 	batches          atomic.Uint64
 	snapshotsWritten atomic.Uint64
@@ -441,7 +447,9 @@ func (s *Store) apply(pb *pebble.Batch) error {
 		return err
 	}
 	done := make(chan error, 1)
+	s.inflight.Add(1)
 	go func() {
+		defer s.inflight.Done()
 		var err error
 		func() {
 			defer func() {
@@ -478,7 +486,9 @@ func (s *Store) flush() error {
 		err  error
 	}
 	ch := make(chan started, 1)
+	s.inflight.Add(1)
 	go func() {
+		defer s.inflight.Done()
 		done, err := s.db.AsyncFlush() // may wait for room in Pebble
 		ch <- started{done, err}
 	}()
@@ -530,7 +540,7 @@ func (s *Store) Stats() Stats {
 // a synced Commit does), closes the store and waits for calls in flight.
 // It returns within about CloseTimeout whatever Pebble does. Calls after
 // Close return ErrClosed; a second Close returns ErrClosed. Closing a failed
-// store flushes nothing, and reports only the failure to close.
+// store flushes nothing and returns nil (its failure is Stats.Failed).
 func (s *Store) Close() error {
 	s.mu.Lock()
 	if s.mu.closed {
@@ -549,12 +559,11 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	err := s.waitPebble()
 	if failed {
+		// Its failure is in Stats and was logged; so was an abandonment.
 		if err != nil {
 			s.logger.Debug("snapshot: closing a failed store", "dir", s.dir, "err", err)
 		}
-		if ferr != nil || err == nil {
-			return nil
-		}
+		return nil
 	}
 	if ferr != nil {
 		return fmt.Errorf("snapshot: closing %s: %w", s.dir, ferr)
