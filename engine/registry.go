@@ -107,7 +107,9 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
 			}
 			if _, dup := runs[rr.id]; !dup {
-				runs[rr.id] = &logRun{nonce: rr.nonce, created: rr.created}
+				// h(0), which a run without atoms has as its head (and
+				// CHECKPOINT lists it with).
+				runs[rr.id] = &logRun{nonce: rr.nonce, created: rr.created, head: db.hasher.Genesis(rr.id, rr.nonce)}
 			}
 		case kindAtom:
 			a, err := decodeAtomRecord(rec)
