@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -29,7 +30,7 @@ type DB struct {
 	dir     string
 	fs      vfs.FS
 	logger  *slog.Logger
-	lock    io.Closer
+	lock    *storeLock
 	storeID [16]byte
 
 	log    *wal.Log
@@ -172,14 +173,28 @@ const (
 )
 
 // Open opens the store in dir, creating it if dir holds none. opts may be
-// nil for defaults. Only one DB may have a store open at a time: a second
-// Open fails with an error matching ErrLocked.
+// nil for defaults. Only one DB may have a store open at a time, in this
+// process or any other: a second Open fails with an error matching
+// ErrLocked, whatever path names the store (a symlink, a relative path, a
+// trailing slash): within a process the store is known by its directory's
+// device and inode (on an in-memory FS, by the FS and the cleaned path).
+// A store that cannot be written (a read-only LOCK file or mount) fails
+// with ErrReadOnly instead, and an empty dir with ErrInvalidOptions.
+//
+// Open needs little free space: a new store writes its small metadata files
+// and a first log segment of wal.MinPrealloc bytes; a reopen writes nothing
+// when the newest segment has room, and otherwise that much again. Close
+// then needs room for an engine checkpoint (CHECKPOINT, the ledger table
+// and the frame files of the runs written since the last one).
 //
 // Open replays only the log written since the last engine checkpoint; Pebble
 // (the snapshot history) and the persisted ledger table load in the
 // background, and the first call that needs them waits.
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
+	if dir == "" {
+		return nil, fmt.Errorf("%w: the store directory is empty; pass the path of a directory (it is created if missing)", ErrInvalidOptions)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -219,9 +234,11 @@ func (db *DB) open() error {
 			return fmt.Errorf("engine: create directory %s: %w", db.dir, err)
 		}
 	}
-	lock, err := lockStore(fs, db.path(lockFile)) // seen by storeHolder (inspect)
+	// The store's identity in this process, then LOCK (seen by
+	// storeHolder, for inspect).
+	lock, err := lockStoreIdentity(db.opts.FS, fs, db.dir, db.path(lockFile))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
+		return err
 	}
 	db.lock = lock
 	db.dirsSynced = make(chan struct{})
@@ -433,7 +450,10 @@ func (db *DB) mkdirs() error {
 			continue
 		}
 		if err := db.fs.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("engine: create directory %s: %w", d, err)
+			if errors.Is(err, syscall.EROFS) {
+				return fmt.Errorf("%w: create directory %s: the filesystem is mounted read-only", ErrReadOnly, d)
+			}
+			return fmt.Errorf("engine: create directory %s: %w", d, unwrapPathErr(err))
 		}
 	}
 	return nil
@@ -746,6 +766,11 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 		err = db.dirsDurable()
 	}
 	if err != nil {
+		if tooLargeForLog(err) {
+			// Refused before anything was written: the log is as usable
+			// as before, and the caller's state unchanged.
+			return pos, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
 		db.failLog(err)
 		return pos, err
 	}

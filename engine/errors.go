@@ -12,8 +12,17 @@ var (
 	// DB.Close.
 	ErrClosed = errors.New("engine: store closed")
 	// ErrLocked is returned by Open when another process (or another DB in
-	// this process) holds the store's lock.
+	// this process, whatever path it was opened by) holds the store's lock.
 	ErrLocked = errors.New("engine: store is locked by another process")
+	// ErrReadOnly is returned by Open when the store cannot be written: its
+	// LOCK file is not writable by this user, or its filesystem is mounted
+	// read-only. The read-only tools (Inspect, Scan, Verify) still work.
+	ErrReadOnly = errors.New("engine: store is read-only")
+	// ErrTooLarge is returned by Commit, Do and Resolve when a record or a
+	// run's frame would exceed MaxSize. Nothing is written, the log stays
+	// usable, and the atom stays running (Commit) unless the error says
+	// otherwise (Do: see its documentation).
+	ErrTooLarge = errors.New("engine: record or frame too large")
 	// ErrInvalidRunID is returned for an empty, oversized or non-UTF-8 run id.
 	ErrInvalidRunID = errors.New("engine: invalid run id")
 	// ErrAtomInProgress is returned by Begin while another atom of the same
