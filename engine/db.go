@@ -283,6 +283,11 @@ func (db *DB) open() error {
 			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
 			db.path(checkpointName), cp.gen)
 	}
+	if n, err := db.removeLeftovers(cp); err != nil {
+		db.logger.Warn("engine: open: leftover files of failed writes could not be removed; they take disk space", "err", err)
+	} else if n > 0 {
+		db.logger.Info("engine: open: removed leftover files of failed writes", "files", n)
+	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
 		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
