@@ -500,7 +500,7 @@ func (l *Log) segmentSize(id uint64) (int64, error) {
 	name := l.path(segmentName(id))
 	fi, err := l.fs.Stat(name)
 	if err != nil {
-		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
+		return 0, fmt.Errorf("wal: stat segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	if fi.Size() < SegmentHeaderSize {
 		return 0, &CorruptionError{Segment: id, Offset: 0, File: name,
@@ -516,13 +516,13 @@ func (l *Log) openSegment(id uint64) (vfs.File, error) {
 	name := l.path(segmentName(id))
 	f, err := l.fs.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open segment %d: %w", id, err)
+		return nil, fmt.Errorf("wal: open segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	var hdr [SegmentHeaderSize]byte
 	n, err := readFull(f, hdr[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		f.Close()
-		return nil, fmt.Errorf("wal: read segment %d header: %w", id, err)
+		return nil, fmt.Errorf("wal: read segment %d (%s) header: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	if why := decodeSegmentHeader(hdr[:n], id); why != "" {
 		f.Close()
@@ -542,7 +542,7 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return end, fmt.Errorf("wal: stat segment %d: %w", id, err)
+		return end, fmt.Errorf("wal: stat segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	end.size = fi.Size()
 	s := newSegFile(f, id, name, fi.Size())
@@ -659,7 +659,7 @@ func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSp
 			// be in it (each one is preceded by durable records back to the
 			// header). Replace it rather than leave an empty sealed file.
 			if err := l.fs.Remove(l.path(segmentName(newest))); err != nil {
-				return fmt.Errorf("wal: remove empty segment %d: %w", newest, err)
+				return fmt.Errorf("wal: remove empty segment %d (%s): %w", newest, l.path(segmentName(newest)), unwrapPathErr(err))
 			}
 			if err := l.syncDir(); err != nil {
 				return err
@@ -728,7 +728,7 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	name := l.path(segmentName(id))
 	f, err := l.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return false, fmt.Errorf("wal: open segment %d to resume it: %w", id, err)
+		return false, fmt.Errorf("wal: open segment %d (%s) to resume it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	fail := func(err error) (bool, error) {
 		f.Close()
@@ -755,7 +755,7 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	clean := l.durableHint != (Pos{}) && info.ScanFrom == l.durableHint && tail == l.durableHint.Offset && stale == tail
 	if !synced && !l.noSync && !clean {
 		if err := f.SyncData(); err != nil {
-			return fail(fmt.Errorf("wal: sync segment %d before resuming it: %w", id, err))
+			return fail(fmt.Errorf("wal: sync segment %d (%s) before resuming it: %w", id, l.path(segmentName(id)), unwrapPathErr(err)))
 		}
 		synced = true
 	}
@@ -789,14 +789,14 @@ func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
 		n := min(int64(len(zeros)), to-off)
 		clear(zeros) // vfs writes may modify their argument
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return fmt.Errorf("wal: zero stale bytes of segment %d at offset %d: %w", id, off, err)
+			return fmt.Errorf("wal: zero stale bytes of segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
 		}
 	}
 	if l.noSync {
 		return nil
 	}
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync zeroed tail of segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync zeroed tail of segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
@@ -805,11 +805,11 @@ func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
 func (l *Log) syncSegment(id uint64) error {
 	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d to sync it: %w", id, err)
+		return fmt.Errorf("wal: open segment %d (%s) to sync it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	defer f.Close()
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
@@ -820,18 +820,18 @@ func (l *Log) syncSegment(id uint64) error {
 func (l *Log) sealAt(id uint64, off int64) error {
 	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d to seal it: %w", id, err)
+		return fmt.Errorf("wal: open segment %d (%s) to seal it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	defer f.Close()
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync segment %d before sealing: %w", id, err)
+		return fmt.Errorf("wal: sync segment %d (%s) before sealing: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	seal := appendRecord(nil, segIDBytes(id), recTypeSeal, uint32(off), nil)
 	if _, err := f.WriteAt(seal, off); err != nil {
-		return fmt.Errorf("wal: seal segment %d at offset %d: %w", id, off, err)
+		return fmt.Errorf("wal: seal segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
 	}
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync seal of segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync seal of segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
@@ -1047,7 +1047,7 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 			n = min(n, l.unsynced)
 		}
 		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
-			l.fail(fmt.Errorf("wal: write segment %d at offset %d: %w", l.w.seg, l.w.off, err), ws)
+			l.fail(fmt.Errorf("wal: write segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err)), ws)
 			return false
 		}
 		l.stats.writes.Add(1)
@@ -1087,7 +1087,7 @@ func (l *Log) syncActive() error {
 		l.stats.maxSync.Store(ns)
 	}
 	if err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err)
+		return fmt.Errorf("wal: sync segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}
 	l.w.synced = l.w.off
 	return nil
@@ -1098,7 +1098,7 @@ func (l *Log) syncActive() error {
 func (l *Log) rotate(need int64) error {
 	seal := appendRecord(nil, l.w.segID, recTypeSeal, uint32(l.w.synced), nil)
 	if _, err := l.w.f.WriteAt(seal, l.w.off); err != nil {
-		return fmt.Errorf("wal: seal segment %d at offset %d: %w", l.w.seg, l.w.off, err)
+		return fmt.Errorf("wal: seal segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err))
 	}
 	l.stats.written.Add(int64(len(seal)))
 	sealAt := l.w.off
@@ -1107,7 +1107,7 @@ func (l *Log) rotate(need int64) error {
 		return err
 	}
 	if err := l.w.f.Close(); err != nil {
-		return fmt.Errorf("wal: close segment %d: %w", l.w.seg, err)
+		return fmt.Errorf("wal: close segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}
 	l.w.f = nil
 	if l.w.preparing {
@@ -1196,7 +1196,7 @@ func (l *Log) RemoveBelow(pos Pos) (int, error) {
 		}
 		l.rd.Unlock()
 		if err := l.fs.Remove(l.path(segmentName(id))); err != nil {
-			return removed, fmt.Errorf("wal: remove segment %d: %w", id, err)
+			return removed, fmt.Errorf("wal: remove segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 		}
 		l.segs.list = l.segs.list[1:]
 		f := l.segs.list[0].First
@@ -1259,7 +1259,7 @@ func (l *Log) Close() error {
 				errs = append(errs, err)
 			} else if l.noSync && l.w.f != nil {
 				if err := l.w.f.SyncData(); err != nil {
-					errs = append(errs, fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err))
+					errs = append(errs, fmt.Errorf("wal: sync segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err)))
 				}
 			}
 			if l.w.preparing {
