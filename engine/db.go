@@ -776,6 +776,7 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 			// as before, and the caller's state unchanged.
 			return pos, fmt.Errorf("%w: %w", ErrTooLarge, err)
 		}
+		err = advise(err)
 		db.failLog(err)
 		return pos, err
 	}
@@ -824,6 +825,7 @@ func (db *DB) backgroundErr() error {
 }
 
 func (db *DB) setBackgroundErr(err error) {
+	err = advise(err)
 	db.bg.err.CompareAndSwap(nil, &err)
 	db.logger.Error("engine: background work failed", "err", err)
 }
