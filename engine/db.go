@@ -212,7 +212,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.mu.runs = map[string]*Run{}
 	if err := db.open(); err != nil {
 		db.abandon()
-		return nil, err
+		return nil, advise(err)
 	}
 	db.openInfo.Duration = time.Since(start)
 	db.logger.Debug("engine: open", "duration", db.openInfo.Duration, "replayed", db.openInfo.Replayed,

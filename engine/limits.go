@@ -44,9 +44,10 @@ const MaxResultSize = MaxSize - 1<<10
 
 // maxResult is MaxResultSize, or less in a store whose segments are
 // smaller than a record of that size: a certificate must fit in one
-// segment (with its header, the record's framing and a seal).
+// segment with the segment's header, the record's framing, a seal and the
+// certificate's own fields (under 512 bytes with the longest run id).
 func (db *DB) maxResult() int {
-	return int(min(MaxResultSize, db.opts.SegmentSize-8<<10))
+	return int(max(0, min(MaxResultSize, db.opts.SegmentSize-1<<10)))
 }
 
 // tooLarge is the error of a record or frame past MaxSize.
