@@ -30,7 +30,7 @@ func (db *DB) loadDicts() error {
 	dir := db.path(dictsDir)
 	names, err := db.fs.List(dir)
 	if err != nil && !notExist(err) {
-		return fmt.Errorf("engine: list %s: %w", dir, err)
+		return fmt.Errorf("engine: list %s: %w", dir, unwrapPathErr(err))
 	}
 	sort.Strings(names)
 	var newest uint32
@@ -41,7 +41,7 @@ func (db *DB) loadDicts() error {
 		name := db.fs.PathJoin(dir, n)
 		b, err := readFile(db.fs, name)
 		if err != nil {
-			return fmt.Errorf("engine: read %s: %w", name, err)
+			return fmt.Errorf("engine: read %s: %w", name, unwrapPathErr(err))
 		}
 		id, dict, err := parseDictFile(name, b)
 		if err != nil {

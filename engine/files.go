@@ -36,7 +36,7 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 			f.Close()
 		}
 		_ = fs.Remove(tmp)
-		return fmt.Errorf("engine: write %s: %s %s: %w", name, what, tmp, err)
+		return fmt.Errorf("engine: write %s: %s %s: %w", name, what, tmp, unwrapPathErr(err))
 	}
 	if _, err := f.Write(data); err != nil {
 		return fail("write", err)
@@ -62,11 +62,11 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 func syncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
 	if err != nil {
-		return fmt.Errorf("engine: open directory %s: %w", dir, err)
+		return fmt.Errorf("engine: open directory %s: %w", dir, unwrapPathErr(err))
 	}
 	if err := d.Sync(); err != nil {
 		d.Close()
-		return fmt.Errorf("engine: fsync directory %s: %w", dir, err)
+		return fmt.Errorf("engine: fsync directory %s: %w", dir, unwrapPathErr(err))
 	}
 	return d.Close()
 }
@@ -81,11 +81,11 @@ func readFile(fs vfs.FS, name string) ([]byte, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("engine: stat %s: %w", name, err)
+		return nil, fmt.Errorf("engine: stat %s: %w", name, unwrapPathErr(err))
 	}
 	b := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("engine: read %s: %w", name, err)
+		return nil, fmt.Errorf("engine: read %s: %w", name, unwrapPathErr(err))
 	}
 	return b, nil
 }

@@ -106,15 +106,15 @@ func (l *Log) prepareSpare(size int64) error {
 		n := min(int64(len(zeros)), size-off)
 		clear(zeros)
 		if _, err := f.Write(zeros[:n]); err != nil {
-			return fail(fmt.Errorf("wal: zero-fill spare segment %s at offset %d of %d: %w", tmp, off, size, err))
+			return fail(fmt.Errorf("wal: zero-fill spare segment %s at offset %d of %d: %w", tmp, off, size, unwrapPathErr(err)))
 		}
 	}
 	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("wal: sync spare segment %s: %w", tmp, err))
+		return fail(fmt.Errorf("wal: sync spare segment %s: %w", tmp, unwrapPathErr(err)))
 	}
 	open = false
 	if err := f.Close(); err != nil {
-		return fail(fmt.Errorf("wal: close spare segment %s: %w", tmp, err))
+		return fail(fmt.Errorf("wal: close spare segment %s: %w", tmp, unwrapPathErr(err)))
 	}
 	if err := l.fs.Rename(tmp, final); err != nil {
 		return fail(fmt.Errorf("wal: rename spare segment %s to %s: %w", tmp, spareName, unwrapPathErr(err)))
@@ -171,7 +171,7 @@ func (l *Log) activate(id uint64, size int64, useSpare, zeroFill bool) (vfs.File
 				l.logger.Warn("wal: remove the segment of a failed attempt", "file", src, "err", rerr)
 			}
 		}
-		return nil, fmt.Errorf("wal: %s segment %d (%s): %w", what, id, src, err)
+		return nil, fmt.Errorf("wal: %s segment %d (%s): %w", what, id, src, unwrapPathErr(err))
 	}
 	if _, err := f.WriteAt(hdr[:], 0); err != nil {
 		return fail("write header of", err)
