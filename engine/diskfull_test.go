@@ -307,8 +307,11 @@ func diskFullTrial(t *testing.T, mem *vfs.MemFS, errno syscall.Errno, after int6
 				}
 			}
 			if s := r.LastSeq(); s > 0 {
-				if _, err := within(t, "State", func() (*frame.Frame, error) { return r.StateE() }); err != nil {
+				if _, err := within(t, "StateE", r.StateE); err != nil {
 					t.Errorf("StateE after the disk filled: %v", err)
+				}
+				if _, err := within(t, "StateAt", func() (*frame.Frame, error) { return r.StateAt(ctx, 1) }); err != nil {
+					t.Errorf("StateAt(1) after the disk filled: %v", err)
 				}
 			}
 		}
