@@ -19,7 +19,7 @@ import (
 type derivedCheck struct {
 	cp     *checkpointFile // nil: none, or unreadable (reported)
 	replay wal.Pos         // cp's replay position
-	atRec  bool            // a record starts at replay, or replay is the log's end
+	atRec  bool            // a record starts or ends at replay, or replay is the log's end
 	end    wal.Pos         // end of the last record read
 
 	// Before cp's replay position: the runs created (with their nonce)
@@ -60,7 +60,10 @@ func (dc *derivedCheck) before(pos wal.Pos) bool { return dc.cp != nil && pos.Le
 // noteRecord is called for every record the scan reads, in log order.
 func (vr *verifyRun) noteRecord(pos, next wal.Pos) {
 	dc := vr.dc
-	if dc.cp != nil && pos == dc.replay {
+	// The replay position is where a record starts, or where one ends: a
+	// checkpoint taken when the log's end was a full segment's seal names
+	// the seal's offset (the log's End then), which no record starts at.
+	if dc.cp != nil && (pos == dc.replay || next == dc.replay) {
 		dc.atRec = true
 	}
 	dc.end = next
