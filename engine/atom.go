@@ -226,7 +226,15 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	// reads the certificate, finds the same.
 	result, recorded, err := db.ledger.DoRecorded(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
-		return exec(ctx, key)
+		res, err := exec(ctx, key)
+		if err == nil && len(res) > db.maxResult() {
+			// Too large to certify: certify a failure that says so rather
+			// than leave the action in doubt (see MaxResultSize).
+			return nil, fmt.Errorf("%w: run %q seq %d: %q returned a result of %d bytes, the limit is %d (engine.MaxResultSize); "+
+				"the action ran, and is recorded as failed for this reason: a later Do calls exec again with key %q",
+				ErrTooLarge, a.run.id, a.seq, act.Tool, len(res), db.maxResult(), key)
+		}
+		return res, err
 	})
 	db.counters.actions.Add(1)
 	if !ran && err == nil {
@@ -352,6 +360,10 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err := r.mu.frame.CanApply(d); err != nil {
 		return fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, a.seq, err)
 	}
+	sizeBound, err := r.checkFrameSizeLocked(d, a.seq)
+	if err != nil {
+		return err
+	}
 
 	buf := getBuf()
 	defer putBuf(buf)
@@ -361,6 +373,10 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	}
 	delta := frame.AppendDelta(buf.delta[:0], d)
 	body := appendAtomBody(buf.body[:0], fps, delta)
+	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
+		buf.delta, buf.body = delta, body
+		return err
+	}
 	payload := append(buf.payload[:0], body...)
 	for _, act := range a.mu.actions {
 		sum := blake3.Sum256(act.result)
@@ -385,6 +401,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 		return r.mu.broken
 	}
 	r.mu.lastSeq = a.seq
+	r.noteFrameSizeLocked(sizeBound)
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(len(delta))
@@ -481,6 +498,10 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 	if err := ctx.Err(); err != nil {
 		return ledger.Loc{}, err
 	}
+	if len(body) > MaxSize {
+		return ledger.Loc{}, fmt.Errorf("%w: %s record of %d bytes, the limit is %d (engine.MaxSize); nothing was written",
+			ErrTooLarge, kindName(kind), len(body), MaxSize)
+	}
 	rec := make([]byte, 1, 1+len(body)/2+16)
 	rec[0] = kind
 	rec = db.comp.Compress(rec, body, db.curDict.Load())
@@ -500,7 +521,8 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 			if err != nil {
 				// The log's error is sticky: the commit reports it. The ledger
 				// holds this certificate without a location, so no engine
-				// checkpoint may persist its table from now on.
+				// checkpoint may persist its table from now on. (A record too
+				// large for a segment is the same: the ledger believes it.)
 				db.failLog(err)
 				return
 			}

@@ -11,6 +11,7 @@ import (
 	"sort"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -29,7 +30,7 @@ type DB struct {
 	dir     string
 	fs      vfs.FS
 	logger  *slog.Logger
-	lock    io.Closer
+	lock    *storeLock
 	storeID [16]byte
 
 	log    *wal.Log
@@ -173,14 +174,28 @@ const (
 )
 
 // Open opens the store in dir, creating it if dir holds none. opts may be
-// nil for defaults. Only one DB may have a store open at a time: a second
-// Open fails with an error matching ErrLocked.
+// nil for defaults. Only one DB may have a store open at a time, in this
+// process or any other: a second Open fails with an error matching
+// ErrLocked, whatever path names the store (a symlink, a relative path, a
+// trailing slash): within a process the store is known by its directory's
+// device and inode (on an in-memory FS, by the FS and the cleaned path).
+// A store that cannot be written (a read-only LOCK file or mount) fails
+// with ErrReadOnly instead, and an empty dir with ErrInvalidOptions.
+//
+// Open needs little free space: a new store writes its small metadata files
+// and a first log segment of wal.MinPrealloc bytes; a reopen writes nothing
+// when the newest segment has room, and otherwise that much again. Close
+// then needs room for an engine checkpoint (CHECKPOINT, the ledger table
+// and the frame files of the runs written since the last one).
 //
 // Open replays only the log written since the last engine checkpoint; Pebble
 // (the snapshot history) and the persisted ledger table load in the
 // background, and the first call that needs them waits.
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
+	if dir == "" {
+		return nil, fmt.Errorf("%w: the store directory is empty; pass the path of a directory (it is created if missing)", ErrInvalidOptions)
+	}
 	o, err := opts.withDefaults()
 	if err != nil {
 		return nil, err
@@ -198,7 +213,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.mu.runs = map[string]*Run{}
 	if err := db.open(); err != nil {
 		db.abandon()
-		return nil, err
+		return nil, advise(err)
 	}
 	db.openInfo.Duration = time.Since(start)
 	db.logger.Debug("engine: open", "duration", db.openInfo.Duration, "replayed", db.openInfo.Replayed,
@@ -220,9 +235,11 @@ func (db *DB) open() error {
 			return fmt.Errorf("engine: create directory %s: %w", db.dir, err)
 		}
 	}
-	lock, err := lockStore(fs, db.path(lockFile)) // seen by storeHolder (inspect)
+	// The store's identity in this process, then LOCK (seen by
+	// storeHolder, for inspect).
+	lock, err := lockStoreIdentity(db.opts.FS, fs, db.dir, db.path(lockFile))
 	if err != nil {
-		return fmt.Errorf("%w: %s: %v", ErrLocked, db.path(lockFile), err)
+		return err
 	}
 	db.lock = lock
 	db.dirsSynced = make(chan struct{})
@@ -266,6 +283,11 @@ func (db *DB) open() error {
 		return corruptf(db.fs.PathJoin(db.path(dictsDir), dictFileName(cp.dict)),
 			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
 			db.path(checkpointName), cp.gen)
+	}
+	if n, err := db.removeLeftovers(cp); err != nil {
+		db.logger.Warn("engine: open: leftover files of failed writes could not be removed; they take disk space", "err", err)
+	} else if n > 0 {
+		db.logger.Info("engine: open: removed leftover files of failed writes", "files", n)
 	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
@@ -434,7 +456,10 @@ func (db *DB) mkdirs() error {
 			continue
 		}
 		if err := db.fs.MkdirAll(d, 0o700); err != nil {
-			return fmt.Errorf("engine: create directory %s: %w", d, err)
+			if errors.Is(err, syscall.EROFS) {
+				return fmt.Errorf("%w: create directory %s: the filesystem is mounted read-only", ErrReadOnly, d)
+			}
+			return fmt.Errorf("engine: create directory %s: %w", d, unwrapPathErr(err))
 		}
 	}
 	return nil
@@ -747,6 +772,12 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 		err = db.dirsDurable()
 	}
 	if err != nil {
+		if tooLargeForLog(err) {
+			// Refused before anything was written: the log is as usable
+			// as before, and the caller's state unchanged.
+			return pos, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		err = advise(err)
 		db.failLog(err)
 		return pos, err
 	}
@@ -795,6 +826,7 @@ func (db *DB) backgroundErr() error {
 }
 
 func (db *DB) setBackgroundErr(err error) {
+	err = advise(err)
 	db.bg.err.CompareAndSwap(nil, &err)
 	db.logger.Error("engine: background work failed", "err", err)
 }

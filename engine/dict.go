@@ -19,6 +19,9 @@ import (
 
 const dictSuffix = ".dict"
 
+// maxDictSample is the most of a record body a training sample keeps.
+const maxDictSample = 4 << 10
+
 func dictFileName(id uint32) string { return fmt.Sprintf("%08x%s", id, dictSuffix) }
 
 // loadDicts registers every dictionary of the store and selects the newest
@@ -27,7 +30,7 @@ func (db *DB) loadDicts() error {
 	dir := db.path(dictsDir)
 	names, err := db.fs.List(dir)
 	if err != nil && !notExist(err) {
-		return fmt.Errorf("engine: list %s: %w", dir, err)
+		return fmt.Errorf("engine: list %s: %w", dir, unwrapPathErr(err))
 	}
 	sort.Strings(names)
 	var newest uint32
@@ -38,7 +41,7 @@ func (db *DB) loadDicts() error {
 		name := db.fs.PathJoin(dir, n)
 		b, err := readFile(db.fs, name)
 		if err != nil {
-			return fmt.Errorf("engine: read %s: %w", name, err)
+			return fmt.Errorf("engine: read %s: %w", name, unwrapPathErr(err))
 		}
 		id, dict, err := parseDictFile(name, b)
 		if err != nil {
@@ -91,6 +94,12 @@ func (db *DB) sample(body []byte) {
 	if db.dict.training {
 		return
 	}
+	// A dictionary serves small records; a large one compresses well on
+	// its own. Samples are cut to maxDictSample bytes, so that training
+	// (whose cost grows faster than its input) stays short even for an
+	// agent whose records are 100 KB, and Close, which waits for it, stays
+	// prompt.
+	body = body[:min(len(body), maxDictSample)]
 	db.dict.samples = append(db.dict.samples, append([]byte(nil), body...))
 	db.dict.bytes += len(body)
 	if len(db.dict.samples) < db.opts.DictSamples {

@@ -196,7 +196,27 @@
 //
 // # Caveats
 //
-//   - One process per store (a file lock). Within the process, one DB.
+//   - One process per store (a file lock). Within the process, one DB:
+//     a second Open fails with ErrLocked whatever path names the store
+//     (the store is known by its directory's device and inode). A store
+//     that cannot be written (a read-only LOCK file or mount) is
+//     ErrReadOnly; the read-only tools still read it.
+//   - One size limit, MaxSize (63 MiB): a record's body and a run's
+//     encoded frame. Commit, Do and Resolve check it before writing, so
+//     what they accept always reads back; a refusal (ErrTooLarge) leaves
+//     the log usable. A Do result past MaxResultSize is certified as a
+//     failure that says so, never left in doubt.
+//   - A full disk or a failing device fails the log (I8) with an error
+//     that names the file and says what to do; nothing acknowledged is
+//     lost. Free space, Close and Open again. Open needs at most
+//     wal.MinPrealloc (1 MiB) of free space for the log, none when the
+//     newest segment has room; a failed write's temporary file is removed
+//     at once, and Open removes those a crash left. The snapshot store
+//     (Pebble) does not yet survive a full disk: it may end the process.
+//   - Inspect, Scan and Verify take no lock and run beside a live engine:
+//     they read the log as far as it was durable when they opened it, and
+//     start over when a file they listed vanishes (a rotated ledger table,
+//     a removed segment).
 //   - Default idempotency keys derive from run id, seq and the index of
 //     the call among the atom's Do calls with a default key: an agent that
 //     relies on them must issue those calls in a deterministic order. It

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"syscall"
 )
 
 // Sentinel errors. Callers test for them with errors.Is; the errors the engine
@@ -12,8 +13,17 @@ var (
 	// DB.Close.
 	ErrClosed = errors.New("engine: store closed")
 	// ErrLocked is returned by Open when another process (or another DB in
-	// this process) holds the store's lock.
+	// this process, whatever path it was opened by) holds the store's lock.
 	ErrLocked = errors.New("engine: store is locked by another process")
+	// ErrReadOnly is returned by Open when the store cannot be written: its
+	// LOCK file is not writable by this user, or its filesystem is mounted
+	// read-only. The read-only tools (Inspect, Scan, Verify) still work.
+	ErrReadOnly = errors.New("engine: store is read-only")
+	// ErrTooLarge is returned by Commit, Do and Resolve when a record or a
+	// run's frame would exceed MaxSize. Nothing is written, the log stays
+	// usable, and the atom stays running (Commit) unless the error says
+	// otherwise (Do: see its documentation).
+	ErrTooLarge = errors.New("engine: record or frame too large")
 	// ErrInvalidRunID is returned for an empty, oversized or non-UTF-8 run id.
 	ErrInvalidRunID = errors.New("engine: invalid run id")
 	// ErrAtomInProgress is returned by Begin while another atom of the same
@@ -82,3 +92,35 @@ func (e *CorruptionError) Unwrap() error { return e.Err }
 func corruptf(file string, format string, args ...any) error {
 	return &CorruptionError{File: file, Reason: fmt.Sprintf(format, args...)}
 }
+
+// advise adds to an I/O error of the store what to do about it, when
+// there is something to do: a full disk, a failing device, a read-only
+// filesystem. Other errors, and errors advised already, are returned as
+// they are.
+func advise(err error) error {
+	var a *advisedError
+	if err == nil || errors.As(err, &a) {
+		return err
+	}
+	var what string
+	switch {
+	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
+		what = "the disk is full: free space, then Close the store and open it again; nothing acknowledged is lost"
+	case errors.Is(err, syscall.EIO):
+		what = "an I/O error from the device: check it, then Close the store and open it again; nothing acknowledged is lost"
+	case errors.Is(err, syscall.EROFS):
+		what = "the filesystem became read-only: remount it read-write, then open the store again"
+	default:
+		return err
+	}
+	return &advisedError{err: err, what: what}
+}
+
+// advisedError is an I/O error with what to do about it.
+type advisedError struct {
+	err  error
+	what string
+}
+
+func (e *advisedError) Error() string { return e.err.Error() + " (" + e.what + ")" }
+func (e *advisedError) Unwrap() error { return e.err }

@@ -26,23 +26,33 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 	tmp := name + ".tmp"
 	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("engine: create %s: %w", tmp, err)
+		return fmt.Errorf("engine: create %s: %w", tmp, unwrapPathErr(err))
+	}
+	// A failed attempt removes its temporary file at once: on a full disk
+	// it holds the space the next attempt needs. (Open removes those of a
+	// process that died.)
+	fail := func(what string, err error) error {
+		if f != nil {
+			f.Close()
+		}
+		_ = fs.Remove(tmp)
+		return fmt.Errorf("engine: write %s: %s %s: %w", name, what, tmp, unwrapPathErr(err))
 	}
 	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return fmt.Errorf("engine: write %s: %w", tmp, err)
+		return fail("write", err)
 	}
 	if !noSync {
 		if err := f.Sync(); err != nil {
-			f.Close()
-			return fmt.Errorf("engine: fsync %s: %w", tmp, err)
+			return fail("fsync", err)
 		}
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("engine: close %s: %w", tmp, err)
+	err = f.Close()
+	f = nil
+	if err != nil {
+		return fail("close", err)
 	}
 	if err := fs.Rename(tmp, name); err != nil {
-		return fmt.Errorf("engine: rename %s: %w", tmp, err)
+		return fail("rename", unwrapPathErr(err))
 	}
 	return nil
 }
@@ -52,11 +62,11 @@ func writeFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 func syncDir(fs vfs.FS, dir string) error {
 	d, err := fs.OpenDir(dir)
 	if err != nil {
-		return fmt.Errorf("engine: open directory %s: %w", dir, err)
+		return fmt.Errorf("engine: open directory %s: %w", dir, unwrapPathErr(err))
 	}
 	if err := d.Sync(); err != nil {
 		d.Close()
-		return fmt.Errorf("engine: fsync directory %s: %w", dir, err)
+		return fmt.Errorf("engine: fsync directory %s: %w", dir, unwrapPathErr(err))
 	}
 	return d.Close()
 }
@@ -71,11 +81,11 @@ func readFile(fs vfs.FS, name string) ([]byte, error) {
 	defer f.Close()
 	st, err := f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("engine: stat %s: %w", name, err)
+		return nil, fmt.Errorf("engine: stat %s: %w", name, unwrapPathErr(err))
 	}
 	b := make([]byte, st.Size())
 	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("engine: read %s: %w", name, err)
+		return nil, fmt.Errorf("engine: read %s: %w", name, unwrapPathErr(err))
 	}
 	return b, nil
 }

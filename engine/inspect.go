@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -234,12 +235,33 @@ func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, decoded
 // damaged record, wal.ErrCorrupt for damaged framing). fs nil means the
 // operating system's filesystem.
 func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error) error {
-	s, err := openReadOnly(dir, fs, nil)
+	// A pass that failed before fn saw a record (the oldest segment was
+	// removed under it) starts over; once fn has seen records, it cannot.
+	called := false
+	var scanErr error
+	err := retryVanished(ctx, func() error {
+		s, err := openReadOnly(dir, fs, nil)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		err = s.scan(ctx, func(lr *LogRecord, _ any) error {
+			called = true
+			return fn(lr)
+		})
+		if !called {
+			return err
+		}
+		if notExist(err) {
+			err = fmt.Errorf("engine: scan %s: a segment vanished while it was read (the engine removed it below its checkpoint); scan again: %w", dir, err)
+		}
+		scanErr = err
+		return nil
+	})
 	if err != nil {
 		return err
 	}
-	defer s.close()
-	return s.scan(ctx, func(lr *LogRecord, _ any) error { return fn(lr) })
+	return scanErr
 }
 
 // RunSummary describes one run of a store as Inspect found it.
@@ -428,7 +450,46 @@ type inspectAction struct {
 // its log, plus its CHECKPOINT file. It fails with an error matching
 // ErrNotAStore if dir holds no store, and with one that says where if a
 // record cannot be read or decoded. Close releases it.
+//
+// Inspect takes no lock and runs beside a live engine: it reads the log up
+// to where it was durable when Inspect opened it, and if a file it listed
+// vanished before it read it (the engine rotated its ledger table or
+// removed a segment below its checkpoint), it starts over, up to
+// readRetries times.
 func Inspect(ctx context.Context, dir string, opts *InspectOptions) (*Inspector, error) {
+	var in *Inspector
+	err := retryVanished(ctx, func() error {
+		var err error
+		in, err = inspectOnce(ctx, dir, opts)
+		return err
+	})
+	return in, err
+}
+
+// readRetries is how often a read-only pass starts over when a file it
+// listed vanished under it: a live engine removes a file only after it
+// renamed its replacement into place, so a fresh pass finds a consistent
+// set of files unless the engine replaced them again meanwhile.
+const readRetries = 4
+
+// retryVanished calls pass until it returns something other than an error
+// matching os.ErrNotExist, at most readRetries times. A store directory or
+// STORE file that is missing is reported at once (ErrNotAStore).
+func retryVanished(ctx context.Context, pass func() error) error {
+	var err error
+	for range readRetries {
+		if err = pass(); err == nil || !notExist(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}
+
+// isTempName reports whether a file name is one of the engine's temporary
+// files (written, then renamed into place or removed).
+func isTempName(name string) bool { return strings.HasSuffix(name, ".tmp") }
+
+func inspectOnce(ctx context.Context, dir string, opts *InspectOptions) (*Inspector, error) {
 	var o InspectOptions
 	if opts != nil {
 		o = *opts
@@ -658,25 +719,38 @@ func (in *Inspector) build(ctx context.Context) error {
 	return nil
 }
 
-// sizeFiles sums the sizes of the store's files by top-level entry.
+// sizeFiles sums the sizes of the store's files by top-level entry. It
+// reads beside a live engine: temporary files (.tmp, about to be renamed
+// or removed) are not counted, and a file that vanishes between the
+// listing and its stat (a rotated ledger table, a removed segment) is
+// skipped.
 func (in *Inspector) sizeFiles() error {
 	fs, dir := in.st.db.fs, in.st.db.dir
 	in.stats.Files = map[string]int64{}
 	var walk func(path string) (int64, error)
 	walk = func(path string) (int64, error) {
 		fi, err := fs.Stat(path)
+		if notExist(err) {
+			return 0, nil
+		}
 		if err != nil {
-			return 0, fmt.Errorf("engine: stat %s: %w", path, err)
+			return 0, fmt.Errorf("engine: stat %s: %w", path, unwrapPathErr(err))
 		}
 		if !fi.IsDir() {
 			return fi.Size(), nil
 		}
 		names, err := fs.List(path)
+		if notExist(err) {
+			return 0, nil
+		}
 		if err != nil {
-			return 0, fmt.Errorf("engine: list %s: %w", path, err)
+			return 0, fmt.Errorf("engine: list %s: %w", path, unwrapPathErr(err))
 		}
 		var n int64
 		for _, name := range names {
+			if isTempName(name) {
+				continue
+			}
 			m, err := walk(fs.PathJoin(path, name))
 			if err != nil {
 				return 0, err
@@ -687,12 +761,18 @@ func (in *Inspector) sizeFiles() error {
 	}
 	names, err := fs.List(dir)
 	if err != nil {
-		return fmt.Errorf("engine: list %s: %w", dir, err)
+		return fmt.Errorf("engine: list %s: %w", dir, unwrapPathErr(err))
 	}
 	for _, name := range names {
+		if isTempName(name) {
+			continue
+		}
 		n, err := walk(fs.PathJoin(dir, name))
 		if err != nil {
 			return err
+		}
+		if _, err := fs.Stat(fs.PathJoin(dir, name)); notExist(err) {
+			continue // vanished: not an entry of the store any more
 		}
 		in.stats.Files[name] = n
 		in.stats.TotalBytes += n

@@ -74,6 +74,13 @@ type Run struct {
 		// 0 if none. Cleared when that seq commits.
 		interruptedSeq uint64
 		broken         error // set when the in-memory state can no longer be trusted
+
+		// sizeBound bounds the encoded size of frame as it was when
+		// sizeFrame was frame and sizeSeq was lastSeq (checkFrameSizeLocked);
+		// it is stale once either changed.
+		sizeBound int64
+		sizeFrame *frame.Frame
+		sizeSeq   uint64
 	}
 }
 
@@ -215,6 +222,9 @@ func (r *Run) State() *frame.Frame {
 // StateE is State with an error: it reports a log that cannot rebuild the
 // frame (damage of the log itself) instead of returning nil.
 func (r *Run) StateE() (*frame.Frame, error) {
+	if err := r.db.checkOpen(); err != nil {
+		return nil, err
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.materializeLocked(); err != nil {
@@ -392,6 +402,11 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 		return nil, err
 	}
 	r.db.startDirSyncs() // the atom's first write will wait for them
+	// A failed log is final (I8): say so rather than that the atom whose
+	// commit it failed is still running.
+	if err := r.db.logFailed(); err != nil {
+		return nil, fmt.Errorf("engine: begin run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.mu.atom != nil {

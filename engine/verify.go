@@ -70,6 +70,18 @@ type VerifyOptions struct {
 // It returns an error only when it cannot check at all (dir is not a store,
 // an I/O error opening it); damage it finds is in the report.
 func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report, error) {
+	// Beside a live engine, a file listed may vanish before it is read (a
+	// segment removed below a checkpoint): start over (see retryVanished).
+	var rep *chain.Report
+	err := retryVanished(ctx, func() error {
+		var err error
+		rep, err = verifyOnce(ctx, dir, opts)
+		return err
+	})
+	return rep, err
+}
+
+func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report, error) {
 	var o VerifyOptions
 	if opts != nil {
 		o = *opts
@@ -122,6 +134,23 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	}
 	db.comp = frame.NewCompressor(db.dicts).WithBudget(o.Budget)
 
+	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Origin: o.Origin, Trusted: o.Trusted,
+		UnsignedTail: o.UnsignedTail, Keyed: keyed})
+	if err != nil {
+		return nil, err
+	}
+	v.Store(storeID)
+	if storeErr != nil {
+		v.Corrupt(storeName, storeErr)
+	}
+	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
+		dc: newDerivedCheck()}
+	// The derived files first, the log after: a live engine writes a frame
+	// file or CHECKPOINT only once the log holds what it derives from, so
+	// the log opened afterwards reaches at least as far.
+	if err := vr.loadRestartFiles(); err != nil {
+		v.Corrupt(db.path(checkpointName), err)
+	}
 	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
 	var logErr error // damage found opening the log: reported, not returned
 	switch {
@@ -133,25 +162,8 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 	default:
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
-	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Origin: o.Origin, Trusted: o.Trusted,
-		UnsignedTail: o.UnsignedTail, Keyed: keyed})
-	if err != nil {
-		if log != nil {
-			log.Close()
-		}
-		return nil, err
-	}
-	v.Store(storeID)
-	if storeErr != nil {
-		v.Corrupt(storeName, storeErr)
-	}
 	if logErr != nil {
 		v.Corrupt(db.path(walDir), logErr)
-	}
-	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
-		dc: newDerivedCheck()}
-	if err := vr.loadRestartFiles(); err != nil {
-		v.Corrupt(db.path(checkpointName), err)
 	}
 	if logErr == nil {
 		vr.checkLogPresent(log)
@@ -171,6 +183,9 @@ func Verify(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Report
 			vr.unchecked = append(vr.unchecked, notCheckedSnapshots)
 		}
 		log.Close()
+		if vr.vanished != nil {
+			return nil, fmt.Errorf("engine: verify: read log %s: %w", db.path(walDir), vr.vanished)
+		}
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -200,6 +215,19 @@ type verifyRun struct {
 	dc    *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
+	// vanished is set when a segment vanished while it was read.
+	vanished error
+}
+
+// readErr reports an error reading the log: a segment that vanished (a
+// live engine removed it below its checkpoint after Verify listed it)
+// makes Verify start over; anything else is damage.
+func (vr *verifyRun) readErr(log *wal.Log, err error) {
+	if notExist(err) {
+		vr.vanished = err
+		return
+	}
+	vr.logDamage(log, err)
 }
 
 func (vr *verifyRun) run(id string) *verifyRunState {
@@ -271,7 +299,7 @@ func (vr *verifyRun) loadRestartFiles() error {
 func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progress func(done, total int64)) {
 	rd, err := log.NewReader(wal.Pos{})
 	if err != nil {
-		vr.v.Corrupt(vr.db.path(walDir), err)
+		vr.readErr(log, err)
 		return
 	}
 	defer rd.Close()
@@ -350,7 +378,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		}
 	}
 	if err := rd.Err(); err != nil {
-		vr.logDamage(log, err)
+		vr.readErr(log, err)
 	}
 	if progress != nil {
 		progress(total, total)

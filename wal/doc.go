@@ -6,7 +6,7 @@
 //
 // # Usage
 //
-//	l, err := wal.Open(dir, nil) // vfs.Default, 64 MiB segments
+//	l, err := wal.Open(dir, nil) // vfs.Default, segments growing to 64 MiB
 //	pos, err := l.Append(ctx, rec)                  // durable when it returns
 //	poss, err := l.AppendBatch(ctx, [][]byte{a, b}) // all or nothing
 //	w := l.AppendAsync(rec)                         // enqueue now ...
@@ -23,13 +23,20 @@
 //
 // # Layout
 //
-// The log is a directory of fixed-size segment files (format.go has the byte
-// layout). Every segment is zero-filled before it is written: an fdatasync
-// of a file whose blocks are already written does not have to update the
-// file size or extent metadata, so it is cheaper than on a growing file, and
-// an append can never run out of disk space inside a prepared segment. The
-// next segment (the spare) is zero-filled in the background once the active
-// one is half full; a brand-new log zero-fills its first segment in Open.
+// The log is a directory of segment files (format.go has the byte
+// layout). Every segment is zero-filled to its capacity before it is
+// written: an fdatasync of a file whose blocks are already written does not
+// have to update the file size or extent metadata, so it is cheaper than on
+// a growing file, and an append can never run out of disk space inside a
+// prepared segment. Capacities grow with the log, as etcd's file pipeline
+// does: the first segment, and the one an Open must start, holds
+// MinPrealloc (1 MiB) or SegmentSize if smaller, and each next one twice its
+// predecessor, up to SegmentSize (a batch that needs more gets a segment it
+// fits in). A segment's capacity is its file's size. The next segment (the
+// spare) is zero-filled in the background once the active one is half
+// full; a brand-new log zero-fills its small first segment in Open. A log
+// thus takes about twice what it holds, and an Open needs at most
+// MinPrealloc bytes of free space (none when it resumes the newest segment).
 // A writable Open keeps appending to the newest segment, right after its
 // last valid record, as long as it is unsealed and has room, so restarts
 // add no segment. Records are framed with a length and a CRC32C that covers
@@ -141,8 +148,10 @@
 //   - Sealed segments are verified when read, not at Open, to keep restart
 //     cheap: Open does not even open them (one stat each). A damaged sealed
 //     header is reported by the first read of that segment, at its offset 0.
-//   - Creating a log costs one segment's zero-fill in Open (64 MiB by
-//     default). A rotation that finds no spare ready (its background
+//   - Creating a log costs a MinPrealloc zero-fill in Open. A segment or
+//     spare whose creation fails (a full disk) is removed at once, and a
+//     crash's leftover .tmp by the next writable Open. A rotation that
+//     finds no spare ready (its background
 //     preparation failed or is late) writes a growing file, whose
 //     fdatasyncs cost more until the next rotation.
 //   - With vfs.MemFS keep SegmentSize small: every segment is really

@@ -237,7 +237,7 @@ func (r *Reader) size(d Pos) error {
 	}
 	fi, err := r.sf.f.Stat()
 	if err != nil {
-		return fmt.Errorf("wal: stat segment %d: %w", r.sf.id, err)
+		return fmt.Errorf("wal: stat segment %d (%s): %w", r.sf.id, r.sf.name, unwrapPathErr(err))
 	}
 	r.sf.size, r.full = fi.Size(), true
 	return nil
@@ -346,7 +346,7 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	head := (*bp)[:want]
 	n, err := readFull(f, head, pos.Offset)
 	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+		return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
 	}
 	head = head[:n]
 	if n < RecordHeaderSize {
@@ -378,7 +378,7 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 			if errors.Is(err, io.EOF) {
 				return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, got+m))
 			}
-			return nil, fmt.Errorf("wal: read segment %d at offset %d: %w", pos.Segment, pos.Offset, err)
+			return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
 		}
 	}
 	if !payloadOK(hb, seg, out, rh.crc) {

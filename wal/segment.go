@@ -58,51 +58,95 @@ func (l *Log) restrict(name string) {
 	}
 }
 
-// prepareSpare zero-fills a segment-sized file and publishes it as the spare.
-// It runs in the background; its error comes back on a channel.
-func (l *Log) prepareSpare() error {
+// MinPrealloc is the capacity of the first segment of a log, and of the
+// segment a writable Open starts when it cannot resume the newest one:
+// min(MinPrealloc, SegmentSize) bytes, zero-filled when created. Each
+// segment after it has twice the capacity of the one before, up to
+// SegmentSize, and is zero-filled in the background (the spare) while its
+// predecessor fills. A log thus takes on disk about twice what it holds,
+// never a whole SegmentSize for a few records, and Open needs at most
+// MinPrealloc bytes of free space.
+const MinPrealloc = 1 << 20
+
+// capFor returns the capacity of the segment that follows one of capacity
+// prev (0: the first one, or the first after Open) and must hold a batch
+// spanning need bytes: twice prev, at least MinPrealloc and what need
+// takes, at most the segment size, rounded to 4 KiB.
+func (l *Log) capFor(prev, need int64) int64 {
+	c := max(2*prev, MinPrealloc, SegmentHeaderSize+need+sealSpan)
+	c = (c + 4<<10 - 1) &^ (4<<10 - 1)
+	return min(c, l.segSize)
+}
+
+// prepareSpare zero-fills a file of size bytes and publishes it as the
+// spare. It runs in the background; its error comes back on a channel. A
+// failed attempt removes its temporary file at once: on a full disk it
+// would otherwise hold the space it managed to take.
+func (l *Log) prepareSpare(size int64) error {
 	tmp, final := l.path(spareTmpName), l.path(spareName)
 	f, err := l.fs.Create(tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("wal: create spare segment: %w", err)
+		return fmt.Errorf("wal: create spare segment %s: %w", tmp, unwrapPathErr(err))
+	}
+	open := true
+	fail := func(err error) error {
+		if open {
+			f.Close()
+		}
+		if rerr := l.fs.Remove(tmp); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+			l.logger.Warn("wal: remove the spare segment of a failed attempt", "file", tmp, "err", rerr)
+		}
+		return err
 	}
 	l.restrict(tmp)
 	// vfs.File.Write may modify its argument, so the chunk is private and
 	// cleared before every write.
-	zeros := make([]byte, min(1<<20, l.segSize))
-	for off := int64(0); off < l.segSize; off += int64(len(zeros)) {
-		n := min(int64(len(zeros)), l.segSize-off)
+	zeros := make([]byte, min(1<<20, size))
+	for off := int64(0); off < size; off += int64(len(zeros)) {
+		n := min(int64(len(zeros)), size-off)
 		clear(zeros)
 		if _, err := f.Write(zeros[:n]); err != nil {
-			f.Close()
-			return fmt.Errorf("wal: zero-fill spare segment at offset %d: %w", off, err)
+			return fail(fmt.Errorf("wal: zero-fill spare segment %s at offset %d of %d: %w", tmp, off, size, unwrapPathErr(err)))
 		}
 	}
 	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("wal: sync spare segment: %w", err)
+		return fail(fmt.Errorf("wal: sync spare segment %s: %w", tmp, unwrapPathErr(err)))
 	}
+	open = false
 	if err := f.Close(); err != nil {
-		return fmt.Errorf("wal: close spare segment: %w", err)
+		return fail(fmt.Errorf("wal: close spare segment %s: %w", tmp, unwrapPathErr(err)))
 	}
 	if err := l.fs.Rename(tmp, final); err != nil {
-		return fmt.Errorf("wal: publish spare segment: %w", err)
+		return fail(fmt.Errorf("wal: rename spare segment %s to %s: %w", tmp, spareName, unwrapPathErr(err)))
 	}
 	return l.syncDir()
 }
 
-// spareReady reports whether a complete spare of the right size exists.
-func (l *Log) spareReady() bool {
+// spareSize returns the size of the spare file if a usable one exists:
+// a multiple of 4 KiB between MinSegmentSize and the segment size (an
+// older process may have prepared it with another SegmentSize).
+func (l *Log) spareSize() (int64, bool) {
 	fi, err := l.fs.Stat(l.path(spareName))
-	return err == nil && fi.Size() == l.segSize
+	if err != nil {
+		return 0, false
+	}
+	n := fi.Size()
+	return n, n >= MinSegmentSize && n <= l.segSize && n%(4<<10) == 0
 }
 
-// activate makes segment id the active one: from the spare if one is
-// ready (write its header, fdatasync, rename), else a new file, zero-filled
-// to the segment size when zeroFill is set, or growing as records are
-// appended. Either way the header is durable before the file carries the
-// segment's name, and the directory is synced after.
-func (l *Log) activate(id uint64, useSpare, zeroFill bool) (vfs.File, error) {
+// spareReady reports whether a usable spare exists.
+func (l *Log) spareReady() bool {
+	_, ok := l.spareSize()
+	return ok
+}
+
+// activate makes segment id the active one, of capacity size: from the
+// spare if useSpare (write its header, fdatasync, rename; its size is its
+// capacity), else a new file, zero-filled to size when zeroFill is set, or
+// growing as records are appended. Either way the header is durable before
+// the file carries the segment's name, and the directory is synced after.
+// A new file that fails is removed at once.
+func (l *Log) activate(id uint64, size int64, useSpare, zeroFill bool) (vfs.File, error) {
 	var hdr [SegmentHeaderSize]byte
 	encodeSegmentHeader(hdr[:], id)
 	final := l.path(segmentName(id))
@@ -118,22 +162,27 @@ func (l *Log) activate(id uint64, useSpare, zeroFill bool) (vfs.File, error) {
 		l.restrict(src)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("wal: create segment %d: %w", id, err)
+		return nil, fmt.Errorf("wal: create segment %d (%s): %w", id, src, unwrapPathErr(err))
 	}
 	fail := func(what string, err error) (vfs.File, error) {
 		f.Close()
-		return nil, fmt.Errorf("wal: %s segment %d: %w", what, id, err)
+		if !useSpare {
+			if rerr := l.fs.Remove(src); rerr != nil && !errors.Is(rerr, os.ErrNotExist) {
+				l.logger.Warn("wal: remove the segment of a failed attempt", "file", src, "err", rerr)
+			}
+		}
+		return nil, fmt.Errorf("wal: %s segment %d (%s): %w", what, id, src, unwrapPathErr(err))
 	}
 	if _, err := f.WriteAt(hdr[:], 0); err != nil {
 		return fail("write header of", err)
 	}
 	if zeroFill && !useSpare {
-		zeros := make([]byte, min(1<<20, l.segSize-SegmentHeaderSize))
-		for off := int64(SegmentHeaderSize); off < l.segSize; off += int64(len(zeros)) {
-			n := min(int64(len(zeros)), l.segSize-off)
+		zeros := make([]byte, min(1<<20, size-SegmentHeaderSize))
+		for off := int64(SegmentHeaderSize); off < size; off += int64(len(zeros)) {
+			n := min(int64(len(zeros)), size-off)
 			clear(zeros) // vfs writes may modify their argument
 			if _, err := f.WriteAt(zeros[:n], off); err != nil {
-				return fail(fmt.Sprintf("zero-fill (offset %d) of", off), err)
+				return fail(fmt.Sprintf("zero-fill (offset %d of %d) of", off, size), err)
 			}
 		}
 	}
@@ -146,13 +195,27 @@ func (l *Log) activate(id uint64, useSpare, zeroFill bool) (vfs.File, error) {
 		return fail("sync header of", err)
 	}
 	if err := l.fs.Rename(src, final); err != nil {
-		return fail("name", err)
+		return fail("name", unwrapPathErr(err))
 	}
 	if err := l.syncDir(); err != nil {
 		f.Close()
 		return nil, err
 	}
 	return f, nil
+}
+
+// unwrapPathErr returns the cause of an *os.PathError or *os.LinkError,
+// for a message that names the path already.
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
 }
 
 // lastNonzero returns the end of the last nonzero byte of segment id's

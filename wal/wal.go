@@ -20,9 +20,10 @@ type Options struct {
 	// FS is the filesystem holding the log; nil means vfs.Default (the
 	// operating system's).
 	FS vfs.FS
-	// SegmentSize is the fixed size of a segment file; 0 means
+	// SegmentSize is the largest capacity of a segment file; 0 means
 	// DefaultSegmentSize (64 MiB). It must lie in [MinSegmentSize,
-	// MaxSegmentSize] and be a multiple of RecordAlign.
+	// MaxSegmentSize] and be a multiple of RecordAlign. Segments start at
+	// MinPrealloc and double up to it (see the package documentation).
 	SegmentSize int64
 	// NoSync skips fdatasync: an append returns once its write reached the
 	// operating system. UNSAFE: a machine crash loses acknowledged records.
@@ -177,6 +178,9 @@ type Log struct {
 		// segID is seg as the 8 bytes every record checksum covers.
 		segID [8]byte
 		off   int64 // next write offset in f
+		// cap is the active segment's capacity: records and the seal end
+		// by it (capFor; a resumed segment's is its file size).
+		cap int64
 		// synced is an offset up to which f is known durable; every record
 		// carries the value it had when the record was encoded. It equals
 		// off between flushes (without NoSync).
@@ -265,7 +269,7 @@ func (o *Options) validate() error {
 // *CorruptionError. A writable log then appends right after the last valid
 // record of the newest segment (a torn tail is zeroed and synced first), or
 // to a fresh segment when the newest one is sealed or full. A brand-new log
-// starts on a zero-filled first segment.
+// starts on a zero-filled first segment of MinPrealloc bytes.
 func Open(dir string, opts *Options) (*Log, error) {
 	var o Options
 	if opts != nil {
@@ -496,7 +500,7 @@ func (l *Log) segmentSize(id uint64) (int64, error) {
 	name := l.path(segmentName(id))
 	fi, err := l.fs.Stat(name)
 	if err != nil {
-		return 0, fmt.Errorf("wal: stat segment %d: %w", id, err)
+		return 0, fmt.Errorf("wal: stat segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	if fi.Size() < SegmentHeaderSize {
 		return 0, &CorruptionError{Segment: id, Offset: 0, File: name,
@@ -512,13 +516,13 @@ func (l *Log) openSegment(id uint64) (vfs.File, error) {
 	name := l.path(segmentName(id))
 	f, err := l.fs.Open(name)
 	if err != nil {
-		return nil, fmt.Errorf("wal: open segment %d: %w", id, err)
+		return nil, fmt.Errorf("wal: open segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	var hdr [SegmentHeaderSize]byte
 	n, err := readFull(f, hdr[:], 0)
 	if err != nil && !errors.Is(err, io.EOF) {
 		f.Close()
-		return nil, fmt.Errorf("wal: read segment %d header: %w", id, err)
+		return nil, fmt.Errorf("wal: read segment %d (%s) header: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	if why := decodeSegmentHeader(hdr[:n], id); why != "" {
 		f.Close()
@@ -538,7 +542,7 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return end, fmt.Errorf("wal: stat segment %d: %w", id, err)
+		return end, fmt.Errorf("wal: stat segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	end.size = fi.Size()
 	s := newSegFile(f, id, name, fi.Size())
@@ -616,18 +620,26 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 // unsealed and has room; otherwise it seals it there (or drops it when it
 // holds no record) and activates the next one.
 func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSpare bool) error {
-	if haveSpare && !l.spareReady() {
-		if err := l.fs.Remove(l.path(spareName)); err != nil {
-			return fmt.Errorf("wal: remove mis-sized spare: %w", err)
+	var spare int64
+	if haveSpare {
+		var ok bool
+		if spare, ok = l.spareSize(); !ok {
+			if err := l.fs.Remove(l.path(spareName)); err != nil {
+				return fmt.Errorf("wal: remove mis-sized spare %s: %w", l.path(spareName), unwrapPathErr(err))
+			}
+			haveSpare = false
 		}
-		haveSpare = false
 	}
 	l.w.haveSpare = haveSpare
 	next := uint64(1)
 	if len(ids) > 0 {
 		newest := ids[len(ids)-1]
 		next = newest + 1
-		room := info.Tail.Offset+recordSpan(0) <= l.segSize-sealSpan
+		// A segment's capacity is its file's size: every segment is
+		// zero-filled to its capacity before it is named, except one
+		// created growing at a rotation without a spare, which a restart
+		// then seals where it ends.
+		room := info.Tail.Offset+recordSpan(0) <= end.size-sealSpan
 		if !info.Sealed && room {
 			ok, err := l.resume(newest, info, end)
 			if err != nil || ok {
@@ -647,7 +659,7 @@ func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSp
 			// be in it (each one is preceded by durable records back to the
 			// header). Replace it rather than leave an empty sealed file.
 			if err := l.fs.Remove(l.path(segmentName(newest))); err != nil {
-				return fmt.Errorf("wal: remove empty segment %d: %w", newest, err)
+				return fmt.Errorf("wal: remove empty segment %d (%s): %w", newest, l.path(segmentName(newest)), unwrapPathErr(err))
 			}
 			if err := l.syncDir(); err != nil {
 				return err
@@ -662,15 +674,20 @@ func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSp
 		}
 	}
 	// Open never leaves a growing active segment: without a spare, the new
-	// segment is zero-filled now (a brand-new log pays this once).
-	f, err := l.activate(next, haveSpare, !haveSpare)
+	// segment is zero-filled now, to a small capacity (MinPrealloc), so
+	// that an Open needs little free space.
+	size := l.capFor(0, 0)
+	if haveSpare {
+		size = spare
+	}
+	f, err := l.activate(next, size, haveSpare, !haveSpare)
 	if err != nil {
 		return err
 	}
 	if haveSpare {
 		l.w.haveSpare = false
 	}
-	l.setActive(f, next)
+	l.setActive(f, next, size)
 	l.setFirst()
 	return nil
 }
@@ -711,7 +728,7 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	name := l.path(segmentName(id))
 	f, err := l.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return false, fmt.Errorf("wal: open segment %d to resume it: %w", id, err)
+		return false, fmt.Errorf("wal: open segment %d (%s) to resume it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	fail := func(err error) (bool, error) {
 		f.Close()
@@ -738,7 +755,7 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	clean := l.durableHint != (Pos{}) && info.ScanFrom == l.durableHint && tail == l.durableHint.Offset && stale == tail
 	if !synced && !l.noSync && !clean {
 		if err := f.SyncData(); err != nil {
-			return fail(fmt.Errorf("wal: sync segment %d before resuming it: %w", id, err))
+			return fail(fmt.Errorf("wal: sync segment %d (%s) before resuming it: %w", id, l.path(segmentName(id)), unwrapPathErr(err)))
 		}
 		synced = true
 	}
@@ -753,7 +770,7 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	info.Resumed = true
 	info.ZeroedBytes = stale - tail
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
-	l.w.off, l.w.synced = tail, tail
+	l.w.off, l.w.synced, l.w.cap = tail, tail, end.size
 	if !synced {
 		// NoSync: the largest synced mark read is the best proven bound.
 		l.w.synced = min(end.synced, tail)
@@ -772,14 +789,14 @@ func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
 		n := min(int64(len(zeros)), to-off)
 		clear(zeros) // vfs writes may modify their argument
 		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return fmt.Errorf("wal: zero stale bytes of segment %d at offset %d: %w", id, off, err)
+			return fmt.Errorf("wal: zero stale bytes of segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
 		}
 	}
 	if l.noSync {
 		return nil
 	}
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync zeroed tail of segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync zeroed tail of segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
@@ -788,11 +805,11 @@ func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
 func (l *Log) syncSegment(id uint64) error {
 	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d to sync it: %w", id, err)
+		return fmt.Errorf("wal: open segment %d (%s) to sync it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	defer f.Close()
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
@@ -803,44 +820,46 @@ func (l *Log) syncSegment(id uint64) error {
 func (l *Log) sealAt(id uint64, off int64) error {
 	f, err := l.fs.OpenReadWrite(l.path(segmentName(id)), vfs.WriteCategoryUnspecified)
 	if err != nil {
-		return fmt.Errorf("wal: open segment %d to seal it: %w", id, err)
+		return fmt.Errorf("wal: open segment %d (%s) to seal it: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	defer f.Close()
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync segment %d before sealing: %w", id, err)
+		return fmt.Errorf("wal: sync segment %d (%s) before sealing: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	seal := appendRecord(nil, segIDBytes(id), recTypeSeal, uint32(off), nil)
 	if _, err := f.WriteAt(seal, off); err != nil {
-		return fmt.Errorf("wal: seal segment %d at offset %d: %w", id, off, err)
+		return fmt.Errorf("wal: seal segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
 	}
 	if err := f.SyncData(); err != nil {
-		return fmt.Errorf("wal: sync seal of segment %d: %w", id, err)
+		return fmt.Errorf("wal: sync seal of segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 	}
 	return nil
 }
 
-// setActive installs f as the new, empty active segment id (owner or Open
-// only).
-func (l *Log) setActive(f vfs.File, id uint64) {
+// setActive installs f as the new, empty active segment id of capacity
+// size (owner or Open only).
+func (l *Log) setActive(f vfs.File, id uint64, size int64) {
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
-	l.w.off, l.w.synced = SegmentHeaderSize, SegmentHeaderSize
+	l.w.off, l.w.synced, l.w.cap = SegmentHeaderSize, SegmentHeaderSize, size
 	d := Pos{id, SegmentHeaderSize}
 	l.durable.Store(&d)
 	l.segs.Lock()
-	l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: d, Size: l.segSize})
+	l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: d, Size: size})
 	l.segs.Unlock()
 }
 
-// maybePrepareSpare starts zero-filling the next segment in the background
-// once the active one is half full and no spare exists or is being made
-// (owner only). Preparing it lazily keeps a 64 MiB zero-fill away from an
-// Open and from the first commits after it.
+// maybePrepareSpare starts zero-filling the next segment (twice the active
+// one's capacity, up to the segment size) in the background once the
+// active one is half full and no spare exists or is being made (owner
+// only). Preparing it lazily keeps the zero-fill away from an Open and
+// from the first commits after it.
 func (l *Log) maybePrepareSpare() {
-	if l.w.preparing || l.w.haveSpare || l.w.off < l.segSize/2 {
+	if l.w.preparing || l.w.haveSpare || l.w.off < l.w.cap/2 {
 		return
 	}
 	l.w.preparing = true
-	go func() { l.w.spare <- l.prepareSpare() }()
+	size := l.capFor(l.w.cap, 0)
+	go func() { l.w.spare <- l.prepareSpare(size) }()
 }
 
 func (l *Log) durablePos() Pos { return *l.durable.Load() }
@@ -982,7 +1001,7 @@ func (l *Log) commit(batch []*Waiter) {
 	buf := l.w.buf[:0]
 	start := 0 // batch[start:i] are encoded in buf
 	for i, w := range batch {
-		if l.w.off+int64(len(buf))+w.span > l.segSize-sealSpan {
+		if l.w.off+int64(len(buf))+w.span > l.w.cap-sealSpan {
 			if len(buf) > 0 {
 				if !l.flush(buf, batch[start:i]) {
 					l.fail(l.stickyErr(), batch[i:])
@@ -991,7 +1010,7 @@ func (l *Log) commit(batch []*Waiter) {
 				buf = buf[:0]
 			}
 			start = i
-			if err := l.rotate(); err != nil {
+			if err := l.rotate(w.span); err != nil {
 				l.fail(err, batch[i:])
 				return
 			}
@@ -1028,7 +1047,7 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 			n = min(n, l.unsynced)
 		}
 		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
-			l.fail(fmt.Errorf("wal: write segment %d at offset %d: %w", l.w.seg, l.w.off, err), ws)
+			l.fail(fmt.Errorf("wal: write segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err)), ws)
 			return false
 		}
 		l.stats.writes.Add(1)
@@ -1068,17 +1087,18 @@ func (l *Log) syncActive() error {
 		l.stats.maxSync.Store(ns)
 	}
 	if err != nil {
-		return fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err)
+		return fmt.Errorf("wal: sync segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}
 	l.w.synced = l.w.off
 	return nil
 }
 
-// rotate seals the active segment and activates the next one.
-func (l *Log) rotate() error {
+// rotate seals the active segment and activates the next one, with room
+// for a batch spanning need bytes.
+func (l *Log) rotate(need int64) error {
 	seal := appendRecord(nil, l.w.segID, recTypeSeal, uint32(l.w.synced), nil)
 	if _, err := l.w.f.WriteAt(seal, l.w.off); err != nil {
-		return fmt.Errorf("wal: seal segment %d at offset %d: %w", l.w.seg, l.w.off, err)
+		return fmt.Errorf("wal: seal segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err))
 	}
 	l.stats.written.Add(int64(len(seal)))
 	sealAt := l.w.off
@@ -1087,7 +1107,7 @@ func (l *Log) rotate() error {
 		return err
 	}
 	if err := l.w.f.Close(); err != nil {
-		return fmt.Errorf("wal: close segment %d: %w", l.w.seg, err)
+		return fmt.Errorf("wal: close segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}
 	l.w.f = nil
 	if l.w.preparing {
@@ -1098,9 +1118,18 @@ func (l *Log) rotate() error {
 		l.w.preparing = false
 		l.w.haveSpare = err == nil
 	}
-	useSpare := l.w.haveSpare && l.spareReady()
+	size := l.capFor(l.w.cap, need)
+	useSpare := false
+	if l.w.haveSpare {
+		// A spare too small for this batch stays for a later rotation.
+		n, ok := l.spareSize()
+		l.w.haveSpare = ok
+		if useSpare = ok && n >= SegmentHeaderSize+need+sealSpan; useSpare {
+			size = n
+		}
+	}
 	next := l.w.seg + 1
-	f, err := l.activate(next, useSpare, false)
+	f, err := l.activate(next, size, useSpare, false)
 	if err != nil {
 		// Readers may still stop at the seal; nothing was acknowledged past it.
 		d := Pos{l.w.seg, sealAt}
@@ -1111,8 +1140,10 @@ func (l *Log) rotate() error {
 	l.segs.list[len(l.segs.list)-1].Sealed = true
 	l.segs.Unlock()
 	l.stats.rotations.Add(1)
-	l.w.haveSpare = false // used, or found missing
-	l.setActive(f, next)
+	if useSpare {
+		l.w.haveSpare = false
+	}
+	l.setActive(f, next, size)
 	return nil
 }
 
@@ -1165,7 +1196,7 @@ func (l *Log) RemoveBelow(pos Pos) (int, error) {
 		}
 		l.rd.Unlock()
 		if err := l.fs.Remove(l.path(segmentName(id))); err != nil {
-			return removed, fmt.Errorf("wal: remove segment %d: %w", id, err)
+			return removed, fmt.Errorf("wal: remove segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
 		}
 		l.segs.list = l.segs.list[1:]
 		f := l.segs.list[0].First
@@ -1228,7 +1259,7 @@ func (l *Log) Close() error {
 				errs = append(errs, err)
 			} else if l.noSync && l.w.f != nil {
 				if err := l.w.f.SyncData(); err != nil {
-					errs = append(errs, fmt.Errorf("wal: sync segment %d: %w", l.w.seg, err))
+					errs = append(errs, fmt.Errorf("wal: sync segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err)))
 				}
 			}
 			if l.w.preparing {

@@ -70,6 +70,16 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fail(stderr, "demo", err)
 	}
+	// Create the store's directory here, so that a path that cannot hold
+	// one is an I/O error of the demo (exit 2), not an agent that failed.
+	if err := os.MkdirAll(*dir, 0o700); err != nil {
+		var pe *os.PathError
+		if errors.As(err, &pe) && pe.Path == *dir {
+			err = pe.Err // the message names the directory already
+		}
+		fmt.Fprintf(stderr, "continuumctl demo: cannot create the store directory %s (%v); give a directory you can write\n", *dir, err)
+		return exitUsage
+	}
 	exe, err := os.Executable()
 	if err != nil {
 		return fail(stderr, "demo", fmt.Errorf("cannot find this program to start the agent: %w", err))
@@ -155,7 +165,13 @@ func (d *demo) run(ctx context.Context) int {
 		return fail(d.stderr, "demo", err)
 	}
 	if !res1.killed {
-		fmt.Fprintf(d.stderr, "continuumctl demo: the agent finished without being killed (exit: %v)\n", res1.err)
+		if res1.err != nil {
+			// The agent could not run (its store could not be opened, say):
+			// an I/O error, not a store that misbehaved.
+			fmt.Fprintf(d.stderr, "continuumctl demo: the agent failed before it could be killed: %v\n", res1.err)
+			return exitUsage
+		}
+		fmt.Fprintf(d.stderr, "continuumctl demo: the agent finished without being killed\n")
 		return exitCorrupt
 	}
 	fmt.Fprintf(w, "\nrestart the agent (process 2)\n")

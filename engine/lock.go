@@ -1,0 +1,160 @@
+package engine
+
+// The store's lock. Two processes are kept apart by the LOCK file's fcntl
+// lock; two DBs of one process are kept apart here, by the store's
+// identity, because an fcntl lock never conflicts with its own process and
+// Pebble's in-process guard keys on the path as spelled (a symlink, a
+// relative path or a trailing slash would get past it).
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"reflect"
+	"sync"
+	"syscall"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// storeKey identifies a store's directory within this process. On a
+// filesystem whose Stat reports a device and an inode (the operating
+// system's, and wrappers of it such as errorfs) that pair is the identity,
+// whatever path leads to it. Elsewhere (an in-memory filesystem, which has
+// no links) it is the filesystem value and the cleaned absolute path.
+type storeKey struct {
+	dev, ino uint64
+	fs       any
+	path     string
+}
+
+// openStores holds the stores open in this process, by identity.
+var openStores struct {
+	sync.Mutex
+	keys map[storeKey]string // the path of the Open that holds the key
+}
+
+// storeIdentity returns dir's key. dir must exist.
+func storeIdentity(fs vfs.FS, dir string) (storeKey, error) {
+	fi, err := fs.Stat(dir)
+	if err != nil {
+		return storeKey{}, fmt.Errorf("engine: stat store directory %s: %w", dir, unwrapPathErr(err))
+	}
+	if !fi.IsDir() {
+		return storeKey{}, fmt.Errorf("engine: %s is not a directory", dir)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st != nil {
+		return storeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
+	}
+	// An in-memory filesystem is rooted at "/" whatever the working
+	// directory; the operating system's resolves a relative path from it.
+	key := storeKey{path: path.Clean("/" + dir)}
+	if vfs.Root(fs) == vfs.Default {
+		if abs, err := filepath.Abs(dir); err == nil {
+			key.path = abs
+		}
+	}
+	// Two in-memory filesystems with the same paths are different stores;
+	// a filesystem value that cannot be compared is keyed by path alone.
+	if t := reflect.TypeOf(fs); t != nil && t.Comparable() {
+		key.fs = fs
+	}
+	return key, nil
+}
+
+// storeLock is a held lock: the store's identity in this process and the
+// LOCK file's lock.
+type storeLock struct {
+	key  storeKey
+	file io.Closer
+}
+
+// lockStoreIdentity takes the store's lock: first its identity in this
+// process, then LOCK (through lockStore, which records it for
+// storeHolder). idFS is the filesystem of Options (for the identity), fs the
+// one the store's files go through. A conflict with another DB or process
+// matches ErrLocked; a LOCK file or filesystem that cannot be written
+// matches ErrReadOnly; anything else is an I/O error naming LOCK.
+func lockStoreIdentity(idFS, fs vfs.FS, dir, lockName string) (*storeLock, error) {
+	key, err := storeIdentity(idFS, dir)
+	if err != nil {
+		return nil, err
+	}
+	openStores.Lock()
+	if held, ok := openStores.keys[key]; ok {
+		openStores.Unlock()
+		return nil, fmt.Errorf("%w: %s is the store %s, already open in this process; use that DB or Close it first",
+			ErrLocked, dir, held)
+	}
+	if openStores.keys == nil {
+		openStores.keys = map[storeKey]string{}
+	}
+	openStores.keys[key] = dir
+	openStores.Unlock()
+
+	f, err := lockStore(fs, lockName)
+	if err != nil {
+		releaseKey(key)
+		return nil, lockError(lockName, err)
+	}
+	return &storeLock{key: key, file: f}, nil
+}
+
+// Close releases the LOCK file's lock, then the identity.
+func (l *storeLock) Close() error {
+	err := l.file.Close()
+	releaseKey(l.key)
+	return err
+}
+
+func releaseKey(key storeKey) {
+	openStores.Lock()
+	delete(openStores.keys, key)
+	openStores.Unlock()
+}
+
+// lockError classifies a failed fs.Lock. vfs.Default creates LOCK
+// (os.Create: a *PathError) and then takes an fcntl lock (a bare errno:
+// EAGAIN or EACCES when another process holds it); Pebble refuses a second
+// lock of the same path in this process with a plain error.
+func lockError(name string, err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		switch {
+		case errors.Is(pe.Err, syscall.EROFS):
+			return fmt.Errorf("%w: %s: the filesystem is mounted read-only; remount it read-write, "+
+				"or read the store with continuumctl inspect, stats, export or verify, which take no lock", ErrReadOnly, name)
+		case errors.Is(pe.Err, syscall.EACCES) || errors.Is(pe.Err, syscall.EPERM):
+			return fmt.Errorf("%w: %s cannot be opened for writing (%v); give this user write access to the store, "+
+				"or read it with continuumctl inspect, stats, export or verify, which take no lock", ErrReadOnly, name, pe.Err)
+		}
+		return fmt.Errorf("engine: lock %s: %w", name, pe.Err)
+	}
+	var errno syscall.Errno
+	if errors.As(err, &errno) && (errno == syscall.EAGAIN || errno == syscall.EACCES) {
+		return fmt.Errorf("%w: %s is held by another process; stop it, or read the store with "+
+			"continuumctl inspect, stats, export or verify, which take no lock", ErrLocked, name)
+	}
+	if err.Error() == "lock held by current process" {
+		return fmt.Errorf("%w: %s is held by another DB of this process", ErrLocked, name)
+	}
+	return fmt.Errorf("engine: lock %s: %w", name, err)
+}
+
+// unwrapPathErr returns a *PathError's cause, so that a message that
+// already names the path does not name it again; other errors unchanged.
+// errors.Is with os.ErrNotExist and the like still holds of the cause.
+func unwrapPathErr(err error) error {
+	var pe *os.PathError
+	if errors.As(err, &pe) {
+		return pe.Err
+	}
+	var le *os.LinkError
+	if errors.As(err, &le) {
+		return le.Err
+	}
+	return err
+}
