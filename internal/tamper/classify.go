@@ -234,6 +234,12 @@ func names(sc *Scenario, v VerifyAnswer) (ok bool, tag, why string) {
 			if f.RunID == rs.Run && (f.Seq == rs.Seq || (rs.Seq == 0 && f.Seq == 1)) {
 				return true, "", ""
 			}
+			// A chain checkpoint record signs the run's head at its seq:
+			// losing it leaves the atoms it covered unsigned, which verify
+			// reports from the first of them.
+			if rs.Kind == "checkpoint" && f.RunID == rs.Run && f.Seq >= 1 && f.Seq <= rs.Seq {
+				return true, "", ""
+			}
 		}
 	}
 	var want []string

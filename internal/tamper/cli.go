@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
 )
 
 // CLIAnswer is how one continuumctl command ended on a store.
@@ -49,7 +50,13 @@ func cliCommands(runs []string) [][]string {
 // public key file goes in work.
 func readCLI(ctx context.Context, bin, dir, work string, st *Store, deadline time.Duration) ([]CLIAnswer, error) {
 	pub := filepath.Join(work, "pubkey")
-	b, err := chain.MarshalPublicKey("tamper", st.PublicKey)
+	// The key file names the store's origin, as continuumctl keygen
+	// writes it; verify refuses a key of another origin.
+	origin, err := engine.StoreOrigin(st.Dir, nil) // the pristine STORE: dir's may be damaged
+	if err != nil {
+		return nil, err
+	}
+	b, err := chain.MarshalPublicKey(origin, st.PublicKey)
 	if err != nil {
 		return nil, err
 	}

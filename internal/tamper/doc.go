@@ -47,11 +47,13 @@
 //		os.Exit(m.Run())
 //	}
 //
-// and the suite runs with
+// and the suite runs with every go test of the package: under -short at
+// CI size (about 200 scenarios), otherwise at full size (about 1,000):
 //
-//	go test -short ./internal/tamper -run TestTamper -tamper
+//	go test -short ./internal/tamper -run TestTamper
+//	go test ./internal/tamper -run TestTamper -timeout 0
 //
-// See tamper_test.go for the flags (-tamper, -tamper.seed, -tamper.flips,
+// See tamper_test.go for the flags (-tamper=false skips it, -tamper.seed, -tamper.flips,
 // -tamper.cuts, -tamper.scenarios, -tamper.only, -tamper.report,
 // -tamper.json, -tamper.keep, -tamper.from, -tamper.cli). BenchmarkRestart
 // measures the restart with each derived file removed against a normal one.

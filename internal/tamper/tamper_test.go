@@ -12,7 +12,7 @@ import (
 )
 
 var (
-	flagOn        = flag.Bool("tamper", false, "run the tamper suite (also CONTINUUM_TAMPER=1)")
+	flagOn        = flag.Bool("tamper", true, "run the tamper suite (-tamper=false or CONTINUUM_TAMPER=0 skips it)")
 	flagSeed      = flag.Int64("tamper.seed", 0, "seed of the store and the damage plan (0: from the clock)")
 	flagFlips     = flag.Int("tamper.flips", 0, "flipped bytes per file (default 6 under -short, 48 otherwise)")
 	flagCuts      = flag.Int("tamper.cuts", 0, "truncations per file (default 3 under -short, 8 otherwise)")
@@ -91,11 +91,12 @@ func TestPristine(t *testing.T) {
 	}
 }
 
-// TestTamper is the tamper suite (see the package doc): off unless -tamper
-// or CONTINUUM_TAMPER=1, until the engine passes it.
+// TestTamper is the tamper suite (see the package doc). It runs with every
+// go test (at CI size under -short); -tamper=false or CONTINUUM_TAMPER=0
+// skips it.
 func TestTamper(t *testing.T) {
-	if !*flagOn && os.Getenv("CONTINUUM_TAMPER") != "1" {
-		t.Skip("the tamper suite runs with -tamper or CONTINUUM_TAMPER=1")
+	if !*flagOn || os.Getenv("CONTINUUM_TAMPER") == "0" {
+		t.Skip("the tamper suite is off (-tamper=false or CONTINUUM_TAMPER=0)")
 	}
 	seed := seedFlag()
 	flips, cuts, max := *flagFlips, *flagCuts, *flagScenarios
