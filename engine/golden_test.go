@@ -2,27 +2,10 @@ package engine
 
 import (
 	"bytes"
-	"encoding/hex"
-	"strings"
 	"testing"
-)
 
-// hexBytes decodes hex with spaces and "# comments" to end of line.
-func hexBytes(t *testing.T, s string) []byte {
-	t.Helper()
-	var clean strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		clean.WriteString(strings.Join(strings.Fields(line), ""))
-	}
-	b, err := hex.DecodeString(clean.String())
-	if err != nil {
-		t.Fatalf("bad hex in test: %v", err)
-	}
-	return b
-}
+	"github.com/continuumdb/continuum/internal/goldenhex"
+)
 
 // TestGoldenCheckpoint pins CHECKPOINT version 2 (format.go says it is
 // frozen) byte for byte, and reads version 1, which lacks the dictionary
@@ -46,7 +29,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 		01                 # its index 1
 		3300000000000000000000000000000000000000000000000000000000000000 # its fingerprint
 	`
-	v2 := hexBytes(t, `
+	v2 := goldenhex.Decode(t, `
 		434e544d434b5054   # "CNTMCKPT"
 		0200               # version 2
 		03                 # generation 3
@@ -60,7 +43,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 	if got := cp.marshal(); !bytes.Equal(got, v2) {
 		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, v2)
 	}
-	v1 := hexBytes(t, `
+	v1 := goldenhex.Decode(t, `
 		434e544d434b5054   # "CNTMCKPT"
 		0100               # version 1
 		03 02 8020 03      # generation, replay position, ledger table generation

@@ -2,27 +2,10 @@ package frame
 
 import (
 	"bytes"
-	"encoding/hex"
-	"strings"
 	"testing"
-)
 
-// hexBytes decodes hex with spaces and "# comments" to end of line.
-func hexBytes(t *testing.T, s string) []byte {
-	t.Helper()
-	var clean strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		clean.WriteString(strings.Join(strings.Fields(line), ""))
-	}
-	b, err := hex.DecodeString(clean.String())
-	if err != nil {
-		t.Fatalf("bad hex in test: %v", err)
-	}
-	return b
-}
+	"github.com/continuumdb/continuum/internal/goldenhex"
+)
 
 // TestGoldenEncoding pins the wire format (format.go says it is frozen): a
 // change of encoding fails here before it makes stored records unreadable.
@@ -40,7 +23,7 @@ func TestGoldenEncoding(t *testing.T) {
 		ToolOutput("c2", "rm", []byte("ok")).
 		RemovePending("c9").
 		DropMessages(300)
-	wantDelta := hexBytes(t, `
+	wantDelta := goldenhex.Decode(t, `
 		d1 0c                    # tag delta v1, 12 ops
 		01 02 676f               # set_objective "go"
 		02 01 73 01 74           # add_subgoal "s" "t"
@@ -70,7 +53,7 @@ func TestGoldenEncoding(t *testing.T) {
 		Messages:   []Message{{Role: RoleUser, Content: "u"}, {Role: RoleTool, Content: "r", CallID: "c"}},
 		Pending:    []Pending{{CallID: "p", Tool: "t"}},
 	}
-	wantFrame := hexBytes(t, `
+	wantFrame := goldenhex.Decode(t, `
 		f1                       # tag frame v1
 		01 6f                    # objective "o"
 		01 01 61 01 62 03        # 1 subgoal: "a" "b" failed
@@ -111,7 +94,7 @@ func TestGoldenCompressed(t *testing.T) {
 		`02 03 # zstd, dictionary 3 (raw content)
 			28b52ffd21039a95010054024e65787420492077696c6c202c207468656e3b616761696e206966206974206661696c732e0310063a523cc972692601`,
 	} {
-		b := hexBytes(t, rec)
+		b := goldenhex.Decode(t, rec)
 		out, err := c.Decompress(nil, b)
 		if err != nil {
 			t.Fatalf("golden record %x: %v", b[:4], err)

@@ -2,27 +2,10 @@ package ledger
 
 import (
 	"bytes"
-	"encoding/hex"
-	"strings"
 	"testing"
-)
 
-// hexBytes decodes hex with spaces and "# comments" to end of line.
-func hexBytes(t *testing.T, s string) []byte {
-	t.Helper()
-	var clean strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		clean.WriteString(strings.Join(strings.Fields(line), ""))
-	}
-	b, err := hex.DecodeString(clean.String())
-	if err != nil {
-		t.Fatalf("bad hex in test: %v", err)
-	}
-	return b
-}
+	"github.com/continuumdb/continuum/internal/goldenhex"
+)
 
 // goldenLedger holds two actions: one certified, one in doubt.
 func goldenLedger() *Ledger {
@@ -50,7 +33,7 @@ const goldenEntries = `
 // (CheckpointAt), which names the checkpoint generation and log position
 // it derives from. Both stay readable.
 func TestGoldenTable(t *testing.T) {
-	v1 := hexBytes(t, `
+	v1 := goldenhex.Decode(t, `
 		434c4454           # "CLDT"
 		0100               # version 1
 		4800               # entry size 72
@@ -58,7 +41,7 @@ func TestGoldenTable(t *testing.T) {
 		6790087b           # body crc
 		0133aca0           # header crc of the 20 bytes before
 	`+goldenEntries)
-	v2 := hexBytes(t, `
+	v2 := goldenhex.Decode(t, `
 		434c4454           # "CLDT"
 		0200               # version 2
 		4800               # entry size 72

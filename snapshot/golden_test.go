@@ -2,28 +2,11 @@ package snapshot
 
 import (
 	"bytes"
-	"encoding/hex"
-	"strings"
 	"testing"
 	"time"
-)
 
-// goldenHex decodes hex with spaces and "# comments" to the end of a line.
-func goldenHex(t *testing.T, s string) []byte {
-	t.Helper()
-	var clean strings.Builder
-	for _, line := range strings.Split(s, "\n") {
-		if i := strings.IndexByte(line, '#'); i >= 0 {
-			line = line[:i]
-		}
-		clean.WriteString(strings.Join(strings.Fields(line), ""))
-	}
-	b, err := hex.DecodeString(clean.String())
-	if err != nil {
-		t.Fatalf("bad hex in test: %v", err)
-	}
-	return b
-}
+	"github.com/continuumdb/continuum/internal/goldenhex"
+)
 
 // TestGoldenFormat pins the keys and values of format.go (frozen): a change
 // of encoding fails here before it makes stored snapshots unreadable.
@@ -32,12 +15,12 @@ func TestGoldenFormat(t *testing.T) {
 	for i := range s.Head {
 		s.Head[i] = byte(i)
 	}
-	wantKey := goldenHex(t, `
+	wantKey := goldenhex.Decode(t, `
 		73                       # 's': the snapshot keyspace
 		01 72                    # run id: uvarint length 1, "r"
 		00 00 00 00 00 00 00 07  # seq 7, big-endian
 	`)
-	wantVal := goldenHex(t, `
+	wantVal := goldenhex.Decode(t, `
 		43 53 4e 50              # magic "CSNP"
 		01                       # value version 1
 		00                       # flags (reserved)
@@ -64,12 +47,12 @@ func TestGoldenFormat(t *testing.T) {
 		t.Fatal("a value moved to another seq decodes")
 	}
 
-	wantPosKey := goldenHex(t, `
+	wantPosKey := goldenhex.Decode(t, `
 		70                       # 'p': the atom position keyspace
 		01 72                    # run id "r"
 		00 00 00 00 00 00 00 07  # seq 7
 	`)
-	wantPos := goldenHex(t, `
+	wantPos := goldenhex.Decode(t, `
 		03                       # segment 3, uvarint
 		ac 02                    # offset 300, uvarint
 	`)
@@ -82,7 +65,7 @@ func TestGoldenFormat(t *testing.T) {
 	if p, err := decodePos("r", 7, wantPos); err != nil || p != (Pos{Segment: 3, Offset: 300}) {
 		t.Fatalf("golden position decodes to %+v, %v", p, err)
 	}
-	if !bytes.Equal(keyFormat, goldenHex(t, `00 666f726d6174 # 0x00 "format"`)) || !bytes.Equal(keyCount, goldenHex(t, `00 636f756e74 # 0x00 "count"`)) {
+	if !bytes.Equal(keyFormat, goldenhex.Decode(t, `00 666f726d6174 # 0x00 "format"`)) || !bytes.Equal(keyCount, goldenhex.Decode(t, `00 636f756e74 # 0x00 "count"`)) {
 		t.Fatal("system keys changed")
 	}
 }
