@@ -551,7 +551,13 @@ func (db *DB) openStoreFile() (fresh bool, err error) {
 		return false, fmt.Errorf("engine: read %s: %w", name, err)
 	}
 	if segs, _ := db.fs.List(db.path(walDir)); len(segs) > 0 {
-		if empty, err := db.logIsEmpty(); err != nil || !empty {
+		empty, err := db.logIsEmpty()
+		if err != nil {
+			// An I/O error reading the log says nothing of STORE: it is
+			// reported as itself, and the next Open decides again.
+			return false, fmt.Errorf("engine: %s is missing and its log could not be read: %w", name, err)
+		}
+		if !empty {
 			return false, corruptf(name, "missing, but %s holds a log", db.path(walDir))
 		}
 	}
