@@ -9,6 +9,11 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
+// Reading: segFile decodes the records of one segment (for recovery and
+// readers alike), Reader is the cursor over the durable log, ReadAt and
+// ScanAfter read single records, and every read of a segment opens it
+// through openSegment, which checks its header.
+
 // readChunk is how much a segFile reads at a time.
 const readChunk = 256 << 10
 
@@ -456,4 +461,48 @@ func (l *Log) ScanAfter(bad Pos, fn func(pos Pos, rec []byte) bool) error {
 		f.Close()
 	}
 	return nil
+}
+
+// openSegment opens segment id for reading and checks its header: every
+// reader of a segment goes through here, so a damaged header is reported
+// by the first read of the segment, before any of its records.
+func (l *Log) openSegment(id uint64) (vfs.File, error) {
+	name := l.path(segmentName(id))
+	f, err := l.fs.Open(name)
+	if err != nil {
+		return nil, fmt.Errorf("wal: open segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))
+	}
+	var hdr [SegmentHeaderSize]byte
+	n, err := readFull(f, hdr[:], 0)
+	if err != nil && !errors.Is(err, io.EOF) {
+		f.Close()
+		return nil, fmt.Errorf("wal: read segment %d (%s) header: %w", id, l.path(segmentName(id)), unwrapPathErr(err))
+	}
+	if why := decodeSegmentHeader(hdr[:n], id); why != "" {
+		f.Close()
+		return nil, &CorruptionError{Segment: id, Offset: 0, File: name, Reason: why}
+	}
+	return f, nil
+}
+
+// readHandle returns a cached read handle for segment id with l.rd
+// read-locked; the caller must RUnlock.
+func (l *Log) readHandle(id uint64) (vfs.File, error) {
+	for {
+		l.rd.RLock()
+		if f, ok := l.rd.files[id]; ok {
+			return f, nil
+		}
+		l.rd.RUnlock()
+		l.rd.Lock()
+		if _, ok := l.rd.files[id]; !ok {
+			f, err := l.openSegment(id)
+			if err != nil {
+				l.rd.Unlock()
+				return nil, err
+			}
+			l.rd.files[id] = f
+		}
+		l.rd.Unlock()
+	}
 }

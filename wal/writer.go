@@ -1,0 +1,360 @@
+package wal
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// The writer: appends are queued to the one goroutine that owns the active
+// segment (run), which writes everything pending with one write and one
+// fdatasync (group commit), rotates full segments, and makes a write or
+// sync failure sticky (I8). The package documentation's "Crash safety"
+// says what each step guarantees.
+
+// Waiter is the handle of an asynchronous append.
+type Waiter struct {
+	recs [][]byte
+	span int64
+	pos  []Pos
+	err  error
+	done chan struct{}
+}
+
+// Wait blocks until the records are durable, the append failed, or ctx is
+// done. A ctx that ends first returns ctx.Err() but does not cancel the
+// append: the records may still become durable.
+func (w *Waiter) Wait(ctx context.Context) ([]Pos, error) {
+	select {
+	case <-w.done:
+		return w.pos, w.err
+	default:
+	}
+	select {
+	case <-w.done:
+		return w.pos, w.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Done is closed when the append completed (durable or failed).
+func (w *Waiter) Done() <-chan struct{} { return w.done }
+
+func (w *Waiter) finish(err error) {
+	if err != nil {
+		w.pos = nil
+	}
+	w.err = err
+	w.recs = nil
+	close(w.done)
+}
+
+// setActive installs f as the new, empty active segment id of capacity
+// size (owner or Open only).
+func (l *Log) setActive(f vfs.File, id uint64, size int64) {
+	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
+	l.w.off, l.w.synced, l.w.cap = SegmentHeaderSize, SegmentHeaderSize, size
+	d := Pos{id, SegmentHeaderSize}
+	l.durable.Store(&d)
+	l.segs.Lock()
+	l.segs.list = append(l.segs.list, SegmentInfo{ID: id, First: d, Size: size})
+	l.segs.Unlock()
+}
+
+// maybePrepareSpare starts zero-filling the next segment (twice the active
+// one's capacity, up to the segment size) in the background once the
+// active one is half full and no spare exists or is being made (owner
+// only). Preparing it lazily keeps the zero-fill away from an Open and
+// from the first commits after it.
+func (l *Log) maybePrepareSpare() {
+	if l.w.preparing || l.w.haveSpare || l.w.off < l.w.cap/2 {
+		return
+	}
+	l.w.preparing = true
+	size := l.capFor(l.w.cap, 0)
+	go func() { l.w.spare <- l.prepareSpare(size) }()
+}
+
+// AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
+// recs must not be modified until the Waiter is done.
+func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
+	w := &Waiter{recs: recs, done: make(chan struct{})}
+	if l.readOnly {
+		w.finish(ErrReadOnly)
+		return w
+	}
+	for i, r := range recs {
+		if len(r) > MaxRecordSize {
+			w.finish(fmt.Errorf("%w: record %d is %d bytes, the maximum is %d", ErrTooLarge, i, len(r), MaxRecordSize))
+			return w
+		}
+		w.span += recordSpan(len(r))
+	}
+	if limit := l.segSize - SegmentHeaderSize - sealSpan; w.span > limit {
+		w.finish(fmt.Errorf("%w: batch of %d records takes %d bytes, a segment holds %d", ErrTooLarge, len(recs), w.span, limit))
+		return w
+	}
+	if len(recs) == 0 {
+		w.pos = []Pos{}
+		close(w.done)
+		return w
+	}
+	l.q.Lock()
+	if l.q.closed {
+		l.q.Unlock()
+		w.finish(ErrClosed)
+		return w
+	}
+	if err := l.q.err; err != nil {
+		l.q.Unlock()
+		w.finish(err)
+		return w
+	}
+	l.q.pending = append(l.q.pending, w)
+	l.q.Unlock()
+	l.stats.appends.Add(1)
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+	return w
+}
+
+// Append writes one record and blocks until it is durable (or, with NoSync,
+// written). ctx bounds the wait only: when ctx ends first the record may
+// still become durable.
+func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
+	pos, err := l.AppendAsync(rec).Wait(ctx)
+	if err != nil {
+		return Pos{}, err
+	}
+	return pos[0], nil
+}
+
+// AppendBatch writes recs as one batch, all or nothing across a crash, and
+// blocks until it is durable. A batch never spans segments.
+func (l *Log) AppendBatch(ctx context.Context, recs [][]byte) ([]Pos, error) {
+	return l.AppendAsync(recs...).Wait(ctx)
+}
+
+// run is the owner goroutine: it alone writes and syncs the active segment.
+func (l *Log) run() {
+	defer close(l.ownerDone)
+	var spare []*Waiter
+	for {
+		<-l.wake
+		if l.minSync > 0 {
+			if d := time.Until(l.w.lastSync.Add(l.minSync)); d > 0 {
+				t := time.NewTimer(d)
+				select {
+				case <-t.C:
+				case <-l.closing:
+					t.Stop()
+				}
+			}
+		}
+		l.q.Lock()
+		batch := l.q.pending
+		l.q.pending = spare[:0]
+		closed := l.q.closed
+		l.q.Unlock()
+		if len(batch) > 0 {
+			l.commit(batch)
+			clear(batch)
+		}
+		// batch's array becomes the next pending queue: never the one just
+		// handed to writers, even when batch was empty.
+		spare = batch
+		if closed {
+			l.q.Lock()
+			empty := len(l.q.pending) == 0
+			l.q.Unlock()
+			if empty {
+				return
+			}
+			select {
+			case l.wake <- struct{}{}:
+			default:
+			}
+		}
+	}
+}
+
+func (l *Log) stickyErr() error {
+	l.q.Lock()
+	defer l.q.Unlock()
+	return l.q.err
+}
+
+// fail records a sticky error (I8) and fails the given waiters with it.
+func (l *Log) fail(err error, ws []*Waiter) {
+	l.q.Lock()
+	if l.q.err == nil {
+		l.q.err = err
+	} else {
+		err = l.q.err
+	}
+	l.q.Unlock()
+	for _, w := range ws {
+		w.finish(err)
+	}
+}
+
+// commit writes a group of pending appends with one write and one fdatasync
+// per segment touched.
+func (l *Log) commit(batch []*Waiter) {
+	if err := l.stickyErr(); err != nil {
+		l.fail(err, batch)
+		return
+	}
+	buf := l.w.buf[:0]
+	start := 0 // batch[start:i] are encoded in buf
+	for i, w := range batch {
+		if l.w.off+int64(len(buf))+w.span > l.w.cap-sealSpan {
+			if len(buf) > 0 {
+				if !l.flush(buf, batch[start:i]) {
+					l.fail(l.stickyErr(), batch[i:])
+					return
+				}
+				buf = buf[:0]
+			}
+			start = i
+			if err := l.rotate(w.span); err != nil {
+				l.fail(err, batch[i:])
+				return
+			}
+		}
+		w.pos = make([]Pos, len(w.recs))
+		synced := uint32(l.w.synced)
+		for j, r := range w.recs {
+			w.pos[j] = Pos{l.w.seg, l.w.off + int64(len(buf))}
+			typ := byte(recTypeMore)
+			if j == len(w.recs)-1 {
+				typ = recTypeLast
+			}
+			buf = appendRecord(buf, l.w.segID, typ, synced, r)
+		}
+	}
+	l.flush(buf, batch[start:])
+	l.w.buf = buf[:0]
+	l.maybePrepareSpare()
+}
+
+// flush writes buf at the active offset, syncs, publishes the new durable
+// end and completes ws. It reports false after a (sticky) failure.
+//
+// Every write starts at the durable end (l.w.synced == l.w.off: Open and
+// every flush leave it so), and none is larger than l.unsynced: a larger buf
+// is written in pieces with an fdatasync after each, so that recovery finds
+// every byte that was written but not made durable within l.unsynced of
+// where its scan stops. The records keep the synced mark they were encoded
+// with, which only understates what was durable.
+func (l *Log) flush(buf []byte, ws []*Waiter) bool {
+	for rest := buf; len(rest) > 0; {
+		n := int64(len(rest))
+		if !l.noSync {
+			n = min(n, l.unsynced)
+		}
+		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
+			l.fail(fmt.Errorf("wal: write segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err)), ws)
+			return false
+		}
+		l.stats.writes.Add(1)
+		l.stats.written.Add(n)
+		l.w.off += n
+		rest = rest[n:]
+		if !l.noSync {
+			if err := l.syncActive(); err != nil {
+				l.fail(err, ws)
+				return false
+			}
+		}
+	}
+	d := Pos{l.w.seg, l.w.off}
+	l.durable.Store(&d)
+	var recs, bytes int64
+	for _, w := range ws {
+		recs += int64(len(w.recs))
+		for _, r := range w.recs {
+			bytes += int64(len(r))
+		}
+		w.finish(nil)
+	}
+	l.stats.records.Add(recs)
+	l.stats.bytes.Add(bytes)
+	return true
+}
+
+func (l *Log) syncActive() error {
+	t0 := time.Now()
+	err := l.w.f.SyncData()
+	l.w.lastSync = time.Now()
+	ns := l.w.lastSync.Sub(t0).Nanoseconds()
+	l.stats.syncs.Add(1)
+	l.stats.syncNanos.Add(ns)
+	if ns > l.stats.maxSync.Load() {
+		l.stats.maxSync.Store(ns)
+	}
+	if err != nil {
+		return fmt.Errorf("wal: sync segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
+	}
+	l.w.synced = l.w.off
+	return nil
+}
+
+// rotate seals the active segment and activates the next one, with room
+// for a batch spanning need bytes.
+func (l *Log) rotate(need int64) error {
+	seal := appendRecord(nil, l.w.segID, recTypeSeal, uint32(l.w.synced), nil)
+	if _, err := l.w.f.WriteAt(seal, l.w.off); err != nil {
+		return fmt.Errorf("wal: seal segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err))
+	}
+	l.stats.written.Add(int64(len(seal)))
+	sealAt := l.w.off
+	l.w.off += int64(len(seal))
+	if err := l.syncActive(); err != nil {
+		return err
+	}
+	if err := l.w.f.Close(); err != nil {
+		return fmt.Errorf("wal: close segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
+	}
+	l.w.f = nil
+	if l.w.preparing {
+		err := <-l.w.spare
+		if err != nil {
+			l.logger.Error("wal: preparing a spare segment failed; creating one on demand", "err", err)
+		}
+		l.w.preparing = false
+		l.w.haveSpare = err == nil
+	}
+	size := l.capFor(l.w.cap, need)
+	useSpare := false
+	if l.w.haveSpare {
+		// A spare too small for this batch stays for a later rotation.
+		n, ok := l.spareSize()
+		l.w.haveSpare = ok
+		if useSpare = ok && n >= SegmentHeaderSize+need+sealSpan; useSpare {
+			size = n
+		}
+	}
+	next := l.w.seg + 1
+	f, err := l.activate(next, size, useSpare, false)
+	if err != nil {
+		// Readers may still stop at the seal; nothing was acknowledged past it.
+		d := Pos{l.w.seg, sealAt}
+		l.durable.Store(&d)
+		return err
+	}
+	l.segs.Lock()
+	l.segs.list[len(l.segs.list)-1].Sealed = true
+	l.segs.Unlock()
+	l.stats.rotations.Add(1)
+	if useSpare {
+		l.w.haveSpare = false
+	}
+	l.setActive(f, next, size)
+	return nil
+}
