@@ -2,7 +2,6 @@ package ledger
 
 import (
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 )
 
@@ -91,8 +90,6 @@ const (
 	tableCertOff      = 56
 	recordHeaderSize  = 4 + len(Fingerprint{})
 )
-
-var crcTable = crc32.MakeTable(crc32.Castagnoli)
 
 // AppendIntent appends the binary form of in to dst and returns the result.
 func AppendIntent(dst []byte, in *Intent) []byte {

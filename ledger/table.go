@@ -3,9 +3,10 @@ package ledger
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"math"
 	"slices"
+
+	"github.com/continuumdb/continuum/internal/crc32c"
 )
 
 // table is a loaded persisted index: the bytes AppendTable wrote, verified
@@ -139,19 +140,19 @@ func (w *tableWriter) finish() ([]byte, table) {
 	copy(h, tableMagic)
 	binary.LittleEndian.PutUint16(h[6:], tableEntrySize)
 	binary.LittleEndian.PutUint64(h[8:], uint64(w.n))
-	body := crc32.Checksum(w.buf[w.start+w.hdr:], crcTable)
+	body := crc32c.Checksum(w.buf[w.start+w.hdr:])
 	var origin TableOrigin
 	if w.origin == nil {
 		binary.LittleEndian.PutUint16(h[4:], tableVersion)
 		binary.LittleEndian.PutUint32(h[16:], body)
-		binary.LittleEndian.PutUint32(h[20:], crc32.Checksum(h[:20], crcTable))
+		binary.LittleEndian.PutUint32(h[20:], crc32c.Checksum(h[:20]))
 	} else {
 		origin = *w.origin
 		binary.LittleEndian.PutUint16(h[4:], tableVersion2)
 		binary.LittleEndian.PutUint64(h[16:], origin.Gen)
 		putLoc(h[24:], origin.Pos)
 		binary.LittleEndian.PutUint32(h[40:], body)
-		binary.LittleEndian.PutUint32(h[44:], crc32.Checksum(h[:44], crcTable))
+		binary.LittleEndian.PutUint32(h[44:], crc32c.Checksum(h[:44]))
 	}
 	t := table{b: w.buf[w.start:len(w.buf):len(w.buf)], hdr: w.hdr, origin: origin, n: w.n, counts: w.counts}
 	t.buildFence()
@@ -180,7 +181,7 @@ func parseTable(b []byte) (table, error) {
 	var prev uint64 // first 8 bytes of the previous fingerprint, big-endian
 	for lo := 0; lo < t.n; lo += chunk {
 		hi := min(lo+chunk, t.n)
-		crc = crc32.Update(crc, crcTable, body[lo*tableEntrySize:hi*tableEntrySize])
+		crc = crc32c.Update(crc, body[lo*tableEntrySize:hi*tableEntrySize])
 		for i := lo; i < hi; i++ {
 			off := hdr + i*tableEntrySize
 			e := b[off : off+tableEntrySize]
@@ -235,7 +236,7 @@ func parseTableHeader(b []byte) (hdr int, origin TableOrigin, bodyCRC uint32, er
 	if len(b) < hdr {
 		return 0, origin, 0, corruptf("table", len(b), "truncated header (%d bytes, want %d)", len(b), hdr)
 	}
-	if got, want := crc32.Checksum(b[:hdr-4], crcTable), binary.LittleEndian.Uint32(b[hdr-4:]); got != want {
+	if got, want := crc32c.Checksum(b[:hdr-4]), binary.LittleEndian.Uint32(b[hdr-4:]); got != want {
 		return 0, origin, 0, corruptf("table", hdr-4, "header checksum %#08x, want %#08x", got, want)
 	}
 	if s := binary.LittleEndian.Uint16(b[6:]); s != tableEntrySize {

@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/crc32c"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -174,8 +175,8 @@ func TestTableCorrupt(t *testing.T) {
 	l, _ := randomLedger(rng, 5)
 	good := l.AppendTable(nil)
 	reseal := func(b []byte) []byte {
-		binary.LittleEndian.PutUint32(b[16:], crc32.Checksum(b[tableHeaderSize:], crcTable))
-		binary.LittleEndian.PutUint32(b[20:], crc32.Checksum(b[:20], crcTable))
+		binary.LittleEndian.PutUint32(b[16:], crc32c.Checksum(b[tableHeaderSize:]))
+		binary.LittleEndian.PutUint32(b[20:], crc32c.Checksum(b[:20]))
 		return b
 	}
 	edit := func(f func([]byte) []byte) []byte { return f(bytes.Clone(good)) }

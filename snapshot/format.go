@@ -3,9 +3,10 @@ package snapshot
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
 	"math"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/crc32c"
 )
 
 // The on-disk format of the snapshot store: the Pebble keys it writes and the
@@ -78,8 +79,6 @@ const (
 )
 
 var (
-	castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 	keyFormat = []byte("\x00format")
 	keyCount  = []byte("\x00count")
 )
@@ -167,7 +166,7 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	dst = append(dst, s.Head[:]...)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s.Frame)))
 	dst = append(dst, s.Frame...)
-	crc := crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, dst[start:])
+	crc := crc32c.Update(crc32c.Checksum(key), dst[start:])
 	return binary.BigEndian.AppendUint32(dst, crc)
 }
 
@@ -204,7 +203,7 @@ func DecodeSnapshot(key, val []byte) (*Snapshot, error) {
 	}
 	body := val[:len(val)-valueTrailer]
 	got := binary.BigEndian.Uint32(val[len(val)-valueTrailer:])
-	if want := crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, body); got != want {
+	if want := crc32c.Update(crc32c.Checksum(key), body); got != want {
 		return nil, bad("checksum mismatch: stored %#08x, computed %#08x", got, want)
 	}
 	nanos := binary.BigEndian.Uint32(val[14:18])

@@ -4,11 +4,12 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/crc32c"
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
@@ -89,7 +90,7 @@ func TestAppendSnapshotInvalid(t *testing.T) {
 // reseal recomputes the checksum of a value edited in place.
 func reseal(key, val []byte) []byte {
 	body := val[:len(val)-4]
-	crc := crc32.Update(crc32.Checksum(key, castagnoli), castagnoli, body)
+	crc := crc32c.Update(crc32c.Checksum(key), body)
 	binary.BigEndian.PutUint32(val[len(val)-4:], crc)
 	return val
 }

@@ -3,7 +3,8 @@ package wal
 import (
 	"encoding/binary"
 	"fmt"
-	"hash/crc32"
+
+	"github.com/continuumdb/continuum/internal/crc32c"
 )
 
 // On-disk format, version 1. Every constant in this file is FROZEN: a change
@@ -81,8 +82,6 @@ const (
 	recTypeSeal = 3 // end of a sealed segment
 )
 
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
 // segmentName is the file name of segment id.
 func segmentName(id uint64) string { return fmt.Sprintf("%016x.wal", id) }
 
@@ -94,7 +93,7 @@ func encodeSegmentHeader(b []byte, id uint64) {
 	binary.LittleEndian.PutUint32(b[12:16], 0)
 	binary.LittleEndian.PutUint64(b[16:24], id)
 	binary.LittleEndian.PutUint64(b[24:32], SegmentHeaderSize)
-	binary.LittleEndian.PutUint32(b[32:36], crc32.Checksum(b[0:32], castagnoli))
+	binary.LittleEndian.PutUint32(b[32:36], crc32c.Checksum(b[0:32]))
 	binary.LittleEndian.PutUint32(b[36:40], 0)
 }
 
@@ -107,7 +106,7 @@ func decodeSegmentHeader(b []byte, want uint64) string {
 	if string(b[0:8]) != segmentMagic {
 		return fmt.Sprintf("bad magic %q", b[0:8])
 	}
-	if got, want := binary.LittleEndian.Uint32(b[32:36]), crc32.Checksum(b[0:32], castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[32:36]), crc32c.Checksum(b[0:32]); got != want {
 		return fmt.Sprintf("segment header checksum %08x, computed %08x", got, want)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion {
@@ -153,9 +152,9 @@ func segIDBytes(id uint64) [8]byte {
 }
 
 func headerCheck(seg [8]byte, h []byte) uint16 {
-	c := crc32.Update(0, castagnoli, seg[:])
-	c = crc32.Update(c, castagnoli, h[4:10])
-	c = crc32.Update(c, castagnoli, h[12:16])
+	c := crc32c.Update(0, seg[:])
+	c = crc32c.Update(c, h[4:10])
+	c = crc32c.Update(c, h[12:16])
 	return uint16(c)
 }
 
@@ -171,9 +170,9 @@ func appendRecord(dst []byte, seg [8]byte, typ byte, synced uint32, payload []by
 	binary.LittleEndian.PutUint32(h[12:16], synced)
 	binary.LittleEndian.PutUint16(h[10:12], headerCheck(seg, h))
 	copy(dst[start+RecordHeaderSize:], payload)
-	c := crc32.Update(0, castagnoli, seg[:])
-	c = crc32.Update(c, castagnoli, h[4:16])
-	c = crc32.Update(c, castagnoli, payload)
+	c := crc32c.Update(0, seg[:])
+	c = crc32c.Update(c, h[4:16])
+	c = crc32c.Update(c, payload)
 	binary.LittleEndian.PutUint32(h[0:4], c)
 	return dst
 }
@@ -217,9 +216,9 @@ func parseHeader(h []byte, seg [8]byte, off, limit int64) (recordHeader, string)
 
 // payloadOK reports whether the record crc matches header and payload.
 func payloadOK(h []byte, seg [8]byte, payload []byte, want uint32) bool {
-	c := crc32.Update(0, castagnoli, seg[:])
-	c = crc32.Update(c, castagnoli, h[4:16])
-	c = crc32.Update(c, castagnoli, payload)
+	c := crc32c.Update(0, seg[:])
+	c = crc32c.Update(c, h[4:16])
+	c = crc32c.Update(c, payload)
 	return c == want
 }
 
