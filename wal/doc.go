@@ -166,6 +166,8 @@
 //     that a later session's appends make readable.
 //   - Open takes no lock on the directory: one process at a time (the engine
 //     locks the store).
-//   - Files are created 0600 on the operating system's filesystem; other
-//     vfs.FS implementations decide their own permissions.
+//   - Files are created 0600, and directories 0700, on the operating
+//     system's filesystem (internal/durable; a mode that cannot be set
+//     fails the creation); other vfs.FS implementations decide their own
+//     permissions.
 package wal

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // Recovery: what Open does before the log accepts appends. It lists and
@@ -61,23 +62,12 @@ func (l *Log) StartWriting() error {
 	return nil
 }
 
-// createDir creates the log directory if it is missing, and syncs its
-// parent so that the new directory entry is durable.
+// createDir creates the log directory (0700) and the parents it lacks if
+// it is missing, and syncs the parent of each so that the new directory
+// entries are durable.
 func (l *Log) createDir() error {
-	if _, err := l.fs.Stat(l.dir); err == nil {
-		return nil
-	}
-	if err := l.fs.MkdirAll(l.dir, 0o700); err != nil {
-		return fmt.Errorf("wal: create directory %s: %w", l.dir, err)
-	}
-	parent := l.fs.PathDir(l.dir)
-	d, err := l.fs.OpenDir(parent)
-	if err != nil {
-		return fmt.Errorf("wal: open directory %s: %w", parent, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("wal: sync directory %s: %w", parent, err)
+	if err := durable.MkdirAll(l.fs, l.dir); err != nil {
+		return fmt.Errorf("wal: %w", err)
 	}
 	return nil
 }

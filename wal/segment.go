@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // spareName is the zero-filled segment file prepared ahead of need; it gets
@@ -39,23 +40,10 @@ func (l *Log) path(name string) string { return l.fs.PathJoin(l.dir, name) }
 
 // syncDir makes creations, renames and removals in the log directory durable.
 func (l *Log) syncDir() error {
-	d, err := l.fs.OpenDir(l.dir)
-	if err != nil {
-		return fmt.Errorf("wal: open directory %s: %w", l.dir, err)
+	if err := durable.SyncDir(l.fs, l.dir); err != nil {
+		return fmt.Errorf("wal: %w", err)
 	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("wal: sync directory %s: %w", l.dir, err)
-	}
-	return d.Close()
-}
-
-// restrict sets 0600 on files of the operating system's filesystem (vfs
-// creates files 0666 minus umask).
-func (l *Log) restrict(name string) {
-	if l.fs == vfs.Default {
-		_ = os.Chmod(name, 0o600)
-	}
+	return nil
 }
 
 // MinPrealloc is the capacity of the first segment of a log, and of the
@@ -84,7 +72,7 @@ func (l *Log) capFor(prev, need int64) int64 {
 // would otherwise hold the space it managed to take.
 func (l *Log) prepareSpare(size int64) error {
 	tmp, final := l.path(spareTmpName), l.path(spareName)
-	f, err := l.fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	f, err := durable.Create(l.fs, tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("wal: create spare segment %s: %w", tmp, unwrapPathErr(err))
 	}
@@ -98,7 +86,6 @@ func (l *Log) prepareSpare(size int64) error {
 		}
 		return err
 	}
-	l.restrict(tmp)
 	// vfs.File.Write may modify its argument, so the chunk is private and
 	// cleared before every write.
 	zeros := make([]byte, min(1<<20, size))
@@ -158,8 +145,7 @@ func (l *Log) activate(id uint64, size int64, useSpare, zeroFill bool) (vfs.File
 		f, err = l.fs.OpenReadWrite(src, vfs.WriteCategoryUnspecified)
 	} else {
 		src = l.path(segmentName(id) + segTmpSuffix)
-		f, err = l.fs.Create(src, vfs.WriteCategoryUnspecified)
-		l.restrict(src)
+		f, err = durable.Create(l.fs, src, vfs.WriteCategoryUnspecified)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("wal: create segment %d (%s): %w", id, src, unwrapPathErr(err))

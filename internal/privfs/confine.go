@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // ErrUnsafeEntry is matched (errors.Is) by every refusal of a confined
@@ -280,8 +281,7 @@ func (p privateFS) Create(name string, category vfs.DiskWriteCategory) (vfs.File
 	if err := p.checkParents(name); err != nil {
 		return nil, err
 	}
-	f, err := p.FS.Create(name, category)
-	return p.chmod(name, f, err)
+	return durable.Create(p.FS, name, category)
 }
 
 func (p privateFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
@@ -317,9 +317,9 @@ func (p privateFS) Lock(name string) (io.Closer, error) {
 	if err != nil {
 		return nil, err
 	}
-	if cerr := os.Chmod(name, FileMode); cerr != nil {
+	if cerr := durable.Restrict(p.FS, name); cerr != nil {
 		c.Close()
-		return nil, fmt.Errorf("privfs: restricting %s to %#o: %w", name, FileMode, cerr)
+		return nil, fmt.Errorf("privfs: %w", cerr)
 	}
 	return c, nil
 }

@@ -11,9 +11,9 @@ package privfs
 
 import (
 	"fmt"
-	"os"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // Wrap returns fs made private if it is rooted in the operating system's
@@ -28,10 +28,11 @@ func Wrap(fs vfs.FS) vfs.FS {
 	return fs
 }
 
-// The modes of what a wrapped filesystem creates.
+// The modes of what a wrapped filesystem creates: the store's modes,
+// defined in internal/durable, which sets them.
 const (
-	FileMode = 0o600
-	DirMode  = 0o700
+	FileMode = durable.FileMode
+	DirMode  = durable.DirMode
 )
 
 // privateFS wraps the operating system's filesystem so that what Pebble
@@ -47,13 +48,15 @@ type privateFS struct {
 	root string // "" = not confined
 }
 
+// chmod restricts the file name that f was opened as (durable.Restrict),
+// closing f if that fails.
 func (p privateFS) chmod(name string, f vfs.File, err error) (vfs.File, error) {
 	if err != nil {
 		return f, err
 	}
-	if cerr := os.Chmod(name, FileMode); cerr != nil {
+	if cerr := durable.Restrict(p.FS, name); cerr != nil {
 		f.Close()
-		return nil, fmt.Errorf("privfs: restricting %s to %#o: %w", name, FileMode, cerr)
+		return nil, fmt.Errorf("privfs: %w", cerr)
 	}
 	return f, nil
 }
