@@ -13,7 +13,7 @@ import (
 // snapshot boundary, a chain head and a compressed-looking frame.
 func snapshotSeeds() []*snapshot.Snapshot {
 	var out []*snapshot.Snapshot
-	for i, run := range []string{"run-1", "a", "a\x00b", "agent/7f3a-42"} {
+	for i, run := range []string{"run-1", "a", "a b", "agent/7f3a-42"} {
 		s := &snapshot.Snapshot{
 			RunID:   run,
 			Seq:     uint64(50 * (i + 1)),

@@ -95,9 +95,11 @@
 //     its key and value; a damaged or misplaced value is reported as
 //     ErrCorrupt naming the run and seq, never returned as data. Decoding
 //     never panics on any input.
-//   - Isolation of runs: run ids of any bytes are length-prefixed, so the
-//     keys of one run never interleave with another's ("a", "a\x00b" and
-//     "ab" are three separate ranges).
+//   - Isolation of runs: run ids are length-prefixed, so the keys of one
+//     run never interleave with another's ("a", "a b" and "ab" are three
+//     separate ranges). Run ids follow the engine's rule (1 to MaxRunIDLen
+//     bytes of UTF-8 without control characters); any other id given is
+//     ErrInvalid, and a key holding one is ErrCorrupt.
 //   - Errors classify: ErrCorrupt means damaged data (a bad value, a bad
 //     key, or corruption Pebble found), and only then is rebuilding the store
 //     from the log warranted; a held lock, an I/O error (ErrFailed) or a

@@ -31,7 +31,8 @@ var (
 	// ErrReadOnly reports a write to a Store opened with Options.ReadOnly.
 	ErrReadOnly = errors.New("snapshot: store is read-only")
 
-	// ErrInvalid reports a bad argument: an empty or oversized run id, a
+	// ErrInvalid reports a bad argument: a run id the run-id rule refuses
+	// (empty, oversized, not UTF-8, or with a control character), a
 	// negative log offset, a frame over MaxFrameSize, an empty range, a
 	// Batch used after Commit, and so on.
 	ErrInvalid = errors.New("snapshot: invalid argument")

@@ -7,17 +7,20 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/internal/crc32c"
+	"github.com/continuumdb/continuum/internal/runid"
 )
 
 // The on-disk format of the snapshot store: the Pebble keys it writes and the
 // encoding of their values.
 //
-// Keys. Every key starts with one byte naming its keyspace. Run ids are
-// arbitrary bytes; they are length-prefixed with a minimal uvarint, which is
-// a prefix-free code, so the keys of one run form one contiguous range that
-// no other run's keys interleave with (run "a" and run "a\x00b" and run "ab"
-// each have their own range). Seqs are 8-byte big-endian, so within a run,
-// key order is seq order.
+// Keys. Every key starts with one byte naming its keyspace. Run ids follow
+// the run-id rule (internal/runid: 1 to MaxRunIDLen bytes of UTF-8 without
+// control characters; a key holding any other id is corruption). They are
+// length-prefixed with a minimal uvarint, which is a prefix-free code, so
+// the keys of one run form one contiguous range that no other run's keys
+// interleave with (run "a" and run "a b" and run "ab" each have their own
+// range), whatever bytes the ids hold. Seqs are 8-byte big-endian, so
+// within a run, key order is seq order.
 //
 //	format marker   0x00 "format"                        -> "CNSS" | version (1 byte)
 //	snapshot count  0x00 "count"                         -> uint64, big-endian
@@ -54,8 +57,11 @@ const (
 	// ValueVersion is the version byte of a snapshot value.
 	ValueVersion = 1
 
-	// MaxRunIDLen bounds the length of a run id in bytes.
-	MaxRunIDLen = 4096
+	// MaxRunIDLen bounds the length of a run id in bytes: the run-id rule's
+	// bound, runid.MaxLen (the engine's). Stores written before the rule
+	// took 4096-byte ids; the engine never wrote one over 256 bytes, and a
+	// key holding a longer id is now corruption.
+	MaxRunIDLen = runid.MaxLen
 
 	// MaxFrameSize bounds the encoded frame carried by one snapshot.
 	MaxFrameSize = 256 << 20
@@ -136,7 +142,11 @@ func parseRunKey(space byte, key []byte) (runID string, seq uint64, err error) {
 	if uint64(len(rest)) != n+seqLen {
 		return "", 0, fmt.Errorf("%w: key %q: %d bytes after the run id length, want %d", ErrCorrupt, key, len(rest), n+seqLen)
 	}
-	return string(rest[:n]), binary.BigEndian.Uint64(rest[n:]), nil
+	runID = string(rest[:n])
+	if err := runid.Check(runID); err != nil {
+		return "", 0, fmt.Errorf("%w: key %q: %v", ErrCorrupt, key, err)
+	}
+	return runID, binary.BigEndian.Uint64(rest[n:]), nil
 }
 
 func uvarintLen(v uint64) int {
@@ -237,12 +247,11 @@ func decodePos(runID string, seq uint64, val []byte) (Pos, error) {
 	return Pos{Segment: seg, Offset: int64(off)}, nil
 }
 
+// validRunID reports, wrapping ErrInvalid, why runID cannot name a run
+// (runid.Check), or nil.
 func validRunID(runID string) error {
-	if runID == "" {
-		return fmt.Errorf("%w: empty run id", ErrInvalid)
-	}
-	if len(runID) > MaxRunIDLen {
-		return fmt.Errorf("%w: run id of %d bytes exceeds the %d-byte limit", ErrInvalid, len(runID), MaxRunIDLen)
+	if err := runid.Check(runID); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
 	}
 	return nil
 }

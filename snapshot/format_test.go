@@ -33,7 +33,7 @@ var snapCmp = []cmp.Option{cmpopts.EquateEmpty()}
 func TestSnapshotRoundTrip(t *testing.T) {
 	tests := []*Snapshot{
 		testSnapshot("r", 1),
-		testSnapshot("a\x00b", 0),
+		testSnapshot("agent/ünï 7", 0),
 		testSnapshot(strings.Repeat("x", MaxRunIDLen), math.MaxUint64),
 		{RunID: "empty-frame", Seq: 5},                               // zero time, nil frame
 		{RunID: "old", Seq: 2, Created: time.Unix(-1e12, 999999999)}, // before 1970
@@ -87,6 +87,21 @@ func TestAppendSnapshotInvalid(t *testing.T) {
 	}
 }
 
+// malformed is a decoding case: a key and a value DecodeSnapshot must
+// refuse, and what its error must say.
+type malformed struct {
+	name     string
+	key, val []byte
+	want     string // substring of the error
+}
+
+// resealedUnder is val moved under the snapshot key of run at seq 42, its
+// checksum recomputed for that key.
+func resealedUnder(name, run string, val []byte, want string) malformed {
+	key := AppendSnapshotKey(nil, run, 42)
+	return malformed{"key with a " + name, key, reseal(key, bytes.Clone(val)), want}
+}
+
 // reseal recomputes the checksum of a value edited in place.
 func reseal(key, val []byte) []byte {
 	body := val[:len(val)-4]
@@ -101,12 +116,7 @@ func TestDecodeSnapshotMalformed(t *testing.T) {
 	good := AppendSnapshot(nil, s)
 	edit := func(f func(v []byte) []byte) []byte { return f(bytes.Clone(good)) }
 
-	tests := []struct {
-		name string
-		key  []byte
-		val  []byte
-		want string // substring of the error
-	}{
+	tests := []malformed{
 		{"nil key", nil, good, "not a"},
 		{"position key", appendRunKey(nil, spacePosition, "run-7", 42), good, "not a"},
 		{"key without length", []byte{spaceSnapshot}, good, "bad run id length"},
@@ -139,6 +149,13 @@ func TestDecodeSnapshotMalformed(t *testing.T) {
 			binary.BigEndian.PutUint32(v[14:], 1e9)
 			return reseal(key, v)
 		}), "nanoseconds"},
+		// Keys whose run id the run-id rule refuses, under values sealed for
+		// them: no writer stores such an id.
+		resealedUnder("run of 4096 bytes (the old bound)", strings.Repeat("r", 4096), good, "out of range [1, 256]"),
+		resealedUnder("run of 257 bytes", strings.Repeat("r", MaxRunIDLen+1), good, "out of range [1, 256]"),
+		resealedUnder("run with a NUL", "run\x007", good, "has a control character at byte 3"),
+		resealedUnder("run with a newline", "run\n7", good, "has a control character at byte 3"),
+		resealedUnder("run not UTF-8", "run-\xff", good, "is not valid UTF-8"),
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,7 +177,9 @@ func TestDecodeSnapshotMalformed(t *testing.T) {
 }
 
 func TestKeysOfRunsDoNotInterleave(t *testing.T) {
-	runs := []string{"a", "a\x00b", "ab", "a\x00", "\x00", "\xff", "b", strings.Repeat("a", 200)}
+	// Ids that share prefixes, with the lowest and the highest bytes a run
+	// id may hold (space, and the last code point's 0xf4 0x8f 0xbf 0xbf).
+	runs := []string{"a", "a b", "ab", "a ", " ", "\U0010ffff", "b", strings.Repeat("a", MaxRunIDLen)}
 	for _, r := range runs {
 		lo, hi := runBounds(spaceSnapshot, r)
 		for _, other := range runs {

@@ -14,7 +14,8 @@ type Pos struct {
 
 // Snapshot is the whole frame of a run at one atom.
 type Snapshot struct {
-	// RunID names the run: 1 to MaxRunIDLen bytes of any value.
+	// RunID names the run: 1 to MaxRunIDLen bytes of UTF-8 without control
+	// characters (the run-id rule of internal/runid, the engine's).
 	RunID string
 	// Seq is the atom whose frame this is: frame(Seq).
 	Seq uint64

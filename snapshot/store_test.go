@@ -111,13 +111,14 @@ func TestStoreRoundTrip(t *testing.T) {
 
 func TestAtOrBelowBoundaries(t *testing.T) {
 	st := openMem(t, vfs.NewMem())
-	// Runs whose ids share prefixes, each with its own snapshots.
+	// Runs whose ids share prefixes, each with its own snapshots (space is
+	// the lowest byte a run id may hold).
 	runs := map[string][]uint64{
-		"a":      {10, 20, 30},
-		"a\x00b": {5, 15, 25, 35},
-		"ab":     {1, 100},
-		"a\x00":  {0, math.MaxUint64},
-		"b":      {20},
+		"a":   {10, 20, 30},
+		"a b": {5, 15, 25, 35},
+		"ab":  {1, 100},
+		"a ":  {0, math.MaxUint64},
+		"b":   {20},
 	}
 	b := st.NewBatch()
 	for run, seqs := range runs {
@@ -137,11 +138,11 @@ func TestAtOrBelowBoundaries(t *testing.T) {
 	}{
 		{"a", 0, none}, {"a", 9, none}, {"a", 10, 10}, {"a", 11, 10}, {"a", 19, 10},
 		{"a", 20, 20}, {"a", 29, 20}, {"a", 30, 30}, {"a", 31, 30}, {"a", math.MaxUint64, 30},
-		{"a\x00b", 4, none}, {"a\x00b", 5, 5}, {"a\x00b", 14, 5}, {"a\x00b", 36, 35},
+		{"a b", 4, none}, {"a b", 5, 5}, {"a b", 14, 5}, {"a b", 36, 35},
 		{"ab", 0, none}, {"ab", 1, 1}, {"ab", 99, 1}, {"ab", 100, 100}, {"ab", 1000, 100},
-		{"a\x00", 0, 0}, {"a\x00", 1, 0}, {"a\x00", math.MaxUint64 - 1, 0}, {"a\x00", math.MaxUint64, math.MaxUint64},
+		{"a ", 0, 0}, {"a ", 1, 0}, {"a ", math.MaxUint64 - 1, 0}, {"a ", math.MaxUint64, math.MaxUint64},
 		{"b", 19, none}, {"b", 20, 20},
-		{"c", 50, none}, {"a\x00b\x00", 50, none}, {"\x00", 50, none},
+		{"c", 50, none}, {"a b ", 50, none}, {" ", 50, none},
 	}
 	for _, tt := range tests {
 		got, err := st.AtOrBelow(tt.run, tt.seq)
@@ -190,7 +191,7 @@ func TestPositionsMissing(t *testing.T) {
 		run   string
 		first uint64
 		n     int
-	}{{"r", 1, 10}, {"r", 12, 5}, {"r\x00", 11, 1}, {"rr", 11, 1}} {
+	}{{"r", 1, 10}, {"r", 12, 5}, {"r ", 11, 1}, {"rr", 11, 1}} {
 		pos := make([]Pos, r.n)
 		for i := range pos {
 			pos[i] = Pos{Segment: 1, Offset: int64(r.first) + int64(i)}
@@ -271,6 +272,9 @@ func TestBadArguments(t *testing.T) {
 		"long meta key":    b.PutMeta(strings.Repeat("k", MaxMetaKeyLen+1), nil),
 		"AtOrBelow no run": func() error { _, err := st.AtOrBelow("", 1); return err }(),
 		"Latest long run":  func() error { _, err := st.Latest(long); return err }(),
+		"control in run":   b.PutSnapshot(testSnapshot("a\x00b", 1)),
+		"run not UTF-8":    b.PutPositions("\xff", 1, []Pos{{}}),
+		"Latest control":   func() error { _, err := st.Latest("a\nb"); return err }(),
 		"Snapshots no run": func() error { _, err := st.Snapshots(""); return err }(),
 		"Positions no run": func() error { _, err := st.Positions("", 1, 2); return err }(),
 		"Meta empty key":   func() error { _, err := st.Meta(""); return err }(),
