@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
 
@@ -157,12 +158,11 @@ func (s Status) String() string {
 // certified reports whether s is a final status: exec is never called again.
 func (s Status) certified() bool { return s == StatusDone || s == StatusResolved }
 
-// Loc is where a record lives in the engine's log. The ledger stores and
-// returns it but never interprets it.
-type Loc struct {
-	Segment uint64
-	Offset  int64
-}
+// Loc is where a record lives in the engine's log: the log's own position
+// type, wal.Pos (an alias, not a copy: a wal.Pos is a Loc and needs no
+// conversion). The ledger stores and returns it but never interprets it;
+// the zero Loc means "none".
+type Loc = wal.Pos
 
 // Intent is the durable record written before exec is called.
 type Intent struct {

@@ -45,7 +45,7 @@ func TestDoRunsOnceAndCertifies(t *testing.T) {
 	}
 	e, ok := l.Lookup(in.Fingerprint)
 	if !ok || e.Status != StatusDone || e.InFlight || string(e.Result) != "r:"+in.Key ||
-		e.IntentLoc != (Loc{1, 0}) || e.CertLoc != (Loc{1, 1}) {
+		e.IntentLoc != (Loc{Segment: 1, Offset: 0}) || e.CertLoc != (Loc{Segment: 1, Offset: 1}) {
 		t.Fatalf("Lookup = %+v, %v", e, ok)
 	}
 	// The returned result is the caller's: scribbling on it changes nothing.
@@ -574,7 +574,7 @@ func TestReadCertificateErrors(t *testing.T) {
 	}
 	l := New()
 	// A certificate location that points at b's certificate for a.
-	l.ApplyCertificate(&Certificate{Fingerprint: a.Fingerprint, Status: StatusDone}, Loc{1, 3}, false)
+	l.ApplyCertificate(&Certificate{Fingerprint: a.Fingerprint, Status: StatusDone}, Loc{Segment: 1, Offset: 3}, false)
 	if _, err := l.Do(ctx, j, a, nil); err == nil {
 		t.Fatal("nil exec accepted")
 	}
@@ -582,7 +582,7 @@ func TestReadCertificateErrors(t *testing.T) {
 	if _, err := l.Do(ctx, j, a, never); !errors.Is(err, ErrCorrupt) {
 		t.Fatalf("Do with a mismatched certificate = %v", err)
 	}
-	l.ApplyCertificate(&Certificate{Fingerprint: b.Fingerprint, Status: StatusDone}, Loc{1, 99}, false)
+	l.ApplyCertificate(&Certificate{Fingerprint: b.Fingerprint, Status: StatusDone}, Loc{Segment: 1, Offset: 99}, false)
 	if _, err := l.Do(ctx, j, b, never); err == nil || !strings.Contains(err.Error(), "offset 99") {
 		t.Fatalf("Do with a missing certificate = %v", err)
 	}
@@ -596,36 +596,36 @@ func TestReplayOrder(t *testing.T) {
 		ops  []func(*Ledger)
 		want Status
 	}{
-		{"intent", []func(*Ledger){func(l *Ledger) { l.ApplyIntent(in, Loc{1, 1}) }}, StatusIntent},
+		{"intent", []func(*Ledger){func(l *Ledger) { l.ApplyIntent(in, Loc{Segment: 1, Offset: 1}) }}, StatusIntent},
 		{"intent, done", []func(*Ledger){
-			func(l *Ledger) { l.ApplyIntent(in, Loc{1, 1}) },
+			func(l *Ledger) { l.ApplyIntent(in, Loc{Segment: 1, Offset: 1}) },
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{1, 2}, true)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{Segment: 1, Offset: 2}, true)
 			},
 		}, StatusDone},
 		{"done, stray intent", []func(*Ledger){
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{1, 2}, true)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{Segment: 1, Offset: 2}, true)
 			},
-			func(l *Ledger) { l.ApplyIntent(in, Loc{1, 3}) },
+			func(l *Ledger) { l.ApplyIntent(in, Loc{Segment: 1, Offset: 3}) },
 		}, StatusDone},
 		{"failed, retry intent", []func(*Ledger){
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusFailed}, Loc{1, 2}, true)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusFailed}, Loc{Segment: 1, Offset: 2}, true)
 			},
-			func(l *Ledger) { l.ApplyIntent(in, Loc{1, 3}) },
+			func(l *Ledger) { l.ApplyIntent(in, Loc{Segment: 1, Offset: 3}) },
 		}, StatusIntent},
 		{"done then failed", []func(*Ledger){
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{1, 2}, true)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{Segment: 1, Offset: 2}, true)
 			},
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusFailed}, Loc{1, 3}, true)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusFailed}, Loc{Segment: 1, Offset: 3}, true)
 			},
 		}, StatusDone},
 		{"resolved", []func(*Ledger){
 			func(l *Ledger) {
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusResolved}, Loc{1, 2}, false)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusResolved}, Loc{Segment: 1, Offset: 2}, false)
 			},
 		}, StatusResolved},
 	}

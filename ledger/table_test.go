@@ -102,11 +102,11 @@ func TestTableMapPrecedence(t *testing.T) {
 	c := mustIntent(t, "t", `"c"`, 1, 2, true)  // failed in the table, retried later
 	d := mustIntent(t, "t", `"d"`, 1, 3, false) // only in the map
 	old := New()
-	old.ApplyIntent(a, Loc{1, 10})
-	old.ApplyIntent(b, Loc{1, 11})
-	old.ApplyCertificate(&Certificate{Fingerprint: b.Fingerprint, Status: StatusDone}, Loc{1, 12}, false)
-	old.ApplyIntent(c, Loc{1, 13})
-	old.ApplyCertificate(&Certificate{Fingerprint: c.Fingerprint, Status: StatusFailed}, Loc{1, 14}, false)
+	old.ApplyIntent(a, Loc{Segment: 1, Offset: 10})
+	old.ApplyIntent(b, Loc{Segment: 1, Offset: 11})
+	old.ApplyCertificate(&Certificate{Fingerprint: b.Fingerprint, Status: StatusDone}, Loc{Segment: 1, Offset: 12}, false)
+	old.ApplyIntent(c, Loc{Segment: 1, Offset: 13})
+	old.ApplyCertificate(&Certificate{Fingerprint: c.Fingerprint, Status: StatusFailed}, Loc{Segment: 1, Offset: 14}, false)
 	tbl := old.AppendTable(nil)
 
 	l := New()
@@ -117,18 +117,18 @@ func TestTableMapPrecedence(t *testing.T) {
 		t.Fatalf("InDoubt %v", got)
 	}
 	// The tail after the table.
-	l.ApplyCertificate(&Certificate{Fingerprint: a.Fingerprint, Status: StatusDone, Result: []byte("A")}, Loc{2, 0}, true)
-	l.ApplyIntent(b, Loc{2, 1}) // stray: b stays done
-	l.ApplyIntent(c, Loc{2, 2})
-	l.ApplyIntent(d, Loc{2, 3})
+	l.ApplyCertificate(&Certificate{Fingerprint: a.Fingerprint, Status: StatusDone, Result: []byte("A")}, Loc{Segment: 2, Offset: 0}, true)
+	l.ApplyIntent(b, Loc{Segment: 2, Offset: 1}) // stray: b stays done
+	l.ApplyIntent(c, Loc{Segment: 2, Offset: 2})
+	l.ApplyIntent(d, Loc{Segment: 2, Offset: 3})
 	for _, tc := range []struct {
 		in   *Intent
 		want Entry
 	}{
-		{a, Entry{Status: StatusDone, IntentLoc: Loc{1, 10}, CertLoc: Loc{2, 0}, Result: []byte("A")}},
-		{b, Entry{Status: StatusDone, IntentLoc: Loc{1, 11}, CertLoc: Loc{1, 12}}},
-		{c, Entry{Status: StatusIntent, IntentLoc: Loc{2, 2}, CertLoc: Loc{1, 14}}},
-		{d, Entry{Status: StatusIntent, IntentLoc: Loc{2, 3}}},
+		{a, Entry{Status: StatusDone, IntentLoc: Loc{Segment: 1, Offset: 10}, CertLoc: Loc{Segment: 2, Offset: 0}, Result: []byte("A")}},
+		{b, Entry{Status: StatusDone, IntentLoc: Loc{Segment: 1, Offset: 11}, CertLoc: Loc{Segment: 1, Offset: 12}}},
+		{c, Entry{Status: StatusIntent, IntentLoc: Loc{Segment: 2, Offset: 2}, CertLoc: Loc{Segment: 1, Offset: 14}}},
+		{d, Entry{Status: StatusIntent, IntentLoc: Loc{Segment: 2, Offset: 3}}},
 	} {
 		got, _ := l.Lookup(tc.in.Fingerprint)
 		tc.want.Fingerprint = tc.in.Fingerprint
@@ -483,7 +483,7 @@ func TestTableFindSkewed(t *testing.T) {
 			for i := range 3000 {
 				fp := gen(i)
 				fps = append(fps, fp)
-				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{1, int64(i)}, false)
+				l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: StatusDone}, Loc{Segment: 1, Offset: int64(i)}, false)
 			}
 			r := New()
 			if err := r.LoadTable(l.AppendTable(nil)); err != nil {

@@ -207,7 +207,7 @@ func TestKeysOfRunsDoNotInterleave(t *testing.T) {
 }
 
 func TestPositionValue(t *testing.T) {
-	for _, p := range []Pos{{}, {1, 2}, {math.MaxUint64, math.MaxInt64}} {
+	for _, p := range []Pos{{}, {Segment: 1, Offset: 2}, {Segment: math.MaxUint64, Offset: math.MaxInt64}} {
 		got, err := decodePos("r", 1, appendPos(nil, p))
 		if err != nil || got != p {
 			t.Errorf("position %+v round trip = %+v, %v", p, got, err)

@@ -3,14 +3,15 @@ package snapshot
 import (
 	"fmt"
 	"time"
+
+	"github.com/continuumdb/continuum/wal"
 )
 
-// Pos is a position in the engine's log (it mirrors wal.Pos; this package
-// does not interpret it). Offset must not be negative.
-type Pos struct {
-	Segment uint64
-	Offset  int64
-}
+// Pos is a position in the engine's log: the log's own position type,
+// wal.Pos (an alias, not a copy: a wal.Pos is a Pos and needs no
+// conversion). This package stores it but does not interpret it. Offset
+// must not be negative.
+type Pos = wal.Pos
 
 // Snapshot is the whole frame of a run at one atom.
 type Snapshot struct {

@@ -245,7 +245,7 @@ func TestPositionsMissing(t *testing.T) {
 		t.Errorf("Positions(1, MaxUint64) = %v, want ErrNotFound naming seq 11", err)
 	}
 	top := st.NewBatch()
-	if err := top.PutPositions("top", math.MaxUint64-1, []Pos{{1, 1}, {1, 2}}); err != nil {
+	if err := top.PutPositions("top", math.MaxUint64-1, []Pos{{Segment: 1, Offset: 1}, {Segment: 1, Offset: 2}}); err != nil {
 		t.Fatal(err)
 	}
 	mustCommit(t, top, false)
@@ -266,7 +266,7 @@ func TestBadArguments(t *testing.T) {
 		"empty run":        b.PutSnapshot(&Snapshot{}),
 		"long run":         b.PutSnapshot(&Snapshot{RunID: long}),
 		"positions no run": b.PutPositions("", 1, []Pos{{}}),
-		"negative offset":  b.PutPositions("r", 1, []Pos{{0, 1}, {0, -1}}),
+		"negative offset":  b.PutPositions("r", 1, []Pos{{Segment: 0, Offset: 1}, {Segment: 0, Offset: -1}}),
 		"seq overflow":     b.PutPositions("r", math.MaxUint64, []Pos{{}, {}}),
 		"empty meta key":   b.PutMeta("", nil),
 		"long meta key":    b.PutMeta(strings.Repeat("k", MaxMetaKeyLen+1), nil),
@@ -325,10 +325,10 @@ func TestReplaceAndDeleteRun(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := b.PutPositions("a", 1, []Pos{{1, 1}, {1, 2}}); err != nil {
+	if err := b.PutPositions("a", 1, []Pos{{Segment: 1, Offset: 1}, {Segment: 1, Offset: 2}}); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.PutPositions("ab", 1, []Pos{{2, 1}}); err != nil {
+	if err := b.PutPositions("ab", 1, []Pos{{Segment: 2, Offset: 1}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.PutMeta("m", []byte("x")); err != nil {
