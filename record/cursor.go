@@ -1,0 +1,133 @@
+package record
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Cursor reads a log's durable records in order and decodes each. A
+// damaged record stops it: Err is then a *CorruptionError naming the
+// segment file, the offset and, from the records after the damage, the run
+// and seq it reaches.
+type Cursor struct {
+	log  *wal.Log
+	file func(seg uint64) string // the path of a segment, for errors
+	dec  *Decoder
+	rd  *wal.Reader
+	rec Record
+	err error
+	// before holds the last seq of each run read so far, to name the run a
+	// damaged record cuts (see Locate).
+	before map[string]uint64
+}
+
+// NewCursor returns a cursor over the records of log that start at or
+// after from (the zero Pos: the beginning), decoded by dec (nil: the zero
+// Decoder). file gives the path of a segment, for the errors.
+func NewCursor(log *wal.Log, file func(seg uint64) string, from wal.Pos, dec *Decoder) (*Cursor, error) {
+	rd, err := log.NewReader(from)
+	if err != nil {
+		return nil, err
+	}
+	if dec == nil {
+		dec = &Decoder{}
+	}
+	return &Cursor{log: log, file: file, dec: dec, rd: rd, before: map[string]uint64{}}, nil
+}
+
+
+// Next decodes the next record. It returns false at the end of the durable
+// log or on error (see Err).
+func (c *Cursor) Next() bool {
+	if c.err != nil || !c.rd.Next() {
+		if c.err == nil {
+			if err := c.rd.Err(); err != nil {
+				c.err = c.Damage(err)
+			} else if dmg := c.log.Recovery().Damage; dmg != nil {
+				// A log opened with ReadDamaged ends before the damage of
+				// its newest segment: that is where the cursor stopped.
+				c.err = c.Damage(dmg)
+			}
+		}
+		return false
+	}
+	pos := c.rd.Pos()
+	if err := c.dec.Decode(c.rd.Record(), pos, c.file(pos.Segment), &c.rec); err != nil {
+		c.err = err
+		return false
+	}
+	if c.rec.Kind == KindAtom {
+		c.before[c.rec.Run] = c.rec.Seq
+	}
+	return true
+}
+
+// Record is the current record, valid until the next call to Next.
+func (c *Cursor) Record() *Record { return &c.rec }
+
+// NextPos is where the record after the current one starts.
+func (c *Cursor) NextPos() wal.Pos { return c.rd.NextPos() }
+
+// Err is the error that stopped Next, or nil at a clean end.
+func (c *Cursor) Err() error { return c.err }
+
+// Close releases the cursor's file. It is idempotent.
+func (c *Cursor) Close() error { return c.rd.Close() }
+
+// Damage turns an error of the log met while reading into a
+// *CorruptionError naming the segment, the offset and the run and seq the
+// damage reaches (see Locate), when it is damage; other errors are
+// wrapped.
+func (c *Cursor) Damage(err error) error {
+	return LogDamage(c.log, err, c.before)
+}
+
+// LogDamage is Cursor.Damage for a reader of log of one's own: before holds
+// the last seq of each run read before the damage (nil: unknown).
+func LogDamage(log *wal.Log, err error, before map[string]uint64) error {
+	var ce *wal.CorruptionError
+	if !errors.As(err, &ce) {
+		return fmt.Errorf("read log: %w", err)
+	}
+	run, seq, around := Locate(log, wal.Pos{Segment: ce.Segment, Offset: ce.Offset}, before)
+	return &CorruptionError{File: ce.File, Offset: ce.Offset, Run: run, Seq: seq, Reason: ce.Reason + around, Err: err}
+}
+
+// Locate names the run and seq that the damaged record at bad cuts, from
+// the intact records after it (wal.Log.ScanAfter): the first run that
+// skips a seq across it, given before, the last seq of each run read
+// before the damage (nil: unknown), or else the first atom after it. around
+// says so in words, to add to the damage's reason. before is updated.
+func Locate(log *wal.Log, bad wal.Pos, before map[string]uint64) (run string, seq uint64, around string) {
+	firstAfter, firstRun, firstSeq := "", "", uint64(0)
+	var dec Decoder
+	var r Record
+	err := log.ScanAfter(bad, func(pos wal.Pos, raw []byte) bool {
+		if len(raw) == 0 || Kind(raw[0]) != KindAtom || dec.Decode(raw, pos, "", &r) != nil {
+			return true
+		}
+		if firstAfter == "" {
+			firstRun, firstSeq = r.Run, r.Seq
+			firstAfter = fmt.Sprintf("; no run skips a seq across it: it is not an atom, and the first atom after it is run %q seq %d at %v (whose action records come before it)", r.Run, r.Seq, pos)
+		}
+		if before == nil {
+			return false
+		}
+		if last := before[r.Run]; r.Seq > last+1 {
+			run, seq = r.Run, last+1
+			around = fmt.Sprintf("; run %q resumes at seq %d after it (at %v), its last atom before it is seq %d", r.Run, r.Seq, pos, last)
+			return false
+		}
+		before[r.Run] = r.Seq
+		return true
+	})
+	if run == "" {
+		run, seq, around = firstRun, firstSeq, firstAfter
+		if err == nil && firstAfter == "" {
+			around = "; no atom follows it"
+		}
+	}
+	return run, seq, around
+}

@@ -1,0 +1,218 @@
+package record
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Record is one decoded log record. Kind says which fields are set; the
+// others are zero. Byte slices alias Raw (or, for the ledger's records,
+// Plain): valid as long as those are.
+type Record struct {
+	Kind Kind
+	Pos  wal.Pos // where the record starts
+	Raw  []byte  // the record as the log holds it
+
+	Run string // the run it concerns: every kind but KindStoreHead
+	Seq uint64 // the atom it concerns: intent, certificate, atom, fail, checkpoint
+
+	Nonce   chain.Nonce // KindRun
+	Created int64       // KindRun: unix nanoseconds
+
+	Head chain.Hash // KindAtom: the chain head after the atom
+	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
+
+	Reason string // KindFail
+
+	// KindIntent and KindCert, when the Decoder reads the ledger's records:
+	// the decompressed body and what it holds (Args and Result alias Plain).
+	Plain  []byte
+	Intent *ledger.Intent
+	Cert   *ledger.Certificate
+
+	Note []byte // KindCheckpoint and KindStoreHead: the chain's encoding
+	// Checkpoint is the parsed note of a KindCheckpoint (signatures are not
+	// checked here).
+	Checkpoint chain.Checkpoint
+}
+
+// Decoder decodes log records. The zero Decoder decodes every kind's
+// fields but leaves the ledger's records compressed (Plain, Intent and
+// Cert nil).
+type Decoder struct {
+	// Comp decompresses the ledger's records and charges atom bodies to
+	// its budget. Nil: no decompression, no charge.
+	Comp Compressor
+	// Ledger asks for intents and certificates decompressed and decoded
+	// (Comp must be set).
+	Ledger bool
+	// DictFile names the file of dictionary id, so that a record
+	// compressed with a dictionary the store lacks is reported as that
+	// missing file. Nil: reported as the record's damage.
+	DictFile func(id uint32) string
+	// Dicts are the dictionaries the store holds (for DictFile).
+	Dicts *frame.Dicts
+
+	buf []byte
+}
+
+// Decode decodes raw, the record at pos in the segment file named file.
+// r's slices alias raw. It never panics: damage is a *CorruptionError.
+func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error {
+	*r = Record{Pos: pos, Raw: raw}
+	if len(raw) == 0 {
+		return &CorruptionError{File: file, Offset: pos.Offset, Reason: "empty record"}
+	}
+	r.Kind = Kind(raw[0])
+	f := Fields{b: raw, off: 1}
+	switch r.Kind {
+	case KindRun:
+		r.Run = f.RunID()
+		copy(r.Nonce[:], f.Fixed("nonce", len(r.Nonce)))
+		r.Created = f.Varint("created")
+		f.Done("run record")
+	case KindAtom:
+		r.Run = f.RunID()
+		r.Seq = f.Uvarint("seq")
+		r.Head = f.Hash("head")
+		if f.err == nil && r.Seq == 0 {
+			f.Fail("seq 0 is not an atom")
+		}
+		r.Body = f.Rest()
+		if f.err == nil && d.Comp != nil {
+			if err := d.Comp.Charge(r.Body); err != nil {
+				return d.damage(file, r, "atom body", err)
+			}
+		}
+	case KindFail:
+		r.Run = f.RunID()
+		r.Seq = f.Uvarint("seq")
+		r.Reason = string(f.Bytes("reason", MaxFailReason))
+		f.Done("fail record")
+	case KindIntent, KindCert:
+		if !d.Ledger || d.Comp == nil {
+			return nil
+		}
+		plain, err := d.Comp.Decompress(nil, raw[1:])
+		if err != nil {
+			return d.damage(file, r, r.Kind.String(), err)
+		}
+		r.Plain = plain
+		if r.Kind == KindIntent {
+			r.Intent, err = ledger.DecodeIntentView(plain)
+			if err == nil {
+				r.Run, r.Seq = r.Intent.RunID, r.Intent.Seq
+			}
+		} else {
+			r.Cert, err = ledger.DecodeCertificateView(plain)
+			if err == nil {
+				r.Run, r.Seq = r.Cert.RunID, r.Cert.Seq
+			}
+		}
+		if err != nil {
+			return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("%s record: %v", r.Kind, err), Err: err}
+		}
+		return nil
+	case KindCheckpoint:
+		r.Note = raw[1:]
+		c, err := chain.ParseCheckpoint(r.Note)
+		if err != nil {
+			return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("checkpoint record: %v", err), Err: err}
+		}
+		r.Checkpoint, r.Run, r.Seq = c, c.RunID, c.Seq
+		return nil
+	case KindStoreHead:
+		r.Note = raw[1:]
+		if _, err := chain.ParseStoreHead(r.Note); err != nil {
+			return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("store-head record: %v", err), Err: err}
+		}
+		return nil
+	default:
+		return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("unknown record kind %d", raw[0])}
+	}
+	if f.err != nil {
+		return &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("%s record: %v", r.Kind, f.err), Err: f.err}
+	}
+	return nil
+}
+
+// damage reports a record whose compressed part does not decompress: as
+// the missing dictionary file when that is why, or as the record.
+func (d *Decoder) damage(file string, r *Record, what string, err error) error {
+	compressed := r.Raw[1:]
+	if r.Kind == KindAtom {
+		compressed = r.Body
+	}
+	if name := d.missingDict(compressed); name != "" {
+		return &CorruptionError{File: name, Reason: fmt.Sprintf("missing: the %s at %v needs it", what, r.Pos), Err: err}
+	}
+	return &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: fmt.Sprintf("%s: %v", what, err), Err: err}
+}
+
+// missingDict names the dictionary file a compressed record needs when
+// the store lacks it, or "".
+func (d *Decoder) missingDict(compressed []byte) string {
+	if d.DictFile == nil || d.Dicts == nil || len(compressed) < 2 {
+		return ""
+	}
+	id, n := binary.Uvarint(compressed[1:])
+	if n <= 0 || id == 0 || id > 0xffffffff {
+		return ""
+	}
+	if _, ok := d.Dicts.Get(uint32(id)); ok {
+		return ""
+	}
+	return d.DictFile(uint32(id))
+}
+
+// AtomBody is an atom's decompressed body.
+type AtomBody struct {
+	Actions []ledger.Fingerprint // the atom's actions, in call order
+	Delta   []byte               // frame.AppendDelta's encoding; aliases the input
+}
+
+// DecodeAtomBody decodes plain, a decompressed atom body.
+func DecodeAtomBody(plain []byte) (*AtomBody, error) {
+	f := Fields{b: plain}
+	if v := f.Byte("version"); f.err == nil && v != AtomBodyVersion {
+		f.Fail("unknown atom body version %d", v)
+	}
+	n := f.Uvarint("action count")
+	if f.err == nil && (n > MaxActionsPerAtom || n*32 > uint64(len(plain)-f.off)) {
+		f.Fail("action count %d exceeds the record", n)
+	}
+	if f.err != nil {
+		return nil, fmt.Errorf("atom body: %w", f.err)
+	}
+	a := &AtomBody{Actions: make([]ledger.Fingerprint, n)}
+	for i := range a.Actions {
+		a.Actions[i] = ledger.Fingerprint(f.Hash("fingerprint"))
+	}
+	a.Delta = plain[f.off:]
+	return a, nil
+}
+
+// DecodeAtom decompresses and decodes the body of atom record r (r.Kind
+// must be KindAtom) into dst's buffer (nil: a new one); the body's slices
+// alias the result. The error is a *CorruptionError of file.
+func (d *Decoder) DecodeAtom(dst []byte, r *Record, file string) ([]byte, *AtomBody, error) {
+	if r.Kind != KindAtom {
+		return dst, nil, errors.New("record: DecodeAtom of a " + r.Kind.String() + " record")
+	}
+	plain, err := d.Comp.Decompress(dst[:0], r.Body)
+	if err != nil {
+		return dst, nil, d.damage(file, r, "atom body", err)
+	}
+	body, err := DecodeAtomBody(plain)
+	if err != nil {
+		return plain, nil, &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: err.Error(), Err: err}
+	}
+	return plain, body, nil
+}

@@ -1,0 +1,182 @@
+package record
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// TestDecodeRules checks that Decode accepts only what the Append functions
+// write, and that every refusal is a *CorruptionError with its position.
+func TestDecodeRules(t *testing.T) {
+	run := AppendRun(nil, "r1", chain.Nonce{1}, 5)
+	for _, c := range []struct {
+		name, want string
+		rec        []byte
+	}{
+		{"empty", "empty record", nil},
+		{"unknown kind", "unknown record kind 9", []byte{9, 1, 2}},
+		{"kind zero", "unknown record kind 0", []byte{0}},
+		{"trailing byte", "trailing bytes", append(append([]byte(nil), run...), 0)},
+		{"truncated", "need 16 bytes", run[:6]},
+		{"non-minimal length", "not minimal", append([]byte{1, 0x82, 0x00}, run[2:]...)},
+		{"non-minimal seq", "not minimal", append(AppendString([]byte{4}, "r1"), 0x83, 0x00)},
+		{"seq zero atom", "seq 0 is not an atom", AppendAtomHeader(nil, "r1", 0, chain.Hash{})},
+		{"empty run id", "invalid run id: empty", AppendFail(nil, "", 1, "x")},
+		{"control character", "control character", AppendFail(nil, "a\x01", 1, "x")},
+		{"run id too long", "exceeds the bound 256", AppendFail(nil, strings.Repeat("a", 257), 1, "x")},
+		{"bad checkpoint", "checkpoint record", []byte{6, 'x'}},
+		{"bad store head", "store-head record", []byte{7, 'x'}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var r Record
+			err := (&Decoder{}).Decode(c.rec, wal.Pos{Segment: 2, Offset: 128}, "wal/2", &r)
+			var ce *CorruptionError
+			if !errors.As(err, &ce) || !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("Decode = %v, want a *CorruptionError", err)
+			}
+			if ce.File != "wal/2" || ce.Offset != 128 || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("error %q (file %q offset %d), want one at wal/2 offset 128 saying %q", err, ce.File, ce.Offset, c.want)
+			}
+		})
+	}
+}
+
+func TestFieldsVarintRules(t *testing.T) {
+	for _, c := range []struct {
+		b      []byte
+		signed bool
+		ok     bool
+	}{
+		{[]byte{0x00}, false, true},
+		{[]byte{0x80, 0x00}, false, false},
+		{[]byte{0xff, 0x01}, false, true},
+		{[]byte{0xff, 0x80, 0x00}, false, false},
+		{[]byte{0x01}, true, true},       // -1
+		{[]byte{0x81, 0x00}, true, false}, // -1, padded
+		{[]byte{0x80}, false, false},      // truncated
+	} {
+		f := NewFields(c.b, 0)
+		if c.signed {
+			f.Varint("v")
+		} else {
+			f.Uvarint("v")
+		}
+		if (f.Done("t") == nil) != c.ok {
+			t.Errorf("%x (signed %v): error %v, want ok=%v", c.b, c.signed, f.Err(), c.ok)
+		}
+	}
+}
+
+// TestCursorNamesDamage writes a log, flips a byte of a record in its
+// middle, and checks that the cursor stops there with a *CorruptionError
+// naming the segment file, the offset, and the run and seq the damage cuts.
+func TestCursorNamesDamage(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := wal.Open("wal", &wal.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := newRaw()
+	recs := [][]byte{AppendRun(nil, "r1", chain.Nonce{1}, 1)}
+	for seq := uint64(1); seq <= 4; seq++ {
+		recs = append(recs, comp.Compress(AppendAtomHeader(nil, "r1", seq, chain.Hash{byte(seq)}), AppendAtomBody(nil, nil, nil), 0))
+	}
+	var third wal.Pos
+	for i, rec := range recs {
+		pos, err := l.Append(t.Context(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i == 3 {
+			third = pos
+		}
+	}
+	file := func(seg uint64) string { return fs.PathJoin("wal", wal.SegmentName(seg)) }
+	read := func() (n int, err error) {
+		c, err := NewCursor(l, file, wal.Pos{}, &Decoder{Comp: comp})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		for c.Next() {
+			n++
+		}
+		return n, c.Err()
+	}
+	if n, err := read(); n != 5 || err != nil {
+		t.Fatalf("intact log: %d records, %v", n, err)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.OpenReadWrite(file(third.Segment), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xff}, third.Offset+wal.RecordHeaderSize+4); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	l, err = wal.Open("wal", &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n, err := read()
+	var ce *CorruptionError
+	if !errors.As(err, &ce) {
+		t.Fatalf("damaged log: %d records, error %v, want a *CorruptionError", n, err)
+	}
+	if n != 3 || ce.File != file(third.Segment) || ce.Offset != third.Offset || ce.Run != "r1" || ce.Seq != 3 {
+		t.Fatalf("damage reported after %d records as %+v, want at %s offset %d, run r1 seq 3", n, ce, file(third.Segment), third.Offset)
+	}
+	var we *wal.CorruptionError
+	if !errors.As(err, &we) {
+		t.Fatalf("the cause %v is not the log's *wal.CorruptionError", err)
+	}
+}
+
+// FuzzDecode: any bytes decode to a record or a *CorruptionError, never a
+// panic; a record of a kind with a fixed layout re-encodes to its input.
+func FuzzDecode(f *testing.F) {
+	comp := newRaw()
+	f.Add(AppendRun(nil, "r1", chain.Nonce{1}, 5))
+	f.Add(comp.Compress(AppendAtomHeader(nil, "r1", 3, chain.Hash{2}), AppendAtomBody(nil, []ledger.Fingerprint{{1}}, []byte{1}), 0))
+	f.Add(AppendFail(nil, "r1", 3, "boom"))
+	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
+	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d := &Decoder{Comp: comp, Ledger: true}
+		var r Record
+		err := d.Decode(b, wal.Pos{Segment: 1, Offset: 64}, "seg", &r)
+		if err != nil {
+			if !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("error %v is not ErrCorrupt", err)
+			}
+			return
+		}
+		var again []byte
+		switch r.Kind {
+		case KindRun:
+			again = AppendRun(nil, r.Run, r.Nonce, r.Created)
+		case KindFail:
+			again = AppendFail(nil, r.Run, r.Seq, r.Reason)
+		case KindAtom:
+			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
+			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("atom body error %v is not ErrCorrupt", err)
+			}
+		default:
+			return
+		}
+		if string(again) != string(b) {
+			t.Fatalf("decoded %+v re-encodes to %x, not %x", r, again, b)
+		}
+	})
+}

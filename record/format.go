@@ -1,0 +1,159 @@
+package record
+
+// The log's records. Every constant in this file is frozen: a store written
+// by one version must stay readable by every later one. A new record gets
+// a new kind, a new body gets a new version byte; an old one never changes
+// meaning.
+//
+// Each log record (one wal record) starts with a kind byte:
+//
+//	run         1 | uvarint len | run id | nonce [16] | varint created (unix ns)
+//	intent      2 | compressed(ledger intent)
+//	certificate 3 | compressed(ledger certificate)
+//	atom        4 | uvarint len | run id | uvarint seq | head [32] | compressed(body)
+//	fail        5 | uvarint len | run id | uvarint seq | uvarint len | reason
+//	checkpoint  6 | chain checkpoint (signed note, or unsigned)
+//	store head  7 | chain store head (signed note, or unsigned)
+//
+// compressed(x) is frame.Compressor's format: a codec byte, a dictionary
+// id, the payload. The ledger's intent and certificate are
+// ledger.AppendIntent and ledger.AppendCertificate. An atom body is
+//
+//	version 1 | uvarint n | n x fingerprint [32] | delta (frame.AppendDelta)
+//
+// listing the fingerprints of the actions the atom performed, in call
+// order. The chain links an atom over its chained payload: the body
+// followed by BLAKE3-256 of each action's certified result (AppendPayload).
+// The hash covers the content, not its compressed form, so a changed
+// dictionary or a changed certificate is detected as surely as a changed
+// delta.
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/zeebo/blake3"
+)
+
+// Kind is a log record's first byte.
+type Kind byte
+
+// The record kinds.
+const (
+	KindRun        Kind = 1
+	KindIntent     Kind = 2
+	KindCert       Kind = 3
+	KindAtom       Kind = 4
+	KindFail       Kind = 5
+	KindCheckpoint Kind = 6
+	KindStoreHead  Kind = 7
+
+	// MaxKind is the highest kind this version knows.
+	MaxKind = KindStoreHead
+)
+
+const (
+	// AtomBodyVersion is the version byte of an atom body.
+	AtomBodyVersion = 1
+	// MaxActionsPerAtom bounds the actions one atom may perform.
+	MaxActionsPerAtom = 1 << 16
+	// MaxFailReason bounds the reason of a fail record, in bytes.
+	MaxFailReason = 64 << 10
+)
+
+var kindNames = [...]string{
+	KindRun:        "run",
+	KindIntent:     "intent",
+	KindCert:       "certificate",
+	KindAtom:       "atom",
+	KindFail:       "fail",
+	KindCheckpoint: "checkpoint",
+	KindStoreHead:  "store-head",
+}
+
+// String is the kind's name, as inspect and verify print it.
+func (k Kind) String() string {
+	if k >= 1 && k <= MaxKind {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("kind-%d", byte(k))
+}
+
+// AppendRun appends a run record: the creation of run id.
+func AppendRun(dst []byte, id string, nonce chain.Nonce, created int64) []byte {
+	dst = append(dst, byte(KindRun))
+	dst = AppendString(dst, id)
+	dst = append(dst, nonce[:]...)
+	return binary.AppendVarint(dst, created)
+}
+
+// AppendAtomHeader appends the header of an atom record; the compressed
+// body follows it (frame.Compressor.Compress appends it).
+func AppendAtomHeader(dst []byte, run string, seq uint64, head chain.Hash) []byte {
+	dst = append(dst, byte(KindAtom))
+	dst = AppendString(dst, run)
+	dst = binary.AppendUvarint(dst, seq)
+	return append(dst, head[:]...)
+}
+
+// AppendAtomBodyHeader appends the part of an atom body before its delta:
+// the version and the fingerprints of the atom's actions. The caller
+// appends the delta (frame.AppendDelta) directly after it, so the delta is
+// encoded once, in place.
+func AppendAtomBodyHeader(dst []byte, actions []ledger.Fingerprint) []byte {
+	dst = append(dst, AtomBodyVersion)
+	dst = binary.AppendUvarint(dst, uint64(len(actions)))
+	for _, fp := range actions {
+		dst = append(dst, fp[:]...)
+	}
+	return dst
+}
+
+// AppendAtomBody appends a whole atom body.
+func AppendAtomBody(dst []byte, actions []ledger.Fingerprint, delta []byte) []byte {
+	return append(AppendAtomBodyHeader(dst, actions), delta...)
+}
+
+// AppendPayload appends the chained payload of an atom: its body, then
+// BLAKE3-256 of each action's certified result, in call order. The chain
+// links the atom over it (chain.Hasher.Link).
+func AppendPayload(dst, body []byte, results [][]byte) []byte {
+	dst = append(dst, body...)
+	for _, r := range results {
+		sum := blake3.Sum256(r)
+		dst = append(dst, sum[:]...)
+	}
+	return dst
+}
+
+// AppendFail appends a fail record: atom seq of run failed for reason.
+func AppendFail(dst []byte, run string, seq uint64, reason string) []byte {
+	dst = append(dst, byte(KindFail))
+	dst = AppendString(dst, run)
+	dst = binary.AppendUvarint(dst, seq)
+	return AppendString(dst, reason)
+}
+
+// AppendNote appends a checkpoint or a store head record: the kind byte,
+// then the chain's encoding (chain.Checkpoint or chain.StoreHead, signed
+// or not).
+func AppendNote(dst []byte, k Kind, note []byte) []byte {
+	return append(append(dst, byte(k)), note...)
+}
+
+// AppendLedger appends an intent or certificate record: the kind byte and
+// body (ledger.AppendIntent or ledger.AppendCertificate) compressed by
+// comp with dictionary dictID (0: none).
+func AppendLedger(dst []byte, k Kind, body []byte, comp Compressor, dictID uint32) []byte {
+	return comp.Compress(append(dst, byte(k)), body, dictID)
+}
+
+// Compressor is what the records' compression envelope needs of
+// frame.Compressor.
+type Compressor interface {
+	Compress(dst, src []byte, dictID uint32) []byte
+	Decompress(dst, src []byte) ([]byte, error)
+	Charge(src []byte) error
+}

@@ -1,0 +1,174 @@
+package record
+
+import (
+	"bytes"
+	"testing"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/goldenhex"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// The golden tests pin every log record kind byte for byte (format.go says
+// they are frozen) and read each back. The ledger's bodies are framed with
+// the raw codec (00, dictionary 00) so that the bytes do not depend on a
+// compressor's version.
+
+var (
+	fp1   = ledger.Fingerprint{0x33, 31: 0x44}
+	head1 = chain.Hash{0x22, 31: 0x55}
+)
+
+const (
+	hexFP   = "3300000000000000000000000000000000000000000000000000000000000044"
+	hexHead = "2200000000000000000000000000000000000000000000000000000000000055"
+)
+
+type rawComp struct{ *frame.Compressor }
+
+func (c rawComp) Compress(dst, src []byte, _ uint32) []byte {
+	return c.CompressWith(dst, src, frame.CodecNone, 0)
+}
+
+func newRaw() rawComp { return rawComp{frame.NewCompressor(frame.NewDicts())} }
+
+func TestGoldenRecords(t *testing.T) {
+	comp := newRaw()
+	in := &ledger.Intent{Fingerprint: fp1, RunID: "r1", Seq: 3, Index: 1, Tool: "mail", Args: []byte(`{}`), Key: "k", Idempotent: true}
+	cert := &ledger.Certificate{Fingerprint: fp1, RunID: "r1", Seq: 3, Index: 1, Status: ledger.StatusDone, Result: []byte("ok")}
+	for _, c := range []struct {
+		name string
+		got  []byte
+		want string
+		check func(t *testing.T, r *Record)
+	}{{
+		name: "run",
+		got:  AppendRun(nil, "r1", chain.Nonce{0x11, 15: 0x66}, -1),
+		want: `
+			01                               # kind run
+			02 7231                          # run id "r1"
+			11000000000000000000000000000066 # nonce
+			01                               # created -1 (zigzag varint)`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Nonce != (chain.Nonce{0x11, 15: 0x66}) || r.Created != -1 {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "atom",
+		got: comp.Compress(AppendAtomHeader(nil, "r1", 300, head1),
+			AppendAtomBody(nil, []ledger.Fingerprint{fp1}, []byte{0xde, 0xad}), 0),
+		want: `
+			04                               # kind atom
+			02 7231                          # run id "r1"
+			ac02                             # seq 300
+			` + hexHead + `                  # head after the atom
+			00 00                            # compressed: raw codec, no dictionary
+			01                               # atom body version 1
+			01                               # 1 action
+			` + hexFP + `                    # its fingerprint
+			dead                             # the delta (frame.AppendDelta)`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 300 || r.Head != head1 {
+				t.Fatalf("read back %+v", r)
+			}
+			d := &Decoder{Comp: comp}
+			_, body, err := d.DecodeAtom(nil, r, "seg")
+			if err != nil || len(body.Actions) != 1 || body.Actions[0] != fp1 || !bytes.Equal(body.Delta, []byte{0xde, 0xad}) {
+				t.Fatalf("body read back %+v, %v", body, err)
+			}
+		},
+	}, {
+		name: "fail",
+		got:  AppendFail(nil, "r1", 3, "boom"),
+		want: `
+			05                               # kind fail
+			02 7231                          # run id "r1"
+			03                               # seq 3
+			04 626f6f6d                      # reason "boom"`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 3 || r.Reason != "boom" {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "intent",
+		got:  AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, in), comp, 0),
+		want: `
+			02                               # kind intent
+			00 00                            # compressed: raw codec, no dictionary
+			4c49 01 01                       # "LI", version 1, flags: idempotent
+			` + hexFP + `                    # fingerprint
+			03 01                            # seq 3, index 1
+			02 7231                          # run id "r1"
+			04 6d61696c                      # tool "mail"
+			02 7b7d                          # args {}
+			01 6b                            # key "k"`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 3 || r.Intent == nil || r.Intent.Tool != "mail" || !r.Intent.Idempotent || r.Intent.Key != "k" {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "certificate",
+		got:  AppendLedger(nil, KindCert, ledger.AppendCertificate(nil, cert), comp, 0),
+		want: `
+			03                               # kind certificate
+			00 00                            # compressed: raw codec, no dictionary
+			4c43 01 02                       # "LC", version 1, status done
+			` + hexFP + `                    # fingerprint
+			03 01                            # seq 3, index 1
+			02 7231                          # run id "r1"
+			02 6f6b                          # result "ok"
+			00                               # no error`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 3 || r.Cert == nil || string(r.Cert.Result) != "ok" || r.Cert.Status != ledger.StatusDone {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			want := goldenhex.Decode(t, c.want)
+			if !bytes.Equal(c.got, want) {
+				t.Fatalf("%s record encoding changed:\n got %x\nwant %x", c.name, c.got, want)
+			}
+			var r Record
+			d := &Decoder{Comp: comp, Ledger: true}
+			if err := d.Decode(want, wal.Pos{Segment: 1, Offset: 64}, "seg", &r); err != nil {
+				t.Fatal(err)
+			}
+			if r.Kind.String() != c.name {
+				t.Fatalf("kind %v, want %s", r.Kind, c.name)
+			}
+			c.check(t, &r)
+		})
+	}
+}
+
+// TestGoldenNotes pins the framing of checkpoint and store-head records:
+// the kind byte, then the chain's own encoding (pinned by package chain).
+func TestGoldenNotes(t *testing.T) {
+	cp := chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r1", Seq: 7, Head: head1})
+	rec := AppendNote(nil, KindCheckpoint, cp)
+	if rec[0] != 0x06 || !bytes.Equal(rec[1:], cp) {
+		t.Fatalf("checkpoint record %x", rec)
+	}
+	var r Record
+	if err := (&Decoder{}).Decode(rec, wal.Pos{Segment: 1, Offset: 64}, "seg", &r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Kind != KindCheckpoint || r.Run != "r1" || r.Seq != 7 || r.Checkpoint.Head != head1 {
+		t.Fatalf("read back %+v", r)
+	}
+
+	sh := chain.StoreHead{StoreID: "s", Runs: []chain.RunHead{{RunID: "r1", Seq: 7, Head: head1}}}
+	rec = AppendNote(nil, KindStoreHead, chain.MarshalStoreHead(sh))
+	if rec[0] != 0x07 {
+		t.Fatalf("store head record %x", rec)
+	}
+	if err := (&Decoder{}).Decode(rec, wal.Pos{Segment: 1, Offset: 64}, "seg", &r); err != nil || r.Kind != KindStoreHead {
+		t.Fatalf("store head read back %+v, %v", r, err)
+	}
+}
