@@ -15,9 +15,9 @@ type Cursor struct {
 	log  *wal.Log
 	file func(seg uint64) string // the path of a segment, for errors
 	dec  *Decoder
-	rd  *wal.Reader
-	rec Record
-	err error
+	rd   *wal.Reader
+	rec  Record
+	err  error
 	// before holds the last seq of each run read so far, to name the run a
 	// damaged record cuts (see Locate).
 	before map[string]uint64
@@ -36,7 +36,6 @@ func NewCursor(log *wal.Log, file func(seg uint64) string, from wal.Pos, dec *De
 	}
 	return &Cursor{log: log, file: file, dec: dec, rd: rd, before: map[string]uint64{}}, nil
 }
-
 
 // Next decodes the next record. It returns false at the end of the durable
 // log or on error (see Err).

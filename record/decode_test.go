@@ -57,7 +57,7 @@ func TestFieldsVarintRules(t *testing.T) {
 		{[]byte{0x80, 0x00}, false, false},
 		{[]byte{0xff, 0x01}, false, true},
 		{[]byte{0xff, 0x80, 0x00}, false, false},
-		{[]byte{0x01}, true, true},       // -1
+		{[]byte{0x01}, true, true},        // -1
 		{[]byte{0x81, 0x00}, true, false}, // -1, padded
 		{[]byte{0x80}, false, false},      // truncated
 	} {

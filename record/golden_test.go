@@ -39,9 +39,9 @@ func TestGoldenRecords(t *testing.T) {
 	in := &ledger.Intent{Fingerprint: fp1, RunID: "r1", Seq: 3, Index: 1, Tool: "mail", Args: []byte(`{}`), Key: "k", Idempotent: true}
 	cert := &ledger.Certificate{Fingerprint: fp1, RunID: "r1", Seq: 3, Index: 1, Status: ledger.StatusDone, Result: []byte("ok")}
 	for _, c := range []struct {
-		name string
-		got  []byte
-		want string
+		name  string
+		got   []byte
+		want  string
 		check func(t *testing.T, r *Record)
 	}{{
 		name: "run",
