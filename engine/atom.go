@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
@@ -109,7 +111,7 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 	a.run.mu.Lock()
 	if a.run.mu.interruptedSeq == a.seq {
 		for _, x := range a.run.mu.inflight {
-			last = max(last, x.index)
+			last = max(last, x.Index)
 		}
 	}
 	a.run.mu.Unlock()
@@ -372,7 +374,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 		fps[i] = act.fp
 	}
 	delta := frame.AppendDelta(buf.delta[:0], d)
-	body := appendAtomBody(buf.body[:0], fps, delta)
+	body := record.AppendAtomBody(buf.body[:0], fps, delta)
 	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
 		buf.delta, buf.body = delta, body
 		return err
@@ -383,7 +385,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 		payload = append(payload, sum[:]...)
 	}
 	head := db.hasher.Link(r.id, a.seq, r.mu.head, payload)
-	rec := appendAtomHeader(buf.rec[:0], r.id, a.seq, head)
+	rec := record.AppendAtomHeader(buf.rec[:0], r.id, a.seq, head)
 	rec = db.comp.Compress(rec, body, db.curDict.Load())
 	buf.delta, buf.body, buf.payload, buf.rec = delta, body, payload, rec
 
@@ -428,8 +430,8 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
-	if len(reason) > maxFailReason {
-		reason = reason[:maxFailReason]
+	if len(reason) > record.MaxFailReason {
+		reason = reason[:record.MaxFailReason]
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -438,7 +440,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	if a.mu.done || r.mu.atom != a {
 		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
 	}
-	rec := appendFailRecord(nil, &failRecord{run: r.id, seq: a.seq, reason: reason})
+	rec := record.AppendFail(nil, r.id, a.seq, reason)
 	tok := db.track()
 	_, err := db.append(ctx, rec)
 	db.untrack(tok)
@@ -493,18 +495,16 @@ type journal struct {
 	landed chan struct{}
 }
 
-func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
 	db := j.db
 	if err := ctx.Err(); err != nil {
 		return ledger.Loc{}, err
 	}
 	if len(body) > MaxSize {
 		return ledger.Loc{}, fmt.Errorf("%w: %s record of %d bytes, the limit is %d (engine.MaxSize); nothing was written",
-			ErrTooLarge, kindName(kind), len(body), MaxSize)
+			ErrTooLarge, kind, len(body), MaxSize)
 	}
-	rec := make([]byte, 1, 1+len(body)/2+16)
-	rec[0] = kind
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
+	rec := record.AppendLedger(make([]byte, 0, 1+len(body)/2+16), kind, body, db.comp, db.curDict.Load())
 	db.sample(body)
 	if !wait {
 		// Relaxed: enqueue and return at once. The fsync of the atom's
@@ -544,67 +544,54 @@ func (j *journal) write(ctx context.Context, kind byte, body []byte, c *ledger.C
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	return j.write(ctx, kindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	return j.write(ctx, record.KindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
 }
 
 func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	return j.write(ctx, kindCert, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+	return j.write(ctx, record.KindCert, ledger.AppendCertificate(nil, c), c, !j.relaxed)
 }
 
 func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return j.db.readCertificate(loc)
 }
 
-func (db *DB) readLedgerRecord(loc ledger.Loc, kind byte) ([]byte, error) {
-	pos := wal.Pos{Segment: loc.Segment, Offset: loc.Offset}
-	rec, err := db.log.ReadAt(pos)
+// readRecord reads and decodes the record of kind at pos; the ledger's
+// records are decoded too. The record is the caller's.
+func (db *DB) readRecord(pos wal.Pos, kind record.Kind) (*record.Record, error) {
+	raw, err := db.log.ReadAt(pos)
 	if err != nil {
-		return nil, fmt.Errorf("engine: read %s at %v: %w", kindName(kind), pos, err)
+		return nil, fmt.Errorf("engine: read %s at %v: %w", kind, pos, err)
 	}
-	if len(rec) == 0 || rec[0] != kind {
-		return nil, corruptf(db.path(walDir), "record at %v is not a %s", pos, kindName(kind))
+	var r record.Record
+	if err := db.decoder(true).Decode(raw, pos, db.segmentFile(pos.Segment), &r); err != nil {
+		return nil, err
 	}
-	body, err := db.comp.Decompress(nil, rec[1:])
-	if err != nil {
-		return nil, corruptf(db.path(walDir), "%s at %v: %v", kindName(kind), pos, err)
+	if r.Kind != kind {
+		return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the record is a %s, not the %s the index names", r.Kind, kind)}
 	}
-	return body, nil
+	return &r, nil
 }
 
 func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
-	body, err := db.readLedgerRecord(loc, kindCert)
+	r, err := db.readRecord(wal.Pos{Segment: loc.Segment, Offset: loc.Offset}, record.KindCert)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.DecodeCertificate(body)
+	return r.Cert, nil // a view of r.Plain, which is this call's own
 }
 
 func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
-	body, err := db.readLedgerRecord(loc, kindIntent)
+	r, err := db.readRecord(wal.Pos{Segment: loc.Segment, Offset: loc.Offset}, record.KindIntent)
 	if err != nil {
 		return nil, err
 	}
-	return ledger.DecodeIntent(body)
+	return r.Intent, nil
 }
 
 // applyAtomBody decompresses an atom's body and applies its delta to f.
 func (db *DB) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
-	raw, err := db.comp.Decompress(nil, compressed)
-	if err != nil {
-		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
-	}
-	body, err := decodeAtomBody(raw)
-	if err != nil {
-		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
-	}
-	d, err := frame.DecodeDelta(body.delta)
-	if err != nil {
-		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: err.Error()}
-	}
-	if err := f.Apply(d); err != nil {
-		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: "stored delta does not apply: " + err.Error()}
-	}
-	return nil
+	return record.ApplyAtom(db.comp, f, run, seq, compressed, db.path(layout.WALDir))
 }
 
 // encBuf holds the scratch buffers of one Commit.

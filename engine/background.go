@@ -3,17 +3,17 @@ package engine
 import (
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
-	"github.com/zeebo/blake3"
 )
 
 func (db *DB) snapshotPolicy() snapshot.Policy {
@@ -147,7 +147,7 @@ type capturedRun struct {
 	frame      []byte // compressed frame encoding, nil if unchanged since the last capture
 	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
 	positions  []snapshot.Pos
-	meta       checkpointRun
+	meta       layout.CheckpointRun
 	drop       uint64 // an older snapshot the retention policy removes (0: none)
 	frameBytes int64  // encoded size of the frame, before compression
 }
@@ -192,25 +192,25 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 	for _, p := range r.mu.positions {
 		c.positions = append(c.positions, snapshot.Pos{Segment: p.Segment, Offset: p.Offset})
 	}
-	c.meta = checkpointRun{
-		id: r.id, nonce: r.nonce, created: r.createdAt.UnixNano(), lastSeq: r.mu.lastSeq, head: r.mu.head,
-		frameSeq: r.mu.frameSeq, indexedSeq: r.mu.lastSeq, snapSeq: r.mu.snapSeq, ckptSeq: r.mu.ckptSeq, ckptHead: r.mu.ckptHead,
+	c.meta = layout.CheckpointRun{
+		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
+		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
 	if c.frame != nil {
 		if p := r.mu.snapSeq; p != 0 && p != r.mu.windowFirst && p < c.seq {
 			c.drop = p
 		}
-		c.meta.snapSeq = r.mu.lastSeq
+		c.meta.SnapSeq = r.mu.lastSeq
 		if full {
-			c.meta.frameSeq = r.mu.lastSeq
+			c.meta.FrameSeq = r.mu.lastSeq
 		}
 	}
 	if r.mu.interruptedSeq != 0 {
-		c.meta.inflight = append([]inflightAction(nil), r.mu.inflight...)
+		c.meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
 	} else if a := r.mu.atom; a != nil {
 		a.mu.Lock()
 		for _, act := range a.mu.actions {
-			c.meta.inflight = append(c.meta.inflight, inflightAction{index: act.index, fp: act.fp})
+			c.meta.Inflight = append(c.meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
 		}
 		a.mu.Unlock()
 	}
@@ -324,9 +324,9 @@ func (db *DB) checkpoint(final bool) error {
 		if err != nil {
 			return err
 		}
-		if c.meta.frameSeq == c.seq && c.frame != nil && c.seq > 0 {
-			ff := frameFile{run: r.id, seq: c.seq, head: c.head, frame: c.frame}
-			if err := writeFileRenamed(db.fs, db.frameFileName(r.id), ff.marshal(), db.opts.NoSync); err != nil {
+		if c.meta.FrameSeq == c.seq && c.frame != nil && c.seq > 0 {
+			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
+			if err := layout.WriteFileRenamed(db.fs, db.frameFileName(r.id), ff.Marshal(), db.opts.NoSync); err != nil {
 				return err
 			}
 		}
@@ -338,7 +338,7 @@ func (db *DB) checkpoint(final bool) error {
 		caps = append(caps, c)
 	}
 	if !db.opts.NoSync {
-		if err := syncDir(db.fs, db.path(framesDir)); err != nil {
+		if err := layout.SyncDir(db.fs, db.path(layout.FramesDir)); err != nil {
 			return err
 		}
 	}
@@ -363,8 +363,8 @@ func (db *DB) checkpoint(final bool) error {
 			c.run.captured(c)
 		}
 		c.run.mu.Lock()
-		if c.meta.frameSeq > c.run.mu.frameSeq {
-			c.run.mu.frameSeq = c.meta.frameSeq
+		if c.meta.FrameSeq > c.run.mu.frameSeq {
+			c.run.mu.frameSeq = c.meta.FrameSeq
 		}
 		c.run.mu.Unlock()
 	}
@@ -372,21 +372,21 @@ func (db *DB) checkpoint(final bool) error {
 	// The table is shared with the ledger, which searches it in place; a
 	// filesystem may use the buffer it is given to write (pebble's MemFS
 	// scribbles over it in race builds), so it gets a copy.
-	if err := writeFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
+	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
-	cp := checkpointFile{gen: gen, replay: walPos{seg: floor.Segment, off: floor.Offset}, ledgerGen: gen, storeID: db.storeID,
-		dict: db.curDict.Load()}
+	cp := layout.Checkpoint{Gen: gen, Replay: wal.Pos{Segment: floor.Segment, Offset: floor.Offset}, LedgerGen: gen, StoreID: db.storeID,
+		Dict: db.curDict.Load()}
 	for _, c := range caps {
-		cp.runs = append(cp.runs, c.meta)
+		cp.Runs = append(cp.Runs, c.meta)
 	}
-	if err := writeFileAtomic(db.fs, db.path(checkpointName), cp.marshal(), db.opts.NoSync); err != nil {
+	if err := layout.WriteFileAtomic(db.fs, db.path(layout.CheckpointName), cp.Marshal(), db.opts.NoSync); err != nil {
 		return err
 	}
 	old := db.bg.ledgerGn
 	db.bg.gen, db.bg.ledgerGn = gen, gen
 	if old != 0 && old != gen {
-		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !notExist(err) {
+		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
 			db.logger.Warn("engine: remove old ledger table", "err", err)
 		}
 	}
@@ -416,7 +416,7 @@ func (db *DB) writeChainCheckpointLocked(r *Run) {
 	} else {
 		b = chain.MarshalCheckpoint(c)
 	}
-	rec := append([]byte{kindCheckpoint}, b...)
+	rec := record.AppendNote(nil, record.KindCheckpoint, b)
 	db.log.AppendAsync(rec)
 	db.noteAppended(len(rec))
 	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = c.Seq, c.Head, time.Now()
@@ -443,7 +443,7 @@ func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 	} else {
 		b = chain.MarshalStoreHead(h)
 	}
-	rec := append([]byte{kindStoreHead}, b...)
+	rec := record.AppendNote(nil, record.KindStoreHead, b)
 	w := db.log.AppendAsync(rec)
 	if !wait {
 		return nil
@@ -452,11 +452,4 @@ func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 		return fmt.Errorf("engine: store head: %w", err)
 	}
 	return nil
-}
-
-// frameFileBase names a run's frame file: hex of the first 16 bytes of
-// BLAKE3(run id). Run ids may hold any character; file names may not.
-func frameFileBase(run string) string {
-	sum := blake3.Sum256([]byte(run))
-	return hex.EncodeToString(sum[:16]) + ".frame"
 }

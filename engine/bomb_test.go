@@ -21,7 +21,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -87,7 +89,7 @@ func craftBombs(tb testing.TB, dir, kind string, n, size int, heads []chain.Hash
 	fp := func() (f ledger.Fingerprint) { rand.Read(f[:]); return f }
 	switch kind {
 	case "certificate", "intent", "atom":
-		log, err := wal.Open(filepath.Join(dir, walDir), &wal.Options{FS: vfs.Default, NoSync: true})
+		log, err := wal.Open(filepath.Join(dir, layout.WALDir), &wal.Options{FS: vfs.Default, NoSync: true})
 		if err != nil {
 			tb.Fatal(err)
 		}
@@ -97,17 +99,17 @@ func craftBombs(tb testing.TB, dir, kind string, n, size int, heads []chain.Hash
 			case "certificate":
 				c := &ledger.Certificate{Fingerprint: fp(), RunID: "r1", Seq: bombBase + 1, Index: uint32(i),
 					Status: ledger.StatusDone, Result: big}
-				rec = comp.Compress([]byte{kindCert}, ledger.AppendCertificate(nil, c), 0)
+				rec = comp.Compress([]byte{byte(record.KindCert)}, ledger.AppendCertificate(nil, c), 0)
 			case "intent":
 				in := &ledger.Intent{Fingerprint: fp(), RunID: "r1", Seq: bombBase + 1, Index: uint32(i),
 					Tool: "bomb", Args: big, Key: "k" + strconv.Itoa(i)}
-				rec = comp.Compress([]byte{kindIntent}, ledger.AppendIntent(nil, in), 0)
+				rec = comp.Compress([]byte{byte(record.KindIntent)}, ledger.AppendIntent(nil, in), 0)
 			case "atom":
 				// Atoms past the chain's end, each setting one key: the
 				// frame they make stays one value big.
 				d := frame.AppendDelta(nil, new(frame.Delta).Set("bomb", big))
-				rec = appendAtomHeader(nil, "r1", uint64(bombBase+1+i), chain.Hash{})
-				rec = comp.Compress(rec, appendAtomBody(nil, nil, d), 0)
+				rec = record.AppendAtomHeader(nil, "r1", uint64(bombBase+1+i), chain.Hash{})
+				rec = comp.Compress(rec, record.AppendAtomBody(nil, nil, d), 0)
 			}
 			if _, err := log.Append(context.Background(), rec); err != nil {
 				tb.Fatal(err)
@@ -120,13 +122,13 @@ func craftBombs(tb testing.TB, dir, kind string, n, size int, heads []chain.Hash
 		// The frame file of r1 at its last atom, its head right, its frame
 		// one big value.
 		f := &frame.Frame{Memory: map[string][]byte{"bomb": big}}
-		ff := &frameFile{run: "r1", seq: bombBase, head: heads[bombBase-1], frame: comp.Compress(nil, frame.AppendFrame(nil, f), 0)}
-		name := filepath.Join(dir, framesDir, frameFileBase("r1"))
-		if err := os.WriteFile(name, ff.marshal(), 0o600); err != nil {
+		ff := &layout.FrameFile{Run: "r1", Seq: bombBase, Head: heads[bombBase-1], Frame: comp.Compress(nil, frame.AppendFrame(nil, f), 0)}
+		name := filepath.Join(dir, layout.FramesDir, layout.FrameFileBase("r1"))
+		if err := os.WriteFile(name, ff.Marshal(), 0o600); err != nil {
 			tb.Fatal(err)
 		}
 	case "snapshot":
-		s, err := snapshot.Open(filepath.Join(dir, snapshotsDir), nil)
+		s, err := snapshot.Open(filepath.Join(dir, layout.SnapshotsDir), nil)
 		if err != nil {
 			tb.Fatal(err)
 		}

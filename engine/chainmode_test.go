@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 )
 
 // TestStoreChainMode: STORE records whether the chain is keyed; Open
@@ -41,16 +42,16 @@ func TestStoreChainMode(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		b, err := readFile(fs, "s/STORE")
+		b, err := layout.ReadFile(fs, "s/STORE")
 		if err != nil {
 			t.Fatal(err)
 		}
-		sf, err := parseStoreFile("s/STORE", b)
+		sf, err := layout.ParseStore("s/STORE", b)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := map[bool]uint16{false: chainUnkeyed, true: chainKeyed}[keyed]; sf.mode != want {
-			t.Fatalf("keyed=%v: STORE says mode %d, want %d", keyed, sf.mode, want)
+		if want := map[bool]uint16{false: layout.ChainUnkeyed, true: layout.ChainKeyed}[keyed]; sf.Mode != want {
+			t.Fatalf("keyed=%v: STORE says mode %d, want %d", keyed, sf.Mode, want)
 		}
 		if _, err := Open("s", opts(!keyed)); err == nil || !strings.Contains(err.Error(), "ChainKey") {
 			t.Fatalf("keyed=%v: Open in the other mode: %v, want a refusal naming ChainKey", keyed, err)
@@ -62,9 +63,9 @@ func TestStoreChainMode(t *testing.T) {
 			}
 		}
 		// An older STORE: mode 0, checksum fixed up.
-		binary.LittleEndian.PutUint16(b[10:], chainUnrecorded)
-		binary.LittleEndian.PutUint32(b[36:], crc32.Checksum(b[:36], castagnoli))
-		if err := writeFileAtomic(fs, "s/STORE", b, true); err != nil {
+		binary.LittleEndian.PutUint16(b[10:], layout.ChainUnrecorded)
+		binary.LittleEndian.PutUint32(b[36:], crc32.Checksum(b[:36], crc32.MakeTable(crc32.Castagnoli)))
+		if err := layout.WriteFileAtomic(fs, "s/STORE", b, true); err != nil {
 			t.Fatal(err)
 		}
 		db, err = Open("s", opts(keyed))

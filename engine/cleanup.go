@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/continuumdb/continuum/layout"
 )
 
 // removeLeftovers removes the temporary files of the store's directory,
@@ -21,22 +23,22 @@ import (
 // numbers its own above them. The log's own leftovers are the log's
 // (wal.Open). It returns how many files it removed. A failure to remove is
 // returned: the store works without, but the space stays taken.
-func (db *DB) removeLeftovers(cp *checkpointFile) (int, error) {
+func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 	var errs []error
 	n := 0
-	for _, dir := range []string{db.dir, db.path(framesDir), db.path(dictsDir)} {
+	for _, dir := range []string{db.dir, db.path(layout.FramesDir), db.path(layout.DictsDir)} {
 		names, err := db.fs.List(dir)
 		if err != nil {
-			if notExist(err) {
+			if layout.NotExist(err) {
 				continue
 			}
-			errs = append(errs, fmt.Errorf("engine: list %s: %w", dir, unwrapPathErr(err)))
+			errs = append(errs, fmt.Errorf("engine: list %s: %w", dir, layout.UnwrapPathErr(err)))
 			continue
 		}
 		for _, name := range names {
-			stale := isTempName(name)
+			stale := layout.IsTempName(name)
 			if dir == db.dir {
-				if gen, ok := parseLedgerTableName(name); ok && cp != nil && gen != cp.ledgerGen {
+				if gen, ok := parseLedgerTableName(name); ok && cp != nil && gen != cp.LedgerGen {
 					stale = true
 				}
 			}
@@ -44,8 +46,8 @@ func (db *DB) removeLeftovers(cp *checkpointFile) (int, error) {
 				continue
 			}
 			p := db.fs.PathJoin(dir, name)
-			if err := db.fs.Remove(p); err != nil && !notExist(err) {
-				errs = append(errs, fmt.Errorf("engine: remove leftover %s: %w", p, unwrapPathErr(err)))
+			if err := db.fs.Remove(p); err != nil && !layout.NotExist(err) {
+				errs = append(errs, fmt.Errorf("engine: remove leftover %s: %w", p, layout.UnwrapPathErr(err)))
 				continue
 			}
 			n++

@@ -18,7 +18,9 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -30,7 +32,7 @@ type DB struct {
 	dir     string
 	fs      vfs.FS
 	logger  *slog.Logger
-	lock    *storeLock
+	lock    *layout.StoreLock
 	storeID [16]byte
 
 	log    *wal.Log
@@ -100,7 +102,7 @@ type DB struct {
 		// one (runLocked) or for all of them (allRunsLocked). Every access
 		// to a run by id goes through runLocked.
 		runs     map[string]*Run
-		lazy     []checkpointRun
+		lazy     []layout.CheckpointRun
 		lazyLeft int // rows of lazy not built yet
 		// dropped names rows of lazy that the log showed wrong (registry.go):
 		// never built from lazy.
@@ -230,14 +232,14 @@ func (db *DB) open() error {
 	// Nothing is written into an existing store before it is validated: a
 	// refused Open leaves it as it found it. Only the store's directory is
 	// created here, for a new store (the lock file lives in it).
-	if _, err := fs.Stat(db.dir); notExist(err) {
+	if _, err := fs.Stat(db.dir); layout.NotExist(err) {
 		if err := fs.MkdirAll(db.dir, 0o700); err != nil {
 			return fmt.Errorf("engine: create directory %s: %w", db.dir, err)
 		}
 	}
 	// The store's identity in this process, then LOCK (seen by
 	// storeHolder, for inspect).
-	lock, err := lockStoreIdentity(db.opts.FS, fs, db.dir, db.path(lockFile))
+	lock, err := layout.LockStore(db.opts.FS, fs, db.dir, db.path(layout.LockName))
 	if err != nil {
 		return err
 	}
@@ -276,13 +278,13 @@ func (db *DB) open() error {
 		return err
 	}
 	if fresh && cp != nil {
-		return corruptf(db.path(storeFileName), "missing, but %s exists", db.path(checkpointName))
+		return record.Corruptf(db.path(layout.StoreName), "missing, but %s exists", db.path(layout.CheckpointName))
 	}
-	if cp != nil && cp.dict > db.curDict.Load() {
+	if cp != nil && cp.Dict > db.curDict.Load() {
 		// The log may hold records compressed with it: log damage.
-		return corruptf(db.fs.PathJoin(db.path(dictsDir), dictFileName(cp.dict)),
+		return record.Corruptf(db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(cp.Dict)),
 			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
-			db.path(checkpointName), cp.gen)
+			db.path(layout.CheckpointName), cp.Gen)
 	}
 	if n, err := db.removeLeftovers(cp); err != nil {
 		db.logger.Warn("engine: open: leftover files of failed writes could not be removed; they take disk space", "err", err)
@@ -291,11 +293,11 @@ func (db *DB) open() error {
 	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
-		scanFrom = wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
-		db.bg.gen = cp.gen
-		db.bg.ledgerGn = cp.ledgerGen
-		db.openGen = cp.gen
-		db.openInfo.CheckpointGen = cp.gen
+		scanFrom = wal.Pos{Segment: cp.Replay.Segment, Offset: cp.Replay.Offset}
+		db.bg.gen = cp.Gen
+		db.bg.ledgerGn = cp.LedgerGen
+		db.openGen = cp.Gen
+		db.openInfo.CheckpointGen = cp.Gen
 	}
 	if fresh {
 		if err := db.mkdirs(); err != nil {
@@ -307,7 +309,7 @@ func (db *DB) open() error {
 	// first need or a moment after Open returns (see background), never on
 	// the restart path.
 
-	db.log, err = wal.Open(db.path(walDir), &wal.Options{
+	db.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{
 		FS:              fs,
 		SegmentSize:     db.opts.SegmentSize,
 		NoSync:          db.opts.NoSync,
@@ -325,8 +327,8 @@ func (db *DB) open() error {
 		Logger:      db.logger,
 	})
 	if err != nil {
-		if notExist(err) && !fresh {
-			return corruptf(db.path(walDir), "missing: the log is gone, but %s says a store was here", db.path(storeFileName))
+		if layout.NotExist(err) && !fresh {
+			return record.Corruptf(db.path(layout.WALDir), "missing: the log is gone, but %s says a store was here", db.path(layout.StoreName))
 		}
 		var ce *wal.CorruptionError
 		if errors.As(err, &ce) {
@@ -367,13 +369,13 @@ func (db *DB) open() error {
 	}
 	db.openAppends = db.log.Stats().Appends
 	if cp != nil && db.openInfo.CheckpointIgnored == "" {
-		db.reg = &registryCheck{rows: cp.runs, to: scanFrom}
+		db.reg = &registryCheck{rows: cp.Runs, to: scanFrom}
 	}
-	if cp != nil && cp.ledgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
+	if cp != nil && cp.LedgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
 		// Like Pebble, the table loads after the restart: on the first call
 		// that needs it, or a moment after Open (see background).
 		db.openInfo.LedgerDeferred = true
-		gen, at := cp.ledgerGen, scanFrom
+		gen, at := cp.LedgerGen, scanFrom
 		db.ledgerStart = func() { go db.loadLedgerTable(gen, at) }
 	} else {
 		close(db.ledgerReady)
@@ -392,7 +394,7 @@ func (db *DB) open() error {
 // than 1 (nothing is removed from the log), or a log that ends before the
 // position CHECKPOINT replays from (segments or records lost after it was
 // written). Gaps between segments are refused by the log itself.
-func (db *DB) checkLogPresent(fresh bool, cp *checkpointFile) error {
+func (db *DB) checkLogPresent(fresh bool, cp *layout.Checkpoint) error {
 	if fresh {
 		return nil
 	}
@@ -401,30 +403,8 @@ func (db *DB) checkLogPresent(fresh bool, cp *checkpointFile) error {
 
 // checkLogComplete is checkLogPresent for a log l (nil: the log directory
 // is missing) of an existing store.
-func (db *DB) checkLogComplete(l *wal.Log, cp *checkpointFile) error {
-	if l == nil {
-		return corruptf(db.path(walDir), "missing: the log is gone, but %s says a store was here", db.path(storeFileName))
-	}
-	segs := l.Segments()
-	if len(segs) == 0 {
-		return corruptf(db.path(walDir), "holds no log segment: the log is gone, but %s says a store was here", db.path(storeFileName))
-	}
-	if segs[0].ID != 1 {
-		return corruptf(db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
-	}
-	if cp != nil {
-		end := l.End()
-		at := wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
-		if end.Less(at) {
-			if at.Segment > end.Segment {
-				return corruptf(db.segmentFile(end.Segment+1), "missing: the log ends at %v, but %s (generation %d) replays from %v",
-					end, db.path(checkpointName), cp.gen, at)
-			}
-			return corruptf(db.segmentFile(at.Segment), "ends at offset %d, but %s (generation %d) replays from offset %d: records are missing",
-				end.Offset, db.path(checkpointName), cp.gen, at.Offset)
-		}
-	}
-	return nil
+func (db *DB) checkLogComplete(l *wal.Log, cp *layout.Checkpoint) error {
+	return layout.CheckLog(db.fs, db.dir, l, cp)
 }
 
 // abandon releases what a failed Open acquired.
@@ -459,7 +439,7 @@ func (db *DB) mkdirs() error {
 			if errors.Is(err, syscall.EROFS) {
 				return fmt.Errorf("%w: create directory %s: the filesystem is mounted read-only", ErrReadOnly, d)
 			}
-			return fmt.Errorf("engine: create directory %s: %w", d, unwrapPathErr(err))
+			return fmt.Errorf("engine: create directory %s: %w", d, layout.UnwrapPathErr(err))
 		}
 	}
 	return nil
@@ -469,7 +449,7 @@ func (db *DB) mkdirs() error {
 // parent (the store's own entry), the store, its log, frames and
 // dictionaries.
 func (db *DB) dirs() []string {
-	return []string{db.fs.PathDir(db.dir), db.dir, db.path(walDir), db.path(framesDir), db.path(dictsDir)}
+	return []string{db.fs.PathDir(db.dir), db.dir, db.path(layout.WALDir), db.path(layout.FramesDir), db.path(layout.DictsDir)}
 }
 
 // startDirSyncs starts, once, an fsync of every directory of dirs, in the
@@ -499,7 +479,7 @@ func (db *DB) startDirSyncs() {
 			defer close(db.dirsSynced)
 			var errs []error
 			for _, d := range dirs {
-				if err := syncDir(db.fs, d); err != nil {
+				if err := layout.SyncDir(db.fs, d); err != nil {
 					errs = append(errs, err)
 				}
 			}
@@ -531,26 +511,26 @@ func (db *DB) dirsDurable() error {
 // its id here; writeStoreFile writes it once the log exists. A store
 // without STORE whose log holds records was damaged, not new.
 func (db *DB) openStoreFile() (fresh bool, err error) {
-	name := db.path(storeFileName)
-	b, err := readFile(db.fs, name)
+	name := db.path(layout.StoreName)
+	b, err := layout.ReadFile(db.fs, name)
 	if err == nil {
-		s, err := parseStoreFile(name, b)
+		s, err := layout.ParseStore(name, b)
 		if err != nil {
 			return false, err
 		}
 		switch keyed := db.opts.ChainKey != nil; {
-		case s.mode == chainKeyed && !keyed:
+		case s.Mode == layout.ChainKeyed && !keyed:
 			return false, fmt.Errorf("engine: %s: the store's chain is keyed: open it with its Options.ChainKey", name)
-		case s.mode == chainUnkeyed && keyed:
+		case s.Mode == layout.ChainUnkeyed && keyed:
 			return false, fmt.Errorf("engine: %s: the store's chain is not keyed: open it without Options.ChainKey", name)
 		}
-		db.storeID = s.id
+		db.storeID = s.ID
 		return false, nil
 	}
-	if !notExist(err) {
+	if !layout.NotExist(err) {
 		return false, fmt.Errorf("engine: read %s: %w", name, err)
 	}
-	if segs, _ := db.fs.List(db.path(walDir)); len(segs) > 0 {
+	if segs, _ := db.fs.List(db.path(layout.WALDir)); len(segs) > 0 {
 		empty, err := db.logIsEmpty()
 		if err != nil {
 			// An I/O error reading the log says nothing of STORE: it is
@@ -558,7 +538,7 @@ func (db *DB) openStoreFile() (fresh bool, err error) {
 			return false, fmt.Errorf("engine: %s is missing and its log could not be read: %w", name, err)
 		}
 		if !empty {
-			return false, corruptf(name, "missing, but %s holds a log", db.path(walDir))
+			return false, record.Corruptf(name, "missing, but %s holds a log", db.path(layout.WALDir))
 		}
 	}
 	if _, err := rand.Read(db.storeID[:]); err != nil {
@@ -571,7 +551,7 @@ func (db *DB) openStoreFile() (fresh bool, err error) {
 // logIsEmpty reports whether the log directory holds no record: at most
 // one segment, the first, with nothing after its header.
 func (db *DB) logIsEmpty() (bool, error) {
-	l, err := wal.Open(db.path(walDir), &wal.Options{FS: db.fs, ReadOnly: true})
+	l, err := wal.Open(db.path(layout.WALDir), &wal.Options{FS: db.fs, ReadOnly: true})
 	if err != nil {
 		return false, err
 	}
@@ -586,17 +566,17 @@ func (db *DB) logIsEmpty() (bool, error) {
 // without a log.
 func (db *DB) writeStoreFile() error {
 	if !db.opts.NoSync {
-		for _, d := range []string{db.path(walDir), db.dir} {
-			if err := syncDir(db.fs, d); err != nil {
+		for _, d := range []string{db.path(layout.WALDir), db.dir} {
+			if err := layout.SyncDir(db.fs, d); err != nil {
 				return err
 			}
 		}
 	}
-	s := storeFile{id: db.storeID, created: time.Now().UnixNano(), mode: chainUnkeyed}
+	s := layout.Store{ID: db.storeID, Created: time.Now().UnixNano(), Mode: layout.ChainUnkeyed}
 	if db.opts.ChainKey != nil {
-		s.mode = chainKeyed
+		s.Mode = layout.ChainKeyed
 	}
-	return writeFileAtomic(db.fs, db.path(storeFileName), s.marshal(), db.opts.NoSync)
+	return layout.WriteFileAtomic(db.fs, db.path(layout.StoreName), s.Marshal(), db.opts.NoSync)
 }
 
 // StoreID returns the store's identity, as recorded in its STORE file.
@@ -605,18 +585,18 @@ func (db *DB) StoreID() string { return hex.EncodeToString(db.storeID[:]) }
 // readCheckpoint reads CHECKPOINT. It is derived: a damaged one, or one of
 // another store, is set aside (OpenInfo.CheckpointIgnored) and Open
 // replays the whole log. Only an I/O error refuses the store.
-func (db *DB) readCheckpoint() (*checkpointFile, error) {
-	name := db.path(checkpointName)
-	b, err := readFile(db.fs, name)
-	if notExist(err) {
+func (db *DB) readCheckpoint() (*layout.Checkpoint, error) {
+	name := db.path(layout.CheckpointName)
+	b, err := layout.ReadFile(db.fs, name)
+	if layout.NotExist(err) {
 		return nil, nil
 	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: read %s: %w", name, err)
 	}
-	cp, err := parseCheckpointFile(name, b)
-	if err == nil && cp.storeID != db.storeID {
-		err = corruptf(name, "belongs to store %x, not %x", cp.storeID, db.storeID)
+	cp, err := layout.ParseCheckpoint(name, b)
+	if err == nil && cp.StoreID != db.storeID {
+		err = record.Corruptf(name, "belongs to store %x, not %x", cp.StoreID, db.storeID)
 	}
 	if err != nil {
 		db.ignoreCheckpoint(err.Error())
@@ -651,7 +631,7 @@ func (db *DB) checkOpen() error {
 // Run opens the run named id, creating it if it does not exist. The
 // creation is durable before Run returns.
 func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
-	if err := validRunID(id); err != nil {
+	if err := record.CheckRunID(id); err != nil {
 		return nil, err
 	}
 	db.mu.Lock()
@@ -683,7 +663,7 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	db.mu.runs[id] = r
 	db.mu.Unlock()
 
-	rec := appendRunRecord(nil, &runRecord{id: id, nonce: nonce, created: r.createdAt.UnixNano()})
+	rec := record.AppendRun(nil, id, nonce, r.createdAt.UnixNano())
 	tok := db.track()
 	_, err := db.append(ctx, rec)
 	db.untrack(tok)

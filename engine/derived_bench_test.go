@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -146,7 +147,7 @@ var restartDerivedCases = []struct {
 		}
 		return nil
 	}},
-	{"CHECKPOINT-damaged", func(dir string) error { return flipFile(filepath.Join(dir, checkpointName), 20) },
+	{"CHECKPOINT-damaged", func(dir string) error { return flipFile(filepath.Join(dir, layout.CheckpointName), 20) },
 		func(st Stats) error {
 			if st.Open.CheckpointIgnored == "" {
 				return fmt.Errorf("CHECKPOINT was used")

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -99,7 +100,7 @@ func copyFiles(t *testing.T, fs vfs.FS, dir string) map[string][]byte {
 				walk(p)
 				continue
 			}
-			b, err := readFile(fs, p)
+			b, err := layout.ReadFile(fs, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -306,15 +307,15 @@ func damagesOf(rng *rand.Rand, path string, b []byte, old []byte) []damage {
 func fileKind(path string) string {
 	base := path[strings.LastIndex(path, "/")+1:]
 	switch {
-	case base == checkpointName:
+	case base == layout.CheckpointName:
 		return "CHECKPOINT"
-	case base == storeFileName:
+	case base == layout.StoreName:
 		return "STORE"
 	case strings.HasSuffix(base, ".frame"):
 		return "frame"
 	case strings.HasPrefix(base, "ledger-"):
 		return "ledger table"
-	case strings.HasSuffix(base, dictSuffix):
+	case strings.HasSuffix(base, layout.DictSuffix):
 		return "dictionary"
 	case strings.HasSuffix(base, ".wal"):
 		return "segment"

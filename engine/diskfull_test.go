@@ -44,6 +44,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -106,7 +107,7 @@ func (d *fullDisk) MaybeError(op errorfs.Op) error {
 	default:
 		return nil
 	}
-	if d.freed.Load() || (!*diskFullSnapshots && strings.Contains(op.Path, "/"+snapshotsDir)) {
+	if d.freed.Load() || (!*diskFullSnapshots && strings.Contains(op.Path, "/"+layout.SnapshotsDir)) {
 		return nil
 	}
 	n := d.writes.Load()
@@ -254,7 +255,7 @@ func leftovers(t *testing.T, fsys vfs.FS, dir string) []string {
 		}
 		for _, n := range names {
 			p := fsys.PathJoin(d, n)
-			if n == snapshotsDir && d == dir {
+			if n == layout.SnapshotsDir && d == dir {
 				continue
 			}
 			if strings.HasSuffix(n, ".tmp") {
@@ -418,7 +419,7 @@ func snapshotsElsewhere(t *testing.T, store string) {
 	if *diskFullSnapshots {
 		return
 	}
-	dir := filepath.Join(store, snapshotsDir)
+	dir := filepath.Join(store, layout.SnapshotsDir)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatal(err)
 	}

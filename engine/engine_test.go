@@ -16,6 +16,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/google/go-cmp/cmp"
 )
@@ -328,7 +329,7 @@ func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 	fs := vfs.NewMem()
 	opts := testOptions(fs)
 	seedStore(t, opts, "r", 3)
-	before, err := readFile(fs, "store/"+checkpointName)
+	before, err := layout.ReadFile(fs, "store/"+layout.CheckpointName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -340,7 +341,7 @@ func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		after, err := readFile(fs, "store/"+checkpointName)
+		after, err := layout.ReadFile(fs, "store/"+layout.CheckpointName)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -353,7 +354,7 @@ func TestCloseUnchangedKeepsCheckpoint(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	after, _ := readFile(fs, "store/"+checkpointName)
+	after, _ := layout.ReadFile(fs, "store/"+layout.CheckpointName)
 	if bytes.Equal(before, after) {
 		t.Fatal("Close after a commit kept the old CHECKPOINT")
 	}

@@ -2,8 +2,11 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"syscall"
+
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/offline"
+	"github.com/continuumdb/continuum/record"
 )
 
 // Sentinel errors. Callers test for them with errors.Is; the errors the engine
@@ -14,18 +17,18 @@ var (
 	ErrClosed = errors.New("engine: store closed")
 	// ErrLocked is returned by Open when another process (or another DB in
 	// this process, whatever path it was opened by) holds the store's lock.
-	ErrLocked = errors.New("engine: store is locked by another process")
+	ErrLocked = layout.ErrLocked
 	// ErrReadOnly is returned by Open when the store cannot be written: its
 	// LOCK file is not writable by this user, or its filesystem is mounted
 	// read-only. The read-only tools (Inspect, Scan, Verify) still work.
-	ErrReadOnly = errors.New("engine: store is read-only")
+	ErrReadOnly = layout.ErrReadOnly
 	// ErrTooLarge is returned by Commit, Do and Resolve when a record or a
 	// run's frame would exceed MaxSize. Nothing is written, the log stays
 	// usable, and the atom stays running (Commit) unless the error says
 	// otherwise (Do: see its documentation).
 	ErrTooLarge = errors.New("engine: record or frame too large")
 	// ErrInvalidRunID is returned for an empty, oversized or non-UTF-8 run id.
-	ErrInvalidRunID = errors.New("engine: invalid run id")
+	ErrInvalidRunID = record.ErrInvalidRunID
 	// ErrAtomInProgress is returned by Begin while another atom of the same
 	// run is running: one atom at a time per run.
 	ErrAtomInProgress = errors.New("engine: an atom is already running in this run")
@@ -38,15 +41,15 @@ var (
 	// the run's frame (an unknown subgoal, a bad status). Nothing is written.
 	ErrInvalidDelta = errors.New("engine: delta does not apply to the frame")
 	// ErrSeqOutOfRange is returned by StateAt for a seq beyond LastSeq.
-	ErrSeqOutOfRange = errors.New("engine: seq out of range")
+	ErrSeqOutOfRange = offline.ErrSeqOutOfRange
 	// ErrCorrupt marks damaged engine files (checkpoint, frame files,
 	// dictionaries, log records); the error says which file and why.
-	ErrCorrupt = errors.New("engine: corrupt store")
+	ErrCorrupt = record.ErrCorrupt
 	// ErrInvalidOptions is returned by Open for options that fail validation.
 	ErrInvalidOptions = errors.New("engine: invalid options")
 	// ErrNotAStore is returned by read-only tools pointed at a directory
 	// that holds no store.
-	ErrNotAStore = errors.New("engine: not a CONTINUUM store")
+	ErrNotAStore = offline.ErrNotAStore
 	// ErrNotInDoubt is returned by Resolve and ResolveFailed of an action
 	// that is not in doubt (with a default key: no default-key call of the
 	// atom with the same tool and args is), and by ResolveInDoubt and
@@ -59,39 +62,18 @@ var (
 	ErrAmbiguousResolve = errors.New("engine: more than one in-doubt action matches")
 )
 
-// CorruptionError says where a store is damaged. It matches ErrCorrupt.
-type CorruptionError struct {
-	File   string // path of the damaged file
-	Offset int64  // byte offset of the damage in File, if known (0: not)
-	Run    string // run concerned, if known
-	Seq    uint64 // seq concerned (the first affected), if known
-	Reason string
-	Err    error // the cause, if any (a *wal.CorruptionError, ...)
+// CorruptionError says where a store is damaged: file, offset, run, seq
+// and the cause. It is record.CorruptionError, and matches ErrCorrupt.
+type CorruptionError = record.CorruptionError
+
+// advisedError is an I/O error with what to do about it.
+type advisedError struct {
+	err  error
+	what string
 }
 
-func (e *CorruptionError) Error() string {
-	s := "engine: corrupt store: " + e.File
-	if e.Offset != 0 {
-		s += fmt.Sprintf(" offset %d", e.Offset)
-	}
-	if e.Run != "" {
-		s += fmt.Sprintf(": run %q", e.Run)
-		if e.Seq != 0 {
-			s += fmt.Sprintf(" seq %d", e.Seq)
-		}
-	}
-	return s + ": " + e.Reason
-}
-
-// Is reports whether target is ErrCorrupt.
-func (e *CorruptionError) Is(target error) bool { return target == ErrCorrupt }
-
-// Unwrap returns the cause.
-func (e *CorruptionError) Unwrap() error { return e.Err }
-
-func corruptf(file string, format string, args ...any) error {
-	return &CorruptionError{File: file, Reason: fmt.Sprintf(format, args...)}
-}
+func (e *advisedError) Error() string { return e.err.Error() + " (" + e.what + ")" }
+func (e *advisedError) Unwrap() error { return e.err }
 
 // advise adds to an I/O error of the store what to do about it, when
 // there is something to do: a full disk, a failing device, a read-only
@@ -115,12 +97,3 @@ func advise(err error) error {
 	}
 	return &advisedError{err: err, what: what}
 }
-
-// advisedError is an I/O error with what to do about it.
-type advisedError struct {
-	err  error
-	what string
-}
-
-func (e *advisedError) Error() string { return e.err.Error() + " (" + e.what + ")" }
-func (e *advisedError) Unwrap() error { return e.err }

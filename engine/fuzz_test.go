@@ -36,7 +36,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -154,7 +156,7 @@ func fzBuild(s *fzStore) error {
 		}
 		for _, n := range names {
 			p := fs.PathJoin(dir, n)
-			if n == "snapshots" || n == lockFile {
+			if n == "snapshots" || n == layout.LockName {
 				continue
 			}
 			st, err := fs.Stat(p)
@@ -167,7 +169,7 @@ func fzBuild(s *fzStore) error {
 				}
 				continue
 			}
-			b, err := readFile(fs, p)
+			b, err := layout.ReadFile(fs, p)
 			if err != nil {
 				return err
 			}
@@ -182,8 +184,8 @@ func fzBuild(s *fzStore) error {
 	s.dicts = map[uint32][]byte{}
 	dicts := frame.NewDicts()
 	for name, b := range s.files {
-		if strings.HasPrefix(name, dictsDir+"/") {
-			id, dict, err := parseDictFile(name, b)
+		if strings.HasPrefix(name, layout.DictsDir+"/") {
+			id, dict, err := layout.ParseDict(name, b)
 			if err != nil {
 				return err
 			}
@@ -197,7 +199,7 @@ func fzBuild(s *fzStore) error {
 		return errors.New("the seed store trained no dictionary")
 	}
 	comp := frame.NewCompressor(dicts)
-	log, err := wal.Open(fs.PathJoin(fzDir, walDir), &wal.Options{FS: fs, ReadOnly: true})
+	log, err := wal.Open(fs.PathJoin(fzDir, layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil {
 		return err
 	}
@@ -210,12 +212,12 @@ func fzBuild(s *fzStore) error {
 	for rd.Next() {
 		rec := bytes.Clone(rd.Record())
 		s.records = append(s.records, rec)
-		if rec[0] == kindAtom {
-			a, err := decodeAtomRecord(rec)
-			if err != nil {
-				return err
-			}
-			body, err := comp.Decompress(nil, a.body)
+		var r record.Record
+		if err := (&record.Decoder{}).Decode(rec, rd.Pos(), "seed", &r); err != nil {
+			return err
+		}
+		if r.Kind == record.KindAtom {
+			body, err := comp.Decompress(nil, r.Body)
 			if err != nil {
 				return err
 			}
@@ -255,7 +257,7 @@ func fzFixCRC(b []byte) []byte {
 		return nil
 	}
 	out := bytes.Clone(b)
-	binary.LittleEndian.PutUint32(out[len(out)-4:], crc32.Checksum(out[:len(out)-4], castagnoli))
+	binary.LittleEndian.PutUint32(out[len(out)-4:], crc32.Checksum(out[:len(out)-4], crc32.MakeTable(crc32.Castagnoli)))
 	return out
 }
 
@@ -286,29 +288,36 @@ func fzReplayDB(s *fzStore) (*DB, error) {
 	return db, nil
 }
 
-// FuzzEngineRecord decodes a log record of any kind: with its own decoder
-// (round trip), and through replay into a store that already holds the
-// seed store's records, then materializes the runs' frames.
+// FuzzEngineRecord replays a log record of any kind into a store that
+// already holds the seed store's runs, then materializes the runs' frames
+// (record.FuzzDecode fuzzes the decoding itself).
 func FuzzEngineRecord(f *testing.F) {
 	s := fzFixture(f)
 	for _, r := range s.records {
 		f.Add(r)
 	}
 	f.Fuzz(func(t *testing.T, rec []byte) {
-		fzRecordRoundTrip(t, rec)
 		db, err := fzReplayDB(s)
 		if err != nil {
 			t.Fatal(err)
 		}
+		dec := db.decoder(true)
 		pos := wal.Pos{Segment: 1, Offset: wal.SegmentHeaderSize}
-		for _, r := range s.records {
-			if r[0] == kindRun {
-				if err := db.replay(r, pos, false); err != nil {
+		var r record.Record
+		for _, raw := range s.records {
+			if record.Kind(raw[0]) == record.KindRun {
+				if err := dec.Decode(raw, pos, "seed", &r); err != nil {
+					t.Fatal(err)
+				}
+				if err := db.replay(&r, false); err != nil {
 					t.Fatalf("replaying a seed record: %v", err)
 				}
 			}
 		}
-		err = db.replay(rec, wal.Pos{Segment: 2, Offset: wal.SegmentHeaderSize}, false)
+		err = dec.Decode(rec, wal.Pos{Segment: 2, Offset: wal.SegmentHeaderSize}, "fuzzed", &r)
+		if err == nil {
+			err = db.replay(&r, false)
+		}
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			t.Fatalf("replay error does not match ErrCorrupt: %v", err)
 		}
@@ -320,83 +329,20 @@ func FuzzEngineRecord(f *testing.F) {
 	})
 }
 
-func fzRecordRoundTrip(t *testing.T, rec []byte) {
-	if len(rec) == 0 {
-		return
-	}
-	switch rec[0] {
-	case kindRun:
-		r, err := decodeRunRecord(rec)
-		if err != nil {
-			return
-		}
-		b := appendRunRecord(nil, r)
-		r2, err := decodeRunRecord(b)
-		if err != nil || !reflect.DeepEqual(r, r2) || !bytes.Equal(appendRunRecord(nil, r2), b) {
-			t.Fatalf("run record %x: decodes to %+v, which re-encodes to %x, decoding to %+v (%v)", rec, r, b, r2, err)
-		}
-	case kindAtom:
-		a, err := decodeAtomRecord(rec)
-		if err != nil {
-			return
-		}
-		b := append(appendAtomHeader(nil, a.run, a.seq, a.head), a.body...)
-		a2, err := decodeAtomRecord(b)
-		if err != nil || a2.run != a.run || a2.seq != a.seq || a2.head != a.head || !bytes.Equal(a2.body, a.body) {
-			t.Fatalf("atom record %x: re-encodes to %x, decoding to %+v (%v)", rec, b, a2, err)
-		}
-	case kindFail:
-		fr, err := decodeFailRecord(rec)
-		if err != nil {
-			return
-		}
-		b := appendFailRecord(nil, fr)
-		fr2, err := decodeFailRecord(b)
-		if err != nil || !reflect.DeepEqual(fr, fr2) || !bytes.Equal(appendFailRecord(nil, fr2), b) {
-			t.Fatalf("fail record %x: decodes to %+v, which re-encodes to %x, decoding to %+v (%v)", rec, fr, b, fr2, err)
-		}
-	}
-}
-
-// FuzzEngineAtomBody decodes an uncompressed atom body and its delta.
-func FuzzEngineAtomBody(f *testing.F) {
-	for _, b := range fzFixture(f).bodies {
-		f.Add(b)
-	}
-	f.Fuzz(func(t *testing.T, b []byte) {
-		a, err := decodeAtomBody(b)
-		if err != nil {
-			return
-		}
-		enc := appendAtomBody(nil, a.actions, a.delta)
-		a2, err := decodeAtomBody(enc)
-		if err != nil || !reflect.DeepEqual(a.actions, a2.actions) || !bytes.Equal(a.delta, a2.delta) ||
-			!bytes.Equal(appendAtomBody(nil, a2.actions, a2.delta), enc) {
-			t.Fatalf("atom body %x re-encodes to %x, decoding to %+v (%v)", b, enc, a2, err)
-		}
-		if d, err := frame.DecodeDelta(a.delta); err == nil {
-			f := newFrame()
-			if f.CanApply(d) == nil {
-				f.Apply(d)
-			}
-		}
-	})
-}
-
 // FuzzEngineStoreFile parses a STORE file.
 func FuzzEngineStoreFile(f *testing.F) {
-	f.Add(fzFixture(f).files[storeFileName])
+	f.Add(fzFixture(f).files[layout.StoreName])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fzBoth(b, func(b []byte) {
-			s, err := parseStoreFile("STORE", b)
+			s, err := layout.ParseStore("STORE", b)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error does not match ErrCorrupt: %v", err)
 				}
 				return
 			}
-			enc := s.marshal()
-			s2, err := parseStoreFile("STORE", enc)
+			enc := s.Marshal()
+			s2, err := layout.ParseStore("STORE", enc)
 			if err != nil || *s2 != *s {
 				t.Fatalf("STORE %x re-encodes to %x, parsing to %+v (%v)", b, enc, s2, err)
 			}
@@ -407,24 +353,24 @@ func FuzzEngineStoreFile(f *testing.F) {
 // FuzzEngineCheckpointFile parses a CHECKPOINT file.
 func FuzzEngineCheckpointFile(f *testing.F) {
 	s := fzFixture(f)
-	f.Add(s.files[checkpointName])
+	f.Add(s.files[layout.CheckpointName])
 	// And one with an in-flight atom and several runs, from the encoder.
-	cp := checkpointFile{gen: 7, replay: walPos{seg: 3, off: 4096}, ledgerGen: 7, storeID: [16]byte{1, 2, 3},
-		runs: []checkpointRun{{id: "r", lastSeq: 4, frameSeq: 4, indexedSeq: 4, snapSeq: 2, ckptSeq: 3,
-			inflight: []inflightAction{{index: 0, fp: ledger.Fingerprint{9}}, {index: 2, fp: ledger.Fingerprint{8}}}}, {id: "s"}}}
-	f.Add(cp.marshal())
+	cp := layout.Checkpoint{Gen: 7, Replay: wal.Pos{Segment: 3, Offset: 4096}, LedgerGen: 7, StoreID: [16]byte{1, 2, 3},
+		Runs: []layout.CheckpointRun{{ID: "r", LastSeq: 4, FrameSeq: 4, IndexedSeq: 4, SnapSeq: 2, CkptSeq: 3,
+			Inflight: []layout.InflightAction{{Index: 0, FP: ledger.Fingerprint{9}}, {Index: 2, FP: ledger.Fingerprint{8}}}}, {ID: "s"}}}
+	f.Add(cp.Marshal())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fzBoth(b, func(b []byte) {
-			c, err := parseCheckpointFile("CHECKPOINT", b)
+			c, err := layout.ParseCheckpoint("CHECKPOINT", b)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error does not match ErrCorrupt: %v", err)
 				}
 				return
 			}
-			enc := c.marshal()
-			c2, err := parseCheckpointFile("CHECKPOINT", enc)
-			if err != nil || !reflect.DeepEqual(c, c2) || !bytes.Equal(c2.marshal(), enc) {
+			enc := c.Marshal()
+			c2, err := layout.ParseCheckpoint("CHECKPOINT", enc)
+			if err != nil || !reflect.DeepEqual(c, c2) || !bytes.Equal(c2.Marshal(), enc) {
 				t.Fatalf("CHECKPOINT %x re-encodes to %x, parsing to %+v (%v); first parse %+v", b, enc, c2, err, c)
 			}
 		})
@@ -434,7 +380,7 @@ func FuzzEngineCheckpointFile(f *testing.F) {
 // FuzzEngineFrameFile parses a frame file and decodes the frame it holds.
 func FuzzEngineFrameFile(f *testing.F) {
 	s := fzFixture(f)
-	for _, b := range s.fzFilesWith(framesDir + "/") {
+	for _, b := range s.fzFilesWith(layout.FramesDir + "/") {
 		f.Add(b)
 	}
 	db, err := fzReplayDB(s)
@@ -443,19 +389,19 @@ func FuzzEngineFrameFile(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fzBoth(b, func(b []byte) {
-			ff, err := parseFrameFile("x.frame", b)
+			ff, err := layout.ParseFrameFile("x.frame", b)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error does not match ErrCorrupt: %v", err)
 				}
 				return
 			}
-			enc := ff.marshal()
-			ff2, err := parseFrameFile("x.frame", enc)
-			if err != nil || !reflect.DeepEqual(ff, ff2) || !bytes.Equal(ff2.marshal(), enc) {
+			enc := ff.Marshal()
+			ff2, err := layout.ParseFrameFile("x.frame", enc)
+			if err != nil || !reflect.DeepEqual(ff, ff2) || !bytes.Equal(ff2.Marshal(), enc) {
 				t.Fatalf("frame file %x re-encodes to %x, parsing to %+v (%v)", b, enc, ff2, err)
 			}
-			if _, err := db.decodeFrame(ff.frame, "x.frame"); err != nil && !errors.Is(err, ErrCorrupt) {
+			if _, err := db.decodeFrame(ff.Frame, "x.frame"); err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("frame decoding error does not match ErrCorrupt: %v", err)
 			}
 		})
@@ -465,22 +411,22 @@ func FuzzEngineFrameFile(f *testing.F) {
 // FuzzEngineDictFile parses a dictionary file and registers the
 // dictionary it holds.
 func FuzzEngineDictFile(f *testing.F) {
-	for _, b := range fzFixture(f).fzFilesWith(dictsDir + "/") {
+	for _, b := range fzFixture(f).fzFilesWith(layout.DictsDir + "/") {
 		f.Add(b)
 	}
-	f.Add(marshalDictFile(3, []byte("not a zstd dictionary, a raw one")))
+	f.Add(layout.MarshalDict(3, []byte("not a zstd dictionary, a raw one")))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fzBoth(b, func(b []byte) {
-			id, dict, err := parseDictFile("x.dict", b)
+			id, dict, err := layout.ParseDict("x.dict", b)
 			if err != nil {
 				if !errors.Is(err, ErrCorrupt) {
 					t.Fatalf("error does not match ErrCorrupt: %v", err)
 				}
 				return
 			}
-			enc := marshalDictFile(id, dict)
-			id2, dict2, err := parseDictFile("x.dict", enc)
-			if err != nil || id2 != id || !bytes.Equal(dict2, dict) || !bytes.Equal(marshalDictFile(id2, dict2), enc) {
+			enc := layout.MarshalDict(id, dict)
+			id2, dict2, err := layout.ParseDict("x.dict", enc)
+			if err != nil || id2 != id || !bytes.Equal(dict2, dict) || !bytes.Equal(layout.MarshalDict(id2, dict2), enc) {
 				t.Fatalf("dictionary file %x re-encodes to %x, parsing to %d %x (%v)", b, enc, id2, dict2, err)
 			}
 			ds := frame.NewDicts()
@@ -504,7 +450,7 @@ func FuzzEngineDictFile(f *testing.F) {
 func FuzzEngineOpenWAL(f *testing.F) {
 	s := fzFixture(f)
 	var segs [][]byte // the segments, in order
-	for _, n := range s.fzNames(walDir + "/") {
+	for _, n := range s.fzNames(layout.WALDir + "/") {
 		if strings.HasSuffix(n, ".wal") {
 			segs = append(segs, s.files[n])
 		}
@@ -516,7 +462,7 @@ func FuzzEngineOpenWAL(f *testing.F) {
 		ctx := context.Background()
 		fs := vfs.NewMem()
 		for name, b := range s.files {
-			if name == storeFileName || strings.HasPrefix(name, dictsDir+"/") {
+			if name == layout.StoreName || strings.HasPrefix(name, layout.DictsDir+"/") {
 				fzWrite(t, fs, name, b)
 			}
 		}
@@ -524,7 +470,7 @@ func FuzzEngineOpenWAL(f *testing.F) {
 			if i == int(which)%len(segs) {
 				b = seg
 			}
-			fzWrite(t, fs, fmt.Sprintf("%s/%016x.wal", walDir, i+1), b)
+			fzWrite(t, fs, fmt.Sprintf("%s/%016x.wal", layout.WALDir, i+1), b)
 		}
 		if _, err := Verify(ctx, fzDir, &VerifyOptions{FS: fs, Deep: true}); err != nil {
 			t.Logf("verify: %v", err) // cannot check at all: reported, not a panic

@@ -5,17 +5,19 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/internal/goldenhex"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
 )
 
 // TestGoldenCheckpoint pins CHECKPOINT version 2 (format.go says it is
 // frozen) byte for byte, and reads version 1, which lacks the dictionary
 // id, as before.
 func TestGoldenCheckpoint(t *testing.T) {
-	cp := checkpointFile{gen: 3, replay: walPos{seg: 2, off: 4096}, ledgerGen: 3, dict: 1,
-		storeID: [16]byte{0xaa, 15: 0xbb},
-		runs: []checkpointRun{{id: "r1", nonce: [16]byte{0x11}, created: -1, lastSeq: 5, head: [32]byte{0x22},
-			frameSeq: 5, indexedSeq: 5, snapSeq: 4, ckptSeq: 5, ckptHead: [32]byte{0x22},
-			inflight: []inflightAction{{index: 1, fp: [32]byte{0x33}}}}}}
+	cp := layout.Checkpoint{Gen: 3, Replay: wal.Pos{Segment: 2, Offset: 4096}, LedgerGen: 3, Dict: 1,
+		StoreID: [16]byte{0xaa, 15: 0xbb},
+		Runs: []layout.CheckpointRun{{ID: "r1", Nonce: [16]byte{0x11}, Created: -1, LastSeq: 5, Head: [32]byte{0x22},
+			FrameSeq: 5, IndexedSeq: 5, SnapSeq: 4, CkptSeq: 5, CkptHead: [32]byte{0x22},
+			Inflight: []layout.InflightAction{{Index: 1, FP: [32]byte{0x33}}}}}}
 	const body = `
 		01                 # 1 run
 		02 7231            # id "r1"
@@ -40,7 +42,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 	`+body+`
 		f55009a5           # crc32c of all before
 	`)
-	if got := cp.marshal(); !bytes.Equal(got, v2) {
+	if got := cp.Marshal(); !bytes.Equal(got, v2) {
 		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, v2)
 	}
 	v1 := goldenhex.Decode(t, `
@@ -52,17 +54,17 @@ func TestGoldenCheckpoint(t *testing.T) {
 		05e46e99           # crc32c of all before
 	`)
 	for _, b := range [][]byte{v1, v2} {
-		got, err := parseCheckpointFile("CHECKPOINT", b)
+		got, err := layout.ParseCheckpoint("CHECKPOINT", b)
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := cp
 		if b[8] == 1 {
-			want.dict = 0 // version 1 does not say
+			want.Dict = 0 // version 1 does not say
 		}
-		if got.gen != want.gen || got.replay != want.replay || got.ledgerGen != want.ledgerGen || got.storeID != want.storeID ||
-			got.dict != want.dict || len(got.runs) != 1 || got.runs[0].id != "r1" || got.runs[0].head != want.runs[0].head ||
-			got.runs[0].created != -1 || len(got.runs[0].inflight) != 1 || got.runs[0].inflight[0] != want.runs[0].inflight[0] {
+		if got.Gen != want.Gen || got.Replay != want.Replay || got.LedgerGen != want.LedgerGen || got.StoreID != want.StoreID ||
+			got.Dict != want.Dict || len(got.Runs) != 1 || got.Runs[0].ID != "r1" || got.Runs[0].Head != want.Runs[0].Head ||
+			got.Runs[0].Created != -1 || len(got.Runs[0].Inflight) != 1 || got.Runs[0].Inflight[0] != want.Runs[0].Inflight[0] {
 			t.Fatalf("version %d read back as %+v", b[8], got)
 		}
 	}

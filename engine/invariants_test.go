@@ -13,7 +13,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/google/go-cmp/cmp"
 )
@@ -256,19 +258,19 @@ func TestI5TamperEvidence(t *testing.T) {
 	}{
 		{"changed delta", func(db *DB, run *Run) {
 			// A valid-looking atom 5 whose stored head is not its hash.
-			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("forged")))
-			head := db.hasher.Link(run.id, 5, run.Head(), appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("original"))))
-			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 5, head), body, 0))
+			body := record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, msg("forged")))
+			head := db.hasher.Link(run.id, 5, run.Head(), record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, msg("original"))))
+			db.log.Append(ctx, db.comp.Compress(record.AppendAtomHeader(nil, run.id, 5, head), body, 0))
 		}, chain.KindHashMismatch, 5},
 		{"skipped seq", func(db *DB, run *Run) {
-			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("six")))
+			body := record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, msg("six")))
 			head := db.hasher.Link(run.id, 6, run.Head(), body)
-			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 6, head), body, 0))
+			db.log.Append(ctx, db.comp.Compress(record.AppendAtomHeader(nil, run.id, 6, head), body, 0))
 		}, chain.KindSeqGap, 5},
 		{"duplicated seq", func(db *DB, run *Run) {
-			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("again")))
+			body := record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, msg("again")))
 			head := db.hasher.Link(run.id, 4, run.Head(), body)
-			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 4, head), body, 0))
+			db.log.Append(ctx, db.comp.Compress(record.AppendAtomHeader(nil, run.id, 4, head), body, 0))
 		}, chain.KindSeqDuplicate, 4},
 		{"certificate changed after the atom", func(db *DB, run *Run) {
 			// A second certificate for the fingerprint of atom 4's action,
@@ -276,10 +278,10 @@ func TestI5TamperEvidence(t *testing.T) {
 			e, _ := db.ledger.Lookup(lastAction(run))
 			c, _ := db.readCertificate(e.CertLoc)
 			c.Result = []byte("forged result")
-			db.log.Append(ctx, db.comp.Compress([]byte{kindCert}, ledger.AppendCertificate(nil, c), 0))
-			body := appendAtomBody(nil, nil, frame.AppendDelta(nil, msg("five")))
+			db.log.Append(ctx, db.comp.Compress([]byte{byte(record.KindCert)}, ledger.AppendCertificate(nil, c), 0))
+			body := record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, msg("five")))
 			head := db.hasher.Link(run.id, 5, run.Head(), body)
-			db.log.Append(ctx, db.comp.Compress(appendAtomHeader(nil, run.id, 5, head), body, 0))
+			db.log.Append(ctx, db.comp.Compress(record.AppendAtomHeader(nil, run.id, 5, head), body, 0))
 		}, chain.KindCorrupt, 4},
 	}
 	for _, tc := range cases {
@@ -352,15 +354,15 @@ func TestI5RestartFiles(t *testing.T) {
 	}
 	// Rewrite the frame file with a different frame, same seq and head.
 	name := db.frameFileName(run.id)
-	b, _ := readFile(fs, name)
-	ff, err := parseFrameFile(name, b)
+	b, _ := layout.ReadFile(fs, name)
+	ff, err := layout.ParseFrameFile(name, b)
 	if err != nil {
 		t.Fatal(err)
 	}
 	f := newFrame()
 	f.Objective = "forged"
-	ff.frame = db.comp.Compress(nil, frame.AppendFrame(nil, f), 0)
-	if err := writeFileAtomic(fs, name, ff.marshal(), true); err != nil {
+	ff.Frame = db.comp.Compress(nil, frame.AppendFrame(nil, f), 0)
+	if err := layout.WriteFileAtomic(fs, name, ff.Marshal(), true); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
@@ -388,7 +390,7 @@ func TestI6DamagedFiles(t *testing.T) {
 		return fs
 	}
 	flip := func(fs vfs.FS, name string, at int) {
-		b, err := readFile(fs, name)
+		b, err := layout.ReadFile(fs, name)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -396,7 +398,7 @@ func TestI6DamagedFiles(t *testing.T) {
 			at += len(b)
 		}
 		b[at] ^= 0x40
-		if err := writeFileAtomic(fs, name, b, true); err != nil {
+		if err := layout.WriteFileAtomic(fs, name, b, true); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -430,8 +432,8 @@ func TestI6DamagedFiles(t *testing.T) {
 	}{
 		{"CHECKPOINT", func(fs vfs.FS) { flip(fs, "store/CHECKPOINT", 12) }},
 		{"CHECKPOINT truncated", func(fs vfs.FS) {
-			b, _ := readFile(fs, "store/CHECKPOINT")
-			writeFileAtomic(fs, "store/CHECKPOINT", b[:len(b)/2], true)
+			b, _ := layout.ReadFile(fs, "store/CHECKPOINT")
+			layout.WriteFileAtomic(fs, "store/CHECKPOINT", b[:len(b)/2], true)
 		}},
 		{"frame file", func(fs vfs.FS) {
 			names, _ := fs.List("store/frames")
@@ -485,9 +487,9 @@ func TestI7CorruptionInTheLog(t *testing.T) {
 			break
 		}
 	}
-	b, _ := readFile(fs, seg)
+	b, _ := layout.ReadFile(fs, seg)
 	b[600] ^= 0xff // inside the first records, well before the tail
-	if err := writeFileAtomic(fs, seg, b, true); err != nil {
+	if err := layout.WriteFileAtomic(fs, seg, b, true); err != nil {
 		t.Fatal(err)
 	}
 	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs})

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -20,10 +21,10 @@ func (db *DB) loadLedgerTable(gen uint64, at wal.Pos) {
 	defer close(db.ledgerReady)
 	name := db.ledgerTableName(gen)
 	why := ""
-	b, err := readFile(db.fs, name)
+	b, err := layout.ReadFile(db.fs, name)
 	if err == nil {
 		why = db.checkLedgerTable(b, gen, at)
-	} else if notExist(err) {
+	} else if layout.NotExist(err) {
 		why = "it is missing"
 	} else {
 		why = err.Error()

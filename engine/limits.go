@@ -9,6 +9,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -26,6 +27,9 @@ import (
 // Delete, DropMessages or ClearScratch commits). A store with a
 // SegmentSize below 64 MiB is further limited by the segment: a record
 // must fit in one.
+// MaxRunIDLen bounds a run id, in bytes (record.CheckRunID is the rule).
+const MaxRunIDLen = record.MaxRunIDLen
+
 const MaxSize = 63 << 20
 
 // MaxResultSize bounds an action's result (Do, Resolve): its certificate,

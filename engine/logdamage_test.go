@@ -11,7 +11,9 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -166,13 +168,12 @@ func TestLogDamageNamesRunAndSeq(t *testing.T) {
 	var run string
 	var seq uint64
 	for rd.Next() {
-		rec := rd.Record()
-		if rec[0] == kindAtom && wal.SegmentName(rd.Pos().Segment) == mid[len("store/wal/"):] {
-			a, err := decodeAtomRecord(rec)
-			if err != nil {
-				t.Fatal(err)
-			}
-			target, run, seq = rd.Pos(), a.run, a.seq
+		var a record.Record
+		if err := (&record.Decoder{}).Decode(rd.Record(), rd.Pos(), "", &a); err != nil {
+			t.Fatal(err)
+		}
+		if a.Kind == record.KindAtom && wal.SegmentName(rd.Pos().Segment) == mid[len("store/wal/"):] {
+			target, run, seq = rd.Pos(), a.Run, a.Seq
 			break
 		}
 	}
@@ -259,30 +260,30 @@ func TestCheckpointRowsAgainstLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := readFile(fs, "store/CHECKPOINT")
+	b, err := layout.ReadFile(fs, "store/CHECKPOINT")
 	if err != nil {
 		t.Fatal(err)
 	}
-	cp, err := parseCheckpointFile("CHECKPOINT", b)
+	cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rows []checkpointRun
-	for _, r := range cp.runs {
-		switch r.id {
+	var rows []layout.CheckpointRun
+	for _, r := range cp.Runs {
+		switch r.ID {
 		case "alpha": // dropped
 		case "beta": // moved back to seq 4, with no frame file of its own
-			r.lastSeq, r.frameSeq, r.indexedSeq, r.snapSeq = 4, 4, 4, 4
+			r.LastSeq, r.FrameSeq, r.IndexedSeq, r.SnapSeq = 4, 4, 4, 4
 			rows = append(rows, r)
 		default:
 			rows = append(rows, r)
 		}
 	}
 	for i := 0; i < 2000; i++ {
-		rows = append(rows, checkpointRun{id: fmt.Sprintf("invented-%05d", i), lastSeq: 3, frameSeq: 3, indexedSeq: 3})
+		rows = append(rows, layout.CheckpointRun{ID: fmt.Sprintf("invented-%05d", i), LastSeq: 3, FrameSeq: 3, IndexedSeq: 3})
 	}
-	cp.runs = rows
-	if err := writeFileAtomic(fs, "store/CHECKPOINT", cp.marshal(), true); err != nil {
+	cp.Runs = rows
+	if err := layout.WriteFileAtomic(fs, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
 		t.Fatal(err)
 	}
 
@@ -354,10 +355,9 @@ func TestCheckpointRowsAgainstLog(t *testing.T) {
 	defer rd.Close()
 	created := 0
 	for rd.Next() {
-		if rec := rd.Record(); rec[0] == kindRun {
-			if rr, _ := decodeRunRecord(rec); rr.id == "alpha" {
-				created++
-			}
+		var r record.Record
+		if err := (&record.Decoder{}).Decode(rd.Record(), rd.Pos(), "", &r); err == nil && r.Kind == record.KindRun && r.Run == "alpha" {
+			created++
 		}
 	}
 	if created != 1 {
@@ -382,9 +382,9 @@ func TestVerifyDeepLedgerRecords(t *testing.T) {
 		t.Fatal(err)
 	}
 	in.Tool = "mail.forged" // the fingerprint no longer matches
-	forgedIntent := append([]byte{kindIntent}, db.comp.Compress(nil, ledger.AppendIntent(nil, in), 0)...)
+	forgedIntent := record.AppendLedger(nil, record.KindIntent, ledger.AppendIntent(nil, in), db.comp, 0)
 	orphan := &ledger.Certificate{Fingerprint: ledger.Fingerprint{0xee}, RunID: "r", Seq: 6, Status: ledger.StatusDone, Result: []byte("x")}
-	orphanCert := append([]byte{kindCert}, db.comp.Compress(nil, ledger.AppendCertificate(nil, orphan), 0)...)
+	orphanCert := record.AppendLedger(nil, record.KindCert, ledger.AppendCertificate(nil, orphan), db.comp, 0)
 	for _, rec := range [][]byte{forgedIntent, orphanCert} {
 		if _, err := db.append(ctx, rec); err != nil {
 			t.Fatal(err)

@@ -7,9 +7,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -23,7 +24,7 @@ import (
 // it does not list, a seq past a gap, a head other than the one it names)
 // it is set aside and the whole log is replayed, which the log alone
 // decides. The same checks failing on a whole replay are log damage.
-func (db *DB) recover(cp *checkpointFile, from wal.Pos) error {
+func (db *DB) recover(cp *layout.Checkpoint, from wal.Pos) error {
 	if cp != nil {
 		err := db.replayFrom(cp, from)
 		var m *checkpointMismatch
@@ -47,7 +48,7 @@ func mismatchf(format string, args ...any) error {
 // ignoreCheckpoint drops what was built from CHECKPOINT before a whole
 // replay, and says why in the log and in OpenInfo.
 func (db *DB) ignoreCheckpoint(why string) {
-	db.logger.Warn("engine: CHECKPOINT does not match the log; replaying the whole log", "file", db.path(checkpointName), "reason", why)
+	db.logger.Warn("engine: CHECKPOINT does not match the log; replaying the whole log", "file", db.path(layout.CheckpointName), "reason", why)
 	db.openInfo.CheckpointIgnored = why
 	db.openInfo.CheckpointGen = 0
 	db.openInfo.Replayed, db.openInfo.ReplayedBytes, db.openInfo.Interrupted = 0, 0, 0
@@ -58,44 +59,44 @@ func (db *DB) ignoreCheckpoint(why string) {
 }
 
 // replayFrom builds the runs of cp (nil: none) and replays the log from.
-func (db *DB) replayFrom(cp *checkpointFile, from wal.Pos) error {
+func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	if cp != nil {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
 		// Checkpoints list the runs sorted by id; a table that is not is
 		// sorted here (linear when it already is).
-		slices.SortFunc(cp.runs, func(a, b checkpointRun) int { return strings.Compare(a.id, b.id) })
-		for i := range cp.runs {
-			c := &cp.runs[i]
-			if i > 0 && c.id == cp.runs[i-1].id {
-				return mismatchf("run %q is listed twice", c.id)
+		slices.SortFunc(cp.Runs, func(a, b layout.CheckpointRun) int { return strings.Compare(a.ID, b.ID) })
+		for i := range cp.Runs {
+			c := &cp.Runs[i]
+			if i > 0 && c.ID == cp.Runs[i-1].ID {
+				return mismatchf("run %q is listed twice", c.ID)
 			}
-			if c.indexedSeq != c.lastSeq {
-				return mismatchf("run %q: atoms %d..%d have no log position", c.id, c.indexedSeq+1, c.lastSeq)
+			if c.IndexedSeq != c.LastSeq {
+				return mismatchf("run %q: atoms %d..%d have no log position", c.ID, c.IndexedSeq+1, c.LastSeq)
 			}
 		}
-		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.runs, len(cp.runs), time.Now()
+		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
 
-	rd, err := db.log.NewReader(from)
+	c, err := record.NewCursor(db.log, db.segmentFile, from, db.decoder(true))
 	if err != nil {
 		if cp != nil {
 			return mismatchf("replay position %v: %v", from, err)
 		}
 		return fmt.Errorf("engine: replay from %v: %w", from, err)
 	}
-	defer rd.Close()
-	for rd.Next() {
-		rec := rd.Record()
-		pos := rd.Pos()
+	defer c.Close()
+	c.Known(db.replayedSeqs())
+	for c.Next() {
+		r := c.Record()
 		db.openInfo.Replayed++
-		db.openInfo.ReplayedBytes += int64(len(rec))
-		if err := db.replay(rec, pos, cp != nil); err != nil {
+		db.openInfo.ReplayedBytes += int64(len(r.Raw))
+		if err := db.replay(r, cp != nil); err != nil {
 			return err
 		}
 	}
-	if err := rd.Err(); err != nil {
-		return db.logDamage(err, db.replayedSeqs())
+	if err := c.Err(); err != nil {
+		return err
 	}
 	db.tailBytes.Store(db.openInfo.ReplayedBytes)
 	for _, r := range db.mu.runs {
@@ -105,7 +106,7 @@ func (db *DB) replayFrom(cp *checkpointFile, from wal.Pos) error {
 	}
 	for i := range db.mu.lazy {
 		c := &db.mu.lazy[i]
-		if _, built := db.mu.runs[c.id]; !built && len(c.inflight) > 0 {
+		if _, built := db.mu.runs[c.ID]; !built && len(c.Inflight) > 0 {
 			db.openInfo.Interrupted++
 		}
 	}
@@ -121,7 +122,7 @@ func (db *DB) runLocked(id string) *Run {
 	if db.mu.lazyLeft == 0 || db.mu.dropped[id] {
 		return nil
 	}
-	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c checkpointRun, id string) int { return strings.Compare(c.id, id) })
+	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
 	if !ok {
 		return nil
 	}
@@ -142,10 +143,10 @@ func (db *DB) allRunsLocked() {
 	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
 	for i := range db.mu.lazy {
 		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.id]; !ok && !db.mu.dropped[c.id] {
+		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] {
 			r := &runs[len(runs)-db.mu.lazyLeft]
 			db.fillRun(r, c)
-			db.mu.runs[c.id] = r
+			db.mu.runs[c.ID] = r
 			db.mu.lazyLeft--
 		}
 	}
@@ -154,196 +155,148 @@ func (db *DB) allRunsLocked() {
 
 // fillRun sets r to the run c describes, as of the checkpoint. Not newRun:
 // a run with atoms needs neither its genesis hash nor an empty frame.
-func (db *DB) fillRun(r *Run, c *checkpointRun) {
-	r.db, r.id, r.nonce, r.createdAt = db, c.id, c.nonce, time.Unix(0, c.created)
+func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
+	r.db, r.id, r.nonce, r.createdAt = db, c.ID, c.Nonce, time.Unix(0, c.Created)
 	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
-	if c.lastSeq == 0 {
+	if c.LastSeq == 0 {
 		r.mu.frame = newFrame()
 	}
-	r.mu.lastSeq, r.mu.head = c.lastSeq, c.head
-	r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.frameSeq, c.indexedSeq, c.snapSeq
-	if c.frameSeq == c.lastSeq {
-		r.mu.frameHead = c.head // a checkpoint's frame files are at the run's last seq
+	r.mu.lastSeq, r.mu.head = c.LastSeq, c.Head
+	r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.FrameSeq, c.IndexedSeq, c.SnapSeq
+	if c.FrameSeq == c.LastSeq {
+		r.mu.frameHead = c.Head // a checkpoint's frame files are at the run's last seq
 	}
-	r.mu.ckptRowHead = c.head
-	r.mu.windowFirst = c.snapSeq
-	r.mu.ckptSeq, r.mu.ckptHead = c.ckptSeq, c.ckptHead
-	if len(c.inflight) > 0 {
-		r.mu.inflight = c.inflight
-		r.mu.interruptedSeq = c.lastSeq + 1
+	r.mu.ckptRowHead = c.Head
+	r.mu.windowFirst = c.SnapSeq
+	r.mu.ckptSeq, r.mu.ckptHead = c.CkptSeq, c.CkptHead
+	if len(c.Inflight) > 0 {
+		r.mu.inflight = c.Inflight
+		r.mu.interruptedSeq = c.LastSeq + 1
 	}
 }
 
 // replay applies one record of the log. fromCheckpoint says the runs came
 // from CHECKPOINT: a disagreement with it is then a *checkpointMismatch.
-func (db *DB) replay(rec []byte, pos wal.Pos, fromCheckpoint bool) error {
-	where := func(err error) error {
-		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
+func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
+	pos := rec.Pos
+	damage := func(run string, seq uint64, reason string) error {
+		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: reason}
 	}
-	if len(rec) == 0 {
-		return where(errors.New("empty record"))
-	}
-	loc := ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}
-	switch rec[0] {
-	case kindRun:
-		rr, err := decodeRunRecord(rec)
-		if err != nil {
-			return where(err)
-		}
-		if r := db.runLocked(rr.id); r == nil {
-			db.mu.runs[rr.id] = newRun(db, rr.id, rr.nonce, time.Unix(0, rr.created))
-		} else if r.nonce != rr.nonce {
+	switch rec.Kind {
+	case record.KindRun:
+		if r := db.runLocked(rec.Run); r == nil {
+			db.mu.runs[rec.Run] = newRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created))
+		} else if r.nonce != rec.Nonce {
 			if fromCheckpoint {
-				return mismatchf("run %q has another nonce in the log (%v)", rr.id, pos)
+				return mismatchf("run %q has another nonce in the log (%v)", rec.Run, pos)
 			}
-			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: rr.id,
-				Reason: "the run is created a second time"}
+			return damage(rec.Run, 0, "the run is created a second time")
 		}
-	case kindIntent:
-		body, err := db.comp.Decompress(nil, rec[1:])
-		if err != nil {
-			return db.decompressDamage(rec, pos, "intent", err)
-		}
-		in, err := ledger.DecodeIntentView(body) // the ledger keeps no args
-		if err != nil {
-			return where(err)
-		}
-		db.ledger.ApplyIntent(in, loc)
+	case record.KindIntent:
+		in := rec.Intent // the ledger keeps no args
+		db.ledger.ApplyIntent(in, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset})
 		if r := db.runLocked(in.RunID); r != nil && in.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(in.Index, in.Fingerprint)
 		}
-	case kindCert:
-		body, err := db.comp.Decompress(nil, rec[1:])
-		if err != nil {
-			return db.decompressDamage(rec, pos, "certificate", err)
-		}
-		c, err := ledger.DecodeCertificateView(body) // the ledger keeps no result here
-		if err != nil {
-			return where(err)
-		}
-		db.ledger.ApplyCertificate(c, loc, false)
+	case record.KindCert:
+		c := rec.Cert // the ledger keeps no result here
+		db.ledger.ApplyCertificate(c, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, false)
 		if r := db.runLocked(c.RunID); r != nil && c.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(c.Index, c.Fingerprint)
 		}
-	case kindAtom:
-		a, err := decodeAtomRecord(rec)
-		if err != nil {
-			return where(err)
-		}
-		if err := db.comp.Charge(a.body); err != nil { // decompressed later, when a frame is needed
-			return where(err)
-		}
-		r := db.runLocked(a.run)
+	case record.KindAtom:
+		// The body is decompressed later, when a frame is needed.
+		r := db.runLocked(rec.Run)
 		if r == nil {
 			if fromCheckpoint {
-				return mismatchf("the log has atom %d of run %q at %v, a run it does not list", a.seq, a.run, pos)
+				return mismatchf("the log has atom %d of run %q at %v, a run it does not list", rec.Seq, rec.Run, pos)
 			}
-			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
-				Reason: "atom of a run whose creation record is not in the log"}
+			return damage(rec.Run, rec.Seq, "atom of a run whose creation record is not in the log")
 		}
 		switch {
-		case a.seq == r.mu.lastSeq && a.head != r.mu.head:
+		case rec.Seq == r.mu.lastSeq && rec.Head != r.mu.head:
 			if fromCheckpoint {
-				return mismatchf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", a.run, a.seq, a.head[:8], r.mu.head[:8])
+				return mismatchf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", rec.Run, rec.Seq, rec.Head[:8], r.mu.head[:8])
 			}
-			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
-				Reason: "the seq is in the log twice"}
-		case a.seq <= r.mu.lastSeq:
+			return damage(rec.Run, rec.Seq, "the seq is in the log twice")
+		case rec.Seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already.
-		case a.seq == r.mu.lastSeq+1:
+		case rec.Seq == r.mu.lastSeq+1:
 			if r.mu.frame != nil && r.mu.lastSeq == 0 && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
-			r.mu.pending = append(r.mu.pending, pendingAtom{seq: a.seq, head: a.head, body: append([]byte(nil), a.body...)})
-			r.mu.lastSeq, r.mu.head = a.seq, a.head
+			r.mu.pending = append(r.mu.pending, pendingAtom{seq: rec.Seq, head: rec.Head, body: append([]byte(nil), rec.Body...)})
+			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		default:
 			if fromCheckpoint {
-				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", a.run, a.seq, pos, r.mu.lastSeq)
+				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq)
 			}
-			return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: r.mu.lastSeq + 1,
-				Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.seq, r.mu.lastSeq)}
+			return damage(rec.Run, r.mu.lastSeq+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", rec.Seq, r.mu.lastSeq))
 		}
-	case kindFail:
-		f, err := decodeFailRecord(rec)
-		if err != nil {
-			return where(err)
-		}
-		if r := db.runLocked(f.run); r != nil && f.seq == r.mu.lastSeq+1 {
+	case record.KindFail:
+		if r := db.runLocked(rec.Run); r != nil && rec.Seq == r.mu.lastSeq+1 {
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		}
-	case kindCheckpoint:
-		c, err := chain.ParseCheckpoint(rec[1:])
-		if err != nil {
-			return where(err)
+	case record.KindCheckpoint:
+		if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.ckptSeq {
+			r.mu.ckptSeq, r.mu.ckptHead = rec.Seq, rec.Checkpoint.Head
 		}
-		if r := db.runLocked(c.RunID); r != nil && c.Seq > r.mu.ckptSeq {
-			r.mu.ckptSeq, r.mu.ckptHead = c.Seq, c.Head
-		}
-	case kindStoreHead:
-		if _, err := chain.ParseStoreHead(rec[1:]); err != nil {
-			return where(err)
-		}
-	default:
-		return where(fmt.Errorf("unknown record kind %d", rec[0]))
 	}
 	return nil
+}
+
+// decoder returns a decoder of the log's records with the store's
+// compressor and dictionaries; ledgerRecords asks for the intents and
+// certificates decoded.
+func (db *DB) decoder(ledgerRecords bool) *record.Decoder {
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts,
+		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
 }
 
 // noteInflight records an action of the atom at lastSeq+1 found in the log:
 // if nothing commits that seq, it was interrupted.
 func (r *Run) noteInflight(index uint32, fp ledger.Fingerprint) {
 	for _, a := range r.mu.inflight {
-		if a.fp == fp {
+		if a.FP == fp {
 			return
 		}
 	}
-	r.mu.inflight = append(r.mu.inflight, inflightAction{index: index, fp: fp})
+	r.mu.inflight = append(r.mu.inflight, layout.InflightAction{Index: index, FP: fp})
 	r.mu.interruptedSeq = r.mu.lastSeq + 1
 }
 
 // frameFileName is the frame file of a run.
 func (db *DB) frameFileName(run string) string {
-	return db.path(framesDir, frameFileBase(run))
+	return db.path(layout.FramesDir, layout.FrameFileBase(run))
 }
 
 // readFrameFile returns the frame stored in the run's frame file and its
 // seq, or an empty frame at seq 0 if the run has none.
 func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
 	name := db.frameFileName(run)
-	b, err := readFile(db.fs, name)
-	if notExist(err) {
+	b, err := layout.ReadFile(db.fs, name)
+	if layout.NotExist(err) {
 		return newFrame(), 0, nil
 	}
 	if err != nil {
 		return nil, 0, fmt.Errorf("engine: read %s: %w", name, err)
 	}
-	ff, err := parseFrameFile(name, b)
+	ff, err := layout.ParseFrameFile(name, b)
 	if err != nil {
 		return nil, 0, err
 	}
-	if ff.run != run {
-		return nil, 0, corruptf(name, "holds run %q, want %q", ff.run, run)
+	if ff.Run != run {
+		return nil, 0, record.Corruptf(name, "holds run %q, want %q", ff.Run, run)
 	}
-	f, err := db.decodeFrame(ff.frame, name)
+	f, err := db.decodeFrame(ff.Frame, name)
 	if err != nil {
 		return nil, 0, err
 	}
-	return f, ff.seq, nil
+	return f, ff.Seq, nil
 }
 
 func (db *DB) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
-	raw, err := db.comp.Decompress(nil, compressed)
-	if err != nil {
-		return nil, corruptf(where, "frame: %v", err)
-	}
-	f, err := frame.DecodeFrameOwned(raw) // raw is this call's own
-	if err != nil {
-		return nil, corruptf(where, "frame: %v", err)
-	}
-	if f.Memory == nil {
-		f.Memory = map[string][]byte{}
-	}
-	return f, nil
+	return layout.DecodeFrame(db.comp, compressed, where)
 }

@@ -20,14 +20,16 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
 // registryCheck is the one-time comparison of CHECKPOINT's runs with the
 // log. Set up by Open when it started from a CHECKPOINT.
 type registryCheck struct {
-	rows []checkpointRun // CHECKPOINT's table, sorted by id (immutable)
-	to   wal.Pos         // CHECKPOINT's replay position
+	rows []layout.CheckpointRun // CHECKPOINT's table, sorted by id (immutable)
+	to   wal.Pos                // CHECKPOINT's replay position
 
 	once    sync.Once
 	checked atomic.Bool // once has run
@@ -65,7 +67,7 @@ func (db *DB) checkRegistry() error {
 		rc.checked.Store(true)
 		if rc.mismatch != "" {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
-				"file", db.path(checkpointName), "disagreements", rc.mismatch)
+				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)
 		}
 	})
 	return rc.err
@@ -81,59 +83,46 @@ func (db *DB) registryMismatch() string {
 
 // logRunsBefore reads the run and atom records of the log before to.
 func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
-	rd, err := db.log.NewReader(wal.Pos{})
+	dec := db.decoder(false)
+	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindRun && k != record.KindAtom }
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
-	defer rd.Close()
+	defer c.Close()
+	c.Until(to)
 	runs := map[string]*logRun{}
-	seqs := map[string]uint64{}
-	for n := 0; rd.Next(); n++ {
+	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 && db.closed.Load() {
 			return nil, ErrClosed // Close does not wait for a whole read
 		}
-		pos := rd.Pos()
-		if !pos.Less(to) {
-			break
+		r := c.Record()
+		where := func(run string, seq uint64, reason string) error {
+			return &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: run, Seq: seq, Reason: reason}
 		}
-		rec := rd.Record()
-		if len(rec) == 0 {
-			continue
-		}
-		switch rec[0] {
-		case kindRun:
-			rr, err := decodeRunRecord(rec)
-			if err != nil {
-				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
-			}
-			if _, dup := runs[rr.id]; !dup {
+		switch r.Kind {
+		case record.KindRun:
+			if _, dup := runs[r.Run]; !dup {
 				// h(0), which a run without atoms has as its head (and
 				// CHECKPOINT lists it with).
-				runs[rr.id] = &logRun{nonce: rr.nonce, created: rr.created, head: db.hasher.Genesis(rr.id, rr.nonce)}
+				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, head: db.hasher.Genesis(r.Run, r.Nonce)}
 			}
-		case kindAtom:
-			a, err := decodeAtomRecord(rec)
-			if err != nil {
-				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Reason: err.Error()}
-			}
-			seqs[a.run] = max(seqs[a.run], a.seq)
-			lr := runs[a.run]
+		case record.KindAtom:
+			lr := runs[r.Run]
 			switch {
 			case lr == nil:
-				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: a.seq,
-					Reason: "atom of a run whose creation record is not in the log"}
-			case a.seq <= lr.last:
+				return nil, where(r.Run, r.Seq, "atom of a run whose creation record is not in the log")
+			case r.Seq <= lr.last:
 				continue
-			case a.seq != lr.last+1:
-				return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: a.run, Seq: lr.last + 1,
-					Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.seq, lr.last)}
+			case r.Seq != lr.last+1:
+				return nil, where(r.Run, lr.last+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", r.Seq, lr.last))
 			}
-			lr.last, lr.head = a.seq, a.head
-			lr.pos = append(lr.pos, pos)
+			lr.last, lr.head = r.Seq, r.Head
+			lr.pos = append(lr.pos, r.Pos)
 		}
 	}
-	if err := rd.Err(); err != nil {
-		return nil, db.logDamage(err, seqs)
+	if err := c.Err(); err != nil {
+		return nil, err
 	}
 	return runs, nil
 }
@@ -144,41 +133,41 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 // it has not moved since Open; otherwise it is marked broken (its calls
 // fail with the reason; the next Open replays from a CHECKPOINT that lists
 // it right).
-func (db *DB) reconcileLocked(rows []checkpointRun, log map[string]*logRun) string {
+func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRun) string {
 	var diffs []string
 	listed := make(map[string]bool, len(rows))
 	for i := range rows {
 		c := &rows[i]
-		listed[c.id] = true
-		lr := log[c.id]
+		listed[c.ID] = true
+		lr := log[c.ID]
 		why := ""
 		switch {
 		case lr == nil:
-			why = fmt.Sprintf("run %q is not in the log", c.id)
-		case lr.nonce != c.nonce:
-			why = fmt.Sprintf("run %q has another nonce in the log", c.id)
-		case lr.last != c.lastSeq || lr.head != c.head:
-			why = fmt.Sprintf("run %q is at seq %d in the log, CHECKPOINT says %d", c.id, lr.last, c.lastSeq)
+			why = fmt.Sprintf("run %q is not in the log", c.ID)
+		case lr.nonce != c.Nonce:
+			why = fmt.Sprintf("run %q has another nonce in the log", c.ID)
+		case lr.last != c.LastSeq || lr.head != c.Head:
+			why = fmt.Sprintf("run %q is at seq %d in the log, CHECKPOINT says %d", c.ID, lr.last, c.LastSeq)
 		default:
 			continue
 		}
 		diffs = append(diffs, why)
-		err := &CorruptionError{File: db.path(checkpointName), Run: c.id, Reason: why + "; reopen the store"}
-		r, built := db.mu.runs[c.id]
+		err := &CorruptionError{File: db.path(layout.CheckpointName), Run: c.ID, Reason: why + "; reopen the store"}
+		r, built := db.mu.runs[c.ID]
 		switch {
 		case !built:
-			db.dropLazyLocked(c.id)
+			db.dropLazyLocked(c.ID)
 			if lr != nil {
-				db.mu.runs[c.id] = db.runFromLog(c.id, lr)
+				db.mu.runs[c.ID] = db.runFromLog(c.ID, lr)
 			}
 		case lr == nil:
 			r.mu.Lock()
 			r.mu.broken = err
 			r.mu.Unlock()
-			delete(db.mu.runs, c.id)
+			delete(db.mu.runs, c.ID)
 		default:
 			r.mu.Lock()
-			if r.mu.atom != nil || r.mu.lastSeq != c.lastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce {
+			if r.mu.atom != nil || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce {
 				r.mu.broken = err
 			} else {
 				r.resetFromLogLocked(lr)

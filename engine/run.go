@@ -8,6 +8,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -69,7 +70,7 @@ type Run struct {
 		atom *Atom // the running atom, if any
 		// inflight lists the actions of the atom at lastSeq+1 as found in the
 		// log after a restart (an atom interrupted by a crash).
-		inflight []inflightAction
+		inflight []layout.InflightAction
 		// interruptedSeq is the seq of an atom that was running at the crash,
 		// 0 if none. Cleared when that seq commits.
 		interruptedSeq uint64
@@ -176,7 +177,7 @@ type ActionState struct {
 func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 	r.mu.Lock()
 	seq := r.mu.interruptedSeq
-	acts := append([]inflightAction(nil), r.mu.inflight...)
+	acts := append([]layout.InflightAction(nil), r.mu.inflight...)
 	r.mu.Unlock()
 	if seq == 0 {
 		return 0, nil, nil
@@ -186,13 +187,13 @@ func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 	}
 	out := make([]ActionState, 0, len(acts))
 	for _, a := range acts {
-		st := ActionState{Index: a.index, Fingerprint: a.fp, Status: ledger.StatusIntent}
-		if e, ok := r.db.ledger.Lookup(a.fp); ok {
+		st := ActionState{Index: a.Index, Fingerprint: a.FP, Status: ledger.StatusIntent}
+		if e, ok := r.db.ledger.Lookup(a.FP); ok {
 			st.Status = e.Status
 			if e.IntentLoc != (ledger.Loc{}) {
 				in, err := r.db.readIntent(e.IntentLoc)
 				if err != nil {
-					return 0, nil, fmt.Errorf("engine: run %q seq %d: intent of action %x: %w", r.id, seq, a.fp[:8], err)
+					return 0, nil, fmt.Errorf("engine: run %q seq %d: intent of action %x: %w", r.id, seq, a.FP[:8], err)
 				}
 				st.Tool, st.Key, st.Idempotent = in.Tool, in.Key, in.Idempotent
 			}
@@ -273,7 +274,7 @@ func (r *Run) materializeLocked() error {
 	}
 	for _, p := range rest {
 		if p.seq != seq+1 {
-			return &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: seq + 1,
+			return &CorruptionError{File: r.db.path(layout.WALDir), Run: r.id, Seq: seq + 1,
 				Reason: fmt.Sprintf("the log tail resumes at seq %d after seq %d", p.seq, seq)}
 		}
 		if err := r.db.applyAtomBody(f, r.id, p.seq, p.body); err != nil {
@@ -282,7 +283,7 @@ func (r *Run) materializeLocked() error {
 		seq = p.seq
 	}
 	if seq != r.mu.lastSeq {
-		return &CorruptionError{File: r.db.path(walDir), Run: r.id, Seq: seq + 1,
+		return &CorruptionError{File: r.db.path(layout.WALDir), Run: r.id, Seq: seq + 1,
 			Reason: fmt.Sprintf("frame rebuilt up to seq %d, but the run's last seq is %d", seq, r.mu.lastSeq)}
 	}
 	r.mu.frame = f
@@ -309,8 +310,8 @@ func (r *Run) headBeforeLocked(rest []pendingAtom) chain.Hash {
 func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err error) {
 	db := r.db
 	name := db.frameFileName(r.id)
-	b, err := readFile(db.fs, name)
-	if notExist(err) {
+	b, err := layout.ReadFile(db.fs, name)
+	if layout.NotExist(err) {
 		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == 1) {
 			return newFrame(), 0, "", nil // the run never had one
 		}
@@ -319,40 +320,40 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err err
 	if err != nil {
 		return nil, 0, err.Error(), nil
 	}
-	ff, err := parseFrameFile(name, b)
+	ff, err := layout.ParseFrameFile(name, b)
 	if err != nil {
 		return nil, 0, err.Error(), nil
 	}
-	if ff.run != r.id {
-		return nil, 0, fmt.Sprintf("it holds run %q", ff.run), nil
+	if ff.Run != r.id {
+		return nil, 0, fmt.Sprintf("it holds run %q", ff.Run), nil
 	}
-	if ff.seq > r.mu.lastSeq {
-		return nil, 0, "", &CorruptionError{File: db.path(walDir), Run: r.id, Seq: r.mu.lastSeq + 1,
+	if ff.Seq > r.mu.lastSeq {
+		return nil, 0, "", &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: r.mu.lastSeq + 1,
 			Reason: fmt.Sprintf("the log ends at seq %d of the run, but its frame file %s is at seq %d: records of the log are missing",
-				r.mu.lastSeq, name, ff.seq)}
+				r.mu.lastSeq, name, ff.Seq)}
 	}
 	// The head it names must be the log's at its seq: CHECKPOINT's for the
 	// frame file it lists, a replayed atom's for a newer one.
 	want, known := chain.Hash{}, false
-	if ff.seq == r.mu.frameSeq && r.mu.frameHead != (chain.Hash{}) {
+	if ff.Seq == r.mu.frameSeq && r.mu.frameHead != (chain.Hash{}) {
 		want, known = r.mu.frameHead, true
 	}
 	for _, p := range r.mu.pending {
-		if p.seq == ff.seq {
+		if p.seq == ff.Seq {
 			want, known = p.head, true
 		}
 	}
 	switch {
-	case !known && ff.seq != r.mu.frameSeq:
-		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.seq, r.mu.frameSeq), nil
-	case known && ff.head != want:
-		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.seq, ff.head[:8], want[:8]), nil
+	case !known && ff.Seq != r.mu.frameSeq:
+		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.Seq, r.mu.frameSeq), nil
+	case known && ff.Head != want:
+		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.Seq, ff.Head[:8], want[:8]), nil
 	}
-	f, err = db.decodeFrame(ff.frame, name)
+	f, err = db.decodeFrame(ff.Frame, name)
 	if err != nil {
 		return nil, 0, err.Error(), nil
 	}
-	return f, ff.seq, "", nil
+	return f, ff.Seq, "", nil
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq

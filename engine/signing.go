@@ -6,6 +6,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/layout"
 )
 
 // Origin returns the store's origin: the signer name its checkpoints and
@@ -23,17 +24,17 @@ func StoreOrigin(dir string, fs vfs.FS) (string, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
-	name := fs.PathJoin(dir, storeFileName)
-	b, err := readFile(fs, name)
-	if notExist(err) {
-		return "", fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
+	name := fs.PathJoin(dir, layout.StoreName)
+	b, err := layout.ReadFile(fs, name)
+	if layout.NotExist(err) {
+		return "", fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
 	}
 	if err != nil {
 		return "", fmt.Errorf("engine: read %s: %w", name, err)
 	}
-	sf, err := parseStoreFile(name, b)
+	sf, err := layout.ParseStore(name, b)
 	if err != nil {
 		return "", err
 	}
-	return chain.OriginName(hex.EncodeToString(sf.id[:])), nil
+	return chain.OriginName(hex.EncodeToString(sf.ID[:])), nil
 }

@@ -23,12 +23,13 @@ package engine
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -94,20 +95,20 @@ var errNotThisAtom = errors.New("the position does not hold the atom record of t
 
 // readAtom reads the atom record at p and checks that it is run's atom at
 // seq.
-func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*atomRecord, error) {
-	rec, err := db.log.ReadAt(p)
+func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
+	raw, err := db.log.ReadAt(p)
 	if err != nil {
 		return nil, err
 	}
-	if len(rec) == 0 || rec[0] != kindAtom {
-		return nil, fmt.Errorf("%w: %v holds no atom record", errNotThisAtom, p)
-	}
-	a, err := decodeAtomRecord(rec)
-	if err != nil {
+	a := &record.Record{}
+	if err := (&record.Decoder{}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
 	}
-	if a.run != run || a.seq != seq {
-		return nil, fmt.Errorf("%w: %v holds run %q seq %d", errNotThisAtom, p, a.run, a.seq)
+	if a.Kind != record.KindAtom {
+		return nil, fmt.Errorf("%w: %v holds no atom record", errNotThisAtom, p)
+	}
+	if a.Run != run || a.Seq != seq {
+		return nil, fmt.Errorf("%w: %v holds run %q seq %d", errNotThisAtom, p, a.Run, a.Seq)
 	}
 	return a, nil
 }
@@ -177,15 +178,15 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			return nil, false, fmt.Errorf("engine: run %q seq %d: %w", r.id, at, err)
 		}
 		if snap != nil && at == base {
-			if chain.Hash(snap.Head) != a.head {
-				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.head[:8]))
+			if chain.Hash(snap.Head) != a.Head {
+				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.Head[:8]))
 			}
 			if f, err = db.decodeFrame(snap.Frame, "snapshot of run "+r.id); err != nil {
 				return mismatch(base, err)
 			}
 			continue
 		}
-		if err := db.applyAtomBody(f, r.id, at, a.body); err != nil {
+		if err := db.applyAtomBody(f, r.id, at, a.Body); err != nil {
 			return nil, false, err
 		}
 	}
@@ -215,12 +216,12 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 		}
 		a, err := db.readAtom(p, r.id, at)
 		if errors.Is(err, errNotThisAtom) {
-			return nil, &CorruptionError{File: db.path(walDir), Run: r.id, Seq: at, Reason: err.Error()}
+			return nil, &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: at, Reason: err.Error()}
 		}
 		if err != nil {
 			return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, at, err)
 		}
-		if err := db.applyAtomBody(f, r.id, at, a.body); err != nil {
+		if err := db.applyAtomBody(f, r.id, at, a.Body); err != nil {
 			return nil, err
 		}
 	}
@@ -256,52 +257,31 @@ func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error)
 // atoms 1..n: for each seq, the first atom record of the run at that seq,
 // as recovery takes it.
 func (db *DB) scanAtomPositions(ctx context.Context, run string, n uint64) ([]wal.Pos, error) {
-	rd, err := db.log.NewReader(wal.Pos{})
+	dec := &record.Decoder{Skip: func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }}
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
 	}
-	defer rd.Close()
+	defer c.Close()
 	pos := make([]wal.Pos, 0, min(n, 1<<16))
-	for i := 0; uint64(len(pos)) < n && rd.Next(); i++ {
+	for i := 0; uint64(len(pos)) < n && c.Next(); i++ {
 		if i%4096 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		rec := rd.Record()
-		if len(rec) == 0 || rec[0] != kindAtom || !atomOfRun(rec, run) {
-			continue
-		}
-		a, err := decodeAtomRecord(rec)
-		if err != nil {
-			return nil, &CorruptionError{File: db.path(walDir), Run: run, Reason: fmt.Sprintf("at %v: %v", rd.Pos(), err)}
-		}
-		if a.seq == uint64(len(pos))+1 {
-			pos = append(pos, rd.Pos())
+		if a := c.Record(); a.Seq == uint64(len(pos))+1 {
+			pos = append(pos, a.Pos)
 		}
 	}
-	if err := rd.Err(); err != nil {
+	if err := c.Err(); err != nil {
 		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
 	}
 	if uint64(len(pos)) < n {
-		return nil, &CorruptionError{File: db.path(walDir), Run: run, Seq: uint64(len(pos)) + 1,
+		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: uint64(len(pos)) + 1,
 			Reason: fmt.Sprintf("the log holds atoms 1..%d of the run, %d are committed", len(pos), n)}
 	}
 	return pos, nil
-}
-
-// atomOfRun reports whether the atom record rec may be of run, without
-// allocating: its run id field (a uvarint length and the bytes) equals run.
-// A false positive only costs a decode.
-func atomOfRun(rec []byte, run string) bool {
-	n, w := binary.Uvarint(rec[1:])
-	if w <= 0 || len(rec) < 1+w+len(run) {
-		return true // let decodeAtomRecord say what is wrong
-	}
-	if n != uint64(len(run)) {
-		return false
-	}
-	return string(rec[1+w:1+w+len(run)]) == run
 }
 
 // atomPosition returns the log position of the run's atom seq, one the

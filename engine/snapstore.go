@@ -30,13 +30,20 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
+// metaCheckpointGen is the snapshot store's metadata key holding the
+// generation of the last engine checkpoint it took part in (layout's
+// format.go describes it).
+const metaCheckpointGen = "engine/checkpoint-gen"
+
 func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
-	dir := db.path(snapshotsDir)
+	dir := db.path(layout.SnapshotsDir)
 	s, err := db.openSnapshotStore(dir)
 	if err == nil {
 		if err = db.checkSnapshotGen(s); err != nil {
@@ -70,7 +77,7 @@ func (db *DB) openSnapshotStore(dir string) (*snapshot.Store, error) {
 	deadline := time.Now().Add(snapshotLockWait)
 	for {
 		s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
-		if err == nil || !lockHeld(err) || time.Now().After(deadline) {
+		if err == nil || !layout.LockHeld(err) || time.Now().After(deadline) {
 			return s, err
 		}
 		select {
@@ -89,7 +96,7 @@ func rebuildable(err error) bool {
 	if errors.Is(err, snapshot.ErrCorrupt) || errors.As(err, &ce) {
 		return true
 	}
-	if errors.Is(err, snapshot.ErrNewerFormat) || errors.Is(err, snapshot.ErrFailed) || errors.Is(err, ErrClosed) || lockHeld(err) {
+	if errors.Is(err, snapshot.ErrNewerFormat) || errors.Is(err, snapshot.ErrFailed) || errors.Is(err, ErrClosed) || layout.LockHeld(err) {
 		return false
 	}
 	var errno syscall.Errno
@@ -102,7 +109,7 @@ func rebuildable(err error) bool {
 func (db *DB) moveSnapshotsAside(dir string) (string, error) {
 	if names, err := db.fs.List(db.dir); err == nil {
 		for _, n := range names {
-			if strings.HasPrefix(n, snapshotsDir+".broken-") {
+			if strings.HasPrefix(n, layout.SnapshotsDir+".broken-") {
 				if err := db.fs.RemoveAll(db.path(n)); err != nil {
 					db.logger.Warn("engine: remove an old copy of the snapshot store", "dir", db.path(n), "err", err)
 				}
@@ -114,7 +121,7 @@ func (db *DB) moveSnapshotsAside(dir string) (string, error) {
 		return "", err
 	}
 	if !db.opts.NoSync {
-		if err := syncDir(db.fs, db.dir); err != nil {
+		if err := layout.SyncDir(db.fs, db.dir); err != nil {
 			return "", err
 		}
 	}
@@ -157,7 +164,7 @@ func (db *DB) snapshotGen(s *snapshot.Store) (uint64, error) {
 		return 0, err
 	}
 	if len(v) != 8 {
-		return 0, corruptf(db.path(snapshotsDir), "metadata %q holds %d bytes, want 8", metaCheckpointGen, len(v))
+		return 0, record.Corruptf(db.path(layout.SnapshotsDir), "metadata %q holds %d bytes, want 8", metaCheckpointGen, len(v))
 	}
 	return binary.BigEndian.Uint64(v), nil
 }
@@ -203,31 +210,25 @@ func (db *DB) reindex(s *snapshot.Store) error {
 		r.mu.Unlock()
 	}
 	pos := map[string][]snapshot.Pos{}
-	rd, err := db.log.NewReader(wal.Pos{})
+	dec := &record.Decoder{Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
-	for rd.Next() {
-		rec := rd.Record()
-		if len(rec) == 0 || rec[0] != kindAtom {
-			continue
-		}
-		a, err := decodeAtomRecord(rec)
-		if err != nil {
-			return err
-		}
-		if p := pos[a.run]; a.seq <= want[a.run] && a.seq == uint64(len(p))+1 {
-			pos[a.run] = append(p, snapshot.Pos{Segment: rd.Pos().Segment, Offset: rd.Pos().Offset})
+	defer c.Close()
+	for c.Next() {
+		a := c.Record()
+		if p := pos[a.Run]; a.Seq <= want[a.Run] && a.Seq == uint64(len(p))+1 {
+			pos[a.Run] = append(p, snapshot.Pos{Segment: a.Pos.Segment, Offset: a.Pos.Offset})
 		}
 	}
-	if err := rd.Err(); err != nil {
+	if err := c.Err(); err != nil {
 		return err
 	}
 	b := s.NewBatch()
 	for run, p := range pos {
 		if uint64(len(p)) != want[run] {
-			return corruptf(db.path(walDir), "run %q: the log holds %d of its %d indexed atoms", run, len(p), want[run])
+			return record.Corruptf(db.path(layout.WALDir), "run %q: the log holds %d of its %d indexed atoms", run, len(p), want[run])
 		}
 		if err := b.PutPositions(run, 1, p); err != nil {
 			return err
@@ -255,7 +256,7 @@ func (db *DB) closeSnapshots() error {
 	err := db.snap.Close()
 	if f := db.snap.Err(); errors.Is(f, snapshot.ErrCorrupt) {
 		// Damaged: the next Open builds a new store from the log.
-		dir := db.path(snapshotsDir)
+		dir := db.path(layout.SnapshotsDir)
 		if aside, merr := db.moveSnapshotsAside(dir); merr != nil {
 			db.logger.Warn("engine: could not move the damaged snapshot store aside; the next Open re-checks it", "dir", dir, "err", merr)
 		} else {

@@ -21,6 +21,9 @@ type Cursor struct {
 	// before holds the last seq of each run read so far, to name the run a
 	// damaged record cuts (see Locate).
 	before map[string]uint64
+	until  wal.Pos // stop before this position; the zero Pos: the end
+	// onDamage, if set, takes the records that do not decode (see OnDamage).
+	onDamage func(pos wal.Pos, raw []byte, err error)
 }
 
 // NewCursor returns a cursor over the records of log that start at or
@@ -38,10 +41,10 @@ func NewCursor(log *wal.Log, file func(seg uint64) string, from wal.Pos, dec *De
 }
 
 // Next decodes the next record. It returns false at the end of the durable
-// log or on error (see Err).
+// log (or at Until) and on error (see Err).
 func (c *Cursor) Next() bool {
-	if c.err != nil || !c.rd.Next() {
-		if c.err == nil {
+	for c.err == nil {
+		if !c.rd.Next() {
 			if err := c.rd.Err(); err != nil {
 				c.err = c.Damage(err)
 			} else if dmg := c.log.Recovery().Damage; dmg != nil {
@@ -49,19 +52,54 @@ func (c *Cursor) Next() bool {
 				// its newest segment: that is where the cursor stopped.
 				c.err = c.Damage(dmg)
 			}
+			return false
 		}
-		return false
+		pos, raw := c.rd.Pos(), c.rd.Record()
+		if c.until != (wal.Pos{}) && !pos.Less(c.until) {
+			return false
+		}
+		if c.dec.Skip != nil {
+			if k, run, seq, ok := peek(raw); ok && c.dec.Skip(k, run) {
+				if k == KindAtom {
+					c.before[string(run)] = seq
+				}
+				continue
+			}
+		}
+		if err := c.dec.Decode(raw, pos, c.file(pos.Segment), &c.rec); err != nil {
+			if c.onDamage != nil {
+				c.onDamage(pos, raw, err)
+				continue
+			}
+			c.err = err
+			return false
+		}
+		if c.rec.Kind == KindAtom {
+			c.before[c.rec.Run] = c.rec.Seq
+		}
+		return true
 	}
-	pos := c.rd.Pos()
-	if err := c.dec.Decode(c.rd.Record(), pos, c.file(pos.Segment), &c.rec); err != nil {
-		c.err = err
-		return false
-	}
-	if c.rec.Kind == KindAtom {
-		c.before[c.rec.Run] = c.rec.Seq
-	}
-	return true
+	return false
 }
+
+// Known tells the cursor the last seq of each run before its start (the
+// cursor owns m from then on), so that damage names the run it cuts even
+// when the cursor read none of its atoms.
+func (c *Cursor) Known(m map[string]uint64) {
+	if m != nil {
+		c.before = m
+	}
+}
+
+// OnDamage makes the cursor hand a record that the log holds intact but
+// that does not decode (a *CorruptionError) to fn and go on with the next
+// one, instead of stopping: a verifier reports every such record. Damage
+// of the log itself still stops the cursor (Err).
+func (c *Cursor) OnDamage(fn func(pos wal.Pos, raw []byte, err error)) { c.onDamage = fn }
+
+// Until makes the cursor stop before the record at or after to (the zero
+// Pos: read to the end of the log).
+func (c *Cursor) Until(to wal.Pos) { c.until = to }
 
 // Record is the current record, valid until the next call to Next.
 func (c *Cursor) Record() *Record { return &c.rec }

@@ -58,6 +58,12 @@ type Decoder struct {
 	DictFile func(id uint32) string
 	// Dicts are the dictionaries the store holds (for DictFile).
 	Dicts *frame.Dicts
+	// Skip, if set, is asked of each record a Cursor reads before it is
+	// decoded, with its kind and, for the kinds that begin with one (run,
+	// atom, fail), its run id (a slice of the record: compare, don't
+	// keep); nil for the others. A record it skips is not decoded and not
+	// returned: a scan for one run's atoms pays nothing for the others'.
+	Skip func(k Kind, run []byte) bool
 
 	buf []byte
 }
@@ -172,6 +178,34 @@ func (d *Decoder) missingDict(compressed []byte) string {
 	return d.DictFile(uint32(id))
 }
 
+// peek returns the kind of raw and, for the kinds that begin with one,
+// its run id and the uvarint after it (the atom's or fail's seq), without
+// allocating; ok is false if they do not parse (Decode then says why).
+func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
+	if len(raw) == 0 {
+		return 0, nil, 0, false
+	}
+	k = Kind(raw[0])
+	switch k {
+	case KindRun, KindAtom, KindFail:
+	default:
+		return k, nil, 0, true
+	}
+	n, w := binary.Uvarint(raw[1:])
+	if w <= 0 || n > MaxRunIDLen || uint64(len(raw)-1-w) < n {
+		return k, nil, 0, false
+	}
+	run = raw[1+w : 1+w+int(n)]
+	if k != KindRun {
+		var w2 int
+		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
+		if w2 <= 0 {
+			return k, nil, 0, false
+		}
+	}
+	return k, run, seq, true
+}
+
 // AtomBody is an atom's decompressed body.
 type AtomBody struct {
 	Actions []ledger.Fingerprint // the atom's actions, in call order
@@ -215,4 +249,29 @@ func (d *Decoder) DecodeAtom(dst []byte, r *Record, file string) ([]byte, *AtomB
 		return plain, nil, &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: err.Error(), Err: err}
 	}
 	return plain, body, nil
+}
+
+// ApplyAtom decompresses an atom's body (compressed, as an atom record
+// holds it) and applies its delta to f. Damage is a *CorruptionError of
+// file naming run and seq.
+func ApplyAtom(comp Compressor, f *frame.Frame, run string, seq uint64, compressed []byte, file string) error {
+	damage := func(reason string, err error) error {
+		return &CorruptionError{File: file, Run: run, Seq: seq, Reason: reason, Err: err}
+	}
+	plain, err := comp.Decompress(nil, compressed)
+	if err != nil {
+		return damage(err.Error(), err)
+	}
+	body, err := DecodeAtomBody(plain)
+	if err != nil {
+		return damage(err.Error(), err)
+	}
+	d, err := frame.DecodeDelta(body.Delta)
+	if err != nil {
+		return damage(err.Error(), err)
+	}
+	if err := f.Apply(d); err != nil {
+		return damage("stored delta does not apply: "+err.Error(), err)
+	}
+	return nil
 }

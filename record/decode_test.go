@@ -7,6 +7,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -177,6 +178,31 @@ func FuzzDecode(f *testing.F) {
 		}
 		if string(again) != string(b) {
 			t.Fatalf("decoded %+v re-encodes to %x, not %x", r, again, b)
+		}
+	})
+}
+
+// FuzzAtomBody decodes an uncompressed atom body: what decodes re-encodes
+// to its input, and its delta, when it decodes, applies or is refused
+// without a panic.
+func FuzzAtomBody(f *testing.F) {
+	f.Add(AppendAtomBody(nil, nil, frame.AppendDelta(nil, new(frame.Delta).SetObjective("go"))))
+	f.Add(AppendAtomBody(nil, []ledger.Fingerprint{{1}, {2}}, frame.AppendDelta(nil, new(frame.Delta).Set("k", []byte("v")))))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		a, err := DecodeAtomBody(b)
+		if err != nil {
+			return
+		}
+		if enc := AppendAtomBody(nil, a.Actions, a.Delta); string(enc) != string(b) {
+			t.Fatalf("atom body %x re-encodes to %x", b, enc)
+		}
+		if d, err := frame.DecodeDelta(a.Delta); err == nil {
+			f := &frame.Frame{Memory: map[string][]byte{}}
+			if f.CanApply(d) == nil {
+				if err := f.Apply(d); err != nil {
+					t.Fatalf("a delta CanApply accepted does not apply: %v", err)
+				}
+			}
 		}
 	})
 }

@@ -1,4 +1,4 @@
-package engine
+package offline
 
 // verify --deep's check of the snapshot store against the log: every
 // snapshot's chain head and frame, and every position of the atom index.
@@ -15,15 +15,14 @@ package engine
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"sort"
-	"strings"
-	"syscall"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -32,12 +31,6 @@ import (
 // (The engine checks every value it reads from the store against the log
 // anyway, and rebuilds the store when one disagrees.)
 const notCheckedSnapshots = "the snapshot store (its snapshots and atom index)"
-
-// lockHeld reports whether err is a failure to take a lock that another
-// holder has.
-func lockHeld(err error) bool {
-	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "held")
-}
 
 // indexEntry is one position of the atom index.
 type indexEntry struct {
@@ -50,20 +43,20 @@ type indexEntry struct {
 // vr.unchecked.
 func (vr *verifyRun) checkSnapshotStore(ctx context.Context, log *wal.Log) {
 	db := vr.db
-	dir := db.path(snapshotsDir)
-	if _, err := db.fs.Stat(dir); notExist(err) {
+	dir := db.path(layout.SnapshotsDir)
+	if _, err := db.fs.Stat(dir); layout.NotExist(err) {
 		return // none: the engine builds it from the log
 	}
 	// Pebble creates its LOCK file even when it opens read-only, and verify
 	// writes nothing into the store: without one, the store is not opened.
 	// (The engine creates it at its next Open; its absence is harmless.)
-	if _, err := db.fs.Stat(db.fs.PathJoin(dir, "LOCK")); notExist(err) {
+	if _, err := db.fs.Stat(db.fs.PathJoin(dir, "LOCK")); layout.NotExist(err) {
 		vr.unchecked = append(vr.unchecked, "the snapshot store (it has no LOCK file, which opening it would create: verify writes nothing)")
 		return
 	}
 	s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, ReadOnly: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
 	if err != nil {
-		if lockHeld(err) {
+		if layout.LockHeld(err) {
 			vr.unchecked = append(vr.unchecked, "the snapshot store (a running process has it open, so not even with --deep: verify the store once it is closed)")
 			return
 		}
@@ -111,51 +104,49 @@ func (vr *verifyRun) checkSnapshotStore(ctx context.Context, log *wal.Log) {
 // index position with it.
 func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *snapshot.Store, snaps map[string][]uint64, index map[string][]indexEntry) {
 	db := vr.db
-	dir := db.path(snapshotsDir)
+	dir := db.path(layout.SnapshotsDir)
 	frames := map[string]*frame.Frame{}
 	for run := range snaps {
 		frames[run] = newFrame()
 	}
 	last := map[string]uint64{} // run -> last seq of the log's first records of it
-	rd, err := log.NewReader(wal.Pos{})
+	dec := &record.Decoder{Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
+	c, err := record.NewCursor(log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.unchecked = append(vr.unchecked, fmt.Sprintf("the snapshot store (the log cannot be read: %v)", err))
 		return
 	}
-	defer rd.Close()
-	for n := 0; rd.Next(); n++ {
+	defer c.Close()
+	c.OnDamage(func(wal.Pos, []byte, error) {}) // the log's own check reports it
+	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 && ctx.Err() != nil {
 			return
 		}
-		rec := rd.Record()
-		if len(rec) == 0 || rec[0] != kindAtom {
-			continue
-		}
-		a, err := decodeAtomRecord(rec)
-		if err != nil || a.seq != last[a.run]+1 {
+		a := c.Record()
+		if a.Seq != last[a.Run]+1 {
 			continue // the log's own check reports it
 		}
-		last[a.run] = a.seq
-		if ix := index[a.run]; len(ix) > 0 && ix[0].seq == a.seq {
-			if ix[0].pos != rd.Pos() {
-				vr.fail(a.run, a.seq, dir, "snapshot store: the atom index puts run %q seq %d at %v; the log has it at %v (the engine ignores it and rebuilds the store)", a.run, a.seq, ix[0].pos, rd.Pos())
+		last[a.Run] = a.Seq
+		if ix := index[a.Run]; len(ix) > 0 && ix[0].seq == a.Seq {
+			if ix[0].pos != a.Pos {
+				vr.fail(a.Run, a.Seq, dir, "snapshot store: the atom index puts run %q seq %d at %v; the log has it at %v (the engine ignores it and rebuilds the store)", a.Run, a.Seq, ix[0].pos, a.Pos)
 			}
-			index[a.run] = ix[1:]
+			index[a.Run] = ix[1:]
 		}
-		f := frames[a.run]
+		f := frames[a.Run]
 		if f == nil {
 			continue
 		}
-		if err := db.applyAtomBody(f, a.run, a.seq, a.body); err != nil {
-			delete(frames, a.run) // the log's own check reports it
+		if err := db.applyAtomBody(f, a.Run, a.Seq, a.Body); err != nil {
+			delete(frames, a.Run) // the log's own check reports it
 			continue
 		}
-		if ss := snaps[a.run]; len(ss) > 0 && ss[0] == a.seq {
-			snaps[a.run] = ss[1:]
-			vr.compareSnapshot(s, a.run, a.seq, [32]byte(a.head), f)
+		if ss := snaps[a.Run]; len(ss) > 0 && ss[0] == a.Seq {
+			snaps[a.Run] = ss[1:]
+			vr.compareSnapshot(s, a.Run, a.Seq, [32]byte(a.Head), f)
 		}
 	}
-	if err := rd.Err(); err != nil {
+	if err := c.Err(); err != nil {
 		return // the log's own check reports it
 	}
 	runs := make([]string, 0, len(snaps)+len(index))
@@ -181,7 +172,7 @@ func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *
 // compareSnapshot compares the store's snapshot of run at seq with the
 // chain head and frame the log gives.
 func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, head [32]byte, want *frame.Frame) {
-	dir := vr.db.path(snapshotsDir)
+	dir := vr.db.path(layout.SnapshotsDir)
 	snap, err := s.AtOrBelow(run, seq)
 	if err == nil && snap.Seq != seq {
 		err = fmt.Errorf("read back at seq %d", snap.Seq)

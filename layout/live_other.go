@@ -1,7 +1,7 @@
 //go:build !(linux || darwin || dragonfly || freebsd || netbsd || openbsd)
 
-package engine
+package layout
 
 // lockHolder cannot ask another process's lock on this system: only the
-// DBs of this process are seen (see storeHolder).
+// DBs of this process are seen (see StoreHolder).
 func lockHolder(string) Holder { return Holder{} }

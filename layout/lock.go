@@ -1,4 +1,4 @@
-package engine
+package layout
 
 // The store's lock. Two processes are kept apart by the LOCK file's fcntl
 // lock; two DBs of one process are kept apart here, by the store's
@@ -14,10 +14,22 @@ import (
 	"path"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+)
+
+// Sentinel errors of the store's lock.
+var (
+	// ErrLocked is returned when another process (or another DB in this
+	// process, whatever path it was opened by) holds the store's lock.
+	ErrLocked = errors.New("continuum: store is locked by another process")
+	// ErrReadOnly is returned when the store cannot be written: its LOCK
+	// file is not writable by this user, or its filesystem is mounted
+	// read-only. The read-only tools (inspect, scan, verify) still work.
+	ErrReadOnly = errors.New("continuum: store is read-only")
 )
 
 // storeKey identifies a store's directory within this process. On a
@@ -41,10 +53,10 @@ var openStores struct {
 func storeIdentity(fs vfs.FS, dir string) (storeKey, error) {
 	fi, err := fs.Stat(dir)
 	if err != nil {
-		return storeKey{}, fmt.Errorf("engine: stat store directory %s: %w", dir, unwrapPathErr(err))
+		return storeKey{}, fmt.Errorf("stat store directory %s: %w", dir, UnwrapPathErr(err))
 	}
 	if !fi.IsDir() {
-		return storeKey{}, fmt.Errorf("engine: %s is not a directory", dir)
+		return storeKey{}, fmt.Errorf("%s is not a directory", dir)
 	}
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st != nil {
 		return storeKey{dev: uint64(st.Dev), ino: uint64(st.Ino)}, nil
@@ -65,20 +77,20 @@ func storeIdentity(fs vfs.FS, dir string) (storeKey, error) {
 	return key, nil
 }
 
-// storeLock is a held lock: the store's identity in this process and the
+// StoreLock is a held lock: the store's identity in this process and the
 // LOCK file's lock.
-type storeLock struct {
+type StoreLock struct {
 	key  storeKey
 	file io.Closer
 }
 
-// lockStoreIdentity takes the store's lock: first its identity in this
+// LockStore takes the store's lock: first its identity in this
 // process, then LOCK (through lockStore, which records it for
-// storeHolder). idFS is the filesystem of Options (for the identity), fs the
+// StoreHolder). idFS is the filesystem of Options (for the identity), fs the
 // one the store's files go through. A conflict with another DB or process
 // matches ErrLocked; a LOCK file or filesystem that cannot be written
 // matches ErrReadOnly; anything else is an I/O error naming LOCK.
-func lockStoreIdentity(idFS, fs vfs.FS, dir, lockName string) (*storeLock, error) {
+func LockStore(idFS, fs vfs.FS, dir, lockName string) (*StoreLock, error) {
 	key, err := storeIdentity(idFS, dir)
 	if err != nil {
 		return nil, err
@@ -100,11 +112,11 @@ func lockStoreIdentity(idFS, fs vfs.FS, dir, lockName string) (*storeLock, error
 		releaseKey(key)
 		return nil, lockError(lockName, err)
 	}
-	return &storeLock{key: key, file: f}, nil
+	return &StoreLock{key: key, file: f}, nil
 }
 
 // Close releases the LOCK file's lock, then the identity.
-func (l *storeLock) Close() error {
+func (l *StoreLock) Close() error {
 	err := l.file.Close()
 	releaseKey(l.key)
 	return err
@@ -131,7 +143,7 @@ func lockError(name string, err error) error {
 			return fmt.Errorf("%w: %s cannot be opened for writing (%v); give this user write access to the store, "+
 				"or read it with continuumctl inspect, stats, export or verify, which take no lock", ErrReadOnly, name, pe.Err)
 		}
-		return fmt.Errorf("engine: lock %s: %w", name, pe.Err)
+		return fmt.Errorf("lock %s: %w", name, pe.Err)
 	}
 	var errno syscall.Errno
 	if errors.As(err, &errno) && (errno == syscall.EAGAIN || errno == syscall.EACCES) {
@@ -141,20 +153,11 @@ func lockError(name string, err error) error {
 	if err.Error() == "lock held by current process" {
 		return fmt.Errorf("%w: %s is held by another DB of this process", ErrLocked, name)
 	}
-	return fmt.Errorf("engine: lock %s: %w", name, err)
+	return fmt.Errorf("lock %s: %w", name, err)
 }
 
-// unwrapPathErr returns a *PathError's cause, so that a message that
-// already names the path does not name it again; other errors unchanged.
-// errors.Is with os.ErrNotExist and the like still holds of the cause.
-func unwrapPathErr(err error) error {
-	var pe *os.PathError
-	if errors.As(err, &pe) {
-		return pe.Err
-	}
-	var le *os.LinkError
-	if errors.As(err, &le) {
-		return le.Err
-	}
-	return err
+// LockHeld reports whether err is a failure to take a lock that another
+// holder has.
+func LockHeld(err error) bool {
+	return errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EACCES) || strings.Contains(err.Error(), "held")
 }

@@ -1,4 +1,4 @@
-package engine
+package offline
 
 import (
 	"bytes"
@@ -15,7 +15,9 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
@@ -91,40 +93,38 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	}
 	start := time.Now()
 	fs := privfs.Confine(o.FS, dir) // only the store's own regular files
-	storeName := fs.PathJoin(dir, storeFileName)
-	b, err := readFile(fs, storeName)
+	storeName := fs.PathJoin(dir, layout.StoreName)
+	b, err := layout.ReadFile(fs, storeName)
 	var storeID string
 	var keyed bool     // STORE says the chain is keyed
 	var storeErr error // STORE is missing from a store that has a log: reported
 	switch {
-	case notExist(err):
-		names, _ := fs.List(fs.PathJoin(dir, walDir))
+	case layout.NotExist(err):
+		names, _ := fs.List(fs.PathJoin(dir, layout.WALDir))
 		if !slices.ContainsFunc(names, func(n string) bool { return strings.HasSuffix(n, ".wal") }) {
-			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
+			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
 		}
-		storeErr = corruptf(storeName, "missing, but %s holds a log", fs.PathJoin(dir, walDir))
+		storeErr = record.Corruptf(storeName, "missing, but %s holds a log", fs.PathJoin(dir, layout.WALDir))
 		// The store's identity, from CHECKPOINT if it is readable.
-		if b, err := readFile(fs, fs.PathJoin(dir, checkpointName)); err == nil {
-			if cp, err := parseCheckpointFile(checkpointName, b); err == nil {
-				storeID = hex.EncodeToString(cp.storeID[:])
+		if b, err := layout.ReadFile(fs, fs.PathJoin(dir, layout.CheckpointName)); err == nil {
+			if cp, err := layout.ParseCheckpoint(layout.CheckpointName, b); err == nil {
+				storeID = hex.EncodeToString(cp.StoreID[:])
 			}
 		}
 	case err != nil:
 		return nil, err
 	default:
-		sf, err := parseStoreFile(storeName, b)
+		sf, err := layout.ParseStore(storeName, b)
 		if err != nil {
 			return nil, err
 		}
-		storeID = hex.EncodeToString(sf.id[:])
-		keyed = sf.mode == chainKeyed
+		storeID = hex.EncodeToString(sf.ID[:])
+		keyed = sf.Mode == layout.ChainKeyed
 	}
 
 	// Dictionaries, read-only.
-	db := &DB{fs: fs, dir: dir, dicts: frame.NewDicts()}
-	if names, err := fs.List(db.path(dictsDir)); err == nil && len(names) > 0 {
-		o2 := Options{DictSamples: -1}
-		db.opts = o2
+	db := &store{fs: fs, dir: dir, dicts: frame.NewDicts()}
+	if names, err := fs.List(db.path(layout.DictsDir)); err == nil && len(names) > 0 {
 		if err := db.loadDicts(); err != nil {
 			return nil, err
 		}
@@ -149,21 +149,21 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	// file or CHECKPOINT only once the log holds what it derives from, so
 	// the log opened afterwards reaches at least as far.
 	if err := vr.loadRestartFiles(); err != nil {
-		v.Corrupt(db.path(checkpointName), err)
+		v.Corrupt(db.path(layout.CheckpointName), err)
 	}
-	log, err := wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
+	log, err := wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
 	var logErr error // damage found opening the log: reported, not returned
 	switch {
 	case err == nil:
 	case errors.Is(err, wal.ErrCorrupt):
 		log, logErr = nil, err
-	case notExist(err):
+	case layout.NotExist(err):
 		log = nil
 	default:
 		return nil, fmt.Errorf("engine: verify: open log: %w", err)
 	}
 	if logErr != nil {
-		v.Corrupt(db.path(walDir), logErr)
+		v.Corrupt(db.path(layout.WALDir), logErr)
 	}
 	if logErr == nil {
 		vr.checkLogPresent(log)
@@ -174,9 +174,6 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 			total += s.Size
 		}
 		vr.scan(ctx, log, total, o.Progress)
-		if dmg := log.Recovery().Damage; dmg != nil {
-			vr.logDamage(log, dmg)
-		}
 		if o.Deep {
 			vr.checkSnapshotStore(ctx, log) // snapcheck.go
 		} else {
@@ -184,7 +181,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 		}
 		log.Close()
 		if vr.vanished != nil {
-			return nil, fmt.Errorf("engine: verify: read log %s: %w", db.path(walDir), vr.vanished)
+			return nil, fmt.Errorf("engine: verify: read log %s: %w", db.path(layout.WALDir), vr.vanished)
 		}
 	}
 	if err := ctx.Err(); err != nil {
@@ -201,12 +198,12 @@ type verifyRunState struct {
 	heads []chain.Hash // heads[i] = h(i+1), as stored
 	frame *frame.Frame // Deep: the frame rebuilt so far
 	// from the restart files:
-	frameFile *frameFile
-	ckpt      *checkpointRun
+	frameFile *layout.FrameFile
+	ckpt      *layout.CheckpointRun
 }
 
 type verifyRun struct {
-	db    *DB
+	db    *store
 	v     *chain.Verifier
 	deep  bool
 	certs map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
@@ -222,12 +219,12 @@ type verifyRun struct {
 // readErr reports an error reading the log: a segment that vanished (a
 // live engine removed it below its checkpoint after Verify listed it)
 // makes Verify start over; anything else is damage.
-func (vr *verifyRun) readErr(log *wal.Log, err error) {
-	if notExist(err) {
+func (vr *verifyRun) readErr(err error) {
+	if layout.NotExist(err) {
 		vr.vanished = err
 		return
 	}
-	vr.logDamage(log, err)
+	vr.logDamage(err)
 }
 
 func (vr *verifyRun) run(id string) *verifyRunState {
@@ -250,25 +247,25 @@ func (vr *verifyRun) fail(run string, seq uint64, loc, format string, args ...an
 // with the chain once it is verified.
 func (vr *verifyRun) loadRestartFiles() error {
 	db := vr.db
-	b, err := readFile(db.fs, db.path(checkpointName))
+	b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName))
 	if err == nil {
-		cp, err := parseCheckpointFile(db.path(checkpointName), b)
+		cp, err := layout.ParseCheckpoint(db.path(layout.CheckpointName), b)
 		if err != nil {
 			return err
 		}
-		vr.dc.cp, vr.dc.replay = cp, wal.Pos{Segment: cp.replay.seg, Offset: cp.replay.off}
-		if cp.ledgerGen != 0 && vr.deep {
-			if t, err := readFile(db.fs, db.ledgerTableName(cp.ledgerGen)); err == nil {
+		vr.dc.cp, vr.dc.replay = cp, wal.Pos{Segment: cp.Replay.Segment, Offset: cp.Replay.Offset}
+		if cp.LedgerGen != 0 && vr.deep {
+			if t, err := layout.ReadFile(db.fs, db.ledgerTableName(cp.LedgerGen)); err == nil {
 				vr.dc.table = t
 			}
 		}
-		for i := range cp.runs {
-			vr.run(cp.runs[i].id).ckpt = &cp.runs[i]
+		for i := range cp.Runs {
+			vr.run(cp.Runs[i].ID).ckpt = &cp.Runs[i]
 		}
-	} else if !notExist(err) {
+	} else if !layout.NotExist(err) {
 		return err
 	}
-	names, err := db.fs.List(db.path(framesDir))
+	names, err := db.fs.List(db.path(layout.FramesDir))
 	if err != nil {
 		return nil // no frame files
 	}
@@ -276,36 +273,41 @@ func (vr *verifyRun) loadRestartFiles() error {
 		if len(n) < 6 || n[len(n)-6:] != ".frame" {
 			continue
 		}
-		name := db.path(framesDir, n)
-		b, err := readFile(db.fs, name)
+		name := db.fs.PathJoin(db.path(layout.FramesDir), n)
+		b, err := layout.ReadFile(db.fs, name)
 		if err != nil {
 			vr.fail("", 0, name, "%v", err)
 			continue
 		}
-		ff, err := parseFrameFile(name, b)
+		ff, err := layout.ParseFrameFile(name, b)
 		if err != nil {
 			vr.fail("", 0, name, "%v", err)
 			continue
 		}
-		if frameFileBase(ff.run) != n {
-			vr.fail(ff.run, ff.seq, name, "frame file of run %q under another run's name", ff.run)
+		if layout.FrameFileBase(ff.Run) != n {
+			vr.fail(ff.Run, ff.Seq, name, "frame file of run %q under another run's name", ff.Run)
 			continue
 		}
-		vr.run(ff.run).frameFile = ff
+		vr.run(ff.Run).frameFile = ff
 	}
 	return nil
 }
 
 func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progress func(done, total int64)) {
-	rd, err := log.NewReader(wal.Pos{})
+	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, vr.db.decoder(true))
 	if err != nil {
-		vr.readErr(log, err)
+		vr.readErr(err)
 		return
 	}
-	defer rd.Close()
+	defer c.Close()
 	var done int64
+	c.OnDamage(func(pos wal.Pos, raw []byte, err error) {
+		vr.noteRecord(pos, c.NextPos())
+		done += int64(len(raw))
+		vr.v.Corrupt("wal "+pos.String(), err)
+	})
 	var payload []byte
-	for n := 0; rd.Next(); n++ {
+	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 {
 			if ctx.Err() != nil {
 				return
@@ -314,103 +316,52 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				progress(done, total)
 			}
 		}
-		rec, pos := rd.Record(), rd.Pos()
-		vr.noteRecord(pos, rd.NextPos())
-		done += int64(len(rec))
+		r := c.Record()
+		pos := r.Pos
+		vr.noteRecord(pos, c.NextPos())
+		done += int64(len(r.Raw))
 		loc := "wal " + pos.String()
-		if len(rec) == 0 {
-			vr.v.Corrupt(loc, errors.New("empty record"))
-			continue
-		}
-		switch rec[0] {
-		case kindRun:
-			r, err := decodeRunRecord(rec)
-			if err != nil {
-				vr.v.Corrupt(loc, err)
-				continue
-			}
-			vr.run(r.id)
-			vr.v.Run(r.id, r.nonce, loc)
-			vr.noteRun(r, pos)
-		case kindIntent:
+		switch r.Kind {
+		case record.KindRun:
+			vr.run(r.Run)
+			vr.v.Run(r.Run, r.Nonce, loc)
+			vr.noteRun(r)
+		case record.KindIntent:
 			// Intents are not chained: checked, and (Deep) compared.
-			if body, err := vr.ledgerBody(rec, loc); err == nil {
-				if in, err := ledger.DecodeIntentView(body); err == nil { // args not kept
-					vr.noteIntent(in, pos, loc)
-				}
-			}
-		case kindCert:
-			body, err := vr.ledgerBody(rec, loc)
-			if err != nil {
-				continue
-			}
-			c, err := ledger.DecodeCertificateView(body) // only its digest is kept
-			if err != nil {
-				vr.v.Corrupt(loc, err)
-				continue
-			}
-			vr.noteCert(c, pos, loc)
-			if c.Status == ledger.StatusDone || c.Status == ledger.StatusResolved {
+			vr.noteIntent(r.Intent, pos, loc)
+		case record.KindCert:
+			cert := r.Cert // only its digest is kept
+			vr.noteCert(cert, pos, loc)
+			if cert.Status == ledger.StatusDone || cert.Status == ledger.StatusResolved {
 				// The ledger never certifies an action twice (Resolve of a
 				// certified action is refused): a second certificate is a
 				// forgery that would change what Do returns.
-				if _, dup := vr.certs[c.Fingerprint]; dup {
-					vr.fail(c.RunID, c.Seq, loc, "action %x certified a second time", c.Fingerprint[:8])
+				if _, dup := vr.certs[cert.Fingerprint]; dup {
+					vr.fail(cert.RunID, cert.Seq, loc, "action %x certified a second time", cert.Fingerprint[:8])
 					continue
 				}
-				vr.certs[c.Fingerprint] = blake3.Sum256(c.Result)
+				vr.certs[cert.Fingerprint] = blake3.Sum256(cert.Result)
 			}
-		case kindAtom:
-			if a, err := decodeAtomRecord(rec); err == nil {
-				vr.noteAtom(a, pos)
-			}
-			payload = vr.atom(rec, loc, payload[:0])
-		case kindFail:
-			if _, err := decodeFailRecord(rec); err != nil {
-				vr.v.Corrupt(loc, err)
-			}
-		case kindCheckpoint:
-			vr.v.Checkpoint(rec[1:], loc)
-		case kindStoreHead:
-			vr.v.StoreHead(rec[1:], loc)
-		default:
-			vr.v.Corrupt(loc, fmt.Errorf("unknown record kind %d", rec[0]))
+		case record.KindAtom:
+			vr.noteAtom(r)
+			payload = vr.atom(r, loc, payload[:0])
+		case record.KindCheckpoint:
+			vr.v.Checkpoint(r.Note, loc)
+		case record.KindStoreHead:
+			vr.v.StoreHead(r.Note, loc)
 		}
 	}
-	if err := rd.Err(); err != nil {
-		vr.readErr(log, err)
+	if err := c.Err(); err != nil {
+		vr.readErr(err)
 	}
 	if progress != nil {
 		progress(total, total)
 	}
 }
 
-func (vr *verifyRun) ledgerBody(rec []byte, loc string) ([]byte, error) {
-	body, err := vr.db.comp.Decompress(nil, rec[1:])
-	if err != nil {
-		if d := vr.db.dictNamed(rec[1:]); d != "" {
-			err = fmt.Errorf("%w (%s is missing)", err, d)
-		}
-		vr.v.Corrupt(loc, fmt.Errorf("%s: %w", kindName(rec[0]), err))
-		return nil, err
-	}
-	if rec[0] == kindIntent {
-		if _, err := ledger.DecodeIntentView(body); err != nil {
-			vr.v.Corrupt(loc, err)
-			return nil, err
-		}
-	}
-	return body, nil
-}
-
 // atom rebuilds the chained payload of an atom record (its body and the
 // digests of its actions' certified results) and hands it to the verifier.
-func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
-	a, err := decodeAtomRecord(rec)
-	if err != nil {
-		vr.v.Corrupt(loc, err)
-		return payload
-	}
+func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	// The body and the chained payload share one buffer: the payload is
 	// the body followed by the results' digests, appended in place (body's
 	// slices stay valid if the append moves it).
@@ -420,59 +371,52 @@ func (vr *verifyRun) atom(rec []byte, loc string, payload []byte) []byte {
 	if vr.deep {
 		dst = nil
 	}
-	raw, err := vr.db.comp.Decompress(dst, a.body)
-	var body *atomBody
-	if err == nil {
-		body, err = decodeAtomBody(raw)
-	}
+	raw, body, err := vr.db.decoder(false).DecodeAtom(dst, a, vr.db.segmentFile(a.Pos.Segment))
 	if err != nil {
-		if d := vr.db.dictNamed(a.body); d != "" {
-			err = fmt.Errorf("%w (%s is missing)", err, d)
-		}
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
-		vr.fail(a.run, a.seq, loc, "atom body: %v", err)
-		vr.v.Record(a.run, a.seq, a.body, a.head, loc)
+		vr.fail(a.Run, a.Seq, loc, "%v", err)
+		vr.v.Record(a.Run, a.Seq, a.Body, a.Head, loc)
 		return payload
 	}
 	payload = raw
-	for _, fp := range body.actions {
+	for _, fp := range body.Actions {
 		d, ok := vr.certs[fp]
 		if !ok {
-			vr.fail(a.run, a.seq, loc, "action %x has no certificate before the atom", fp[:8])
+			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", fp[:8])
 		}
 		payload = append(payload, d[:]...)
 	}
-	vr.v.Record(a.run, a.seq, payload, a.head, loc)
+	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
 
-	rs := vr.run(a.run)
-	if uint64(len(rs.heads))+1 == a.seq {
-		rs.heads = append(rs.heads, a.head)
+	rs := vr.run(a.Run)
+	if uint64(len(rs.heads))+1 == a.Seq {
+		rs.heads = append(rs.heads, a.Head)
 		if vr.deep && rs.frame != nil {
-			d, err := frame.DecodeDeltaOwned(body.delta) // raw is this atom's own, and never reused
+			d, err := frame.DecodeDeltaOwned(body.Delta) // raw is this atom's own, and never reused
 			if err == nil {
 				err = rs.frame.Apply(d)
 			}
 			if err != nil {
-				vr.fail(a.run, a.seq, loc, "delta: %v", err)
+				vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
 				rs.frame = nil
-			} else if ff := rs.frameFile; ff != nil && ff.seq == a.seq {
-				vr.compareFrame(a.run, rs.frame, ff)
+			} else if ff := rs.frameFile; ff != nil && ff.Seq == a.Seq {
+				vr.compareFrame(a.Run, rs.frame, ff)
 			}
 		}
 	}
 	return payload
 }
 
-func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *frameFile) {
+func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *layout.FrameFile) {
 	name := vr.db.frameFileName(run)
-	got, err := vr.db.decodeFrame(ff.frame, name)
+	got, err := vr.db.decodeFrame(ff.Frame, name)
 	if err != nil {
-		vr.fail(run, ff.seq, name, "%v", err)
+		vr.fail(run, ff.Seq, name, "%v", err)
 		return
 	}
 	if !bytes.Equal(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)) {
-		vr.fail(run, ff.seq, name, "frame file differs from the frame rebuilt from the log")
+		vr.fail(run, ff.Seq, name, "frame file differs from the frame rebuilt from the log")
 	}
 }
 
@@ -493,22 +437,22 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 	for id, rs := range vr.runs {
 		if ff := rs.frameFile; ff != nil {
 			name := vr.db.frameFileName(id)
-			if h, ok := headAt(id, ff.seq); !ok {
-				vr.fail(id, ff.seq, name, "frame file at seq %d, beyond the run's verified chain", ff.seq)
-			} else if h != ff.head {
-				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: ff.seq,
-					Expected: h, Actual: ff.head, Location: name, Detail: "frame file head differs from the chain"})
-			} else if vr.deep && rs.frame != nil && uint64(len(rs.heads)) < ff.seq {
-				vr.fail(id, ff.seq, name, "frame file beyond the log")
+			if h, ok := headAt(id, ff.Seq); !ok {
+				vr.fail(id, ff.Seq, name, "frame file at seq %d, beyond the run's verified chain", ff.Seq)
+			} else if h != ff.Head {
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: ff.Seq,
+					Expected: h, Actual: ff.Head, Location: name, Detail: "frame file head differs from the chain"})
+			} else if vr.deep && rs.frame != nil && uint64(len(rs.heads)) < ff.Seq {
+				vr.fail(id, ff.Seq, name, "frame file beyond the log")
 			}
 		}
-		if c := rs.ckpt; c != nil && c.lastSeq > 0 {
-			name := vr.db.path(checkpointName)
-			if h, ok := headAt(id, c.lastSeq); !ok {
-				vr.fail(id, c.lastSeq, name, "engine checkpoint at seq %d, beyond the run's verified chain", c.lastSeq)
-			} else if h != c.head {
-				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.lastSeq,
-					Expected: h, Actual: c.head, Location: name, Detail: "engine checkpoint head differs from the chain"})
+		if c := rs.ckpt; c != nil && c.LastSeq > 0 {
+			name := vr.db.path(layout.CheckpointName)
+			if h, ok := headAt(id, c.LastSeq); !ok {
+				vr.fail(id, c.LastSeq, name, "engine checkpoint at seq %d, beyond the run's verified chain", c.LastSeq)
+			} else if h != c.Head {
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.LastSeq,
+					Expected: h, Actual: c.Head, Location: name, Detail: "engine checkpoint head differs from the chain"})
 			}
 		}
 	}

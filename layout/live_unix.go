@@ -1,6 +1,6 @@
 //go:build linux || darwin || dragonfly || freebsd || netbsd || openbsd
 
-package engine
+package layout
 
 import (
 	"io"

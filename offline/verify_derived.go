@@ -1,4 +1,4 @@
-package engine
+package offline
 
 // Verify's checks of the files derived from the log and of the log's
 // completeness: CHECKPOINT's rows against the runs of the log, the log
@@ -8,19 +8,22 @@ package engine
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
 // derivedCheck is what the scan gathers for these checks.
 type derivedCheck struct {
-	cp     *checkpointFile // nil: none, or unreadable (reported)
-	replay wal.Pos         // cp's replay position
-	atRec  bool            // a record starts or ends at replay, or replay is the log's end
-	end    wal.Pos         // end of the last record read
+	cp     *layout.Checkpoint // nil: none, or unreadable (reported)
+	replay wal.Pos            // cp's replay position
+	atRec  bool               // a record starts or ends at replay, or replay is the log's end
+	end    wal.Pos            // end of the last record read
 
 	// Before cp's replay position: the runs created (with their nonce)
 	// and each run's last seq.
@@ -69,17 +72,17 @@ func (vr *verifyRun) noteRecord(pos, next wal.Pos) {
 	dc.end = next
 }
 
-func (vr *verifyRun) noteRun(r *runRecord, pos wal.Pos) {
-	if vr.dc.before(pos) {
-		vr.dc.created[r.id] = r.nonce
+func (vr *verifyRun) noteRun(r *record.Record) {
+	if vr.dc.before(r.Pos) {
+		vr.dc.created[r.Run] = r.Nonce
 	}
 }
 
-func (vr *verifyRun) noteAtom(a *atomRecord, pos wal.Pos) {
+func (vr *verifyRun) noteAtom(a *record.Record) {
 	dc := vr.dc
-	dc.seqs[a.run] = max(dc.seqs[a.run], a.seq)
-	if dc.before(pos) {
-		dc.last[a.run] = max(dc.last[a.run], a.seq)
+	dc.seqs[a.Run] = max(dc.seqs[a.Run], a.Seq)
+	if dc.before(a.Pos) {
+		dc.last[a.Run] = max(dc.last[a.Run], a.Seq)
 	}
 }
 
@@ -120,26 +123,15 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	}
 }
 
-// logDamage reports damage the scan met in the log, naming the run and
-// seq it reaches from the records around it.
-func (vr *verifyRun) logDamage(log *wal.Log, err error) {
-	db := vr.db
-	ce, ok := err.(*wal.CorruptionError)
-	if !ok {
-		vr.v.Corrupt(db.path(walDir), err)
+// logDamage reports damage the scan met in the log, with the run and seq
+// it reaches (the cursor names them from the records around it).
+func (vr *verifyRun) logDamage(err error) {
+	var ce *record.CorruptionError
+	if !errors.As(err, &ce) {
+		vr.v.Corrupt(vr.db.path(layout.WALDir), err)
 		return
 	}
-	before := make(map[string]uint64, len(vr.dc.seqs))
-	for id, s := range vr.dc.seqs {
-		before[id] = s
-	}
-	for id := range vr.runs {
-		if _, ok := before[id]; !ok {
-			before[id] = 0
-		}
-	}
-	run, seq, around := locateDamage(log, wal.Pos{Segment: ce.Segment, Offset: ce.Offset}, before)
-	vr.fail(run, seq, fmt.Sprintf("%s offset %d", ce.File, ce.Offset), "%s%s", ce.Reason, around)
+	vr.fail(ce.Run, ce.Seq, fmt.Sprintf("%s offset %d", ce.File, ce.Offset), "%s", ce.Reason)
 }
 
 // checkLogPresent reports a log that is missing at its ends: no segment
@@ -147,13 +139,13 @@ func (vr *verifyRun) logDamage(log *wal.Log, err error) {
 func (vr *verifyRun) checkLogPresent(log *wal.Log) {
 	db := vr.db
 	if log == nil {
-		vr.fail("", 0, db.path(walDir), "missing: the log is gone, but STORE says a store was here")
+		vr.fail("", 0, db.path(layout.WALDir), "missing: the log is gone, but STORE says a store was here")
 		return
 	}
 	segs := log.Segments()
 	switch {
 	case len(segs) == 0:
-		vr.fail("", 0, db.path(walDir), "holds no log segment: the log is gone, but STORE says a store was here")
+		vr.fail("", 0, db.path(layout.WALDir), "holds no log segment: the log is gone, but STORE says a store was here")
 	case segs[0].ID != 1:
 		vr.fail("", 0, db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
 	}
@@ -164,9 +156,9 @@ func (vr *verifyRun) checkLogPresent(log *wal.Log) {
 func (vr *verifyRun) finishDerived(rep *chain.Report) {
 	db, dc := vr.db, vr.dc
 	if cp := dc.cp; cp != nil {
-		name := db.path(checkpointName)
-		if cp.dict > db.curDict.Load() {
-			vr.fail("", 0, db.fs.PathJoin(db.path(dictsDir), dictFileName(cp.dict)),
+		name := db.path(layout.CheckpointName)
+		if cp.Dict > db.newestDict {
+			vr.fail("", 0, db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(cp.Dict)),
 				"missing: %s was written after it existed, and the log's records may need it", name)
 		}
 		switch {
@@ -177,22 +169,22 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 			vr.fail("", 0, name, "replays from %v, where no record of the log starts", dc.replay)
 		}
 		listed := map[string]bool{}
-		for i := range cp.runs {
-			c := &cp.runs[i]
-			listed[c.id] = true
-			nonce, ok := dc.created[c.id]
+		for i := range cp.Runs {
+			c := &cp.Runs[i]
+			listed[c.ID] = true
+			nonce, ok := dc.created[c.ID]
 			switch {
 			case !ok:
-				vr.fail(c.id, 0, name, "lists run %q, which the log does not create before its replay position", c.id)
-			case nonce != c.nonce:
-				vr.fail(c.id, 0, name, "run %q has another nonce than its creation record", c.id)
+				vr.fail(c.ID, 0, name, "lists run %q, which the log does not create before its replay position", c.ID)
+			case nonce != c.Nonce:
+				vr.fail(c.ID, 0, name, "run %q has another nonce than its creation record", c.ID)
 			// The checkpoint takes the replay position below every write in
 			// flight, then the runs: an atom committed in between is at or
 			// after the position and already in the table. So the table's
 			// seq lies between the log's before the position and its last.
-			case c.lastSeq < dc.last[c.id] || c.lastSeq > dc.seqs[c.id]:
-				vr.fail(c.id, min(dc.last[c.id], c.lastSeq)+1, name, "run %q at seq %d, but the log holds seq %d of it before the replay position and %d in all",
-					c.id, c.lastSeq, dc.last[c.id], dc.seqs[c.id])
+			case c.LastSeq < dc.last[c.ID] || c.LastSeq > dc.seqs[c.ID]:
+				vr.fail(c.ID, min(dc.last[c.ID], c.LastSeq)+1, name, "run %q at seq %d, but the log holds seq %d of it before the replay position and %d in all",
+					c.ID, c.LastSeq, dc.last[c.ID], dc.seqs[c.ID])
 			}
 		}
 		for id := range dc.created {
@@ -209,7 +201,7 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 		rep.Unchecked = append(rep.Unchecked, "frame files (their frames)", "the ledger table (its entries)")
 		return
 	}
-	if dc.cp != nil && dc.cp.ledgerGen != 0 {
+	if dc.cp != nil && dc.cp.LedgerGen != 0 {
 		vr.compareLedgerTable()
 	}
 }
@@ -224,8 +216,8 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 // engine rebuilds it from the log.
 func (vr *verifyRun) compareLedgerTable() {
 	db, dc := vr.db, vr.dc
-	name := db.ledgerTableName(dc.cp.ledgerGen)
-	if dc.table == nil || db.checkLedgerTable(dc.table, dc.cp.ledgerGen, dc.replay) != "" {
+	name := db.ledgerTableName(dc.cp.LedgerGen)
+	if dc.table == nil || layout.CheckLedgerTable(dc.table, dc.cp.LedgerGen, dc.replay) != "" {
 		return
 	}
 	if err := ledger.New().LoadTable(dc.table); err != nil {

@@ -1,4 +1,4 @@
-package engine
+package layout
 
 import (
 	"io"
@@ -48,7 +48,7 @@ func liveKeyOf(fs vfs.FS, lockPath string) liveKey {
 
 // lockStore takes the lock file lockPath on fs and records that this
 // process holds it, until the returned closer is closed. The registry's
-// mutex is held across the lock, so that storeHolder never probes a lock
+// mutex is held across the lock, so that StoreHolder never probes a lock
 // file between the lock and its record: closing a descriptor of a file
 // releases every fcntl lock of the process on it.
 func lockStore(fs vfs.FS, lockPath string) (io.Closer, error) {
@@ -94,9 +94,9 @@ type Holder struct {
 	PID int
 }
 
-// storeHolder reports whether a live process holds the lock file lockPath
+// StoreHolder reports whether a live process holds the lock file lockPath
 // on fs. It never takes the lock, so it cannot make an agent's Open fail.
-func storeHolder(fs vfs.FS, lockPath string) Holder {
+func StoreHolder(fs vfs.FS, lockPath string) Holder {
 	k := liveKeyOf(fs, lockPath)
 	liveStores.Lock()
 	defer liveStores.Unlock()

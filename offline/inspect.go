@@ -1,4 +1,4 @@
-package engine
+package offline
 
 import (
 	"context"
@@ -6,14 +6,15 @@ import (
 	"errors"
 	"fmt"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -47,7 +48,7 @@ type LogRecord struct {
 // readOnlyStore is the part of a DB that reading a store without opening it
 // needs: the filesystem, the paths, the dictionaries and the log.
 type readOnlyStore struct {
-	db      *DB // fs, dir, dicts and comp only
+	db      *store // fs, dir, dicts and comp only
 	log     *wal.Log
 	storeID [16]byte
 	created time.Time
@@ -67,20 +68,20 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, 
 	if _, err := fs.Stat(dir); err != nil {
 		return nil, fmt.Errorf("engine: %s: %w", dir, err)
 	}
-	storeName := fs.PathJoin(dir, storeFileName)
-	b, err := readFile(fs, storeName)
-	if notExist(err) {
-		return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, storeFileName)
+	storeName := fs.PathJoin(dir, layout.StoreName)
+	b, err := layout.ReadFile(fs, storeName)
+	if layout.NotExist(err) {
+		return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("engine: read %s: %w", storeName, err)
 	}
-	sf, err := parseStoreFile(storeName, b)
+	sf, err := layout.ParseStore(storeName, b)
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{fs: fs, dir: dir, dicts: frame.NewDicts(), opts: Options{DictSamples: -1}}
-	if names, err := fs.List(db.path(dictsDir)); err == nil && len(names) > 0 {
+	db := &store{fs: fs, dir: dir, dicts: frame.NewDicts()}
+	if names, err := fs.List(db.path(layout.DictsDir)); err == nil && len(names) > 0 {
 		if err := db.loadDicts(); err != nil {
 			return nil, err
 		}
@@ -89,10 +90,10 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, 
 		budget = frame.NewBudget()
 	}
 	db.comp = frame.NewCompressor(db.dicts).WithBudget(budget)
-	s := &readOnlyStore{db: db, storeID: sf.id, created: time.Unix(0, sf.created)}
-	s.log, err = wal.Open(db.path(walDir), &wal.Options{FS: fs, ReadOnly: true})
-	if err != nil && !notExist(err) {
-		return nil, fmt.Errorf("engine: open log %s: %w", db.path(walDir), err)
+	s := &readOnlyStore{db: db, storeID: sf.ID, created: time.Unix(0, sf.Created)}
+	s.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
+	if err != nil && !layout.NotExist(err) {
+		return nil, fmt.Errorf("engine: open log %s: %w", db.path(layout.WALDir), err)
 	}
 	// A log that is gone or lost records is refused, not read as fewer runs.
 	if err := db.checkReadOnlyLog(s.log); err != nil {
@@ -109,122 +110,69 @@ func (s *readOnlyStore) close() error {
 	return s.log.Close()
 }
 
-// describe fills in what rec is. For intents and certificates it also
-// returns the decoded *ledger.Intent or *ledger.Certificate (nil for other
-// kinds).
-func (s *readOnlyStore) describe(rec []byte, pos wal.Pos, lr *LogRecord) (any, error) {
-	*lr = LogRecord{Pos: pos, Size: len(rec), RawSize: len(rec), Record: rec}
-	where := func(err error) error {
-		return &CorruptionError{File: s.db.path(walDir), Run: lr.Run, Seq: lr.Seq,
-			Reason: fmt.Sprintf("%s record at %v: %v", lr.Kind, pos, err)}
-	}
-	if len(rec) == 0 {
-		lr.Kind = "empty"
-		return nil, where(errors.New("empty record"))
-	}
-	lr.Kind = kindName(rec[0])
+// describe fills in lr from r, a record the cursor decoded: its sizes,
+// and the codec and dictionary of its compressed part.
+func (s *readOnlyStore) describe(r *record.Record, lr *LogRecord) error {
+	*lr = LogRecord{Kind: r.Kind.String(), Run: r.Run, Seq: r.Seq, Pos: r.Pos, Size: len(r.Raw), RawSize: len(r.Raw), Record: r.Raw}
 	var compressed []byte
-	switch rec[0] {
-	case kindRun:
-		r, err := decodeRunRecord(rec)
-		if err != nil {
-			return nil, where(err)
-		}
-		lr.Run = r.id
-	case kindIntent, kindCert:
-		compressed = rec[1:]
-	case kindAtom:
-		a, err := decodeAtomRecord(rec)
-		if err != nil {
-			return nil, where(err)
-		}
-		lr.Run, lr.Seq = a.run, a.seq
-		compressed = a.body
-	case kindFail:
-		f, err := decodeFailRecord(rec)
-		if err != nil {
-			return nil, where(err)
-		}
-		lr.Run, lr.Seq = f.run, f.seq
-	case kindCheckpoint:
-		c, err := chain.ParseCheckpoint(rec[1:])
-		if err != nil {
-			return nil, where(err)
-		}
-		lr.Run, lr.Seq = c.RunID, c.Seq
-	case kindStoreHead:
-		if _, err := chain.ParseStoreHead(rec[1:]); err != nil {
-			return nil, where(err)
-		}
+	switch r.Kind {
+	case record.KindAtom:
+		compressed = r.Body
+	case record.KindIntent, record.KindCert:
+		compressed = r.Raw[1:]
 	default:
-		return nil, where(fmt.Errorf("unknown record kind %d", rec[0]))
+		return nil
 	}
-	if compressed == nil {
-		return nil, nil
+	where := func(err error) error {
+		return &CorruptionError{File: s.db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: lr.Run, Seq: lr.Seq,
+			Reason: fmt.Sprintf("%s record: %v", lr.Kind, err), Err: err}
 	}
 	codec, dict, err := frame.PeekCodec(compressed)
 	if err != nil {
-		return nil, where(err)
+		return where(err)
 	}
 	lr.Codec, lr.Dict = codec, dict
-	raw, err := s.db.comp.Decompress(s.buf[:0], compressed)
-	if err != nil {
-		return nil, where(err)
-	}
-	s.buf = raw
-	lr.RawSize = len(rec) - len(compressed) + len(raw)
-	switch rec[0] {
-	case kindIntent:
-		in, err := ledger.DecodeIntentView(raw) // raw is s.buf: valid until the next record
+	plain := r.Plain
+	if r.Kind == record.KindAtom {
+		var body *record.AtomBody
+		s.buf, body, err = s.db.decoder(false).DecodeAtom(s.buf, r, s.db.segmentFile(r.Pos.Segment))
 		if err != nil {
-			return nil, where(err)
+			return err
 		}
-		lr.Run, lr.Seq = in.RunID, in.Seq
-		return in, nil
-	case kindCert:
-		c, err := ledger.DecodeCertificateView(raw) // raw is s.buf: valid until the next record
-		if err != nil {
-			return nil, where(err)
-		}
-		lr.Run, lr.Seq = c.RunID, c.Seq
-		return c, nil
+		_ = body
+		plain = s.buf
 	}
-	if _, err := decodeAtomBody(raw); err != nil {
-		return nil, where(err)
-	}
-	return nil, nil
+	lr.RawSize = len(r.Raw) - len(compressed) + len(plain)
+	return nil
 }
 
-// scan reads the whole log in order and calls fn with each record and, for
-// intents and certificates, the decoded record (see describe).
-func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, decoded any) error) error {
+// scan reads the whole log in order and calls fn with each record,
+// decoded (the ledger's records too) and described.
+func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, r *record.Record) error) error {
 	if s.log == nil {
 		return nil
 	}
-	rd, err := s.log.NewReader(wal.Pos{})
+	c, err := record.NewCursor(s.log, s.db.segmentFile, wal.Pos{}, s.db.decoder(true))
 	if err != nil {
-		return fmt.Errorf("engine: read log %s: %w", s.db.path(walDir), err)
+		return fmt.Errorf("engine: read log %s: %w", s.db.path(layout.WALDir), err)
 	}
-	defer rd.Close()
+	defer c.Close()
 	var lr LogRecord
-	for n := 0; rd.Next(); n++ {
+	for n := 0; c.Next(); n++ {
 		if n%1024 == 0 {
 			if err := ctx.Err(); err != nil {
 				return err
 			}
 		}
-		dec, err := s.describe(rd.Record(), rd.Pos(), &lr)
-		if err != nil {
+		r := c.Record()
+		if err := s.describe(r, &lr); err != nil {
 			return err
 		}
-		if err := fn(&lr, dec); err != nil {
+		if err := fn(&lr, r); err != nil {
 			return err
 		}
 	}
-	if err := rd.Err(); err != nil {
-		return fmt.Errorf("engine: read log %s: %w", s.db.path(walDir), err)
-	}
-	return nil
+	return c.Err()
 }
 
 // Scan reads the log of the store in dir from its first record to its
@@ -245,14 +193,14 @@ func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error)
 			return err
 		}
 		defer s.close()
-		err = s.scan(ctx, func(lr *LogRecord, _ any) error {
+		err = s.scan(ctx, func(lr *LogRecord, _ *record.Record) error {
 			called = true
 			return fn(lr)
 		})
 		if !called {
 			return err
 		}
-		if notExist(err) {
+		if layout.NotExist(err) {
 			err = fmt.Errorf("engine: scan %s: a segment vanished while it was read (the engine removed it below its checkpoint); scan again: %w", dir, err)
 		}
 		scanErr = err
@@ -425,7 +373,7 @@ type Inspector struct {
 	// warnings are problems that did not stop the inspection.
 	warnings []string
 	// holder is the live process holding the store when Inspect began.
-	holder Holder
+	holder layout.Holder
 }
 
 type inspectRun struct {
@@ -478,16 +426,12 @@ const readRetries = 4
 func retryVanished(ctx context.Context, pass func() error) error {
 	var err error
 	for range readRetries {
-		if err = pass(); err == nil || !notExist(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
+		if err = pass(); err == nil || !layout.NotExist(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
 			return err
 		}
 	}
 	return err
 }
-
-// isTempName reports whether a file name is one of the engine's temporary
-// files (written, then renamed into place or removed).
-func isTempName(name string) bool { return strings.HasSuffix(name, ".tmp") }
 
 func inspectOnce(ctx context.Context, dir string, opts *InspectOptions) (*Inspector, error) {
 	var o InspectOptions
@@ -499,7 +443,7 @@ func inspectOnce(ctx context.Context, dir string, opts *InspectOptions) (*Inspec
 		return nil, err
 	}
 	in := &Inspector{st: st, runs: map[string]*inspectRun{}, acts: map[ledger.Fingerprint]*inspectAction{},
-		holder: storeHolder(st.db.fs, st.db.path(lockFile))}
+		holder: layout.StoreHolder(st.db.fs, st.db.path(layout.LockName))}
 	if err := in.build(ctx); err != nil {
 		st.close()
 		return nil, err
@@ -548,7 +492,7 @@ func (in *Inspector) build(ctx context.Context) error {
 	st := &in.stats
 	kinds := map[string]*KindStats{}
 	dictUse := map[uint32]int64{}
-	err := in.st.scan(ctx, func(lr *LogRecord, dec any) error {
+	err := in.st.scan(ctx, func(lr *LogRecord, rec *record.Record) error {
 		st.Records++
 		st.LogBytes += int64(lr.Size)
 		st.RawBytes += int64(lr.RawSize)
@@ -563,42 +507,39 @@ func (in *Inspector) build(ctx context.Context) error {
 		if lr.Dict != 0 {
 			dictUse[lr.Dict]++
 		}
-		rec := lr.Record
-		switch rec[0] {
-		case kindRun:
-			r, _ := decodeRunRecord(rec) // describe decoded it already
-			in.run(r.id).sum.Created = time.Unix(0, r.created)
-		case kindAtom:
-			a, _ := decodeAtomRecord(rec)
-			r := in.run(a.run)
-			if a.seq != uint64(len(r.atoms))+1 {
-				return &CorruptionError{File: in.st.db.path(walDir), Run: a.run, Seq: a.seq,
+		switch rec.Kind {
+		case record.KindRun:
+			in.run(rec.Run).sum.Created = time.Unix(0, rec.Created)
+		case record.KindAtom:
+			r := in.run(rec.Run)
+			if rec.Seq != uint64(len(r.atoms))+1 {
+				return &CorruptionError{File: in.st.db.segmentFile(lr.Pos.Segment), Offset: lr.Pos.Offset, Run: rec.Run, Seq: rec.Seq,
 					Reason: fmt.Sprintf("atom at %v follows seq %d", lr.Pos, len(r.atoms))}
 			}
 			r.atoms = append(r.atoms, lr.Pos)
 			r.sum.Atoms++
-			r.sum.LastSeq, r.sum.Head = a.seq, a.head
+			r.sum.LastSeq, r.sum.Head = rec.Seq, rec.Head
 			st.Atoms++
-		case kindFail:
+		case record.KindFail:
 			r := in.run(lr.Run)
 			r.sum.Fails++
 			if r.failed == nil {
 				r.failed = map[uint64]wal.Pos{}
 			}
 			r.failed[lr.Seq] = lr.Pos
-		case kindCheckpoint:
+		case record.KindCheckpoint:
 			r := in.run(lr.Run)
 			if lr.Seq >= r.sum.CheckpointSeq {
-				names, _ := chain.SignerNames(rec[1:]) // decodeLogRecord parsed it
+				names, _ := chain.SignerNames(rec.Note) // the cursor parsed it
 				r.sum.CheckpointSigned = len(names) > 0
 			}
 			r.sum.CheckpointSeq = max(r.sum.CheckpointSeq, lr.Seq)
-		case kindIntent:
-			i := dec.(*ledger.Intent)
+		case record.KindIntent:
+			i := rec.Intent
 			a := in.action(i.Fingerprint)
 			a.intentPos, a.hasIntent, a.run, a.seq = lr.Pos, true, i.RunID, i.Seq
-		case kindCert:
-			c := dec.(*ledger.Certificate)
+		case record.KindCert:
+			c := rec.Cert
 			a := in.action(c.Fingerprint)
 			a.certPos, a.hasCert = lr.Pos, true
 			if !a.hasIntent {
@@ -615,8 +556,8 @@ func (in *Inspector) build(ctx context.Context) error {
 	}
 	sort.Strings(in.ids)
 	st.Runs = len(in.ids)
-	for k := kindRun; k <= kindStoreHead; k++ {
-		if ks := kinds[kindName(k)]; ks != nil {
+	for k := record.Kind(1); k <= record.MaxKind; k++ {
+		if ks := kinds[k.String()]; ks != nil {
 			st.Kinds = append(st.Kinds, *ks)
 		}
 	}
@@ -639,19 +580,19 @@ func (in *Inspector) build(ctx context.Context) error {
 	// The restart files: snapshot and frame seqs. The log is what Inspect
 	// is about; a damaged CHECKPOINT only hides these two seqs.
 	db := in.st.db
-	if b, err := readFile(db.fs, db.path(checkpointName)); err == nil {
-		cp, err := parseCheckpointFile(db.path(checkpointName), b)
+	if b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName)); err == nil {
+		cp, err := layout.ParseCheckpoint(db.path(layout.CheckpointName), b)
 		if err != nil {
 			in.warnings = append(in.warnings, fmt.Sprintf("snapshot and frame seqs unknown: %v", err))
 		} else {
-			for _, c := range cp.runs {
-				if r := in.runs[c.id]; r != nil {
-					r.sum.SnapshotSeq, r.sum.FrameSeq = c.snapSeq, c.frameSeq
+			for _, c := range cp.Runs {
+				if r := in.runs[c.ID]; r != nil {
+					r.sum.SnapshotSeq, r.sum.FrameSeq = c.SnapSeq, c.FrameSeq
 				}
 			}
 		}
-	} else if !notExist(err) {
-		return fmt.Errorf("engine: read %s: %w", db.path(checkpointName), err)
+	} else if !layout.NotExist(err) {
+		return fmt.Errorf("engine: read %s: %w", db.path(layout.CheckpointName), err)
 	}
 
 	// Actions without a final certificate, and atoms begun but neither
@@ -730,25 +671,25 @@ func (in *Inspector) sizeFiles() error {
 	var walk func(path string) (int64, error)
 	walk = func(path string) (int64, error) {
 		fi, err := fs.Stat(path)
-		if notExist(err) {
+		if layout.NotExist(err) {
 			return 0, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("engine: stat %s: %w", path, unwrapPathErr(err))
+			return 0, fmt.Errorf("engine: stat %s: %w", path, layout.UnwrapPathErr(err))
 		}
 		if !fi.IsDir() {
 			return fi.Size(), nil
 		}
 		names, err := fs.List(path)
-		if notExist(err) {
+		if layout.NotExist(err) {
 			return 0, nil
 		}
 		if err != nil {
-			return 0, fmt.Errorf("engine: list %s: %w", path, unwrapPathErr(err))
+			return 0, fmt.Errorf("engine: list %s: %w", path, layout.UnwrapPathErr(err))
 		}
 		var n int64
 		for _, name := range names {
-			if isTempName(name) {
+			if layout.IsTempName(name) {
 				continue
 			}
 			m, err := walk(fs.PathJoin(path, name))
@@ -761,17 +702,17 @@ func (in *Inspector) sizeFiles() error {
 	}
 	names, err := fs.List(dir)
 	if err != nil {
-		return fmt.Errorf("engine: list %s: %w", dir, unwrapPathErr(err))
+		return fmt.Errorf("engine: list %s: %w", dir, layout.UnwrapPathErr(err))
 	}
 	for _, name := range names {
-		if isTempName(name) {
+		if layout.IsTempName(name) {
 			continue
 		}
 		n, err := walk(fs.PathJoin(dir, name))
 		if err != nil {
 			return err
 		}
-		if _, err := fs.Stat(fs.PathJoin(dir, name)); notExist(err) {
+		if _, err := fs.Stat(fs.PathJoin(dir, name)); layout.NotExist(err) {
 			continue // vanished: not an entry of the store any more
 		}
 		in.stats.Files[name] = n
@@ -810,7 +751,7 @@ func (in *Inspector) Stats() StoreStats { return in.stats }
 // machine of a network filesystem may not be seen); and a process that
 // opens or closes the store while Inspect reads is seen as it was at the
 // start.
-func (in *Inspector) Holder() Holder { return in.holder }
+func (in *Inspector) Holder() layout.Holder { return in.holder }
 
 // Warnings lists the problems Inspect found that did not stop it (a
 // damaged CHECKPOINT file hides the snapshot and frame seqs, say), in plain
@@ -841,7 +782,7 @@ func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInf
 		return nil, err
 	}
 	clip := valueClip{left: atomBytes}
-	return decodeAtomInfo(in.st.db, in.st.log, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+	return ReadAtomInfo(in.st.db.comp, in.st.log, in.st.db.segmentFile, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
 		info, err := in.actionInfo(fp)
 		clip.action(&info)
 		return info, err
@@ -857,18 +798,18 @@ func (in *Inspector) actionInfo(fp ledger.Fingerprint) (ActionInfo, error) {
 	}
 	info.Run, info.Seq = a.run, a.seq
 	if a.hasIntent {
-		i, err := readLedgerAt(in.st.db, in.st.log, a.intentPos, kindIntent)
+		r, err := readAt(in.st.db.decoder(true), in.st.log, in.st.db.segmentFile(a.intentPos.Segment), a.intentPos, record.KindIntent)
 		if err != nil {
 			return info, err
 		}
-		fillIntent(&info, i.(*ledger.Intent), a.intentPos)
+		info.SetIntent(r.Intent, a.intentPos)
 	}
 	if a.hasCert {
-		c, err := readLedgerAt(in.st.db, in.st.log, a.certPos, kindCert)
+		r, err := readAt(in.st.db.decoder(true), in.st.log, in.st.db.segmentFile(a.certPos.Segment), a.certPos, record.KindCert)
 		if err != nil {
 			return info, err
 		}
-		fillCert(&info, c.(*ledger.Certificate), a.certPos)
+		info.SetCert(r.Cert, a.certPos)
 	}
 	return info, nil
 }
@@ -897,53 +838,46 @@ func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*fram
 		if err != nil {
 			return nil, err
 		}
-		if err := in.st.db.applyAtomBody(f, run, a.seq, a.body); err != nil {
+		if err := in.st.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
 }
 
-// readAtomAt reads the atom record at pos and checks it is seq of run.
-func readAtomAt(db *DB, log *wal.Log, pos wal.Pos, run string, seq uint64) (*atomRecord, error) {
-	rec, err := log.ReadAt(pos)
+// readAt reads and decodes the record at pos (the ledger's records too)
+// and checks it is of kind; the record is the caller's.
+func readAt(dec *record.Decoder, log *wal.Log, file string, pos wal.Pos, kind record.Kind) (*record.Record, error) {
+	raw, err := log.ReadAt(pos)
 	if err != nil {
-		return nil, fmt.Errorf("engine: run %q seq %d: %w", run, seq, err)
+		return nil, fmt.Errorf("engine: read %s at %v: %w", kind, pos, err)
 	}
-	a, err := decodeAtomRecord(rec)
-	if err != nil || rec[0] != kindAtom || a.run != run || a.seq != seq {
-		return nil, &CorruptionError{File: db.path(walDir), Run: run, Seq: seq,
-			Reason: fmt.Sprintf("the record at %v is not this atom", pos)}
+	r := &record.Record{}
+	if err := dec.Decode(raw, pos, file, r); err != nil {
+		return nil, err
+	}
+	if r.Kind != kind {
+		return nil, &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the record is a %s, not the %s the index names", r.Kind, kind)}
+	}
+	return r, nil
+}
+
+// readAtomAt reads the atom record at pos and checks it is seq of run.
+func readAtomAt(db *store, log *wal.Log, pos wal.Pos, run string, seq uint64) (*record.Record, error) {
+	a, err := readAt(db.decoder(false), log, db.segmentFile(pos.Segment), pos, record.KindAtom)
+	if err != nil {
+		return nil, err
+	}
+	if a.Run != run || a.Seq != seq {
+		return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq,
+			Reason: fmt.Sprintf("the record at %v is atom %d of run %q, not this atom", pos, a.Seq, a.Run)}
 	}
 	return a, nil
 }
 
-// readLedgerAt reads and decodes the intent or certificate at pos.
-func readLedgerAt(db *DB, log *wal.Log, pos wal.Pos, kind byte) (any, error) {
-	rec, err := log.ReadAt(pos)
-	if err != nil {
-		return nil, fmt.Errorf("engine: read %s at %v: %w", kindName(kind), pos, err)
-	}
-	if len(rec) == 0 || rec[0] != kind {
-		return nil, corruptf(db.path(walDir), "record at %v is not a %s", pos, kindName(kind))
-	}
-	body, err := db.comp.Decompress(nil, rec[1:])
-	if err != nil {
-		return nil, corruptf(db.path(walDir), "%s at %v: %v", kindName(kind), pos, err)
-	}
-	var v any
-	if kind == kindIntent {
-		v, err = ledger.DecodeIntent(body)
-	} else {
-		v, err = ledger.DecodeCertificate(body)
-	}
-	if err != nil {
-		return nil, corruptf(db.path(walDir), "%s at %v: %v", kindName(kind), pos, err)
-	}
-	return v, nil
-}
-
-func fillIntent(info *ActionInfo, i *ledger.Intent, pos wal.Pos) {
+// SetIntent fills in info from the action's intent, at pos in the log.
+func (info *ActionInfo) SetIntent(i *ledger.Intent, pos wal.Pos) {
 	info.Run, info.Seq, info.Index = i.RunID, i.Seq, i.Index
 	info.Tool, info.Args, info.Key, info.Idempotent = i.Tool, i.Args, i.Key, i.Idempotent
 	info.ArgsSize = len(i.Args)
@@ -953,7 +887,8 @@ func fillIntent(info *ActionInfo, i *ledger.Intent, pos wal.Pos) {
 	}
 }
 
-func fillCert(info *ActionInfo, c *ledger.Certificate, pos wal.Pos) {
+// SetCert fills in info from the action's certificate, at pos in the log.
+func (info *ActionInfo) SetCert(c *ledger.Certificate, pos wal.Pos) {
 	if info.IntentPos == (wal.Pos{}) {
 		info.Run, info.Seq, info.Index = c.RunID, c.Seq, c.Index
 	}
@@ -961,33 +896,32 @@ func fillCert(info *ActionInfo, c *ledger.Certificate, pos wal.Pos) {
 	info.ResultSize = len(c.Result)
 }
 
-// decodeAtomInfo reads the atom at pos and decodes its delta and actions,
-// asking action for what the ledger knows of each fingerprint.
-func decodeAtomInfo(db *DB, log *wal.Log, pos wal.Pos, run string, seq uint64,
+// ReadAtomInfo reads the atom of run at seq, at pos in log (whose records
+// comp decompresses; file names a segment), and decodes its delta and
+// actions, asking action for what the ledger knows of each fingerprint.
+// Inspector.Atom and engine's Run.Atom use it.
+func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) string, pos wal.Pos, run string, seq uint64,
 	action func(ledger.Fingerprint) (ActionInfo, error)) (*AtomInfo, error) {
-	a, err := readAtomAt(db, log, pos, run, seq)
+	a, err := readAt(&record.Decoder{}, log, file(pos.Segment), pos, record.KindAtom)
 	if err != nil {
 		return nil, err
 	}
-	corrupt := func(err error) error {
-		return &CorruptionError{File: db.path(walDir), Run: run, Seq: seq, Reason: fmt.Sprintf("atom at %v: %v", pos, err)}
+	if a.Run != run || a.Seq != seq {
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq,
+			Reason: fmt.Sprintf("the record at %v is atom %d of run %q, not this atom", pos, a.Seq, a.Run)}
 	}
-	raw, err := db.comp.Decompress(nil, a.body)
+	raw, body, err := (&record.Decoder{Comp: comp}).DecodeAtom(nil, a, file(pos.Segment))
 	if err != nil {
-		return nil, corrupt(err)
+		return nil, err
 	}
-	body, err := decodeAtomBody(raw)
+	d, err := frame.DecodeDelta(body.Delta)
 	if err != nil {
-		return nil, corrupt(err)
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom delta: %v", err), Err: err}
 	}
-	d, err := frame.DecodeDelta(body.delta)
-	if err != nil {
-		return nil, corrupt(err)
-	}
-	hdr := len(appendAtomHeader(nil, run, seq, a.head))
-	info := &AtomInfo{Run: run, Seq: seq, Head: a.head, Pos: pos,
-		Size: hdr + len(a.body), RawSize: hdr + len(raw), Delta: d}
-	for _, fp := range body.actions {
+	hdr := len(a.Raw) - len(a.Body)
+	info := &AtomInfo{Run: run, Seq: seq, Head: a.Head, Pos: pos,
+		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d}
+	for _, fp := range body.Actions {
 		ai, err := action(fp)
 		if err != nil {
 			return nil, err
@@ -995,63 +929,4 @@ func decodeAtomInfo(db *DB, log *wal.Log, pos wal.Pos, run string, seq uint64,
 		info.Actions = append(info.Actions, ai)
 	}
 	return info, nil
-}
-
-// Atom returns the decoded content of committed atom seq of the run: its
-// delta and its actions with their intents and certificates, read from the
-// log of the open store (the atom's position comes from the atom index, as
-// for StateAt).
-func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
-	db := r.db
-	if err := db.checkOpen(); err != nil {
-		return nil, err
-	}
-	r.mu.Lock()
-	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
-	var pos wal.Pos
-	inMem := seq > indexed && seq <= last
-	if inMem {
-		i := seq - indexed - 1
-		if i >= uint64(len(r.mu.positions)) {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, seq)
-		}
-		pos = r.mu.positions[i]
-	}
-	r.mu.Unlock()
-	if seq == 0 || seq > last {
-		return nil, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, r.id, seq, last)
-	}
-	if !inMem {
-		var err error
-		if pos, err = r.atomPosition(ctx, seq); err != nil {
-			return nil, err
-		}
-	}
-	if err := db.waitLedger(ctx); err != nil {
-		return nil, err
-	}
-	return decodeAtomInfo(db, db.log, pos, r.id, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
-		info := ActionInfo{Fingerprint: fp}
-		e, ok := db.ledger.Lookup(fp)
-		if !ok {
-			return info, nil
-		}
-		info.Status = e.Status
-		if e.IntentLoc != (ledger.Loc{}) {
-			i, err := db.readIntent(e.IntentLoc)
-			if err != nil {
-				return info, err
-			}
-			fillIntent(&info, i, wal.Pos{Segment: e.IntentLoc.Segment, Offset: e.IntentLoc.Offset})
-		}
-		if e.CertLoc != (ledger.Loc{}) {
-			c, err := db.readCertificate(e.CertLoc)
-			if err != nil {
-				return info, err
-			}
-			fillCert(&info, c, wal.Pos{Segment: e.CertLoc.Segment, Offset: e.CertLoc.Offset})
-		}
-		return info, nil
-	})
 }

@@ -1,0 +1,69 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/offline"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Atom returns the decoded content of committed atom seq of the run: its
+// delta and its actions with their intents and certificates, read from the
+// log of the open store (the atom's position comes from the atom index, as
+// for StateAt).
+func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
+	db := r.db
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	r.mu.Lock()
+	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
+	var pos wal.Pos
+	inMem := seq > indexed && seq <= last
+	if inMem {
+		i := seq - indexed - 1
+		if i >= uint64(len(r.mu.positions)) {
+			r.mu.Unlock()
+			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, seq)
+		}
+		pos = r.mu.positions[i]
+	}
+	r.mu.Unlock()
+	if seq == 0 || seq > last {
+		return nil, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, r.id, seq, last)
+	}
+	if !inMem {
+		var err error
+		if pos, err = r.atomPosition(ctx, seq); err != nil {
+			return nil, err
+		}
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	return offline.ReadAtomInfo(db.comp, db.log, db.segmentFile, pos, r.id, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+		info := ActionInfo{Fingerprint: fp}
+		e, ok := db.ledger.Lookup(fp)
+		if !ok {
+			return info, nil
+		}
+		info.Status = e.Status
+		if e.IntentLoc != (ledger.Loc{}) {
+			i, err := db.readIntent(e.IntentLoc)
+			if err != nil {
+				return info, err
+			}
+			info.SetIntent(i, wal.Pos{Segment: e.IntentLoc.Segment, Offset: e.IntentLoc.Offset})
+		}
+		if e.CertLoc != (ledger.Loc{}) {
+			c, err := db.readCertificate(e.CertLoc)
+			if err != nil {
+				return info, err
+			}
+			info.SetCert(c, wal.Pos{Segment: e.CertLoc.Segment, Offset: e.CertLoc.Offset})
+		}
+		return info, nil
+	})
+}

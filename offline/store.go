@@ -1,0 +1,84 @@
+package offline
+
+import (
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Sentinel errors of the offline tools. The engine returns the same
+// values (engine.ErrNotAStore, engine.ErrSeqOutOfRange).
+var (
+	// ErrNotAStore is returned by the read-only tools pointed at a
+	// directory that holds no store.
+	ErrNotAStore = errors.New("continuum: not a CONTINUUM store")
+	// ErrSeqOutOfRange is returned for a seq beyond a run's last.
+	ErrSeqOutOfRange = errors.New("continuum: seq out of range")
+)
+
+// CorruptionError is record.CorruptionError: every damage the tools report.
+type CorruptionError = record.CorruptionError
+
+// store is what the tools read of a store's directory besides its log:
+// its files, its dictionaries and a compressor with a budget. It is never
+// written.
+type store struct {
+	fs         vfs.FS
+	dir        string
+	dicts      *frame.Dicts
+	comp       *frame.Compressor
+	newestDict uint32 // the newest dictionary, once loadDicts ran
+}
+
+func (db *store) path(elem ...string) string {
+	return db.fs.PathJoin(append([]string{db.dir}, elem...)...)
+}
+
+// segmentFile is the path of a log segment.
+func (db *store) segmentFile(seg uint64) string {
+	return db.fs.PathJoin(db.path(layout.WALDir), wal.SegmentName(seg))
+}
+
+func (db *store) frameFileName(run string) string {
+	return db.fs.PathJoin(db.path(layout.FramesDir), layout.FrameFileBase(run))
+}
+
+func (db *store) ledgerTableName(gen uint64) string { return db.path(layout.LedgerTableName(gen)) }
+
+func (db *store) loadDicts() error {
+	newest, err := layout.LoadDicts(db.fs, db.dir, db.dicts)
+	db.newestDict = newest
+	return err
+}
+
+// decoder returns a decoder of the log's records; ledgerRecords asks for
+// intents and certificates decoded.
+func (db *store) decoder(ledgerRecords bool) *record.Decoder {
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts,
+		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
+}
+
+func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+	return layout.DecodeFrame(db.comp, compressed, where)
+}
+
+func (db *store) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
+	return record.ApplyAtom(db.comp, f, run, seq, compressed, db.path(layout.WALDir))
+}
+
+// checkReadOnlyLog refuses a log that is gone or lost records (as Open
+// does), with CHECKPOINT as the witness of where the log reached when it
+// is readable.
+func (db *store) checkReadOnlyLog(l *wal.Log) error {
+	var cp *layout.Checkpoint
+	if b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName)); err == nil {
+		cp, _ = layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
+	}
+	return layout.CheckLog(db.fs, db.dir, l, cp)
+}
+
+func newFrame() *frame.Frame { return &frame.Frame{Memory: map[string][]byte{}} }
