@@ -531,7 +531,7 @@ func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *l
 				// After the ledger applied the certificate itself, or it
 				// would ignore this update of an action still in flight.
 				<-landed
-				db.ledger.ApplyCertificate(c, ledger.Loc{Segment: ps[0].Segment, Offset: ps[0].Offset}, true)
+				db.ledger.ApplyCertificate(c, ps[0], true)
 			}
 		}()
 		return ledger.Loc{}, nil
@@ -540,7 +540,7 @@ func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *l
 	if err != nil {
 		return ledger.Loc{}, err
 	}
-	return ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, nil
+	return pos, nil
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
@@ -574,7 +574,7 @@ func (db *DB) readRecord(pos wal.Pos, kind record.Kind) (*record.Record, error) 
 }
 
 func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
-	r, err := db.readRecord(wal.Pos{Segment: loc.Segment, Offset: loc.Offset}, record.KindCert)
+	r, err := db.readRecord(loc, record.KindCert)
 	if err != nil {
 		return nil, err
 	}
@@ -582,7 +582,7 @@ func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
 }
 
 func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
-	r, err := db.readRecord(wal.Pos{Segment: loc.Segment, Offset: loc.Offset}, record.KindIntent)
+	r, err := db.readRecord(loc, record.KindIntent)
 	if err != nil {
 		return nil, err
 	}

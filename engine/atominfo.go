@@ -55,14 +55,14 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 			if err != nil {
 				return info, err
 			}
-			info.SetIntent(i, wal.Pos{Segment: e.IntentLoc.Segment, Offset: e.IntentLoc.Offset})
+			info.SetIntent(i, e.IntentLoc)
 		}
 		if e.CertLoc != (ledger.Loc{}) {
 			c, err := db.readCertificate(e.CertLoc)
 			if err != nil {
 				return info, err
 			}
-			info.SetCert(c, wal.Pos{Segment: e.CertLoc.Segment, Offset: e.CertLoc.Offset})
+			info.SetCert(c, e.CertLoc)
 		}
 		return info, nil
 	})

@@ -190,7 +190,7 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 		c.frameBytes = int64(len(c.frame))
 	}
 	for _, p := range r.mu.positions {
-		c.positions = append(c.positions, snapshot.Pos{Segment: p.Segment, Offset: p.Offset})
+		c.positions = append(c.positions, p)
 	}
 	c.meta = layout.CheckpointRun{
 		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
@@ -300,7 +300,7 @@ func (db *DB) checkpoint(final bool) error {
 		}
 		db.relaxed.Wait()
 		floor = db.replayFloor()
-		return ledger.TableOrigin{Gen: gen, Pos: ledger.Loc{Segment: floor.Segment, Offset: floor.Offset}}
+		return ledger.TableOrigin{Gen: gen, Pos: floor}
 	})
 	// A relaxed certificate whose write failed while the callback waited
 	// for it is in the table without a location: the table must not be
@@ -375,7 +375,7 @@ func (db *DB) checkpoint(final bool) error {
 	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
-	cp := layout.Checkpoint{Gen: gen, Replay: wal.Pos{Segment: floor.Segment, Offset: floor.Offset}, LedgerGen: gen, StoreID: db.storeID,
+	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
 		Dict: db.curDict.Load()}
 	for _, c := range caps {
 		cp.Runs = append(cp.Runs, c.meta)

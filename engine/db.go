@@ -293,7 +293,7 @@ func (db *DB) open() error {
 	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
-		scanFrom = wal.Pos{Segment: cp.Replay.Segment, Offset: cp.Replay.Offset}
+		scanFrom = cp.Replay
 		db.bg.gen = cp.Gen
 		db.bg.ledgerGn = cp.LedgerGen
 		db.openGen = cp.Gen

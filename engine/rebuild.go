@@ -103,7 +103,7 @@ func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
 	c.Until(to)
 	for c.Next() {
 		r := c.Record()
-		loc := ledger.Loc{Segment: r.Pos.Segment, Offset: r.Pos.Offset}
+		loc := r.Pos
 		switch r.Kind {
 		case record.KindIntent:
 			l.ApplyIntent(r.Intent, loc)

@@ -194,13 +194,13 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 	case record.KindIntent:
 		in := rec.Intent // the ledger keeps no args
-		db.ledger.ApplyIntent(in, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset})
+		db.ledger.ApplyIntent(in, pos)
 		if r := db.runLocked(in.RunID); r != nil && in.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(in.Index, in.Fingerprint)
 		}
 	case record.KindCert:
 		c := rec.Cert // the ledger keeps no result here
-		db.ledger.ApplyCertificate(c, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, false)
+		db.ledger.ApplyCertificate(c, pos, false)
 		if r := db.runLocked(c.RunID); r != nil && c.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(c.Index, c.Fingerprint)
 		}

@@ -154,7 +154,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			return mismatch(from, fmt.Errorf("atom index %d..%d: %w", from, hi, err))
 		}
 		for _, p := range sp {
-			pos = append(pos, wal.Pos{Segment: p.Segment, Offset: p.Offset})
+			pos = append(pos, p)
 		}
 	}
 	for s := max(from, indexed+1); s <= seq; s++ {
@@ -296,7 +296,7 @@ func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
 	if snaps != nil {
 		sp, err := snaps.Positions(r.id, seq, seq)
 		if err == nil && len(sp) == 1 {
-			p := wal.Pos{Segment: sp[0].Segment, Offset: sp[0].Offset}
+			p := sp[0]
 			if _, err = db.readAtom(p, r.id, seq); err == nil {
 				return p, nil
 			}

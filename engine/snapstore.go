@@ -219,7 +219,7 @@ func (db *DB) reindex(s *snapshot.Store) error {
 	for c.Next() {
 		a := c.Record()
 		if p := pos[a.Run]; a.Seq <= want[a.Run] && a.Seq == uint64(len(p))+1 {
-			pos[a.Run] = append(p, snapshot.Pos{Segment: a.Pos.Segment, Offset: a.Pos.Offset})
+			pos[a.Run] = append(p, a.Pos)
 		}
 	}
 	if err := c.Err(); err != nil {

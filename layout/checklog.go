@@ -26,7 +26,7 @@ func CheckLog(fs vfs.FS, dir string, l *wal.Log, cp *Checkpoint) error {
 	}
 	if cp != nil {
 		end := l.End()
-		at := wal.Pos{Segment: cp.Replay.Segment, Offset: cp.Replay.Offset}
+		at := cp.Replay
 		if end.Less(at) {
 			if at.Segment > end.Segment {
 				return record.Corruptf(segmentFile(end.Segment+1), "missing: the log ends at %v, but %s (generation %d) replays from %v",

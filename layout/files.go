@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // WriteFileAtomic replaces name with data so that after a crash the file
@@ -25,7 +26,7 @@ func WriteFileAtomic(fs vfs.FS, name string, data []byte, noSync bool) error {
 // Until that sync, a crash may leave the old file (never a torn new one).
 func WriteFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 	tmp := name + ".tmp"
-	f, err := fs.Create(tmp, vfs.WriteCategoryUnspecified)
+	f, err := durable.Create(fs, tmp, vfs.WriteCategoryUnspecified)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", tmp, UnwrapPathErr(err))
 	}
@@ -58,19 +59,9 @@ func WriteFileRenamed(fs vfs.FS, name string, data []byte, noSync bool) error {
 	return nil
 }
 
-// SyncDir fsyncs a directory so that the entries created, renamed or removed
-// in it are durable.
-func SyncDir(fs vfs.FS, dir string) error {
-	d, err := fs.OpenDir(dir)
-	if err != nil {
-		return fmt.Errorf("open directory %s: %w", dir, UnwrapPathErr(err))
-	}
-	if err := d.Sync(); err != nil {
-		d.Close()
-		return fmt.Errorf("fsync directory %s: %w", dir, UnwrapPathErr(err))
-	}
-	return d.Close()
-}
+// SyncDir fsyncs a directory so that the entries created, renamed or
+// removed in it are durable (durable.SyncDir).
+func SyncDir(fs vfs.FS, dir string) error { return durable.SyncDir(fs, dir) }
 
 // ReadFile reads a whole file. It returns an error matching os.ErrNotExist
 // if the file is missing.

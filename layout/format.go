@@ -55,11 +55,11 @@ package layout
 import (
 	"bytes"
 	"encoding/binary"
-	"hash/crc32"
 	"strings"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crc32c"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -81,8 +81,6 @@ const (
 	// StoreFileSize is the size of STORE.
 	StoreFileSize = 40
 )
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // --- STORE ---
 
@@ -106,7 +104,7 @@ func (s *Store) Marshal() []byte {
 	b = binary.LittleEndian.AppendUint16(b, s.Mode)
 	b = append(b, s.ID[:]...)
 	b = binary.LittleEndian.AppendUint64(b, uint64(s.Created))
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func ParseStore(name string, b []byte) (*Store, error) {
@@ -116,7 +114,7 @@ func ParseStore(name string, b []byte) (*Store, error) {
 	if string(b[:8]) != storeMagic {
 		return nil, record.Corruptf(name, "bad magic %q", b[:8])
 	}
-	if got, want := binary.LittleEndian.Uint32(b[36:]), crc32.Checksum(b[:36], castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[36:]), crc32c.Checksum(b[:36]); got != want {
 		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	if v := binary.LittleEndian.Uint16(b[8:]); v != storeVersion {
@@ -189,7 +187,7 @@ func (c *Checkpoint) Marshal() []byte {
 			b = append(b, a.FP[:]...)
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func ParseCheckpoint(name string, b []byte) (*Checkpoint, error) {
@@ -200,7 +198,7 @@ func ParseCheckpoint(name string, b []byte) (*Checkpoint, error) {
 		return nil, record.Corruptf(name, "bad magic %q", b[:8])
 	}
 	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
 		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	v := binary.LittleEndian.Uint16(b[8:])
@@ -296,7 +294,7 @@ func (f *FrameFile) Marshal() []byte {
 	b = binary.AppendUvarint(b, f.Seq)
 	b = append(b, f.Head[:]...)
 	b = record.AppendBytes(b, f.Frame)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func ParseFrameFile(name string, b []byte) (*FrameFile, error) {
@@ -304,7 +302,7 @@ func ParseFrameFile(name string, b []byte) (*FrameFile, error) {
 		return nil, record.Corruptf(name, "not a frame file (bad magic or %d bytes)", len(b))
 	}
 	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
 		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	if v := binary.LittleEndian.Uint16(b[8:]); v != frameFileVersion {
@@ -330,7 +328,7 @@ func MarshalDict(id uint32, dict []byte) []byte {
 	b = binary.LittleEndian.AppendUint16(b, dictFileVersion)
 	b = binary.LittleEndian.AppendUint32(b, id)
 	b = record.AppendBytes(b, dict)
-	return binary.LittleEndian.AppendUint32(b, crc32.Checksum(b, castagnoli))
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
 }
 
 func ParseDict(name string, b []byte) (uint32, []byte, error) {
@@ -338,7 +336,7 @@ func ParseDict(name string, b []byte) (uint32, []byte, error) {
 		return 0, nil, record.Corruptf(name, "not a dictionary file (bad magic or %d bytes)", len(b))
 	}
 	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32.Checksum(body, castagnoli); got != want {
+	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
 		return 0, nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	if v := binary.LittleEndian.Uint16(b[8:]); v != dictFileVersion {

@@ -50,7 +50,7 @@ func CheckLedgerTable(b []byte, gen uint64, at wal.Pos) string {
 	if o == (ledger.TableOrigin{}) {
 		return ""
 	}
-	if want := (ledger.TableOrigin{Gen: gen, Pos: ledger.Loc{Segment: at.Segment, Offset: at.Offset}}); o != want {
+	if want := (ledger.TableOrigin{Gen: gen, Pos: at}); o != want {
 		return fmt.Sprintf("it was written by checkpoint %d at %d:%d, CHECKPOINT is %d at %v", o.Gen, o.Pos.Segment, o.Pos.Offset, gen, at)
 	}
 	return ""

@@ -86,7 +86,7 @@ func (vr *verifyRun) checkSnapshotStore(ctx context.Context, log *wal.Log) {
 				bad(run, seq, "atom position", err)
 				return nil
 			}
-			index[run] = append(index[run], indexEntry{seq: seq, pos: wal.Pos{Segment: p.Segment, Offset: p.Offset}})
+			index[run] = append(index[run], indexEntry{seq: seq, pos: p})
 			return ctx.Err()
 		})
 	}

@@ -253,7 +253,7 @@ func (vr *verifyRun) loadRestartFiles() error {
 		if err != nil {
 			return err
 		}
-		vr.dc.cp, vr.dc.replay = cp, wal.Pos{Segment: cp.Replay.Segment, Offset: cp.Replay.Offset}
+		vr.dc.cp, vr.dc.replay = cp, cp.Replay
 		if cp.LedgerGen != 0 && vr.deep {
 			if t, err := layout.ReadFile(db.fs, db.ledgerTableName(cp.LedgerGen)); err == nil {
 				vr.dc.table = t

@@ -97,9 +97,9 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 	if _, ok := vr.dc.intents[in.Fingerprint]; !ok {
 		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq}
 	}
-	vr.dc.intentLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = in.Fingerprint
+	vr.dc.intentLocs[pos] = in.Fingerprint
 	if vr.dc.before(pos) {
-		vr.dc.ledger.ApplyIntent(in, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset})
+		vr.dc.ledger.ApplyIntent(in, pos)
 	}
 }
 
@@ -117,9 +117,9 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 		// later attempt of the atom.)
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q, its intent run %q", c.Fingerprint[:8], c.RunID, in.run)
 	}
-	vr.dc.certLocs[ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}] = certAt{fp: c.Fingerprint, status: c.Status}
+	vr.dc.certLocs[pos] = certAt{fp: c.Fingerprint, status: c.Status}
 	if vr.dc.before(pos) {
-		vr.dc.ledger.ApplyCertificate(c, ledger.Loc{Segment: pos.Segment, Offset: pos.Offset}, false)
+		vr.dc.ledger.ApplyCertificate(c, pos, false)
 	}
 }
 

@@ -4,43 +4,26 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/internal/runid"
 )
 
-// MaxRunIDLen bounds a run id, in bytes.
-const MaxRunIDLen = 256
+// MaxRunIDLen bounds a run id, in bytes (runid.MaxLen).
+const MaxRunIDLen = runid.MaxLen
 
 // ErrInvalidRunID is what CheckRunID's errors wrap.
 var ErrInvalidRunID = errors.New("engine: invalid run id")
 
-// CheckRunID reports why id cannot name a run, or nil: a run id is 1 to
-// MaxRunIDLen bytes of UTF-8 without control characters. It is the one
-// run-id rule of the store: the engine checks it on every run it creates,
-// the decoders on every run id they read.
+// CheckRunID reports why id cannot name a run, or nil: the store's one
+// run-id rule (package runid), with ErrInvalidRunID as its sentinel. The
+// engine checks it on every run it creates, the decoders on every run id
+// they read.
 func CheckRunID(id string) error {
-	switch {
-	case id == "":
-		return fmt.Errorf("%w: empty", ErrInvalidRunID)
-	case len(id) > MaxRunIDLen:
-		return fmt.Errorf("%w: %d bytes, at most %d", ErrInvalidRunID, len(id), MaxRunIDLen)
-	}
-	ascii := true
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; c < 0x20 || c >= 0x7f {
-			ascii = false
-			break
-		}
-	}
-	if ascii { // the common case: printable ASCII
-		return nil
-	}
-	if !utf8.ValidString(id) {
-		return fmt.Errorf("%w: %q is not valid UTF-8", ErrInvalidRunID, id)
-	}
-	for i, r := range id {
-		if r < 0x20 || r == 0x7f {
-			return fmt.Errorf("%w: %q has a control character at byte %d", ErrInvalidRunID, id, i)
-		}
+	var e *runid.Error
+	if err := runid.Check(id); errors.As(err, &e) {
+		return fmt.Errorf("%w: %s", ErrInvalidRunID, e.Reason)
+	} else if err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidRunID, err)
 	}
 	return nil
 }
