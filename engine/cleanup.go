@@ -10,8 +10,6 @@ package engine
 import (
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 
 	"github.com/continuumdb/continuum/layout"
 )
@@ -38,7 +36,7 @@ func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 		for _, name := range names {
 			stale := layout.IsTempName(name)
 			if dir == db.dir {
-				if gen, ok := parseLedgerTableName(name); ok && cp != nil && gen != cp.LedgerGen {
+				if gen, ok := layout.ParseLedgerTableName(name); ok && cp != nil && gen != cp.LedgerGen {
 					stale = true
 				}
 			}
@@ -54,22 +52,4 @@ func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 		}
 	}
 	return n, errors.Join(errs...)
-}
-
-// parseLedgerTableName returns the generation of a ledger table's file
-// name (ledgerTableName), or false.
-func parseLedgerTableName(name string) (uint64, bool) {
-	s, ok := strings.CutPrefix(name, "ledger-")
-	if !ok {
-		return 0, false
-	}
-	s, ok = strings.CutSuffix(s, ".tbl")
-	if !ok || len(s) < 6 {
-		return 0, false
-	}
-	gen, err := strconv.ParseUint(s, 10, 64)
-	if err != nil || gen == 0 {
-		return 0, false
-	}
-	return gen, true
 }

@@ -12,8 +12,6 @@ import (
 // dicts/, and only then compresses new records with it. Dictionaries are
 // never removed, so every record stays readable.
 
-const dictSuffix = ".dict"
-
 // maxDictSample is the most of a record body a training sample keeps.
 const maxDictSample = 4 << 10
 

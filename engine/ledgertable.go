@@ -10,7 +10,6 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/layout"
-	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -23,7 +22,7 @@ func (db *DB) loadLedgerTable(gen uint64, at wal.Pos) {
 	why := ""
 	b, err := layout.ReadFile(db.fs, name)
 	if err == nil {
-		why = db.checkLedgerTable(b, gen, at)
+		why = layout.CheckLedgerTable(b, gen, at)
 	} else if layout.NotExist(err) {
 		why = "it is missing"
 	} else {
@@ -48,23 +47,6 @@ func (db *DB) loadLedgerTable(gen uint64, at wal.Pos) {
 	db.ledgerRebuilt = fmt.Sprintf("%s: %s", name, why)
 }
 
-// checkLedgerTable says why b is not the table of generation gen taken at
-// at, or "". A version 1 table names no origin and is taken on its
-// checksums alone.
-func (db *DB) checkLedgerTable(b []byte, gen uint64, at wal.Pos) string {
-	o, err := ledger.ReadTableOrigin(b)
-	if err != nil {
-		return err.Error()
-	}
-	if o == (ledger.TableOrigin{}) {
-		return ""
-	}
-	if want := (ledger.TableOrigin{Gen: gen, Pos: at}); o != want {
-		return fmt.Sprintf("it was written by checkpoint %d at %d:%d, CHECKPOINT is %d at %v", o.Gen, o.Pos.Segment, o.Pos.Offset, gen, at)
-	}
-	return ""
-}
-
 // ledgerRebuiltWhy returns why the ledger table was rebuilt, once loaded.
 func (db *DB) ledgerRebuiltWhy() string {
 	select {
@@ -75,9 +57,7 @@ func (db *DB) ledgerRebuiltWhy() string {
 	}
 }
 
-func (db *DB) ledgerTableName(gen uint64) string {
-	return db.path(fmt.Sprintf("ledger-%06d.tbl", gen))
-}
+func (db *DB) ledgerTableName(gen uint64) string { return db.path(layout.LedgerTableName(gen)) }
 
 // startLedger starts loading the persisted ledger table, once.
 func (db *DB) startLedger() {

@@ -117,17 +117,6 @@ func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
 	return l.AppendTable(nil), nil
 }
 
-// checkReadOnlyLog refuses, for the read-only tools, a log that is gone
-// or lost records (as Open does: see checkLogComplete), with CHECKPOINT as
-// the witness of where the log reached when it is readable.
-func (db *DB) checkReadOnlyLog(l *wal.Log) error {
-	var cp *layout.Checkpoint
-	if b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName)); err == nil {
-		cp, _ = layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
-	}
-	return db.checkLogComplete(l, cp)
-}
-
 // noteFrameRebuilt records that a run's frame file was not used.
 func (db *DB) noteFrameRebuilt(run, why string) {
 	db.counters.framesRebuilt.Add(1)

@@ -3,6 +3,8 @@ package layout
 import (
 	"encoding/hex"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
@@ -38,6 +40,24 @@ func FrameFileBase(run string) string {
 
 // LedgerTableName names the ledger table of checkpoint generation gen.
 func LedgerTableName(gen uint64) string { return fmt.Sprintf("ledger-%06d.tbl", gen) }
+
+// ParseLedgerTableName returns the generation of a ledger table's file
+// name (LedgerTableName), or false.
+func ParseLedgerTableName(name string) (uint64, bool) {
+	s, ok := strings.CutPrefix(name, "ledger-")
+	if !ok {
+		return 0, false
+	}
+	s, ok = strings.CutSuffix(s, ".tbl")
+	if !ok || len(s) < 6 {
+		return 0, false
+	}
+	gen, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || gen == 0 {
+		return 0, false
+	}
+	return gen, true
+}
 
 // CheckLedgerTable says why b is not the ledger table of checkpoint
 // generation gen taken at log position at, or "". A version 1 table names

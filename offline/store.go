@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"context"
 	"errors"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -82,3 +83,22 @@ func (db *store) checkReadOnlyLog(l *wal.Log) error {
 }
 
 func newFrame() *frame.Frame { return &frame.Frame{Memory: map[string][]byte{}} }
+
+// readRetries is how often a read-only pass starts over when a file it
+// listed vanished under it: a live engine removes a file only after it
+// renamed its replacement into place, so a fresh pass finds a consistent
+// set of files unless the engine replaced them again meanwhile.
+const readRetries = 4
+
+// retryVanished calls pass until it returns something other than an error
+// matching os.ErrNotExist, at most readRetries times. A store directory or
+// STORE file that is missing is reported at once (ErrNotAStore).
+func retryVanished(ctx context.Context, pass func() error) error {
+	var err error
+	for range readRetries {
+		if err = pass(); err == nil || !layout.NotExist(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
+			return err
+		}
+	}
+	return err
+}

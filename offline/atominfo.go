@@ -1,0 +1,146 @@
+package offline
+
+// Reading one atom, its delta and its actions from the log: Inspector.Atom
+// and engine's Run.Atom.
+
+import (
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// ActionInfo is one action of the ledger: its intent and certificate.
+type ActionInfo struct {
+	Fingerprint ledger.Fingerprint
+	Run         string
+	Seq         uint64
+	Index       uint32 // ledger.Intent.Index: its place among the atom's default-key Do calls
+	Tool        string // "" if the intent was not written (relaxed mode)
+	Args        []byte // canonical JSON, redacted
+	Key         string
+	Idempotent  bool
+	// Status is the outcome: StatusIntent (an intent and no certificate:
+	// in doubt, or running when Running is set), StatusDone, StatusFailed
+	// or StatusResolved. Result and Err come from the latest certificate.
+	Status ledger.Status
+	// Running: the action has no certificate and belongs to the atom that
+	// the live process holding the store is running now, so its exec may
+	// be running; it is not in doubt. (An action of that atom left in
+	// doubt by an earlier crash, which the agent has not yet settled, looks
+	// the same: inspect cannot tell them apart.)
+	Running   bool
+	Result    []byte
+	Err       string
+	IntentPos wal.Pos // zero if there is no intent
+	CertPos   wal.Pos // zero if there is no certificate
+	// ArgsSize and ResultSize are the whole sizes of Args and Result. An
+	// Inspector cuts the values it returns to bound its memory (4 KiB each
+	// in run summaries, 64 MiB in all per Atom call): a value shorter than
+	// its size was cut.
+	ArgsSize, ResultSize int
+}
+
+// AtomInfo is the decoded content of one committed atom.
+type AtomInfo struct {
+	Run  string
+	Seq  uint64
+	Head chain.Hash
+	Pos  wal.Pos
+	// Size is the atom record's length in the log; RawSize the length of
+	// its body decompressed plus the record header.
+	Size    int
+	RawSize int
+	Delta   *frame.Delta
+	// Actions are the actions the atom performed, in call order.
+	Actions []ActionInfo
+}
+
+// readAt reads and decodes the record at pos (the ledger's records too)
+// and checks it is of kind; the record is the caller's.
+func readAt(dec *record.Decoder, log *wal.Log, file string, pos wal.Pos, kind record.Kind) (*record.Record, error) {
+	raw, err := log.ReadAt(pos)
+	if err != nil {
+		return nil, fmt.Errorf("engine: read %s at %v: %w", kind, pos, err)
+	}
+	r := &record.Record{}
+	if err := dec.Decode(raw, pos, file, r); err != nil {
+		return nil, err
+	}
+	if r.Kind != kind {
+		return nil, &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the record is a %s, not the %s the index names", r.Kind, kind)}
+	}
+	return r, nil
+}
+
+// readAtomAt reads the atom record at pos and checks it is seq of run.
+func readAtomAt(db *store, log *wal.Log, pos wal.Pos, run string, seq uint64) (*record.Record, error) {
+	a, err := readAt(db.decoder(false), log, db.segmentFile(pos.Segment), pos, record.KindAtom)
+	if err != nil {
+		return nil, err
+	}
+	if a.Run != run || a.Seq != seq {
+		return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq,
+			Reason: fmt.Sprintf("the record at %v is atom %d of run %q, not this atom", pos, a.Seq, a.Run)}
+	}
+	return a, nil
+}
+
+// SetIntent fills in info from the action's intent, at pos in the log.
+func (info *ActionInfo) SetIntent(i *ledger.Intent, pos wal.Pos) {
+	info.Run, info.Seq, info.Index = i.RunID, i.Seq, i.Index
+	info.Tool, info.Args, info.Key, info.Idempotent = i.Tool, i.Args, i.Key, i.Idempotent
+	info.ArgsSize = len(i.Args)
+	info.IntentPos = pos
+	if info.Status == ledger.StatusNone {
+		info.Status = ledger.StatusIntent
+	}
+}
+
+// SetCert fills in info from the action's certificate, at pos in the log.
+func (info *ActionInfo) SetCert(c *ledger.Certificate, pos wal.Pos) {
+	if info.IntentPos == (wal.Pos{}) {
+		info.Run, info.Seq, info.Index = c.RunID, c.Seq, c.Index
+	}
+	info.Status, info.Result, info.Err, info.CertPos = c.Status, c.Result, c.Err, pos
+	info.ResultSize = len(c.Result)
+}
+
+// ReadAtomInfo reads the atom of run at seq, at pos in log (whose records
+// comp decompresses; file names a segment), and decodes its delta and
+// actions, asking action for what the ledger knows of each fingerprint.
+// Inspector.Atom and engine's Run.Atom use it.
+func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) string, pos wal.Pos, run string, seq uint64,
+	action func(ledger.Fingerprint) (ActionInfo, error)) (*AtomInfo, error) {
+	a, err := readAt(&record.Decoder{}, log, file(pos.Segment), pos, record.KindAtom)
+	if err != nil {
+		return nil, err
+	}
+	if a.Run != run || a.Seq != seq {
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq,
+			Reason: fmt.Sprintf("the record at %v is atom %d of run %q, not this atom", pos, a.Seq, a.Run)}
+	}
+	raw, body, err := (&record.Decoder{Comp: comp}).DecodeAtom(nil, a, file(pos.Segment))
+	if err != nil {
+		return nil, err
+	}
+	d, err := frame.DecodeDelta(body.Delta)
+	if err != nil {
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom delta: %v", err), Err: err}
+	}
+	hdr := len(a.Raw) - len(a.Body)
+	info := &AtomInfo{Run: run, Seq: seq, Head: a.Head, Pos: pos,
+		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d}
+	for _, fp := range body.Actions {
+		ai, err := action(fp)
+		if err != nil {
+			return nil, err
+		}
+		info.Actions = append(info.Actions, ai)
+	}
+	return info, nil
+}
