@@ -88,3 +88,172 @@ func TestGoldenTable(t *testing.T) {
 		}
 	}
 }
+
+// TestGoldenTableStatuses pins the table's other two statuses, failed and
+// resolved, and locations whose offsets take more than one byte.
+func TestGoldenTableStatuses(t *testing.T) {
+	failed, resolved := Fingerprint{0x0b}, Fingerprint{0x0c}
+	l := New()
+	l.ApplyIntent(&Intent{Fingerprint: failed}, Loc{Segment: 4, Offset: 40})
+	l.ApplyCertificate(&Certificate{Fingerprint: failed, Status: StatusFailed}, Loc{Segment: 4, Offset: 1000}, false)
+	l.ApplyIntent(&Intent{Fingerprint: resolved}, Loc{Segment: 5, Offset: 40})
+	l.ApplyCertificate(&Certificate{Fingerprint: resolved, Status: StatusResolved}, Loc{Segment: 300, Offset: 70000}, false)
+	want := goldenhex.Decode(t, `
+		434c4454           # "CLDT"
+		0200               # version 2
+		4800               # entry size 72
+		0200000000000000   # 2 entries
+		0900000000000000   # checkpoint generation 9
+		2c01000000000000   # log position: segment 300
+		c011010000000000   #               offset 70080
+		4e6b4819           # body crc
+		dd154429           # header crc of the 44 bytes before
+		0b00000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0b...
+		03 00000000000000                  # status failed, reserved
+		0400000000000000 2800000000000000  # intent at 4:40
+		0400000000000000 e803000000000000  # certificate at 4:1000
+		0c00000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0c...
+		04 00000000000000                  # status resolved, reserved
+		0500000000000000 2800000000000000  # intent at 5:40
+		2c01000000000000 7011010000000000  # certificate at 300:70000
+	`)
+	origin := TableOrigin{Gen: 9, Pos: Loc{Segment: 300, Offset: 70080}}
+	if got := l.CheckpointAt(nil, func() TableOrigin { return origin }); !bytes.Equal(got, want) {
+		t.Fatalf("table changed:\n got %x\nwant %x", got, want)
+	}
+	back := New()
+	if err := back.LoadTable(want); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		fp           Fingerprint
+		status       Status
+		intent, cert Loc
+	}{
+		{failed, StatusFailed, Loc{Segment: 4, Offset: 40}, Loc{Segment: 4, Offset: 1000}},
+		{resolved, StatusResolved, Loc{Segment: 5, Offset: 40}, Loc{Segment: 300, Offset: 70000}},
+	} {
+		e, ok := back.Lookup(c.fp)
+		if !ok || e.Status != c.status || e.IntentLoc != c.intent || e.CertLoc != c.cert {
+			t.Fatalf("entry %x read back as %+v, %v", c.fp[:1], e, ok)
+		}
+	}
+	if o, err := ReadTableOrigin(want); err != nil || o != origin {
+		t.Fatalf("ReadTableOrigin: %+v, %v; want %+v", o, err, origin)
+	}
+}
+
+const hexGoldenFP = "0a0000000000000000000000000000000000000000000000000000000000000b"
+
+var goldenFP = Fingerprint{0x0a, 31: 0x0b}
+
+// TestGoldenIntent pins the intent record (format.go says it is frozen):
+// the flags, multi-byte varints, empty fields. Each is decoded back field
+// by field.
+func TestGoldenIntent(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   Intent
+		hex  string
+	}{{
+		name: "not idempotent",
+		in: Intent{Fingerprint: goldenFP, RunID: "run-1", Seq: 300, Index: 128, Tool: "mail.send",
+			Args: []byte(`{"to":"ops"}`), Key: "mail-300"},
+		hex: `
+			4c49                       # "LI"
+			01                         # version 1
+			00                         # flags: not idempotent
+			` + hexGoldenFP + `        # fingerprint
+			ac02                       # seq 300
+			8001                       # index 128
+			05 72756e2d31              # run id "run-1"
+			09 6d61696c2e73656e64      # tool "mail.send"
+			0c 7b22746f223a226f7073227d # args {"to":"ops"}
+			08 6d61696c2d333030        # key "mail-300"`,
+	}, {
+		name: "idempotent, no args",
+		in:   Intent{Fingerprint: goldenFP, RunID: "r", Seq: 1, Index: 0, Tool: "t", Key: "k-1", Idempotent: true},
+		hex: `
+			4c49 01                    # "LI", version 1
+			01                         # flags: idempotent (bit 0)
+			` + hexGoldenFP + `        # fingerprint
+			01 00                      # seq 1, index 0
+			01 72                      # run id "r"
+			01 74                      # tool "t"
+			00                         # no args
+			03 6b2d31                  # key "k-1"`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			want := goldenhex.Decode(t, c.hex)
+			if got := AppendIntent(nil, &c.in); !bytes.Equal(got, want) {
+				t.Fatalf("intent encoding changed:\n got %x\nwant %x", got, want)
+			}
+			got, err := DecodeIntent(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Fingerprint != c.in.Fingerprint || got.RunID != c.in.RunID || got.Seq != c.in.Seq || got.Index != c.in.Index ||
+				got.Tool != c.in.Tool || !bytes.Equal(got.Args, c.in.Args) || got.Key != c.in.Key || got.Idempotent != c.in.Idempotent {
+				t.Fatalf("read back as %+v, want %+v", got, c.in)
+			}
+		})
+	}
+}
+
+// TestGoldenCertificate pins the certificate record in each status.
+func TestGoldenCertificate(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		c    Certificate
+		hex  string
+	}{{
+		name: "done",
+		c:    Certificate{Fingerprint: goldenFP, RunID: "run-1", Seq: 300, Index: 128, Status: StatusDone, Result: []byte(`"sent"`)},
+		hex: `
+			4c43                       # "LC"
+			01                         # version 1
+			02                         # status done
+			` + hexGoldenFP + `        # fingerprint
+			ac02 8001                  # seq 300, index 128
+			05 72756e2d31              # run id "run-1"
+			06 2273656e7422            # result "sent" (JSON)
+			00                         # no error`,
+	}, {
+		name: "failed",
+		c:    Certificate{Fingerprint: goldenFP, RunID: "run-1", Seq: 7, Index: 2, Status: StatusFailed, Result: []byte{}, Err: "smtp: 550"},
+		hex: `
+			4c43 01                    # "LC", version 1
+			03                         # status failed
+			` + hexGoldenFP + `        # fingerprint
+			07 02                      # seq 7, index 2
+			05 72756e2d31              # run id "run-1"
+			00                         # no result
+			09 736d74703a20353530      # error "smtp: 550"`,
+	}, {
+		name: "resolved",
+		c:    Certificate{Fingerprint: goldenFP, RunID: "r", Seq: 1, Index: 0, Status: StatusResolved, Result: []byte("ok")},
+		hex: `
+			4c43 01                    # "LC", version 1
+			04                         # status resolved
+			` + hexGoldenFP + `        # fingerprint
+			01 00                      # seq 1, index 0
+			01 72                      # run id "r"
+			02 6f6b                    # result "ok"
+			00                         # no error`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			want := goldenhex.Decode(t, c.hex)
+			if got := AppendCertificate(nil, &c.c); !bytes.Equal(got, want) {
+				t.Fatalf("certificate encoding changed:\n got %x\nwant %x", got, want)
+			}
+			got, err := DecodeCertificate(want)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.Fingerprint != c.c.Fingerprint || got.RunID != c.c.RunID || got.Seq != c.c.Seq || got.Index != c.c.Index ||
+				got.Status != c.c.Status || !bytes.Equal(got.Result, c.c.Result) || got.Result == nil || got.Err != c.c.Err {
+				t.Fatalf("read back as %+v, want %+v", got, c.c)
+			}
+		})
+	}
+}
