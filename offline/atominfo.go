@@ -64,7 +64,7 @@ type AtomInfo struct {
 func readAt(dec *record.Decoder, log *wal.Log, file string, pos wal.Pos, kind record.Kind) (*record.Record, error) {
 	raw, err := log.ReadAt(pos)
 	if err != nil {
-		return nil, fmt.Errorf("engine: read %s at %v: %w", kind, pos, err)
+		return nil, logDamage(err, fmt.Sprintf("read %s at %v", kind, pos))
 	}
 	r := &record.Record{}
 	if err := dec.Decode(raw, pos, file, r); err != nil {

@@ -82,7 +82,7 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, 
 	s := &readOnlyStore{db: db, storeID: sf.ID, created: time.Unix(0, sf.Created)}
 	s.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil && !layout.NotExist(err) {
-		return nil, fmt.Errorf("engine: open log %s: %w", db.path(layout.WALDir), err)
+		return nil, logDamage(err, "open log "+db.path(layout.WALDir))
 	}
 	// A log that is gone or lost records is refused, not read as fewer runs.
 	if err := db.checkReadOnlyLog(s.log); err != nil {
@@ -143,7 +143,7 @@ func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, r *reco
 	}
 	c, err := record.NewCursor(s.log, s.db.segmentFile, wal.Pos{}, s.db.decoder(true))
 	if err != nil {
-		return fmt.Errorf("engine: read log %s: %w", s.db.path(layout.WALDir), err)
+		return logDamage(err, "read log "+s.db.path(layout.WALDir))
 	}
 	defer c.Close()
 	var lr LogRecord
@@ -168,8 +168,8 @@ func (s *readOnlyStore) scan(ctx context.Context, fn func(lr *LogRecord, r *reco
 // last, read-only (it takes no lock, trims no torn tail and writes
 // nothing), and calls fn with a description of each record. It stops at
 // the first error of fn, which it returns, or at the first record it cannot
-// read or decode, with an error that says where (matching ErrCorrupt for a
-// damaged record, wal.ErrCorrupt for damaged framing). fs nil means the
+// read or decode, with an error that says where (matching record.ErrCorrupt,
+// and wal.ErrCorrupt too for damaged framing). fs nil means the
 // operating system's filesystem.
 func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error) error {
 	// A pass that failed before fn saw a record (the oldest segment was

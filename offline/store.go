@@ -3,6 +3,7 @@ package offline
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
@@ -80,6 +81,19 @@ func (db *store) checkReadOnlyLog(l *wal.Log) error {
 		cp, _ = layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
 	}
 	return layout.CheckLog(db.fs, db.dir, l, cp)
+}
+
+// logDamage returns err, an error of the log, as a *CorruptionError when it
+// is damage (a *wal.CorruptionError, which it wraps), so that every damage
+// the tools report matches record.ErrCorrupt, the one corruption error of
+// the public API; what says where (file, offset) and why is kept. Other
+// errors are wrapped with what was being done.
+func logDamage(err error, doing string) error {
+	var ce *wal.CorruptionError
+	if errors.As(err, &ce) {
+		return &CorruptionError{File: ce.File, Offset: ce.Offset, Reason: ce.Reason, Err: err}
+	}
+	return fmt.Errorf("engine: %s: %w", doing, err)
 }
 
 func newFrame() *frame.Frame { return &frame.Frame{Memory: map[string][]byte{}} }

@@ -1,14 +1,9 @@
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
-	"math"
-
-	"github.com/continuumdb/continuum/frame"
 )
 
 const exportUsage = "export DIR --run ID [--from N] [--to M]"
@@ -39,13 +34,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	if *id == "" {
 		return usageErr(fs, stderr, "--run is required")
 	}
-	if *from == 0 {
-		*from = 1
-	}
-	if *to == 0 {
-		*to = math.MaxUint64
-	}
-	if *from > *to {
+	if *to != 0 && *from > *to {
 		return usageErr(fs, stderr, "--from %d is after --to %d", *from, *to)
 	}
 	dir := pos[0]
@@ -54,29 +43,11 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	defer in.Close()
-	r, ok := in.Run(*id)
-	if !ok {
+	if _, ok := in.Run(*id); !ok {
 		fmt.Fprintf(stderr, "continuumctl export: store %s has no run %q\n", dir, *id)
 		return exitUsage
 	}
-	ctx := context.Background()
-	bw := bufio.NewWriter(stdout)
-	enc := json.NewEncoder(bw)
-	for seq := *from; seq <= min(*to, r.LastSeq); seq++ {
-		a, err := in.Atom(ctx, *id, seq)
-		if err != nil {
-			bw.Flush()
-			return fail(stderr, "export", err)
-		}
-		v := viewAtom(a)
-		if v.Delta == nil {
-			v.Delta = []frame.Op{}
-		}
-		if err := enc.Encode(v); err != nil {
-			return fail(stderr, "export", err)
-		}
-	}
-	if err := bw.Flush(); err != nil {
+	if _, err := in.Export(context.Background(), stdout, *id, *from, *to); err != nil {
 		return fail(stderr, "export", err)
 	}
 	return exitOK

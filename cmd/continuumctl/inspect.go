@@ -7,6 +7,7 @@ import (
 	"io"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/offline"
 )
 
 const inspectUsage = "inspect DIR [RUN] [--seq N] [--json]"
@@ -34,32 +35,32 @@ const inspectExamples = `  continuumctl inspect ./agent-store
   continuumctl inspect ./agent-store deploy-42 --seq 7 --json`
 
 type runView struct {
-	ID               string       `json:"id"`
-	Created          string       `json:"created,omitempty"`
-	Atoms            uint64       `json:"atoms"`
-	LastSeq          uint64       `json:"last_seq"`
-	Head             string       `json:"head"`
-	Fails            int          `json:"fails"`
-	SnapshotSeq      uint64       `json:"snapshot_seq"`
-	FrameSeq         uint64       `json:"frame_seq"`
-	CheckpointSeq    uint64       `json:"checkpoint_seq"`
-	CheckpointSigned bool         `json:"checkpoint_signed"`
-	Running          uint64       `json:"running"`
-	Interrupted      uint64       `json:"interrupted"`
-	AtomActions      []actionView `json:"atom_actions"`
-	InDoubt          []actionView `json:"in_doubt"`
+	ID               string                   `json:"id"`
+	Created          string                   `json:"created,omitempty"`
+	Atoms            uint64                   `json:"atoms"`
+	LastSeq          uint64                   `json:"last_seq"`
+	Head             string                   `json:"head"`
+	Fails            int                      `json:"fails"`
+	SnapshotSeq      uint64                   `json:"snapshot_seq"`
+	FrameSeq         uint64                   `json:"frame_seq"`
+	CheckpointSeq    uint64                   `json:"checkpoint_seq"`
+	CheckpointSigned bool                     `json:"checkpoint_signed"`
+	Running          uint64                   `json:"running"`
+	Interrupted      uint64                   `json:"interrupted"`
+	AtomActions      []offline.ExportedAction `json:"atom_actions"`
+	InDoubt          []offline.ExportedAction `json:"in_doubt"`
 	// Deprecated: in_flight is running or interrupted, in_flight_actions
 	// is atom_actions; both go in the release after next.
-	InFlight        uint64       `json:"in_flight"`
-	InFlightActions []actionView `json:"in_flight_actions"`
+	InFlight        uint64                   `json:"in_flight"`
+	InFlightActions []offline.ExportedAction `json:"in_flight_actions"`
 }
 
 func viewRun(r engine.RunSummary) runView {
 	return runView{ID: r.ID, Created: timeString(r.Created), Atoms: r.Atoms, LastSeq: r.LastSeq, Head: r.Head.String(),
 		Fails: r.Fails, SnapshotSeq: r.SnapshotSeq, FrameSeq: r.FrameSeq, CheckpointSeq: r.CheckpointSeq,
 		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
-		AtomActions: viewActions(r.AtomActions), InDoubt: viewActions(r.InDoubt),
-		InFlight: max(r.Running, r.Interrupted), InFlightActions: viewActions(r.AtomActions)}
+		AtomActions: offline.NewExportedActions(r.AtomActions), InDoubt: offline.NewExportedActions(r.InDoubt),
+		InFlight: max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
@@ -147,9 +148,9 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	if *asJSON {
 		return done(stderr, "inspect", writeJSON(stdout, struct {
-			Atom  atomView  `json:"atom"`
-			Frame frameView `json:"frame"`
-		}{viewAtom(a), viewFrame(f)}))
+			Atom  offline.ExportedAtom `json:"atom"`
+			Frame frameView            `json:"frame"`
+		}{offline.NewExportedAtom(a), viewFrame(f)}))
 	}
 	fmt.Fprintf(stdout, "run %q atom %d\n", id, a.Seq)
 	fmt.Fprintf(stdout, "  head %s\n", a.Head)

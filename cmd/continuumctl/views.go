@@ -11,12 +11,12 @@ import (
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/ledger"
-	"github.com/continuumdb/continuum/wal"
+	"github.com/continuumdb/continuum/offline"
 )
 
-// JSON views shared by inspect and export. Their field names are a stable
-// interface for analysis tools.
+// JSON views of inspect --json. Their field names are a stable interface
+// for analysis tools; atoms and actions are in the form export writes them
+// (offline.ExportedAtom, offline.ExportedAction).
 
 // text is a byte string that marshals as a JSON string when it is valid
 // UTF-8, and as {"base64": ...} otherwise.
@@ -27,101 +27,6 @@ func (t text) MarshalJSON() ([]byte, error) {
 		return json.Marshal(string(t))
 	}
 	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString(t)})
-}
-
-// jsonOrText embeds b as JSON when it is valid JSON, else as text.
-func jsonOrText(b []byte) any {
-	if len(b) == 0 {
-		return nil
-	}
-	if json.Valid(b) {
-		return json.RawMessage(b)
-	}
-	return text(b)
-}
-
-type actionView struct {
-	Fingerprint string `json:"fingerprint"`
-	Run         string `json:"run"`
-	Seq         uint64 `json:"seq"`
-	Index       uint32 `json:"index"`
-	Tool        string `json:"tool"`
-	Args        any    `json:"args,omitempty"`
-	Key         string `json:"key"`
-	Idempotent  bool   `json:"idempotent"`
-	Status      string `json:"status"`
-	Result      any    `json:"result,omitempty"`
-	Error       string `json:"error,omitempty"`
-	IntentPos   string `json:"intent_pos,omitempty"`
-	CertPos     string `json:"certificate_pos,omitempty"`
-	// ArgsBytes and ResultBytes are the whole sizes of args and result,
-	// given only when the value shown was cut (the inspector bounds what
-	// it holds).
-	ArgsBytes   int `json:"args_bytes,omitempty"`
-	ResultBytes int `json:"result_bytes,omitempty"`
-}
-
-func posString(p wal.Pos) string {
-	if p == (wal.Pos{}) {
-		return ""
-	}
-	return p.String()
-}
-
-func viewAction(a engine.ActionInfo) actionView {
-	v := actionView{
-		Fingerprint: a.Fingerprint.String(), Run: a.Run, Seq: a.Seq, Index: a.Index, Tool: a.Tool,
-		Args: jsonOrText(a.Args), Key: a.Key, Idempotent: a.Idempotent, Status: statusName(a),
-		Result: jsonOrText(a.Result), Error: a.Err, IntentPos: posString(a.IntentPos), CertPos: posString(a.CertPos),
-	}
-	if len(a.Args) < a.ArgsSize {
-		v.ArgsBytes = a.ArgsSize
-	}
-	if len(a.Result) < a.ResultSize {
-		v.ResultBytes = a.ResultSize
-	}
-	return v
-}
-
-func viewActions(as []engine.ActionInfo) []actionView {
-	out := make([]actionView, 0, len(as))
-	for _, a := range as {
-		out = append(out, viewAction(a))
-	}
-	return out
-}
-
-// statusName names an action's state for people: an intent without
-// certificate is "running" in the atom a live process is running (its
-// exec may be running now) and "in-doubt" everywhere else.
-func statusName(a engine.ActionInfo) string {
-	switch {
-	case a.Status != ledger.StatusIntent:
-		return a.Status.String()
-	case a.Running:
-		return "running"
-	}
-	return "in-doubt"
-}
-
-type atomView struct {
-	Run     string       `json:"run"`
-	Seq     uint64       `json:"seq"`
-	Head    string       `json:"head"`
-	Pos     string       `json:"pos"`
-	Size    int          `json:"size"`
-	RawSize int          `json:"raw_size"`
-	Delta   []frame.Op   `json:"delta"`
-	Actions []actionView `json:"actions"`
-}
-
-func viewAtom(a *engine.AtomInfo) atomView {
-	ops := a.Delta.Ops()
-	if ops == nil {
-		ops = []frame.Op{}
-	}
-	return atomView{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
-		RawSize: a.RawSize, Delta: ops, Actions: viewActions(a.Actions)}
 }
 
 type subgoalView struct {
@@ -138,10 +43,10 @@ type messageView struct {
 }
 
 type pendingView struct {
-	CallID string `json:"call_id"`
-	Tool   string `json:"tool"`
-	Args   any    `json:"args,omitempty"`
-	Key    string `json:"key,omitempty"`
+	CallID string                `json:"call_id"`
+	Tool   string                `json:"tool"`
+	Args   offline.ExportedValue `json:"args,omitempty"`
+	Key    string                `json:"key,omitempty"`
 }
 
 type frameView struct {
@@ -166,7 +71,7 @@ func viewFrame(f *frame.Frame) frameView {
 		v.Messages = append(v.Messages, messageView{Role: m.Role.String(), Content: m.Content, Tool: m.Tool, CallID: m.CallID})
 	}
 	for _, p := range f.Pending {
-		v.Pending = append(v.Pending, pendingView{CallID: p.CallID, Tool: p.Tool, Args: jsonOrText(p.Args), Key: p.Key})
+		v.Pending = append(v.Pending, pendingView{CallID: p.CallID, Tool: p.Tool, Args: p.Args, Key: p.Key})
 	}
 	return v
 }
@@ -217,7 +122,7 @@ func printAction(w io.Writer, a engine.ActionInfo, indent string) {
 	if a.Idempotent {
 		idem = ", idempotent"
 	}
-	fmt.Fprintf(w, "%s#%d %s [%s%s] key %q\n", indent, a.Index, a.Tool, statusName(a), idem, a.Key)
+	fmt.Fprintf(w, "%s#%d %s [%s%s] key %q\n", indent, a.Index, a.Tool, a.StatusName(), idem, a.Key)
 	fmt.Fprintf(w, "%s    fingerprint %s\n", indent, a.Fingerprint)
 	if len(a.Args) > 0 {
 		fmt.Fprintf(w, "%s    args:   %s\n", indent, clip(string(a.Args), 100))
@@ -231,8 +136,8 @@ func printAction(w io.Writer, a engine.ActionInfo, indent string) {
 	if a.Err != "" {
 		fmt.Fprintf(w, "%s    error:  %s\n", indent, a.Err)
 	}
-	if a.IntentPos != (wal.Pos{}) || a.CertPos != (wal.Pos{}) {
-		fmt.Fprintf(w, "%s    intent at wal %s, certificate at wal %s\n", indent, orNone(posString(a.IntentPos)), orNone(posString(a.CertPos)))
+	if e := offline.NewExportedAction(a); e.IntentPos != "" || e.CertPos != "" {
+		fmt.Fprintf(w, "%s    intent at wal %s, certificate at wal %s\n", indent, orNone(e.IntentPos), orNone(e.CertPos))
 	}
 }
 

@@ -1,0 +1,197 @@
+package offline
+
+import (
+	"bufio"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Export: a run's atoms as JSON Lines, for analysis tools (continuumctl
+// export). One line is one committed atom, as an ExportedAtom: the delta op
+// by op and the actions with their intents and certificates. The field
+// names and the encoding of the values are a stable interface: fields may
+// be added, none is renamed or changes meaning.
+
+// ExportedAtom is one committed atom as Export writes it: AtomInfo with
+// every value in the form analysis tools read.
+type ExportedAtom struct {
+	Run  string `json:"run"`
+	Seq  uint64 `json:"seq"`
+	Head string `json:"head"` // the chain head after the atom, 64 hex digits
+	Pos  string `json:"pos"`  // where the atom's record starts: "segment:offset"
+	// Size is the atom record's length in the log; RawSize the length
+	// with its body decompressed.
+	Size    int              `json:"size"`
+	RawSize int              `json:"raw_size"`
+	Delta   []frame.Op       `json:"delta"`   // in order; never null
+	Actions []ExportedAction `json:"actions"` // in call order; never null
+}
+
+// ExportedAction is one action of the ledger (ActionInfo) as Export, and
+// inspect --json, write it.
+type ExportedAction struct {
+	Fingerprint string        `json:"fingerprint"` // 64 hex digits
+	Run         string        `json:"run"`
+	Seq         uint64        `json:"seq"`
+	Index       uint32        `json:"index"`
+	Tool        string        `json:"tool"`
+	Args        ExportedValue `json:"args,omitempty"`
+	Key         string        `json:"key"`
+	Idempotent  bool          `json:"idempotent"`
+	Status      string        `json:"status"` // ActionInfo.StatusName
+	Result      ExportedValue `json:"result,omitempty"`
+	Error       string        `json:"error,omitempty"`
+	IntentPos   string        `json:"intent_pos,omitempty"`      // "segment:offset"; absent without an intent
+	CertPos     string        `json:"certificate_pos,omitempty"` // "segment:offset"; absent without a certificate
+	// ArgsBytes and ResultBytes are the whole sizes of Args and Result,
+	// given only when the value was cut (an Inspector bounds what it holds:
+	// see ActionInfo.ArgsSize).
+	ArgsBytes   int `json:"args_bytes,omitempty"`
+	ResultBytes int `json:"result_bytes,omitempty"`
+}
+
+// ExportedValue is a value of the store (an action's args or result) as
+// Export writes it: the JSON value itself when the bytes are valid JSON, a
+// JSON string when they are valid UTF-8 but not JSON, and an object
+// {"base64": "..."} otherwise. An empty value is left out of its object.
+//
+// The encoding is for reading: bytes that are a JSON string and UTF-8 text
+// that is not JSON can come out the same, so it does not decode back.
+// Args are canonical JSON, so only a cut one (see ArgsBytes) is text.
+type ExportedValue []byte
+
+// MarshalJSON implements json.Marshaler.
+func (v ExportedValue) MarshalJSON() ([]byte, error) {
+	if json.Valid(v) {
+		return v, nil
+	}
+	return marshalText(v)
+}
+
+// marshalText is b as a JSON string when it is valid UTF-8, and as
+// {"base64": ...} otherwise.
+func marshalText(b []byte) ([]byte, error) {
+	if utf8.Valid(b) {
+		return json.Marshal(string(b))
+	}
+	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString(b)})
+}
+
+// NewExportedAtom returns a in the form Export writes. It shares a's
+// values (the caller may not change them through either).
+func NewExportedAtom(a *AtomInfo) ExportedAtom {
+	ops := a.Delta.Ops()
+	if ops == nil {
+		ops = []frame.Op{}
+	}
+	return ExportedAtom{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
+		RawSize: a.RawSize, Delta: ops, Actions: NewExportedActions(a.Actions)}
+}
+
+// NewExportedAction returns a in the form Export writes. It shares a's
+// args and result.
+func NewExportedAction(a ActionInfo) ExportedAction {
+	v := ExportedAction{
+		Fingerprint: a.Fingerprint.String(), Run: a.Run, Seq: a.Seq, Index: a.Index, Tool: a.Tool,
+		Args: a.Args, Key: a.Key, Idempotent: a.Idempotent, Status: a.StatusName(),
+		Result: a.Result, Error: a.Err, IntentPos: posString(a.IntentPos), CertPos: posString(a.CertPos),
+	}
+	if len(a.Args) < a.ArgsSize {
+		v.ArgsBytes = a.ArgsSize
+	}
+	if len(a.Result) < a.ResultSize {
+		v.ResultBytes = a.ResultSize
+	}
+	return v
+}
+
+// NewExportedActions returns each of as in the form Export writes; an
+// empty list is an empty slice, never nil (it encodes as [], not null).
+func NewExportedActions(as []ActionInfo) []ExportedAction {
+	out := make([]ExportedAction, 0, len(as))
+	for _, a := range as {
+		out = append(out, NewExportedAction(a))
+	}
+	return out
+}
+
+// posString is p, or "" for the zero Pos (no such record).
+func posString(p wal.Pos) string {
+	if p == (wal.Pos{}) {
+		return ""
+	}
+	return p.String()
+}
+
+// StatusName names the action's state for people: "done", "failed" or
+// "resolved" once it has a certificate; without one, "running" when it
+// belongs to the atom a live process is running now (Running: its exec may
+// be running) and "in-doubt" otherwise (dispatched, outcome unknown).
+func (a ActionInfo) StatusName() string {
+	switch {
+	case a.Status != ledger.StatusIntent:
+		return a.Status.String()
+	case a.Running:
+		return "running"
+	}
+	return "in-doubt"
+}
+
+// Export writes the committed atoms of run from seq from through seq to,
+// inclusive, to w as JSON Lines: one ExportedAtom per line, in seq order,
+// each line an object as encoding/json writes it followed by "\n". It
+// returns how many atoms it wrote (after an error of w, some of those may
+// not have reached it).
+//
+// from 0 is seq 1. to 0 is the run's last atom, and a to past the last
+// atom stops there, so (0, 0) exports the whole run; a from past the last
+// atom exports nothing. A from after a to other than 0, or a run the store
+// does not have, is an error before anything is written.
+//
+// Export reads one atom at a time (Atom), so it holds one atom's values
+// (at most 64 MiB of args and results, the rest cut; see ArgsBytes) however
+// long the run. It buffers w and flushes it before it returns, also on
+// error: what it wrote is then every atom before the one it could not read
+// (an error matching record.ErrCorrupt, which is engine.ErrCorrupt, for a
+// damaged record) or write. It stops with ctx's error once ctx is done.
+func (in *Inspector) Export(ctx context.Context, w io.Writer, run string, from, to uint64) (int, error) {
+	r := in.runs[run]
+	if r == nil {
+		return 0, fmt.Errorf("offline: export: store %s has no run %q", in.st.db.dir, run)
+	}
+	from = max(from, 1)
+	if to == 0 {
+		to = r.sum.LastSeq
+	} else if from > to {
+		return 0, fmt.Errorf("offline: export: run %q: from seq %d is after to seq %d", run, from, to)
+	}
+	to = min(to, r.sum.LastSeq)
+	bw := bufio.NewWriter(w)
+	enc := json.NewEncoder(bw)
+	n := 0
+	for seq := from; seq <= to; seq++ {
+		a, err := in.Atom(ctx, run, seq)
+		if err != nil {
+			if ferr := bw.Flush(); ferr != nil {
+				return n, fmt.Errorf("offline: export: write: %w", ferr)
+			}
+			return n, err
+		}
+		if err := enc.Encode(NewExportedAtom(a)); err != nil { // every field marshals: an error is w's
+			return n, fmt.Errorf("offline: export: write run %q seq %d: %w", run, seq, err)
+		}
+		n++
+	}
+	if err := bw.Flush(); err != nil {
+		return n, fmt.Errorf("offline: export: write: %w", err)
+	}
+	return n, nil
+}
