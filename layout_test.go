@@ -39,6 +39,14 @@ var allowedDeps = []string{
 	"golang.org/x/mod",
 }
 
+// unlinked lists, for a package (a path inside the module), the module's
+// packages that must not be linked into it, directly or through any other:
+// continuumctl reads stores that matter, and the demo's fake outside world
+// and scripted agent (cmd/continuumdemo) have no place in it.
+var unlinked = map[string][]string{
+	"cmd/continuumctl": {"internal/downstream", "internal/agent", "internal/workload", "internal/agenttext"},
+}
+
 // TestImportGraph keeps the architecture of DESIGN.md visible: lower packages
 // never import engine, cmd, bench or fuzz, and shipped code imports only the
 // chosen dependencies.
@@ -105,4 +113,40 @@ func TestImportGraph(t *testing.T) {
 			}
 		}
 	}
+	for dir, banned := range unlinked {
+		if pkgs[dir] == nil {
+			t.Errorf("unlinked names %s, which is not a package of the module", dir)
+			continue
+		}
+		via := linked(pkgs, dir)
+		for _, b := range banned {
+			if pkgs[b] == nil {
+				t.Errorf("unlinked names %s, which is not a package of the module", b)
+			}
+			if chain, ok := via[b]; ok {
+				t.Errorf("%s links %s (%s): it must not", dir, b, strings.Join(chain, " -> "))
+			}
+		}
+	}
+}
+
+// linked returns the module's packages that the package in dir links, not
+// counting its tests, each with the chain of imports that reaches it (dir
+// first).
+func linked(pkgs map[string]*build.Package, dir string) map[string][]string {
+	via := map[string][]string{dir: {dir}}
+	queue := []string{dir}
+	for len(queue) > 0 {
+		d := queue[0]
+		queue = queue[1:]
+		for _, imp := range pkgs[d].Imports {
+			rel, ok := strings.CutPrefix(imp, module+"/")
+			if _, seen := via[rel]; !ok || seen || pkgs[rel] == nil {
+				continue
+			}
+			via[rel] = append(append([]string(nil), via[d]...), rel)
+			queue = append(queue, rel)
+		}
+	}
+	return via
 }

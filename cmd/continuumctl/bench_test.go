@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/workload"
@@ -54,11 +55,11 @@ func benchStore(b *testing.B, runs, atoms int) (string, int64) {
 func BenchmarkCommands(b *testing.B) {
 	const runs, atoms = 4, 500
 	dir, logBytes := benchStore(b, runs, atoms)
-	cli := func(args ...string) func(b *testing.B) {
+	command := func(args ...string) func(b *testing.B) {
 		return func(b *testing.B) {
 			b.SetBytes(logBytes)
 			for b.Loop() {
-				if code := run(args, io.Discard, io.Discard); code != exitOK && code != exitCorrupt {
+				if code := run(args, io.Discard, io.Discard); code != cli.ExitOK && code != cli.ExitCorrupt {
 					b.Fatalf("%v: exit %d", args, code)
 				}
 			}
@@ -75,14 +76,14 @@ func BenchmarkCommands(b *testing.B) {
 		}
 		b.ReportMetric(float64(runs*atoms)*float64(b.N)/b.Elapsed().Seconds(), "atoms/s")
 	})
-	b.Run("verify", cli("verify", dir))
-	b.Run("verify-json", cli("verify", "--json", dir))
-	b.Run("inspect", cli("inspect", dir))
-	b.Run("stats", cli("stats", dir))
+	b.Run("verify", command("verify", dir))
+	b.Run("verify-json", command("verify", "--json", dir))
+	b.Run("inspect", command("inspect", dir))
+	b.Run("stats", command("stats", dir))
 	b.Run("export-run", func(b *testing.B) {
 		b.SetBytes(logBytes / runs)
 		for b.Loop() {
-			if code := run([]string{"export", dir, "--run", workload.RunID(0)}, io.Discard, io.Discard); code != exitOK {
+			if code := run([]string{"export", dir, "--run", workload.RunID(0)}, io.Discard, io.Discard); code != cli.ExitOK {
 				b.Fatalf("exit %d", code)
 			}
 		}

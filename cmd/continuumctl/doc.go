@@ -1,12 +1,10 @@
-// Command continuumctl checks and looks inside a CONTINUUM store, and runs
-// the demo that shows what the engine is for.
+// Command continuumctl checks and looks inside a CONTINUUM store.
 //
 //	continuumctl verify  DIR [--pubkey F] [--state F] [--save-state F] [--json] [--strict] [--deep] [--chain-key F]
 //	continuumctl inspect DIR [RUN] [--seq N] [--json]
 //	continuumctl stats   DIR [--json]
 //	continuumctl export  DIR --run ID [--from N] [--to M]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
-//	continuumctl demo    [--dir DIR]
 //
 // Every command's --help lists its flags as they are typed (--name VALUE)
 // and examples; testdata/help_*.golden pins them.
@@ -15,6 +13,13 @@
 // flag ahead of the positional arguments before parsing, so both
 // `verify --json DIR` (the form DESIGN.md documents) and `verify DIR --json`
 // work. After "--" every argument is positional.
+//
+// It links the engine's public API and the offline tools (package
+// offline: Verify, Inspect, Inspector.Export), and classifies errors by
+// the public engine.ErrCorrupt alone. The demo that shows what the engine
+// is for, with its fake outside world, is a command of its own,
+// cmd/continuumdemo, so none of it is linked here (layout_test.go checks);
+// "continuumctl demo" says so and exits 2.
 //
 // # Exit codes
 //

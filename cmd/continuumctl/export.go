@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 )
 
 const exportUsage = "export DIR --run ID [--from N] [--to M]"
@@ -20,22 +22,22 @@ const exportExamples = `  continuumctl export ./agent-store --run deploy-42 > de
   continuumctl export ./agent-store --run deploy-42 --from 10 --to 20`
 
 func runExport(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("export", exportUsage, exportAbout, exportExamples, stderr)
+	fs := ctl.Flags("export", exportUsage, exportAbout, exportExamples, stderr)
 	id := fs.String("run", "", "the run `ID` to export (required)")
 	from := fs.Uint64("from", 1, "first seq `N`")
 	to := fs.Uint64("to", 0, "last seq `M` (0 or none: the run's last)")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
+		return cli.UsageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
 	}
 	if *id == "" {
-		return usageErr(fs, stderr, "--run is required")
+		return cli.UsageErr(fs, stderr, "--run is required")
 	}
 	if *to != 0 && *from > *to {
-		return usageErr(fs, stderr, "--from %d is after --to %d", *from, *to)
+		return cli.UsageErr(fs, stderr, "--from %d is after --to %d", *from, *to)
 	}
 	dir := pos[0]
 	in, code := openInspector("export", dir, stderr)
@@ -45,10 +47,10 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	defer in.Close()
 	if _, ok := in.Run(*id); !ok {
 		fmt.Fprintf(stderr, "continuumctl export: store %s has no run %q\n", dir, *id)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if _, err := in.Export(context.Background(), stdout, *id, *from, *to); err != nil {
-		return fail(stderr, "export", err)
+		return ctl.Fail(stderr, "export", err)
 	}
-	return exitOK
+	return cli.ExitOK
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -23,21 +24,21 @@ func TestGolden(t *testing.T) {
 		args []string
 		code int
 	}{
-		{"verify", []string{"verify", clean}, exitOK},
-		{"verify_json", []string{"verify", "--json", clean}, exitOK},
-		{"verify_strict", []string{"verify", clean, "--strict"}, exitCorrupt},
-		{"verify_inflight", []string{"verify", inflight, "--json"}, exitOK},
-		{"inspect", []string{"inspect", clean}, exitOK},
-		{"inspect_json", []string{"inspect", clean, "--json"}, exitOK},
-		{"inspect_inflight", []string{"inspect", inflight}, exitOK},
-		{"inspect_run", []string{"inspect", inflight, "beta"}, exitOK},
-		{"inspect_run_json", []string{"inspect", "--json", inflight, "beta"}, exitOK},
-		{"inspect_atom", []string{"inspect", clean, "alpha", "--seq", "3"}, exitOK},
-		{"inspect_atom_json", []string{"inspect", clean, "alpha", "--seq=3", "--json"}, exitOK},
-		{"stats", []string{"stats", clean}, exitOK},
-		{"stats_json", []string{"stats", "--json", clean}, exitOK},
-		{"export", []string{"export", clean, "--run", "beta", "--from", "2", "--to", "3"}, exitOK},
-		{"export_all", []string{"export", "--run=alpha", clean}, exitOK},
+		{"verify", []string{"verify", clean}, cli.ExitOK},
+		{"verify_json", []string{"verify", "--json", clean}, cli.ExitOK},
+		{"verify_strict", []string{"verify", clean, "--strict"}, cli.ExitCorrupt},
+		{"verify_inflight", []string{"verify", inflight, "--json"}, cli.ExitOK},
+		{"inspect", []string{"inspect", clean}, cli.ExitOK},
+		{"inspect_json", []string{"inspect", clean, "--json"}, cli.ExitOK},
+		{"inspect_inflight", []string{"inspect", inflight}, cli.ExitOK},
+		{"inspect_run", []string{"inspect", inflight, "beta"}, cli.ExitOK},
+		{"inspect_run_json", []string{"inspect", "--json", inflight, "beta"}, cli.ExitOK},
+		{"inspect_atom", []string{"inspect", clean, "alpha", "--seq", "3"}, cli.ExitOK},
+		{"inspect_atom_json", []string{"inspect", clean, "alpha", "--seq=3", "--json"}, cli.ExitOK},
+		{"stats", []string{"stats", clean}, cli.ExitOK},
+		{"stats_json", []string{"stats", "--json", clean}, cli.ExitOK},
+		{"export", []string{"export", clean, "--run", "beta", "--from", "2", "--to", "3"}, cli.ExitOK},
+		{"export_all", []string{"export", "--run=alpha", clean}, cli.ExitOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(tc.args...)
@@ -94,7 +95,7 @@ func TestGoldenRunning(t *testing.T) {
 			"inspect_running_run": {"inspect", dir, "beta"},
 		} {
 			code, out, errOut := runCLI(args...)
-			if code != exitOK || errOut != "" {
+			if code != cli.ExitOK || errOut != "" {
 				t.Errorf("%s: exit %d, stderr %s", name, code, errOut)
 			}
 			outputs[name] = out

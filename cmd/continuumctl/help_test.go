@@ -4,6 +4,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 )
 
 // TestHelpGolden pins the --help of every command (testdata/help_*.golden):
@@ -11,7 +13,7 @@ import (
 // example each.
 func TestHelpGolden(t *testing.T) {
 	code, out, errOut := runCLI("--help")
-	if code != exitOK || errOut != "" {
+	if code != cli.ExitOK || errOut != "" {
 		t.Fatalf("--help: exit %d, stderr %q", code, errOut)
 	}
 	golden(t, "help", out)
@@ -21,7 +23,7 @@ func TestHelpGolden(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := runCLI(c.name, "--help")
-			if code != exitOK || out != "" {
+			if code != cli.ExitOK || out != "" {
 				t.Fatalf("%s --help: exit %d, stdout %q", c.name, code, out)
 			}
 			golden(t, "help_"+c.name, errOut)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/offline"
 )
@@ -64,15 +65,15 @@ func viewRun(r engine.RunSummary) runView {
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("inspect", inspectUsage, inspectAbout, inspectExamples, stderr)
+	fs := ctl.Flags("inspect", inspectUsage, inspectAbout, inspectExamples, stderr)
 	seq := fs.Uint64("seq", 0, "show atom `N` of RUN and the frame at N")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) < 1 || len(pos) > 2 {
-		return usageErr(fs, stderr, "want DIR and optionally RUN, got %d arguments", len(pos))
+		return cli.UsageErr(fs, stderr, "want DIR and optionally RUN, got %d arguments", len(pos))
 	}
 	seqSet := false
 	fs.Visit(func(f *flag.Flag) {
@@ -81,7 +82,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 	})
 	if seqSet && len(pos) != 2 {
-		return usageErr(fs, stderr, "--seq needs a RUN")
+		return cli.UsageErr(fs, stderr, "--seq needs a RUN")
 	}
 	dir := pos[0]
 	in, code := openInspector("inspect", dir, stderr)
@@ -108,19 +109,19 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			}{in.StoreID(), dir, timeString(in.Created()), in.Holder().Live, in.Holder().PID, views}))
 		}
 		printRuns(stdout, in, dir, runs)
-		return exitOK
+		return cli.ExitOK
 	}
 
 	id := pos[1]
 	r, ok := in.Run(id)
 	if !ok {
 		fmt.Fprintf(stderr, "continuumctl inspect: store %s has no run %q\n", dir, id)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	if !seqSet {
 		f, err := in.StateAt(ctx, id, r.LastSeq)
 		if err != nil {
-			return fail(stderr, "inspect", err)
+			return ctl.Fail(stderr, "inspect", err)
 		}
 		if *asJSON {
 			return done(stderr, "inspect", writeJSON(stdout, struct {
@@ -131,20 +132,20 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		printRun(stdout, in.Holder(), r)
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
 		printFrame(stdout, f, "  ")
-		return exitOK
+		return cli.ExitOK
 	}
 
 	if *seq == 0 || *seq > r.LastSeq {
 		fmt.Fprintf(stderr, "continuumctl inspect: run %q has atoms 1..%d, not %d\n", id, r.LastSeq, *seq)
-		return exitUsage
+		return cli.ExitUsage
 	}
 	a, err := in.Atom(ctx, id, *seq)
 	if err != nil {
-		return fail(stderr, "inspect", err)
+		return ctl.Fail(stderr, "inspect", err)
 	}
 	f, err := in.StateAt(ctx, id, *seq)
 	if err != nil {
-		return fail(stderr, "inspect", err)
+		return ctl.Fail(stderr, "inspect", err)
 	}
 	if *asJSON {
 		return done(stderr, "inspect", writeJSON(stdout, struct {
@@ -166,14 +167,14 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	}
 	fmt.Fprintf(stdout, "frame at seq %d:\n", a.Seq)
 	printFrame(stdout, f, "  ")
-	return exitOK
+	return cli.ExitOK
 }
 
 func done(stderr io.Writer, cmd string, err error) int {
 	if err != nil {
-		return fail(stderr, cmd, err)
+		return ctl.Fail(stderr, cmd, err)
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func printRuns(w io.Writer, in *engine.Inspector, dir string, runs []engine.RunSummary) {

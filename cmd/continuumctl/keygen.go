@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 )
 
@@ -48,35 +49,35 @@ type keygenJSON struct {
 }
 
 func runKeygen(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("keygen", keygenUsage, keygenAbout, keygenExamples, stderr)
+	fs := ctl.Flags("keygen", keygenUsage, keygenAbout, keygenExamples, stderr)
 	store := fs.String("store", "", "the store `DIR` whose origin the key is for (read from its STORE file)")
 	origin := fs.String("origin", "", "the origin `NAME` to sign as, instead of --store (continuum-<16 hex digits>)")
 	out := fs.String("out", "", "write the signing key to `FILE` and the public key to FILE.pub (required)")
 	asJSON := fs.Bool("json", false, "print the origin and the two file names as JSON")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	switch {
 	case len(pos) != 0:
-		return usageErr(fs, stderr, "unexpected argument %q (the store is --store DIR)", pos[0])
+		return cli.UsageErr(fs, stderr, "unexpected argument %q (the store is --store DIR)", pos[0])
 	case (*store == "") == (*origin == ""):
-		return usageErr(fs, stderr, "want exactly one of --store and --origin")
+		return cli.UsageErr(fs, stderr, "want exactly one of --store and --origin")
 	case *out == "":
-		return usageErr(fs, stderr, "--out is required")
+		return cli.UsageErr(fs, stderr, "--out is required")
 	}
 	name := *origin
 	if *store != "" {
 		var err error
 		if name, err = engine.StoreOrigin(*store, nil); err != nil {
-			return fail(stderr, "keygen", err)
+			return ctl.Fail(stderr, "keygen", err)
 		}
 	} else if !strings.HasPrefix(name, chain.OriginPrefix) {
-		return usageErr(fs, stderr, "--origin %q is not an origin: it starts with %q (see DB.Origin)", name, chain.OriginPrefix)
+		return cli.UsageErr(fs, stderr, "--origin %q is not an origin: it starts with %q (see DB.Origin)", name, chain.OriginPrefix)
 	}
 	pubName := *out + ".pub"
 	if err := writeKeyPair(name, *out, pubName); err != nil {
-		return fail(stderr, "keygen", err)
+		return ctl.Fail(stderr, "keygen", err)
 	}
 	if *asJSON {
 		return done(stderr, "keygen", writeJSON(stdout, keygenJSON{Origin: name, SigningKey: *out, PublicKey: pubName}))
@@ -84,7 +85,7 @@ func runKeygen(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "origin       %s\n", name)
 	fmt.Fprintf(stdout, "signing key  %s (secret: keep it outside the store; engine.Options.SigningKey)\n", *out)
 	fmt.Fprintf(stdout, "public key   %s (for continuumctl verify --pubkey)\n", pubName)
-	return exitOK
+	return cli.ExitOK
 }
 
 // writeKeyPair generates a key and writes its signing key file to keyName

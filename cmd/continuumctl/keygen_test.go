@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
 )
@@ -34,7 +35,7 @@ func TestKeygenSignsAStore(t *testing.T) {
 
 	keyFile := filepath.Join(tmp, "agent.key")
 	code, out, errOut := runCLI("keygen", "--store", dir, "--out", keyFile, "--json")
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("keygen: exit %d, stderr %s", code, errOut)
 	}
 	var got keygenJSON
@@ -91,14 +92,14 @@ func TestKeygenSignsAStore(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, v := verifyJSONOut(t, dir, "--strict", "--pubkey", keyFile+".pub")
-	if code != exitOK || v.CheckpointsVerified == 0 || len(v.Warnings) != 0 || v.Signing != "" {
+	if code != cli.ExitOK || v.CheckpointsVerified == 0 || len(v.Warnings) != 0 || v.Signing != "" {
 		t.Errorf("verify --strict with keygen's key: exit %d, %d verified, warnings %v, failures %v, signing %q",
 			code, v.CheckpointsVerified, kinds(v.Warnings), kinds(v.Failures), v.Signing)
 	}
 
 	// keygen never replaces a key.
 	code, _, errOut = runCLI("keygen", "--origin", origin, "--out", keyFile)
-	if code != exitUsage || !strings.Contains(errOut, keyFile+" exists") {
+	if code != cli.ExitUsage || !strings.Contains(errOut, keyFile+" exists") {
 		t.Errorf("keygen over an existing key: exit %d, stderr %q", code, errOut)
 	}
 	if b2, _ := os.ReadFile(keyFile); string(b2) != string(b) {
@@ -115,7 +116,7 @@ func TestVerifyKeyOfAnotherOrigin(t *testing.T) {
 	tmp := t.TempDir()
 
 	other := filepath.Join(tmp, "other.key")
-	if code, _, errOut := runCLI("keygen", "--origin", "continuum-ffffffffffffffff", "--out", other); code != exitOK {
+	if code, _, errOut := runCLI("keygen", "--origin", "continuum-ffffffffffffffff", "--out", other); code != cli.ExitOK {
 		t.Fatalf("keygen --origin: exit %d, %s", code, errOut)
 	}
 	guessed := filepath.Join(tmp, "guessed.pub")
@@ -132,7 +133,7 @@ func TestVerifyKeyOfAnotherOrigin(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI("verify", "--pubkey", tc.file, dir)
-			if code != exitCorrupt {
+			if code != cli.ExitCorrupt {
 				t.Errorf("exit %d, want 1; stderr %s", code, errOut)
 			}
 			for _, want := range []string{"key-origin", `"` + tc.keyOrigin + `"`, `"` + origin + `"`, "another store"} {
@@ -153,12 +154,12 @@ func TestVerifyKeyOfAnotherOrigin(t *testing.T) {
 // counting warnings; on a signed store without --pubkey it asks for the key.
 func TestVerifyStrictNeverSigned(t *testing.T) {
 	code, out, _ := runCLI("verify", "--strict", fixture(t, "clean"))
-	if code != exitCorrupt || !strings.Contains(out, "signing: the store was never signed") ||
+	if code != cli.ExitCorrupt || !strings.Contains(out, "signing: the store was never signed") ||
 		!strings.Contains(out, "continuumctl keygen") {
 		t.Errorf("unsigned store, --strict: exit %d\n%s", code, out)
 	}
 	code, out, _ = runCLI("verify", "--strict", fixture(t, "signed"))
-	if code != exitCorrupt || !strings.Contains(out, "give --pubkey FILE") || strings.Contains(out, "never signed") {
+	if code != cli.ExitCorrupt || !strings.Contains(out, "give --pubkey FILE") || strings.Contains(out, "never signed") {
 		t.Errorf("signed store without --pubkey, --strict: exit %d\n%s", code, out)
 	}
 }

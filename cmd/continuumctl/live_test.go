@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
@@ -148,7 +149,7 @@ func TestReadOnlyToolsBesideLiveAgent(t *testing.T) {
 			var stdout, stderr bytes.Buffer
 			code := run(args[cmd], &stdout, &stderr)
 			err := check[cmd](stdout.String())
-			if code != exitOK || err != nil {
+			if code != cli.ExitOK || err != nil {
 				mu.Lock()
 				failures[cmd]++
 				if failures[cmd] <= 3 {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 )
 
@@ -73,14 +74,14 @@ func ratio(a, b int64) float64 {
 }
 
 func runStats(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("stats", statsUsage, statsAbout, statsExamples, stderr)
+	fs := ctl.Flags("stats", statsUsage, statsAbout, statsExamples, stderr)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
+		return cli.UsageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
 	}
 	dir := pos[0]
 	in, code := openInspector("stats", dir, stderr)
@@ -114,7 +115,7 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 		return done(stderr, "stats", writeJSON(stdout, v))
 	}
 	printStats(stdout, v, st)
-	return exitOK
+	return cli.ExitOK
 }
 
 func printStats(w io.Writer, v statsView, st engine.StoreStats) {

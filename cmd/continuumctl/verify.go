@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 )
 
@@ -87,7 +88,7 @@ type verifyJSON struct {
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("verify", verifyUsage, verifyAbout, verifyExamples, stderr)
+	fs := ctl.Flags("verify", verifyUsage, verifyAbout, verifyExamples, stderr)
 	pubkey := fs.String("pubkey", "", "public key `file` that checks the signatures of checkpoints (keygen's FILE.pub, from the store's owner, never from the store);\nthe origin it names must be the store's")
 	state := fs.String("state", "", "state `file` saved by an earlier --save-state: a store behind it or diverging from it is a rollback")
 	saveState := fs.String("save-state", "", "write the verified state to `file` (atomically), for a later --state; only when the store is intact")
@@ -96,45 +97,45 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	deep := fs.Bool("deep", false, "also rebuild every run's frame from its deltas and compare it with the run's frame file")
 	unsignedTail := fs.Uint64("allow-unsigned-tail", 0, "with --pubkey, accept `N` atoms per run past its last signed checkpoint (default 0: every head must be signed)")
 	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with (32 bytes, raw or 64 hex digits)")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 1 {
-		return usageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
+		return cli.UsageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
 	}
 	dir := pos[0]
 	opts := &engine.VerifyOptions{Deep: *deep, UnsignedTail: *unsignedTail}
 	if *unsignedTail != 0 && *pubkey == "" {
-		return usageErr(fs, stderr, "--allow-unsigned-tail needs --pubkey")
+		return cli.UsageErr(fs, stderr, "--allow-unsigned-tail needs --pubkey")
 	}
 	if *pubkey != "" {
 		b, err := os.ReadFile(*pubkey)
 		if err != nil {
-			return fail(stderr, "verify", fmt.Errorf("public key: %w", err))
+			return ctl.Fail(stderr, "verify", fmt.Errorf("public key: %w", err))
 		}
 		name, k, err := chain.ParsePublicKeyFile(b)
 		if err != nil {
-			return fail(stderr, "verify", fmt.Errorf("public key %s: %w", *pubkey, err))
+			return ctl.Fail(stderr, "verify", fmt.Errorf("public key %s: %w", *pubkey, err))
 		}
 		opts.PublicKey, opts.Origin = ed25519.PublicKey(k), name
 	}
 	if *state != "" {
 		f, err := os.Open(*state)
 		if err != nil {
-			return fail(stderr, "verify", fmt.Errorf("state: %w", err))
+			return ctl.Fail(stderr, "verify", fmt.Errorf("state: %w", err))
 		}
 		s, err := chain.ReadState(f)
 		f.Close()
 		if err != nil {
-			return fail(stderr, "verify", fmt.Errorf("state %s: %w", *state, err))
+			return ctl.Fail(stderr, "verify", fmt.Errorf("state %s: %w", *state, err))
 		}
 		opts.Trusted = &s
 	}
 	if *chainKey != "" {
 		k, err := readChainKey(*chainKey)
 		if err != nil {
-			return fail(stderr, "verify", err)
+			return ctl.Fail(stderr, "verify", err)
 		}
 		opts.ChainKey = k
 	}
@@ -150,10 +151,10 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		// Verify fails only when it cannot check at all: an I/O error, not a
 		// store, or a STORE file too damaged to say whose store it is.
 		fmt.Fprintf(stderr, "continuumctl verify: cannot check %s: %v\n", dir, err)
-		if isCorrupt(err) {
-			return exitCorrupt
+		if cli.IsCorrupt(err) {
+			return cli.ExitCorrupt
 		}
-		return exitUsage
+		return cli.ExitUsage
 	}
 	intact := rep.OK && (!*strict || len(rep.Warnings) == 0)
 
@@ -163,7 +164,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "continuumctl verify: not saving the state to %s: the store failed verification\n", *saveState)
 		} else if err := writeStateFile(*saveState, rep.State()); err != nil {
 			fmt.Fprintf(stderr, "continuumctl verify: %v\n", err)
-			return exitUsage
+			return cli.ExitUsage
 		} else {
 			saved = *saveState
 		}
@@ -188,15 +189,15 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
-			return fail(stderr, "verify", err)
+			return ctl.Fail(stderr, "verify", err)
 		}
 	} else {
 		printVerify(stdout, dir, rep, *strict, *pubkey != "", saved)
 	}
 	if !intact {
-		return exitCorrupt
+		return cli.ExitCorrupt
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool, saved string) {
@@ -217,13 +218,13 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")
 		for _, f := range rep.Failures {
-			printFinding(w, f)
+			cli.PrintFinding(w, f)
 		}
 	}
 	if len(rep.Warnings) > 0 {
 		fmt.Fprintf(w, "warnings:\n")
 		for _, f := range rep.Warnings {
-			printFinding(w, f)
+			cli.PrintFinding(w, f)
 		}
 	}
 	if len(rep.Unchecked) > 0 {
@@ -261,33 +262,6 @@ func signingAdvice(rep *chain.Report, hasKey bool) string {
 			rep.CheckpointsSigned, plural(rep.Checkpoints, "checkpoint"))
 	}
 	return ""
-}
-
-// printFinding prints one failure or warning over a few lines: kind, run
-// and seq; where; what was expected and found.
-func printFinding(w io.Writer, f chain.Failure) {
-	var b strings.Builder
-	fmt.Fprintf(&b, "  - %s", f.Kind)
-	if f.RunID != "" {
-		fmt.Fprintf(&b, " in run %q", f.RunID)
-	}
-	if f.Seq != 0 {
-		fmt.Fprintf(&b, " at seq %d", f.Seq)
-	}
-	b.WriteString("\n")
-	if f.Location != "" {
-		fmt.Fprintf(&b, "      location: %s\n", f.Location)
-	}
-	if !f.Expected.IsZero() {
-		fmt.Fprintf(&b, "      expected: %s\n", f.Expected)
-	}
-	if !f.Actual.IsZero() {
-		fmt.Fprintf(&b, "      actual:   %s\n", f.Actual)
-	}
-	if f.Detail != "" {
-		fmt.Fprintf(&b, "      detail:   %s\n", f.Detail)
-	}
-	io.WriteString(w, b.String())
 }
 
 // short abbreviates a hash for tables; full hashes are in --json.

@@ -17,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/wal"
@@ -215,7 +216,7 @@ func TestVerifyTampered(t *testing.T) {
 			before := treeHash(t, dir)
 
 			code, v := verifyJSONOut(t, dir)
-			if code != exitCorrupt || v.OK {
+			if code != cli.ExitCorrupt || v.OK {
 				t.Fatalf("exit %d, ok %v; want exit 1. failures %+v", code, v.OK, v.Failures)
 			}
 			var hit *chain.Failure
@@ -236,7 +237,7 @@ func TestVerifyTampered(t *testing.T) {
 			}
 
 			code, out, _ := runCLI("verify", dir)
-			if code != exitCorrupt {
+			if code != cli.ExitCorrupt {
 				t.Errorf("text: exit %d, want 1", code)
 			}
 			for _, want := range []string{"TAMPERED OR CORRUPT", tc.kind, hit.Location} {
@@ -252,10 +253,10 @@ func TestVerifyTampered(t *testing.T) {
 			for _, args := range [][]string{{"inspect", dir}, {"inspect", dir, "alpha", "--seq", "3"}, {"stats", dir},
 				{"export", dir, "--run", "beta"}} {
 				code, _, errOut := runCLI(args...)
-				if code != exitOK && (errOut == "" || code != exitCorrupt && code != exitUsage) {
+				if code != cli.ExitOK && (errOut == "" || code != cli.ExitCorrupt && code != cli.ExitUsage) {
 					t.Errorf("%v: exit %d, stderr %q", args[0], code, errOut)
 				}
-				if tc.where == "CHECKPOINT" && (code != exitOK || !strings.Contains(errOut, "warning: snapshot and frame seqs unknown")) {
+				if tc.where == "CHECKPOINT" && (code != cli.ExitOK || !strings.Contains(errOut, "warning: snapshot and frame seqs unknown")) {
 					t.Errorf("%v with a damaged CHECKPOINT: exit %d, stderr %q; want exit 0 and a warning", args, code, errOut)
 				}
 			}
@@ -288,7 +289,7 @@ func TestVerifyState(t *testing.T) {
 	state := filepath.Join(t.TempDir(), "trusted.json")
 
 	code, v := verifyJSONOut(t, grown, "--save-state", state)
-	if code != exitOK || v.StateSaved != state {
+	if code != cli.ExitOK || v.StateSaved != state {
 		t.Fatalf("save: exit %d, state_saved %q", code, v.StateSaved)
 	}
 	f, err := os.Open(state)
@@ -307,16 +308,16 @@ func TestVerifyState(t *testing.T) {
 		t.Errorf("temporary files left: %v", leftovers)
 	}
 
-	if code, v := verifyJSONOut(t, grown, "--state", state); code != exitOK {
+	if code, v := verifyJSONOut(t, grown, "--state", state); code != cli.ExitOK {
 		t.Errorf("the saved store against its own state: exit %d, failures %+v", code, v.Failures)
 	}
 	code, v = verifyJSONOut(t, "--state", state, old)
-	if code != exitCorrupt || !slices.Contains(kinds(v.Failures), "rollback") {
+	if code != cli.ExitCorrupt || !slices.Contains(kinds(v.Failures), "rollback") {
 		t.Errorf("older copy: exit %d, failures %v; want exit 1 with a rollback", code, kinds(v.Failures))
 	}
 	// A failed store's state is not saved.
 	other := filepath.Join(t.TempDir(), "not-saved.json")
-	if code, _ := verifyJSONOut(t, old, "--state", state, "--save-state", other); code != exitCorrupt {
+	if code, _ := verifyJSONOut(t, old, "--state", state, "--save-state", other); code != cli.ExitCorrupt {
 		t.Errorf("exit %d, want 1", code)
 	}
 	if _, err := os.Stat(other); !os.IsNotExist(err) {
@@ -340,13 +341,13 @@ func TestVerifyPublicKey(t *testing.T) {
 	id := storeID(t, dir)
 	good := keyFile("continuum-"+id[:16], ed25519.NewKeyFromSeed(testSigningSeed).Public().(ed25519.PublicKey))
 	code, v := verifyJSONOut(t, dir, "--pubkey", good, "--strict")
-	if code != exitOK || v.CheckpointsVerified == 0 || len(v.Warnings) != 0 {
+	if code != cli.ExitOK || v.CheckpointsVerified == 0 || len(v.Warnings) != 0 {
 		t.Errorf("right key, --strict: exit %d, %d checkpoints verified, warnings %v, failures %v",
 			code, v.CheckpointsVerified, kinds(v.Warnings), kinds(v.Failures))
 	}
 	other := keyFile("continuum-"+id[:16], ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)).Public().(ed25519.PublicKey))
 	code, v = verifyJSONOut(t, dir, "--pubkey", other)
-	if code != exitCorrupt || !slices.Contains(kinds(v.Failures), "bad-signature") {
+	if code != cli.ExitCorrupt || !slices.Contains(kinds(v.Failures), "bad-signature") {
 		t.Errorf("wrong key: exit %d, failures %v; want exit 1 with bad-signature", code, kinds(v.Failures))
 	}
 }
@@ -367,7 +368,7 @@ func TestVerifyPublicKeyUnsigned(t *testing.T) {
 		t.Fatal(err)
 	}
 	code, v := verifyJSONOut(t, dir, "--pubkey", key)
-	if code != exitCorrupt || !slices.Equal(kinds(v.Failures), []string{"unsigned-tail", "unsigned-tail"}) {
+	if code != cli.ExitCorrupt || !slices.Equal(kinds(v.Failures), []string{"unsigned-tail", "unsigned-tail"}) {
 		t.Errorf("no signed checkpoint: exit %d, failures %v; want exit 1 with unsigned-tail for both runs", code, kinds(v.Failures))
 	}
 	for _, r := range v.Runs {
@@ -375,18 +376,18 @@ func TestVerifyPublicKeyUnsigned(t *testing.T) {
 			t.Errorf("run %q: unsigned tail %d past seq %d, want %d past 0", r.RunID, r.UnsignedTail, r.SignedSeq, r.LastSeq)
 		}
 	}
-	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "5"); code != exitCorrupt ||
+	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "5"); code != cli.ExitCorrupt ||
 		!slices.Equal(kinds(v.Failures), []string{"unsigned-tail"}) {
 		t.Errorf("5 atoms allowed, alpha has 6: exit %d, failures %v; want alpha's unsigned-tail", code, kinds(v.Failures))
 	}
-	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "6"); code != exitOK {
+	if code, v := verifyJSONOut(t, dir, "--pubkey", key, "--allow-unsigned-tail", "6"); code != cli.ExitOK {
 		t.Errorf("6 atoms allowed: exit %d, failures %v; want exit 0", code, kinds(v.Failures))
 	}
 	code, out, _ := runCLI("verify", "--pubkey", key, dir)
-	if code != exitCorrupt || !strings.Contains(out, `run "alpha": FAILED after seq 6 (6 records, 6 atoms past its last signed checkpoint (seq 0))`) {
+	if code != cli.ExitCorrupt || !strings.Contains(out, `run "alpha": FAILED after seq 6 (6 records, 6 atoms past its last signed checkpoint (seq 0))`) {
 		t.Errorf("text output (exit %d) does not give alpha's unsigned atoms:\n%s", code, out)
 	}
-	if code, _, errOut := runCLI("verify", "--allow-unsigned-tail", "3", dir); code != exitUsage || !strings.Contains(errOut, "--pubkey") {
+	if code, _, errOut := runCLI("verify", "--allow-unsigned-tail", "3", dir); code != cli.ExitUsage || !strings.Contains(errOut, "--pubkey") {
 		t.Errorf("--allow-unsigned-tail without --pubkey: exit %d, %s", code, errOut)
 	}
 }
@@ -414,32 +415,34 @@ func TestExitCodes(t *testing.T) {
 		code int
 		msg  string // expected in stderr
 	}{
-		{nil, exitUsage, "Usage"},
-		{[]string{"frobnicate"}, exitUsage, `unknown command "frobnicate"`},
-		{[]string{"verify"}, exitUsage, "want one store directory"},
-		{[]string{"verify", clean, clean}, exitUsage, "want one store directory"},
-		{[]string{"verify", "--bogus", clean}, exitUsage, "bogus"},
-		{[]string{"verify", missing}, exitUsage, missing},
-		{[]string{"verify", notStore}, exitUsage, "not a CONTINUUM store"},
-		{[]string{"verify", "--pubkey", missing, clean}, exitUsage, missing},
-		{[]string{"verify", "--pubkey", garbage, clean}, exitUsage, garbage},
-		{[]string{"verify", "--state", garbage, clean}, exitUsage, garbage},
-		{[]string{"verify", clean, "--save-state", filepath.Join(missing, "s.json")}, exitUsage, missing},
-		{[]string{"verify", badStore}, exitCorrupt, "STORE"},
-		{[]string{"inspect", missing}, exitUsage, missing},
-		{[]string{"inspect", notStore}, exitUsage, "not a CONTINUUM store"},
-		{[]string{"inspect", badStore}, exitCorrupt, "STORE"},
-		{[]string{"inspect", clean, "nope"}, exitUsage, `no run "nope"`},
-		{[]string{"inspect", clean, "--seq", "2"}, exitUsage, "--seq needs a RUN"},
-		{[]string{"inspect", clean, "alpha", "--seq", "99"}, exitUsage, "atoms 1..6, not 99"},
-		{[]string{"inspect", clean, "alpha", "--seq", "x"}, exitUsage, "invalid value"},
-		{[]string{"stats"}, exitUsage, "want one store directory"},
-		{[]string{"stats", notStore}, exitUsage, "not a CONTINUUM store"},
-		{[]string{"export", clean}, exitUsage, "--run is required"},
-		{[]string{"export", clean, "--run", "nope"}, exitUsage, `no run "nope"`},
-		{[]string{"export", clean, "--run", "alpha", "--from", "5", "--to", "2"}, exitUsage, "--from 5 is after --to 2"},
-		{[]string{"demo", "--dir", clean}, exitUsage, "is not empty"},
-		{[]string{"demo", "extra"}, exitUsage, "unexpected argument"},
+		{nil, cli.ExitUsage, "Usage"},
+		{[]string{"frobnicate"}, cli.ExitUsage, `unknown command "frobnicate"`},
+		{[]string{"verify"}, cli.ExitUsage, "want one store directory"},
+		{[]string{"verify", clean, clean}, cli.ExitUsage, "want one store directory"},
+		{[]string{"verify", "--bogus", clean}, cli.ExitUsage, "bogus"},
+		{[]string{"verify", missing}, cli.ExitUsage, missing},
+		{[]string{"verify", notStore}, cli.ExitUsage, "not a CONTINUUM store"},
+		{[]string{"verify", "--pubkey", missing, clean}, cli.ExitUsage, missing},
+		{[]string{"verify", "--pubkey", garbage, clean}, cli.ExitUsage, garbage},
+		{[]string{"verify", "--state", garbage, clean}, cli.ExitUsage, garbage},
+		{[]string{"verify", clean, "--save-state", filepath.Join(missing, "s.json")}, cli.ExitUsage, missing},
+		{[]string{"verify", badStore}, cli.ExitCorrupt, "STORE"},
+		{[]string{"inspect", missing}, cli.ExitUsage, missing},
+		{[]string{"inspect", notStore}, cli.ExitUsage, "not a CONTINUUM store"},
+		{[]string{"inspect", badStore}, cli.ExitCorrupt, "STORE"},
+		{[]string{"inspect", clean, "nope"}, cli.ExitUsage, `no run "nope"`},
+		{[]string{"inspect", clean, "--seq", "2"}, cli.ExitUsage, "--seq needs a RUN"},
+		{[]string{"inspect", clean, "alpha", "--seq", "99"}, cli.ExitUsage, "atoms 1..6, not 99"},
+		{[]string{"inspect", clean, "alpha", "--seq", "x"}, cli.ExitUsage, "invalid value"},
+		{[]string{"stats"}, cli.ExitUsage, "want one store directory"},
+		{[]string{"stats", notStore}, cli.ExitUsage, "not a CONTINUUM store"},
+		{[]string{"export", clean}, cli.ExitUsage, "--run is required"},
+		{[]string{"export", clean, "--run", "nope"}, cli.ExitUsage, `no run "nope"`},
+		{[]string{"export", clean, "--run", "alpha", "--from", "5", "--to", "2"}, cli.ExitUsage, "--from 5 is after --to 2"},
+		// The demo moved to its own command: the old name says where, and
+		// runs nothing (no store is made in --dir).
+		{[]string{"demo"}, cli.ExitUsage, "go run ./cmd/continuumdemo"},
+		{[]string{"demo", "--dir", filepath.Join(tmp, "demo")}, cli.ExitUsage, "its own command"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, errOut := runCLI(tc.args...)
@@ -448,6 +451,62 @@ func TestExitCodes(t *testing.T) {
 			}
 			if !strings.Contains(errOut, tc.msg) {
 				t.Errorf("stderr does not say %q:\n%s", tc.msg, errOut)
+			}
+		})
+	}
+	if _, err := os.Stat(filepath.Join(tmp, "demo")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("continuumctl demo --dir made the directory (%v): it must run nothing", err)
+	}
+}
+
+// TestLogDamageExits1: damage that stops the log from opening (a missing
+// segment, a damaged header, a segment too short to hold one) is a
+// corrupt store for inspect, stats and export (exit 1, the segment named),
+// as for verify, not an I/O error: the commands classify errors by the
+// public engine.ErrCorrupt alone, which the log's damage matches.
+func TestLogDamageExits1(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		damage func(t *testing.T, dir string) string // returns the file to be named
+	}{
+		{"segment missing between two", func(t *testing.T, dir string) string {
+			if err := os.Remove(segPath(dir, 2)); err != nil {
+				t.Fatal(err)
+			}
+			return segPath(dir, 2)
+		}},
+		{"newest segment's header damaged", func(t *testing.T, dir string) string {
+			names, _ := filepath.Glob(filepath.Join(dir, "wal", "*.wal"))
+			slices.Sort(names)
+			newest := names[len(names)-1]
+			f, err := os.OpenFile(newest, os.O_RDWR, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer f.Close()
+			if _, err := f.WriteAt([]byte("XX"), 0); err != nil { // the magic
+				t.Fatal(err)
+			}
+			return newest
+		}},
+		{"sealed segment shorter than a header", func(t *testing.T, dir string) string {
+			if err := os.Truncate(segPath(dir, 1), 10); err != nil {
+				t.Fatal(err)
+			}
+			return segPath(dir, 1)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := copyStore(t, "clean")
+			if _, err := os.Stat(segPath(dir, 3)); err != nil {
+				t.Fatalf("the fixture has fewer than 3 segments: %v", err)
+			}
+			file := tc.damage(t, dir)
+			for _, args := range [][]string{{"inspect", dir}, {"stats", dir}, {"export", dir, "--run", "beta"}, {"verify", dir}} {
+				code, out, errOut := runCLI(args...)
+				if code != cli.ExitCorrupt || !strings.Contains(out+errOut, file) {
+					t.Errorf("%s: exit %d, want %d naming %s; stdout %q stderr %q", args[0], code, cli.ExitCorrupt, file, out, errOut)
+				}
 			}
 		})
 	}
@@ -467,7 +526,7 @@ func TestUnreadableStore(t *testing.T) {
 		}
 		for _, cmd := range []string{"verify", "inspect", "stats"} {
 			code, _, errOut := runCLI(cmd, dir)
-			if code != exitUsage || !strings.Contains(errOut, store) {
+			if code != cli.ExitUsage || !strings.Contains(errOut, store) {
 				t.Errorf("%s: exit %d, want 2 with a message naming %s; stderr %s", cmd, code, store, errOut)
 			}
 		}
@@ -484,7 +543,7 @@ func TestUnreadableStore(t *testing.T) {
 		defer os.Chmod(seg, 0o644)
 		for _, cmd := range []string{"verify", "inspect", "stats"} {
 			code, _, errOut := runCLI(cmd, dir)
-			if code == exitOK {
+			if code == cli.ExitOK {
 				t.Errorf("%s of an unreadable store: exit 0; stderr %s", cmd, errOut)
 			}
 		}
@@ -498,7 +557,7 @@ func TestHelp(t *testing.T) {
 		}
 		t.Run(c.name, func(t *testing.T) {
 			code, out, errOut := runCLI(c.name, "--help")
-			if code != exitOK {
+			if code != cli.ExitOK {
 				t.Errorf("exit %d, want 0", code)
 			}
 			if !strings.Contains(out+errOut, "Usage: continuumctl "+c.usage) {
@@ -507,7 +566,7 @@ func TestHelp(t *testing.T) {
 		})
 	}
 	code, out, _ := runCLI("--help")
-	if code != exitOK || !strings.Contains(out, "continuumctl verify") {
+	if code != cli.ExitOK || !strings.Contains(out, "continuumctl verify") {
 		t.Errorf("top-level help: exit %d\n%s", code, out)
 	}
 }
@@ -526,10 +585,10 @@ func TestParseFlags(t *testing.T) {
 		{[]string{"-json", "DIR", "--", "--pubkey"}, []string{"DIR", "--pubkey"}, true, ""},
 		{[]string{"DIR", "-"}, []string{"DIR", "-"}, false, ""},
 	} {
-		fs := newFlags("t", "t", "t", "", &strings.Builder{})
+		fs := ctl.Flags("t", "t", "t", "", &strings.Builder{})
 		asJSON := fs.Bool("json", false, "")
 		key := fs.String("pubkey", "", "")
-		pos, code, ok := parseFlags(fs, tc.args)
+		pos, code, ok := cli.ParseFlags(fs, tc.args)
 		if !ok {
 			t.Errorf("%q: parse failed with exit %d", tc.args, code)
 			continue
@@ -577,11 +636,11 @@ func TestTornTailUntouched(t *testing.T) {
 	}
 	before := treeHash(t, dir)
 	code, v := verifyJSONOut(t, dir)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Errorf("verify of a torn tail: exit %d, failures %+v", code, v.Failures)
 	}
 	code, out, errOut := runCLI("stats", "--json", dir)
-	if code != exitOK {
+	if code != cli.ExitOK {
 		t.Fatalf("stats: exit %d: %s", code, errOut)
 	}
 	var st statsView
@@ -634,15 +693,15 @@ func TestVerifyChainKey(t *testing.T) {
 		}
 	}
 	for _, k := range []string{hexKey, rawKey} {
-		if code, v := verifyJSONOut(t, dir, "--chain-key", k); code != exitOK {
+		if code, v := verifyJSONOut(t, dir, "--chain-key", k); code != cli.ExitOK {
 			t.Errorf("with the key in %s: exit %d, failures %v", k, code, kinds(v.Failures))
 		}
 	}
-	if code, v := verifyJSONOut(t, dir); code != exitCorrupt || len(v.Failures) == 0 ||
+	if code, v := verifyJSONOut(t, dir); code != cli.ExitCorrupt || len(v.Failures) == 0 ||
 		v.Failures[0].Kind != chain.KindKeyedChain || !strings.Contains(v.Failures[0].Detail, "this store is keyed; pass --chain-key") {
 		t.Errorf("without the key: exit %d, failures %v; want exit 1, keyed-chain saying to pass --chain-key", code, v.Failures)
 	}
-	if code, _, errOut := runCLI("verify", "--chain-key", badKey, dir); code != exitUsage || !strings.Contains(errOut, badKey) {
+	if code, _, errOut := runCLI("verify", "--chain-key", badKey, dir); code != cli.ExitUsage || !strings.Contains(errOut, badKey) {
 		t.Errorf("bad key file: exit %d, stderr %s", code, errOut)
 	}
 }
@@ -669,7 +728,7 @@ func TestBesideRunningAgent(t *testing.T) {
 	for _, args := range [][]string{{"verify", dir}, {"inspect", dir, "beta", "--seq", "5"}, {"stats", dir},
 		{"export", dir, "--run", "beta", "--from", "5"}} {
 		code, out, errOut := runCLI(args...)
-		if code != exitOK {
+		if code != cli.ExitOK {
 			t.Errorf("%v beside a running agent: exit %d\n%s%s", args, code, out, errOut)
 		}
 	}

@@ -17,58 +17,77 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/downstream"
 )
 
-const demoUsage = "demo [--dir DIR]"
+// prog is this program, for its messages and usage.
+const prog cli.Program = "continuumdemo"
 
-const demoAbout = `Demo shows what CONTINUUM is for. An agent deploys a service to three regions
-(create a bucket, run a schema migration, charge a billing webhook, send an
-email, in each) against a local fake downstream that records every call. The
-demo runs the agent as a child process, kills it (SIGKILL) in the middle of
-the billing charge of the second region, after the charge went through and
-before the agent heard back, and starts it again: it resumes where it
-stopped, reconciles the in-doubt charge with the downstream instead of
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run is the whole program: it returns the exit code. The demo starts
+// itself as its agent child with agentCmd first.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && args[0] == agentCmd {
+		return runAgent(args[1:], stdout, stderr)
+	}
+	return runDemo(args, stdout, stderr)
+}
+
+const demoUsage = "[--dir DIR]"
+
+const demoAbout = `The demo shows what CONTINUUM is for. An agent deploys a service to three
+regions (create a bucket, run a schema migration, charge a billing webhook,
+send an email, in each) against a local fake downstream that records every
+call. The demo runs the agent as a child process, kills it (SIGKILL) in the
+middle of the billing charge of the second region, after the charge went
+through and before the agent heard back, and starts it again: it resumes where
+it stopped, reconciles the in-doubt charge with the downstream instead of
 charging twice, and finishes. Then it prints each side effect with its count
 (all 1) and verifies the store.
 
 Without --dir the store goes to a fresh temporary directory, which is kept
-(its path is printed) so that you can look inside it with inspect, stats,
-export and verify. --dir must be empty or not exist.
+(its path is printed) so that you can look inside it with continuumctl
+inspect, stats, export and verify. --dir must be empty or not exist.
+From a checkout of the repository: go run ./cmd/continuumdemo [--dir DIR].
 Exit 0 when every effect happened exactly once and the store verifies, 1
 otherwise, 2 on a usage or I/O error.`
 
-const demoExamples = `  continuumctl demo
-  continuumctl demo --dir /tmp/demo-store
+const demoExamples = `  continuumdemo
+  continuumdemo --dir /tmp/demo-store
   continuumctl inspect /tmp/demo-store
   continuumctl verify --strict --pubkey /tmp/demo-store.pub /tmp/demo-store`
 
 // demoChildEnv marks a process started by the demo as its agent; the test
-// binary uses it to run main's code in the child.
+// binary, which the demo starts as its child in tests, uses it to run the
+// program's code instead of the tests.
 const demoChildEnv = "CONTINUUM_DEMO_CHILD"
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags("demo", demoUsage, demoAbout, demoExamples, stderr)
+	fs := prog.Flags("", demoUsage, demoAbout, demoExamples, stderr)
 	dir := fs.String("dir", "", "store `directory` (empty or absent; default: a fresh temporary directory)")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 0 {
-		return usageErr(fs, stderr, "unexpected argument %q", pos[0])
+		return cli.UsageErr(fs, stderr, "unexpected argument %q", pos[0])
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "continuum-demo-")
 		if err != nil {
-			return fail(stderr, "demo", fmt.Errorf("temporary directory: %w", err))
+			return prog.Fail(stderr, "", fmt.Errorf("temporary directory: %w", err))
 		}
 		*dir = d
 	} else if names, err := os.ReadDir(*dir); err == nil && len(names) > 0 {
-		fmt.Fprintf(stderr, "continuumctl demo: %s is not empty; give an empty or new directory\n", *dir)
-		return exitUsage
+		fmt.Fprintf(stderr, "continuumdemo: %s is not empty; give an empty or new directory\n", *dir)
+		return cli.ExitUsage
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fail(stderr, "demo", err)
+		return prog.Fail(stderr, "", err)
 	}
 	// Create the store's directory here, so that a path that cannot hold
 	// one is an I/O error of the demo (exit 2), not an agent that failed.
@@ -77,12 +96,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		if errors.As(err, &pe) && pe.Path == *dir {
 			err = pe.Err // the message names the directory already
 		}
-		fmt.Fprintf(stderr, "continuumctl demo: cannot create the store directory %s (%v); give a directory you can write\n", *dir, err)
-		return exitUsage
+		fmt.Fprintf(stderr, "continuumdemo: cannot create the store directory %s (%v); give a directory you can write\n", *dir, err)
+		return cli.ExitUsage
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return fail(stderr, "demo", fmt.Errorf("cannot find this program to start the agent: %w", err))
+		return prog.Fail(stderr, "", fmt.Errorf("cannot find this program to start the agent: %w", err))
 	}
 	d := &demo{dir: *dir, exe: exe, out: stdout, stderr: stderr, script: demoScript()}
 	return d.run(context.Background())
@@ -132,7 +151,7 @@ func (d *demo) run(ctx context.Context) int {
 	w := d.out
 	d.seed = make([]byte, ed25519.SeedSize)
 	if _, err := rand.Read(d.seed); err != nil {
-		return fail(d.stderr, "demo", err)
+		return prog.Fail(d.stderr, "", err)
 	}
 	killKey := demoRun + "/" + demoRegions[demoKillRegion] + "/charge"
 	var killSeq uint64
@@ -150,7 +169,7 @@ func (d *demo) run(ctx context.Context) int {
 		},
 	})
 	if err != nil {
-		return fail(d.stderr, "demo", err)
+		return prog.Fail(d.stderr, "", err)
 	}
 	defer srv.Close()
 
@@ -162,26 +181,26 @@ func (d *demo) run(ctx context.Context) int {
 	fmt.Fprintf(w, "start the agent (process 1)\n")
 	res1, err := d.child(ctx, srv.URL(), killSeq)
 	if err != nil {
-		return fail(d.stderr, "demo", err)
+		return prog.Fail(d.stderr, "", err)
 	}
 	if !res1.killed {
 		if res1.err != nil {
 			// The agent could not run (its store could not be opened, say):
 			// an I/O error, not a store that misbehaved.
-			fmt.Fprintf(d.stderr, "continuumctl demo: the agent failed before it could be killed: %v\n", res1.err)
-			return exitUsage
+			fmt.Fprintf(d.stderr, "continuumdemo: the agent failed before it could be killed: %v\n", res1.err)
+			return cli.ExitUsage
 		}
-		fmt.Fprintf(d.stderr, "continuumctl demo: the agent finished without being killed\n")
-		return exitCorrupt
+		fmt.Fprintf(d.stderr, "continuumdemo: the agent finished without being killed\n")
+		return cli.ExitCorrupt
 	}
 	fmt.Fprintf(w, "\nrestart the agent (process 2)\n")
 	res2, err := d.child(ctx, srv.URL(), 0)
 	if err != nil {
-		return fail(d.stderr, "demo", err)
+		return prog.Fail(d.stderr, "", err)
 	}
 	if res2.err != nil {
-		fmt.Fprintf(d.stderr, "continuumctl demo: the restarted agent failed: %v\n", res2.err)
-		return exitCorrupt
+		fmt.Fprintf(d.stderr, "continuumdemo: the restarted agent failed: %v\n", res2.err)
+		return cli.ExitCorrupt
 	}
 
 	effects := srv.Effects()
@@ -202,7 +221,7 @@ func (d *demo) run(ctx context.Context) int {
 
 	rep, err := engine.Verify(ctx, d.dir, &engine.VerifyOptions{PublicKey: ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)})
 	if err != nil {
-		return fail(d.stderr, "demo", err)
+		return prog.Fail(d.stderr, "", err)
 	}
 	fmt.Fprintf(w, "\nverify: ")
 	if rep.OK {
@@ -211,11 +230,11 @@ func (d *demo) run(ctx context.Context) int {
 	} else {
 		fmt.Fprintf(w, "FAILED\n")
 		for _, f := range rep.Failures {
-			printFinding(w, f)
+			cli.PrintFinding(w, f)
 		}
 	}
 	for _, f := range rep.Warnings {
-		printFinding(w, f)
+		cli.PrintFinding(w, f)
 	}
 
 	fmt.Fprintf(w, "\nsummary: %d atoms done; the agent was killed at atom %d and restarted in %s;\n",
@@ -227,14 +246,14 @@ func (d *demo) run(ctx context.Context) int {
 	}
 	fmt.Fprintf(w, "\nlook inside:\n  continuumctl inspect %s %s --seq %d\n", d.dir, demoRun, killSeq)
 	if pub, err := d.writePublicKey(rep.StoreID); err != nil {
-		fmt.Fprintf(d.stderr, "continuumctl demo: %v\n", err)
+		fmt.Fprintf(d.stderr, "continuumdemo: %v\n", err)
 	} else {
 		fmt.Fprintf(w, "  continuumctl verify --pubkey %s %s\n", pub, d.dir)
 	}
 	if !once || !rep.OK || res2.lastSeq != uint64(len(d.script)) {
-		return exitCorrupt
+		return cli.ExitCorrupt
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func lastPart(key string) string {
@@ -254,7 +273,7 @@ type childResult struct {
 // child runs the agent as a child process until it exits, narrating its
 // events. killSeq is the atom in which the demo kills it (0: none expected).
 func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResult, error) {
-	cmd := exec.CommandContext(ctx, d.exe, demoAgentCmd, "--dir", d.dir, "--downstream", url)
+	cmd := exec.CommandContext(ctx, d.exe, agentCmd, "--dir", d.dir, "--downstream", url)
 	cmd.Env = append(os.Environ(), demoChildEnv+"=1", demoKeyEnv+"="+hex.EncodeToString(d.seed))
 	cmd.Stderr = d.stderr
 	pipe, err := cmd.StdoutPipe()
@@ -333,13 +352,13 @@ func (d *demo) kill() {
 	d.mu.killed = true
 	d.mu.Unlock()
 	if err := cmd.Process.Kill(); err != nil {
-		fmt.Fprintf(d.stderr, "continuumctl demo: kill the agent: %v\n", err)
+		fmt.Fprintf(d.stderr, "continuumdemo: kill the agent: %v\n", err)
 		return
 	}
 	select {
 	case <-exited:
 	case <-time.After(30 * time.Second):
-		fmt.Fprintf(d.stderr, "continuumctl demo: the agent did not exit 30s after SIGKILL\n")
+		fmt.Fprintf(d.stderr, "continuumdemo: the agent did not exit 30s after SIGKILL\n")
 	}
 }
 

@@ -11,19 +11,20 @@ import (
 	"os"
 	"time"
 
+	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/downstream"
 	"github.com/continuumdb/continuum/ledger"
 )
 
-// demoAgentCmd is the hidden subcommand the demo starts as its child: the
-// agent that gets killed. It prints one machine-readable line per event:
+// agentCmd is the hidden first argument with which the demo starts itself
+// as its child: the agent that gets killed. It prints one machine-readable line per event:
 //
 //	continuum-demo open restart_ns=N open_ns=N last_seq=N interrupted=N
 //	continuum-demo atom seq=N
 //	continuum-demo reconciled seq=N key=K found=true|false
 //	continuum-demo done last_seq=N
-const demoAgentCmd = "demo-agent"
+const agentCmd = "agent"
 
 // demoKeyEnv carries the hex seed of the demo's signing key to the child:
 // an ephemeral key made for one demo, so verify can check signatures.
@@ -31,22 +32,22 @@ const demoKeyEnv = "CONTINUUM_DEMO_SIGNING_SEED"
 
 const demoEvent = "continuum-demo"
 
-func runDemoAgent(args []string, stdout, stderr io.Writer) int {
-	fs := newFlags(demoAgentCmd, demoAgentCmd+" --dir DIR --downstream URL", "The demo's agent (started by continuumctl demo).", "", stderr)
+func runAgent(args []string, stdout, stderr io.Writer) int {
+	fs := prog.Flags(agentCmd, agentCmd+" --dir DIR --downstream URL", "The demo's agent (started by the demo).", "", stderr)
 	dir := fs.String("dir", "", "store `directory`")
 	url := fs.String("downstream", "", "base `URL` of the fake downstream")
-	pos, code, ok := parseFlags(fs, args)
+	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
 		return code
 	}
 	if len(pos) != 0 || *dir == "" || *url == "" {
-		return usageErr(fs, stderr, "want --dir and --downstream and nothing else")
+		return cli.UsageErr(fs, stderr, "want --dir and --downstream and nothing else")
 	}
 	if err := demoAgent(context.Background(), *dir, *url, stdout); err != nil {
-		fmt.Fprintf(stderr, "continuumctl %s: %v\n", demoAgentCmd, err)
-		return exitCorrupt
+		fmt.Fprintf(stderr, "%s %s: %v\n", prog, agentCmd, err)
+		return cli.ExitCorrupt
 	}
-	return exitOK
+	return cli.ExitOK
 }
 
 func demoAgent(ctx context.Context, dir, url string, out io.Writer) error {
