@@ -91,7 +91,8 @@ const demoMoved = "The demo (an agent killed in the middle of a deployment, resu
 // runDemoMoved answers "continuumctl demo", where the demo used to be: it
 // says where it went and runs nothing.
 func runDemoMoved(args []string, stdout, stderr io.Writer) int {
-	fmt.Fprintf(stderr, "continuumctl demo: no such command any more. %s\n", demoMoved)
+	fmt.Fprintf(stderr, "continuumctl demo: the demo is a command of its own now, so that continuumctl does not\n"+
+		"link its fake outside world. From a checkout of the repository:\n  go run ./cmd/continuumdemo [--dir DIR]\n")
 	return cli.ExitUsage
 }
 

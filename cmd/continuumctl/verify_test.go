@@ -442,7 +442,7 @@ func TestExitCodes(t *testing.T) {
 		// The demo moved to its own command: the old name says where, and
 		// runs nothing (no store is made in --dir).
 		{[]string{"demo"}, cli.ExitUsage, "go run ./cmd/continuumdemo"},
-		{[]string{"demo", "--dir", filepath.Join(tmp, "demo")}, cli.ExitUsage, "its own command"},
+		{[]string{"demo", "--dir", filepath.Join(tmp, "demo")}, cli.ExitUsage, "a command of its own"},
 	} {
 		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
 			code, _, errOut := runCLI(tc.args...)
