@@ -250,6 +250,12 @@ func (d *decoder) uvarintOf(what, suffix string) uint64 {
 		}
 		return 0
 	}
+	if n > 1 && d.buf[d.off+n-1] == 0 {
+		// Encoders write the shortest form; a longer one (a trailing zero
+		// group) is a second encoding of the same value.
+		d.fail(d.off, "non-minimal varint in "+what+suffix)
+		return 0
+	}
 	d.off += n
 	return v
 }

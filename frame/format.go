@@ -3,9 +3,10 @@ package frame
 // Wire format of frames, deltas and compressed records.
 //
 // Every integer is an unsigned LEB128 varint (encoding/binary's Uvarint)
-// unless noted; "str" and "bytes" are a uvarint length followed by that many
-// bytes. There are no field names on the wire: fields come in the fixed
-// order below, so equal values always give equal bytes.
+// in its shortest form (decoders reject a longer one) unless noted; "str"
+// and "bytes" are a uvarint length followed by that many bytes. There are
+// no field names on the wire: fields come in the fixed order below, so
+// equal values always give equal bytes.
 //
 // Delta record (AppendDelta):
 //

@@ -40,6 +40,8 @@ func TestDecodeDeltaMalformed(t *testing.T) {
 		{"count beyond input", rec(0xD1, 5, 7), ErrCorrupt, "op count 5 exceeds"},
 		{"huge count", rec(0xD1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), ErrCorrupt, "exceeds"},
 		{"varint overflow", rec(0xD1, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f), ErrCorrupt, "overflows"},
+		{"non-minimal count", rec(0xD1, 0x81, 0x00, 7), ErrCorrupt, "offset 1: non-minimal varint in op count"},
+		{"non-minimal length", rec(0xD1, 1, 1, 0x82, 0x00, "go"), ErrCorrupt, "offset 3: non-minimal varint in objective length"},
 		{"unknown op", rec(0xD1, 1, 99), ErrCorrupt, "offset 2: unknown op kind 99"},
 		{"op zero", rec(0xD1, 1, 0), ErrCorrupt, "unknown op kind 0"},
 		{"truncated string", rec(0xD1, 1, 1, 10, "abc"), ErrCorrupt, "offset 3: objective length 10 exceeds the remaining 3 bytes"},
