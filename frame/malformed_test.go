@@ -34,7 +34,7 @@ func TestDecodeDeltaMalformed(t *testing.T) {
 	}{
 		{"empty", nil, ErrCorrupt, "at offset 0: empty input"},
 		{"frame tag", rec(0xF1, 0), ErrCorrupt, "not a delta tag"},
-		{"bad version", rec(0xD2, 0), ErrVersion, "version 2"},
+		{"bad version", rec(0xD3, 0), ErrVersion, "version 3"},
 		{"version 0", rec(0xD0, 0), ErrVersion, "version 0"},
 		{"truncated count", rec(0xD1), ErrCorrupt, "offset 1: truncated: want op count"},
 		{"count beyond input", rec(0xD1, 5, 7), ErrCorrupt, "op count 5 exceeds"},
