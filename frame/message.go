@@ -20,10 +20,10 @@ func (m *Message) check() string {
 		return ""
 	}
 	if m.IsError && m.Role != RoleTool {
-		return "IsError on a " + m.Role.String() + " message: only tool messages carry it (a tool_result part has its own)"
+		return "IsError on a message of role " + m.Role.String() + ": only tool messages carry it (a tool_result part has its own)"
 	}
 	if len(m.ToolCalls) > 0 && m.Role != RoleAssistant {
-		return "tool calls on a " + m.Role.String() + " message: only assistant messages request them"
+		return "tool calls on a message of role " + m.Role.String() + ": only assistant messages request them"
 	}
 	if m.Content != "" && len(m.Parts) > 0 {
 		return "both Content and Parts: the content is one text or a list of parts, not both"
@@ -83,7 +83,7 @@ func (m *Message) checkPart(p *Part) string {
 	case PartToolCall:
 		switch {
 		case m.Role != RoleAssistant:
-			return "in a " + m.Role.String() + " message: only assistant messages request tool calls"
+			return "in a message of role " + m.Role.String() + ": only assistant messages request tool calls"
 		case p.Text != "":
 			return "sets Text, which a tool_call part does not carry"
 		case p.CallID != "":
@@ -97,7 +97,7 @@ func (m *Message) checkPart(p *Part) string {
 	case PartToolResult:
 		switch {
 		case m.Role != RoleUser && m.Role != RoleTool:
-			return "in a " + m.Role.String() + " message: tool results go in user or tool messages"
+			return "in a message of role " + m.Role.String() + ": tool results go in user or tool messages"
 		case p.CallID == "":
 			return "empty CallID: a tool result names the call it answers"
 		case callSet:
