@@ -147,7 +147,7 @@ func checkCall(c *ToolCall) string {
 // space) is open (0: any value), or "". what names the field, shape what
 // it must be.
 func checkJSON(b []byte, open byte, what, shape string) string {
-	if !json.Valid(b) {
+	if !validJSON(b) {
 		// The error path only: find where the syntax breaks.
 		var raw json.RawMessage
 		err := json.Unmarshal(b, &raw)

@@ -142,7 +142,7 @@ func (o Op) MarshalJSON() ([]byte, error) {
 	add("tool", o.Tool, o.Tool != "")
 	add("call_id", o.CallID, o.CallID != "")
 	if o.Args != nil {
-		if json.Valid(o.Args) {
+		if validJSON(o.Args) {
 			add("args", json.RawMessage(o.Args), true)
 		} else {
 			add("args", string(o.Args), true)
@@ -192,7 +192,7 @@ func (o Op) MarshalJSON() ([]byte, error) {
 
 // rawOrString embeds b as JSON if it is valid JSON, else as a string.
 func rawOrString(b []byte) any {
-	if json.Valid(b) {
+	if validJSON(b) {
 		return json.RawMessage(b)
 	}
 	return string(b)
