@@ -237,7 +237,7 @@ func (d *decoder) message(v2, refs bool) (w wireMessage) {
 		if n := d.presentCount("tool call count", 3); n > 0 {
 			e.calls = make([]ToolCall, n)
 			for i := range e.calls {
-				d.call(&e.calls[i], "tool call")
+				d.call(&e.calls[i], &messageCall)
 			}
 		}
 	}
@@ -268,10 +268,19 @@ func (d *decoder) presentCount(what string, minSize int) int {
 	return n
 }
 
-func (d *decoder) call(c *ToolCall, what string) {
-	c.ID = d.str(what + " id")
-	c.Name = d.str(what + " name")
-	c.Arguments = d.span(what + " arguments")
+// callFields names the fields of a call in errors; constant, so that the
+// decoding path builds no string.
+type callFields struct{ id, name, args string }
+
+var (
+	messageCall = callFields{"tool call id", "tool call name", "tool call arguments"}
+	partCall    = callFields{"part tool call id", "part tool call name", "part tool call arguments"}
+)
+
+func (d *decoder) call(c *ToolCall, f *callFields) {
+	c.ID = d.str(f.id)
+	c.Name = d.str(f.name)
+	c.Arguments = d.span(f.args)
 }
 
 // part decodes one part into p and returns the reference of its text
@@ -321,7 +330,7 @@ func (d *decoder) part(p *Part, refs bool) uint64 {
 	case PartText:
 		text("part text")
 	case PartToolCall:
-		d.call(&p.Call, "part tool call")
+		d.call(&p.Call, &partCall)
 	case PartToolResult:
 		p.CallID = d.str("part call id")
 		text("part result text")

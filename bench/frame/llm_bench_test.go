@@ -126,8 +126,9 @@ func (t llmTurn) oldShape() *frame.Delta {
 // BenchmarkLLMTurn: encoding (AppendDelta), decoding (DecodeDelta) and
 // applying (Apply, which checks the JSON of the arguments in the new
 // shape) the delta of a turn of two tool calls, in the new message shape
-// and in the shape of the converter needed before, in the same process.
-// Uncompressed: this is the codec's own cost.
+// and in the shape of the converter needed before, in the same process;
+// and DecodeFrame (which checks every message) of a frame of 100 such
+// turns, as a restart reads it. Uncompressed: this is the codec's own cost.
 func BenchmarkLLMTurn(b *testing.B) {
 	g := agenttext.New(5)
 	const n = 256
@@ -136,6 +137,27 @@ func BenchmarkLLMTurn(b *testing.B) {
 		t := newTurn(g, i)
 		shapes["old"] = append(shapes["old"], t.oldShape())
 		shapes["new"] = append(shapes["new"], t.newShape())
+	}
+	for _, shape := range []string{"old", "new"} {
+		f := &frame.Frame{}
+		for _, d := range shapes[shape][:100] {
+			if err := f.Apply(d); err != nil {
+				b.Fatal(err)
+			}
+		}
+		rec := frame.AppendFrame(nil, f)
+		b.Run("frame-decode/"+shape, func(b *testing.B) {
+			b.SetBytes(int64(len(rec)))
+			b.ReportAllocs()
+			cpu0 := cpuTime()
+			for b.Loop() {
+				if _, err := frame.DecodeFrame(rec); err != nil {
+					b.Fatal(err)
+				}
+			}
+			reportCPU(b, cpu0)
+			b.ReportMetric(float64(len(rec)), "raw-B/rec")
+		})
 	}
 	for _, op := range []string{"encode", "decode", "apply"} {
 		for _, shape := range []string{"old", "new"} {
