@@ -135,10 +135,10 @@ func EncodedFrameSize(f *Frame) int {
 		n += strLen(len(k)) + strLen(len(v))
 	}
 	n += strLen(len(f.Scratchpad)) + uvarintLen(uint64(len(f.Messages)))
+	var e msgExt
 	for i := range f.Messages {
 		m := &f.Messages[i]
-		e := frameExt(m)
-		n += messageSize(m.Content, m.Tool, m.CallID, &e)
+		n += messageSize(m.Content, m.Tool, m.CallID, frameExt(m, &e))
 	}
 	n += uvarintLen(uint64(len(f.Pending)))
 	for i := range f.Pending {
@@ -190,10 +190,10 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	}
 	dst = appendBytes(dst, f.Scratchpad)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Messages)))
+	var e msgExt
 	for i := range f.Messages {
 		m := &f.Messages[i]
-		e := frameExt(m)
-		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID, &e)
+		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID, frameExt(m, &e))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(f.Pending)))
 	for i := range f.Pending {
@@ -419,13 +419,14 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			o.b = d.span("scratch data")
 		case opClearScratch:
 		case opAppendMessage:
-			w := d.message(v2, true)
-			o.aux, o.s2, o.s3, o.s1 = w.role, w.content, w.tool, w.callID
-			if w.flags != 0 {
-				o.ext = &msgExt{}
-				*o.ext = w.ext
+			var m Message
+			var refs msgRefs
+			flags, v2msg := d.message(v2, &m, &refs)
+			o.aux, o.s2, o.s3, o.s1 = uint8(m.Role), m.Content, m.Tool, m.CallID
+			if flags != 0 {
+				o.ext = &msgExt{calls: m.ToolCalls, parts: m.Parts, isError: m.IsError, contentRef: refs.content, partRefs: refs.parts}
 			}
-			used = used || w.needsV2()
+			used = used || v2msg
 		case opAddPending:
 			o.s1 = d.str("pending call id")
 			o.s2 = d.str("pending tool")
@@ -524,11 +525,8 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	if n := d.count("message count", 2); n > 0 {
 		f.Messages = make([]Message, n)
 		for i := 0; i < n && d.err == nil; i++ {
-			w := d.message(v2, false)
-			m := &f.Messages[i]
-			m.Role, m.Content, m.Tool, m.CallID = Role(w.role), w.content, w.tool, w.callID
-			m.ToolCalls, m.Parts, m.IsError = w.ext.calls, w.ext.parts, w.ext.isError
-			used = used || w.needsV2()
+			_, v2msg := d.message(v2, &f.Messages[i], nil)
+			used = used || v2msg
 		}
 	}
 	// A pending action takes at least 4 bytes: four empty fields.

@@ -371,6 +371,13 @@ func (f *Frame) check(d *Delta) error {
 				return opErr(i, o, "unknown subgoal %q", o.s1)
 			}
 		case opAppendMessage:
+			messages++
+			if o.ext == nil { // a version 1 message: only its role can be wrong
+				if !Role(o.aux).Valid() {
+					return opErr(i, o, "unknown role %d", o.aux)
+				}
+				continue
+			}
 			if o.hasRefs() {
 				return unresolvedErr(i, o)
 			}
@@ -378,7 +385,6 @@ func (f *Frame) check(d *Delta) error {
 			if why := m.check(); why != "" {
 				return opErr(i, o, "%s", why)
 			}
-			messages++
 		case opToolOutputRef:
 			return unresolvedErr(i, o)
 		case opAddPending:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 )
 
 // check returns why m breaks a rule of Message and Part, or "" if it is
@@ -193,13 +194,14 @@ func (m *Message) needsV2() bool {
 }
 
 // cloneBlocks gives m its own copies of its tool calls and parts and of
-// their byte slices (strings are immutable and shared); empty lists become
-// nil, as they decode.
+// their byte slices (strings are immutable and shared), with no spare
+// capacity that an append could share; empty lists become nil, as they
+// decode.
 func (m *Message) cloneBlocks() {
 	if len(m.ToolCalls) == 0 {
 		m.ToolCalls = nil
 	} else {
-		m.ToolCalls = append([]ToolCall(nil), m.ToolCalls...)
+		m.ToolCalls = slices.Clip(append([]ToolCall(nil), m.ToolCalls...))
 		for i := range m.ToolCalls {
 			m.ToolCalls[i].Arguments = cloneNonEmpty(m.ToolCalls[i].Arguments)
 		}
@@ -207,7 +209,7 @@ func (m *Message) cloneBlocks() {
 	if len(m.Parts) == 0 {
 		m.Parts = nil
 	} else {
-		m.Parts = append([]Part(nil), m.Parts...)
+		m.Parts = slices.Clip(append([]Part(nil), m.Parts...))
 		for i := range m.Parts {
 			p := &m.Parts[i]
 			p.Call.Arguments = cloneNonEmpty(p.Call.Arguments)

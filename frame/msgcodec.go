@@ -164,26 +164,29 @@ func appendMessage(b []byte, role uint8, content, tool, callID string, e *msgExt
 	return b
 }
 
-// frameExt is the msgExt view of a frame's message, for the encoders.
-func frameExt(m *Message) msgExt {
-	return msgExt{calls: m.ToolCalls, parts: m.Parts, isError: m.IsError}
+// frameExt returns the msgExt view of a frame's message for the encoders,
+// in e, or nil for a message that has no more than version 1 holds.
+func frameExt(m *Message, e *msgExt) *msgExt {
+	if len(m.ToolCalls) == 0 && len(m.Parts) == 0 && !m.IsError {
+		return nil
+	}
+	e.calls, e.parts, e.isError = m.ToolCalls, m.Parts, m.IsError
+	return e
 }
 
-// wireMessage is one decoded message.
-type wireMessage struct {
-	role                  uint8
-	content, tool, callID string
-	flags                 byte
-	ext                   msgExt // meaningful when flags != 0
+// msgRefs are the references of a decoded message: result index + 1 of its
+// content, and nil or one per part (0: none).
+type msgRefs struct {
+	content uint64
+	parts   []uint64
 }
 
-// needsV2 reports whether the decoded message needs version 2.
-func (w *wireMessage) needsV2() bool { return w.flags != 0 || w.role > uint8(roleMaxV1) }
-
-// message decodes one message of a record of version 2 if v2, else 1.
-// refs says whether references to certified results may stand for texts
-// (deltas: yes; frames: no).
-func (d *decoder) message(v2, refs bool) (w wireMessage) {
+// message decodes one message of a record of version 2 if v2, else 1,
+// into m, which must be zero, and returns its flags byte (0 if it has
+// none) and whether the message needs version 2. refs, when not nil, is
+// where references to certified results go (deltas); with refs nil (a
+// frame) a reference is corrupt.
+func (d *decoder) message(v2 bool, m *Message, refs *msgRefs) (flags byte, needsV2 bool) {
 	start := d.off
 	head := d.byte1("message head")
 	if d.err != nil {
@@ -197,65 +200,64 @@ func (d *decoder) message(v2, refs bool) (w wireMessage) {
 		d.fail(start, "message head 0x"+strconv.FormatUint(uint64(head), 16)+" has reserved bits set")
 		return
 	}
-	w.role = head & msgRoleMask
-	if Role(w.role) > maxRole {
-		d.fail(start, "unknown message role "+strconv.Itoa(int(w.role)))
+	m.Role = Role(head & msgRoleMask)
+	if m.Role > maxRole {
+		d.fail(start, "unknown message role "+strconv.Itoa(int(m.Role)))
 		return
 	}
 	if head&msgHasFlags != 0 {
 		st := d.off
-		w.flags = d.byte1("message flags")
+		flags = d.byte1("message flags")
 		switch {
 		case d.err != nil:
 			return
-		case w.flags == 0:
+		case flags == 0:
 			d.fail(st, "message flags byte is zero (it is present only when a flag is set)")
 			return
-		case w.flags&msgFlagReserved != 0:
-			d.fail(st, "message flags 0x"+strconv.FormatUint(uint64(w.flags), 16)+" have reserved bits set")
+		case flags&msgFlagReserved != 0:
+			d.fail(st, "message flags 0x"+strconv.FormatUint(uint64(flags), 16)+" have reserved bits set")
 			return
-		case w.flags&msgFlagContentRef != 0 && !refs:
+		case flags&msgFlagContentRef != 0 && refs == nil:
 			d.fail(st, "a frame's message refers to a certified result (frames hold resolved content)")
 			return
 		}
 	}
-	e := &w.ext
-	if w.flags&msgFlagContentRef != 0 {
-		e.contentRef = d.result("message content") + 1
+	if flags&msgFlagContentRef != 0 {
+		refs.content = d.result("message content") + 1
 	} else {
-		w.content = d.str("message content")
+		m.Content = d.str("message content")
 	}
 	if head&msgHasTool != 0 {
-		w.tool = d.nonEmptyStr("message tool")
+		m.Tool = d.nonEmptyStr("message tool")
 	}
 	if head&msgHasCallID != 0 {
-		w.callID = d.nonEmptyStr("message call id")
+		m.CallID = d.nonEmptyStr("message call id")
 	}
-	e.isError = w.flags&msgFlagError != 0
-	if w.flags&msgFlagCalls != 0 {
+	m.IsError = flags&msgFlagError != 0
+	if flags&msgFlagCalls != 0 {
 		// A call takes at least 3 bytes: three empty fields.
 		if n := d.presentCount("tool call count", 3); n > 0 {
-			e.calls = make([]ToolCall, n)
-			for i := range e.calls {
-				d.call(&e.calls[i], &messageCall)
+			m.ToolCalls = make([]ToolCall, n)
+			for i := range m.ToolCalls {
+				d.call(&m.ToolCalls[i], &messageCall)
 			}
 		}
 	}
-	if w.flags&msgFlagParts != 0 {
+	if flags&msgFlagParts != 0 {
 		// A part takes at least 2 bytes: a head and an empty text.
 		if n := d.presentCount("part count", 2); n > 0 {
-			e.parts = make([]Part, n)
+			m.Parts = make([]Part, n)
 			for j := 0; j < n && d.err == nil; j++ {
-				if r := d.part(&e.parts[j], refs); r != 0 {
-					if e.partRefs == nil {
-						e.partRefs = make([]uint64, n)
+				if r := d.part(&m.Parts[j], refs != nil); r != 0 {
+					if refs.parts == nil {
+						refs.parts = make([]uint64, n)
 					}
-					e.partRefs[j] = r
+					refs.parts[j] = r
 				}
 			}
 		}
 	}
-	return
+	return flags, flags != 0 || m.Role > roleMaxV1
 }
 
 // presentCount is count for a list flagged present, which is not empty.
