@@ -169,6 +169,9 @@
 //     ErrUnknownDict: register every dictionary ever used before reading.
 //   - The zstd frames carry no checksum: records are expected to be
 //     checksummed by the log that stores them (wal uses CRC32C).
+//   - A decoded record takes at most about 100 times its size in memory
+//     (a record of one-byte ops; tool calls and parts take less), checked
+//     before allocating: the decompression bounds below bound that too.
 //   - One record decompresses to at most MaxDecompressedSize (64 MiB); a
 //     reader of records it does not trust bounds the total with a Budget
 //     (Compressor.WithBudget, NewBudget: 256 MiB plus 256 times the
