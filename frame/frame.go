@@ -230,9 +230,9 @@ func (f *Frame) Clone() *Frame {
 }
 
 // Validate checks the invariants of a frame: subgoal ids non-empty and
-// unique, statuses defined, every message well formed (Message.Check),
-// pending call ids non-empty and unique. DecodeFrame returns only valid
-// frames, and Apply keeps a frame valid.
+// unique, statuses defined, every message well formed (the rules of
+// Message and Part), pending call ids non-empty and unique. DecodeFrame
+// returns only valid frames, and Apply keeps a frame valid.
 func (f *Frame) Validate() error {
 	if err := uniqueIDs(len(f.Subgoals), func(i int) string { return f.Subgoals[i].ID }, "subgoal"); err != nil {
 		return err
