@@ -42,45 +42,17 @@ func (o *op) size() int {
 	case opAppendScratch:
 		n += strLen(len(o.b))
 	case opAppendMessage:
-		n += messageSize(o.s2, o.s3, o.s1)
+		n += messageSize(o.s2, o.s3, o.s1, o.ext)
 	case opAddPending:
 		n += strLen(len(o.s1)) + strLen(len(o.s2)) + strLen(len(o.b)) + strLen(len(o.s3))
 	case opToolOutput:
 		n += strLen(len(o.s1)) + strLen(len(o.s2)) + strLen(len(o.s3))
+	case opToolOutputRef:
+		n += strLen(len(o.s1)) + strLen(len(o.s2)) + uvarintLen(o.n)
 	case opDropMessages:
 		n += uvarintLen(o.n)
 	}
 	return n
-}
-
-func messageSize(content, tool, callID string) int {
-	n := 1 + strLen(len(content))
-	if tool != "" {
-		n += strLen(len(tool))
-	}
-	if callID != "" {
-		n += strLen(len(callID))
-	}
-	return n
-}
-
-func appendMessage(b []byte, role uint8, content, tool, callID string) []byte {
-	head := role & msgRoleMask
-	if tool != "" {
-		head |= msgHasTool
-	}
-	if callID != "" {
-		head |= msgHasCallID
-	}
-	b = append(b, head)
-	b = appendStr(b, content)
-	if tool != "" {
-		b = appendStr(b, tool)
-	}
-	if callID != "" {
-		b = appendStr(b, callID)
-	}
-	return b
 }
 
 // EncodedDeltaSize returns the exact length of AppendDelta's output for d.
@@ -94,14 +66,28 @@ func EncodedDeltaSize(d *Delta) int {
 	return n
 }
 
+// deltaTag is the tag of the lowest version that holds d.
+func deltaTag(d *Delta) byte {
+	if d != nil {
+		for i := range d.ops {
+			if d.ops[i].needsV2() {
+				return tagDelta2
+			}
+		}
+	}
+	return tagDelta
+}
+
 // AppendDelta appends the encoding of d to dst and returns the extended
 // slice. The encoding is deterministic: equal deltas (same ops, same order)
-// give equal bytes. A nil delta encodes as an empty one. Values that Apply
+// give equal bytes, in the lowest format version that holds them (a delta
+// without the ops and message fields of version 2 is written as version 1
+// always wrote it). A nil delta encodes as an empty one. Values that Apply
 // would reject (an undefined status, say) are encoded as they are, and
-// DecodeDelta rejects an undefined status or role.
+// DecodeDelta rejects an undefined status, role or part kind.
 func AppendDelta(dst []byte, d *Delta) []byte {
 	dst = slices.Grow(dst, EncodedDeltaSize(d))
-	dst = append(dst, tagDelta)
+	dst = append(dst, deltaTag(d))
 	dst = binary.AppendUvarint(dst, uint64(d.Len()))
 	if d == nil {
 		return dst
@@ -121,11 +107,13 @@ func AppendDelta(dst []byte, d *Delta) []byte {
 		case opAppendScratch:
 			dst = appendBytes(dst, o.b)
 		case opAppendMessage:
-			dst = appendMessage(dst, o.aux, o.s2, o.s3, o.s1)
+			dst = appendMessage(dst, o.aux, o.s2, o.s3, o.s1, o.ext)
 		case opAddPending:
 			dst = appendStr(appendBytes(appendStr(appendStr(dst, o.s1), o.s2), o.b), o.s3)
 		case opToolOutput:
 			dst = appendStr(appendStr(appendStr(dst, o.s1), o.s2), o.s3)
+		case opToolOutputRef:
+			dst = binary.AppendUvarint(appendStr(appendStr(dst, o.s1), o.s2), o.n)
 		case opDropMessages:
 			dst = binary.AppendUvarint(dst, o.n)
 		}
@@ -147,9 +135,10 @@ func EncodedFrameSize(f *Frame) int {
 		n += strLen(len(k)) + strLen(len(v))
 	}
 	n += strLen(len(f.Scratchpad)) + uvarintLen(uint64(len(f.Messages)))
+	var e msgExt
 	for i := range f.Messages {
 		m := &f.Messages[i]
-		n += messageSize(m.Content, m.Tool, m.CallID)
+		n += messageSize(m.Content, m.Tool, m.CallID, frameExt(m, &e))
 	}
 	n += uvarintLen(uint64(len(f.Pending)))
 	for i := range f.Pending {
@@ -159,17 +148,29 @@ func EncodedFrameSize(f *Frame) int {
 	return n
 }
 
+// frameTag is the tag of the lowest version that holds f.
+func frameTag(f *Frame) byte {
+	for i := range f.Messages {
+		if f.Messages[i].needsV2() {
+			return tagFrame2
+		}
+	}
+	return tagFrame
+}
+
 // AppendFrame appends the encoding of f to dst and returns the extended
 // slice. The encoding is deterministic: memory keys are written in sorted
 // order, so equal frames give equal bytes (a nil and an empty slice or map
-// encode alike). A frame that fails Validate still encodes, but DecodeFrame
-// rejects the result. A nil frame encodes as an empty one.
+// encode alike), in the lowest format version that holds them. A frame
+// that fails Validate still encodes, but DecodeFrame rejects the result or
+// (for a part's field that its kind does not carry) returns a frame
+// without it. A nil frame encodes as an empty one.
 func AppendFrame(dst []byte, f *Frame) []byte {
 	if f == nil {
 		f = &Frame{}
 	}
 	dst = slices.Grow(dst, EncodedFrameSize(f))
-	dst = append(dst, tagFrame)
+	dst = append(dst, frameTag(f))
 	dst = appendStr(dst, f.Objective)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Subgoals)))
 	for i := range f.Subgoals {
@@ -189,9 +190,10 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	}
 	dst = appendBytes(dst, f.Scratchpad)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Messages)))
+	var e msgExt
 	for i := range f.Messages {
 		m := &f.Messages[i]
-		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID)
+		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID, frameExt(m, &e))
 	}
 	dst = binary.AppendUvarint(dst, uint64(len(f.Pending)))
 	for i := range f.Pending {
@@ -248,6 +250,12 @@ func (d *decoder) uvarintOf(what, suffix string) uint64 {
 		} else {
 			d.fail(d.off, "varint overflows 64 bits in "+what+suffix)
 		}
+		return 0
+	}
+	if n > 1 && d.buf[d.off+n-1] == 0 {
+		// Encoders write the shortest form; a longer one (a trailing zero
+		// group) is a second encoding of the same value.
+		d.fail(d.off, "non-minimal varint in "+what+suffix)
 		return 0
 	}
 	d.off += n
@@ -307,47 +315,36 @@ func (d *decoder) nonEmptyStr(what string) string {
 	return s
 }
 
-func (d *decoder) message() (role uint8, content, tool, callID string) {
-	start := d.off
-	head := d.byte1("message head")
-	if d.err != nil {
-		return
-	}
-	if head&msgReserved != 0 {
-		d.fail(start, "message head 0x"+strconv.FormatUint(uint64(head), 16)+" has reserved bits set")
-		return
-	}
-	role = head & msgRoleMask
-	if !Role(role).Valid() {
-		d.fail(start, "unknown message role "+strconv.Itoa(int(role)))
-		return
-	}
-	content = d.str("message content")
-	if head&msgHasTool != 0 {
-		tool = d.nonEmptyStr("message tool")
-	}
-	if head&msgHasCallID != 0 {
-		callID = d.nonEmptyStr("message call id")
-	}
-	return
-}
-
-func (d *decoder) tag(want byte) {
+// tag reads the first byte of a record, which must be v1 or v2 (the tags
+// of versions 1 and 2 of one kind), and reports whether it is v2.
+func (d *decoder) tag(v1, v2 byte) bool {
 	if len(d.buf) == 0 {
 		d.fail(0, "empty input")
-		return
+		return false
 	}
 	got := d.buf[0]
-	if got != want {
-		if got&0xf0 == want&0xf0 {
+	if got != v1 && got != v2 {
+		if got&0xf0 == v1&0xf0 {
 			d.err = &CorruptError{Record: d.record, Offset: 0, kind: ErrVersion,
-				Detail: "version " + strconv.Itoa(int(got&0x0f)) + " (this build reads version " + strconv.Itoa(int(want&0x0f)) + ")"}
-			return
+				Detail: "version " + strconv.Itoa(int(got&0x0f)) + " (this build reads versions " +
+					strconv.Itoa(int(v1&0x0f)) + " to " + strconv.Itoa(int(v2&0x0f)) + ")"}
+			return false
 		}
-		d.fail(0, "first byte 0x"+strconv.FormatUint(uint64(got), 16)+" is not a "+d.record+" tag (0x"+strconv.FormatUint(uint64(want), 16)+")")
-		return
+		d.fail(0, "first byte 0x"+strconv.FormatUint(uint64(got), 16)+" is not a "+d.record+" tag (0x"+strconv.FormatUint(uint64(v1), 16)+
+			" or 0x"+strconv.FormatUint(uint64(v2), 16)+")")
+		return false
 	}
 	d.off = 1
+	return got == v2
+}
+
+// needV2 fails a version 2 record that holds nothing of version 2: it must
+// be written as version 1, and accepting both would make two encodings of
+// one value.
+func (d *decoder) needV2(v2, used bool) {
+	if d.err == nil && v2 && !used {
+		d.fail(0, "version 2 "+d.record+" holds nothing of version 2 (it is written as version 1)")
+	}
 }
 
 func (d *decoder) end() {
@@ -376,7 +373,11 @@ func DecodeDeltaOwned(b []byte) (*Delta, error) {
 
 func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	d := decoder{record: "delta", buf: b}
-	d.tag(tagDelta)
+	v2 := d.tag(tagDelta, tagDelta2)
+	maxOp, used := opMaxV1, false
+	if v2 {
+		maxOp = opMax
+	}
 	// The smallest op (clear_scratch) takes one byte.
 	n := d.count("op count", 1)
 	if d.err != nil {
@@ -390,6 +391,12 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 		o := &delta.ops[i]
 		start := d.off
 		o.kind = opKind(d.byte1("op kind"))
+		if o.kind > maxOp {
+			if d.err == nil {
+				d.fail(start, "unknown op kind "+strconv.Itoa(int(o.kind))+" (op "+strconv.Itoa(i)+")")
+			}
+			break
+		}
 		switch o.kind {
 		case opSetObjective:
 			o.s1 = d.str("objective")
@@ -412,7 +419,14 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			o.b = d.span("scratch data")
 		case opClearScratch:
 		case opAppendMessage:
-			o.aux, o.s2, o.s3, o.s1 = d.message()
+			var m Message
+			var refs msgRefs
+			flags, v2msg := d.message(v2, &m, &refs)
+			o.aux, o.s2, o.s3, o.s1 = uint8(m.Role), m.Content, m.Tool, m.CallID
+			if flags != 0 {
+				o.ext = &msgExt{calls: m.ToolCalls, parts: m.Parts, isError: m.IsError, contentRef: refs.content, partRefs: refs.parts}
+			}
+			used = used || v2msg
 		case opAddPending:
 			o.s1 = d.str("pending call id")
 			o.s2 = d.str("pending tool")
@@ -426,6 +440,11 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			o.s1 = d.str("pending call id")
 		case opDropMessages:
 			o.n = d.uvarint("drop count")
+		case opToolOutputRef:
+			o.s1 = d.str("tool output call id")
+			o.s2 = d.str("tool output tool")
+			o.n = d.result("tool output")
+			used = true
 		default:
 			if d.err == nil {
 				d.fail(start, "unknown op kind "+strconv.Itoa(int(o.kind))+" (op "+strconv.Itoa(i)+")")
@@ -433,6 +452,7 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 		}
 	}
 	d.end()
+	d.needV2(v2, used)
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -460,7 +480,8 @@ func DecodeFrameOwned(b []byte) (*Frame, error) {
 
 func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	d := decoder{record: "frame", buf: b}
-	d.tag(tagFrame)
+	v2 := d.tag(tagFrame, tagFrame2)
+	used := false
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -503,11 +524,9 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	// A message takes at least 2 bytes: head and empty content.
 	if n := d.count("message count", 2); n > 0 {
 		f.Messages = make([]Message, n)
-		for i := range f.Messages {
-			m := &f.Messages[i]
-			var role uint8
-			role, m.Content, m.Tool, m.CallID = d.message()
-			m.Role = Role(role)
+		for i := 0; i < n && d.err == nil; i++ {
+			_, v2msg := d.message(v2, &f.Messages[i], nil)
+			used = used || v2msg
 		}
 	}
 	// A pending action takes at least 4 bytes: four empty fields.
@@ -522,6 +541,7 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 		}
 	}
 	d.end()
+	d.needV2(v2, used)
 	if d.err != nil {
 		return nil, d.err
 	}

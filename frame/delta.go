@@ -1,6 +1,9 @@
 package frame
 
-import "bytes"
+import (
+	"bytes"
+	"strconv"
+)
 
 // op is one delta operation. Which fields mean what depends on kind:
 //
@@ -11,20 +14,92 @@ import "bytes"
 //	delete              s1 key
 //	append_scratch      b data
 //	clear_scratch       -
-//	append_message      aux role, s1 call id, s2 content, s3 tool
+//	append_message      aux role, s1 call id, s2 content, s3 tool, ext the rest
 //	add_pending         s1 call id, s2 tool, b args, s3 key
 //	tool_output         s1 call id, s2 tool, s3 output
 //	remove_pending      s1 call id
 //	drop_messages       n count
+//	tool_output_ref     s1 call id, s2 tool, n result index
 //
-// The byte slice b is owned by the op: builders copy their argument, and
-// DecodeDelta points it into a private copy of the record.
+// The byte slices (b, and those of ext) are owned by the op: builders copy
+// their arguments, and DecodeDelta points them into a private copy of the
+// record. ext is never changed once built: a derived delta (Resolve,
+// ReferResults) gets a new one.
 type op struct {
 	kind       opKind
 	aux        uint8
 	n          uint64
 	s1, s2, s3 string
 	b          []byte
+	ext        *msgExt
+}
+
+// msgExt is what an append_message op holds beyond a version 1 message
+// (role, content, tool, call id). It is nil when there is nothing more, so
+// that flags() != 0 exactly when ext is set.
+type msgExt struct {
+	calls   []ToolCall
+	parts   []Part
+	isError bool
+	// contentRef, when not zero, says that the content is certified result
+	// contentRef-1 of the atom's actions (s2 is then empty); partRefs is
+	// nil or has one such reference per part, for the part's Text.
+	contentRef uint64
+	partRefs   []uint64
+}
+
+func (e *msgExt) flags() byte {
+	if e == nil {
+		return 0
+	}
+	var f byte
+	if e.isError {
+		f |= msgFlagError
+	}
+	if len(e.calls) > 0 {
+		f |= msgFlagCalls
+	}
+	if len(e.parts) > 0 {
+		f |= msgFlagParts
+	}
+	if e.contentRef != 0 {
+		f |= msgFlagContentRef
+	}
+	return f
+}
+
+// partRef returns the reference of part j's text (0: none).
+func (e *msgExt) partRef(j int) uint64 {
+	if e == nil || e.partRefs == nil {
+		return 0
+	}
+	return e.partRefs[j]
+}
+
+// message returns the message an append_message op appends (with empty
+// texts where it holds references).
+func (o *op) message() Message {
+	m := Message{Role: Role(o.aux), Content: o.s2, Tool: o.s3, CallID: o.s1}
+	if e := o.ext; e != nil {
+		m.ToolCalls, m.Parts, m.IsError = e.calls, e.parts, e.isError
+	}
+	return m
+}
+
+// needsV2 reports whether o needs the version 2 encoding of a delta.
+func (o *op) needsV2() bool {
+	switch o.kind {
+	case opToolOutputRef:
+		return true
+	case opAppendMessage:
+		return o.aux > uint8(roleMaxV1) || o.ext != nil
+	}
+	return false
+}
+
+// hasRefs reports whether o refers to a certified result.
+func (o *op) hasRefs() bool {
+	return o.kind == opToolOutputRef || o.ext != nil && (o.ext.contentRef != 0 || o.ext.partRefs != nil)
 }
 
 // Delta is the change one atom makes to a frame: an ordered list of ops.
@@ -85,9 +160,15 @@ func (d *Delta) AppendScratch(b []byte) *Delta {
 // ClearScratch empties the scratchpad.
 func (d *Delta) ClearScratch() *Delta { return d.add(op{kind: opClearScratch}) }
 
-// AppendMessage appends a message to the conversation.
+// AppendMessage appends a message to the conversation. It copies the
+// message's tool calls and parts, and their byte slices.
 func (d *Delta) AppendMessage(m Message) *Delta {
-	return d.add(op{kind: opAppendMessage, aux: uint8(m.Role), s1: m.CallID, s2: m.Content, s3: m.Tool})
+	o := op{kind: opAppendMessage, aux: uint8(m.Role), s1: m.CallID, s2: m.Content, s3: m.Tool}
+	if len(m.ToolCalls) > 0 || len(m.Parts) > 0 || m.IsError {
+		m.cloneBlocks()
+		o.ext = &msgExt{calls: m.ToolCalls, parts: m.Parts, isError: m.IsError}
+	}
+	return d.add(o)
 }
 
 // AddPending records an in-flight action. Its CallID must be non-empty and
@@ -100,6 +181,20 @@ func (d *Delta) AddPending(p Pending) *Delta {
 // as content, and removes the Pending with that CallID if there is one.
 func (d *Delta) ToolOutput(callID, tool string, output []byte) *Delta {
 	return d.add(op{kind: opToolOutput, s1: callID, s2: tool, s3: string(output)})
+}
+
+// ToolOutputResult is ToolOutput whose output is certified result number
+// result of the atom's actions (the index of the action in its atom, in the
+// order the atom first performed them), which the delta refers to instead
+// of holding a copy. Such a delta applies with ApplyWith, given a resolver
+// of the atom's results; ReferResults makes the same references from a
+// delta that holds the output.
+func (d *Delta) ToolOutputResult(callID, tool string, result int) *Delta {
+	n := ^uint64(0) // a negative index: kept so that Apply reports it
+	if result >= 0 {
+		n = uint64(result)
+	}
+	return d.add(op{kind: opToolOutputRef, s1: callID, s2: tool, n: n})
 }
 
 // RemovePending removes the pending action with that call id without
@@ -159,7 +254,15 @@ func (d *Delta) String() string {
 		case opAppendMessage:
 			b = append(b, ' ')
 			b = append(b, Role(o.aux).String()...)
-			b = appendQuoted(appendQuoted(appendQuoted(b, o.s2), o.s3), o.s1)
+			if e := o.ext; e != nil && e.contentRef != 0 {
+				b = appendResult(b, e.contentRef-1)
+			} else {
+				b = appendQuoted(b, o.s2)
+			}
+			b = appendQuoted(appendQuoted(b, o.s3), o.s1)
+			b = appendExt(b, o.ext)
+		case opToolOutputRef:
+			b = appendResult(appendQuoted(appendQuoted(b, o.s1), o.s2), o.n)
 		case opAddPending:
 			b = appendQuoted(appendQuoted(appendQuoted(appendQuoted(b, o.s1), o.s2), string(o.b)), o.s3)
 		case opToolOutput:
@@ -170,4 +273,52 @@ func (d *Delta) String() string {
 		}
 	}
 	return string(b)
+}
+
+func appendResult(b []byte, n uint64) []byte {
+	b = append(b, " result#"...)
+	return append(b, itoa(n)...)
+}
+
+// appendExt describes the error flag, tool calls and parts of a message.
+func appendExt(b []byte, e *msgExt) []byte {
+	if e == nil {
+		return b
+	}
+	if e.isError {
+		b = append(b, " error"...)
+	}
+	for _, c := range e.calls {
+		b = describeCall(append(b, " call("...), &c)
+		b = append(b, ')')
+	}
+	for j := range e.parts {
+		p := &e.parts[j]
+		b = append(b, " part("...)
+		b = append(b, p.Kind.String()...)
+		switch p.Kind {
+		case PartToolCall:
+			b = describeCall(append(b, ' '), &p.Call)
+		case PartToolResult:
+			b = appendQuoted(b, p.CallID)
+			if p.IsError {
+				b = append(b, " error"...)
+			}
+		}
+		if r := e.partRef(j); r != 0 {
+			b = appendResult(b, r-1)
+		} else if p.Text != "" || p.Kind == PartText {
+			b = appendQuoted(b, p.Text)
+		}
+		if len(p.JSON) > 0 {
+			b = appendQuoted(b, string(p.JSON))
+		}
+		b = append(b, ')')
+	}
+	return b
+}
+
+func describeCall(b []byte, c *ToolCall) []byte {
+	b = strconv.AppendQuote(b, c.ID)
+	return appendQuoted(appendQuoted(b, c.Name), string(c.Arguments))
 }

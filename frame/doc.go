@@ -23,17 +23,90 @@
 // frames keeps a store O(steps), and a snapshot (AppendFrame of the frame
 // at some seq) bounds how many deltas a restart replays.
 //
+// # Conversations
+//
+// A Message holds what a message of OpenAI's chat completions or of
+// Anthropic's messages API carries, so that a conversation maps in field
+// by field and back out unchanged (llm_test.go does it with both APIs'
+// JSON). Role.String is the APIs' name of each role.
+//
+// OpenAI chat completions:
+//
+//	role                         Role (system, developer, user, assistant, tool)
+//	content: a string            Content
+//	content: a list of parts     Parts: {"type":"text"} as PartText, any other
+//	                             part (image_url, input_audio, file, refusal)
+//	                             as PartJSON, its object verbatim
+//	content: null                Content "" (an assistant turn of tool calls)
+//	tool_calls[i]                ToolCalls[i]: id ID, function.name Name,
+//	                             function.arguments Arguments
+//	tool_call_id                 CallID
+//
+// Anthropic messages:
+//
+//	system (of the request)      a RoleSystem message, first
+//	role                         Role (user, assistant)
+//	content: a string            Content
+//	content: a list of blocks    Parts, in order:
+//	  text {text}                  PartText, Text
+//	  tool_use {id, name, input}   PartToolCall, Call{ID, Name, Arguments: input}
+//	  tool_result {tool_use_id,    PartToolResult, CallID, IsError, and Text if
+//	    content, is_error}           content is a string, JSON if it is a list
+//	  any other block              PartJSON, its object verbatim: thinking with
+//	                               its signature, redacted_thinking, image,
+//	                               document, server tools' blocks, and a block
+//	                               with fields beyond these (cache_control,
+//	                               citations)
+//
+// A provider-neutral agent records a tool's answer as a RoleTool message
+// with CallID, Tool, Content and IsError.
+//
+// Apply and Validate check a message: ToolCalls only on assistant
+// messages, tool_call parts too, tool_result parts in user or tool
+// messages, IsError on tool messages; ids non-empty (a call's id and name,
+// a tool_result's CallID) and a message's call ids unique; Content or
+// Parts, not both; tool calls in ToolCalls or in parts, not both; each
+// part with only the fields of its kind. Arguments are empty or valid
+// JSON (encoding/json.Valid), a PartJSON a JSON object, a tool_result's
+// JSON an array. JSON is kept byte for byte, not canonicalized: the model
+// gets back exactly what it wrote (a resent conversation keeps the
+// provider's prompt cache), and determinism does not need it, since equal
+// bytes encode equally. Where equality of arguments matters (an action's
+// fingerprint), the ledger canonicalizes its own copy.
+//
+// # Certified results
+//
+// A tool's result is certified (the ledger's certificate) before the atom
+// that records it as a message commits. The delta need not store it again:
+// ReferResults(results) turns every message text and tool output of a
+// delta that equals results[i], the i-th certified result of the atom's
+// actions, into a reference of a few bytes (ToolOutputResult builds one
+// directly). Such a delta applies with ApplyWith(d, resolver), which
+// resolves each reference and gives the frame the inline delta gives:
+// frames, snapshots and State hold the full text, never a reference.
+//
+//	stored := d.ReferResults(results)         // at commit: results of the atom
+//	rec := frame.AppendDelta(nil, stored)     // the result is not in rec
+//	err := f.Apply(d)                         // the live frame, as before
+//
+//	d2, err := frame.DecodeDelta(rec)         // at replay
+//	err = f.ApplyWith(d2, func(i int) ([]byte, error) { ... certificate i ... })
+//
 // # Wire format
 //
 // All integers are uvarints, strings and byte strings are length-prefixed,
 // fields come in a fixed order with no names on the wire. The first byte of
 // a record is a tag holding its kind and version (0xD1 delta v1, 0xF1 frame
-// v1).
+// v1; 0xD2, 0xF2 version 2, whose messages may hold tool calls, parts and
+// an error flag, and whose deltas may refer to certified results). A record
+// is written in the lowest version that holds it, so a record without
+// anything of version 2 is byte for byte what version 1 wrote.
 //
 //	delta:  0xD1 | nops | op...            op = kind byte, then its fields
 //	frame:  0xF1 | objective | nsub {id text status} | nmem {key value}
 //	        (keys sorted) | scratchpad | nmsg {head content [tool] [callid]}
 //	        | npend {callid tool args key}
+//	v2:     message = head [flags] content [tool] [callid] [calls] [parts]
 //	stored: codec byte (0 none, 1 s2, 2 zstd) | dict id uvarint | payload
 //
 // format.go has the byte-level layout of every op; those constants are
@@ -73,17 +146,32 @@
 //     strings and byte slices share, so a single retained memory key keeps
 //     the whole record's copy alive. Clone a value to detach it.
 //   - Apply keeps references to the delta's byte slices (memory values,
-//     pending args). Neither the delta nor the frame mutates them, but a
+//     pending args, tool calls and parts). Neither the delta nor the frame mutates them, but a
 //     caller who mutates a frame's Memory value in place also changes the
 //     delta's. Clone before mutating in place.
 //   - Subgoals and Pending are looked up by linear scan: fine for the tens
 //     of entries agents keep, not meant for thousands.
+//   - Arguments that are not JSON are refused, and a model can write them
+//     (a tool call cut by the token limit). Record such a turn another way
+//     (its text in Content, or the arguments as a JSON string) and answer
+//     the model with an error; nothing here guesses a repair.
+//   - A tool message's CallID is not checked against an earlier call: a
+//     compacted conversation (DropMessages) may have dropped the call.
+//   - Not carried: OpenAI's message-level name, refusal and audio, and its
+//     custom tool calls (free text, not JSON arguments); Anthropic's
+//     request-level fields besides system. Keep them in Memory if needed.
+//   - A reference names a result by its index among the atom's actions:
+//     ApplyWith must be given the resolver of the atom the delta was
+//     committed by. Resolve copies each result it inlines.
 //   - Compress with an unknown dictionary id silently compresses without a
 //     dictionary (the record says id 0), by design: writing never fails.
 //     Decompress of a record naming an unregistered id fails with
 //     ErrUnknownDict: register every dictionary ever used before reading.
 //   - The zstd frames carry no checksum: records are expected to be
 //     checksummed by the log that stores them (wal uses CRC32C).
+//   - A decoded record takes at most about 100 times its size in memory
+//     (a record of one-byte ops; tool calls and parts take less), checked
+//     before allocating: the decompression bounds below bound that too.
 //   - One record decompresses to at most MaxDecompressedSize (64 MiB); a
 //     reader of records it does not trust bounds the total with a Budget
 //     (Compressor.WithBudget, NewBudget: 256 MiB plus 256 times the

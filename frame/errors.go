@@ -28,6 +28,11 @@ var (
 	// (unknown subgoal, bad status or role, duplicate id, ...). The frame is
 	// unchanged.
 	ErrInvalidOp = errors.New("frame: invalid delta op")
+	// ErrUnresolved: a delta refers to a certified result that could not be
+	// resolved: Apply was given it (only ApplyWith resolves references), or
+	// the resolver given to ApplyWith or Resolve failed. The frame is
+	// unchanged.
+	ErrUnresolved = errors.New("frame: unresolved result reference")
 	// ErrInvalidFrame: Frame.Validate found a frame that breaks an
 	// invariant (duplicate subgoal id, unknown status, ...).
 	ErrInvalidFrame = errors.New("frame: invalid frame")

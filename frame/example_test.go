@@ -120,3 +120,42 @@ func ExampleTrainDict() {
 	// dictionary at least 1.5x better: true
 	// reading without the dictionary fails: true
 }
+
+// An assistant turn of two tool calls, and their results recorded as
+// references to the certificates that hold them.
+func ExampleDelta_ReferResults() {
+	f := &frame.Frame{}
+	var d frame.Delta
+	d.AppendMessage(frame.Message{Role: frame.RoleAssistant, ToolCalls: []frame.ToolCall{
+		{ID: "call_1", Name: "create_bucket", Arguments: []byte(`{"name":"logs","region":"eu-west-1"}`)},
+		{ID: "call_2", Name: "send_email", Arguments: []byte(`{"to":"ops@example.com"}`)},
+	}})
+	if err := f.Apply(&d); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	// The next atom ran both tools (through Do): these are its certified
+	// results, in the order of its actions.
+	results := [][]byte{
+		[]byte(`{"status":"created","arn":"arn:aws:s3:::logs"}`),
+		[]byte(`{"status":"sent","message_id":"<1@example.com>"}`),
+	}
+	d.Reset()
+	d.AppendMessage(frame.Message{Role: frame.RoleTool, CallID: "call_1", Content: string(results[0])}).
+		AppendMessage(frame.Message{Role: frame.RoleTool, CallID: "call_2", Content: string(results[1])})
+	stored := d.ReferResults(results)
+	fmt.Println("inline:", frame.EncodedDeltaSize(&d), "bytes; referring:", frame.EncodedDeltaSize(stored), "bytes; refs", stored.Refs())
+
+	rec := frame.AppendDelta(nil, stored)
+	back, err := frame.DecodeDelta(rec)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	err = f.ApplyWith(back, func(i int) ([]byte, error) { return results[i], nil })
+	fmt.Println(err, len(f.Messages[0].ToolCalls), "calls;", f.Messages[2].Content)
+	// Output:
+	// inline: 116 bytes; referring: 24 bytes; refs [0 1]
+	// <nil> 2 calls; {"status":"sent","message_id":"<1@example.com>"}
+}

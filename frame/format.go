@@ -3,9 +3,10 @@ package frame
 // Wire format of frames, deltas and compressed records.
 //
 // Every integer is an unsigned LEB128 varint (encoding/binary's Uvarint)
-// unless noted; "str" and "bytes" are a uvarint length followed by that many
-// bytes. There are no field names on the wire: fields come in the fixed
-// order below, so equal values always give equal bytes.
+// in its shortest form (decoders reject a longer one) unless noted; "str"
+// and "bytes" are a uvarint length followed by that many bytes. There are
+// no field names on the wire: fields come in the fixed order below, so
+// equal values always give equal bytes.
 //
 // Delta record (AppendDelta):
 //
@@ -27,6 +28,7 @@ package frame
 //	 10 tool_output         str call id, str tool, bytes output
 //	 11 remove_pending      str call id
 //	 12 drop_messages       uvarint n
+//	 13 tool_output_ref     str call id, str tool, uvarint result  (version 2)
 //
 // Frame record (AppendFrame):
 //
@@ -50,6 +52,47 @@ package frame
 //	pending := str call id, str tool, bytes args, str key
 //	status := 0 open, 1 active, 2 done, 3 failed, 4 abandoned
 //
+// Version 2 (tags 0xD2, 0xF2) has the same layout, ops and fields, with
+// two additions: op 13, and a message that can hold tool calls, parts, an
+// error flag, the developer role and (in deltas only) references to
+// certified results:
+//
+//	message (v2) := head:1 byte, [flags:1 byte], content, [str tool],
+//	                [str call id], [calls], [parts]
+//	  head bits 0-3: role (0-3 as above, 4 developer)
+//	  head bits 4-5: tool, call id follow (as above)
+//	  head bit 6:    a flags byte follows; it is then non-zero
+//	  head bit 7:    zero
+//	  flags bit 0:   is_error
+//	  flags bit 1:   calls follow: uvarint n >= 1, n x call
+//	  flags bit 2:   parts follow: uvarint n >= 1, n x part
+//	  flags bit 3:   content is a reference (deltas only)
+//	  flags bits 4-7: zero
+//	content := str, or when flagged a reference: uvarint result
+//	call := str id, str name, bytes arguments (JSON, verbatim)
+//	part := head:1 byte, then by kind:
+//	  head bits 0-3: kind, then
+//	    0 text         text
+//	    1 tool_call    call
+//	    2 tool_result  str call id, text, bytes json (blocks, verbatim)
+//	    3 json         bytes json (the block, verbatim)
+//	  head bit 4:    is_error (tool_result only)
+//	  head bit 5:    text is a reference: uvarint result (text and
+//	                 tool_result only; deltas only)
+//	  head bits 6-7: zero
+//	text := str, or when flagged a reference: uvarint result
+//	result := the index, below 2^32, of a certified result among the
+//	          actions of the atom that commits the delta (see ReferResults)
+//
+// A record is written in the lowest version that holds it: a delta in
+// version 2 only if an op needs it (op 13, or a message with flags or the
+// developer role), a frame only if a message needs it; records that need
+// nothing of version 2 stay byte for byte what version 1 wrote. A decoder
+// accepts only that form, so that decode-then-encode stays identity: a
+// version 2 record that needs nothing of version 2 is corrupt, and so is a
+// flags byte of zero, a count of zero flagged present, a flag a part's kind
+// does not carry, or a reference in a frame (frames hold resolved content).
+//
 // Compressed record (Compressor.Compress):
 //
 //	+-------+-----------------+-------------------------------------+
@@ -66,18 +109,26 @@ package frame
 //	                against dictionary dict id if non-zero
 //
 // These constants are frozen: records written with them must stay readable
-// forever. A change of layout takes a new tag (0xD2, 0xF2) and keeps the
-// decoder of the old one.
+// forever. A change of layout takes a new tag (0xD3, 0xF3) and keeps the
+// decoders of the old ones.
 const (
 	// tagDelta is the first byte of a delta record: 'D' high nibble, version 1.
 	tagDelta byte = 0xD1
 	// tagFrame is the first byte of a frame record: 'F' high nibble, version 1.
 	tagFrame byte = 0xF1
+	// tagDelta2 and tagFrame2 are version 2.
+	tagDelta2 byte = 0xD2
+	tagFrame2 byte = 0xF2
 
-	// DeltaVersion and FrameVersion are the versions written by this package.
-	DeltaVersion = 1
-	FrameVersion = 1
+	// DeltaVersion and FrameVersion are the newest versions this package
+	// writes and reads; it reads every version from 1, and writes a record
+	// in the lowest version that holds it.
+	DeltaVersion = 2
+	FrameVersion = 2
 )
+
+// maxResultIndex bounds a reference to a certified result. Frozen.
+const maxResultIndex = 1<<32 - 1
 
 // opKind identifies a delta operation on the wire. Frozen.
 type opKind uint8
@@ -95,7 +146,9 @@ const (
 	opToolOutput       opKind = 10
 	opRemovePending    opKind = 11
 	opDropMessages     opKind = 12
-	opMax              opKind = opDropMessages
+	opToolOutputRef    opKind = 13
+	opMaxV1            opKind = opDropMessages
+	opMax              opKind = opToolOutputRef
 )
 
 var opNames = [...]string{
@@ -111,6 +164,7 @@ var opNames = [...]string{
 	opToolOutput:       "tool_output",
 	opRemovePending:    "remove_pending",
 	opDropMessages:     "drop_messages",
+	opToolOutputRef:    "tool_output_ref",
 }
 
 func (k opKind) String() string {
@@ -125,7 +179,27 @@ const (
 	msgRoleMask  = 0x0f
 	msgHasTool   = 0x10
 	msgHasCallID = 0x20
-	msgReserved  = 0xc0
+	msgReserved  = 0xc0 // version 1
+	// Version 2.
+	msgHasFlags   = 0x40
+	msgReservedV2 = 0x80
+)
+
+// Message flags (version 2). Frozen.
+const (
+	msgFlagError      = 0x01
+	msgFlagCalls      = 0x02
+	msgFlagParts      = 0x04
+	msgFlagContentRef = 0x08
+	msgFlagReserved   = 0xf0
+)
+
+// Part head bits (version 2). Frozen.
+const (
+	partKindMask    = 0x0f
+	partFlagError   = 0x10
+	partFlagRef     = 0x20
+	partReservedBit = 0xc0
 )
 
 // Codec identifies the compression of one record; it is the record's first

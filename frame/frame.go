@@ -44,7 +44,12 @@ const (
 	RoleUser      Role = 1
 	RoleAssistant Role = 2
 	RoleTool      Role = 3
-	roleMax            = RoleTool
+	// RoleDeveloper is OpenAI's "developer" role: instructions from the
+	// application, which newer models take in place of "system".
+	RoleDeveloper Role = 4
+	roleMax            = RoleDeveloper
+	// roleMaxV1 is the last role the version 1 encoding can hold.
+	roleMaxV1 = RoleTool
 )
 
 // Valid reports whether r is one of the defined roles.
@@ -60,6 +65,8 @@ func (r Role) String() string {
 		return "assistant"
 	case RoleTool:
 		return "tool"
+	case RoleDeveloper:
+		return "developer"
 	}
 	return "role(" + itoa(uint64(r)) + ")"
 }
@@ -71,13 +78,95 @@ type Subgoal struct {
 	Status SubgoalStatus
 }
 
-// Message is one turn of the conversation. Tool and CallID are set on tool
-// messages (RoleTool) and on assistant messages that request a tool call.
+// Message is one turn of the conversation, shaped so that a message of
+// OpenAI's chat completions or Anthropic's messages API maps to it field by
+// field and back (doc.go has both mappings).
+//
+// Content is the text of the message; a message whose content is a list
+// of blocks holds them in Parts instead (never both). An assistant message
+// may request any number of tool calls, in ToolCalls (OpenAI's tool_calls)
+// or as PartToolCall parts (Anthropic's tool_use blocks), not both. A tool
+// message (RoleTool) answers the call whose id is CallID; Tool names the
+// tool, and IsError says that the content is an error. Tool and CallID on
+// an assistant message are the older way to name one requested call.
+//
+// Apply and Validate check these rules, the JSON of arguments and parts,
+// and that ids are non-empty.
 type Message struct {
 	Role    Role
 	Content string
 	Tool    string
 	CallID  string
+
+	ToolCalls []ToolCall // assistant only: the calls requested, in order
+	Parts     []Part     // the content as blocks, in order, when it is not one text
+	IsError   bool       // tool messages only: Content reports a failure
+}
+
+// ToolCall is one tool call an assistant message requests: OpenAI's
+// tool_calls[i] {id, function.name, function.arguments} or Anthropic's
+// tool_use block {id, name, input}.
+type ToolCall struct {
+	ID   string // non-empty, unique within its message
+	Name string // non-empty
+	// Arguments is the call's JSON as the model wrote it, kept byte for
+	// byte (not canonicalized): empty for none, else valid JSON.
+	Arguments []byte
+}
+
+// PartKind says what a Part holds.
+type PartKind uint8
+
+const (
+	// PartText is a block of text: Text.
+	PartText PartKind = 0
+	// PartToolCall is a tool call in an assistant message: Call
+	// (Anthropic's tool_use block).
+	PartToolCall PartKind = 1
+	// PartToolResult answers a tool call, in a user or tool message: CallID,
+	// IsError, and the result as Text or, when the result is a list of
+	// blocks, as JSON (a JSON array) (Anthropic's tool_result block).
+	PartToolResult PartKind = 2
+	// PartJSON is any other block, kept as its JSON object, verbatim: an
+	// image, a document, a thinking block with its signature, a text block
+	// with citations or cache_control.
+	PartJSON PartKind = 3
+	partMax           = PartJSON
+)
+
+// Valid reports whether k is one of the defined part kinds.
+func (k PartKind) Valid() bool { return k <= partMax }
+
+func (k PartKind) String() string {
+	switch k {
+	case PartText:
+		return "text"
+	case PartToolCall:
+		return "tool_call"
+	case PartToolResult:
+		return "tool_result"
+	case PartJSON:
+		return "json"
+	}
+	return "part(" + itoa(uint64(k)) + ")"
+}
+
+// Part is one block of a message's content. Which fields it uses depends
+// on Kind; the others must be zero (they would not survive encoding).
+//
+//	PartText        Text
+//	PartToolCall    Call
+//	PartToolResult  CallID, IsError, and Text or JSON (not both)
+//	PartJSON        JSON
+type Part struct {
+	Kind    PartKind
+	Text    string
+	Call    ToolCall
+	CallID  string // non-empty in a PartToolResult
+	IsError bool
+	// JSON is kept byte for byte: a JSON object for PartJSON, a JSON
+	// array (the result's blocks) for PartToolResult.
+	JSON []byte
 }
 
 // Pending is an in-flight action: a tool call requested but whose output
@@ -126,6 +215,9 @@ func (f *Frame) Clone() *Frame {
 	}
 	if f.Messages != nil {
 		c.Messages = append([]Message(nil), f.Messages...)
+		for i := range c.Messages {
+			c.Messages[i].cloneBlocks()
+		}
 	}
 	if f.Pending != nil {
 		c.Pending = make([]Pending, len(f.Pending))
@@ -138,8 +230,9 @@ func (f *Frame) Clone() *Frame {
 }
 
 // Validate checks the invariants of a frame: subgoal ids non-empty and
-// unique, statuses and roles defined, pending call ids non-empty and unique.
-// DecodeFrame returns only valid frames, and Apply keeps a frame valid.
+// unique, statuses defined, every message well formed (the rules of
+// Message and Part), pending call ids non-empty and unique. DecodeFrame
+// returns only valid frames, and Apply keeps a frame valid.
 func (f *Frame) Validate() error {
 	if err := uniqueIDs(len(f.Subgoals), func(i int) string { return f.Subgoals[i].ID }, "subgoal"); err != nil {
 		return err
@@ -149,9 +242,9 @@ func (f *Frame) Validate() error {
 			return fmt.Errorf("%w: subgoal %d (%q) has unknown status %d", ErrInvalidFrame, i, s.ID, uint8(s.Status))
 		}
 	}
-	for i, m := range f.Messages {
-		if !m.Role.Valid() {
-			return fmt.Errorf("%w: message %d has unknown role %d", ErrInvalidFrame, i, uint8(m.Role))
+	for i := range f.Messages {
+		if why := f.Messages[i].check(); why != "" {
+			return fmt.Errorf("%w: message %d: %s", ErrInvalidFrame, i, why)
 		}
 	}
 	return uniqueIDs(len(f.Pending), func(i int) string { return f.Pending[i].CallID }, "pending call")
@@ -186,8 +279,11 @@ func uniqueIDs(n int, id func(int) string, what string) error {
 // Apply applies the ops of d to f, in order. It first checks every op
 // against the state the earlier ops of d would leave; if one cannot apply
 // (unknown subgoal, duplicate subgoal or pending id, undefined status or
-// role, dropping more messages than there are) it returns an error matching
-// ErrInvalidOp naming the op, and f is unchanged.
+// role, a malformed message, dropping more messages than there are) it
+// returns an error matching ErrInvalidOp naming the op, and f is
+// unchanged. A delta that refers to certified results (ToolOutputResult,
+// ReferResults) applies only with ApplyWith: Apply reports it with an error
+// that matches ErrUnresolved too.
 //
 // Apply works in place: it appends to the slices of f and updates its map,
 // so its cost is that of the delta, not of the frame (amortized; appending
@@ -236,7 +332,7 @@ func (f *Frame) hasPending(d *Delta, i int, id string) bool {
 		switch o.kind {
 		case opAddPending:
 			return true
-		case opRemovePending, opToolOutput:
+		case opRemovePending, opToolOutput, opToolOutputRef:
 			return false
 		}
 	}
@@ -275,10 +371,22 @@ func (f *Frame) check(d *Delta) error {
 				return opErr(i, o, "unknown subgoal %q", o.s1)
 			}
 		case opAppendMessage:
-			if !Role(o.aux).Valid() {
-				return opErr(i, o, "unknown role %d", o.aux)
-			}
 			messages++
+			if o.ext == nil { // a version 1 message: only its role can be wrong
+				if !Role(o.aux).Valid() {
+					return opErr(i, o, "unknown role %d", o.aux)
+				}
+				continue
+			}
+			if o.hasRefs() {
+				return unresolvedErr(i, o)
+			}
+			m := o.message()
+			if why := m.check(); why != "" {
+				return opErr(i, o, "%s", why)
+			}
+		case opToolOutputRef:
+			return unresolvedErr(i, o)
 		case opAddPending:
 			if o.s1 == "" {
 				return opErr(i, o, "empty call id")
@@ -328,7 +436,7 @@ func (f *Frame) apply(o *op) {
 	case opClearScratch:
 		f.Scratchpad = nil
 	case opAppendMessage:
-		f.Messages = append(f.Messages, Message{Role: Role(o.aux), Content: o.s2, Tool: o.s3, CallID: o.s1})
+		f.Messages = append(f.Messages, o.message())
 	case opAddPending:
 		f.Pending = append(f.Pending, Pending{CallID: o.s1, Tool: o.s2, Args: o.b, Key: o.s3})
 	case opToolOutput:

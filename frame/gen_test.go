@@ -29,7 +29,7 @@ func testSeed(t testing.TB) int64 {
 var frameCmp = cmp.Options{cmpopts.EquateEmpty()}
 
 // deltaCmp compares deltas by their ops.
-var deltaCmp = cmp.Options{cmp.AllowUnexported(Delta{}, op{}), cmpopts.EquateEmpty()}
+var deltaCmp = cmp.Options{cmp.AllowUnexported(Delta{}, op{}, msgExt{}), cmpopts.EquateEmpty()}
 
 // gen builds random but realistic frames and deltas.
 type gen struct {
@@ -54,7 +54,7 @@ func (g *gen) delta(f *Frame) *Delta {
 	n := 1 + g.r.IntN(8)
 	for i := 0; i < n; i++ {
 		var one Delta
-		switch g.r.IntN(14) {
+		switch g.r.IntN(16) {
 		case 0:
 			one.SetObjective(g.t.Sentence())
 		case 1:
@@ -96,6 +96,8 @@ func (g *gen) delta(f *Frame) *Delta {
 			if len(sim.Messages) > 4 && g.r.IntN(4) == 0 {
 				one.DropMessages(g.r.IntN(len(sim.Messages) / 2))
 			}
+		case 14, 15:
+			one.AppendMessage(g.llmMessage())
 		}
 		if err := sim.Apply(&one); err != nil {
 			panic("generator built an invalid op: " + err.Error())
@@ -114,4 +116,65 @@ func (g *gen) frame(n int) *Frame {
 		}
 	}
 	return f
+}
+
+// call returns a tool call with JSON arguments (sometimes none).
+func (g *gen) call() ToolCall {
+	c := ToolCall{ID: g.id("call_"), Name: g.t.Tool()}
+	if g.r.IntN(8) != 0 {
+		c.Arguments = g.t.ToolArgs(40 + g.r.IntN(200))
+	}
+	return c
+}
+
+// llmMessage returns a message shaped like those of the OpenAI and
+// Anthropic APIs: tool calls, parts of every kind, errors, the developer
+// role.
+func (g *gen) llmMessage() Message {
+	switch g.r.IntN(6) {
+	case 0: // OpenAI assistant turn with tool calls
+		m := Message{Role: RoleAssistant}
+		if g.r.IntN(2) == 0 {
+			m.Content = g.t.Message(40 + g.r.IntN(200))
+		}
+		for n := 1 + g.r.IntN(3); n > 0; n-- {
+			m.ToolCalls = append(m.ToolCalls, g.call())
+		}
+		return m
+	case 1: // OpenAI tool message, maybe an error
+		return Message{Role: RoleTool, CallID: g.id("call_"), Tool: g.t.Tool(),
+			Content: string(g.t.ToolResult(60 + g.r.IntN(300))), IsError: g.r.IntN(3) == 0}
+	case 2: // Anthropic assistant turn: text and tool_use blocks
+		m := Message{Role: RoleAssistant, Parts: []Part{{Kind: PartText, Text: g.t.Message(30 + g.r.IntN(150))}}}
+		for n := 1 + g.r.IntN(2); n > 0; n-- {
+			m.Parts = append(m.Parts, Part{Kind: PartToolCall, Call: g.call()})
+		}
+		if g.r.IntN(4) == 0 {
+			m.Parts = append(m.Parts, Part{Kind: PartJSON, JSON: []byte(`{"type":"thinking","thinking":"` + g.t.Sentence() + `","signature":"EqQBCgIYAhIM"}`)})
+		}
+		return m
+	case 3: // Anthropic user turn: tool_result blocks
+		m := Message{Role: RoleUser}
+		for n := 1 + g.r.IntN(3); n > 0; n-- {
+			p := Part{Kind: PartToolResult, CallID: g.id("toolu_"), IsError: g.r.IntN(4) == 0}
+			switch g.r.IntN(3) {
+			case 0:
+				p.Text = string(g.t.ToolResult(50 + g.r.IntN(200)))
+			case 1:
+				p.JSON = []byte(`[{"type":"text","text":"` + g.t.Sentence() + `"}]`)
+			}
+			m.Parts = append(m.Parts, p)
+		}
+		if g.r.IntN(2) == 0 {
+			m.Parts = append(m.Parts, Part{Kind: PartText, Text: g.t.Sentence()})
+		}
+		return m
+	case 4: // content as parts, with an image
+		return Message{Role: RoleUser, Parts: []Part{
+			{Kind: PartText, Text: g.t.Message(20 + g.r.IntN(100))},
+			{Kind: PartJSON, JSON: []byte(`{"type":"image_url","image_url":{"url":"https://example.com/` + g.t.Word() + `.png"}}`)},
+		}}
+	default:
+		return Message{Role: RoleDeveloper, Content: g.t.Sentence()}
+	}
 }

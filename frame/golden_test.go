@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/internal/goldenhex"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestGoldenEncoding pins the wire format (format.go says it is frozen): a
@@ -102,5 +103,108 @@ func TestGoldenCompressed(t *testing.T) {
 		if string(out) != goldenRecord {
 			t.Fatalf("golden record %x decodes to %q", b[:4], out)
 		}
+	}
+}
+
+// TestGoldenEncodingV2 pins version 2: messages with tool calls, parts, an
+// error flag and the developer role, references to certified results, and
+// op 13. A message without flags keeps its version 1 bytes inside a
+// version 2 record.
+func TestGoldenEncodingV2(t *testing.T) {
+	var inline Delta
+	inline.AppendMessage(Message{Role: RoleDeveloper, Content: "d"}).
+		AppendMessage(Message{Role: RoleAssistant, Content: "ok", ToolCalls: []ToolCall{
+			{ID: "a", Name: "ls", Arguments: []byte(`{}`)}, {ID: "b", Name: "rm"}}}).
+		AppendMessage(Message{Role: RoleTool, Content: "no", Tool: "rm", CallID: "b", IsError: true}).
+		AppendMessage(Message{Role: RoleUser, Parts: []Part{
+			{Kind: PartToolResult, CallID: "a", Text: "x", IsError: true},
+			{Kind: PartText, Text: "t"},
+			{Kind: PartJSON, JSON: []byte(`{}`)},
+			{Kind: PartToolResult, CallID: "c", JSON: []byte(`[]`)}}}).
+		AppendMessage(Message{Role: RoleAssistant, Parts: []Part{
+			{Kind: PartText, Text: "p"},
+			{Kind: PartToolCall, Call: ToolCall{ID: "t1", Name: "ls", Arguments: []byte(`{"d":1}`)}}}}).
+		ToolOutputResult("a", "ls", 0).
+		AppendMessage(Message{Role: RoleTool, CallID: "a", Content: "R"}).
+		AppendMessage(Message{Role: RoleUser, Parts: []Part{{Kind: PartToolResult, CallID: "a", Text: "R"}}}).
+		AppendMessage(Message{Role: RoleUser, Content: "u"})
+	results := [][]byte{[]byte("out"), []byte("R")}
+	d := inline.ReferResults(results)
+	want := goldenhex.Decode(t, `
+		d2 09                    # tag delta v2, 9 ops
+		08 04 01 64              # append_message head=developer (no flags) "d"
+		08 42 02 02 6f6b         # append_message head=assistant|flags, flags=calls, "ok"
+		   02                    #   2 tool calls:
+		   01 61 02 6c73 02 7b7d #     "a" "ls" {}
+		   01 62 02 726d 00      #     "b" "rm" (no arguments)
+		08 73 01 02 6e6f 02 726d 01 62  # head=tool|tool|callid|flags, flags=is_error, "no" "rm" "b"
+		08 41 04 00              # head=user|flags, flags=parts, content ""
+		   04                    #   4 parts:
+		   12 01 61 01 78 00     #     tool_result|is_error "a" text "x" json ""
+		   00 01 74              #     text "t"
+		   03 02 7b7d            #     json {}
+		   02 01 63 00 02 5b5d   #     tool_result "c" text "" json []
+		08 42 04 00 02           # head=assistant|flags, flags=parts, content "", 2 parts:
+		   00 01 70              #     text "p"
+		   01 02 7431 02 6c73 07 7b2264223a317d  # tool_call "t1" "ls" {"d":1}
+		0d 01 61 02 6c73 00      # tool_output_ref "a" "ls" result 0
+		08 63 08 01 01 61        # head=tool|callid|flags, flags=content ref, result 1, "a"
+		08 41 04 00 01           # head=user|flags, flags=parts, content "", 1 part:
+		   22 01 61 01 00        #     tool_result|ref "a" text=result 1 json ""
+		08 01 01 75              # append_message user "u" (version 1 bytes)
+	`)
+	got := AppendDelta(nil, d)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("delta v2 encoding changed:\n got %x\nwant %x", got, want)
+	}
+	back, err := DecodeDelta(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(d, back, deltaCmp); diff != "" {
+		t.Fatalf("golden v2 delta decodes differently (-want +got):\n%s", diff)
+	}
+	resolved, err := back.Resolve(func(i int) ([]byte, error) { return results[i], nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	f1, f2 := &Frame{}, &Frame{}
+	if err := f1.ApplyWith(&inline, func(i int) ([]byte, error) { return results[i], nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := f2.Apply(resolved); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(AppendFrame(nil, f1), AppendFrame(nil, f2)) {
+		t.Fatal("the golden delta's references resolve to another frame than its inline form")
+	}
+
+	f := &Frame{Messages: []Message{
+		{Role: RoleDeveloper, Content: "d"},
+		{Role: RoleAssistant, ToolCalls: []ToolCall{{ID: "a", Name: "ls", Arguments: []byte(`{}`)}}},
+		{Role: RoleTool, Content: "ok", CallID: "a", IsError: true},
+		{Role: RoleUser, Parts: []Part{{Kind: PartToolResult, CallID: "a", Text: "x"}}},
+		{Role: RoleUser, Content: "u"},
+	}}
+	wantFrame := goldenhex.Decode(t, `
+		f2                       # tag frame v2
+		00 00 00 00              # objective "", no subgoals, no memory, scratchpad ""
+		05                       # 5 messages:
+		04 01 64                 #   developer "d" (no flags)
+		42 02 00 01 01 61 02 6c73 02 7b7d  # assistant|flags, flags=calls, "", 1 call "a" "ls" {}
+		63 01 02 6f6b 01 61      #   tool|callid|flags, flags=is_error, "ok" "a"
+		41 04 00 01 02 01 61 01 78 00      # user|flags, flags=parts, "", 1 part: tool_result "a" "x" json ""
+		01 01 75                 #   user "u" (version 1 bytes)
+		00                       # no pending
+	`)
+	if got := AppendFrame(nil, f); !bytes.Equal(got, wantFrame) {
+		t.Fatalf("frame v2 encoding changed:\n got %x\nwant %x", got, wantFrame)
+	}
+	fb, err := DecodeFrame(wantFrame)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(f, fb, frameCmp); diff != "" {
+		t.Fatalf("golden v2 frame decodes differently (-want +got):\n%s", diff)
 	}
 }

@@ -17,27 +17,42 @@ import (
 //	delete              Key
 //	append_scratch      Value
 //	clear_scratch       -
-//	append_message      Role, Content, Tool, CallID
+//	append_message      Role, Content, Tool, CallID, ToolCalls, Parts, IsError, Refs
 //	add_pending         CallID, Tool, Args, Key
 //	tool_output         CallID, Tool, Content (the output)
 //	remove_pending      CallID
 //	drop_messages       Count
+//	tool_output_ref     CallID, Tool, Refs (the output: one, path "/content")
 //
 // Status and Role carry the names of SubgoalStatus and Role ("done",
-// "assistant"). Byte slices alias the delta's: do not modify them.
+// "assistant"). A text that refers to a certified result is empty, and
+// Refs says which result stands for it. Byte slices and the ToolCalls and
+// Parts lists alias the delta's: do not modify them.
 type Op struct {
-	Kind    string
-	ID      string
-	Text    string
-	Status  string
-	Key     string
-	Value   []byte
-	Role    string
-	Content string
-	Tool    string
-	CallID  string
-	Args    []byte
-	Count   uint64
+	Kind      string
+	ID        string
+	Text      string
+	Status    string
+	Key       string
+	Value     []byte
+	Role      string
+	Content   string
+	Tool      string
+	CallID    string
+	Args      []byte
+	Count     uint64
+	ToolCalls []ToolCall
+	Parts     []Part
+	IsError   bool
+	Refs      []ResultRef
+}
+
+// ResultRef says that a text of an op is certified result Result of the
+// atom's actions: Path is a JSON pointer into the message the op appends,
+// "/content" or "/parts/N/text".
+type ResultRef struct {
+	Path   string
+	Result int
 }
 
 // Ops returns the ops of d in order, as exported views. A nil delta has
@@ -65,6 +80,20 @@ func (d *Delta) Ops() []Op {
 			v.Value = o.b
 		case opAppendMessage:
 			v.Role, v.CallID, v.Content, v.Tool = Role(o.aux).String(), o.s1, o.s2, o.s3
+			if e := o.ext; e != nil {
+				v.ToolCalls, v.Parts, v.IsError = e.calls, e.parts, e.isError
+				if e.contentRef != 0 {
+					v.Refs = append(v.Refs, ResultRef{Path: "/content", Result: int(e.contentRef - 1)})
+				}
+				for j, r := range e.partRefs {
+					if r != 0 {
+						v.Refs = append(v.Refs, ResultRef{Path: "/parts/" + itoa(uint64(j)) + "/text", Result: int(r - 1)})
+					}
+				}
+			}
+		case opToolOutputRef:
+			v.CallID, v.Tool = o.s1, o.s2
+			v.Refs = []ResultRef{{Path: "/content", Result: int(o.n)}}
 		case opAddPending:
 			v.CallID, v.Tool, v.Args, v.Key = o.s1, o.s2, o.b, o.s3
 		case opToolOutput:
@@ -81,8 +110,11 @@ func (d *Delta) Ops() []Op {
 
 // MarshalJSON writes the op as one object with "op" naming its kind and
 // only the fields it uses. Value is a string when it is valid UTF-8, else
-// "value_base64" holds it in standard base64; Args is embedded as JSON
-// when it is valid JSON, else it is a string.
+// "value_base64" holds it in standard base64; Args, a tool call's
+// "arguments" and a part's "json" are embedded as JSON when they are valid
+// JSON, else they are strings. Tool calls are {"id", "name", "arguments"};
+// parts {"kind", and "text", "call", "call_id", "is_error", "json" as the
+// kind uses them}; refs {"path", "result"}.
 func (o Op) MarshalJSON() ([]byte, error) {
 	type field struct {
 		name string
@@ -110,13 +142,38 @@ func (o Op) MarshalJSON() ([]byte, error) {
 	add("tool", o.Tool, o.Tool != "")
 	add("call_id", o.CallID, o.CallID != "")
 	if o.Args != nil {
-		if json.Valid(o.Args) {
+		if validJSON(o.Args) {
 			add("args", json.RawMessage(o.Args), true)
 		} else {
 			add("args", string(o.Args), true)
 		}
 	}
 	add("count", o.Count, o.Kind == "drop_messages")
+	if len(o.ToolCalls) > 0 {
+		calls := make([]any, len(o.ToolCalls))
+		for i := range o.ToolCalls {
+			calls[i] = callJSON(&o.ToolCalls[i])
+		}
+		add("tool_calls", calls, true)
+	}
+	if len(o.Parts) > 0 {
+		parts := make([]any, len(o.Parts))
+		for i := range o.Parts {
+			parts[i] = partJSON(&o.Parts[i])
+		}
+		add("parts", parts, true)
+	}
+	add("is_error", o.IsError, o.IsError)
+	if len(o.Refs) > 0 {
+		refs := make([]any, len(o.Refs))
+		for i, r := range o.Refs {
+			refs[i] = struct {
+				Path   string `json:"path"`
+				Result int    `json:"result"`
+			}{r.Path, r.Result}
+		}
+		add("refs", refs, true)
+	}
 
 	b := []byte{'{'}
 	for i, f := range fs {
@@ -131,4 +188,42 @@ func (o Op) MarshalJSON() ([]byte, error) {
 		b = append(append(append(b, k...), ':'), v...)
 	}
 	return append(b, '}'), nil
+}
+
+// rawOrString embeds b as JSON if it is valid JSON, else as a string.
+func rawOrString(b []byte) any {
+	if validJSON(b) {
+		return json.RawMessage(b)
+	}
+	return string(b)
+}
+
+func callJSON(c *ToolCall) any {
+	v := struct {
+		ID        string `json:"id"`
+		Name      string `json:"name"`
+		Arguments any    `json:"arguments,omitempty"`
+	}{ID: c.ID, Name: c.Name}
+	if len(c.Arguments) > 0 {
+		v.Arguments = rawOrString(c.Arguments)
+	}
+	return v
+}
+
+func partJSON(p *Part) any {
+	v := struct {
+		Kind    string `json:"kind"`
+		Text    string `json:"text,omitempty"`
+		Call    any    `json:"call,omitempty"`
+		CallID  string `json:"call_id,omitempty"`
+		IsError bool   `json:"is_error,omitempty"`
+		JSON    any    `json:"json,omitempty"`
+	}{Kind: p.Kind.String(), Text: p.Text, CallID: p.CallID, IsError: p.IsError}
+	if p.Kind == PartToolCall {
+		v.Call = callJSON(&p.Call)
+	}
+	if len(p.JSON) > 0 {
+		v.JSON = rawOrString(p.JSON)
+	}
+	return v
 }

@@ -45,6 +45,36 @@ func frameSeedDelta(g *agenttext.Gen, f *frame.Frame, i int) *frame.Delta {
 	return &d
 }
 
+// frameSeedLLM returns a delta of the shapes of LLM conversations: an
+// assistant turn of tool calls, tool results as messages and as parts (two
+// of them referring to certified results 0 and 1), content as parts, the
+// developer role; and a resolver of those results.
+func frameSeedLLM(g *agenttext.Gen) (*frame.Delta, frame.Resolver) {
+	results := [][]byte{g.ToolResult(120), g.ToolResult(80)}
+	var d frame.Delta
+	d.AppendMessage(frame.Message{Role: frame.RoleDeveloper, Content: g.Sentence()}).
+		AppendMessage(frame.Message{Role: frame.RoleUser, Parts: []frame.Part{
+			{Kind: frame.PartText, Text: g.Message(60)},
+			{Kind: frame.PartJSON, JSON: []byte(`{"type":"image_url","image_url":{"url":"https://example.com/a.png"}}`)}}}).
+		AppendMessage(frame.Message{Role: frame.RoleAssistant, ToolCalls: []frame.ToolCall{
+			{ID: "call_a", Name: g.Tool(), Arguments: g.ToolArgs(80)}, {ID: "call_b", Name: g.Tool(), Arguments: []byte(`{}`)}}}).
+		AppendMessage(frame.Message{Role: frame.RoleTool, CallID: "call_a", Content: string(results[0])}).
+		AppendMessage(frame.Message{Role: frame.RoleTool, CallID: "call_b", Content: "denied", IsError: true}).
+		AppendMessage(frame.Message{Role: frame.RoleAssistant, Parts: []frame.Part{
+			{Kind: frame.PartText, Text: g.Sentence()},
+			{Kind: frame.PartToolCall, Call: frame.ToolCall{ID: "toolu_1", Name: g.Tool(), Arguments: g.ToolArgs(60)}}}}).
+		AppendMessage(frame.Message{Role: frame.RoleUser, Parts: []frame.Part{
+			{Kind: frame.PartToolResult, CallID: "toolu_1", Text: string(results[1])},
+			{Kind: frame.PartToolResult, CallID: "toolu_2", JSON: []byte(`[{"type":"text","text":"boom"}]`), IsError: true}}}).
+		ToolOutput("call_c", g.Tool(), results[0])
+	return d.ReferResults(results), func(i int) ([]byte, error) {
+		if i < 0 || i >= len(results) {
+			return nil, errors.New("no such certified result")
+		}
+		return results[i], nil
+	}
+}
+
 var frameFuzzDicts = sync.OnceValue(func() *frame.Dicts {
 	g := agenttext.New(99)
 	f := frameSeedFrame(98, 2)
@@ -78,6 +108,12 @@ func FuzzFrameDecode(f *testing.F) {
 		f.Add(frame.AppendFrame(nil, frameSeedFrame(int64(turns), turns)))
 	}
 	f.Add(frame.AppendFrame(nil, &frame.Frame{}))
+	llm := frameSeedFrame(7, 2)
+	d, res := frameSeedLLM(agenttext.New(7))
+	if err := llm.ApplyWith(d, res); err != nil {
+		panic(err)
+	}
+	f.Add(frame.AppendFrame(nil, llm))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		fr, err := frame.DecodeFrame(b)
 		if err != nil {
@@ -117,6 +153,8 @@ func FuzzDeltaDecode(f *testing.F) {
 	var bad frame.Delta
 	f.Add(frame.AppendDelta(nil, bad.SetSubgoalStatus("nope", frame.SubgoalDone)))
 	f.Add(frame.AppendDelta(nil, &frame.Delta{}))
+	llm, res := frameSeedLLM(agenttext.New(8))
+	f.Add(frame.AppendDelta(nil, llm))
 	baseEnc := frame.AppendFrame(nil, base)
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d, err := frame.DecodeDelta(b)
@@ -130,8 +168,10 @@ func FuzzDeltaDecode(f *testing.F) {
 			t.Fatalf("re-encoding differs:\n in %x\nout %x", b, got)
 		}
 		fr := base.Clone()
-		if err := fr.Apply(d); err != nil {
-			if !errors.Is(err, frame.ErrInvalidOp) {
+		// References to certified results resolve to results 0 and 1;
+		// any other index fails, as a missing certificate would.
+		if err := fr.ApplyWith(d, res); err != nil {
+			if !errors.Is(err, frame.ErrInvalidOp) && !errors.Is(err, frame.ErrUnresolved) {
 				t.Fatalf("Apply error matches no sentinel: %v", err)
 			}
 			if !bytes.Equal(frame.AppendFrame(nil, fr), baseEnc) {

@@ -2,7 +2,9 @@
 // from internal/agenttext: encoding and compressing a typical ~500-byte
 // delta (the engine does it on every commit), decoding it back, and the
 // same for a 100 KB frame (a snapshot), per codec, with and without a
-// trained dictionary.
+// trained dictionary; and LLM-shaped messages: a tool result recorded
+// inline against a reference to its certificate, and a turn of tool calls
+// in the message shape against the converter's.
 //
 //	go test -run '^$' -bench . -benchmem -count 6 ./bench/frame/
 //
