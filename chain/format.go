@@ -21,8 +21,17 @@ package chain
 //	| 0x01 | len(run) u32| run id | seq u64 | h(n-1) (32B)| len(payload) u64| payload |
 //	+------+-------------+--------+---------+-------------+-----------------+---------+
 //
-// Integers are big-endian. The tag byte separates genesis from record
-// inputs; the length prefixes make the encoding injective.
+//	fork genesis h(at) of a run forked from parent at seq at:
+//	+------+-------------+--------+-------------+----------------+-----------+--------+------------------+
+//	| 0x02 | len(run) u32| run id | nonce (16B) | len(parent) u32| parent id | at u64 | parent h(at) 32B |
+//	+------+-------------+--------+-------------+----------------+-----------+--------+------------------+
+//
+// A fork's chain starts at seq at with its fork genesis (it has no h(0)..
+// h(at-1) of its own: those seqs are its parent's), so it commits to the
+// parent, the fork point and the parent's head there.
+//
+// Integers are big-endian. The tag byte separates genesis, fork genesis and
+// record inputs; the length prefixes make the encoding injective.
 //
 // # Checkpoint (version 1)
 //
@@ -84,6 +93,7 @@ const (
 
 	tagGenesis = 0x00
 	tagRecord  = 0x01
+	tagFork    = 0x02
 
 	// maxHeader is the largest fixed-size part of a hash input written at
 	// once: seq (8) + prev (32) + payload length (8).

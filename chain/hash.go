@@ -118,6 +118,31 @@ func (h *Hasher) Genesis(runID string, nonce Nonce) Hash {
 	return out
 }
 
+// ForkGenesis returns h(at) for a run forked from parent at seq at, whose
+// head there was parentHead: the hash of the fork domain tag, the run id,
+// its nonce, the parent id, at and parentHead. See format.go.
+func (h *Hasher) ForkGenesis(runID string, nonce Nonce, parent string, at uint64, parentHead Hash) Hash {
+	st := h.pool.Get().(*hashState)
+	st.h.Reset()
+	b := st.hdr[:0]
+	b = append(b, tagFork)
+	b = binary.BigEndian.AppendUint32(b, uint32(len(runID)))
+	st.h.Write(b)
+	st.h.WriteString(runID)
+	st.h.Write(nonce[:])
+	b = binary.BigEndian.AppendUint32(st.hdr[:0], uint32(len(parent)))
+	st.h.Write(b)
+	st.h.WriteString(parent)
+	b = binary.BigEndian.AppendUint64(st.hdr[:0], at)
+	st.h.Write(b)
+	st.h.Write(parentHead[:])
+	var out Hash
+	st.h.Sum(st.out[:0])
+	out = st.out
+	h.pool.Put(st)
+	return out
+}
+
 // Link returns h(seq) = H(tag, run id, seq, prev, len(payload), payload).
 // prev is h(seq-1) (Genesis for seq 1). It does not allocate.
 func (h *Hasher) Link(runID string, seq uint64, prev Hash, payload []byte) Hash {

@@ -160,6 +160,20 @@ func (v *Verifier) Run(runID string, nonce Nonce, loc string) {
 	v.workerFor(runID).send(event{op: opRun, run: runID, nonce: nonce, loc: loc})
 }
 
+// Fork feeds the creation record of a run forked from parent at seq at,
+// where parent's head was parentHead: the run's chain starts at seq at with
+// its fork genesis (Hasher.ForkGenesis), and its first record is at+1.
+// That parentHead is the parent's head at at is the caller's to check (it
+// holds the parent's stored heads); a changed parent, at or parentHead
+// changes the fork genesis, so the fork's first record no longer links.
+func (v *Verifier) Fork(runID string, nonce Nonce, parent string, at uint64, parentHead Hash, loc string) {
+	if v.finished {
+		return
+	}
+	v.created[runID] = true
+	v.workerFor(runID).send(event{op: opFork, run: runID, nonce: nonce, parent: parent, seq: at, hash: parentHead, loc: loc})
+}
+
 // Record feeds one chained record in log order. payload may be reused by
 // the caller once Record returns.
 func (v *Verifier) Record(runID string, seq uint64, payload []byte, stored Hash, loc string) {

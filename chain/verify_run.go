@@ -65,6 +65,9 @@ type runState struct {
 	createLoc string
 	records   uint64
 	lastSeq   uint64 // last verified seq
+	// base is the seq the run's chain starts at: 0, or a fork's fork point
+	// (its fork genesis is h(base); the seqs below are its parent's).
+	base uint64
 	head      Hash   // h(lastSeq)
 	// recent holds h(seq) at index seq%RecentHeads for the last
 	// len(recent) seqs; it grows with the run up to RecentHeads entries, so
@@ -118,6 +121,26 @@ func (rs *runState) create(nonce Nonce, loc string) {
 	}
 	rs.head = rs.hasher.Genesis(rs.id, nonce)
 	rs.recent = append(rs.recent[:0], rs.head)
+}
+
+// createFork is create for a run forked from parent at seq at: the chain
+// starts at at, with the fork genesis.
+func (rs *runState) createFork(nonce Nonce, parent string, at uint64, parentHead Hash, loc string) {
+	if rs.created {
+		rs.fail(Failure{Kind: KindSeqDuplicate, Seq: at, Location: loc, Detail: "run created a second time (first creation at " + rs.createLoc + ")"})
+		return
+	}
+	rs.created, rs.createLoc = true, loc
+	if rs.records > 0 {
+		return // records came first: already failed as unknown-run
+	}
+	rs.head = rs.hasher.ForkGenesis(rs.id, nonce, parent, at, parentHead)
+	rs.lastSeq, rs.base, rs.signedSeq = at, at, at
+	// recent is indexed by seq % RecentHeads and grows with the run: a
+	// fork's holds zero hashes below its base, which recentHead never
+	// returns.
+	rs.recent = make([]Hash, min(at+1, RecentHeads))
+	rs.recent[at%RecentHeads] = rs.head
 }
 
 func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) {
@@ -263,7 +286,7 @@ func (rs *runState) anchor(a anchor) {
 
 // recentHead returns the verified h(seq) if it is still held.
 func (rs *runState) recentHead(seq uint64) (Hash, bool) {
-	if seq > rs.lastSeq || rs.lastSeq-seq >= uint64(len(rs.recent)) {
+	if seq > rs.lastSeq || seq < rs.base || rs.lastSeq-seq >= uint64(len(rs.recent)) {
 		return Hash{}, false
 	}
 	return rs.recent[seq%RecentHeads], true
@@ -298,7 +321,7 @@ func (rs *runState) finish() {
 	rs.keyedChain()
 	if p := rs.policy; p.signed && rs.failure == nil && rs.created && rs.lastSeq > rs.signedSeq+p.allow {
 		covered := fmt.Sprintf("its last checkpoint signed with the given key is at seq %d", rs.signedSeq)
-		if rs.signedSeq == 0 {
+		if rs.signedSeq == rs.base {
 			covered = "no checkpoint of it is signed with the given key"
 		}
 		rs.fail(Failure{Kind: KindUnsignedTail, Seq: rs.signedSeq + 1, Actual: rs.head, Location: rs.headLoc,
@@ -306,8 +329,8 @@ func (rs *runState) finish() {
 				"(a store rewritten without the signing key, or a writer still running or stopped before its next checkpoint)",
 				rs.lastSeq, covered, rs.lastSeq-rs.signedSeq, p.allow)})
 	}
-	if rs.failure == nil && rs.created && rs.lastSeq > 0 && (!rs.hasAnchor || rs.anchored < rs.lastSeq) {
-		from := uint64(1)
+	if rs.failure == nil && rs.created && rs.lastSeq > rs.base && (!rs.hasAnchor || rs.anchored < rs.lastSeq) {
+		from := rs.base + 1
 		if rs.hasAnchor {
 			from = rs.anchored + 1
 		}

@@ -15,6 +15,7 @@ type op uint8
 
 const (
 	opRun op = iota
+	opFork
 	opRecord
 	opAnchor
 	opFail
@@ -32,6 +33,7 @@ type event struct {
 	seq     uint64
 	hash    Hash // record: stored head; anchor: committed head
 	nonce   Nonce
+	parent  string // opFork: the parent run
 	off     int // record payload: batch.arena[off:end]
 	end     int
 	loc     string
@@ -153,6 +155,14 @@ func (w *worker) handle(ev *event, payload []byte) {
 	case opRun:
 		rs := w.run(ev.run)
 		rs.create(ev.nonce, ev.loc)
+		if t := w.v.trusted; t != nil {
+			if th, ok := t.Runs[ev.run]; ok {
+				rs.anchor(anchor{seq: th.Seq, head: th.Head, src: srcTrusted, trusted: true, loc: "trusted state"})
+			}
+		}
+	case opFork:
+		rs := w.run(ev.run)
+		rs.createFork(ev.nonce, ev.parent, ev.seq, ev.hash, ev.loc)
 		if t := w.v.trusted; t != nil {
 			if th, ok := t.Runs[ev.run]; ok {
 				rs.anchor(anchor{seq: th.Seq, head: th.Head, src: srcTrusted, trusted: true, loc: "trusted state"})
