@@ -22,10 +22,22 @@ type Record struct {
 	Run string // the run it concerns: every kind but KindStoreHead
 	Seq uint64 // the atom it concerns: intent, certificate, atom, fail, checkpoint
 
-	Nonce   chain.Nonce // KindRun
-	Created int64       // KindRun: unix nanoseconds
+	Nonce   chain.Nonce // KindRun, KindFork
+	Created int64       // KindRun, KindFork: unix nanoseconds
 
-	Head chain.Hash // KindAtom: the chain head after the atom
+	// KindFork: the run it was forked from and that run's head at Seq, the
+	// fork point.
+	Parent     string
+	ParentHead chain.Hash
+
+	// KindEnd: how the run ended, when (unix nanoseconds) and its result
+	// (a slice of Raw); Payload is what the chain links it over.
+	Status  uint8
+	Ended   int64
+	Result  []byte
+	Payload []byte
+
+	Head chain.Hash // KindAtom, KindEnd: the chain head after the record
 	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
 
 	Reason string // KindFail
@@ -101,6 +113,34 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		r.Seq = f.Uvarint("seq")
 		r.Reason = string(f.Bytes("reason", MaxFailReason))
 		f.Done("fail record")
+	case KindEnd:
+		r.Run = f.RunID()
+		r.Seq = f.Uvarint("seq")
+		r.Head = f.Hash("head")
+		start := f.off
+		r.Status = f.Byte("status")
+		if f.err == nil && (r.Status < EndCompleted || r.Status > EndCancelled) {
+			f.Fail("unknown status %d", r.Status)
+		}
+		r.Ended = f.Varint("ended")
+		r.Result = f.Bytes("result", MaxEndResult)
+		if f.err == nil && r.Seq == 0 {
+			f.Fail("seq 0 cannot end a run (an end follows the run's creation)")
+		}
+		if f.Done("end record") == nil {
+			r.Payload = raw[start:]
+		}
+	case KindFork:
+		r.Run = f.RunID()
+		copy(r.Nonce[:], f.Fixed("nonce", len(r.Nonce)))
+		r.Created = f.Varint("created")
+		r.Parent = f.RunID()
+		r.Seq = f.Uvarint("fork point")
+		r.ParentHead = f.Hash("parent head")
+		if f.err == nil && r.Parent == r.Run {
+			f.Fail("run %q forked from itself", r.Run)
+		}
+		f.Done("fork record")
 	case KindIntent, KindCert:
 		if !d.Ledger || d.Comp == nil {
 			return nil
@@ -187,7 +227,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork:
 	default:
 		return k, nil, 0, true
 	}
@@ -196,7 +236,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k != KindRun {
+	if k == KindAtom || k == KindFail || k == KindEnd {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

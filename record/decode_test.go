@@ -21,7 +21,7 @@ func TestDecodeRules(t *testing.T) {
 		rec        []byte
 	}{
 		{"empty", "empty record", nil},
-		{"unknown kind", "unknown record kind 9", []byte{9, 1, 2}},
+		{"unknown kind", "unknown record kind 10", []byte{10, 1, 2}},
 		{"kind zero", "unknown record kind 0", []byte{0}},
 		{"trailing byte", "trailing bytes", append(append([]byte(nil), run...), 0)},
 		{"truncated", "need 16 bytes", run[:6]},
@@ -33,6 +33,12 @@ func TestDecodeRules(t *testing.T) {
 		{"run id too long", "exceeds the bound 256", AppendFail(nil, strings.Repeat("a", 257), 1, "x")},
 		{"bad checkpoint", "checkpoint record", []byte{6, 'x'}},
 		{"bad store head", "store-head record", []byte{7, 'x'}},
+		{"end of seq zero", "seq 0 cannot end", AppendEnd(nil, "r1", 0, chain.Hash{}, EndCompleted, 0, nil)},
+		{"end status zero", "unknown status 0", AppendEnd(nil, "r1", 1, chain.Hash{}, 0, 0, nil)},
+		{"end status four", "unknown status 4", AppendEnd(nil, "r1", 1, chain.Hash{}, 4, 0, nil)},
+		{"end result too long", "exceeds the bound", AppendEnd(nil, "r1", 1, chain.Hash{}, EndCompleted, 0, make([]byte, MaxEndResult+1))},
+		{"fork of itself", "forked from itself", AppendFork(nil, "r1", chain.Nonce{}, 0, "r1", 0, chain.Hash{})},
+		{"fork of an empty parent id", "invalid run id", AppendFork(nil, "r1", chain.Nonce{}, 0, "", 0, chain.Hash{})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r Record
@@ -150,6 +156,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendRun(nil, "r1", chain.Nonce{1}, 5))
 	f.Add(comp.Compress(AppendAtomHeader(nil, "r1", 3, chain.Hash{2}), AppendAtomBody(nil, []ledger.Fingerprint{{1}}, []byte{1}), 0))
 	f.Add(AppendFail(nil, "r1", 3, "boom"))
+	f.Add(AppendEnd(nil, "r1", 4, chain.Hash{3}, EndCompleted, 9, []byte("done")))
+	f.Add(AppendFork(nil, "f", chain.Nonce{4}, 2, "r1", 3, chain.Hash{5}))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -168,6 +176,10 @@ func FuzzDecode(f *testing.F) {
 			again = AppendRun(nil, r.Run, r.Nonce, r.Created)
 		case KindFail:
 			again = AppendFail(nil, r.Run, r.Seq, r.Reason)
+		case KindEnd:
+			again = AppendEnd(nil, r.Run, r.Seq, r.Head, r.Status, r.Ended, r.Result)
+		case KindFork:
+			again = AppendFork(nil, r.Run, r.Nonce, r.Created, r.Parent, r.Seq, r.ParentHead)
 		case KindAtom:
 			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
 			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {

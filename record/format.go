@@ -14,6 +14,8 @@ package record
 //	fail        5 | uvarint len | run id | uvarint seq | uvarint len | reason
 //	checkpoint  6 | chain checkpoint (signed note, or unsigned)
 //	store head  7 | chain store head (signed note, or unsigned)
+//	end         8 | uvarint len | run id | uvarint seq | head [32] | status | varint ended (unix ns) | uvarint len | result
+//	fork        9 | uvarint len | run id | nonce [16] | varint created (unix ns) | uvarint len | parent id | uvarint at | parent head [32]
 //
 // compressed(x) is frame.Compressor's format: a codec byte, a dictionary
 // id, the payload. The ledger's intent and certificate are
@@ -27,6 +29,16 @@ package record
 // The hash covers the content, not its compressed form, so a changed
 // dictionary or a changed certificate is detected as surely as a changed
 // delta.
+//
+// An end record ends a run: it is the last link of the run's chain, at seq
+// (the run's last atom + 1), linked over its chained payload, the bytes
+// after its head (status | ended | result: AppendEndPayload). Status is 1
+// completed, 2 failed, 3 cancelled.
+//
+// A fork record creates a run forked from parent at seq at (0 <= at <=
+// the parent's last atom) instead of a run record: the run's chain starts
+// at seq at with chain.Hasher.ForkGenesis over it, the parent, at and the
+// parent's head at at; its first atom is at+1.
 
 import (
 	"encoding/binary"
@@ -49,9 +61,11 @@ const (
 	KindFail       Kind = 5
 	KindCheckpoint Kind = 6
 	KindStoreHead  Kind = 7
+	KindEnd        Kind = 8
+	KindFork       Kind = 9
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindStoreHead
+	MaxKind = KindFork
 )
 
 const (
@@ -61,6 +75,13 @@ const (
 	MaxActionsPerAtom = 1 << 16
 	// MaxFailReason bounds the reason of a fail record, in bytes.
 	MaxFailReason = 64 << 10
+	// MaxEndResult bounds the result of an end record, in bytes.
+	MaxEndResult = 64 << 10
+
+	// The statuses of an end record.
+	EndCompleted = 1
+	EndFailed    = 2
+	EndCancelled = 3
 )
 
 var kindNames = [...]string{
@@ -71,6 +92,8 @@ var kindNames = [...]string{
 	KindFail:       "fail",
 	KindCheckpoint: "checkpoint",
 	KindStoreHead:  "store-head",
+	KindEnd:        "end",
+	KindFork:       "fork",
 }
 
 // String is the kind's name, as inspect and verify print it.
@@ -134,6 +157,36 @@ func AppendFail(dst []byte, run string, seq uint64, reason string) []byte {
 	dst = AppendString(dst, run)
 	dst = binary.AppendUvarint(dst, seq)
 	return AppendString(dst, reason)
+}
+
+// AppendEndPayload appends the chained payload of an end record: what
+// follows its head.
+func AppendEndPayload(dst []byte, status uint8, ended int64, result []byte) []byte {
+	dst = append(dst, status)
+	dst = binary.AppendVarint(dst, ended)
+	return AppendBytes(dst, result)
+}
+
+// AppendEnd appends an end record of run at chain seq seq, whose head is
+// chain.Hasher.Link over AppendEndPayload(status, ended, result).
+func AppendEnd(dst []byte, run string, seq uint64, head chain.Hash, status uint8, ended int64, result []byte) []byte {
+	dst = append(dst, byte(KindEnd))
+	dst = AppendString(dst, run)
+	dst = binary.AppendUvarint(dst, seq)
+	dst = append(dst, head[:]...)
+	return AppendEndPayload(dst, status, ended, result)
+}
+
+// AppendFork appends a fork record: the creation of run id, forked from
+// parent at seq at, where parent's head was parentHead.
+func AppendFork(dst []byte, id string, nonce chain.Nonce, created int64, parent string, at uint64, parentHead chain.Hash) []byte {
+	dst = append(dst, byte(KindFork))
+	dst = AppendString(dst, id)
+	dst = append(dst, nonce[:]...)
+	dst = binary.AppendVarint(dst, created)
+	dst = AppendString(dst, parent)
+	dst = binary.AppendUvarint(dst, at)
+	return append(dst, parentHead[:]...)
 }
 
 // AppendNote appends a checkpoint or a store head record: the kind byte,

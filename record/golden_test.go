@@ -128,6 +128,41 @@ func TestGoldenRecords(t *testing.T) {
 				t.Fatalf("read back %+v", r)
 			}
 		},
+	}, {
+		name: "end",
+		got:  AppendEnd(nil, "r1", 301, head1, EndFailed, 5, []byte("no")),
+		want: `
+			08                               # kind end
+			02 7231                          # run id "r1"
+			ad02                             # seq 301: the run's last atom + 1
+			` + hexHead + `                  # head: the link over what follows
+			02                               # status failed
+			0a                               # ended 5 (zigzag varint)
+			02 6e6f                          # result "no"`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 301 || r.Head != head1 || r.Status != EndFailed || r.Ended != 5 || string(r.Result) != "no" {
+				t.Fatalf("read back %+v", r)
+			}
+			if want := AppendEndPayload(nil, EndFailed, 5, []byte("no")); !bytes.Equal(r.Payload, want) {
+				t.Fatalf("chained payload %x, want %x", r.Payload, want)
+			}
+		},
+	}, {
+		name: "fork",
+		got:  AppendFork(nil, "f", chain.Nonce{0x11, 15: 0x66}, 1, "r1", 300, head1),
+		want: `
+			09                               # kind fork
+			01 66                            # run id "f"
+			11000000000000000000000000000066 # nonce
+			02                               # created 1 (zigzag varint)
+			02 7231                          # parent "r1"
+			ac02                             # fork point: seq 300
+			` + hexHead + `                  # the parent's head at seq 300`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "f" || r.Parent != "r1" || r.Seq != 300 || r.ParentHead != head1 || r.Created != 1 {
+				t.Fatalf("read back %+v", r)
+			}
+		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := goldenhex.Decode(t, c.want)
