@@ -68,7 +68,7 @@ type runState struct {
 	// base is the seq the run's chain starts at: 0, or a fork's fork point
 	// (its fork genesis is h(base); the seqs below are its parent's).
 	base uint64
-	head      Hash   // h(lastSeq)
+	head Hash // h(lastSeq)
 	// recent holds h(seq) at index seq%RecentHeads for the last
 	// len(recent) seqs; it grows with the run up to RecentHeads entries, so
 	// a short run costs little memory.

@@ -34,7 +34,7 @@ type event struct {
 	hash    Hash // record: stored head; anchor: committed head
 	nonce   Nonce
 	parent  string // opFork: the parent run
-	off     int // record payload: batch.arena[off:end]
+	off     int    // record payload: batch.arena[off:end]
 	end     int
 	loc     string
 	detail  string
