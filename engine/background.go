@@ -196,6 +196,9 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
 		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
+	if e := r.mu.end; e != nil {
+		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.result
+	}
 	if c.frame != nil {
 		if p := r.mu.snapSeq; p != 0 && p != r.mu.windowFirst && p < c.seq {
 			c.drop = p
@@ -402,10 +405,11 @@ func (db *DB) checkpoint(final bool) error {
 // seq. It does not wait for the fsync: the checkpoint is an anchor for
 // verification, and the next commit's fsync (or Close) makes it durable.
 func (db *DB) writeChainCheckpointLocked(r *Run) {
-	if r.mu.lastSeq == 0 || r.mu.lastSeq == r.mu.ckptSeq {
+	seq, head, final := r.chainHeadLocked()
+	if seq == 0 || seq == r.mu.ckptSeq {
 		return
 	}
-	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: r.mu.lastSeq, Head: r.mu.head}
+	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: seq, Head: head, Final: final}
 	var b []byte
 	if db.signer != nil {
 		var err error

@@ -6,9 +6,8 @@ package engine
 // whose log segment is fuzzed. Each is seeded with real bytes written by a
 // small real store (fzFixture). Properties: nothing panics (I6); a decoder
 // that accepts its input gives a value that encodes and decodes back to
-// itself, byte for byte from the second encoding on (the formats accept
-// non-minimal varints, so the first re-encoding may be shorter than the
-// input).
+// itself, byte for byte (the decoders refuse non-minimal varints, so an
+// accepted input has exactly one encoding).
 //
 // A file's CRC stops almost every mutation at the first check, so the file
 // targets also try each input with its trailing CRC recomputed: the fuzzer

@@ -173,6 +173,9 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 		r.mu.inflight = c.Inflight
 		r.mu.interruptedSeq = c.LastSeq + 1
 	}
+	if c.Status != 0 {
+		r.mu.end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
+	}
 }
 
 // replay applies one record of the log. fromCheckpoint says the runs came
@@ -213,6 +216,9 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			}
 			return damage(rec.Run, rec.Seq, "atom of a run whose creation record is not in the log")
 		}
+		if e := r.mu.end; e != nil && rec.Seq > r.mu.lastSeq {
+			return damage(rec.Run, rec.Seq, fmt.Sprintf("atom after the run ended (%v) at seq %d", e.status, r.mu.lastSeq+1))
+		}
 		switch {
 		case rec.Seq == r.mu.lastSeq && rec.Head != r.mu.head:
 			if fromCheckpoint {
@@ -237,6 +243,31 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 	case record.KindFail:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq == r.mu.lastSeq+1 {
+			r.mu.inflight, r.mu.interruptedSeq = nil, 0
+		}
+	case record.KindEnd:
+		r := db.runLocked(rec.Run)
+		switch {
+		case r == nil:
+			if fromCheckpoint {
+				return mismatchf("the log ends run %q at %v, a run it does not list", rec.Run, pos)
+			}
+			return damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log")
+		case r.mu.end != nil:
+			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
+				break // reflected by the checkpoint already
+			}
+			if fromCheckpoint {
+				return mismatchf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8])
+			}
+			return damage(rec.Run, rec.Seq, "the run ends a second time")
+		case rec.Seq != r.mu.lastSeq+1:
+			if fromCheckpoint {
+				return mismatchf("run %q: the log ends it at seq %d, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, r.mu.lastSeq)
+			}
+			return damage(rec.Run, rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
+		default:
+			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		}
 	case record.KindCheckpoint:

@@ -68,6 +68,10 @@ type Run struct {
 		ckptTime time.Time
 
 		atom *Atom // the running atom, if any
+		// end is set once the run's end record is durable; ending while
+		// End writes it (Begin and End are refused meanwhile).
+		end    *runEnd
+		ending bool
 		// inflight lists the actions of the atom at lastSeq+1 as found in the
 		// log after a restart (an atom interrupted by a crash).
 		inflight []layout.InflightAction
@@ -124,11 +128,13 @@ func (r *Run) LastSeq() uint64 {
 	return r.mu.lastSeq
 }
 
-// Head returns the chain head h(LastSeq).
+// Head returns the chain head h(LastSeq), or, once the run ended, the
+// end's link h(LastSeq+1).
 func (r *Run) Head() chain.Hash {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.mu.head
+	_, h, _ := r.chainHeadLocked()
+	return h
 }
 
 // RunInfo describes a run.
@@ -143,6 +149,15 @@ type RunInfo struct {
 	// Interrupted is the seq of an atom that was running when the process
 	// stopped, 0 if none. Its actions are listed by Run.Interrupted.
 	Interrupted uint64
+	// Status is the run's lifecycle state; Ended and Result say when and
+	// with what it ended (zero while active). Head is then the end's link.
+	Status Status
+	Ended  time.Time
+	Result []byte
+	// Parent is the run this one was forked from ("" if none) and ForkedAt
+	// the seq of the parent it starts from.
+	Parent   string
+	ForkedAt uint64
 }
 
 // Info returns a description of the run.
@@ -155,6 +170,10 @@ func (r *Run) Info() RunInfo {
 	}
 	if r.mu.atom != nil {
 		info.Running = r.mu.atom.seq
+	}
+	if e := r.mu.end; e != nil {
+		_, info.Head, _ = r.chainHeadLocked()
+		info.Status, info.Ended, info.Result = e.status, e.at, append([]byte(nil), e.result...)
 	}
 	return info
 }
@@ -412,6 +431,13 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	defer r.mu.Unlock()
 	if r.mu.atom != nil {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	}
+	if e := r.mu.end; e != nil || r.mu.ending {
+		st := "ending"
+		if e != nil {
+			st = e.status.String()
+		}
+		return nil, fmt.Errorf("%w: run %q is %s: it takes no more atoms", ErrRunEnded, r.id, st)
 	}
 	if err := r.materializeLocked(); err != nil {
 		return nil, err

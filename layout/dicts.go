@@ -3,7 +3,6 @@ package layout
 import (
 	"fmt"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -36,7 +35,7 @@ func LoadDicts(fs vfs.FS, dir string, dicts *frame.Dicts) (uint32, error) {
 		if err != nil {
 			return 0, err
 		}
-		if want, err := strconv.ParseUint(strings.TrimSuffix(n, DictSuffix), 16, 32); err != nil || uint32(want) != id {
+		if n != DictFileName(id) {
 			return 0, record.Corruptf(name, "holds dictionary %d under another name", id)
 		}
 		if err := dicts.Add(id, dict); err != nil {

@@ -81,6 +81,11 @@ func TestLoadDicts(t *testing.T) {
 		file:  dictPath("first.dict"),
 		why:   "holds dictionary 1 under another name",
 	}, {
+		name:  "under another spelling of its id",
+		files: map[string][]byte{"1.dict": MarshalDict(1, testDict(1))},
+		file:  dictPath("1.dict"),
+		why:   "holds dictionary 1 under another name",
+	}, {
 		name:  "a gap in the ids",
 		files: map[string][]byte{DictFileName(1): MarshalDict(1, testDict(1)), DictFileName(3): MarshalDict(3, testDict(3))},
 		file:  dictPath(DictFileName(2)),

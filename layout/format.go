@@ -13,21 +13,29 @@ package layout
 // (Options.ChainKey); 0, what stores written before it was recorded hold
 // there, says nothing (verify then tells a keyed chain by its links).
 //
-// CHECKPOINT, version 2:
+// CHECKPOINT, version 3 (written):
 //
 //	"CNTMCKPT" | version u16 LE | uvarint gen | uvarint replay segment |
 //	uvarint replay offset | uvarint ledger table gen (0 = none) | store id [16] |
 //	uvarint newest dictionary id (0 = none) |
 //	uvarint nruns | nruns x run | crc32c u32 LE of all before
 //
-// Version 1 is version 2 without the dictionary id. The dictionary id is
+// Version 2 is version 3 without a run's end and fork fields; version 1
+// is version 2 without the dictionary id. Both are still read. The dictionary id is
 // the newest dictionary that existed when the checkpoint was taken: the
 // log may hold records compressed with it, so Open refuses a store that
 // lacks it (dictionaries cannot be rebuilt from the log).
 //	run: uvarint len | id | nonce [16] | varint created | uvarint last seq |
 //	     head [32] | uvarint frame seq | uvarint indexed seq | uvarint snapshot seq |
 //	     uvarint checkpoint seq | checkpoint head [32] |
-//	     uvarint n | n x (uvarint index | fingerprint [32])
+//	     uvarint n | n x (uvarint index | fingerprint [32]) |
+//	     status (version 3: 0 active, else an end record's status) |
+//	     [status != 0: varint ended | end head [32] | uvarint len | result] |
+//	     uvarint len | parent id (0: not a fork) | [parent: uvarint fork point]
+//
+// An ended run's end head is h(last seq + 1), the end record's link; a
+// fork's head at its fork point (last seq, before its first atom) is its
+// fork genesis.
 //
 // The n pairs list the actions of the atom that was running when the
 // checkpoint was taken (seq = last seq + 1), so a crash after it still
@@ -55,6 +63,7 @@ package layout
 import (
 	"bytes"
 	"encoding/binary"
+	"math"
 	"strings"
 
 	"github.com/continuumdb/continuum/chain"
@@ -74,7 +83,7 @@ const (
 	storeVersion = 1
 	// CheckpointVersion is the version of CHECKPOINT written; version 1 is
 	// still read.
-	CheckpointVersion = 2
+	CheckpointVersion = 3
 	frameFileVersion  = 1
 	dictFileVersion   = 1
 
@@ -147,6 +156,14 @@ type CheckpointRun struct {
 	CkptSeq    uint64     // latest chain checkpoint written
 	CkptHead   chain.Hash // the head it names
 	Inflight   []InflightAction
+	// Version 3: how the run ended (Status 0: it has not), and the run it
+	// was forked from and where (Parent "": none).
+	Status   uint8
+	Ended    int64      // unix nanoseconds
+	EndHead  chain.Hash // h(LastSeq+1), the end record's link
+	Result   []byte
+	Parent   string
+	ForkedAt uint64
 }
 
 type Checkpoint struct {
@@ -186,6 +203,16 @@ func (c *Checkpoint) Marshal() []byte {
 			b = binary.AppendUvarint(b, uint64(a.Index))
 			b = append(b, a.FP[:]...)
 		}
+		b = append(b, r.Status)
+		if r.Status != 0 {
+			b = binary.AppendVarint(b, r.Ended)
+			b = append(b, r.EndHead[:]...)
+			b = record.AppendBytes(b, r.Result)
+		}
+		b = record.AppendString(b, r.Parent)
+		if r.Parent != "" {
+			b = binary.AppendUvarint(b, r.ForkedAt)
+		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
 }
@@ -202,14 +229,18 @@ func ParseCheckpoint(name string, b []byte) (*Checkpoint, error) {
 		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	v := binary.LittleEndian.Uint16(b[8:])
-	if v != 1 && v != CheckpointVersion {
+	if v < 1 || v > CheckpointVersion {
 		return nil, record.Corruptf(name, "unknown version %d", v)
 	}
 	d := record.NewFields(body, 10)
 	c := &Checkpoint{}
 	c.Gen = d.Uvarint("generation")
 	c.Replay.Segment = d.Uvarint("replay segment")
-	c.Replay.Offset = int64(d.Uvarint("replay offset"))
+	if off := d.Uvarint("replay offset"); off > math.MaxInt64 {
+		d.Fail("replay offset %d exceeds the largest file offset", off)
+	} else {
+		c.Replay.Offset = int64(off)
+	}
 	c.LedgerGen = d.Uvarint("ledger generation")
 	copy(c.StoreID[:], d.Fixed("store id", 16))
 	if v >= 2 {
@@ -253,8 +284,32 @@ func ParseCheckpoint(name string, b []byte) (*Checkpoint, error) {
 		}
 		for j := uint64(0); j < na && d.Err() == nil; j++ {
 			idx := d.Uvarint("in-flight index")
+			if d.Err() == nil && idx > math.MaxUint32 {
+				d.Fail("in-flight index %d exceeds 32 bits", idx)
+			}
 			fp := d.Hash("in-flight fingerprint")
 			r.Inflight = append(r.Inflight, InflightAction{Index: uint32(idx), FP: fp})
+		}
+		if v >= 3 {
+			r.Status = d.Byte("status")
+			if d.Err() == nil && r.Status > record.EndCancelled {
+				d.Fail("run %q: unknown status %d", id, r.Status)
+			}
+			if r.Status != 0 {
+				r.Ended = d.Varint("ended")
+				r.EndHead = d.Hash("end head")
+				r.Result = d.Bytes("result", record.MaxEndResult)
+			}
+			if p := d.Bytes("parent", record.MaxRunIDLen); len(p) > 0 {
+				r.Parent = string(p)
+				if err := record.CheckRunID(r.Parent); err != nil {
+					d.Fail("run %q: parent: %v", id, err)
+				}
+				r.ForkedAt = d.Uvarint("fork point")
+				if d.Err() == nil && r.ForkedAt > r.LastSeq {
+					d.Fail("run %q: fork point %d beyond its last seq %d", id, r.ForkedAt, r.LastSeq)
+				}
+			}
 		}
 		if d.Err() == nil && (r.FrameSeq > r.LastSeq || r.IndexedSeq > r.LastSeq || r.SnapSeq > r.LastSeq) {
 			d.Fail("run %q: frame/indexed/snapshot seq beyond last seq %d", id, r.LastSeq)

@@ -83,8 +83,9 @@ func TestGoldenStore(t *testing.T) {
 	}
 }
 
-// TestGoldenCheckpoint pins CHECKPOINT version 2 byte for byte, and reads
-// version 1, which lacks the dictionary id, as before.
+// TestGoldenCheckpoint pins CHECKPOINT version 3 byte for byte, and reads
+// version 2 (without the end and fork fields) and version 1 (without the
+// dictionary id either) as before.
 func TestGoldenCheckpoint(t *testing.T) {
 	cp := Checkpoint{Gen: 3, Replay: wal.Pos{Segment: 2, Offset: 4096}, LedgerGen: 3, Dict: 1,
 		StoreID: [16]byte{0xaa, 15: 0xbb},
@@ -104,6 +105,22 @@ func TestGoldenCheckpoint(t *testing.T) {
 		01                 # its index 1
 		3300000000000000000000000000000000000000000000000000000000000000 # its fingerprint
 	`
+	v3 := goldenhex.Decode(t, `
+		434e544d434b5054   # "CNTMCKPT"
+		0300               # version 3
+		03                 # generation 3
+		02 8020            # replay from 2:4096
+		03                 # ledger table generation 3
+		aa0000000000000000000000000000bb # store id
+		01                 # newest dictionary 1
+	`+body+`
+		00                 # status: active (no end fields)
+		00                 # parent: none (not a fork)
+		e2fff1bd           # crc32c of all before
+	`)
+	if got := cp.Marshal(); !bytes.Equal(got, v3) {
+		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, v3)
+	}
 	v2 := goldenhex.Decode(t, `
 		434e544d434b5054   # "CNTMCKPT"
 		0200               # version 2
@@ -115,9 +132,6 @@ func TestGoldenCheckpoint(t *testing.T) {
 	`+body+`
 		f55009a5           # crc32c of all before
 	`)
-	if got := cp.Marshal(); !bytes.Equal(got, v2) {
-		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, v2)
-	}
 	v1 := goldenhex.Decode(t, `
 		434e544d434b5054   # "CNTMCKPT"
 		0100               # version 1
@@ -126,7 +140,7 @@ func TestGoldenCheckpoint(t *testing.T) {
 	`+body+`
 		05e46e99           # crc32c of all before
 	`)
-	for _, b := range [][]byte{v1, v2} {
+	for _, b := range [][]byte{v1, v2, v3} {
 		got, err := ParseCheckpoint(CheckpointName, b)
 		if err != nil {
 			t.Fatal(err)
@@ -142,19 +156,22 @@ func TestGoldenCheckpoint(t *testing.T) {
 }
 
 // TestGoldenCheckpointRuns pins a CHECKPOINT of two runs, neither with an
-// atom in flight, with multi-byte varints and a run id beyond ASCII.
+// atom in flight, with multi-byte varints and a run id beyond ASCII: one
+// ended, the other forked from it.
 func TestGoldenCheckpointRuns(t *testing.T) {
 	cp := Checkpoint{Gen: 300, Replay: wal.Pos{Segment: 1, Offset: 40}, StoreID: goldenStoreID, Dict: 65536,
 		Runs: []CheckpointRun{{
 			ID: "a", Created: 1767225600000000000, LastSeq: 128, Head: goldenHead,
 			FrameSeq: 128, IndexedSeq: 127, SnapSeq: 100, CkptSeq: 128, CkptHead: goldenHead,
+			Status: 1, Ended: 1, EndHead: goldenHead, Result: []byte("ok"),
 		}, {
-			ID: "ü/b", Nonce: [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
+			Parent: "a",
+			ID:     "ü/b", Nonce: [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
 				8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff},
 		}}}
 	want := goldenhex.Decode(t, `
 		434e544d434b5054   # "CNTMCKPT"
-		0200               # version 2
+		0300               # version 3
 		ac02               # generation 300
 		01 28              # replay from 1:40 (just after the segment header)
 		00                 # no ledger table
@@ -170,6 +187,11 @@ func TestGoldenCheckpointRuns(t *testing.T) {
 		8001 7f 64 8001    # frame seq 128, indexed seq 127, snapshot seq 100, checkpoint seq 128
 		`+hexHead+`        # checkpoint head
 		00                 # nothing in flight
+		01                 # status: completed
+		02                 # ended 1 (zigzag varint)
+		`+hexHead+`        # end head: h(129), the end record's link
+		02 6f6b            # result "ok"
+		00                 # parent: none
 		# run "ü/b"
 		04 c3bc 2f 62      # id "ü/b": 4 bytes of UTF-8
 		ffffffffffffffffffffffffffffffff # nonce
@@ -179,7 +201,10 @@ func TestGoldenCheckpointRuns(t *testing.T) {
 		00 00 00 00        # frame seq, indexed seq, snapshot seq, checkpoint seq
 		`+hexZero32+`      # checkpoint head
 		00                 # nothing in flight
-		ae9c6a8d           # crc32c of all before
+		00                 # status: active
+		01 61              # parent "a": a fork
+		00                 # forked at seq 0
+		cdb5d64c           # crc32c of all before
 	`)
 	if got := cp.Marshal(); !bytes.Equal(got, want) {
 		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, want)

@@ -244,6 +244,11 @@ func decodePos(runID string, seq uint64, val []byte) (Pos, error) {
 	if w2 <= 0 || off > math.MaxInt64 || w1+w2 != len(val) {
 		return Pos{}, fmt.Errorf("%w: run %q seq %d: position value %x: bad offset or trailing bytes", ErrCorrupt, runID, seq, val)
 	}
+	// One position, one encoding: a non-minimal varint is corrupt, as in
+	// every other decoder of the store.
+	if w1 != len(binary.AppendUvarint(nil, seg)) || w2 != len(binary.AppendUvarint(nil, off)) {
+		return Pos{}, fmt.Errorf("%w: run %q seq %d: position value %x: non-minimal varint", ErrCorrupt, runID, seq, val)
+	}
 	return Pos{Segment: seg, Offset: int64(off)}, nil
 }
 

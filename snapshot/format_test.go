@@ -213,7 +213,9 @@ func TestPositionValue(t *testing.T) {
 			t.Errorf("position %+v round trip = %+v, %v", p, got, err)
 		}
 	}
-	for _, bad := range [][]byte{nil, {0x80}, {1}, {1, 2, 3}, binary.AppendUvarint([]byte{1}, math.MaxUint64)} {
+	for _, bad := range [][]byte{nil, {0x80}, {1}, {1, 2, 3}, binary.AppendUvarint([]byte{1}, math.MaxUint64),
+		{0x83, 0x00, 0xac, 0x02}, {0x03, 0xac, 0x82, 0x00}} { // 3:300 with a padded segment, a padded offset
+
 		if _, err := decodePos("r", 9, bad); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), `run "r" seq 9`) {
 			t.Errorf("decodePos(%x) = %v, want ErrCorrupt naming run and seq", bad, err)
 		}

@@ -1,0 +1,151 @@
+package engine
+
+// A run's lifecycle: active until End, then completed, failed or cancelled
+// for good. The end is a record of the log and the last link of the run's
+// chain (record.KindEnd), so its status, time and result are as
+// tamper-evident as any atom; with a signing key, a final chain checkpoint
+// signed at the end's link covers them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/record"
+)
+
+// Status is a run's lifecycle state.
+type Status uint8
+
+// The statuses of a run. A run is active until End; the others are final.
+const (
+	StatusActive Status = iota
+	StatusCompleted
+	StatusFailed
+	StatusCancelled
+)
+
+func (s Status) String() string {
+	switch s {
+	case StatusActive:
+		return "active"
+	case StatusCompleted:
+		return "completed"
+	case StatusFailed:
+		return "failed"
+	case StatusCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("status-%d", uint8(s))
+}
+
+// ErrRunEnded is returned by Begin and End of a run that ended (match it
+// with errors.Is; the error names the run and its status).
+var ErrRunEnded = errors.New("engine: run ended")
+
+// MaxEndResult bounds the result End records, in bytes.
+const MaxEndResult = record.MaxEndResult
+
+// runEnd is how a run ended. Immutable once set.
+type runEnd struct {
+	status Status
+	at     time.Time
+	result []byte
+	head   chain.Hash // h(lastSeq+1): the end record's link
+}
+
+// Status returns the run's status: StatusActive until End.
+func (r *Run) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e := r.mu.end; e != nil {
+		return e.status
+	}
+	return StatusActive
+}
+
+// End ends the run with status s (StatusCompleted, StatusFailed or
+// StatusCancelled) and result (at most MaxEndResult bytes; the run's
+// outcome for whoever lists it, nil for none). The end is durable when End
+// returns nil, and final: Begin then fails with ErrRunEnded, and so does a
+// second End. An atom in flight makes End fail with ErrAtomInProgress:
+// commit or fail it first. After End, Head is the end's link and, with a
+// signing key, a signed final checkpoint covers it.
+func (r *Run) End(ctx context.Context, s Status, result []byte) error {
+	db := r.db
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if s < StatusCompleted || s > StatusCancelled {
+		return fmt.Errorf("engine: end run %q: status %v is not a final status", r.id, s)
+	}
+	if len(result) > MaxEndResult {
+		return fmt.Errorf("%w: end run %q: result of %d bytes, the limit is %d (engine.MaxEndResult); nothing was written",
+			ErrTooLarge, r.id, len(result), MaxEndResult)
+	}
+	if err := r.waitCreated(ctx); err != nil {
+		return err
+	}
+	db.startDirSyncs()
+	if err := db.logFailed(); err != nil {
+		return fmt.Errorf("engine: end run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	}
+	r.mu.Lock()
+	if err := r.endableLocked(); err != nil {
+		r.mu.Unlock()
+		return err
+	}
+	now := time.Now()
+	seq := r.mu.lastSeq + 1
+	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), result)
+	head := db.hasher.Link(r.id, seq, r.mu.head, payload)
+	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), result)
+	// The run refuses Begin and a second End while the end is written, and
+	// readers keep the last committed view: nothing holds r.mu across the
+	// fsync.
+	r.mu.ending = true
+	tok := db.track()
+	r.mu.Unlock()
+
+	_, err := db.append(ctx, rec)
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	defer db.untrack(tok)
+	r.mu.ending = false
+	if err != nil {
+		return fmt.Errorf("engine: end run %q: %w", r.id, err)
+	}
+	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head}
+	db.writeChainCheckpointLocked(r) // final: it covers the end's link
+	return nil
+}
+
+// endableLocked says why the run cannot end now, or nil.
+func (r *Run) endableLocked() error {
+	switch {
+	case r.mu.broken != nil:
+		return r.mu.broken
+	case r.mu.end != nil:
+		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, r.mu.end.status)
+	case r.mu.ending:
+		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
+	case r.mu.atom != nil:
+		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	}
+	return nil
+}
+
+// chainHeadLocked returns the seq and head of the run's last chain link:
+// its end's once ended, else its last atom's.
+func (r *Run) chainHeadLocked() (uint64, chain.Hash, bool) {
+	if e := r.mu.end; e != nil {
+		return r.mu.lastSeq + 1, e.head, true
+	}
+	return r.mu.lastSeq, r.mu.head, false
+}
