@@ -46,6 +46,7 @@ type logRun struct {
 	last    uint64
 	head    chain.Hash
 	pos     []wal.Pos // pos[i] is the position of atom i+1
+	end     *runEnd   // the run's end, if the log ends it
 }
 
 // checkRegistry runs the comparison once and returns its error. It must
@@ -84,7 +85,9 @@ func (db *DB) registryMismatch() string {
 // logRunsBefore reads the run and atom records of the log before to.
 func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 	dec := db.decoder(false)
-	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindRun && k != record.KindAtom }
+	dec.Skip = func(k record.Kind, _ []byte) bool {
+		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd
+	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, fmt.Errorf("engine: read the log's runs: %w", err)
@@ -117,8 +120,22 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 			case r.Seq != lr.last+1:
 				return nil, where(r.Run, lr.last+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", r.Seq, lr.last))
 			}
+			if lr.end != nil {
+				return nil, where(r.Run, r.Seq, "atom after the run ended")
+			}
 			lr.last, lr.head = r.Seq, r.Head
 			lr.pos = append(lr.pos, r.Pos)
+		case record.KindEnd:
+			lr := runs[r.Run]
+			switch {
+			case lr == nil:
+				return nil, where(r.Run, r.Seq, "end of a run whose creation record is not in the log")
+			case lr.end != nil:
+				return nil, where(r.Run, r.Seq, "the run ends a second time")
+			case r.Seq != lr.last+1:
+				return nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
+			}
+			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head}
 		}
 	}
 	if err := c.Err(); err != nil {
@@ -148,6 +165,8 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			why = fmt.Sprintf("run %q has another nonce in the log", c.ID)
 		case lr.last != c.LastSeq || lr.head != c.Head:
 			why = fmt.Sprintf("run %q is at seq %d in the log, CHECKPOINT says %d", c.ID, lr.last, c.LastSeq)
+		case (lr.end != nil) != (c.Status != 0) || lr.end != nil && (uint8(lr.end.status) != c.Status || lr.end.head != c.EndHead):
+			why = fmt.Sprintf("run %q: the log and CHECKPOINT disagree on its end", c.ID)
 		default:
 			continue
 		}
@@ -167,7 +186,10 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			delete(db.mu.runs, c.ID)
 		default:
 			r.mu.Lock()
-			if r.mu.atom != nil || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce {
+			// A run that moved since Open (an atom, an end in the tail or
+			// since) is not rebuilt under its user: it is marked broken.
+			if r.mu.atom != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce ||
+				(r.mu.end != nil) != (lr.end != nil) {
 				r.mu.broken = err
 			} else {
 				r.resetFromLogLocked(lr)
@@ -230,4 +252,5 @@ func (r *Run) resetFromLogLocked(lr *logRun) {
 	r.mu.indexedSeq, r.mu.positions = 0, append([]wal.Pos(nil), lr.pos...)
 	r.mu.snapSeq, r.mu.windowFirst = 0, 0
 	r.mu.inflight, r.mu.interruptedSeq = nil, 0
+	r.mu.end = lr.end
 }

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"bytes"
 	"context"
 	"encoding/hex"
 	"errors"
@@ -36,6 +37,18 @@ type RunSummary struct {
 	Head    chain.Hash
 	// Fails counts Fail records (failed attempts of a seq).
 	Fails int
+	// Status is the run's lifecycle state as its end record says:
+	// "active" (no end), "completed", "failed" or "cancelled"; Ended and
+	// Result say when and with what it ended, and EndHead is the end's
+	// link (h(LastSeq+1)).
+	Status  string
+	Ended   time.Time
+	Result  []byte
+	EndHead chain.Hash
+	// Parent is the run this one was forked from ("": none) and ForkedAt
+	// the parent's seq it starts from.
+	Parent   string
+	ForkedAt uint64
 	// SnapshotSeq, FrameSeq: the latest snapshot in Pebble and the seq of
 	// the run's frame file, as of the last engine checkpoint (0: none).
 	SnapshotSeq uint64
@@ -220,7 +233,7 @@ func (in *Inspector) Created() time.Time { return in.st.created }
 func (in *Inspector) run(id string) *inspectRun {
 	r := in.runs[id]
 	if r == nil {
-		r = &inspectRun{sum: RunSummary{ID: id}}
+		r = &inspectRun{sum: RunSummary{ID: id, Status: "active"}}
 		in.runs[id] = r
 	}
 	return r
@@ -268,6 +281,10 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.sum.Atoms++
 			r.sum.LastSeq, r.sum.Head = rec.Seq, rec.Head
 			st.Atoms++
+		case record.KindEnd:
+			r := in.run(rec.Run)
+			r.sum.Status = EndStatusName(rec.Status)
+			r.sum.Ended, r.sum.Result, r.sum.EndHead = time.Unix(0, rec.Ended), bytes.Clone(rec.Result), rec.Head
 		case record.KindFail:
 			r := in.run(lr.Run)
 			r.sum.Fails++
@@ -591,4 +608,20 @@ func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*fram
 		}
 	}
 	return f, nil
+}
+
+// EndStatusName names an end record's status as RunSummary.Status does:
+// "active" for 0 (no end).
+func EndStatusName(s uint8) string {
+	switch s {
+	case 0:
+		return "active"
+	case record.EndCompleted:
+		return "completed"
+	case record.EndFailed:
+		return "failed"
+	case record.EndCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("status-%d", s)
 }

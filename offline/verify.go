@@ -196,6 +196,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 
 type verifyRunState struct {
 	heads []chain.Hash // heads[i] = h(i+1), as stored
+	ended bool         // the run's end record was read
 	frame *frame.Frame // Deep: the frame rebuilt so far
 	// from the restart files:
 	frameFile *layout.FrameFile
@@ -343,8 +344,23 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				vr.certs[cert.Fingerprint] = blake3.Sum256(cert.Result)
 			}
 		case record.KindAtom:
+			if rs := vr.runs[r.Run]; rs != nil && rs.ended {
+				vr.fail(r.Run, r.Seq, loc, "atom after the run ended")
+			}
 			vr.noteAtom(r)
 			payload = vr.atom(r, loc, payload[:0])
+		case record.KindEnd:
+			// The run's last link: chained like an atom, over its status,
+			// time and result.
+			rs := vr.run(r.Run)
+			if rs.ended {
+				vr.fail(r.Run, r.Seq, loc, "the run ends a second time")
+			}
+			rs.ended = true
+			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
+			if uint64(len(rs.heads))+1 == r.Seq {
+				rs.heads = append(rs.heads, r.Head)
+			}
 		case record.KindCheckpoint:
 			vr.v.Checkpoint(r.Note, loc)
 		case record.KindStoreHead:
@@ -444,6 +460,15 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 					Expected: h, Actual: ff.Head, Location: name, Detail: "frame file head differs from the chain"})
 			} else if vr.deep && rs.frame != nil && uint64(len(rs.heads)) < ff.Seq {
 				vr.fail(id, ff.Seq, name, "frame file beyond the log")
+			}
+		}
+		if c := rs.ckpt; c != nil && c.Status != 0 {
+			name := vr.db.path(layout.CheckpointName)
+			if h, ok := headAt(id, c.LastSeq+1); !ok || !rs.ended {
+				vr.fail(id, c.LastSeq+1, name, "engine checkpoint says the run ended at seq %d; the log does not end it there", c.LastSeq+1)
+			} else if h != c.EndHead {
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.LastSeq + 1,
+					Expected: h, Actual: c.EndHead, Location: name, Detail: "engine checkpoint's end head differs from the chain"})
 			}
 		}
 		if c := rs.ckpt; c != nil && c.LastSeq > 0 {
