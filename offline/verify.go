@@ -215,6 +215,8 @@ type verifyRun struct {
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.
 	vanished error
+	// damaged lists the records of the log that could not be read.
+	damaged []damagedRecord
 }
 
 // readErr reports an error reading the log: a segment that vanished (a

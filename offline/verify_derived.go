@@ -132,6 +132,63 @@ func (vr *verifyRun) logDamage(err error) {
 		return
 	}
 	vr.fail(ce.Run, ce.Seq, fmt.Sprintf("%s offset %d", ce.File, ce.Offset), "%s", ce.Reason)
+	var we *wal.CorruptionError
+	if errors.As(err, &we) {
+		vr.damaged = append(vr.damaged, damagedRecord{pos: wal.Pos{Segment: we.Segment, Offset: we.Offset}, file: ce.File})
+	}
+}
+
+// damagedRecord is a record of the log that cannot be read.
+type damagedRecord struct {
+	pos  wal.Pos
+	file string
+}
+
+// nameDamagedLedgerRecords names, for each unreadable record that the
+// ledger table says is an action's intent or certificate, that action's
+// run and seq: from the action's other record, or from CHECKPOINT's list
+// of the actions of an atom in flight. The log alone can only name the
+// atoms around an unreadable record; an intent of an atom that never
+// committed has none of its own (Deep; the table must be CHECKPOINT's).
+func (vr *verifyRun) nameDamagedLedgerRecords() {
+	dc := vr.dc
+	if len(vr.damaged) == 0 || dc.table == nil || dc.cp == nil || layout.CheckLedgerTable(dc.table, dc.cp.LedgerGen, dc.replay) != "" {
+		return
+	}
+	if err := ledger.New().LoadTable(dc.table); err != nil {
+		return
+	}
+	owners := map[ledger.Loc]ledger.Fingerprint{}
+	for _, e := range tableEntries(dc.table) {
+		if e.intent != (ledger.Loc{}) {
+			owners[e.intent] = e.fp
+		}
+		if e.cert != (ledger.Loc{}) {
+			owners[e.cert] = e.fp
+		}
+	}
+	for _, d := range vr.damaged {
+		fp, ok := owners[d.pos]
+		if !ok {
+			continue
+		}
+		run, seq := "", uint64(0)
+		if in, ok := dc.intents[fp]; ok {
+			run, seq = in.run, in.seq
+		}
+		for i := range dc.cp.Runs {
+			c := &dc.cp.Runs[i]
+			for _, a := range c.Inflight {
+				if run == "" && a.FP == fp {
+					run, seq = c.ID, c.LastSeq+1
+				}
+			}
+		}
+		if run != "" {
+			vr.fail(run, seq, fmt.Sprintf("%s offset %d", d.file, d.pos.Offset),
+				"the unreadable record is an intent or certificate of action %x of run %q seq %d (the ledger table names its position)", fp[:8], run, seq)
+		}
+	}
 }
 
 // checkLogPresent reports a log that is missing at its ends: no segment
@@ -155,6 +212,7 @@ func (vr *verifyRun) checkLogPresent(log *wal.Log) {
 // log once it is read whole.
 func (vr *verifyRun) finishDerived(rep *chain.Report) {
 	db, dc := vr.db, vr.dc
+	vr.nameDamagedLedgerRecords()
 	if cp := dc.cp; cp != nil {
 		name := db.path(layout.CheckpointName)
 		if cp.Dict > db.newestDict {
