@@ -89,6 +89,9 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
+	if act.Key == "" {
+		return a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
+	}
 	return in, nil
 }
 
@@ -119,7 +122,10 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 	for i := uint32(0); i <= last; i++ {
 		c := in
 		if i != in.Index {
-			c = in.WithDefaultKey(i)
+			var err error
+			if c, err = a.lineageIntent(ctx, in.WithDefaultKey(i)); err != nil {
+				return nil, err
+			}
 		}
 		if e, ok := db.ledger.Lookup(c.Fingerprint); ok && e.Status == ledger.StatusIntent && !e.InFlight {
 			found = append(found, c)

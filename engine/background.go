@@ -150,6 +150,7 @@ type capturedRun struct {
 	meta       layout.CheckpointRun
 	drop       uint64 // an older snapshot the retention policy removes (0: none)
 	frameBytes int64  // encoded size of the frame, before compression
+	snapshot   bool   // frame is also a snapshot (not at a fork's base)
 }
 
 // snapshotSpan is the retention policy's window: of the snapshots of a run,
@@ -199,7 +200,16 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 	if e := r.mu.end; e != nil {
 		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.result
 	}
-	if c.frame != nil {
+	c.meta.Parent, c.meta.ForkedAt, c.meta.BaseHead = r.parent, r.base, r.baseHead
+	if c.frame != nil && c.seq == r.base {
+		// A fork with no atom of its own: its frame file is written, no
+		// snapshot (the snapshot store holds the run's own seqs only).
+		c.snapshot = false
+		if full {
+			c.meta.FrameSeq = r.mu.lastSeq
+		}
+	} else if c.frame != nil {
+		c.snapshot = true
 		if p := r.mu.snapSeq; p != 0 && p != r.mu.windowFirst && p < c.seq {
 			c.drop = p
 		}
@@ -221,7 +231,7 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 }
 
 func (c *capturedRun) addTo(b *snapshot.Batch) error {
-	if c.frame != nil {
+	if c.snapshot {
 		if err := b.PutSnapshot(&snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}); err != nil {
 			return err
 		}
@@ -242,7 +252,7 @@ func (c *capturedRun) addTo(b *snapshot.Batch) error {
 func (r *Run) captured(c *capturedRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.frame != nil && c.seq > r.mu.snapSeq {
+	if c.snapshot && c.seq > r.mu.snapSeq {
 		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
 		r.mu.deltaBytes, r.mu.snapFrameBytes = 0, c.frameBytes
 		if w := r.mu.windowFirst; w == 0 || c.seq/snapshotSpan != w/snapshotSpan {

@@ -45,10 +45,11 @@ func (db *DB) replayedSeqs() map[string]uint64 {
 	return m
 }
 
-// rebuildFrame builds the frame of run as of seq last from the log alone:
-// every atom of the run, from seq 1, must be there in order, and the last
-// one's head must be head. It reads the whole log.
-func (db *DB) rebuildFrame(run string, last uint64, head chain.Hash) (*frame.Frame, error) {
+// rebuildFrame builds the frame of run as of seq last from the log alone,
+// from f, its frame at base (the empty frame at 0; a fork's parent's state
+// at its fork point): every atom of the run after base must be there in
+// order, and the last one's head must be head. It reads the whole log.
+func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64, head chain.Hash) (*frame.Frame, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
@@ -56,8 +57,7 @@ func (db *DB) rebuildFrame(run string, last uint64, head chain.Hash) (*frame.Fra
 		return nil, fmt.Errorf("engine: rebuild frame of run %q: %w", run, err)
 	}
 	defer c.Close()
-	f := newFrame()
-	var seq uint64
+	seq := base
 	var h chain.Hash
 	for seq < last && c.Next() {
 		a := c.Record()

@@ -157,8 +157,9 @@ func (db *DB) allRunsLocked() {
 // a run with atoms needs neither its genesis hash nor an empty frame.
 func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	r.db, r.id, r.nonce, r.createdAt = db, c.ID, c.Nonce, time.Unix(0, c.Created)
+	r.parent, r.base, r.baseHead = c.Parent, c.ForkedAt, c.BaseHead
 	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
-	if c.LastSeq == 0 {
+	if c.LastSeq == 0 && c.Parent == "" {
 		r.mu.frame = newFrame()
 	}
 	r.mu.lastSeq, r.mu.head = c.LastSeq, c.Head
@@ -186,10 +187,25 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: reason}
 	}
 	switch rec.Kind {
+	case record.KindFork:
+		if r := db.runLocked(rec.Run); r == nil {
+			if db.runLocked(rec.Parent) == nil {
+				if fromCheckpoint {
+					return mismatchf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos)
+				}
+				return damage(rec.Run, rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent))
+			}
+			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, rec.Seq, rec.ParentHead)
+		} else if r.nonce != rec.Nonce || r.parent != rec.Parent || r.base != rec.Seq {
+			if fromCheckpoint {
+				return mismatchf("run %q is forked otherwise in the log (%v)", rec.Run, pos)
+			}
+			return damage(rec.Run, 0, "the run is created a second time")
+		}
 	case record.KindRun:
 		if r := db.runLocked(rec.Run); r == nil {
 			db.mu.runs[rec.Run] = newRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created))
-		} else if r.nonce != rec.Nonce {
+		} else if r.nonce != rec.Nonce || r.parent != "" {
 			if fromCheckpoint {
 				return mismatchf("run %q has another nonce in the log (%v)", rec.Run, pos)
 			}
@@ -228,7 +244,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		case rec.Seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already.
 		case rec.Seq == r.mu.lastSeq+1:
-			if r.mu.frame != nil && r.mu.lastSeq == 0 && len(r.mu.pending) == 0 {
+			if r.mu.frame != nil && r.mu.lastSeq == r.base && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
 			r.mu.pending = append(r.mu.pending, pendingAtom{seq: rec.Seq, head: rec.Head, body: append([]byte(nil), rec.Body...)})

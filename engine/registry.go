@@ -45,8 +45,12 @@ type logRun struct {
 	created int64
 	last    uint64
 	head    chain.Hash
-	pos     []wal.Pos // pos[i] is the position of atom i+1
+	pos     []wal.Pos // pos[i] is the position of atom base+i+1
 	end     *runEnd   // the run's end, if the log ends it
+	// A fork's parent, fork point and the parent's head there ("": none).
+	parent     string
+	base       uint64
+	parentHead chain.Hash
 }
 
 // checkRegistry runs the comparison once and returns its error. It must
@@ -86,7 +90,7 @@ func (db *DB) registryMismatch() string {
 func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd
+		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork
 	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
@@ -109,6 +113,14 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 				// h(0), which a run without atoms has as its head (and
 				// CHECKPOINT lists it with).
 				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, head: db.hasher.Genesis(r.Run, r.Nonce)}
+			}
+		case record.KindFork:
+			if _, dup := runs[r.Run]; !dup {
+				if runs[r.Parent] == nil {
+					return nil, where(r.Run, r.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", r.Parent))
+				}
+				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, last: r.Seq, base: r.Seq, parent: r.Parent, parentHead: r.ParentHead,
+					head: db.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)}
 			}
 		case record.KindAtom:
 			lr := runs[r.Run]
@@ -165,6 +177,8 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			why = fmt.Sprintf("run %q has another nonce in the log", c.ID)
 		case lr.last != c.LastSeq || lr.head != c.Head:
 			why = fmt.Sprintf("run %q is at seq %d in the log, CHECKPOINT says %d", c.ID, lr.last, c.LastSeq)
+		case lr.parent != c.Parent || lr.base != c.ForkedAt:
+			why = fmt.Sprintf("run %q: the log and CHECKPOINT disagree on what it was forked from", c.ID)
 		case (lr.end != nil) != (c.Status != 0) || lr.end != nil && (uint8(lr.end.status) != c.Status || lr.end.head != c.EndHead):
 			why = fmt.Sprintf("run %q: the log and CHECKPOINT disagree on its end", c.ID)
 		default:
@@ -189,7 +203,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			// A run that moved since Open (an atom, an end in the tail or
 			// since) is not rebuilt under its user: it is marked broken.
 			if r.mu.atom != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce ||
-				(r.mu.end != nil) != (lr.end != nil) {
+				(r.mu.end != nil) != (lr.end != nil) || r.parent != lr.parent || r.base != lr.base {
 				r.mu.broken = err
 			} else {
 				r.resetFromLogLocked(lr)
@@ -231,9 +245,11 @@ func (db *DB) dropLazyLocked(id string) {
 // rebuilt from the log on first use, StateAt reads the atoms' positions.
 func (db *DB) runFromLog(id string, lr *logRun) *Run {
 	r := &Run{db: db, id: id, nonce: lr.nonce, createdAt: time.Unix(0, lr.created)}
+	if lr.parent != "" {
+		r = newForkRun(db, id, lr.nonce, time.Unix(0, lr.created), lr.parent, lr.base, lr.parentHead)
+	}
 	now := time.Now()
 	r.mu.snapTime, r.mu.ckptTime = now, now
-	r.mu.head = db.hasher.Genesis(id, lr.nonce)
 	r.resetFromLogLocked(lr)
 	return r
 }
@@ -241,16 +257,17 @@ func (db *DB) runFromLog(id string, lr *logRun) *Run {
 // resetFromLogLocked sets r's state to the log's; r.nonce must be lr's.
 func (r *Run) resetFromLogLocked(lr *logRun) {
 	r.mu.frame, r.mu.pending = nil, nil
-	if lr.last == 0 {
+	switch {
+	case lr.last == 0 && lr.parent == "":
 		r.mu.frame = newFrame()
 		r.mu.head = r.db.hasher.Genesis(r.id, lr.nonce)
-	} else {
-		r.mu.head = lr.head
+	default:
+		r.mu.head = lr.head // a fork's genesis when it has no atom yet
 	}
 	r.mu.lastSeq, r.mu.ckptRowHead = lr.last, r.mu.head
 	r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{}
-	r.mu.indexedSeq, r.mu.positions = 0, append([]wal.Pos(nil), lr.pos...)
-	r.mu.snapSeq, r.mu.windowFirst = 0, 0
+	r.mu.indexedSeq, r.mu.positions = r.base, append([]wal.Pos(nil), lr.pos...)
+	r.mu.snapSeq, r.mu.windowFirst = r.base, r.base
 	r.mu.inflight, r.mu.interruptedSeq = nil, 0
 	r.mu.end = lr.end
 }

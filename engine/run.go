@@ -21,6 +21,14 @@ type Run struct {
 	nonce     chain.Nonce
 	createdAt time.Time
 
+	// parent is the run this one was forked from ("": none) and base the
+	// seq it starts from: its own atoms are base+1.. (base is 0 for a run
+	// that is no fork). baseHead is its chain's head at base: the fork
+	// genesis. Immutable.
+	parent   string
+	base     uint64
+	baseHead chain.Hash
+
 	// created is closed once the run's creation record is durable (nil for
 	// runs recovered from the store); createErr is set before that.
 	created   chan struct{}
@@ -175,6 +183,7 @@ func (r *Run) Info() RunInfo {
 		_, info.Head, _ = r.chainHeadLocked()
 		info.Status, info.Ended, info.Result = e.status, e.at, append([]byte(nil), e.result...)
 	}
+	info.Parent, info.ForkedAt = r.parent, r.base
 	return info
 }
 
@@ -282,9 +291,13 @@ func (r *Run) materializeLocked() error {
 	if why != "" {
 		r.db.noteFrameRebuilt(r.id, why)
 		r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{} // the next checkpoint writes it again
-		f, seq, rest = newFrame(), 0, r.mu.pending
-		if len(rest) == 0 || rest[0].seq != 1 {
-			rf, err := r.db.rebuildFrame(r.id, r.mu.lastSeq-uint64(len(rest)), r.headBeforeLocked(rest))
+		base, err := r.baseFrame(context.Background())
+		if err != nil {
+			return err
+		}
+		f, seq, rest = base, r.base, r.mu.pending
+		if len(rest) == 0 || rest[0].seq != r.base+1 {
+			rf, err := r.db.rebuildFrame(r.id, r.base, base, r.mu.lastSeq-uint64(len(rest)), r.headBeforeLocked(rest))
 			if err != nil {
 				return err
 			}
@@ -331,8 +344,9 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err err
 	name := db.frameFileName(r.id)
 	b, err := layout.ReadFile(db.fs, name)
 	if layout.NotExist(err) {
-		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == 1) {
-			return newFrame(), 0, "", nil // the run never had one
+		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == r.base+1) {
+			f, err := r.baseFrame(context.Background()) // the run never had one
+			return f, r.base, "", err
 		}
 		return nil, 0, "it is missing", nil
 	}
@@ -400,8 +414,15 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	indexed := r.mu.indexedSeq
 	mem := append([]wal.Pos(nil), r.mu.positions...)
 	r.mu.Unlock()
-	if seq == 0 {
-		return newFrame(), nil
+	switch {
+	case seq < r.base:
+		p, err := r.parentRun()
+		if err != nil {
+			return nil, err
+		}
+		return p.StateAt(ctx, seq) // the parent's history
+	case seq == r.base:
+		return r.baseFrame(ctx)
 	}
 	f, ok, err := r.stateFromSnapshot(ctx, seq, indexed, mem)
 	if err != nil || ok {

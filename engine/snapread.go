@@ -131,13 +131,13 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 		return nil, false, nil
 	}
 	var snap *snapshot.Snapshot
-	base := uint64(0)
+	base := r.base
 	s, err := snaps.AtOrBelow(r.id, seq)
 	switch {
 	case err == nil:
 		snap, base = s, s.Seq
-		if base == 0 || base > seq {
-			return mismatch(base, fmt.Errorf("a snapshot at seq %d answers for seq %d", base, seq))
+		if base <= r.base || base > seq {
+			return mismatch(base, fmt.Errorf("a snapshot at seq %d answers for seq %d (the run's own atoms start after seq %d)", base, seq, r.base))
 		}
 	case errors.Is(err, snapshot.ErrNotFound):
 	default:
@@ -146,7 +146,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 	// Positions of base..seq (base itself to check the snapshot's head):
 	// those up to indexed are in the store, the rest in memory
 	// (mem[i] is the atom indexed+1+i).
-	from := max(base, 1)
+	from := max(base, r.base+1)
 	var pos []wal.Pos
 	if hi := min(seq, indexed); from <= hi {
 		sp, err := snaps.Positions(r.id, from, hi)
@@ -164,7 +164,11 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 		}
 		pos = append(pos, mem[i])
 	}
-	f = newFrame()
+	if snap == nil {
+		if f, err = r.baseFrame(ctx); err != nil {
+			return nil, false, err
+		}
+	}
 	for i, p := range pos {
 		at := from + uint64(i)
 		if err := ctx.Err(); err != nil {
@@ -208,9 +212,12 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 		}
 		pos = append(pos, mem[i])
 	}
-	f := newFrame()
+	f, err := r.baseFrame(ctx)
+	if err != nil {
+		return nil, err
+	}
 	for i, p := range pos {
-		at := uint64(i) + 1
+		at := r.base + uint64(i) + 1
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
@@ -228,20 +235,21 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 	return f, nil
 }
 
-// scannedPositions returns the log positions of the run's atoms 1..n,
+// scannedPositions returns the log positions of the run's atoms base+1..n,
 // scanning the log for them the first time (the scan is kept: a committed
 // atom never moves). The caller owns the returned slice.
 func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error) {
-	if n == 0 {
+	if n <= r.base {
 		return nil, nil
 	}
+	n -= r.base // how many
 	r.mu.Lock()
 	have := r.mu.scanned
 	r.mu.Unlock()
 	if uint64(len(have)) >= n {
 		return append([]wal.Pos(nil), have[:n]...), nil
 	}
-	pos, err := r.db.scanAtomPositions(ctx, r.id, n)
+	pos, err := r.db.scanAtomPositions(ctx, r.id, r.base, n)
 	if err != nil {
 		return nil, err
 	}
@@ -253,10 +261,10 @@ func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error)
 	return append([]wal.Pos(nil), pos[:n]...), nil
 }
 
-// scanAtomPositions reads the log from its start for the positions of run's
-// atoms 1..n: for each seq, the first atom record of the run at that seq,
-// as recovery takes it.
-func (db *DB) scanAtomPositions(ctx context.Context, run string, n uint64) ([]wal.Pos, error) {
+// scanAtomPositions reads the log from its start for the positions of n
+// atoms of run after seq base: for each seq, the first atom record of the
+// run at that seq, as recovery takes it.
+func (db *DB) scanAtomPositions(ctx context.Context, run string, base, n uint64) ([]wal.Pos, error) {
 	dec := &record.Decoder{Skip: func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
@@ -270,7 +278,7 @@ func (db *DB) scanAtomPositions(ctx context.Context, run string, n uint64) ([]wa
 				return nil, err
 			}
 		}
-		if a := c.Record(); a.Seq == uint64(len(pos))+1 {
+		if a := c.Record(); a.Seq == base+uint64(len(pos))+1 {
 			pos = append(pos, a.Pos)
 		}
 	}
@@ -278,8 +286,8 @@ func (db *DB) scanAtomPositions(ctx context.Context, run string, n uint64) ([]wa
 		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
 	}
 	if uint64(len(pos)) < n {
-		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: uint64(len(pos)) + 1,
-			Reason: fmt.Sprintf("the log holds atoms 1..%d of the run, %d are committed", len(pos), n)}
+		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: base + uint64(len(pos)) + 1,
+			Reason: fmt.Sprintf("the log holds atoms %d..%d of the run, %d..%d are committed", base+1, base+uint64(len(pos)), base+1, base+n)}
 	}
 	return pos, nil
 }
@@ -312,5 +320,5 @@ func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
 	if err != nil {
 		return wal.Pos{}, err
 	}
-	return pos[seq-1], nil
+	return pos[seq-r.base-1], nil
 }

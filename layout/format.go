@@ -31,11 +31,12 @@ package layout
 //	     uvarint n | n x (uvarint index | fingerprint [32]) |
 //	     status (version 3: 0 active, else an end record's status) |
 //	     [status != 0: varint ended | end head [32] | uvarint len | result] |
-//	     uvarint len | parent id (0: not a fork) | [parent: uvarint fork point]
+//	     uvarint len | parent id (0: not a fork) | [parent: uvarint fork point | base head [32]]
 //
 // An ended run's end head is h(last seq + 1), the end record's link; a
 // fork's head at its fork point (last seq, before its first atom) is its
-// fork genesis.
+// fork genesis, which base head holds too (the run's head at its fork
+// point, whatever its last seq).
 //
 // The n pairs list the actions of the atom that was running when the
 // checkpoint was taken (seq = last seq + 1), so a crash after it still
@@ -164,6 +165,7 @@ type CheckpointRun struct {
 	Result   []byte
 	Parent   string
 	ForkedAt uint64
+	BaseHead chain.Hash // a fork's head at ForkedAt: its fork genesis
 }
 
 type Checkpoint struct {
@@ -212,6 +214,7 @@ func (c *Checkpoint) Marshal() []byte {
 		b = record.AppendString(b, r.Parent)
 		if r.Parent != "" {
 			b = binary.AppendUvarint(b, r.ForkedAt)
+			b = append(b, r.BaseHead[:]...)
 		}
 	}
 	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
@@ -306,6 +309,7 @@ func ParseCheckpoint(name string, b []byte) (*Checkpoint, error) {
 					d.Fail("run %q: parent: %v", id, err)
 				}
 				r.ForkedAt = d.Uvarint("fork point")
+				r.BaseHead = d.Hash("base head")
 				if d.Err() == nil && r.ForkedAt > r.LastSeq {
 					d.Fail("run %q: fork point %d beyond its last seq %d", id, r.ForkedAt, r.LastSeq)
 				}

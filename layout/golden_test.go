@@ -165,7 +165,7 @@ func TestGoldenCheckpointRuns(t *testing.T) {
 			FrameSeq: 128, IndexedSeq: 127, SnapSeq: 100, CkptSeq: 128, CkptHead: goldenHead,
 			Status: 1, Ended: 1, EndHead: goldenHead, Result: []byte("ok"),
 		}, {
-			Parent: "a",
+			Parent: "a", BaseHead: goldenHead,
 			ID:     "ü/b", Nonce: [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
 				8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff},
 		}}}
@@ -204,7 +204,8 @@ func TestGoldenCheckpointRuns(t *testing.T) {
 		00                 # status: active
 		01 61              # parent "a": a fork
 		00                 # forked at seq 0
-		cdb5d64c           # crc32c of all before
+		`+hexHead+`        # base head: its fork genesis
+		9a9193a4           # crc32c of all before
 	`)
 	if got := cp.Marshal(); !bytes.Equal(got, want) {
 		t.Fatalf("CHECKPOINT encoding changed:\n got %x\nwant %x", got, want)

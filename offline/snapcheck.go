@@ -106,10 +106,23 @@ func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *
 	db := vr.db
 	dir := db.path(layout.SnapshotsDir)
 	frames := map[string]*frame.Frame{}
+	last := map[string]uint64{} // run -> last seq of the log's first records of it
 	for run := range snaps {
 		frames[run] = newFrame()
+		if rs := vr.runs[run]; rs != nil && rs.parent != "" {
+			// A fork's frames start from its parent's state at its fork
+			// point (rebuilt from the log when verify is deep).
+			last[run] = rs.base
+			if f, err := vr.frameAt(log, rs.parent, rs.base); err == nil {
+				frames[run] = f
+			} else {
+				delete(frames, run)
+			}
+		}
 	}
-	last := map[string]uint64{} // run -> last seq of the log's first records of it
+	for run, rs := range vr.runs {
+		last[run] = rs.base
+	}
 	dec := &record.Decoder{Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
 	c, err := record.NewCursor(log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {

@@ -143,7 +143,11 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if storeErr != nil {
 		v.Corrupt(storeName, storeErr)
 	}
-	vr := &verifyRun{db: db, v: v, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
+	hasher, err := chain.NewHasher(o.ChainKey)
+	if err != nil {
+		return nil, err
+	}
+	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
 		dc: newDerivedCheck()}
 	// The derived files first, the log after: a live engine writes a frame
 	// file or CHECKPOINT only once the log holds what it derives from, so
@@ -195,22 +199,30 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 }
 
 type verifyRunState struct {
-	heads []chain.Hash // heads[i] = h(i+1), as stored
+	heads []chain.Hash // heads[i] = h(base+i+1), as stored
 	ended bool         // the run's end record was read
-	frame *frame.Frame // Deep: the frame rebuilt so far
+	// base is the seq the run's chain starts at (a fork's fork point, 0
+	// otherwise), genesis its head there, parent the run it was forked
+	// from; pos[i] is where atom base+i+1 is (Deep).
+	base    uint64
+	genesis chain.Hash
+	parent  string
+	pos     []wal.Pos
+	frame   *frame.Frame // Deep: the frame rebuilt so far
 	// from the restart files:
 	frameFile *layout.FrameFile
 	ckpt      *layout.CheckpointRun
 }
 
 type verifyRun struct {
-	db    *store
-	v     *chain.Verifier
-	deep  bool
-	certs map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
-	runs  map[string]*verifyRunState
-	extra []chain.Failure
-	dc    *derivedCheck
+	db     *store
+	v      *chain.Verifier
+	hasher *chain.Hasher
+	deep   bool
+	certs  map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
+	runs   map[string]*verifyRunState
+	extra  []chain.Failure
+	dc     *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.
@@ -326,8 +338,12 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		loc := "wal " + pos.String()
 		switch r.Kind {
 		case record.KindRun:
-			vr.run(r.Run)
+			vr.run(r.Run).genesis = vr.hasher.Genesis(r.Run, r.Nonce)
 			vr.v.Run(r.Run, r.Nonce, loc)
+			vr.noteRun(r)
+		case record.KindFork:
+			vr.fork(log, r, loc)
+			vr.v.Fork(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead, loc)
 			vr.noteRun(r)
 		case record.KindIntent:
 			// Intents are not chained: checked, and (Deep) compared.
@@ -360,7 +376,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 			rs.ended = true
 			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
-			if uint64(len(rs.heads))+1 == r.Seq {
+			if rs.base+uint64(len(rs.heads))+1 == r.Seq {
 				rs.heads = append(rs.heads, r.Head)
 			}
 		case record.KindCheckpoint:
@@ -408,8 +424,11 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
 
 	rs := vr.run(a.Run)
-	if uint64(len(rs.heads))+1 == a.Seq {
+	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
 		rs.heads = append(rs.heads, a.Head)
+		if vr.deep {
+			rs.pos = append(rs.pos, a.Pos)
+		}
 		if vr.deep && rs.frame != nil {
 			d, err := frame.DecodeDeltaOwned(body.Delta) // raw is this atom's own, and never reused
 			if err == nil {
@@ -447,10 +466,10 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 	}
 	headAt := func(run string, seq uint64) (chain.Hash, bool) {
 		rs := vr.runs[run]
-		if rs == nil || seq == 0 || seq > uint64(len(rs.heads)) || seq > verified[run].LastSeq {
+		if rs == nil || seq < rs.base || seq == 0 || seq > verified[run].LastSeq {
 			return chain.Hash{}, false
 		}
-		return rs.heads[seq-1], true
+		return vr.headAt(run, seq)
 	}
 	for id, rs := range vr.runs {
 		if ff := rs.frameFile; ff != nil {
@@ -460,7 +479,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			} else if h != ff.Head {
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: ff.Seq,
 					Expected: h, Actual: ff.Head, Location: name, Detail: "frame file head differs from the chain"})
-			} else if vr.deep && rs.frame != nil && uint64(len(rs.heads)) < ff.Seq {
+			} else if vr.deep && rs.frame != nil && rs.base+uint64(len(rs.heads)) < ff.Seq {
 				vr.fail(id, ff.Seq, name, "frame file beyond the log")
 			}
 		}
@@ -497,4 +516,87 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			}
 		}
 	}
+}
+
+// headAt returns the head of run at seq as the log stores it: its
+// genesis (or fork genesis) at its base, its parent's below a fork's base.
+func (vr *verifyRun) headAt(run string, seq uint64) (chain.Hash, bool) {
+	for depth := 0; depth < 1<<16; depth++ {
+		rs := vr.runs[run]
+		switch {
+		case rs == nil:
+			return chain.Hash{}, false
+		case seq == rs.base:
+			return rs.genesis, rs.genesis != (chain.Hash{})
+		case seq < rs.base:
+			run = rs.parent
+			continue
+		case seq-rs.base > uint64(len(rs.heads)):
+			return chain.Hash{}, false
+		}
+		return rs.heads[seq-rs.base-1], true
+	}
+	return chain.Hash{}, false
+}
+
+// fork starts the state of a run forked from another: its chain's base and
+// genesis, and the check of its link, the parent's head at the fork point
+// (which only the parent's stored heads can give; the chain verifier
+// checks those). Deep: its frame starts as the parent's at the fork point.
+func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
+	rs := vr.run(r.Run)
+	rs.base, rs.parent = r.Seq, r.Parent
+	rs.genesis = vr.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
+	if _, ok := vr.runs[r.Parent]; !ok {
+		vr.fail(r.Run, r.Seq, loc, "forked from run %q, which the log does not create before it", r.Parent)
+		rs.frame = nil
+		return
+	}
+	if h, ok := vr.headAt(r.Parent, r.Seq); !ok {
+		vr.fail(r.Run, r.Seq, loc, "forked from run %q at seq %d, beyond that run's chain", r.Parent, r.Seq)
+	} else if h != r.ParentHead {
+		vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindLinkMismatch, RunID: r.Run, Seq: r.Seq, Expected: h, Actual: r.ParentHead,
+			Location: loc, Detail: fmt.Sprintf("the fork's link names a head of run %q at seq %d that is not that run's", r.Parent, r.Seq)})
+	}
+	if vr.deep {
+		f, err := vr.frameAt(log, r.Parent, r.Seq)
+		if err != nil {
+			vr.fail(r.Run, r.Seq, loc, "the parent's state at the fork point: %v", err)
+		}
+		rs.frame = f
+		if ff := rs.frameFile; f != nil && ff != nil && ff.Seq == r.Seq {
+			vr.compareFrame(r.Run, f, ff)
+		}
+	}
+}
+
+// frameAt rebuilds the frame of run at seq from the log (Deep: the atoms'
+// positions were kept), through its parents for a fork.
+func (vr *verifyRun) frameAt(log *wal.Log, run string, seq uint64) (*frame.Frame, error) {
+	rs := vr.runs[run]
+	switch {
+	case rs == nil:
+		return nil, fmt.Errorf("run %q is not in the log", run)
+	case seq < rs.base:
+		return vr.frameAt(log, rs.parent, seq)
+	case seq-rs.base > uint64(len(rs.pos)):
+		return nil, fmt.Errorf("run %q has no atom %d in the log", run, seq)
+	}
+	f := newFrame()
+	if rs.parent != "" {
+		var err error
+		if f, err = vr.frameAt(log, rs.parent, rs.base); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range rs.pos[:seq-rs.base] {
+		a, err := readAtomAt(vr.db, log, p, run, rs.base+uint64(i)+1)
+		if err != nil {
+			return nil, err
+		}
+		if err := vr.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
 }

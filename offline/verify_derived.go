@@ -73,8 +73,15 @@ func (vr *verifyRun) noteRecord(pos, next wal.Pos) {
 }
 
 func (vr *verifyRun) noteRun(r *record.Record) {
-	if vr.dc.before(r.Pos) {
-		vr.dc.created[r.Run] = r.Nonce
+	dc := vr.dc
+	if r.Kind == record.KindFork { // its seqs start at its fork point
+		dc.seqs[r.Run] = max(dc.seqs[r.Run], r.Seq)
+	}
+	if dc.before(r.Pos) {
+		dc.created[r.Run] = r.Nonce
+		if r.Kind == record.KindFork {
+			dc.last[r.Run] = max(dc.last[r.Run], r.Seq)
+		}
 	}
 }
 
@@ -103,6 +110,26 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 	}
 }
 
+// sameLineage reports whether one of the runs a and b is forked, directly
+// or not, from the other: a fork settles its parent's in-doubt action
+// (the same key), so the certificate names the fork and the intent the
+// parent.
+func (vr *verifyRun) sameLineage(a, b string) bool {
+	descends := func(x, from string) bool {
+		for i := 0; i < 1<<16; i++ {
+			rs := vr.runs[x]
+			if rs == nil || rs.parent == "" {
+				return false
+			}
+			if x = rs.parent; x == from {
+				return true
+			}
+		}
+		return false
+	}
+	return descends(a, b) || descends(b, a)
+}
+
 // noteCert checks a certificate against its intent (Deep) and records it.
 func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	if !vr.deep {
@@ -112,7 +139,7 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	switch {
 	case !ok:
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x, which has no intent before it", c.Fingerprint[:8])
-	case in.run != c.RunID:
+	case in.run != c.RunID && !vr.sameLineage(in.run, c.RunID):
 		// (Its seq and index may differ: an action settled by Resolve in a
 		// later attempt of the atom.)
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q, its intent run %q", c.Fingerprint[:8], c.RunID, in.run)

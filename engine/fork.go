@@ -1,0 +1,197 @@
+package engine
+
+// Forks: a run that starts from another run's state at a committed seq.
+// Its creation record (record.KindFork) commits to the parent, the fork
+// point and the parent's head there, and its chain starts at the fork
+// point with chain.Hasher.ForkGenesis over them. The seqs up to the fork
+// point are the parent's: StateAt answers them from the parent's history,
+// and the fork's own atoms begin at the fork point + 1. An action the fork
+// repeats at the same position, with the same tool and sanitized args,
+// gets the key the lineage used there, and so its certificate (I10);
+// see lineageKey.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// ErrRunExists is returned by Fork for an id that names a run already.
+var ErrRunExists = errors.New("engine: run exists")
+
+// Fork creates run id from run src's state at seq at (0 <= at <=
+// src.LastSeq): its state at at equals src.StateAt(at), StateAt(k <= at)
+// answers from src's history, its first atom is at+1, and its chain begins
+// with a record committing to (src, at, src's head at at). The fork is
+// durable when Fork returns. Fork refuses an id that exists
+// (ErrRunExists), an unknown src, and at beyond src's last seq
+// (ErrSeqOutOfRange: an atom in flight is not committed). src may be a
+// fork, and may have ended.
+func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run, error) {
+	if err := record.CheckRunID(id); err != nil {
+		return nil, err
+	}
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	parent, err := db.existingRun(ctx, src)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.existingRun(ctx, id); err == nil {
+		return nil, fmt.Errorf("%w: fork %q of run %q: %q names a run already", ErrRunExists, id, src, id)
+	}
+	if last := parent.LastSeq(); at > last {
+		return nil, fmt.Errorf("%w: fork of run %q at seq %d, its last committed seq is %d", ErrSeqOutOfRange, src, at, last)
+	}
+	if at < parent.base {
+		// The parent's state there is its own parent's: fork from there,
+		// so that a lineage's links always name the run whose chain holds
+		// the fork point.
+		return db.Fork(ctx, parent.parent, at, id)
+	}
+	state, err := parent.StateAt(ctx, at)
+	if err != nil {
+		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
+	}
+	parentHead, err := parent.headAt(ctx, at)
+	if err != nil {
+		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
+	}
+
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	if r := db.runLocked(id); r != nil {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("%w: fork %q of run %q: %q names a run already", ErrRunExists, id, src, id)
+	}
+	var nonce chain.Nonce
+	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+	}
+	r := newForkRun(db, id, nonce, time.Now(), src, at, parentHead)
+	r.mu.frame = state
+	r.created = make(chan struct{})
+	db.mu.runs[id] = r
+	db.mu.Unlock()
+
+	rec := record.AppendFork(nil, id, nonce, r.createdAt.UnixNano(), src, at, parentHead)
+	tok := db.track()
+	_, err = db.append(ctx, rec)
+	db.untrack(tok)
+	if err != nil {
+		r.createErr = fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
+		db.mu.Lock()
+		delete(db.mu.runs, id)
+		db.mu.Unlock()
+	}
+	close(r.created)
+	return r, r.createErr
+}
+
+// existingRun returns the run id if the store holds it, without creating it.
+func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
+	if db.reg != nil && !db.reg.checked.Load() {
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+	}
+	db.mu.Lock()
+	r := db.runLocked(id)
+	db.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("engine: store has no run %q", id)
+	}
+	if err := r.waitCreated(ctx); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// newForkRun is newRun for a run forked from parent at seq at, where the
+// parent's head was parentHead. Its frame is set by the caller (the
+// parent's state at at), or built on first use after a restart.
+func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, at uint64, parentHead chain.Hash) *Run {
+	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, base: at}
+	r.baseHead = db.hasher.ForkGenesis(id, nonce, parent, at, parentHead)
+	r.mu.head, r.mu.lastSeq, r.mu.ckptRowHead = r.baseHead, at, r.baseHead
+	r.mu.indexedSeq, r.mu.snapSeq, r.mu.windowFirst = at, at, at
+	now := time.Now()
+	r.mu.snapTime, r.mu.ckptTime = now, now
+	return r
+}
+
+// parentRun returns the run this fork was forked from.
+func (r *Run) parentRun() (*Run, error) {
+	db := r.db
+	db.mu.Lock()
+	p := db.runLocked(r.parent)
+	db.mu.Unlock()
+	if p == nil {
+		return nil, &CorruptionError{File: db.path("wal"), Run: r.id, Seq: r.base,
+			Reason: fmt.Sprintf("forked from run %q, which the store does not hold", r.parent)}
+	}
+	return p, nil
+}
+
+// baseFrame returns the run's state at its base: the empty frame, or, for
+// a fork, its parent's state at the fork point.
+func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
+	if r.parent == "" {
+		return newFrame(), nil
+	}
+	p, err := r.parentRun()
+	if err != nil {
+		return nil, err
+	}
+	return p.StateAt(ctx, r.base)
+}
+
+// headAt returns the run's chain head at seq (base <= seq <= LastSeq):
+// its genesis (or fork genesis) at its base, its last head, or the head
+// the atom record at seq carries.
+func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
+	r.mu.Lock()
+	last, head, indexed := r.mu.lastSeq, r.mu.head, r.mu.indexedSeq
+	var pos []wal.Pos
+	if seq > indexed && seq <= last {
+		pos = r.mu.positions
+	}
+	r.mu.Unlock()
+	switch {
+	case seq == last:
+		return head, nil
+	case seq == r.base:
+		if r.parent == "" {
+			return r.db.hasher.Genesis(r.id, r.nonce), nil
+		}
+		return r.baseHead, nil
+	case seq < r.base || seq > last:
+		return chain.Hash{}, fmt.Errorf("%w: run %q has no head of its own at seq %d", ErrSeqOutOfRange, r.id, seq)
+	}
+	var p wal.Pos
+	if pos != nil {
+		p = pos[seq-indexed-1]
+	} else {
+		var err error
+		if p, err = r.atomPosition(ctx, seq); err != nil {
+			return chain.Hash{}, err
+		}
+	}
+	a, err := r.db.readAtom(p, r.id, seq)
+	if err != nil {
+		return chain.Hash{}, err
+	}
+	return a.Head, nil
+}
