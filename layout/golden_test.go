@@ -166,7 +166,7 @@ func TestGoldenCheckpointRuns(t *testing.T) {
 			Status: 1, Ended: 1, EndHead: goldenHead, Result: []byte("ok"),
 		}, {
 			Parent: "a", BaseHead: goldenHead,
-			ID:     "ü/b", Nonce: [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
+			ID: "ü/b", Nonce: [16]byte{0: 0xff, 1: 0xff, 2: 0xff, 3: 0xff, 4: 0xff, 5: 0xff, 6: 0xff, 7: 0xff,
 				8: 0xff, 9: 0xff, 10: 0xff, 11: 0xff, 12: 0xff, 13: 0xff, 14: 0xff, 15: 0xff},
 		}}}
 	want := goldenhex.Decode(t, `
