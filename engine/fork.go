@@ -155,7 +155,7 @@ func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.StateAt(ctx, r.base)
+	return p.stateAt(ctx, r.base)
 }
 
 // headAt returns the run's chain head at seq (base <= seq <= LastSeq):

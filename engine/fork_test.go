@@ -1,14 +1,21 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
+	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 )
 
 // lineageAgent is a deterministic agent: atom s of any run sends the email
@@ -211,5 +218,395 @@ func TestForkInDoubt(t *testing.T) {
 	}
 	if err := b.Commit(ctx, msg("wired")); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestForkPowerLoss cuts the power at every filesystem operation of Fork
+// and of the fork's first atom, in both durability modes: after the
+// restart the fork does not exist (Fork had not returned) or exists with
+// its parent's state at the fork point; a Fork that returned nil is never
+// lost; the fork's repeat of its parent's action never takes effect
+// twice; and the store verifies.
+func TestForkPowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	db, err := Open("store", testOptions(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "src", 3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Durability{Strict, Relaxed} {
+		for _, pct := range []int{0, 100} {
+			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
+				ops := forkTrial(t, base, mode, pct, 0)
+				if ops == 0 {
+					t.Fatal("Fork performed no filesystem operation")
+				}
+				for target := uint64(1); target <= ops; target++ {
+					forkTrial(t, base, mode, pct, target)
+				}
+				t.Logf("%d crash points", ops)
+			})
+		}
+	}
+}
+
+func forkTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+	}
+	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	down := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
+	cut := &powerCut{mem: mem, down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	opts := testOptions(mem)
+	opts.Durability = mode
+	opts.FS = errorfs.Wrap(mem, cut)
+	// src's action at seq 3, index 0 (commitN's): the fork at 2 repeats it.
+	repeat := ledger.Action{Tool: "t", Args: []byte(`{"run":"src","i":2}`)}
+	forked := false
+	step := func(db *DB) error {
+		f, err := db.Run(ctx, "f")
+		if err != nil {
+			return err
+		}
+		if f.LastSeq() == 3 {
+			return nil
+		}
+		a, err := f.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := a.Do(ctx, repeat, down.exec("r2")); err != nil {
+			return err
+		}
+		return a.Commit(ctx, msg("fork 3"))
+	}
+	if db, err := Open("store", opts); err == nil {
+		if _, err := db.Fork(ctx, "src", 2, "f"); err == nil && cut.clone.Load() == nil {
+			forked = true
+			_ = step(db)
+		}
+		db.Close()
+	} else if cut.clone.Load() == nil {
+		fail("open: %v", err)
+	}
+	fs := vfs.FS(mem)
+	if c := cut.clone.Load(); c != nil {
+		fs = c
+	}
+	o := testOptions(fs)
+	o.Durability = mode
+	db, err := Open("store", o)
+	if err != nil {
+		fail("reopen: %v", err)
+	}
+	exists := false
+	if runs, err := db.Runs(); err == nil {
+		for _, ri := range runs {
+			exists = exists || ri.ID == "f"
+		}
+	}
+	switch {
+	case forked && !exists:
+		fail("Fork returned nil, the fork is gone after the restart")
+	case !exists:
+		if _, err := db.Fork(ctx, "src", 2, "f"); err != nil {
+			fail("Fork after the restart: %v", err)
+		}
+	}
+	f, _ := db.Run(ctx, "f")
+	if info := f.Info(); info.Parent != "src" || info.ForkedAt != 2 || info.LastSeq < 2 {
+		fail("the fork after the restart: %+v", info)
+	}
+	if err := step(db); err != nil {
+		fail("the fork's atom after the restart: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		fail("close: %v", err)
+	}
+	if n := len(down.effects); n != 0 {
+		fail("the fork's repeat of src's certified action took effect (%v)", down.effects)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+	if err != nil || !rep.OK {
+		fail("verify: %v %v", err, rep.Failures)
+	}
+	return cut.n.Load()
+}
+
+// TestForkLinkTampered: verify reports a fork whose record names another
+// parent head or fork point (its link), and a fork whose parent's creation
+// is gone.
+func TestForkLinkTampered(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		forge  func(db *DB, src *Run) []byte
+		substr string
+	}{{
+		name: "another parent head",
+		forge: func(db *DB, src *Run) []byte {
+			h := src.Head()
+			h[0] ^= 1
+			return record.AppendFork(nil, "f", chain.Nonce{1}, 1, "src", src.LastSeq(), h)
+		},
+		substr: "not that run's",
+	}, {
+		name: "a fork point beyond the parent",
+		forge: func(db *DB, src *Run) []byte {
+			return record.AppendFork(nil, "f", chain.Nonce{1}, 1, "src", src.LastSeq()+5, src.Head())
+		},
+		substr: "beyond that run's chain",
+	}, {
+		name: "a parent the log does not create",
+		forge: func(db *DB, src *Run) []byte {
+			return record.AppendFork(nil, "f", chain.Nonce{1}, 1, "gone", 0, chain.Hash{})
+		},
+		substr: "does not create before it",
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			src := commitN(t, db, "src", 2)
+			if _, err := db.append(ctx, c.forge(db, src)); err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || f.RunID == "f" && strings.Contains(f.Detail, c.substr)
+			}
+			if rep.OK || !found {
+				t.Fatalf("OK %v, failures %v; want run f reported: %s", rep.OK, rep.Failures, c.substr)
+			}
+		})
+	}
+}
+
+// TestForkInspected: inspect, scan, export and the offline StateAt read a
+// store with a lineage: a fork's summary names its parent and fork point,
+// its state at every seq is the engine's, and its export holds its own
+// atoms.
+func TestForkInspected(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	g := newLineageAgent()
+	src, _ := db.Run(ctx, "src")
+	for i := 0; i < 4; i++ {
+		g.step(t, src, "")
+	}
+	f, err := db.Fork(ctx, "src", 2, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.step(t, f, `{"x":1}`)
+	ff, err := db.Fork(ctx, "f", 3, "ff")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g.step(t, ff, `{"x":2}`)
+	if err := ff.End(ctx, StatusCompleted, []byte("done")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[string][]*frame.Frame{}
+	for _, r := range []*Run{src, f, ff} {
+		for s := uint64(0); s <= r.LastSeq(); s++ {
+			st, err := r.StateAt(ctx, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want[r.ID()] = append(want[r.ID()], st)
+		}
+	}
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sum, ok := in.Run("ff")
+	if !ok || sum.Parent != "f" || sum.ForkedAt != 3 || sum.LastSeq != 4 || sum.Atoms != 1 || sum.Status != "completed" {
+		t.Fatalf("the fork of a fork's summary: %+v", sum)
+	}
+	for id, frames := range want {
+		for s, w := range frames {
+			got, err := in.StateAt(ctx, id, uint64(s))
+			if err != nil || !reflect.DeepEqual(frame.AppendFrame(nil, got), frame.AppendFrame(nil, w)) {
+				t.Fatalf("inspect's StateAt(%s, %d): %v", id, s, err)
+			}
+		}
+	}
+	var buf bytes.Buffer
+	if n, err := in.Export(ctx, &buf, "f", 0, 0); err != nil || n != 1 {
+		t.Fatalf("export of the fork: %d atoms, %v", n, err)
+	}
+}
+
+// lineageScript is a deterministic agent that builds a lineage and can be
+// resumed from any crash: src runs 4 atoms, f forks src at 2 and runs 2,
+// ff forks f at 3 and runs 1, and each ends. Every atom calls the same
+// email action at its position (repeated across the lineage) and a charge
+// that differs per run.
+func lineageScript(db *DB, down *downstream) error {
+	type plan struct {
+		id, parent string
+		at         uint64
+		last       uint64
+	}
+	for _, p := range []plan{{"src", "", 0, 4}, {"f", "src", 2, 4}, {"ff", "f", 3, 4}} {
+		var r *Run
+		var err error
+		if p.parent == "" {
+			r, err = db.Run(ctx, p.id)
+		} else if r, err = db.existingRun(ctx, p.id); err != nil {
+			r, err = db.Fork(ctx, p.parent, p.at, p.id)
+		}
+		if err != nil {
+			return err
+		}
+		for r.LastSeq() < p.last && r.Status() == StatusActive {
+			a, err := r.Begin(ctx)
+			if err != nil {
+				return err
+			}
+			for _, act := range []ledger.Action{
+				{Tool: "email", Args: []byte(fmt.Sprintf(`{"step":%d}`, a.Seq())), Idempotent: true},
+				{Tool: "charge", Args: []byte(fmt.Sprintf(`{"run":%q,"step":%d}`, p.id, a.Seq())), Idempotent: true},
+			} {
+				if _, err := a.Do(ctx, act, down.dedupExec(string(act.Args))); err != nil {
+					return err
+				}
+			}
+			if err := a.Commit(ctx, new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: fmt.Sprintf("%s %d", p.id, a.Seq())})); err != nil {
+				return err
+			}
+		}
+		if r.Status() == StatusActive {
+			if err := r.End(ctx, StatusCompleted, []byte(p.id)); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// dedupExec is a downstream that honours idempotency keys, as an
+// idempotent action's must: a key takes effect once, and a key reused for
+// another request is an error (a lineage must never do that).
+func (d *downstream) dedupExec(req string) ledger.Exec {
+	return func(ctx context.Context, key string) ([]byte, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.dead {
+			return nil, errors.New("process is gone")
+		}
+		if prev, ok := d.results[key]; ok {
+			if string(prev) != req {
+				return nil, fmt.Errorf("key %q reused for %s after %s", key, req, prev)
+			}
+			return prev, nil
+		}
+		d.effects[key]++
+		d.results[key] = []byte(req)
+		return []byte(req), nil
+	}
+}
+
+// TestForkCrashConvergence: the lineage script, crashed at every k-th
+// filesystem operation and resumed, ends with the same frames at every seq
+// of every run as a run that never crashed, the same keys having taken
+// effect (none reused for another request), and a store that verifies.
+func TestForkCrashConvergence(t *testing.T) {
+	ref := vfs.NewCrashableMem()
+	refDown := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
+	db, err := Open("store", testOptions(ref))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lineageScript(db, refDown); err != nil {
+		t.Fatal(err)
+	}
+	frames := func(db *DB) map[string][][]byte {
+		out := map[string][][]byte{}
+		for _, id := range []string{"src", "f", "ff"} {
+			r, _ := db.Run(ctx, id)
+			for s := uint64(0); s <= r.LastSeq(); s++ {
+				st, err := r.StateAt(ctx, s)
+				if err != nil {
+					t.Fatalf("%s StateAt(%d): %v", id, s, err)
+				}
+				out[id] = append(out[id], frame.AppendFrame(nil, st))
+			}
+		}
+		return out
+	}
+	want := frames(db)
+	db.Close()
+	// Count the operations of a clean pass, then crash at every k-th.
+	counter := &powerCut{mem: vfs.NewCrashableMem(), down: &downstream{effects: map[string]int{}, results: map[string][]byte{}}}
+	o := testOptions(counter.mem)
+	o.FS = errorfs.Wrap(counter.mem, counter)
+	db, err = Open("store", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lineageScript(db, counter.down); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	ops := counter.n.Load()
+	step := max(ops/40, 1)
+	if testing.Short() {
+		step = max(ops/12, 1)
+	}
+	for target := uint64(1); target <= ops; target += step {
+		mem := vfs.NewCrashableMem()
+		down := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
+		cut := &powerCut{mem: mem, down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(7, target))}, target: target}
+		o := testOptions(mem)
+		o.FS = errorfs.Wrap(mem, cut)
+		if db, err := Open("store", o); err == nil {
+			_ = lineageScript(db, down)
+			db.Close()
+		}
+		fs := vfs.FS(mem)
+		if c := cut.clone.Load(); c != nil {
+			fs = c
+			down.mu.Lock()
+			down.dead = false
+			down.mu.Unlock()
+		}
+		db, err := Open("store", testOptions(fs))
+		if err != nil {
+			t.Fatalf("crash at op %d: reopen: %v", target, err)
+		}
+		if err := lineageScript(db, down); err != nil {
+			t.Fatalf("crash at op %d: resume: %v", target, err)
+		}
+		if got := frames(db); !reflect.DeepEqual(got, want) {
+			t.Fatalf("crash at op %d: the lineage's frames differ from a run that never crashed", target)
+		}
+		db.Close()
+		for key, n := range down.effects {
+			if n != 1 {
+				t.Fatalf("crash at op %d: key %q took effect %d times", target, key, n)
+			}
+		}
+		if len(down.effects) != len(refDown.effects) {
+			t.Fatalf("crash at op %d: %d keys took effect, a run that never crashed has %d", target, len(down.effects), len(refDown.effects))
+		}
+		rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+		if err != nil || !rep.OK {
+			t.Fatalf("crash at op %d: verify: %v %v", target, err, rep.Failures)
+		}
 	}
 }

@@ -398,6 +398,12 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
+	return r.stateAt(ctx, seq)
+}
+
+// stateAt is StateAt for the engine's own use: it also serves the final
+// checkpoint of Close (a fork's frame is built from its parent's state).
+func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	r.mu.Lock()
 	last := r.mu.lastSeq
 	if seq > last {
@@ -420,7 +426,7 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 		if err != nil {
 			return nil, err
 		}
-		return p.StateAt(ctx, seq) // the parent's history
+		return p.stateAt(ctx, seq) // the parent's history
 	case seq == r.base:
 		return r.baseFrame(ctx)
 	}

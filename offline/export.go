@@ -151,7 +151,8 @@ func (a ActionInfo) StatusName() string {
 // returns how many atoms it wrote (after an error of w, some of those may
 // not have reached it).
 //
-// from 0 is seq 1. to 0 is the run's last atom, and a to past the last
+// from 0 is seq 1 (a fork's first atom after its fork point: the seqs
+// before are its parent's). to 0 is the run's last atom, and a to past the last
 // atom stops there, so (0, 0) exports the whole run; a from past the last
 // atom exports nothing. A from after a to other than 0, or a run the store
 // does not have, is an error before anything is written.
@@ -167,7 +168,7 @@ func (in *Inspector) Export(ctx context.Context, w io.Writer, run string, from, 
 	if r == nil {
 		return 0, fmt.Errorf("offline: export: store %s has no run %q", in.st.db.dir, run)
 	}
-	from = max(from, 1)
+	from = max(from, r.base+1) // a fork's own atoms; its parent's are the parent's to export
 	if to == 0 {
 		to = r.sum.LastSeq
 	} else if from > to {

@@ -158,7 +158,8 @@ type Inspector struct {
 
 type inspectRun struct {
 	sum   RunSummary
-	atoms []wal.Pos // atoms[i] is the position of seq i+1
+	atoms []wal.Pos // atoms[i] is the position of seq base+i+1
+	base  uint64    // a fork's fork point (its atoms start after it), else 0
 	// failed maps a seq to the position of its latest Fail record: an
 	// attempt whose records all come before it ended.
 	failed map[uint64]wal.Pos
@@ -271,11 +272,15 @@ func (in *Inspector) build(ctx context.Context) error {
 		switch rec.Kind {
 		case record.KindRun:
 			in.run(rec.Run).sum.Created = time.Unix(0, rec.Created)
+		case record.KindFork:
+			r := in.run(rec.Run)
+			r.sum.Created, r.sum.Parent, r.sum.ForkedAt = time.Unix(0, rec.Created), rec.Parent, rec.Seq
+			r.sum.LastSeq, r.base = rec.Seq, rec.Seq
 		case record.KindAtom:
 			r := in.run(rec.Run)
-			if rec.Seq != uint64(len(r.atoms))+1 {
+			if rec.Seq != r.base+uint64(len(r.atoms))+1 {
 				return &CorruptionError{File: in.st.db.segmentFile(lr.Pos.Segment), Offset: lr.Pos.Offset, Run: rec.Run, Seq: rec.Seq,
-					Reason: fmt.Sprintf("atom at %v follows seq %d", lr.Pos, len(r.atoms))}
+					Reason: fmt.Sprintf("atom at %v follows seq %d", lr.Pos, r.base+uint64(len(r.atoms)))}
 			}
 			r.atoms = append(r.atoms, lr.Pos)
 			r.sum.Atoms++
@@ -528,10 +533,10 @@ func (in *Inspector) atomPos(run string, seq uint64) (wal.Pos, error) {
 	if r == nil {
 		return wal.Pos{}, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
 	}
-	if seq == 0 || seq > uint64(len(r.atoms)) {
-		return wal.Pos{}, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, run, seq, len(r.atoms))
+	if seq <= r.base || seq > r.base+uint64(len(r.atoms)) {
+		return wal.Pos{}, fmt.Errorf("%w: run %q seq %d: its atoms are %d..%d", ErrSeqOutOfRange, run, seq, r.base+1, r.base+uint64(len(r.atoms)))
 	}
-	return r.atoms[seq-1], nil
+	return r.atoms[seq-r.base-1], nil
 }
 
 // Atom returns the decoded content of atom seq of run: its delta and its
@@ -583,23 +588,32 @@ func (in *Inspector) actionInfo(fp ledger.Fingerprint) (ActionInfo, error) {
 // run's deltas 1..seq from the log (seq 0: the empty frame). It never reads
 // snapshots or frame files: what it returns is what the log says.
 func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*frame.Frame, error) {
+	r, ok := in.runs[run]
+	if !ok {
+		return nil, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
+	}
 	f := newFrame()
-	if seq == 0 {
-		if _, ok := in.runs[run]; !ok {
-			return nil, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
+	if p := r.sum.Parent; p != "" && seq <= r.base {
+		return in.StateAt(ctx, p, seq) // a fork's seqs up to its fork point are its parent's
+	} else if p != "" {
+		var err error
+		if f, err = in.StateAt(ctx, p, r.base); err != nil {
+			return nil, err
 		}
+	}
+	if seq == r.base {
 		return f, nil
 	}
 	if _, err := in.atomPos(run, seq); err != nil {
 		return nil, err
 	}
-	for s, p := range in.runs[run].atoms[:seq] {
+	for s, p := range r.atoms[:seq-r.base] {
 		if s%256 == 0 {
 			if err := ctx.Err(); err != nil {
 				return nil, err
 			}
 		}
-		a, err := readAtomAt(in.st.db, in.st.log, p, run, uint64(s)+1)
+		a, err := readAtomAt(in.st.db, in.st.log, p, run, r.base+uint64(s)+1)
 		if err != nil {
 			return nil, err
 		}
