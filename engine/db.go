@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -284,8 +285,10 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	return r, r.createErr
 }
 
-// Runs lists the runs of the store, sorted by id.
-func (db *DB) Runs() ([]RunInfo, error) {
+// Runs lists the runs of the store, sorted by id: those with one of the
+// given statuses, or all of them when none is given
+// (db.Runs(StatusActive) lists the runs that have not ended).
+func (db *DB) Runs(status ...Status) ([]RunInfo, error) {
 	db.mu.Lock()
 	if db.mu.closed {
 		db.mu.Unlock()
@@ -303,7 +306,11 @@ func (db *DB) Runs() ([]RunInfo, error) {
 		if r.waitCreated(context.Background()) != nil {
 			continue
 		}
-		infos = append(infos, r.Info())
+		info := r.Info()
+		if len(status) > 0 && !slices.Contains(status, info.Status) {
+			continue
+		}
+		infos = append(infos, info)
 	}
 	return infos, nil
 }

@@ -230,3 +230,27 @@ func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target ui
 }
 
 var _ = chain.Hash{}
+
+// TestRunsByStatus: Runs selects by status; without one it lists all.
+func TestRunsByStatus(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	for i, s := range []Status{StatusActive, StatusCompleted, StatusFailed, StatusCancelled, StatusCompleted} {
+		r := commitN(t, db, fmt.Sprint("r", i), 1)
+		if s != StatusActive {
+			if err := r.End(ctx, s, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	count := func(s ...Status) int {
+		infos, err := db.Runs(s...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(infos)
+	}
+	if all, done, active, ended := count(), count(StatusCompleted), count(StatusActive), count(StatusFailed, StatusCancelled); all != 5 || done != 2 || active != 1 || ended != 2 {
+		t.Fatalf("runs: all %d, completed %d, active %d, failed or cancelled %d", all, done, active, ended)
+	}
+}
