@@ -432,7 +432,9 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		c.setStateLocked(callDone)
 	case errors.As(err, &doubt):
 		c.setStateLocked(callInDoubt)
-	case ran && errors.As(err, &ce):
+	case errors.As(err, &ce):
+		// The client reported that the execution failed: this call's,
+		// or the one of the same action this Do waited for.
 		c.errMsg = ce.msg
 		c.setStateLocked(callFailed)
 	default:

@@ -322,6 +322,33 @@ func TestOutcomeErrorIsCertifiedFailed(t *testing.T) {
 	ts.commit(p)
 }
 
+// TestSameActionTwiceAtOnce: a call of an action another call of the
+// attempt is executing waits for that execution and answers its outcome;
+// the action is executed once.
+func TestSameActionTwiceAtOnce(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	p, _ := ts.begin("r", nil)
+	call := map[string]any{"tool": "t", "key": "same"}
+	wantStatus(t, ts.must(200, "POST", p+"/calls/0", call), "execute")
+	second := make(chan reply)
+	go func() { second <- ts.must(200, "POST", p+"/calls/1", call) }()
+	waitFor(t, 5*time.Second, "call 1 to wait for call 0's execution", func() bool {
+		calls := ts.must(200, "GET", p, nil).body["calls"].([]any)
+		return len(calls) == 2 && calls[1].(map[string]any)["status"] == "pending"
+	})
+	r := ts.must(200, "POST", p+"/calls/0/outcome", map[string]any{"error": "refused"})
+	wantStatus(t, r, "failed")
+	r = <-second
+	if r.str("status") != "failed" || r.str("error") != "refused" {
+		t.Fatalf("the call that waited answers the execution's outcome: %s", r)
+	}
+	// The failed action is executed again by the next call.
+	wantStatus(t, ts.must(200, "POST", p+"/calls/2", call), "execute")
+	ts.must(200, "POST", p+"/calls/2/outcome", map[string]any{"result": "ok"})
+	ts.commit(p)
+}
+
 // TestResolveFailedAndRetry: an in-doubt call that the downstream never
 // saw is resolved as failed and executed again at once, under its key.
 func TestResolveFailedAndRetry(t *testing.T) {
