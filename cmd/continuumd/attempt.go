@@ -360,7 +360,7 @@ func (a *attempt) dispatchLocked(c *call, act ledger.Action) {
 	c.reported = false
 	c.report = make(chan outcome, 1)
 	a.execs.Add(1)
-	go a.runDo(c, act, prev, started)
+	a.rs.srv.workers.run(func() { a.runDo(c, act, prev, started) })
 }
 
 // runDo is one Do of the engine for call c. Its exec tells the client to

@@ -43,6 +43,7 @@ type config struct {
 	tokenFile, tlsCert, tlsKey  string
 	signingKey, chainKey        string
 	insecurePlaintext, noSocket bool
+	unsafeNoSync                bool
 	lease, maxLease, drain      time.Duration
 	maxBody                     int64
 	durability, logLevel        string
@@ -72,6 +73,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.signingKey, "signing-key", "", "signing key `file` (continuumctl keygen): checkpoints are signed")
 	fs.StringVar(&c.chainKey, "chain-key", "", "`file` of the 32-byte key of a store written in keyed chain mode")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.unsafeNoSync, "unsafe-no-sync", false, "never fsync (the engine's NoSync): a machine crash loses acknowledged atoms; for benchmarks only")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
 		fs.PrintDefaults()
@@ -158,7 +160,10 @@ func readSecretFile(flagName, path string) ([]byte, error) {
 }
 
 func serve(c *config, log *slog.Logger) error {
-	opts := &engine.Options{Logger: log}
+	opts := &engine.Options{Logger: log, NoSync: c.unsafeNoSync}
+	if c.unsafeNoSync {
+		log.Warn("continuumd: --unsafe-no-sync: nothing is fsynced; a machine crash loses acknowledged atoms")
+	}
 	if c.durability == "relaxed" {
 		opts.Durability = engine.Relaxed
 	}

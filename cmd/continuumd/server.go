@@ -52,6 +52,10 @@ type server struct {
 
 	draining atomic.Bool // shutdown began: no new attempt or run
 
+	// workers run the engine's Do of calls (which wait for the client's
+	// outcome, so each needs a goroutine of its own).
+	workers workers
+
 	counters struct {
 		begun, committed, failed, expired, takeovers, requests atomic.Int64
 	}
@@ -96,6 +100,7 @@ type runState struct {
 
 func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 	s := &server{db: db, cfg: cfg, log: log}
+	s.workers.jobs = make(chan func())
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.runs = map[string]*runState{}
 	s.mu.attempts = map[string]*attempt{}

@@ -8,6 +8,8 @@ import json
 import os
 import shutil
 import socket
+import ssl
+import subprocess
 import tempfile
 import unittest
 
@@ -141,6 +143,34 @@ class TokenTest(unittest.TestCase):
         self.assertEqual(run.info().last_seq, 1)
         with self.assertRaises(ValueError):
             continuum.Client(url=f"http://127.0.0.1:{port}")  # TCP without a token
+
+
+class TLSTest(unittest.TestCase):
+    @unittest.skipUnless(shutil.which("openssl"), "needs the openssl command to make a certificate")
+    def test_tls_with_token(self) -> None:
+        tmp = tempfile.mkdtemp(prefix="cdtls-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        cert, key, token_file = (os.path.join(tmp, n) for n in ("cert.pem", "key.pem", "token"))
+        subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                        "-keyout", key, "-out", cert, "-days", "1", "-subj", "/CN=continuumd test",
+                        "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True)
+        os.chmod(key, 0o600)
+        with open(token_file, "w") as f:
+            f.write("tls-token-0123456789abcdef")
+        os.chmod(token_file, 0o600)
+        port = free_port()
+        server = harness.Server("--listen", f"127.0.0.1:{port}", "--token-file", token_file, "--tls-cert", cert, "--tls-key", key)
+        self.addCleanup(server.close)
+        client = continuum.Client(url=f"https://127.0.0.1:{port}", token="tls-token-0123456789abcdef", ca_file=cert)
+        self.addCleanup(client.close)
+        run = client.run("over-tls")
+        with run.atom() as atom:
+            self.assertEqual(atom.do("t", lambda k: b"ok"), b"ok")
+        self.assertEqual(run.info().last_seq, 1)
+        untrusting = continuum.Client(url=f"https://127.0.0.1:{port}", token="tls-token-0123456789abcdef", retry_for=0.5)
+        self.addCleanup(untrusting.close)
+        with self.assertRaises(ssl.SSLCertVerificationError):
+            untrusting.runs()  # the server's certificate is not trusted: not retried
 
 
 if __name__ == "__main__":

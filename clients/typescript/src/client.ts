@@ -25,6 +25,16 @@ import {
 
 const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
+const certificateErrors = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED", "CERT_NOT_YET_VALID", "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+function untrustedCertificate(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && certificateErrors.has(code);
+}
+
 /** The options of a begin. */
 export interface BeginOptions {
   /** Abandon the attempt of another client holding the run (for an agent that restarts and is its run's only worker). */
@@ -104,6 +114,7 @@ export class Client {
         last = undefined;
       } catch (e) {
         if (!(e instanceof TransportError) && !(e instanceof ShuttingDown)) throw e;
+        if (e instanceof TransportError && untrustedCertificate(e.cause)) throw e.cause; // not a passing failure
         last = e;
       }
       if (Date.now() + wait > deadline) {

@@ -2,6 +2,7 @@
 // server stays up: raw HTTP, and the client's errors.
 
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
 import { chmodSync, mkdtempSync, writeFileSync } from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
@@ -64,6 +65,48 @@ describe("bad requests", () => {
   });
 });
 
+async function freePort(): Promise<number> {
+  return new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, "127.0.0.1", () => {
+      const p = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(p));
+    });
+  });
+}
+
+function hasOpenSSL(): boolean {
+  try {
+    execFileSync("openssl", ["version"], { stdio: "ignore" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+test("TLS with a token", { skip: !hasOpenSSL() && "needs the openssl command to make a certificate" }, async () => {
+  const dir = mkdtempSync("/tmp/cdts-tls-");
+  const [cert, key, tokenFile] = ["cert.pem", "key.pem", "token"].map((n) => path.join(dir, n)) as [string, string, string];
+  execFileSync("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout", key, "-out", cert,
+    "-days", "1", "-subj", "/CN=continuumd test", "-addext", "subjectAltName=IP:127.0.0.1"], { stdio: "ignore" });
+  chmodSync(key, 0o600);
+  writeFileSync(tokenFile, "tls-token-0123456789abcdef");
+  chmodSync(tokenFile, 0o600);
+  const port = await freePort();
+  const server = await new Server("--listen", `127.0.0.1:${port}`, "--token-file", tokenFile, "--tls-cert", cert, "--tls-key", key).start();
+  try {
+    const client = new c.Client({ url: `https://127.0.0.1:${port}`, token: "tls-token-0123456789abcdef", caFile: cert });
+    const run = await client.run("over-tls");
+    await run.atom(async (atom) => assert.equal(new TextDecoder().decode(await atom.do("t", () => "ok")), "ok"));
+    assert.equal((await run.info()).lastSeq, 1);
+    client.close();
+    const untrusting = new c.Client({ url: `https://127.0.0.1:${port}`, token: "tls-token-0123456789abcdef", retryForMs: 500 });
+    await assert.rejects(untrusting.runs(), (e: unknown) => (e as { code?: string }).code === "DEPTH_ZERO_SELF_SIGNED_CERT");
+    untrusting.close();
+  } finally {
+    await server.close();
+  }
+});
+
 describe("bearer token over TCP", () => {
   const dir = mkdtempSync("/tmp/cdts-tok-");
   const tokenFile = path.join(dir, "token");
@@ -72,12 +115,7 @@ describe("bearer token over TCP", () => {
   let port = 0;
   let server: Server;
   before(async () => {
-    port = await new Promise<number>((resolve) => {
-      const s = net.createServer().listen(0, "127.0.0.1", () => {
-        const p = (s.address() as net.AddressInfo).port;
-        s.close(() => resolve(p));
-      });
-    });
+    port = await freePort();
     server = new Server("--listen", `127.0.0.1:${port}`, "--token-file", tokenFile);
     await server.start();
   });

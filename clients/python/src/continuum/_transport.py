@@ -1,6 +1,8 @@
 """HTTP/1.1 to continuumd over a Unix socket or TCP (TLS optional), with
-the standard library only: http.client for the synchronous client, a small
-HTTP/1.1 exchange over asyncio streams for the asyncio one. Connections
+the standard library only: a small HTTP/1.1 exchange over a socket for the
+synchronous client (http.client's header parsing costs more CPU than the
+rest of a request), and the same over asyncio streams for the asyncio
+one. Connections
 are kept alive and pooled; a request on a connection the server closed
 fails like any transport error, and the caller retries it (every request
 of the protocol may be repeated)."""
@@ -66,20 +68,92 @@ class Endpoint:
         return h
 
 
-class _UnixConnection(http.client.HTTPConnection):
-    def __init__(self, path: str, timeout: float) -> None:
-        super().__init__("localhost", timeout=timeout)
-        self._path = path
+def request_bytes(ep: Endpoint, method: str, path: str, body: Optional[bytes]) -> bytes:
+    """The request, head and body, as one write."""
+    headers = ep.headers(body)
+    if body is None and method != "GET":
+        headers["Content-Length"] = "0"
+    head = "\r\n".join([f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())])
+    return (head + "\r\n\r\n").encode("latin-1") + (body or b"")
 
-    def connect(self) -> None:
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(self.timeout)
-        try:
-            s.connect(self._path)
-        except BaseException:
-            s.close()
-            raise
-        self.sock = s
+
+def parse_status(line: bytes) -> int:
+    if not line:
+        raise EOFError("the server closed the connection before answering")
+    parts = line.decode("latin-1").split(" ", 2)
+    if len(parts) < 2 or not parts[0].startswith("HTTP/1.") or not parts[1].isdigit():
+        raise http.client.BadStatusLine(line.decode("latin-1", errors="replace"))
+    return int(parts[1])
+
+
+def parse_header(line: bytes, into: Dict[str, str]) -> None:
+    k, _, v = line.decode("latin-1").partition(":")
+    into[k.strip().lower()] = v.strip()
+
+
+class _SyncConnection:
+    """One keep-alive HTTP/1.1 connection: a request written in one
+    write, the answer read by Content-Length (chunked, or until the server
+    closes, for the answers Go's HTTP server writes itself)."""
+
+    def __init__(self, ep: Endpoint) -> None:
+        if ep.socket_path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.settimeout(ep.timeout)
+            try:
+                sock.connect(ep.socket_path)
+            except BaseException:
+                sock.close()
+                raise
+        else:
+            sock = socket.create_connection((ep.host, ep.port), timeout=ep.timeout)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            if ep.ssl_context is not None:
+                try:
+                    sock = ep.ssl_context.wrap_socket(sock, server_hostname=ep.host)
+                except BaseException:
+                    sock.close()
+                    raise
+        self.sock = sock
+        self.rfile = sock.makefile("rb")
+
+    def exchange(self, data: bytes) -> Tuple[int, bytes, bool]:
+        self.sock.sendall(data)
+        r = self.rfile
+        status = parse_status(r.readline(65537))
+        hdrs: Dict[str, str] = {}
+        while True:
+            line = r.readline(65537)
+            if line in (b"\r\n", b"\n"):
+                break
+            if not line:
+                raise EOFError("the server closed the connection in the answer's headers")
+            parse_header(line, hdrs)
+        keep = hdrs.get("connection", "").lower() != "close"
+        if "content-length" in hdrs:
+            n = int(hdrs["content-length"])
+            body = r.read(n)
+            if len(body) != n:
+                raise EOFError("the server closed the connection in the answer's body")
+        elif hdrs.get("transfer-encoding", "").lower() == "chunked":
+            chunks = []
+            while True:
+                size = int(r.readline(65537).split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while r.readline(65537) not in (b"\r\n", b"\n", b""):
+                        pass
+                    break
+                chunks.append(r.read(size))
+                r.read(2)
+            body = b"".join(chunks)
+        else:
+            body = r.read()
+            keep = False
+        return status, body, keep
+
+    def close(self) -> None:
+        self.rfile.close()
+        self.sock.close()
 
 
 class SyncTransport:
@@ -89,38 +163,26 @@ class SyncTransport:
     def __init__(self, ep: Endpoint) -> None:
         self.ep = ep
         self._lock = threading.Lock()
-        self._idle: List[http.client.HTTPConnection] = []
+        self._idle: List[_SyncConnection] = []
         self._closed = False
 
-    def _connection(self) -> http.client.HTTPConnection:
-        with self._lock:
-            if self._idle:
-                return self._idle.pop()
-        ep = self.ep
-        if ep.socket_path is not None:
-            return _UnixConnection(ep.socket_path, ep.timeout)
-        if ep.ssl_context is not None:
-            return http.client.HTTPSConnection(ep.host, ep.port, timeout=ep.timeout, context=ep.ssl_context)
-        return http.client.HTTPConnection(ep.host, ep.port, timeout=ep.timeout)
-
     def request(self, method: str, path: str, body: Optional[bytes]) -> Tuple[int, bytes]:
-        conn = self._connection()
+        with self._lock:
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = _SyncConnection(self.ep)
         try:
-            conn.request(method, path, body=body, headers=self.ep.headers(body))
-            resp = conn.getresponse()
-            data = resp.read()
+            status, data, keep = conn.exchange(request_bytes(self.ep, method, path, body))
         except BaseException:
             conn.close()
             raise
-        if resp.will_close:
+        with self._lock:
+            if keep and not self._closed:
+                self._idle.append(conn)
+                conn = None
+        if conn is not None:
             conn.close()
-        else:
-            with self._lock:
-                if self._closed:
-                    conn.close()
-                else:
-                    self._idle.append(conn)
-        return resp.status, data
+        return status, data
 
     def close(self) -> None:
         with self._lock:
@@ -168,20 +230,9 @@ class AsyncTransport:
     async def _exchange(
         self, r: asyncio.StreamReader, w: asyncio.StreamWriter, method: str, path: str, body: Optional[bytes]
     ) -> Tuple[int, bytes, bool]:
-        head = [f"{method} {path} HTTP/1.1"]
-        headers = self.ep.headers(body)
-        if body is None and method != "GET":
-            headers["Content-Length"] = "0"
-        head += [f"{k}: {v}" for k, v in headers.items()]
-        w.write(("\r\n".join(head) + "\r\n\r\n").encode("latin-1") + (body or b""))
+        w.write(request_bytes(self.ep, method, path, body))
         await w.drain()
-        line = await r.readline()
-        if not line:
-            raise EOFError("the server closed the connection before answering")
-        parts = line.decode("latin-1").split(" ", 2)
-        if len(parts) < 2 or not parts[0].startswith("HTTP/1."):
-            raise http.client.BadStatusLine(line.decode("latin-1", errors="replace"))
-        status = int(parts[1])
+        status = parse_status(await r.readline())
         hdrs: Dict[str, str] = {}
         while True:
             line = await r.readline()
@@ -189,8 +240,7 @@ class AsyncTransport:
                 break
             if not line:
                 raise EOFError("the server closed the connection in the answer's headers")
-            k, _, v = line.decode("latin-1").partition(":")
-            hdrs[k.strip().lower()] = v.strip()
+            parse_header(line, hdrs)
         keep = hdrs.get("connection", "").lower() != "close"
         if "content-length" in hdrs:
             data = await r.readexactly(int(hdrs["content-length"]))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import ssl
 import time
 import uuid
 from contextvars import Token
@@ -80,6 +81,8 @@ class AsyncClient:
                 last = None
             except ShuttingDown as e:
                 last = e
+            except ssl.SSLCertVerificationError:
+                raise  # a certificate not trusted is not a passing failure
             except TRANSPORT_ERRORS as e:  # asyncio.TimeoutError is TimeoutError, an OSError
                 last = e
             except json.JSONDecodeError as e:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import ssl
 import threading
 import time
 import uuid
@@ -60,15 +61,18 @@ class Client:
     ) -> None:
         self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
         self.retry_for = retry_for
+        self._beats = _Heartbeats(self)
 
     @classmethod
     def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "Client":
         c = cls.__new__(cls)
         c._t = SyncTransport(endpoint_from_env(timeout))
         c.retry_for = retry_for
+        c._beats = _Heartbeats(c)
         return c
 
     def close(self) -> None:
+        self._beats.close()
         self._t.close()
 
     def __enter__(self) -> "Client":
@@ -93,6 +97,8 @@ class Client:
                 last = None
             except ShuttingDown as e:
                 last = e
+            except ssl.SSLCertVerificationError:
+                raise  # a certificate not trusted is not a passing failure
             except TRANSPORT_ERRORS as e:
                 last = e
             except json.JSONDecodeError as e:
@@ -128,6 +134,55 @@ class Client:
         return dict(self._send(_core.Request("POST", "/v1/verify", body)))
 
 
+class _Heartbeats:
+    """Renews the leases of a client's open atoms, every third of each
+    lease, from one background thread (started with the first atom)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._cond = threading.Condition()
+        self._due: Dict["Atom", float] = {}
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def add(self, atom: "Atom") -> None:
+        with self._cond:
+            self._due[atom] = time.monotonic() + atom.lease / 3
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._loop, name="continuum-heartbeats", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, atom: "Atom") -> None:
+        with self._cond:
+            self._due.pop(atom, None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._due.clear()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    now = time.monotonic()
+                    due = [a for a, t in self._due.items() if t <= now]
+                    if due:
+                        for a in due:
+                            self._due[a] = now + a.lease / 3
+                        break
+                    self._cond.wait(min(self._due.values(), default=now + 60) - now)
+            for a in due:
+                try:
+                    a.heartbeat()
+                except (APIError, Unavailable):
+                    self.remove(a)  # the attempt is over, or lost: its requests say so
+
+
 class Run:
     """One run of the store, as :meth:`Client.run` opened it."""
 
@@ -159,8 +214,8 @@ class Run:
         return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
 
     def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
-        """Begins the run's next atom. While the atom is open a background
-        thread renews its lease (every third of it). ``takeover`` abandons
+        """Begins the run's next atom. While the atom is open the client's
+        background thread renews its lease (every third of it). ``takeover`` abandons
         the attempt of another client holding the run (for an agent that
         restarts and is its run's only worker); without it a held run
         raises :class:`~continuum.errors.RunHeld`."""
@@ -214,23 +269,14 @@ class Atom:
         self._path = f"{run._path}/attempts/{self.attempt}"
         self._calls = 0
         self._order = threading.Lock()
-        self._done = threading.Event()
         self._token: Optional[Token[Any]] = None
-        self._beat = threading.Thread(target=self._heartbeats, name=f"continuum-heartbeat-{run.id}-{self.seq}", daemon=True)
-        self._beat.start()
+        run.client._beats.add(self)
 
     def __repr__(self) -> str:
         return f"Atom({self.run.id!r}, seq={self.seq})"
 
-    def _heartbeats(self) -> None:
-        while not self._done.wait(self.lease / 3):
-            try:
-                self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
-            except (APIError, Unavailable):
-                return  # the attempt is over, or lost: its requests say so
-
     def _stop(self) -> None:
-        self._done.set()
+        self.run.client._beats.remove(self)
 
     def _drive(
         self,
@@ -349,7 +395,8 @@ class Atom:
         return self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
 
     def heartbeat(self) -> None:
-        """Renews the lease now (the background thread does it anyway)."""
+        """Renews the lease now (the client's background thread does it
+        anyway, every third of the lease)."""
         self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
 
     def commit(self, delta: Optional[Delta] = None) -> Committed:
