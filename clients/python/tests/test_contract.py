@@ -246,7 +246,8 @@ class ContractTest(unittest.TestCase):
     def test_commit_answer_lost_across_a_restart(self) -> None:
         run = self.client.run(self.run_id())
         atom = run.begin()
-        d = continuum.Delta().set("k", b"\x00\xff").append_message("assistant", "x")
+        d = (continuum.Delta().set("k", b"\x00\xff").append_message("assistant", "x").add_subgoal("s1", "")
+             .set("", "empty key").add_pending("p", "t", {"b": [1, 2.5], "a": None}).set_objective(""))
         first = atom.commit(d)
         self.server.restart(kill=True)
         # The server knows no attempt now; the commit is found in the log.

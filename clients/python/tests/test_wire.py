@@ -50,6 +50,9 @@ class WireTest(unittest.TestCase):
                   {"op": "append_message", "role": "tool", "content": "x", "tool": "t", "call_id": "c"}]
         self.assertTrue(_wire.same_delta(sent, stored))
         self.assertFalse(_wire.same_delta(sent, stored[:1]))
+        # Empty texts: the server's form leaves them out.
+        sent = continuum.Delta().add_subgoal("s", "").set("", "v").ops
+        self.assertTrue(_wire.same_delta(sent, [{"op": "add_subgoal", "id": "s"}, {"op": "set", "value": "v"}]))
 
     def test_errors_by_code(self) -> None:
         def err(status: int, code: str) -> continuum.APIError:

@@ -201,7 +201,8 @@ describe("contract", () => {
   test("a commit whose answer was lost across a restart is found in the log", async () => {
     const run = await client.run("ts-commit-lost");
     const atom = await run.begin();
-    const d = new c.Delta().set("k", new Uint8Array([0, 255])).appendMessage("assistant", "x");
+    const d = new c.Delta().set("k", new Uint8Array([0, 255])).appendMessage("assistant", "x").addSubgoal("s1", "")
+      .set("", "empty key").addPending("p", "t", { b: [1, 2.5], a: null }).setObjective("");
     const first = await atom.commit(d);
     await server.kill();
     await server.start();
