@@ -90,10 +90,10 @@
 //     concurrent Do calls of one fingerprint do; calls after it wait too
 //     (the server keeps default keys in call order). Such a call answers
 //     pending after 20 s.
-//   - Run.End, statuses and Fork (contract v1) are not in the engine yet:
-//     the protocol reserves POST /v1/runs/{run}/end and
-//     POST /v1/runs/{run}/fork, and Run's status, parent and forked_at
-//     fields, for them (openapi.json says how they slot in).
+//   - Forks (contract v1's DB.Fork) are not in the engine yet: the
+//     protocol reserves POST /v1/runs/{run}/fork for them, and Run's parent
+//     and forked_at ("" and 0 until then); openapi.json says how it slots
+//     in. Ending a run (POST /v1/runs/{run}/end, engine Run.End) is there.
 //   - A request body is decoded whole: memory per request is a few times
 //     --max-body. Authenticated clients are trusted not to send thousands
 //     at once.

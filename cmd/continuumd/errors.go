@@ -45,6 +45,7 @@ const (
 	codeAtomNotFound     = "atom_not_found"    // 404: no committed atom at that seq
 	codeMethodNotAllowed = "method_not_allowed"
 	codeRunHeld          = "run_held"       // 409: another attempt holds the run's lease
+	codeRunEnded         = "run_ended"      // 409: the run ended: it takes no more atoms, and no other end
 	codeLeaseLost        = "lease_lost"     // 409: this attempt was abandoned (lease expired, taken over, server stopping)
 	codeAttemptDone      = "attempt_done"   // 409: the attempt is committed or failed
 	codeCallMismatch     = "call_mismatch"  // 409: a repeated call differs from the first request of that number
@@ -66,7 +67,7 @@ const (
 var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
 	codeInternal,
@@ -114,6 +115,8 @@ func engineError(err error, field string) *apiError {
 		return conflict(codeAttemptDone, "%v", err)
 	case errors.Is(err, engine.ErrNotInDoubt):
 		return conflict(codeNotInDoubt, "%v", err)
+	case errors.Is(err, engine.ErrRunEnded):
+		return conflict(codeRunEnded, "%v", err)
 	case errors.Is(err, engine.ErrAtomInProgress):
 		return conflict(codeRunHeld, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):

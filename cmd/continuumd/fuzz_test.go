@@ -26,6 +26,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/runs/fz/attempts/{attempt}/fail"},
 	{"POST", "/v1/runs/fz/attempts/{attempt}/heartbeat"},
 	{"POST", "/v1/verify"},
+	{"POST", "/v1/runs/fz2/end"},
 }
 
 // FuzzRequests sends fuzzed bodies to every endpoint that takes one,
@@ -45,6 +46,7 @@ func FuzzRequests(f *testing.F) {
 		[]byte(`{"delta":[{"op":"set_objective","text":"x"},{"op":"add_subgoal","id":"s","text":"t"},{"op":"set_subgoal_status","id":"s","status":"done"},{"op":"set","key":"k","value_base64":"AP8="},{"op":"delete","key":"k"},{"op":"append_scratch","value":"s"},{"op":"clear_scratch"},{"op":"append_message","role":"user","content":"c","tool":"t","call_id":"c"},{"op":"add_pending","call_id":"p","tool":"t","args":{},"key":"k"},{"op":"tool_output","call_id":"p","tool":"t","content":"o"},{"op":"remove_pending","call_id":"x"},{"op":"drop_messages","count":1}]}`),
 		[]byte(`{"reason":"because"}`),
 		[]byte(`{"deep":true,"unsigned_tail":3}`),
+		[]byte(`{"status":"completed","result":"done"}`),
 		[]byte(`{"delta":[{"op":"set","key":"k","value":"v","value_base64":""}]}`),
 		[]byte("\x00\xff{"),
 	}
@@ -71,8 +73,10 @@ func FuzzRequests(f *testing.F) {
 		h.ServeHTTP(w, httptest.NewRequest(method, path, bytes.NewReader(body)))
 		return w
 	}
-	if w := send("PUT", "/v1/runs/fz", nil); w.Code != 200 {
-		f.Fatal(w.Body.String())
+	for _, run := range []string{"fz", "fz2"} {
+		if w := send("PUT", "/v1/runs/"+run, nil); w.Code != 200 {
+			f.Fatal(w.Body.String())
+		}
 	}
 	var token string
 	f.Fuzz(func(t *testing.T, route, call uint8, body []byte) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/subtle"
@@ -124,6 +125,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/runs/{run}/state", s.handleState},
 		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom},
 		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
+		{"POST", "/v1/runs/{run}/end", s.handleEnd},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat},
@@ -495,6 +497,42 @@ func (s *server) handleInterrupted(r *http.Request, _ []byte) (int, any, *apiErr
 		return 0, nil, engineError(err, "")
 	}
 	return 200, map[string]any{"interrupted": intr}, nil
+}
+
+func (s *server) handleEnd(r *http.Request, body []byte) (int, any, *apiError) {
+	var req endRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	st, ok := endStatuses[req.Status]
+	if !ok {
+		return 0, nil, badRequest("status", "status must be completed, failed or cancelled, not %q", req.Status)
+	}
+	result, _, aerr := pickBytes("result", req.Result, req.ResultBase64)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	// Begins wait while the run ends, so that none slips in between.
+	rs.beginMu.Lock()
+	defer rs.beginMu.Unlock()
+	if l := rs.lease(); l != nil {
+		e := conflict(codeRunHeld, "run %q seq %d is held by an attempt until %s: commit or fail it before ending the run",
+			rs.id, l.Seq, l.Expires.Format(time.RFC3339Nano))
+		e.Details = map[string]any{"seq": l.Seq, "lease_expires": l.Expires}
+		return 0, nil, e
+	}
+	if err := rs.run.End(s.ctx, st, result); err != nil {
+		info := rs.run.Info()
+		if errors.Is(err, engine.ErrRunEnded) && info.Status == st && bytes.Equal(info.Result, result) {
+			return 200, runInfoJSON(info, nil), nil // a repeated end
+		}
+		return 0, nil, engineError(err, "result")
+	}
+	return 200, runInfoJSON(rs.run.Info(), nil), nil
 }
 
 func newToken() string {

@@ -92,6 +92,39 @@ func TestAtomOverTheWire(t *testing.T) {
 	ts.commit(p4)
 }
 
+// TestEndRun: a run ends with a status and a result (engine Run.End),
+// durably; then it takes no more atoms, and an end repeated after a lost
+// answer has the effect of one.
+func TestEndRun(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	p, _ := ts.begin("r", nil)
+	wantError(t, ts.do("POST", "/v1/runs/r/end", map[string]any{"status": "completed"}), 409, codeRunHeld, "-")
+	ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"})
+	wantError(t, ts.do("POST", "/v1/runs/r/end", map[string]any{"status": "done"}), 400, codeBadRequest, "status")
+	wantError(t, ts.do("POST", "/v1/runs/nope/end", map[string]any{"status": "completed"}), 404, codeRunNotFound, "run")
+	end := map[string]any{"status": "completed", "result": `{"deployed":true}`}
+	r := ts.must(200, "POST", "/v1/runs/r/end", end)
+	if r.str("status") != "completed" || r.str("result") != `{"deployed":true}` || r.body["ended"] == nil || r.num("last_seq") != 1 {
+		t.Fatalf("end: %s", r)
+	}
+	again := ts.must(200, "POST", "/v1/runs/r/end", end)
+	if again.str("head") != r.str("head") {
+		t.Fatalf("a repeated end: %s then %s", r, again)
+	}
+	wantError(t, ts.do("POST", "/v1/runs/r/end", map[string]any{"status": "failed"}), 409, codeRunEnded, "-")
+	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{}), 409, codeRunEnded, "-")
+	ts.restart()
+	info := ts.must(200, "GET", "/v1/runs/r", nil)
+	if info.str("status") != "completed" || info.str("result") != `{"deployed":true}` || info.str("parent") != "" {
+		t.Fatalf("after a restart: %s", info)
+	}
+	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{}), 409, codeRunEnded, "-")
+	if active := ts.must(200, "PUT", "/v1/runs/other", nil); active.str("status") != "active" || active.body["ended"] != nil {
+		t.Fatalf("an active run: %s", active)
+	}
+}
+
 // TestRunIDsInThePath: a run id with a slash or spaces travels
 // percent-encoded, and comes back as itself.
 func TestRunIDsInThePath(t *testing.T) {

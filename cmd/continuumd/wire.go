@@ -83,6 +83,20 @@ type failRequest struct {
 	Reason string `json:"reason"`
 }
 
+// endRequest is the body of POST /v1/runs/{run}/end (engine Run.End).
+type endRequest struct {
+	// Status is how the run ended: completed, failed or cancelled.
+	Status string `json:"status"`
+	// Result is the run's outcome, for whoever lists it (optional; at most
+	// engine.MaxEndResult bytes).
+	Result       *string `json:"result"`
+	ResultBase64 *string `json:"result_base64"`
+}
+
+var endStatuses = map[string]engine.Status{
+	"completed": engine.StatusCompleted, "failed": engine.StatusFailed, "cancelled": engine.StatusCancelled,
+}
+
 // verifyRequest is the body of POST /v1/verify.
 type verifyRequest struct {
 	Deep bool `json:"deep"`
@@ -502,8 +516,7 @@ func frameJSON(run string, seq uint64, f *frame.Frame) map[string]any {
 	return o
 }
 
-// runJSON is a run as the protocol describes it. Status, parent and
-// forked_at will join it when the engine has them (contract v1).
+// runJSON is a run as the protocol describes it (engine.RunInfo).
 type runJSON struct {
 	ID            string     `json:"id"`
 	Created       time.Time  `json:"created"`
@@ -514,6 +527,16 @@ type runJSON struct {
 	Running       uint64     `json:"running"`
 	Interrupted   uint64     `json:"interrupted"`
 	Lease         *leaseJSON `json:"lease"`
+	// Status is active, completed, failed or cancelled; Ended and Result
+	// say when and with what it ended (null and absent while active).
+	Status       string     `json:"status"`
+	Ended        *time.Time `json:"ended"`
+	Result       *string    `json:"result,omitempty"`
+	ResultBase64 *string    `json:"result_base64,omitempty"`
+	// Parent and ForkedAt: the run this one was forked from and the seq it
+	// starts from ("" and 0: not a fork).
+	Parent   string `json:"parent"`
+	ForkedAt uint64 `json:"forked_at"`
 }
 
 // leaseJSON says which seq the attempt holding a run works on and until
@@ -525,11 +548,22 @@ type leaseJSON struct {
 }
 
 func runInfoJSON(info engine.RunInfo, lease *leaseJSON) runJSON {
-	return runJSON{
+	r := runJSON{
 		ID: info.ID, Created: info.Created.UTC(), LastSeq: info.LastSeq, Head: hexHash(info.Head),
 		SnapshotSeq: info.SnapshotSeq, CheckpointSeq: info.CheckpointSeq,
 		Running: info.Running, Interrupted: info.Interrupted, Lease: lease,
+		Status: info.Status.String(), Parent: info.Parent, ForkedAt: info.ForkedAt,
 	}
+	if info.Status != engine.StatusActive {
+		ended := info.Ended.UTC()
+		r.Ended = &ended
+		if info.Result != nil {
+			var c callResponse
+			c.setResult(info.Result)
+			r.Result, r.ResultBase64 = c.Result, c.ResultBase64
+		}
+	}
+	return r
 }
 
 func hexHash(h chain.Hash) string { return hex.EncodeToString(h[:]) }

@@ -280,6 +280,25 @@ class ContractTest(unittest.TestCase):
         self.assertEqual(run.state().memory["out"], b"effect")
         self.assertEqual(run.atom_at(1).actions[0]["status"], "resolved")
 
+    def test_end_run(self) -> None:
+        run = self.client.run(self.run_id())
+        with run.atom() as atom:
+            atom.delta.set("k", "v")
+        held = run.begin()
+        with self.assertRaises(continuum.RunHeld):
+            run.end("completed")
+        held.fail("not this time")
+        info = run.end("completed", b'{"deployed":true}')
+        self.assertEqual((info.status, info.result, info.last_seq), ("completed", b'{"deployed":true}', 1))
+        self.assertIsNotNone(info.ended)
+        self.assertEqual(run.end("completed", b'{"deployed":true}').head, info.head)  # a repeat
+        with self.assertRaises(continuum.RunEnded):
+            run.end("failed")
+        with self.assertRaises(continuum.RunEnded):
+            with run.atom():
+                pass
+        self.assertEqual(run.info().status, "completed")
+
     def test_verify_and_runs(self) -> None:
         run = self.client.run(self.run_id())
         with run.atom() as atom:

@@ -60,6 +60,7 @@ class WireTest(unittest.TestCase):
 
         self.assertIsInstance(err(409, "run_held"), continuum.RunHeld)
         self.assertIsInstance(err(409, "run_held"), continuum.Conflict)
+        self.assertIsInstance(err(409, "run_ended"), continuum.RunEnded)
         self.assertIsInstance(err(409, "lease_lost"), continuum.AttemptLost)
         self.assertIsInstance(err(404, "attempt_not_found"), continuum.AttemptLost)
         self.assertIsInstance(err(404, "run_not_found"), continuum.RunNotFound)

@@ -184,6 +184,13 @@ export class Run {
     return interrupted((await this.client.request({ kind: "request", method: "GET", path: `${this.path}/interrupted` })).interrupted);
   }
 
+  /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
+  async end(status: "completed" | "failed" | "cancelled", result?: Bytes): Promise<RunInfo> {
+    const body: Obj = { status };
+    if (result !== undefined) putBytes(body, "result", result);
+    return runInfo(await this.client.request({ kind: "request", method: "POST", path: `${this.path}/end`, body }));
+  }
+
   /** Begins the run's next atom; its lease is renewed in the background while it is open. */
   async begin(o: BeginOptions = {}): Promise<Atom> {
     const body: Obj = { request_id: randomUUID(), takeover: o.takeover ?? false };

@@ -37,6 +37,8 @@ export class RunNotFound extends NotFound {}
 export class Conflict extends APIError {}
 /** 409 run_held: another attempt holds the run (details: seq, lease_expires); begin with takeover to abandon it. */
 export class RunHeld extends Conflict {}
+/** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
+export class RunEnded extends Conflict {}
 /**
  * The attempt is gone: its lease expired, another client took the run
  * over (409 lease_lost), or the server restarted (404 attempt_not_found).
@@ -95,6 +97,7 @@ export class NoAtom extends ContinuumError {}
 const byCode: Record<string, typeof APIError> = {
   run_not_found: RunNotFound,
   run_held: RunHeld,
+  run_ended: RunEnded,
   lease_lost: AttemptLost,
   attempt_not_found: AttemptLost,
   invalid_delta: InvalidDelta,

@@ -58,6 +58,13 @@ export interface RunInfo {
   running: number;
   interrupted: number;
   lease: Lease | null;
+  /** active, completed, failed or cancelled; ended and result say when and with what it ended. */
+  status: string;
+  ended: Date | null;
+  result?: Uint8Array;
+  /** The run this one was forked from ("" and 0: not a fork). */
+  parent: string;
+  forkedAt: number;
 }
 
 export interface ActionState {
@@ -122,6 +129,11 @@ export function runInfo(o: Obj): RunInfo {
     running: Number(o.running),
     interrupted: Number(o.interrupted),
     lease: lease ? { seq: Number(lease.seq), expires: new Date(String(lease.expires)) } : null,
+    status: String(o.status ?? "active"),
+    ended: o.ended ? new Date(String(o.ended)) : null,
+    ...(getBytes(o, "result") !== undefined ? { result: getBytes(o, "result")! } : {}),
+    parent: String(o.parent ?? ""),
+    forkedAt: Number(o.forked_at ?? 0),
   };
 }
 

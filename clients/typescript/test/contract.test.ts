@@ -230,6 +230,21 @@ describe("contract", () => {
     assert.equal((await run.atomAt(1)).actions[0]!.status, "resolved");
   });
 
+  test("a run ends, durably, and takes no more atoms", async () => {
+    const run = await client.run("ts-end");
+    await run.atom(async (atom) => void atom.delta.set("k", "v"));
+    const held = await run.begin();
+    await assert.rejects(run.end("completed"), c.RunHeld);
+    await held.fail("not this time");
+    const info = await run.end("completed", '{"deployed":true}');
+    assert.equal(info.status, "completed");
+    assert.equal(new TextDecoder().decode(info.result), '{"deployed":true}');
+    assert.ok(info.ended instanceof Date);
+    assert.equal((await run.end("completed", '{"deployed":true}')).head, info.head);
+    await assert.rejects(run.end("failed"), c.RunEnded);
+    await assert.rejects(run.atom(async () => undefined), c.RunEnded);
+  });
+
   test("verify, runs and escaped run ids", async () => {
     for (const id of ["a/b", "spaces and ünïcode", "q?x=1#f"]) {
       const run = await client.run(id);

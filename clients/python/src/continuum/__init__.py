@@ -36,6 +36,7 @@ from .errors import (
     InvalidDelta,
     NoAtom,
     NotFound,
+    RunEnded,
     RunHeld,
     RunNotFound,
     ServerError,
@@ -67,6 +68,6 @@ __all__ = [
     "Happened", "DidNotHappen", "RunInfo", "Lease", "State", "Subgoal", "Message", "Pending",
     "Interrupted", "ActionState", "Committed", "AtomRecord",
     "ContinuumError", "APIError", "BadRequest", "Unauthorized", "NotFound", "RunNotFound", "Conflict",
-    "RunHeld", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
+    "RunHeld", "RunEnded", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
 ]

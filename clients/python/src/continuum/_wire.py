@@ -84,6 +84,11 @@ def run_info(o: Mapping[str, Any]) -> RunInfo:
         running=int(o["running"]),
         interrupted=int(o["interrupted"]),
         lease=Lease(seq=int(lease["seq"]), expires=_time(lease["expires"])) if lease else None,
+        status=str(o.get("status", "active")),
+        ended=_time(o["ended"]) if o.get("ended") else None,
+        result=get_bytes(o, "result"),
+        parent=str(o.get("parent", "")),
+        forked_at=int(o.get("forked_at", 0)),
     )
 
 

@@ -161,6 +161,13 @@ class AsyncRun:
     async def interrupted(self) -> Optional[Interrupted]:
         return _wire.interrupted((await self.client._get(f"{self._path}/interrupted")).get("interrupted"))
 
+    async def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
+        """:meth:`continuum.Run.end` for asyncio."""
+        body: Dict[str, Any] = {"status": status}
+        if result is not None:
+            _wire.put_bytes(body, "result", result)
+        return _wire.run_info(await self.client._send(_core.Request("POST", f"{self._path}/end", body)))
+
     async def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "AsyncAtom":
         body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
         if lease is not None:

@@ -213,6 +213,15 @@ class Run:
     def interrupted(self) -> Optional[Interrupted]:
         return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
 
+    def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
+        """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
+        optional result, durably: begin then raises RunEnded. Refused
+        (RunHeld) while an atom of the run is open."""
+        body: Dict[str, Any] = {"status": status}
+        if result is not None:
+            _wire.put_bytes(body, "result", result)
+        return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
+
     def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
         """Begins the run's next atom. While the atom is open the client's
         background thread renews its lease (every third of it). ``takeover`` abandons

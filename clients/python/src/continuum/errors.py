@@ -20,6 +20,7 @@ __all__ = [
     "RunNotFound",
     "Conflict",
     "RunHeld",
+    "RunEnded",
     "AttemptLost",
     "TooLarge",
     "Unprocessable",
@@ -87,6 +88,11 @@ class RunHeld(Conflict):
     ``details`` has the ``seq`` it works on and when its lease expires;
     begin with ``takeover=True`` to abandon it.
     """
+
+
+class RunEnded(Conflict):
+    """409 run_ended: the run ended (Run.end): it takes no more atoms, and
+    no end with another status or result."""
 
 
 class AttemptLost(APIError):
@@ -175,6 +181,7 @@ class NoAtom(ContinuumError, RuntimeError):
 _BY_CODE = {
     "run_not_found": RunNotFound,
     "run_held": RunHeld,
+    "run_ended": RunEnded,
     "lease_lost": AttemptLost,
     "attempt_not_found": AttemptLost,
     "invalid_delta": InvalidDelta,

@@ -33,7 +33,10 @@ class Lease:
 
 @dataclass(frozen=True)
 class RunInfo:
-    """A run as the server describes it."""
+    """A run as the server describes it. ``status`` is ``active``,
+    ``completed``, ``failed`` or ``cancelled``; ``ended`` and ``result`` say
+    when and with what it ended (None while active). ``parent`` and
+    ``forked_at`` name the run it was forked from ("" and 0: not a fork)."""
 
     id: str
     created: datetime
@@ -44,6 +47,11 @@ class RunInfo:
     running: int
     interrupted: int
     lease: Optional[Lease]
+    status: str = "active"
+    ended: Optional[datetime] = None
+    result: Optional[bytes] = None
+    parent: str = ""
+    forked_at: int = 0
 
 
 @dataclass(frozen=True)
