@@ -93,7 +93,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"VerifyRequest": verifyRequest{}, "EndRequest": endRequest{}, "DeltaOp": wireOp{}, "Run": runJSON{}, "Lease": leaseJSON{},
 		"ActionState": actionStateJSON{}, "Interrupted": interruptedJSON{}, "BeginResponse": beginResponse{},
 		"CallResponse": callResponse{}, "CommitResponse": commitResponse{}, "FailResponse": failResponse{},
-		"Attempt": attemptJSON{},
+		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
 	} {
 		s, ok := sc[name]
 		if !ok {

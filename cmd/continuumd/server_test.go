@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/url"
 	"strings"
@@ -122,6 +123,47 @@ func TestEndRun(t *testing.T) {
 	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{}), 409, codeRunEnded, "-")
 	if active := ts.must(200, "PUT", "/v1/runs/other", nil); active.str("status") != "active" || active.body["ended"] != nil {
 		t.Fatalf("an active run: %s", active)
+	}
+}
+
+// TestLLMShapedMessages: messages with tool calls, content blocks and
+// error results (frame.Message as OpenAI's and Anthropic's APIs shape
+// them) go into the frame and come back in the state and the atom.
+func TestLLMShapedMessages(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	p, _ := ts.begin("r", nil)
+	assistant := map[string]any{"op": "append_message", "role": "assistant", "content": "",
+		"tool_calls": []any{map[string]any{"id": "call_1", "name": "search", "arguments": map[string]any{"q": "flights", "n": 2}}}}
+	result := map[string]any{"op": "append_message", "role": "tool", "content": "no such airport", "tool": "search", "call_id": "call_1", "is_error": true}
+	user := map[string]any{"op": "append_message", "role": "user", "parts": []any{
+		map[string]any{"kind": "text", "text": "and this:"},
+		map[string]any{"kind": "tool_result", "call_id": "call_1", "json": []any{map[string]any{"type": "text", "text": "x"}}},
+	}}
+	wantError(t, ts.do("POST", p+"/commit", map[string]any{"delta": []any{map[string]any{"op": "append_message", "role": "user",
+		"parts": []any{map[string]any{"kind": "picture"}}}}}), 400, codeBadRequest, "delta[0].parts[0].kind")
+	wantError(t, ts.do("POST", p+"/commit", map[string]any{"delta": []any{map[string]any{"op": "append_message", "role": "assistant",
+		"tool_calls": []any{map[string]any{"id": "", "name": "search"}}}}}), 422, codeInvalidDelta, "delta")
+	ts.commit(p, assistant, result, user)
+	st := ts.must(200, "GET", "/v1/runs/r/state", nil)
+	msgs := st.body["messages"].([]any)
+	call := msgs[0].(map[string]any)["tool_calls"].([]any)[0].(map[string]any)
+	if call["id"] != "call_1" || call["name"] != "search" || call["arguments"].(map[string]any)["q"] != "flights" {
+		t.Fatalf("tool calls in the state: %s", st)
+	}
+	if msgs[1].(map[string]any)["is_error"] != true {
+		t.Fatalf("an error result in the state: %s", st)
+	}
+	parts := msgs[2].(map[string]any)["parts"].([]any)
+	if len(parts) != 2 || parts[1].(map[string]any)["kind"] != "tool_result" || parts[1].(map[string]any)["call_id"] != "call_1" {
+		t.Fatalf("parts in the state: %s", st)
+	}
+	atom := ts.must(200, "GET", "/v1/runs/r/atoms/1", nil)
+	ops := atom.body["delta"].([]any)
+	got, _ := json.Marshal(ops[0].(map[string]any)["tool_calls"])
+	want, _ := json.Marshal(assistant["tool_calls"])
+	if string(got) != string(want) {
+		t.Fatalf("the atom's tool calls %s, sent %s", got, want)
 	}
 }
 

@@ -296,6 +296,62 @@ type wireOp struct {
 	CallID      *string         `json:"call_id"`
 	Args        json.RawMessage `json:"args"`
 	Count       *uint64         `json:"count"`
+	ToolCalls   []wireToolCall  `json:"tool_calls"`
+	Parts       []wirePart      `json:"parts"`
+	IsError     *bool           `json:"is_error"`
+}
+
+// wireToolCall is a tool call an assistant message requests
+// (frame.ToolCall): OpenAI's tool_calls[i], Anthropic's tool_use.
+type wireToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// wirePart is one block of a message's content (frame.Part).
+type wirePart struct {
+	Kind    string          `json:"kind"` // text, tool_call, tool_result, json
+	Text    string          `json:"text"`
+	Call    *wireToolCall   `json:"call"`
+	CallID  string          `json:"call_id"`
+	IsError bool            `json:"is_error"`
+	JSON    json.RawMessage `json:"json"`
+}
+
+var partKinds = map[string]frame.PartKind{
+	"text": frame.PartText, "tool_call": frame.PartToolCall, "tool_result": frame.PartToolResult, "json": frame.PartJSON,
+}
+
+func (c *wireToolCall) toolCall() frame.ToolCall {
+	return frame.ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
+}
+
+// message builds the frame message of an append_message op; the rules of
+// its fields (ids, JSON, which kind takes what) are Apply's to check.
+func (o *wireOp) message(r frame.Role, at string) (frame.Message, *apiError) {
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	m := frame.Message{Role: r, Content: s(o.Content), Tool: s(o.Tool), CallID: s(o.CallID), IsError: o.IsError != nil && *o.IsError}
+	for _, c := range o.ToolCalls {
+		m.ToolCalls = append(m.ToolCalls, c.toolCall())
+	}
+	for i, p := range o.Parts {
+		k, ok := partKinds[p.Kind]
+		if !ok {
+			return m, badRequest(fmt.Sprintf("%s.parts[%d].kind", at, i), "unknown part kind %q: one of text, tool_call, tool_result, json", p.Kind)
+		}
+		part := frame.Part{Kind: k, Text: p.Text, CallID: p.CallID, IsError: p.IsError, JSON: []byte(p.JSON)}
+		if p.Call != nil {
+			part.Call = p.Call.toolCall()
+		}
+		m.Parts = append(m.Parts, part)
+	}
+	return m, nil
 }
 
 // opFields lists, per op, the fields it takes: required ones first, then
@@ -308,7 +364,7 @@ var opFields = map[string]string{
 	"delete":             "key",
 	"append_scratch":     "value",
 	"clear_scratch":      "",
-	"append_message":     "role | content tool call_id",
+	"append_message":     "role | content tool call_id tool_calls parts is_error",
 	"add_pending":        "call_id tool | args key",
 	"tool_output":        "call_id tool | content",
 	"remove_pending":     "call_id",
@@ -357,6 +413,7 @@ func applyOp(d *frame.Delta, o *wireOp, at string) *apiError {
 		"id": o.ID != nil, "text": o.Text != nil, "status": o.Status != nil, "key": o.Key != nil,
 		"value": o.Value != nil || o.ValueBase64 != nil, "role": o.Role != nil, "content": o.Content != nil,
 		"tool": o.Tool != nil, "call_id": o.CallID != nil, "args": o.Args != nil, "count": o.Count != nil,
+		"tool_calls": o.ToolCalls != nil, "parts": o.Parts != nil, "is_error": o.IsError != nil,
 	}
 	required, optional, _ := strings.Cut(spec, "|")
 	allowed := map[string]bool{}
@@ -419,7 +476,11 @@ func applyOp(d *frame.Delta, o *wireOp, at string) *apiError {
 		if !ok {
 			return badRequest(at+".role", "unknown role %q: one of system, user, assistant, tool", *o.Role)
 		}
-		d.AppendMessage(frame.Message{Role: r, Content: s(o.Content), Tool: s(o.Tool), CallID: s(o.CallID)})
+		m, err := o.message(r, at)
+		if err != nil {
+			return err
+		}
+		d.AppendMessage(m)
 	case "add_pending":
 		if *o.CallID == "" {
 			return badRequest(at+".call_id", "%s.call_id must not be empty", at)
@@ -496,6 +557,23 @@ func frameJSON(run string, seq uint64, f *frame.Frame) map[string]any {
 		if m.CallID != "" {
 			putText(mm, "call_id", m.CallID)
 		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for i := range m.ToolCalls {
+				calls[i] = toolCallJSON(&m.ToolCalls[i])
+			}
+			mm["tool_calls"] = calls
+		}
+		if len(m.Parts) > 0 {
+			parts := make([]any, len(m.Parts))
+			for i := range m.Parts {
+				parts[i] = partJSON(&m.Parts[i])
+			}
+			mm["parts"] = parts
+		}
+		if m.IsError {
+			mm["is_error"] = true
+		}
 		msgs = append(msgs, mm)
 	}
 	o["messages"] = msgs
@@ -513,6 +591,44 @@ func frameJSON(run string, seq uint64, f *frame.Frame) map[string]any {
 		pend = append(pend, pm)
 	}
 	o["pending"] = pend
+	return o
+}
+
+// rawOrText embeds b as JSON when it is valid JSON, else as text.
+func rawOrText(b []byte) any {
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return string(b)
+}
+
+// toolCallJSON and partJSON write a message's tool calls and parts as
+// frame.Op's MarshalJSON does (and as append_message takes them).
+func toolCallJSON(c *frame.ToolCall) map[string]any {
+	o := map[string]any{"id": c.ID, "name": c.Name}
+	if len(c.Arguments) > 0 {
+		o["arguments"] = rawOrText(c.Arguments)
+	}
+	return o
+}
+
+func partJSON(p *frame.Part) map[string]any {
+	o := map[string]any{"kind": p.Kind.String()}
+	if p.Text != "" {
+		o["text"] = p.Text
+	}
+	if p.Kind == frame.PartToolCall {
+		o["call"] = toolCallJSON(&p.Call)
+	}
+	if p.CallID != "" {
+		o["call_id"] = p.CallID
+	}
+	if p.IsError {
+		o["is_error"] = true
+	}
+	if len(p.JSON) > 0 {
+		o["json"] = rawOrText(p.JSON)
+	}
 	return o
 }
 

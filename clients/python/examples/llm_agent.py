@@ -98,18 +98,16 @@ def call_tool(name: str, args: Dict[str, Any]) -> Any:
 
 
 def openai_messages(state: continuum.State) -> List[Dict[str, Any]]:
-    """The conversation of the frame, as the chat API takes it. An
-    assistant's tool call is a message with its tool and call id."""
+    """The conversation of the frame, as the chat API takes it: the frame's
+    messages have its shape (tool calls, tool results)."""
     out: List[Dict[str, Any]] = []
     for m in state.messages:
-        if m.role == "assistant" and m.call_id:
-            call = {"id": m.call_id, "type": "function", "function": {"name": m.tool, "arguments": m.content}}
-            if out and out[-1]["role"] == "assistant" and out[-1].get("tool_calls"):
-                out[-1]["tool_calls"].append(call)
-            else:
-                out.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif m.role == "tool":
+        if m.role == "tool":
             out.append({"role": "tool", "tool_call_id": m.call_id, "content": m.content})
+        elif m.tool_calls:
+            calls = [{"id": c["id"], "type": "function",
+                      "function": {"name": c["name"], "arguments": json.dumps(c.get("arguments", {}))}} for c in m.tool_calls]
+            out.append({"role": "assistant", "content": m.content or None, "tool_calls": calls})
         else:
             out.append({"role": m.role, "content": m.content})
     return out
@@ -134,9 +132,8 @@ def turn(run: continuum.Run, atom: continuum.Atom) -> None:
         atom.delta.append_message("assistant", msg.get("content") or "")
         atom.delta.set("answer", msg.get("content") or "")
         return
-    for tc in calls:
-        fn = tc["function"]
-        atom.delta.append_message("assistant", fn["arguments"], tool=fn["name"], call_id=tc["id"])
+    atom.delta.append_message("assistant", msg.get("content") or "", tool_calls=[
+        {"id": tc["id"], "name": tc["function"]["name"], "arguments": json.loads(tc["function"]["arguments"] or "{}")} for tc in calls])
     for tc in calls:
         fn = tc["function"]
         result = call_tool(fn["name"], json.loads(fn["arguments"] or "{}"))

@@ -247,8 +247,15 @@ class ContractTest(unittest.TestCase):
         run = self.client.run(self.run_id())
         atom = run.begin()
         d = (continuum.Delta().set("k", b"\x00\xff").append_message("assistant", "x").add_subgoal("s1", "")
-             .set("", "empty key").add_pending("p", "t", {"b": [1, 2.5], "a": None}).set_objective(""))
+             .set("", "empty key").add_pending("p", "t", {"b": [1, 2.5], "a": None}).set_objective("")
+             .append_message("assistant", tool_calls=[{"id": "c1", "name": "search", "arguments": {"q": "x"}}])
+             .append_message("tool", "failed", "search", "c1", is_error=True)
+             .append_message("user", parts=[{"kind": "text", "text": "see"}, {"kind": "tool_result", "call_id": "c1", "is_error": False, "text": "ok"}]))
         first = atom.commit(d)
+        msgs = run.state().messages
+        self.assertEqual(msgs[1].tool_calls, ({"id": "c1", "name": "search", "arguments": {"q": "x"}},))
+        self.assertTrue(msgs[2].is_error)
+        self.assertEqual(msgs[3].parts[1]["kind"], "tool_result")
         self.server.restart(kill=True)
         # The server knows no attempt now; the commit is found in the log.
         again = atom._drive(continuum._core.commit_flow(atom._path, run.id, atom.seq, d.ops))

@@ -57,19 +57,18 @@ function callTool(name: string, args: Obj): Promise<unknown> {
   return Promise.resolve({ error: `no tool ${name}` });
 }
 
-/** The frame's conversation as the chat API takes it. */
+/** The frame's conversation as the chat API takes it: the frame's messages have its shape (tool calls, tool results). */
 function openaiMessages(state: c.State): Obj[] {
-  const out: Obj[] = [];
-  for (const m of state.messages) {
-    if (m.role === "assistant" && m.callId) {
-      const call = { id: m.callId, type: "function", function: { name: m.tool, arguments: m.content } };
-      const prev = out.at(-1);
-      if (prev?.role === "assistant" && prev.tool_calls) prev.tool_calls.push(call);
-      else out.push({ role: "assistant", content: null, tool_calls: [call] });
-    } else if (m.role === "tool") out.push({ role: "tool", tool_call_id: m.callId, content: m.content });
-    else out.push({ role: m.role, content: m.content });
-  }
-  return out;
+  return state.messages.map((m) => {
+    if (m.role === "tool") return { role: "tool", tool_call_id: m.callId, content: m.content };
+    if (m.toolCalls?.length) {
+      return {
+        role: "assistant", content: m.content || null,
+        tool_calls: m.toolCalls.map((tc) => ({ id: tc.id, type: "function", function: { name: tc.name, arguments: JSON.stringify(tc.arguments ?? {}) } })),
+      };
+    }
+    return { role: m.role, content: m.content };
+  });
 }
 
 async function turn(run: c.Run, atom: c.Atom): Promise<void> {
@@ -89,7 +88,9 @@ async function turn(run: c.Run, atom: c.Atom): Promise<void> {
     atom.delta.appendMessage("assistant", msg.content ?? "").set("answer", msg.content ?? "");
     return;
   }
-  for (const tc of calls) atom.delta.appendMessage("assistant", tc.function.arguments, tc.function.name, tc.id);
+  atom.delta.appendMessage("assistant", msg.content ?? "", undefined, undefined, {
+    toolCalls: calls.map((tc) => ({ id: tc.id, name: tc.function.name, arguments: JSON.parse(tc.function.arguments || "{}") })),
+  });
   for (const tc of calls) {
     const result = await callTool(tc.function.name, JSON.parse(tc.function.arguments || "{}"));
     atom.delta.appendMessage("tool", JSON.stringify(result), tc.function.name, tc.id);

@@ -70,11 +70,21 @@ export class Delta {
     return this.#add({ op: "clear_scratch" });
   }
 
-  appendMessage(role: string, content: string, tool?: string, callId?: string): this {
+  /**
+   * A message of the conversation. opts.toolCalls are an assistant's
+   * {id, name, arguments} (OpenAI's tool_calls); opts.parts are content
+   * blocks {kind: "text" | "tool_call" | "tool_result" | "json", ...}
+   * (Anthropic's), instead of content; opts.isError marks a tool message
+   * reporting a failure. frame.Message has the rules.
+   */
+  appendMessage(role: string, content = "", tool?: string, callId?: string, opts: { toolCalls?: Obj[]; parts?: Obj[]; isError?: boolean } = {}): this {
     if (!roles.includes(role)) throw new RangeError(`role ${JSON.stringify(role)}: one of ${roles.join(", ")}`);
     const op: Obj = { op: "append_message", role, content };
     if (tool) op.tool = tool;
     if (callId) op.call_id = callId;
+    if (opts.toolCalls?.length) op.tool_calls = opts.toolCalls.map((c) => ({ ...c }));
+    if (opts.parts?.length) op.parts = opts.parts.map((p) => ({ ...p }));
+    if (opts.isError) op.is_error = true;
     return this.#add(op);
   }
 

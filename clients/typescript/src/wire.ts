@@ -85,11 +85,17 @@ export interface Interrupted {
   actions: ActionState[];
 }
 
+/** One message of the frame's conversation (frame.Message). */
 export interface Message {
   role: string;
   content: string;
   tool?: string;
   callId?: string;
+  /** An assistant's tool calls: {id, name, arguments}. */
+  toolCalls?: Obj[];
+  /** The content as blocks. */
+  parts?: Obj[];
+  isError?: boolean;
 }
 
 export interface State {
@@ -172,6 +178,9 @@ export function state(o: Obj): State {
       const callId = getText(m, "call_id");
       if (tool) msg.tool = tool;
       if (callId) msg.callId = callId;
+      if (Array.isArray(m.tool_calls)) msg.toolCalls = m.tool_calls as Obj[];
+      if (Array.isArray(m.parts)) msg.parts = m.parts as Obj[];
+      if (m.is_error === true) msg.isError = true;
       return msg;
     }),
     pending: ((o.pending as Obj[] | undefined) ?? []).map((p) => {
@@ -200,6 +209,20 @@ export function atomRecord(o: Obj): AtomRecord {
   return { run: String(o.run), seq: Number(o.seq), head: String(o.head), delta: o.delta as Obj[], actions: o.actions as Obj[] };
 }
 
+/** The server leaves out what is empty: "", false, null, [] (an empty key or subgoal text, is_error false, no tool calls), in parts too. */
+function prune(v: unknown): any {
+  if (Array.isArray(v)) return v.map(prune);
+  if (v && typeof v === "object") {
+    const o: Obj = {};
+    for (const [k, x] of Object.entries(v)) {
+      if (x === "" || x === false || x === null || (Array.isArray(x) && x.length === 0)) continue;
+      o[k] = prune(x);
+    }
+    return o;
+  }
+  return v;
+}
+
 function canonical(v: unknown): string {
   if (Array.isArray(v)) return "[" + v.map(canonical).join(",") + "]";
   if (v && typeof v === "object") {
@@ -208,7 +231,7 @@ function canonical(v: unknown): string {
   return JSON.stringify(v);
 }
 
-/** Whether the ops a commit sent are those the store holds (as JSON values; the server writes bytes as text or base64 and leaves empty texts out). */
+/** Whether the ops a commit sent are those the store holds (as JSON values; the server writes bytes as text or base64 and leaves out what is empty). */
 export function sameDelta(sent: Obj[], stored: Obj[]): boolean {
   const norm = (ops: Obj[]) =>
     ops.map((op) => {
@@ -218,9 +241,7 @@ export function sameDelta(sent: Obj[], stored: Obj[]): boolean {
         delete o[name + "_base64"];
         if (b !== undefined) o[name] = Buffer.from(b).toString("base64");
       }
-      // The server leaves out empty texts (an empty key or subgoal text).
-      for (const k of Object.keys(o)) if (o[k] === "") delete o[k];
-      return o;
+      return prune(o);
     });
   return canonical(norm(sent)) === canonical(norm(stored));
 }

@@ -202,8 +202,15 @@ describe("contract", () => {
     const run = await client.run("ts-commit-lost");
     const atom = await run.begin();
     const d = new c.Delta().set("k", new Uint8Array([0, 255])).appendMessage("assistant", "x").addSubgoal("s1", "")
-      .set("", "empty key").addPending("p", "t", { b: [1, 2.5], a: null }).setObjective("");
+      .set("", "empty key").addPending("p", "t", { b: [1, 2.5], a: null }).setObjective("")
+      .appendMessage("assistant", "", undefined, undefined, { toolCalls: [{ id: "c1", name: "search", arguments: { q: "x" } }] })
+      .appendMessage("tool", "failed", "search", "c1", { isError: true })
+      .appendMessage("user", "", undefined, undefined, { parts: [{ kind: "text", text: "see" }, { kind: "tool_result", call_id: "c1", is_error: false, text: "ok" }] });
     const first = await atom.commit(d);
+    const msgs = (await run.state()).messages;
+    assert.deepEqual(msgs[1]!.toolCalls, [{ id: "c1", name: "search", arguments: { q: "x" } }]);
+    assert.equal(msgs[2]!.isError, true);
+    assert.equal(msgs[3]!.parts![1]!.kind, "tool_result");
     await server.kill();
     await server.start();
     assert.deepEqual(await atom.commit(d), first);

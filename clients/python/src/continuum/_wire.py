@@ -125,7 +125,8 @@ def state(o: Mapping[str, Any]) -> State:
         memory=memory,
         scratchpad=get_bytes(o, "scratchpad") or b"",
         messages=tuple(
-            Message(m["role"], get_text(m, "content"), get_text(m, "tool") or None, get_text(m, "call_id") or None)
+            Message(m["role"], get_text(m, "content"), get_text(m, "tool") or None, get_text(m, "call_id") or None,
+                    tuple(m.get("tool_calls") or ()), tuple(m.get("parts") or ()), bool(m.get("is_error", False)))
             for m in o.get("messages") or ()
         ),
         pending=tuple(
@@ -146,7 +147,7 @@ def atom_record(o: Mapping[str, Any]) -> AtomRecord:
 def same_delta(sent: Any, stored: Any) -> bool:
     """Whether the ops a commit sent are those the store holds (compared as
     JSON values: the server writes them in its own order of fields, bytes
-    as text or base64, and leaves empty texts out)."""
+    as text or base64, and leaves out what is empty)."""
     def norm(ops: Any) -> Any:
         out = []
         for op in ops:
@@ -156,8 +157,16 @@ def same_delta(sent: Any, stored: Any) -> bool:
                 op.pop(name + "_base64", None)
                 if b is not None:
                     op[name] = base64.b64encode(b).decode("ascii")
-            # The server leaves out empty texts (an empty key or subgoal text).
-            out.append({k: v for k, v in op.items() if v != ""})
+            out.append(prune(op))
         return out
+
+    def prune(v: Any) -> Any:
+        # The server leaves out what is empty: "", false, [] (an empty key
+        # or subgoal text, is_error false, no tool calls), in parts too.
+        if isinstance(v, dict):
+            return {k: prune(x) for k, x in v.items() if x not in ("", False, None, [])}
+        if isinstance(v, list):
+            return [prune(x) for x in v]
+        return v
 
     return json.dumps(norm(sent), sort_keys=True) == json.dumps(norm(stored), sort_keys=True)

@@ -75,7 +75,22 @@ class Delta:
     def clear_scratch(self) -> "Delta":
         return self._add({"op": "clear_scratch"})
 
-    def append_message(self, role: str, content: str, tool: Optional[str] = None, call_id: Optional[str] = None) -> "Delta":
+    def append_message(
+        self,
+        role: str,
+        content: str = "",
+        tool: Optional[str] = None,
+        call_id: Optional[str] = None,
+        *,
+        tool_calls: Optional[List[Dict[str, Any]]] = None,
+        parts: Optional[List[Dict[str, Any]]] = None,
+        is_error: bool = False,
+    ) -> "Delta":
+        """A message of the conversation. An assistant's tool_calls are
+        ``{"id", "name", "arguments"}`` (OpenAI's tool_calls); parts are
+        content blocks ``{"kind": "text" | "tool_call" | "tool_result" |
+        "json", ...}`` (Anthropic's), instead of content; is_error marks a
+        tool message reporting a failure. frame.Message has the rules."""
         if role not in _ROLES:
             raise ValueError(f"role {role!r}: one of {', '.join(_ROLES)}")
         op: Dict[str, Any] = {"op": "append_message", "role": role, "content": content}
@@ -83,6 +98,12 @@ class Delta:
             op["tool"] = tool
         if call_id:
             op["call_id"] = call_id
+        if tool_calls:
+            op["tool_calls"] = [dict(c) for c in tool_calls]
+        if parts:
+            op["parts"] = [dict(p) for p in parts]
+        if is_error:
+            op["is_error"] = True
         return self._add(op)
 
     def add_pending(self, call_id: str, tool: str, args: Any = None, key: Optional[str] = None) -> "Delta":

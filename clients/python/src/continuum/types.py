@@ -88,10 +88,17 @@ class Subgoal:
 
 @dataclass(frozen=True)
 class Message:
+    """One message of the frame's conversation (frame.Message): tool_calls
+    (an assistant's, ``{"id", "name", "arguments"}``), parts (content
+    blocks) and is_error as the server gives them."""
+
     role: str
     content: str
     tool: Optional[str] = None
     call_id: Optional[str] = None
+    tool_calls: Tuple[Dict[str, Any], ...] = ()
+    parts: Tuple[Dict[str, Any], ...] = ()
+    is_error: bool = False
 
 
 @dataclass(frozen=True)
