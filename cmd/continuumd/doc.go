@@ -94,6 +94,9 @@
 //     protocol reserves POST /v1/runs/{run}/fork for them, and Run's parent
 //     and forked_at ("" and 0 until then); openapi.json says how it slots
 //     in. Ending a run (POST /v1/runs/{run}/end, engine Run.End) is there.
+//   - A delta over the wire takes every op but references to certified
+//     results (frame's refs and tool_output_ref, which Go agents write):
+//     a client puts the result itself in the message.
 //   - A request body is decoded whole: memory per request is a few times
 //     --max-body. Authenticated clients are trusted not to send thousands
 //     at once.
