@@ -566,15 +566,16 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 
 	rs.mu.Lock()
 	cur := rs.mu.cur
-	if req.RequestID != "" && req.RequestID == rs.mu.lastRequest && rs.mu.lastAttempt != nil {
-		a := rs.mu.lastAttempt
-		rs.mu.Unlock()
-		if resp, ok := a.beginAnswer(); ok {
-			return 201, resp, nil // a repeated begin: the attempt it made
-		}
-		rs.mu.Lock()
+	var last *attempt
+	if req.RequestID != "" && req.RequestID == rs.mu.lastRequest {
+		last = rs.mu.lastAttempt
 	}
 	rs.mu.Unlock()
+	if last != nil {
+		if resp, ok := last.beginAnswer(); ok {
+			return 201, resp, nil // a repeated begin: the attempt it made, while open
+		}
+	}
 
 	if cur != nil {
 		cur.mu.Lock()
