@@ -1,0 +1,624 @@
+// Command continuumd measures what continuumd costs an agent against the
+// in-process library, side by side:
+//
+//   - latency: one atom (begin, one action executed by the client, commit
+//     of a ~200 B delta) in-process (engine: Begin, Do, Commit), and
+//     through continuumd over its Unix socket and over loopback TCP (4
+//     requests: begin, call, outcome, commit; a Go client with keep-alive
+//     connections). The per-request overhead is the difference of the
+//     p50s divided by 4.
+//   - throughput: atoms/s of 16 runs at once: 16 goroutines in-process,
+//     16 goroutines over the socket, 16 Python client processes
+//     (clients/python) over the socket.
+//
+// Each kind runs on a store of its own in -dir, one after the other within
+// each round (so every round measures all of them under the same machine
+// load), -rounds rounds; the figures are medians over the rounds.
+// -nosync runs a second latency pass with fsync off on every side
+// (engine.Options.NoSync, continuumd --unsafe-no-sync): the protocol's cost
+// without the disk's noise.
+//
+//	go run ./bench/continuumd -rounds 5 -atoms 2000 -nosync -dir /work/tmp-bench/continuumd
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+var (
+	serverFlag = flag.String("server", "", "the continuumd binary (default: go build ./cmd/continuumd into a temporary directory)")
+	dirFlag    = flag.String("dir", "", "directory for the stores (default: a temporary one)")
+	rounds     = flag.Int("rounds", 5, "rounds; every kind runs once per round")
+	atoms      = flag.Int("atoms", 2000, "atoms per latency measurement")
+	conc       = flag.Int("concurrency", 16, "runs at once in the throughput measurement")
+	perRun     = flag.Int("per-run", 150, "atoms per run in the throughput measurement")
+	nosync     = flag.Bool("nosync", false, "also measure latency with fsync off everywhere")
+	python     = flag.String("python", "python3", "the Python interpreter for the Python clients (\"\": skip them)")
+	repoFlag   = flag.String("repo", ".", "the repository's root (for clients/python and go build)")
+	helloFlag  = flag.String("serve-hello", "", "internal: serve a minimal HTTP handler on this Unix socket (the floor of any HTTP protocol)")
+)
+
+// the atom's content, the same on every side
+var (
+	args   = []byte(`{"region":"eu-west-1","service":"checkout","replicas":3}`)
+	result = []byte(`{"status":"ok","deployment":"d-1234","replicas":3}`)
+)
+
+func delta(seq uint64) *frame.Delta {
+	return new(frame.Delta).Set("step", []byte(strconv.FormatUint(seq, 10))).
+		AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: "deployed checkout to eu-west-1, 3 replicas; next: verify health checks"})
+}
+
+func deltaOps(seq string) []any {
+	return []any{
+		map[string]any{"op": "set", "key": "step", "value": seq},
+		map[string]any{"op": "append_message", "role": "assistant", "content": "deployed checkout to eu-west-1, 3 replicas; next: verify health checks"},
+	}
+}
+
+func main() {
+	flag.Parse()
+	log.SetFlags(0)
+	if *helloFlag != "" {
+		serveHello(*helloFlag)
+		return
+	}
+	root := *dirFlag
+	if root == "" {
+		d, err := os.MkdirTemp("", "bench-continuumd-")
+		if err != nil {
+			log.Fatal(err)
+		}
+		defer os.RemoveAll(d)
+		root = d
+	}
+	if err := os.MkdirAll(root, 0o700); err != nil {
+		log.Fatal(err)
+	}
+	bin := *serverFlag
+	if bin == "" {
+		bin = filepath.Join(root, "continuumd-bin")
+		cmd := exec.Command("go", "build", "-o", bin, "./cmd/continuumd")
+		cmd.Dir, cmd.Stderr = *repoFlag, os.Stderr
+		if err := cmd.Run(); err != nil {
+			log.Fatalf("go build: %v", err)
+		}
+	}
+	fmt.Printf("# continuumd bench: %d rounds, %d atoms per latency run, %d runs x %d atoms for throughput, %s\n",
+		*rounds, *atoms, *conc, *perRun, time.Now().UTC().Format(time.RFC3339))
+
+	type kind struct {
+		name string
+		run  func(dir string, sync bool) (measure, error)
+	}
+	kinds := []kind{
+		{"in-process", latencyInProcess},
+		{"bare HTTP", func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
+		{"unix socket", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false) }},
+		{"loopback TCP", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, true) }},
+	}
+	modes := []bool{true}
+	if *nosync {
+		modes = append(modes, false)
+	}
+	p50s := map[string][]float64{}
+	p99s := map[string][]float64{}
+	cpus := map[string][]float64{}
+	tput := map[string][]float64{}
+	for r := 0; r < *rounds; r++ {
+		for _, sync := range modes {
+			for _, k := range kinds {
+				dir := filepath.Join(root, fmt.Sprintf("lat-%d-%t-%s", r, sync, strings.ReplaceAll(k.name, " ", "-")))
+				m, err := k.run(dir, sync)
+				if err != nil {
+					log.Fatalf("%s: %v", k.name, err)
+				}
+				os.RemoveAll(dir)
+				lat := m.lat
+				key := fmt.Sprintf("%s|%t", k.name, sync)
+				cpu := us(m.cpu) / float64(len(lat))
+				p50s[key] = append(p50s[key], us(pct(lat, 50)))
+				p99s[key] = append(p99s[key], us(pct(lat, 99)))
+				cpus[key] = append(cpus[key], cpu)
+				fmt.Printf("round %d %-12s fsync=%-5t p50 %7.1f us  p99 %7.1f us  cpu %6.1f us/atom\n", r, k.name, sync, us(pct(lat, 50)), us(pct(lat, 99)), cpu)
+			}
+		}
+		for _, t := range []struct {
+			name string
+			run  func(dir string) (float64, error)
+		}{
+			{"in-process", throughputInProcess},
+			{"go clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "go") }},
+			{"python clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "python") }},
+		} {
+			if strings.HasPrefix(t.name, "python") && *python == "" {
+				continue
+			}
+			dir := filepath.Join(root, fmt.Sprintf("tput-%d-%s", r, strings.ReplaceAll(t.name, " ", "-")))
+			v, err := t.run(dir)
+			if err != nil {
+				log.Fatalf("%s: %v", t.name, err)
+			}
+			os.RemoveAll(dir)
+			tput[t.name] = append(tput[t.name], v)
+			fmt.Printf("round %d throughput %-28s %8.0f atoms/s\n", r, t.name, v)
+		}
+	}
+	fmt.Printf("\n## latency of one atom (begin, one action, commit), median of %d rounds\n\n", *rounds)
+	fmt.Println("| fsync | path | p50 | p99 | added p50 per atom | added p50 per request (4 per atom) | CPU per atom (all processes) |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+	for _, sync := range modes {
+		base := median(p50s[fmt.Sprintf("in-process|%t", sync)])
+		for _, k := range kinds {
+			key := fmt.Sprintf("%s|%t", k.name, sync)
+			p50 := median(p50s[key])
+			added := "-"
+			perReq := "-"
+			if k.name == "bare HTTP" {
+				perReq = fmt.Sprintf("%.0f µs (floor: 4 round trips)", p50/4)
+			} else if k.name != "in-process" {
+				added = fmt.Sprintf("%.0f µs", p50-base)
+				perReq = fmt.Sprintf("%.0f µs", (p50-base)/4)
+			}
+			fmt.Printf("| %t | %s | %.0f µs | %.0f µs | %s | %s | %.0f µs |\n", sync, k.name, p50, median(p99s[key]), added, perReq, median(cpus[key]))
+		}
+	}
+	fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", *conc, *rounds)
+	fmt.Println("| clients | atoms/s | vs in-process |")
+	fmt.Println("| --- | ---: | ---: |")
+	base := median(tput["in-process"])
+	for _, name := range []string{"in-process", "go clients, unix socket", "python clients, unix socket"} {
+		if len(tput[name]) == 0 {
+			continue
+		}
+		v := median(tput[name])
+		fmt.Printf("| %s | %.0f | %.2fx |\n", name, v, v/base)
+	}
+}
+
+func openDB(dir string, sync bool) (*engine.DB, error) {
+	return engine.Open(dir, &engine.Options{Logger: slog.New(slog.DiscardHandler), NoSync: !sync})
+}
+
+// measure is a latency run: each timed atom's wall time, and the CPU time
+// (user and system) of every process involved over the timed atoms.
+type measure struct {
+	lat []time.Duration
+	cpu time.Duration
+}
+
+// selfCPU is this process's CPU time so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// procCPU is the CPU time of process pid so far (/proc, clock ticks of 10 ms).
+func procCPU(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	ut, _ := strconv.ParseInt(f[11], 10, 64)
+	st, _ := strconv.ParseInt(f[12], 10, 64)
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
+
+// latencyInProcess times atoms through the library.
+func latencyInProcess(dir string, sync bool) (measure, error) {
+	ctx := context.Background()
+	db, err := openDB(dir, sync)
+	if err != nil {
+		return measure{}, err
+	}
+	defer db.Close()
+	run, err := db.Run(ctx, "lat")
+	if err != nil {
+		return measure{}, err
+	}
+	exec := func(context.Context, string) ([]byte, error) { return result, nil }
+	out := make([]time.Duration, 0, *atoms)
+	var cpu0 time.Duration
+	for i := 0; i < *atoms+*atoms/10; i++ {
+		if i == *atoms/10 { // the first tenth warms up
+			cpu0 = selfCPU()
+		}
+		t0 := time.Now()
+		a, err := run.Begin(ctx)
+		if err != nil {
+			return measure{}, err
+		}
+		if _, err := a.Do(ctx, ledger.Action{Tool: "deploy", Args: args}, exec); err != nil {
+			return measure{}, err
+		}
+		if err := a.Commit(ctx, delta(a.Seq())); err != nil {
+			return measure{}, err
+		}
+		if i >= *atoms/10 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return measure{out, selfCPU() - cpu0}, nil
+}
+
+// server is a continuumd process on a store.
+type server struct {
+	cmd    *exec.Cmd
+	sock   string
+	tcp    string
+	token  string
+	client *http.Client
+	base   string
+}
+
+func startServer(bin, dir string, sync, tcp bool) (*server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &server{sock: filepath.Join(dir, "s.sock"), token: "bench-token-0123456789abcdef"}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
+		return nil, err
+	}
+	argv := []string{"--store", filepath.Join(dir, "store"), "--socket", s.sock, "--log-level", "warn"}
+	if !sync {
+		argv = append(argv, "--unsafe-no-sync")
+	}
+	if tcp {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s.tcp = l.Addr().String()
+		l.Close()
+		argv = append(argv, "--listen", s.tcp, "--token-file", tokenFile)
+	}
+	s.cmd = exec.Command(bin, argv...)
+	s.cmd.Stderr = os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	s.base = "http://continuumd"
+	if tcp {
+		s.base = "http://" + s.tcp
+	} else {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", s.sock)
+		}
+	}
+	s.client = &http.Client{Transport: tr, Timeout: time.Minute}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.do("GET", "/v1/health", nil); err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("continuumd did not answer")
+		}
+	}
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	s.cmd.Wait()
+}
+
+func (s *server) do(method, path string, body any) (map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if s.tcp != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %q", method, path, err, raw)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return out, nil
+}
+
+// atom is one atom over the wire: begin, call 0 (execute), outcome, commit.
+func (s *server) atom(run string) error {
+	b, err := s.do("POST", "/v1/runs/"+run+"/attempts", map[string]any{})
+	if err != nil {
+		return err
+	}
+	p := "/v1/runs/" + run + "/attempts/" + b["attempt"].(string)
+	c, err := s.do("POST", p+"/calls/0", map[string]any{"tool": "deploy", "args": json.RawMessage(args)})
+	if err != nil {
+		return err
+	}
+	if c["status"] != "execute" {
+		return fmt.Errorf("call: %v", c)
+	}
+	if _, err := s.do("POST", p+"/calls/0/outcome", map[string]any{"result": string(result)}); err != nil {
+		return err
+	}
+	_, err = s.do("POST", p+"/commit", map[string]any{"delta": deltaOps(fmt.Sprint(b["seq"]))})
+	return err
+}
+
+func latencyServer(bin, dir string, sync, tcp bool) (measure, error) {
+	s, err := startServer(bin, dir, sync, tcp)
+	if err != nil {
+		return measure{}, err
+	}
+	defer s.stop()
+	if _, err := s.do("PUT", "/v1/runs/lat", nil); err != nil {
+		return measure{}, err
+	}
+	out := make([]time.Duration, 0, *atoms)
+	var cpu0 time.Duration
+	for i := 0; i < *atoms+*atoms/10; i++ {
+		if i == *atoms/10 {
+			cpu0 = selfCPU() + procCPU(s.cmd.Process.Pid)
+		}
+		t0 := time.Now()
+		if err := s.atom("lat"); err != nil {
+			return measure{}, err
+		}
+		if i >= *atoms/10 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return measure{out, selfCPU() + procCPU(s.cmd.Process.Pid) - cpu0}, nil
+}
+
+func throughputInProcess(dir string) (float64, error) {
+	ctx := context.Background()
+	db, err := openDB(dir, true)
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	runs := make([]*engine.Run, *conc)
+	for i := range runs {
+		if runs[i], err = db.Run(ctx, fmt.Sprint("t", i)); err != nil {
+			return 0, err
+		}
+	}
+	exec := func(context.Context, string) ([]byte, error) { return result, nil }
+	var wg sync.WaitGroup
+	var failed atomic.Pointer[error]
+	t0 := time.Now()
+	for _, run := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < *perRun; i++ {
+				a, err := run.Begin(ctx)
+				if err == nil {
+					_, err = a.Do(ctx, ledger.Action{Tool: "deploy", Args: args}, exec)
+				}
+				if err == nil {
+					err = a.Commit(ctx, delta(a.Seq()))
+				}
+				if err != nil {
+					failed.Store(&err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if e := failed.Load(); e != nil {
+		return 0, *e
+	}
+	return float64(*conc**perRun) / time.Since(t0).Seconds(), nil
+}
+
+// throughputServer runs the atoms through continuumd, from Go goroutines
+// or from Python client processes that start together.
+func throughputServer(bin, dir, clients string) (float64, error) {
+	s, err := startServer(bin, dir, true, false)
+	if err != nil {
+		return 0, err
+	}
+	defer s.stop()
+	for i := 0; i < *conc; i++ {
+		if _, err := s.do("PUT", fmt.Sprint("/v1/runs/t", i), nil); err != nil {
+			return 0, err
+		}
+	}
+	if clients == "go" {
+		var wg sync.WaitGroup
+		var failed atomic.Pointer[error]
+		t0 := time.Now()
+		for i := 0; i < *conc; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < *perRun; n++ {
+					if err := s.atom(fmt.Sprint("t", i)); err != nil {
+						failed.Store(&err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if e := failed.Load(); e != nil {
+			return 0, *e
+		}
+		return float64(*conc**perRun) / time.Since(t0).Seconds(), nil
+	}
+	// Python: each process connects, opens its run, says READY, and waits
+	// for a line on stdin; the clock runs from that line to the last DONE.
+	script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
+	procs := make([]*exec.Cmd, *conc)
+	stdins := make([]io.WriteCloser, *conc)
+	outs := make([]*bufio.Reader, *conc)
+	for i := range procs {
+		cmd := exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(*repoFlag, "clients", "python", "src"), "PYTHONDONTWRITEBYTECODE=1")
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		procs[i], stdins[i], outs[i] = cmd, in, bufio.NewReader(out)
+	}
+	for i, r := range outs {
+		line, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "READY" {
+			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+		}
+	}
+	t0 := time.Now()
+	for _, in := range stdins {
+		io.WriteString(in, "GO\n")
+	}
+	for i, r := range outs {
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "DONE") {
+			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+		}
+	}
+	elapsed := time.Since(t0)
+	for i, p := range procs {
+		stdins[i].Close()
+		if err := p.Wait(); err != nil {
+			return 0, fmt.Errorf("python client %d: %v", i, err)
+		}
+	}
+	return float64(*conc**perRun) / elapsed.Seconds(), nil
+}
+
+// serveHello is the floor of any HTTP protocol on this machine: a handler
+// that answers a small JSON object, in its own process, on a Unix socket.
+func serveHello(sock string) {
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"call":0,"status":"done","result":"ok"}` + "\n")
+	http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	}))
+}
+
+// latencyHello times 4 round trips (the requests of one atom, with bodies
+// of their sizes) to serveHello's process: what the HTTP stack and two
+// processes cost, with no server work.
+func latencyHello(dir string) (measure, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return measure{}, err
+	}
+	sock := filepath.Join(dir, "h.sock")
+	cmd := exec.Command(os.Args[0], "-serve-hello", sock)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return measure{}, err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s := &server{sock: sock, base: "http://hello", client: &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.do("GET", "/", nil); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return measure{}, fmt.Errorf("the hello server did not answer")
+		}
+	}
+	out := make([]time.Duration, 0, *atoms)
+	var cpu0 time.Duration
+	for i := 0; i < *atoms+*atoms/10; i++ {
+		if i == *atoms/10 {
+			cpu0 = selfCPU() + procCPU(cmd.Process.Pid)
+		}
+		t0 := time.Now()
+		for _, b := range []any{map[string]any{}, map[string]any{"tool": "deploy", "args": json.RawMessage(args)},
+			map[string]any{"result": string(result)}, map[string]any{"delta": deltaOps("1")}} {
+			if _, err := s.do("POST", "/", b); err != nil {
+				return measure{}, err
+			}
+		}
+		if i >= *atoms/10 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return measure{out, selfCPU() + procCPU(cmd.Process.Pid) - cpu0}, nil
+}
+
+func pct(d []time.Duration, p int) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	return s[(len(s)-1)*p/100]
+}
+
+func us(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+func median(v []float64) float64 {
+	s := append([]float64(nil), v...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}

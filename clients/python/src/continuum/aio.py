@@ -1,0 +1,369 @@
+"""The asyncio client: the same shape as the synchronous one, with
+coroutines. ``execute`` and ``reconcile`` functions may be coroutine
+functions or plain ones."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import ssl
+import time
+import uuid
+from contextvars import Token
+from types import TracebackType
+from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+
+from . import _core, _tool, _wire
+from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
+from ._wire import BytesLike, seg
+from .client import endpoint_from_env
+from .delta import Delta
+from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .types import AtomRecord, Committed, DidNotHappen, Happened, Interrupted, RunInfo, State
+
+__all__ = ["AsyncClient", "AsyncRun", "AsyncAtom"]
+
+T = TypeVar("T")
+MaybeAwaitable = Union[T, Awaitable[T]]
+AsyncReconciler = Callable[[str], MaybeAwaitable[Union[Happened, DidNotHappen]]]
+
+
+async def _maybe_await(v: Any) -> Any:
+    return await v if inspect.isawaitable(v) else v
+
+
+class AsyncClient:
+    """:class:`continuum.Client` for asyncio."""
+
+    def __init__(
+        self,
+        socket: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        timeout: float = 60.0,
+        retry_for: float = 30.0,
+    ) -> None:
+        self._t = AsyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self.retry_for = retry_for
+
+    @classmethod
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "AsyncClient":
+        c = cls.__new__(cls)
+        c._t = AsyncTransport(endpoint_from_env(timeout))
+        c.retry_for = retry_for
+        return c
+
+    async def close(self) -> None:
+        await self._t.close()
+
+    async def __aenter__(self) -> "AsyncClient":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _send(self, req: _core.Request) -> Any:
+        body = None if req.body is None else _wire.dumps(req.body)
+        deadline = time.monotonic() + self.retry_for
+        wait = 0.01
+        last: Optional[BaseException] = None
+        while True:
+            try:
+                status, data = await self._t.request(req.method, req.path, body)
+                answer = json.loads(data) if data else None
+                if status >= 400:
+                    raise error_from_answer(status, answer)
+                if not (req.repeat_pending and isinstance(answer, dict) and answer.get("status") == "pending"):
+                    return answer
+                last = None
+            except ShuttingDown as e:
+                last = e
+            except ssl.SSLCertVerificationError:
+                raise  # a certificate not trusted is not a passing failure
+            except TRANSPORT_ERRORS as e:  # asyncio.TimeoutError is TimeoutError, an OSError
+                last = e
+            except json.JSONDecodeError as e:
+                raise ServerError(0, "internal", f"{req.method} {req.path}: the answer is not JSON: {e}") from None
+            if time.monotonic() + wait > deadline:
+                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}") from last
+            await asyncio.sleep(wait)
+            wait = min(wait * 2, 1.0)
+
+    async def _get(self, path: str) -> Any:
+        return await self._send(_core.Request("GET", path))
+
+    async def health(self) -> Dict[str, Any]:
+        return dict(await self._get("/v1/health"))
+
+    async def stats(self) -> Dict[str, Any]:
+        return dict(await self._get("/v1/stats"))
+
+    async def runs(self) -> List[RunInfo]:
+        return [_wire.run_info(r) for r in (await self._get("/v1/runs"))["runs"]]
+
+    async def run(self, id: str) -> "AsyncRun":
+        info = await self._send(_core.Request("PUT", f"/v1/runs/{seg(id)}", {}))
+        return AsyncRun(self, id, _wire.run_info(info))
+
+    async def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}
+        if public_key is not None:
+            body["public_key"] = public_key
+        return dict(await self._send(_core.Request("POST", "/v1/verify", body)))
+
+
+class _AtomContext:
+    """What ``AsyncRun.atom()`` returns: awaitable (begin) and an async
+    context manager (begin, then commit or fail)."""
+
+    def __init__(self, run: "AsyncRun", takeover: bool, lease: Optional[float]) -> None:
+        self._run, self._takeover, self._lease = run, takeover, lease
+        self._atom: Optional[AsyncAtom] = None
+
+    def __await__(self) -> Generator[Any, None, "AsyncAtom"]:
+        return self._run.begin(takeover=self._takeover, lease=self._lease).__await__()
+
+    async def __aenter__(self) -> "AsyncAtom":
+        self._atom = await self._run.begin(takeover=self._takeover, lease=self._lease)
+        return await self._atom.__aenter__()
+
+    async def __aexit__(self, et: Optional[Type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        assert self._atom is not None
+        await self._atom.__aexit__(et, e, tb)
+
+
+class AsyncRun:
+    """:class:`continuum.Run` for asyncio."""
+
+    def __init__(self, client: AsyncClient, id: str, info: RunInfo) -> None:
+        self.client = client
+        self.id = id
+        self.opened = info
+        self._path = f"/v1/runs/{seg(id)}"
+        self._known: Dict[str, bytes] = {}
+
+    def __repr__(self) -> str:
+        return f"AsyncRun({self.id!r})"
+
+    async def info(self) -> RunInfo:
+        return _wire.run_info(await self.client._get(self._path))
+
+    async def state(self, seq: Optional[int] = None) -> State:
+        q = "" if seq is None else f"?seq={int(seq)}"
+        return _wire.state(await self.client._get(f"{self._path}/state{q}"))
+
+    async def atom_at(self, seq: int) -> AtomRecord:
+        return _wire.atom_record(await self.client._get(f"{self._path}/atoms/{int(seq)}"))
+
+    async def interrupted(self) -> Optional[Interrupted]:
+        return _wire.interrupted((await self.client._get(f"{self._path}/interrupted")).get("interrupted"))
+
+    async def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
+        """:meth:`continuum.Run.end` for asyncio."""
+        body: Dict[str, Any] = {"status": status}
+        if result is not None:
+            _wire.put_bytes(body, "result", result)
+        return _wire.run_info(await self.client._send(_core.Request("POST", f"{self._path}/end", body)))
+
+    async def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "AsyncAtom":
+        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        r = await self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
+        return AsyncAtom(self, r)
+
+    def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> _AtomContext:
+        """``async with run.atom() as atom:`` begins an atom and commits its
+        delta when the block ends (fails it if the block raises)."""
+        return _AtomContext(self, takeover, lease)
+
+    async def step(
+        self, fn: Callable[["AsyncAtom"], Awaitable[T]], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20
+    ) -> T:
+        """:meth:`continuum.Run.step` for asyncio."""
+        for i in range(max_attempts):
+            try:
+                async with self.atom(takeover=takeover, lease=lease) as atom:
+                    return await fn(atom)
+            except AttemptLost:
+                if i == max_attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+
+class AsyncAtom:
+    """:class:`continuum.Atom` for asyncio. Concurrent :meth:`do` calls
+    are allowed: their call numbers follow the order they are made, and
+    their executions overlap."""
+
+    def __init__(self, run: AsyncRun, begin: Mapping[str, Any]) -> None:
+        self.run = run
+        self.seq: int = int(begin["seq"])
+        self.attempt: str = begin["attempt"]
+        self.lease: float = int(begin["lease_ms"]) / 1000
+        self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
+        self.delta = Delta()
+        self.committed: Optional[Committed] = None
+        self._path = f"{run._path}/attempts/{self.attempt}"
+        self._calls = 0
+        self._order = asyncio.Lock()
+        self._token: Optional[Token[Any]] = None
+        self._beat: Optional[asyncio.Task[None]] = asyncio.get_running_loop().create_task(self._heartbeats())
+
+    def __repr__(self) -> str:
+        return f"AsyncAtom({self.run.id!r}, seq={self.seq})"
+
+    async def _heartbeats(self) -> None:
+        while True:
+            await asyncio.sleep(self.lease / 3)
+            try:
+                await self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
+            except (APIError, Unavailable):
+                return
+
+    def _stop(self) -> None:
+        if self._beat is not None:
+            self._beat.cancel()
+            self._beat = None
+
+    async def _drive(
+        self,
+        flow: Generator[_core.Effect, Any, T],
+        execute: Optional[Callable[[str], MaybeAwaitable[BytesLike]]] = None,
+        reconcile: Optional[AsyncReconciler] = None,
+    ) -> T:
+        send = self.run.client._send
+        value: Any = None
+        exc: Optional[BaseException] = None
+        while True:
+            try:
+                eff = flow.throw(exc) if exc is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, exc = None, None
+            if isinstance(eff, _core.Request):
+                try:
+                    value = await send(eff)
+                except APIError as e:
+                    exc = e
+            elif isinstance(eff, _core.Execute):
+                assert execute is not None
+                try:
+                    value = ("ok", _wire.to_bytes(await _maybe_await(execute(eff.key))))
+                except Exception as e:
+                    value = ("err", e)
+            else:
+                assert isinstance(eff, _core.Reconcile)
+                if reconcile is None:
+                    raise InDoubt(eff.key, eff.tool, eff.call, eff.fingerprint)
+                value = await _maybe_await(reconcile(eff.key))
+
+    async def do(
+        self,
+        tool: str,
+        execute: Callable[[str], MaybeAwaitable[BytesLike]],
+        *,
+        args: Any = None,
+        key: Optional[str] = None,
+        idempotent: bool = False,
+        reconcile: Optional[AsyncReconciler] = None,
+        redact: Optional[Sequence[str]] = None,
+        redact_result: Optional[Sequence[str]] = None,
+    ) -> bytes:
+        """:meth:`continuum.Atom.do` for asyncio."""
+        body: Dict[str, Any] = {"tool": tool, "idempotent": idempotent}
+        if args is not None:
+            body["args"] = args
+        if key:
+            body["key"] = key
+        if redact:
+            body["redact"] = list(redact)
+        if redact_result:
+            body["redact_result"] = list(redact_result)
+        async with self._order:
+            n = self._calls
+            self._calls += 1
+            first = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+        return await self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
+
+    async def do_json(
+        self,
+        tool: str,
+        execute: Callable[[str], MaybeAwaitable[Any]],
+        *,
+        args: Any = None,
+        key: Optional[str] = None,
+        idempotent: bool = False,
+        reconcile: Optional[AsyncReconciler] = None,
+        redact: Optional[Sequence[str]] = None,
+        redact_result: Optional[Sequence[str]] = None,
+    ) -> Any:
+        """:meth:`continuum.Atom.do_json` for asyncio."""
+        async def ex(k: str) -> bytes:
+            return _wire.dumps(await _maybe_await(execute(k)))
+
+        async def rec(k: str) -> Union[Happened, DidNotHappen]:
+            assert reconcile is not None
+            v = await _maybe_await(reconcile(k))
+            return Happened(_wire.dumps(v.result)) if isinstance(v, Happened) else v
+
+        out = await self.do(tool, ex, args=args, key=key, idempotent=idempotent, reconcile=rec if reconcile else None,
+                            redact=redact, redact_result=redact_result)
+        return json.loads(out) if out else None
+
+    async def resolve(self, doubt: InDoubt, result: BytesLike) -> bytes:
+        body: Dict[str, Any] = {}
+        _wire.put_bytes(body, "result", result)
+        r = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
+        return await self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known))
+
+    async def resolve_failed(
+        self, doubt: InDoubt, reason: str, execute: Optional[Callable[[str], MaybeAwaitable[BytesLike]]] = None
+    ) -> Optional[bytes]:
+        body: Dict[str, Any] = {"failed": reason, "retry": execute is not None}
+        r = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
+        if execute is None:
+            return None
+        return await self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
+
+    async def heartbeat(self) -> None:
+        await self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
+
+    async def commit(self, delta: Optional[Delta] = None) -> Committed:
+        ops = (delta if delta is not None else self.delta).ops
+        try:
+            self.committed = await self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
+        except APIError as e:
+            if e.code != "invalid_delta":
+                self._stop()
+            raise
+        self._stop()
+        return self.committed
+
+    async def fail(self, reason: str) -> None:
+        try:
+            await self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
+        finally:
+            self._stop()
+
+    async def __aenter__(self) -> "AsyncAtom":
+        self._token = _tool.current.set(self)
+        return self
+
+    async def __aexit__(self, et: Optional[Type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        if self._token is not None:
+            _tool.current.reset(self._token)
+            self._token = None
+        if e is None:
+            await self.commit()
+            return
+        try:
+            if not isinstance(e, (AttemptLost, Unavailable)) and isinstance(e, Exception):
+                await self.fail(_core.error_text(e))
+        except (APIError, Unavailable):
+            pass
+        finally:
+            self._stop()

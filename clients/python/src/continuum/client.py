@@ -1,0 +1,449 @@
+"""The synchronous client."""
+
+from __future__ import annotations
+
+import json
+import os
+import ssl
+import threading
+import time
+import uuid
+from contextvars import Token
+from types import TracebackType
+from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+
+from . import _core, _tool, _wire
+from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
+from ._wire import BytesLike, seg
+from .delta import Delta
+from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .types import AtomRecord, Committed, DidNotHappen, Happened, Interrupted, RunInfo, State
+
+__all__ = ["Client", "Run", "Atom"]
+
+T = TypeVar("T")
+Reconciler = Callable[[str], Union[Happened, DidNotHappen]]
+
+
+def endpoint_from_env(timeout: float) -> Endpoint:
+    """The server named by CONTINUUMD_SOCKET, or CONTINUUMD_URL with
+    CONTINUUMD_TOKEN (or CONTINUUMD_TOKEN_FILE) and CONTINUUMD_CA."""
+    token = os.environ.get("CONTINUUMD_TOKEN")
+    if token is None and os.environ.get("CONTINUUMD_TOKEN_FILE"):
+        with open(os.environ["CONTINUUMD_TOKEN_FILE"], encoding="utf-8") as f:
+            token = f.read().strip()
+    sock, url = os.environ.get("CONTINUUMD_SOCKET"), os.environ.get("CONTINUUMD_URL")
+    if sock is None and url is None:
+        raise ValueError("set CONTINUUMD_SOCKET (the server's Unix socket) or CONTINUUMD_URL")
+    return Endpoint.make(sock, url if sock is None else None, token, os.environ.get("CONTINUUMD_CA"), timeout)
+
+
+class Client:
+    """A connection to one continuumd (one store).
+
+    ``Client(socket="./agent-store.sock")`` talks to the server's Unix
+    socket; ``Client(url="https://host:7070", token=..., ca_file=...)`` to
+    its TCP listener. Every request is retried on transport errors and
+    while the server answers shutting_down, for up to ``retry_for``
+    seconds (the protocol makes every request safe to repeat); then
+    :class:`~continuum.errors.Unavailable` is raised.
+    """
+
+    def __init__(
+        self,
+        socket: Optional[str] = None,
+        *,
+        url: Optional[str] = None,
+        token: Optional[str] = None,
+        ca_file: Optional[str] = None,
+        timeout: float = 60.0,
+        retry_for: float = 30.0,
+    ) -> None:
+        self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self.retry_for = retry_for
+        self._beats = _Heartbeats(self)
+
+    @classmethod
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "Client":
+        c = cls.__new__(cls)
+        c._t = SyncTransport(endpoint_from_env(timeout))
+        c.retry_for = retry_for
+        c._beats = _Heartbeats(c)
+        return c
+
+    def close(self) -> None:
+        self._beats.close()
+        self._t.close()
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _send(self, req: _core.Request) -> Any:
+        body = None if req.body is None else _wire.dumps(req.body)
+        deadline = time.monotonic() + self.retry_for
+        wait = 0.01
+        last: Optional[BaseException] = None
+        while True:
+            try:
+                status, data = self._t.request(req.method, req.path, body)
+                answer = json.loads(data) if data else None
+                if status >= 400:
+                    raise error_from_answer(status, answer)
+                if not (req.repeat_pending and isinstance(answer, dict) and answer.get("status") == "pending"):
+                    return answer
+                last = None
+            except ShuttingDown as e:
+                last = e
+            except ssl.SSLCertVerificationError:
+                raise  # a certificate not trusted is not a passing failure
+            except TRANSPORT_ERRORS as e:
+                last = e
+            except json.JSONDecodeError as e:
+                raise ServerError(0, "internal", f"{req.method} {req.path}: the answer is not JSON: {e}") from None
+            if time.monotonic() + wait > deadline:
+                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}") from last
+            time.sleep(wait)
+            wait = min(wait * 2, 1.0)
+
+    def _get(self, path: str) -> Any:
+        return self._send(_core.Request("GET", path))
+
+    def health(self) -> Dict[str, Any]:
+        return dict(self._get("/v1/health"))
+
+    def stats(self) -> Dict[str, Any]:
+        return dict(self._get("/v1/stats"))
+
+    def runs(self) -> List[RunInfo]:
+        return [_wire.run_info(r) for r in self._get("/v1/runs")["runs"]]
+
+    def run(self, id: str) -> "Run":
+        """Opens the run (creating it if the store has none of that id)."""
+        info = self._send(_core.Request("PUT", f"/v1/runs/{seg(id)}", {}))
+        return Run(self, id, _wire.run_info(info))
+
+    def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
+        """The store's verification report (engine.Verify, beside the live
+        server): ``report["ok"]`` and its failures naming run and seq."""
+        body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}
+        if public_key is not None:
+            body["public_key"] = public_key
+        return dict(self._send(_core.Request("POST", "/v1/verify", body)))
+
+
+class _Heartbeats:
+    """Renews the leases of a client's open atoms, every third of each
+    lease, from one background thread (started with the first atom)."""
+
+    def __init__(self, client: Client) -> None:
+        self._client = client
+        self._cond = threading.Condition()
+        self._due: Dict["Atom", float] = {}
+        self._thread: Optional[threading.Thread] = None
+        self._closed = False
+
+    def add(self, atom: "Atom") -> None:
+        with self._cond:
+            self._due[atom] = time.monotonic() + atom.lease / 3
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(target=self._loop, name="continuum-heartbeats", daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def remove(self, atom: "Atom") -> None:
+        with self._cond:
+            self._due.pop(atom, None)
+
+    def close(self) -> None:
+        with self._cond:
+            self._closed = True
+            self._due.clear()
+            self._cond.notify()
+
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while True:
+                    if self._closed:
+                        return
+                    now = time.monotonic()
+                    due = [a for a, t in self._due.items() if t <= now]
+                    if due:
+                        for a in due:
+                            self._due[a] = now + a.lease / 3
+                        break
+                    self._cond.wait(min(self._due.values(), default=now + 60) - now)
+            for a in due:
+                try:
+                    a.heartbeat()
+                except (APIError, Unavailable):
+                    self.remove(a)  # the attempt is over, or lost: its requests say so
+
+
+class Run:
+    """One run of the store, as :meth:`Client.run` opened it."""
+
+    def __init__(self, client: Client, id: str, info: RunInfo) -> None:
+        self.client = client
+        self.id = id
+        self.opened = info
+        self._path = f"/v1/runs/{seg(id)}"
+        # Results of executions whose certificate was not acknowledged
+        # (see _core.call_flow), by idempotency key, across attempts.
+        self._known: Dict[str, bytes] = {}
+
+    def __repr__(self) -> str:
+        return f"Run({self.id!r})"
+
+    def info(self) -> RunInfo:
+        return _wire.run_info(self.client._get(self._path))
+
+    def state(self, seq: Optional[int] = None) -> State:
+        """The frame as of seq (default: the last committed atom)."""
+        q = "" if seq is None else f"?seq={int(seq)}"
+        return _wire.state(self.client._get(f"{self._path}/state{q}"))
+
+    def atom_at(self, seq: int) -> AtomRecord:
+        """The committed atom at seq: its delta and its actions."""
+        return _wire.atom_record(self.client._get(f"{self._path}/atoms/{int(seq)}"))
+
+    def interrupted(self) -> Optional[Interrupted]:
+        return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
+
+    def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
+        """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
+        optional result, durably: begin then raises RunEnded. Refused
+        (RunHeld) while an atom of the run is open."""
+        body: Dict[str, Any] = {"status": status}
+        if result is not None:
+            _wire.put_bytes(body, "result", result)
+        return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
+
+    def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
+        """Begins the run's next atom. While the atom is open the client's
+        background thread renews its lease (every third of it). ``takeover`` abandons
+        the attempt of another client holding the run (for an agent that
+        restarts and is its run's only worker); without it a held run
+        raises :class:`~continuum.errors.RunHeld`."""
+        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        r = self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
+        return Atom(self, r)
+
+    def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
+        """An atom for a ``with`` block: committed with its :attr:`Atom.delta`
+        when the block ends, failed if it raises::
+
+            with run.atom() as atom:
+                out = atom.do("billing.charge", charge, args={"cents": 500})
+                atom.delta.set("charge", out)
+        """
+        return self.begin(takeover=takeover, lease=lease)
+
+    def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
+        """Runs fn in an atom and commits it; when the attempt is lost (the
+        server restarted, the lease expired) fn runs again in a new attempt
+        of the same seq, up to max_attempts times. Certified actions answer
+        their results without executing; fn must make its calls in the same
+        order each time (default keys number them)."""
+        for i in range(max_attempts):
+            try:
+                with self.atom(takeover=takeover, lease=lease) as atom:
+                    return fn(atom)
+            except AttemptLost:
+                if i == max_attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+
+class Atom:
+    """One attempt at an atom of a run: made by :meth:`Run.begin` or
+    :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
+    frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""
+
+    def __init__(self, run: Run, begin: Mapping[str, Any]) -> None:
+        self.run = run
+        self.seq: int = int(begin["seq"])
+        self.attempt: str = begin["attempt"]
+        self.lease: float = int(begin["lease_ms"]) / 1000
+        #: The earlier attempt of this seq that ended without commit or
+        #: fail (a restart, an expired lease, a takeover), or None.
+        self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
+        self.delta = Delta()
+        self.committed: Optional[Committed] = None
+        self._path = f"{run._path}/attempts/{self.attempt}"
+        self._calls = 0
+        self._order = threading.Lock()
+        self._token: Optional[Token[Any]] = None
+        run.client._beats.add(self)
+
+    def __repr__(self) -> str:
+        return f"Atom({self.run.id!r}, seq={self.seq})"
+
+    def _stop(self) -> None:
+        self.run.client._beats.remove(self)
+
+    def _drive(
+        self,
+        flow: Generator[_core.Effect, Any, T],
+        execute: Optional[Callable[[str], BytesLike]] = None,
+        reconcile: Optional[Reconciler] = None,
+    ) -> T:
+        send = self.run.client._send
+        value: Any = None
+        exc: Optional[BaseException] = None
+        while True:
+            try:
+                eff = flow.throw(exc) if exc is not None else flow.send(value)
+            except StopIteration as stop:
+                return stop.value  # type: ignore[no-any-return]
+            value, exc = None, None
+            if isinstance(eff, _core.Request):
+                try:
+                    value = send(eff)
+                except APIError as e:
+                    exc = e
+            elif isinstance(eff, _core.Execute):
+                assert execute is not None
+                try:
+                    value = ("ok", _wire.to_bytes(execute(eff.key)))
+                except Exception as e:
+                    value = ("err", e)
+            else:
+                assert isinstance(eff, _core.Reconcile)
+                if reconcile is None:
+                    raise InDoubt(eff.key, eff.tool, eff.call, eff.fingerprint)
+                value = reconcile(eff.key)
+
+    def do(
+        self,
+        tool: str,
+        execute: Callable[[str], BytesLike],
+        *,
+        args: Any = None,
+        key: Optional[str] = None,
+        idempotent: bool = False,
+        reconcile: Optional[Reconciler] = None,
+        redact: Optional[Sequence[str]] = None,
+        redact_result: Optional[Sequence[str]] = None,
+    ) -> bytes:
+        """Performs an action at most once and returns its certified result.
+
+        ``execute(key)`` performs the effect, passing the idempotency key to
+        the downstream, and returns the result (bytes, or text). It is
+        called only when the server says so: never for an action already
+        certified (its result is returned), and after a crash only for an
+        idempotent one. It must raise only when the effect did not happen
+        (the failure is certified and the exception re-raised).
+
+        An action whose earlier execution's outcome is unknown raises
+        :class:`~continuum.errors.InDoubt`, unless ``reconcile(key)`` is
+        given: it asks the downstream and answers Happened(result) or
+        DidNotHappen() (then execute runs again, under the same key).
+        """
+        body: Dict[str, Any] = {"tool": tool, "idempotent": idempotent}
+        if args is not None:
+            body["args"] = args
+        if key:
+            body["key"] = key
+        if redact:
+            body["redact"] = list(redact)
+        if redact_result:
+            body["redact_result"] = list(redact_result)
+        with self._order:
+            n = self._calls
+            self._calls += 1
+            first = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+        return self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
+
+    def do_json(
+        self,
+        tool: str,
+        execute: Callable[[str], Any],
+        *,
+        args: Any = None,
+        key: Optional[str] = None,
+        idempotent: bool = False,
+        reconcile: Optional[Callable[[str], Union[Happened, DidNotHappen]]] = None,
+        redact: Optional[Sequence[str]] = None,
+        redact_result: Optional[Sequence[str]] = None,
+    ) -> Any:
+        """:meth:`do` for tools whose result is a JSON value: execute
+        returns it, and so does do_json (the certificate holds its JSON)."""
+        def ex(k: str) -> bytes:
+            return _wire.dumps(execute(k))
+
+        def rec(k: str) -> Union[Happened, DidNotHappen]:
+            assert reconcile is not None
+            v = reconcile(k)
+            return Happened(_wire.dumps(v.result)) if isinstance(v, Happened) else v
+
+        out = self.do(tool, ex, args=args, key=key, idempotent=idempotent, reconcile=rec if reconcile else None,
+                      redact=redact, redact_result=redact_result)
+        return json.loads(out) if out else None
+
+    def resolve(self, doubt: InDoubt, result: BytesLike) -> bytes:
+        """Settles an in-doubt action that took effect, with its result."""
+        body: Dict[str, Any] = {}
+        _wire.put_bytes(body, "result", result)
+        r = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
+        return self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known))
+
+    def resolve_failed(self, doubt: InDoubt, reason: str, execute: Optional[Callable[[str], BytesLike]] = None) -> Optional[bytes]:
+        """Settles an in-doubt action that did not take effect. With
+        execute, the action is executed again at once, under its key, and
+        its result returned."""
+        body: Dict[str, Any] = {"failed": reason, "retry": execute is not None}
+        r = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
+        if execute is None:
+            return None
+        return self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
+
+    def heartbeat(self) -> None:
+        """Renews the lease now (the client's background thread does it
+        anyway, every third of the lease)."""
+        self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
+
+    def commit(self, delta: Optional[Delta] = None) -> Committed:
+        """Commits the atom with delta (default: :attr:`delta`): durable
+        when this returns."""
+        ops = (delta if delta is not None else self.delta).ops
+        try:
+            self.committed = self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
+        except APIError as e:
+            if e.code != "invalid_delta":
+                self._stop()
+            raise
+        self._stop()
+        return self.committed
+
+    def fail(self, reason: str) -> None:
+        """Ends the attempt without committing: the seq is begun again by
+        the next begin, and actions certified in it are not executed again."""
+        try:
+            self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
+        finally:
+            self._stop()
+
+    def __enter__(self) -> "Atom":
+        self._token = _tool.current.set(self)
+        return self
+
+    def __exit__(self, et: Optional[Type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        if self._token is not None:
+            _tool.current.reset(self._token)
+            self._token = None
+        if e is None:
+            self.commit()
+            return
+        try:
+            if not isinstance(e, (AttemptLost, Unavailable)) and isinstance(e, Exception):
+                self.fail(_core.error_text(e))
+        except (APIError, Unavailable):
+            pass  # the exception in flight says more
+        finally:
+            self._stop()

@@ -1,0 +1,217 @@
+"""The exceptions of the client.
+
+Every error the server answers with becomes an :class:`APIError` (or one of
+its subclasses), carrying the HTTP status, the protocol's error ``code``, the
+server's message and the request ``field`` it concerns. The states of an
+action that the agent must handle have classes of their own:
+:class:`InDoubt` (with its idempotency key) and :class:`ActionFailed`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Optional
+
+__all__ = [
+    "ContinuumError",
+    "APIError",
+    "BadRequest",
+    "Unauthorized",
+    "NotFound",
+    "RunNotFound",
+    "Conflict",
+    "RunHeld",
+    "RunEnded",
+    "AttemptLost",
+    "TooLarge",
+    "Unprocessable",
+    "InvalidDelta",
+    "InvalidArgs",
+    "ServerError",
+    "ShuttingDown",
+    "InDoubt",
+    "ActionFailed",
+    "Unavailable",
+    "NoAtom",
+]
+
+
+class ContinuumError(Exception):
+    """The base of every exception of this package."""
+
+
+class APIError(ContinuumError):
+    """An error answer of the server.
+
+    ``code`` is stable (the protocol's ErrorCode); ``message`` is for people.
+    """
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        field: Optional[str] = None,
+        details: Optional[Mapping[str, Any]] = None,
+    ) -> None:
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.details: Mapping[str, Any] = details or {}
+        where = f" ({field})" if field else ""
+        super().__init__(f"{status} {code}{where}: {message}")
+
+
+class BadRequest(APIError):
+    """400: the request is malformed; ``field`` names what is wrong."""
+
+
+class Unauthorized(APIError):
+    """401: no bearer token, or a wrong one."""
+
+
+class NotFound(APIError):
+    """404: no such run, call, atom or endpoint."""
+
+
+class RunNotFound(NotFound):
+    """404 run_not_found: the store has no run of that id."""
+
+
+class Conflict(APIError):
+    """409: the request conflicts with the state of the run or the attempt."""
+
+
+class RunHeld(Conflict):
+    """409 run_held: another attempt holds the run's lease.
+
+    ``details`` has the ``seq`` it works on and when its lease expires;
+    begin with ``takeover=True`` to abandon it.
+    """
+
+
+class RunEnded(Conflict):
+    """409 run_ended: the run ended (Run.end): it takes no more atoms, and
+    no end with another status or result."""
+
+
+class AttemptLost(APIError):
+    """The attempt is gone: its lease expired, another client took the run
+    over (409 lease_lost), or the server restarted (404 attempt_not_found).
+
+    Nothing acknowledged is lost. Run the step again from its beginning:
+    actions already certified answer their results without executing, and
+    those whose outcome is unknown come back in doubt (:meth:`Run.step`
+    does this).
+    """
+
+
+class TooLarge(APIError):
+    """413: the body exceeds the server's limit, or a result or the frame
+    exceeds the engine's."""
+
+
+class Unprocessable(APIError):
+    """422: the request is well formed but the engine refuses it."""
+
+
+class InvalidDelta(Unprocessable):
+    """422 invalid_delta: the delta does not apply to the run's frame (an
+    unknown subgoal, say). The atom stays open."""
+
+
+class InvalidArgs(Unprocessable):
+    """422 invalid_args: the ledger refuses the action's args (duplicate
+    keys, a lone surrogate) or a redact pointer."""
+
+
+class ServerError(APIError):
+    """5xx: the store failed (storage, corrupt) or the server has a bug."""
+
+
+class ShuttingDown(ServerError):
+    """503 shutting_down: the server is stopping. The client retries until
+    the next one answers, within its ``retry_for``."""
+
+
+class InDoubt(ContinuumError):
+    """An action was dispatched before and nobody knows whether it took
+    effect: a crash, or a vanished client, fell between its execution and
+    its certificate, and it is not declared idempotent.
+
+    Ask the downstream, using :attr:`key`, whether the effect happened,
+    then settle it with :meth:`Atom.resolve` (it happened, with this
+    result) or :meth:`Atom.resolve_failed` (it did not). Or pass a
+    ``reconcile`` function to :meth:`Atom.do` and let the client do so.
+    """
+
+    def __init__(self, key: str, tool: str, call: int, fingerprint: str) -> None:
+        self.key = key
+        self.tool = tool
+        self.call = call
+        self.fingerprint = fingerprint
+        super().__init__(
+            f"action {tool!r} (call {call}) is in doubt: reconcile with the downstream "
+            f"using idempotency key {key!r}, then resolve it"
+        )
+
+
+class ActionFailed(ContinuumError):
+    """An action is certified as not having taken effect (its execution
+    reported an error, or it was resolved as failed); a later call of it
+    executes again."""
+
+    def __init__(self, tool: str, key: str, call: int, error: str) -> None:
+        self.tool = tool
+        self.key = key
+        self.call = call
+        self.error = error
+        super().__init__(f"action {tool!r} (call {call}, key {key!r}) failed: {error}")
+
+
+class Unavailable(ContinuumError):
+    """The server could not be reached (or kept answering shutting_down or
+    pending) for the client's whole ``retry_for``."""
+
+
+class NoAtom(ContinuumError, RuntimeError):
+    """A durable tool was called outside an atom."""
+
+
+_BY_CODE = {
+    "run_not_found": RunNotFound,
+    "run_held": RunHeld,
+    "run_ended": RunEnded,
+    "lease_lost": AttemptLost,
+    "attempt_not_found": AttemptLost,
+    "invalid_delta": InvalidDelta,
+    "invalid_args": InvalidArgs,
+    "shutting_down": ShuttingDown,
+}
+
+_BY_STATUS = {
+    400: BadRequest,
+    401: Unauthorized,
+    404: NotFound,
+    405: BadRequest,
+    409: Conflict,
+    413: TooLarge,
+    422: Unprocessable,
+}
+
+
+def error_from_answer(status: int, body: Any) -> APIError:
+    """The exception for an error answer (its JSON body decoded, or None)."""
+    err = body.get("error") if isinstance(body, dict) else None
+    if not isinstance(err, dict):
+        return ServerError(status, "internal", f"the server answered {status} without a protocol error")
+    code = str(err.get("code", ""))
+    cls = _BY_CODE.get(code) or _BY_STATUS.get(status) or (ServerError if status >= 500 else APIError)
+    details = err.get("details")
+    return cls(
+        status,
+        code,
+        str(err.get("message", "")),
+        err.get("field") or None,
+        details if isinstance(details, dict) else None,
+    )

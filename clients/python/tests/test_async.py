@@ -1,0 +1,158 @@
+"""The asyncio client against the real server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import unittest
+from typing import Any, Dict, List
+
+import harness  # noqa: F401
+
+import continuum
+from continuum import DidNotHappen, Happened
+
+
+class AsyncContractTest(unittest.IsolatedAsyncioTestCase):
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = harness.Server()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+
+    async def asyncSetUp(self) -> None:
+        self.client = self.server.async_client(retry_for=20)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()
+
+    def run_id(self) -> str:
+        return "async-" + self.id().rsplit(".", 1)[-1]
+
+    async def test_atom_with_async_and_plain_execute(self) -> None:
+        run = await self.client.run(self.run_id())
+
+        async def charge(key: str) -> Dict[str, Any]:
+            await asyncio.sleep(0)
+            return {"charge": key}
+
+        async with run.atom() as atom:
+            a = await atom.do_json("billing.charge", charge, args={"cents": 5})
+            b = await atom.do("mail.send", lambda key: "sent " + key)
+            atom.delta.set_json("a", a).set("b", b)
+        st = await run.state()
+        self.assertEqual(st.json("a"), a)
+        self.assertEqual(st.memory["b"], b)
+        self.assertEqual((await run.info()).last_seq, 1)
+
+    async def test_concurrent_calls_execute_in_parallel_with_ordered_keys(self) -> None:
+        run = await self.client.run(self.run_id())
+        started: List[float] = []
+
+        async def slow(key: str) -> bytes:
+            started.append(time.monotonic())
+            await asyncio.sleep(0.3)
+            return key.encode()
+
+        t0 = time.monotonic()
+        async with run.atom() as atom:
+            outs = await asyncio.gather(*(atom.do("fetch", slow, args={"i": i}) for i in range(6)))
+        elapsed = time.monotonic() - t0
+        keys = [o.decode() for o in outs]
+        self.assertEqual(keys, [f"ck1-{len(run.id)}:{run.id}:1:{i}" for i in range(6)])
+        # Six executions of 0.3 s overlapped (sequential would be 1.8 s).
+        self.assertLess(max(started) - min(started), 0.3)
+        self.assertLess(elapsed, 1.5)
+
+    async def test_in_doubt_with_async_reconcile(self) -> None:
+        run = await self.client.run(self.run_id())
+        atom = await run.begin()
+        atom._stop()
+
+        class Vanish(BaseException):
+            pass
+
+        async def vanish(key: str) -> bytes:
+            raise Vanish()
+
+        with self.assertRaises(Vanish):
+            await atom.do("pay", vanish)
+
+        async def reconcile(key: str) -> Happened:
+            await asyncio.sleep(0)
+            return Happened(b"paid")
+
+        async with run.atom(takeover=True) as again:
+            self.assertEqual(again.interrupted.reason, "takeover")
+            self.assertEqual(await again.do("pay", vanish, reconcile=reconcile), b"paid")
+
+    async def test_same_action_twice_at_once(self) -> None:
+        run = await self.client.run(self.run_id())
+        runs: List[str] = []
+
+        class Refused(Exception):
+            pass
+
+        async def refuse(key: str) -> bytes:
+            runs.append(key)
+            await asyncio.sleep(0.2)
+            raise Refused("the downstream refused")
+
+        async with run.atom() as atom:
+            first, second = await asyncio.gather(
+                atom.do("x", refuse, key="same"), atom.do("x", refuse, key="same"), return_exceptions=True
+            )
+            # Executed once: the first call raises the tool's exception,
+            # the second, which waited for it, that the action failed.
+            self.assertIsInstance(first, Refused)
+            self.assertIsInstance(second, continuum.ActionFailed)
+            self.assertIn("the downstream refused", second.error)
+            self.assertEqual(runs, ["same"])
+
+    async def test_async_tool_decorator_and_step(self) -> None:
+        run = await self.client.run(self.run_id())
+        booked: List[str] = []
+
+        @continuum.tool("hotel.book", reconcile=lambda k: DidNotHappen())
+        async def book(city: str) -> Dict[str, str]:
+            await asyncio.sleep(0)
+            key = continuum.idempotency_key()
+            booked.append(key)
+            return {"city": city, "ref": key[-3:]}
+
+        async def step(atom: continuum.AsyncAtom) -> Dict[str, str]:
+            r = await book("Lyon")
+            atom.delta.set_json("hotel", r)
+            return r
+
+        r1 = await run.step(step)
+        self.assertEqual(r1["city"], "Lyon")
+        self.assertEqual(len(booked), 1)
+        with self.assertRaises(continuum.NoAtom):
+            await book("Paris")
+
+    async def test_async_step_survives_a_server_kill(self) -> None:
+        run = await self.client.run(self.run_id())
+        effects: List[str] = []
+
+        async def ex(key: str) -> bytes:
+            effects.append(key)
+            if len(effects) == 1:
+                self.server.kill()
+                asyncio.get_running_loop().call_later(0.2, self.server.start)
+            return b"effect"
+
+        async def step(atom: continuum.AsyncAtom) -> bytes:
+            out = await atom.do("charge", ex)
+            atom.delta.set("out", out)
+            return out
+
+        self.assertEqual(await run.step(step), b"effect")
+        self.assertEqual(len(effects), 1)
+        self.assertEqual((await run.state()).memory["out"], b"effect")
+
+
+if __name__ == "__main__":
+    unittest.main()

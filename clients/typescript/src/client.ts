@@ -1,0 +1,390 @@
+/** The client: Client (one server), Run, Atom. */
+
+import { randomUUID } from "node:crypto";
+import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
+import { Delta } from "./delta.js";
+import { APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
+import { current } from "./tool.js";
+import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
+import {
+  type AtomRecord,
+  type Bytes,
+  type Committed,
+  type Interrupted,
+  type Obj,
+  type RunInfo,
+  type State,
+  atomRecord,
+  interrupted,
+  putBytes,
+  runInfo,
+  seg,
+  state,
+  toBytes,
+} from "./wire.js";
+
+const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
+
+const certificateErrors = new Set([
+  "DEPTH_ZERO_SELF_SIGNED_CERT", "SELF_SIGNED_CERT_IN_CHAIN", "UNABLE_TO_VERIFY_LEAF_SIGNATURE", "UNABLE_TO_GET_ISSUER_CERT_LOCALLY",
+  "CERT_HAS_EXPIRED", "CERT_NOT_YET_VALID", "ERR_TLS_CERT_ALTNAME_INVALID",
+]);
+
+function untrustedCertificate(e: unknown): boolean {
+  const code = (e as { code?: unknown } | undefined)?.code;
+  return typeof code === "string" && certificateErrors.has(code);
+}
+
+/** The options of a begin. */
+export interface BeginOptions {
+  /** Abandon the attempt of another client holding the run (for an agent that restarts and is its run's only worker). */
+  takeover?: boolean;
+  /** The attempt's lease in milliseconds (default: the server's --lease). */
+  leaseMs?: number;
+}
+
+/** The options of an action. */
+export interface DoOptions {
+  /** The call's arguments, a JSON value: with the tool and the key, they identify the action. */
+  args?: unknown;
+  /** The idempotency key; default: the engine's, numbered by the atom's default-key calls. */
+  key?: string;
+  /** The downstream honours the key: an in-doubt call is executed again instead of reported in doubt. */
+  idempotent?: boolean;
+  /** Asks the downstream about an in-doubt call: happened(result) or didNotHappen(). */
+  reconcile?: (key: string) => Verdict | Promise<Verdict>;
+  /** JSON pointers into args whose values are secrets: never stored. */
+  redact?: string[];
+  /** JSON pointers into the result stored as "[redacted]". */
+  redactResult?: string[];
+}
+
+export type Execute = (key: string) => Bytes | Promise<Bytes>;
+
+/** The options of doJSON: those of do, with a reconcile that answers a JSON result. */
+export type DoJSONOptions = Omit<DoOptions, "reconcile"> & { reconcile?: (key: string) => Verdict<unknown> | Promise<Verdict<unknown>> };
+
+/**
+ * A connection to one continuumd (one store). Every request is retried on
+ * transport errors and while the server answers shutting_down, for up to
+ * retryForMs (the protocol makes every request safe to repeat); then
+ * Unavailable is thrown.
+ */
+export class Client {
+  readonly #t: Transport;
+  readonly retryForMs: number;
+
+  constructor(o: ConnectOptions) {
+    this.#t = new Transport(endpoint(o));
+    this.retryForMs = o.retryForMs ?? 30_000;
+  }
+
+  /** The server named by CONTINUUMD_SOCKET, or CONTINUUMD_URL with CONTINUUMD_TOKEN and CONTINUUMD_CA. */
+  static fromEnv(o: Omit<ConnectOptions, "socket" | "url" | "token" | "caFile"> = {}): Client {
+    const env = process.env;
+    if (env.CONTINUUMD_SOCKET) return new Client({ ...o, socket: env.CONTINUUMD_SOCKET, ...(env.CONTINUUMD_TOKEN ? { token: env.CONTINUUMD_TOKEN } : {}) });
+    if (env.CONTINUUMD_URL) {
+      return new Client({ ...o, url: env.CONTINUUMD_URL, ...(env.CONTINUUMD_TOKEN ? { token: env.CONTINUUMD_TOKEN } : {}), ...(env.CONTINUUMD_CA ? { caFile: env.CONTINUUMD_CA } : {}) });
+    }
+    throw new TypeError("set CONTINUUMD_SOCKET (the server's Unix socket) or CONTINUUMD_URL");
+  }
+
+  close(): void {
+    this.#t.close();
+  }
+
+  /** One protocol request, retried as the class says; an error answer is thrown as its APIError. */
+  async request(req: Request): Promise<Obj> {
+    const body = req.body === undefined ? undefined : Buffer.from(JSON.stringify(req.body));
+    const deadline = Date.now() + this.retryForMs;
+    let wait = 10;
+    let last: unknown;
+    for (;;) {
+      try {
+        const { status, data } = await this.#t.request(req.method, req.path, body);
+        let answer: unknown;
+        try {
+          answer = data.length ? JSON.parse(data.toString("utf8")) : null;
+        } catch (e) {
+          throw new ServerError(status, "internal", `${req.method} ${req.path}: the answer is not JSON: ${(e as Error).message}`);
+        }
+        if (status >= 400) throw errorFromAnswer(status, answer);
+        const a = answer as Obj;
+        if (!(req.repeatPending && a && a.status === "pending")) return a;
+        last = undefined;
+      } catch (e) {
+        if (!(e instanceof TransportError) && !(e instanceof ShuttingDown)) throw e;
+        if (e instanceof TransportError && untrustedCertificate(e.cause)) throw e.cause; // not a passing failure
+        last = e;
+      }
+      if (Date.now() + wait > deadline) {
+        throw new Unavailable(`${req.method} ${req.path}: no answer for ${this.retryForMs} ms: ${last ? (last as Error).message : "still pending"}`);
+      }
+      await sleep(wait);
+      wait = Math.min(wait * 2, 1000);
+    }
+  }
+
+  #get(path: string): Promise<Obj> {
+    return this.request({ kind: "request", method: "GET", path });
+  }
+
+  health(): Promise<Obj> {
+    return this.#get("/v1/health");
+  }
+
+  stats(): Promise<Obj> {
+    return this.#get("/v1/stats");
+  }
+
+  async runs(): Promise<RunInfo[]> {
+    return ((await this.#get("/v1/runs")).runs as Obj[]).map(runInfo);
+  }
+
+  /** Opens the run, creating it if the store has none of that id. */
+  async run(id: string): Promise<Run> {
+    const info = await this.request({ kind: "request", method: "PUT", path: `/v1/runs/${seg(id)}`, body: {} });
+    return new Run(this, id, runInfo(info));
+  }
+
+  /** The store's verification report (engine.Verify, beside the live server). */
+  verify(o: { deep?: boolean; publicKey?: string; unsignedTail?: number } = {}): Promise<Obj> {
+    const body: Obj = { deep: o.deep ?? false, unsigned_tail: o.unsignedTail ?? 0 };
+    if (o.publicKey !== undefined) body.public_key = o.publicKey;
+    return this.request({ kind: "request", method: "POST", path: "/v1/verify", body });
+  }
+}
+
+/** One run of the store, as Client.run opened it. */
+export class Run {
+  readonly path: string;
+  /** Results of executions whose certificate was not acknowledged, by idempotency key (see core.callFlow). */
+  readonly known = new Map<string, Uint8Array>();
+
+  constructor(readonly client: Client, readonly id: string, readonly opened: RunInfo) {
+    this.path = `/v1/runs/${seg(id)}`;
+  }
+
+  async info(): Promise<RunInfo> {
+    return runInfo(await this.client.request({ kind: "request", method: "GET", path: this.path }));
+  }
+
+  /** The frame as of seq (default: the last committed atom). */
+  async state(seq?: number): Promise<State> {
+    const q = seq === undefined ? "" : `?seq=${seq}`;
+    return state(await this.client.request({ kind: "request", method: "GET", path: `${this.path}/state${q}` }));
+  }
+
+  /** The committed atom at seq: its delta and its actions. */
+  async atomAt(seq: number): Promise<AtomRecord> {
+    return atomRecord(await this.client.request({ kind: "request", method: "GET", path: `${this.path}/atoms/${seq}` }));
+  }
+
+  async interrupted(): Promise<Interrupted | null> {
+    return interrupted((await this.client.request({ kind: "request", method: "GET", path: `${this.path}/interrupted` })).interrupted);
+  }
+
+  /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
+  async end(status: "completed" | "failed" | "cancelled", result?: Bytes): Promise<RunInfo> {
+    const body: Obj = { status };
+    if (result !== undefined) putBytes(body, "result", result);
+    return runInfo(await this.client.request({ kind: "request", method: "POST", path: `${this.path}/end`, body }));
+  }
+
+  /** Begins the run's next atom; its lease is renewed in the background while it is open. */
+  async begin(o: BeginOptions = {}): Promise<Atom> {
+    const body: Obj = { request_id: randomUUID(), takeover: o.takeover ?? false };
+    if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
+    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/attempts`, body }));
+  }
+
+  /**
+   * Runs fn in an atom: begins it, commits its delta when fn resolves,
+   * fails it when fn throws (and rethrows). Durable tools called inside
+   * fn run in this atom.
+   *
+   *     await run.atom(async (atom) => {
+   *       const out = await atom.do("billing.charge", charge, { args: { cents: 500 } });
+   *       atom.delta.set("charge", out);
+   *     });
+   */
+  async atom<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions = {}): Promise<T> {
+    const atom = await this.begin(o);
+    let result: T;
+    try {
+      result = await current.run(atom, () => fn(atom));
+    } catch (e) {
+      if (!(e instanceof AttemptLost) && !(e instanceof Unavailable)) {
+        try {
+          await atom.fail(errorText(e));
+        } catch {
+          // the error in flight says more
+        }
+      }
+      atom.stop();
+      throw e;
+    }
+    await atom.commit();
+    return result;
+  }
+
+  /**
+   * atom(fn), run again in a new attempt of the same seq when the attempt
+   * is lost (the server restarted, the lease expired), up to maxAttempts
+   * times. Certified actions answer their results without executing; fn
+   * must make its calls in the same order each time.
+   */
+  async step<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions & { maxAttempts?: number } = {}): Promise<T> {
+    const max = o.maxAttempts ?? 20;
+    for (let i = 0; ; i++) {
+      try {
+        return await this.atom(fn, o);
+      } catch (e) {
+        if (!(e instanceof AttemptLost) || i === max - 1) throw e;
+      }
+    }
+  }
+}
+
+/** One attempt at an atom of a run. Concurrent do calls are allowed: call numbers follow the order they are made, and executions overlap. */
+export class Atom {
+  readonly seq: number;
+  readonly attempt: string;
+  readonly leaseMs: number;
+  /** The earlier attempt of this seq that ended without commit or fail, or null. */
+  readonly interrupted: Interrupted | null;
+  readonly delta = new Delta();
+  committed: Committed | null = null;
+  readonly path: string;
+  #calls = 0;
+  #order: Promise<unknown> = Promise.resolve();
+  #beat: NodeJS.Timeout | undefined;
+
+  constructor(readonly run: Run, begin: Obj) {
+    this.seq = Number(begin.seq);
+    this.attempt = String(begin.attempt);
+    this.leaseMs = Number(begin.lease_ms);
+    this.interrupted = interrupted(begin.interrupted);
+    this.path = `${run.path}/attempts/${this.attempt}`;
+    this.#beat = setInterval(() => {
+      this.heartbeat().catch(() => this.stop());
+    }, Math.max(this.leaseMs / 3, 10));
+    this.#beat.unref();
+  }
+
+  /** Stops the heartbeats (commit and fail do). */
+  stop(): void {
+    if (this.#beat) clearInterval(this.#beat);
+    this.#beat = undefined;
+  }
+
+  async #drive<T>(flow: Generator<Effect, T, any>, execute?: Execute, reconcile?: DoOptions["reconcile"]): Promise<T> {
+    let value: unknown;
+    let error: { e: unknown } | undefined;
+    for (;;) {
+      const step = error ? flow.throw(error.e) : flow.next(value);
+      value = undefined;
+      error = undefined;
+      if (step.done) return step.value;
+      const eff = step.value;
+      if (eff.kind === "request") {
+        try {
+          value = await this.run.client.request(eff);
+        } catch (e) {
+          if (!(e instanceof APIError)) throw e;
+          error = { e };
+        }
+      } else if (eff.kind === "execute") {
+        let res: ExecResult;
+        try {
+          res = { ok: true, value: toBytes(await execute!(eff.key)) };
+        } catch (e) {
+          res = { ok: false, error: e };
+        }
+        value = res;
+      } else {
+        if (!reconcile) throw new InDoubt(eff.key, eff.tool, eff.call, eff.fingerprint);
+        value = await reconcile(eff.key);
+      }
+    }
+  }
+
+  /**
+   * Performs an action at most once and returns its certified result.
+   * execute(key) performs the effect, passing the idempotency key to the
+   * downstream; it is called only when the server says so (never for an
+   * action already certified; after a crash only for an idempotent one),
+   * and must throw only when the effect did not happen. An in-doubt action
+   * throws InDoubt, unless reconcile settles it.
+   */
+  async do(tool: string, execute: Execute, o: DoOptions = {}): Promise<Uint8Array> {
+    const body: Obj = { tool, idempotent: o.idempotent ?? false };
+    if (o.args !== undefined) body.args = o.args;
+    if (o.key) body.key = o.key;
+    if (o.redact?.length) body.redact = o.redact;
+    if (o.redactResult?.length) body.redact_result = o.redactResult;
+    const n = this.#calls++;
+    const first = this.#order.then(() =>
+      this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${n}`, body, repeatPending: true }),
+    );
+    this.#order = first.catch(() => undefined);
+    return this.#drive(callFlow(this.path, n, tool, await first, this.run.known), execute, o.reconcile);
+  }
+
+  /** do for tools whose result is a JSON value: execute returns it, and so does doJSON. */
+  async doJSON<T = unknown>(tool: string, execute: (key: string) => T | Promise<T>, o: DoJSONOptions = {}): Promise<T> {
+    const { reconcile: rec, ...rest } = o;
+    const opts: DoOptions = rest;
+    if (rec) {
+      opts.reconcile = async (k: string): Promise<Verdict> => {
+        const v = await rec(k);
+        return v.happened ? { happened: true, result: JSON.stringify(v.result) } : v;
+      };
+    }
+    const out = await this.do(tool, async (k) => JSON.stringify(await execute(k)), opts);
+    return (out.length ? JSON.parse(new TextDecoder().decode(out)) : null) as T;
+  }
+
+  /** Settles an in-doubt action that took effect, with its result. */
+  async resolve(doubt: InDoubt, result: Bytes): Promise<Uint8Array> {
+    const body: Obj = {};
+    putBytes(body, "result", result);
+    const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${doubt.call}/resolve`, body, repeatPending: true });
+    return this.#drive(callFlow(this.path, doubt.call, doubt.tool, r, this.run.known));
+  }
+
+  /** Settles an in-doubt action that did not take effect; with execute, runs it again at once under its key. */
+  async resolveFailed(doubt: InDoubt, reason: string, execute?: Execute): Promise<Uint8Array | undefined> {
+    const r = await this.run.client.request({
+      kind: "request", method: "POST", path: `${this.path}/calls/${doubt.call}/resolve`, body: { failed: reason, retry: execute !== undefined }, repeatPending: true,
+    });
+    if (!execute) return undefined;
+    return this.#drive(callFlow(this.path, doubt.call, doubt.tool, r, this.run.known), execute);
+  }
+
+  async heartbeat(): Promise<void> {
+    await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/heartbeat`, body: {} });
+  }
+
+  /** Commits the atom with delta (default: this.delta): durable when this resolves. */
+  async commit(delta?: Delta): Promise<Committed> {
+    const ops = (delta ?? this.delta).ops;
+    try {
+      this.committed = await this.#drive(commitFlow(this.path, this.run.id, this.seq, ops));
+    } catch (e) {
+      if (!(e instanceof APIError) || e.code !== "invalid_delta") this.stop();
+      throw e;
+    }
+    this.stop();
+    return this.committed;
+  }
+
+  /** Ends the attempt without committing: the seq is begun again, certified actions stay certified. */
+  async fail(reason: string): Promise<void> {
+    try {
+      await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/fail`, body: { reason } });
+    } finally {
+      this.stop();
+    }
+  }
+}

@@ -1,0 +1,129 @@
+/**
+ * The errors of the client. Every error answer of the server becomes an
+ * {@link APIError} (or a subclass) with the HTTP status, the protocol's
+ * stable `code`, the message and the request `field` it concerns. The
+ * states of an action the agent must handle have classes of their own:
+ * {@link InDoubt} (with its idempotency key) and {@link ActionFailed}.
+ */
+
+export class ContinuumError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = new.target.name;
+  }
+}
+
+export class APIError extends ContinuumError {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    readonly detail: string,
+    readonly field?: string,
+    readonly details: Record<string, unknown> = {},
+  ) {
+    super(`${status} ${code}${field ? ` (${field})` : ""}: ${detail}`);
+  }
+}
+
+/** 400: the request is malformed; `field` names what is wrong. */
+export class BadRequest extends APIError {}
+/** 401: no bearer token, or a wrong one. */
+export class Unauthorized extends APIError {}
+/** 404: no such run, call, atom or endpoint. */
+export class NotFound extends APIError {}
+/** 404 run_not_found. */
+export class RunNotFound extends NotFound {}
+/** 409: the request conflicts with the state of the run or the attempt. */
+export class Conflict extends APIError {}
+/** 409 run_held: another attempt holds the run (details: seq, lease_expires); begin with takeover to abandon it. */
+export class RunHeld extends Conflict {}
+/** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
+export class RunEnded extends Conflict {}
+/**
+ * The attempt is gone: its lease expired, another client took the run
+ * over (409 lease_lost), or the server restarted (404 attempt_not_found).
+ * Nothing acknowledged is lost: run the step again (Run.step does).
+ */
+export class AttemptLost extends APIError {}
+/** 413: a body, a result or the frame exceeds a limit. */
+export class TooLarge extends APIError {}
+/** 422: well formed, but the engine refuses it. */
+export class Unprocessable extends APIError {}
+/** 422 invalid_delta: the delta does not apply to the frame; the atom stays open. */
+export class InvalidDelta extends Unprocessable {}
+/** 422 invalid_args: the ledger refuses the args or a redact pointer. */
+export class InvalidArgs extends Unprocessable {}
+/** 5xx: the store failed, or a bug. */
+export class ServerError extends APIError {}
+/** 503 shutting_down: retried by the client within its retryFor. */
+export class ShuttingDown extends ServerError {}
+
+/**
+ * An action was dispatched before and nobody knows whether it took effect
+ * (a crash or a vanished client fell between its execution and its
+ * certificate), and it is not idempotent. Ask the downstream with `key`,
+ * then settle it with Atom.resolve or Atom.resolveFailed; or give `do` a
+ * reconcile function.
+ */
+export class InDoubt extends ContinuumError {
+  constructor(
+    readonly key: string,
+    readonly tool: string,
+    readonly call: number,
+    readonly fingerprint: string,
+  ) {
+    super(`action ${JSON.stringify(tool)} (call ${call}) is in doubt: reconcile with the downstream using idempotency key ${JSON.stringify(key)}, then resolve it`);
+  }
+}
+
+/** An action is certified as not having taken effect (another call's execution of it failed, or it was resolved as failed). */
+export class ActionFailed extends ContinuumError {
+  constructor(
+    readonly tool: string,
+    readonly key: string,
+    readonly call: number,
+    readonly error: string,
+  ) {
+    super(`action ${JSON.stringify(tool)} (call ${call}, key ${JSON.stringify(key)}) failed: ${error}`);
+  }
+}
+
+/** The server could not be reached (or kept answering shutting_down or pending) for the whole retryFor. */
+export class Unavailable extends ContinuumError {}
+
+/** A durable tool was called outside an atom. */
+export class NoAtom extends ContinuumError {}
+
+const byCode: Record<string, typeof APIError> = {
+  run_not_found: RunNotFound,
+  run_held: RunHeld,
+  run_ended: RunEnded,
+  lease_lost: AttemptLost,
+  attempt_not_found: AttemptLost,
+  invalid_delta: InvalidDelta,
+  invalid_args: InvalidArgs,
+  shutting_down: ShuttingDown,
+};
+
+const byStatus: Record<number, typeof APIError> = {
+  400: BadRequest,
+  401: Unauthorized,
+  404: NotFound,
+  405: BadRequest,
+  409: Conflict,
+  413: TooLarge,
+  422: Unprocessable,
+};
+
+/** The error for an error answer (its decoded JSON body, or anything). */
+export function errorFromAnswer(status: number, body: unknown): APIError {
+  const err = typeof body === "object" && body !== null ? (body as { error?: unknown }).error : undefined;
+  if (typeof err !== "object" || err === null) {
+    return new ServerError(status, "internal", `the server answered ${status} without a protocol error`);
+  }
+  const e = err as { code?: unknown; message?: unknown; field?: unknown; details?: unknown };
+  const code = String(e.code ?? "");
+  const Cls = byCode[code] ?? byStatus[status] ?? (status >= 500 ? ServerError : APIError);
+  const details = typeof e.details === "object" && e.details !== null ? (e.details as Record<string, unknown>) : {};
+  return new Cls(status, code, String(e.message ?? ""), e.field ? String(e.field) : undefined, details);
+}

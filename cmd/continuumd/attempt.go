@@ -1,0 +1,615 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// An attempt is one client's try at one atom: the engine's Atom, held by
+// the server on behalf of a client that may be in another process, on
+// another machine, or gone. It holds its run's lease; every request on it
+// renews the lease, and when the lease runs out with no request in
+// progress (or another client takes the run over) the attempt is
+// abandoned:
+//
+//   - every call whose execution the server still waits for is left in
+//     doubt: its exec ends by a panic, which the ledger documents as
+//     leaving a durable intent without a certificate (ledger.Ledger.Do),
+//     so no later call executes it again unless it is idempotent;
+//   - the atom is failed (Atom.Fail: its seq is not consumed, its
+//     certified actions stay certified), so that the next attempt begins
+//     the same seq with its default keys numbered from 0 again, exactly as
+//     an agent re-begun after a crash;
+//   - the actions it had started are kept, with their states, and given to
+//     the next attempt of the same seq (beginResponse.Interrupted).
+//
+// A server that stops (SIGTERM) abandons its attempts the same way but
+// does not fail their atoms: the engine then reports them as interrupted
+// when the store is opened again, as it does after a crash.
+type attempt struct {
+	token string
+	rs    *runState
+	atom  *engine.Atom
+	seq   uint64
+	lease time.Duration
+	// abandonCh is closed when the attempt starts being abandoned: a
+	// waiting exec then ends and leaves its action in doubt, and waiting
+	// requests answer lease_lost.
+	abandonCh chan struct{}
+	// ended is closed (by end) once the attempt is committed, failed or
+	// abandoned (after abandon has drained it).
+	ended   chan struct{}
+	endOnce sync.Once
+	// interrupted is what begin reported of the seq's earlier attempt.
+	interrupted *interruptedJSON
+	// inherited are the actions of the interrupted attempt of this seq that
+	// begin reported; abandonment reports them again, updated by this
+	// attempt's calls.
+	inherited []actionStateJSON
+	// pins counts the requests in progress on the attempt (Add only under
+	// mu while the attempt is open and not closing).
+	pins sync.WaitGroup
+	// execs counts the goroutines running the engine's Do for its calls.
+	execs sync.WaitGroup
+
+	mu struct {
+		sync.Mutex
+		state   attemptState
+		closing bool   // abandonment started: no new request is pinned
+		reason  string // abandoned: why; failed: the client's reason
+		head    string // committed: the atom's head (hex)
+		expires time.Time
+		active  int // pinned requests; the lease does not run out while > 0
+		calls   []*call
+		// defaultKeys counts the calls dispatched with a default key: the
+		// engine's index of the next one (Atom numbers its default-key Do
+		// calls; this attempt makes them in call order, see dispatch).
+		defaultKeys uint32
+		// lastStarted is closed when the most recent dispatch left the
+		// starting state, after the engine took its default-key index.
+		lastStarted chan struct{}
+	}
+}
+
+type attemptState uint8
+
+const (
+	attemptOpen attemptState = iota
+	attemptCommitted
+	attemptFailed
+	attemptAbandoned
+)
+
+func (s attemptState) String() string {
+	switch s {
+	case attemptOpen:
+		return "open"
+	case attemptCommitted:
+		return "committed"
+	case attemptFailed:
+		return "failed"
+	}
+	return "abandoned"
+}
+
+// A call is one action of an attempt, numbered by the client from 0 in
+// the order it makes them. The number makes a repeated request (after a
+// lost answer) find the call it repeats instead of making another.
+type call struct {
+	n   int
+	req callRequest
+	act ledger.Action
+	// in is the intent the engine records for the call (its key, index and
+	// fingerprint), computed the way the engine does; nil if the action is
+	// invalid (the engine then refuses it and state is callError).
+	in *ledger.Intent
+
+	// The fields below are guarded by the attempt's mu.
+	state    callState
+	result   []byte
+	errMsg   string
+	apiErr   *apiError
+	replayed bool // done from a certificate made before this call
+	resolved bool // done or failed by a resolution
+	retried  bool // resolved as failed and dispatched again (resolve with retry)
+	// report carries the client's outcome to the waiting exec; reported
+	// says that one was delivered for the current execution.
+	report   chan outcome
+	reported bool
+	// changed is closed and replaced at every change of state.
+	changed chan struct{}
+	// running: a goroutine runs the engine's Do for this call.
+	running bool
+
+	// resolveMu orders the resolutions of the call: a repeated one waits
+	// for the first and answers with its outcome.
+	resolveMu sync.Mutex
+}
+
+type callState uint8
+
+const (
+	callStarting  callState = iota // dispatched: the engine writes the intent, or waits for another execution of the action
+	callExecuting                  // the engine called exec: the client executes and reports the outcome
+	callDone                       // certified result (done or resolved)
+	callFailed                     // certified as failed (the exec's error, or a resolution that it did not happen)
+	callInDoubt                    // dispatched earlier, outcome unknown
+	callError                      // the engine refused the call
+)
+
+func (s callState) String() string {
+	switch s {
+	case callStarting:
+		return "pending"
+	case callExecuting:
+		return "execute"
+	case callDone:
+		return "done"
+	case callFailed:
+		return "failed"
+	case callInDoubt:
+		return "in_doubt"
+	}
+	return "error"
+}
+
+type outcome struct {
+	result []byte
+	err    string // non-empty: the effect did not happen
+}
+
+// abandonPanic is what a waiting exec panics with when its attempt is
+// abandoned; runDo recovers it. The ledger lands the action in doubt.
+type abandonPanic struct{}
+
+// clientError is the error an exec returns for an outcome the client
+// reported as failed: its message is what the certificate records.
+type clientError struct{ msg string }
+
+func (e *clientError) Error() string { return e.msg }
+
+// setStateLocked moves c to st and wakes everyone waiting on it.
+func (c *call) setStateLocked(st callState) {
+	c.state = st
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// pin registers a request on the attempt and renews its lease. It fails
+// when the attempt is abandoned or being abandoned (lease_lost), or, with
+// needOpen, when it is committed or failed (attempt_done).
+func (a *attempt) pin(needOpen bool) *apiError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.closing || a.mu.state == attemptAbandoned {
+		return a.lostLocked()
+	}
+	if needOpen && a.mu.state != attemptOpen {
+		return conflict(codeAttemptDone, "attempt %s of run %q seq %d is %s", a.token, a.rs.id, a.seq, a.mu.state)
+	}
+	a.mu.active++
+	a.mu.expires = time.Now().Add(a.lease)
+	a.pins.Add(1)
+	return nil
+}
+
+func (a *attempt) unpin() {
+	a.mu.Lock()
+	a.mu.active--
+	a.mu.expires = time.Now().Add(a.lease)
+	a.mu.Unlock()
+	a.pins.Done()
+}
+
+func (a *attempt) lostLocked() *apiError {
+	e := conflict(codeLeaseLost, "attempt %s of run %q seq %d was abandoned (%s): its calls waiting for an outcome are in doubt; begin again",
+		a.token, a.rs.id, a.seq, a.mu.reason)
+	e.Details = map[string]any{"reason": a.mu.reason, "seq": a.seq}
+	return e
+}
+
+// expired reports whether the lease ran out with no request in progress.
+func (a *attempt) expired(now time.Time) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.state == attemptOpen && !a.mu.closing && a.mu.active == 0 && now.After(a.mu.expires)
+}
+
+// abandon ends the attempt on behalf of a client that is gone: see the
+// type's comment. fail says whether to fail the atom (lease expiry,
+// takeover) or leave it running for the engine to report as interrupted
+// (shutdown). It waits until the attempt is drained; a second call waits
+// for the first.
+func (a *attempt) abandon(ctx context.Context, reason string, fail bool) {
+	a.mu.Lock()
+	if a.mu.state != attemptOpen || a.mu.closing {
+		a.mu.Unlock()
+		<-a.ended
+		return
+	}
+	a.mu.closing, a.mu.reason = true, reason
+	close(a.abandonCh)
+	a.mu.Unlock()
+
+	a.pins.Wait()  // requests in progress end (a commit may still land)
+	a.execs.Wait() // every waiting exec has ended: its action is in doubt
+
+	a.mu.Lock()
+	open := a.mu.state == attemptOpen
+	a.mu.Unlock()
+	var failErr error
+	if open && fail {
+		failErr = a.atom.Fail(context.WithoutCancel(ctx), fmt.Sprintf("continuumd: attempt %s abandoned: %s", a.token, reason))
+	}
+	a.mu.Lock()
+	if a.mu.state == attemptOpen {
+		a.mu.state = attemptAbandoned
+	}
+	final := a.mu.state
+	a.mu.closing = false
+	a.mu.Unlock()
+	if final == attemptAbandoned {
+		a.rs.noteAbandoned(a, reason)
+	}
+	if failErr != nil {
+		a.rs.srv.log.Error("continuumd: failing an abandoned atom", "run", a.rs.id, "seq", a.seq, "err", failErr)
+	}
+	if final == attemptAbandoned {
+		a.rs.srv.log.Info("continuumd: attempt abandoned", "run", a.rs.id, "seq", a.seq, "attempt", a.token, "reason", reason)
+	}
+	a.end()
+}
+
+// end marks the attempt ended (committed, failed or abandoned).
+func (a *attempt) end() { a.endOnce.Do(func() { close(a.ended) }) }
+
+// interruptedActions is what an abandoned attempt leaves the next one:
+// the actions its begin inherited, then its own calls that reached the
+// engine, each with its latest state.
+func (a *attempt) interruptedActions() []actionStateJSON {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := append([]actionStateJSON(nil), a.inherited...)
+	for _, c := range a.mu.calls {
+		if c.in == nil || c.state == callError {
+			continue
+		}
+		n := c.n
+		st := actionStateJSON{Call: &n, Index: c.in.Index, Fingerprint: c.in.Fingerprint.String(),
+			Tool: c.in.Tool, Key: c.in.Key, Idempotent: c.in.Idempotent}
+		switch {
+		case c.state == callDone && c.resolved:
+			st.Status = "resolved"
+		case c.state == callDone:
+			st.Status = "done"
+		case c.state == callFailed:
+			st.Status = "failed"
+		default: // in doubt, or executing when its exec was ended
+			st.Status = "in_doubt"
+		}
+		replaced := false
+		for i := range out {
+			if out[i].Fingerprint == st.Fingerprint {
+				out[i], replaced = st, true
+			}
+		}
+		if !replaced {
+			out = append(out, st)
+		}
+	}
+	return out
+}
+
+// callFor returns call n for a request: the existing one if n was made
+// before (the request must ask for the same action), or a new one if n is
+// the next number, dispatched to the engine in call order.
+func (a *attempt) callFor(n int, req *callRequest) (*call, *apiError) {
+	act, aerr := req.action()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch {
+	case n < len(a.mu.calls):
+		c := a.mu.calls[n]
+		if f, ok := c.req.same(req); !ok {
+			e := conflict(codeCallMismatch, "call %d of attempt %s was %q with other %s: a call number names one action (repeat it unchanged, or use the next number %d)",
+				n, a.token, c.req.Tool, f, len(a.mu.calls))
+			e.Field = f
+			return nil, e
+		}
+		return c, nil
+	case n > len(a.mu.calls):
+		e := conflict(codeOutOfOrder, "call %d of attempt %s comes before call %d: number calls from 0 and send each after the answer to the one before",
+			n, a.token, len(a.mu.calls))
+		e.Field = "call"
+		return nil, e
+	}
+	if aerr != nil {
+		return nil, aerr
+	}
+	if a.mu.state != attemptOpen {
+		return nil, conflict(codeAttemptDone, "attempt %s of run %q seq %d is %s", a.token, a.rs.id, a.seq, a.mu.state)
+	}
+	c := &call{n: n, req: *req, act: act, changed: make(chan struct{})}
+	index := a.mu.defaultKeys
+	if act.Key == "" {
+		a.mu.defaultKeys++
+	}
+	if in, err := ledger.NewIntent(act, a.rs.id, a.seq, index); err == nil {
+		c.in = in
+	}
+	a.mu.calls = append(a.mu.calls, c)
+	a.dispatchLocked(c, act)
+	return c, nil
+}
+
+// dispatchLocked starts the engine's Do of c in its own goroutine, after
+// the previous dispatch of the attempt left its starting state: the engine
+// numbers default keys in the order of Do calls, and this keeps it the
+// order of call numbers however requests race.
+func (a *attempt) dispatchLocked(c *call, act ledger.Action) {
+	prev := a.mu.lastStarted
+	started := make(chan struct{})
+	a.mu.lastStarted = started
+	c.running = true
+	c.reported = false
+	c.report = make(chan outcome, 1)
+	a.execs.Add(1)
+	a.rs.srv.workers.run(func() { a.runDo(c, act, prev, started) })
+}
+
+// runDo is one Do of the engine for call c. Its exec tells the client to
+// execute and waits for the outcome; if the attempt is abandoned first, it
+// panics, which leaves the action in doubt (a durable intent without a
+// certificate), and runDo recovers.
+func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, started chan struct{}) {
+	srv := a.rs.srv
+	var once sync.Once
+	markStarted := func() { once.Do(func() { close(started) }) }
+	defer a.execs.Done()
+	defer markStarted()
+	if prev != nil {
+		select {
+		case <-prev:
+		case <-a.abandonCh:
+		}
+	}
+	exec := func(ctx context.Context, key string) ([]byte, error) {
+		a.mu.Lock()
+		c.setStateLocked(callExecuting)
+		report := c.report
+		a.mu.Unlock()
+		markStarted()
+		select {
+		case o := <-report:
+			if o.err != "" {
+				return nil, &clientError{msg: o.err}
+			}
+			return o.result, nil
+		case <-a.abandonCh:
+		case <-ctx.Done():
+		}
+		panic(abandonPanic{})
+	}
+	defer func() {
+		r := recover()
+		if r == nil {
+			return
+		}
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		c.running = false
+		if _, ok := r.(abandonPanic); ok {
+			c.setStateLocked(callInDoubt)
+			return
+		}
+		// Not ours: a bug below. The action is in doubt (the ledger's
+		// defer landed it so); the server goes on.
+		srv.log.Error("continuumd: panic in the engine's Do", "run", a.rs.id, "seq", a.seq, "call", c.n, "panic", fmt.Sprint(r))
+		c.apiErr = &apiError{Status: 500, Code: codeInternal, Message: fmt.Sprintf("the engine panicked running call %d: %v; the action may be in doubt", c.n, r)}
+		c.setStateLocked(callError)
+	}()
+
+	var ran bool
+	result, err := a.atom.Do(srv.ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+		ran = true
+		return exec(ctx, key)
+	})
+
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	c.running = false
+	var doubt *ledger.InDoubtError
+	var ce *clientError
+	switch {
+	case err == nil:
+		c.result, c.replayed = result, !ran
+		c.setStateLocked(callDone)
+	case errors.As(err, &doubt):
+		c.setStateLocked(callInDoubt)
+	case errors.As(err, &ce):
+		// The client reported that the execution failed: this call's,
+		// or the one of the same action this Do waited for.
+		c.errMsg = ce.msg
+		c.setStateLocked(callFailed)
+	default:
+		c.apiErr = engineError(err, "")
+		if !ran && (c.apiErr.Code == codeInvalidArgs || c.apiErr.Code == codeBadRequest) {
+			c.apiErr.Message = fmt.Sprintf("call %d: %s", c.n, c.apiErr.Message)
+		}
+		c.setStateLocked(callError)
+	}
+}
+
+// deliver hands the client's outcome of call c to its waiting exec. A
+// repeated outcome (after a lost answer) is not delivered again.
+func (a *attempt) deliver(c *call, o outcome) *apiError {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	switch c.state {
+	case callExecuting:
+		if !c.reported {
+			c.reported = true
+			c.report <- o // buffered: never blocks
+		}
+		return nil
+	case callDone, callFailed, callError:
+		return nil // a repeat: the answer is the call's state
+	case callInDoubt:
+		return conflict(codeNotExecuting, "call %d (%q, key %q) is in doubt, not executing: resolve it with what the downstream says",
+			c.n, c.req.Tool, c.key())
+	}
+	return conflict(codeNotExecuting, "call %d (%q) is not executing yet: repeat the call request until it answers execute",
+		c.n, c.req.Tool)
+}
+
+func (c *call) key() string {
+	if c.in != nil {
+		return c.in.Key
+	}
+	return c.req.Key
+}
+
+// resolve records what the client found about in-doubt call c; with
+// retry, a resolution that it did not happen dispatches the action again
+// under the in-doubt key.
+func (a *attempt) resolve(ctx context.Context, c *call, result []byte, happened bool, reason string, retry bool) *apiError {
+	c.resolveMu.Lock()
+	defer c.resolveMu.Unlock()
+	a.mu.Lock()
+	st, resolved, retried := c.state, c.resolved, c.retried
+	a.mu.Unlock()
+	switch {
+	case st == callDone && resolved && happened, st == callFailed && resolved && !happened && !retry:
+		return nil // a repeat
+	case retry && !happened && retried && st != callInDoubt:
+		return nil // a repeat of a resolve-and-retry: the answer is the call's state
+	case st != callInDoubt:
+		return conflict(codeNotInDoubt, "call %d (%q, key %q) is %s, not in doubt", c.n, c.req.Tool, c.key(), st)
+	}
+	doubt := &ledger.InDoubtError{Key: c.in.Key, Tool: c.in.Tool, RunID: c.in.RunID, Seq: c.in.Seq, Index: c.in.Index, Fingerprint: c.in.Fingerprint}
+	var err error
+	if happened {
+		err = a.atom.ResolveInDoubt(ctx, doubt, result)
+	} else {
+		err = a.atom.ResolveInDoubtFailed(ctx, doubt, reason)
+	}
+	if err != nil {
+		return engineError(err, "")
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if happened {
+		c.resolved = true
+		c.result = append([]byte(nil), result...)
+		c.setStateLocked(callDone)
+		return nil
+	}
+	c.errMsg = reason
+	if !retry {
+		c.resolved = true
+		c.setStateLocked(callFailed)
+		return nil
+	}
+	c.retried = true
+	// Execute again under the in-doubt key: an explicit key takes no
+	// default-key index, so no later key moves.
+	act := c.act
+	act.Key = c.in.Key
+	c.setStateLocked(callStarting)
+	a.dispatchLocked(c, act)
+	return nil
+}
+
+// waitCall waits until call c leaves the states in busy, the attempt is
+// abandoned, ctx ends, or the server's wait bound passes; it returns
+// whether c left them.
+func (a *attempt) waitCall(ctx context.Context, c *call, busy func(callState) bool) bool {
+	timer := time.NewTimer(a.rs.srv.cfg.callWait)
+	defer timer.Stop()
+	for {
+		a.mu.Lock()
+		st, ch := c.state, c.changed
+		a.mu.Unlock()
+		if !busy(st) {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-a.abandonCh:
+			// Give the exec's panic a moment to land the call in doubt.
+			select {
+			case <-ch:
+			case <-timer.C:
+				return false
+			case <-ctx.Done():
+				return false
+			}
+		case <-timer.C:
+			return false
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// answer is the protocol's view of call c now.
+func (a *attempt) answer(c *call) (callResponse, *apiError) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return c.answerLocked()
+}
+
+func (c *call) answerLocked() (callResponse, *apiError) {
+	if c.state == callError {
+		return callResponse{}, c.apiErr
+	}
+	r := callResponse{Call: c.n, Status: c.state.String(), Tool: c.req.Tool, Key: c.key(), Replayed: c.replayed, Resolved: c.resolved}
+	if c.in != nil {
+		r.Index, r.Fingerprint = c.in.Index, c.in.Fingerprint.String()
+	}
+	switch c.state {
+	case callDone:
+		r.setResult(c.result)
+	case callFailed:
+		r.Error = c.errMsg
+	}
+	return r, nil
+}
+
+func (a *attempt) describe() attemptJSON {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	out := attemptJSON{Attempt: a.token, Run: a.rs.id, Seq: a.seq, State: a.mu.state.String(), Reason: a.mu.reason,
+		LeaseMS: a.lease.Milliseconds(), LeaseExpires: a.mu.expires.UTC(), Head: a.mu.head, Calls: []callResponse{}}
+	if a.mu.closing {
+		out.State = "abandoning"
+	}
+	for _, c := range a.mu.calls {
+		r, aerr := c.answerLocked()
+		if aerr != nil {
+			r = callResponse{Call: c.n, Status: "error", Tool: c.req.Tool, Key: c.key(), Error: aerr.Message}
+		}
+		out.Calls = append(out.Calls, r)
+	}
+	return out
+}
+
+// busyCalls lists the calls still starting or executing, which a commit
+// must not leave behind.
+func (a *attempt) busyCalls() []int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var n []int
+	for _, c := range a.mu.calls {
+		if c.state == callStarting || c.state == callExecuting {
+			n = append(n, c.n)
+		}
+	}
+	return n
+}

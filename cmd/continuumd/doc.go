@@ -1,0 +1,103 @@
+// Command continuumd serves one CONTINUUM store to agents written in any
+// language: the engine's contract (runs, atoms, exactly-once actions,
+// in-doubt reconciliation, state, verify) over HTTP/JSON, on a Unix socket
+// by default. The Python and TypeScript clients in clients/ speak it;
+// curl does too:
+//
+//	continuumd --store ./agent-store            # serves ./agent-store.sock, mode 0600
+//	curl --unix-socket ./agent-store.sock -X PUT http://localhost/v1/runs/deploy-42
+//	curl --unix-socket ./agent-store.sock -X POST http://localhost/v1/runs/deploy-42/attempts -d '{}'
+//
+// openapi.json (OpenAPI 3.1, next to this file) is the protocol's
+// reference: every endpoint, field and error code, and the rules below.
+// TestOpenAPIRoutes, TestOpenAPISchemas and TestOpenAPIErrorCodes keep it
+// equal to the code.
+//
+// # Actions split across the wire
+//
+// The agent runs its tools; the server keeps the ledger. An atom is an
+// attempt (the engine's Atom, held by the server for its client under a
+// lease), and each action a numbered call of it:
+//
+//	POST .../attempts/A/calls/0 {"tool": "billing.charge", "args": {...}}
+//	  -> {"status": "execute", "key": K}    the intent is durable: run the tool with K
+//	POST .../attempts/A/calls/0/outcome {"result": "..."}
+//	  -> {"status": "done", "result": ...}  the certificate is durable
+//
+// The server calls the engine's Atom.Do with an exec that answers execute
+// and waits for the client's outcome. A call of an action already
+// certified answers done with its result (the engine does not call exec);
+// one whose earlier execution's outcome is unknown answers in_doubt with
+// its key, and the client reconciles with the downstream and resolves
+// (Atom.ResolveInDoubt, ResolveInDoubtFailed).
+//
+// # Guarantees across the wire
+//
+//   - An action whose outcome was acknowledged (done) is never executed
+//     again: every later call of it, in any attempt, after any crash of the
+//     client or the server, answers done (the engine's I3).
+//   - A client that vanishes after execute never has its action executed
+//     again silently. When its lease runs out (or another client takes
+//     the run over) the server ends the waiting exec by a panic, which the
+//     ledger lands as a durable intent without a certificate: in doubt. It
+//     is executed again only if declared idempotent.
+//   - A request repeated after a lost answer has the effect of one: begin
+//     carries a request id; a call is named by its number (the same number
+//     and action answers the call's state, another action under it is
+//     call_mismatch); an outcome, a resolution, a commit or a fail of what
+//     was already done answers what was done; the rest is naturally
+//     idempotent.
+//   - A client that disappears does not hold its run: a lease (renewed by
+//     every request; heartbeats during long executions) or an explicit
+//     takeover (begin with takeover) abandons its attempt: its waiting
+//     calls become in doubt, its atom is failed (Atom.Fail: the seq is
+//     begun again, with default keys from 0, as after a crash), and the
+//     next begin of the seq lists the actions it had started with their
+//     states.
+//   - The server restarts as the library does: what was acknowledged is
+//     in the store, and the atom that was running is interrupted
+//     (Run.Interrupted), reported by the next begin.
+//
+// # Security
+//
+// The Unix socket is created 0600 (under a narrowed umask, never more
+// open) and needs no token unless --token-file is given. TCP (--listen) is
+// served only with a bearer token (--token-file, mode 0600, compared in
+// constant time), over TLS with --tls-cert and --tls-key; plain TCP is
+// allowed on loopback addresses only, unless --insecure-plaintext. Bodies
+// are limited by --max-body (413 beyond), headers to 64 KiB. Every bad
+// request is answered with a status and {"error": {"code", "message",
+// "field"}}; a panic in a handler is answered 500, never a dead server
+// (FuzzRequests fuzzes every endpoint's body through the handler).
+//
+// SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
+// requests in progress are answered, commits included (up to
+// --drain-timeout); then open attempts are abandoned without failing their
+// atoms (their waiting calls are in doubt, and the next server reports the
+// atoms interrupted); then the store is closed. A second signal closes
+// busy connections at once.
+//
+// # Caveats
+//
+//   - Leases live in the server's memory: after a restart no run is held,
+//     and the first client to begin gets it.
+//   - After a graceful shutdown the engine's report of an interrupted atom
+//     lists only its actions that completed (their certificates); an
+//     action left in doubt is not listed, though calling it answers
+//     in_doubt as it must. After a crash (SIGKILL) both are listed.
+//   - A call whose action is the same as one still executing in the attempt
+//     (same tool, args and explicit key) waits for that one's outcome, as
+//     concurrent Do calls of one fingerprint do; calls after it wait too
+//     (the server keeps default keys in call order). Such a call answers
+//     pending after 20 s.
+//   - Forks (contract v1's DB.Fork) are not in the engine yet: the
+//     protocol reserves POST /v1/runs/{run}/fork for them, and Run's parent
+//     and forked_at ("" and 0 until then); openapi.json says how it slots
+//     in. Ending a run (POST /v1/runs/{run}/end, engine Run.End) is there.
+//   - A delta over the wire takes every op but references to certified
+//     results (frame's refs and tool_output_ref, which Go agents write):
+//     a client puts the result itself in the message.
+//   - A request body is decoded whole: memory per request is a few times
+//     --max-body. Authenticated clients are trusted not to send thousands
+//     at once.
+package main

@@ -1,0 +1,128 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// apiError is every error the server answers with: an HTTP status, a
+// stable code for programs, a message for people, and the request field it
+// concerns when there is one. It is written as
+//
+//	{"error": {"code": "bad_request", "message": "...", "field": "delta[2].status"}}
+//
+// Codes are part of the protocol (openapi.json lists them); messages are
+// not, and may change.
+type apiError struct {
+	Status  int            `json:"-"`
+	Code    string         `json:"code"`
+	Message string         `json:"message"`
+	Field   string         `json:"field,omitempty"`
+	Details map[string]any `json:"details,omitempty"`
+}
+
+func (e *apiError) Error() string {
+	if e.Field != "" {
+		return fmt.Sprintf("%s (%s): %s", e.Code, e.Field, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// The error codes. openapi.json's ErrorCode enum holds the same list;
+// TestOpenAPIErrorCodes keeps the two equal.
+const (
+	codeBadRequest       = "bad_request"       // 400: malformed JSON, a wrong type, a missing or unknown field
+	codeUnauthorized     = "unauthorized"      // 401: no bearer token, or a wrong one
+	codeRouteNotFound    = "route_not_found"   // 404: no such endpoint
+	codeRunNotFound      = "run_not_found"     // 404: no run of that id (PUT /v1/runs/{run} creates it)
+	codeAttemptNotFound  = "attempt_not_found" // 404: no attempt of that id: the server restarted, or it is long finished
+	codeCallNotFound     = "call_not_found"    // 404: the attempt has no call of that number
+	codeAtomNotFound     = "atom_not_found"    // 404: no committed atom at that seq
+	codeMethodNotAllowed = "method_not_allowed"
+	codeRunHeld          = "run_held"       // 409: another attempt holds the run's lease
+	codeRunEnded         = "run_ended"      // 409: the run ended: it takes no more atoms, and no other end
+	codeLeaseLost        = "lease_lost"     // 409: this attempt was abandoned (lease expired, taken over, server stopping)
+	codeAttemptDone      = "attempt_done"   // 409: the attempt is committed or failed
+	codeCallMismatch     = "call_mismatch"  // 409: a repeated call differs from the first request of that number
+	codeOutOfOrder       = "out_of_order"   // 409: a call number past the next one
+	codeNotExecuting     = "not_executing"  // 409: an outcome for a call that is not waiting for one
+	codeNotInDoubt       = "not_in_doubt"   // 409: a resolution for a call that is not in doubt
+	codeCallsRunning     = "calls_running"  // 409: commit while a call is executing
+	codeTooLarge         = "too_large"      // 413: the body, a result or the frame exceeds a limit
+	codeInvalidDelta     = "invalid_delta"  // 422: the delta does not apply to the run's frame
+	codeInvalidArgs      = "invalid_args"   // 422: the action's args or redact pointers are refused by the ledger
+	codeInvalidRunID     = "invalid_run_id" // 400: empty, longer than 256 bytes, or not UTF-8
+	codeShuttingDown     = "shutting_down"  // 503: the server is stopping; retry against the next one
+	codeStorage          = "storage"        // 500: the store failed (I/O error, full disk): the server must be restarted
+	codeCorrupt          = "corrupt"        // 500: the store is damaged where the request needed it
+	codeInternal         = "internal"       // 500: a bug; the message says what
+)
+
+// errorCodes lists every code, for the OpenAPI test.
+var errorCodes = []string{
+	codeBadRequest, codeUnauthorized, codeRouteNotFound, codeRunNotFound,
+	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
+	codeRunHeld, codeRunEnded, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
+	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeTooLarge, codeInvalidDelta,
+	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
+	codeInternal,
+}
+
+func badRequest(field, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusBadRequest, Code: codeBadRequest, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+func conflict(code, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusConflict, Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+func notFound(code, field, format string, args ...any) *apiError {
+	return &apiError{Status: http.StatusNotFound, Code: code, Field: field, Message: fmt.Sprintf(format, args...)}
+}
+
+// engineError maps an error of the engine to the answer that says what
+// happened, naming the request field it concerns (field is the one the
+// caller passed the engine; "" if none).
+func engineError(err error, field string) *apiError {
+	var ae *apiError
+	switch {
+	case errors.As(err, &ae):
+		return ae
+	case errors.Is(err, engine.ErrInvalidRunID):
+		return &apiError{Status: http.StatusBadRequest, Code: codeInvalidRunID, Field: "run", Message: err.Error()}
+	case errors.Is(err, engine.ErrTooLarge):
+		return &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Field: field, Message: err.Error()}
+	case errors.Is(err, engine.ErrInvalidDelta), errors.Is(err, engine.ErrNilDelta):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidDelta, Field: "delta", Message: err.Error()}
+	case errors.Is(err, ledger.ErrInvalidArgs):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidArgs, Field: "args", Message: err.Error()}
+	case errors.Is(err, ledger.ErrBadPointer):
+		f := "redact"
+		if field == "redact_result" {
+			f = field
+		}
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidArgs, Field: f, Message: err.Error()}
+	case errors.Is(err, ledger.ErrNoTool):
+		return badRequest("tool", "%v", err)
+	case errors.Is(err, engine.ErrSeqOutOfRange):
+		return notFound(codeAtomNotFound, "seq", "%v", err)
+	case errors.Is(err, engine.ErrAtomDone):
+		return conflict(codeAttemptDone, "%v", err)
+	case errors.Is(err, engine.ErrNotInDoubt):
+		return conflict(codeNotInDoubt, "%v", err)
+	case errors.Is(err, engine.ErrRunEnded):
+		return conflict(codeRunEnded, "%v", err)
+	case errors.Is(err, engine.ErrAtomInProgress):
+		return conflict(codeRunHeld, "%v", err)
+	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):
+		return &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: err.Error()}
+	case errors.Is(err, engine.ErrCorrupt):
+		return &apiError{Status: http.StatusInternalServerError, Code: codeCorrupt, Message: err.Error()}
+	}
+	return &apiError{Status: http.StatusInternalServerError, Code: codeStorage, Message: err.Error()}
+}

@@ -1,0 +1,822 @@
+package main
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// The protocol's JSON, one type per request and answer. openapi.json
+// describes each under the same name (TestOpenAPISchemas compares their
+// fields). Bytes travel as a string when they are valid UTF-8 and as
+// NAME_base64 (standard base64) otherwise; a request may use either form,
+// never both.
+
+// beginRequest is the body of POST /v1/runs/{run}/attempts.
+type beginRequest struct {
+	// RequestID makes a repeated begin (after a lost answer) return the
+	// attempt the first one made instead of finding the run held. Any
+	// string the client does not reuse for another begin of the run.
+	RequestID string `json:"request_id"`
+	// Takeover abandons the attempt that holds the run's lease, if any
+	// (its calls waiting for an outcome become in doubt, its atom is
+	// failed), instead of answering run_held.
+	Takeover bool `json:"takeover"`
+	// LeaseMS is the attempt's lease in milliseconds; 0 means the server's
+	// default. Every request on the attempt renews it.
+	LeaseMS int64 `json:"lease_ms"`
+}
+
+// callRequest is the body of POST .../calls/{call}: one action of the
+// atom (ledger.Action).
+type callRequest struct {
+	Tool         string          `json:"tool"`
+	Args         json.RawMessage `json:"args"`
+	Key          string          `json:"key"`
+	Idempotent   bool            `json:"idempotent"`
+	Redact       []string        `json:"redact"`
+	RedactResult []string        `json:"redact_result"`
+}
+
+// outcomeRequest is the body of POST .../calls/{call}/outcome: what the
+// client's execution of the action returned. Exactly one of a result
+// (result or result_base64) and error. An error says the effect did not
+// happen (it is certified as failed, and a later call executes again).
+type outcomeRequest struct {
+	Result       *string `json:"result"`
+	ResultBase64 *string `json:"result_base64"`
+	Error        *string `json:"error"`
+}
+
+// resolveRequest is the body of POST .../calls/{call}/resolve: what the
+// client found when it asked the downstream about an in-doubt call.
+// Exactly one of a result (the effect happened: result or result_base64)
+// and failed (it did not: the reason). With failed, retry asks to execute
+// the action again at once, under the in-doubt key.
+type resolveRequest struct {
+	Result       *string `json:"result"`
+	ResultBase64 *string `json:"result_base64"`
+	Failed       *string `json:"failed"`
+	Retry        bool    `json:"retry"`
+}
+
+// commitRequest is the body of POST .../commit.
+type commitRequest struct {
+	Delta []json.RawMessage `json:"delta"`
+}
+
+// failRequest is the body of POST .../fail.
+type failRequest struct {
+	Reason string `json:"reason"`
+}
+
+// endRequest is the body of POST /v1/runs/{run}/end (engine Run.End).
+type endRequest struct {
+	// Status is how the run ended: completed, failed or cancelled.
+	Status string `json:"status"`
+	// Result is the run's outcome, for whoever lists it (optional; at most
+	// engine.MaxEndResult bytes).
+	Result       *string `json:"result"`
+	ResultBase64 *string `json:"result_base64"`
+}
+
+var endStatuses = map[string]engine.Status{
+	"completed": engine.StatusCompleted, "failed": engine.StatusFailed, "cancelled": engine.StatusCancelled,
+}
+
+// verifyRequest is the body of POST /v1/verify.
+type verifyRequest struct {
+	Deep bool `json:"deep"`
+	// PublicKey is the text of a public key file (continuumctl keygen's
+	// FILE.pub): signatures are then checked and required.
+	PublicKey    string `json:"public_key"`
+	UnsignedTail uint64 `json:"unsigned_tail"`
+}
+
+// decodeJSON decodes body, one JSON object, into v: unknown fields,
+// trailing data and wrong types are refused with an error naming the
+// field. An empty body decodes as {}.
+func decodeJSON(body []byte, v any) *apiError {
+	if len(bytes.TrimSpace(body)) == 0 {
+		body = []byte("{}")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err, "")
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return badRequest("", "the body holds more than one JSON value (trailing data after byte %d)", dec.InputOffset())
+	}
+	return nil
+}
+
+// jsonError turns an error of encoding/json into an answer that names the
+// field (prefix is the path of the value decoded, "delta[2]" say).
+func jsonError(err error, prefix string) *apiError {
+	join := func(f string) string {
+		switch {
+		case prefix == "":
+			return f
+		case f == "":
+			return prefix
+		}
+		return prefix + "." + f
+	}
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return badRequest(prefix, "malformed JSON at byte %d: %v", se.Offset, err)
+	case errors.As(err, &te):
+		f := join(te.Field)
+		if f == "" {
+			return badRequest("", "the body must be a JSON object, not a JSON %s", te.Value)
+		}
+		return badRequest(f, "%s must be %s, not %s", f, jsonWant(te.Type), te.Value)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return badRequest(prefix, "the JSON ends before its value is complete")
+	}
+	msg := err.Error()
+	if name, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		name = strings.Trim(name, `"`)
+		return badRequest(join(name), "unknown field %q", join(name))
+	}
+	return badRequest(prefix, "%s", strings.TrimPrefix(msg, "json: "))
+}
+
+// jsonWant says in JSON's words what a Go type takes.
+func jsonWant(t reflect.Type) string {
+	if t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return fmt.Sprintf("an integer from %d to %d", -(int64(1) << (t.Bits() - 1)), int64(1)<<(t.Bits()-1)-1)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return fmt.Sprintf("an integer from 0 to %d", uint64(1)<<t.Bits()-1)
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.String {
+			return "an array of strings"
+		}
+		return "an array"
+	case reflect.Struct, reflect.Map:
+		return "an object"
+	}
+	return "a " + t.String()
+}
+
+// pickBytes returns the bytes a request gives as NAME (UTF-8 text) or
+// NAME_base64. Both set is an error; neither gives ok false.
+func pickBytes(name string, text, b64 *string) (b []byte, ok bool, aerr *apiError) {
+	switch {
+	case text != nil && b64 != nil:
+		return nil, false, badRequest(name, "give %s or %s_base64, not both", name, name)
+	case text != nil:
+		return []byte(*text), true, nil
+	case b64 != nil:
+		b, err := base64.StdEncoding.DecodeString(*b64)
+		if err != nil {
+			return nil, false, badRequest(name+"_base64", "%s_base64 is not standard base64: %v", name, err)
+		}
+		return b, true, nil
+	}
+	return nil, false, nil
+}
+
+// putBytes sets NAME or NAME_base64 of o to b, whichever represents it.
+func putBytes(o map[string]any, name string, b []byte) {
+	if utf8.Valid(b) {
+		o[name] = string(b)
+	} else {
+		o[name+"_base64"] = base64.StdEncoding.EncodeToString(b)
+	}
+}
+
+// putText is putBytes for a Go string (which the engine may hold in any
+// bytes, when a Go agent wrote it).
+func putText(o map[string]any, name, s string) {
+	if utf8.ValidString(s) {
+		o[name] = s
+	} else {
+		o[name+"_base64"] = base64.StdEncoding.EncodeToString([]byte(s))
+	}
+}
+
+// action returns the ledger action of a call request, with the field its
+// problems concern.
+func (r *callRequest) action() (ledger.Action, *apiError) {
+	if r.Tool == "" {
+		return ledger.Action{}, badRequest("tool", "tool is required (the name of the tool the action calls)")
+	}
+	act := ledger.Action{Tool: r.Tool, Key: r.Key, Idempotent: r.Idempotent, Redact: r.Redact, RedactResult: r.RedactResult}
+	if len(r.Args) > 0 {
+		act.Args = []byte(r.Args)
+	}
+	return act, nil
+}
+
+// same reports whether two requests of one call number ask for the same
+// action, and if not, the first field that differs.
+func (r *callRequest) same(o *callRequest) (string, bool) {
+	switch {
+	case r.Tool != o.Tool:
+		return "tool", false
+	case r.Key != o.Key:
+		return "key", false
+	case r.Idempotent != o.Idempotent:
+		return "idempotent", false
+	case !equalStrings(r.Redact, o.Redact):
+		return "redact", false
+	case !equalStrings(r.RedactResult, o.RedactResult):
+		return "redact_result", false
+	}
+	a, errA := ledger.CanonicalArgs(r.Args, r.Redact)
+	b, errB := ledger.CanonicalArgs(o.Args, o.Redact)
+	if errA != nil || errB != nil {
+		a, b = compactJSON(r.Args), compactJSON(o.Args)
+	}
+	if !bytes.Equal(a, b) {
+		return "args", false
+	}
+	return "", true
+}
+
+func compactJSON(b []byte) []byte {
+	var buf bytes.Buffer
+	if json.Compact(&buf, b) != nil {
+		return b
+	}
+	return buf.Bytes()
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// wireOp is one op of a commit's delta, in the form frame.Op's MarshalJSON
+// writes (continuumctl export and GET .../atoms/{seq} print the same).
+// Pointers tell a field given empty from one not given.
+type wireOp struct {
+	Op          string          `json:"op"`
+	ID          *string         `json:"id"`
+	Text        *string         `json:"text"`
+	Status      *string         `json:"status"`
+	Key         *string         `json:"key"`
+	Value       *string         `json:"value"`
+	ValueBase64 *string         `json:"value_base64"`
+	Role        *string         `json:"role"`
+	Content     *string         `json:"content"`
+	Tool        *string         `json:"tool"`
+	CallID      *string         `json:"call_id"`
+	Args        json.RawMessage `json:"args"`
+	Count       *uint64         `json:"count"`
+	ToolCalls   []wireToolCall  `json:"tool_calls"`
+	Parts       []wirePart      `json:"parts"`
+	IsError     *bool           `json:"is_error"`
+}
+
+// wireToolCall is a tool call an assistant message requests
+// (frame.ToolCall): OpenAI's tool_calls[i], Anthropic's tool_use.
+type wireToolCall struct {
+	ID        string          `json:"id"`
+	Name      string          `json:"name"`
+	Arguments json.RawMessage `json:"arguments"`
+}
+
+// wirePart is one block of a message's content (frame.Part).
+type wirePart struct {
+	Kind    string          `json:"kind"` // text, tool_call, tool_result, json
+	Text    string          `json:"text"`
+	Call    *wireToolCall   `json:"call"`
+	CallID  string          `json:"call_id"`
+	IsError bool            `json:"is_error"`
+	JSON    json.RawMessage `json:"json"`
+}
+
+var partKinds = map[string]frame.PartKind{
+	"text": frame.PartText, "tool_call": frame.PartToolCall, "tool_result": frame.PartToolResult, "json": frame.PartJSON,
+}
+
+func (c *wireToolCall) toolCall() frame.ToolCall {
+	return frame.ToolCall{ID: c.ID, Name: c.Name, Arguments: []byte(c.Arguments)}
+}
+
+// message builds the frame message of an append_message op; the rules of
+// its fields (ids, JSON, which kind takes what) are Apply's to check.
+func (o *wireOp) message(r frame.Role, at string) (frame.Message, *apiError) {
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	m := frame.Message{Role: r, Content: s(o.Content), Tool: s(o.Tool), CallID: s(o.CallID), IsError: o.IsError != nil && *o.IsError}
+	for _, c := range o.ToolCalls {
+		m.ToolCalls = append(m.ToolCalls, c.toolCall())
+	}
+	for i, p := range o.Parts {
+		k, ok := partKinds[p.Kind]
+		if !ok {
+			return m, badRequest(fmt.Sprintf("%s.parts[%d].kind", at, i), "unknown part kind %q: one of text, tool_call, tool_result, json", p.Kind)
+		}
+		part := frame.Part{Kind: k, Text: p.Text, CallID: p.CallID, IsError: p.IsError, JSON: []byte(p.JSON)}
+		if p.Call != nil {
+			part.Call = p.Call.toolCall()
+		}
+		m.Parts = append(m.Parts, part)
+	}
+	return m, nil
+}
+
+// opFields lists, per op, the fields it takes: required ones first, then
+// optional ones after "|". Any other field is refused.
+var opFields = map[string]string{
+	"set_objective":      "text",
+	"add_subgoal":        "id text",
+	"set_subgoal_status": "id status",
+	"set":                "key value",
+	"delete":             "key",
+	"append_scratch":     "value",
+	"clear_scratch":      "",
+	"append_message":     "role | content tool call_id tool_calls parts is_error",
+	"add_pending":        "call_id tool | args key",
+	"tool_output":        "call_id tool | content",
+	"remove_pending":     "call_id",
+	"drop_messages":      "count",
+}
+
+var subgoalStatuses = map[string]frame.SubgoalStatus{
+	"open": frame.SubgoalOpen, "active": frame.SubgoalActive, "done": frame.SubgoalDone,
+	"failed": frame.SubgoalFailed, "abandoned": frame.SubgoalAbandoned,
+}
+
+var roles = map[string]frame.Role{
+	"system": frame.RoleSystem, "user": frame.RoleUser, "assistant": frame.RoleAssistant, "tool": frame.RoleTool,
+}
+
+// decodeDelta builds the frame delta of a commit request. Each op is
+// checked on its own (its kind, its fields, their values) with errors
+// naming delta[i].field; whether the delta applies to the run's frame is
+// the engine's to say at commit.
+func decodeDelta(ops []json.RawMessage) (*frame.Delta, *apiError) {
+	d := new(frame.Delta)
+	for i, raw := range ops {
+		at := fmt.Sprintf("delta[%d]", i)
+		var o wireOp
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&o); err != nil {
+			return nil, jsonError(err, at)
+		}
+		if err := applyOp(d, &o, at); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+func applyOp(d *frame.Delta, o *wireOp, at string) *apiError {
+	spec, ok := opFields[o.Op]
+	if !ok {
+		if o.Op == "" {
+			return badRequest(at+".op", "%s.op is required: one of %s", at, opNames())
+		}
+		return badRequest(at+".op", "unknown op %q: one of %s", o.Op, opNames())
+	}
+	given := map[string]bool{
+		"id": o.ID != nil, "text": o.Text != nil, "status": o.Status != nil, "key": o.Key != nil,
+		"value": o.Value != nil || o.ValueBase64 != nil, "role": o.Role != nil, "content": o.Content != nil,
+		"tool": o.Tool != nil, "call_id": o.CallID != nil, "args": o.Args != nil, "count": o.Count != nil,
+		"tool_calls": o.ToolCalls != nil, "parts": o.Parts != nil, "is_error": o.IsError != nil,
+	}
+	required, optional, _ := strings.Cut(spec, "|")
+	allowed := map[string]bool{}
+	for _, f := range strings.Fields(required) {
+		allowed[f] = true
+		if !given[f] {
+			return badRequest(at+"."+f, "%s (%s) needs %s", at, o.Op, f)
+		}
+	}
+	for _, f := range strings.Fields(optional) {
+		allowed[f] = true
+	}
+	for _, f := range sortedKeys(given) {
+		if given[f] && !allowed[f] {
+			name := f
+			if f == "value" && o.Value == nil {
+				name = "value_base64"
+			}
+			return badRequest(at+"."+name, "%s is not a field of %s (it takes %s)", name, o.Op, fieldList(spec))
+		}
+	}
+	s := func(p *string) string {
+		if p == nil {
+			return ""
+		}
+		return *p
+	}
+	switch o.Op {
+	case "set_objective":
+		d.SetObjective(*o.Text)
+	case "add_subgoal":
+		if *o.ID == "" {
+			return badRequest(at+".id", "%s.id must not be empty", at)
+		}
+		d.AddSubgoal(*o.ID, *o.Text)
+	case "set_subgoal_status":
+		st, ok := subgoalStatuses[*o.Status]
+		if !ok {
+			return badRequest(at+".status", "unknown subgoal status %q: one of open, active, done, failed, abandoned", *o.Status)
+		}
+		d.SetSubgoalStatus(*o.ID, st)
+	case "set":
+		v, _, err := pickBytes(at+".value", o.Value, o.ValueBase64)
+		if err != nil {
+			return err
+		}
+		d.Set(*o.Key, v)
+	case "delete":
+		d.Delete(*o.Key)
+	case "append_scratch":
+		v, _, err := pickBytes(at+".value", o.Value, o.ValueBase64)
+		if err != nil {
+			return err
+		}
+		d.AppendScratch(v)
+	case "clear_scratch":
+		d.ClearScratch()
+	case "append_message":
+		r, ok := roles[*o.Role]
+		if !ok {
+			return badRequest(at+".role", "unknown role %q: one of system, user, assistant, tool", *o.Role)
+		}
+		m, err := o.message(r, at)
+		if err != nil {
+			return err
+		}
+		d.AppendMessage(m)
+	case "add_pending":
+		if *o.CallID == "" {
+			return badRequest(at+".call_id", "%s.call_id must not be empty", at)
+		}
+		var args []byte
+		if o.Args != nil {
+			args = compactJSON(o.Args)
+		}
+		d.AddPending(frame.Pending{CallID: *o.CallID, Tool: *o.Tool, Args: args, Key: s(o.Key)})
+	case "tool_output":
+		d.ToolOutput(*o.CallID, *o.Tool, []byte(s(o.Content)))
+	case "remove_pending":
+		d.RemovePending(*o.CallID)
+	case "drop_messages":
+		if *o.Count > 1<<31 {
+			return badRequest(at+".count", "%s.count %d is too large", at, *o.Count)
+		}
+		d.DropMessages(int(*o.Count))
+	}
+	return nil
+}
+
+func opNames() string { return strings.Join(sortedKeys(opFields), ", ") }
+
+func fieldList(spec string) string {
+	required, optional, _ := strings.Cut(spec, "|")
+	var parts []string
+	if r := strings.Fields(required); len(r) > 0 {
+		parts = append(parts, strings.Join(r, ", "))
+	}
+	if o := strings.Fields(optional); len(o) > 0 {
+		parts = append(parts, "optionally "+strings.Join(o, ", "))
+	}
+	if len(parts) == 0 {
+		return "no fields"
+	}
+	return strings.Join(parts, "; ")
+}
+
+// frameJSON is the answer of GET /v1/runs/{run}/state: the run's frame at
+// seq. Memory values, the scratchpad and every text travel as strings,
+// or NAME_base64 when not UTF-8 (memory: memory_base64, a second map).
+func frameJSON(run string, seq uint64, f *frame.Frame) map[string]any {
+	o := map[string]any{"run": run, "seq": seq}
+	putText(o, "objective", f.Objective)
+	subgoals := make([]map[string]any, 0, len(f.Subgoals))
+	for _, sg := range f.Subgoals {
+		m := map[string]any{"status": sg.Status.String()}
+		putText(m, "id", sg.ID)
+		putText(m, "text", sg.Text)
+		subgoals = append(subgoals, m)
+	}
+	o["subgoals"] = subgoals
+	mem, mem64 := map[string]string{}, map[string]string{}
+	for k, v := range f.Memory {
+		if utf8.Valid(v) && utf8.ValidString(k) {
+			mem[k] = string(v)
+		} else {
+			mem64[k] = base64.StdEncoding.EncodeToString(v)
+		}
+	}
+	o["memory"] = mem
+	if len(mem64) > 0 {
+		o["memory_base64"] = mem64
+	}
+	putBytes(o, "scratchpad", f.Scratchpad)
+	msgs := make([]map[string]any, 0, len(f.Messages))
+	for _, m := range f.Messages {
+		mm := map[string]any{"role": m.Role.String()}
+		putText(mm, "content", m.Content)
+		if m.Tool != "" {
+			putText(mm, "tool", m.Tool)
+		}
+		if m.CallID != "" {
+			putText(mm, "call_id", m.CallID)
+		}
+		if len(m.ToolCalls) > 0 {
+			calls := make([]any, len(m.ToolCalls))
+			for i := range m.ToolCalls {
+				calls[i] = toolCallJSON(&m.ToolCalls[i])
+			}
+			mm["tool_calls"] = calls
+		}
+		if len(m.Parts) > 0 {
+			parts := make([]any, len(m.Parts))
+			for i := range m.Parts {
+				parts[i] = partJSON(&m.Parts[i])
+			}
+			mm["parts"] = parts
+		}
+		if m.IsError {
+			mm["is_error"] = true
+		}
+		msgs = append(msgs, mm)
+	}
+	o["messages"] = msgs
+	pend := make([]map[string]any, 0, len(f.Pending))
+	for _, p := range f.Pending {
+		pm := map[string]any{}
+		putText(pm, "call_id", p.CallID)
+		putText(pm, "tool", p.Tool)
+		putText(pm, "key", p.Key)
+		if json.Valid(p.Args) {
+			pm["args"] = json.RawMessage(p.Args)
+		} else if len(p.Args) > 0 {
+			putBytes(pm, "args", p.Args)
+		}
+		pend = append(pend, pm)
+	}
+	o["pending"] = pend
+	return o
+}
+
+// rawOrText embeds b as JSON when it is valid JSON, else as text.
+func rawOrText(b []byte) any {
+	if json.Valid(b) {
+		return json.RawMessage(b)
+	}
+	return string(b)
+}
+
+// toolCallJSON and partJSON write a message's tool calls and parts as
+// frame.Op's MarshalJSON does (and as append_message takes them).
+func toolCallJSON(c *frame.ToolCall) map[string]any {
+	o := map[string]any{"id": c.ID, "name": c.Name}
+	if len(c.Arguments) > 0 {
+		o["arguments"] = rawOrText(c.Arguments)
+	}
+	return o
+}
+
+func partJSON(p *frame.Part) map[string]any {
+	o := map[string]any{"kind": p.Kind.String()}
+	if p.Text != "" {
+		o["text"] = p.Text
+	}
+	if p.Kind == frame.PartToolCall {
+		o["call"] = toolCallJSON(&p.Call)
+	}
+	if p.CallID != "" {
+		o["call_id"] = p.CallID
+	}
+	if p.IsError {
+		o["is_error"] = true
+	}
+	if len(p.JSON) > 0 {
+		o["json"] = rawOrText(p.JSON)
+	}
+	return o
+}
+
+// runJSON is a run as the protocol describes it (engine.RunInfo).
+type runJSON struct {
+	ID            string     `json:"id"`
+	Created       time.Time  `json:"created"`
+	LastSeq       uint64     `json:"last_seq"`
+	Head          string     `json:"head"`
+	SnapshotSeq   uint64     `json:"snapshot_seq"`
+	CheckpointSeq uint64     `json:"checkpoint_seq"`
+	Running       uint64     `json:"running"`
+	Interrupted   uint64     `json:"interrupted"`
+	Lease         *leaseJSON `json:"lease"`
+	// Status is active, completed, failed or cancelled; Ended and Result
+	// say when and with what it ended (null and absent while active).
+	Status       string     `json:"status"`
+	Ended        *time.Time `json:"ended"`
+	Result       *string    `json:"result,omitempty"`
+	ResultBase64 *string    `json:"result_base64,omitempty"`
+	// Parent and ForkedAt: the run this one was forked from and the seq it
+	// starts from ("" and 0: not a fork).
+	Parent   string `json:"parent"`
+	ForkedAt uint64 `json:"forked_at"`
+}
+
+// leaseJSON says which seq the attempt holding a run works on and until
+// when its lease runs. The attempt's id is not shown: it is its holder's
+// capability.
+type leaseJSON struct {
+	Seq     uint64    `json:"seq"`
+	Expires time.Time `json:"expires"`
+}
+
+func runInfoJSON(info engine.RunInfo, lease *leaseJSON) runJSON {
+	r := runJSON{
+		ID: info.ID, Created: info.Created.UTC(), LastSeq: info.LastSeq, Head: hexHash(info.Head),
+		SnapshotSeq: info.SnapshotSeq, CheckpointSeq: info.CheckpointSeq,
+		Running: info.Running, Interrupted: info.Interrupted, Lease: lease,
+		Status: info.Status.String(), Parent: info.Parent, ForkedAt: info.ForkedAt,
+	}
+	if info.Status != engine.StatusActive {
+		ended := info.Ended.UTC()
+		r.Ended = &ended
+		if info.Result != nil {
+			var c callResponse
+			c.setResult(info.Result)
+			r.Result, r.ResultBase64 = c.Result, c.ResultBase64
+		}
+	}
+	return r
+}
+
+func hexHash(h chain.Hash) string { return hex.EncodeToString(h[:]) }
+
+// actionStateJSON is one action of an interrupted atom.
+type actionStateJSON struct {
+	// Call is the call number of the action in the attempt that was
+	// abandoned; absent after a server restart (the engine's record has
+	// the default-key index, not the call number).
+	Call        *int   `json:"call,omitempty"`
+	Index       uint32 `json:"index"`
+	Fingerprint string `json:"fingerprint"`
+	Status      string `json:"status"`
+	Tool        string `json:"tool"`
+	Key         string `json:"key"`
+	Idempotent  bool   `json:"idempotent"`
+}
+
+// interruptedJSON describes the attempt of a seq that ended neither
+// committed nor failed by its client.
+type interruptedJSON struct {
+	Seq uint64 `json:"seq"`
+	// Reason: "restart" (the server stopped while the atom ran: a crash or
+	// a shutdown), "lease_expired" or "takeover".
+	Reason  string            `json:"reason"`
+	Actions []actionStateJSON `json:"actions"`
+}
+
+// beginResponse answers POST /v1/runs/{run}/attempts.
+type beginResponse struct {
+	Attempt      string           `json:"attempt"`
+	Run          string           `json:"run"`
+	Seq          uint64           `json:"seq"`
+	LeaseMS      int64            `json:"lease_ms"`
+	LeaseExpires time.Time        `json:"lease_expires"`
+	Interrupted  *interruptedJSON `json:"interrupted"`
+}
+
+// callResponse answers a call, its outcome and its resolution.
+type callResponse struct {
+	Call int `json:"call"`
+	// Status: "execute" (run the tool with key, then report its outcome),
+	// "done" (result certified), "failed" (certified as not having taken
+	// effect: error), "in_doubt" (an earlier execution's outcome is
+	// unknown: ask the downstream with key, then resolve), "pending" (the
+	// server is still recording: repeat the request).
+	Status       string  `json:"status"`
+	Tool         string  `json:"tool"`
+	Key          string  `json:"key"`
+	Index        uint32  `json:"index"`
+	Fingerprint  string  `json:"fingerprint"`
+	Result       *string `json:"result,omitempty"`
+	ResultBase64 *string `json:"result_base64,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	// Replayed: the result comes from a certificate made before this call
+	// (an earlier attempt, another run of the same action): nothing was
+	// executed for it now.
+	Replayed bool `json:"replayed,omitempty"`
+	// Resolved: the result was recorded by a resolution, not an outcome.
+	Resolved bool `json:"resolved,omitempty"`
+}
+
+func (c *callResponse) setResult(b []byte) {
+	if utf8.Valid(b) {
+		s := string(b)
+		c.Result = &s
+	} else {
+		s := base64.StdEncoding.EncodeToString(b)
+		c.ResultBase64 = &s
+	}
+}
+
+// commitResponse answers a commit.
+type commitResponse struct {
+	Run  string `json:"run"`
+	Seq  uint64 `json:"seq"`
+	Head string `json:"head"`
+}
+
+// failResponse answers a fail.
+type failResponse struct {
+	Run    string `json:"run"`
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+// attemptJSON answers GET .../attempts/{attempt} and heartbeats.
+type attemptJSON struct {
+	Attempt      string         `json:"attempt"`
+	Run          string         `json:"run"`
+	Seq          uint64         `json:"seq"`
+	State        string         `json:"state"` // open, committed, failed, abandoned
+	Reason       string         `json:"reason,omitempty"`
+	LeaseMS      int64          `json:"lease_ms"`
+	LeaseExpires time.Time      `json:"lease_expires"`
+	Head         string         `json:"head,omitempty"` // committed: the atom's head
+	Calls        []callResponse `json:"calls"`
+}
+
+func statusName(s ledger.Status) string {
+	switch s {
+	case ledger.StatusIntent:
+		return "in_doubt"
+	case ledger.StatusDone:
+		return "done"
+	case ledger.StatusFailed:
+		return "failed"
+	case ledger.StatusResolved:
+		return "resolved"
+	}
+	return "none"
+}
+
+// atomJSON is a committed atom (GET /v1/runs/{run}/atoms/{seq}).
+func atomJSON(info *engine.AtomInfo) map[string]any {
+	ops := info.Delta.Ops()
+	acts := make([]map[string]any, 0, len(info.Actions))
+	for _, a := range info.Actions {
+		m := map[string]any{
+			"fingerprint": a.Fingerprint.String(), "index": a.Index, "idempotent": a.Idempotent,
+			"status": statusName(a.Status),
+		}
+		putText(m, "tool", a.Tool)
+		putText(m, "key", a.Key)
+		if json.Valid(a.Args) {
+			m["args"] = json.RawMessage(a.Args)
+		}
+		if a.Status == ledger.StatusDone || a.Status == ledger.StatusResolved {
+			putBytes(m, "result", a.Result)
+		}
+		if a.Err != "" {
+			putText(m, "error", a.Err)
+		}
+		acts = append(acts, m)
+	}
+	if ops == nil {
+		ops = []frame.Op{}
+	}
+	return map[string]any{"run": info.Run, "seq": info.Seq, "head": hexHash(info.Head), "delta": ops, "actions": acts}
+}
