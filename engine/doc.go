@@ -47,6 +47,29 @@
 // An exec error comes back as an *ActionError naming the run, seq, tool
 // and key; errors.Is and errors.As still match the exec's own error.
 //
+// # Lifecycle and forks
+//
+// A run is active until Run.End(ctx, status, result) ends it completed,
+// failed or cancelled: the end is a record of the log and the last link of
+// the run's chain (status, time and result are chained), durable when End
+// returns, and final (Begin and End then fail with ErrRunEnded; End with an
+// atom in flight fails with ErrAtomInProgress). Run.Status and RunInfo say
+// how a run ended; DB.Runs(status...) selects by status. With a signing
+// key a signed final checkpoint covers the end's link.
+//
+// DB.Fork(ctx, src, at, id) starts run id from run src's state at a
+// committed seq at ("reconsider step at+1", a context rolled back): the
+// fork's state at at equals src.StateAt(at), StateAt below at answers from
+// src's history, its first atom is at+1, and its chain begins with a
+// record committing to (src, at, src's head at at), which verify checks.
+// RunInfo.Parent and ForkedAt name the lineage. No duplicate effects across
+// a lineage (I10): an action the fork repeats at the same position (same
+// tool, same sanitized args, default key) gets the key its parent used
+// there, so the ledger returns the parent's certificate without calling
+// exec, or reports the parent's in-doubt action in doubt; an action that
+// differs gets the fork's own key, which no run of the lineage used.
+// Explicit keys are the caller's, as everywhere.
+//
 // # Guarantees
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
