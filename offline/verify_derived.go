@@ -110,26 +110,6 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 	}
 }
 
-// sameLineage reports whether one of the runs a and b is forked, directly
-// or not, from the other: a fork settles its parent's in-doubt action
-// (the same key), so the certificate names the fork and the intent the
-// parent.
-func (vr *verifyRun) sameLineage(a, b string) bool {
-	descends := func(x, from string) bool {
-		for i := 0; i < 1<<16; i++ {
-			rs := vr.runs[x]
-			if rs == nil || rs.parent == "" {
-				return false
-			}
-			if x = rs.parent; x == from {
-				return true
-			}
-		}
-		return false
-	}
-	return descends(a, b) || descends(b, a)
-}
-
 // noteCert checks a certificate against its intent (Deep) and records it.
 func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	if !vr.deep {

@@ -1,0 +1,68 @@
+package offline
+
+// The offline StateAt: a run's frame at a seq from the log alone, through
+// its parents for a fork; and the names of a run's statuses.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
+)
+
+// StateAt returns the frame of run as of seq, rebuilt by applying the
+// run's deltas 1..seq from the log (seq 0: the empty frame). It never reads
+// snapshots or frame files: what it returns is what the log says.
+func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*frame.Frame, error) {
+	r, ok := in.runs[run]
+	if !ok {
+		return nil, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
+	}
+	f := newFrame()
+	if p := r.sum.Parent; p != "" && seq <= r.base {
+		return in.StateAt(ctx, p, seq) // a fork's seqs up to its fork point are its parent's
+	} else if p != "" {
+		var err error
+		if f, err = in.StateAt(ctx, p, r.base); err != nil {
+			return nil, err
+		}
+	}
+	if seq == r.base {
+		return f, nil
+	}
+	if _, err := in.atomPos(run, seq); err != nil {
+		return nil, err
+	}
+	for s, p := range r.atoms[:seq-r.base] {
+		if s%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		a, err := readAtomAt(in.st.db, in.st.log, p, run, r.base+uint64(s)+1)
+		if err != nil {
+			return nil, err
+		}
+		if err := in.st.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// EndStatusName names an end record's status as RunSummary.Status does:
+// "active" for 0 (no end).
+func EndStatusName(s uint8) string {
+	switch s {
+	case 0:
+		return "active"
+	case record.EndCompleted:
+		return "completed"
+	case record.EndFailed:
+		return "failed"
+	case record.EndCancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("status-%d", s)
+}

@@ -1,0 +1,116 @@
+package offline
+
+// Verify of forks: a fork's chain base and link, and its frames, rebuilt
+// from its parent's at the fork point.
+
+import (
+	"fmt"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// headAt returns the head of run at seq as the log stores it: its
+// genesis (or fork genesis) at its base, its parent's below a fork's base.
+func (vr *verifyRun) headAt(run string, seq uint64) (chain.Hash, bool) {
+	for depth := 0; depth < 1<<16; depth++ {
+		rs := vr.runs[run]
+		switch {
+		case rs == nil:
+			return chain.Hash{}, false
+		case seq == rs.base:
+			return rs.genesis, rs.genesis != (chain.Hash{})
+		case seq < rs.base:
+			run = rs.parent
+			continue
+		case seq-rs.base > uint64(len(rs.heads)):
+			return chain.Hash{}, false
+		}
+		return rs.heads[seq-rs.base-1], true
+	}
+	return chain.Hash{}, false
+}
+
+// fork starts the state of a run forked from another: its chain's base and
+// genesis, and the check of its link, the parent's head at the fork point
+// (which only the parent's stored heads can give; the chain verifier
+// checks those). Deep: its frame starts as the parent's at the fork point.
+func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
+	rs := vr.run(r.Run)
+	rs.base, rs.parent = r.Seq, r.Parent
+	rs.genesis = vr.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
+	if _, ok := vr.runs[r.Parent]; !ok {
+		vr.fail(r.Run, r.Seq, loc, "forked from run %q, which the log does not create before it", r.Parent)
+		rs.frame = nil
+		return
+	}
+	if h, ok := vr.headAt(r.Parent, r.Seq); !ok {
+		vr.fail(r.Run, r.Seq, loc, "forked from run %q at seq %d, beyond that run's chain", r.Parent, r.Seq)
+	} else if h != r.ParentHead {
+		vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindLinkMismatch, RunID: r.Run, Seq: r.Seq, Expected: h, Actual: r.ParentHead,
+			Location: loc, Detail: fmt.Sprintf("the fork's link names a head of run %q at seq %d that is not that run's", r.Parent, r.Seq)})
+	}
+	if vr.deep {
+		f, err := vr.frameAt(log, r.Parent, r.Seq)
+		if err != nil {
+			vr.fail(r.Run, r.Seq, loc, "the parent's state at the fork point: %v", err)
+		}
+		rs.frame = f
+		if ff := rs.frameFile; f != nil && ff != nil && ff.Seq == r.Seq {
+			vr.compareFrame(r.Run, f, ff)
+		}
+	}
+}
+
+// frameAt rebuilds the frame of run at seq from the log (Deep: the atoms'
+// positions were kept), through its parents for a fork.
+func (vr *verifyRun) frameAt(log *wal.Log, run string, seq uint64) (*frame.Frame, error) {
+	rs := vr.runs[run]
+	switch {
+	case rs == nil:
+		return nil, fmt.Errorf("run %q is not in the log", run)
+	case seq < rs.base:
+		return vr.frameAt(log, rs.parent, seq)
+	case seq-rs.base > uint64(len(rs.pos)):
+		return nil, fmt.Errorf("run %q has no atom %d in the log", run, seq)
+	}
+	f := newFrame()
+	if rs.parent != "" {
+		var err error
+		if f, err = vr.frameAt(log, rs.parent, rs.base); err != nil {
+			return nil, err
+		}
+	}
+	for i, p := range rs.pos[:seq-rs.base] {
+		a, err := readAtomAt(vr.db, log, p, run, rs.base+uint64(i)+1)
+		if err != nil {
+			return nil, err
+		}
+		if err := vr.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+			return nil, err
+		}
+	}
+	return f, nil
+}
+
+// sameLineage reports whether one of the runs a and b is forked, directly
+// or not, from the other: a fork settles its parent's in-doubt action
+// (the same key), so the certificate names the fork and the intent the
+// parent.
+func (vr *verifyRun) sameLineage(a, b string) bool {
+	descends := func(x, from string) bool {
+		for i := 0; i < 1<<16; i++ {
+			rs := vr.runs[x]
+			if rs == nil || rs.parent == "" {
+				return false
+			}
+			if x = rs.parent; x == from {
+				return true
+			}
+		}
+		return false
+	}
+	return descends(a, b) || descends(b, a)
+}
