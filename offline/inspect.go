@@ -544,6 +544,12 @@ func (in *Inspector) atomPos(run string, seq uint64) (wal.Pos, error) {
 // results hold at most 64 MiB in all; past that they are cut (see
 // ActionInfo.ResultSize).
 func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInfo, error) {
+	return in.atom(ctx, run, seq, &valueClip{left: atomBytes})
+}
+
+// atom is Atom with the actions' values cut by clip, which the caller may
+// share among several atoms (Diff does).
+func (in *Inspector) atom(ctx context.Context, run string, seq uint64, clip *valueClip) (*AtomInfo, error) {
 	pos, err := in.atomPos(run, seq)
 	if err != nil {
 		return nil, err
@@ -551,7 +557,6 @@ func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInf
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	clip := valueClip{left: atomBytes}
 	return ReadAtomInfo(in.st.db.comp, in.st.log, in.st.db.segmentFile, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
 		info, err := in.actionInfo(fp)
 		clip.action(&info)
