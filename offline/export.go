@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"time"
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/frame"
@@ -33,6 +34,32 @@ type ExportedAtom struct {
 	RawSize int              `json:"raw_size"`
 	Delta   []frame.Op       `json:"delta"`   // in order; never null
 	Actions []ExportedAction `json:"actions"` // in call order; never null
+	// End is how the run ended, on the line of its last atom only, once
+	// it ended (Export sets it; absent otherwise).
+	End *ExportedEnd `json:"end,omitempty"`
+}
+
+// ExportedEnd is the end of a run (its end record) as Export, and inspect
+// --json, write it.
+type ExportedEnd struct {
+	// Seq is the end's link in the run's chain, its last seq + 1, and
+	// Head the chain head there (64 hex digits).
+	Seq    uint64 `json:"seq"`
+	Head   string `json:"head"`
+	Status string `json:"status"` // "completed", "failed" or "cancelled"
+	Ended  string `json:"ended"`  // when, RFC 3339 in UTC with nanoseconds
+	// Result is the result the run ended with; absent if none.
+	Result ExportedValue `json:"result,omitempty"`
+}
+
+// NewExportedEnd returns the end of the run s summarizes in the form
+// Export writes, or nil if the run has not ended. It shares s.Result.
+func NewExportedEnd(s RunSummary) *ExportedEnd {
+	if s.Status == "" || s.Status == "active" {
+		return nil
+	}
+	return &ExportedEnd{Seq: lastSeq(s) + 1, Head: s.EndHead.String(), Status: s.Status,
+		Ended: s.Ended.UTC().Format(time.RFC3339Nano), Result: s.Result}
 }
 
 // ExportedAction is one action of the ledger (ActionInfo) as Export, and
@@ -151,6 +178,11 @@ func (a ActionInfo) StatusName() string {
 // returns how many atoms it wrote (after an error of w, some of those may
 // not have reached it).
 //
+// Every line is an atom. The end of a run that ended is the field "end"
+// (ExportedEnd) of its last atom's line, so an export that reaches the
+// last atom says how the run ended; a run that ended before its first
+// atom has no line to carry its end (inspect shows it).
+//
 // from 0 is seq 1 (a fork's first atom after its fork point: the seqs
 // before are its parent's). to 0 is the run's last atom, and a to past the last
 // atom stops there, so (0, 0) exports the whole run; a from past the last
@@ -186,7 +218,11 @@ func (in *Inspector) Export(ctx context.Context, w io.Writer, run string, from, 
 			}
 			return n, err
 		}
-		if err := enc.Encode(NewExportedAtom(a)); err != nil { // every field marshals: an error is w's
+		line := NewExportedAtom(a)
+		if seq == r.sum.LastSeq {
+			line.End = NewExportedEnd(r.sum)
+		}
+		if err := enc.Encode(line); err != nil { // every field marshals: an error is w's
 			return n, fmt.Errorf("offline: export: write run %q seq %d: %w", run, seq, err)
 		}
 		n++

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
@@ -371,4 +372,97 @@ func BenchmarkExport(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(atoms)*float64(b.N)/b.Elapsed().Seconds(), "atoms/s")
+}
+
+// TestExportEnd: the line of an ended run's last atom carries its end
+// (status, time, result, the end's seq and head, as Inspect summarizes
+// them); no other line does, nor any line of an active run, nor an export
+// that stops before the last atom.
+func TestExportEnd(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "store")
+	db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now()
+	for _, id := range []string{"done", "open"} {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			atom, err := run.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := atom.Commit(ctx, new(frame.Delta).Set("step", []byte(fmt.Sprint(atom.Seq())))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if id == "done" {
+			if err := run.End(ctx, engine.StatusCompleted, []byte(`{"deployed":"v2"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in := inspect(t, dir)
+	sum, _ := in.Run("done")
+	if sum.Status != "completed" || sum.Ended.Before(before) {
+		t.Fatalf("summary of the ended run: status %q, ended %v", sum.Status, sum.Ended)
+	}
+	type line struct {
+		Seq uint64
+		End *struct {
+			Seq    uint64
+			Head   string
+			Status string
+			Ended  string
+			Result json.RawMessage
+		}
+	}
+	export := func(run string, from, to uint64) []line {
+		var buf bytes.Buffer
+		if _, err := in.Export(ctx, &buf, run, from, to); err != nil {
+			t.Fatal(err)
+		}
+		var out []line
+		for _, l := range lines(t, buf.String()) {
+			var v line
+			if err := json.Unmarshal([]byte(l), &v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	ls := export("done", 0, 0)
+	if len(ls) != 3 {
+		t.Fatalf("%d lines, want 3", len(ls))
+	}
+	for _, l := range ls[:2] {
+		if l.End != nil {
+			t.Errorf("seq %d carries the end", l.Seq)
+		}
+	}
+	e := ls[2].End
+	if e == nil {
+		t.Fatal("the last atom's line has no end")
+	}
+	ended, err := time.Parse(time.RFC3339Nano, e.Ended)
+	if e.Seq != 4 || e.Head != sum.EndHead.String() || e.Status != "completed" || string(e.Result) != `{"deployed":"v2"}` ||
+		err != nil || !ended.Equal(sum.Ended) {
+		t.Errorf("end %+v (result %s), want seq 4, head %s, completed, ended %v", e, e.Result, sum.EndHead, sum.Ended)
+	}
+	if ls := export("done", 1, 2); len(ls) != 2 || ls[1].End != nil {
+		t.Errorf("an export to seq 2 of 3: %+v", ls)
+	}
+	for _, l := range export("open", 0, 0) {
+		if l.End != nil {
+			t.Errorf("an active run's seq %d carries an end", l.Seq)
+		}
+	}
 }
