@@ -4,6 +4,7 @@
 //	continuumctl inspect DIR [RUN] [--seq N] [--json]
 //	continuumctl stats   DIR [--json]
 //	continuumctl export  DIR --run ID [--from N] [--to M]
+//	continuumctl diff    DIR RUN_A A [RUN_B] B [--json]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
 //
 // Every command's --help lists its flags as they are typed (--name VALUE)
@@ -15,7 +16,7 @@
 // work. After "--" every argument is positional.
 //
 // It links the engine's public API and the offline tools (package
-// offline: Verify, Inspect, Inspector.Export), and classifies errors by
+// offline: Verify, Inspect, Inspector.Export, Inspector.Diff), and classifies errors by
 // the public engine.ErrCorrupt alone. The demo that shows what the engine
 // is for, with its fake outside world, is a command of its own,
 // cmd/continuumdemo, so none of it is linked here (layout_test.go checks);
@@ -32,7 +33,7 @@
 //
 // # Read-only
 //
-// verify, inspect, stats, export and keygen never change the store: they
+// verify, inspect, stats, export, diff and keygen never change the store: they
 // take no lock, trim no torn tail and write nothing to it (verify
 // --save-state and keygen --out write only the files they are given,
 // atomically: a temporary file, fsync, rename, fsync of the directory). They can therefore run beside an agent
@@ -66,6 +67,9 @@
 //   - inspect and export rebuild frames from the log (StateAt replays the
 //     deltas from seq 1), so inspecting a late seq of a long run reads the
 //     whole run.
+//   - diff holds the atoms of both its sides at once (offline.Inspector.Diff):
+//     a diff across a long history needs memory for all of them; narrow the
+//     seqs, or export the run.
 //   - Snapshot ages are in atoms (last seq minus the latest snapshot's seq
 //     as of the last engine checkpoint); reading Pebble for times would take
 //     its lock.

@@ -39,6 +39,10 @@ func TestGolden(t *testing.T) {
 		{"stats_json", []string{"stats", "--json", clean}, cli.ExitOK},
 		{"export", []string{"export", clean, "--run", "beta", "--from", "2", "--to", "3"}, cli.ExitOK},
 		{"export_all", []string{"export", "--run=alpha", clean}, cli.ExitOK},
+		{"diff", []string{"diff", clean, "alpha", "2", "4"}, cli.ExitOK},
+		{"diff_json", []string{"diff", "--json", clean, "beta", "3", "last"}, cli.ExitOK},
+		{"diff_reverse", []string{"diff", clean, "beta", "4", "beta", "2"}, cli.ExitOK},
+		{"diff_empty", []string{"diff", clean, "alpha", "0", "0", "--json"}, cli.ExitOK},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(tc.args...)

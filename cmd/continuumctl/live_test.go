@@ -124,6 +124,30 @@ func TestReadOnlyToolsBesideLiveAgent(t *testing.T) {
 			}
 			return nil
 		},
+		"diff": func(out string) error {
+			// Everything from the empty frame to the last seq: the atoms
+			// 1..last, in order, whatever the agent committed since.
+			var d struct {
+				Base struct{ Seq uint64 }
+				A    struct{ Atoms []struct{} }
+				B    struct {
+					Seq   uint64
+					Atoms []struct{ Seq uint64 }
+				}
+			}
+			if err := json.Unmarshal([]byte(out), &d); err != nil {
+				return err
+			}
+			if d.Base.Seq != 0 || len(d.A.Atoms) != 0 || d.B.Seq == 0 || uint64(len(d.B.Atoms)) != d.B.Seq {
+				return fmt.Errorf("base seq %d, %d atoms on a, %d atoms to seq %d on b", d.Base.Seq, len(d.A.Atoms), len(d.B.Atoms), d.B.Seq)
+			}
+			for i, a := range d.B.Atoms {
+				if a.Seq != uint64(i+1) {
+					return fmt.Errorf("atom %d has seq %d", i+1, a.Seq)
+				}
+			}
+			return nil
+		},
 		"verify": func(out string) error {
 			if !strings.Contains(out, "result: INTACT") {
 				return fmt.Errorf("not intact:\n%s", out)
@@ -135,11 +159,12 @@ func TestReadOnlyToolsBesideLiveAgent(t *testing.T) {
 		"inspect": {"inspect", dir},
 		"stats":   {"stats", dir, "--json"},
 		"export":  {"export", dir, "--run", "agent-1"},
+		"diff":    {"diff", dir, "agent-1", "0", "last", "--json"},
 		"verify":  {"verify", dir},
 	}
 	var mu sync.Mutex
 	failures := map[string]int{}
-	for _, cmd := range []string{"inspect", "stats", "export", "verify"} {
+	for _, cmd := range []string{"inspect", "stats", "export", "diff", "verify"} {
 		for i := range tries {
 			select {
 			case budget <- 20: // commits beside this run of the command

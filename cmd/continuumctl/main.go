@@ -44,6 +44,7 @@ func commands() []command {
 		{name: "inspect", usage: inspectUsage, about: "show the runs of a store, one atom, or the frame at a seq", run: runInspect},
 		{name: "stats", usage: statsUsage, about: "sizes, counts, compression and snapshot ages of a store", run: runStats},
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
+		{name: "diff", usage: diffUsage, about: "the delta ops between two seqs of a run, or of two runs of a lineage, from their common state", run: runDiff},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "demo", hidden: true, run: runDemoMoved},
 	}
@@ -96,7 +97,7 @@ func runDemoMoved(args []string, stdout, stderr io.Writer) int {
 	return cli.ExitUsage
 }
 
-// openInspector opens dir read-only for inspect, stats and export.
+// openInspector opens dir read-only for inspect, stats, export and diff.
 func openInspector(cmd, dir string, stderr io.Writer) (*engine.Inspector, int) {
 	in, err := engine.Inspect(context.Background(), dir, nil)
 	if err != nil {

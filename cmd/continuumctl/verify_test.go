@@ -439,6 +439,15 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"export", clean}, cli.ExitUsage, "--run is required"},
 		{[]string{"export", clean, "--run", "nope"}, cli.ExitUsage, `no run "nope"`},
 		{[]string{"export", clean, "--run", "alpha", "--from", "5", "--to", "2"}, cli.ExitUsage, "--from 5 is after --to 2"},
+		{[]string{"diff", clean, "alpha", "1"}, cli.ExitUsage, "want DIR RUN A B or DIR RUN_A A RUN_B B, got 3 arguments"},
+		{[]string{"diff", clean, "alpha", "1", "beta", "2", "3"}, cli.ExitUsage, "got 6 arguments"},
+		{[]string{"diff", clean, "alpha", "1", "first"}, cli.ExitUsage, `seq "first" is not a number or "last"`},
+		{[]string{"diff", clean, "alpha", "-1", "2"}, cli.ExitUsage, "-1"},
+		{[]string{"diff", notStore, "alpha", "1", "2"}, cli.ExitUsage, "not a CONTINUUM store"},
+		{[]string{"diff", clean, "nope", "1", "2"}, cli.ExitUsage, `no run "nope"`},
+		{[]string{"diff", clean, "alpha", "1", "nope", "2"}, cli.ExitUsage, `no run "nope"`},
+		{[]string{"diff", clean, "alpha", "1", "7"}, cli.ExitUsage, `run "alpha" has seqs 0..6, not 7`},
+		{[]string{"diff", clean, "alpha", "last", "beta", "last"}, cli.ExitUsage, `run "alpha" (lineage of "alpha") and run "beta" (lineage of "beta") share no state`},
 		// The demo moved to its own command: the old name says where, and
 		// runs nothing (no store is made in --dir).
 		{[]string{"demo"}, cli.ExitUsage, "go run ./cmd/continuumdemo"},
@@ -461,7 +470,7 @@ func TestExitCodes(t *testing.T) {
 
 // TestLogDamageExits1: damage that stops the log from opening (a missing
 // segment, a damaged header, a segment too short to hold one) is a
-// corrupt store for inspect, stats and export (exit 1, the segment named),
+// corrupt store for inspect, stats, export and diff (exit 1, the segment named),
 // as for verify, not an I/O error: the commands classify errors by the
 // public engine.ErrCorrupt alone, which the log's damage matches.
 func TestLogDamageExits1(t *testing.T) {
@@ -502,7 +511,7 @@ func TestLogDamageExits1(t *testing.T) {
 				t.Fatalf("the fixture has fewer than 3 segments: %v", err)
 			}
 			file := tc.damage(t, dir)
-			for _, args := range [][]string{{"inspect", dir}, {"stats", dir}, {"export", dir, "--run", "beta"}, {"verify", dir}} {
+			for _, args := range [][]string{{"inspect", dir}, {"stats", dir}, {"export", dir, "--run", "beta"}, {"diff", dir, "beta", "0", "last"}, {"verify", dir}} {
 				code, out, errOut := runCLI(args...)
 				if code != cli.ExitCorrupt || !strings.Contains(out+errOut, file) {
 					t.Errorf("%s: exit %d, want %d naming %s; stdout %q stderr %q", args[0], code, cli.ExitCorrupt, file, out, errOut)
