@@ -14,7 +14,12 @@ const exportAbout = `Export writes the atoms of one run of the store in DIR as J
 object per atom, read-only, for analysis tools:
   {"run","seq","head","pos","size","raw_size",
    "delta":[{"op":..,...}],                   the frame delta, op by op
-   "actions":[{"tool","args","key","idempotent","status","result",..}]}
+   "actions":[{"tool","args","key","idempotent","status","result",..}],
+   "end":{"seq","head","status","ended","result"}}
+"end" is on the line of the run's last atom only, once the run ended: its
+status (completed, failed, cancelled), time, result, and the end's link in
+the chain. Every line is an atom, so a run that ended before its first atom
+exports nothing (inspect shows its end).
 --from and --to bound the seqs (inclusive; default: the whole run).
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 

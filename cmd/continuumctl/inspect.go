@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
@@ -14,13 +15,20 @@ import (
 const inspectUsage = "inspect DIR [RUN] [--seq N] [--json]"
 
 const inspectAbout = `Inspect shows what is inside the store in DIR, read-only:
-  inspect DIR                 the runs: atoms, last seq, head, last snapshot,
-                              latest checkpoint, unfinished atom, in-doubt actions
-  inspect DIR RUN             one run: its summary, its unfinished atom and
-                              in-doubt actions, and its frame at the last seq
+  inspect DIR                 the runs: status, atoms, last seq, head, last
+                              snapshot, latest checkpoint, unfinished atom,
+                              in-doubt actions; how each ended run ended; and
+                              the lineage tree of the runs that have forks
+  inspect DIR RUN             one run: its summary, status and end, the run
+                              it was forked from and its forks, its unfinished
+                              atom and in-doubt actions, and its frame at the
+                              last seq
   inspect DIR RUN --seq N     atom N: its delta, its actions with their
                               certificates, and the frame at N (StateAt)
 
+A run is "active" until it ends "completed", "failed" or "cancelled" (its end
+record: the time and the result it ended with, cut to one line; whole in
+--json, "end"). A fork's seqs continue its parent's ("parent", "forked_at").
 An unfinished atom (begun, neither committed nor failed) is "running" when a
 live process holds the store open (this one, or another on this machine,
 seen through the lock on DIR/LOCK without taking it), and "interrupted"
@@ -36,8 +44,16 @@ const inspectExamples = `  continuumctl inspect ./agent-store
   continuumctl inspect ./agent-store deploy-42 --seq 7 --json`
 
 type runView struct {
-	ID               string                   `json:"id"`
-	Created          string                   `json:"created,omitempty"`
+	ID      string `json:"id"`
+	Created string `json:"created,omitempty"`
+	// Status is active, completed, failed or cancelled; End is how the run
+	// ended (absent while it is active).
+	Status string               `json:"status"`
+	End    *offline.ExportedEnd `json:"end,omitempty"`
+	// Parent is the run this one was forked from ("": none), at seq
+	// ForkedAt of the parent.
+	Parent           string                   `json:"parent"`
+	ForkedAt         uint64                   `json:"forked_at"`
 	Atoms            uint64                   `json:"atoms"`
 	LastSeq          uint64                   `json:"last_seq"`
 	Head             string                   `json:"head"`
@@ -57,7 +73,8 @@ type runView struct {
 }
 
 func viewRun(r engine.RunSummary) runView {
-	return runView{ID: r.ID, Created: timeString(r.Created), Atoms: r.Atoms, LastSeq: r.LastSeq, Head: r.Head.String(),
+	return runView{ID: r.ID, Created: timeString(r.Created), Status: r.Status, End: offline.NewExportedEnd(r),
+		Parent: r.Parent, ForkedAt: r.ForkedAt, Atoms: r.Atoms, LastSeq: r.LastSeq, Head: r.Head.String(),
 		Fails: r.Fails, SnapshotSeq: r.SnapshotSeq, FrameSeq: r.FrameSeq, CheckpointSeq: r.CheckpointSeq,
 		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
 		AtomActions: offline.NewExportedActions(r.AtomActions), InDoubt: offline.NewExportedActions(r.InDoubt),
@@ -129,7 +146,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 				Frame frameView `json:"frame"`
 			}{viewRun(r), viewFrame(f)}))
 		}
-		printRun(stdout, in.Holder(), r)
+		printRun(stdout, in.Holder(), r, in.Runs())
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
 		printFrame(stdout, f, "  ")
 		return cli.ExitOK
@@ -183,10 +200,21 @@ func printRuns(w io.Writer, in *engine.Inspector, dir string, runs []engine.RunS
 	if len(runs) == 0 {
 		return
 	}
-	fmt.Fprintf(w, "%-24s %8s %8s  %-16s  %8s  %-11s  %-13s  %8s\n", "RUN", "ATOMS", "LAST SEQ", "HEAD", "SNAPSHOT", "CHECKPOINT", "UNFINISHED", "IN DOUBT")
+	fmt.Fprintf(w, "%-24s %-9s %8s %8s  %-16s  %8s  %-11s  %-13s  %8s\n", "RUN", "STATUS", "ATOMS", "LAST SEQ", "HEAD", "SNAPSHOT", "CHECKPOINT", "UNFINISHED", "IN DOUBT")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%-24s %8d %8d  %-16s  %8d  %-11s  %-13s  %8d\n", clip(r.ID, 24), r.Atoms, r.LastSeq, short(r.Head),
+		fmt.Fprintf(w, "%-24s %-9s %8d %8d  %-16s  %8d  %-11s  %-13s  %8d\n", clip(r.ID, 24), r.Status, r.Atoms, r.LastSeq, short(r.Head),
 			r.SnapshotSeq, checkpointWords(r), unfinishedWords(r), len(r.InDoubt))
+	}
+	for _, r := range runs {
+		if e := offline.NewExportedEnd(r); e != nil {
+			fmt.Fprintf(w, "ended: run %q %s\n", r.ID, endWords(r))
+		}
+	}
+	if tree := lineageTree(runs); len(tree) > 0 {
+		fmt.Fprintf(w, "lineage (runs with forks):\n")
+		for _, l := range tree {
+			fmt.Fprintf(w, "  %s\n", l)
+		}
 	}
 	for _, r := range runs {
 		for _, a := range r.InDoubt {
@@ -235,8 +263,36 @@ func unfinishedWords(r engine.RunSummary) string {
 	return "-"
 }
 
-func printRun(w io.Writer, h engine.Holder, r engine.RunSummary) {
+// endWords says how a run ended, for one line: "completed at T, result
+// R" with R cut, or "failed at T, no result".
+func endWords(r engine.RunSummary) string {
+	result := "no result"
+	if len(r.Result) > 0 {
+		result = "result " + clip(string(r.Result), 80)
+	}
+	return fmt.Sprintf("%s at %s, %s", r.Status, timeString(r.Ended), result)
+}
+
+func printRun(w io.Writer, h engine.Holder, r engine.RunSummary, all []engine.RunSummary) {
 	fmt.Fprintf(w, "run %q\n", r.ID)
+	if r.Status == "active" {
+		fmt.Fprintf(w, "  status active\n")
+	} else {
+		fmt.Fprintf(w, "  status %s\n", endWords(r))
+		fmt.Fprintf(w, "  end at chain seq %d, head %s\n", lastSeq(r)+1, r.EndHead)
+	}
+	if r.Parent != "" {
+		fmt.Fprintf(w, "  forked from run %q at seq %d\n", r.Parent, r.ForkedAt)
+	}
+	var forks []string
+	for _, f := range all {
+		if f.Parent == r.ID {
+			forks = append(forks, fmt.Sprintf("%q at seq %d", f.ID, f.ForkedAt))
+		}
+	}
+	if len(forks) > 0 {
+		fmt.Fprintf(w, "  forks: %s\n", strings.Join(forks, ", "))
+	}
 	fmt.Fprintf(w, "  atoms %d, last seq %d, failed attempts %d\n", r.Atoms, r.LastSeq, r.Fails)
 	fmt.Fprintf(w, "  head %s\n", r.Head)
 	fmt.Fprintf(w, "  last snapshot at seq %d, frame file at seq %d\n", r.SnapshotSeq, r.FrameSeq)

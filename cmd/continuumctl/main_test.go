@@ -65,6 +65,9 @@ func storeOptions() *engine.Options {
 //	signed    the same, with a signing key (testSigningSeed)
 //	inflight  the same as clean, copied while beta's atom 5 waited for an
 //	          action: an atom in flight and an action in doubt
+//	ended     signed (testSigningSeed): alpha and beta as in clean, alpha
+//	          then completed with a JSON result, gamma (2 atoms) cancelled
+//	          with a text result, omega (1 atom) failed without one
 //
 // Tests must not change it: use copyStore.
 func fixture(t *testing.T, name string) string {
@@ -91,6 +94,9 @@ func fixture(t *testing.T, name string) string {
 		buildStore(t, filepath.Join(fixtureRoot, "inflight-src"), opts, func(src string) {
 			copyDir(t, src, dir)
 		})
+	case "ended":
+		opts.SigningKey = ed25519.NewKeyFromSeed(testSigningSeed)
+		buildStoreThen(t, dir, opts, nil, endRuns)
 	default:
 		t.Fatalf("no fixture %q", name)
 	}
@@ -102,6 +108,53 @@ func fixture(t *testing.T, name string) string {
 // starts atom 5 of beta, and calls during(dir) while that atom's action is
 // being executed (its intent durable, its certificate not yet written).
 func buildStore(t *testing.T, dir string, opts *engine.Options, during func(dir string)) {
+	t.Helper()
+	buildStoreThen(t, dir, opts, during, nil)
+}
+
+// endedResult is what alpha of the ended fixture completes with: longer
+// than a line, so that inspect cuts it.
+const endedResult = `{"deployed":"search-indexer v2.3.1","regions":["us-west-2","eu-central-1"],` +
+	`"report":"sent to ops@acme.io","notes":"rolled back once in eu-central-1 after a failed health check"}`
+
+// endRuns ends runs of db for the ended fixture: alpha completed, gamma
+// (2 atoms) cancelled, omega (1 atom) failed without a result.
+func endRuns(t *testing.T, ctx context.Context, db *engine.DB) {
+	t.Helper()
+	w := agent.NewWorld()
+	for _, r := range []struct {
+		id     string
+		atoms  int
+		status engine.Status
+		result string
+	}{
+		{"alpha", 0, engine.StatusCompleted, endedResult},
+		{"gamma", 2, engine.StatusCancelled, "stopped by the operator: the change window closed"},
+		{"omega", 1, engine.StatusFailed, ""},
+	} {
+		run, err := db.Run(ctx, r.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < r.atoms; i++ {
+			if _, err := agent.Step(ctx, run, testSeed, w); err != nil {
+				t.Fatal(err)
+			}
+		}
+		var result []byte
+		if r.result != "" {
+			result = []byte(r.result)
+		}
+		if err := run.End(ctx, r.status, result); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// buildStoreThen is buildStore, then calls more (if set) before it closes
+// the store.
+func buildStoreThen(t *testing.T, dir string, opts *engine.Options, during func(dir string),
+	more func(t *testing.T, ctx context.Context, db *engine.DB)) {
 	t.Helper()
 	ctx := context.Background()
 	db, err := engine.Open(dir, opts)
@@ -137,6 +190,9 @@ func buildStore(t *testing.T, dir string, opts *engine.Options, during func(dir 
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+	if more != nil {
+		more(t, ctx, db)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -224,11 +280,12 @@ var (
 	reDuration = regexp.MustCompile(`\b[0-9.]+(ns|µs|ms|s)\b`)
 	reJSONDur  = regexp.MustCompile(`"duration_ms": [0-9.e+-]+`)
 	reCreated  = regexp.MustCompile(`"created": "[^"]*"`)
+	reEndedAt  = regexp.MustCompile(`("ended": ?"|(?:completed|failed|cancelled) at )[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z`)
 	rePort     = regexp.MustCompile(`127\.0\.0\.1:[0-9]+`)
 )
 
 // normalize masks what legitimately changes between runs: the store's
-// directory and id, durations and creation times.
+// directory and id, durations, and creation and end times.
 func normalize(t *testing.T, s string, dirs map[string]string) string {
 	t.Helper()
 	for dir, name := range dirs {
@@ -236,6 +293,7 @@ func normalize(t *testing.T, s string, dirs map[string]string) string {
 	}
 	s = reJSONDur.ReplaceAllString(s, `"duration_ms": <duration>`)
 	s = reCreated.ReplaceAllString(s, `"created": "<time>"`)
+	s = reEndedAt.ReplaceAllString(s, "${1}<time>")
 	s = rePort.ReplaceAllString(s, "127.0.0.1:<port>")
 	return reDuration.ReplaceAllString(s, "<duration>")
 }

@@ -3,6 +3,8 @@ package main
 import (
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
@@ -11,9 +13,10 @@ import (
 const statsUsage = "stats DIR [--json]"
 
 const statsAbout = `Stats reports, read-only, the sizes and counts of the store in DIR: files,
-records and atoms per kind, bytes per atom, compression ratio and
-dictionaries, log segments, and snapshot ages (atoms since each run's last
-snapshot, as of the last engine checkpoint).
+records and atoms per kind, runs per status (active, completed, failed,
+cancelled), bytes per atom, compression ratio and dictionaries, log
+segments, and snapshot ages (atoms since each run's last snapshot, as of
+the last engine checkpoint).
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 
 const statsExamples = `  continuumctl stats ./agent-store
@@ -25,6 +28,7 @@ type statsView struct {
 	TotalBytes       int64            `json:"total_bytes"`
 	Files            map[string]int64 `json:"files"`
 	Runs             int              `json:"runs"`
+	RunsByStatus     map[string]int   `json:"runs_by_status"` // active, completed, failed, cancelled: each, 0 included
 	Atoms            int64            `json:"atoms"`
 	Records          int64            `json:"records"`
 	LogBytes         int64            `json:"log_bytes"`
@@ -107,7 +111,12 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 	for _, s := range st.Segments {
 		v.Segments = append(v.Segments, segmentView{ID: s.ID, Bytes: s.Size, Sealed: s.Sealed})
 	}
+	v.RunsByStatus = map[string]int{}
+	for _, st := range statuses {
+		v.RunsByStatus[st] = 0
+	}
 	for _, r := range in.Runs() {
+		v.RunsByStatus[r.Status]++
 		v.SnapshotAges = append(v.SnapshotAges, snapAgeView{Run: r.ID, LastSeq: r.LastSeq, SnapshotSeq: r.SnapshotSeq,
 			AtomsSince: r.LastSeq - min(r.SnapshotSeq, r.LastSeq)})
 	}
@@ -130,7 +139,7 @@ func printStats(w io.Writer, v statsView, st engine.StoreStats) {
 	for _, k := range v.Kinds {
 		fmt.Fprintf(w, "  %-12s %9d %12s %12s\n", k.Kind, k.Records, size(k.Bytes), size(k.RawBytes))
 	}
-	fmt.Fprintf(w, "runs: %d, atoms: %d\n", v.Runs, v.Atoms)
+	fmt.Fprintf(w, "runs: %d%s, atoms: %d\n", v.Runs, statusWords(v.RunsByStatus), v.Atoms)
 	if v.Atoms > 0 {
 		fmt.Fprintf(w, "bytes per atom: %.1f in the log (every record), %.1f in atom records\n",
 			v.BytesPerAtom, ratio(v.AtomBytes, v.Atoms))
@@ -160,4 +169,27 @@ func printStats(w io.Writer, v statsView, st engine.StoreStats) {
 		}
 		fmt.Fprintf(w, "  %-24s last seq %6d, snapshot %-10s %6d atoms behind\n", clip(a.Run, 24), a.LastSeq, snap, a.AtomsSince)
 	}
+}
+
+// statuses are the statuses of a run, in the order stats lists them.
+var statuses = []string{"active", "completed", "failed", "cancelled"}
+
+// statusWords counts runs by status for people: " (2 active, 1
+// completed)", the statuses with no run left out; "" for no run.
+func statusWords(by map[string]int) string {
+	var parts []string
+	for _, st := range statuses {
+		if by[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", by[st], st))
+		}
+	}
+	for _, st := range sortedKeys(by) { // a status this version does not name
+		if !slices.Contains(statuses, st) && by[st] > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", by[st], st))
+		}
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return " (" + strings.Join(parts, ", ") + ")"
 }

@@ -31,7 +31,11 @@ With --pubkey, signatures are required: a run whose head is not covered by
 a checkpoint signed with that key fails, unless --allow-unsigned-tail N
 allows N atoms past its last signed checkpoint (a writer still running, or
 one that stopped before its next checkpoint). Each run's line says how many
-atoms it has past its last signed checkpoint.
+atoms it has past its last signed checkpoint, and "ended" when a final
+checkpoint signed with the key covers the run's end record (its last seq is
+then the end's link). Without --pubkey an end's link is checked like an
+atom's, but nothing vouches that the run ended there: inspect shows every
+run's status as its end record says it.
 
 Verify reads the store within a budget: 256 MiB plus 256 times the bytes of
 its records decompressed, one record at a time; records past it are
@@ -52,8 +56,9 @@ Exit 2: usage or I/O error.
                         what to do (the store was never signed, or no --pubkey)
   failures, warnings    [{kind, run, seq, expected, actual, location, detail}]
   runs                  per run: run, records, last_seq, head, checkpoints,
-                        signed, signed_seq, unsigned_tail, ended, ok,
-                        failure, warnings
+                        signed, signed_seq, unsigned_tail, ended (a final
+                        checkpoint verified with --pubkey covers its end),
+                        ok, failure, warnings
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
@@ -208,6 +213,9 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 		signed := ""
 		if pubkey {
 			signed = fmt.Sprintf(", %d atoms past its last signed checkpoint (seq %d)", r.UnsignedTail, r.SignedSeq)
+		}
+		if r.Ended {
+			signed = ", ended" + signed
 		}
 		if r.OK {
 			fmt.Fprintf(w, "  run %q: ok, %d records, last seq %d, head %s%s\n", r.RunID, r.Records, r.LastSeq, short(r.Head), signed)

@@ -161,6 +161,19 @@ func writeJSON(w io.Writer, v any) error {
 	return enc.Encode(v)
 }
 
+// writeRefs writes the texts of an op that are the atom's certified
+// results: " refs=/content:#0,/parts/1/text:#2" (the JSON pointer in the
+// op's message, and the result's index among the atom's actions).
+func writeRefs(b *strings.Builder, refs []frame.ResultRef) {
+	for i, r := range refs {
+		sep := ","
+		if i == 0 {
+			sep = " refs="
+		}
+		fmt.Fprintf(b, "%s%s:#%d", sep, r.Path, r.Result)
+	}
+}
+
 // describeOp writes one delta op on one line for people.
 func describeOp(op frame.Op) string {
 	var b strings.Builder
@@ -191,6 +204,24 @@ func describeOp(op frame.Op) string {
 			q("call", op.CallID)
 		}
 		q("content", op.Content)
+		if len(op.ToolCalls) > 0 {
+			calls := make([]string, len(op.ToolCalls))
+			for i, c := range op.ToolCalls {
+				calls[i] = c.Name + "(" + c.ID + ")"
+			}
+			q("tool_calls", strings.Join(calls, " "))
+		}
+		if len(op.Parts) > 0 {
+			fmt.Fprintf(&b, " parts=%d", len(op.Parts))
+		}
+		if op.IsError {
+			b.WriteString(" is_error")
+		}
+		writeRefs(&b, op.Refs)
+	case "tool_output_ref":
+		q("call", op.CallID)
+		q("tool", op.Tool)
+		writeRefs(&b, op.Refs)
 	case "add_pending":
 		q("call", op.CallID)
 		q("tool", op.Tool)
