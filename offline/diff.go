@@ -88,6 +88,10 @@ func (s *DiffSide) Ops() int {
 // each other: a fork whose parent is not in the store, a fork point past
 // its parent's last atom, or a cycle of forks.
 //
+// Diff reads what the log says; it does not check the chain (that a
+// fork's link to its parent holds, that the atoms are the chain's):
+// Verify does, and names the run and seq where it does not.
+//
 // The Diff holds the atoms of both sides. Their actions' args and results
 // hold at most 64 MiB in all, the rest cut (ActionInfo.ResultSize keeps
 // the whole size), as for one Atom; everything read is charged to the
