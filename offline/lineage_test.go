@@ -1,11 +1,14 @@
 package offline
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/record"
 	"github.com/google/go-cmp/cmp"
 )
@@ -16,6 +19,8 @@ import (
 //	├─ f1 at 5 (own atoms 6..8)
 //	│  ├─ f2 at 7 (own atoms 8..12)    a fork of a fork past its fork point
 //	│  └─ f3 at 3 (own atoms 4..6)     a fork of a seq f1 inherited from r
+//	│                                  (DB.Fork makes it a fork of r; a log
+//	│                                  may still say so)
 //	├─ g at 0 (own atoms 1..2)
 //	└─ e at 10 (no atom of its own)
 //	other (4 atoms)                    another lineage
@@ -200,6 +205,23 @@ func TestLineageDiffAllPairs(t *testing.T) {
 			if d.A.Point != a || d.B.Point != b {
 				t.Errorf("%v %v: points %v %v", a, b, d.A.Point, d.B.Point)
 			}
+		}
+	}
+}
+
+// TestStateAtForkCycle: fork records that name each other as parents (a
+// damaged log) make StateAt fail with a corruption error naming a run of
+// the cycle, not recurse without end.
+func TestStateAtForkCycle(t *testing.T) {
+	in := &Inspector{st: &readOnlyStore{db: &store{fs: vfs.NewMem(), dir: "/store"}}, runs: map[string]*inspectRun{
+		"c1": {sum: RunSummary{ID: "c1", LastSeq: 5, Parent: "c2", ForkedAt: 2}, base: 2},
+		"c2": {sum: RunSummary{ID: "c2", LastSeq: 5, Parent: "c1", ForkedAt: 2}, base: 2},
+	}}
+	for _, seq := range []uint64{0, 2, 5} {
+		_, err := in.StateAt(context.Background(), "c1", seq)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || (ce.Run != "c1" && ce.Run != "c2") || !strings.Contains(ce.Reason, "cycle") {
+			t.Errorf("StateAt(c1, %d) in a cycle of forks: %v", seq, err)
 		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -15,16 +16,27 @@ import (
 // run's deltas 1..seq from the log (seq 0: the empty frame). It never reads
 // snapshots or frame files: what it returns is what the log says.
 func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*frame.Frame, error) {
+	return in.stateAt(ctx, run, seq, 0)
+}
+
+// stateAt is StateAt hops forks down a lineage: a walk up the parents
+// longer than the store has runs goes round a cycle of fork records (each
+// naming the next as its parent), which only a damaged log holds.
+func (in *Inspector) stateAt(ctx context.Context, run string, seq uint64, hops int) (*frame.Frame, error) {
 	r, ok := in.runs[run]
 	if !ok {
 		return nil, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
 	}
+	if hops > len(in.runs) {
+		return nil, &CorruptionError{File: in.st.db.path(layout.WALDir), Run: run,
+			Reason: fmt.Sprintf("its fork records form a cycle: run %q is its own ancestor", run)}
+	}
 	f := newFrame()
 	if p := r.sum.Parent; p != "" && seq <= r.base {
-		return in.StateAt(ctx, p, seq) // a fork's seqs up to its fork point are its parent's
+		return in.stateAt(ctx, p, seq, hops+1) // a fork's seqs up to its fork point are its parent's
 	} else if p != "" {
 		var err error
-		if f, err = in.StateAt(ctx, p, r.base); err != nil {
+		if f, err = in.stateAt(ctx, p, r.base, hops+1); err != nil {
 			return nil, err
 		}
 	}
