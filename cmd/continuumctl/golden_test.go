@@ -19,10 +19,14 @@ import (
 // JSON, and compares its output with testdata/*.golden. It also checks
 // that none of them changed a byte of the stores.
 func TestGolden(t *testing.T) {
-	clean, inflight, ended := fixture(t, "clean"), fixture(t, "inflight"), fixture(t, "ended")
-	dirs := map[string]string{clean: "$CLEAN", inflight: "$INFLIGHT", ended: "$ENDED"}
-	ids := map[string]string{storeID(t, clean): "<store-id>", storeID(t, inflight): "<store-id>", storeID(t, ended): "<store-id>"}
-	before := map[string]map[string]string{clean: treeHash(t, clean), inflight: treeHash(t, inflight), ended: treeHash(t, ended)}
+	clean, inflight, ended, forked := fixture(t, "clean"), fixture(t, "inflight"), fixture(t, "ended"), fixture(t, "forked")
+	dirs := map[string]string{clean: "$CLEAN", inflight: "$INFLIGHT", ended: "$ENDED", forked: "$FORKED"}
+	ids := map[string]string{}
+	before := map[string]map[string]string{}
+	for dir := range dirs {
+		ids[storeID(t, dir)] = "<store-id>"
+		before[dir] = treeHash(t, dir)
+	}
 	endedKey := publicKeyFile(t, ended, ed25519.NewKeyFromSeed(testSigningSeed).Public().(ed25519.PublicKey))
 	// An end's link covers the time the run ended, so it changes from one
 	// build of the fixture to the next: masked, whole and abbreviated.
@@ -62,6 +66,13 @@ func TestGolden(t *testing.T) {
 		{"stats_ended", []string{"stats", ended}, cli.ExitOK},
 		{"export_ended", []string{"export", ended, "--run", "alpha", "--from", "5"}, cli.ExitOK},
 		{"verify_ended", []string{"verify", "--pubkey", endedKey, ended}, cli.ExitOK},
+		{"inspect_forked", []string{"inspect", forked}, cli.ExitOK},
+		{"inspect_forked_json", []string{"inspect", "--json", forked}, cli.ExitOK},
+		{"inspect_fork_run", []string{"inspect", forked, "alpha-retry"}, cli.ExitOK},
+		{"export_fork", []string{"export", forked, "--run", "alpha-retry"}, cli.ExitOK},
+		{"verify_forked", []string{"verify", forked}, cli.ExitOK},
+		{"diff_fork", []string{"diff", forked, "alpha", "last", "alpha-retry-2", "last"}, cli.ExitOK},
+		{"diff_fork_json", []string{"diff", "--json", forked, "beta-copy", "last", "beta", "2"}, cli.ExitOK},
 		{"diff", []string{"diff", clean, "alpha", "2", "4"}, cli.ExitOK},
 		{"diff_json", []string{"diff", "--json", clean, "beta", "3", "last"}, cli.ExitOK},
 		{"diff_reverse", []string{"diff", clean, "beta", "4", "beta", "2"}, cli.ExitOK},

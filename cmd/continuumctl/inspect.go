@@ -202,7 +202,7 @@ func printRuns(w io.Writer, in *engine.Inspector, dir string, runs []engine.RunS
 	}
 	fmt.Fprintf(w, "%-24s %-9s %8s %8s  %-16s  %8s  %-11s  %-13s  %8s\n", "RUN", "STATUS", "ATOMS", "LAST SEQ", "HEAD", "SNAPSHOT", "CHECKPOINT", "UNFINISHED", "IN DOUBT")
 	for _, r := range runs {
-		fmt.Fprintf(w, "%-24s %-9s %8d %8d  %-16s  %8d  %-11s  %-13s  %8d\n", clip(r.ID, 24), r.Status, r.Atoms, r.LastSeq, short(r.Head),
+		fmt.Fprintf(w, "%-24s %-9s %8d %8d  %-16s  %8d  %-11s  %-13s  %8d\n", clip(r.ID, 24), r.Status, r.Atoms, r.LastSeq, headWords(r),
 			r.SnapshotSeq, checkpointWords(r), unfinishedWords(r), len(r.InDoubt))
 	}
 	for _, r := range runs {
@@ -237,6 +237,16 @@ func holderWords(h engine.Holder) string {
 		return fmt.Sprintf(", open by live process %d", h.PID)
 	}
 	return ", open by a live process"
+}
+
+// headWords is a run's head abbreviated for the table, or "-" for a run
+// with no atom of its own (a fork's chain starts at its fork point: its
+// parent's head there is the parent's).
+func headWords(r engine.RunSummary) string {
+	if r.Atoms == 0 {
+		return "-"
+	}
+	return short(r.Head)
 }
 
 // checkpointWords names a run's latest checkpoint: "6 signed", "6
@@ -294,7 +304,11 @@ func printRun(w io.Writer, h engine.Holder, r engine.RunSummary, all []engine.Ru
 		fmt.Fprintf(w, "  forks: %s\n", strings.Join(forks, ", "))
 	}
 	fmt.Fprintf(w, "  atoms %d, last seq %d, failed attempts %d\n", r.Atoms, r.LastSeq, r.Fails)
-	fmt.Fprintf(w, "  head %s\n", r.Head)
+	if r.Atoms == 0 {
+		fmt.Fprintf(w, "  head: none, no atom of its own yet\n")
+	} else {
+		fmt.Fprintf(w, "  head %s\n", r.Head)
+	}
 	fmt.Fprintf(w, "  last snapshot at seq %d, frame file at seq %d\n", r.SnapshotSeq, r.FrameSeq)
 	switch {
 	case r.CheckpointSeq == 0:

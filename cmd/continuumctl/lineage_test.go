@@ -11,11 +11,12 @@ import (
 	"github.com/continuumdb/continuum/offline"
 )
 
-// TestLineageTree draws the lineages of synthetic run summaries (no store
-// can hold a fork until the engine writes fork records): forks under their
-// parents by fork point, forks of forks deeper, runs without forks left
-// out, a fork whose parent is gone as a root that says so, and forks that
-// name each other as parents on a line of their own.
+// TestLineageTree draws the lineages of synthetic run summaries, so that
+// what only a damaged store holds is drawn too (inspect_forked.golden has
+// a real store's): forks under their parents by fork point, forks of forks
+// deeper, runs without forks left out, a fork whose parent is gone as a
+// root that says so, and forks that name each other as parents on a line
+// of their own.
 func TestLineageTree(t *testing.T) {
 	run := func(id, parent string, at, last uint64, status string) engine.RunSummary {
 		return engine.RunSummary{ID: id, Parent: parent, ForkedAt: at, LastSeq: last, Status: status}
@@ -50,10 +51,11 @@ forks with no root (their fork records name each other): c1 (forked from c2 at s
 	}
 }
 
-// TestPrintDiffLineage pins the text of a diff across a fork of a fork
-// (built by hand: no store holds a fork yet): the base in the run that
-// wrote it, each side's spans through the runs it passes, then each
-// side's atoms with their ops and actions.
+// TestPrintDiffLineage pins the text of a diff across a fork of a fork,
+// built by hand with values short enough to read (diff_fork.golden has a
+// real store's): the base in the run that wrote it, each side's spans
+// through the runs it passes, then each side's atoms with their ops and
+// actions.
 func TestPrintDiffLineage(t *testing.T) {
 	atom := func(run string, seq uint64, d *frame.Delta, acts ...engine.ActionInfo) *engine.AtomInfo {
 		return &engine.AtomInfo{Run: run, Seq: seq, Head: chain.Hash{byte(seq), 0xab}, Delta: d, Actions: acts}

@@ -68,6 +68,9 @@ func storeOptions() *engine.Options {
 //	ended     signed (testSigningSeed): alpha and beta as in clean, alpha
 //	          then completed with a JSON result, gamma (2 atoms) cancelled
 //	          with a text result, omega (1 atom) failed without one
+//	forked    clean, then forks: alpha-retry of alpha at 3 (2 atoms of its
+//	          own), alpha-retry-2 of alpha-retry at 4 (1 atom), alpha-zero of
+//	          alpha at 0 (1 atom), beta-copy of beta at 4 (none)
 //
 // Tests must not change it: use copyStore.
 func fixture(t *testing.T, name string) string {
@@ -97,6 +100,8 @@ func fixture(t *testing.T, name string) string {
 	case "ended":
 		opts.SigningKey = ed25519.NewKeyFromSeed(testSigningSeed)
 		buildStoreThen(t, dir, opts, nil, endRuns)
+	case "forked":
+		buildStoreThen(t, dir, opts, nil, forkRuns)
 	default:
 		t.Fatalf("no fixture %q", name)
 	}
@@ -147,6 +152,34 @@ func endRuns(t *testing.T, ctx context.Context, db *engine.DB) {
 		}
 		if err := run.End(ctx, r.status, result); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// forkRuns makes the forks of the forked fixture, each followed by the
+// scripted agent's atoms of its own.
+func forkRuns(t *testing.T, ctx context.Context, db *engine.DB) {
+	t.Helper()
+	w := agent.NewWorld()
+	for _, f := range []struct {
+		src   string
+		at    uint64
+		id    string
+		atoms int
+	}{
+		{"alpha", 3, "alpha-retry", 2},
+		{"alpha-retry", 4, "alpha-retry-2", 1},
+		{"alpha", 0, "alpha-zero", 1},
+		{"beta", 4, "beta-copy", 0},
+	} {
+		run, err := db.Fork(ctx, f.src, f.at, f.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < f.atoms; i++ {
+			if _, err := agent.Step(ctx, run, testSeed, w); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 }

@@ -218,10 +218,10 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 			signed = ", ended" + signed
 		}
 		if r.OK {
-			fmt.Fprintf(w, "  run %q: ok, %d records, last seq %d, head %s%s\n", r.RunID, r.Records, r.LastSeq, short(r.Head), signed)
+			fmt.Fprintf(w, "  run %q: ok, %s, last seq %d, head %s%s\n", r.RunID, plural(int(r.Records), "record"), r.LastSeq, short(r.Head), signed)
 			continue
 		}
-		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%d records%s)\n", r.RunID, r.LastSeq, r.Records, signed)
+		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%s%s)\n", r.RunID, r.LastSeq, plural(int(r.Records), "record"), signed)
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")
