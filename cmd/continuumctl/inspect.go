@@ -152,8 +152,20 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitOK
 	}
 
-	if *seq == 0 || *seq > r.LastSeq {
-		fmt.Fprintf(stderr, "continuumctl inspect: run %q has atoms 1..%d, not %d\n", id, r.LastSeq, *seq)
+	if r.Parent != "" && *seq != 0 && *seq <= r.ForkedAt {
+		fmt.Fprintf(stderr, "continuumctl inspect: seq %d of run %q is its parent's: it was forked from run %q at seq %d (inspect DIR %s --seq %d)\n",
+			*seq, id, r.Parent, r.ForkedAt, r.Parent, *seq)
+		return cli.ExitUsage
+	}
+	if first := r.ForkedAt + 1; *seq == 0 || *seq > r.LastSeq {
+		switch {
+		case r.Atoms == 0:
+			fmt.Fprintf(stderr, "continuumctl inspect: run %q has no atom of its own, not %d\n", id, *seq)
+		case r.Parent != "":
+			fmt.Fprintf(stderr, "continuumctl inspect: run %q has atoms %d..%d of its own, not %d\n", id, first, r.LastSeq, *seq)
+		default:
+			fmt.Fprintf(stderr, "continuumctl inspect: run %q has atoms 1..%d, not %d\n", id, r.LastSeq, *seq)
+		}
 		return cli.ExitUsage
 	}
 	a, err := in.Atom(ctx, id, *seq)

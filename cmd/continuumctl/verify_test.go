@@ -395,7 +395,7 @@ func TestVerifyPublicKeyUnsigned(t *testing.T) {
 // TestExitCodes covers usage and I/O errors (exit 2), each with a message
 // that names what is wrong.
 func TestExitCodes(t *testing.T) {
-	clean := fixture(t, "clean")
+	clean, forked := fixture(t, "clean"), fixture(t, "forked")
 	tmp := t.TempDir()
 	notStore := filepath.Join(tmp, "empty")
 	if err := os.Mkdir(notStore, 0o755); err != nil {
@@ -439,6 +439,9 @@ func TestExitCodes(t *testing.T) {
 		{[]string{"export", clean}, cli.ExitUsage, "--run is required"},
 		{[]string{"export", clean, "--run", "nope"}, cli.ExitUsage, `no run "nope"`},
 		{[]string{"export", clean, "--run", "alpha", "--from", "5", "--to", "2"}, cli.ExitUsage, "--from 5 is after --to 2"},
+		{[]string{"inspect", forked, "alpha-retry", "--seq", "2"}, cli.ExitUsage, `seq 2 of run "alpha-retry" is its parent's: it was forked from run "alpha" at seq 3`},
+		{[]string{"inspect", forked, "alpha-retry", "--seq", "6"}, cli.ExitUsage, `run "alpha-retry" has atoms 4..5 of its own, not 6`},
+		{[]string{"inspect", forked, "beta-copy", "--seq", "5"}, cli.ExitUsage, `run "beta-copy" has no atom of its own, not 5`},
 		{[]string{"diff", clean, "alpha", "1"}, cli.ExitUsage, "want DIR RUN A B or DIR RUN_A A RUN_B B, got 3 arguments"},
 		{[]string{"diff", clean, "alpha", "1", "beta", "2", "3"}, cli.ExitUsage, "got 6 arguments"},
 		{[]string{"diff", clean, "alpha", "1", "first"}, cli.ExitUsage, `seq "first" is not a number or "last"`},
