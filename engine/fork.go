@@ -19,6 +19,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -80,7 +81,7 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
 	}
-	r := newForkRun(db, id, nonce, time.Now(), src, at, parentHead)
+	r := newForkRun(db, id, nonce, time.Now(), src, parent, at, parentHead)
 	r.mu.frame = state
 	r.created = make(chan struct{})
 	db.mu.runs[id] = r
@@ -122,8 +123,8 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 // newForkRun is newRun for a run forked from parent at seq at, where the
 // parent's head was parentHead. Its frame is set by the caller (the
 // parent's state at at), or built on first use after a restart.
-func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, at uint64, parentHead chain.Hash) *Run {
-	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, base: at}
+func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, parentRef *Run, at uint64, parentHead chain.Hash) *Run {
+	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, parentRef: parentRef, base: at}
 	r.baseHead = db.hasher.ForkGenesis(id, nonce, parent, at, parentHead)
 	r.mu.head, r.mu.lastSeq, r.mu.ckptRowHead = r.baseHead, at, r.baseHead
 	r.mu.indexedSeq, r.mu.snapSeq, r.mu.windowFirst = at, at, at
@@ -132,15 +133,25 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// parentRun returns the run this fork was forked from.
+// maxLineage bounds the forks between a run and its lineage's root.
+const maxLineage = 1 << 12
+
+// parentRun returns the run this fork was forked from. The log cannot
+// hold a cycle of forks (a parent is created before its fork), but
+// CHECKPOINT's rows are read before the log confirms them: a cycle or an
+// endless lineage there is damage, not a stack overflow. It takes no lock:
+// a run's parent is fixed when the run is built.
 func (r *Run) parentRun() (*Run, error) {
-	db := r.db
-	db.mu.Lock()
-	p := db.runLocked(r.parent)
-	db.mu.Unlock()
+	p := r.parentRef
 	if p == nil {
-		return nil, &CorruptionError{File: db.path("wal"), Run: r.id, Seq: r.base,
+		return nil, &CorruptionError{File: r.db.path("wal"), Run: r.id, Seq: r.base,
 			Reason: fmt.Sprintf("forked from run %q, which the store does not hold", r.parent)}
+	}
+	for x, n := p, 0; x != nil; x, n = x.parentRef, n+1 {
+		if x == r || n == maxLineage {
+			return nil, &CorruptionError{File: r.db.path(layout.CheckpointName), Run: r.id, Seq: r.base,
+				Reason: fmt.Sprintf("its lineage through run %q loops or is longer than %d forks", r.parent, maxLineage)}
+		}
 	}
 	return p, nil
 }

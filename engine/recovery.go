@@ -127,11 +127,12 @@ func (db *DB) runLocked(id string) *Run {
 		return nil
 	}
 	r := new(Run)
-	db.fillRun(r, &db.mu.lazy[i])
-	db.mu.runs[id] = r
+	c := &db.mu.lazy[i]
+	db.mu.runs[id] = r // before its parent is built: a cycle of rows ends here
 	if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
 		db.mu.lazy = nil
 	}
+	db.fillRun(r, c)
 	return r
 }
 
@@ -158,6 +159,9 @@ func (db *DB) allRunsLocked() {
 func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	r.db, r.id, r.nonce, r.createdAt = db, c.ID, c.Nonce, time.Unix(0, c.Created)
 	r.parent, r.base, r.baseHead = c.Parent, c.ForkedAt, c.BaseHead
+	if c.Parent != "" {
+		r.parentRef = db.runLocked(c.Parent) // nil: reported when the state is needed
+	}
 	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
 	if c.LastSeq == 0 && c.Parent == "" {
 		r.mu.frame = newFrame()
@@ -189,13 +193,14 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 	switch rec.Kind {
 	case record.KindFork:
 		if r := db.runLocked(rec.Run); r == nil {
-			if db.runLocked(rec.Parent) == nil {
+			p := db.runLocked(rec.Parent)
+			if p == nil {
 				if fromCheckpoint {
 					return mismatchf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos)
 				}
 				return damage(rec.Run, rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent))
 			}
-			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, rec.Seq, rec.ParentHead)
+			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, p, rec.Seq, rec.ParentHead)
 		} else if r.nonce != rec.Nonce || r.parent != rec.Parent || r.base != rec.Seq {
 			if fromCheckpoint {
 				return mismatchf("run %q is forked otherwise in the log (%v)", rec.Run, pos)

@@ -284,7 +284,7 @@ func (db *DB) dropLazyLocked(id string) {
 func (db *DB) runFromLog(id string, lr *logRun) *Run {
 	r := &Run{db: db, id: id, nonce: lr.nonce, createdAt: time.Unix(0, lr.created)}
 	if lr.parent != "" {
-		r = newForkRun(db, id, lr.nonce, time.Unix(0, lr.created), lr.parent, lr.base, lr.parentHead)
+		r = newForkRun(db, id, lr.nonce, time.Unix(0, lr.created), lr.parent, db.runLocked(lr.parent), lr.base, lr.parentHead)
 	}
 	now := time.Now()
 	r.mu.snapTime, r.mu.ckptTime = now, now

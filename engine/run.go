@@ -25,9 +25,10 @@ type Run struct {
 	// seq it starts from: its own atoms are base+1.. (base is 0 for a run
 	// that is no fork). baseHead is its chain's head at base: the fork
 	// genesis. Immutable.
-	parent   string
-	base     uint64
-	baseHead chain.Hash
+	parent    string
+	parentRef *Run // the run parent names, once the run is built
+	base      uint64
+	baseHead  chain.Hash
 
 	// created is closed once the run's creation record is durable (nil for
 	// runs recovered from the store); createErr is set before that.
