@@ -1,7 +1,7 @@
 // Command continuumd serves one CONTINUUM store to agents written in any
-// language: the engine's contract (runs, atoms, exactly-once actions,
-// in-doubt reconciliation, state, verify) over HTTP/JSON, on a Unix socket
-// by default. The Python and TypeScript clients in clients/ speak it;
+// language: the engine's contract (runs and their forks, atoms,
+// exactly-once actions, in-doubt reconciliation, state, verify) over
+// HTTP/JSON, on a Unix socket by default. The Python and TypeScript clients in clients/ speak it;
 // curl does too:
 //
 //	continuumd --store ./agent-store            # serves ./agent-store.sock, mode 0600
