@@ -107,7 +107,10 @@ type call struct {
 	act ledger.Action
 	// in is the intent the engine records for the call (its key, index and
 	// fingerprint), computed the way the engine does; nil if the action is
-	// invalid (the engine then refuses it and state is callError).
+	// invalid (the engine then refuses it and state is callError). In a
+	// fork, a default-key call that repeats its parent's action takes the
+	// parent's key: the engine's Do says so (adoptKeyLocked), and in is
+	// replaced under the attempt's mu, by the goroutine running the call.
 	in *ledger.Intent
 
 	// The fields below are guarded by the attempt's mu.
@@ -381,6 +384,7 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 	}
 	exec := func(ctx context.Context, key string) ([]byte, error) {
 		a.mu.Lock()
+		c.adoptKeyLocked(key)
 		c.setStateLocked(callExecuting)
 		report := c.report
 		a.mu.Unlock()
@@ -420,6 +424,17 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		ran = true
 		return exec(ctx, key)
 	})
+	// A certified result without exec: in a fork, the certificate may be
+	// the parent's, under the parent's key (I10).
+	replayedKey := ""
+	if err == nil && !ran && act.Key == "" {
+		a.mu.Lock()
+		in := c.in
+		a.mu.Unlock()
+		if in != nil {
+			replayedKey = a.lineageKey(srv.ctx, in)
+		}
+	}
 
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -428,9 +443,13 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 	var ce *clientError
 	switch {
 	case err == nil:
+		if replayedKey != "" {
+			c.adoptKeyLocked(replayedKey)
+		}
 		c.result, c.replayed = result, !ran
 		c.setStateLocked(callDone)
 	case errors.As(err, &doubt):
+		c.adoptKeyLocked(doubt.Key)
 		c.setStateLocked(callInDoubt)
 	case errors.As(err, &ce):
 		// The client reported that the execution failed: this call's,

@@ -1,7 +1,7 @@
 // Command continuumd serves one CONTINUUM store to agents written in any
-// language: the engine's contract (runs, atoms, exactly-once actions,
-// in-doubt reconciliation, state, verify) over HTTP/JSON, on a Unix socket
-// by default. The Python and TypeScript clients in clients/ speak it;
+// language: the engine's contract (runs and their forks, atoms,
+// exactly-once actions, in-doubt reconciliation, state, verify) over
+// HTTP/JSON, on a Unix socket by default. The Python and TypeScript clients in clients/ speak it;
 // curl does too:
 //
 //	continuumd --store ./agent-store            # serves ./agent-store.sock, mode 0600
@@ -45,8 +45,16 @@
 //     carries a request id; a call is named by its number (the same number
 //     and action answers the call's state, another action under it is
 //     call_mismatch); an outcome, a resolution, a commit or a fail of what
-//     was already done answers what was done; the rest is naturally
+//     was already done answers what was done; a fork whose id names the
+//     same fork (source and at) answers it; the rest is naturally
 //     idempotent.
+//   - Forks (POST /v1/runs/{run}/fork {"at", "id"}, engine DB.Fork): the
+//     fork's state at at is the source's, its seqs up to at answer from
+//     the source's history, and across a lineage no effect happens twice:
+//     a fork's call that repeats its parent's action at the same position
+//     answers done with the parent's certified result, or in_doubt under
+//     the parent's key (an idempotent one executes under that key); any
+//     other call gets a key of the fork's own.
 //   - A client that disappears does not hold its run: a lease (renewed by
 //     every request; heartbeats during long executions) or an explicit
 //     takeover (begin with takeover) abandons its attempt: its waiting
@@ -90,10 +98,14 @@
 //     concurrent Do calls of one fingerprint do; calls after it wait too
 //     (the server keeps default keys in call order). Such a call answers
 //     pending after 20 s.
-//   - Forks (contract v1's DB.Fork) are not in the engine yet: the
-//     protocol reserves POST /v1/runs/{run}/fork for them, and Run's parent
-//     and forked_at ("" and 0 until then); openapi.json says how it slots
-//     in. Ending a run (POST /v1/runs/{run}/end, engine Run.End) is there.
+//   - The engine does not say under which key Do answered a certified
+//     result without calling exec. In a fork, a default-key call that
+//     repeats its parent's action has the parent's key (I10); the server
+//     reads it back from the parent's atom (fork.go). When the parent's
+//     atom at that seq is still in flight and changes meanwhile, the key
+//     the answer shows may be the parent's action's of a moment later;
+//     the result is the certificate's either way. Keys to execute or
+//     reconcile under are always the engine's own.
 //   - A delta over the wire takes every op but references to certified
 //     results (frame's refs and tool_output_ref, which Go agents write):
 //     a client puts the result itself in the message.

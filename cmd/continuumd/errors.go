@@ -46,6 +46,7 @@ const (
 	codeMethodNotAllowed = "method_not_allowed"
 	codeRunHeld          = "run_held"       // 409: another attempt holds the run's lease
 	codeRunEnded         = "run_ended"      // 409: the run ended: it takes no more atoms, and no other end
+	codeRunExists        = "run_exists"     // 409: a fork's id names a run that is not that fork
 	codeLeaseLost        = "lease_lost"     // 409: this attempt was abandoned (lease expired, taken over, server stopping)
 	codeAttemptDone      = "attempt_done"   // 409: the attempt is committed or failed
 	codeCallMismatch     = "call_mismatch"  // 409: a repeated call differs from the first request of that number
@@ -67,7 +68,7 @@ const (
 var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeRunEnded, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
 	codeInternal,
@@ -117,6 +118,8 @@ func engineError(err error, field string) *apiError {
 		return conflict(codeNotInDoubt, "%v", err)
 	case errors.Is(err, engine.ErrRunEnded):
 		return conflict(codeRunEnded, "%v", err)
+	case errors.Is(err, engine.ErrRunExists):
+		return conflict(codeRunExists, "%v", err)
 	case errors.Is(err, engine.ErrAtomInProgress):
 		return conflict(codeRunHeld, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):

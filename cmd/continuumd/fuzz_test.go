@@ -27,6 +27,7 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/runs/fz/attempts/{attempt}/heartbeat"},
 	{"POST", "/v1/verify"},
 	{"POST", "/v1/runs/fz2/end"},
+	{"POST", "/v1/runs/fz/fork"},
 }
 
 // FuzzRequests sends fuzzed bodies to every endpoint that takes one,
@@ -47,6 +48,8 @@ func FuzzRequests(f *testing.F) {
 		[]byte(`{"reason":"because"}`),
 		[]byte(`{"deep":true,"unsigned_tail":3}`),
 		[]byte(`{"status":"completed","result":"done"}`),
+		[]byte(`{"at":0,"id":"fz-fork"}`),
+		[]byte(`{"at":1,"id":"fz"}`),
 		[]byte(`{"delta":[{"op":"set","key":"k","value":"v","value_base64":""}]}`),
 		[]byte("\x00\xff{"),
 	}
@@ -111,7 +114,7 @@ func FuzzRequests(f *testing.F) {
 				t.Fatalf("%s %s %q: error without a known code and a message: %s", rt.method, p, body, w.Body)
 			}
 		}
-		if w.Code == 201 {
+		if w.Code == 201 && rt.path == "/v1/runs/fz/attempts" {
 			var b beginResponse
 			json.Unmarshal(w.Body.Bytes(), &b)
 			token = b.Attempt

@@ -126,6 +126,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom},
 		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
 		{"POST", "/v1/runs/{run}/end", s.handleEnd},
+		{"POST", "/v1/runs/{run}/fork", s.handleFork},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat},
@@ -269,17 +270,23 @@ func (s *server) runState(ctx context.Context, id string, create bool) (*runStat
 	if err != nil {
 		return nil, engineError(err, "run")
 	}
+	return s.adopt(id, run), nil
+}
+
+// adopt returns the server's state of run id, whose engine handle is run,
+// making it if this is the first request of the run.
+func (s *server) adopt(id string, run *engine.Run) *runState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rs := s.mu.runs[id]; rs != nil {
-		return rs, nil
+		return rs
 	}
-	rs = &runState{srv: s, id: id, run: run}
+	rs := &runState{srv: s, id: id, run: run}
 	s.mu.runs[id] = rs
 	if s.mu.known != nil {
 		s.mu.known[id] = true
 	}
-	return rs, nil
+	return rs
 }
 
 func (s *server) knownRun(id string) (bool, error) {

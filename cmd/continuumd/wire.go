@@ -97,6 +97,16 @@ var endStatuses = map[string]engine.Status{
 	"completed": engine.StatusCompleted, "failed": engine.StatusFailed, "cancelled": engine.StatusCancelled,
 }
 
+// forkRequest is the body of POST /v1/runs/{run}/fork (engine DB.Fork):
+// a new run ID that starts from the run's state at seq At.
+type forkRequest struct {
+	// At is the source run's committed seq the fork starts from: 0 (its
+	// beginning) to its last_seq. Required.
+	At *uint64 `json:"at"`
+	// ID is the new run's id, which must name no run yet.
+	ID string `json:"id"`
+}
+
 // verifyRequest is the body of POST /v1/verify.
 type verifyRequest struct {
 	Deep bool `json:"deep"`

@@ -153,6 +153,28 @@ class AsyncContractTest(unittest.IsolatedAsyncioTestCase):
         self.assertEqual(len(effects), 1)
         self.assertEqual((await run.state()).memory["out"], b"effect")
 
+    async def test_async_fork_repeats_certified_actions(self) -> None:
+        src = await self.client.run(self.run_id())
+        executed: List[str] = []
+        async with src.atom() as atom:
+            await atom.do("mail.send", lambda k: executed.append(k) or b"sent", args={"to": "ops"})
+            atom.delta.set("k", "v")
+        fork = await self.client.fork(src.id, 1, self.run_id() + "-f")
+        self.assertEqual((fork.opened.parent, fork.opened.forked_at), (src.id, 1))
+        self.assertEqual((await fork.state(1)).memory, (await src.state(1)).memory)
+        # Its first atom is 2; the source's atom 2 was never begun: the
+        # same call there is a new action of the fork.
+        async with fork.atom() as atom:
+            self.assertEqual(atom.seq, 2)
+            await atom.do("mail.send", lambda k: executed.append(k) or b"sent", args={"to": "ops"})
+        fork0 = await self.client.fork(src.id, 0, self.run_id() + "-f0")
+        async with fork0.atom() as atom:
+            out = await atom.do("mail.send", lambda k: self.fail("a certified action must not be executed"), args={"to": "ops"})
+        self.assertEqual(out, b"sent")
+        self.assertEqual(executed, [f"ck1-{len(src.id)}:{src.id}:1:0", f"ck1-{len(fork.id)}:{fork.id}:2:0"])
+        with self.assertRaises(continuum.RunExists):
+            await self.client.fork(src.id, 1, fork0.id)
+
 
 if __name__ == "__main__":
     unittest.main()

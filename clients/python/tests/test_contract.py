@@ -7,6 +7,7 @@ import json
 import threading
 import time
 import unittest
+from dataclasses import replace
 from typing import Any, Dict, List
 
 import harness  # noqa: F401  (puts src/ on the path)
@@ -305,6 +306,93 @@ class ContractTest(unittest.TestCase):
             with run.atom():
                 pass
         self.assertEqual(run.info().status, "completed")
+
+    def test_fork_starts_from_the_source_state(self) -> None:
+        src = self.client.run(self.run_id())
+        for v in ("1", "2", "3"):
+            with src.atom() as atom:
+                atom.delta.set("k", v).append_message("assistant", "at " + v)
+        fork = self.client.fork(src.id, 2, src.id + "-f")
+        self.assertEqual((fork.id, fork.opened.parent, fork.opened.forked_at, fork.opened.last_seq), (src.id + "-f", src.id, 2, 2))
+        # Its states up to the fork point are the source's.
+        for seq in (0, 1, 2):
+            self.assertEqual(replace(fork.state(seq), run=src.id), src.state(seq))
+        with self.assertRaises(continuum.NotFound) as cm:
+            fork.state(3)
+        self.assertEqual(cm.exception.code, "atom_not_found")
+        # Its own atoms begin after it, and leave the source alone.
+        with fork.atom() as atom:
+            self.assertEqual(atom.seq, 3)
+            atom.delta.set("k", "f3")
+        self.assertEqual((fork.state().text("k"), src.state().text("k")), ("f3", "3"))
+        # A repeat (an answer lost) gives the fork back.
+        again = self.client.fork(src.id, 2, fork.id)
+        self.assertEqual((again.opened.created, again.opened.last_seq), (fork.opened.created, 3))
+        # A fork of the fork, at its own atom and below its fork point.
+        ff = self.client.fork(fork.id, 3, src.id + "-ff")
+        self.assertEqual((ff.opened.parent, ff.opened.forked_at), (fork.id, 3))
+        self.assertEqual(replace(ff.state(3), run=fork.id), fork.state(3))
+        self.assertEqual(replace(ff.state(1), run=src.id), src.state(1))
+        below = self.client.fork(fork.id, 1, src.id + "-below")
+        self.assertEqual((below.opened.parent, below.opened.forked_at), (src.id, 1))
+        self.assertEqual(ff.info().parent, fork.id)
+
+    def test_fork_errors(self) -> None:
+        src = self.client.run(self.run_id())
+        with src.atom() as atom:
+            atom.delta.set("k", "v")
+        other = self.client.run(self.run_id() + "-other")
+        with self.assertRaises(continuum.RunNotFound):
+            self.client.fork(self.run_id() + "-nope", 0, self.run_id() + "-x")
+        with self.assertRaises(continuum.NotFound) as beyond:
+            self.client.fork(src.id, 2, self.run_id() + "-x")
+        self.assertEqual((beyond.exception.code, beyond.exception.field, beyond.exception.details["last_seq"]), ("atom_not_found", "at", 1))
+        with self.assertRaises(continuum.RunExists) as exists:
+            self.client.fork(src.id, 1, other.id)
+        self.assertEqual((exists.exception.field, exists.exception.details["parent"]), ("id", ""))
+        self.client.fork(src.id, 0, self.run_id() + "-f")
+        with self.assertRaises(continuum.RunExists):
+            self.client.fork(src.id, 1, self.run_id() + "-f")  # the same id, another fork point
+        with self.assertRaises(continuum.BadRequest) as neg:
+            self.client.fork(src.id, -1, self.run_id() + "-x")
+        self.assertEqual(neg.exception.field, "at")
+        with self.assertRaises(continuum.BadRequest) as bad_id:
+            self.client.fork(src.id, 0, "")
+        self.assertEqual((bad_id.exception.code, bad_id.exception.field), ("invalid_run_id", "id"))
+        self.assertNotIn(self.run_id() + "-x", [r.id for r in self.client.runs()])
+
+    def test_fork_repeats_certified_actions_without_executing(self) -> None:
+        # I10 over the wire: the fork's repeat of the source's tool call at
+        # the same position is answered done by the server, with the
+        # source's certified result; a differing call gets a new key.
+        src = self.client.run(self.run_id())
+        executed: List[str] = []
+
+        def charge(key: str) -> Any:
+            executed.append(key)
+            return {"charge": "ch_1", "key": key}
+
+        def mail(key: str) -> bytes:
+            executed.append(key)
+            return b"sent " + key.encode()
+
+        with src.atom() as atom:
+            receipt = atom.do_json("billing.charge", charge, args={"cents": 500, "customer": "c1"})
+            atom.do("mail.send", mail, args={"to": "ops"})
+            atom.delta.set_json("receipt", receipt)
+        src_keys = list(executed)
+        fork = self.client.fork(src.id, 0, self.run_id() + "-f")
+        with fork.atom() as atom:
+            again = atom.do_json("billing.charge", lambda k: self.fail("a certified action must not be executed"),
+                                 args={"customer": "c1", "cents": 500})
+            self.assertEqual(again, receipt)
+            out = atom.do("mail.send", mail, args={"to": "dev"})
+        fork_key = f"ck1-{len(fork.id)}:{fork.id}:1:1"
+        self.assertEqual(executed, src_keys + [fork_key])
+        self.assertNotIn(fork_key, src_keys)
+        self.assertEqual(out, b"sent " + fork_key.encode())
+        rec = fork.atom_at(1)
+        self.assertEqual([a["key"] for a in rec.actions], [src_keys[0], fork_key])
 
     def test_verify_and_runs(self) -> None:
         run = self.client.run(self.run_id())

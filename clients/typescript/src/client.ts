@@ -147,6 +147,32 @@ export class Client {
     return new Run(this, id, runInfo(info));
   }
 
+  /**
+   * Forks run `source` at its committed seq `at` into a new run `newId`
+   * (the engine's DB.Fork), durably, and opens it. The fork's state at
+   * `at` is the source's, `fork.state(k)` for k <= at answers from the
+   * source's history, and its first atom is at + 1; its RunInfo has
+   * parent and forkedAt. The source may be a fork, may have ended, and
+   * may have an atom open (not committed: `at` goes up to its lastSeq).
+   *
+   * No effect happens twice across the lineage: an action of the fork
+   * that repeats the parent's at the same position (same seq, same place
+   * among the atom's default-key calls, same tool and args) returns the
+   * parent's certified result without executing, or is in doubt under
+   * the parent's key; any other action gets a key of the fork's own.
+   *
+   * A repeat (same newId, source and at, as after a lost answer, which
+   * the client retries by itself) resolves to the fork the first made.
+   * Rejects with RunNotFound for an unknown source, NotFound (code
+   * atom_not_found, field "at") for `at` beyond its last committed seq,
+   * RunExists when newId names another run, BadRequest for an `at` that
+   * is not a non-negative integer or an invalid id.
+   */
+  async fork(source: string, at: number, newId: string): Promise<Run> {
+    const info = await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(source)}/fork`, body: { at, id: newId } });
+    return new Run(this, newId, runInfo(info));
+  }
+
   /** The store's verification report (engine.Verify, beside the live server). */
   verify(o: { deep?: boolean; publicKey?: string; unsignedTail?: number } = {}): Promise<Obj> {
     const body: Obj = { deep: o.deep ?? false, unsigned_tail: o.unsignedTail ?? 0 };

@@ -29,7 +29,7 @@ export class APIError extends ContinuumError {
 export class BadRequest extends APIError {}
 /** 401: no bearer token, or a wrong one. */
 export class Unauthorized extends APIError {}
-/** 404: no such run, call, atom or endpoint. */
+/** 404: no such run, call, atom or endpoint (`code` says which: atom_not_found for a seq beyond the run's last committed one). */
 export class NotFound extends APIError {}
 /** 404 run_not_found. */
 export class RunNotFound extends NotFound {}
@@ -39,6 +39,12 @@ export class Conflict extends APIError {}
 export class RunHeld extends Conflict {}
 /** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
 export class RunEnded extends Conflict {}
+/**
+ * 409 run_exists: a fork's new id names a run already, one that is not
+ * that fork (`field` is "id"; details: parent, forked_at). A repeat of the
+ * same fork is not an error: it answers the fork.
+ */
+export class RunExists extends Conflict {}
 /**
  * The attempt is gone: its lease expired, another client took the run
  * over (409 lease_lost), or the server restarted (404 attempt_not_found).
@@ -98,6 +104,7 @@ const byCode: Record<string, typeof APIError> = {
   run_not_found: RunNotFound,
   run_held: RunHeld,
   run_ended: RunEnded,
+  run_exists: RunExists,
   lease_lost: AttemptLost,
   attempt_not_found: AttemptLost,
   invalid_delta: InvalidDelta,

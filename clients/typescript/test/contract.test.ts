@@ -252,6 +252,69 @@ describe("contract", () => {
     await assert.rejects(run.atom(async () => undefined), c.RunEnded);
   });
 
+  test("a fork starts from its source's state at the fork point", async () => {
+    const src = await client.run("ts-fork-src");
+    for (const v of ["1", "2", "3"]) await src.atom(async (atom) => void atom.delta.set("k", v).appendMessage("assistant", "at " + v));
+    const fork = await client.fork(src.id, 2, "ts-fork");
+    assert.deepEqual([fork.id, fork.opened.parent, fork.opened.forkedAt, fork.opened.lastSeq], ["ts-fork", src.id, 2, 2]);
+    for (const seq of [0, 1, 2]) assert.deepEqual({ ...(await fork.state(seq)), run: src.id }, await src.state(seq));
+    await assert.rejects(fork.state(3), (e: unknown) => e instanceof c.NotFound && e.code === "atom_not_found");
+    await fork.atom(async (atom) => {
+      assert.equal(atom.seq, 3);
+      atom.delta.set("k", "f3");
+    });
+    assert.deepEqual([c.text(await fork.state(), "k"), c.text(await src.state(), "k")], ["f3", "3"]);
+    // A repeat (an answer lost) gives the fork back.
+    const again = await client.fork(src.id, 2, fork.id);
+    assert.deepEqual([again.opened.created.getTime(), again.opened.lastSeq], [fork.opened.created.getTime(), 3]);
+    // A fork of the fork, at its own atom and below its fork point.
+    const ff = await client.fork(fork.id, 3, "ts-fork-ff");
+    assert.deepEqual([ff.opened.parent, ff.opened.forkedAt], [fork.id, 3]);
+    assert.deepEqual({ ...(await ff.state(3)), run: fork.id }, await fork.state(3));
+    assert.deepEqual({ ...(await ff.state(1)), run: src.id }, await src.state(1));
+    const below = await client.fork(fork.id, 1, "ts-fork-below");
+    assert.deepEqual([below.opened.parent, below.opened.forkedAt], [src.id, 1]);
+  });
+
+  test("fork errors", async () => {
+    const src = await client.run("ts-fork-err");
+    await src.atom(async (atom) => void atom.delta.set("k", "v"));
+    const other = await client.run("ts-fork-err-other");
+    await assert.rejects(client.fork("ts-fork-err-nope", 0, "ts-fork-err-x"), c.RunNotFound);
+    await assert.rejects(client.fork(src.id, 2, "ts-fork-err-x"),
+      (e: unknown) => e instanceof c.NotFound && e.code === "atom_not_found" && e.field === "at" && e.details.last_seq === 1);
+    await assert.rejects(client.fork(src.id, 1, other.id), (e: unknown) => e instanceof c.RunExists && e.field === "id" && e.details.parent === "");
+    await client.fork(src.id, 0, "ts-fork-err-f");
+    await assert.rejects(client.fork(src.id, 1, "ts-fork-err-f"), c.RunExists); // the same id, another fork point
+    await assert.rejects(client.fork(src.id, -1, "ts-fork-err-x"), (e: unknown) => e instanceof c.BadRequest && e.field === "at");
+    await assert.rejects(client.fork(src.id, 0.5, "ts-fork-err-x"), (e: unknown) => e instanceof c.BadRequest && e.field === "at");
+    await assert.rejects(client.fork(src.id, 0, ""), (e: unknown) => e instanceof c.BadRequest && e.code === "invalid_run_id" && e.field === "id");
+    assert.ok(!(await client.runs()).some((r) => r.id === "ts-fork-err-x"));
+  });
+
+  test("a fork's repeat of its source's call is answered done, executing nothing; a differing call gets a new key (I10)", async () => {
+    const src = await client.run("ts-fork-i10");
+    const executed: string[] = [];
+    const receipt = await src.atom(async (atom) => {
+      const r = await atom.doJSON("billing.charge", (k) => (executed.push(k), { charge: "ch_1", key: k }), { args: { cents: 500, customer: "c1" } });
+      await atom.do("mail.send", (k) => (executed.push(k), "sent " + k), { args: { to: "ops" } });
+      atom.delta.setJSON("receipt", r);
+      return r;
+    });
+    const srcKeys = [...executed];
+    const fork = await client.fork(src.id, 0, "ts-fork-i10-f");
+    const out = await fork.atom(async (atom) => {
+      const again = await atom.doJSON("billing.charge", () => assert.fail("a certified action must not be executed"), { args: { customer: "c1", cents: 500 } });
+      assert.deepEqual(again, receipt);
+      return dec(await atom.do("mail.send", (k) => (executed.push(k), "sent " + k), { args: { to: "dev" } }));
+    });
+    const forkKey = `ck1-${fork.id.length}:${fork.id}:1:1`;
+    assert.deepEqual(executed, [...srcKeys, forkKey]);
+    assert.ok(!srcKeys.includes(forkKey));
+    assert.equal(out, "sent " + forkKey);
+    assert.deepEqual((await fork.atomAt(1)).actions.map((a) => a.key), [srcKeys[0], forkKey]);
+  });
+
   test("verify, runs and escaped run ids", async () => {
     for (const id of ["a/b", "spaces and ünïcode", "q?x=1#f"]) {
       const run = await client.run(id);

@@ -37,6 +37,7 @@ from .errors import (
     NoAtom,
     NotFound,
     RunEnded,
+    RunExists,
     RunHeld,
     RunNotFound,
     ServerError,
@@ -68,6 +69,6 @@ __all__ = [
     "Happened", "DidNotHappen", "RunInfo", "Lease", "State", "Subgoal", "Message", "Pending",
     "Interrupted", "ActionState", "Committed", "AtomRecord",
     "ContinuumError", "APIError", "BadRequest", "Unauthorized", "NotFound", "RunNotFound", "Conflict",
-    "RunHeld", "RunEnded", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
+    "RunHeld", "RunEnded", "RunExists", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
 ]

@@ -108,6 +108,12 @@ class AsyncClient:
         info = await self._send(_core.Request("PUT", f"/v1/runs/{seg(id)}", {}))
         return AsyncRun(self, id, _wire.run_info(info))
 
+    async def fork(self, source: str, at: int, new_id: str) -> "AsyncRun":
+        """:meth:`continuum.Client.fork` for asyncio: forks run ``source``
+        at its committed seq ``at`` into a new run ``new_id``, and opens it."""
+        info = await self._send(_core.Request("POST", f"/v1/runs/{seg(source)}/fork", {"at": int(at), "id": new_id}))
+        return AsyncRun(self, new_id, _wire.run_info(info))
+
     async def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
         body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}
         if public_key is not None:

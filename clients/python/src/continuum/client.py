@@ -125,6 +125,34 @@ class Client:
         info = self._send(_core.Request("PUT", f"/v1/runs/{seg(id)}", {}))
         return Run(self, id, _wire.run_info(info))
 
+    def fork(self, source: str, at: int, new_id: str) -> "Run":
+        """Forks run ``source`` at its committed seq ``at`` into a new run
+        ``new_id`` (the engine's DB.Fork), durably, and opens it.
+
+        The fork's state at ``at`` is the source's, ``fork.state(k)`` for
+        k <= at answers from the source's history, and its first atom is
+        at + 1; its :class:`RunInfo` has ``parent`` and ``forked_at``. The
+        source may be a fork itself, may have ended, and may have an atom
+        open (which is not committed: ``at`` goes up to its last_seq).
+
+        No effect happens twice across the lineage: an action of the fork
+        that repeats the parent's at the same position (same seq, same
+        place among the atom's default-key calls, same tool and args)
+        returns the parent's certified result without executing, or is
+        in doubt under the parent's key; any other action gets a key of
+        the fork's own.
+
+        A repeat (the same ``new_id``, ``source`` and ``at``, as after a
+        lost answer, which the client retries by itself) returns the fork
+        the first made. Raises :class:`~continuum.errors.RunNotFound` for
+        an unknown source, :class:`~continuum.errors.NotFound` (code
+        atom_not_found, field ``at``) for ``at`` beyond its last committed
+        seq, :class:`~continuum.errors.RunExists` when ``new_id`` names
+        another run, :class:`~continuum.errors.BadRequest` for an ``at``
+        below 0 or an invalid id."""
+        info = self._send(_core.Request("POST", f"/v1/runs/{seg(source)}/fork", {"at": int(at), "id": new_id}))
+        return Run(self, new_id, _wire.run_info(info))
+
     def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
         """The store's verification report (engine.Verify, beside the live
         server): ``report["ok"]`` and its failures naming run and seq."""

@@ -21,6 +21,7 @@ __all__ = [
     "Conflict",
     "RunHeld",
     "RunEnded",
+    "RunExists",
     "AttemptLost",
     "TooLarge",
     "Unprocessable",
@@ -71,7 +72,8 @@ class Unauthorized(APIError):
 
 
 class NotFound(APIError):
-    """404: no such run, call, atom or endpoint."""
+    """404: no such run, call, atom or endpoint (``code`` says which:
+    atom_not_found for a seq beyond the run's last committed one)."""
 
 
 class RunNotFound(NotFound):
@@ -93,6 +95,13 @@ class RunHeld(Conflict):
 class RunEnded(Conflict):
     """409 run_ended: the run ended (Run.end): it takes no more atoms, and
     no end with another status or result."""
+
+
+class RunExists(Conflict):
+    """409 run_exists: a fork's new id names a run already, one that is not
+    that fork (``field`` is ``id``; ``details`` has the run's ``parent``
+    and ``forked_at``). A repeat of the same fork is not an error: it
+    answers the fork."""
 
 
 class AttemptLost(APIError):
@@ -182,6 +191,7 @@ _BY_CODE = {
     "run_not_found": RunNotFound,
     "run_held": RunHeld,
     "run_ended": RunEnded,
+    "run_exists": RunExists,
     "lease_lost": AttemptLost,
     "attempt_not_found": AttemptLost,
     "invalid_delta": InvalidDelta,
