@@ -674,3 +674,38 @@ func TestForkCycleInCheckpoint(t *testing.T) {
 		t.Fatal("the state of a fork in a forged cycle never returned")
 	}
 }
+
+// TestLineageExplicitKeyShare: an explicit-key action takes no index of
+// its own, so the parent's explicit-key call and its next default-key call
+// share one; a fork that repeats the default-key call still gets its
+// parent's certificate.
+func TestLineageExplicitKeyShare(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	g := newLineageAgent()
+	src, _ := db.Run(ctx, "src")
+	g.step(t, src, "")
+	a, _ := src.Begin(ctx)
+	if _, err := a.Do(ctx, ledger.Action{Tool: "x", Args: []byte(`{}`), Key: "explicit-1"}, g.exec("x")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Do(ctx, ledger.Action{Tool: "u", Args: []byte(`{"n":1}`)}, g.exec("u")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, msg("two")); err != nil {
+		t.Fatal(err)
+	}
+	f, err := db.Fork(ctx, "src", 1, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := f.Begin(ctx)
+	called := false
+	res, err := b.Do(ctx, ledger.Action{Tool: "u", Args: []byte(`{"n":1}`)}, func(context.Context, string) ([]byte, error) { called = true; return nil, nil })
+	if err != nil || called || string(res) != "ok u" {
+		t.Fatalf("the fork's repeat of a default-key call after an explicit-key one: %q, %v, exec called %v", res, err, called)
+	}
+	if err := b.Commit(ctx, msg("two again")); err != nil {
+		t.Fatal(err)
+	}
+}

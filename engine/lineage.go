@@ -33,11 +33,21 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 	if err != nil {
 		return nil, err
 	}
-	pin, err := p.actionAt(ctx, a.seq, in.Index)
+	pins, err := p.actionsAt(ctx, a.seq, in.Index)
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d call %d: the action of parent %q at this position: %w", r.id, a.seq, in.Index, p.id, err)
 	}
-	if pin == nil || pin.Tool != in.Tool || !bytes.Equal(pin.Args, in.Args) || pin.Key == in.Key {
+	// An explicit-key action takes no index of its own (it shares the
+	// next default-key call's): of the parent's actions at this index, the
+	// one with this tool and args is the one repeated.
+	var pin *ledger.Intent
+	for _, x := range pins {
+		if x.Tool == in.Tool && bytes.Equal(x.Args, in.Args) {
+			pin = x
+			break
+		}
+	}
+	if pin == nil || pin.Key == in.Key {
 		return in, nil
 	}
 	fp, err := ledger.Action{Tool: in.Tool, Args: in.Args, Key: pin.Key}.Fingerprint()
@@ -49,9 +59,10 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 	return &c, nil
 }
 
-// actionAt returns the intent of the run's action with call index index in
-// its atom seq (committed, or in flight), or nil if it has none there.
-func (r *Run) actionAt(ctx context.Context, seq uint64, index uint32) (*ledger.Intent, error) {
+// actionsAt returns the intents of the run's actions with call index index
+// in its atom seq (committed, or in flight): a default-key action and the
+// explicit-key ones made just before it share an index.
+func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
 	db := r.db
 	r.mu.Lock()
 	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
@@ -103,6 +114,7 @@ func (r *Run) actionAt(ctx context.Context, seq uint64, index uint32) (*ledger.I
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
+	var out []*ledger.Intent
 	for _, fp := range fps {
 		e, ok := db.ledger.Lookup(fp)
 		if !ok || e.IntentLoc == (ledger.Loc{}) {
@@ -113,8 +125,8 @@ func (r *Run) actionAt(ctx context.Context, seq uint64, index uint32) (*ledger.I
 			return nil, err
 		}
 		if in.Index == index && in.Seq == seq {
-			return in, nil
+			out = append(out, in)
 		}
 	}
-	return nil, nil
+	return out, nil
 }
