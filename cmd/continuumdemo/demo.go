@@ -47,15 +47,22 @@ call. The demo runs the agent as a child process, kills it (SIGKILL) in the
 middle of the billing charge of the second region, after the charge went
 through and before the agent heard back, and starts it again: it resumes where
 it stopped, reconciles the in-doubt charge with the downstream instead of
-charging twice, and finishes. Then it prints each side effect with its count
-(all 1) and verifies the store.
+charging twice, finishes, and ends its run. Then it prints each side effect
+with its count (all 1) and verifies the store.
+
+Then it reconsiders a step: it forks the finished run at the atom before the
+third region's rollout, and the agent redoes the rest on the fork with one
+decision changed (a discounted fee). The steps it repeats unchanged are
+served from the ledger without a call; the changed charge is one new call,
+under a key of the fork's own. The demo prints the lineage and verifies the
+store again, deeply.
 
 Without --dir the store goes to a fresh temporary directory, which is kept
 (its path is printed) so that you can look inside it with continuumctl
 inspect, stats, export and verify. --dir must be empty or not exist.
 From a checkout of the repository: go run ./cmd/continuumdemo [--dir DIR].
-Exit 0 when every effect happened exactly once and the store verifies, 1
-otherwise, 2 on a usage or I/O error.`
+Exit 0 when every effect happened exactly once, the fork repeated none, and
+the store verifies, 1 otherwise, 2 on a usage or I/O error.`
 
 const demoExamples = `  continuumdemo
   continuumdemo --dir /tmp/demo-store

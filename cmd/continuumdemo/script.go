@@ -23,11 +23,12 @@ import (
 // with it the parent's certificate, so nothing is called again; an action
 // that differs gets the fork's own key, which no run of the lineage used.
 // Explicit keys named for the step ("deploy-checkout-v2/ap-southeast-2/
-// charge", as an agent might write them) would be wrong in a fork: the
-// discounted charge would go out under the original charge's key with
-// other args, one key for two different requests, which a payment API
-// that deduplicates by key answers with the first charge or refuses. An
-// explicit key must name one request, never a position alone.
+// charge", as the script had) would be wrong in a fork: the discounted
+// charge would go out under the original charge's key with other args,
+// one key for two different requests, which a payment API that
+// deduplicates by key answers with the first charge or refuses. An
+// explicit key must stand for one request (derived from its content, say),
+// never for a position alone; the default keys need nothing from the agent.
 
 const (
 	demoRun       = "deploy-checkout-v2"
