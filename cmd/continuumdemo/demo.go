@@ -324,10 +324,10 @@ type childResult struct {
 
 	// Of the fork (process 3): what the agent reported.
 	sameState bool
-	state     string         // digest of the fork's state at the fork point
-	calls     map[uint64]int // the calls of each atom's exec, by seq
-	keys      map[uint64]string
-	runs      []event // the store's runs (RunInfo), after the fork ended
+	state     string            // digest of the fork's state at the fork point
+	calls     map[uint64]int    // the calls of each atom's exec, by seq
+	keys      map[uint64]string // the key of each atom's last call, by seq
+	runs      []event           // the store's runs (RunInfo), after the fork ended
 }
 
 // child runs the agent as a child process until it exits, narrating its
@@ -387,7 +387,7 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64, fork bool)
 			switch {
 			case seq < 1 || seq > uint64(len(d.script)):
 			case fork:
-				d.narrateForkAtom(seq, res.calls[seq])
+				d.narrateForkAtom(seq, res.calls[seq], res.keys[seq])
 			default:
 				fmt.Fprintf(w, "  atom %2d  %s\n", seq, d.script[seq-1].describe())
 			}

@@ -49,7 +49,7 @@ func (d *demo) reconsider(ctx context.Context, srv *downstream.Server, pub ed255
 		ok = false
 	}
 	for _, s := range d.forkScript[at:] {
-		if s.tool != "" && res.calls[s.seq] != d.forkCalls(s.seq) {
+		if s.tool != "" && !d.forkAtomOK(s.seq, res.calls[s.seq], res.keys[s.seq]) {
 			ok = false
 		}
 	}
@@ -71,14 +71,14 @@ func (d *demo) changed(seq uint64) bool {
 	return s.tool != o.tool || !bytes.Equal(s.args, o.args)
 }
 
-// forkCalls is how many calls downstream the fork's step at seq must make:
-// none if the original made the same one there (its certificate serves),
-// else one.
-func (d *demo) forkCalls(seq uint64) int {
-	if d.changed(seq) {
-		return 1
+// forkAtomOK reports whether the fork's atom at seq did what I10
+// promises, given the calls its exec made downstream and the key of the
+// last: none if unchanged, else one under the fork's own key.
+func (d *demo) forkAtomOK(seq uint64, calls int, key string) bool {
+	if !d.changed(seq) {
+		return calls == 0
 	}
-	return 0
+	return calls == 1 && key == demoKey(demoForkRun, seq)
 }
 
 // narrateFork tells the agent's forked event.
@@ -90,18 +90,19 @@ func (d *demo) narrateFork(ev event) {
 	fmt.Fprintf(d.out, "  forked at %s into %s: its state there %s (frame %s)\n", ev.kv["at"], ev.kv["run"], same, ev.kv["state"])
 }
 
-// narrateForkAtom tells one atom of the fork, which made calls downstream.
-func (d *demo) narrateForkAtom(seq uint64, calls int) {
+// narrateForkAtom tells one atom of the fork, whose exec made calls
+// downstream, the last under key.
+func (d *demo) narrateForkAtom(seq uint64, calls int, key string) {
 	s := d.forkScript[seq-1]
 	if s.tool == "" {
 		fmt.Fprintf(d.out, "  atom %2d  %s\n", seq, s.describe())
 		return
 	}
 	var note string
-	switch changed := d.changed(seq); {
-	case calls != d.forkCalls(seq) && changed:
-		note = fmt.Sprintf("changed, yet %d calls downstream (want 1): WRONG", calls)
-	case calls != d.forkCalls(seq):
+	switch changed, ok := d.changed(seq), d.forkAtomOK(seq, calls, key); {
+	case changed && !ok:
+		note = fmt.Sprintf("changed, yet its calls downstream: %d, the last under %q (want one, under the fork's own key): WRONG", calls, key)
+	case !ok:
 		note = "unchanged, yet called downstream again: DUPLICATE"
 	case changed:
 		note = "changed: a new call, under the fork's own key"
