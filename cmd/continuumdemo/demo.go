@@ -267,6 +267,7 @@ func (d *demo) run(ctx context.Context) int {
 	}
 	fmt.Fprintf(w, "\nlook inside:\n  continuumctl inspect %s %s --seq %d\n", d.dir, demoRun, killSeq)
 	fmt.Fprintf(w, "  continuumctl inspect %s %s\n", d.dir, demoForkRun)
+	fmt.Fprintf(w, "  continuumctl diff %s %s last %s last\n", d.dir, demoRun, demoForkRun)
 	if name, err := d.writePublicKey(rep.StoreID); err != nil {
 		fmt.Fprintf(d.stderr, "continuumdemo: %v\n", err)
 	} else {
