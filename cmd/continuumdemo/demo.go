@@ -47,15 +47,22 @@ call. The demo runs the agent as a child process, kills it (SIGKILL) in the
 middle of the billing charge of the second region, after the charge went
 through and before the agent heard back, and starts it again: it resumes where
 it stopped, reconciles the in-doubt charge with the downstream instead of
-charging twice, and finishes. Then it prints each side effect with its count
-(all 1) and verifies the store.
+charging twice, finishes, and ends its run. Then it prints each side effect
+with its count (all 1) and verifies the store.
+
+Then it reconsiders a step: it forks the finished run at the atom before the
+third region's rollout, and the agent redoes the rest on the fork with one
+decision changed (a discounted fee). The steps it repeats unchanged are
+served from the ledger without a call; the changed charge is one new call,
+under a key of the fork's own. The demo prints the lineage and verifies the
+store again, deeply.
 
 Without --dir the store goes to a fresh temporary directory, which is kept
 (its path is printed) so that you can look inside it with continuumctl
 inspect, stats, export and verify. --dir must be empty or not exist.
 From a checkout of the repository: go run ./cmd/continuumdemo [--dir DIR].
-Exit 0 when every effect happened exactly once and the store verifies, 1
-otherwise, 2 on a usage or I/O error.`
+Exit 0 when every effect happened exactly once, the fork repeated none, and
+the store verifies, 1 otherwise, 2 on a usage or I/O error.`
 
 const demoExamples = `  continuumdemo
   continuumdemo --dir /tmp/demo-store
@@ -68,26 +75,36 @@ const demoExamples = `  continuumdemo
 const demoChildEnv = "CONTINUUM_DEMO_CHILD"
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
+	d, code := setupDemo(args, stdout, stderr)
+	if d == nil {
+		return code
+	}
+	return d.run(context.Background())
+}
+
+// setupDemo parses the arguments and prepares the store's directory. It
+// returns the demo to run, or nil and the exit code.
+func setupDemo(args []string, stdout, stderr io.Writer) (*demo, int) {
 	fs := prog.Flags("", demoUsage, demoAbout, demoExamples, stderr)
 	dir := fs.String("dir", "", "store `directory` (empty or absent; default: a fresh temporary directory)")
 	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
-		return code
+		return nil, code
 	}
 	if len(pos) != 0 {
-		return cli.UsageErr(fs, stderr, "unexpected argument %q", pos[0])
+		return nil, cli.UsageErr(fs, stderr, "unexpected argument %q", pos[0])
 	}
 	if *dir == "" {
 		d, err := os.MkdirTemp("", "continuum-demo-")
 		if err != nil {
-			return prog.Fail(stderr, "", fmt.Errorf("temporary directory: %w", err))
+			return nil, prog.Fail(stderr, "", fmt.Errorf("temporary directory: %w", err))
 		}
 		*dir = d
 	} else if names, err := os.ReadDir(*dir); err == nil && len(names) > 0 {
 		fmt.Fprintf(stderr, "continuumdemo: %s is not empty; give an empty or new directory\n", *dir)
-		return cli.ExitUsage
+		return nil, cli.ExitUsage
 	} else if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return prog.Fail(stderr, "", err)
+		return nil, prog.Fail(stderr, "", err)
 	}
 	// Create the store's directory here, so that a path that cannot hold
 	// one is an I/O error of the demo (exit 2), not an agent that failed.
@@ -97,21 +114,25 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 			err = pe.Err // the message names the directory already
 		}
 		fmt.Fprintf(stderr, "continuumdemo: cannot create the store directory %s (%v); give a directory you can write\n", *dir, err)
-		return cli.ExitUsage
+		return nil, cli.ExitUsage
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return prog.Fail(stderr, "", fmt.Errorf("cannot find this program to start the agent: %w", err))
+		return nil, prog.Fail(stderr, "", fmt.Errorf("cannot find this program to start the agent: %w", err))
 	}
-	d := &demo{dir: *dir, exe: exe, out: stdout, stderr: stderr, script: demoScript()}
-	return d.run(context.Background())
+	return &demo{dir: *dir, exe: exe, out: stdout, stderr: stderr, script: demoScript(), forkScript: demoForkScript()}, cli.ExitOK
 }
 
 type demo struct {
 	dir, exe    string
 	out, stderr io.Writer
-	script      []demoStep
-	seed        []byte // of the ephemeral signing key
+	script      []demoStep // of demoRun
+	forkScript  []demoStep // of demoForkRun, which does its steps after demoForkAt
+	seed        []byte     // of the ephemeral signing key
+
+	// calls is every call the downstream received, in order, once run
+	// has returned.
+	calls []downstream.Call
 
 	mu struct {
 		sync.Mutex
@@ -153,13 +174,8 @@ func (d *demo) run(ctx context.Context) int {
 	if _, err := rand.Read(d.seed); err != nil {
 		return prog.Fail(d.stderr, "", err)
 	}
-	killKey := demoRun + "/" + demoRegions[demoKillRegion] + "/charge"
-	var killSeq uint64
-	for _, s := range d.script {
-		if s.key == killKey {
-			killSeq = s.seq
-		}
-	}
+	killSeq := stepSeq(d.script, demoRegions[demoKillRegion], "charge")
+	killKey := demoKey(demoRun, killSeq)
 	srv, err := downstream.Start(&downstream.Options{
 		Result: demoResult,
 		AfterEffect: func(c downstream.Call) {
@@ -171,15 +187,19 @@ func (d *demo) run(ctx context.Context) int {
 	if err != nil {
 		return prog.Fail(d.stderr, "", err)
 	}
-	defer srv.Close()
+	defer func() {
+		srv.Close()
+		d.calls = srv.History()
+	}()
 
 	fmt.Fprintf(w, "CONTINUUM demo: an agent deploys checkout v2 to %d regions, is killed in the\n", len(demoRegions))
-	fmt.Fprintf(w, "middle of a step, and resumes without doing anything twice.\n\n")
+	fmt.Fprintf(w, "middle of a step, and resumes without doing anything twice; then a fork\n")
+	fmt.Fprintf(w, "reconsiders a step without repeating what it did not change.\n\n")
 	fmt.Fprintf(w, "store:      %s\n", d.dir)
 	fmt.Fprintf(w, "downstream: %s (a fake outside world that records every call)\n\n", srv.URL())
 
 	fmt.Fprintf(w, "start the agent (process 1)\n")
-	res1, err := d.child(ctx, srv.URL(), killSeq)
+	res1, err := d.child(ctx, srv.URL(), killSeq, false)
 	if err != nil {
 		return prog.Fail(d.stderr, "", err)
 	}
@@ -194,7 +214,7 @@ func (d *demo) run(ctx context.Context) int {
 		return cli.ExitCorrupt
 	}
 	fmt.Fprintf(w, "\nrestart the agent (process 2)\n")
-	res2, err := d.child(ctx, srv.URL(), 0)
+	res2, err := d.child(ctx, srv.URL(), 0, false)
 	if err != nil {
 		return prog.Fail(d.stderr, "", err)
 	}
@@ -212,21 +232,62 @@ func (d *demo) run(ctx context.Context) int {
 			mark = "DUPLICATE"
 			once = false
 		}
-		fmt.Fprintf(w, "  %-22s %-16s %d  %s\n", e.Tool, strings.TrimPrefix(strings.TrimSuffix(e.Key, "/"+lastPart(e.Key)), demoRun+"/"), e.Effects, mark)
+		fmt.Fprintf(w, "  %-22s %-16s %d  %s\n", e.Tool, d.keyRegion(e.Key), e.Effects, mark)
 	}
 	if len(effects) != 4*len(demoRegions) {
 		once = false
 		fmt.Fprintf(w, "  expected %d calls, saw %d\n", 4*len(demoRegions), len(effects))
 	}
 
-	rep, err := engine.Verify(ctx, d.dir, &engine.VerifyOptions{PublicKey: ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)})
+	pub := ed25519.NewKeyFromSeed(d.seed).Public().(ed25519.PublicKey)
+	rep, err := engine.Verify(ctx, d.dir, &engine.VerifyOptions{PublicKey: pub})
 	if err != nil {
 		return prog.Fail(d.stderr, "", err)
 	}
 	fmt.Fprintf(w, "\nverify: ")
+	printVerify(w, rep)
+
+	forked, err := d.reconsider(ctx, srv, pub)
+	if err != nil {
+		return prog.Fail(d.stderr, "", err)
+	}
+
+	fmt.Fprintf(w, "\nsummary: %d atoms done; the agent was killed at atom %d and restarted in %s;\n",
+		res2.lastSeq, killSeq, res2.restart.Round(10*time.Microsecond))
+	if once {
+		fmt.Fprintf(w, "%d side effects, each exactly once; the in-doubt charge was reconciled, not repeated;\n", len(effects))
+	} else {
+		fmt.Fprintf(w, "SOME SIDE EFFECTS DID NOT HAPPEN EXACTLY ONCE;\n")
+	}
+	if forked {
+		fmt.Fprintf(w, "the fork redid steps %d-%d with one new call, its changed charge, and repeated no effect.\n",
+			demoForkAt()+1, len(d.forkScript))
+	} else {
+		fmt.Fprintf(w, "THE FORK DID NOT KEEP ITS PROMISES (see above).\n")
+	}
+	fmt.Fprintf(w, "\nlook inside:\n  continuumctl inspect %s %s --seq %d\n", d.dir, demoRun, killSeq)
+	fmt.Fprintf(w, "  continuumctl inspect %s %s\n", d.dir, demoForkRun)
+	fmt.Fprintf(w, "  continuumctl diff %s %s last %s last\n", d.dir, demoRun, demoForkRun)
+	if name, err := d.writePublicKey(rep.StoreID); err != nil {
+		fmt.Fprintf(d.stderr, "continuumdemo: %v\n", err)
+	} else {
+		fmt.Fprintf(w, "  continuumctl verify --pubkey %s %s\n", name, d.dir)
+	}
+	if !once || !rep.OK || !forked || res2.lastSeq != uint64(len(d.script)) || res2.status != engine.StatusCompleted.String() {
+		return cli.ExitCorrupt
+	}
+	return cli.ExitOK
+}
+
+// printVerify prints a verify report's verdict, its failures and warnings.
+func printVerify(w io.Writer, rep *chain.Report) {
 	if rep.OK {
-		fmt.Fprintf(w, "INTACT: %d run, %d records on the hash chain, %d signed checkpoints verified, %d warnings\n",
-			len(rep.Runs), rep.Records, rep.CheckpointsVerified, len(rep.Warnings))
+		runs := "runs"
+		if len(rep.Runs) == 1 {
+			runs = "run"
+		}
+		fmt.Fprintf(w, "INTACT: %d %s, %d records on the hash chain, %d signed checkpoints verified, %d warnings\n",
+			len(rep.Runs), runs, rep.Records, rep.CheckpointsVerified, len(rep.Warnings))
 	} else {
 		fmt.Fprintf(w, "FAILED\n")
 		for _, f := range rep.Failures {
@@ -236,29 +297,21 @@ func (d *demo) run(ctx context.Context) int {
 	for _, f := range rep.Warnings {
 		cli.PrintFinding(w, f)
 	}
-
-	fmt.Fprintf(w, "\nsummary: %d atoms done; the agent was killed at atom %d and restarted in %s;\n",
-		res2.lastSeq, killSeq, res2.restart.Round(10*time.Microsecond))
-	if once {
-		fmt.Fprintf(w, "%d side effects, each exactly once; the in-doubt charge was reconciled, not repeated.\n", len(effects))
-	} else {
-		fmt.Fprintf(w, "SOME SIDE EFFECTS DID NOT HAPPEN EXACTLY ONCE.\n")
-	}
-	fmt.Fprintf(w, "\nlook inside:\n  continuumctl inspect %s %s --seq %d\n", d.dir, demoRun, killSeq)
-	if pub, err := d.writePublicKey(rep.StoreID); err != nil {
-		fmt.Fprintf(d.stderr, "continuumdemo: %v\n", err)
-	} else {
-		fmt.Fprintf(w, "  continuumctl verify --pubkey %s %s\n", pub, d.dir)
-	}
-	if !once || !rep.OK || res2.lastSeq != uint64(len(d.script)) {
-		return cli.ExitCorrupt
-	}
-	return cli.ExitOK
 }
 
-func lastPart(key string) string {
-	if i := strings.LastIndexByte(key, '/'); i >= 0 {
-		return key[i+1:]
+// keyRegion names the region of the step whose action went out under key
+// (the default key of a step of demoRun or of demoForkRun), or the key
+// itself if no step's action has it.
+func (d *demo) keyRegion(key string) string {
+	for _, s := range d.script {
+		if s.tool != "" && key == demoKey(demoRun, s.seq) {
+			return s.region
+		}
+	}
+	for _, s := range d.forkScript[demoForkAt():] {
+		if s.tool != "" && key == demoKey(demoForkRun, s.seq) {
+			return s.region
+		}
 	}
 	return key
 }
@@ -268,12 +321,25 @@ type childResult struct {
 	err     error // the child's exit error, if it was not killed by the demo
 	lastSeq uint64
 	restart time.Duration
+	status  string // the run's status after the child ("" if it did not say)
+
+	// Of the fork (process 3): what the agent reported.
+	sameState bool
+	state     string            // digest of the fork's state at the fork point
+	calls     map[uint64]int    // the calls of each atom's exec, by seq
+	keys      map[uint64]string // the key of each atom's last call, by seq
+	runs      []event           // the store's runs (RunInfo), after the fork ended
 }
 
 // child runs the agent as a child process until it exits, narrating its
-// events. killSeq is the atom in which the demo kills it (0: none expected).
-func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResult, error) {
-	cmd := exec.CommandContext(ctx, d.exe, agentCmd, "--dir", d.dir, "--downstream", url)
+// events. killSeq is the atom in which the demo kills it (0: none
+// expected); fork runs the agent on the fork (process 3).
+func (d *demo) child(ctx context.Context, url string, killSeq uint64, fork bool) (childResult, error) {
+	args := []string{agentCmd, "--dir", d.dir, "--downstream", url}
+	if fork {
+		args = append(args, "--fork")
+	}
+	cmd := exec.CommandContext(ctx, d.exe, args...)
 	cmd.Env = append(os.Environ(), demoChildEnv+"=1", demoKeyEnv+"="+hex.EncodeToString(d.seed))
 	cmd.Stderr = d.stderr
 	pipe, err := cmd.StdoutPipe()
@@ -287,7 +353,7 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 	if err := cmd.Start(); err != nil {
 		return childResult{}, fmt.Errorf("start the agent %s: %w", d.exe, err)
 	}
-	var res childResult
+	res := childResult{calls: map[uint64]int{}, keys: map[uint64]string{}}
 	w := d.out
 	sc := bufio.NewScanner(pipe)
 	for sc.Scan() {
@@ -299,6 +365,9 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 		case "open":
 			res.restart = time.Duration(ev.uint("restart_ns"))
 			last, intr := ev.uint("last_seq"), ev.uint("interrupted")
+			if fork {
+				break // the forked event told
+			}
 			if last == 0 && intr == 0 {
 				fmt.Fprintf(w, "  opened a new store in %s\n", res.restart.Round(10*time.Microsecond))
 				break
@@ -309,10 +378,18 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 				fmt.Fprintf(w, ", atom %d was interrupted", intr)
 			}
 			fmt.Fprintln(w)
+		case "forked":
+			res.sameState, res.state = ev.kv["same_state"] == "true", ev.kv["state"]
+			d.narrateFork(ev)
 		case "atom":
 			seq := ev.uint("seq")
 			res.lastSeq = seq
-			if seq >= 1 && seq <= uint64(len(d.script)) {
+			res.calls[seq], res.keys[seq] = int(ev.uint("calls")), ev.kv["key"]
+			switch {
+			case seq < 1 || seq > uint64(len(d.script)):
+			case fork:
+				d.narrateForkAtom(seq, res.calls[seq], res.keys[seq])
+			default:
 				fmt.Fprintf(w, "  atom %2d  %s\n", seq, d.script[seq-1].describe())
 			}
 		case "reconciled":
@@ -321,6 +398,13 @@ func (d *demo) child(ctx context.Context, url string, killSeq uint64) (childResu
 				found = "the downstream has it: record its result, do not call again"
 			}
 			fmt.Fprintf(w, "  atom %2d  in doubt after the crash: %s\n", ev.uint("seq"), found)
+		case "ended":
+			res.status = ev.kv["status"]
+			if !fork {
+				fmt.Fprintf(w, "  Run.End: %s %s\n", demoRun, res.status)
+			}
+		case "run":
+			res.runs = append(res.runs, ev)
 		case "done":
 			res.lastSeq = ev.uint("last_seq")
 		}
