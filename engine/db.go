@@ -39,6 +39,9 @@ type DB struct {
 	signer *chain.Signer // nil: checkpoints are written unsigned
 	dicts  *frame.Dicts
 	comp   *frame.Compressor
+	// replayComp is comp with Open's decompression budget, for the log's
+	// tail Open replays; nil after Open. Only Open's goroutine reads it.
+	replayComp *frame.Compressor
 
 	// curDict is the dictionary new records are compressed with (0 = none).
 	curDict atomic.Uint32

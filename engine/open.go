@@ -61,9 +61,11 @@ func (db *DB) open() error {
 	// crafted tail of decompression bombs fails Open instead of costing
 	// unbounded time. After Open the engine reads one record at a time,
 	// when it needs it, without a budget.
-	live := frame.NewCompressor(db.dicts)
-	db.comp = live.WithBudget(frame.NewBudget())
-	defer func() { db.comp = live }()
+	// The budget is replay's own compressor (replayComp): db.comp, which
+	// the background goroutines started below read, is never reassigned.
+	db.comp = frame.NewCompressor(db.dicts)
+	db.replayComp = db.comp.WithBudget(frame.NewBudget())
+	defer func() { db.replayComp = nil }()
 
 	cp, err := db.readCheckpoint()
 	if err != nil {

@@ -78,7 +78,11 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
 
-	c, err := record.NewCursor(db.log, db.segmentFile, from, db.decoder(true))
+	dec := db.decoder(true)
+	if db.replayComp != nil {
+		dec.Comp = db.replayComp // within Open's budget
+	}
+	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
 	if err != nil {
 		if cp != nil {
 			return mismatchf("replay position %v: %v", from, err)

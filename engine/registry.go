@@ -132,7 +132,10 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 			return nil, ErrClosed // Close does not wait for a whole read
 		}
 		r := c.Record()
-		if !r.Pos.Less(to) {
+		// A run's creation record may follow the replay position while
+		// CHECKPOINT lists it (a run is published before its record is
+		// written): creations are taken wherever they are.
+		if !r.Pos.Less(to) && r.Kind != record.KindRun && r.Kind != record.KindFork {
 			if lr := runs[r.Run]; lr != nil {
 				switch {
 				case r.Kind == record.KindAtom && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
