@@ -1,0 +1,97 @@
+// Package agentloop drives an engine run as a tool-calling LLM agent: the
+// loop that every agent on CONTINUUM would otherwise write by hand, with
+// the durability rules built in. It is optional: the engine does not
+// import it, and it uses only the engine's public API.
+//
+// # Usage
+//
+//	loop := &agentloop.Loop{
+//		Run:     run, // db.Run(ctx, "triage-42")
+//		Model:   openai.New(openai.Options{Model: "gpt-4o-mini", APIKey: key}).Complete,
+//		ModelID: "gpt-4o-mini",
+//		Tools: map[string]agentloop.Tool{
+//			"create_ticket": {Description: "...", Parameters: schema, Func: createTicket},
+//		},
+//		Reconcile: func(ctx context.Context, call frame.ToolCall, key string) ([]byte, bool, error) {
+//			return tickets.Lookup(ctx, key) // did the call under key take effect?
+//		},
+//		Prompt: []frame.Message{
+//			{Role: frame.RoleSystem, Content: "You triage bug reports."},
+//			{Role: frame.RoleUser, Content: report},
+//		},
+//	}
+//	status, answer, err := loop.Drive(ctx)
+//
+// After a crash the program opens the store, builds the same Loop and
+// calls Drive again: it goes on from the step the crash caught, and ends
+// with the frame a run that never crashed would have (given a model and
+// tools that answer the same requests the same way). Package
+// agentloop/openai is a ModelFunc for OpenAI-compatible chat-completions
+// endpoints; examples/llmagent is a complete agent that is killed in the
+// middle of a step and resumes.
+//
+// # A step
+//
+// Each step is one atom, seq n:
+//
+//  1. Begin. A seq a crash interrupted is begun again.
+//  2. The model call, through Do as an idempotent action (tool ModelTool;
+//     args: ModelID and a digest of the conversation and tools; default
+//     key n/0). Its certificate holds the response, so the atom begun
+//     again gets the same turn, with the same tool calls, without asking
+//     the model twice.
+//  3. Each tool call of the turn, in order, through Do (tool: its name;
+//     args: the model's arguments; default keys n/1, n/2, ...; Idempotent
+//     as the Tool declares). A certified call returns its result without
+//     running again. A call in doubt goes to Reconcile, whose answer is
+//     recorded (Atom.ResolveInDoubt) or which leads to the call being made
+//     again under the same key (Atom.ResolveInDoubtFailed, then Do).
+//  4. Commit of one delta: the prompt (first step only), the assistant's
+//     turn (frame.Message with ToolCalls), one RoleTool message per call
+//     (CallID: the call's id; IsError for an error), and what Extend adds.
+//  5. A turn without tool calls is the answer: the run ends,
+//     Run.End(StatusCompleted, its text).
+//
+// Where a crash falls, and what the next Drive does:
+//
+//   - before the model call's certificate: asks the model again (no tool
+//     has acted on an answer nobody recorded);
+//   - after it, or between tools: replays the certified answer and the
+//     certified tool results, performs the calls not yet made, and
+//     reconciles the one in doubt;
+//   - before Commit: the same, every call certified: nothing runs again;
+//   - after Commit, before End: ends the run with the committed answer.
+//
+// # Errors
+//
+// A tool's error is the tool's answer: a tool message with IsError, so that
+// the model can react; see ToolFunc for Transient and ErrUnknownOutcome. A
+// call of an unknown tool, or with arguments that are not JSON, is answered
+// the same way without running anything. A failed step (model error,
+// Transient tool error, Extend error, a failed reconcile) fails its atom,
+// which keeps its seq and its certified calls, and is tried again per
+// Retry. A run ends as failed when a step fails Retry.Attempts times or at
+// MaxSteps atoms. Drive returns an error, leaving the run active, when it
+// cannot go on without someone's help: ctx cancelled, a call in doubt that
+// cannot be settled, a store that failed.
+//
+// # Caveats
+//
+//   - Tool calls of one turn run one after the other: default keys number
+//     the atom's calls in order.
+//   - The model's response is stored twice, in its certificate and as the
+//     frame's assistant message; a tool's result (a RoleTool message's
+//     Content equal to the certified result) can be stored once, as a
+//     reference (frame.Delta.ReferResults), when the engine writes deltas
+//     that way.
+//   - Secrets: the model's arguments and the tools' results are in the
+//     conversation, which is stored. A tool adds its credentials itself,
+//     out of the model's sight.
+//   - A model or tool that answers the same request differently after a
+//     crash gives a different, equally valid run: convergence (I4) holds
+//     for deterministic ones, and exactly-once effects (I3) for all.
+//   - Retry counts tries within one Drive: a process that crashes and
+//     restarts starts counting again.
+//   - The whole conversation goes to the model at each step, and is hashed
+//     for the model call's args: a step costs O(conversation).
+package agentloop
