@@ -598,14 +598,14 @@ func TestInvalidLoop(t *testing.T) {
 	model := (&scripted{}).complete
 	fn := func(context.Context, frame.ToolCall, string) ([]byte, error) { return nil, nil }
 	for name, l := range map[string]*agentloop.Loop{
-		"no run":        {Model: model},
-		"no model":      {Run: run},
-		"no func":       {Run: run, Model: model, Tools: map[string]agentloop.Tool{"t": {}}},
-		"empty name":    {Run: run, Model: model, Tools: map[string]agentloop.Tool{"": {Func: fn}}},
-		"model's name":  {Run: run, Model: model, Tools: map[string]agentloop.Tool{agentloop.ModelTool: {Func: fn}}},
-		"bad schema":    {Run: run, Model: model, Tools: map[string]agentloop.Tool{"t": {Func: fn, Parameters: []byte("{")}}},
-		"negative max":  {Run: run, Model: model, MaxSteps: -1},
-		"negative try":  {Run: run, Model: model, Retry: agentloop.Retry{Attempts: -1}},
+		"no run":       {Model: model},
+		"no model":     {Run: run},
+		"no func":      {Run: run, Model: model, Tools: map[string]agentloop.Tool{"t": {}}},
+		"empty name":   {Run: run, Model: model, Tools: map[string]agentloop.Tool{"": {Func: fn}}},
+		"model's name": {Run: run, Model: model, Tools: map[string]agentloop.Tool{agentloop.ModelTool: {Func: fn}}},
+		"bad schema":   {Run: run, Model: model, Tools: map[string]agentloop.Tool{"t": {Func: fn, Parameters: []byte("{")}}},
+		"negative max": {Run: run, Model: model, MaxSteps: -1},
+		"negative try": {Run: run, Model: model, Retry: agentloop.Retry{Attempts: -1}},
 	} {
 		if _, _, err := l.Drive(ctx); !errors.Is(err, agentloop.ErrInvalidLoop) {
 			t.Errorf("%s: %v, want ErrInvalidLoop", name, err)
