@@ -42,9 +42,13 @@ var allowedDeps = []string{
 // unlinked lists, for a package (a path inside the module), the module's
 // packages that must not be linked into it, directly or through any other:
 // continuumctl reads stores that matter, and the demo's fake outside world
-// and scripted agent (cmd/continuumdemo) have no place in it.
+// and scripted agent (cmd/continuumdemo) have no place in it; nor in the
+// agent loop and its model adapter, which programs link (examples/llmagent
+// uses the fake world, agentloop must not).
 var unlinked = map[string][]string{
 	"cmd/continuumctl": {"internal/downstream", "internal/agent", "internal/workload", "internal/agenttext"},
+	"agentloop":        {"internal/downstream", "internal/agent", "internal/workload", "internal/agenttext"},
+	"agentloop/openai": {"internal/downstream", "internal/agent", "internal/workload", "internal/agenttext"},
 }
 
 // TestImportGraph keeps the architecture of DESIGN.md visible: lower packages
