@@ -217,6 +217,9 @@ type driver struct {
 	// committed delta (the engine's frame is not copied per step).
 	f   *frame.Frame
 	seq uint64
+	// conv is the digest of f's messages for the model call's args; it
+	// is reset when they change other than by appending.
+	conv convDigest
 }
 
 func (d *driver) load() error {
@@ -228,7 +231,7 @@ func (d *driver) load() error {
 	if d.run.LastSeq() != seq {
 		return fmt.Errorf("%w: run %q went on from seq %d while the loop read its state", ErrConcurrentWriter, d.run.ID(), seq)
 	}
-	d.f, d.seq = f, seq
+	d.f, d.seq, d.conv = f, seq, convDigest{}
 	return nil
 }
 
@@ -342,9 +345,22 @@ func (d *driver) step(ctx context.Context) error {
 	if aerr := d.f.Apply(delta); aerr != nil {
 		// The engine applied this delta to its frame; read that one.
 		d.f = nil
+	} else if d.l.Extend != nil && dropsMessages(delta) {
+		d.conv = convDigest{} // the conversation no longer extends what was hashed
 	}
 	d.seq = atom.Seq()
 	return nil
+}
+
+// dropsMessages reports whether d removes messages (Extend compacting the
+// conversation).
+func dropsMessages(d *frame.Delta) bool {
+	for _, o := range d.Ops() {
+		if o.Kind == "drop_messages" {
+			return true
+		}
+	}
+	return false
 }
 
 func failReason(err error) string {
@@ -360,10 +376,11 @@ func failReason(err error) string {
 func (d *driver) perform(ctx context.Context, atom *engine.Atom) (*frame.Delta, error) {
 	id, seq := d.run.ID(), atom.Seq()
 	req := &Request{Messages: d.f.Messages, Tools: d.specs}
+	conv := &d.conv
 	if d.seq == 0 {
-		req.Messages = d.l.Prompt
+		req.Messages, conv = d.l.Prompt, new(convDigest)
 	}
-	args, err := modelArgs(d.l.ModelID, req)
+	args, err := modelArgs(d.l.ModelID, req, conv)
 	if err != nil {
 		return nil, fmt.Errorf("agentloop: run %q seq %d: model call: %w", id, seq, err)
 	}

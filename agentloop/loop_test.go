@@ -615,3 +615,46 @@ func TestInvalidLoop(t *testing.T) {
 		t.Errorf("an invalid loop touched the run")
 	}
 }
+
+// TestCompactionKeepsCertifiedAnswers: an Extend that drops messages (a
+// compacted conversation) leaves the model call's fingerprint that of the
+// conversation as it is, so that a step resumed in a new Drive finds the
+// answer it got before, and the model is not asked twice.
+func TestCompactionKeepsCertifiedAnswers(t *testing.T) {
+	db, _ := openDisk(t)
+	run := newRun(t, db, "errand-compact")
+	w, m := newWorld(), &scripted{}
+	cctx, cancel := context.WithCancel(ctx)
+	extend := func(ctx context.Context, s *agentloop.Step, d *frame.Delta) error {
+		switch s.Seq {
+		case 2:
+			d.DropMessages(1) // the system prompt
+		case 3:
+			if cctx.Err() == nil {
+				cancel() // the operator stops the agent before the answer commits
+				return errors.New("stopped")
+			}
+		}
+		return nil
+	}
+	loop := scriptLoop(run, m, w)
+	loop.Extend = extend
+	if _, _, err := loop.Drive(cctx); !errors.Is(err, context.Canceled) {
+		t.Fatalf("first Drive: %v, want it cancelled", err)
+	}
+	if m.calls != 3 || run.LastSeq() != 2 {
+		t.Fatalf("first Drive: %d model calls, seq %d; want 3 calls, seq 2", m.calls, run.LastSeq())
+	}
+	loop = scriptLoop(run, m, w)
+	loop.Extend = extend
+	st, _, err := loop.Drive(ctx)
+	if err != nil || st != engine.StatusCompleted {
+		t.Fatalf("second Drive = %v, %v", st, err)
+	}
+	if m.calls != 3 {
+		t.Errorf("the model was asked %d times, want 3: the resumed step's answer is certified", m.calls)
+	}
+	if msgs := run.State().Messages; msgs[0].Role != frame.RoleUser {
+		t.Errorf("the system prompt was not dropped: %+v", msgs[0])
+	}
+}

@@ -54,26 +54,27 @@ type ToolSpec struct {
 const ModelTool = "agentloop.model"
 
 // modelArgs returns the ledger arguments of the model call for req: the
-// model's id and a digest of the request (conversation and tools). The
-// conversation itself is not stored again (the frame has it); the digest
-// makes the call's fingerprint depend on it, so that a fork of the run
-// whose conversation differs from its parent's at this step asks the
-// model anew, and one whose conversation is the same gets the parent's
-// certified answer (I10).
-func modelArgs(modelID string, req *Request) ([]byte, error) {
-	h := blake3.New()
-	_, _ = h.WriteString("continuum agentloop request v1\x00")
-	_, _ = h.Write(frame.AppendFrame(nil, &frame.Frame{Messages: req.Messages}))
+// model's id and a digest of the request (conversation and tools), conv
+// holding the conversation's digest so far. The conversation itself is not
+// stored again (the frame has it); the digest makes the call's fingerprint
+// depend on it, so that a fork of the run whose conversation differs from
+// its parent's at this step asks the model anew, and one whose
+// conversation is the same gets the parent's certified answer (I10).
+//
+// The digest is frozen (the fingerprints of certified model calls depend
+// on it): BLAKE3-256 of "continuum agentloop request v1\x00", then for each
+// message the length (8 bytes, little endian) and bytes of
+// frame.AppendFrame of a frame holding that message alone, then for each
+// tool its name, description and parameters, each length-prefixed so.
+func modelArgs(modelID string, req *Request, conv *convDigest) ([]byte, error) {
+	h := conv.absorb(req.Messages)
 	var n [8]byte
-	field := func(b []byte) {
-		binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
-		_, _ = h.Write(n[:])
-		_, _ = h.Write(b)
-	}
 	for _, t := range req.Tools {
-		field([]byte(t.Name))
-		field([]byte(t.Description))
-		field(t.Parameters)
+		for _, b := range [][]byte{[]byte(t.Name), []byte(t.Description), t.Parameters} {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
+			_, _ = h.Write(n[:])
+			_, _ = h.Write(b)
+		}
 	}
 	args := struct {
 		Model    string `json:"model"`
@@ -82,6 +83,38 @@ func modelArgs(modelID string, req *Request) ([]byte, error) {
 		Tools    int    `json:"tools"`
 	}{modelID, hex.EncodeToString(h.Sum(nil)), len(req.Messages), len(req.Tools)}
 	return json.Marshal(args)
+}
+
+// convDigest is the request digest's state after the conversation's first
+// n messages: a step hashes only the messages added since the last one.
+// The zero value has absorbed nothing.
+type convDigest struct {
+	h   *blake3.Hasher
+	n   int
+	buf []byte
+}
+
+// absorb brings the digest up to msgs, which must extend the messages
+// absorbed so far (reset otherwise), and returns a copy of its state to
+// finish.
+func (c *convDigest) absorb(msgs []frame.Message) *blake3.Hasher {
+	if c.h == nil || len(msgs) < c.n {
+		c.reset()
+	}
+	var n [8]byte
+	for i := c.n; i < len(msgs); i++ {
+		c.buf = frame.AppendFrame(c.buf[:0], &frame.Frame{Messages: msgs[i : i+1]})
+		binary.LittleEndian.PutUint64(n[:], uint64(len(c.buf)))
+		_, _ = c.h.Write(n[:])
+		_, _ = c.h.Write(c.buf)
+	}
+	c.n = len(msgs)
+	return c.h.Clone()
+}
+
+func (c *convDigest) reset() {
+	c.h, c.n = blake3.New(), 0
+	_, _ = c.h.WriteString("continuum agentloop request v1\x00")
 }
 
 // The certified form of a model response, the result of the model call's

@@ -1,11 +1,15 @@
 package agentloop
 
 import (
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
 	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/google/go-cmp/cmp"
+	"github.com/zeebo/blake3"
 )
 
 // TestResponseRoundTrip: the certified form gives back the turn byte for
@@ -155,3 +159,73 @@ func FuzzResponse(f *testing.F) {
 		}
 	})
 }
+
+// TestModelArgs pins the model call's ledger arguments (certified calls'
+// fingerprints depend on them), and checks that the digest absorbed step
+// by step is the digest of the whole conversation.
+func TestModelArgs(t *testing.T) {
+	msgs := []frame.Message{
+		{Role: frame.RoleSystem, Content: "be brief"},
+		{Role: frame.RoleUser, Content: "hi"},
+		{Role: frame.RoleAssistant, ToolCalls: []frame.ToolCall{{ID: "c1", Name: "t", Arguments: []byte(`{"a": 1}`)}}},
+		{Role: frame.RoleTool, CallID: "c1", Tool: "t", Content: "ok", IsError: true},
+		{Role: frame.RoleAssistant, Content: "done"},
+	}
+	tools := []ToolSpec{{Name: "t", Description: "a tool", Parameters: []byte(`{"type":"object"}`)}}
+	var inc convDigest
+	for i := 0; i <= len(msgs); i++ {
+		a, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, &inc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, new(convDigest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(a) != string(b) {
+			t.Fatalf("after %d messages: incremental %s, whole %s", i, a, b)
+		}
+	}
+	// Fewer messages than absorbed (a compaction): starts over.
+	a, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, &inc)
+	b, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, new(convDigest))
+	if string(a) != string(b) {
+		t.Fatalf("after a compaction: %s, want %s", a, b)
+	}
+	got, _ := modelArgs("gpt-x", &Request{Messages: msgs, Tools: tools}, new(convDigest))
+	const want = `{"model":"gpt-x","request":"REQ","messages":5,"tools":1}`
+	var args struct{ Request string }
+	_ = json.Unmarshal(got, &args)
+	if string(got) != strings.Replace(want, "REQ", args.Request, 1) || args.Request != goldenDigest {
+		t.Errorf("model args %s, want the request digest %s", got, goldenDigest)
+	}
+	// The digest is the one modelArgs documents.
+	h := blake3.New()
+	h.WriteString("continuum agentloop request v1\x00")
+	field := func(b []byte) {
+		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(b))))
+		h.Write(b)
+	}
+	for i := range msgs {
+		field(frame.AppendFrame(nil, &frame.Frame{Messages: msgs[i : i+1]}))
+	}
+	field([]byte("t"))
+	field([]byte("a tool"))
+	field([]byte(`{"type":"object"}`))
+	if spec := hex.EncodeToString(h.Sum(nil)); spec != goldenDigest {
+		t.Errorf("the documented digest is %s, the golden one %s", spec, goldenDigest)
+	}
+	// Every part of the request moves the digest.
+	for name, req := range map[string]*Request{
+		"message":     {Messages: msgs[:4], Tools: tools},
+		"tool":        {Messages: msgs},
+		"description": {Messages: msgs, Tools: []ToolSpec{{Name: "t", Parameters: tools[0].Parameters}}},
+	} {
+		if b, _ := modelArgs("gpt-x", req, new(convDigest)); strings.Contains(string(b), goldenDigest) {
+			t.Errorf("a request without its %s has the same digest", name)
+		}
+	}
+}
+
+// goldenDigest is TestModelArgs's request digest: frozen.
+const goldenDigest = "d5f262f7666146c75c2bbfdb5e8b9cfcf5350fca706a35c921b68a03b7a5d46f"
