@@ -147,6 +147,7 @@ func (l *Loop) Drive(ctx context.Context) (engine.Status, []byte, error) {
 		return engine.StatusActive, nil, err
 	}
 	d := &driver{l: l, run: l.Run, specs: sortedSpecs(l.Tools), log: l.Logger}
+	d.tools = toolsDigest(d.specs)
 	if d.log == nil {
 		d.log = slog.New(slog.DiscardHandler)
 	}
@@ -211,6 +212,7 @@ type driver struct {
 	l     *Loop
 	run   *engine.Run
 	specs []ToolSpec
+	tools [32]byte // toolsDigest(specs)
 	log   *slog.Logger
 
 	// f is the run's frame as of seq, kept up to date by applying each
@@ -380,7 +382,7 @@ func (d *driver) perform(ctx context.Context, atom *engine.Atom) (*frame.Delta, 
 	if d.seq == 0 {
 		req.Messages, conv = d.l.Prompt, new(convDigest)
 	}
-	args, err := modelArgs(d.l.ModelID, req, conv)
+	args, err := modelArgs(d.l.ModelID, req, conv, d.tools)
 	if err != nil {
 		return nil, fmt.Errorf("agentloop: run %q seq %d: model call: %w", id, seq, err)
 	}

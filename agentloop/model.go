@@ -55,39 +55,54 @@ const ModelTool = "agentloop.model"
 
 // modelArgs returns the ledger arguments of the model call for req: the
 // model's id and a digest of the request (conversation and tools), conv
-// holding the conversation's digest so far. The conversation itself is not
-// stored again (the frame has it); the digest makes the call's fingerprint
-// depend on it, so that a fork of the run whose conversation differs from
-// its parent's at this step asks the model anew, and one whose
-// conversation is the same gets the parent's certified answer (I10).
+// holding the conversation's digest so far and tools the tools' digest
+// (toolsDigest of req.Tools). The conversation itself is not stored again
+// (the frame has it); the digest makes the call's fingerprint depend on
+// it, so that a fork of the run whose conversation differs from its
+// parent's at this step asks the model anew, and one whose conversation is
+// the same gets the parent's certified answer (I10).
 //
 // The digest is frozen (the fingerprints of certified model calls depend
-// on it): BLAKE3-256 of "continuum agentloop request v1\x00", then for each
-// message the length (8 bytes, little endian) and bytes of
-// frame.AppendFrame of a frame holding that message alone, then for each
-// tool its name, description and parameters, each length-prefixed so.
-func modelArgs(modelID string, req *Request, conv *convDigest) ([]byte, error) {
-	h := conv.absorb(req.Messages)
+// on it): BLAKE3-256 of C || T, where C is BLAKE3-256 of "continuum
+// agentloop conversation v1\x00" followed, for each message, by the
+// length (8 bytes, little endian) and bytes of frame.AppendFrame of a
+// frame holding that message alone; and T is BLAKE3-256 of "continuum
+// agentloop tools v1\x00" followed, for each tool, by its name,
+// description and parameters, each length-prefixed so.
+func modelArgs(modelID string, req *Request, conv *convDigest, tools [32]byte) ([]byte, error) {
+	var buf [64]byte
+	conv.absorb(req.Messages).Sum(buf[:0])
+	copy(buf[32:], tools[:])
+	sum := blake3.Sum256(buf[:])
+	args := struct {
+		Model    string `json:"model"`
+		Request  string `json:"request"`
+		Messages int    `json:"messages"`
+		Tools    int    `json:"tools"`
+	}{modelID, hex.EncodeToString(sum[:]), len(req.Messages), len(req.Tools)}
+	return json.Marshal(args)
+}
+
+// toolsDigest is the T of modelArgs's digest.
+func toolsDigest(tools []ToolSpec) [32]byte {
+	h := blake3.New()
+	_, _ = h.WriteString("continuum agentloop tools v1\x00")
 	var n [8]byte
-	for _, t := range req.Tools {
+	for _, t := range tools {
 		for _, b := range [][]byte{[]byte(t.Name), []byte(t.Description), t.Parameters} {
 			binary.LittleEndian.PutUint64(n[:], uint64(len(b)))
 			_, _ = h.Write(n[:])
 			_, _ = h.Write(b)
 		}
 	}
-	args := struct {
-		Model    string `json:"model"`
-		Request  string `json:"request"`
-		Messages int    `json:"messages"`
-		Tools    int    `json:"tools"`
-	}{modelID, hex.EncodeToString(h.Sum(nil)), len(req.Messages), len(req.Tools)}
-	return json.Marshal(args)
+	var sum [32]byte
+	h.Sum(sum[:0])
+	return sum
 }
 
-// convDigest is the request digest's state after the conversation's first
-// n messages: a step hashes only the messages added since the last one.
-// The zero value has absorbed nothing.
+// convDigest is the C of modelArgs's digest after the conversation's
+// first n messages: a step hashes only the messages added since the last
+// one. The zero value has absorbed nothing.
 type convDigest struct {
 	h   *blake3.Hasher
 	n   int
@@ -95,11 +110,12 @@ type convDigest struct {
 }
 
 // absorb brings the digest up to msgs, which must extend the messages
-// absorbed so far (reset otherwise), and returns a copy of its state to
-// finish.
+// absorbed so far (it starts over otherwise), and returns its hasher, to
+// be read with Sum (which leaves it as it is).
 func (c *convDigest) absorb(msgs []frame.Message) *blake3.Hasher {
 	if c.h == nil || len(msgs) < c.n {
-		c.reset()
+		c.h, c.n = blake3.New(), 0
+		_, _ = c.h.WriteString("continuum agentloop conversation v1\x00")
 	}
 	var n [8]byte
 	for i := c.n; i < len(msgs); i++ {
@@ -109,12 +125,7 @@ func (c *convDigest) absorb(msgs []frame.Message) *blake3.Hasher {
 		_, _ = c.h.Write(c.buf)
 	}
 	c.n = len(msgs)
-	return c.h.Clone()
-}
-
-func (c *convDigest) reset() {
-	c.h, c.n = blake3.New(), 0
-	_, _ = c.h.WriteString("continuum agentloop request v1\x00")
+	return c.h
 }
 
 // The certified form of a model response, the result of the model call's

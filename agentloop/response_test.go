@@ -174,11 +174,11 @@ func TestModelArgs(t *testing.T) {
 	tools := []ToolSpec{{Name: "t", Description: "a tool", Parameters: []byte(`{"type":"object"}`)}}
 	var inc convDigest
 	for i := 0; i <= len(msgs); i++ {
-		a, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, &inc)
+		a, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, &inc, toolsDigest(tools))
 		if err != nil {
 			t.Fatal(err)
 		}
-		b, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, new(convDigest))
+		b, err := modelArgs("m", &Request{Messages: msgs[:i], Tools: tools}, new(convDigest), toolsDigest(tools))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,12 +187,12 @@ func TestModelArgs(t *testing.T) {
 		}
 	}
 	// Fewer messages than absorbed (a compaction): starts over.
-	a, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, &inc)
-	b, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, new(convDigest))
+	a, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, &inc, toolsDigest(tools))
+	b, _ := modelArgs("m", &Request{Messages: msgs[1:3], Tools: tools}, new(convDigest), toolsDigest(tools))
 	if string(a) != string(b) {
 		t.Fatalf("after a compaction: %s, want %s", a, b)
 	}
-	got, _ := modelArgs("gpt-x", &Request{Messages: msgs, Tools: tools}, new(convDigest))
+	got, _ := modelArgs("gpt-x", &Request{Messages: msgs, Tools: tools}, new(convDigest), toolsDigest(tools))
 	const want = `{"model":"gpt-x","request":"REQ","messages":5,"tools":1}`
 	var args struct{ Request string }
 	_ = json.Unmarshal(got, &args)
@@ -200,20 +200,23 @@ func TestModelArgs(t *testing.T) {
 		t.Errorf("model args %s, want the request digest %s", got, goldenDigest)
 	}
 	// The digest is the one modelArgs documents.
-	h := blake3.New()
-	h.WriteString("continuum agentloop request v1\x00")
-	field := func(b []byte) {
+	field := func(h *blake3.Hasher, b []byte) {
 		h.Write(binary.LittleEndian.AppendUint64(nil, uint64(len(b))))
 		h.Write(b)
 	}
+	c := blake3.New()
+	c.WriteString("continuum agentloop conversation v1\x00")
 	for i := range msgs {
-		field(frame.AppendFrame(nil, &frame.Frame{Messages: msgs[i : i+1]}))
+		field(c, frame.AppendFrame(nil, &frame.Frame{Messages: msgs[i : i+1]}))
 	}
-	field([]byte("t"))
-	field([]byte("a tool"))
-	field([]byte(`{"type":"object"}`))
-	if spec := hex.EncodeToString(h.Sum(nil)); spec != goldenDigest {
-		t.Errorf("the documented digest is %s, the golden one %s", spec, goldenDigest)
+	tl := blake3.New()
+	tl.WriteString("continuum agentloop tools v1\x00")
+	field(tl, []byte("t"))
+	field(tl, []byte("a tool"))
+	field(tl, []byte(`{"type":"object"}`))
+	spec := blake3.Sum256(append(c.Sum(nil), tl.Sum(nil)...))
+	if hex.EncodeToString(spec[:]) != goldenDigest {
+		t.Errorf("the documented digest is %x, the golden one %s", spec, goldenDigest)
 	}
 	// Every part of the request moves the digest.
 	for name, req := range map[string]*Request{
@@ -221,11 +224,11 @@ func TestModelArgs(t *testing.T) {
 		"tool":        {Messages: msgs},
 		"description": {Messages: msgs, Tools: []ToolSpec{{Name: "t", Parameters: tools[0].Parameters}}},
 	} {
-		if b, _ := modelArgs("gpt-x", req, new(convDigest)); strings.Contains(string(b), goldenDigest) {
+		if b, _ := modelArgs("gpt-x", req, new(convDigest), toolsDigest(req.Tools)); strings.Contains(string(b), goldenDigest) {
 			t.Errorf("a request without its %s has the same digest", name)
 		}
 	}
 }
 
 // goldenDigest is TestModelArgs's request digest: frozen.
-const goldenDigest = "d5f262f7666146c75c2bbfdb5e8b9cfcf5350fca706a35c921b68a03b7a5d46f"
+const goldenDigest = "60ebf038f2804da46c8f19f2260e0f6c3fad52efcaf5d2069225783eeb0842b7"
