@@ -5,10 +5,11 @@
 //
 // # Usage
 //
+//	llm, err := openai.New(openai.Options{Model: "gpt-4o-mini", APIKey: key})
 //	loop := &agentloop.Loop{
 //		Run:     run, // db.Run(ctx, "triage-42")
-//		Model:   openai.New(openai.Options{Model: "gpt-4o-mini", APIKey: key}).Complete,
-//		ModelID: "gpt-4o-mini",
+//		Model:   llm.Complete,
+//		ModelID: llm.ID(),
 //		Tools: map[string]agentloop.Tool{
 //			"create_ticket": {Description: "...", Parameters: schema, Func: createTicket},
 //		},
@@ -66,14 +67,18 @@
 //
 // A tool's error is the tool's answer: a tool message with IsError, so that
 // the model can react; see ToolFunc for Transient and ErrUnknownOutcome. A
-// call of an unknown tool, or with arguments that are not JSON, is answered
-// the same way without running anything. A failed step (model error,
-// Transient tool error, Extend error, a failed reconcile) fails its atom,
-// which keeps its seq and its certified calls, and is tried again per
-// Retry. A run ends as failed when a step fails Retry.Attempts times or at
-// MaxSteps atoms. Drive returns an error, leaving the run active, when it
-// cannot go on without someone's help: ctx cancelled, a call in doubt that
-// cannot be settled, a store that failed.
+// call of an unknown tool, or with arguments that are not JSON or that the
+// ledger refuses, is answered the same way without running anything.
+//
+// A failed step (a model error or a turn the frame cannot hold, a
+// Transient tool error, an Extend error) fails its atom, which keeps its
+// seq and its certified calls, and is tried again per Retry; after
+// Retry.Attempts failures in a row the run ends as failed, as it does at
+// MaxSteps atoms, with the reason as its result. A call in doubt that
+// Reconcile cannot settle (or a tool's ErrUnknownOutcome) is tried again
+// the same way but never ends the run, which would leave it unsettled for
+// good: Drive returns an error matching ErrUnsettled. Drive also returns,
+// leaving the run active, when ctx is cancelled or the store fails.
 //
 // # Caveats
 //
@@ -92,6 +97,11 @@
 //     for deterministic ones, and exactly-once effects (I3) for all.
 //   - Retry counts tries within one Drive: a process that crashes and
 //     restarts starts counting again.
+//   - Change ModelID, Tools or Prompt between runs, not while one is in
+//     flight: a step resumed with another request asks the model anew, and
+//     the calls of its new answer take the default keys of the calls the
+//     old answer made (a downstream that deduplicates by key would see one
+//     key for two requests).
 //   - The whole conversation goes to the model at each step, and is hashed
 //     for the model call's args: a step costs O(conversation).
 package agentloop

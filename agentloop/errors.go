@@ -22,8 +22,9 @@ var (
 	// and settles it with Reconcile (see Tool).
 	ErrUnknownOutcome = errors.New("agentloop: the tool cannot tell whether its call took effect")
 	// ErrUnsettled is returned by Drive when a tool call is in doubt and
-	// cannot be settled: there is no Reconcile, or it kept failing. The
-	// run stays active; a later Drive tries again.
+	// was not settled: there is no Reconcile, it kept failing, or the tool
+	// kept reporting ErrUnknownOutcome. The run stays active; a later
+	// Drive tries again.
 	ErrUnsettled = errors.New("agentloop: a tool call is in doubt and could not be settled")
 	// ErrBadResponse is returned by Drive when the model call's certificate
 	// at a step is not a response this package wrote (the run was written

@@ -573,8 +573,8 @@ func (d *driver) do(ctx context.Context, atom *engine.Atom, act ledger.Action, e
 			if !ok {
 				panic(r)
 			}
-			err = retryable(fmt.Errorf("agentloop: run %q seq %d: tool %q: %w; the call is in doubt until reconciled",
-				d.run.ID(), atom.Seq(), act.Tool, u.err), false)
+			err = retryable(fmt.Errorf("%w: run %q seq %d: tool %q: %w; the call is in doubt until reconciled",
+				ErrUnsettled, d.run.ID(), atom.Seq(), act.Tool, u.err), false)
 		}
 	}()
 	return atom.Do(ctx, act, exec)
