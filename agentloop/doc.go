@@ -63,6 +63,17 @@
 //   - before Commit: the same, every call certified: nothing runs again;
 //   - after Commit, before End: ends the run with the committed answer.
 //
+// # Forks
+//
+// A fork of a run (engine.DB.Fork) driven by a Loop gets, at each step
+// whose request (conversation, tools, ModelID) is its parent's, the
+// parent's certified answer, and for each call the parent made at the
+// same place with the same arguments, the parent's result: it follows its
+// parent without asking the model or calling a tool again (I10) until
+// something differs, a message the fork's own atoms added, another
+// ModelID, other tools. From there the model is asked anew; a call its new
+// answer repeats at the same place still does not run again.
+//
 // # Errors
 //
 // A tool's error is the tool's answer: a tool message with IsError, so that

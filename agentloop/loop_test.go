@@ -658,3 +658,52 @@ func TestCompactionKeepsCertifiedAnswers(t *testing.T) {
 		t.Errorf("the system prompt was not dropped: %+v", msgs[0])
 	}
 }
+
+// TestForkFollowsLineage: a fork of a finished run, driven by the same
+// loop, gets its parent's certified answers and results at every step
+// (I10: same calls at the same positions), so it ends as its parent did
+// without asking the model or calling a tool. With another ModelID the
+// model is asked anew; the calls it repeats at the same positions still
+// do not run again.
+func TestForkFollowsLineage(t *testing.T) {
+	db, _ := openDisk(t)
+	parent := newRun(t, db, "errand-parent")
+	w, m := newWorld(), &scripted{}
+	if st, _, err := scriptLoop(parent, m, w).Drive(ctx); err != nil || st != engine.StatusCompleted {
+		t.Fatalf("parent: %v, %v", st, err)
+	}
+	effects := len(w.calls)
+	want := parent.State()
+
+	fork, err := db.Fork(ctx, parent.ID(), 1, "errand-fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fm := &scripted{}
+	st, res, err := scriptLoop(fork, fm, w).Drive(ctx)
+	if err != nil || st != engine.StatusCompleted || string(res) != string(parent.Info().Result) {
+		t.Fatalf("fork: %v, %q, %v", st, res, err)
+	}
+	if fm.calls != 0 || len(w.calls) != effects {
+		t.Errorf("the fork asked the model %d times and called tools %d times; want neither", fm.calls, len(w.calls)-effects)
+	}
+	if diff := cmp.Diff(want, fork.State()); diff != "" {
+		t.Errorf("the fork's frame (-parent +fork):\n%s", diff)
+	}
+
+	other, err := db.Fork(ctx, parent.ID(), 1, "errand-other-model")
+	if err != nil {
+		t.Fatal(err)
+	}
+	om := &scripted{}
+	loop := scriptLoop(other, om, w)
+	loop.ModelID = "another model"
+	if st, _, err := loop.Drive(ctx); err != nil || st != engine.StatusCompleted {
+		t.Fatalf("fork with another model: %v, %v", st, err)
+	}
+	if om.calls != 2 || len(w.calls) != effects {
+		t.Errorf("fork with another model: %d model calls, %d tool calls; want 2 and none (the same email at the same place)",
+			om.calls, len(w.calls)-effects)
+	}
+	w.once(t, scriptKeys)
+}
