@@ -113,6 +113,7 @@
 //     the calls of its new answer take the default keys of the calls the
 //     old answer made (a downstream that deduplicates by key would see one
 //     key for two requests).
-//   - The whole conversation goes to the model at each step, and is hashed
-//     for the model call's args: a step costs O(conversation).
+//   - The whole conversation goes to the model at each step; the loop
+//     itself hashes only the messages a step adds (a resumed Drive hashes
+//     the conversation once).
 package agentloop
