@@ -288,12 +288,12 @@ func forkTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 		return a.Commit(ctx, msg("fork 3"))
 	}
 	if db, err := Open("store", opts); err == nil {
-		if _, err := db.Fork(ctx, "src", 2, "f"); err == nil && cut.clone.Load() == nil {
+		if _, err := db.Fork(ctx, "src", 2, "f"); err == nil && !cut.cutBefore() {
 			forked = true
 			_ = step(db)
 		}
 		db.Close()
-	} else if cut.clone.Load() == nil {
+	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
 	fs := vfs.FS(mem)

@@ -187,10 +187,10 @@ func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target ui
 	acked := false
 	if db, err := Open("store", opts); err == nil {
 		if run, err := db.Run(ctx, "r"); err == nil {
-			acked = run.End(ctx, StatusCompleted, []byte("done")) == nil && cut.clone.Load() == nil
+			acked = run.End(ctx, StatusCompleted, []byte("done")) == nil && !cut.cutBefore()
 		}
 		db.Close()
-	} else if cut.clone.Load() == nil {
+	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
 	fs := vfs.FS(mem)

@@ -128,12 +128,21 @@ type powerCut struct {
 	target uint64
 	n      atomic.Uint64
 	clone  atomic.Pointer[vfs.MemFS]
+	// started is set before the clone is taken: an operation of another
+	// goroutine may complete while CrashClone copies the files, so "no
+	// clone yet" does not mean "the cut comes after what just returned".
+	started atomic.Bool
 }
+
+// cutBefore reports whether the power cut may have come before what just
+// returned: it started (its clone may miss what returned).
+func (p *powerCut) cutBefore() bool { return p.started.Load() }
 
 func (p *powerCut) String() string { return "power cut" }
 
 func (p *powerCut) MaybeError(errorfs.Op) error {
 	if n := p.n.Add(1); n == p.target {
+		p.started.Store(true)
 		p.down.mu.Lock()
 		p.clone.Store(p.mem.CrashClone(p.cfg))
 		p.down.dead = true
@@ -160,9 +169,9 @@ func resolveTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, targe
 	opts.FS = errorfs.Wrap(mem, cut)
 	committed := false
 	if db, err := Open("store", opts); err == nil {
-		committed = settleAtom(db, down) == nil && cut.clone.Load() == nil
+		committed = settleAtom(db, down) == nil && !cut.cutBefore()
 		db.Close()
-	} else if cut.clone.Load() == nil {
+	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
 	fs := vfs.FS(mem)
