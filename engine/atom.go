@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -71,16 +72,13 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	if a.mu.done {
-		a.mu.Unlock()
+	done, index, err := a.takeIndex(ctx, take && act.Key == "")
+	if err != nil {
+		return nil, err
+	}
+	if done {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
-	index := a.mu.calls
-	if take && act.Key == "" {
-		a.mu.calls++
-	}
-	a.mu.Unlock()
 
 	in, err := ledger.NewIntent(act, a.run.id, a.seq, index)
 	if err != nil {
@@ -93,6 +91,28 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 		return a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
 	}
 	return in, nil
+}
+
+// takeIndex reports whether the atom is done, and otherwise the index of
+// its next default key, which it takes if take is set. A Commit or Fail of
+// the atom in flight is waited for, as its lock was before: a Do that comes
+// meanwhile finds the atom done if it committed, rather than start an
+// action that the committed record does not cover.
+func (a *Atom) takeIndex(ctx context.Context, take bool) (done bool, index uint32, err error) {
+	if err := a.run.lockIdle(ctx); err != nil {
+		return false, 0, err
+	}
+	defer a.run.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.done {
+		return true, 0, nil
+	}
+	index = a.mu.calls
+	if take {
+		a.mu.calls++
+	}
+	return false, index, nil
 }
 
 // prepareResolve is prepare for Resolve and ResolveFailed. An action with
@@ -162,9 +182,10 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
-	a.mu.Lock()
-	done := a.mu.done
-	a.mu.Unlock()
+	done, _, err := a.takeIndex(ctx, false)
+	if err != nil {
+		return nil, err
+	}
 	if done {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
@@ -343,7 +364,13 @@ func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason stri
 // run's chain, appends it to the log, waits for the group commit's fsync and
 // only then applies it to the in-memory frame. A delta that does not apply
 // to the frame (an unknown subgoal, say) is refused with ErrInvalidDelta and
-// the atom stays running.
+// the atom stays running, as it does after any other error.
+//
+// The run's lock is not held while the record is encoded, written and
+// synced: until the record is durable the run's readers (LastSeq, Head,
+// Info, State, StateAt) see it as of the previous atom, and then see the
+// new atom in all of them at once, before Commit returns. Begin, Fail,
+// another Commit and the atom's Do and Resolve calls wait for the outcome.
 func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	r, db := a.run, a.run.db
 	if d == nil {
@@ -355,74 +382,131 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mu.done || r.mu.atom != a {
-		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
-	}
-	if r.mu.broken != nil {
-		return r.mu.broken
-	}
-	if err := r.mu.frame.CanApply(d); err != nil {
-		return fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, a.seq, err)
-	}
-	sizeBound, err := r.checkFrameSizeLocked(d, a.seq)
+	c, err := a.startCommit(ctx, d)
 	if err != nil {
 		return err
 	}
 
+	// The run is unlocked from here to publishLocked: nothing but this
+	// Commit moves its head or frame meanwhile (Run.mu.writing).
 	buf := getBuf()
 	defer putBuf(buf)
-	fps := make([]ledger.Fingerprint, len(a.mu.actions))
-	for i, act := range a.mu.actions {
+	fps := make([]ledger.Fingerprint, len(c.actions))
+	for i, act := range c.actions {
 		fps[i] = act.fp
 	}
 	delta := frame.AppendDelta(buf.delta[:0], d)
 	body := record.AppendAtomBody(buf.body[:0], fps, delta)
 	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
 		buf.delta, buf.body = delta, body
+		r.mu.Lock()
+		r.endWriteLocked()
+		r.mu.Unlock()
 		return err
 	}
 	payload := append(buf.payload[:0], body...)
-	for _, act := range a.mu.actions {
+	for _, act := range c.actions {
 		sum := blake3.Sum256(act.result)
 		payload = append(payload, sum[:]...)
 	}
-	head := db.hasher.Link(r.id, a.seq, r.mu.head, payload)
+	head := db.hasher.Link(r.id, a.seq, c.prev, payload)
 	rec := record.AppendAtomHeader(buf.rec[:0], r.id, a.seq, head)
 	rec = db.comp.Compress(rec, body, db.curDict.Load())
 	buf.delta, buf.body, buf.payload, buf.rec = delta, body, payload, rec
 
+	// Registered before the append, released once the state shows the
+	// atom: an engine checkpoint that captures the run before that replays
+	// from below the record.
 	tok := db.track()
 	pos, err := db.append(ctx, rec)
+	r.mu.Lock()
 	if err != nil {
-		db.untrack(tok)
-		return fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
+		err = fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
+	} else {
+		err = a.publishLocked(d, c, head, pos, len(delta))
+	}
+	db.untrack(tok)
+	r.endWriteLocked()
+	if err == nil {
+		r.afterCommitLocked()
+	}
+	r.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	db.counters.atoms.Add(1)
+	db.sample(body)
+	return nil
+}
+
+// pendingCommit is what a Commit takes from its run and atom, under their
+// locks, before it writes.
+type pendingCommit struct {
+	prev      chain.Hash   // the run's head, h(seq-1), which the record links to
+	actions   []atomAction // the atom's actions the record covers; read only
+	sizeBound int64        // the frame's size bound after the delta (checkFrameSizeLocked)
+}
+
+// startCommit checks that the atom may commit d and marks the run as
+// writing (startWriteLocked). Every error leaves the atom running and
+// the run as it was.
+func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, error) {
+	r := a.run
+	if err := r.lockIdle(ctx); err != nil {
+		return pendingCommit{}, err
+	}
+	defer r.mu.Unlock()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.done || r.mu.atom != a {
+		return pendingCommit{}, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
+	}
+	if r.mu.broken != nil {
+		return pendingCommit{}, r.mu.broken
+	}
+	if err := r.mu.frame.CanApply(d); err != nil {
+		return pendingCommit{}, fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, a.seq, err)
+	}
+	sizeBound, err := r.checkFrameSizeLocked(d, a.seq)
+	if err != nil {
+		return pendingCommit{}, err
+	}
+	r.startWriteLocked()
+	n := len(a.mu.actions)
+	return pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}, nil
+}
+
+// publishLocked applies the atom, whose record is durable at pos, to the
+// run's state in memory: its frame, last seq, head and positions change
+// together, under r.mu. The atom is then done.
+func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, pos wal.Pos, deltaLen int) error {
+	r := a.run
+	if r.mu.broken != nil {
+		// Set while the record was written (the registry found the log and
+		// CHECKPOINT in disagreement): the state in memory is not the log's
+		// and must not take the atom.
+		return fmt.Errorf("engine: commit run %q seq %d: the atom is in the log, but the run's state in memory is no longer trusted: %w",
+			r.id, a.seq, r.mu.broken)
 	}
 	if err := r.mu.frame.Apply(d); err != nil {
-		// Validate accepted the delta, so this is a bug, and the frame in
-		// memory is no longer the durable one.
+		// CanApply accepted the delta and the frame has not changed since,
+		// so this is a bug, and the frame in memory is no longer the
+		// durable one.
 		r.mu.broken = fmt.Errorf("engine: run %q seq %d: delta validated but did not apply: %w", r.id, a.seq, err)
-		db.untrack(tok)
 		return r.mu.broken
 	}
 	r.mu.lastSeq = a.seq
-	r.noteFrameSizeLocked(sizeBound)
+	r.noteFrameSizeLocked(c.sizeBound)
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
-	r.mu.deltaBytes += int64(len(delta))
+	r.mu.deltaBytes += int64(deltaLen)
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == a.seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
 	}
+	a.mu.Lock()
 	a.mu.done = true
-	db.untrack(tok)
-
-	db.counters.atoms.Add(1)
-	db.sample(body)
-	r.afterCommitLocked()
+	a.mu.Unlock()
 	return nil
 }
 
@@ -430,7 +514,8 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 // next Begin gets the same seq), its delta never happened, and the actions
 // it performed stay certified in the ledger, so a retry with the same
 // default keys does not repeat them. The failure and its reason are
-// recorded durably.
+// recorded durably. As for Commit, the run's readers do not wait for the
+// record's fsync; on an error the atom stays running.
 func (a *Atom) Fail(ctx context.Context, reason string) error {
 	r, db := a.run, a.run.db
 	if err := db.checkOpen(); err != nil {
@@ -439,24 +524,37 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	if len(reason) > record.MaxFailReason {
 		reason = reason[:record.MaxFailReason]
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
+	if err := r.lockIdle(ctx); err != nil {
+		return err
+	}
 	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.mu.done || r.mu.atom != a {
+	done := a.mu.done || r.mu.atom != a
+	a.mu.Unlock()
+	if done {
+		r.mu.Unlock()
 		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
 	}
+	r.startWriteLocked()
+	r.mu.Unlock()
+
 	rec := record.AppendFail(nil, r.id, a.seq, reason)
 	tok := db.track()
 	_, err := db.append(ctx, rec)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err == nil {
+		a.mu.Lock()
+		a.mu.done = true
+		a.mu.Unlock()
+		r.mu.atom = nil
+		if r.mu.interruptedSeq == a.seq {
+			r.mu.interruptedSeq, r.mu.inflight = 0, nil
+		}
+	}
 	db.untrack(tok)
+	r.endWriteLocked()
 	if err != nil {
 		return fmt.Errorf("engine: fail run %q seq %d: %w", r.id, a.seq, err)
-	}
-	a.mu.done = true
-	r.mu.atom = nil
-	if r.mu.interruptedSeq == a.seq {
-		r.mu.interruptedSeq, r.mu.inflight = 0, nil
 	}
 	db.counters.fails.Add(1)
 	return nil

@@ -291,10 +291,14 @@ func (db *DB) checkpoint(final bool) error {
 	if final {
 		// Anchor every run that moved, and list the anchors in a store head
 		// (so that a deleted run is detected), before the replay position is
-		// taken: a clean Close leaves nothing to replay.
+		// taken: a clean Close leaves nothing to replay. A Commit or Fail
+		// in flight is waited for, so that its atom is anchored and
+		// captured too.
 		runs := db.runList()
 		for _, r := range runs {
-			r.mu.Lock()
+			if err := r.lockIdle(context.Background()); err != nil {
+				return err
+			}
 			db.writeChainCheckpointLocked(r)
 			r.mu.Unlock()
 		}

@@ -15,6 +15,11 @@ import (
 
 // Run is one agent execution: an ordered, hash-chained sequence of atoms.
 // It is safe for concurrent use; at most one atom runs at a time.
+//
+// Nothing that only reads waits for the log's fsync: while a Commit or
+// Fail waits for its group commit, LastSeq, Head, Info, State and StateAt
+// return the last committed view, and the new atom appears in all of them
+// at once, before its Commit returns.
 type Run struct {
 	db        *DB
 	id        string
@@ -81,6 +86,14 @@ type Run struct {
 		// End writes it (Begin and End are refused meanwhile).
 		end    *runEnd
 		ending bool
+		// writing is set while the Commit or Fail of atom writes its record
+		// and waits for the log's fsync, with mu released: until its outcome
+		// is applied (under mu, then writing is closed and cleared), nothing
+		// else changes frame, lastSeq, head, positions or atom, so readers
+		// see the last committed view. Begin, Commit, Fail, Do and the
+		// Resolves of the run wait for it (lockIdle), as they would wait for
+		// a lock held across the write.
+		writing chan struct{}
 		// inflight lists the actions of the atom at lastSeq+1 as found in the
 		// log after a restart (an atom interrupted by a crash).
 		inflight []layout.InflightAction
@@ -233,34 +246,71 @@ func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 }
 
 // State returns a copy of the run's frame as of LastSeq. The caller owns
-// it. A damaged frame file is rebuilt from the log; if the log cannot
-// rebuild it either (log damage), State returns nil, never an empty frame
-// for a run that has atoms: StateE says why.
+// it. It does not wait for a Commit in flight: until that Commit's record
+// is durable, State returns the frame before it.
+//
+// State fails only when the frame must be built from the store, on first
+// use after a restart, and cannot be (a frame file that is damaged is
+// rebuilt from the log, so only a log that is damaged or cannot be read
+// fails it), or when the run's state in memory can no longer be trusted.
+// It then returns nil, for a run with atoms or without, never an empty or
+// partial frame, and logs nothing: StateE returns the same frame or the
+// error that says why.
 func (r *Run) State() *frame.Frame {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err := r.materializeLocked(); err != nil {
-		r.db.logger.Error("engine: run state unavailable", "run", r.id, "err", err)
-		if r.mu.lastSeq > 0 {
-			return nil
-		}
-		return newFrame()
-	}
-	return r.mu.frame.Clone()
+	f, _ := r.state()
+	return f
 }
 
-// StateE is State with an error: it reports a log that cannot rebuild the
-// frame (damage of the log itself) instead of returning nil.
+// StateE is State with an error: it reports a closed store, and a frame
+// that cannot be rebuilt (the log itself damaged), instead of returning
+// nil.
 func (r *Run) StateE() (*frame.Frame, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
+	return r.state()
+}
+
+func (r *Run) state() (*frame.Frame, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.materializeLocked(); err != nil {
 		return nil, err
 	}
 	return r.mu.frame.Clone(), nil
+}
+
+// lockIdle locks r.mu once no Commit or Fail of the run is writing its
+// record (mu.writing), so that the caller acts on the outcome of that
+// write. It returns ctx's error, without the lock, if ctx ends first.
+func (r *Run) lockIdle(ctx context.Context) error {
+	for {
+		r.mu.Lock()
+		w := r.mu.writing
+		if w == nil {
+			return nil
+		}
+		r.mu.Unlock()
+		select {
+		case <-w:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// startWriteLocked marks the running atom's Commit or Fail as writing its
+// record; the caller then releases r.mu for the write and its fsync, and
+// calls endWriteLocked, with r.mu held again, once the outcome is applied.
+func (r *Run) startWriteLocked() {
+	r.mu.writing = make(chan struct{})
+}
+
+// endWriteLocked ends the write startWriteLocked began: those waiting in
+// lockIdle go on, and see its outcome.
+func (r *Run) endWriteLocked() {
+	close(r.mu.writing)
+	r.mu.writing = nil
 }
 
 // materializeLocked builds the in-memory frame of a run recovered from the
@@ -455,7 +505,11 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if err := r.db.logFailed(); err != nil {
 		return nil, fmt.Errorf("engine: begin run %q: the log failed earlier; reopen the store: %w", r.id, err)
 	}
-	r.mu.Lock()
+	// The atom whose Commit or Fail is in flight is still running: wait for
+	// its outcome rather than report it in progress.
+	if err := r.lockIdle(ctx); err != nil {
+		return nil, err
+	}
 	defer r.mu.Unlock()
 	if r.mu.atom != nil {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomInProgress, r.id, r.mu.atom.seq)
