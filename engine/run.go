@@ -88,12 +88,15 @@ type Run struct {
 		ending bool
 		// writing is set while the Commit or Fail of atom writes its record
 		// and waits for the log's fsync, with mu released: until its outcome
-		// is applied (under mu, then writing is closed and cleared), nothing
-		// else changes frame, lastSeq, head, positions or atom, so readers
-		// see the last committed view. Begin, Commit, Fail, Do and the
-		// Resolves of the run wait for it (lockIdle), as they would wait for
-		// a lock held across the write.
-		writing chan struct{}
+		// is applied (under mu, then writing is cleared), nothing else
+		// changes frame, lastSeq, head, positions or atom, so readers see
+		// the last committed view. Begin, Commit, Fail, Do and the Resolves
+		// of the run wait for it (lockIdle), as they would wait for a lock
+		// held across the write: the first of them makes idle, which is
+		// closed and cleared with writing (a write nobody waits for
+		// allocates nothing).
+		writing bool
+		idle    chan struct{}
 		// inflight lists the actions of the atom at lastSeq+1 as found in the
 		// log after a restart (an atom interrupted by a crash).
 		inflight []layout.InflightAction
@@ -286,13 +289,16 @@ func (r *Run) state() (*frame.Frame, error) {
 func (r *Run) lockIdle(ctx context.Context) error {
 	for {
 		r.mu.Lock()
-		w := r.mu.writing
-		if w == nil {
+		if !r.mu.writing {
 			return nil
 		}
+		if r.mu.idle == nil {
+			r.mu.idle = make(chan struct{})
+		}
+		idle := r.mu.idle
 		r.mu.Unlock()
 		select {
-		case <-w:
+		case <-idle:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -303,14 +309,17 @@ func (r *Run) lockIdle(ctx context.Context) error {
 // record; the caller then releases r.mu for the write and its fsync, and
 // calls endWriteLocked, with r.mu held again, once the outcome is applied.
 func (r *Run) startWriteLocked() {
-	r.mu.writing = make(chan struct{})
+	r.mu.writing = true
 }
 
 // endWriteLocked ends the write startWriteLocked began: those waiting in
 // lockIdle go on, and see its outcome.
 func (r *Run) endWriteLocked() {
-	close(r.mu.writing)
-	r.mu.writing = nil
+	r.mu.writing = false
+	if r.mu.idle != nil {
+		close(r.mu.idle)
+		r.mu.idle = nil
+	}
 }
 
 // materializeLocked builds the in-memory frame of a run recovered from the
