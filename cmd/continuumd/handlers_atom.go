@@ -1,0 +1,466 @@
+package main
+
+// The handlers of an attempt at an atom: begin, heartbeat, a call and its
+// outcome, resolve, commit and fail; and the reaper of lapsed leases.
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+)
+
+func newToken() string {
+	var b [16]byte
+	rand.Read(b[:])
+	return "att_" + hex.EncodeToString(b[:])
+}
+
+func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError) {
+	var req beginRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	lease := s.cfg.lease
+	if req.LeaseMS != 0 {
+		lease = time.Duration(req.LeaseMS) * time.Millisecond
+		if req.LeaseMS < 0 || lease < s.cfg.minLease || lease > s.cfg.maxLease {
+			return 0, nil, badRequest("lease_ms", "lease_ms must be between %d and %d (0: the server's default, %d)",
+				s.cfg.minLease.Milliseconds(), s.cfg.maxLease.Milliseconds(), s.cfg.lease.Milliseconds())
+		}
+	}
+	if s.draining.Load() {
+		return 0, nil, &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: "the server is shutting down: begin on the next one"}
+	}
+	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	rs.beginMu.Lock()
+	defer rs.beginMu.Unlock()
+
+	rs.mu.Lock()
+	cur := rs.mu.cur
+	var last *attempt
+	if req.RequestID != "" && req.RequestID == rs.mu.lastRequest {
+		last = rs.mu.lastAttempt
+	}
+	rs.mu.Unlock()
+	if last != nil {
+		if resp, ok := last.beginAnswer(); ok {
+			return 201, resp, nil // a repeated begin: the attempt it made, while open
+		}
+	}
+
+	if cur != nil {
+		cur.mu.Lock()
+		open, closing, expires, seq := cur.mu.state == attemptOpen, cur.mu.closing, cur.mu.expires, cur.seq
+		cur.mu.Unlock()
+		switch {
+		case open && closing:
+			<-cur.ended // being abandoned already: wait for it
+		case open && req.Takeover:
+			s.counters.takeovers.Add(1)
+			cur.abandon(s.ctx, "takeover", true)
+		case open:
+			e := conflict(codeRunHeld, "run %q seq %d is held by another attempt until %s (its lease); begin with takeover to abandon it",
+				rs.id, seq, expires.UTC().Format(time.RFC3339Nano))
+			e.Details = map[string]any{"seq": seq, "lease_expires": expires.UTC()}
+			return 0, nil, e
+		}
+	}
+
+	atom, err := rs.run.Begin(s.ctx)
+	if err != nil {
+		return 0, nil, engineError(err, "")
+	}
+	a := &attempt{token: newToken(), rs: rs, atom: atom, seq: atom.Seq(), lease: lease,
+		abandonCh: make(chan struct{}), ended: make(chan struct{})}
+	a.mu.expires = time.Now().Add(lease)
+
+	var intr *interruptedJSON
+	if atom.Interrupted() {
+		intr, err = rs.interrupted(s.ctx)
+		if err != nil {
+			atom.Fail(context.WithoutCancel(s.ctx), "continuumd: could not read the interrupted atom: "+err.Error())
+			return 0, nil, engineError(err, "")
+		}
+	}
+	rs.mu.Lock()
+	if ab := rs.mu.abandoned; ab != nil {
+		if ab.Seq == a.seq && intr == nil {
+			intr = ab
+		}
+		if ab.Seq != a.seq || intr != ab {
+			rs.mu.abandoned = nil
+		}
+	}
+	if intr != nil {
+		a.inherited = append([]actionStateJSON(nil), intr.Actions...)
+	}
+	rs.mu.cur = a
+	rs.mu.lastRequest, rs.mu.lastAttempt = req.RequestID, a
+	a.interrupted = intr
+	rs.mu.Unlock()
+
+	s.mu.Lock()
+	s.mu.attempts[a.token] = a
+	s.mu.Unlock()
+	s.counters.begun.Add(1)
+	resp, _ := a.beginAnswer()
+	return 201, resp, nil
+}
+
+// beginAnswer is the answer to the begin that made a, while it is open.
+func (a *attempt) beginAnswer() (beginResponse, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.state != attemptOpen || a.mu.closing {
+		return beginResponse{}, false
+	}
+	a.mu.expires = time.Now().Add(a.lease)
+	return beginResponse{Attempt: a.token, Run: a.rs.id, Seq: a.seq, LeaseMS: a.lease.Milliseconds(),
+		LeaseExpires: a.mu.expires.UTC(), Interrupted: a.interrupted}, true
+}
+
+// attemptOf finds the attempt a request names, which must be of its run.
+func (s *server) attemptOf(r *http.Request) (*attempt, *apiError) {
+	token, run := r.PathValue("attempt"), r.PathValue("run")
+	s.mu.Lock()
+	a := s.mu.attempts[token]
+	s.mu.Unlock()
+	if a == nil || a.rs.id != run {
+		e := notFound(codeAttemptNotFound, "attempt", "run %q has no attempt %q: the server restarted since (begin again: the atom is reported interrupted), or the attempt finished long ago", run, token)
+		return nil, e
+	}
+	return a, nil
+}
+
+func (s *server) handleAttempt(r *http.Request, _ []byte) (int, any, *apiError) {
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	return 200, a.describe(), nil
+}
+
+func (s *server) handleHeartbeat(r *http.Request, body []byte) (int, any, *apiError) {
+	var req struct{}
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if aerr := a.pin(true); aerr != nil {
+		return 0, nil, aerr
+	}
+	a.unpin()
+	return 200, a.describe(), nil
+}
+
+func callNumber(r *http.Request) (int, *apiError) {
+	n, err := strconv.ParseUint(r.PathValue("call"), 10, 31)
+	if err != nil {
+		return 0, badRequest("call", "the call number must be 0, 1, 2, ..., not %q", r.PathValue("call"))
+	}
+	return int(n), nil
+}
+
+// existingCall finds call n of a for an outcome or a resolution.
+func (a *attempt) existingCall(n int) (*call, *apiError) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if n >= len(a.mu.calls) {
+		return nil, notFound(codeCallNotFound, "call", "attempt %s has no call %d (it has %d)", a.token, n, len(a.mu.calls))
+	}
+	return a.mu.calls[n], nil
+}
+
+func (s *server) handleCall(r *http.Request, body []byte) (int, any, *apiError) {
+	n, aerr := callNumber(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	var req callRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if aerr := a.pin(false); aerr != nil {
+		return 0, nil, aerr
+	}
+	defer a.unpin()
+	c, aerr := a.callFor(n, &req)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	a.waitCall(r.Context(), c, func(st callState) bool { return st == callStarting })
+	return s.callAnswer(a, c)
+}
+
+// callAnswer answers with call c's state, or lease_lost if its attempt was
+// abandoned meanwhile.
+func (s *server) callAnswer(a *attempt, c *call) (int, any, *apiError) {
+	a.mu.Lock()
+	lost := a.mu.closing || a.mu.state == attemptAbandoned
+	var e *apiError
+	if lost {
+		e = a.lostLocked()
+	}
+	a.mu.Unlock()
+	if lost {
+		return 0, nil, e
+	}
+	resp, aerr := a.answer(c)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	return 200, resp, nil
+}
+
+func (s *server) handleOutcome(r *http.Request, body []byte) (int, any, *apiError) {
+	n, aerr := callNumber(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	var req outcomeRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	result, hasResult, aerr := pickBytes("result", req.Result, req.ResultBase64)
+	switch {
+	case aerr != nil:
+		return 0, nil, aerr
+	case hasResult && req.Error != nil:
+		return 0, nil, badRequest("error", "an outcome is a result or an error, not both")
+	case !hasResult && req.Error == nil:
+		return 0, nil, badRequest("result", "an outcome needs result (or result_base64), or error")
+	case req.Error != nil && *req.Error == "":
+		return 0, nil, badRequest("error", "error must say why the action did not take effect")
+	}
+	o := outcome{result: result}
+	if req.Error != nil {
+		o.err = *req.Error
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if aerr := a.pin(false); aerr != nil {
+		return 0, nil, aerr
+	}
+	defer a.unpin()
+	c, aerr := a.existingCall(n)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if aerr := a.deliver(c, o); aerr != nil {
+		return 0, nil, aerr
+	}
+	a.waitCall(r.Context(), c, func(st callState) bool { return st == callExecuting || st == callStarting })
+	return s.callAnswer(a, c)
+}
+
+func (s *server) handleResolve(r *http.Request, body []byte) (int, any, *apiError) {
+	n, aerr := callNumber(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	var req resolveRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	result, hasResult, aerr := pickBytes("result", req.Result, req.ResultBase64)
+	switch {
+	case aerr != nil:
+		return 0, nil, aerr
+	case hasResult && req.Failed != nil:
+		return 0, nil, badRequest("failed", "a resolution is a result (the effect happened) or failed (it did not), not both")
+	case !hasResult && req.Failed == nil:
+		return 0, nil, badRequest("result", "a resolution needs result (or result_base64), or failed")
+	case req.Failed != nil && *req.Failed == "":
+		return 0, nil, badRequest("failed", "failed must say why the effect is known not to have happened")
+	case req.Retry && req.Failed == nil:
+		return 0, nil, badRequest("retry", "retry goes with failed: an action that happened is not executed again")
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if aerr := a.pin(false); aerr != nil {
+		return 0, nil, aerr
+	}
+	defer a.unpin()
+	c, aerr := a.existingCall(n)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	reason := ""
+	if req.Failed != nil {
+		reason = *req.Failed
+	}
+	if aerr := a.resolve(s.ctx, c, result, hasResult, reason, req.Retry); aerr != nil {
+		return 0, nil, aerr
+	}
+	a.waitCall(r.Context(), c, func(st callState) bool { return st == callStarting })
+	return s.callAnswer(a, c)
+}
+
+func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError) {
+	var req commitRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	if req.Delta == nil {
+		return 0, nil, badRequest("delta", "delta is required: a list of ops ([] for none)")
+	}
+	d, aerr := decodeDelta(req.Delta)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if done, ok := a.finished(attemptCommitted); ok {
+		return 200, done, nil // a repeated commit
+	}
+	if aerr := a.pin(true); aerr != nil {
+		return 0, nil, aerr
+	}
+	defer a.unpin()
+	if busy := a.busyCalls(); len(busy) > 0 {
+		e := conflict(codeCallsRunning, "calls %v of attempt %s are still executing: report their outcomes before committing", busy, a.token)
+		e.Details = map[string]any{"calls": busy}
+		return 0, nil, e
+	}
+	if err := a.atom.Commit(s.ctx, d); err != nil {
+		return 0, nil, engineError(err, "delta")
+	}
+	head := hexHash(a.rs.run.Head())
+	a.mu.Lock()
+	a.mu.state, a.mu.head = attemptCommitted, head
+	a.mu.Unlock()
+	a.end()
+	s.counters.committed.Add(1)
+	resp, _ := a.finished(attemptCommitted)
+	return 200, resp, nil
+}
+
+// finished returns the answer of a's commit or fail when a ended so.
+func (a *attempt) finished(st attemptState) (any, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.state != st {
+		return nil, false
+	}
+	if st == attemptCommitted {
+		return commitResponse{Run: a.rs.id, Seq: a.seq, Head: a.mu.head}, true
+	}
+	return failResponse{Run: a.rs.id, Seq: a.seq, Reason: a.mu.reason}, true
+}
+
+func (s *server) handleFail(r *http.Request, body []byte) (int, any, *apiError) {
+	var req failRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	a, aerr := s.attemptOf(r)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	if done, ok := a.finished(attemptFailed); ok {
+		return 200, done, nil
+	}
+	if aerr := a.pin(true); aerr != nil {
+		return 0, nil, aerr
+	}
+	defer a.unpin()
+	if busy := a.busyCalls(); len(busy) > 0 {
+		e := conflict(codeCallsRunning, "calls %v of attempt %s are still executing: report their outcomes before failing the atom", busy, a.token)
+		e.Details = map[string]any{"calls": busy}
+		return 0, nil, e
+	}
+	if err := a.atom.Fail(s.ctx, req.Reason); err != nil {
+		return 0, nil, engineError(err, "")
+	}
+	a.mu.Lock()
+	a.mu.state, a.mu.reason = attemptFailed, req.Reason
+	a.mu.Unlock()
+	a.end()
+	s.counters.failed.Add(1)
+	resp, _ := a.finished(attemptFailed)
+	return 200, resp, nil
+}
+
+// reap abandons the attempts whose lease ran out and forgets finished
+// ones older than cfg.retain. It runs until ctx ends.
+func (s *server) reap(ctx context.Context) {
+	t := time.NewTicker(s.cfg.reapEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s.reapOnce(now)
+		}
+	}
+}
+
+func (s *server) reapOnce(now time.Time) {
+	s.mu.Lock()
+	var expired []*attempt
+	for token, a := range s.mu.attempts {
+		if a.expired(now) {
+			expired = append(expired, a)
+			continue
+		}
+		a.mu.Lock()
+		old := a.mu.state != attemptOpen && !a.mu.closing && now.Sub(a.mu.expires) > s.cfg.retain
+		a.mu.Unlock()
+		if old {
+			delete(s.mu.attempts, token)
+		}
+	}
+	s.mu.Unlock()
+	for _, a := range expired {
+		s.counters.expired.Add(1)
+		go a.abandon(s.ctx, "lease_expired", true)
+	}
+}
+
+// abandonAll abandons every open attempt without failing its atom, for
+// shutdown: their calls waiting for an outcome are left in doubt, and the
+// engine reports their atoms as interrupted at the next Open.
+func (s *server) abandonAll() {
+	s.mu.Lock()
+	var open []*attempt
+	for _, a := range s.mu.attempts {
+		a.mu.Lock()
+		if a.mu.state == attemptOpen {
+			open = append(open, a)
+		}
+		a.mu.Unlock()
+	}
+	s.mu.Unlock()
+	sort.Slice(open, func(i, j int) bool { return open[i].token < open[j].token })
+	var wg sync.WaitGroup
+	for _, a := range open {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			a.abandon(s.ctx, "shutdown", false)
+		}()
+	}
+	wg.Wait()
+}
