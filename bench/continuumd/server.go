@@ -1,0 +1,317 @@
+package main
+
+// The server side of the benchmark: continuumd started as a child, its
+// latency and throughput over the wire, and a bare HTTP server as the floor.
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// server is a continuumd process on a store.
+type server struct {
+	cmd    *exec.Cmd
+	sock   string
+	tcp    string
+	token  string
+	client *http.Client
+	base   string
+}
+
+func startServer(bin, dir string, sync, tcp bool) (*server, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	s := &server{sock: filepath.Join(dir, "s.sock"), token: "bench-token-0123456789abcdef"}
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(s.token), 0o600); err != nil {
+		return nil, err
+	}
+	argv := []string{"--store", filepath.Join(dir, "store"), "--socket", s.sock, "--log-level", "warn"}
+	if !sync {
+		argv = append(argv, "--unsafe-no-sync")
+	}
+	if tcp {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		s.tcp = l.Addr().String()
+		l.Close()
+		argv = append(argv, "--listen", s.tcp, "--token-file", tokenFile)
+	}
+	s.cmd = exec.Command(bin, argv...)
+	s.cmd.Stderr = os.Stderr
+	if err := s.cmd.Start(); err != nil {
+		return nil, err
+	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	s.base = "http://continuumd"
+	if tcp {
+		s.base = "http://" + s.tcp
+	} else {
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", s.sock)
+		}
+	}
+	s.client = &http.Client{Transport: tr, Timeout: time.Minute}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.do("GET", "/v1/health", nil); err == nil {
+			return s, nil
+		}
+		if time.Now().After(deadline) {
+			s.stop()
+			return nil, fmt.Errorf("continuumd did not answer")
+		}
+	}
+}
+
+func latencyServer(bin, dir string, sync, tcp bool) (measure, error) {
+	s, err := startServer(bin, dir, sync, tcp)
+	if err != nil {
+		return measure{}, err
+	}
+	defer s.stop()
+	if _, err := s.do("PUT", "/v1/runs/lat", nil); err != nil {
+		return measure{}, err
+	}
+	out := make([]time.Duration, 0, *atoms)
+	var cpu0 time.Duration
+	for i := 0; i < *atoms+*atoms/10; i++ {
+		if i == *atoms/10 {
+			cpu0 = selfCPU() + procCPU(s.cmd.Process.Pid)
+		}
+		t0 := time.Now()
+		if err := s.atom("lat"); err != nil {
+			return measure{}, err
+		}
+		if i >= *atoms/10 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return measure{out, selfCPU() + procCPU(s.cmd.Process.Pid) - cpu0}, nil
+}
+
+// throughputServer runs the atoms through continuumd, from Go goroutines
+// or from Python client processes that start together.
+func throughputServer(bin, dir, clients string) (float64, error) {
+	s, err := startServer(bin, dir, true, false)
+	if err != nil {
+		return 0, err
+	}
+	defer s.stop()
+	for i := 0; i < *conc; i++ {
+		if _, err := s.do("PUT", fmt.Sprint("/v1/runs/t", i), nil); err != nil {
+			return 0, err
+		}
+	}
+	if clients == "go" {
+		var wg sync.WaitGroup
+		var failed atomic.Pointer[error]
+		t0 := time.Now()
+		for i := 0; i < *conc; i++ {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < *perRun; n++ {
+					if err := s.atom(fmt.Sprint("t", i)); err != nil {
+						failed.Store(&err)
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		if e := failed.Load(); e != nil {
+			return 0, *e
+		}
+		return float64(*conc**perRun) / time.Since(t0).Seconds(), nil
+	}
+	// Python: each process connects, opens its run, says READY, and waits
+	// for a line on stdin; the clock runs from that line to the last DONE.
+	script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
+	procs := make([]*exec.Cmd, *conc)
+	stdins := make([]io.WriteCloser, *conc)
+	outs := make([]*bufio.Reader, *conc)
+	for i := range procs {
+		cmd := exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(*repoFlag, "clients", "python", "src"), "PYTHONDONTWRITEBYTECODE=1")
+		cmd.Stderr = os.Stderr
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			return 0, err
+		}
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return 0, err
+		}
+		if err := cmd.Start(); err != nil {
+			return 0, err
+		}
+		procs[i], stdins[i], outs[i] = cmd, in, bufio.NewReader(out)
+	}
+	for i, r := range outs {
+		line, err := r.ReadString('\n')
+		if err != nil || strings.TrimSpace(line) != "READY" {
+			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+		}
+	}
+	t0 := time.Now()
+	for _, in := range stdins {
+		io.WriteString(in, "GO\n")
+	}
+	for i, r := range outs {
+		line, err := r.ReadString('\n')
+		if err != nil || !strings.HasPrefix(line, "DONE") {
+			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+		}
+	}
+	elapsed := time.Since(t0)
+	for i, p := range procs {
+		stdins[i].Close()
+		if err := p.Wait(); err != nil {
+			return 0, fmt.Errorf("python client %d: %v", i, err)
+		}
+	}
+	return float64(*conc**perRun) / elapsed.Seconds(), nil
+}
+
+// serveHello is the floor of any HTTP protocol on this machine: a handler
+// that answers a small JSON object, in its own process, on a Unix socket.
+func serveHello(sock string) {
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"call":0,"status":"done","result":"ok"}` + "\n")
+	http.Serve(l, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+		w.Write(body)
+	}))
+}
+
+// latencyHello times 4 round trips (the requests of one atom, with bodies
+// of their sizes) to serveHello's process: what the HTTP stack and two
+// processes cost, with no server work.
+func latencyHello(dir string) (measure, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return measure{}, err
+	}
+	sock := filepath.Join(dir, "h.sock")
+	cmd := exec.Command(os.Args[0], "-serve-hello", sock)
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		return measure{}, err
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	s := &server{sock: sock, base: "http://hello", client: &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := s.do("GET", "/", nil); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			return measure{}, fmt.Errorf("the hello server did not answer")
+		}
+	}
+	out := make([]time.Duration, 0, *atoms)
+	var cpu0 time.Duration
+	for i := 0; i < *atoms+*atoms/10; i++ {
+		if i == *atoms/10 {
+			cpu0 = selfCPU() + procCPU(cmd.Process.Pid)
+		}
+		t0 := time.Now()
+		for _, b := range []any{map[string]any{}, map[string]any{"tool": "deploy", "args": json.RawMessage(args)},
+			map[string]any{"result": string(result)}, map[string]any{"delta": deltaOps("1")}} {
+			if _, err := s.do("POST", "/", b); err != nil {
+				return measure{}, err
+			}
+		}
+		if i >= *atoms/10 {
+			out = append(out, time.Since(t0))
+		}
+	}
+	return measure{out, selfCPU() + procCPU(cmd.Process.Pid) - cpu0}, nil
+}
+
+func (s *server) stop() {
+	s.cmd.Process.Signal(os.Interrupt)
+	s.cmd.Wait()
+}
+
+func (s *server) do(method, path string, body any) (map[string]any, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequest(method, s.base+path, rd)
+	if err != nil {
+		return nil, err
+	}
+	if s.tcp != "" {
+		req.Header.Set("Authorization", "Bearer "+s.token)
+	}
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("%s %s: %v: %q", method, path, err, raw)
+	}
+	if resp.StatusCode >= 400 {
+		return nil, fmt.Errorf("%s %s: %d %s", method, path, resp.StatusCode, raw)
+	}
+	return out, nil
+}
+
+// atom is one atom over the wire: begin, call 0 (execute), outcome, commit.
+func (s *server) atom(run string) error {
+	b, err := s.do("POST", "/v1/runs/"+run+"/attempts", map[string]any{})
+	if err != nil {
+		return err
+	}
+	p := "/v1/runs/" + run + "/attempts/" + b["attempt"].(string)
+	c, err := s.do("POST", p+"/calls/0", map[string]any{"tool": "deploy", "args": json.RawMessage(args)})
+	if err != nil {
+		return err
+	}
+	if c["status"] != "execute" {
+		return fmt.Errorf("call: %v", c)
+	}
+	if _, err := s.do("POST", p+"/calls/0/outcome", map[string]any{"result": string(result)}); err != nil {
+		return err
+	}
+	_, err = s.do("POST", p+"/commit", map[string]any{"delta": deltaOps(fmt.Sprint(b["seq"]))})
+	return err
+}
