@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,7 +24,9 @@ import (
 //
 // A default key numbers the atom's Do calls with a default key, and
 // nothing else: Resolve, ResolveFailed, ResolveInDoubt,
-// ResolveInDoubtFailed and Do calls with an explicit key take no number.
+// ResolveInDoubtFailed and Do calls with an explicit key take no number,
+// nor does a Do rejected before it could write an intent; a Do whose exec
+// failed gives its number to the atom's next Do of the same action (Do).
 // An atom re-begun after a crash therefore derives the keys of the run that
 // never crashed, however it settled an in-doubt action on the way.
 type Atom struct {
@@ -33,8 +36,12 @@ type Atom struct {
 
 	mu struct {
 		sync.Mutex
-		done    bool   // committed or failed
-		calls   uint32 // Do calls with a default key so far: the next default key's index
+		done  bool   // committed or failed
+		calls uint32 // Do calls with a default key so far: the next default key's index
+		// retry holds, by the index-0 fingerprint of an action (its tool
+		// and sanitized args), the sorted indexes of its failed default-key
+		// Do calls, for a retry of it to take again (takeIndex).
+		retry   map[ledger.Fingerprint][]uint32
 		actions []atomAction
 	}
 }
@@ -63,42 +70,66 @@ func (a *Atom) Resumed() bool { return a.Interrupted() }
 // prepare checks that the store and the atom are open, validates an action,
 // fills in its default key, and waits for the ledger's table: it returns
 // the intent the ledger records for the action. For a Do (take), a default
-// key takes the next default-key index; an explicit key takes none, nor
-// does a Resolve (take false: prepareResolve finds the index). The
-// intent's Index is that index (for an explicit key: the number of
-// default-key Do calls before it).
+// key takes a default-key index (takeIndex says which); an explicit key
+// takes none, nor does a Resolve (take false: prepareResolve finds the
+// index). The intent's Index is that index (for an explicit key: the
+// number of default-key Do calls before it).
+//
+// The index is taken last, once the action is valid and the ledger ready:
+// a call rejected before it could write an intent (invalid args, a closed
+// store, a done atom, a cancelled context) moves no default key. One that
+// fails after taking it (the lineage lookup) gives it back (releaseIndex).
 func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledger.Intent, error) {
 	db := a.run.db
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
-	done, index, err := a.takeIndex(ctx, take && act.Key == "")
+	// Validated at index 0: the args, tool and secrets do not depend on
+	// the index, and the index-0 fingerprint names the action (tool and
+	// sanitized args) among the atom's default-key calls (retryOf).
+	in, err := ledger.NewIntent(act, a.run.id, a.seq, 0)
+	if err != nil {
+		return nil, fmt.Errorf("engine: run %q seq %d (%s): %w", a.run.id, a.seq, act.Tool, err)
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	take = take && act.Key == ""
+	done, index, err := a.takeIndex(ctx, in.Fingerprint, take)
 	if err != nil {
 		return nil, err
 	}
 	if done {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
-
-	in, err := ledger.NewIntent(act, a.run.id, a.seq, index)
-	if err != nil {
-		return nil, fmt.Errorf("engine: run %q seq %d call %d (%s): %w", a.run.id, a.seq, index, act.Tool, err)
+	if act.Key != "" {
+		in.Index = index
+		return in, nil
 	}
-	if err := db.waitLedger(ctx); err != nil {
-		return nil, err
+	if index != 0 {
+		in = in.WithDefaultKey(index)
 	}
-	if act.Key == "" {
-		return a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
+	c, err := a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
+	if err != nil && take {
+		a.releaseIndex(in)
 	}
-	return in, nil
+	return c, err
 }
 
 // takeIndex reports whether the atom is done, and otherwise the index of
-// its next default key, which it takes if take is set. A Commit or Fail of
-// the atom in flight is waited for, as its lock was before: a Do that comes
-// meanwhile finds the atom done if it committed, rather than start an
-// action that the committed record does not cover.
-func (a *Atom) takeIndex(ctx context.Context, take bool) (done bool, index uint32, err error) {
+// a default key for the action whose index-0 fingerprint is action; with
+// take set, it takes it. A Commit or Fail of the atom in flight is waited
+// for, as its lock was before: a Do that comes meanwhile finds the atom
+// done if it committed, rather than start an action that the committed
+// record does not cover.
+//
+// The index taken is the lowest one that an earlier Do of the same action
+// (same tool, same sanitized args, default key) in this atom took and gave
+// back because it failed without leaving the action in doubt (releaseIndex),
+// and otherwise the next new one. A retry of a failed Do therefore calls
+// exec again with the failed call's key, and the indexes of the calls after
+// it are those of an atom whose first try succeeded.
+func (a *Atom) takeIndex(ctx context.Context, action ledger.Fingerprint, take bool) (done bool, index uint32, err error) {
 	if err := a.run.lockIdle(ctx); err != nil {
 		return false, 0, err
 	}
@@ -108,11 +139,48 @@ func (a *Atom) takeIndex(ctx context.Context, take bool) (done bool, index uint3
 	if a.mu.done {
 		return true, 0, nil
 	}
-	index = a.mu.calls
-	if take {
-		a.mu.calls++
+	if !take {
+		return false, a.mu.calls, nil
 	}
+	if free := a.mu.retry[action]; len(free) > 0 {
+		index = free[0] // the lowest: the slice is kept sorted
+		if len(free) == 1 {
+			delete(a.mu.retry, action)
+		} else {
+			a.mu.retry[action] = free[1:]
+		}
+		return false, index, nil
+	}
+	index = a.mu.calls
+	a.mu.calls++
 	return false, index, nil
+}
+
+// releaseIndex gives back the default-key index of in, a Do that returned
+// an error, for the next Do of the same action in this atom (takeIndex),
+// unless the ledger holds the action in doubt (an intent without a
+// certificate): that one is settled by Resolve, and a new key for a retry
+// is what the contract promises there. An action recorded as failed
+// (StatusFailed: exec returned an error, or its result was too large) or
+// never recorded (the call stopped before its intent was durable) is given
+// back.
+func (a *Atom) releaseIndex(in *ledger.Intent) {
+	if e, ok := a.run.db.ledger.Lookup(in.Fingerprint); ok && e.Status != ledger.StatusFailed && e.Status != ledger.StatusNone {
+		return
+	}
+	action := in.WithDefaultKey(0).Fingerprint // as prepare named it
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.mu.done {
+		return
+	}
+	if a.mu.retry == nil {
+		a.mu.retry = make(map[ledger.Fingerprint][]uint32)
+	}
+	free := a.mu.retry[action]
+	if i, found := slices.BinarySearch(free, in.Index); !found {
+		a.mu.retry[action] = slices.Insert(free, i, in.Index)
+	}
 }
 
 // prepareResolve is prepare for Resolve and ResolveFailed. An action with
@@ -182,7 +250,7 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
-	done, _, err := a.takeIndex(ctx, false)
+	done, _, err := a.takeIndex(ctx, ledger.Fingerprint{}, false)
 	if err != nil {
 		return nil, err
 	}
@@ -220,6 +288,11 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 // result. An exec error is recorded and returned, wrapped in an
 // *ActionError that names the run, seq, tool and key (errors.Is and
 // errors.As still match the exec's own error); a later Do may try again.
+// A retry, a later Do in the same atom of the same tool and sanitized args
+// with a default key, calls exec with the failed call's key: the atom gives
+// a failed call's index to the next Do of the same action. A Do rejected
+// before its intent is written (invalid args, a done atom, a closed store)
+// takes no index at all.
 //
 // The certificate stores the result and an exec error scrubbed of the
 // action's secrets (ledger.Action's Redact values where exec echoed them,
@@ -270,6 +343,9 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 		db.counters.deduped.Add(1)
 	}
 	if err != nil {
+		if act.Key == "" {
+			a.releaseIndex(in)
+		}
 		return nil, actionError(in, err)
 	}
 	a.record(in, recorded) // only hashed at Commit, never changed

@@ -248,7 +248,12 @@
 //     same tool and args; ErrAmbiguousResolve if two are), with
 //     ResolveInDoubt, or with Resolve with the key of its InDoubtError;
 //     none of them, nor a Do with an explicit key, moves a later default
-//     key. After Resolve the agent goes on with the result it recorded: a
+//     key, nor does a Do rejected before its intent is written (invalid
+//     args, a done atom). A Do whose exec returned an error gives its index
+//     back: the atom's next default-key Do of the same tool and sanitized
+//     args takes it, so a retry calls exec with the failed call's key and
+//     the calls after it keep the keys of an atom whose first try worked.
+//     After Resolve the agent goes on with the result it recorded: a
 //     second Do of the same action with a default key is another call
 //     (the next index), so a retry after ResolveFailed passes the
 //     InDoubtError's key.
