@@ -1,0 +1,125 @@
+package engine
+
+// The ledger's journal: intents and certificates written to the log (and
+// read back by position) for the ledger, in strict or relaxed durability.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// journal is the ledger's durable side, over the engine's log. The ledger
+// runs each write and applies its outcome under its checkpoint gate, so an
+// engine checkpoint never sees a record written but not applied.
+type journal struct {
+	db      *DB
+	relaxed bool
+	// landed is closed when the ledger call this journal serves returned,
+	// so the ledger has applied what the journal wrote.
+	landed chan struct{}
+}
+
+func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+	db := j.db
+	if err := ctx.Err(); err != nil {
+		return ledger.Loc{}, err
+	}
+	if len(body) > MaxSize {
+		return ledger.Loc{}, fmt.Errorf("%w: %s record of %d bytes, the limit is %d (engine.MaxSize); nothing was written",
+			ErrTooLarge, kind, len(body), MaxSize)
+	}
+	rec := record.AppendLedger(make([]byte, 0, 1+len(body)/2+16), kind, body, db.comp, db.curDict.Load())
+	db.sample(body)
+	if !wait {
+		// Relaxed: enqueue and return at once. The fsync of the atom's
+		// commit covers this record (one ordered log); the goroutine tells
+		// the ledger where the certificate landed. An engine checkpoint
+		// waits for these goroutines before it takes the ledger's table, so
+		// the table never names a record that is not durable.
+		db.relaxed.Add(1)
+		w := db.log.AppendAsync(rec)
+		landed := j.landed
+		go func() {
+			defer db.relaxed.Done()
+			ps, err := w.Wait(context.Background())
+			if err != nil {
+				// The log's error is sticky: the commit reports it. The ledger
+				// holds this certificate without a location, so no engine
+				// checkpoint may persist its table from now on. (A record too
+				// large for a segment is the same: the ledger believes it.)
+				db.failLog(err)
+				return
+			}
+			db.noteAppended(len(rec))
+			if c != nil {
+				// After the ledger applied the certificate itself, or it
+				// would ignore this update of an action still in flight.
+				<-landed
+				db.ledger.ApplyCertificate(c, ps[0], true)
+			}
+		}()
+		return ledger.Loc{}, nil
+	}
+	pos, err := db.append(ctx, rec)
+	if err != nil {
+		return ledger.Loc{}, err
+	}
+	return pos, nil
+}
+
+func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
+	return j.write(ctx, record.KindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+}
+
+func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
+	return j.write(ctx, record.KindCert, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+}
+
+func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	return j.db.readCertificate(loc)
+}
+
+// readRecord reads and decodes the record of kind at pos; the ledger's
+// records are decoded too. The record is the caller's.
+func (db *DB) readRecord(pos wal.Pos, kind record.Kind) (*record.Record, error) {
+	raw, err := db.log.ReadAt(pos)
+	if err != nil {
+		return nil, fmt.Errorf("engine: read %s at %v: %w", kind, pos, err)
+	}
+	var r record.Record
+	if err := db.decoder(true).Decode(raw, pos, db.segmentFile(pos.Segment), &r); err != nil {
+		return nil, err
+	}
+	if r.Kind != kind {
+		return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the record is a %s, not the %s the index names", r.Kind, kind)}
+	}
+	return &r, nil
+}
+
+func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	r, err := db.readRecord(loc, record.KindCert)
+	if err != nil {
+		return nil, err
+	}
+	return r.Cert, nil // a view of r.Plain, which is this call's own
+}
+
+func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	r, err := db.readRecord(loc, record.KindIntent)
+	if err != nil {
+		return nil, err
+	}
+	return r.Intent, nil
+}
+
+// applyAtomBody decompresses an atom's body and applies its delta to f.
+func (db *DB) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
+	return record.ApplyAtom(db.comp, f, run, seq, compressed, db.path(layout.WALDir))
+}
