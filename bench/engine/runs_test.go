@@ -1,0 +1,86 @@
+package enginebench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/agent"
+)
+
+// BenchmarkConcurrentRuns runs 64 agents at once, one run each, on one
+// store with fsync on (default options otherwise): b.N atoms in all, each
+// one Do and one delta. atoms/s is the store's throughput, cpu-µs/atom the
+// process's CPU per atom (background work included), snapshots/katom the
+// background snapshots written per 1,000 atoms.
+//
+//	go test -run '^$' -bench ConcurrentRuns -benchtime 19200x -count 5 ./bench/engine
+func BenchmarkConcurrentRuns(b *testing.B) {
+	const runs = 64
+	atoms := script()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
+		b.Run(fmt.Sprintf("%v-%d", mode, runs), func(b *testing.B) {
+			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{Durability: mode, Logger: quiet})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			per := (b.N + runs - 1) / runs
+			errs := make(chan error, runs)
+			var wg sync.WaitGroup
+			b.ResetTimer()
+			c0, t0 := cpuTime(), time.Now()
+			for r := range runs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range per {
+						// A new run every scriptLen atoms: the script does
+						// not repeat within a run.
+						run, err := db.Run(ctx, fmt.Sprintf("run-%d-%d", r, i/scriptLen))
+						if err != nil {
+							errs <- err
+							return
+						}
+						a := atoms[i%scriptLen]
+						a.Key = fmt.Sprint("k", r, "-", i)
+						atom, err := run.Begin(ctx)
+						if err != nil {
+							errs <- err
+							return
+						}
+						res, err := atom.Do(ctx, agent.Action(a), func(context.Context, string) ([]byte, error) { return a.Result, nil })
+						if err != nil {
+							errs <- err
+							return
+						}
+						a.Result = res
+						if err := atom.Commit(ctx, agent.Delta(a)); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			wall, cpu := time.Since(t0), cpuTime()-c0
+			b.StopTimer()
+			close(errs)
+			for err := range errs {
+				b.Fatal(err)
+			}
+			n := float64(per * runs)
+			b.ReportMetric(n/wall.Seconds(), "atoms/s")
+			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/atom")
+			b.ReportMetric(float64(db.Stats().Snapshots)*1000/n, "snapshots/katom")
+		})
+	}
+}
