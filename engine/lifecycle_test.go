@@ -5,12 +5,15 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -256,5 +259,93 @@ func TestRunsByStatus(t *testing.T) {
 	}
 	if all, done, active, ended := count(), count(StatusCompleted), count(StatusActive), count(StatusFailed, StatusCancelled); all != 5 || done != 2 || active != 1 || ended != 2 {
 		t.Fatalf("runs: all %d, completed %d, active %d, failed or cancelled %d", all, done, active, ended)
+	}
+}
+
+// TestRunEndRowForged: RunInfo serves an ended run's status, time and
+// result from CHECKPOINT's row until the run is replayed, so the row must
+// say what the end record says, not only carry its link: verify reports a
+// row whose result, time or status was changed (its checksum recomputed),
+// and the reconciliation of the table with the log serves the log's end.
+func TestRunEndRowForged(t *testing.T) {
+	for _, forge := range []struct {
+		name string
+		edit func(*layout.CheckpointRun)
+	}{
+		{"result", func(r *layout.CheckpointRun) { r.Result = []byte("refunded") }},
+		{"time", func(r *layout.CheckpointRun) { r.Ended++ }},
+		{"status", func(r *layout.CheckpointRun) { r.Status = uint8(StatusCancelled) }},
+	} {
+		t.Run(forge.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := commitN(t, db, "r", 2)
+			if err := run.End(ctx, StatusCompleted, []byte("shipped")); err != nil {
+				t.Fatal(err)
+			}
+			want := run.Info()
+			commitN(t, db, "other", 1)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b, err := layout.ReadFile(mem, "store/CHECKPOINT")
+			if err != nil {
+				t.Fatal(err)
+			}
+			cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var forged bool
+			for i := range cp.Runs {
+				if cp.Runs[i].ID == "r" {
+					forge.edit(&cp.Runs[i])
+					forged = true
+				}
+			}
+			if !forged {
+				t.Fatal("CHECKPOINT does not list run r")
+			}
+			if err := layout.WriteFileAtomic(mem, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
+				t.Fatal(err)
+			}
+
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var reported bool
+			for _, f := range rep.Failures {
+				reported = reported || f.RunID == "r" && f.Kind == chain.KindCheckpointMismatch && f.Seq == 3
+			}
+			if rep.OK || !reported {
+				t.Fatalf("verify of a forged end row: OK %v, failures %v; want run r's end reported", rep.OK, rep.Failures)
+			}
+
+			o := testOptions(mem)
+			o.Logger = slog.New(slog.DiscardHandler)
+			db2, err := Open("store", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db2.Close()
+			if err := db2.checkRegistry(); err != nil {
+				t.Fatal(err)
+			}
+			if st := db2.Stats(); !strings.Contains(st.CheckpointMismatch, `"r"`) {
+				t.Errorf("Stats.CheckpointMismatch %q does not name run r", st.CheckpointMismatch)
+			}
+			infos, err := db2.Runs(StatusCompleted)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(infos) != 1 || infos[0].ID != "r" || infos[0].Status != want.Status ||
+				!bytes.Equal(infos[0].Result, want.Result) || !infos[0].Ended.Equal(want.Ended) {
+				t.Fatalf("after the reconciliation, completed runs %+v; want r as its end record says (%+v)", infos, want)
+			}
+		})
 	}
 }

@@ -12,6 +12,7 @@ package engine
 // head or nonce differ are rebuilt from the log, runs it omits are added.
 
 import (
+	"bytes"
 	"fmt"
 	"sort"
 	"strings"
@@ -62,7 +63,8 @@ type logRun struct {
 
 // listedRight reports whether CHECKPOINT's row c says of the run what the
 // log says: its seq between the log's before the replay position and
-// what follows it, with the log's head there, and the same end.
+// what follows it, with the log's head there, and the same end (status,
+// time, result and link).
 func (lr *logRun) listedRight(c *layout.CheckpointRun) bool {
 	switch {
 	case c.LastSeq < lr.last || c.LastSeq > lr.last+uint64(len(lr.after)):
@@ -79,7 +81,10 @@ func (lr *logRun) listedRight(c *layout.CheckpointRun) bool {
 	if (end != nil) != (c.Status != 0) {
 		return false
 	}
-	return end == nil || uint8(end.status) == c.Status && end.head == c.EndHead
+	// The row's status, time and result are served by RunInfo without the
+	// log being read: they must be the end record's, not only its head.
+	return end == nil || uint8(end.status) == c.Status && end.head == c.EndHead &&
+		end.at.UnixNano() == c.Ended && bytes.Equal(end.result, c.Result)
 }
 
 // checkRegistry runs the comparison once and returns its error. It must
@@ -141,7 +146,7 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 				case r.Kind == record.KindAtom && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
 					lr.after = append(lr.after, r.Head)
 				case r.Kind == record.KindEnd && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
-					lr.endAfter = &runEnd{status: Status(r.Status), head: r.Head}
+					lr.endAfter = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head}
 				}
 			}
 			continue

@@ -199,8 +199,9 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 }
 
 type verifyRunState struct {
-	heads []chain.Hash // heads[i] = h(base+i+1), as stored
-	ended bool         // the run's end record was read
+	heads []chain.Hash  // heads[i] = h(base+i+1), as stored
+	ended bool          // the run's end record was read
+	end   record.Record // that record (Deep or not: status, time, result)
 	// base is the seq the run's chain starts at (a fork's fork point, 0
 	// otherwise), genesis its head there, parent the run it was forked
 	// from; pos[i] is where atom base+i+1 is (Deep).
@@ -375,6 +376,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				vr.fail(r.Run, r.Seq, loc, "the run ends a second time")
 			}
 			rs.ended = true
+			rs.end = record.Record{Status: r.Status, Ended: r.Ended, Result: append([]byte(nil), r.Result...)}
 			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
 			if rs.base+uint64(len(rs.heads))+1 == r.Seq {
 				rs.heads = append(rs.heads, r.Head)
@@ -490,6 +492,11 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			} else if h != c.EndHead {
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.LastSeq + 1,
 					Expected: h, Actual: c.EndHead, Location: name, Detail: "engine checkpoint's end head differs from the chain"})
+			} else if e := rs.end; e.Status != c.Status || e.Ended != c.Ended || !bytes.Equal(e.Result, c.Result) {
+				// RunInfo serves the row's status, time and result for a
+				// run not replayed: they must be the end record's.
+				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.LastSeq + 1,
+					Location: name, Detail: "engine checkpoint's end (status, time or result) differs from the run's end record"})
 			}
 		}
 		if c := rs.ckpt; c != nil && c.LastSeq > 0 {
