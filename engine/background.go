@@ -191,7 +191,12 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 		return nil, nil
 	}
 	c := &capturedRun{run: r, seq: r.mu.lastSeq, head: r.mu.head, indexedSeq: r.mu.indexedSeq}
-	if stale := r.mu.lastSeq > r.mu.snapSeq || (full && r.mu.lastSeq > r.mu.frameSeq); stale && r.mu.lastSeq > 0 {
+	// A fork with no atom of its own whose state was never read has no
+	// frame to write: the parent's history is its state (baseFrame), and
+	// building it only to write a frame file would make every fork cost a
+	// replay of the parent at the next checkpoint.
+	unread := r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != ""
+	if stale := r.mu.lastSeq > r.mu.snapSeq || (full && r.mu.lastSeq > r.mu.frameSeq); stale && r.mu.lastSeq > 0 && !unread {
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
 		}

@@ -58,10 +58,10 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		// the fork point.
 		return db.Fork(ctx, parent.parent, at, id)
 	}
-	state, err := parent.StateAt(ctx, at)
-	if err != nil {
-		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
-	}
+	// The fork's state is built on its first use (materializeLocked, from
+	// the parent's StateAt(at)), not here: Fork costs one record and its
+	// fsync whatever the history, and a fork at a past seq that is never
+	// read never replays it.
 	parentHead, err := parent.headAt(ctx, at)
 	if err != nil {
 		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
@@ -82,7 +82,6 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
 	}
 	r := newForkRun(db, id, nonce, time.Now(), src, parent, at, parentHead)
-	r.mu.frame = state
 	r.created = make(chan struct{})
 	db.mu.runs[id] = r
 	db.mu.Unlock()
@@ -121,8 +120,8 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 }
 
 // newForkRun is newRun for a run forked from parent at seq at, where the
-// parent's head was parentHead. Its frame is set by the caller (the
-// parent's state at at), or built on first use after a restart.
+// parent's head was parentHead. Its frame is built on first use: the
+// parent's state at at (baseFrame), or its frame file after a restart.
 func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, parentRef *Run, at uint64, parentHead chain.Hash) *Run {
 	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, parentRef: parentRef, base: at}
 	r.baseHead = db.hasher.ForkGenesis(id, nonce, parent, at, parentHead)

@@ -8,7 +8,10 @@ package enginebench
 // history) at its last seq (the frame in memory) and at its middle seq
 // (StateAt: the nearest snapshot and the deltas after it),
 // fsync on (the fork record is durable when Fork returns) and off (CPU and
-// the rest of the work alone). End of a run with n atoms, likewise.
+// the rest of the work alone). Fork builds the fork's state on its first
+// use, so the op=fork+state rows add the fork's first State: what a fork
+// that is read costs, the source's StateAt(at) included. End of a run with
+// n atoms, likewise.
 
 import (
 	"context"
@@ -51,8 +54,9 @@ func BenchmarkFork(b *testing.B) {
 	ctx := context.Background()
 	for _, sync := range []bool{true, false} {
 		for _, n := range []int{100, 1000, 10000} {
-			for _, where := range []string{"last", "middle"} {
-				b.Run(fmt.Sprintf("fsync=%v/atoms=%d/at=%s", sync, n, where), func(b *testing.B) {
+			for _, c := range []struct{ where, op string }{{"last", "fork"}, {"middle", "fork"}, {"last", "fork+state"}, {"middle", "fork+state"}} {
+				where := c.where
+				b.Run(fmt.Sprintf("fsync=%v/atoms=%d/at=%s/op=%s", sync, n, where, c.op), func(b *testing.B) {
 					db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{NoSync: !sync, Logger: quiet})
 					if err != nil {
 						b.Fatal(err)
@@ -65,10 +69,17 @@ func BenchmarkFork(b *testing.B) {
 					}
 					b.ResetTimer()
 					for i := 0; i < b.N; i++ {
-						if _, err := db.Fork(ctx, "src", at, fmt.Sprint("fork-", i)); err != nil {
+						f, err := db.Fork(ctx, "src", at, fmt.Sprint("fork-", i))
+						if err != nil {
 							b.Fatal(err)
 						}
+						if c.op == "fork+state" {
+							if _, err := f.StateE(); err != nil {
+								b.Fatal(err)
+							}
+						}
 					}
+					b.StopTimer() // not the deferred Close
 				})
 			}
 		}
@@ -96,6 +107,7 @@ func BenchmarkEnd(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
+				b.StopTimer()
 			})
 		}
 	}
