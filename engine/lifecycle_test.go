@@ -262,19 +262,23 @@ func TestRunsByStatus(t *testing.T) {
 	}
 }
 
-// TestRunEndRowForged: RunInfo serves an ended run's status, time and
-// result from CHECKPOINT's row until the run is replayed, so the row must
-// say what the end record says, not only carry its link: verify reports a
-// row whose result, time or status was changed (its checksum recomputed),
-// and the reconciliation of the table with the log serves the log's end.
-func TestRunEndRowForged(t *testing.T) {
+// TestRowForged: RunInfo serves a run's creation time, fork origin and
+// end (status, time, result) from CHECKPOINT's row until the run is
+// replayed, so the row must say what the log's records say, not only
+// carry the right heads: verify reports a row so changed (its checksum
+// recomputed), and the reconciliation of the table with the log serves
+// the log's word.
+func TestRowForged(t *testing.T) {
 	for _, forge := range []struct {
-		name string
-		edit func(*layout.CheckpointRun)
+		name, run string
+		edit      func(*layout.CheckpointRun)
 	}{
-		{"result", func(r *layout.CheckpointRun) { r.Result = []byte("refunded") }},
-		{"time", func(r *layout.CheckpointRun) { r.Ended++ }},
-		{"status", func(r *layout.CheckpointRun) { r.Status = uint8(StatusCancelled) }},
+		{"end result", "r", func(r *layout.CheckpointRun) { r.Result = []byte("refunded") }},
+		{"end time", "r", func(r *layout.CheckpointRun) { r.Ended++ }},
+		{"end status", "r", func(r *layout.CheckpointRun) { r.Status = uint8(StatusCancelled) }},
+		{"creation time", "r", func(r *layout.CheckpointRun) { r.Created -= 3600e9 }},
+		{"fork point", "f", func(r *layout.CheckpointRun) { r.ForkedAt = 1 }},
+		{"fork genesis", "f", func(r *layout.CheckpointRun) { r.BaseHead[0] ^= 1 }},
 	} {
 		t.Run(forge.name, func(t *testing.T) {
 			mem := vfs.NewMem()
@@ -286,8 +290,15 @@ func TestRunEndRowForged(t *testing.T) {
 			if err := run.End(ctx, StatusCompleted, []byte("shipped")); err != nil {
 				t.Fatal(err)
 			}
-			want := run.Info()
-			commitN(t, db, "other", 1)
+			commitN(t, db, "other", 3)
+			if _, err := db.Fork(ctx, "other", 2, "f"); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]RunInfo{}
+			for _, id := range []string{"r", "f"} {
+				r, _ := db.Run(ctx, id)
+				want[id] = r.Info()
+			}
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -301,13 +312,13 @@ func TestRunEndRowForged(t *testing.T) {
 			}
 			var forged bool
 			for i := range cp.Runs {
-				if cp.Runs[i].ID == "r" {
+				if cp.Runs[i].ID == forge.run {
 					forge.edit(&cp.Runs[i])
 					forged = true
 				}
 			}
 			if !forged {
-				t.Fatal("CHECKPOINT does not list run r")
+				t.Fatalf("CHECKPOINT does not list run %s", forge.run)
 			}
 			if err := layout.WriteFileAtomic(mem, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
 				t.Fatal(err)
@@ -319,10 +330,10 @@ func TestRunEndRowForged(t *testing.T) {
 			}
 			var reported bool
 			for _, f := range rep.Failures {
-				reported = reported || f.RunID == "r" && f.Kind == chain.KindCheckpointMismatch && f.Seq == 3
+				reported = reported || f.RunID == forge.run && f.Kind == chain.KindCheckpointMismatch
 			}
 			if rep.OK || !reported {
-				t.Fatalf("verify of a forged end row: OK %v, failures %v; want run r's end reported", rep.OK, rep.Failures)
+				t.Fatalf("verify of a forged row: OK %v, failures %v; want run %s reported", rep.OK, rep.Failures, forge.run)
 			}
 
 			o := testOptions(mem)
@@ -335,16 +346,19 @@ func TestRunEndRowForged(t *testing.T) {
 			if err := db2.checkRegistry(); err != nil {
 				t.Fatal(err)
 			}
-			if st := db2.Stats(); !strings.Contains(st.CheckpointMismatch, `"r"`) {
-				t.Errorf("Stats.CheckpointMismatch %q does not name run r", st.CheckpointMismatch)
+			if st := db2.Stats(); !strings.Contains(st.CheckpointMismatch, fmt.Sprintf("%q", forge.run)) {
+				t.Errorf("Stats.CheckpointMismatch %q does not name run %s", st.CheckpointMismatch, forge.run)
 			}
-			infos, err := db2.Runs(StatusCompleted)
+			infos, err := db2.Runs()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if len(infos) != 1 || infos[0].ID != "r" || infos[0].Status != want.Status ||
-				!bytes.Equal(infos[0].Result, want.Result) || !infos[0].Ended.Equal(want.Ended) {
-				t.Fatalf("after the reconciliation, completed runs %+v; want r as its end record says (%+v)", infos, want)
+			for _, got := range infos {
+				w, ok := want[got.ID]
+				if ok && (got.Status != w.Status || !bytes.Equal(got.Result, w.Result) || !got.Ended.Equal(w.Ended) ||
+					!got.Created.Equal(w.Created) || got.Parent != w.Parent || got.ForkedAt != w.ForkedAt || got.Head != w.Head) {
+					t.Errorf("after the reconciliation, run %s is %+v; want %+v, as the log says", got.ID, got, w)
+				}
 			}
 		})
 	}

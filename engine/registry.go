@@ -52,6 +52,7 @@ type logRun struct {
 	parent     string
 	base       uint64
 	parentHead chain.Hash
+	head0      chain.Hash // h(base): its genesis or fork genesis
 	// after holds the heads of the run's atoms last+1.. at or after the
 	// replay position, and endAfter its end there: an engine checkpoint
 	// takes its replay position below the writes in flight and then the
@@ -159,15 +160,17 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 			if _, dup := runs[r.Run]; !dup {
 				// h(0), which a run without atoms has as its head (and
 				// CHECKPOINT lists it with).
-				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, head: db.hasher.Genesis(r.Run, r.Nonce)}
+				g := db.hasher.Genesis(r.Run, r.Nonce)
+				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, head: g, head0: g}
 			}
 		case record.KindFork:
 			if _, dup := runs[r.Run]; !dup {
 				if runs[r.Parent] == nil {
 					return nil, where(r.Run, r.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", r.Parent))
 				}
+				g := db.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
 				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, last: r.Seq, base: r.Seq, parent: r.Parent, parentHead: r.ParentHead,
-					head: db.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)}
+					head: g, head0: g}
 			}
 		case record.KindAtom:
 			lr := runs[r.Run]
@@ -222,7 +225,9 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			why = fmt.Sprintf("run %q is not in the log", c.ID)
 		case lr.nonce != c.Nonce:
 			why = fmt.Sprintf("run %q has another nonce in the log", c.ID)
-		case lr.parent != c.Parent || lr.base != c.ForkedAt:
+		case lr.created != c.Created:
+			why = fmt.Sprintf("run %q has another creation time in the log", c.ID)
+		case lr.parent != c.Parent || lr.parent != "" && (lr.base != c.ForkedAt || lr.head0 != c.BaseHead):
 			why = fmt.Sprintf("run %q: the log and CHECKPOINT disagree on what it was forked from", c.ID)
 		case !lr.listedRight(c):
 			why = fmt.Sprintf("run %q is at seq %d in the log (%d more after the replay position), CHECKPOINT says %d, or they disagree on its head or end",

@@ -202,6 +202,8 @@ type verifyRunState struct {
 	heads []chain.Hash  // heads[i] = h(base+i+1), as stored
 	ended bool          // the run's end record was read
 	end   record.Record // that record (Deep or not: status, time, result)
+	// created: the creation time of its run (or fork) record.
+	created int64
 	// base is the seq the run's chain starts at (a fork's fork point, 0
 	// otherwise), genesis its head there, parent the run it was forked
 	// from; pos[i] is where atom base+i+1 is (Deep).
@@ -339,7 +341,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		loc := "wal " + pos.String()
 		switch r.Kind {
 		case record.KindRun:
-			vr.run(r.Run).genesis = vr.hasher.Genesis(r.Run, r.Nonce)
+			rs := vr.run(r.Run)
+			rs.genesis, rs.created = vr.hasher.Genesis(r.Run, r.Nonce), r.Created
 			vr.v.Run(r.Run, r.Nonce, loc)
 			vr.noteRun(r)
 		case record.KindFork:
@@ -498,6 +501,12 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: c.LastSeq + 1,
 					Location: name, Detail: "engine checkpoint's end (status, time or result) differs from the run's end record"})
 			}
+		}
+		if c := rs.ckpt; c != nil && (c.Created != rs.created || c.Parent != rs.parent ||
+			c.Parent != "" && (c.ForkedAt != rs.base || c.BaseHead != rs.genesis)) {
+			// RunInfo serves these from the row for a run not replayed.
+			vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Location: vr.db.path(layout.CheckpointName),
+				Detail: "engine checkpoint's creation time or fork origin (parent, fork point, fork genesis) differs from the run's creation record"})
 		}
 		if c := rs.ckpt; c != nil && c.LastSeq > 0 {
 			name := vr.db.path(layout.CheckpointName)

@@ -39,7 +39,7 @@ func (vr *verifyRun) headAt(run string, seq uint64) (chain.Hash, bool) {
 // checks those). Deep: its frame starts as the parent's at the fork point.
 func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
 	rs := vr.run(r.Run)
-	rs.base, rs.parent = r.Seq, r.Parent
+	rs.base, rs.parent, rs.created = r.Seq, r.Parent, r.Created
 	rs.genesis = vr.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
 	if _, ok := vr.runs[r.Parent]; !ok {
 		vr.fail(r.Run, r.Seq, loc, "forked from run %q, which the log does not create before it", r.Parent)
