@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
@@ -34,6 +35,14 @@ type store struct {
 	dicts      *frame.Dicts
 	comp       *frame.Compressor
 	newestDict uint32 // the newest dictionary, once loadDicts ran
+	// lastSeg caches segmentFile's last answer: verify and scan name the
+	// segment of every atom they decode.
+	lastSeg atomic.Pointer[segName]
+}
+
+type segName struct {
+	seg  uint64
+	name string
 }
 
 func (db *store) path(elem ...string) string {
@@ -42,7 +51,12 @@ func (db *store) path(elem ...string) string {
 
 // segmentFile is the path of a log segment.
 func (db *store) segmentFile(seg uint64) string {
-	return db.fs.PathJoin(db.path(layout.WALDir), wal.SegmentName(seg))
+	if n := db.lastSeg.Load(); n != nil && n.seg == seg {
+		return n.name
+	}
+	n := &segName{seg: seg, name: db.fs.PathJoin(db.path(layout.WALDir), wal.SegmentName(seg))}
+	db.lastSeg.Store(n)
+	return n.name
 }
 
 func (db *store) frameFileName(run string) string {
