@@ -18,10 +18,10 @@ type Cursor struct {
 	// building a path per record cost a third of a verify's CPU.
 	seg     uint64
 	segName string
-	dec  *Decoder
-	rd   *wal.Reader
-	rec  Record
-	err  error
+	dec     *Decoder
+	rd      *wal.Reader
+	rec     Record
+	err     error
 	// before holds the last seq of each run read so far, to name the run a
 	// damaged record cuts (see Locate).
 	before map[string]uint64
