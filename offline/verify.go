@@ -324,7 +324,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		done += int64(len(raw))
 		vr.v.Corrupt("wal "+pos.String(), err)
 	})
-	var payload []byte
+	var payload, locBuf []byte
 	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 {
 			if ctx.Err() != nil {
@@ -338,7 +338,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		pos := r.Pos
 		vr.noteRecord(pos, c.NextPos())
 		done += int64(len(r.Raw))
-		loc := "wal " + pos.String()
+		locBuf = pos.AppendTo(append(locBuf[:0], "wal "...))
+		loc := string(locBuf)
 		switch r.Kind {
 		case record.KindRun:
 			rs := vr.run(r.Run)

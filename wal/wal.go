@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -86,7 +87,15 @@ func (p Pos) Less(q Pos) bool {
 	return p.Segment < q.Segment || (p.Segment == q.Segment && p.Offset < q.Offset)
 }
 
-func (p Pos) String() string { return fmt.Sprintf("%d:%d", p.Segment, p.Offset) }
+func (p Pos) String() string { return string(p.AppendTo(nil)) }
+
+// AppendTo appends p as String writes it: readers that name the position
+// of every record they read use it without fmt.
+func (p Pos) AppendTo(b []byte) []byte {
+	b = strconv.AppendUint(b, p.Segment, 10)
+	b = append(b, ':')
+	return strconv.AppendInt(b, p.Offset, 10)
+}
 
 // RecoveryInfo is what Open found.
 type RecoveryInfo struct {
