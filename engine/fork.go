@@ -123,7 +123,8 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 // parent's head was parentHead. Its frame is built on first use: the
 // parent's state at at (baseFrame), or its frame file after a restart.
 func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, parentRef *Run, at uint64, parentHead chain.Hash) *Run {
-	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, parentRef: parentRef, base: at}
+	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, base: at}
+	r.parentRef.Store(parentRef)
 	r.baseHead = db.hasher.ForkGenesis(id, nonce, parent, at, parentHead)
 	r.mu.head, r.mu.lastSeq, r.mu.ckptRowHead = r.baseHead, at, r.baseHead
 	r.mu.indexedSeq, r.mu.snapSeq, r.mu.windowFirst = at, at, at
@@ -139,14 +140,15 @@ const maxLineage = 1 << 12
 // hold a cycle of forks (a parent is created before its fork), but
 // CHECKPOINT's rows are read before the log confirms them: a cycle or an
 // endless lineage there is damage, not a stack overflow. It takes no lock:
-// a run's parent is fixed when the run is built.
+// a run's parent is set when the run is built, and again only by the
+// reconciliation of CHECKPOINT's table with the log.
 func (r *Run) parentRun() (*Run, error) {
-	p := r.parentRef
+	p := r.parentRef.Load()
 	if p == nil {
 		return nil, &CorruptionError{File: r.db.path("wal"), Run: r.id, Seq: r.base,
 			Reason: fmt.Sprintf("forked from run %q, which the store does not hold", r.parent)}
 	}
-	for x, n := p, 0; x != nil; x, n = x.parentRef, n+1 {
+	for x, n := p, 0; x != nil; x, n = x.parentRef.Load(), n+1 {
 		if x == r || n == maxLineage {
 			return nil, &CorruptionError{File: r.db.path(layout.CheckpointName), Run: r.id, Seq: r.base,
 				Reason: fmt.Sprintf("its lineage through run %q loops or is longer than %d forks", r.parent, maxLineage)}

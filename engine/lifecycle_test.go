@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
@@ -361,5 +362,74 @@ func TestRowForged(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestRowForgedParentDropped: a fork built from its row before the
+// reconciliation, whose parent's row was removed from CHECKPOINT, is
+// served from its parent once the reconciliation adds the parent back
+// from the log (not reported as forked from a run the store lacks).
+func TestRowForgedParentDropped(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "other", 3)
+	f, err := db.Fork(ctx, "other", 2, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := f.StateE()
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantBytes := frame.AppendFrame(nil, want)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	b, err := layout.ReadFile(mem, "store/CHECKPOINT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows []layout.CheckpointRun
+	for _, r := range cp.Runs {
+		if r.ID != "other" {
+			rows = append(rows, r)
+		}
+	}
+	cp.Runs = rows
+	if err := layout.WriteFileAtomic(mem, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
+		t.Fatal(err)
+	}
+	// No frame file: the fork's state must come from its parent's history.
+	if err := mem.Remove("store/" + layout.FramesDir + "/" + layout.FrameFileBase("f")); err != nil && !layout.NotExist(err) {
+		t.Fatal(err)
+	}
+
+	o := testOptions(mem)
+	o.Logger = slog.New(slog.DiscardHandler)
+	db2, err := Open("store", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	f2, err := db2.Run(ctx, "f") // listed: built from its row, before the check
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db2.checkRegistry(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := f2.StateE()
+	if err != nil {
+		t.Fatalf("state of the fork after the reconciliation: %v", err)
+	}
+	if !bytes.Equal(frame.AppendFrame(nil, got), wantBytes) {
+		t.Fatal("the fork's state differs from its state before Close")
 	}
 }

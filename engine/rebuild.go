@@ -80,6 +80,9 @@ func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64,
 		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: seq + 1,
 			Reason: fmt.Sprintf("the log holds the run's atoms up to seq %d, its last seq is %d", seq, last)}
 	}
+	if seq == base {
+		return f, nil // no atom after base (a fork with none of its own): f is the frame
+	}
 	if h != head {
 		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: seq,
 			Reason: fmt.Sprintf("the log's head %x differs from the run's %x", h[:8], head[:8])}

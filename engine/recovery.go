@@ -164,7 +164,7 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	r.db, r.id, r.nonce, r.createdAt = db, c.ID, c.Nonce, time.Unix(0, c.Created)
 	r.parent, r.base, r.baseHead = c.Parent, c.ForkedAt, c.BaseHead
 	if c.Parent != "" {
-		r.parentRef = db.runLocked(c.Parent) // nil: reported when the state is needed
+		r.parentRef.Store(db.runLocked(c.Parent)) // nil: reported when the state is needed
 	}
 	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
 	if c.LastSeq == 0 && c.Parent == "" {

@@ -272,6 +272,18 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 		diffs = append(diffs, fmt.Sprintf("run %q is in the log, not in CHECKPOINT", id))
 		db.mu.runs[id] = db.runFromLog(id, lr)
 	}
+	if len(diffs) > 0 {
+		// A fork built from a row may point at a run the reconciliation
+		// replaced or added (its parent's row was wrong or missing): point
+		// it at the run the table now holds.
+		for _, r := range db.mu.runs {
+			if r.parent != "" {
+				if p := db.mu.runs[r.parent]; p != nil && p != r.parentRef.Load() {
+					r.parentRef.Store(p)
+				}
+			}
+		}
+	}
 	sort.Strings(diffs)
 	if len(diffs) > 8 {
 		diffs = append(diffs[:8], fmt.Sprintf("and %d more", len(diffs)-8))

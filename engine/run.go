@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -31,7 +32,7 @@ type Run struct {
 	// that is no fork). baseHead is its chain's head at base: the fork
 	// genesis. Immutable.
 	parent    string
-	parentRef *Run // the run parent names, once the run is built
+	parentRef atomic.Pointer[Run] // the run parent names, once built (set again by reconcileLocked)
 	base      uint64
 	baseHead  chain.Hash
 
