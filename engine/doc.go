@@ -62,13 +62,16 @@
 // fork's state at at equals src.StateAt(at), StateAt below at answers from
 // src's history, its first atom is at+1, and its chain begins with a
 // record committing to (src, at, src's head at at), which verify checks.
-// RunInfo.Parent and ForkedAt name the lineage. No duplicate effects across
-// a lineage (I10): an action the fork repeats at the same position (same
-// tool, same sanitized args, default key) gets the key its parent used
-// there, so the ledger returns the parent's certificate without calling
-// exec, or reports the parent's in-doubt action in doubt; an action that
-// differs gets the fork's own key, which no run of the lineage used.
-// Explicit keys are the caller's, as everywhere.
+// RunInfo.Parent and ForkedAt name the lineage. Fork writes one record
+// whatever the history: the fork's state is built on its first use (from
+// src.StateAt(at)), so its cost is paid by the first State or Begin, and
+// an error reading src's history there is that call's. No duplicate
+// effects across a lineage (I10): an action the fork repeats at the same
+// position (same tool, same sanitized args, default key) gets the key its
+// parent used there, so the ledger returns the parent's certificate
+// without calling exec, or reports the parent's in-doubt action in doubt;
+// an action that differs gets the fork's own key, which no run of the
+// lineage used. Explicit keys are the caller's, as everywhere.
 //
 // # Guarantees
 //
