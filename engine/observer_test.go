@@ -367,3 +367,38 @@ func TestObserverNil(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestObserverResolveFailed: an in-doubt action closed as not done is
+// reported as such, and the Do that runs it again as executed.
+func TestObserverResolveFailed(t *testing.T) {
+	act := ledger.Action{Tool: "sms.send", Args: []byte(`{"to":"+100"}`)}
+	crashed, key := crashInFlight(t, act)
+	rec := &recorder{}
+	db := openTest(t, crashed, observed(crashed, rec))
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	if _, err := a.Do(ctx, act, func(context.Context, string) ([]byte, error) { return nil, nil }); !errors.Is(err, ledger.ErrInDoubt) {
+		t.Fatalf("Do: %v, want ErrInDoubt", err)
+	}
+	if err := a.ResolveFailed(ctx, act, "no trace downstream"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ResolveFailed(ctx, act, "again"); !errors.Is(err, ErrNotInDoubt) {
+		t.Fatalf("a second ResolveFailed: %v, want ErrNotInDoubt", err) // refused before the ledger: not reported
+	}
+	again := act
+	again.Key = key
+	if _, err := a.Do(ctx, again, func(context.Context, string) ([]byte, error) { return []byte("sent"), nil }); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, msg("sent once")); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"r/1 interrupted do(sms.send)=in_doubt resolve(sms.send)=resolved_failed do(sms.send)=executed committed(1 actions)"}
+	if diff := cmp.Diff(want, rec.summary()); diff != "" {
+		t.Errorf("(-want +got):\n%s", diff)
+	}
+	if x := rec.atoms[0].actions[1]; x.ev.Key != key || !x.ev.Resolve {
+		t.Errorf("the resolve was reported as %+v, want key %q", x.ev, key)
+	}
+}
