@@ -46,10 +46,11 @@ type Observer interface {
 type AtomObserver interface {
 	// ActionStarted is called when a Do or a Resolve of the atom goes to
 	// the ledger (a call refused before that, an invalid action or a done
-	// atom, is not reported). ctx is the call's; the context returned is
-	// the one the call goes on with, and the one exec is called with: an
-	// observer that starts a span returns ctx with it, so that what exec
-	// does is traced under the action. The ActionObserver returned is told
+	// atom, is not reported). ctx is the call's; the context returned,
+	// ctx itself or one derived from it (never nil), is the one the call
+	// goes on with, and the one exec is called with: an observer that
+	// starts a span returns ctx with it, so that what exec does is traced
+	// under the action. The ActionObserver returned is told
 	// the call's outcome (nil: it is not).
 	ActionStarted(ctx context.Context, ev ActionEvent) (context.Context, ActionObserver)
 	// Committed is called when Commit made the atom durable, before Commit
