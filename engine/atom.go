@@ -32,6 +32,7 @@ type Atom struct {
 	run     *Run
 	seq     uint64
 	resumed bool
+	obs     AtomObserver // Options.Observer's for this atom; nil: none (observer.go)
 
 	mu struct {
 		sync.Mutex
@@ -237,6 +238,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 		j.relaxed, j.landed = true, make(chan struct{})
 		defer close(j.landed)
 	}
+	ctx, obs := a.observeAction(ctx, in, act.Idempotent, false)
 	var ran bool
 	// recorded is the result as its certificate holds it (scrubbed of the
 	// action's secrets): the atom chains its digest, so that verify, which
@@ -257,6 +259,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if !ran && err == nil {
 		db.counters.deduped.Add(1)
 	}
+	doEnded(obs, ran, err)
 	if err != nil {
 		if act.Key == "" {
 			a.releaseIndex(in)
@@ -280,6 +283,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // another Commit and the atom's Do and Resolve calls wait for the outcome.
 func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	r, db := a.run, a.run.db
+	start := a.commitStart()
 	if d == nil {
 		return fmt.Errorf("%w: run %q seq %d", ErrNilDelta, r.id, a.seq)
 	}
@@ -343,6 +347,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	}
 	db.counters.atoms.Add(1)
 	db.sample(body)
+	a.observeCommit(start, len(rec), len(delta), len(c.actions))
 	return nil
 }
 
@@ -464,6 +469,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 		return fmt.Errorf("engine: fail run %q seq %d: %w", r.id, a.seq, err)
 	}
 	db.counters.fails.Add(1)
+	a.observeFail(reason)
 	return nil
 }
 

@@ -143,6 +143,7 @@ func (db *DB) runSnapshot(r *Run) {
 		}
 		return // the store's failure is its sticky error, logged once
 	}
+	db.observeSnapshot(r, c)
 	r.captured(c)
 	db.counters.snapshots.Add(1)
 }

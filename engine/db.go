@@ -220,6 +220,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, advise(err)
 	}
 	db.openInfo.Duration = time.Since(start)
+	db.observeOpen()
 	db.logger.Debug("engine: open", "duration", db.openInfo.Duration, "replayed", db.openInfo.Replayed,
 		"torn_bytes", db.openInfo.TornBytes, "interrupted", db.openInfo.Interrupted)
 	return db, nil

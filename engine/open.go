@@ -119,6 +119,8 @@ func (db *DB) open() error {
 		DeferWrites: true,
 		ReadDamaged: true,
 		Logger:      db.logger,
+
+		OnGroupCommit: db.groupCommitHook(), // to Options.Observer
 	})
 	if err != nil {
 		if layout.NotExist(err) && !fresh {

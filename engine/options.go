@@ -118,6 +118,12 @@ type Options struct {
 	// tamper evidence (the chain still binds every record), but it lets
 	// anyone who knows the run id compute h(0).
 	Nonces io.Reader
+	// Observer, when set, is told what the engine does as it does it
+	// (atoms and their actions, group commits, Open, snapshots), for
+	// metrics and traces: see Observer, and the nested module
+	// github.com/continuumdb/continuum/otel for OpenTelemetry. Default
+	// nil: nothing is reported.
+	Observer Observer
 }
 
 const (

@@ -163,7 +163,10 @@ func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError,
 
 func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) error {
 	db := a.run.db
-	if err := db.ledger.Resolve(ctx, &journal{db: db}, in, result); err != nil {
+	ctx, obs := a.observeAction(ctx, in, false, true)
+	err := db.ledger.Resolve(ctx, &journal{db: db}, in, result)
+	resolveEnded(obs, ActionResolved, err)
+	if err != nil {
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
 	}
 	a.record(in, append([]byte(nil), result...))
@@ -172,7 +175,10 @@ func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) er
 
 func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason string) error {
 	db := a.run.db
-	if err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason); err != nil {
+	ctx, obs := a.observeAction(ctx, in, false, true)
+	err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
+	resolveEnded(obs, ActionResolvedFailed, err)
+	if err != nil {
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
 	}
 	return nil

@@ -536,5 +536,6 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	}
 	a := &Atom{run: r, seq: r.mu.lastSeq + 1, resumed: r.mu.interruptedSeq == r.mu.lastSeq+1}
 	r.mu.atom = a
+	r.db.observeBegin(ctx, a)
 	return a, nil
 }

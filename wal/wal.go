@@ -72,6 +72,11 @@ type Options struct {
 	ScanFromDurable bool
 	// Logger receives recovery reports and background errors; nil discards.
 	Logger *slog.Logger
+	// OnGroupCommit, if set, is called once for every group commit once it
+	// is durable, before its appends return, on the goroutine that owns the
+	// log: it must return quickly and must not call the Log (the next
+	// group waits for it).
+	OnGroupCommit func(GroupCommit)
 }
 
 // Pos is the position of a record: its segment and the byte offset where it
@@ -164,6 +169,9 @@ type Log struct {
 	deferred *deferredStart
 	logger   *slog.Logger
 	recovery RecoveryInfo // immutable after Open
+
+	// onGroupCommit is Options.OnGroupCommit (observe.go); nil: none.
+	onGroupCommit func(GroupCommit)
 
 	// durable is the end of the durable records (readers stop there).
 	// Written only by the owner goroutine (and Open); read lock-free.
@@ -271,6 +279,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.rd.files = map[uint64]vfs.File{}
 	l.w.spare = make(chan error, 1)
 	l.readDamaged = o.ReadDamaged
+	l.onGroupCommit = o.OnGroupCommit
 	if o.DeferWrites && !o.ReadOnly {
 		l.readOnly = true // until StartWriting
 		l.deferred = &deferredStart{}

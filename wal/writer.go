@@ -253,6 +253,7 @@ func (l *Log) commit(batch []*Waiter) {
 // where its scan stops. The records keep the synced mark they were encoded
 // with, which only understates what was durable.
 func (l *Log) flush(buf []byte, ws []*Waiter) bool {
+	mark := l.markSyncs()
 	for rest := buf; len(rest) > 0; {
 		n := int64(len(rest))
 		if !l.noSync {
@@ -281,6 +282,9 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 		for _, r := range w.recs {
 			bytes += int64(len(r))
 		}
+	}
+	l.reportGroup(mark, len(ws), recs, bytes)
+	for _, w := range ws {
 		w.finish(nil)
 	}
 	l.stats.records.Add(recs)
