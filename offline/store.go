@@ -74,8 +74,29 @@ func (db *store) loadDicts() error {
 // decoder returns a decoder of the log's records; ledgerRecords asks for
 // intents and certificates decoded.
 func (db *store) decoder(ledgerRecords bool) *record.Decoder {
-	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts,
-		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, DictFile: db.dictFile, LoadDict: db.loadDict}
+}
+
+func (db *store) dictFile(id uint32) string {
+	return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id))
+}
+
+// loadDict loads dictionary id, which a live engine trained after the
+// store's dictionaries were loaded, when a record needs it.
+func (db *store) loadDict(id uint32) error {
+	name := db.dictFile(id)
+	b, err := layout.ReadFile(db.fs, name)
+	if err != nil {
+		return err
+	}
+	got, dict, err := layout.ParseDict(name, b)
+	if err != nil {
+		return err
+	}
+	if got != id {
+		return record.Corruptf(name, "holds dictionary %d under another name", got)
+	}
+	return db.dicts.Add(id, dict)
 }
 
 func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {

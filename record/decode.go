@@ -70,6 +70,12 @@ type Decoder struct {
 	DictFile func(id uint32) string
 	// Dicts are the dictionaries the store holds (for DictFile).
 	Dicts *frame.Dicts
+	// LoadDict, if set, loads dictionary id into Dicts when a record needs
+	// one that Dicts lacks: for a reader beside a live writer, which can
+	// train a dictionary after the reader loaded the store's (the writer
+	// makes it durable before any record uses it). If it fails, the record
+	// is reported as needing the missing file.
+	LoadDict func(id uint32) error
 	// Skip, if set, is asked of each record a Cursor reads before it is
 	// decoded, with its kind and, for the kinds that begin with one (run,
 	// atom, fail), its run id (a slice of the record: compare, don't
@@ -145,7 +151,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		if !d.Ledger || d.Comp == nil {
 			return nil
 		}
-		plain, err := d.Comp.Decompress(nil, raw[1:])
+		plain, err := d.decompress(nil, raw[1:])
 		if err != nil {
 			return d.damage(file, r, r.Kind.String(), err)
 		}
@@ -202,20 +208,44 @@ func (d *Decoder) damage(file string, r *Record, what string, err error) error {
 	return &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: fmt.Sprintf("%s: %v", what, err), Err: err}
 }
 
+// decompress decompresses a record's compressed part, loading (LoadDict)
+// the dictionary it needs once if Dicts lacks it.
+func (d *Decoder) decompress(dst, compressed []byte) ([]byte, error) {
+	plain, err := d.Comp.Decompress(dst, compressed)
+	if err != nil && d.LoadDict != nil {
+		if id, ok := d.absentDict(compressed); ok && d.LoadDict(id) == nil {
+			return d.Comp.Decompress(dst, compressed)
+		}
+	}
+	return plain, err
+}
+
 // missingDict names the dictionary file a compressed record needs when
 // the store lacks it, or "".
 func (d *Decoder) missingDict(compressed []byte) string {
-	if d.DictFile == nil || d.Dicts == nil || len(compressed) < 2 {
+	if d.DictFile == nil {
 		return ""
+	}
+	if id, ok := d.absentDict(compressed); ok {
+		return d.DictFile(id)
+	}
+	return ""
+}
+
+// absentDict returns the dictionary a compressed record names when Dicts
+// lacks it.
+func (d *Decoder) absentDict(compressed []byte) (uint32, bool) {
+	if d.Dicts == nil || len(compressed) < 2 {
+		return 0, false
 	}
 	id, n := binary.Uvarint(compressed[1:])
 	if n <= 0 || id == 0 || id > 0xffffffff {
-		return ""
+		return 0, false
 	}
 	if _, ok := d.Dicts.Get(uint32(id)); ok {
-		return ""
+		return 0, false
 	}
-	return d.DictFile(uint32(id))
+	return uint32(id), true
 }
 
 // peek returns the kind of raw and, for the kinds that begin with one,
@@ -280,7 +310,7 @@ func (d *Decoder) DecodeAtom(dst []byte, r *Record, file string) ([]byte, *AtomB
 	if r.Kind != KindAtom {
 		return dst, nil, errors.New("record: DecodeAtom of a " + r.Kind.String() + " record")
 	}
-	plain, err := d.Comp.Decompress(dst[:0], r.Body)
+	plain, err := d.decompress(dst[:0], r.Body)
 	if err != nil {
 		return dst, nil, d.damage(file, r, "atom body", err)
 	}

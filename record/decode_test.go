@@ -218,3 +218,47 @@ func FuzzAtomBody(f *testing.F) {
 		}
 	})
 }
+
+// TestDecodeLoadsDictionary: a record compressed with a dictionary the
+// decoder's set lacks is reported as needing that dictionary's file; with
+// LoadDict (a reader beside a live writer that trained it since), the
+// dictionary is loaded once and the record decodes.
+func TestDecodeLoadsDictionary(t *testing.T) {
+	dict := []byte(strings.Repeat("an intent of a tool call with its sanitized arguments, ", 8))
+	writer := frame.NewDicts()
+	if err := writer.Add(7, dict); err != nil {
+		t.Fatal(err)
+	}
+	body := ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t",
+		Args: []byte(`{"note": "an intent of a tool call with its sanitized arguments"}`)})
+	rec := AppendLedger(nil, KindIntent, body, frame.NewCompressor(writer), 7)
+	pos := wal.Pos{Segment: 1, Offset: 64}
+
+	readerDicts := frame.NewDicts()
+	dec := &Decoder{Comp: frame.NewCompressor(readerDicts), Ledger: true, Dicts: readerDicts,
+		DictFile: func(id uint32) string { return "dicts/" + string(rune('0'+id)) + ".dict" }}
+	var r Record
+	err := dec.Decode(rec, pos, "wal/1", &r)
+	var ce *CorruptionError
+	if !errors.As(err, &ce) || ce.File != "dicts/7.dict" || !strings.Contains(err.Error(), "missing") {
+		t.Fatalf("Decode without the dictionary = %v, want the missing dicts/7.dict", err)
+	}
+
+	loads := 0
+	dec.LoadDict = func(id uint32) error {
+		loads++
+		if id != 7 {
+			t.Fatalf("LoadDict(%d), want 7", id)
+		}
+		return readerDicts.Add(id, dict)
+	}
+	if err := dec.Decode(rec, pos, "wal/1", &r); err != nil {
+		t.Fatalf("Decode with LoadDict: %v", err)
+	}
+	if string(r.Plain) != string(body) || loads != 1 {
+		t.Fatalf("decoded %q after %d loads, want the body after 1", r.Plain, loads)
+	}
+	if err := dec.Decode(rec, pos, "wal/1", &r); err != nil || loads != 1 {
+		t.Fatalf("second Decode: %v after %d loads, want no second load", err, loads)
+	}
+}
