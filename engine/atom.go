@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -272,7 +273,12 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 
 // Commit makes the atom durable: it encodes the delta, links it into the
 // run's chain, appends it to the log, waits for the group commit's fsync and
-// only then applies it to the in-memory frame. A delta that does not apply
+// only then applies it to the in-memory frame. A message text or tool
+// output of the delta equal to the certified result of one of the atom's
+// actions (a tool message holding the result Do returned) is stored as a
+// reference to that certificate rather than a second copy
+// (frame.Delta.ReferResults); every reader resolves it, so State, StateAt
+// and snapshots hold the text. A delta that does not apply
 // to the frame (an unknown subgoal, say) is refused with ErrInvalidDelta and
 // the atom stays running, as it does after any other error.
 //
@@ -306,7 +312,26 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	for i, act := range c.actions {
 		fps[i] = act.fp
 	}
-	delta := frame.AppendDelta(buf.delta[:0], d)
+	// The stored delta refers to the atom's certified results instead of
+	// holding a second copy of them (a tool message whose content is the
+	// result it answers); the frame in memory takes d itself.
+	stored, grown := d, 0
+	if len(c.actions) > 0 && !inlineResults.Load() {
+		results := buf.results[:0]
+		for _, act := range c.actions {
+			results = append(results, act.result)
+		}
+		stored = d.ReferResults(results)
+		clear(results) // the pool keeps no result alive
+		buf.results = results[:0]
+	}
+	delta := frame.AppendDelta(buf.delta[:0], stored)
+	grown = len(delta)
+	if stored != d {
+		// What the frame grows by, for the snapshot policy: a replay
+		// applies the results the references bring back.
+		grown = frame.EncodedDeltaSize(d)
+	}
 	body := record.AppendAtomBody(buf.body[:0], fps, delta)
 	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
 		buf.delta, buf.body = delta, body
@@ -334,7 +359,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err != nil {
 		err = fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
 	} else {
-		err = a.publishLocked(d, c, head, pos, len(delta))
+		err = a.publishLocked(d, c, head, pos, grown)
 	}
 	db.untrack(tok)
 	r.endWriteLocked()
@@ -390,7 +415,8 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 
 // publishLocked applies the atom, whose record is durable at pos, to the
 // run's state in memory: its frame, last seq, head and positions change
-// together, under r.mu. The atom is then done.
+// together, under r.mu. The atom is then done. deltaLen is d's encoded
+// size, its certified results inline.
 func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, pos wal.Pos, deltaLen int) error {
 	r := a.run
 	if r.mu.broken != nil {
@@ -501,8 +527,16 @@ func (r *Run) snapshotDueLocked(since int) bool {
 	return r.mu.deltaBytes*4 >= r.mu.snapFrameBytes || time.Since(r.mu.snapTime) >= r.db.opts.SnapshotInterval
 }
 
+// inlineResults, set, makes Commit store every delta as it is, its
+// certified results inline: the baseline of the benchmarks that measure
+// what references save. Never set outside them.
+var inlineResults atomic.Bool
+
 // encBuf holds the scratch buffers of one Commit.
-type encBuf struct{ delta, body, payload, rec []byte }
+type encBuf struct {
+	delta, body, payload, rec []byte
+	results                   [][]byte // cleared before the buffer returns to the pool
+}
 
 var bufPool = sync.Pool{New: func() any { return &encBuf{} }}
 
