@@ -308,47 +308,14 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	// Commit moves its head or frame meanwhile (Run.mu.writing).
 	buf := getBuf()
 	defer putBuf(buf)
-	fps := make([]ledger.Fingerprint, len(c.actions))
-	for i, act := range c.actions {
-		fps[i] = act.fp
-	}
-	// The stored delta refers to the atom's certified results instead of
-	// holding a second copy of them (a tool message whose content is the
-	// result it answers); the frame in memory takes d itself.
-	stored, grown := d, 0
-	if len(c.actions) > 0 && !inlineResults.Load() {
-		results := buf.results[:0]
-		for _, act := range c.actions {
-			results = append(results, act.result)
-		}
-		stored = d.ReferResults(results)
-		clear(results) // the pool keeps no result alive
-		buf.results = results[:0]
-	}
-	delta := frame.AppendDelta(buf.delta[:0], stored)
-	grown = len(delta)
-	if stored != d {
-		// What the frame grows by, for the snapshot policy: a replay
-		// applies the results the references bring back.
-		grown = frame.EncodedDeltaSize(d)
-	}
-	body := record.AppendAtomBody(buf.body[:0], fps, delta)
-	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
-		buf.delta, buf.body = delta, body
+	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d)
+	if err != nil {
 		r.mu.Lock()
 		r.endWriteLocked()
 		r.mu.Unlock()
 		return err
 	}
-	payload := append(buf.payload[:0], body...)
-	for _, act := range c.actions {
-		sum := blake3.Sum256(act.result)
-		payload = append(payload, sum[:]...)
-	}
-	head := db.hasher.Link(r.id, a.seq, c.prev, payload)
-	rec := record.AppendAtomHeader(buf.rec[:0], r.id, a.seq, head)
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
-	buf.delta, buf.body, buf.payload, buf.rec = delta, body, payload, rec
+	rec, head, grown := enc.rec, enc.head, enc.grown
 
 	// Registered before the append, released once the state shows the
 	// atom: an engine checkpoint that captures the run before that replays
@@ -371,9 +338,73 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 		return err
 	}
 	db.counters.atoms.Add(1)
-	db.sample(body)
-	a.observeCommit(start, len(rec), len(delta), len(c.actions))
+	db.sample(enc.body)
+	a.observeCommit(start, len(rec), enc.deltaLen, len(c.actions))
 	return nil
+}
+
+// encodedAtom is an atom record encodeAtom built, in the buffers of an
+// encBuf (valid until it returns to the pool).
+type encodedAtom struct {
+	rec      []byte     // the record: header, compressed body
+	body     []byte     // the body, uncompressed
+	head     chain.Hash // the chain's head after the atom
+	deltaLen int        // the stored delta's encoded size (its references made)
+	grown    int        // what the frame grows by: d's encoded size, results inline
+}
+
+// encodeAtom builds the record of atom seq of run, which links to prev,
+// performed actions and commits d. It is the delta's one path to the log
+// (docs/DESIGN.md, "Write path"): the delta is encoded once, in place
+// after the body's header, with its copies of certified results made
+// references (ReferResults); hashed where it lies (the chained payload is
+// the body, then the results' digests, kept apart); compressed once into
+// the record, which the log copies into its group-commit buffer and
+// writes. A body past MaxSize is an ErrTooLarge error.
+func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta) (encodedAtom, error) {
+	fps := buf.fps[:0]
+	for _, act := range actions {
+		fps = append(fps, act.fp)
+	}
+	buf.fps = fps
+	// The stored delta refers to the atom's certified results instead of
+	// holding a second copy of them (a tool message whose content is the
+	// result it answers); the frame in memory takes d itself.
+	stored := d
+	if len(actions) > 0 && !inlineResults.Load() {
+		results := buf.results[:0]
+		for _, act := range actions {
+			results = append(results, act.result)
+		}
+		stored = d.ReferResults(results)
+		clear(results) // the pool keeps no result alive
+		buf.results = results[:0]
+	}
+	body := record.AppendAtomBodyHeader(buf.body[:0], fps)
+	hdr := len(body)
+	body = frame.AppendDelta(body, stored)
+	buf.body = body
+	e := encodedAtom{body: body, deltaLen: len(body) - hdr, grown: len(body) - hdr}
+	if stored != d {
+		// For the snapshot policy: a replay applies the results the
+		// references bring back.
+		e.grown = frame.EncodedDeltaSize(d)
+	}
+	if err := checkRecordSize(run, seq, "the atom's record (delta and action fingerprints)", body); err != nil {
+		return encodedAtom{}, err
+	}
+	sums := buf.sums[:0]
+	for _, act := range actions {
+		sum := blake3.Sum256(act.result)
+		sums = append(sums, sum[:]...)
+	}
+	buf.sums = sums
+	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	rec = db.comp.Compress(rec, body, db.curDict.Load())
+	buf.rec = rec
+	e.rec = rec
+	return e, nil
 }
 
 // pendingCommit is what a Commit takes from its run and atom, under their
@@ -534,8 +565,11 @@ var inlineResults atomic.Bool
 
 // encBuf holds the scratch buffers of one Commit.
 type encBuf struct {
-	delta, body, payload, rec []byte
-	results                   [][]byte // cleared before the buffer returns to the pool
+	fps     []ledger.Fingerprint // the atom's actions
+	results [][]byte             // their certified results; cleared before the buffer returns to the pool
+	body    []byte               // the atom body: version, fingerprints, the delta encoded in place
+	sums    []byte               // BLAKE3 of each result: the chained payload's tail
+	rec     []byte               // the record: header, compressed body
 }
 
 var bufPool = sync.Pool{New: func() any { return &encBuf{} }}
@@ -544,7 +578,7 @@ func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.payload) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep {
 		return
 	}
 	bufPool.Put(b)
