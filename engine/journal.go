@@ -120,9 +120,9 @@ func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
 
 // applyAtomBody decompresses the body of atom record a and applies its
 // delta to f, resolving the certified results it refers to from the
-// ledger (certifiedResult). file names where a is (the log's directory
-// when its segment is not known).
-func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file string) error {
+// ledger (certifiedResult). file names the segment a is in, for an error
+// (the log's directory when its position is not known).
+func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
 	return record.ApplyAtom(db.comp, f, a, file, db.certifiedResult)
 }
 

@@ -102,6 +102,74 @@ func BenchmarkAgentAtomBytes(b *testing.B) {
 	}
 }
 
+// BenchmarkStateAtFromLogRefs: what resolving references costs a reader
+// that rebuilds a frame from the log, the one that pays for them: StateAt
+// of a 1,000-atom run of the agent workload without snapshots, after a
+// reopen (so every certified result is read from the log), with the
+// results inline and with references.
+//
+//	go test -run '^$' -bench StateAtFromLogRefs -benchtime 20x ./engine
+func BenchmarkStateAtFromLogRefs(b *testing.B) {
+	const n = 1000
+	for _, mode := range []string{"inline", "refs"} {
+		b.Run(mode, func(b *testing.B) {
+			inlineResults.Store(mode == "inline")
+			dir := filepath.Join(b.TempDir(), "s")
+			opts := &Options{NoSync: true, SnapshotEvery: 1 << 30, SnapshotInterval: 1 << 62, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			db, err := Open(dir, opts)
+			if err != nil {
+				b.Fatal(err)
+			}
+			run, err := db.Run(ctx, "r")
+			if err != nil {
+				b.Fatal(err)
+			}
+			for i := 1; i <= n; i++ {
+				a := workload.Script("r", uint64(i), 1)
+				atom, err := run.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				res, err := atom.Do(ctx, ledger.Action{Tool: a.Tool, Args: a.Args, Key: a.Key, Idempotent: a.Idempotent},
+					func(context.Context, string) ([]byte, error) { return a.Result, nil })
+				if err != nil {
+					b.Fatal(err)
+				}
+				d := new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: a.Thought}).
+					AppendMessage(frame.Message{Role: frame.RoleTool, Content: string(res), Tool: a.Tool, CallID: a.Key}).
+					Set(a.MemKey, a.MemVal)
+				if err := atom.Commit(ctx, d); err != nil {
+					b.Fatal(err)
+				}
+			}
+			inlineResults.Store(false)
+			if err := db.Close(); err != nil {
+				b.Fatal(err)
+			}
+			if db, err = Open(dir, opts); err != nil {
+				b.Fatal(err)
+			}
+			defer db.Close()
+			if run, err = db.Run(ctx, "r"); err != nil {
+				b.Fatal(err)
+			}
+			if _, err := run.StateAt(ctx, n-1); err != nil { // the scan of positions, once
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			c0 := cpuNow()
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				if _, err := run.StateAt(ctx, n-1); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(cpuNow()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+		})
+	}
+}
+
 // atomRecordBytes sums the sizes of the atom records of db's log from
 // position from on.
 func atomRecordBytes(b *testing.B, db *DB, from wal.Pos) int64 {

@@ -107,7 +107,7 @@ func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, err
 // applyAtomBody applies the delta of atom record a to f, resolving the
 // certified results it refers to with results (record.ApplyAtom).
 func (db *store) applyAtomBody(f *frame.Frame, a *record.Record, results record.Results) error {
-	return record.ApplyAtom(db.comp, f, a, db.segmentFile(a.Pos.Segment), results)
+	return record.ApplyAtom(db.comp, f, a, db.segmentFile, results)
 }
 
 // certifiedResult reads the certificate of action fp at pos in log, as an

@@ -343,14 +343,15 @@ var ErrNoCertificate = errors.New("record: no certificate for the action")
 // to the result of any action its atom lists, and to nothing else. f is
 // unchanged on error.
 //
-// Damage is a *CorruptionError of file (at a.Pos's offset, when it is
-// known) naming the run and seq: a body or delta that does not decode, a
+// Damage is a *CorruptionError of file(a.Pos.Segment), the file a is in
+// (asked only for an error), at a.Pos's offset when it is known, naming
+// the run and seq: a body or delta that does not decode, a
 // delta that does not apply, a reference to an action the atom does not
 // list or to one without a certificate. An error of results that is not
 // damage is returned wrapped, naming the run, seq and action.
-func ApplyAtom(comp Compressor, f *frame.Frame, a *Record, file string, results Results) error {
+func ApplyAtom(comp Compressor, f *frame.Frame, a *Record, file func(seg uint64) string, results Results) error {
 	damage := func(reason string, err error) error {
-		return &CorruptionError{File: file, Offset: a.Pos.Offset, Run: a.Run, Seq: a.Seq, Reason: reason, Err: err}
+		return &CorruptionError{File: file(a.Pos.Segment), Offset: a.Pos.Offset, Run: a.Run, Seq: a.Seq, Reason: reason, Err: err}
 	}
 	plain, err := comp.Decompress(nil, a.Body)
 	if err != nil {

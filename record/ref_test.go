@@ -13,6 +13,8 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
+func segName(uint64) string { return "seg" }
+
 var fp2 = ledger.Fingerprint{0x77, 31: 0x88}
 
 const hexFP2 = "7700000000000000000000000000000000000000000000000000000000000088"
@@ -59,7 +61,7 @@ func TestGoldenAtomWithReference(t *testing.T) {
 	byFP := map[ledger.Fingerprint][]byte{fp1: results[0], fp2: results[1]}
 	var asked []ledger.Fingerprint
 	f := &frame.Frame{}
-	err := ApplyAtom(newRaw(), f, &r, "seg", func(fp ledger.Fingerprint) ([]byte, error) {
+	err := ApplyAtom(newRaw(), f, &r, segName, func(fp ledger.Fingerprint) ([]byte, error) {
 		asked = append(asked, fp)
 		return byFP[fp], nil
 	})
@@ -114,7 +116,7 @@ func TestApplyAtomUnresolved(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			f := &frame.Frame{}
-			err := ApplyAtom(newRaw(), f, c.rec, "seg", c.results)
+			err := ApplyAtom(newRaw(), f, c.rec, segName, c.results)
 			if err == nil {
 				t.Fatal("applied")
 			}
@@ -168,7 +170,7 @@ func FuzzApplyAtom(f *testing.F) {
 		a := &Record{Kind: KindAtom, Run: "r1", Seq: 7, Pos: wal.Pos{Segment: 1, Offset: 64}, Body: comp.Compress(nil, plain, 0)}
 		fr := &frame.Frame{Memory: map[string][]byte{"k": []byte("v")}}
 		before := frame.AppendFrame(nil, fr)
-		err := ApplyAtom(comp, fr, a, "seg", results)
+		err := ApplyAtom(comp, fr, a, segName, results)
 		if err != nil {
 			if !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("error %v is not the atom's damage", err)
