@@ -113,44 +113,16 @@ func BenchmarkStateAtFromLogRefs(b *testing.B) {
 	const n = 1000
 	for _, mode := range []string{"inline", "refs"} {
 		b.Run(mode, func(b *testing.B) {
-			inlineResults.Store(mode == "inline")
 			dir := filepath.Join(b.TempDir(), "s")
 			opts := &Options{NoSync: true, SnapshotEvery: 1 << 30, SnapshotInterval: 1 << 62, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+			buildAgentStore(b, dir, opts, n, mode == "inline")
 			db, err := Open(dir, opts)
 			if err != nil {
 				b.Fatal(err)
 			}
+			defer db.Close()
 			run, err := db.Run(ctx, "r")
 			if err != nil {
-				b.Fatal(err)
-			}
-			for i := 1; i <= n; i++ {
-				a := workload.Script("r", uint64(i), 1)
-				atom, err := run.Begin(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				res, err := atom.Do(ctx, ledger.Action{Tool: a.Tool, Args: a.Args, Key: a.Key, Idempotent: a.Idempotent},
-					func(context.Context, string) ([]byte, error) { return a.Result, nil })
-				if err != nil {
-					b.Fatal(err)
-				}
-				d := new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: a.Thought}).
-					AppendMessage(frame.Message{Role: frame.RoleTool, Content: string(res), Tool: a.Tool, CallID: a.Key}).
-					Set(a.MemKey, a.MemVal)
-				if err := atom.Commit(ctx, d); err != nil {
-					b.Fatal(err)
-				}
-			}
-			inlineResults.Store(false)
-			if err := db.Close(); err != nil {
-				b.Fatal(err)
-			}
-			if db, err = Open(dir, opts); err != nil {
-				b.Fatal(err)
-			}
-			defer db.Close()
-			if run, err = db.Run(ctx, "r"); err != nil {
 				b.Fatal(err)
 			}
 			if _, err := run.StateAt(ctx, n-1); err != nil { // the scan of positions, once
@@ -167,6 +139,70 @@ func BenchmarkStateAtFromLogRefs(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric(float64(cpuNow()-c0)/float64(b.N)/1e3, "cpu-µs/op")
 		})
+	}
+}
+
+// BenchmarkVerifyRefs: verify (not deep, then deep) of a closed store of
+// one 2,000-atom run of the agent workload, with the results inline and
+// with references: verify decodes a delta that may refer (version 2) to
+// check its references, and a deep verify reads each referenced
+// certificate back from the log to rebuild the frames.
+//
+//	go test -run '^$' -bench VerifyRefs -benchtime 5x ./engine
+func BenchmarkVerifyRefs(b *testing.B) {
+	for _, mode := range []string{"inline", "refs"} {
+		dir := filepath.Join(b.TempDir(), "s")
+		opts := &Options{NoSync: true, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+		buildAgentStore(b, dir, opts, 2000, mode == "inline")
+		for _, deep := range []bool{false, true} {
+			b.Run(fmt.Sprintf("%s/deep=%v", mode, deep), func(b *testing.B) {
+				b.ReportAllocs()
+				c0 := cpuNow()
+				for i := 0; i < b.N; i++ {
+					rep, err := Verify(ctx, dir, &VerifyOptions{Deep: deep})
+					if err != nil || !rep.OK {
+						b.Fatalf("verify: %v %v", err, rep)
+					}
+				}
+				b.ReportMetric(float64(cpuNow()-c0)/float64(b.N)/1e3, "cpu-µs/op")
+			})
+		}
+	}
+}
+
+// buildAgentStore writes n atoms of the agent workload to run "r" of a new
+// store in dir, with the results inline or as references, and closes it.
+func buildAgentStore(b *testing.B, dir string, opts *Options, n int, inline bool) {
+	inlineResults.Store(inline)
+	defer inlineResults.Store(false)
+	db, err := Open(dir, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	run, err := db.Run(ctx, "r")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for i := 1; i <= n; i++ {
+		a := workload.Script("r", uint64(i), 1)
+		atom, err := run.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		res, err := atom.Do(ctx, ledger.Action{Tool: a.Tool, Args: a.Args, Key: a.Key, Idempotent: a.Idempotent},
+			func(context.Context, string) ([]byte, error) { return a.Result, nil })
+		if err != nil {
+			b.Fatal(err)
+		}
+		d := new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: a.Thought}).
+			AppendMessage(frame.Message{Role: frame.RoleTool, Content: string(res), Tool: a.Tool, CallID: a.Key}).
+			Set(a.MemKey, a.MemVal)
+		if err := atom.Commit(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		b.Fatal(err)
 	}
 }
 
