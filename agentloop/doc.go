@@ -96,10 +96,11 @@
 //   - Tool calls of one turn run one after the other: default keys number
 //     the atom's calls in order.
 //   - The model's response is stored twice, in its certificate and as the
-//     frame's assistant message; a tool's result (a RoleTool message's
-//     Content equal to the certified result) can be stored once, as a
-//     reference (frame.Delta.ReferResults), when the engine writes deltas
-//     that way.
+//     frame's assistant message (the message is derived from the
+//     response, not equal to it). A tool's result is stored once: its
+//     RoleTool message's Content is the certified result byte for byte,
+//     so the engine's Commit records it as a reference to the certificate
+//     (frame.Delta.ReferResults); every read of the frame gives the text.
 //   - Secrets: the model's arguments and the tools' results are in the
 //     conversation, which is stored. A tool adds its credentials itself,
 //     out of the model's sight.

@@ -146,6 +146,14 @@ func (h *Hasher) ForkGenesis(runID string, nonce Nonce, parent string, at uint64
 // Link returns h(seq) = H(tag, run id, seq, prev, len(payload), payload).
 // prev is h(seq-1) (Genesis for seq 1). It does not allocate.
 func (h *Hasher) Link(runID string, seq uint64, prev Hash, payload []byte) Hash {
+	return h.LinkParts(runID, seq, prev, payload, nil)
+}
+
+// LinkParts is Link over the payload body followed by tail, hashed where
+// they lie: a writer that holds a payload in two pieces (an atom's body
+// and its results' digests) need not copy them together. It does not
+// allocate.
+func (h *Hasher) LinkParts(runID string, seq uint64, prev Hash, body, tail []byte) Hash {
 	st := h.pool.Get().(*hashState)
 	st.h.Reset()
 	b := st.hdr[:0]
@@ -156,9 +164,10 @@ func (h *Hasher) Link(runID string, seq uint64, prev Hash, payload []byte) Hash 
 	b = st.hdr[:0]
 	b = binary.BigEndian.AppendUint64(b, seq)
 	b = append(b, prev[:]...)
-	b = binary.BigEndian.AppendUint64(b, uint64(len(payload)))
+	b = binary.BigEndian.AppendUint64(b, uint64(len(body)+len(tail)))
 	st.h.Write(b)
-	st.h.Write(payload)
+	st.h.Write(body)
+	st.h.Write(tail)
 	st.h.Sum(st.out[:0])
 	out := Hash(st.out)
 	h.pool.Put(st)

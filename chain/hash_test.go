@@ -191,3 +191,30 @@ func TestHashText(t *testing.T) {
 		t.Fatalf("nonces %v %v: %v %v", n1, n2, err1, err2)
 	}
 }
+
+// TestLinkParts: LinkParts over two pieces is Link over them joined, at
+// every split, keyed or not.
+func TestLinkParts(t *testing.T) {
+	payload := []byte("an atom body, then the digests of its results")
+	for _, key := range [][]byte{nil, bytes.Repeat([]byte{9}, 32)} {
+		h, err := chain.NewHasher(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prev := chain.Hash{1, 2, 3}
+		want := h.Link("run", 7, prev, payload)
+		for i := 0; i <= len(payload); i++ {
+			if got := h.LinkParts("run", 7, prev, payload[:i], payload[i:]); got != want {
+				t.Fatalf("key %v, split at %d: %x, want %x", key != nil, i, got[:8], want[:8])
+			}
+		}
+		if h.LinkParts("run", 7, prev, payload, []byte{0}) == want {
+			t.Fatal("a longer tail links to the same head")
+		}
+	}
+	h, _ := chain.NewHasher(nil)
+	h.LinkParts("run", 7, chain.Hash{}, payload[:5], payload[5:]) // warm the pool
+	if n := testing.AllocsPerRun(100, func() { h.LinkParts("run", 7, chain.Hash{}, payload[:5], payload[5:]) }); n != 0 {
+		t.Fatalf("LinkParts allocates %v times", n)
+	}
+}

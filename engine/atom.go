@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -272,7 +273,12 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 
 // Commit makes the atom durable: it encodes the delta, links it into the
 // run's chain, appends it to the log, waits for the group commit's fsync and
-// only then applies it to the in-memory frame. A delta that does not apply
+// only then applies it to the in-memory frame. A message text or tool
+// output of the delta equal to the certified result of one of the atom's
+// actions (a tool message holding the result Do returned) is stored as a
+// reference to that certificate rather than a second copy
+// (frame.Delta.ReferResults); every reader resolves it, so State, StateAt
+// and snapshots hold the text. A delta that does not apply
 // to the frame (an unknown subgoal, say) is refused with ErrInvalidDelta and
 // the atom stays running, as it does after any other error.
 //
@@ -302,28 +308,14 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	// Commit moves its head or frame meanwhile (Run.mu.writing).
 	buf := getBuf()
 	defer putBuf(buf)
-	fps := make([]ledger.Fingerprint, len(c.actions))
-	for i, act := range c.actions {
-		fps[i] = act.fp
-	}
-	delta := frame.AppendDelta(buf.delta[:0], d)
-	body := record.AppendAtomBody(buf.body[:0], fps, delta)
-	if err := checkRecordSize(r.id, a.seq, "the atom's record (delta and action fingerprints)", body); err != nil {
-		buf.delta, buf.body = delta, body
+	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d)
+	if err != nil {
 		r.mu.Lock()
 		r.endWriteLocked()
 		r.mu.Unlock()
 		return err
 	}
-	payload := append(buf.payload[:0], body...)
-	for _, act := range c.actions {
-		sum := blake3.Sum256(act.result)
-		payload = append(payload, sum[:]...)
-	}
-	head := db.hasher.Link(r.id, a.seq, c.prev, payload)
-	rec := record.AppendAtomHeader(buf.rec[:0], r.id, a.seq, head)
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
-	buf.delta, buf.body, buf.payload, buf.rec = delta, body, payload, rec
+	rec, head, grown := enc.rec, enc.head, enc.grown
 
 	// Registered before the append, released once the state shows the
 	// atom: an engine checkpoint that captures the run before that replays
@@ -334,7 +326,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err != nil {
 		err = fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
 	} else {
-		err = a.publishLocked(d, c, head, pos, len(delta))
+		err = a.publishLocked(d, c, head, pos, grown)
 	}
 	db.untrack(tok)
 	r.endWriteLocked()
@@ -346,9 +338,73 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 		return err
 	}
 	db.counters.atoms.Add(1)
-	db.sample(body)
-	a.observeCommit(start, len(rec), len(delta), len(c.actions))
+	db.sample(enc.body)
+	a.observeCommit(start, len(rec), enc.deltaLen, len(c.actions))
 	return nil
+}
+
+// encodedAtom is an atom record encodeAtom built, in the buffers of an
+// encBuf (valid until it returns to the pool).
+type encodedAtom struct {
+	rec      []byte     // the record: header, compressed body
+	body     []byte     // the body, uncompressed
+	head     chain.Hash // the chain's head after the atom
+	deltaLen int        // the stored delta's encoded size (its references made)
+	grown    int        // what the frame grows by: d's encoded size, results inline
+}
+
+// encodeAtom builds the record of atom seq of run, which links to prev,
+// performed actions and commits d. It is the delta's one path to the log
+// (docs/DESIGN.md, "Write path"): the delta is encoded once, in place
+// after the body's header, with its copies of certified results made
+// references (ReferResults); hashed where it lies (the chained payload is
+// the body, then the results' digests, kept apart); compressed once into
+// the record, which the log copies into its group-commit buffer and
+// writes. A body past MaxSize is an ErrTooLarge error.
+func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta) (encodedAtom, error) {
+	fps := buf.fps[:0]
+	for _, act := range actions {
+		fps = append(fps, act.fp)
+	}
+	buf.fps = fps
+	// The stored delta refers to the atom's certified results instead of
+	// holding a second copy of them (a tool message whose content is the
+	// result it answers); the frame in memory takes d itself.
+	stored := d
+	if len(actions) > 0 && !inlineResults.Load() {
+		results := buf.results[:0]
+		for _, act := range actions {
+			results = append(results, act.result)
+		}
+		stored = d.ReferResults(results)
+		clear(results) // the pool keeps no result alive
+		buf.results = results[:0]
+	}
+	body := record.AppendAtomBodyHeader(buf.body[:0], fps)
+	hdr := len(body)
+	body = frame.AppendDelta(body, stored)
+	buf.body = body
+	e := encodedAtom{body: body, deltaLen: len(body) - hdr, grown: len(body) - hdr}
+	if stored != d {
+		// For the snapshot policy: a replay applies the results the
+		// references bring back.
+		e.grown = frame.EncodedDeltaSize(d)
+	}
+	if err := checkRecordSize(run, seq, "the atom's record (delta and action fingerprints)", body); err != nil {
+		return encodedAtom{}, err
+	}
+	sums := buf.sums[:0]
+	for _, act := range actions {
+		sum := blake3.Sum256(act.result)
+		sums = append(sums, sum[:]...)
+	}
+	buf.sums = sums
+	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	rec = db.comp.Compress(rec, body, db.curDict.Load())
+	buf.rec = rec
+	e.rec = rec
+	return e, nil
 }
 
 // pendingCommit is what a Commit takes from its run and atom, under their
@@ -390,7 +446,8 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 
 // publishLocked applies the atom, whose record is durable at pos, to the
 // run's state in memory: its frame, last seq, head and positions change
-// together, under r.mu. The atom is then done.
+// together, under r.mu. The atom is then done. deltaLen is d's encoded
+// size, its certified results inline.
 func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, pos wal.Pos, deltaLen int) error {
 	r := a.run
 	if r.mu.broken != nil {
@@ -501,8 +558,19 @@ func (r *Run) snapshotDueLocked(since int) bool {
 	return r.mu.deltaBytes*4 >= r.mu.snapFrameBytes || time.Since(r.mu.snapTime) >= r.db.opts.SnapshotInterval
 }
 
+// inlineResults, set, makes Commit store every delta as it is, its
+// certified results inline: the baseline of the benchmarks that measure
+// what references save. Never set outside them.
+var inlineResults atomic.Bool
+
 // encBuf holds the scratch buffers of one Commit.
-type encBuf struct{ delta, body, payload, rec []byte }
+type encBuf struct {
+	fps     []ledger.Fingerprint // the atom's actions
+	results [][]byte             // their certified results; cleared before the buffer returns to the pool
+	body    []byte               // the atom body: version, fingerprints, the delta encoded in place
+	sums    []byte               // BLAKE3 of each result: the chained payload's tail
+	rec     []byte               // the record: header, compressed body
+}
 
 var bufPool = sync.Pool{New: func() any { return &encBuf{} }}
 
@@ -510,7 +578,7 @@ func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.payload) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep {
 		return
 	}
 	bufPool.Put(b)

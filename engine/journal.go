@@ -8,7 +8,6 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -119,7 +118,46 @@ func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
 	return r.Intent, nil
 }
 
-// applyAtomBody decompresses an atom's body and applies its delta to f.
-func (db *DB) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
-	return record.ApplyAtom(db.comp, f, run, seq, compressed, db.path(layout.WALDir))
+// applyAtomBody decompresses the body of atom record a and applies its
+// delta to f, resolving the certified results it refers to from the
+// ledger (certifiedResult). file names the segment a is in, for an error
+// (the log's directory when its position is not known).
+func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
+	return record.ApplyAtom(db.comp, f, a, file, db.certifiedResult)
+}
+
+// certifiedResult returns the certified result of action fp, for an atom's
+// delta that refers to it: the ledger's copy in memory, or the certificate
+// the ledger's index locates in the log. A certificate the ledger already
+// knows (this process wrote it, or Open replayed it from the log's tail:
+// after a crash, the certificates of the atoms replayed are there) is
+// final, since a done or resolved action is never certified again; only
+// for another one does it wait for the ledger's persisted table.
+func (db *DB) certifiedResult(fp ledger.Fingerprint) ([]byte, error) {
+	e, ok := db.ledger.Lookup(fp)
+	if !ok || (e.Status != ledger.StatusDone && e.Status != ledger.StatusResolved) {
+		if err := db.waitLedger(context.Background()); err != nil {
+			return nil, err
+		}
+		e, ok = db.ledger.Lookup(fp)
+	}
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%w: the ledger does not know action %x", record.ErrNoCertificate, fp[:8])
+	case e.Status != ledger.StatusDone && e.Status != ledger.StatusResolved:
+		return nil, fmt.Errorf("%w: action %x is %s in the ledger", record.ErrNoCertificate, fp[:8], e.Status)
+	case e.Result != nil:
+		return e.Result, nil
+	case e.CertLoc == (ledger.Loc{}):
+		return nil, fmt.Errorf("engine: action %x is certified, but the ledger holds neither its result nor where its certificate is", fp[:8])
+	}
+	c, err := db.readCertificate(e.CertLoc)
+	if err != nil {
+		return nil, err
+	}
+	if c.Fingerprint != fp {
+		return nil, &CorruptionError{File: db.segmentFile(e.CertLoc.Segment), Offset: e.CertLoc.Offset, Run: c.RunID, Seq: c.Seq,
+			Reason: fmt.Sprintf("the ledger's index names this certificate for action %x; it certifies action %x", fp[:8], c.Fingerprint[:8])}
+	}
+	return c.Result, nil
 }

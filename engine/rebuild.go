@@ -68,7 +68,7 @@ func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64,
 			return nil, &CorruptionError{File: db.segmentFile(a.Pos.Segment), Offset: a.Pos.Offset, Run: run, Seq: seq + 1,
 				Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.Seq, seq)}
 		}
-		if err := db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
 			return nil, err
 		}
 		seq, h = a.Seq, a.Head

@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -370,7 +371,7 @@ func (r *Run) materializeLocked() error {
 			return &CorruptionError{File: r.db.path(layout.WALDir), Run: r.id, Seq: seq + 1,
 				Reason: fmt.Sprintf("the log tail resumes at seq %d after seq %d", p.seq, seq)}
 		}
-		if err := r.db.applyAtomBody(f, r.id, p.seq, p.body); err != nil {
+		if err := r.db.applyAtomBody(f, &record.Record{Kind: record.KindAtom, Run: r.id, Seq: p.seq, Body: p.body}, r.db.walDir); err != nil {
 			return err
 		}
 		seq = p.seq
@@ -383,6 +384,10 @@ func (r *Run) materializeLocked() error {
 	r.mu.pending = nil
 	return nil
 }
+
+// walDir names the log's directory, for damage to a record whose segment
+// is not known (an atom replayed at Open, whose body alone is kept).
+func (db *DB) walDir(uint64) string { return db.path(layout.WALDir) }
 
 // headBeforeLocked returns the head of the atom just before the first of
 // rest (the replayed atoms): CHECKPOINT's head of the run when rest is

@@ -190,7 +190,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			}
 			continue
 		}
-		if err := db.applyAtomBody(f, r.id, at, a.Body); err != nil {
+		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
 			return nil, false, err
 		}
 	}
@@ -228,7 +228,7 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 		if err != nil {
 			return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, at, err)
 		}
-		if err := db.applyAtomBody(f, r.id, at, a.Body); err != nil {
+		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
 			return nil, err
 		}
 	}

@@ -92,6 +92,18 @@
 //	d2, err := frame.DecodeDelta(rec)         // at replay
 //	err = f.ApplyWith(d2, func(i int) ([]byte, error) { ... certificate i ... })
 //
+// Which results a delta may refer to is the engine's rule (record.ApplyAtom):
+// result i is the certified result of action i of the atom that commits
+// the delta, the i-th action its atom record lists, in call order. A
+// delta may therefore refer to the result of any action its atom performed
+// or was given as certified (a repeated action, an action a fork repeats
+// from its parent), and to nothing else: not to an earlier atom's result,
+// nor to another run's. The chain covers both sides: the reference is in
+// the atom's body, and BLAKE3 of the result in its chained payload, so a
+// changed reference or a changed certificate breaks the atom's link; and
+// verify reports a reference to an action the atom does not list or that
+// has no certificate before the atom.
+//
 // # Wire format
 //
 // All integers are uvarints, strings and byte strings are length-prefixed,

@@ -54,7 +54,11 @@ type AtomInfo struct {
 	// its body decompressed plus the record header.
 	Size    int
 	RawSize int
-	Delta   *frame.Delta
+	// Delta is the atom's delta as Apply sees it: a message text or tool
+	// output that the log stores as a reference to one of the atom's
+	// certified results holds that result, unless the result in Actions
+	// was cut (ResultSize): then the reference stays (frame.Op.Refs).
+	Delta *frame.Delta
 	// Actions are the actions the atom performed, in call order.
 	Actions []ActionInfo
 }
@@ -142,5 +146,38 @@ func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) st
 		}
 		info.Actions = append(info.Actions, ai)
 	}
+	if err := info.resolveRefs(); err != nil {
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom delta: %v", err), Err: err}
+	}
 	return info, nil
+}
+
+// resolveRefs replaces info.Delta, as stored, by the delta Apply sees: the
+// certified results it refers to (frame.Delta.ReferResults) taken from its
+// actions' certificates. A result cut to bound memory (shorter than its
+// ResultSize) is not the text: the delta then keeps its references, which
+// its ops name (frame.Op.Refs). A reference to an action the atom does not
+// list, or to one without a done or resolved certificate, is an error.
+func (info *AtomInfo) resolveRefs() error {
+	refs := info.Delta.Refs()
+	for _, i := range refs {
+		if i >= len(info.Actions) {
+			return fmt.Errorf("%w: it refers to certified result %d; the atom lists %d actions", record.ErrNoCertificate, i, len(info.Actions))
+		}
+		if a := info.Actions[i]; a.Status != ledger.StatusDone && a.Status != ledger.StatusResolved {
+			return fmt.Errorf("%w: it refers to the result of action %d (%x), which is %s", record.ErrNoCertificate, i, a.Fingerprint[:8], a.Status)
+		}
+		if a := info.Actions[i]; len(a.Result) < a.ResultSize {
+			return nil // cut: the references stay
+		}
+	}
+	if len(refs) == 0 {
+		return nil
+	}
+	d, err := info.Delta.Resolve(func(i int) ([]byte, error) { return info.Actions[i].Result, nil })
+	if err != nil {
+		return err
+	}
+	info.Delta = d
+	return nil
 }

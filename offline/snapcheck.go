@@ -150,7 +150,7 @@ func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *
 		if f == nil {
 			continue
 		}
-		if err := db.applyAtomBody(f, a.Run, a.Seq, a.Body); err != nil {
+		if err := db.applyAtomBody(f, a, vr.results); err != nil {
 			delete(frames, a.Run) // the log's own check reports it
 			continue
 		}

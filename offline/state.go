@@ -9,6 +9,7 @@ import (
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -56,11 +57,21 @@ func (in *Inspector) stateAt(ctx context.Context, run string, seq uint64, hops i
 		if err != nil {
 			return nil, err
 		}
-		if err := in.st.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+		if err := in.st.db.applyAtomBody(f, a, in.certifiedResult); err != nil {
 			return nil, err
 		}
 	}
 	return f, nil
+}
+
+// certifiedResult is the certified result of action fp (record.Results):
+// its certificate, where the inspection's pass over the log found it.
+func (in *Inspector) certifiedResult(fp ledger.Fingerprint) ([]byte, error) {
+	a := in.acts[fp]
+	if a == nil || !a.hasCert {
+		return nil, fmt.Errorf("%w: the log has no certificate of action %x", record.ErrNoCertificate, fp[:8])
+	}
+	return in.st.db.certifiedResult(in.st.log, a.certPos, fp)
 }
 
 // EndStatusName names an end record's status as RunSummary.Status does:

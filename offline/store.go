@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -103,8 +104,31 @@ func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, err
 	return layout.DecodeFrame(db.comp, compressed, where)
 }
 
-func (db *store) applyAtomBody(f *frame.Frame, run string, seq uint64, compressed []byte) error {
-	return record.ApplyAtom(db.comp, f, run, seq, compressed, db.path(layout.WALDir))
+// applyAtomBody applies the delta of atom record a to f, resolving the
+// certified results it refers to with results (record.ApplyAtom).
+func (db *store) applyAtomBody(f *frame.Frame, a *record.Record, results record.Results) error {
+	return record.ApplyAtom(db.comp, f, a, db.segmentFile, results)
+}
+
+// certifiedResult reads the certificate of action fp at pos in log, as an
+// index of the tools located it, and returns its result: the certified
+// result an atom's delta refers to. A certificate that is not fp's, or
+// that certifies no result (a failed action), is no certificate of it
+// (record.ErrNoCertificate).
+func (db *store) certifiedResult(log *wal.Log, pos wal.Pos, fp ledger.Fingerprint) ([]byte, error) {
+	r, err := readAt(db.decoder(true), log, db.segmentFile(pos.Segment), pos, record.KindCert)
+	if err != nil {
+		return nil, err
+	}
+	switch c := r.Cert; {
+	case c.Fingerprint != fp:
+		return nil, &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: c.RunID, Seq: c.Seq,
+			Reason: fmt.Sprintf("the certificate located for action %x certifies action %x", fp[:8], c.Fingerprint[:8])}
+	case c.Status != ledger.StatusDone && c.Status != ledger.StatusResolved:
+		return nil, fmt.Errorf("%w: action %x is %s", record.ErrNoCertificate, fp[:8], c.Status)
+	default:
+		return c.Result, nil
+	}
 }
 
 // checkReadOnlyLog refuses a log that is gone or lost records (as Open

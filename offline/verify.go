@@ -147,7 +147,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if err != nil {
 		return nil, err
 	}
-	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, certs: map[ledger.Fingerprint][32]byte{}, runs: map[string]*verifyRunState{},
+	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, certs: map[ledger.Fingerprint]certSeen{}, runs: map[string]*verifyRunState{},
 		dc: newDerivedCheck()}
 	// The derived files first, the log after: a live engine writes a frame
 	// file or CHECKPOINT only once the log holds what it derives from, so
@@ -222,7 +222,8 @@ type verifyRun struct {
 	v      *chain.Verifier
 	hasher *chain.Hasher
 	deep   bool
-	certs  map[ledger.Fingerprint][32]byte // BLAKE3 of each certified result
+	certs  map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
+	log    *wal.Log                        // the log the scan reads
 	runs   map[string]*verifyRunState
 	extra  []chain.Failure
 	dc     *derivedCheck
@@ -232,6 +233,34 @@ type verifyRun struct {
 	vanished error
 	// damaged lists the records of the log that could not be read.
 	damaged []damagedRecord
+}
+
+// certSeen is a done or resolved certificate the scan read: where it is,
+// and BLAKE3 of its result (what an atom's chained payload holds).
+type certSeen struct {
+	sum [32]byte
+	pos wal.Pos
+}
+
+// results resolves the certified results an atom's delta refers to from
+// the certificates the scan has read (all of them, once it is done).
+func (vr *verifyRun) results(fp ledger.Fingerprint) ([]byte, error) {
+	c, ok := vr.certs[fp]
+	if !ok {
+		return nil, fmt.Errorf("%w: the log has no certificate of action %x before the atom", record.ErrNoCertificate, fp[:8])
+	}
+	return vr.db.certifiedResult(vr.log, c.pos, fp)
+}
+
+// atomResults resolves the references of the delta of an atom with body
+// (frame.Resolver): reference i names the body's action i.
+func (vr *verifyRun) atomResults(body *record.AtomBody) frame.Resolver {
+	return func(i int) ([]byte, error) {
+		if i >= len(body.Actions) {
+			return nil, fmt.Errorf("%w: the atom lists %d actions", record.ErrNoCertificate, len(body.Actions))
+		}
+		return vr.results(body.Actions[i])
+	}
 }
 
 // readErr reports an error reading the log: a segment that vanished (a
@@ -318,6 +347,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		return
 	}
 	defer c.Close()
+	vr.log = log
 	var done int64
 	c.OnDamage(func(pos wal.Pos, raw []byte, err error) {
 		vr.noteRecord(pos, c.NextPos())
@@ -364,7 +394,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 					vr.fail(cert.RunID, cert.Seq, loc, "action %x certified a second time", cert.Fingerprint[:8])
 					continue
 				}
-				vr.certs[cert.Fingerprint] = blake3.Sum256(cert.Result)
+				vr.certs[cert.Fingerprint] = certSeen{sum: blake3.Sum256(cert.Result), pos: pos}
 			}
 		case record.KindAtom:
 			if rs := vr.runs[r.Run]; rs != nil && rs.ended {
@@ -421,13 +451,23 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	}
 	payload = raw
 	for _, fp := range body.Actions {
-		d, ok := vr.certs[fp]
+		c, ok := vr.certs[fp]
 		if !ok {
 			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", fp[:8])
 		}
-		payload = append(payload, d[:]...)
+		payload = append(payload, c.sum[:]...)
 	}
 	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+	var d *frame.Delta // decoded when needed: for its references, or Deep
+	refsOK := true
+	if frame.MayRefer(body.Delta) {
+		if d, err = frame.DecodeDelta(body.Delta); err != nil {
+			vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
+			refsOK = false
+		} else {
+			refsOK = vr.checkRefs(a, loc, body, d)
+		}
+	}
 
 	rs := vr.run(a.Run)
 	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
@@ -435,10 +475,14 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		if vr.deep {
 			rs.pos = append(rs.pos, a.Pos)
 		}
-		if vr.deep && rs.frame != nil {
-			d, err := frame.DecodeDeltaOwned(body.Delta) // raw is this atom's own, and never reused
+		if vr.deep && rs.frame != nil && !refsOK {
+			rs.frame = nil // reported: the frame cannot be rebuilt past it
+		} else if vr.deep && rs.frame != nil {
+			if d == nil {
+				d, err = frame.DecodeDeltaOwned(body.Delta) // raw is this atom's own, and never reused
+			}
 			if err == nil {
-				err = rs.frame.Apply(d)
+				err = rs.frame.ApplyWith(d, vr.atomResults(body))
 			}
 			if err != nil {
 				vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
@@ -449,6 +493,30 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		}
 	}
 	return payload
+}
+
+// checkRefs reports the references of d, the delta of atom a, to certified
+// results the atom cannot have (record.ApplyAtom): a reference names one
+// of the actions the atom's body lists, whose done or resolved
+// certificate comes before the atom in the log. The chain covers the
+// reference (it is in the body) and the result (its digest is in the
+// chained payload), so a changed certificate or reference is a hash
+// mismatch too; this names a reference that the engine cannot resolve.
+func (vr *verifyRun) checkRefs(a *record.Record, loc string, body *record.AtomBody, d *frame.Delta) bool {
+	ok := true
+	for _, i := range d.Refs() {
+		switch {
+		case i >= len(body.Actions):
+			vr.fail(a.Run, a.Seq, loc, "delta refers to certified result %d; the atom lists %d actions", i, len(body.Actions))
+			ok = false
+		default:
+			if _, found := vr.certs[body.Actions[i]]; !found {
+				vr.fail(a.Run, a.Seq, loc, "delta refers to the result of action %d (%x), which has no certificate before the atom", i, body.Actions[i][:8])
+				ok = false
+			}
+		}
+	}
+	return ok
 }
 
 func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *layout.FrameFile) {

@@ -88,7 +88,7 @@ func (vr *verifyRun) frameAt(log *wal.Log, run string, seq uint64) (*frame.Frame
 		if err != nil {
 			return nil, err
 		}
-		if err := vr.db.applyAtomBody(f, run, a.Seq, a.Body); err != nil {
+		if err := vr.db.applyAtomBody(f, a, vr.results); err != nil {
 			return nil, err
 		}
 	}

@@ -321,14 +321,39 @@ func (d *Decoder) DecodeAtom(dst []byte, r *Record, file string) ([]byte, *AtomB
 	return plain, body, nil
 }
 
-// ApplyAtom decompresses an atom's body (compressed, as an atom record
-// holds it) and applies its delta to f. Damage is a *CorruptionError of
-// file naming run and seq.
-func ApplyAtom(comp Compressor, f *frame.Frame, run string, seq uint64, compressed []byte, file string) error {
+// Results returns the certified result of the action whose fingerprint is
+// fp: the Result of its done or resolved certificate. ApplyAtom asks it for
+// each certified result an atom's delta refers to (frame.Delta.ReferResults).
+// An action without such a certificate is an error that matches
+// ErrNoCertificate, or a *CorruptionError where the certificate is damaged;
+// any other error (an I/O error, say) is not the atom's damage. The bytes
+// are copied before it is called again.
+type Results func(fp ledger.Fingerprint) ([]byte, error)
+
+// ErrNoCertificate is what a Results returns, wrapped, for an action that
+// has no done or resolved certificate: an atom whose delta refers to its
+// result is damaged.
+var ErrNoCertificate = errors.New("record: no certificate for the action")
+
+// ApplyAtom decompresses the body of atom record a (its Run, Seq, Body and
+// Pos are read) and applies its delta to f. A delta that refers to
+// certified results (frame.Delta.ReferResults) has them resolved first:
+// reference i names the atom's action i, the i-th fingerprint of its body,
+// and results gives that action's certified result; so a delta may refer
+// to the result of any action its atom lists, and to nothing else. f is
+// unchanged on error.
+//
+// Damage is a *CorruptionError of file(a.Pos.Segment), the file a is in
+// (asked only for an error), at a.Pos's offset when it is known, naming
+// the run and seq: a body or delta that does not decode, a
+// delta that does not apply, a reference to an action the atom does not
+// list or to one without a certificate. An error of results that is not
+// damage is returned wrapped, naming the run, seq and action.
+func ApplyAtom(comp Compressor, f *frame.Frame, a *Record, file func(seg uint64) string, results Results) error {
 	damage := func(reason string, err error) error {
-		return &CorruptionError{File: file, Run: run, Seq: seq, Reason: reason, Err: err}
+		return &CorruptionError{File: file(a.Pos.Segment), Offset: a.Pos.Offset, Run: a.Run, Seq: a.Seq, Reason: reason, Err: err}
 	}
-	plain, err := comp.Decompress(nil, compressed)
+	plain, err := comp.Decompress(nil, a.Body)
 	if err != nil {
 		return damage(err.Error(), err)
 	}
@@ -340,7 +365,30 @@ func ApplyAtom(comp Compressor, f *frame.Frame, run string, seq uint64, compress
 	if err != nil {
 		return damage(err.Error(), err)
 	}
-	if err := f.Apply(d); err != nil {
+	var failed error // the first error of results that is not damage
+	resolve := func(i int) ([]byte, error) {
+		if i >= len(body.Actions) {
+			return nil, fmt.Errorf("%w: the atom lists %d actions", ErrNoCertificate, len(body.Actions))
+		}
+		if results == nil {
+			failed = fmt.Errorf("record: run %q seq %d: its delta refers to certified results, and no certificates were given to resolve them", a.Run, a.Seq)
+			return nil, failed
+		}
+		fp := body.Actions[i]
+		r, err := results(fp)
+		if err != nil && !errors.Is(err, ErrNoCertificate) && !errors.Is(err, ErrCorrupt) && failed == nil {
+			failed = fmt.Errorf("record: run %q seq %d: the certified result of action %d (%x) its delta refers to: %w",
+				a.Run, a.Seq, i, fp[:8], err)
+		}
+		return r, err
+	}
+	if err := f.ApplyWith(d, resolve); err != nil {
+		if failed != nil {
+			return failed
+		}
+		if errors.Is(err, frame.ErrUnresolved) {
+			return damage("stored delta refers to a certified result it cannot have: "+err.Error(), err)
+		}
 		return damage("stored delta does not apply: "+err.Error(), err)
 	}
 	return nil

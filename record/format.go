@@ -30,6 +30,14 @@ package record
 // dictionary or a changed certificate is detected as surely as a changed
 // delta.
 //
+// The delta may refer to certified results instead of holding them
+// (frame.Delta.ReferResults: a tool message whose content is the result
+// the atom's action returned): reference i is the certified result of the
+// body's action i, and nothing else (ApplyAtom resolves it; a reference
+// beyond the actions, or to an action without a done or resolved
+// certificate, is damage). The chained payload holds the result's digest,
+// so the chain commits to the resolved content as well.
+//
 // An end record ends a run: it is the last link of the run's chain, at seq
 // (the run's last atom + 1), linked over its chained payload, the bytes
 // after its head (status | ended | result: AppendEndPayload). Status is 1

@@ -54,8 +54,11 @@ func (zeroNonces) Read(b []byte) (int, error) {
 // testSigningSeed is the fixed seed of the signed fixture's key.
 var testSigningSeed = bytes.Repeat([]byte{7}, ed25519.SeedSize)
 
+// storeOptions are the fixtures' options. Segments of 6 KiB make the clean
+// fixture span three segments (a sealed one in the middle, for the tests of
+// damage between two segments).
 func storeOptions() *engine.Options {
-	return &engine.Options{NoSync: true, Nonces: zeroNonces{}, DictSamples: -1, SegmentSize: 8 << 10,
+	return &engine.Options{NoSync: true, Nonces: zeroNonces{}, DictSamples: -1, SegmentSize: 6 << 10,
 		Logger: slog.New(slog.DiscardHandler)}
 }
 

@@ -230,7 +230,7 @@ func TestVerifyTampered(t *testing.T) {
 				t.Fatalf("failures %v (%+v), want %s in run %q seq %d", kinds(v.Failures), v.Failures, tc.kind, tc.run, tc.seq)
 			}
 			if !strings.Contains(hit.Location, tc.where) {
-				t.Errorf("failure location %q, want it to name %q", hit.Location, tc.where)
+				t.Errorf("failure location %q, want it to name %q; all: %+v", hit.Location, tc.where, v.Failures)
 			}
 			if tc.kind == "hash-mismatch" && (hit.Expected.IsZero() || hit.Actual.IsZero() || hit.Expected == hit.Actual) {
 				t.Errorf("hash mismatch without both hashes: %+v", hit)
