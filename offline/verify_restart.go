@@ -1,5 +1,8 @@
 package offline
 
+// The restart files (frame files, CHECKPOINT's rows) against the chain
+// verify read: what they say of a run must be what its records say.
+
 import (
 	"bytes"
 
@@ -7,9 +10,6 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 )
-
-// The restart files (frame files, CHECKPOINT's rows) against the chain
-// verify read: what they say of a run must be what its records say.
 
 // loadRestartFiles reads CHECKPOINT and the frame files, to compare them
 // with the chain once it is verified.
