@@ -10,6 +10,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -44,7 +45,24 @@ type Atom struct {
 		// Do calls, for a retry of it to take again (takeIndex).
 		retry   map[ledger.Fingerprint][]uint32
 		actions []atomAction
+		// started lists the actions whose intent this atom wrote, from the
+		// moment it is durable: an engine checkpoint taken while their
+		// exec runs lists them with the interrupted atom (Run.Interrupted
+		// after a restart), as a replay of their intents would.
+		started []layout.InflightAction
 	}
+}
+
+// noteStarted records that in's intent is written (see started).
+func (a *Atom) noteStarted(in *ledger.Intent) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, s := range a.mu.started {
+		if s.FP == in.Fingerprint {
+			return
+		}
+	}
+	a.mu.started = append(a.mu.started, layout.InflightAction{Index: in.Index, FP: in.Fingerprint})
 }
 
 type atomAction struct {
@@ -234,7 +252,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if err != nil {
 		return nil, err
 	}
-	j := &journal{db: db}
+	j := &journal{db: db, atom: a}
 	if db.opts.Durability == Relaxed {
 		j.relaxed, j.landed = true, make(chan struct{})
 		defer close(j.landed)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -235,9 +236,14 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 	if r.mu.interruptedSeq != 0 {
 		c.meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
 	} else if a := r.mu.atom; a != nil {
+		// Its actions done and those whose exec is running: every action
+		// of the atom with an intent or a certificate in the log.
 		a.mu.Lock()
+		c.meta.Inflight = append(c.meta.Inflight, a.mu.started...)
 		for _, act := range a.mu.actions {
-			c.meta.Inflight = append(c.meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
+			if !slices.ContainsFunc(a.mu.started, func(s layout.InflightAction) bool { return s.FP == act.fp }) {
+				c.meta.Inflight = append(c.meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
+			}
 		}
 		a.mu.Unlock()
 	}

@@ -22,6 +22,8 @@ type journal struct {
 	// landed is closed when the ledger call this journal serves returned,
 	// so the ledger has applied what the journal wrote.
 	landed chan struct{}
+	// atom, if set, is told of each intent written (Atom.noteStarted).
+	atom *Atom
 }
 
 func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
@@ -73,7 +75,11 @@ func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *l
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	return j.write(ctx, record.KindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	loc, err := j.write(ctx, record.KindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	if err == nil && j.atom != nil {
+		j.atom.noteStarted(in)
+	}
+	return loc, err
 }
 
 func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
