@@ -303,27 +303,18 @@ func TestRowForged(t *testing.T) {
 			if err := db.Close(); err != nil {
 				t.Fatal(err)
 			}
-			b, err := layout.ReadFile(mem, "store/CHECKPOINT")
-			if err != nil {
-				t.Fatal(err)
-			}
-			cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var forged bool
-			for i := range cp.Runs {
-				if cp.Runs[i].ID == forge.run {
-					forge.edit(&cp.Runs[i])
-					forged = true
+			forgeCheckpoint(t, mem, func(cp *layout.Checkpoint) {
+				var forged bool
+				for i := range cp.Runs {
+					if cp.Runs[i].ID == forge.run {
+						forge.edit(&cp.Runs[i])
+						forged = true
+					}
 				}
-			}
-			if !forged {
-				t.Fatalf("CHECKPOINT does not list run %s", forge.run)
-			}
-			if err := layout.WriteFileAtomic(mem, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
-				t.Fatal(err)
-			}
+				if !forged {
+					t.Fatalf("CHECKPOINT does not list run %s", forge.run)
+				}
+			})
 
 			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem})
 			if err != nil {
@@ -388,24 +379,15 @@ func TestRowForgedParentDropped(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	b, err := layout.ReadFile(mem, "store/CHECKPOINT")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []layout.CheckpointRun
-	for _, r := range cp.Runs {
-		if r.ID != "other" {
-			rows = append(rows, r)
+	forgeCheckpoint(t, mem, func(cp *layout.Checkpoint) {
+		var rows []layout.CheckpointRun
+		for _, r := range cp.Runs {
+			if r.ID != "other" {
+				rows = append(rows, r)
+			}
 		}
-	}
-	cp.Runs = rows
-	if err := layout.WriteFileAtomic(mem, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
-		t.Fatal(err)
-	}
+		cp.Runs = rows
+	})
 	// No frame file: the fork's state must come from its parent's history.
 	if err := mem.Remove("store/" + layout.FramesDir + "/" + layout.FrameFileBase("f")); err != nil && !layout.NotExist(err) {
 		t.Fatal(err)
@@ -431,5 +413,23 @@ func TestRowForgedParentDropped(t *testing.T) {
 	}
 	if !bytes.Equal(frame.AppendFrame(nil, got), wantBytes) {
 		t.Fatal("the fork's state differs from its state before Close")
+	}
+}
+
+// forgeCheckpoint rewrites the store's CHECKPOINT as edit changes it, its
+// checksum recomputed: what a forger who knows the format writes.
+func forgeCheckpoint(t *testing.T, fs vfs.FS, edit func(*layout.Checkpoint)) {
+	t.Helper()
+	b, err := layout.ReadFile(fs, "store/CHECKPOINT")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	edit(cp)
+	if err := layout.WriteFileAtomic(fs, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -260,32 +260,23 @@ func TestCheckpointRowsAgainstLog(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := layout.ReadFile(fs, "store/CHECKPOINT")
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp, err := layout.ParseCheckpoint("CHECKPOINT", b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows []layout.CheckpointRun
-	for _, r := range cp.Runs {
-		switch r.ID {
-		case "alpha": // dropped
-		case "beta": // moved back to seq 4, with no frame file of its own
-			r.LastSeq, r.FrameSeq, r.IndexedSeq, r.SnapSeq = 4, 4, 4, 4
-			rows = append(rows, r)
-		default:
-			rows = append(rows, r)
+	forgeCheckpoint(t, fs, func(cp *layout.Checkpoint) {
+		var rows []layout.CheckpointRun
+		for _, r := range cp.Runs {
+			switch r.ID {
+			case "alpha": // dropped
+			case "beta": // moved back to seq 4, with no frame file of its own
+				r.LastSeq, r.FrameSeq, r.IndexedSeq, r.SnapSeq = 4, 4, 4, 4
+				rows = append(rows, r)
+			default:
+				rows = append(rows, r)
+			}
 		}
-	}
-	for i := 0; i < 2000; i++ {
-		rows = append(rows, layout.CheckpointRun{ID: fmt.Sprintf("invented-%05d", i), LastSeq: 3, FrameSeq: 3, IndexedSeq: 3})
-	}
-	cp.Runs = rows
-	if err := layout.WriteFileAtomic(fs, "store/CHECKPOINT", cp.Marshal(), true); err != nil {
-		t.Fatal(err)
-	}
+		for i := 0; i < 2000; i++ {
+			rows = append(rows, layout.CheckpointRun{ID: fmt.Sprintf("invented-%05d", i), LastSeq: 3, FrameSeq: 3, IndexedSeq: 3})
+		}
+		cp.Runs = rows
+	})
 
 	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs})
 	if err != nil {
