@@ -54,12 +54,18 @@ type DB struct {
 	ledgerOnce  sync.Once // runs ledgerStart once
 	ledgerErr   error
 
-	// snapReady is closed once Pebble is open (or failed to open); snap and
-	// snapErr are set before that and read only after.
+	// snapReady is closed once Pebble is open and indexed (or failed to
+	// open); snap and snapErr are set before that and read only after.
 	snapReady chan struct{}
 	snap      *snapshot.Store
 	snapErr   error
 	snapOnce  sync.Once // starts the goroutine that opens Pebble and closes snapReady
+	// snapIndexing is closed (once, by snapIndexingOnce) when the open
+	// must re-index or rebuild the store from the log: a scan of the whole
+	// log that takes every run's lock, which callers do not wait for
+	// (snapshots).
+	snapIndexing     chan struct{}
+	snapIndexingOnce sync.Once
 
 	// recovered is closed when Open's recovery ends; recoverErr is set
 	// before that.
@@ -208,13 +214,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		opts:        o,
-		dir:         dir,
-		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
-		logger:      o.Logger.With("store", dir),
-		ledgerReady: make(chan struct{}),
-		snapReady:   make(chan struct{}),
-		recovered:   make(chan struct{}),
+		opts:         o,
+		dir:          dir,
+		fs:           privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
+		logger:       o.Logger.With("store", dir),
+		ledgerReady:  make(chan struct{}),
+		snapReady:    make(chan struct{}),
+		snapIndexing: make(chan struct{}),
+		recovered:    make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}

@@ -156,6 +156,7 @@ func (db *DB) checkSnapshotGen(s *snapshot.Store, created bool) error {
 		db.logger.Warn("engine: snapshot store is older than CHECKPOINT; re-indexing the log",
 			"snapshot_gen", gen, "checkpoint_gen", db.openGen)
 	}
+	db.indexingSnapshots()
 	<-db.recovered
 	if db.recoverErr != nil {
 		return db.recoverErr
@@ -188,6 +189,7 @@ func putSnapshotGen(b *snapshot.Batch, gen uint64) error {
 // rebuilds the atom index from the log into a new one. It waits for the
 // recovery of Open, which it needs to know the runs.
 func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error) {
+	db.indexingSnapshots()
 	aside, err := db.moveSnapshotsAside(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
@@ -333,13 +335,34 @@ func (db *DB) skipAbsentSnapshots() {
 	})
 }
 
+// errSnapshotsIndexing is what snapshots returns while the snapshot store
+// is being re-indexed or rebuilt from the log.
+var errSnapshotsIndexing = errors.New("engine: the snapshot store is being indexed from the log")
+
+// indexingSnapshots records that the open in progress re-indexes or
+// rebuilds the store: from then on snapshots stops waiting for it.
+func (db *DB) indexingSnapshots() {
+	db.snapIndexingOnce.Do(func() { close(db.snapIndexing) })
+}
+
 // snapshots waits for Pebble and returns it, opening it first (and
-// creating the store if it has none) if nothing has yet.
+// creating the store if it has none) if nothing has yet. It does not wait
+// for a re-index or a rebuild, which scans the whole log and takes every
+// run's lock, while its caller may hold one (a fork's first Begin reads
+// its parent's state under its own lock): it returns errSnapshotsIndexing,
+// and the caller reads the log instead, as without a usable store.
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) {
 	db.openSnapshotsOnce()
 	select {
 	case <-db.snapReady:
 		return db.snap, db.snapErr
+	case <-db.snapIndexing:
+		select {
+		case <-db.snapReady:
+			return db.snap, db.snapErr
+		default:
+			return nil, errSnapshotsIndexing
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

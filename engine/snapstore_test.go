@@ -127,3 +127,52 @@ func TestSnapshotStoreCreatedOnNeed(t *testing.T) {
 	commitN(t, db, "r", 3)
 	checkStates(db, "r", 33)
 }
+
+// TestForkBeginDuringSnapshotIndex: the first Begin of a fork after a
+// reopen builds the fork's frame from its parent's state under the fork's
+// lock; when that read is what creates the snapshot store, whose index
+// must then be built from the log (a scan that takes every run's lock),
+// the read does not wait for it: it reads the log, and Begin returns. (It
+// used to wait for the index, which waited for the fork's lock.)
+func TestForkBeginDuringSnapshotIndex(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	opts.SnapshotEvery = 50
+	opts.Logger = quiet()
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitN(t, db, "src", 8)
+	if _, err := db.Fork(ctx, "src", 5, "f"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // CHECKPOINT, no snapshot store
+		t.Fatal(err)
+	}
+	db = openTest(t, fs, opts)
+	f, err := db.Run(ctx, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		a, err := f.Begin(ctx)
+		if err == nil {
+			err = a.Commit(ctx, msg("atom 6 of f"))
+		}
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		t.Fatal("the fork's first Begin did not return within a minute: it waits for the snapshot store's index, which waits for the fork")
+	}
+	st := f.State()
+	if len(st.Messages) != 6 || st.Messages[5].Content != "atom 6 of f" || st.Messages[4].Content != "atom 5" {
+		t.Fatalf("the fork's frame: %d messages", len(st.Messages))
+	}
+}
