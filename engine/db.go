@@ -448,10 +448,10 @@ func (db *DB) setBackgroundErr(err error) {
 // Close writes a final engine checkpoint (so that the next Open replays
 // nothing), closes Pebble and the log, and releases the lock. A store
 // without a snapshot store is checkpointed without one: the Open that
-// later creates it indexes the log into it. Atoms still
-// running are abandoned: they never happened, and their actions stay in the
-// ledger. Close is idempotent; it returns the first error of background
-// work, if any.
+// later creates it indexes the log into it. Atoms still running are
+// abandoned: they never happened, and their actions stay in the ledger.
+// Close is idempotent; it returns the first error of background work, if
+// any.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
