@@ -193,7 +193,7 @@ const (
 // with ErrReadOnly instead, and an empty dir with ErrInvalidOptions.
 //
 // Open needs little free space: a new store writes its small metadata files
-// and a first log segment of wal.MinPrealloc (64 KiB) bytes; a reopen
+// and a first log segment of wal.MinPrealloc (64 KiB); a reopen
 // writes nothing when the newest segment has room, and otherwise that much
 // again. Close then needs room for an engine checkpoint (CHECKPOINT, the
 // ledger table and the frame files of the runs written since the last one).
