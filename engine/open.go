@@ -186,9 +186,9 @@ func (db *DB) open() error {
 	return nil
 }
 
-// walInitialSegment is the log's first segment capacity
-// (wal.Options.InitialSegmentSize); 0, wal.MinPrealloc, but for the
-// benchmarks that measure the earlier 1 MiB beside it.
+// walInitialSegment is passed to the log as wal.Options.InitialSegmentSize:
+// 0 (wal.MinPrealloc), except in the benchmark that measures the earlier
+// 1 MiB first segment beside it (BenchmarkNewStore).
 var walInitialSegment int64
 
 // checkLogPresent refuses a store whose log is not whole at its ends: no

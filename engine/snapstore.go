@@ -291,9 +291,9 @@ func (db *DB) closeSnapshots() error {
 // the log into it (checkSnapshotGen), as after any checkpoint written
 // without a usable store.
 //
-// snapshotsOnNeed is false only in the benchmarks that measure the
-// earlier behaviour beside it (Pebble created a moment after Open and by
-// Close, whether needed or not).
+// snapshotsOnNeed is false only in the benchmark that measures the
+// earlier behaviour beside it (BenchmarkNewStore: Pebble created a moment
+// after Open and by Close, whether needed or not).
 var snapshotsOnNeed = true
 
 // snapshotsExist reports whether the store has a snapshot store directory
