@@ -54,12 +54,18 @@ type DB struct {
 	ledgerOnce  sync.Once // runs ledgerStart once
 	ledgerErr   error
 
-	// snapReady is closed once Pebble is open (or failed to open); snap and
-	// snapErr are set before that and read only after.
+	// snapReady is closed once Pebble is open and indexed (or failed to
+	// open); snap and snapErr are set before that and read only after.
 	snapReady chan struct{}
 	snap      *snapshot.Store
 	snapErr   error
 	snapOnce  sync.Once // starts the goroutine that opens Pebble and closes snapReady
+	// snapIndexing is closed (once, by snapIndexingOnce) when the open
+	// must re-index or rebuild the store from the log: a scan of the whole
+	// log that takes every run's lock, which callers do not wait for
+	// (snapshots).
+	snapIndexing     chan struct{}
+	snapIndexingOnce sync.Once
 
 	// recovered is closed when Open's recovery ends; recoverErr is set
 	// before that.
@@ -187,14 +193,17 @@ const (
 // with ErrReadOnly instead, and an empty dir with ErrInvalidOptions.
 //
 // Open needs little free space: a new store writes its small metadata files
-// and a first log segment of wal.MinPrealloc bytes; a reopen writes nothing
-// when the newest segment has room, and otherwise that much again. Close
-// then needs room for an engine checkpoint (CHECKPOINT, the ledger table
-// and the frame files of the runs written since the last one).
+// and a first log segment of wal.MinPrealloc (64 KiB); a reopen
+// writes nothing when the newest segment has room, and otherwise that much
+// again. Close then needs room for an engine checkpoint (CHECKPOINT, the
+// ledger table and the frame files of the runs written since the last one).
 //
 // Open replays only the log written since the last engine checkpoint; Pebble
 // (the snapshot history) and the persisted ledger table load in the
-// background, and the first call that needs them waits.
+// background, and the first call that needs them waits. A store gets its
+// snapshot store on first need (the first snapshot due, a StateAt, a
+// background engine checkpoint), not at its creation: until then it has
+// none, and Close creates none.
 func Open(dir string, opts *Options) (*DB, error) {
 	start := time.Now()
 	if dir == "" {
@@ -205,13 +214,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		opts:        o,
-		dir:         dir,
-		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
-		logger:      o.Logger.With("store", dir),
-		ledgerReady: make(chan struct{}),
-		snapReady:   make(chan struct{}),
-		recovered:   make(chan struct{}),
+		opts:         o,
+		dir:          dir,
+		fs:           privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
+		logger:       o.Logger.With("store", dir),
+		ledgerReady:  make(chan struct{}),
+		snapReady:    make(chan struct{}),
+		snapIndexing: make(chan struct{}),
+		recovered:    make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
@@ -436,10 +446,12 @@ func (db *DB) setBackgroundErr(err error) {
 }
 
 // Close writes a final engine checkpoint (so that the next Open replays
-// nothing), closes Pebble and the log, and releases the lock. Atoms still
-// running are abandoned: they never happened, and their actions stay in the
-// ledger. Close is idempotent; it returns the first error of background
-// work, if any.
+// nothing), closes Pebble and the log, and releases the lock. A store
+// without a snapshot store is checkpointed without one: the Open that
+// later creates it indexes the log into it. Atoms still running are
+// abandoned: they never happened, and their actions stay in the ledger.
+// Close is idempotent; it returns the first error of background work, if
+// any.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
@@ -466,12 +478,17 @@ func (db *DB) Close() error {
 	// The final checkpoint needs the ledger table loaded (it rewrites it).
 	// A store opened from a checkpoint with nothing to replay, and written
 	// nothing since, is left as it is: its CHECKPOINT is still exact.
+	// A store without a snapshot store gets none from Close
+	// (skipAbsentSnapshots): the checkpoint goes without its batch.
 	if db.unchanged() {
 		db.logger.Debug("engine: close: nothing written since open; CHECKPOINT kept")
 	} else if err := db.waitLedger(context.Background()); err != nil {
 		errs = append(errs, err)
-	} else if err := db.checkpoint(true); err != nil {
-		errs = append(errs, err)
+	} else {
+		db.skipAbsentSnapshots()
+		if err := db.checkpoint(true); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if err := db.closeSnapshots(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close snapshots: %w", err))

@@ -219,6 +219,9 @@
 // state is built from CHECKPOINT when the run is first used; sealed log
 // segments are not opened until read. Pebble and the ledger's persisted
 // index load in the background; the first call that needs them waits.
+// Pebble is created on first need (the first snapshot due, a StateAt, a
+// background engine checkpoint): a new store takes about 100 KiB on disk
+// until its data needs more.
 //
 // # Caveats
 //
@@ -235,7 +238,7 @@
 //   - A full disk or a failing device fails the log (I8) with an error
 //     that names the file and says what to do; nothing acknowledged is
 //     lost. Free space, Close and Open again. Open needs at most
-//     wal.MinPrealloc (1 MiB) of free space for the log, none when the
+//     wal.MinPrealloc (64 KiB) of free space for the log, none when the
 //     newest segment has room; a failed write's temporary file is removed
 //     at once, and Open removes those a crash left. The snapshot store
 //     (Pebble) does not yet survive a full disk: it may end the process.

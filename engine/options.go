@@ -61,7 +61,10 @@ type Options struct {
 	// SnapshotInterval takes a snapshot of a run with new atoms at least this
 	// often. Default 10 minutes; negative disables the time trigger.
 	SnapshotInterval time.Duration
-	// SegmentSize is the size of a log segment. Default 64 MiB.
+	// SegmentSize is the largest size of a log segment. Default 64 MiB.
+	// Segments are preallocated (zero-filled) as the log grows: a new
+	// store's first one takes wal.MinPrealloc (64 KiB), and each next one
+	// twice its predecessor, up to SegmentSize.
 	SegmentSize int64
 	// NoSync skips every fsync. Unsafe: a machine crash loses acknowledged
 	// atoms. For tests and benchmarks only.

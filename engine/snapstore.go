@@ -1,8 +1,9 @@
 package engine
 
-// The snapshot store's lifecycle: Pebble opens in the background, is
-// checked against CHECKPOINT's generation, and is rebuilt from the log
-// when it is damaged or older than the checkpoint.
+// The snapshot store's lifecycle: Pebble is created on first need and
+// opens in the background, is checked against CHECKPOINT's generation,
+// and is rebuilt from the log when it is damaged or older than the
+// checkpoint.
 //
 // The store is derived: the log holds everything in it. So no failure of it
 // stops the engine. If it cannot be opened (or rebuilt), or fails while in
@@ -44,9 +45,10 @@ const metaCheckpointGen = "engine/checkpoint-gen"
 func (db *DB) openSnapshots() {
 	defer close(db.snapReady)
 	dir := db.path(layout.SnapshotsDir)
+	created := !db.snapshotsExist()
 	s, err := db.openSnapshotStore(dir)
 	if err == nil {
-		if err = db.checkSnapshotGen(s); err != nil {
+		if err = db.checkSnapshotGen(s, created); err != nil {
 			s.Close()
 		}
 	}
@@ -129,11 +131,14 @@ func (db *DB) moveSnapshotsAside(dir string) (string, error) {
 }
 
 // checkSnapshotGen re-indexes the log into s if s is older than the engine
-// checkpoint Open started from. Every checkpoint commits its snapshot batch,
-// synced, before it replaces CHECKPOINT, so an older store is one that lost
-// its contents: a crash after a rebuild moved the damaged store aside and
-// created a new one, but before the re-index reached it.
-func (db *DB) checkSnapshotGen(s *snapshot.Store) error {
+// checkpoint Open started from. Every checkpoint that has a usable store
+// commits its snapshot batch, synced, before it replaces CHECKPOINT, so an
+// older store is one just created (created: the checkpoints so far went
+// without one, as a store without snapshots does) or one that lost its
+// contents: a crash after a rebuild moved the damaged store aside and
+// created a new one, but before the re-index reached it, or a checkpoint
+// written while the store was failed.
+func (db *DB) checkSnapshotGen(s *snapshot.Store, created bool) error {
 	if db.openGen == 0 {
 		return nil // no checkpoint yet: nothing was indexed
 	}
@@ -144,8 +149,14 @@ func (db *DB) checkSnapshotGen(s *snapshot.Store) error {
 	if gen >= db.openGen {
 		return nil
 	}
-	db.logger.Warn("engine: snapshot store is older than CHECKPOINT; re-indexing the log",
-		"snapshot_gen", gen, "checkpoint_gen", db.openGen)
+	if created {
+		db.logger.Info("engine: snapshot store created on first need; indexing the log into it",
+			"checkpoint_gen", db.openGen)
+	} else {
+		db.logger.Warn("engine: snapshot store is older than CHECKPOINT; re-indexing the log",
+			"snapshot_gen", gen, "checkpoint_gen", db.openGen)
+	}
+	db.indexingSnapshots()
 	<-db.recovered
 	if db.recoverErr != nil {
 		return db.recoverErr
@@ -178,6 +189,7 @@ func putSnapshotGen(b *snapshot.Batch, gen uint64) error {
 // rebuilds the atom index from the log into a new one. It waits for the
 // recovery of Open, which it needs to know the runs.
 func (db *DB) rebuildSnapshots(dir string, cause error) (*snapshot.Store, error) {
+	db.indexingSnapshots()
 	aside, err := db.moveSnapshotsAside(dir)
 	if err != nil {
 		return nil, fmt.Errorf("%w (and moving it aside failed: %v)", cause, err)
@@ -266,19 +278,91 @@ func (db *DB) closeSnapshots() error {
 	return err
 }
 
-// startSnapshots starts opening Pebble, once.
+// The snapshot store is created on first need, not with the store: by
+// the first snapshot, StateAt or background engine checkpoint that asks
+// for it (snapshots). The delayed start a moment after Open (startSnapshots)
+// only opens one that exists, and Close's final checkpoint creates none
+// (skipAbsentSnapshots): a store whose runs are short, or whose sessions
+// are, never pays for Pebble's files and the two dozen fsyncs of its
+// creation, which cost a new store's Close more than the rest of its
+// checkpoint. Its positions and frames are in the log (and the frame
+// files): the checkpoint that goes without the store's batch names a
+// generation the store lacks, so the Open that later creates it re-indexes
+// the log into it (checkSnapshotGen), as after any checkpoint written
+// without a usable store.
+//
+// snapshotsOnNeed is false only in the benchmark that measures the
+// earlier behaviour beside it (BenchmarkNewStore: Pebble created a moment
+// after Open and by Close, whether needed or not).
+var snapshotsOnNeed = true
+
+// snapshotsExist reports whether the store has a snapshot store directory
+// (a Stat that fails otherwise than "not there" counts as present: opening
+// it then reports the error).
+func (db *DB) snapshotsExist() bool {
+	_, err := db.fs.Stat(db.path(layout.SnapshotsDir))
+	return !layout.NotExist(err)
+}
+
+// startSnapshots starts opening Pebble, once, if the snapshot store
+// exists; one that does not is created on first need (snapshots).
 func (db *DB) startSnapshots() {
+	if snapshotsOnNeed && !db.snapshotsExist() {
+		return
+	}
+	db.openSnapshotsOnce()
+}
+
+// openSnapshotsOnce starts opening Pebble (creating the store if it has
+// none), once.
+func (db *DB) openSnapshotsOnce() {
 	db.snapOnce.Do(func() {
 		go db.openSnapshots()
 	})
 }
 
-// snapshots waits for Pebble and returns it.
+// skipAbsentSnapshots, called by Close once the background work has
+// stopped, settles the snapshot store as closed if nothing has started
+// opening it and it does not exist: the final checkpoint then goes without
+// its batch instead of creating the store.
+func (db *DB) skipAbsentSnapshots() {
+	if !snapshotsOnNeed || db.snapshotsExist() {
+		return
+	}
+	db.snapOnce.Do(func() {
+		db.snapErr = ErrClosed
+		close(db.snapReady)
+	})
+}
+
+// errSnapshotsIndexing is what snapshots returns while the snapshot store
+// is being re-indexed or rebuilt from the log.
+var errSnapshotsIndexing = errors.New("engine: the snapshot store is being indexed from the log")
+
+// indexingSnapshots records that the open in progress re-indexes or
+// rebuilds the store: from then on snapshots stops waiting for it.
+func (db *DB) indexingSnapshots() {
+	db.snapIndexingOnce.Do(func() { close(db.snapIndexing) })
+}
+
+// snapshots waits for Pebble and returns it, opening it first (and
+// creating the store if it has none) if nothing has yet. It does not wait
+// for a re-index or a rebuild, which scans the whole log and takes every
+// run's lock, while its caller may hold one (a fork's first Begin reads
+// its parent's state under its own lock): it returns errSnapshotsIndexing,
+// and the caller reads the log instead, as without a usable store.
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) {
-	db.startSnapshots()
+	db.openSnapshotsOnce()
 	select {
 	case <-db.snapReady:
 		return db.snap, db.snapErr
+	case <-db.snapIndexing:
+		select {
+		case <-db.snapReady:
+			return db.snap, db.snapErr
+		default:
+			return nil, errSnapshotsIndexing
+		}
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}

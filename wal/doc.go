@@ -30,13 +30,15 @@
 // a growing file, and an append can never run out of disk space inside a
 // prepared segment. Capacities grow with the log, as etcd's file pipeline
 // does: the first segment, and the one an Open must start, holds
-// MinPrealloc (1 MiB) or SegmentSize if smaller, and each next one twice its
-// predecessor, up to SegmentSize (a batch that needs more gets a segment it
-// fits in). A segment's capacity is its file's size. The next segment (the
-// spare) is zero-filled in the background once the active one is half
-// full; a brand-new log zero-fills its small first segment in Open. A log
-// thus takes about twice what it holds, and an Open needs at most
-// MinPrealloc bytes of free space (none when it resumes the newest segment).
+// Options.InitialSegmentSize (MinPrealloc, 64 KiB, by default) or
+// SegmentSize if smaller, and each next one twice its predecessor, up to
+// SegmentSize (a batch that needs more gets a segment it fits in). A
+// segment's capacity is its file's size. The next segment (the spare) is
+// zero-filled in the background once the active one is half full; a
+// brand-new log zero-fills its small first segment in Open. A log thus
+// takes about twice what it holds (a new one 64 KiB), and an Open needs at
+// most the initial capacity in free space (none when it resumes the newest
+// segment).
 // A writable Open keeps appending to the newest segment, right after its
 // last valid record, as long as it is unsealed and has room, so restarts
 // add no segment. Records are framed with a length and a CRC32C that covers
@@ -148,7 +150,7 @@
 //   - Sealed segments are verified when read, not at Open, to keep restart
 //     cheap: Open does not even open them (one stat each). A damaged sealed
 //     header is reported by the first read of that segment, at its offset 0.
-//   - Creating a log costs a MinPrealloc zero-fill in Open. A segment or
+//   - Creating a log costs a zero-fill of its initial capacity in Open. A segment or
 //     spare whose creation fails (a full disk) is removed at once, and a
 //     crash's leftover .tmp by the next writable Open. A rotation that
 //     finds no spare ready (its background

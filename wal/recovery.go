@@ -338,8 +338,8 @@ func (l *Log) startWriting(ids []uint64, info *RecoveryInfo, end scanEnd, haveSp
 		}
 	}
 	// Open never leaves a growing active segment: without a spare, the new
-	// segment is zero-filled now, to a small capacity (MinPrealloc), so
-	// that an Open needs little free space.
+	// segment is zero-filled now, to a small capacity (the initial one),
+	// so that an Open needs little free space.
 	size := l.capFor(0, 0)
 	if haveSpare {
 		size = spare

@@ -46,22 +46,23 @@ func (l *Log) syncDir() error {
 	return nil
 }
 
-// MinPrealloc is the capacity of the first segment of a log, and of the
-// segment a writable Open starts when it cannot resume the newest one:
-// min(MinPrealloc, SegmentSize) bytes, zero-filled when created. Each
-// segment after it has twice the capacity of the one before, up to
-// SegmentSize, and is zero-filled in the background (the spare) while its
-// predecessor fills. A log thus takes on disk about twice what it holds,
-// never a whole SegmentSize for a few records, and Open needs at most
-// MinPrealloc bytes of free space.
-const MinPrealloc = 1 << 20
+// MinPrealloc is the default capacity of the first segment of a log, and
+// of the segment a writable Open starts when it cannot resume the newest
+// one (Options.InitialSegmentSize): min(MinPrealloc, SegmentSize) bytes,
+// zero-filled when created. Each segment after it has twice the capacity
+// of the one before, up to SegmentSize, and is zero-filled in the
+// background (the spare) while its predecessor fills. A log thus takes on
+// disk about twice what it holds, never a whole SegmentSize for a few
+// records: a new log takes 64 KiB, and Open needs at most that much free
+// space.
+const MinPrealloc = 64 << 10
 
 // capFor returns the capacity of the segment that follows one of capacity
 // prev (0: the first one, or the first after Open) and must hold a batch
-// spanning need bytes: twice prev, at least MinPrealloc and what need
-// takes, at most the segment size, rounded to 4 KiB.
+// spanning need bytes: twice prev, at least the initial capacity and what
+// need takes, at most the segment size, rounded to 4 KiB.
 func (l *Log) capFor(prev, need int64) int64 {
-	c := max(2*prev, MinPrealloc, SegmentHeaderSize+need+sealSpan)
+	c := max(2*prev, l.initSize, SegmentHeaderSize+need+sealSpan)
 	c = (c + 4<<10 - 1) &^ (4<<10 - 1)
 	return min(c, l.segSize)
 }

@@ -26,8 +26,16 @@ type Options struct {
 	// SegmentSize is the largest capacity of a segment file; 0 means
 	// DefaultSegmentSize (64 MiB). It must lie in [MinSegmentSize,
 	// MaxSegmentSize] and be a multiple of RecordAlign. Segments start at
-	// MinPrealloc and double up to it (see the package documentation).
+	// InitialSegmentSize and double up to it (see the package
+	// documentation).
 	SegmentSize int64
+	// InitialSegmentSize is the capacity of a new log's first segment, and
+	// of the segment a writable Open starts when it cannot resume the
+	// newest one; 0 means MinPrealloc (64 KiB). It must be a multiple of
+	// 4 KiB, at least MinSegmentSize; a value above SegmentSize means
+	// SegmentSize. A larger one saves a few rotations while the log is
+	// young, for as much more disk and zero-filling in Open.
+	InitialSegmentSize int64
 	// NoSync skips fdatasync: an append returns once its write reached the
 	// operating system. UNSAFE: a machine crash loses acknowledged records.
 	// Only for tests and benchmarks.
@@ -157,6 +165,7 @@ type Log struct {
 	dir      string
 	fs       vfs.FS
 	segSize  int64
+	initSize int64 // Options.InitialSegmentSize, or MinPrealloc
 	unsynced int64 // maxUnsynced as of Open
 	noSync   bool
 	// durableHint is Options.ScanFrom when ScanFromDurable is set.
@@ -238,6 +247,10 @@ func (o *Options) validate() error {
 		return fmt.Errorf("%w: SegmentSize %d must be a multiple of %d in [%d, %d]",
 			ErrBadOptions, o.SegmentSize, RecordAlign, MinSegmentSize, MaxSegmentSize)
 	}
+	if n := o.InitialSegmentSize; n != 0 && (n < MinSegmentSize || n > MaxSegmentSize || n%(4<<10) != 0) {
+		return fmt.Errorf("%w: InitialSegmentSize %d must be a multiple of 4 KiB in [%d, %d]",
+			ErrBadOptions, n, MinSegmentSize, MaxSegmentSize)
+	}
 	if o.MinSyncInterval < 0 {
 		return fmt.Errorf("%w: negative MinSyncInterval %v", ErrBadOptions, o.MinSyncInterval)
 	}
@@ -250,7 +263,7 @@ func (o *Options) validate() error {
 // *CorruptionError. A writable log then appends right after the last valid
 // record of the newest segment (a torn tail is zeroed and synced first), or
 // to a fresh segment when the newest one is sealed or full. A brand-new log
-// starts on a zero-filled first segment of MinPrealloc bytes.
+// starts on a zero-filled first segment of InitialSegmentSize bytes.
 func Open(dir string, opts *Options) (*Log, error) {
 	var o Options
 	if opts != nil {
@@ -265,11 +278,14 @@ func Open(dir string, opts *Options) (*Log, error) {
 	if o.SegmentSize == 0 {
 		o.SegmentSize = DefaultSegmentSize
 	}
+	if o.InitialSegmentSize == 0 {
+		o.InitialSegmentSize = MinPrealloc
+	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	l := &Log{
-		dir: dir, fs: o.FS, segSize: o.SegmentSize, noSync: o.NoSync,
+		dir: dir, fs: o.FS, segSize: o.SegmentSize, initSize: min(o.InitialSegmentSize, o.SegmentSize), noSync: o.NoSync,
 		minSync: o.MinSyncInterval, readOnly: o.ReadOnly, logger: o.Logger, unsynced: maxUnsynced,
 		wake: make(chan struct{}, 1), closing: make(chan struct{}), ownerDone: make(chan struct{}),
 	}

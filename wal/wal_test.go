@@ -83,6 +83,11 @@ func TestOptionsValidate(t *testing.T) {
 		{Options{SegmentSize: MaxSegmentSize + 8}, false},
 		{Options{SegmentSize: MinSegmentSize + 3}, false},
 		{Options{MinSyncInterval: -time.Second}, false},
+		{Options{InitialSegmentSize: MinSegmentSize}, true},
+		{Options{InitialSegmentSize: 1 << 20, SegmentSize: 64 << 10}, true},
+		{Options{InitialSegmentSize: 6 << 10}, false},
+		{Options{InitialSegmentSize: -4096}, false},
+		{Options{InitialSegmentSize: MaxSegmentSize + 4096}, false},
 	} {
 		err := tc.o.validate()
 		if (err == nil) != tc.ok {
