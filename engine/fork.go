@@ -76,6 +76,10 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: %q names a run already", ErrRunExists, id, src, id)
 	}
+	if db.deletedLocked(id) || db.deletedLocked(src) {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("%w: fork %q of run %q: one of them was deleted", ErrRunDeleted, id, src)
+	}
 	var nonce chain.Nonce
 	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
 		db.mu.Unlock()
