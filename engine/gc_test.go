@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -170,4 +171,133 @@ func mustRun(db *DB, id string) *Run {
 
 func framesEqual(a, b *frame.Frame) bool {
 	return string(frame.AppendFrame(nil, a)) == string(frame.AppendFrame(nil, b))
+}
+
+// TestGCPowerLoss cuts the power at every filesystem operation of a
+// Delete and the GC after it, with a live run committing beside them, in
+// both durability modes: after the restart every atom the live run had
+// acknowledged is there, the deleted run is gone if its Delete returned
+// (and otherwise gone or whole), the store verifies, and a GC run to its
+// end then removes the dead segments.
+func TestGCPowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	db, err := Open("store", gcOptions(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := fillRun(t, db, "old", 60)
+	if err := old.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	fillRun(t, db, "live", 3)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, mode := range []Durability{Strict, Relaxed} {
+		for _, pct := range []int{0, 100} {
+			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
+				ops := gcTrial(t, base, mode, pct, 0)
+				if ops == 0 {
+					t.Fatal("the trial performed no filesystem operation")
+				}
+				stride, first := uint64(1), uint64(1)
+				if testing.Short() {
+					stride, first = 3, uint64(1+pct/100)
+				}
+				for target := first; target <= ops; target += stride {
+					gcTrial(t, base, mode, pct, target)
+				}
+				t.Logf("%d crash points", ops)
+			})
+		}
+	}
+}
+
+func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+	}
+	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	cut := &powerCut{mem: mem, down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	opts := gcOptions(mem)
+	opts.Durability = mode
+	opts.FS = errorfs.Wrap(mem, cut)
+	acked := uint64(3) // the live run's last acknowledged seq
+	deleteAcked, gcDone := false, false
+	if db, err := Open("store", opts); err == nil {
+		live, err := db.Run(ctx, "live")
+		done := make(chan struct{})
+		go func() { // the agent, beside the collection
+			defer close(done)
+			rng := rand.New(rand.NewPCG(1, target))
+			for range 4 {
+				if err != nil || commitFilled(live, rng) != nil {
+					return
+				}
+				if !cut.cutBefore() {
+					acked = live.LastSeq()
+				}
+			}
+		}()
+		if _, err := db.Delete(ctx, "old"); err == nil {
+			deleteAcked = !cut.cutBefore()
+			st, err := db.GC(ctx)
+			gcDone = err == nil && st.Segments > 0 && !cut.cutBefore()
+		}
+		<-done
+		db.Close()
+	} else if !cut.cutBefore() {
+		fail("open: %v", err)
+	}
+	fs := vfs.FS(mem)
+	if c := cut.clone.Load(); c != nil {
+		fs = c
+	}
+	o := gcOptions(fs)
+	o.Durability = mode
+	db, err := Open("store", o)
+	if err != nil {
+		fail("reopen: %v", err)
+	}
+	live, err := db.Run(ctx, "live")
+	if err != nil || live.LastSeq() < acked {
+		fail("live run after the restart: seq %d, %v; %d were acknowledged", live.LastSeq(), err, acked)
+	}
+	for seq := uint64(1); seq <= live.LastSeq(); seq++ {
+		if _, err := live.StateAt(ctx, seq); err != nil {
+			fail("live run seq %d: %v", seq, err)
+		}
+	}
+	switch r, err := db.Run(ctx, "old"); {
+	case errors.Is(err, ErrRunDeleted):
+	case err != nil:
+		fail("old run: %v", err)
+	case deleteAcked:
+		fail("Delete returned nil, the run is there after the restart")
+	case r.LastSeq() != 60 || r.Status() != StatusCompleted:
+		fail("the run whose Delete did not return is neither gone nor whole: seq %d, %v", r.LastSeq(), r.Status())
+	default:
+		if _, err := db.Delete(ctx, "old"); err != nil {
+			fail("Delete after the restart: %v", err)
+		}
+	}
+	if gcDone && db.log.Segments()[0].ID == 1 {
+		fail("GC returned, the log starts at segment 1 after the restart")
+	}
+	if st, err := db.GC(ctx); err != nil || db.log.Segments()[0].ID == 1 {
+		fail("GC after the restart: %+v, %v", st, err)
+	}
+	if err := db.Close(); err != nil {
+		fail("close: %v", err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+	if err != nil || !rep.OK {
+		fail("verify: %v %v", err, rep.Failures)
+	}
+	if len(rep.Deleted) != 1 || rep.Deleted[0].RunID != "old" || !rep.Deleted[0].Reclaimed {
+		fail("verify's deleted runs: %+v", rep.Deleted)
+	}
+	return cut.n.Load()
 }

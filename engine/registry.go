@@ -153,7 +153,9 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 		// written): creations are taken wherever they are.
 		if !r.Pos.Less(to) && r.Kind != record.KindRun && r.Kind != record.KindFork {
 			if r.Kind == record.KindDelete {
-				// Replayed at Open; an orphan's deletion all the same.
+				// Replayed at Open (a checkpoint taken while it was being
+				// written no longer lists the run): the run is gone.
+				delete(runs, r.Run)
 				deleted[r.Run] = &deletion{seq: r.Seq, final: r.Final, head: r.Head, at: time.Unix(0, r.Deleted), reason: r.Reason}
 				continue
 			}
@@ -307,7 +309,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 		}
 	}
 	for id, lr := range log {
-		if listed[id] {
+		if listed[id] || db.deletedLocked(id) {
 			continue
 		}
 		if _, ok := db.mu.runs[id]; ok {
