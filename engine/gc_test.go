@@ -159,6 +159,20 @@ func TestDeleteAndGC(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The read-only tools read the trimmed log: the live run, not the
+	// reclaimed one.
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	if runs := in.Runs(); len(runs) != 1 || runs[0].ID != "live" || runs[0].LastSeq != 6 {
+		t.Fatalf("inspect of the collected store: %+v", runs)
+	}
+	n := 0
+	if err := Scan(ctx, "store", mem, func(*LogRecord) error { n++; return nil }); err != nil || n == 0 {
+		t.Fatalf("scan of the collected store: %d records, %v", n, err)
+	}
 }
 
 func mustRun(db *DB, id string) *Run {
