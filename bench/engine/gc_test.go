@@ -5,8 +5,8 @@ package enginebench
 //
 //	go test -run '^$' -bench 'GC' -benchtime 1x -count 5 ./bench/engine
 //
-// Each iteration builds two stores alike (without fsync, untimed): eight
-// ended runs of 1,000 atoms with a 4 KiB incompressible value each (32 MiB
+// Each iteration builds two stores alike (without fsync, untimed): 32
+// ended runs of 1,000 atoms with a 4 KiB incompressible value each (128 MiB
 // of records, all deleted), then a live run. Reopened with fsync on, one
 // store gets a GC while its live run commits, the other none while its
 // live run commits as many atoms: the commits that started while the GC
@@ -32,7 +32,7 @@ import (
 )
 
 const (
-	gcDeadRuns  = 8
+	gcDeadRuns  = 32
 	gcDeadAtoms = 1000
 	gcValue     = 4 << 10
 )
