@@ -112,8 +112,11 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 		}
 	}
 	db.mu.Lock()
-	r := db.runLocked(id)
+	r, gone := db.runLocked(id), db.deletedLocked(id)
 	db.mu.Unlock()
+	if r == nil && gone {
+		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
+	}
 	if r == nil {
 		return nil, fmt.Errorf("engine: store has no run %q", id)
 	}

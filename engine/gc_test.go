@@ -315,3 +315,87 @@ func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uin
 	}
 	return cut.n.Load()
 }
+
+// TestDeleteBesideTheEngine: deletions, collections, forks of the runs
+// being deleted and engine checkpoints at every few records, all at once
+// (run it with -race): a fork either wins (and its parent stays) or fails
+// with ErrRunDeleted, a deleted run never comes back, and the store
+// verifies after a restart.
+func TestDeleteBesideTheEngine(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := gcOptions(mem)
+	opts.RestartTail = 16 << 10 // an engine checkpoint every few atoms
+	db := openTest(t, mem, opts)
+	const n = 8
+	for i := range n {
+		r := fillRun(t, db, fmt.Sprint("r", i), 4)
+		if err := r.End(ctx, StatusCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	live := fillRun(t, db, "live", 1)
+	forked := make([]bool, n)
+	done := make(chan struct{})
+	go func() { // the agent
+		defer close(done)
+		rng := rand.New(rand.NewPCG(5, 6))
+		for range 30 {
+			if err := commitFilled(live, rng); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	forks := make(chan error, n)
+	for i := range n {
+		go func() {
+			_, err := db.Fork(ctx, fmt.Sprint("r", i), 2, fmt.Sprint("f", i))
+			forked[i] = err == nil
+			forks <- err
+		}()
+	}
+	deleted := map[string]bool{}
+	for i := range n {
+		got, err := db.Delete(ctx, fmt.Sprint("r", i))
+		switch {
+		case errors.Is(err, ErrRunHasForks):
+		case err != nil:
+			t.Fatal(err)
+		default:
+			deleted[got[0].ID] = true
+		}
+		if i%3 == 0 {
+			if _, err := db.GC(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	for range n {
+		if err := <-forks; err != nil && !errors.Is(err, ErrRunDeleted) {
+			t.Fatalf("fork: %v", err)
+		}
+	}
+	<-done
+	for i := range n {
+		id := fmt.Sprint("r", i)
+		if forked[i] && deleted[id] {
+			t.Fatalf("run %s was both forked and deleted", id)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db2, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	for id := range deleted {
+		if _, err := db2.Run(ctx, id); !errors.Is(err, ErrRunDeleted) {
+			t.Fatalf("deleted run %s after the restart: %v", id, err)
+		}
+	}
+	if r, err := db2.Run(ctx, "live"); err != nil || r.LastSeq() != 31 {
+		t.Fatalf("live run after the restart: %v", err)
+	}
+}

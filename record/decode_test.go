@@ -169,6 +169,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendFail(nil, "r1", 3, "boom"))
 	f.Add(AppendEnd(nil, "r1", 4, chain.Hash{3}, EndCompleted, 9, []byte("done")))
 	f.Add(AppendFork(nil, "f", chain.Nonce{4}, 2, "r1", 3, chain.Hash{5}))
+	f.Add(AppendDelete(nil, "r1", 5, chain.Hash{3}, chain.Hash{6}, 9, "policy", delNote("r1", 5, chain.Hash{6}, true)))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -191,6 +192,8 @@ func FuzzDecode(f *testing.F) {
 			again = AppendEnd(nil, r.Run, r.Seq, r.Head, r.Status, r.Ended, r.Result)
 		case KindFork:
 			again = AppendFork(nil, r.Run, r.Nonce, r.Created, r.Parent, r.Seq, r.ParentHead)
+		case KindDelete:
+			again = AppendDelete(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Reason, r.Note)
 		case KindAtom:
 			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
 			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {
