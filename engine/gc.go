@@ -165,6 +165,8 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		}
 	}
 	db.mu.Unlock()
+	// CHECKPOINT lists none of them now: their frame files are unused.
+	db.removeDeletedFrames(deleted)
 
 	// 2. The dead prefix.
 	keep, fps, scanned, err := db.deadPrefix(ctx, floor, deleted, headAfter)
@@ -207,11 +209,7 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 	// 5. ... before the segments go.
 	removed, err := db.log.RemoveBelow(wal.Pos{Segment: keep})
 	st.Segments, st.Bytes, st.Floor = removed, bytes, keep
-	if err != nil {
-		return st, err
-	}
-	db.removeDeletedFrames(deleted)
-	return st, nil
+	return st, err
 }
 
 // deadPrefix reads the log from its start up to floor (CHECKPOINT's
