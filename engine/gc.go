@@ -176,12 +176,20 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 	}
 	segs := db.log.Segments()
 	st.Floor = segs[0].ID
-	var bytes int64
-	n := 0
+	counted := uint64(0) // segments below it are in RETENTION's totals already (a crash before their removal)
+	if ret != nil {
+		counted = ret.Floor
+	}
+	var bytes, newBytes int64
+	n, newN := 0, 0
 	for _, s := range segs {
 		if s.ID < keep && s.Sealed {
 			bytes += s.Size
 			n++
+			if s.ID >= counted {
+				newBytes += s.Size
+				newN++
+			}
 		}
 	}
 	if n == 0 {
@@ -197,7 +205,7 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 	}
 
 	// 4. RETENTION explains the log's new first segment ...
-	r := layout.Retention{StoreID: db.storeID, Floor: keep, Segments: uint64(n), Bytes: uint64(bytes), Updated: time.Now().UnixNano()}
+	r := layout.Retention{StoreID: db.storeID, Floor: keep, Segments: uint64(newN), Bytes: uint64(newBytes), Updated: time.Now().UnixNano()}
 	if ret != nil {
 		r.Segments += ret.Segments
 		r.Bytes += ret.Bytes
