@@ -4,8 +4,14 @@ package engine
 // held by dead records:
 //
 //   - every record of a deleted run (its creation, atoms, fails, end,
-//     chain checkpoints, intents and certificates), once its delete
-//     record is durable;
+//     chain checkpoints), once its delete record is durable, and its
+//     intents and certificates of actions with the run's own default
+//     keys (ledger.DefaultKey of the run, seq and index): no other run
+//     can ever use those (a deleted id is never created again, and a run
+//     with a fork is not deleted without it). An action with an explicit
+//     key is live: another run may have repeated it, and that run's atom
+//     names its certificate (the chain links the result's digest, a frame
+//     may refer to the result);
 //   - a store head that a later durable store head supersedes, or whose
 //     runs are all deleted.
 //
@@ -234,6 +240,10 @@ func (db *DB) deadPrefix(ctx context.Context, floor wal.Pos, deleted map[string]
 	keep := floor.Segment
 	var fps []ledger.Fingerprint
 	var scanned int64
+	// explicit says, of each action whose intent was read, whether its key
+	// is not its run's default key. A certificate whose intent is not in
+	// the log any more had a dead intent: a default key.
+	explicit := map[ledger.Fingerprint]bool{}
 	cur := uint64(0) // the segment being read
 	var curFPs []ledger.Fingerprint
 	for n := 0; c.Next(); n++ {
@@ -248,7 +258,11 @@ func (db *DB) deadPrefix(ctx context.Context, floor wal.Pos, deleted map[string]
 		if !r.Pos.Less(floor) || r.Pos.Segment >= floor.Segment {
 			break
 		}
-		if !db.deadRecord(r, deleted, headAfter) {
+		if r.Kind == record.KindIntent {
+			in := r.Intent
+			explicit[in.Fingerprint] = in.Key != ledger.DefaultKey(in.RunID, in.Seq, int(in.Index))
+		}
+		if !db.deadRecord(r, deleted, headAfter, explicit) {
 			keep = r.Pos.Segment
 			break
 		}
@@ -269,16 +283,17 @@ func (db *DB) deadPrefix(ctx context.Context, floor wal.Pos, deleted map[string]
 	return keep, fps, scanned, nil
 }
 
-// deadRecord says whether r is dead: a record of a deleted run, or a
-// superseded store head (see the file's comment).
-func (db *DB) deadRecord(r *record.Record, deleted map[string]bool, headAfter bool) bool {
+// deadRecord says whether r is dead: a record of a deleted run (of its
+// ledger records, those of default-key actions), or a superseded store
+// head (see the file's comment).
+func (db *DB) deadRecord(r *record.Record, deleted map[string]bool, headAfter bool, explicit map[ledger.Fingerprint]bool) bool {
 	switch r.Kind {
 	case record.KindDelete:
 		return false
 	case record.KindIntent:
-		return deleted[r.Intent.RunID]
+		return deleted[r.Intent.RunID] && !explicit[r.Intent.Fingerprint]
 	case record.KindCert:
-		return deleted[r.Cert.RunID]
+		return deleted[r.Cert.RunID] && !explicit[r.Cert.Fingerprint]
 	case record.KindStoreHead:
 		if headAfter {
 			return true

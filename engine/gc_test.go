@@ -399,3 +399,76 @@ func TestDeleteBesideTheEngine(t *testing.T) {
 		t.Fatalf("live run after the restart: %v", err)
 	}
 }
+
+// TestGCKeepsSharedActions: an action with an explicit key that a deleted
+// run performed and a live run repeated (the ledger gave the live run the
+// deleted run's certificate) stays: GC stops at its records, the live
+// run's chain still links its result, and a third Do of it is still
+// answered from the certificate, after a restart too.
+func TestGCKeepsSharedActions(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := gcOptions(mem)
+	db := openTest(t, mem, opts)
+	shared := ledger.Action{Tool: "pay", Args: []byte(`{"amount":5}`), Key: "invoice-7"}
+	calls := 0
+	exec := func(context.Context, string) ([]byte, error) { calls++; return []byte("paid"), nil }
+	do := func(run *Run) {
+		t.Helper()
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out, err := a.Do(ctx, shared, exec); err != nil || string(out) != "paid" {
+			t.Fatalf("Do: %q, %v", out, err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("paid", []byte("yes"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := fillRun(t, db, "old", 40)
+	do(old)
+	rng := rand.New(rand.NewPCG(7, 7))
+	for range 20 {
+		if err := commitFilled(old, rng); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := old.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	live := fillRun(t, db, "live", 1)
+	do(live)
+	if calls != 1 {
+		t.Fatalf("exec called %d times, want 1", calls)
+	}
+	if _, err := db.Delete(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	st, err := db.GC(ctx)
+	if err != nil || st.Segments == 0 {
+		t.Fatalf("GC: %+v, %v", st, err)
+	}
+	if _, err := db.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+	if err != nil || !rep.OK {
+		t.Fatalf("verify: %v %v", err, rep.Failures)
+	}
+	db2, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	r, err := db2.Run(ctx, "live")
+	if err != nil {
+		t.Fatal(err)
+	}
+	do(r)
+	if calls != 1 {
+		t.Fatalf("exec called %d times after the collection, want 1 (the certificate is gone)", calls)
+	}
+}
