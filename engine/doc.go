@@ -293,6 +293,7 @@
 //     segments holding only records of deleted runs and superseded store
 //     heads). Compaction of mostly dead segments is not done: a dead
 //     segment after a live one waits until the live records before it
-//     die. Snapshots of deleted runs stay in the snapshot store.
+//     die. The atom-index entries of deleted runs stay in the snapshot
+//     store (their snapshots are deleted).
 //   - Frames of every run are kept in memory once a run is used.
 package engine

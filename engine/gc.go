@@ -171,8 +171,12 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		}
 	}
 	db.mu.Unlock()
-	// CHECKPOINT lists none of them now: their frame files are unused.
+	// CHECKPOINT lists none of them now: their frame files and snapshots
+	// are unused.
 	db.removeDeletedFrames(deleted)
+	if err := db.dropDeletedSnapshots(ctx, deleted); err != nil {
+		return st, err
+	}
 
 	// 2. The dead prefix.
 	keep, fps, scanned, err := db.deadPrefix(ctx, floor, deleted, headAfter)
@@ -337,6 +341,37 @@ func (db *DB) removeDeletedFrames(deleted map[string]bool) {
 			db.logger.Warn("engine: gc: sync the frames directory", "err", err)
 		}
 	}
+}
+
+// dropDeletedSnapshots deletes the snapshots of deleted runs from the
+// snapshot store (derived: nothing reads them any more). Their atom-index
+// entries stay (the snapshot store has no way to delete them yet). A
+// snapshot store that is not usable is left alone.
+func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool) error {
+	snaps, err := db.usableSnapshots(ctx)
+	if err != nil || snaps == nil {
+		return nil // the store failed or is absent: its own error says so (Stats)
+	}
+	b := snaps.NewBatch()
+	defer b.Discard()
+	for id := range deleted {
+		seqs, err := snaps.Snapshots(id)
+		if err != nil {
+			return fmt.Errorf("snapshots of deleted run %q: %w", id, err)
+		}
+		for _, seq := range seqs {
+			if err := b.DeleteSnapshot(id, seq); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := b.Commit(!db.opts.NoSync); err != nil {
+		return fmt.Errorf("delete the snapshots of deleted runs: %w", err)
+	}
+	return nil
 }
 
 // logTrimmed reports whether garbage collection removed the log's first

@@ -120,6 +120,11 @@ func TestDeleteAndGC(t *testing.T) {
 	if st2, err := db.GC(ctx); err != nil || st2.Segments != 0 {
 		t.Fatalf("second GC: %+v, %v; want nothing to remove", st2, err)
 	}
+	if snaps, err := db.usableSnapshots(ctx); err != nil || snaps == nil {
+		t.Fatalf("snapshot store: %v", err)
+	} else if seqs, err := snaps.Snapshots("old"); err != nil || len(seqs) != 0 {
+		t.Fatalf("snapshots of the deleted run after GC: %v, %v", seqs, err)
+	}
 	rng := rand.New(rand.NewPCG(9, 9))
 	for range 3 {
 		if err := commitFilled(live, rng); err != nil {
