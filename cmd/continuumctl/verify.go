@@ -59,6 +59,10 @@ Exit 2: usage or I/O error.
                         signed, signed_seq, unsigned_tail, ended (a final
                         checkpoint verified with --pubkey covers its end),
                         ok, failure, warnings
+  deleted               runs deleted by policy (continuumctl gc), each named
+                        by a delete record that verified: run, seq, final,
+                        head, at, reason, signed, reclaimed (its records are
+                        partly or wholly gone; it is then not in runs)
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
