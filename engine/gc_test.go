@@ -477,3 +477,29 @@ func TestGCKeepsSharedActions(t *testing.T) {
 		t.Fatalf("exec called %d times after the collection, want 1 (the certificate is gone)", calls)
 	}
 }
+
+// TestGCNothingToCollect: a store with no deleted run keeps its log and
+// writes no RETENTION; GC and Delete after Close fail with ErrClosed.
+func TestGCNothingToCollect(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := gcOptions(mem)
+	db := openTest(t, mem, opts)
+	fillRun(t, db, "a", 40)
+	segs := len(db.log.Segments())
+	st, err := db.GC(ctx)
+	if err != nil || st.Segments != 0 || st.Floor != 1 || len(db.log.Segments()) != segs {
+		t.Fatalf("GC: %+v, %v", st, err)
+	}
+	if _, err := mem.Stat("store/" + layout.RetentionName); err == nil {
+		t.Fatal("RETENTION written by a GC that removed nothing")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GC(ctx); !errors.Is(err, ErrClosed) {
+		t.Fatalf("GC after Close: %v", err)
+	}
+	if _, err := db.Delete(ctx, "a"); !errors.Is(err, ErrClosed) {
+		t.Fatalf("Delete after Close: %v", err)
+	}
+}

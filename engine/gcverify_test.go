@@ -2,6 +2,7 @@ package engine
 
 import (
 	"crypto/ed25519"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -203,5 +204,41 @@ func TestVerifyRunRemovedWithoutDeletion(t *testing.T) {
 	t.Logf("failures: %v", rep.Failures)
 	if !failureOf(rep, "old", 0, "") {
 		t.Fatalf("run old, whose first segments are gone and which no delete record names, is not reported: %v", rep.Failures)
+	}
+}
+
+// TestRetentionDamaged: RETENTION is not derived: a damaged one makes
+// Open refuse the store (naming it) and verify report it.
+func TestRetentionDamaged(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := gcOptions(mem)
+	deletedStore(t, opts, func(db *DB, _ *Run) {
+		if _, err := db.Delete(ctx, "old"); err != nil {
+			t.Fatal(err)
+		}
+	})
+	gcStore(t, opts)
+	name := "store/" + layout.RetentionName
+	b, err := layout.ReadFile(mem, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b[30] ^= 1 // the floor
+	if err := layout.WriteFileAtomic(mem, name, b, true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Open("store", opts); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "RETENTION") {
+		t.Fatalf("Open with a damaged RETENTION: %v", err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem})
+	if err != nil || rep.OK {
+		t.Fatalf("verify: %v, OK %v", err, rep.OK)
+	}
+	found := false
+	for _, f := range rep.Failures {
+		found = found || strings.Contains(f.Location, layout.RetentionName)
+	}
+	if !found {
+		t.Fatalf("verify does not name RETENTION: %v", rep.Failures)
 	}
 }
