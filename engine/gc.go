@@ -348,6 +348,9 @@ func (db *DB) removeDeletedFrames(deleted map[string]bool) {
 // entries stay (the snapshot store has no way to delete them yet). A
 // snapshot store that is not usable is left alone.
 func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool) error {
+	if !db.snapshotsExist() {
+		return nil // never created: no snapshot to delete (and none is created for it)
+	}
 	snaps, err := db.usableSnapshots(ctx)
 	if err != nil || snaps == nil {
 		return nil // the store failed or is absent: its own error says so (Stats)
