@@ -182,11 +182,34 @@ type Report struct {
 	CheckpointsSigned int       `json:"checkpoints_signed"`
 	Failures          []Failure `json:"failures"` // run failures, then store-level ones
 	Warnings          []Failure `json:"warnings"`
+	// Deleted lists the runs deleted by policy: each named by a delete
+	// record that verified (sorted by RunID). A deleted run is not in
+	// Runs unless its records are all still there (Reclaimed false), and
+	// its absence is no failure.
+	Deleted []DeletedRun `json:"deleted,omitempty"`
 	// Unchecked names what the caller did not compare with the log (the
 	// engine's verify without Deep: its derived files), for the report to
 	// say so. Not a warning: nothing was found.
 	Unchecked []string      `json:"unchecked,omitempty"`
 	Duration  time.Duration `json:"duration_ns"`
+}
+
+// DeletedRun is a run deleted by policy, as its delete record says.
+type DeletedRun struct {
+	RunID  string `json:"run"`
+	Seq    uint64 `json:"seq"`   // the deletion's link: the run's end + 1
+	Final  Hash   `json:"final"` // the run's head at its end
+	Head   Hash   `json:"head"`  // the deletion's link
+	At     int64  `json:"at"`    // unix nanoseconds
+	Reason string `json:"reason"`
+	// Signed: the delete record's checkpoint verified against the public
+	// key (with none given, false).
+	Signed bool `json:"signed"`
+	// Reclaimed: some or all of the run's records are gone (garbage
+	// collection removed them); false when they are all there and the
+	// deletion was checked against the run's end.
+	Reclaimed bool   `json:"reclaimed"`
+	Location  string `json:"location,omitempty"`
 }
 
 // State returns what `--save-state` writes: the store id and, for every run

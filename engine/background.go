@@ -60,6 +60,9 @@ func (db *DB) background() {
 			if err := db.checkpoint(false); err != nil {
 				db.setBackgroundErr(err)
 			}
+		case job := <-db.bg.gcReq:
+			st, err := db.collect(job.ctx)
+			job.done <- gcResult{st, err}
 		case <-tick.C:
 			db.sweep()
 		}
@@ -421,7 +424,7 @@ func (db *DB) checkpoint(final bool) error {
 		return err
 	}
 	old := db.bg.ledgerGn
-	db.bg.gen, db.bg.ledgerGn = gen, gen
+	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
 	if old != 0 && old != gen {
 		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
 			db.logger.Warn("engine: remove old ledger table", "err", err)

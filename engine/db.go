@@ -116,7 +116,12 @@ type DB struct {
 		// never built from lazy.
 		dropped  map[string]bool
 		lazyTime time.Time // when Open read them: the runs' clocks start there
+		// deleted holds the runs the log deletes (delete.go): never built
+		// nor created again. A nil value: a deletion being written.
+		deleted map[string]*deletion
 	}
+	// gcMu serializes deletions and garbage collections (delete.go, gc.go).
+	gcMu sync.Mutex
 
 	dict struct {
 		sync.Mutex
@@ -137,10 +142,17 @@ type DB struct {
 		ckptReq  chan struct{}
 		stop     chan struct{}
 		wg       sync.WaitGroup
-		gen      uint64 // engine checkpoint generation; owned by the bg goroutine
-		ledgerGn uint64 // generation of the ledger table on disk
+		gcReq    chan *gcJob // GC's collections (gc.go), run by the bg goroutine
+		replay   wal.Pos     // the last engine checkpoint's replay position; owned by the bg goroutine
+		gen      uint64      // engine checkpoint generation; owned by the bg goroutine
+		ledgerGn uint64      // generation of the ledger table on disk
 		err      atomic.Pointer[error]
 	}
+
+	// orphans holds, during Open's replay of a log that garbage
+	// collection trimmed, the records of runs whose creation record was
+	// reclaimed (gc.go: orphan); only Open's goroutine uses it.
+	orphans map[string]error
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).
@@ -272,6 +284,10 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 			return nil, err
 		}
 		return db.Run(ctx, id)
+	}
+	if db.deletedLocked(id) {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("%w: run %q: a deleted run's id is not created again", ErrRunDeleted, id)
 	}
 	// Publish the run before its record is durable so that concurrent
 	// callers of the same id wait for one creation instead of racing.

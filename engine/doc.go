@@ -73,6 +73,27 @@
 // an action that differs gets the fork's own key, which no run of the
 // lineage used. Explicit keys are the caller's, as everywhere.
 //
+// # Retention
+//
+// DB.Delete(ctx, ids...) and DB.DeleteRuns(ctx, DeleteOptions{Status,
+// EndedBefore, ...}) delete ended runs (ErrRunNotEnded otherwise): one
+// delete record each in the log, written together and durable when they
+// return, the run's deletion link past its end with a chain checkpoint of
+// it, signed with the store's key. A run with a fork not deleted with it
+// is refused when named (ErrRunHasForks) and kept when a policy selects
+// it: the fork reads its history. A deleted run is gone from Runs, Run
+// and Fork for good, its id never created again (ErrRunDeleted);
+// DB.Deleted lists the deletions. DB.GC reclaims the space: it removes
+// the segments at the start of the log whose records are all dead
+// (records of deleted runs, superseded store heads), after an engine
+// checkpoint, the ledger forgetting their actions and RETENTION naming
+// the first segment kept (gc.go says what happens at a crash at each
+// step: nothing of a live run is ever touched). Commits go on beside it;
+// Deletes wait for it. The delete records stay, so that verify tells a
+// run deleted by policy (Report.Deleted) from one whose records vanished
+// (reported as ever). continuumctl gc does the same from the command
+// line, for a store no process has open.
+//
 // # Guarantees
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
@@ -201,7 +222,8 @@
 //     reports such rows.
 //
 // Damage to the log itself is the opposite case, never rebuilt over: a
-// missing segment (a gap, a first segment other than 1, a log that ends
+// missing segment (a gap, a first segment past 1 that RETENTION does not
+// explain, a log that ends
 // before CHECKPOINT's replay position or before a frame file's seq), a
 // missing dictionary (CHECKPOINT names the newest), or a damaged record
 // that Open reads is refused with a *CorruptionError naming the file, the
@@ -267,7 +289,11 @@
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer
 //     fsync waits; see Relaxed.
-//   - The log is kept whole: it is the audit trail. Nothing is garbage
-//     collected yet.
+//   - The log is kept whole but for what GC removes from its start (the
+//     segments holding only records of deleted runs and superseded store
+//     heads). Compaction of mostly dead segments is not done: a dead
+//     segment after a live one waits until the live records before it
+//     die. The atom-index entries of deleted runs stay in the snapshot
+//     store (their snapshots are deleted).
 //   - Frames of every run are kept in memory once a run is used.
 package engine

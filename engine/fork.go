@@ -76,6 +76,10 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: %q names a run already", ErrRunExists, id, src, id)
 	}
+	if db.deletedLocked(id) || db.deletedLocked(src) {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("%w: fork %q of run %q: one of them was deleted", ErrRunDeleted, id, src)
+	}
 	var nonce chain.Nonce
 	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
 		db.mu.Unlock()
@@ -108,8 +112,11 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 		}
 	}
 	db.mu.Lock()
-	r := db.runLocked(id)
+	r, gone := db.runLocked(id), db.deletedLocked(id)
 	db.mu.Unlock()
+	if r == nil && gone {
+		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
+	}
 	if r == nil {
 		return nil, fmt.Errorf("engine: store has no run %q", id)
 	}

@@ -142,6 +142,24 @@ func fzBuild(s *fzStore) error {
 			}
 		}
 	}
+	// A run ended and deleted: the end and delete records are seeds too.
+	gone, err := db.Run(ctx, "fz-gone")
+	if err != nil {
+		return err
+	}
+	a, err := gone.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+		return err
+	}
+	if err := gone.End(ctx, StatusCompleted, []byte("done")); err != nil {
+		return err
+	}
+	if _, err := db.Delete(ctx, "fz-gone"); err != nil {
+		return err
+	}
 	if err := db.Close(); err != nil {
 		return err
 	}

@@ -180,6 +180,7 @@ func (db *DB) open() error {
 
 	db.bg.snapJobs = make(chan *Run, 1024)
 	db.bg.ckptReq = make(chan struct{}, 1)
+	db.bg.gcReq = make(chan *gcJob)
 	db.bg.stop = make(chan struct{})
 	db.bg.wg.Add(1)
 	go db.background()
@@ -193,7 +194,8 @@ var walInitialSegment int64
 
 // checkLogPresent refuses a store whose log is not whole at its ends: no
 // segment at all (STORE says a store was here), a first segment other
-// than 1 (nothing is removed from the log), or a log that ends before the
+// than 1 that RETENTION does not explain (garbage collection removes
+// only segments below its floor, after writing it), or a log that ends before the
 // position CHECKPOINT replays from (segments or records lost after it was
 // written). Gaps between segments are refused by the log itself.
 func (db *DB) checkLogPresent(fresh bool, cp *layout.Checkpoint) error {
@@ -206,7 +208,11 @@ func (db *DB) checkLogPresent(fresh bool, cp *layout.Checkpoint) error {
 // checkLogComplete is checkLogPresent for a log l (nil: the log directory
 // is missing) of an existing store.
 func (db *DB) checkLogComplete(l *wal.Log, cp *layout.Checkpoint) error {
-	return layout.CheckLog(db.fs, db.dir, l, cp)
+	ret, err := layout.ReadRetention(db.fs, db.dir, &db.storeID)
+	if err != nil {
+		return err
+	}
+	return layout.CheckLog(db.fs, db.dir, l, cp, ret)
 }
 
 // abandon releases what a failed Open acquired.

@@ -91,6 +91,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	}
 	defer c.Close()
 	c.Known(db.replayedSeqs())
+	db.orphans = nil
 	for c.Next() {
 		r := c.Record()
 		db.openInfo.Replayed++
@@ -100,6 +101,9 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		}
 	}
 	if err := c.Err(); err != nil {
+		return err
+	}
+	if err := db.checkOrphans(); err != nil {
 		return err
 	}
 	db.tailBytes.Store(db.openInfo.ReplayedBytes)
@@ -123,7 +127,7 @@ func (db *DB) runLocked(id string) *Run {
 	if r, ok := db.mu.runs[id]; ok {
 		return r
 	}
-	if db.mu.lazyLeft == 0 || db.mu.dropped[id] {
+	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
 		return nil
 	}
 	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
@@ -148,7 +152,7 @@ func (db *DB) allRunsLocked() {
 	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
 	for i := range db.mu.lazy {
 		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] {
+		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] && !db.deletedLocked(c.ID) {
 			r := &runs[len(runs)-db.mu.lazyLeft]
 			db.fillRun(r, c)
 			db.mu.runs[c.ID] = r
@@ -202,7 +206,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 				if fromCheckpoint {
 					return mismatchf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos)
 				}
-				return damage(rec.Run, rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent))
+				return db.orphan(rec.Run, damage(rec.Run, rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent)))
 			}
 			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, p, rec.Seq, rec.ParentHead)
 		} else if r.nonce != rec.Nonce || r.parent != rec.Parent || r.base != rec.Seq {
@@ -239,7 +243,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			if fromCheckpoint {
 				return mismatchf("the log has atom %d of run %q at %v, a run it does not list", rec.Seq, rec.Run, pos)
 			}
-			return damage(rec.Run, rec.Seq, "atom of a run whose creation record is not in the log")
+			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "atom of a run whose creation record is not in the log"))
 		}
 		if e := r.mu.end; e != nil && rec.Seq > r.mu.lastSeq {
 			return damage(rec.Run, rec.Seq, fmt.Sprintf("atom after the run ended (%v) at seq %d", e.status, r.mu.lastSeq+1))
@@ -277,7 +281,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			if fromCheckpoint {
 				return mismatchf("the log ends run %q at %v, a run it does not list", rec.Run, pos)
 			}
-			return damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log")
+			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log"))
 		case r.mu.end != nil:
 			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
 				break // reflected by the checkpoint already
@@ -294,6 +298,13 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		default:
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
+		}
+	case record.KindDelete:
+		if why := db.applyDeletionLocked(rec); why != "" {
+			if fromCheckpoint {
+				return mismatchf("%s (%v)", why, pos)
+			}
+			return damage(rec.Run, rec.Seq, why)
 		}
 	case record.KindCheckpoint:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.ckptSeq {

@@ -96,12 +96,15 @@ func (db *DB) checkRegistry() error {
 		return nil
 	}
 	rc.once.Do(func() {
-		runs, err := db.logRunsBefore(rc.to)
+		runs, deleted, err := db.logRunsBefore(rc.to)
 		if err != nil {
 			rc.err = err
 			return
 		}
 		db.mu.Lock()
+		for id, d := range deleted {
+			db.markDeletedLocked(id, d)
+		}
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
 		rc.checked.Store(true)
@@ -121,27 +124,41 @@ func (db *DB) registryMismatch() string {
 	return db.reg.mismatch
 }
 
-// logRunsBefore reads the run and atom records of the log before to.
-func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
+// logRunsBefore reads the run, atom, end and delete records of the log
+// before to: the runs it holds, and those it deleted.
+func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletion, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork
+		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && k != record.KindDelete
 	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
-		return nil, fmt.Errorf("engine: read the log's runs: %w", err)
+		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
 	defer c.Close()
 	runs := map[string]*logRun{}
+	deleted := map[string]*deletion{}
+	// orphans holds, in a log that garbage collection trimmed, the first
+	// record of each run whose creation record was reclaimed: fine for a
+	// run the log deletes further on, damage otherwise.
+	orphans := map[string]error{}
+	trimmed := db.logTrimmed()
 	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 && db.closed.Load() {
-			return nil, ErrClosed // Close does not wait for a whole read
+			return nil, nil, ErrClosed // Close does not wait for a whole read
 		}
 		r := c.Record()
 		// A run's creation record may follow the replay position while
 		// CHECKPOINT lists it (a run is published before its record is
 		// written): creations are taken wherever they are.
 		if !r.Pos.Less(to) && r.Kind != record.KindRun && r.Kind != record.KindFork {
+			if r.Kind == record.KindDelete {
+				// Replayed at Open (a checkpoint taken while it was being
+				// written no longer lists the run): the run is gone.
+				delete(runs, r.Run)
+				deleted[r.Run] = &deletion{seq: r.Seq, final: r.Final, head: r.Head, at: time.Unix(0, r.Deleted), reason: r.Reason}
+				continue
+			}
 			if lr := runs[r.Run]; lr != nil {
 				switch {
 				case r.Kind == record.KindAtom && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
@@ -155,6 +172,15 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 		where := func(run string, seq uint64, reason string) error {
 			return &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: run, Seq: seq, Reason: reason}
 		}
+		orphan := func(err error) error {
+			if !trimmed {
+				return err
+			}
+			if _, seen := orphans[r.Run]; !seen {
+				orphans[r.Run] = err
+			}
+			return nil
+		}
 		switch r.Kind {
 		case record.KindRun:
 			if _, dup := runs[r.Run]; !dup {
@@ -166,7 +192,10 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 		case record.KindFork:
 			if _, dup := runs[r.Run]; !dup {
 				if runs[r.Parent] == nil {
-					return nil, where(r.Run, r.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", r.Parent))
+					if err := orphan(where(r.Run, r.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", r.Parent))); err != nil {
+						return nil, nil, err
+					}
+					continue
 				}
 				g := db.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
 				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, last: r.Seq, base: r.Seq, parent: r.Parent, parentHead: r.ParentHead,
@@ -176,14 +205,17 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 			lr := runs[r.Run]
 			switch {
 			case lr == nil:
-				return nil, where(r.Run, r.Seq, "atom of a run whose creation record is not in the log")
+				if err := orphan(where(r.Run, r.Seq, "atom of a run whose creation record is not in the log")); err != nil {
+					return nil, nil, err
+				}
+				continue
 			case r.Seq <= lr.last:
 				continue
 			case r.Seq != lr.last+1:
-				return nil, where(r.Run, lr.last+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", r.Seq, lr.last))
+				return nil, nil, where(r.Run, lr.last+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", r.Seq, lr.last))
 			}
 			if lr.end != nil {
-				return nil, where(r.Run, r.Seq, "atom after the run ended")
+				return nil, nil, where(r.Run, r.Seq, "atom after the run ended")
 			}
 			lr.last, lr.head = r.Seq, r.Head
 			lr.pos = append(lr.pos, r.Pos)
@@ -191,19 +223,33 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, error) {
 			lr := runs[r.Run]
 			switch {
 			case lr == nil:
-				return nil, where(r.Run, r.Seq, "end of a run whose creation record is not in the log")
+				if err := orphan(where(r.Run, r.Seq, "end of a run whose creation record is not in the log")); err != nil {
+					return nil, nil, err
+				}
+				continue
 			case lr.end != nil:
-				return nil, where(r.Run, r.Seq, "the run ends a second time")
+				return nil, nil, where(r.Run, r.Seq, "the run ends a second time")
 			case r.Seq != lr.last+1:
-				return nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
+				return nil, nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
 			}
 			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head}
+		case record.KindDelete:
+			if lr := runs[r.Run]; lr != nil {
+				if lr.end == nil || r.Seq != lr.last+2 || r.Final != lr.end.head {
+					return nil, nil, where(r.Run, r.Seq, "the deletion does not follow the run's end")
+				}
+				delete(runs, r.Run)
+			}
+			deleted[r.Run] = &deletion{seq: r.Seq, final: r.Final, head: r.Head, at: time.Unix(0, r.Deleted), reason: r.Reason}
 		}
 	}
 	if err := c.Err(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return runs, nil
+	if err := firstOrphan(orphans, func(run string) bool { return deleted[run] != nil }); err != nil {
+		return nil, nil, err
+	}
+	return runs, deleted, nil
 }
 
 // reconcileLocked makes the runs agree with the log's (see the file's
@@ -263,7 +309,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 		}
 	}
 	for id, lr := range log {
-		if listed[id] {
+		if listed[id] || db.deletedLocked(id) {
 			continue
 		}
 		if _, ok := db.mu.runs[id]; ok {

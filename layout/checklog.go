@@ -7,11 +7,12 @@ import (
 )
 
 // CheckLog refuses a log l (nil: none) of the store in dir that is gone or
-// lost records: it holds no segment, does not start at segment 1, or ends
-// before the replay position of cp, CHECKPOINT (nil: none), the witness of
-// where the log reached. The error is a *record.CorruptionError naming the
-// missing file.
-func CheckLog(fs vfs.FS, dir string, l *wal.Log, cp *Checkpoint) error {
+// lost records: it holds no segment, does not start at segment 1 or at
+// or below ret's floor (ret, RETENTION, nil: none; see ReadRetention), or
+// ends before the replay position of cp, CHECKPOINT (nil: none), the
+// witness of where the log reached. The error is a
+// *record.CorruptionError naming the missing file.
+func CheckLog(fs vfs.FS, dir string, l *wal.Log, cp *Checkpoint, ret *Retention) error {
 	path := func(name string) string { return fs.PathJoin(dir, name) }
 	segmentFile := func(seg uint64) string { return fs.PathJoin(dir, WALDir, wal.SegmentName(seg)) }
 	if l == nil {
@@ -21,8 +22,14 @@ func CheckLog(fs vfs.FS, dir string, l *wal.Log, cp *Checkpoint) error {
 	if len(segs) == 0 {
 		return record.Corruptf(path(WALDir), "holds no log segment: the log is gone, but %s says a store was here", path(StoreName))
 	}
-	if segs[0].ID != 1 {
-		return record.Corruptf(segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
+	switch first := segs[0].ID; {
+	case first == 1:
+	case ret == nil:
+		return record.Corruptf(segmentFile(1), "missing: the log starts at segment %d, and no %s says that garbage collection removed the segments before it",
+			first, path(RetentionName))
+	case first > ret.Floor:
+		return record.Corruptf(segmentFile(ret.Floor), "missing: the log starts at segment %d, but %s says garbage collection kept every segment from %d",
+			first, path(RetentionName), ret.Floor)
 	}
 	if cp != nil {
 		end := l.End()

@@ -11,6 +11,8 @@
 //	                       durable)
 //	  CHECKPOINT           engine checkpoint: where restart replays from, the
 //	                       runs' heads (replaced atomically)
+//	  RETENTION            the first log segment garbage collection kept
+//	                       (retention.go; written before it removes any)
 //	  ledger-<gen>.tbl     the ledger's persisted fingerprint index, named by
 //	                       the checkpoint generation that wrote it
 //	  frames/<h>.frame     the latest frame of each run as of some checkpoint,
@@ -21,7 +23,7 @@
 //	  snapshots/           Pebble: snapshot history and the atom index
 //	                       (package snapshot)
 //
-// Only the log and STORE are the truth; CHECKPOINT, the ledger table, the
+// Only the log, STORE and RETENTION are the truth; CHECKPOINT, the ledger table, the
 // frame files and the snapshot store are derived from the log: the engine
 // checks each against it and rebuilds what disagrees (invariant I9).
 // Dictionaries cannot be rebuilt: a store lacking one that its records

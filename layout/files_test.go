@@ -148,7 +148,7 @@ func TestCheckLog(t *testing.T) {
 		t.Fatalf("test log: segments %+v, end %v", segs, end)
 	}
 	for _, cp := range []*Checkpoint{nil, {Replay: wal.Pos{Segment: 1, Offset: wal.SegmentHeaderSize}}, {Replay: end}} {
-		if err := CheckLog(fs, dir, l, cp); err != nil {
+		if err := CheckLog(fs, dir, l, cp, nil); err != nil {
 			t.Fatalf("checkpoint %+v: %v", cp, err)
 		}
 	}
@@ -163,12 +163,12 @@ func TestCheckLog(t *testing.T) {
 		{"an offset beyond the log's end", wal.Pos{Segment: 4, Offset: end.Offset + 8}, seg(4), fmt.Sprintf("ends at offset %d, but db/CHECKPOINT (generation 9) replays from offset %d", end.Offset, end.Offset+8)},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantCorrupt(t, CheckLog(fs, dir, l, &Checkpoint{Gen: 9, Replay: c.at}), c.file, c.why)
+			wantCorrupt(t, CheckLog(fs, dir, l, &Checkpoint{Gen: 9, Replay: c.at}, nil), c.file, c.why)
 		})
 	}
 
 	t.Run("no log", func(t *testing.T) {
-		wantCorrupt(t, CheckLog(fs, dir, nil, nil), dir+"/"+WALDir, "missing: the log is gone, but db/STORE says a store was here")
+		wantCorrupt(t, CheckLog(fs, dir, nil, nil, nil), dir+"/"+WALDir, "missing: the log is gone, but db/STORE says a store was here")
 	})
 	t.Run("no segment", func(t *testing.T) {
 		fs := vfs.NewMem()
@@ -180,7 +180,7 @@ func TestCheckLog(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer l.Close()
-		wantCorrupt(t, CheckLog(fs, dir, l, nil), dir+"/"+WALDir, "holds no log segment")
+		wantCorrupt(t, CheckLog(fs, dir, l, nil, nil), dir+"/"+WALDir, "holds no log segment")
 	})
 	t.Run("first segment not 1", func(t *testing.T) {
 		fs := vfs.NewMem()
@@ -188,7 +188,15 @@ func TestCheckLog(t *testing.T) {
 		if n, err := l.RemoveBelow(wal.Pos{Segment: 3}); err != nil || n != 2 {
 			t.Fatalf("removed %d segments, %v", n, err)
 		}
-		wantCorrupt(t, CheckLog(fs, dir, l, nil), seg(1), "missing: the log starts at segment 3")
+		wantCorrupt(t, CheckLog(fs, dir, l, nil, nil), seg(1), "missing: the log starts at segment 3, and no db/RETENTION says")
+		// RETENTION explains a log that starts at or below its floor.
+		for _, floor := range []uint64{3, 4} {
+			if err := CheckLog(fs, dir, l, nil, &Retention{Floor: floor}); err != nil {
+				t.Fatalf("floor %d: %v", floor, err)
+			}
+		}
+		wantCorrupt(t, CheckLog(fs, dir, l, nil, &Retention{Floor: 2}), seg(2),
+			"missing: the log starts at segment 3, but db/RETENTION says garbage collection kept every segment from 2")
 	})
 }
 

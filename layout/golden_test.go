@@ -3,6 +3,7 @@ package layout
 import (
 	"bytes"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
@@ -306,5 +307,45 @@ func TestGoldenNames(t *testing.T) {
 		if c.got != c.want {
 			t.Errorf("name %q, want %q", c.got, c.want)
 		}
+	}
+}
+
+// TestGoldenRetention pins RETENTION and its refusals.
+func TestGoldenRetention(t *testing.T) {
+	r := Retention{StoreID: goldenStoreID, Floor: 5, Segments: 4, Bytes: 0x10_0000, Updated: 1767225600000000000}
+	want := goldenhex.Decode(t, `
+		434e544d5245544e   # "CNTMRETN"
+		0100               # version 1
+		0000               # reserved
+		`+hexStoreID+`     # store id
+		0500000000000000   # floor: segment 5 is the first the log keeps
+		0400000000000000   # segments removed so far: 4
+		0000100000000000   # bytes removed so far: 1 MiB
+		0000faed51728618   # updated 2026-01-01T00:00:00Z, Unix ns
+		b4e5a0f4           # crc32c of the 60 bytes before`)
+	if got := r.Marshal(); !bytes.Equal(got, want) {
+		t.Fatalf("RETENTION encoding changed:\n got %x\nwant %x", got, want)
+	}
+	back, err := ParseRetention("RETENTION", want)
+	if err != nil || !reflect.DeepEqual(*back, r) {
+		t.Fatalf("read back %+v, %v", back, err)
+	}
+	for _, c := range []struct {
+		name string
+		edit func(b []byte) []byte
+		why  string
+	}{
+		{"short", func(b []byte) []byte { return b[:63] }, "size 63, want 64"},
+		{"magic", func(b []byte) []byte { b[0] = 'X'; return b }, "bad magic"},
+		{"bit flip", func(b []byte) []byte { b[30] ^= 1; return b }, "checksum mismatch"},
+	} {
+		b := c.edit(bytes.Clone(want))
+		if _, err := ParseRetention("RETENTION", b); err == nil || !strings.Contains(err.Error(), c.why) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.why)
+		}
+	}
+	zero := Retention{StoreID: goldenStoreID}
+	if _, err := ParseRetention("RETENTION", zero.Marshal()); err == nil || !strings.Contains(err.Error(), "floor 0") {
+		t.Errorf("floor 0: %v", err)
 	}
 }

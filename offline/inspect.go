@@ -163,6 +163,13 @@ type inspectRun struct {
 	// failed maps a seq to the position of its latest Fail record: an
 	// attempt whose records all come before it ended.
 	failed map[uint64]wal.Pos
+	// born: its creation record was read; orphan: the damage of its first
+	// atom read without one (fine when the log was trimmed by garbage
+	// collection and a delete record deletes the run); deleted: a delete
+	// record deletes it (it is then not listed).
+	born    bool
+	orphan  error
+	deleted bool
 }
 
 type inspectAction struct {
@@ -231,6 +238,17 @@ func (in *Inspector) StoreID() string { return hex.EncodeToString(in.st.storeID[
 // Created returns the store's creation time.
 func (in *Inspector) Created() time.Time { return in.st.created }
 
+// trimmed reports whether garbage collection removed the log's first
+// segments (the log starts past segment 1; checkReadOnlyLog checked that
+// RETENTION explains it).
+func (in *Inspector) trimmed() bool {
+	if log := in.st.log; log != nil {
+		segs := log.Segments()
+		return len(segs) > 0 && segs[0].ID > 1
+	}
+	return false
+}
+
 func (in *Inspector) run(id string) *inspectRun {
 	r := in.runs[id]
 	if r == nil {
@@ -271,16 +289,27 @@ func (in *Inspector) build(ctx context.Context) error {
 		}
 		switch rec.Kind {
 		case record.KindRun:
-			in.run(rec.Run).sum.Created = time.Unix(0, rec.Created)
+			r := in.run(rec.Run)
+			r.sum.Created, r.born = time.Unix(0, rec.Created), true
+		case record.KindDelete:
+			in.run(rec.Run).deleted = true
 		case record.KindFork:
 			r := in.run(rec.Run)
+			r.born = true
 			r.sum.Created, r.sum.Parent, r.sum.ForkedAt = time.Unix(0, rec.Created), rec.Parent, rec.Seq
 			r.sum.LastSeq, r.base = rec.Seq, rec.Seq
 		case record.KindAtom:
 			r := in.run(rec.Run)
 			if rec.Seq != r.base+uint64(len(r.atoms))+1 {
-				return &CorruptionError{File: in.st.db.segmentFile(lr.Pos.Segment), Offset: lr.Pos.Offset, Run: rec.Run, Seq: rec.Seq,
+				err := &CorruptionError{File: in.st.db.segmentFile(lr.Pos.Segment), Offset: lr.Pos.Offset, Run: rec.Run, Seq: rec.Seq,
 					Reason: fmt.Sprintf("atom at %v follows seq %d", lr.Pos, r.base+uint64(len(r.atoms)))}
+				if r.born || !in.trimmed() {
+					return err
+				}
+				if r.orphan == nil {
+					r.orphan = err // its first records were reclaimed
+				}
+				return nil
 			}
 			r.atoms = append(r.atoms, lr.Pos)
 			r.sum.Atoms++
@@ -320,6 +349,14 @@ func (in *Inspector) build(ctx context.Context) error {
 	})
 	if err != nil {
 		return err
+	}
+	for id, r := range in.runs {
+		switch {
+		case r.deleted:
+			delete(in.runs, id) // deleted by policy: not a run of the store
+		case r.orphan != nil:
+			return r.orphan
+		}
 	}
 	for id := range in.runs {
 		in.ids = append(in.ids, id)

@@ -139,7 +139,11 @@ func (db *store) checkReadOnlyLog(l *wal.Log) error {
 	if b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName)); err == nil {
 		cp, _ = layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
 	}
-	return layout.CheckLog(db.fs, db.dir, l, cp)
+	ret, err := layout.ReadRetention(db.fs, db.dir, nil)
+	if err != nil {
+		return err
+	}
+	return layout.CheckLog(db.fs, db.dir, l, cp, ret)
 }
 
 // logDamage returns err, an error of the log, as a *CorruptionError when it

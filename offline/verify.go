@@ -147,7 +147,10 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 		return nil, err
 	}
 	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, certs: map[ledger.Fingerprint]certSeen{}, runs: map[string]*verifyRunState{},
-		dc: newDerivedCheck()}
+		dc: newDerivedCheck(), storeID: storeID, pub: o.PublicKey, born: map[string]bool{}}
+	if id, err := hex.DecodeString(storeID); err == nil && len(id) == len(vr.storeIDBytes) {
+		copy(vr.storeIDBytes[:], id)
+	}
 	// The derived files first, the log after: a live engine writes a frame
 	// file or CHECKPOINT only once the log holds what it derives from, so
 	// the log opened afterwards reaches at least as far.
@@ -192,6 +195,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	}
 	rep := v.Finish()
 	vr.finish(rep)
+	vr.applyDeletions(rep) // verify_delete.go
 	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
 	rep.Duration = time.Since(start)
 	return rep, nil
@@ -232,6 +236,14 @@ type verifyRun struct {
 	vanished error
 	// damaged lists the records of the log that could not be read.
 	damaged []damagedRecord
+
+	// Deletions (verify_delete.go): the store's id, the public key, the
+	// runs whose creation record was read, the delete records read.
+	storeID      string
+	storeIDBytes [16]byte
+	pub          ed25519.PublicKey
+	born         map[string]bool
+	deletions    map[string]*verifyDeletion
 }
 
 // certSeen is a done or resolved certificate the scan read: where it is,
@@ -325,10 +337,12 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			rs.genesis, rs.created = vr.hasher.Genesis(r.Run, r.Nonce), r.Created
 			vr.v.Run(r.Run, r.Nonce, loc)
 			vr.noteRun(r)
+			vr.born[r.Run] = true
 		case record.KindFork:
 			vr.fork(log, r, loc)
 			vr.v.Fork(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead, loc)
 			vr.noteRun(r)
+			vr.born[r.Run] = true
 		case record.KindIntent:
 			// Intents are not chained: checked, and (Deep) compared.
 			vr.noteIntent(r.Intent, pos, loc)
@@ -368,6 +382,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			vr.v.Checkpoint(r.Note, loc)
 		case record.KindStoreHead:
 			vr.v.StoreHead(r.Note, loc)
+		case record.KindDelete:
+			vr.deletion(r, loc)
 		}
 	}
 	if err := c.Err(); err != nil {

@@ -39,6 +39,8 @@ type derivedCheck struct {
 	intentLocs map[ledger.Loc]ledger.Fingerprint
 	certLocs   map[ledger.Loc]certAt
 	table      []byte // the ledger table CHECKPOINT names; nil if none
+	// fpRun names the run of each action's intent or certificate.
+	fpRun map[ledger.Fingerprint]string
 }
 
 type certAt struct {
@@ -54,7 +56,7 @@ type intentAt struct {
 func newDerivedCheck() *derivedCheck {
 	return &derivedCheck{created: map[string]chain.Nonce{}, last: map[string]uint64{}, seqs: map[string]uint64{},
 		ledger: ledger.New(), intents: map[ledger.Fingerprint]intentAt{},
-		intentLocs: map[ledger.Loc]ledger.Fingerprint{}, certLocs: map[ledger.Loc]certAt{}}
+		intentLocs: map[ledger.Loc]ledger.Fingerprint{}, certLocs: map[ledger.Loc]certAt{}, fpRun: map[ledger.Fingerprint]string{}}
 }
 
 // before reports whether pos lies before CHECKPOINT's replay position.
@@ -105,6 +107,7 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq}
 	}
 	vr.dc.intentLocs[pos] = in.Fingerprint
+	vr.dc.fpRun[in.Fingerprint] = in.RunID
 	if vr.dc.before(pos) {
 		vr.dc.ledger.ApplyIntent(in, pos)
 	}
@@ -125,6 +128,7 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q, its intent run %q", c.Fingerprint[:8], c.RunID, in.run)
 	}
 	vr.dc.certLocs[pos] = certAt{fp: c.Fingerprint, status: c.Status}
+	vr.dc.fpRun[c.Fingerprint] = c.RunID
 	if vr.dc.before(pos) {
 		vr.dc.ledger.ApplyCertificate(c, pos, false)
 	}
@@ -199,7 +203,8 @@ func (vr *verifyRun) nameDamagedLedgerRecords() {
 }
 
 // checkLogPresent reports a log that is missing at its ends: no segment
-// although STORE exists, a first segment other than 1.
+// although STORE exists, a first segment other than 1 that RETENTION does
+// not explain.
 func (vr *verifyRun) checkLogPresent(log *wal.Log) {
 	db := vr.db
 	if log == nil {
@@ -207,12 +212,11 @@ func (vr *verifyRun) checkLogPresent(log *wal.Log) {
 		return
 	}
 	segs := log.Segments()
-	switch {
-	case len(segs) == 0:
+	if len(segs) == 0 {
 		vr.fail("", 0, db.path(layout.WALDir), "holds no log segment: the log is gone, but STORE says a store was here")
-	case segs[0].ID != 1:
-		vr.fail("", 0, db.segmentFile(1), "missing: the log starts at segment %d", segs[0].ID)
+		return
 	}
+	vr.checkRetention(segs[0].ID)
 }
 
 // finishDerived compares CHECKPOINT and (Deep) the ledger table with the
@@ -253,7 +257,7 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 			}
 		}
 		for id := range dc.created {
-			if !listed[id] {
+			if !listed[id] && !vr.deleted(id) {
 				vr.fail(id, 0, name, "does not list run %q, which the log creates before its replay position", id)
 			}
 		}
@@ -318,6 +322,8 @@ func (vr *verifyRun) compareLedgerTable() {
 		h, ok := have[w.fp]
 		run, seq := at(w.fp)
 		switch {
+		case !ok && vr.deleted(dc.fpRun[w.fp]):
+			// Forgotten with the deleted run's reclaimed records.
 		case !ok:
 			vr.fail(run, seq, name, "has no entry for action %x, which the log records before the replay position", w.fp[:8])
 			return

@@ -37,10 +37,17 @@ type Record struct {
 	Result  []byte
 	Payload []byte
 
-	Head chain.Hash // KindAtom, KindEnd: the chain head after the record
+	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record
 	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
 
-	Reason string // KindFail
+	Reason string // KindFail, KindDelete
+
+	// KindDelete: the run's final head (the end's link, Seq-1), when the
+	// run was deleted (unix nanoseconds), and the deletion's link is Head,
+	// over Payload (deleted | reason) from Final; Note is the chain
+	// checkpoint of (Run, Seq, Head), parsed into Checkpoint.
+	Final   chain.Hash
+	Deleted int64
 
 	// KindIntent and KindCert, when the Decoder reads the ledger's records:
 	// the decompressed body and what it holds (Args and Result alias Plain).
@@ -48,9 +55,9 @@ type Record struct {
 	Intent *ledger.Intent
 	Cert   *ledger.Certificate
 
-	Note []byte // KindCheckpoint and KindStoreHead: the chain's encoding
-	// Checkpoint is the parsed note of a KindCheckpoint (signatures are not
-	// checked here).
+	Note []byte // KindCheckpoint, KindStoreHead and KindDelete: the chain's encoding
+	// Checkpoint is the parsed note of a KindCheckpoint or KindDelete
+	// (signatures are not checked here).
 	Checkpoint chain.Checkpoint
 }
 
@@ -147,6 +154,31 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			f.Fail("run %q forked from itself", r.Run)
 		}
 		f.Done("fork record")
+	case KindDelete:
+		r.Run = f.RunID()
+		r.Seq = f.Uvarint("seq")
+		r.Final = f.Hash("final head")
+		r.Head = f.Hash("head")
+		start := f.off
+		r.Deleted = f.Varint("deleted")
+		r.Reason = string(f.Bytes("reason", MaxDeleteReason))
+		if f.err == nil && r.Seq < 2 {
+			f.Fail("seq %d cannot delete a run (a deletion follows the run's end)", r.Seq)
+		}
+		if f.err == nil {
+			r.Payload = raw[start:f.off]
+			r.Note = f.Rest()
+			switch c, err := chain.ParseCheckpoint(r.Note); {
+			case len(r.Note) > MaxDeleteNote:
+				f.Fail("its checkpoint is %d bytes, the limit is %d", len(r.Note), MaxDeleteNote)
+			case err != nil:
+				f.Fail("its checkpoint: %v", err)
+			case c.RunID != r.Run || c.Seq != r.Seq || c.Head != r.Head || !c.Final:
+				f.Fail("its checkpoint names run %q seq %d head %x (final %v), not the deletion's", c.RunID, c.Seq, c.Head[:8], c.Final)
+			default:
+				r.Checkpoint = c
+			}
+		}
 	case KindIntent, KindCert:
 		if !d.Ledger || d.Comp == nil {
 			return nil
@@ -257,7 +289,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail, KindEnd, KindFork:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete:
 	default:
 		return k, nil, 0, true
 	}
@@ -266,7 +298,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k == KindAtom || k == KindFail || k == KindEnd {
+	if k == KindAtom || k == KindFail || k == KindEnd || k == KindDelete {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

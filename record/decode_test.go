@@ -21,7 +21,7 @@ func TestDecodeRules(t *testing.T) {
 		rec        []byte
 	}{
 		{"empty", "empty record", nil},
-		{"unknown kind", "unknown record kind 10", []byte{10, 1, 2}},
+		{"unknown kind", "unknown record kind 11", []byte{11, 1, 2}},
 		{"kind zero", "unknown record kind 0", []byte{0}},
 		{"trailing byte", "trailing bytes", append(append([]byte(nil), run...), 0)},
 		{"truncated", "need 16 bytes", run[:6]},
@@ -39,6 +39,12 @@ func TestDecodeRules(t *testing.T) {
 		{"end result too long", "exceeds the bound", AppendEnd(nil, "r1", 1, chain.Hash{}, EndCompleted, 0, make([]byte, MaxEndResult+1))},
 		{"fork of itself", "forked from itself", AppendFork(nil, "r1", chain.Nonce{}, 0, "r1", 0, chain.Hash{})},
 		{"fork of an empty parent id", "invalid run id", AppendFork(nil, "r1", chain.Nonce{}, 0, "", 0, chain.Hash{})},
+		{"delete at seq one", "seq 1 cannot delete", AppendDelete(nil, "r1", 1, chain.Hash{}, chain.Hash{}, 0, "", delNote("r1", 1, chain.Hash{}, true))},
+		{"delete without note", "its checkpoint", AppendDelete(nil, "r1", 3, chain.Hash{}, chain.Hash{}, 0, "", nil)},
+		{"delete of another run's note", "not the deletion's", AppendDelete(nil, "r1", 3, chain.Hash{}, chain.Hash{}, 0, "", delNote("r2", 3, chain.Hash{}, true))},
+		{"delete note not final", "not the deletion's", AppendDelete(nil, "r1", 3, chain.Hash{}, chain.Hash{}, 0, "", delNote("r1", 3, chain.Hash{}, false))},
+		{"delete note of another head", "not the deletion's", AppendDelete(nil, "r1", 3, chain.Hash{}, chain.Hash{}, 0, "", delNote("r1", 3, chain.Hash{1}, true))},
+		{"delete reason too long", "exceeds the bound", AppendDelete(nil, "r1", 3, chain.Hash{}, chain.Hash{}, 0, strings.Repeat("x", MaxDeleteReason+1), delNote("r1", 3, chain.Hash{}, true))},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var r Record
@@ -52,6 +58,11 @@ func TestDecodeRules(t *testing.T) {
 			}
 		})
 	}
+}
+
+// delNote is the unsigned chain checkpoint a delete record carries.
+func delNote(run string, seq uint64, head chain.Hash, final bool) []byte {
+	return chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: run, Seq: seq, Head: head, Final: final})
 }
 
 func TestFieldsVarintRules(t *testing.T) {
@@ -158,6 +169,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendFail(nil, "r1", 3, "boom"))
 	f.Add(AppendEnd(nil, "r1", 4, chain.Hash{3}, EndCompleted, 9, []byte("done")))
 	f.Add(AppendFork(nil, "f", chain.Nonce{4}, 2, "r1", 3, chain.Hash{5}))
+	f.Add(AppendDelete(nil, "r1", 5, chain.Hash{3}, chain.Hash{6}, 9, "policy", delNote("r1", 5, chain.Hash{6}, true)))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -180,6 +192,8 @@ func FuzzDecode(f *testing.F) {
 			again = AppendEnd(nil, r.Run, r.Seq, r.Head, r.Status, r.Ended, r.Result)
 		case KindFork:
 			again = AppendFork(nil, r.Run, r.Nonce, r.Created, r.Parent, r.Seq, r.ParentHead)
+		case KindDelete:
+			again = AppendDelete(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Reason, r.Note)
 		case KindAtom:
 			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
 			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {

@@ -16,6 +16,17 @@ package record
 //	store head  7 | chain store head (signed note, or unsigned)
 //	end         8 | uvarint len | run id | uvarint seq | head [32] | status | varint ended (unix ns) | uvarint len | result
 //	fork        9 | uvarint len | run id | nonce [16] | varint created (unix ns) | uvarint len | parent id | uvarint at | parent head [32]
+//	delete     10 | uvarint len | run id | uvarint seq | final head [32] | head [32] | varint deleted (unix ns) | uvarint len | reason | note
+//
+// A delete record deletes an ended run by policy (retention): it is the
+// run's deletion link, at seq (the end's seq + 1), after the run's final
+// head (the end's link); head is chain.Hasher.Link over its chained
+// payload (deleted | reason: AppendDeletePayload) from the final head.
+// note is a chain checkpoint (chain.Checkpoint{RunID: run, Seq: seq,
+// Head: head, Final: true}), signed when the store has a signing key, so
+// that the deletion, its time and its reason are as provable as a final
+// checkpoint even once every other record of the run has been reclaimed.
+// A delete record is never reclaimed.
 //
 // compressed(x) is frame.Compressor's format: a codec byte, a dictionary
 // id, the payload. The ledger's intent and certificate are
@@ -71,9 +82,10 @@ const (
 	KindStoreHead  Kind = 7
 	KindEnd        Kind = 8
 	KindFork       Kind = 9
+	KindDelete     Kind = 10
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindFork
+	MaxKind = KindDelete
 )
 
 const (
@@ -85,6 +97,10 @@ const (
 	MaxFailReason = 64 << 10
 	// MaxEndResult bounds the result of an end record, in bytes.
 	MaxEndResult = 64 << 10
+	// MaxDeleteReason bounds the reason of a delete record, in bytes.
+	MaxDeleteReason = 4 << 10
+	// MaxDeleteNote bounds the chain checkpoint a delete record carries.
+	MaxDeleteNote = 8 << 10
 
 	// The statuses of an end record.
 	EndCompleted = 1
@@ -102,6 +118,7 @@ var kindNames = [...]string{
 	KindStoreHead:  "store-head",
 	KindEnd:        "end",
 	KindFork:       "fork",
+	KindDelete:     "delete",
 }
 
 // String is the kind's name, as inspect and verify print it.
@@ -195,6 +212,27 @@ func AppendFork(dst []byte, id string, nonce chain.Nonce, created int64, parent 
 	dst = AppendString(dst, parent)
 	dst = binary.AppendUvarint(dst, at)
 	return append(dst, parentHead[:]...)
+}
+
+// AppendDeletePayload appends the chained payload of a delete record:
+// what the deletion link covers besides the final head.
+func AppendDeletePayload(dst []byte, deleted int64, reason string) []byte {
+	dst = binary.AppendVarint(dst, deleted)
+	return AppendString(dst, reason)
+}
+
+// AppendDelete appends a delete record of run: its deletion link at seq
+// (the end's seq + 1) after final (the end's link), head =
+// chain.Hasher.Link(run, seq, final, AppendDeletePayload(deleted,
+// reason)), and note, the chain checkpoint of (run, seq, head, final).
+func AppendDelete(dst []byte, run string, seq uint64, final, head chain.Hash, deleted int64, reason string, note []byte) []byte {
+	dst = append(dst, byte(KindDelete))
+	dst = AppendString(dst, run)
+	dst = binary.AppendUvarint(dst, seq)
+	dst = append(dst, final[:]...)
+	dst = append(dst, head[:]...)
+	dst = AppendDeletePayload(dst, deleted, reason)
+	return append(dst, note...)
 }
 
 // AppendNote appends a checkpoint or a store head record: the kind byte,

@@ -2,6 +2,7 @@ package record
 
 import (
 	"bytes"
+	"encoding/hex"
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
@@ -19,11 +20,13 @@ import (
 var (
 	fp1   = ledger.Fingerprint{0x33, 31: 0x44}
 	head1 = chain.Hash{0x22, 31: 0x55}
+	head2 = chain.Hash{0x77, 31: 0x88}
 )
 
 const (
-	hexFP   = "3300000000000000000000000000000000000000000000000000000000000044"
-	hexHead = "2200000000000000000000000000000000000000000000000000000000000055"
+	hexFP    = "3300000000000000000000000000000000000000000000000000000000000044"
+	hexHead  = "2200000000000000000000000000000000000000000000000000000000000055"
+	hexHead2 = "7700000000000000000000000000000000000000000000000000000000000088"
 )
 
 type rawComp struct{ *frame.Compressor }
@@ -160,6 +163,30 @@ func TestGoldenRecords(t *testing.T) {
 			` + hexHead + `                  # the parent's head at seq 300`,
 		check: func(t *testing.T, r *Record) {
 			if r.Run != "f" || r.Parent != "r1" || r.Seq != 300 || r.ParentHead != head1 || r.Created != 1 {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "delete",
+		got:  AppendDelete(nil, "r1", 5, head1, head2, 1, "why", delNote("r1", 5, head2, true)),
+		want: `
+			0a                               # kind delete
+			02 7231                          # run id "r1"
+			05                               # seq 5: the end's seq + 1
+			` + hexHead + `                  # final head: the end's link
+			` + hexHead2 + `                 # head: the deletion's link over what follows
+			02                               # deleted 1 (zigzag varint)
+			03 776879                        # reason "why"
+			636f6e74696e75756d20636865636b706f696e742076310a # "continuum checkpoint v1\n": the chain's checkpoint text (pinned by package chain)
+			73746f7265202273220a             # store "s"
+			72756e20227231220a               # run "r1"
+			73657120350a                     # seq 5
+			6865616420 ` + hex.EncodeToString([]byte(head2.String())) + ` 0a # head <head2 in hex>
+			66696e616c0a                     # final`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 5 || r.Final != head1 || r.Head != head2 || r.Deleted != 1 || r.Reason != "why" ||
+				!bytes.Equal(r.Payload, []byte{0x02, 0x03, 'w', 'h', 'y'}) ||
+				r.Checkpoint.RunID != "r1" || r.Checkpoint.Seq != 5 || r.Checkpoint.Head != head2 || !r.Checkpoint.Final {
 				t.Fatalf("read back %+v", r)
 			}
 		},

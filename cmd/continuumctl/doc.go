@@ -1,4 +1,5 @@
-// Command continuumctl checks and looks inside a CONTINUUM store.
+// Command continuumctl checks and looks inside a CONTINUUM store, and
+// collects its garbage.
 //
 //	continuumctl verify  DIR [--pubkey F] [--state F] [--save-state F] [--json] [--strict] [--deep] [--chain-key F]
 //	continuumctl inspect DIR [RUN] [--seq N] [--json]
@@ -6,6 +7,7 @@
 //	continuumctl export  DIR --run ID [--from N] [--to M]
 //	continuumctl diff    DIR RUN_A A [RUN_B] B [--json]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
+//	continuumctl gc      DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--json]
 //
 // Every command's --help lists its flags as they are typed (--name VALUE)
 // and examples; testdata/help_*.golden pins them.

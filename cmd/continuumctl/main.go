@@ -45,6 +45,7 @@ func commands() []command {
 		{name: "stats", usage: statsUsage, about: "sizes, counts, compression and snapshot ages of a store", run: runStats},
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
 		{name: "diff", usage: diffUsage, about: "the delta ops between two seqs of a run, or of two runs of a lineage, from their common state", run: runDiff},
+		{name: "gc", usage: gcUsage, about: "delete ended runs (by id, status, end time) and reclaim their space in the log", run: runGC},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "demo", hidden: true, run: runDemoMoved},
 	}
@@ -72,7 +73,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 func topUsage(w io.Writer) {
-	fmt.Fprintf(w, "continuumctl checks and looks inside CONTINUUM stores.\n\nUsage:\n")
+	fmt.Fprintf(w, "continuumctl checks and looks inside CONTINUUM stores, and collects their garbage.\n\nUsage:\n")
 	for _, c := range commands() {
 		if !c.hidden {
 			fmt.Fprintf(w, "  continuumctl %s\n      %s\n", c.usage, c.about)

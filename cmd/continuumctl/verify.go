@@ -59,6 +59,10 @@ Exit 2: usage or I/O error.
                         signed, signed_seq, unsigned_tail, ended (a final
                         checkpoint verified with --pubkey covers its end),
                         ok, failure, warnings
+  deleted               runs deleted by policy (continuumctl gc), each named
+                        by a delete record that verified: run, seq, final,
+                        head, at, reason, signed, reclaimed (its records are
+                        partly or wholly gone; it is then not in runs)
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
@@ -74,22 +78,23 @@ const progressMin = 64 << 20
 // verifyJSON is the object verify --json prints. Its fields are documented
 // in verifyAbout; they are a stable interface.
 type verifyJSON struct {
-	OK                  bool              `json:"ok"`
-	Store               string            `json:"store"`
-	Dir                 string            `json:"dir"`
-	RunsChecked         int               `json:"runs_checked"`
-	RecordsChecked      uint64            `json:"records_checked"`
-	CheckpointsVerified int               `json:"checkpoints_verified"`
-	Checkpoints         int               `json:"checkpoints"`
-	CheckpointsSigned   int               `json:"checkpoints_signed"`
-	Signing             string            `json:"signing,omitempty"`
-	Failures            []chain.Failure   `json:"failures"`
-	Warnings            []chain.Failure   `json:"warnings"`
-	Unchecked           []string          `json:"unchecked,omitempty"`
-	Runs                []chain.RunReport `json:"runs"`
-	Strict              bool              `json:"strict"`
-	StateSaved          string            `json:"state_saved,omitempty"`
-	DurationMS          float64           `json:"duration_ms"`
+	OK                  bool               `json:"ok"`
+	Store               string             `json:"store"`
+	Dir                 string             `json:"dir"`
+	RunsChecked         int                `json:"runs_checked"`
+	RecordsChecked      uint64             `json:"records_checked"`
+	CheckpointsVerified int                `json:"checkpoints_verified"`
+	Checkpoints         int                `json:"checkpoints"`
+	CheckpointsSigned   int                `json:"checkpoints_signed"`
+	Signing             string             `json:"signing,omitempty"`
+	Failures            []chain.Failure    `json:"failures"`
+	Warnings            []chain.Failure    `json:"warnings"`
+	Unchecked           []string           `json:"unchecked,omitempty"`
+	Runs                []chain.RunReport  `json:"runs"`
+	Deleted             []chain.DeletedRun `json:"deleted,omitempty"` // runs deleted by policy
+	Strict              bool               `json:"strict"`
+	StateSaved          string             `json:"state_saved,omitempty"`
+	DurationMS          float64            `json:"duration_ms"`
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
@@ -180,7 +185,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
 			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
 			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
-			Runs: rep.Runs, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
+			Runs: rep.Runs, Deleted: rep.Deleted, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
 			out.Failures = []chain.Failure{}
@@ -222,6 +227,17 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 			continue
 		}
 		fmt.Fprintf(w, "  run %q: FAILED after seq %d (%s%s)\n", r.RunID, r.LastSeq, plural(int(r.Records), "record"), signed)
+	}
+	for _, d := range rep.Deleted {
+		how := "its records still in the log"
+		if d.Reclaimed {
+			how = "its records reclaimed"
+		}
+		if d.Signed {
+			how += ", the deletion signed"
+		}
+		fmt.Fprintf(w, "  run %q: deleted by policy at %s (%s), %s\n", d.RunID,
+			time.Unix(0, d.At).UTC().Format(time.RFC3339), d.Reason, how)
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")

@@ -1,0 +1,235 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
+	"github.com/continuumdb/continuum/engine"
+)
+
+const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--chain-key FILE] [--json]"
+
+const gcAbout = `Gc deletes ended runs of a store and reclaims the space their records hold in
+the log. With --run (repeated), the runs named: each must have ended, and a run
+forked from one must be named too. With --status or --ended-before, every ended
+run that matches, except one whose fork does not. With neither, nothing is
+deleted: the space of runs deleted earlier is reclaimed.
+
+Each deletion is a record of the log that stays: verify lists the run as
+deleted by policy, with its time and reason, and reports a run whose records
+vanished without one. In a signed store, pass the signing key (--key): gc
+writes deletions, checkpoints and store heads, and verify --pubkey reports
+unsigned ones as bad signatures.
+
+Gc opens the store, so it takes the store's lock: it fails while another
+process has the store open (a running agent). From that process, call
+DB.DeleteRuns and DB.GC instead.
+
+Exit 0: done. Exit 1: the store is damaged. Exit 2: usage or I/O error (the
+store is open elsewhere, a run named is active or has a fork not named).`
+
+const gcExamples = `  continuumctl gc ./agent-store --status completed --ended-before 720h
+  continuumctl gc ./agent-store --run deploy-41 --run deploy-41-retry --reason "user request"
+  continuumctl gc ./agent-store --key ./agent.key --ended-before 2026-01-01T00:00:00Z`
+
+// gcJSON is what gc --json prints.
+type gcJSON struct {
+	Deleted []gcDeleted `json:"deleted"`
+	// What the collection removed: segment files, their bytes, and the
+	// first segment the log keeps.
+	Segments int    `json:"segments_removed"`
+	Bytes    int64  `json:"bytes_reclaimed"`
+	Floor    uint64 `json:"first_segment"`
+}
+
+type gcDeleted struct {
+	Run    string `json:"run"`
+	Seq    uint64 `json:"seq"`
+	Reason string `json:"reason"`
+}
+
+// runList is a repeatable --run flag.
+type runList []string
+
+func (l *runList) String() string     { return strings.Join(*l, ",") }
+func (l *runList) Set(s string) error { *l = append(*l, s); return nil }
+
+func runGC(args []string, stdout, stderr io.Writer) int {
+	fs := ctl.Flags("gc", gcUsage, gcAbout, gcExamples, stderr)
+	var ids runList
+	fs.Var(&ids, "run", "delete run `ID` (repeat for more)")
+	status := fs.String("status", "", "delete the ended runs with `STATUS` completed, failed or cancelled (comma-separated)")
+	before := fs.String("ended-before", "", "delete the ended runs that ended before `T`: an RFC 3339 time, or a duration ago (720h)")
+	reason := fs.String("reason", "", "the `TEXT` each deletion records (default: what selected the run)")
+	keyFile := fs.String("key", "", "sign the deletions with the signing key `FILE` (continuumctl keygen)")
+	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with")
+	asJSON := fs.Bool("json", false, "print what was deleted and reclaimed as JSON")
+	pos, code, ok := cli.ParseFlags(fs, args)
+	if !ok {
+		return code
+	}
+	if len(pos) != 1 {
+		return cli.UsageErr(fs, stderr, "want exactly one store directory")
+	}
+	dir := pos[0]
+	sel := engine.DeleteOptions{IDs: ids, Reason: *reason}
+	if len(ids) > 0 && (*status != "" || *before != "") {
+		return cli.UsageErr(fs, stderr, "--run names runs; --status and --ended-before select them: use one or the other")
+	}
+	if *status != "" {
+		for _, s := range strings.Split(*status, ",") {
+			st, ok := parseFinalStatus(strings.TrimSpace(s))
+			if !ok {
+				return cli.UsageErr(fs, stderr, "--status %q: want completed, failed or cancelled", s)
+			}
+			sel.Status = append(sel.Status, st)
+		}
+	}
+	if *before != "" {
+		t, err := parseEndedBefore(*before, time.Now())
+		if err != nil {
+			return cli.UsageErr(fs, stderr, "--ended-before: %v", err)
+		}
+		sel.EndedBefore = t
+	}
+	// The engine's warnings (a torn tail trimmed, a derived file rebuilt)
+	// go to stderr; its routine reports do not.
+	opts := &engine.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	if *keyFile != "" {
+		key, err := readSigningKey(*keyFile, dir)
+		if err != nil {
+			return ctl.Fail(stderr, "gc", err)
+		}
+		opts.SigningKey = key
+	}
+	if *chainKey != "" {
+		k, err := readChainKey(*chainKey)
+		if err != nil {
+			return ctl.Fail(stderr, "gc", err)
+		}
+		opts.ChainKey = k
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return ctl.Fail(stderr, "gc", fmt.Errorf("%w: %v", engine.ErrNotAStore, err))
+	}
+	if _, err := engine.StoreOrigin(dir, nil); err != nil {
+		return ctl.Fail(stderr, "gc", err) // not a store: Open would create one
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		if errors.Is(err, engine.ErrLocked) {
+			err = fmt.Errorf("%w\n(another process has the store open: stop it, or delete and collect from it with DB.DeleteRuns and DB.GC)", err)
+		}
+		return ctl.Fail(stderr, "gc", err)
+	}
+	out, code := collectStore(db, sel)
+	if err := db.Close(); err != nil && code == cli.ExitOK {
+		return ctl.Fail(stderr, "gc", err)
+	}
+	if code != cli.ExitOK {
+		return ctl.Fail(stderr, "gc", out.err)
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out.json); err != nil {
+			return ctl.Fail(stderr, "gc", err)
+		}
+		return cli.ExitOK
+	}
+	if len(out.json.Deleted) == 0 {
+		fmt.Fprintln(stdout, "deleted no run")
+	} else {
+		fmt.Fprintf(stdout, "deleted %s:\n", plural(len(out.json.Deleted), "run"))
+		for _, d := range out.json.Deleted {
+			fmt.Fprintf(stdout, "  %q at seq %d: %s\n", d.Run, d.Seq, d.Reason)
+		}
+	}
+	if out.json.Segments == 0 {
+		fmt.Fprintln(stdout, "reclaimed nothing: no dead segment at the start of the log")
+	} else {
+		fmt.Fprintf(stdout, "reclaimed %s: %s removed; the log starts at segment %d\n",
+			size(out.json.Bytes), plural(out.json.Segments, "segment"), out.json.Floor)
+	}
+	return cli.ExitOK
+}
+
+type gcOutcome struct {
+	json gcJSON
+	err  error
+}
+
+// collectStore deletes what sel selects (if anything) and collects.
+func collectStore(db *engine.DB, sel engine.DeleteOptions) (gcOutcome, int) {
+	ctx := context.Background()
+	out := gcOutcome{json: gcJSON{Deleted: []gcDeleted{}}}
+	if len(sel.IDs) > 0 || len(sel.Status) > 0 || !sel.EndedBefore.IsZero() {
+		ds, err := db.DeleteRuns(ctx, sel)
+		if err != nil {
+			out.err = err
+			return out, cli.ExitUsage
+		}
+		for _, d := range ds {
+			out.json.Deleted = append(out.json.Deleted, gcDeleted{Run: d.ID, Seq: d.Seq, Reason: d.Reason})
+		}
+	}
+	st, err := db.GC(ctx)
+	if err != nil {
+		out.err = err
+		return out, cli.ExitUsage
+	}
+	out.json.Segments, out.json.Bytes, out.json.Floor = st.Segments, st.Bytes, st.Floor
+	return out, cli.ExitOK
+}
+
+func parseFinalStatus(s string) (engine.Status, bool) {
+	for _, st := range []engine.Status{engine.StatusCompleted, engine.StatusFailed, engine.StatusCancelled} {
+		if s == st.String() {
+			return st, true
+		}
+	}
+	return 0, false
+}
+
+// parseEndedBefore reads an RFC 3339 time, or a duration before now.
+func parseEndedBefore(s string, now time.Time) (time.Time, error) {
+	if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+		return t, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return time.Time{}, fmt.Errorf("%q is neither an RFC 3339 time nor a duration ago (such as 720h)", s)
+	}
+	return now.Add(-d), nil
+}
+
+// readSigningKey reads a signing key file for the store in dir, refusing
+// a key of another store's origin.
+func readSigningKey(name, dir string) (ed25519.PrivateKey, error) {
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("signing key: %w", err)
+	}
+	origin, key, err := chain.ParseSigningKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("signing key %s: %w", name, err)
+	}
+	want, err := engine.StoreOrigin(dir, nil)
+	if err != nil {
+		return nil, err
+	}
+	if origin != want {
+		return nil, fmt.Errorf("signing key %s is for origin %s, not this store's %s", name, origin, want)
+	}
+	return key, nil
+}

@@ -1,0 +1,130 @@
+package main
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/cmd/internal/cli"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+)
+
+// gcStore writes a store whose first segments hold only run "old" (ended
+// completed) and whose run "live" is active, signed with key if not nil.
+func gcStore(t *testing.T, key ed25519.PrivateKey) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "store")
+	opts := storeOptions()
+	opts.SigningKey = key
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	rng := rand.New(rand.NewPCG(1, 2))
+	for _, r := range []struct {
+		id string
+		n  int
+	}{{"old", 40}, {"live", 2}} {
+		run, err := db.Run(ctx, r.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range r.n {
+			a, err := run.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			val := make([]byte, 600)
+			for i := range val {
+				val[i] = byte(rng.Uint32())
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", a.Seq()%5), val)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r.id == "old" {
+			if err := run.End(ctx, engine.StatusCompleted, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// TestGCCommand: gc refuses an active run and a store another process has
+// open, deletes by status and reclaims, and verify then lists the run as
+// deleted by policy (signed with --key) and passes.
+func TestGCCommand(t *testing.T) {
+	key := ed25519.NewKeyFromSeed(testSigningSeed)
+	dir := gcStore(t, key)
+	origin, err := engine.StoreOrigin(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := chain.MarshalSigningKey(origin, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyFile := filepath.Join(t.TempDir(), "agent.key")
+	if err := os.WriteFile(keyFile, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	pub := publicKeyFile(t, dir, key.Public().(ed25519.PublicKey))
+
+	if code, _, errOut := runCLI("gc", dir, "--run", "live", "--key", keyFile); code != cli.ExitUsage || !strings.Contains(errOut, "active; End it first") {
+		t.Fatalf("gc of an active run: exit %d, %s", code, errOut)
+	}
+	if code, _, errOut := runCLI("gc", dir, "--status", "done"); code != cli.ExitUsage || !strings.Contains(errOut, "want completed, failed or cancelled") {
+		t.Fatalf("gc --status done: exit %d, %s", code, errOut)
+	}
+	// Beside an agent that has the store open.
+	opts := storeOptions()
+	opts.SigningKey = key
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCLI("gc", dir, "--status", "completed")
+	db.Close()
+	if code != cli.ExitUsage || !strings.Contains(errOut, "another process has the store open") {
+		t.Fatalf("gc beside an open store: exit %d, %s", code, errOut)
+	}
+
+	code, out, errOut := runCLI("gc", dir, "--status", "completed", "--ended-before", "0s", "--key", keyFile, "--json")
+	if code != cli.ExitOK {
+		t.Fatalf("gc: exit %d, %s", code, errOut)
+	}
+	var got gcJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("gc --json: %v\n%s", err, out)
+	}
+	if len(got.Deleted) != 1 || got.Deleted[0].Run != "old" || got.Deleted[0].Seq != 42 || got.Segments == 0 || got.Bytes == 0 || got.Floor <= 1 {
+		t.Fatalf("gc --json: %+v", got)
+	}
+	code, out, _ = runCLI("gc", dir, "--key", keyFile)
+	if code != cli.ExitOK || !strings.Contains(out, "deleted no run") || !strings.Contains(out, "reclaimed nothing") {
+		t.Fatalf("a second gc: exit %d, %s", code, out)
+	}
+	code, out, errOut = runCLI("verify", "--pubkey", pub, "--deep", dir)
+	if code != cli.ExitOK || !strings.Contains(out, `run "old": deleted by policy at`) || !strings.Contains(out, "its records reclaimed, the deletion signed") ||
+		strings.Contains(out, `run "old": ok`) {
+		t.Fatalf("verify after gc: exit %d\n%s%s", code, out, errOut)
+	}
+	var v verifyJSON
+	_, out, _ = runCLI("verify", "--json", "--pubkey", pub, dir)
+	if err := json.Unmarshal([]byte(out), &v); err != nil || !v.OK || len(v.Deleted) != 1 || v.Deleted[0].RunID != "old" || !v.Deleted[0].Reclaimed {
+		t.Fatalf("verify --json after gc: %v %+v", err, v)
+	}
+}

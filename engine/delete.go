@@ -1,0 +1,400 @@
+package engine
+
+// Retention, part one: deleting ended runs. A deletion is a record of the
+// log (record.KindDelete), the run's deletion link: it extends the run's
+// chain past its end (seq = the end's seq + 1) over the deletion's time
+// and reason, and carries a chain checkpoint of that link, signed when the
+// store has a signing key. From the moment it is durable the run is gone
+// from the API (Runs, Run, Fork) for good, its id is never created again,
+// and its records are dead: garbage collection (gc.go) reclaims them. The
+// delete record itself is never reclaimed, so verify can tell a run
+// deleted by policy from one whose records vanished.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Errors of deletion (errors.Is; the error names the run).
+var (
+	// ErrRunNotEnded is returned by Delete of a run that is still active:
+	// only ended runs are deleted (End it first).
+	ErrRunNotEnded = errors.New("engine: run has not ended")
+	// ErrRunHasForks is returned by Delete of a run with a fork that is
+	// not deleted with it: a fork's StateAt below its fork point reads the
+	// parent's history, and its repeated actions the parent's
+	// certificates. Delete the forks with it (in the same call) or first.
+	ErrRunHasForks = errors.New("engine: run has forks that are not deleted")
+	// ErrRunDeleted is returned by Run and Fork for the id of a deleted
+	// run (a deleted id is never created again: its default idempotency
+	// keys, derived from it, stay used), and by Delete of one.
+	ErrRunDeleted = errors.New("engine: run was deleted")
+)
+
+// MaxDeleteReason bounds DeleteOptions.Reason, in bytes.
+const MaxDeleteReason = record.MaxDeleteReason
+
+// DeleteOptions select the ended runs DeleteRuns deletes: the runs IDs
+// names, or, when IDs is empty, every ended run that matches Status and
+// EndedBefore (at least one of the two must be set).
+type DeleteOptions struct {
+	// IDs names the runs to delete. Each must exist and have ended, and
+	// its forks must be deleted with it (or before): otherwise DeleteRuns
+	// fails, naming the run, and deletes nothing.
+	IDs []string
+	// Status selects runs that ended with one of these statuses
+	// (StatusCompleted, StatusFailed, StatusCancelled); empty: any.
+	Status []Status
+	// EndedBefore selects runs that ended before it; zero: any time.
+	EndedBefore time.Time
+	// Reason is recorded in each delete record (at most MaxDeleteReason
+	// bytes); "" records what selected the run.
+	Reason string
+}
+
+// DeletedRun is one run DeleteRuns deleted, as its delete record says.
+type DeletedRun struct {
+	ID     string
+	Seq    uint64     // the deletion's link: the end's seq + 1
+	Final  chain.Hash // the run's head at its end
+	Head   chain.Hash // the deletion's link
+	At     time.Time
+	Reason string
+}
+
+// deletion is what the engine keeps of a deleted run: its delete record.
+// Immutable.
+type deletion struct {
+	seq         uint64
+	final, head chain.Hash
+	at          time.Time
+	reason      string
+}
+
+// Delete deletes the ended runs ids (see DeleteOptions.IDs). It returns
+// once their delete records are durable.
+func (db *DB) Delete(ctx context.Context, ids ...string) ([]DeletedRun, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return db.DeleteRuns(ctx, DeleteOptions{IDs: ids})
+}
+
+// DeleteRuns deletes the ended runs o selects, all of them or none: one
+// delete record per run, written together and durable when DeleteRuns
+// returns. A run a policy (Status, EndedBefore) selects is kept, not
+// refused, while a fork of it that the policy does not select lives. The
+// runs are gone from Runs, Run and Fork at once; the space of their
+// records is reclaimed by GC. A *Run of a deleted run that a caller still
+// holds keeps its state in memory, and can neither Begin nor End.
+func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, error) {
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if len(o.Reason) > MaxDeleteReason {
+		return nil, fmt.Errorf("%w: delete: reason of %d bytes, the limit is %d (engine.MaxDeleteReason)", ErrInvalidOptions, len(o.Reason), MaxDeleteReason)
+	}
+	for _, s := range o.Status {
+		if s < StatusCompleted || s > StatusCancelled {
+			return nil, fmt.Errorf("%w: delete: status %v is not a final status", ErrInvalidOptions, s)
+		}
+	}
+	if len(o.IDs) == 0 && len(o.Status) == 0 && o.EndedBefore.IsZero() {
+		return nil, fmt.Errorf("%w: delete: name runs, or select them by status or end time", ErrInvalidOptions)
+	}
+	if db.reg != nil && !db.reg.checked.Load() {
+		// The deleted runs before CHECKPOINT's replay position are known
+		// once the log there was read.
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+	}
+	db.startDirSyncs()
+	if err := db.logFailed(); err != nil {
+		return nil, fmt.Errorf("engine: delete: the log failed earlier; reopen the store: %w", err)
+	}
+
+	// db.gcMu orders deletions among themselves and with a collection:
+	// the runs chosen here stay chosen until their records are written.
+	db.gcMu.Lock()
+	defer db.gcMu.Unlock()
+	// The records and the withdrawal below are one write for the engine
+	// checkpoint: it replays from below them until they are applied, so a
+	// checkpoint that no longer lists a withdrawn run replays its delete
+	// record.
+	tok := db.track()
+	defer db.untrack(tok)
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return nil, ErrClosed
+	}
+	db.allRunsLocked()
+	chosen, err := db.chooseLocked(o)
+	if err != nil {
+		db.mu.Unlock()
+		return nil, err
+	}
+	// A chosen run is withdrawn at once: Fork of it (and of its id) now
+	// fails, so no fork can appear between this choice and the records.
+	for _, r := range chosen {
+		delete(db.mu.runs, r.id)
+		db.markDeletedLocked(r.id, nil)
+	}
+	db.mu.Unlock()
+	if len(chosen) == 0 {
+		return nil, nil
+	}
+
+	now := time.Now()
+	recs := make([][]byte, 0, len(chosen))
+	out := make([]DeletedRun, 0, len(chosen))
+	for _, r := range chosen {
+		r.mu.Lock()
+		seq, final, _ := r.chainHeadLocked()
+		r.mu.Unlock()
+		reason := o.Reason
+		if reason == "" {
+			reason = policyReason(o)
+		}
+		d := DeletedRun{ID: r.id, Seq: seq + 1, Final: final, At: now, Reason: reason}
+		d.Head = db.hasher.Link(r.id, d.Seq, final, record.AppendDeletePayload(nil, now.UnixNano(), reason))
+		note, err := db.deletionNote(d)
+		if err != nil {
+			db.restoreRuns(chosen)
+			return nil, err
+		}
+		recs = append(recs, record.AppendDelete(nil, r.id, d.Seq, final, d.Head, now.UnixNano(), reason, note))
+		out = append(out, d)
+	}
+	if _, err := db.appendBatch(ctx, recs); err != nil {
+		db.restoreRuns(chosen)
+		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
+	}
+	db.mu.Lock()
+	for _, d := range out {
+		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason})
+	}
+	db.mu.Unlock()
+	return out, nil
+}
+
+// chooseLocked returns the runs o selects, sorted by id, or why it
+// refuses. db.mu is held and every run is built.
+func (db *DB) chooseLocked(o DeleteOptions) ([]*Run, error) {
+	set := map[string]*Run{}
+	if len(o.IDs) > 0 {
+		for _, id := range o.IDs {
+			r := db.mu.runs[id]
+			if r == nil {
+				if _, gone := db.mu.deleted[id]; gone {
+					return nil, fmt.Errorf("%w: delete run %q: it was deleted already", ErrRunDeleted, id)
+				}
+				return nil, fmt.Errorf("engine: delete run %q: the store has no such run", id)
+			}
+			if err := deletableLocked(r); err != nil {
+				return nil, err
+			}
+			set[id] = r
+		}
+	} else {
+		for id, r := range db.mu.runs {
+			info, ok := endedInfo(r)
+			if !ok || (len(o.Status) > 0 && !slices.Contains(o.Status, info.status)) ||
+				(!o.EndedBefore.IsZero() && !info.at.Before(o.EndedBefore)) {
+				continue
+			}
+			set[id] = r
+		}
+	}
+	// A run with a fork outside the set: refused when named, kept when a
+	// policy chose it (and then its own parent too, transitively).
+	for changed := true; changed; {
+		changed = false
+		for _, r := range db.mu.runs {
+			if r.parent == "" || set[r.id] != nil || set[r.parent] == nil {
+				continue
+			}
+			if len(o.IDs) > 0 {
+				return nil, fmt.Errorf("%w: delete run %q: run %q was forked from it; delete it too", ErrRunHasForks, r.parent, r.id)
+			}
+			delete(set, r.parent)
+			changed = true
+		}
+	}
+	chosen := make([]*Run, 0, len(set))
+	for _, r := range set {
+		chosen = append(chosen, r)
+	}
+	sort.Slice(chosen, func(i, j int) bool { return chosen[i].id < chosen[j].id })
+	return chosen, nil
+}
+
+// deletableLocked says why run r cannot be deleted now, or nil.
+func deletableLocked(r *Run) error {
+	if r.created != nil {
+		select {
+		case <-r.created:
+		default:
+			return fmt.Errorf("%w: delete run %q: it is being created", ErrRunNotEnded, r.id)
+		}
+	}
+	if _, ok := endedInfo(r); !ok {
+		return fmt.Errorf("%w: delete run %q: it is active; End it first", ErrRunNotEnded, r.id)
+	}
+	return nil
+}
+
+// endedInfo returns how r ended, if it did and the end is durable.
+func endedInfo(r *Run) (*runEnd, bool) {
+	if r.createErr != nil {
+		return nil, false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	e := r.mu.end
+	return e, e != nil && r.mu.broken == nil
+}
+
+// policyReason describes what selected a run, for its delete record.
+func policyReason(o DeleteOptions) string {
+	if len(o.IDs) > 0 {
+		return "deleted by id"
+	}
+	s := "retention policy:"
+	if len(o.Status) > 0 {
+		s += " status"
+		for i, st := range o.Status {
+			if i > 0 {
+				s += ","
+			}
+			s += " " + st.String()
+		}
+	}
+	if !o.EndedBefore.IsZero() {
+		s += " ended before " + o.EndedBefore.UTC().Format(time.RFC3339Nano)
+	}
+	return s
+}
+
+// deletionNote is the chain checkpoint of d's link, signed when the store
+// has a signing key.
+func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
+	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: d.ID, Seq: d.Seq, Head: d.Head, Final: true}
+	if db.signer == nil {
+		return chain.MarshalCheckpoint(c), nil
+	}
+	b, err := db.signer.SignCheckpoint(c)
+	if err != nil {
+		return nil, fmt.Errorf("engine: sign the deletion of run %q: %w", d.ID, err)
+	}
+	return b, nil
+}
+
+// restoreRuns puts back runs withdrawn by a deletion that failed.
+func (db *DB) restoreRuns(runs []*Run) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for _, r := range runs {
+		delete(db.mu.deleted, r.id)
+		db.mu.runs[r.id] = r
+	}
+}
+
+// markDeletedLocked records that run id is deleted (d nil: being
+// deleted, its record not yet durable).
+func (db *DB) markDeletedLocked(id string, d *deletion) {
+	if db.mu.deleted == nil {
+		db.mu.deleted = map[string]*deletion{}
+	}
+	db.mu.deleted[id] = d
+}
+
+// deletedLocked reports whether id names a deleted run (or one being
+// deleted).
+func (db *DB) deletedLocked(id string) bool {
+	_, ok := db.mu.deleted[id]
+	return ok
+}
+
+// appendBatch writes recs durably, all or none, like append.
+func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	poss, err := db.log.AppendBatch(context.WithoutCancel(ctx), recs)
+	if err == nil {
+		err = db.dirsDurable()
+	}
+	if err != nil {
+		if tooLargeForLog(err) {
+			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+		}
+		err = advise(err)
+		db.failLog(err)
+		return nil, err
+	}
+	n := 0
+	for _, r := range recs {
+		n += len(r)
+	}
+	db.noteAppended(n)
+	return poss, nil
+}
+
+// applyDeletionLocked applies a delete record read from the log (replay):
+// the run, if built, is withdrawn and its id marked deleted. It returns
+// why the record does not fit the run, or "".
+func (db *DB) applyDeletionLocked(rec *record.Record) string {
+	d := &deletion{seq: rec.Seq, final: rec.Final, head: rec.Head, at: time.Unix(0, rec.Deleted), reason: rec.Reason}
+	if r := db.runLocked(rec.Run); r != nil {
+		r.mu.Lock()
+		seq, head, ended := r.chainHeadLocked()
+		r.mu.Unlock()
+		switch {
+		case !ended:
+			return fmt.Sprintf("the log deletes run %q, which has not ended", rec.Run)
+		case seq+1 != rec.Seq || head != rec.Final:
+			return fmt.Sprintf("the log deletes run %q at seq %d after head %x; the run ends at seq %d with head %x",
+				rec.Run, rec.Seq, rec.Final[:8], seq, head[:8])
+		}
+		delete(db.mu.runs, rec.Run)
+	}
+	db.markDeletedLocked(rec.Run, d)
+	return ""
+}
+
+// Deleted lists the runs the store deleted, sorted by id, as their delete
+// records say.
+func (db *DB) Deleted() ([]DeletedRun, error) {
+	if db.reg != nil && !db.reg.checked.Load() {
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
+	out := make([]DeletedRun, 0, len(db.mu.deleted))
+	for id, d := range db.mu.deleted {
+		if d == nil {
+			continue // being deleted
+		}
+		out = append(out, DeletedRun{ID: id, Seq: d.seq, Final: d.final, Head: d.head, At: d.at, Reason: d.reason})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
+	return out, nil
+}
