@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -14,7 +13,6 @@ import (
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
-	"github.com/zeebo/blake3"
 )
 
 // Atom is one thought-action cycle of a run, the unit of durability: after
@@ -361,70 +359,6 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	return nil
 }
 
-// encodedAtom is an atom record encodeAtom built, in the buffers of an
-// encBuf (valid until it returns to the pool).
-type encodedAtom struct {
-	rec      []byte     // the record: header, compressed body
-	body     []byte     // the body, uncompressed
-	head     chain.Hash // the chain's head after the atom
-	deltaLen int        // the stored delta's encoded size (its references made)
-	grown    int        // what the frame grows by: d's encoded size, results inline
-}
-
-// encodeAtom builds the record of atom seq of run, which links to prev,
-// performed actions and commits d. It is the delta's one path to the log
-// (docs/DESIGN.md, "Write path"): the delta is encoded once, in place
-// after the body's header, with its copies of certified results made
-// references (ReferResults); hashed where it lies (the chained payload is
-// the body, then the results' digests, kept apart); compressed once into
-// the record, which the log copies into its group-commit buffer and
-// writes. A body past MaxSize is an ErrTooLarge error.
-func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta) (encodedAtom, error) {
-	fps := buf.fps[:0]
-	for _, act := range actions {
-		fps = append(fps, act.fp)
-	}
-	buf.fps = fps
-	// The stored delta refers to the atom's certified results instead of
-	// holding a second copy of them (a tool message whose content is the
-	// result it answers); the frame in memory takes d itself.
-	stored := d
-	if len(actions) > 0 && !inlineResults.Load() {
-		results := buf.results[:0]
-		for _, act := range actions {
-			results = append(results, act.result)
-		}
-		stored = d.ReferResults(results)
-		clear(results) // the pool keeps no result alive
-		buf.results = results[:0]
-	}
-	body := record.AppendAtomBodyHeader(buf.body[:0], fps)
-	hdr := len(body)
-	body = frame.AppendDelta(body, stored)
-	buf.body = body
-	e := encodedAtom{body: body, deltaLen: len(body) - hdr, grown: len(body) - hdr}
-	if stored != d {
-		// For the snapshot policy: a replay applies the results the
-		// references bring back.
-		e.grown = frame.EncodedDeltaSize(d)
-	}
-	if err := checkRecordSize(run, seq, "the atom's record (delta and action fingerprints)", body); err != nil {
-		return encodedAtom{}, err
-	}
-	sums := buf.sums[:0]
-	for _, act := range actions {
-		sum := blake3.Sum256(act.result)
-		sums = append(sums, sum[:]...)
-	}
-	buf.sums = sums
-	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
-	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
-	buf.rec = rec
-	e.rec = rec
-	return e, nil
-}
-
 // pendingCommit is what a Commit takes from its run and atom, under their
 // locks, before it writes.
 type pendingCommit struct {
@@ -574,30 +508,4 @@ func (r *Run) snapshotDueLocked(since int) bool {
 		return false
 	}
 	return r.mu.deltaBytes*4 >= r.mu.snapFrameBytes || time.Since(r.mu.snapTime) >= r.db.opts.SnapshotInterval
-}
-
-// inlineResults, set, makes Commit store every delta as it is, its
-// certified results inline: the baseline of the benchmarks that measure
-// what references save. Never set outside them.
-var inlineResults atomic.Bool
-
-// encBuf holds the scratch buffers of one Commit.
-type encBuf struct {
-	fps     []ledger.Fingerprint // the atom's actions
-	results [][]byte             // their certified results; cleared before the buffer returns to the pool
-	body    []byte               // the atom body: version, fingerprints, the delta encoded in place
-	sums    []byte               // BLAKE3 of each result: the chained payload's tail
-	rec     []byte               // the record: header, compressed body
-}
-
-var bufPool = sync.Pool{New: func() any { return &encBuf{} }}
-
-func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
-
-func putBuf(b *encBuf) {
-	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.body) > keep {
-		return
-	}
-	bufPool.Put(b)
 }

@@ -4,6 +4,7 @@ package offline
 // and engine's Run.Atom.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/continuumdb/continuum/chain"
@@ -180,4 +181,65 @@ func (info *AtomInfo) resolveRefs() error {
 	}
 	info.Delta = d
 	return nil
+}
+
+func (in *Inspector) atomPos(run string, seq uint64) (wal.Pos, error) {
+	r := in.runs[run]
+	if r == nil {
+		return wal.Pos{}, fmt.Errorf("engine: store %s has no run %q", in.st.db.dir, run)
+	}
+	if seq <= r.base || seq > r.base+uint64(len(r.atoms)) {
+		return wal.Pos{}, fmt.Errorf("%w: run %q seq %d: its atoms are %d..%d", ErrSeqOutOfRange, run, seq, r.base+1, r.base+uint64(len(r.atoms)))
+	}
+	return r.atoms[seq-r.base-1], nil
+}
+
+// Atom returns the decoded content of atom seq of run: its delta and its
+// actions with their intents and certificates. The actions' args and
+// results hold at most 64 MiB in all; past that they are cut (see
+// ActionInfo.ResultSize).
+func (in *Inspector) Atom(ctx context.Context, run string, seq uint64) (*AtomInfo, error) {
+	return in.atom(ctx, run, seq, &valueClip{left: atomBytes})
+}
+
+// atom is Atom with the actions' values cut by clip, which the caller may
+// share among several atoms (Diff does).
+func (in *Inspector) atom(ctx context.Context, run string, seq uint64, clip *valueClip) (*AtomInfo, error) {
+	pos, err := in.atomPos(run, seq)
+	if err != nil {
+		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	return ReadAtomInfo(in.st.db.comp, in.st.log, in.st.db.segmentFile, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+		info, err := in.actionInfo(fp)
+		clip.action(&info)
+		return info, err
+	})
+}
+
+// actionInfo reads the intent and latest certificate of fp.
+func (in *Inspector) actionInfo(fp ledger.Fingerprint) (ActionInfo, error) {
+	a := in.acts[fp]
+	info := ActionInfo{Fingerprint: fp, Status: ledger.StatusNone}
+	if a == nil {
+		return info, nil
+	}
+	info.Run, info.Seq = a.run, a.seq
+	if a.hasIntent {
+		r, err := readAt(in.st.db.decoder(true), in.st.log, in.st.db.segmentFile(a.intentPos.Segment), a.intentPos, record.KindIntent)
+		if err != nil {
+			return info, err
+		}
+		info.SetIntent(r.Intent, a.intentPos)
+	}
+	if a.hasCert {
+		r, err := readAt(in.st.db.decoder(true), in.st.log, in.st.db.segmentFile(a.certPos.Segment), a.certPos, record.KindCert)
+		if err != nil {
+			return info, err
+		}
+		info.SetCert(r.Cert, a.certPos)
+	}
+	return info, nil
 }
