@@ -302,6 +302,11 @@ func (vr *verifyRun) fail(run string, seq uint64, loc, format string, args ...an
 }
 
 func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progress func(done, total int64)) {
+	if segs := log.Segments(); len(segs) > 0 {
+		// Where the first record would start: the end of a log that holds
+		// none (a store opened and closed with nothing written).
+		vr.dc.end = wal.Pos{Segment: segs[0].ID, Offset: wal.SegmentHeaderSize}
+	}
 	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, vr.db.decoder(true))
 	if err != nil {
 		vr.readErr(err)
