@@ -64,8 +64,16 @@ func (c *Cursor) Next() bool {
 		}
 		if c.dec.Skip != nil {
 			if k, run, seq, ok := peek(raw); ok && c.dec.Skip(k, run) {
-				if k == KindAtom {
+				switch k {
+				case KindAtom:
 					c.before[string(run)] = seq
+				case KindFork:
+					// A fork's seqs start at its fork point, which peek
+					// does not read: forks are rare, decode it.
+					var f Record
+					if (&Decoder{}).Decode(raw, pos, "", &f) == nil {
+						c.before[f.Run] = f.Seq
+					}
 				}
 				continue
 			}
@@ -81,7 +89,7 @@ func (c *Cursor) Next() bool {
 			c.err = err
 			return false
 		}
-		if c.rec.Kind == KindAtom {
+		if c.rec.Kind == KindAtom || c.rec.Kind == KindFork { // a fork's seqs start at its fork point
 			c.before[c.rec.Run] = c.rec.Seq
 		}
 		return true
@@ -161,7 +169,7 @@ func Locate(log *wal.Log, bad wal.Pos, before map[string]uint64) (run string, se
 		}
 		if last := before[r.Run]; r.Seq > last+1 {
 			run, seq = r.Run, last+1
-			around = fmt.Sprintf("; run %q resumes at seq %d after it (at %v), its last atom before it is seq %d", r.Run, r.Seq, pos, last)
+			around = fmt.Sprintf("; run %q resumes at seq %d after it (at %v), its last seq before it is %d", r.Run, r.Seq, pos, last)
 			return false
 		}
 		before[r.Run] = r.Seq

@@ -276,3 +276,62 @@ func TestDecodeLoadsDictionary(t *testing.T) {
 		t.Fatalf("second Decode: %v after %d loads, want no second load", err, loads)
 	}
 }
+
+// TestCursorNamesDamageInFork: damage to a fork's first atom is named as
+// that atom (its fork point + 1), not as seq 1: a fork's seqs start at its
+// fork point, with or without the cursor skipping the fork record.
+func TestCursorNamesDamageInFork(t *testing.T) {
+	for _, skip := range []bool{false, true} {
+		fs := vfs.NewMem()
+		l, err := wal.Open("wal", &wal.Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		comp := newRaw()
+		atom := func(run string, seq uint64) []byte {
+			return comp.Compress(AppendAtomHeader(nil, run, seq, chain.Hash{byte(seq)}), AppendAtomBody(nil, nil, nil), 0)
+		}
+		recs := [][]byte{AppendRun(nil, "r1", chain.Nonce{1}, 1), atom("r1", 1), atom("r1", 2), atom("r1", 3),
+			AppendFork(nil, "f", chain.Nonce{2}, 2, "r1", 3, chain.Hash{3}), atom("f", 4), atom("f", 5), atom("f", 6)}
+		var bad wal.Pos
+		for i, rec := range recs {
+			pos, err := l.Append(t.Context(), rec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 5 {
+				bad = pos
+			}
+		}
+		l.Close()
+		file := func(seg uint64) string { return fs.PathJoin("wal", wal.SegmentName(seg)) }
+		f, err := fs.OpenReadWrite(file(bad.Segment), vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt([]byte{0xff}, bad.Offset+wal.RecordHeaderSize+4); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+		l, err = wal.Open("wal", &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		dec := &Decoder{Comp: comp}
+		if skip {
+			dec.Skip = func(k Kind, _ []byte) bool { return k != KindAtom }
+		}
+		c, err := NewCursor(l, file, wal.Pos{}, dec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for c.Next() {
+		}
+		var ce *CorruptionError
+		if err := c.Err(); !errors.As(err, &ce) || ce.Run != "f" || ce.Seq != 4 || ce.Offset != bad.Offset {
+			t.Errorf("skip %v: damage reported as %v, want run f seq 4 at offset %d", skip, err, bad.Offset)
+		}
+		c.Close()
+		l.Close()
+	}
+}
