@@ -312,12 +312,14 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 type AtomBody struct {
 	Actions []ledger.Fingerprint // the atom's actions, in call order
 	Delta   []byte               // frame.AppendDelta's encoding; aliases the input
+	Exts    []AtomExt            // extensions (body version 2), tags ascending; alias the input
 }
 
 // DecodeAtomBody decodes plain, a decompressed atom body.
 func DecodeAtomBody(plain []byte) (*AtomBody, error) {
 	f := Fields{b: plain}
-	if v := f.Byte("version"); f.err == nil && v != AtomBodyVersion {
+	v := f.Byte("version")
+	if f.err == nil && v != AtomBodyVersion && v != AtomBodyVersionExt {
 		f.Fail("unknown atom body version %d", v)
 	}
 	n := f.Uvarint("action count")
@@ -330,6 +332,11 @@ func DecodeAtomBody(plain []byte) (*AtomBody, error) {
 	a := &AtomBody{Actions: make([]ledger.Fingerprint, n)}
 	for i := range a.Actions {
 		a.Actions[i] = ledger.Fingerprint(f.Hash("fingerprint"))
+	}
+	if v == AtomBodyVersionExt {
+		if a.Exts = decodeAtomExts(&f); f.err != nil {
+			return nil, fmt.Errorf("atom body: %w", f.err)
+		}
 	}
 	a.Delta = plain[f.off:]
 	return a, nil

@@ -1,6 +1,7 @@
 package record
 
 import (
+	"bytes"
 	"errors"
 	"strings"
 	"testing"
@@ -333,5 +334,45 @@ func TestCursorNamesDamageInFork(t *testing.T) {
 		}
 		c.Close()
 		l.Close()
+	}
+}
+
+// TestAtomBodyExtensionRules: a version 2 body has one encoding; anything
+// else is damage named by what is wrong.
+func TestAtomBodyExtensionRules(t *testing.T) {
+	head := func(exts ...byte) []byte { return append([]byte{AtomBodyVersionExt, 0}, exts...) }
+	for _, c := range []struct {
+		name string
+		body []byte
+		want string
+	}{
+		{"no extension in a version 2 body", head(0), "extension count 0"},
+		{"too many extensions", head(MaxAtomExts + 1), "extension count 17"},
+		{"unknown tag", head(1, 9, 0), "unknown atom extension tag 9"},
+		{"tag zero", head(1, 0, 0), "unknown atom extension tag 0"},
+		{"tags out of order", head(2, 3, 0, 1, 0), "tag 1 after tag 3"},
+		{"a tag twice", head(2, 1, 0, 1, 0), "tag 1 after tag 1"},
+		{"data beyond the body", head(1, 1, 5, 1), "extension data"},
+		{"version 3", []byte{3, 0}, "unknown atom body version 3"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := DecodeAtomBody(c.body)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("DecodeAtomBody(%x) = %v, want an error with %q", c.body, err, c.want)
+			}
+		})
+	}
+	// Without extensions the writer keeps version 1, byte for byte.
+	fps := []ledger.Fingerprint{{1}}
+	if got, want := AppendAtomBodyHeaderExt(nil, fps, nil), AppendAtomBodyHeader(nil, fps); !bytes.Equal(got, want) {
+		t.Fatalf("no extensions: %x, want version 1's %x", got, want)
+	}
+	body := append(AppendAtomBodyHeaderExt(nil, fps, []AtomExt{{Tag: ExtTagSent, Data: []byte("m")}}), 0x07)
+	a, err := DecodeAtomBody(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, ok := a.Ext(ExtTagSent); !ok || string(d) != "m" || !bytes.Equal(a.Delta, []byte{0x07}) || a.Actions[0] != fps[0] {
+		t.Fatalf("read back %+v", a)
 	}
 }

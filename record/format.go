@@ -35,7 +35,8 @@ package record
 //	version 1 | uvarint n | n x fingerprint [32] | delta (frame.AppendDelta)
 //
 // listing the fingerprints of the actions the atom performed, in call
-// order. The chain links an atom over its chained payload: the body
+// order; an atom with extensions (a branch's base, messages sent or
+// consumed) has body version 2, which atomext.go describes. The chain links an atom over its chained payload: the body
 // followed by BLAKE3-256 of each action's certified result (AppendPayload).
 // The hash covers the content, not its compressed form, so a changed
 // dictionary or a changed certificate is detected as surely as a changed

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/hex"
+	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
@@ -81,6 +82,37 @@ func TestGoldenRecords(t *testing.T) {
 			_, body, err := d.DecodeAtom(nil, r, "seg")
 			if err != nil || len(body.Actions) != 1 || body.Actions[0] != fp1 || !bytes.Equal(body.Delta, []byte{0xde, 0xad}) {
 				t.Fatalf("body read back %+v, %v", body, err)
+			}
+		},
+	}, {
+		name: "atom with extensions",
+		got: comp.Compress(AppendAtomHeader(nil, "r1", 300, head1),
+			append(AppendAtomBodyHeaderExt(nil, []ledger.Fingerprint{fp1},
+				[]AtomExt{{Tag: ExtTagBase, Data: []byte{0x05}}, {Tag: ExtTagConsumed, Data: []byte{0xab, 0xcd}}}), 0xde, 0xad), 0),
+		want: `
+			04                               # kind atom
+			02 7231                          # run id "r1"
+			ac02                             # seq 300
+			` + hexHead + `                  # head after the atom
+			00 00                            # compressed: raw codec, no dictionary
+			02                               # atom body version 2
+			01                               # 1 action
+			` + hexFP + `                    # its fingerprint
+			02                               # 2 extensions
+			01 01 05                         # tag 1 (base), 1 byte
+			03 02 abcd                       # tag 3 (consumed), 2 bytes
+			dead                             # the delta (frame.AppendDelta)`,
+		check: func(t *testing.T, r *Record) {
+			d := &Decoder{Comp: comp}
+			_, body, err := d.DecodeAtom(nil, r, "seg")
+			if err != nil || len(body.Actions) != 1 || !bytes.Equal(body.Delta, []byte{0xde, 0xad}) || len(body.Exts) != 2 {
+				t.Fatalf("body read back %+v, %v", body, err)
+			}
+			if b, ok := body.Ext(ExtTagBase); !ok || !bytes.Equal(b, []byte{0x05}) {
+				t.Fatalf("base extension read back %x, %v", b, ok)
+			}
+			if _, ok := body.Ext(ExtTagSent); ok {
+				t.Fatal("an absent extension was found")
 			}
 		},
 	}, {
@@ -201,7 +233,7 @@ func TestGoldenRecords(t *testing.T) {
 			if err := d.Decode(want, wal.Pos{Segment: 1, Offset: 64}, "seg", &r); err != nil {
 				t.Fatal(err)
 			}
-			if r.Kind.String() != c.name {
+			if kind, _, _ := strings.Cut(c.name, " with "); r.Kind.String() != kind {
 				t.Fatalf("kind %v, want %s", r.Kind, c.name)
 			}
 			c.check(t, &r)

@@ -156,6 +156,8 @@ func FuzzApplyAtom(f *testing.F) {
 	f.Add(plain)
 	f.Add(AppendAtomBody(nil, []ledger.Fingerprint{fp1}, frame.AppendDelta(nil, new(frame.Delta).ToolOutputResult("c", "t", 0))))
 	f.Add(AppendAtomBody(nil, nil, frame.AppendDelta(nil, new(frame.Delta).ToolOutputResult("c", "t", 3))))
+	f.Add(append(AppendAtomBodyHeaderExt(nil, []ledger.Fingerprint{fp1}, []AtomExt{{Tag: ExtTagBase, Data: []byte{1}}, {Tag: ExtTagSent, Data: []byte("m")}}),
+		frame.AppendDelta(nil, new(frame.Delta).ToolOutputResult("c", "t", 0))...))
 	f.Add(AppendAtomBody(nil, []ledger.Fingerprint{fp1, fp2}, frame.AppendDelta(nil, new(frame.Delta).
 		AppendMessage(frame.Message{Role: frame.RoleUser, Parts: []frame.Part{{Kind: frame.PartToolResult, CallID: "a", Text: "listing"}}}).
 		ReferResults([][]byte{nil, []byte("listing")}))))
