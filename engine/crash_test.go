@@ -18,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/internal/workload"
 	"github.com/google/go-cmp/cmp"
 )
@@ -127,7 +128,7 @@ func framesOf(t *testing.T, db *engine.DB, runs int, frames map[string]*frame.Fr
 // The world is locked meanwhile, so every effect falls cleanly before or
 // after the crash.
 type crashInjector struct {
-	mem     *vfs.MemFS
+	mem     *crashmem.FS
 	world   *agent.World
 	target  uint64
 	cfg     vfs.CrashCloneCfg
@@ -219,7 +220,7 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 	crashes := 0
 	maxCrashes := 1 + rng.Intn(3)
 	for incarnation := 0; ; incarnation++ {
-		inj := &crashInjector{mem: mem, world: world}
+		inj := &crashInjector{mem: crashmem.New(mem), world: world}
 		if crashes < maxCrashes {
 			inj.target = 1 + uint64(rng.Int63n(int64(ref.ops)))
 			inj.cfg = vfs.CrashCloneCfg{UnsyncedDataPercent: []int{0, 50, 100}[rng.Intn(3)], RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 1))}
@@ -230,7 +231,7 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 			}
 			return nil
 		}
-		db, err := engine.Open("store", crashOptions(errorfs.Wrap(mem, inj), mode))
+		db, err := engine.Open("store", crashOptions(errorfs.Wrap(inj.mem, inj), mode))
 		if err != nil {
 			if inj.crashed.Load() {
 				mem, crashes = inj.clone, crashes+1

@@ -35,6 +35,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/internal/workload"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/google/go-cmp/cmp"
@@ -372,7 +373,8 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 		}
 		tally.incarnations++
 		trail = append(trail, fmt.Sprintf("incarnation %d: %s", inc, inj.describe()))
-		db, err := engine.Open(faultStore, faultOptions(errorfs.Wrap(&faultLockFS{FS: mem}, inj), mode))
+		guarded := crashmem.New(mem) // the crash clone below is taken beside the live store
+		db, err := engine.Open(faultStore, faultOptions(errorfs.Wrap(&faultLockFS{FS: guarded}, inj), mode))
 		if err != nil {
 			h := inj.hit()
 			if h == nil {
@@ -422,7 +424,7 @@ func faultTrial(t *testing.T, mode engine.Durability, ref *faultReference, seed 
 		if inj.plan != nil && rng.Intn(2) == 0 {
 			// The process dies where it stands: what is not synced may be lost.
 			pct := []int{0, 50, 100}[rng.Intn(3)]
-			clone := mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 2))})
+			clone := guarded.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: randv2.New(randv2.NewPCG(uint64(rng.Int63()), 2))})
 			db.Close()
 			mem = clone
 			end = fmt.Sprintf("crashed (%d%% of unsynced data kept)", pct)

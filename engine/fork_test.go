@@ -15,6 +15,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -269,10 +270,10 @@ func forkTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 	}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	down := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
-	cut := &powerCut{mem: mem, down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	opts := testOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	// src's action at seq 3, index 0 (commitN's): the fork at 2 repeats it.
 	repeat := ledger.Action{Tool: "t", Args: []byte(`{"run":"src","i":2}`)}
 	forked := false
@@ -560,7 +561,7 @@ func TestForkCrashConvergence(t *testing.T) {
 	want := frames(db)
 	db.Close()
 	// Count the operations of a clean pass, then crash at every k-th.
-	counter := &powerCut{mem: vfs.NewCrashableMem(), down: &downstream{effects: map[string]int{}, results: map[string][]byte{}}}
+	counter := &powerCut{mem: crashmem.New(vfs.NewCrashableMem()), down: &downstream{effects: map[string]int{}, results: map[string][]byte{}}}
 	o := testOptions(counter.mem)
 	o.FS = errorfs.Wrap(counter.mem, counter)
 	db, err = Open("store", o)
@@ -579,9 +580,9 @@ func TestForkCrashConvergence(t *testing.T) {
 	for target := uint64(1); target <= ops; target += step {
 		mem := vfs.NewCrashableMem()
 		down := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
-		cut := &powerCut{mem: mem, down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(7, target))}, target: target}
+		cut := &powerCut{mem: crashmem.New(mem), down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: 50, RNG: rand.New(rand.NewPCG(7, target))}, target: target}
 		o := testOptions(mem)
-		o.FS = errorfs.Wrap(mem, cut)
+		o.FS = errorfs.Wrap(cut.mem, cut)
 		if db, err := Open("store", o); err == nil {
 			_ = lineageScript(db, down)
 			db.Close()

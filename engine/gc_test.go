@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -239,10 +240,10 @@ func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uin
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	opts := gcOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	acked := uint64(3) // the live run's last acknowledged seq
 	deleteAcked, gcDone := false, false
 	if db, err := Open("store", opts); err == nil {

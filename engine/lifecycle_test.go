@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
@@ -188,10 +189,10 @@ func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target ui
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	opts := testOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	acked := false
 	if db, err := Open("store", opts); err == nil {
 		if run, err := db.Run(ctx, "r"); err == nil {

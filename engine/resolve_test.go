@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -122,7 +123,7 @@ func (d *downstream) exec(result string) ledger.Exec {
 
 // powerCut takes a crash clone at the target-th filesystem operation.
 type powerCut struct {
-	mem    *vfs.MemFS
+	mem    *crashmem.FS
 	down   *downstream
 	cfg    vfs.CrashCloneCfg
 	target uint64
@@ -163,10 +164,10 @@ func resolveTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, targe
 	down := &downstream{effects: map[string]int{keyA: 1}, results: map[string][]byte{keyA: []byte("sent")}}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	cfg := vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}
-	cut := &powerCut{mem: mem, down: down, cfg: cfg, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: down, cfg: cfg, target: target}
 	opts := testOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	committed := false
 	if db, err := Open("store", opts); err == nil {
 		committed = settleAtom(db, down) == nil && !cut.cutBefore()

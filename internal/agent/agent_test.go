@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/internal/workload"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -17,7 +18,7 @@ import (
 // the store right after the effect of the first call.
 type flaky struct {
 	*World
-	mem     *vfs.MemFS
+	mem     *crashmem.FS
 	crashed *vfs.MemFS
 }
 
@@ -48,7 +49,7 @@ func TestStepLookupFailureKeepsDoubt(t *testing.T) {
 			id = workload.RunID(i)
 		}
 	}
-	mem := vfs.NewCrashableMem()
+	mem := crashmem.New(vfs.NewCrashableMem()) // cloned beside the live store
 	ds := &flaky{World: NewWorld(), mem: mem}
 	db, err := engine.Open("s", opts(mem))
 	if err != nil {
