@@ -15,6 +15,7 @@ import (
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
+	"github.com/zeebo/blake3"
 )
 
 func (db *DB) snapshotPolicy() snapshot.Policy {
@@ -65,6 +66,7 @@ func (db *DB) background() {
 			job.done <- gcResult{st, err}
 		case <-tick.C:
 			db.sweep()
+			db.dropIdleFrames()
 		}
 	}
 }
@@ -161,9 +163,10 @@ type capturedRun struct {
 	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
 	positions  []snapshot.Pos
 	meta       layout.CheckpointRun
-	drop       uint64 // an older snapshot the retention policy removes (0: none)
-	frameBytes int64  // encoded size of the frame, before compression
-	snapshot   bool   // frame is also a snapshot (not at a fork's base)
+	drop       uint64   // an older snapshot the retention policy removes (0: none)
+	frameBytes int64    // encoded size of the frame, before compression
+	snapshot   bool     // frame is also a snapshot (not at a fork's base)
+	fileSum    [32]byte // BLAKE3 of the frame file written at seq (zero: none written)
 }
 
 // snapshotSpan is the retention policy's window: of the snapshots of a run,
@@ -207,6 +210,7 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 		}
 		c.frame = frame.AppendFrame(nil, r.mu.frame)
 		c.frameBytes = int64(len(c.frame))
+		r.mu.frameBytes = c.frameBytes
 	}
 	for _, p := range r.mu.positions {
 		c.positions = append(c.positions, p)
@@ -366,7 +370,9 @@ func (db *DB) checkpoint(final bool) error {
 		}
 		if c.meta.FrameSeq == c.seq && c.frame != nil && c.seq > 0 {
 			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
-			if err := layout.WriteFileRenamed(db.fs, db.frameFileName(r.id), ff.Marshal(), db.opts.NoSync); err != nil {
+			file := ff.Marshal()
+			c.fileSum = blake3.Sum256(file)
+			if err := layout.WriteFileRenamed(db.fs, db.frameFileName(r.id), file, db.opts.NoSync); err != nil {
 				return err
 			}
 		}
@@ -406,6 +412,7 @@ func (db *DB) checkpoint(final bool) error {
 		if c.meta.FrameSeq > c.run.mu.frameSeq {
 			c.run.mu.frameSeq = c.meta.FrameSeq
 		}
+		c.run.notedFrameFileLocked(c)
 		c.run.mu.Unlock()
 	}
 
@@ -435,7 +442,11 @@ func (db *DB) checkpoint(final bool) error {
 	if final {
 		return nil // the store head went out first
 	}
-	return db.writeStoreHead(runs, false)
+	if err := db.writeStoreHead(runs, false); err != nil {
+		return err
+	}
+	db.dropIdleFrames()
+	return nil
 }
 
 // writeChainCheckpointLocked appends a chain checkpoint of r at its last

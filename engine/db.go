@@ -158,10 +158,14 @@ type DB struct {
 	// (nil: Open did not start from a CHECKPOINT).
 	reg *registryCheck
 
+	// useTick orders the runs' uses for the frame cache (Run.lastUse);
+	// frameBudget is Options.FrameCache (tests change it).
+	useTick, frameBudget atomic.Int64
+
 	openInfo OpenInfo
 	counters struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
-		framesRebuilt                                          atomic.Int64
+		framesRebuilt, framesDropped                           atomic.Int64
 		snapMismatches                                         atomic.Int64 // snapshotMismatch
 	}
 	// ledgerRebuilt says why the ledger table was rebuilt from the log;
@@ -237,6 +241,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
+	db.frameBudget.Store(o.FrameCache)
 	if err := db.open(); err != nil {
 		db.abandon()
 		return nil, advise(err)

@@ -121,6 +121,16 @@ type Options struct {
 	// tamper evidence (the chain still binds every record), but it lets
 	// anyone who knows the run id compute h(0).
 	Nonces io.Reader
+	// FrameCache bounds the bytes (encoded size) of the frames of idle runs
+	// the engine keeps in memory. A run's frame stays in memory while the
+	// run is in use; once an engine checkpoint has written it to the run's
+	// frame file (and its snapshot), an idle run's frame may be dropped,
+	// least recently used first, until the resident frames fit, and is
+	// read back from the frame file on the run's next use. So memory is
+	// this budget plus the frames of the runs that changed since the last
+	// engine checkpoint (RestartTail bounds their log, not their frames).
+	// Default 64 MiB; negative keeps every frame.
+	FrameCache int64
 	// Observer, when set, is told what the engine does as it does it
 	// (atoms and their actions, group commits, Open, snapshots), for
 	// metrics and traces: see Observer, and the nested module
@@ -136,6 +146,7 @@ const (
 	defaultCheckpointEvery    = 100
 	defaultCheckpointInterval = time.Minute
 	defaultRestartTail        = 16 << 20
+	defaultFrameCache         = 64 << 20
 	defaultDictSamples        = 256
 	defaultDictSize           = 16 << 10
 )
@@ -170,6 +181,9 @@ func (o *Options) withDefaults() (Options, error) {
 	}
 	if r.CheckpointInterval == 0 {
 		r.CheckpointInterval = defaultCheckpointInterval
+	}
+	if r.FrameCache == 0 {
+		r.FrameCache = defaultFrameCache
 	}
 	if r.RestartTail == 0 {
 		r.RestartTail = defaultRestartTail

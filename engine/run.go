@@ -13,6 +13,7 @@ import (
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
+	"github.com/zeebo/blake3"
 )
 
 // Run is one agent execution: an ordered, hash-chained sequence of atoms.
@@ -42,6 +43,10 @@ type Run struct {
 	created   chan struct{}
 	createErr error
 
+	// lastUse is db.useTick as of the run's last State or Begin: the
+	// frame cache drops the least recently used frames first.
+	lastUse atomic.Int64
+
 	mu struct {
 		sync.Mutex
 		lastSeq uint64
@@ -55,6 +60,14 @@ type Run struct {
 		pending []pendingAtom
 
 		frameSeq uint64 // seq of the run's frame file on disk (0: none)
+		// frameBytes is the encoded size of frame as of the last capture (0:
+		// not measured), counted against Options.FrameCache. frameSum is
+		// BLAKE3 of the frame file this process wrote at frameSumSeq (0:
+		// none): a frame dropped from memory is read back only from that
+		// very file (framecache.go).
+		frameBytes  int64
+		frameSum    [32]byte
+		frameSumSeq uint64
 		// frameHead is h(frameSeq) as CHECKPOINT names it, the head the
 		// frame file must carry; zero when unknown.
 		frameHead  chain.Hash
@@ -277,6 +290,7 @@ func (r *Run) StateE() (*frame.Frame, error) {
 }
 
 func (r *Run) state() (*frame.Frame, error) {
+	r.touch()
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if err := r.materializeLocked(); err != nil {
@@ -338,7 +352,7 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	f, seq, why, err := r.frameFileLocked()
+	f, seq, sum, why, err := r.frameFileLocked()
 	if err != nil {
 		return err
 	}
@@ -353,6 +367,7 @@ func (r *Run) materializeLocked() error {
 	if why != "" {
 		r.db.noteFrameRebuilt(r.id, why)
 		r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{} // the next checkpoint writes it again
+		r.mu.frameSumSeq = 0
 		base, err := r.baseFrame(context.Background())
 		if err != nil {
 			return err
@@ -380,6 +395,11 @@ func (r *Run) materializeLocked() error {
 		return &CorruptionError{File: r.db.path(layout.WALDir), Run: r.id, Seq: seq + 1,
 			Reason: fmt.Sprintf("frame rebuilt up to seq %d, but the run's last seq is %d", seq, r.mu.lastSeq)}
 	}
+	if why == "" && len(rest) == 0 && seq > r.base {
+		// The frame is the file's: it can be dropped and read back from it
+		// (framecache.go).
+		r.mu.frameSum, r.mu.frameSumSeq = sum, seq
+	}
 	r.mu.frame = f
 	r.mu.pending = nil
 	return nil
@@ -405,29 +425,31 @@ func (r *Run) headBeforeLocked(rest []pendingAtom) chain.Hash {
 // of the run past the log's last seq of it is log damage (err): frame
 // files are written only at seqs the log holds durably, so the log lost
 // records (a segment deleted or cut short).
-func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err error) {
+//
+// sum is BLAKE3 of the file, when it was read and used.
+func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, sum [32]byte, why string, err error) {
 	db := r.db
 	name := db.frameFileName(r.id)
 	b, err := layout.ReadFile(db.fs, name)
 	if layout.NotExist(err) {
 		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == r.base+1) {
 			f, err := r.baseFrame(context.Background()) // the run never had one
-			return f, r.base, "", err
+			return f, r.base, sum, "", err
 		}
-		return nil, 0, "it is missing", nil
+		return nil, 0, sum, "it is missing", nil
 	}
 	if err != nil {
-		return nil, 0, err.Error(), nil
+		return nil, 0, sum, err.Error(), nil
 	}
 	ff, err := layout.ParseFrameFile(name, b)
 	if err != nil {
-		return nil, 0, err.Error(), nil
+		return nil, 0, sum, err.Error(), nil
 	}
 	if ff.Run != r.id {
-		return nil, 0, fmt.Sprintf("it holds run %q", ff.Run), nil
+		return nil, 0, sum, fmt.Sprintf("it holds run %q", ff.Run), nil
 	}
 	if ff.Seq > r.mu.lastSeq {
-		return nil, 0, "", &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: r.mu.lastSeq + 1,
+		return nil, 0, sum, "", &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: r.mu.lastSeq + 1,
 			Reason: fmt.Sprintf("the log ends at seq %d of the run, but its frame file %s is at seq %d: records of the log are missing",
 				r.mu.lastSeq, name, ff.Seq)}
 	}
@@ -444,15 +466,19 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, why string, err err
 	}
 	switch {
 	case !known && ff.Seq != r.mu.frameSeq:
-		return nil, 0, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.Seq, r.mu.frameSeq), nil
+		return nil, 0, sum, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.Seq, r.mu.frameSeq), nil
 	case known && ff.Head != want:
-		return nil, 0, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.Seq, ff.Head[:8], want[:8]), nil
+		return nil, 0, sum, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.Seq, ff.Head[:8], want[:8]), nil
+	}
+	sum = blake3.Sum256(b)
+	if ff.Seq == r.mu.frameSumSeq && sum != r.mu.frameSum {
+		return nil, 0, sum, fmt.Sprintf("it is not the file this process read or wrote at seq %d", ff.Seq), nil
 	}
 	f, err = db.decodeFrame(ff.Frame, name)
 	if err != nil {
-		return nil, 0, err.Error(), nil
+		return nil, 0, sum, err.Error(), nil
 	}
-	return f, ff.Seq, "", nil
+	return f, ff.Seq, sum, "", nil
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq
@@ -515,6 +541,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 		return nil, err
 	}
 	r.db.startDirSyncs() // the atom's first write will wait for them
+	r.touch()
 	// A failed log is final (I8): say so rather than that the atom whose
 	// commit it failed is still running.
 	if err := r.db.logFailed(); err != nil {

@@ -23,6 +23,10 @@ type Stats struct {
 	// FramesRebuilt counts the runs whose frame file was missing, damaged
 	// or stale, and whose frame was rebuilt from the log instead.
 	FramesRebuilt int64
+	// FramesDropped counts the frames of idle runs dropped from memory
+	// since Open to keep within Options.FrameCache (each is read back from
+	// its frame file when next used).
+	FramesDropped int64
 	// LedgerRebuilt says why the ledger table was rebuilt from the log
 	// (missing, damaged, not the one CHECKPOINT names); "" if it was not,
 	// or is not loaded yet.
@@ -49,18 +53,19 @@ func (db *DB) Stats() Stats {
 	runs := len(db.mu.runs) + db.mu.lazyLeft
 	db.mu.Unlock()
 	return Stats{
-		Open:        db.openInfo,
-		Runs:        runs,
-		Atoms:       db.counters.atoms.Load(),
-		Fails:       db.counters.fails.Load(),
-		Actions:     db.counters.actions.Load(),
-		Deduped:     db.counters.deduped.Load(),
-		Snapshots:   db.counters.snapshots.Load(),
-		Checkpoints: db.counters.checkpoints.Load(),
-		Dictionary:  db.curDict.Load(),
-		Log:         db.log.Stats(),
-		Ledger:      db.ledger.Stats(),
-		Background:  db.backgroundErr(),
+		Open:          db.openInfo,
+		Runs:          runs,
+		Atoms:         db.counters.atoms.Load(),
+		Fails:         db.counters.fails.Load(),
+		Actions:       db.counters.actions.Load(),
+		Deduped:       db.counters.deduped.Load(),
+		Snapshots:     db.counters.snapshots.Load(),
+		Checkpoints:   db.counters.checkpoints.Load(),
+		FramesDropped: db.counters.framesDropped.Load(),
+		Dictionary:    db.curDict.Load(),
+		Log:           db.log.Stats(),
+		Ledger:        db.ledger.Stats(),
+		Background:    db.backgroundErr(),
 
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),

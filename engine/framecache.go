@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"cmp"
+	"slices"
+
+	"github.com/continuumdb/continuum/frame"
+)
+
+// The frame cache: a run keeps its frame in memory while it is in use, and
+// an idle run's frame is dropped, least recently used first, once the
+// resident frames exceed Options.FrameCache; the run's next use reads it
+// back from its frame file (materializeLocked), as after a restart.
+//
+// Only a frame that can come back exactly is dropped: the run is idle (no
+// atom running, no write in flight, no replayed atoms pending), its frame
+// file is one this process wrote at the run's last seq (frameSumSeq), so
+// reading it back is checked against that file's BLAKE3 (frameFileLocked:
+// any other content, damaged or replaced, is rebuilt from the log instead),
+// and its snapshot is in the snapshot store at that seq (snapSeq), so the
+// next checkpoint has nothing to capture and does not read it back.
+
+// notedFrameFileLocked records what a checkpoint wrote for r: the frame
+// file at c.seq (its BLAKE3) and the frame's encoded size.
+func (r *Run) notedFrameFileLocked(c *capturedRun) {
+	if c.fileSum != ([32]byte{}) && c.meta.FrameSeq == c.seq {
+		r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.fileSum, c.seq, c.head
+	}
+}
+
+// touch marks r as used now.
+func (r *Run) touch() { r.lastUse.Store(r.db.useTick.Add(1)) }
+
+// droppableLocked reports whether r's frame may leave memory.
+func (r *Run) droppableLocked() bool {
+	return r.mu.frame != nil && r.mu.broken == nil && r.mu.atom == nil && !r.mu.writing && !r.mu.ending &&
+		len(r.mu.pending) == 0 && r.mu.lastSeq > r.base &&
+		r.mu.frameSumSeq == r.mu.lastSeq && r.mu.frameSeq == r.mu.lastSeq && r.mu.snapSeq == r.mu.lastSeq
+}
+
+// dropIdleFrames drops the frames of idle runs, least recently used
+// first, until the resident frames fit in Options.FrameCache. It runs on
+// the background goroutine, after each engine checkpoint and each sweep.
+func (db *DB) dropIdleFrames() {
+	budget := db.frameBudget.Load()
+	if budget < 0 {
+		return
+	}
+	type cand struct {
+		r     *Run
+		use   int64
+		bytes int64
+	}
+	var total int64
+	var cands []cand
+	for _, r := range db.runList() {
+		r.mu.Lock()
+		if r.mu.frame != nil {
+			n := r.residentBytesLocked()
+			total += n
+			if r.droppableLocked() {
+				cands = append(cands, cand{r, r.lastUse.Load(), n})
+			}
+		}
+		r.mu.Unlock()
+	}
+	if total <= budget {
+		return
+	}
+	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.use, b.use) })
+	for _, c := range cands {
+		if total <= budget {
+			break
+		}
+		r := c.r
+		r.mu.Lock()
+		// Used or changed since the scan: keep it.
+		if r.droppableLocked() && r.lastUse.Load() == c.use {
+			r.mu.frame, r.mu.sizeFrame = nil, nil
+			total -= c.bytes
+			db.counters.framesDropped.Add(1)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// residentBytesLocked is the encoded size of r's frame (r.mu.frame != nil):
+// the size bound its last commit kept, or the size measured at the last
+// capture, or measured now.
+func (r *Run) residentBytesLocked() int64 {
+	switch {
+	case r.mu.sizeFrame == r.mu.frame && r.mu.sizeSeq == r.mu.lastSeq:
+		return r.mu.sizeBound
+	case r.mu.frameBytes > 0:
+		return r.mu.frameBytes
+	}
+	r.mu.frameBytes = int64(frame.EncodedFrameSize(r.mu.frame))
+	return r.mu.frameBytes
+}
