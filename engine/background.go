@@ -66,7 +66,18 @@ func (db *DB) background() {
 			job.done <- gcResult{st, err}
 		case <-tick.C:
 			db.sweep()
-			db.dropIdleFrames()
+			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {
+				// Idle runs whose frames are not written yet hold memory
+				// past the frame cache: a checkpoint writes them, and then
+				// they can go.
+				if err := db.waitLedger(context.Background()); err != nil {
+					db.setBackgroundErr(err)
+					continue
+				}
+				if err := db.checkpoint(false); err != nil {
+					db.setBackgroundErr(err)
+				}
+			}
 		}
 	}
 }
@@ -438,6 +449,7 @@ func (db *DB) checkpoint(final bool) error {
 		}
 	}
 	db.counters.checkpoints.Add(1)
+	db.bg.ckptAt = time.Now()
 
 	if final {
 		return nil // the store head went out first

@@ -146,6 +146,7 @@ type DB struct {
 		replay   wal.Pos     // the last engine checkpoint's replay position; owned by the bg goroutine
 		gen      uint64      // engine checkpoint generation; owned by the bg goroutine
 		ledgerGn uint64      // generation of the ledger table on disk
+		ckptAt   time.Time   // when the last engine checkpoint was written; owned by the bg goroutine
 		err      atomic.Pointer[error]
 	}
 
@@ -242,6 +243,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
 	db.frameBudget.Store(o.FrameCache)
+	db.bg.ckptAt = start
 	if err := db.open(); err != nil {
 		db.abandon()
 		return nil, advise(err)

@@ -3,6 +3,7 @@ package engine
 import (
 	"cmp"
 	"slices"
+	"time"
 
 	"github.com/continuumdb/continuum/frame"
 )
@@ -31,20 +32,32 @@ func (r *Run) notedFrameFileLocked(c *capturedRun) {
 // touch marks r as used now.
 func (r *Run) touch() { r.lastUse.Store(r.db.useTick.Add(1)) }
 
-// droppableLocked reports whether r's frame may leave memory.
-func (r *Run) droppableLocked() bool {
+// idleLocked reports whether r has a resident frame that no atom or
+// write of the run is using.
+func (r *Run) idleLocked() bool {
 	return r.mu.frame != nil && r.mu.broken == nil && r.mu.atom == nil && !r.mu.writing && !r.mu.ending &&
-		len(r.mu.pending) == 0 && r.mu.lastSeq > r.base &&
-		r.mu.frameSumSeq == r.mu.lastSeq && r.mu.frameSeq == r.mu.lastSeq && r.mu.snapSeq == r.mu.lastSeq
+		len(r.mu.pending) == 0 && r.mu.lastSeq > r.base
 }
+
+// droppableLocked reports whether r's frame may leave memory: it is idle
+// and can be read back exactly from its frame file.
+func (r *Run) droppableLocked() bool {
+	return r.idleLocked() && r.mu.frameSumSeq == r.mu.lastSeq && r.mu.frameSeq == r.mu.lastSeq && r.mu.snapSeq == r.mu.lastSeq
+}
+
+// frameCheckpointGap is how long after an engine checkpoint the sweep
+// writes another one for the frame cache's sake (dropIdleFrames).
+const frameCheckpointGap = 10 * time.Second
 
 // dropIdleFrames drops the frames of idle runs, least recently used
 // first, until the resident frames fit in Options.FrameCache. It runs on
 // the background goroutine, after each engine checkpoint and each sweep.
-func (db *DB) dropIdleFrames() {
+// It reports whether they still do not fit while some idle run keeps its
+// frame only because no checkpoint has written it yet.
+func (db *DB) dropIdleFrames() (unwritten bool) {
 	budget := db.frameBudget.Load()
 	if budget < 0 {
-		return
+		return false
 	}
 	type cand struct {
 		r     *Run
@@ -60,12 +73,14 @@ func (db *DB) dropIdleFrames() {
 			total += n
 			if r.droppableLocked() {
 				cands = append(cands, cand{r, r.lastUse.Load(), n})
+			} else if r.idleLocked() && r.mu.frameSumSeq != r.mu.lastSeq {
+				unwritten = true // a checkpoint would write it
 			}
 		}
 		r.mu.Unlock()
 	}
 	if total <= budget {
-		return
+		return false
 	}
 	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.use, b.use) })
 	for _, c := range cands {
@@ -82,6 +97,7 @@ func (db *DB) dropIdleFrames() {
 		}
 		r.mu.Unlock()
 	}
+	return unwritten && total > budget
 }
 
 // residentBytesLocked is the encoded size of r's frame (r.mu.frame != nil):
