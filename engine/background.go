@@ -433,6 +433,15 @@ func (db *DB) checkpoint(final bool) error {
 	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
+	// INBOX is captured after every run: it reflects at least what their
+	// rows do, and the tail replay changes nothing it already reflects.
+	inbox, err := db.captureInbox(gen, floor)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
+	}
+	if err := layout.WriteFileAtomic(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.opts.NoSync); err != nil {
+		return err
+	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
 		Dict: db.curDict.Load()}
 	for _, c := range caps {
@@ -443,6 +452,7 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	old := db.bg.ledgerGn
 	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
+	db.noteInboxWritten(gen, floor)
 	if old != 0 && old != gen {
 		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
 			db.logger.Warn("engine: remove old ledger table", "err", err)

@@ -122,6 +122,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		return fmt.Errorf("engine: end run %q: %w", r.id, err)
 	}
 	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head}
+	db.publishRunGone(record.KindEnd, r.id) // its inbox closes: nothing more is delivered
 	db.writeChainCheckpointLocked(r) // final: it covers the end's link
 	return nil
 }

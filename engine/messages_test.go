@@ -1,0 +1,207 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+)
+
+// send commits one atom of run that sends each payload to to.
+func send(t testing.TB, run *Run, to string, payloads ...string) {
+	t.Helper()
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range payloads {
+		if err := a.Send(ctx, to, []byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Commit(ctx, new(frame.Delta).AppendScratch([]byte("sent"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// inboxOf returns the payloads of run's inbox, "from:payload", in order.
+func inboxOf(t testing.TB, run *Run) []string {
+	t.Helper()
+	ms, err := run.Inbox(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, m := range ms {
+		out = append(out, m.From()+":"+string(m.Payload))
+	}
+	return out
+}
+
+func openRun(t testing.TB, db *DB, id string) *Run {
+	t.Helper()
+	r, err := db.Run(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestMessages: a message exists once its sending atom commits, never
+// before nor for a failed atom; the receiver gets each sender's messages
+// in order; consuming is the receiving atom's commit (a failed receiver
+// gets them again); after a restart the inbox is the same, INBOX or no
+// INBOX.
+func TestMessages(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	db := openTest(t, mem, opts)
+	a, b, c := openRun(t, db, "a"), openRun(t, db, "b"), openRun(t, db, "c")
+
+	// A failed sender sends nothing; a running one nothing yet.
+	at, _ := a.Begin(ctx)
+	if err := at.Send(ctx, "b", []byte("never")); err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxOf(t, b); got != nil {
+		t.Fatalf("inbox before the sender committed: %q", got)
+	}
+	if err := at.Fail(ctx, "no"); err != nil {
+		t.Fatal(err)
+	}
+	send(t, a, "b", "a1", "a2")
+	send(t, c, "b", "c1")
+	send(t, a, "b", "a3")
+	if got, want := fmt.Sprint(inboxOf(t, b)), "[a:a1 a:a2 c:c1 a:a3]"; got != want {
+		t.Fatalf("inbox %s, want %s", got, want)
+	}
+
+	// A receiver that fails gives its messages back.
+	bt, _ := b.Begin(ctx)
+	m, err := bt.Receive(ctx)
+	if err != nil || string(m.Payload) != "a1" || m.ID != (MessageID{From: "a", Seq: 1, Index: 0}) || m.To != "b" {
+		t.Fatalf("Receive = %+v, %v", m, err)
+	}
+	if err := bt.Fail(ctx, "retry"); err != nil {
+		t.Fatal(err)
+	}
+	bt, _ = b.Begin(ctx)
+	m1, _ := bt.ReceiveFrom(ctx, "c")
+	m2, _ := bt.Receive(ctx)
+	m3, _ := bt.Receive(ctx)
+	if string(m1.Payload) != "c1" || string(m2.Payload) != "a1" || string(m3.Payload) != "a2" {
+		t.Fatalf("received %q %q %q", m1.Payload, m2.Payload, m3.Payload)
+	}
+	if got := len(inboxOf(t, b)); got != 4 {
+		t.Fatalf("inbox lists %d messages while the receiving atom runs, want 4", got)
+	}
+	if err := bt.Commit(ctx, new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleUser, Content: string(m1.Payload)})); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := fmt.Sprint(inboxOf(t, b)), "[a:a3]"; got != want {
+		t.Fatalf("inbox after the commit %s, want %s", got, want)
+	}
+
+	// A message waits for a run that does not exist yet.
+	send(t, a, "later", "hello")
+	// An ended run takes none.
+	if err := c.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	at, _ = a.Begin(ctx)
+	if err := at.Send(ctx, "c", []byte("x")); !errors.Is(err, ErrRunEnded) {
+		t.Fatalf("Send to an ended run: %v", err)
+	}
+	if err := at.Send(ctx, "", []byte("x")); !errors.Is(err, ErrInvalidRunID) {
+		t.Fatalf("Send to an invalid id: %v", err)
+	}
+	if err := at.Send(ctx, "b", make([]byte, MaxMessageSize+1)); !errors.Is(err, ErrMessageTooLarge) {
+		t.Fatalf("Send of a payload too large: %v", err)
+	}
+	if err := at.Fail(ctx, "done"); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, drop := range []bool{false, true} {
+		if drop {
+			if err := mem.Remove("store/" + layout.InboxName); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db2, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := fmt.Sprint(inboxOf(t, openRun(t, db2, "b"))), "[a:a3]"; got != want {
+			t.Fatalf("inbox after a restart (INBOX removed %v) %s, want %s", drop, got, want)
+		}
+		later := openRun(t, db2, "later")
+		if got, want := fmt.Sprint(inboxOf(t, later)), "[a:hello]"; got != want {
+			t.Fatalf("inbox of the run created after the send %s, want %s", got, want)
+		}
+		if why := db2.Stats().InboxRebuilt; (why != "") != drop {
+			t.Fatalf("InboxRebuilt %q with INBOX removed %v", why, drop)
+		}
+		if err := db2.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestReceiveWaits: a Receive blocked on an empty inbox returns the
+// message of a sender that commits meanwhile; one whose context ends
+// returns its error. Run with -race.
+func TestReceiveWaits(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	recv, sender := openRun(t, db, "recv"), openRun(t, db, "sender")
+	a, _ := recv.Begin(ctx)
+	short, cancel := context.WithTimeout(ctx, 10*time.Millisecond)
+	defer cancel()
+	if _, err := a.Receive(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Receive on an empty inbox: %v", err)
+	}
+	const n = 20
+	got := make(chan string, n)
+	go func() {
+		for range n {
+			m, err := a.Receive(ctx)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got <- string(m.Payload)
+		}
+	}()
+	for i := range n {
+		send(t, sender, "recv", fmt.Sprint(i))
+	}
+	for i := range n {
+		if p := <-got; p != fmt.Sprint(i) {
+			t.Fatalf("message %d is %q", i, p)
+		}
+	}
+	if err := a.Commit(ctx, new(frame.Delta)); err != nil {
+		t.Fatal(err)
+	}
+	if m, ok, err := mustAtom(t, recv).TryReceive(ctx); ok || err != nil {
+		t.Fatalf("TryReceive after all were consumed: %+v, %v", m, err)
+	}
+}
+
+func mustAtom(t testing.TB, r *Run) *Atom {
+	t.Helper()
+	a, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
