@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 )
 
 // send commits one atom of run that sends each payload to to.
@@ -204,4 +206,113 @@ func mustAtom(t testing.TB, r *Run) *Atom {
 		t.Fatal(err)
 	}
 	return a
+}
+
+// forgeAtom appends an atom of r that sends sent and consumes consumed,
+// chained like any other but past the engine's checks (as a writer that
+// breaks the rules would): verify must find what is wrong with it.
+func forgeAtom(t *testing.T, db *DB, r *Run, sent []record.SentMessage, consumed []MessageID) {
+	t.Helper()
+	buf := getBuf()
+	defer putBuf(buf)
+	r.mu.Lock()
+	seq, prev := r.mu.lastSeq+1, r.mu.head
+	r.mu.Unlock()
+	enc, err := db.encodeAtom(buf, r.id, seq, prev, nil, new(frame.Delta), buf.messageExts(sent, consumed))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pos, err := db.append(ctx, enc.rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.mu.lastSeq, r.mu.head = seq, enc.head
+	r.mu.positions = append(r.mu.positions, pos)
+	r.mu.Unlock()
+}
+
+// TestVerifyMessages: verify names an atom that consumes a message no
+// atom sent, one sent to another run, one consumed twice, one out of
+// order, and an INBOX that disagrees with the log.
+func TestVerifyMessages(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		forge func(t *testing.T, db *DB, a, b, c *Run)
+		want  string
+	}{{
+		name: "never sent",
+		forge: func(t *testing.T, db *DB, a, b, c *Run) {
+			forgeAtom(t, db, b, nil, []MessageID{{From: "a", Seq: 9}})
+		},
+		want: `consumes message "a"/9/0, which no committed atom sent before it`,
+	}, {
+		name: "sent to another run",
+		forge: func(t *testing.T, db *DB, a, b, c *Run) {
+			send(t, a, "c", "for c")
+			forgeAtom(t, db, b, nil, []MessageID{{From: "a", Seq: 1}})
+		},
+		want: `consumes message "a"/1/0, which was sent to run "c"`,
+	}, {
+		name: "twice",
+		forge: func(t *testing.T, db *DB, a, b, c *Run) {
+			send(t, a, "b", "once")
+			forgeAtom(t, db, b, nil, []MessageID{{From: "a", Seq: 1}})
+			forgeAtom(t, db, b, nil, []MessageID{{From: "a", Seq: 1}})
+		},
+		want: `consumes message "a"/1/0 a second time`,
+	}, {
+		name: "out of order",
+		forge: func(t *testing.T, db *DB, a, b, c *Run) {
+			send(t, a, "b", "first", "second")
+			forgeAtom(t, db, b, nil, []MessageID{{From: "a", Seq: 1, Index: 1}})
+		},
+		want: `consumes message "a"/1/1 before "a"/1/0`,
+	}, {
+		name: "INBOX",
+		forge: func(t *testing.T, db *DB, a, b, c *Run) {
+			send(t, a, "b", "kept", "dropped")
+		},
+		want: `INBOX and the log's tail leave 1 messages of "a" to "b" not consumed; the log leaves 2`,
+	}} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			a, b, cr := openRun(t, db, "a"), openRun(t, db, "b"), openRun(t, db, "c")
+			c.forge(t, db, a, b, cr)
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if c.name == "INBOX" {
+				// A forged INBOX with a valid checksum that drops a message.
+				name := "store/" + layout.InboxName
+				raw, err := layout.ReadFile(mem, name)
+				if err != nil {
+					t.Fatal(err)
+				}
+				in, err := layout.ParseInbox(name, raw)
+				if err != nil || len(in.Queues) != 1 || len(in.Queues[0].Pending) != 2 {
+					t.Fatalf("INBOX %+v, %v", in, err)
+				}
+				in.Queues[0].Pending = in.Queues[0].Pending[:1]
+				if err := layout.WriteFileAtomic(mem, name, in.Marshal(), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || strings.Contains(f.String(), c.want)
+			}
+			if rep.OK || !found {
+				t.Fatalf("verify OK=%v, failures %v; want one that says %q", rep.OK, rep.Failures, c.want)
+			}
+		})
+	}
 }
