@@ -316,3 +316,42 @@ func TestVerifyMessages(t *testing.T) {
 		})
 	}
 }
+
+// TestExportMessages: inspect's atom and export show what an atom sent
+// (to whom, with its payload) and what it consumed (by id).
+func TestExportMessages(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	a, b := openRun(t, db, "a"), openRun(t, db, "b")
+	send(t, a, "b", "hello", "world")
+	bt := mustAtom(t, b)
+	if _, err := bt.Receive(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Commit(ctx, new(frame.Delta)); err != nil {
+		t.Fatal(err)
+	}
+	if info, err := b.Atom(ctx, 1); err != nil || len(info.Consumed) != 1 || info.Consumed[0] != (MessageID{From: "a", Seq: 1}) {
+		t.Fatalf("Run.Atom: %+v, %v", info, err)
+	}
+	db.Close()
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	var out strings.Builder
+	for _, run := range []string{"a", "b"} {
+		if _, err := in.Export(ctx, &out, run, 1, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, want := range []string{
+		`"sent":[{"index":0,"to":"b","payload":"hello"},{"index":1,"to":"b","payload":"world"}]`,
+		`"consumed":[{"from":"a","seq":1,"index":0}]`,
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("export lacks %s:\n%s", want, out.String())
+		}
+	}
+}
