@@ -50,11 +50,11 @@ const (
 
 // Inbox is the content of INBOX.
 type Inbox struct {
-	Gen    uint64
-	Replay wal.Pos
+	Gen     uint64
+	Replay  wal.Pos
 	Ended   []string // runs that ended or were deleted
 	Deleted []string // runs deleted
-	Queues []InboxQueue
+	Queues  []InboxQueue
 }
 
 // InboxQueue is what one sender sent one receiver and the receiver has not
