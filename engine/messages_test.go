@@ -355,3 +355,74 @@ func TestExportMessages(t *testing.T) {
 		}
 	}
 }
+
+// TestMessagesForkAndDelete: a fork does not inherit its parent's inbox;
+// deleting a run withdraws its messages nobody consumed, and a deleted
+// run takes none; all of it holds after a restart.
+func TestMessagesForkAndDelete(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	db := openTest(t, mem, opts)
+	p, s, gone := openRun(t, db, "parent"), openRun(t, db, "sender"), openRun(t, db, "gone")
+	send(t, p, "sender", "p1") // parent seq 1
+	send(t, s, "parent", "s1", "s2")
+	send(t, gone, "parent", "g1")
+	pa := mustAtom(t, p)
+	if m, err := pa.ReceiveFrom(ctx, "sender"); err != nil || string(m.Payload) != "s1" {
+		t.Fatalf("ReceiveFrom = %+v, %v", m, err)
+	}
+	if err := pa.Commit(ctx, new(frame.Delta)); err != nil { // parent seq 2
+		t.Fatal(err)
+	}
+	f, err := db.Fork(ctx, "parent", 2, "fork")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := inboxOf(t, f); got != nil {
+		t.Fatalf("the fork's inbox %q, want it empty", got)
+	}
+	if err := gone.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Delete(ctx, "gone"); err != nil {
+		t.Fatal(err)
+	}
+	st := mustAtom(t, s)
+	if err := st.Send(ctx, "gone", []byte("x")); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("Send to a deleted run: %v", err)
+	}
+	if err := st.Fail(ctx, "no"); err != nil {
+		t.Fatal(err)
+	}
+	check := func(db *DB) {
+		t.Helper()
+		if got, want := fmt.Sprint(inboxOf(t, openRun(t, db, "parent"))), "[sender:s2]"; got != want {
+			t.Fatalf("the parent's inbox %s, want %s (the deleted run's withdrawn)", got, want)
+		}
+		if got := inboxOf(t, openRun(t, db, "fork")); got != nil {
+			t.Fatalf("the fork's inbox %q", got)
+		}
+		if got, want := fmt.Sprint(inboxOf(t, openRun(t, db, "sender"))), "[parent:p1]"; got != want {
+			t.Fatalf("the sender's inbox %s, want %s", got, want)
+		}
+	}
+	check(db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, drop := range []bool{false, true} {
+		if drop {
+			if err := mem.Remove("store/" + layout.InboxName); err != nil {
+				t.Fatal(err)
+			}
+		}
+		db2, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(db2)
+		if err := db2.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
