@@ -398,6 +398,9 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 	if err != nil {
 		return pendingCommit{}, err
 	}
+	if err := a.consumableLocked(); err != nil {
+		return pendingCommit{}, err
+	}
 	r.startWriteLocked()
 	n := len(a.mu.actions)
 	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}

@@ -213,6 +213,32 @@ func (m *mailboxes) nextLocked(to, from string) *pendingMessage {
 	return best
 }
 
+// consumableLocked says why the atom cannot consume what it received, or
+// nil: each sender's messages are consumed in the order sent, so those it
+// received of a sender must be the first ones of that sender's queue
+// still there. One atom runs at a time per run, so this holds by
+// construction; the check keeps a commit from ever writing a consumption
+// out of order. The run's mu is held.
+func (a *Atom) consumableLocked() error {
+	if len(a.msgs.received) == 0 {
+		return nil
+	}
+	m := &a.run.db.msgs
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	next := map[string]int{} // per sender, the place in its queue of the next received
+	for _, p := range a.msgs.received {
+		q := m.boxes[a.run.id][p.id.From]
+		i := next[p.id.From]
+		if q == nil || i >= len(q.pending) || q.pending[i] != p {
+			return fmt.Errorf("engine: run %q seq %d: message %v can no longer be consumed by this atom: "+
+				"the sender's earlier messages are not consumed, or it was consumed or withdrawn since it was received", a.run.id, a.seq, p.id)
+		}
+		next[p.id.From] = i + 1
+	}
+	return nil
+}
+
 // releaseMessagesLocked gives back the messages a failed atom received.
 // The run's mu is held.
 func (a *Atom) releaseMessagesLocked() {
