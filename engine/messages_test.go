@@ -426,3 +426,45 @@ func TestMessagesForkAndDelete(t *testing.T) {
 		}
 	}
 }
+
+// TestNoMessagesNoCost: an atom without messages is written as before
+// messages existed (body version 1), and building its extensions takes
+// no allocation; one with messages has body version 2.
+func TestNoMessagesNoCost(t *testing.T) {
+	buf := getBuf()
+	defer putBuf(buf)
+	if exts := buf.messageExts(nil, nil); exts != nil {
+		t.Fatalf("extensions of an atom without messages: %v", exts)
+	}
+	if n := testing.AllocsPerRun(100, func() { buf.messageExts(nil, nil) }); n != 0 {
+		t.Fatalf("%v allocations for an atom without messages", n)
+	}
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	r := openRun(t, db, "r")
+	send(t, r, "r", "to myself")
+	a := mustAtom(t, r)
+	if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	for seq, want := range map[uint64]byte{1: record.AtomBodyVersionExt, 2: record.AtomBodyVersion} {
+		r.mu.Lock()
+		pos := r.mu.positions[seq-1]
+		r.mu.Unlock()
+		raw, err := db.log.ReadAt(pos)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rec record.Record
+		if err := db.decoder(false).Decode(raw, pos, "", &rec); err != nil {
+			t.Fatal(err)
+		}
+		plain, _, err := db.decoder(false).DecodeAtom(nil, &rec, "")
+		if err != nil || plain[0] != want {
+			t.Fatalf("seq %d: body version %d, %v; want %d", seq, plain[0], err, want)
+		}
+	}
+	if in := inboxOf(t, r); len(in) != 1 || in[0] != "r:to myself" {
+		t.Fatalf("a message to the sending run itself: inbox %q", in)
+	}
+}
