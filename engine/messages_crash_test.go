@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -131,10 +132,10 @@ func messageOptions(fs vfs.FS) *Options {
 func ringOps(t *testing.T, base *vfs.MemFS, mode Durability, pct int, want map[string]map[string]string) uint64 {
 	t.Helper()
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: &downstream{}, target: 0}
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, target: 0}
 	opts := messageOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	db, err := Open("store", opts)
 	if err != nil {
 		t.Fatal(err)
@@ -161,10 +162,10 @@ func ringTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 		t.Fatalf("%v, crash at op %d: "+format, append([]any{mode, target}, args...)...)
 	}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	opts := messageOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	acked := map[string]uint64{}
 	if db, err := Open("store", opts); err == nil {
 		ringRound(db, 1, acked, cut) // the process that loses power
