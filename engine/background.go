@@ -42,6 +42,16 @@ func (db *DB) background() {
 			db.startDirSyncs()
 			db.startLedger()
 			db.startSnapshots()
+			db.bg.wg.Add(1)
+			go func() {
+				defer db.bg.wg.Done()
+				// The inbox, so that the tail's bodies it holds until then
+				// are let go; a failure is sticky and returned to every
+				// use of the inbox (and to the next engine checkpoint).
+				db.msgs.mu.Lock()
+				db.loadMessagesLocked()
+				db.msgs.mu.Unlock()
+			}()
 			if db.reg != nil {
 				db.bg.wg.Add(1)
 				go func() {

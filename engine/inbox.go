@@ -342,6 +342,7 @@ func (db *DB) scanMessagesLocked(to wal.Pos) error {
 		return fmt.Errorf("engine: inbox: read the log: %w", err)
 	}
 	defer c.Close()
+	// Not interrupted by Close: its final checkpoint needs the inbox.
 	for c.Next() {
 		r := c.Record()
 		if !r.Pos.Less(to) {
