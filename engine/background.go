@@ -449,7 +449,11 @@ func (db *DB) checkpoint(final bool) error {
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
 	}
-	if err := layout.WriteFileAtomic(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.opts.NoSync); err != nil {
+	// Its rename is made durable by CHECKPOINT's directory fsync, just
+	// after: until then a crash leaves the old INBOX (of the old
+	// CHECKPOINT) or the new one (of the next, which Open then does not
+	// use and rebuilds from the log).
+	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.opts.NoSync); err != nil {
 		return err
 	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,

@@ -222,10 +222,12 @@
 //   - Send and Receive: nothing is written until Commit; the atom record
 //     is the commit point of its messages (sent and consumed) as of its
 //     delta. The inboxes change only after the record is durable.
-//   - INBOX is written (atomically) by the engine checkpoint just before
-//     CHECKPOINT, naming that checkpoint; a crash between the two leaves
-//     an INBOX of the next generation, which the next Open does not use
-//     (the inbox is rebuilt from the log).
+//   - INBOX is written by the engine checkpoint just before CHECKPOINT,
+//     naming that checkpoint (a temporary file, fsynced, renamed into
+//     place; CHECKPOINT's directory fsync makes the rename durable). A
+//     crash between the two leaves the old INBOX or one of the next
+//     generation, which the next Open does not use (the inbox is then
+//     rebuilt from the log).
 //   - Snapshots go to Pebble in the background; a crash loses at most
 //     snapshots, never atoms: the log still has every delta.
 //   - The snapshot store (snapshots/) is derived, and nothing about it can
