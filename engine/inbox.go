@@ -58,9 +58,10 @@ type msgEvent struct {
 	decoded  bool
 	sent     []record.SentMessage
 	consumed []MessageID
-	// reflected: an atom CHECKPOINT's row already covers (seq at or below
-	// its last seq); needed only when INBOX cannot be used. Its body is
-	// read from the log at at.
+	// reflected: an atom or end CHECKPOINT's row already covers (an
+	// atom's seq at or below its last seq, the end it lists); applied
+	// only when INBOX cannot be used. An atom's body is then read from
+	// the log at at.
 	reflected bool
 }
 
@@ -97,9 +98,10 @@ func (db *DB) resetMessages(cp *layout.Checkpoint, from wal.Pos) {
 	}
 }
 
-// replayedAtom notes atom rec of the tail replayed at Open (reflected:
-// CHECKPOINT's row covers it). body is the run's own copy of its
-// compressed body, or nil for a reflected atom.
+// replayedMessageEvent notes record rec of the tail replayed at Open (an
+// atom, an end or a deletion; reflected: CHECKPOINT's row covers it).
+// body is an atom's compressed body, the run's own copy, or nil for a
+// reflected atom (read from the log if a rebuild needs it).
 func (db *DB) replayedMessageEvent(rec *record.Record, body []byte, reflected bool) {
 	m := &db.msgs
 	m.mu.Lock()

@@ -81,6 +81,10 @@ func ringRound(db *DB, epoch int, acked map[string]uint64, cut *powerCut) error 
 			}
 		}
 	}
+	// a ends with c's last message not consumed: it is never delivered.
+	if runs["a"].Status() == StatusActive {
+		return runs["a"].End(ctx, StatusCompleted, nil)
+	}
 	return nil
 }
 
@@ -89,7 +93,8 @@ func ringRound(db *DB, epoch int, acked map[string]uint64, cut *powerCut) error 
 // receiver at once), in both durability modes, then resumes: no
 // acknowledged atom lost, every message consumed once and in order, none
 // of an atom that did not commit, the frames those of a ring that never
-// crashed (epochs aside), the inbox what is left, and verify passes.
+// crashed (epochs aside), nothing left in the inboxes (the last message
+// was to a run that then ended), and verify passes.
 func TestMessagesPowerLoss(t *testing.T) {
 	base := vfs.NewCrashableMem()
 	db, err := Open("store", messageOptions(base))
@@ -217,14 +222,9 @@ func ringTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 			}
 		}
 	}
-	// What is left: c's last message to a, nothing else.
+	// Nothing is left: c's last message was to a, which ended.
 	for _, id := range ringRuns {
-		in := inboxOf(t, openRun(t, db, id))
-		if id == "a" {
-			if want := fmt.Sprint("c:", string(frames["c"].Memory[fmt.Sprint("sent/", ringAtoms)])); len(in) != 1 || in[0] != want {
-				fail("a's inbox %q, want [%s]", in, want)
-			}
-		} else if len(in) != 0 {
+		if in := inboxOf(t, openRun(t, db, id)); len(in) != 0 {
 			fail("%s's inbox %q, want it empty", id, in)
 		}
 	}
@@ -236,8 +236,10 @@ func ringTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 	if err != nil {
 		fail("reopen: %v", err)
 	}
-	if in := inboxOf(t, openRun(t, db, "a")); len(in) != 1 {
-		fail("a's inbox after a clean restart: %q", in)
+	for _, id := range ringRuns {
+		if in := inboxOf(t, openRun(t, db, id)); len(in) != 0 {
+			fail("%s's inbox after a clean restart: %q", id, in)
+		}
 	}
 	db.Close()
 	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})

@@ -288,7 +288,8 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log"))
 		case r.mu.end != nil:
 			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
-				break // reflected by the checkpoint already
+				db.replayedMessageEvent(rec, nil, true) // for a rebuild of the inbox
+				break                                   // reflected by the checkpoint already
 			}
 			if fromCheckpoint {
 				return mismatchf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8])
