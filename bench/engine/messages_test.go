@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -137,4 +138,84 @@ func commit(ctx context.Context, run *engine.Run, i int) error {
 		return err
 	}
 	return a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", i%16), []byte(fmt.Sprintf("value %d of some state", i))))
+}
+
+// BenchmarkInboxRestart: after a restart, the first Inbox of a run, with
+// INBOX as the last Close wrote it and with INBOX removed (rebuilt from
+// the log), side by side, against the history the log holds:
+//
+//	go test -run '^$' -bench InboxRestart -benchtime 20x -count 5 ./bench/engine
+//
+// The store holds atoms runs sending messages around, 100 left
+// unconsumed. Each op opens the store, reads one run's inbox and closes
+// it (Close writes nothing: nothing changed).
+func BenchmarkInboxRestart(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	for _, atoms := range []int{1000, 10000} {
+		dir := filepath.Join(b.TempDir(), "s")
+		db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		runs := []string{"planner", "researcher", "writer", "reviewer"}
+		for i := range atoms {
+			id := runs[i%len(runs)]
+			run, err := db.Run(ctx, id)
+			if err != nil {
+				b.Fatal(err)
+			}
+			a, err := run.Begin(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i >= 100*len(runs) { // the first 100 of each are left in the inboxes
+				if _, _, err := a.TryReceive(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+			if err := a.Send(ctx, runs[(i+1)%len(runs)], []byte(fmt.Sprintf("message %d of some length, like a task", i))); err != nil {
+				b.Fatal(err)
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", i%16), []byte(fmt.Sprint("v", i)))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+		for _, file := range []string{"kept", "removed"} {
+			b.Run(fmt.Sprintf("atoms=%d/INBOX=%s", atoms, file), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					if file == "removed" {
+						b.StopTimer()
+						if err := os.Remove(filepath.Join(dir, "INBOX")); err != nil && !os.IsNotExist(err) {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+					}
+					db, err := engine.Open(dir, &engine.Options{Logger: quiet})
+					if err != nil {
+						b.Fatal(err)
+					}
+					run, err := db.Run(ctx, "planner")
+					if err != nil {
+						b.Fatal(err)
+					}
+					in, err := run.Inbox(ctx)
+					if err != nil || len(in) == 0 {
+						b.Fatalf("inbox: %d messages, %v", len(in), err)
+					}
+					if got := db.Stats().InboxRebuilt != ""; got != (file == "removed") {
+						b.Fatalf("rebuilt %v with INBOX %s", got, file)
+					}
+					b.StopTimer()
+					if err := db.Close(); err != nil {
+						b.Fatal(err)
+					}
+					b.StartTimer()
+				}
+			})
+		}
+	}
 }
