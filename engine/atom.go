@@ -33,6 +33,9 @@ type Atom struct {
 	seq     uint64
 	resumed bool
 	obs     AtomObserver // Options.Observer's for this atom; nil: none (observer.go)
+	// msgs is what the atom sent and received (messages.go); guarded by
+	// run.mu.
+	msgs atomMessages
 
 	mu struct {
 		sync.Mutex
@@ -324,7 +327,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	// Commit moves its head or frame meanwhile (Run.mu.writing).
 	buf := getBuf()
 	defer putBuf(buf)
-	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d)
+	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d, buf.messageExts(c.sent, c.consumed))
 	if err != nil {
 		r.mu.Lock()
 		r.endWriteLocked()
@@ -365,6 +368,10 @@ type pendingCommit struct {
 	prev      chain.Hash   // the run's head, h(seq-1), which the record links to
 	actions   []atomAction // the atom's actions the record covers; read only
 	sizeBound int64        // the frame's size bound after the delta (checkFrameSizeLocked)
+	// sent and consumed are the atom's messages (messages.go); nil for
+	// an atom without. Read only.
+	sent     []record.SentMessage
+	consumed []MessageID
 }
 
 // startCommit checks that the atom may commit d and marks the run as
@@ -391,9 +398,22 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 	if err != nil {
 		return pendingCommit{}, err
 	}
+	if err := a.consumableLocked(); err != nil {
+		return pendingCommit{}, err
+	}
 	r.startWriteLocked()
 	n := len(a.mu.actions)
-	return pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}, nil
+	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
+	if len(a.msgs.sent) > 0 {
+		c.sent = a.msgs.sent[:len(a.msgs.sent):len(a.msgs.sent)]
+	}
+	if len(a.msgs.received) > 0 {
+		c.consumed = make([]MessageID, len(a.msgs.received))
+		for i, p := range a.msgs.received {
+			c.consumed[i] = p.id
+		}
+	}
+	return c, nil
 }
 
 // publishLocked applies the atom, whose record is durable at pos, to the
@@ -421,6 +441,10 @@ func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, p
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(deltaLen)
+	if c.sent != nil || c.consumed != nil {
+		r.db.publishMessages(r.id, a.seq, pos, c.sent, c.consumed)
+		a.msgs = atomMessages{}
+	}
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == a.seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
@@ -471,6 +495,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 		if r.mu.interruptedSeq == a.seq {
 			r.mu.interruptedSeq, r.mu.inflight = 0, nil
 		}
+		a.releaseMessagesLocked()
 	}
 	db.untrack(tok)
 	r.endWriteLocked()

@@ -42,6 +42,16 @@ func (db *DB) background() {
 			db.startDirSyncs()
 			db.startLedger()
 			db.startSnapshots()
+			db.bg.wg.Add(1)
+			go func() {
+				defer db.bg.wg.Done()
+				// The inbox, so that the tail's bodies it holds until then
+				// are let go; a failure is sticky and returned to every
+				// use of the inbox (and to the next engine checkpoint).
+				db.msgs.mu.Lock()
+				db.loadMessagesLocked()
+				db.msgs.mu.Unlock()
+			}()
 			if db.reg != nil {
 				db.bg.wg.Add(1)
 				go func() {
@@ -433,6 +443,19 @@ func (db *DB) checkpoint(final bool) error {
 	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
 		return err
 	}
+	// INBOX is captured after every run: it reflects at least what their
+	// rows do, and the tail replay changes nothing it already reflects.
+	inbox, err := db.captureInbox(gen, floor)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
+	}
+	// Its rename is made durable by CHECKPOINT's directory fsync, just
+	// after: until then a crash leaves the old INBOX (of the old
+	// CHECKPOINT) or the new one (of the next, which Open then does not
+	// use and rebuilds from the log).
+	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.opts.NoSync); err != nil {
+		return err
+	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
 		Dict: db.curDict.Load()}
 	for _, c := range caps {
@@ -443,6 +466,7 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	old := db.bg.ledgerGn
 	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
+	db.noteInboxWritten(gen, floor)
 	if old != 0 && old != gen {
 		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
 			db.logger.Warn("engine: remove old ledger table", "err", err)

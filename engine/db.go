@@ -120,6 +120,9 @@ type DB struct {
 		// nor created again. A nil value: a deletion being written.
 		deleted map[string]*deletion
 	}
+	// msgs is the inbox of messages between runs (messages.go).
+	msgs mailboxes
+
 	// gcMu serializes deletions and garbage collections (delete.go, gc.go).
 	gcMu sync.Mutex
 

@@ -187,6 +187,9 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason})
 	}
 	db.mu.Unlock()
+	for _, d := range out {
+		db.publishRunGone(record.KindDelete, d.ID) // its messages not consumed are withdrawn
+	}
 	return out, nil
 }
 

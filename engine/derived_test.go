@@ -18,7 +18,7 @@ import (
 	"github.com/continuumdb/continuum/ledger"
 )
 
-// The derived files (CHECKPOINT, frame files, the ledger table) and the
+// The derived files (CHECKPOINT, frame files, the ledger table, INBOX) and the
 // files the log needs (segments, STORE, dictionaries), damaged one way at a
 // time on a copy of a store: each damage is either harmless (the engine
 // reads exactly what the pristine store gives) or detected by Verify
@@ -47,7 +47,7 @@ func buildDerivedStore(t *testing.T, n1, n2 int) (vfs.FS, map[string][]byte) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		for _, id := range derivedRuns {
+		for ri, id := range derivedRuns {
 			run, err := db.Run(ctx, id)
 			if err != nil {
 				t.Fatal(err)
@@ -58,6 +58,15 @@ func buildDerivedStore(t *testing.T, n1, n2 int) (vfs.FS, map[string][]byte) {
 					t.Fatal(err)
 				}
 				seq := a.Seq()
+				// Messages around the runs, some left in the inboxes (INBOX).
+				if seq%2 == 0 {
+					if _, _, err := a.TryReceive(ctx); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if err := a.Send(ctx, derivedRuns[(ri+1)%len(derivedRuns)], []byte(fmt.Sprint(id, " says ", seq))); err != nil {
+					t.Fatal(err)
+				}
 				if _, err := a.Do(ctx, derivedAction(id, seq), func(_ context.Context, key string) ([]byte, error) {
 					return []byte("result of " + key), nil
 				}); err != nil {
@@ -146,6 +155,7 @@ type runAnswers struct {
 	state   []byte   // frame.AppendFrame of State
 	at      [][]byte // at[i]: StateAt(i+1)
 	results []string // results[i]: the certified result of the action of seq i+1
+	inbox   string   // the run's inbox
 }
 
 // readAnswers opens the store, reads every answer, and closes it. Any
@@ -169,6 +179,11 @@ func readAnswers(fs vfs.FS) (*storeAnswers, error) {
 			return nil, err
 		}
 		ra := &runAnswers{last: run.LastSeq(), head: run.Head()}
+		in, err := run.Inbox(ctx)
+		if err != nil {
+			return nil, err
+		}
+		ra.inbox = fmt.Sprint(in)
 		f, err := run.StateE()
 		if err != nil {
 			return nil, err
@@ -250,6 +265,8 @@ func (a *storeAnswers) diff(b *storeAnswers) string {
 			return fmt.Sprintf("run %q: head differs", id)
 		case !bytes.Equal(x.state, y.state):
 			return fmt.Sprintf("run %q: State differs", id)
+		case x.inbox != y.inbox:
+			return fmt.Sprintf("run %q: inbox %s, want %s", id, x.inbox, y.inbox)
 		}
 		for i := range x.at {
 			if !bytes.Equal(x.at[i], y.at[i]) {
@@ -311,6 +328,8 @@ func fileKind(path string) string {
 		return "CHECKPOINT"
 	case base == layout.StoreName:
 		return "STORE"
+	case base == layout.InboxName:
+		return "INBOX"
 	case strings.HasSuffix(base, ".frame"):
 		return "frame"
 	case strings.HasPrefix(base, "ledger-"):
@@ -348,7 +367,7 @@ func TestDerivedFilesDetectedOrHarmless(t *testing.T) {
 	counts := map[string][3]int{} // kind: harmless, detected, scenarios
 	for _, p := range paths {
 		kind := fileKind(p)
-		derived := kind == "CHECKPOINT" || kind == "frame" || kind == "ledger table"
+		derived := kind == "CHECKPOINT" || kind == "frame" || kind == "ledger table" || kind == "INBOX"
 		var prev []byte
 		if o, ok := old[p]; ok && !bytes.Equal(o, files[p]) {
 			prev = o

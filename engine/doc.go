@@ -94,6 +94,63 @@
 // (reported as ever). continuumctl gc does the same from the command
 // line, for a store no process has open.
 //
+// # Messages between runs
+//
+// An atom sends bytes to another run of the store with Atom.Send(ctx, to,
+// payload), and receives with Atom.Receive(ctx) (any sender),
+// Atom.ReceiveFrom(ctx, from) (one sender) or Atom.TryReceive(ctx) (no
+// wait). Run.Inbox lists what a run has not consumed yet. Exactly:
+//
+//   - A message exists if and only if its sending atom commits (I11): it
+//     is part of that atom's record (an extension of its body, covered by
+//     its chain link), so an atom that fails or that a crash interrupts
+//     sent nothing, and no run ever sees its messages. Its id, MessageID
+//     (sending run, the atom's seq, its place among the atom's messages),
+//     is the log's: stable across restarts and copies.
+//   - The receiving run sees a message in its inbox from the moment the
+//     sending Commit returns. Receive returns the oldest message no
+//     running atom of the run received: oldest by the log position of the
+//     atom that sent it, so each sender's messages come in the order sent.
+//     It waits for one until ctx ends (ctx's error), or the store closes
+//     (ErrClosed).
+//   - Consuming is part of the receiving atom's commit: the ids it
+//     received are in its record. Until that Commit returns, the messages
+//     stay in the inbox (Inbox lists them); after a Fail, or a crash, a
+//     later attempt receives them again. So after any crash each message of
+//     a committed atom is consumed at most once, by its receiver, in order
+//     per sender, and once the receiver goes on, exactly once; verify
+//     checks each consumed message was sent before by a committed atom, to
+//     this run, and is consumed once, in order per sender.
+//   - A message to a run that does not exist yet waits for it: a run
+//     created later with that id finds it in its inbox. Send to a run that
+//     ended fails with ErrRunEnded, to a deleted one with ErrRunDeleted, and
+//     a message whose receiver ends before consuming it is never
+//     delivered: an ended run's inbox is empty (its undelivered messages
+//     stay in the log, where inspect and export show them). Deleting a run
+//     withdraws its messages that no run consumed yet.
+//   - A fork does not inherit the inbox: messages are addressed by run id,
+//     and a fork is another run; what its parent consumed before the fork
+//     point is in the history the fork shares, and nothing else is.
+//   - A message to the sending run itself is consumed by one of its later
+//     atoms. An atom sends and receives at most MaxMessagesPerAtom
+//     messages, each payload at most MaxMessageSize bytes
+//     (ErrMessageTooLarge).
+//   - Across stores: messages are between the runs of one store. A run of
+//     another store (another process, another machine) is another id
+//     space: Send names a run of this store, existing or to come. The
+//     replication of a store carries its messages with the atoms that send
+//     and consume them, since they are in the same records.
+//
+// The inbox is derived state: the messages the log's committed atoms sent,
+// minus those the receivers' atoms consumed and those to ended runs. The
+// engine checkpoint writes it to INBOX (naming the checkpoint's
+// generation and replay position, with a checksum); a restart loads INBOX
+// on first use and applies the log's tail over it, so its cost is the
+// messages not consumed and the tail, never the history. An INBOX that is
+// missing, damaged or of another checkpoint (a crash between INBOX and
+// CHECKPOINT) is rebuilt from the log (Stats.InboxRebuilt); verify checks
+// an INBOX the engine would use against the log.
+//
 // # Guarantees
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
@@ -108,6 +165,11 @@
 //
 //   - Convergence (I4): a deterministic agent that crashes any number of
 //     times ends with the same frames and chain heads as one that never did.
+//
+//   - Messages exactly once (I11): after any crash, each sent message of a
+//     committed atom is consumed at most once, in order per sender, and
+//     none of an uncommitted atom is ever seen (see Messages between
+//     runs).
 //
 //   - Tamper evidence (I5): every atom is linked into its run's BLAKE3 chain;
 //     Verify reports any change, removal, reordering or truncation.
@@ -157,6 +219,15 @@
 //     certificate is durable before Do returns (strict mode).
 //   - Commit: the atom record is the commit point. The frame in memory is
 //     changed only after the record is durable.
+//   - Send and Receive: nothing is written until Commit; the atom record
+//     is the commit point of its messages (sent and consumed) as of its
+//     delta. The inboxes change only after the record is durable.
+//   - INBOX is written by the engine checkpoint just before CHECKPOINT,
+//     naming that checkpoint (a temporary file, fsynced, renamed into
+//     place; CHECKPOINT's directory fsync makes the rename durable). A
+//     crash between the two leaves the old INBOX or one of the next
+//     generation, which the next Open does not use (the inbox is then
+//     rebuilt from the log).
 //   - Snapshots go to Pebble in the background; a crash loses at most
 //     snapshots, never atoms: the log still has every delta.
 //   - The snapshot store (snapshots/) is derived, and nothing about it can

@@ -31,8 +31,9 @@ type encodedAtom struct {
 // references (ReferResults); hashed where it lies (the chained payload is
 // the body, then the results' digests, kept apart); compressed once into
 // the record, which the log copies into its group-commit buffer and
-// writes. A body past MaxSize is an ErrTooLarge error.
-func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta) (encodedAtom, error) {
+// writes. exts are the body's extensions (tags ascending; nil: none, the
+// body is version 1). A body past MaxSize is an ErrTooLarge error.
+func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt) (encodedAtom, error) {
 	fps := buf.fps[:0]
 	for _, act := range actions {
 		fps = append(fps, act.fp)
@@ -51,7 +52,7 @@ func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, a
 		clear(results) // the pool keeps no result alive
 		buf.results = results[:0]
 	}
-	body := record.AppendAtomBodyHeader(buf.body[:0], fps)
+	body := record.AppendAtomBodyHeaderExt(buf.body[:0], fps, exts)
 	hdr := len(body)
 	body = frame.AppendDelta(body, stored)
 	buf.body = body
@@ -85,15 +86,18 @@ type encBuf struct {
 	body    []byte               // the atom body: version, fingerprints, the delta encoded in place
 	sums    []byte               // BLAKE3 of each result: the chained payload's tail
 	rec     []byte               // the record: header, compressed body
+	ext     []byte               // the data of the message extensions (messageExts)
+	exts    []record.AtomExt     // the body's extensions; their Data alias ext
 }
 
 func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.body) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep {
 		return
 	}
+	clear(b.exts) // the pool keeps no message alive
 	bufPool.Put(b)
 }
 

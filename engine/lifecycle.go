@@ -122,6 +122,8 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		return fmt.Errorf("engine: end run %q: %w", r.id, err)
 	}
 	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head}
+	// Its inbox closes: nothing more is delivered to it.
+	db.publishRunGone(record.KindEnd, r.id)
 	db.writeChainCheckpointLocked(r) // final: it covers the end's link
 	return nil
 }

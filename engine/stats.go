@@ -31,6 +31,10 @@ type Stats struct {
 	// (missing, damaged, not the one CHECKPOINT names); "" if it was not,
 	// or is not loaded yet.
 	LedgerRebuilt string
+	// InboxRebuilt says why INBOX was not used and the inbox of messages
+	// between runs was rebuilt from the log (missing, damaged, not of the
+	// CHECKPOINT Open used); "" if it was not, or is not loaded yet.
+	InboxRebuilt string
 	// CheckpointMismatch describes how CHECKPOINT's table of runs
 	// disagreed with the log, found when a run it does not list was
 	// created (the log's runs were used); "" if it agreed or was not
@@ -69,6 +73,7 @@ func (db *DB) Stats() Stats {
 
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
+		InboxRebuilt:  db.messagesRebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
 		SnapshotStore:      db.snapshotStoreErr(),

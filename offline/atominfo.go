@@ -62,6 +62,11 @@ type AtomInfo struct {
 	Delta *frame.Delta
 	// Actions are the actions the atom performed, in call order.
 	Actions []ActionInfo
+	// Sent are the messages the atom sent, in the order sent: the i-th
+	// is message (Run, Seq, i). Consumed are the messages it consumed, in
+	// the order received. Both nil for an atom without.
+	Sent     []record.SentMessage
+	Consumed []record.MessageID
 }
 
 // readAt reads and decodes the record at pos (the ledger's records too)
@@ -137,9 +142,13 @@ func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) st
 	if err != nil {
 		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom delta: %v", err), Err: err}
 	}
+	sent, consumed, err := body.Messages()
+	if err != nil {
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: err.Error(), Err: err}
+	}
 	hdr := len(a.Raw) - len(a.Body)
 	info := &AtomInfo{Run: run, Seq: seq, Head: a.Head, Pos: pos,
-		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d}
+		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d, Sent: sent, Consumed: consumed}
 	for _, fp := range body.Actions {
 		ai, err := action(fp)
 		if err != nil {

@@ -34,6 +34,11 @@ type ExportedAtom struct {
 	RawSize int              `json:"raw_size"`
 	Delta   []frame.Op       `json:"delta"`   // in order; never null
 	Actions []ExportedAction `json:"actions"` // in call order; never null
+	// Sent are the messages the atom sent, in the order sent (the i-th is
+	// message run/seq/i), and Consumed those it consumed, in the order
+	// received; absent for an atom without.
+	Sent     []ExportedMessage   `json:"sent,omitempty"`
+	Consumed []ExportedMessageID `json:"consumed,omitempty"`
 	// End is how the run ended, on the line of its last atom only, once
 	// it ended (Export sets it; absent otherwise).
 	End *ExportedEnd `json:"end,omitempty"`
@@ -112,6 +117,21 @@ func marshalText(b []byte) ([]byte, error) {
 	return json.Marshal(map[string]string{"base64": base64.StdEncoding.EncodeToString(b)})
 }
 
+// ExportedMessage is a message an atom sent, as Export writes it.
+type ExportedMessage struct {
+	Index   uint32        `json:"index"` // its place among the atom's messages: its id is run/seq/index
+	To      string        `json:"to"`
+	Payload ExportedValue `json:"payload"`
+}
+
+// ExportedMessageID names a message an atom consumed: the atom that sent
+// it (run, seq) and its place among that atom's messages.
+type ExportedMessageID struct {
+	From  string `json:"from"`
+	Seq   uint64 `json:"seq"`
+	Index uint32 `json:"index"`
+}
+
 // NewExportedAtom returns a in the form Export writes. It shares a's
 // values (the caller may not change them through either).
 func NewExportedAtom(a *AtomInfo) ExportedAtom {
@@ -119,8 +139,15 @@ func NewExportedAtom(a *AtomInfo) ExportedAtom {
 	if ops == nil {
 		ops = []frame.Op{}
 	}
-	return ExportedAtom{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
+	e := ExportedAtom{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
 		RawSize: a.RawSize, Delta: ops, Actions: NewExportedActions(a.Actions)}
+	for i, m := range a.Sent {
+		e.Sent = append(e.Sent, ExportedMessage{Index: uint32(i), To: m.To, Payload: m.Payload})
+	}
+	for _, id := range a.Consumed {
+		e.Consumed = append(e.Consumed, ExportedMessageID{From: id.From, Seq: id.Seq, Index: id.Index})
+	}
+	return e
 }
 
 // NewExportedAction returns a in the form Export writes. It shares a's

@@ -244,6 +244,8 @@ type verifyRun struct {
 	pub          ed25519.PublicKey
 	born         map[string]bool
 	deletions    map[string]*verifyDeletion
+
+	msgs verifyMessages // verify_messages.go
 }
 
 // certSeen is a done or resolved certificate the scan read: where it is,
@@ -379,6 +381,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 			rs.ended = true
 			rs.end = record.Record{Status: r.Status, Ended: r.Ended, Result: append([]byte(nil), r.Result...)}
+			vr.messageRunGone(r.Kind, r.Run, r.Pos)
 			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
 			if rs.base+uint64(len(rs.heads))+1 == r.Seq {
 				rs.heads = append(rs.heads, r.Head)
@@ -389,6 +392,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			vr.v.StoreHead(r.Note, loc)
 		case record.KindDelete:
 			vr.deletion(r, loc)
+			vr.messageRunGone(r.Kind, r.Run, r.Pos)
 		}
 	}
 	if err := c.Err(); err != nil {
@@ -441,6 +445,7 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 
 	rs := vr.run(a.Run)
 	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
+		vr.messages(a, loc, body)
 		rs.heads = append(rs.heads, a.Head)
 		if vr.deep {
 			rs.pos = append(rs.pos, a.Pos)

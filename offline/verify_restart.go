@@ -130,6 +130,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 		}
 	}
 	vr.finishDerived(rep)
+	vr.finishMessages() // verify_messages.go
 	if len(vr.extra) == 0 {
 		return
 	}

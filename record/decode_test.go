@@ -215,13 +215,29 @@ func FuzzDecode(f *testing.F) {
 func FuzzAtomBody(f *testing.F) {
 	f.Add(AppendAtomBody(nil, nil, frame.AppendDelta(nil, new(frame.Delta).SetObjective("go"))))
 	f.Add(AppendAtomBody(nil, []ledger.Fingerprint{{1}, {2}}, frame.AppendDelta(nil, new(frame.Delta).Set("k", []byte("v")))))
+	f.Add(append(AppendAtomBodyHeaderExt(nil, nil, []AtomExt{
+		{Tag: ExtTagSent, Data: AppendSent(nil, []SentMessage{{To: "b", Payload: []byte("hi")}})},
+		{Tag: ExtTagConsumed, Data: AppendConsumed(nil, []MessageID{{From: "c", Seq: 1}})}}),
+		frame.AppendDelta(nil, new(frame.Delta).SetObjective("go"))...))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, err := DecodeAtomBody(b)
 		if err != nil {
 			return
 		}
-		if enc := AppendAtomBody(nil, a.Actions, a.Delta); string(enc) != string(b) {
+		if enc := append(AppendAtomBodyHeaderExt(nil, a.Actions, a.Exts), a.Delta...); string(enc) != string(b) {
 			t.Fatalf("atom body %x re-encodes to %x", b, enc)
+		}
+		if sent, consumed, err := a.Messages(); err == nil {
+			for i, m := range sent {
+				if CheckRunID(m.To) != nil || len(m.Payload) > MaxMessageSize {
+					t.Fatalf("message %d out of bounds", i)
+				}
+			}
+			for _, id := range consumed {
+				if id.Seq == 0 {
+					t.Fatalf("consumed %v", id)
+				}
+			}
 		}
 		if d, err := frame.DecodeDelta(a.Delta); err == nil {
 			f := &frame.Frame{Memory: map[string][]byte{}}

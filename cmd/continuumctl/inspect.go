@@ -194,6 +194,18 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	for _, act := range a.Actions {
 		printAction(stdout, act, "  ")
 	}
+	if len(a.Sent) > 0 {
+		fmt.Fprintf(stdout, "messages sent: %d\n", len(a.Sent))
+		for i, m := range a.Sent {
+			fmt.Fprintf(stdout, "  %d to %q: %d bytes\n", i, m.To, len(m.Payload))
+		}
+	}
+	if len(a.Consumed) > 0 {
+		fmt.Fprintf(stdout, "messages consumed: %d\n", len(a.Consumed))
+		for _, id := range a.Consumed {
+			fmt.Fprintf(stdout, "  %s\n", id)
+		}
+	}
 	fmt.Fprintf(stdout, "frame at seq %d:\n", a.Seq)
 	printFrame(stdout, f, "  ")
 	return cli.ExitOK
