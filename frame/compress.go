@@ -500,6 +500,30 @@ func PeekCodec(src []byte) (Codec, uint32, error) {
 	return Codec(src[0]), uint32(id), nil
 }
 
+// ClaimedLen returns the size a compressed record says it decompresses to,
+// without decompressing it, when its codec states one (raw and s2 do;
+// known is false for zstd). A reader that knows what the record must hold
+// can refuse one of the wrong size before it allocates anything.
+func ClaimedLen(src []byte) (n int, known bool, err error) {
+	codec, _, err := PeekCodec(src)
+	if err != nil {
+		return 0, false, err
+	}
+	_, w := binary.Uvarint(src[1:])
+	payload := src[1+w:]
+	switch codec {
+	case CodecNone:
+		return len(payload), true, nil
+	case CodecS2:
+		n, err := s2.DecodedLen(payload)
+		if err != nil {
+			return 0, false, corruptRec(1+w, "s2 block length: "+err.Error())
+		}
+		return n, true, nil
+	}
+	return 0, false, nil
+}
+
 func corruptRec(off int, detail string) error {
 	return &CorruptError{Record: "compressed record", Offset: off, Detail: detail, kind: ErrCorrupt}
 }

@@ -292,3 +292,21 @@ func TestCompressHotPathAllocs(t *testing.T) {
 		t.Fatalf("Compress+Decompress with reused buffers: %.1f allocations", allocs)
 	}
 }
+
+func TestClaimedLen(t *testing.T) {
+	c := NewCompressor(NewDicts())
+	src := bytes.Repeat([]byte("claimed "), 100)
+	for _, codec := range []Codec{CodecNone, CodecS2, CodecZstd} {
+		rec := c.CompressWith(nil, src, codec, 0)
+		n, known, err := ClaimedLen(rec)
+		if err != nil || known != (codec != CodecZstd) || known && n != len(src) {
+			t.Fatalf("%v: ClaimedLen = %d, %v, %v; want %d", codec, n, known, err, len(src))
+		}
+	}
+	if _, _, err := ClaimedLen([]byte{byte(CodecS2), 0, 0xff}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a bad s2 length: %v", err)
+	}
+	if _, _, err := ClaimedLen(nil); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("empty: %v", err)
+	}
+}

@@ -198,12 +198,19 @@ func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, 
 		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d has head %x, the log's is %x (the engine ignores it and rebuilds the store)", run, seq, snap.Head[:8], head[:8])
 		return
 	}
+	enc := frame.AppendFrame(nil, want)
+	if n, known, err := frame.ClaimedLen(snap.Frame); err == nil && known && n != len(enc) {
+		// Not decompressed: a value claiming another size than the frame's
+		// differs, and may be a decompression bomb.
+		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log (it decompresses to %d bytes, the frame's encoding is %d)", run, seq, n, len(enc))
+		return
+	}
 	got, err := vr.db.decodeFrame(snap.Frame, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
 	if err != nil {
 		vr.fail(run, seq, dir, "%v", err)
 		return
 	}
-	if !bytes.Equal(frame.AppendFrame(nil, want), frame.AppendFrame(nil, got)) {
+	if !bytes.Equal(enc, frame.AppendFrame(nil, got)) {
 		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log", run, seq)
 	}
 }
