@@ -37,6 +37,64 @@ type Action struct {
 	// is not JSON is stored as Redacted whole). The fingerprint does not
 	// depend on them.
 	RedactResult []string
+	// Compensate, if set, is the action that undoes this one (a saga
+	// step): the engine's Run.Rollback runs it, through the ledger, when it
+	// rolls the run back past this action. It is recorded with the intent,
+	// so it is durable before exec is called. Its Tool is required; its
+	// Args are canonicalised and its Redact pointers removed like this
+	// action's; its Key, if empty, is CompensationKey of this action's
+	// fingerprint when the compensation runs; its Idempotent says whether
+	// an in-doubt compensation may be run again. It must not carry a
+	// Compensate of its own, nor a RedactResult (ErrBadCompensation: the
+	// rollback that runs it may run in a later process, which only has
+	// what the intent recorded).
+	//
+	// The compensation is part of the fingerprint (see format.go): the
+	// chain covers an atom's fingerprints, so it covers what would undo
+	// each action, and an action with a compensation is a different
+	// action from the same call without one. An action without Compensate
+	// has the fingerprint it always had.
+	Compensate *Action
+}
+
+// Compensation is the action that undoes an intent's action, as the intent
+// records it.
+type Compensation struct {
+	Tool string
+	Args []byte // canonical JSON with the compensation's Redact pointers removed
+	// Key is the compensation's idempotency key as the agent gave it; ""
+	// means CompensationKey(fingerprint of the action it undoes).
+	Key        string
+	Idempotent bool
+}
+
+// CompensationKey is the default idempotency key of the compensation of
+// the action with fingerprint fp: "ckc1-" and fp in hex. It depends on the
+// action it undoes and on nothing else, so that every rollback that
+// reaches an action, in this process or after any number of crashes,
+// derives the same key, and the ledger runs the compensation at most once
+// for the one effect the action had.
+func CompensationKey(fp Fingerprint) string { return "ckc1-" + fp.String() }
+
+// compensation validates and canonicalises a.Compensate (nil if none).
+func compensation(a *Action) (*Compensation, error) {
+	c := a.Compensate
+	if c == nil {
+		return nil, nil
+	}
+	switch {
+	case c.Tool == "":
+		return nil, fmt.Errorf("%w: action %q: its compensation has no tool", ErrBadCompensation, a.Tool)
+	case c.Compensate != nil:
+		return nil, fmt.Errorf("%w: action %q: its compensation %q has a compensation of its own", ErrBadCompensation, a.Tool, c.Tool)
+	case len(c.RedactResult) > 0:
+		return nil, fmt.Errorf("%w: action %q: its compensation %q has RedactResult, which an intent does not record", ErrBadCompensation, a.Tool, c.Tool)
+	}
+	args, err := CanonicalArgs(c.Args, c.Redact)
+	if err != nil {
+		return nil, fmt.Errorf("%w: action %q: its compensation %q: %w", ErrBadCompensation, a.Tool, c.Tool, err)
+	}
+	return &Compensation{Tool: c.Tool, Args: args, Key: c.Key, Idempotent: c.Idempotent}, nil
 }
 
 // Exec performs an action's side effect. It receives the action's
@@ -61,11 +119,15 @@ func (a Action) Fingerprint() (Fingerprint, error) {
 	if a.Key == "" {
 		return Fingerprint{}, ErrNoKey
 	}
+	comp, err := compensation(&a)
+	if err != nil {
+		return Fingerprint{}, err
+	}
 	buf := bufPool.Get().(*[]byte)
 	args, err := appendCanonical((*buf)[:0], a.Args, a.Redact)
 	var fp Fingerprint
 	if err == nil {
-		fp = fingerprintOf(a.Tool, args, a.Key)
+		fp = fingerprintOf(a.Tool, args, a.Key, comp)
 	}
 	if cap(args) <= 64<<10 { // keep huge documents' buffers out of the pool
 		*buf = args[:0]
@@ -78,8 +140,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 var hasherPool = sync.Pool{New: func() any { return blake3.NewDeriveKey(fingerprintContext) }}
 
-// fingerprintOf hashes the fingerprint envelope of already canonical args.
-func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
+// fingerprintOf hashes the fingerprint envelope of already canonical args
+// and, if comp is not nil, of the compensation (format.go).
+func fingerprintOf(tool string, canonArgs []byte, key string, comp *Compensation) Fingerprint {
 	h := hasherPool.Get().(*blake3.Hasher)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(tool)))
@@ -91,6 +154,13 @@ func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
 	binary.LittleEndian.PutUint64(n[:], uint64(len(key)))
 	_, _ = h.Write(n[:])
 	_, _ = h.WriteString(key)
+	if comp != nil {
+		for _, f := range [...][]byte{[]byte(comp.Tool), comp.Args, []byte(comp.Key)} {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+			_, _ = h.Write(n[:])
+			_, _ = h.Write(f)
+		}
+	}
 	var fp Fingerprint
 	h.Sum(fp[:0])
 	h.Reset()
@@ -174,6 +244,9 @@ type Intent struct {
 	Args        []byte // canonical JSON with the Redact pointers removed
 	Key         string
 	Idempotent  bool
+	// Compensation is the action that undoes this one (Action.Compensate),
+	// nil if none. It is part of the fingerprint.
+	Compensation *Compensation
 
 	// scrub removes the action's secrets from its certificate (in memory
 	// only: NewIntent sets it, a decoded intent has none).
@@ -215,9 +288,14 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 	if err != nil {
 		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
 	}
+	comp, err := compensation(&a)
+	if err != nil {
+		return nil, err
+	}
 	return &Intent{
-		scrub:       scrub,
-		Fingerprint: fingerprintOf(a.Tool, args, a.Key),
+		scrub:        scrub,
+		Compensation: comp,
+		Fingerprint:  fingerprintOf(a.Tool, args, a.Key, comp),
 		RunID:       runID,
 		Seq:         seq,
 		Index:       index,
@@ -236,7 +314,7 @@ func (in *Intent) WithDefaultKey(index uint32) *Intent {
 	c := *in
 	c.Index = index
 	c.Key = DefaultKey(in.RunID, in.Seq, int(index))
-	c.Fingerprint = fingerprintOf(c.Tool, c.Args, c.Key)
+	c.Fingerprint = fingerprintOf(c.Tool, c.Args, c.Key, c.Compensation)
 	return &c
 }
 
@@ -251,7 +329,16 @@ func (in *Intent) CheckFingerprint() error {
 	if string(canon) != string(in.Args) && !(len(in.Args) == 0 && string(canon) == "null") {
 		return fmt.Errorf("%w: intent args are not canonical JSON", ErrCorrupt)
 	}
-	if got := fingerprintOf(in.Tool, canon, in.Key); got != in.Fingerprint {
+	if c := in.Compensation; c != nil {
+		canon, err := CanonicalArgs(c.Args, nil)
+		if err != nil {
+			return fmt.Errorf("%w: intent compensation args: %v", ErrCorrupt, err)
+		}
+		if string(canon) != string(c.Args) && !(len(c.Args) == 0 && string(canon) == "null") {
+			return fmt.Errorf("%w: intent compensation args are not canonical JSON", ErrCorrupt)
+		}
+	}
+	if got := fingerprintOf(in.Tool, canon, in.Key, in.Compensation); got != in.Fingerprint {
 		return fmt.Errorf("%w: intent fingerprint %s does not match its tool, args and key (%s)",
 			ErrCorrupt, in.Fingerprint, got)
 	}

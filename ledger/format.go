@@ -18,6 +18,11 @@ import (
 //	+----------------+------+----------------+-------+----------------+-----+
 //	args is the canonical, redacted JSON; the lengths make the envelope
 //	unambiguous ({tool "a", key "bc"} and {tool "ab", key "c"} differ).
+//	An action with a compensation (Action.Compensate) appends three more
+//	fields, in the same form, after key:
+//	| len(ctool) u64le | ctool | len(cargs) u64le | cargs | len(ckey) u64le | ckey |
+//	(ckey as given, "" for the default CompensationKey). An action without
+//	one hashes exactly the envelope above, as before compensations existed.
 //
 // Intent record (the payload the engine frames in its log):
 //
@@ -26,6 +31,20 @@ import (
 //	|  2 B  |   1 B   |  1 B  |    32 B     | uv  |  uv   |  lp   |  lp  |  lp  | lp  |
 //	+-------+---------+-------+-------------+-----+-------+-------+------+------+-----+
 //	flags bit 0: idempotent; the other bits are zero.
+//
+// Intent record version 2: an intent whose action has a compensation
+// (Action.Compensate). Version 1's fields, then the compensation's:
+//
+//	| ... version 1's fields ... | ctool | cargs | ckey |
+//	                               lp      lp      lp
+//	version byte 2; flags bit 0 idempotent, bit 1 set (a compensation
+//	follows), bit 2 the compensation is idempotent; the other bits zero.
+//	ctool is not empty; cargs is canonical, redacted JSON; ckey is the
+//	compensation's key as the agent gave it ("" means CompensationKey of
+//	the intent's fingerprint). An intent without a compensation is written
+//	as version 1, byte for byte as before; a version 2 intent without bit
+//	1, or a version 1 intent with bits 1 or 2, is corrupt (one encoding
+//	per intent).
 //
 // Certificate record:
 //
@@ -77,7 +96,10 @@ const (
 	intentMagic0, intentMagic1 = 'L', 'I'
 	certMagic0, certMagic1     = 'L', 'C'
 	recordVersion              = 1
+	intentVersion2             = 2
 	flagIdempotent             = 1 << 0
+	flagCompensation           = 1 << 1 // version 2 only
+	flagCompIdempotent         = 1 << 2 // version 2 only
 
 	tableMagic        = "CLDT"
 	tableVersion      = 1
@@ -97,7 +119,14 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	if in.Idempotent {
 		flags |= flagIdempotent
 	}
-	dst = append(dst, intentMagic0, intentMagic1, recordVersion, flags)
+	version := byte(recordVersion)
+	if c := in.Compensation; c != nil {
+		version, flags = intentVersion2, flags|flagCompensation
+		if c.Idempotent {
+			flags |= flagCompIdempotent
+		}
+	}
+	dst = append(dst, intentMagic0, intentMagic1, version, flags)
 	dst = append(dst, in.Fingerprint[:]...)
 	dst = binary.AppendUvarint(dst, in.Seq)
 	dst = binary.AppendUvarint(dst, uint64(in.Index))
@@ -105,7 +134,14 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	dst = appendLP(dst, in.Tool)
 	dst = binary.AppendUvarint(dst, uint64(len(in.Args)))
 	dst = append(dst, in.Args...)
-	return appendLP(dst, in.Key)
+	dst = appendLP(dst, in.Key)
+	if c := in.Compensation; c != nil {
+		dst = appendLP(dst, c.Tool)
+		dst = binary.AppendUvarint(dst, uint64(len(c.Args)))
+		dst = append(dst, c.Args...)
+		dst = appendLP(dst, c.Key)
+	}
+	return dst
 }
 
 // DecodeIntent decodes an intent record. It never panics and allocates no
@@ -118,6 +154,9 @@ func DecodeIntent(b []byte) (*Intent, error) {
 	}
 	if in.Args != nil {
 		in.Args = append([]byte(nil), in.Args...)
+	}
+	if c := in.Compensation; c != nil && c.Args != nil {
+		c.Args = append([]byte(nil), c.Args...)
 	}
 	return in, nil
 }
@@ -132,11 +171,15 @@ func DecodeIntentView(b []byte) (*Intent, error) {
 	if b[0] != intentMagic0 || b[1] != intentMagic1 {
 		return nil, corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
-	if b[2] != recordVersion {
+	switch {
+	case b[2] != recordVersion && b[2] != intentVersion2:
 		return nil, corruptf("intent", 2, "unknown version %d", b[2])
-	}
-	if b[3]&^flagIdempotent != 0 {
+	case b[2] == recordVersion && b[3]&^flagIdempotent != 0:
 		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+	case b[2] == intentVersion2 && b[3]&^(flagIdempotent|flagCompensation|flagCompIdempotent) != 0:
+		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+	case b[2] == intentVersion2 && b[3]&flagCompensation == 0:
+		return nil, corruptf("intent", 3, "version 2 intent without a compensation (it is written as version 1)")
 	}
 	in := &Intent{Idempotent: b[3]&flagIdempotent != 0}
 	copy(in.Fingerprint[:], b[4:recordHeaderSize])
@@ -147,6 +190,17 @@ func DecodeIntentView(b []byte) (*Intent, error) {
 	in.Tool = string(d.bytes("tool"))
 	in.Args = d.bytes("args")
 	in.Key = string(d.bytes("key"))
+	if b[3]&flagCompensation != 0 {
+		c := &Compensation{Idempotent: b[3]&flagCompIdempotent != 0}
+		off := d.off
+		c.Tool = string(d.bytes("compensation tool"))
+		if d.err == nil && c.Tool == "" {
+			d.err = corruptf("intent", off, "compensation without a tool")
+		}
+		c.Args = d.bytes("compensation args")
+		c.Key = string(d.bytes("compensation key"))
+		in.Compensation = c
+	}
 	if err := d.finish(); err != nil {
 		return nil, err
 	}

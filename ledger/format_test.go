@@ -105,7 +105,11 @@ func TestDecodeMalformed(t *testing.T) {
 	}{
 		{"intent bad magic", false, edit(in, func(b []byte) []byte { b[0] = 'X'; return b }), "offset 0"},
 		{"intent is a certificate", false, cert, "bad magic"},
-		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 2; return b }), "unknown version 2"},
+		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 3; return b }), "unknown version 3"},
+		{"intent version 2 without a compensation", false, edit(in, func(b []byte) []byte { b[2] = 2; return b }), "written as version 1"},
+		{"intent version 1 with a compensation flag", false, edit(in, func(b []byte) []byte { b[3] |= 2; return b }), "unknown flags"},
+		{"intent version 2 truncated compensation", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2; return b }), "compensation tool length"},
+		{"intent version 2 empty compensation tool", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2; return append(b, 0, 0, 0) }), "compensation without a tool"},
 		{"intent unknown flags", false, edit(in, func(b []byte) []byte { b[3] |= 0x80; return b }), "offset 3"},
 		{"intent trailing byte", false, append(bytes.Clone(in), 0), "1 trailing bytes"},
 		{"intent non-minimal seq", false, edit(in, func(b []byte) []byte {
