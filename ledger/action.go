@@ -296,13 +296,13 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 		scrub:        scrub,
 		Compensation: comp,
 		Fingerprint:  fingerprintOf(a.Tool, args, a.Key, comp),
-		RunID:       runID,
-		Seq:         seq,
-		Index:       index,
-		Tool:        a.Tool,
-		Args:        args,
-		Key:         a.Key,
-		Idempotent:  a.Idempotent,
+		RunID:        runID,
+		Seq:          seq,
+		Index:        index,
+		Tool:         a.Tool,
+		Args:         args,
+		Key:          a.Key,
+		Idempotent:   a.Idempotent,
 	}, nil
 }
 
