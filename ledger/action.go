@@ -68,6 +68,46 @@ type Compensation struct {
 	Idempotent bool
 }
 
+// CompensationIntent builds the intent of compensation c of the action
+// with fingerprint undoes, run by a rollback as call index of the atom at
+// seq of run runID: tool, args and Idempotent are c's, the key c.Key or,
+// if empty, CompensationKey(undoes). Its fingerprint covers undoes too
+// (CompensationFingerprint), so it is never the fingerprint of an
+// ordinary action.
+func CompensationIntent(c *Compensation, undoes Fingerprint, runID string, seq uint64, index uint32) (*Intent, error) {
+	if c == nil || c.Tool == "" {
+		return nil, fmt.Errorf("%w: a compensation without a tool", ErrBadCompensation)
+	}
+	if undoes == (Fingerprint{}) {
+		return nil, fmt.Errorf("%w: compensation %q undoes no action", ErrBadCompensation, c.Tool)
+	}
+	key := c.Key
+	if key == "" {
+		key = CompensationKey(undoes)
+	}
+	return &Intent{
+		Fingerprint: fingerprintUndo(c.Tool, c.Args, key, nil, &undoes),
+		RunID:       runID,
+		Seq:         seq,
+		Index:       index,
+		Tool:        c.Tool,
+		Args:        c.Args,
+		Key:         key,
+		Idempotent:  c.Idempotent,
+		Undoes:      undoes,
+	}, nil
+}
+
+// CompensationFingerprint is the fingerprint of the intent
+// CompensationIntent builds for c, given its key (filled in).
+func CompensationFingerprint(c *Compensation, undoes Fingerprint) Fingerprint {
+	key := c.Key
+	if key == "" {
+		key = CompensationKey(undoes)
+	}
+	return fingerprintUndo(c.Tool, c.Args, key, nil, &undoes)
+}
+
 // CompensationKey is the default idempotency key of the compensation of
 // the action with fingerprint fp: "ckc1-" and fp in hex. It depends on the
 // action it undoes and on nothing else, so that every rollback that
@@ -143,6 +183,12 @@ var hasherPool = sync.Pool{New: func() any { return blake3.NewDeriveKey(fingerpr
 // fingerprintOf hashes the fingerprint envelope of already canonical args
 // and, if comp is not nil, of the compensation (format.go).
 func fingerprintOf(tool string, canonArgs []byte, key string, comp *Compensation) Fingerprint {
+	return fingerprintUndo(tool, canonArgs, key, comp, nil)
+}
+
+// fingerprintUndo is fingerprintOf that also hashes undoes, the action a
+// compensation undoes, when it is not nil (format.go).
+func fingerprintUndo(tool string, canonArgs []byte, key string, comp *Compensation, undoes *Fingerprint) Fingerprint {
 	h := hasherPool.Get().(*blake3.Hasher)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(tool)))
@@ -160,6 +206,11 @@ func fingerprintOf(tool string, canonArgs []byte, key string, comp *Compensation
 			_, _ = h.Write(n[:])
 			_, _ = h.Write(f)
 		}
+	}
+	if undoes != nil {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(undoes)))
+		_, _ = h.Write(n[:])
+		_, _ = h.Write(undoes[:])
 	}
 	var fp Fingerprint
 	h.Sum(fp[:0])
@@ -247,6 +298,11 @@ type Intent struct {
 	// Compensation is the action that undoes this one (Action.Compensate),
 	// nil if none. It is part of the fingerprint.
 	Compensation *Compensation
+	// Undoes, when not zero, says that this intent is itself a
+	// compensation: of the action with that fingerprint, run by a
+	// rollback (CompensationIntent). It is part of the fingerprint. A
+	// compensation has no Compensation: a rollback never undoes an undo.
+	Undoes Fingerprint
 
 	// scrub removes the action's secrets from its certificate (in memory
 	// only: NewIntent sets it, a decoded intent has none).
@@ -314,8 +370,17 @@ func (in *Intent) WithDefaultKey(index uint32) *Intent {
 	c := *in
 	c.Index = index
 	c.Key = DefaultKey(in.RunID, in.Seq, int(index))
-	c.Fingerprint = fingerprintOf(c.Tool, c.Args, c.Key, c.Compensation)
+	c.Fingerprint = in.fingerprint(c.Tool, c.Args, c.Key)
 	return &c
+}
+
+// fingerprint is the fingerprint of in's action with that tool, args and
+// key: its compensation and the action it undoes as in holds them.
+func (in *Intent) fingerprint(tool string, args []byte, key string) Fingerprint {
+	if in.Undoes != (Fingerprint{}) {
+		return fingerprintUndo(tool, args, key, in.Compensation, &in.Undoes)
+	}
+	return fingerprintOf(tool, args, key, in.Compensation)
 }
 
 // CheckFingerprint recomputes the fingerprint from the intent's tool, args
@@ -338,7 +403,7 @@ func (in *Intent) CheckFingerprint() error {
 			return fmt.Errorf("%w: intent compensation args are not canonical JSON", ErrCorrupt)
 		}
 	}
-	if got := fingerprintOf(in.Tool, canon, in.Key, in.Compensation); got != in.Fingerprint {
+	if got := in.fingerprint(in.Tool, canon, in.Key); got != in.Fingerprint {
 		return fmt.Errorf("%w: intent fingerprint %s does not match its tool, args and key (%s)",
 			ErrCorrupt, in.Fingerprint, got)
 	}

@@ -299,3 +299,41 @@ func TestCompensationFingerprint(t *testing.T) {
 		}
 	}
 }
+
+// TestCompensationIntent: the intent a rollback runs a compensation with
+// has the default key CompensationKey(undone) or the agent's, a
+// fingerprint that covers the undone action (so it is never an ordinary
+// action's), and it round-trips.
+func TestCompensationIntent(t *testing.T) {
+	undone := Fingerprint{1, 2, 3}
+	c := &Compensation{Tool: "refund", Args: []byte(`{"eur":5}`), Idempotent: true}
+	in, err := CompensationIntent(c, undone, "run", 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Key != CompensationKey(undone) || in.Undoes != undone || !in.Idempotent || in.Compensation != nil {
+		t.Fatalf("compensation intent %+v", in)
+	}
+	if in.Fingerprint != CompensationFingerprint(c, undone) {
+		t.Fatal("CompensationFingerprint differs from the intent's")
+	}
+	plain, _ := Action{Tool: "refund", Args: c.Args, Key: in.Key}.Fingerprint()
+	if plain == in.Fingerprint {
+		t.Fatal("a compensation has the fingerprint of the same call made as an ordinary action")
+	}
+	other, _ := CompensationIntent(c, Fingerprint{9}, "run", 7, 0)
+	if other.Fingerprint == in.Fingerprint {
+		t.Fatal("compensations of two actions share a fingerprint")
+	}
+	back, err := DecodeIntent(AppendIntent(nil, in))
+	if err != nil || back.Undoes != undone || back.CheckFingerprint() != nil {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	keyed, _ := CompensationIntent(&Compensation{Tool: "refund", Key: "mine"}, undone, "run", 7, 0)
+	if keyed.Key != "mine" {
+		t.Fatalf("explicit key replaced: %q", keyed.Key)
+	}
+	if _, err := CompensationIntent(c, Fingerprint{}, "run", 7, 0); !errors.Is(err, ErrBadCompensation) {
+		t.Fatalf("compensation of the zero fingerprint: %v", err)
+	}
+}

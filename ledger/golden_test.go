@@ -210,6 +210,16 @@ func TestGoldenIntent(t *testing.T) {
 			01 75                      # compensation tool "u"
 			00                         # no compensation args
 			06 756e646f2d6b            # compensation key "undo-k"`,
+	}, {
+		name: "version 2: a compensation, run by a rollback",
+		in:   Intent{Fingerprint: goldenFP, RunID: "r", Seq: 9, Tool: "u", Key: "ckc1-ab", Undoes: Fingerprint{0xab, 31: 0xcd}},
+		hex: `
+			4c49 02                    # "LI", version 2
+			08                         # flags: undoes (bit 3), not idempotent
+			` + hexGoldenFP + `        # fingerprint
+			09 00 01 72 01 75 00       # seq 9, index 0, run "r", tool "u", no args
+			07 636b63312d6162          # key "ckc1-ab"
+			ab000000000000000000000000000000000000000000000000000000000000cd # undoes: the compensated action's fingerprint`,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := goldenhex.Decode(t, c.hex)
@@ -221,7 +231,8 @@ func TestGoldenIntent(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Fingerprint != c.in.Fingerprint || got.RunID != c.in.RunID || got.Seq != c.in.Seq || got.Index != c.in.Index ||
-				got.Tool != c.in.Tool || !bytes.Equal(got.Args, c.in.Args) || got.Key != c.in.Key || got.Idempotent != c.in.Idempotent {
+				got.Tool != c.in.Tool || !bytes.Equal(got.Args, c.in.Args) || got.Key != c.in.Key || got.Idempotent != c.in.Idempotent ||
+				got.Undoes != c.in.Undoes {
 				t.Fatalf("read back as %+v, want %+v", got, c.in)
 			}
 			switch gc, wc := got.Compensation, c.in.Compensation; {
