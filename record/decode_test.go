@@ -411,9 +411,9 @@ func TestDecodeRollbackRules(t *testing.T) {
 		{"seq 0", "seq 0 cannot complete a rollback", AppendRollback(nil, "r", 0, 0, chain.Hash{}, 0, nil)},
 		{"target not before seq", "not before its own seq", AppendRollback(nil, "r", 3, 3, chain.Hash{}, 0, nil)},
 		{"entry at the target", "is not after the target", AppendRollback(nil, "r", 5, 2, chain.Hash{}, 0, []Undo{undo(2, nil)})},
-		{"entry at the seq", "is not after the target", AppendRollback(nil, "r", 5, 2, chain.Hash{}, 0, []Undo{undo(5, nil)})},
+		{"entry past the seq", "is not after the target", AppendRollback(nil, "r", 5, 2, chain.Hash{}, 0, []Undo{undo(6, nil)})},
 		{"oldest first", "newest first", AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, nil), undo(2, nil)})},
-		{"no tool", "no tool", AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{{Seq: 1}})},
+		{"compensation of no tool", "without a tool", AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{{Seq: 1, Compensation: comp}})},
 		{"compensation without a key", "without a tool or a key",
 			AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, &ledger.Compensation{Tool: "u"})})},
 		{"unknown how", "unknown how 3", func() []byte {

@@ -14,9 +14,12 @@ package record
 // seq is the seq of the atom that completes the rollback, 1 + the run's
 // last atom when the rollback began, and head the run's head then,
 // h(seq-1); 0 <= to < seq. The undo entries are the certified actions of
-// atoms to+1 .. seq-1, newest first (by atom, then by the order the atom
-// lists them): seq is the atom that lists the action, fingerprint its
-// fingerprint, tool its tool; ctool, cargs (canonical JSON, redacted) and
+// atoms to+1 .. seq-1 and of the atom a crash interrupted at seq, newest
+// first (by atom, then the reverse of the order the atom performed them):
+// seq is the atom that lists the action (to < seq <= the record's seq),
+// fingerprint its fingerprint, tool its tool (empty for an action settled
+// by Resolve without ever being dispatched, which has no intent, and so
+// no compensation); ctool, cargs (canonical JSON, redacted) and
 // ckey (never empty: the key the compensation runs with, the agent's or
 // ledger.CompensationKey(fingerprint)) are its compensation as its intent
 // recorded it. An entry's seqs never increase from one entry to the next.
@@ -130,12 +133,12 @@ func decodeRollback(f *Fields, r *Record) {
 			return
 		}
 		switch {
-		case u.Seq <= r.To || u.Seq >= r.Seq:
-			f.Fail("undo %d: seq %d is not after the target %d and before the rollback's seq %d", i, u.Seq, r.To, r.Seq)
+		case u.Seq <= r.To || u.Seq > r.Seq:
+			f.Fail("undo %d: seq %d is not after the target %d and at most the rollback's seq %d", i, u.Seq, r.To, r.Seq)
 		case i > 0 && u.Seq > r.Undo[i-1].Seq:
 			f.Fail("undo %d: seq %d after seq %d (entries are newest first)", i, u.Seq, r.Undo[i-1].Seq)
-		case u.Tool == "":
-			f.Fail("undo %d: no tool", i)
+		case u.Tool == "" && how != undoNone:
+			f.Fail("undo %d: a compensation of an action without a tool", i)
 		case how > undoCompIdemp:
 			f.Fail("undo %d: unknown how %d", i, how)
 		}
