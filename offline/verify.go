@@ -234,7 +234,7 @@ type verifyRun struct {
 	rollbacks map[string]*verifyRollback
 	rolled    []chain.Rollback
 	extra     []chain.Failure
-	dc     *derivedCheck
+	dc        *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.
