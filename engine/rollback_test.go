@@ -1,0 +1,195 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// world is a fake downstream for rollbacks: it counts the effects of
+// actions and compensations by idempotency key. An idempotent call with a
+// key it has seen is no new effect (it honours the key); any other call is
+// one. dead, once set, fails every call (the process is gone).
+type world struct {
+	mu      sync.Mutex
+	effects map[string]int    // key -> effects
+	results map[string][]byte // key -> the result of its first effect
+	dead    bool
+}
+
+func newWorld() *world { return &world{effects: map[string]int{}, results: map[string][]byte{}} }
+
+func (w *world) exec(idempotent bool, result string) ledger.Exec {
+	return func(_ context.Context, key string) ([]byte, error) {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		if w.dead {
+			return nil, errors.New("process is gone")
+		}
+		if idempotent && w.effects[key] > 0 {
+			return w.results[key], nil
+		}
+		w.effects[key]++
+		w.results[key] = []byte(result)
+		return []byte(result), nil
+	}
+}
+
+func (w *world) count(key string) int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.effects[key]
+}
+
+// undoExec is RollbackOptions.Exec on w: every compensation's exec.
+func (w *world) undoExec(u Undo) ledger.Exec {
+	return w.exec(u.Compensation.Idempotent, "undone "+u.Tool)
+}
+
+// pay is an action with a compensation: a charge, refunded.
+func pay(n int, idempotentUndo bool) ledger.Action {
+	return ledger.Action{Tool: "pay", Args: []byte(fmt.Sprintf(`{"n":%d}`, n)),
+		Compensate: &ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"n":%d}`, n)), Idempotent: idempotentUndo}}
+}
+
+// commitStep commits one atom of a rollback test: the action act (if its
+// Tool is set) and a delta that touches every part of the frame (subgoals
+// and messages included, which no op but replace_frame takes back).
+func commitStep(t testing.TB, run *Run, w *world, acts ...ledger.Action) {
+	t.Helper()
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seq := a.Seq()
+	for _, act := range acts {
+		if _, err := a.Do(ctx, act, w.exec(act.Idempotent, fmt.Sprint(act.Tool, "@", seq))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var d frame.Delta
+	d.SetObjective(fmt.Sprint("objective ", seq)).AddSubgoal(fmt.Sprint("g", seq), "goal").Set(fmt.Sprint("k", seq%3), []byte(fmt.Sprint(seq))).
+		AppendScratch([]byte(fmt.Sprint(seq, ";"))).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: fmt.Sprint("step ", seq)})
+	if err := a.Commit(ctx, &d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func compKey(t testing.TB, run *Run, seq uint64, act ledger.Action) string {
+	t.Helper()
+	if act.Key == "" {
+		act.Key = ledger.DefaultKey(run.ID(), seq, 0)
+	}
+	fp, err := act.Fingerprint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ledger.CompensationKey(fp)
+}
+
+// TestRollback: a rollback compensates the certified actions after its
+// target, newest first, once each; refuses actions without a compensation
+// unless allowed, writing nothing; returns the frame to StateAt(target)
+// (subgoals and messages included); keeps the history; and a later
+// rollback past it neither undoes the compensations nor runs one again.
+func TestRollback(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, nil)
+	run, err := db.Run(ctx, "saga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	mail := ledger.Action{Tool: "mail", Args: []byte(`{"to":"ops"}`)} // no compensation
+	commitStep(t, run, w, pay(1, true))   // 1
+	commitStep(t, run, w, pay(2, false))  // 2
+	commitStep(t, run, w, pay(3, true))   // 3
+	commitStep(t, run, w, mail)           // 4
+	commitStep(t, run, w, pay(5, false))  // 5
+	commitStep(t, run, w, pay(2, false))  // 6: the same call, another key: another charge
+	want1, _ := run.StateAt(ctx, 1)
+	head := run.Head()
+
+	if _, err := run.Rollback(ctx, 1, RollbackOptions{}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("Rollback without Exec: %v", err)
+	}
+	if _, err := run.Rollback(ctx, 6, RollbackOptions{Exec: w.undoExec}); !errors.Is(err, ErrSeqOutOfRange) {
+		t.Fatalf("Rollback to the last seq: %v", err)
+	}
+	res, err := run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+	if !errors.Is(err, ErrNotUndone) || len(res.NotUndone) != 1 || res.NotUndone[0].Tool != "mail" || res.NotUndone[0].Seq != 4 {
+		t.Fatalf("Rollback past an action without compensation: %+v, %v; want ErrNotUndone naming mail of seq 4", res, err)
+	}
+	if run.LastSeq() != 6 || run.Head() != head {
+		t.Fatal("a refused rollback changed the run")
+	}
+	if _, ok := run.PendingRollback(); ok {
+		t.Fatal("a refused rollback is pending")
+	}
+
+	res, err = run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec, AllowNotUndone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var order []uint64
+	for _, u := range res.Undone {
+		order = append(order, u.Seq)
+	}
+	if fmt.Sprint(order) != "[6 5 3 2]" || len(res.NotUndone) != 1 || res.Seq != 7 || res.To != 1 || res.Resumed || len(res.Results) != 4 {
+		t.Fatalf("rollback: undone seqs %v, result %+v", order, res)
+	}
+	if string(res.Results[0]) != "undone pay" {
+		t.Fatalf("compensation result %q", res.Results[0])
+	}
+	for seq, act := range map[uint64]ledger.Action{2: pay(2, false), 3: pay(3, true), 5: pay(5, false), 6: pay(2, false)} {
+		if n := w.count(compKey(t, run, seq, act)); n != 1 {
+			t.Fatalf("compensation of seq %d: %d effects, want 1", seq, n)
+		}
+	}
+	if n := w.count(compKey(t, run, 1, pay(1, true))); n != 0 {
+		t.Fatalf("the action at the target was compensated (%d)", n)
+	}
+	if run.LastSeq() != 7 || !framesEqual(run.State(), want1) {
+		t.Fatalf("after the rollback: seq %d, frame %+v, want StateAt(1) %+v", run.LastSeq(), run.State(), want1)
+	}
+	if f, err := run.StateAt(ctx, 5); err != nil || f.Objective != "objective 5" {
+		t.Fatalf("history after the rollback: %v, %v", f, err)
+	}
+
+	// More steps, then a rollback past the first one: the compensations of
+	// seq 7 are not undone, and no compensation runs twice.
+	commitStep(t, run, w, pay(8, true)) // 8
+	res, err = run.Rollback(ctx, 0, RollbackOptions{Exec: w.undoExec, AllowNotUndone: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	order = order[:0]
+	for _, u := range res.Undone {
+		order = append(order, u.Seq)
+	}
+	if fmt.Sprint(order) != "[8 6 5 3 2 1]" {
+		t.Fatalf("second rollback undid seqs %v", order)
+	}
+	for seq, act := range map[uint64]ledger.Action{1: pay(1, true), 2: pay(2, false), 5: pay(5, false), 8: pay(8, true)} {
+		if n := w.count(compKey(t, run, seq, act)); n != 1 {
+			t.Fatalf("compensation of seq %d after two rollbacks: %d effects, want 1", seq, n)
+		}
+	}
+	if run.LastSeq() != 9 || !framesEqual(run.State(), newFrame()) {
+		t.Fatalf("after the rollback to 0: seq %d, %+v", run.LastSeq(), run.State())
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+	if err != nil || !rep.OK || len(rep.Rollbacks) != 2 || !rep.Rollbacks[0].Completed || rep.Rollbacks[0].Undone != 4 ||
+		rep.Rollbacks[0].NotUndone != 1 || rep.Rollbacks[1].To != 0 || rep.Rollbacks[1].Seq != 9 {
+		t.Fatalf("verify: %v, %+v, rollbacks %+v", err, rep.Failures, rep.Rollbacks)
+	}
+}
