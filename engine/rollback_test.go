@@ -21,6 +21,7 @@ type world struct {
 	effects map[string]int    // key -> effects
 	results map[string][]byte // key -> the result of its first effect
 	dead    bool
+	gone    func() bool // if set and true, the process is gone too (a power cut started)
 }
 
 func newWorld() *world { return &world{effects: map[string]int{}, results: map[string][]byte{}} }
@@ -29,7 +30,7 @@ func (w *world) exec(idempotent bool, result string) ledger.Exec {
 	return func(_ context.Context, key string) ([]byte, error) {
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		if w.dead {
+		if w.dead || w.gone != nil && w.gone() {
 			return nil, errors.New("process is gone")
 		}
 		if idempotent && w.effects[key] > 0 {
@@ -191,5 +192,160 @@ func TestRollback(t *testing.T) {
 	if err != nil || !rep.OK || len(rep.Rollbacks) != 2 || !rep.Rollbacks[0].Completed || rep.Rollbacks[0].Undone != 4 ||
 		rep.Rollbacks[0].NotUndone != 1 || rep.Rollbacks[1].To != 0 || rep.Rollbacks[1].Seq != 9 {
 		t.Fatalf("verify: %v, %+v, rollbacks %+v", err, rep.Failures, rep.Rollbacks)
+	}
+}
+
+// TestRollbackPending: a rollback stopped by a failing compensation stays
+// pending, through an engine checkpoint and a restart (its record pins the
+// replay position): Begin, End and a rollback elsewhere are refused, and
+// Rollback to the same seq resumes it without running a certified
+// compensation again.
+func TestRollbackPending(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, nil)
+	run, err := db.Run(ctx, "saga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	for seq := 1; seq <= 4; seq++ {
+		commitStep(t, run, w, pay(seq, false))
+	}
+	want, _ := run.StateAt(ctx, 1)
+	broken := errors.New("refund service down")
+	flaky := func(u Undo) ledger.Exec {
+		if u.Seq == 3 {
+			return func(context.Context, string) ([]byte, error) { return nil, broken }
+		}
+		return w.undoExec(u)
+	}
+	res, err := run.Rollback(ctx, 1, RollbackOptions{Exec: flaky})
+	if !errors.Is(err, broken) || len(res.Undone) != 1 || res.Undone[0].Seq != 4 {
+		t.Fatalf("rollback with a failing compensation: %+v, %v", res, err)
+	}
+	var ae *ActionError
+	if !errors.As(err, &ae) || ae.Seq != 5 || ae.Tool != "refund" {
+		t.Fatalf("the error does not name the compensation: %v", err)
+	}
+	if to, ok := run.PendingRollback(); !ok || to != 1 {
+		t.Fatalf("PendingRollback = %d, %v", to, ok)
+	}
+	if _, err := run.Begin(ctx); !errors.Is(err, ErrRollbackPending) {
+		t.Fatalf("Begin during a rollback: %v", err)
+	}
+	if err := run.End(ctx, StatusCompleted, nil); !errors.Is(err, ErrRollbackPending) {
+		t.Fatalf("End during a rollback: %v", err)
+	}
+	if _, err := run.Rollback(ctx, 2, RollbackOptions{Exec: w.undoExec}); !errors.Is(err, ErrRollbackPending) {
+		t.Fatalf("a rollback elsewhere during a rollback: %v", err)
+	}
+	if err := db.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil { // a final checkpoint too
+		t.Fatal(err)
+	}
+
+	db2 := openTest(t, mem, nil)
+	run, err = db2.Run(ctx, "saga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if to, ok := run.PendingRollback(); !ok || to != 1 || run.LastSeq() != 4 {
+		t.Fatalf("after checkpoints and a restart: PendingRollback = %d, %v at seq %d", to, ok, run.LastSeq())
+	}
+	if _, err := run.Begin(ctx); !errors.Is(err, ErrRollbackPending) {
+		t.Fatalf("Begin during a rollback after a restart: %v", err)
+	}
+	res, err = run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+	if err != nil || !res.Resumed || len(res.Undone) != 3 {
+		t.Fatalf("resumed rollback: %+v, %v", res, err)
+	}
+	for seq := uint64(2); seq <= 4; seq++ {
+		if n := w.count(compKey(t, run, seq, pay(int(seq), false))); n != 1 {
+			t.Fatalf("compensation of seq %d: %d effects", seq, n)
+		}
+	}
+	if !framesEqual(run.State(), want) || run.LastSeq() != 5 {
+		t.Fatalf("after the resumed rollback: seq %d", run.LastSeq())
+	}
+	if _, err := run.Begin(ctx); err != nil {
+		t.Fatalf("Begin after the rollback: %v", err)
+	}
+}
+
+// TestRollbackInDoubt: a compensation in doubt after a crash is run again
+// with the same key when idempotent; otherwise Rollback reports it
+// (ErrInDoubt), ResolveCompensation settles it, and the resumed rollback
+// takes the settled result without running it.
+func TestRollbackInDoubt(t *testing.T) {
+	for _, idempotent := range []bool{true, false} {
+		t.Run(fmt.Sprint("idempotent=", idempotent), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "saga")
+			w := newWorld()
+			commitStep(t, run, w, pay(1, idempotent))
+			commitStep(t, run, w, pay(2, idempotent))
+			want, _ := run.StateAt(ctx, 1)
+			// The compensation takes effect downstream, and the power goes
+			// before its certificate is written: the clone is what is left.
+			var clone *vfs.MemFS
+			_, err = run.Rollback(ctx, 1, RollbackOptions{Exec: func(u Undo) ledger.Exec {
+				return func(ctx context.Context, key string) ([]byte, error) {
+					out, err := w.undoExec(u)(ctx, key)
+					clone = mem.CrashClone(vfs.CrashCloneCfg{})
+					return out, err
+				}
+			}})
+			if err != nil || clone == nil {
+				t.Fatalf("rollback: %v", err)
+			}
+			db.Close()
+
+			o := testOptions(clone)
+			db, err = Open("store", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ = db.Run(ctx, "saga")
+			if to, ok := run.PendingRollback(); !ok || to != 1 {
+				t.Fatalf("PendingRollback after the crash: %d, %v", to, ok)
+			}
+			key := compKey(t, run, 2, pay(2, idempotent))
+			res, err := run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+			if !idempotent {
+				var doubt *ledger.InDoubtError
+				if !errors.As(err, &doubt) || !errors.Is(err, ledger.ErrInDoubt) || doubt.Key != key {
+					t.Fatalf("resumed rollback of an in-doubt compensation: %v, want ErrInDoubt with key %q", err, key)
+				}
+				if err := run.ResolveCompensation(ctx, doubt, w.results[key]); err != nil {
+					t.Fatal(err)
+				}
+				if err := run.ResolveCompensation(ctx, doubt, nil); !errors.Is(err, ErrNotInDoubt) {
+					t.Fatalf("second ResolveCompensation: %v", err)
+				}
+				res, err = run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+			}
+			if err != nil || !res.Resumed || len(res.Undone) != 1 || string(res.Results[0]) != "undone pay" {
+				t.Fatalf("resumed rollback: %+v, %v", res, err)
+			}
+			if n := w.count(key); n != 1 {
+				t.Fatalf("the compensation took effect %d times", n)
+			}
+			if !framesEqual(run.State(), want) {
+				t.Fatal("the frame after the resumed rollback is not StateAt(1)")
+			}
+			if err := run.ResolveCompensation(ctx, &ledger.InDoubtError{}, nil); !errors.Is(err, ErrNotInDoubt) {
+				t.Fatalf("ResolveCompensation with nothing pending: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkStore(t, clone, o)
+		})
 	}
 }
