@@ -108,12 +108,12 @@ func TestRollback(t *testing.T) {
 	}
 	w := newWorld()
 	mail := ledger.Action{Tool: "mail", Args: []byte(`{"to":"ops"}`)} // no compensation
-	commitStep(t, run, w, pay(1, true))   // 1
-	commitStep(t, run, w, pay(2, false))  // 2
-	commitStep(t, run, w, pay(3, true))   // 3
-	commitStep(t, run, w, mail)           // 4
-	commitStep(t, run, w, pay(5, false))  // 5
-	commitStep(t, run, w, pay(2, false))  // 6: the same call, another key: another charge
+	commitStep(t, run, w, pay(1, true))                               // 1
+	commitStep(t, run, w, pay(2, false))                              // 2
+	commitStep(t, run, w, pay(3, true))                               // 3
+	commitStep(t, run, w, mail)                                       // 4
+	commitStep(t, run, w, pay(5, false))                              // 5
+	commitStep(t, run, w, pay(2, false))                              // 6: the same call, another key: another charge
 	want1, _ := run.StateAt(ctx, 1)
 	head := run.Head()
 
