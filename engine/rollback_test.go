@@ -349,3 +349,97 @@ func TestRollbackInDoubt(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackBesideTheEngine: rollbacks of one run while readers read it,
+// agents try to begin atoms in it, another run commits and engine
+// checkpoints run every few kilobytes (run it with -race): Begin is
+// refused while the rollback runs or is pending, readers see the state
+// before or after it and nothing between, and the store verifies.
+func TestRollbackBesideTheEngine(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.RestartTail = 4 << 10
+	db := openTest(t, mem, opts)
+	run, _ := db.Run(ctx, "saga")
+	w := newWorld()
+	for round := 0; round < 4; round++ {
+		for i := 0; i < 3; i++ {
+			commitStep(t, run, w, pay(round*10+i, i%2 == 0))
+		}
+		to := run.LastSeq() - 2
+		before, _ := run.StateAt(ctx, run.LastSeq())
+		want, _ := run.StateAt(ctx, to)
+		stop := make(chan struct{})
+		var wg sync.WaitGroup
+		wg.Add(3)
+		go func() { // readers
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if f := run.State(); !framesEqual(f, before) && !framesEqual(f, want) {
+					t.Error("State between the rollback's before and after")
+					return
+				}
+				run.PendingRollback()
+				run.Head()
+			}
+		}()
+		go func() { // an agent that wants the run
+			defer wg.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a, err := run.Begin(ctx)
+				switch {
+				case err == nil:
+					a.Fail(ctx, "only looking")
+				case !errors.Is(err, ErrAtomInProgress) && !errors.Is(err, ErrRollbackPending):
+					t.Errorf("Begin beside a rollback: %v", err)
+					return
+				}
+			}
+		}()
+		go func() { // another run
+			defer wg.Done()
+			other, _ := db.Run(ctx, "other")
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				a, err := other.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set("k", make([]byte, 512+i%7))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		var res *RollbackResult
+		var err error
+		for { // the agent's atom may hold the run a moment
+			if res, err = run.Rollback(ctx, to, RollbackOptions{Exec: w.undoExec}); !errors.Is(err, ErrAtomInProgress) {
+				break
+			}
+		}
+		close(stop)
+		wg.Wait()
+		if err != nil || len(res.Undone) != 2 {
+			t.Fatalf("round %d: %+v, %v", round, res, err)
+		}
+		if !framesEqual(run.State(), want) {
+			t.Fatalf("round %d: the frame is not StateAt(%d)", round, to)
+		}
+	}
+}
