@@ -381,7 +381,11 @@ func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.
 	// Tracked from before the append to the completing atom's commit: the
 	// replay floor stays at or below the record (the pin).
 	tok := db.track()
-	if _, err := db.append(ctx, rec); err != nil {
+	written := rec
+	if forgeRollbackRecord != nil {
+		written = forgeRollbackRecord(rec)
+	}
+	if _, err := db.append(ctx, written); err != nil {
 		db.untrack(tok)
 		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", r.id, to, err)
 	}
@@ -515,6 +519,12 @@ func (r *Run) compensationAtom(ctx context.Context) (*Atom, error) {
 	a, _, err := r.startRollback(ctx, 0, false)
 	return a, err
 }
+
+// forgeRollbackRecord, set, replaces the rollback record the log gets
+// with what it returns, while the completing atom is sealed over the
+// original: what a rewrite of the record in the log leaves. Tests of
+// tamper evidence only.
+var forgeRollbackRecord func(rec []byte) []byte
 
 // pin holds the replay floor at or below pos until untrack(token): what a
 // pending rollback's record, replayed from pos, needs.

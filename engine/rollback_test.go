@@ -10,6 +10,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 )
 
 // world is a fake downstream for rollbacks: it counts the effects of
@@ -442,4 +444,70 @@ func TestRollbackBesideTheEngine(t *testing.T) {
 			t.Fatalf("round %d: the frame is not StateAt(%d)", round, to)
 		}
 	}
+}
+
+// TestRollbackTampered: a rollback record changed, removed or replaced
+// after its atom sealed it is reported by verify, naming the run and the
+// seq of the atom that completes the rollback.
+func TestRollbackTampered(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		forge func(rec []byte) []byte
+	}{
+		{"another target", func(rec []byte) []byte {
+			r := decodeForTest(t, rec)
+			return record.AppendRollback(nil, r.Run, r.Seq, r.To-1, r.Head, r.Started, r.Undo)
+		}},
+		{"an undo dropped", func(rec []byte) []byte {
+			r := decodeForTest(t, rec)
+			return record.AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started, r.Undo[1:])
+		}},
+		{"another time", func(rec []byte) []byte {
+			r := decodeForTest(t, rec)
+			return record.AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started+1, r.Undo)
+		}},
+		{"removed", func(rec []byte) []byte {
+			r := decodeForTest(t, rec)
+			return record.AppendFail(nil, r.Run, r.Seq, "nothing to see")
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "saga")
+			w := newWorld()
+			for seq := 1; seq <= 4; seq++ {
+				commitStep(t, run, w, pay(seq, true))
+			}
+			forgeRollbackRecord = c.forge
+			_, err = run.Rollback(ctx, 2, RollbackOptions{Exec: w.undoExec})
+			forgeRollbackRecord = nil
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.Close()
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || f.RunID == "saga" && f.Seq == 5
+			}
+			if rep.OK || !found {
+				t.Fatalf("OK %v, failures %v; want run saga seq 5 reported", rep.OK, rep.Failures)
+			}
+		})
+	}
+}
+
+func decodeForTest(t *testing.T, rec []byte) *record.Record {
+	var r record.Record
+	if err := (&record.Decoder{}).Decode(rec, wal.Pos{}, "test", &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
 }
