@@ -1,9 +1,11 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -510,4 +512,55 @@ func decodeForTest(t *testing.T, rec []byte) *record.Record {
 		t.Fatal(err)
 	}
 	return &r
+}
+
+// TestRollbackInspected: inspect lists a run's rollbacks with what each
+// undid and whether it completed, and export carries the completed one on
+// the line of the atom that completes it.
+func TestRollbackInspected(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, nil)
+	run, _ := db.Run(ctx, "saga")
+	w := newWorld()
+	commitStep(t, run, w, pay(1, true))
+	commitStep(t, run, w, pay(2, true), ledger.Action{Tool: "mail", Args: []byte(`{}`)})
+	if _, err := run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec, AllowNotUndone: true}); err != nil {
+		t.Fatal(err)
+	}
+	commitStep(t, run, w, pay(4, false))
+	stop := errors.New("stop")
+	if _, err := run.Rollback(ctx, 3, RollbackOptions{Exec: func(Undo) ledger.Exec {
+		return func(context.Context, string) ([]byte, error) { return nil, stop }
+	}}); !errors.Is(err, stop) {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	runs := in.Runs()
+	if len(runs) != 1 || len(runs[0].Rollbacks) != 2 {
+		t.Fatalf("inspect: %+v", runs)
+	}
+	first, second := runs[0].Rollbacks[0], runs[0].Rollbacks[1]
+	if first.Seq != 3 || first.To != 1 || !first.Completed || len(first.Undo) != 2 || first.Undo[0].Tool != "mail" ||
+		first.Undo[0].Compensation != nil || first.Undo[1].Compensation == nil || first.Undo[1].Compensation.Tool != "refund" {
+		t.Fatalf("the completed rollback: %+v", first)
+	}
+	if second.Seq != 5 || second.To != 3 || second.Completed || len(second.Undo) != 1 {
+		t.Fatalf("the pending rollback: %+v", second)
+	}
+	var out bytes.Buffer
+	if n, err := in.Export(ctx, &out, "saga", 0, 0); err != nil || n != 4 {
+		t.Fatalf("export: %d lines, %v", n, err)
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if !strings.Contains(lines[2], `"rollback":{"seq":3,"to":1,`) || !strings.Contains(lines[2], `"op":"replace_frame"`) ||
+		strings.Contains(lines[3], `"rollback"`) {
+		t.Fatalf("export:\n%s", out.String())
+	}
 }
