@@ -81,7 +81,7 @@ func viewRun(r engine.RunSummary) runView {
 		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
 		AtomActions: offline.NewExportedActions(r.AtomActions), InDoubt: offline.NewExportedActions(r.InDoubt),
 		Rollbacks: offline.NewExportedRollbacks(r.Rollbacks),
-		InFlight: max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
+		InFlight:  max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
