@@ -1,0 +1,104 @@
+package enginebench
+
+// A rollback of a run against the forward work it undoes:
+//
+//	go test -run '^$' -bench 'Rollback' -benchtime 5x -count 5 ./bench/engine
+//
+// op=rollback: Run.Rollback of a run whose last n atoms each performed one
+// certified action with a compensation, to the seq before them: the plan
+// (the n atoms read back with their intents and certificates), the
+// rollback record and its fsync, n compensations through the ledger
+// (durable intent and certificate each: 2n fsync waits in strict mode)
+// and the completing atom (replace_frame of the frame at the target).
+//
+// op=atom-of-n-actions, the baseline: one atom that performs n certified
+// actions through Do and commits, the same ledger work (n intents, n
+// certificates) and one commit, on a run of the same history. The ratio
+// is what a rollback costs beyond the compensations themselves.
+//
+// Strict durability, fsync on, a real directory (b.TempDir); the setup
+// (the run's history) is outside the timer.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"testing"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+func rollbackHistory(b *testing.B, run *engine.Run, n int) {
+	b.Helper()
+	ctx := context.Background()
+	for i := 0; i < n; i++ {
+		a, err := run.Begin(ctx)
+		if err != nil {
+			b.Fatal(err)
+		}
+		act := ledger.Action{Tool: "pay", Args: []byte(fmt.Sprintf(`{"invoice":%d,"cents":1200}`, i)),
+			Compensate: &ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"invoice":%d,"cents":1200}`, i)), Idempotent: true}}
+		if _, err := a.Do(ctx, act, func(context.Context, string) ([]byte, error) { return []byte(`{"status":"paid"}`), nil }); err != nil {
+			b.Fatal(err)
+		}
+		d := new(frame.Delta).Set(fmt.Sprint("k", i%64), []byte(fmt.Sprintf("value of step %d, some state an agent keeps", i))).
+			AppendMessage(frame.Message{Role: frame.RoleTool, Content: `{"status":"paid"}`, CallID: fmt.Sprint("c", i)})
+		if err := a.Commit(ctx, d); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkRollback(b *testing.B) {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ctx := context.Background()
+	refund := func(engine.Undo) ledger.Exec {
+		return func(context.Context, string) ([]byte, error) { return []byte(`{"status":"refunded"}`), nil }
+	}
+	for _, n := range []int{10, 100} {
+		for _, op := range []string{"rollback", "atom-of-n-actions"} {
+			b.Run(fmt.Sprintf("fsync=true/actions=%d/op=%s", n, op), func(b *testing.B) {
+				db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{Logger: quiet})
+				if err != nil {
+					b.Fatal(err)
+				}
+				defer db.Close()
+				for i := 0; i < b.N; i++ {
+					b.StopTimer()
+					run, err := db.Run(ctx, fmt.Sprint("run-", i))
+					if err != nil {
+						b.Fatal(err)
+					}
+					history(b, db, run.ID(), 20) // a prefix the rollback keeps
+					rollbackHistory(b, run, n)
+					b.StartTimer()
+					if op == "rollback" {
+						res, err := run.Rollback(ctx, 20, engine.RollbackOptions{Exec: refund})
+						if err != nil || len(res.Undone) != n {
+							b.Fatalf("rollback: %v", err)
+						}
+					} else {
+						a, err := run.Begin(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						for j := 0; j < n; j++ {
+							act := ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"invoice":%d,"cents":1200}`, j)), Idempotent: true}
+							if _, err := a.Do(ctx, act, refund(engine.Undo{})); err != nil {
+								b.Fatal(err)
+							}
+						}
+						if err := a.Commit(ctx, new(frame.Delta).Set("k0", []byte("x"))); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*n), "µs/action")
+			})
+		}
+	}
+}
