@@ -18,7 +18,8 @@ package enginebench
 // ratio is rollback over baseline: what a rollback costs beyond the
 // compensations themselves. ns/op is the two together.
 //
-// Strict durability, fsync on, a real directory (b.TempDir); the setup
+// Strict durability on a real directory (b.TempDir), fsync on (the
+// measure) and off (the CPU and the rest of the work alone); the setup
 // (the run's history) is outside the timer.
 
 import (
@@ -62,51 +63,57 @@ func BenchmarkRollback(b *testing.B) {
 	refund := func(engine.Undo) ledger.Exec {
 		return func(context.Context, string) ([]byte, error) { return []byte(`{"status":"refunded"}`), nil }
 	}
-	for _, n := range []int{10, 100} {
-		b.Run(fmt.Sprintf("fsync=true/actions=%d", n), func(b *testing.B) {
-			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{Logger: quiet})
+	for _, sync := range []bool{true, false} {
+		for _, n := range []int{10, 100} {
+			benchRollback(b, ctx, quiet, refund, sync, n)
+		}
+	}
+}
+
+func benchRollback(b *testing.B, ctx context.Context, quiet *slog.Logger, refund func(engine.Undo) ledger.Exec, sync bool, n int) {
+	b.Run(fmt.Sprintf("fsync=%v/actions=%d", sync, n), func(b *testing.B) {
+		db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{NoSync: !sync, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer db.Close()
+		var rollback, baseline time.Duration
+		for i := 0; i < b.N; i++ {
+			b.StopTimer()
+			runs := [2]*engine.Run{}
+			for j := range runs {
+				if runs[j], err = db.Run(ctx, fmt.Sprint("run-", i, "-", j)); err != nil {
+					b.Fatal(err)
+				}
+				history(b, db, runs[j].ID(), 20) // a prefix the rollback keeps
+				rollbackHistory(b, runs[j], n)
+			}
+			b.StartTimer()
+			// Side by side, in turn: the rollback, then its baseline.
+			start := time.Now()
+			res, err := runs[0].Rollback(ctx, 20, engine.RollbackOptions{Exec: refund})
+			if err != nil || len(res.Undone) != n {
+				b.Fatalf("rollback: %v", err)
+			}
+			mid := time.Now()
+			a, err := runs[1].Begin(ctx)
 			if err != nil {
 				b.Fatal(err)
 			}
-			defer db.Close()
-			var rollback, baseline time.Duration
-			for i := 0; i < b.N; i++ {
-				b.StopTimer()
-				runs := [2]*engine.Run{}
-				for j := range runs {
-					if runs[j], err = db.Run(ctx, fmt.Sprint("run-", i, "-", j)); err != nil {
-						b.Fatal(err)
-					}
-					history(b, db, runs[j].ID(), 20) // a prefix the rollback keeps
-					rollbackHistory(b, runs[j], n)
-				}
-				b.StartTimer()
-				// Side by side, in turn: the rollback, then its baseline.
-				start := time.Now()
-				res, err := runs[0].Rollback(ctx, 20, engine.RollbackOptions{Exec: refund})
-				if err != nil || len(res.Undone) != n {
-					b.Fatalf("rollback: %v", err)
-				}
-				mid := time.Now()
-				a, err := runs[1].Begin(ctx)
-				if err != nil {
+			for j := 0; j < n; j++ {
+				act := ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"invoice":%d,"cents":1200}`, j)), Idempotent: true}
+				if _, err := a.Do(ctx, act, refund(engine.Undo{})); err != nil {
 					b.Fatal(err)
 				}
-				for j := 0; j < n; j++ {
-					act := ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"invoice":%d,"cents":1200}`, j)), Idempotent: true}
-					if _, err := a.Do(ctx, act, refund(engine.Undo{})); err != nil {
-						b.Fatal(err)
-					}
-				}
-				if err := a.Commit(ctx, new(frame.Delta).Set("k0", []byte("x"))); err != nil {
-					b.Fatal(err)
-				}
-				rollback += mid.Sub(start)
-				baseline += time.Since(mid)
 			}
-			b.ReportMetric(float64(rollback.Microseconds())/1e3/float64(b.N), "ms/rollback")
-			b.ReportMetric(float64(baseline.Microseconds())/1e3/float64(b.N), "ms/baseline")
-			b.ReportMetric(float64(rollback)/float64(baseline), "ratio")
-		})
-	}
+			if err := a.Commit(ctx, new(frame.Delta).Set("k0", []byte("x"))); err != nil {
+				b.Fatal(err)
+			}
+			rollback += mid.Sub(start)
+			baseline += time.Since(mid)
+		}
+		b.ReportMetric(float64(rollback.Microseconds())/1e3/float64(b.N), "ms/rollback")
+		b.ReportMetric(float64(baseline.Microseconds())/1e3/float64(b.N), "ms/baseline")
+		b.ReportMetric(float64(rollback)/float64(baseline), "ratio")
+	})
 }
