@@ -352,13 +352,26 @@ func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layou
 			return nil, err
 		}
 	}
+	dec := db.decoder(false)
+	var buf []byte
 	for s := seq - 1; s > to; s-- {
-		info, err := r.Atom(ctx, s)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pos, err := r.committedAtomPos(ctx, s)
 		if err != nil {
 			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
 		}
-		for i := len(info.Actions) - 1; i >= 0; i-- {
-			if err := add(s, info.Actions[i].Fingerprint); err != nil {
+		a, err := db.readAtom(pos, r.id, s)
+		if err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
+		}
+		var body *record.AtomBody
+		if buf, body, err = dec.DecodeAtom(buf, a, db.segmentFile(pos.Segment)); err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
+		}
+		for i := len(body.Actions) - 1; i >= 0; i-- {
+			if err := add(s, body.Actions[i]); err != nil {
 				return nil, err
 			}
 		}
