@@ -544,6 +544,9 @@ var forgeRollbackRecord func(rec []byte) []byte
 func (db *DB) pin(pos wal.Pos) uint64 {
 	db.active.Lock()
 	defer db.active.Unlock()
+	if db.active.pos == nil { // a DB assembled by hand (replay fuzzing) has none yet
+		db.active.pos = map[uint64]wal.Pos{}
+	}
 	db.active.next++
 	db.active.pos[db.active.next] = pos
 	return db.active.next
