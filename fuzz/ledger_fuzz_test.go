@@ -129,6 +129,11 @@ func FuzzLedgerDecodeIntent(f *testing.F) {
 			f.Fatal(err)
 		}
 		f.Add(ledger.AppendIntent(nil, in))
+		// Version 2: the compensation as a rollback runs it.
+		if in, err = ledger.CompensationIntent(in.Compensation, in.Fingerprint, "run-1", uint64(i)+1, 0); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(ledger.AppendIntent(nil, in))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := ledger.DecodeIntent(b)
