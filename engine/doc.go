@@ -388,7 +388,11 @@
 //     position at its record, so a restart replays the log from there
 //     until it completes. Rollback reads every atom it rolls back (their
 //     actions' intents and certificates) to plan: its cost grows with the
-//     distance to the target, not with the run.
+//     distance to the target, not with the run. It finds the actions the
+//     committed atoms list and those of the atom a crash interrupted; an
+//     action certified only by an attempt that was then Failed, and not
+//     repeated by the atom that committed that seq, is in the log but in
+//     no atom, and a rollback does not find it (nor report it).
 //   - Inspect, Scan and Verify take no lock and run beside a live engine:
 //     they read the log as far as it was durable when they opened it, and
 //     start over when a file they listed vanishes (a rotated ledger table,

@@ -112,7 +112,9 @@ type pendingRollback struct {
 // compensations are the atom's actions; the chain covers them and the
 // rollback's record.
 //
-// Which actions it undoes: those certified by this run at a seq after to
+// Which actions it undoes: those the run's committed atoms after to list,
+// and those of the atom a crash interrupted, that this run certified at a
+// seq after to
 // (a certificate this run got from an earlier seq, from its parent as a
 // fork, or from another run with the same explicit key is not an effect of
 // the rolled-back history, and is left alone), each once however many

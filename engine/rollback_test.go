@@ -564,3 +564,93 @@ func TestRollbackInspected(t *testing.T) {
 		t.Fatalf("export:\n%s", out.String())
 	}
 }
+
+// TestRollbackInterruptedAtom: the certified actions of an atom a crash
+// interrupted are effects too: a rollback after the restart undoes them;
+// while one of its actions is in doubt, the rollback is refused with
+// ErrInDoubt until the agent settles it.
+func TestRollbackInterruptedAtom(t *testing.T) {
+	for _, inDoubt := range []bool{false, true} {
+		t.Run(fmt.Sprint("in-doubt=", inDoubt), func(t *testing.T) {
+			mem := vfs.NewCrashableMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "saga")
+			w := newWorld()
+			commitStep(t, run, w, pay(1, true))
+			a, err := run.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Do(ctx, pay(2, true), w.exec(false, "paid")); err != nil {
+				t.Fatal(err)
+			}
+			// The power goes after the certified charge; or, in doubt, while
+			// a second charge reaches the downstream, before its certificate.
+			clone := mem.CrashClone(vfs.CrashCloneCfg{})
+			if inDoubt {
+				if _, err := a.Do(ctx, pay(3, true), func(ctx context.Context, key string) ([]byte, error) {
+					clone = mem.CrashClone(vfs.CrashCloneCfg{})
+					return w.exec(false, "paid")(ctx, key)
+				}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.Close()
+
+			o := testOptions(clone)
+			db, err = Open("store", o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ = db.Run(ctx, "saga")
+			undone := 2
+			if inDoubt {
+				if _, err := run.Rollback(ctx, 0, RollbackOptions{Exec: w.undoExec}); !errors.Is(err, ledger.ErrInDoubt) {
+					t.Fatalf("rollback with an in-doubt action in the interrupted atom: %v, want ErrInDoubt", err)
+				}
+				if _, ok := run.PendingRollback(); ok {
+					t.Fatal("a refused rollback is pending")
+				}
+				// Settled, and the atom committed: its actions are then a
+				// committed atom's.
+				a, err := run.Begin(ctx)
+				if err != nil || !a.Interrupted() {
+					t.Fatalf("Begin: %v", err)
+				}
+				if err := a.Resolve(ctx, pay(3, true), []byte("paid")); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := a.Do(ctx, pay(2, true), w.exec(false, "paid again")); err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+					t.Fatal(err)
+				}
+				undone = 3
+			}
+			res, err := run.Rollback(ctx, 0, RollbackOptions{Exec: w.undoExec})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Undone) != undone || res.Undone[len(res.Undone)-1].Seq != 1 || res.Undone[0].Seq != 2 {
+				t.Fatalf("rollback after the interrupted atom: %+v", res)
+			}
+			if n := w.count(ledger.DefaultKey("saga", 2, 0)); n != 1 {
+				t.Fatalf("the interrupted atom's charge took effect %d times", n)
+			}
+			if n := w.count(compKey(t, run, 2, pay(2, true))); n != 1 {
+				t.Fatalf("the interrupted atom's charge was refunded %d times", n)
+			}
+			if !framesEqual(run.State(), newFrame()) {
+				t.Fatal("the frame after the rollback is not StateAt(0)")
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			checkStore(t, clone, o)
+		})
+	}
+}
