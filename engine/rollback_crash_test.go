@@ -8,6 +8,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -86,7 +87,7 @@ func rollbackTrial(t *testing.T, base *vfs.MemFS, before *world, mode Durability
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	w := newWorld()
 	for k, n := range before.effects { // the effects of the six atoms
 		w.effects[k], w.results[k] = n, before.results[k]
@@ -94,7 +95,7 @@ func rollbackTrial(t *testing.T, base *vfs.MemFS, before *world, mode Durability
 	w.gone = cut.cutBefore
 	opts := testOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	acked := uint64(3) // the other run's last acknowledged seq
 	rolledBack := false
 	if db, err := Open("store", opts); err == nil {

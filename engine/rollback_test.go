@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -285,7 +286,7 @@ func TestRollbackPending(t *testing.T) {
 func TestRollbackInDoubt(t *testing.T) {
 	for _, idempotent := range []bool{true, false} {
 		t.Run(fmt.Sprint("idempotent=", idempotent), func(t *testing.T) {
-			mem := vfs.NewCrashableMem()
+			mem := crashmem.New(vfs.NewCrashableMem()) // clones taken while the store is live
 			db, err := Open("store", testOptions(mem))
 			if err != nil {
 				t.Fatal(err)
@@ -572,7 +573,7 @@ func TestRollbackInspected(t *testing.T) {
 func TestRollbackInterruptedAtom(t *testing.T) {
 	for _, inDoubt := range []bool{false, true} {
 		t.Run(fmt.Sprint("in-doubt=", inDoubt), func(t *testing.T) {
-			mem := vfs.NewCrashableMem()
+			mem := crashmem.New(vfs.NewCrashableMem()) // clones taken while the store is live
 			db, err := Open("store", testOptions(mem))
 			if err != nil {
 				t.Fatal(err)
