@@ -393,6 +393,10 @@
 //     action certified only by an attempt that was then Failed, and not
 //     repeated by the atom that committed that seq, is in the log but in
 //     no atom, and a rollback does not find it (nor report it).
+//   - A rollback takes back the frame and, through compensations, the
+//     actions; not messages: what the rolled-back atoms sent stays sent
+//     (and may be consumed), what they consumed stays consumed. An agent
+//     that must take a message back sends another.
 //   - Inspect, Scan and Verify take no lock and run beside a live engine:
 //     they read the log as far as it was durable when they opened it, and
 //     start over when a file they listed vanishes (a rotated ledger table,
