@@ -655,3 +655,66 @@ func TestRollbackInterruptedAtom(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackRecordWrong: a rollback record whose entries contradict the
+// intents of the actions they name (a compensation other than the
+// recorded one, an action called not undone that has one) is reported by
+// a deep verify at the run and the rollback's seq, also while no atom has
+// sealed the record yet.
+func TestRollbackRecordWrong(t *testing.T) {
+	for _, c := range []struct {
+		name, want string
+		edit       func(u []record.Undo)
+	}{
+		{"another compensation", "is not the one its intent records", func(u []record.Undo) {
+			c := *u[0].Compensation
+			c.Args = []byte(`{"n":99}`)
+			u[0].Compensation = &c
+		}},
+		{"called not undone", "its intent records a compensation", func(u []record.Undo) { u[0].Compensation = nil }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			db, err := Open("store", testOptions(mem))
+			if err != nil {
+				t.Fatal(err)
+			}
+			run, _ := db.Run(ctx, "saga")
+			w := newWorld()
+			for seq := 1; seq <= 3; seq++ {
+				commitStep(t, run, w, pay(seq, true))
+			}
+			// The record in the log contradicts the intents, and the
+			// rollback stays pending: no atom seals it, so only the check
+			// against the intents can tell.
+			defer func() { forgeRollbackRecord = nil }()
+			var r record.Record
+			forgeRollbackRecord = func(rec []byte) []byte {
+				if err := (&record.Decoder{}).Decode(rec, wal.Pos{}, "test", &r); err != nil {
+					t.Fatal(err)
+				}
+				undo := append([]record.Undo(nil), r.Undo...)
+				c.edit(undo)
+				return record.AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started, undo)
+			}
+			stop := errors.New("stop")
+			if _, err := run.Rollback(ctx, 1, RollbackOptions{Exec: func(Undo) ledger.Exec {
+				return func(context.Context, string) ([]byte, error) { return nil, stop }
+			}}); !errors.Is(err, stop) {
+				t.Fatal(err)
+			}
+			db.Close()
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || f.RunID == "saga" && f.Seq == 4 && strings.Contains(f.Detail, c.want)
+			}
+			if rep.OK || !found {
+				t.Fatalf("OK %v, failures %v; want run saga seq 4: %s", rep.OK, rep.Failures, c.want)
+			}
+		})
+	}
+}

@@ -233,6 +233,10 @@ type verifyRun struct {
 	// and whose completing atom it has not; rolled the completed ones.
 	rollbacks map[string]*verifyRollback
 	rolled    []chain.Rollback
+	// comps holds (Deep), by the fingerprint of an action whose intent
+	// records a compensation, the fingerprint of that compensation as a
+	// rollback runs it: what a rollback record's entry must name.
+	comps map[ledger.Fingerprint]ledger.Fingerprint
 	extra     []chain.Failure
 	dc        *derivedCheck
 	// unchecked says which derived files were not checked, and why.

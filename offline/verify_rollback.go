@@ -49,7 +49,21 @@ func (vr *verifyRun) rollback(r *record.Record, loc string) {
 			Location: loc, Detail: fmt.Sprintf("the rollback record names a head of seq %d that is not the run's", r.Seq-1)})
 	}
 	p := &verifyRollback{r: chain.Rollback{RunID: r.Run, Seq: r.Seq, To: r.To, At: r.Started}, seal: record.RollbackSeal(r.Raw), loc: loc}
-	for _, u := range r.Undo {
+	for i, u := range r.Undo {
+		if vr.deep {
+			// The entry against the action's own intent (checked against its
+			// fingerprint, which the chain covers): a record written wrong,
+			// or changed before an atom sealed it, is named here.
+			want, has := vr.comps[u.Action]
+			switch {
+			case u.Compensation == nil && has:
+				vr.fail(r.Run, r.Seq, loc, "undo %d: the rollback leaves action %x of seq %d as not undone, but its intent records a compensation", i, u.Action[:8], u.Seq)
+			case u.Compensation != nil && !has:
+				vr.fail(r.Run, r.Seq, loc, "undo %d: the rollback compensates action %x of seq %d, whose intent records no compensation", i, u.Action[:8], u.Seq)
+			case u.Compensation != nil && ledger.CompensationFingerprint(u.Compensation, u.Action) != want:
+				vr.fail(r.Run, r.Seq, loc, "undo %d: the compensation of action %x of seq %d is not the one its intent records", i, u.Action[:8], u.Seq)
+			}
+		}
 		if u.Compensation == nil {
 			p.r.NotUndone++
 			continue
@@ -61,6 +75,17 @@ func (vr *verifyRun) rollback(r *record.Record, loc string) {
 		vr.rollbacks = make(map[string]*verifyRollback)
 	}
 	vr.rollbacks[r.Run] = p
+}
+
+// noteCompensation records (Deep) the compensation an intent records.
+func (vr *verifyRun) noteCompensation(in *ledger.Intent) {
+	if in.Compensation == nil {
+		return
+	}
+	if vr.comps == nil {
+		vr.comps = make(map[ledger.Fingerprint]ledger.Fingerprint)
+	}
+	vr.comps[in.Fingerprint] = ledger.CompensationFingerprint(in.Compensation, in.Fingerprint)
 }
 
 // rollbackSeal returns the seal that the chained payload of atom a ends
