@@ -237,8 +237,8 @@ type verifyRun struct {
 	// records a compensation, the fingerprint of that compensation as a
 	// rollback runs it: what a rollback record's entry must name.
 	comps map[ledger.Fingerprint]ledger.Fingerprint
-	extra     []chain.Failure
-	dc        *derivedCheck
+	extra []chain.Failure
+	dc    *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.
