@@ -187,11 +187,29 @@ type Report struct {
 	// Runs unless its records are all still there (Reclaimed false), and
 	// its absence is no failure.
 	Deleted []DeletedRun `json:"deleted,omitempty"`
+	// Rollbacks lists the rollbacks of runs the log holds (sorted by run,
+	// then seq): completed ones, chained from their completing atom on,
+	// and pending ones (Completed false: the record is durable, the atom
+	// that completes it is not yet; no failure).
+	Rollbacks []Rollback `json:"rollbacks,omitempty"`
 	// Unchecked names what the caller did not compare with the log (the
 	// engine's verify without Deep: its derived files), for the report to
 	// say so. Not a warning: nothing was found.
 	Unchecked []string      `json:"unchecked,omitempty"`
 	Duration  time.Duration `json:"duration_ns"`
+}
+
+// Rollback is a rollback of a run to seq To, as its rollback record says.
+type Rollback struct {
+	RunID string `json:"run"`
+	Seq   uint64 `json:"seq"` // the atom that completes it
+	To    uint64 `json:"to"`
+	At    int64  `json:"at"` // when it began, unix nanoseconds
+	// Undone counts the actions it compensates, NotUndone the certified
+	// actions it reached that have no compensation (their effects stay).
+	Undone    int  `json:"undone"`
+	NotUndone int  `json:"not_undone"`
+	Completed bool `json:"completed"`
 }
 
 // DeletedRun is a run deleted by policy, as its delete record says.

@@ -36,6 +36,10 @@ type Atom struct {
 	// msgs is what the atom sent and received (messages.go); guarded by
 	// run.mu.
 	msgs atomMessages
+	// seal is set on the atom that completes a rollback: its rollback
+	// record's seal, which the atom's chained payload ends with
+	// (record.RollbackSeal). Immutable.
+	seal []byte
 
 	mu struct {
 		sync.Mutex
@@ -245,7 +249,6 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 //
 // The returned slice belongs to the caller.
 func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]byte, error) {
-	db := a.run.db
 	if exec == nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: nil exec for %q", a.run.id, a.seq, act.Tool)
 	}
@@ -253,12 +256,20 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	if err != nil {
 		return nil, err
 	}
+	return a.doIntent(ctx, in, act.Key == "", exec)
+}
+
+// doIntent is Do of the intent prepare (or, for a compensation,
+// prepareCompensation) built; defaultKey says whether its key is a default
+// key, whose index a failed call gives back.
+func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool, exec ledger.Exec) ([]byte, error) {
+	db := a.run.db
 	j := &journal{db: db, atom: a}
 	if db.opts.Durability == Relaxed {
 		j.relaxed, j.landed = true, make(chan struct{})
 		defer close(j.landed)
 	}
-	ctx, obs := a.observeAction(ctx, in, act.Idempotent, false)
+	ctx, obs := a.observeAction(ctx, in, in.Idempotent, false)
 	var ran bool
 	// recorded is the result as its certificate holds it (scrubbed of the
 	// action's secrets): the atom chains its digest, so that verify, which
@@ -271,7 +282,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 			// than leave the action in doubt (see MaxResultSize).
 			return nil, fmt.Errorf("%w: run %q seq %d: %q returned a result of %d bytes, the limit is %d (engine.MaxResultSize); "+
 				"the action ran, and is recorded as failed for this reason: a later Do calls exec again with key %q",
-				ErrTooLarge, a.run.id, a.seq, act.Tool, len(res), db.maxResult(), key)
+				ErrTooLarge, a.run.id, a.seq, in.Tool, len(res), db.maxResult(), key)
 		}
 		return res, err
 	})
@@ -281,7 +292,7 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 	}
 	doEnded(obs, ran, err)
 	if err != nil {
-		if act.Key == "" {
+		if defaultKey {
 			a.releaseIndex(in)
 		}
 		return nil, actionError(in, err)
@@ -327,7 +338,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	// Commit moves its head or frame meanwhile (Run.mu.writing).
 	buf := getBuf()
 	defer putBuf(buf)
-	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d, buf.messageExts(c.sent, c.consumed))
+	enc, err := db.encodeAtom(buf, r.id, a.seq, c.prev, c.actions, d, buf.messageExts(c.sent, c.consumed), a.seal)
 	if err != nil {
 		r.mu.Lock()
 		r.endWriteLocked()
@@ -437,6 +448,7 @@ func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, p
 		return r.mu.broken
 	}
 	r.mu.lastSeq = a.seq
+	r.completeRollbackLocked(a.seq)
 	r.noteFrameSizeLocked(c.sizeBound)
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)

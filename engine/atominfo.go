@@ -18,27 +18,9 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
-	var pos wal.Pos
-	inMem := seq > indexed && seq <= last
-	if inMem {
-		i := seq - indexed - 1
-		if i >= uint64(len(r.mu.positions)) {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, seq)
-		}
-		pos = r.mu.positions[i]
-	}
-	r.mu.Unlock()
-	if seq == 0 || seq > last {
-		return nil, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, r.id, seq, last)
-	}
-	if !inMem {
-		var err error
-		if pos, err = r.atomPosition(ctx, seq); err != nil {
-			return nil, err
-		}
+	pos, err := r.committedAtomPos(ctx, seq)
+	if err != nil {
+		return nil, err
 	}
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
@@ -66,4 +48,30 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 		}
 		return info, nil
 	})
+}
+
+// committedAtomPos returns the log position of committed atom seq: from
+// memory for the atoms after the atom index, else from the index (as for
+// StateAt).
+func (r *Run) committedAtomPos(ctx context.Context, seq uint64) (wal.Pos, error) {
+	r.mu.Lock()
+	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
+	var pos wal.Pos
+	inMem := seq > indexed && seq <= last
+	if inMem {
+		i := seq - indexed - 1
+		if i >= uint64(len(r.mu.positions)) {
+			r.mu.Unlock()
+			return wal.Pos{}, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, seq)
+		}
+		pos = r.mu.positions[i]
+	}
+	r.mu.Unlock()
+	if seq == 0 || seq > last {
+		return wal.Pos{}, fmt.Errorf("%w: run %q seq %d, last seq %d", ErrSeqOutOfRange, r.id, seq, last)
+	}
+	if inMem {
+		return pos, nil
+	}
+	return r.atomPosition(ctx, seq)
 }

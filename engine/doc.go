@@ -73,6 +73,48 @@
 // an action that differs gets the fork's own key, which no run of the
 // lineage used. Explicit keys are the caller's, as everywhere.
 //
+// # Compensation and rollback (sagas)
+//
+// An action can carry the action that undoes it: ledger.Action.Compensate
+// (a tool and args; its Key, Idempotent and Redact as for any action). It
+// is recorded in the action's intent, so it is durable before exec is
+// called, and it is part of the action's fingerprint (an action without
+// one keeps the fingerprint it always had).
+//
+// Run.Rollback(ctx, to, RollbackOptions{Exec, AllowNotUndone}) returns the
+// run to its state at seq to. It undoes the actions this run certified at
+// a seq after to (those of committed atoms to+1..LastSeq and of an atom a
+// crash interrupted), newest first, each once, compensations of an
+// earlier rollback excepted (an undo is never undone): it runs each
+// compensation through the ledger as an action of a new atom at
+// LastSeq+1, with the exec RollbackOptions.Exec gives for it and the key
+// its Compensate gave or ledger.CompensationKey(the undone action's
+// fingerprint), deterministic, so exactly once whatever crashes: a
+// certified compensation is never run again, an in-doubt one is run again
+// with the same key if Idempotent, and otherwise Rollback fails with an
+// error matching ledger.ErrInDoubt, settled by Run.ResolveCompensation or
+// ResolveCompensationFailed. Then it commits that atom: one replace_frame
+// op (frame.Delta.ReplaceFrame) that makes State equal StateAt(to), its
+// actions the compensations. History stays: StateAt of the seqs rolled
+// back still reads them, and LastSeq grows by one. A certified action
+// without a compensation is listed in RollbackResult.NotUndone and
+// refuses the rollback (ErrNotUndone, nothing written) unless
+// AllowNotUndone lets its effect stay.
+//
+// A rollback record (the target, the run's head, what it undoes and how)
+// is durable before the first compensation runs; from then the rollback
+// is pending (Run.PendingRollback) until its atom commits, whatever
+// happens: Begin and End fail with ErrRollbackPending, an engine
+// checkpoint keeps the record in the replayed tail, and Rollback(ctx, to,
+// ...) with the same target resumes it after an error or a restart
+// (RollbackResult.Resumed), running only what is not certified yet. The
+// completing atom is chained over the rollback record too, so verify
+// reports a changed or removed record at the run and that atom's seq;
+// verify (Report.Rollbacks), inspect (RunSummary.Rollbacks) and export
+// (ExportedAtom.Rollback) show each rollback and what it undid. A
+// rollback of a fork stops at its fork point: the parent's effects are
+// the parent's.
+//
 // # Retention
 //
 // DB.Delete(ctx, ids...) and DB.DeleteRuns(ctx, DeleteOptions{Status,
@@ -228,6 +270,10 @@
 //     crash between the two leaves the old INBOX or one of the next
 //     generation, which the next Open does not use (the inbox is then
 //     rebuilt from the log).
+//   - Rollback: the rollback record is the commit point of the decision
+//     (a crash before it: nothing happened); each compensation is a Do;
+//     the completing atom is the commit point of the rollback (rollback.go
+//     has the steps).
 //   - Snapshots go to Pebble in the background; a crash loses at most
 //     snapshots, never atoms: the log still has every delta.
 //   - The snapshot store (snapshots/) is derived, and nothing about it can
@@ -335,6 +381,22 @@
 //     newest segment has room; a failed write's temporary file is removed
 //     at once, and Open removes those a crash left. The snapshot store
 //     (Pebble) does not yet survive a full disk: it may end the process.
+//   - A rollback's completing atom holds the whole frame at the target
+//     (replace_frame), so it is as large as that frame: a frame past
+//     MaxSize cannot be rolled back to (ErrTooLarge, the rollback stays
+//     pending). A pending rollback holds the engine checkpoint's replay
+//     position at its record, so a restart replays the log from there
+//     until it completes. Rollback reads every atom it rolls back (their
+//     actions' intents and certificates) to plan: its cost grows with the
+//     distance to the target, not with the run. It finds the actions the
+//     committed atoms list and those of the atom a crash interrupted; an
+//     action certified only by an attempt that was then Failed, and not
+//     repeated by the atom that committed that seq, is in the log but in
+//     no atom, and a rollback does not find it (nor report it).
+//   - A rollback takes back the frame and, through compensations, the
+//     actions; not messages: what the rolled-back atoms sent stays sent
+//     (and may be consumed), what they consumed stays consumed. An agent
+//     that must take a message back sends another.
 //   - Inspect, Scan and Verify take no lock and run beside a live engine:
 //     they read the log as far as it was durable when they opened it, and
 //     start over when a file they listed vanishes (a rotated ledger table,

@@ -32,8 +32,11 @@ type encodedAtom struct {
 // the body, then the results' digests, kept apart); compressed once into
 // the record, which the log copies into its group-commit buffer and
 // writes. exts are the body's extensions (tags ascending; nil: none, the
-// body is version 1). A body past MaxSize is an ErrTooLarge error.
-func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt) (encodedAtom, error) {
+// body is version 1). seal, for the atom that completes a rollback, is
+// its rollback record's seal (record.RollbackSeal), which the chained
+// payload ends with; nil for every other atom. A body past MaxSize is an
+// ErrTooLarge error.
+func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt, seal []byte) (encodedAtom, error) {
 	fps := buf.fps[:0]
 	for _, act := range actions {
 		fps = append(fps, act.fp)
@@ -70,6 +73,7 @@ func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, a
 		sum := blake3.Sum256(act.result)
 		sums = append(sums, sum[:]...)
 	}
+	sums = append(sums, seal...)
 	buf.sums = sums
 	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
 	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)

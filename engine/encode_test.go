@@ -102,7 +102,7 @@ func TestEncodeAtomOnePath(t *testing.T) {
 			var old copyingBuf
 			want, wantHead := encodeAtomCopying(db, &old, "r", uint64(i+1), prev, actions[i], d)
 			buf := getBuf()
-			e, err := db.encodeAtom(buf, "r", uint64(i+1), prev, actions[i], d, nil)
+			e, err := db.encodeAtom(buf, "r", uint64(i+1), prev, actions[i], d, nil, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -166,7 +166,7 @@ func BenchmarkAtomEncode(b *testing.B) {
 		for i := 0; i < b.N; i++ {
 			j := i % len(deltas)
 			buf := getBuf()
-			e, err := db.encodeAtom(buf, "r", uint64(i+1), chain.Hash{}, actions[j], deltas[j], nil)
+			e, err := db.encodeAtom(buf, "r", uint64(i+1), chain.Hash{}, actions[j], deltas[j], nil, nil)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -45,6 +45,14 @@ var (
 	// ErrCorrupt marks damaged engine files (checkpoint, frame files,
 	// dictionaries, log records); the error says which file and why.
 	ErrCorrupt = record.ErrCorrupt
+	// ErrRollbackPending is returned by Begin and End while a rollback of
+	// the run is begun and not finished (Run.PendingRollback), and by
+	// Rollback to another target meanwhile.
+	ErrRollbackPending = errors.New("engine: a rollback of the run is not finished")
+	// ErrNotUndone is returned by Rollback when certified actions it
+	// reaches have no compensation and RollbackOptions.AllowNotUndone is
+	// not set; nothing was written.
+	ErrNotUndone = errors.New("engine: actions without a compensation")
 	// ErrInvalidOptions is returned by Open for options that fail validation.
 	ErrInvalidOptions = errors.New("engine: invalid options")
 	// ErrNotAStore is returned by read-only tools pointed at a directory

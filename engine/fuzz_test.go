@@ -142,6 +142,30 @@ func fzBuild(s *fzStore) error {
 			}
 		}
 	}
+	// A saga rolled back: version 2 intents (a compensation recorded, a
+	// compensation run), the rollback record and a replace_frame delta are
+	// seeds too.
+	saga, err := db.Run(ctx, "fz-saga")
+	if err != nil {
+		return err
+	}
+	for seq := 1; seq <= 2; seq++ {
+		a, err := saga.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		act := ledger.Action{Tool: "pay", Args: []byte(fmt.Sprintf(`{"n":%d}`, seq)),
+			Compensate: &ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"n":%d}`, seq)), Idempotent: seq == 2}}
+		if _, err := a.Do(ctx, act, exec); err != nil {
+			return err
+		}
+		if err := a.Commit(ctx, new(frame.Delta).AddSubgoal(fmt.Sprint("g", seq), "pay").Set("paid", []byte(fmt.Sprint(seq)))); err != nil {
+			return err
+		}
+	}
+	if _, err := saga.Rollback(ctx, 1, RollbackOptions{Exec: func(Undo) ledger.Exec { return exec }}); err != nil {
+		return err
+	}
 	// A run ended and deleted: the end and delete records are seeds too.
 	gone, err := db.Run(ctx, "fz-gone")
 	if err != nil {

@@ -312,7 +312,7 @@ func (db *DB) deadRecord(r *record.Record, deleted map[string]bool, headAfter bo
 			}
 		}
 		return true
-	case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindCheckpoint:
+	case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindCheckpoint, record.KindRollback:
 		return deleted[r.Run]
 	}
 	return false

@@ -218,7 +218,7 @@ func forgeAtom(t *testing.T, db *DB, r *Run, sent []record.SentMessage, consumed
 	r.mu.Lock()
 	seq, prev := r.mu.lastSeq+1, r.mu.head
 	r.mu.Unlock()
-	enc, err := db.encodeAtom(buf, r.id, seq, prev, nil, new(frame.Delta), buf.messageExts(sent, consumed))
+	enc, err := db.encodeAtom(buf, r.id, seq, prev, nil, new(frame.Delta), buf.messageExts(sent, consumed), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

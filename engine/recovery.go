@@ -268,6 +268,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
+			r.completeRollbackLocked(rec.Seq)
 		default:
 			if fromCheckpoint {
 				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq)
@@ -304,6 +305,20 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			db.replayedMessageEvent(rec, nil, false)
+		}
+	case record.KindRollback:
+		r := db.runLocked(rec.Run)
+		if r == nil {
+			if fromCheckpoint {
+				return mismatchf("the log rolls back run %q at %v, a run it does not list", rec.Run, pos)
+			}
+			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "rollback of a run whose creation record is not in the log"))
+		}
+		if why := db.replayRollback(r, rec, pos); why != "" {
+			if fromCheckpoint {
+				return mismatchf("run %q: %s (%v)", rec.Run, why, pos)
+			}
+			return damage(rec.Run, rec.Seq, why)
 		}
 	case record.KindDelete:
 		if why := db.applyDeletionLocked(rec); why != "" {

@@ -119,6 +119,10 @@ type Run struct {
 		// 0 if none. Cleared when that seq commits.
 		interruptedSeq uint64
 		broken         error // set when the in-memory state can no longer be trusted
+		// rollback is the run's pending rollback (rollback.go): its record
+		// is durable and the atom at its seq, lastSeq+1, is not. Begin and
+		// End refuse while it is set; the atom at its seq clears it.
+		rollback *pendingRollback
 
 		// sizeBound bounds the encoded size of frame as it was when
 		// sizeFrame was frame and sizeSeq was lastSeq (checkFrameSizeLocked);
@@ -555,6 +559,10 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	defer r.mu.Unlock()
 	if r.mu.atom != nil {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	}
+	if rb := r.mu.rollback; rb != nil {
+		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
+			ErrRollbackPending, r.id, rb.to, rb.to)
 	}
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"

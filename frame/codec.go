@@ -51,6 +51,8 @@ func (o *op) size() int {
 		n += strLen(len(o.s1)) + strLen(len(o.s2)) + uvarintLen(o.n)
 	case opDropMessages:
 		n += uvarintLen(o.n)
+	case opReplaceFrame:
+		n += strLen(len(o.b))
 	}
 	return n
 }
@@ -68,14 +70,18 @@ func EncodedDeltaSize(d *Delta) int {
 
 // deltaTag is the tag of the lowest version that holds d.
 func deltaTag(d *Delta) byte {
+	tag := tagDelta
 	if d != nil {
 		for i := range d.ops {
+			if d.ops[i].kind == opReplaceFrame {
+				return tagDelta3
+			}
 			if d.ops[i].needsV2() {
-				return tagDelta2
+				tag = tagDelta2
 			}
 		}
 	}
-	return tagDelta
+	return tag
 }
 
 // AppendDelta appends the encoding of d to dst and returns the extended
@@ -116,6 +122,8 @@ func AppendDelta(dst []byte, d *Delta) []byte {
 			dst = binary.AppendUvarint(appendStr(appendStr(dst, o.s1), o.s2), o.n)
 		case opDropMessages:
 			dst = binary.AppendUvarint(dst, o.n)
+		case opReplaceFrame:
+			dst = appendBytes(dst, o.b)
 		}
 	}
 	return dst
@@ -373,10 +381,23 @@ func DecodeDeltaOwned(b []byte) (*Delta, error) {
 
 func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	d := decoder{record: "delta", buf: b}
-	v2 := d.tag(tagDelta, tagDelta2)
-	maxOp, used := opMaxV1, false
-	if v2 {
-		maxOp = opMax
+	v3 := len(b) > 0 && b[0] == tagDelta3
+	var v2 bool
+	switch {
+	case v3:
+		d.off = 1
+	case len(b) > 0 && b[0]&0xf0 == tagDelta&0xf0 && b[0] != tagDelta && b[0] != tagDelta2:
+		return nil, &CorruptError{Record: d.record, Offset: 0, kind: ErrVersion,
+			Detail: "version " + strconv.Itoa(int(b[0]&0x0f)) + " (this build reads versions 1 to 3)"}
+	default:
+		v2 = d.tag(tagDelta, tagDelta2)
+	}
+	maxOp, used, replaced := opMaxV1, false, false
+	switch {
+	case v3:
+		maxOp, v2 = opMax, true // version 3 holds everything of version 2
+	case v2:
+		maxOp = opMaxV2
 	}
 	// The smallest op (clear_scratch) takes one byte.
 	n := d.count("op count", 1)
@@ -445,6 +466,15 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			o.s2 = d.str("tool output tool")
 			o.n = d.result("tool output")
 			used = true
+		case opReplaceFrame:
+			st := d.off
+			o.b = d.span("frame")
+			if d.err == nil {
+				if _, err := DecodeFrame(o.b); err != nil {
+					d.fail(st, "replace_frame: "+err.Error())
+				}
+			}
+			replaced = true
 		default:
 			if d.err == nil {
 				d.fail(start, "unknown op kind "+strconv.Itoa(int(o.kind))+" (op "+strconv.Itoa(i)+")")
@@ -452,7 +482,13 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 		}
 	}
 	d.end()
-	d.needV2(v2, used)
+	if v3 {
+		if d.err == nil && !replaced {
+			d.fail(0, "version 3 delta holds no replace_frame op (it is written in a lower version)")
+		}
+	} else {
+		d.needV2(v2, used)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}

@@ -203,6 +203,16 @@ func (d *Delta) RemovePending(callID string) *Delta {
 	return d.add(op{kind: opRemovePending, s1: callID})
 }
 
+// ReplaceFrame replaces the whole frame with a copy of f (nil: the empty
+// frame). It must be the delta's only op (Apply refuses a delta that holds
+// it beside another), and f must be valid (Validate). It is how a rollback
+// returns a run to the state of an earlier seq: no other op removes a
+// subgoal or the newest messages. The delta holds f encoded (its size is
+// the frame's), in format version 3.
+func (d *Delta) ReplaceFrame(f *Frame) *Delta {
+	return d.add(op{kind: opReplaceFrame, b: AppendFrame(nil, f)})
+}
+
 // DropMessages removes the n oldest messages of the conversation, as an
 // agent does when it compacts its context (typically after a message that
 // summarizes them). There must be at least n messages.
@@ -270,6 +280,10 @@ func (d *Delta) String() string {
 		case opDropMessages:
 			b = append(b, ' ')
 			b = append(b, itoa(o.n)...)
+		case opReplaceFrame:
+			b = append(b, ' ')
+			b = append(b, itoa(uint64(len(o.b)))...)
+			b = append(b, " bytes"...)
 		}
 	}
 	return string(b)

@@ -29,6 +29,7 @@ package frame
 //	 11 remove_pending      str call id
 //	 12 drop_messages       uvarint n
 //	 13 tool_output_ref     str call id, str tool, uvarint result  (version 2)
+//	 14 replace_frame       bytes frame record (AppendFrame)       (version 3)
 //
 // Frame record (AppendFrame):
 //
@@ -84,6 +85,13 @@ package frame
 //	result := the index, below 2^32, of a certified result among the
 //	          actions of the atom that commits the delta (see ReferResults)
 //
+// Version 3 (tag 0xD3, deltas only) is version 2 plus op 14: it replaces
+// the whole frame with the frame record it holds (a rollback returns a
+// run to an earlier state with it; no other op can remove a subgoal or the
+// newest messages). A delta that holds op 14 holds nothing else (one op:
+// Apply refuses it otherwise), and the frame record inside is itself
+// version 1 or 2 by the frame's rule.
+//
 // A record is written in the lowest version that holds it: a delta in
 // version 2 only if an op needs it (op 13, or a message with flags or the
 // developer role), a frame only if a message needs it; records that need
@@ -119,11 +127,13 @@ const (
 	// tagDelta2 and tagFrame2 are version 2.
 	tagDelta2 byte = 0xD2
 	tagFrame2 byte = 0xF2
+	// tagDelta3 is version 3 of a delta (op 14); frames have no version 3.
+	tagDelta3 byte = 0xD3
 
 	// DeltaVersion and FrameVersion are the newest versions this package
 	// writes and reads; it reads every version from 1, and writes a record
 	// in the lowest version that holds it.
-	DeltaVersion = 2
+	DeltaVersion = 3
 	FrameVersion = 2
 )
 
@@ -147,8 +157,10 @@ const (
 	opRemovePending    opKind = 11
 	opDropMessages     opKind = 12
 	opToolOutputRef    opKind = 13
+	opReplaceFrame     opKind = 14
 	opMaxV1            opKind = opDropMessages
-	opMax              opKind = opToolOutputRef
+	opMaxV2            opKind = opToolOutputRef
+	opMax              opKind = opReplaceFrame
 )
 
 var opNames = [...]string{
@@ -165,6 +177,7 @@ var opNames = [...]string{
 	opRemovePending:    "remove_pending",
 	opDropMessages:     "drop_messages",
 	opToolOutputRef:    "tool_output_ref",
+	opReplaceFrame:     "replace_frame",
 }
 
 func (k opKind) String() string {

@@ -403,6 +403,13 @@ func (f *Frame) check(d *Delta) error {
 				return opErr(i, o, "cannot drop %d of %d messages", o.n, messages)
 			}
 			messages -= o.n
+		case opReplaceFrame:
+			if len(d.ops) != 1 {
+				return opErr(i, o, "a replace_frame op must be its delta's only op (this delta has %d)", len(d.ops))
+			}
+			if _, err := DecodeFrame(o.b); err != nil {
+				return opErr(i, o, "%v", err)
+			}
 		default:
 			return opErr(i, o, "unknown op kind %d", uint8(o.kind))
 		}
@@ -452,6 +459,11 @@ func (f *Frame) apply(o *op) {
 		f.Messages = f.Messages[n:]
 		if len(f.Messages) == 0 {
 			f.Messages = nil
+		}
+	case opReplaceFrame:
+		// check decoded it: the same bytes decode the same way.
+		if nf, err := DecodeFrame(o.b); err == nil {
+			*f = *nf
 		}
 	}
 }

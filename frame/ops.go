@@ -3,6 +3,8 @@ package frame
 import (
 	"encoding/base64"
 	"encoding/json"
+	"maps"
+	"slices"
 	"unicode/utf8"
 )
 
@@ -23,6 +25,8 @@ import (
 //	remove_pending      CallID
 //	drop_messages       Count
 //	tool_output_ref     CallID, Tool, Refs (the output: one, path "/content")
+//	replace_frame       Frame (the whole frame it replaces the run's with;
+//	                    nil for a builder's invalid frame, which Apply refuses)
 //
 // Status and Role carry the names of SubgoalStatus and Role ("done",
 // "assistant"). A text that refers to a certified result is empty, and
@@ -45,6 +49,7 @@ type Op struct {
 	Parts     []Part
 	IsError   bool
 	Refs      []ResultRef
+	Frame     *Frame
 }
 
 // ResultRef says that a text of an op is certified result Result of the
@@ -102,6 +107,10 @@ func (d *Delta) Ops() []Op {
 			v.CallID = o.s1
 		case opDropMessages:
 			v.Count = o.n
+		case opReplaceFrame:
+			// Nil if it does not decode: a builder's invalid frame, which
+			// Apply refuses (a decoded delta's always decodes).
+			v.Frame, _ = DecodeFrame(o.b)
 		}
 		out[i] = v
 	}
@@ -164,6 +173,10 @@ func (o Op) MarshalJSON() ([]byte, error) {
 		add("parts", parts, true)
 	}
 	add("is_error", o.IsError, o.IsError)
+	if o.Frame != nil {
+		// The frame as the ops that build it from the empty frame.
+		add("frame", BuildOps(o.Frame), true)
+	}
 	if len(o.Refs) > 0 {
 		refs := make([]any, len(o.Refs))
 		for i, r := range o.Refs {
@@ -188,6 +201,36 @@ func (o Op) MarshalJSON() ([]byte, error) {
 		b = append(append(append(b, k...), ':'), v...)
 	}
 	return append(b, '}'), nil
+}
+
+// BuildOps returns the ops that build f from the empty frame, in the
+// frame's order: objective, subgoals (and their statuses), memory in key
+// order, scratchpad, messages, pending actions. Export writes a
+// replace_frame op's frame as this list.
+func BuildOps(f *Frame) []Op {
+	var d Delta
+	if f.Objective != "" {
+		d.SetObjective(f.Objective)
+	}
+	for _, sg := range f.Subgoals {
+		d.AddSubgoal(sg.ID, sg.Text)
+		if sg.Status != SubgoalOpen {
+			d.SetSubgoalStatus(sg.ID, sg.Status)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Memory)) {
+		d.Set(k, f.Memory[k])
+	}
+	if len(f.Scratchpad) > 0 {
+		d.AppendScratch(f.Scratchpad)
+	}
+	for _, m := range f.Messages {
+		d.AppendMessage(m)
+	}
+	for _, p := range f.Pending {
+		d.AddPending(p)
+	}
+	return d.Ops()
 }
 
 // rawOrString embeds b as JSON if it is valid JSON, else as a string.

@@ -153,6 +153,7 @@ func FuzzDeltaDecode(f *testing.F) {
 	var bad frame.Delta
 	f.Add(frame.AppendDelta(nil, bad.SetSubgoalStatus("nope", frame.SubgoalDone)))
 	f.Add(frame.AppendDelta(nil, &frame.Delta{}))
+	f.Add(frame.AppendDelta(nil, new(frame.Delta).ReplaceFrame(frameSeedFrame(1, 2)))) // version 3
 	llm, res := frameSeedLLM(agenttext.New(8))
 	f.Add(frame.AppendDelta(nil, llm))
 	baseEnc := frame.AppendFrame(nil, base)

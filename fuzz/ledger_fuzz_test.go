@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -116,8 +117,20 @@ func FuzzLedgerFingerprint(f *testing.F) {
 // re-encodes to the same bytes (one encoding per intent).
 func FuzzLedgerDecodeIntent(f *testing.F) {
 	for i, a := range ledgerSeedArgs {
-		in, err := ledger.NewIntent(ledger.Action{Tool: "tool", Args: []byte(a), Idempotent: i%2 == 0}, "run-1", uint64(i)<<20, uint32(i))
+		act := ledger.Action{Tool: "tool", Args: []byte(a), Idempotent: i%2 == 0}
+		in, err := ledger.NewIntent(act, "run-1", uint64(i)<<20, uint32(i))
 		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(ledger.AppendIntent(nil, in))
+		// Version 2: the same action with a compensation.
+		act.Compensate = &ledger.Action{Tool: "undo", Args: []byte(a), Idempotent: i%3 == 0, Key: fmt.Sprint("u-", i%2)}
+		if in, err = ledger.NewIntent(act, "run-1", uint64(i), uint32(i)); err != nil {
+			f.Fatal(err)
+		}
+		f.Add(ledger.AppendIntent(nil, in))
+		// Version 2: the compensation as a rollback runs it.
+		if in, err = ledger.CompensationIntent(in.Compensation, in.Fingerprint, "run-1", uint64(i)+1, 0); err != nil {
 			f.Fatal(err)
 		}
 		f.Add(ledger.AppendIntent(nil, in))

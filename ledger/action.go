@@ -37,6 +37,104 @@ type Action struct {
 	// is not JSON is stored as Redacted whole). The fingerprint does not
 	// depend on them.
 	RedactResult []string
+	// Compensate, if set, is the action that undoes this one (a saga
+	// step): the engine's Run.Rollback runs it, through the ledger, when it
+	// rolls the run back past this action. It is recorded with the intent,
+	// so it is durable before exec is called. Its Tool is required; its
+	// Args are canonicalised and its Redact pointers removed like this
+	// action's; its Key, if empty, is CompensationKey of this action's
+	// fingerprint when the compensation runs; its Idempotent says whether
+	// an in-doubt compensation may be run again. It must not carry a
+	// Compensate of its own, nor a RedactResult (ErrBadCompensation: the
+	// rollback that runs it may run in a later process, which only has
+	// what the intent recorded).
+	//
+	// The compensation is part of the fingerprint (see format.go): the
+	// chain covers an atom's fingerprints, so it covers what would undo
+	// each action, and an action with a compensation is a different
+	// action from the same call without one. An action without Compensate
+	// has the fingerprint it always had.
+	Compensate *Action
+}
+
+// Compensation is the action that undoes an intent's action, as the intent
+// records it.
+type Compensation struct {
+	Tool string
+	Args []byte // canonical JSON with the compensation's Redact pointers removed
+	// Key is the compensation's idempotency key as the agent gave it; ""
+	// means CompensationKey(fingerprint of the action it undoes).
+	Key        string
+	Idempotent bool
+}
+
+// CompensationIntent builds the intent of compensation c of the action
+// with fingerprint undoes, run by a rollback as call index of the atom at
+// seq of run runID: tool, args and Idempotent are c's, the key c.Key or,
+// if empty, CompensationKey(undoes). Its fingerprint covers undoes too
+// (CompensationFingerprint), so it is never the fingerprint of an
+// ordinary action.
+func CompensationIntent(c *Compensation, undoes Fingerprint, runID string, seq uint64, index uint32) (*Intent, error) {
+	if c == nil || c.Tool == "" {
+		return nil, fmt.Errorf("%w: a compensation without a tool", ErrBadCompensation)
+	}
+	if undoes == (Fingerprint{}) {
+		return nil, fmt.Errorf("%w: compensation %q undoes no action", ErrBadCompensation, c.Tool)
+	}
+	key := c.Key
+	if key == "" {
+		key = CompensationKey(undoes)
+	}
+	return &Intent{
+		Fingerprint: fingerprintUndo(c.Tool, c.Args, key, nil, &undoes),
+		RunID:       runID,
+		Seq:         seq,
+		Index:       index,
+		Tool:        c.Tool,
+		Args:        c.Args,
+		Key:         key,
+		Idempotent:  c.Idempotent,
+		Undoes:      undoes,
+	}, nil
+}
+
+// CompensationFingerprint is the fingerprint of the intent
+// CompensationIntent builds for c, given its key (filled in).
+func CompensationFingerprint(c *Compensation, undoes Fingerprint) Fingerprint {
+	key := c.Key
+	if key == "" {
+		key = CompensationKey(undoes)
+	}
+	return fingerprintUndo(c.Tool, c.Args, key, nil, &undoes)
+}
+
+// CompensationKey is the default idempotency key of the compensation of
+// the action with fingerprint fp: "ckc1-" and fp in hex. It depends on the
+// action it undoes and on nothing else, so that every rollback that
+// reaches an action, in this process or after any number of crashes,
+// derives the same key, and the ledger runs the compensation at most once
+// for the one effect the action had.
+func CompensationKey(fp Fingerprint) string { return "ckc1-" + fp.String() }
+
+// compensation validates and canonicalises a.Compensate (nil if none).
+func compensation(a *Action) (*Compensation, error) {
+	c := a.Compensate
+	if c == nil {
+		return nil, nil
+	}
+	switch {
+	case c.Tool == "":
+		return nil, fmt.Errorf("%w: action %q: its compensation has no tool", ErrBadCompensation, a.Tool)
+	case c.Compensate != nil:
+		return nil, fmt.Errorf("%w: action %q: its compensation %q has a compensation of its own", ErrBadCompensation, a.Tool, c.Tool)
+	case len(c.RedactResult) > 0:
+		return nil, fmt.Errorf("%w: action %q: its compensation %q has RedactResult, which an intent does not record", ErrBadCompensation, a.Tool, c.Tool)
+	}
+	args, err := CanonicalArgs(c.Args, c.Redact)
+	if err != nil {
+		return nil, fmt.Errorf("%w: action %q: its compensation %q: %w", ErrBadCompensation, a.Tool, c.Tool, err)
+	}
+	return &Compensation{Tool: c.Tool, Args: args, Key: c.Key, Idempotent: c.Idempotent}, nil
 }
 
 // Exec performs an action's side effect. It receives the action's
@@ -61,11 +159,15 @@ func (a Action) Fingerprint() (Fingerprint, error) {
 	if a.Key == "" {
 		return Fingerprint{}, ErrNoKey
 	}
+	comp, err := compensation(&a)
+	if err != nil {
+		return Fingerprint{}, err
+	}
 	buf := bufPool.Get().(*[]byte)
 	args, err := appendCanonical((*buf)[:0], a.Args, a.Redact)
 	var fp Fingerprint
 	if err == nil {
-		fp = fingerprintOf(a.Tool, args, a.Key)
+		fp = fingerprintOf(a.Tool, args, a.Key, comp)
 	}
 	if cap(args) <= 64<<10 { // keep huge documents' buffers out of the pool
 		*buf = args[:0]
@@ -78,8 +180,15 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }
 
 var hasherPool = sync.Pool{New: func() any { return blake3.NewDeriveKey(fingerprintContext) }}
 
-// fingerprintOf hashes the fingerprint envelope of already canonical args.
-func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
+// fingerprintOf hashes the fingerprint envelope of already canonical args
+// and, if comp is not nil, of the compensation (format.go).
+func fingerprintOf(tool string, canonArgs []byte, key string, comp *Compensation) Fingerprint {
+	return fingerprintUndo(tool, canonArgs, key, comp, nil)
+}
+
+// fingerprintUndo is fingerprintOf that also hashes undoes, the action a
+// compensation undoes, when it is not nil (format.go).
+func fingerprintUndo(tool string, canonArgs []byte, key string, comp *Compensation, undoes *Fingerprint) Fingerprint {
 	h := hasherPool.Get().(*blake3.Hasher)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(tool)))
@@ -91,6 +200,18 @@ func fingerprintOf(tool string, canonArgs []byte, key string) Fingerprint {
 	binary.LittleEndian.PutUint64(n[:], uint64(len(key)))
 	_, _ = h.Write(n[:])
 	_, _ = h.WriteString(key)
+	if comp != nil {
+		for _, f := range [...][]byte{[]byte(comp.Tool), comp.Args, []byte(comp.Key)} {
+			binary.LittleEndian.PutUint64(n[:], uint64(len(f)))
+			_, _ = h.Write(n[:])
+			_, _ = h.Write(f)
+		}
+	}
+	if undoes != nil {
+		binary.LittleEndian.PutUint64(n[:], uint64(len(undoes)))
+		_, _ = h.Write(n[:])
+		_, _ = h.Write(undoes[:])
+	}
 	var fp Fingerprint
 	h.Sum(fp[:0])
 	h.Reset()
@@ -174,6 +295,14 @@ type Intent struct {
 	Args        []byte // canonical JSON with the Redact pointers removed
 	Key         string
 	Idempotent  bool
+	// Compensation is the action that undoes this one (Action.Compensate),
+	// nil if none. It is part of the fingerprint.
+	Compensation *Compensation
+	// Undoes, when not zero, says that this intent is itself a
+	// compensation: of the action with that fingerprint, run by a
+	// rollback (CompensationIntent). It is part of the fingerprint. A
+	// compensation has no Compensation: a rollback never undoes an undo.
+	Undoes Fingerprint
 
 	// scrub removes the action's secrets from its certificate (in memory
 	// only: NewIntent sets it, a decoded intent has none).
@@ -215,16 +344,21 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 	if err != nil {
 		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
 	}
+	comp, err := compensation(&a)
+	if err != nil {
+		return nil, err
+	}
 	return &Intent{
-		scrub:       scrub,
-		Fingerprint: fingerprintOf(a.Tool, args, a.Key),
-		RunID:       runID,
-		Seq:         seq,
-		Index:       index,
-		Tool:        a.Tool,
-		Args:        args,
-		Key:         a.Key,
-		Idempotent:  a.Idempotent,
+		scrub:        scrub,
+		Compensation: comp,
+		Fingerprint:  fingerprintOf(a.Tool, args, a.Key, comp),
+		RunID:        runID,
+		Seq:          seq,
+		Index:        index,
+		Tool:         a.Tool,
+		Args:         args,
+		Key:          a.Key,
+		Idempotent:   a.Idempotent,
 	}, nil
 }
 
@@ -236,8 +370,17 @@ func (in *Intent) WithDefaultKey(index uint32) *Intent {
 	c := *in
 	c.Index = index
 	c.Key = DefaultKey(in.RunID, in.Seq, int(index))
-	c.Fingerprint = fingerprintOf(c.Tool, c.Args, c.Key)
+	c.Fingerprint = in.fingerprint(c.Tool, c.Args, c.Key)
 	return &c
+}
+
+// fingerprint is the fingerprint of in's action with that tool, args and
+// key: its compensation and the action it undoes as in holds them.
+func (in *Intent) fingerprint(tool string, args []byte, key string) Fingerprint {
+	if in.Undoes != (Fingerprint{}) {
+		return fingerprintUndo(tool, args, key, in.Compensation, &in.Undoes)
+	}
+	return fingerprintOf(tool, args, key, in.Compensation)
 }
 
 // CheckFingerprint recomputes the fingerprint from the intent's tool, args
@@ -251,7 +394,16 @@ func (in *Intent) CheckFingerprint() error {
 	if string(canon) != string(in.Args) && !(len(in.Args) == 0 && string(canon) == "null") {
 		return fmt.Errorf("%w: intent args are not canonical JSON", ErrCorrupt)
 	}
-	if got := fingerprintOf(in.Tool, canon, in.Key); got != in.Fingerprint {
+	if c := in.Compensation; c != nil {
+		canon, err := CanonicalArgs(c.Args, nil)
+		if err != nil {
+			return fmt.Errorf("%w: intent compensation args: %v", ErrCorrupt, err)
+		}
+		if string(canon) != string(c.Args) && !(len(c.Args) == 0 && string(canon) == "null") {
+			return fmt.Errorf("%w: intent compensation args are not canonical JSON", ErrCorrupt)
+		}
+	}
+	if got := in.fingerprint(in.Tool, canon, in.Key); got != in.Fingerprint {
 		return fmt.Errorf("%w: intent fingerprint %s does not match its tool, args and key (%s)",
 			ErrCorrupt, in.Fingerprint, got)
 	}

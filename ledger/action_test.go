@@ -221,3 +221,119 @@ func TestWithDefaultKey(t *testing.T) {
 		t.Errorf("WithDefaultKey changed its receiver: key %q", in.Key)
 	}
 }
+
+// TestCompensationFingerprint: a compensation is part of the fingerprint
+// (so the chain, which covers fingerprints, covers what undoes an action),
+// an action without one keeps the fingerprint it always had, NewIntent
+// and Fingerprint agree, the record round-trips and CheckFingerprint
+// passes, and a compensation that cannot be recorded is refused.
+func TestCompensationFingerprint(t *testing.T) {
+	plain := Action{Tool: "pay", Args: []byte(`{"eur": 5, "card":"x"}`), Key: "k", Redact: []string{"/card"}}
+	undo := plain
+	undo.Compensate = &Action{Tool: "refund", Args: []byte(`{"eur":5,"token":"s"}`), Redact: []string{"/token"}}
+	other := plain
+	other.Compensate = &Action{Tool: "refund", Args: []byte(`{"eur":6}`)}
+	keyed := plain
+	keyed.Compensate = &Action{Tool: "refund", Args: []byte(`{"eur":5}`), Key: "r-1"}
+
+	fp := func(a Action) Fingerprint {
+		t.Helper()
+		f, err := a.Fingerprint()
+		if err != nil {
+			t.Fatal(err)
+		}
+		in, err := NewIntent(a, "run", 1, 0)
+		if err != nil || in.Fingerprint != f {
+			t.Fatalf("NewIntent: %v, fingerprint %s, Fingerprint %s", err, in.Fingerprint, f)
+		}
+		back, err := DecodeIntent(AppendIntent(nil, in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := back.CheckFingerprint(); err != nil {
+			t.Fatalf("%s: %v", a.Tool, err)
+		}
+		if (back.Compensation == nil) != (a.Compensate == nil) {
+			t.Fatalf("compensation lost: %+v", back)
+		}
+		return f
+	}
+	base := fingerprintOf("pay", []byte(`{"eur":5}`), "k", nil)
+	if got := fp(plain); got != base {
+		t.Fatalf("an action without a compensation changed fingerprint: %s, want %s", got, base)
+	}
+	seen := map[Fingerprint]string{base: "plain"}
+	for name, a := range map[string]Action{"undo": undo, "other": other, "keyed": keyed} {
+		f := fp(a)
+		if prev, dup := seen[f]; dup {
+			t.Fatalf("%s and %s have one fingerprint", name, prev)
+		}
+		seen[f] = name
+	}
+	in, _ := NewIntent(undo, "run", 1, 0)
+	if c := in.Compensation; string(c.Args) != `{"eur":5}` || c.Key != "" {
+		t.Fatalf("compensation recorded as %+v: its secret must be redacted, its key left to the default", c)
+	}
+	if k := CompensationKey(in.Fingerprint); k != "ckc1-"+in.Fingerprint.String() {
+		t.Fatalf("CompensationKey = %q", k)
+	}
+	// Tampering with the recorded compensation is a fingerprint mismatch.
+	in.Compensation.Tool = "nothing"
+	if err := in.CheckFingerprint(); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("changed compensation: %v, want ErrCorrupt", err)
+	}
+
+	for name, c := range map[string]*Action{
+		"no tool":      {Args: []byte(`{}`)},
+		"nested":       {Tool: "u", Compensate: &Action{Tool: "v"}},
+		"bad args":     {Tool: "u", Args: []byte(`{`)},
+		"redactresult": {Tool: "u", RedactResult: []string{"/x"}},
+	} {
+		a := plain
+		a.Compensate = c
+		if _, err := a.Fingerprint(); !errors.Is(err, ErrBadCompensation) {
+			t.Errorf("%s: Fingerprint: %v, want ErrBadCompensation", name, err)
+		}
+		if _, err := NewIntent(a, "run", 1, 0); !errors.Is(err, ErrBadCompensation) {
+			t.Errorf("%s: NewIntent: %v, want ErrBadCompensation", name, err)
+		}
+	}
+}
+
+// TestCompensationIntent: the intent a rollback runs a compensation with
+// has the default key CompensationKey(undone) or the agent's, a
+// fingerprint that covers the undone action (so it is never an ordinary
+// action's), and it round-trips.
+func TestCompensationIntent(t *testing.T) {
+	undone := Fingerprint{1, 2, 3}
+	c := &Compensation{Tool: "refund", Args: []byte(`{"eur":5}`), Idempotent: true}
+	in, err := CompensationIntent(c, undone, "run", 7, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in.Key != CompensationKey(undone) || in.Undoes != undone || !in.Idempotent || in.Compensation != nil {
+		t.Fatalf("compensation intent %+v", in)
+	}
+	if in.Fingerprint != CompensationFingerprint(c, undone) {
+		t.Fatal("CompensationFingerprint differs from the intent's")
+	}
+	plain, _ := Action{Tool: "refund", Args: c.Args, Key: in.Key}.Fingerprint()
+	if plain == in.Fingerprint {
+		t.Fatal("a compensation has the fingerprint of the same call made as an ordinary action")
+	}
+	other, _ := CompensationIntent(c, Fingerprint{9}, "run", 7, 0)
+	if other.Fingerprint == in.Fingerprint {
+		t.Fatal("compensations of two actions share a fingerprint")
+	}
+	back, err := DecodeIntent(AppendIntent(nil, in))
+	if err != nil || back.Undoes != undone || back.CheckFingerprint() != nil {
+		t.Fatalf("round trip: %+v, %v", back, err)
+	}
+	keyed, _ := CompensationIntent(&Compensation{Tool: "refund", Key: "mine"}, undone, "run", 7, 0)
+	if keyed.Key != "mine" {
+		t.Fatalf("explicit key replaced: %q", keyed.Key)
+	}
+	if _, err := CompensationIntent(c, Fingerprint{}, "run", 7, 0); !errors.Is(err, ErrBadCompensation) {
+		t.Fatalf("compensation of the zero fingerprint: %v", err)
+	}
+}

@@ -36,6 +36,10 @@ var (
 	// ErrBadIntent is wrapped by Do, Resolve and ResolveFailed when the
 	// intent they are given is unusable (nil, no tool, no key).
 	ErrBadIntent = errors.New("ledger: bad intent")
+	// ErrBadCompensation is wrapped by the error for an Action.Compensate
+	// that cannot be recorded: no tool, invalid args or redact pointers,
+	// or a compensation of its own.
+	ErrBadCompensation = errors.New("ledger: bad compensation")
 )
 
 // InDoubtError is returned by Do for a non-idempotent action whose intent is

@@ -18,6 +18,14 @@ import (
 //	+----------------+------+----------------+-------+----------------+-----+
 //	args is the canonical, redacted JSON; the lengths make the envelope
 //	unambiguous ({tool "a", key "bc"} and {tool "ab", key "c"} differ).
+//	An action with a compensation (Action.Compensate) appends three more
+//	fields, in the same form, after key:
+//	| len(ctool) u64le | ctool | len(cargs) u64le | cargs | len(ckey) u64le | ckey |
+//	(ckey as given, "" for the default CompensationKey). An action without
+//	one hashes exactly the envelope above, as before compensations existed.
+//	A compensation run by a rollback (CompensationIntent) appends one
+//	field instead, the fingerprint of the action it undoes:
+//	| 32 u64le | undoes [32] |
 //
 // Intent record (the payload the engine frames in its log):
 //
@@ -26,6 +34,25 @@ import (
 //	|  2 B  |   1 B   |  1 B  |    32 B     | uv  |  uv   |  lp   |  lp  |  lp  | lp  |
 //	+-------+---------+-------+-------------+-----+-------+-------+------+------+-----+
 //	flags bit 0: idempotent; the other bits are zero.
+//
+// Intent record version 2: an intent whose action has a compensation
+// (Action.Compensate), or which is itself a compensation (Intent.Undoes).
+// Version 1's fields, then either the compensation's or the fingerprint
+// of the action it undoes:
+//
+//	| ... version 1's fields ... | ctool | cargs | ckey |     (flags bit 1)
+//	                               lp      lp      lp
+//	| ... version 1's fields ... | undoes [32] |            (flags bit 3)
+//
+//	version byte 2; flags bit 0 idempotent, bit 1 a compensation follows,
+//	bit 2 the compensation is idempotent (with bit 1 only), bit 3 the
+//	intent is a compensation and undoes follows; exactly one of bits 1 and
+//	3 is set, the other bits are zero. ctool is not empty; cargs is
+//	canonical, redacted JSON; ckey is the compensation's key as the agent
+//	gave it ("" means CompensationKey of the intent's fingerprint); undoes
+//	is not zero. An intent with neither is written as version 1, byte for
+//	byte as before; a version 2 intent with neither or both, or a version
+//	1 intent with any bit but 0, is corrupt (one encoding per intent).
 //
 // Certificate record:
 //
@@ -77,7 +104,11 @@ const (
 	intentMagic0, intentMagic1 = 'L', 'I'
 	certMagic0, certMagic1     = 'L', 'C'
 	recordVersion              = 1
+	intentVersion2             = 2
 	flagIdempotent             = 1 << 0
+	flagCompensation           = 1 << 1 // version 2 only
+	flagCompIdempotent         = 1 << 2 // version 2 only
+	flagUndoes                 = 1 << 3 // version 2 only
 
 	tableMagic        = "CLDT"
 	tableVersion      = 1
@@ -97,7 +128,16 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	if in.Idempotent {
 		flags |= flagIdempotent
 	}
-	dst = append(dst, intentMagic0, intentMagic1, recordVersion, flags)
+	version := byte(recordVersion)
+	if c := in.Compensation; c != nil {
+		version, flags = intentVersion2, flags|flagCompensation
+		if c.Idempotent {
+			flags |= flagCompIdempotent
+		}
+	} else if in.Undoes != (Fingerprint{}) {
+		version, flags = intentVersion2, flags|flagUndoes
+	}
+	dst = append(dst, intentMagic0, intentMagic1, version, flags)
 	dst = append(dst, in.Fingerprint[:]...)
 	dst = binary.AppendUvarint(dst, in.Seq)
 	dst = binary.AppendUvarint(dst, uint64(in.Index))
@@ -105,7 +145,16 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	dst = appendLP(dst, in.Tool)
 	dst = binary.AppendUvarint(dst, uint64(len(in.Args)))
 	dst = append(dst, in.Args...)
-	return appendLP(dst, in.Key)
+	dst = appendLP(dst, in.Key)
+	if c := in.Compensation; c != nil {
+		dst = appendLP(dst, c.Tool)
+		dst = binary.AppendUvarint(dst, uint64(len(c.Args)))
+		dst = append(dst, c.Args...)
+		dst = appendLP(dst, c.Key)
+	} else if in.Undoes != (Fingerprint{}) {
+		dst = append(dst, in.Undoes[:]...)
+	}
+	return dst
 }
 
 // DecodeIntent decodes an intent record. It never panics and allocates no
@@ -118,6 +167,9 @@ func DecodeIntent(b []byte) (*Intent, error) {
 	}
 	if in.Args != nil {
 		in.Args = append([]byte(nil), in.Args...)
+	}
+	if c := in.Compensation; c != nil && c.Args != nil {
+		c.Args = append([]byte(nil), c.Args...)
 	}
 	return in, nil
 }
@@ -132,11 +184,19 @@ func DecodeIntentView(b []byte) (*Intent, error) {
 	if b[0] != intentMagic0 || b[1] != intentMagic1 {
 		return nil, corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
-	if b[2] != recordVersion {
+	switch {
+	case b[2] != recordVersion && b[2] != intentVersion2:
 		return nil, corruptf("intent", 2, "unknown version %d", b[2])
-	}
-	if b[3]&^flagIdempotent != 0 {
+	case b[2] == recordVersion && b[3]&^flagIdempotent != 0:
 		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+	case b[2] == intentVersion2 && b[3]&^(flagIdempotent|flagCompensation|flagCompIdempotent|flagUndoes) != 0:
+		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+	case b[2] == intentVersion2 && b[3]&(flagCompensation|flagUndoes) == 0:
+		return nil, corruptf("intent", 3, "version 2 intent without a compensation (it is written as version 1)")
+	case b[3]&flagCompensation != 0 && b[3]&flagUndoes != 0:
+		return nil, corruptf("intent", 3, "a compensation with a compensation of its own (flags %#02x)", b[3])
+	case b[3]&flagCompIdempotent != 0 && b[3]&flagCompensation == 0:
+		return nil, corruptf("intent", 3, "compensation idempotent without a compensation (flags %#02x)", b[3])
 	}
 	in := &Intent{Idempotent: b[3]&flagIdempotent != 0}
 	copy(in.Fingerprint[:], b[4:recordHeaderSize])
@@ -147,6 +207,26 @@ func DecodeIntentView(b []byte) (*Intent, error) {
 	in.Tool = string(d.bytes("tool"))
 	in.Args = d.bytes("args")
 	in.Key = string(d.bytes("key"))
+	if b[3]&flagCompensation != 0 {
+		c := &Compensation{Idempotent: b[3]&flagCompIdempotent != 0}
+		off := d.off
+		c.Tool = string(d.bytes("compensation tool"))
+		if d.err == nil && c.Tool == "" {
+			d.err = corruptf("intent", off, "compensation without a tool")
+		}
+		c.Args = d.bytes("compensation args")
+		c.Key = string(d.bytes("compensation key"))
+		in.Compensation = c
+	}
+	if b[3]&flagUndoes != 0 && d.err == nil {
+		off := d.off
+		if len(b)-off < len(in.Undoes) {
+			d.err = corruptf("intent", off, "truncated undone fingerprint")
+		} else if copy(in.Undoes[:], b[off:]); in.Undoes == (Fingerprint{}) {
+			d.err = corruptf("intent", off, "a compensation that undoes the zero fingerprint")
+		}
+		d.off += len(in.Undoes)
+	}
 	if err := d.finish(); err != nil {
 		return nil, err
 	}

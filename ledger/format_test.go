@@ -105,7 +105,18 @@ func TestDecodeMalformed(t *testing.T) {
 	}{
 		{"intent bad magic", false, edit(in, func(b []byte) []byte { b[0] = 'X'; return b }), "offset 0"},
 		{"intent is a certificate", false, cert, "bad magic"},
-		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 2; return b }), "unknown version 2"},
+		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 3; return b }), "unknown version 3"},
+		{"intent version 2 without a compensation", false, edit(in, func(b []byte) []byte { b[2] = 2; return b }), "written as version 1"},
+		{"intent version 1 with a compensation flag", false, edit(in, func(b []byte) []byte { b[3] |= 2; return b }), "unknown flags"},
+		{"intent version 2 truncated compensation", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2; return b }), "compensation tool length"},
+		{"intent version 2 compensation and undoes", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2|8; return b }), "compensation of its own"},
+		{"intent version 2 truncated undoes", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|8; return append(b, 1, 2) }), "truncated undone fingerprint"},
+		{"intent version 2 zero undoes", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|8; return append(b, make([]byte, 32)...) }), "zero fingerprint"},
+		{"intent version 2 idempotent compensation without one", false, edit(in, func(b []byte) []byte {
+			b[2], b[3] = 2, b[3]|4|8
+			return append(b, make([]byte, 32)...)
+		}), "compensation idempotent without"},
+		{"intent version 2 empty compensation tool", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2; return append(b, 0, 0, 0) }), "compensation without a tool"},
 		{"intent unknown flags", false, edit(in, func(b []byte) []byte { b[3] |= 0x80; return b }), "offset 3"},
 		{"intent trailing byte", false, append(bytes.Clone(in), 0), "1 trailing bytes"},
 		{"intent non-minimal seq", false, edit(in, func(b []byte) []byte {

@@ -182,6 +182,44 @@ func TestGoldenIntent(t *testing.T) {
 			01 74                      # tool "t"
 			00                         # no args
 			03 6b2d31                  # key "k-1"`,
+	}, {
+		name: "version 2: with an idempotent compensation, default key",
+		in: Intent{Fingerprint: goldenFP, RunID: "r", Seq: 2, Index: 1, Tool: "pay", Args: []byte(`{"eur":5}`), Key: "k-2",
+			Compensation: &Compensation{Tool: "refund", Args: []byte(`{"eur":5}`), Idempotent: true}},
+		hex: `
+			4c49 02                    # "LI", version 2
+			06                         # flags: compensation (bit 1), compensation idempotent (bit 2)
+			` + hexGoldenFP + `        # fingerprint
+			02 01                      # seq 2, index 1
+			01 72                      # run id "r"
+			03 706179                  # tool "pay"
+			09 7b22657572223a357d      # args {"eur":5}
+			03 6b2d32                  # key "k-2"
+			06 726566756e64            # compensation tool "refund"
+			09 7b22657572223a357d      # compensation args {"eur":5}
+			00                         # compensation key: "" (CompensationKey of the fingerprint)`,
+	}, {
+		name: "version 2: idempotent action, compensation with its own key",
+		in: Intent{Fingerprint: goldenFP, RunID: "r", Seq: 3, Tool: "t", Key: "k", Idempotent: true,
+			Compensation: &Compensation{Tool: "u", Key: "undo-k"}},
+		hex: `
+			4c49 02                    # "LI", version 2
+			03                         # flags: idempotent (bit 0), compensation (bit 1), not idempotent
+			` + hexGoldenFP + `        # fingerprint
+			03 00 01 72 01 74 00 01 6b # seq 3, index 0, run "r", tool "t", no args, key "k"
+			01 75                      # compensation tool "u"
+			00                         # no compensation args
+			06 756e646f2d6b            # compensation key "undo-k"`,
+	}, {
+		name: "version 2: a compensation, run by a rollback",
+		in:   Intent{Fingerprint: goldenFP, RunID: "r", Seq: 9, Tool: "u", Key: "ckc1-ab", Undoes: Fingerprint{0xab, 31: 0xcd}},
+		hex: `
+			4c49 02                    # "LI", version 2
+			08                         # flags: undoes (bit 3), not idempotent
+			` + hexGoldenFP + `        # fingerprint
+			09 00 01 72 01 75 00       # seq 9, index 0, run "r", tool "u", no args
+			07 636b63312d6162          # key "ckc1-ab"
+			ab000000000000000000000000000000000000000000000000000000000000cd # undoes: the compensated action's fingerprint`,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := goldenhex.Decode(t, c.hex)
@@ -193,8 +231,15 @@ func TestGoldenIntent(t *testing.T) {
 				t.Fatal(err)
 			}
 			if got.Fingerprint != c.in.Fingerprint || got.RunID != c.in.RunID || got.Seq != c.in.Seq || got.Index != c.in.Index ||
-				got.Tool != c.in.Tool || !bytes.Equal(got.Args, c.in.Args) || got.Key != c.in.Key || got.Idempotent != c.in.Idempotent {
+				got.Tool != c.in.Tool || !bytes.Equal(got.Args, c.in.Args) || got.Key != c.in.Key || got.Idempotent != c.in.Idempotent ||
+				got.Undoes != c.in.Undoes {
 				t.Fatalf("read back as %+v, want %+v", got, c.in)
+			}
+			switch gc, wc := got.Compensation, c.in.Compensation; {
+			case (gc == nil) != (wc == nil):
+				t.Fatalf("compensation read back as %+v, want %+v", gc, wc)
+			case gc != nil && (gc.Tool != wc.Tool || !bytes.Equal(gc.Args, wc.Args) || gc.Key != wc.Key || gc.Idempotent != wc.Idempotent):
+				t.Fatalf("compensation read back as %+v, want %+v", gc, wc)
 			}
 		})
 	}

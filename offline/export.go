@@ -42,6 +42,67 @@ type ExportedAtom struct {
 	// End is how the run ended, on the line of its last atom only, once
 	// it ended (Export sets it; absent otherwise).
 	End *ExportedEnd `json:"end,omitempty"`
+	// Rollback is the rollback this atom completes, on its line only
+	// (Export sets it; absent otherwise): the atom's delta is then one
+	// replace_frame op, the frame at Rollback.To, and its actions the
+	// compensations.
+	Rollback *ExportedRollback `json:"rollback,omitempty"`
+}
+
+// ExportedRollback is a rollback of a run (RollbackInfo) as Export, and
+// inspect --json, write it.
+type ExportedRollback struct {
+	Seq       uint64         `json:"seq"` // the atom that completes it
+	To        uint64         `json:"to"`
+	Started   string         `json:"started"` // RFC 3339 in UTC with nanoseconds
+	Completed bool           `json:"completed"`
+	Undo      []ExportedUndo `json:"undo"` // newest first; never null
+}
+
+// ExportedUndo is one action a rollback reaches (record.Undo).
+type ExportedUndo struct {
+	Seq         uint64 `json:"seq"`         // the atom that performed it
+	Fingerprint string `json:"fingerprint"` // the action's, 64 hex digits
+	Tool        string `json:"tool"`
+	// Compensation is what undoes it; absent: the action has none, and
+	// the rollback left its effect (not undone).
+	Compensation *ExportedCompensation `json:"compensation,omitempty"`
+}
+
+// ExportedCompensation is the compensation of an action as a rollback
+// runs it.
+type ExportedCompensation struct {
+	Tool        string        `json:"tool"`
+	Args        ExportedValue `json:"args,omitempty"`
+	Key         string        `json:"key"`
+	Idempotent  bool          `json:"idempotent"`
+	Fingerprint string        `json:"fingerprint"` // of the compensation's intent (ledger.CompensationFingerprint)
+}
+
+// NewExportedRollback returns r in the form Export writes. It shares r's
+// values.
+func NewExportedRollback(r RollbackInfo) ExportedRollback {
+	v := ExportedRollback{Seq: r.Seq, To: r.To, Started: r.Started.UTC().Format(time.RFC3339Nano), Completed: r.Completed,
+		Undo: make([]ExportedUndo, 0, len(r.Undo))}
+	for _, u := range r.Undo {
+		e := ExportedUndo{Seq: u.Seq, Fingerprint: u.Action.String(), Tool: u.Tool}
+		if c := u.Compensation; c != nil {
+			e.Compensation = &ExportedCompensation{Tool: c.Tool, Args: c.Args, Key: c.Key, Idempotent: c.Idempotent,
+				Fingerprint: ledger.CompensationFingerprint(c, u.Action).String()}
+		}
+		v.Undo = append(v.Undo, e)
+	}
+	return v
+}
+
+// NewExportedRollbacks returns each of rs in the form Export writes; never
+// nil.
+func NewExportedRollbacks(rs []RollbackInfo) []ExportedRollback {
+	out := make([]ExportedRollback, 0, len(rs))
+	for _, r := range rs {
+		out = append(out, NewExportedRollback(r))
+	}
+	return out
 }
 
 // ExportedEnd is the end of a run (its end record) as Export, and inspect
@@ -205,7 +266,9 @@ func (a ActionInfo) StatusName() string {
 // returns how many atoms it wrote (after an error of w, some of those may
 // not have reached it).
 //
-// Every line is an atom. The end of a run that ended is the field "end"
+// Every line is an atom. The atom that completes a rollback carries it,
+// in the field "rollback" (ExportedRollback: the target and what it
+// undid). The end of a run that ended is the field "end"
 // (ExportedEnd) of its last atom's line, so an export that reaches the
 // last atom says how the run ended; a run that ended before its first
 // atom has no line to carry its end (inspect shows it).
@@ -248,6 +311,12 @@ func (in *Inspector) Export(ctx context.Context, w io.Writer, run string, from, 
 		line := NewExportedAtom(a)
 		if seq == r.sum.LastSeq {
 			line.End = NewExportedEnd(r.sum)
+		}
+		for _, rb := range r.sum.Rollbacks {
+			if rb.Seq == seq && rb.Completed {
+				v := NewExportedRollback(rb)
+				line.Rollback = &v
+			}
 		}
 		if err := enc.Encode(line); err != nil { // every field marshals: an error is w's
 			return n, fmt.Errorf("offline: export: write run %q seq %d: %w", run, seq, err)

@@ -26,6 +26,21 @@ import (
 // on a store that is being investigated; what they see of a log that is
 // being appended to is the durable prefix found when they opened it.
 
+// RollbackInfo is a rollback of a run, as its rollback record
+// (record.KindRollback) says.
+type RollbackInfo struct {
+	Seq     uint64    // the atom that completes it (the run's last atom + 1 when it began)
+	To      uint64    // the seq it returns the run to
+	Started time.Time // when its record was written
+	// Undo is what it reaches, newest first: each certified action after
+	// To with its compensation, or (Compensation nil) without one: not
+	// undone.
+	Undo []record.Undo
+	// Completed: the atom that completes it is in the log. A pending
+	// rollback is finished by the next Rollback of the run.
+	Completed bool
+}
+
 // RunSummary describes one run of a store as Inspect found it.
 type RunSummary struct {
 	ID      string
@@ -78,6 +93,10 @@ type RunSummary struct {
 	// live store, those of the Running atom are in AtomActions with
 	// ActionInfo.Running set instead.
 	InDoubt []ActionInfo
+
+	// Rollbacks are the run's rollbacks, as their records say, in log
+	// order: completed ones and (Completed false) the pending one.
+	Rollbacks []RollbackInfo
 
 	// InFlight is Running or Interrupted, whichever is set.
 	//
@@ -293,6 +312,18 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.sum.Created, r.born = time.Unix(0, rec.Created), true
 		case record.KindDelete:
 			in.run(rec.Run).deleted = true
+		case record.KindRollback:
+			r := in.run(rec.Run)
+			undo := make([]record.Undo, len(rec.Undo))
+			for i, u := range rec.Undo { // rec aliases the cursor's buffer
+				undo[i] = u
+				if c := u.Compensation; c != nil {
+					cc := *c
+					cc.Args = bytes.Clone(c.Args)
+					undo[i].Compensation = &cc
+				}
+			}
+			r.sum.Rollbacks = append(r.sum.Rollbacks, RollbackInfo{Seq: rec.Seq, To: rec.To, Started: time.Unix(0, rec.Started), Undo: undo})
 		case record.KindFork:
 			r := in.run(rec.Run)
 			r.born = true
@@ -312,6 +343,9 @@ func (in *Inspector) build(ctx context.Context) error {
 				return nil
 			}
 			r.atoms = append(r.atoms, lr.Pos)
+			if n := len(r.sum.Rollbacks); n > 0 && r.sum.Rollbacks[n-1].Seq == rec.Seq {
+				r.sum.Rollbacks[n-1].Completed = true
+			}
 			r.sum.Atoms++
 			r.sum.LastSeq, r.sum.Head = rec.Seq, rec.Head
 			st.Atoms++

@@ -195,7 +195,8 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	}
 	rep := v.Finish()
 	vr.finish(rep)
-	vr.applyDeletions(rep) // verify_delete.go
+	vr.reportRollbacks(rep) // verify_rollback.go
+	vr.applyDeletions(rep)  // verify_delete.go
 	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
 	rep.Duration = time.Since(start)
 	return rep, nil
@@ -228,8 +229,16 @@ type verifyRun struct {
 	certs  map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
 	log    *wal.Log                        // the log the scan reads
 	runs   map[string]*verifyRunState
-	extra  []chain.Failure
-	dc     *derivedCheck
+	// rollbacks holds, by run, the rollback whose record the scan has read
+	// and whose completing atom it has not; rolled the completed ones.
+	rollbacks map[string]*verifyRollback
+	rolled    []chain.Rollback
+	// comps holds (Deep), by the fingerprint of an action whose intent
+	// records a compensation, the fingerprint of that compensation as a
+	// rollback runs it: what a rollback record's entry must name.
+	comps map[ledger.Fingerprint]ledger.Fingerprint
+	extra []chain.Failure
+	dc    *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.
@@ -393,6 +402,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		case record.KindDelete:
 			vr.deletion(r, loc)
 			vr.messageRunGone(r.Kind, r.Run, r.Pos)
+		case record.KindRollback:
+			vr.rollback(r, loc) // verify_rollback.go
 		}
 	}
 	if err := c.Err(); err != nil {
@@ -431,6 +442,8 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		}
 		payload = append(payload, c.sum[:]...)
 	}
+	seal := vr.rollbackSeal(a) // the atom completes a rollback: chained over its record too
+	payload = append(payload, seal...)
 	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
 	var d *frame.Delta // decoded when needed: for its references, or Deep
 	refsOK := true
@@ -466,6 +479,9 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 				vr.compareFrame(a.Run, rs.frame, ff)
 			}
 		}
+	}
+	if seal != nil {
+		vr.rollbackAtom(a, loc, body, d)
 	}
 	return payload
 }

@@ -103,6 +103,7 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 	if err := in.CheckFingerprint(); err != nil {
 		vr.fail(in.RunID, in.Seq, loc, "intent: %v", err)
 	}
+	vr.noteCompensation(in) // verify_rollback.go
 	if _, ok := vr.dc.intents[in.Fingerprint]; !ok {
 		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq}
 	}

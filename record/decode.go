@@ -37,7 +37,7 @@ type Record struct {
 	Result  []byte
 	Payload []byte
 
-	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record
+	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
 	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
 
 	Reason string // KindFail, KindDelete
@@ -48,6 +48,13 @@ type Record struct {
 	// checkpoint of (Run, Seq, Head), parsed into Checkpoint.
 	Final   chain.Hash
 	Deleted int64
+
+	// KindRollback: the seq the run is rolled back to, when the rollback
+	// began (unix nanoseconds), and what it undoes, newest first (Seq is
+	// the seq of the atom that completes it).
+	To      uint64
+	Started int64
+	Undo    []Undo
 
 	// KindIntent and KindCert, when the Decoder reads the ledger's records:
 	// the decompressed body and what it holds (Args and Result alias Plain).
@@ -179,6 +186,8 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 				r.Checkpoint = c
 			}
 		}
+	case KindRollback:
+		decodeRollback(&f, r)
 	case KindIntent, KindCert:
 		if !d.Ledger || d.Comp == nil {
 			return nil
@@ -289,7 +298,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindRollback:
 	default:
 		return k, nil, 0, true
 	}
@@ -298,7 +307,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k == KindAtom || k == KindFail || k == KindEnd || k == KindDelete {
+	if k == KindAtom || k == KindFail || k == KindEnd || k == KindDelete || k == KindRollback {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

@@ -22,7 +22,7 @@ func TestDecodeRules(t *testing.T) {
 		rec        []byte
 	}{
 		{"empty", "empty record", nil},
-		{"unknown kind", "unknown record kind 11", []byte{11, 1, 2}},
+		{"unknown kind", "unknown record kind 200", []byte{200, 1, 2}},
 		{"kind zero", "unknown record kind 0", []byte{0}},
 		{"trailing byte", "trailing bytes", append(append([]byte(nil), run...), 0)},
 		{"truncated", "need 16 bytes", run[:6]},
@@ -171,6 +171,8 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendEnd(nil, "r1", 4, chain.Hash{3}, EndCompleted, 9, []byte("done")))
 	f.Add(AppendFork(nil, "f", chain.Nonce{4}, 2, "r1", 3, chain.Hash{5}))
 	f.Add(AppendDelete(nil, "r1", 5, chain.Hash{3}, chain.Hash{6}, 9, "policy", delNote("r1", 5, chain.Hash{6}, true)))
+	f.Add(AppendRollback(nil, "r1", 7, 2, chain.Hash{7}, 9, goldenUndo))
+	f.Add(AppendRollback(nil, "r1", 1, 0, chain.Hash{7}, 9, nil))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -195,6 +197,8 @@ func FuzzDecode(f *testing.F) {
 			again = AppendFork(nil, r.Run, r.Nonce, r.Created, r.Parent, r.Seq, r.ParentHead)
 		case KindDelete:
 			again = AppendDelete(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Reason, r.Note)
+		case KindRollback:
+			again = AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started, r.Undo)
 		case KindAtom:
 			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
 			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {
@@ -390,5 +394,41 @@ func TestAtomBodyExtensionRules(t *testing.T) {
 	}
 	if d, ok := a.Ext(ExtTagSent); !ok || string(d) != "m" || !bytes.Equal(a.Delta, []byte{0x07}) || a.Actions[0] != fps[0] {
 		t.Fatalf("read back %+v", a)
+	}
+}
+
+// TestDecodeRollbackRules: a rollback record whose target, entries or
+// compensations break format.go's rules is damage naming what is wrong.
+func TestDecodeRollbackRules(t *testing.T) {
+	undo := func(seq uint64, c *ledger.Compensation) Undo {
+		return Undo{Seq: seq, Action: ledger.Fingerprint{1}, Tool: "t", Compensation: c}
+	}
+	comp := &ledger.Compensation{Tool: "u", Key: "k"}
+	for _, c := range []struct {
+		name, want string
+		rec        []byte
+	}{
+		{"seq 0", "seq 0 cannot complete a rollback", AppendRollback(nil, "r", 0, 0, chain.Hash{}, 0, nil)},
+		{"target not before seq", "not before its own seq", AppendRollback(nil, "r", 3, 3, chain.Hash{}, 0, nil)},
+		{"entry at the target", "is not after the target", AppendRollback(nil, "r", 5, 2, chain.Hash{}, 0, []Undo{undo(2, nil)})},
+		{"entry past the seq", "is not after the target", AppendRollback(nil, "r", 5, 2, chain.Hash{}, 0, []Undo{undo(6, nil)})},
+		{"oldest first", "newest first", AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, nil), undo(2, nil)})},
+		{"compensation of no tool", "without a tool", AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{{Seq: 1, Compensation: comp}})},
+		{"compensation without a key", "without a tool or a key",
+			AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, &ledger.Compensation{Tool: "u"})})},
+		{"unknown how", "unknown how 3", func() []byte {
+			b := AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, comp)})
+			b[len(b)-6] = 3 // the how byte, before "u" and "k"
+			return b
+		}()},
+		{"count beyond the record", "exceeds the record", append(AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, nil)[:38], 0x7f)},
+		{"trailing bytes", "trailing bytes", append(AppendRollback(nil, "r", 5, 0, chain.Hash{}, 0, []Undo{undo(1, comp)}), 0)},
+	} {
+		var r Record
+		err := (&Decoder{}).Decode(c.rec, wal.Pos{Segment: 2, Offset: 64}, "wal/2", &r)
+		var ce *CorruptionError
+		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) || ce.Offset != 64 {
+			t.Errorf("%s: %v, want a *CorruptionError at offset 64 saying %q", c.name, err, c.want)
+		}
 	}
 }

@@ -17,6 +17,15 @@ package record
 //	end         8 | uvarint len | run id | uvarint seq | head [32] | status | varint ended (unix ns) | uvarint len | result
 //	fork        9 | uvarint len | run id | nonce [16] | varint created (unix ns) | uvarint len | parent id | uvarint at | parent head [32]
 //	delete     10 | uvarint len | run id | uvarint seq | final head [32] | head [32] | varint deleted (unix ns) | uvarint len | reason | note
+//	rollback   11 | uvarint len | run id | uvarint seq | uvarint to | head [32] | varint started (unix ns) | uvarint n | n x undo
+//
+// A rollback record (rollback.go) starts the rollback of a run to seq to:
+// it is written, durably, before the first compensation runs, and names
+// what the rollback undoes, newest first. seq is the seq of the atom that
+// completes the rollback (the run's last atom + 1 when it began), head the
+// run's head then (h(seq-1)). The completing atom is chained over its
+// body, its results' digests and then BLAKE3-256 of the whole rollback
+// record (RollbackSeal), so the chain covers the record from that atom on.
 //
 // A delete record deletes an ended run by policy (retention): it is the
 // run's deletion link, at seq (the end's seq + 1), after the run's final
@@ -84,9 +93,10 @@ const (
 	KindEnd        Kind = 8
 	KindFork       Kind = 9
 	KindDelete     Kind = 10
+	KindRollback   Kind = 11
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindDelete
+	MaxKind = KindRollback
 )
 
 const (
@@ -120,6 +130,7 @@ var kindNames = [...]string{
 	KindEnd:        "end",
 	KindFork:       "fork",
 	KindDelete:     "delete",
+	KindRollback:   "rollback",
 }
 
 // String is the kind's name, as inspect and verify print it.

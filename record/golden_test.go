@@ -30,6 +30,13 @@ const (
 	hexHead2 = "7700000000000000000000000000000000000000000000000000000000000088"
 )
 
+// goldenUndo is what the golden rollback record undoes.
+var goldenUndo = []Undo{
+	{Seq: 6, Action: fp1, Tool: "pay", Compensation: &ledger.Compensation{Tool: "refund", Args: []byte(`{"eur":5}`), Key: "rk1"}},
+	{Seq: 4, Action: fp1, Tool: "mail"},
+	{Seq: 3, Action: fp1, Tool: "b", Compensation: &ledger.Compensation{Tool: "u", Key: "k2", Idempotent: true}},
+}
+
 type rawComp struct{ *frame.Compressor }
 
 func (c rawComp) Compress(dst, src []byte, _ uint32) []byte {
@@ -220,6 +227,45 @@ func TestGoldenRecords(t *testing.T) {
 				!bytes.Equal(r.Payload, []byte{0x02, 0x03, 'w', 'h', 'y'}) ||
 				r.Checkpoint.RunID != "r1" || r.Checkpoint.Seq != 5 || r.Checkpoint.Head != head2 || !r.Checkpoint.Final {
 				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "rollback",
+		got:  AppendRollback(nil, "r1", 7, 2, head1, 1, goldenUndo),
+		want: `
+			0b                               # kind rollback
+			02 7231                          # run id "r1"
+			07                               # seq 7: the atom that completes it
+			02                               # to: seq 2
+			` + hexHead + `                  # head: the run's head at seq 6
+			02                               # started 1 (zigzag varint)
+			03                               # 3 undo entries, newest first:
+			06 ` + hexFP + `                 #   seq 6, the action's fingerprint
+			   03 706179                     #   tool "pay"
+			   01                            #   a compensation, not idempotent:
+			   06 726566756e64               #     tool "refund"
+			   09 7b22657572223a357d         #     args {"eur":5}
+			   03 726b31                     #     key "rk1"
+			04 ` + hexFP + `                 #   seq 4, fingerprint
+			   04 6d61696c                   #   tool "mail"
+			   00                            #   not undone: no compensation
+			03 ` + hexFP + `                 #   seq 3, fingerprint
+			   01 62                         #   tool "b"
+			   02                            #   an idempotent compensation:
+			   01 75 00 02 6b32              #     tool "u", no args, key "k2"`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 7 || r.To != 2 || r.Head != head1 || r.Started != 1 || len(r.Undo) != 3 {
+				t.Fatalf("read back %+v", r)
+			}
+			for i, u := range r.Undo {
+				w := goldenUndo[i]
+				if u.Seq != w.Seq || u.Action != w.Action || u.Tool != w.Tool || (u.Compensation == nil) != (w.Compensation == nil) {
+					t.Fatalf("undo %d read back as %+v, want %+v", i, u, w)
+				}
+				if c := u.Compensation; c != nil && (c.Tool != w.Compensation.Tool || !bytes.Equal(c.Args, w.Compensation.Args) ||
+					c.Key != w.Compensation.Key || c.Idempotent != w.Compensation.Idempotent) {
+					t.Fatalf("undo %d compensation read back as %+v, want %+v", i, c, w.Compensation)
+				}
 			}
 		},
 	}} {

@@ -66,6 +66,8 @@ type runView struct {
 	Interrupted      uint64                   `json:"interrupted"`
 	AtomActions      []offline.ExportedAction `json:"atom_actions"`
 	InDoubt          []offline.ExportedAction `json:"in_doubt"`
+	// Rollbacks are the run's rollbacks, completed or pending, in log order; absent if none.
+	Rollbacks []offline.ExportedRollback `json:"rollbacks,omitempty"`
 	// Deprecated: in_flight is running or interrupted, in_flight_actions
 	// is atom_actions; both go in the release after next.
 	InFlight        uint64                   `json:"in_flight"`
@@ -78,7 +80,8 @@ func viewRun(r engine.RunSummary) runView {
 		Fails: r.Fails, SnapshotSeq: r.SnapshotSeq, FrameSeq: r.FrameSeq, CheckpointSeq: r.CheckpointSeq,
 		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
 		AtomActions: offline.NewExportedActions(r.AtomActions), InDoubt: offline.NewExportedActions(r.InDoubt),
-		InFlight: max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
+		Rollbacks: offline.NewExportedRollbacks(r.Rollbacks),
+		InFlight:  max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
@@ -361,5 +364,19 @@ func printRun(w io.Writer, h engine.Holder, r engine.RunSummary, all []engine.Ru
 	fmt.Fprintf(w, "  in-doubt actions: %d\n", len(r.InDoubt))
 	for _, a := range r.InDoubt {
 		printAction(w, a, "    ")
+	}
+	for _, rb := range r.Rollbacks {
+		state := "completed by"
+		if !rb.Completed {
+			state = "pending, to be completed by"
+		}
+		fmt.Fprintf(w, "  rollback to seq %d, %s atom %d, begun %s\n", rb.To, state, rb.Seq, timeString(rb.Started))
+		for _, u := range rb.Undo {
+			if c := u.Compensation; c != nil {
+				fmt.Fprintf(w, "    undid %q of seq %d with %q (key %q)\n", u.Tool, u.Seq, c.Tool, c.Key)
+			} else {
+				fmt.Fprintf(w, "    not undone: %q of seq %d has no compensation\n", u.Tool, u.Seq)
+			}
+		}
 	}
 }

@@ -63,6 +63,11 @@ Exit 2: usage or I/O error.
                         by a delete record that verified: run, seq, final,
                         head, at, reason, signed, reclaimed (its records are
                         partly or wholly gone; it is then not in runs)
+  rollbacks             the rollbacks in the log: run, seq (the atom that
+                        completes it), to, at, undone, not_undone (certified
+                        actions without a compensation, left done),
+                        completed (false: pending, the run's next Rollback
+                        finishes it)
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
@@ -92,6 +97,7 @@ type verifyJSON struct {
 	Unchecked           []string           `json:"unchecked,omitempty"`
 	Runs                []chain.RunReport  `json:"runs"`
 	Deleted             []chain.DeletedRun `json:"deleted,omitempty"` // runs deleted by policy
+	Rollbacks           []chain.Rollback   `json:"rollbacks,omitempty"`
 	Strict              bool               `json:"strict"`
 	StateSaved          string             `json:"state_saved,omitempty"`
 	DurationMS          float64            `json:"duration_ms"`
@@ -185,7 +191,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
 			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
 			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
-			Runs: rep.Runs, Deleted: rep.Deleted, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
+			Runs: rep.Runs, Deleted: rep.Deleted, Rollbacks: rep.Rollbacks, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
 			out.Failures = []chain.Failure{}
@@ -238,6 +244,14 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 		}
 		fmt.Fprintf(w, "  run %q: deleted by policy at %s (%s), %s\n", d.RunID,
 			time.Unix(0, d.At).UTC().Format(time.RFC3339), d.Reason, how)
+	}
+	for _, rb := range rep.Rollbacks {
+		state := fmt.Sprintf("completed by seq %d, chained", rb.Seq)
+		if !rb.Completed {
+			state = fmt.Sprintf("pending: seq %d will complete it", rb.Seq)
+		}
+		fmt.Fprintf(w, "  run %q: rolled back to seq %d at %s, %s undone, %d not undone (no compensation), %s\n", rb.RunID, rb.To,
+			time.Unix(0, rb.At).UTC().Format(time.RFC3339), plural(rb.Undone, "action"), rb.NotUndone, state)
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")

@@ -1,0 +1,555 @@
+package engine
+
+// Rollback: returning a run to the state of an earlier seq and undoing,
+// newest first, the effects of the actions certified after it (a saga's
+// compensations). The record and its rules are record/rollback.go's.
+//
+// Crash safety, step by step (Rollback):
+//
+//  1. Plan, writing nothing: the run's certified actions after the target,
+//     newest first, each with its compensation as its intent recorded it
+//     (or none). Actions without one refuse the rollback (ErrNotUndone)
+//     unless RollbackOptions.AllowNotUndone.
+//  2. Append the rollback record and wait for its fsync: the commit point
+//     of the decision. From here the run is rolling back: Begin and End
+//     fail with ErrRollbackPending until Rollback finishes it, in this
+//     process or after any number of restarts (the replay finds the
+//     record: see pin below). A crash before the fsync leaves nothing.
+//  3. Each compensation through the ledger, in the record's order, as an
+//     action of the completing atom (seq = the record's seq) with the key
+//     the record names (the agent's, or ledger.CompensationKey of the
+//     action it undoes: deterministic, so a resumed rollback derives the
+//     same one): durable intent, exec, durable certificate. A certified
+//     compensation is never run again (the resumed rollback gets its
+//     result), an in-doubt idempotent one is run again with the same key,
+//     an in-doubt other one stops the rollback with ErrInDoubt until
+//     ResolveCompensation settles it.
+//  4. Commit the completing atom: one replace_frame op (the run's frame at
+//     the target), its actions the compensations in the record's order,
+//     chained over its body, the compensations' result digests and the
+//     rollback record's seal. Its fsync is the commit point of the
+//     rollback; the run is then at the target's state and the record no
+//     longer pending.
+//
+// pin: while a rollback is pending, the engine checkpoint's replay
+// position stays at or below its record (the record is "tracked" like a
+// write in flight), so a restart always replays it and knows what is
+// left; the atom that completes it releases the pin.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// Undo is one certified action a rollback reaches: the atom that
+// performed it (Seq), its fingerprint and tool, and its compensation as
+// its intent recorded it, with the key the compensation runs with (never
+// empty). A nil Compensation: the action has none, and the rollback does
+// not undo it.
+type Undo = record.Undo
+
+// RollbackOptions are the options of Run.Rollback.
+type RollbackOptions struct {
+	// Exec returns the exec that performs compensation u.Compensation
+	// (u.Compensation.Tool, with its recorded args), undoing action
+	// u.Action of seq u.Seq; it receives the compensation's idempotency
+	// key. Required. It is asked only for compensations the rollback
+	// still has to run (not for certified ones), and may return nil for
+	// a tool it does not know: the rollback then stops with an error
+	// before that compensation's intent is written.
+	Exec func(u Undo) ledger.Exec
+	// AllowNotUndone lets the rollback proceed when some certified
+	// action it reaches has no compensation: their effects stay, and
+	// RollbackResult.NotUndone lists them. Without it such a rollback
+	// fails with ErrNotUndone and writes nothing.
+	AllowNotUndone bool
+}
+
+// RollbackResult says what a rollback did.
+type RollbackResult struct {
+	To  uint64 // the seq the run was rolled back to
+	Seq uint64 // the atom that completed the rollback: the run's LastSeq after it
+	// Undone lists the actions compensated, in the order the compensations
+	// ran (newest action first), and Results their compensations' results
+	// (Results[i] is Undone[i]'s, the certificate's on a resumed rollback).
+	Undone  []Undo
+	Results [][]byte
+	// NotUndone lists the certified actions that have no compensation,
+	// newest first: their effects stay (see AllowNotUndone).
+	NotUndone []Undo
+	// Resumed says that the rollback's record was written earlier, by a
+	// Rollback call that did not finish (an error, or a crash).
+	Resumed bool
+}
+
+// pendingRollback is a rollback whose record is durable and whose
+// completing atom is not. Immutable once built.
+type pendingRollback struct {
+	seq, to uint64     // the completing atom's seq and the target
+	head    chain.Hash // h(seq-1): the run's head when it began
+	undo    []record.Undo
+	seal    [32]byte // record.RollbackSeal of its record
+	pin     uint64   // the db.active token that holds the replay floor below the record
+}
+
+// Rollback returns the run to its state at seq to, undoing the actions
+// certified after it: it runs the compensation (ledger.Action.Compensate)
+// of each certified action of atoms to+1 .. LastSeq, and of the atom a
+// crash interrupted, newest first, each through the ledger exactly once
+// (durable intent, exec, durable certificate), then commits an atom, at
+// LastSeq+1, whose delta replaces the frame with StateAt(to): after it,
+// State() equals StateAt(to) and LastSeq is that atom's seq (history is
+// kept: StateAt of the seqs in between still reads them). Its
+// compensations are the atom's actions; the chain covers them and the
+// rollback's record.
+//
+// Which actions it undoes: those the run's committed atoms after to list,
+// and those of the atom a crash interrupted, that this run certified at a
+// seq after to
+// (a certificate this run got from an earlier seq, from its parent as a
+// fork, or from another run with the same explicit key is not an effect of
+// the rolled-back history, and is left alone), each once however many
+// atoms list it, except compensations themselves (an earlier rollback's):
+// an undo is never undone. A certified action without a compensation is
+// reported in RollbackResult.NotUndone, and the rollback is refused with
+// ErrNotUndone, writing nothing, unless opts.AllowNotUndone.
+//
+// A compensation's key is the one its Action.Compensate gave, or
+// ledger.CompensationKey of the fingerprint of the action it undoes: it
+// depends on nothing else, so every rollback that reaches an action, after
+// any number of crashes, runs its compensation with the same key, and the
+// ledger runs it at most once (a later rollback past an action an earlier
+// one undid gets the certified compensation back, no second effect). The
+// in-doubt rules are Do's: an in-doubt compensation declared idempotent
+// is run again with the same key; another fails Rollback with an error
+// matching ledger.ErrInDoubt (an *ledger.InDoubtError), and the agent asks
+// the downstream and settles it with ResolveCompensation or
+// ResolveCompensationFailed, then calls Rollback again.
+//
+// Once its record is durable the rollback is pending until an atom
+// completes it: if Rollback returns an error (a compensation failed or is
+// in doubt, ctx ended, the process crashed), Begin and End fail with
+// ErrRollbackPending, PendingRollback reports it, and Rollback with the
+// same to resumes it (a different to fails with ErrRollbackPending): it
+// runs only the compensations not yet certified, never one twice, and
+// reports Resumed. There is no abandoning a pending rollback: some of its
+// effects may have happened.
+//
+// to must be below LastSeq and, for a fork, at or after its fork point
+// (ErrSeqOutOfRange). Rollback fails with ErrAtomInProgress while an atom
+// runs, ErrRunEnded once the run ended, and ErrInDoubt while an action of
+// the atom a crash interrupted is in doubt (settle it first: Begin, then
+// the Resolve family, then Fail).
+func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*RollbackResult, error) {
+	db := r.db
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	if opts.Exec == nil {
+		return nil, fmt.Errorf("%w: rollback of run %q: RollbackOptions.Exec is nil", ErrInvalidOptions, r.id)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := r.waitCreated(ctx); err != nil {
+		return nil, err
+	}
+	db.startDirSyncs() // the rollback's first write waits for them
+	if err := db.logFailed(); err != nil {
+		return nil, fmt.Errorf("engine: rollback of run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	}
+	a, start, err := r.startRollback(ctx, to, true)
+	if err != nil {
+		return nil, err
+	}
+	res, err := r.rollback(ctx, a, start, to, opts)
+	if err != nil {
+		r.releaseRollbackAtom(a)
+		return res, err
+	}
+	return res, nil
+}
+
+// rollbackStart is what startRollback took from the run.
+type rollbackStart struct {
+	pending  *pendingRollback // the pending rollback to resume; nil: a new one
+	head     chain.Hash       // h(a.seq-1)
+	inflight []layout.InflightAction
+}
+
+// startRollback makes atom a, at LastSeq+1, the run's running atom for a
+// rollback to to (or, with fresh false, for settling a compensation of
+// the pending rollback), after the checks Rollback documents.
+func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*Atom, rollbackStart, error) {
+	if err := r.lockIdle(ctx); err != nil {
+		return nil, rollbackStart{}, err
+	}
+	defer r.mu.Unlock()
+	var st rollbackStart
+	switch rb := r.mu.rollback; {
+	case r.mu.broken != nil:
+		return nil, st, r.mu.broken
+	case r.mu.end != nil || r.mu.ending:
+		return nil, st, fmt.Errorf("%w: rollback of run %q: the run has ended", ErrRunEnded, r.id)
+	case r.mu.atom != nil:
+		return nil, st, fmt.Errorf("%w: rollback of run %q: seq %d is running; commit or fail it first", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	case !fresh && rb == nil:
+		return nil, st, fmt.Errorf("%w: run %q has no pending rollback", ErrNotInDoubt, r.id)
+	case rb != nil && fresh && rb.to != to:
+		return nil, st, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished (call Rollback with to = %d); a rollback to seq %d must wait for it",
+			ErrRollbackPending, r.id, rb.to, rb.to, to)
+	case rb == nil && (to >= r.mu.lastSeq || to < r.base):
+		return nil, st, fmt.Errorf("%w: rollback of run %q to seq %d: the target must be below the last seq %d and at or after the fork point %d",
+			ErrSeqOutOfRange, r.id, to, r.mu.lastSeq, r.base)
+	}
+	if err := r.materializeLocked(); err != nil {
+		return nil, st, err
+	}
+	seq := r.mu.lastSeq + 1
+	a := &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq}
+	if rb := r.mu.rollback; rb != nil {
+		a.seal = rb.seal[:]
+		st.pending = rb
+	}
+	st.head = r.mu.head
+	if r.mu.interruptedSeq == seq {
+		st.inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
+	}
+	r.mu.atom = a
+	return a, st, nil
+}
+
+// releaseRollbackAtom ends atom a of a rollback that did not complete,
+// without a record: the rollback stays pending (its record is durable) or,
+// if its record was never written, never happened.
+func (r *Run) releaseRollbackAtom(a *Atom) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	a.mu.Lock()
+	a.mu.done = true
+	a.mu.Unlock()
+	if r.mu.atom == a {
+		r.mu.atom = nil
+	}
+}
+
+func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64, opts RollbackOptions) (*RollbackResult, error) {
+	res := &RollbackResult{To: to, Seq: a.seq, Resumed: st.pending != nil}
+	rb := st.pending
+	if rb == nil {
+		undo, err := r.planRollback(ctx, to, a.seq, st.inflight)
+		if err != nil {
+			return nil, err
+		}
+		for _, u := range undo {
+			if u.Compensation == nil {
+				res.NotUndone = append(res.NotUndone, u)
+			}
+		}
+		if len(res.NotUndone) > 0 && !opts.AllowNotUndone {
+			u := res.NotUndone[0]
+			return res, fmt.Errorf("%w: rollback of run %q to seq %d: %d certified actions have no compensation, the newest %q of seq %d (fingerprint %s); nothing was written (RollbackOptions.AllowNotUndone lets the rollback leave them)",
+				ErrNotUndone, r.id, to, len(res.NotUndone), u.Tool, u.Seq, u.Action.String()[:16])
+		}
+		if rb, err = r.writeRollback(ctx, a, to, st.head, undo); err != nil {
+			return nil, err
+		}
+	} else {
+		for _, u := range rb.undo {
+			if u.Compensation == nil {
+				res.NotUndone = append(res.NotUndone, u)
+			}
+		}
+	}
+	for i := range rb.undo {
+		u := rb.undo[i]
+		if u.Compensation == nil {
+			continue
+		}
+		out, err := a.compensate(ctx, &u, opts.Exec)
+		if err != nil {
+			return res, fmt.Errorf("engine: rollback of run %q to seq %d: compensation %q of %q (seq %d, fingerprint %s): %w",
+				r.id, to, u.Compensation.Tool, u.Tool, u.Seq, u.Action.String()[:16], err)
+		}
+		res.Undone = append(res.Undone, u)
+		res.Results = append(res.Results, out)
+	}
+	target, err := r.stateAt(ctx, to)
+	if err != nil {
+		return res, fmt.Errorf("engine: rollback of run %q: the state at seq %d: %w", r.id, to, err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).ReplaceFrame(target)); err != nil {
+		return res, fmt.Errorf("engine: rollback of run %q to seq %d: %w", r.id, to, err)
+	}
+	return res, nil
+}
+
+// planRollback lists what a rollback to to undoes, newest first: the
+// certified actions of the interrupted atom at seq (inflight), then those
+// of atoms seq-1 down to to+1, each in reverse call order (see Rollback
+// for which count).
+func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layout.InflightAction) ([]record.Undo, error) {
+	db := r.db
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	var undo []record.Undo
+	seen := make(map[ledger.Fingerprint]bool)
+	add := func(at uint64, fp ledger.Fingerprint) error {
+		if seen[fp] {
+			return nil
+		}
+		seen[fp] = true
+		e, ok := db.ledger.Lookup(fp)
+		switch {
+		case ok && at == seq && e.Status == ledger.StatusIntent:
+			in, err := db.readIntent(e.IntentLoc)
+			if err != nil {
+				return fmt.Errorf("engine: rollback of run %q: the intent of action %x: %w", r.id, fp[:8], err)
+			}
+			return fmt.Errorf("engine: rollback of run %q: an action of the interrupted atom %d is in doubt; settle it first (Begin, then the Resolve family, then Fail): %w",
+				r.id, seq, &ledger.InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp})
+		case !ok || (e.Status != ledger.StatusDone && e.Status != ledger.StatusResolved):
+			return nil // no effect to undo (failed, or never dispatched)
+		}
+		c, err := db.readCertificate(e.CertLoc)
+		if err != nil {
+			return fmt.Errorf("engine: rollback of run %q: the certificate of action %x: %w", r.id, fp[:8], err)
+		}
+		if c.RunID != r.id || c.Seq <= to {
+			return nil // certified before the target, or by another run: not an effect of what is rolled back
+		}
+		u := record.Undo{Seq: at, Action: fp}
+		if e.IntentLoc != (ledger.Loc{}) { // a Resolve of an action never dispatched has no intent
+			in, err := db.readIntent(e.IntentLoc)
+			if err != nil {
+				return fmt.Errorf("engine: rollback of run %q: the intent of action %x: %w", r.id, fp[:8], err)
+			}
+			if in.Undoes != (ledger.Fingerprint{}) {
+				return nil // a compensation: an undo is never undone
+			}
+			u.Tool = in.Tool
+			if comp := in.Compensation; comp != nil {
+				cc := *comp
+				if cc.Key == "" {
+					cc.Key = ledger.CompensationKey(fp)
+				}
+				u.Compensation = &cc
+			}
+		}
+		undo = append(undo, u)
+		return nil
+	}
+	for i := len(inflight) - 1; i >= 0; i-- {
+		if err := add(seq, inflight[i].FP); err != nil {
+			return nil, err
+		}
+	}
+	dec := db.decoder(false)
+	var buf []byte
+	for s := seq - 1; s > to; s-- {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		pos, err := r.committedAtomPos(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
+		}
+		a, err := db.readAtom(pos, r.id, s)
+		if err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
+		}
+		var body *record.AtomBody
+		if buf, body, err = dec.DecodeAtom(buf, a, db.segmentFile(pos.Segment)); err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, s, err)
+		}
+		for i := len(body.Actions) - 1; i >= 0; i-- {
+			if err := add(s, body.Actions[i]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if len(undo) > record.MaxRollbackUndo {
+		return nil, fmt.Errorf("%w: rollback of run %q to seq %d reaches %d actions, the limit is %d (record.MaxRollbackUndo)",
+			ErrTooLarge, r.id, to, len(undo), record.MaxRollbackUndo)
+	}
+	return undo, nil
+}
+
+// writeRollback appends the rollback record of atom a and waits for its
+// fsync; the rollback is then pending (see the file's comment).
+func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.Hash, undo []record.Undo) (*pendingRollback, error) {
+	db := r.db
+	rec := record.AppendRollback(nil, r.id, a.seq, to, head, time.Now().UnixNano(), undo)
+	if err := checkRecordSize(r.id, a.seq, "the rollback record", rec); err != nil {
+		return nil, err
+	}
+	// Tracked from before the append to the completing atom's commit: the
+	// replay floor stays at or below the record (the pin).
+	tok := db.track()
+	written := rec
+	if forgeRollbackRecord != nil {
+		written = forgeRollbackRecord(rec)
+	}
+	if _, err := db.append(ctx, written); err != nil {
+		db.untrack(tok)
+		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", r.id, to, err)
+	}
+	rb := &pendingRollback{seq: a.seq, to: to, head: head, undo: undo, seal: record.RollbackSeal(rec), pin: tok}
+	r.mu.Lock()
+	r.mu.rollback = rb
+	r.mu.Unlock()
+	a.seal = rb.seal[:] // before the atom's first action: nothing reads it concurrently
+	return rb, nil
+}
+
+// compensate runs compensation u.Compensation through the ledger as an
+// action of a (Do's rules, with the compensation's intent).
+func (a *Atom) compensate(ctx context.Context, u *Undo, execFor func(Undo) ledger.Exec) ([]byte, error) {
+	db := a.run.db
+	if err := db.checkOpen(); err != nil {
+		return nil, err
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	done, index, err := a.takeIndex(ctx, ledger.Fingerprint{}, false)
+	if err != nil {
+		return nil, err
+	}
+	if done {
+		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
+	}
+	in, err := ledger.CompensationIntent(u.Compensation, u.Action, a.run.id, a.seq, index)
+	if err != nil {
+		return nil, err
+	}
+	var exec ledger.Exec
+	if e, ok := db.ledger.Lookup(in.Fingerprint); !ok || !(e.Status == ledger.StatusDone || e.Status == ledger.StatusResolved) {
+		if exec = execFor(*u); exec == nil {
+			return nil, fmt.Errorf("engine: RollbackOptions.Exec gave no exec for tool %q", u.Compensation.Tool)
+		}
+	} else {
+		exec = func(context.Context, string) ([]byte, error) {
+			return nil, errors.New("engine: a certified compensation was asked to run again") // never called: the ledger has its certificate
+		}
+	}
+	return a.doIntent(ctx, in, false, exec)
+}
+
+// completeRollbackLocked ends the pending rollback that atom seq
+// completes, if any: its pin is released.
+func (r *Run) completeRollbackLocked(seq uint64) {
+	if rb := r.mu.rollback; rb != nil && rb.seq == seq {
+		r.mu.rollback = nil
+		r.db.untrack(rb.pin)
+	}
+}
+
+// replayRollback applies a rollback record found in the log (recovery):
+// a record of the run's next seq, from its current head, is pending until
+// its atom is replayed; one of a seq the run has already committed is
+// reflected. The record pins the replay floor again (pos).
+func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
+	switch {
+	case rec.Seq <= r.mu.lastSeq:
+		return "" // completed: its atom is reflected already
+	case rec.Seq != r.mu.lastSeq+1:
+		return fmt.Sprintf("rollback completed by seq %d, the run's last atom is %d", rec.Seq, r.mu.lastSeq)
+	case rec.Head != r.mu.head:
+		return fmt.Sprintf("rollback begun from head %x, the run's head at seq %d is %x", rec.Head[:8], r.mu.lastSeq, r.mu.head[:8])
+	case r.mu.rollback != nil:
+		return fmt.Sprintf("a second rollback record for seq %d", rec.Seq)
+	}
+	undo := make([]record.Undo, len(rec.Undo))
+	for i, u := range rec.Undo { // rec aliases the read buffer
+		undo[i] = u
+		if c := u.Compensation; c != nil {
+			cc := *c
+			cc.Args = append([]byte(nil), c.Args...)
+			undo[i].Compensation = &cc
+		}
+	}
+	r.mu.rollback = &pendingRollback{seq: rec.Seq, to: rec.To, head: rec.Head, undo: undo,
+		seal: record.RollbackSeal(rec.Raw), pin: db.pin(pos)}
+	return ""
+}
+
+// PendingRollback reports the rollback of the run that is begun and not
+// finished (its record is durable, its completing atom is not): its
+// target, which Rollback takes to resume it. After a restart, an agent
+// that finds one calls Rollback(ctx, to, opts) before anything else:
+// Begin and End fail with ErrRollbackPending meanwhile.
+func (r *Run) PendingRollback() (to uint64, pending bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rb := r.mu.rollback; rb != nil {
+		return rb.to, true
+	}
+	return 0, false
+}
+
+// ResolveCompensation settles a compensation of the pending rollback that
+// Rollback reported in doubt as e (an *ledger.InDoubtError): the agent
+// asked the downstream, with e.Key, and found the compensation happened,
+// with result. The resumed Rollback then takes result and does not run it
+// again. ResolveCompensationFailed records instead that it did not
+// happen: the resumed Rollback runs it again, with the same key. Both fail
+// with ErrNotInDoubt when the run has no pending rollback or e is not one
+// of its compensations in doubt.
+func (r *Run) ResolveCompensation(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
+	a, err := r.compensationAtom(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.releaseRollbackAtom(a)
+	return a.ResolveInDoubt(ctx, e, result)
+}
+
+// ResolveCompensationFailed: see ResolveCompensation.
+func (r *Run) ResolveCompensationFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
+	a, err := r.compensationAtom(ctx)
+	if err != nil {
+		return err
+	}
+	defer r.releaseRollbackAtom(a)
+	return a.ResolveInDoubtFailed(ctx, e, reason)
+}
+
+// compensationAtom is the atom of the pending rollback, to settle one of
+// its compensations through.
+func (r *Run) compensationAtom(ctx context.Context) (*Atom, error) {
+	if err := r.db.checkOpen(); err != nil {
+		return nil, err
+	}
+	a, _, err := r.startRollback(ctx, 0, false)
+	return a, err
+}
+
+// forgeRollbackRecord, set, replaces the rollback record the log gets
+// with what it returns, while the completing atom is sealed over the
+// original: what a rewrite of the record in the log leaves. Tests of
+// tamper evidence only.
+var forgeRollbackRecord func(rec []byte) []byte
+
+// pin holds the replay floor at or below pos until untrack(token): what a
+// pending rollback's record, replayed from pos, needs.
+func (db *DB) pin(pos wal.Pos) uint64 {
+	db.active.Lock()
+	defer db.active.Unlock()
+	if db.active.pos == nil { // a DB assembled by hand (replay fuzzing) has none yet
+		db.active.pos = map[uint64]wal.Pos{}
+	}
+	db.active.next++
+	db.active.pos[db.active.next] = pos
+	return db.active.next
+}
