@@ -31,8 +31,9 @@ type encodedAtom struct {
 // references (ReferResults); hashed where it lies (the chained payload is
 // the body, then the results' digests, kept apart); compressed once into
 // the record, which the log copies into its group-commit buffer and
-// writes. exts are the body's extensions (tags ascending; nil: none, the
-// body is version 1). A body past MaxSize is an ErrTooLarge error.
+// writes. A body past MaxSize is an ErrTooLarge error. exts are the
+// body's extensions (record/atomext.go), tags ascending; without them (nil)
+// the body is version 1, as it was before they existed.
 func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt) (encodedAtom, error) {
 	fps := buf.fps[:0]
 	for _, act := range actions {

@@ -139,6 +139,8 @@ func (r *Run) endableLocked() error {
 		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
 	case r.mu.atom != nil:
 		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	case r.mu.br != nil:
+		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before End", ErrAtomInProgress, r.id)
 	}
 	return nil
 }
