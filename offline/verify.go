@@ -432,6 +432,14 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		payload = append(payload, c.sum[:]...)
 	}
 	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+	// A branch's base (the atom DAG): before the atom, within the run.
+	if bb, err := body.AtomBranch(); err != nil {
+		vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+	} else if bb != nil {
+		if err := bb.CheckBase(a.Seq, vr.run(a.Run).base); err != nil {
+			vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+		}
+	}
 	var d *frame.Delta // decoded when needed: for its references, or Deep
 	refsOK := true
 	if frame.MayRefer(body.Delta) {
