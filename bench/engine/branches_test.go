@@ -15,7 +15,9 @@ package enginebench
 // conflict check, the chained commit pipeline of one run) against
 // independent runs, which share group commits as branches of one run do.
 // Variants: no action per atom (the commit alone: one fsync wait), and one
-// action (intent, certificate and commit: three).
+// action (intent, certificate and commit: three). cpu-µs/atom is the
+// process's user+system CPU time per atom (getrusage), background work
+// included.
 
 import (
 	"context"
@@ -44,7 +46,7 @@ const (
 // branchWork runs the workers on a fresh store in dir: with branches of
 // run "r" (branches) or each on its run (!branches). It returns the wall
 // time and the log's fsyncs.
-func branchWork(b *testing.B, dir string, branches bool, actions int) (time.Duration, int64) {
+func branchWork(b *testing.B, dir string, branches bool, actions int) (took, cpu time.Duration, syncs int64) {
 	ctx := context.Background()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := engine.Open(dir, &engine.Options{Logger: quiet})
@@ -63,8 +65,8 @@ func branchWork(b *testing.B, dir string, branches bool, actions int) (time.Dura
 		}
 	}
 	val := make([]byte, 200)
-	syncs := db.Stats().Log.Syncs
-	start := time.Now()
+	syncs = db.Stats().Log.Syncs
+	start, cpu0 := time.Now(), cpuTime()
 	var wg sync.WaitGroup
 	errs := make([]error, branchWorkers)
 	for w := range branchWorkers {
@@ -101,19 +103,19 @@ func branchWork(b *testing.B, dir string, branches bool, actions int) (time.Dura
 		}()
 	}
 	wg.Wait()
-	took := time.Since(start)
+	took, cpu = time.Since(start), cpuTime()-cpu0
 	for _, err := range errs {
 		if err != nil {
 			b.Fatal(err)
 		}
 	}
-	return took, db.Stats().Log.Syncs - syncs
+	return took, cpu, db.Stats().Log.Syncs - syncs
 }
 
 func BenchmarkBranches(b *testing.B) {
 	for _, actions := range []int{0, 1} {
 		b.Run(fmt.Sprintf("actions=%d", actions), func(b *testing.B) {
-			var tBr, tRuns time.Duration
+			var tBr, tRuns, cBr, cRuns time.Duration
 			var sBr, sRuns int64
 			var ratios []float64 // per iteration: runs' time over branches'
 			for i := 0; i < b.N; i++ {
@@ -124,11 +126,11 @@ func BenchmarkBranches(b *testing.B) {
 				}
 				var pair [2]time.Duration
 				for _, br := range order {
-					t, s := branchWork(b, filepath.Join(dir, fmt.Sprint(br)), br, actions)
+					t, c, s := branchWork(b, filepath.Join(dir, fmt.Sprint(br)), br, actions)
 					if br {
-						tBr, sBr, pair[0] = tBr+t, sBr+s, t
+						tBr, cBr, sBr, pair[0] = tBr+t, cBr+c, sBr+s, t
 					} else {
-						tRuns, sRuns, pair[1] = tRuns+t, sRuns+s, t
+						tRuns, cRuns, sRuns, pair[1] = tRuns+t, cRuns+c, sRuns+s, t
 					}
 				}
 				ratios = append(ratios, pair[1].Seconds()/pair[0].Seconds())
@@ -140,6 +142,8 @@ func BenchmarkBranches(b *testing.B) {
 			b.ReportMetric(ratios[len(ratios)/2], "ratio")
 			b.ReportMetric(float64(sBr)/atoms, "branch-fsyncs/atom")
 			b.ReportMetric(float64(sRuns)/atoms, "runs-fsyncs/atom")
+			b.ReportMetric(float64(cBr.Microseconds())/atoms, "branch-cpu-µs/atom")
+			b.ReportMetric(float64(cRuns.Microseconds())/atoms, "runs-cpu-µs/atom")
 		})
 	}
 }
