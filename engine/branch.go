@@ -378,24 +378,29 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	if err == nil {
 		err = db.dirsDurable()
 	}
-	r.mu.Lock()
-	switch {
-	case bc.settled:
-		// A record before it failed, and this one with it.
-	case err != nil:
-		if tooLargeForLog(err) {
-			err = fmt.Errorf("%w: %w", ErrTooLarge, err)
-		} else {
-			err = advise(err)
-		}
-		db.failLog(err)
-		r.failBranchesLocked(bc, fmt.Errorf("engine: commit run %q branch %q (seq %d): %w", r.id, a.branch.name, bc.seq, err))
+	select {
+	case <-bc.done: // applied (or failed) by the commit of a branch before it
 	default:
-		bc.durable, bc.pos = true, ps[0]
-		db.noteAppended(len(bc.enc.rec))
-		r.publishBranchesLocked()
+		r.mu.Lock()
+		switch {
+		case bc.settled:
+		case err != nil:
+			if tooLargeForLog(err) {
+				err = fmt.Errorf("%w: %w", ErrTooLarge, err)
+			} else {
+				err = advise(err)
+			}
+			db.failLog(err)
+			r.failBranchesLocked(bc, fmt.Errorf("engine: commit run %q branch %q (seq %d): %w", r.id, a.branch.name, bc.seq, err))
+		default:
+			if !bc.durable {
+				bc.durable, bc.pos = true, ps[0]
+				db.noteAppended(len(bc.enc.rec))
+			}
+			r.publishBranchesLocked()
+		}
+		r.mu.Unlock()
 	}
-	r.mu.Unlock()
 	<-bc.done
 	if bc.err != nil {
 		return bc.err
@@ -410,84 +415,114 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 // enqueue checks branch a's commit of d, which writes writes, against the
 // atoms after its base and the run's frame, and appends its record to the
 // log's queue. The branch is done from then on (as it is on a conflict).
+// The body is encoded and compressed before the run's lock is taken (it
+// depends neither on the seq nor on the record before it); under the lock
+// the record is linked and enqueued, so that the run's records enter the
+// log in seq order.
 func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (*branchCommit, error) {
 	r, db := a.run, a.run.db
 	b := a.branch
+	ext := []record.AtomExt{{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: b.base, Branch: b.name, Reads: b.reads})}}
+	buf := getBuf()
+	var enc encodedAtom
+	encoded := -1 // the number of the atom's actions enc lists
 	for {
-		r.mu.Lock()
-		br := r.mu.br
 		a.mu.Lock()
-		done := a.mu.done
+		n := len(a.mu.actions)
+		actions := a.mu.actions[:n:n]
 		a.mu.Unlock()
-		if done || br == nil || br.live[b.name] != a {
-			r.mu.Unlock()
-			return nil, fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, b.name)
+		if n != encoded {
+			var err error
+			if enc, err = db.encodeAtomBody(buf, r.id, 0, actions, d, ext); err != nil {
+				putBuf(buf)
+				return nil, err
+			}
+			db.compressAtomBody(buf, enc)
+			encoded = n
 		}
-		if err := a.enqueueCheckLocked(br, d, writes); err != nil {
-			r.mu.Unlock()
+		bc, wait, err := a.enqueueLocked(d, writes, buf, &enc, actions)
+		switch {
+		case err != nil:
+			putBuf(buf)
 			return nil, err
-		}
-		bound := br.tailBound + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
-		if bound > MaxSize && len(br.queue) > 0 {
-			// Near the size limit: let the commits before it land, then
-			// take the exact size from the frame they leave.
-			last := br.queue[len(br.queue)-1]
-			r.mu.Unlock()
+		case bc != nil:
+			return bc, nil
+		case wait != nil:
 			select {
-			case <-last.done:
-				continue
+			case <-wait:
 			case <-ctx.Done():
+				putBuf(buf)
 				return nil, ctx.Err()
 			}
 		}
-		defer r.mu.Unlock()
-		seq := br.tailSeq + 1
-		if bound > MaxSize {
-			var err error
-			if bound, err = r.checkFrameSizeLocked(d, seq); err != nil {
-				return nil, err
-			}
-		}
-		a.mu.Lock()
-		n := len(a.mu.actions)
-		c := pendingCommit{prev: br.tailHead, actions: a.mu.actions[:n:n], sizeBound: bound}
-		a.mu.Unlock()
-		ext := []record.AtomExt{{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: b.base, Branch: b.name, Reads: b.reads})}}
-		buf := getBuf()
-		enc, err := db.encodeAtom(buf, r.id, seq, c.prev, c.actions, d, ext)
-		if err != nil {
-			putBuf(buf)
-			return nil, err
-		}
-		bc := &branchCommit{a: a, seq: seq, d: d, c: c, enc: enc, buf: buf, done: make(chan struct{}), recBytes: len(enc.rec)}
-		bc.tok = db.track()
-		bc.w = db.log.AppendAsync(enc.rec)
-		select {
-		case <-bc.w.Done():
-			// Written already, or refused (too large for a segment, the log
-			// closed or failed): in either case nothing is chained to it yet.
-			if _, err := bc.w.Wait(context.Background()); err != nil {
-				db.untrack(bc.tok)
-				putBuf(buf)
-				if tooLargeForLog(err) {
-					return nil, fmt.Errorf("%w: engine: commit run %q branch %q: %w", ErrTooLarge, r.id, b.name, err)
-				}
-				err = advise(err)
-				db.failLog(err)
-				return nil, fmt.Errorf("engine: commit run %q branch %q: %w", r.id, b.name, err)
-			}
-		default:
-		}
-		delete(br.live, b.name)
-		a.mu.Lock()
-		a.mu.done = true // no Do after this: the record lists its actions
-		a.mu.Unlock()
-		br.queue = append(br.queue, bc)
-		br.writes = append(br.writes, atomWrites{seq: seq, keys: writes})
-		br.tailSeq, br.tailHead, br.tailBound = seq, enc.head, bound
-		br.trimLocked(r.mu.lastSeq)
-		return bc, nil
 	}
+}
+
+// enqueueLocked is enqueue's step under the run's lock, for the body
+// encoded with actions: it returns the queued commit; or a channel to wait
+// on and try again (the frame near its size limit while commits before it
+// are in flight), or nil and nil to encode again (a Do of the branch
+// recorded an action meanwhile).
+func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc *encodedAtom, actions []atomAction) (*branchCommit, <-chan struct{}, error) {
+	r, db := a.run, a.run.db
+	b := a.branch
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	br := r.mu.br
+	a.mu.Lock()
+	done, n := a.mu.done, len(a.mu.actions)
+	a.mu.Unlock()
+	switch {
+	case done || br == nil || br.live[b.name] != a:
+		return nil, nil, fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, b.name)
+	case n != len(actions):
+		return nil, nil, nil
+	}
+	if err := a.enqueueCheckLocked(br, d, writes); err != nil {
+		return nil, nil, err
+	}
+	bound := br.tailBound + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
+	if bound > MaxSize && len(br.queue) > 0 {
+		// Near the size limit: let the commits before it land, then take
+		// the exact size from the frame they leave.
+		return nil, br.queue[len(br.queue)-1].done, nil
+	}
+	seq := br.tailSeq + 1
+	if bound > MaxSize {
+		var err error
+		if bound, err = r.checkFrameSizeLocked(d, seq); err != nil {
+			return nil, nil, err
+		}
+	}
+	c := pendingCommit{prev: br.tailHead, actions: actions, sizeBound: bound}
+	db.sealAtom(buf, enc, r.id, seq, c.prev)
+	bc := &branchCommit{a: a, seq: seq, d: d, c: c, enc: *enc, buf: buf, done: make(chan struct{}), recBytes: len(enc.rec)}
+	bc.tok = db.track()
+	bc.w = db.log.AppendAsync(enc.rec)
+	select {
+	case <-bc.w.Done():
+		// Written already, or refused (too large for a segment, the log
+		// closed or failed): in either case nothing is chained to it yet.
+		if _, err := bc.w.Wait(context.Background()); err != nil {
+			db.untrack(bc.tok)
+			if tooLargeForLog(err) {
+				return nil, nil, fmt.Errorf("%w: engine: commit run %q branch %q: %w", ErrTooLarge, r.id, b.name, err)
+			}
+			err = advise(err)
+			db.failLog(err)
+			return nil, nil, fmt.Errorf("engine: commit run %q branch %q: %w", r.id, b.name, err)
+		}
+	default:
+	}
+	delete(br.live, b.name)
+	a.mu.Lock()
+	a.mu.done = true // no Do after this: the record lists its actions
+	a.mu.Unlock()
+	br.queue = append(br.queue, bc)
+	br.writes = append(br.writes, atomWrites{seq: seq, keys: writes})
+	br.tailSeq, br.tailHead, br.tailBound = seq, enc.head, bound
+	br.trimLocked(r.mu.lastSeq)
+	return bc, nil, nil
 }
 
 // enqueueCheckLocked is what enqueue checks before it writes: the run's
@@ -532,7 +567,7 @@ func (a *Atom) endBranchLocked(br *branchSet) {
 // durable and whose predecessors are applied.
 func (r *Run) publishBranchesLocked() {
 	br := r.mu.br
-	for len(br.queue) > 0 && br.queue[0].durable {
+	for len(br.queue) > 0 && (br.queue[0].durable || r.db.landed(br.queue[0])) {
 		bc := br.queue[0]
 		br.queue[0] = nil
 		br.queue = br.queue[1:]
@@ -549,6 +584,33 @@ func (r *Run) publishBranchesLocked() {
 	}
 	br.trimLocked(r.mu.lastSeq)
 	r.branchIdleLocked()
+}
+
+// landed reports whether bc's record is durable already, and marks it so:
+// the commit that publishes the records before it publishes it too, in
+// the same hold of the run's lock, rather than wait for bc's own goroutine
+// to be scheduled. A failure is left to that goroutine to report.
+func (db *DB) landed(bc *branchCommit) bool {
+	select {
+	case <-bc.w.Done():
+	default:
+		return false
+	}
+	ps, err := bc.w.Wait(context.Background())
+	if err != nil {
+		return false
+	}
+	select {
+	case <-db.dirsSynced:
+		if db.dirsErr != nil {
+			return false
+		}
+	default:
+		return false
+	}
+	bc.durable, bc.pos = true, ps[0]
+	db.noteAppended(len(bc.enc.rec))
+	return true
 }
 
 // failBranchesLocked fails bc (nil: the first queued) and every commit

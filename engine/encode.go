@@ -35,6 +35,23 @@ type encodedAtom struct {
 // body's extensions (record/atomext.go), tags ascending; without them (nil)
 // the body is version 1, as it was before they existed.
 func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt) (encodedAtom, error) {
+	e, err := db.encodeAtomBody(buf, run, seq, actions, d, exts)
+	if err != nil {
+		return encodedAtom{}, err
+	}
+	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	rec = db.comp.Compress(rec, e.body, db.curDict.Load())
+	buf.rec = rec
+	e.rec = rec
+	return e, nil
+}
+
+// encodeAtomBody is the part of encodeAtom that depends neither on the
+// atom's seq nor on its predecessor: the body (in buf.body) and the
+// digests of the results (in buf.sums, the chained payload's tail). seq
+// only names the atom in an error.
+func (db *DB) encodeAtomBody(buf *encBuf, run string, seq uint64, actions []atomAction, d *frame.Delta, exts []record.AtomExt) (encodedAtom, error) {
 	fps := buf.fps[:0]
 	for _, act := range actions {
 		fps = append(fps, act.fp)
@@ -72,12 +89,24 @@ func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, a
 		sums = append(sums, sum[:]...)
 	}
 	buf.sums = sums
-	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
-	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
-	buf.rec = rec
-	e.rec = rec
 	return e, nil
+}
+
+// compressAtomBody compresses e's body into buf.comp, for sealAtom: a
+// branch compresses before it knows its seq, outside the run's lock.
+func (db *DB) compressAtomBody(buf *encBuf, e encodedAtom) {
+	buf.comp = db.comp.Compress(buf.comp[:0], e.body, db.curDict.Load())
+}
+
+// sealAtom completes e, whose body encodeAtomBody built and
+// compressAtomBody compressed, as atom seq of run after prev: the record
+// encodeAtom would have built, with one more copy (of the compressed
+// body, after the header).
+func (db *DB) sealAtom(buf *encBuf, e *encodedAtom, run string, seq uint64, prev chain.Hash) {
+	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	buf.rec = append(rec, buf.comp...)
+	e.rec = buf.rec
 }
 
 // encBuf holds the scratch buffers of one Commit.
@@ -89,13 +118,14 @@ type encBuf struct {
 	rec     []byte               // the record: header, compressed body
 	ext     []byte               // the data of the message extensions (messageExts)
 	exts    []record.AtomExt     // the body's extensions; their Data alias ext
+	comp    []byte               // a branch's compressed body, before its header is known (sealAtom)
 }
 
 func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep || cap(b.comp) > keep {
 		return
 	}
 	clear(b.exts) // the pool keeps no message alive
