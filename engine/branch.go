@@ -100,9 +100,6 @@ type atomBranch struct {
 	reads []StateKey // declared, sorted, unique; immutable
 	// seq is the seq the branch committed at, 0 until then (Atom.Seq).
 	seq atomic.Uint64
-	// keyPrefix is BranchKey(run, name, i) without i: another branch's
-	// default keys do not start with it.
-	keyPrefix string
 }
 
 // branchSet is a run's branches in flight and their commit pipeline. It
@@ -223,9 +220,11 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	if _, ok := br.live[name]; ok || slices.ContainsFunc(br.queue, func(c *branchCommit) bool { return c.a.branch.name == name }) {
 		return nil, fmt.Errorf("%w: run %q branch %q is in flight", ErrAtomInProgress, r.id, name)
 	}
-	sorted := record.SortStateKeys(slices.Clone(reads))
-	key0 := ledger.BranchKey(r.id, name, 0)
-	a := &Atom{run: r, branch: &atomBranch{name: name, base: r.mu.lastSeq, reads: sorted, keyPrefix: key0[:len(key0)-1]}}
+	var sorted []StateKey
+	if len(reads) > 0 {
+		sorted = record.SortStateKeys(slices.Clone(reads))
+	}
+	a := &Atom{run: r, branch: &atomBranch{name: name, base: r.mu.lastSeq, reads: sorted}}
 	br.live[name] = a
 	db.observeBegin(ctx, a)
 	return a, nil
@@ -655,5 +654,6 @@ func (a *Atom) failBranch(reason string) error {
 // of the run than a's.
 func (a *Atom) otherBranchKey(key string) bool {
 	run := "ck1b-" + strconv.Itoa(len(a.run.id)) + ":" + a.run.id + ":" // BranchKey's of this run
-	return strings.HasPrefix(key, run) && !strings.HasPrefix(key, a.branch.keyPrefix)
+	mine := ledger.BranchKey(a.run.id, a.branch.name, 0)
+	return strings.HasPrefix(key, run) && !strings.HasPrefix(key, mine[:len(mine)-1])
 }
