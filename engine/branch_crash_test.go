@@ -11,6 +11,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -210,10 +211,10 @@ func branchTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target
 	}
 	down := &downstream{effects: map[string]int{}, results: map[string][]byte{}}
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: mem, down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	cut := &powerCut{mem: crashmem.New(mem), down: down, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
 	opts := testOptions(mem)
 	opts.Durability = mode
-	opts.FS = errorfs.Wrap(mem, cut)
+	opts.FS = errorfs.Wrap(cut.mem, cut)
 	var mu sync.Mutex
 	acked := map[uint64]chain.Hash{}
 	note := func(seq uint64, head chain.Hash) {

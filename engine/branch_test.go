@@ -472,3 +472,35 @@ func keyString(keys []StateKey) string {
 	}
 	return strings.Join(s, " ")
 }
+
+// TestBranchKeepsFrameResident: the frame cache never drops the frame of
+// a run with branches in flight (their commits check against it and apply
+// to it), and drops it once they are done.
+func TestBranchKeepsFrameResident(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	opts.FrameCache = 1 // every idle frame over budget
+	db := openTest(t, fs, opts)
+	run := mustRun(db, "r")
+	fillRun(t, db, "r", 2)
+	other := mustRun(db, "o")
+	fillRun(t, db, "o", 2)
+	b := mustBranch(t, run, "b")
+	checkpointAndDrop(t, db, db.Stats().FramesDropped+1) // o's
+	if !resident(run) {
+		t.Fatal("the frame of a run with a branch in flight was dropped")
+	}
+	if resident(other) {
+		t.Fatal("the idle run's frame stayed")
+	}
+	if err := b.Commit(ctx, new(frame.Delta).Set("b", []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	checkpointAndDrop(t, db, db.Stats().FramesDropped+1)
+	if resident(run) {
+		t.Fatal("the run's frame stayed once its branches were done")
+	}
+	if string(run.State().Memory["b"]) != "1" {
+		t.Fatal("the branch's write is not in the frame read back")
+	}
+}
