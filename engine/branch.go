@@ -188,6 +188,7 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 			return nil, fmt.Errorf("engine: branch %q of run %q: %w", name, r.id, err)
 		}
 	}
+	r.touch() // the frame cache keeps recently used frames
 	db.startDirSyncs()
 	if err := db.logFailed(); err != nil {
 		return nil, fmt.Errorf("engine: branch run %q: the log failed earlier; reopen the store: %w", r.id, err)
