@@ -61,7 +61,7 @@ func FrameKey() StateKey { return StateKey{Kind: record.KeyFrame} }
 // a run keeps in memory: a branch whose base is more than this many atoms
 // behind the newest one conflicts (a *ConflictError with Lost set), as if
 // one of them had written what it reads.
-const MaxBranchWindow = 4096
+const MaxBranchWindow = record.MaxBranchLag
 
 // branchWindow is MaxBranchWindow; tests make it small.
 var branchWindow = MaxBranchWindow
@@ -268,54 +268,9 @@ func (a *Atom) withDefaultKey(in *ledger.Intent, index uint32) *ledger.Intent {
 	return in.WithDefaultKey(index)
 }
 
-// writeKeys returns the keys d writes, sorted and unique. An op this
-// version does not know writes the whole frame.
-func writeKeys(d *frame.Delta) []StateKey {
-	ops := d.Ops()
-	keys := make([]StateKey, 0, len(ops)+1)
-	for _, o := range ops {
-		switch o.Kind {
-		case "set_objective":
-			keys = append(keys, ObjectiveKey())
-		case "add_subgoal", "set_subgoal_status":
-			keys = append(keys, SubgoalKey(o.ID))
-		case "set", "delete":
-			keys = append(keys, MemoryKey(o.Key))
-		case "append_scratch", "clear_scratch":
-			keys = append(keys, ScratchpadKey())
-		case "append_message", "drop_messages":
-			keys = append(keys, MessagesKey())
-		case "add_pending", "remove_pending":
-			keys = append(keys, PendingKey(o.CallID))
-		case "tool_output", "tool_output_ref":
-			keys = append(keys, MessagesKey(), PendingKey(o.CallID))
-		default:
-			keys = append(keys, FrameKey())
-		}
-	}
-	return record.SortStateKeys(keys)
-}
-
-// overlap returns a key of a (sorted) that overlaps one of b (sorted).
-func overlap(a, b []StateKey) (StateKey, bool) {
-	if n := len(a); n > 0 && a[n-1].Kind == record.KeyFrame && len(b) > 0 {
-		return a[n-1], true
-	}
-	if n := len(b); n > 0 && b[n-1].Kind == record.KeyFrame && len(a) > 0 {
-		return a[0], true
-	}
-	for i, j := 0, 0; i < len(a) && j < len(b); {
-		switch c := record.CompareStateKeys(a[i], b[j]); {
-		case c == 0:
-			return a[i], true
-		case c < 0:
-			i++
-		default:
-			j++
-		}
-	}
-	return StateKey{}, false
-}
+// writeKeys returns the keys d writes, sorted and unique
+// (record.DeltaWrites: the one definition, which verify uses too).
+func writeKeys(d *frame.Delta) []StateKey { return record.DeltaWrites(d) }
 
 // conflictLocked returns the conflict of branch b, which writes writes,
 // with the atoms after its base, or nil.
@@ -332,7 +287,7 @@ func (br *branchSet) conflictLocked(run string, b *atomBranch, writes []StateKey
 		if w.seq <= b.base {
 			continue
 		}
-		if k, ok := overlap(w.keys, touched); ok {
+		if k, ok := record.Overlap(w.keys, touched); ok {
 			return &ConflictError{Run: run, Branch: b.name, Base: b.base, Seq: w.seq, Key: k}
 		}
 	}

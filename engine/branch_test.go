@@ -451,7 +451,37 @@ func TestBranchInspectExportVerify(t *testing.T) {
 	if _, err := db2.append(ctx, enc.rec); err != nil {
 		t.Fatal(err)
 	}
+	// And one that breaks the conflict rule: a branch at base 0 writing
+	// the key atom 1 wrote, which only a deep verify reads again.
+	g := mustRun(db2, "g")
+	fillRun(t, db2, "g", 1) // atom 1 writes k1
+	g.mu.Lock()
+	prev = g.mu.head
+	g.mu.Unlock()
+	ext = record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: 0, Branch: "late"})}
+	enc, err = db2.encodeAtom(getBuf(), "g", 2, prev, nil, new(frame.Delta).Set("k1", nil), ext)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db2.append(ctx, enc.rec); err != nil {
+		t.Fatal(err)
+	}
 	db2.Close()
+	conflict := func(deep bool) bool {
+		rep, err := Verify(ctx, "store", &VerifyOptions{FS: forged, Deep: deep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range rep.Failures {
+			if f.RunID == "g" && f.Seq == 2 && strings.Contains(f.Detail, `branch "late" (base seq 0) committed after atom 1, which wrote memory:k1`) {
+				return true
+			}
+		}
+		return false
+	}
+	if !conflict(true) || conflict(false) {
+		t.Fatalf("the broken conflict rule: reported by deep verify %v, by verify %v; want only deep", conflict(true), conflict(false))
+	}
 	rep, err := Verify(ctx, "store", &VerifyOptions{FS: forged})
 	if err != nil {
 		t.Fatal(err)

@@ -84,7 +84,7 @@
 //     order, LastSeq+1 for the first branch whose Commit gets its record
 //     into the log, the next for the next.
 //   - Writes and reads: what a delta writes is derived from its ops, as
-//     state keys (StateKey): SetObjective the objective (ObjectiveKey);
+//     state keys (StateKey, record.DeltaWrites): SetObjective the objective (ObjectiveKey);
 //     AddSubgoal and SetSubgoalStatus the subgoal (SubgoalKey(id)); Set
 //     and Delete the memory key (MemoryKey); AppendScratch and
 //     ClearScratch the scratchpad (ScratchpadKey); AppendMessage and
@@ -139,10 +139,13 @@
 //     in the ledger for the retry.
 //   - The atom DAG: a branch's atom records its base, its name and its
 //     declared reads in its body (record.ExtTagBase, record/branch.go),
-//     covered by the chain; verify checks that the base is before the atom
-//     and not before the run's fork point; inspect (AtomInfo.Base, Branch,
-//     Reads) and export (the branch field) show them. An atom without it
-//     has base seq-1.
+//     covered by the chain; verify checks that the base is before the atom,
+//     not before the run's fork point and at most record.MaxBranchLag
+//     atoms behind, and with Deep that no atom between them wrote what
+//     the branch wrote or declared it reads (record.DeltaWrites, the
+//     engine's own rule); inspect (AtomInfo.Base, Branch, Reads) and
+//     export (the branch field) show them. An atom without it has base
+//     seq-1.
 //
 // # Retention
 //
@@ -443,6 +446,7 @@
 //     not given the parent's certificate (I10 covers atoms of Begin, at
 //     the same seq and index). GC keeps the intents and certificates of a
 //     deleted run's branch keys, as it keeps those of explicit keys.
-//   - Verify checks a branch's base, not the conflict rule itself (that
-//     no atom between its base and it wrote what it wrote or read).
+//   - Verify checks the conflict rule only with Deep (it reads again the
+//     atoms between each branch's base and it, at most
+//     record.MaxBranchLag); without it, only the base.
 package engine

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/runid"
 )
 
@@ -51,6 +52,12 @@ const (
 
 // MaxBranchReads bounds the keys a branch declares it reads.
 const MaxBranchReads = 1 << 12
+
+// MaxBranchLag bounds how far a branch's base is behind it: at most
+// MaxBranchLag atoms between its base and it (the engine keeps the write
+// sets of that many, engine.MaxBranchWindow). It bounds what verify reads
+// to check a branch.
+const MaxBranchLag = 1 << 12
 
 var keyKindNames = [...]string{
 	KeyObjective:  "objective",
@@ -195,15 +202,74 @@ func DecodeBranchBase(data []byte) (*BranchBase, error) {
 
 // CheckBase reports why b cannot be the base of atom seq of a run whose
 // own atoms start after seq from (0, or a fork's fork point), or nil: the
-// base is before the atom, and not before the run's own history starts.
+// base is before the atom, not before the run's own history starts, and
+// at most MaxBranchLag atoms behind.
 func (b *BranchBase) CheckBase(seq, from uint64) error {
 	switch {
 	case b.Base >= seq:
 		return fmt.Errorf("branch %q of atom %d has base %d: a base is before its atom", b.Branch, seq, b.Base)
 	case b.Base < from:
 		return fmt.Errorf("branch %q of atom %d has base %d, before the run's fork point %d", b.Branch, seq, b.Base, from)
+	case seq-1-b.Base > MaxBranchLag:
+		return fmt.Errorf("branch %q of atom %d has base %d, more than %d atoms before it", b.Branch, seq, b.Base, MaxBranchLag)
 	}
 	return nil
+}
+
+// DeltaWrites returns the state keys d writes, sorted and unique: what a
+// branch's commit is checked on (and verify checks again). set_objective
+// writes the objective; add_subgoal and set_subgoal_status the subgoal;
+// set and delete the memory key; append_scratch and clear_scratch the
+// scratchpad; append_message and drop_messages the conversation;
+// add_pending and remove_pending the pending action; tool_output and
+// tool_output_ref the conversation and the pending action; an op this
+// version does not know, the whole frame.
+func DeltaWrites(d *frame.Delta) []StateKey {
+	ops := d.Ops()
+	keys := make([]StateKey, 0, len(ops)+1)
+	for _, o := range ops {
+		switch o.Kind {
+		case "set_objective":
+			keys = append(keys, StateKey{Kind: KeyObjective})
+		case "add_subgoal", "set_subgoal_status":
+			keys = append(keys, StateKey{Kind: KeySubgoal, Name: o.ID})
+		case "set", "delete":
+			keys = append(keys, StateKey{Kind: KeyMemory, Name: o.Key})
+		case "append_scratch", "clear_scratch":
+			keys = append(keys, StateKey{Kind: KeyScratchpad})
+		case "append_message", "drop_messages":
+			keys = append(keys, StateKey{Kind: KeyMessages})
+		case "add_pending", "remove_pending":
+			keys = append(keys, StateKey{Kind: KeyPending, Name: o.CallID})
+		case "tool_output", "tool_output_ref":
+			keys = append(keys, StateKey{Kind: KeyMessages}, StateKey{Kind: KeyPending, Name: o.CallID})
+		default:
+			keys = append(keys, StateKey{Kind: KeyFrame})
+		}
+	}
+	return SortStateKeys(keys)
+}
+
+// Overlap returns a key of a that overlaps one of b (both sorted:
+// SortStateKeys), and whether there is one.
+func Overlap(a, b []StateKey) (StateKey, bool) {
+	if n := len(a); n > 0 && a[n-1].Kind == KeyFrame && len(b) > 0 {
+		return a[n-1], true
+	}
+	if n := len(b); n > 0 && b[n-1].Kind == KeyFrame && len(a) > 0 {
+		return a[0], true
+	}
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch c := CompareStateKeys(a[i], b[j]); {
+		case c == 0:
+			return a[i], true
+		case c < 0:
+			i++
+		default:
+			j++
+		}
+	}
+	return StateKey{}, false
 }
 
 // AtomBranch returns the branch base of an atom body, nil if the atom is

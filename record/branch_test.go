@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/goldenhex"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -111,6 +112,12 @@ func TestBranchBaseRules(t *testing.T) {
 			t.Errorf("CheckBase(%d, %d) of base 4 = %v, want %q", c.seq, c.from, err, c.want)
 		}
 	}
+	if err := b.CheckBase(4+MaxBranchLag+2, 0); err == nil || !strings.Contains(err.Error(), "more than 4096 atoms before it") {
+		t.Errorf("CheckBase of a base %d atoms behind = %v", MaxBranchLag+1, err)
+	}
+	if err := b.CheckBase(4+MaxBranchLag+1, 0); err != nil {
+		t.Errorf("CheckBase of a base %d atoms behind = %v", MaxBranchLag, err)
+	}
 	keys := SortStateKeys([]StateKey{{KeyMemory, "b"}, {KeyFrame, ""}, {KeyMemory, "a"}, {KeyMemory, "b"}, {KeyObjective, ""}})
 	if want := "objective memory:a memory:b frame"; keyString(keys) != want {
 		t.Fatalf("SortStateKeys = %s, want %s", keyString(keys), want)
@@ -123,6 +130,37 @@ func keyString(keys []StateKey) string {
 		s[i] = k.String()
 	}
 	return strings.Join(s, " ")
+}
+
+// TestDeltaWrites: the keys each op writes, and what overlaps what.
+func TestDeltaWrites(t *testing.T) {
+	d := new(frame.Delta).SetObjective("o").AddSubgoal("g1", "t").SetSubgoalStatus("g2", frame.SubgoalDone).
+		Set("m", nil).Delete("n").AppendScratch([]byte("s")).ClearScratch().
+		AppendMessage(frame.Message{Role: frame.RoleUser, Content: "hi"}).DropMessages(1).
+		AddPending(frame.Pending{CallID: "c1", Tool: "t"}).RemovePending("c2").ToolOutput("c3", "t", []byte("out"))
+	want := "objective subgoal:g1 subgoal:g2 memory:m memory:n scratchpad messages pending:c1 pending:c2 pending:c3"
+	if got := keyString(DeltaWrites(d)); got != want {
+		t.Fatalf("DeltaWrites = %s\nwant          %s", got, want)
+	}
+	if got := DeltaWrites(new(frame.Delta)); len(got) != 0 {
+		t.Fatalf("an empty delta writes %v", got)
+	}
+	mem := func(n string) StateKey { return StateKey{Kind: KeyMemory, Name: n} }
+	for _, c := range []struct {
+		a, b []StateKey
+		want bool
+	}{
+		{[]StateKey{mem("a")}, []StateKey{mem("b")}, false},
+		{[]StateKey{mem("a"), mem("c")}, []StateKey{mem("b"), mem("c")}, true},
+		{[]StateKey{{Kind: KeyFrame}}, []StateKey{mem("x")}, true},
+		{[]StateKey{mem("x")}, []StateKey{{Kind: KeyFrame}}, true},
+		{[]StateKey{{Kind: KeyFrame}}, nil, false},
+		{[]StateKey{{Kind: KeyObjective}}, []StateKey{{Kind: KeyScratchpad}}, false},
+	} {
+		if _, got := Overlap(c.a, c.b); got != c.want {
+			t.Errorf("Overlap(%v, %v) = %v, want %v", c.a, c.b, got, c.want)
+		}
+	}
 }
 
 // FuzzBranchBase decodes fuzzed extension data: it decodes or is refused
