@@ -247,6 +247,12 @@ func TestBranchAndBegin(t *testing.T) {
 	if _, err := run.Branch(ctx, "x", StateKey{Kind: 99}); err == nil {
 		t.Fatal("a read of an unknown kind accepted")
 	}
+	if err := b.Send(ctx, "r", []byte("hi")); !errors.Is(err, ErrBranchMessage) {
+		t.Fatalf("Send of a branch = %v, want ErrBranchMessage", err)
+	}
+	if _, _, err := b.TryReceive(ctx); !errors.Is(err, ErrBranchMessage) {
+		t.Fatalf("TryReceive of a branch = %v, want ErrBranchMessage", err)
+	}
 	appends := db.log.Stats().Appends
 	if err := b.Fail(ctx, "no"); err != nil {
 		t.Fatal(err)
@@ -444,7 +450,7 @@ func TestBranchInspectExportVerify(t *testing.T) {
 	prev := r2.mu.head
 	r2.mu.Unlock()
 	ext := record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: 1, Branch: "x"})}
-	enc, err := db2.encodeAtom(getBuf(), "f", 1, prev, nil, new(frame.Delta).Set("k", nil), ext)
+	enc, err := db2.encodeAtom(getBuf(), "f", 1, prev, nil, new(frame.Delta).Set("k", nil), []record.AtomExt{ext})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -459,7 +465,7 @@ func TestBranchInspectExportVerify(t *testing.T) {
 	prev = g.mu.head
 	g.mu.Unlock()
 	ext = record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: 0, Branch: "late"})}
-	enc, err = db2.encodeAtom(getBuf(), "g", 2, prev, nil, new(frame.Delta).Set("k1", nil), ext)
+	enc, err = db2.encodeAtom(getBuf(), "g", 2, prev, nil, new(frame.Delta).Set("k1", nil), []record.AtomExt{ext})
 	if err != nil {
 		t.Fatal(err)
 	}

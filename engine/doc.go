@@ -134,6 +134,9 @@
 //     released for the fsync; the atom is applied to the run's state, in
 //     seq order, once it and every record before it are durable. A log
 //     failure fails every branch commit chained after the failed record.
+//   - Messages between runs: a branch neither sends nor receives them
+//     (Send and the Receive family fail with ErrBranchMessage); an atom
+//     of Begin does.
 //   - Crash: branches in flight are lost (they are not interrupted atoms:
 //     Run.Interrupted does not list them); their certified actions stay
 //     in the ledger for the retry.

@@ -118,7 +118,7 @@ func TestEncodeAtomOnePath(t *testing.T) {
 			// extension.
 			ext := record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: uint64(i), Branch: "b"})}
 			buf = getBuf()
-			whole, err := db.encodeAtom(buf, "r", uint64(i+1), prev, actions[i], d, ext)
+			whole, err := db.encodeAtom(buf, "r", uint64(i+1), prev, actions[i], d, []record.AtomExt{ext})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -37,6 +37,10 @@ var (
 	// that atom wrote a state key the branch writes or declared it reads.
 	// Nothing was written, and the branch is over.
 	ErrConflict = errors.New("engine: branch conflicts with an atom committed after its base")
+	// ErrBranchMessage is returned by Send, Receive, ReceiveFrom and
+	// TryReceive of a branch (Run.Branch): messages between runs are sent
+	// and consumed by atoms of Begin, whose seq is known when they run.
+	ErrBranchMessage = errors.New("engine: a branch neither sends nor receives messages")
 	// ErrAtomDone is returned by Do, Resolve, Commit and Fail on an atom
 	// that was already committed or failed.
 	ErrAtomDone = errors.New("engine: atom already committed or failed")
