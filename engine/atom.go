@@ -40,6 +40,9 @@ type Atom struct {
 	// record's seal, which the atom's chained payload ends with
 	// (record.RollbackSeal). Immutable.
 	seal []byte
+	// branch is set for an atom of Run.Branch (seq is then 0: a branch
+	// takes its seq when it commits); nil for Begin's. Immutable.
+	branch *atomBranch
 
 	mu struct {
 		sync.Mutex
@@ -76,8 +79,14 @@ type atomAction struct {
 	result []byte
 }
 
-// Seq returns the atom's seq.
-func (a *Atom) Seq() uint64 { return a.seq }
+// Seq returns the atom's seq. A branch has none until its Commit
+// returned nil: Seq is 0 until then.
+func (a *Atom) Seq() uint64 {
+	if a.branch != nil {
+		return a.branch.seq.Load()
+	}
+	return a.seq
+}
 
 // Interrupted reports whether this atom's seq is the one a crash
 // interrupted: it was running when the previous process stopped, and its
@@ -130,8 +139,8 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 		in.Index = index
 		return in, nil
 	}
-	if index != 0 {
-		in = in.WithDefaultKey(index)
+	if index != 0 || a.branch != nil {
+		in = a.withDefaultKey(in, index)
 	}
 	c, err := a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
 	if err != nil && take {
@@ -192,7 +201,7 @@ func (a *Atom) releaseIndex(in *ledger.Intent) {
 	if e, ok := a.run.db.ledger.Lookup(in.Fingerprint); ok && e.Status != ledger.StatusFailed && e.Status != ledger.StatusNone {
 		return
 	}
-	action := in.WithDefaultKey(0).Fingerprint // as prepare named it
+	action := a.withDefaultKey(in, 0).Fingerprint // as prepare named it
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.mu.done {
@@ -329,6 +338,9 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if a.branch != nil {
+		return a.commitBranch(ctx, d)
+	}
 	c, err := a.startCommit(ctx, d)
 	if err != nil {
 		return err
@@ -356,7 +368,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err != nil {
 		err = fmt.Errorf("engine: commit run %q seq %d: %w", r.id, a.seq, err)
 	} else {
-		err = a.publishLocked(d, c, head, pos, grown)
+		err = a.publishLocked(a.seq, d, c, head, pos, grown)
 	}
 	db.untrack(tok)
 	r.endWriteLocked()
@@ -427,38 +439,39 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 	return c, nil
 }
 
-// publishLocked applies the atom, whose record is durable at pos, to the
-// run's state in memory: its frame, last seq, head and positions change
-// together, under r.mu. The atom is then done. deltaLen is d's encoded
-// size, its certified results inline.
-func (a *Atom) publishLocked(d *frame.Delta, c pendingCommit, head chain.Hash, pos wal.Pos, deltaLen int) error {
+// publishLocked applies the atom, whose record is durable at pos as seq
+// (a.seq, or a branch's seq: Seq), to the run's state in memory: its
+// frame, last seq, head and positions change together, under r.mu. The
+// atom is then done. deltaLen is d's encoded size, its certified results
+// inline.
+func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head chain.Hash, pos wal.Pos, deltaLen int) error {
 	r := a.run
 	if r.mu.broken != nil {
 		// Set while the record was written (the registry found the log and
 		// CHECKPOINT in disagreement): the state in memory is not the log's
 		// and must not take the atom.
 		return fmt.Errorf("engine: commit run %q seq %d: the atom is in the log, but the run's state in memory is no longer trusted: %w",
-			r.id, a.seq, r.mu.broken)
+			r.id, seq, r.mu.broken)
 	}
 	if err := r.mu.frame.Apply(d); err != nil {
 		// CanApply accepted the delta and the frame has not changed since,
 		// so this is a bug, and the frame in memory is no longer the
 		// durable one.
-		r.mu.broken = fmt.Errorf("engine: run %q seq %d: delta validated but did not apply: %w", r.id, a.seq, err)
+		r.mu.broken = fmt.Errorf("engine: run %q seq %d: delta validated but did not apply: %w", r.id, seq, err)
 		return r.mu.broken
 	}
-	r.mu.lastSeq = a.seq
-	r.completeRollbackLocked(a.seq)
+	r.mu.lastSeq = seq
+	r.completeRollbackLocked(seq)
 	r.noteFrameSizeLocked(c.sizeBound)
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(deltaLen)
 	if c.sent != nil || c.consumed != nil {
-		r.db.publishMessages(r.id, a.seq, pos, c.sent, c.consumed)
+		r.db.publishMessages(r.id, seq, pos, c.sent, c.consumed)
 		a.msgs = atomMessages{}
 	}
 	r.mu.atom = nil
-	if r.mu.interruptedSeq == a.seq {
+	if r.mu.interruptedSeq == seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
 	}
 	a.mu.Lock()
@@ -480,6 +493,9 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	}
 	if len(reason) > record.MaxFailReason {
 		reason = reason[:record.MaxFailReason]
+	}
+	if a.branch != nil {
+		return a.failBranch(reason)
 	}
 	if err := r.lockIdle(ctx); err != nil {
 		return err

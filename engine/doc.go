@@ -115,6 +115,85 @@
 // rollback of a fork stops at its fork point: the parent's effects are
 // the parent's.
 //
+// # Branches
+//
+// Run.Branch(ctx, name, reads...) begins a branch: one of several atoms of
+// a run in flight at once (optimistic concurrency). Its exact meaning:
+//
+//   - Base: a branch reads the state as of the run's LastSeq when it
+//     began (Atom.Base; read it with Run.StateAt(ctx, atom.Base())). It has
+//     no seq until it commits (Atom.Seq is 0): seqs are assigned in commit
+//     order, LastSeq+1 for the first branch whose Commit gets its record
+//     into the log, the next for the next.
+//   - Writes and reads: what a delta writes is derived from its ops, as
+//     state keys (StateKey, record.DeltaWrites): SetObjective the objective (ObjectiveKey);
+//     AddSubgoal and SetSubgoalStatus the subgoal (SubgoalKey(id)); Set
+//     and Delete the memory key (MemoryKey); AppendScratch and
+//     ClearScratch the scratchpad (ScratchpadKey); AppendMessage and
+//     DropMessages the conversation (MessagesKey: every message, so two
+//     appends conflict); AddPending and RemovePending the pending action
+//     (PendingKey(call id)); ToolOutput both the conversation and the
+//     pending action; an op this version does not know, the whole frame
+//     (FrameKey). reads are the keys the branch declares it read besides;
+//     FrameKey reads everything.
+//   - Conflict: at Commit, if an atom with a seq after the branch's base
+//     (a branch or not, committed or with its record in the log already)
+//     wrote a key the branch writes or declared it reads, Commit fails
+//     with a *ConflictError (errors.Is(err, ErrConflict)) that names that
+//     atom and key, and applies nothing: nothing is written. Otherwise the
+//     delta is applied on top of every atom before it (it touches none of
+//     what they wrote, so it applies to their state as to its base's).
+//     Either way the branch is over (ErrAtomDone from then on) and its
+//     name free.
+//   - The window: a run keeps the write sets of the atoms after the oldest
+//     base of its branches in flight, at most MaxBranchWindow, and none
+//     once no branch is in flight. A branch whose base is older than the
+//     oldest it keeps conflicts, conservatively (ConflictError.Lost): it
+//     may have lost to an atom whose writes are forgotten.
+//   - Retry: a branch's default idempotency keys derive from the run, its
+//     name and the call's index (ledger.BranchKey), not from a seq. Branch
+//     again with the same name after a conflict, a Fail or a crash, and
+//     the retry's Do of an action the earlier attempt certified returns
+//     the certified result without calling exec; an action in doubt
+//     follows Do's rules (ResolveInDoubt and Resolve work in the retry).
+//     A name is therefore one piece of work of the run: reusing it for
+//     other work gets that work the earlier certificates. Two branches in
+//     flight never share a name (ErrAtomInProgress). A branch's intents
+//     and certificates carry seq 0, since its seq is not known when they
+//     are written; its atom record lists their fingerprints as any
+//     atom's does.
+//   - Fail of a branch writes nothing (a branch reserves no seq): the
+//     branch is over, its name free, its certified actions stay.
+//   - Begin keeps its single-atom meaning: Begin fails with
+//     ErrAtomInProgress while a branch is in flight, Branch while an atom
+//     of Begin runs or a crash's interrupted atom waits to be begun again,
+//     End while either is in flight; Rollback fails with ErrAtomInProgress
+//     while a branch is in flight, Branch with ErrRollbackPending while a
+//     rollback is pending. An atom of Begin is the only atom of its run in
+//     flight: its base is seq-1, and it never conflicts.
+//   - Durability and readers: a branch's Commit that returned nil is
+//     durable (I1), as any Commit. The commits of a run's branches share
+//     group commits: each record is chained to the run's newest record in
+//     the log (durable or not) and enqueued in seq order, the run's lock
+//     released for the fsync; the atom is applied to the run's state, in
+//     seq order, once it and every record before it are durable. A log
+//     failure fails every branch commit chained after the failed record.
+//   - Messages between runs: a branch neither sends nor receives them
+//     (Send and the Receive family fail with ErrBranchMessage); an atom
+//     of Begin does.
+//   - Crash: branches in flight are lost (they are not interrupted atoms:
+//     Run.Interrupted does not list them); their certified actions stay
+//     in the ledger for the retry.
+//   - The atom DAG: a branch's atom records its base, its name and its
+//     declared reads in its body (record.ExtTagBase, record/branch.go),
+//     covered by the chain; verify checks that the base is before the atom,
+//     not before the run's fork point and at most record.MaxBranchLag
+//     atoms behind, and with Deep that no atom between them wrote what
+//     the branch wrote or declared it reads (record.DeltaWrites, the
+//     engine's own rule); inspect (AtomInfo.Base, Branch, Reads) and
+//     export (the branch field) show them. An atom without it has base
+//     seq-1.
+//
 // # Retention
 //
 // DB.Delete(ctx, ids...) and DB.DeleteRuns(ctx, DeleteOptions{Status,
@@ -429,4 +508,12 @@
 //     die. The atom-index entries of deleted runs stay in the snapshot
 //     store (their snapshots are deleted).
 //   - Frames of every run are kept in memory once a run is used.
+//   - Branches and lineage: a fork's branches derive their keys from the
+//     fork's id, so an action a fork's branch repeats from its parent is
+//     not given the parent's certificate (I10 covers atoms of Begin, at
+//     the same seq and index). GC keeps the intents and certificates of a
+//     deleted run's branch keys, as it keeps those of explicit keys.
+//   - Verify checks the conflict rule only with Deep (it reads again the
+//     atoms between each branch's base and it, at most
+//     record.MaxBranchLag); without it, only the base.
 package engine

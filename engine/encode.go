@@ -31,12 +31,30 @@ type encodedAtom struct {
 // references (ReferResults); hashed where it lies (the chained payload is
 // the body, then the results' digests, kept apart); compressed once into
 // the record, which the log copies into its group-commit buffer and
-// writes. exts are the body's extensions (tags ascending; nil: none, the
-// body is version 1). seal, for the atom that completes a rollback, is
-// its rollback record's seal (record.RollbackSeal), which the chained
-// payload ends with; nil for every other atom. A body past MaxSize is an
+// writes. exts are the body's extensions (record/atomext.go), tags
+// ascending; without them (nil) the body is version 1, as it was before
+// they existed. seal, for the atom that completes a rollback, is its
+// rollback record's seal (record.RollbackSeal), which the chained payload
+// ends with; nil for every other atom. A body past MaxSize is an
 // ErrTooLarge error.
 func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, actions []atomAction, d *frame.Delta, exts []record.AtomExt, seal []byte) (encodedAtom, error) {
+	e, err := db.encodeAtomBody(buf, run, seq, actions, d, exts, seal)
+	if err != nil {
+		return encodedAtom{}, err
+	}
+	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	rec = db.comp.Compress(rec, e.body, db.curDict.Load())
+	buf.rec = rec
+	e.rec = rec
+	return e, nil
+}
+
+// encodeAtomBody is the part of encodeAtom that depends neither on the
+// atom's seq nor on its predecessor: the body (in buf.body) and the
+// chained payload's tail (in buf.sums: the digests of the results, then
+// seal). seq only names the atom in an error.
+func (db *DB) encodeAtomBody(buf *encBuf, run string, seq uint64, actions []atomAction, d *frame.Delta, exts []record.AtomExt, seal []byte) (encodedAtom, error) {
 	fps := buf.fps[:0]
 	for _, act := range actions {
 		fps = append(fps, act.fp)
@@ -75,12 +93,24 @@ func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, a
 	}
 	sums = append(sums, seal...)
 	buf.sums = sums
-	e.head = db.hasher.LinkParts(run, seq, prev, body, sums)
-	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
-	rec = db.comp.Compress(rec, body, db.curDict.Load())
-	buf.rec = rec
-	e.rec = rec
 	return e, nil
+}
+
+// compressAtomBody compresses e's body into buf.comp, for sealAtom: a
+// branch compresses before it knows its seq, outside the run's lock.
+func (db *DB) compressAtomBody(buf *encBuf, e encodedAtom) {
+	buf.comp = db.comp.Compress(buf.comp[:0], e.body, db.curDict.Load())
+}
+
+// sealAtom completes e, whose body encodeAtomBody built and
+// compressAtomBody compressed, as atom seq of run after prev: the record
+// encodeAtom would have built, with one more copy (of the compressed
+// body, after the header).
+func (db *DB) sealAtom(buf *encBuf, e *encodedAtom, run string, seq uint64, prev chain.Hash) {
+	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
+	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+	buf.rec = append(rec, buf.comp...)
+	e.rec = buf.rec
 }
 
 // encBuf holds the scratch buffers of one Commit.
@@ -92,13 +122,14 @@ type encBuf struct {
 	rec     []byte               // the record: header, compressed body
 	ext     []byte               // the data of the message extensions (messageExts)
 	exts    []record.AtomExt     // the body's extensions; their Data alias ext
+	comp    []byte               // a branch's compressed body, before its header is known (sealAtom)
 }
 
 func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep || cap(b.comp) > keep {
 		return
 	}
 	clear(b.exts) // the pool keeps no message alive

@@ -113,6 +113,28 @@ func TestEncodeAtomOnePath(t *testing.T) {
 				t.Fatalf("inline %v, atom %d: bodies differ", inline, i)
 			}
 			putBuf(buf)
+			// A branch's path (the body first, outside the run's lock, then
+			// the link) writes the record encodeAtom writes with the same
+			// extension.
+			ext := record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: uint64(i), Branch: "b"})}
+			buf = getBuf()
+			whole, err := db.encodeAtom(buf, "r", uint64(i+1), prev, actions[i], d, []record.AtomExt{ext}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = bytes.Clone(whole.rec)
+			putBuf(buf)
+			buf = getBuf()
+			br, err := db.encodeAtomBody(buf, "r", 0, actions[i], d, []record.AtomExt{ext}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			db.compressAtomBody(buf, br)
+			db.sealAtom(buf, &br, "r", uint64(i+1), prev)
+			if !bytes.Equal(br.rec, want) || br.head != whole.head {
+				t.Fatalf("inline %v, atom %d: the branch's path wrote\n%x\nencodeAtom\n%x", inline, i, br.rec, want)
+			}
+			putBuf(buf)
 		}
 	}
 }

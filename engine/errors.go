@@ -32,6 +32,15 @@ var (
 	// ErrAtomInProgress is returned by Begin while another atom of the same
 	// run is running: one atom at a time per run.
 	ErrAtomInProgress = errors.New("engine: an atom is already running in this run")
+	// ErrConflict is returned, in a *ConflictError, by the Commit of a
+	// branch (Run.Branch) that lost to an atom committed after its base:
+	// that atom wrote a state key the branch writes or declared it reads.
+	// Nothing was written, and the branch is over.
+	ErrConflict = errors.New("engine: branch conflicts with an atom committed after its base")
+	// ErrBranchMessage is returned by Send, Receive, ReceiveFrom and
+	// TryReceive of a branch (Run.Branch): messages between runs are sent
+	// and consumed by atoms of Begin, whose seq is known when they run.
+	ErrBranchMessage = errors.New("engine: a branch neither sends nor receives messages")
 	// ErrAtomDone is returned by Do, Resolve, Commit and Fail on an atom
 	// that was already committed or failed.
 	ErrAtomDone = errors.New("engine: atom already committed or failed")

@@ -33,9 +33,10 @@ func (r *Run) notedFrameFileLocked(c *capturedRun) {
 func (r *Run) touch() { r.lastUse.Store(r.db.useTick.Add(1)) }
 
 // idleLocked reports whether r has a resident frame that no atom or
-// write of the run is using.
+// write of the run is using (branches in flight use it: their commits
+// check against it and apply to it).
 func (r *Run) idleLocked() bool {
-	return r.mu.frame != nil && r.mu.broken == nil && r.mu.atom == nil && !r.mu.writing && !r.mu.ending &&
+	return r.mu.frame != nil && r.mu.broken == nil && r.mu.atom == nil && r.mu.br == nil && !r.mu.writing && !r.mu.ending &&
 		len(r.mu.pending) == 0 && r.mu.lastSeq > r.base
 }
 

@@ -166,6 +166,34 @@ func fzBuild(s *fzStore) error {
 	if _, err := saga.Rollback(ctx, 1, RollbackOptions{Exec: func(Undo) ledger.Exec { return exec }}); err != nil {
 		return err
 	}
+	// Branches of run fz-a: atoms with a base extension, and intents and
+	// certificates of a branch's actions (seq 0, branch keys).
+	br, err := db.Run(ctx, "fz-a")
+	if err != nil {
+		return err
+	}
+	var branches []*Atom // both in flight, then both commit
+	var outs [][]byte
+	for _, name := range []string{"fz-x", "fz-y"} {
+		b, err := br.Branch(ctx, name, MemoryKey("k1"), ObjectiveKey())
+		if err != nil {
+			return err
+		}
+		out, err := b.Do(ctx, ledger.Action{Tool: "branch.call", Args: []byte(`{"b":"` + name + `"}`)}, exec)
+		if err != nil {
+			return err
+		}
+		branches, outs = append(branches, b), append(outs, out)
+	}
+	for i, b := range branches {
+		d := new(frame.Delta).Set(b.Branch(), outs[i])
+		if i == 0 { // one writer of the conversation: two would conflict
+			d.ToolOutput("c-"+b.Branch(), "branch.call", outs[i])
+		}
+		if err := b.Commit(ctx, d); err != nil {
+			return err
+		}
+	}
 	// A run ended and deleted: the end and delete records are seeds too.
 	gone, err := db.Run(ctx, "fz-gone")
 	if err != nil {

@@ -141,6 +141,8 @@ func (r *Run) endableLocked() error {
 		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
 	case r.mu.rollback != nil:
 		return fmt.Errorf("%w: run %q: finish the rollback to seq %d before End", ErrRollbackPending, r.id, r.mu.rollback.to)
+	case r.mu.br != nil:
+		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before End", ErrAtomInProgress, r.id)
 	}
 	return nil
 }

@@ -99,6 +99,9 @@ func (db *DB) receiverOpen(to string) error {
 // runningLocked says why the atom can no longer send or receive, or nil.
 // The run's mu is held.
 func (a *Atom) runningLocked() error {
+	if a.branch != nil {
+		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.name)
+	}
 	a.mu.Lock()
 	done := a.mu.done || a.run.mu.atom != a
 	a.mu.Unlock()

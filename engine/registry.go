@@ -299,7 +299,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			r.mu.Lock()
 			// A run that moved since Open (an atom, an end in the tail or
 			// since) is not rebuilt under its user: it is marked broken.
-			if r.mu.atom != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce ||
+			if r.mu.atom != nil || r.mu.br != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce ||
 				(r.mu.end != nil) != (lr.end != nil) || r.parent != lr.parent || r.base != lr.base {
 				r.mu.broken = err
 			} else {

@@ -27,7 +27,7 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 	last := a.mu.calls // the next default-key Do's index is a candidate too
 	a.mu.Unlock()
 	a.run.mu.Lock()
-	if a.run.mu.interruptedSeq == a.seq {
+	if a.branch == nil && a.run.mu.interruptedSeq == a.seq {
 		for _, x := range a.run.mu.inflight {
 			last = max(last, x.Index)
 		}
@@ -38,7 +38,7 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 		c := in
 		if i != in.Index {
 			var err error
-			if c, err = a.lineageIntent(ctx, in.WithDefaultKey(i)); err != nil {
+			if c, err = a.lineageIntent(ctx, a.withDefaultKey(in, i)); err != nil {
 				return nil, err
 			}
 		}
@@ -70,7 +70,7 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 	if e == nil {
 		return nil, fmt.Errorf("%w: nil InDoubtError (run %q seq %d)", ErrNotInDoubt, a.run.id, a.seq)
 	}
-	if e.RunID != a.run.id || e.Seq != a.seq {
+	if e.RunID != a.run.id || e.Seq != a.seq || a.branch != nil && a.otherBranchKey(e.Key) {
 		return nil, fmt.Errorf("%w: the InDoubtError names run %q seq %d, this atom is run %q seq %d",
 			ErrNotInDoubt, e.RunID, e.Seq, a.run.id, a.seq)
 	}

@@ -146,7 +146,7 @@ type pendingRollback struct {
 //
 // to must be below LastSeq and, for a fork, at or after its fork point
 // (ErrSeqOutOfRange). Rollback fails with ErrAtomInProgress while an atom
-// runs, ErrRunEnded once the run ended, and ErrInDoubt while an action of
+// or a branch runs, ErrRunEnded once the run ended, and ErrInDoubt while an action of
 // the atom a crash interrupted is in doubt (settle it first: Begin, then
 // the Resolve family, then Fail).
 func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*RollbackResult, error) {
@@ -202,6 +202,8 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*Atom, 
 		return nil, st, fmt.Errorf("%w: rollback of run %q: the run has ended", ErrRunEnded, r.id)
 	case r.mu.atom != nil:
 		return nil, st, fmt.Errorf("%w: rollback of run %q: seq %d is running; commit or fail it first", ErrAtomInProgress, r.id, r.mu.atom.seq)
+	case r.mu.br != nil:
+		return nil, st, fmt.Errorf("%w: rollback of run %q: branches are in flight; commit or fail them first", ErrAtomInProgress, r.id)
 	case !fresh && rb == nil:
 		return nil, st, fmt.Errorf("%w: run %q has no pending rollback", ErrNotInDoubt, r.id)
 	case rb != nil && fresh && rb.to != to:

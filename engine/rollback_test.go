@@ -234,6 +234,9 @@ func TestRollbackPending(t *testing.T) {
 	if _, err := run.Begin(ctx); !errors.Is(err, ErrRollbackPending) {
 		t.Fatalf("Begin during a rollback: %v", err)
 	}
+	if _, err := run.Branch(ctx, "b"); !errors.Is(err, ErrRollbackPending) {
+		t.Fatalf("Branch during a rollback: %v", err)
+	}
 	if err := run.End(ctx, StatusCompleted, nil); !errors.Is(err, ErrRollbackPending) {
 		t.Fatalf("End during a rollback: %v", err)
 	}

@@ -96,7 +96,11 @@ type Run struct {
 		ckptHead chain.Hash
 		ckptTime time.Time
 
-		atom *Atom // the running atom, if any
+		atom *Atom // the running atom of Begin, if any
+		// br holds the branches in flight and their commit pipeline, nil
+		// when there are none (branch.go): Begin and End are refused while
+		// it is set, so a run without branches pays one nil check.
+		br *branchSet
 		// end is set once the run's end record is durable; ending while
 		// End writes it (Begin and End are refused meanwhile).
 		end    *runEnd
@@ -189,7 +193,8 @@ type RunInfo struct {
 	Head          chain.Hash
 	SnapshotSeq   uint64 // latest snapshot in Pebble (0: none)
 	CheckpointSeq uint64 // latest chain checkpoint
-	Running       uint64 // seq of the atom running now, 0 if none
+	Running       uint64 // seq of the atom of Begin running now, 0 if none
+	Branches      int    // branches in flight (Run.Branch), committing ones included
 	// Interrupted is the seq of an atom that was running when the process
 	// stopped, 0 if none. Its actions are listed by Run.Interrupted.
 	Interrupted uint64
@@ -214,6 +219,9 @@ func (r *Run) Info() RunInfo {
 	}
 	if r.mu.atom != nil {
 		info.Running = r.mu.atom.seq
+	}
+	if br := r.mu.br; br != nil {
+		info.Branches = len(br.live) + len(br.queue)
 	}
 	if e := r.mu.end; e != nil {
 		_, info.Head, _ = r.chainHeadLocked()
@@ -534,8 +542,8 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 }
 
 // Begin starts the next atom of the run, at seq LastSeq+1. Only one atom
-// runs at a time per run: while one is running Begin fails with
-// ErrAtomInProgress. If the previous process stopped in the middle of this
+// runs at a time per run: while one is running, or branches are in flight
+// (Branch), Begin fails with ErrAtomInProgress. If the previous process stopped in the middle of this
 // seq, its actions are still in the ledger (see Interrupted).
 func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if err := r.db.checkOpen(); err != nil {
@@ -563,6 +571,9 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if rb := r.mu.rollback; rb != nil {
 		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
 			ErrRollbackPending, r.id, rb.to, rb.to)
+	}
+	if br := r.mu.br; br != nil {
+		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, len(br.live)+len(br.queue))
 	}
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"

@@ -67,6 +67,13 @@ type AtomInfo struct {
 	// the order received. Both nil for an atom without.
 	Sent     []record.SentMessage
 	Consumed []record.MessageID
+	// Base is the seq whose state the atom read: seq-1, or for a branch
+	// (engine.Run.Branch) its base, the atom DAG's edge. Branch is the
+	// branch's name ("" for an atom of Begin) and Reads what it declared
+	// it reads (record.BranchBase).
+	Base   uint64
+	Branch string
+	Reads  []record.StateKey
 }
 
 // readAt reads and decodes the record at pos (the ledger's records too)
@@ -148,7 +155,13 @@ func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) st
 	}
 	hdr := len(a.Raw) - len(a.Body)
 	info := &AtomInfo{Run: run, Seq: seq, Head: a.Head, Pos: pos,
-		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d, Sent: sent, Consumed: consumed}
+		Size: len(a.Raw), RawSize: hdr + len(raw), Delta: d, Sent: sent, Consumed: consumed, Base: seq - 1}
+	switch bb, err := body.AtomBranch(); {
+	case err != nil:
+		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom: %v", err), Err: err}
+	case bb != nil:
+		info.Base, info.Branch, info.Reads = bb.Base, bb.Branch, bb.Reads
+	}
 	for _, fp := range body.Actions {
 		ai, err := action(fp)
 		if err != nil {

@@ -39,6 +39,10 @@ type ExportedAtom struct {
 	// received; absent for an atom without.
 	Sent     []ExportedMessage   `json:"sent,omitempty"`
 	Consumed []ExportedMessageID `json:"consumed,omitempty"`
+	// Branch is set for an atom committed as a branch (engine.Run.Branch):
+	// its name, its base and its declared reads. Absent otherwise: the
+	// atom's base is then seq-1.
+	Branch *ExportedBranch `json:"branch,omitempty"`
 	// End is how the run ended, on the line of its last atom only, once
 	// it ended (Export sets it; absent otherwise).
 	End *ExportedEnd `json:"end,omitempty"`
@@ -103,6 +107,18 @@ func NewExportedRollbacks(rs []RollbackInfo) []ExportedRollback {
 		out = append(out, NewExportedRollback(r))
 	}
 	return out
+}
+
+// ExportedBranch is what a branch's atom records of the branch (its
+// body's record.ExtTagBase extension), as Export and inspect --json write
+// it.
+type ExportedBranch struct {
+	Name string `json:"name"`
+	// Base is the seq whose state the branch read: the atom DAG's edge.
+	Base uint64 `json:"base"`
+	// Reads are the state keys the branch declared it reads, ascending,
+	// as "kind" or "kind:name" (record.StateKey.String); never null.
+	Reads []string `json:"reads"`
 }
 
 // ExportedEnd is the end of a run (its end record) as Export, and inspect
@@ -207,6 +223,13 @@ func NewExportedAtom(a *AtomInfo) ExportedAtom {
 	}
 	for _, id := range a.Consumed {
 		e.Consumed = append(e.Consumed, ExportedMessageID{From: id.From, Seq: id.Seq, Index: id.Index})
+	}
+	if a.Branch != "" {
+		b := &ExportedBranch{Name: a.Branch, Base: a.Base, Reads: make([]string, len(a.Reads))}
+		for i, k := range a.Reads {
+			b.Reads[i] = k.String()
+		}
+		e.Branch = b
 	}
 	return e
 }

@@ -445,6 +445,16 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	seal := vr.rollbackSeal(a) // the atom completes a rollback: chained over its record too
 	payload = append(payload, seal...)
 	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+	// A branch's base (the atom DAG): before the atom, within the run.
+	if bb, err := body.AtomBranch(); err != nil {
+		vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+	} else if bb != nil {
+		if err := bb.CheckBase(a.Seq, vr.run(a.Run).base); err != nil {
+			vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+		} else if vr.deep {
+			vr.checkBranch(a, loc, bb, body)
+		}
+	}
 	var d *frame.Delta // decoded when needed: for its references, or Deep
 	refsOK := true
 	if frame.MayRefer(body.Delta) {
@@ -484,6 +494,43 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		vr.rollbackAtom(a, loc, body, d)
 	}
 	return payload
+}
+
+// checkBranch checks the conflict rule of branch atom a (Deep): no atom
+// between its base and it wrote a key its delta writes or it declared it
+// reads (record.DeltaWrites, record.Overlap: the engine's own rule). It
+// reads those atoms again, at most record.MaxBranchLag of them.
+func (vr *verifyRun) checkBranch(a *record.Record, loc string, bb *record.BranchBase, body *record.AtomBody) {
+	rs := vr.run(a.Run)
+	if bb.Base+1 >= a.Seq || rs.base+uint64(len(rs.pos))+1 != a.Seq {
+		return // nothing between them; or the run's chain broke before it, which is reported
+	}
+	d, err := frame.DecodeDelta(body.Delta)
+	if err != nil {
+		return // reported by the frame's rebuild
+	}
+	mine := record.SortStateKeys(append(record.DeltaWrites(d), bb.Reads...))
+	for k := bb.Base + 1; k < a.Seq; k++ {
+		pos := rs.pos[k-rs.base-1]
+		rec, err := readAtomAt(vr.db, vr.log, pos, a.Run, k)
+		if err != nil {
+			vr.fail(a.Run, a.Seq, loc, "branch %q: atom %d, between its base %d and it, cannot be read: %v", bb.Branch, k, bb.Base, err)
+			return
+		}
+		_, ob, err := vr.db.decoder(false).DecodeAtom(nil, rec, vr.db.segmentFile(pos.Segment))
+		if err != nil {
+			return // reported at its own seq
+		}
+		od, err := frame.DecodeDelta(ob.Delta)
+		if err != nil {
+			return
+		}
+		if key, ok := record.Overlap(record.DeltaWrites(od), mine); ok {
+			vr.fail(a.Run, a.Seq, loc, "branch %q (base seq %d) committed after atom %d, which wrote %s: a key the branch writes or declared it reads",
+				bb.Branch, bb.Base, k, key)
+			return
+		}
+	}
 }
 
 // checkRefs reports the references of d, the delta of atom a, to certified

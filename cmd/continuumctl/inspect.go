@@ -188,6 +188,17 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	fmt.Fprintf(stdout, "run %q atom %d\n", id, a.Seq)
 	fmt.Fprintf(stdout, "  head %s\n", a.Head)
 	fmt.Fprintf(stdout, "  at wal %s, %d bytes (%d decompressed)\n", a.Pos, a.Size, a.RawSize)
+	if a.Branch != "" {
+		reads := "none declared"
+		if len(a.Reads) > 0 {
+			names := make([]string, len(a.Reads))
+			for i, k := range a.Reads {
+				names[i] = k.String()
+			}
+			reads = strings.Join(names, ", ")
+		}
+		fmt.Fprintf(stdout, "  branch %q: read the state at seq %d; reads %s\n", a.Branch, a.Base, reads)
+	}
 	ops := a.Delta.Ops()
 	fmt.Fprintf(stdout, "delta: %d ops\n", len(ops))
 	for _, op := range ops {
