@@ -569,3 +569,34 @@ func TestBranchAndRollbackExclude(t *testing.T) {
 		t.Fatalf("after the rollback to 1: %+v", st)
 	}
 }
+
+// TestRollbackUndoesBranchActions: the actions of a branch's atom are
+// certified with seq 0 (a branch has no seq until it commits); a rollback
+// past that atom undoes them as any atom's.
+func TestRollbackUndoesBranchActions(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, nil)
+	w := newWorld()
+	r := mustRun(db, "r")
+	commitStep(t, r, w)
+	b, err := r.Branch(ctx, "charge")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Do(ctx, pay(1, true), w.exec(false, "paid")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(ctx, new(frame.Delta).Set("paid", []byte("1"))); err != nil {
+		t.Fatal(err)
+	}
+	res, err := r.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Undone) != 1 || res.Undone[0].Tool != "pay" || len(res.NotUndone) != 0 {
+		t.Fatalf("the rollback undid %+v (not undone %+v), want the branch's pay", res.Undone, res.NotUndone)
+	}
+	if st := r.State(); st.Memory["paid"] != nil {
+		t.Fatalf("after the rollback: %+v", st.Memory)
+	}
+}

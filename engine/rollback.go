@@ -327,8 +327,14 @@ func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layou
 		if err != nil {
 			return fmt.Errorf("engine: rollback of run %q: the certificate of action %x: %w", r.id, fp[:8], err)
 		}
-		if c.RunID != r.id || c.Seq <= to {
-			return nil // certified before the target, or by another run: not an effect of what is rolled back
+		if c.RunID != r.id || c.Seq != 0 && c.Seq <= to {
+			// Certified before the target, or by another run: not an effect
+			// of what is rolled back. A branch's certificate has seq 0 (the
+			// branch had none yet): it is the effect of the atom that lists
+			// it, at > to (a branch name reused after an atom <= to that
+			// certified the same action would repeat it from the cache and
+			// have it undone here: branch names are one piece of work).
+			return nil
 		}
 		u := record.Undo{Seq: at, Action: fp}
 		if e.IntentLoc != (ledger.Loc{}) { // a Resolve of an action never dispatched has no intent
