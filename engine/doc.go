@@ -466,12 +466,16 @@
 //     pending). A pending rollback holds the engine checkpoint's replay
 //     position at its record, so a restart replays the log from there
 //     until it completes. Rollback reads every atom it rolls back (their
-//     actions' intents and certificates) to plan: its cost grows with the
-//     distance to the target, not with the run. It finds the actions the
-//     committed atoms list and those of the atom a crash interrupted; an
-//     action certified only by an attempt that was then Failed, and not
-//     repeated by the atom that committed that seq, is in the log but in
-//     no atom, and a rollback does not find it (nor report it).
+//     actions' intents and certificates), and the log after the target's
+//     atom, to plan: its cost grows with the distance to the target, not
+//     with the run. It finds the actions the committed atoms list, those
+//     of the atom a crash interrupted, and those certified after the
+//     target's atom by attempts that never committed (an atom that failed,
+//     its seq then committed without them: counted at that seq; a branch
+//     that lost a conflict and was not retried: counted at the run's last
+//     seq). A branch that began before the target, certified an action
+//     before the target's atom was written, and never committed is not
+//     found.
 //   - A rollback takes back the frame and, through compensations, the
 //     actions; not messages: what the rolled-back atoms sent stays sent
 //     (and may be consumed), what they consumed stays consumed. An agent

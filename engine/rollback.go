@@ -37,9 +37,11 @@ package engine
 // left; the atom that completes it releases the pin.
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -113,9 +115,10 @@ type pendingRollback struct {
 // rollback's record.
 //
 // Which actions it undoes: those the run's committed atoms after to list,
-// and those of the atom a crash interrupted, that this run certified at a
-// seq after to
-// (a certificate this run got from an earlier seq, from its parent as a
+// those of the atom a crash interrupted, and those certified after to's
+// atom by attempts that never committed (an atom that failed, a branch that
+// lost a conflict: engine/doc.go, "Compensation and rollback"), that this
+// run certified at a seq after to, or in a branch (a certificate this run got from an earlier seq, from its parent as a
 // fork, or from another run with the same explicit key is not an effect of
 // the rolled-back history, and is left alone), each once however many
 // atoms list it, except compensations themselves (an earlier rollback's):
@@ -305,6 +308,7 @@ func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layou
 		return nil, err
 	}
 	var undo []record.Undo
+	certAt := map[ledger.Fingerprint]wal.Pos{} // where each undone action's certificate is
 	seen := make(map[ledger.Fingerprint]bool)
 	add := func(at uint64, fp ledger.Fingerprint) error {
 		if seen[fp] {
@@ -355,6 +359,7 @@ func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layou
 			}
 		}
 		undo = append(undo, u)
+		certAt[fp] = e.CertLoc
 		return nil
 	}
 	for i := len(inflight) - 1; i >= 0; i-- {
@@ -386,6 +391,49 @@ func (r *Run) planRollback(ctx context.Context, to, seq uint64, inflight []layou
 			}
 		}
 	}
+	// Actions certified after the target by attempts that never committed
+	// (an atom that failed and whose seq then committed without them, a
+	// branch that conflicted and was not retried) are in no atom's list:
+	// the log after the target's atom holds their certificates.
+	from := wal.Pos{}
+	if to > r.base {
+		p, err := r.committedAtomPos(ctx, to)
+		if err != nil {
+			return nil, fmt.Errorf("engine: rollback of run %q: atom %d: %w", r.id, to, err)
+		}
+		from = p
+	}
+	orphans, err := db.certifiedSince(ctx, r.id, to, from)
+	if err != nil {
+		return nil, fmt.Errorf("engine: rollback of run %q: %w", r.id, err)
+	}
+	for _, o := range orphans {
+		at := o.seq
+		if at == 0 {
+			// A branch that never committed has no seq: its actions count
+			// as of the run's last atom when the rollback began.
+			at = seq - 1
+		}
+		if err := add(at, o.fp); err != nil {
+			return nil, err
+		}
+	}
+	// Newest first: seq down, and within a seq in the order the
+	// certificates were written, last first (an atom's call order
+	// reversed, after the actions of its seq's attempts that failed).
+	slices.SortStableFunc(undo, func(a, b record.Undo) int {
+		if c := cmp.Compare(b.Seq, a.Seq); c != 0 {
+			return c
+		}
+		pa, pb := certAt[a.Action], certAt[b.Action]
+		switch {
+		case pb.Less(pa):
+			return -1
+		case pa.Less(pb):
+			return 1
+		}
+		return 0
+	})
 	if len(undo) > record.MaxRollbackUndo {
 		return nil, fmt.Errorf("%w: rollback of run %q to seq %d reaches %d actions, the limit is %d (record.MaxRollbackUndo)",
 			ErrTooLarge, r.id, to, len(undo), record.MaxRollbackUndo)
@@ -560,4 +608,40 @@ func (db *DB) pin(pos wal.Pos) uint64 {
 	db.active.next++
 	db.active.pos[db.active.next] = pos
 	return db.active.next
+}
+
+// certifiedAction is a certificate certifiedSince found.
+type certifiedAction struct {
+	seq uint64
+	fp  ledger.Fingerprint
+}
+
+// certifiedSince returns the actions of run with a done or resolved
+// certificate in the log at or after from whose seq is past to (or 0: a
+// branch's), newest first. It reads the log from from to its end.
+func (db *DB) certifiedSince(ctx context.Context, run string, to uint64, from wal.Pos) ([]certifiedAction, error) {
+	dec := db.decoder(true)
+	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindCert }
+	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	var out []certifiedAction
+	for c.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		cert := c.Record().Cert
+		if cert == nil || cert.RunID != run || cert.Seq != 0 && cert.Seq <= to ||
+			cert.Status != ledger.StatusDone && cert.Status != ledger.StatusResolved {
+			continue
+		}
+		out = append(out, certifiedAction{seq: cert.Seq, fp: cert.Fingerprint})
+	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	slices.Reverse(out)
+	return out, nil
 }

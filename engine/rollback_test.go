@@ -537,3 +537,64 @@ func TestRollbackInterruptedAtom(t *testing.T) {
 		})
 	}
 }
+
+// TestRollbackUndoesUncommittedAttempts: an action certified by an
+// attempt that never committed (an atom that failed, whose seq then
+// committed without it; a branch that lost to a conflict and was not
+// retried) is in no atom's list, and a rollback past its seq undoes it
+// all the same, newest first.
+func TestRollbackUndoesUncommittedAttempts(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, nil)
+	w := newWorld()
+	run := mustRun(db, "r")
+	commitStep(t, run, w)
+
+	a, err := run.Begin(ctx) // seq 2, first attempt: pays, then fails
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Do(ctx, pay(1, true), w.exec(false, "paid 1")); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Fail(ctx, "the model changed its mind"); err != nil {
+		t.Fatal(err)
+	}
+	commitStep(t, run, w) // seq 2 commits without the payment
+
+	// Two branches write the same key: the second loses, after paying.
+	b1, err := run.Branch(ctx, "b1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b2, err := run.Branch(ctx, "b2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b2.Do(ctx, pay(2, true), w.exec(false, "paid 2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b1.Commit(ctx, new(frame.Delta).Set("k", []byte("b1"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := b2.Commit(ctx, new(frame.Delta).Set("k", []byte("b2"))); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the second branch: %v, want ErrConflict", err)
+	}
+
+	res, err := run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []uint64
+	for _, u := range res.Undone {
+		got = append(got, u.Seq)
+	}
+	if len(res.Undone) != 2 || res.Undone[0].Seq != 3 || res.Undone[1].Seq != 2 {
+		t.Fatalf("undone at seqs %v, want the lost branch's payment (counted at the last seq, 3) then the failed attempt's (seq 2)", got)
+	}
+	for _, u := range res.Undone {
+		if n := w.count(u.Compensation.Key); n != 1 {
+			t.Fatalf("compensation of %s at seq %d ran %d times", u.Tool, u.Seq, n)
+		}
+	}
+}
