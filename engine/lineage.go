@@ -40,9 +40,11 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 	// An explicit-key action takes no index of its own (it shares the
 	// next default-key call's): of the parent's actions at this index, the
 	// one with this tool and args is the one repeated.
+	// The compensation is part of the action (and of its fingerprint): one
+	// that differs makes another action, which never takes the parent's key.
 	var pin *ledger.Intent
 	for _, x := range pins {
-		if x.Tool == in.Tool && bytes.Equal(x.Args, in.Args) {
+		if x.Tool == in.Tool && bytes.Equal(x.Args, in.Args) && x.Compensation.Equal(in.Compensation) && x.Undoes == in.Undoes {
 			pin = x
 			break
 		}
@@ -50,13 +52,7 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 	if pin == nil || pin.Key == in.Key {
 		return in, nil
 	}
-	fp, err := ledger.Action{Tool: in.Tool, Args: in.Args, Key: pin.Key}.Fingerprint()
-	if err != nil {
-		return nil, err
-	}
-	c := *in
-	c.Key, c.Fingerprint = pin.Key, fp
-	return &c, nil
+	return in.WithKey(pin.Key, in.Index), nil
 }
 
 // actionsAt returns the intents of the run's actions with call index index

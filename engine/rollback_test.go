@@ -598,3 +598,38 @@ func TestRollbackUndoesUncommittedAttempts(t *testing.T) {
 		}
 	}
 }
+
+// TestForkRepeatsCompensatedAction: a fork that repeats its parent's
+// action (same tool, args and position) gets the parent's certificate when
+// the action carries a compensation too (I10), and an action that differs
+// only in its compensation is another action, with a key of its own.
+func TestForkRepeatsCompensatedAction(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, nil)
+	w := newWorld()
+	parent := mustRun(db, "p")
+	commitStep(t, parent, w)
+	commitStep(t, parent, w, pay(1, true))
+	fork, err := db.Fork(ctx, "p", 1, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitStep(t, fork, w, pay(1, true))
+	key := ledger.DefaultKey("p", 2, 0)
+	if n := w.count(key); n != 1 {
+		t.Fatalf("the parent's payment ran %d times under its key, want once (the fork's repeat is cached)", n)
+	}
+	other, err := db.Fork(ctx, "p", 1, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	differs := pay(1, true)
+	differs.Compensate.Args = []byte(`{"n":1,"partial":true}`)
+	commitStep(t, other, w, differs)
+	if n := w.count(key); n != 1 {
+		t.Fatalf("an action with another compensation reused the parent's key (%d effects under it)", n)
+	}
+	if n := w.count(ledger.DefaultKey("g", 2, 0)); n != 1 {
+		t.Fatalf("the fork's own action ran %d times under its own key, want once", n)
+	}
+}

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/hex"
@@ -66,6 +67,15 @@ type Compensation struct {
 	// means CompensationKey(fingerprint of the action it undoes).
 	Key        string
 	Idempotent bool
+}
+
+// Equal reports whether c and o are the same compensation (both nil
+// counts).
+func (c *Compensation) Equal(o *Compensation) bool {
+	if c == nil || o == nil {
+		return c == o
+	}
+	return c.Tool == o.Tool && bytes.Equal(c.Args, o.Args) && c.Key == o.Key && c.Idempotent == o.Idempotent
 }
 
 // CompensationIntent builds the intent of compensation c of the action
