@@ -600,3 +600,52 @@ func TestRollbackUndoesBranchActions(t *testing.T) {
 		t.Fatalf("after the rollback: %+v", st.Memory)
 	}
 }
+
+// TestForkRepeatsBranchAction: a fork's branch that repeats a branch of
+// its lineage (same name, same call at the same index) gets the
+// certificate of that call (I10), through forks of forks; a branch of
+// another name is another piece of work, with keys of its own.
+func TestForkRepeatsBranchAction(t *testing.T) {
+	fs := vfs.NewMem()
+	db := openTest(t, fs, nil)
+	w := newWorld()
+	p := mustRun(db, "p")
+	commitStep(t, p, w)
+	branchPay := func(r *Run, name string) {
+		t.Helper()
+		b, err := r.Branch(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := b.Do(ctx, pay(1, true), w.exec(false, "paid")); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.Commit(ctx, new(frame.Delta).Set("paid", []byte(name))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	branchPay(p, "charge")
+	key := ledger.BranchKey("p", "charge", 0)
+	f, err := db.Fork(ctx, "p", 1, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	branchPay(f, "charge")
+	g, err := db.Fork(ctx, "f", 1, "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	branchPay(g, "charge")
+	if n := w.count(key); n != 1 {
+		t.Fatalf("the lineage's payment ran %d times under the root's key, want once", n)
+	}
+	for _, k := range []string{ledger.BranchKey("f", "charge", 0), ledger.BranchKey("g", "charge", 0)} {
+		if n := w.count(k); n != 0 {
+			t.Fatalf("a fork's repeat ran under its own key %s (%d effects)", k, n)
+		}
+	}
+	branchPay(f, "charge-again")
+	if n := w.count(ledger.BranchKey("f", "charge-again", 0)); n != 1 {
+		t.Fatalf("a branch of another name: %d effects under its own key, want 1", n)
+	}
+}

@@ -511,12 +511,15 @@
 //     segment after a live one waits until the live records before it
 //     die. The atom-index entries of deleted runs stay in the snapshot
 //     store (their snapshots are deleted).
-//   - Frames of every run are kept in memory once a run is used.
-//   - Branches and lineage: a fork's branches derive their keys from the
-//     fork's id, so an action a fork's branch repeats from its parent is
-//     not given the parent's certificate (I10 covers atoms of Begin, at
-//     the same seq and index). GC keeps the intents and certificates of a
-//     deleted run's branch keys, as it keeps those of explicit keys.
+//   - Frames of idle runs leave memory past Options.FrameCache, but only
+//     once an engine checkpoint has written them; a Close right after
+//     many runs moved writes one frame file (and one fsync) per run.
+//   - Branches and lineage: a branch's position is its name and call
+//     index, so a fork's branch repeating a call of a lineage's branch of
+//     the same name gets that call's key and certificate (I10); a fork's
+//     Begin atom never takes a branch's certificate, nor a branch a Begin
+//     atom's. GC keeps the intents and certificates of a deleted run's
+//     branch keys, as it keeps those of explicit keys.
 //   - Verify checks the conflict rule only with Deep (it reads again the
 //     atoms between each branch's base and it, at most
 //     record.MaxBranchLag); without it, only the base.

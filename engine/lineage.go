@@ -26,6 +26,9 @@ import (
 // or in itself.
 func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	r := a.run
+	if a.branch != nil {
+		return a.lineageBranchIntent(in)
+	}
 	if r.parent == "" || a.seq <= r.base {
 		return in, nil
 	}
@@ -125,4 +128,27 @@ func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]*ledge
 		}
 	}
 	return out, nil
+}
+
+// lineageBranchIntent is lineageIntent for a branch's default-key action
+// in (a branch has no seq until it commits): its position is the branch's
+// name and the call index, so a fork's branch of the same name that makes
+// the same call (tool, sanitized args, compensation) at the same index
+// takes the key the nearest run of its lineage used there, and so its
+// record: its certificate, or its being in doubt. The lineage is walked up
+// to its root; the ledger knows every key it used.
+func (a *Atom) lineageBranchIntent(in *ledger.Intent) (*ledger.Intent, error) {
+	r := a.run
+	for depth := 0; r.parent != "" && depth < maxLineage; depth++ {
+		p, err := r.parentRun()
+		if err != nil {
+			return nil, err
+		}
+		c := in.WithKey(ledger.BranchKey(p.id, a.branch.name, int(in.Index)), in.Index)
+		if e, ok := a.run.db.ledger.Lookup(c.Fingerprint); ok && e.Status != ledger.StatusNone {
+			return c, nil
+		}
+		r = p
+	}
+	return in, nil
 }
