@@ -1,0 +1,157 @@
+package replicate
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+)
+
+// cluster is a three-node JetStream cluster inside the test process, over
+// loopback, each node with its own store directory under t.TempDir.
+type cluster struct {
+	t       testing.TB
+	confs   []string // config file per node
+	servers []*server.Server
+	urls    []string // client URL per node
+}
+
+// freePort returns a loopback port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// newCluster starts three nodes; syncAlways sets sync_interval: always.
+func newCluster(t testing.TB, syncAlways bool) *cluster {
+	t.Helper()
+	dir := t.TempDir()
+	c := &cluster{t: t}
+	var client, route []int
+	for range 3 {
+		client = append(client, freePort(t))
+		route = append(route, freePort(t))
+	}
+	var routes []string
+	for _, p := range route {
+		routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", p))
+	}
+	sync := ""
+	if syncAlways {
+		sync = "sync_interval: always"
+	}
+	for i := range 3 {
+		conf := fmt.Sprintf(`
+server_name: n%d
+listen: 127.0.0.1:%d
+jetstream { store_dir: %q, %s }
+accounts {
+  APP { jetstream: enabled, users: [{user: app, password: app}] }
+  SYS { users: [{user: sys, password: sys}] }
+}
+system_account: SYS
+cluster { name: c, listen: 127.0.0.1:%d, routes: [%s] }
+`, i+1, client[i], filepath.Join(dir, fmt.Sprintf("n%d", i+1)), sync, route[i], strings.Join(routes, ", "))
+		p := filepath.Join(dir, fmt.Sprintf("n%d.conf", i+1))
+		if err := os.WriteFile(p, []byte(conf), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.confs = append(c.confs, p)
+		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
+		c.servers = append(c.servers, nil)
+	}
+	for i := range 3 {
+		c.start(i)
+	}
+	t.Cleanup(func() {
+		for i := range c.servers {
+			c.stop(i)
+		}
+	})
+	deadline := time.Now().Add(20 * time.Second)
+	for _, s := range c.servers {
+		for !s.JetStreamIsClustered() || s.JetStreamIsCurrent() == false {
+			if time.Now().After(deadline) {
+				t.Fatalf("JetStream cluster not formed after 20 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for _, s := range c.servers {
+		for s.JetStreamIsLeader() == false && leaderOf(c.servers) == nil {
+			if time.Now().After(deadline) {
+				t.Fatalf("no JetStream meta leader after 20 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	return c
+}
+
+func leaderOf(ss []*server.Server) *server.Server {
+	for _, s := range ss {
+		if s != nil && s.JetStreamIsLeader() {
+			return s
+		}
+	}
+	return nil
+}
+
+// start starts node i (again, after stop: with its store directory).
+func (c *cluster) start(i int) {
+	c.t.Helper()
+	opts, err := server.ProcessConfigFile(c.confs[i])
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	opts.NoLog, opts.NoSigs = true, true
+	s, err := server.NewServer(opts)
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	go s.Start()
+	if !s.ReadyForConnections(10 * time.Second) {
+		c.t.Fatalf("node %d not ready", i+1)
+	}
+	c.servers[i] = s
+}
+
+// stop shuts node i down (a killed JetStream node).
+func (c *cluster) stop(i int) {
+	if s := c.servers[i]; s != nil {
+		s.Shutdown()
+		s.WaitForShutdown()
+		c.servers[i] = nil
+	}
+}
+
+// connect connects to the cluster as the application (user "sys": the
+// system account), preferring node i.
+func (c *cluster) connect(user string, i int) *nats.Conn {
+	c.t.Helper()
+	urls := append([]string{c.urls[i]}, c.urls...)
+	nc, err := nats.Connect(strings.Join(urls, ","), nats.UserInfo(user, user), nats.DontRandomize(),
+		nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	if err != nil {
+		c.t.Fatal(err)
+	}
+	c.t.Cleanup(nc.Close)
+	return nc
+}
+
+// config is a Config for node on the cluster, connected through node i.
+func (c *cluster) config(store, node string, i int) Config {
+	return Config{Conn: c.connect("app", i), SystemConn: c.connect("sys", i), Store: store, Node: node,
+		LeaseTTL: 600 * time.Millisecond}
+}

@@ -1,0 +1,370 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+var ctx = context.Background()
+
+// downstream is a fake external system: it counts the effects of each
+// idempotency key, so that a duplicate effect is seen.
+type downstream struct {
+	mu      sync.Mutex
+	effects map[string]int
+}
+
+func (d *downstream) exec(tool string) ledger.Exec {
+	return func(_ context.Context, key string) ([]byte, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.effects == nil {
+			d.effects = map[string]int{}
+		}
+		d.effects[key]++
+		return []byte(tool + " done for " + key), nil
+	}
+}
+
+func (d *downstream) duplicates() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var dup []string
+	for k, n := range d.effects {
+		if n > 1 {
+			dup = append(dup, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	return dup
+}
+
+// step runs atom seq of a deterministic agent: one action, then a commit
+// whose delta depends only on the run and the seq.
+func step(run *engine.Run, d *downstream) (uint64, error) {
+	a, err := run.Begin(ctx)
+	if err != nil {
+		return 0, err
+	}
+	seq := a.Seq()
+	act := ledger.Action{Tool: "charge", Args: fmt.Appendf(nil, `{"run":%q,"seq":%d}`, run.ID(), seq)}
+	out, err := a.Do(ctx, act, d.exec("charge"))
+	if errors.Is(err, ledger.ErrInDoubt) {
+		// The previous writer died between the intent and the certificate:
+		// the fake downstream knows whether it happened.
+		var e *ledger.InDoubtError
+		errors.As(err, &e)
+		d.mu.Lock()
+		done := d.effects[e.Key] > 0
+		d.mu.Unlock()
+		if done {
+			err = a.ResolveInDoubt(ctx, e, []byte("charge done for "+e.Key))
+		} else {
+			err = a.ResolveInDoubtFailed(ctx, e, "not done downstream")
+		}
+		if err != nil {
+			return 0, err
+		}
+		var ae *engine.ActionError
+		out, err = a.Do(ctx, act, d.exec("charge"))
+		if err != nil && !errors.As(err, &ae) { // resolved failed: Do says so
+			return 0, err
+		}
+	} else if err != nil {
+		return 0, err
+	}
+	delta := new(frame.Delta).
+		AppendMessage(frame.Message{Role: frame.RoleTool, Content: string(out)}).
+		Set(fmt.Sprintf("step-%d", seq), fmt.Appendf(nil, "%s at %d", run.ID(), seq))
+	if err := a.Commit(ctx, delta); err != nil {
+		return 0, err
+	}
+	return seq, nil
+}
+
+// engineOptions are the options of every store of a test: nonces from a
+// seeded source, so that stores given the same runs have the same heads.
+func engineOptions(r engine.Replicator) *engine.Options {
+	return &engine.Options{Replicator: r, Nonces: rand.New(rand.NewSource(1)), SnapshotEvery: 20, DictSamples: 64}
+}
+
+// acked is what a writer had acknowledged: per run, the last seq whose
+// Commit returned nil and its head.
+type acked struct {
+	mu    sync.Mutex
+	seq   map[string]uint64
+	heads map[string]map[uint64]string
+}
+
+func (k *acked) add(run *engine.Run, seq uint64) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.seq == nil {
+		k.seq, k.heads = map[string]uint64{}, map[string]map[uint64]string{}
+	}
+	k.seq[run.ID()] = max(k.seq[run.ID()], seq)
+	if k.heads[run.ID()] == nil {
+		k.heads[run.ID()] = map[uint64]string{}
+	}
+	k.heads[run.ID()][seq] = run.Head().String()
+}
+
+// checkAcked fails t unless db holds every acknowledged atom with its head.
+func (k *acked) check(t *testing.T, db *engine.DB) {
+	t.Helper()
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for id, seq := range k.seq {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastSeq() < seq {
+			t.Errorf("run %s: %d atoms acknowledged, the new writer has %d: acknowledged atoms lost", id, seq, run.LastSeq())
+			continue
+		}
+		for s, h := range k.heads[id] {
+			if s == run.LastSeq() && run.Head().String() != h {
+				t.Errorf("run %s seq %d: acknowledged head %s, now %s", id, s, h, run.Head())
+			}
+		}
+		st, err := run.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := st.Memory[fmt.Sprintf("step-%d", seq)]; !ok {
+			t.Errorf("run %s: acknowledged atom %d missing from the frame", id, seq)
+		}
+	}
+}
+
+// reference runs the same agent on a local store that never failed, n
+// atoms per run, and returns its frames and heads.
+func reference(t *testing.T, runs []string, n map[string]uint64) map[string]*engine.Run {
+	t.Helper()
+	db, err := engine.Open(filepath.Join(t.TempDir(), "ref"), engineOptions(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var d downstream
+	out := map[string]*engine.Run{}
+	for _, id := range runs {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for run.LastSeq() < n[id] {
+			if _, err := step(run, &d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		out[id] = run
+	}
+	return out
+}
+
+// converged fails t unless every run of db has the reference's frame and
+// head at its last seq.
+func converged(t *testing.T, db *engine.DB, ref map[string]*engine.Run) {
+	t.Helper()
+	for id, want := range ref {
+		run, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastSeq() != want.LastSeq() || run.Head() != want.Head() {
+			t.Errorf("run %s: seq %d head %s, the run that never failed: %d %s", id, run.LastSeq(), run.Head(), want.LastSeq(), want.Head())
+		}
+		if diff := cmp.Diff(want.State(), run.State()); diff != "" {
+			t.Errorf("run %s: frame differs from the run that never failed (-want +got):\n%s", id, diff)
+		}
+	}
+}
+
+// TestRefusesUnsafeStream checks that Open refuses a stream that could lose
+// acknowledged appends, saying why: servers without sync_interval: always,
+// too few replicas, durability unchecked.
+func TestRefusesUnsafeStream(t *testing.T) {
+	loose := newCluster(t, false)
+	cfg := loose.config("loose", "a", 0)
+	_, err := Open(ctx, filepath.Join(t.TempDir(), "s"), cfg)
+	if !errors.Is(err, ErrUnsafeStream) || !strings.Contains(err.Error(), "not always") {
+		t.Fatalf("Open on servers without sync always: %v, want ErrUnsafeStream naming the servers", err)
+	}
+	t.Log(err)
+
+	c := newCluster(t, true)
+	cfg = c.config("r1", "a", 0)
+	js, _ := jetstream.New(cfg.Conn)
+	sc := cfg.streamConfig()
+	sc.Replicas = 1
+	if _, err := js.CreateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Open(ctx, filepath.Join(t.TempDir(), "s"), cfg)
+	if !errors.Is(err, ErrUnsafeStream) || !strings.Contains(err.Error(), "1 replicas") {
+		t.Fatalf("Open of an R1 stream: %v, want ErrUnsafeStream naming its replicas", err)
+	}
+	t.Log(err)
+
+	sc = cfg.streamConfig()
+	sc.Name, sc.Subjects, sc.DenyPurge, sc.MaxAge = streamName("purge"), []string{subject("purge", ">")}, false, time.Hour
+	sc.Replicas = 3
+	if _, err := js.CreateStream(ctx, sc); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Store = "purge"
+	_, err = Open(ctx, filepath.Join(t.TempDir(), "s"), cfg)
+	if !errors.Is(err, ErrUnsafeStream) || !strings.Contains(err.Error(), "purges allowed") || !strings.Contains(err.Error(), "max msgs, bytes, age") {
+		t.Fatalf("Open of a purgeable stream with a max age: %v, want ErrUnsafeStream naming both", err)
+	}
+
+	cfg = c.config("unchecked", "a", 0)
+	cfg.SystemConn = nil
+	if _, err = Open(ctx, filepath.Join(t.TempDir(), "s"), cfg); !errors.Is(err, ErrUnsafeStream) {
+		t.Fatalf("Open without a way to check the servers' sync: %v, want ErrUnsafeStream", err)
+	}
+	cfg.Replicas = 1
+	if _, err = Open(ctx, filepath.Join(t.TempDir(), "s"), cfg); !errors.Is(err, ErrUnsafeStream) {
+		t.Fatalf("Open with Config.Replicas 1: %v, want ErrUnsafeStream", err)
+	}
+}
+
+// open opens a replicated store for node in a new directory.
+func open(t *testing.T, c *cluster, store, node string, i int, takeover bool) (*Replicator, *engine.DB, string) {
+	t.Helper()
+	cfg := c.config(store, node, i)
+	cfg.Takeover = takeover
+	dir := filepath.Join(t.TempDir(), node)
+	r, err := Open(ctx, dir, cfg)
+	if err != nil {
+		t.Fatalf("replicate.Open for %s: %v", node, err)
+	}
+	db, err := engine.Open(dir, engineOptions(r))
+	if err != nil {
+		t.Fatalf("engine.Open for %s: %v", node, err)
+	}
+	return r, db, dir
+}
+
+// TestFailover: a writer runs an agent, dies without a word (its lease
+// left to expire), and a second node takes the store after the lease
+// expires: it resumes with the same frame, head and certificates, the
+// dead writer's next commit fails with ErrFenced, and the store converges
+// with a run that never failed. Then an explicit takeover, and a clean
+// handover (Close releases the lease).
+func TestFailover(t *testing.T) {
+	c := newCluster(t, true)
+	runs := []string{"alpha", "beta"}
+	var d downstream
+	var k acked
+
+	ra, dba, _ := open(t, c, "fo", "a", 0, false)
+	for _, id := range runs {
+		run, err := dba.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 40 {
+			seq, err := step(run, &d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.add(run, seq)
+		}
+	}
+	// Node a stops renewing (its process hangs, or its machine is gone).
+	ra.Abandon()
+	t0 := time.Now()
+	rb, dbb, _ := open(t, c, "fo", "b", 1, false)
+	t.Logf("failover after lease expiry: %v (lease %v, restore %v, %+v)", time.Since(t0), rb.Restored().Lease, rb.Restored().Read, rb.Restored())
+	if rb.Epoch() != ra.Epoch()+1 {
+		t.Errorf("new writer's epoch %d, the old one's %d", rb.Epoch(), ra.Epoch())
+	}
+	k.check(t, dbb)
+
+	// The stale writer comes back: its commit is refused, never applied.
+	run, _ := dba.Run(ctx, "alpha")
+	if _, err := step(run, &d); !errors.Is(err, ErrFenced) {
+		t.Fatalf("stale writer's step: %v, want ErrFenced", err)
+	}
+	dba.Close()
+
+	// The new writer resumes: certificates came along (no duplicate effect).
+	for _, id := range runs {
+		run, err := dbb.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 10 {
+			seq, err := step(run, &d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			k.add(run, seq)
+		}
+	}
+	// An explicit takeover by c, while b still holds the lease.
+	rc, dbc, _ := open(t, c, "fo", "c", 2, true)
+	k.check(t, dbc)
+	run, _ = dbb.Run(ctx, "beta")
+	if _, err := step(run, &d); !errors.Is(err, ErrFenced) {
+		t.Fatalf("step of the writer taken over: %v, want ErrFenced", err)
+	}
+	if err := dbb.Close(); err == nil {
+		t.Error("Close of a fenced writer's DB succeeded: its final records cannot have been acknowledged")
+	}
+	rb.Close()
+
+	// A clean handover: c closes, d takes over at once.
+	for _, id := range runs {
+		run, _ := dbc.Run(ctx, id)
+		seq, err := step(run, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.add(run, seq)
+	}
+	if err := dbc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t1 := time.Now()
+	rd, dbd, dird := open(t, c, "fo", "d", 0, false)
+	t.Logf("handover after a release: %v", time.Since(t1))
+	k.check(t, dbd)
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	n := map[string]uint64{}
+	for _, id := range runs {
+		run, _ := dbd.Run(ctx, id)
+		n[id] = run.LastSeq()
+	}
+	converged(t, dbd, reference(t, runs, n))
+	if err := dbd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rd.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := engine.Verify(ctx, dird, &engine.VerifyOptions{Deep: true})
+	if err != nil || !rep.OK {
+		t.Errorf("verify of the store rebuilt from the stream: %v %+v", err, rep)
+	}
+}
