@@ -47,7 +47,11 @@ func (c *Config) leaseBucket(ctx context.Context, js jetstream.JetStream) (jetst
 	if err != nil {
 		return nil, fmt.Errorf("replicate: lease bucket %s: %w", c.LeaseBucket, err)
 	}
-	st, err := kv.Status(ctx)
+	var st jetstream.KeyValueStatus
+	err = retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+		st, err = kv.Status(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("replicate: lease bucket %s: %w", c.LeaseBucket, err)
 	}
@@ -63,7 +67,11 @@ func (c *Config) leaseBucket(ctx context.Context, js jetstream.JetStream) (jetst
 // set, otherwise once it expires, waiting until then (ctx bounds the wait).
 func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bool) (held, error) {
 	for {
-		e, err := kv.Get(ctx, c.Store)
+		var e jetstream.KeyValueEntry
+		err := retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+			e, err = kv.Get(ctx, c.Store)
+			return err
+		})
 		var cur lease
 		var rev uint64
 		switch {
@@ -91,11 +99,14 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 		}
 		next := held{lease: lease{Node: c.Node, Epoch: cur.Epoch + 1, Expires: now.Add(c.LeaseTTL).UnixNano()}}
 		b, _ := json.Marshal(next.lease)
-		if rev == 0 {
-			next.rev, err = kv.Create(ctx, c.Store, b)
-		} else {
-			next.rev, err = kv.Update(ctx, c.Store, b, rev)
-		}
+		err = retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+			if rev == 0 {
+				next.rev, err = kv.Create(ctx, c.Store, b)
+			} else {
+				next.rev, err = kv.Update(ctx, c.Store, b, rev)
+			}
+			return err
+		})
 		if errors.Is(err, jetstream.ErrKeyExists) {
 			continue // another node changed it since we read it: look again
 		}

@@ -62,24 +62,22 @@ func step(run *engine.Run, d *downstream) (uint64, error) {
 	act := ledger.Action{Tool: "charge", Args: fmt.Appendf(nil, `{"run":%q,"seq":%d}`, run.ID(), seq)}
 	out, err := a.Do(ctx, act, d.exec("charge"))
 	if errors.Is(err, ledger.ErrInDoubt) {
-		// The previous writer died between the intent and the certificate:
-		// the fake downstream knows whether it happened.
+		// The previous writer stopped between the intent and the
+		// certificate. The fake downstream says whether the effect
+		// happened; if not, the agent has it done now, with the same key,
+		// and records the result either way.
 		var e *ledger.InDoubtError
 		errors.As(err, &e)
 		d.mu.Lock()
 		done := d.effects[e.Key] > 0
 		d.mu.Unlock()
-		if done {
-			err = a.ResolveInDoubt(ctx, e, []byte("charge done for "+e.Key))
-		} else {
-			err = a.ResolveInDoubtFailed(ctx, e, "not done downstream")
+		out = []byte("charge done for " + e.Key)
+		if !done {
+			if out, err = d.exec("charge")(ctx, e.Key); err != nil {
+				return 0, err
+			}
 		}
-		if err != nil {
-			return 0, err
-		}
-		var ae *engine.ActionError
-		out, err = a.Do(ctx, act, d.exec("charge"))
-		if err != nil && !errors.As(err, &ae) { // resolved failed: Do says so
+		if err := a.ResolveInDoubt(ctx, e, out); err != nil {
 			return 0, err
 		}
 	} else if err != nil {
@@ -366,5 +364,103 @@ func TestFailover(t *testing.T) {
 	rep, err := engine.Verify(ctx, dird, &engine.VerifyOptions{Deep: true})
 	if err != nil || !rep.OK {
 		t.Errorf("verify of the store rebuilt from the stream: %v %+v", err, rep)
+	}
+}
+
+// TestFencedWriterUnderLoad: sixteen runs commit concurrently on node a
+// while node b takes the store over. Every atom a had acknowledged is in
+// b's store, every write of a that was refused matches ErrFenced, and a
+// acknowledges nothing once refused; b resumes every run (in-doubt
+// actions settled against the downstream, no effect twice) and the store
+// converges with runs that never failed.
+func TestFencedWriterUnderLoad(t *testing.T) {
+	c := newCluster(t, true)
+	const runs = 16
+	var ids []string
+	for i := range runs {
+		ids = append(ids, fmt.Sprintf("run-%02d", i))
+	}
+	var d downstream
+	var k acked
+	ra, dba, _ := open(t, c, "load", "a", 0, false)
+	defer ra.Abandon()
+	var handles []*engine.Run
+	for _, id := range ids { // created in order: the nonces, so the heads, are the reference's
+		run, err := dba.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, run)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var committed int
+	refused := make([]error, runs)
+	for i, run := range handles {
+		wg.Go(func() {
+			for {
+				seq, err := step(run, &d)
+				if err != nil {
+					refused[i] = err
+					// Refused once, refused for ever: the log's error is final.
+					if _, err2 := step(run, &d); err2 == nil {
+						t.Errorf("run %s: a write succeeded after a refusal", run.ID())
+					}
+					return
+				}
+				k.add(run, seq)
+				mu.Lock()
+				committed++
+				mu.Unlock()
+			}
+		})
+	}
+	for {
+		mu.Lock()
+		n := committed
+		mu.Unlock()
+		if n >= 5*runs {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	rb, dbb, dirb := open(t, c, "load", "b", 1, true)
+	wg.Wait()
+	for i, err := range refused {
+		if !errors.Is(err, ErrFenced) {
+			t.Errorf("run %s of the stale writer stopped with %v, want ErrFenced", ids[i], err)
+		}
+	}
+	dba.Close()
+	k.check(t, dbb)
+	t.Logf("%d atoms acknowledged by the stale writer before its fence; restore %+v", committed, rb.Restored())
+
+	// b resumes every run; those a was in the middle of come back interrupted.
+	n := map[string]uint64{}
+	for _, id := range ids {
+		run, err := dbb.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if _, err := step(run, &d); err != nil {
+				t.Fatalf("run %s after failover: %v", id, err)
+			}
+		}
+		n[id] = run.LastSeq()
+	}
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	converged(t, dbb, reference(t, ids, n))
+	if err := dbb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
+	if err != nil || !rep.OK {
+		t.Errorf("verify of the new writer's store: %v %+v", err, rep)
 	}
 }

@@ -216,14 +216,22 @@ func (r *Replicator) Epoch() uint64 { return r.epoch }
 // which expects a sequence before the fence, is rejected.
 func (r *Replicator) publishFence(ctx context.Context, s jetstream.Stream) error {
 	for {
-		info, err := s.Info(ctx)
+		var info *jetstream.StreamInfo
+		err := retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+			info, err = s.Info(ctx)
+			return err
+		})
 		if err != nil {
 			return fmt.Errorf("replicate: fence %s: %w", streamName(r.cfg.Store), err)
 		}
 		m := r.msg(kindFence, nil)
 		m.Header.Set(hdrNode, r.cfg.Node)
-		ack, err := r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(info.State.LastSeq),
-			jetstream.WithMsgID(r.msgID(info.State.LastSeq+1)))
+		var ack *jetstream.PubAck
+		err = retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+			ack, err = r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(info.State.LastSeq),
+				jetstream.WithMsgID(r.msgID(info.State.LastSeq+1)), jetstream.WithRetryAttempts(0))
+			return err
+		})
 		if isWrongLastSeq(err) {
 			continue // the previous writer appended meanwhile: fence after it
 		}
@@ -353,6 +361,25 @@ func retryable(err error) bool {
 	}
 	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
 		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// retry calls fn until it returns nil or an error that is not retryable,
+// or until timeout passed (a stream or bucket without a leader yet, just
+// created or electing one).
+func retry(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := fn(ctx)
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
 }
 
 func (r *Replicator) fencedErr() error {

@@ -63,7 +63,11 @@ func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jets
 	if err != nil {
 		return nil, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
 	}
-	info, err := s.Info(ctx)
+	var info *jetstream.StreamInfo
+	err = retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+		info, err = s.Info(ctx)
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
 	}
