@@ -464,3 +464,77 @@ func TestFencedWriterUnderLoad(t *testing.T) {
 		t.Errorf("verify of the new writer's store: %v %+v", err, rep)
 	}
 }
+
+// TestJetStreamNodeKilled: the node leading the stream is killed while
+// four runs commit; commits wait for the new leader and go on, nothing
+// acknowledged is lost, and a takeover after the node came back restores
+// every acknowledged atom and converges.
+func TestJetStreamNodeKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a leader election takes seconds")
+	}
+	c := newCluster(t, true)
+	var ids []string
+	for i := range 4 {
+		ids = append(ids, fmt.Sprintf("run-%d", i))
+	}
+	var d downstream
+	var k acked
+	ra, dba, _ := open(t, c, "kill", "a", 0, false)
+	var handles []*engine.Run
+	for _, id := range ids {
+		run, err := dba.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		handles = append(handles, run)
+	}
+	js, _ := jetstream.New(c.connect("app", 0))
+	var wg sync.WaitGroup
+	killed := make(chan struct{})
+	for _, run := range handles {
+		wg.Go(func() {
+			for i := 0; i < 60; i++ {
+				if i == 20 {
+					<-killed
+				}
+				seq, err := step(run, &d)
+				if err != nil {
+					t.Errorf("run %s with a JetStream node down: %v", run.ID(), err)
+					return
+				}
+				k.add(run, seq)
+			}
+		})
+	}
+	s, err := js.Stream(ctx, streamName("kill"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := s.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leader := int(info.Cluster.Leader[1] - '1') // "n1".."n3"
+	t0 := time.Now()
+	c.stop(leader)
+	close(killed)
+	wg.Wait()
+	t.Logf("40 atoms per run committed with the stream's leader n%d down, in %v", leader+1, time.Since(t0))
+	c.start(leader)
+	rb, dbb, _ := open(t, c, "kill", "b", 1, true)
+	defer rb.Close()
+	defer dbb.Close()
+	dba.Close()
+	ra.Abandon()
+	k.check(t, dbb)
+	n := map[string]uint64{}
+	for _, id := range ids {
+		run, _ := dbb.Run(ctx, id)
+		n[id] = run.LastSeq()
+	}
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	converged(t, dbb, reference(t, ids, n))
+}

@@ -51,8 +51,9 @@ type Config struct {
 	// ErrFenced.
 	Takeover bool
 	// Timeout bounds the wait for the stream's acknowledgement of one
-	// message, retries included (a leader election of the stream takes a
-	// few seconds). Default 10 s.
+	// message, retries included: a leader election of the stream after
+	// its leader died takes 5 to 15 s (the servers' election timeouts).
+	// Default 30 s.
 	Timeout time.Duration
 	// SystemConn, a connection to the cluster's system account, lets Open
 	// check that every server holding the stream fsyncs every write
@@ -93,7 +94,7 @@ func (c *Config) setDefaults() {
 		c.LeaseTTL = 2 * time.Second
 	}
 	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
+		c.Timeout = 30 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -315,8 +316,10 @@ func (r *Replicator) publishLocked(m *nats.Msg) error {
 	defer cancel()
 	seq := r.last + 1
 	for {
-		ack, err := r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(r.last), jetstream.WithMsgID(r.msgID(seq)),
+		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+		ack, err := r.js.PublishMsg(actx, m, jetstream.WithExpectLastSequence(r.last), jetstream.WithMsgID(r.msgID(seq)),
 			jetstream.WithRetryAttempts(0))
+		acancel()
 		if err == nil && ack.Sequence != seq {
 			err = fmt.Errorf("replicate: store %s: the stream acknowledged sequence %d, expected %d", r.cfg.Store, ack.Sequence, seq)
 			return r.setFenced(fmt.Errorf("%w: %w", ErrFenced, err))
@@ -343,6 +346,11 @@ func (r *Replicator) publishLocked(m *nats.Msg) error {
 // errCodeDuplicateInProcess is JetStream's "duplicate message id is in
 // process" (JSStreamDuplicateMessageConflict), which nats.go does not name.
 const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// attemptTimeout bounds the wait for one publish's acknowledgement: one
+// sent to a leader that died meanwhile is never answered, and is sent
+// again (with its message id) to the next.
+const attemptTimeout = 2 * time.Second
 
 func isWrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
