@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/layout"
@@ -21,6 +22,10 @@ import (
 // first if a crashed restore left it), every file and the log durable,
 // then renamed to dir and the parent directory synced: after a crash dir
 // is absent (restored again by the next Open) or whole.
+
+// stallAfter is how long a restore waits for the next message before it
+// reads again from a new consumer.
+const stallAfter = 100 * time.Millisecond
 
 // CorruptStreamError says which message of a store's stream breaks the
 // stream's rules (format.go), and why.
@@ -84,34 +89,61 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 		return fmt.Errorf("replicate: restore: %w", err)
 	}
 
-	cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{subject(r.cfg.Store, ">")}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return fmt.Errorf("replicate: restore: read %s: %w", name, err)
+	// An ordered consumer's first pull can be lost while its delivery
+	// subject's interest crosses the cluster's routes (it then recovers
+	// only after two missed heartbeats, a second or more): a read that
+	// makes no progress for stallAfter starts a new consumer after the
+	// last message read.
+	var it jetstream.MessagesContext
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
+	reopen := func(from uint64) error {
+		if it != nil {
+			it.Stop()
+		}
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subject(r.cfg.Store, ">")},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+		if err == nil {
+			it, err = cons.Messages(jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(time.Second))
+		}
+		if err != nil {
+			return fmt.Errorf("replicate: restore: read %s from message %d: %w", name, from, err)
+		}
+		return nil
+	}
+	if err := reopen(1); err != nil {
+		return err
 	}
 	corrupt := func(seq uint64, format string, args ...any) error {
 		return &CorruptStreamError{Stream: name, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 	}
 	var (
-		epoch   uint64   // the epoch of the last fence read
-		parts   [][]byte // the parts of the group being read
-		partsN  int
-		firstAt uint64 // the stream sequence of its first part
-		files   = map[string][]byte{}
-		last    *wal.Waiter
+		epoch    uint64   // the epoch of the last fence read
+		parts    [][]byte // the parts of the group being read
+		partsN   int
+		firstAt  uint64 // the stream sequence of its first part
+		files    = map[string][]byte{}
+		last     *wal.Waiter
+		progress = time.Now() // when the last message came
 	)
-	it, err := cons.Messages(jetstream.PullMaxMessages(4096))
-	if err != nil {
-		return fmt.Errorf("replicate: restore: read %s: %w", name, err)
-	}
-	defer it.Stop()
 	for seq := uint64(0); seq < r.fence-1; {
-		nctx, cancel := context.WithTimeout(ctx, r.cfg.Timeout)
+		nctx, cancel := context.WithTimeout(ctx, stallAfter)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
+		if err != nil && ctx.Err() == nil && time.Since(progress) < r.cfg.Timeout {
+			if err := reopen(seq + 1); err != nil {
+				return err
+			}
+			continue
+		}
 		if err != nil {
 			return fmt.Errorf("replicate: restore: read %s past message %d (its fence is %d): %w", name, seq, r.fence, err)
 		}
+		progress = time.Now()
 		md, err := m.Metadata()
 		if err != nil {
 			return fmt.Errorf("replicate: restore: read %s: %w", name, err)
