@@ -25,6 +25,7 @@ var ctx = context.Background()
 type downstream struct {
 	mu      sync.Mutex
 	effects map[string]int
+	report  func(key string) // if set, told of each effect before exec returns
 }
 
 func (d *downstream) exec(tool string) ledger.Exec {
@@ -35,6 +36,9 @@ func (d *downstream) exec(tool string) ledger.Exec {
 			d.effects = map[string]int{}
 		}
 		d.effects[key]++
+		if d.report != nil {
+			d.report(key)
+		}
 		return []byte(tool + " done for " + key), nil
 	}
 }
