@@ -79,24 +79,24 @@ cluster { name: c, listen: 127.0.0.1:%d, routes: [%s] }
 			c.stop(i)
 		}
 	})
-	deadline := time.Now().Add(20 * time.Second)
-	for _, s := range c.servers {
-		for !s.JetStreamIsClustered() || s.JetStreamIsCurrent() == false {
-			if time.Now().After(deadline) {
-				t.Fatalf("JetStream cluster not formed after 20 s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	for _, s := range c.servers {
-		for s.JetStreamIsLeader() == false && leaderOf(c.servers) == nil {
-			if time.Now().After(deadline) {
-				t.Fatalf("no JetStream meta leader after 20 s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
+	c.waitReady()
 	return c
+}
+
+// waitReady waits until the JetStream meta leader knows all three peers
+// (a stream placed before that may find "no suitable peers").
+func (c *cluster) waitReady() {
+	c.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if l := leaderOf(c.servers); l != nil && len(l.JetStreamClusterPeers()) == len(c.servers) {
+			return
+		}
+		if time.Now().After(deadline) {
+			c.t.Fatalf("JetStream cluster without a meta leader that knows its %d peers after 30 s", len(c.servers))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 func leaderOf(ss []*server.Server) *server.Server {
