@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/google/go-cmp/cmp"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -541,4 +543,69 @@ func TestJetStreamNodeKilled(t *testing.T) {
 		t.Errorf("duplicate effects: %v", dup)
 	}
 	converged(t, dbb, reference(t, ids, n))
+}
+
+// TestRestoreRefusesDamagedStream: a message no writer of the store could
+// have published (a stale epoch after a fence, a group that does not
+// decode, a part out of order, a file outside the store) makes the restore
+// fail with a *CorruptStreamError naming the message, and writes nothing
+// into the target directory.
+func TestRestoreRefusesDamagedStream(t *testing.T) {
+	c := newCluster(t, true)
+	cases := []struct {
+		name   string
+		kind   string
+		epoch  string
+		hdr    map[string]string
+		body   []byte
+		reason string
+	}{
+		{"stale epoch", kindLog, "1", map[string]string{hdrPart: "1/1"}, encodeGroup([][][]byte{{[]byte("x")}}), "epoch 1 in epoch 2"},
+		{"bad group", kindLog, "2", map[string]string{hdrPart: "1/1"}, []byte("not a group"), "group of messages"},
+		{"part out of order", kindLog, "2", map[string]string{hdrPart: "2/2"}, []byte("x"), "part 2/2"},
+		{"file outside the store", kindFile, "2", map[string]string{hdrFile: "../../etc/x.dict"}, sealFile([]byte("x")), "not a store file"},
+		{"unknown kind", "snapshot", "2", nil, nil, "unknown"},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			store := fmt.Sprintf("damaged%d", i)
+			// Two writers in turn, so that the stream holds epochs 1 and 2.
+			ra, dba, _ := open(t, c, store, "a", 0, false)
+			run, _ := dba.Run(ctx, "r")
+			var d downstream
+			if _, err := step(run, &d); err != nil {
+				t.Fatal(err)
+			}
+			dba.Close()
+			ra.Close()
+			rb, dbb, _ := open(t, c, store, "b", 1, false)
+			dbb.Close()
+			rb.Close()
+
+			cfg := c.config(store, "rogue", 2)
+			js, _ := jetstream.New(cfg.Conn)
+			m := nats.NewMsg(subject(store, subjLog))
+			m.Header.Set(hdrKind, tc.kind)
+			m.Header.Set(hdrEpoch, tc.epoch)
+			for k, v := range tc.hdr {
+				m.Header.Set(k, v)
+			}
+			m.Data = tc.body
+			ack, err := js.PublishMsg(ctx, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := filepath.Join(t.TempDir(), "c")
+			_, err = Open(ctx, dir, c.config(store, "c", 2))
+			var ce *CorruptStreamError
+			if !errors.As(err, &ce) || ce.Seq != ack.Sequence || !strings.Contains(ce.Reason, tc.reason) {
+				t.Fatalf("restore of a stream with %s at message %d: %v, want a CorruptStreamError naming it (%q)", tc.name, ack.Sequence, err, tc.reason)
+			}
+			for _, p := range []string{dir, dir + ".restore"} {
+				if _, err := os.Stat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("a refused restore left %s: %v", p, err)
+				}
+			}
+		})
+	}
 }

@@ -191,10 +191,15 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	// the headers.
 	r.maxMsg = int(cfg.Conn.MaxPayload()) - 1024
 	t1 := time.Now()
-	if err := r.publishFence(ctx, s); err != nil {
-		return nil, err
+	err = r.publishFence(ctx, s)
+	if err == nil {
+		err = r.restore(ctx, s, dir)
 	}
-	if err := r.restore(ctx, s, dir); err != nil {
+	if err != nil {
+		// Released, so that another node need not wait for it to expire.
+		if _, rerr := cfg.renew(ctx, kv, h, time.Unix(0, 0)); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("replicate: release lease of %s: %w", cfg.Store, rerr))
+		}
 		return nil, err
 	}
 	r.restored.Read = time.Since(t1)

@@ -66,7 +66,7 @@ func fileName(name string) bool {
 }
 
 // restore rebuilds dir from the messages of the stream before r.fence.
-func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string) error {
+func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string) (rerr error) {
 	name := streamName(r.cfg.Store)
 	if r.fence == 1 {
 		return nil // a new store: engine.Open creates it
@@ -78,6 +78,11 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 	if err := os.MkdirAll(filepath.Join(tmp, layout.DictsDir), 0o700); err != nil {
 		return fmt.Errorf("replicate: restore: %w", err)
 	}
+	defer func() {
+		if rerr != nil { // a refused or failed restore leaves nothing behind
+			os.RemoveAll(tmp)
+		}
+	}()
 	var log *wal.Log
 	defer func() {
 		if log != nil {
