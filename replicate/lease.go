@@ -107,7 +107,7 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 			}
 			return err
 		})
-		if errors.Is(err, jetstream.ErrKeyExists) {
+		if casConflict(err) {
 			continue // another node changed it since we read it: look again
 		}
 		if err != nil {
@@ -123,7 +123,7 @@ func (c *Config) renew(ctx context.Context, kv jetstream.KeyValue, h held, expir
 	h.Expires = expires.UnixNano()
 	b, _ := json.Marshal(h.lease)
 	rev, err := kv.Update(ctx, c.Store, b, h.rev)
-	if errors.Is(err, jetstream.ErrKeyExists) {
+	if casConflict(err) {
 		// Changed since our last update, by another node or by an update
 		// of ours whose answer was lost (a timeout): the value says which.
 		e, gerr := kv.Get(ctx, c.Store)
@@ -145,3 +145,9 @@ func (c *Config) renew(ctx context.Context, kv jetstream.KeyValue, h held, expir
 }
 
 var errLeaseLost = errors.New("replicate: lease taken by another node")
+
+// casConflict: a Create or Update refused because the key is not at the
+// revision given (nats.go names it by two errors, by the server's code).
+func casConflict(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}

@@ -609,3 +609,84 @@ func TestRestoreRefusesDamagedStream(t *testing.T) {
 		})
 	}
 }
+
+// TestPartitionedWriter: the writer's network to the cluster is cut while
+// it commits. Its commit waits; its lease expires and a node on the other
+// side takes the store; when the network comes back, the waiting commit
+// fails with ErrFenced, never acknowledged. Nothing the writer had
+// acknowledged is lost, and the store converges.
+func TestPartitionedWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("waits for a lease to expire and a reconnection")
+	}
+	c := newCluster(t, true)
+	p := newProxy(t, c.urls[0][len("nats://"):])
+	// Only through the proxy: the servers' gossip of their other URLs would
+	// let the client reconnect around the partition.
+	nc, err := nats.Connect(p.url(), nats.UserInfo("app", "app"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	cfg := c.config("part", "a", 0)
+	cfg.Conn = nc
+	cfg.Timeout = 8 * time.Second
+	dira := filepath.Join(t.TempDir(), "a")
+	ra, err := Open(ctx, dira, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ra.Abandon()
+	dba, err := engine.Open(dira, engineOptions(ra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dba.Close()
+	var d downstream
+	var k acked
+	runa, err := dba.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 10 {
+		seq, err := step(runa, &d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		k.add(runa, seq)
+	}
+
+	p.cut()
+	done := make(chan error, 1)
+	go func() {
+		seq, err := step(runa, &d)
+		if err == nil {
+			k.add(runa, seq)
+		}
+		done <- err
+	}()
+	rb, dbb, _ := open(t, c, "part", "b", 1, false) // waits for a's lease to expire
+	defer rb.Close()
+	defer dbb.Close()
+	p.heal()
+	err = <-done
+	if !errors.Is(err, ErrFenced) {
+		t.Fatalf("the partitioned writer's commit after the takeover: %v, want ErrFenced", err)
+	}
+	t.Logf("the partitioned writer's commit: %v", err)
+	k.check(t, dbb)
+	runb, err := dbb.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, err := step(runb, &d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	converged(t, dbb, reference(t, []string{"r"}, map[string]uint64{"r": runb.LastSeq()}))
+}
