@@ -33,7 +33,7 @@ var benchStores int
 // store and on a replicated one.
 func BenchmarkCommit(b *testing.B) {
 	c := newCluster(b, true)
-	for _, runs := range []int{1, 16} {
+	for _, runs := range []int{1, 16, 64} {
 		for _, mode := range []string{"local", "replicated"} {
 			b.Run(fmt.Sprintf("mode=%s/runs=%d", mode, runs), func(b *testing.B) {
 				benchStores++
