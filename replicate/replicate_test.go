@@ -690,3 +690,61 @@ func TestPartitionedWriter(t *testing.T) {
 	}
 	converged(t, dbb, reference(t, []string{"r"}, map[string]uint64{"r": runb.LastSeq()}))
 }
+
+// TestGroupsInParts: groups larger than a message go out in parts, and a
+// restore joins them: atoms of 3 KiB deltas through messages of at most
+// 1 KiB come back whole on the next writer.
+func TestGroupsInParts(t *testing.T) {
+	c := newCluster(t, true)
+	cfg := c.config("parts", "a", 0)
+	cfg.maxPart = 1 << 10
+	dir := filepath.Join(t.TempDir(), "a")
+	ra, err := Open(ctx, dir, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dba, err := engine.Open(dir, &engine.Options{Replicator: ra, DictSamples: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := dba.Run(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	rng := rand.New(rand.NewSource(7))
+	for i := range 8 {
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := make([]byte, 3<<10)
+		rng.Read(v) // incompressible: the record stays about 3 KiB
+		if err := a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", i), v)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, head := run.State(), run.Head()
+	if err := dba.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rb, dbb, _ := open(t, c, "parts", "b", 1, false)
+	defer rb.Close()
+	defer dbb.Close()
+	t.Logf("%+v", rb.Restored())
+	if info := rb.Restored(); info.Messages < 3*8 {
+		t.Errorf("restore read %d messages for 8 atoms of 3 KiB in parts of 1 KiB: %+v", info.Messages, info)
+	}
+	got, err := dbb.Run(ctx, "big")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Head() != head {
+		t.Errorf("head %s after the restore, %s before", got.Head(), head)
+	}
+	if diff := cmp.Diff(want, got.State()); diff != "" {
+		t.Errorf("frame after the restore (-want +got):\n%s", diff)
+	}
+}

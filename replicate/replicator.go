@@ -65,6 +65,9 @@ type Config struct {
 	Logger *slog.Logger
 	// now is the clock of leases (tests).
 	now func() time.Time
+	// maxPart, if positive, caps the body of a log message below the
+	// connection's limit (tests: groups split into parts).
+	maxPart int
 }
 
 func (c *Config) validate() error {
@@ -190,6 +193,9 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	// The body of one message: the server's payload limit less room for
 	// the headers.
 	r.maxMsg = int(cfg.Conn.MaxPayload()) - 1024
+	if r.maxMsg < 4096 {
+		return nil, fmt.Errorf("replicate: the server's max_payload is %d bytes: at least 5 KiB needed", cfg.Conn.MaxPayload())
+	}
 	t1 := time.Now()
 	err = r.publishFence(ctx, s)
 	if err == nil {
@@ -252,7 +258,13 @@ func (r *Replicator) publishFence(ctx context.Context, s jetstream.Stream) error
 
 // msg is a message of kind carrying this writer's epoch.
 func (r *Replicator) msg(kind string, body []byte) *nats.Msg {
-	subj := map[string]string{kindFence: subjFence, kindFile: subjFile, kindLog: subjLog}[kind]
+	subj := subjLog
+	switch kind {
+	case kindFence:
+		subj = subjFence
+	case kindFile:
+		subj = subjFile
+	}
 	m := nats.NewMsg(subject(r.cfg.Store, subj))
 	m.Header.Set(hdrKind, kind)
 	m.Header.Set(hdrEpoch, strconv.FormatUint(r.epoch, 10))
@@ -274,10 +286,13 @@ func (r *Replicator) Replicate(appends [][][]byte) error {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
 	body := encodeGroup(appends)
-	n := max(1, (len(body)+r.maxMsg-1)/r.maxMsg)
+	part := r.maxMsg
+	if r.cfg.maxPart > 0 {
+		part = min(part, r.cfg.maxPart)
+	}
+	n := max(1, (len(body)+part-1)/part)
 	for i := range n {
-		part := body[i*len(body)/n : (i+1)*len(body)/n]
-		m := r.msg(kindLog, part)
+		m := r.msg(kindLog, body[i*len(body)/n:(i+1)*len(body)/n])
 		m.Header.Set(hdrPart, formatPart(i+1, n))
 		if err := r.publishLocked(m); err != nil {
 			return err
