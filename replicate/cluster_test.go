@@ -1,6 +1,7 @@
 package replicate
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // cluster is a three-node JetStream cluster inside the test process, over
@@ -89,7 +91,7 @@ func (c *cluster) waitReady() {
 	c.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	for {
-		if l := leaderOf(c.servers); l != nil && len(l.JetStreamClusterPeers()) == len(c.servers) {
+		if l := leaderOf(c.servers); l != nil && len(l.JetStreamClusterPeers()) == len(c.servers) && c.canPlace() {
 			return
 		}
 		if time.Now().After(deadline) {
@@ -97,6 +99,26 @@ func (c *cluster) waitReady() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
+}
+
+// canPlace reports whether an R3 stream can be placed now: the meta
+// leader may know a peer before it counts it online.
+func (c *cluster) canPlace() bool {
+	nc, err := nats.Connect(strings.Join(c.urls, ","), nats.UserInfo("app", "app"))
+	if err != nil {
+		return false
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := js.CreateStream(ctx, jetstream.StreamConfig{Name: "PROBE", Subjects: []string{"probe"}, Replicas: 3, Storage: jetstream.FileStorage}); err != nil {
+		return false
+	}
+	return js.DeleteStream(ctx, "PROBE") == nil
 }
 
 func leaderOf(ss []*server.Server) *server.Server {
