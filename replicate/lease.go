@@ -37,13 +37,17 @@ type held struct {
 
 // leaseBucket opens or creates the lease bucket and checks its durability.
 func (c *Config) leaseBucket(ctx context.Context, js jetstream.JetStream) (jetstream.KeyValue, error) {
-	kv, err := js.KeyValue(ctx, c.LeaseBucket)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
-			Bucket: c.LeaseBucket, Description: "CONTINUUM stores' writer leases",
-			History: 1, Storage: jetstream.FileStorage, Replicas: c.Replicas,
-		})
-	}
+	var kv jetstream.KeyValue
+	err := retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+		kv, err = js.KeyValue(ctx, c.LeaseBucket)
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			kv, err = js.CreateKeyValue(ctx, jetstream.KeyValueConfig{
+				Bucket: c.LeaseBucket, Description: "CONTINUUM stores' writer leases",
+				History: 1, Storage: jetstream.FileStorage, Replicas: c.Replicas,
+			})
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("replicate: lease bucket %s: %w", c.LeaseBucket, err)
 	}

@@ -372,6 +372,10 @@ const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
 // again (with its message id) to the next.
 const attemptTimeout = 2 * time.Second
 
+// apiAttempt bounds one attempt of a JetStream API call (stream and
+// bucket lookups, the lease's reads and updates, the fence).
+const apiAttempt = 5 * time.Second
+
 func isWrongLastSeq(err error) bool {
 	var apiErr *jetstream.APIError
 	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
@@ -398,7 +402,11 @@ func retry(ctx context.Context, timeout time.Duration, fn func(context.Context) 
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := fn(ctx)
+		// One attempt may go to a server that died meanwhile and is never
+		// answered: each gets at most apiAttempt of the time.
+		actx, acancel := context.WithTimeout(ctx, apiAttempt)
+		err := fn(actx)
+		acancel()
 		if err == nil || !retryable(err) || ctx.Err() != nil {
 			return err
 		}

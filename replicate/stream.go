@@ -56,10 +56,14 @@ func (c *Config) streamConfig() jetstream.StreamConfig {
 
 // ensureStream creates the store's stream, or checks the one that exists.
 func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
-	s, err := js.Stream(ctx, streamName(c.Store))
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		s, err = js.CreateStream(ctx, c.streamConfig())
-	}
+	var s jetstream.Stream
+	err := retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
+		s, err = js.Stream(ctx, streamName(c.Store))
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			s, err = js.CreateStream(ctx, c.streamConfig())
+		}
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
 	}
