@@ -36,8 +36,32 @@ func freePort(t testing.TB) int {
 }
 
 // newCluster starts three nodes; syncAlways sets sync_interval: always.
+// The ports are picked free just before the nodes bind them; a node that
+// does not come up (a port taken meanwhile, or a machine too loaded to
+// start it within 10 s) makes it start a new cluster, three times at most.
 func newCluster(t testing.TB, syncAlways bool) *cluster {
 	t.Helper()
+	var err error
+	for attempt := range 3 {
+		var c *cluster
+		if c, err = launch(t, syncAlways); err == nil {
+			t.Cleanup(func() {
+				for i := range c.servers {
+					c.stop(i)
+				}
+			})
+			c.waitReady()
+			return c
+		}
+		t.Logf("cluster start, attempt %d: %v", attempt+1, err)
+	}
+	t.Fatal(err)
+	return nil
+}
+
+// launch writes the nodes' configurations and starts them; on an error
+// every node it started is stopped.
+func launch(t testing.TB, syncAlways bool) (*cluster, error) {
 	dir := t.TempDir()
 	c := &cluster{t: t}
 	var client, route []int
@@ -67,22 +91,21 @@ cluster { name: c, listen: 127.0.0.1:%d, routes: [%s] }
 `, i+1, client[i], filepath.Join(dir, fmt.Sprintf("n%d", i+1)), sync, route[i], strings.Join(routes, ", "))
 		p := filepath.Join(dir, fmt.Sprintf("n%d.conf", i+1))
 		if err := os.WriteFile(p, []byte(conf), 0o600); err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		c.confs = append(c.confs, p)
 		c.urls = append(c.urls, fmt.Sprintf("nats://127.0.0.1:%d", client[i]))
 		c.servers = append(c.servers, nil)
 	}
 	for i := range 3 {
-		c.start(i)
-	}
-	t.Cleanup(func() {
-		for i := range c.servers {
-			c.stop(i)
+		if err := c.tryStart(i); err != nil {
+			for j := range c.servers {
+				c.stop(j)
+			}
+			return nil, err
 		}
-	})
-	c.waitReady()
-	return c
+	}
+	return c, nil
 }
 
 // waitReady waits until the JetStream meta leader knows all three peers
@@ -130,23 +153,33 @@ func leaderOf(ss []*server.Server) *server.Server {
 	return nil
 }
 
-// start starts node i (again, after stop: with its store directory).
+// start starts node i again after stop, with its store directory and
+// its ports.
 func (c *cluster) start(i int) {
 	c.t.Helper()
+	if err := c.tryStart(i); err != nil {
+		c.t.Fatal(err)
+	}
+}
+
+func (c *cluster) tryStart(i int) error {
 	opts, err := server.ProcessConfigFile(c.confs[i])
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	opts.NoLog, opts.NoSigs = true, true
 	s, err := server.NewServer(opts)
 	if err != nil {
-		c.t.Fatal(err)
+		return err
 	}
 	go s.Start()
 	if !s.ReadyForConnections(10 * time.Second) {
-		c.t.Fatalf("node %d not ready", i+1)
+		s.Shutdown()
+		s.WaitForShutdown()
+		return fmt.Errorf("node %d not ready for connections after 10 s", i+1)
 	}
 	c.servers[i] = s
+	return nil
 }
 
 // stop shuts node i down (a killed JetStream node).
