@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"bytes"
+
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 )
@@ -69,7 +71,15 @@ func (db *DB) trainDict(samples [][]byte) error {
 	id := db.curDict.Load() + 1
 	name := db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id))
 	// Durable before any record uses it.
-	if err := layout.WriteFileAtomic(db.fs, name, layout.MarshalDict(id, dict), db.opts.NoSync); err != nil {
+	data := layout.MarshalDict(id, dict)
+	// A filesystem may use the buffer it is given to write (pebble's MemFS
+	// scribbles over it in race builds): the Replicator gets data intact.
+	if err := layout.WriteFileAtomic(db.fs, name, bytes.Clone(data), db.opts.NoSync); err != nil {
+		return err
+	}
+	// Replicated before any record uses it; refused, it stays unused until
+	// the next Open ships it.
+	if err := db.replicateDict(id, data); err != nil {
 		return err
 	}
 	if err := db.dicts.Add(id, dict); err != nil {

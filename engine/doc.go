@@ -298,6 +298,11 @@
 //   - Bad input never panics (I6), corruption is never skipped (I7), and an
 //     fsync error is final for the log (I8).
 //
+//   - Replicated (Options.Replicator): a write returns once it is durable
+//     here and the Replicator acknowledged it; its refusal fails the write
+//     and every later one, and a writer another node took over gets an
+//     error matching ErrFenced (I12 across machines).
+//
 //   - Secrets (contract): the values an Action's Redact pointers name never
 //     reach the store; where exec echoes them in its error message or its
 //     result, the certificate stores "[redacted]" (ledger.Redacted) in

@@ -77,6 +77,12 @@ var (
 	// default key when two or more default-key calls of the atom with the
 	// same tool and args are in doubt: ResolveInDoubt names one exactly.
 	ErrAmbiguousResolve = errors.New("engine: more than one in-doubt action matches")
+	// ErrFenced is matched by the error of a write that the store's
+	// Replicator refused because another process took over the store (it
+	// holds the lease, and the replica rejects this writer's records): the
+	// write was not acknowledged, nor is any after it. The process must
+	// close the DB; the new writer has the store.
+	ErrFenced = errors.New("engine: fenced: another writer took over the store")
 )
 
 // CorruptionError says where a store is damaged: file, offset, run, seq

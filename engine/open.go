@@ -122,6 +122,7 @@ func (db *DB) open() error {
 		Logger:      db.logger,
 
 		OnGroupCommit: db.groupCommitHook(), // to Options.Observer
+		Replicate:     db.replicateHook(),   // to Options.Replicator
 	})
 	if err != nil {
 		if layout.NotExist(err) && !fresh {
@@ -158,6 +159,9 @@ func (db *DB) open() error {
 		// made it durable): a store that has STORE has a log, and one
 		// that crashed before this point is new (see openStoreFile).
 		err = db.writeStoreFile()
+	}
+	if err == nil {
+		err = db.replicateFiles()
 	}
 	db.recoverErr = err
 	close(db.recovered)

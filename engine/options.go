@@ -137,6 +137,14 @@ type Options struct {
 	// github.com/continuumdb/continuum/otel for OpenTelemetry. Default
 	// nil: nothing is reported.
 	Observer Observer
+	// Replicator, when set, puts the store in replicated mode: every group
+	// commit of the log is shipped to it once durable here, and a Commit,
+	// Do, Resolve (or any other write) returns only once its records are
+	// durable here and the Replicator acknowledged them; its error fails
+	// the write and every later one (see Replicator). The nested module
+	// github.com/continuumdb/continuum/replicate implements it on NATS
+	// JetStream. Default nil: the store is local.
+	Replicator Replicator
 }
 
 const (

@@ -139,6 +139,12 @@
 //     closed and reopened, which recovers from what is on disk. Nothing
 //     acknowledged is lost, since acknowledged bytes were durable before the
 //     failure.
+//   - Replication (Options.Replicate): called after a group's fdatasync,
+//     before its appends return and before readers see it. Its error is
+//     sticky like a sync error: the group is durable here but not
+//     acknowledged, and the replica may or may not hold it. A reopened log
+//     holds the group; a replicated store is reopened from its replica,
+//     which is the truth (package replicate).
 //
 // # Caveats
 //

@@ -85,6 +85,18 @@ type Options struct {
 	// log: it must return quickly and must not call the Log (the next
 	// group waits for it).
 	OnGroupCommit func(GroupCommit)
+	// Replicate, if set, is called for every group commit once its records
+	// are durable here and before its appends return (and before readers
+	// see them), on the goroutine that owns the log, with the records of
+	// each append of the group in order: appends[i] is the i-th append's
+	// batch, whole. Its error fails every append of the group, none of
+	// which is then acknowledged, and is final for the log like an fsync
+	// error (I8): the records are durable here but the replica may or may
+	// not hold them, so no later record may follow them. The slices are
+	// the writers' and valid only during the call: a replicator that
+	// keeps them copies. The next group waits for it; group commit
+	// gathers the appends that arrive meanwhile into that next group.
+	Replicate func(appends [][][]byte) error
 }
 
 // Pos is the position of a record: its segment and the byte offset where it
@@ -181,6 +193,8 @@ type Log struct {
 
 	// onGroupCommit is Options.OnGroupCommit (observe.go); nil: none.
 	onGroupCommit func(GroupCommit)
+	// replicate is Options.Replicate (writer.go's flush); nil: none.
+	replicate func(appends [][][]byte) error
 
 	// durable is the end of the durable records (readers stop there).
 	// Written only by the owner goroutine (and Open); read lock-free.
@@ -296,6 +310,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	l.w.spare = make(chan error, 1)
 	l.readDamaged = o.ReadDamaged
 	l.onGroupCommit = o.OnGroupCommit
+	l.replicate = o.Replicate
 	if o.DeferWrites && !o.ReadOnly {
 		l.readOnly = true // until StartWriting
 		l.deferred = &deferredStart{}

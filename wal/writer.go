@@ -274,6 +274,12 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 			}
 		}
 	}
+	if l.replicate != nil {
+		if err := l.replicateGroup(ws); err != nil {
+			l.fail(err, ws)
+			return false
+		}
+	}
 	d := Pos{l.w.seg, l.w.off}
 	l.durable.Store(&d)
 	var recs, bytes int64
@@ -290,6 +296,21 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 	l.stats.records.Add(recs)
 	l.stats.bytes.Add(bytes)
 	return true
+}
+
+// replicateGroup hands the records of ws, durable here, to
+// Options.Replicate (owner only). Its error is final for the log (flush
+// makes it sticky): the replica may hold records that the log cannot
+// acknowledge, or lack records that are durable here.
+func (l *Log) replicateGroup(ws []*Waiter) error {
+	appends := make([][][]byte, len(ws))
+	for i, w := range ws {
+		appends[i] = w.recs
+	}
+	if err := l.replicate(appends); err != nil {
+		return fmt.Errorf("wal: replicate a group of %d appends of segment %d (%s): %w", len(ws), l.w.seg, l.path(segmentName(l.w.seg)), err)
+	}
+	return nil
 }
 
 func (l *Log) syncActive() error {

@@ -1,0 +1,502 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// ErrFenced is engine.ErrFenced: the error of a write refused because
+// another node took the store over matches it, as does every write after.
+var ErrFenced = engine.ErrFenced
+
+// Config says which store to replicate where, and as whom. The zero value
+// of every field but Conn, Store and Node is the default, documented
+// field by field.
+type Config struct {
+	// Conn is a connection to the JetStream cluster (required). The
+	// Replicator publishes and reads on it; the caller closes it, after
+	// Replicator.Close.
+	Conn *nats.Conn
+	// Store names the replicated store across nodes (required): 1 to 64
+	// of A-Z, a-z, 0-9, '_' and '-'. Its stream is CONTINUUM_<Store>, its
+	// subjects continuum.<Store>.{fence,file,log}, its lease the key
+	// <Store> of LeaseBucket.
+	Store string
+	// Node names this node in the lease and in every message it publishes
+	// (required, 1 to 64 bytes).
+	Node string
+	// Replicas is the replication factor Open creates the stream and the
+	// lease bucket with. Default and minimum MinReplicas (3).
+	Replicas int
+	// LeaseBucket is the key-value bucket of the leases. Default
+	// "CONTINUUM_LEASES".
+	LeaseBucket string
+	// LeaseTTL is how long a lease lasts unless renewed; the holder renews
+	// it every LeaseTTL/3. Another node takes it over once it expired by
+	// that node's clock. Default 2 s.
+	LeaseTTL time.Duration
+	// Takeover makes Open take the lease at once, even when another node
+	// holds it unexpired (an operator's failover, or a node that knows the
+	// holder is dead). The old holder is fenced: its next write fails with
+	// ErrFenced.
+	Takeover bool
+	// Timeout bounds the wait for the stream's acknowledgement of one
+	// message, retries included: a leader election of the stream after
+	// its leader died takes 5 to 15 s (the servers' election timeouts).
+	// Default 30 s.
+	Timeout time.Duration
+	// SystemConn, a connection to the cluster's system account, lets Open
+	// check that every server holding the stream fsyncs every write
+	// (sync_interval: always). Without it Open refuses the stream, unless
+	// AssumeSyncAlways says that the operator checked.
+	SystemConn       *nats.Conn
+	AssumeSyncAlways bool
+	// Logger receives lease and fencing reports; nil discards them.
+	Logger *slog.Logger
+	// now is the clock of leases (tests).
+	now func() time.Time
+	// maxPart, if positive, caps the body of a log message below the
+	// connection's limit (tests: groups split into parts).
+	maxPart int
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.Conn == nil:
+		return errors.New("replicate: Config.Conn is required")
+	case !storeName.MatchString(c.Store):
+		return fmt.Errorf("replicate: Config.Store %q must be 1 to 64 of A-Z, a-z, 0-9, '_', '-'", c.Store)
+	case c.Node == "" || len(c.Node) > 64:
+		return fmt.Errorf("replicate: Config.Node %q must be 1 to 64 bytes", c.Node)
+	case c.Replicas != 0 && c.Replicas < MinReplicas:
+		return fmt.Errorf("%w: Config.Replicas %d (at least %d needed)", ErrUnsafeStream, c.Replicas, MinReplicas)
+	case c.LeaseTTL < 0 || c.Timeout < 0:
+		return errors.New("replicate: negative Config.LeaseTTL or Config.Timeout")
+	}
+	return nil
+}
+
+func (c *Config) setDefaults() {
+	if c.Replicas == 0 {
+		c.Replicas = MinReplicas
+	}
+	if c.LeaseBucket == "" {
+		c.LeaseBucket = "CONTINUUM_LEASES"
+	}
+	if c.LeaseTTL == 0 {
+		c.LeaseTTL = 2 * time.Second
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.now == nil {
+		c.now = time.Now
+	}
+}
+
+// Replicator ships one store's log to its stream for the one node that
+// holds the store's lease: it is the engine.Replicator of that node's DB.
+// Open makes one; the DB calls Replicate and ReplicateFile; Close, after
+// the DB's Close, releases the lease.
+type Replicator struct {
+	cfg    Config
+	js     jetstream.JetStream
+	kv     jetstream.KeyValue
+	epoch  uint64 // the epoch of this writer (its fence's); immutable
+	fence  uint64 // the stream sequence of its fence; immutable
+	maxMsg int    // largest body of one message
+
+	// last is the stream sequence of the last message this writer had
+	// acknowledged; owned by whoever publishes (the DB's log writer, or
+	// ReplicateFile under pubMu).
+	pubMu sync.Mutex
+	last  uint64
+	// files are the files the stream holds, by name (under pubMu).
+	files map[string][]byte
+
+	// mu guards the lease and the fenced state, shared with the renewer.
+	mu struct {
+		sync.Mutex
+		lease  held
+		fenced error // set once: every later publish fails with it
+	}
+	stop    chan struct{}
+	stopped chan struct{}
+	closed  sync.Once
+
+	restored RestoreInfo
+}
+
+// RestoreInfo is what Open did to bring the local directory up to the
+// stream.
+type RestoreInfo struct {
+	Epoch    uint64        // this writer's epoch
+	Fence    uint64        // the stream sequence of its fence
+	Messages int           // messages read from the stream
+	Appends  int           // log appends written to the directory
+	Records  int           // log records among them
+	Files    int           // files written (STORE, dictionaries)
+	Dropped  int           // parts of groups a fence cut, dropped
+	Lease    time.Duration // taking the lease (waiting for it included)
+	Read     time.Duration // fencing, reading the stream and writing the directory
+}
+
+// Open takes the store's lease (waiting for it to expire, unless
+// Config.Takeover), fences the stream against the previous writer, and
+// rebuilds dir from the stream: dir must not exist (or be empty); it then
+// holds exactly what the stream acknowledged, and engine.Open of dir with
+// Options.Replicator = the Replicator resumes the store. A stream with no
+// log yet leaves dir absent, and engine.Open creates the store.
+func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	cfg.setDefaults()
+	js, err := jetstream.New(cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("replicate: %w", err)
+	}
+	if err := checkTarget(dir); err != nil {
+		return nil, err
+	}
+	s, err := cfg.ensureStream(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	kv, err := cfg.leaseBucket(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	t0 := time.Now()
+	h, err := cfg.acquire(ctx, kv, cfg.Takeover)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replicator{cfg: cfg, js: js, kv: kv, epoch: h.Epoch, files: map[string][]byte{},
+		stop: make(chan struct{}), stopped: make(chan struct{})}
+	r.mu.lease = h
+	r.restored.Lease = time.Since(t0)
+	r.restored.Epoch = h.Epoch
+	// The body of one message: the server's payload limit less room for
+	// the headers.
+	r.maxMsg = int(cfg.Conn.MaxPayload()) - 1024
+	if r.maxMsg < 4096 {
+		return nil, fmt.Errorf("replicate: the server's max_payload is %d bytes: at least 5 KiB needed", cfg.Conn.MaxPayload())
+	}
+	t1 := time.Now()
+	err = r.publishFence(ctx, s)
+	if err == nil {
+		err = r.restore(ctx, s, dir)
+	}
+	if err != nil {
+		// Released, so that another node need not wait for it to expire.
+		if _, rerr := cfg.renew(ctx, kv, h, time.Unix(0, 0)); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("replicate: release lease of %s: %w", cfg.Store, rerr))
+		}
+		return nil, err
+	}
+	r.restored.Read = time.Since(t1)
+	r.last = r.fence
+	go r.renewLoop()
+	cfg.Logger.Info("replicate: took the store", "store", cfg.Store, "node", cfg.Node, "epoch", h.Epoch,
+		"fence", r.fence, "appends", r.restored.Appends)
+	return r, nil
+}
+
+// Restored says what Open did.
+func (r *Replicator) Restored() RestoreInfo { return r.restored }
+
+// Epoch is this writer's epoch.
+func (r *Replicator) Epoch() uint64 { return r.epoch }
+
+// publishFence opens this writer's epoch: a fence message whose expected
+// last sequence is the stream's last, so that everything before it is
+// what the restore reads, and every later publish of an earlier writer,
+// which expects a sequence before the fence, is rejected.
+func (r *Replicator) publishFence(ctx context.Context, s jetstream.Stream) error {
+	for {
+		var info *jetstream.StreamInfo
+		err := retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+			info, err = s.Info(ctx)
+			return err
+		})
+		if err != nil {
+			return fmt.Errorf("replicate: fence %s: %w", streamName(r.cfg.Store), err)
+		}
+		m := r.msg(kindFence, nil)
+		m.Header.Set(hdrNode, r.cfg.Node)
+		var ack *jetstream.PubAck
+		err = retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+			ack, err = r.js.PublishMsg(ctx, m, jetstream.WithExpectLastSequence(info.State.LastSeq),
+				jetstream.WithMsgID(r.msgID(info.State.LastSeq+1)), jetstream.WithRetryAttempts(0))
+			return err
+		})
+		if isWrongLastSeq(err) {
+			continue // the previous writer appended meanwhile: fence after it
+		}
+		if err != nil {
+			return fmt.Errorf("replicate: fence %s at sequence %d: %w", streamName(r.cfg.Store), info.State.LastSeq+1, err)
+		}
+		r.fence = ack.Sequence
+		r.restored.Fence = ack.Sequence
+		return nil
+	}
+}
+
+// msg is a message of kind carrying this writer's epoch.
+func (r *Replicator) msg(kind string, body []byte) *nats.Msg {
+	subj := subjLog
+	switch kind {
+	case kindFence:
+		subj = subjFence
+	case kindFile:
+		subj = subjFile
+	}
+	m := nats.NewMsg(subject(r.cfg.Store, subj))
+	m.Header.Set(hdrKind, kind)
+	m.Header.Set(hdrEpoch, strconv.FormatUint(r.epoch, 10))
+	m.Data = body
+	return m
+}
+
+// msgID names the message this writer publishes at stream sequence seq,
+// so that a retried publish that had landed is recognised as a duplicate.
+func (r *Replicator) msgID(seq uint64) string {
+	return r.cfg.Store + "-" + strconv.FormatUint(r.epoch, 10) + "-" + strconv.FormatUint(seq, 10)
+}
+
+// Replicate publishes the records of one group commit of the DB's log
+// (engine.Replicator) and returns once the stream's quorum acknowledged
+// every part. An error matching ErrFenced: another writer fenced the
+// stream, or took the lease; nothing of the group is acknowledged.
+func (r *Replicator) Replicate(appends [][][]byte) error {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	body := encodeGroup(appends)
+	part := r.maxMsg
+	if r.cfg.maxPart > 0 {
+		part = min(part, r.cfg.maxPart)
+	}
+	n := max(1, (len(body)+part-1)/part)
+	for i := range n {
+		m := r.msg(kindLog, body[i*len(body)/n:(i+1)*len(body)/n])
+		m.Header.Set(hdrPart, formatPart(i+1, n))
+		if err := r.publishLocked(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ReplicateFile publishes a file of the store (engine.Replicator) unless
+// the stream has it already with the same content.
+func (r *Replicator) ReplicateFile(name string, data []byte) error {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	if old, ok := r.files[name]; ok {
+		if !bytes.Equal(old, data) {
+			return fmt.Errorf("replicate: file %s of store %s differs from the stream's (%d bytes, the stream's %d)", name, r.cfg.Store, len(data), len(old))
+		}
+		return nil
+	}
+	if len(data)+4 > r.maxMsg {
+		return fmt.Errorf("replicate: file %s of store %s is %d bytes, a message holds %d", name, r.cfg.Store, len(data), r.maxMsg)
+	}
+	m := r.msg(kindFile, sealFile(data))
+	m.Header.Set(hdrFile, name)
+	if err := r.publishLocked(m); err != nil {
+		return err
+	}
+	r.files[name] = bytes.Clone(data)
+	return nil
+}
+
+// publishLocked publishes m as the stream's next message, expecting the
+// last one to be this writer's, retrying until Config.Timeout (a retry of
+// a message that landed is acknowledged as a duplicate). A rejection for
+// a wrong last sequence means another writer fenced the stream.
+func (r *Replicator) publishLocked(m *nats.Msg) error {
+	if err := r.fencedErr(); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+	defer cancel()
+	seq := r.last + 1
+	for {
+		actx, acancel := context.WithTimeout(ctx, attemptTimeout)
+		ack, err := r.js.PublishMsg(actx, m, jetstream.WithExpectLastSequence(r.last), jetstream.WithMsgID(r.msgID(seq)),
+			jetstream.WithRetryAttempts(0))
+		acancel()
+		if err == nil && ack.Sequence != seq {
+			err = fmt.Errorf("replicate: store %s: the stream acknowledged sequence %d, expected %d", r.cfg.Store, ack.Sequence, seq)
+			return r.setFenced(fmt.Errorf("%w: %w", ErrFenced, err))
+		}
+		if err == nil {
+			r.last = seq
+			return nil
+		}
+		if isWrongLastSeq(err) {
+			return r.setFenced(fmt.Errorf("%w: store %s: the stream's last message is not this writer's sequence %d (epoch %d of %s): %w",
+				ErrFenced, r.cfg.Store, r.last, r.epoch, r.cfg.Node, err))
+		}
+		if !retryable(err) || ctx.Err() != nil {
+			return fmt.Errorf("replicate: store %s: publish sequence %d: %w", r.cfg.Store, seq, err)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("replicate: store %s: publish sequence %d: %w (last error: %w)", r.cfg.Store, seq, ctx.Err(), err)
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+// errCodeDuplicateInProcess is JetStream's "duplicate message id is in
+// process" (JSStreamDuplicateMessageConflict), which nats.go does not name.
+const errCodeDuplicateInProcess jetstream.ErrorCode = 10158
+
+// attemptTimeout bounds the wait for one publish's acknowledgement: one
+// sent to a leader that died meanwhile is never answered, and is sent
+// again (with its message id) to the next.
+const attemptTimeout = 2 * time.Second
+
+// apiAttempt bounds one attempt of a JetStream API call (stream and
+// bucket lookups, the lease's reads and updates, the fence).
+const apiAttempt = 5 * time.Second
+
+func isWrongLastSeq(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequence ||
+		apiErr.ErrorCode == jetstream.JSErrCodeStreamWrongLastSequenceConstant)
+}
+
+// retryable: the stream may not have the message, and a retry may land it
+// (no responders during a leader election, a timeout).
+func retryable(err error) bool {
+	var apiErr *jetstream.APIError
+	if errors.As(err, &apiErr) {
+		// 503: the stream has no leader now; 10158: the same message id
+		// is being proposed (an earlier try of this message).
+		return apiErr.Code == 503 || apiErr.ErrorCode == errCodeDuplicateInProcess
+	}
+	return errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) ||
+		errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrConnectionReconnecting)
+}
+
+// retry calls fn until it returns nil or an error that is not retryable,
+// or until timeout passed (a stream or bucket without a leader yet, just
+// created or electing one).
+func retry(ctx context.Context, timeout time.Duration, fn func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		// One attempt may go to a server that died meanwhile and is never
+		// answered: each gets at most apiAttempt of the time.
+		actx, acancel := context.WithTimeout(ctx, apiAttempt)
+		err := fn(actx)
+		acancel()
+		if err == nil || !retryable(err) || ctx.Err() != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(25 * time.Millisecond):
+		}
+	}
+}
+
+func (r *Replicator) fencedErr() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.fenced
+}
+
+// setFenced records err as final and returns it (or the first one).
+func (r *Replicator) setFenced(err error) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.fenced == nil {
+		r.mu.fenced = err
+		r.cfg.Logger.Warn("replicate: fenced", "store", r.cfg.Store, "node", r.cfg.Node, "epoch", r.epoch, "err", err)
+	}
+	return r.mu.fenced
+}
+
+// renewLoop renews the lease every LeaseTTL/3 until Close or until
+// another node took it (then this writer is fenced at once, before its
+// next publish meets the new writer's fence).
+func (r *Replicator) renewLoop() {
+	defer close(r.stopped)
+	t := time.NewTicker(r.cfg.LeaseTTL / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+		}
+		r.mu.Lock()
+		h := r.mu.lease
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.LeaseTTL/2)
+		nh, err := r.cfg.renew(ctx, r.kv, h, r.cfg.now().Add(r.cfg.LeaseTTL))
+		cancel()
+		switch {
+		case errors.Is(err, errLeaseLost):
+			r.setFenced(fmt.Errorf("%w: store %s: the lease of epoch %d was taken by another node", ErrFenced, r.cfg.Store, r.epoch))
+			return
+		case err != nil:
+			// The stream still fences this writer if another takes over.
+			r.cfg.Logger.Warn("replicate: lease renewal failed", "store", r.cfg.Store, "node", r.cfg.Node, "err", err)
+		default:
+			r.mu.Lock()
+			r.mu.lease = nh
+			r.mu.Unlock()
+		}
+	}
+}
+
+// Close stops renewing the lease and releases it, so that another node
+// can take the store at once. Call it after the DB's Close (which writes
+// through the Replicator). A fenced Replicator releases nothing.
+func (r *Replicator) Close() error {
+	var err error
+	r.closed.Do(func() {
+		close(r.stop)
+		<-r.stopped
+		if r.fencedErr() != nil {
+			return
+		}
+		r.mu.Lock()
+		h := r.mu.lease
+		r.mu.Unlock()
+		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
+		defer cancel()
+		if _, e := r.cfg.renew(ctx, r.kv, h, time.Unix(0, 0)); e != nil {
+			err = fmt.Errorf("replicate: release lease of %s: %w", r.cfg.Store, e)
+		}
+	})
+	return err
+}
+
+// Abandon stops renewing the lease without releasing it: what a crashed
+// node leaves behind (tests and failover drills).
+func (r *Replicator) Abandon() {
+	r.closed.Do(func() {
+		close(r.stop)
+		<-r.stopped
+	})
+}

@@ -1,0 +1,261 @@
+package replicate
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The restore: a store's directory rebuilt from its stream, up to this
+// writer's fence. Crash safety: it is built in dir+".restore" (removed
+// first if a crashed restore left it), every file and the log durable,
+// then renamed to dir and the parent directory synced: after a crash dir
+// is absent (restored again by the next Open) or whole.
+
+// stallAfter is how long a restore waits for the next message before it
+// reads again from a new consumer.
+const stallAfter = 100 * time.Millisecond
+
+// CorruptStreamError says which message of a store's stream breaks the
+// stream's rules (format.go), and why.
+type CorruptStreamError struct {
+	Stream string
+	Seq    uint64
+	Reason string
+}
+
+func (e *CorruptStreamError) Error() string {
+	return fmt.Sprintf("replicate: stream %s, message %d: %s", e.Stream, e.Seq, e.Reason)
+}
+
+// checkTarget refuses a dir that holds anything: the restore builds the
+// store from the stream alone.
+func checkTarget(dir string) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("replicate: restore target %s: %w", dir, err)
+	}
+	if len(ents) > 0 {
+		return fmt.Errorf("replicate: restore target %s is not empty (%d entries): the stream is the store's truth, restore it into a new directory", dir, len(ents))
+	}
+	return nil
+}
+
+// fileName checks a file name the stream carries: STORE or a dictionary,
+// never a path out of the store.
+func fileName(name string) bool {
+	if name == layout.StoreName {
+		return true
+	}
+	d, ok := strings.CutPrefix(name, layout.DictsDir+"/")
+	return ok && d != "" && !strings.ContainsAny(d, `/\`) && d != ".." && strings.HasSuffix(d, layout.DictSuffix)
+}
+
+// restore rebuilds dir from the messages of the stream before r.fence.
+func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string) (rerr error) {
+	name := streamName(r.cfg.Store)
+	if r.fence == 1 {
+		return nil // a new store: engine.Open creates it
+	}
+	tmp := dir + ".restore"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("replicate: remove a crashed restore's %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, layout.DictsDir), 0o700); err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	defer func() {
+		if rerr != nil { // a refused or failed restore leaves nothing behind
+			os.RemoveAll(tmp)
+		}
+	}()
+	var log *wal.Log
+	defer func() {
+		if log != nil {
+			log.Close()
+		}
+	}()
+	log, err := wal.Open(filepath.Join(tmp, layout.WALDir), &wal.Options{FS: vfs.Default})
+	if err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+
+	// An ordered consumer's first pull can be lost while its delivery
+	// subject's interest crosses the cluster's routes (it then recovers
+	// only after two missed heartbeats, a second or more): a read that
+	// makes no progress for stallAfter starts a new consumer after the
+	// last message read.
+	var it jetstream.MessagesContext
+	defer func() {
+		if it != nil {
+			it.Stop()
+		}
+	}()
+	reopen := func(from uint64) error {
+		if it != nil {
+			it.Stop()
+		}
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subject(r.cfg.Store, ">")},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+		if err == nil {
+			it, err = cons.Messages(jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(time.Second))
+		}
+		if err != nil {
+			return fmt.Errorf("replicate: restore: read %s from message %d: %w", name, from, err)
+		}
+		return nil
+	}
+	if err := reopen(1); err != nil {
+		return err
+	}
+	corrupt := func(seq uint64, format string, args ...any) error {
+		return &CorruptStreamError{Stream: name, Seq: seq, Reason: fmt.Sprintf(format, args...)}
+	}
+	var (
+		epoch    uint64   // the epoch of the last fence read
+		parts    [][]byte // the parts of the group being read
+		partsN   int
+		firstAt  uint64 // the stream sequence of its first part
+		files    = map[string][]byte{}
+		last     *wal.Waiter
+		progress = time.Now() // when the last message came
+	)
+	for seq := uint64(0); seq < r.fence-1; {
+		nctx, cancel := context.WithTimeout(ctx, stallAfter)
+		m, err := it.Next(jetstream.NextContext(nctx))
+		cancel()
+		if err != nil && ctx.Err() == nil && time.Since(progress) < r.cfg.Timeout {
+			if err := reopen(seq + 1); err != nil {
+				return err
+			}
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("replicate: restore: read %s past message %d (its fence is %d): %w", name, seq, r.fence, err)
+		}
+		progress = time.Now()
+		md, err := m.Metadata()
+		if err != nil {
+			return fmt.Errorf("replicate: restore: read %s: %w", name, err)
+		}
+		seq = md.Sequence.Stream
+		if seq >= r.fence {
+			break // this writer's fence, or past it
+		}
+		r.restored.Messages++
+		h := m.Headers()
+		e, err := strconv.ParseUint(h.Get(hdrEpoch), 10, 64)
+		if err != nil {
+			return corrupt(seq, "%s %q", hdrEpoch, h.Get(hdrEpoch))
+		}
+		kind := h.Get(hdrKind)
+		if kind == kindFence {
+			if e <= epoch {
+				return corrupt(seq, "fence of epoch %d after epoch %d", e, epoch)
+			}
+			epoch = e
+			if parts != nil {
+				r.restored.Dropped += len(parts) // never acknowledged
+				parts = nil
+			}
+			continue
+		}
+		if e != epoch {
+			return corrupt(seq, "%s message of epoch %d in epoch %d: a writer the fence of epoch %d did not stop", kind, e, epoch, epoch)
+		}
+		switch kind {
+		case kindFile:
+			fn := h.Get(hdrFile)
+			if !fileName(fn) {
+				return corrupt(seq, "file %q is not a store file", fn)
+			}
+			data, err := openFile(m.Data())
+			if err != nil {
+				return corrupt(seq, "file %s: %v", fn, err)
+			}
+			if old, ok := files[fn]; ok && !bytes.Equal(old, data) {
+				return corrupt(seq, "file %s again with other content", fn)
+			}
+			files[fn] = data
+		case kindLog:
+			i, pn, err := parsePart(h.Get(hdrPart))
+			if err != nil {
+				return corrupt(seq, "%v", err)
+			}
+			if (i == 1) != (parts == nil) || (parts != nil && pn != partsN) || i != len(parts)+1 {
+				return corrupt(seq, "part %d/%d of a group after %d parts of a group of %d (from message %d)", i, pn, len(parts), partsN, firstAt)
+			}
+			if i == 1 {
+				partsN, firstAt = pn, seq
+			}
+			parts = append(parts, m.Data())
+			if i < pn {
+				continue
+			}
+			appends, err := decodeGroup(bytes.Join(parts, nil))
+			parts = nil
+			if err != nil {
+				return corrupt(firstAt, "group of messages %d-%d: %v", firstAt, seq, err)
+			}
+			for _, a := range appends {
+				last = log.AppendAsync(a...)
+				r.restored.Appends++
+				r.restored.Records += len(a)
+			}
+			if r.restored.Appends%4096 < len(appends) { // bound what waits in memory
+				if _, err := last.Wait(ctx); err != nil {
+					return fmt.Errorf("replicate: restore: %w", err)
+				}
+			}
+		default:
+			return corrupt(seq, "unknown %s %q", hdrKind, kind)
+		}
+	}
+	if parts != nil {
+		// The previous writer's last group, cut by this writer's fence.
+		r.restored.Dropped += len(parts)
+	}
+	if err := log.Close(); err != nil {
+		log = nil
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	log = nil
+	if _, ok := files[layout.StoreName]; !ok {
+		return corrupt(r.fence, "no %s before the fence, but %d log appends", layout.StoreName, r.restored.Appends)
+	}
+	for fn, data := range files {
+		p := filepath.Join(append([]string{tmp}, strings.Split(fn, "/")...)...)
+		if err := layout.WriteFileAtomic(vfs.Default, p, bytes.Clone(data), false); err != nil {
+			return fmt.Errorf("replicate: restore: %w", err)
+		}
+		r.files[fn] = data
+		r.restored.Files++
+	}
+	for _, d := range []string{filepath.Join(tmp, layout.DictsDir), tmp} {
+		if err := layout.SyncDir(vfs.Default, d); err != nil {
+			return fmt.Errorf("replicate: restore: %w", err)
+		}
+	}
+	if err := os.Rename(tmp, dir); err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	if err := layout.SyncDir(vfs.Default, filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	return nil
+}

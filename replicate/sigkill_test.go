@@ -1,0 +1,174 @@
+package replicate
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/nats-io/nats.go"
+)
+
+// The writer child of TestSIGKILLWriter: it runs when the test binary is
+// started with CONTINUUM_REPLICATE_CHILD set to the cluster's URLs, and
+// reports on stdout every effect before its exec returns ("effect KEY")
+// and every acknowledged atom after its Commit returned ("ack RUN SEQ
+// HEAD"), until it is killed.
+func init() {
+	urls := os.Getenv("CONTINUUM_REPLICATE_CHILD")
+	if urls == "" {
+		return
+	}
+	os.Exit(childWriter(urls, os.Getenv("CONTINUUM_REPLICATE_DIR")))
+}
+
+func childWriter(urls, dir string) int {
+	fail := func(err error) int {
+		fmt.Println("error", err)
+		return 1
+	}
+	nc, err := nats.Connect(urls, nats.UserInfo("app", "app"))
+	if err != nil {
+		return fail(err)
+	}
+	sys, err := nats.Connect(urls, nats.UserInfo("sys", "sys"))
+	if err != nil {
+		return fail(err)
+	}
+	r, err := Open(ctx, dir, Config{Conn: nc, SystemConn: sys, Store: "kill9", Node: "child", LeaseTTL: 600 * time.Millisecond})
+	if err != nil {
+		return fail(err)
+	}
+	db, err := engine.Open(dir, engineOptions(r))
+	if err != nil {
+		return fail(err)
+	}
+	var runs []*engine.Run
+	for i := range 4 {
+		run, err := db.Run(ctx, fmt.Sprintf("run-%d", i))
+		if err != nil {
+			return fail(err)
+		}
+		runs = append(runs, run)
+	}
+	d := &downstream{report: func(key string) { fmt.Println("effect", key) }}
+	out := make(chan string, 64)
+	for _, run := range runs {
+		go func() {
+			for {
+				seq, err := step(run, d)
+				if err != nil {
+					out <- "error " + err.Error()
+					return
+				}
+				out <- fmt.Sprintf("ack %s %d %s", run.ID(), seq, run.Head())
+			}
+		}()
+	}
+	for line := range out {
+		fmt.Println(line)
+	}
+	return 0
+}
+
+// TestSIGKILLWriter: a child process writes four runs to a replicated
+// store and is SIGKILLed mid-flight; a node that takes the store after its
+// lease expired has every atom the child had acknowledged, with its head,
+// finishes the runs with no effect twice, and converges with runs that
+// never failed.
+func TestSIGKILLWriter(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a child process")
+	}
+	c := newCluster(t, true)
+	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	cmd.Env = append(os.Environ(), "CONTINUUM_REPLICATE_CHILD="+strings.Join(c.urls, ","),
+		"CONTINUUM_REPLICATE_DIR="+filepath.Join(t.TempDir(), "child"))
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var d downstream
+	acked := map[string]uint64{}
+	heads := map[string]string{}
+	sc := bufio.NewScanner(stdout)
+	for n := 0; n < 120 && sc.Scan(); {
+		f := strings.Fields(sc.Text())
+		switch f[0] {
+		case "effect":
+			d.mu.Lock()
+			if d.effects == nil {
+				d.effects = map[string]int{}
+			}
+			d.effects[f[1]]++
+			d.mu.Unlock()
+		case "ack":
+			seq, _ := strconv.ParseUint(f[2], 10, 64)
+			acked[f[1]], heads[f[1]] = seq, f[3]
+			n++
+		default:
+			t.Fatalf("child: %s", sc.Text())
+		}
+	}
+	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	cmd.Wait()
+	// What the child printed before it died, effects included.
+	for sc.Scan() {
+		if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "effect" {
+			d.mu.Lock()
+			d.effects[f[1]]++
+			d.mu.Unlock()
+		} else if len(f) == 4 && f[0] == "ack" {
+			seq, _ := strconv.ParseUint(f[2], 10, 64)
+			acked[f[1]], heads[f[1]] = seq, f[3]
+		}
+	}
+	t0 := time.Now()
+	rb, dbb, dirb := open(t, c, "kill9", "b", 1, false)
+	t.Logf("resumed %v after the SIGKILL (lease TTL 600 ms): %+v", time.Since(t0), rb.Restored())
+	n := map[string]uint64{}
+	for id, seq := range acked {
+		run, err := dbb.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if run.LastSeq() < seq {
+			t.Errorf("run %s: the child acknowledged %d atoms, the stream has %d", id, seq, run.LastSeq())
+		}
+		if run.LastSeq() == seq && run.Head().String() != heads[id] {
+			t.Errorf("run %s: head %s at seq %d, the child acknowledged %s", id, run.Head(), seq, heads[id])
+		}
+		for range 3 {
+			if _, err := step(run, &d); err != nil {
+				t.Fatalf("run %s after the SIGKILL: %v", id, err)
+			}
+		}
+		n[id] = run.LastSeq()
+	}
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	converged(t, dbb, reference(t, []string{"run-0", "run-1", "run-2", "run-3"}, n))
+	if err := dbb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rb.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
+	if err != nil || !rep.OK {
+		t.Errorf("verify after the SIGKILL and the failover: %v %+v", err, rep)
+	}
+}
