@@ -1,0 +1,74 @@
+package engine
+
+// The names of a branch's conflicts: the parts of a frame an atom reads or
+// writes (StateKey), and the error of a Commit that lost (ConflictError).
+
+import (
+	"fmt"
+
+	"github.com/continuumdb/continuum/record"
+)
+
+// StateKey names a part of a run's frame that an atom reads or writes, the
+// unit of a branch's conflicts: the objective, one subgoal (by id), one
+// memory key, the scratchpad, the conversation (every message), one
+// pending action (by call id), or the whole frame.
+type StateKey = record.StateKey
+
+// ObjectiveKey names the frame's objective.
+func ObjectiveKey() StateKey { return StateKey{Kind: record.KeyObjective} }
+
+// SubgoalKey names the subgoal with this id.
+func SubgoalKey(id string) StateKey { return StateKey{Kind: record.KeySubgoal, Name: id} }
+
+// MemoryKey names this working-memory key.
+func MemoryKey(key string) StateKey { return StateKey{Kind: record.KeyMemory, Name: key} }
+
+// ScratchpadKey names the scratchpad.
+func ScratchpadKey() StateKey { return StateKey{Kind: record.KeyScratchpad} }
+
+// MessagesKey names the conversation: every message.
+func MessagesKey() StateKey { return StateKey{Kind: record.KeyMessages} }
+
+// PendingKey names the pending action with this call id.
+func PendingKey(callID string) StateKey { return StateKey{Kind: record.KeyPending, Name: callID} }
+
+// FrameKey names the whole frame: a branch that declares it reads it
+// conflicts with any atom committed after its base.
+func FrameKey() StateKey { return StateKey{Kind: record.KeyFrame} }
+
+// MaxBranchWindow bounds the atoms after a branch's base whose write sets
+// a run keeps in memory: a branch whose base is more than this many atoms
+// behind the newest one conflicts (a *ConflictError with Lost set), as if
+// one of them had written what it reads.
+const MaxBranchWindow = record.MaxBranchLag
+
+// branchWindow is MaxBranchWindow; tests make it small.
+var branchWindow = MaxBranchWindow
+
+// ConflictError is the error of a branch's Commit that lost to an atom
+// committed after its base; it matches ErrConflict. Nothing was written,
+// and the branch is over: Branch with the same name begins its retry.
+type ConflictError struct {
+	Run    string
+	Branch string
+	Base   uint64
+	// Seq is the atom after Base that wrote Key, which the branch wrote or
+	// declared it reads. With Lost set, Seq is the oldest atom whose write
+	// set the run still holds, and Base is before it (MaxBranchWindow).
+	Seq  uint64
+	Key  StateKey
+	Lost bool
+}
+
+func (e *ConflictError) Error() string {
+	if e.Lost {
+		return fmt.Sprintf("engine: conflict: run %q branch %q: its base seq %d is older than the atoms whose writes the run keeps (from seq %d, MaxBranchWindow); branch it again",
+			e.Run, e.Branch, e.Base, e.Seq)
+	}
+	return fmt.Sprintf("engine: conflict: run %q branch %q (base seq %d): atom %d, committed after its base, wrote %s; branch it again",
+		e.Run, e.Branch, e.Base, e.Seq, e.Key)
+}
+
+// Is makes a ConflictError match ErrConflict.
+func (e *ConflictError) Is(target error) bool { return target == ErrConflict }
