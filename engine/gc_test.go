@@ -42,6 +42,28 @@ func fillRun(t testing.TB, db *DB, id string, n int) *Run {
 }
 
 // commitFilled commits one atom of fillRun's kind.
+// agentBeside commits up to n atoms (commitFilled) to run id of db on a
+// goroutine, an agent beside the operation a power-loss trial cuts: it
+// stops at the first error, and sets *acked to the run's last seq after
+// each commit that returned before the cut started. Read *acked only once
+// the returned channel is closed.
+func agentBeside(db *DB, id string, rng *rand.Rand, n int, cut *powerCut, acked *uint64) <-chan struct{} {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		run, err := db.Run(ctx, id)
+		for range n {
+			if err != nil || commitFilled(run, rng) != nil {
+				return
+			}
+			if !cut.cutBefore() {
+				*acked = run.LastSeq()
+			}
+		}
+	}()
+	return done
+}
+
 func commitFilled(run *Run, rng *rand.Rand) error {
 	a, err := run.Begin(ctx)
 	if err != nil {
@@ -247,20 +269,7 @@ func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uin
 	acked := uint64(3) // the live run's last acknowledged seq
 	deleteAcked, gcDone := false, false
 	if db, err := Open("store", opts); err == nil {
-		live, err := db.Run(ctx, "live")
-		done := make(chan struct{})
-		go func() { // the agent, beside the collection
-			defer close(done)
-			rng := rand.New(rand.NewPCG(1, target))
-			for range 4 {
-				if err != nil || commitFilled(live, rng) != nil {
-					return
-				}
-				if !cut.cutBefore() {
-					acked = live.LastSeq()
-				}
-			}
-		}()
+		done := agentBeside(db, "live", rand.New(rand.NewPCG(1, target)), 4, cut, &acked) // beside the collection
 		if _, err := db.Delete(ctx, "old"); err == nil {
 			deleteAcked = !cut.cutBefore()
 			st, err := db.GC(ctx)

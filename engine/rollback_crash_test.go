@@ -111,20 +111,7 @@ func rollbackTrial(t *testing.T, base *vfs.MemFS, before *world, mode Durability
 	acked := uint64(3) // the other run's last acknowledged seq
 	rolledBack := false
 	if db, err := Open("store", opts); err == nil {
-		other, err := db.Run(ctx, "other")
-		done := make(chan struct{})
-		go func() { // another agent, beside the rollback
-			defer close(done)
-			rng := rand.New(rand.NewPCG(2, target))
-			for range 3 {
-				if err != nil || commitFilled(other, rng) != nil {
-					return
-				}
-				if !cut.cutBefore() {
-					acked = other.LastSeq()
-				}
-			}
-		}()
+		done := agentBeside(db, "other", rand.New(rand.NewPCG(2, target)), 3, cut, &acked) // beside the rollback
 		if run, err := db.Run(ctx, "saga"); err == nil {
 			_, err = run.Rollback(ctx, 2, RollbackOptions{Exec: w.undoExec, AllowNotUndone: true})
 			rolledBack = err == nil && !cut.cutBefore()
