@@ -92,7 +92,7 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 		r.mu.Lock()
 		// Used or changed since the scan: keep it.
 		if r.droppableLocked() && r.lastUse.Load() == c.use {
-			r.mu.frame, r.mu.sizeFrame = nil, nil
+			r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
 			total -= c.bytes
 			db.counters.framesDropped.Add(1)
 		}
@@ -101,16 +101,13 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 	return unwritten && total > budget
 }
 
-// residentBytesLocked is the encoded size of r's frame (r.mu.frame != nil):
-// the size bound its last commit kept, or the size measured at the last
-// capture, or measured now.
+// residentBytesLocked is the heap r's frame holds (r.mu.frame != nil),
+// estimated by frame.HeapSize: measured again only once the frame or its
+// seq changed since it last was.
 func (r *Run) residentBytesLocked() int64 {
-	switch {
-	case r.mu.sizeFrame == r.mu.frame && r.mu.sizeSeq == r.mu.lastSeq:
-		return r.mu.sizeBound
-	case r.mu.frameBytes > 0:
-		return r.mu.frameBytes
+	if r.mu.heapFrame != r.mu.frame || r.mu.heapSeq != r.mu.lastSeq {
+		r.mu.heapBytes = int64(frame.HeapSize(r.mu.frame))
+		r.mu.heapFrame, r.mu.heapSeq = r.mu.frame, r.mu.lastSeq
 	}
-	r.mu.frameBytes = int64(frame.EncodedFrameSize(r.mu.frame))
-	return r.mu.frameBytes
+	return r.mu.heapBytes
 }

@@ -121,8 +121,9 @@ type Options struct {
 	// tamper evidence (the chain still binds every record), but it lets
 	// anyone who knows the run id compute h(0).
 	Nonces io.Reader
-	// FrameCache bounds the bytes (encoded size) of the frames of idle runs
-	// the engine keeps in memory. A run's frame stays in memory while the
+	// FrameCache bounds the heap the frames of idle runs hold in memory
+	// (estimated by frame.HeapSize: the frames' bytes and the arrays of
+	// their messages, subgoals and calls at their capacity). A run's frame stays in memory while the
 	// run is in use; once an engine checkpoint has written it to the run's
 	// frame file (and its snapshot), an idle run's frame may be dropped,
 	// least recently used first, until the resident frames fit, and is

@@ -375,7 +375,7 @@ func (r *Run) resetFromLogLocked(lr *logRun) {
 	}
 	r.mu.lastSeq, r.mu.ckptRowHead = lr.last, r.mu.head
 	r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{}
-	r.mu.frameSumSeq, r.mu.frameBytes = 0, 0
+	r.mu.frameSumSeq = 0
 	r.mu.indexedSeq, r.mu.positions = r.base, append([]wal.Pos(nil), lr.pos...)
 	r.mu.snapSeq, r.mu.windowFirst = r.base, r.base
 	r.mu.inflight, r.mu.interruptedSeq = nil, 0

@@ -60,12 +60,9 @@ type Run struct {
 		pending []pendingAtom
 
 		frameSeq uint64 // seq of the run's frame file on disk (0: none)
-		// frameBytes is the encoded size of frame as of the last capture (0:
-		// not measured), counted against Options.FrameCache. frameSum is
-		// BLAKE3 of the frame file this process wrote at frameSumSeq (0:
-		// none): a frame dropped from memory is read back only from that
-		// very file (framecache.go).
-		frameBytes  int64
+		// frameSum is BLAKE3 of the frame file this process wrote at
+		// frameSumSeq (0: none): a frame dropped from memory is read back
+		// only from that very file (framecache.go).
 		frameSum    [32]byte
 		frameSumSeq uint64
 		// frameHead is h(frameSeq) as CHECKPOINT names it, the head the
@@ -134,6 +131,11 @@ type Run struct {
 		sizeBound int64
 		sizeFrame *frame.Frame
 		sizeSeq   uint64
+		// heapBytes is frame.HeapSize of frame as it was when heapFrame
+		// was frame and heapSeq lastSeq: what the frame cache counts.
+		heapBytes int64
+		heapFrame *frame.Frame
+		heapSeq   uint64
 	}
 }
 

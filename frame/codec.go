@@ -586,3 +586,26 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	}
 	return f, nil
 }
+
+// HeapSize estimates the bytes of heap f holds: its encoded size (what its
+// strings and byte slices hold, whether they alias one decoded buffer or
+// are their own), plus the backing arrays of its slices at their capacity
+// (Apply grows them as append does, so a frame just changed can hold
+// twice what its length needs) and its map's entries. It is what a cache
+// of frames should count; it walks the messages, not their bytes.
+func HeapSize(f *Frame) int {
+	if f == nil {
+		return 0
+	}
+	const mapEntry = 16 + 24 + 16 // key and value headers, and the map's own share
+	n := EncodedFrameSize(f) + int(unsafe.Sizeof(Frame{})) +
+		cap(f.Subgoals)*int(unsafe.Sizeof(Subgoal{})) +
+		cap(f.Messages)*int(unsafe.Sizeof(Message{})) +
+		cap(f.Pending)*int(unsafe.Sizeof(Pending{})) +
+		len(f.Memory)*mapEntry
+	for i := range f.Messages {
+		m := &f.Messages[i]
+		n += cap(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{})) + cap(m.Parts)*int(unsafe.Sizeof(Part{}))
+	}
+	return n
+}
