@@ -106,7 +106,8 @@ const pebbleDelay = 200 * time.Millisecond
 // Pebble's memtable (snapshot.DefaultMemTableSize) is queued whole as a
 // flushable batch, and its buffer stays in the heap long after (a
 // checkpoint of 10,000 runs' snapshots held 64 MB).
-const checkpointBatchPart = 1 << 20
+// A variable for the tests that cut the power between parts.
+var checkpointBatchPart = 1 << 20
 
 func (db *DB) sweepInterval() time.Duration {
 	d := time.Second

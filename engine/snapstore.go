@@ -75,10 +75,15 @@ const snapshotLockWait = 5 * time.Second
 
 // openSnapshotStore opens the snapshot store in dir, waiting up to
 // snapshotLockWait for its lock.
+// snapshotMemTable is Pebble's memtable size (0: snapshot's default); a
+// test makes it small, so that Pebble flushes between the parts of a
+// checkpoint's batch.
+var snapshotMemTable uint64
+
 func (db *DB) openSnapshotStore(dir string) (*snapshot.Store, error) {
 	deadline := time.Now().Add(snapshotLockWait)
 	for {
-		s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger})
+		s, err := snapshot.Open(dir, &snapshot.Options{FS: db.fs, Logger: db.logger, MemTableSize: snapshotMemTable})
 		if err == nil || !layout.LockHeld(err) || time.Now().After(deadline) {
 			return s, err
 		}
