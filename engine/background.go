@@ -157,7 +157,7 @@ func (db *DB) runSnapshot(r *Run) {
 	if snaps == nil {
 		return // out of use, reported once (Stats.SnapshotStore); StateAt reads the log
 	}
-	c, err := r.capture(db, false)
+	c, err := r.capture(db, false, true)
 	if err != nil {
 		db.setBackgroundErr(err)
 		return
@@ -206,11 +206,12 @@ const snapshotSpan = 1000
 
 // capture takes r's state. For a snapshot (full=false) it returns nil when
 // nothing changed since the last snapshot; for a checkpoint it always
-// returns the run's metadata, and a frame only if the frame file is stale.
+// returns the run's metadata, and a frame if the frame file is stale or,
+// when the checkpoint has a snapshot store (snaps), the snapshot is.
 // The frame is encoded under the run's lock and compressed outside it.
-func (r *Run) capture(db *DB, full bool) (*capturedRun, error) {
+func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 	r.mu.Lock()
-	c, err := r.captureLocked(full)
+	c, err := r.captureLocked(full, snaps)
 	r.mu.Unlock()
 	if c != nil && c.frame != nil {
 		// s2, not zstd: a restart decompresses the frame on its critical
@@ -223,7 +224,7 @@ func (r *Run) capture(db *DB, full bool) (*capturedRun, error) {
 	return c, err
 }
 
-func (r *Run) captureLocked(full bool) (*capturedRun, error) {
+func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 	if !full && r.mu.lastSeq == r.mu.snapSeq {
 		return nil, nil
 	}
@@ -233,7 +234,11 @@ func (r *Run) captureLocked(full bool) (*capturedRun, error) {
 	// building it only to write a frame file would make every fork cost a
 	// replay of the parent at the next checkpoint.
 	unread := r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != ""
-	if stale := r.mu.lastSeq > r.mu.snapSeq || (full && r.mu.lastSeq > r.mu.frameSeq); stale && r.mu.lastSeq > 0 && !unread {
+	// Without a snapshot store the snapshot seq stays where it is, and a
+	// checkpoint only brings the frame file up to date: a run that did not
+	// move since the last one is not encoded and written again.
+	stale := (snaps && r.mu.lastSeq > r.mu.snapSeq) || (full && r.mu.lastSeq > r.mu.frameSeq)
+	if stale && r.mu.lastSeq > 0 && !unread {
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
 		}
@@ -392,7 +397,7 @@ func (db *DB) checkpoint(final bool) error {
 		if r.waitCreated(context.Background()) != nil {
 			continue
 		}
-		c, err := r.capture(db, true)
+		c, err := r.capture(db, true, b != nil)
 		if err != nil {
 			return err
 		}

@@ -2,13 +2,19 @@ package engine
 
 import (
 	"fmt"
+	"io"
+	"log/slog"
 	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 
 	"github.com/continuumdb/continuum/internal/crashmem"
+	"github.com/continuumdb/continuum/layout"
 )
 
 // TestCheckpointPartsPowerLoss cuts the power at every filesystem
@@ -124,4 +130,67 @@ func partsTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target 
 		fail("deep verify after the restart: %v", rep.Failures)
 	}
 	return cut.n.Load()
+}
+
+// frameWrites counts the files created in the frames directory, and
+// fails every operation on the snapshot store's files.
+type frameWrites struct{ n atomic.Int64 }
+
+func (*frameWrites) String() string { return "frame writes" }
+
+func (w *frameWrites) MaybeError(op errorfs.Op) error {
+	if strings.Contains(op.Path, layout.SnapshotsDir) {
+		return syscall.EIO
+	}
+	if op.Kind == errorfs.OpCreate && strings.Contains(op.Path, layout.FramesDir+"/") {
+		w.n.Add(1)
+	}
+	return nil
+}
+
+// TestCheckpointWithoutSnapshotsWritesMovedFrames: with the snapshot
+// store out of use (every operation on its files fails), an engine
+// checkpoint writes the frame files of the runs that moved since the
+// last one, not those of every run with atoms past its last snapshot.
+func TestCheckpointWithoutSnapshotsWritesMovedFrames(t *testing.T) {
+	mem := vfs.NewMem()
+	w := &frameWrites{}
+	opts := testOptions(errorfs.Wrap(mem, w))
+	opts.SnapshotEvery, opts.Logger = -1, slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	rng := rand.New(rand.NewPCG(1, 2))
+	runs := make([]*Run, 4)
+	for i := range runs {
+		if runs[i], err = db.Run(ctx, fmt.Sprint("run-", i)); err != nil {
+			t.Fatal(err)
+		}
+		for range 3 {
+			if err := commitFilled(runs[i], rng); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	checkpoint := func(what string, want int64) {
+		t.Helper()
+		w.n.Store(0)
+		if err := db.checkpoint(false); err != nil {
+			t.Fatal(err)
+		}
+		if got := w.n.Load(); got != want {
+			t.Fatalf("%s: the checkpoint wrote %d frame files, want %d", what, got, want)
+		}
+	}
+	checkpoint("four new runs", 4)
+	if db.Stats().SnapshotStore == nil {
+		t.Fatal("the snapshot store is usable: the test needs one out of use")
+	}
+	if err := commitFilled(runs[2], rng); err != nil {
+		t.Fatal(err)
+	}
+	checkpoint("one run moved", 1)
+	checkpoint("no run moved", 0)
 }
