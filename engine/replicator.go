@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
 )
 
 // The replication hook: Options.Replicator is given the store's truth as
@@ -44,12 +45,35 @@ type Replicator interface {
 	ReplicateFile(name string, data []byte) error
 }
 
+// PositionedReplicator is a Replicator that is also told where each group
+// begins in the store's local log, so that it can record which prefix of
+// the log its replica holds (package replicate keeps such a mark, and a
+// node that reopens its own copy catches up from it instead of rebuilding
+// the store). A DB calls ReplicateAt instead of Replicate, with the same
+// appends and the same contract, and with start, the log's durable end
+// before the group: everything before start is the records of the earlier
+// groups, each of which the Replicator acknowledged, and the group's
+// records follow start in the log (start is the position of its first
+// record, or of the seal that ends the segment before it). start is a
+// valid position for wal.Log.NewReader and wal.Options.ScanFrom.
+type PositionedReplicator interface {
+	Replicator
+	ReplicateAt(start wal.Pos, appends [][][]byte) error
+}
+
 // replicateHook is the log's Options.Replicate: the Replicator's, or nil.
+// The log calls it on its owner goroutine after the group's fdatasync and
+// before it moves its durable end past the group, so End() is then where
+// the group begins.
 func (db *DB) replicateHook() func([][][]byte) error {
-	if r := db.opts.Replicator; r != nil {
+	switch r := db.opts.Replicator.(type) {
+	case nil:
+		return nil
+	case PositionedReplicator:
+		return func(appends [][][]byte) error { return r.ReplicateAt(db.log.End(), appends) }
+	default:
 		return r.Replicate
 	}
-	return nil
 }
 
 // replicateFiles gives the Replicator STORE and every dictionary of the

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,6 +20,9 @@ import (
 // ErrFenced is engine.ErrFenced: the error of a write refused because
 // another node took the store over matches it, as does every write after.
 var ErrFenced = engine.ErrFenced
+
+// The DB tells a Replicator where each group begins in its log.
+var _ engine.PositionedReplicator = (*Replicator)(nil)
 
 // Config says which store to replicate where, and as whom. The zero value
 // of every field but Conn, Store and Node is the default, documented
@@ -126,12 +131,25 @@ type Replicator struct {
 	last  uint64
 	// files are the files the stream holds, by name (under pubMu).
 	files map[string][]byte
+	// storeID is STORE's store id once known (from the stream, the local
+	// copy or ReplicateFile; under pubMu after Open): REPLICA names it.
+	storeID [16]byte
+
+	dir     string // the store's directory
+	created int64  // the stream's creation time (Unix ns): REPLICA names it
+	// markWrite serialises the writes of REPLICA (markLoop and Close).
+	markWrite sync.Mutex
+	markDone  chan struct{} // closed when markLoop returns
 
 	// mu guards the lease and the fenced state, shared with the renewer.
 	mu struct {
 		sync.Mutex
 		lease  held
 		fenced error // set once: every later publish fails with it
+		// mark is the newest REPLICA: true of the local log as it is;
+		// markDirty says it is not yet written.
+		mark      mark
+		markDirty bool
 	}
 	stop    chan struct{}
 	stopped chan struct{}
@@ -143,23 +161,53 @@ type Replicator struct {
 // RestoreInfo is what Open did to bring the local directory up to the
 // stream.
 type RestoreInfo struct {
-	Epoch    uint64        // this writer's epoch
-	Fence    uint64        // the stream sequence of its fence
+	Epoch uint64 // this writer's epoch
+	Fence uint64 // the stream sequence of its fence
+	// Path is how the directory was brought up to the stream: PathCurrent,
+	// PathCaughtUp, PathRestored or PathReplaced (then Replaced says why).
+	Path     string
+	Replaced string
 	Messages int           // messages read from the stream
-	Appends  int           // log appends written to the directory
+	Matched  int           // groups of the stream found in the local copy's log after its mark
+	Groups   int           // groups written to the directory's log
+	Appends  int           // log appends among them
 	Records  int           // log records among them
 	Files    int           // files written (STORE, dictionaries)
 	Dropped  int           // parts of groups a fence cut, dropped
+	Local    time.Duration // reading the local copy (its REPLICA and its log after the mark)
 	Lease    time.Duration // taking the lease (waiting for it included)
 	Read     time.Duration // fencing, reading the stream and writing the directory
 }
 
+// How Open brought its directory up to the stream (RestoreInfo.Path).
+const (
+	// PathCurrent: the directory's copy of the store held every group the
+	// stream had; its log was left as it was.
+	PathCurrent = "current"
+	// PathCaughtUp: the copy lacked the stream's last groups; they were
+	// appended to its log.
+	PathCaughtUp = "caught up"
+	// PathRestored: there was no copy; the directory was built from the
+	// whole stream (empty for a new store).
+	PathRestored = "restored"
+	// PathReplaced: the copy could not be caught up (its log holds records
+	// the stream never acknowledged, or cannot be read from its mark); it
+	// was set aside, the directory built from the whole stream, and the old
+	// copy removed.
+	PathReplaced = "replaced"
+)
+
 // Open takes the store's lease (waiting for it to expire, unless
 // Config.Takeover), fences the stream against the previous writer, and
-// rebuilds dir from the stream: dir must not exist (or be empty); it then
-// holds exactly what the stream acknowledged, and engine.Open of dir with
-// Options.Replicator = the Replicator resumes the store. A stream with no
-// log yet leaves dir absent, and engine.Open creates the store.
+// brings dir up to the stream: dir then holds exactly what the stream
+// acknowledged, and engine.Open of dir with Options.Replicator = the
+// Replicator resumes the store. A dir that is absent or empty is built from
+// the whole stream (for a new store: only its REPLICA; engine.Open creates
+// the store). A dir that holds this node's earlier copy of the store (its
+// REPLICA names the store and the stream) is caught up: only the stream's
+// messages after its mark are read, and those groups appended; a copy
+// whose log holds records the stream does not is replaced by a restore
+// (RestoreInfo.Path says which). Any other non-empty dir is refused.
 func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
@@ -169,10 +217,7 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	if err != nil {
 		return nil, fmt.Errorf("replicate: %w", err)
 	}
-	if err := checkTarget(dir); err != nil {
-		return nil, err
-	}
-	s, err := cfg.ensureStream(ctx, js)
+	s, created, err := cfg.ensureStream(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -180,14 +225,28 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The local copy is read before the lease is taken: a wait for the
+	// lease hides it.
+	tl := time.Now()
+	lc, err := readLocal(dir)
+	if err != nil {
+		return nil, err
+	}
+	if lc != nil && lc.mark.Created != created.UnixNano() {
+		return nil, fmt.Errorf("replicate: %s is a copy of an earlier stream %s (created %s; this one %s): remove it",
+			dir, streamName(cfg.Store), time.Unix(0, lc.mark.Created).UTC().Format(time.RFC3339Nano), created.UTC().Format(time.RFC3339Nano))
+	}
+	local := time.Since(tl)
 	t0 := time.Now()
 	h, err := cfg.acquire(ctx, kv, cfg.Takeover)
 	if err != nil {
 		return nil, err
 	}
 	r := &Replicator{cfg: cfg, js: js, kv: kv, epoch: h.Epoch, files: map[string][]byte{},
-		stop: make(chan struct{}), stopped: make(chan struct{})}
+		dir: dir, created: created.UnixNano(),
+		stop: make(chan struct{}), stopped: make(chan struct{}), markDone: make(chan struct{})}
 	r.mu.lease = h
+	r.restored.Local = local
 	r.restored.Lease = time.Since(t0)
 	r.restored.Epoch = h.Epoch
 	// The body of one message: the server's payload limit less room for
@@ -199,7 +258,7 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	t1 := time.Now()
 	err = r.publishFence(ctx, s)
 	if err == nil {
-		err = r.restore(ctx, s, dir)
+		err = r.bringUp(ctx, s, dir, lc)
 	}
 	if err != nil {
 		// Released, so that another node need not wait for it to expire.
@@ -211,9 +270,42 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	r.restored.Read = time.Since(t1)
 	r.last = r.fence
 	go r.renewLoop()
+	go r.markLoop()
 	cfg.Logger.Info("replicate: took the store", "store", cfg.Store, "node", cfg.Node, "epoch", h.Epoch,
-		"fence", r.fence, "appends", r.restored.Appends)
+		"fence", r.fence, "path", r.restored.Path, "messages", r.restored.Messages, "appends", r.restored.Appends)
 	return r, nil
+}
+
+// bringUp brings dir up to the stream before this writer's fence: from
+// the local copy lc when there is one (nil: none), else from the whole
+// stream.
+func (r *Replicator) bringUp(ctx context.Context, s jetstream.Stream, dir string, lc *localCopy) error {
+	if lc == nil {
+		r.restored.Path = PathRestored
+		return r.restore(ctx, s, dir)
+	}
+	reason := lc.problem
+	if reason == "" {
+		err := r.catchUp(ctx, s, dir, lc)
+		var de *divergedError
+		if !errors.As(err, &de) {
+			if err == nil {
+				r.restored.Path = PathCaughtUp
+				if r.restored.Groups == 0 {
+					r.restored.Path = PathCurrent
+				}
+			}
+			return err
+		}
+		reason = de.reason
+	}
+	r.cfg.Logger.Warn("replicate: the local copy is replaced by a restore from the stream", "store", r.cfg.Store, "dir", dir, "why", reason)
+	// What the comparison counted is of the copy set aside.
+	r.restored = RestoreInfo{Epoch: r.restored.Epoch, Fence: r.restored.Fence, Local: r.restored.Local, Lease: r.restored.Lease,
+		Path: PathReplaced, Replaced: reason}
+	r.files = map[string][]byte{}
+	r.storeID = [16]byte{}
+	return r.replace(ctx, s, dir)
 }
 
 // Restored says what Open did.
@@ -285,6 +377,25 @@ func (r *Replicator) msgID(seq uint64) string {
 func (r *Replicator) Replicate(appends [][][]byte) error {
 	r.pubMu.Lock()
 	defer r.pubMu.Unlock()
+	return r.replicateLocked(appends)
+}
+
+// ReplicateAt is Replicate told where the group begins in the local log
+// (engine.PositionedReplicator): once the group is acknowledged, REPLICA
+// can say that the log up to start is the stream up to the message before
+// the group, and that the group's records follow.
+func (r *Replicator) ReplicateAt(start wal.Pos, appends [][][]byte) error {
+	r.pubMu.Lock()
+	defer r.pubMu.Unlock()
+	before := r.last
+	if err := r.replicateLocked(appends); err != nil {
+		return err
+	}
+	r.setMark(r.groupMark(start, before, r.last, appends))
+	return nil
+}
+
+func (r *Replicator) replicateLocked(appends [][][]byte) error {
 	body := encodeGroup(appends)
 	part := r.maxMsg
 	if r.cfg.maxPart > 0 {
@@ -321,6 +432,11 @@ func (r *Replicator) ReplicateFile(name string, data []byte) error {
 		return err
 	}
 	r.files[name] = bytes.Clone(data)
+	if name == layout.StoreName {
+		if st, err := layout.ParseStore(name, data); err == nil {
+			r.storeID = st.ID // a new store's: REPLICA names it from now on
+		}
+	}
 	return nil
 }
 
@@ -469,14 +585,22 @@ func (r *Replicator) renewLoop() {
 	}
 }
 
-// Close stops renewing the lease and releases it, so that another node
-// can take the store at once. Call it after the DB's Close (which writes
-// through the Replicator). A fenced Replicator releases nothing.
+// Close stops renewing the lease, writes the newest REPLICA, and releases
+// the lease, so that another node can take the store at once. Call it
+// after the DB's Close (which writes through the Replicator): the REPLICA
+// it leaves then covers the whole local log, and this node's next Open of
+// the directory reads nothing from the stream unless another node wrote
+// meanwhile. A fenced Replicator releases nothing (its REPLICA is still
+// written: it names only what the stream acknowledged).
 func (r *Replicator) Close() error {
 	var err error
 	r.closed.Do(func() {
 		close(r.stop)
 		<-r.stopped
+		<-r.markDone
+		if e := r.persistMark(); e != nil {
+			err = e
+		}
 		if r.fencedErr() != nil {
 			return
 		}
@@ -486,17 +610,19 @@ func (r *Replicator) Close() error {
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
 		defer cancel()
 		if _, e := r.cfg.renew(ctx, r.kv, h, time.Unix(0, 0)); e != nil {
-			err = fmt.Errorf("replicate: release lease of %s: %w", r.cfg.Store, e)
+			err = errors.Join(err, fmt.Errorf("replicate: release lease of %s: %w", r.cfg.Store, e))
 		}
 	})
 	return err
 }
 
-// Abandon stops renewing the lease without releasing it: what a crashed
-// node leaves behind (tests and failover drills).
+// Abandon stops renewing the lease and writing REPLICA, releasing
+// nothing and writing nothing more: what a crashed node leaves behind
+// (tests and failover drills).
 func (r *Replicator) Abandon() {
 	r.closed.Do(func() {
 		close(r.stop)
 		<-r.stopped
+		<-r.markDone
 	})
 }

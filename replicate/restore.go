@@ -39,22 +39,6 @@ func (e *CorruptStreamError) Error() string {
 	return fmt.Sprintf("replicate: stream %s, message %d: %s", e.Stream, e.Seq, e.Reason)
 }
 
-// checkTarget refuses a dir that holds anything: the restore builds the
-// store from the stream alone.
-func checkTarget(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return fmt.Errorf("replicate: restore target %s: %w", dir, err)
-	}
-	if len(ents) > 0 {
-		return fmt.Errorf("replicate: restore target %s is not empty (%d entries): the stream is the store's truth, restore it into a new directory", dir, len(ents))
-	}
-	return nil
-}
-
 // fileName checks a file name the stream carries: STORE or a dictionary,
 // never a path out of the store.
 func fileName(name string) bool {
@@ -65,35 +49,27 @@ func fileName(name string) bool {
 	return ok && d != "" && !strings.ContainsAny(d, `/\`) && d != ".." && strings.HasSuffix(d, layout.DictSuffix)
 }
 
-// restore rebuilds dir from the messages of the stream before r.fence.
-func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string) (rerr error) {
-	name := streamName(r.cfg.Store)
-	if r.fence == 1 {
-		return nil // a new store: engine.Open creates it
-	}
-	tmp := dir + ".restore"
-	if err := os.RemoveAll(tmp); err != nil {
-		return fmt.Errorf("replicate: remove a crashed restore's %s: %w", tmp, err)
-	}
-	if err := os.MkdirAll(filepath.Join(tmp, layout.DictsDir), 0o700); err != nil {
-		return fmt.Errorf("replicate: restore: %w", err)
-	}
-	defer func() {
-		if rerr != nil { // a refused or failed restore leaves nothing behind
-			os.RemoveAll(tmp)
-		}
-	}()
-	var log *wal.Log
-	defer func() {
-		if log != nil {
-			log.Close()
-		}
-	}()
-	log, err := wal.Open(filepath.Join(tmp, layout.WALDir), &wal.Options{FS: vfs.Default})
-	if err != nil {
-		return fmt.Errorf("replicate: restore: %w", err)
-	}
+// item is what readStream gives: a file or a whole group, as the stream
+// holds it.
+type item struct {
+	seq     uint64     // its message (a group's last part)
+	first   uint64     // a group's first part
+	file    string     // a file's name ("" for a group)
+	data    []byte     // a file's content
+	appends [][][]byte // a group's appends (aliasing the messages)
+}
 
+// readStream reads the store's stream from message from up to this
+// writer's fence (excluded), checking the stream's rules (format.go), and
+// calls fn with every file and every whole group in order. from must be
+// the first message after one of epoch epoch with no group open (1 and 0
+// for the whole stream). A group a fence cut is dropped (counted in
+// Restored().Dropped).
+func (r *Replicator) readStream(ctx context.Context, s jetstream.Stream, from, epoch uint64, each func(item) error) error {
+	name := streamName(r.cfg.Store)
+	if from >= r.fence {
+		return nil
+	}
 	// An ordered consumer's first pull can be lost while its delivery
 	// subject's interest crosses the cluster's routes (it then recovers
 	// only after two missed heartbeats, a second or more): a read that
@@ -116,26 +92,24 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 			it, err = cons.Messages(jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(time.Second))
 		}
 		if err != nil {
-			return fmt.Errorf("replicate: restore: read %s from message %d: %w", name, from, err)
+			return fmt.Errorf("replicate: read %s from message %d: %w", name, from, err)
 		}
 		return nil
 	}
-	if err := reopen(1); err != nil {
+	if err := reopen(from); err != nil {
 		return err
 	}
 	corrupt := func(seq uint64, format string, args ...any) error {
 		return &CorruptStreamError{Stream: name, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 	}
 	var (
-		epoch    uint64   // the epoch of the last fence read
 		parts    [][]byte // the parts of the group being read
 		partsN   int
 		firstAt  uint64 // the stream sequence of its first part
 		files    = map[string][]byte{}
-		last     *wal.Waiter
 		progress = time.Now() // when the last message came
 	)
-	for seq := uint64(0); seq < r.fence-1; {
+	for seq := from - 1; seq < r.fence-1; {
 		nctx, cancel := context.WithTimeout(ctx, stallAfter)
 		m, err := it.Next(jetstream.NextContext(nctx))
 		cancel()
@@ -146,12 +120,12 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 			continue
 		}
 		if err != nil {
-			return fmt.Errorf("replicate: restore: read %s past message %d (its fence is %d): %w", name, seq, r.fence, err)
+			return fmt.Errorf("replicate: read %s past message %d (its fence is %d): %w", name, seq, r.fence, err)
 		}
 		progress = time.Now()
 		md, err := m.Metadata()
 		if err != nil {
-			return fmt.Errorf("replicate: restore: read %s: %w", name, err)
+			return fmt.Errorf("replicate: read %s: %w", name, err)
 		}
 		seq = md.Sequence.Stream
 		if seq >= r.fence {
@@ -180,18 +154,21 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 		}
 		switch kind {
 		case kindFile:
-			fn := h.Get(hdrFile)
-			if !fileName(fn) {
-				return corrupt(seq, "file %q is not a store file", fn)
+			fname := h.Get(hdrFile)
+			if !fileName(fname) {
+				return corrupt(seq, "file %q is not a store file", fname)
 			}
 			data, err := openFile(m.Data())
 			if err != nil {
-				return corrupt(seq, "file %s: %v", fn, err)
+				return corrupt(seq, "file %s: %v", fname, err)
 			}
-			if old, ok := files[fn]; ok && !bytes.Equal(old, data) {
-				return corrupt(seq, "file %s again with other content", fn)
+			if old, ok := files[fname]; ok && !bytes.Equal(old, data) {
+				return corrupt(seq, "file %s again with other content", fname)
 			}
-			files[fn] = data
+			files[fname] = data
+			if err := each(item{seq: seq, first: seq, file: fname, data: data}); err != nil {
+				return err
+			}
 		case kindLog:
 			i, pn, err := parsePart(h.Get(hdrPart))
 			if err != nil {
@@ -212,15 +189,8 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 			if err != nil {
 				return corrupt(firstAt, "group of messages %d-%d: %v", firstAt, seq, err)
 			}
-			for _, a := range appends {
-				last = log.AppendAsync(a...)
-				r.restored.Appends++
-				r.restored.Records += len(a)
-			}
-			if r.restored.Appends%4096 < len(appends) { // bound what waits in memory
-				if _, err := last.Wait(ctx); err != nil {
-					return fmt.Errorf("replicate: restore: %w", err)
-				}
+			if err := each(item{seq: seq, first: firstAt, appends: appends}); err != nil {
+				return err
 			}
 		default:
 			return corrupt(seq, "unknown %s %q", hdrKind, kind)
@@ -230,13 +200,82 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 		// The previous writer's last group, cut by this writer's fence.
 		r.restored.Dropped += len(parts)
 	}
+	return nil
+}
+
+// restore rebuilds dir from the messages of the stream before r.fence, in
+// dir+".restore", then renames it to dir (which must not exist). The
+// directory gets REPLICA, at the log's end and the fence.
+func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string) (rerr error) {
+	tmp := dir + ".restore"
+	if err := os.RemoveAll(tmp); err != nil {
+		return fmt.Errorf("replicate: remove a crashed restore's %s: %w", tmp, err)
+	}
+	if err := os.MkdirAll(filepath.Join(tmp, layout.DictsDir), 0o700); err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	defer func() {
+		if rerr != nil { // a refused or failed restore leaves nothing behind
+			os.RemoveAll(tmp)
+		}
+	}()
+	var log *wal.Log
+	defer func() {
+		if log != nil {
+			log.Close()
+		}
+	}()
+	log, err := wal.Open(filepath.Join(tmp, layout.WALDir), &wal.Options{FS: vfs.Default})
+	if err != nil {
+		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	files := map[string][]byte{}
+	var last *wal.Waiter
+	err = r.readStream(ctx, s, 1, 0, func(it item) error {
+		if it.file != "" {
+			files[it.file] = it.data
+			return nil
+		}
+		for _, a := range it.appends {
+			last = log.AppendAsync(a...)
+			r.restored.Appends++
+			r.restored.Records += len(a)
+		}
+		r.restored.Groups++
+		if r.restored.Appends%4096 < len(it.appends) { // bound what waits in memory
+			if _, err := last.Wait(ctx); err != nil {
+				return fmt.Errorf("replicate: restore: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if last != nil {
+		if _, err := last.Wait(ctx); err != nil {
+			return fmt.Errorf("replicate: restore: %w", err)
+		}
+	}
+	end := log.End()
 	if err := log.Close(); err != nil {
 		log = nil
 		return fmt.Errorf("replicate: restore: %w", err)
 	}
 	log = nil
-	if _, ok := files[layout.StoreName]; !ok {
-		return corrupt(r.fence, "no %s before the fence, but %d log appends", layout.StoreName, r.restored.Appends)
+	// A stream with no file and no group (a new store, or writers that
+	// fenced and never wrote) gives an empty log and no STORE: engine.Open
+	// creates the store. Otherwise STORE came first.
+	var id [16]byte
+	if sf, ok := files[layout.StoreName]; ok {
+		st, err := layout.ParseStore(layout.StoreName, sf)
+		if err != nil {
+			return &CorruptStreamError{Stream: streamName(r.cfg.Store), Seq: r.fence, Reason: err.Error()}
+		}
+		id = st.ID
+	} else if len(files) > 0 || r.restored.Appends > 0 {
+		return &CorruptStreamError{Stream: streamName(r.cfg.Store), Seq: r.fence,
+			Reason: fmt.Sprintf("no %s before the fence, but %d log appends", layout.StoreName, r.restored.Appends)}
 	}
 	for fn, data := range files {
 		p := filepath.Join(append([]string{tmp}, strings.Split(fn, "/")...)...)
@@ -246,6 +285,14 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 		r.files[fn] = data
 		r.restored.Files++
 	}
+	r.storeID = id
+	m := mark{StoreID: id, Created: r.created, Epoch: r.epoch, Pos: end, Seq: r.fence}
+	if err := writeMark(tmp, &m); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	r.mu.mark = m
+	r.mu.Unlock()
 	for _, d := range []string{filepath.Join(tmp, layout.DictsDir), tmp} {
 		if err := layout.SyncDir(vfs.Default, d); err != nil {
 			return fmt.Errorf("replicate: restore: %w", err)
@@ -256,6 +303,36 @@ func (r *Replicator) restore(ctx context.Context, s jetstream.Stream, dir string
 	}
 	if err := layout.SyncDir(vfs.Default, filepath.Dir(dir)); err != nil {
 		return fmt.Errorf("replicate: restore: %w", err)
+	}
+	return nil
+}
+
+// replace sets dir, a copy of the store that the stream cannot bring up
+// to date (it holds records the stream never acknowledged, or its log
+// cannot be read from its REPLICA), aside as dir+".replaced", restores dir
+// from the stream, and then removes the old copy. A crash in between
+// leaves dir whole (old or new) or absent with both others present: the
+// next Open then restores dir anew and removes what is left.
+func (r *Replicator) replace(ctx context.Context, s jetstream.Stream, dir string) error {
+	old := dir + ".replaced"
+	if err := os.RemoveAll(old); err != nil {
+		return fmt.Errorf("replicate: remove %s: %w", old, err)
+	}
+	if err := os.Rename(dir, old); err != nil {
+		return fmt.Errorf("replicate: set the diverged copy aside: %w", err)
+	}
+	if err := layout.SyncDir(vfs.Default, filepath.Dir(dir)); err != nil {
+		return fmt.Errorf("replicate: %w", err)
+	}
+	if err := r.restore(ctx, s, dir); err != nil {
+		// The old copy comes back: the next Open decides again.
+		if rerr := os.Rename(old, dir); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("replicate: put %s back: %w", old, rerr))
+		}
+		return err
+	}
+	if err := os.RemoveAll(old); err != nil {
+		r.cfg.Logger.Warn("replicate: the replaced copy could not be removed", "dir", old, "err", err)
 	}
 	return nil
 }

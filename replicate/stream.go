@@ -55,7 +55,8 @@ func (c *Config) streamConfig() jetstream.StreamConfig {
 }
 
 // ensureStream creates the store's stream, or checks the one that exists.
-func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, error) {
+// It returns the stream and its creation time.
+func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jetstream.Stream, time.Time, error) {
 	var s jetstream.Stream
 	err := retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
 		s, err = js.Stream(ctx, streamName(c.Store))
@@ -65,7 +66,7 @@ func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jets
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
+		return nil, time.Time{}, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
 	}
 	var info *jetstream.StreamInfo
 	err = retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
@@ -73,10 +74,10 @@ func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jets
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
+		return nil, time.Time{}, fmt.Errorf("replicate: stream %s: %w", streamName(c.Store), err)
 	}
 	if err := checkStream(&info.Config); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
 	var servers []string
 	if cl := info.Cluster; cl != nil {
@@ -86,9 +87,9 @@ func (c *Config) ensureStream(ctx context.Context, js jetstream.JetStream) (jets
 		}
 	}
 	if err := c.checkSync(ctx, info.Config.Name, servers); err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	return s, nil
+	return s, info.Created, nil
 }
 
 // checkStream refuses a stream configured so that it could lose or remove
