@@ -183,10 +183,11 @@ func (r *Replicator) catchUp(ctx context.Context, s jetstream.Stream, dir string
 			for _, a := range it.appends {
 				for _, rec := range a {
 					if i == len(lc.tail) {
-						return &divergedError{fmt.Sprintf("its log ends inside the group of messages %d-%d, at %v", it.first, it.seq, lc.end)}
+						return &divergedError{fmt.Sprintf("its log ends at %v, inside the stream's group of messages %d-%d", lc.end, it.first, it.seq)}
 					}
 					if !bytes.Equal(rec, lc.tail[i]) {
-						return &divergedError{fmt.Sprintf("its record at %v is not the stream's (group of messages %d-%d)", lc.tailPos[i], it.first, it.seq)}
+						return &divergedError{fmt.Sprintf("its records from %v on are not the stream's group of messages %d-%d there: the stream never acknowledged them",
+							lc.tailPos[i], it.first, it.seq)}
 					}
 					i++
 				}

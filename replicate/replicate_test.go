@@ -250,9 +250,16 @@ func TestRefusesUnsafeStream(t *testing.T) {
 // open opens a replicated store for node in a new directory.
 func open(t *testing.T, c *cluster, store, node string, i int, takeover bool) (*Replicator, *engine.DB, string) {
 	t.Helper()
+	dir := filepath.Join(t.TempDir(), node)
+	r, db := openAt(t, c, store, node, i, takeover, dir)
+	return r, db, dir
+}
+
+// openAt opens a replicated store for node in dir.
+func openAt(t *testing.T, c *cluster, store, node string, i int, takeover bool, dir string) (*Replicator, *engine.DB) {
+	t.Helper()
 	cfg := c.config(store, node, i)
 	cfg.Takeover = takeover
-	dir := filepath.Join(t.TempDir(), node)
 	r, err := Open(ctx, dir, cfg)
 	if err != nil {
 		t.Fatalf("replicate.Open for %s: %v", node, err)
@@ -261,7 +268,7 @@ func open(t *testing.T, c *cluster, store, node string, i int, takeover bool) (*
 	if err != nil {
 		t.Fatalf("engine.Open for %s: %v", node, err)
 	}
-	return r, db, dir
+	return r, db
 }
 
 // TestFailover: a writer runs an agent, dies without a word (its lease
