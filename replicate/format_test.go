@@ -6,6 +6,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/continuumdb/continuum/wal"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -84,6 +85,71 @@ func TestFileName(t *testing.T) {
 	} {
 		if fileName(name) != ok {
 			t.Errorf("fileName(%q) = %v", name, !ok)
+		}
+	}
+}
+
+// TestMarkGolden pins REPLICA's layout (format.go): frozen.
+func TestMarkGolden(t *testing.T) {
+	m := mark{Created: 0x0102030405060708, Epoch: 3, Pos: wal.Pos{Segment: 2, Offset: 0x28}, Seq: 9,
+		PendingRecords: 1, PendingSeq: 10}
+	for i := range m.StoreID {
+		m.StoreID[i] = byte(0xa0 + i)
+	}
+	h := newRecordsHash()
+	h.add([]byte("ab"))
+	m.PendingHash = h.sum()
+	got := m.marshal()
+	want := hex.EncodeToString([]byte(markMagic)) + "0100" + // magic, version 1
+		"a0a1a2a3a4a5a6a7a8a9aaabacadaeaf" + // store id
+		"0807060504030201" + // created
+		"0300000000000000" + // epoch 3
+		"0200000000000000" + "2800000000000000" + // position 2:40
+		"0900000000000000" + // seq 9
+		"0100000000000000" + "0a00000000000000" + // 1 pending record, to seq 10
+		"" // then SHA-256(uvarint 2, "ab") and the crc32c of all before it
+	if len(got) != markSize {
+		t.Fatalf("REPLICA of %d bytes, want %d", len(got), markSize)
+	}
+	if h := hex.EncodeToString(got[:markSize-4-32]); h != want {
+		t.Fatalf("REPLICA %s, want %s", h, want)
+	}
+	if h := hex.EncodeToString(got[markSize-4-32 : markSize-4]); h != "3502aac2f2e29890633f7992adb58fb393e235472c47c234e92d465cdd066830" {
+		t.Errorf("pending hash %s: recordsHash changed", h)
+	}
+	if h := hex.EncodeToString(got[markSize-4:]); h != "59b90b4c" {
+		t.Errorf("REPLICA checksum %s: the encoding changed", h)
+	}
+}
+
+// TestMarkRoundTrip checks that parseMark gives back what marshal wrote
+// and refuses every damaged or truncated file with errMark.
+func TestMarkRoundTrip(t *testing.T) {
+	m := mark{Created: 7, Epoch: 2, Pos: wal.Pos{Segment: 1, Offset: 40}, Seq: 5, PendingRecords: 3, PendingSeq: 7}
+	m.PendingHash[0] = 1
+	b := m.marshal()
+	got, err := parseMark(b)
+	if err != nil || *got != m {
+		t.Fatalf("round trip: %+v %v", got, err)
+	}
+	for i := range b {
+		d := bytes.Clone(b)
+		d[i] ^= 0x40
+		if _, err := parseMark(d); !errors.Is(err, errMark) {
+			t.Fatalf("byte %d flipped: %v, want errMark", i, err)
+		}
+		if _, err := parseMark(b[:i]); !errors.Is(err, errMark) {
+			t.Fatalf("cut at %d: %v, want errMark", i, err)
+		}
+	}
+	// Well-checksummed marks that contradict themselves.
+	for _, bad := range []mark{
+		{Seq: 5, PendingRecords: 1, PendingSeq: 5}, // pending records, no pending message
+		{Seq: 5, PendingSeq: 6},                    // a pending message, no records
+		{Pos: wal.Pos{Offset: -8}},
+	} {
+		if _, err := parseMark(bad.marshal()); !errors.Is(err, errMark) {
+			t.Errorf("%+v: %v, want errMark", bad, err)
 		}
 	}
 }

@@ -89,8 +89,9 @@ func TestSIGKILLWriter(t *testing.T) {
 	}
 	c := newCluster(t, true)
 	cmd := exec.Command(os.Args[0], "-test.run", "^$")
+	childDir := filepath.Join(t.TempDir(), "child")
 	cmd.Env = append(os.Environ(), "CONTINUUM_REPLICATE_CHILD="+strings.Join(c.urls, ","),
-		"CONTINUUM_REPLICATE_DIR="+filepath.Join(t.TempDir(), "child"))
+		"CONTINUUM_REPLICATE_DIR="+childDir)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -160,7 +161,8 @@ func TestSIGKILLWriter(t *testing.T) {
 	if dup := d.duplicates(); len(dup) > 0 {
 		t.Errorf("duplicate effects: %v", dup)
 	}
-	converged(t, dbb, reference(t, []string{"run-0", "run-1", "run-2", "run-3"}, n))
+	ids := []string{"run-0", "run-1", "run-2", "run-3"}
+	converged(t, dbb, reference(t, ids, n))
 	if err := dbb.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -170,5 +172,42 @@ func TestSIGKILLWriter(t *testing.T) {
 	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
 	if err != nil || !rep.OK {
 		t.Errorf("verify after the SIGKILL and the failover: %v %+v", err, rep)
+	}
+
+	// The killed node comes back and opens its own copy: it left REPLICA
+	// as of at most markEvery before the kill, and a log that may end with
+	// a group the stream never acknowledged (or has, though the child never
+	// saw the ack). Either way the copy ends up as the stream says.
+	rc, dbc := openAt(t, c, "kill9", "child", 0, false, childDir)
+	info := rc.Restored()
+	t.Logf("the killed node's copy: %+v", info)
+	if info.Path != PathCaughtUp && info.Path != PathReplaced {
+		t.Errorf("reopen of the killed writer's copy: path %q, want %q or %q", info.Path, PathCaughtUp, PathReplaced)
+	}
+	for _, id := range ids {
+		run, err := dbc.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for range 2 {
+			if _, err := step(run, &d); err != nil {
+				t.Fatalf("run %s on the killed node's copy: %v", id, err)
+			}
+		}
+		n[id] = run.LastSeq()
+	}
+	if dup := d.duplicates(); len(dup) > 0 {
+		t.Errorf("duplicate effects: %v", dup)
+	}
+	converged(t, dbc, reference(t, ids, n))
+	if err := dbc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := rc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err = engine.Verify(ctx, childDir, &engine.VerifyOptions{Deep: true})
+	if err != nil || !rep.OK {
+		t.Errorf("verify of the killed node's copy: %v %+v", err, rep)
 	}
 }
