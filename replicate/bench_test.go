@@ -2,6 +2,7 @@ package replicate
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -171,4 +172,119 @@ func BenchmarkFailover(b *testing.B) {
 	b.ReportMetric(0, "ns/op")
 	db.Close()
 	r.Close()
+}
+
+// behindGroups is how many atoms (one group each) the other node writes
+// between two failovers of BenchmarkFailoverLocal's path=behind.
+const behindGroups = 16
+
+// BenchmarkFailoverLocal measures failover time (replicate.Open and
+// engine.Open of the new writer, the previous one having closed: the
+// lease is free) by what the new writer's directory holds: path=current,
+// its own copy with nothing written since it closed (nothing is read from
+// the stream); path=behind, its own copy while the other node wrote
+// behindGroups atoms (those are read and appended); path=restore, an empty
+// directory (the whole stream is read). The store has history atoms
+// before the first failover, written by 4 runs at once. Each failover is
+// followed by one atom (path=behind: behindGroups atoms) and a Close.
+//
+//	go test ./replicate -run '^$' -bench FailoverLocal -benchtime 100x -count 3
+func BenchmarkFailoverLocal(b *testing.B) {
+	c := newCluster(b, true)
+	for _, history := range []int{1000, 8000} {
+		store := fmt.Sprintf("history%d", history)
+		root := b.TempDir()
+		dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+		cfgs := []Config{c.config(store, "a", 0), c.config(store, "b", 1)}
+		open := func(node int, dir string) (*Replicator, *engine.DB, time.Duration) {
+			t0 := time.Now()
+			r, err := Open(ctx, dir, cfgs[node])
+			if err != nil {
+				b.Fatal(err)
+			}
+			db, err := engine.Open(dir, &engine.Options{Replicator: r, SnapshotEvery: -1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			return r, db, time.Since(t0)
+		}
+		closeBoth := func(r *Replicator, db *engine.DB) {
+			if err := db.Close(); err != nil {
+				b.Fatal(err)
+			}
+			if err := r.Close(); err != nil {
+				b.Fatal(err)
+			}
+		}
+		commit := func(db *engine.DB, run string, n int) {
+			h, err := db.Run(ctx, run)
+			if err != nil {
+				b.Fatal(err)
+			}
+			for range n {
+				a, err := h.Begin(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set("k", fmt.Appendf(nil, "v%d", h.LastSeq()))); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+		// The history, then a copy of it on b: both nodes have one.
+		r, db, _ := open(0, dirs[0])
+		var wg sync.WaitGroup
+		for i := range 4 {
+			wg.Go(func() { commit(db, fmt.Sprint("run-", i), history/4) })
+		}
+		wg.Wait()
+		closeBoth(r, db)
+		r, db, _ = open(1, dirs[1])
+		closeBoth(r, db)
+		last := 1 // the node that wrote last
+		for _, path := range []string{"restore", "current", "behind"} {
+			b.Run(fmt.Sprintf("history=%d/path=%s", history, path), func(b *testing.B) {
+				var ds []time.Duration
+				var msgs []int
+				rereads := 0
+				for i := range b.N {
+					node, dir, n := 1-last, dirs[1-last], 1
+					switch path {
+					case "current":
+						node, dir = last, dirs[last]
+					case "behind":
+						n = behindGroups
+					case "restore":
+						dir = filepath.Join(root, fmt.Sprint("restore-", i))
+					}
+					r, db, d := open(node, dir)
+					info := r.Restored()
+					if want := map[string]string{"restore": PathRestored, "current": PathCurrent, "behind": PathCaughtUp}[path]; info.Path != want {
+						b.Fatalf("failover %d: path %q, want %q (%+v)", i, info.Path, want, info)
+					}
+					ds, msgs = append(ds, d), append(msgs, info.Messages)
+					rereads += info.Rereads
+					commit(db, "agent", n)
+					closeBoth(r, db)
+					last = node
+					if path == "restore" { // the new copy is the node's from now on
+						if err := os.RemoveAll(dirs[node]); err != nil {
+							b.Fatal(err)
+						}
+						if err := os.Rename(dir, dirs[node]); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				b.StopTimer()
+				slices.Sort(ds)
+				slices.Sort(msgs)
+				b.ReportMetric(float64(percentile(ds, 0.50).Microseconds())/1000, "p50-ms")
+				b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, "p99-ms")
+				b.ReportMetric(float64(msgs[len(msgs)/2]), "msgs-read-p50")
+				b.ReportMetric(float64(rereads), "rereads")
+				b.ReportMetric(0, "ns/op")
+			})
+		}
+	}
 }

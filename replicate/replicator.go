@@ -168,6 +168,7 @@ type RestoreInfo struct {
 	Path     string
 	Replaced string
 	Messages int           // messages read from the stream
+	Rereads  int           // reads of the stream started again after it stalled (stallAfter)
 	Matched  int           // groups of the stream found in the local copy's log after its mark
 	Groups   int           // groups written to the directory's log
 	Appends  int           // log appends among them

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -70,69 +71,28 @@ func (r *Replicator) readStream(ctx context.Context, s jetstream.Stream, from, e
 	if from >= r.fence {
 		return nil
 	}
-	// An ordered consumer's first pull can be lost while its delivery
-	// subject's interest crosses the cluster's routes (it then recovers
-	// only after two missed heartbeats, a second or more): a read that
-	// makes no progress for stallAfter starts a new consumer after the
-	// last message read.
-	var it jetstream.MessagesContext
-	defer func() {
-		if it != nil {
-			it.Stop()
-		}
-	}()
-	reopen := func(from uint64) error {
-		if it != nil {
-			it.Stop()
-		}
-		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-			FilterSubjects: []string{subject(r.cfg.Store, ">")},
-			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
-		if err == nil {
-			it, err = cons.Messages(jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(time.Second))
-		}
-		if err != nil {
-			return fmt.Errorf("replicate: read %s from message %d: %w", name, from, err)
-		}
-		return nil
-	}
-	if err := reopen(from); err != nil {
-		return err
-	}
+	next, stop := r.streamSource(ctx, s, from)
+	defer stop()
 	corrupt := func(seq uint64, format string, args ...any) error {
 		return &CorruptStreamError{Stream: name, Seq: seq, Reason: fmt.Sprintf(format, args...)}
 	}
 	var (
-		parts    [][]byte // the parts of the group being read
-		partsN   int
-		firstAt  uint64 // the stream sequence of its first part
-		files    = map[string][]byte{}
-		progress = time.Now() // when the last message came
+		parts   [][]byte // the parts of the group being read
+		partsN  int
+		firstAt uint64 // the stream sequence of its first part
+		files   = map[string][]byte{}
 	)
 	for seq := from - 1; seq < r.fence-1; {
-		nctx, cancel := context.WithTimeout(ctx, stallAfter)
-		m, err := it.Next(jetstream.NextContext(nctx))
-		cancel()
-		if err != nil && ctx.Err() == nil && time.Since(progress) < r.cfg.Timeout {
-			if err := reopen(seq + 1); err != nil {
-				return err
-			}
-			continue
-		}
+		m, err := next(seq)
 		if err != nil {
 			return fmt.Errorf("replicate: read %s past message %d (its fence is %d): %w", name, seq, r.fence, err)
 		}
-		progress = time.Now()
-		md, err := m.Metadata()
-		if err != nil {
-			return fmt.Errorf("replicate: read %s: %w", name, err)
-		}
-		seq = md.Sequence.Stream
+		seq = m.seq
 		if seq >= r.fence {
 			break // this writer's fence, or past it
 		}
 		r.restored.Messages++
-		h := m.Headers()
+		h := m.h
 		e, err := strconv.ParseUint(h.Get(hdrEpoch), 10, 64)
 		if err != nil {
 			return corrupt(seq, "%s %q", hdrEpoch, h.Get(hdrEpoch))
@@ -158,7 +118,7 @@ func (r *Replicator) readStream(ctx context.Context, s jetstream.Stream, from, e
 			if !fileName(fname) {
 				return corrupt(seq, "file %q is not a store file", fname)
 			}
-			data, err := openFile(m.Data())
+			data, err := openFile(m.data)
 			if err != nil {
 				return corrupt(seq, "file %s: %v", fname, err)
 			}
@@ -180,7 +140,7 @@ func (r *Replicator) readStream(ctx context.Context, s jetstream.Stream, from, e
 			if i == 1 {
 				partsN, firstAt = pn, seq
 			}
-			parts = append(parts, m.Data())
+			parts = append(parts, m.data)
 			if i < pn {
 				continue
 			}
@@ -335,4 +295,115 @@ func (r *Replicator) replace(ctx context.Context, s jetstream.Stream, dir string
 		r.cfg.Logger.Warn("replicate: the replaced copy could not be removed", "dir", old, "err", err)
 	}
 	return nil
+}
+
+// streamMsg is one message of the stream.
+type streamMsg struct {
+	seq  uint64
+	h    nats.Header
+	data []byte
+}
+
+// getAtMost is the longest read done by sequence (JetStream's message get,
+// getWindow requests in flight); a longer one uses an ordered consumer.
+const (
+	getAtMost = 512
+	getWindow = 32
+)
+
+// streamSource returns a function that gives the stream's messages in
+// order from message from up to the fence (next(seq) is called with the
+// last sequence given), and one that stops the reading.
+//
+// A short read (a catch-up) gets each message by its sequence: a request
+// on the connection's reply subscription, which the cluster already knows
+// (the fence's publish used it). A long one (a restore) uses an ordered
+// consumer, whose first pull can be lost while its new delivery subject's
+// interest crosses the cluster's routes (it then recovers only after two
+// missed heartbeats, a second or more): a read that makes no progress for
+// stallAfter starts a new consumer after the last message read.
+func (r *Replicator) streamSource(ctx context.Context, s jetstream.Stream, from uint64) (next func(seq uint64) (streamMsg, error), stop func()) {
+	ctx, cancel := context.WithCancel(ctx)
+	if r.fence-from <= getAtMost {
+		type got struct {
+			m   *jetstream.RawStreamMsg
+			err error
+		}
+		var inFlight []chan got
+		ahead := from // the next sequence to ask for
+		return func(uint64) (streamMsg, error) {
+			for len(inFlight) < getWindow && ahead < r.fence {
+				ch, seq := make(chan got, 1), ahead
+				go func() {
+					var m *jetstream.RawStreamMsg
+					err := retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+						m, err = s.GetMsg(ctx, seq)
+						return err
+					})
+					ch <- got{m, err}
+				}()
+				inFlight, ahead = append(inFlight, ch), ahead+1
+			}
+			if len(inFlight) == 0 {
+				return streamMsg{}, fmt.Errorf("no message before the fence %d", r.fence)
+			}
+			g := <-inFlight[0]
+			inFlight = inFlight[1:]
+			if g.err != nil {
+				return streamMsg{}, g.err
+			}
+			return streamMsg{seq: g.m.Sequence, h: g.m.Header, data: g.m.Data}, nil
+		}, cancel
+	}
+	var it jetstream.MessagesContext
+	reopen := func(from uint64) error {
+		if it != nil {
+			it.Stop()
+		}
+		cons, err := s.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+			FilterSubjects: []string{subject(r.cfg.Store, ">")},
+			DeliverPolicy:  jetstream.DeliverByStartSequencePolicy, OptStartSeq: from})
+		if err == nil {
+			it, err = cons.Messages(jetstream.PullMaxMessages(4096), jetstream.PullHeartbeat(time.Second))
+		}
+		if err != nil {
+			it = nil
+			return fmt.Errorf("read from message %d: %w", from, err)
+		}
+		return nil
+	}
+	progress := time.Now() // when the last message came
+	opened := false
+	return func(seq uint64) (streamMsg, error) {
+			for {
+				if !opened {
+					if err := reopen(seq + 1); err != nil {
+						return streamMsg{}, err
+					}
+					opened = true
+				}
+				nctx, ncancel := context.WithTimeout(ctx, stallAfter)
+				m, err := it.Next(jetstream.NextContext(nctx))
+				ncancel()
+				if err != nil && ctx.Err() == nil && time.Since(progress) < r.cfg.Timeout {
+					r.restored.Rereads++
+					opened = false
+					continue
+				}
+				if err != nil {
+					return streamMsg{}, err
+				}
+				progress = time.Now()
+				md, err := m.Metadata()
+				if err != nil {
+					return streamMsg{}, err
+				}
+				return streamMsg{seq: md.Sequence.Stream, h: m.Headers(), data: m.Data()}, nil
+			}
+		}, func() {
+			if it != nil {
+				it.Stop()
+			}
+			cancel()
+		}
 }
