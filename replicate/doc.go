@@ -4,7 +4,8 @@
 // the writes in it return, one node at a time may write (a lease in a
 // JetStream key-value bucket, and a fence in the stream that stops the
 // previous writer at write time), and another node takes the store over
-// by rebuilding its directory from the stream. It is a nested module
+// by catching its own copy of the store up from the stream, or by
+// rebuilding it from the whole stream. It is a nested module
 // (github.com/continuumdb/continuum/replicate): the engine links no NATS
 // code; it only calls engine.Options.Replicator.
 //
@@ -14,7 +15,8 @@
 //	sys, _ := nats.Connect(urls, nats.UserInfo(…)) // the system account: checks sync_interval
 //	r, err := replicate.Open(ctx, dir, replicate.Config{
 //		Conn: nc, SystemConn: sys, Store: "orders", Node: hostname})
-//	// dir now holds what the stream acknowledged (nothing for a new store)
+//	// dir (absent, empty, or this node's earlier copy) now holds what the
+//	// stream acknowledged (nothing for a new store)
 //	db, err := engine.Open(dir, &engine.Options{Replicator: r})
 //	… // Begin, Do, Commit as with a local store
 //	db.Close()
@@ -48,12 +50,73 @@
 // node take an unexpired lease, but never lets two writers both be
 // acknowledged, because the stream, not the clock, decides.
 //
-// Failover: Open restores dir from the stream up to its fence (STORE, the
-// compression dictionaries, every log append, batch by batch), then
+// Failover: Open brings dir up to the stream up to its fence, then
 // engine.Open replays it like any store (the restart path), with the same
 // frames, heads and certificates. An atom the old writer was running comes
 // back interrupted, and its actions in doubt, exactly as after a local
-// crash. RestoreInfo says what the restore read and how long it took.
+// crash. RestoreInfo says which way dir was brought up, what was read and
+// how long it took:
+//
+//   - an absent or empty dir is restored from the whole stream (STORE, the
+//     compression dictionaries, every log append, batch by batch), in
+//     dir+".restore" renamed to dir once whole (PathRestored);
+//   - this node's earlier copy of the store is kept and caught up: only the
+//     stream's messages after its REPLICA mark are read (see below);
+//     nothing at all when the copy is current (PathCurrent), the missing
+//     groups otherwise, appended to its log (PathCaughtUp);
+//   - a copy that cannot be caught up is replaced (PathReplaced);
+//   - any other non-empty dir is refused.
+//
+// # The local copy
+//
+// The local store stays the fast path: a node reads and restarts from its
+// own disk, and a node that had the store before catches up on what it
+// missed instead of rebuilding the store. Each copy has REPLICA
+// (format.go), a mark that says: the local log up to position P holds
+// exactly the log records of the stream's messages up to sequence S (and,
+// optionally, that the n records after P, with their SHA-256, are the
+// group of the messages up to S'). The writer learns P with every group
+// it publishes (the engine gives it where the group begins in the local
+// log: engine.PositionedReplicator), and a goroutine writes the newest
+// mark every 100 ms, off the commit path (temporary file, fsync, rename,
+// fsync of the directory); Close writes the last one, which then covers
+// the whole log. Every mark ever written stays true: only records the
+// stream acknowledged lie before P, and the local log only grows. REPLICA
+// also names the store (STORE's id) and the stream (its creation time): a
+// copy of another store, or of an earlier stream of the same name, is
+// refused, and so is a directory without REPLICA (Open never deletes what
+// it cannot tell is a copy of this store).
+//
+// Open reads the mark and the local log after it before it takes the
+// lease (a wait for the lease hides that read), then, after its fence,
+// reads the stream's messages after S (or S' when the records hash as the
+// mark says): the local records after the mark must be the stream's next
+// groups, record for record. The groups the stream has beyond them are
+// appended to the local log (the stream's dictionaries written first);
+// the engine's derived files stay valid, since the log only grew. A copy
+// whose mark is current reads not one message of the stream.
+//
+// The wal writes a group here before it replicates it, so the copy of a
+// writer that was fenced, or crashed, can end with records the stream
+// never acknowledged: the group whose publish the stream refused (and,
+// for a fenced writer's Close, its checkpoint's records), or the group in
+// flight at a crash. Open finds them (local records after the stream's
+// last group, or records that are not the stream's group there) and never
+// keeps them: the copy is set aside (dir+".replaced"), dir restored from
+// the whole stream, and the old copy removed; RestoreInfo.Replaced says
+// why. A group a crashed writer had published whose ack it never saw is
+// in the stream and in the copy: it is kept, like any other. The same
+// replacement happens to a copy whose log cannot be read from its mark
+// (garbage collection removed the segment, or the log is damaged).
+// Derived files (CHECKPOINT, frames, snapshots, the ledger table) never
+// reflect unacknowledged records: the log's readers, and so the engine's
+// derived state, see a group only once the Replicator acknowledged it.
+//
+// Crash safety: a catch-up appends to the local log through the wal
+// (durable before Open returns), so a crash in it leaves a copy that is a
+// longer prefix of the stream, still under its old mark. A replacement
+// crashed between its renames leaves dir absent, and the next Open
+// restores it and removes dir+".replaced".
 //
 // Group commit: the appends of one group commit (many runs' records) are
 // published as one message, or as consecutive parts of one when larger
@@ -98,14 +161,32 @@
 // had published but not yet acknowledged to its callers may be there too
 // (the ack raced the crash), and is restored like any other: an atom that
 // committed just before a crash may be present though its Commit never
-// returned, as with a local store.
+// returned, as with a local store. When the crashed node (or its process,
+// restarted) opens its own copy again, its REPLICA is at most 100 ms
+// behind its log: Open reads the stream from there, keeps what the stream
+// has, and replaces the copy if its log ends with the group the crash
+// left unacknowledged (see The local copy).
+//
+// A fenced or partitioned writer's own copy: its writes after the fence
+// failed with ErrFenced, but the last of them (and its Close's checkpoint)
+// is durable in its log. Nothing of it is ever acknowledged, read by its
+// engine as committed, or kept: its next Open replaces the copy. What
+// the writer had acknowledged before is in the stream, so the copy loses
+// nothing.
+//
+// Catching up with a JetStream node down, or a slow follower: the reads
+// of a catch-up are the stream leader's, like the publishes; they wait
+// for an election as those do (Config.Timeout).
 //
 // # Caveats
 //
-//   - The restore reads the whole stream: failover time grows with the
-//     store's history. Snapshots are not shipped, and a node that was the
-//     writer earlier does not reuse its old directory (Open wants an empty
-//     one): catching up from a local copy is not done.
+//   - A node without a copy (or whose copy is replaced) reads the whole
+//     stream: its failover time grows with the store's history. Snapshots
+//     are not shipped. A node with a recent copy reads only what it lacks.
+//   - A copy that ends with unacknowledged records is replaced from the
+//     whole stream, not cut back to the stream's last group: the wal has
+//     no operation that removes records at its tail, and this module does
+//     not rewrite another package's files.
 //   - The stream keeps every message (no limits: that is what makes it
 //     the store's truth); the engine's garbage collection frees local
 //     segments only.
