@@ -184,69 +184,76 @@ const behindGroups = 16
 // its own copy with nothing written since it closed (nothing is read from
 // the stream); path=behind, its own copy while the other node wrote
 // behindGroups atoms (those are read and appended); path=restore, an empty
-// directory (the whole stream is read). The store has history atoms
-// before the first failover, written by 4 runs at once. Each failover is
-// followed by one atom (path=behind: behindGroups atoms) and a Close.
+// directory (the whole stream is read). Every run of a sub-benchmark
+// starts a new store of history atoms, written by 4 runs at once (group
+// commit: stream-msgs says how many messages that made), copied to both
+// nodes. Each failover is followed by one atom (path=behind: behindGroups
+// atoms) and a Close.
 //
 //	go test ./replicate -run '^$' -bench FailoverLocal -benchtime 100x -count 3
 func BenchmarkFailoverLocal(b *testing.B) {
 	c := newCluster(b, true)
+	stores := 0
 	for _, history := range []int{1000, 8000} {
-		store := fmt.Sprintf("history%d", history)
-		root := b.TempDir()
-		dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
-		cfgs := []Config{c.config(store, "a", 0), c.config(store, "b", 1)}
-		open := func(node int, dir string) (*Replicator, *engine.DB, time.Duration) {
-			t0 := time.Now()
-			r, err := Open(ctx, dir, cfgs[node])
-			if err != nil {
-				b.Fatal(err)
-			}
-			db, err := engine.Open(dir, &engine.Options{Replicator: r, SnapshotEvery: -1})
-			if err != nil {
-				b.Fatal(err)
-			}
-			return r, db, time.Since(t0)
-		}
-		closeBoth := func(r *Replicator, db *engine.DB) {
-			if err := db.Close(); err != nil {
-				b.Fatal(err)
-			}
-			if err := r.Close(); err != nil {
-				b.Fatal(err)
-			}
-		}
-		commit := func(db *engine.DB, run string, n int) {
-			h, err := db.Run(ctx, run)
-			if err != nil {
-				b.Fatal(err)
-			}
-			for range n {
-				a, err := h.Begin(ctx)
-				if err != nil {
-					b.Fatal(err)
-				}
-				if err := a.Commit(ctx, new(frame.Delta).Set("k", fmt.Appendf(nil, "v%d", h.LastSeq()))); err != nil {
-					b.Fatal(err)
-				}
-			}
-		}
-		// The history, then a copy of it on b: both nodes have one.
-		r, db, _ := open(0, dirs[0])
-		var wg sync.WaitGroup
-		for i := range 4 {
-			wg.Go(func() { commit(db, fmt.Sprint("run-", i), history/4) })
-		}
-		wg.Wait()
-		closeBoth(r, db)
-		r, db, _ = open(1, dirs[1])
-		closeBoth(r, db)
-		last := 1 // the node that wrote last
-		for _, path := range []string{"restore", "current", "behind"} {
+		for _, path := range []string{"current", "behind", "restore"} {
 			b.Run(fmt.Sprintf("history=%d/path=%s", history, path), func(b *testing.B) {
+				stores++
+				store := fmt.Sprintf("history%d", stores)
+				root := b.TempDir()
+				dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
+				cfgs := []Config{c.config(store, "a", 0), c.config(store, "b", 1)}
+				open := func(node int, dir string) (*Replicator, *engine.DB, time.Duration) {
+					t0 := time.Now()
+					r, err := Open(ctx, dir, cfgs[node])
+					if err != nil {
+						b.Fatal(err)
+					}
+					db, err := engine.Open(dir, &engine.Options{Replicator: r, SnapshotEvery: -1, DictSamples: -1})
+					if err != nil {
+						b.Fatal(err)
+					}
+					return r, db, time.Since(t0)
+				}
+				closeBoth := func(r *Replicator, db *engine.DB) {
+					if err := db.Close(); err != nil {
+						b.Fatal(err)
+					}
+					if err := r.Close(); err != nil {
+						b.Fatal(err)
+					}
+				}
+				commit := func(db *engine.DB, run string, n int) {
+					h, err := db.Run(ctx, run)
+					if err != nil {
+						b.Fatal(err)
+					}
+					for range n {
+						a, err := h.Begin(ctx)
+						if err != nil {
+							b.Fatal(err)
+						}
+						if err := a.Commit(ctx, new(frame.Delta).Set("k", fmt.Appendf(nil, "v%d", h.LastSeq()))); err != nil {
+							b.Fatal(err)
+						}
+					}
+				}
+				// The history, then a copy of it on b: both nodes have one.
+				r, db, _ := open(0, dirs[0])
+				var wg sync.WaitGroup
+				for i := range 4 {
+					wg.Go(func() { commit(db, fmt.Sprint("run-", i), history/4) })
+				}
+				wg.Wait()
+				closeBoth(r, db)
+				r, db, _ = open(1, dirs[1])
+				msgs0 := r.Restored().Messages
+				closeBoth(r, db)
+				last := 1 // the node that wrote last
+
 				var ds []time.Duration
 				var msgs []int
 				rereads := 0
+				b.ResetTimer()
 				for i := range b.N {
 					node, dir, n := 1-last, dirs[1-last], 1
 					switch path {
@@ -282,6 +289,7 @@ func BenchmarkFailoverLocal(b *testing.B) {
 				b.ReportMetric(float64(percentile(ds, 0.50).Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, "p99-ms")
 				b.ReportMetric(float64(msgs[len(msgs)/2]), "msgs-read-p50")
+				b.ReportMetric(float64(msgs0), "stream-msgs")
 				b.ReportMetric(float64(rereads), "rereads")
 				b.ReportMetric(0, "ns/op")
 			})

@@ -307,7 +307,7 @@ type streamMsg struct {
 // getAtMost is the longest read done by sequence (JetStream's message get,
 // getWindow requests in flight); a longer one uses an ordered consumer.
 const (
-	getAtMost = 512
+	getAtMost = 128
 	getWindow = 32
 )
 
