@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -71,22 +72,20 @@ func (c *Config) leaseBucket(ctx context.Context, js jetstream.JetStream) (jetst
 // set, otherwise once it expires, waiting until then (ctx bounds the wait).
 func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bool) (held, error) {
 	for {
-		var e jetstream.KeyValueEntry
+		var value []byte
+		var rev uint64
 		err := retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
-			e, err = kv.Get(ctx, c.Store)
+			value, rev, err = c.readLease(ctx)
 			return err
 		})
 		var cur lease
-		var rev uint64
 		switch {
-		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
 			return held{}, fmt.Errorf("replicate: read lease of %s: %w", c.Store, err)
-		default:
-			if err := json.Unmarshal(e.Value(), &cur); err != nil {
-				return held{}, fmt.Errorf("replicate: lease of %s (revision %d) does not decode: %w", c.Store, e.Revision(), err)
+		case value != nil:
+			if err := json.Unmarshal(value, &cur); err != nil {
+				return held{}, fmt.Errorf("replicate: lease of %s (revision %d) does not decode: %w", c.Store, rev, err)
 			}
-			rev = e.Revision()
 		}
 		now := c.now()
 		if rev != 0 && !takeover && cur.Node != c.Node && cur.Expires > now.UnixNano() {
@@ -130,15 +129,15 @@ func (c *Config) renew(ctx context.Context, kv jetstream.KeyValue, h held, expir
 	if casConflict(err) {
 		// Changed since our last update, by another node or by an update
 		// of ours whose answer was lost (a timeout): the value says which.
-		e, gerr := kv.Get(ctx, c.Store)
+		value, rev, gerr := c.readLease(ctx)
 		if gerr != nil {
 			return h, gerr
 		}
 		var cur lease
-		if json.Unmarshal(e.Value(), &cur) != nil || cur.Node != h.Node || cur.Epoch != h.Epoch {
+		if value == nil || json.Unmarshal(value, &cur) != nil || cur.Node != h.Node || cur.Epoch != h.Epoch {
 			return h, errLeaseLost
 		}
-		h.rev = e.Revision()
+		h.rev = rev
 		return c.renew(ctx, kv, h, expires)
 	}
 	if err != nil {
@@ -154,4 +153,57 @@ var errLeaseLost = errors.New("replicate: lease taken by another node")
 // revision given (nats.go names it by two errors, by the server's code).
 func casConflict(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyExists) || errors.Is(err, jetstream.ErrKeyRevisionMismatch)
+}
+
+// readLease reads the store's lease from the leader of the lease bucket's
+// stream: its value and revision, or nil and 0 if the key is absent (or
+// deleted). A key-value Get is a direct get, which any replica may answer,
+// and a replica that lags shows a lease its holder has just released as
+// held: Open would wait for it to expire (Config.LeaseTTL) although it is
+// free.
+func (c *Config) readLease(ctx context.Context) ([]byte, uint64, error) {
+	req, _ := json.Marshal(struct {
+		LastBySubject string `json:"last_by_subj"`
+	}{"$KV." + c.LeaseBucket + "." + c.Store})
+	m, err := c.Conn.RequestWithContext(ctx, "$JS.API.STREAM.MSG.GET.KV_"+c.LeaseBucket, req)
+	if err != nil {
+		return nil, 0, err
+	}
+	var resp struct {
+		Message *struct {
+			Seq     uint64 `json:"seq"`
+			Headers []byte `json:"hdrs"`
+			Data    []byte `json:"data"`
+		} `json:"message"`
+		Error *jetstream.APIError `json:"error"`
+	}
+	if err := json.Unmarshal(m.Data, &resp); err != nil {
+		return nil, 0, fmt.Errorf("message get reply: %w", err)
+	}
+	switch {
+	case resp.Error != nil && resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound:
+		return nil, 0, nil
+	case resp.Error != nil:
+		return nil, 0, resp.Error
+	case resp.Message == nil:
+		return nil, 0, errors.New("message get reply without a message")
+	}
+	if op := kvOperation(resp.Message.Headers); op == "DEL" || op == "PURGE" {
+		return nil, 0, nil
+	}
+	if resp.Message.Data == nil {
+		resp.Message.Data = []byte{}
+	}
+	return resp.Message.Data, resp.Message.Seq, nil
+}
+
+// kvOperation is the KV-Operation header of a message's raw headers
+// ("NATS/1.0\r\nKV-Operation: DEL\r\n\r\n"), or "".
+func kvOperation(hdrs []byte) string {
+	for _, line := range strings.Split(string(hdrs), "\r\n") {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.EqualFold(strings.TrimSpace(k), "KV-Operation") {
+			return strings.TrimSpace(v)
+		}
+	}
+	return ""
 }
