@@ -47,6 +47,8 @@ type localCopy struct {
 	tail    [][]byte
 	tailPos []wal.Pos
 	end     wal.Pos // the log's end (where an append goes)
+	// newestSealed: the log's newest segment is sealed (no cut there).
+	newestSealed bool
 	noLog   bool    // the log directory does not exist (a store not created yet)
 	// problem, if not "", says why the copy cannot be caught up: Open
 	// replaces it.
@@ -112,6 +114,8 @@ func (lc *localCopy) readLog(dir string) {
 	}
 	defer l.Close()
 	lc.end = l.End()
+	segs := l.Segments()
+	lc.newestSealed = len(segs) > 0 && segs[len(segs)-1].Sealed
 	rd, err := l.NewReader(lc.mark.Pos)
 	if err != nil {
 		lc.problem = fmt.Sprintf("its log cannot be read from %s's position %v: %v", markName, lc.mark.Pos, err)
@@ -180,20 +184,32 @@ func (r *Replicator) catchUp(ctx context.Context, s jetstream.Stream, dir string
 			return r.catchUpFile(dir, it, synced)
 		}
 		if i < len(lc.tail) {
+			i0, why := i, ""
+		compare:
 			for _, a := range it.appends {
 				for _, rec := range a {
 					if i == len(lc.tail) {
-						return &divergedError{fmt.Sprintf("its log ends at %v, inside the stream's group of messages %d-%d", lc.end, it.first, it.seq)}
+						why = fmt.Sprintf("its log ends at %v, inside the stream's group of messages %d-%d", lc.end, it.first, it.seq)
+						break compare
 					}
 					if !bytes.Equal(rec, lc.tail[i]) {
-						return &divergedError{fmt.Sprintf("its records from %v on are not the stream's group of messages %d-%d there: the stream never acknowledged them",
-							lc.tailPos[i], it.first, it.seq)}
+						why = fmt.Sprintf("its records from %v on are not the stream's group of messages %d-%d there: the stream never acknowledged them",
+							lc.tailPos[i0], it.first, it.seq)
+						break compare
 					}
 					i++
 				}
 			}
-			r.restored.Matched++
-			return nil
+			if why == "" {
+				r.restored.Matched++
+				return nil
+			}
+			// The group goes in whole, after what the copy has of the
+			// stream.
+			if err := r.cutTail(dir, lc, i0, why); err != nil {
+				return err
+			}
+			i = i0
 		}
 		if log == nil {
 			var err error
@@ -218,8 +234,11 @@ func (r *Replicator) catchUp(ctx context.Context, s jetstream.Stream, dir string
 		return err
 	}
 	if i < len(lc.tail) {
-		return &divergedError{fmt.Sprintf("its log holds %d records from %v on that the stream never acknowledged (it has nothing after them before message %d, this writer's fence)",
-			len(lc.tail)-i, lc.tailPos[i], r.fence)}
+		why := fmt.Sprintf("its log holds %d records from %v on that the stream never acknowledged (it has nothing after them before message %d, this writer's fence)",
+			len(lc.tail)-i, lc.tailPos[i], r.fence)
+		if err := r.cutTail(dir, lc, i, why); err != nil {
+			return err
+		}
 	}
 	end := lc.end
 	if log != nil {
@@ -271,5 +290,24 @@ func (r *Replicator) catchUpFile(dir string, it item, synced map[string]bool) er
 			r.storeID = st.ID
 		}
 	}
+	return nil
+}
+
+// cutTail cuts the local log back to lc.tail[k], the first of its records
+// the stream does not hold (why says how that was found; cut.go), so that
+// the catch-up can go on from there; a *divergedError if it cannot be cut.
+func (r *Replicator) cutTail(dir string, lc *localCopy, k int, why string) error {
+	at := lc.tailPos[k]
+	reason, err := cutLog(dir, at, lc.end, lc.newestSealed, lc.mark.Pos)
+	if err != nil {
+		return err
+	}
+	if reason != "" {
+		return &divergedError{why + "; it cannot be cut back: " + reason}
+	}
+	r.restored.Cut += len(lc.tail) - k
+	r.cfg.Logger.Warn("replicate: the local copy's records the stream never acknowledged were cut", "store", r.cfg.Store, "dir", dir,
+		"records", len(lc.tail)-k, "from", at, "why", why)
+	lc.tail, lc.tailPos, lc.end = lc.tail[:k], lc.tailPos[:k], at
 	return nil
 }

@@ -115,14 +115,13 @@ func TestCatchUp(t *testing.T) {
 	finish(t, ra, dba, dira, runs, &d, &k)
 }
 
-// TestFencedTailReplaced: a writer is taken over; its next write is
-// durable in its own log but refused by the stream (ErrFenced), and its
-// Close writes more that the stream refuses too. When that node reopens
-// its copy, the records the stream never acknowledged are found, and the
-// copy is replaced by a restore from the stream, never kept: the refused
-// atom is absent, nothing acknowledged is lost, no effect happens twice,
-// and the store converges.
-func TestFencedTailReplaced(t *testing.T) {
+// TestFencedTailCut: a writer is taken over; its next write is durable in
+// its own log but refused by the stream (ErrFenced). When that node
+// reopens its copy, the records the stream never acknowledged are found
+// and cut from its log, never kept, and the copy is caught up: the
+// refused atom is absent, nothing acknowledged is lost, no effect happens
+// twice, and the store converges.
+func TestFencedTailCut(t *testing.T) {
 	c := newCluster(t, true)
 	runs := []string{"alpha", "beta"}
 	for _, bWrites := range []int{0, 4} {
@@ -155,11 +154,8 @@ func TestFencedTailReplaced(t *testing.T) {
 			ra, dba = openAt(t, c, store, "a", 0, false, dira)
 			info := ra.Restored()
 			t.Logf("reopen of the fenced writer's copy: %+v", info)
-			if info.Path != PathReplaced || !strings.Contains(info.Replaced, "never acknowledged") {
-				t.Errorf("reopen of a copy with an unacknowledged tail: path %q (%s), want %q naming the unacknowledged records", info.Path, info.Replaced, PathReplaced)
-			}
-			if _, err := os.Stat(dira + ".replaced"); !errors.Is(err, os.ErrNotExist) {
-				t.Errorf("the replaced copy is left: %v", err)
+			if info.Path != PathCaughtUp || info.Cut == 0 || info.Matched != 0 {
+				t.Errorf("reopen of a copy with an unacknowledged tail: %+v, want path %q with its records cut", info, PathCaughtUp)
 			}
 			k.mu.Lock()
 			for _, id := range runs {
@@ -191,4 +187,37 @@ func TestOpenRefusesForeignDirectory(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(dir, "notes.txt")); err != nil || string(b) != "mine" {
 		t.Errorf("the directory was changed: %q %v", b, err)
 	}
+}
+
+// TestCopyReplaced: a copy whose log cannot be read from its REPLICA's
+// position is not caught up but replaced by a restore from the whole
+// stream (set aside, rebuilt, removed), and the store converges.
+func TestCopyReplaced(t *testing.T) {
+	c := newCluster(t, true)
+	runs := []string{"alpha"}
+	var d downstream
+	var k acked
+	dira := filepath.Join(t.TempDir(), "a")
+	ra, dba := openAt(t, c, "repl", "a", 0, false, dira)
+	stepAll(t, dba, runs, 10, &d, &k)
+	closeBoth(t, dba, ra)
+	// A mark whose position no record starts at.
+	m, err := readMark(dira)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Pos.Offset += 8
+	if err := writeMark(dira, m); err != nil {
+		t.Fatal(err)
+	}
+	ra, dba = openAt(t, c, "repl", "a", 0, false, dira)
+	info := ra.Restored()
+	t.Logf("%+v", info)
+	if info.Path != PathReplaced || !strings.Contains(info.Replaced, "cannot be read") || info.Messages == 0 {
+		t.Errorf("reopen of a copy whose log cannot be read from its mark: %+v, want path %q, the whole stream read", info, PathReplaced)
+	}
+	if _, err := os.Stat(dira + ".replaced"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the replaced copy is left: %v", err)
+	}
+	finish(t, ra, dba, dira, runs, &d, &k)
 }

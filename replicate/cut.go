@@ -51,7 +51,9 @@ const (
 // cutLog removes the records of the local log in dir from at (a record's
 // position in the newest segment) to its end, end. It returns a reason
 // when it cannot, having changed nothing.
-func cutLog(dir string, at, end wal.Pos, newestSealed bool) (reason string, err error) {
+// scanFrom is a position of the log before at, where its recovery may
+// start scanning.
+func cutLog(dir string, at, end wal.Pos, newestSealed bool, scanFrom wal.Pos) (reason string, err error) {
 	switch {
 	case at.Segment != end.Segment || newestSealed:
 		return fmt.Sprintf("the records to cut (from %v) are not all in the newest segment, unsealed (the log ends at %v)", at, end), nil
@@ -107,7 +109,7 @@ func cutLog(dir string, at, end wal.Pos, newestSealed bool) (reason string, err 
 		}
 		hi = lo
 	}
-	l, err := wal.Open(walDir, &wal.Options{FS: vfs.Default, ReadOnly: true})
+	l, err := wal.Open(walDir, &wal.Options{FS: vfs.Default, ReadOnly: true, ScanFrom: scanFrom})
 	if err != nil {
 		return "", fmt.Errorf("replicate: cut: the log after the cut at %v does not open: %w", at, err)
 	}

@@ -174,6 +174,7 @@ type RestoreInfo struct {
 	Appends  int           // log appends among them
 	Records  int           // log records among them
 	Files    int           // files written (STORE, dictionaries)
+	Cut      int           // records the stream never acknowledged, cut from the local copy's log
 	Dropped  int           // parts of groups a fence cut, dropped
 	Local    time.Duration // reading the local copy (its REPLICA and its log after the mark)
 	Lease    time.Duration // taking the lease (waiting for it included)
@@ -185,16 +186,17 @@ const (
 	// PathCurrent: the directory's copy of the store held every group the
 	// stream had; its log was left as it was.
 	PathCurrent = "current"
-	// PathCaughtUp: the copy lacked the stream's last groups; they were
-	// appended to its log.
+	// PathCaughtUp: the copy lacked the stream's last groups, which were
+	// appended to its log, or it ended with records the stream never
+	// acknowledged, which were cut (RestoreInfo.Cut), or both.
 	PathCaughtUp = "caught up"
 	// PathRestored: there was no copy; the directory was built from the
 	// whole stream (empty for a new store).
 	PathRestored = "restored"
-	// PathReplaced: the copy could not be caught up (its log holds records
-	// the stream never acknowledged, or cannot be read from its mark); it
-	// was set aside, the directory built from the whole stream, and the old
-	// copy removed.
+	// PathReplaced: the copy could not be caught up (its log cannot be
+	// read from its mark, or holds records the stream never acknowledged
+	// that cannot be cut); it was set aside, the directory built from the
+	// whole stream, and the old copy removed.
 	PathReplaced = "replaced"
 )
 
@@ -292,7 +294,7 @@ func (r *Replicator) bringUp(ctx context.Context, s jetstream.Stream, dir string
 		if !errors.As(err, &de) {
 			if err == nil {
 				r.restored.Path = PathCaughtUp
-				if r.restored.Groups == 0 {
+				if r.restored.Groups == 0 && r.restored.Cut == 0 {
 					r.restored.Path = PathCurrent
 				}
 			}
