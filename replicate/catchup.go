@@ -49,7 +49,7 @@ type localCopy struct {
 	end     wal.Pos // the log's end (where an append goes)
 	// newestSealed: the log's newest segment is sealed (no cut there).
 	newestSealed bool
-	noLog   bool    // the log directory does not exist (a store not created yet)
+	noLog        bool // the log directory does not exist (a store not created yet)
 	// problem, if not "", says why the copy cannot be caught up: Open
 	// replaces it.
 	problem string
