@@ -24,8 +24,9 @@ import (
 // them is appended to the local log; when the local log has records the
 // stream does not (the group a fenced or crashed writer had made durable
 // here but never had acknowledged: the wal writes locally before it
-// replicates), the copy is replaced by a restore from the whole stream,
-// never kept. A copy whose mark is current needs no read of the stream.
+// replicates), they are cut first (cut.go), never kept; a copy that
+// cannot be read from its mark, or cut, is replaced by a restore from the
+// whole stream. A copy whose mark is current needs no read of the stream.
 
 // maxTail bounds the bytes of local log that Open reads after the mark
 // and keeps for the comparison; a longer tail (a mark far behind its
@@ -157,10 +158,10 @@ type divergedError struct{ reason string }
 func (e *divergedError) Error() string { return "replicate: the local copy diverged: " + e.reason }
 
 // catchUp brings the local copy lc in dir up to this writer's fence: it
-// reads the stream after lc.at, checks that lc's tail is its first groups
-// and appends the rest to the local log. A *divergedError: the copy holds
-// records the stream does not, or lacks part of a group it has; nothing
-// was appended then.
+// reads the stream after lc.at, checks that lc's tail is its first
+// groups, cuts what of the tail is not, and appends the rest to the local
+// log. A *divergedError: the tail could not be cut; nothing was appended
+// then.
 func (r *Replicator) catchUp(ctx context.Context, s jetstream.Stream, dir string, lc *localCopy) (rerr error) {
 	if lc.store != nil && lc.mark.StoreID != ([16]byte{}) {
 		r.files[layout.StoreName] = lc.store

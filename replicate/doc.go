@@ -63,7 +63,8 @@
 //   - this node's earlier copy of the store is kept and caught up: only the
 //     stream's messages after its REPLICA mark are read (see below);
 //     nothing at all when the copy is current (PathCurrent), the missing
-//     groups otherwise, appended to its log (PathCaughtUp);
+//     groups otherwise, appended to its log, after the records the stream
+//     never acknowledged are cut from it (PathCaughtUp);
 //   - a copy that cannot be caught up is replaced (PathReplaced);
 //   - any other non-empty dir is refused.
 //
@@ -98,25 +99,35 @@
 //
 // The wal writes a group here before it replicates it, so the copy of a
 // writer that was fenced, or crashed, can end with records the stream
-// never acknowledged: the group whose publish the stream refused (and,
-// for a fenced writer's Close, its checkpoint's records), or the group in
-// flight at a crash. Open finds them (local records after the stream's
-// last group, or records that are not the stream's group there) and never
-// keeps them: the copy is set aside (dir+".replaced"), dir restored from
-// the whole stream, and the old copy removed; RestoreInfo.Replaced says
-// why. A group a crashed writer had published whose ack it never saw is
-// in the stream and in the copy: it is kept, like any other. The same
-// replacement happens to a copy whose log cannot be read from its mark
-// (garbage collection removed the segment, or the log is damaged).
-// Derived files (CHECKPOINT, frames, snapshots, the ledger table) never
-// reflect unacknowledged records: the log's readers, and so the engine's
-// derived state, see a group only once the Replicator acknowledged it.
+// never acknowledged: the group whose publish the stream refused, or the
+// group in flight at a crash. Open finds them (local records after the
+// stream's last group, or records that are not the stream's group there)
+// and never keeps them: they are cut from the local log (RestoreInfo.Cut;
+// cut.go zeroes them in the newest segment, from the end backwards, in
+// durable chunks, and checks that the log then ends where they began),
+// and the stream's groups appended in their place. A group a crashed
+// writer had published whose ack it never saw is in the stream and in the
+// copy: it is kept, like any other. Derived files (CHECKPOINT, frames,
+// snapshots, the ledger table) never reflect the cut records: the log's
+// readers, and so the engine's derived state, see a group only once the
+// Replicator acknowledged it (a cut before CHECKPOINT's replay position
+// is refused all the same). When the records cannot be cut (they are not
+// all in the newest, unsealed segment), or the log cannot be read from
+// its mark (garbage collection removed the segment, or the log is
+// damaged), the copy is replaced instead: set aside (dir+".replaced"),
+// dir restored from the whole stream, the old copy removed;
+// RestoreInfo.Replaced says why.
 //
 // Crash safety: a catch-up appends to the local log through the wal
 // (durable before Open returns), so a crash in it leaves a copy that is a
-// longer prefix of the stream, still under its old mark. A replacement
-// crashed between its renames leaves dir absent, and the next Open
-// restores it and removes dir+".replaced".
+// longer prefix of the stream, still under its old mark. A crash in a cut
+// leaves the records before it and a shorter prefix of the unacknowledged
+// ones (each carries a synced mark at or before the cut, so the wal's
+// recovery takes the zeroed hole for the end of the log, not for
+// damage), which the next Open cuts again. A replacement crashed between
+// its renames leaves dir absent, and the next Open restores it and
+// removes dir+".replaced". A copy must be opened through Open: engine.Open
+// alone would read a fenced writer's unacknowledged records as its own.
 //
 // Group commit: the appends of one group commit (many runs' records) are
 // published as one message, or as consecutive parts of one when larger
@@ -164,15 +175,14 @@
 // returned, as with a local store. When the crashed node (or its process,
 // restarted) opens its own copy again, its REPLICA is at most 100 ms
 // behind its log: Open reads the stream from there, keeps what the stream
-// has, and replaces the copy if its log ends with the group the crash
-// left unacknowledged (see The local copy).
+// has, and cuts the group the crash left unacknowledged, if the stream
+// does not have it (see The local copy).
 //
 // A fenced or partitioned writer's own copy: its writes after the fence
-// failed with ErrFenced, but the last of them (and its Close's checkpoint)
-// is durable in its log. Nothing of it is ever acknowledged, read by its
-// engine as committed, or kept: its next Open replaces the copy. What
-// the writer had acknowledged before is in the stream, so the copy loses
-// nothing.
+// failed with ErrFenced, but the first of them is durable in its log.
+// Nothing of it is ever acknowledged, read by its engine as committed, or
+// kept: its next Open cuts it. What the writer had acknowledged before is
+// in the stream, so the copy loses nothing.
 //
 // Catching up with a JetStream node down, or a slow follower: the reads
 // of a catch-up are the stream leader's, like the publishes; they wait
@@ -183,10 +193,12 @@
 //   - A node without a copy (or whose copy is replaced) reads the whole
 //     stream: its failover time grows with the store's history. Snapshots
 //     are not shipped. A node with a recent copy reads only what it lacks.
-//   - A copy that ends with unacknowledged records is replaced from the
-//     whole stream, not cut back to the stream's last group: the wal has
-//     no operation that removes records at its tail, and this module does
-//     not rewrite another package's files.
+//   - The wal has no operation that removes records at its tail: the cut
+//     relies on the wal's frozen segment format and recovery rules
+//     (cut.go) and checks its result by opening the log again. Its place
+//     is the wal package.
+//   - A mark is written every 100 ms: a node that crashed reads from the
+//     stream, and compares, at most that much of its own history again.
 //   - The stream keeps every message (no limits: that is what makes it
 //     the store's truth); the engine's garbage collection frees local
 //     segments only.
