@@ -188,7 +188,9 @@ const behindGroups = 16
 // starts a new store of history atoms, written by 4 runs at once (group
 // commit: stream-msgs says how many messages that made), copied to both
 // nodes. Each failover is followed by one atom (path=behind: behindGroups
-// atoms) and a Close.
+// atoms) and a Close. Besides the failover's p50 and p99: those of taking
+// the lease (lease), of fencing and bringing the directory up (read), and
+// of engine.Open (engine-open).
 //
 //	go test ./replicate -run '^$' -bench FailoverLocal -benchtime 100x -count 3
 func BenchmarkFailoverLocal(b *testing.B) {
@@ -202,16 +204,19 @@ func BenchmarkFailoverLocal(b *testing.B) {
 				root := b.TempDir()
 				dirs := []string{filepath.Join(root, "a"), filepath.Join(root, "b")}
 				cfgs := []Config{c.config(store, "a", 0), c.config(store, "b", 1)}
+				var engineOpen time.Duration // of the last open
 				open := func(node int, dir string) (*Replicator, *engine.DB, time.Duration) {
 					t0 := time.Now()
 					r, err := Open(ctx, dir, cfgs[node])
 					if err != nil {
 						b.Fatal(err)
 					}
+					t1 := time.Now()
 					db, err := engine.Open(dir, &engine.Options{Replicator: r, SnapshotEvery: -1, DictSamples: -1})
 					if err != nil {
 						b.Fatal(err)
 					}
+					engineOpen = time.Since(t1)
 					return r, db, time.Since(t0)
 				}
 				closeBoth := func(r *Replicator, db *engine.DB) {
@@ -250,7 +255,7 @@ func BenchmarkFailoverLocal(b *testing.B) {
 				closeBoth(r, db)
 				last := 1 // the node that wrote last
 
-				var ds []time.Duration
+				var ds, leases, reads, opens []time.Duration
 				var msgs []int
 				rereads := 0
 				b.ResetTimer()
@@ -270,6 +275,7 @@ func BenchmarkFailoverLocal(b *testing.B) {
 						b.Fatalf("failover %d: path %q, want %q (%+v)", i, info.Path, want, info)
 					}
 					ds, msgs = append(ds, d), append(msgs, info.Messages)
+					leases, reads, opens = append(leases, info.Lease), append(reads, info.Read), append(opens, engineOpen)
 					rereads += info.Rereads
 					commit(db, "agent", n)
 					closeBoth(r, db)
@@ -288,6 +294,14 @@ func BenchmarkFailoverLocal(b *testing.B) {
 				slices.Sort(msgs)
 				b.ReportMetric(float64(percentile(ds, 0.50).Microseconds())/1000, "p50-ms")
 				b.ReportMetric(float64(percentile(ds, 0.99).Microseconds())/1000, "p99-ms")
+				for _, c := range []struct {
+					name string
+					ds   []time.Duration
+				}{{"lease", leases}, {"read", reads}, {"engine-open", opens}} {
+					slices.Sort(c.ds)
+					b.ReportMetric(float64(percentile(c.ds, 0.50).Microseconds())/1000, c.name+"-p50-ms")
+					b.ReportMetric(float64(percentile(c.ds, 0.99).Microseconds())/1000, c.name+"-p99-ms")
+				}
 				b.ReportMetric(float64(msgs[len(msgs)/2]), "msgs-read-p50")
 				b.ReportMetric(float64(msgs0), "stream-msgs")
 				b.ReportMetric(float64(rereads), "rereads")
