@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -135,9 +136,26 @@ func (c *Config) checkSync(ctx context.Context, stream string, servers []string)
 	if len(servers) == 0 {
 		return fmt.Errorf("%w: stream %s reports no cluster peers", ErrUnsafeStream, stream)
 	}
-	sync, err := serverSync(ctx, c.SystemConn, servers)
-	if err != nil {
-		return fmt.Errorf("replicate: stream %s: asking its servers for their sync setting: %w", stream, err)
+	// A server that does not answer may be one just restarted whose
+	// system account's routes are not up yet (a failover right after a
+	// node came back): it is asked again, until Config.Timeout, before it
+	// counts against the stream. A server that answers "not always" fails
+	// the check at once.
+	sync := map[string]syncSetting{}
+	deadline := time.Now().Add(c.Timeout)
+	for {
+		got, err := serverSync(ctx, c.SystemConn, servers)
+		if err != nil {
+			return fmt.Errorf("replicate: stream %s: asking its servers for their sync setting: %w", stream, err)
+		}
+		maps.Copy(sync, got)
+		if all(servers, sync) || !syncAll(got) || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
 	}
 	var bad []string
 	for _, s := range servers {
@@ -202,6 +220,16 @@ func serverSync(ctx context.Context, sys *nats.Conn, want []string) (map[string]
 			return got, nil
 		}
 	}
+}
+
+// syncAll: every answer in got says sync_interval: always.
+func syncAll(got map[string]syncSetting) bool {
+	for _, st := range got {
+		if !st.SyncAlways {
+			return false
+		}
+	}
+	return true
 }
 
 func all(want []string, got map[string]syncSetting) bool {
