@@ -465,6 +465,7 @@ func (l *Log) Compact(id uint64, drop func(pos Pos, rec []byte) (note []byte, re
 		return fail("close", err)
 	}
 	// The commit point.
+	l.compacted.Store(2) // before: a reader that sees the new file must know
 	if err := l.fs.Rename(tmp, name); err != nil {
 		return fail("rename over the segment", err)
 	}
@@ -485,4 +486,41 @@ func (l *Log) Compact(id uint64, drop func(pos Pos, rec []byte) (note []byte, re
 		return info, err
 	}
 	return info, nil
+}
+
+// AnyCompacted reports whether a segment of the log is a compacted one.
+// The first call reads the header of every sealed segment (Open only
+// stats them); the answer is cached, and Compact keeps it up to date. A
+// header that cannot be read counts as compacted: the caller is asking
+// whether records may be missing, and the read that meets the damage
+// reports it.
+func (l *Log) AnyCompacted() bool {
+	switch l.compacted.Load() {
+	case 1:
+		return false
+	case 2:
+		return true
+	}
+	any := false
+	for _, s := range l.Segments() {
+		if !s.Sealed {
+			continue
+		}
+		f, m, err := l.openSegmentMapped(s.ID)
+		if err != nil {
+			any = true
+			break
+		}
+		f.Close()
+		if m != nil {
+			any = true
+			break
+		}
+	}
+	if any {
+		l.compacted.Store(2)
+	} else {
+		l.compacted.CompareAndSwap(0, 1)
+	}
+	return any
 }

@@ -248,6 +248,9 @@ type Log struct {
 		files map[uint64]vfs.File
 		maps  map[uint64]*compactMap
 	}
+	// compacted caches whether a segment of the log is a compacted one
+	// (compact.go: AnyCompacted): 0 not known yet, 1 no, 2 yes.
+	compacted atomic.Int32
 
 	stats struct {
 		appends, records, bytes, written, writes, syncs, syncNanos, maxSync, rotations atomic.Int64
