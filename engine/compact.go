@@ -27,7 +27,11 @@ package engine
 // removal of gc.go: a run whose creation record is in the log has all its
 // records there, and one whose creation record is gone is an orphan that
 // the log deletes further on (the replay, the registry check, verify and
-// inspect rely on it and need no other rule).
+// inspect rely on it and need no other rule). So that a mostly live
+// segment does not hold a deleted run's later segments, a segment where
+// the remaining records of a deleted run begin and that does not hold its
+// end record is compacted whatever its dead fraction: one rewrite of its
+// live records lets every later segment of that run go.
 //
 // # Crash safety
 //
@@ -64,19 +68,42 @@ type gcPlan struct {
 	compact []segPlan
 	fps     []ledger.Fingerprint // of the dead intents and certificates that go
 	scanned int64                // bytes of records read
+	// explicit says, of each action whose intent was read, whether its key
+	// is not its run's default key (deadRecord).
+	explicit map[ledger.Fingerprint]bool
 }
 
-// segPlan is one segment to compact: the records that go, by offset, with
-// their notes.
+// segPlan is one segment to compact.
 type segPlan struct {
-	id         uint64
-	drop       map[int64][]byte
-	dead, size int64 // bytes of the records that go, of all its records
+	id   uint64
+	runs map[string]bool // the deleted runs whose dead records go from it
+	n    int             // records that go (a check against the log)
+}
+
+// segSummary is what the scan learnt of one segment: enough to decide,
+// once the whole log below the replay position is read, what goes.
+type segSummary struct {
+	id    uint64
+	size  int64               // bytes of its records
+	live  int64               // bytes of the live ones
+	heads runPart             // dead store heads (they belong to no run)
+	runs  map[string]*runPart // the dead records of each deleted run
+	ends  map[string]bool     // the runs whose end record it holds
+}
+
+// runPart is the dead records of one run (or the dead store heads) in one
+// segment.
+type runPart struct {
+	n     int
+	bytes int64
+	fps   []ledger.Fingerprint // of its intents and certificates
 }
 
 // frameSpan is the bytes a record of n bytes takes in a segment (wal's
 // framing: a 16-byte header, padding to 8).
-func frameSpan(n int) int64 { return (int64(n) + wal.RecordHeaderSize + wal.RecordAlign - 1) &^ (wal.RecordAlign - 1) }
+func frameSpan(n int) int64 {
+	return (int64(n) + wal.RecordHeaderSize + wal.RecordAlign - 1) &^ (wal.RecordAlign - 1)
+}
 
 // recordRun is the run a record belongs to ("" for a store head).
 func recordRun(r *record.Record) string {
@@ -92,117 +119,156 @@ func recordRun(r *record.Record) string {
 }
 
 // planGC reads the log from its start up to floor (CHECKPOINT's replay
-// position: only sealed segments before floor's are considered) and
-// plans what goes: the dead prefix, and the segments to compact (wholly
-// dead ones, and those whose removable records take at least ratio of
-// their bytes; ratio < 0: wholly dead ones only).
+// position: only the sealed segments before floor's are considered) and
+// plans what goes: the dead prefix, and the segments to compact.
 func (db *DB) planGC(ctx context.Context, floor wal.Pos, deleted map[string]bool, headAfter bool, ratio float64) (gcPlan, error) {
-	plan := gcPlan{keep: floor.Segment}
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, db.decoder(true))
+	plan := gcPlan{keep: floor.Segment, explicit: map[ledger.Fingerprint]bool{}}
+	sums, err := db.summarize(ctx, floor, deleted, headAfter, &plan)
 	if err != nil {
 		return plan, err
 	}
-	defer c.Close()
-	// explicit says, of each action whose intent was read, whether its key
-	// is not its run's default key. A certificate whose intent is not in
-	// the log any more had a dead intent: a default key.
-	explicit := map[ledger.Fingerprint]bool{}
-	// retained: deleted runs with a record kept in an earlier segment;
-	// their later records stay (a deleted run keeps a suffix).
-	retained := map[string]bool{}
-	prefix := true // every segment before the current one goes whole
-	var cur segPlan
-	var curFPs []ledger.Fingerprint
-	curRuns := map[string]bool{} // deleted runs with a removable record in cur
-	live := 0                    // records of cur that stay
-	finish := func() {
-		if cur.id == 0 {
-			return
-		}
-		whole := live == 0
-		switch {
-		case whole && prefix:
-			plan.fps = append(plan.fps, curFPs...) // removed with the prefix
-		case whole || (ratio >= 0 && float64(cur.dead) >= ratio*float64(cur.size)):
-			plan.compact = append(plan.compact, cur)
-			plan.fps = append(plan.fps, curFPs...)
-		default:
-			for run := range curRuns {
-				retained[run] = true
-			}
-		}
-		if prefix && !whole {
-			plan.keep, prefix = cur.id, false
-		}
-		cur, curFPs, live = segPlan{}, nil, 0
-		clear(curRuns)
+	plan.decide(sums, ratio)
+	return plan, nil
+}
+
+// summarize is planGC's scan.
+func (db *DB) summarize(ctx context.Context, floor wal.Pos, deleted map[string]bool, headAfter bool, plan *gcPlan) ([]*segSummary, error) {
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, db.decoder(true))
+	if err != nil {
+		return nil, err
 	}
+	defer c.Close()
+	var sums []*segSummary
+	var cur *segSummary
 	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 && (ctx.Err() != nil || db.closed.Load()) {
-			return plan, errors.Join(ctx.Err(), db.checkOpen())
+			return nil, errors.Join(ctx.Err(), db.checkOpen())
 		}
 		r := c.Record()
 		if r.Pos.Segment >= floor.Segment {
 			break
 		}
-		if r.Pos.Segment != cur.id {
-			finish()
-			cur = segPlan{id: r.Pos.Segment, drop: map[int64][]byte{}}
+		if cur == nil || r.Pos.Segment != cur.id {
+			cur = &segSummary{id: r.Pos.Segment, runs: map[string]*runPart{}, ends: map[string]bool{}}
+			sums = append(sums, cur)
 		}
 		if r.Kind == record.KindIntent {
 			in := r.Intent
-			explicit[in.Fingerprint] = in.Key != ledger.DefaultKey(in.RunID, in.Seq, int(in.Index))
+			plan.explicit[in.Fingerprint] = in.Key != ledger.DefaultKey(in.RunID, in.Seq, int(in.Index))
+		}
+		if r.Kind == record.KindEnd {
+			cur.ends[r.Run] = true
 		}
 		span := frameSpan(len(r.Raw))
 		cur.size += span
 		plan.scanned += int64(len(r.Raw))
-		run := recordRun(r)
-		if !db.deadRecord(r, deleted, headAfter, explicit) || (run != "" && retained[run]) {
-			live++
+		if !db.deadRecord(r, deleted, headAfter, plan.explicit) {
+			cur.live += span
 			continue
 		}
-		cur.dead += span
-		cur.drop[r.Pos.Offset] = layout.ReclaimedNote{Kind: r.Kind, Run: run, Seq: r.Seq}.Marshal()
-		if run != "" {
-			curRuns[run] = true
+		p := &cur.heads
+		if run := recordRun(r); run != "" {
+			if p = cur.runs[run]; p == nil {
+				p = &runPart{}
+				cur.runs[run] = p
+			}
 		}
+		p.n++
+		p.bytes += span
 		switch r.Kind {
 		case record.KindIntent:
-			curFPs = append(curFPs, r.Intent.Fingerprint)
+			p.fps = append(p.fps, r.Intent.Fingerprint)
 		case record.KindCert:
-			curFPs = append(curFPs, r.Cert.Fingerprint)
+			p.fps = append(p.fps, r.Cert.Fingerprint)
 		}
 	}
-	if err := c.Err(); err != nil {
-		return plan, err
+	return sums, c.Err()
+}
+
+// decide fills the plan from the summaries, in log order. A dead record of
+// a deleted run goes only while no record of that run is kept in an
+// earlier segment (the file's comment). A segment goes whole (with the
+// prefix, or compacted to a stub) when every record of it goes; it is
+// compacted when what goes is at least ratio of its bytes (ratio < 0:
+// never for that), or when a deleted run with records that go from it
+// goes on, without its end, into a later segment that could go whole (so
+// that it does).
+func (plan *gcPlan) decide(sums []*segSummary, ratio float64) {
+	// lastWhole[run] is the last segment that holds dead records of run
+	// and nothing live.
+	lastWhole := map[string]int{}
+	for i, s := range sums {
+		if s.live == 0 {
+			for run := range s.runs {
+				lastWhole[run] = i
+			}
+		}
 	}
-	finish()
-	if prefix {
-		plan.keep = floor.Segment // every record before it is dead
+	retained := map[string]bool{}
+	prefix := true
+	for i, s := range sums {
+		sp := segPlan{id: s.id, runs: map[string]bool{}, n: s.heads.n}
+		dead := s.heads.bytes
+		fps := s.heads.fps
+		unblocks := false
+		for run, p := range s.runs {
+			if retained[run] {
+				continue
+			}
+			sp.runs[run] = true
+			sp.n += p.n
+			dead += p.bytes
+			fps = append(fps, p.fps...)
+			if last, ok := lastWhole[run]; ok && last > i && !s.ends[run] {
+				unblocks = true
+			}
+		}
+		whole := dead == s.size
+		switch {
+		case whole && prefix:
+			plan.fps = append(plan.fps, fps...) // removed with the prefix
+			continue
+		case prefix:
+			plan.keep, prefix = s.id, false
+		}
+		if sp.n > 0 && (whole || unblocks || (ratio >= 0 && float64(dead) >= ratio*float64(s.size))) {
+			plan.compact = append(plan.compact, sp)
+			plan.fps = append(plan.fps, fps...)
+			continue
+		}
+		for run := range s.runs {
+			retained[run] = true
+		}
 	}
-	return plan, nil
 }
 
 // compactSegments is step 6 of a collection: the planned segments are
-// rewritten, one at a time.
-func (db *DB) compactSegments(ctx context.Context, plan gcPlan, st *GCStats) error {
+// rewritten, one at a time, each without the dead records of the runs its
+// plan names and its dead store heads.
+func (db *DB) compactSegments(ctx context.Context, plan gcPlan, deleted map[string]bool, headAfter bool, st *GCStats) error {
+	dec := db.decoder(true)
 	for _, sp := range plan.compact {
 		if ctx.Err() != nil || db.closed.Load() {
 			return errors.Join(ctx.Err(), db.checkOpen())
 		}
 		removed := 0
-		info, err := db.log.Compact(sp.id, func(pos wal.Pos, _ []byte) ([]byte, bool, error) {
-			note, ok := sp.drop[pos.Offset]
-			if ok {
-				removed++
+		var r record.Record
+		info, err := db.log.Compact(sp.id, func(pos wal.Pos, raw []byte) ([]byte, bool, error) {
+			if err := dec.Decode(raw, pos, db.segmentFile(pos.Segment), &r); err != nil {
+				return nil, false, err
 			}
-			return note, ok, nil
+			run := recordRun(&r)
+			if !db.deadRecord(&r, deleted, headAfter, plan.explicit) || (run != "" && !sp.runs[run]) {
+				return nil, false, nil
+			}
+			removed++
+			return layout.ReclaimedNote{Kind: r.Kind, Run: run, Seq: r.Seq}.Marshal(), true, nil
 		})
 		if err != nil {
 			return fmt.Errorf("compact segment %d: %w", sp.id, err)
 		}
-		if removed != len(sp.drop) {
-			return fmt.Errorf("compact segment %d: %d of the %d records planned were found", sp.id, removed, len(sp.drop))
+		if removed != sp.n {
+			return fmt.Errorf("compact segment %d: %d dead records found, %d planned", sp.id, removed, sp.n)
 		}
 		st.Compacted++
 		st.CompactedBytes += info.Reclaimed

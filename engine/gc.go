@@ -68,9 +68,9 @@ import (
 
 // GCStats is what one garbage collection did.
 type GCStats struct {
-	Segments  int    // segment files removed (the dead prefix)
-	Bytes     int64  // their size: the disk space reclaimed by removal
-	Floor     uint64 // the first segment the log now keeps
+	Segments int    // segment files removed (the dead prefix)
+	Bytes    int64  // their size: the disk space reclaimed by removal
+	Floor    uint64 // the first segment the log now keeps
 	// Compacted segments were rewritten with their live records only
 	// (compact.go), Emptied of them were wholly dead (a stub is left), and
 	// CompactedBytes is the disk space that reclaimed.
@@ -226,7 +226,7 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		}
 	}
 	if n == 0 {
-		return st, db.compactSegments(ctx, plan, &st)
+		return st, db.compactSegments(ctx, plan, deleted, headAfter, &st)
 	}
 
 	// 4. RETENTION explains the log's new first segment ...
@@ -246,7 +246,7 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		return st, err
 	}
 	// 6. Compaction (compact.go).
-	return st, db.compactSegments(ctx, plan, &st)
+	return st, db.compactSegments(ctx, plan, deleted, headAfter, &st)
 }
 
 // deadRecord says whether r is dead: a record of a deleted run (of its

@@ -149,8 +149,9 @@ type Options struct {
 	// CompactDead is the fraction of a sealed segment's bytes that must
 	// be dead for DB.GC to compact it: rewrite it with its live records
 	// only, at their positions (engine/compact.go). A segment wholly dead
-	// is always reclaimed. Default 0.5; negative compacts only wholly
-	// dead segments; at most 1.
+	// is always reclaimed, and so is one where what is left of a deleted
+	// run begins, when that run goes on in later segments (so that they
+	// can go). Default 0.5; negative: only those; at most 1.
 	CompactDead float64
 }
 
