@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -236,12 +237,12 @@ func TestCompactCrash(t *testing.T) {
 	// Crash points through an injecting filesystem.
 	for k := 1; ; k++ {
 		mem := vfs.NewCrashableMem()
-		l, recs, poss := compactLog(t, mem, 60, 300)
-		seg := poss[0].Segment
 		cfs := &cutFS{FS: mem, after: k}
-		l.fs = cfs
+		l, recs, poss := compactLog(t, cfs, 60, 300)
+		seg := poss[0].Segment
+		cfs.arm()
 		_, cerr := l.Compact(seg, dropOdd)
-		crashed := cfs.clone
+		crashed := cfs.crashed()
 		if crashed == nil {
 			if cerr != nil {
 				t.Fatalf("Compact without a crash: %v", cerr)
@@ -252,7 +253,6 @@ func TestCompactCrash(t *testing.T) {
 			}
 			return
 		}
-		l.fs = mem
 		l.Close()
 		l2 := mustOpen(t, crashed, Options{SegmentSize: MinSegmentSize, InitialSegmentSize: MinSegmentSize})
 		got, gotPos := readAll(t, l2)
@@ -283,20 +283,40 @@ func TestCompactCrash(t *testing.T) {
 }
 
 // cutFS takes a crash clone of a crashable MemFS right after the after-th
-// mutating operation (create, write, sync, rename, remove) and fails
-// every later one, as a power cut would stop the process.
+// mutating operation (create, write, sync, rename, remove) once armed,
+// and fails every later one, as a power cut would stop the process.
 type cutFS struct {
 	vfs.FS
 	after int
+
+	mu    sync.Mutex // the log's background goroutine writes too
+	armed bool
 	n     int
 	clone *vfs.MemFS
 }
 
 var errCut = errors.New("power cut")
 
+func (c *cutFS) arm() {
+	c.mu.Lock()
+	c.armed = true
+	c.mu.Unlock()
+}
+
+func (c *cutFS) crashed() *vfs.MemFS {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.clone
+}
+
 func (c *cutFS) op() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.clone != nil {
 		return errCut
+	}
+	if !c.armed {
+		return nil
 	}
 	c.n++
 	if c.n == c.after {
