@@ -50,6 +50,11 @@ package engine
 // (they belong to deleted runs, or are superseded store heads), and
 // nothing derived needs to change. The next collection finds what a crash
 // left undone and does it.
+//
+// Compaction is local: a replica (Options.Replicator) received the
+// records as they were committed and keeps the ones removed here; a
+// store reopened from it holds them again, dead (their delete records
+// are there too), until its own collection.
 
 import (
 	"context"

@@ -3,7 +3,9 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -331,4 +333,14 @@ func compactTrial(t *testing.T, base *vfs.MemFS, want map[string][]*frame.Frame,
 		fail("verify's deleted runs: %+v", rep.Deleted)
 	}
 	return cut.n.Load()
+}
+
+func TestCompactDeadOption(t *testing.T) {
+	for _, v := range []float64{1.5, math.NaN()} {
+		o := gcOptions(vfs.NewMem())
+		o.CompactDead = v
+		if _, err := Open("store", o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "CompactDead") {
+			t.Fatalf("Open with CompactDead %v: %v, want ErrInvalidOptions naming it", v, err)
+		}
+	}
 }
