@@ -208,8 +208,11 @@
 // the segments at the start of the log whose records are all dead
 // (records of deleted runs, superseded store heads), after an engine
 // checkpoint, the ledger forgetting their actions and RETENTION naming
-// the first segment kept (gc.go says what happens at a crash at each
-// step: nothing of a live run is ever touched). Commits go on beside it;
+// the first segment kept, and compacts the later ones that are wholly or
+// mostly dead (Options.CompactDead): each is rewritten in place with its
+// live records at their positions, so no derived file changes (gc.go and
+// compact.go say what happens at a crash at each step: nothing of a live
+// run is ever touched). Commits go on beside it;
 // Deletes wait for it. The delete records stay, so that verify tells a
 // run deleted by policy (Report.Deleted) from one whose records vanished
 // (reported as ever). continuumctl gc does the same from the command
@@ -510,12 +513,13 @@
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer
 //     fsync waits; see Relaxed.
-//   - The log is kept whole but for what GC removes from its start (the
-//     segments holding only records of deleted runs and superseded store
-//     heads). Compaction of mostly dead segments is not done: a dead
-//     segment after a live one waits until the live records before it
-//     die. The atom-index entries of deleted runs stay in the snapshot
-//     store (their snapshots are deleted).
+//   - The log is kept whole but for what GC removes (records of deleted
+//     runs and superseded store heads, below the replay position): the
+//     dead prefix, and the dead records of compacted segments. A deleted
+//     run loses only a prefix of what is left of it, so its records in a
+//     mostly live segment hold its later ones until that segment is
+//     compacted. The atom-index entries of deleted runs stay in the
+//     snapshot store (their snapshots are deleted).
 //   - Frames of idle runs leave memory past Options.FrameCache, but only
 //     once an engine checkpoint has written them; a Close right after
 //     many runs moved writes one frame file (and one fsync) per run.

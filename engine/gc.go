@@ -17,12 +17,14 @@ package engine
 //
 // Everything else is live: the records of the runs that are not deleted,
 // and every delete record (forever: it is what lets verify tell a deletion
-// by policy from tampering). GC removes whole segments, and only a prefix
-// of the log: the segments before the first one that holds a live record,
-// all of them before CHECKPOINT's replay position (so neither the replay
-// nor the ledger table nor any run's atom index names a position in them).
-// A dead segment after a live one waits until the live records before it
-// die. Records are never moved: no log position changes.
+// by policy from tampering). GC works below CHECKPOINT's replay position
+// only (so the replay never needs what it removes): it removes the
+// segments before the first one that holds a live record (the dead
+// prefix), and compacts every later segment there that is wholly dead or
+// dead for at least Options.CompactDead of its bytes (compact.go: the
+// segment is rewritten in place with its live records). Records are
+// never moved: no log position changes, so neither the ledger table nor
+// any run's atom index nor any other derived file needs rewriting.
 //
 // # Crash safety
 //
@@ -41,16 +43,18 @@ package engine
 //     to the floor is whole.
 //  5. The segments below the floor are removed and the log directory is
 //     fsynced (wal.Log.RemoveBelow).
+//  6. The segments planned for compaction are rewritten, each committed
+//     by a rename (compact.go).
 //
 // A crash before 4 leaves the log as it was (with a CHECKPOINT and ledger
 // table that are merely newer); a crash between 4 and 5 leaves dead
 // segments below the floor, which Open accepts and the next collection
-// removes. No step touches a live record, so no crash loses anything of a
+// removes; a crash in 6 leaves some segments not compacted yet, which the
+// next collection compacts. No step touches a live record, so no crash loses anything of a
 // live run.
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -64,12 +68,18 @@ import (
 
 // GCStats is what one garbage collection did.
 type GCStats struct {
-	Segments  int           // segment files removed
-	Bytes     int64         // their size: the disk space reclaimed
-	Floor     uint64        // the first segment the log now keeps
-	Scanned   int64         // bytes of records read to find the dead prefix
-	Forgotten int           // ledger fingerprints of deleted runs forgotten
-	Duration  time.Duration // wall time
+	Segments int    // segment files removed (the dead prefix)
+	Bytes    int64  // their size: the disk space reclaimed by removal
+	Floor    uint64 // the first segment the log now keeps
+	// Compacted segments were rewritten with their live records only
+	// (compact.go), Emptied of them were wholly dead (a stub is left), and
+	// CompactedBytes is the disk space that reclaimed.
+	Compacted      int
+	Emptied        int
+	CompactedBytes int64
+	Scanned        int64         // bytes of records read to find the dead ones
+	Forgotten      int           // ledger fingerprints of deleted runs forgotten
+	Duration       time.Duration // wall time
 }
 
 // gcJob is a collection handed to the background goroutine, which owns
@@ -120,8 +130,9 @@ func (db *DB) collect(ctx context.Context) (GCStats, error) {
 	if err != nil {
 		return st, fmt.Errorf("engine: gc: %w", err)
 	}
-	if st.Segments > 0 {
-		db.logger.Info("engine: gc: removed dead segments", "segments", st.Segments, "bytes", st.Bytes,
+	if st.Segments > 0 || st.Compacted > 0 {
+		db.logger.Info("engine: gc: reclaimed dead segments", "segments", st.Segments, "bytes", st.Bytes,
+			"compacted", st.Compacted, "emptied", st.Emptied, "compacted_bytes", st.CompactedBytes,
 			"floor", st.Floor, "forgotten", st.Forgotten, "duration", st.Duration)
 	}
 	return st, nil
@@ -178,12 +189,13 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		return st, err
 	}
 
-	// 2. The dead prefix.
-	keep, fps, scanned, err := db.deadPrefix(ctx, floor, deleted, headAfter)
-	st.Scanned = scanned
+	// 2. The dead records: the prefix, and the segments to compact.
+	plan, err := db.planGC(ctx, floor, deleted, headAfter, db.opts.CompactDead)
+	st.Scanned = plan.scanned
 	if err != nil {
 		return st, err
 	}
+	keep, fps := plan.keep, plan.fps
 	segs := db.log.Segments()
 	st.Floor = segs[0].ID
 	counted := uint64(0) // segments below it are in RETENTION's totals already (a crash before their removal)
@@ -202,7 +214,7 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 			}
 		}
 	}
-	if n == 0 {
+	if n == 0 && len(plan.compact) == 0 {
 		return st, nil
 	}
 
@@ -212,6 +224,9 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 		if err := db.checkpoint(false); err != nil {
 			return st, err
 		}
+	}
+	if n == 0 {
+		return st, db.compactSegments(ctx, plan, deleted, headAfter, &st)
 	}
 
 	// 4. RETENTION explains the log's new first segment ...
@@ -227,64 +242,11 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 	// 5. ... before the segments go.
 	removed, err := db.log.RemoveBelow(wal.Pos{Segment: keep})
 	st.Segments, st.Bytes, st.Floor = removed, bytes, keep
-	return st, err
-}
-
-// deadPrefix reads the log from its start up to floor (CHECKPOINT's
-// replay position) or its first live record, and returns the first
-// segment to keep, the fingerprints of the dead ledger records in the
-// segments before it, and the bytes read. headAfter says a durable store
-// head follows floor.
-func (db *DB) deadPrefix(ctx context.Context, floor wal.Pos, deleted map[string]bool, headAfter bool) (uint64, []ledger.Fingerprint, int64, error) {
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, db.decoder(true))
 	if err != nil {
-		return 0, nil, 0, err
+		return st, err
 	}
-	defer c.Close()
-	keep := floor.Segment
-	var fps []ledger.Fingerprint
-	var scanned int64
-	// explicit says, of each action whose intent was read, whether its key
-	// is not its run's default key. A certificate whose intent is not in
-	// the log any more had a dead intent: a default key.
-	explicit := map[ledger.Fingerprint]bool{}
-	cur := uint64(0) // the segment being read
-	var curFPs []ledger.Fingerprint
-	for n := 0; c.Next(); n++ {
-		if n%4096 == 0 && (ctx.Err() != nil || db.closed.Load()) {
-			return 0, nil, scanned, errors.Join(ctx.Err(), db.checkOpen())
-		}
-		r := c.Record()
-		if r.Pos.Segment != cur {
-			// Every record of segment cur was dead.
-			fps, curFPs, cur = append(fps, curFPs...), curFPs[:0], r.Pos.Segment
-		}
-		if !r.Pos.Less(floor) || r.Pos.Segment >= floor.Segment {
-			break
-		}
-		if r.Kind == record.KindIntent {
-			in := r.Intent
-			explicit[in.Fingerprint] = in.Key != ledger.DefaultKey(in.RunID, in.Seq, int(in.Index))
-		}
-		if !db.deadRecord(r, deleted, headAfter, explicit) {
-			keep = r.Pos.Segment
-			break
-		}
-		scanned += int64(len(r.Raw))
-		switch r.Kind {
-		case record.KindIntent:
-			curFPs = append(curFPs, r.Intent.Fingerprint)
-		case record.KindCert:
-			curFPs = append(curFPs, r.Cert.Fingerprint)
-		}
-	}
-	if err := c.Err(); err != nil {
-		return 0, nil, scanned, err
-	}
-	if cur != 0 && cur < keep {
-		fps = append(fps, curFPs...) // the log ended in a dead segment below floor
-	}
-	return keep, fps, scanned, nil
+	// 6. Compaction (compact.go).
+	return st, db.compactSegments(ctx, plan, deleted, headAfter, &st)
 }
 
 // deadRecord says whether r is dead: a record of a deleted run (of its
@@ -377,14 +339,15 @@ func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool)
 	return nil
 }
 
-// logTrimmed reports whether garbage collection removed the log's first
-// segments (Open checked that RETENTION explains it).
+// logTrimmed reports whether garbage collection removed records from the
+// log: its first segments (Open checked that RETENTION explains it), or
+// records of a compacted segment (compact.go).
 func (db *DB) logTrimmed() bool {
 	if db.log == nil {
 		return false // replay without a log (the fuzz targets')
 	}
 	segs := db.log.Segments()
-	return len(segs) > 0 && segs[0].ID > 1
+	return len(segs) > 0 && (segs[0].ID > 1 || db.log.AnyCompacted())
 }
 
 // orphan returns err, the damage of a record of run whose creation record

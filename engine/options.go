@@ -146,6 +146,13 @@ type Options struct {
 	// github.com/continuumdb/continuum/replicate implements it on NATS
 	// JetStream. Default nil: the store is local.
 	Replicator Replicator
+	// CompactDead is the fraction of a sealed segment's bytes that must
+	// be dead for DB.GC to compact it: rewrite it with its live records
+	// only, at their positions (engine/compact.go). A segment wholly dead
+	// is always reclaimed, and so is one where what is left of a deleted
+	// run begins, when that run goes on in later segments (so that they
+	// can go). Default 0.5; negative: only those; at most 1.
+	CompactDead float64
 }
 
 const (
@@ -158,6 +165,7 @@ const (
 	defaultFrameCache         = 64 << 20
 	defaultDictSamples        = 256
 	defaultDictSize           = 16 << 10
+	defaultCompactDead        = 0.5
 )
 
 // withDefaults returns a copy of o with every zero field set to its default,
@@ -203,6 +211,9 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.DictSize == 0 {
 		r.DictSize = defaultDictSize
 	}
+	if r.CompactDead == 0 {
+		r.CompactDead = defaultCompactDead
+	}
 	bad := func(field string, format string, args ...any) (Options, error) {
 		return Options{}, fmt.Errorf("%w: %s: %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
 	}
@@ -223,6 +234,8 @@ func (o *Options) withDefaults() (Options, error) {
 		return bad("MinSyncInterval", "%v is negative", r.MinSyncInterval)
 	case r.DictSize < 0 || (r.DictSize > 0 && r.DictSize < 1024) || r.DictSize > 1<<20:
 		return bad("DictSize", "%d is outside 1 KiB..1 MiB", r.DictSize)
+	case r.CompactDead > 1 || r.CompactDead != r.CompactDead:
+		return bad("CompactDead", "%v is not a fraction at most 1", r.CompactDead)
 	}
 	return r, nil
 }

@@ -257,13 +257,14 @@ func (in *Inspector) StoreID() string { return hex.EncodeToString(in.st.storeID[
 // Created returns the store's creation time.
 func (in *Inspector) Created() time.Time { return in.st.created }
 
-// trimmed reports whether garbage collection removed the log's first
-// segments (the log starts past segment 1; checkReadOnlyLog checked that
-// RETENTION explains it).
+// trimmed reports whether garbage collection removed records from the
+// log: its first segments (the log starts past segment 1;
+// checkReadOnlyLog checked that RETENTION explains it), or records of a
+// compacted segment.
 func (in *Inspector) trimmed() bool {
 	if log := in.st.log; log != nil {
 		segs := log.Segments()
-		return len(segs) > 0 && segs[0].ID > 1
+		return len(segs) > 0 && (segs[0].ID > 1 || log.AnyCompacted())
 	}
 	return false
 }

@@ -180,6 +180,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 			total += s.Size
 		}
 		vr.scan(ctx, log, total, o.Progress)
+		vr.checkCompacted(log) // verify_compact.go
 		if o.Deep {
 			vr.checkSnapshotStore(ctx, log) // snapcheck.go
 		} else {

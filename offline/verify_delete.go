@@ -83,8 +83,8 @@ func (vr *verifyRun) deleted(id string) bool {
 
 // whole reports whether the records of run id are all in the log: its
 // creation record was read, and so were its ancestors'. (Garbage
-// collection removes a prefix of the log: a run whose creation record is
-// there has all its records there.)
+// collection removes only a prefix of what is left of a deleted run: a
+// run whose creation record is there has all its records there.)
 func (vr *verifyRun) whole(id string) bool {
 	for range 1 << 16 { // a lineage is finite; a forged cycle ends here
 		if !vr.born[id] {

@@ -19,6 +19,7 @@
 //	if err := r.Err(); err != nil { ... } // *CorruptionError: where and why
 //	r.Close()
 //	l.RemoveBelow(checkpoint) // drop whole segments before the checkpoint
+//	l.Compact(id, drop)       // rewrite a sealed segment without what drop removes
 //	l.Close()
 //
 // # Layout
@@ -72,6 +73,15 @@
 //     the next segment is activated, so every segment but the newest ends
 //     with a durable seal.
 //   - RemoveBelow: removes whole sealed segments, then fsyncs the directory.
+//   - Compact (compact.go): rewrites a sealed segment, never the newest,
+//     without the records its caller drops, every other record at its
+//     position: the new file is written as the segment's name plus .tmp
+//     and fsynced, then renamed over the segment (the commit point) and
+//     the directory fsynced. A crash before the rename leaves the segment
+//     as it was and a .tmp that a writable Open removes; after it, the
+//     compacted segment reads the same kept records at the same
+//     positions. A compacted newest segment at Open is corruption (the
+//     segments after it are missing).
 //   - Open (recovery): the segment ids must be contiguous and the newest
 //     segment's header valid; a sealed segment is only stat'ed (a file
 //     shorter than a header is corruption), its header checked when it is

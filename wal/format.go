@@ -112,7 +112,7 @@ func decodeSegmentHeader(b []byte, want uint64) string {
 	if v := binary.LittleEndian.Uint32(b[8:12]); v != FormatVersion {
 		return fmt.Sprintf("unsupported format version %d (this build reads %d)", v, FormatVersion)
 	}
-	if f := binary.LittleEndian.Uint32(b[12:16]); f != 0 {
+	if f := binary.LittleEndian.Uint32(b[12:16]); f != 0 && f != flagCompacted { // compact.go
 		return fmt.Sprintf("unknown segment flags %#x", f)
 	}
 	if id := binary.LittleEndian.Uint64(b[16:24]); id != want {

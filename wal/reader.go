@@ -37,6 +37,8 @@ type segFile struct {
 	buf    []byte // buf[:bufLen] holds the file bytes at bufOff
 	bufOff int64
 	bufLen int
+
+	cm *compactMap // the table of a compacted segment (compact.go), or nil
 }
 
 func newSegFile(f vfs.File, id uint64, name string, size int64) *segFile {
@@ -80,6 +82,7 @@ const (
 	stShort                    // the data ends inside the record
 	stBadHeader                // the header does not check: its length is unknown
 	stBadPayload               // header checks, payload crc does not: length known
+	stSkip                     // a record compaction removed; next is the offset after it
 )
 
 // decoded is one decode result. payload aliases the segFile's buffer.
@@ -93,6 +96,9 @@ type decoded struct {
 
 // decode reads the record at off.
 func (s *segFile) decode(off int64) (decoded, error) {
+	if s.cm != nil {
+		return s.decodeCompacted(off)
+	}
 	h, err := s.window(off, RecordHeaderSize)
 	if err != nil {
 		return decoded{}, err
@@ -204,7 +210,7 @@ func (l *Log) NewReader(from Pos) (*Reader, error) {
 			r.Close()
 			return nil, err
 		}
-		if dec.st != stOK {
+		if dec.st != stOK && dec.st != stSkip {
 			r.Close()
 			return nil, fmt.Errorf("%w: no record starts at %v: %s", ErrBadPos, from, dec.reason)
 		}
@@ -221,11 +227,12 @@ func (r *Reader) open(id uint64, d Pos) error {
 		r.sf.f.Close()
 		r.sf = nil
 	}
-	f, err := r.l.openSegment(id)
+	f, cm, err := r.l.openSegmentMapped(id)
 	if err != nil {
 		return err
 	}
 	r.sf = newSegFile(f, id, r.l.path(segmentName(id)), d.Offset)
+	r.sf.cm = cm
 	r.full = false
 	return r.size(d)
 }
@@ -271,6 +278,10 @@ func (r *Reader) Next() bool {
 		if err != nil {
 			r.err = err
 			return false
+		}
+		if dec.st == stSkip {
+			r.pos.Offset = dec.next
+			continue
 		}
 		if dec.st != stOK {
 			reason := dec.reason
@@ -330,11 +341,22 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	if pos.Segment < first.Segment || !pos.Less(d) || pos.Offset < SegmentHeaderSize || pos.Offset%RecordAlign != 0 {
 		return nil, fmt.Errorf("%w: %v is outside the durable log [%v, %v)", ErrBadPos, pos, first, d)
 	}
-	f, err := l.readHandle(pos.Segment)
+	f, cm, err := l.readHandle(pos.Segment)
 	if err != nil {
 		return nil, err
 	}
 	defer l.rd.RUnlock()
+	phys := pos.Offset // where the frame is in the file
+	if cm != nil {
+		i, ok := cm.find(pos.Offset)
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%w: no record starts at %v (a compacted segment)", ErrBadPos, pos)
+		case cm.entries[i].phys == 0:
+			return nil, fmt.Errorf("%w: %v", ErrReclaimed, pos)
+		}
+		phys = cm.entries[i].phys
+	}
 	size := d.Offset
 	if pos.Segment != d.Segment {
 		size = MaxSegmentSize
@@ -349,7 +371,7 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	defer readAtPool.Put(bp)
 	want := min(readAtChunk, size-pos.Offset)
 	head := (*bp)[:want]
-	n, err := readFull(f, head, pos.Offset)
+	n, err := readFull(f, head, phys)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
 	}
@@ -378,7 +400,7 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 		if int64(n) < want { // the file ended
 			return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, got))
 		}
-		m, err := readFull(f, out[got:], pos.Offset+int64(n))
+		m, err := readFull(f, out[got:], phys+int64(n))
 		if err != nil {
 			if errors.Is(err, io.EOF) {
 				return nil, ce(fmt.Sprintf("%d-byte record cut short after %d bytes", rh.length, got+m))
@@ -414,7 +436,7 @@ func (l *Log) ScanAfter(bad Pos, fn func(pos Pos, rec []byte) bool) error {
 	}
 	l.segs.Unlock()
 	for seg := bad.Segment; seg <= newest; seg++ {
-		f, err := l.openSegment(seg)
+		f, cm, err := l.openSegmentMapped(seg)
 		if err != nil {
 			if seg == bad.Segment {
 				continue // a damaged header: go on with the next segment
@@ -427,6 +449,7 @@ func (l *Log) ScanAfter(bad Pos, fn func(pos Pos, rec []byte) bool) error {
 			return fmt.Errorf("wal: stat segment %d: %w", seg, err)
 		}
 		sf := newSegFile(f, seg, l.path(segmentName(seg)), fi.Size())
+		sf.cm = cm
 		off := int64(SegmentHeaderSize)
 		if seg == bad.Segment {
 			off = alignUp(bad.Offset + 1)
@@ -440,6 +463,10 @@ func (l *Log) ScanAfter(bad Pos, fn func(pos Pos, rec []byte) bool) error {
 			if err != nil {
 				f.Close()
 				return err
+			}
+			if dec.st == stSkip {
+				off = dec.next
+				continue
 			}
 			if dec.st != stOK {
 				if synced {
@@ -485,23 +512,27 @@ func (l *Log) openSegment(id uint64) (vfs.File, error) {
 	return f, nil
 }
 
-// readHandle returns a cached read handle for segment id with l.rd
-// read-locked; the caller must RUnlock.
-func (l *Log) readHandle(id uint64) (vfs.File, error) {
+// readHandle returns a cached read handle for segment id, and its
+// compaction table (nil if none), with l.rd read-locked; the caller must
+// RUnlock.
+func (l *Log) readHandle(id uint64) (vfs.File, *compactMap, error) {
 	for {
 		l.rd.RLock()
 		if f, ok := l.rd.files[id]; ok {
-			return f, nil
+			return f, l.rd.maps[id], nil
 		}
 		l.rd.RUnlock()
 		l.rd.Lock()
 		if _, ok := l.rd.files[id]; !ok {
-			f, err := l.openSegment(id)
+			f, cm, err := l.openSegmentMapped(id)
 			if err != nil {
 				l.rd.Unlock()
-				return nil, err
+				return nil, nil, err
 			}
 			l.rd.files[id] = f
+			if cm != nil {
+				l.rd.maps[id] = cm
+			}
 		}
 		l.rd.Unlock()
 	}

@@ -199,11 +199,14 @@ func (l *Log) segmentSize(id uint64) (int64, error) {
 func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, error) {
 	end := scanEnd{synced: SegmentHeaderSize}
 	name := l.path(segmentName(id))
-	f, err := l.openSegment(id)
+	f, cm, err := l.openSegmentMapped(id)
 	if err != nil {
 		return end, err
 	}
 	defer f.Close()
+	if cm != nil {
+		return end, &CorruptionError{Segment: id, Offset: 0, File: name, Reason: "the newest segment is a compacted one (compaction never rewrites the newest): segments after it are missing"}
+	}
 	fi, err := f.Stat()
 	if err != nil {
 		return end, fmt.Errorf("wal: stat segment %d (%s): %w", id, l.path(segmentName(id)), unwrapPathErr(err))

@@ -241,11 +241,16 @@ type Log struct {
 		list []SegmentInfo
 	}
 
-	// rd caches read handles for ReadAt; closed by RemoveBelow and Close.
+	// rd caches read handles for ReadAt, and the tables of the compacted
+	// ones; closed by RemoveBelow, Compact and Close.
 	rd struct {
 		sync.RWMutex
 		files map[uint64]vfs.File
+		maps  map[uint64]*compactMap
 	}
+	// compacted caches whether a segment of the log is a compacted one
+	// (compact.go: AnyCompacted): 0 not known yet, 1 no, 2 yes.
+	compacted atomic.Int32
 
 	stats struct {
 		appends, records, bytes, written, writes, syncs, syncNanos, maxSync, rotations atomic.Int64
@@ -307,6 +312,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 		l.durableHint = o.ScanFrom
 	}
 	l.rd.files = map[uint64]vfs.File{}
+	l.rd.maps = map[uint64]*compactMap{}
 	l.w.spare = make(chan error, 1)
 	l.readDamaged = o.ReadDamaged
 	l.onGroupCommit = o.OnGroupCommit
@@ -384,6 +390,7 @@ func (l *Log) RemoveBelow(pos Pos) (int, error) {
 		if f, ok := l.rd.files[id]; ok {
 			f.Close()
 			delete(l.rd.files, id)
+			delete(l.rd.maps, id)
 		}
 		l.rd.Unlock()
 		if err := l.fs.Remove(l.path(segmentName(id))); err != nil {
@@ -458,6 +465,7 @@ func (l *Log) closeFiles() error {
 	for id, f := range l.rd.files {
 		errs = append(errs, f.Close())
 		delete(l.rd.files, id)
+		delete(l.rd.maps, id)
 	}
 	l.rd.Unlock()
 	return errors.Join(errs...)

@@ -17,13 +17,20 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--chain-key FILE] [--json]"
+const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--compact-dead F] [--key FILE] [--chain-key FILE] [--json]"
 
 const gcAbout = `Gc deletes ended runs of a store and reclaims the space their records hold in
 the log. With --run (repeated), the runs named: each must have ended, and a run
 forked from one must be named too. With --status or --ended-before, every ended
 run that matches, except one whose fork does not. With neither, nothing is
 deleted: the space of runs deleted earlier is reclaimed.
+
+The space is reclaimed below the engine's last checkpoint: the segments at the
+start of the log that hold only dead records are removed, and a later segment
+that is wholly dead, or whose dead records take at least --compact-dead of its
+bytes (default 0.5), is rewritten with its live records only, each where it
+was (a compaction: the segment keeps a note of every record it removed, which
+verify checks against the deletions).
 
 Each deletion is a record of the log that stays: verify lists the run as
 deleted by policy, with its time and reason, and reports a run whose records
@@ -50,6 +57,11 @@ type gcJSON struct {
 	Segments int    `json:"segments_removed"`
 	Bytes    int64  `json:"bytes_reclaimed"`
 	Floor    uint64 `json:"first_segment"`
+	// What compaction rewrote: segments (those of them wholly dead), and
+	// the bytes that freed.
+	Compacted      int   `json:"segments_compacted"`
+	Emptied        int   `json:"segments_emptied"`
+	CompactedBytes int64 `json:"bytes_compacted"`
 }
 
 type gcDeleted struct {
@@ -73,6 +85,7 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 	reason := fs.String("reason", "", "the `TEXT` each deletion records (default: what selected the run)")
 	keyFile := fs.String("key", "", "sign the deletions with the signing key `FILE` (continuumctl keygen)")
 	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with")
+	compactDead := fs.Float64("compact-dead", 0, "compact a segment whose dead records take at least fraction `F` of it (0: the default, 0.5; negative: only wholly dead ones)")
 	asJSON := fs.Bool("json", false, "print what was deleted and reclaimed as JSON")
 	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
@@ -104,7 +117,10 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 	}
 	// The engine's warnings (a torn tail trimmed, a derived file rebuilt)
 	// go to stderr; its routine reports do not.
-	opts := &engine.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))}
+	opts := &engine.Options{Logger: slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn})), CompactDead: *compactDead}
+	if *compactDead > 1 {
+		return cli.UsageErr(fs, stderr, "--compact-dead %v: want a fraction at most 1", *compactDead)
+	}
 	if *keyFile != "" {
 		key, err := readSigningKey(*keyFile, dir)
 		if err != nil {
@@ -155,11 +171,17 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %q at seq %d: %s\n", d.Run, d.Seq, d.Reason)
 		}
 	}
-	if out.json.Segments == 0 {
-		fmt.Fprintln(stdout, "reclaimed nothing: no dead segment at the start of the log")
-	} else {
+	j := out.json
+	if j.Segments == 0 && j.Compacted == 0 {
+		fmt.Fprintln(stdout, "reclaimed nothing: no dead segment at the start of the log, none to compact")
+	}
+	if j.Segments > 0 {
 		fmt.Fprintf(stdout, "reclaimed %s: %s removed; the log starts at segment %d\n",
-			size(out.json.Bytes), plural(out.json.Segments, "segment"), out.json.Floor)
+			size(j.Bytes), plural(j.Segments, "segment"), j.Floor)
+	}
+	if j.Compacted > 0 {
+		fmt.Fprintf(stdout, "reclaimed %s: %s compacted (%d of them wholly dead)\n",
+			size(j.CompactedBytes), plural(j.Compacted, "segment"), j.Emptied)
 	}
 	return cli.ExitOK
 }
@@ -189,6 +211,7 @@ func collectStore(db *engine.DB, sel engine.DeleteOptions) (gcOutcome, int) {
 		return out, cli.ExitUsage
 	}
 	out.json.Segments, out.json.Bytes, out.json.Floor = st.Segments, st.Bytes, st.Floor
+	out.json.Compacted, out.json.Emptied, out.json.CompactedBytes = st.Compacted, st.Emptied, st.CompactedBytes
 	return out, cli.ExitOK
 }
 

@@ -21,6 +21,18 @@ import (
 // completed) and whose run "live" is active, signed with key if not nil.
 func gcStore(t *testing.T, key ed25519.PrivateKey) string {
 	t.Helper()
+	return gcStoreOf(t, key, []gcRun{{"old", 40}, {"live", 2}})
+}
+
+// gcRun is a run gcStoreOf writes: n atoms; "old" ends completed.
+type gcRun struct {
+	id string
+	n  int
+}
+
+// gcStoreOf writes the runs in order, as gcStore does.
+func gcStoreOf(t *testing.T, key ed25519.PrivateKey, runs []gcRun) string {
+	t.Helper()
 	dir := filepath.Join(t.TempDir(), "store")
 	opts := storeOptions()
 	opts.SigningKey = key
@@ -30,10 +42,7 @@ func gcStore(t *testing.T, key ed25519.PrivateKey) string {
 	}
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, 2))
-	for _, r := range []struct {
-		id string
-		n  int
-	}{{"old", 40}, {"live", 2}} {
+	for _, r := range runs {
 		run, err := db.Run(ctx, r.id)
 		if err != nil {
 			t.Fatal(err)
@@ -126,5 +135,34 @@ func TestGCCommand(t *testing.T) {
 	_, out, _ = runCLI("verify", "--json", "--pubkey", pub, dir)
 	if err := json.Unmarshal([]byte(out), &v); err != nil || !v.OK || len(v.Deleted) != 1 || v.Deleted[0].RunID != "old" || !v.Deleted[0].Reclaimed {
 		t.Fatalf("verify --json after gc: %v %+v", err, v)
+	}
+}
+
+// TestGCCommandCompacts: with a live run in the log's first segment, gc
+// reclaims the deleted run's segments after it by compaction (and says
+// so), and verify passes.
+func TestGCCommandCompacts(t *testing.T) {
+	dir := gcStoreOf(t, nil, []gcRun{{"pin", 1}, {"old", 40}, {"live", 2}})
+	if code, _, errOut := runCLI("gc", dir, "--compact-dead", "2"); code != cli.ExitUsage || !strings.Contains(errOut, "at most 1") {
+		t.Fatalf("gc --compact-dead 2: exit %d, %s", code, errOut)
+	}
+	code, out, errOut := runCLI("gc", dir, "--run", "old", "--json")
+	if code != cli.ExitOK {
+		t.Fatalf("gc: exit %d, %s", code, errOut)
+	}
+	var got gcJSON
+	if err := json.Unmarshal([]byte(out), &got); err != nil {
+		t.Fatalf("gc --json: %v\n%s", err, out)
+	}
+	if got.Segments != 0 || got.Compacted == 0 || got.Emptied == 0 || got.CompactedBytes <= 0 {
+		t.Fatalf("gc --json: %+v; want the segments after the live first one compacted", got)
+	}
+	code, out, _ = runCLI("gc", dir)
+	if code != cli.ExitOK || !strings.Contains(out, "reclaimed nothing") {
+		t.Fatalf("a second gc: exit %d, %s", code, out)
+	}
+	code, out, errOut = runCLI("verify", "--deep", dir)
+	if code != cli.ExitOK || !strings.Contains(out, `run "old": deleted by policy at`) {
+		t.Fatalf("verify after gc: exit %d\n%s%s", code, out, errOut)
 	}
 }
