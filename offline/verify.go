@@ -118,7 +118,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 			return nil, err
 		}
 		storeID = hex.EncodeToString(sf.ID[:])
-		keyed = sf.Mode == layout.ChainKeyed
+		keyed = sf.Keyed()
 	}
 
 	// Dictionaries, read-only.

@@ -43,6 +43,12 @@ func (t *Table) Entries() []Entry {
 	return out
 }
 
+// Clone returns a copy of t: its owner changes the copy, writes it
+// durably, and only then replaces t by it.
+func (t *Table) Clone() *Table {
+	return &Table{entries: (&Table{entries: t.entries}).Entries(), rand: t.rand}
+}
+
 // Add creates a data key for scope (a run id, or "" for the store),
 // wraps it with ring's current key, appends it to t and returns it, ready
 // to seal.
@@ -128,7 +134,7 @@ func (t *Table) Rewrap(ring Keyring) (int, error) {
 // matching ErrUnknownKey or ErrWrongKey: a wrong or missing user key is
 // found here, before any payload is read.
 func (t *Table) Open(ring Keyring) (*Keys, error) {
-	ks := &Keys{byNo: make(map[uint64]*Key, len(t.entries)), scopes: map[string]*Key{}, erased: map[uint64]bool{}}
+	ks := NewKeys()
 	for _, e := range t.entries {
 		if e.Erased {
 			ks.erased[e.No] = true
@@ -155,6 +161,11 @@ type Keys struct {
 	byNo   map[uint64]*Key
 	scopes map[string]*Key // the newest key of each scope
 	erased map[uint64]bool
+}
+
+// NewKeys returns an empty set of keys, for a new table.
+func NewKeys() *Keys {
+	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, erased: map[uint64]bool{}}
 }
 
 // Put adds k, a key of scope (just added to the table), as the newest of
