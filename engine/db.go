@@ -36,8 +36,9 @@ type DB struct {
 
 	log    *wal.Log
 	hasher *chain.Hasher
-	signer *chain.Signer // nil: checkpoints are written unsigned
-	keys   *storeKeys    // nil: a plaintext store (keys.go)
+	signer *chain.Signer  // nil: checkpoints are written unsigned
+	keys   *storeKeys     // nil: a plaintext store (keys.go)
+	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
 	dicts  *frame.Dicts
 	comp   *frame.Compressor
 	// replayComp is comp with Open's decompression budget, for the log's

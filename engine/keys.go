@@ -62,6 +62,7 @@ func (db *DB) openKeys() error {
 		return record.Corruptf(name, "holds no data key of the store")
 	}
 	db.keys = &storeKeys{ring: db.opts.Keyring, keys: ks, table: t}
+	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks}
 	return nil
 }
 
@@ -80,6 +81,7 @@ func (db *DB) createKeys() error {
 		return err
 	}
 	db.keys = sk
+	db.sealer = &record.Sealer{Store: db.storeID, Keys: sk.keys}
 	return nil
 }
 

@@ -102,9 +102,18 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	}
 	now := time.Now()
 	seq := r.mu.lastSeq + 1
-	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), result)
+	stored := result
+	if db.sealer != nil {
+		// The chain links the end over its stored, sealed result.
+		var err error
+		if stored, err = db.sealer.Seal(nil, result, record.KindEnd, r.id, seq); err != nil {
+			r.mu.Unlock()
+			return fmt.Errorf("engine: end run %q: %w", r.id, err)
+		}
+	}
+	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), stored)
 	head := db.hasher.Link(r.id, seq, r.mu.head, payload)
-	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), result)
+	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), stored)
 	// The run refuses Begin and a second End while the end is written, and
 	// readers keep the last committed view: nothing holds r.mu across the
 	// fsync.

@@ -340,7 +340,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 // compressor and dictionaries; ledgerRecords asks for the intents and
 // certificates decoded.
 func (db *DB) decoder(ledgerRecords bool) *record.Decoder {
-	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts,
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, Sealed: db.sealer != nil, Sealer: db.sealer,
 		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
 }
 

@@ -101,7 +101,7 @@ func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error
 		return nil, err
 	}
 	a := &record.Record{}
-	if err := (&record.Decoder{}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
+	if err := (&record.Decoder{Sealed: db.sealer != nil, Sealer: db.sealer}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
 	}
 	if a.Kind != record.KindAtom {

@@ -160,12 +160,13 @@ type Keys struct {
 	mu     sync.RWMutex
 	byNo   map[uint64]*Key
 	scopes map[string]*Key // the newest key of each scope
+	scope  map[uint64]string
 	erased map[uint64]bool
 }
 
 // NewKeys returns an empty set of keys, for a new table.
 func NewKeys() *Keys {
-	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, erased: map[uint64]bool{}}
+	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, scope: map[uint64]string{}, erased: map[uint64]bool{}}
 }
 
 // Put adds k, a key of scope (just added to the table), as the newest of
@@ -174,6 +175,7 @@ func (ks *Keys) Put(scope string, k *Key) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	ks.byNo[k.no] = k
+	ks.scope[k.no] = scope
 	if old, ok := ks.scopes[scope]; !ok || old.no < k.no {
 		ks.scopes[scope] = k
 	}
@@ -201,6 +203,14 @@ func (ks *Keys) Scope(scope string) (*Key, bool) {
 	return k, ok
 }
 
+// ScopeOf returns the scope of the live data key numbered no.
+func (ks *Keys) ScopeOf(no uint64) (string, bool) {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	s, ok := ks.scope[no]
+	return s, ok
+}
+
 // Drop forgets the keys of scope (after Table.Erase).
 func (ks *Keys) Drop(scope string, erased []uint64) {
 	ks.mu.Lock()
@@ -208,6 +218,7 @@ func (ks *Keys) Drop(scope string, erased []uint64) {
 	delete(ks.scopes, scope)
 	for _, no := range erased {
 		delete(ks.byNo, no)
+		delete(ks.scope, no)
 		ks.erased[no] = true
 	}
 }
