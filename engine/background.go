@@ -253,7 +253,7 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
 	if e := r.mu.end; e != nil {
-		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.result
+		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
 	}
 	c.meta.Parent, c.meta.ForkedAt, c.meta.BaseHead = r.parent, r.base, r.baseHead
 	if c.frame != nil && c.seq == r.base {

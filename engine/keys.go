@@ -163,3 +163,18 @@ func (db *DB) KeyEntries() []seal.Entry {
 	defer sk.mu.Unlock()
 	return sk.table.Entries()
 }
+
+// openRowResult opens the sealed end result of run (ended at seq) that
+// CHECKPOINT's row holds. A result that does not open (the run was
+// erased, or CHECKPOINT was changed: the comparison of the rows with the
+// log reports that) is served as none.
+func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
+	plain, err := db.sealer.Open(nil, stored, record.KindEnd, run, seq)
+	if err != nil {
+		if !errors.Is(err, seal.ErrErased) {
+			db.logger.Warn("engine: CHECKPOINT: the end result of a run does not open", "run", run, "err", err)
+		}
+		return nil
+	}
+	return plain
+}

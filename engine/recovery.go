@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,6 +190,9 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	}
 	if c.Status != 0 {
 		r.mu.end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
+		if db.sealer != nil {
+			r.mu.end.result, r.mu.end.stored = db.openRowResult(r.id, c.LastSeq+1, c.Result), c.Result
+		}
 	}
 }
 
@@ -302,7 +306,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			}
 			return damage(rec.Run, rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
 		default:
-			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head}
+			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			db.replayedMessageEvent(rec, nil, false)
 		}

@@ -36,6 +36,10 @@ type store struct {
 	dicts      *frame.Dicts
 	comp       *frame.Compressor
 	newestDict uint32 // the newest dictionary, once loadDicts ran
+	// sealed: the store is encrypted (STORE's ChainSealed); sealer opens
+	// its payloads, nil without the keyring (keys.go).
+	sealed bool
+	sealer *record.Sealer
 	// lastSeg caches segmentFile's last answer: verify and scan name the
 	// segment of every atom they decode.
 	lastSeg atomic.Pointer[segName]
@@ -75,7 +79,8 @@ func (db *store) loadDicts() error {
 // decoder returns a decoder of the log's records; ledgerRecords asks for
 // intents and certificates decoded.
 func (db *store) decoder(ledgerRecords bool) *record.Decoder {
-	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, DictFile: db.dictFile, LoadDict: db.loadDict}
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, DictFile: db.dictFile, LoadDict: db.loadDict,
+		Sealed: db.sealed, Sealer: db.sealer}
 }
 
 func (db *store) dictFile(id uint32) string {

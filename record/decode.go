@@ -71,10 +71,11 @@ type Record struct {
 	// of an atom, the digests and seal sealed with its body); Erased, that
 	// its data key was erased (crypto-shredding), so it can never be.
 	// Unopened, Body, Plain, Intent, Cert, Result and Reason are nil.
-	Stored []byte
-	Tail   []byte
-	Opened bool
-	Erased bool
+	Stored  []byte
+	Tail    []byte
+	Opened  bool
+	Erased  bool
+	SealErr error // KindAtom, with Decoder.KeepUnopened: why its body did not open
 
 	Note []byte // KindCheckpoint, KindStoreHead and KindDelete: the chain's encoding
 	// Checkpoint is the parsed note of a KindCheckpoint or KindDelete
@@ -109,6 +110,10 @@ type Decoder struct {
 	// keys) they are left sealed, in Record.Stored.
 	Sealed bool
 	Sealer *Sealer
+	// KeepUnopened returns an atom whose sealed body does not open (it was
+	// changed) as a record, its SealErr set, instead of an error: for
+	// verify, which still checks the atom's link over its stored bytes.
+	KeepUnopened bool
 
 	// Skip, if set, is asked of each record a Cursor reads before it is
 	// decoded, with its kind and, for the kinds that begin with one (run,
@@ -143,6 +148,9 @@ func (d *Decoder) openAtom(file string, r *Record) error {
 	switch {
 	case errors.Is(err, seal.ErrErased):
 		r.Erased = true
+		return nil
+	case err != nil && d.KeepUnopened:
+		r.SealErr = err
 		return nil
 	case err != nil:
 		return sealDamage(file, r, "atom body", err)
