@@ -105,7 +105,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	storeName := fs.PathJoin(dir, layout.StoreName)
 	b, err := layout.ReadFile(fs, storeName)
 	var storeID string
-	var keyed bool     // STORE says the chain is keyed
+	var keyed bool // STORE says the chain is keyed
 	var sf *layout.Store
 	var storeErr error // STORE is missing from a store that has a log: reported
 	switch {
