@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
@@ -21,7 +22,7 @@ import (
 // with a keyring. A keyring that lacks a key the store needs, or whose key
 // does not open it, is an error matching seal.ErrUnknownKey or
 // seal.ErrWrongKey instead.
-var ErrKeyring = errors.New("engine: keyring")
+var ErrKeyring = offline.ErrKeyring
 
 // storeKeys are the keys of an encrypted store; a DB of a plaintext store
 // has none (db.keys nil).

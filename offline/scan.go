@@ -12,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -49,7 +50,7 @@ type readOnlyStore struct {
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
 // The log is nil if the store has no wal directory yet.
 // Every record it decompresses is charged to budget (nil: frame.NewBudget()).
-func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, error) {
+func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring) (*readOnlyStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -79,6 +80,18 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, 
 		budget = frame.NewBudget()
 	}
 	db.comp = frame.NewCompressor(db.dicts).WithBudget(budget)
+	if sf.Sealed() {
+		// Reading an encrypted store means opening its payloads: without
+		// the keyring the tools would show nothing but sealed bytes.
+		if ring == nil {
+			return nil, fmt.Errorf("%w: %s: the store is encrypted: read it with its keyring (InspectOptions.Keyring, continuumctl --keyring FILE)", ErrKeyring, storeName)
+		}
+		if _, err := db.openKeys(sf.ID, ring); err != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	} else if ring != nil {
+		return nil, fmt.Errorf("%w: %s: the store is not encrypted: read it without a keyring", ErrKeyring, storeName)
+	}
 	s := &readOnlyStore{db: db, storeID: sf.ID, created: time.Unix(0, sf.Created)}
 	s.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil && !layout.NotExist(err) {
@@ -109,6 +122,9 @@ func (s *readOnlyStore) describe(r *record.Record, lr *LogRecord) error {
 		compressed = r.Body
 	case record.KindIntent, record.KindCert:
 		compressed = r.Raw[1:]
+		if r.Stored != nil {
+			compressed = r.Body // opened from its seal
+		}
 	default:
 		return nil
 	}
@@ -177,7 +193,7 @@ func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error)
 	called := false
 	var scanErr error
 	err := retryVanished(ctx, func() error {
-		s, err := openReadOnly(dir, fs, nil)
+		s, err := openReadOnly(dir, fs, nil, nil)
 		if err != nil {
 			return err
 		}

@@ -22,6 +22,9 @@ var (
 	ErrNotAStore = errors.New("continuum: not a CONTINUUM store")
 	// ErrSeqOutOfRange is returned for a seq beyond a run's last.
 	ErrSeqOutOfRange = errors.New("continuum: seq out of range")
+	// ErrKeyring: the store and the keyring given do not match (an
+	// encrypted store read without one, a plaintext store with one).
+	ErrKeyring = errors.New("continuum: keyring")
 )
 
 // CorruptionError is record.CorruptionError: every damage the tools report.

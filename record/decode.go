@@ -39,7 +39,7 @@ type Record struct {
 	Payload []byte
 
 	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
-	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
+	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it); KindIntent, KindCert opened from a seal: its compressed body
 
 	Reason string // KindFail, KindDelete
 
@@ -194,7 +194,7 @@ func (d *Decoder) openLedger(file string, r *Record) ([]byte, error) {
 	case err != nil:
 		return nil, sealDamage(file, r, r.Kind.String(), err)
 	}
-	d.ledgerScope, r.Opened = scope, true
+	d.ledgerScope, r.Opened, r.Body = scope, true, comp
 	return comp, nil
 }
 
