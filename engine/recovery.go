@@ -383,13 +383,21 @@ func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
 	if ff.Run != run {
 		return nil, 0, record.Corruptf(name, "holds run %q, want %q", ff.Run, run)
 	}
-	f, err := db.decodeFrame(ff.Frame, name)
+	f, err := db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
 	if err != nil {
 		return nil, 0, err
 	}
 	return f, ff.Seq, nil
 }
 
-func (db *DB) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+// In an encrypted store the frame is sealed (record.PlaceFrame), for run
+// at seq.
+func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
+	if db.sealer != nil {
+		var err error
+		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
+			return nil, record.Corruptf(where, "frame: %v", err)
+		}
+	}
 	return layout.DecodeFrame(db.comp, compressed, where)
 }

@@ -157,6 +157,23 @@ func TestSealedLog(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
+	// Close wrote the derived files: frame files, snapshots, the ledger's
+	// table, INBOX, CHECKPOINT. None holds the agent's data in the clear.
+	files := storeFiles(t, fs, "s")
+	for _, want := range []string{"s/KEYS", "s/CHECKPOINT", "s/INBOX", "s/ledger-"} {
+		found := false
+		for name := range files {
+			found = found || strings.HasPrefix(name, want)
+		}
+		if !found {
+			t.Fatalf("no %s* among %d files: the check below would miss it", want, len(files))
+		}
+	}
+	for name, b := range files {
+		if bytes.Contains(b, []byte(secret)) {
+			t.Fatalf("%s holds the agent's data in the clear", name)
+		}
+	}
 	db, err = Open("s", encOpts(fs, ring))
 	if err != nil {
 		t.Fatal(err)

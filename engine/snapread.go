@@ -185,7 +185,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			if chain.Hash(snap.Head) != a.Head {
 				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.Head[:8]))
 			}
-			if f, err = db.decodeFrame(snap.Frame, "snapshot of run "+r.id); err != nil {
+			if f, err = db.decodeFrame(snap.Frame, r.id, base, "snapshot of run "+r.id); err != nil {
 				return mismatch(base, err)
 			}
 			continue

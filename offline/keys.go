@@ -50,3 +50,21 @@ func (db *store) openKeys(id [16]byte, ring seal.Keyring) (damage, err error) {
 	db.sealer = &record.Sealer{Store: id, Keys: ks}
 	return nil, nil
 }
+
+// openStoreFile returns b, a derived file of checkpoint generation gen,
+// opened from its seal in an encrypted store: b itself in a plaintext
+// one, nil if it does not open or there is no keyring (the engine
+// rebuilds such a file from the log, so it is compared with nothing).
+func (db *store) openStoreFile(b []byte, k record.Kind, gen uint64) []byte {
+	if !db.sealed {
+		return b
+	}
+	if db.sealer == nil {
+		return nil
+	}
+	plain, err := db.sealer.OpenStoreFile(b, k, gen)
+	if err != nil {
+		return nil
+	}
+	return plain
+}

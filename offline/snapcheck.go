@@ -205,7 +205,7 @@ func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, 
 		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log (it decompresses to %d bytes, the frame's encoding is %d)", run, seq, n, len(enc))
 		return
 	}
-	got, err := vr.db.decodeFrame(snap.Frame, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
+	got, err := vr.db.decodeFrame(snap.Frame, run, seq, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
 	if err != nil {
 		vr.fail(run, seq, dir, "%v", err)
 		return

@@ -108,7 +108,18 @@ func (db *store) loadDict(id uint32) error {
 	return db.dicts.Add(id, dict)
 }
 
-func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+// In an encrypted store the frame is sealed (record.PlaceFrame), for run
+// at seq; without the keyring it cannot be read.
+func (db *store) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
+	if db.sealed {
+		if db.sealer == nil {
+			return nil, record.Corruptf(where, "frame: sealed, and no keyring was given")
+		}
+		var err error
+		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
+			return nil, record.Corruptf(where, "frame: %v", err)
+		}
+	}
 	return layout.DecodeFrame(db.comp, compressed, where)
 }
 

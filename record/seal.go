@@ -11,6 +11,10 @@ package record
 //	end         8 | ... | status | varint ended | uvarint len | sealed(result)
 //	fail        5 | uvarint len | run id | uvarint seq | uvarint len | sealed(reason)
 //
+// The derived files seal what holds agent data too: the compressed frame
+// of a frame file and of a snapshot (PlaceFrame), and the ledger's table
+// and INBOX, whole (PlaceLedgerTable, PlaceInbox).
+//
 // Run ids, seqs, heads, kinds, statuses and times stay in the clear: verify
 // checks the chain without any key. The chain links each record over its
 // stored bytes: an atom over its sealed body, an end over status | ended |
@@ -32,6 +36,37 @@ import (
 
 	"github.com/continuumdb/continuum/seal"
 )
+
+// PlaceFrame is the kind of a sealed frame's place (AppendAAD): a frame
+// file's or a snapshot's frame, compressed then sealed with its run's key,
+// at its run and seq. It is no record kind: the derived files seal with it.
+const PlaceFrame Kind = 0xf0
+
+// PlaceLedgerTable and PlaceInbox are the kinds of the places of the
+// ledger's table and of INBOX, each sealed whole with the store's key (they
+// hold every run's), at the run "" and the checkpoint generation that
+// wrote them (CHECKPOINT names it).
+const (
+	PlaceLedgerTable Kind = 0xf1
+	PlaceInbox       Kind = 0xf2
+)
+
+// SealStoreFile seals b, a derived file of the store (PlaceLedgerTable,
+// PlaceInbox) of checkpoint generation gen, with the store's key.
+func (s *Sealer) SealStoreFile(b []byte, k Kind, gen uint64) ([]byte, error) {
+	return s.Seal(nil, b, k, "", gen)
+}
+
+// OpenStoreFile opens what SealStoreFile sealed.
+func (s *Sealer) OpenStoreFile(b []byte, k Kind, gen uint64) ([]byte, error) {
+	return s.Open(nil, b, k, "", gen)
+}
+
+// OpenFrame opens stored, the sealed compressed frame of run at seq (a
+// frame file's or a snapshot's), into the compressed frame.
+func (s *Sealer) OpenFrame(stored []byte, run string, seq uint64) ([]byte, error) {
+	return s.Open(nil, stored, PlaceFrame, run, seq)
+}
 
 // aadMagic starts the additional data of every sealed payload of a log.
 const aadMagic = "continuum/record sealed"
