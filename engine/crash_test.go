@@ -53,7 +53,7 @@ func crashOptionsSealed(fs vfs.FS, mode engine.Durability, sealed bool) *engine.
 		ring = crashKeyring
 	}
 	return &engine.Options{
-		Keyring:       ring,
+		Keyring: ring,
 		// Locks in memory: MemFS.Lock deadlocks with a CrashClone taken
 		// while Pebble opens in the background (see faultLockFS).
 		FS:            &faultLockFS{FS: fs},
