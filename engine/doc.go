@@ -479,8 +479,8 @@
 //
 //   - Encryption hides content, not sizes, counts, timing or run ids. A
 //     rollback record (its compensations' tools and arguments) and a
-//     deletion's reason are not sealed. Scan (and so the tools built on
-//     it without a keyring) refuses an encrypted store.
+//     deletion's reason are not sealed. Scan reads an encrypted store
+//     without opening its payloads (LogRecord.Sealed).
 //   - One process per store (a file lock). Within the process, one DB:
 //     a second Open fails with ErrLocked whatever path names the store
 //     (the store is known by its directory's device and inode). A store

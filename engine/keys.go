@@ -179,3 +179,32 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 	}
 	return plain
 }
+
+// checkRunKeys refuses a KEYS that lacks the data key of a run the store
+// holds (a CHECKPOINT row or a run replayed from the log): a KEYS older
+// than the log, or another copy's. Without it the run's sealed records
+// would read as damage; Open says what is wrong instead. An erased run's
+// key counts: its entry stays.
+func (db *DB) checkRunKeys() error {
+	has := map[string]bool{}
+	for _, e := range db.keys.table.Entries() {
+		has[e.Scope] = true
+	}
+	missing := func(id string) error {
+		return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
+			ErrCorrupt, db.path(layout.KeysName), id)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	for i := range db.mu.lazy {
+		if id := db.mu.lazy[i].ID; !has[id] {
+			return missing(id)
+		}
+	}
+	for id := range db.mu.runs {
+		if !has[id] {
+			return missing(id)
+		}
+	}
+	return nil
+}

@@ -141,6 +141,9 @@ func (db *DB) open() error {
 
 	db.ledger = ledger.New()
 	err = db.recover(cp, scanFrom)
+	if err == nil && db.keys != nil {
+		err = db.checkRunKeys() // keys.go
+	}
 	if err == nil {
 		if dmg := db.log.Recovery().Damage; dmg != nil {
 			err = db.logDamage(dmg, db.replayedSeqs())

@@ -231,7 +231,7 @@ func inspectOnce(ctx context.Context, dir string, opts *InspectOptions) (*Inspec
 	if opts != nil {
 		o = *opts
 	}
-	st, err := openReadOnly(dir, o.FS, o.Budget, o.Keyring)
+	st, err := openReadOnly(dir, o.FS, o.Budget, o.Keyring, false)
 	if err != nil {
 		return nil, err
 	}

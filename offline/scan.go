@@ -33,6 +33,9 @@ type LogRecord struct {
 	Dict  uint32
 	// Record is the record itself. It is valid only during the callback.
 	Record []byte
+	// Sealed: the record's payload is sealed (an encrypted store, read by
+	// Scan, which opens nothing): Codec, Dict and RawSize say nothing of it.
+	Sealed bool
 }
 
 // readOnlyStore is the part of a DB that reading a store without opening it
@@ -50,7 +53,9 @@ type readOnlyStore struct {
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
 // The log is nil if the store has no wal directory yet.
 // Every record it decompresses is charged to budget (nil: frame.NewBudget()).
-func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring) (*readOnlyStore, error) {
+// An encrypted store needs ring, unless sealedOK (Scan, which opens no
+// payload).
+func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring, sealedOK bool) (*readOnlyStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -83,10 +88,10 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring
 	if sf.Sealed() {
 		// Reading an encrypted store means opening its payloads: without
 		// the keyring the tools would show nothing but sealed bytes.
-		if ring == nil {
+		if ring == nil && !sealedOK {
 			return nil, fmt.Errorf("%w: %s: the store is encrypted: read it with its keyring (InspectOptions.Keyring, continuumctl --keyring FILE)", ErrKeyring, storeName)
 		}
-		if _, err := db.openKeys(sf.ID, ring); err != nil {
+		if _, err := db.openKeys(sf.ID, ring); err != nil && ring != nil {
 			return nil, fmt.Errorf("engine: %w", err)
 		}
 	} else if ring != nil {
@@ -116,6 +121,10 @@ func (s *readOnlyStore) close() error {
 // and the codec and dictionary of its compressed part.
 func (s *readOnlyStore) describe(r *record.Record, lr *LogRecord) error {
 	*lr = LogRecord{Kind: r.Kind.String(), Run: r.Run, Seq: r.Seq, Pos: r.Pos, Size: len(r.Raw), RawSize: len(r.Raw), Record: r.Raw}
+	if r.Stored != nil && !r.Opened {
+		lr.Sealed = true // sealed, not opened: its size alone
+		return nil
+	}
 	var compressed []byte
 	switch r.Kind {
 	case record.KindAtom:
@@ -193,7 +202,7 @@ func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error)
 	called := false
 	var scanErr error
 	err := retryVanished(ctx, func() error {
-		s, err := openReadOnly(dir, fs, nil, nil)
+		s, err := openReadOnly(dir, fs, nil, nil, true)
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,9 @@ func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *
 	for run, rs := range vr.runs {
 		last[run] = rs.base
 	}
-	dec := &record.Decoder{Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
+	// The atoms' bodies are applied: opened from their seals in an
+	// encrypted store.
+	dec := &record.Decoder{Sealed: db.sealed, Sealer: db.sealer, Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
 	c, err := record.NewCursor(log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.unchecked = append(vr.unchecked, fmt.Sprintf("the snapshot store (the log cannot be read: %v)", err))

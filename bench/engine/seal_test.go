@@ -20,10 +20,12 @@ import (
 // the same store without it, in one process: R = 16 agents at once, one
 // run each, strict durability with fsync on (default options otherwise),
 // b.N atoms in all, each one Do and one delta (the workload of
-// BenchmarkConcurrentRuns). The two stores alternate with -count, so a
-// change of the machine's load falls on both:
+// BenchmarkConcurrentRuns); then both again with NoSync, so that CPU alone
+// is measured. Run each round in its own process, so that the stores
+// alternate and a change of the machine's load falls on all of them:
 //
-//	go test -run '^$' -bench SealCost -benchtime 9600x -count 6 ./bench/engine
+//	go test -c -o /tmp/enginebench.test ./bench/engine
+//	for i in 1 2 3 4 5 6; do /tmp/enginebench.test -test.run '^$' -test.bench SealCost -test.benchtime 9600x; done
 //
 // atoms/s is the store's throughput, cpu-µs/atom the process's CPU per
 // atom (background work included).
@@ -36,11 +38,14 @@ func BenchmarkSealCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, sealed := range []bool{false, true} {
+	for _, c := range []struct{ sealed, nosync bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
 		name := "plain-16"
-		opts := &engine.Options{Logger: quiet}
-		if sealed {
+		opts := &engine.Options{Logger: quiet, NoSync: c.nosync}
+		if c.sealed {
 			name, opts.Keyring = "sealed-16", ring
+		}
+		if c.nosync {
+			name += "-nosync" // CPU alone: no fsync waits
 		}
 		b.Run(name, func(b *testing.B) {
 			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), opts)
