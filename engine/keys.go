@@ -63,7 +63,7 @@ func (db *DB) openKeys() error {
 		return record.Corruptf(name, "holds no data key of the store")
 	}
 	db.keys = &storeKeys{ring: db.opts.Keyring, keys: ks, table: t}
-	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks}
+	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks, KeysFile: name}
 	return nil
 }
 
@@ -82,7 +82,7 @@ func (db *DB) createKeys() error {
 		return err
 	}
 	db.keys = sk
-	db.sealer = &record.Sealer{Store: db.storeID, Keys: sk.keys}
+	db.sealer = &record.Sealer{Store: db.storeID, Keys: sk.keys, KeysFile: db.path(layout.KeysName)}
 	return nil
 }
 

@@ -47,7 +47,7 @@ func (db *store) openKeys(id [16]byte, ring seal.Keyring) (damage, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	db.sealer = &record.Sealer{Store: id, Keys: ks}
+	db.sealer = &record.Sealer{Store: id, Keys: ks, KeysFile: name}
 	return nil, nil
 }
 

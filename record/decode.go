@@ -129,8 +129,13 @@ type Decoder struct {
 // the key number's varint.
 const MaxSealOverhead = seal.Overhead + 10
 
-// sealDamage reports a sealed payload of r that does not open.
-func sealDamage(file string, r *Record, what string, err error) error {
+// sealDamage reports a sealed payload of r that does not open: as the key
+// table's damage when it names a key the table never had.
+func (d *Decoder) sealDamage(file string, r *Record, what string, err error) error {
+	if errors.Is(err, seal.ErrNoKey) && d.Sealer != nil && d.Sealer.KeysFile != "" {
+		return &CorruptionError{File: d.Sealer.KeysFile, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the %s of the record at %s offset %d was sealed with a data key this table lacks: it is older than the log, or not this store's (%v)", what, file, r.Pos.Offset, err), Err: err}
+	}
 	return &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: fmt.Sprintf("%s: %v", what, err), Err: err}
 }
 
@@ -139,7 +144,7 @@ func sealDamage(file string, r *Record, what string, err error) error {
 func (d *Decoder) openAtom(file string, r *Record) error {
 	r.Stored, r.Body = r.Body, nil
 	if !seal.IsSealed(r.Stored) {
-		return sealDamage(file, r, "atom body", errors.New("not sealed, in an encrypted store"))
+		return d.sealDamage(file, r, "atom body", errors.New("not sealed, in an encrypted store"))
 	}
 	if d.Sealer == nil {
 		return nil
@@ -149,11 +154,11 @@ func (d *Decoder) openAtom(file string, r *Record) error {
 	case errors.Is(err, seal.ErrErased):
 		r.Erased = true
 		return nil
-	case err != nil && d.KeepUnopened:
+	case err != nil && d.KeepUnopened && !errors.Is(err, seal.ErrNoKey):
 		r.SealErr = err
 		return nil
 	case err != nil:
-		return sealDamage(file, r, "atom body", err)
+		return d.sealDamage(file, r, "atom body", err)
 	}
 	r.Body, r.Tail, r.Opened = comp, tail, true
 	return nil
@@ -163,7 +168,7 @@ func (d *Decoder) openAtom(file string, r *Record) error {
 // nil (and r.Opened false) if it cannot.
 func (d *Decoder) openField(file string, r *Record, what string) ([]byte, error) {
 	if !seal.IsSealed(r.Stored) {
-		return nil, sealDamage(file, r, what, errors.New("not sealed, in an encrypted store"))
+		return nil, d.sealDamage(file, r, what, errors.New("not sealed, in an encrypted store"))
 	}
 	if d.Sealer == nil {
 		return nil, nil
@@ -174,7 +179,7 @@ func (d *Decoder) openField(file string, r *Record, what string) ([]byte, error)
 		r.Erased = true
 		return nil, nil
 	case err != nil:
-		return nil, sealDamage(file, r, what, err)
+		return nil, d.sealDamage(file, r, what, err)
 	}
 	r.Opened = true
 	if plain == nil {
@@ -192,7 +197,7 @@ func (d *Decoder) openLedger(file string, r *Record) ([]byte, error) {
 		r.Erased = true
 		return nil, nil
 	case err != nil:
-		return nil, sealDamage(file, r, r.Kind.String(), err)
+		return nil, d.sealDamage(file, r, r.Kind.String(), err)
 	}
 	d.ledgerScope, r.Opened, r.Body = scope, true, comp
 	return comp, nil

@@ -80,6 +80,9 @@ const MaxSealedTail = (MaxActionsPerAtom + 1) * 32
 type Sealer struct {
 	Store [16]byte   // the store id, bound into every payload
 	Keys  *seal.Keys // the store's unwrapped data keys
+	// KeysFile names the key table's file: a payload sealed with a key
+	// the table lacks is reported as that file's damage.
+	KeysFile string
 }
 
 // AppendAAD appends the additional data of a payload of kind k of run at

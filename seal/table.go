@@ -192,7 +192,7 @@ func (ks *Keys) Key(no uint64) (*Key, error) {
 	if ks.erased[no] {
 		return nil, fmt.Errorf("%w: data key %d", ErrErased, no)
 	}
-	return nil, fmt.Errorf("%w: no data key %d in the key table", ErrCorrupt, no)
+	return nil, fmt.Errorf("%w: %w: data key %d", ErrCorrupt, ErrNoKey, no)
 }
 
 // Scope returns the newest data key of scope, if there is one.
