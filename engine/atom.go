@@ -497,6 +497,14 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	if a.branch != nil {
 		return a.failBranch(reason)
 	}
+	stored := reason
+	if db.sealer != nil {
+		b, err := db.sealer.Seal(nil, []byte(reason), record.KindFail, r.id, a.seq)
+		if err != nil {
+			return fmt.Errorf("engine: fail run %q seq %d: %w", r.id, a.seq, err)
+		}
+		stored = string(b)
+	}
 	if err := r.lockIdle(ctx); err != nil {
 		return err
 	}
@@ -510,7 +518,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	r.startWriteLocked()
 	r.mu.Unlock()
 
-	rec := record.AppendFail(nil, r.id, a.seq, reason)
+	rec := record.AppendFail(nil, r.id, a.seq, stored)
 	tok := db.track()
 	_, err := db.append(ctx, rec)
 	r.mu.Lock()

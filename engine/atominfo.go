@@ -25,7 +25,7 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
-	return offline.ReadAtomInfo(db.comp, db.log, db.segmentFile, pos, r.id, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+	return offline.ReadAtomInfo(db.comp, db.sealer, db.log, db.segmentFile, pos, r.id, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
 		info := ActionInfo{Fingerprint: fp}
 		e, ok := db.ledger.Lookup(fp)
 		if !ok {

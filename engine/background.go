@@ -220,6 +220,12 @@ func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 		// dictionary encoder has no assembly path (measured: most of the
 		// engine's CPU per atom went to it).
 		c.frame = db.comp.CompressWith(nil, c.frame, frame.CodecS2, 0)
+		if db.sealer != nil && err == nil {
+			// One sealed frame serves the frame file and the snapshot.
+			if c.frame, err = db.sealer.Seal(nil, c.frame, record.PlaceFrame, r.id, c.seq); err != nil {
+				return nil, fmt.Errorf("engine: run %q seq %d: frame: %w", r.id, c.seq, err)
+			}
+		}
 	}
 	return c, err
 }
@@ -253,7 +259,7 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
 	if e := r.mu.end; e != nil {
-		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.result
+		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
 	}
 	c.meta.Parent, c.meta.ForkedAt, c.meta.BaseHead = r.parent, r.base, r.baseHead
 	if c.frame != nil && c.seq == r.base {
@@ -465,7 +471,13 @@ func (db *DB) checkpoint(final bool) error {
 	// The table is shared with the ledger, which searches it in place; a
 	// filesystem may use the buffer it is given to write (pebble's MemFS
 	// scribbles over it in race builds), so it gets a copy.
-	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), bytes.Clone(table), db.opts.NoSync); err != nil {
+	tableFile := bytes.Clone(table)
+	if db.sealer != nil {
+		if tableFile, err = db.sealer.SealStoreFile(table, record.PlaceLedgerTable, gen); err != nil {
+			return fmt.Errorf("engine: checkpoint: ledger table: %w", err)
+		}
+	}
+	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), tableFile, db.opts.NoSync); err != nil {
 		return err
 	}
 	// INBOX is captured after every run: it reflects at least what their
@@ -478,7 +490,13 @@ func (db *DB) checkpoint(final bool) error {
 	// after: until then a crash leaves the old INBOX (of the old
 	// CHECKPOINT) or the new one (of the next, which Open then does not
 	// use and rebuilds from the log).
-	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.opts.NoSync); err != nil {
+	inboxFile := inbox.Marshal()
+	if db.sealer != nil {
+		if inboxFile, err = db.sealer.SealStoreFile(inboxFile, record.PlaceInbox, gen); err != nil {
+			return fmt.Errorf("engine: checkpoint: inbox: %w", err)
+		}
+	}
+	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inboxFile, db.opts.NoSync); err != nil {
 		return err
 	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,

@@ -389,7 +389,9 @@ func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc
 		}
 	}
 	c := pendingCommit{prev: br.tailHead, actions: actions, sizeBound: bound}
-	db.sealAtom(buf, enc, r.id, seq, c.prev)
+	if err := db.sealAtom(buf, enc, r.id, seq, c.prev); err != nil {
+		return nil, nil, err
+	}
 	bc := &branchCommit{a: a, seq: seq, d: d, c: c, enc: *enc, buf: buf, done: make(chan struct{}), recBytes: len(enc.rec)}
 	bc.tok = db.track()
 	bc.w = db.log.AppendAsync(enc.rec)

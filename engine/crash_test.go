@@ -20,6 +20,7 @@ import (
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/google/go-cmp/cmp"
 )
 
@@ -33,7 +34,26 @@ const (
 )
 
 func crashOptions(fs vfs.FS, mode engine.Durability) *engine.Options {
+	return crashOptionsSealed(fs, mode, false)
+}
+
+// crashKeyring is the keyring of the encrypted crash trials.
+var crashKeyring = func() seal.Keyring {
+	ring, err := seal.NewKeyring(map[string][]byte{"crash": bytes.Repeat([]byte{0x5e}, seal.KeySize)}, "crash")
+	if err != nil {
+		panic(err)
+	}
+	return ring
+}()
+
+// crashOptionsSealed is crashOptions, for an encrypted store if sealed.
+func crashOptionsSealed(fs vfs.FS, mode engine.Durability, sealed bool) *engine.Options {
+	var ring seal.Keyring
+	if sealed {
+		ring = crashKeyring
+	}
 	return &engine.Options{
+		Keyring: ring,
 		// Locks in memory: MemFS.Lock deadlocks with a CrashClone taken
 		// while Pebble opens in the background (see faultLockFS).
 		FS:            &faultLockFS{FS: fs},
@@ -50,6 +70,10 @@ func crashOptions(fs vfs.FS, mode engine.Durability) *engine.Options {
 
 // reference is the outcome of the workload on a store that never crashed.
 type reference struct {
+	// sealed: the store is encrypted. Its heads link sealed bytes, whose
+	// nonces are random: they are not compared with the reference's, but
+	// each acknowledged head with what the store holds after the crashes.
+	sealed bool
 	heads  map[string][]chain.Hash // run -> heads[seq-1]
 	frames map[string]*frame.Frame
 	// at holds each run's frame after each atom, encoded (frame.AppendFrame):
@@ -58,15 +82,15 @@ type reference struct {
 	ops uint64 // filesystem operations the whole workload takes
 }
 
-func runReference(t *testing.T, mode engine.Durability) *reference {
+func runReference(t *testing.T, mode engine.Durability, sealed bool) *reference {
 	mem := vfs.NewCrashableMem()
 	var ops atomic.Uint64
 	counter := errorfs.InjectorFunc(func(errorfs.Op) error { ops.Add(1); return nil })
-	db, err := engine.Open("store", crashOptions(errorfs.Wrap(mem, counter), mode))
+	db, err := engine.Open("store", crashOptionsSealed(errorfs.Wrap(mem, counter), mode, sealed))
 	if err != nil {
 		t.Fatal(err)
 	}
-	ref := &reference{heads: map[string][]chain.Hash{}, frames: map[string]*frame.Frame{}, at: map[string][][]byte{}}
+	ref := &reference{sealed: sealed, heads: map[string][]chain.Hash{}, frames: map[string]*frame.Frame{}, at: map[string][][]byte{}}
 	world := agent.NewWorld()
 	for seq := 1; seq <= crashAtoms; seq++ {
 		stepAtoms(t, db, seq, seq, crashRuns, crashSeed, world, ref.heads)
@@ -179,9 +203,19 @@ func TestCrashConvergence(t *testing.T) {
 	if raceEnabled {
 		points = 40 // the race detector looks at interleavings, not counts
 	}
-	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
-		t.Run(mode.String(), func(t *testing.T) {
-			ref := runReference(t, mode)
+	for _, c := range []struct {
+		mode   engine.Durability
+		sealed bool
+	}{{engine.Strict, false}, {engine.Relaxed, false}, {engine.Strict, true}, {engine.Relaxed, true}} {
+		mode, name, points := c.mode, c.mode.String(), points
+		if c.sealed {
+			// Encryption at rest (Options.Keyring): the same trials on an
+			// encrypted store; fewer of them, the plaintext ones cover the
+			// engine's paths, these what sealing changes.
+			name, points = name+"-sealed", max(points/3, 1)
+		}
+		t.Run(name, func(t *testing.T) {
+			ref := runReference(t, mode, c.sealed)
 			if *crashTrialSeed != 0 {
 				n := crashTrial(t, mode, ref, *crashTrialSeed)
 				t.Logf("trial seed %d: %d crash points", *crashTrialSeed, n)
@@ -231,7 +265,7 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 			}
 			return nil
 		}
-		db, err := engine.Open("store", crashOptions(errorfs.Wrap(inj.mem, inj), mode))
+		db, err := engine.Open("store", crashOptionsSealed(errorfs.Wrap(inj.mem, inj), mode, ref.sealed))
 		if err != nil {
 			if inj.crashed.Load() {
 				mem, crashes = inj.clone, crashes+1
@@ -251,6 +285,10 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 			}
 			if run.LastSeq() < a.seq {
 				fail("incarnation %d: run %s lost acknowledged seq %d (last seq %d)", incarnation, a.run, a.seq, run.LastSeq())
+			} else if ref.sealed {
+				if info, err := run.Atom(ctx, a.seq); err != nil || info.Head != a.head {
+					fail("incarnation %d: run %s seq %d: head %v (%v), acknowledged with %v", incarnation, a.run, a.seq, info, err, a.head)
+				}
 			}
 		}
 		done := resume(t, db, world, inj, &acked, ref, fail)
@@ -268,7 +306,7 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 		break
 	}
 	// The store that crashed converges to the one that never did.
-	db, err := engine.Open("store", crashOptions(mem, mode))
+	db, err := engine.Open("store", crashOptionsSealed(mem, mode, ref.sealed))
 	if err != nil {
 		fail("final open: %v", err)
 		return crashes
@@ -281,7 +319,7 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 			fail("final: run %s: %v", id, err)
 			continue
 		}
-		if run.LastSeq() != crashAtoms || run.Head() != ref.heads[id][crashAtoms-1] {
+		if run.LastSeq() != crashAtoms || (!ref.sealed && run.Head() != ref.heads[id][crashAtoms-1]) {
 			fail("final: run %s at seq %d head %v, want %d %v", id, run.LastSeq(), run.Head(), crashAtoms, ref.heads[id][crashAtoms-1])
 		}
 		if diff := cmp.Diff(ref.frames[id], run.State()); diff != "" {
@@ -307,12 +345,23 @@ func crashTrial(t *testing.T, mode engine.Durability, ref *reference, seed int64
 		fail("%d keys took effect, want %d", len(effects), crashRuns*crashAtoms)
 	}
 	db.Close()
-	rep, err := engine.Verify(ctx, "store", &engine.VerifyOptions{FS: mem, Deep: true})
+	rep, err := engine.Verify(ctx, "store", &engine.VerifyOptions{FS: mem, Deep: true, Keyring: crashOptionsSealed(nil, mode, ref.sealed).Keyring})
 	if err != nil {
 		fail("verify: %v", err)
 	} else if !rep.OK {
 		for _, f := range rep.Failures {
 			fail("verify: %s", f)
+		}
+	}
+	if ref.sealed {
+		// Without the keyring: every link over the sealed bytes.
+		rep, err := engine.Verify(ctx, "store", &engine.VerifyOptions{FS: mem})
+		if err != nil {
+			fail("verify without the keyring: %v", err)
+		} else if !rep.OK {
+			for _, f := range rep.Failures {
+				fail("verify without the keyring: %s", f)
+			}
 		}
 	}
 	return crashes
@@ -349,7 +398,7 @@ func resume(t *testing.T, db *engine.DB, world *agent.World, inj *crashInjector,
 			world.Lock()
 			if !inj.crashed.Load() {
 				*acked = append(*acked, ack{run.ID(), seq, head})
-				if want := ref.heads[run.ID()][seq-1]; head != want {
+				if want := ref.heads[run.ID()][seq-1]; !ref.sealed && head != want {
 					fail("run %s seq %d head %v, want %v (as without crashes)", run.ID(), seq, head, want)
 				}
 			}

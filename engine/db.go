@@ -36,7 +36,9 @@ type DB struct {
 
 	log    *wal.Log
 	hasher *chain.Hasher
-	signer *chain.Signer // nil: checkpoints are written unsigned
+	signer *chain.Signer  // nil: checkpoints are written unsigned
+	keys   *storeKeys     // nil: a plaintext store (keys.go)
+	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
 	dicts  *frame.Dicts
 	comp   *frame.Compressor
 	// replayComp is comp with Open's decompression budget, for the log's
@@ -312,9 +314,15 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	db.mu.Unlock()
 
 	rec := record.AppendRun(nil, id, nonce, r.createdAt.UnixNano())
-	tok := db.track()
-	_, err := db.append(ctx, rec)
-	db.untrack(tok)
+	var err error
+	if db.keys != nil {
+		_, err = db.runKey(id) // keys.go: durable before the run exists
+	}
+	if err == nil {
+		tok := db.track()
+		_, err = db.append(ctx, rec)
+		db.untrack(tok)
+	}
 	if err != nil {
 		r.createErr = fmt.Errorf("engine: create run %q: %w", id, err)
 		db.mu.Lock()

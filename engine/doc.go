@@ -218,6 +218,35 @@
 // (reported as ever). continuumctl gc does the same from the command
 // line, for a store no process has open.
 //
+// # Encryption at rest
+//
+// Options.Keyring (a seal.Keyring: the user's key-encryption keys, by id;
+// seal.NewKeyring for keys in memory, or a KMS behind the interface)
+// creates a store encrypted: every payload that holds agent data is
+// sealed with AES-256-GCM under a data key, one per run and one for the
+// store, after compression (atom bodies, intents, certificates, end
+// results, fail reasons, frame files, snapshot values, the ledger's table,
+// INBOX). The data keys are wrapped by the keyring and kept in KEYS, which
+// is made durable before anything is sealed with a key it adds (a run's
+// key before its creation record); KEYS is as precious as the log: back
+// them up together. Run ids, seqs, heads, kinds, statuses and times stay
+// in the clear, and the chain links each record over its sealed bytes, so
+// Verify without any key checks every record, link, checkpoint and
+// signature (Report.Unchecked says the payloads were not opened);
+// VerifyOptions.Keyring with Deep also opens every payload and checks
+// frames, fingerprints, certificates and references. Open fails with
+// ErrKeyring for an encrypted store without a keyring (or a plaintext one
+// with a keyring: a store stays what it was created), and with an error
+// matching seal.ErrUnknownKey or seal.ErrWrongKey for a keyring that lacks
+// a key KEYS needs or holds a wrong one, before any record is read.
+// Rotation: a keyring whose Current is a new key wraps the data keys of
+// the runs created from then on; the old key stays needed until DB.Rekey
+// (continuumctl rekey) re-wraps every data key with the current one. The
+// read-only tools take the keyring too (InspectOptions.Keyring,
+// continuumctl --keyring FILE, seal.ParseKeyringFile's format). A
+// plaintext store's format is byte for byte what it was. See
+// docs/DESIGN.md, "Encryption at rest", and record/seal.go.
+//
 // # Messages between runs
 //
 // An atom sends bytes to another run of the store with Atom.Send(ctx, to,
@@ -451,6 +480,10 @@
 //
 // # Caveats
 //
+//   - Encryption hides content, not sizes, counts, timing or run ids. A
+//     rollback record (its compensations' tools and arguments) and a
+//     deletion's reason are not sealed. Scan reads an encrypted store
+//     without opening its payloads (LogRecord.Sealed).
 //   - One process per store (a file lock). Within the process, one DB:
 //     a second Open fails with ErrLocked whatever path names the store
 //     (the store is known by its directory's device and inode). A store

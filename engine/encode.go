@@ -4,6 +4,7 @@ package engine
 // log (docs/DESIGN.md, "Write path").
 
 import (
+	"fmt"
 	"sync"
 	"sync/atomic"
 
@@ -41,6 +42,13 @@ func (db *DB) encodeAtom(buf *encBuf, run string, seq uint64, prev chain.Hash, a
 	e, err := db.encodeAtomBody(buf, run, seq, actions, d, exts, seal)
 	if err != nil {
 		return encodedAtom{}, err
+	}
+	if db.sealer != nil {
+		db.compressAtomBody(buf, e)
+		if err := db.sealAtom(buf, &e, run, seq, prev); err != nil {
+			return encodedAtom{}, err
+		}
+		return e, nil
 	}
 	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
 	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
@@ -105,12 +113,28 @@ func (db *DB) compressAtomBody(buf *encBuf, e encodedAtom) {
 // sealAtom completes e, whose body encodeAtomBody built and
 // compressAtomBody compressed, as atom seq of run after prev: the record
 // encodeAtom would have built, with one more copy (of the compressed
-// body, after the header).
-func (db *DB) sealAtom(buf *encBuf, e *encodedAtom, run string, seq uint64, prev chain.Hash) {
+// body, after the header). In an encrypted store (record/seal.go) the
+// compressed body and the chained payload's tail are sealed together, and
+// the chain links the atom over the sealed bytes; the error is the
+// seal's.
+func (db *DB) sealAtom(buf *encBuf, e *encodedAtom, run string, seq uint64, prev chain.Hash) error {
+	if db.sealer != nil {
+		sealed, err := db.sealer.SealAtomBody(buf.sealed[:0], run, seq, buf.comp, buf.sums)
+		if err != nil {
+			return fmt.Errorf("engine: run %q seq %d: %w", run, seq, err)
+		}
+		buf.sealed = sealed
+		e.head = db.hasher.Link(run, seq, prev, sealed)
+		rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
+		buf.rec = append(rec, sealed...)
+		e.rec = buf.rec
+		return nil
+	}
 	e.head = db.hasher.LinkParts(run, seq, prev, e.body, buf.sums)
 	rec := record.AppendAtomHeader(buf.rec[:0], run, seq, e.head)
 	buf.rec = append(rec, buf.comp...)
 	e.rec = buf.rec
+	return nil
 }
 
 // encBuf holds the scratch buffers of one Commit.
@@ -123,13 +147,14 @@ type encBuf struct {
 	ext     []byte               // the data of the message extensions (messageExts)
 	exts    []record.AtomExt     // the body's extensions; their Data alias ext
 	comp    []byte               // a branch's compressed body, before its header is known (sealAtom)
+	sealed  []byte               // an encrypted store's sealed body (sealAtom)
 }
 
 func getBuf() *encBuf { return bufPool.Get().(*encBuf) }
 
 func putBuf(b *encBuf) {
 	const keep = 1 << 20 // don't pin huge buffers
-	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep || cap(b.comp) > keep {
+	if cap(b.rec) > keep || cap(b.body) > keep || cap(b.ext) > keep || cap(b.comp) > keep || cap(b.sealed) > keep {
 		return
 	}
 	clear(b.exts) // the pool keeps no message alive

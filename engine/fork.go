@@ -91,9 +91,14 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 	db.mu.Unlock()
 
 	rec := record.AppendFork(nil, id, nonce, r.createdAt.UnixNano(), src, at, parentHead)
-	tok := db.track()
-	_, err = db.append(ctx, rec)
-	db.untrack(tok)
+	if db.keys != nil {
+		_, err = db.runKey(id) // keys.go: durable before the run exists
+	}
+	if err == nil {
+		tok := db.track()
+		_, err = db.append(ctx, rec)
+		db.untrack(tok)
+	}
 	if err != nil {
 		r.createErr = fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
 		db.mu.Lock()

@@ -470,7 +470,7 @@ func FuzzEngineFrameFile(f *testing.F) {
 			if err != nil || !reflect.DeepEqual(ff, ff2) || !bytes.Equal(ff2.Marshal(), enc) {
 				t.Fatalf("frame file %x re-encodes to %x, parsing to %+v (%v)", b, enc, ff2, err)
 			}
-			if _, err := db.decodeFrame(ff.Frame, "x.frame"); err != nil && !errors.Is(err, ErrCorrupt) {
+			if _, err := db.decodeFrame(ff.Frame, ff.Run, ff.Seq, "x.frame"); err != nil && !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("frame decoding error does not match ErrCorrupt: %v", err)
 			}
 		})

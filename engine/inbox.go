@@ -259,6 +259,11 @@ func (db *DB) loadInboxFileLocked() string {
 	if err != nil {
 		return err.Error()
 	}
+	if db.sealer != nil {
+		if b, err = db.sealer.OpenStoreFile(b, record.PlaceInbox, m.gen); err != nil {
+			return err.Error()
+		}
+	}
 	in, err := layout.ParseInbox(name, b)
 	if err != nil {
 		return err.Error()

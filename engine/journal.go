@@ -26,7 +26,7 @@ type journal struct {
 	atom *Atom
 }
 
-func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+func (j *journal) write(ctx context.Context, kind record.Kind, run string, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
 	db := j.db
 	if err := ctx.Err(); err != nil {
 		return ledger.Loc{}, err
@@ -36,6 +36,12 @@ func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *l
 			ErrTooLarge, kind, len(body), MaxSize)
 	}
 	rec := record.AppendLedger(make([]byte, 0, 1+len(body)/2+16), kind, body, db.comp, db.curDict.Load())
+	if db.sealer != nil {
+		var err error
+		if rec, err = db.sealer.SealLedger(rec[:1:1], rec[1:], kind, run); err != nil {
+			return ledger.Loc{}, fmt.Errorf("engine: %s record of run %q: %w; nothing was written", kind, run, err)
+		}
+	}
 	db.sample(body)
 	if !wait {
 		// Relaxed: enqueue and return at once. The fsync of the atom's
@@ -75,7 +81,7 @@ func (j *journal) write(ctx context.Context, kind record.Kind, body []byte, c *l
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	loc, err := j.write(ctx, record.KindIntent, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	loc, err := j.write(ctx, record.KindIntent, in.RunID, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
 	if err == nil && j.atom != nil {
 		j.atom.noteStarted(in)
 	}
@@ -83,7 +89,7 @@ func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Lo
 }
 
 func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	return j.write(ctx, record.KindCert, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+	return j.write(ctx, record.KindCert, c.RunID, ledger.AppendCertificate(nil, c), c, !j.relaxed)
 }
 
 func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -21,6 +22,9 @@ func (db *DB) loadLedgerTable(gen uint64, at wal.Pos) {
 	name := db.ledgerTableName(gen)
 	why := ""
 	b, err := layout.ReadFile(db.fs, name)
+	if err == nil && db.sealer != nil {
+		b, err = db.sealer.OpenStoreFile(b, record.PlaceLedgerTable, gen)
+	}
 	if err == nil {
 		why = layout.CheckLedgerTable(b, gen, at)
 	} else if layout.NotExist(err) {

@@ -54,6 +54,18 @@ type runEnd struct {
 	at     time.Time
 	result []byte
 	head   chain.Hash // h(lastSeq+1): the end record's link
+	// stored is the result as the end record stores it, sealed, in an
+	// encrypted store (nil otherwise): what CHECKPOINT's row holds there.
+	stored []byte
+}
+
+// rowResult is the result CHECKPOINT's row of the run holds: the end
+// record's stored result (sealed in an encrypted store).
+func (e *runEnd) rowResult() []byte {
+	if e.stored != nil {
+		return e.stored
+	}
+	return e.result
 }
 
 // Status returns the run's status: StatusActive until End.
@@ -102,9 +114,21 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	}
 	now := time.Now()
 	seq := r.mu.lastSeq + 1
-	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), result)
+	stored := result
+	if db.sealer != nil {
+		// The chain links the end over its stored, sealed result.
+		var err error
+		if stored, err = db.sealer.Seal(nil, result, record.KindEnd, r.id, seq); err != nil {
+			r.mu.Unlock()
+			return fmt.Errorf("engine: end run %q: %w", r.id, err)
+		}
+	}
+	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), stored)
 	head := db.hasher.Link(r.id, seq, r.mu.head, payload)
-	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), result)
+	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), stored)
+	if db.sealer == nil {
+		stored = nil
+	}
 	// The run refuses Begin and a second End while the end is written, and
 	// readers keep the last committed view: nothing holds r.mu across the
 	// fsync.
@@ -121,7 +145,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err != nil {
 		return fmt.Errorf("engine: end run %q: %w", r.id, err)
 	}
-	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head}
+	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head, stored: stored}
 	// Its inbox closes: nothing more is delivered to it.
 	db.publishRunGone(record.KindEnd, r.id)
 	db.writeChainCheckpointLocked(r) // final: it covers the end's link

@@ -141,6 +141,9 @@ func (db *DB) open() error {
 
 	db.ledger = ledger.New()
 	err = db.recover(cp, scanFrom)
+	if err == nil && db.keys != nil {
+		err = db.checkRunKeys() // keys.go
+	}
 	if err == nil {
 		if dmg := db.log.Recovery().Damage; dmg != nil {
 			err = db.logDamage(dmg, db.replayedSeqs())
@@ -153,6 +156,11 @@ func (db *DB) open() error {
 		if err = db.log.StartWriting(); err != nil {
 			err = fmt.Errorf("engine: open log: %w", err)
 		}
+	}
+	if err == nil && fresh && db.opts.Keyring != nil {
+		// KEYS before STORE: a store whose STORE says it is encrypted has
+		// its key table (keys.go).
+		err = db.createKeys()
 	}
 	if err == nil && fresh {
 		// STORE is written once the first segment exists (StartWriting
@@ -337,6 +345,14 @@ func (db *DB) openStoreFile() (fresh bool, err error) {
 			return false, fmt.Errorf("engine: %s: the store's chain is not keyed: open it without Options.ChainKey", name)
 		}
 		db.storeID = s.ID
+		switch ring := db.opts.Keyring != nil; {
+		case s.Sealed() && !ring:
+			return false, fmt.Errorf("%w: %s: the store is encrypted: open it with its Options.Keyring", ErrKeyring, name)
+		case !s.Sealed() && ring:
+			return false, fmt.Errorf("%w: %s: the store is not encrypted (a plaintext store stays plaintext): open it without Options.Keyring", ErrKeyring, name)
+		case s.Sealed():
+			return false, db.openKeys() // keys.go
+		}
 		return false, nil
 	}
 	if !layout.NotExist(err) {
@@ -387,6 +403,9 @@ func (db *DB) writeStoreFile() error {
 	s := layout.Store{ID: db.storeID, Created: time.Now().UnixNano(), Mode: layout.ChainUnkeyed}
 	if db.opts.ChainKey != nil {
 		s.Mode = layout.ChainKeyed
+	}
+	if db.keys != nil {
+		s.Mode |= layout.ChainSealed
 	}
 	return layout.WriteFileAtomic(db.fs, db.path(layout.StoreName), s.Marshal(), db.opts.NoSync)
 }

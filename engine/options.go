@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/seal"
 )
 
 // Durability selects how many fsync waits an atom costs. See the
@@ -90,6 +91,15 @@ type Options struct {
 	// and every later hash is detected. Keep it outside the store; verify
 	// needs it too.
 	ChainKey []byte
+	// Keyring, when set, encrypts the store at rest (AES-256-GCM, package
+	// seal): a new store is created encrypted, with its key table KEYS
+	// (data keys wrapped by the keyring's keys); an existing one must have
+	// been created with a keyring, and Open fails if this one lacks a key
+	// the store needs (seal.ErrUnknownKey) or holds a wrong one
+	// (seal.ErrWrongKey). See the package documentation, "Encryption at
+	// rest". Nil: a plaintext store (and an encrypted one is refused,
+	// ErrKeyring).
+	Keyring seal.Keyring
 	// Durability is Strict (default) or Relaxed.
 	Durability Durability
 	// CheckpointEvery writes a chain checkpoint (signed if SigningKey is

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"slices"
@@ -189,6 +190,9 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	}
 	if c.Status != 0 {
 		r.mu.end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
+		if db.sealer != nil {
+			r.mu.end.result, r.mu.end.stored = db.openRowResult(r.id, c.LastSeq+1, c.Result), c.Result
+		}
 	}
 }
 
@@ -302,7 +306,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			}
 			return damage(rec.Run, rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
 		default:
-			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head}
+			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			db.replayedMessageEvent(rec, nil, false)
 		}
@@ -340,7 +344,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 // compressor and dictionaries; ledgerRecords asks for the intents and
 // certificates decoded.
 func (db *DB) decoder(ledgerRecords bool) *record.Decoder {
-	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts,
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, Sealed: db.sealer != nil, Sealer: db.sealer,
 		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
 }
 
@@ -379,13 +383,21 @@ func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
 	if ff.Run != run {
 		return nil, 0, record.Corruptf(name, "holds run %q, want %q", ff.Run, run)
 	}
-	f, err := db.decodeFrame(ff.Frame, name)
+	f, err := db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
 	if err != nil {
 		return nil, 0, err
 	}
 	return f, ff.Seq, nil
 }
 
-func (db *DB) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+// In an encrypted store the frame is sealed (record.PlaceFrame), for run
+// at seq.
+func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
+	if db.sealer != nil {
+		var err error
+		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
+			return nil, record.Corruptf(where, "frame: %v", err)
+		}
+	}
 	return layout.DecodeFrame(db.comp, compressed, where)
 }

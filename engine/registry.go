@@ -85,7 +85,7 @@ func (lr *logRun) listedRight(c *layout.CheckpointRun) bool {
 	// The row's status, time and result are served by RunInfo without the
 	// log being read: they must be the end record's, not only its head.
 	return end == nil || uint8(end.status) == c.Status && end.head == c.EndHead &&
-		end.at.UnixNano() == c.Ended && bytes.Equal(end.result, c.Result)
+		end.at.UnixNano() == c.Ended && bytes.Equal(end.rowResult(), c.Result)
 }
 
 // checkRegistry runs the comparison once and returns its error. It must
@@ -164,7 +164,7 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 				case r.Kind == record.KindAtom && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
 					lr.after = append(lr.after, r.Head)
 				case r.Kind == record.KindEnd && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
-					lr.endAfter = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head}
+					lr.endAfter = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head, stored: bytes.Clone(r.Stored)}
 				}
 			}
 			continue
@@ -232,7 +232,7 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 			case r.Seq != lr.last+1:
 				return nil, nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
 			}
-			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head}
+			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head, stored: bytes.Clone(r.Stored)}
 		case record.KindDelete:
 			if lr := runs[r.Run]; lr != nil {
 				if lr.end == nil || r.Seq != lr.last+2 || r.Final != lr.end.head {

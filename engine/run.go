@@ -488,7 +488,7 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, sum [32]byte, why s
 	if ff.Seq == r.mu.frameSumSeq && sum != r.mu.frameSum {
 		return nil, 0, sum, fmt.Sprintf("it is not the file this process read or wrote at seq %d", ff.Seq), nil
 	}
-	f, err = db.decodeFrame(ff.Frame, name)
+	f, err = db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
 	if err != nil {
 		return nil, 0, sum, err.Error(), nil
 	}

@@ -101,7 +101,7 @@ func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error
 		return nil, err
 	}
 	a := &record.Record{}
-	if err := (&record.Decoder{}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
+	if err := (&record.Decoder{Sealed: db.sealer != nil, Sealer: db.sealer}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
 	}
 	if a.Kind != record.KindAtom {
@@ -185,7 +185,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			if chain.Hash(snap.Head) != a.Head {
 				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.Head[:8]))
 			}
-			if f, err = db.decodeFrame(snap.Frame, "snapshot of run "+r.id); err != nil {
+			if f, err = db.decodeFrame(snap.Frame, r.id, base, "snapshot of run "+r.id); err != nil {
 				return mismatch(base, err)
 			}
 			continue

@@ -12,6 +12,9 @@ package layout
 // The chain mode is 1 for an unkeyed chain, 2 for a keyed one
 // (Options.ChainKey); 0, what stores written before it was recorded hold
 // there, says nothing (verify then tells a keyed chain by its links).
+// An encrypted store (Options.Keyring) adds ChainSealed (0x0100) to 1 or 2:
+// its payloads are sealed (package seal), its key table is KEYS (keys.go),
+// and its chain links each record over its stored, sealed bytes.
 //
 // CHECKPOINT, version 3 (written):
 //
@@ -97,7 +100,7 @@ const (
 type Store struct {
 	ID      [16]byte
 	Created int64
-	Mode    uint16 // ChainUnrecorded, ChainUnkeyed or ChainKeyed
+	Mode    uint16 // ChainUnrecorded, ChainUnkeyed or ChainKeyed, plus ChainSealed
 }
 
 // Chain modes of the STORE file.
@@ -105,7 +108,16 @@ const (
 	ChainUnrecorded uint16 = 0
 	ChainUnkeyed    uint16 = 1
 	ChainKeyed      uint16 = 2
+	// ChainSealed, added to ChainUnkeyed or ChainKeyed, marks an
+	// encrypted store.
+	ChainSealed uint16 = 0x0100
 )
+
+// Sealed reports whether the store is encrypted.
+func (s *Store) Sealed() bool { return s.Mode&ChainSealed != 0 }
+
+// Keyed reports whether the store's chain is keyed.
+func (s *Store) Keyed() bool { return s.Mode&^ChainSealed == ChainKeyed }
 
 func (s *Store) Marshal() []byte {
 	b := make([]byte, 0, StoreFileSize)
@@ -131,7 +143,7 @@ func ParseStore(name string, b []byte) (*Store, error) {
 		return nil, record.Corruptf(name, "unknown version %d", v)
 	}
 	s := &Store{Created: int64(binary.LittleEndian.Uint64(b[28:])), Mode: binary.LittleEndian.Uint16(b[10:])}
-	if s.Mode > ChainKeyed {
+	if base := s.Mode &^ ChainSealed; base > ChainKeyed || (base == ChainUnrecorded && s.Mode != base) {
 		return nil, record.Corruptf(name, "unknown chain mode %d", s.Mode)
 	}
 	copy(s.ID[:], b[12:28])

@@ -64,6 +64,26 @@ func TestGoldenStore(t *testing.T) {
 			` + hexStoreID + ` # store id
 			0000faed51728618   # created 2026-01-01T00:00:00Z, Unix ns
 			1f7a77fd           # crc32c of the 36 bytes before`,
+	}, {
+		name: "sealed unkeyed",
+		s:    Store{ID: goldenStoreID, Created: 1767225600000000000, Mode: ChainUnkeyed | ChainSealed},
+		hex: `
+			434e544d53544f52   # "CNTMSTOR"
+			0100               # version 1
+			0101               # chain mode 0x0101: unkeyed, sealed (Options.Keyring)
+			` + hexStoreID + ` # store id
+			0000faed51728618   # created 2026-01-01T00:00:00Z, Unix ns
+			933db0a5           # crc32c of the 36 bytes before`,
+	}, {
+		name: "sealed keyed",
+		s:    Store{ID: goldenStoreID, Created: 1767225600000000000, Mode: ChainKeyed | ChainSealed},
+		hex: `
+			434e544d53544f52   # "CNTMSTOR"
+			0100               # version 1
+			0201               # chain mode 0x0102: keyed, sealed
+			` + hexStoreID + ` # store id
+			0000faed51728618   # created 2026-01-01T00:00:00Z, Unix ns
+			82b143d3           # crc32c of the 36 bytes before`,
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := goldenhex.Decode(t, c.hex)

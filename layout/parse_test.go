@@ -73,7 +73,8 @@ func TestParseStoreRefuses(t *testing.T) {
 		{"unknown version 0", withCRC(edit(good, func(b []byte) []byte { b[8] = 0; return b })), "unknown version 0"},
 		{"unknown version 2", withCRC(edit(good, func(b []byte) []byte { b[8] = 2; return b })), "unknown version 2"},
 		{"unknown chain mode", withCRC(edit(good, func(b []byte) []byte { b[10] = 3; return b })), "unknown chain mode 3"},
-		{"chain mode high byte", withCRC(edit(good, func(b []byte) []byte { b[11] = 1; return b })), "unknown chain mode 258"},
+		{"chain mode high byte", withCRC(edit(good, func(b []byte) []byte { b[11] = 2; return b })), "unknown chain mode 514"},
+		{"sealed, mode unrecorded", withCRC(edit(good, func(b []byte) []byte { b[10], b[11] = 0, 1; return b })), "unknown chain mode 256"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			s, err := ParseStore(file, c.b)

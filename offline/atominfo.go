@@ -128,12 +128,13 @@ func (info *ActionInfo) SetCert(c *ledger.Certificate, pos wal.Pos) {
 }
 
 // ReadAtomInfo reads the atom of run at seq, at pos in log (whose records
-// comp decompresses; file names a segment), and decodes its delta and
-// actions, asking action for what the ledger knows of each fingerprint.
-// Inspector.Atom and engine's Run.Atom use it.
-func ReadAtomInfo(comp record.Compressor, log *wal.Log, file func(seg uint64) string, pos wal.Pos, run string, seq uint64,
+// comp decompresses and, in an encrypted store, sealer opens; file names a
+// segment), and decodes its delta and actions, asking action for what the
+// ledger knows of each fingerprint. Inspector.Atom and engine's Run.Atom
+// use it.
+func ReadAtomInfo(comp record.Compressor, sealer *record.Sealer, log *wal.Log, file func(seg uint64) string, pos wal.Pos, run string, seq uint64,
 	action func(ledger.Fingerprint) (ActionInfo, error)) (*AtomInfo, error) {
-	a, err := readAt(&record.Decoder{}, log, file(pos.Segment), pos, record.KindAtom)
+	a, err := readAt(&record.Decoder{Sealed: sealer != nil, Sealer: sealer}, log, file(pos.Segment), pos, record.KindAtom)
 	if err != nil {
 		return nil, err
 	}
@@ -234,7 +235,7 @@ func (in *Inspector) atom(ctx context.Context, run string, seq uint64, clip *val
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return ReadAtomInfo(in.st.db.comp, in.st.log, in.st.db.segmentFile, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
+	return ReadAtomInfo(in.st.db.comp, in.st.db.sealer, in.st.log, in.st.db.segmentFile, pos, run, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
 		info, err := in.actionInfo(fp)
 		clip.action(&info)
 		return info, err

@@ -15,6 +15,7 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -156,6 +157,10 @@ type InspectOptions struct {
 	// plus 256 times the compressed bytes read. Past it, the call fails with
 	// an error matching frame.ErrBudget.
 	Budget *frame.Budget
+	// Keyring opens the payloads of an encrypted store (the keyring it was
+	// written with): required for one, refused for a plaintext store
+	// (ErrKeyring).
+	Keyring seal.Keyring
 }
 
 // Inspector is a read-only index of a store, built by one pass over its
@@ -226,7 +231,7 @@ func inspectOnce(ctx context.Context, dir string, opts *InspectOptions) (*Inspec
 	if opts != nil {
 		o = *opts
 	}
-	st, err := openReadOnly(dir, o.FS, o.Budget)
+	st, err := openReadOnly(dir, o.FS, o.Budget, o.Keyring, false)
 	if err != nil {
 		return nil, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -32,6 +33,9 @@ type LogRecord struct {
 	Dict  uint32
 	// Record is the record itself. It is valid only during the callback.
 	Record []byte
+	// Sealed: the record's payload is sealed (an encrypted store, read by
+	// Scan, which opens nothing): Codec, Dict and RawSize say nothing of it.
+	Sealed bool
 }
 
 // readOnlyStore is the part of a DB that reading a store without opening it
@@ -49,7 +53,9 @@ type readOnlyStore struct {
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
 // The log is nil if the store has no wal directory yet.
 // Every record it decompresses is charged to budget (nil: frame.NewBudget()).
-func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, error) {
+// An encrypted store needs ring, unless sealedOK (Scan, which opens no
+// payload).
+func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring, sealedOK bool) (*readOnlyStore, error) {
 	if fs == nil {
 		fs = vfs.Default
 	}
@@ -79,6 +85,18 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget) (*readOnlyStore, 
 		budget = frame.NewBudget()
 	}
 	db.comp = frame.NewCompressor(db.dicts).WithBudget(budget)
+	if sf.Sealed() {
+		// Reading an encrypted store means opening its payloads: without
+		// the keyring the tools would show nothing but sealed bytes.
+		if ring == nil && !sealedOK {
+			return nil, fmt.Errorf("%w: %s: the store is encrypted: read it with its keyring (InspectOptions.Keyring, continuumctl --keyring FILE)", ErrKeyring, storeName)
+		}
+		if _, err := db.openKeys(sf.ID, ring); err != nil && ring != nil {
+			return nil, fmt.Errorf("engine: %w", err)
+		}
+	} else if ring != nil {
+		return nil, fmt.Errorf("%w: %s: the store is not encrypted: read it without a keyring", ErrKeyring, storeName)
+	}
 	s := &readOnlyStore{db: db, storeID: sf.ID, created: time.Unix(0, sf.Created)}
 	s.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil && !layout.NotExist(err) {
@@ -103,12 +121,19 @@ func (s *readOnlyStore) close() error {
 // and the codec and dictionary of its compressed part.
 func (s *readOnlyStore) describe(r *record.Record, lr *LogRecord) error {
 	*lr = LogRecord{Kind: r.Kind.String(), Run: r.Run, Seq: r.Seq, Pos: r.Pos, Size: len(r.Raw), RawSize: len(r.Raw), Record: r.Raw}
+	if r.Stored != nil && !r.Opened {
+		lr.Sealed = true // sealed, not opened: its size alone
+		return nil
+	}
 	var compressed []byte
 	switch r.Kind {
 	case record.KindAtom:
 		compressed = r.Body
 	case record.KindIntent, record.KindCert:
 		compressed = r.Raw[1:]
+		if r.Stored != nil {
+			compressed = r.Body // opened from its seal
+		}
 	default:
 		return nil
 	}
@@ -177,7 +202,7 @@ func Scan(ctx context.Context, dir string, fs vfs.FS, fn func(*LogRecord) error)
 	called := false
 	var scanErr error
 	err := retryVanished(ctx, func() error {
-		s, err := openReadOnly(dir, fs, nil)
+		s, err := openReadOnly(dir, fs, nil, nil, true)
 		if err != nil {
 			return err
 		}

@@ -123,7 +123,9 @@ func (vr *verifyRun) compareSnapshotStore(ctx context.Context, log *wal.Log, s *
 	for run, rs := range vr.runs {
 		last[run] = rs.base
 	}
-	dec := &record.Decoder{Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
+	// The atoms' bodies are applied: opened from their seals in an
+	// encrypted store.
+	dec := &record.Decoder{Sealed: db.sealed, Sealer: db.sealer, Skip: func(k record.Kind, _ []byte) bool { return k != record.KindAtom }}
 	c, err := record.NewCursor(log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.unchecked = append(vr.unchecked, fmt.Sprintf("the snapshot store (the log cannot be read: %v)", err))
@@ -205,7 +207,7 @@ func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, 
 		vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log (it decompresses to %d bytes, the frame's encoding is %d)", run, seq, n, len(enc))
 		return
 	}
-	got, err := vr.db.decodeFrame(snap.Frame, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
+	got, err := vr.db.decodeFrame(snap.Frame, run, seq, fmt.Sprintf("%s: snapshot of run %q seq %d", dir, run, seq))
 	if err != nil {
 		vr.fail(run, seq, dir, "%v", err)
 		return

@@ -22,6 +22,9 @@ var (
 	ErrNotAStore = errors.New("continuum: not a CONTINUUM store")
 	// ErrSeqOutOfRange is returned for a seq beyond a run's last.
 	ErrSeqOutOfRange = errors.New("continuum: seq out of range")
+	// ErrKeyring: the store and the keyring given do not match (an
+	// encrypted store read without one, a plaintext store with one).
+	ErrKeyring = errors.New("continuum: keyring")
 )
 
 // CorruptionError is record.CorruptionError: every damage the tools report.
@@ -36,6 +39,10 @@ type store struct {
 	dicts      *frame.Dicts
 	comp       *frame.Compressor
 	newestDict uint32 // the newest dictionary, once loadDicts ran
+	// sealed: the store is encrypted (STORE's ChainSealed); sealer opens
+	// its payloads, nil without the keyring (keys.go).
+	sealed bool
+	sealer *record.Sealer
 	// lastSeg caches segmentFile's last answer: verify and scan name the
 	// segment of every atom they decode.
 	lastSeg atomic.Pointer[segName]
@@ -75,7 +82,8 @@ func (db *store) loadDicts() error {
 // decoder returns a decoder of the log's records; ledgerRecords asks for
 // intents and certificates decoded.
 func (db *store) decoder(ledgerRecords bool) *record.Decoder {
-	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, DictFile: db.dictFile, LoadDict: db.loadDict}
+	return &record.Decoder{Comp: db.comp, Ledger: ledgerRecords, Dicts: db.dicts, DictFile: db.dictFile, LoadDict: db.loadDict,
+		Sealed: db.sealed, Sealer: db.sealer}
 }
 
 func (db *store) dictFile(id uint32) string {
@@ -100,7 +108,18 @@ func (db *store) loadDict(id uint32) error {
 	return db.dicts.Add(id, dict)
 }
 
-func (db *store) decodeFrame(compressed []byte, where string) (*frame.Frame, error) {
+// In an encrypted store the frame is sealed (record.PlaceFrame), for run
+// at seq; without the keyring it cannot be read.
+func (db *store) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
+	if db.sealed {
+		if db.sealer == nil {
+			return nil, record.Corruptf(where, "frame: sealed, and no keyring was given")
+		}
+		var err error
+		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
+			return nil, record.Corruptf(where, "frame: %v", err)
+		}
+	}
 	return layout.DecodeFrame(db.comp, compressed, where)
 }
 

@@ -1,6 +1,7 @@
 package offline
 
 import (
+	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/hex"
@@ -17,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
@@ -47,6 +49,14 @@ type VerifyOptions struct {
 	Trusted *chain.State
 	// ChainKey is the keyed-mode secret the store was written with.
 	ChainKey []byte
+	// Keyring opens an encrypted store's payloads (the keyring it was
+	// written with: engine.Options.Keyring). Without it Verify still
+	// checks every record, link, checkpoint and signature of an encrypted
+	// store (the chain covers the sealed bytes) and says, in
+	// Report.Unchecked, that the payloads were not opened; Deep needs it.
+	// A keyring that lacks a key the store needs, or holds a wrong one, is
+	// an error (seal.ErrUnknownKey, seal.ErrWrongKey).
+	Keyring seal.Keyring
 	// Deep also rebuilds every run's frame from its deltas and compares it
 	// with the run's frame file, so that a frame file edited to change what
 	// the next restart resumes from is detected; and checks the snapshot
@@ -95,7 +105,8 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	storeName := fs.PathJoin(dir, layout.StoreName)
 	b, err := layout.ReadFile(fs, storeName)
 	var storeID string
-	var keyed bool     // STORE says the chain is keyed
+	var keyed bool // STORE says the chain is keyed
+	var sf *layout.Store
 	var storeErr error // STORE is missing from a store that has a log: reported
 	switch {
 	case layout.NotExist(err):
@@ -113,12 +124,12 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	case err != nil:
 		return nil, err
 	default:
-		sf, err := layout.ParseStore(storeName, b)
+		sf, err = layout.ParseStore(storeName, b)
 		if err != nil {
 			return nil, err
 		}
 		storeID = hex.EncodeToString(sf.ID[:])
-		keyed = sf.Mode == layout.ChainKeyed
+		keyed = sf.Keyed()
 	}
 
 	// Dictionaries, read-only.
@@ -132,6 +143,17 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 		o.Budget = frame.NewBudget()
 	}
 	db.comp = frame.NewCompressor(db.dicts).WithBudget(o.Budget)
+	var unopened []string
+	var keysDamage error
+	if sf != nil && sf.Sealed() {
+		if keysDamage, err = db.openKeys(sf.ID, o.Keyring); err != nil {
+			return nil, fmt.Errorf("engine: verify: %w", err)
+		}
+		if db.sealer == nil {
+			unopened = append(unopened, notOpenedPayloads)
+			o.Deep = false
+		}
+	}
 
 	v, err := chain.NewVerifier(chain.VerifyOptions{Key: o.ChainKey, PublicKey: o.PublicKey, Origin: o.Origin, Trusted: o.Trusted,
 		UnsignedTail: o.UnsignedTail, Keyed: keyed})
@@ -141,6 +163,9 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	v.Store(storeID)
 	if storeErr != nil {
 		v.Corrupt(storeName, storeErr)
+	}
+	if keysDamage != nil {
+		v.Corrupt(db.path(layout.KeysName), keysDamage)
 	}
 	hasher, err := chain.NewHasher(o.ChainKey)
 	if err != nil {
@@ -199,6 +224,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	vr.reportRollbacks(rep) // verify_rollback.go
 	vr.applyDeletions(rep)  // verify_delete.go
 	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
+	rep.Unchecked = append(rep.Unchecked, unopened...)
 	rep.Duration = time.Since(start)
 	return rep, nil
 }
@@ -319,7 +345,9 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		// none (a store opened and closed with nothing written).
 		vr.dc.end = wal.Pos{Segment: segs[0].ID, Offset: wal.SegmentHeaderSize}
 	}
-	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, vr.db.decoder(true))
+	dec := vr.db.decoder(true)
+	dec.KeepUnopened = true // reported below, at its run and seq
+	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.readErr(err)
 		return
@@ -362,9 +390,15 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			vr.born[r.Run] = true
 		case record.KindIntent:
 			// Intents are not chained: checked, and (Deep) compared.
+			if r.Intent == nil {
+				continue // sealed, not opened (no keyring, or erased)
+			}
 			vr.noteIntent(r.Intent, pos, loc)
 		case record.KindCert:
 			cert := r.Cert // only its digest is kept
+			if cert == nil {
+				continue // sealed, not opened
+			}
 			vr.noteCert(cert, pos, loc)
 			if cert.Status == ledger.StatusDone || cert.Status == ledger.StatusResolved {
 				// The ledger never certifies an action twice (Resolve of a
@@ -391,6 +425,10 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 			rs.ended = true
 			rs.end = record.Record{Status: r.Status, Ended: r.Ended, Result: append([]byte(nil), r.Result...)}
+			if vr.db.sealed {
+				// CHECKPOINT's row holds the result as stored, sealed.
+				rs.end.Result = append([]byte(nil), r.Stored...)
+			}
 			vr.messageRunGone(r.Kind, r.Run, r.Pos)
 			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
 			if rs.base+uint64(len(rs.heads))+1 == r.Seq {
@@ -427,12 +465,28 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	if vr.deep {
 		dst = nil
 	}
+	if vr.db.sealed {
+		// The chain covers the sealed body as stored (record/seal.go).
+		vr.v.Record(a.Run, a.Seq, a.Stored, a.Head, loc)
+		if a.SealErr != nil {
+			vr.fail(a.Run, a.Seq, loc, "atom body: %v", a.SealErr)
+		}
+		if !a.Opened {
+			// No keyring, or the run's key was erased: only the link.
+			if rs := vr.run(a.Run); rs.base+uint64(len(rs.heads))+1 == a.Seq {
+				rs.heads = append(rs.heads, a.Head)
+			}
+			return payload
+		}
+	}
 	raw, body, err := vr.db.decoder(false).DecodeAtom(dst, a, vr.db.segmentFile(a.Pos.Segment))
 	if err != nil {
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
 		vr.fail(a.Run, a.Seq, loc, "%v", err)
-		vr.v.Record(a.Run, a.Seq, a.Body, a.Head, loc)
+		if !vr.db.sealed { // a sealed atom's link is recorded already
+			vr.v.Record(a.Run, a.Seq, a.Body, a.Head, loc)
+		}
 		return payload
 	}
 	payload = raw
@@ -445,7 +499,13 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	}
 	seal := vr.rollbackSeal(a) // the atom completes a rollback: chained over its record too
 	payload = append(payload, seal...)
-	vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+	if !vr.db.sealed {
+		vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+	} else if tail := payload[len(raw):]; !bytes.Equal(a.Tail, tail) {
+		// What the plaintext rule hashes besides the body is sealed with
+		// it: the digests of the certified results, a rollback's seal.
+		vr.fail(a.Run, a.Seq, loc, "the digests sealed in the atom's body do not match its actions' certified results (or its rollback record)")
+	}
 	// A branch's base (the atom DAG): before the atom, within the run.
 	if bb, err := body.AtomBranch(); err != nil {
 		vr.fail(a.Run, a.Seq, loc, "atom: %v", err)

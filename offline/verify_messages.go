@@ -181,6 +181,9 @@ func (vr *verifyRun) checkInbox() {
 	if err != nil {
 		return
 	}
+	if b = vr.db.openStoreFile(b, record.PlaceInbox, dc.cp.Gen); b == nil {
+		return
+	}
 	in, err := layout.ParseInbox(name, b)
 	if err != nil || in.Gen != dc.cp.Gen || in.Replay != dc.replay {
 		return

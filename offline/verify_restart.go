@@ -9,6 +9,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 )
 
 // loadRestartFiles reads CHECKPOINT and the frame files, to compare them
@@ -24,7 +25,7 @@ func (vr *verifyRun) loadRestartFiles() error {
 		vr.dc.cp, vr.dc.replay = cp, cp.Replay
 		if cp.LedgerGen != 0 && vr.deep {
 			if t, err := layout.ReadFile(db.fs, db.ledgerTableName(cp.LedgerGen)); err == nil {
-				vr.dc.table = t
+				vr.dc.table = db.openStoreFile(t, record.PlaceLedgerTable, cp.LedgerGen)
 			}
 		}
 		for i := range cp.Runs {
@@ -69,7 +70,7 @@ func (vr *verifyRun) compareFrame(run string, want *frame.Frame, ff *layout.Fram
 		vr.fail(run, ff.Seq, name, "frame file differs from the frame rebuilt from the log (it decompresses to %d bytes, the frame's encoding is %d)", n, len(enc))
 		return
 	}
-	got, err := vr.db.decodeFrame(ff.Frame, name)
+	got, err := vr.db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
 	if err != nil {
 		vr.fail(run, ff.Seq, name, "%v", err)
 		return

@@ -8,6 +8,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -38,7 +39,7 @@ type Record struct {
 	Payload []byte
 
 	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
-	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it)
+	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it); KindIntent, KindCert opened from a seal: its compressed body
 
 	Reason string // KindFail, KindDelete
 
@@ -61,6 +62,20 @@ type Record struct {
 	Plain  []byte
 	Intent *ledger.Intent
 	Cert   *ledger.Certificate
+
+	// In an encrypted store (seal.go): Stored is the sealed payload as
+	// the log holds it (KindAtom: the body, which the chain links it
+	// over; KindIntent, KindCert: the record after its kind; KindEnd: the
+	// result; KindFail: the reason). Opened says the Decoder opened it
+	// (Body, Plain, Result and Reason are then the plaintext's, and Tail,
+	// of an atom, the digests and seal sealed with its body); Erased, that
+	// its data key was erased (crypto-shredding), so it can never be.
+	// Unopened, Body, Plain, Intent, Cert, Result and Reason are nil.
+	Stored  []byte
+	Tail    []byte
+	Opened  bool
+	Erased  bool
+	SealErr error // KindAtom, with Decoder.KeepUnopened: why its body did not open
 
 	Note []byte // KindCheckpoint, KindStoreHead and KindDelete: the chain's encoding
 	// Checkpoint is the parsed note of a KindCheckpoint or KindDelete
@@ -90,6 +105,16 @@ type Decoder struct {
 	// makes it durable before any record uses it). If it fails, the record
 	// is reported as needing the missing file.
 	LoadDict func(id uint32) error
+	// Sealed says the store is encrypted (seal.go): its payloads must be
+	// sealed. Sealer, if set, opens them; without it (verify without the
+	// keys) they are left sealed, in Record.Stored.
+	Sealed bool
+	Sealer *Sealer
+	// KeepUnopened returns an atom whose sealed body does not open (it was
+	// changed) as a record, its SealErr set, instead of an error: for
+	// verify, which still checks the atom's link over its stored bytes.
+	KeepUnopened bool
+
 	// Skip, if set, is asked of each record a Cursor reads before it is
 	// decoded, with its kind and, for the kinds that begin with one (run,
 	// atom, fail), its run id (a slice of the record: compare, don't
@@ -97,7 +122,85 @@ type Decoder struct {
 	// returned: a scan for one run's atoms pays nothing for the others'.
 	Skip func(k Kind, run []byte) bool
 
-	buf []byte
+	ledgerScope string // the scope of the key that sealed the last intent or certificate opened
+}
+
+// MaxSealOverhead is the most sealing adds to a payload: seal.Overhead and
+// the key number's varint.
+const MaxSealOverhead = seal.Overhead + 10
+
+// sealDamage reports a sealed payload of r that does not open: as the key
+// table's damage when it names a key the table never had.
+func (d *Decoder) sealDamage(file string, r *Record, what string, err error) error {
+	if errors.Is(err, seal.ErrNoKey) && d.Sealer != nil && d.Sealer.KeysFile != "" {
+		return &CorruptionError{File: d.Sealer.KeysFile, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("the %s of the record at %s offset %d was sealed with a data key this table lacks: it is older than the log, or not this store's (%v)", what, file, r.Pos.Offset, err), Err: err}
+	}
+	return &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: fmt.Sprintf("%s: %v", what, err), Err: err}
+}
+
+// openAtom handles the sealed body of atom r in an encrypted store: opens
+// it with d.Sealer, or leaves it sealed (no Sealer, or an erased key).
+func (d *Decoder) openAtom(file string, r *Record) error {
+	r.Stored, r.Body = r.Body, nil
+	if !seal.IsSealed(r.Stored) {
+		return d.sealDamage(file, r, "atom body", errors.New("not sealed, in an encrypted store"))
+	}
+	if d.Sealer == nil {
+		return nil
+	}
+	comp, tail, err := d.Sealer.OpenAtomBody(nil, r.Stored, r.Run, r.Seq)
+	switch {
+	case errors.Is(err, seal.ErrErased):
+		r.Erased = true
+		return nil
+	case err != nil && d.KeepUnopened && !errors.Is(err, seal.ErrNoKey):
+		r.SealErr = err
+		return nil
+	case err != nil:
+		return d.sealDamage(file, r, "atom body", err)
+	}
+	r.Body, r.Tail, r.Opened = comp, tail, true
+	return nil
+}
+
+// openField opens r.Stored, a sealed end result or fail reason, if d can:
+// nil (and r.Opened false) if it cannot.
+func (d *Decoder) openField(file string, r *Record, what string) ([]byte, error) {
+	if !seal.IsSealed(r.Stored) {
+		return nil, d.sealDamage(file, r, what, errors.New("not sealed, in an encrypted store"))
+	}
+	if d.Sealer == nil {
+		return nil, nil
+	}
+	plain, err := d.Sealer.Open(nil, r.Stored, r.Kind, r.Run, r.Seq)
+	switch {
+	case errors.Is(err, seal.ErrErased):
+		r.Erased = true
+		return nil, nil
+	case err != nil:
+		return nil, d.sealDamage(file, r, what, err)
+	}
+	r.Opened = true
+	if plain == nil {
+		plain = []byte{}
+	}
+	return plain, nil
+}
+
+// openLedger opens r.Stored, a sealed intent or certificate, into its
+// compressed body (nil, with a nil error, if its key was erased).
+func (d *Decoder) openLedger(file string, r *Record) ([]byte, error) {
+	comp, scope, err := d.Sealer.openLedger(nil, r.Stored, r.Kind)
+	switch {
+	case errors.Is(err, seal.ErrErased):
+		r.Erased = true
+		return nil, nil
+	case err != nil:
+		return nil, d.sealDamage(file, r, r.Kind.String(), err)
+	}
+	d.ledgerScope, r.Opened, r.Body = scope, true, comp
+	return comp, nil
 }
 
 // Decode decodes raw, the record at pos in the segment file named file.
@@ -123,7 +226,12 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			f.Fail("seq 0 is not an atom")
 		}
 		r.Body = f.Rest()
-		if f.err == nil && d.Comp != nil {
+		if f.err == nil && d.Sealed {
+			if err := d.openAtom(file, r); err != nil {
+				return err
+			}
+		}
+		if f.err == nil && d.Comp != nil && r.Body != nil {
 			if err := d.Comp.Charge(r.Body); err != nil {
 				return d.damage(file, r, "atom body", err)
 			}
@@ -131,7 +239,15 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 	case KindFail:
 		r.Run = f.RunID()
 		r.Seq = f.Uvarint("seq")
-		r.Reason = string(f.Bytes("reason", MaxFailReason))
+		if !d.Sealed {
+			r.Reason = string(f.Bytes("reason", MaxFailReason))
+		} else if r.Stored = f.Bytes("reason", MaxFailReason+MaxSealOverhead); f.err == nil {
+			reason, err := d.openField(file, r, "fail reason")
+			if err != nil {
+				return err
+			}
+			r.Reason = string(reason)
+		}
 		f.Done("fail record")
 	case KindEnd:
 		r.Run = f.RunID()
@@ -143,12 +259,23 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			f.Fail("unknown status %d", r.Status)
 		}
 		r.Ended = f.Varint("ended")
-		r.Result = f.Bytes("result", MaxEndResult)
+		if !d.Sealed {
+			r.Result = f.Bytes("result", MaxEndResult)
+		} else {
+			r.Stored = f.Bytes("result", MaxEndResult+MaxSealOverhead)
+		}
 		if f.err == nil && r.Seq == 0 {
 			f.Fail("seq 0 cannot end a run (an end follows the run's creation)")
 		}
 		if f.Done("end record") == nil {
 			r.Payload = raw[start:]
+			if d.Sealed {
+				result, err := d.openField(file, r, "end result")
+				if err != nil {
+					return err
+				}
+				r.Result = result
+			}
 		}
 	case KindFork:
 		r.Run = f.RunID()
@@ -189,10 +316,24 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 	case KindRollback:
 		decodeRollback(&f, r)
 	case KindIntent, KindCert:
+		compressed := raw[1:]
+		if d.Sealed {
+			r.Stored = compressed
+			if !d.Ledger || d.Comp == nil || d.Sealer == nil {
+				if !seal.IsSealed(compressed) {
+					return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("%s record: not sealed, in an encrypted store", r.Kind)}
+				}
+				return nil
+			}
+			var err error
+			if compressed, err = d.openLedger(file, r); compressed == nil {
+				return err
+			}
+		}
 		if !d.Ledger || d.Comp == nil {
 			return nil
 		}
-		plain, err := d.decompress(nil, raw[1:])
+		plain, err := d.decompress(nil, compressed)
 		if err != nil {
 			return d.damage(file, r, r.Kind.String(), err)
 		}
@@ -210,6 +351,10 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		}
 		if err != nil {
 			return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("%s record: %v", r.Kind, err), Err: err}
+		}
+		if d.Sealed && r.Run != d.ledgerScope {
+			return &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+				Reason: fmt.Sprintf("%s record: sealed with the data key of run %q, not its own", r.Kind, d.ledgerScope)}
 		}
 		return nil
 	case KindCheckpoint:

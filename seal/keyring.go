@@ -22,6 +22,10 @@ var (
 	ErrErased = errors.New("seal: data key erased")
 	// ErrCorrupt: a sealed payload or a key table does not decode.
 	ErrCorrupt = errors.New("seal: corrupt")
+	// ErrNoKey: a sealed payload names a data key its table never had
+	// (the table is older than the payload, or another store's). It
+	// matches ErrCorrupt too.
+	ErrNoKey = errors.New("seal: no such data key in the key table")
 )
 
 // A Keyring holds the user's key-encryption keys, by id. The store keeps

@@ -366,3 +366,55 @@ func BenchmarkSeal(b *testing.B) {
 		})
 	}
 }
+
+// TestKeyringFile: a keyring file reads back as the keyring it describes;
+// each malformed file is refused, naming its line.
+func TestKeyringFile(t *testing.T) {
+	k1, k2 := bytes.Repeat([]byte{1}, KeySize), bytes.Repeat([]byte{2}, KeySize)
+	b := AppendKeyringFile(nil, map[string][]byte{"k1": k1, "k2": k2}, "k2")
+	want := "continuum-keyring 1\ncurrent k2\nkey k1 " + strings.Repeat("01", 32) + "\nkey k2 " + strings.Repeat("02", 32) + "\n"
+	if string(b) != want {
+		t.Fatalf("keyring file:\n%s\nwant\n%s", b, want)
+	}
+	ring, err := ParseKeyringFile(append([]byte("# a comment\n\n"), b...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ring.Current() != "k2" {
+		t.Fatalf("current %q", ring.Current())
+	}
+	w, err := ring.Wrap("k1", k2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, _ := NewKeyring(map[string][]byte{"k1": k1}, "k1")
+	if got, err := ref.Unwrap("k1", w); err != nil || !bytes.Equal(got, k2) {
+		t.Fatalf("key k1 read back wrong: %v", err)
+	}
+	hexKey := strings.Repeat("01", 32)
+	for _, bad := range []string{
+		"",
+		"current k1\nkey k1 " + hexKey,
+		"continuum-keyring 2\ncurrent k1\nkey k1 " + hexKey,
+		"continuum-keyring 1\nkey k1 " + hexKey,
+		"continuum-keyring 1\ncurrent k2\nkey k1 " + hexKey,
+		"continuum-keyring 1\ncurrent k1\ncurrent k1\nkey k1 " + hexKey,
+		"continuum-keyring 1\ncurrent k1\nkey k1 " + hexKey + "\nkey k1 " + hexKey,
+		"continuum-keyring 1\ncurrent k1\nkey k1 0102",
+		"continuum-keyring 1\ncurrent k1\nkey k1 " + hexKey + " extra",
+	} {
+		if _, err := ParseKeyringFile([]byte(bad)); err == nil {
+			t.Fatalf("accepted %q", bad)
+		} else if strings.Contains(err.Error(), hexKey) {
+			t.Fatalf("the error shows the key: %v", err)
+		}
+	}
+}
+
+// FuzzKeyringFile: ParseKeyringFile never panics.
+func FuzzKeyringFile(f *testing.F) {
+	f.Add(AppendKeyringFile(nil, map[string][]byte{"k1": bytes.Repeat([]byte{1}, KeySize)}, "k1"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		_, _ = ParseKeyringFile(b)
+	})
+}

@@ -43,6 +43,12 @@ func (t *Table) Entries() []Entry {
 	return out
 }
 
+// Clone returns a copy of t: its owner changes the copy, writes it
+// durably, and only then replaces t by it.
+func (t *Table) Clone() *Table {
+	return &Table{entries: (&Table{entries: t.entries}).Entries(), rand: t.rand}
+}
+
 // Add creates a data key for scope (a run id, or "" for the store),
 // wraps it with ring's current key, appends it to t and returns it, ready
 // to seal.
@@ -128,7 +134,7 @@ func (t *Table) Rewrap(ring Keyring) (int, error) {
 // matching ErrUnknownKey or ErrWrongKey: a wrong or missing user key is
 // found here, before any payload is read.
 func (t *Table) Open(ring Keyring) (*Keys, error) {
-	ks := &Keys{byNo: make(map[uint64]*Key, len(t.entries)), scopes: map[string]*Key{}, erased: map[uint64]bool{}}
+	ks := NewKeys()
 	for _, e := range t.entries {
 		if e.Erased {
 			ks.erased[e.No] = true
@@ -154,7 +160,13 @@ type Keys struct {
 	mu     sync.RWMutex
 	byNo   map[uint64]*Key
 	scopes map[string]*Key // the newest key of each scope
+	scope  map[uint64]string
 	erased map[uint64]bool
+}
+
+// NewKeys returns an empty set of keys, for a new table.
+func NewKeys() *Keys {
+	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, scope: map[uint64]string{}, erased: map[uint64]bool{}}
 }
 
 // Put adds k, a key of scope (just added to the table), as the newest of
@@ -163,6 +175,7 @@ func (ks *Keys) Put(scope string, k *Key) {
 	ks.mu.Lock()
 	defer ks.mu.Unlock()
 	ks.byNo[k.no] = k
+	ks.scope[k.no] = scope
 	if old, ok := ks.scopes[scope]; !ok || old.no < k.no {
 		ks.scopes[scope] = k
 	}
@@ -179,7 +192,7 @@ func (ks *Keys) Key(no uint64) (*Key, error) {
 	if ks.erased[no] {
 		return nil, fmt.Errorf("%w: data key %d", ErrErased, no)
 	}
-	return nil, fmt.Errorf("%w: no data key %d in the key table", ErrCorrupt, no)
+	return nil, fmt.Errorf("%w: %w: data key %d", ErrCorrupt, ErrNoKey, no)
 }
 
 // Scope returns the newest data key of scope, if there is one.
@@ -190,6 +203,14 @@ func (ks *Keys) Scope(scope string) (*Key, bool) {
 	return k, ok
 }
 
+// ScopeOf returns the scope of the live data key numbered no.
+func (ks *Keys) ScopeOf(no uint64) (string, bool) {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	s, ok := ks.scope[no]
+	return s, ok
+}
+
 // Drop forgets the keys of scope (after Table.Erase).
 func (ks *Keys) Drop(scope string, erased []uint64) {
 	ks.mu.Lock()
@@ -197,6 +218,7 @@ func (ks *Keys) Drop(scope string, erased []uint64) {
 	delete(ks.scopes, scope)
 	for _, no := range erased {
 		delete(ks.byNo, no)
+		delete(ks.scope, no)
 		ks.erased[no] = true
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/continuumdb/continuum/offline"
 )
 
-const diffUsage = "diff DIR RUN_A A [RUN_B] B [--json]"
+const diffUsage = "diff DIR RUN_A A [RUN_B] B [--json] [--keyring FILE]"
 
 const diffAbout = `Diff shows, read-only, how two states of the runs of the store in DIR
 differ: the delta ops of the atoms that lead from the latest state both
@@ -85,6 +85,7 @@ func viewDiffSide(s *offline.DiffSide) diffSideView {
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
 	fs := ctl.Flags("diff", diffUsage, diffAbout, diffExamples, stderr)
+	keyring := keyringFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
@@ -105,7 +106,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	dir := pos[0]
-	in, code := openInspector("diff", dir, stderr)
+	in, code := openInspector("diff", dir, *keyring, stderr)
 	if in == nil {
 		return code
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 )
 
-const exportUsage = "export DIR --run ID [--from N] [--to M]"
+const exportUsage = "export DIR --run ID [--from N] [--to M] [--keyring FILE]"
 
 const exportAbout = `Export writes the atoms of one run of the store in DIR as JSON Lines, one
 object per atom, read-only, for analysis tools:
@@ -28,6 +28,7 @@ const exportExamples = `  continuumctl export ./agent-store --run deploy-42 > de
 
 func runExport(args []string, stdout, stderr io.Writer) int {
 	fs := ctl.Flags("export", exportUsage, exportAbout, exportExamples, stderr)
+	keyring := keyringFlag(fs)
 	id := fs.String("run", "", "the run `ID` to export (required)")
 	from := fs.Uint64("from", 1, "first seq `N`")
 	to := fs.Uint64("to", 0, "last seq `M` (0 or none: the run's last)")
@@ -45,7 +46,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		return cli.UsageErr(fs, stderr, "--from %d is after --to %d", *from, *to)
 	}
 	dir := pos[0]
-	in, code := openInspector("export", dir, stderr)
+	in, code := openInspector("export", dir, *keyring, stderr)
 	if in == nil {
 		return code
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/continuumdb/continuum/offline"
 )
 
-const inspectUsage = "inspect DIR [RUN] [--seq N] [--json]"
+const inspectUsage = "inspect DIR [RUN] [--seq N] [--json] [--keyring FILE]"
 
 const inspectAbout = `Inspect shows what is inside the store in DIR, read-only:
   inspect DIR                 the runs: status, atoms, last seq, head, last
@@ -86,6 +86,7 @@ func viewRun(r engine.RunSummary) runView {
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
 	fs := ctl.Flags("inspect", inspectUsage, inspectAbout, inspectExamples, stderr)
+	keyring := keyringFlag(fs)
 	seq := fs.Uint64("seq", 0, "show atom `N` of RUN and the frame at N")
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, code, ok := cli.ParseFlags(fs, args)
@@ -105,7 +106,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return cli.UsageErr(fs, stderr, "--seq needs a RUN")
 	}
 	dir := pos[0]
-	in, code := openInspector("inspect", dir, stderr)
+	in, code := openInspector("inspect", dir, *keyring, stderr)
 	if in == nil {
 		return code
 	}

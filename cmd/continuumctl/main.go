@@ -46,6 +46,7 @@ func commands() []command {
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
 		{name: "diff", usage: diffUsage, about: "the delta ops between two seqs of a run, or of two runs of a lineage, from their common state", run: runDiff},
 		{name: "gc", usage: gcUsage, about: "delete ended runs (by id, status, end time) and reclaim their space in the log", run: runGC},
+		{name: "rekey", usage: rekeyUsage, about: "re-wrap an encrypted store's data keys with the keyring's current key, so older keys can be retired", run: runRekey},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "demo", hidden: true, run: runDemoMoved},
 	}
@@ -99,8 +100,12 @@ func runDemoMoved(args []string, stdout, stderr io.Writer) int {
 }
 
 // openInspector opens dir read-only for inspect, stats, export and diff.
-func openInspector(cmd, dir string, stderr io.Writer) (*engine.Inspector, int) {
-	in, err := engine.Inspect(context.Background(), dir, nil)
+func openInspector(cmd, dir, keyring string, stderr io.Writer) (*engine.Inspector, int) {
+	ring, err := readKeyring(keyring)
+	if err != nil {
+		return nil, ctl.Fail(stderr, cmd, err)
+	}
+	in, err := engine.Inspect(context.Background(), dir, &engine.InspectOptions{Keyring: ring})
 	if err != nil {
 		return nil, ctl.Fail(stderr, cmd, err)
 	}

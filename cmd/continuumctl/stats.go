@@ -10,7 +10,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const statsUsage = "stats DIR [--json]"
+const statsUsage = "stats DIR [--json] [--keyring FILE]"
 
 const statsAbout = `Stats reports, read-only, the sizes and counts of the store in DIR: files,
 records and atoms per kind, runs per status (active, completed, failed,
@@ -79,6 +79,7 @@ func ratio(a, b int64) float64 {
 
 func runStats(args []string, stdout, stderr io.Writer) int {
 	fs := ctl.Flags("stats", statsUsage, statsAbout, statsExamples, stderr)
+	keyring := keyringFlag(fs)
 	asJSON := fs.Bool("json", false, "print JSON instead of text")
 	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
@@ -88,7 +89,7 @@ func runStats(args []string, stdout, stderr io.Writer) int {
 		return cli.UsageErr(fs, stderr, "want one store directory, got %d arguments", len(pos))
 	}
 	dir := pos[0]
-	in, code := openInspector("stats", dir, stderr)
+	in, code := openInspector("stats", dir, *keyring, stderr)
 	if in == nil {
 		return code
 	}

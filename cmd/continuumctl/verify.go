@@ -17,7 +17,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const verifyUsage = "verify DIR [--pubkey FILE [--allow-unsigned-tail N]] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep] [--chain-key FILE]"
+const verifyUsage = "verify DIR [--pubkey FILE [--allow-unsigned-tail N]] [--state FILE] [--save-state FILE] [--json] [--strict] [--deep] [--chain-key FILE] [--keyring FILE]"
 
 const verifyAbout = `Verify checks that the store in DIR is intact: every record's framing, every
 run's hash chain, the chain checkpoints and store heads (their signatures with
@@ -36,6 +36,13 @@ checkpoint signed with the key covers the run's end record (its last seq is
 then the end's link). Without --pubkey an end's link is checked like an
 atom's, but nothing vouches that the run ended there: inspect shows every
 run's status as its end record says it.
+
+An encrypted store (engine.Options.Keyring) is checked without any key: every
+record, link, checkpoint and signature covers the sealed bytes as stored, and
+the report says that no payload was opened. With --keyring its payloads are
+opened too, and --deep checks frames, fingerprints, certificates and
+references as in a plaintext store. A keyring lacking a key the store needs,
+or holding a wrong one, is an error (exit 2).
 
 Verify reads the store within a budget: 256 MiB plus 256 times the bytes of
 its records decompressed, one record at a time; records past it are
@@ -112,6 +119,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	strict := fs.Bool("strict", false, "treat warnings (signatures unchecked, an unanchored tail) as failures: exit 1")
 	deep := fs.Bool("deep", false, "also rebuild every run's frame from its deltas and compare it with the run's frame file")
 	unsignedTail := fs.Uint64("allow-unsigned-tail", 0, "with --pubkey, accept `N` atoms per run past its last signed checkpoint (default 0: every head must be signed)")
+	keyring := keyringFlag(fs)
 	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with (32 bytes, raw or 64 hex digits)")
 	pos, code, ok := cli.ParseFlags(fs, args)
 	if !ok {
@@ -155,6 +163,11 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.ChainKey = k
 	}
+	ring, err := readKeyring(*keyring)
+	if err != nil {
+		return ctl.Fail(stderr, "verify", err)
+	}
+	opts.Keyring = ring
 	if f, ok := stderr.(*os.File); ok && isTerminal(f) {
 		opts.Progress = progressBar(f)
 	}

@@ -15,6 +15,8 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/workload"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/seal"
+	"github.com/zeebo/blake3"
 )
 
 // Store is a store made by Build and what a reader must find in it.
@@ -31,6 +33,9 @@ type Store struct {
 	Actions []Action
 	// Runs are the ids of the store's runs.
 	Runs []string
+	// Sealed: the store is encrypted at rest (Options.Keyring), with the
+	// keyring KeySeed derives (keyring).
+	Sealed bool `json:",omitempty"`
 }
 
 // Action is one action of the store: the arguments of a Do that repeats it
@@ -62,11 +67,12 @@ const (
 
 // options are the engine options of every Open of a suite's store: the
 // builder's, the crash child's and the oracle's, as one agent would use.
-func options(keySeed []byte, nonceSeed uint64, logger *slog.Logger) *engine.Options {
+func options(keySeed []byte, nonceSeed uint64, logger *slog.Logger, sealed bool) *engine.Options {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &engine.Options{
+		Keyring:         keyring(keySeed, sealed),
 		SnapshotEvery:   snapshotEvery,
 		SegmentSize:     segmentSize,
 		SigningKey:      ed25519.NewKeyFromSeed(keySeed),
@@ -76,6 +82,26 @@ func options(keySeed []byte, nonceSeed uint64, logger *slog.Logger) *engine.Opti
 		Logger:          logger,
 		Nonces:          &nonces{rand.New(rand.NewPCG(nonceSeed, 0x7a6d706572))},
 	}
+}
+
+// keyring is the keyring of an encrypted suite store (nil if not
+// sealed): one key, derived from keySeed.
+func keyring(keySeed []byte, sealed bool) seal.Keyring {
+	if !sealed {
+		return nil
+	}
+	k := blake3.Sum256(append([]byte("tamper keyring "), keySeed...))
+	ring, err := seal.NewKeyring(map[string][]byte{"tamper": k[:]}, "tamper")
+	if err != nil {
+		panic(err) // a 32-byte key and its id: cannot fail
+	}
+	return ring
+}
+
+// keyringFile is keyring's keyring file (continuumctl --keyring).
+func keyringFile(keySeed []byte) []byte {
+	k := blake3.Sum256(append([]byte("tamper keyring "), keySeed...))
+	return seal.AppendKeyringFile(nil, map[string][]byte{"tamper": k[:]}, "tamper")
 }
 
 // nonces is a deterministic source of run nonces.
@@ -111,13 +137,22 @@ type crashed struct {
 // at each earlier Close in root/older-N. It runs crash children (this
 // binary, see IsChild), so a process that calls it must let them in.
 func Build(ctx context.Context, root string, seed int64) (*Store, error) {
+	return buildStore(ctx, root, seed, false)
+}
+
+// BuildSealed is Build of an encrypted store (Options.Keyring).
+func BuildSealed(ctx context.Context, root string, seed int64) (*Store, error) {
+	return buildStore(ctx, root, seed, true)
+}
+
+func buildStore(ctx context.Context, root string, seed int64, sealed bool) (*Store, error) {
 	r := rand.New(rand.NewPCG(uint64(seed), 1))
 	keySeed := make([]byte, ed25519.SeedSize)
 	for i := range keySeed {
 		keySeed[i] = byte(r.Uint32())
 	}
 	b := &builder{dir: filepath.Join(root, "store"), work: root, seed: seed, keySeed: keySeed, crashed: map[string]crashed{}}
-	b.st = &Store{Dir: b.dir, KeySeed: keySeed, PublicKey: ed25519.NewKeyFromSeed(keySeed).Public().(ed25519.PublicKey)}
+	b.st = &Store{Dir: b.dir, KeySeed: keySeed, PublicKey: ed25519.NewKeyFromSeed(keySeed).Public().(ed25519.PublicKey), Sealed: sealed}
 	if err := b.build(ctx); err != nil {
 		if b.db != nil {
 			b.db.Close()
@@ -217,7 +252,7 @@ func (b *builder) build(ctx context.Context) error {
 
 func (b *builder) open() error {
 	b.opens++
-	db, err := engine.Open(b.dir, options(b.keySeed, uint64(b.seed)+b.opens, nil))
+	db, err := engine.Open(b.dir, options(b.keySeed, uint64(b.seed)+b.opens, nil, b.st.Sealed))
 	if err != nil {
 		return fmt.Errorf("tamper: build: open %s: %w", b.dir, err)
 	}
@@ -400,7 +435,7 @@ func (b *builder) crash(ctx context.Context, run string, upTo uint64, explicitKe
 		act.Key = ""
 	}
 	keyFile := filepath.Join(b.work, "crash.key")
-	spec := crashSpec{Dir: b.dir, KeySeed: b.keySeed, NonceSeed: uint64(b.seed) + b.opens, Run: run,
+	spec := crashSpec{Dir: b.dir, KeySeed: b.keySeed, Sealed: b.st.Sealed, NonceSeed: uint64(b.seed) + b.opens, Run: run,
 		Tool: act.Tool, Args: act.Args, Key: act.Key, Idempotent: act.Idempotent, KeyOut: keyFile}
 	cr, err := runChild(ctx, modeCrash, filepath.Join(b.work, "crash.json"), &spec, 2*time.Minute)
 	if err != nil {
@@ -474,6 +509,7 @@ func (b *builder) settle(ctx context.Context, run string, failed bool) error {
 type crashSpec struct {
 	Dir        string `json:"dir"`
 	KeySeed    []byte `json:"key_seed"`
+	Sealed     bool   `json:"sealed,omitempty"`
 	NonceSeed  uint64 `json:"nonce_seed"`
 	Run        string `json:"run"`
 	Tool       string `json:"tool"`
@@ -487,7 +523,7 @@ type crashSpec struct {
 // exec of the action: the process stops between dispatch and certificate.
 func crashMain(s *crashSpec) int {
 	ctx := context.Background()
-	db, err := engine.Open(s.Dir, options(s.KeySeed, s.NonceSeed, nil))
+	db, err := engine.Open(s.Dir, options(s.KeySeed, s.NonceSeed, nil, s.Sealed))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "tamper crash child: %v\n", err)
 		return 1

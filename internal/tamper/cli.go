@@ -63,6 +63,12 @@ func readCLI(ctx context.Context, bin, dir, work string, st *Store, deadline tim
 	if err := os.WriteFile(pub, b, 0o600); err != nil {
 		return nil, err
 	}
+	ringFile := filepath.Join(work, "keyring")
+	if st.Sealed {
+		if err := os.WriteFile(ringFile, keyringFile(st.KeySeed), 0o600); err != nil {
+			return nil, err
+		}
+	}
 	before, err := treeDigest(dir)
 	if err != nil {
 		return nil, err
@@ -72,6 +78,9 @@ func readCLI(ctx context.Context, bin, dir, work string, st *Store, deadline tim
 		real := make([]string, len(args))
 		for i, a := range args {
 			real[i] = strings.NewReplacer("$STORE", dir, "$PUBKEY", pub).Replace(a)
+		}
+		if st.Sealed {
+			real = append(real, "--keyring", ringFile)
 		}
 		out = append(out, runCLI(ctx, bin, strings.Join(args, " "), real, dir, deadline))
 	}

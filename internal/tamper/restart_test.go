@@ -125,7 +125,7 @@ func BenchmarkRestart(b *testing.B) {
 // clock: Fail writes to the log).
 func resume(dir string, st *Store, last map[string]Action) (db *engine.DB, atoms []*engine.Atom, err error) {
 	ctx := context.Background()
-	db, err = engine.Open(dir, options(st.KeySeed, 99, nil))
+	db, err = engine.Open(dir, options(st.KeySeed, 99, nil, st.Sealed))
 	if err != nil {
 		return nil, nil, err
 	}

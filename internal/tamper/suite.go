@@ -15,9 +15,12 @@ import (
 
 // Config configures a run of the suite.
 type Config struct {
-	Seed  int64
-	Flips int // flipped bytes per file (PlanOptions.Flips)
-	Cuts  int // truncations per file (PlanOptions.Cuts)
+	Seed int64
+	// Sealed builds an encrypted store (Options.Keyring): the suite then
+	// runs every reader with its keyring, continuumctl with --keyring.
+	Sealed bool
+	Flips  int // flipped bytes per file (PlanOptions.Flips)
+	Cuts   int // truncations per file (PlanOptions.Cuts)
 	// Max bounds the scenarios run: a seeded sample of the plan (0: all).
 	Max int
 	// Only, if set, runs the scenarios whose name it matches.
@@ -86,7 +89,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if cfg.From != "" {
 		st, err = Load(filepath.Join(cfg.From, "build"))
 	} else {
-		st, err = Build(ctx, filepath.Join(cfg.Work, "build"), cfg.Seed)
+		st, err = buildStore(ctx, filepath.Join(cfg.Work, "build"), cfg.Seed, cfg.Sealed)
 	}
 	if err != nil {
 		return nil, err
@@ -220,7 +223,7 @@ func oracleChild(ctx context.Context, cfg *Config, st *Store, dir string, sc *Sc
 			return childRun{}, nil, err
 		}
 	}
-	spec := oracleSpec{Dir: store, KeySeed: st.KeySeed, NonceSeed: 1 << 40, Runs: st.Runs, Actions: st.Actions,
+	spec := oracleSpec{Dir: store, KeySeed: st.KeySeed, Sealed: st.Sealed, NonceSeed: 1 << 40, Runs: st.Runs, Actions: st.Actions,
 		Out: filepath.Join(dir, "answers.json")}
 	cr, err := runChild(ctx, modeOracle, filepath.Join(dir, "spec.json"), &spec, deadline)
 	if err != nil {

@@ -94,7 +94,14 @@ func TestPristine(t *testing.T) {
 // TestTamper is the tamper suite (see the package doc). It runs with every
 // go test (at CI size under -short); -tamper=false or CONTINUUM_TAMPER=0
 // skips it.
-func TestTamper(t *testing.T) {
+func TestTamper(t *testing.T) { runSuite(t, false) }
+
+// TestTamperSealed is the tamper suite on an encrypted store
+// (Options.Keyring): every reader gets the store's keyring, continuumctl
+// --keyring. Under -short it samples half as many scenarios as TestTamper.
+func TestTamperSealed(t *testing.T) { runSuite(t, true) }
+
+func runSuite(t *testing.T, sealed bool) {
 	if !*flagOn || os.Getenv("CONTINUUM_TAMPER") == "0" {
 		t.Skip("the tamper suite is off (-tamper=false or CONTINUUM_TAMPER=0)")
 	}
@@ -108,8 +115,11 @@ func TestTamper(t *testing.T) {
 	}
 	if max < 0 {
 		max = pick(300, 0)
+		if sealed {
+			max = pick(150, 0)
+		}
 	}
-	cfg := Config{Seed: seed, Flips: flips, Cuts: cuts, Max: max, Deadline: *flagDeadline, Workers: 2,
+	cfg := Config{Seed: seed, Sealed: sealed, Flips: flips, Cuts: cuts, Max: max, Deadline: *flagDeadline, Workers: 2,
 		Work: t.TempDir(), Keep: *flagKeep, From: *flagFrom}
 	if *flagOnly != "" {
 		re, err := regexp.Compile(*flagOnly)
@@ -118,8 +128,8 @@ func TestTamper(t *testing.T) {
 		}
 		cfg.Only = re
 	}
-	cmd := fmt.Sprintf("go test ./internal/tamper -run TestTamper -tamper -tamper.seed %d -tamper.flips %d -tamper.cuts %d -tamper.scenarios %d",
-		seed, flips, cuts, max)
+	cmd := fmt.Sprintf("go test ./internal/tamper -run %s -tamper -tamper.seed %d -tamper.flips %d -tamper.cuts %d -tamper.scenarios %d",
+		t.Name()+"$", seed, flips, cuts, max)
 	if testing.Short() {
 		cmd = strings.Replace(cmd, "go test", "go test -short", 1)
 	}
