@@ -17,7 +17,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 )
 
-const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--compact-dead F] [--key FILE] [--chain-key FILE] [--json]"
+const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--compact-dead F] [--key FILE] [--chain-key FILE] [--keyring FILE] [--json]"
 
 const gcAbout = `Gc deletes ended runs of a store and reclaims the space their records hold in
 the log. With --run (repeated), the runs named: each must have ended, and a run
@@ -85,6 +85,7 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 	reason := fs.String("reason", "", "the `TEXT` each deletion records (default: what selected the run)")
 	keyFile := fs.String("key", "", "sign the deletions with the signing key `FILE` (continuumctl keygen)")
 	chainKey := fs.String("chain-key", "", "`file` holding the keyed-mode chain secret the store was written with")
+	keyring := keyringFlag(fs)
 	compactDead := fs.Float64("compact-dead", 0, "compact a segment whose dead records take at least fraction `F` of it (0: the default, 0.5; negative: only wholly dead ones)")
 	asJSON := fs.Bool("json", false, "print what was deleted and reclaimed as JSON")
 	pos, code, ok := cli.ParseFlags(fs, args)
@@ -135,6 +136,11 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 		}
 		opts.ChainKey = k
 	}
+	ring, err := readKeyring(*keyring)
+	if err != nil {
+		return ctl.Fail(stderr, "gc", err)
+	}
+	opts.Keyring = ring
 	if _, err := os.Stat(dir); err != nil {
 		return ctl.Fail(stderr, "gc", fmt.Errorf("%w: %v", engine.ErrNotAStore, err))
 	}
