@@ -53,7 +53,7 @@ func checkStore(t testing.TB, fs vfs.FS, opts *Options) {
 	t.Helper()
 	o := *opts
 	o.FS = fs
-	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, ChainKey: o.ChainKey, Deep: true})
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, ChainKey: o.ChainKey, Keyring: o.Keyring, Deep: true})
 	if err != nil {
 		t.Errorf("consistency check: verify: %v", err)
 		return
