@@ -222,3 +222,19 @@ func TestOlderKeysRefused(t *testing.T) {
 		t.Fatalf("Open with an older KEYS: %v, want a corruption error naming KEYS and run second", err)
 	}
 }
+
+// nopReplicator acknowledges everything.
+type nopReplicator struct{}
+
+func (nopReplicator) Replicate([][][]byte) error         { return nil }
+func (nopReplicator) ReplicateFile(string, []byte) error { return nil }
+
+// TestSealedNotReplicated: Open refuses a keyring with a Replicator, whose
+// replicas could not open the runs created after their copy of KEYS.
+func TestSealedNotReplicated(t *testing.T) {
+	o := encOpts(vfs.NewMem(), testRing(t, "k1", "k1"))
+	o.Replicator = nopReplicator{}
+	if _, err := Open("s", o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "KEYS") {
+		t.Fatalf("Open with a keyring and a Replicator: %v, want ErrInvalidOptions naming KEYS", err)
+	}
+}

@@ -154,7 +154,9 @@ type Options struct {
 	// durable here and the Replicator acknowledged them; its error fails
 	// the write and every later one (see Replicator). The nested module
 	// github.com/continuumdb/continuum/replicate implements it on NATS
-	// JetStream. Default nil: the store is local.
+	// JetStream. Default nil: the store is local. Not with Keyring: an
+	// encrypted store cannot be replicated yet (its key table is not
+	// shipped), and Open refuses the two together (ErrInvalidOptions).
 	Replicator Replicator
 	// CompactDead is the fraction of a sealed segment's bytes that must
 	// be dead for DB.GC to compact it: rewrite it with its live records
@@ -246,6 +248,11 @@ func (o *Options) withDefaults() (Options, error) {
 		return bad("DictSize", "%d is outside 1 KiB..1 MiB", r.DictSize)
 	case r.CompactDead > 1 || r.CompactDead != r.CompactDead:
 		return bad("CompactDead", "%v is not a fraction at most 1", r.CompactDead)
+	case r.Keyring != nil && r.Replicator != nil:
+		// KEYS changes with every new run, and the Replicator is given
+		// only files that never change: a replica could not open what
+		// the runs created after its last copy of KEYS sealed.
+		return bad("Replicator", "an encrypted store (Keyring set) cannot be replicated: its key table, KEYS, is not shipped")
 	}
 	return r, nil
 }
