@@ -165,24 +165,9 @@ func TestBranchPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := referenceBranchFrame(t, base)
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := branchTrial(t, base, mode, pct, 0, want)
-				if ops == 0 {
-					t.Fatal("the trial performed no filesystem operation")
-				}
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 4, uint64(1+pct/50)
-				}
-				for target := first; target <= ops; target += stride {
-					branchTrial(t, base, mode, pct, target, want)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 4, 2, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return branchTrial(t, base, mode, pct, target, want)
+	})
 }
 
 // referenceBranchFrame is the frame of the agent that never crashed.

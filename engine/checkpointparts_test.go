@@ -44,24 +44,9 @@ func TestCheckpointPartsPowerLoss(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := partsTrial(t, base, mode, pct, 0)
-				if ops == 0 {
-					t.Fatal("the trial performed no filesystem operation")
-				}
-				stride := uint64(1)
-				if testing.Short() {
-					stride = 4
-				}
-				for target := uint64(1); target <= ops; target += stride {
-					partsTrial(t, base, mode, pct, target)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 4, 0, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return partsTrial(t, base, mode, pct, target)
+	})
 }
 
 func partsTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {

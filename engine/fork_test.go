@@ -240,26 +240,9 @@ func TestForkPowerLoss(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := forkTrial(t, base, mode, pct, 0)
-				if ops == 0 {
-					t.Fatal("Fork performed no filesystem operation")
-				}
-				// Every operation; under -short every other one (an odd and
-				// an even stride alternate between the modes).
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 2, uint64(1+pct/100)
-				}
-				for target := first; target <= ops; target += stride {
-					forkTrial(t, base, mode, pct, target)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 2, 1, "Fork", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return forkTrial(t, base, mode, pct, target)
+	})
 }
 
 func forkTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {

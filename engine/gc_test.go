@@ -235,24 +235,9 @@ func TestGCPowerLoss(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := gcTrial(t, base, mode, pct, 0)
-				if ops == 0 {
-					t.Fatal("the trial performed no filesystem operation")
-				}
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 3, uint64(1+pct/100)
-				}
-				for target := first; target <= ops; target += stride {
-					gcTrial(t, base, mode, pct, target)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 3, 1, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return gcTrial(t, base, mode, pct, target)
+	})
 }
 
 func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {

@@ -162,24 +162,9 @@ func TestRunEndVerified(t *testing.T) {
 func TestRunEndPowerLoss(t *testing.T) {
 	base := vfs.NewCrashableMem()
 	seedStore(t, testOptions(base), "r", 3)
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := endTrial(t, base, mode, pct, 0)
-				if ops == 0 {
-					t.Fatal("End performed no filesystem operation")
-				}
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 2, uint64(1+pct/100)
-				}
-				for target := first; target <= ops; target += stride {
-					endTrial(t, base, mode, pct, target)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 2, 1, "End", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return endTrial(t, base, mode, pct, target)
+	})
 }
 
 func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {

@@ -110,21 +110,13 @@ func TestMessagesPowerLoss(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := ringTrial(t, base, Strict, 0, 0, nil)
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := ringOps(t, base, mode, pct, want)
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 4, uint64(1+pct/50)
-				}
-				for target := first; target <= ops; target += stride {
-					ringTrial(t, base, mode, pct, target, want)
-				}
-				t.Logf("%d crash points", ops)
-			})
+	everyPowerCut(t, 4, 2, "", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		if target == 0 {
+			return ringOps(t, base, mode, pct, want)
 		}
-	}
+		ringTrial(t, base, mode, pct, target, want)
+		return 0
+	})
 }
 
 func messageOptions(fs vfs.FS) *Options {

@@ -82,21 +82,11 @@ func TestResolveDefaultKeyAmbiguous(t *testing.T) {
 // default-key call, and the atom commits.
 func TestResolveSequencePowerLoss(t *testing.T) {
 	base, keyA := crashInFlight(t, ledger.Action{Tool: "email.send", Args: []byte(`{"to":"ops"}`)})
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				// A no-crash trial counts the operations to crash at.
-				ops := resolveTrial(t, base, mode, pct, 0, keyA)
-				if ops == 0 {
-					t.Fatal("the sequence performed no filesystem operation")
-				}
-				for target := uint64(1); target <= ops; target++ {
-					resolveTrial(t, base, mode, pct, target, keyA)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	// A no-crash trial counts the operations to crash at; every one is cut,
+	// under -short too.
+	everyPowerCut(t, 1, 0, "the sequence", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return resolveTrial(t, base, mode, pct, target, keyA)
+	})
 }
 
 // downstream counts the effects of each idempotency key. Once dead is set

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"errors"
-	"fmt"
 	"math/rand/v2"
 	"sync/atomic"
 	"testing"
@@ -68,24 +67,9 @@ func TestRollbackPowerLoss(t *testing.T) {
 			t.Logf("%d in-doubt compensations settled", n)
 		}
 	}()
-	for _, mode := range []Durability{Strict, Relaxed} {
-		for _, pct := range []int{0, 100} {
-			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
-				ops := rollbackTrial(t, base, w, mode, pct, 0)
-				if ops == 0 {
-					t.Fatal("the trial performed no filesystem operation")
-				}
-				stride, first := uint64(1), uint64(1)
-				if testing.Short() {
-					stride, first = 3, uint64(1+pct/50)
-				}
-				for target := first; target <= ops; target += stride {
-					rollbackTrial(t, base, w, mode, pct, target)
-				}
-				t.Logf("%d crash points", ops)
-			})
-		}
-	}
+	everyPowerCut(t, 3, 2, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return rollbackTrial(t, base, w, mode, pct, target)
+	})
 }
 
 // rollbackTrial runs the rollback on a copy of base with a power cut at

@@ -1,0 +1,36 @@
+package engine
+
+import (
+	"fmt"
+	"testing"
+)
+
+// everyPowerCut runs a power-loss suite: in each durability mode, with 0%
+// and 100% of unsynced data kept at the cut, trial(t, mode, pct, 0) runs
+// the sequence without a cut and returns how many filesystem operations
+// it performed, then trial(..., target) runs it again for each target,
+// cutting the power at that operation. Under -short only every stride-th
+// target is cut, starting at 1 + shift*pct/100 so that the modes' points
+// interleave. empty says what the sequence is, for the failure when it
+// performed none ("" allows none).
+func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
+	t.Helper()
+	for _, mode := range []Durability{Strict, Relaxed} {
+		for _, pct := range []int{0, 100} {
+			t.Run(fmt.Sprintf("%v/unsynced=%d%%", mode, pct), func(t *testing.T) {
+				ops := trial(t, mode, pct, 0)
+				if ops == 0 && empty != "" {
+					t.Fatalf("%s performed no filesystem operation", empty)
+				}
+				step, first := uint64(1), uint64(1)
+				if testing.Short() {
+					step, first = stride, 1+shift*uint64(pct)/100
+				}
+				for target := first; target <= ops; target += step {
+					trial(t, mode, pct, target)
+				}
+				t.Logf("%d crash points", ops)
+			})
+		}
+	}
+}
