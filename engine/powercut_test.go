@@ -11,7 +11,7 @@ import (
 // it performed, then trial(..., target) runs it again for each target,
 // cutting the power at that operation. Under -short only every stride-th
 // target is cut, starting at 1 + shift*pct/100 so that the modes' points
-// interleave. empty says what the sequence is, for the failure when it
+// interleave; under the race detector every fourth of those. empty says what the sequence is, for the failure when it
 // performed none ("" allows none).
 func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
 	t.Helper()
@@ -25,6 +25,9 @@ func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(
 				step, first := uint64(1), uint64(1)
 				if testing.Short() {
 					step, first = stride, 1+shift*uint64(pct)/100
+				}
+				if raceOn {
+					step *= 4
 				}
 				for target := first; target <= ops; target += step {
 					trial(t, mode, pct, target)
