@@ -2,17 +2,12 @@ package enginebench
 
 import (
 	"bytes"
-	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"path/filepath"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/continuumdb/continuum/engine"
-	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -33,7 +28,6 @@ func BenchmarkSealCost(b *testing.B) {
 	const runs = 16
 	atoms := script()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	ctx := context.Background()
 	ring, err := seal.NewKeyring(map[string][]byte{"bench": bytes.Repeat([]byte{7}, seal.KeySize)}, "bench")
 	if err != nil {
 		b.Fatal(err)
@@ -53,49 +47,7 @@ func BenchmarkSealCost(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer db.Close()
-			per := (b.N + runs - 1) / runs
-			errs := make(chan error, runs)
-			var wg sync.WaitGroup
-			b.ResetTimer()
-			c0, t0 := cpuTime(), time.Now()
-			for r := range runs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range per {
-						run, err := db.Run(ctx, fmt.Sprintf("run-%d-%d", r, i/scriptLen))
-						if err != nil {
-							errs <- err
-							return
-						}
-						a := atoms[i%scriptLen]
-						a.Key = fmt.Sprint("k", r, "-", i)
-						atom, err := run.Begin(ctx)
-						if err != nil {
-							errs <- err
-							return
-						}
-						res, err := atom.Do(ctx, agent.Action(a), func(context.Context, string) ([]byte, error) { return a.Result, nil })
-						if err != nil {
-							errs <- err
-							return
-						}
-						a.Result = res
-						if err := atom.Commit(ctx, agent.Delta(a)); err != nil {
-							errs <- err
-							return
-						}
-					}
-				}()
-			}
-			wg.Wait()
-			wall, cpu := time.Since(t0), cpuTime()-c0
-			b.StopTimer()
-			close(errs)
-			for err := range errs {
-				b.Fatal(err)
-			}
-			n := float64(per * runs)
+			n, wall, cpu := agentAtoms(b, db, runs, atoms)
 			b.ReportMetric(n/wall.Seconds(), "atoms/s")
 			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/atom")
 		})
