@@ -228,6 +228,24 @@ type DeletedRun struct {
 	// deletion was checked against the run's end.
 	Reclaimed bool   `json:"reclaimed"`
 	Location  string `json:"location,omitempty"`
+	// Erasure is the run's erasure by policy, when an erase record that
+	// passed its checks erased it (by this deletion, or after it): what
+	// the run's key sealed can no longer be opened, and is no failure.
+	Erasure *Erasure `json:"erasure,omitempty"`
+}
+
+// Erasure is the erasure of a deleted run, as its erase record says.
+type Erasure struct {
+	Seq      uint64 `json:"seq"`  // the erasure's link
+	Head     Hash   `json:"head"` // the erasure's link
+	At       int64  `json:"at"`   // unix nanoseconds
+	Reason   string `json:"reason"`
+	Signed   bool   `json:"signed"` // its checkpoint verified against the public key
+	Location string `json:"location,omitempty"`
+	// Unfinished: the store's key table still holds the run's key, marked
+	// erasing (a crash interrupted the erasure; the engine's next Open
+	// finishes it). Checked only when the key table was read.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // State returns what `--save-state` writes: the store id and, for every run

@@ -112,12 +112,14 @@ func frameSpan(n int) int64 {
 
 // recordRun is the run a record belongs to ("" for a store head).
 func recordRun(r *record.Record) string {
-	switch r.Kind {
-	case record.KindIntent:
+	switch {
+	case r.Erased:
+		return r.Run // an intent or certificate: the run of its erased key
+	case r.Kind == record.KindIntent:
 		return r.Intent.RunID
-	case record.KindCert:
+	case r.Kind == record.KindCert:
 		return r.Cert.RunID
-	case record.KindStoreHead:
+	case r.Kind == record.KindStoreHead:
 		return ""
 	}
 	return r.Run
@@ -157,7 +159,7 @@ func (db *DB) summarize(ctx context.Context, floor wal.Pos, deleted map[string]b
 			cur = &segSummary{id: r.Pos.Segment, runs: map[string]*runPart{}, ends: map[string]bool{}}
 			sums = append(sums, cur)
 		}
-		if r.Kind == record.KindIntent {
+		if r.Kind == record.KindIntent && r.Intent != nil {
 			in := r.Intent
 			plan.explicit[in.Fingerprint] = in.Key != ledger.DefaultKey(in.RunID, in.Seq, int(in.Index))
 		}
@@ -180,10 +182,12 @@ func (db *DB) summarize(ctx context.Context, floor wal.Pos, deleted map[string]b
 		}
 		p.n++
 		p.bytes += span
-		switch r.Kind {
-		case record.KindIntent:
+		switch {
+		case r.Erased:
+			// Forgotten by the erasure.
+		case r.Kind == record.KindIntent:
 			p.fps = append(p.fps, r.Intent.Fingerprint)
-		case record.KindCert:
+		case r.Kind == record.KindCert:
 			p.fps = append(p.fps, r.Cert.Fingerprint)
 		}
 	}

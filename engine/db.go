@@ -147,11 +147,12 @@ type DB struct {
 		ckptReq  chan struct{}
 		stop     chan struct{}
 		wg       sync.WaitGroup
-		gcReq    chan *gcJob // GC's collections (gc.go), run by the bg goroutine
-		replay   wal.Pos     // the last engine checkpoint's replay position; owned by the bg goroutine
-		gen      uint64      // engine checkpoint generation; owned by the bg goroutine
-		ledgerGn uint64      // generation of the ledger table on disk
-		ckptAt   time.Time   // when the last engine checkpoint was written; owned by the bg goroutine
+		gcReq    chan *gcJob    // GC's collections (gc.go), run by the bg goroutine
+		eraseReq chan *eraseJob // erasures (erase.go), run by the bg goroutine
+		replay   wal.Pos        // the last engine checkpoint's replay position; owned by the bg goroutine
+		gen      uint64         // engine checkpoint generation; owned by the bg goroutine
+		ledgerGn uint64         // generation of the ledger table on disk
+		ckptAt   time.Time      // when the last engine checkpoint was written; owned by the bg goroutine
 		err      atomic.Pointer[error]
 	}
 
@@ -253,6 +254,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		db.abandon()
 		return nil, advise(err)
 	}
+	// An erasure a crash interrupted is finished (or undone) before the
+	// store serves anything (erase.go).
+	if err := db.finishErasures(); err != nil {
+		if cerr := db.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+		return nil, advise(err)
+	}
 	db.openInfo.Duration = time.Since(start)
 	db.observeOpen()
 	db.logger.Debug("engine: open", "duration", db.openInfo.Duration, "replayed", db.openInfo.Replayed,
@@ -298,8 +307,12 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		return db.Run(ctx, id)
 	}
 	if db.deletedLocked(id) {
+		gone := ErrRunDeleted
+		if d := db.mu.deleted[id]; d != nil && d.erasure != nil {
+			gone = ErrRunErased
+		}
 		db.mu.Unlock()
-		return nil, fmt.Errorf("%w: run %q: a deleted run's id is not created again", ErrRunDeleted, id)
+		return nil, fmt.Errorf("%w: run %q: a deleted run's id is not created again", gone, id)
 	}
 	// Publish the run before its record is durable so that concurrent
 	// callers of the same id wait for one creation instead of racing.

@@ -68,6 +68,9 @@ type DeletedRun struct {
 	Head   chain.Hash // the deletion's link
 	At     time.Time
 	Reason string
+	// Erasure is the run's erasure, if it was erased (Erase): after its
+	// deletion (Seq and Erasure.Seq differ), or by it (the same record).
+	Erasure *Erasure
 }
 
 // deletion is what the engine keeps of a deleted run: its delete record.
@@ -77,6 +80,8 @@ type deletion struct {
 	final, head chain.Hash
 	at          time.Time
 	reason      string
+	parent      string   // the run's parent, if a fork (when the engine knew the run)
+	erasure     *erasure // its erase record, if erased (erase.go)
 }
 
 // Delete deletes the ended runs ids (see DeleteOptions.IDs). It returns
@@ -183,8 +188,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
 	}
 	db.mu.Lock()
-	for _, d := range out {
-		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason})
+	for i, d := range out {
+		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason, parent: chosen[i].parent})
 	}
 	db.mu.Unlock()
 	for _, d := range out {
@@ -360,8 +365,18 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 // the run, if built, is withdrawn and its id marked deleted. It returns
 // why the record does not fit the run, or "".
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
-	d := &deletion{seq: rec.Seq, final: rec.Final, head: rec.Head, at: time.Unix(0, rec.Deleted), reason: rec.Reason}
+	d := deletionOf(rec)
+	if prev := db.mu.deleted[rec.Run]; prev != nil {
+		// An erasure of a run deleted earlier in the log.
+		m, why := mergeDeletion(rec.Run, prev, d)
+		if why != "" {
+			return why
+		}
+		db.markDeletedLocked(rec.Run, m)
+		return ""
+	}
 	if r := db.runLocked(rec.Run); r != nil {
+		d.parent = r.parent
 		r.mu.Lock()
 		seq, head, ended := r.chainHeadLocked()
 		r.mu.Unlock()
@@ -378,8 +393,18 @@ func (db *DB) applyDeletionLocked(rec *record.Record) string {
 	return ""
 }
 
-// Deleted lists the runs the store deleted, sorted by id, as their delete
-// records say.
+// deletionOf is what the engine keeps of rec, a delete or erase record.
+func deletionOf(rec *record.Record) *deletion {
+	at := time.Unix(0, rec.Deleted)
+	d := &deletion{seq: rec.Seq, final: rec.Final, head: rec.Head, at: at, reason: rec.Reason}
+	if rec.Kind == record.KindErase {
+		d.erasure = &erasure{seq: rec.Seq, head: rec.Head, at: at, reason: rec.Reason}
+	}
+	return d
+}
+
+// Deleted lists the runs the store deleted (and erased), sorted by id, as
+// their delete and erase records say.
 func (db *DB) Deleted() ([]DeletedRun, error) {
 	if db.reg != nil && !db.reg.checked.Load() {
 		if err := db.checkRegistry(); err != nil {
@@ -396,7 +421,7 @@ func (db *DB) Deleted() ([]DeletedRun, error) {
 		if d == nil {
 			continue // being deleted
 		}
-		out = append(out, DeletedRun{ID: id, Seq: d.seq, Final: d.final, Head: d.head, At: d.at, Reason: d.reason})
+		out = append(out, d.public(id))
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil

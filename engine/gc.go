@@ -254,11 +254,17 @@ func (db *DB) collectSteps(ctx context.Context) (GCStats, error) {
 // head (see the file's comment).
 func (db *DB) deadRecord(r *record.Record, deleted map[string]bool, headAfter bool, explicit map[ledger.Fingerprint]bool) bool {
 	switch r.Kind {
-	case record.KindDelete:
+	case record.KindDelete, record.KindErase:
 		return false
-	case record.KindIntent:
-		return deleted[r.Intent.RunID] && !explicit[r.Intent.Fingerprint]
-	case record.KindCert:
+	case record.KindIntent, record.KindCert:
+		if r.Erased {
+			// Sealed with an erased run's key (the records of its
+			// explicit-key actions are sealed with the store's).
+			return deleted[r.Run]
+		}
+		if r.Kind == record.KindIntent {
+			return deleted[r.Intent.RunID] && !explicit[r.Intent.Fingerprint]
+		}
 		return deleted[r.Cert.RunID] && !explicit[r.Cert.Fingerprint]
 	case record.KindStoreHead:
 		if headAfter {

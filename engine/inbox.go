@@ -122,7 +122,8 @@ func (db *DB) publishMessages(run string, seq uint64, at wal.Pos, sent []record.
 	m.applyLocked(run, seq, at, sent, consumed)
 }
 
-// publishRunGone applies the end (k = KindEnd) or deletion (KindDelete) of
+// publishRunGone applies the end (k = KindEnd) or deletion (KindDelete,
+// KindErase) of
 // run: nothing is delivered to it any more, and a deleted run's messages
 // not consumed are withdrawn.
 func (db *DB) publishRunGone(k record.Kind, run string) {
@@ -197,7 +198,7 @@ func (m *mailboxes) applyLocked(run string, seq uint64, at wal.Pos, sent []recor
 func (m *mailboxes) goneLocked(k record.Kind, run string) {
 	m.ended[run] = true
 	delete(m.boxes, run)
-	if k == record.KindDelete {
+	if k.Deletes() {
 		m.deleted[run] = true
 		for _, box := range m.boxes {
 			if q := box[run]; q != nil {
@@ -314,6 +315,9 @@ func (db *DB) applyEventLocked(e *msgEvent) error {
 		if err := db.decoder(false).Decode(a, e.at, db.segmentFile(e.at.Segment), &r); err != nil {
 			return err
 		}
+		if r.Erased {
+			return nil // its run was erased: what it sent is withdrawn
+		}
 		body = r.Body
 	}
 	return db.applyAtomMessagesLocked(&record.Record{Kind: record.KindAtom, Run: e.run, Seq: e.seq, Pos: e.at, Body: body})
@@ -342,7 +346,7 @@ func (db *DB) applyAtomMessagesLocked(a *record.Record) error {
 func (db *DB) scanMessagesLocked(to wal.Pos) error {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindAtom && k != record.KindEnd && k != record.KindDelete
+		return k != record.KindAtom && k != record.KindEnd && !k.Deletes()
 	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
@@ -356,6 +360,9 @@ func (db *DB) scanMessagesLocked(to wal.Pos) error {
 			break
 		}
 		if r.Kind == record.KindAtom {
+			if r.Erased {
+				continue // its run was erased: what it sent is withdrawn
+			}
 			if err := db.applyAtomMessagesLocked(r); err != nil {
 				return err
 			}

@@ -26,7 +26,12 @@ type journal struct {
 	atom *Atom
 }
 
-func (j *journal) write(ctx context.Context, kind record.Kind, run string, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+// write appends an intent or a certificate of run. explicit says the
+// action's key is explicit (ledger.Intent.ExplicitKey): in an encrypted
+// store its records are sealed with the store's key, not the run's, since
+// another run may repeat the action and need them after this run is
+// erased.
+func (j *journal) write(ctx context.Context, kind record.Kind, run string, explicit bool, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
 	db := j.db
 	if err := ctx.Err(); err != nil {
 		return ledger.Loc{}, err
@@ -38,7 +43,11 @@ func (j *journal) write(ctx context.Context, kind record.Kind, run string, body 
 	rec := record.AppendLedger(make([]byte, 0, 1+len(body)/2+16), kind, body, db.comp, db.curDict.Load())
 	if db.sealer != nil {
 		var err error
-		if rec, err = db.sealer.SealLedger(rec[:1:1], rec[1:], kind, run); err != nil {
+		scope := run
+		if explicit {
+			scope = ""
+		}
+		if rec, err = db.sealer.SealLedger(rec[:1:1], rec[1:], kind, scope); err != nil {
 			return ledger.Loc{}, fmt.Errorf("engine: %s record of run %q: %w; nothing was written", kind, run, err)
 		}
 	}
@@ -81,7 +90,7 @@ func (j *journal) write(ctx context.Context, kind record.Kind, run string, body 
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	loc, err := j.write(ctx, record.KindIntent, in.RunID, ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	loc, err := j.write(ctx, record.KindIntent, in.RunID, in.ExplicitKey(), ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
 	if err == nil && j.atom != nil {
 		j.atom.noteStarted(in)
 	}
@@ -89,7 +98,7 @@ func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Lo
 }
 
 func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	return j.write(ctx, record.KindCert, c.RunID, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+	return j.write(ctx, record.KindCert, c.RunID, c.ExplicitKey, ledger.AppendCertificate(nil, c), c, !j.relaxed)
 }
 
 func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {

@@ -107,10 +107,13 @@ func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
 	for c.Next() {
 		r := c.Record()
 		loc := r.Pos
-		switch r.Kind {
-		case record.KindIntent:
+		switch {
+		case r.Erased:
+			// Sealed with an erased key: its run was erased, and the
+			// ledger forgot it.
+		case r.Kind == record.KindIntent:
 			l.ApplyIntent(r.Intent, loc)
-		case record.KindCert:
+		case r.Kind == record.KindCert:
 			l.ApplyCertificate(r.Cert, loc, false)
 		}
 	}

@@ -231,12 +231,18 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 	case record.KindIntent:
 		in := rec.Intent // the ledger keeps no args
+		if in == nil {
+			return nil // sealed with an erased key: its run was erased
+		}
 		db.ledger.ApplyIntent(in, pos)
 		if r := db.runLocked(in.RunID); r != nil && in.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(in.Index, in.Fingerprint)
 		}
 	case record.KindCert:
 		c := rec.Cert // the ledger keeps no result here
+		if c == nil {
+			return nil // sealed with an erased key
+		}
 		db.ledger.ApplyCertificate(c, pos, false)
 		if r := db.runLocked(c.RunID); r != nil && c.Seq == r.mu.lastSeq+1 {
 			r.noteInflight(c.Index, c.Fingerprint)
@@ -324,7 +330,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			}
 			return damage(rec.Run, rec.Seq, why)
 		}
-	case record.KindDelete:
+	case record.KindDelete, record.KindErase:
 		if why := db.applyDeletionLocked(rec); why != "" {
 			if fromCheckpoint {
 				return mismatchf("%s (%v)", why, pos)

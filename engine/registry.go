@@ -103,7 +103,13 @@ func (db *DB) checkRegistry() error {
 		}
 		db.mu.Lock()
 		for id, d := range deleted {
-			db.markDeletedLocked(id, d)
+			m, why := mergeDeletion(id, db.mu.deleted[id], d)
+			if why != "" {
+				db.mu.Unlock()
+				rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
+				return
+			}
+			db.markDeletedLocked(id, m)
 		}
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
@@ -129,7 +135,7 @@ func (db *DB) registryMismatch() string {
 func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletion, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && k != record.KindDelete
+		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && !k.Deletes()
 	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
@@ -152,11 +158,19 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 		// CHECKPOINT lists it (a run is published before its record is
 		// written): creations are taken wherever they are.
 		if !r.Pos.Less(to) && r.Kind != record.KindRun && r.Kind != record.KindFork {
-			if r.Kind == record.KindDelete {
+			if r.Kind.Deletes() {
 				// Replayed at Open (a checkpoint taken while it was being
 				// written no longer lists the run): the run is gone.
+				d := deletionOf(r)
+				if lr := runs[r.Run]; lr != nil {
+					d.parent = lr.parent
+				}
 				delete(runs, r.Run)
-				deleted[r.Run] = &deletion{seq: r.Seq, final: r.Final, head: r.Head, at: time.Unix(0, r.Deleted), reason: r.Reason}
+				m, why := mergeDeletion(r.Run, deleted[r.Run], d)
+				if why != "" {
+					return nil, nil, &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: why}
+				}
+				deleted[r.Run] = m
 				continue
 			}
 			if lr := runs[r.Run]; lr != nil {
@@ -233,14 +247,20 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 				return nil, nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
 			}
 			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head, stored: bytes.Clone(r.Stored)}
-		case record.KindDelete:
+		case record.KindDelete, record.KindErase:
+			d := deletionOf(r)
 			if lr := runs[r.Run]; lr != nil {
 				if lr.end == nil || r.Seq != lr.last+2 || r.Final != lr.end.head {
 					return nil, nil, where(r.Run, r.Seq, "the deletion does not follow the run's end")
 				}
+				d.parent = lr.parent
 				delete(runs, r.Run)
 			}
-			deleted[r.Run] = &deletion{seq: r.Seq, final: r.Final, head: r.Head, at: time.Unix(0, r.Deleted), reason: r.Reason}
+			m, why := mergeDeletion(r.Run, deleted[r.Run], d)
+			if why != "" {
+				return nil, nil, where(r.Run, r.Seq, why)
+			}
+			deleted[r.Run] = m
 		}
 	}
 	if err := c.Err(); err != nil {
@@ -265,6 +285,13 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 		c := &rows[i]
 		listed[c.ID] = true
 		lr := log[c.ID]
+		if lr == nil && db.deletedLocked(c.ID) {
+			// Deleted (or erased) at or after the replay position: the
+			// replay withdrew the run, the row is merely older. (Dropping
+			// the row as a mismatch would count it out of the lazy rows a
+			// second time when the replay built it.)
+			continue
+		}
 		why := ""
 		switch {
 		case lr == nil:

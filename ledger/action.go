@@ -236,7 +236,10 @@ func fingerprintUndo(tool string, canonArgs []byte, key string, comp *Compensati
 // The engine numbers only the atom's Do calls that leave Key empty (its
 // Atom documents why).
 func DefaultKey(runID string, seq uint64, index int) string {
-	b := make([]byte, 0, len(runID)+40)
+	return string(appendDefaultKey(make([]byte, 0, len(runID)+40), runID, seq, index))
+}
+
+func appendDefaultKey(b []byte, runID string, seq uint64, index int) []byte {
 	b = append(b, "ck1-"...)
 	b = strconv.AppendInt(b, int64(len(runID)), 10)
 	b = append(b, ':')
@@ -245,7 +248,7 @@ func DefaultKey(runID string, seq uint64, index int) string {
 	b = strconv.AppendUint(b, seq, 10)
 	b = append(b, ':')
 	b = strconv.AppendInt(b, int64(index), 10)
-	return string(b)
+	return b
 }
 
 // Status is the state of a fingerprint in the ledger.
@@ -319,6 +322,16 @@ type Intent struct {
 	scrub *scrubber
 }
 
+// ExplicitKey reports whether the action's key was given by its caller
+// rather than derived (DefaultKey): another run may repeat such an action
+// and get its certificate, so its records belong to the store rather than
+// to the run (an encrypted store seals them with the store's key, and
+// erasing the run keeps them).
+func (in *Intent) ExplicitKey() bool {
+	var buf [96]byte
+	return string(appendDefaultKey(buf[:0], in.RunID, in.Seq, int(in.Index))) != in.Key
+}
+
 // Certificate is the durable record of an action's outcome. Result and Err
 // are stored scrubbed: the values of the action's Redact pointers, where
 // exec echoed them, and the values of its RedactResult pointers are
@@ -333,6 +346,11 @@ type Certificate struct {
 	Status      Status // StatusDone, StatusFailed or StatusResolved
 	Result      []byte // the result (done, resolved); empty when failed
 	Err         string // exec's error message (failed)
+
+	// ExplicitKey is the action's Intent.ExplicitKey, for the journal that
+	// writes the certificate (in memory only: it is not encoded, and a
+	// decoded certificate has it false).
+	ExplicitKey bool
 }
 
 // NewIntent builds the intent of action a, the index-th call of the atom at

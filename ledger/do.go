@@ -171,7 +171,7 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 
 	// What is stored is scrubbed of the action's secrets; the caller gets
 	// exec's own result and error.
-	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index}
+	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, ExplicitKey: in.ExplicitKey()}
 	if execErr != nil {
 		c.Status, c.Err = StatusFailed, in.scrub.text(execErr.Error())
 	} else {
@@ -267,7 +267,8 @@ func (l *Ledger) resolve(ctx context.Context, j Journal, in *Intent, st Status, 
 		result = bytes.Clone(in.scrub.result(result))
 	}
 	reason = in.scrub.text(reason)
-	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Status: st, Result: result, Err: reason}
+	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Status: st, Result: result, Err: reason,
+		ExplicitKey: in.ExplicitKey()}
 	var err error
 	landed := false
 	defer func() {

@@ -316,7 +316,7 @@ func (in *Inspector) build(ctx context.Context) error {
 		case record.KindRun:
 			r := in.run(rec.Run)
 			r.sum.Created, r.born = time.Unix(0, rec.Created), true
-		case record.KindDelete:
+		case record.KindDelete, record.KindErase:
 			in.run(rec.Run).deleted = true
 		case record.KindRollback:
 			r := in.run(rec.Run)

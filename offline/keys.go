@@ -36,6 +36,9 @@ func (db *store) openKeys(id [16]byte, ring seal.Keyring) (damage, err error) {
 		damage = record.Corruptf(name, "%d bytes, above %d", len(b), layout.MaxKeysFile)
 	default:
 		t, damage = layout.ParseKeys(name, id, b)
+		if damage == nil {
+			db.keys = t
+		}
 	}
 	if ring == nil || damage != nil {
 		if ring != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -43,6 +44,9 @@ type store struct {
 	// its payloads, nil without the keyring (keys.go).
 	sealed bool
 	sealer *record.Sealer
+	// keys is KEYS's table of an encrypted store, read with or without
+	// the keyring (nil if it is missing or damaged).
+	keys *seal.Table
 	// lastSeg caches segmentFile's last answer: verify and scan name the
 	// segment of every atom they decode.
 	lastSeg atomic.Pointer[segName]

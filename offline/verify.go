@@ -219,6 +219,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	vr.checkErasedKeys() // verify_delete.go
 	rep := v.Finish()
 	vr.finish(rep)
 	vr.reportRollbacks(rep) // verify_rollback.go
@@ -243,6 +244,9 @@ type verifyRunState struct {
 	parent  string
 	pos     []wal.Pos
 	frame   *frame.Frame // Deep: the frame rebuilt so far
+	// erasedAtoms: an atom of the run was sealed with an erased key, so
+	// that its frame can no longer be rebuilt.
+	erasedAtoms bool
 	// from the restart files:
 	frameFile *layout.FrameFile
 	ckpt      *layout.CheckpointRun
@@ -280,6 +284,10 @@ type verifyRun struct {
 	pub          ed25519.PublicKey
 	born         map[string]bool
 	deletions    map[string]*verifyDeletion
+	// forkOfErased holds, by fork, a failure to report unless the fork is
+	// erased too: its fork point's state is in atoms of its parent sealed
+	// with an erased key.
+	forkOfErased map[string]chain.Failure
 
 	msgs verifyMessages // verify_messages.go
 }
@@ -438,7 +446,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			vr.v.Checkpoint(r.Note, loc)
 		case record.KindStoreHead:
 			vr.v.StoreHead(r.Note, loc)
-		case record.KindDelete:
+		case record.KindDelete, record.KindErase:
 			vr.deletion(r, loc)
 			vr.messageRunGone(r.Kind, r.Run, r.Pos)
 		case record.KindRollback:
@@ -473,8 +481,12 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		}
 		if !a.Opened {
 			// No keyring, or the run's key was erased: only the link.
-			if rs := vr.run(a.Run); rs.base+uint64(len(rs.heads))+1 == a.Seq {
+			rs := vr.run(a.Run)
+			if rs.base+uint64(len(rs.heads))+1 == a.Seq {
 				rs.heads = append(rs.heads, a.Head)
+			}
+			if a.Erased {
+				rs.erasedAtoms, rs.frame = true, nil
 			}
 			return payload
 		}

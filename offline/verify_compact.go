@@ -43,9 +43,9 @@ func (vr *verifyRun) checkCompacted(log *wal.Log) {
 			switch {
 			case err != nil:
 				vr.fail("", 0, loc, "a record removed by compaction: %v", err)
-			case n.Kind == record.KindDelete:
+			case n.Kind.Deletes():
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindRunMissing, RunID: n.Run, Seq: n.Seq, Location: loc,
-					Detail: "compaction removed the run's delete record (delete records are never reclaimed)"})
+					Detail: fmt.Sprintf("compaction removed the run's %s record (delete and erase records are never reclaimed)", n.Kind)})
 			case n.Kind == record.KindStoreHead:
 				if n.Run != "" {
 					vr.fail(n.Run, n.Seq, loc, "a store head removed by compaction names run %q", n.Run)

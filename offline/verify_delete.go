@@ -1,6 +1,7 @@
 package offline
 
-// Verify's checks of deletions by policy (record.KindDelete). A delete
+// Verify's checks of deletions by policy (record.KindDelete, and
+// record.KindErase, a deletion that also erases the run). A delete
 // record is the run's deletion link: verify recomputes it from the run's
 // final head and the deletion's time and reason, checks the chain
 // checkpoint it carries (the store, the run, the seq, the link, final;
@@ -12,8 +13,21 @@ package offline
 // checkpoints and trusted state that name it) is no failure. A delete
 // record that fails is reported, and its run counts as not deleted: a
 // run whose records vanished is then reported as it always was.
+//
+// An erase record is checked as a delete record is (its link covers
+// record.EraseMark besides, so that a delete record relabelled as an
+// erasure, or the reverse, fails it), following the run's end or the
+// run's delete record. A run it erases is listed erased: its payloads
+// sealed with the erased key are no failure. With KEYS read (with the
+// keyring or without), every run whose data key KEYS marks erased must
+// have such a record (else the key table was changed, or the record is
+// gone: reported), and a run that has one must have its key erased
+// (marked erasing: an erasure a crash interrupted, which the engine's
+// next Open finishes, listed as unfinished; still live: a KEYS older than
+// the erasure, from which the run's data can be recovered, reported).
 
 import (
+	"fmt"
 	"sort"
 
 	"github.com/continuumdb/continuum/chain"
@@ -27,38 +41,55 @@ type verifyDeletion struct {
 	valid bool // it passed its own checks
 }
 
-// deletion checks a delete record.
+// deletion checks a delete or erase record.
 func (vr *verifyRun) deletion(r *record.Record, loc string) {
 	if vr.deletions == nil {
 		vr.deletions = map[string]*verifyDeletion{}
 	}
-	if _, dup := vr.deletions[r.Run]; dup {
+	prior, dup := vr.deletions[r.Run]
+	if dup && (r.Kind != record.KindErase || prior.d.Erasure != nil) {
 		vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindSeqDuplicate, RunID: r.Run, Seq: r.Seq, Location: loc,
-			Detail: "the run is deleted a second time"})
+			Detail: fmt.Sprintf("the run is deleted a second time (%s record)", r.Kind)})
+		return
+	}
+	bad := func(kind chain.Kind, expected, actual chain.Hash, detail string) {
+		vr.extra = append(vr.extra, chain.Failure{Kind: kind, RunID: r.Run, Seq: r.Seq, Expected: expected, Actual: actual,
+			Location: loc, Detail: r.Kind.String() + " record: " + detail})
+	}
+	var e *chain.Erasure
+	if r.Kind == record.KindErase {
+		e = &chain.Erasure{Seq: r.Seq, Head: r.Head, At: r.Deleted, Reason: r.Reason, Location: loc}
+	}
+	if dup {
+		// An erasure of a run deleted earlier: it follows the deletion.
+		switch {
+		case !prior.valid:
+			bad(chain.KindLinkMismatch, chain.Hash{}, r.Final, "it follows a delete record that failed its checks")
+			return
+		case prior.d.Seq+1 != r.Seq || prior.d.Head != r.Final:
+			bad(chain.KindLinkMismatch, prior.d.Head, r.Final, fmt.Sprintf("it does not follow the run's deletion (seq %d)", prior.d.Seq))
+			return
+		}
+		if !vr.checkDeletionRecord(r, bad) {
+			return
+		}
+		e.Signed = vr.pub != nil
+		prior.d.Erasure = e
 		return
 	}
 	d := &verifyDeletion{d: chain.DeletedRun{RunID: r.Run, Seq: r.Seq, Final: r.Final, Head: r.Head, At: r.Deleted,
 		Reason: r.Reason, Location: loc}}
 	vr.deletions[r.Run] = d
-	bad := func(kind chain.Kind, expected, actual chain.Hash, detail string) {
-		vr.extra = append(vr.extra, chain.Failure{Kind: kind, RunID: r.Run, Seq: r.Seq, Expected: expected, Actual: actual,
-			Location: loc, Detail: "delete record: " + detail})
-	}
-	if link := vr.hasher.Link(r.Run, r.Seq, r.Final, r.Payload); link != r.Head {
-		bad(chain.KindHashMismatch, link, r.Head, "its time or reason was changed: they do not hash to its link")
-		return
-	}
-	if r.Checkpoint.StoreID != vr.storeID {
-		bad(chain.KindCheckpointMismatch, chain.Hash{}, chain.Hash{}, "its checkpoint belongs to store "+r.Checkpoint.StoreID+", not "+vr.storeID)
+	if !vr.checkDeletionRecord(r, bad) {
 		return
 	}
 	if vr.pub != nil {
-		if _, err := chain.VerifyCheckpoint(r.Note, vr.pub); err != nil {
-			bad(chain.KindBadSignature, chain.Hash{}, chain.Hash{}, "its checkpoint's signature: "+err.Error())
-			return
-		}
 		d.d.Signed = true
+		if e != nil {
+			e.Signed = true
+		}
 	}
+	d.d.Erasure = e
 	if rs := vr.runs[r.Run]; rs != nil && vr.born[r.Run] {
 		// The run's records are here: the deletion must follow its end.
 		n := uint64(len(rs.heads))
@@ -72,6 +103,84 @@ func (vr *verifyRun) deletion(r *record.Record, loc string) {
 		}
 	}
 	d.valid = true
+}
+
+// checkDeletionRecord checks a delete or erase record's own link and
+// chain checkpoint (and its signature, with the public key).
+func (vr *verifyRun) checkDeletionRecord(r *record.Record, bad func(chain.Kind, chain.Hash, chain.Hash, string)) bool {
+	if link := vr.hasher.Link(r.Run, r.Seq, r.Final, r.Payload); link != r.Head {
+		bad(chain.KindHashMismatch, link, r.Head, "its time or reason was changed: they do not hash to its link")
+		return false
+	}
+	if r.Checkpoint.StoreID != vr.storeID {
+		bad(chain.KindCheckpointMismatch, chain.Hash{}, chain.Hash{}, "its checkpoint belongs to store "+r.Checkpoint.StoreID+", not "+vr.storeID)
+		return false
+	}
+	if vr.pub != nil {
+		if _, err := chain.VerifyCheckpoint(r.Note, vr.pub); err != nil {
+			bad(chain.KindBadSignature, chain.Hash{}, chain.Hash{}, "its checkpoint's signature: "+err.Error())
+			return false
+		}
+	}
+	return true
+}
+
+// erased reports whether run id was erased by an erase record that passed
+// its checks.
+func (vr *verifyRun) erased(id string) bool {
+	d := vr.deletions[id]
+	return d != nil && d.valid && d.d.Erasure != nil
+}
+
+// checkErasedKeys compares KEYS's erased and erasing keys with the erase
+// records (see the file's comment). Without KEYS (missing or damaged:
+// reported already) there is nothing to compare.
+func (vr *verifyRun) checkErasedKeys() {
+	for id, f := range vr.forkOfErased {
+		if !vr.erased(id) {
+			vr.extra = append(vr.extra, f)
+		}
+	}
+	t := vr.db.keys
+	if t == nil {
+		return
+	}
+	name := vr.db.path(layout.KeysName)
+	state := map[string]string{} // run: "live", "erasing", "erased" (its newest key's)
+	for _, e := range t.Entries() {
+		switch {
+		case e.Scope == "":
+		case e.Erased:
+			state[e.Scope] = "erased"
+		case e.Erasing:
+			state[e.Scope] = "erasing"
+		default:
+			state[e.Scope] = "live"
+		}
+	}
+	runs := make([]string, 0, len(state))
+	for id := range state {
+		runs = append(runs, id)
+	}
+	sort.Strings(runs)
+	for _, id := range runs {
+		if state[id] == "erased" && !vr.erased(id) {
+			vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCorrupt, RunID: id, Location: name,
+				Detail: "the run's data key is erased, but no valid erase record erases the run: what it sealed can no longer be opened (the key table was changed, or the erase record is gone)"})
+		}
+	}
+	for id, d := range vr.deletions {
+		if !d.valid || d.d.Erasure == nil {
+			continue
+		}
+		switch state[id] {
+		case "erasing":
+			d.d.Erasure.Unfinished = true
+		case "live":
+			vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCorrupt, RunID: id, Seq: d.d.Erasure.Seq, Location: name,
+				Detail: "the run is erased by its erase record, but the key table still holds its data key: it is older than the erasure, and what the key sealed can still be opened"})
+		}
+	}
 }
 
 // deleted reports whether run id is deleted by a delete record that

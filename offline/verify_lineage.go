@@ -52,6 +52,17 @@ func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
 		vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindLinkMismatch, RunID: r.Run, Seq: r.Seq, Expected: h, Actual: r.ParentHead,
 			Location: loc, Detail: fmt.Sprintf("the fork's link names a head of run %q at seq %d that is not that run's", r.Parent, r.Seq)})
 	}
+	if vr.deep && vr.lineageErased(r.Parent) {
+		// Its parent's atoms are sealed with an erased key: the state at
+		// the fork point is gone, as it must be if the fork is erased too.
+		if vr.forkOfErased == nil {
+			vr.forkOfErased = map[string]chain.Failure{}
+		}
+		vr.forkOfErased[r.Run] = chain.Failure{Kind: chain.KindCorrupt, RunID: r.Run, Seq: r.Seq, Location: loc,
+			Detail: fmt.Sprintf("the parent's state at the fork point: run %q (or an ancestor) has atoms sealed with an erased key, and this fork is not erased", r.Parent)}
+		rs.frame = nil
+		return
+	}
 	if vr.deep {
 		f, err := vr.frameAt(log, r.Parent, r.Seq)
 		if err != nil {
@@ -62,6 +73,22 @@ func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
 			vr.compareFrame(r.Run, f, ff)
 		}
 	}
+}
+
+// lineageErased reports whether run or an ancestor of it has atoms
+// sealed with an erased key.
+func (vr *verifyRun) lineageErased(run string) bool {
+	for range 1 << 16 { // a lineage is finite; a forged cycle ends here
+		rs := vr.runs[run]
+		if rs == nil {
+			return false
+		}
+		if rs.erasedAtoms {
+			return true
+		}
+		run = rs.parent
+	}
+	return false
 }
 
 // frameAt rebuilds the frame of run at seq from the log (Deep: the atoms'

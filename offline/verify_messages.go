@@ -132,11 +132,11 @@ func (vr *verifyRun) messageRunGone(k record.Kind, run string, pos wal.Pos) {
 	vm := &vr.msgs
 	vm.init()
 	vm.ended[run] = true
-	if k == record.KindDelete {
+	if k.Deletes() {
 		vm.deleted[run] = true
 	}
 	// An end CHECKPOINT's row already has is not applied again.
-	if vr.dc.cp != nil && !pos.Less(vr.dc.replay) && (k == record.KindDelete || !vr.endReflected(run)) {
+	if vr.dc.cp != nil && !pos.Less(vr.dc.replay) && (k.Deletes() || !vr.endReflected(run)) {
 		vm.tail = append(vm.tail, msgTailEvent{kind: k, run: run})
 	}
 }
@@ -229,11 +229,11 @@ func (vr *verifyRun) checkInbox() {
 		if e.kind != record.KindAtom {
 			ended[e.run] = true
 			for p := range queues {
-				if p.to == e.run || e.kind == record.KindDelete && p.from == e.run {
+				if p.to == e.run || e.kind.Deletes() && p.from == e.run {
 					delete(queues, p)
 				}
 			}
-			if e.kind == record.KindDelete {
+			if e.kind.Deletes() {
 				deleted[e.run] = true
 			}
 			continue

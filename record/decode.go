@@ -38,15 +38,18 @@ type Record struct {
 	Result  []byte
 	Payload []byte
 
-	Head chain.Hash // KindAtom, KindEnd, KindDelete: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
+	Head chain.Hash // KindAtom, KindEnd, KindDelete, KindErase: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
 	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it); KindIntent, KindCert opened from a seal: its compressed body
 
-	Reason string // KindFail, KindDelete
+	Reason string // KindFail, KindDelete, KindErase
 
 	// KindDelete: the run's final head (the end's link, Seq-1), when the
 	// run was deleted (unix nanoseconds), and the deletion's link is Head,
 	// over Payload (deleted | reason) from Final; Note is the chain
-	// checkpoint of (Run, Seq, Head), parsed into Checkpoint.
+	// checkpoint of (Run, Seq, Head), parsed into Checkpoint. KindErase:
+	// the same fields, Final the link it follows (the end's, or a delete
+	// record's), Deleted the time of the erasure, and Payload EraseMark |
+	// erased | reason (a copy: the mark is not stored).
 	Final   chain.Hash
 	Deleted int64
 
@@ -74,11 +77,11 @@ type Record struct {
 	Stored  []byte
 	Tail    []byte
 	Opened  bool
-	Erased  bool
+	Erased  bool  // KindIntent, KindCert: Run is then the run whose erased key sealed it
 	SealErr error // KindAtom, with Decoder.KeepUnopened: why its body did not open
 
-	Note []byte // KindCheckpoint, KindStoreHead and KindDelete: the chain's encoding
-	// Checkpoint is the parsed note of a KindCheckpoint or KindDelete
+	Note []byte // KindCheckpoint, KindStoreHead, KindDelete and KindErase: the chain's encoding
+	// Checkpoint is the parsed note of a KindCheckpoint, KindDelete or KindErase
 	// (signatures are not checked here).
 	Checkpoint chain.Checkpoint
 }
@@ -194,7 +197,9 @@ func (d *Decoder) openLedger(file string, r *Record) ([]byte, error) {
 	comp, scope, err := d.Sealer.openLedger(nil, r.Stored, r.Kind)
 	switch {
 	case errors.Is(err, seal.ErrErased):
-		r.Erased = true
+		// Its run is the scope of the erased key (the records of actions
+		// with explicit keys are sealed with the store's key, never erased).
+		r.Erased, r.Run = true, scope
 		return nil, nil
 	case err != nil:
 		return nil, d.sealDamage(file, r, r.Kind.String(), err)
@@ -288,7 +293,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			f.Fail("run %q forked from itself", r.Run)
 		}
 		f.Done("fork record")
-	case KindDelete:
+	case KindDelete, KindErase:
 		r.Run = f.RunID()
 		r.Seq = f.Uvarint("seq")
 		r.Final = f.Hash("final head")
@@ -301,6 +306,9 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		}
 		if f.err == nil {
 			r.Payload = raw[start:f.off]
+			if r.Kind == KindErase {
+				r.Payload = append([]byte(EraseMark), r.Payload...)
+			}
 			r.Note = f.Rest()
 			switch c, err := chain.ParseCheckpoint(r.Note); {
 			case len(r.Note) > MaxDeleteNote:
@@ -353,8 +361,14 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			return &CorruptionError{File: file, Offset: pos.Offset, Reason: fmt.Sprintf("%s record: %v", r.Kind, err), Err: err}
 		}
 		if d.Sealed && r.Run != d.ledgerScope {
-			return &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
-				Reason: fmt.Sprintf("%s record: sealed with the data key of run %q, not its own", r.Kind, d.ledgerScope)}
+			switch {
+			case d.ledgerScope != "":
+				return &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+					Reason: fmt.Sprintf("%s record: sealed with the data key of run %q, not its own", r.Kind, d.ledgerScope)}
+			case r.Intent != nil && !r.Intent.ExplicitKey():
+				return &CorruptionError{File: file, Offset: pos.Offset, Run: r.Run, Seq: r.Seq,
+					Reason: "intent record: an action with a default key sealed with the store's data key, not its run's"}
+			}
 		}
 		return nil
 	case KindCheckpoint:
@@ -443,7 +457,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindRollback:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindRollback:
 	default:
 		return k, nil, 0, true
 	}
@@ -452,7 +466,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k == KindAtom || k == KindFail || k == KindEnd || k == KindDelete || k == KindRollback {
+	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindRollback {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

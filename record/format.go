@@ -18,6 +18,7 @@ package record
 //	fork        9 | uvarint len | run id | nonce [16] | varint created (unix ns) | uvarint len | parent id | uvarint at | parent head [32]
 //	delete     10 | uvarint len | run id | uvarint seq | final head [32] | head [32] | varint deleted (unix ns) | uvarint len | reason | note
 //	rollback   11 | uvarint len | run id | uvarint seq | uvarint to | head [32] | varint started (unix ns) | uvarint n | n x undo
+//	erase      12 | the delete record's fields, byte for byte (a deletion that also erases)
 //
 // A rollback record (rollback.go) starts the rollback of a run to seq to:
 // it is written, durably, before the first compensation runs, and names
@@ -36,6 +37,17 @@ package record
 // that the deletion, its time and its reason are as provable as a final
 // checkpoint even once every other record of the run has been reclaimed.
 // A delete record is never reclaimed.
+//
+// An erase record deletes an ended run as a delete record does and says,
+// besides, that the run's content was erased (crypto-shredding: the run's
+// data key is dropped from the key table once the record is durable). Its
+// fields are the delete record's; its link covers EraseMark before its
+// time and reason (AppendErasePayload), so that a delete record relabelled
+// as an erasure, or an erasure as a plain deletion, fails its link. It
+// follows the run's end (seq = the end's seq + 1, final = the end's link)
+// or, for a run deleted earlier, its delete record (seq = the deletion's
+// seq + 1, final = the deletion's link). An erase record is never
+// reclaimed.
 //
 // compressed(x) is frame.Compressor's format: a codec byte, a dictionary
 // id, the payload. The ledger's intent and certificate are
@@ -94,10 +106,19 @@ const (
 	KindFork       Kind = 9
 	KindDelete     Kind = 10
 	KindRollback   Kind = 11
+	KindErase      Kind = 12
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindRollback
+	MaxKind = KindErase
 )
+
+// Deletes reports whether a record of kind k deletes its run: a delete
+// or an erase record.
+func (k Kind) Deletes() bool { return k == KindDelete || k == KindErase }
+
+// EraseMark starts the chained payload of an erase record (what tells its
+// link from a delete record's).
+const EraseMark = "continuum/erase\x00"
 
 const (
 	// AtomBodyVersion is the version byte of an atom body.
@@ -131,6 +152,7 @@ var kindNames = [...]string{
 	KindFork:       "fork",
 	KindDelete:     "delete",
 	KindRollback:   "rollback",
+	KindErase:      "erase",
 }
 
 // String is the kind's name, as inspect and verify print it.
@@ -238,13 +260,31 @@ func AppendDeletePayload(dst []byte, deleted int64, reason string) []byte {
 // chain.Hasher.Link(run, seq, final, AppendDeletePayload(deleted,
 // reason)), and note, the chain checkpoint of (run, seq, head, final).
 func AppendDelete(dst []byte, run string, seq uint64, final, head chain.Hash, deleted int64, reason string, note []byte) []byte {
-	dst = append(dst, byte(KindDelete))
+	return appendDeletion(dst, KindDelete, run, seq, final, head, deleted, reason, note)
+}
+
+func appendDeletion(dst []byte, k Kind, run string, seq uint64, final, head chain.Hash, at int64, reason string, note []byte) []byte {
+	dst = append(dst, byte(k))
 	dst = AppendString(dst, run)
 	dst = binary.AppendUvarint(dst, seq)
 	dst = append(dst, final[:]...)
 	dst = append(dst, head[:]...)
-	dst = AppendDeletePayload(dst, deleted, reason)
+	dst = AppendDeletePayload(dst, at, reason)
 	return append(dst, note...)
+}
+
+// AppendErasePayload appends the chained payload of an erase record:
+// EraseMark, then what a delete record's covers.
+func AppendErasePayload(dst []byte, erased int64, reason string) []byte {
+	return AppendDeletePayload(append(dst, EraseMark...), erased, reason)
+}
+
+// AppendErase appends an erase record of run: its link at seq after final
+// (the run's end, or its deletion), head = chain.Hasher.Link(run, seq,
+// final, AppendErasePayload(erased, reason)), and note, the chain
+// checkpoint of (run, seq, head, final).
+func AppendErase(dst []byte, run string, seq uint64, final, head chain.Hash, erased int64, reason string, note []byte) []byte {
+	return appendDeletion(dst, KindErase, run, seq, final, head, erased, reason, note)
 }
 
 // AppendNote appends a checkpoint or a store head record: the kind byte,

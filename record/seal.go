@@ -28,10 +28,15 @@ package record
 // another record, run or store does not open. An intent's or a
 // certificate's run and seq are inside it: they are sealed with the kind
 // and store alone as their place, and their decoder checks that the run
-// they name is the one whose key sealed them.
+// they name is the one whose key sealed them, or that the store's key
+// sealed them: the records of an action with an explicit key belong to
+// the store (another run may repeat the action and get its certificate),
+// so erasing the run that ran it keeps them; an intent sealed so must
+// have an explicit key.
 
 import (
 	"encoding/binary"
+	"errors"
 	"fmt"
 
 	"github.com/continuumdb/continuum/seal"
@@ -116,14 +121,18 @@ func (s *Sealer) Open(dst, sealed []byte, k Kind, run string, seq uint64) ([]byt
 }
 
 // openLedger opens an intent or a certificate (sealed with only its kind
-// as its place) and returns the scope of the key that sealed it.
+// as its place) and returns the scope of the key that sealed it (also
+// when that key was erased: the error then matches seal.ErrErased).
 func (s *Sealer) openLedger(dst, sealed []byte, k Kind) ([]byte, string, error) {
 	var aad [128]byte
 	var scope string
 	out, err := seal.Open(dst, sealed, AppendAAD(aad[:0], s.Store, k, "", 0), func(no uint64) (*seal.Key, error) {
 		key, err := s.Keys.Key(no)
-		if err == nil {
+		switch {
+		case err == nil:
 			scope, _ = s.Keys.ScopeOf(no)
+		case errors.Is(err, seal.ErrErased):
+			scope, _ = s.Keys.ErasedScope(no)
 		}
 		return key, err
 	})
@@ -131,11 +140,14 @@ func (s *Sealer) openLedger(dst, sealed []byte, k Kind) ([]byte, string, error) 
 }
 
 // SealLedger appends the sealed form of compressed, the compressed body
-// of an intent or a certificate of run, for kind k.
-func (s *Sealer) SealLedger(dst, compressed []byte, k Kind, run string) ([]byte, error) {
-	key, ok := s.Keys.Scope(run)
+// of an intent or a certificate, for kind k, with the data key of scope:
+// the record's run, or "" (the store's key) for an action with an
+// explicit key (ledger.Intent.ExplicitKey), whose records another run
+// may need once this one is erased.
+func (s *Sealer) SealLedger(dst, compressed []byte, k Kind, scope string) ([]byte, error) {
+	key, ok := s.Keys.Scope(scope)
 	if !ok {
-		return dst, fmt.Errorf("record: run %q has no data key in the key table", run)
+		return dst, fmt.Errorf("record: run %q has no data key in the key table", scope)
 	}
 	var aad [128]byte
 	return key.Seal(dst, compressed, AppendAAD(aad[:0], s.Store, k, "", 0))

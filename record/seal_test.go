@@ -98,11 +98,12 @@ func TestGoldenSealedAtomBody(t *testing.T) {
 
 // TestDecodeSealedLedger: an intent sealed with another run's key is
 // corrupt; one of its own run opens; a decoder without a Sealer leaves it
-// sealed.
+// sealed; an intent with an explicit key may be sealed with the store's
+// key (its records belong to the store), one with a default key may not.
 func TestDecodeSealedLedger(t *testing.T) {
 	s := testSealer(t)
 	comp := frame.NewCompressor(frame.NewDicts())
-	body := ledger.AppendIntent(nil, &ledger.Intent{RunID: "r1", Seq: 1, Tool: "t", Args: []byte(`{"a":1}`)})
+	body := ledger.AppendIntent(nil, &ledger.Intent{RunID: "r1", Seq: 1, Tool: "t", Args: []byte(`{"a":1}`), Key: ledger.DefaultKey("r1", 1, 0)})
 	goldenPos := wal.Pos{Segment: 1, Offset: 64}
 	rec, err := s.SealLedger([]byte{byte(KindIntent)}, comp.Compress(nil, body, 0), KindIntent, "r1")
 	if err != nil {
@@ -123,7 +124,34 @@ func TestDecodeSealedLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := (&Decoder{Comp: comp, Ledger: true, Sealed: true, Sealer: s}).Decode(other, goldenPos, "seg", &r); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("an intent of r1 sealed with the store's key: %v, want ErrCorrupt", err)
+		t.Fatalf("an intent of r1 with a default key sealed with the store's key: %v, want ErrCorrupt", err)
+	}
+	explicit := ledger.AppendIntent(nil, &ledger.Intent{RunID: "r1", Seq: 1, Tool: "t", Args: []byte(`{"a":1}`), Key: "charge-7"})
+	shared, err := s.SealLedger([]byte{byte(KindIntent)}, comp.Compress(nil, explicit, 0), KindIntent, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Decoder{Comp: comp, Ledger: true, Sealed: true, Sealer: s}).Decode(shared, goldenPos, "seg", &r); err != nil || r.Intent == nil || r.Intent.Key != "charge-7" {
+		t.Fatalf("an intent of r1 with an explicit key sealed with the store's key: %v, intent %+v", err, r.Intent)
+	}
+	ring, err := seal.NewKeyring(map[string][]byte{"k": bytes.Repeat([]byte{3}, seal.KeySize)}, "k")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var tbl seal.Table
+	var k2 *seal.Key
+	for _, scope := range []string{"", "r1", "r2"} { // numbered after testSealer's two
+		if k2, err = tbl.Add(ring, scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Keys.Put("r2", k2)
+	foreign, err := s.SealLedger([]byte{byte(KindIntent)}, comp.Compress(nil, explicit, 0), KindIntent, "r2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Decoder{Comp: comp, Ledger: true, Sealed: true, Sealer: s}).Decode(foreign, goldenPos, "seg", &r); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("an intent of r1 sealed with r2's key: %v, want ErrCorrupt", err)
 	}
 }
 

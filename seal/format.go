@@ -22,8 +22,10 @@ package seal
 //	         | uvarint len | wrapping key id | uvarint len | wrapped key
 //
 // Entries are in ascending key no, each no once. scope is "" for the
-// store, or a run id. state is 1 live, 2 erased; an erased entry has an
-// empty key id and wrapped key. A wrapped key is the Keyring's encoding
+// store, or a run id. state is 1 live, 2 erased, 3 erasing (live, its
+// scope's erasure begun and not finished: the owner finishes or undoes it
+// when it next opens the table); an erased entry has an empty key id and
+// wrapped key. A wrapped key is the Keyring's encoding
 // (StaticKeyring: nonce [12] | AES-256-GCM(data key) | tag [16], AAD
 // WrapAAD(id)).
 
@@ -42,8 +44,9 @@ const (
 	tableMagic   = "CKEY"
 	tableVersion = 1
 
-	stateLive   = 1
-	stateErased = 2
+	stateLive    = 1
+	stateErased  = 2
+	stateErasing = 3
 
 	// MaxScope bounds a scope (a run id), MaxKeyID a wrapping key's id and
 	// MaxWrapped a wrapped data key, in bytes.

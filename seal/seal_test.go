@@ -196,8 +196,26 @@ func TestErase(t *testing.T) {
 	sa, _ := ka.Seal(nil, []byte("secret of a"), nil)
 	sb, _ := kb.Seal(nil, []byte("kept"), nil)
 	wrappedA := bytes.Clone(tab.entries[0].Wrapped)
-	if n := tab.Erase("a"); n != 1 {
-		t.Fatalf("Erase = %d", n)
+	if n := tab.MarkErasing("a", true); n != 1 {
+		t.Fatalf("MarkErasing = %d", n)
+	}
+	marked, err := DecodeTable(AppendTable(nil, &tab))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := marked.Erasing(); len(got) != 1 || got[0] != "a" {
+		t.Fatalf("Erasing after the mark, stored and read back = %q", got)
+	}
+	if ks, err := marked.Open(r); err != nil {
+		t.Fatal(err)
+	} else if got, err := Open(nil, sa, nil, ks.Key); err != nil || string(got) != "secret of a" {
+		t.Fatalf("a key marked erasing opens what it sealed: %q, %v", got, err)
+	}
+	if nos := tab.Erase("a"); len(nos) != 1 || nos[0] != 1 {
+		t.Fatalf("Erase = %v", nos)
+	}
+	if got := tab.Erasing(); len(got) != 0 {
+		t.Fatalf("Erasing after Erase = %q", got)
 	}
 	stored, err := DecodeTable(AppendTable(nil, &tab))
 	if err != nil {

@@ -11,9 +11,12 @@ import (
 
 // An Entry is one data key of a table: wrapped, never in the clear.
 type Entry struct {
-	No      uint64 // the key's number, named by the payloads it sealed
-	Scope   string // "" for the store, else the run whose data it seals
-	Erased  bool   // the key is gone: what it sealed cannot be opened
+	No     uint64 // the key's number, named by the payloads it sealed
+	Scope  string // "" for the store, else the run whose data it seals
+	Erased bool   // the key is gone: what it sealed cannot be opened
+	// Erasing: the key is live, and the erasure of its scope has begun
+	// (Table.MarkErasing) but not finished.
+	Erasing bool
 	KeyID   string // the id of the keyring's key that wrapped it ("" if erased)
 	Wrapped []byte // the wrapped data key (nil if erased)
 }
@@ -82,16 +85,44 @@ func (t *Table) Add(ring Keyring, scope string) (*Key, error) {
 
 // Erase drops the data keys of scope (crypto-shredding: what they sealed
 // can never be opened again, once t is written over its old copy) and
-// keeps their entries, marked erased. It returns how many it erased.
-func (t *Table) Erase(scope string) int {
-	n := 0
+// keeps their entries, marked erased. It returns the numbers of the keys
+// it erased.
+func (t *Table) Erase(scope string) []uint64 {
+	var nos []uint64
 	for i := range t.entries {
 		if e := &t.entries[i]; e.Scope == scope && !e.Erased {
-			e.Erased, e.KeyID, e.Wrapped = true, "", nil
+			e.Erased, e.Erasing, e.KeyID, e.Wrapped = true, false, "", nil
+			nos = append(nos, e.No)
+		}
+	}
+	return nos
+}
+
+// MarkErasing marks the live keys of scope erasing (on) or live again
+// (off): the owner writes t durably with the mark before the first step
+// of an erasure, so that the erasure is finished, or undone, however it
+// is interrupted. It returns how many keys it marked.
+func (t *Table) MarkErasing(scope string, on bool) int {
+	n := 0
+	for i := range t.entries {
+		if e := &t.entries[i]; e.Scope == scope && !e.Erased && e.Erasing != on {
+			e.Erasing = on
 			n++
 		}
 	}
 	return n
+}
+
+// Erasing returns the scopes with a key marked erasing, sorted.
+func (t *Table) Erasing() []string {
+	var out []string
+	for _, e := range t.entries {
+		if e.Erasing && !slices.Contains(out, e.Scope) {
+			out = append(out, e.Scope)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Rewrap re-wraps every live data key that ring's current key did not
@@ -137,7 +168,7 @@ func (t *Table) Open(ring Keyring) (*Keys, error) {
 	ks := NewKeys()
 	for _, e := range t.entries {
 		if e.Erased {
-			ks.erased[e.No] = true
+			ks.erased[e.No] = e.Scope
 			continue
 		}
 		raw, err := ring.Unwrap(e.KeyID, e.Wrapped)
@@ -161,12 +192,12 @@ type Keys struct {
 	byNo   map[uint64]*Key
 	scopes map[string]*Key // the newest key of each scope
 	scope  map[uint64]string
-	erased map[uint64]bool
+	erased map[uint64]string // the scope of each erased key
 }
 
 // NewKeys returns an empty set of keys, for a new table.
 func NewKeys() *Keys {
-	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, scope: map[uint64]string{}, erased: map[uint64]bool{}}
+	return &Keys{byNo: map[uint64]*Key{}, scopes: map[string]*Key{}, scope: map[uint64]string{}, erased: map[uint64]string{}}
 }
 
 // Put adds k, a key of scope (just added to the table), as the newest of
@@ -189,8 +220,8 @@ func (ks *Keys) Key(no uint64) (*Key, error) {
 	if k, ok := ks.byNo[no]; ok {
 		return k, nil
 	}
-	if ks.erased[no] {
-		return nil, fmt.Errorf("%w: data key %d", ErrErased, no)
+	if scope, ok := ks.erased[no]; ok {
+		return nil, fmt.Errorf("%w: data key %d (of %q)", ErrErased, no, scope)
 	}
 	return nil, fmt.Errorf("%w: %w: data key %d", ErrCorrupt, ErrNoKey, no)
 }
@@ -211,6 +242,14 @@ func (ks *Keys) ScopeOf(no uint64) (string, bool) {
 	return s, ok
 }
 
+// ErasedScope returns the scope of the erased data key numbered no.
+func (ks *Keys) ErasedScope(no uint64) (string, bool) {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	s, ok := ks.erased[no]
+	return s, ok
+}
+
 // Drop forgets the keys of scope (after Table.Erase).
 func (ks *Keys) Drop(scope string, erased []uint64) {
 	ks.mu.Lock()
@@ -219,7 +258,7 @@ func (ks *Keys) Drop(scope string, erased []uint64) {
 	for _, no := range erased {
 		delete(ks.byNo, no)
 		delete(ks.scope, no)
-		ks.erased[no] = true
+		ks.erased[no] = scope
 	}
 }
 
@@ -232,8 +271,11 @@ func AppendTable(dst []byte, t *Table) []byte {
 		dst = binary.AppendUvarint(dst, e.No)
 		dst = appendBytes(dst, []byte(e.Scope))
 		state := byte(stateLive)
-		if e.Erased {
+		switch {
+		case e.Erased:
 			state = stateErased
+		case e.Erasing:
+			state = stateErasing
 		}
 		dst = append(dst, state)
 		dst = appendBytes(dst, []byte(e.KeyID))
@@ -281,10 +323,15 @@ func DecodeTable(b []byte) (*Table, error) {
 			if e.KeyID != "" || len(e.Wrapped) != 0 {
 				d.fail("entry %d: erased key %d keeps a wrapped key", i, e.No)
 			}
-		case state != stateLive:
+		case state != stateLive && state != stateErasing:
 			d.fail("entry %d: unknown state %d", i, state)
 		case e.KeyID == "" || len(e.Wrapped) == 0:
 			d.fail("entry %d: live key %d has no wrapped key", i, e.No)
+		default:
+			e.Erasing = state == stateErasing
+			if e.Erasing && e.Scope == "" {
+				d.fail("entry %d: the store's key %d marked erasing", i, e.No)
+			}
 		}
 		t.entries = append(t.entries, e)
 	}

@@ -1,0 +1,483 @@
+package engine
+
+// Retention, part three: erasing a run (crypto-shredding). An erasure is a
+// deletion that also destroys the run's content: its erase record
+// (record.KindErase) deletes the run as a delete record does, and then
+// the run's data key is dropped from KEYS, so that every payload sealed
+// with it (atom bodies, intents and certificates of its default-key
+// actions, its end result and fail reasons, its frame files and
+// snapshots) can never be opened again, by anyone, wherever copies of the
+// log went. The chain still verifies: it links each record over its
+// sealed bytes, which stay.
+//
+// # The steps
+//
+// Each step is durable before the next (docs/DESIGN.md, "Erasing a run"):
+//
+//  1. KEYS marks the run's key erasing (seal.Table.MarkErasing): from here
+//     an interrupted erasure is finished, or undone, at the next Open.
+//  2. The erase record is appended and synced. The run is gone from the
+//     API from here on, as after a deletion.
+//  3. The ledger forgets the run's default-key actions (the log is read
+//     for their fingerprints while the key still opens them), and an
+//     engine checkpoint writes a ledger table, INBOX and CHECKPOINT
+//     without them: those files are sealed with the store's key, not the
+//     run's, so they must not keep the run's results or messages.
+//  4. The run's frame file and snapshots are removed.
+//  5. KEYS drops the key (seal.Table.Erase) and is written atomically
+//     (file and directory fsync). The erasure is acknowledged here.
+//
+// A crash before 2 leaves a key marked erasing and no erase record: Open
+// removes the mark (the erasure never happened, and was never
+// acknowledged). A crash after 2 leaves the erase record and the mark:
+// Open does 3 to 5 before it returns. After 5 the run is erased for good.
+//
+// # What an erasure does not reach
+//
+//   - Actions with an explicit key (ledger.Intent.ExplicitKey): another
+//     run may repeat one and get its certificate, so their records are the
+//     store's (sealed with the store's key) and stay, as garbage
+//     collection keeps them.
+//   - What other runs hold: a message the run sent and another run
+//     consumed is in that run's frame; a fork holds its parent's state at
+//     its fork point (Erase refuses a run with a fork that is not erased).
+//   - Copies made outside the store (backups hold the sealed bytes, which
+//     the dropped key no longer opens, unless the backup holds an older
+//     KEYS too: back KEYS up with care, and erase there as well).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// ErrRunErased is returned by Run and Fork for the id of an erased run
+// (it matches ErrRunDeleted too: an erased run is deleted).
+var ErrRunErased = fmt.Errorf("%w and erased", ErrRunDeleted)
+
+// Erasure is the erasure of a deleted run, as its erase record says.
+type Erasure struct {
+	Seq    uint64     // the erasure's link: the end's seq + 1, or the deletion's + 1
+	Head   chain.Hash // the erasure's link
+	At     time.Time
+	Reason string
+}
+
+// erasure is what the engine keeps of an erase record. Immutable.
+type erasure struct {
+	seq    uint64
+	head   chain.Hash
+	at     time.Time
+	reason string
+}
+
+func (e *erasure) public() *Erasure {
+	if e == nil {
+		return nil
+	}
+	return &Erasure{Seq: e.seq, Head: e.head, At: e.at, Reason: e.reason}
+}
+
+// eraseJob is an erasure for the background goroutine.
+type eraseJob struct {
+	ctx    context.Context
+	id     string
+	reason string
+	resume bool // finish or undo an interrupted erasure (finishErasures)
+	done   chan eraseResult
+}
+
+type eraseResult struct {
+	d   DeletedRun
+	err error
+}
+
+// Erase erases the ended (or deleted) run id of an encrypted store: it
+// deletes the run, if it is not deleted yet, and destroys its content by
+// dropping its data key (see the file's comment for what that reaches,
+// and the order of the steps). It returns once the erasure is complete:
+// the erase record durable, the derived files that held the run's data
+// rewritten or removed, and KEYS without the key. Erase of a run erased
+// already returns its erasure.
+//
+// It fails with ErrKeyring on a plaintext store (there is no key to
+// shred: delete the run and collect with Options.CompactDead to reclaim
+// its records instead), ErrRunNotEnded for an active run, and
+// ErrRunHasForks while a fork of the run is not erased (a fork holds its
+// parent's state at its fork point, sealed with its own key: erase it
+// first). reason is recorded in the erase record (at most
+// MaxDeleteReason bytes; "" records "erased by request").
+func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) {
+	if err := db.checkOpen(); err != nil {
+		return DeletedRun{}, err
+	}
+	if db.keys == nil {
+		return DeletedRun{}, fmt.Errorf("%w: erase run %q: the store is not encrypted, so no key can be shredded; delete the run and collect with Options.CompactDead to reclaim its records", ErrKeyring, id)
+	}
+	if len(reason) > MaxDeleteReason {
+		return DeletedRun{}, fmt.Errorf("%w: erase: reason of %d bytes, the limit is %d (engine.MaxDeleteReason)", ErrInvalidOptions, len(reason), MaxDeleteReason)
+	}
+	if reason == "" {
+		reason = "erased by request"
+	}
+	if err := ctx.Err(); err != nil {
+		return DeletedRun{}, err
+	}
+	job := &eraseJob{ctx: ctx, id: id, reason: reason, done: make(chan eraseResult, 1)}
+	select {
+	case db.bg.eraseReq <- job:
+	case <-db.bg.stop:
+		return DeletedRun{}, ErrClosed
+	case <-ctx.Done():
+		return DeletedRun{}, ctx.Err()
+	}
+	// Not interrupted by ctx once begun: an erasure goes on to its end (a
+	// crash in it is finished by the next Open).
+	res := <-job.done
+	return res.d, res.err
+}
+
+// erase is Erase on the background goroutine, where engine checkpoints
+// run.
+func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
+	ctx := context.WithoutCancel(job.ctx)
+	if err := db.logFailed(); err != nil {
+		return DeletedRun{}, fmt.Errorf("engine: erase: the log failed earlier; reopen the store: %w", err)
+	}
+	if err := db.waitLedger(ctx); err != nil {
+		return DeletedRun{}, err
+	}
+	if err := db.checkRegistry(); err != nil {
+		return DeletedRun{}, err
+	}
+	db.startDirSyncs()
+	db.gcMu.Lock()
+	defer db.gcMu.Unlock()
+
+	id := job.id
+	db.mu.Lock()
+	if db.mu.closed {
+		db.mu.Unlock()
+		return DeletedRun{}, ErrClosed
+	}
+	db.allRunsLocked()
+	var (
+		live        *Run
+		seq         uint64
+		final       chain.Hash
+		prior       *deletion
+		forkWaiting string
+	)
+	if r := db.mu.runs[id]; r != nil {
+		if err := deletableLocked(r); err != nil {
+			db.mu.Unlock()
+			return DeletedRun{}, fmt.Errorf("engine: erase: %w", errors.Unwrap(err))
+		}
+		live = r
+		r.mu.Lock()
+		end, head, _ := r.chainHeadLocked()
+		r.mu.Unlock()
+		seq, final = end+1, head
+	} else if d, gone := db.mu.deleted[id]; gone && d != nil {
+		if d.erasure != nil {
+			db.mu.Unlock()
+			// Erased already (and, past Open, finished).
+			return d.public(id), nil
+		}
+		prior = d
+		seq, final = d.seq+1, d.head
+	} else if gone {
+		db.mu.Unlock()
+		return DeletedRun{}, fmt.Errorf("%w: erase run %q: it is being deleted", ErrRunDeleted, id)
+	} else {
+		db.mu.Unlock()
+		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the store has no such run", id)
+	}
+	forkWaiting = db.forkOfLocked(id)
+	db.mu.Unlock()
+	if forkWaiting != "" {
+		return DeletedRun{}, fmt.Errorf("%w: erase run %q: run %q was forked from it and holds its state at the fork point; erase it first",
+			ErrRunHasForks, id, forkWaiting)
+	}
+
+	// 1. The mark.
+	if err := db.markErasing(id, true); err != nil {
+		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
+	}
+
+	// 2. The erase record. A live run is withdrawn first, as by a deletion.
+	tok := db.track()
+	if live != nil {
+		db.mu.Lock()
+		delete(db.mu.runs, id)
+		db.markDeletedLocked(id, nil)
+		db.mu.Unlock()
+	}
+	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
+	e := &erasure{seq: seq, at: now, reason: job.reason}
+	e.head = db.hasher.Link(id, seq, final, record.AppendErasePayload(nil, now.UnixNano(), job.reason))
+	note, err := db.deletionNote(DeletedRun{ID: id, Seq: seq, Head: e.head})
+	if err == nil {
+		_, err = db.appendBatch(ctx, [][]byte{record.AppendErase(nil, id, seq, final, e.head, now.UnixNano(), job.reason, note)})
+	}
+	if err != nil {
+		db.untrack(tok)
+		if live != nil {
+			db.restoreRuns([]*Run{live})
+		}
+		// The record is not durable: the erasure did not happen. The mark
+		// goes (or, if that fails too, the next Open removes it).
+		if uerr := db.markErasing(id, false); uerr != nil {
+			db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
+		}
+		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
+	}
+	d := prior
+	if d == nil {
+		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason}
+	}
+	d = d.withErasure(e)
+	db.mu.Lock()
+	db.markDeletedLocked(id, d)
+	db.mu.Unlock()
+	db.untrack(tok)
+	if live != nil {
+		db.publishRunGone(record.KindErase, id)
+	}
+
+	// 3 to 5.
+	if err := db.finishErasure(ctx, id); err != nil {
+		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erase record is durable, but %w (the next Open finishes the erasure)", id, err)
+	}
+	return d.public(id), nil
+}
+
+// forkOfLocked returns a run forked from id that is not erased ("" if
+// none): a live one, or a deleted one whose parent the engine knows.
+func (db *DB) forkOfLocked(id string) string {
+	var forks []string
+	for fid, r := range db.mu.runs {
+		if r.parent == id {
+			forks = append(forks, fid)
+		}
+	}
+	for fid, d := range db.mu.deleted {
+		if d != nil && d.parent == id && d.erasure == nil {
+			forks = append(forks, fid)
+		}
+	}
+	if len(forks) == 0 {
+		return ""
+	}
+	return slices.Min(forks)
+}
+
+// markErasing writes KEYS with the key of run id marked erasing (on) or
+// live again.
+func (db *DB) markErasing(id string, on bool) error {
+	sk := db.keys
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	next := sk.table.Clone()
+	if next.MarkErasing(id, on) == 0 {
+		if on {
+			return fmt.Errorf("%w: KEYS has no live data key of run %q", ErrCorrupt, id)
+		}
+		return nil
+	}
+	if err := db.writeKeys(next); err != nil {
+		return err
+	}
+	sk.table = next
+	return nil
+}
+
+// finishErasure does steps 3 to 5 of the erasure of run id, whose erase
+// record is durable.
+func (db *DB) finishErasure(ctx context.Context, id string) error {
+	// 3. The ledger forgets the run's own actions; a checkpoint writes the
+	// store's sealed files without them (and without the run).
+	fps, err := db.runFingerprints(ctx, id)
+	if err != nil {
+		return fmt.Errorf("read the run's actions: %w", err)
+	}
+	db.ledger.Forget(fps)
+	if err := db.checkpoint(false); err != nil {
+		return err
+	}
+	// 4. Its derived files.
+	// (Sealed with the run's key, they are unreadable once it goes; they
+	// are removed so that they take no space and no tool trips on them.)
+	gone := map[string]bool{id: true}
+	db.removeDeletedFrames(gone)
+	if err := db.dropDeletedSnapshots(ctx, gone); err != nil {
+		return err
+	}
+	// 5. The key.
+	sk := db.keys
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	next := sk.table.Clone()
+	nos := next.Erase(id)
+	if err := db.writeKeys(next); err != nil {
+		return err
+	}
+	sk.table = next
+	sk.keys.Drop(id, nos)
+	return nil
+}
+
+// runFingerprints reads the log for the fingerprints of run id's intents
+// and certificates of actions with default keys (those of explicit keys
+// belong to the store and stay: ledger.Intent.ExplicitKey).
+func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerprint, error) {
+	dec := db.decoder(true)
+	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	seen := map[ledger.Fingerprint]bool{}
+	var fps []ledger.Fingerprint
+	add := func(fp ledger.Fingerprint) {
+		if !seen[fp] {
+			seen[fp] = true
+			fps = append(fps, fp)
+		}
+	}
+	explicit := map[ledger.Fingerprint]bool{}
+	for n := 0; c.Next(); n++ {
+		if n%4096 == 0 && db.closed.Load() {
+			return nil, ErrClosed
+		}
+		r := c.Record()
+		switch {
+		case r.Kind == record.KindIntent && r.Intent != nil && r.Intent.RunID == id:
+			if r.Intent.ExplicitKey() {
+				explicit[r.Intent.Fingerprint] = true
+				continue
+			}
+			add(r.Intent.Fingerprint)
+		case r.Kind == record.KindCert && r.Cert != nil && r.Cert.RunID == id && !explicit[r.Cert.Fingerprint]:
+			add(r.Cert.Fingerprint)
+		}
+	}
+	return fps, c.Err()
+}
+
+// withErasure returns d with its erasure e.
+func (d *deletion) withErasure(e *erasure) *deletion {
+	c := *d
+	c.erasure = e
+	return &c
+}
+
+// public is d as DeletedRun lists it.
+func (d *deletion) public(id string) DeletedRun {
+	return DeletedRun{ID: id, Seq: d.seq, Final: d.final, Head: d.head, At: d.at, Reason: d.reason, Erasure: d.erasure.public()}
+}
+
+// same reports whether d and o are the same record's (or the same
+// records').
+func (d *deletion) same(o *deletion) bool {
+	if d.seq != o.seq || d.final != o.final || d.head != o.head || (d.erasure == nil) != (o.erasure == nil) {
+		return false
+	}
+	return d.erasure == nil || *d.erasure == *o.erasure
+}
+
+// merged reports whether d carries an erasure that followed a delete
+// record (rather than being the erase record alone).
+func (d *deletion) merged() bool { return d.erasure != nil && d.seq != d.erasure.seq }
+
+// mergeDeletion returns what the engine keeps of run id's deletion when
+// the log is found to hold both a and b (read in either order: a delete
+// record and an erase record after it, or the same records twice), or
+// why they do not fit.
+func mergeDeletion(id string, a, b *deletion) (*deletion, string) {
+	switch {
+	case a == nil:
+		return b, ""
+	case b == nil || a.same(b):
+		return a, ""
+	}
+	if a.erasure == nil || b.merged() {
+		a, b = b, a
+	}
+	// a carries an erasure; b is a plain deletion, or the erase record
+	// alone when a is merged already.
+	switch {
+	case a.erasure == nil:
+		// Two plain deletions that differ.
+	case a.merged():
+		if b.erasure != nil && *b.erasure == *a.erasure && b.seq == a.erasure.seq ||
+			b.erasure == nil && b.seq == a.seq && b.head == a.head && b.final == a.final {
+			return a, ""
+		}
+	case b.erasure == nil && a.seq == b.seq+1 && a.final == b.head:
+		if b.parent == "" {
+			b = &deletion{seq: b.seq, final: b.final, head: b.head, at: b.at, reason: b.reason, parent: a.parent}
+		}
+		return b.withErasure(a.erasure), ""
+	}
+	return nil, fmt.Sprintf("the log deletes run %q twice: at seq %d after head %x, and at seq %d after head %x", id, a.seq, a.final[:8], b.seq, b.final[:8])
+}
+
+// finishErasures finishes, at Open, the erasures a crash interrupted: a
+// key marked erasing whose run has an erase record has its erasure
+// finished; one whose run has none is live again (the erasure never
+// happened).
+func (db *DB) finishErasures() error {
+	if db.keys == nil {
+		return nil
+	}
+	db.keys.mu.Lock()
+	pending := db.keys.table.Erasing()
+	db.keys.mu.Unlock()
+	if len(pending) == 0 {
+		return nil
+	}
+	for _, id := range pending {
+		job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
+		db.bg.eraseReq <- job
+		if res := <-job.done; res.err != nil {
+			return res.err
+		}
+	}
+	return nil
+}
+
+// resumeErasure is finishErasures's step for run id, on the background
+// goroutine.
+func (db *DB) resumeErasure(job *eraseJob) error {
+	ctx := job.ctx
+	if err := db.waitLedger(ctx); err != nil {
+		return err
+	}
+	if err := db.checkRegistry(); err != nil {
+		return err
+	}
+	db.startDirSyncs()
+	db.gcMu.Lock()
+	defer db.gcMu.Unlock()
+	db.mu.Lock()
+	d := db.mu.deleted[job.id]
+	db.mu.Unlock()
+	if d == nil || d.erasure == nil {
+		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", job.id)
+		return db.markErasing(job.id, false)
+	}
+	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", job.id)
+	if err := db.finishErasure(ctx, job.id); err != nil {
+		return fmt.Errorf("engine: finish the erasure of run %q: %w", job.id, err)
+	}
+	return nil
+}

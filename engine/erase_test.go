@@ -1,0 +1,510 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/crashmem"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// The agent data of the erasure tests: goneSecret is run gone's, which
+// Erase must make unrecoverable; keptSecret is run kept's, which must
+// stay; sharedResult is the result of an action with an explicit key
+// that both run, which belongs to the store and stays.
+const (
+	goneSecret   = "GONE-5a1f"
+	keptSecret   = "KEPT-93b0"
+	sharedResult = `"SHARED-7d2c"`
+)
+
+// eraseWorkload writes run gone (ended, its atoms, default-key actions,
+// an explicit-key action, a message to kept that kept never consumes, and
+// its end result all holding goneSecret) and run kept (active, repeating
+// gone's explicit-key action, holding keptSecret). It returns the
+// fingerprints of gone's default-key actions.
+func eraseWorkload(t testing.TB, db *DB) []ledger.Fingerprint {
+	t.Helper()
+	ctx := context.Background()
+	var fps []ledger.Fingerprint
+	for _, id := range []string{"gone", "kept"} {
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		secret := keptSecret
+		if id == "gone" {
+			secret = goneSecret
+		}
+		for i := range 4 {
+			a, err := r.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			act := ledger.Action{Tool: "lookup", Args: []byte(fmt.Sprintf(`{"q":"%s-%d"}`, secret, i))}
+			res, err := a.Do(ctx, act, func(context.Context, string) ([]byte, error) {
+				return []byte(fmt.Sprintf(`"result %s %d"`, secret, i)), nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if id == "gone" {
+				in, err := ledger.NewIntent(act, id, a.Seq(), 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				fps = append(fps, in.Fingerprint)
+			}
+			d := new(frame.Delta).Set(fmt.Sprintf("key-%d", i), []byte(secret+" value")).ToolOutput(fmt.Sprint("call-", i), "lookup", res)
+			if i == 1 {
+				shared, err := a.Do(ctx, ledger.Action{Tool: "charge", Key: "shared-1", Args: []byte(`{"amount":7}`)},
+					func(context.Context, string) ([]byte, error) {
+						if id == "kept" {
+							t.Error("the explicit-key action ran twice")
+						}
+						return []byte(sharedResult), nil
+					})
+				if err != nil || string(shared) != sharedResult {
+					t.Fatalf("run %s: explicit-key action: %q, %v", id, shared, err)
+				}
+				d.Set("charge", shared)
+			}
+			if id == "gone" && i == 2 {
+				if err := a.Send(ctx, "kept", []byte("message "+goneSecret)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Commit(ctx, d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if id == "gone" {
+			if err := r.End(ctx, StatusCompleted, []byte("final "+goneSecret)); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return fps
+}
+
+// checkKept checks run kept's state, which no erasure of gone may touch.
+func checkKept(t testing.TB, db *DB) {
+	t.Helper()
+	r, err := db.Run(context.Background(), "kept")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for seq := uint64(1); seq <= 4; seq++ {
+		f, err := r.StateAt(context.Background(), seq)
+		if err != nil {
+			t.Fatalf("kept at seq %d: %v", seq, err)
+		}
+		if got := string(f.Memory[fmt.Sprintf("key-%d", seq-1)]); got != keptSecret+" value" {
+			t.Fatalf("kept at seq %d: key-%d = %q", seq, seq-1, got)
+		}
+		if seq >= 2 && string(f.Memory["charge"]) != sharedResult {
+			t.Fatalf("kept at seq %d: the shared result is %q", seq, f.Memory["charge"])
+		}
+	}
+}
+
+// storeSealer opens KEYS of the store at dir with ring, as a reader of
+// the store would.
+func storeSealer(t testing.TB, fs vfs.FS, dir string, id [16]byte, ring seal.Keyring) (*record.Sealer, *seal.Table) {
+	t.Helper()
+	b, err := layout.ReadFile(fs, fs.PathJoin(dir, layout.KeysName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := layout.ParseKeys("KEYS", id, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ks, err := tbl.Open(ring)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &record.Sealer{Store: id, Keys: ks}, tbl
+}
+
+// readableRuns decodes every record of the log under dir with sealer and
+// returns, per run, how many of its records opened (but those of actions
+// with explicit keys, which are the store's) and how many were sealed with
+// an erased key.
+func readableRuns(t testing.TB, fs vfs.FS, dir string, sealer *record.Sealer) (opened, erased map[string]int) {
+	t.Helper()
+	log, err := wal.Open(fs.PathJoin(dir, layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	dec := &record.Decoder{Comp: frame.NewCompressor(frame.NewDicts()), Ledger: true, Sealed: true, Sealer: sealer}
+	c, err := record.NewCursor(log, func(id uint64) string { return fmt.Sprint("segment ", id) }, wal.Pos{}, dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened, erased = map[string]int{}, map[string]int{}
+	explicit := map[ledger.Fingerprint]bool{} // the store's, not the run's
+	for c.Next() {
+		r := c.Record()
+		switch {
+		case r.Erased:
+			erased[r.Run]++
+		case r.Intent != nil && r.Intent.ExplicitKey():
+			explicit[r.Intent.Fingerprint] = true
+		case r.Cert != nil && explicit[r.Cert.Fingerprint]:
+		case r.Opened:
+			opened[r.Run]++
+		}
+	}
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return opened, erased
+}
+
+// TestErase: Erase of an ended run of an encrypted store leaves nothing of
+// it that the keyring can open, in the store or in an earlier copy of its
+// log, while the other runs, the action with an explicit key that both
+// ran, the chain and verify (with the keyring and without) are whole; an
+// erased run is refused as erased, and Erase is refused where it cannot
+// erase.
+func TestErase(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fps := eraseWorkload(t, db)
+	storeID := db.storeID
+	for _, fp := range fps {
+		if _, ok := db.ledger.Lookup(fp); !ok {
+			t.Fatalf("action %x of gone is not in the ledger before the erasure: the check below is blind", fp[:8])
+		}
+	}
+	// A copy of the log as it was: what a backup or a replica holds.
+	backup := vfs.NewMem()
+	if err := db.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range storeFiles(t, fs, "s/wal") {
+		if err := backup.MkdirAll("s/wal", 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := layout.WriteFileAtomic(backup, name, b, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	if _, err := db.Erase(ctx, "kept", ""); !errors.Is(err, ErrRunNotEnded) {
+		t.Fatalf("Erase of an active run: %v, want ErrRunNotEnded", err)
+	}
+	d, err := db.Erase(ctx, "gone", "user request 17")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Erasure == nil || d.Erasure.Reason != "user request 17" || d.Erasure.Seq != d.Seq || d.Seq != 6 {
+		t.Fatalf("Erase = %+v (erasure %+v)", d, d.Erasure)
+	}
+	if again, err := db.Erase(ctx, "gone", "again"); err != nil || again.Erasure == nil || *again.Erasure != *d.Erasure {
+		t.Fatalf("a second Erase: %+v, %v; want the first's", again, err)
+	}
+	if _, err := db.Run(ctx, "gone"); !errors.Is(err, ErrRunErased) || !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("Run of the erased run: %v, want ErrRunErased", err)
+	}
+	for _, fp := range fps {
+		if _, ok := db.ledger.Lookup(fp); ok {
+			t.Fatalf("the ledger still knows action %x of the erased run", fp[:8])
+		}
+	}
+	if inbox, err := mustRun(db, "kept").Inbox(ctx); err != nil || len(inbox) != 0 {
+		t.Fatalf("kept's inbox after gone's erasure: %+v, %v", inbox, err)
+	}
+	checkKept(t, db)
+	commitOne(t, db, "kept", "after", "the erasure")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// KEYS keeps gone's entry, erased, without its wrapped key.
+	sealer, tbl := storeSealer(t, fs, "s", storeID, ring)
+	goneErased := false
+	for _, e := range tbl.Entries() {
+		if e.Scope == "gone" {
+			goneErased = e.Erased && len(e.Wrapped) == 0
+		}
+		if e.Erasing {
+			t.Fatalf("KEYS still marks %q erasing", e.Scope)
+		}
+	}
+	if !goneErased {
+		t.Fatalf("KEYS: gone's key is not erased: %+v", tbl.Entries())
+	}
+	// Nothing of gone opens, in the log or in the copy of it.
+	for _, dir := range []struct {
+		fs   vfs.FS
+		name string
+	}{{fs, "the store"}, {backup, "the earlier copy of the log"}} {
+		opened, erased := readableRuns(t, dir.fs, "s", sealer)
+		if opened["gone"] != 0 || erased["gone"] < 4+4+1 || opened["kept"] < 4 {
+			t.Fatalf("%s: records opened %v, erased %v", dir.name, opened, erased)
+		}
+	}
+	// The derived files sealed with the store's key (ledger table, INBOX)
+	// hold nothing of gone; no file holds gone's data in the clear, and
+	// gone has no frame file.
+	files := storeFiles(t, fs, "s")
+	for name, b := range files {
+		if bytes.Contains(b, []byte(goneSecret)) || bytes.Contains(b, []byte(keptSecret)) {
+			t.Fatalf("%s holds agent data in the clear", name)
+		}
+		base := name[strings.LastIndexByte(name, '/')+1:]
+		if strings.HasPrefix(base, "ledger-") || base == layout.InboxName {
+			kind := record.PlaceLedgerTable
+			if base == layout.InboxName {
+				kind = record.PlaceInbox
+			}
+			opened := false
+			for gen := uint64(1); gen < 64 && !opened; gen++ {
+				if plain, err := sealer.OpenStoreFile(b, kind, gen); err == nil {
+					opened = true
+					if bytes.Contains(plain, []byte(goneSecret)) {
+						t.Fatalf("%s holds the erased run's data", name)
+					}
+				}
+			}
+			if !opened {
+				t.Fatalf("%s does not open with the store's key: the check is blind", name)
+			}
+		}
+	}
+	if _, ok := files["s/"+layout.FramesDir+"/"+layout.FrameFileBase("gone")]; ok {
+		t.Fatal("the erased run's frame file is still there")
+	}
+
+	// Verify, with the keyring (deep) and without: the chain is whole,
+	// the run is listed erased, not damaged.
+	for _, ring := range []seal.Keyring{ring, nil} {
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+		if err != nil || !rep.OK {
+			t.Fatalf("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
+		}
+		if len(rep.Deleted) != 1 || rep.Deleted[0].RunID != "gone" || rep.Deleted[0].Erasure == nil {
+			t.Fatalf("verify (keyring %v): deleted %+v", ring != nil, rep.Deleted)
+		}
+	}
+
+	db, err = Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkKept(t, db)
+	if _, err := db.Run(ctx, "gone"); !errors.Is(err, ErrRunErased) {
+		t.Fatalf("Run of the erased run after a restart: %v", err)
+	}
+	del, err := db.Deleted()
+	if err != nil || len(del) != 1 || del[0].Erasure == nil || *del[0].Erasure != *d.Erasure {
+		t.Fatalf("Deleted after a restart: %+v, %v", del, err)
+	}
+	if _, err := db.GC(ctx); err != nil {
+		t.Fatalf("GC over the erased run's records: %v", err)
+	}
+	checkKept(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// A plaintext store has no key to shred.
+	pdb, err := Open("p", testOptions(vfs.NewMem()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pdb.Close()
+	commitOne(t, pdb, "r", "k", "v")
+	if err := mustRun(pdb, "r").End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pdb.Erase(ctx, "r", ""); !errors.Is(err, ErrKeyring) {
+		t.Fatalf("Erase on a plaintext store: %v, want ErrKeyring", err)
+	}
+}
+
+// TestEraseDeletedAndForks: a run deleted earlier is erased after its
+// deletion; a run with a fork that is not erased is refused until the
+// fork is erased.
+func TestEraseDeletedAndForks(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, db, "parent", "k", goneSecret)
+	commitOne(t, db, "parent", "k2", goneSecret)
+	child, err := db.Fork(ctx, "parent", 1, "child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []*Run{mustRun(db, "parent"), child} {
+		if err := r.End(ctx, StatusCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	del, err := db.Delete(ctx, "child")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "parent", ""); !errors.Is(err, ErrRunHasForks) || !strings.Contains(err.Error(), `"child"`) {
+		t.Fatalf("Erase of a run with a deleted fork not erased: %v, want ErrRunHasForks naming it", err)
+	}
+	ec, err := db.Erase(ctx, "child", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ec.Seq != del[0].Seq || ec.Erasure == nil || ec.Erasure.Seq != del[0].Seq+1 || ec.Reason != del[0].Reason {
+		t.Fatalf("Erase of a deleted run: %+v (erasure %+v), deletion %+v", ec, ec.Erasure, del[0])
+	}
+	if _, err := db.Erase(ctx, "parent", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, ring := range []seal.Keyring{ring, nil} {
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+		if err != nil || !rep.OK {
+			t.Fatalf("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
+		}
+		if len(rep.Deleted) != 2 || rep.Deleted[0].Erasure == nil || rep.Deleted[1].Erasure == nil {
+			t.Fatalf("verify (keyring %v): deleted %+v", ring != nil, rep.Deleted)
+		}
+	}
+	db, err = Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := db.Deleted()
+	if err != nil || len(got) != 2 || got[0].ID != "child" || got[0].Seq != del[0].Seq || got[0].Erasure == nil || got[0].Erasure.Seq != del[0].Seq+1 {
+		t.Fatalf("Deleted after a restart: %+v, %v", got, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestErasePowerLoss cuts the power at every filesystem operation of an
+// Erase, with a run committing beside it, in both durability modes: after
+// the restart the run is either whole and erasable, or erased, never half
+// (Open finishes an erasure whose record is durable, and undoes one whose
+// record is not); an Erase that returned nil is erased; the other runs
+// are whole; and the store verifies with the keyring and without.
+func TestErasePowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	ring := testRing(t, "k1", "k1")
+	o := encOpts(base, ring)
+	o.NoSync = false
+	db, err := Open("s", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eraseWorkload(t, db)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	everyPowerCut(t, 4, 2, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return eraseTrial(t, base, ring, mode, pct, target)
+	})
+}
+
+func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durability, pct int, target uint64) uint64 {
+	t.Helper()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+	}
+	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	opts := encOpts(errorfs.Wrap(cut.mem, cut), ring)
+	opts.NoSync, opts.Durability = false, mode
+	acked := uint64(0) // the live run's last acknowledged seq
+	erased := false
+	if db, err := Open("s", opts); err == nil {
+		done := agentBeside(db, "live", rand.New(rand.NewPCG(1, target)), 3, cut, &acked)
+		_, err := db.Erase(ctx, "gone", "")
+		erased = err == nil && !cut.cutBefore()
+		<-done
+		db.Close()
+	} else if !cut.cutBefore() {
+		fail("open: %v", err)
+	}
+	fs := vfs.FS(mem)
+	if c := cut.clone.Load(); c != nil {
+		fs = c
+	}
+	o := encOpts(fs, ring)
+	o.NoSync, o.Durability = false, mode
+	db, err := Open("s", o)
+	if err != nil {
+		fail("reopen: %v", err)
+	}
+	if acked > 0 {
+		if live, err := db.Run(ctx, "live"); err != nil || live.LastSeq() < acked {
+			fail("live run after the restart: %v; %d were acknowledged", err, acked)
+		}
+	}
+	checkKept(t, db)
+	del, err := db.Deleted()
+	if err != nil {
+		fail("Deleted: %v", err)
+	}
+	for _, e := range db.KeyEntries() {
+		if e.Erasing {
+			fail("KEYS still marks %q erasing after Open", e.Scope)
+		}
+		if e.Scope == "gone" && e.Erased != (len(del) == 1) {
+			fail("gone: key erased %v, deleted runs %+v", e.Erased, del)
+		}
+	}
+	switch _, err := db.Run(ctx, "gone"); {
+	case errors.Is(err, ErrRunErased):
+	case err != nil:
+		fail("run gone: %v", err)
+	case erased:
+		fail("Erase returned nil, run gone is there after the restart")
+	default:
+		// Not erased: whole, and erasable now.
+		if f, err := mustRun(db, "gone").StateE(); err != nil || string(f.Memory["key-3"]) != goneSecret+" value" {
+			fail("gone, not erased, after the restart: %v", err)
+		}
+		if _, err := db.Erase(ctx, "gone", ""); err != nil {
+			fail("Erase after the restart: %v", err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		fail("close: %v", err)
+	}
+	for _, ring := range []seal.Keyring{ring, nil} {
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+		if err != nil || !rep.OK {
+			fail("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
+		}
+		if len(rep.Deleted) != 1 || rep.Deleted[0].Erasure == nil {
+			fail("verify (keyring %v): deleted %+v", ring != nil, rep.Deleted)
+		}
+	}
+	return cut.n.Load()
+}
