@@ -498,3 +498,49 @@ func TestGCNothingToCollect(t *testing.T) {
 		t.Fatalf("Delete after Close: %v", err)
 	}
 }
+
+// TestDeletedAfterReplayPosition: a run deleted after CHECKPOINT's replay
+// position is still in CHECKPOINT's rows at the restart; that row is no
+// mismatch, and the other runs the restart has not built yet stay (it
+// once counted the deleted run's row out of the lazy rows twice, and the
+// last unbuilt run vanished).
+func TestDeletedAfterReplayPosition(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("s", testOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, db, "a", "k", "v")
+	commitOne(t, db, "b", "k", "v")
+	if err := mustRun(db, "a").End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err = Open("s", testOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	crash(db) // no checkpoint after the delete record
+	db, err = Open("s", testOptions(fs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.checkRegistry(); err != nil {
+		t.Fatal(err)
+	}
+	if why := db.registryMismatch(); why != "" {
+		t.Fatalf("the registry found a mismatch: %s", why)
+	}
+	if b, err := db.Run(ctx, "b"); err != nil || b.LastSeq() != 1 {
+		t.Fatalf("run b after the restart: %v", err)
+	}
+	if _, err := db.Run(ctx, "a"); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("run a after the restart: %v", err)
+	}
+}
