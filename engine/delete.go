@@ -211,7 +211,7 @@ func (db *DB) chooseLocked(o DeleteOptions) ([]*Run, error) {
 				}
 				return nil, fmt.Errorf("engine: delete run %q: the store has no such run", id)
 			}
-			if err := deletableLocked(r); err != nil {
+			if err := deletableLocked(r, "delete"); err != nil {
 				return nil, err
 			}
 			set[id] = r
@@ -249,17 +249,18 @@ func (db *DB) chooseLocked(o DeleteOptions) ([]*Run, error) {
 	return chosen, nil
 }
 
-// deletableLocked says why run r cannot be deleted now, or nil.
-func deletableLocked(r *Run) error {
+// deletableLocked says why run r cannot be deleted (or erased: verb) now,
+// or nil.
+func deletableLocked(r *Run, verb string) error {
 	if r.created != nil {
 		select {
 		case <-r.created:
 		default:
-			return fmt.Errorf("%w: delete run %q: it is being created", ErrRunNotEnded, r.id)
+			return fmt.Errorf("%w: %s run %q: it is being created", ErrRunNotEnded, verb, r.id)
 		}
 	}
 	if _, ok := endedInfo(r); !ok {
-		return fmt.Errorf("%w: delete run %q: it is active; End it first", ErrRunNotEnded, r.id)
+		return fmt.Errorf("%w: %s run %q: it is active; End it first", ErrRunNotEnded, verb, r.id)
 	}
 	return nil
 }

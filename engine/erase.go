@@ -47,7 +47,6 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -176,9 +175,9 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 		forkWaiting string
 	)
 	if r := db.mu.runs[id]; r != nil {
-		if err := deletableLocked(r); err != nil {
+		if err := deletableLocked(r, "erase"); err != nil {
 			db.mu.Unlock()
-			return DeletedRun{}, fmt.Errorf("engine: erase: %w", errors.Unwrap(err))
+			return DeletedRun{}, err
 		}
 		live = r
 		r.mu.Lock()

@@ -69,7 +69,10 @@ Exit 2: usage or I/O error.
   deleted               runs deleted by policy (continuumctl gc), each named
                         by a delete record that verified: run, seq, final,
                         head, at, reason, signed, reclaimed (its records are
-                        partly or wholly gone; it is then not in runs)
+                        partly or wholly gone; it is then not in runs),
+                        erasure (continuumctl erase: seq, head, at, reason,
+                        signed, unfinished; its payloads sealed with the
+                        destroyed key are no failure)
   rollbacks             the rollbacks in the log: run, seq (the atom that
                         completes it), to, at, undone, not_undone (certified
                         actions without a compensation, left done),
@@ -257,6 +260,14 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 		}
 		fmt.Fprintf(w, "  run %q: deleted by policy at %s (%s), %s\n", d.RunID,
 			time.Unix(0, d.At).UTC().Format(time.RFC3339), d.Reason, how)
+		if e := d.Erasure; e != nil {
+			state := "its data key destroyed: what it sealed cannot be opened"
+			if e.Unfinished {
+				state = "unfinished: KEYS still holds its data key, marked erasing (the next Open of the store finishes the erasure)"
+			}
+			fmt.Fprintf(w, "  run %q: erased by policy at %s (%s), %s\n", d.RunID,
+				time.Unix(0, e.At).UTC().Format(time.RFC3339), e.Reason, state)
+		}
 	}
 	for _, rb := range rep.Rollbacks {
 		state := fmt.Sprintf("completed by seq %d, chained", rb.Seq)
