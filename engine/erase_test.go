@@ -8,9 +8,11 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
@@ -507,4 +509,180 @@ func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durabilit
 		}
 	}
 	return cut.n.Load()
+}
+
+// endedRuns opens an encrypted store at dir on fs with runs ids, each with
+// one atom and ended.
+func endedRuns(t *testing.T, fs vfs.FS, ring seal.Keyring, ids ...string) *DB {
+	t.Helper()
+	db, err := Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range ids {
+		commitOne(t, db, id, "k", goneSecret)
+		if err := mustRun(db, id).End(ctx, StatusCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return db
+}
+
+// verifyBoth verifies the store without the keyring and deeply with it,
+// and returns both reports.
+func verifyBoth(t *testing.T, fs vfs.FS, ring seal.Keyring) []*chain.Report {
+	t.Helper()
+	var out []*chain.Report
+	for _, ring := range []seal.Keyring{nil, ring} {
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, rep)
+	}
+	return out
+}
+
+// TestEraseTamper: verify tells an erasure by policy from tampering. A
+// delete record relabelled as an erasure (or an erase record as a plain
+// deletion) fails its link; a key erased in KEYS without an erase record
+// is reported; a KEYS older than an erasure, which still opens the erased
+// run, is reported; a KEYS that still marks the key erasing is an
+// unfinished erasure (no failure), which the next Open finishes.
+func TestEraseTamper(t *testing.T) {
+	ring := testRing(t, "k1", "k1")
+	keysOf := func(fs vfs.FS, db *DB) *seal.Table {
+		t.Helper()
+		b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := layout.ParseKeys("KEYS", db.storeID, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	writeKeys := func(fs vfs.FS, db *DB, tbl *seal.Table) {
+		t.Helper()
+		if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, layout.MarshalKeys(db.storeID, tbl), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("relabelled", func(t *testing.T) {
+		for _, asErase := range []bool{true, false} {
+			fs := vfs.NewMem()
+			db := endedRuns(t, fs, ring, "r")
+			r := mustRun(db, "r")
+			r.mu.Lock()
+			seq, final, _ := r.chainHeadLocked()
+			r.mu.Unlock()
+			at := time.Now().UnixNano()
+			// The link of the other kind, under this kind's label.
+			var rec []byte
+			if asErase {
+				head := db.hasher.Link("r", seq+1, final, record.AppendDeletePayload(nil, at, "x"))
+				note, _ := db.deletionNote(DeletedRun{ID: "r", Seq: seq + 1, Head: head})
+				rec = record.AppendErase(nil, "r", seq+1, final, head, at, "x", note)
+			} else {
+				head := db.hasher.Link("r", seq+1, final, record.AppendErasePayload(nil, at, "x"))
+				note, _ := db.deletionNote(DeletedRun{ID: "r", Seq: seq + 1, Head: head})
+				rec = record.AppendDelete(nil, "r", seq+1, final, head, at, "x", note)
+			}
+			if _, err := db.append(ctx, rec); err != nil {
+				t.Fatal(err)
+			}
+			crash(db)
+			for _, rep := range verifyBoth(t, fs, ring) {
+				if rep.OK || !failsAt(rep, "r", seq+1) || len(rep.Deleted) != 0 {
+					t.Fatalf("relabelled as an erasure %v: ok %v, failures %+v, deleted %+v", asErase, rep.OK, rep.Failures, rep.Deleted)
+				}
+			}
+		}
+	})
+
+	t.Run("key erased without a record", func(t *testing.T) {
+		fs := vfs.NewMem()
+		db := endedRuns(t, fs, ring, "deleted", "live")
+		if _, err := db.Delete(ctx, "deleted"); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tbl := keysOf(fs, db)
+		tbl.Erase("deleted")
+		tbl.Erase("live")
+		writeKeys(fs, db, tbl)
+		for _, rep := range verifyBoth(t, fs, ring) {
+			for _, id := range []string{"deleted", "live"} {
+				found := false
+				for _, f := range rep.Failures {
+					found = found || f.RunID == id && strings.Contains(f.Detail, "no valid erase record")
+				}
+				if rep.OK || !found {
+					t.Fatalf("run %s's key erased in KEYS: failures %+v", id, rep.Failures)
+				}
+			}
+		}
+	})
+
+	t.Run("older KEYS", func(t *testing.T) {
+		fs := vfs.NewMem()
+		db := endedRuns(t, fs, ring, "gone")
+		old := keysOf(fs, db)
+		if _, err := db.Erase(ctx, "gone", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeKeys(fs, db, old)
+		for _, rep := range verifyBoth(t, fs, ring) {
+			found := false
+			for _, f := range rep.Failures {
+				found = found || f.RunID == "gone" && strings.Contains(f.Detail, "still holds its data key")
+			}
+			if rep.OK || !found {
+				t.Fatalf("a KEYS from before the erasure: failures %+v", rep.Failures)
+			}
+		}
+	})
+
+	t.Run("unfinished", func(t *testing.T) {
+		fs := vfs.NewMem()
+		db := endedRuns(t, fs, ring, "gone", "kept")
+		old := keysOf(fs, db)
+		if _, err := db.Erase(ctx, "gone", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		old.MarkErasing("gone", true)
+		writeKeys(fs, db, old) // as a crash after the erase record leaves it
+		for _, rep := range verifyBoth(t, fs, ring) {
+			if !rep.OK || len(rep.Deleted) != 1 || rep.Deleted[0].Erasure == nil || !rep.Deleted[0].Erasure.Unfinished {
+				t.Fatalf("an unfinished erasure: ok %v, failures %+v, deleted %+v", rep.OK, rep.Failures, rep.Deleted)
+			}
+		}
+		db, err := Open("s", encOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range db.KeyEntries() {
+			if e.Scope == "gone" && (!e.Erased || e.Erasing) {
+				t.Fatalf("Open did not finish the erasure: %+v", e)
+			}
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range verifyBoth(t, fs, ring) {
+			if !rep.OK || len(rep.Deleted) != 1 || rep.Deleted[0].Erasure == nil || rep.Deleted[0].Erasure.Unfinished {
+				t.Fatalf("after Open finished the erasure: ok %v, failures %+v, deleted %+v", rep.OK, rep.Failures, rep.Deleted)
+			}
+		}
+	})
 }
