@@ -230,6 +230,30 @@ func TestGoldenRecords(t *testing.T) {
 			}
 		},
 	}, {
+		name: "erase",
+		got:  AppendErase(nil, "r1", 6, head1, head2, 1, "why", delNote("r1", 6, head2, true)),
+		want: `
+			0c                               # kind erase: the delete record's fields
+			02 7231                          # run id "r1"
+			06                               # seq 6: the end's (or the deletion's) seq + 1
+			` + hexHead + `                  # final head: the link it follows
+			` + hexHead2 + `                 # head: the erasure's link over the mark and what follows
+			02                               # erased 1 (zigzag varint)
+			03 776879                        # reason "why"
+			636f6e74696e75756d20636865636b706f696e742076310a # "continuum checkpoint v1\n"
+			73746f7265202273220a             # store "s"
+			72756e20227231220a               # run "r1"
+			73657120360a                     # seq 6
+			6865616420 ` + hex.EncodeToString([]byte(head2.String())) + ` 0a # head <head2 in hex>
+			66696e616c0a                     # final`,
+		check: func(t *testing.T, r *Record) {
+			if r.Kind != KindErase || r.Run != "r1" || r.Seq != 6 || r.Final != head1 || r.Head != head2 || r.Deleted != 1 || r.Reason != "why" ||
+				!bytes.Equal(r.Payload, append([]byte(EraseMark), 0x02, 0x03, 'w', 'h', 'y')) ||
+				!bytes.Equal(r.Payload, AppendErasePayload(nil, 1, "why")) || !r.Kind.Deletes() {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
 		name: "rollback",
 		got:  AppendRollback(nil, "r1", 7, 2, head1, 1, goldenUndo),
 		want: `
