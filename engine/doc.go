@@ -218,6 +218,18 @@
 // (reported as ever). continuumctl gc does the same from the command
 // line, for a store no process has open.
 //
+// DB.Erase(ctx, id, reason) erases an ended or deleted run of an
+// encrypted store (crypto-shredding): an erase record deletes the run,
+// and the run's data key is then dropped from KEYS, so that nothing it
+// sealed (atoms, the intents and certificates of its default-key actions,
+// its end result, frame files, snapshots) can be opened again, in the
+// store or in any copy of its log, while every link of the chain still
+// verifies and verify lists the run erased (DeletedRun.Erasure). The
+// records of actions with explicit keys are the store's and stay (another
+// run may have repeated one). A crash in an erasure is finished, or
+// undone, by the next Open (erase.go). continuumctl erase does the same
+// from the command line.
+//
 // # Encryption at rest
 //
 // Options.Keyring (a seal.Keyring: the user's key-encryption keys, by id;
