@@ -54,6 +54,14 @@ func TestFlushFailureIsFinal(t *testing.T) {
 					}
 					err = b.Commit(true)
 					if hit.Load() {
+						if err == nil && kind == errorfs.OpFileSync && suffix == "s" {
+							// The store directory's sync also runs on Pebble's
+							// own goroutines (a flush, a new MANIFEST), beside
+							// the Commit, whose data did not depend on it: the
+							// Commit may succeed; the failure must still be
+							// final, which the rest of the test checks.
+							break
+						}
 						if !errors.Is(err, ErrFailed) || !strings.Contains(err.Error(), "injected") {
 							t.Fatalf("Commit whose flush failed = %v, want ErrFailed carrying the injected error", err)
 						}
