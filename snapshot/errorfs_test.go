@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -72,7 +73,11 @@ func TestFlushFailureIsFinal(t *testing.T) {
 				if !hit.Load() {
 					t.Skipf("no %v of a file ending in %q", kind, suffix)
 				}
-				<-st.Failed()
+				select {
+				case <-st.Failed():
+				case <-time.After(time.Minute): // a hang guard, not a timing assertion
+					t.Fatal("the store did not fail after the injected failure")
+				}
 				// Writes racing with the failure (on Pebble's goroutines,
 				// before the fence recorded it) are as if before it.
 				after.Store(0)
