@@ -302,6 +302,8 @@ func TestDecodeTableRules(t *testing.T) {
 		{"unknown state", head(1, 1, 0, 7, 0, 0), "unknown state 7"},
 		{"live without key", head(1, 1, 0, stateLive, 0, 0), "no wrapped key"},
 		{"erased with key", head(1, 1, 0, stateErased, 1, 'k', 1, 0xee), "keeps a wrapped key"},
+		{"erasing without key", head(1, 1, 1, 'a', stateErasing, 0, 0), "no wrapped key"},
+		{"the store's key erasing", head(1, 1, 0, stateErasing, 1, 'k', 1, 0xee), "the store's key 1 marked erasing"},
 		{"trailing", append(head(1, live(1)...), 0), "1 bytes after"},
 		{"non-minimal varint", head(1, 0x81, 0x00, 0, stateLive, 1, 'k', 1, 0xee), "bad varint"},
 	} {
@@ -319,7 +321,9 @@ func FuzzDecodeTable(f *testing.F) {
 	var tab Table
 	tab.Add(r, "a")
 	tab.Add(r, "b")
+	tab.Add(r, "c")
 	tab.Erase("a")
+	tab.MarkErasing("c", true)
 	f.Add(AppendTable(nil, &tab))
 	f.Add([]byte("CKEY\x01\x00"))
 	f.Fuzz(func(t *testing.T, b []byte) {
