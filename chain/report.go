@@ -210,6 +210,10 @@ type Rollback struct {
 	Undone    int  `json:"undone"`
 	NotUndone int  `json:"not_undone"`
 	Completed bool `json:"completed"`
+	// Sealed: the store is encrypted and the record's undo list was not
+	// opened (no keyring, or its run was erased), so Undone and NotUndone
+	// are not known (zero).
+	Sealed bool `json:"sealed,omitempty"`
 }
 
 // DeletedRun is a run deleted by policy, as its delete record says.

@@ -686,3 +686,77 @@ func TestEraseTamper(t *testing.T) {
 		}
 	})
 }
+
+// TestRollbackSealed: in an encrypted store a rollback record's undo list
+// (the compensations' tools, arguments and keys) is sealed: no file holds
+// it in the clear; a pending rollback resumes after a crash; verify lists
+// the rollback without the keyring (sealed) and checks it deeply with it;
+// and once the run is erased, its rollback record no longer opens.
+func TestRollbackSealed(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := db.Run(ctx, "saga")
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorld()
+	for n := 1; n <= 3; n++ {
+		commitStep(t, run, w, ledger.Action{Tool: "pay", Args: []byte(fmt.Sprintf(`{"n":%d}`, n)),
+			Compensate: &ledger.Action{Tool: "refund", Args: []byte(fmt.Sprintf(`{"card":"%s-%d"}`, goneSecret, n))}})
+	}
+	broken := errors.New("refund service down")
+	flaky := func(u Undo) ledger.Exec {
+		if u.Seq == 2 {
+			return func(context.Context, string) ([]byte, error) { return nil, broken }
+		}
+		return w.undoExec(u)
+	}
+	if _, err := run.Rollback(ctx, 1, RollbackOptions{Exec: flaky}); !errors.Is(err, broken) {
+		t.Fatalf("rollback with a failing compensation: %v", err)
+	}
+	crash(db)
+	for name, b := range storeFiles(t, fs, "s") {
+		if bytes.Contains(b, []byte(goneSecret)) {
+			t.Fatalf("%s holds a compensation's arguments in the clear", name)
+		}
+	}
+	for i, rep := range verifyBoth(t, fs, ring) {
+		if !rep.OK || len(rep.Rollbacks) != 1 || rep.Rollbacks[0].Completed || rep.Rollbacks[0].Sealed != (i == 0) ||
+			(i == 1 && rep.Rollbacks[0].Undone != 2) {
+			t.Fatalf("verify of a pending sealed rollback (keyring %v): ok %v %+v, rollbacks %+v", i == 1, rep.OK, rep.Failures, rep.Rollbacks)
+		}
+	}
+	db, err = Open("s", encOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run = mustRun(db, "saga")
+	if to, ok := run.PendingRollback(); !ok || to != 1 {
+		t.Fatalf("PendingRollback after a restart = %d, %v", to, ok)
+	}
+	if res, err := run.Rollback(ctx, 1, RollbackOptions{Exec: w.undoExec}); err != nil || !res.Resumed || len(res.Undone) != 2 {
+		t.Fatalf("resumed rollback: %+v, %v", res, err)
+	}
+	if err := run.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "saga", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range verifyBoth(t, fs, ring) {
+		if !rep.OK || len(rep.Rollbacks) != 1 || !rep.Rollbacks[0].Completed || !rep.Rollbacks[0].Sealed {
+			t.Fatalf("verify after the erasure: ok %v %+v, rollbacks %+v", rep.OK, rep.Failures, rep.Rollbacks)
+		}
+	}
+	sealer, _ := storeSealer(t, fs, "s", db.storeID, ring)
+	if opened, _ := readableRuns(t, fs, "s", sealer); opened["saga"] != 0 {
+		t.Fatalf("records of the erased run that open: %v", opened)
+	}
+}

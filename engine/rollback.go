@@ -300,7 +300,16 @@ func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64
 // fsync; the rollback is then pending (see the file's comment).
 func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.Hash, undo []record.Undo) (*pendingRollback, error) {
 	db := r.db
-	rec := record.AppendRollback(nil, r.id, a.seq, to, head, time.Now().UnixNano(), undo)
+	started := time.Now().UnixNano()
+	rec := record.AppendRollback(nil, r.id, a.seq, to, head, started, undo)
+	if db.sealer != nil {
+		// The undo list names the actions' tools and the compensations'
+		// arguments: agent data, sealed with the run's key.
+		var err error
+		if rec, err = db.sealer.AppendSealedRollback(nil, r.id, a.seq, to, head, started, undo); err != nil {
+			return nil, fmt.Errorf("engine: run %q: the rollback record: %w", r.id, err)
+		}
+	}
 	if err := checkRecordSize(r.id, a.seq, "the rollback record", rec); err != nil {
 		return nil, err
 	}

@@ -488,6 +488,7 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 			if a.Erased {
 				rs.erasedAtoms, rs.frame = true, nil
 			}
+			vr.rollbackUnopened(a) // verify_rollback.go
 			return payload
 		}
 	}

@@ -49,6 +49,7 @@ func (vr *verifyRun) rollback(r *record.Record, loc string) {
 			Location: loc, Detail: fmt.Sprintf("the rollback record names a head of seq %d that is not the run's", r.Seq-1)})
 	}
 	p := &verifyRollback{r: chain.Rollback{RunID: r.Run, Seq: r.Seq, To: r.To, At: r.Started}, seal: record.RollbackSeal(r.Raw), loc: loc}
+	p.r.Sealed = vr.db.sealed && !r.Opened
 	for i, u := range r.Undo {
 		if vr.deep {
 			// The entry against the action's own intent (checked against its
@@ -95,6 +96,18 @@ func (vr *verifyRun) rollbackSeal(a *record.Record) []byte {
 		return p.seal[:]
 	}
 	return nil
+}
+
+// rollbackUnopened notes that atom a, whose sealed body was not opened
+// (no keyring, or its run was erased), completes its run's pending
+// rollback if its seq is the rollback's: its link was checked, what it
+// holds cannot be.
+func (vr *verifyRun) rollbackUnopened(a *record.Record) {
+	if p := vr.rollbacks[a.Run]; p != nil && p.r.Seq == a.Seq {
+		delete(vr.rollbacks, a.Run)
+		p.r.Completed = true
+		vr.rolled = append(vr.rolled, p.r)
+	}
 }
 
 // rollbackAtom checks atom a, which completes the pending rollback of its

@@ -55,7 +55,8 @@ type Record struct {
 
 	// KindRollback: the seq the run is rolled back to, when the rollback
 	// began (unix nanoseconds), and what it undoes, newest first (Seq is
-	// the seq of the atom that completes it).
+	// the seq of the atom that completes it); in an encrypted store Undo
+	// is nil unless the undo list was opened (Opened).
 	To      uint64
 	Started int64
 	Undo    []Undo
@@ -322,7 +323,22 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			}
 		}
 	case KindRollback:
-		decodeRollback(&f, r)
+		decodeRollbackHeader(&f, r)
+		if f.err != nil || !d.Sealed {
+			decodeUndo(&f, r)
+			break
+		}
+		r.Stored = f.Rest()
+		plain, err := d.openField(file, r, "rollback's undo list")
+		if err != nil {
+			return err
+		}
+		if plain != nil {
+			g := Fields{b: plain}
+			if decodeUndo(&g, r); g.err != nil {
+				return d.damage(file, r, "rollback's undo list", fmt.Errorf("%w: %v", ErrCorrupt, g.err))
+			}
+		}
 	case KindIntent, KindCert:
 		compressed := raw[1:]
 		if d.Sealed {

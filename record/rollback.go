@@ -6,6 +6,9 @@ package record
 //	rollback 11 | uvarint len | run id | uvarint seq | uvarint to | head [32] |
 //	             varint started (unix ns) | uvarint n | n x undo
 //
+// In an encrypted store the undo list (uvarint n | n x undo) is sealed
+// with the run's key, at the place (KindRollback, run, seq): seal.go.
+//
 //	undo := uvarint seq | fingerprint [32] | uvarint len | tool | how 1 B |
 //	        [uvarint len | ctool | uvarint len | cargs | uvarint len | ckey]
 //	how:    0 not undone (the action has no compensation: no fields follow)
@@ -68,12 +71,23 @@ type Undo struct {
 // AppendRollback appends a rollback record of run: the rollback to seq
 // to, completed by the atom at seq, begun when the run's head was head.
 func AppendRollback(dst []byte, run string, seq, to uint64, head chain.Hash, started int64, undo []Undo) []byte {
+	return appendUndo(appendRollbackHeader(dst, run, seq, to, head, started), undo)
+}
+
+// appendRollbackHeader appends a rollback record up to its undo list,
+// which an encrypted store seals (seal.go).
+func appendRollbackHeader(dst []byte, run string, seq, to uint64, head chain.Hash, started int64) []byte {
 	dst = append(dst, byte(KindRollback))
 	dst = AppendString(dst, run)
 	dst = binary.AppendUvarint(dst, seq)
 	dst = binary.AppendUvarint(dst, to)
 	dst = append(dst, head[:]...)
-	dst = binary.AppendVarint(dst, started)
+	return binary.AppendVarint(dst, started)
+}
+
+// appendUndo appends a rollback record's undo list: its count, then its
+// entries.
+func appendUndo(dst []byte, undo []Undo) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(undo)))
 	for i := range undo {
 		u := &undo[i]
@@ -102,8 +116,9 @@ func AppendRollback(dst []byte, run string, seq, to uint64, head chain.Hash, sta
 // the log holds it (raw, its kind byte included).
 func RollbackSeal(raw []byte) [32]byte { return blake3.Sum256(raw) }
 
-// decodeRollback reads the fields of a rollback record after its kind.
-func decodeRollback(f *Fields, r *Record) {
+// decodeRollbackHeader reads the fields of a rollback record after its
+// kind, up to its undo list.
+func decodeRollbackHeader(f *Fields, r *Record) {
 	r.Run = f.RunID()
 	r.Seq = f.Uvarint("seq")
 	r.To = f.Uvarint("to")
@@ -114,6 +129,14 @@ func decodeRollback(f *Fields, r *Record) {
 	}
 	if f.err == nil && r.To >= r.Seq {
 		f.Fail("rolls back to seq %d, not before its own seq %d", r.To, r.Seq)
+	}
+}
+
+// decodeUndo reads a rollback record's undo list (of r, whose header is
+// read) and checks that nothing follows it.
+func decodeUndo(f *Fields, r *Record) {
+	if f.err != nil {
+		return
 	}
 	n := f.Uvarint("undo count")
 	if f.err == nil && (n > MaxRollbackUndo || n*minUndoEntry > uint64(len(f.b)-f.off)) {

@@ -10,6 +10,7 @@ package record
 //	certificate 3 | sealed(compressed(ledger certificate))
 //	end         8 | ... | status | varint ended | uvarint len | sealed(result)
 //	fail        5 | uvarint len | run id | uvarint seq | uvarint len | sealed(reason)
+//	rollback   11 | ... | varint started | sealed(uvarint n | n x undo)
 //
 // The derived files seal what holds agent data too: the compressed frame
 // of a frame file and of a snapshot (PlaceFrame), and the ledger's table
@@ -39,6 +40,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -151,6 +153,14 @@ func (s *Sealer) SealLedger(dst, compressed []byte, k Kind, scope string) ([]byt
 	}
 	var aad [128]byte
 	return key.Seal(dst, compressed, AppendAAD(aad[:0], s.Store, k, "", 0))
+}
+
+// AppendSealedRollback appends a rollback record of an encrypted store:
+// AppendRollback's, its undo list (the actions' tools, the compensations'
+// tools, arguments and keys) sealed with the run's key.
+func (s *Sealer) AppendSealedRollback(dst []byte, run string, seq, to uint64, head chain.Hash, started int64, undo []Undo) ([]byte, error) {
+	dst = appendRollbackHeader(dst, run, seq, to, head, started)
+	return s.Seal(dst, appendUndo(nil, undo), KindRollback, run, seq)
 }
 
 // SealAtomBody appends the sealed body of atom seq of run: compressed
