@@ -98,12 +98,13 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring
 		return nil, fmt.Errorf("%w: %s: the store is not encrypted: read it without a keyring", ErrKeyring, storeName)
 	}
 	s := &readOnlyStore{db: db, storeID: sf.ID, created: time.Unix(0, sf.Created)}
+	witness := db.logWitness()
 	s.log, err = wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
 	if err != nil && !layout.NotExist(err) {
 		return nil, logDamage(err, "open log "+db.path(layout.WALDir))
 	}
 	// A log that is gone or lost records is refused, not read as fewer runs.
-	if err := db.checkReadOnlyLog(s.log); err != nil {
+	if err := db.checkReadOnlyLog(s.log, witness); err != nil {
 		s.close()
 		return nil, err
 	}

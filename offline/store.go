@@ -154,14 +154,25 @@ func (db *store) certifiedResult(log *wal.Log, pos wal.Pos, fp ledger.Fingerprin
 	}
 }
 
-// checkReadOnlyLog refuses a log that is gone or lost records (as Open
-// does), with CHECKPOINT as the witness of where the log reached when it
-// is readable.
-func (db *store) checkReadOnlyLog(l *wal.Log) error {
-	var cp *layout.Checkpoint
-	if b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName)); err == nil {
-		cp, _ = layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
+// logWitness reads CHECKPOINT, the witness of where the log reached, for
+// checkReadOnlyLog: before the log is opened, so that beside a live
+// writer a checkpoint written since cannot name a position past the log
+// as the reader found it (a checkpoint's replay position is durable in
+// the log before the checkpoint is written). Nil when there is none, or
+// it is damaged.
+func (db *store) logWitness() *layout.Checkpoint {
+	b, err := layout.ReadFile(db.fs, db.path(layout.CheckpointName))
+	if err != nil {
+		return nil
 	}
+	cp, _ := layout.ParseCheckpoint(db.path(layout.CheckpointName), b) // damaged: no witness
+	return cp
+}
+
+// checkReadOnlyLog refuses a log that is gone or lost records (as Open
+// does), with cp (logWitness, read before the log was opened) as the
+// witness of where the log reached.
+func (db *store) checkReadOnlyLog(l *wal.Log, cp *layout.Checkpoint) error {
 	ret, err := layout.ReadRetention(db.fs, db.dir, nil)
 	if err != nil {
 		return err
