@@ -187,7 +187,13 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	} else if d, gone := db.mu.deleted[id]; gone && d != nil {
 		if d.erasure != nil {
 			db.mu.Unlock()
-			// Erased already (and, past Open, finished).
+			// Erased already: finished, unless KEYS is older than the
+			// erasure (restored from a copy) and holds the key again.
+			if db.keyLive(id) {
+				if err := db.finishErasure(ctx, id); err != nil {
+					return DeletedRun{}, fmt.Errorf("engine: erase run %q: finish its erasure: %w", id, err)
+				}
+			}
 			return d.public(id), nil
 		}
 		prior = d
@@ -438,6 +444,10 @@ func (db *DB) finishErasures() error {
 	if db.keys == nil {
 		return nil
 	}
+	if db.reg == nil {
+		// The replay read the whole log: every erasure is known.
+		defer db.healErasures()
+	}
 	db.keys.mu.Lock()
 	pending := db.keys.table.Erasing()
 	db.keys.mu.Unlock()
@@ -452,6 +462,59 @@ func (db *DB) finishErasures() error {
 		}
 	}
 	return nil
+}
+
+// keyLive reports whether KEYS holds a data key of run id that is not
+// erased.
+func (db *DB) keyLive(id string) bool {
+	sk := db.keys
+	sk.mu.Lock()
+	defer sk.mu.Unlock()
+	for _, e := range sk.table.Entries() {
+		if e.Scope == id && !e.Erased {
+			return true
+		}
+	}
+	return false
+}
+
+// healErasures finishes, on the background goroutine, the erasures of
+// runs whose erase record the log holds while KEYS still holds their key
+// live: a KEYS older than the erasure (restored from a copy). Called once
+// the deletions the log holds are all known (checkRegistry); it does not
+// wait.
+func (db *DB) healErasures() {
+	if db.keys == nil {
+		return
+	}
+	db.mu.Lock()
+	var stale []string
+	for id, d := range db.mu.deleted {
+		if d != nil && d.erasure != nil {
+			stale = append(stale, id)
+		}
+	}
+	db.mu.Unlock()
+	stale = slices.DeleteFunc(stale, func(id string) bool { return !db.keyLive(id) })
+	if len(stale) == 0 {
+		return
+	}
+	slices.Sort(stale)
+	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
+	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
+		for _, id := range stale {
+			job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
+			select {
+			case db.bg.eraseReq <- job:
+			case <-db.bg.stop:
+				return
+			}
+			if res := <-job.done; res.err != nil {
+				db.setBackgroundErr(res.err)
+				return
+			}
+		}
+	}()
 }
 
 // resumeErasure is finishErasures's step for run id, on the background

@@ -648,6 +648,43 @@ func TestEraseTamper(t *testing.T) {
 				t.Fatalf("a KEYS from before the erasure: failures %+v", rep.Failures)
 			}
 		}
+		// The engine erases the key again once it knows the log's
+		// erasures, and Erase of the erased run finishes it too.
+		db, err := Open("s", encOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := db.Erase(ctx, "gone", ""); err != nil {
+			t.Fatal(err)
+		}
+		if db.keyLive("gone") {
+			t.Fatal("Erase of an erased run left KEYS's older key live")
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeKeys(fs, db, old)
+		db, err = Open("s", encOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.checkRegistry(); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; db.keyLive("gone"); i++ {
+			if i == 1000 {
+				t.Fatal("the engine did not erase the key of an erased run that an older KEYS holds")
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range verifyBoth(t, fs, ring) {
+			if !rep.OK {
+				t.Fatalf("after the engine erased the key again: %+v", rep.Failures)
+			}
+		}
 	})
 
 	t.Run("unfinished", func(t *testing.T) {

@@ -114,6 +114,7 @@ func (db *DB) checkRegistry() error {
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
 		rc.checked.Store(true)
+		db.healErasures() // erase.go
 		if rc.mismatch != "" {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
 				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)
