@@ -47,6 +47,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -510,7 +511,9 @@ func (db *DB) healErasures() {
 				return
 			}
 			if res := <-job.done; res.err != nil {
-				db.setBackgroundErr(res.err)
+				if !errors.Is(res.err, ErrClosed) && !errors.Is(res.err, wal.ErrClosed) {
+					db.setBackgroundErr(res.err)
+				}
 				return
 			}
 		}
@@ -536,6 +539,9 @@ func (db *DB) resumeErasure(job *eraseJob) error {
 	if d == nil || d.erasure == nil {
 		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", job.id)
 		return db.markErasing(job.id, false)
+	}
+	if !db.keyLive(job.id) {
+		return nil // finished meanwhile (an Erase of it ran first)
 	}
 	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", job.id)
 	if err := db.finishErasure(ctx, job.id); err != nil {

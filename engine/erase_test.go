@@ -14,7 +14,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -438,8 +437,7 @@ func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durabilit
 		t.Helper()
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
-	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	mem, cut := newPowerCut(base, pct, target)
 	opts := encOpts(errorfs.Wrap(cut.mem, cut), ring)
 	opts.NoSync, opts.Durability = false, mode
 	acked := uint64(0) // the live run's last acknowledged seq
@@ -453,10 +451,7 @@ func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durabilit
 	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := encOpts(fs, ring)
 	o.NoSync, o.Durability = false, mode
 	db, err := Open("s", o)

@@ -286,10 +286,7 @@ func forkTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := testOptions(fs)
 	o.Durability = mode
 	db, err := Open("store", o)

@@ -11,7 +11,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -246,8 +245,7 @@ func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uin
 		t.Helper()
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
-	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	mem, cut := newPowerCut(base, pct, target)
 	opts := gcOptions(mem)
 	opts.Durability = mode
 	opts.FS = errorfs.Wrap(cut.mem, cut)
@@ -265,10 +263,7 @@ func gcTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uin
 	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := gcOptions(fs)
 	o.Durability = mode
 	db, err := Open("store", o)

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -14,7 +13,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
@@ -173,8 +171,7 @@ func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target ui
 		t.Helper()
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
-	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	mem, cut := newPowerCut(base, pct, target)
 	opts := testOptions(mem)
 	opts.Durability = mode
 	opts.FS = errorfs.Wrap(cut.mem, cut)
@@ -187,10 +184,7 @@ func endTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target ui
 	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := testOptions(fs)
 	o.Durability = mode
 	db, err := Open("store", o)

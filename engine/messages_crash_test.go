@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
@@ -158,8 +157,7 @@ func ringTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 		t.Helper()
 		t.Fatalf("%v, crash at op %d: "+format, append([]any{mode, target}, args...)...)
 	}
-	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	mem, cut := newPowerCut(base, pct, target)
 	opts := messageOptions(mem)
 	opts.Durability = mode
 	opts.FS = errorfs.Wrap(cut.mem, cut)
@@ -170,10 +168,7 @@ func ringTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target u
 	} else if !cut.cutBefore() {
 		fail("open: %v", err)
 	}
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := messageOptions(fs)
 	o.Durability = mode
 	db, err := Open("store", o)

@@ -125,6 +125,25 @@ type powerCut struct {
 	started atomic.Bool
 }
 
+// newPowerCut returns a copy of what base holds durably and a power cut
+// of it at filesystem operation target (none if 0) that keeps pct% of
+// the data not yet synced at the cut (its RNG seeded by pct and target),
+// with a downstream service of no effects.
+func newPowerCut(base *vfs.MemFS, pct int, target uint64) (*vfs.MemFS, *powerCut) {
+	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	return mem, &powerCut{mem: crashmem.New(mem), down: &downstream{},
+		cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+}
+
+// survivor returns what the power cut left of mem: the clone it took, or
+// mem when the cut never came.
+func (p *powerCut) survivor(mem vfs.FS) vfs.FS {
+	if c := p.clone.Load(); c != nil {
+		return c
+	}
+	return mem
+}
+
 // cutBefore reports whether the power cut may have come before what just
 // returned: it started (its clone may miss what returned).
 func (p *powerCut) cutBefore() bool { return p.started.Load() }

@@ -8,7 +8,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
-	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -82,8 +81,7 @@ func rollbackTrial(t *testing.T, base *vfs.MemFS, before *world, mode Durability
 		t.Helper()
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
-	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{}, cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
+	mem, cut := newPowerCut(base, pct, target)
 	w := newWorld()
 	for k, n := range before.effects { // the effects of the six atoms
 		w.effects[k], w.results[k] = n, before.results[k]
@@ -107,10 +105,7 @@ func rollbackTrial(t *testing.T, base *vfs.MemFS, before *world, mode Durability
 	}
 
 	w.gone = nil // the restarted process
-	fs := vfs.FS(mem)
-	if c := cut.clone.Load(); c != nil {
-		fs = c
-	}
+	fs := cut.survivor(mem)
 	o := testOptions(fs)
 	o.Durability = mode
 	db, err := Open("store", o)
