@@ -8,6 +8,8 @@
 // The metric cpu-µs/atom is the process's user+system CPU time per atom
 // (getrusage), background goroutines included; ns/op is wall time;
 // snapshots/katom the engine's background snapshots per 1,000 atoms.
+// continuum-strict-nosnapshots is the strict commit path without the
+// background snapshots and engine checkpoints (before Close).
 package enginebench
 
 import (
@@ -46,9 +48,22 @@ func BenchmarkAtomCPU(b *testing.B) {
 	atoms := script()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
-		b.Run("continuum-"+mode.String(), func(b *testing.B) {
-			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{NoSync: true, Durability: mode, Logger: quiet})
+	for _, c := range []struct {
+		mode   engine.Durability
+		noSnap bool
+	}{{engine.Strict, false}, {engine.Relaxed, false}, {engine.Strict, true}} {
+		name := "continuum-" + c.mode.String()
+		opts := &engine.Options{NoSync: true, Durability: c.mode, Logger: quiet}
+		if c.noSnap {
+			// The commit path alone: no background snapshot, nor engine
+			// checkpoint before Close, so that what the snapshot policy
+			// adds (the other sub-benchmarks less this one) is told from
+			// what each atom costs.
+			name += "-nosnapshots"
+			opts.SnapshotEvery, opts.SnapshotInterval, opts.RestartTail = -1, -1, -1
+		}
+		b.Run(name, func(b *testing.B) {
+			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
