@@ -9,10 +9,12 @@
 // (getrusage), background goroutines included; ns/op is wall time;
 // snapshots/katom the engine's background snapshots per 1,000 atoms.
 // continuum-strict-nosnapshots is the strict commit path without the
-// background snapshots and engine checkpoints (before Close).
+// background snapshots and engine checkpoints (before Close), and
+// -sealed the same in a store encrypted at rest (Options.Keyring).
 package enginebench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -26,6 +28,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/seal"
 )
 
 const scriptLen = 2000 // distinct atoms, reused with fresh keys
@@ -48,10 +51,14 @@ func BenchmarkAtomCPU(b *testing.B) {
 	atoms := script()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
+	ring, err := seal.NewKeyring(map[string][]byte{"bench": bytes.Repeat([]byte{7}, seal.KeySize)}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, c := range []struct {
-		mode   engine.Durability
-		noSnap bool
-	}{{engine.Strict, false}, {engine.Relaxed, false}, {engine.Strict, true}} {
+		mode           engine.Durability
+		noSnap, sealed bool
+	}{{engine.Strict, false, false}, {engine.Relaxed, false, false}, {engine.Strict, true, false}, {engine.Strict, true, true}} {
 		name := "continuum-" + c.mode.String()
 		opts := &engine.Options{NoSync: true, Durability: c.mode, Logger: quiet}
 		if c.noSnap {
@@ -61,6 +68,13 @@ func BenchmarkAtomCPU(b *testing.B) {
 			// what each atom costs.
 			name += "-nosnapshots"
 			opts.SnapshotEvery, opts.SnapshotInterval, opts.RestartTail = -1, -1, -1
+		}
+		if c.sealed {
+			// The same, encrypted at rest: what sealing adds to the
+			// commit path, without the spread that background snapshots
+			// bring.
+			name += "-sealed"
+			opts.Keyring = ring
 		}
 		b.Run(name, func(b *testing.B) {
 			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), opts)
