@@ -105,9 +105,15 @@ func (db *DB) encodeAtomBody(buf *encBuf, run string, seq uint64, actions []atom
 }
 
 // compressAtomBody compresses e's body into buf.comp, for sealAtom: a
-// branch compresses before it knows its seq, outside the run's lock.
+// branch compresses before it knows its seq, outside the run's lock. In
+// an encrypted store buf.comp is the plaintext the seal covers: the
+// chained payload's tail (buf.sums), then the compressed body.
 func (db *DB) compressAtomBody(buf *encBuf, e encodedAtom) {
-	buf.comp = db.comp.Compress(buf.comp[:0], e.body, db.curDict.Load())
+	comp := buf.comp[:0]
+	if db.sealer != nil {
+		comp = record.AppendAtomPlainHead(comp, buf.sums)
+	}
+	buf.comp = db.comp.Compress(comp, e.body, db.curDict.Load())
 }
 
 // sealAtom completes e, whose body encodeAtomBody built and
@@ -119,7 +125,7 @@ func (db *DB) compressAtomBody(buf *encBuf, e encodedAtom) {
 // seal's.
 func (db *DB) sealAtom(buf *encBuf, e *encodedAtom, run string, seq uint64, prev chain.Hash) error {
 	if db.sealer != nil {
-		sealed, err := db.sealer.SealAtomBody(buf.sealed[:0], run, seq, buf.comp, buf.sums)
+		sealed, err := db.sealer.SealAtomPlain(buf.sealed[:0], run, seq, buf.comp)
 		if err != nil {
 			return fmt.Errorf("engine: run %q seq %d: %w", run, seq, err)
 		}
@@ -146,7 +152,7 @@ type encBuf struct {
 	rec     []byte               // the record: header, compressed body
 	ext     []byte               // the data of the message extensions (messageExts)
 	exts    []record.AtomExt     // the body's extensions; their Data alias ext
-	comp    []byte               // a branch's compressed body, before its header is known (sealAtom)
+	comp    []byte               // a branch's compressed body, before its header is known (sealAtom); sealed: tail, then compressed body
 	sealed  []byte               // an encrypted store's sealed body (sealAtom)
 }
 

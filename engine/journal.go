@@ -5,11 +5,14 @@ package engine
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
+	"sync"
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -26,13 +29,29 @@ type journal struct {
 	atom *Atom
 }
 
-// write appends an intent or a certificate of run. explicit says the
-// action's key is explicit (ledger.Intent.ExplicitKey): in an encrypted
-// store its records are sealed with the store's key, not the run's, since
-// another run may repeat the action and need them after this run is
-// erased.
-func (j *journal) write(ctx context.Context, kind record.Kind, run string, explicit bool, body []byte, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
+// ledgerBuf is the scratch of one ledger record's encoding: its body and
+// its compressed body, both dead once the record is built (the record
+// itself is allocated apart, at its size: the log and a relaxed write's
+// goroutine hold it after write returns).
+type ledgerBuf struct{ body, comp []byte }
+
+var ledgerBufs = sync.Pool{New: func() any { return new(ledgerBuf) }}
+
+func putLedgerBuf(b *ledgerBuf) {
+	const keep = 64 << 10 // don't pin the buffers of a huge record
+	if cap(b.body) <= keep && cap(b.comp) <= keep {
+		ledgerBufs.Put(b)
+	}
+}
+
+// write appends an intent or a certificate of run, whose body is in
+// lb.body. explicit says the action's key is explicit
+// (ledger.Intent.ExplicitKey): in an encrypted store its records are
+// sealed with the store's key, not the run's, since another run may
+// repeat the action and need them after this run is erased.
+func (j *journal) write(ctx context.Context, kind record.Kind, run string, explicit bool, lb *ledgerBuf, c *ledger.Certificate, wait bool) (ledger.Loc, error) {
 	db := j.db
+	body := lb.body
 	if err := ctx.Err(); err != nil {
 		return ledger.Loc{}, err
 	}
@@ -40,14 +59,22 @@ func (j *journal) write(ctx context.Context, kind record.Kind, run string, expli
 		return ledger.Loc{}, fmt.Errorf("%w: %s record of %d bytes, the limit is %d (engine.MaxSize); nothing was written",
 			ErrTooLarge, kind, len(body), MaxSize)
 	}
-	rec := record.AppendLedger(make([]byte, 0, 1+len(body)/2+16), kind, body, db.comp, db.curDict.Load())
-	if db.sealer != nil {
+	// kind | compressed body, or in an encrypted store kind |
+	// sealed(compressed body) (record/seal.go): compressed into the
+	// scratch, then copied or sealed into a record of its size.
+	lb.comp = record.AppendLedger(lb.comp[:0], kind, body, db.comp, db.curDict.Load())
+	comp := lb.comp[1:]
+	var rec []byte
+	if db.sealer == nil {
+		rec = append(make([]byte, 0, len(lb.comp)), lb.comp...)
+	} else {
+		rec = append(make([]byte, 0, 1+seal.Overhead+binary.MaxVarintLen64+len(comp)), byte(kind))
 		var err error
 		scope := run
 		if explicit {
 			scope = ""
 		}
-		if rec, err = db.sealer.SealLedger(rec[:1:1], rec[1:], kind, scope); err != nil {
+		if rec, err = db.sealer.SealLedger(rec, comp, kind, scope); err != nil {
 			return ledger.Loc{}, fmt.Errorf("engine: %s record of run %q: %w; nothing was written", kind, run, err)
 		}
 	}
@@ -90,7 +117,10 @@ func (j *journal) write(ctx context.Context, kind record.Kind, run string, expli
 }
 
 func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	loc, err := j.write(ctx, record.KindIntent, in.RunID, in.ExplicitKey(), ledger.AppendIntent(nil, in), nil, !(j.relaxed && in.Idempotent))
+	lb := ledgerBufs.Get().(*ledgerBuf)
+	defer putLedgerBuf(lb)
+	lb.body = ledger.AppendIntent(lb.body[:0], in)
+	loc, err := j.write(ctx, record.KindIntent, in.RunID, in.ExplicitKey(), lb, nil, !(j.relaxed && in.Idempotent))
 	if err == nil && j.atom != nil {
 		j.atom.noteStarted(in)
 	}
@@ -98,7 +128,10 @@ func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Lo
 }
 
 func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	return j.write(ctx, record.KindCert, c.RunID, c.ExplicitKey, ledger.AppendCertificate(nil, c), c, !j.relaxed)
+	lb := ledgerBufs.Get().(*ledgerBuf)
+	defer putLedgerBuf(lb)
+	lb.body = ledger.AppendCertificate(lb.body[:0], c)
+	return j.write(ctx, record.KindCert, c.RunID, c.ExplicitKey, lb, c, !j.relaxed)
 }
 
 func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {

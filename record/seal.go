@@ -168,9 +168,21 @@ func (s *Sealer) AppendSealedRollback(dst []byte, run string, seq, to uint64, he
 // results, then a rollback's seal), sealed together. The chain links the
 // atom over what it appends.
 func (s *Sealer) SealAtomBody(dst []byte, run string, seq uint64, compressed, tail []byte) ([]byte, error) {
-	plain := make([]byte, 0, binary.MaxVarintLen64+len(tail)+len(compressed))
-	plain = AppendBytes(plain, tail)
-	plain = append(plain, compressed...)
+	plain := AppendAtomPlainHead(make([]byte, 0, binary.MaxVarintLen64+len(tail)+len(compressed)), tail)
+	return s.SealAtomPlain(dst, run, seq, append(plain, compressed...))
+}
+
+// AppendAtomPlainHead appends the start of the plaintext that an atom
+// body's seal covers: tail, the digests of its actions' certified results
+// then a rollback's seal, with its length. The compressed body follows it,
+// appended by the caller (into the same buffer, so that the body is
+// compressed where it is sealed from); SealAtomPlain seals the whole.
+func AppendAtomPlainHead(dst, tail []byte) []byte { return AppendBytes(dst, tail) }
+
+// SealAtomPlain appends the sealed body of atom seq of run, plain being
+// AppendAtomPlainHead's tail followed by the compressed body: what
+// SealAtomBody appends, without its copy of the compressed body.
+func (s *Sealer) SealAtomPlain(dst []byte, run string, seq uint64, plain []byte) ([]byte, error) {
 	return s.Seal(dst, plain, KindAtom, run, seq)
 }
 

@@ -35,10 +35,15 @@
 //     ErrAuth, never garbage.
 //   - A wrong or missing user key is an error at Table.Open (ErrUnknownKey,
 //     ErrWrongKey), before any payload is read.
-//   - Nonces are 96 random bits per payload (crypto/rand). AES-GCM's bound
+//   - Nonces are 96 bits: a random base per data key and process
+//     (crypto/rand, drawn at the key's first seal) plus a counter, so that
+//     sealing reads no randomness per payload. Across the processes that
+//     load a key, a nonce repeats with probability at most (P-1)N/2^96 for
+//     P loads sealing N payloads in all, never more than twice that of a
+//     random nonce per payload (the argument is at Key). AES-GCM's bound
 //     for random nonces is 2^32 payloads per key; a data key seals at most
-//     MaxSeals payloads (Key.Seal refuses more), and its owner starts a new
-//     data key well before that.
+//     MaxSeals payloads in one process (Key.Seal refuses more), and its
+//     owner starts a new data key well before that.
 //   - Decoders never panic on any input (fuzzed).
 //
 // # Caveats

@@ -152,14 +152,29 @@ func segIDBytes(id uint64) [8]byte {
 }
 
 func headerCheck(seg [8]byte, h []byte) uint16 {
-	c := crc32c.Update(0, seg[:])
-	c = crc32c.Update(c, h[4:10])
+	return headerCheckFrom(segSeed(&seg), h)
+}
+
+// segSeed is the CRC-32C of a segment's id bytes, which every checksum of
+// its records starts with: computed once per segment or batch, it saves
+// the writer two checksum updates per record.
+func segSeed(seg *[8]byte) uint32 { return crc32c.Update(0, seg[:]) }
+
+// headerCheckFrom is headerCheck continued from seed, segSeed of the
+// segment's id.
+func headerCheckFrom(seed uint32, h []byte) uint16 {
+	c := crc32c.Update(seed, h[4:10])
 	c = crc32c.Update(c, h[12:16])
 	return uint16(c)
 }
 
 // appendRecord appends one framed record (header, payload, padding) to dst.
 func appendRecord(dst []byte, seg [8]byte, typ byte, synced uint32, payload []byte) []byte {
+	return appendRecordFrom(dst, segSeed(&seg), typ, synced, payload)
+}
+
+// appendRecordFrom is appendRecord with seed, segSeed of the segment's id.
+func appendRecordFrom(dst []byte, seed uint32, typ byte, synced uint32, payload []byte) []byte {
 	start := len(dst)
 	span := int(recordSpan(len(payload)))
 	dst = append(dst, make([]byte, span)...)
@@ -168,10 +183,9 @@ func appendRecord(dst []byte, seg [8]byte, typ byte, synced uint32, payload []by
 	h[8] = typ
 	h[9] = 0
 	binary.LittleEndian.PutUint32(h[12:16], synced)
-	binary.LittleEndian.PutUint16(h[10:12], headerCheck(seg, h))
+	binary.LittleEndian.PutUint16(h[10:12], headerCheckFrom(seed, h))
 	copy(dst[start+RecordHeaderSize:], payload)
-	c := crc32c.Update(0, seg[:])
-	c = crc32c.Update(c, h[4:16])
+	c := crc32c.Update(seed, h[4:16])
 	c = crc32c.Update(c, payload)
 	binary.LittleEndian.PutUint32(h[0:4], c)
 	return dst

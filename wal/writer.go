@@ -21,6 +21,10 @@ type Waiter struct {
 	pos  []Pos
 	err  error
 	done chan struct{}
+	// rec and at back recs and pos for an append of one record (Append):
+	// the common case takes no allocation for either.
+	rec [1][]byte
+	at  [1]Pos
 }
 
 // Wait blocks until the records are durable, the append failed, or ctx is
@@ -48,7 +52,7 @@ func (w *Waiter) finish(err error) {
 		w.pos = nil
 	}
 	w.err = err
-	w.recs = nil
+	w.recs, w.rec[0] = nil, nil
 	close(w.done)
 }
 
@@ -81,7 +85,12 @@ func (l *Log) maybePrepareSpare() {
 // AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
 // recs must not be modified until the Waiter is done.
 func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
-	w := &Waiter{recs: recs, done: make(chan struct{})}
+	return l.enqueue(&Waiter{recs: recs, done: make(chan struct{})})
+}
+
+// enqueue checks w's records and queues them for the owner (AppendAsync).
+func (l *Log) enqueue(w *Waiter) *Waiter {
+	recs := w.recs
 	if l.readOnly {
 		w.finish(ErrReadOnly)
 		return w
@@ -127,7 +136,10 @@ func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
 // written). ctx bounds the wait only: when ctx ends first the record may
 // still become durable.
 func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
-	pos, err := l.AppendAsync(rec).Wait(ctx)
+	w := &Waiter{done: make(chan struct{})}
+	w.rec[0] = rec
+	w.recs = w.rec[:]
+	pos, err := l.enqueue(w).Wait(ctx)
 	if err != nil {
 		return Pos{}, err
 	}
@@ -227,15 +239,20 @@ func (l *Log) commit(batch []*Waiter) {
 				return
 			}
 		}
-		w.pos = make([]Pos, len(w.recs))
+		if len(w.recs) == 1 {
+			w.pos = w.at[:]
+		} else {
+			w.pos = make([]Pos, len(w.recs))
+		}
 		synced := uint32(l.w.synced)
+		seed := segSeed(&l.w.segID)
 		for j, r := range w.recs {
 			w.pos[j] = Pos{l.w.seg, l.w.off + int64(len(buf))}
 			typ := byte(recTypeMore)
 			if j == len(w.recs)-1 {
 				typ = recTypeLast
 			}
-			buf = appendRecord(buf, l.w.segID, typ, synced, r)
+			buf = appendRecordFrom(buf, seed, typ, synced, r)
 		}
 	}
 	l.flush(buf, batch[start:])

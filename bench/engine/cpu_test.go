@@ -6,10 +6,15 @@
 //	go test -run '^$' -bench AtomCPU -benchtime 5000x -count 5 ./bench/engine
 //
 // The metric cpu-µs/atom is the process's user+system CPU time per atom
-// (getrusage), background goroutines included; ns/op is wall time.
+// (getrusage), background goroutines included; ns/op is wall time;
+// snapshots/katom the engine's background snapshots per 1,000 atoms.
+// continuum-strict-nosnapshots is the strict commit path without the
+// background snapshots and engine checkpoints (before Close), and
+// -sealed the same in a store encrypted at rest (Options.Keyring).
 package enginebench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io"
@@ -23,6 +28,7 @@ import (
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/seal"
 )
 
 const scriptLen = 2000 // distinct atoms, reused with fresh keys
@@ -45,9 +51,33 @@ func BenchmarkAtomCPU(b *testing.B) {
 	atoms := script()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
-		b.Run("continuum-"+mode.String(), func(b *testing.B) {
-			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{NoSync: true, Durability: mode, Logger: quiet})
+	ring, err := seal.NewKeyring(map[string][]byte{"bench": bytes.Repeat([]byte{7}, seal.KeySize)}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, c := range []struct {
+		mode           engine.Durability
+		noSnap, sealed bool
+	}{{engine.Strict, false, false}, {engine.Relaxed, false, false}, {engine.Strict, true, false}, {engine.Strict, true, true}} {
+		name := "continuum-" + c.mode.String()
+		opts := &engine.Options{NoSync: true, Durability: c.mode, Logger: quiet}
+		if c.noSnap {
+			// The commit path alone: no background snapshot, nor engine
+			// checkpoint before Close, so that what the snapshot policy
+			// adds (the other sub-benchmarks less this one) is told from
+			// what each atom costs.
+			name += "-nosnapshots"
+			opts.SnapshotEvery, opts.SnapshotInterval, opts.RestartTail = -1, -1, -1
+		}
+		if c.sealed {
+			// The same, encrypted at rest: what sealing adds to the
+			// commit path, without the spread that background snapshots
+			// bring.
+			name += "-sealed"
+			opts.Keyring = ring
+		}
+		b.Run(name, func(b *testing.B) {
+			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), opts)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -78,7 +108,9 @@ func BenchmarkAtomCPU(b *testing.B) {
 			for db.Stats().Dictionary == 0 {
 				time.Sleep(10 * time.Millisecond)
 			}
+			snaps := db.Stats().Snapshots
 			measure(b, step)
+			b.ReportMetric(float64(db.Stats().Snapshots-snaps)*1000/float64(b.N), "snapshots/katom")
 		})
 	}
 	b.Run("pebble-direct", func(b *testing.B) {
