@@ -55,6 +55,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -342,38 +343,52 @@ func (db *DB) finishErasure(ctx context.Context, id string) error {
 
 // runFingerprints reads the log for the fingerprints of run id's intents
 // and certificates of actions with default keys (those of explicit keys
-// belong to the store and stay: ledger.Intent.ExplicitKey).
+// belong to the store and stay: ledger.Intent.ExplicitKey). Only the
+// records sealed with the run's own keys (their key number is in the
+// clear) are opened and decoded.
 func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerprint, error) {
-	dec := db.decoder(true)
-	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	own := map[uint64]bool{}
+	db.keys.mu.Lock()
+	for _, e := range db.keys.table.Entries() {
+		if e.Scope == id && !e.Erased {
+			own[e.No] = true
+		}
+	}
+	db.keys.mu.Unlock()
+	cheap := db.decoder(false) // leaves the ledger's records sealed
+	cheap.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
+	full := db.decoder(true)
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, cheap)
 	if err != nil {
 		return nil, err
 	}
 	defer c.Close()
 	seen := map[ledger.Fingerprint]bool{}
 	var fps []ledger.Fingerprint
-	add := func(fp ledger.Fingerprint) {
+	var r record.Record
+	for n := 0; c.Next(); n++ {
+		if n%4096 == 0 && (db.closed.Load() || ctx.Err() != nil) {
+			return nil, errors.Join(ctx.Err(), db.checkOpen())
+		}
+		sealed := c.Record()
+		if no, err := seal.KeyNo(sealed.Stored); err != nil || !own[no] {
+			continue // another run's, or the store's (an explicit key's)
+		}
+		if err := full.Decode(sealed.Raw, sealed.Pos, db.segmentFile(sealed.Pos.Segment), &r); err != nil {
+			return nil, err
+		}
+		var fp ledger.Fingerprint
+		switch {
+		case r.Intent != nil && r.Intent.RunID == id:
+			fp = r.Intent.Fingerprint
+		case r.Cert != nil && r.Cert.RunID == id:
+			fp = r.Cert.Fingerprint
+		default:
+			continue
+		}
 		if !seen[fp] {
 			seen[fp] = true
 			fps = append(fps, fp)
-		}
-	}
-	explicit := map[ledger.Fingerprint]bool{}
-	for n := 0; c.Next(); n++ {
-		if n%4096 == 0 && db.closed.Load() {
-			return nil, ErrClosed
-		}
-		r := c.Record()
-		switch {
-		case r.Kind == record.KindIntent && r.Intent != nil && r.Intent.RunID == id:
-			if r.Intent.ExplicitKey() {
-				explicit[r.Intent.Fingerprint] = true
-				continue
-			}
-			add(r.Intent.Fingerprint)
-		case r.Kind == record.KindCert && r.Cert != nil && r.Cert.RunID == id && !explicit[r.Cert.Fingerprint]:
-			add(r.Cert.Fingerprint)
 		}
 	}
 	return fps, c.Err()
