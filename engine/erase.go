@@ -163,6 +163,16 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	defer db.gcMu.Unlock()
 
 	id := job.id
+	// The withdrawal and the record below are one write for the engine
+	// checkpoint (as in DeleteRuns): it replays from below them until the
+	// deletion is applied.
+	tok := db.track()
+	tracked := true
+	defer func() {
+		if tracked {
+			db.untrack(tok)
+		}
+	}()
 	db.mu.Lock()
 	if db.mu.closed {
 		db.mu.Unlock()
@@ -207,26 +217,28 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 		db.mu.Unlock()
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the store has no such run", id)
 	}
-	forkWaiting = db.forkOfLocked(id)
-	db.mu.Unlock()
-	if forkWaiting != "" {
+	if forkWaiting = db.forkOfLocked(id); forkWaiting != "" {
+		db.mu.Unlock()
 		return DeletedRun{}, fmt.Errorf("%w: erase run %q: run %q was forked from it and holds its state at the fork point; erase it first",
 			ErrRunHasForks, id, forkWaiting)
 	}
+	// A live run is withdrawn at once, as by a deletion: no fork of it
+	// can appear between this choice and its erase record.
+	if live != nil {
+		delete(db.mu.runs, id)
+		db.markDeletedLocked(id, nil)
+	}
+	db.mu.Unlock()
 
 	// 1. The mark.
 	if err := db.markErasing(id, true); err != nil {
+		if live != nil {
+			db.restoreRuns([]*Run{live})
+		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
 	}
 
-	// 2. The erase record. A live run is withdrawn first, as by a deletion.
-	tok := db.track()
-	if live != nil {
-		db.mu.Lock()
-		delete(db.mu.runs, id)
-		db.markDeletedLocked(id, nil)
-		db.mu.Unlock()
-	}
+	// 2. The erase record.
 	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
 	e := &erasure{seq: seq, at: now, reason: job.reason}
 	e.head = db.hasher.Link(id, seq, final, record.AppendErasePayload(nil, now.UnixNano(), job.reason))
@@ -235,7 +247,6 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 		_, err = db.appendBatch(ctx, [][]byte{record.AppendErase(nil, id, seq, final, e.head, now.UnixNano(), job.reason, note)})
 	}
 	if err != nil {
-		db.untrack(tok)
 		if live != nil {
 			db.restoreRuns([]*Run{live})
 		}
@@ -248,13 +259,14 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	}
 	d := prior
 	if d == nil {
-		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason}
+		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason, parent: live.parent}
 	}
 	d = d.withErasure(e)
 	db.mu.Lock()
 	db.markDeletedLocked(id, d)
 	db.mu.Unlock()
 	db.untrack(tok)
+	tracked = false
 	if live != nil {
 		db.publishRunGone(record.KindErase, id)
 	}
