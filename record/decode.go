@@ -126,7 +126,14 @@ type Decoder struct {
 	// returned: a scan for one run's atoms pays nothing for the others'.
 	Skip func(k Kind, run []byte) bool
 
+	// ReuseLedger makes Decode decompress intents and certificates into
+	// one buffer it reuses: Plain, and the slices of Intent and Cert, are
+	// then valid only until the next Decode. For a reader that lets go of
+	// them before it reads on.
+	ReuseLedger bool
+
 	ledgerScope string // the scope of the key that sealed the last intent or certificate opened
+	ledgerBuf   []byte // with ReuseLedger: the buffer the ledger's records decompress into
 }
 
 // MaxSealOverhead is the most sealing adds to a payload: seal.Overhead and
@@ -357,7 +364,14 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		if !d.Ledger || d.Comp == nil {
 			return nil
 		}
-		plain, err := d.decompress(nil, compressed)
+		var dst []byte
+		if d.ReuseLedger {
+			dst = d.ledgerBuf[:0]
+		}
+		plain, err := d.decompress(dst, compressed)
+		if d.ReuseLedger && cap(plain) > cap(d.ledgerBuf) {
+			d.ledgerBuf = plain[:0]
+		}
 		if err != nil {
 			return d.damage(file, r, r.Kind.String(), err)
 		}
