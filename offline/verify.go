@@ -257,11 +257,13 @@ type verifyRun struct {
 	v      *chain.Verifier
 	hasher *chain.Hasher
 	deep   bool
-	// atomDec decodes the atoms' bodies (one for the scan, not one per atom).
-	atomDec *record.Decoder
-	certs   map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
-	log     *wal.Log                        // the log the scan reads
-	runs    map[string]*verifyRunState
+	// atomDec decodes the atoms' bodies into atomBody (one for the scan,
+	// not one per atom: nothing keeps an atom's body past its check).
+	atomDec  *record.Decoder
+	atomBody record.AtomBody
+	certs    map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
+	log      *wal.Log                        // the log the scan reads
+	runs     map[string]*verifyRunState
 	// rollbacks holds, by run, the rollback whose record the scan has read
 	// and whose completing atom it has not; rolled the completed ones.
 	rollbacks map[string]*verifyRollback
@@ -521,7 +523,8 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 			return payload
 		}
 	}
-	raw, body, err := vr.atomDec.DecodeAtom(dst, a, vr.db.segmentFile(a.Pos.Segment))
+	body := &vr.atomBody
+	raw, err := vr.atomDec.DecodeAtomTo(dst, a, vr.db.segmentFile(a.Pos.Segment), body)
 	if err != nil {
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
@@ -532,10 +535,10 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 		return payload
 	}
 	payload = raw
-	for _, fp := range body.Actions {
-		c, ok := vr.certs[fp]
+	for i := range body.Actions { // by index: a copy of a fingerprint sliced for fmt would escape, an allocation per action
+		c, ok := vr.certs[body.Actions[i]]
 		if !ok {
-			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", fp[:8])
+			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", body.Actions[i][:8])
 		}
 		payload = append(payload, c.sum[:]...)
 	}

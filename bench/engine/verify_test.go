@@ -13,12 +13,21 @@ package enginebench
 // read-log, is the same process reading every record of the log through
 // the record cursor (framing CRC, decompression, decoding) and nothing
 // else: what verify costs beyond reading.
+//
+// Building the store takes longer than verifying it. To compare two
+// builds of verify on one store, alternately, give both the same
+// directory: the first run builds it there, the others reuse it.
+//
+//	go test -c -o verify.test ./bench/engine
+//	./verify.test -test.run '^$' -test.bench VerifyStore -test.benchtime 5x -verifystore /tmp/vstore
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -26,11 +35,20 @@ import (
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/layout"
 )
+
+var verifyStore = flag.String("verifystore", "", "BenchmarkVerifyStore: the directory of its store, built there if it does not exist and reused if it does (default: a new one per run)")
 
 func buildVerifyStore(b *testing.B, runs, perRun int) string {
 	b.Helper()
 	dir := filepath.Join(b.TempDir(), "s")
+	if *verifyStore != "" {
+		dir = *verifyStore
+		if _, err := os.Stat(filepath.Join(dir, layout.StoreName)); err == nil {
+			return dir
+		}
+	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quiet})
 	if err != nil {
