@@ -257,9 +257,13 @@ type verifyRun struct {
 	v      *chain.Verifier
 	hasher *chain.Hasher
 	deep   bool
-	certs  map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
-	log    *wal.Log                        // the log the scan reads
-	runs   map[string]*verifyRunState
+	// atomDec decodes the atoms' bodies into atomBody (one for the scan,
+	// not one per atom: nothing keeps an atom's body past its check).
+	atomDec  *record.Decoder
+	atomBody record.AtomBody
+	certs    map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
+	log      *wal.Log                        // the log the scan reads
+	runs     map[string]*verifyRunState
 	// rollbacks holds, by run, the rollback whose record the scan has read
 	// and whose completing atom it has not; rolled the completed ones.
 	rollbacks map[string]*verifyRollback
@@ -355,6 +359,11 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 	}
 	dec := vr.db.decoder(true)
 	dec.KeepUnopened = true // reported below, at its run and seq
+	// Without Deep nothing keeps an intent or a certificate past its turn
+	// of the loop (certs keeps the result's digest), so they can share
+	// one buffer; Deep keeps them (noteIntent, noteCert).
+	dec.ReuseLedger = !vr.deep
+	vr.atomDec = vr.db.decoder(false)
 	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.readErr(err)
@@ -369,6 +378,13 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		vr.v.Corrupt("wal "+pos.String(), err)
 	})
 	var payload, locBuf []byte
+	var pos wal.Pos
+	// where names the current record, for the checks that keep or report
+	// it: built only when one does (a string per record is an allocation).
+	where := func() string {
+		locBuf = pos.AppendTo(append(locBuf[:0], "wal "...))
+		return string(locBuf)
+	}
 	for n := 0; c.Next(); n++ {
 		if n%4096 == 0 {
 			if ctx.Err() != nil {
@@ -379,11 +395,18 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 		}
 		r := c.Record()
-		pos := r.Pos
+		pos = r.Pos
 		vr.noteRecord(pos, c.NextPos())
 		done += int64(len(r.Raw))
-		locBuf = pos.AppendTo(append(locBuf[:0], "wal "...))
-		loc := string(locBuf)
+		var loc string
+		switch r.Kind {
+		case record.KindIntent, record.KindCert:
+			if vr.deep { // kept by noteIntent and noteCert; else built on failure
+				loc = where()
+			}
+		default:
+			loc = where()
+		}
 		switch r.Kind {
 		case record.KindRun:
 			rs := vr.run(r.Run)
@@ -413,17 +436,18 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				// certified action is refused): a second certificate is a
 				// forgery that would change what Do returns.
 				if _, dup := vr.certs[cert.Fingerprint]; dup {
-					vr.fail(cert.RunID, cert.Seq, loc, "action %x certified a second time", cert.Fingerprint[:8])
+					vr.fail(cert.RunID, cert.Seq, where(), "action %x certified a second time", cert.Fingerprint[:8])
 					continue
 				}
 				vr.certs[cert.Fingerprint] = certSeen{sum: blake3.Sum256(cert.Result), pos: pos}
 			}
 		case record.KindAtom:
-			if rs := vr.runs[r.Run]; rs != nil && rs.ended {
+			rs := vr.runs[r.Run]
+			if rs != nil && rs.ended {
 				vr.fail(r.Run, r.Seq, loc, "atom after the run ended")
 			}
 			vr.noteAtom(r)
-			payload = vr.atom(r, loc, payload[:0])
+			payload = vr.atom(r, rs, loc, payload[:0])
 		case record.KindEnd:
 			// The run's last link: chained like an atom, over its status,
 			// time and result.
@@ -463,7 +487,14 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 
 // atom rebuilds the chained payload of an atom record (its body and the
 // digests of its actions' certified results) and hands it to the verifier.
-func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
+// rs is the state of its run, nil if the scan has not met the run yet.
+func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payload []byte) []byte {
+	runState := func() *verifyRunState {
+		if rs == nil {
+			rs = vr.run(a.Run)
+		}
+		return rs
+	}
 	// The body and the chained payload share one buffer: the payload is
 	// the body followed by the results' digests, appended in place (body's
 	// slices stay valid if the append moves it).
@@ -481,7 +512,7 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		}
 		if !a.Opened {
 			// No keyring, or the run's key was erased: only the link.
-			rs := vr.run(a.Run)
+			rs := runState()
 			if rs.base+uint64(len(rs.heads))+1 == a.Seq {
 				rs.heads = append(rs.heads, a.Head)
 			}
@@ -492,7 +523,8 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 			return payload
 		}
 	}
-	raw, body, err := vr.db.decoder(false).DecodeAtom(dst, a, vr.db.segmentFile(a.Pos.Segment))
+	body := &vr.atomBody
+	raw, err := vr.atomDec.DecodeAtomTo(dst, a, vr.db.segmentFile(a.Pos.Segment), body)
 	if err != nil {
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
@@ -503,10 +535,10 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		return payload
 	}
 	payload = raw
-	for _, fp := range body.Actions {
-		c, ok := vr.certs[fp]
+	for i := range body.Actions { // by index: a copy of a fingerprint sliced for fmt would escape, an allocation per action
+		c, ok := vr.certs[body.Actions[i]]
 		if !ok {
-			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", fp[:8])
+			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", body.Actions[i][:8])
 		}
 		payload = append(payload, c.sum[:]...)
 	}
@@ -523,16 +555,20 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 	if bb, err := body.AtomBranch(); err != nil {
 		vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
 	} else if bb != nil {
-		if err := bb.CheckBase(a.Seq, vr.run(a.Run).base); err != nil {
+		if err := bb.CheckBase(a.Seq, runState().base); err != nil {
 			vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
 		} else if vr.deep {
 			vr.checkBranch(a, loc, bb, body)
 		}
 	}
-	var d *frame.Delta // decoded when needed: for its references, or Deep
+	// d, decoded when needed (for its references, or Deep), aliases the
+	// body (DecodeDeltaOwned, no copy): the body's buffer is this atom's
+	// own in a deep check, where the rebuilt frame keeps d's slices; else
+	// it is reused for the next atom, and d does not outlive this call.
+	var d *frame.Delta
 	refsOK := true
 	if frame.MayRefer(body.Delta) {
-		if d, err = frame.DecodeDelta(body.Delta); err != nil {
+		if d, err = frame.DecodeDeltaOwned(body.Delta); err != nil {
 			vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
 			refsOK = false
 		} else {
@@ -540,7 +576,7 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 		}
 	}
 
-	rs := vr.run(a.Run)
+	rs = runState()
 	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
 		vr.messages(a, loc, body)
 		rs.heads = append(rs.heads, a.Head)
@@ -551,7 +587,7 @@ func (vr *verifyRun) atom(a *record.Record, loc string, payload []byte) []byte {
 			rs.frame = nil // reported: the frame cannot be rebuilt past it
 		} else if vr.deep && rs.frame != nil {
 			if d == nil {
-				d, err = frame.DecodeDeltaOwned(body.Delta) // raw is this atom's own, and never reused
+				d, err = frame.DecodeDeltaOwned(body.Delta)
 			}
 			if err == nil {
 				err = rs.frame.ApplyWith(d, vr.atomResults(body))

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
@@ -126,7 +127,14 @@ type Decoder struct {
 	// returned: a scan for one run's atoms pays nothing for the others'.
 	Skip func(k Kind, run []byte) bool
 
+	// ReuseLedger makes Decode decompress intents and certificates into
+	// one buffer it reuses: Plain, and the slices of Intent and Cert, are
+	// then valid only until the next Decode. For a reader that lets go of
+	// them before it reads on.
+	ReuseLedger bool
+
 	ledgerScope string // the scope of the key that sealed the last intent or certificate opened
+	ledgerBuf   []byte // with ReuseLedger: the buffer the ledger's records decompress into
 }
 
 // MaxSealOverhead is the most sealing adds to a payload: seal.Overhead and
@@ -357,7 +365,14 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		if !d.Ledger || d.Comp == nil {
 			return nil
 		}
-		plain, err := d.decompress(nil, compressed)
+		var dst []byte
+		if d.ReuseLedger {
+			dst = d.ledgerBuf[:0]
+		}
+		plain, err := d.decompress(dst, compressed)
+		if d.ReuseLedger && cap(plain) > cap(d.ledgerBuf) {
+			d.ledgerBuf = plain[:0]
+		}
 		if err != nil {
 			return d.damage(file, r, r.Kind.String(), err)
 		}
@@ -501,6 +516,15 @@ type AtomBody struct {
 
 // DecodeAtomBody decodes plain, a decompressed atom body.
 func DecodeAtomBody(plain []byte) (*AtomBody, error) {
+	a := &AtomBody{}
+	if err := a.decode(plain); err != nil {
+		return nil, err
+	}
+	return a, nil
+}
+
+// decode decodes plain into a, reusing a.Actions' array.
+func (a *AtomBody) decode(plain []byte) error {
 	f := Fields{b: plain}
 	v := f.Byte("version")
 	if f.err == nil && v != AtomBodyVersion && v != AtomBodyVersionExt {
@@ -511,37 +535,48 @@ func DecodeAtomBody(plain []byte) (*AtomBody, error) {
 		f.Fail("action count %d exceeds the record", n)
 	}
 	if f.err != nil {
-		return nil, fmt.Errorf("atom body: %w", f.err)
+		return fmt.Errorf("atom body: %w", f.err)
 	}
-	a := &AtomBody{Actions: make([]ledger.Fingerprint, n)}
+	*a = AtomBody{Actions: slices.Grow(a.Actions[:0], int(n))[:n]}
 	for i := range a.Actions {
 		a.Actions[i] = ledger.Fingerprint(f.Hash("fingerprint"))
 	}
 	if v == AtomBodyVersionExt {
 		if a.Exts = decodeAtomExts(&f); f.err != nil {
-			return nil, fmt.Errorf("atom body: %w", f.err)
+			return fmt.Errorf("atom body: %w", f.err)
 		}
 	}
 	a.Delta = plain[f.off:]
-	return a, nil
+	return nil
 }
 
 // DecodeAtom decompresses and decodes the body of atom record r (r.Kind
 // must be KindAtom) into dst's buffer (nil: a new one); the body's slices
 // alias the result. The error is a *CorruptionError of file.
 func (d *Decoder) DecodeAtom(dst []byte, r *Record, file string) ([]byte, *AtomBody, error) {
+	body := &AtomBody{}
+	plain, err := d.DecodeAtomTo(dst, r, file, body)
+	if err != nil {
+		return plain, nil, err
+	}
+	return plain, body, nil
+}
+
+// DecodeAtomTo is DecodeAtom into body, whose Actions array it reuses
+// (body's slices are valid until the next call with body): for a reader
+// that decodes one atom after another and keeps none of them.
+func (d *Decoder) DecodeAtomTo(dst []byte, r *Record, file string, body *AtomBody) ([]byte, error) {
 	if r.Kind != KindAtom {
-		return dst, nil, errors.New("record: DecodeAtom of a " + r.Kind.String() + " record")
+		return dst, errors.New("record: DecodeAtom of a " + r.Kind.String() + " record")
 	}
 	plain, err := d.decompress(dst[:0], r.Body)
 	if err != nil {
-		return dst, nil, d.damage(file, r, "atom body", err)
+		return dst, d.damage(file, r, "atom body", err)
 	}
-	body, err := DecodeAtomBody(plain)
-	if err != nil {
-		return plain, nil, &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: err.Error(), Err: err}
+	if err := body.decode(plain); err != nil {
+		return plain, &CorruptionError{File: file, Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: err.Error(), Err: err}
 	}
-	return plain, body, nil
+	return plain, nil
 }
 
 // Results returns the certified result of the action whose fingerprint is

@@ -162,12 +162,26 @@ func (d *Fields) RunID() string { return string(d.RunIDBytes()) }
 // RunIDBytes is RunID without the copy: a slice of the input.
 func (d *Fields) RunIDBytes() []byte {
 	id := d.Bytes("run id", MaxRunIDLen)
-	if d.err == nil {
+	if d.err == nil && !printableASCII(id) {
+		// The rule in full (runid.Check) for the rare id that is not
+		// printable ASCII, or empty; the copy to a string costs an
+		// allocation, which the common case spares.
 		if err := CheckRunID(string(id)); err != nil {
 			d.Fail("%v", err)
 		}
 	}
 	return id
+}
+
+// printableASCII reports whether id is non-empty and all printable ASCII
+// (0x20 to 0x7e): an id runid.Check accepts when Bytes bounded its length.
+func printableASCII(id []byte) bool {
+	for _, c := range id {
+		if c < 0x20 || c >= 0x7f {
+			return false
+		}
+	}
+	return len(id) > 0
 }
 
 // Done reports the first error, or an error if bytes are left.

@@ -237,7 +237,7 @@ func (s *segFile) decodeCompacted(off int64) (decoded, error) {
 	if len(h) < RecordHeaderSize {
 		return decoded{st: stShort, reason: fmt.Sprintf("record header cut short after %d bytes", len(h))}, nil
 	}
-	rh, why := parseHeader(h, s.seg, off, MaxSegmentSize)
+	rh, why := parseHeader(h, s.seed, off, MaxSegmentSize)
 	if why != "" {
 		return decoded{st: stBadHeader, h: rh, reason: why}, nil
 	}
@@ -253,7 +253,7 @@ func (s *segFile) decodeCompacted(off int64) (decoded, error) {
 		return decoded{st: stShort, h: rh, next: next, reason: fmt.Sprintf("%d-byte record cut short: file ends", rh.length)}, nil
 	}
 	payload := full[RecordHeaderSize : RecordHeaderSize+int(rh.length)]
-	if !payloadOK(full[:RecordHeaderSize], s.seg, payload, rh.crc) {
+	if !payloadOK(full[:RecordHeaderSize], s.seed, payload, rh.crc) {
 		return decoded{st: stBadPayload, h: rh, next: next, reason: "record checksum mismatch"}, nil
 	}
 	return decoded{st: stOK, h: rh, payload: payload, next: next}, nil

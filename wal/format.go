@@ -151,17 +151,14 @@ func segIDBytes(id uint64) [8]byte {
 	return b
 }
 
-func headerCheck(seg [8]byte, h []byte) uint16 {
-	return headerCheckFrom(segSeed(&seg), h)
-}
-
 // segSeed is the CRC-32C of a segment's id bytes, which every checksum of
 // its records starts with: computed once per segment or batch, it saves
-// the writer two checksum updates per record.
+// the writer two checksum updates per record, and a reader two and, as
+// the id bytes passed by value escaped into crc32, two allocations.
 func segSeed(seg *[8]byte) uint32 { return crc32c.Update(0, seg[:]) }
 
-// headerCheckFrom is headerCheck continued from seed, segSeed of the
-// segment's id.
+// headerCheckFrom is a record header's check, continued from seed,
+// segSeed of the segment's id.
 func headerCheckFrom(seed uint32, h []byte) uint16 {
 	c := crc32c.Update(seed, h[4:10])
 	c = crc32c.Update(c, h[12:16])
@@ -191,17 +188,18 @@ func appendRecordFrom(dst []byte, seed uint32, typ byte, synced uint32, payload 
 	return dst
 }
 
-// parseHeader checks a record header found at offset off of segment seg,
-// whose records may not extend past limit. It returns a reason for the first
-// problem, or "". It does not check the payload crc.
-func parseHeader(h []byte, seg [8]byte, off, limit int64) (recordHeader, string) {
+// parseHeader checks a record header found at offset off of the segment
+// whose checksum seed is seed (segSeed), whose records may not extend
+// past limit. It returns a reason for the first problem, or "". It does
+// not check the payload crc.
+func parseHeader(h []byte, seed uint32, off, limit int64) (recordHeader, string) {
 	rh := recordHeader{
 		crc:    binary.LittleEndian.Uint32(h[0:4]),
 		length: binary.LittleEndian.Uint32(h[4:8]),
 		typ:    h[8],
 		synced: binary.LittleEndian.Uint32(h[12:16]),
 	}
-	if got := binary.LittleEndian.Uint16(h[10:12]); got != headerCheck(seg, h) {
+	if got := binary.LittleEndian.Uint16(h[10:12]); got != headerCheckFrom(seed, h) {
 		return rh, "record header check failed"
 	}
 	switch rh.typ {
@@ -228,10 +226,10 @@ func parseHeader(h []byte, seg [8]byte, off, limit int64) (recordHeader, string)
 	return rh, ""
 }
 
-// payloadOK reports whether the record crc matches header and payload.
-func payloadOK(h []byte, seg [8]byte, payload []byte, want uint32) bool {
-	c := crc32c.Update(0, seg[:])
-	c = crc32c.Update(c, h[4:16])
+// payloadOK reports whether the record crc matches header and payload,
+// from seed (segSeed).
+func payloadOK(h []byte, seed uint32, payload []byte, want uint32) bool {
+	c := crc32c.Update(seed, h[4:16])
 	c = crc32c.Update(c, payload)
 	return c == want
 }

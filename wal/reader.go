@@ -28,7 +28,7 @@ var readAtPool = sync.Pool{New: func() any { b := make([]byte, readAtChunk); ret
 type segFile struct {
 	f    vfs.File
 	id   uint64
-	seg  [8]byte
+	seed uint32 // segSeed of its id
 	name string
 	// size is how far records may be read: the file size, or the durable
 	// end of the active segment.
@@ -42,7 +42,8 @@ type segFile struct {
 }
 
 func newSegFile(f vfs.File, id uint64, name string, size int64) *segFile {
-	return &segFile{f: f, id: id, seg: segIDBytes(id), name: name, size: size}
+	seg := segIDBytes(id)
+	return &segFile{f: f, id: id, seed: segSeed(&seg), name: name, size: size}
 }
 
 // window returns the n bytes at off, or fewer if size or the file ends
@@ -112,7 +113,7 @@ func (s *segFile) decode(off int64) (decoded, error) {
 	if allZero(h) {
 		return decoded{st: stEnd, reason: "zero record header"}, nil
 	}
-	rh, why := parseHeader(h, s.seg, off, MaxSegmentSize)
+	rh, why := parseHeader(h, s.seed, off, MaxSegmentSize)
 	if why != "" {
 		return decoded{st: stBadHeader, h: rh, reason: why}, nil
 	}
@@ -131,7 +132,7 @@ func (s *segFile) decode(off int64) (decoded, error) {
 			reason: fmt.Sprintf("%d-byte record cut short: file ends at %d", rh.length, off+int64(len(full)))}, nil
 	}
 	payload := full[RecordHeaderSize : RecordHeaderSize+int(rh.length)]
-	if !payloadOK(full[:RecordHeaderSize], s.seg, payload, rh.crc) {
+	if !payloadOK(full[:RecordHeaderSize], s.seed, payload, rh.crc) {
 		return decoded{st: stBadPayload, h: rh, next: next, reason: "record checksum mismatch"}, nil
 	}
 	return decoded{st: stOK, h: rh, payload: payload, next: next}, nil
@@ -152,7 +153,7 @@ func (s *segFile) attested(x int64) (int64, bool, error) {
 		if allZero(h) {
 			continue
 		}
-		if _, why := parseHeader(h, s.seg, o, MaxSegmentSize); why != "" {
+		if _, why := parseHeader(h, s.seed, o, MaxSegmentSize); why != "" {
 			continue
 		}
 		d, err := s.decode(o)
@@ -384,7 +385,8 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	}
 	hb := head[:RecordHeaderSize]
 	seg := segIDBytes(pos.Segment)
-	rh, why := parseHeader(hb, seg, pos.Offset, size)
+	seed := segSeed(&seg)
+	rh, why := parseHeader(hb, seed, pos.Offset, size)
 	if why != "" {
 		if allZero(hb) {
 			why = "no record here (zero header)"
@@ -408,7 +410,7 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 			return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
 		}
 	}
-	if !payloadOK(hb, seg, out, rh.crc) {
+	if !payloadOK(hb, seed, out, rh.crc) {
 		return nil, ce("record checksum mismatch")
 	}
 	return out, nil

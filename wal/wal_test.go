@@ -134,13 +134,13 @@ func TestRecordFraming(t *testing.T) {
 		if int64(len(b)) != recordSpan(n) || len(b)%RecordAlign != 0 {
 			t.Fatalf("n=%d: framed %d bytes, span %d", n, len(b), recordSpan(n))
 		}
-		rh, why := parseHeader(b, seg, SegmentHeaderSize, MaxSegmentSize)
-		if why != "" || int(rh.length) != n || !payloadOK(b, seg, b[16:16+n], rh.crc) {
+		rh, why := parseHeader(b, segSeed(&seg), SegmentHeaderSize, MaxSegmentSize)
+		if why != "" || int(rh.length) != n || !payloadOK(b, segSeed(&seg), b[16:16+n], rh.crc) {
 			t.Fatalf("n=%d: round trip failed: %q %+v", n, why, rh)
 		}
 		// The same bytes under another segment id never validate.
 		other := segIDBytes(4)
-		if _, why := parseHeader(b, other, SegmentHeaderSize, MaxSegmentSize); why == "" && payloadOK(b, other, b[16:16+n], rh.crc) {
+		if _, why := parseHeader(b, segSeed(&other), SegmentHeaderSize, MaxSegmentSize); why == "" && payloadOK(b, segSeed(&other), b[16:16+n], rh.crc) {
 			t.Fatalf("n=%d: record validates under another segment id", n)
 		}
 	}
