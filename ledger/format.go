@@ -306,18 +306,22 @@ type decoder struct {
 	err  error
 }
 
-func (d *decoder) uvarint(field string) uint64 {
+func (d *decoder) uvarint(field string) uint64 { return d.uvarintOf(field, "") }
+
+// uvarintOf reads a uvarint named field+suffix in an error (the name is
+// built only then: this runs for every field of every record read).
+func (d *decoder) uvarintOf(field, suffix string) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
 	switch {
 	case n == 0:
-		d.err = corruptf(d.what, d.off, "truncated %s", field)
+		d.err = corruptf(d.what, d.off, "truncated %s%s", field, suffix)
 	case n < 0:
-		d.err = corruptf(d.what, d.off, "%s overflows 64 bits", field)
+		d.err = corruptf(d.what, d.off, "%s%s overflows 64 bits", field, suffix)
 	case n != uvarintLen(v):
-		d.err = corruptf(d.what, d.off, "%s is not minimally encoded", field)
+		d.err = corruptf(d.what, d.off, "%s%s is not minimally encoded", field, suffix)
 	}
 	if d.err != nil {
 		return 0
@@ -340,7 +344,7 @@ func (d *decoder) index() uint32 {
 // after an error).
 func (d *decoder) bytes(field string) []byte {
 	off := d.off
-	n := d.uvarint(field + " length")
+	n := d.uvarintOf(field, " length")
 	if d.err != nil {
 		return nil
 	}
