@@ -9,7 +9,6 @@ import (
 
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
-	"github.com/continuumdb/continuum/frame"
 )
 
 // TestEraseCommand: erase refuses an active run and a plaintext store;
@@ -18,40 +17,14 @@ import (
 // the other run reads as before.
 func TestEraseCommand(t *testing.T) {
 	ctx := context.Background()
-	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "store")
-	k1 := writeKeyring(t, filepath.Join(tmp, "k1.keyring"), "k1", map[string]byte{"k1": 1})
-	ring, err := readKeyring(k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"ticket-1", "ticket-2"} {
-		r, err := db.Run(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := r.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Commit(ctx, new(frame.Delta).Set("customer", []byte("email of "+id))); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, k1, ring := encryptedStore(t, []string{"ticket-1", "ticket-2"})
 	if code, _, errOut := runCLI("erase", dir, "--keyring", k1, "--run", "ticket-1"); code != cli.ExitUsage || !strings.Contains(errOut, "active") {
 		t.Fatalf("erase of an active run: exit %d, %s", code, errOut)
 	}
 	if code, _, errOut := runCLI("erase", dir, "--run", "ticket-1"); code != cli.ExitUsage || !strings.Contains(errOut, "--keyring") {
 		t.Fatalf("erase without a keyring: exit %d, %s", code, errOut)
 	}
-	db, err = engine.Open(dir, &engine.Options{Keyring: ring})
+	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +55,7 @@ func TestEraseCommand(t *testing.T) {
 		}
 	}
 
-	plain := filepath.Join(tmp, "plain")
+	plain := filepath.Join(t.TempDir(), "plain")
 	pdb, err := engine.Open(plain, nil)
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -102,39 +103,7 @@ func TestKeyringCommands(t *testing.T) {
 // and then deletes and reclaims as in a plaintext one; the store still
 // verifies deeply.
 func TestGCEncrypted(t *testing.T) {
-	ctx := context.Background()
-	tmp := t.TempDir()
-	dir := filepath.Join(tmp, "store")
-	k1 := writeKeyring(t, filepath.Join(tmp, "k1.keyring"), "k1", map[string]byte{"k1": 1})
-	ring, err := readKeyring(k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, id := range []string{"done", "live"} {
-		r, err := db.Run(ctx, id)
-		if err != nil {
-			t.Fatal(err)
-		}
-		a, err := r.Begin(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := a.Commit(ctx, new(frame.Delta).Set("target", []byte("prod-eu"))); err != nil {
-			t.Fatal(err)
-		}
-		if id == "done" {
-			if err := r.End(ctx, engine.StatusCompleted, nil); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir, k1, _ := encryptedStore(t, []string{"done", "live"}, "done")
 	if code, _, errOut := runCLI("gc", dir, "--run", "done"); code != cli.ExitUsage || !strings.Contains(errOut, "keyring") {
 		t.Fatalf("gc without the keyring: exit %d, stderr %s", code, errOut)
 	}
@@ -146,4 +115,46 @@ func TestGCEncrypted(t *testing.T) {
 	if code != cli.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || len(rep.Deleted) != 1 {
 		t.Fatalf("verify after gc: exit %d, %s %s", code, out, errOut)
 	}
+}
+
+// encryptedStore creates an encrypted store in a temporary directory, each
+// of runs with one atom (memory key "customer" = "email of " + the run),
+// the runs of ended ended, and returns its directory, its keyring file and
+// the keyring.
+func encryptedStore(t *testing.T, runs []string, ended ...string) (dir, ringFile string, ring seal.Keyring) {
+	t.Helper()
+	ctx := context.Background()
+	tmp := t.TempDir()
+	dir = filepath.Join(tmp, "store")
+	ringFile = writeKeyring(t, filepath.Join(tmp, "k1.keyring"), "k1", map[string]byte{"k1": 1})
+	ring, err := readKeyring(ringFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range runs {
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("customer", []byte("email of "+id))); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(ended, id) {
+			if err := r.End(ctx, engine.StatusCompleted, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return dir, ringFile, ring
 }
