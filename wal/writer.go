@@ -307,11 +307,13 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 		}
 	}
 	l.reportGroup(mark, len(ws), recs, bytes)
+	// Counted before the appends return: a caller that reads Stats after
+	// its append finds the append's records in it.
+	l.stats.records.Add(recs)
+	l.stats.bytes.Add(bytes)
 	for _, w := range ws {
 		w.finish(nil)
 	}
-	l.stats.records.Add(recs)
-	l.stats.bytes.Add(bytes)
 	return true
 }
 
