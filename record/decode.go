@@ -42,7 +42,13 @@ type Record struct {
 	Head chain.Hash // KindAtom, KindEnd, KindDelete, KindErase: the chain head after the record; KindRollback: the run's head when it began (h(Seq-1))
 	Body []byte     // KindAtom: the compressed body (DecodeAtomBody reads it); KindIntent, KindCert opened from a seal: its compressed body
 
-	Reason string // KindFail, KindDelete, KindErase
+	Reason string // KindFail, KindDelete, KindErase, KindEraseKey
+
+	// KindEraseKey: the memory key whose values were erased and the data
+	// keys that sealed them; Final is the run's head at Seq, Head the
+	// erasure's link over Payload, Deleted its time (erasekey.go).
+	Key    string
+	KeyNos []uint64
 
 	// KindDelete: the run's final head (the end's link, Seq-1), when the
 	// run was deleted (unix nanoseconds), and the deletion's link is Head,
@@ -330,6 +336,8 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 				r.Checkpoint = c
 			}
 		}
+	case KindEraseKey:
+		decodeEraseKey(&f, raw, r)
 	case KindRollback:
 		decodeRollbackHeader(&f, r)
 		if f.err != nil || !d.Sealed {
@@ -488,7 +496,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindRollback:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindEraseKey, KindRollback:
 	default:
 		return k, nil, 0, true
 	}
@@ -497,7 +505,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindRollback {
+	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindEraseKey || k == KindRollback {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

@@ -172,6 +172,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendFork(nil, "f", chain.Nonce{4}, 2, "r1", 3, chain.Hash{5}))
 	f.Add(AppendDelete(nil, "r1", 5, chain.Hash{3}, chain.Hash{6}, 9, "policy", delNote("r1", 5, chain.Hash{6}, true)))
 	f.Add(AppendErase(nil, "r1", 6, chain.Hash{3}, chain.Hash{6}, 9, "request", delNote("r1", 6, chain.Hash{6}, true)))
+	f.Add(AppendEraseKey(nil, "r1", 4, chain.Hash{3}, chain.Hash{6}, 9, "email", []uint64{3, 7}, "request", delNote("r1", 4, chain.Hash{6}, false)))
 	f.Add(AppendRollback(nil, "r1", 7, 2, chain.Hash{7}, 9, goldenUndo))
 	f.Add(AppendRollback(nil, "r1", 1, 0, chain.Hash{7}, 9, nil))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
@@ -200,6 +201,8 @@ func FuzzDecode(f *testing.F) {
 			again = AppendDelete(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Reason, r.Note)
 		case KindErase:
 			again = AppendErase(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Reason, r.Note)
+		case KindEraseKey:
+			again = AppendEraseKey(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Key, r.KeyNos, r.Reason, r.Note)
 		case KindRollback:
 			again = AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started, r.Undo)
 		case KindAtom:

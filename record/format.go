@@ -19,6 +19,7 @@ package record
 //	delete     10 | uvarint len | run id | uvarint seq | final head [32] | head [32] | varint deleted (unix ns) | uvarint len | reason | note
 //	rollback   11 | uvarint len | run id | uvarint seq | uvarint to | head [32] | varint started (unix ns) | uvarint n | n x undo
 //	erase      12 | the delete record's fields, byte for byte (a deletion that also erases)
+//	erase key  13 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint erased | uvarint len | key | uvarint n | n x uvarint key no | uvarint len | reason | note (erasekey.go)
 //
 // A rollback record (rollback.go) starts the rollback of a run to seq to:
 // it is written, durably, before the first compensation runs, and names
@@ -109,7 +110,7 @@ const (
 	KindErase      Kind = 12
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindErase
+	MaxKind = KindEraseKey
 )
 
 // Deletes reports whether a record of kind k deletes its run: a delete
@@ -153,6 +154,7 @@ var kindNames = [...]string{
 	KindDelete:     "delete",
 	KindRollback:   "rollback",
 	KindErase:      "erase",
+	KindEraseKey:   "erase-key",
 }
 
 // String is the kind's name, as inspect and verify print it.

@@ -3,6 +3,7 @@ package record
 import (
 	"bytes"
 	"encoding/hex"
+	"slices"
 	"strings"
 	"testing"
 
@@ -250,6 +251,32 @@ func TestGoldenRecords(t *testing.T) {
 			if r.Kind != KindErase || r.Run != "r1" || r.Seq != 6 || r.Final != head1 || r.Head != head2 || r.Deleted != 1 || r.Reason != "why" ||
 				!bytes.Equal(r.Payload, append([]byte(EraseMark), 0x02, 0x03, 'w', 'h', 'y')) ||
 				!bytes.Equal(r.Payload, AppendErasePayload(nil, 1, "why")) || !r.Kind.Deletes() {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "erase-key",
+		got:  AppendEraseKey(nil, "r1", 4, head1, head2, 1, "k", []uint64{3, 200}, "why", delNote("r1", 4, head2, false)),
+		want: `
+			0d                               # kind erase-key
+			02 7231                          # run id "r1"
+			04                               # seq 4: the run's last seq when the key was erased
+			` + hexHead + `                  # head: the run's head at seq 4
+			` + hexHead2 + `                 # link: the erasure's, over the mark and what follows
+			02                               # erased 1 (zigzag varint)
+			01 6b                            # memory key "k"
+			02 03 c801                       # 2 data keys: 3 and 200
+			03 776879                        # reason "why"
+			636f6e74696e75756d20636865636b706f696e742076310a # "continuum checkpoint v1\n"
+			73746f7265202273220a             # store "s"
+			72756e20227231220a               # run "r1"
+			73657120340a                     # seq 4
+			6865616420 ` + hex.EncodeToString([]byte(head2.String())) + ` 0a # head <head2 in hex>`,
+		check: func(t *testing.T, r *Record) {
+			if r.Kind != KindEraseKey || r.Run != "r1" || r.Seq != 4 || r.Final != head1 || r.Head != head2 || r.Deleted != 1 ||
+				r.Key != "k" || !slices.Equal(r.KeyNos, []uint64{3, 200}) || r.Reason != "why" ||
+				!bytes.Equal(r.Payload, AppendEraseKeyPayload(nil, 1, "k", []uint64{3, 200}, "why")) || r.Kind.Deletes() ||
+				r.Checkpoint.Head != head2 || r.Checkpoint.Final {
 				t.Fatalf("read back %+v", r)
 			}
 		},

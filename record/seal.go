@@ -203,3 +203,32 @@ func (s *Sealer) OpenAtomBody(dst, sealed []byte, run string, seq uint64) (compr
 	}
 	return f.Rest(), tail, nil
 }
+
+// PlaceMemory is the kind of a sealed memory value's place (AppendAAD,
+// with the memory key in the run's slot and seq 0): a value of an
+// erasable memory key, sealed with the data key of its memory scope
+// (seal.MemoryScope) before it enters a delta, and carried sealed by the
+// frame (frame.Frame.Sealed) into frame files, snapshots and forks. Its
+// place holds no run or seq: a fork carries its parent's sealed values,
+// and a value moves from a delta into frames unchanged.
+const PlaceMemory Kind = 0xf3
+
+// SealValue appends value, a value of memory key key of run, sealed with
+// the newest data key of their memory scope: the caller adds one (and
+// makes the key table durable) before the first value.
+func (s *Sealer) SealValue(dst, value []byte, run, key string) ([]byte, error) {
+	k, ok := s.Keys.Scope(seal.MemoryScope(run, key))
+	if !ok {
+		return dst, fmt.Errorf("record: memory key %q of run %q has no data key in the key table", key, run)
+	}
+	var aad [128]byte
+	return k.Seal(dst, value, AppendAAD(aad[:0], s.Store, PlaceMemory, key, 0))
+}
+
+// OpenValue appends the plaintext of sealed, a sealed value of memory key
+// key. One whose data key was erased matches seal.ErrErased; one that was
+// changed or moved to another key, seal.ErrAuth.
+func (s *Sealer) OpenValue(dst, sealed []byte, key string) ([]byte, error) {
+	var aad [128]byte
+	return seal.Open(dst, sealed, AppendAAD(aad[:0], s.Store, PlaceMemory, key, 0), s.Keys.Key)
+}

@@ -22,10 +22,11 @@ package seal
 //	         | uvarint len | wrapping key id | uvarint len | wrapped key
 //
 // Entries are in ascending key no, each no once. scope is "" for the
-// store, or a run id. state is 1 live, 2 erased, 3 erasing (live, its
-// scope's erasure begun and not finished: the owner finishes or undoes it
-// when it next opens the table); an erased entry has an empty key id and
-// wrapped key. A wrapped key is the Keyring's encoding
+// store, a run id, or a run id, a NUL byte and a memory key (MemoryScope:
+// the keys of an erasable memory key's values). state is 1 live, 2
+// erased, 3 erasing (live, its scope's erasure begun and not finished:
+// the owner finishes or undoes it when it next opens the table); an
+// erased entry has an empty key id and wrapped key. A wrapped key is the Keyring's encoding
 // (StaticKeyring: nonce [12] | AES-256-GCM(data key) | tag [16], AAD
 // WrapAAD(id)).
 

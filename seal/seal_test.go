@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -439,4 +440,34 @@ func FuzzKeyringFile(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _ = ParseKeyringFile(b)
 	})
+}
+
+// TestMemoryScope: a memory scope splits back into its run and key, is
+// told from a run's scope, and RunScopes lists a run's scopes with a live
+// key, its memory keys' among them, and no other run's.
+func TestMemoryScope(t *testing.T) {
+	s := MemoryScope("r1", "email/primary")
+	if run, key, ok := SplitMemoryScope(s); !ok || run != "r1" || key != "email/primary" {
+		t.Fatalf("SplitMemoryScope(%q) = %q, %q, %v", s, run, key, ok)
+	}
+	if _, _, ok := SplitMemoryScope("r1"); ok {
+		t.Fatal("a run's scope split as a memory scope")
+	}
+	if RunOf(s) != "r1" || RunOf("r1") != "r1" || RunOf("") != "" {
+		t.Fatalf("RunOf: %q %q %q", RunOf(s), RunOf("r1"), RunOf(""))
+	}
+	kr := ring(t, "k1", "k1")
+	var tab Table
+	for _, scope := range []string{"", "r1", MemoryScope("r1", "b"), "r10", MemoryScope("r1", "a"), MemoryScope("r10", "a")} {
+		if _, err := tab.Add(kr, scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tab.Erase(MemoryScope("r1", "b"))
+	if got, want := tab.RunScopes("r1"), []string{"r1", MemoryScope("r1", "a")}; !slices.Equal(got, want) {
+		t.Fatalf("RunScopes(r1) = %q, want %q", got, want)
+	}
+	if got := tab.RunScopes(""); got != nil {
+		t.Fatalf("RunScopes(\"\") = %q, want none: the store's key belongs to no run", got)
+	}
 }

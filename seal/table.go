@@ -6,13 +6,14 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 )
 
 // An Entry is one data key of a table: wrapped, never in the clear.
 type Entry struct {
 	No     uint64 // the key's number, named by the payloads it sealed
-	Scope  string // "" for the store, else the run whose data it seals
+	Scope  string // "" for the store, a run id, or a memory scope (MemoryScope)
 	Erased bool   // the key is gone: what it sealed cannot be opened
 	// Erasing: the key is live, and the erasure of its scope has begun
 	// (Table.MarkErasing) but not finished.
@@ -399,4 +400,34 @@ func (d *decoder) bytes(what string, max int) []byte {
 		return nil
 	}
 	return d.fixed(what, int(n))
+}
+
+// MemoryScope is the scope of the data keys that seal the values of memory
+// key key of run: run, a NUL byte (which no run id holds) and key.
+func MemoryScope(run, key string) string { return run + "\x00" + key }
+
+// SplitMemoryScope returns the run and memory key of a memory scope; ok
+// is false for a run's or the store's scope.
+func SplitMemoryScope(scope string) (run, key string, ok bool) {
+	return strings.Cut(scope, "\x00")
+}
+
+// RunOf returns the run a scope belongs to: the run of a memory scope, the
+// scope itself otherwise ("" for the store).
+func RunOf(scope string) string {
+	run, _, _ := strings.Cut(scope, "\x00")
+	return run
+}
+
+// RunScopes returns the scopes of t that belong to run (its own, and its
+// memory keys'), with a live or erasing key, sorted.
+func (t *Table) RunScopes(run string) []string {
+	var out []string
+	for _, e := range t.entries {
+		if !e.Erased && RunOf(e.Scope) == run && run != "" && !slices.Contains(out, e.Scope) {
+			out = append(out, e.Scope)
+		}
+	}
+	slices.Sort(out)
+	return out
 }
