@@ -37,7 +37,7 @@ func (o *op) size() int {
 		n += strLen(len(o.s1)) + strLen(len(o.s2))
 	case opSetSubgoalStatus:
 		n += strLen(len(o.s1)) + 1
-	case opSet:
+	case opSet, opSetSealed:
 		n += strLen(len(o.s1)) + strLen(len(o.b))
 	case opAppendScratch:
 		n += strLen(len(o.b))
@@ -73,10 +73,12 @@ func deltaTag(d *Delta) byte {
 	tag := tagDelta
 	if d != nil {
 		for i := range d.ops {
-			if d.ops[i].kind == opReplaceFrame {
-				return tagDelta3
-			}
-			if d.ops[i].needsV2() {
+			switch {
+			case d.ops[i].kind == opSetSealed:
+				return tagDelta4 // holds everything of versions 2 and 3
+			case d.ops[i].kind == opReplaceFrame:
+				tag = tagDelta3
+			case d.ops[i].needsV2() && tag == tagDelta:
 				tag = tagDelta2
 			}
 		}
@@ -108,7 +110,7 @@ func AppendDelta(dst []byte, d *Delta) []byte {
 			dst = appendStr(appendStr(dst, o.s1), o.s2)
 		case opSetSubgoalStatus:
 			dst = append(appendStr(dst, o.s1), o.aux)
-		case opSet:
+		case opSet, opSetSealed:
 			dst = appendBytes(appendStr(dst, o.s1), o.b)
 		case opAppendScratch:
 			dst = appendBytes(dst, o.b)
@@ -153,11 +155,20 @@ func EncodedFrameSize(f *Frame) int {
 		p := &f.Pending[i]
 		n += strLen(len(p.CallID)) + strLen(len(p.Tool)) + strLen(len(p.Args)) + strLen(len(p.Key))
 	}
+	if len(f.Sealed) > 0 {
+		n += uvarintLen(uint64(len(f.Sealed)))
+		for k, v := range f.Sealed {
+			n += strLen(len(k)) + strLen(len(v))
+		}
+	}
 	return n
 }
 
 // frameTag is the tag of the lowest version that holds f.
 func frameTag(f *Frame) byte {
+	if len(f.Sealed) > 0 {
+		return tagFrame3 // holds everything of version 2
+	}
 	for i := range f.Messages {
 		if f.Messages[i].needsV2() {
 			return tagFrame2
@@ -185,17 +196,7 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 		s := &f.Subgoals[i]
 		dst = append(appendStr(appendStr(dst, s.ID), s.Text), byte(s.Status))
 	}
-	dst = binary.AppendUvarint(dst, uint64(len(f.Memory)))
-	if len(f.Memory) > 0 {
-		keys := make([]string, 0, len(f.Memory))
-		for k := range f.Memory {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			dst = appendBytes(appendStr(dst, k), f.Memory[k])
-		}
-	}
+	dst = appendMemory(dst, f.Memory)
 	dst = appendBytes(dst, f.Scratchpad)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Messages)))
 	var e msgExt
@@ -207,6 +208,25 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	for i := range f.Pending {
 		p := &f.Pending[i]
 		dst = appendStr(appendBytes(appendStr(appendStr(dst, p.CallID), p.Tool), p.Args), p.Key)
+	}
+	if len(f.Sealed) > 0 {
+		dst = appendMemory(dst, f.Sealed)
+	}
+	return dst
+}
+
+// appendMemory appends the count of m and its entries in key order.
+func appendMemory(dst []byte, m map[string][]byte) []byte {
+	dst = binary.AppendUvarint(dst, uint64(len(m)))
+	if len(m) > 0 {
+		keys := make([]string, 0, len(m))
+		for k := range m {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			dst = appendBytes(appendStr(dst, k), m[k])
+		}
 	}
 	return dst
 }
@@ -324,8 +344,9 @@ func (d *decoder) nonEmptyStr(what string) string {
 }
 
 // tag reads the first byte of a record, which must be v1 or v2 (the tags
-// of versions 1 and 2 of one kind), and reports whether it is v2.
-func (d *decoder) tag(v1, v2 byte) bool {
+// of versions 1 and 2 of one kind), and reports whether it is v2. newest
+// is the newest version of the kind this build reads, for the error.
+func (d *decoder) tag(v1, v2 byte, newest int) bool {
 	if len(d.buf) == 0 {
 		d.fail(0, "empty input")
 		return false
@@ -335,7 +356,7 @@ func (d *decoder) tag(v1, v2 byte) bool {
 		if got&0xf0 == v1&0xf0 {
 			d.err = &CorruptError{Record: d.record, Offset: 0, kind: ErrVersion,
 				Detail: "version " + strconv.Itoa(int(got&0x0f)) + " (this build reads versions " +
-					strconv.Itoa(int(v1&0x0f)) + " to " + strconv.Itoa(int(v2&0x0f)) + ")"}
+					strconv.Itoa(int(v1&0x0f)) + " to " + strconv.Itoa(newest) + ")"}
 			return false
 		}
 		d.fail(0, "first byte 0x"+strconv.FormatUint(uint64(got), 16)+" is not a "+d.record+" tag (0x"+strconv.FormatUint(uint64(v1), 16)+
@@ -382,20 +403,23 @@ func DecodeDeltaOwned(b []byte) (*Delta, error) {
 func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	d := decoder{record: "delta", buf: b}
 	v3 := len(b) > 0 && b[0] == tagDelta3
+	v4 := len(b) > 0 && b[0] == tagDelta4
 	var v2 bool
 	switch {
-	case v3:
+	case v3, v4:
 		d.off = 1
 	case len(b) > 0 && b[0]&0xf0 == tagDelta&0xf0 && b[0] != tagDelta && b[0] != tagDelta2:
 		return nil, &CorruptError{Record: d.record, Offset: 0, kind: ErrVersion,
-			Detail: "version " + strconv.Itoa(int(b[0]&0x0f)) + " (this build reads versions 1 to 3)"}
+			Detail: "version " + strconv.Itoa(int(b[0]&0x0f)) + " (this build reads versions 1 to " + strconv.Itoa(DeltaVersion) + ")"}
 	default:
-		v2 = d.tag(tagDelta, tagDelta2)
+		v2 = d.tag(tagDelta, tagDelta2, DeltaVersion)
 	}
-	maxOp, used, replaced := opMaxV1, false, false
+	maxOp, used, replaced, sealed := opMaxV1, false, false, false
 	switch {
+	case v4:
+		maxOp, v2 = opMax, true // version 4 holds everything of versions 2 and 3
 	case v3:
-		maxOp, v2 = opMax, true // version 3 holds everything of version 2
+		maxOp, v2 = opMaxV3, true // version 3 holds everything of version 2
 	case v2:
 		maxOp = opMaxV2
 	}
@@ -434,6 +458,10 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 		case opSet:
 			o.s1 = d.str("memory key")
 			o.b = d.span("memory value")
+		case opSetSealed:
+			o.s1 = d.str("sealed memory key")
+			o.b = d.span("sealed memory value")
+			sealed = true
 		case opDelete:
 			o.s1 = d.str("memory key")
 		case opAppendScratch:
@@ -482,17 +510,50 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 		}
 	}
 	d.end()
-	if v3 {
+	switch {
+	case v4:
+		if d.err == nil && !sealed {
+			d.fail(0, "version 4 delta holds no set_sealed op (it is written in a lower version)")
+		}
+	case v3:
 		if d.err == nil && !replaced {
 			d.fail(0, "version 3 delta holds no replace_frame op (it is written in a lower version)")
 		}
-	} else {
+	default:
 		d.needV2(v2, used)
 	}
 	if d.err != nil {
 		return nil, d.err
 	}
 	return delta, nil
+}
+
+// memory reads n entries of a memory section (keyWhat and valueWhat name
+// its fields in errors):
+// keys strictly increasing, none of them a key of other (the other
+// section of the frame).
+func (d *decoder) memory(n int, keyWhat, valueWhat string, other map[string][]byte) map[string][]byte {
+	m := make(map[string][]byte, n)
+	prev := ""
+	for i := 0; i < n && d.err == nil; i++ {
+		st := d.off
+		k := d.str(keyWhat)
+		v := d.span(valueWhat)
+		if d.err != nil {
+			break
+		}
+		if i > 0 && k <= prev {
+			d.fail(st, keyWhat+" "+strconv.Quote(k)+" not after "+strconv.Quote(prev)+" (keys must be sorted and unique)")
+			break
+		}
+		if _, ok := other[k]; ok {
+			d.fail(st, keyWhat+" "+strconv.Quote(k)+" is also a plain memory key (a key is plain or sealed, never both)")
+			break
+		}
+		m[k] = v
+		prev = k
+	}
+	return m
 }
 
 // DecodeFrame decodes a frame encoded by AppendFrame and checks it with
@@ -516,7 +577,14 @@ func DecodeFrameOwned(b []byte) (*Frame, error) {
 
 func decodeFrame(b []byte, owned bool) (*Frame, error) {
 	d := decoder{record: "frame", buf: b}
-	v2 := d.tag(tagFrame, tagFrame2)
+	v3 := len(b) > 0 && b[0] == tagFrame3
+	var v2 bool
+	if v3 {
+		d.off = 1
+		v2 = true // version 3 holds everything of version 2
+	} else {
+		v2 = d.tag(tagFrame, tagFrame2, FrameVersion)
+	}
 	used := false
 	if d.err != nil {
 		return nil, d.err
@@ -541,18 +609,7 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 		}
 	}
 	if n := d.count("memory entry count", 2); n > 0 {
-		f.Memory = make(map[string][]byte, n)
-		prev := ""
-		for i := 0; i < n && d.err == nil; i++ {
-			st := d.off
-			k := d.str("memory key")
-			v := d.span("memory value")
-			if d.err == nil && i > 0 && k <= prev {
-				d.fail(st, "memory key "+strconv.Quote(k)+" not after "+strconv.Quote(prev)+" (keys must be sorted and unique)")
-			}
-			f.Memory[k] = v
-			prev = k
-		}
+		f.Memory = d.memory(n, "memory key", "memory value", nil)
 	}
 	if sp := d.span("scratchpad"); len(sp) > 0 {
 		f.Scratchpad = append([]byte(nil), sp...)
@@ -576,8 +633,21 @@ func decodeFrame(b []byte, owned bool) (*Frame, error) {
 			p.Key = d.str("pending key")
 		}
 	}
+	if v3 {
+		st := d.off
+		// A sealed entry takes at least 2 bytes: an empty key and value.
+		n := d.count("sealed entry count", 2)
+		if d.err == nil && n == 0 {
+			d.fail(st, "version 3 frame holds no sealed value (it is written in a lower version)")
+		}
+		if n > 0 {
+			f.Sealed = d.memory(n, "sealed memory key", "sealed memory value", f.Memory)
+		}
+	}
 	d.end()
-	d.needV2(v2, used)
+	if !v3 {
+		d.needV2(v2, used)
+	}
 	if d.err != nil {
 		return nil, d.err
 	}
@@ -602,7 +672,7 @@ func HeapSize(f *Frame) int {
 		cap(f.Subgoals)*int(unsafe.Sizeof(Subgoal{})) +
 		cap(f.Messages)*int(unsafe.Sizeof(Message{})) +
 		cap(f.Pending)*int(unsafe.Sizeof(Pending{})) +
-		len(f.Memory)*mapEntry
+		(len(f.Memory)+len(f.Sealed))*mapEntry
 	for i := range f.Messages {
 		m := &f.Messages[i]
 		n += cap(m.ToolCalls)*int(unsafe.Sizeof(ToolCall{})) + cap(m.Parts)*int(unsafe.Sizeof(Part{}))

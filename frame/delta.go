@@ -20,6 +20,8 @@ import (
 //	remove_pending      s1 call id
 //	drop_messages       n count
 //	tool_output_ref     s1 call id, s2 tool, n result index
+//	replace_frame       b frame record
+//	set_sealed          s1 key, b sealed value
 //
 // The byte slices (b, and those of ext) are owned by the op: builders copy
 // their arguments, and DecodeDelta points them into a private copy of the
@@ -144,12 +146,22 @@ func (d *Delta) SetSubgoalStatus(id string, st SubgoalStatus) *Delta {
 	return d.add(op{kind: opSetSubgoalStatus, s1: id, aux: uint8(st)})
 }
 
-// Set stores val under key in working memory, replacing any value.
+// Set stores val under key in working memory, replacing any value (a
+// sealed one too).
 func (d *Delta) Set(key string, val []byte) *Delta {
 	return d.add(op{kind: opSet, s1: key, b: cloneNonEmpty(val)})
 }
 
-// Delete removes key from working memory; deleting a missing key is a no-op.
+// SetSealed stores sealed under key in working memory as a sealed value
+// (Frame.Sealed), replacing any value, plain or sealed: the value encrypted
+// by the engine with the data key of key, opaque to this package. Set of
+// the key later makes it plain again.
+func (d *Delta) SetSealed(key string, sealed []byte) *Delta {
+	return d.add(op{kind: opSetSealed, s1: key, b: cloneNonEmpty(sealed)})
+}
+
+// Delete removes key from working memory, plain or sealed; deleting a
+// missing key is a no-op.
 func (d *Delta) Delete(key string) *Delta { return d.add(op{kind: opDelete, s1: key}) }
 
 // AppendScratch appends b to the scratchpad.
@@ -261,6 +273,12 @@ func (d *Delta) String() string {
 			b = appendQuoted(appendQuoted(b, o.s1), string(o.b))
 		case opAppendScratch:
 			b = appendQuoted(b, string(o.b))
+		case opSetSealed:
+			// Ciphertext says nothing to a reader: its length does.
+			b = appendQuoted(b, o.s1)
+			b = append(b, ' ')
+			b = append(b, itoa(uint64(len(o.b)))...)
+			b = append(b, " bytes"...)
 		case opAppendMessage:
 			b = append(b, ' ')
 			b = append(b, Role(o.aux).String()...)

@@ -30,6 +30,7 @@ package frame
 //	 12 drop_messages       uvarint n
 //	 13 tool_output_ref     str call id, str tool, uvarint result  (version 2)
 //	 14 replace_frame       bytes frame record (AppendFrame)       (version 3)
+//	 15 set_sealed          str key, bytes sealed value            (version 4)
 //
 // Frame record (AppendFrame):
 //
@@ -85,21 +86,45 @@ package frame
 //	result := the index, below 2^32, of a certified result among the
 //	          actions of the atom that commits the delta (see ReferResults)
 //
-// Version 3 (tag 0xD3, deltas only) is version 2 plus op 14: it replaces
+// Version 3 of a delta (tag 0xD3) is version 2 plus op 14: it replaces
 // the whole frame with the frame record it holds (a rollback returns a
 // run to an earlier state with it; no other op can remove a subgoal or the
 // newest messages). A delta that holds op 14 holds nothing else (one op:
 // Apply refuses it otherwise), and the frame record inside is itself
-// version 1 or 2 by the frame's rule.
+// version 1, 2 or 3 by the frame's rule.
+//
+// Version 4 (tag 0xD4, deltas only) holds every op of version 3 plus op
+// 15: it stores a memory value sealed (encrypted by the engine with the
+// data key of its memory key, so that erasing that data key erases every
+// value of the key in the run). The sealed bytes are opaque here; only the
+// op kind tells them from a plain value (op 4), since no byte of a value
+// can. A version 4 delta holds at least one op 15 (a delta without one is
+// written in a lower version); in practice it is version 2 plus op 15,
+// since op 14 stays alone in its delta.
+//
+// Version 3 of a frame (tag 0xF3) is version 2's layout plus a trailing
+// section of sealed memory values, after the pending actions:
+//
+//	+-----------------+---------------------------------------------+
+//	| uvarint nsealed | nsealed x (str key, bytes sealed), keys     |
+//	|     (>= 1)      | strictly increasing (bytewise)              |
+//	+-----------------+---------------------------------------------+
+//
+// A key is in the memory section or in the sealed section, never both.
+// The section is written only when the frame holds a sealed value, so a
+// frame without one stays byte for byte what version 1 or 2 wrote; a
+// version 3 frame with nsealed 0 is corrupt.
 //
 // A record is written in the lowest version that holds it: a delta in
 // version 2 only if an op needs it (op 13, or a message with flags or the
-// developer role), a frame only if a message needs it; records that need
-// nothing of version 2 stay byte for byte what version 1 wrote. A decoder
-// accepts only that form, so that decode-then-encode stays identity: a
-// version 2 record that needs nothing of version 2 is corrupt, and so is a
-// flags byte of zero, a count of zero flagged present, a flag a part's kind
-// does not carry, or a reference in a frame (frames hold resolved content).
+// developer role), in version 3 only if it holds op 14, in version 4 only
+// if it holds op 15; a frame in version 2 only if a message needs it, in
+// version 3 only if it holds a sealed value; records that need nothing of
+// version 2 stay byte for byte what version 1 wrote. A decoder accepts
+// only that form, so that decode-then-encode stays identity: a version 2
+// record that needs nothing of version 2 is corrupt, and so is a flags
+// byte of zero, a count of zero flagged present, a flag a part's kind does
+// not carry, or a reference in a frame (frames hold resolved content).
 //
 // Compressed record (Compressor.Compress):
 //
@@ -117,7 +142,7 @@ package frame
 //	                against dictionary dict id if non-zero
 //
 // These constants are frozen: records written with them must stay readable
-// forever. A change of layout takes a new tag (0xD3, 0xF3) and keeps the
+// forever. A change of layout takes a new tag (0xD5, 0xF4) and keeps the
 // decoders of the old ones.
 const (
 	// tagDelta is the first byte of a delta record: 'D' high nibble, version 1.
@@ -127,14 +152,18 @@ const (
 	// tagDelta2 and tagFrame2 are version 2.
 	tagDelta2 byte = 0xD2
 	tagFrame2 byte = 0xF2
-	// tagDelta3 is version 3 of a delta (op 14); frames have no version 3.
+	// tagDelta3 is version 3 of a delta (op 14).
 	tagDelta3 byte = 0xD3
+	// tagDelta4 is version 4 of a delta (op 15); tagFrame3 is version 3 of
+	// a frame (sealed memory values).
+	tagDelta4 byte = 0xD4
+	tagFrame3 byte = 0xF3
 
 	// DeltaVersion and FrameVersion are the newest versions this package
 	// writes and reads; it reads every version from 1, and writes a record
 	// in the lowest version that holds it.
-	DeltaVersion = 3
-	FrameVersion = 2
+	DeltaVersion = 4
+	FrameVersion = 3
 )
 
 // maxResultIndex bounds a reference to a certified result. Frozen.
@@ -158,9 +187,11 @@ const (
 	opDropMessages     opKind = 12
 	opToolOutputRef    opKind = 13
 	opReplaceFrame     opKind = 14
+	opSetSealed        opKind = 15
 	opMaxV1            opKind = opDropMessages
 	opMaxV2            opKind = opToolOutputRef
-	opMax              opKind = opReplaceFrame
+	opMaxV3            opKind = opReplaceFrame
+	opMax              opKind = opSetSealed
 )
 
 var opNames = [...]string{
@@ -178,6 +209,7 @@ var opNames = [...]string{
 	opDropMessages:     "drop_messages",
 	opToolOutputRef:    "tool_output_ref",
 	opReplaceFrame:     "replace_frame",
+	opSetSealed:        "set_sealed",
 }
 
 func (k opKind) String() string {

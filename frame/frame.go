@@ -179,8 +179,17 @@ type Pending struct {
 }
 
 // Frame is the semantic state of an agent: intent (Objective, Subgoals),
-// working memory (Memory, Scratchpad), conversation (Messages) and in-flight
-// actions (Pending).
+// working memory (Memory, Sealed, Scratchpad), conversation (Messages) and
+// in-flight actions (Pending).
+//
+// Sealed holds the values of erasable memory keys: each value sealed
+// (encrypted and authenticated) by the engine with its memory key's own
+// data key, so that erasing that data key erases the key's values
+// everywhere the run recorded them. The sealed bytes are opaque to this
+// package, which carries them through deltas, frames and Apply and never
+// sees a key; Unseal gives the frame with them opened. A memory key is in
+// Memory or in Sealed, never both (Validate checks it). Sealed is nil when
+// the frame holds no sealed value.
 //
 // A Frame is a plain value: not safe for concurrent mutation. Apply changes
 // it in place and may keep references to the byte slices of the delta
@@ -192,6 +201,7 @@ type Frame struct {
 	Scratchpad []byte
 	Messages   []Message
 	Pending    []Pending
+	Sealed     map[string][]byte
 }
 
 // Clone returns a deep copy of f that shares no mutable memory with it
@@ -213,6 +223,12 @@ func (f *Frame) Clone() *Frame {
 			c.Memory[k] = bytes.Clone(v)
 		}
 	}
+	if f.Sealed != nil {
+		c.Sealed = make(map[string][]byte, len(f.Sealed))
+		for k, v := range f.Sealed {
+			c.Sealed[k] = bytes.Clone(v)
+		}
+	}
 	if f.Messages != nil {
 		c.Messages = append([]Message(nil), f.Messages...)
 		for i := range c.Messages {
@@ -230,10 +246,14 @@ func (f *Frame) Clone() *Frame {
 }
 
 // Validate checks the invariants of a frame: subgoal ids non-empty and
-// unique, statuses defined, every message well formed (the rules of
-// Message and Part), pending call ids non-empty and unique. DecodeFrame
-// returns only valid frames, and Apply keeps a frame valid.
+// unique, statuses defined, no memory key both in Memory and in Sealed,
+// every message well formed (the rules of Message and Part), pending call
+// ids non-empty and unique. DecodeFrame returns only valid frames, and
+// Apply keeps a frame valid.
 func (f *Frame) Validate() error {
+	if k, ok := bothMaps(f.Memory, f.Sealed); ok {
+		return fmt.Errorf("%w: memory key %q is both plain (Memory) and sealed (Sealed)", ErrInvalidFrame, k)
+	}
 	if err := uniqueIDs(len(f.Subgoals), func(i int) string { return f.Subgoals[i].ID }, "subgoal"); err != nil {
 		return err
 	}
@@ -248,6 +268,23 @@ func (f *Frame) Validate() error {
 		}
 	}
 	return uniqueIDs(len(f.Pending), func(i int) string { return f.Pending[i].CallID }, "pending call")
+}
+
+// bothMaps returns the smallest key in both a and b, if there is one
+// (the smallest, so that the error names the same key every time). It
+// walks the smaller map.
+func bothMaps(a, b map[string][]byte) (string, bool) {
+	if len(a) > len(b) {
+		a, b = b, a
+	}
+	var min string
+	found := false
+	for k := range a {
+		if _, ok := b[k]; ok && (!found || k < min) {
+			min, found = k, true
+		}
+	}
+	return min, found
 }
 
 func uniqueIDs(n int, id func(int) string, what string) error {
@@ -353,7 +390,7 @@ func (f *Frame) check(d *Delta) error {
 	for i := range d.ops {
 		o := &d.ops[i]
 		switch o.kind {
-		case opSetObjective, opSet, opDelete, opAppendScratch, opClearScratch:
+		case opSetObjective, opSet, opSetSealed, opDelete, opAppendScratch, opClearScratch:
 		case opToolOutput:
 			messages++ // and removes the call from pending if it is there
 		case opAddSubgoal:
@@ -436,8 +473,16 @@ func (f *Frame) apply(o *op) {
 			f.Memory = make(map[string][]byte)
 		}
 		f.Memory[o.s1] = o.b
+		f.unseal(o.s1)
+	case opSetSealed:
+		if f.Sealed == nil {
+			f.Sealed = make(map[string][]byte)
+		}
+		f.Sealed[o.s1] = o.b
+		delete(f.Memory, o.s1)
 	case opDelete:
 		delete(f.Memory, o.s1)
+		f.unseal(o.s1)
 	case opAppendScratch:
 		f.Scratchpad = append(f.Scratchpad, o.b...)
 	case opClearScratch:
@@ -465,6 +510,17 @@ func (f *Frame) apply(o *op) {
 		if nf, err := DecodeFrame(o.b); err == nil {
 			*f = *nf
 		}
+	}
+}
+
+// unseal removes key from Sealed, which is nil again once it is empty.
+func (f *Frame) unseal(key string) {
+	if f.Sealed == nil {
+		return
+	}
+	delete(f.Sealed, key)
+	if len(f.Sealed) == 0 {
+		f.Sealed = nil
 	}
 }
 

@@ -34,7 +34,7 @@ func TestDecodeDeltaMalformed(t *testing.T) {
 	}{
 		{"empty", nil, ErrCorrupt, "at offset 0: empty input"},
 		{"frame tag", rec(0xF1, 0), ErrCorrupt, "not a delta tag"},
-		{"bad version", rec(0xD4, 0), ErrVersion, "version 4 (this build reads versions 1 to 3)"},
+		{"bad version", rec(0xD5, 0), ErrVersion, "version 5 (this build reads versions 1 to 4)"},
 		{"version 3 without replace_frame", rec(0xD3, 0), ErrCorrupt, "holds no replace_frame op"},
 		{"replace_frame in version 2", rec(0xD2, 1, 14, 0), ErrCorrupt, "unknown op kind 14"},
 		{"replace_frame of a damaged frame", rec(0xD3, 1, 14, 2, 0xF1, 0), ErrCorrupt, "replace_frame: "},

@@ -42,7 +42,7 @@ func TestDecodeV2Malformed(t *testing.T) {
 		{"frame part ref", rec(0xF2, 0, 0, 0, 0, 1, 0x41, 0x04, 0, 1, 0x20, 0, 0), ErrCorrupt, "a frame's part refers to a certified result"},
 		{"frame bad arguments", rec(0xF2, 0, 0, 0, 0, 1, 0x42, 0x02, 0, 1, 1, "a", 2, "ls", 1, "{", 0), ErrCorrupt, `message 0: tool call 0: call "a": arguments not valid JSON`},
 		{"frame calls on user", rec(0xF2, 0, 0, 0, 0, 1, 0x41, 0x02, 0, 1, 1, "a", 2, "ls", 0, 0), ErrCorrupt, "tool calls on a message of role user"},
-		{"frame v3", rec(0xF3, 0, 0, 0, 0, 0, 0), ErrVersion, "version 3 (this build reads versions 1 to 2)"},
+		{"frame v4", rec(0xF4, 0, 0, 0, 0, 0, 0), ErrVersion, "version 4 (this build reads versions 1 to 3)"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
