@@ -4,8 +4,9 @@
 //
 // A Frame is what an agent knows at one point of a run: its intent
 // (Objective, Subgoals with a status), working memory (Memory, a key to
-// bytes map, and a Scratchpad), the conversation (Messages) and in-flight
-// actions (Pending). Each atom changes it by a Delta, a short list of ops:
+// bytes map, Sealed, the sealed values of erasable keys, and a
+// Scratchpad), the conversation (Messages) and in-flight actions
+// (Pending). Each atom changes it by a Delta, a short list of ops:
 //
 //	var d frame.Delta
 //	d.SetSubgoalStatus("s1", frame.SubgoalDone).
@@ -104,21 +105,47 @@
 // verify reports a reference to an action the atom does not list or that
 // has no certificate before the atom.
 //
+// # Sealed memory
+//
+// A memory key can be made erasable: the engine seals each of its values
+// (AES-GCM, with a data key of that memory key's own) before the value
+// enters a delta, so that destroying the data key erases the key's values
+// from every delta, snapshot and rollback of the run without rewriting
+// them (crypto-shredding). This package never sees a key: it carries the
+// sealed bytes as opaque values, in a set_sealed op (SetSealed) and in a
+// frame's Sealed map, beside Memory. Apply keeps a key in one of the two:
+// Set puts it in Memory and out of Sealed, SetSealed the reverse, Delete
+// removes it from both; Validate rejects a key in both.
+//
+//	stored, err := d.SealSets(seal)     // at commit: set ops of erasable keys sealed
+//	rec := frame.AppendDelta(nil, stored)
+//	open, err := f.Unseal(unseal)       // the frame with its sealed values opened
+//
+// SealSets returns the delta itself when it seals nothing, without
+// allocating; Unseal returns the frame itself when it holds nothing
+// sealed, and leaves out a value whose data key is gone. Nothing in a
+// value tells sealed from plain: only the op kind and the frame's section
+// do, so a sealed value never reaches an agent as if it were its value.
+//
 // # Wire format
 //
 // All integers are uvarints, strings and byte strings are length-prefixed,
 // fields come in a fixed order with no names on the wire. The first byte of
 // a record is a tag holding its kind and version (0xD1 delta v1, 0xF1 frame
 // v1; 0xD2, 0xF2 version 2, whose messages may hold tool calls, parts and
-// an error flag, and whose deltas may refer to certified results). A record
-// is written in the lowest version that holds it, so a record without
-// anything of version 2 is byte for byte what version 1 wrote.
+// an error flag, and whose deltas may refer to certified results; 0xD3, a
+// delta of one replace_frame op; 0xD4, a delta that holds a set_sealed op;
+// 0xF3, a frame that holds a sealed value). A record is written in the
+// lowest version that holds it, so a record without anything of version 2
+// is byte for byte what version 1 wrote, and one without a sealed value
+// what the versions before sealed values wrote.
 //
 //	delta:  0xD1 | nops | op...            op = kind byte, then its fields
 //	frame:  0xF1 | objective | nsub {id text status} | nmem {key value}
 //	        (keys sorted) | scratchpad | nmsg {head content [tool] [callid]}
 //	        | npend {callid tool args key}
 //	v2:     message = head [flags] content [tool] [callid] [calls] [parts]
+//	0xF3:   the frame of version 2, then nsealed {key sealed} (keys sorted)
 //	stored: codec byte (0 none, 1 s2, 2 zstd) | dict id uvarint | payload
 //
 // format.go has the byte-level layout of every op; those constants are

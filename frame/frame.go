@@ -322,7 +322,7 @@ func uniqueIDs(n int, id func(int) string, what string) error {
 // ReferResults) applies only with ApplyWith: Apply reports it with an error
 // that matches ErrUnresolved too.
 //
-// Apply works in place: it appends to the slices of f and updates its map,
+// Apply works in place: it appends to the slices of f and updates its maps,
 // so its cost is that of the delta, not of the frame (amortized; appending
 // may grow a slice's backing array as append does). f keeps references to
 // the delta's byte slices; neither is mutated afterwards by this package.

@@ -27,6 +27,7 @@ import (
 //	tool_output_ref     CallID, Tool, Refs (the output: one, path "/content")
 //	replace_frame       Frame (the whole frame it replaces the run's with;
 //	                    nil for a builder's invalid frame, which Apply refuses)
+//	set_sealed          Key, Value (the sealed bytes, opaque)
 //
 // Status and Role carry the names of SubgoalStatus and Role ("done",
 // "assistant"). A text that refers to a certified result is empty, and
@@ -77,7 +78,7 @@ func (d *Delta) Ops() []Op {
 			v.ID, v.Text = o.s1, o.s2
 		case opSetSubgoalStatus:
 			v.ID, v.Status = o.s1, SubgoalStatus(o.aux).String()
-		case opSet:
+		case opSet, opSetSealed:
 			v.Key, v.Value = o.s1, o.b
 		case opDelete:
 			v.Key = o.s1
@@ -119,7 +120,9 @@ func (d *Delta) Ops() []Op {
 
 // MarshalJSON writes the op as one object with "op" naming its kind and
 // only the fields it uses. Value is a string when it is valid UTF-8, else
-// "value_base64" holds it in standard base64; Args, a tool call's
+// "value_base64" holds it in standard base64; the sealed bytes of a
+// set_sealed op are always "sealed_base64", in standard base64 (they are
+// ciphertext, and a reader must not take them for a value); Args, a tool call's
 // "arguments" and a part's "json" are embedded as JSON when they are valid
 // JSON, else they are strings. Tool calls are {"id", "name", "arguments"};
 // parts {"kind", and "text", "call", "call_id", "is_error", "json" as the
@@ -139,7 +142,9 @@ func (o Op) MarshalJSON() ([]byte, error) {
 	add("text", o.Text, o.Text != "" || o.Kind == "set_objective")
 	add("status", o.Status, o.Status != "")
 	add("key", o.Key, o.Key != "")
-	if o.Value != nil || o.Kind == "set" || o.Kind == "append_scratch" {
+	if o.Kind == "set_sealed" {
+		add("sealed_base64", base64.StdEncoding.EncodeToString(o.Value), true)
+	} else if o.Value != nil || o.Kind == "set" || o.Kind == "append_scratch" {
 		if utf8.Valid(o.Value) {
 			add("value", string(o.Value), true)
 		} else {
@@ -205,7 +210,8 @@ func (o Op) MarshalJSON() ([]byte, error) {
 
 // BuildOps returns the ops that build f from the empty frame, in the
 // frame's order: objective, subgoals (and their statuses), memory in key
-// order, scratchpad, messages, pending actions. Export writes a
+// order, scratchpad, messages, pending actions, sealed memory values in
+// key order (as set_sealed ops). Export writes a
 // replace_frame op's frame as this list.
 func BuildOps(f *Frame) []Op {
 	var d Delta
@@ -229,6 +235,9 @@ func BuildOps(f *Frame) []Op {
 	}
 	for _, p := range f.Pending {
 		d.AddPending(p)
+	}
+	for _, k := range slices.Sorted(maps.Keys(f.Sealed)) {
+		d.SetSealed(k, f.Sealed[k])
 	}
 	return d.Ops()
 }

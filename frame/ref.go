@@ -156,11 +156,12 @@ func (d *Delta) Refs() []int {
 }
 
 // MayRefer reports whether b, a delta as AppendDelta encodes it, may
-// refer to certified results, from its first byte alone: only version 2
-// holds references, so false means it refers to none and a reader that
-// needs only its references need not decode it. True says nothing more
-// (Refs of the decoded delta does).
-func MayRefer(b []byte) bool { return len(b) > 0 && b[0] == tagDelta2 }
+// refer to certified results, from its first byte alone: only versions 2
+// and 4 hold references (version 3 holds one replace_frame op), so false
+// means it refers to none and a reader that needs only its references
+// need not decode it. True says nothing more (Refs of the decoded delta
+// does).
+func MayRefer(b []byte) bool { return len(b) > 0 && (b[0] == tagDelta2 || b[0] == tagDelta4) }
 
 // hasRefs reports whether d refers to a certified result.
 func (d *Delta) hasRefs() bool {
