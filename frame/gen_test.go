@@ -54,7 +54,7 @@ func (g *gen) delta(f *Frame) *Delta {
 	n := 1 + g.r.IntN(8)
 	for i := 0; i < n; i++ {
 		var one Delta
-		switch g.r.IntN(16) {
+		switch g.r.IntN(17) {
 		case 0:
 			one.SetObjective(g.t.Sentence())
 		case 1:
@@ -98,6 +98,10 @@ func (g *gen) delta(f *Frame) *Delta {
 			}
 		case 14, 15:
 			one.AppendMessage(g.llmMessage())
+		case 16:
+			// A sealed value: random bytes as ciphertext looks, under a
+			// key that may be plain already (set_sealed moves it).
+			one.SetSealed(g.t.Word()+"."+g.t.Word(), g.sealed())
 		}
 		if err := sim.Apply(&one); err != nil {
 			panic("generator built an invalid op: " + err.Error())
@@ -105,6 +109,16 @@ func (g *gen) delta(f *Frame) *Delta {
 		d.ops = append(d.ops, one.ops...)
 	}
 	return d
+}
+
+// sealed returns bytes shaped like a sealed value: a 12-byte nonce, the
+// ciphertext, a 16-byte tag, none of it text.
+func (g *gen) sealed() []byte {
+	b := make([]byte, 28+g.r.IntN(100))
+	for i := range b {
+		b[i] = byte(g.r.Uint32())
+	}
+	return b
 }
 
 // frame returns a frame built by applying n random deltas to an empty one.

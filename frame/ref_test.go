@@ -78,7 +78,7 @@ func TestReferResultsLaw(t *testing.T) {
 			t.Fatalf("delta %d: %d bytes with references, %d without", i, len(enc), len(before))
 		}
 		refs := r.Refs()
-		if (len(refs) > 0) != (enc[0] == tagDelta2 && r != d) {
+		if (len(refs) > 0) != (MayRefer(enc) && r != d) {
 			t.Fatalf("delta %d: refs %v, tag %x, same delta %v", i, refs, enc[0], r == d)
 		}
 		for _, ix := range refs {
