@@ -125,14 +125,19 @@ func TestDecodeFrameMalformed(t *testing.T) {
 func TestDecodeTruncations(t *testing.T) {
 	g := newGen(testSeed(t))
 	f := g.frame(30)
-	fb := AppendFrame(nil, f)
-	for i := 0; i < len(fb); i++ {
-		if _, err := DecodeFrame(fb[:i]); !errors.Is(err, ErrCorrupt) {
-			t.Fatalf("frame prefix %d/%d: %v", i, len(fb), err)
+	for _, fb := range [][]byte{AppendFrame(nil, f), AppendFrame(nil, withSealed(g, f))} {
+		for i := 0; i < len(fb); i++ {
+			if _, err := DecodeFrame(fb[:i]); !errors.Is(err, ErrCorrupt) {
+				t.Fatalf("frame prefix %d/%d: %v", i, len(fb), err)
+			}
 		}
 	}
 	for k := 0; k < 20; k++ {
-		db := AppendDelta(nil, g.delta(f))
+		d := g.delta(f)
+		if k%2 == 0 {
+			d.SetSealed(g.id("sealed."), g.sealed())
+		}
+		db := AppendDelta(nil, d)
 		for i := 0; i < len(db); i++ {
 			if _, err := DecodeDelta(db[:i]); !errors.Is(err, ErrCorrupt) {
 				t.Fatalf("delta prefix %d/%d: %v", i, len(db), err)
@@ -151,11 +156,12 @@ func TestDecodeBitFlips(t *testing.T) {
 		n = 4
 	}
 	f := g.frame(n)
-	for _, orig := range [][]byte{AppendFrame(nil, f), AppendDelta(nil, g.delta(f))} {
+	for _, orig := range [][]byte{AppendFrame(nil, f), AppendDelta(nil, g.delta(f)),
+		AppendFrame(nil, withSealed(g, f)), AppendDelta(nil, g.delta(f).SetSealed("k", g.sealed()))} {
 		for i := 0; i < len(orig)*8; i++ {
 			b := bytes.Clone(orig)
 			b[i/8] ^= 1 << (i % 8)
-			if b[0] == tagFrame {
+			if b[0]&0xf0 == tagFrame&0xf0 {
 				if got, err := DecodeFrame(b); err == nil && !bytes.Equal(AppendFrame(nil, got), b) {
 					t.Fatalf("frame bit %d: accepted a non-canonical encoding", i)
 				}
@@ -209,4 +215,15 @@ func TestDecompressMalformed(t *testing.T) {
 			}
 		})
 	}
+}
+
+// withSealed returns a copy of f that holds sealed values, under keys not
+// in its Memory.
+func withSealed(g *gen, f *Frame) *Frame {
+	c := f.Clone()
+	c.Sealed = map[string][]byte{}
+	for i := 0; i < 3; i++ {
+		c.Sealed[g.id("sealed.")] = g.sealed()
+	}
+	return c
 }
