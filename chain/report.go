@@ -187,6 +187,11 @@ type Report struct {
 	// Runs unless its records are all still there (Reclaimed false), and
 	// its absence is no failure.
 	Deleted []DeletedRun `json:"deleted,omitempty"`
+	// ErasedKeys lists the memory keys erased by policy: each named by an
+	// erase-key record that verified (sorted by run, then seq, then key).
+	// What the data keys it names sealed can no longer be opened, and is
+	// no failure.
+	ErasedKeys []ErasedKey `json:"erased_keys,omitempty"`
 	// Rollbacks lists the rollbacks of runs the log holds (sorted by run,
 	// then seq): completed ones, chained from their completing atom on,
 	// and pending ones (Completed false: the record is durable, the atom
@@ -236,6 +241,21 @@ type DeletedRun struct {
 	// passed its checks erased it (by this deletion, or after it): what
 	// the run's key sealed can no longer be opened, and is no failure.
 	Erasure *Erasure `json:"erasure,omitempty"`
+}
+
+// ErasedKey is the erasure of one memory key of a run, as its erase-key
+// record says.
+type ErasedKey struct {
+	RunID  string   `json:"run"`
+	Key    string   `json:"key"`
+	Seq    uint64   `json:"seq"`     // the run's last seq when the key was erased
+	Head   Hash     `json:"head"`    // the erasure's link, beside the run's chain
+	KeyNos []uint64 `json:"key_nos"` // the data keys it erased
+	At     int64    `json:"at"`      // unix nanoseconds
+	Reason string   `json:"reason"`
+	Signed bool     `json:"signed"` // its checkpoint verified against the public key
+	// Location is where its record is.
+	Location string `json:"location,omitempty"`
 }
 
 // Erasure is the erasure of a deleted run, as its erase record says.

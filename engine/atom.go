@@ -338,6 +338,12 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	// The values of erasable memory keys are sealed with their own data
+	// keys before anything checks or writes the delta (erasekey.go).
+	d, err := db.sealMemory(r.id, d)
+	if err != nil {
+		return err
+	}
 	if a.branch != nil {
 		return a.commitBranch(ctx, d)
 	}

@@ -156,6 +156,10 @@ type DB struct {
 		err      atomic.Pointer[error]
 	}
 
+	// keyErasures holds, during Open, the erase-key records the replay
+	// read (erasekey.go: finishKeyErasures).
+	keyErasures []keyErasure
+
 	// orphans holds, during Open's replay of a log that garbage
 	// collection trimmed, the records of runs whose creation record was
 	// reclaimed (gc.go: orphan); only Open's goroutine uses it.
@@ -256,7 +260,11 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	// An erasure a crash interrupted is finished (or undone) before the
 	// store serves anything (erase.go).
-	if err := db.finishErasures(); err != nil {
+	err = db.finishErasures()
+	if err == nil {
+		err = db.finishKeyErasures()
+	}
+	if err != nil {
 		if cerr := db.Close(); cerr != nil {
 			err = errors.Join(err, cerr)
 		}

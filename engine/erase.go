@@ -305,7 +305,11 @@ func (db *DB) markErasing(id string, on bool) error {
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	next := sk.table.Clone()
-	if next.MarkErasing(id, on) == 0 {
+	n := 0
+	for _, scope := range next.RunScopes(id) { // the run's key and its memory keys'
+		n += next.MarkErasing(scope, on)
+	}
+	if n == 0 {
 		if on {
 			return fmt.Errorf("%w: KEYS has no live data key of run %q", ErrCorrupt, id)
 		}
@@ -344,12 +348,18 @@ func (db *DB) finishErasure(ctx context.Context, id string) error {
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	next := sk.table.Clone()
-	nos := next.Erase(id)
+	scopes := next.RunScopes(id) // the run's key and its memory keys'
+	nos := make([][]uint64, len(scopes))
+	for i, scope := range scopes {
+		nos[i] = next.Erase(scope)
+	}
 	if err := db.writeKeys(next); err != nil {
 		return err
 	}
 	sk.table = next
-	sk.keys.Drop(id, nos)
+	for i, scope := range scopes {
+		sk.keys.Drop(scope, nos[i])
+	}
 	return nil
 }
 
@@ -477,7 +487,12 @@ func (db *DB) finishErasures() error {
 		defer db.healErasures()
 	}
 	db.keys.mu.Lock()
-	pending := db.keys.table.Erasing()
+	var pending []string // runs: a memory key's scope is marked with its run's
+	for _, scope := range db.keys.table.Erasing() {
+		if run := seal.RunOf(scope); !slices.Contains(pending, run) {
+			pending = append(pending, run)
+		}
+	}
 	db.keys.mu.Unlock()
 	if len(pending) == 0 {
 		return nil
@@ -499,7 +514,7 @@ func (db *DB) keyLive(id string) bool {
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
 	for _, e := range sk.table.Entries() {
-		if e.Scope == id && !e.Erased {
+		if seal.RunOf(e.Scope) == id && !e.Erased {
 			return true
 		}
 	}

@@ -256,6 +256,9 @@ func (db *DB) deadRecord(r *record.Record, deleted map[string]bool, headAfter bo
 	switch r.Kind {
 	case record.KindDelete, record.KindErase:
 		return false
+	case record.KindEraseKey:
+		// Kept while its run has records; what it erased goes with them.
+		return deleted[r.Run]
 	case record.KindIntent, record.KindCert:
 		if r.Erased {
 			// Sealed with an erased run's key (the records of its

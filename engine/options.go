@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -165,6 +166,18 @@ type Options struct {
 	// run begins, when that run goes on in later segments (so that they
 	// can go). Default 0.5; negative: only those; at most 1.
 	CompactDead float64
+	// ErasableKeys names the memory keys whose values DB.EraseKey can
+	// erase, in an encrypted store (Keyring set): each value written to
+	// one is sealed with a data key of its own, one per run and memory
+	// key, added to KEYS (durably) before the first atom that writes the
+	// key, so that erasing the key drops those keys only (erasekey.go). A
+	// name ending in "*" matches every key that starts with what comes
+	// before it ("pii/*"; "*" alone: every key). It applies to the values written while it is
+	// set: a value written while its key was not erasable is sealed with
+	// its run's key alone, and erased only with the run (DB.Erase).
+	// Default none. An erasable key costs a KEYS write (two fsyncs) the
+	// first time a run writes it, and a seal per value written.
+	ErasableKeys []string
 }
 
 const (
@@ -186,6 +199,7 @@ func (o *Options) withDefaults() (Options, error) {
 	var r Options
 	if o != nil {
 		r = *o
+		r.ErasableKeys = slices.Clone(o.ErasableKeys)
 	}
 	if r.FS == nil {
 		r.FS = vfs.Default
@@ -248,6 +262,10 @@ func (o *Options) withDefaults() (Options, error) {
 		return bad("DictSize", "%d is outside 1 KiB..1 MiB", r.DictSize)
 	case r.CompactDead > 1 || r.CompactDead != r.CompactDead:
 		return bad("CompactDead", "%v is not a fraction at most 1", r.CompactDead)
+	case len(r.ErasableKeys) > 0 && r.Keyring == nil:
+		return bad("ErasableKeys", "needs Keyring: a memory key's values are erased by dropping the data key that sealed them")
+	case slices.ContainsFunc(r.ErasableKeys, func(k string) bool { return k == "" || len(k) > MaxMemoryKeyLen+1 }):
+		return bad("ErasableKeys", "holds an empty name, or one above %d bytes", MaxMemoryKeyLen)
 	case r.Keyring != nil && r.Replicator != nil:
 		// KEYS changes with every new run, and the Replicator is given
 		// only files that never change: a replica could not open what

@@ -289,7 +289,7 @@ func (r *Run) Interrupted(ctx context.Context) (uint64, []ActionState, error) {
 // partial frame, and logs nothing: StateE returns the same frame or the
 // error that says why.
 func (r *Run) State() *frame.Frame {
-	f, _ := r.state()
+	f, _ := r.StateE()
 	return f
 }
 
@@ -300,7 +300,11 @@ func (r *Run) StateE() (*frame.Frame, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
-	return r.state()
+	f, err := r.state()
+	if err != nil {
+		return nil, err
+	}
+	return r.db.unseal(f)
 }
 
 func (r *Run) state() (*frame.Frame, error) {
@@ -504,7 +508,11 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
-	return r.stateAt(ctx, seq)
+	f, err := r.stateAt(ctx, seq)
+	if err != nil {
+		return nil, err
+	}
+	return r.db.unseal(f)
 }
 
 // stateAt is StateAt for the engine's own use: it also serves the final

@@ -219,8 +219,10 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	vr.checkErasedKeys() // verify_delete.go
+	vr.checkErasedKeys()       // verify_delete.go
+	vr.checkErasedMemoryKeys() // verify_erasekey.go
 	rep := v.Finish()
+	rep.ErasedKeys = vr.erasedKeys
 	vr.finish(rep)
 	vr.reportRollbacks(rep) // verify_rollback.go
 	vr.applyDeletions(rep)  // verify_delete.go
@@ -288,6 +290,7 @@ type verifyRun struct {
 	pub          ed25519.PublicKey
 	born         map[string]bool
 	deletions    map[string]*verifyDeletion
+	erasedKeys   []chain.ErasedKey // erase-key records that passed (verify_erasekey.go)
 	// forkOfErased holds, by fork, a failure to report unless the fork is
 	// erased too: its fork point's state is in atoms of its parent sealed
 	// with an erased key.
@@ -473,6 +476,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		case record.KindDelete, record.KindErase:
 			vr.deletion(r, loc)
 			vr.messageRunGone(r.Kind, r.Run, r.Pos)
+		case record.KindEraseKey:
+			vr.eraseKey(r, loc) // verify_erasekey.go
 		case record.KindRollback:
 			vr.rollback(r, loc) // verify_rollback.go
 		}

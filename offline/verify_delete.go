@@ -33,6 +33,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
 )
 
 // verifyDeletion is a delete record as the scan read it.
@@ -148,8 +149,8 @@ func (vr *verifyRun) checkErasedKeys() {
 	name := vr.db.path(layout.KeysName)
 	state := map[string]string{} // run: "live", "erasing", "erased" (its newest key's)
 	for _, e := range t.Entries() {
-		switch {
-		case e.Scope == "":
+		switch _, _, memory := seal.SplitMemoryScope(e.Scope); {
+		case e.Scope == "" || memory: // a memory key's: verify_erasekey.go
 		case e.Erased:
 			state[e.Scope] = "erased"
 		case e.Erasing:

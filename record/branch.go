@@ -233,7 +233,7 @@ func DeltaWrites(d *frame.Delta) []StateKey {
 			keys = append(keys, StateKey{Kind: KeyObjective})
 		case "add_subgoal", "set_subgoal_status":
 			keys = append(keys, StateKey{Kind: KeySubgoal, Name: o.ID})
-		case "set", "delete":
+		case "set", "set_sealed", "delete":
 			keys = append(keys, StateKey{Kind: KeyMemory, Name: o.Key})
 		case "append_scratch", "clear_scratch":
 			keys = append(keys, StateKey{Kind: KeyScratchpad})

@@ -431,3 +431,46 @@ func (t *Table) RunScopes(run string) []string {
 	slices.Sort(out)
 	return out
 }
+
+// EraseNos drops the live data keys numbered nos, as Erase does for a
+// scope's, and returns the numbers it erased (those of nos that were
+// live): for an erasure of the keys a record names, whatever their scope
+// holds besides.
+func (t *Table) EraseNos(nos []uint64) []uint64 {
+	var out []uint64
+	for i := range t.entries {
+		if e := &t.entries[i]; !e.Erased && slices.Contains(nos, e.No) {
+			e.Erased, e.Erasing, e.KeyID, e.Wrapped = true, false, "", nil
+			out = append(out, e.No)
+		}
+	}
+	return out
+}
+
+// Retire stops scope's newest key from sealing (Scope finds none, so the
+// owner adds a new key before it seals again); the retired keys still
+// open what they sealed until DropNos.
+func (ks *Keys) Retire(scope string) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	delete(ks.scopes, scope)
+}
+
+// DropNos forgets the keys numbered nos (after Table.EraseNos); a scope
+// whose newest key is among them has none until a new one is Put.
+func (ks *Keys) DropNos(nos []uint64) {
+	ks.mu.Lock()
+	defer ks.mu.Unlock()
+	for _, no := range nos {
+		scope, ok := ks.scope[no]
+		if !ok {
+			continue
+		}
+		if k, ok := ks.scopes[scope]; ok && k.no == no {
+			delete(ks.scopes, scope)
+		}
+		delete(ks.byNo, no)
+		delete(ks.scope, no)
+		ks.erased[no] = scope
+	}
+}

@@ -1,0 +1,359 @@
+package engine
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// The values of the memory-key erasure tests: emailSecret is what
+// EraseKey must make unrecoverable; ssnSecret is another erasable key's
+// and nameKept a plain key's, which must stay.
+const (
+	emailSecret = "EMAIL-41c7"
+	ssnSecret   = "SSN-0b88"
+	nameKept    = "NAME-c3d2"
+)
+
+func erasableOpts(fs vfs.FS, ring seal.Keyring) *Options {
+	o := encOpts(fs, ring)
+	o.ErasableKeys = []string{"email", "pii/*"}
+	o.SnapshotEvery = 2 // frames in snapshots and frame files hold sealed values too
+	return o
+}
+
+// commitSets commits one atom of run id setting each pair of kv.
+func commitSets(t testing.TB, db *DB, id string, kv ...string) {
+	t.Helper()
+	r, err := db.Run(ctx, id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := new(frame.Delta)
+	for i := 0; i < len(kv); i += 2 {
+		d.Set(kv[i], []byte(kv[i+1]))
+	}
+	if err := a.Commit(ctx, d); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// memoryValues decodes every atom of the log under dir with sealer and
+// returns, per memory key, how many of its sealed values opened and how
+// many were sealed with an erased key; it fails if a value of an erasable
+// key is in a delta unsealed.
+func memoryValues(t testing.TB, fs vfs.FS, dir string, sealer *record.Sealer) (opened, erased map[string]int) {
+	t.Helper()
+	log, err := wal.Open(fs.PathJoin(dir, layout.WALDir), &wal.Options{FS: fs, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer log.Close()
+	dec := &record.Decoder{Comp: frame.NewCompressor(frame.NewDicts()), Sealed: true, Sealer: sealer}
+	c, err := record.NewCursor(log, func(id uint64) string { return fmt.Sprint("segment ", id) }, wal.Pos{}, dec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	opened, erased = map[string]int{}, map[string]int{}
+	for c.Next() {
+		r := c.Record()
+		if r.Kind != record.KindAtom || r.Erased {
+			continue
+		}
+		_, body, err := dec.DecodeAtom(nil, r, "segment")
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, err := frame.DecodeDelta(body.Delta)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, o := range d.Ops() {
+			switch {
+			case o.Kind == "set" && (o.Key == "email" || strings.HasPrefix(o.Key, "pii/")):
+				t.Fatalf("run %s seq %d sets erasable key %q unsealed", r.Run, r.Seq, o.Key)
+			case o.Kind != "set_sealed":
+				continue
+			}
+			switch _, err := sealer.OpenValue(nil, o.Value, o.Key); {
+			case err == nil:
+				opened[o.Key]++
+			case errors.Is(err, seal.ErrErased):
+				erased[o.Key]++
+			default:
+				t.Fatalf("run %s seq %d: the value of %q: %v", r.Run, r.Seq, o.Key, err)
+			}
+		}
+	}
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return opened, erased
+}
+
+// checkMemory checks memory key k of f: want "" means absent.
+func checkMemory(t testing.TB, what string, f *frame.Frame, k, want string) {
+	t.Helper()
+	if f == nil {
+		t.Fatalf("%s: no state", what)
+	}
+	got, ok := f.Memory[k]
+	switch {
+	case want == "" && ok:
+		t.Fatalf("%s: %s = %q, want it absent (erased)", what, k, got)
+	case want != "" && string(got) != want:
+		t.Fatalf("%s: %s = %q (present %v), want %q", what, k, got, ok, want)
+	case len(f.Sealed) != 0:
+		t.Fatalf("%s: the state handed out holds sealed values %v", what, f.Sealed)
+	}
+}
+
+// TestEraseKey: the values of an erasable memory key are sealed with a
+// key of their own; EraseKey makes every one of them unrecoverable (in
+// the log, frame files, snapshots and a fork), while the run's other keys,
+// later values of the key, the chain and verify are whole.
+func TestEraseKey(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	storeID := db.storeID
+	commitSets(t, db, "r", "email", emailSecret+"-1", "name", nameKept)
+	commitSets(t, db, "r", "pii/ssn", ssnSecret)
+	commitSets(t, db, "r", "email", emailSecret+"-3")
+	commitSets(t, db, "r", "note", "n")
+	fork, err := db.Fork(ctx, "r", 3, "f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "fork before the erasure", fork.State(), "email", emailSecret+"-3")
+	r := mustRun(db, "r")
+	checkMemory(t, "r before the erasure", r.State(), "email", emailSecret+"-3")
+	if err := db.checkpoint(false); err != nil { // frame files, sealed values in them
+		t.Fatal(err)
+	}
+	sealer, _ := storeSealer(t, fs, "s", storeID, ring)
+	if opened, _ := memoryValues(t, fs, "s", sealer); opened["email"] != 2 || opened["pii/ssn"] != 1 {
+		t.Fatalf("before the erasure: sealed values opened %v: the check below is blind", opened)
+	}
+
+	if _, err := db.EraseKey(ctx, "r", "name", ""); !errors.Is(err, ErrNotErasable) {
+		t.Fatalf("EraseKey of a plain key: %v, want ErrNotErasable", err)
+	}
+	ek, err := db.EraseKey(ctx, "r", "email", "request 9")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ek.Run != "r" || ek.Key != "email" || ek.Seq != 4 || len(ek.KeyNos) != 1 || ek.Reason != "request 9" {
+		t.Fatalf("EraseKey = %+v", ek)
+	}
+	if _, err := db.EraseKey(ctx, "r", "email", ""); !errors.Is(err, ErrNothingToErase) {
+		t.Fatalf("a second EraseKey: %v, want ErrNothingToErase", err)
+	}
+	checkMemory(t, "r after the erasure", r.State(), "email", "")
+	checkMemory(t, "r after the erasure", r.State(), "name", nameKept)
+	checkMemory(t, "r after the erasure", r.State(), "pii/ssn", ssnSecret)
+	for seq := uint64(1); seq <= 4; seq++ {
+		f, err := r.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMemory(t, fmt.Sprint("r at seq ", seq), f, "email", "")
+	}
+	checkMemory(t, "the fork after its parent's erasure", fork.State(), "email", "")
+	// A value written after the erasure takes a new key, and stays.
+	commitSets(t, db, "r", "email", emailSecret+"-new")
+	checkMemory(t, "r after a new value", r.State(), "email", emailSecret+"-new")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	sealer, tbl := storeSealer(t, fs, "s", storeID, ring)
+	opened, erased := memoryValues(t, fs, "s", sealer)
+	if opened["email"] != 1 || erased["email"] != 2 || opened["pii/ssn"] != 1 {
+		t.Fatalf("after the erasure: sealed values opened %v, erased %v", opened, erased)
+	}
+	scope := seal.MemoryScope("r", "email")
+	var states []bool
+	for _, e := range tbl.Entries() {
+		if e.Scope == scope {
+			states = append(states, e.Erased)
+		}
+	}
+	if len(states) != 2 || !states[0] || states[1] {
+		t.Fatalf("KEYS entries of r's email (erased?): %v, want the erased one and the new one", states)
+	}
+	// No file holds a value in the clear; the frame files and snapshots
+	// hold the erased values sealed, which their frames carry unopened.
+	for name, b := range storeFiles(t, fs, "s") {
+		for _, secret := range []string{emailSecret, ssnSecret, nameKept} {
+			if bytes.Contains(b, []byte(secret)) {
+				t.Fatalf("%s holds %q in the clear", name, secret)
+			}
+		}
+	}
+
+	for _, ring := range []seal.Keyring{ring, nil} {
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+		if err != nil || !rep.OK {
+			t.Fatalf("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
+		}
+		if len(rep.ErasedKeys) != 1 || rep.ErasedKeys[0].RunID != "r" || rep.ErasedKeys[0].Key != "email" || rep.ErasedKeys[0].Reason != "request 9" {
+			t.Fatalf("verify (keyring %v): erased keys %+v", ring != nil, rep.ErasedKeys)
+		}
+	}
+
+	db, err = Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r = mustRun(db, "r")
+	checkMemory(t, "r after a restart", r.State(), "email", emailSecret+"-new")
+	checkMemory(t, "r after a restart", r.State(), "pii/ssn", ssnSecret)
+	f3, err := r.StateAt(ctx, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "r at seq 3 after a restart", f3, "email", "")
+	checkMemory(t, "the fork after a restart", mustRun(db, "f").State(), "email", "")
+
+	// Erasing the run whole erases its memory keys' data keys too.
+	for _, id := range []string{"r", "f"} {
+		if err := mustRun(db, id).End(ctx, StatusCompleted, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.Erase(ctx, "f", ""); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "r", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range db.KeyEntries() {
+		if seal.RunOf(e.Scope) == "r" && !e.Erased {
+			t.Fatalf("after r's erasure KEYS still holds a live key of scope %q", e.Scope)
+		}
+	}
+	if _, err := db.EraseKey(ctx, "r", "email", ""); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("EraseKey of an erased run: %v, want ErrRunDeleted", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: true, Keyring: ring})
+	if err != nil || !rep.OK {
+		t.Fatalf("verify after the run's erasure: %v %+v", err, rep.Failures)
+	}
+
+	// Options: erasable keys need a keyring.
+	if _, err := Open("p", &Options{FS: vfs.NewMem(), ErasableKeys: []string{"email"}}); !errors.Is(err, ErrInvalidOptions) {
+		t.Fatalf("ErasableKeys without a Keyring: %v, want ErrInvalidOptions", err)
+	}
+}
+
+// TestEraseKeyPowerLoss cuts the power at every operation of an EraseKey,
+// with another run committing beside it, in both durability modes: after
+// the restart the key is erased (its values unreadable, KEYS without the
+// keys its record names) or not at all (its values whole, and erasable
+// then); the other keys and runs lose nothing acknowledged.
+func TestEraseKeyPowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	ring := testRing(t, "k1", "k1")
+	o := erasableOpts(base, ring)
+	o.NoSync = false
+	db, err := Open("s", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSets(t, db, "r", "email", emailSecret, "name", nameKept)
+	commitSets(t, db, "r", "pii/ssn", ssnSecret)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	everyPowerCut(t, 3, 1, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+		}
+		mem, cut := newPowerCut(base, pct, target)
+		opts := erasableOpts(errorfs.Wrap(cut.mem, cut), ring)
+		opts.NoSync, opts.Durability = false, mode
+		acked := uint64(0)
+		erasedAck := false
+		if db, err := Open("s", opts); err == nil {
+			done := agentBeside(db, "live", rand.New(rand.NewPCG(2, target)), 3, cut, &acked)
+			_, err := db.EraseKey(ctx, "r", "email", "")
+			erasedAck = err == nil && !cut.cutBefore()
+			<-done
+			db.Close()
+		} else if !cut.cutBefore() {
+			fail("open: %v", err)
+		}
+		fs := cut.survivor(mem)
+		o := erasableOpts(fs, ring)
+		o.NoSync, o.Durability = false, mode
+		db, err := Open("s", o)
+		if err != nil {
+			fail("reopen: %v", err)
+		}
+		if acked > 0 {
+			if live, err := db.Run(ctx, "live"); err != nil || live.LastSeq() < acked {
+				fail("live run after the restart: %v; %d were acknowledged", err, acked)
+			}
+		}
+		r := mustRun(db, "r")
+		f := r.State()
+		checkMemory(t, "r after the restart", f, "name", nameKept)
+		checkMemory(t, "r after the restart", f, "pii/ssn", ssnSecret)
+		_, present := f.Memory["email"]
+		if erasedAck && present {
+			fail("EraseKey returned nil, the value is readable after the restart")
+		}
+		keyLive := false
+		for _, e := range db.KeyEntries() {
+			if e.Scope == seal.MemoryScope("r", "email") && !e.Erased {
+				keyLive = true
+			}
+		}
+		if keyLive != present {
+			fail("email present %v, its data key live %v", present, keyLive)
+		}
+		if present {
+			checkMemory(t, "r, not erased", f, "email", emailSecret)
+			if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
+				fail("EraseKey after the restart: %v", err)
+			}
+		}
+		if err := db.Close(); err != nil {
+			fail("close: %v", err)
+		}
+		for _, ring := range []seal.Keyring{ring, nil} {
+			rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+			if err != nil || !rep.OK {
+				fail("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
+			}
+			if len(rep.ErasedKeys) == 0 {
+				fail("verify (keyring %v): no erased key listed", ring != nil)
+			}
+		}
+		return cut.n.Load()
+	})
+}
