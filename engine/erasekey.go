@@ -302,6 +302,24 @@ type keyErasure struct {
 	nos      []uint64
 }
 
+// healKeyErasures drops the data keys named by erase-key records of the
+// log (es) that KEYS holds live: a KEYS older than the erasures (restored
+// from a copy), from which the erased values could be opened again.
+// Called once the log's records are all known (checkRegistry).
+func (db *DB) healKeyErasures(es []keyErasure) {
+	if db.keys == nil || len(es) == 0 {
+		return
+	}
+	nos, keys := db.liveNamed(es)
+	if len(nos) == 0 {
+		return
+	}
+	db.logger.Warn("engine: KEYS still holds data keys of erased memory keys (it is older than their erasure); erasing them again", "keys", keys)
+	if err := db.dropKeys(nos); err != nil {
+		db.setBackgroundErr(fmt.Errorf("engine: erase again the data keys of erased memory keys that an older KEYS holds: %w", err))
+	}
+}
+
 // finishKeyErasures drops, at Open, the data keys named by the erase-key
 // records the replay read that KEYS still holds: an erasure a crash
 // interrupted between its record and KEYS.
@@ -309,15 +327,38 @@ func (db *DB) finishKeyErasures() error {
 	if db.keys == nil || len(db.keyErasures) == 0 {
 		return nil
 	}
-	var nos []uint64
-	for _, e := range db.keyErasures {
-		nos = append(nos, e.nos...)
-	}
+	nos, _ := db.liveNamed(db.keyErasures)
 	db.keyErasures = nil
-	slices.Sort(nos)
-	nos = slices.Compact(nos)
+	if len(nos) == 0 {
+		return nil
+	}
 	if err := db.dropKeys(nos); err != nil {
 		return fmt.Errorf("engine: finish the erasure of memory keys the log records: %w", err)
 	}
 	return nil
+}
+
+// liveNamed returns the data keys that the erase-key records es name and
+// KEYS holds live, sorted, with the memory keys they seal ("run/key"). A
+// number whose entry is not of the record's memory key is left alone: no
+// record erases another key's values (verify reports such a record).
+func (db *DB) liveNamed(es []keyErasure) (nos []uint64, keys []string) {
+	scopes := map[uint64]string{}
+	db.keys.mu.Lock()
+	for _, e := range db.keys.table.Entries() {
+		if !e.Erased {
+			scopes[e.No] = e.Scope
+		}
+	}
+	db.keys.mu.Unlock()
+	for _, e := range es {
+		for _, no := range e.nos {
+			if s, ok := scopes[no]; ok && s == seal.MemoryScope(e.run, e.key) && !slices.Contains(nos, no) {
+				nos = append(nos, no)
+				keys = append(keys, e.run+"/"+e.key)
+			}
+		}
+	}
+	slices.Sort(nos)
+	return nos, keys
 }

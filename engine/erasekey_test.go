@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
@@ -336,24 +337,187 @@ func TestEraseKeyPowerLoss(t *testing.T) {
 		if keyLive != present {
 			fail("email present %v, its data key live %v", present, keyLive)
 		}
-		if present {
-			checkMemory(t, "r, not erased", f, "email", emailSecret)
-			if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
-				fail("EraseKey after the restart: %v", err)
-			}
-		}
 		if err := db.Close(); err != nil {
 			fail("close: %v", err)
 		}
-		for _, ring := range []seal.Keyring{ring, nil} {
-			rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
-			if err != nil || !rep.OK {
-				fail("verify (keyring %v): %v %+v", ring != nil, err, rep.Failures)
-			}
-			if len(rep.ErasedKeys) == 0 {
-				fail("verify (keyring %v): no erased key listed", ring != nil)
+		// What Open left: an erase-key record in the log exactly when the
+		// key is erased (a durable record with the key live is an
+		// erasure Open failed to finish).
+		verifyErased := func(after string, want bool) {
+			t.Helper()
+			for _, ring := range []seal.Keyring{ring, nil} {
+				rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: ring != nil, Keyring: ring})
+				if err != nil || !rep.OK {
+					fail("verify %s (keyring %v): %v %+v", after, ring != nil, err, rep.Failures)
+				}
+				if (len(rep.ErasedKeys) > 0) != want {
+					fail("verify %s (keyring %v): erased keys %+v, want some %v", after, ring != nil, rep.ErasedKeys, want)
+				}
 			}
 		}
+		verifyErased("after the restart", !present)
+		if present {
+			checkMemory(t, "r, not erased", f, "email", emailSecret)
+			db, err := Open("s", o)
+			if err != nil {
+				fail("reopen: %v", err)
+			}
+			if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
+				fail("EraseKey after the restart: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				fail("close: %v", err)
+			}
+			verifyErased("after a second EraseKey", true)
+		}
 		return cut.n.Load()
+	})
+}
+
+// TestEraseKeyTamper: verify tells a memory key erased by policy from one
+// whose data key was dropped by hand, from a KEYS older than the erasure
+// (which the engine then erases again), and from a forged erase-key
+// record; Open erases no key that a record names for another memory key.
+func TestEraseKeyTamper(t *testing.T) {
+	ring := testRing(t, "k1", "k1")
+	keysOf := func(fs vfs.FS, db *DB) *seal.Table {
+		t.Helper()
+		b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tbl, err := layout.ParseKeys("KEYS", db.storeID, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return tbl
+	}
+	writeKeys := func(fs vfs.FS, db *DB, tbl *seal.Table) {
+		t.Helper()
+		if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, layout.MarshalKeys(db.storeID, tbl), true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	store := func(t *testing.T) (vfs.FS, *DB) {
+		fs := vfs.NewMem()
+		db, err := Open("s", erasableOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		commitSets(t, db, "r", "email", emailSecret, "pii/ssn", ssnSecret)
+		return fs, db
+	}
+	failing := func(t *testing.T, fs vfs.FS, detail string) {
+		t.Helper()
+		for _, rep := range verifyBoth(t, fs, ring) {
+			found := false
+			for _, f := range rep.Failures {
+				found = found || f.RunID == "r" && strings.Contains(f.Detail, detail)
+			}
+			if rep.OK || !found {
+				t.Fatalf("verify: ok %v, failures %+v; want one saying %q", rep.OK, rep.Failures, detail)
+			}
+		}
+	}
+	keyNo := func(db *DB, key string) uint64 {
+		for _, e := range db.KeyEntries() {
+			if e.Scope == seal.MemoryScope("r", key) && !e.Erased {
+				return e.No
+			}
+		}
+		t.Fatalf("no live data key of %q", key)
+		return 0
+	}
+
+	t.Run("key erased without a record", func(t *testing.T) {
+		fs, db := store(t)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		tbl := keysOf(fs, db)
+		tbl.Erase(seal.MemoryScope("r", "email"))
+		writeKeys(fs, db, tbl)
+		failing(t, fs, "no valid erase-key record names it")
+	})
+
+	t.Run("forged record", func(t *testing.T) {
+		fs, db := store(t)
+		r := mustRun(db, "r")
+		r.mu.Lock()
+		seq, head, _ := r.chainHeadLocked()
+		r.mu.Unlock()
+		nos := []uint64{keyNo(db, "email")}
+		at := time.Now().UnixNano()
+		// Its link covers another reason than the one it holds.
+		link := db.hasher.Link("r", seq, head, record.AppendEraseKeyPayload(nil, at, "email", nos, "the real reason"))
+		note, _ := db.eraseKeyNote("r", seq, link)
+		if _, err := db.append(ctx, record.AppendEraseKey(nil, "r", seq, head, link, at, "email", nos, "a forged reason", note)); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range verifyBoth(t, fs, ring) {
+			if rep.OK || !failsAt(rep, "r", seq) || len(rep.ErasedKeys) != 0 {
+				t.Fatalf("a forged erase-key record: ok %v, failures %+v, erased keys %+v", rep.OK, rep.Failures, rep.ErasedKeys)
+			}
+		}
+	})
+
+	t.Run("record naming another key's data key", func(t *testing.T) {
+		fs, db := store(t)
+		r := mustRun(db, "r")
+		r.mu.Lock()
+		seq, head, _ := r.chainHeadLocked()
+		r.mu.Unlock()
+		nos := []uint64{keyNo(db, "pii/ssn")} // the record says "email"
+		at := time.Now().UnixNano()
+		link := db.hasher.Link("r", seq, head, record.AppendEraseKeyPayload(nil, at, "email", nos, "x"))
+		note, _ := db.eraseKeyNote("r", seq, link)
+		if _, err := db.append(ctx, record.AppendEraseKey(nil, "r", seq, head, link, at, "email", nos, "x", note)); err != nil {
+			t.Fatal(err)
+		}
+		crash(db) // the record is after the replay position: Open reads it
+		db, err := Open("s", erasableOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		checkMemory(t, "r after Open read the record", mustRun(db, "r").State(), "pii/ssn", ssnSecret)
+		checkMemory(t, "r after Open read the record", mustRun(db, "r").State(), "email", emailSecret)
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		failing(t, fs, "does not hold for that key")
+	})
+
+	t.Run("older KEYS", func(t *testing.T) {
+		fs, db := store(t)
+		old := keysOf(fs, db)
+		if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
+			t.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		writeKeys(fs, db, old)
+		failing(t, fs, "still holds its data key")
+		// The engine erases the key again once it has read the log's
+		// erase-key records.
+		db, err := Open("s", erasableOpts(fs, ring))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := db.checkRegistry(); err != nil {
+			t.Fatal(err)
+		}
+		checkMemory(t, "r after the engine erased the key again", mustRun(db, "r").State(), "email", "")
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, rep := range verifyBoth(t, fs, ring) {
+			if !rep.OK || len(rep.ErasedKeys) != 1 {
+				t.Fatalf("after the engine erased the key again: %+v, erased keys %+v", rep.Failures, rep.ErasedKeys)
+			}
+		}
 	})
 }

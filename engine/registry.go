@@ -14,6 +14,7 @@ package engine
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -96,7 +97,8 @@ func (db *DB) checkRegistry() error {
 		return nil
 	}
 	rc.once.Do(func() {
-		runs, deleted, err := db.logRunsBefore(rc.to)
+		var keyErasures []keyErasure
+		runs, deleted, err := db.logRunsBefore(rc.to, &keyErasures)
 		if err != nil {
 			rc.err = err
 			return
@@ -114,7 +116,8 @@ func (db *DB) checkRegistry() error {
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
 		rc.checked.Store(true)
-		db.healErasures() // erase.go
+		db.healErasures()               // erase.go
+		db.healKeyErasures(keyErasures) // erasekey.go
 		if rc.mismatch != "" {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
 				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)
@@ -132,11 +135,12 @@ func (db *DB) registryMismatch() string {
 }
 
 // logRunsBefore reads the run, atom, end and delete records of the log
-// before to: the runs it holds, and those it deleted.
-func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletion, error) {
+// before to: the runs it holds, and those it deleted. It appends to
+// keyErasures the erase-key records of the whole log.
+func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*logRun, map[string]*deletion, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && !k.Deletes()
+		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && !k.Deletes() && k != record.KindEraseKey
 	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
@@ -155,6 +159,10 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*logRun, map[string]*deletio
 			return nil, nil, ErrClosed // Close does not wait for a whole read
 		}
 		r := c.Record()
+		if r.Kind == record.KindEraseKey {
+			*keyErasures = append(*keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
+			continue
+		}
 		// A run's creation record may follow the replay position while
 		// CHECKPOINT lists it (a run is published before its record is
 		// written): creations are taken wherever they are.
