@@ -85,6 +85,11 @@ func (db *DB) erasable(key string) bool {
 // of run sealed with their memory scopes' data keys (d itself when it sets
 // none, or the store has no erasable keys).
 func (db *DB) sealMemory(run string, d *frame.Delta) (*frame.Delta, error) {
+	if d.HasSealed() {
+		// Sealed values are the engine's: it seals them with keys KEYS
+		// holds, and opens them on the way out.
+		return nil, fmt.Errorf("%w: run %q: the delta holds a set_sealed op; set the value (Delta.Set) and list its key in Options.ErasableKeys", ErrInvalidDelta, run)
+	}
 	if len(db.opts.ErasableKeys) == 0 || db.sealer == nil {
 		return d, nil
 	}

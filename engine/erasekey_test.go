@@ -521,3 +521,60 @@ func TestEraseKeyTamper(t *testing.T) {
 		}
 	})
 }
+
+// TestEraseKeyDeepVerify: a deep verify opens every sealed value; one
+// sealed for another memory key (moved) fails it; Commit refuses a delta
+// that holds set_sealed ops of its own.
+func TestEraseKeyDeepVerify(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSets(t, db, "r", "email", emailSecret, "pii/ssn", ssnSecret)
+	r := mustRun(db, "r")
+	a, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).SetSealed("email", []byte("not sealed by the engine"))); !errors.Is(err, ErrInvalidDelta) {
+		t.Fatalf("Commit of a set_sealed op: %v, want ErrInvalidDelta", err)
+	}
+	if err := a.Fail(ctx, "refused"); err != nil {
+		t.Fatal(err)
+	}
+	// The value of pii/ssn, sealed for its key, set under email.
+	moved, err := db.sealer.SealValue(nil, []byte(ssnSecret), "r", "pii/ssn")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	seq, prev := r.mu.lastSeq+1, r.mu.head
+	r.mu.Unlock()
+	body := record.AppendAtomBody(nil, nil, frame.AppendDelta(nil, new(frame.Delta).SetSealed("email", moved)))
+	sealed, err := db.sealer.SealAtomBody(nil, "r", seq, db.comp.Compress(nil, body, 0), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	head := db.hasher.Link("r", seq, prev, sealed)
+	if _, err := db.append(ctx, append(record.AppendAtomHeader(nil, "r", seq, head), sealed...)); err != nil {
+		t.Fatal(err)
+	}
+	crash(db)
+	rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: true, Keyring: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	found := false
+	for _, f := range rep.Failures {
+		found = found || f.RunID == "r" && f.Seq == seq && strings.Contains(f.Detail, `sealed value of memory key "email" does not open`)
+	}
+	if rep.OK || !found {
+		t.Fatalf("deep verify of a moved sealed value: ok %v, failures %+v", rep.OK, rep.Failures)
+	}
+	// Without the keyring the chain is whole: the value is not opened.
+	if rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs}); err != nil || !rep.OK {
+		t.Fatalf("verify without the keyring: %v %+v", err, rep.Failures)
+	}
+}

@@ -82,3 +82,22 @@ func (f *Frame) Unseal(fn func(key string, sealed []byte) (value []byte, ok bool
 	c.Scratchpad = slices.Clip(f.Scratchpad)
 	return &c, nil
 }
+
+// MaySeal reports whether b, an encoded delta, may hold set_sealed ops:
+// whether it is version 4 (the only version that holds them). It reads
+// the tag alone, so that a reader can skip decoding the deltas that hold
+// no sealed value.
+func MaySeal(b []byte) bool { return len(b) > 0 && b[0] == tagDelta4 }
+
+// HasSealed reports whether d holds a set_sealed op.
+func (d *Delta) HasSealed() bool {
+	if d == nil {
+		return false
+	}
+	for i := range d.ops {
+		if d.ops[i].kind == opSetSealed {
+			return true
+		}
+	}
+	return false
+}

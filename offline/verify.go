@@ -597,6 +597,9 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 			if err == nil {
 				err = rs.frame.ApplyWith(d, vr.atomResults(body))
 			}
+			if err == nil && vr.db.sealer != nil && frame.MaySeal(body.Delta) {
+				vr.openSealedValues(a, loc, d) // verify_erasekey.go
+			}
 			if err != nil {
 				vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
 				rs.frame = nil

@@ -20,10 +20,12 @@ package offline
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
@@ -86,6 +88,21 @@ func (vr *verifyRun) checkErasedMemoryKeys() {
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCorrupt, RunID: ek.RunID, Seq: ek.Seq, Location: name,
 					Detail: fmt.Sprintf("memory key %q is erased by its erase-key record, but the key table still holds its data key %d: it is older than the erasure, and what the key sealed can still be opened", ek.Key, no)})
 			}
+		}
+	}
+}
+
+// openSealedValues opens (Deep, with the keyring) the sealed memory values
+// atom a's delta d sets: each must open with its memory key's data key
+// (GCM authenticates it), or have that key erased, which the comparison
+// with KEYS accounts for.
+func (vr *verifyRun) openSealedValues(a *record.Record, loc string, d *frame.Delta) {
+	for _, o := range d.Ops() {
+		if o.Kind != "set_sealed" {
+			continue
+		}
+		if _, err := vr.db.sealer.OpenValue(nil, o.Value, o.Key); err != nil && !errors.Is(err, seal.ErrErased) {
+			vr.fail(a.Run, a.Seq, loc, "the sealed value of memory key %q does not open: %v", o.Key, err)
 		}
 	}
 }
