@@ -230,6 +230,22 @@
 // undone, by the next Open (erase.go). continuumctl erase does the same
 // from the command line.
 //
+// DB.EraseKey(ctx, id, key, reason) erases the values of one memory key
+// of a run, live or ended, in an encrypted store: the memory keys listed
+// in Options.ErasableKeys ("email", or a prefix: "pii/*") have each value
+// sealed with a data key of their own (one per run and key, in KEYS), the
+// frame carries it sealed (frame.Frame.Sealed) and State, StateE and
+// StateAt open it on the way out. EraseKey appends an erase-key record
+// (record.KindEraseKey, a signed link beside the run's chain that names
+// the data keys) and then drops those keys from KEYS: every value of the
+// key written until then reads as absent, in the run, at every seq, in a
+// fork that inherited it, and in any copy of the log; a value written
+// later takes a new key and stays. Verify lists the erasure
+// (Report.ErasedKeys) and compares it with KEYS. It returns ErasedKey;
+// ErrNotErasable for a key whose values were never sealed so,
+// ErrNothingToErase when they are all erased already (erasekey.go).
+// Erasing the run whole (Erase) erases its memory keys' data keys too.
+//
 // # Encryption at rest
 //
 // Options.Keyring (a seal.Keyring: the user's key-encryption keys, by id;
