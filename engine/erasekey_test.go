@@ -13,6 +13,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
@@ -576,5 +577,39 @@ func TestEraseKeyDeepVerify(t *testing.T) {
 	// Without the keyring the chain is whole: the value is not opened.
 	if rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs}); err != nil || !rep.OK {
 		t.Fatalf("verify without the keyring: %v %+v", err, rep.Failures)
+	}
+}
+
+// TestEraseKeyRollback: a rollback returns a run to a frame whose
+// erasable values stay sealed (its replace_frame carries them as they
+// are): the value of the seq it returns to reads back, and an erasure
+// after the rollback reaches it too.
+func TestEraseKeyRollback(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	commitSets(t, db, "r", "email", emailSecret+"-1", "name", nameKept)
+	commitSets(t, db, "r", "email", emailSecret+"-2")
+	r := mustRun(db, "r")
+	if _, err := r.Rollback(ctx, 1, RollbackOptions{Exec: func(Undo) ledger.Exec { return nil }}); err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "r after the rollback to seq 1", r.State(), "email", emailSecret+"-1")
+	if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "r after the erasure", r.State(), "email", "")
+	checkMemory(t, "r after the erasure", r.State(), "name", nameKept)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, rep := range verifyBoth(t, fs, ring) {
+		if !rep.OK || len(rep.ErasedKeys) != 1 {
+			t.Fatalf("verify: %+v, erased keys %+v", rep.Failures, rep.ErasedKeys)
+		}
 	}
 }

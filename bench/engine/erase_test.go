@@ -18,11 +18,13 @@ import (
 )
 
 // BenchmarkErase measures DB.Erase of one ended run beside DB.Delete of
-// one, on the same encrypted store (fsync on): a store of 40 ended runs of
-// 200 atoms each (one Do and one ~500 B delta per atom), b.N runs erased
-// (or deleted) one after the other, at most 40. An erasure reads the log
-// for the run's actions, writes an engine checkpoint and KEYS twice
-// besides its record; a deletion writes its record.
+// one, and DB.EraseKey of one memory key of a run, on the same encrypted
+// store (fsync on): a store of 40 ended runs of 200 atoms each (one Do and
+// one ~500 B delta per atom, over 8 memory keys, of which k0 is erasable
+// in the erase-key case), b.N runs erased (or deleted, or their k0 erased)
+// one after the other, at most 40. An erasure reads the log for the run's
+// actions, writes an engine checkpoint and KEYS twice besides its record;
+// a deletion writes its record; a key's erasure its record and KEYS once.
 //
 //	go test -c -o /tmp/enginebench.test ./bench/engine
 //	for i in 1 2 3 4 5; do /tmp/enginebench.test -test.run '^$' -test.bench 'BenchmarkErase' -test.benchtime 20x; done
@@ -37,10 +39,14 @@ func BenchmarkErase(b *testing.B) {
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	ctx := context.Background()
-	for _, op := range []string{"delete", "erase"} {
+	for _, op := range []string{"delete", "erase", "erase-key"} {
 		b.Run(op, func(b *testing.B) {
+			var erasable []string
+			if op == "erase-key" {
+				erasable = []string{"k0"}
+			}
 			dir := filepath.Join(b.TempDir(), "s")
-			db, err := engine.Open(dir, &engine.Options{Keyring: ring, Logger: quiet, NoSync: true})
+			db, err := engine.Open(dir, &engine.Options{Keyring: ring, Logger: quiet, NoSync: true, ErasableKeys: erasable})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +77,7 @@ func BenchmarkErase(b *testing.B) {
 			if err := db.Close(); err != nil {
 				b.Fatal(err)
 			}
-			db, err = engine.Open(dir, &engine.Options{Keyring: ring, Logger: quiet})
+			db, err = engine.Open(dir, &engine.Options{Keyring: ring, Logger: quiet, ErasableKeys: erasable})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -83,9 +89,12 @@ func BenchmarkErase(b *testing.B) {
 			t0 := time.Now()
 			for i := range b.N {
 				id := fmt.Sprint("run-", i)
-				if op == "erase" {
+				switch op {
+				case "erase":
 					_, err = db.Erase(ctx, id, "")
-				} else {
+				case "erase-key":
+					_, err = db.EraseKey(ctx, id, "k0", "")
+				default:
 					_, err = db.Delete(ctx, id)
 				}
 				if err != nil {

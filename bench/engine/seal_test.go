@@ -15,8 +15,9 @@ import (
 // the same store without it, in one process: R = 16 agents at once, one
 // run each, strict durability with fsync on (default options otherwise),
 // b.N atoms in all, each one Do and one delta (the workload of
-// BenchmarkConcurrentRuns); then both again with NoSync, so that CPU alone
-// is measured. Run each round in its own process, so that the stores
+// BenchmarkConcurrentRuns), and the encrypted store with erasable memory
+// keys (Options.ErasableKeys: 3 of the workload's 24 keys, then all of
+// them); then the four again with NoSync, so that CPU alone is measured. Run each round in its own process, so that the stores
 // alternate and a change of the machine's load falls on all of them:
 //
 //	go test -c -o /tmp/enginebench.test ./bench/engine
@@ -33,11 +34,28 @@ func BenchmarkSealCost(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	for _, c := range []struct{ sealed, nosync bool }{{false, false}, {true, false}, {false, true}, {true, true}} {
+	personal, every := []string{"customer", "owner", "user_preference"}, []string{"*"}
+	for _, c := range []struct {
+		sealed, nosync bool
+		erasable       []string
+	}{
+		{false, false, nil}, {true, false, nil}, {true, false, personal}, {true, false, every},
+		{false, true, nil}, {true, true, nil}, {true, true, personal}, {true, true, every},
+	} {
 		name := "plain-16"
 		opts := &engine.Options{Logger: quiet, NoSync: c.nosync}
 		if c.sealed {
 			name, opts.Keyring = "sealed-16", ring
+		}
+		switch {
+		case len(c.erasable) == 1:
+			// Every memory key erasable: each value sealed with its
+			// memory key's own data key, one per run and key (24 keys per
+			// run in this workload), each added to KEYS once.
+			name, opts.ErasableKeys = "erasable-all-16", c.erasable
+		case len(c.erasable) > 1:
+			// The keys that hold personal data: 3 of the workload's 24.
+			name, opts.ErasableKeys = "erasable-3-16", c.erasable
 		}
 		if c.nosync {
 			name += "-nosync" // CPU alone: no fsync waits
