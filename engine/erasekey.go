@@ -114,26 +114,9 @@ func (db *DB) memoryKey(run, key string) error {
 	if len(key) > MaxMemoryKeyLen {
 		return fmt.Errorf("%w: run %q: erasable memory key of %d bytes, the limit is %d (engine.MaxMemoryKeyLen)", ErrInvalidDelta, run, len(key), MaxMemoryKeyLen)
 	}
-	scope := seal.MemoryScope(run, key)
-	sk := db.keys
-	if _, ok := sk.keys.Scope(scope); ok {
-		return nil
-	}
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	if _, ok := sk.keys.Scope(scope); ok {
-		return nil
-	}
-	next := sk.table.Clone()
-	k, err := next.Add(sk.ring, scope)
-	if err == nil {
-		err = db.writeKeys(next)
-	}
-	if err != nil {
+	if err := db.addKey(seal.MemoryScope(run, key)); err != nil {
 		return fmt.Errorf("engine: run %q: data key of memory key %q: %w", run, key, err)
 	}
-	sk.table = next
-	sk.keys.Put(scope, k)
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -610,6 +611,62 @@ func TestEraseKeyRollback(t *testing.T) {
 	for _, rep := range verifyBoth(t, fs, ring) {
 		if !rep.OK || len(rep.ErasedKeys) != 1 {
 			t.Fatalf("verify: %+v, erased keys %+v", rep.Failures, rep.ErasedKeys)
+		}
+	}
+}
+
+// TestDataKeysConcurrent: runs created and erasable keys first written by
+// many goroutines at once (their data keys added to KEYS in shared
+// writes) each get a key that KEYS holds durably: every value reads back
+// after a restart.
+func TestDataKeysConcurrent(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const runs, keys = 8, 6
+	var wg sync.WaitGroup
+	errs := make(chan error, runs)
+	for i := range runs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := db.Run(ctx, fmt.Sprint("run-", i))
+			for k := 0; k < keys && err == nil; k++ {
+				var a *Atom
+				if a, err = r.Begin(ctx); err == nil {
+					err = a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("pii/", k), []byte(fmt.Sprint("v", i, "-", k))))
+				}
+			}
+			errs <- err
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash(db)
+	db, err = Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	scopes := map[string]int{}
+	for _, e := range db.KeyEntries() {
+		scopes[e.Scope]++
+	}
+	for i := range runs {
+		f := mustRun(db, fmt.Sprint("run-", i)).State()
+		for k := range keys {
+			checkMemory(t, fmt.Sprint("run-", i), f, fmt.Sprint("pii/", k), fmt.Sprint("v", i, "-", k))
+			if n := scopes[seal.MemoryScope(fmt.Sprint("run-", i), fmt.Sprint("pii/", k))]; n != 1 {
+				t.Fatalf("KEYS holds %d keys of run-%d's pii/%d, want 1", n, i, k)
+			}
 		}
 	}
 }

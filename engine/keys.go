@@ -9,6 +9,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 
 	"github.com/continuumdb/continuum/layout"
@@ -34,6 +35,13 @@ type storeKeys struct {
 	// used only after the KEYS that holds it is durable.
 	mu    sync.Mutex
 	table *seal.Table
+
+	// adding holds the scopes whose keys callers wait for (addKey): the
+	// caller that gets mu next adds them all with one write of KEYS.
+	adding struct {
+		sync.Mutex
+		scopes []string
+	}
 }
 
 // openKeys reads KEYS of an existing encrypted store and unwraps its data
@@ -101,26 +109,64 @@ func (db *DB) writeKeys(t *seal.Table) error {
 // A run whose creation failed after its key was added keeps the key for
 // its next attempt.
 func (db *DB) runKey(id string) (*seal.Key, error) {
-	sk := db.keys
-	if k, ok := sk.keys.Scope(id); ok {
-		return k, nil
+	if err := db.addKey(id); err != nil {
+		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
 	}
+	k, _ := db.keys.keys.Scope(id)
+	return k, nil
+}
+
+// addKey makes sure scope has a live data key, adding one (and making
+// KEYS durable) if it has none. The additions that wait while KEYS is
+// being written share the next write, as the log's appends share an
+// fsync: the caller that gets the table's mutex next adds every scope
+// waiting, and the others find theirs added.
+func (db *DB) addKey(scope string) error {
+	sk := db.keys
+	if _, ok := sk.keys.Scope(scope); ok {
+		return nil
+	}
+	sk.adding.Lock()
+	if !slices.Contains(sk.adding.scopes, scope) {
+		sk.adding.scopes = append(sk.adding.scopes, scope)
+	}
+	sk.adding.Unlock()
+
 	sk.mu.Lock()
 	defer sk.mu.Unlock()
-	if k, ok := sk.keys.Scope(id); ok {
-		return k, nil
+	if _, ok := sk.keys.Scope(scope); ok {
+		return nil // added by the write this caller waited for
+	}
+	sk.adding.Lock()
+	scopes := sk.adding.scopes
+	sk.adding.scopes = nil
+	sk.adding.Unlock()
+	if !slices.Contains(scopes, scope) {
+		// Taken by a write that failed: this caller tries again.
+		scopes = append(scopes, scope)
 	}
 	next := sk.table.Clone()
-	k, err := next.Add(sk.ring, id)
-	if err != nil {
-		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
+	added := make([]*seal.Key, 0, len(scopes))
+	for i := 0; i < len(scopes); i++ {
+		if _, ok := sk.keys.Scope(scopes[i]); ok {
+			scopes = slices.Delete(scopes, i, i+1) // added meanwhile by another path
+			i--
+			continue
+		}
+		k, err := next.Add(sk.ring, scopes[i])
+		if err != nil {
+			return err
+		}
+		added = append(added, k)
 	}
 	if err := db.writeKeys(next); err != nil {
-		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
+		return err
 	}
 	sk.table = next
-	sk.keys.Put(id, k)
-	return k, nil
+	for i, k := range added {
+		sk.keys.Put(scopes[i], k)
+	}
+	return nil
 }
 
 // Rekey re-wraps every data key of an encrypted store that the keyring's
