@@ -74,6 +74,28 @@ type AtomInfo struct {
 	Base   uint64
 	Branch string
 	Reads  []record.StateKey
+	// Opened holds the sealed memory values of Delta (the values of
+	// erasable memory keys, engine.Options.ErasableKeys) opened with the
+	// keyring, one entry per op that carries any, in op order; nil when
+	// Delta holds none. Delta itself keeps them sealed, as stored.
+	Opened []OpenedOp
+}
+
+// OpenedOp is what the keyring opened of one op of an atom's delta that
+// carries sealed memory values: a set_sealed op, or a replace_frame op
+// whose frame holds sealed values (a rollback's).
+type OpenedOp struct {
+	Op int // the op's index in Delta.Ops()
+	// Value is a set_sealed op's value; nil when it was erased.
+	Value []byte
+	// Frame is a replace_frame op's frame with its sealed values opened
+	// into Memory (erased ones left out).
+	Frame *frame.Frame
+	// Erased names the memory keys whose values were erased (their data
+	// keys destroyed by DB.EraseKey), sorted: a set_sealed op's key, or
+	// keys of a replace_frame op's frame. Such a value can never be
+	// opened, and is no damage.
+	Erased []string
 }
 
 // readAt reads and decodes the record at pos (the ledger's records too)
@@ -173,7 +195,41 @@ func ReadAtomInfo(comp record.Compressor, sealer *record.Sealer, log *wal.Log, f
 	if err := info.resolveRefs(); err != nil {
 		return nil, &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: fmt.Sprintf("atom delta: %v", err), Err: err}
 	}
+	if info.Opened, err = openOps(sealer, info.Delta, func(key string, err error) error {
+		return &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Err: err,
+			Reason: fmt.Sprintf("atom delta: the sealed value of memory key %q does not open (it was changed, or moved from another key): %v", key, err)}
+	}); err != nil {
+		return nil, err
+	}
 	return info, nil
+}
+
+// openOps opens the sealed memory values of d's ops with s (openValue,
+// openFrame): the AtomInfo.Opened of d. damage(key, err) names where a
+// value that does not open is.
+func openOps(s *record.Sealer, d *frame.Delta, damage func(key string, err error) error) ([]OpenedOp, error) {
+	var out []OpenedOp
+	for i, op := range d.Ops() {
+		switch {
+		case op.Kind == "set_sealed":
+			v, erased, err := openValue(s, op.Key, op.Value)
+			if err != nil {
+				return nil, damage(op.Key, err)
+			}
+			o := OpenedOp{Op: i, Value: v}
+			if erased {
+				o.Erased = []string{op.Key}
+			}
+			out = append(out, o)
+		case op.Frame != nil && len(op.Frame.Sealed) > 0:
+			f, erased, err := openFrame(s, op.Frame, damage)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, OpenedOp{Op: i, Frame: f, Erased: erased})
+		}
+	}
+	return out, nil
 }
 
 // resolveRefs replaces info.Delta, as stored, by the delta Apply sees: the

@@ -32,7 +32,7 @@ type ExportedAtom struct {
 	// with its body decompressed.
 	Size    int              `json:"size"`
 	RawSize int              `json:"raw_size"`
-	Delta   []frame.Op       `json:"delta"`   // in order; never null
+	Delta   []ExportedOp     `json:"delta"`   // in order; never null
 	Actions []ExportedAction `json:"actions"` // in call order; never null
 	// Sent are the messages the atom sent, in the order sent (the i-th is
 	// message run/seq/i), and Consumed those it consumed, in the order
@@ -51,6 +51,86 @@ type ExportedAtom struct {
 	// replace_frame op, the frame at Rollback.To, and its actions the
 	// compensations.
 	Rollback *ExportedRollback `json:"rollback,omitempty"`
+}
+
+// ExportedOp is one delta op as Export writes it: the op
+// (frame.Op.MarshalJSON) with the sealed memory values it carries opened
+// with the keyring (AtomInfo.Opened). A set_sealed op whose value opened
+// is {"op":"set_sealed","key":K,"value":V} (V in "value_base64" when it is
+// not UTF-8, as for a set); one whose value was erased is
+// {"op":"set_sealed","key":K,"erased":true}, without a value. A
+// replace_frame op's frame holds its opened values as set ops, and its
+// erased keys are listed in "erased_keys". The sealed bytes are never
+// written once opened.
+type ExportedOp struct {
+	frame.Op
+	// Opened: a set_sealed op whose value the keyring opened: Value holds
+	// it, in plain text.
+	Opened bool
+	// Erased names the memory keys of the op whose values were erased
+	// (sorted): a set_sealed op's key, or keys of a replace_frame op's
+	// frame.
+	Erased []string
+}
+
+// MarshalJSON implements json.Marshaler (see ExportedOp).
+func (o ExportedOp) MarshalJSON() ([]byte, error) {
+	if o.Kind == "set_sealed" && (o.Opened || len(o.Erased) > 0) {
+		v := struct {
+			Op          string  `json:"op"`
+			Key         string  `json:"key"`
+			Value       *string `json:"value,omitempty"`
+			ValueBase64 string  `json:"value_base64,omitempty"`
+			Erased      bool    `json:"erased,omitempty"`
+		}{Op: o.Kind, Key: o.Key, Erased: !o.Opened}
+		switch {
+		case !o.Opened:
+		case utf8.Valid(o.Value):
+			s := string(o.Value)
+			v.Value = &s
+		default:
+			v.ValueBase64 = base64.StdEncoding.EncodeToString(o.Value)
+		}
+		return json.Marshal(v)
+	}
+	b, err := o.Op.MarshalJSON()
+	if err != nil || len(o.Erased) == 0 || len(b) < 2 || b[len(b)-1] != '}' {
+		return b, err
+	}
+	keys, err := json.Marshal(o.Erased)
+	if err != nil {
+		return nil, err
+	}
+	b = append(b[:len(b)-1], `,"erased_keys":`...)
+	b = append(b, keys...)
+	return append(b, '}'), nil
+}
+
+// NewExportedOps returns the ops of a's delta in the form Export writes
+// them, with the sealed values a.Opened holds opened; never nil. It shares
+// a's values.
+func NewExportedOps(a *AtomInfo) []ExportedOp {
+	ops := a.Delta.Ops()
+	out := make([]ExportedOp, len(ops))
+	for i, op := range ops {
+		out[i] = ExportedOp{Op: op}
+	}
+	for _, o := range a.Opened {
+		if o.Op < 0 || o.Op >= len(out) {
+			continue // not of this delta: an AtomInfo built by hand
+		}
+		e := &out[o.Op]
+		e.Erased = o.Erased
+		switch {
+		case e.Kind == "set_sealed" && len(o.Erased) == 0:
+			e.Value, e.Opened = o.Value, true
+		case e.Kind == "set_sealed":
+			e.Value = nil
+		case o.Frame != nil:
+			e.Frame = o.Frame
+		}
+	}
+	return out
 }
 
 // ExportedRollback is a rollback of a run (RollbackInfo) as Export, and
@@ -212,12 +292,8 @@ type ExportedMessageID struct {
 // NewExportedAtom returns a in the form Export writes. It shares a's
 // values (the caller may not change them through either).
 func NewExportedAtom(a *AtomInfo) ExportedAtom {
-	ops := a.Delta.Ops()
-	if ops == nil {
-		ops = []frame.Op{}
-	}
 	e := ExportedAtom{Run: a.Run, Seq: a.Seq, Head: a.Head.String(), Pos: a.Pos.String(), Size: a.Size,
-		RawSize: a.RawSize, Delta: ops, Actions: NewExportedActions(a.Actions)}
+		RawSize: a.RawSize, Delta: NewExportedOps(a), Actions: NewExportedActions(a.Actions)}
 	for i, m := range a.Sent {
 		e.Sent = append(e.Sent, ExportedMessage{Index: uint32(i), To: m.To, Payload: m.Payload})
 	}

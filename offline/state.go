@@ -16,8 +16,30 @@ import (
 // StateAt returns the frame of run as of seq, rebuilt by applying the
 // run's deltas 1..seq from the log (seq 0: the empty frame). It never reads
 // snapshots or frame files: what it returns is what the log says.
+//
+// The values of erasable memory keys (engine.Options.ErasableKeys) are
+// opened with the keyring into Memory, as the engine's StateAt has them;
+// a value whose data key was erased (DB.EraseKey) is absent. Use
+// StateAtWithErased to learn which keys were.
 func (in *Inspector) StateAt(ctx context.Context, run string, seq uint64) (*frame.Frame, error) {
-	return in.stateAt(ctx, run, seq, 0)
+	f, _, err := in.StateAtWithErased(ctx, run, seq)
+	return f, err
+}
+
+// StateAtWithErased is StateAt, and the memory keys of the frame whose
+// values were erased (sorted; nil if none): the frame holds no value for
+// them. A sealed value that does not open otherwise (it was changed, or
+// moved to another key) is an error matching ErrCorrupt that names the run,
+// the seq and the key.
+func (in *Inspector) StateAtWithErased(ctx context.Context, run string, seq uint64) (*frame.Frame, []string, error) {
+	f, err := in.stateAt(ctx, run, seq, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	return openFrame(in.st.db.sealer, f, func(key string, err error) error {
+		return &CorruptionError{File: in.st.db.path(layout.WALDir), Run: run, Seq: seq, Err: err,
+			Reason: fmt.Sprintf("the sealed value of memory key %q in the frame at seq %d, which the atoms up to it set, does not open (it was changed, or moved from another key): %v", key, seq, err)}
+	})
 }
 
 // stateAt is StateAt hops forks down a lineage: a walk up the parents

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -191,6 +192,63 @@ func logDamage(err error, doing string) error {
 		return &CorruptionError{File: ce.File, Offset: ce.Offset, Reason: ce.Reason, Err: err}
 	}
 	return fmt.Errorf("engine: %s: %w", doing, err)
+}
+
+// openValue opens sealed, the sealed value of erasable memory key key (a
+// set_sealed op's, or a frame's Sealed entry), with s, the store's sealer
+// (record.Sealer.OpenValue). erased reports a value whose data key was
+// erased (seal.ErrErased: the key was erased, DB.EraseKey), which can never
+// be opened: it is no damage. Any other failure is damage (the value was
+// changed, or moved to another key; or a plaintext store, s nil, holds a
+// sealed value), returned for the caller to say where the value is. The
+// value is the caller's; an empty value is empty, never nil.
+//
+// Every offline reader opens sealed values here, so they agree on what an
+// erased value is.
+func openValue(s *record.Sealer, key string, sealed []byte) (value []byte, erased bool, err error) {
+	if s == nil {
+		return nil, false, errors.New("a sealed memory value in a plaintext store")
+	}
+	v, err := s.OpenValue(nil, sealed, key)
+	switch {
+	case errors.Is(err, seal.ErrErased):
+		return nil, true, nil
+	case err != nil:
+		return nil, false, err
+	}
+	if v == nil {
+		v = []byte{}
+	}
+	return v, false, nil
+}
+
+// openFrame returns f with its sealed memory values opened into Memory
+// (openValue, frame.Frame.Unseal), and the memory keys whose values were
+// erased, sorted: they are absent from the frame, as the engine's State
+// has them. It returns f itself when f holds no sealed value. A value that
+// does not open otherwise is damage: damage(key, err) returns the error
+// that says where it is.
+func openFrame(s *record.Sealer, f *frame.Frame, damage func(key string, err error) error) (*frame.Frame, []string, error) {
+	if f == nil || len(f.Sealed) == 0 {
+		return f, nil, nil
+	}
+	var erased []string
+	open, err := f.Unseal(func(key string, sealed []byte) ([]byte, bool, error) {
+		v, gone, err := openValue(s, key, sealed)
+		switch {
+		case err != nil:
+			return nil, false, damage(key, err)
+		case gone:
+			erased = append(erased, key)
+			return nil, false, nil
+		}
+		return v, true, nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	slices.Sort(erased)
+	return open, erased, nil
 }
 
 func newFrame() *frame.Frame { return &frame.Frame{Memory: map[string][]byte{}} }

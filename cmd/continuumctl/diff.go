@@ -31,7 +31,9 @@ is named by the run that wrote it.
 
 The text shows the base (run, seq, head), each side's point and the atoms
 it has since the base, then those atoms in order: each one's delta ops, one
-per line, and its actions, values cut to one line as inspect cuts them.
+per line, and its actions, values cut to one line as inspect cuts them; a
+value of an erasable memory key opened with the keyring, or "erased" (erase
+--memory-key), as inspect and export show it.
 --json prints one object, values whole:
   store, dir
   base     {run, seq, head}: the common state (head absent at seq 0)
@@ -178,7 +180,7 @@ func printDiff(w io.Writer, store, dir string, d *offline.Diff) {
 	}
 	for _, side := range sides {
 		for _, a := range side.s.Atoms {
-			ops := a.Delta.Ops()
+			ops := offline.NewExportedOps(a)
 			fmt.Fprintf(w, "%s: run %q seq %d, head %s: %s, %s\n", side.name, a.Run, a.Seq, short(a.Head),
 				plural(len(ops), "op"), plural(len(a.Actions), "action"))
 			for _, op := range ops {

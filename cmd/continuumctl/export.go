@@ -20,6 +20,10 @@ object per atom, read-only, for analysis tools:
 status (completed, failed, cancelled), time, result, and the end's link in
 the chain. Every line is an atom, so a run that ended before its first atom
 exports nothing (inspect shows its end).
+In an encrypted store a set_sealed op (a value of an erasable memory key) is
+written opened with the keyring, {"op":"set_sealed","key","value"}, or, once
+the key was erased (erase --memory-key), {"op":"set_sealed","key","erased":
+true}, without a value.
 --from and --to bound the seqs (inclusive; default: the whole run).
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 

@@ -37,6 +37,10 @@ is "running" in a running atom (its exec may be running now; an action that
 an earlier crash left in doubt and the agent has not yet settled looks the
 same) and "in doubt" everywhere else. A checkpoint is "signed" or "unsigned"
 as written; only verify --pubkey checks a signature ("verified").
+In an encrypted store the values of erasable memory keys are shown opened
+with the keyring; a key whose values were erased (erase --memory-key) is
+shown as "KEY: erased" in a frame ("erased_keys" in --json) and as
+set_sealed ... erased in a delta, never with a value.
 Exit 0 on success, 1 if a record cannot be decoded, 2 on a usage or I/O error.`
 
 const inspectExamples = `  continuumctl inspect ./agent-store
@@ -140,7 +144,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return cli.ExitUsage
 	}
 	if !seqSet {
-		f, err := in.StateAt(ctx, id, r.LastSeq)
+		f, erased, err := in.StateAtWithErased(ctx, id, r.LastSeq)
 		if err != nil {
 			return ctl.Fail(stderr, "inspect", err)
 		}
@@ -148,11 +152,11 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			return done(stderr, "inspect", writeJSON(stdout, struct {
 				Run   runView   `json:"run"`
 				Frame frameView `json:"frame"`
-			}{viewRun(r), viewFrame(f)}))
+			}{viewRun(r), viewFrame(f, erased)}))
 		}
 		printRun(stdout, in.Holder(), r, in.Runs())
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
-		printFrame(stdout, f, "  ")
+		printFrame(stdout, f, erased, "  ")
 		return cli.ExitOK
 	}
 
@@ -176,7 +180,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 	if err != nil {
 		return ctl.Fail(stderr, "inspect", err)
 	}
-	f, err := in.StateAt(ctx, id, *seq)
+	f, erased, err := in.StateAtWithErased(ctx, id, *seq)
 	if err != nil {
 		return ctl.Fail(stderr, "inspect", err)
 	}
@@ -184,7 +188,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return done(stderr, "inspect", writeJSON(stdout, struct {
 			Atom  offline.ExportedAtom `json:"atom"`
 			Frame frameView            `json:"frame"`
-		}{offline.NewExportedAtom(a), viewFrame(f)}))
+		}{offline.NewExportedAtom(a), viewFrame(f, erased)}))
 	}
 	fmt.Fprintf(stdout, "run %q atom %d\n", id, a.Seq)
 	fmt.Fprintf(stdout, "  head %s\n", a.Head)
@@ -200,7 +204,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stdout, "  branch %q: read the state at seq %d; reads %s\n", a.Branch, a.Base, reads)
 	}
-	ops := a.Delta.Ops()
+	ops := offline.NewExportedOps(a)
 	fmt.Fprintf(stdout, "delta: %d ops\n", len(ops))
 	for _, op := range ops {
 		fmt.Fprintf(stdout, "  %s\n", describeOp(op))
@@ -222,7 +226,7 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stdout, "frame at seq %d:\n", a.Seq)
-	printFrame(stdout, f, "  ")
+	printFrame(stdout, f, erased, "  ")
 	return cli.ExitOK
 }
 

@@ -46,7 +46,7 @@ func commands() []command {
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
 		{name: "diff", usage: diffUsage, about: "the delta ops between two seqs of a run, or of two runs of a lineage, from their common state", run: runDiff},
 		{name: "gc", usage: gcUsage, about: "delete ended runs (by id, status, end time) and reclaim their space in the log", run: runGC},
-		{name: "erase", usage: eraseUsage, about: "erase ended runs of an encrypted store: delete them and destroy their data keys (crypto-shredding)", run: runErase},
+		{name: "erase", usage: eraseUsage, about: "erase ended runs of an encrypted store, or one memory key of a run (--memory-key): destroy their data keys (crypto-shredding)", run: runErase},
 		{name: "rekey", usage: rekeyUsage, about: "re-wrap an encrypted store's data keys with the keyring's current key, so older keys can be retired", run: runRekey},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "demo", hidden: true, run: runDemoMoved},

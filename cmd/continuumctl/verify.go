@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"strings"
 	"time"
 
@@ -73,6 +74,12 @@ Exit 2: usage or I/O error.
                         erasure (continuumctl erase: seq, head, at, reason,
                         signed, unfinished; its payloads sealed with the
                         destroyed key are no failure)
+  erased_keys           memory keys erased by policy (continuumctl erase
+                        --memory-key), each named by an erase-key record that
+                        verified: run, key, seq (the run's last when erased),
+                        head (the erasure's link), key_nos (the data keys
+                        destroyed), at, reason, signed, location; the values
+                        those keys sealed are no failure
   rollbacks             the rollbacks in the log: run, seq (the atom that
                         completes it), to, at, undone, not_undone (certified
                         actions without a compensation, left done),
@@ -106,7 +113,8 @@ type verifyJSON struct {
 	Warnings            []chain.Failure    `json:"warnings"`
 	Unchecked           []string           `json:"unchecked,omitempty"`
 	Runs                []chain.RunReport  `json:"runs"`
-	Deleted             []chain.DeletedRun `json:"deleted,omitempty"` // runs deleted by policy
+	Deleted             []chain.DeletedRun `json:"deleted,omitempty"`     // runs deleted by policy
+	ErasedKeys          []chain.ErasedKey  `json:"erased_keys,omitempty"` // memory keys erased by policy
 	Rollbacks           []chain.Rollback   `json:"rollbacks,omitempty"`
 	Strict              bool               `json:"strict"`
 	StateSaved          string             `json:"state_saved,omitempty"`
@@ -207,7 +215,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
 			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
 			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
-			Runs: rep.Runs, Deleted: rep.Deleted, Rollbacks: rep.Rollbacks, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
+			Runs: rep.Runs, Deleted: rep.Deleted, ErasedKeys: rep.ErasedKeys, Rollbacks: rep.Rollbacks, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
 			out.Failures = []chain.Failure{}
@@ -269,6 +277,14 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 				time.Unix(0, e.At).UTC().Format(time.RFC3339), e.Reason, state)
 		}
 	}
+	for _, e := range rep.ErasedKeys {
+		how := ""
+		if e.Signed {
+			how = ", the erasure signed"
+		}
+		fmt.Fprintf(w, "  run %q memory key %q: erased by policy at %s (%s), after seq %d, %s destroyed: its values cannot be opened%s\n",
+			e.RunID, e.Key, time.Unix(0, e.At).UTC().Format(time.RFC3339), e.Reason, e.Seq, dataKeys(e.KeyNos), how)
+	}
 	for _, rb := range rep.Rollbacks {
 		state := fmt.Sprintf("completed by seq %d, chained", rb.Seq)
 		if !rb.Completed {
@@ -308,6 +324,18 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 	default:
 		fmt.Fprintf(w, "result: INTACT\n")
 	}
+}
+
+// dataKeys names data keys by number: "data key 4", "data keys 4, 9".
+func dataKeys(nos []uint64) string {
+	names := make([]string, len(nos))
+	for i, no := range nos {
+		names[i] = strconv.FormatUint(no, 10)
+	}
+	if len(nos) == 1 {
+		return "data key " + names[0]
+	}
+	return "data keys " + strings.Join(names, ", ")
 }
 
 // signingAdvice says, when signatures are why a store cannot pass

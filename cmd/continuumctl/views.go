@@ -56,11 +56,17 @@ type frameView struct {
 	Scratchpad text            `json:"scratchpad"`
 	Messages   []messageView   `json:"messages"`
 	Pending    []pendingView   `json:"pending"`
+	// ErasedKeys are the memory keys whose values were erased (continuumctl
+	// erase --memory-key): they are not in memory, and can never be read
+	// again. Absent if none.
+	ErasedKeys []string `json:"erased_keys,omitempty"`
 }
 
-func viewFrame(f *frame.Frame) frameView {
+// viewFrame is f (its sealed values opened: Inspector.StateAtWithErased)
+// and the memory keys whose values were erased.
+func viewFrame(f *frame.Frame, erased []string) frameView {
 	v := frameView{Objective: f.Objective, Subgoals: []subgoalView{}, Memory: map[string]text{},
-		Scratchpad: text(f.Scratchpad), Messages: []messageView{}, Pending: []pendingView{}}
+		Scratchpad: text(f.Scratchpad), Messages: []messageView{}, Pending: []pendingView{}, ErasedKeys: erased}
 	for _, s := range f.Subgoals {
 		v.Subgoals = append(v.Subgoals, subgoalView{ID: s.ID, Text: s.Text, Status: s.Status.String()})
 	}
@@ -86,16 +92,25 @@ func clip(s string, n int) string {
 	return string(r[:n-1]) + "…"
 }
 
-// printFrame writes a frame for people: intent, memory, conversation.
-func printFrame(w io.Writer, f *frame.Frame, indent string) {
+// printFrame writes a frame for people: intent, memory, conversation. The
+// memory keys whose values were erased (erased) follow the others, each
+// on a line "KEY: erased".
+func printFrame(w io.Writer, f *frame.Frame, erased []string, indent string) {
 	fmt.Fprintf(w, "%sobjective: %s\n", indent, clip(f.Objective, 100))
 	fmt.Fprintf(w, "%ssubgoals: %d\n", indent, len(f.Subgoals))
 	for _, s := range f.Subgoals {
 		fmt.Fprintf(w, "%s  [%s] %s: %s\n", indent, s.Status, s.ID, clip(s.Text, 80))
 	}
-	fmt.Fprintf(w, "%smemory: %d keys\n", indent, len(f.Memory))
+	if len(erased) > 0 {
+		fmt.Fprintf(w, "%smemory: %d keys, %d erased\n", indent, len(f.Memory), len(erased))
+	} else {
+		fmt.Fprintf(w, "%smemory: %d keys\n", indent, len(f.Memory))
+	}
 	for _, k := range sortedKeys(f.Memory) {
 		fmt.Fprintf(w, "%s  %s = %s\n", indent, k, clip(string(f.Memory[k]), 80))
+	}
+	for _, k := range erased {
+		fmt.Fprintf(w, "%s  %s: erased\n", indent, k)
 	}
 	fmt.Fprintf(w, "%sscratchpad: %d bytes\n", indent, len(f.Scratchpad))
 	fmt.Fprintf(w, "%smessages: %d\n", indent, len(f.Messages))
@@ -174,8 +189,10 @@ func writeRefs(b *strings.Builder, refs []frame.ResultRef) {
 	}
 }
 
-// describeOp writes one delta op on one line for people.
-func describeOp(op frame.Op) string {
+// describeOp writes one delta op on one line for people. A set_sealed op
+// (a value of an erasable memory key) shows its value opened, or
+// "erased"; a replace_frame op names the keys of its frame that were.
+func describeOp(op offline.ExportedOp) string {
 	var b strings.Builder
 	b.WriteString(op.Kind)
 	q := func(name, v string) { fmt.Fprintf(&b, " %s=%q", name, clip(v, 70)) }
@@ -191,6 +208,20 @@ func describeOp(op frame.Op) string {
 	case "set":
 		q("key", op.Key)
 		q("value", string(op.Value))
+	case "set_sealed":
+		q("key", op.Key)
+		switch {
+		case op.Opened:
+			q("value", string(op.Value))
+		case len(op.Erased) > 0:
+			b.WriteString(" erased")
+		default:
+			fmt.Fprintf(&b, " sealed=%d bytes", len(op.Value))
+		}
+	case "replace_frame":
+		if len(op.Erased) > 0 {
+			q("erased", strings.Join(op.Erased, " "))
+		}
 	case "delete":
 		q("key", op.Key)
 	case "append_scratch":

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/offline"
 )
 
 // TestDescribeOp pins the one-line form of the ops of LLM-shaped messages
@@ -31,13 +32,13 @@ func TestDescribeOp(t *testing.T) {
 		t.Fatalf("%d ops, want %d", len(ops), len(want))
 	}
 	for i, op := range ops {
-		if got := describeOp(op); got != want[i] {
+		if got := describeOp(offline.ExportedOp{Op: op}); got != want[i] {
 			t.Errorf("op %d:\n got %s\nwant %s", i, got, want[i])
 		}
 	}
 	refs := new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleTool, Tool: "search", CallID: "c", Content: `{"hits":3}`}).
 		ReferResults([][]byte{[]byte("other"), []byte(`{"hits":3}`)})
-	if got, want := describeOp(refs.Ops()[0]), `append_message role=tool tool="search" call="c" content="" refs=/content:#1`; got != want {
+	if got, want := describeOp(offline.ExportedOp{Op: refs.Ops()[0]}), `append_message role=tool tool="search" call="c" content="" refs=/content:#1`; got != want {
 		t.Errorf("a content that refers to a result:\n got %s\nwant %s", got, want)
 	}
 }
