@@ -3,12 +3,15 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
 )
 
 // TestEraseCommand: erase refuses an active run and a plaintext store;
@@ -69,5 +72,147 @@ func TestEraseCommand(t *testing.T) {
 	}
 	if code, _, errOut := runCLI("erase", plain, "--keyring", k1, "--run", "r"); code == cli.ExitOK || !strings.Contains(errOut, "not encrypted") && !strings.Contains(errOut, "keyring") {
 		t.Fatalf("erase of a plaintext store: exit %d, %s", code, errOut)
+	}
+}
+
+// TestEraseMemoryKey: erase --memory-key erases one erasable memory key of
+// a run (DB.EraseKey): before it, inspect shows the key's value opened with
+// the keyring; after it, inspect, export and diff show the run's other
+// values in plain text and the key as erased, never its values (nor the
+// sealed bytes), the other run's value of the key stays, and verify lists
+// the erasure (text and --json). A key that is not erasable, a second
+// erasure and --memory-key with two runs are usage errors.
+func TestEraseMemoryKey(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	dir := filepath.Join(tmp, "store")
+	k1 := writeKeyring(t, filepath.Join(tmp, "k1.keyring"), "k1", map[string]byte{"k1": 1})
+	ring, err := readKeyring(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db, err := engine.Open(dir, &engine.Options{Keyring: ring, ErasableKeys: []string{"email"}, SnapshotEvery: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(id string, kv ...string) {
+		t.Helper()
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := r.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := new(frame.Delta)
+		for i := 0; i < len(kv); i += 2 {
+			d.Set(kv[i], []byte(kv[i+1]))
+		}
+		if err := a.Commit(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
+	commit("ticket-1", "email", "alice@example.com", "plan", "gold")
+	commit("ticket-1", "email", "alice@new.example", "note", "called back")
+	commit("ticket-2", "email", "bob@example.com")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	if code, out, errOut := runCLI("inspect", dir, "ticket-1", "--keyring", k1); code != cli.ExitOK ||
+		!strings.Contains(out, "email = alice@new.example") || strings.Contains(out, "erased") {
+		t.Fatalf("inspect before the erasure: exit %d, %s %s", code, out, errOut)
+	}
+	if code, out, errOut := runCLI("export", dir, "--run", "ticket-1", "--keyring", k1); code != cli.ExitOK ||
+		!strings.Contains(out, `{"op":"set_sealed","key":"email","value":"alice@example.com"}`) || strings.Contains(out, "sealed_base64") {
+		t.Fatalf("export before the erasure: exit %d, %s %s", code, out, errOut)
+	}
+
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--run", "ticket-1", "--memory-key", "plan"}, "not erasable"},
+		{[]string{"--run", "ticket-1", "--run", "ticket-2", "--memory-key", "email"}, "exactly one --run"},
+		{[]string{"--run", "ticket-9", "--memory-key", "email"}, "no such run"},
+	} {
+		args := append([]string{"erase", dir, "--keyring", k1}, c.args...)
+		if code, out, errOut := runCLI(args...); code != cli.ExitUsage || !strings.Contains(errOut, c.want) {
+			t.Fatalf("%v: exit %d, want %d and %q: %s %s", c.args, code, cli.ExitUsage, c.want, out, errOut)
+		}
+	}
+
+	code, out, errOut := runCLI("erase", dir, "--keyring", k1, "--run", "ticket-1", "--memory-key", "email", "--reason", "GDPR request 7", "--json")
+	var got eraseJSON
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Erased) != 0 || len(got.ErasedKeys) != 1 {
+		t.Fatalf("erase --memory-key: exit %d, %s %s", code, out, errOut)
+	}
+	ek := got.ErasedKeys[0]
+	if ek.Run != "ticket-1" || ek.Key != "email" || ek.Seq != 2 || len(ek.KeyNos) != 1 || ek.Reason != "GDPR request 7" || ek.At.IsZero() {
+		t.Fatalf("erase --memory-key: %+v", ek)
+	}
+	if code, out, errOut := runCLI("erase", dir, "--keyring", k1, "--run", "ticket-1", "--memory-key", "email"); code != cli.ExitUsage ||
+		!strings.Contains(errOut, "nothing to erase") {
+		t.Fatalf("a second erasure: exit %d, %s %s", code, out, errOut)
+	}
+
+	// Every view of the run: the other values in plain text, the key
+	// erased, no value of it and no sealed bytes.
+	views := []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"inspect", dir, "ticket-1"}, []string{"memory: 2 keys, 1 erased", "plan = gold", "note = called back", "email: erased"}},
+		{[]string{"inspect", dir, "ticket-1", "--json"}, []string{`"plan": "gold"`, `"erased_keys": [` + "\n" + `      "email"`}},
+		{[]string{"inspect", dir, "ticket-1", "--seq", "1"}, []string{`set_sealed key="email" erased`, `set key="plan" value="gold"`, "email: erased"}},
+		{[]string{"inspect", dir, "ticket-1", "--seq", "2", "--json"}, []string{`"key": "email",` + "\n" + `        "erased": true`, `"called back"`}},
+		{[]string{"export", dir, "--run", "ticket-1"}, []string{`{"op":"set_sealed","key":"email","erased":true}`, `{"op":"set","key":"plan","value":"gold"}`}},
+		{[]string{"diff", dir, "ticket-1", "0", "last"}, []string{`set_sealed key="email" erased`, `set key="note" value="called back"`}},
+		{[]string{"diff", dir, "ticket-1", "0", "last", "--json"}, []string{`"erased": true`, `"value": "gold"`}},
+	}
+	for _, v := range views {
+		args := append(v.args, "--keyring", k1)
+		code, out, errOut := runCLI(args...)
+		if code != cli.ExitOK {
+			t.Fatalf("%v: exit %d, %s", v.args, code, errOut)
+		}
+		for _, w := range v.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: no %q in\n%s", v.args, w, out)
+			}
+		}
+		if strings.Contains(out, "alice") || strings.Contains(out, "sealed_base64") || strings.Contains(out, "sealed=") {
+			t.Errorf("%v: the erased values or their sealed bytes are shown:\n%s", v.args, out)
+		}
+	}
+	if code, out, errOut := runCLI("inspect", dir, "ticket-2", "--keyring", k1); code != cli.ExitOK ||
+		!strings.Contains(out, "email = bob@example.com") || strings.Contains(out, "erased") {
+		t.Fatalf("inspect of the other run: exit %d, %s %s", code, out, errOut)
+	}
+
+	for _, args := range [][]string{{"verify", dir}, {"verify", dir, "--deep", "--keyring", k1}} {
+		code, out, errOut := runCLI(args...)
+		if code != cli.ExitOK || !strings.Contains(out, `run "ticket-1" memory key "email": erased by policy`) ||
+			!strings.Contains(out, "GDPR request 7") || !strings.Contains(out, fmt.Sprintf("data key %d destroyed", ek.KeyNos[0])) {
+			t.Fatalf("%v: exit %d, %s %s", args, code, out, errOut)
+		}
+	}
+	code, out, errOut = runCLI("verify", dir, "--json")
+	var rep struct {
+		OK         bool `json:"ok"`
+		ErasedKeys []struct {
+			Run    string   `json:"run"`
+			Key    string   `json:"key"`
+			Seq    uint64   `json:"seq"`
+			KeyNos []uint64 `json:"key_nos"`
+			Reason string   `json:"reason"`
+		} `json:"erased_keys"`
+	}
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &rep) != nil || !rep.OK || len(rep.ErasedKeys) != 1 {
+		t.Fatalf("verify --json: exit %d, %s %s", code, out, errOut)
+	}
+	if e := rep.ErasedKeys[0]; e.Run != "ticket-1" || e.Key != "email" || e.Seq != ek.Seq || !slices.Equal(e.KeyNos, ek.KeyNos) || e.Reason != ek.Reason {
+		t.Fatalf("verify --json erased_keys: %+v, the erasure was %+v", e, ek)
 	}
 }
