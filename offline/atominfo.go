@@ -152,8 +152,11 @@ func (info *ActionInfo) SetCert(c *ledger.Certificate, pos wal.Pos) {
 // ReadAtomInfo reads the atom of run at seq, at pos in log (whose records
 // comp decompresses and, in an encrypted store, sealer opens; file names a
 // segment), and decodes its delta and actions, asking action for what the
-// ledger knows of each fingerprint. Inspector.Atom and engine's Run.Atom
-// use it.
+// ledger knows of each fingerprint, and opens the sealed memory values of
+// its delta with sealer (AtomInfo.Opened: a value whose data key was erased
+// is marked erased; one that does not open otherwise, or a sealed value in
+// a plaintext store, sealer nil, is damage of the atom's record).
+// Inspector.Atom and engine's Run.Atom use it.
 func ReadAtomInfo(comp record.Compressor, sealer *record.Sealer, log *wal.Log, file func(seg uint64) string, pos wal.Pos, run string, seq uint64,
 	action func(ledger.Fingerprint) (ActionInfo, error)) (*AtomInfo, error) {
 	a, err := readAt(&record.Decoder{Sealed: sealer != nil, Sealer: sealer}, log, file(pos.Segment), pos, record.KindAtom)

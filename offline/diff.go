@@ -61,8 +61,9 @@ type DiffSide struct {
 	// forked from it, then that fork's own, and so on. Empty when Point is
 	// Base.
 	Spans []Span
-	// Atoms are the atoms of Spans in order, decoded: their delta ops and
-	// their actions with intents and certificates.
+	// Atoms are the atoms of Spans in order, decoded: their delta ops
+	// (with their sealed memory values opened: AtomInfo.Opened) and their
+	// actions with intents and certificates.
 	Atoms []*AtomInfo
 }
 

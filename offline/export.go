@@ -365,7 +365,10 @@ func (a ActionInfo) StatusName() string {
 // returns how many atoms it wrote (after an error of w, some of those may
 // not have reached it).
 //
-// Every line is an atom. The atom that completes a rollback carries it,
+// Every line is an atom. A value of an erasable memory key (a set_sealed
+// op, engine.Options.ErasableKeys) is written opened with the keyring, or
+// marked erased once its data key was erased (ExportedOp); never sealed.
+// The atom that completes a rollback carries it,
 // in the field "rollback" (ExportedRollback: the target and what it
 // undid). The end of a run that ended is the field "end"
 // (ExportedEnd) of its last atom's line, so an export that reaches the
