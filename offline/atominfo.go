@@ -200,7 +200,7 @@ func ReadAtomInfo(comp record.Compressor, sealer *record.Sealer, log *wal.Log, f
 	}
 	if info.Opened, err = openOps(sealer, info.Delta, func(key string, err error) error {
 		return &CorruptionError{File: file(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Err: err,
-			Reason: fmt.Sprintf("atom delta: the sealed value of memory key %q does not open (it was changed, or moved from another key): %v", key, err)}
+			Reason: "atom delta: " + sealedDamage(key, err)}
 	}); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ package offline
 // its parents for a fork; and the names of a run's statuses.
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 )
 
 // StateAt returns the frame of run as of seq, rebuilt by applying the
@@ -37,9 +39,69 @@ func (in *Inspector) StateAtWithErased(ctx context.Context, run string, seq uint
 		return nil, nil, err
 	}
 	return openFrame(in.st.db.sealer, f, func(key string, err error) error {
+		why := sealedDamage(key, err)
+		if at, ok := in.sealedOrigin(ctx, run, seq, key, f.Sealed[key]); ok {
+			return &CorruptionError{File: in.st.db.segmentFile(at.pos.Segment), Offset: at.pos.Offset, Run: at.run, Seq: at.seq, Err: err,
+				Reason: fmt.Sprintf("atom delta: %s; it is in the frame of run %q at seq %d", why, run, seq)}
+		}
 		return &CorruptionError{File: in.st.db.path(layout.WALDir), Run: run, Seq: seq, Err: err,
-			Reason: fmt.Sprintf("the sealed value of memory key %q in the frame at seq %d, which the atoms up to it set, does not open (it was changed, or moved from another key): %v", key, seq, err)}
+			Reason: fmt.Sprintf("the frame at seq %d, built from the atoms up to it: %s", seq, why)}
 	})
+}
+
+// atomAt names an atom of the log: its run and seq, and where its record is.
+type atomAt struct {
+	run string
+	seq uint64
+	pos wal.Pos
+}
+
+// sealedOrigin finds the atom that put sealed, the sealed value of memory
+// key key, into the frame of run at seq: the latest atom up to seq, down
+// the run's lineage (a fork's parent up to its fork point), whose
+// set_sealed op of key, or whose replace_frame op's frame, holds those
+// bytes. It reads the atoms again, for an error message only: ok is false
+// if none holds them, or an atom cannot be read.
+func (in *Inspector) sealedOrigin(ctx context.Context, run string, seq uint64, key string, sealed []byte) (atomAt, bool) {
+	db := in.st.db
+	for hops := 0; hops <= len(in.runs); hops++ {
+		r := in.runs[run]
+		if r == nil || seq > r.base+uint64(len(r.atoms)) {
+			return atomAt{}, false
+		}
+		for s := seq; s > r.base; s-- {
+			if ctx.Err() != nil {
+				return atomAt{}, false
+			}
+			pos := r.atoms[s-r.base-1]
+			a, err := readAtomAt(db, in.st.log, pos, run, s)
+			if err != nil {
+				return atomAt{}, false
+			}
+			_, body, err := (&record.Decoder{Comp: db.comp}).DecodeAtom(nil, a, db.segmentFile(pos.Segment))
+			if err != nil {
+				return atomAt{}, false
+			}
+			d, err := frame.DecodeDelta(body.Delta)
+			if err != nil {
+				return atomAt{}, false
+			}
+			ops := d.Ops()
+			for i := len(ops) - 1; i >= 0; i-- {
+				op := &ops[i]
+				switch {
+				case op.Kind == "set_sealed" && op.Key == key && bytes.Equal(op.Value, sealed),
+					op.Frame != nil && op.Frame.Sealed[key] != nil && bytes.Equal(op.Frame.Sealed[key], sealed):
+					return atomAt{run: run, seq: s, pos: pos}, true
+				}
+			}
+		}
+		if r.sum.Parent == "" {
+			return atomAt{}, false
+		}
+		run, seq = r.sum.Parent, r.base
+	}
+	return atomAt{}, false
 }
 
 // stateAt is StateAt hops forks down a lineage: a walk up the parents

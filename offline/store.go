@@ -222,6 +222,15 @@ func openValue(s *record.Sealer, key string, sealed []byte) (value []byte, erase
 	return v, false, nil
 }
 
+// sealedDamage says why the sealed value of memory key key is damage, err
+// being openValue's error.
+func sealedDamage(key string, err error) string {
+	if errors.Is(err, seal.ErrAuth) {
+		return fmt.Sprintf("the sealed value of memory key %q does not open (it was changed, or moved from another key): %v", key, err)
+	}
+	return fmt.Sprintf("the sealed value of memory key %q does not open: %v", key, err)
+}
+
 // openFrame returns f with its sealed memory values opened into Memory
 // (openValue, frame.Frame.Unseal), and the memory keys whose values were
 // erased, sorted: they are absent from the frame, as the engine's State

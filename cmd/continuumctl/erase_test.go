@@ -216,3 +216,65 @@ func TestEraseMemoryKey(t *testing.T) {
 		t.Fatalf("verify --json erased_keys: %+v, the erasure was %+v", e, ek)
 	}
 }
+
+// TestSealedValueDamage: a sealed memory value that does not open (here a
+// set_sealed op a writer put into a plaintext store, and one of bytes that
+// are no sealed value in an encrypted store) is damage: inspect and export
+// exit 1 and name the segment file, the run and the seq of the atom that
+// wrote the value, also when they meet it in a frame of a later seq.
+func TestSealedValueDamage(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	k1 := writeKeyring(t, filepath.Join(tmp, "k1.keyring"), "k1", map[string]byte{"k1": 1})
+	ring, err := readKeyring(k1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		opts *engine.Options
+		ring []string
+	}{
+		{"plaintext", &engine.Options{}, nil},
+		{"encrypted", &engine.Options{Keyring: ring, ErasableKeys: []string{"email"}}, []string{"--keyring", k1}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			dir := filepath.Join(tmp, c.name)
+			db, err := engine.Open(dir, c.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r, err := db.Run(ctx, "r")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, d := range []*frame.Delta{
+				new(frame.Delta).Set("plan", []byte("gold")),
+				new(frame.Delta).SetSealed("email", []byte("no sealed value")),
+				new(frame.Delta).Set("note", []byte("n")),
+			} {
+				a, err := r.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := a.Commit(ctx, d); err != nil {
+					t.Skipf("the engine refuses a set_sealed op of its caller (%v): no such store to read", err)
+				}
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			for _, args := range [][]string{
+				{"inspect", dir, "r"},
+				{"inspect", dir, "r", "--seq", "2"},
+				{"export", dir, "--run", "r"},
+			} {
+				code, out, errOut := runCLI(append(args, c.ring...)...)
+				if code != cli.ExitCorrupt || !strings.Contains(errOut, filepath.Join(dir, "wal")+string(filepath.Separator)) ||
+					!strings.Contains(errOut, `run "r" seq 2`) || !strings.Contains(errOut, `memory key "email"`) {
+					t.Errorf("%v: exit %d, want %d naming the atom of seq 2: %s %s", args, code, cli.ExitCorrupt, out, errOut)
+				}
+			}
+		})
+	}
+}
