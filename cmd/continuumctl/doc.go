@@ -8,6 +8,7 @@
 //	continuumctl diff    DIR RUN_A A [RUN_B] B [--json]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
 //	continuumctl gc      DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--json]
+//	continuumctl erase   DIR --run ID [--run ID]... [--memory-key KEY]... --keyring FILE [--reason TEXT] [--key FILE] [--json]
 //
 // Every command's --help lists its flags as they are typed (--name VALUE)
 // and examples; testdata/help_*.golden pins them.
@@ -52,6 +53,15 @@
 // Options.SigningKey; verify --pubkey reports each unsigned checkpoint
 // before it as a bad signature, so make the key before the first run.
 // verify fails a public key file of another origin (key-origin).
+//
+// # Erased memory keys
+//
+// In an encrypted store, the values of erasable memory keys
+// (engine.Options.ErasableKeys) are sealed with data keys of their own.
+// inspect, export and diff open them with --keyring; once a key was
+// erased (erase --memory-key, DB.EraseKey) they show it as erased ("KEY:
+// erased" in a frame, "erased_keys" in JSON frames, a set_sealed op with
+// "erased" and no value), never its values, and verify lists the erasure.
 //
 // # Running, interrupted, in doubt
 //
