@@ -12,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
 )
 
 // TestEraseCommand: erase refuses an active run and a plaintext store;
@@ -76,8 +77,9 @@ func TestEraseCommand(t *testing.T) {
 }
 
 // TestEraseMemoryKey: erase --memory-key erases one erasable memory key of
-// a run (DB.EraseKey): before it, inspect shows the key's value opened with
-// the keyring; after it, inspect, export and diff show the run's other
+// a run (DB.EraseKey): before it, inspect and export show the key's values
+// opened with the keyring (in set_sealed ops and in a rollback's
+// replace_frame); after it, inspect, export and diff show the run's other
 // values in plain text and the key as erased, never its values (nor the
 // sealed bytes), the other run's value of the key stays, and verify lists
 // the erasure (text and --json). A key that is not erasable, a second
@@ -115,6 +117,16 @@ func TestEraseMemoryKey(t *testing.T) {
 	}
 	commit("ticket-1", "email", "alice@example.com", "plan", "gold")
 	commit("ticket-1", "email", "alice@new.example", "note", "called back")
+	commit("ticket-1", "email", "alice@third.example", "note", "undone")
+	// Atom 4: a rollback to seq 2, whose replace_frame op carries the
+	// frame at 2 with its sealed value.
+	r1, err := db.Run(ctx, "ticket-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r1.Rollback(ctx, 2, engine.RollbackOptions{Exec: func(engine.Undo) ledger.Exec { return nil }}); err != nil {
+		t.Fatal(err)
+	}
 	commit("ticket-2", "email", "bob@example.com")
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
@@ -125,7 +137,8 @@ func TestEraseMemoryKey(t *testing.T) {
 		t.Fatalf("inspect before the erasure: exit %d, %s %s", code, out, errOut)
 	}
 	if code, out, errOut := runCLI("export", dir, "--run", "ticket-1", "--keyring", k1); code != cli.ExitOK ||
-		!strings.Contains(out, `{"op":"set_sealed","key":"email","value":"alice@example.com"}`) || strings.Contains(out, "sealed_base64") {
+		!strings.Contains(out, `{"op":"set_sealed","key":"email","value":"alice@example.com"}`) ||
+		!strings.Contains(out, `{"op":"set","key":"email","value":"alice@new.example"}`) || strings.Contains(out, "sealed_base64") {
 		t.Fatalf("export before the erasure: exit %d, %s %s", code, out, errOut)
 	}
 
@@ -149,7 +162,7 @@ func TestEraseMemoryKey(t *testing.T) {
 		t.Fatalf("erase --memory-key: exit %d, %s %s", code, out, errOut)
 	}
 	ek := got.ErasedKeys[0]
-	if ek.Run != "ticket-1" || ek.Key != "email" || ek.Seq != 2 || len(ek.KeyNos) != 1 || ek.Reason != "GDPR request 7" || ek.At.IsZero() {
+	if ek.Run != "ticket-1" || ek.Key != "email" || ek.Seq != 4 || len(ek.KeyNos) != 1 || ek.Reason != "GDPR request 7" || ek.At.IsZero() {
 		t.Fatalf("erase --memory-key: %+v", ek)
 	}
 	if code, out, errOut := runCLI("erase", dir, "--keyring", k1, "--run", "ticket-1", "--memory-key", "email"); code != cli.ExitUsage ||
@@ -167,7 +180,9 @@ func TestEraseMemoryKey(t *testing.T) {
 		{[]string{"inspect", dir, "ticket-1", "--json"}, []string{`"plan": "gold"`, `"erased_keys": [` + "\n" + `      "email"`}},
 		{[]string{"inspect", dir, "ticket-1", "--seq", "1"}, []string{`set_sealed key="email" erased`, `set key="plan" value="gold"`, "email: erased"}},
 		{[]string{"inspect", dir, "ticket-1", "--seq", "2", "--json"}, []string{`"key": "email",` + "\n" + `        "erased": true`, `"called back"`}},
-		{[]string{"export", dir, "--run", "ticket-1"}, []string{`{"op":"set_sealed","key":"email","erased":true}`, `{"op":"set","key":"plan","value":"gold"}`}},
+		{[]string{"inspect", dir, "ticket-1", "--seq", "4"}, []string{`replace_frame erased="email"`, "email: erased"}},
+		{[]string{"export", dir, "--run", "ticket-1"}, []string{`{"op":"set_sealed","key":"email","erased":true}`, `{"op":"set","key":"plan","value":"gold"}`,
+			`{"op":"set","key":"note","value":"called back"}`, `"erased_keys":["email"]}`}},
 		{[]string{"diff", dir, "ticket-1", "0", "last"}, []string{`set_sealed key="email" erased`, `set key="note" value="called back"`}},
 		{[]string{"diff", dir, "ticket-1", "0", "last", "--json"}, []string{`"erased": true`, `"value": "gold"`}},
 	}
