@@ -15,8 +15,8 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
-	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/offline"
 )
 
 // The protocol's JSON, one type per request and answer. openapi.json
@@ -452,7 +452,7 @@ func statusName(s ledger.Status) string {
 
 // atomJSON is a committed atom (GET /v1/runs/{run}/atoms/{seq}).
 func atomJSON(info *engine.AtomInfo) map[string]any {
-	ops := info.Delta.Ops()
+	ops := offline.NewExportedOps(info) // sealed memory values opened, erased ones marked
 	acts := make([]map[string]any, 0, len(info.Actions))
 	for _, a := range info.Actions {
 		m := map[string]any{
@@ -473,7 +473,7 @@ func atomJSON(info *engine.AtomInfo) map[string]any {
 		acts = append(acts, m)
 	}
 	if ops == nil {
-		ops = []frame.Op{}
+		ops = []offline.ExportedOp{}
 	}
 	return map[string]any{"run": info.Run, "seq": info.Seq, "head": hexHash(info.Head), "delta": ops, "actions": acts}
 }
