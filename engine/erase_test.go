@@ -543,27 +543,32 @@ func verifyBoth(t *testing.T, fs vfs.FS, ring seal.Keyring) []*chain.Report {
 // deletion) fails its link; a key erased in KEYS without an erase record
 // is reported; a KEYS older than an erasure, which still opens the erased
 // run, is reported; a KEYS that still marks the key erasing is an
+// keysOf reads KEYS of the store at "s" on fs, as a tool editing it would.
+func keysOf(t *testing.T, fs vfs.FS, db *DB) *seal.Table {
+	t.Helper()
+	b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tbl, err := layout.ParseKeys("KEYS", db.storeID, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tbl
+}
+
+// putKeys replaces KEYS of the store at "s" on fs by tbl: a key table
+// changed by hand, or restored from a copy.
+func putKeys(t *testing.T, fs vfs.FS, db *DB, tbl *seal.Table) {
+	t.Helper()
+	if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, layout.MarshalKeys(db.storeID, tbl), true); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // unfinished erasure (no failure), which the next Open finishes.
 func TestEraseTamper(t *testing.T) {
 	ring := testRing(t, "k1", "k1")
-	keysOf := func(fs vfs.FS, db *DB) *seal.Table {
-		t.Helper()
-		b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := layout.ParseKeys("KEYS", db.storeID, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl
-	}
-	writeKeys := func(fs vfs.FS, db *DB, tbl *seal.Table) {
-		t.Helper()
-		if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, layout.MarshalKeys(db.storeID, tbl), true); err != nil {
-			t.Fatal(err)
-		}
-	}
 
 	t.Run("relabelled", func(t *testing.T) {
 		for _, asErase := range []bool{true, false} {
@@ -606,10 +611,10 @@ func TestEraseTamper(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		tbl := keysOf(fs, db)
+		tbl := keysOf(t, fs, db)
 		tbl.Erase("deleted")
 		tbl.Erase("live")
-		writeKeys(fs, db, tbl)
+		putKeys(t, fs, db, tbl)
 		for _, rep := range verifyBoth(t, fs, ring) {
 			for _, id := range []string{"deleted", "live"} {
 				found := false
@@ -626,14 +631,14 @@ func TestEraseTamper(t *testing.T) {
 	t.Run("older KEYS", func(t *testing.T) {
 		fs := vfs.NewMem()
 		db := endedRuns(t, fs, ring, "gone")
-		old := keysOf(fs, db)
+		old := keysOf(t, fs, db)
 		if _, err := db.Erase(ctx, "gone", ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		writeKeys(fs, db, old)
+		putKeys(t, fs, db, old)
 		for _, rep := range verifyBoth(t, fs, ring) {
 			found := false
 			for _, f := range rep.Failures {
@@ -658,7 +663,7 @@ func TestEraseTamper(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		writeKeys(fs, db, old)
+		putKeys(t, fs, db, old)
 		db, err = Open("s", encOpts(fs, ring))
 		if err != nil {
 			t.Fatal(err)
@@ -685,7 +690,7 @@ func TestEraseTamper(t *testing.T) {
 	t.Run("unfinished", func(t *testing.T) {
 		fs := vfs.NewMem()
 		db := endedRuns(t, fs, ring, "gone", "kept")
-		old := keysOf(fs, db)
+		old := keysOf(t, fs, db)
 		if _, err := db.Erase(ctx, "gone", ""); err != nil {
 			t.Fatal(err)
 		}
@@ -693,7 +698,7 @@ func TestEraseTamper(t *testing.T) {
 			t.Fatal(err)
 		}
 		old.MarkErasing("gone", true)
-		writeKeys(fs, db, old) // as a crash after the erase record leaves it
+		putKeys(t, fs, db, old) // as a crash after the erase record leaves it
 		for _, rep := range verifyBoth(t, fs, ring) {
 			if !rep.OK || len(rep.Deleted) != 1 || rep.Deleted[0].Erasure == nil || !rep.Deleted[0].Erasure.Unfinished {
 				t.Fatalf("an unfinished erasure: ok %v, failures %+v, deleted %+v", rep.OK, rep.Failures, rep.Deleted)

@@ -382,24 +382,6 @@ func TestEraseKeyPowerLoss(t *testing.T) {
 // record; Open erases no key that a record names for another memory key.
 func TestEraseKeyTamper(t *testing.T) {
 	ring := testRing(t, "k1", "k1")
-	keysOf := func(fs vfs.FS, db *DB) *seal.Table {
-		t.Helper()
-		b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tbl, err := layout.ParseKeys("KEYS", db.storeID, b)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return tbl
-	}
-	writeKeys := func(fs vfs.FS, db *DB, tbl *seal.Table) {
-		t.Helper()
-		if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, layout.MarshalKeys(db.storeID, tbl), true); err != nil {
-			t.Fatal(err)
-		}
-	}
 	store := func(t *testing.T) (vfs.FS, *DB) {
 		fs := vfs.NewMem()
 		db, err := Open("s", erasableOpts(fs, ring))
@@ -436,9 +418,9 @@ func TestEraseKeyTamper(t *testing.T) {
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		tbl := keysOf(fs, db)
+		tbl := keysOf(t, fs, db)
 		tbl.Erase(seal.MemoryScope("r", "email"))
-		writeKeys(fs, db, tbl)
+		putKeys(t, fs, db, tbl)
 		failing(t, fs, "no valid erase-key record names it")
 	})
 
@@ -494,14 +476,14 @@ func TestEraseKeyTamper(t *testing.T) {
 
 	t.Run("older KEYS", func(t *testing.T) {
 		fs, db := store(t)
-		old := keysOf(fs, db)
+		old := keysOf(t, fs, db)
 		if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
 			t.Fatal(err)
 		}
 		if err := db.Close(); err != nil {
 			t.Fatal(err)
 		}
-		writeKeys(fs, db, old)
+		putKeys(t, fs, db, old)
 		failing(t, fs, "still holds its data key")
 		// The engine erases the key again once it has read the log's
 		// erase-key records.

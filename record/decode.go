@@ -324,17 +324,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			if r.Kind == KindErase {
 				r.Payload = append([]byte(EraseMark), r.Payload...)
 			}
-			r.Note = f.Rest()
-			switch c, err := chain.ParseCheckpoint(r.Note); {
-			case len(r.Note) > MaxDeleteNote:
-				f.Fail("its checkpoint is %d bytes, the limit is %d", len(r.Note), MaxDeleteNote)
-			case err != nil:
-				f.Fail("its checkpoint: %v", err)
-			case c.RunID != r.Run || c.Seq != r.Seq || c.Head != r.Head || !c.Final:
-				f.Fail("its checkpoint names run %q seq %d head %x (final %v), not the deletion's", c.RunID, c.Seq, c.Head[:8], c.Final)
-			default:
-				r.Checkpoint = c
-			}
+			decodeLinkNote(&f, r, true, "deletion")
 		}
 	case KindEraseKey:
 		decodeEraseKey(&f, raw, r)

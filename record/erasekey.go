@@ -106,14 +106,21 @@ func decodeEraseKey(f *Fields, raw []byte, r *Record) {
 		return
 	}
 	r.Payload = append([]byte(EraseKeyMark), raw[start:f.off]...)
+	decodeLinkNote(f, r, false, "erasure")
+}
+
+// decodeLinkNote reads the rest of r, a delete, erase or erase-key record,
+// as the chain checkpoint of its link: of (r.Run, r.Seq, r.Head), final
+// or not as the kind says (what names the link in an error).
+func decodeLinkNote(f *Fields, r *Record, final bool, what string) {
 	r.Note = f.Rest()
 	switch c, err := chain.ParseCheckpoint(r.Note); {
 	case len(r.Note) > MaxDeleteNote:
 		f.Fail("its checkpoint is %d bytes, the limit is %d", len(r.Note), MaxDeleteNote)
 	case err != nil:
 		f.Fail("its checkpoint: %v", err)
-	case c.RunID != r.Run || c.Seq != r.Seq || c.Head != r.Head || c.Final:
-		f.Fail("its checkpoint names run %q seq %d head %x (final %v), not the erasure's", c.RunID, c.Seq, c.Head[:8], c.Final)
+	case c.RunID != r.Run || c.Seq != r.Seq || c.Head != r.Head || c.Final != final:
+		f.Fail("its checkpoint names run %q seq %d head %x (final %v), not the %s's", c.RunID, c.Seq, c.Head[:8], c.Final, what)
 	default:
 		r.Checkpoint = c
 	}
