@@ -538,11 +538,6 @@ func verifyBoth(t *testing.T, fs vfs.FS, ring seal.Keyring) []*chain.Report {
 	return out
 }
 
-// TestEraseTamper: verify tells an erasure by policy from tampering. A
-// delete record relabelled as an erasure (or an erase record as a plain
-// deletion) fails its link; a key erased in KEYS without an erase record
-// is reported; a KEYS older than an erasure, which still opens the erased
-// run, is reported; a KEYS that still marks the key erasing is an
 // keysOf reads KEYS of the store at "s" on fs, as a tool editing it would.
 func keysOf(t *testing.T, fs vfs.FS, db *DB) *seal.Table {
 	t.Helper()
@@ -566,6 +561,11 @@ func putKeys(t *testing.T, fs vfs.FS, db *DB, tbl *seal.Table) {
 	}
 }
 
+// TestEraseTamper: verify tells an erasure by policy from tampering. A
+// delete record relabelled as an erasure (or an erase record as a plain
+// deletion) fails its link; a key erased in KEYS without an erase record
+// is reported; a KEYS older than an erasure, which still opens the erased
+// run, is reported; a KEYS that still marks the key erasing is an
 // unfinished erasure (no failure), which the next Open finishes.
 func TestEraseTamper(t *testing.T) {
 	ring := testRing(t, "k1", "k1")
