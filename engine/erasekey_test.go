@@ -652,3 +652,40 @@ func TestDataKeysConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestEraseRunMemoryKeyLive: a key table that holds a memory key's data key
+// live for a run erased whole is reported: what the key sealed still
+// opens.
+func TestEraseRunMemoryKeyLive(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSets(t, db, "r", "email", emailSecret)
+	old := keysOf(t, fs, db)
+	if err := mustRun(db, "r").End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "r", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The key table from before the erasure, with the run's own key
+	// erased and its memory key's left live.
+	tbl := old.Clone()
+	tbl.Erase("r")
+	putKeys(t, fs, db, tbl)
+	for _, rep := range verifyBoth(t, fs, ring) {
+		found := false
+		for _, f := range rep.Failures {
+			found = found || f.RunID == "r" && strings.Contains(f.Detail, `memory key "email": what it sealed can still be opened`)
+		}
+		if rep.OK || !found {
+			t.Fatalf("a memory key's data key live for an erased run: ok %v, failures %+v", rep.OK, rep.Failures)
+		}
+	}
+}

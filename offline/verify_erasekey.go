@@ -16,7 +16,9 @@ package offline
 // memory key's erased data key must be named by such a record, or belong
 // to a run erased whole, or deleted (whose erase-key records garbage
 // collection may have reclaimed with its other records); else the key
-// table was changed, or the record is gone: reported.
+// table was changed, or the record is gone: reported. A run erased whole
+// must have its memory keys' data keys erased too (or marked erasing: an
+// erasure a crash interrupted).
 
 import (
 	"cmp"
@@ -71,6 +73,11 @@ func (vr *verifyRun) checkErasedMemoryKeys() {
 	for _, e := range t.Entries() {
 		entries[e.No] = e
 		run, key, memory := seal.SplitMemoryScope(e.Scope)
+		if memory && !e.Erased && !e.Erasing && vr.erased(run) {
+			vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCorrupt, RunID: run, Location: name,
+				Detail: fmt.Sprintf("the run is erased by its erase record, but the key table still holds data key %d of its memory key %q: what it sealed can still be opened", e.No, key)})
+			continue
+		}
 		if !memory || !e.Erased || named[e.No] || vr.erased(run) || vr.deleted(run) {
 			continue
 		}
