@@ -2,12 +2,17 @@ package enginebench
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"testing"
+	"time"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -74,5 +79,60 @@ func BenchmarkSealCost(b *testing.B) {
 			// is read beside it.
 			b.ReportMetric(float64(db.Stats().Snapshots)*1000/n, "snapshots/katom")
 		})
+	}
+}
+
+// BenchmarkRunKeys measures what creating a run costs in an encrypted
+// store as the store holds more runs: each new run's data key goes into
+// KEYS, durably, before the run's creation record. 4,000 runs are created
+// one after the other (fsync on, default options otherwise), each with one
+// atom; first-ms/run is the mean of the first 500, last-ms/run of the last
+// 500, keys-KB the size of KEYS at the end.
+//
+//	go test -c -o /tmp/enginebench.test ./bench/engine
+//	for i in 1 2 3 4 5; do /tmp/enginebench.test -test.run '^$' -test.bench RunKeys -test.benchtime 1x; done
+func BenchmarkRunKeys(b *testing.B) {
+	const runs, window = 4000, 500
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	ring, err := seal.NewKeyring(map[string][]byte{"bench": bytes.Repeat([]byte{7}, seal.KeySize)}, "bench")
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	for range b.N {
+		dir := filepath.Join(b.TempDir(), "s")
+		db, err := engine.Open(dir, &engine.Options{Keyring: ring, Logger: quiet})
+		if err != nil {
+			b.Fatal(err)
+		}
+		var first, last time.Duration
+		for i := range runs {
+			t0 := time.Now()
+			r, err := db.Run(ctx, fmt.Sprint("run-", i))
+			if err != nil {
+				b.Fatal(err)
+			}
+			switch took := time.Since(t0); {
+			case i < window:
+				first += took
+			case i >= runs-window:
+				last += took
+			}
+			a, err := r.Begin(ctx)
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(first.Microseconds())/1000/window, "first-ms/run")
+		b.ReportMetric(float64(last.Microseconds())/1000/window, "last-ms/run")
+		if st, err := os.Stat(filepath.Join(dir, "KEYS")); err == nil {
+			b.ReportMetric(float64(st.Size())/1024, "keys-KB")
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
