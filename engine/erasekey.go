@@ -41,6 +41,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
@@ -134,6 +135,9 @@ func (db *DB) unseal(f *frame.Frame) (*frame.Frame, error) {
 		switch {
 		case errors.Is(err, seal.ErrErased):
 			return nil, false, nil
+		case errors.Is(err, seal.ErrNoKey):
+			return nil, false, &CorruptionError{File: db.path(layout.KeysName), Err: err,
+				Reason: fmt.Sprintf("the sealed value of memory key %q names a data key the table lacks: it is older than the log, damaged, or not this store's (%v)", key, err)}
 		case err != nil:
 			return nil, false, fmt.Errorf("%w: the sealed value of memory key %q: %w", ErrCorrupt, key, err)
 		}

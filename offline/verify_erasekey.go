@@ -108,7 +108,12 @@ func (vr *verifyRun) openSealedValues(a *record.Record, loc string, d *frame.Del
 		if o.Kind != "set_sealed" {
 			continue
 		}
-		if _, err := vr.db.sealer.OpenValue(nil, o.Value, o.Key); err != nil && !errors.Is(err, seal.ErrErased) {
+		switch _, err := vr.db.sealer.OpenValue(nil, o.Value, o.Key); {
+		case err == nil || errors.Is(err, seal.ErrErased):
+		case errors.Is(err, seal.ErrNoKey):
+			// The key table lacks the key: its damage, or an older copy.
+			vr.fail(a.Run, a.Seq, vr.db.path(layout.KeysName), "the sealed value of memory key %q set by the atom at %s names a data key the table lacks: it is older than the log, damaged, or not this store's (%v)", o.Key, loc, err)
+		default:
 			vr.fail(a.Run, a.Seq, loc, "the sealed value of memory key %q does not open: %v", o.Key, err)
 		}
 	}
