@@ -431,38 +431,55 @@ func TestErasePowerLoss(t *testing.T) {
 	})
 }
 
+// cutBeside opens the store "s" of base (options of opts, fsync on, in
+// mode) over a power cut at operation target, runs op on it with a run
+// "live" committing beside it, and reopens what the cut left: it returns
+// the reopened store, its file system, whether op returned nil before the
+// cut began, and how many operations the trial counted (everyPowerCut's
+// bound). It fails the test if an acknowledged atom of "live" is lost.
+func cutBeside(t *testing.T, base *vfs.MemFS, opts func(vfs.FS) *Options, mode Durability, pct int, target uint64, op func(*DB) error) (*DB, vfs.FS, bool, uint64) {
+	t.Helper()
+	mem, cut := newPowerCut(base, pct, target)
+	o := opts(errorfs.Wrap(cut.mem, cut))
+	o.NoSync, o.Durability = false, mode
+	acked := uint64(0) // the live run's last acknowledged seq
+	done := false
+	if db, err := Open("s", o); err == nil {
+		beside := agentBeside(db, "live", rand.New(rand.NewPCG(1, target)), 3, cut, &acked)
+		err := op(db)
+		done = err == nil && !cut.cutBefore()
+		<-beside
+		db.Close()
+	} else if !cut.cutBefore() {
+		t.Fatalf("crash at op %d: open: %v", target, err)
+	}
+	ops := cut.n.Load()
+	fs := cut.survivor(mem)
+	o = opts(fs)
+	o.NoSync, o.Durability = false, mode
+	db, err := Open("s", o)
+	if err != nil {
+		t.Fatalf("crash at op %d: reopen: %v", target, err)
+	}
+	if acked > 0 {
+		if live, err := db.Run(ctx, "live"); err != nil || live.LastSeq() < acked {
+			t.Fatalf("crash at op %d: live run after the restart: %v; %d were acknowledged", target, err, acked)
+		}
+	}
+	return db, fs, done, ops
+}
+
 func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durability, pct int, target uint64) uint64 {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
 		t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 	}
-	mem, cut := newPowerCut(base, pct, target)
-	opts := encOpts(errorfs.Wrap(cut.mem, cut), ring)
-	opts.NoSync, opts.Durability = false, mode
-	acked := uint64(0) // the live run's last acknowledged seq
-	erased := false
-	if db, err := Open("s", opts); err == nil {
-		done := agentBeside(db, "live", rand.New(rand.NewPCG(1, target)), 3, cut, &acked)
+	opts := func(fs vfs.FS) *Options { return encOpts(fs, ring) }
+	db, fs, erased, ops := cutBeside(t, base, opts, mode, pct, target, func(db *DB) error {
 		_, err := db.Erase(ctx, "gone", "")
-		erased = err == nil && !cut.cutBefore()
-		<-done
-		db.Close()
-	} else if !cut.cutBefore() {
-		fail("open: %v", err)
-	}
-	fs := cut.survivor(mem)
-	o := encOpts(fs, ring)
-	o.NoSync, o.Durability = false, mode
-	db, err := Open("s", o)
-	if err != nil {
-		fail("reopen: %v", err)
-	}
-	if acked > 0 {
-		if live, err := db.Run(ctx, "live"); err != nil || live.LastSeq() < acked {
-			fail("live run after the restart: %v; %d were acknowledged", err, acked)
-		}
-	}
+		return err
+	})
 	checkKept(t, db)
 	del, err := db.Deleted()
 	if err != nil {
@@ -503,7 +520,7 @@ func eraseTrial(t *testing.T, base *vfs.MemFS, ring seal.Keyring, mode Durabilit
 			fail("verify (keyring %v): deleted %+v", ring != nil, rep.Deleted)
 		}
 	}
-	return cut.n.Load()
+	return ops
 }
 
 // endedRuns opens an encrypted store at dir on fs with runs ids, each with

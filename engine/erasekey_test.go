@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -296,32 +294,13 @@ func TestEraseKeyPowerLoss(t *testing.T) {
 			t.Helper()
 			t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
 		}
-		mem, cut := newPowerCut(base, pct, target)
-		opts := erasableOpts(errorfs.Wrap(cut.mem, cut), ring)
-		opts.NoSync, opts.Durability = false, mode
-		acked := uint64(0)
-		erasedAck := false
-		if db, err := Open("s", opts); err == nil {
-			done := agentBeside(db, "live", rand.New(rand.NewPCG(2, target)), 3, cut, &acked)
+		opts := func(fs vfs.FS) *Options { return erasableOpts(fs, ring) }
+		db, fs, erasedAck, ops := cutBeside(t, base, opts, mode, pct, target, func(db *DB) error {
 			_, err := db.EraseKey(ctx, "r", "email", "")
-			erasedAck = err == nil && !cut.cutBefore()
-			<-done
-			db.Close()
-		} else if !cut.cutBefore() {
-			fail("open: %v", err)
-		}
-		fs := cut.survivor(mem)
-		o := erasableOpts(fs, ring)
+			return err
+		})
+		o := opts(fs)
 		o.NoSync, o.Durability = false, mode
-		db, err := Open("s", o)
-		if err != nil {
-			fail("reopen: %v", err)
-		}
-		if acked > 0 {
-			if live, err := db.Run(ctx, "live"); err != nil || live.LastSeq() < acked {
-				fail("live run after the restart: %v; %d were acknowledged", err, acked)
-			}
-		}
 		r := mustRun(db, "r")
 		f := r.State()
 		checkMemory(t, "r after the restart", f, "name", nameKept)
@@ -372,7 +351,7 @@ func TestEraseKeyPowerLoss(t *testing.T) {
 			}
 			verifyErased("after a second EraseKey", true)
 		}
-		return cut.n.Load()
+		return ops
 	})
 }
 
