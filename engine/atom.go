@@ -327,6 +327,12 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 // new atom in all of them at once, before Commit returns. Begin, Fail,
 // another Commit and the atom's Do and Resolve calls wait for the outcome.
 func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
+	return a.commit(ctx, d, false)
+}
+
+// commit is Commit; own says the engine built d (a rollback's
+// replace_frame, from the run's own frame, whose sealed values it keeps).
+func (a *Atom) commit(ctx context.Context, d *frame.Delta, own bool) error {
 	r, db := a.run, a.run.db
 	start := a.commitStart()
 	if d == nil {
@@ -340,7 +346,7 @@ func (a *Atom) Commit(ctx context.Context, d *frame.Delta) error {
 	}
 	// The values of erasable memory keys are sealed with their own data
 	// keys before anything checks or writes the delta (erasekey.go).
-	d, err := db.sealMemory(r.id, d)
+	d, err := db.sealMemory(r.id, d, own)
 	if err != nil {
 		return err
 	}

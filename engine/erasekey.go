@@ -84,17 +84,21 @@ func (db *DB) erasable(key string) bool {
 
 // sealMemory returns d with the values it sets for erasable memory keys
 // of run sealed with their memory scopes' data keys (d itself when it sets
-// none, or the store has no erasable keys).
-func (db *DB) sealMemory(run string, d *frame.Delta) (*frame.Delta, error) {
-	if d.HasSealed() {
+// none, or the store has no erasable keys), those of a replace_frame op's
+// frame included. own says the engine built d (a rollback's replace_frame,
+// whose frame holds the run's sealed values); a caller's delta may hold
+// no sealed value.
+func (db *DB) sealMemory(run string, d *frame.Delta, own bool) (*frame.Delta, error) {
+	if !own && d.HasSealed() {
 		// Sealed values are the engine's: it seals them with keys KEYS
 		// holds, and opens them on the way out.
 		return nil, fmt.Errorf("%w: run %q: the delta holds a set_sealed op; set the value (Delta.Set) and list its key in Options.ErasableKeys", ErrInvalidDelta, run)
 	}
-	if len(db.opts.ErasableKeys) == 0 || db.sealer == nil {
+	erasable := len(db.opts.ErasableKeys) > 0 && db.sealer != nil
+	if !erasable && own {
 		return d, nil
 	}
-	return d.SealSets(func(key string, value []byte) ([]byte, bool, error) {
+	seal := func(key string, value []byte) ([]byte, bool, error) {
 		if !db.erasable(key) {
 			return nil, false, nil
 		}
@@ -106,7 +110,37 @@ func (db *DB) sealMemory(run string, d *frame.Delta) (*frame.Delta, error) {
 			return nil, false, fmt.Errorf("engine: run %q: seal the value of memory key %q: %w", run, key, err)
 		}
 		return sealed, true, nil
-	})
+	}
+	f, err := d.ReplacedFrame()
+	switch {
+	case err != nil:
+		return nil, fmt.Errorf("%w: run %q: %v", ErrInvalidDelta, run, err)
+	case f != nil && !own && len(f.Sealed) > 0:
+		return nil, fmt.Errorf("%w: run %q: the frame of the delta's replace_frame op holds sealed values; set the values (Frame.Memory) and list their keys in Options.ErasableKeys", ErrInvalidDelta, run)
+	case f != nil && erasable:
+		sealed := false
+		for k, v := range f.Memory {
+			s, ok, err := seal(k, v)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				if f.Sealed == nil {
+					f.Sealed = map[string][]byte{}
+				}
+				f.Sealed[k] = s
+				delete(f.Memory, k)
+				sealed = true
+			}
+		}
+		if sealed {
+			return new(frame.Delta).ReplaceFrame(f), nil // op 14 stands alone in its delta
+		}
+		return d, nil
+	case !erasable:
+		return d, nil
+	}
+	return d.SealSets(seal)
 }
 
 // memoryKey makes sure memory key key of run has a live data key, adding

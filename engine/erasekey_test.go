@@ -668,3 +668,44 @@ func TestEraseRunMemoryKeyLive(t *testing.T) {
 		}
 	}
 }
+
+// TestEraseKeyReplaceFrame: a caller's replace_frame op, built from the
+// state it read (its values in the clear), has its erasable values sealed
+// as a set's are, so that an erasure reaches them; one whose frame holds
+// sealed values of its own is refused.
+func TestEraseKeyReplaceFrame(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	commitSets(t, db, "r", "email", emailSecret+"-1", "name", nameKept)
+	r := mustRun(db, "r")
+	f := r.State()
+	f.Memory["email"] = []byte(emailSecret + "-2")
+	a, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := f.Clone()
+	forged.Sealed = map[string][]byte{"pii/x": []byte("not the engine's")}
+	if err := a.Commit(ctx, new(frame.Delta).ReplaceFrame(forged)); !errors.Is(err, ErrInvalidDelta) {
+		t.Fatalf("a replace_frame holding sealed values: %v, want ErrInvalidDelta", err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).ReplaceFrame(f)); err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "r after its replace_frame", r.State(), "email", emailSecret+"-2")
+	if _, err := db.EraseKey(ctx, "r", "email", ""); err != nil {
+		t.Fatal(err)
+	}
+	checkMemory(t, "r after the erasure", r.State(), "email", "")
+	checkMemory(t, "r after the erasure", r.State(), "name", nameKept)
+	for name, b := range storeFiles(t, fs, "s") {
+		if bytes.Contains(b, []byte(emailSecret)) {
+			t.Fatalf("%s holds the value in the clear", name)
+		}
+	}
+}

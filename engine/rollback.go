@@ -290,7 +290,7 @@ func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64
 	if err != nil {
 		return res, fmt.Errorf("engine: rollback of run %q: the state at seq %d: %w", r.id, to, err)
 	}
-	if err := a.Commit(ctx, new(frame.Delta).ReplaceFrame(target)); err != nil {
+	if err := a.commit(ctx, new(frame.Delta).ReplaceFrame(target), true); err != nil {
 		return res, fmt.Errorf("engine: rollback of run %q to seq %d: %w", r.id, to, err)
 	}
 	return res, nil

@@ -101,3 +101,17 @@ func (d *Delta) HasSealed() bool {
 	}
 	return false
 }
+
+// ReplacedFrame returns the frame that d's replace_frame op replaces the
+// run's with (decoded: a copy), or nil when d holds no such op.
+func (d *Delta) ReplacedFrame() (*Frame, error) {
+	if d == nil {
+		return nil, nil
+	}
+	for i := range d.ops {
+		if d.ops[i].kind == opReplaceFrame {
+			return DecodeFrame(d.ops[i].b)
+		}
+	}
+	return nil, nil
+}
