@@ -35,6 +35,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/workload"
 )
@@ -99,22 +100,34 @@ func main() {
 			// Each reopen starts like a new process: no garbage of the last
 			// one for the collector to work through during the timed part.
 			runtime.GC()
+			// The timed span carries the profile label span=restart (the
+			// goroutines it starts inherit it): pprof -tagfocus=span=restart
+			// leaves out the collection above and Close below.
+			var (
+				db         *engine.DB
+				run        *engine.Run
+				st         *frame.Frame
+				t0, t1, t2 time.Time
+			)
 			c0 := cpuTime()
-			t0 := time.Now()
-			db, err := engine.Open(dir, &engine.Options{Logger: quiet})
-			if err != nil {
-				log.Fatal(err)
-			}
-			t1 := time.Now()
-			run, err := db.Run(ctx, "big")
-			if err != nil {
-				log.Fatal(err)
-			}
-			st, err := run.StateE()
-			if err != nil {
-				log.Fatal(err)
-			}
-			t2 := time.Now()
+			pprof.Do(ctx, pprof.Labels("span", "restart"), func(ctx context.Context) {
+				var err error
+				t0 = time.Now()
+				db, err = engine.Open(dir, &engine.Options{Logger: quiet})
+				if err != nil {
+					log.Fatal(err)
+				}
+				t1 = time.Now()
+				run, err = db.Run(ctx, "big")
+				if err != nil {
+					log.Fatal(err)
+				}
+				st, err = run.StateE()
+				if err != nil {
+					log.Fatal(err)
+				}
+				t2 = time.Now()
+			})
 			cpu = append(cpu, cpuTime()-c0)
 			if run.LastSeq() != uint64(*bigFlag) || len(st.Messages) == 0 {
 				log.Fatalf("store %s: big run at seq %d with %d messages", dir, run.LastSeq(), len(st.Messages))
