@@ -177,6 +177,42 @@ type scanEnd struct {
 	stop   int64 // offset of the first thing that is not a valid record (or of the seal)
 	synced int64 // largest synced mark of the records read (SegmentHeaderSize if none)
 	size   int64 // file size
+	// stale is the end of the last nonzero byte in [stop, stop+unsynced)
+	// (stop if none), when the scan's last read covered that range
+	// (staleKnown): resume then needs no second read of it. The bytes are
+	// the file's as of the scan; nothing writes the segment between the
+	// scan and resume (a deferred log writes nothing before StartWriting).
+	stale      int64
+	staleKnown bool
+}
+
+// noteStale sets end.stale for a log that will resume (not ReadOnly),
+// from what the scan last read of [stop, stop+unsynced) and a read of the
+// rest: the bytes the scan holds are not read twice.
+func (l *Log) noteStale(s *segFile, end *scanEnd) error {
+	if l.readOnly && l.deferred == nil {
+		return nil
+	}
+	from, to := end.stop, min(end.size, end.stop+l.unsynced)
+	end.stale, end.staleKnown = from, true
+	if to <= from {
+		return nil
+	}
+	if bufEnd := s.bufOff + int64(s.bufLen); s.bufOff <= from && from < bufEnd {
+		if i := lastNonzeroIndex(s.buf[from-s.bufOff : min(to, bufEnd)-s.bufOff]); i >= 0 {
+			end.stale = from + int64(i) + 1
+		}
+		from = min(to, bufEnd)
+	}
+	rest, err := lastNonzero(s.f, s.id, from, to)
+	if err != nil {
+		end.staleKnown = false
+		return err
+	}
+	if rest > from {
+		end.stale = rest
+	}
+	return nil
 }
 
 // segmentSize returns the size of sealed segment id's file without opening
@@ -279,7 +315,7 @@ func (l *Log) scanNewest(id uint64, hint Pos, info *RecoveryInfo) (scanEnd, erro
 			info.TornBytes, info.TornRecords = end-batchStart, pending+1
 		}
 		info.Tail = Pos{id, batchStart}
-		return end, nil
+		return end, l.noteStale(s, &end)
 	}
 }
 
@@ -401,9 +437,11 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 		f.Close()
 		return false, err
 	}
-	stale, err := lastNonzero(f, id, stop, min(end.size, stop+l.unsynced))
-	if err != nil {
-		return fail(err)
+	stale := end.stale
+	if !end.staleKnown {
+		if stale, err = lastNonzero(f, id, stop, min(end.size, stop+l.unsynced)); err != nil {
+			return fail(err)
+		}
 	}
 	synced := false // an fdatasync covered everything up to the tail
 	if stale > stop {
