@@ -47,6 +47,7 @@ var (
 	dirFlag    = flag.String("dir", "", "directory for the stores (default: a temporary one, removed after)")
 	keep       = flag.Bool("keep", false, "keep the stores (and reuse them if present)")
 	cpuProfile = flag.String("cpuprofile", "", "write a CPU profile of the timed reopens (not of the builds) to this file")
+	firstWrite = flag.Bool("firstwrite", false, "after each timed reopen, time the first two acknowledged commits (run \"probe\", fsync on): the store gains two atoms per reopen")
 )
 
 const (
@@ -86,7 +87,7 @@ func main() {
 			build = buildStore(ctx, dir, total, quiet)
 		}
 		size := dirSize(dir)
-		var both, openOnly, cpu []time.Duration
+		var both, openOnly, cpu, first, next []time.Duration
 		if *cpuProfile != "" {
 			f, err := os.Create(*cpuProfile)
 			if err != nil {
@@ -137,6 +138,10 @@ func main() {
 			}
 			both = append(both, t2.Sub(t0))
 			openOnly = append(openOnly, t1.Sub(t0))
+			if *firstWrite {
+				pprof.Do(ctx, pprof.Labels("span", "first"), func(ctx context.Context) { first = append(first, probeCommit(ctx, db, i)) })
+				pprof.Do(ctx, pprof.Labels("span", "next"), func(ctx context.Context) { next = append(next, probeCommit(ctx, db, i)) })
+			}
 			if err := db.Close(); err != nil {
 				log.Fatal(err)
 			}
@@ -144,7 +149,31 @@ func main() {
 		pprof.StopCPUProfile() // each store's reopens overwrite the last store's profile
 		fmt.Printf("| %d | %d | %.0f | %s | %s | %s | %s | %s | %s |\n", total, runs, float64(size)/float64(total),
 			build.Round(time.Second), ms(pct(both, 50)), ms(pct(both, 99)), ms(pct(both, 100)), ms(pct(openOnly, 50)), ms(pct(cpu, 50)))
+		if *firstWrite {
+			fmt.Printf("|   first write after restart: p50 %s, p99 %s; the next one: p50 %s, p99 %s; first / next %.2fx |\n",
+				ms(pct(first, 50)), ms(pct(first, 99)), ms(pct(next, 50)), ms(pct(next, 99)), float64(pct(first, 50))/float64(pct(next, 50)))
+		}
 	}
+}
+
+// probeCommit times Begin and Commit of one atom (a memory key set, no
+// action) of the run "probe", acknowledged with the default durability:
+// the first after Open shows what the restart leaves for the first
+// acknowledged write to wait for, the second the steady state.
+func probeCommit(ctx context.Context, db *engine.DB, i int) time.Duration {
+	run, err := db.Run(ctx, "probe")
+	if err != nil {
+		log.Fatal(err)
+	}
+	t0 := time.Now()
+	atom, err := run.Begin(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := atom.Commit(ctx, new(frame.Delta).Set("reopen", []byte(strconv.Itoa(i)))); err != nil {
+		log.Fatal(err)
+	}
+	return time.Since(t0)
 }
 
 // buildStore writes total atoms: the big run and filler runs, two runs at a
