@@ -204,7 +204,9 @@ func (l *Log) noteStale(s *segFile, end *scanEnd) error {
 		}
 		from = min(to, bufEnd)
 	}
-	rest, err := lastNonzero(s.f, s.id, from, to)
+	// The scan is over: its buffer is free to read the rest through.
+	rest, err := lastNonzeroBuf(s.f, s.id, from, to, s.buf)
+	s.bufLen = 0
 	if err != nil {
 		end.staleKnown = false
 		return err

@@ -688,3 +688,91 @@ func TestScanFromDurable(t *testing.T) {
 		t.Fatalf("after a power loss: %d records, want the 15 the reopen read", len(recs))
 	}
 }
+
+// TestResumeZeroesStaleBytesPastTheScan plants nonzero bytes past a clean
+// tail, as a write that never became durable leaves them: inside the
+// bytes the tail scan read, past them (the scan reads readChunk at a
+// time), and past maxUnsynced, where no write of the log can have reached.
+// A writable reopen must zero the first two, to the last nonzero byte,
+// and leave the third, and appends then read back whole.
+func TestResumeZeroesStaleBytesPastTheScan(t *testing.T) {
+	ctx := context.Background()
+	const segSize = 2 << 20
+	for _, tc := range []struct {
+		name   string
+		at     int64 // offset of the planted bytes past the tail
+		zeroed bool
+	}{
+		{"in the scan's window", 1000, true},
+		{"past the scan's window", readChunk + 1000, true},
+		{"at the edge of maxUnsynced", maxUnsynced - 8, true},
+		{"past maxUnsynced", maxUnsynced + 64, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			opts := Options{SegmentSize: segSize, InitialSegmentSize: segSize}
+			l := mustOpen(t, mem, opts)
+			var want [][]byte
+			for i := range 5 {
+				r := rec(i, 300)
+				if _, err := l.Append(ctx, r); err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, r)
+			}
+			tail := l.End()
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			name := mem.PathJoin("wal", segmentName(tail.Segment))
+			planted := tail.Offset + tc.at
+			f, err := mem.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.WriteAt([]byte{0xa5, 0, 0x5a}, planted); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+
+			l = mustOpen(t, mem, opts)
+			ri := l.Recovery()
+			wantZeroed := int64(0)
+			if tc.zeroed {
+				wantZeroed = planted + 3 - tail.Offset
+			}
+			if !ri.Resumed || ri.Tail != tail || ri.ZeroedBytes != wantZeroed {
+				t.Fatalf("recovery %+v; want resumed at %v with %d bytes zeroed", ri, tail, wantZeroed)
+			}
+			r := rec(99, 300)
+			if _, err := l.Append(ctx, r); err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, r)
+			got, _ := readAll(t, l)
+			if len(got) != len(want) {
+				t.Fatalf("read back %d records, want %d", len(got), len(want))
+			}
+			for i := range want {
+				if !bytes.Equal(got[i], want[i]) {
+					t.Fatalf("record %d differs after the resume", i)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			b := make([]byte, 3)
+			g, err := mem.Open(name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer g.Close()
+			if _, err := g.ReadAt(b, planted); err != nil {
+				t.Fatal(err)
+			}
+			if stale := !bytes.Equal(b, make([]byte, 3)); stale == tc.zeroed {
+				t.Fatalf("bytes at %d after the reopen: %x (zeroed expected: %v)", planted, b, tc.zeroed)
+			}
+		})
+	}
+}

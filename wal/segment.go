@@ -208,10 +208,19 @@ func unwrapPathErr(err error) error {
 // lastNonzero returns the end of the last nonzero byte of segment id's
 // file f in [from, to), or from if they are all zero (or past its end).
 func lastNonzero(f vfs.File, id uint64, from, to int64) (int64, error) {
+	return lastNonzeroBuf(f, id, from, to, nil)
+}
+
+// lastNonzeroBuf is lastNonzero reading through buf (its capacity) when
+// that holds at least 4 KiB, so that a caller done with a buffer of its
+// own lends it instead of this allocating one.
+func lastNonzeroBuf(f vfs.File, id uint64, from, to int64, buf []byte) (int64, error) {
 	if to <= from {
 		return from, nil
 	}
-	buf := make([]byte, min(256<<10, to-from))
+	if buf = buf[:cap(buf)]; len(buf) < 4<<10 {
+		buf = make([]byte, min(256<<10, to-from))
+	}
 	last := from
 	for off := from; off < to; off += int64(len(buf)) {
 		b := buf[:min(int64(len(buf)), to-off)]
