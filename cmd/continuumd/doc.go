@@ -66,6 +66,26 @@
 //     in the store, and the atom that was running is interrupted
 //     (Run.Interrupted), reported by the next begin.
 //
+// # Encrypted stores and erasure
+//
+// With --keyring FILE (the keyring file of continuumctl --keyring and
+// seal.ParseKeyringFile; mode 0600, like every secret file the server
+// reads) the store is encrypted (engine Options.Keyring): a new one is
+// created so, and an encrypted one opens only with it. --erasable KEY,
+// repeatable, names the memory keys whose values are sealed with keys of
+// their own (Options.ErasableKeys); it needs --keyring. Two endpoints then
+// crypto-shred:
+//
+//	POST /v1/runs/{run}/erase {"reason": "..."}             engine DB.Erase: an ended run, gone for good
+//	POST /v1/runs/{run}/memory/{key}/erase {"reason": "..."} engine DB.EraseKey: one memory key of a run
+//
+// The key is a path segment, percent-encoded as the run id is. An erased
+// run answers 410 run_deleted from then on (as does any deleted run);
+// repeating its erase answers the erasure. A plaintext store answers both
+// 409 keyring; a run still active, with a fork not erased, a key never
+// sealed with keys of its own, or one with nothing left to erase answer
+// 409 run_not_ended, run_has_forks, not_erasable and nothing_to_erase.
+//
 // # Security
 //
 // The Unix socket is created 0600 (under a narrowed umask, never more

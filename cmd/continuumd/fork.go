@@ -47,8 +47,11 @@ func (s *server) handleFork(r *http.Request, body []byte) (int, any, *apiError) 
 	run, err := s.db.Fork(s.ctx, src.id, at, req.ID)
 	switch {
 	case err == nil:
-		rs := s.adopt(req.ID, run)
-		return http.StatusCreated, runInfoJSON(run.Info(), rs.lease()), nil
+		var lease *leaseJSON
+		if rs := s.adopt(req.ID, run); rs != nil { // nil: erased already
+			lease = rs.lease()
+		}
+		return http.StatusCreated, runInfoJSON(run.Info(), lease), nil
 	case errors.Is(err, engine.ErrRunExists):
 		return s.forkExists(r.Context(), src, at, req.ID)
 	case errors.Is(err, engine.ErrInvalidRunID):

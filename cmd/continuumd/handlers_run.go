@@ -1,7 +1,8 @@
 package main
 
 // The handlers of the store and its runs: health, stats, verify, the runs'
-// list, open, info, state, one atom, the interrupted atom, and end.
+// list, open, info, state, one atom, the interrupted atom, end, and the
+// erasures (of a run, of one memory key of a run).
 
 import (
 	"bytes"
@@ -218,4 +219,61 @@ func (s *server) handleEnd(r *http.Request, body []byte) (int, any, *apiError) {
 		return 0, nil, engineError(err, "result")
 	}
 	return 200, runInfoJSON(rs.run.Info(), nil), nil
+}
+
+func (s *server) handleErase(r *http.Request, body []byte) (int, any, *apiError) {
+	var req eraseRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	if aerr := checkEraseReason(req.Reason); aerr != nil {
+		return 0, nil, aerr
+	}
+	id := r.PathValue("run")
+	known, err := s.knownRun(id)
+	if err != nil {
+		return 0, nil, engineError(err, "")
+	}
+	// A deleted run is erased too (repeated: its erasure is answered).
+	if !known && !s.isGone(id) {
+		return 0, nil, notFound(codeRunNotFound, "run", "the store has no run %q", id)
+	}
+	// The server's context, not the request's: the engine finishes an
+	// erasure it began either way, and the answer must say so.
+	d, err := s.db.Erase(s.ctx, id, req.Reason)
+	if err != nil {
+		return 0, nil, engineError(err, "run")
+	}
+	s.forget(id)
+	return 200, deletedRunToJSON(d), nil
+}
+
+func (s *server) handleEraseKey(r *http.Request, body []byte) (int, any, *apiError) {
+	var req eraseRequest
+	if err := decodeJSON(body, &req); err != nil {
+		return 0, nil, err
+	}
+	if aerr := checkEraseReason(req.Reason); aerr != nil {
+		return 0, nil, aerr
+	}
+	key := r.PathValue("key")
+	if key == "" || len(key) > engine.MaxMemoryKeyLen {
+		return 0, nil, badRequest("key", "the memory key must be 1 to %d bytes (percent-encoded in the path), not %d", engine.MaxMemoryKeyLen, len(key))
+	}
+	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	e, err := s.db.EraseKey(s.ctx, rs.id, key, req.Reason)
+	if err != nil {
+		return 0, nil, engineError(err, "run")
+	}
+	return 200, erasedKeyToJSON(e), nil
+}
+
+func checkEraseReason(reason string) *apiError {
+	if len(reason) > engine.MaxDeleteReason {
+		return badRequest("reason", "reason is %d bytes, the limit is %d", len(reason), engine.MaxDeleteReason)
+	}
+	return nil
 }

@@ -20,12 +20,14 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/seal"
 )
 
 const usage = `continuumd serves one CONTINUUM store to agents in any language.
 
 Usage:
   continuumd --store DIR [--socket PATH | --no-socket] [--listen ADDR --token-file FILE [--tls-cert F --tls-key F]]
+             [--keyring FILE [--erasable KEY]...]
 
 It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
 --listen, on TCP too, where every request needs the bearer token of
@@ -33,6 +35,12 @@ It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
 repository (cmd/continuumd). SIGTERM or SIGINT stops it gracefully: requests
 in progress are answered (commits included) before the store is closed; a
 second signal stops it at once.
+
+With --keyring the store is encrypted (the keyring file continuumctl
+reads): runs can then be erased (POST /v1/runs/{run}/erase), and the
+values of the memory keys named by --erasable are sealed with keys of
+their own, so that one key of a run can be erased
+(POST /v1/runs/{run}/memory/{key}/erase).
 
 Flags:
 `
@@ -47,6 +55,18 @@ type config struct {
 	lease, maxLease, drain      time.Duration
 	maxBody                     int64
 	durability, logLevel        string
+	keyring                     string
+	erasable                    stringList
+}
+
+// stringList is a flag that may be given more than once.
+type stringList []string
+
+func (l *stringList) String() string { return strings.Join(*l, ",") }
+
+func (l *stringList) Set(v string) error {
+	*l = append(*l, v)
+	return nil
 }
 
 func main() {
@@ -72,6 +92,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.durability, "durability", "strict", "strict or relaxed (see the engine's Durability)")
 	fs.StringVar(&c.signingKey, "signing-key", "", "signing key `file` (continuumctl keygen): checkpoints are signed")
 	fs.StringVar(&c.chainKey, "chain-key", "", "`file` of the 32-byte key of a store written in keyed chain mode")
+	fs.StringVar(&c.keyring, "keyring", "", "keyring `file` of an encrypted store (mode 0600, outside the store; see seal.ParseKeyringFile): a new store is created encrypted")
+	fs.Var(&c.erasable, "erasable", "a memory `key` whose values are sealed with keys of their own, so that it can be erased; repeatable; needs --keyring")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.unsafeNoSync, "unsafe-no-sync", false, "never fsync (the engine's NoSync): a machine crash loses acknowledged atoms; for benchmarks only")
 	fs.Usage = func() {
@@ -104,6 +126,13 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--durability %q: strict or relaxed", c.durability)
 	case c.drain < 0:
 		return nil, errors.New("--drain-timeout must not be negative")
+	case len(c.erasable) > 0 && c.keyring == "":
+		return nil, errors.New("--erasable needs --keyring: only an encrypted store seals a memory key's values with keys of their own")
+	}
+	for _, k := range c.erasable {
+		if k == "" || len(k) > engine.MaxMemoryKeyLen {
+			return nil, fmt.Errorf("--erasable %q: a memory key of 1 to %d bytes", k, engine.MaxMemoryKeyLen)
+		}
 	}
 	if c.listen != "" && c.tlsCert == "" && !c.insecurePlaintext {
 		host, _, err := net.SplitHostPort(c.listen)
@@ -199,6 +228,19 @@ func serve(c *config, log *slog.Logger) error {
 			return err
 		}
 		opts.ChainKey, cfg.chainKey = b, b
+	}
+	if c.keyring != "" {
+		b, err := readSecretFile("--keyring", c.keyring)
+		if err != nil {
+			return err
+		}
+		ring, err := seal.ParseKeyringFile(b)
+		clear(b)
+		if err != nil {
+			return fmt.Errorf("--keyring %s: %w", c.keyring, err)
+		}
+		opts.Keyring = ring
+		opts.ErasableKeys = c.erasable
 	}
 	var tlsConf *tls.Config
 	if c.tlsCert != "" {

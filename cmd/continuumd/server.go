@@ -68,6 +68,10 @@ type server struct {
 		// engine's Run creates, so existence is asked here); nil until
 		// first needed.
 		known map[string]bool
+		// gone is the set of run ids the store deleted (and erased): those
+		// deleted before the server started, loaded with known, and those
+		// it erased since. They answer run_deleted.
+		gone map[string]bool
 	}
 }
 
@@ -101,6 +105,7 @@ func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.runs = map[string]*runState{}
 	s.mu.attempts = map[string]*attempt{}
+	s.mu.gone = map[string]bool{}
 	return s
 }
 
@@ -123,6 +128,8 @@ func (s *server) routes() []route {
 		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
 		{"POST", "/v1/runs/{run}/end", s.handleEnd},
 		{"POST", "/v1/runs/{run}/fork", s.handleFork},
+		{"POST", "/v1/runs/{run}/erase", s.handleErase},
+		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat},
@@ -256,6 +263,10 @@ func (s *server) runState(ctx context.Context, id string, create bool) (*runStat
 		if err != nil {
 			return nil, engineError(err, "")
 		}
+		if s.isGone(id) {
+			return nil, &apiError{Status: http.StatusGone, Code: codeRunDeleted, Field: "run",
+				Message: fmt.Sprintf("run %q was deleted: a deleted run's id is not served again", id)}
+		}
 		if !known {
 			return nil, notFound(codeRunNotFound, "run", "the store has no run %q (PUT /v1/runs/{run} creates it)", id)
 		}
@@ -266,16 +277,25 @@ func (s *server) runState(ctx context.Context, id string, create bool) (*runStat
 	if err != nil {
 		return nil, engineError(err, "run")
 	}
-	return s.adopt(id, run), nil
+	rs = s.adopt(id, run)
+	if rs == nil {
+		return nil, &apiError{Status: http.StatusGone, Code: codeRunDeleted, Field: "run",
+			Message: fmt.Sprintf("run %q was erased while the request was served", id)}
+	}
+	return rs, nil
 }
 
 // adopt returns the server's state of run id, whose engine handle is run,
-// making it if this is the first request of the run.
+// making it if this is the first request of the run; nil if the server
+// erased the run meanwhile (the handle is stale).
 func (s *server) adopt(id string, run *engine.Run) *runState {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rs := s.mu.runs[id]; rs != nil {
 		return rs
+	}
+	if s.mu.gone[id] {
+		return nil
 	}
 	rs := &runState{srv: s, id: id, run: run}
 	s.mu.runs[id] = rs
@@ -297,6 +317,10 @@ func (s *server) knownRun(id string) (bool, error) {
 	if err != nil {
 		return false, err
 	}
+	deleted, err := s.db.Deleted()
+	if err != nil {
+		return false, err
+	}
 	known := make(map[string]bool, len(infos))
 	for _, info := range infos {
 		known[info.ID] = true
@@ -305,8 +329,31 @@ func (s *server) knownRun(id string) (bool, error) {
 	defer s.mu.Unlock()
 	if s.mu.known == nil {
 		s.mu.known = known
+		for _, d := range deleted {
+			s.mu.gone[d.ID] = true
+		}
 	}
 	return s.mu.known[id], nil
+}
+
+// isGone reports whether the store deleted run id (knownRun loads what
+// was deleted before the server started).
+func (s *server) isGone(id string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.mu.gone[id]
+}
+
+// forget drops run id, which the store erased, from the server's state:
+// from here on it answers run_deleted.
+func (s *server) forget(id string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.mu.runs, id)
+	if s.mu.known != nil {
+		delete(s.mu.known, id)
+	}
+	s.mu.gone[id] = true
 }
 
 // lease describes the attempt holding rs, or nil.

@@ -107,6 +107,64 @@ type forkRequest struct {
 	ID string `json:"id"`
 }
 
+// eraseRequest is the body of POST /v1/runs/{run}/erase (engine DB.Erase)
+// and of POST /v1/runs/{run}/memory/{key}/erase (engine DB.EraseKey).
+type eraseRequest struct {
+	// Reason is recorded in the erase record (at most
+	// engine.MaxDeleteReason bytes; "" records "erased by request").
+	Reason string `json:"reason"`
+}
+
+// deletedRunJSON is a deleted run as its delete or erase record says
+// (engine.DeletedRun).
+type deletedRunJSON struct {
+	ID     string    `json:"id"`
+	Seq    uint64    `json:"seq"`   // the deletion's link: the end's seq + 1
+	Final  string    `json:"final"` // the run's head at its end
+	Head   string    `json:"head"`  // the deletion's link
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+	// Erasure is the run's erasure (null if it was only deleted): by the
+	// same record as the deletion (the same seq), or after it.
+	Erasure *erasureJSON `json:"erasure"`
+}
+
+// erasureJSON is the erasure of a deleted run (engine.Erasure).
+type erasureJSON struct {
+	Seq    uint64    `json:"seq"`
+	Head   string    `json:"head"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+func deletedRunToJSON(d engine.DeletedRun) deletedRunJSON {
+	out := deletedRunJSON{ID: d.ID, Seq: d.Seq, Final: hexHash(d.Final), Head: hexHash(d.Head), At: d.At.UTC(), Reason: d.Reason}
+	if e := d.Erasure; e != nil {
+		out.Erasure = &erasureJSON{Seq: e.Seq, Head: hexHash(e.Head), At: e.At.UTC(), Reason: e.Reason}
+	}
+	return out
+}
+
+// erasedKeyJSON is the erasure of one memory key of a run
+// (engine.ErasedKey).
+type erasedKeyJSON struct {
+	Run    string    `json:"run"`
+	Key    string    `json:"key"`
+	Seq    uint64    `json:"seq"`  // the run's last seq when the key was erased
+	Head   string    `json:"head"` // the erasure's link (beside the run's chain, from its head at seq)
+	KeyNos []uint64  `json:"key_nos"`
+	At     time.Time `json:"at"`
+	Reason string    `json:"reason"`
+}
+
+func erasedKeyToJSON(e engine.ErasedKey) erasedKeyJSON {
+	nos := e.KeyNos
+	if nos == nil {
+		nos = []uint64{}
+	}
+	return erasedKeyJSON{Run: e.Run, Key: e.Key, Seq: e.Seq, Head: hexHash(e.Head), KeyNos: nos, At: e.At.UTC(), Reason: e.Reason}
+}
+
 // verifyRequest is the body of POST /v1/verify.
 type verifyRequest struct {
 	Deep bool `json:"deep"`
