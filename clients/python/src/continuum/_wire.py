@@ -13,6 +13,9 @@ from .types import (
     ActionState,
     AtomRecord,
     Committed,
+    DeletedRun,
+    ErasedKey,
+    Erasure,
     Interrupted,
     Lease,
     Message,
@@ -89,6 +92,31 @@ def run_info(o: Mapping[str, Any]) -> RunInfo:
         result=get_bytes(o, "result"),
         parent=str(o.get("parent", "")),
         forked_at=int(o.get("forked_at", 0)),
+    )
+
+
+def deleted_run(o: Mapping[str, Any]) -> DeletedRun:
+    e = o.get("erasure")
+    return DeletedRun(
+        id=o["id"],
+        seq=int(o["seq"]),
+        final=o["final"],
+        head=o["head"],
+        at=_time(o["at"]),
+        reason=str(o["reason"]),
+        erasure=Erasure(seq=int(e["seq"]), head=e["head"], at=_time(e["at"]), reason=str(e["reason"])) if e else None,
+    )
+
+
+def erased_key(o: Mapping[str, Any]) -> ErasedKey:
+    return ErasedKey(
+        run=o["run"],
+        key=o["key"],
+        seq=int(o["seq"]),
+        head=o["head"],
+        key_nos=tuple(int(n) for n in o["key_nos"]),
+        at=_time(o["at"]),
+        reason=str(o["reason"]),
     )
 
 

@@ -20,7 +20,7 @@ from ._wire import BytesLike, seg
 from .client import endpoint_from_env
 from .delta import Delta
 from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
-from .types import AtomRecord, Committed, DidNotHappen, Happened, Interrupted, RunInfo, State
+from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
 
 __all__ = ["AsyncClient", "AsyncRun", "AsyncAtom"]
 
@@ -113,6 +113,17 @@ class AsyncClient:
         at its committed seq ``at`` into a new run ``new_id``, and opens it."""
         info = await self._send(_core.Request("POST", f"/v1/runs/{seg(source)}/fork", {"at": int(at), "id": new_id}))
         return AsyncRun(self, new_id, _wire.run_info(info))
+
+    async def erase(self, run: str, *, reason: str = "") -> DeletedRun:
+        """:meth:`continuum.Client.erase` for asyncio: erases the ended run
+        ``run`` (its data key destroyed) and returns its erasure."""
+        return _wire.deleted_run(await self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/erase", {"reason": reason})))
+
+    async def erase_key(self, run: str, key: str, *, reason: str = "") -> ErasedKey:
+        """:meth:`continuum.Client.erase_key` for asyncio: erases every value
+        of memory key ``key`` of run ``run`` written so far."""
+        path = f"/v1/runs/{seg(run)}/memory/{seg(key)}/erase"
+        return _wire.erased_key(await self._send(_core.Request("POST", path, {"reason": reason})))
 
     async def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
         body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}

@@ -17,7 +17,7 @@ from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
 from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
-from .types import AtomRecord, Committed, DidNotHappen, Happened, Interrupted, RunInfo, State
+from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
 
 __all__ = ["Client", "Run", "Atom"]
 
@@ -152,6 +152,42 @@ class Client:
         below 0 or an invalid id."""
         info = self._send(_core.Request("POST", f"/v1/runs/{seg(source)}/fork", {"at": int(at), "id": new_id}))
         return Run(self, new_id, _wire.run_info(info))
+
+    def erase(self, run: str, *, reason: str = "") -> DeletedRun:
+        """Erases the ended (or deleted) run ``run`` (the engine's DB.Erase,
+        crypto-shredding): it is deleted, and its data key destroyed, so
+        that its atoms, certificates, result and state can never be read
+        again, wherever copies of the store went. Returns once the erasure
+        is durable; from then on the run raises
+        :class:`~continuum.errors.RunDeleted`. A repeat returns the erasure.
+        ``reason`` is recorded in the erase record ("" records "erased by
+        request").
+
+        Needs a server with --keyring (else
+        :class:`~continuum.errors.NotEncrypted`). Raises
+        :class:`~continuum.errors.RunNotEnded` for an active run,
+        :class:`~continuum.errors.RunHasForks` while a fork of it is not
+        erased, :class:`~continuum.errors.RunNotFound` for an unknown
+        run."""
+        return _wire.deleted_run(self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/erase", {"reason": reason})))
+
+    def erase_key(self, run: str, key: str, *, reason: str = "") -> ErasedKey:
+        """Erases every value of memory key ``key`` written so far in run
+        ``run`` (the engine's DB.EraseKey): the data keys that sealed them
+        are destroyed, and the run's state, at every seq, lacks the key
+        until a new value is written. The run may be active or ended.
+
+        Needs a server with --keyring that listed ``key`` with --erasable
+        when its values were written (else
+        :class:`~continuum.errors.NotEncrypted`,
+        :class:`~continuum.errors.NotErasable`). Raises
+        :class:`~continuum.errors.NothingToErase` when every value of it
+        is erased already and none was written since (as a repeat after a
+        lost answer does: the key is erased), and
+        :class:`~continuum.errors.RunDeleted` for a deleted run (erase it
+        whole)."""
+        path = f"/v1/runs/{seg(run)}/memory/{seg(key)}/erase"
+        return _wire.erased_key(self._send(_core.Request("POST", path, {"reason": reason})))
 
     def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
         """The store's verification report (engine.Verify, beside the live

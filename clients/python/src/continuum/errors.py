@@ -22,6 +22,12 @@ __all__ = [
     "RunHeld",
     "RunEnded",
     "RunExists",
+    "RunNotEnded",
+    "RunHasForks",
+    "NotEncrypted",
+    "NotErasable",
+    "NothingToErase",
+    "RunDeleted",
     "AttemptLost",
     "TooLarge",
     "Unprocessable",
@@ -183,6 +189,36 @@ class Unavailable(ContinuumError):
     pending) for the client's whole ``retry_for``."""
 
 
+class RunNotEnded(Conflict):
+    """409 run_not_ended: erase of a run that is still active (end it first)."""
+
+
+class RunHasForks(Conflict):
+    """409 run_has_forks: erase of a run with a fork that is not erased (a
+    fork holds its parent's state at its fork point: erase it first)."""
+
+
+class NotEncrypted(Conflict):
+    """409 keyring: an erasure in a store that is not encrypted (the server
+    runs without --keyring), where no key can be shredded."""
+
+
+class NotErasable(Conflict):
+    """409 not_erasable: the memory key's values were never sealed with
+    keys of their own (the server did not list it with --erasable when they
+    were written): they are erased only with the run."""
+
+
+class NothingToErase(Conflict):
+    """409 nothing_to_erase: every value of the memory key is erased
+    already, and none was written since."""
+
+
+class RunDeleted(APIError):
+    """410 run_deleted: the run was deleted (or erased); its id is never
+    served again."""
+
+
 class NoAtom(ContinuumError, RuntimeError):
     """A durable tool was called outside an atom."""
 
@@ -192,6 +228,12 @@ _BY_CODE = {
     "run_held": RunHeld,
     "run_ended": RunEnded,
     "run_exists": RunExists,
+    "run_not_ended": RunNotEnded,
+    "run_has_forks": RunHasForks,
+    "keyring": NotEncrypted,
+    "not_erasable": NotErasable,
+    "nothing_to_erase": NothingToErase,
+    "run_deleted": RunDeleted,
     "lease_lost": AttemptLost,
     "attempt_not_found": AttemptLost,
     "invalid_delta": InvalidDelta,
@@ -205,6 +247,7 @@ _BY_STATUS = {
     404: NotFound,
     405: BadRequest,
     409: Conflict,
+    410: RunDeleted,
     413: TooLarge,
     422: Unprocessable,
 }

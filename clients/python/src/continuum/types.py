@@ -10,6 +10,9 @@ from typing import Any, Dict, List, Optional, Tuple
 __all__ = [
     "Lease",
     "RunInfo",
+    "Erasure",
+    "DeletedRun",
+    "ErasedKey",
     "ActionState",
     "Interrupted",
     "Subgoal",
@@ -52,6 +55,48 @@ class RunInfo:
     result: Optional[bytes] = None
     parent: str = ""
     forked_at: int = 0
+
+
+@dataclass(frozen=True)
+class Erasure:
+    """The erasure of a deleted run: its link (``seq``, ``head``), when,
+    and why."""
+
+    seq: int
+    head: str
+    at: datetime
+    reason: str
+
+
+@dataclass(frozen=True)
+class DeletedRun:
+    """A deleted run, as its delete or erase record says: the deletion's
+    link (``seq`` is the end's seq + 1, ``head``), the run's head at its
+    end (``final``), when and why, and its ``erasure`` (None if it was only
+    deleted; the same seq when one record deleted and erased it)."""
+
+    id: str
+    seq: int
+    final: str
+    head: str
+    at: datetime
+    reason: str
+    erasure: Optional[Erasure]
+
+
+@dataclass(frozen=True)
+class ErasedKey:
+    """The erasure of one memory key of a run: the run's last seq when it
+    was erased, the erasure's link (``head``), the data keys it destroyed
+    (``key_nos``), when and why."""
+
+    run: str
+    key: str
+    seq: int
+    head: str
+    key_nos: Tuple[int, ...]
+    at: datetime
+    reason: str
 
 
 @dataclass(frozen=True)
