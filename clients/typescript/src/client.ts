@@ -10,11 +10,15 @@ import {
   type AtomRecord,
   type Bytes,
   type Committed,
+  type DeletedRun,
+  type ErasedKey,
   type Interrupted,
   type Obj,
   type RunInfo,
   type State,
   atomRecord,
+  deletedRun,
+  erasedKey,
   interrupted,
   putBytes,
   runInfo,
@@ -171,6 +175,38 @@ export class Client {
   async fork(source: string, at: number, newId: string): Promise<Run> {
     const info = await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(source)}/fork`, body: { at, id: newId } });
     return new Run(this, newId, runInfo(info));
+  }
+
+  /**
+   * Erases the ended (or deleted) run `run` (the engine's DB.Erase,
+   * crypto-shredding): it is deleted and its data key destroyed, so that
+   * its atoms, certificates, result and state can never be read again,
+   * wherever copies of the store went. Resolves once the erasure is
+   * durable; from then on the run rejects with RunDeleted. A repeat
+   * resolves to the erasure. `reason` is recorded in the erase record (""
+   * records "erased by request"). Needs a server with --keyring (else
+   * NotEncrypted); rejects with RunNotEnded for an active run, RunHasForks
+   * while a fork of it is not erased, RunNotFound for an unknown run.
+   */
+  async erase(run: string, o: { reason?: string } = {}): Promise<DeletedRun> {
+    const body: Obj = { reason: o.reason ?? "" };
+    return deletedRun(await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(run)}/erase`, body }));
+  }
+
+  /**
+   * Erases every value of memory key `key` written so far in run `run`
+   * (the engine's DB.EraseKey): the data keys that sealed them are
+   * destroyed, and the run's state, at every seq, lacks the key until a
+   * new value is written. The run may be active or ended. Needs a server
+   * with --keyring that listed the key with --erasable when its values
+   * were written (else NotEncrypted, NotErasable). Rejects with
+   * NothingToErase when every value of it is erased already and none was
+   * written since (as a repeat after a lost answer does: the key is
+   * erased), RunDeleted for a deleted run (erase it whole).
+   */
+  async eraseKey(run: string, key: string, o: { reason?: string } = {}): Promise<ErasedKey> {
+    const body: Obj = { reason: o.reason ?? "" };
+    return erasedKey(await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(run)}/memory/${seg(key)}/erase`, body }));
   }
 
   /** The store's verification report (engine.Verify, beside the live server). */

@@ -39,6 +39,18 @@ export class Conflict extends APIError {}
 export class RunHeld extends Conflict {}
 /** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
 export class RunEnded extends Conflict {}
+/** 409 run_not_ended: erase of a run that is still active (end it first). */
+export class RunNotEnded extends Conflict {}
+/** 409 run_has_forks: erase of a run with a fork that is not erased (a fork holds its parent's state at its fork point: erase it first). */
+export class RunHasForks extends Conflict {}
+/** 409 keyring: an erasure in a store that is not encrypted (the server runs without --keyring): no key can be shredded. */
+export class NotEncrypted extends Conflict {}
+/** 409 not_erasable: the memory key's values were never sealed with keys of their own (not --erasable when written): they are erased only with the run. */
+export class NotErasable extends Conflict {}
+/** 409 nothing_to_erase: every value of the memory key is erased already, and none was written since. */
+export class NothingToErase extends Conflict {}
+/** 410 run_deleted: the run was deleted (or erased); its id is never served again. */
+export class RunDeleted extends APIError {}
 /**
  * 409 run_exists: a fork's new id names a run already, one that is not
  * that fork (`field` is "id"; details: parent, forked_at). A repeat of the
@@ -105,6 +117,12 @@ const byCode: Record<string, typeof APIError> = {
   run_held: RunHeld,
   run_ended: RunEnded,
   run_exists: RunExists,
+  run_not_ended: RunNotEnded,
+  run_has_forks: RunHasForks,
+  keyring: NotEncrypted,
+  not_erasable: NotErasable,
+  nothing_to_erase: NothingToErase,
+  run_deleted: RunDeleted,
   lease_lost: AttemptLost,
   attempt_not_found: AttemptLost,
   invalid_delta: InvalidDelta,
@@ -118,6 +136,7 @@ const byStatus: Record<number, typeof APIError> = {
   404: NotFound,
   405: BadRequest,
   409: Conflict,
+  410: RunDeleted,
   413: TooLarge,
   422: Unprocessable,
 };

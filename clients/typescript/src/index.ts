@@ -21,5 +21,6 @@ export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
 export { type ConnectOptions } from "./transport.js";
 export {
   type RunInfo, type Lease, type State, type Message, type Interrupted, type ActionState, type Committed, type AtomRecord,
+  type DeletedRun, type Erasure, type ErasedKey,
   type Bytes, text, json,
 } from "./wire.js";

@@ -67,6 +67,41 @@ export interface RunInfo {
   forkedAt: number;
 }
 
+/** The erasure of a deleted run: its link (seq, head), when, and why. */
+export interface Erasure {
+  seq: number;
+  head: string;
+  at: Date;
+  reason: string;
+}
+
+/**
+ * A deleted run, as its delete or erase record says: the deletion's link
+ * (seq is the end's seq + 1, head), the run's head at its end (final),
+ * when and why, and its erasure (null if it was only deleted; the same seq
+ * when one record deleted and erased it).
+ */
+export interface DeletedRun {
+  id: string;
+  seq: number;
+  final: string;
+  head: string;
+  at: Date;
+  reason: string;
+  erasure: Erasure | null;
+}
+
+/** The erasure of one memory key of a run: the run's last seq then, the erasure's link, the data keys it destroyed, when and why. */
+export interface ErasedKey {
+  run: string;
+  key: string;
+  seq: number;
+  head: string;
+  keyNos: number[];
+  at: Date;
+  reason: string;
+}
+
 export interface ActionState {
   index: number;
   fingerprint: string;
@@ -140,6 +175,31 @@ export function runInfo(o: Obj): RunInfo {
     ...(getBytes(o, "result") !== undefined ? { result: getBytes(o, "result")! } : {}),
     parent: String(o.parent ?? ""),
     forkedAt: Number(o.forked_at ?? 0),
+  };
+}
+
+export function deletedRun(o: Obj): DeletedRun {
+  const e = o.erasure as Obj | null;
+  return {
+    id: String(o.id),
+    seq: Number(o.seq),
+    final: String(o.final),
+    head: String(o.head),
+    at: new Date(String(o.at)),
+    reason: String(o.reason),
+    erasure: e ? { seq: Number(e.seq), head: String(e.head), at: new Date(String(e.at)), reason: String(e.reason) } : null,
+  };
+}
+
+export function erasedKey(o: Obj): ErasedKey {
+  return {
+    run: String(o.run),
+    key: String(o.key),
+    seq: Number(o.seq),
+    head: String(o.head),
+    keyNos: (o.key_nos as unknown[]).map(Number),
+    at: new Date(String(o.at)),
+    reason: String(o.reason),
   };
 }
 
