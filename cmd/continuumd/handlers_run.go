@@ -238,6 +238,13 @@ func (s *server) handleErase(r *http.Request, body []byte) (int, any, *apiError)
 	if !known && !s.isGone(id) {
 		return 0, nil, notFound(codeRunNotFound, "run", "the store has no run %q", id)
 	}
+	// Requests of the run wait until the erasure is done (and the server
+	// has forgotten the run, if it succeeded).
+	done, aerr := s.beginErasure(r.Context(), id)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	defer done()
 	// The server's context, not the request's: the engine finishes an
 	// erasure it began either way, and the answer must say so.
 	d, err := s.db.Erase(s.ctx, id, req.Reason)

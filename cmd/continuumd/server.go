@@ -72,6 +72,11 @@ type server struct {
 		// deleted before the server started, loaded with known, and those
 		// it erased since. They answer run_deleted.
 		gone map[string]bool
+		// erasing holds the runs an erase request is erasing, each with a
+		// channel closed when it is done: requests of the run wait for it,
+		// so that none reads the run's state from the server's handle once
+		// the engine has withdrawn it.
+		erasing map[string]chan struct{}
 	}
 }
 
@@ -106,6 +111,7 @@ func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 	s.mu.runs = map[string]*runState{}
 	s.mu.attempts = map[string]*attempt{}
 	s.mu.gone = map[string]bool{}
+	s.mu.erasing = map[string]chan struct{}{}
 	return s
 }
 
@@ -252,6 +258,9 @@ func writeError(w http.ResponseWriter, e *apiError) {
 // opened or created (PUT); otherwise a run the store does not hold is
 // run_not_found, and nothing is created.
 func (s *server) runState(ctx context.Context, id string, create bool) (*runState, *apiError) {
+	if aerr := s.waitErasure(ctx, id); aerr != nil {
+		return nil, aerr
+	}
 	s.mu.Lock()
 	rs := s.mu.runs[id]
 	s.mu.Unlock()
@@ -334,6 +343,47 @@ func (s *server) knownRun(id string) (bool, error) {
 		}
 	}
 	return s.mu.known[id], nil
+}
+
+// waitErasure waits while an erase request erases run id.
+func (s *server) waitErasure(ctx context.Context, id string) *apiError {
+	for {
+		s.mu.Lock()
+		ch := s.mu.erasing[id]
+		s.mu.Unlock()
+		if ch == nil {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return engineError(ctx.Err(), "")
+		}
+	}
+}
+
+// beginErasure marks run id as being erased (after waiting for another
+// erase request of it); done removes the mark, after forget if the
+// erasure succeeded.
+func (s *server) beginErasure(ctx context.Context, id string) (done func(), aerr *apiError) {
+	for {
+		if aerr := s.waitErasure(ctx, id); aerr != nil {
+			return nil, aerr
+		}
+		s.mu.Lock()
+		if s.mu.erasing[id] == nil {
+			ch := make(chan struct{})
+			s.mu.erasing[id] = ch
+			s.mu.Unlock()
+			return func() {
+				s.mu.Lock()
+				delete(s.mu.erasing, id)
+				s.mu.Unlock()
+				close(ch)
+			}, nil
+		}
+		s.mu.Unlock()
+	}
 }
 
 // isGone reports whether the store deleted run id (knownRun loads what
