@@ -18,6 +18,12 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
+	r.mu.Lock()
+	gone := r.mu.gone
+	r.mu.Unlock()
+	if gone != nil {
+		return nil, gone
+	}
 	pos, err := r.committedAtomPos(ctx, seq)
 	if err != nil {
 		return nil, err

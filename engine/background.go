@@ -239,6 +239,9 @@ func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 }
 
 func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
+	if r.mu.gone != nil {
+		return nil, nil // deleted since it was queued or listed: nothing of it is written
+	}
 	if !full && r.mu.lastSeq == r.mu.snapSeq {
 		return nil, nil
 	}
@@ -414,6 +417,9 @@ func (db *DB) checkpoint(final bool) error {
 		c, err := r.capture(db, true, b != nil)
 		if err != nil {
 			return err
+		}
+		if c == nil {
+			continue // deleted since the list was taken
 		}
 		if c.meta.FrameSeq == c.seq && c.frame != nil && c.seq > 0 {
 			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}

@@ -192,6 +192,9 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason, parent: chosen[i].parent})
 	}
 	db.mu.Unlock()
+	for _, r := range chosen {
+		r.markGone(fmt.Errorf("%w: run %q", ErrRunDeleted, r.id))
+	}
 	for _, d := range out {
 		db.publishRunGone(record.KindDelete, d.ID) // its messages not consumed are withdrawn
 	}
@@ -309,6 +312,17 @@ func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
 		return nil, fmt.Errorf("engine: sign the deletion of run %q: %w", d.ID, err)
 	}
 	return b, nil
+}
+
+// markGone makes r, whose deletion or erasure is durable, serve nothing
+// more through a handle a caller kept (err, from every read of its
+// state), and drops its frame from memory.
+func (r *Run) markGone(err error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.mu.gone = err
+	r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
+	r.mu.pending = nil
 }
 
 // restoreRuns puts back runs withdrawn by a deletion that failed.

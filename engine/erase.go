@@ -268,6 +268,7 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	db.untrack(tok)
 	tracked = false
 	if live != nil {
+		live.markGone(fmt.Errorf("%w: run %q", ErrRunErased, id))
 		db.publishRunGone(record.KindErase, id)
 	}
 

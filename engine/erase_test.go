@@ -814,3 +814,43 @@ func TestRollbackSealed(t *testing.T) {
 		t.Fatalf("records of the erased run that open: %v", opened)
 	}
 }
+
+// TestHandleAfterDeletion: a handle of a run kept across its deletion or
+// erasure serves nothing of it any more (its frame in memory is dropped,
+// not handed out): State, StateE, StateAt and Atom fail with the run's
+// fate.
+func TestHandleAfterDeletion(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db := endedRuns(t, fs, ring, "deleted", "erased")
+	defer db.Close()
+	deleted, erased := mustRun(db, "deleted"), mustRun(db, "erased")
+	for _, r := range []*Run{deleted, erased} {
+		if f := r.State(); f == nil || string(f.Memory["k"]) != goneSecret {
+			t.Fatalf("run %s before: %v", r.ID(), f)
+		}
+	}
+	if _, err := db.Delete(ctx, "deleted"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "erased", ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		r    *Run
+		want error
+	}{{deleted, ErrRunDeleted}, {erased, ErrRunErased}} {
+		if f := c.r.State(); f != nil {
+			t.Fatalf("State of run %s after: %v", c.r.ID(), f.Memory)
+		}
+		if f, err := c.r.StateE(); f != nil || !errors.Is(err, c.want) {
+			t.Fatalf("StateE of run %s after: %v, %v; want %v", c.r.ID(), f, err, c.want)
+		}
+		if f, err := c.r.StateAt(ctx, 1); f != nil || !errors.Is(err, c.want) {
+			t.Fatalf("StateAt of run %s after: %v, %v; want %v", c.r.ID(), f, err, c.want)
+		}
+		if a, err := c.r.Atom(ctx, 1); a != nil || !errors.Is(err, c.want) {
+			t.Fatalf("Atom of run %s after: %v, %v; want %v", c.r.ID(), a, err, c.want)
+		}
+	}
+}

@@ -120,6 +120,9 @@ type Run struct {
 		// 0 if none. Cleared when that seq commits.
 		interruptedSeq uint64
 		broken         error // set when the in-memory state can no longer be trusted
+		// gone is set once the run's deletion or erasure is durable
+		// (markGone): a handle a caller kept serves nothing of it any more.
+		gone error
 		// rollback is the run's pending rollback (rollback.go): its record
 		// is durable and the atom at its seq, lastSeq+1, is not. Begin and
 		// End refuse while it is set; the atom at its seq clears it.
@@ -364,6 +367,9 @@ func (r *Run) endWriteLocked() {
 // otherwise from the whole log (rebuildFrame), and the next engine
 // checkpoint writes the frame file again.
 func (r *Run) materializeLocked() error {
+	if r.mu.gone != nil {
+		return r.mu.gone
+	}
 	if r.mu.broken != nil {
 		return r.mu.broken
 	}
@@ -519,6 +525,10 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 // checkpoint of Close (a fork's frame is built from its parent's state).
 func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	r.mu.Lock()
+	if err := r.mu.gone; err != nil {
+		r.mu.Unlock()
+		return nil, err
+	}
 	last := r.mu.lastSeq
 	if seq > last {
 		r.mu.Unlock()
