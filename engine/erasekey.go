@@ -42,6 +42,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
@@ -156,30 +157,17 @@ func (db *DB) memoryKey(run, key string) error {
 }
 
 // unseal returns f with its sealed memory values opened (f itself when it
-// has none); a value whose data key was erased is left out.
+// has none); a value whose data key was erased is left out
+// (offline.OpenFrame, which the read-only tools use too).
 func (db *DB) unseal(f *frame.Frame) (*frame.Frame, error) {
-	if f == nil || len(f.Sealed) == 0 {
-		return f, nil
-	}
-	if db.sealer == nil {
-		return nil, fmt.Errorf("%w: a frame holds sealed memory values in a plaintext store", ErrCorrupt)
-	}
-	return f.Unseal(func(key string, sealed []byte) ([]byte, bool, error) {
-		v, err := db.sealer.OpenValue(nil, sealed, key)
-		switch {
-		case errors.Is(err, seal.ErrErased):
-			return nil, false, nil
-		case errors.Is(err, seal.ErrNoKey):
-			return nil, false, &CorruptionError{File: db.path(layout.KeysName), Err: err,
+	open, _, err := offline.OpenFrame(db.sealer, f, func(key string, err error) error {
+		if errors.Is(err, seal.ErrNoKey) {
+			return &CorruptionError{File: db.path(layout.KeysName), Err: err,
 				Reason: fmt.Sprintf("the sealed value of memory key %q names a data key the table lacks: it is older than the log, damaged, or not this store's (%v)", key, err)}
-		case err != nil:
-			return nil, false, fmt.Errorf("%w: the sealed value of memory key %q: %w", ErrCorrupt, key, err)
 		}
-		if v == nil {
-			v = []byte{}
-		}
-		return v, true, nil
+		return fmt.Errorf("%w: the sealed value of memory key %q: %w", ErrCorrupt, key, err)
 	})
+	return open, err
 }
 
 // EraseKey erases the values of memory key key of run id in an encrypted
@@ -333,15 +321,11 @@ type keyErasure struct {
 // from a copy), from which the erased values could be opened again.
 // Called once the log's records are all known (checkRegistry).
 func (db *DB) healKeyErasures(es []keyErasure) {
-	if db.keys == nil || len(es) == 0 {
-		return
+	keys, err := db.eraseNamed(es)
+	if len(keys) > 0 {
+		db.logger.Warn("engine: KEYS still held data keys of erased memory keys (it is older than their erasure); erased them again", "keys", keys, "err", err)
 	}
-	nos, keys := db.liveNamed(es)
-	if len(nos) == 0 {
-		return
-	}
-	db.logger.Warn("engine: KEYS still holds data keys of erased memory keys (it is older than their erasure); erasing them again", "keys", keys)
-	if err := db.dropKeys(nos); err != nil {
+	if err != nil {
 		db.setBackgroundErr(fmt.Errorf("engine: erase again the data keys of erased memory keys that an older KEYS holds: %w", err))
 	}
 }
@@ -350,18 +334,25 @@ func (db *DB) healKeyErasures(es []keyErasure) {
 // records the replay read that KEYS still holds: an erasure a crash
 // interrupted between its record and KEYS.
 func (db *DB) finishKeyErasures() error {
-	if db.keys == nil || len(db.keyErasures) == 0 {
-		return nil
-	}
-	nos, _ := db.liveNamed(db.keyErasures)
+	es := db.keyErasures
 	db.keyErasures = nil
-	if len(nos) == 0 {
-		return nil
-	}
-	if err := db.dropKeys(nos); err != nil {
+	if _, err := db.eraseNamed(es); err != nil {
 		return fmt.Errorf("engine: finish the erasure of memory keys the log records: %w", err)
 	}
 	return nil
+}
+
+// eraseNamed drops the data keys that the erase-key records es name and
+// KEYS holds live (liveNamed), and returns the memory keys they sealed.
+func (db *DB) eraseNamed(es []keyErasure) ([]string, error) {
+	if db.keys == nil || len(es) == 0 {
+		return nil, nil
+	}
+	nos, keys := db.liveNamed(es)
+	if len(nos) == 0 {
+		return nil, nil
+	}
+	return keys, db.dropKeys(nos)
 }
 
 // liveNamed returns the data keys that the erase-key records es name and

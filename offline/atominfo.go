@@ -225,7 +225,7 @@ func openOps(s *record.Sealer, d *frame.Delta, damage func(key string, err error
 			}
 			out = append(out, o)
 		case op.Frame != nil && len(op.Frame.Sealed) > 0:
-			f, erased, err := openFrame(s, op.Frame, damage)
+			f, erased, err := OpenFrame(s, op.Frame, damage)
 			if err != nil {
 				return nil, err
 			}

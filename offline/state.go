@@ -38,7 +38,7 @@ func (in *Inspector) StateAtWithErased(ctx context.Context, run string, seq uint
 	if err != nil {
 		return nil, nil, err
 	}
-	return openFrame(in.st.db.sealer, f, func(key string, err error) error {
+	return OpenFrame(in.st.db.sealer, f, func(key string, err error) error {
 		why := sealedDamage(key, err)
 		if at, ok := in.sealedOrigin(ctx, run, seq, key, f.Sealed[key]); ok {
 			return &CorruptionError{File: in.st.db.segmentFile(at.pos.Segment), Offset: at.pos.Offset, Run: at.run, Seq: at.seq, Err: err,

@@ -231,13 +231,13 @@ func sealedDamage(key string, err error) string {
 	return fmt.Sprintf("the sealed value of memory key %q does not open: %v", key, err)
 }
 
-// openFrame returns f with its sealed memory values opened into Memory
+// OpenFrame returns f with its sealed memory values opened into Memory
 // (openValue, frame.Frame.Unseal), and the memory keys whose values were
 // erased, sorted: they are absent from the frame, as the engine's State
 // has them. It returns f itself when f holds no sealed value. A value that
 // does not open otherwise is damage: damage(key, err) returns the error
-// that says where it is.
-func openFrame(s *record.Sealer, f *frame.Frame, damage func(key string, err error) error) (*frame.Frame, []string, error) {
+// that says where it is. The engine's State opens frames with it too.
+func OpenFrame(s *record.Sealer, f *frame.Frame, damage func(key string, err error) error) (*frame.Frame, []string, error) {
 	if f == nil || len(f.Sealed) == 0 {
 		return f, nil, nil
 	}

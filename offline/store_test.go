@@ -65,13 +65,13 @@ func TestOpenFrame(t *testing.T) {
 		return nil
 	}
 
-	got, gone, err := openFrame(live, f, noDamage)
+	got, gone, err := OpenFrame(live, f, noDamage)
 	if err != nil || gone != nil || len(got.Sealed) != 0 ||
 		!maps.EqualFunc(got.Memory, map[string][]byte{"plan": []byte("gold"), "email": []byte("alice@example.com"), "ssn": []byte("078-05-1120")}, bytes.Equal) {
 		t.Fatalf("with every key live: %v, erased %v, memory %q, sealed %d", err, gone, got.Memory, len(got.Sealed))
 	}
 
-	got, gone, err = openFrame(erased, f, noDamage)
+	got, gone, err = OpenFrame(erased, f, noDamage)
 	if err != nil || !slices.Equal(gone, []string{"ssn"}) ||
 		!maps.EqualFunc(got.Memory, map[string][]byte{"plan": []byte("gold"), "email": []byte("alice@example.com")}, bytes.Equal) {
 		t.Fatalf("with ssn erased: %v, erased %v, memory %q", err, gone, got.Memory)
@@ -79,14 +79,14 @@ func TestOpenFrame(t *testing.T) {
 	if len(f.Sealed) != 2 || len(f.Memory) != 1 {
 		t.Fatalf("the frame given was changed: memory %q, %d sealed", f.Memory, len(f.Sealed))
 	}
-	if same, gone, err := openFrame(erased, got, noDamage); same != got || gone != nil || err != nil {
+	if same, gone, err := OpenFrame(erased, got, noDamage); same != got || gone != nil || err != nil {
 		t.Fatalf("a frame without sealed values: %p (want %p), %v, %v", same, got, gone, err)
 	}
 
 	moved := &frame.Frame{Memory: map[string][]byte{}, Sealed: map[string][]byte{"plan": email}}
 	var damaged string
 	want := errors.New("the damage, where it is")
-	_, _, err = openFrame(live, moved, func(key string, err error) error {
+	_, _, err = OpenFrame(live, moved, func(key string, err error) error {
 		if !errors.Is(err, seal.ErrAuth) {
 			t.Errorf("key %q: %v, want seal.ErrAuth", key, err)
 		}
@@ -96,7 +96,7 @@ func TestOpenFrame(t *testing.T) {
 	if err != want || damaged != "plan" {
 		t.Fatalf("a value moved to another key: %v, damage of %q", err, damaged)
 	}
-	if _, _, err := openFrame(nil, f, func(key string, err error) error { return err }); err == nil {
+	if _, _, err := OpenFrame(nil, f, func(key string, err error) error { return err }); err == nil {
 		t.Fatal("sealed values without a sealer (a plaintext store): no error")
 	}
 }

@@ -468,9 +468,12 @@ func RunOf(scope string) string {
 // RunScopes returns the scopes of t that belong to run (its own, and its
 // memory keys'), with a live or erasing key, sorted.
 func (t *Table) RunScopes(run string) []string {
+	if run == "" {
+		return nil // the store's key belongs to no run
+	}
 	var out []string
 	for _, e := range t.entries {
-		if !e.Erased && RunOf(e.Scope) == run && run != "" && !slices.Contains(out, e.Scope) {
+		if !e.Erased && RunOf(e.Scope) == run && !slices.Contains(out, e.Scope) {
 			out = append(out, e.Scope)
 		}
 	}
