@@ -12,7 +12,6 @@ import (
 	"slices"
 	"sync"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
@@ -36,10 +35,6 @@ type storeKeys struct {
 	// used only after the KEYS that holds it is durable.
 	mu    sync.Mutex
 	table *seal.Table
-	// appendAt is where the next addition goes in KEYS (its size), or -1:
-	// KEYS is rewritten whole at the next change (a version 1 file, a
-	// torn last addition, or an append that failed). Guarded by mu.
-	appendAt int64
 
 	// adding holds the scopes whose keys callers wait for (addKey): the
 	// caller that gets mu next adds them all with one write of KEYS.
@@ -64,7 +59,7 @@ func (db *DB) openKeys() error {
 	if len(b) > layout.MaxKeysFile {
 		return record.Corruptf(name, "%d bytes, above %d", len(b), layout.MaxKeysFile)
 	}
-	t, appendAt, err := layout.ParseKeysFile(name, db.storeID, b)
+	t, err := layout.ParseKeys(name, db.storeID, b)
 	if err != nil {
 		return err
 	}
@@ -75,7 +70,7 @@ func (db *DB) openKeys() error {
 	if _, ok := ks.Scope(""); !ok {
 		return record.Corruptf(name, "holds no data key of the store")
 	}
-	db.keys = &storeKeys{ring: db.opts.Keyring, keys: ks, table: t, appendAt: int64(appendAt)}
+	db.keys = &storeKeys{ring: db.opts.Keyring, keys: ks, table: t}
 	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks, KeysFile: name}
 	return nil
 }
@@ -91,64 +86,20 @@ func (db *DB) createKeys() error {
 	}
 	sk := &storeKeys{ring: db.opts.Keyring, keys: seal.NewKeys(), table: t}
 	sk.keys.Put("", k)
-	n, err := db.writeKeysFile(t)
-	if err != nil {
+	if err := db.writeKeys(t); err != nil {
 		return err
 	}
-	sk.appendAt = n
 	db.keys = sk
 	db.sealer = &record.Sealer{Store: db.storeID, Keys: sk.keys, KeysFile: db.path(layout.KeysName)}
 	return nil
 }
 
-// writeKeys replaces KEYS by t, durably (file and directory fsync); the
-// caller holds db.keys.mu.
+// writeKeys replaces KEYS by t, durably (file and directory fsync).
 func (db *DB) writeKeys(t *seal.Table) error {
-	n, err := db.writeKeysFile(t)
-	if err != nil {
-		return err
-	}
-	db.keys.appendAt = n
-	return nil
-}
-
-// writeKeysFile writes KEYS whole, holding t, and returns its size.
-func (db *DB) writeKeysFile(t *seal.Table) (int64, error) {
 	b := layout.MarshalKeys(db.storeID, t)
 	if err := layout.WriteFileAtomic(db.fs, db.path(layout.KeysName), b, db.opts.NoSync); err != nil {
-		return 0, fmt.Errorf("engine: %w", err)
+		return fmt.Errorf("engine: %w", err)
 	}
-	return int64(len(b)), nil
-}
-
-// appendKeys makes the entries of the table from the from-th on durable
-// in KEYS: appended to it and synced (layout's additions), or, when KEYS
-// cannot take an addition now, with KEYS rewritten whole. The caller holds
-// db.keys.mu. A failed append leaves KEYS to be rewritten at the next
-// change: the file may hold part of it.
-func (db *DB) appendKeys(from int) error {
-	sk := db.keys
-	if sk.appendAt < 0 {
-		return db.writeKeys(sk.table)
-	}
-	var b []byte
-	for _, e := range sk.table.Tail(from) {
-		b = layout.AppendKeysAddition(b, e)
-	}
-	name := db.path(layout.KeysName)
-	f, err := db.fs.OpenReadWrite(name, vfs.WriteCategoryUnspecified)
-	if err == nil {
-		_, err = f.WriteAt(b, sk.appendAt)
-		if err == nil && !db.opts.NoSync {
-			err = f.SyncData()
-		}
-		err = errors.Join(err, f.Close())
-	}
-	if err != nil {
-		sk.appendAt = -1
-		return fmt.Errorf("engine: append a data key to %s: %w", name, err)
-	}
-	sk.appendAt += int64(len(b))
 	return nil
 }
 
@@ -194,9 +145,7 @@ func (db *DB) addKey(scope string) error {
 		// Taken by a write that failed: this caller tries again.
 		scopes = append(scopes, scope)
 	}
-	// Added to the table in place (the table is the mutex holder's), and
-	// taken back if they do not become durable.
-	from := sk.table.Len()
+	next := sk.table.Clone()
 	added := make([]*seal.Key, 0, len(scopes))
 	for i := 0; i < len(scopes); i++ {
 		if _, ok := sk.keys.Scope(scopes[i]); ok {
@@ -204,17 +153,16 @@ func (db *DB) addKey(scope string) error {
 			i--
 			continue
 		}
-		k, err := sk.table.Add(sk.ring, scopes[i])
+		k, err := next.Add(sk.ring, scopes[i])
 		if err != nil {
-			sk.table.Truncate(from)
 			return err
 		}
 		added = append(added, k)
 	}
-	if err := db.appendKeys(from); err != nil {
-		sk.table.Truncate(from)
+	if err := db.writeKeys(next); err != nil {
 		return err
 	}
+	sk.table = next
 	for i, k := range added {
 		sk.keys.Put(scopes[i], k)
 	}

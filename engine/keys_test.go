@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 
@@ -237,71 +236,5 @@ func TestSealedNotReplicated(t *testing.T) {
 	o.Replicator = nopReplicator{}
 	if _, err := Open("s", o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "KEYS") {
 		t.Fatalf("Open with a keyring and a Replicator: %v, want ErrInvalidOptions naming KEYS", err)
-	}
-}
-
-// TestKeysAppended: a new run's data key is appended to KEYS (the file
-// grows by the addition, and is not rewritten); a torn last addition, as
-// a crash in the append leaves it, is ignored at Open, and the next key
-// rewrites KEYS whole without it; every run reads back.
-func TestKeysAppended(t *testing.T) {
-	fs := vfs.NewMem()
-	ring := testRing(t, "k1", "k1")
-	db, err := Open("s", encOpts(fs, ring))
-	if err != nil {
-		t.Fatal(err)
-	}
-	size := func() int {
-		t.Helper()
-		b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return len(b)
-	}
-	commitOne(t, db, "r0", "k", "v0")
-	before := size()
-	commitOne(t, db, "r1", "k", "v1")
-	entries := db.KeyEntries()
-	if grown, want := size()-before, len(layout.AppendKeysAddition(nil, entries[len(entries)-1])); grown != want {
-		t.Fatalf("KEYS grew by %d bytes for a new run's key, want one addition of %d", grown, want)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A torn addition: part of one, as a crash in its append leaves it.
-	b, err := layout.ReadFile(fs, "s/"+layout.KeysName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	torn := layout.AppendKeysAddition(nil, seal.Entry{No: 99, Scope: "never", KeyID: "k1", Wrapped: bytes.Repeat([]byte{1}, 60)})
-	if err := layout.WriteFileAtomic(fs, "s/"+layout.KeysName, append(b, torn[:len(torn)/2]...), true); err != nil {
-		t.Fatal(err)
-	}
-	db, err = Open("s", encOpts(fs, ring))
-	if err != nil {
-		t.Fatal(err)
-	}
-	commitOne(t, db, "r2", "k", "v2")
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	b, err = layout.ReadFile(fs, "s/"+layout.KeysName)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, at, err := layout.ParseKeysFile("KEYS", db.storeID, b); err != nil || at != len(b) {
-		t.Fatalf("KEYS after a torn addition and a new key: %v, appendable at %d of %d (want rewritten whole)", err, at, len(b))
-	}
-	db, err = Open("s", encOpts(fs, ring))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	for i := range 3 {
-		id := fmt.Sprint("r", i)
-		if got := string(mustRun(db, id).State().Memory["k"]); got != fmt.Sprint("v", i) {
-			t.Fatalf("run %s: k = %q", id, got)
-		}
 	}
 }

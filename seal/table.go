@@ -269,60 +269,20 @@ func AppendTable(dst []byte, t *Table) []byte {
 	dst = append(dst, tableVersion)
 	dst = binary.AppendUvarint(dst, uint64(len(t.entries)))
 	for _, e := range t.entries {
-		dst = AppendEntry(dst, e)
+		dst = binary.AppendUvarint(dst, e.No)
+		dst = appendBytes(dst, []byte(e.Scope))
+		state := byte(stateLive)
+		switch {
+		case e.Erased:
+			state = stateErased
+		case e.Erasing:
+			state = stateErasing
+		}
+		dst = append(dst, state)
+		dst = appendBytes(dst, []byte(e.KeyID))
+		dst = appendBytes(dst, e.Wrapped)
 	}
 	return dst
-}
-
-// AppendEntry appends the encoding of one entry of a table (format.go's
-// entry): what a key file appends for a key added after the table it
-// holds (layout's KEYS, version 2).
-func AppendEntry(dst []byte, e Entry) []byte {
-	dst = binary.AppendUvarint(dst, e.No)
-	dst = appendBytes(dst, []byte(e.Scope))
-	state := byte(stateLive)
-	switch {
-	case e.Erased:
-		state = stateErased
-	case e.Erasing:
-		state = stateErasing
-	}
-	dst = append(dst, state)
-	dst = appendBytes(dst, []byte(e.KeyID))
-	return appendBytes(dst, e.Wrapped)
-}
-
-// Len is how many entries t holds.
-func (t *Table) Len() int { return len(t.entries) }
-
-// Tail returns copies of the entries of t from the i-th on: those added
-// since t held i.
-func (t *Table) Tail(i int) []Entry {
-	return (&Table{entries: t.entries[i:]}).Entries()
-}
-
-// Truncate drops the entries of t from the i-th on: keys added in place
-// whose table could not be made durable.
-func (t *Table) Truncate(i int) { t.entries = t.entries[:i:i] }
-
-// AddEncoded appends to t the entry b encodes (AppendEntry), a key added
-// after the entries t holds: it must be live, and numbered above them.
-// Anything else is an error matching ErrCorrupt.
-func (t *Table) AddEncoded(b []byte) error {
-	d := decoder{b: b}
-	e, state := d.entry()
-	switch {
-	case d.err != nil:
-		return d.err
-	case d.off != len(b):
-		return fmt.Errorf("%w: %d bytes after an added key's entry", ErrCorrupt, len(b)-d.off)
-	case state != stateLive || e.KeyID == "" || len(e.Wrapped) == 0:
-		return fmt.Errorf("%w: added key %d is not live (state %d)", ErrCorrupt, e.No, state)
-	case e.No == 0 || (len(t.entries) > 0 && e.No <= t.entries[len(t.entries)-1].No):
-		return fmt.Errorf("%w: added key number %d not above the table's", ErrCorrupt, e.No)
-	}
-	t.entries = append(t.entries, e)
-	return nil
 }
 
 func appendBytes(dst, b []byte) []byte {
@@ -347,7 +307,12 @@ func DecodeTable(b []byte) (*Table, error) {
 	}
 	t := &Table{}
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		e, state := d.entry()
+		var e Entry
+		e.No = d.uvarint("key number")
+		e.Scope = string(d.bytes("scope", MaxScope))
+		state := d.byte("state")
+		e.KeyID = string(d.bytes("key id", MaxKeyID))
+		e.Wrapped = slices.Clone(d.bytes("wrapped key", MaxWrapped))
 		if d.err != nil {
 			break
 		}
@@ -378,17 +343,6 @@ func DecodeTable(b []byte) (*Table, error) {
 		return nil, d.err
 	}
 	return t, nil
-}
-
-// entry reads one entry's fields (AppendEntry), its state as stored.
-func (d *decoder) entry() (Entry, byte) {
-	var e Entry
-	e.No = d.uvarint("key number")
-	e.Scope = string(d.bytes("scope", MaxScope))
-	state := d.byte("state")
-	e.KeyID = string(d.bytes("key id", MaxKeyID))
-	e.Wrapped = slices.Clone(d.bytes("wrapped key", MaxWrapped))
-	return e, state
 }
 
 // decoder reads a key table's fields, remembering the first error.
