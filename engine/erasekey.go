@@ -379,3 +379,27 @@ func (db *DB) liveNamed(es []keyErasure) (nos []uint64, keys []string) {
 	slices.Sort(nos)
 	return nos, keys
 }
+
+// checkSealedKeys reports, as KEYS's damage, a sealed memory value of f,
+// run's frame as it comes into memory, whose data key KEYS does not hold,
+// live or erased: a KEYS that lost the key (cut short, or older than the
+// log). Open checks that KEYS holds every run's key (checkRunKeys), but
+// not the memory keys', which no file lists; without this the run would
+// take new values and a new data key for the key, past a value it can no
+// longer open.
+func (db *DB) checkSealedKeys(run string, f *frame.Frame) error {
+	if db.keys == nil {
+		return nil // a plaintext store's frame with sealed values: State reports it
+	}
+	for key, v := range f.Sealed {
+		no, err := seal.KeyNo(v)
+		if err == nil {
+			_, err = db.keys.keys.Key(no)
+		}
+		if err != nil && !errors.Is(err, seal.ErrErased) {
+			return &CorruptionError{File: db.path(layout.KeysName), Run: run, Err: err,
+				Reason: fmt.Sprintf("the sealed value of memory key %q names a data key the table lacks: it is older than the log, damaged, or not this store's (%v)", key, err)}
+		}
+	}
+	return nil
+}

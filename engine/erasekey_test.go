@@ -709,3 +709,40 @@ func TestEraseKeyReplaceFrame(t *testing.T) {
 		}
 	}
 }
+
+// TestOlderKeysMemoryKey: a KEYS older than a memory key's first value
+// (the run's key in it, the memory key's not) opens, since no file Open
+// reads names memory keys; the run's frame coming into memory is then
+// refused as KEYS's damage, so that neither State nor a Commit goes on
+// past the value it cannot open.
+func TestOlderKeysMemoryKey(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	db, err := Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitSets(t, db, "r", "name", nameKept)
+	old := keysOf(t, fs, db)
+	commitSets(t, db, "r", "email", emailSecret)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	putKeys(t, fs, db, old)
+	db, err = Open("s", erasableOpts(fs, ring))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r := mustRun(db, "r")
+	if f, err := r.StateE(); f != nil || !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), layout.KeysName) {
+		t.Fatalf("StateE with a KEYS that lacks the memory key's data key: %v, %v; want a corruption naming KEYS", f, err)
+	}
+	a, err := r.Begin(ctx)
+	if err == nil {
+		err = a.Commit(ctx, new(frame.Delta).Set("email", []byte("new")))
+	}
+	if !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a commit past the value that does not open: %v, want ErrCorrupt", err)
+	}
+}

@@ -424,6 +424,9 @@ func (r *Run) materializeLocked() error {
 		// (framecache.go).
 		r.mu.frameSum, r.mu.frameSumSeq = sum, seq
 	}
+	if err := r.db.checkSealedKeys(r.id, f); err != nil {
+		return err
+	}
 	r.mu.frame = f
 	r.mu.pending = nil
 	return nil
