@@ -9,6 +9,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -274,9 +275,14 @@ const readRetries = 4
 func retryVanished(ctx context.Context, pass func() error) error {
 	var err error
 	for range readRetries {
-		if err = pass(); err == nil || !layout.NotExist(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
+		if err = pass(); err == nil || !moved(err) || errors.Is(err, ErrNotAStore) || ctx.Err() != nil {
 			return err
 		}
 	}
 	return err
 }
+
+// moved reports whether err says a file the pass read vanished or was
+// replaced under it (a live engine renames a new version into place, or
+// removes one it replaced): another pass reads what is there now.
+func moved(err error) bool { return layout.NotExist(err) || errors.Is(err, privfs.ErrReplaced) }

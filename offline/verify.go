@@ -179,7 +179,9 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	// The derived files first, the log after: a live engine writes a frame
 	// file or CHECKPOINT only once the log holds what it derives from, so
 	// the log opened afterwards reaches at least as far.
-	if err := vr.loadRestartFiles(); err != nil {
+	if err := vr.loadRestartFiles(); moved(err) {
+		return nil, err // a file the engine replaced or removed meanwhile: verify again (retryVanished)
+	} else if err != nil {
 		v.Corrupt(db.path(layout.CheckpointName), err)
 	}
 	log, err := wal.Open(db.path(layout.WALDir), &wal.Options{FS: fs, ReadOnly: true, ReadDamaged: true})

@@ -44,6 +44,9 @@ func (vr *verifyRun) loadRestartFiles() error {
 		}
 		name := db.fs.PathJoin(db.path(layout.FramesDir), n)
 		b, err := layout.ReadFile(db.fs, name)
+		if moved(err) {
+			return err // the engine replaced or removed it: verify again (retryVanished)
+		}
 		if err != nil {
 			vr.fail("", 0, name, "%v", err)
 			continue

@@ -19,11 +19,20 @@ import (
 // pipe, a device or a socket, or a directory where a file belongs.
 var ErrUnsafeEntry = errors.New("privfs: not the store's own file")
 
+// ErrReplaced is matched by the error of an open whose file was replaced
+// while it was being opened (UnsafeEntryError.Replaced).
+var ErrReplaced = errors.New("privfs: file replaced while it was being opened")
+
 // UnsafeEntryError says which entry of a store was refused and why.
 type UnsafeEntryError struct {
 	Path string // the entry refused
 	What string // what it is: "symbolic link to /etc/passwd", "named pipe (FIFO)", ...
 	Want string // what the store keeps there: "regular file", "directory"
+	// Replaced: the entry was a regular file, replaced by another between
+	// its lstat and its open (it also matches ErrReplaced). A writer that
+	// renames a new version into place does that too: a reader beside it
+	// may read again.
+	Replaced bool
 }
 
 func (e *UnsafeEntryError) Error() string {
@@ -32,7 +41,9 @@ func (e *UnsafeEntryError) Error() string {
 		e.Path, e.What, e.Want)
 }
 
-func (e *UnsafeEntryError) Is(target error) bool { return target == ErrUnsafeEntry }
+func (e *UnsafeEntryError) Is(target error) bool {
+	return target == ErrUnsafeEntry || e.Replaced && target == ErrReplaced
+}
 
 // Confine returns fs made private (as Wrap) and confined to the store in
 // root, if fs is rooted in the operating system's filesystem; fs itself
@@ -190,7 +201,7 @@ func same(name string, f vfs.File, before os.FileInfo, w want) (vfs.File, error)
 	}
 	if !sameInode(before, after) {
 		f.Close()
-		return nil, &UnsafeEntryError{Path: name, What: "file replaced while it was being opened", Want: w.String()}
+		return nil, &UnsafeEntryError{Path: name, What: "file replaced while it was being opened", Want: w.String(), Replaced: true}
 	}
 	return f, nil
 }
