@@ -37,9 +37,12 @@
 // segment's capacity is its file's size. The next segment (the spare) is
 // zero-filled in the background once the active one is half full; a
 // brand-new log zero-fills its small first segment in Open. A log thus
-// takes about twice what it holds (a new one 64 KiB), and an Open needs at
-// most the initial capacity in free space (none when it resumes the newest
-// segment).
+// takes about twice what it holds while it is open (a new one 64 KiB);
+// Close gives the prepared space back (it removes the spare and truncates
+// the active segment to the initial capacity past its last record), so a
+// closed log holds what it wrote and at most that much more. An Open
+// needs at most the initial capacity in free space (none when it resumes
+// the newest segment).
 // A writable Open keeps appending to the newest segment, right after its
 // last valid record, as long as it is unsealed and has room, so restarts
 // add no segment. Records are framed with a length and a CRC32C that covers
@@ -72,6 +75,11 @@
 //   - Rotation: the full segment gets a seal record and an fdatasync before
 //     the next segment is activated, so every segment but the newest ends
 //     with a durable seal.
+//   - Close: after the last fdatasync, the spare is removed and the active
+//     segment truncated to the initial capacity past its last record,
+//     without a sync: what they give back is zeros past every durable
+//     record, so a crash that loses either leaves a log that opens the
+//     same way. A log whose fsync failed is closed as it is.
 //   - RemoveBelow: removes whole sealed segments, then fsyncs the directory.
 //   - Compact (compact.go): rewrites a sealed segment, never the newest,
 //     without the records its caller drops, every other record at its

@@ -230,6 +230,7 @@ type Log struct {
 		buf       []byte
 		spare     chan error // result of the background spare preparation
 		preparing bool       // a prepareSpare is running; its result comes on spare
+		spareAt   int64      // the offset from which the spare is prepared (maybePrepareSpare)
 		haveSpare bool       // a complete spare file exists (checked again before use)
 		lastSync  time.Time
 	}
@@ -443,6 +444,9 @@ func (l *Log) Close() error {
 					l.logger.Warn("wal: preparing a spare segment failed", "err", err)
 				}
 				l.w.preparing = false
+			}
+			if len(errs) == 0 {
+				l.trimAtRest()
 			}
 		}
 		errs = append(errs, l.closeFiles())

@@ -61,6 +61,7 @@ func (w *Waiter) finish(err error) {
 func (l *Log) setActive(f vfs.File, id uint64, size int64) {
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
 	l.w.off, l.w.synced, l.w.cap = SegmentHeaderSize, SegmentHeaderSize, size
+	l.w.spareAt = size / 2
 	d := Pos{id, SegmentHeaderSize}
 	l.durable.Store(&d)
 	l.segs.Lock()
@@ -70,11 +71,12 @@ func (l *Log) setActive(f vfs.File, id uint64, size int64) {
 
 // maybePrepareSpare starts zero-filling the next segment (twice the active
 // one's capacity, up to the segment size) in the background once the
-// active one is half full and no spare exists or is being made (owner
-// only). Preparing it lazily keeps the zero-fill away from an Open and
-// from the first commits after it.
+// active one is half full (a resumed one: once half the room it had at
+// Open is used) and no spare exists or is being made (owner only).
+// Preparing it lazily keeps the zero-fill away from an Open and from the
+// first commits after it.
 func (l *Log) maybePrepareSpare() {
-	if l.w.preparing || l.w.haveSpare || l.w.off < l.w.cap/2 {
+	if l.w.preparing || l.w.haveSpare || l.w.off < l.w.spareAt {
 		return
 	}
 	l.w.preparing = true

@@ -291,6 +291,7 @@ type sample struct {
 	BytesPerAtom float64 // growth over an empty store, per atom
 	EmptyBytes   int64   // an empty store's files (fixed costs, preallocation)
 	Restore      restoreResult
+	Reopened     map[string]int64 // bytes per entry of the store's directory after the restore
 }
 
 // emptyBytes returns the size of a store that was opened and closed with
@@ -344,8 +345,29 @@ func measureConfig(ctx context.Context, p peer, base string, sc *script, runs in
 		return smp, err
 	}
 	smp.BytesPerAtom = float64(size-smp.EmptyBytes) / float64(w.Atoms)
-	smp.Restore, err = measureRestore(ctx, p, dir, w.States, true)
+	if smp.Restore, err = measureRestore(ctx, p, dir, w.States, true); err != nil {
+		return smp, err
+	}
+	smp.Reopened, err = entryBytes(dir)
 	return smp, err
+}
+
+// entryBytes is the size of each entry of dir (a file, or a directory's
+// files), after the store was reopened and closed: where its bytes lie.
+func entryBytes(dir string) (map[string]int64, error) {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	m := make(map[string]int64, len(ents))
+	for _, e := range ents {
+		n, err := dirBytes(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		m[e.Name()] = n
+	}
+	return m, nil
 }
 
 // historyWrite estimates the bytes a store writes to build a history of

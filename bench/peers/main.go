@@ -29,6 +29,7 @@ type config struct {
 	md        string
 	skipWrite bool
 	skipHist  bool
+	breakdown bool
 }
 
 func main() {
@@ -74,6 +75,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 	plots := fs.String("plots", "plots", "directory for the SVG plots; empty to skip them")
 	md := fs.String("md", "", "also write the Markdown report to this file")
 	skipWrite := fs.Bool("skip-write", false, "skip the throughput/latency experiment")
+	breakdown := fs.Bool("breakdown", false, "print, per sample, the bytes per atom of each entry of the store's directory after the restore")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -81,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("unexpected arguments %q (flags only)", fs.Args())
 	}
 	c := &config{atoms: *atoms, reps: *reps, hruns: *hruns, maxWrite: float64(*maxWrite) * (1 << 20),
-		dir: *dir, seed: *seed, plots: *plots, md: *md, skipWrite: *skipWrite}
+		dir: *dir, seed: *seed, plots: *plots, md: *md, skipWrite: *skipWrite, breakdown: *breakdown}
 	var err error
 	if c.runs, err = parseInts("runs", *runs); err != nil {
 		return nil, err
@@ -164,6 +166,9 @@ func run(args []string, stdout, stderr io.Writer) error {
 					progress("rep %d R=%-3d %-16s %9.0f atoms/s  p50 %8.2f ms  p99 %8.2f ms  %7.0f B/atom (empty %d KiB)  open %6.1f ms  restore 1 %7.2f ms  all %8.1f ms",
 						i+1, r, p.name, smp.AtomsPerSec, ms(smp.P50), ms(smp.P99), smp.BytesPerAtom, smp.EmptyBytes>>10,
 						ms(smp.Restore.Open), ms(smp.Restore.RestoreOne), ms(smp.Restore.RestoreAll))
+					if c.breakdown {
+						progress("    after the restore, B/atom: %s", breakdownLine(smp.Reopened, r*c.atoms))
+					}
 					rep.Samples = append(rep.Samples, smp)
 				}
 			}
@@ -253,4 +258,22 @@ func plotPaths(dir string) map[string]string {
 		"p99":        filepath.Join(dir, "latency_p99.svg"),
 		"restart":    filepath.Join(dir, "restart.svg"),
 	}
+}
+
+// breakdownLine formats the bytes per atom of each entry, largest first,
+// then their total.
+func breakdownLine(m map[string]int64, atoms int) string {
+	names := make([]string, 0, len(m))
+	var total int64
+	for n, b := range m {
+		names = append(names, n)
+		total += b
+	}
+	sort.Slice(names, func(i, j int) bool { return m[names[i]] > m[names[j]] })
+	var sb strings.Builder
+	for _, n := range names {
+		fmt.Fprintf(&sb, "%s %.0f, ", n, float64(m[n])/float64(atoms))
+	}
+	fmt.Fprintf(&sb, "total %.0f", float64(total)/float64(atoms))
+	return sb.String()
 }
