@@ -202,36 +202,40 @@ func (b *Batch) Commit(sync bool) error {
 		return err
 	}
 
-	var added int64
+	var added, dead int64
 	if len(b.snapKeys)+len(b.delKeys) > 0 {
-		exists := func(k string) (bool, error) {
-			_, closer, err := s.db.Get([]byte(k))
+		// exists reports whether k holds a value, and its size.
+		exists := func(k string) (bool, int64, error) {
+			v, closer, err := s.db.Get([]byte(k))
 			switch {
 			case errors.Is(err, pebble.ErrNotFound):
-				return false, nil
+				return false, 0, nil
 			case err != nil:
-				return false, s.readErr(pebbleErr("commit", err))
+				return false, 0, s.readErr(pebbleErr("commit", err))
 			}
+			n := int64(len(v))
 			closer.Close()
-			return true, nil
+			return true, n, nil
 		}
 		for k := range b.snapKeys {
-			ok, err := exists(k)
+			ok, n, err := exists(k)
 			if err != nil {
 				return err
 			}
 			if !ok {
 				added++
 			}
+			dead += n // replaced
 		}
 		for k := range b.delKeys {
-			ok, err := exists(k)
+			ok, n, err := exists(k)
 			if err != nil {
 				return err
 			}
 			if ok {
 				added--
 			}
+			dead += n
 		}
 		if err := setCount(pb, s.snapshots.Load()+added); err != nil {
 			return fmt.Errorf("snapshot: commit: %w", err)
@@ -243,6 +247,10 @@ func (b *Batch) Commit(sync bool) error {
 		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
 	}
 	s.snapshots.Add(added)
+	s.deadBytes.Add(dead)
+	if sync {
+		s.maybeCompact()
+	}
 	s.batches.Add(1)
 	s.snapshotsWritten.Add(uint64(b.snapshots))
 	s.positionsWritten.Add(uint64(b.positions))

@@ -63,6 +63,7 @@ func (s *Store) fail(err error) {
 		return
 	}
 	close(s.failedCh)
+	s.cancel()
 	s.logger.Error("snapshot: store failed; it is fenced off and closed, and answers nothing more", "dir", s.dir, "err", err)
 	if s.fence != nil {
 		s.fence.Trip(err)

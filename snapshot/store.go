@@ -2,6 +2,7 @@ package snapshot
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -119,6 +120,15 @@ type Store struct {
 	// dirty is set by a commit not yet flushed, for Close.
 	dirty atomic.Bool
 
+	// deadBytes counts the bytes of the snapshots deleted or replaced since
+	// the last compaction (compact.go); compacting is set while one runs.
+	// stop ends a compaction's wait; cancel is called by Close and by a
+	// failure.
+	deadBytes  atomic.Int64
+	compacting atomic.Bool
+	stop       context.Context
+	cancel     context.CancelFunc
+
 	// inflight counts the goroutines inside a Pebble write (apply, flush)
 	// that their caller may have stopped waiting for: Pebble is closed only
 	// after they return (Pebble must not be closed under a write: its
@@ -131,6 +141,7 @@ type Store struct {
 	positionsWritten atomic.Uint64
 	bytesCommitted   atomic.Uint64
 	backgroundErrors atomic.Uint64
+	compactions      atomic.Uint64
 	openDuration     time.Duration
 }
 
@@ -150,6 +161,9 @@ type Stats struct {
 	// work (flushes, compactions) or as data corruption since Open. The
 	// first one fails the store and is logged; later ones are only counted.
 	BackgroundErrors uint64
+	// Compactions counts the compactions of replaced snapshots started
+	// since Open (see compact.go).
+	Compactions uint64
 	// OpenDuration is how long Open took.
 	OpenDuration time.Duration
 	// Closed reports whether Close was called.
@@ -173,6 +187,7 @@ func Open(dir string, opts *Options) (*Store, error) {
 	}
 	s := &Store{dir: dir, readOnly: o.ReadOnly, logger: o.Logger,
 		failedCh: make(chan struct{}), pebbleClosed: make(chan struct{})}
+	s.stop, s.cancel = context.WithCancel(context.Background())
 	// Pebble creates dir (and missing parents) and fsyncs the parents, so
 	// that the directory entries survive a crash; privfs makes them 0700.
 	// The fence keeps every write failure from Pebble (see fenceFS).
@@ -524,6 +539,7 @@ func (s *Store) Stats() Stats {
 		PositionsWritten: s.positionsWritten.Load(),
 		BytesCommitted:   s.bytesCommitted.Load(),
 		BackgroundErrors: s.backgroundErrors.Load(),
+		Compactions:      s.compactions.Load(),
 		OpenDuration:     s.openDuration,
 		Failed:           s.Err(),
 	}
@@ -542,6 +558,7 @@ func (s *Store) Stats() Stats {
 // Close return ErrClosed; a second Close returns ErrClosed. Closing a failed
 // store flushes nothing and returns nil (its failure is Stats.Failed).
 func (s *Store) Close() error {
+	s.cancel() // a compaction in progress lets go of s.mu
 	s.mu.Lock()
 	if s.mu.closed {
 		s.mu.Unlock()
