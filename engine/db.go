@@ -79,6 +79,9 @@ type DB struct {
 	dirsSynced chan struct{}
 	dirsErr    error
 	dirsOnce   sync.Once
+	// madeDirs is set by mkdirs when it created a directory, whose entry
+	// needs an fsync whatever the clean-close mark says (clean.go).
+	madeDirs bool
 
 	// openAppends is the log's append count when Open ended: a Close that
 	// finds it unchanged, with nothing replayed, has nothing to checkpoint.
@@ -194,6 +197,10 @@ type OpenInfo struct {
 	Interrupted    int   // runs whose atom was running at the crash
 	CheckpointGen  uint64
 	LedgerDeferred bool // the persisted ledger table loads after Open, in the background
+	// CleanStart reports that the store was last closed cleanly (its
+	// clean-close mark was there): its directories need no fsync before
+	// the first acknowledged write.
+	CleanStart bool
 	// CheckpointIgnored says why CHECKPOINT was not used (damaged, of
 	// another store, or disagreeing with the log): Open then replayed the
 	// whole log. "" when it was used or there was none.
@@ -553,6 +560,9 @@ func (db *DB) Close() error {
 	}
 	// If the fsyncs started, their error, if any, failed the checkpoint.
 	db.settleDirSyncs()
+	if len(errs) == 0 {
+		db.markClean()
+	}
 	if err := db.lock.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
 	}

@@ -568,6 +568,15 @@ func TestSnapshotsRebuiltFromLog(t *testing.T) {
 	}
 }
 
+// takeMark removes a store's clean-close mark, as the Open of a process
+// that then dies does.
+func takeMark(t *testing.T, fs vfs.FS) {
+	t.Helper()
+	if err := fs.Remove("store/" + layout.CleanName); err != nil {
+		t.Fatalf("the seeded store has no clean-close mark: %v", err)
+	}
+}
+
 // TestOpenSyncsDirectories: entries a previous process left without a
 // directory fsync (it died before one, or the fsync failed) are durable
 // before Open's first acknowledgement; if their fsync fails, nothing is
@@ -577,7 +586,10 @@ func TestOpenSyncsDirectories(t *testing.T) {
 		mem := vfs.NewCrashableMem()
 		opts := testOptions(mem)
 		seedStore(t, opts, "r", 2)
-		// A file renamed into place whose directory fsync never happened.
+		// A process that opened the store (taking its clean-close mark)
+		// and died after renaming a file into place, before the fsync of
+		// its directory.
+		takeMark(t, mem)
 		f, err := mem.Create("store/dicts/left-behind", vfs.WriteCategoryUnspecified)
 		if err != nil {
 			t.Fatal(err)
@@ -599,6 +611,7 @@ func TestOpenSyncsDirectories(t *testing.T) {
 		mem := vfs.NewMem()
 		opts := testOptions(mem)
 		seedStore(t, opts, "r", 2)
+		takeMark(t, mem) // a process that opened the store and died
 		var failing atomic.Bool
 		failing.Store(true)
 		inj := errorfs.InjectorFunc(func(op errorfs.Op) error {

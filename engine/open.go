@@ -152,6 +152,9 @@ func (db *DB) open() error {
 	if err == nil && !fresh {
 		err = db.mkdirs() // frames/ or dicts/ may be missing; both are derived
 	}
+	if err == nil && !fresh {
+		err = db.takeCleanMark() // clean.go: before the first write
+	}
 	if err == nil {
 		if err = db.log.StartWriting(); err != nil {
 			err = fmt.Errorf("engine: open log: %w", err)
@@ -256,6 +259,7 @@ func (db *DB) mkdirs() error {
 		if _, err := db.fs.Stat(d); err == nil {
 			continue
 		}
+		db.madeDirs = true
 		if err := db.fs.MkdirAll(d, 0o700); err != nil {
 			if errors.Is(err, syscall.EROFS) {
 				return fmt.Errorf("%w: create directory %s: the filesystem is mounted read-only", ErrReadOnly, d)
@@ -283,6 +287,9 @@ func (db *DB) dirs() []string {
 // leave entries that exist only in the page cache (the store directory
 // itself, STORE, a dictionary, a segment), and the next Open would build on
 // them and acknowledge work whose files a power loss then takes away.
+//
+// An Open after a clean Close needs none of them: the clean-close mark
+// (clean.go) says every entry is durable already.
 //
 // They start on the first Begin, append or checkpoint, or a moment after
 // Open (with Pebble), never during the restart: five device cache flushes

@@ -6,6 +6,8 @@
 //
 //	DIR/
 //	  LOCK                 advisory lock: one process per store
+//	  CLEAN                the clean-close mark (empty): there between a
+//	                       clean Close and the next writable Open
 //	  STORE                identity: store id, creation time, chain mode
 //	                       (written once, after the log's first segment is
 //	                       durable)

@@ -13,7 +13,17 @@ import (
 
 // The names of a store's files and directories, relative to its directory.
 const (
-	LockName       = "LOCK"
+	LockName = "LOCK"
+	// CleanName is the clean-close mark: an empty file that exists only
+	// between a clean Close of a writable DB (every directory entry of the
+	// store durable, every fsync of the process successful) and the next
+	// writable Open, which removes it before its first write. An Open that
+	// removes it needs no fsync of the store's directories before its first
+	// acknowledgement. It is only ever created and removed without a sync:
+	// a crash without power loss keeps what the page cache holds (the mark
+	// gone once a process has started writing), and after a power loss
+	// everything a store shows is on disk already.
+	CleanName      = "CLEAN"
 	StoreName      = "STORE"
 	CheckpointName = "CHECKPOINT"
 	WALDir         = "wal"

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
+	"github.com/continuumdb/continuum/layout"
+)
+
+// The clean-close mark (layout.CleanName) spares the first write after a
+// restart the fsyncs of the store's five directories (startDirSyncs).
+//
+// Those fsyncs guard against entries a previous process left only in the
+// page cache: one that died between a rename and the fsync of its
+// directory, or met a failed fsync. A process that did neither leaves
+// nothing of the kind: every entry it creates or renames is fsynced by the
+// code that makes it, before anything relies on it (a segment, a frame
+// file, a dictionary, CHECKPOINT), and the directories of the entries it
+// found were fsynced before its first acknowledgement (startDirSyncs), or
+// needed none (it removed the mark). Its removals are not all fsynced (a
+// spare segment at Close, leftovers at Open), and none needs to be: a
+// removed file that comes back is one Open removes again or uses as it is.
+//
+// So a clean Close, whose every step succeeded, creates the mark last,
+// before it releases the lock; a writable Open that finds it removes it
+// before its first write, and then fsyncs no directory before its first
+// acknowledgement. Neither is synced, and neither needs to be:
+//
+//   - A process that crashes without a power loss leaves the page cache as
+//     it was: the mark is gone from the moment the process began writing,
+//     and the next Open fsyncs the directories.
+//   - After a power loss, what the store shows is on disk, whatever the
+//     mark says: an entry that was only in the page cache is gone, not
+//     waiting to be lost later.
+//
+// A failure to remove the mark fails Open (the mark would outlive a crash
+// it must not survive); a failure to create it is only logged (the next
+// Open fsyncs the directories). NoSync stores never use it: their writes
+// promise nothing across a power loss, and their directories are never
+// fsynced.
+
+// takeCleanMark removes the clean-close mark, if there is one, before
+// Open's first write, and notes that the directories need no fsync. Open
+// calls it for an existing store only, after mkdirs: a directory mkdirs
+// created needs its fsync whatever the mark says.
+func (db *DB) takeCleanMark() error {
+	name := db.path(layout.CleanName)
+	// A Stat first: not every vfs.FS reports a missing file to Remove
+	// (errorfs does not).
+	if _, err := db.fs.Stat(name); errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err := db.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("engine: open: remove the clean-close mark %s: %w", name, layout.UnwrapPathErr(err))
+	}
+	if !db.madeDirs {
+		db.openInfo.CleanStart = true
+		db.dirsOnce.Do(func() { close(db.dirsSynced) })
+	}
+	return nil
+}
+
+// markClean creates the clean-close mark at the end of a Close whose every
+// step succeeded, if the store's entries are all durable: the directories
+// were fsynced by this process, or needed no fsync since a clean Close.
+// The caller has settled the directory fsyncs (settleDirSyncs).
+func (db *DB) markClean() {
+	if db.opts.NoSync || db.dirsErr != nil {
+		return // NoSync, fsyncs that failed, or never started (ErrClosed)
+	}
+	f, err := durable.Create(db.fs, db.path(layout.CleanName), vfs.WriteCategoryUnspecified)
+	if err == nil {
+		err = f.Close()
+	}
+	if err != nil {
+		db.logger.Warn("engine: close: the clean-close mark could not be created; the next Open fsyncs the store's directories", "file", db.path(layout.CleanName), "err", err)
+	}
+}
