@@ -38,9 +38,10 @@
 // zero-filled in the background once the active one is half full; a
 // brand-new log zero-fills its small first segment in Open. A log thus
 // takes about twice what it holds while it is open (a new one 64 KiB);
-// Close gives the prepared space back (it removes the spare and truncates
-// the active segment to the initial capacity past its last record), so a
-// closed log holds what it wrote and at most that much more. An Open
+// Close gives the prepared space back when the active segment has more
+// room than the initial capacity (it truncates the segment to that room
+// and removes the spare), so a closed log holds what it wrote, at most
+// that much more, and a spare only when its active segment is nearly full. An Open
 // needs at most the initial capacity in free space (none when it resumes
 // the newest segment).
 // A writable Open keeps appending to the newest segment, right after its
@@ -75,9 +76,9 @@
 //   - Rotation: the full segment gets a seal record and an fdatasync before
 //     the next segment is activated, so every segment but the newest ends
 //     with a durable seal.
-//   - Close: after the last fdatasync, the spare is removed and the active
-//     segment truncated to the initial capacity past its last record,
-//     without a sync: what they give back is zeros past every durable
+//   - Close: after the last fdatasync, the active segment is truncated to
+//     the initial capacity past its last record and the spare removed
+//     (unless the segment had no more room than that), without a sync: what they give back is zeros past every durable
 //     record, so a crash that loses either leaves a log that opens the
 //     same way. A log whose fsync failed is closed as it is.
 //   - RemoveBelow: removes whole sealed segments, then fsyncs the directory.

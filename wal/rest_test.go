@@ -14,9 +14,10 @@ import (
 // TestCloseTrimsAtRest checks, on a real disk, that Close gives back the
 // space the log prepared ahead of need (the spare, and the active
 // segment's room past InitialSegmentSize), that the next Open resumes the
-// trimmed segment and the log goes on growing and rotating from it, and
-// that a crash that lost the truncation (the file back at its full size)
-// opens the same records.
+// trimmed segment and the log goes on growing and rotating from it, that
+// a crash that lost the truncation (the file back at its full size) opens
+// the same records, and that many small sessions (an agent restarted
+// often) rotate into prepared segments, never into growing ones.
 func TestCloseTrimsAtRest(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "wal")
 	open := func() *Log {
@@ -86,11 +87,40 @@ func TestCloseTrimsAtRest(t *testing.T) {
 		t.Fatal(err)
 	}
 	l = open()
-	defer l.Close()
 	if got, _ := readAll(t, l); !slices.EqualFunc(got, want, bytes.Equal) {
 		t.Fatalf("with the truncation undone %d records read back, want %d", len(got), len(want))
 	}
 	if ri := l.Recovery(); !ri.Resumed || ri.Segments != 6 {
 		t.Fatalf("with the truncation undone Open did not resume segment 6: %+v", ri)
+	}
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Sessions of a few records each, through two rotations: each segment
+	// is zero-filled to its capacity, none created growing (which a
+	// spare removed too early would cause, and the next Open would seal
+	// where it ended).
+	for len(l.Segments()) < 9 {
+		l = open()
+		n := len(want)
+		appendUntil(l, func() bool { return len(want) == n+3 })
+		segs := l.Segments()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, sg := range segs[:len(segs)-1] {
+			if got := size(segmentName(sg.ID)); got < 1<<20 && got != sg.Size {
+				t.Fatalf("segment %d is %d bytes, its capacity %d: created growing", sg.ID, got, sg.Size)
+			}
+		}
+		if len(segs) >= 9 {
+			break
+		}
+	}
+	l = open()
+	defer l.Close()
+	if got, _ := readAll(t, l); !slices.EqualFunc(got, want, bytes.Equal) {
+		t.Fatalf("after the small sessions %d records read back, want %d", len(got), len(want))
 	}
 }

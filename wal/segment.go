@@ -268,39 +268,42 @@ func readFull(f vfs.File, b []byte, off int64) (int, error) {
 	return n, err
 }
 
-// trimAtRest gives back, at Close, the space a log prepared ahead of need:
-// it removes the spare and truncates the active segment to
-// InitialSegmentSize bytes past its last record (rounded up to 4 KiB): the
-// room lets the next Open resume the segment and its first commits write
-// into prepared blocks, as a new log's do. So a closed store holds what it
-// wrote and little more. Both are crash safe
-// without a sync: the bytes they give back are zeros past every durable
-// record, so a crash that loses the truncation or the removal leaves a
-// log that opens the same way. A filesystem whose files cannot be
-// truncated (vfs.MemFS) keeps the active segment whole. A failure is
-// logged, not returned: the log itself is intact. Called by Close once the
-// owner has stopped, everything written is durable and no spare is being
-// prepared.
+// trimAtRest gives back, at Close, the space a log prepared ahead of need,
+// when its active segment has more room than the next Open needs: it
+// truncates that segment to InitialSegmentSize bytes past its last record
+// (rounded up to 4 KiB) and removes the spare. The room left lets the next
+// Open resume the segment and its first commits write into prepared
+// blocks, as a new log's do, and the spare is made again once half of it
+// is used (spareAt). An active segment with no more room than that is
+// left whole, with its spare: the next session would need the spare soon,
+// and without one it would rotate into a growing segment. So a closed
+// store holds what it wrote and little more. Both are crash safe without
+// a sync: the bytes they give back are zeros past every durable record, so
+// a crash that loses the truncation or the removal leaves a log that opens
+// the same way. A filesystem whose files cannot be truncated (vfs.MemFS)
+// keeps both. A failure is logged, not returned: the log itself is intact.
+// Called by Close once the owner has stopped, everything written is
+// durable and no spare is being prepared.
 func (l *Log) trimAtRest() {
-	if err := l.fs.Remove(l.path(spareName)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		l.logger.Warn("wal: remove the spare segment at close", "file", l.path(spareName), "err", unwrapPathErr(err))
-	}
-	l.w.haveSpare = false
 	t, ok := l.w.f.(interface{ Truncate(size int64) error })
 	if !ok {
 		return
 	}
-	keep := l.w.off + l.initSize
-	keep = (keep + 4<<10 - 1) &^ (4<<10 - 1)
 	fi, err := l.w.f.Stat()
 	if err != nil {
 		l.logger.Warn("wal: stat the active segment at close", "file", l.path(segmentName(l.w.seg)), "err", unwrapPathErr(err))
 		return
 	}
+	keep := (l.w.off + l.initSize + 4<<10 - 1) &^ (4<<10 - 1)
 	if fi.Size() <= keep {
 		return // a growing segment, or one with little room left
 	}
 	if err := t.Truncate(keep); err != nil {
 		l.logger.Warn("wal: truncate the active segment at close", "file", l.path(segmentName(l.w.seg)), "size", keep, "err", unwrapPathErr(err))
+		return
 	}
+	if err := l.fs.Remove(l.path(spareName)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		l.logger.Warn("wal: remove the spare segment at close", "file", l.path(spareName), "err", unwrapPathErr(err))
+	}
+	l.w.haveSpare = false
 }
