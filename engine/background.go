@@ -526,6 +526,7 @@ func (db *DB) checkpoint(final bool) error {
 	db.noteInboxWritten(gen, floor)
 	if old != 0 && old != gen {
 		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
+			db.unclean.Store(true)
 			db.logger.Warn("engine: remove old ledger table", "err", err)
 		}
 	}

@@ -36,6 +36,11 @@ import (
 //     mark says: an entry that was only in the page cache is gone, not
 //     waiting to be lost later.
 //
+// A write or fsync that failed without failing Close (one that was only
+// logged: a spare segment's preparation, a removal garbage collection
+// retries, the fsync of a directory after removals) also leaves no mark:
+// after a failed fsync nothing about the page cache is to be trusted.
+//
 // A failure to remove the mark fails Open (the mark would outlive a crash
 // it must not survive); a failure to create it is only logged (the next
 // Open fsyncs the directories). NoSync stores never use it: their writes
@@ -70,6 +75,9 @@ func (db *DB) takeCleanMark() error {
 func (db *DB) markClean() {
 	if db.opts.NoSync || db.dirsErr != nil {
 		return // NoSync, fsyncs that failed, or never started (ErrClosed)
+	}
+	if db.unclean.Load() || db.log.Stats().SpareFailures > 0 {
+		return // a write or sync that failed and was only logged
 	}
 	f, err := durable.Create(db.fs, db.path(layout.CleanName), vfs.WriteCategoryUnspecified)
 	if err == nil {

@@ -3,10 +3,13 @@ package engine
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/layout"
 )
 
@@ -131,5 +134,50 @@ func TestCleanCloseMark(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestNoCleanMarkAfterAFailure: a failure that Close does not report (here
+// the background preparation of a spare segment, which the log logs and
+// survives) leaves no clean-close mark: after it the page cache is not to
+// be trusted.
+func TestNoCleanMarkAfterAFailure(t *testing.T) {
+	mem := vfs.NewMem()
+	inj := errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if op.Kind == errorfs.OpCreate && strings.HasSuffix(op.Path, "next.spare.tmp") {
+			return errorfs.ErrInjected
+		}
+		return nil
+	})
+	opts := testOptions(errorfs.Wrap(mem, inj))
+	opts.Logger = quiet()
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; db.log.Stats().SpareFailures == 0; i++ {
+		if i == 2000 {
+			t.Fatal("no spare segment was prepared")
+		}
+		commitOne(t, db, "r", "k", strings.Repeat("x", 200+i%7))
+		time.Sleep(time.Millisecond / 10)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat("store/" + layout.CleanName); err == nil {
+		t.Fatal("a clean-close mark after a failed spare preparation")
+	}
+	// The same store, closed again without the failure, is marked.
+	db, err = Open("store", testOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	commitOne(t, db, "r", "k", "v")
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Stat("store/" + layout.CleanName); err != nil {
+		t.Fatalf("no clean-close mark after a clean Close: %v", err)
 	}
 }

@@ -58,6 +58,7 @@ func (db *DB) sample(body []byte) {
 		defer close(db.dict.done)
 		if err := db.trainDict(samples); err != nil {
 			// Not fatal: records stay compressed without a dictionary.
+			db.unclean.Store(true)
 			db.logger.Warn("engine: dictionary training failed", "err", err)
 		}
 	}()

@@ -253,6 +253,7 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 		// The record is not durable: the erasure did not happen. The mark
 		// goes (or, if that fails too, the next Open removes it).
 		if uerr := db.markErasing(id, false); uerr != nil {
+			db.unclean.Store(true)
 			db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
 		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)

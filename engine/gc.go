@@ -304,11 +304,13 @@ func (db *DB) removeDeletedFrames(deleted map[string]bool) {
 		case err == nil:
 			removed++
 		case !layout.NotExist(err):
+			db.unclean.Store(true)
 			db.logger.Warn("engine: gc: remove the frame file of a deleted run", "run", id, "err", err)
 		}
 	}
 	if removed > 0 && !db.opts.NoSync {
 		if err := layout.SyncDir(db.fs, db.path(layout.FramesDir)); err != nil {
+			db.unclean.Store(true)
 			db.logger.Warn("engine: gc: sync the frames directory", "err", err)
 		}
 	}

@@ -62,6 +62,7 @@ func (db *DB) openSnapshots() {
 	}
 	if err != nil {
 		db.snapErr = fmt.Errorf("engine: open snapshots: %w", err)
+		db.unclean.Store(true)
 		db.logger.Error("engine: snapshot store unavailable; snapshots stop and StateAt reads the log until the next Open", "err", err)
 		return
 	}
@@ -118,6 +119,7 @@ func (db *DB) moveSnapshotsAside(dir string) (string, error) {
 		for _, n := range names {
 			if strings.HasPrefix(n, layout.SnapshotsDir+".broken-") {
 				if err := db.fs.RemoveAll(db.path(n)); err != nil {
+					db.unclean.Store(true)
 					db.logger.Warn("engine: remove an old copy of the snapshot store", "dir", db.path(n), "err", err)
 				}
 			}
@@ -275,6 +277,7 @@ func (db *DB) closeSnapshots() error {
 		// Damaged: the next Open builds a new store from the log.
 		dir := db.path(layout.SnapshotsDir)
 		if aside, merr := db.moveSnapshotsAside(dir); merr != nil {
+			db.unclean.Store(true)
 			db.logger.Warn("engine: could not move the damaged snapshot store aside; the next Open re-checks it", "dir", dir, "err", merr)
 		} else {
 			db.logger.Warn("engine: damaged snapshot store moved aside; the next Open rebuilds it from the log", "old", aside)

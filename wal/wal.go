@@ -161,6 +161,10 @@ type Stats struct {
 	MaxSyncNanos int64 // slowest one
 	Rotations    int64 // segments sealed and replaced
 	Segments     int   // segment files now
+	// SpareFailures counts the background preparations of a spare segment
+	// that failed (their files removed; a rotation then creates its
+	// segment on demand). A failure may be a failed fsync.
+	SpareFailures int64
 }
 
 // maxUnsynced bounds the bytes of the active segment that may be written but
@@ -254,7 +258,7 @@ type Log struct {
 	compacted atomic.Int32
 
 	stats struct {
-		appends, records, bytes, written, writes, syncs, syncNanos, maxSync, rotations atomic.Int64
+		appends, records, bytes, written, writes, syncs, syncNanos, maxSync, rotations, spareFailures atomic.Int64
 	}
 
 	closeOnce sync.Once
@@ -361,7 +365,7 @@ func (l *Log) Stats() Stats {
 		Appends: l.stats.appends.Load(), Records: l.stats.records.Load(), Bytes: l.stats.bytes.Load(),
 		WrittenBytes: l.stats.written.Load(), Writes: l.stats.writes.Load(), Syncs: l.stats.syncs.Load(),
 		SyncNanos: l.stats.syncNanos.Load(), MaxSyncNanos: l.stats.maxSync.Load(),
-		Rotations: l.stats.rotations.Load(), Segments: n,
+		Rotations: l.stats.rotations.Load(), Segments: n, SpareFailures: l.stats.spareFailures.Load(),
 	}
 }
 

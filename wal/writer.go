@@ -81,7 +81,13 @@ func (l *Log) maybePrepareSpare() {
 	}
 	l.w.preparing = true
 	size := l.capFor(l.w.cap, 0)
-	go func() { l.w.spare <- l.prepareSpare(size) }()
+	go func() {
+		err := l.prepareSpare(size)
+		if err != nil {
+			l.stats.spareFailures.Add(1)
+		}
+		l.w.spare <- err
+	}()
 }
 
 // AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
