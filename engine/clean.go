@@ -41,6 +41,12 @@ import (
 // retries, the fsync of a directory after removals) also leaves no mark:
 // after a failed fsync nothing about the page cache is to be trusted.
 //
+// An Open that finds the mark does not look for the leftover temporary
+// files of failed writes either (removeLeftovers: three directory
+// listings, one with a file per run): a process whose writes all
+// succeeded, or whose failed writes removed their files, leaves none,
+// and one that failed to remove one leaves no mark.
+//
 // A failure to remove the mark fails Open (the mark would outlive a crash
 // it must not survive); a failure to create it is only logged (the next
 // Open fsyncs the directories). NoSync stores never use it: their writes
@@ -53,9 +59,7 @@ import (
 // created needs its fsync whatever the mark says.
 func (db *DB) takeCleanMark() error {
 	name := db.path(layout.CleanName)
-	// A Stat first: not every vfs.FS reports a missing file to Remove
-	// (errorfs does not).
-	if _, err := db.fs.Stat(name); errors.Is(err, os.ErrNotExist) {
+	if !db.cleanMark {
 		return nil
 	}
 	if err := db.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -66,6 +70,15 @@ func (db *DB) takeCleanMark() error {
 		db.dirsOnce.Do(func() { close(db.dirsSynced) })
 	}
 	return nil
+}
+
+// hasCleanMark reports whether the store has its clean-close mark. A
+// Stat, not a Remove: not every vfs.FS reports a missing file to Remove
+// (errorfs does not), and Open writes nothing before it has validated
+// the store. An error other than a missing file counts as no mark.
+func (db *DB) hasCleanMark() bool {
+	_, err := db.fs.Stat(db.path(layout.CleanName))
+	return err == nil
 }
 
 // markClean creates the clean-close mark at the end of a Close whose every

@@ -37,9 +37,10 @@ func (d *countedDir) Sync() error { d.n.Add(1); return d.File.Sync() }
 // TestCleanCloseMark: on a real disk, with fsync, a clean Close leaves the
 // clean-close mark and the next Open takes it, then acknowledges its first
 // write without fsyncing a directory. A process that dies leaves no mark
-// (the Open before it took it), so the Open after it fsyncs the five
-// directories before the first acknowledgement; so does one after a NoSync
-// Close, and one that had to recreate a directory.
+// (the Open before it took it), so the Open after it removes the leftovers
+// of its writes and fsyncs the five directories before the first
+// acknowledgement; so does one after a NoSync Close, and one that had to
+// recreate a directory.
 func TestCleanCloseMark(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "s")
 	mark := filepath.Join(dir, layout.CleanName)
@@ -95,8 +96,17 @@ func TestCleanCloseMark(t *testing.T) {
 	if marked() {
 		t.Fatal("a clean-close mark after a crash")
 	}
+	// A leftover of a write the dead process had begun: the Open after a
+	// crash looks for them, and removes it.
+	tmp := filepath.Join(dir, layout.FramesDir, "0123.frame.tmp")
+	if err := os.WriteFile(tmp, []byte("torn"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	db, syncs = reopen(false)
+	if _, err := os.Stat(tmp); !os.IsNotExist(err) {
+		t.Fatalf("the Open after a crash left %s (stat: %v)", tmp, err)
+	}
 	if syncs < int64(len(db.dirs())) {
 		t.Fatalf("after a crash, Open and the first write fsynced %d directories, want at least %d", syncs, len(db.dirs()))
 	}

@@ -83,8 +83,10 @@ type DB struct {
 	// needs an fsync whatever the clean-close mark says (clean.go).
 	// unclean is set by a write or fsync that failed and was only logged:
 	// Close then leaves no mark.
-	madeDirs bool
-	unclean  atomic.Bool
+	// cleanMark is set by Open when it found the mark.
+	madeDirs  bool
+	cleanMark bool
+	unclean   atomic.Bool
 
 	// openAppends is the log's append count when Open ended: a Close that
 	// finds it unchanged, with nothing replayed, has nothing to checkpoint.

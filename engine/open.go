@@ -80,10 +80,17 @@ func (db *DB) open() error {
 			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
 			db.path(layout.CheckpointName), cp.Gen)
 	}
-	if n, err := db.removeLeftovers(cp); err != nil {
-		db.logger.Warn("engine: open: leftover files of failed writes could not be removed; they take disk space", "err", err)
-	} else if n > 0 {
-		db.logger.Info("engine: open: removed leftover files of failed writes", "files", n)
+	// After a clean Close there are no leftovers to look for (clean.go):
+	// three directory listings fewer on the restart path, one of frames/,
+	// which holds a file per run.
+	db.cleanMark = db.hasCleanMark()
+	if !db.cleanMark {
+		if n, err := db.removeLeftovers(cp); err != nil {
+			db.unclean.Store(true) // the next Open must look for them again
+			db.logger.Warn("engine: open: leftover files of failed writes could not be removed; they take disk space", "err", err)
+		} else if n > 0 {
+			db.logger.Info("engine: open: removed leftover files of failed writes", "files", n)
+		}
 	}
 	scanFrom := wal.Pos{}
 	if cp != nil {
