@@ -204,12 +204,21 @@ type capturedRun struct {
 	frameBytes int64    // encoded size of the frame, before compression
 	snapshot   bool     // frame is also a snapshot (not at a fork's base)
 	fileSum    [32]byte // BLAKE3 of the frame file written at seq (zero: none written)
+	// inStore is set when the snapshot goes to the snapshot store. A
+	// checkpoint's goes only to the run's frame file, which serves as its
+	// newest snapshot, unless it is the first of its retention window
+	// (which Pebble keeps once the frame file has moved on).
+	inStore bool
 }
 
 // snapshotSpan is the retention policy's window: of the snapshots of a run,
 // Pebble keeps the latest and the first of every window of this many seqs,
 // so StateAt replays at most about this many deltas while snapshot storage
 // grows with history/snapshotSpan copies of the frame, not history/50.
+// When an engine checkpoint writes the run's frame file, that file is the
+// latest: the frame is not stored a second time in Pebble (unless it is
+// the first of its window), and the latest snapshot there is dropped as a
+// newer one would drop it.
 const snapshotSpan = 1000
 
 // capture takes r's state. For a snapshot (full=false) it returns nil when
@@ -282,7 +291,12 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 		}
 	} else if c.frame != nil {
 		c.snapshot = true
-		if p := r.mu.snapSeq; p != 0 && p != r.mu.windowFirst && p < c.seq {
+		w := r.mu.windowFirst
+		c.inStore = !full || w == 0 || c.seq/snapshotSpan != w/snapshotSpan
+		// The latest snapshot in Pebble goes, unless its window keeps it:
+		// one at c.seq too when the frame file takes its place (a snapshot
+		// at c.seq that goes to Pebble replaces it).
+		if p := r.mu.snapSeq; p != 0 && p != w && (p < c.seq || p == c.seq && !c.inStore) {
 			c.drop = p
 		}
 		c.meta.SnapSeq = r.mu.lastSeq
@@ -308,7 +322,7 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 }
 
 func (c *capturedRun) addTo(b *snapshot.Batch) error {
-	if c.snapshot {
+	if c.snapshot && c.inStore {
 		if err := b.PutSnapshot(&snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}); err != nil {
 			return err
 		}
@@ -332,7 +346,7 @@ func (r *Run) captured(c *capturedRun) {
 	if c.snapshot && c.seq > r.mu.snapSeq {
 		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
 		r.mu.deltaBytes, r.mu.snapFrameBytes = 0, c.frameBytes
-		if w := r.mu.windowFirst; w == 0 || c.seq/snapshotSpan != w/snapshotSpan {
+		if w := r.mu.windowFirst; c.inStore && (w == 0 || c.seq/snapshotSpan != w/snapshotSpan) {
 			r.mu.windowFirst = c.seq
 		}
 	}

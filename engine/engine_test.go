@@ -9,8 +9,10 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -253,8 +255,9 @@ func TestFileModes(t *testing.T) {
 	}
 }
 
-// TestSnapshotRetention: Pebble keeps the latest snapshot and the first of
-// each window, not one per SnapshotEvery atoms, and StateAt still reaches
+// TestSnapshotRetention: Pebble keeps the first snapshot of each window,
+// not one per SnapshotEvery atoms; the latest is the run's frame file,
+// which Close wrote, not a second copy in Pebble; and StateAt still reaches
 // every seq.
 func TestSnapshotRetention(t *testing.T) {
 	fs := vfs.NewMem()
@@ -285,11 +288,14 @@ func TestSnapshotRetention(t *testing.T) {
 	}
 	t.Logf("snapshots kept: %v", seqs)
 	// Windows of 1000 seqs: the first snapshot of [0,1000), of
-	// [1000,2000) and of [2000,3000) are kept, plus the latest; every
-	// other one was dropped.
-	if len(seqs) != 4 || seqs[0] >= 1000 || seqs[1] < 1000 || seqs[1] >= 2000 ||
-		seqs[2] < 2000 || seqs[2] >= 2600 || seqs[3] != 2600 {
-		t.Fatalf("snapshots kept: %v; want the first of each window of 1000 seqs, and 2600", seqs)
+	// [1000,2000) and of [2000,3000) are kept; every other one was
+	// dropped, and the latest, at 2600, is the frame file's alone.
+	if len(seqs) != 3 || seqs[0] >= 1000 || seqs[1] < 1000 || seqs[1] >= 2000 ||
+		seqs[2] < 2000 || seqs[2] >= 2600 {
+		t.Fatalf("snapshots kept: %v; want the first of each window of 1000 seqs, none at 2600 (the frame file's)", seqs)
+	}
+	if ff := readFrameFileOf(t, fs, db2, "r"); ff.Seq != 2600 {
+		t.Fatalf("the frame file is at seq %d, want 2600", ff.Seq)
 	}
 	run2, _ := db2.Run(ctx, "r")
 	for _, seq := range []uint64{1, 999, 1000, 1500, 2599} {
@@ -300,6 +306,88 @@ func TestSnapshotRetention(t *testing.T) {
 		if len(f.Messages) != int(seq) {
 			t.Fatalf("StateAt(%d) has %d messages", seq, len(f.Messages))
 		}
+	}
+}
+
+// readFrameFileOf reads and parses run's frame file in db's store.
+func readFrameFileOf(t *testing.T, fs vfs.FS, db *DB, run string) *layout.FrameFile {
+	t.Helper()
+	name := db.frameFileName(run)
+	b, err := layout.ReadFile(fs, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ff, err := layout.ParseFrameFile(name, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ff
+}
+
+// openCountFS counts the opens of one file.
+type openCountFS struct {
+	vfs.FS
+	name string
+	n    atomic.Int64
+}
+
+func (fs *openCountFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
+	if name == fs.name {
+		fs.n.Add(1)
+	}
+	return fs.FS.Open(name, opts...)
+}
+
+// TestStateAtFromFrameFile: the frame file is a run's newest snapshot. A
+// checkpoint writes the frame there and not in Pebble too, and StateAt of
+// a seq at or past it starts from the file (it reads it), not from an
+// older snapshot, and gives the frame the log gives.
+func TestStateAtFromFrameFile(t *testing.T) {
+	mem := vfs.NewMem()
+	fs := &openCountFS{FS: mem}
+	opts := testOptions(fs)
+	opts.SnapshotEvery = 40
+	db := openTest(t, fs, opts)
+	for range 120 {
+		waitSnapshotIdle(t, commitN(t, db, "r", 1))
+	}
+	if err := db.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	fs.name = db.frameFileName("r")
+	if ff := readFrameFileOf(t, fs, db, "r"); ff.Seq != 120 {
+		t.Fatalf("the frame file is at seq %d, want 120", ff.Seq)
+	}
+	snaps, err := db.snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 40 is the first of its window; 80 was dropped by the checkpoint,
+	// and 120 is the frame file's only.
+	if seqs, err := snaps.Snapshots("r"); err != nil || !slices.Equal(seqs, []uint64{40}) {
+		t.Fatalf("snapshots %v (%v), want [40]", seqs, err)
+	}
+	run := commitN(t, db, "r", 10) // 121..130, none of them in a snapshot
+	for _, seq := range []uint64{120, 125, 129} {
+		before := fs.n.Load()
+		f, err := run.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fs.n.Load() == before {
+			t.Errorf("StateAt(%d) did not read the frame file at seq 120", seq)
+		}
+		if len(f.Messages) != int(seq) {
+			t.Fatalf("StateAt(%d) has %d messages", seq, len(f.Messages))
+		}
+	}
+	// Below the file, StateAt starts from the snapshot at 40, not the file.
+	before := fs.n.Load()
+	if f, err := run.StateAt(ctx, 119); err != nil || len(f.Messages) != 119 {
+		t.Fatalf("StateAt(119): %v", err)
+	}
+	if fs.n.Load() != before {
+		t.Errorf("StateAt(119) read the frame file at seq 120")
 	}
 }
 

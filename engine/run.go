@@ -376,7 +376,7 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	f, seq, sum, why, err := r.frameFileLocked()
+	f, seq, _, sum, why, err := r.frameFileLocked()
 	if err != nil {
 		return err
 	}
@@ -453,30 +453,31 @@ func (r *Run) headBeforeLocked(rest []pendingAtom) chain.Hash {
 // files are written only at seqs the log holds durably, so the log lost
 // records (a segment deleted or cut short).
 //
-// sum is BLAKE3 of the file, when it was read and used.
-func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, sum [32]byte, why string, err error) {
+// head is the chain head the file names at seq, and sum BLAKE3 of the
+// file, when it was read and used.
+func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, head chain.Hash, sum [32]byte, why string, err error) {
 	db := r.db
 	name := db.frameFileName(r.id)
 	b, err := layout.ReadFile(db.fs, name)
 	if layout.NotExist(err) {
 		if r.mu.frameSeq == 0 && (len(r.mu.pending) == 0 || r.mu.pending[0].seq == r.base+1) {
 			f, err := r.baseFrame(context.Background()) // the run never had one
-			return f, r.base, sum, "", err
+			return f, r.base, head, sum, "", err
 		}
-		return nil, 0, sum, "it is missing", nil
+		return nil, 0, head, sum, "it is missing", nil
 	}
 	if err != nil {
-		return nil, 0, sum, err.Error(), nil
+		return nil, 0, head, sum, err.Error(), nil
 	}
 	ff, err := layout.ParseFrameFile(name, b)
 	if err != nil {
-		return nil, 0, sum, err.Error(), nil
+		return nil, 0, head, sum, err.Error(), nil
 	}
 	if ff.Run != r.id {
-		return nil, 0, sum, fmt.Sprintf("it holds run %q", ff.Run), nil
+		return nil, 0, head, sum, fmt.Sprintf("it holds run %q", ff.Run), nil
 	}
 	if ff.Seq > r.mu.lastSeq {
-		return nil, 0, sum, "", &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: r.mu.lastSeq + 1,
+		return nil, 0, head, sum, "", &CorruptionError{File: db.path(layout.WALDir), Run: r.id, Seq: r.mu.lastSeq + 1,
 			Reason: fmt.Sprintf("the log ends at seq %d of the run, but its frame file %s is at seq %d: records of the log are missing",
 				r.mu.lastSeq, name, ff.Seq)}
 	}
@@ -493,24 +494,24 @@ func (r *Run) frameFileLocked() (f *frame.Frame, seq uint64, sum [32]byte, why s
 	}
 	switch {
 	case !known && ff.Seq != r.mu.frameSeq:
-		return nil, 0, sum, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.Seq, r.mu.frameSeq), nil
+		return nil, 0, head, sum, fmt.Sprintf("it is at seq %d, CHECKPOINT names seq %d", ff.Seq, r.mu.frameSeq), nil
 	case known && ff.Head != want:
-		return nil, 0, sum, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.Seq, ff.Head[:8], want[:8]), nil
+		return nil, 0, head, sum, fmt.Sprintf("its head at seq %d is %x, the log's is %x", ff.Seq, ff.Head[:8], want[:8]), nil
 	}
 	sum = blake3.Sum256(b)
 	if ff.Seq == r.mu.frameSumSeq && sum != r.mu.frameSum {
-		return nil, 0, sum, fmt.Sprintf("it is not the file this process read or wrote at seq %d", ff.Seq), nil
+		return nil, 0, head, sum, fmt.Sprintf("it is not the file this process read or wrote at seq %d", ff.Seq), nil
 	}
 	f, err = db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
 	if err != nil {
-		return nil, 0, sum, err.Error(), nil
+		return nil, 0, head, sum, err.Error(), nil
 	}
-	return f, ff.Seq, sum, "", nil
+	return f, ff.Seq, ff.Head, sum, "", nil
 }
 
 // StateAt returns the frame as of seq: the nearest snapshot at or below seq
-// plus the deltas after it, every value of the snapshot store checked
-// against the log; or, when the store cannot serve it (failed, missing,
+// (in the snapshot store, or the run's frame file, which serves as its
+// newest) plus the deltas after it, every value checked against the log; or, when the store cannot serve it (failed, missing,
 // damaged), the deltas of atoms 1..seq from the log. seq 0 is the empty
 // frame.
 func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
@@ -544,7 +545,7 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 		}
 		return r.mu.frame.Clone(), nil
 	}
-	indexed := r.mu.indexedSeq
+	indexed, fileSeq := r.mu.indexedSeq, r.mu.frameSeq
 	mem := append([]wal.Pos(nil), r.mu.positions...)
 	r.mu.Unlock()
 	switch {
@@ -557,7 +558,7 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	case seq == r.base:
 		return r.baseFrame(ctx)
 	}
-	f, ok, err := r.stateFromSnapshot(ctx, seq, indexed, mem)
+	f, ok, err := r.stateFromSnapshot(ctx, seq, indexed, fileSeq, mem)
 	if err != nil || ok {
 		return f, err
 	}

@@ -114,11 +114,13 @@ func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error
 }
 
 // stateFromSnapshot builds frame(seq) from the nearest snapshot at or below
-// seq and the deltas after it, checking each value against the log. ok is
-// false when the store cannot serve it (none usable, or a value failed its
-// check, which is reported); err is set only for ctx's end or damage of the
-// log itself.
-func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []wal.Pos) (f *frame.Frame, ok bool, err error) {
+// seq and the deltas after it, checking each value against the log. The
+// run's frame file, at fileSeq when StateAt looked, is one of the
+// snapshots: a checkpoint writes the newest frame there and not again in
+// the store (captureLocked). ok is false when the store cannot serve it
+// (none usable, or a value failed its check, which is reported); err is set
+// only for ctx's end or damage of the log itself.
+func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint64, mem []wal.Pos) (f *frame.Frame, ok bool, err error) {
 	db := r.db
 	snaps, err := db.usableSnapshots(ctx)
 	if snaps == nil || err != nil {
@@ -143,6 +145,13 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 	default:
 		return mismatch(seq, err)
 	}
+	var file *frame.Frame // the frame file's frame at base, if it is the nearest
+	var fileHead chain.Hash
+	if fileSeq > base && fileSeq <= seq {
+		if ff, at, head := r.frameFileBase(seq); ff != nil && at > base {
+			snap, file, fileHead, base = nil, ff, head, at
+		}
+	}
 	// Positions of base..seq (base itself to check the snapshot's head):
 	// those up to indexed are in the store, the rest in memory
 	// (mem[i] is the atom indexed+1+i).
@@ -164,7 +173,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 		}
 		pos = append(pos, mem[i])
 	}
-	if snap == nil {
+	if snap == nil && file == nil {
 		if f, err = r.baseFrame(ctx); err != nil {
 			return nil, false, err
 		}
@@ -188,6 +197,17 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed uint64, mem []
 			if f, err = db.decodeFrame(snap.Frame, r.id, base, "snapshot of run "+r.id); err != nil {
 				return mismatch(base, err)
 			}
+			continue
+		}
+		if file != nil && at == base {
+			if fileHead != a.Head {
+				// CHECKPOINT and the log disagree (the file carries the
+				// head CHECKPOINT names): the log decides.
+				db.logger.Warn("engine: a frame file's head is not the log's; StateAt reads the log",
+					"run", r.id, "seq", base, "file", fmt.Sprintf("%x", fileHead[:8]), "log", fmt.Sprintf("%x", a.Head[:8]))
+				return nil, false, nil
+			}
+			f = file
 			continue
 		}
 		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
@@ -321,4 +341,21 @@ func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
 		return wal.Pos{}, err
 	}
 	return pos[seq-r.base-1], nil
+}
+
+// frameFileBase reads the run's frame file for StateAt(seq): its frame, seq
+// and head when it is sound (frameFileLocked's checks) and at or below seq;
+// nil when it is not (moved past seq by a checkpoint since, missing or
+// damaged: materializeLocked rebuilds it when the run next needs it).
+func (r *Run) frameFileBase(seq uint64) (*frame.Frame, uint64, chain.Hash) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.gone != nil || r.mu.frameSeq <= r.base || r.mu.frameSeq > seq {
+		return nil, 0, chain.Hash{}
+	}
+	f, at, head, _, why, err := r.frameFileLocked()
+	if err != nil || why != "" || f == nil || at <= r.base || at > seq {
+		return nil, 0, chain.Hash{}
+	}
+	return f, at, head
 }
