@@ -66,7 +66,7 @@ type Verifier struct {
 	// The fields below are owned by the calling goroutine.
 	storeID  string
 	storeLoc string
-	route    map[string]*worker // run id -> its worker
+	route    map[string]*worker // run id -> its worker (unused with one worker)
 	created  map[string]bool    // runs with a creation record
 	listed   map[string]Failure // runs named by a checkpoint or store head: first naming
 	workers  []*worker
@@ -141,6 +141,9 @@ func (v *Verifier) Store(storeID string) {
 }
 
 func (v *Verifier) workerFor(runID string) *worker {
+	if len(v.workers) == 1 {
+		return v.workers[0] // every run's: no route to look up per record
+	}
 	w := v.route[runID]
 	if w == nil {
 		w = v.workers[v.next%len(v.workers)]

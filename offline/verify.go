@@ -171,7 +171,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if err != nil {
 		return nil, err
 	}
-	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, certs: map[ledger.Fingerprint]certSeen{}, runs: map[string]*verifyRunState{},
+	vr := &verifyRun{db: db, v: v, hasher: hasher, deep: o.Deep, runs: map[string]*verifyRunState{},
 		dc: newDerivedCheck(), storeID: storeID, pub: o.PublicKey, born: map[string]bool{}}
 	if id, err := hex.DecodeString(storeID); err == nil && len(id) == len(vr.storeIDBytes) {
 		copy(vr.storeIDBytes[:], id)
@@ -265,8 +265,8 @@ type verifyRun struct {
 	// not one per atom: nothing keeps an atom's body past its check).
 	atomDec  *record.Decoder
 	atomBody record.AtomBody
-	certs    map[ledger.Fingerprint]certSeen // the certified actions the scan has read so far
-	log      *wal.Log                        // the log the scan reads
+	certs    certTable // the certified actions the scan has read so far
+	log      *wal.Log  // the log the scan reads
 	runs     map[string]*verifyRunState
 	// rollbacks holds, by run, the rollback whose record the scan has read
 	// and whose completing atom it has not; rolled the completed ones.
@@ -311,7 +311,7 @@ type certSeen struct {
 // results resolves the certified results an atom's delta refers to from
 // the certificates the scan has read (all of them, once it is done).
 func (vr *verifyRun) results(fp ledger.Fingerprint) ([]byte, error) {
-	c, ok := vr.certs[fp]
+	c, ok := vr.certs.get(&fp)
 	if !ok {
 		return nil, fmt.Errorf("%w: the log has no certificate of action %x before the atom", record.ErrNoCertificate, fp[:8])
 	}
@@ -440,11 +440,12 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				// The ledger never certifies an action twice (Resolve of a
 				// certified action is refused): a second certificate is a
 				// forgery that would change what Do returns.
-				if _, dup := vr.certs[cert.Fingerprint]; dup {
+				// (The digest is computed before the duplicate check, so
+				// that the table is probed once: a duplicate is rare.)
+				if !vr.certs.add(&cert.Fingerprint, certSeen{sum: blake3.Sum256(cert.Result), pos: pos}) {
 					vr.fail(cert.RunID, cert.Seq, where(), "action %x certified a second time", cert.Fingerprint[:8])
 					continue
 				}
-				vr.certs[cert.Fingerprint] = certSeen{sum: blake3.Sum256(cert.Result), pos: pos}
 			}
 		case record.KindAtom:
 			rs := vr.runs[r.Run]
@@ -543,7 +544,7 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 	}
 	payload = raw
 	for i := range body.Actions { // by index: a copy of a fingerprint sliced for fmt would escape, an allocation per action
-		c, ok := vr.certs[body.Actions[i]]
+		c, ok := vr.certs.get(&body.Actions[i])
 		if !ok {
 			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", body.Actions[i][:8])
 		}
@@ -668,7 +669,7 @@ func (vr *verifyRun) checkRefs(a *record.Record, loc string, body *record.AtomBo
 			vr.fail(a.Run, a.Seq, loc, "delta refers to certified result %d; the atom lists %d actions", i, len(body.Actions))
 			ok = false
 		default:
-			if _, found := vr.certs[body.Actions[i]]; !found {
+			if !vr.certs.has(&body.Actions[i]) {
 				vr.fail(a.Run, a.Seq, loc, "delta refers to the result of action %d (%x), which has no certificate before the atom", i, body.Actions[i][:8])
 				ok = false
 			}

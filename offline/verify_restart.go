@@ -5,7 +5,11 @@ package offline
 
 import (
 	"bytes"
+	"fmt"
+	"io"
+	"slices"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
@@ -38,12 +42,24 @@ func (vr *verifyRun) loadRestartFiles() error {
 	if err != nil {
 		return nil // no frame files
 	}
+	// Without Deep only a frame file's run, seq and head are compared (its
+	// checksum is checked as it is parsed): the files can share one
+	// buffer, and none is kept. A store's frame files can hold as many
+	// bytes as a tenth of its log, and a new buffer for each cost more
+	// than reading them into one.
+	var buf []byte
 	for _, n := range names {
 		if len(n) < 6 || n[len(n)-6:] != ".frame" {
 			continue
 		}
 		name := db.fs.PathJoin(db.path(layout.FramesDir), n)
-		b, err := layout.ReadFile(db.fs, name)
+		var b []byte
+		if vr.deep {
+			b, err = layout.ReadFile(db.fs, name)
+		} else {
+			b, err = readFileTo(db.fs, name, buf[:0])
+			buf = b
+		}
 		if moved(err) {
 			return err // the engine replaced or removed it: verify again (retryVanished)
 		}
@@ -59,6 +75,9 @@ func (vr *verifyRun) loadRestartFiles() error {
 		if layout.FrameFileBase(ff.Run) != n {
 			vr.fail(ff.Run, ff.Seq, name, "frame file of run %q under another run's name", ff.Run)
 			continue
+		}
+		if !vr.deep {
+			ff.Frame = nil // a slice of buf, which the next file overwrites
 		}
 		vr.run(ff.Run).frameFile = ff
 	}
@@ -154,4 +173,23 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			}
 		}
 	}
+}
+
+// readFileTo is layout.ReadFile into dst's array, grown if it is too
+// small: the file's bytes, which alias dst.
+func readFileTo(fs vfs.FS, name string, dst []byte) ([]byte, error) {
+	f, err := fs.Open(name)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("stat %s: %w", name, layout.UnwrapPathErr(err))
+	}
+	b := slices.Grow(dst[:0], int(st.Size()))[:st.Size()]
+	if _, err := io.ReadFull(f, b); err != nil {
+		return nil, fmt.Errorf("read %s: %w", name, layout.UnwrapPathErr(err))
+	}
+	return b, nil
 }
