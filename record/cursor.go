@@ -22,9 +22,11 @@ type Cursor struct {
 	rd      *wal.Reader
 	rec     Record
 	err     error
-	// before holds the last seq of each run read so far, to name the run a
-	// damaged record cuts (see Locate).
+	// before holds the last seq of each run before the cursor's start
+	// (Known); names, of each run read since, and its id (see Locate).
+	// Damage merges them.
 	before map[string]uint64
+	names  runNames
 	until  wal.Pos // stop before this position; the zero Pos: the end
 	// onDamage, if set, takes the records that do not decode (see OnDamage).
 	onDamage func(pos wal.Pos, raw []byte, err error)
@@ -66,13 +68,13 @@ func (c *Cursor) Next() bool {
 			if k, run, seq, ok := peek(raw); ok && c.dec.Skip(k, run) {
 				switch k {
 				case KindAtom:
-					c.before[string(run)] = seq
+					c.names.entry(run).note(seq)
 				case KindFork:
 					// A fork's seqs start at its fork point, which peek
 					// does not read: forks are rare, decode it.
 					var f Record
-					if (&Decoder{}).Decode(raw, pos, "", &f) == nil {
-						c.before[f.Run] = f.Seq
+					if (&Decoder{}).decode(raw, pos, "", &f, &c.names) == nil {
+						c.names.cur.note(f.Seq)
 					}
 				}
 				continue
@@ -81,7 +83,8 @@ func (c *Cursor) Next() bool {
 		if pos.Segment != c.seg || c.segName == "" {
 			c.seg, c.segName = pos.Segment, c.file(pos.Segment)
 		}
-		if err := c.dec.Decode(raw, pos, c.segName, &c.rec); err != nil {
+		c.names.cur = nil
+		if err := c.dec.decode(raw, pos, c.segName, &c.rec, &c.names); err != nil {
 			if c.onDamage != nil {
 				c.onDamage(pos, raw, err)
 				continue
@@ -90,7 +93,7 @@ func (c *Cursor) Next() bool {
 			return false
 		}
 		if c.rec.Kind == KindAtom || c.rec.Kind == KindFork { // a fork's seqs start at its fork point
-			c.before[c.rec.Run] = c.rec.Seq
+			c.names.cur.note(c.rec.Seq)
 		}
 		return true
 	}
@@ -133,7 +136,7 @@ func (c *Cursor) Close() error { return c.rd.Close() }
 // damage reaches (see Locate), when it is damage; other errors are
 // wrapped.
 func (c *Cursor) Damage(err error) error {
-	return LogDamage(c.log, err, c.before)
+	return LogDamage(c.log, err, c.names.into(c.before))
 }
 
 // LogDamage is Cursor.Damage for a reader of log of one's own: before holds

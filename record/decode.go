@@ -226,6 +226,13 @@ func (d *Decoder) openLedger(file string, r *Record) ([]byte, error) {
 // Decode decodes raw, the record at pos in the segment file named file.
 // r's slices alias raw. It never panics: damage is a *CorruptionError.
 func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error {
+	return d.decode(raw, pos, file, r, nil)
+}
+
+// decode is Decode with the run ids of the kinds that begin with one
+// interned in names (nil: each a new string), which notes the entry of
+// r.Run (runNames.cur).
+func (d *Decoder) decode(raw []byte, pos wal.Pos, file string, r *Record, names *runNames) error {
 	*r = Record{Pos: pos, Raw: raw}
 	if len(raw) == 0 {
 		return &CorruptionError{File: file, Offset: pos.Offset, Reason: "empty record"}
@@ -234,12 +241,12 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 	f := Fields{b: raw, off: 1}
 	switch r.Kind {
 	case KindRun:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		copy(r.Nonce[:], f.Fixed("nonce", len(r.Nonce)))
 		r.Created = f.Varint("created")
 		f.Done("run record")
 	case KindAtom:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		r.Seq = f.Uvarint("seq")
 		r.Head = f.Hash("head")
 		if f.err == nil && r.Seq == 0 {
@@ -257,7 +264,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			}
 		}
 	case KindFail:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		r.Seq = f.Uvarint("seq")
 		if !d.Sealed {
 			r.Reason = string(f.Bytes("reason", MaxFailReason))
@@ -270,7 +277,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		}
 		f.Done("fail record")
 	case KindEnd:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		r.Seq = f.Uvarint("seq")
 		r.Head = f.Hash("head")
 		start := f.off
@@ -298,10 +305,10 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 			}
 		}
 	case KindFork:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		copy(r.Nonce[:], f.Fixed("nonce", len(r.Nonce)))
 		r.Created = f.Varint("created")
-		r.Parent = f.RunID()
+		r.Parent = names.runID(&f, false)
 		r.Seq = f.Uvarint("fork point")
 		r.ParentHead = f.Hash("parent head")
 		if f.err == nil && r.Parent == r.Run {
@@ -309,7 +316,7 @@ func (d *Decoder) Decode(raw []byte, pos wal.Pos, file string, r *Record) error 
 		}
 		f.Done("fork record")
 	case KindDelete, KindErase:
-		r.Run = f.RunID()
+		r.Run = names.runID(&f, true)
 		r.Seq = f.Uvarint("seq")
 		r.Final = f.Hash("final head")
 		r.Head = f.Hash("head")

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
@@ -436,5 +437,62 @@ func TestDecodeRollbackRules(t *testing.T) {
 		if !errors.As(err, &ce) || !strings.Contains(err.Error(), c.want) || ce.Offset != 64 {
 			t.Errorf("%s: %v, want a *CorruptionError at offset 64 saying %q", c.name, err, c.want)
 		}
+	}
+}
+
+// TestCursorInternsRunIDs checks that the records of one run a cursor
+// reads share one run-id string, that Decode alone still gives each its
+// own, and that Known's seqs and those read are both what damage names.
+func TestCursorInternsRunIDs(t *testing.T) {
+	fs := vfs.NewMem()
+	l, err := wal.Open("wal", &wal.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	comp := newRaw()
+	recs := [][]byte{AppendRun(nil, "r1", chain.Nonce{1}, 1), AppendRun(nil, "r2", chain.Nonce{2}, 1)}
+	for seq := uint64(1); seq <= 3; seq++ {
+		for _, run := range []string{"r1", "r2"} {
+			recs = append(recs, comp.Compress(AppendAtomHeader(nil, run, seq, chain.Hash{byte(seq)}), AppendAtomBody(nil, nil, nil), 0))
+		}
+	}
+	for _, rec := range recs {
+		if _, err := l.Append(t.Context(), rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := NewCursor(l, func(uint64) string { return "seg" }, wal.Pos{}, &Decoder{Comp: comp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	c.Known(map[string]uint64{"r0": 7})
+	first := map[string]*byte{}
+	for c.Next() {
+		r := c.Record()
+		p := unsafe.StringData(r.Run)
+		if q, ok := first[r.Run]; !ok {
+			first[r.Run] = p
+		} else if p != q {
+			t.Errorf("%s seq %d: a run id string of its own", r.Run, r.Seq)
+		}
+	}
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var a, b Record
+	if err := (&Decoder{}).Decode(recs[2], wal.Pos{}, "", &a); err != nil {
+		t.Fatal(err)
+	}
+	if err := (&Decoder{}).Decode(recs[2], wal.Pos{}, "", &b); err != nil {
+		t.Fatal(err)
+	}
+	if unsafe.StringData(a.Run) == unsafe.StringData(b.Run) {
+		t.Error("Decode shares run-id strings between calls")
+	}
+	got := c.names.into(c.before)
+	if want := map[string]uint64{"r0": 7, "r1": 3, "r2": 3}; len(got) != len(want) || got["r0"] != 7 || got["r1"] != 3 || got["r2"] != 3 {
+		t.Errorf("seqs damage would name %v, want %v", got, want)
 	}
 }
