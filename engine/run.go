@@ -74,7 +74,7 @@ type Run struct {
 		// scan of the log when the snapshot store could not give them
 		// (scannedPositions). Replaced, never changed in place.
 		scanned []wal.Pos
-		snapSeq uint64 // latest snapshot handed to Pebble
+		snapSeq uint64 // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
 		// windowFirst is the snapshot the retention policy keeps for the
 		// current window (see snapshotSpan); after a restart, the latest.
 		windowFirst uint64

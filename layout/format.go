@@ -165,7 +165,7 @@ type CheckpointRun struct {
 	Head       chain.Hash
 	FrameSeq   uint64     // seq of the run's frame file, 0 = none
 	IndexedSeq uint64     // atoms up to here have their position in Pebble
-	SnapSeq    uint64     // latest snapshot in Pebble
+	SnapSeq    uint64     // latest snapshot: in Pebble, or the frame file at FrameSeq
 	CkptSeq    uint64     // latest chain checkpoint written
 	CkptHead   chain.Hash // the head it names
 	Inflight   []InflightAction
