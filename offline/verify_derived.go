@@ -25,12 +25,11 @@ type derivedCheck struct {
 	atRec  bool               // a record starts or ends at replay, or replay is the log's end
 	end    wal.Pos            // end of the last record read
 
-	// Before cp's replay position: the runs created (with their nonce)
-	// and each run's last seq.
+	// Before cp's replay position: the runs created (with their nonce).
 	created map[string]chain.Nonce
-	last    map[string]uint64
-	// every run's last seq read so far, to name damage
-	seqs map[string]uint64
+	// seqs holds each run's last seq before cp's replay position and its
+	// last seq read so far: one entry per run, found once per atom.
+	seqs map[string]*runSeqs
 
 	// Deep: the ledger as of the replay position, rebuilt from the log,
 	// and where each intent was (to name a certificate's or entry's run).
@@ -41,6 +40,30 @@ type derivedCheck struct {
 	table      []byte // the ledger table CHECKPOINT names; nil if none
 	// fpRun names the run of each action's intent or certificate.
 	fpRun map[ledger.Fingerprint]string
+}
+
+type runSeqs struct {
+	before uint64 // the last seq before cp's replay position
+	all    uint64 // the last seq read
+}
+
+// runSeqs returns the entry of run, made if there is none.
+func (dc *derivedCheck) runSeqs(run string) *runSeqs {
+	s := dc.seqs[run]
+	if s == nil {
+		s = &runSeqs{}
+		dc.seqs[run] = s
+	}
+	return s
+}
+
+// lastSeqs returns run's last seq before cp's replay position and its
+// last seq in the log (0 and 0 for a run the log does not hold).
+func (dc *derivedCheck) lastSeqs(run string) (before, all uint64) {
+	if s := dc.seqs[run]; s != nil {
+		return s.before, s.all
+	}
+	return 0, 0
 }
 
 type certAt struct {
@@ -54,7 +77,7 @@ type intentAt struct {
 }
 
 func newDerivedCheck() *derivedCheck {
-	return &derivedCheck{created: map[string]chain.Nonce{}, last: map[string]uint64{}, seqs: map[string]uint64{},
+	return &derivedCheck{created: map[string]chain.Nonce{}, seqs: map[string]*runSeqs{},
 		ledger: ledger.New(), intents: map[ledger.Fingerprint]intentAt{},
 		intentLocs: map[ledger.Loc]ledger.Fingerprint{}, certLocs: map[ledger.Loc]certAt{}, fpRun: map[ledger.Fingerprint]string{}}
 }
@@ -77,21 +100,23 @@ func (vr *verifyRun) noteRecord(pos, next wal.Pos) {
 func (vr *verifyRun) noteRun(r *record.Record) {
 	dc := vr.dc
 	if r.Kind == record.KindFork { // its seqs start at its fork point
-		dc.seqs[r.Run] = max(dc.seqs[r.Run], r.Seq)
+		s := dc.runSeqs(r.Run)
+		s.all = max(s.all, r.Seq)
+		if dc.before(r.Pos) {
+			s.before = max(s.before, r.Seq)
+		}
 	}
 	if dc.before(r.Pos) {
 		dc.created[r.Run] = r.Nonce
-		if r.Kind == record.KindFork {
-			dc.last[r.Run] = max(dc.last[r.Run], r.Seq)
-		}
 	}
 }
 
 func (vr *verifyRun) noteAtom(a *record.Record) {
 	dc := vr.dc
-	dc.seqs[a.Run] = max(dc.seqs[a.Run], a.Seq)
+	s := dc.runSeqs(a.Run)
+	s.all = max(s.all, a.Seq)
 	if dc.before(a.Pos) {
-		dc.last[a.Run] = max(dc.last[a.Run], a.Seq)
+		s.before = max(s.before, a.Seq)
 	}
 }
 
@@ -243,6 +268,7 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 			c := &cp.Runs[i]
 			listed[c.ID] = true
 			nonce, ok := dc.created[c.ID]
+			before, all := dc.lastSeqs(c.ID)
 			switch {
 			case !ok:
 				vr.fail(c.ID, 0, name, "lists run %q, which the log does not create before its replay position", c.ID)
@@ -252,9 +278,9 @@ func (vr *verifyRun) finishDerived(rep *chain.Report) {
 			// flight, then the runs: an atom committed in between is at or
 			// after the position and already in the table. So the table's
 			// seq lies between the log's before the position and its last.
-			case c.LastSeq < dc.last[c.ID] || c.LastSeq > dc.seqs[c.ID]:
-				vr.fail(c.ID, min(dc.last[c.ID], c.LastSeq)+1, name, "run %q at seq %d, but the log holds seq %d of it before the replay position and %d in all",
-					c.ID, c.LastSeq, dc.last[c.ID], dc.seqs[c.ID])
+			case c.LastSeq < before || c.LastSeq > all:
+				vr.fail(c.ID, min(before, c.LastSeq)+1, name, "run %q at seq %d, but the log holds seq %d of it before the replay position and %d in all",
+					c.ID, c.LastSeq, before, all)
 			}
 		}
 		for id := range dc.created {
