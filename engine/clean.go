@@ -47,6 +47,11 @@ import (
 // succeeded, or whose failed writes removed their files, leaves none,
 // and one that failed to remove one leaves no mark.
 //
+// The log is resumed at rest too (wal.Options.AtRest): its newest segment
+// gets no fdatasync, and no directory fsync when it holds no record yet (a
+// store whose last session rotated into a new segment and wrote nothing
+// there paid both at every Open).
+//
 // A failure to remove the mark fails Open (the mark would outlive a crash
 // it must not survive); a failure to create it is only logged (the next
 // Open fsyncs the directories). NoSync stores never use it: their writes

@@ -121,6 +121,9 @@ func (db *DB) open() error {
 		// it is taken (replayFloor), and no checkpoint is written once the
 		// log has failed.
 		ScanFromDurable: cp != nil,
+		// A clean Close left every file of the log durable (clean.go): the
+		// newest segment is resumed with no fdatasync or directory fsync.
+		AtRest: db.cleanMark,
 		// The log writes nothing (no trimmed tail, no new segment) until
 		// recovery has found the store sound; a damaged newest segment is
 		// read up to the damage so that the refusal names the run and seq.

@@ -130,7 +130,11 @@
 //     record, no stale byte in the window): then there is nothing to make
 //     durable (the engine's CHECKPOINT gives such a hint).
 //     If the segment holds no record yet, the directory is synced too (its
-//     name may date from a rename just before a crash). A sealed newest
+//     name may date from a rename just before a crash). Options.AtRest
+//     (the engine's clean-close mark: the last process closed the log and
+//     every write of it succeeded) vouches that the whole directory is
+//     durable: then neither the flush nor the directory sync is made, only
+//     stale bytes past the tail are zeroed and synced. A sealed newest
 //     segment is synced before its successor is created, for the same
 //     reason; a newest segment without room for a minimal record is sealed
 //     at its tail and a new one begins.

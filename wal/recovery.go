@@ -422,7 +422,9 @@ func (l *Log) setFirst() {
 // the log, so they must survive a power loss that follows. Nothing being
 // dirty in the common case, it costs a device cache flush, which is skipped
 // when the scan started at a hint known durable (Options.ScanFromDurable)
-// and found nothing past it.
+// and found nothing past it, or when the whole log is known durable
+// (Options.AtRest): then an empty newest segment, whose name the process
+// that created it made durable, needs no directory fsync either.
 func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	tail, stop := info.Tail.Offset, end.stop
 	if stop < tail || stop-tail > l.unsynced {
@@ -459,14 +461,15 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 		synced = !l.noSync
 	}
 	// Nothing past a position known durable: nothing to make durable.
-	clean := l.durableHint != (Pos{}) && info.ScanFrom == l.durableHint && tail == l.durableHint.Offset && stale == tail
+	clean := l.durableHint != (Pos{}) && info.ScanFrom == l.durableHint && tail == l.durableHint.Offset && stale == tail ||
+		l.atRest && stale == tail
 	if !synced && !l.noSync && !clean {
 		if err := f.SyncData(); err != nil {
 			return fail(fmt.Errorf("wal: sync segment %d (%s) before resuming it: %w", id, l.path(segmentName(id)), unwrapPathErr(err)))
 		}
 		synced = true
 	}
-	if tail == SegmentHeaderSize && !l.noSync {
+	if tail == SegmentHeaderSize && !l.noSync && !l.atRest {
 		// No record yet: the segment may have been renamed into place just
 		// before a crash, its name not yet durable. (Records are written
 		// only after the directory sync that follows the rename.)

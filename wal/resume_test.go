@@ -776,3 +776,67 @@ func TestResumeZeroesStaleBytesPastTheScan(t *testing.T) {
 		})
 	}
 }
+
+// TestAtRest: a reopen that is told the whole log is durable (AtRest, the
+// engine's clean-close mark) resumes the newest segment with no fsync at
+// all, whether it holds records or none yet (which otherwise costs an
+// fdatasync and a directory fsync); stale bytes past the tail are still
+// zeroed and synced.
+func TestAtRest(t *testing.T) {
+	ctx := context.Background()
+	const segSize = 64 << 10
+	for _, records := range []int{0, 10} {
+		mem := vfs.NewMem()
+		l := mustOpen(t, mem, Options{SegmentSize: segSize})
+		for i := range records {
+			if _, err := l.Append(ctx, rec(i, 100+i)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		tail := l.End()
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+		for _, atRest := range []bool{false, true} {
+			var c opCounter
+			l := mustOpen(t, c.wrap(mem), Options{SegmentSize: segSize, AtRest: atRest})
+			if ri := l.Recovery(); !ri.Resumed || ri.Tail != tail {
+				t.Fatalf("%d records, AtRest %v: recovery %+v, want resumed at %v", records, atRest, ri, tail)
+			}
+			if err := l.Close(); err != nil {
+				t.Fatal(err)
+			}
+			switch n := c.syncs.Load(); {
+			case atRest && n != 0:
+				t.Errorf("%d records, at rest: the reopen made %s, want none", records, &c)
+			case !atRest && n == 0:
+				t.Errorf("%d records, not at rest: the reopen made no sync, want the segment's (and, empty, the directory's)", records)
+			}
+		}
+	}
+
+	// Stale bytes past the tail are not at rest, whatever the caller says.
+	mem := vfs.NewMem()
+	l := mustOpen(t, mem, Options{SegmentSize: segSize})
+	if _, err := l.Append(ctx, rec(1, 300)); err != nil {
+		t.Fatal(err)
+	}
+	tail := l.End()
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := mem.OpenReadWrite(mem.PathJoin("wal", segmentName(tail.Segment)), vfs.WriteCategoryUnspecified)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{0xa5}, tail.Offset+100); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	var c opCounter
+	l = mustOpen(t, c.wrap(mem), Options{SegmentSize: segSize, AtRest: true})
+	defer l.Close()
+	if ri := l.Recovery(); ri.ZeroedBytes != 101 || c.syncs.Load() == 0 {
+		t.Fatalf("a stale byte past the tail, at rest: recovery %+v, %s; want 101 bytes zeroed and synced", ri, &c)
+	}
+}

@@ -78,6 +78,18 @@ type Options struct {
 	// cache holds nothing there that the disk does not. Anything found past
 	// the hint, a record or a stale byte, is synced as without it.
 	ScanFromDurable bool
+	// AtRest asserts that everything in the log directory is durable: the
+	// segments' bytes, their sizes and their names. That holds when the
+	// last process to write the log closed it, every write and fsync of it
+	// succeeded, and nothing has written since (the engine knows it from
+	// its clean-close mark). A writable Open then resumes the newest
+	// segment with no fdatasync and, when that segment holds no record
+	// yet, no directory fsync: there is nothing in the page cache that the
+	// disk lacks. Stale bytes past the tail are still zeroed and synced. A
+	// false assertion loses, at a power loss, what the page cache held and
+	// the disk did not: the records of a process that died before their
+	// fdatasync, which this one would then have read as the log.
+	AtRest bool
 	// Logger receives recovery reports and background errors; nil discards.
 	Logger *slog.Logger
 	// OnGroupCommit, if set, is called once for every group commit once it
@@ -184,6 +196,8 @@ type Log struct {
 	initSize int64 // Options.InitialSegmentSize, or MinPrealloc
 	unsynced int64 // maxUnsynced as of Open
 	noSync   bool
+	// atRest is Options.AtRest.
+	atRest bool
 	// durableHint is Options.ScanFrom when ScanFromDurable is set.
 	durableHint Pos
 	minSync     time.Duration
@@ -316,6 +330,7 @@ func Open(dir string, opts *Options) (*Log, error) {
 	if o.ScanFromDurable {
 		l.durableHint = o.ScanFrom
 	}
+	l.atRest = o.AtRest
 	l.rd.files = map[uint64]vfs.File{}
 	l.rd.maps = map[uint64]*compactMap{}
 	l.w.spare = make(chan error, 1)
