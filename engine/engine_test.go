@@ -389,6 +389,31 @@ func TestStateAtFromFrameFile(t *testing.T) {
 	if fs.n.Load() != before {
 		t.Errorf("StateAt(119) read the frame file at seq 120")
 	}
+
+	// A damaged frame file is not used: StateAt starts from the snapshot
+	// at 40 instead, and gives the log's frame all the same.
+	name := db.frameFileName("r")
+	b, err := layout.ReadFile(mem, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := bytes.Clone(b)
+	b[len(b)/2] ^= 0xff
+	if err := layout.WriteFileAtomic(mem, name, b, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{120, 127} {
+		f, err := run.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatalf("StateAt(%d) with the frame file damaged: %v", seq, err)
+		}
+		if len(f.Messages) != int(seq) || f.Messages[seq-1].Content != fmt.Sprint("atom ", seq) {
+			t.Fatalf("StateAt(%d) with the frame file damaged: %d messages, last %q", seq, len(f.Messages), f.Messages[len(f.Messages)-1].Content)
+		}
+	}
+	if err := layout.WriteFileAtomic(mem, name, good, true); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitSnapshotIdle waits until no snapshot of run is due: the one its
