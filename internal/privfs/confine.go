@@ -261,8 +261,29 @@ func (p privateFS) Stat(name string) (vfs.FileInfo, error) {
 		if !fi.Mode().IsRegular() && !fi.IsDir() {
 			return nil, &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: "regular file or directory"}
 		}
+		// Not a link: the lstat is what a stat would say, and no second
+		// lookup can find another entry there. (Stat is on the restart
+		// path once per log segment.)
+		return lstatInfo{FileInfo: fi, fs: p.FS, name: name}, nil
 	}
 	return p.FS.Stat(name)
+}
+
+// lstatInfo is the vfs.FileInfo of a regular file or directory from its
+// lstat. The device id, which vfs.FileInfo adds and nothing on the
+// engine's paths asks for, is looked up when asked (zero if that fails).
+type lstatInfo struct {
+	os.FileInfo
+	fs   vfs.FS
+	name string
+}
+
+func (i lstatInfo) DeviceID() vfs.DeviceID {
+	fi, err := i.fs.Stat(i.name)
+	if err != nil {
+		return vfs.DeviceID{}
+	}
+	return fi.DeviceID()
 }
 
 func (p privateFS) MkdirAll(dir string, _ os.FileMode) error {

@@ -92,3 +92,33 @@ func TestConfine(t *testing.T) {
 		t.Error("an in-memory filesystem was wrapped")
 	}
 }
+
+// TestStatFromLstat: Stat of a file or directory inside the root says
+// what a plain stat says (name, size, mode, time, device), though it is
+// answered from the lstat that checked the entry.
+func TestStatFromLstat(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	if err := os.MkdirAll(filepath.Join(store, "sub"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(store, "sub", "file"), []byte("twelve bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := Confine(vfs.Default, store)
+	for _, name := range []string{filepath.Join(store, "sub"), filepath.Join(store, "sub", "file")} {
+		got, err := fs.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := vfs.Default.Stat(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Name() != want.Name() || got.Size() != want.Size() || got.Mode() != want.Mode() ||
+			!got.ModTime().Equal(want.ModTime()) || got.IsDir() != want.IsDir() || got.DeviceID() != want.DeviceID() {
+			t.Errorf("Stat(%s) = %s %d %v %v dev %v, want %s %d %v %v dev %v", name,
+				got.Name(), got.Size(), got.Mode(), got.ModTime(), got.DeviceID(),
+				want.Name(), want.Size(), want.Mode(), want.ModTime(), want.DeviceID())
+		}
+	}
+}
