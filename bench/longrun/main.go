@@ -54,6 +54,7 @@ var (
 	phaseFlag = flag.String("phase", "build", "build (then a child reopens), or reopen (the child)")
 	samples   = flag.Int("samples", 20, "StateAt calls at seqs spread over the history, after the reopen")
 	profile   = flag.String("cpuprofile", "", "write a CPU profile of the reopen phase to this file")
+	heapProf  = flag.String("memprofile", "", "write a heap profile (in use after a GC) at the end of the build, before Close, to this file")
 )
 
 const runID = "long"
@@ -132,6 +133,9 @@ func build(store string) {
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
 	rss, peak := rssNow(), rssPeak()
+	if *heapProf != "" {
+		writeHeapProfile(*heapProf)
+	}
 	t0 := time.Now()
 	if err := db.Close(); err != nil {
 		log.Fatal(err)
@@ -315,4 +319,18 @@ func dur(d time.Duration) string {
 		return fmt.Sprintf("%.0f µs", float64(d)/1e3)
 	}
 	return fmt.Sprintf("%.1f ms", float64(d)/1e6)
+}
+
+// writeHeapProfile writes the heap profile of what is in use now.
+func writeHeapProfile(name string) {
+	f, err := os.Create(name)
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+		log.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		log.Fatal(err)
+	}
 }
