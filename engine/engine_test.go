@@ -344,7 +344,8 @@ func (fs *openCountFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, erro
 // older snapshot, and gives the frame the log gives.
 func TestStateAtFromFrameFile(t *testing.T) {
 	mem := vfs.NewMem()
-	fs := &openCountFS{FS: mem}
+	// The name is set before Open: Pebble's goroutines open files through fs.
+	fs := &openCountFS{FS: mem, name: mem.PathJoin("store", layout.FramesDir, layout.FrameFileBase("r"))}
 	opts := testOptions(fs)
 	opts.SnapshotEvery = 40
 	db := openTest(t, fs, opts)
@@ -354,7 +355,9 @@ func TestStateAtFromFrameFile(t *testing.T) {
 	if err := db.checkpoint(false); err != nil {
 		t.Fatal(err)
 	}
-	fs.name = db.frameFileName("r")
+	if fs.name != db.frameFileName("r") {
+		t.Fatalf("the frame file is %s, the test counts the opens of %s", db.frameFileName("r"), fs.name)
+	}
 	if ff := readFrameFileOf(t, fs, db, "r"); ff.Seq != 120 {
 		t.Fatalf("the frame file is at seq %d, want 120", ff.Seq)
 	}
