@@ -69,17 +69,22 @@ func (d *Fields) Fail(format string, args ...any) {
 }
 
 // Uvarint reads a minimal unsigned varint.
-func (d *Fields) Uvarint(what string) uint64 {
+func (d *Fields) Uvarint(what string) uint64 { return d.uvarintOf(what, "") }
+
+// uvarintOf is Uvarint of the field named what+suffix, a name built only
+// for an error: Bytes reads a length per call, and a name concatenated
+// for each was an allocation per record.
+func (d *Fields) uvarintOf(what, suffix string) uint64 {
 	if d.err != nil {
 		return 0
 	}
 	v, n := binary.Uvarint(d.b[d.off:])
 	if n <= 0 {
-		d.Fail("%s: bad or truncated varint", what)
+		d.Fail("%s%s: bad or truncated varint", what, suffix)
 		return 0
 	}
 	if n != uvarintLen(v) {
-		d.Fail("%s: varint of %d bytes is not minimal (%d)", what, n, uvarintLen(v))
+		d.Fail("%s%s: varint of %d bytes is not minimal (%d)", what, suffix, n, uvarintLen(v))
 		return 0
 	}
 	d.off += n
@@ -116,7 +121,7 @@ func uvarintLen(v uint64) int {
 // Bytes reads a uvarint length and that many bytes, at most max. The
 // result aliases the input.
 func (d *Fields) Bytes(what string, max int) []byte {
-	n := d.Uvarint(what + " length")
+	n := d.uvarintOf(what, " length")
 	if d.err != nil {
 		return nil
 	}
