@@ -192,6 +192,22 @@ func (v *Verifier) Record(runID string, seq uint64, payload []byte, stored Hash,
 	w.sendPayload(ev, payload)
 }
 
+// RecordAt is Record with the record's location given by loc, which is
+// called only if the verifier needs the location: a failure at the
+// record, or the run's head when signatures are required (the location
+// of an unsigned tail). A reader of millions of records then builds no
+// string for each. loc is not called after RecordAt returns.
+func (v *Verifier) RecordAt(runID string, seq uint64, payload []byte, stored Hash, loc func() string) {
+	if v.finished {
+		return
+	}
+	if v.async { // the worker reads the event later: the location goes with it
+		v.Record(runID, seq, payload, stored, loc())
+		return
+	}
+	v.workerFor(runID).run(runID).record(seq, payload, stored, loc)
+}
+
 // Checkpoint feeds a checkpoint record as stored (signed or not).
 func (v *Verifier) Checkpoint(b []byte, loc string) {
 	if v.finished {

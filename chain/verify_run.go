@@ -82,7 +82,7 @@ type runState struct {
 	// for the keyed-chain check after a failure at seq 1 (linkedAfter).
 	prevSeq    uint64
 	prevStored Hash
-	headLoc    string // where the record of h(lastSeq) is
+	headLoc    string // where the record of h(lastSeq) is; kept only when policy.signed
 	// linked is set once a record links to the head before it (or hashes
 	// to its own stored head): the run's chain is in the hasher's mode.
 	linked bool
@@ -143,7 +143,9 @@ func (rs *runState) createFork(nonce Nonce, parent string, at uint64, parentHead
 	rs.recent[at%RecentHeads] = rs.head
 }
 
-func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) {
+// record verifies the chained record at seq; loc gives its location,
+// asked for only when needed (Verifier.RecordAt).
+func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc func() string) {
 	rs.records++
 	defer func() { rs.prevSeq, rs.prevStored = seq, stored }()
 	if rs.failure != nil {
@@ -151,7 +153,7 @@ func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) 
 		return
 	}
 	if !rs.created {
-		rs.fail(Failure{Kind: KindUnknownRun, Seq: seq, Actual: stored, Location: loc, Detail: "record for a run with no creation record"})
+		rs.fail(Failure{Kind: KindUnknownRun, Seq: seq, Actual: stored, Location: loc(), Detail: "record for a run with no creation record"})
 		return
 	}
 	if s := rs.sus; s != nil {
@@ -163,21 +165,24 @@ func (rs *runState) record(seq uint64, payload []byte, stored Hash, loc string) 
 	case seq == expected:
 		h := rs.hasher.Link(rs.id, seq, rs.head, payload)
 		if h != stored {
-			rs.sus = &suspect{seq: seq, computed: h, stored: stored, loc: loc}
+			rs.sus = &suspect{seq: seq, computed: h, stored: stored, loc: loc()}
 			return
 		}
-		rs.linked, rs.headLoc = true, loc
+		rs.linked = true
+		if rs.policy.signed { // the one failure that names it: an unsigned tail
+			rs.headLoc = loc()
+		}
 		rs.advance(seq, h)
 	case seq == 0:
-		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc, Detail: "record with seq 0 (seqs start at 1)"})
+		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc(), Detail: "record with seq 0 (seqs start at 1)"})
 	case seq < expected:
-		f := Failure{Kind: KindSeqDuplicate, Seq: seq, Actual: stored, Location: loc, Detail: fmt.Sprintf("seq %d comes again after seq %d", seq, rs.lastSeq)}
+		f := Failure{Kind: KindSeqDuplicate, Seq: seq, Actual: stored, Location: loc(), Detail: fmt.Sprintf("seq %d comes again after seq %d", seq, rs.lastSeq)}
 		if h, ok := rs.recentHead(seq); ok {
 			f.Expected = h
 		}
 		rs.fail(f)
 	default:
-		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc, Detail: fmt.Sprintf("record seq %d follows seq %d: seqs %d..%d are missing", seq, rs.lastSeq, expected, seq-1)})
+		rs.fail(Failure{Kind: KindSeqGap, Seq: expected, Actual: stored, Location: loc(), Detail: fmt.Sprintf("record seq %d follows seq %d: seqs %d..%d are missing", seq, rs.lastSeq, expected, seq-1)})
 	}
 }
 

@@ -151,7 +151,7 @@ func (w *worker) run(id string) *runState {
 func (w *worker) handle(ev *event, payload []byte) {
 	switch ev.op {
 	case opRecord:
-		w.run(ev.run).record(ev.seq, payload, ev.hash, ev.loc)
+		w.run(ev.run).record(ev.seq, payload, ev.hash, func() string { return ev.loc })
 	case opRun:
 		rs := w.run(ev.run)
 		rs.create(ev.nonce, ev.loc)

@@ -409,6 +409,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			if vr.deep { // kept by noteIntent and noteCert; else built on failure
 				loc = where()
 			}
+		case record.KindAtom: // built when a check needs it (atom)
 		default:
 			loc = where()
 		}
@@ -450,10 +451,10 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		case record.KindAtom:
 			rs := vr.runs[r.Run]
 			if rs != nil && rs.ended {
-				vr.fail(r.Run, r.Seq, loc, "atom after the run ended")
+				vr.fail(r.Run, r.Seq, where(), "atom after the run ended")
 			}
 			vr.noteAtom(r)
-			payload = vr.atom(r, rs, loc, payload[:0])
+			payload = vr.atom(r, rs, where, payload[:0])
 		case record.KindEnd:
 			// The run's last link: chained like an atom, over its status,
 			// time and result.
@@ -495,8 +496,17 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 
 // atom rebuilds the chained payload of an atom record (its body and the
 // digests of its actions' certified results) and hands it to the verifier.
-// rs is the state of its run, nil if the scan has not met the run yet.
-func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payload []byte) []byte {
+// rs is the state of its run, nil if the scan has not met the run yet;
+// where names the record (called only when a check keeps or reports its
+// location: a string per atom was an allocation per atom).
+func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, where func() string, payload []byte) []byte {
+	var locStr string
+	loc := func() string {
+		if locStr == "" {
+			locStr = where()
+		}
+		return locStr
+	}
 	runState := func() *verifyRunState {
 		if rs == nil {
 			rs = vr.run(a.Run)
@@ -514,9 +524,9 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 	}
 	if vr.db.sealed {
 		// The chain covers the sealed body as stored (record/seal.go).
-		vr.v.Record(a.Run, a.Seq, a.Stored, a.Head, loc)
+		vr.v.RecordAt(a.Run, a.Seq, a.Stored, a.Head, loc)
 		if a.SealErr != nil {
-			vr.fail(a.Run, a.Seq, loc, "atom body: %v", a.SealErr)
+			vr.fail(a.Run, a.Seq, loc(), "atom body: %v", a.SealErr)
 		}
 		if !a.Opened {
 			// No keyring, or the run's key was erased: only the link.
@@ -536,9 +546,9 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 	if err != nil {
 		// Still a record of the chain: hash what is there, so that the
 		// verifier places the failure at this seq.
-		vr.fail(a.Run, a.Seq, loc, "%v", err)
+		vr.fail(a.Run, a.Seq, loc(), "%v", err)
 		if !vr.db.sealed { // a sealed atom's link is recorded already
-			vr.v.Record(a.Run, a.Seq, a.Body, a.Head, loc)
+			vr.v.RecordAt(a.Run, a.Seq, a.Body, a.Head, loc)
 		}
 		return payload
 	}
@@ -546,27 +556,27 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 	for i := range body.Actions { // by index: a copy of a fingerprint sliced for fmt would escape, an allocation per action
 		c, ok := vr.certs.get(&body.Actions[i])
 		if !ok {
-			vr.fail(a.Run, a.Seq, loc, "action %x has no certificate before the atom", body.Actions[i][:8])
+			vr.fail(a.Run, a.Seq, loc(), "action %x has no certificate before the atom", body.Actions[i][:8])
 		}
 		payload = append(payload, c.sum[:]...)
 	}
 	seal := vr.rollbackSeal(a) // the atom completes a rollback: chained over its record too
 	payload = append(payload, seal...)
 	if !vr.db.sealed {
-		vr.v.Record(a.Run, a.Seq, payload, a.Head, loc)
+		vr.v.RecordAt(a.Run, a.Seq, payload, a.Head, loc)
 	} else if tail := payload[len(raw):]; !bytes.Equal(a.Tail, tail) {
 		// What the plaintext rule hashes besides the body is sealed with
 		// it: the digests of the certified results, a rollback's seal.
-		vr.fail(a.Run, a.Seq, loc, "the digests sealed in the atom's body do not match its actions' certified results (or its rollback record)")
+		vr.fail(a.Run, a.Seq, loc(), "the digests sealed in the atom's body do not match its actions' certified results (or its rollback record)")
 	}
 	// A branch's base (the atom DAG): before the atom, within the run.
 	if bb, err := body.AtomBranch(); err != nil {
-		vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+		vr.fail(a.Run, a.Seq, loc(), "atom: %v", err)
 	} else if bb != nil {
 		if err := bb.CheckBase(a.Seq, runState().base); err != nil {
-			vr.fail(a.Run, a.Seq, loc, "atom: %v", err)
+			vr.fail(a.Run, a.Seq, loc(), "atom: %v", err)
 		} else if vr.deep {
-			vr.checkBranch(a, loc, bb, body)
+			vr.checkBranch(a, loc(), bb, body)
 		}
 	}
 	// d, decoded when needed (for its references, or Deep), aliases the
@@ -577,7 +587,7 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 	refsOK := true
 	if frame.MayRefer(body.Delta) {
 		if d, err = frame.DecodeDeltaOwned(body.Delta); err != nil {
-			vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
+			vr.fail(a.Run, a.Seq, loc(), "delta: %v", err)
 			refsOK = false
 		} else {
 			refsOK = vr.checkRefs(a, loc, body, d)
@@ -586,7 +596,9 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 
 	rs = runState()
 	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
-		vr.messages(a, loc, body)
+		if len(body.Exts) > 0 { // messages needs nothing else
+			vr.messages(a, loc(), body)
+		}
 		rs.heads = append(rs.heads, a.Head)
 		if vr.deep {
 			rs.pos = append(rs.pos, a.Pos)
@@ -601,10 +613,10 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 				err = rs.frame.ApplyWith(d, vr.atomResults(body))
 			}
 			if err == nil && vr.db.sealer != nil && frame.MaySeal(body.Delta) {
-				vr.openSealedValues(a, loc, d) // verify_erasekey.go
+				vr.openSealedValues(a, loc(), d) // verify_erasekey.go
 			}
 			if err != nil {
-				vr.fail(a.Run, a.Seq, loc, "delta: %v", err)
+				vr.fail(a.Run, a.Seq, loc(), "delta: %v", err)
 				rs.frame = nil
 			} else if ff := rs.frameFile; ff != nil && ff.Seq == a.Seq {
 				vr.compareFrame(a.Run, rs.frame, ff)
@@ -612,7 +624,7 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, loc string, payl
 		}
 	}
 	if seal != nil {
-		vr.rollbackAtom(a, loc, body, d)
+		vr.rollbackAtom(a, loc(), body, d)
 	}
 	return payload
 }
@@ -661,16 +673,16 @@ func (vr *verifyRun) checkBranch(a *record.Record, loc string, bb *record.Branch
 // reference (it is in the body) and the result (its digest is in the
 // chained payload), so a changed certificate or reference is a hash
 // mismatch too; this names a reference that the engine cannot resolve.
-func (vr *verifyRun) checkRefs(a *record.Record, loc string, body *record.AtomBody, d *frame.Delta) bool {
+func (vr *verifyRun) checkRefs(a *record.Record, loc func() string, body *record.AtomBody, d *frame.Delta) bool {
 	ok := true
 	for _, i := range d.Refs() {
 		switch {
 		case i >= len(body.Actions):
-			vr.fail(a.Run, a.Seq, loc, "delta refers to certified result %d; the atom lists %d actions", i, len(body.Actions))
+			vr.fail(a.Run, a.Seq, loc(), "delta refers to certified result %d; the atom lists %d actions", i, len(body.Actions))
 			ok = false
 		default:
 			if !vr.certs.has(&body.Actions[i]) {
-				vr.fail(a.Run, a.Seq, loc, "delta refers to the result of action %d (%x), which has no certificate before the atom", i, body.Actions[i][:8])
+				vr.fail(a.Run, a.Seq, loc(), "delta refers to the result of action %d (%x), which has no certificate before the atom", i, body.Actions[i][:8])
 				ok = false
 			}
 		}
