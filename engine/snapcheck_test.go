@@ -43,13 +43,16 @@ func TestForgedSnapshotStoreValues(t *testing.T) {
 		b := st.NewBatch()
 		switch what {
 		case "head":
-			// The latest snapshot (seq 30) copied under seq 20: its
-			// checksum is right for its new key, its head is seq 30's.
+			// The latest snapshot in the store copied under the seq
+			// before its own: its checksum is right for its new key, its
+			// head is its own seq's. (Which seq it is depends on when the
+			// background took the first snapshot of the run, the one the
+			// retention keeps; the latest frame is the frame file's.)
 			s, err := st.Latest(run)
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Seq = 20
+			s.Seq--
 			if err := b.PutSnapshot(s); err != nil {
 				t.Fatal(err)
 			}
