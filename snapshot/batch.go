@@ -24,6 +24,14 @@ type Batch struct {
 	// scratch is reused to encode values before pb copies them.
 	scratch []byte
 
+	// runs holds, per run, the chunks of the plain frames put (chunk.go):
+	// those pb writes and the references of each snapshot put. pinned are
+	// the chunk keys already in the store that this batch's snapshots
+	// reference, pinned in the store (Store.pins) until Commit or Discard so
+	// that no other commit removes them meanwhile.
+	runs   map[string]*runChunks
+	pinned map[string]struct{}
+
 	entries, snapshots, positions int
 }
 
@@ -44,8 +52,36 @@ func (b *Batch) usable() error {
 	return nil
 }
 
+// runChunks is what a batch does to the chunks of one run.
+type runChunks struct {
+	// written are the chunks pb writes.
+	written map[[ChunkHashLen]byte]struct{}
+	// puts are the chunk references of the snapshots put, by snapshot key;
+	// superseded those of snapshots put and then put again in this batch.
+	puts       map[string][]ChunkRef
+	superseded []ChunkRef
+}
+
+func (b *Batch) chunksOf(runID string) *runChunks {
+	rc := b.runs[runID]
+	if rc == nil {
+		rc = &runChunks{written: map[[ChunkHashLen]byte]struct{}{}, puts: map[string][]ChunkRef{}}
+		if b.runs == nil {
+			b.runs = map[string]*runChunks{}
+		}
+		b.runs[runID] = rc
+	}
+	return rc
+}
+
 // PutSnapshot adds s, keyed by its run and seq. A snapshot already stored
 // under that run and seq is replaced.
+//
+// A plain frame (s.Plain) is cut into chunks (ChunkBoundaries), and only
+// the chunks the run does not hold already, in the store or in this batch,
+// are written (compressed); the snapshot's value lists them. Looking them
+// up reads the store: a plain PutSnapshot is for the background, as Commit
+// is.
 func (b *Batch) PutSnapshot(s *Snapshot) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -57,7 +93,20 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 	if _, ok := b.delKeys[string(key)]; ok {
 		return fmt.Errorf("%w: run %q seq %d: snapshot deleted and put in one batch", ErrInvalid, s.RunID, s.Seq)
 	}
-	b.scratch = AppendSnapshot(b.scratch[:0], s)
+	if s.Plain {
+		refs, err := b.putChunks(s)
+		if err != nil {
+			return err
+		}
+		rc := b.chunksOf(s.RunID)
+		if old, ok := rc.puts[string(key)]; ok {
+			rc.superseded = append(rc.superseded, old...)
+		}
+		rc.puts[string(key)] = refs
+		b.scratch = AppendChunkedSnapshot(b.scratch[:0], s, refs)
+	} else {
+		b.scratch = AppendSnapshot(b.scratch[:0], s)
+	}
 	if err := b.pb.Set(key, b.scratch, nil); err != nil {
 		return fmt.Errorf("snapshot: run %q seq %d: %w", s.RunID, s.Seq, err)
 	}
@@ -65,6 +114,54 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 	b.entries++
 	b.snapshots++
 	return nil
+}
+
+// putChunks writes the chunks of s's plain frame that its run holds
+// neither in the store nor in this batch, and returns the frame's chunk
+// references.
+func (b *Batch) putChunks(s *Snapshot) ([]ChunkRef, error) {
+	refs, ends := chunkFrame(s.Frame)
+	rc := b.chunksOf(s.RunID)
+	st := b.s
+	if err := st.acquire(); err != nil {
+		return nil, err
+	}
+	defer st.mu.RUnlock()
+	var key []byte
+	start := 0
+	for i, r := range refs {
+		raw := s.Frame[start:ends[i]]
+		start = ends[i]
+		if _, ok := rc.written[r.Hash]; ok {
+			continue
+		}
+		key = AppendChunkKey(key[:0], s.RunID, r.Hash)
+		if _, ok := b.pinned[string(key)]; ok {
+			continue // in the store, and pinned there
+		}
+		// Pinned before it is looked up: a commit that would remove it
+		// either has (the lookup misses it, and it is written again) or
+		// sees the pin (Batch.Commit).
+		st.pin(string(key))
+		if b.pinned == nil {
+			b.pinned = map[string]struct{}{}
+		}
+		b.pinned[string(key)] = struct{}{}
+		_, closer, err := st.db.Get(key)
+		switch {
+		case err == nil:
+			closer.Close()
+			continue
+		case !errors.Is(err, pebble.ErrNotFound):
+			return nil, st.readErr(pebbleErr(fmt.Sprintf("run %q seq %d: looking up chunk %x", s.RunID, s.Seq, r.Hash[:]), err))
+		}
+		b.scratch = AppendChunk(b.scratch[:0], s.RunID, raw)
+		if err := b.pb.Set(key, b.scratch, nil); err != nil {
+			return nil, fmt.Errorf("snapshot: run %q seq %d: chunk %x: %w", s.RunID, s.Seq, r.Hash[:], err)
+		}
+		rc.written[r.Hash] = struct{}{}
+	}
+	return refs, nil
 }
 
 // DeleteSnapshot removes the snapshot of runID at seq, if there is one (a
@@ -180,6 +277,7 @@ func (b *Batch) Commit(sync bool) error {
 	}
 	pb := b.pb
 	b.pb = nil
+	defer b.unpin()
 	// pb is closed here on every path but the one through commit, which
 	// closes it itself (possibly later: see Store.apply).
 	closePB := true
@@ -203,8 +301,12 @@ func (b *Batch) Commit(sync bool) error {
 	}
 
 	var added, dead int64
+	// The chunks of the snapshots this batch deletes or replaces, by run:
+	// those no remaining snapshot references are deleted below.
+	var gone map[string]*chunkCandidates
 	if len(b.snapKeys)+len(b.delKeys) > 0 {
-		// exists reports whether k holds a value, and its size.
+		// exists reports whether k holds a value, and its size; it notes
+		// the chunks of a chunked one in gone.
 		exists := func(k string) (bool, int64, error) {
 			v, closer, err := s.db.Get([]byte(k))
 			switch {
@@ -213,9 +315,11 @@ func (b *Batch) Commit(sync bool) error {
 			case err != nil:
 				return false, 0, s.readErr(pebbleErr("commit", err))
 			}
-			n := int64(len(v))
-			closer.Close()
-			return true, n, nil
+			defer closer.Close()
+			if valueVersion(v) == ChunkedValueVersion {
+				gone = noteGone(gone, []byte(k), v)
+			}
+			return true, int64(len(v)), nil
 		}
 		for k := range b.snapKeys {
 			ok, n, err := exists(k)
@@ -240,6 +344,23 @@ func (b *Batch) Commit(sync bool) error {
 		if err := setCount(pb, s.snapshots.Load()+added); err != nil {
 			return fmt.Errorf("snapshot: commit: %w", err)
 		}
+	}
+	for run, rc := range b.runs {
+		if len(rc.superseded) > 0 {
+			gone = noteRefs(gone, run, rc.superseded)
+		}
+	}
+	if len(gone) > 0 {
+		// The pins are held from the choice of the chunks to delete until
+		// the batch is in Pebble: a batch being built either pinned a chunk
+		// before (it is kept) or looks it up after (and writes it again).
+		s.pins.Lock()
+		defer s.pins.Unlock()
+		n, err := b.collectChunks(pb, gone)
+		if err != nil {
+			return err
+		}
+		dead += n
 	}
 	size := pb.Len()
 	closePB = false
@@ -266,4 +387,18 @@ func (b *Batch) Discard() {
 	}
 	b.pb.Close()
 	b.pb = nil
+	b.unpin()
+}
+
+// unpin releases the batch's pins.
+func (b *Batch) unpin() {
+	if len(b.pinned) == 0 {
+		return
+	}
+	b.s.pins.Lock()
+	for k := range b.pinned {
+		b.s.unpinLocked(k)
+	}
+	b.s.pins.Unlock()
+	b.pinned = nil
 }

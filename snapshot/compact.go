@@ -17,7 +17,8 @@ import (
 // half of the snapshot store's bytes were snapshots already deleted.
 //
 // So the store counts the bytes of the snapshots it deletes or replaces
-// (Commit reads each one anyway, to keep the count exact), and after a
+// (Commit reads each one anyway, to keep the count exact) and of the
+// chunks it deletes with them (chunkstore.go), and after a
 // synced Commit, once they reach half of the space Pebble's files take (and
 // at least minDeadBytes), it compacts the snapshot keyspace in the
 // background. The count over-estimates what lies on disk (a snapshot
@@ -55,7 +56,6 @@ func (s *Store) compact() {
 	}
 	defer s.mu.RUnlock()
 	s.compactions.Add(1)
-	lo, hi := []byte{spaceSnapshot}, []byte{spaceSnapshot + 1}
 	var err error
 	func() {
 		defer func() {
@@ -63,7 +63,12 @@ func (s *Store) compact() {
 				err = pebbleFailure(r)
 			}
 		}()
-		err = s.db.Compact(s.stop, lo, hi, false)
+		// The chunk keyspace, then the snapshot keyspace.
+		for _, space := range []byte{spaceChunk, spaceSnapshot} {
+			if err = s.db.Compact(s.stop, []byte{space}, []byte{space + 1}, false); err != nil {
+				return
+			}
+		}
 	}()
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.backgroundErrors.Add(1)

@@ -1,17 +1,22 @@
 // Package snapshot holds the snapshot policy and the Pebble-backed snapshot
 // store of CONTINUUM.
 //
-// A snapshot is the whole semantic frame of a run at one atom (already
-// encoded and compressed by the engine: Frame is opaque here), with the run's
-// chain head at that atom. The engine takes one in the background when
+// A snapshot is the whole semantic frame of a run at one atom, with the
+// run's chain head at that atom. Its frame comes one of two ways: plain
+// (Snapshot.Plain: the frame's raw encoding, which the store cuts into
+// content-defined chunks, compresses, and stores once per run, shared by
+// every snapshot of the run that holds them), or opaque (already encoded,
+// compressed and perhaps sealed by the engine, stored whole: ciphertext
+// does not deduplicate). The engine takes one in the background when
 // Policy.Due says so (every 50 atoms or 10 minutes by default), never on the
 // commit path, and finds frame(seq) as the nearest snapshot at or below seq
 // (Store.AtOrBelow) plus the deltas after it, whose log positions it reads
 // from the atom-position index (Store.Positions) instead of scanning the log.
 //
-// The store keeps three things in one Pebble database: snapshots keyed by
-// (run, seq), the position of every atom's delta record keyed by (run, seq),
-// and small engine metadata (for example the last atom indexed per run).
+// The store keeps four things in one Pebble database: snapshots keyed by
+// (run, seq), the chunks of their plain frames keyed by (run, hash), the
+// position of every atom's delta record keyed by (run, seq), and small
+// engine metadata (for example the last atom indexed per run).
 // They are written together, in batches: build a Batch, then Commit it once.
 // The key and value layouts are in format.go.
 //
@@ -22,13 +27,40 @@
 //	defer st.Close()
 //
 //	b := st.NewBatch()
-//	b.PutSnapshot(&snapshot.Snapshot{RunID: "r1", Seq: 50, Head: head, Frame: enc, Created: now})
+//	b.PutSnapshot(&snapshot.Snapshot{RunID: "r1", Seq: 50, Head: head, Frame: raw, Plain: true, Created: now})
 //	b.PutPositions("r1", 1, positionsOfAtoms1to50)
 //	b.PutMeta("indexed/r1", lastSeq)
 //	if err := b.Commit(true); err != nil { ... }
 //
-//	snap, err := st.AtOrBelow("r1", 73)      // the snapshot at seq 50
+//	snap, err := st.AtOrBelow("r1", 73)      // the snapshot at seq 50 (snap.Frame: raw)
 //	pos, err := st.Positions("r1", 51, 73)   // where the deltas of 51..73 are
+//
+// # Chunked snapshots
+//
+// A long run's frame grows by appended messages, and the engine keeps one
+// snapshot of every window of seqs: whole copies made snapshot bytes grow
+// faster than the frame. So a plain frame is cut where a gear rolling hash
+// of its bytes says (ChunkBoundaries: content-defined, between ChunkMinSize
+// and ChunkMaxSize, about ChunkAvgSize), and consecutive snapshots of a run
+// share every chunk but the last one or two and those where the frame
+// changed.
+//
+//   - PutSnapshot of a plain frame writes only the chunks the run holds
+//     neither in the store (one Get each) nor in the batch; the snapshot's
+//     value (version 2) lists the chunks' hashes and lengths.
+//   - A chunk is kept while a snapshot of its run references it. Commit,
+//     for each run whose snapshots it deletes or replaces, deletes the
+//     chunks that only those referenced: it reads the chunk lists of the
+//     run's remaining snapshots (chunkstore.go says what that costs). A
+//     batch being built pins the chunks it reuses, so that a concurrent
+//     commit does not delete them from under it. DeleteRun deletes the
+//     run's chunks with its snapshots.
+//   - A read reassembles the frame into one buffer, checking each chunk's
+//     checksum, length, and BLAKE3 against its key: a chunk missing,
+//     damaged or not the one named is ErrCorrupt naming the run, seq and
+//     chunk, as a damaged value is.
+//   - Version 1 values (opaque frames, and every snapshot of stores written
+//     before chunks) are read as they always were.
 //
 // # The store is derived, and can never stop the process
 //
@@ -91,10 +123,17 @@
 //     and every one before it, is flushed and synced (table, MANIFEST); the
 //     batches then survive any crash. Commit(false) may be lost in a crash,
 //     and survives a clean Close (which flushes).
-//   - Integrity: each snapshot value carries a version byte and a CRC-32C of
-//     its key and value; a damaged or misplaced value is reported as
-//     ErrCorrupt naming the run and seq, never returned as data. Decoding
-//     never panics on any input.
+//   - Integrity: each snapshot value and chunk value carries a version byte
+//     and a CRC-32C of its key and value, and a chunk's key names the
+//     BLAKE3 of its bytes; a damaged, misplaced or missing value is
+//     reported as ErrCorrupt naming the run and seq, never returned as
+//     data. Decoding never panics on any input.
+//   - Chunks: a chunk referenced by a snapshot is never deleted while the
+//     snapshot is in the store. A commit deletes every chunk that only the
+//     snapshots it deletes or replaces referenced, except one pinned by a
+//     batch being built (which a Discard of that batch then leaves behind
+//     until DeleteRun) and those of a run whose other snapshots it could
+//     not read (a damaged value: the store is rebuilt anyway).
 //   - Isolation of runs: run ids are length-prefixed, so the keys of one
 //     run never interleave with another's ("a", "a b" and "ab" are three
 //     separate ranges). Run ids follow the engine's rule (1 to MaxRunIDLen
@@ -118,7 +157,17 @@
 //   - Positions are only as complete as the engine made them: Positions
 //     returns ErrNotFound (naming the first missing seq) for atoms not yet
 //     indexed, and the engine must then fall back to the log.
-//   - DeleteRun removes snapshots and positions, not engine metadata.
+//   - DeleteRun removes snapshots, their chunks and positions, not engine
+//     metadata.
+//   - A plain PutSnapshot reads the store (a Get per chunk) and can fail as
+//     a read can (ErrFailed, ErrClosed); a Commit that deletes or replaces
+//     chunked snapshots reads the chunk lists of the run's other snapshots.
+//     Both are for the background. Reading a chunked snapshot costs a Get
+//     and a BLAKE3 per chunk, and allocates the frame's length, as claimed
+//     by its checksummed value (at most MaxFrameSize), before the chunks
+//     are read.
+//   - Stats.Snapshots counts snapshots, not chunks; DiskBytes includes the
+//     chunks.
 //   - The snapshot count in Stats is kept exact by a read per distinct
 //     snapshot key at Commit (to tell a new snapshot from a replaced one);
 //     Commit is meant for the background, not the commit path.

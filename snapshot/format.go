@@ -25,6 +25,7 @@ import (
 //	format marker   0x00 "format"                        -> "CNSS" | version (1 byte)
 //	snapshot count  0x00 "count"                         -> uint64, big-endian
 //	snapshot        's' | uvarint(len(run)) | run | seq  -> snapshot value (below)
+//	chunk           'c' | uvarint(len(run)) | run | hash -> chunk value (below)
 //	atom position   'p' | uvarint(len(run)) | run | seq  -> uvarint(segment) | uvarint(offset)
 //	engine metadata 'm' | key                            -> opaque bytes
 //
@@ -43,7 +44,52 @@ import (
 //
 // The checksum covers the key, so a value moved under another run or seq is
 // detected as corruption. The encoding is canonical: a value that decodes
-// re-encodes to the same bytes.
+// re-encodes to the same bytes. Version 1 values are written for an opaque
+// frame (Snapshot.Plain unset: a sealed one, say) and stay readable.
+//
+// Snapshot value (version 2, "chunked"), for a plain frame (Snapshot.Plain:
+// the frame's raw encoding), whose bytes are stored apart in chunks of the
+// run, shared by the run's snapshots; all integers big-endian:
+//
+//	offset  size  field
+//	     0     4  magic "CSNP" (0x43 0x53 0x4e 0x50)
+//	     4     1  version = 2
+//	     5     1  flags = 0 (reserved; any other value is corruption)
+//	     6     8  Created: Unix seconds, int64
+//	    14     4  Created: nanoseconds within the second, uint32, < 1e9
+//	    18    32  Head: the run's chain head at Seq
+//	    50     4  N: frame length, uint32, <= MaxFrameSize
+//	    54     4  K: chunk count, uint32
+//	    58        K chunk references, in frame order, each:
+//	                16  hash: BLAKE3-256 of the chunk's raw bytes, first 16 bytes
+//	                 v  raw length, minimal uvarint, 1 to ChunkMaxSize
+//	   end     4  CRC-32C (Castagnoli) of key || value up to here
+//
+// The raw lengths add up to N; the frame is the chunks' bytes concatenated.
+// (A frame of 0 bytes has K = 0.)
+//
+// Chunk key: the run's prefix, then the chunk's 16-byte hash (as in its
+// references). Chunk value, all integers big-endian:
+//
+//	offset  size  field
+//	     0     4  magic "CSCK" (0x43 0x53 0x43 0x4b)
+//	     4     1  chunk version = 1
+//	     5     1  flags = 0 (reserved)
+//	     6     4  L: raw length, uint32, 1 to ChunkMaxSize
+//	    10     C  the chunk's L raw bytes, one s2 block (klauspost/compress/s2)
+//	  10+C     4  CRC-32C of key || value[0 : 10+C]
+//
+// A chunk is read only if its checksum holds, its block decodes to exactly
+// L bytes (checked before decoding) and L is its reference's length, and
+// the BLAKE3 of the bytes matches the hash in its key. The s2 block is not
+// canonical (another encoder may write other bytes for the same chunk):
+// the raw bytes and their hash are what is checked.
+//
+// Chunk boundaries (ChunkBoundaries) are content-defined: a gear rolling
+// hash (a table of 256 uint64 derived from a fixed seed) over the raw
+// frame, cut between ChunkMinSize and ChunkMaxSize bytes, about every
+// ChunkAvgSize. Readers do not depend on them (any split reads back), only
+// deduplication does.
 //
 // These constants, the key layout and the value layout are frozen: stores
 // written with them must stay readable. A change of layout takes a new
@@ -54,8 +100,27 @@ const (
 	// format marker and checked by Open.
 	FormatVersion = 1
 
-	// ValueVersion is the version byte of a snapshot value.
-	ValueVersion = 1
+	// ValueVersion is the version byte of a snapshot value with an opaque
+	// frame; ChunkedValueVersion that of one whose plain frame is in chunks.
+	ValueVersion        = 1
+	ChunkedValueVersion = 2
+
+	// ChunkVersion is the version byte of a chunk value.
+	ChunkVersion = 1
+
+	// ChunkHashLen is the length of a chunk's hash: a prefix of its
+	// BLAKE3-256 (128 bits: a collision between chunks of one run is out of
+	// reach by chance).
+	ChunkHashLen = 16
+
+	// ChunkMinSize, ChunkAvgSize and ChunkMaxSize bound the content-defined
+	// chunks of a plain frame: none is shorter than ChunkMinSize but the
+	// last (a frame under it is one chunk), they average about ChunkAvgSize,
+	// and none is longer than ChunkMaxSize (a chunk value of more is
+	// corruption).
+	ChunkMinSize = 16 << 10
+	ChunkAvgSize = 64 << 10
+	ChunkMaxSize = 256 << 10
 
 	// MaxRunIDLen bounds the length of a run id in bytes: the run-id rule's
 	// bound, runid.MaxLen (the engine's). Stores written before the rule
@@ -72,13 +137,17 @@ const (
 )
 
 const (
-	valueMagic     = "CSNP"
-	formatMagic    = "CNSS"
-	valueHeaderLen = 4 + 1 + 1 + 8 + 4 + 32 + 4 // up to and including the frame length
-	valueTrailer   = 4                          // CRC-32C
-	seqLen         = 8
+	valueMagic       = "CSNP"
+	formatMagic      = "CNSS"
+	valueHeaderLen   = 4 + 1 + 1 + 8 + 4 + 32 + 4 // up to and including the frame length
+	valueTrailer     = 4                          // CRC-32C
+	chunkedHeaderLen = valueHeaderLen + 4         // up to and including the chunk count
+	chunkHeaderLen   = 4 + 1 + 1 + 4              // up to and including the raw length
+	chunkMagic       = "CSCK"
+	seqLen           = 8
 
 	spaceSnapshot = 's'
+	spaceChunk    = 'c'
 	spacePosition = 'p'
 	spaceMeta     = 'm'
 	spaceSystem   = 0x00
@@ -125,28 +194,39 @@ func seqBounds(space byte, runID string, from, to uint64) (lo, hi []byte) {
 // parseRunKey splits a key of space into its run id and seq. It accepts only
 // the exact encoding appendRunKey produces.
 func parseRunKey(space byte, key []byte) (runID string, seq uint64, err error) {
+	runID, rest, err := parseRunPrefix(space, key, seqLen)
+	if err != nil {
+		return "", 0, err
+	}
+	return runID, binary.BigEndian.Uint64(rest), nil
+}
+
+// parseRunPrefix splits a key of space into its run id and the suffixLen
+// bytes after it. It accepts only the exact encoding appendRunPrefix
+// produces, followed by exactly suffixLen bytes.
+func parseRunPrefix(space byte, key []byte, suffixLen int) (runID string, suffix []byte, err error) {
 	if len(key) == 0 || key[0] != space {
-		return "", 0, fmt.Errorf("%w: key %q: not a %q key", ErrCorrupt, key, space)
+		return "", nil, fmt.Errorf("%w: key %q: not a %q key", ErrCorrupt, key, space)
 	}
 	n, w := binary.Uvarint(key[1:])
 	if w <= 0 {
-		return "", 0, fmt.Errorf("%w: key %q: bad run id length", ErrCorrupt, key)
+		return "", nil, fmt.Errorf("%w: key %q: bad run id length", ErrCorrupt, key)
 	}
 	if w != uvarintLen(n) {
-		return "", 0, fmt.Errorf("%w: key %q: non-minimal run id length", ErrCorrupt, key)
+		return "", nil, fmt.Errorf("%w: key %q: non-minimal run id length", ErrCorrupt, key)
 	}
 	if n == 0 || n > MaxRunIDLen {
-		return "", 0, fmt.Errorf("%w: key %q: run id length %d out of range [1, %d]", ErrCorrupt, key, n, MaxRunIDLen)
+		return "", nil, fmt.Errorf("%w: key %q: run id length %d out of range [1, %d]", ErrCorrupt, key, n, MaxRunIDLen)
 	}
 	rest := key[1+w:]
-	if uint64(len(rest)) != n+seqLen {
-		return "", 0, fmt.Errorf("%w: key %q: %d bytes after the run id length, want %d", ErrCorrupt, key, len(rest), n+seqLen)
+	if uint64(len(rest)) != n+uint64(suffixLen) {
+		return "", nil, fmt.Errorf("%w: key %q: %d bytes after the run id length, want %d", ErrCorrupt, key, len(rest), n+uint64(suffixLen))
 	}
 	runID = string(rest[:n])
 	if err := runid.Check(runID); err != nil {
-		return "", 0, fmt.Errorf("%w: key %q: %v", ErrCorrupt, key, err)
+		return "", nil, fmt.Errorf("%w: key %q: %v", ErrCorrupt, key, err)
 	}
-	return runID, binary.BigEndian.Uint64(rest[n:]), nil
+	return runID, rest[n:], nil
 }
 
 func uvarintLen(v uint64) int {
@@ -158,11 +238,13 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// AppendSnapshot appends the encoding of s (the value stored under
-// AppendSnapshotKey(nil, s.RunID, s.Seq)) to dst and returns the extended
-// slice. The checksum covers that key too. s must be valid (see
-// Snapshot.Validate); for a nil or invalid s, AppendSnapshot returns dst
-// unchanged. Batch.PutSnapshot validates and reports why.
+// AppendSnapshot appends the version 1 encoding of s (the value stored
+// under AppendSnapshotKey(nil, s.RunID, s.Seq)), its Frame inline whatever
+// s.Plain says, to dst and returns the extended slice. The checksum covers
+// that key too. s must be valid (see Snapshot.Validate); for a nil or
+// invalid s, AppendSnapshot returns dst unchanged. Batch.PutSnapshot
+// validates and reports why; it writes a plain frame as chunks instead
+// (AppendChunkedSnapshot).
 func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	if s.Validate() != nil {
 		return dst
@@ -180,8 +262,10 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	return binary.BigEndian.AppendUint32(dst, crc)
 }
 
-// DecodeSnapshot decodes the snapshot stored under key with value val. It
-// never panics; a malformed key or value gives an error wrapping ErrCorrupt
+// DecodeSnapshot decodes the version 1 snapshot stored under key with value
+// val. (A version 2 value holds no frame, only references to the store's
+// chunks: it is refused here, as ErrCorrupt, and read through a Store, or
+// its fields with DecodeChunkedSnapshot.) It never panics; a malformed key or value gives an error wrapping ErrCorrupt
 // that names the run and seq (or the key) and says what is wrong. The
 // returned Snapshot does not alias key or val. Created is in UTC.
 func DecodeSnapshot(key, val []byte) (*Snapshot, error) {
@@ -197,6 +281,9 @@ func DecodeSnapshot(key, val []byte) (*Snapshot, error) {
 	}
 	if string(val[:4]) != valueMagic {
 		return nil, bad("bad magic %q, want %q", val[:4], valueMagic)
+	}
+	if val[4] == ChunkedValueVersion {
+		return nil, bad("a chunked value (version %d): its frame is in the store's chunks", val[4])
 	}
 	if val[4] != ValueVersion {
 		return nil, bad("unknown value version %d, want %d", val[4], ValueVersion)

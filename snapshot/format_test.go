@@ -130,7 +130,8 @@ func TestDecodeSnapshotMalformed(t *testing.T) {
 		{"truncated frame", key, good[:len(good)-5], "truncated or trailing"},
 		{"trailing byte", key, append(bytes.Clone(good), 0), "truncated or trailing"},
 		{"bad magic", key, edit(func(v []byte) []byte { v[0] = 'X'; return reseal(key, v) }), "bad magic"},
-		{"future version", key, edit(func(v []byte) []byte { v[4] = 2; return reseal(key, v) }), "unknown value version 2"},
+		{"future version", key, edit(func(v []byte) []byte { v[4] = 3; return reseal(key, v) }), "unknown value version 3"},
+		{"chunked version", key, edit(func(v []byte) []byte { v[4] = 2; return reseal(key, v) }), "a chunked value (version 2)"},
 		{"flags set", key, edit(func(v []byte) []byte { v[5] = 1; return reseal(key, v) }), "reserved flags"},
 		{"frame length over limit", key, edit(func(v []byte) []byte {
 			binary.BigEndian.PutUint32(v[50:], MaxFrameSize+1)

@@ -49,16 +49,23 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 		return nil, pebbleErr("reading snapshots", err)
 	}
 	var snap *Snapshot
+	var refs []ChunkRef
 	found := it.Last()
 	if found {
 		var val []byte
 		val, err = it.ValueAndErr()
-		if err == nil {
+		if err == nil && valueVersion(val) == ChunkedValueVersion {
+			snap, refs, err = DecodeChunkedSnapshot(it.Key(), val)
+		} else if err == nil {
 			snap, err = DecodeSnapshot(it.Key(), val)
 		}
 	}
 	if ierr := errors.Join(it.Error(), it.Close()); ierr != nil && err == nil {
 		err = pebbleErr("reading snapshots", ierr)
+	}
+	if err == nil && snap != nil && snap.Plain {
+		// Once the iterator is closed: the chunks are read with Gets.
+		err = s.resolveChunks(snap, refs)
 	}
 	if err != nil {
 		return nil, s.readErr(err)
@@ -186,7 +193,7 @@ func (s *Store) Meta(key string) ([]byte, error) {
 }
 
 // EachSnapshot calls fn with every snapshot of the store, by run and then
-// by seq. A value that does not decode is passed as err (wrapping
+// by seq, a chunked one with its frame read from its chunks. A value that does not decode is passed as err (wrapping
 // ErrCorrupt, naming the run and seq, or the key if that does not parse)
 // with a nil snap, and the scan goes on. An error from fn stops the scan
 // and is returned. It reads the whole store: it is for verification.
@@ -195,7 +202,10 @@ func (s *Store) EachSnapshot(fn func(runID string, seq uint64, snap *Snapshot, e
 		if err != nil {
 			return fn(runID, seq, nil, err)
 		}
-		snap, err := DecodeSnapshot(key, val)
+		snap, err := s.decodeStored(key, val)
+		if err != nil && !errors.Is(err, ErrCorrupt) {
+			return s.readErr(err) // a failed read, not a bad value
+		}
 		return fn(runID, seq, snap, err)
 	})
 }

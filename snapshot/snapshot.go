@@ -22,9 +22,18 @@ type Snapshot struct {
 	Seq uint64
 	// Head is the run's chain head at Seq.
 	Head [32]byte
-	// Frame is the frame, already encoded and compressed by the caller; this
-	// package treats it as opaque bytes. At most MaxFrameSize bytes.
+	// Frame is the frame, at most MaxFrameSize bytes. Unless Plain is set it
+	// is opaque to this package (encoded, compressed, perhaps sealed by the
+	// caller) and stored whole, as a version 1 value.
 	Frame []byte
+	// Plain says that Frame is the frame's raw encoding (frame.AppendFrame's
+	// bytes, neither compressed nor sealed): the store cuts it into
+	// content-defined chunks, compresses each, and stores each chunk once
+	// per run, shared by the run's snapshots that hold it (a version 2
+	// value; see format.go). Reads return it the same way: Plain set, Frame
+	// the reassembled raw bytes. Ciphertext does not deduplicate: sealed
+	// frames go unchunked, Plain unset.
+	Plain bool
 	// Created is when the snapshot was taken (kept to the nanosecond; the
 	// monotonic clock reading and the location are dropped).
 	Created time.Time

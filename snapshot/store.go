@@ -117,6 +117,15 @@ type Store struct {
 	// keyCount. Written under commitMu; read atomically by Stats.
 	snapshots atomic.Int64
 
+	// pins counts, per chunk key, the batches being built whose snapshots
+	// reference that chunk, found in the store (chunkstore.go). A commit
+	// deletes no pinned chunk; Batch.Commit holds pins from choosing the
+	// chunks it deletes until its batch is in Pebble.
+	pins struct {
+		sync.Mutex
+		m map[string]int
+	}
+
 	// dirty is set by a commit not yet flushed, for Close.
 	dirty atomic.Bool
 
@@ -384,7 +393,8 @@ func (s *Store) readErr(err error) error {
 	return s.Err()
 }
 
-// DeleteRun removes the run's snapshots and positions in one synced batch.
+// DeleteRun removes the run's snapshots, their chunks and its positions in
+// one synced batch.
 // Engine metadata (PutMeta) is left alone. Deleting a run with nothing
 // stored is not an error.
 func (s *Store) DeleteRun(runID string) error {
@@ -418,8 +428,10 @@ func (s *Store) DeleteRun(runID string) error {
 	}
 	b := s.db.NewBatch() // commit closes it
 	plo, phi := runBounds(spacePosition, runID)
+	clo, chi := chunkBounds(runID)
 	if err := errors.Join(
 		b.DeleteRange(lo, hi, nil),
+		b.DeleteRange(clo, chi, nil),
 		b.DeleteRange(plo, phi, nil),
 		setCount(b, s.snapshots.Load()-n),
 	); err != nil {
