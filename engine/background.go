@@ -175,7 +175,12 @@ func (db *DB) runSnapshot(r *Run) {
 	}
 	b := snaps.NewBatch()
 	if err := c.addTo(b); err != nil {
-		db.setBackgroundErr(err)
+		b.Discard()
+		// A plain frame's chunks are looked up in the store: its failure
+		// (sticky, logged once) is not the engine's.
+		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
+			db.setBackgroundErr(err)
+		}
 		return
 	}
 	// Unsynced: the next engine checkpoint's synced batch makes it durable,
@@ -193,10 +198,17 @@ func (db *DB) runSnapshot(r *Run) {
 
 // captured is a run's state taken for a snapshot or checkpoint.
 type capturedRun struct {
-	run        *Run
-	seq        uint64
-	head       chain.Hash
-	frame      []byte // compressed frame encoding, nil if unchanged since the last capture
+	run  *Run
+	seq  uint64
+	head chain.Hash
+	// frame is the compressed (and in an encrypted store sealed) frame
+	// encoding, for the frame file and an encrypted store's snapshot; raw
+	// the raw encoding, for the snapshot of a store without a sealer (the
+	// snapshot store chunks it). Both nil if the frame is unchanged since
+	// the last capture or nothing takes it; each set only when something
+	// takes it, and let go once written (checkpoint).
+	frame      []byte
+	raw        []byte
 	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
 	positions  []snapshot.Pos
 	meta       layout.CheckpointRun
@@ -225,26 +237,44 @@ const snapshotSpan = 1000
 // nothing changed since the last snapshot; for a checkpoint it always
 // returns the run's metadata, and a frame if the frame file is stale or,
 // when the checkpoint has a snapshot store (snaps), the snapshot is.
-// The frame is encoded under the run's lock and compressed outside it.
+// The frame is encoded under the run's lock and compressed outside it,
+// only for what needs it compressed: the frame file, and the snapshot of
+// an encrypted store (sealed, it is opaque to the snapshot store). A
+// snapshot of a store without a sealer keeps the raw encoding (raw), which
+// the snapshot store cuts into chunks shared with the run's other
+// snapshots: a background snapshot compresses nothing.
 func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 	r.mu.Lock()
 	c, err := r.captureLocked(full, snaps)
 	r.mu.Unlock()
-	if c != nil && c.frame != nil {
+	if c == nil || c.frame == nil || err != nil {
+		return c, err
+	}
+	raw := c.frame
+	c.frame = nil
+	toStore := snaps && c.snapshot && c.inStore
+	toFile := full && c.meta.FrameSeq == c.seq && c.seq > 0
+	// A frame over what a reader decompresses is refused by every reader
+	// anyway; it goes the compressed way, as before, not into chunks.
+	plain := db.sealer == nil && len(raw) <= frame.MaxDecompressedSize
+	if toStore && plain {
+		c.raw = raw
+	}
+	if toFile || (toStore && !plain) {
 		// s2, not zstd: a restart decompresses the frame on its critical
 		// path, and s2 decodes several times faster for a modest size cost.
 		// No dictionary: on a whole frame it gains little, and s2's
 		// dictionary encoder has no assembly path (measured: most of the
 		// engine's CPU per atom went to it).
-		c.frame = db.comp.CompressWith(nil, c.frame, frame.CodecS2, 0)
-		if db.sealer != nil && err == nil {
+		c.frame = db.comp.CompressWith(nil, raw, frame.CodecS2, 0)
+		if db.sealer != nil {
 			// One sealed frame serves the frame file and the snapshot.
 			if c.frame, err = db.sealer.Seal(nil, c.frame, record.PlaceFrame, r.id, c.seq); err != nil {
 				return nil, fmt.Errorf("engine: run %q seq %d: frame: %w", r.id, c.seq, err)
 			}
 		}
 	}
-	return c, err
+	return c, nil
 }
 
 func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
@@ -322,8 +352,12 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 }
 
 func (c *capturedRun) addTo(b *snapshot.Batch) error {
-	if c.snapshot && c.inStore {
-		if err := b.PutSnapshot(&snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}); err != nil {
+	if c.snapshot && c.inStore && (c.raw != nil || c.frame != nil) {
+		s := &snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}
+		if c.raw != nil {
+			s.Frame, s.Plain = c.raw, true
+		}
+		if err := b.PutSnapshot(s); err != nil {
 			return err
 		}
 	}
@@ -444,7 +478,14 @@ func (db *DB) checkpoint(final bool) error {
 			}
 		}
 		if b != nil {
-			if err := c.addTo(b); err != nil {
+			switch err := c.addTo(b); {
+			case err == nil:
+			case errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed):
+				// The store failed (a plain frame's chunks are looked up
+				// in it): the checkpoint goes on without it.
+				b.Discard()
+				b = nil
+			default:
 				return err
 			}
 			if b.Size() >= checkpointBatchPart {
@@ -461,6 +502,9 @@ func (db *DB) checkpoint(final bool) error {
 				}
 			}
 		}
+		// The frame file is written and the batch holds the snapshot's
+		// bytes: nothing reads the frame's encodings again.
+		c.frame, c.raw = nil, nil
 		caps = append(caps, c)
 	}
 	if !db.opts.NoSync {

@@ -194,7 +194,7 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 			if chain.Hash(snap.Head) != a.Head {
 				return mismatch(base, fmt.Errorf("snapshot head %x, the log's %x", snap.Head[:8], a.Head[:8]))
 			}
-			if f, err = db.decodeFrame(snap.Frame, r.id, base, "snapshot of run "+r.id); err != nil {
+			if f, err = db.decodeSnapshotFrame(snap, r.id, base, "snapshot of run "+r.id); err != nil {
 				return mismatch(base, err)
 			}
 			continue
@@ -215,6 +215,33 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 		}
 	}
 	return f, true, nil
+}
+
+// decodeSnapshotFrame decodes the frame of snap, the run's snapshot at seq:
+// a plain one (the raw encoding, reassembled from the store's chunks,
+// whose hashes the store checked) is decoded in place, without a copy;
+// an opaque one is decompressed (and opened, in an encrypted store) as a
+// frame file's is. A plain snapshot in an encrypted store, or one over
+// frame.MaxDecompressedSize (what no frame file's frame may decompress
+// to), is damage.
+func (db *DB) decodeSnapshotFrame(snap *snapshot.Snapshot, run string, seq uint64, where string) (*frame.Frame, error) {
+	if !snap.Plain {
+		return db.decodeFrame(snap.Frame, run, seq, where)
+	}
+	if db.sealer != nil {
+		return nil, record.Corruptf(where, "frame: stored in the clear in an encrypted store")
+	}
+	if len(snap.Frame) > frame.MaxDecompressedSize {
+		return nil, record.Corruptf(where, "frame: %d bytes, over the %d-byte limit", len(snap.Frame), frame.MaxDecompressedSize)
+	}
+	f, err := frame.DecodeFrameOwned(snap.Frame) // the store's buffer, ours alone
+	if err != nil {
+		return nil, record.Corruptf(where, "frame: %v", err)
+	}
+	if f.Memory == nil {
+		f.Memory = map[string][]byte{}
+	}
+	return f, nil
 }
 
 // stateFromLog builds frame(seq) from the deltas of atoms 1..seq, whose

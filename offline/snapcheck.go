@@ -201,6 +201,18 @@ func (vr *verifyRun) compareSnapshot(s *snapshot.Store, run string, seq uint64, 
 		return
 	}
 	enc := frame.AppendFrame(nil, want)
+	if snap.Plain {
+		// The raw encoding (the store checked each chunk's hash): it must
+		// be the frame's, byte for byte, and in an encrypted store there
+		// must be none.
+		switch {
+		case vr.db.sealed:
+			vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d holds its frame in the clear in an encrypted store (the engine ignores it and rebuilds the store)", run, seq)
+		case !bytes.Equal(enc, snap.Frame):
+			vr.fail(run, seq, dir, "snapshot store: snapshot of run %q seq %d differs from the frame rebuilt from the log (%d bytes, the frame's encoding is %d)", run, seq, len(snap.Frame), len(enc))
+		}
+		return
+	}
 	if n, known, err := frame.ClaimedLen(snap.Frame); err == nil && known && n != len(enc) {
 		// Not decompressed: a value claiming another size than the frame's
 		// differs, and may be a decompression bomb.
