@@ -301,6 +301,7 @@ func (b *Batch) Commit(sync bool) error {
 	}
 
 	var added, dead int64
+	chunksDead := false
 	// The chunks of the snapshots this batch deletes or replaces, by run:
 	// those no remaining snapshot references are deleted below.
 	var gone map[string]*chunkCandidates
@@ -361,6 +362,7 @@ func (b *Batch) Commit(sync bool) error {
 			return err
 		}
 		dead += n
+		chunksDead = n > 0
 	}
 	size := pb.Len()
 	closePB = false
@@ -368,6 +370,9 @@ func (b *Batch) Commit(sync bool) error {
 		return fmt.Errorf("snapshot: commit of %d entries: %w", b.entries, err)
 	}
 	s.snapshots.Add(added)
+	if chunksDead {
+		s.chunksDead.Store(true)
+	}
 	s.deadBytes.Add(dead)
 	if sync {
 		s.maybeCompact()

@@ -438,3 +438,53 @@ func TestChunkDamage(t *testing.T) {
 		})
 	}
 }
+
+// TestChunkedReadsDuringDeletes: a read of a snapshot that a concurrent
+// commit deletes, with the chunks only it held, reads the snapshot whole
+// (value and chunks from one view), never a missing chunk.
+func TestChunkedReadsDuringDeletes(t *testing.T) {
+	st := openMem(t, vfs.NewMem())
+	base := randomFrame(11, 200<<10)
+	frameAt := func(seq uint64) []byte {
+		return append(bytes.Clone(base), randomFrame(seq, 40<<10)...)
+	}
+	putCommit(t, st, plainSnapshot("run", 1, frameAt(1)))
+	done := make(chan struct{})
+	errs := make(chan error, 1)
+	go func() {
+		defer close(errs)
+		for {
+			select {
+			case <-done:
+				return
+			default:
+			}
+			s, err := st.Latest("run")
+			if err != nil {
+				errs <- err
+				return
+			}
+			if !bytes.Equal(s.Frame, frameAt(s.Seq)) {
+				errs <- errors.New("a snapshot read back other bytes")
+				return
+			}
+		}
+	}()
+	for seq := uint64(2); seq <= 40; seq++ {
+		b := st.NewBatch()
+		if err := b.PutSnapshot(plainSnapshot("run", seq, frameAt(seq))); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.DeleteSnapshot("run", seq-1); err != nil {
+			t.Fatal(err)
+		}
+		mustCommit(t, b, false)
+	}
+	close(done)
+	if err := <-errs; err != nil {
+		t.Fatalf("read during deletes: %v", err)
+	}
+	if have, _ := storedChunks(t, st, "run"); !sameSet(have, hashesOf(frameAt(40))) {
+		t.Errorf("%d chunks left, want the last frame's %d", len(have), len(hashesOf(frameAt(40))))
+	}
+}

@@ -191,8 +191,9 @@ func (b *Batch) dropReferenced(run string, c *chunkCandidates) (bool, error) {
 // resolveChunks reads the chunks refs of snap (decoded from a version 2
 // value) into snap.Frame. A chunk missing, damaged or not hashing to its
 // key is an error wrapping ErrCorrupt that names the run, seq and chunk.
-// The caller has acquired s.
-func (s *Store) resolveChunks(snap *Snapshot, refs []ChunkRef) error {
+// The chunks are read from view, the one snap's value was read from: a
+// commit since may have deleted both. The caller has acquired s.
+func (s *Store) resolveChunks(view *pebble.Snapshot, snap *Snapshot, refs []ChunkRef) error {
 	total := 0
 	for _, r := range refs {
 		total += r.Len // bounded by MaxFrameSize: DecodeChunkedSnapshot checked
@@ -202,7 +203,7 @@ func (s *Store) resolveChunks(snap *Snapshot, refs []ChunkRef) error {
 	off := 0
 	for i, r := range refs {
 		key = AppendChunkKey(key[:0], snap.RunID, r.Hash)
-		v, closer, err := s.db.Get(key)
+		v, closer, err := view.Get(key)
 		if errors.Is(err, pebble.ErrNotFound) {
 			return fmt.Errorf("%w: run %q seq %d: chunk %d of %d (%x) is missing", ErrCorrupt, snap.RunID, snap.Seq, i, len(refs), r.Hash[:])
 		}
@@ -221,8 +222,9 @@ func (s *Store) resolveChunks(snap *Snapshot, refs []ChunkRef) error {
 }
 
 // decodeStored decodes a snapshot value of either version, reading a
-// chunked one's chunks. The caller has acquired s.
-func (s *Store) decodeStored(key, val []byte) (*Snapshot, error) {
+// chunked one's chunks from view, the one it was read from. The caller has
+// acquired s.
+func (s *Store) decodeStored(view *pebble.Snapshot, key, val []byte) (*Snapshot, error) {
 	if valueVersion(val) != ChunkedValueVersion {
 		return DecodeSnapshot(key, val)
 	}
@@ -230,7 +232,7 @@ func (s *Store) decodeStored(key, val []byte) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := s.resolveChunks(snap, refs); err != nil {
+	if err := s.resolveChunks(view, snap, refs); err != nil {
 		return nil, err
 	}
 	return snap, nil

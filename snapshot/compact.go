@@ -63,8 +63,13 @@ func (s *Store) compact() {
 				err = pebbleFailure(r)
 			}
 		}()
-		// The chunk keyspace, then the snapshot keyspace.
-		for _, space := range []byte{spaceChunk, spaceSnapshot} {
+		// The snapshot keyspace, then the chunk keyspace if chunks were
+		// deleted since the last compaction.
+		spaces := []byte{spaceSnapshot}
+		if s.chunksDead.Swap(false) {
+			spaces = append(spaces, spaceChunk)
+		}
+		for _, space := range spaces {
 			if err = s.db.Compact(s.stop, []byte{space}, []byte{space + 1}, false); err != nil {
 				return
 			}

@@ -13,8 +13,15 @@ import (
 // and checks that the space of the replaced ones is given back: the
 // store's files end within a few times the live snapshots, where without
 // compaction they would hold every snapshot written. The newest snapshot
-// of each run reads back intact.
+// of each run reads back intact. Plain frames too: their chunks are
+// deleted with the snapshots, counted as dead, and compacted.
 func TestReplacedSnapshotsCompacted(t *testing.T) {
+	for _, plain := range []bool{false, true} {
+		t.Run(map[bool]string{false: "opaque", true: "plain"}[plain], func(t *testing.T) { testReplacedSnapshotsCompacted(t, plain) })
+	}
+}
+
+func testReplacedSnapshotsCompacted(t *testing.T, plain bool) {
 	s := openMem(t, vfs.NewMem())
 	const runs, rounds, size = 4, 40, 64 << 10
 	rng := rand.New(rand.NewPCG(1, 2))
@@ -32,7 +39,7 @@ func TestReplacedSnapshotsCompacted(t *testing.T) {
 		for r := range runs {
 			id := string(rune('a' + r))
 			last[r] = frame(r, round)
-			if err := b.PutSnapshot(&Snapshot{RunID: id, Seq: uint64(round), Frame: last[r], Created: time.Unix(int64(round), 0)}); err != nil {
+			if err := b.PutSnapshot(&Snapshot{RunID: id, Seq: uint64(round), Frame: last[r], Plain: plain, Created: time.Unix(int64(round), 0)}); err != nil {
 				t.Fatal(err)
 			}
 			if round > 1 {

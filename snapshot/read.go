@@ -44,7 +44,11 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 		return nil, err
 	}
 	defer s.mu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
+	// One view for the value and its chunks: a commit meanwhile may delete
+	// the snapshot and the chunks only it held.
+	view := s.db.NewSnapshot()
+	defer view.Close()
+	it, err := view.NewIter(&pebble.IterOptions{LowerBound: lo, UpperBound: hi})
 	if err != nil {
 		return nil, pebbleErr("reading snapshots", err)
 	}
@@ -65,7 +69,7 @@ func (s *Store) last(lo, hi []byte) (*Snapshot, error) {
 	}
 	if err == nil && snap != nil && snap.Plain {
 		// Once the iterator is closed: the chunks are read with Gets.
-		err = s.resolveChunks(snap, refs)
+		err = s.resolveChunks(view, snap, refs)
 	}
 	if err != nil {
 		return nil, s.readErr(err)
@@ -193,16 +197,17 @@ func (s *Store) Meta(key string) ([]byte, error) {
 }
 
 // EachSnapshot calls fn with every snapshot of the store, by run and then
-// by seq, a chunked one with its frame read from its chunks. A value that does not decode is passed as err (wrapping
-// ErrCorrupt, naming the run and seq, or the key if that does not parse)
-// with a nil snap, and the scan goes on. An error from fn stops the scan
+// by seq, a chunked one with its frame read from its chunks. A value that
+// does not decode (or a chunk of it) is passed as err (wrapping ErrCorrupt,
+// naming the run and seq, or the key if that does not parse) with a nil
+// snap, and the scan goes on. An error from fn stops the scan
 // and is returned. It reads the whole store: it is for verification.
 func (s *Store) EachSnapshot(fn func(runID string, seq uint64, snap *Snapshot, err error) error) error {
-	return s.each(spaceSnapshot, func(runID string, seq uint64, key, val []byte, err error) error {
+	return s.each(spaceSnapshot, func(view *pebble.Snapshot, runID string, seq uint64, key, val []byte, err error) error {
 		if err != nil {
 			return fn(runID, seq, nil, err)
 		}
-		snap, err := s.decodeStored(key, val)
+		snap, err := s.decodeStored(view, key, val)
 		if err != nil && !errors.Is(err, ErrCorrupt) {
 			return s.readErr(err) // a failed read, not a bad value
 		}
@@ -214,7 +219,7 @@ func (s *Store) EachSnapshot(fn func(runID string, seq uint64, snap *Snapshot, e
 // then by seq; like EachSnapshot, a value (or key) that does not decode is
 // passed as err and the scan goes on.
 func (s *Store) EachPosition(fn func(runID string, seq uint64, p Pos, err error) error) error {
-	return s.each(spacePosition, func(runID string, seq uint64, key, val []byte, err error) error {
+	return s.each(spacePosition, func(_ *pebble.Snapshot, runID string, seq uint64, key, val []byte, err error) error {
 		var p Pos
 		if err == nil {
 			p, err = decodePos(runID, seq, val)
@@ -223,14 +228,17 @@ func (s *Store) EachPosition(fn func(runID string, seq uint64, p Pos, err error)
 	})
 }
 
-// each calls fn with every key of space and its value; a key that does not
-// parse is passed as err (runID "", seq 0).
-func (s *Store) each(space byte, fn func(runID string, seq uint64, key, val []byte, err error) error) error {
+// each calls fn with every key of space and its value, read from one view
+// of the store (passed to fn, for the chunks of a snapshot); a key that
+// does not parse is passed as err (runID "", seq 0).
+func (s *Store) each(space byte, fn func(view *pebble.Snapshot, runID string, seq uint64, key, val []byte, err error) error) error {
 	if err := s.acquire(); err != nil {
 		return err
 	}
 	defer s.mu.RUnlock()
-	it, err := s.db.NewIter(&pebble.IterOptions{LowerBound: []byte{space}, UpperBound: []byte{space + 1}})
+	view := s.db.NewSnapshot()
+	defer view.Close()
+	it, err := view.NewIter(&pebble.IterOptions{LowerBound: []byte{space}, UpperBound: []byte{space + 1}})
 	if err != nil {
 		return s.readErr(pebbleErr("scanning the store", err))
 	}
@@ -238,7 +246,7 @@ func (s *Store) each(space byte, fn func(runID string, seq uint64, key, val []by
 	for valid := it.First(); valid && ferr == nil; valid = it.Next() {
 		runID, seq, perr := parseRunKey(space, it.Key())
 		if perr != nil {
-			ferr = fn("", 0, nil, nil, perr)
+			ferr = fn(view, "", 0, nil, nil, perr)
 			continue
 		}
 		val, verr := it.ValueAndErr()
@@ -246,7 +254,7 @@ func (s *Store) each(space byte, fn func(runID string, seq uint64, key, val []by
 			ferr = s.readErr(pebbleErr(fmt.Sprintf("run %q seq %d", runID, seq), verr))
 			break
 		}
-		ferr = fn(runID, seq, it.Key(), val, nil)
+		ferr = fn(view, runID, seq, it.Key(), val, nil)
 	}
 	if ierr := errors.Join(it.Error(), it.Close()); ierr != nil && ferr == nil {
 		ferr = s.readErr(pebbleErr("scanning the store", ierr))

@@ -129,11 +129,12 @@ type Store struct {
 	// dirty is set by a commit not yet flushed, for Close.
 	dirty atomic.Bool
 
-	// deadBytes counts the bytes of the snapshots deleted or replaced since
-	// the last compaction (compact.go); compacting is set while one runs.
+	// deadBytes counts the bytes of the snapshots (and chunks) deleted or
+	// replaced since the last compaction (compact.go); compacting is set while one runs.
 	// stop ends a compaction's wait; cancel is called by Close and by a
 	// failure.
 	deadBytes  atomic.Int64
+	chunksDead atomic.Bool // chunks were deleted since the last compaction
 	compacting atomic.Bool
 	stop       context.Context
 	cancel     context.CancelFunc
