@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -65,7 +66,12 @@ func SyncDir(fs vfs.FS, dir string) error { return durable.SyncDir(fs, dir) }
 
 // ReadFile reads a whole file. It returns an error matching os.ErrNotExist
 // if the file is missing.
-func ReadFile(fs vfs.FS, name string) ([]byte, error) {
+func ReadFile(fs vfs.FS, name string) ([]byte, error) { return ReadFileTo(fs, name, nil) }
+
+// ReadFileTo is ReadFile into dst's array, grown if it is too small: the
+// file's bytes, which alias dst (a reader of many files reuses one
+// buffer).
+func ReadFileTo(fs vfs.FS, name string, dst []byte) ([]byte, error) {
 	f, err := fs.Open(name)
 	if err != nil {
 		return nil, err
@@ -75,7 +81,10 @@ func ReadFile(fs vfs.FS, name string) ([]byte, error) {
 	if err != nil {
 		return nil, fmt.Errorf("stat %s: %w", name, UnwrapPathErr(err))
 	}
-	b := make([]byte, st.Size())
+	b := slices.Grow(dst[:0], int(st.Size()))[:st.Size()]
+	if b == nil {
+		b = []byte{} // an empty file reads as an empty slice, not nil
+	}
 	if _, err := io.ReadFull(f, b); err != nil {
 		return nil, fmt.Errorf("read %s: %w", name, UnwrapPathErr(err))
 	}

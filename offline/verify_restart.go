@@ -5,11 +5,7 @@ package offline
 
 import (
 	"bytes"
-	"fmt"
-	"io"
-	"slices"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
@@ -57,7 +53,7 @@ func (vr *verifyRun) loadRestartFiles() error {
 		if vr.deep {
 			b, err = layout.ReadFile(db.fs, name)
 		} else {
-			b, err = readFileTo(db.fs, name, buf[:0])
+			b, err = layout.ReadFileTo(db.fs, name, buf[:0])
 			buf = b
 		}
 		if moved(err) {
@@ -173,23 +169,4 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			}
 		}
 	}
-}
-
-// readFileTo is layout.ReadFile into dst's array, grown if it is too
-// small: the file's bytes, which alias dst.
-func readFileTo(fs vfs.FS, name string, dst []byte) ([]byte, error) {
-	f, err := fs.Open(name)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("stat %s: %w", name, layout.UnwrapPathErr(err))
-	}
-	b := slices.Grow(dst[:0], int(st.Size()))[:st.Size()]
-	if _, err := io.ReadFull(f, b); err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, layout.UnwrapPathErr(err))
-	}
-	return b, nil
 }
