@@ -223,21 +223,14 @@ func AppendChunkedSnapshot(dst []byte, s *Snapshot, refs []ChunkRef) []byte {
 			return dst
 		}
 	}
-	key := AppendSnapshotKey(nil, s.RunID, s.Seq)
 	start := len(dst)
-	dst = append(dst, valueMagic...)
-	dst = append(dst, ChunkedValueVersion, 0)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Created.Unix()))
-	dst = binary.BigEndian.AppendUint32(dst, uint32(s.Created.Nanosecond()))
-	dst = append(dst, s.Head[:]...)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(total))
+	dst = appendValueHeader(dst, s, ChunkedValueVersion, total)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(len(refs)))
 	for _, r := range refs {
 		dst = append(dst, r.Hash[:]...)
 		dst = binary.AppendUvarint(dst, uint64(r.Len))
 	}
-	crc := crc32c.Update(crc32c.Checksum(key), dst[start:])
-	return binary.BigEndian.AppendUint32(dst, crc)
+	return appendValueCRC(dst, s, start)
 }
 
 // DecodeChunkedSnapshot decodes the version 2 value val stored under key:

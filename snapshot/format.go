@@ -249,15 +249,26 @@ func AppendSnapshot(dst []byte, s *Snapshot) []byte {
 	if s.Validate() != nil {
 		return dst
 	}
-	key := AppendSnapshotKey(nil, s.RunID, s.Seq)
 	start := len(dst)
+	dst = appendValueHeader(dst, s, ValueVersion, len(s.Frame))
+	dst = append(dst, s.Frame...)
+	return appendValueCRC(dst, s, start)
+}
+
+// appendValueHeader appends the fields both value versions start with:
+// magic, version, flags (0), Created, Head and the frame's length.
+func appendValueHeader(dst []byte, s *Snapshot, version byte, frameLen int) []byte {
 	dst = append(dst, valueMagic...)
-	dst = append(dst, ValueVersion, 0)
+	dst = append(dst, version, 0)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(s.Created.Unix()))
 	dst = binary.BigEndian.AppendUint32(dst, uint32(s.Created.Nanosecond()))
 	dst = append(dst, s.Head[:]...)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(len(s.Frame)))
-	dst = append(dst, s.Frame...)
+	return binary.BigEndian.AppendUint32(dst, uint32(frameLen))
+}
+
+// appendValueCRC appends the CRC-32C of s's key and the value dst[start:].
+func appendValueCRC(dst []byte, s *Snapshot, start int) []byte {
+	key := AppendSnapshotKey(nil, s.RunID, s.Seq)
 	crc := crc32c.Update(crc32c.Checksum(key), dst[start:])
 	return binary.BigEndian.AppendUint32(dst, crc)
 }
