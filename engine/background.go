@@ -253,7 +253,7 @@ func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 	raw := c.frame
 	c.frame = nil
 	toStore := snaps && c.snapshot && c.inStore
-	toFile := full && c.meta.FrameSeq == c.seq && c.seq > 0
+	toFile := full && c.fileDue()
 	// A frame over what a reader decompresses is refused by every reader
 	// anyway; it goes the compressed way, as before, not into chunks.
 	plain := db.sealer == nil && len(raw) <= frame.MaxDecompressedSize
@@ -350,6 +350,10 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 	}
 	return c, nil
 }
+
+// fileDue reports whether the checkpoint that took c writes the run's
+// frame file at c.seq.
+func (c *capturedRun) fileDue() bool { return c.meta.FrameSeq == c.seq && c.seq > 0 }
 
 func (c *capturedRun) addTo(b *snapshot.Batch) error {
 	if c.snapshot && c.inStore && (c.raw != nil || c.frame != nil) {
@@ -469,7 +473,7 @@ func (db *DB) checkpoint(final bool) error {
 		if c == nil {
 			continue // deleted since the list was taken
 		}
-		if c.meta.FrameSeq == c.seq && c.frame != nil && c.seq > 0 {
+		if c.fileDue() && c.frame != nil {
 			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
 			file := ff.Marshal()
 			c.fileSum = blake3.Sum256(file)

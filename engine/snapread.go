@@ -234,14 +234,7 @@ func (db *DB) decodeSnapshotFrame(snap *snapshot.Snapshot, run string, seq uint6
 	if len(snap.Frame) > frame.MaxDecompressedSize {
 		return nil, record.Corruptf(where, "frame: %d bytes, over the %d-byte limit", len(snap.Frame), frame.MaxDecompressedSize)
 	}
-	f, err := frame.DecodeFrameOwned(snap.Frame) // the store's buffer, ours alone
-	if err != nil {
-		return nil, record.Corruptf(where, "frame: %v", err)
-	}
-	if f.Memory == nil {
-		f.Memory = map[string][]byte{}
-	}
-	return f, nil
+	return layout.DecodeRawFrame(snap.Frame, where) // the store's buffer, ours alone
 }
 
 // stateFromLog builds frame(seq) from the deltas of atoms 1..seq, whose

@@ -432,7 +432,14 @@ func DecodeFrame(comp record.Compressor, compressed []byte, where string) (*fram
 	if err != nil {
 		return nil, record.Corruptf(where, "frame: %v", err)
 	}
-	f, err := frame.DecodeFrameOwned(raw) // raw is this call's own
+	return DecodeRawFrame(raw, where) // raw is this call's own
+}
+
+// DecodeRawFrame decodes a frame's raw (uncompressed) encoding, which the
+// caller hands over: the frame aliases raw. A malformed encoding is a
+// corruption error naming where.
+func DecodeRawFrame(raw []byte, where string) (*frame.Frame, error) {
+	f, err := frame.DecodeFrameOwned(raw)
 	if err != nil {
 		return nil, record.Corruptf(where, "frame: %v", err)
 	}
