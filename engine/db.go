@@ -47,6 +47,8 @@ type DB struct {
 
 	// curDict is the dictionary new records are compressed with (0 = none).
 	curDict atomic.Uint32
+	// lastSegName is the segment path segmentFile built last.
+	lastSegName atomic.Pointer[segName]
 
 	ledger *ledger.Ledger
 	// ledgerReady is closed once the persisted ledger table is loaded;

@@ -19,9 +19,23 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// segmentFile is the path of a log segment.
+// segmentFile is the path of a log segment. The callers that decode record
+// after record (StateAt's replay, the journal, compaction) name one segment
+// many times in a row, for an error they will likely not report: the last
+// name built is kept.
 func (db *DB) segmentFile(seg uint64) string {
-	return db.fs.PathJoin(db.path(layout.WALDir), wal.SegmentName(seg))
+	if n := db.lastSegName.Load(); n != nil && n.seg == seg {
+		return n.name
+	}
+	name := db.fs.PathJoin(db.path(layout.WALDir), wal.SegmentName(seg))
+	db.lastSegName.Store(&segName{seg, name})
+	return name
+}
+
+// segName is a segment's path as segmentFile built it.
+type segName struct {
+	seg  uint64
+	name string
 }
 
 // logDamage turns an error met reading the log into a corruption error

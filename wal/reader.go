@@ -362,9 +362,10 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	if pos.Segment != d.Segment {
 		size = MaxSegmentSize
 	}
-	name := l.path(segmentName(pos.Segment))
+	// The segment's path is built only for an error: StateAt reads up to a
+	// snapshot window of atoms this way, one call each.
 	ce := func(reason string) error {
-		return &CorruptionError{Segment: pos.Segment, Offset: pos.Offset, File: name, Reason: reason}
+		return &CorruptionError{Segment: pos.Segment, Offset: pos.Offset, File: l.path(segmentName(pos.Segment)), Reason: reason}
 	}
 	// One pread of the header and the first readAtChunk bytes; a record
 	// that does not fit gets a second one for the rest of its payload.
