@@ -240,6 +240,11 @@ type decoder struct {
 	off    int
 	record string
 	err    error
+	// scan (DeltaRefs) decodes a delta without building it: each op, tool
+	// call and part is decoded into one reused value in turn, through the
+	// same checks, and the result references go to refs.
+	scan bool
+	refs []int
 }
 
 func (d *decoder) fail(off int, detail string) {
@@ -400,8 +405,27 @@ func DecodeDeltaOwned(b []byte) (*Delta, error) {
 	return decodeDelta(b, true)
 }
 
+// DeltaRefs checks b, a delta as AppendDelta encodes it, exactly as
+// DecodeDelta does (the same errors), and appends to dst what Refs of the
+// decoded delta returns, without building the delta: a reader that needs
+// only a delta's references (verify) allocates nothing for it beyond dst's
+// growth. b is not retained.
+func DeltaRefs(dst []int, b []byte) ([]int, error) {
+	d := decoder{record: "delta", buf: b, scan: true, refs: dst}
+	if _, err := d.delta(b, true); err != nil {
+		return dst, err
+	}
+	return d.refs, nil
+}
+
 func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	d := decoder{record: "delta", buf: b}
+	return d.delta(b, owned)
+}
+
+// delta decodes the delta b (d.buf), or with d.scan only checks it and
+// collects its references; it returns nil then.
+func (d *decoder) delta(b []byte, owned bool) (*Delta, error) {
 	v3 := len(b) > 0 && b[0] == tagDelta3
 	v4 := len(b) > 0 && b[0] == tagDelta4
 	var v2 bool
@@ -431,9 +455,18 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 	if !owned {
 		d.buf = append(make([]byte, 0, len(b)), b...)
 	}
-	delta := &Delta{ops: make([]op, n)}
+	var delta *Delta
+	var one op // scan: each op in turn
+	if !d.scan {
+		delta = &Delta{ops: make([]op, n)}
+	}
 	for i := 0; i < n && d.err == nil; i++ {
-		o := &delta.ops[i]
+		o := &one
+		if d.scan {
+			one = op{}
+		} else {
+			o = &delta.ops[i]
+		}
 		start := d.off
 		o.kind = opKind(d.byte1("op kind"))
 		if o.kind > maxOp {
@@ -471,11 +504,14 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			var m Message
 			var refs msgRefs
 			flags, v2msg := d.message(v2, &m, &refs)
+			used = used || v2msg
+			if d.scan {
+				break // its references are in d.refs
+			}
 			o.aux, o.s2, o.s3, o.s1 = uint8(m.Role), m.Content, m.Tool, m.CallID
 			if flags != 0 {
 				o.ext = &msgExt{calls: m.ToolCalls, parts: m.Parts, isError: m.IsError, contentRef: refs.content, partRefs: refs.parts}
 			}
-			used = used || v2msg
 		case opAddPending:
 			o.s1 = d.str("pending call id")
 			o.s2 = d.str("pending tool")
@@ -494,6 +530,9 @@ func decodeDelta(b []byte, owned bool) (*Delta, error) {
 			o.s2 = d.str("tool output tool")
 			o.n = d.result("tool output")
 			used = true
+			if d.scan && d.err == nil {
+				d.refs = addRef(d.refs, o.n)
+			}
 		case opReplaceFrame:
 			st := d.off
 			o.b = d.span("frame")

@@ -224,6 +224,9 @@ func (d *decoder) message(v2 bool, m *Message, refs *msgRefs) (flags byte, needs
 	}
 	if flags&msgFlagContentRef != 0 {
 		refs.content = d.result("message content") + 1
+		if d.scan {
+			d.refs = addRef(d.refs, refs.content-1)
+		}
 	} else {
 		m.Content = d.str("message content")
 	}
@@ -236,7 +239,12 @@ func (d *decoder) message(v2 bool, m *Message, refs *msgRefs) (flags byte, needs
 	m.IsError = flags&msgFlagError != 0
 	if flags&msgFlagCalls != 0 {
 		// A call takes at least 3 bytes: three empty fields.
-		if n := d.presentCount("tool call count", 3); n > 0 {
+		if n := d.presentCount("tool call count", 3); n > 0 && d.scan {
+			var c ToolCall
+			for range n {
+				d.call(&c, &messageCall)
+			}
+		} else if n > 0 {
 			m.ToolCalls = make([]ToolCall, n)
 			for i := range m.ToolCalls {
 				d.call(&m.ToolCalls[i], &messageCall)
@@ -245,7 +253,15 @@ func (d *decoder) message(v2 bool, m *Message, refs *msgRefs) (flags byte, needs
 	}
 	if flags&msgFlagParts != 0 {
 		// A part takes at least 2 bytes: a head and an empty text.
-		if n := d.presentCount("part count", 2); n > 0 {
+		if n := d.presentCount("part count", 2); n > 0 && d.scan {
+			var p Part
+			for j := 0; j < n && d.err == nil; j++ {
+				p = Part{}
+				if r := d.part(&p, refs != nil); r != 0 {
+					d.refs = addRef(d.refs, r-1)
+				}
+			}
+		} else if n > 0 {
 			m.Parts = make([]Part, n)
 			for j := 0; j < n && d.err == nil; j++ {
 				if r := d.part(&m.Parts[j], refs != nil); r != 0 {

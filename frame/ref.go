@@ -128,31 +128,33 @@ func (d *Delta) Refs() []int {
 		return nil
 	}
 	var out []int
-	add := func(r uint64) {
-		for _, v := range out {
-			if uint64(v) == r {
-				return
-			}
-		}
-		out = append(out, int(r))
-	}
 	for i := range d.ops {
 		o := &d.ops[i]
 		switch {
 		case o.kind == opToolOutputRef && o.n <= maxResultIndex:
-			add(o.n)
+			out = addRef(out, o.n)
 		case o.kind == opAppendMessage && o.ext != nil:
 			if o.ext.contentRef != 0 {
-				add(o.ext.contentRef - 1)
+				out = addRef(out, o.ext.contentRef-1)
 			}
 			for _, r := range o.ext.partRefs {
 				if r != 0 {
-					add(r - 1)
+					out = addRef(out, r-1)
 				}
 			}
 		}
 	}
 	return out
+}
+
+// addRef appends result index r to out unless out holds it.
+func addRef(out []int, r uint64) []int {
+	for _, v := range out {
+		if uint64(v) == r {
+			return out
+		}
+	}
+	return append(out, int(r))
 }
 
 // MayRefer reports whether b, a delta as AppendDelta encodes it, may

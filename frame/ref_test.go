@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -78,6 +79,9 @@ func TestReferResultsLaw(t *testing.T) {
 			t.Fatalf("delta %d: %d bytes with references, %d without", i, len(enc), len(before))
 		}
 		refs := r.Refs()
+		if got, err := DeltaRefs(nil, enc); err != nil || !slices.Equal(got, refs) {
+			t.Fatalf("delta %d: DeltaRefs %v, %v; Refs of the delta %v", i, got, err, refs)
+		}
 		if (len(refs) > 0) != (MayRefer(enc) && r != d) {
 			t.Fatalf("delta %d: refs %v, tag %x, same delta %v", i, refs, enc[0], r == d)
 		}

@@ -265,6 +265,7 @@ type verifyRun struct {
 	// not one per atom: nothing keeps an atom's body past its check).
 	atomDec  *record.Decoder
 	atomBody record.AtomBody
+	refs     []int     // an atom's result references (frame.DeltaRefs), reused
 	certs    certTable // the certified actions the scan has read so far
 	log      *wal.Log  // the log the scan reads
 	runs     map[string]*verifyRunState
@@ -579,18 +580,27 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, where func() str
 			vr.checkBranch(a, loc(), bb, body)
 		}
 	}
-	// d, decoded when needed (for its references, or Deep), aliases the
-	// body (DecodeDeltaOwned, no copy): the body's buffer is this atom's
-	// own in a deep check, where the rebuilt frame keeps d's slices; else
-	// it is reused for the next atom, and d does not outlive this call.
+	// d, decoded when needed (Deep), aliases the body (DecodeDeltaOwned,
+	// no copy): the body's buffer is this atom's own in a deep check, where
+	// the rebuilt frame keeps d's slices. Without Deep only the delta's
+	// references are read (frame.DeltaRefs: the same checks, nothing
+	// built).
 	var d *frame.Delta
 	refsOK := true
 	if frame.MayRefer(body.Delta) {
-		if d, err = frame.DecodeDeltaOwned(body.Delta); err != nil {
+		if vr.deep {
+			d, err = frame.DecodeDeltaOwned(body.Delta)
+			if err == nil {
+				vr.refs = append(vr.refs[:0], d.Refs()...)
+			}
+		} else {
+			vr.refs, err = frame.DeltaRefs(vr.refs[:0], body.Delta)
+		}
+		if err != nil {
 			vr.fail(a.Run, a.Seq, loc(), "delta: %v", err)
 			refsOK = false
 		} else {
-			refsOK = vr.checkRefs(a, loc, body, d)
+			refsOK = vr.checkRefs(a, loc, body, vr.refs)
 		}
 	}
 
@@ -666,16 +676,16 @@ func (vr *verifyRun) checkBranch(a *record.Record, loc string, bb *record.Branch
 	}
 }
 
-// checkRefs reports the references of d, the delta of atom a, to certified
+// checkRefs reports the references refs of the delta of atom a to certified
 // results the atom cannot have (record.ApplyAtom): a reference names one
 // of the actions the atom's body lists, whose done or resolved
 // certificate comes before the atom in the log. The chain covers the
 // reference (it is in the body) and the result (its digest is in the
 // chained payload), so a changed certificate or reference is a hash
 // mismatch too; this names a reference that the engine cannot resolve.
-func (vr *verifyRun) checkRefs(a *record.Record, loc func() string, body *record.AtomBody, d *frame.Delta) bool {
+func (vr *verifyRun) checkRefs(a *record.Record, loc func() string, body *record.AtomBody, refs []int) bool {
 	ok := true
-	for _, i := range d.Refs() {
+	for _, i := range refs {
 		switch {
 		case i >= len(body.Actions):
 			vr.fail(a.Run, a.Seq, loc(), "delta refers to certified result %d; the atom lists %d actions", i, len(body.Actions))
