@@ -135,8 +135,29 @@ func FuzzLedgerDecodeIntent(f *testing.F) {
 		}
 		f.Add(ledger.AppendIntent(nil, in))
 	}
+	// DecodeIntentTo decodes into an intent that holds another one, as a
+	// reader reusing one does, with an interner of its strings.
+	dirty, err := ledger.NewIntent(ledger.Action{Tool: "old", Args: []byte(`{"x":1}`),
+		Compensate: &ledger.Action{Tool: "undo-old"}}, "run-old", 7, 3)
+	if err != nil {
+		f.Fatal(err)
+	}
+	interned := map[string]string{}
+	intern := func(b []byte) string {
+		if s, ok := interned[string(b)]; ok {
+			return s
+		}
+		s := string(b)
+		interned[s] = s
+		return s
+	}
 	f.Fuzz(func(t *testing.T, b []byte) {
 		in, err := ledger.DecodeIntent(b)
+		reused := *dirty
+		err2 := ledger.DecodeIntentTo(&reused, b, intern)
+		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+			t.Fatalf("DecodeIntent: %v; DecodeIntentTo: %v", err, err2)
+		}
 		if err != nil {
 			if !errors.Is(err, ledger.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
@@ -145,6 +166,9 @@ func FuzzLedgerDecodeIntent(f *testing.F) {
 		}
 		if re := ledger.AppendIntent(nil, in); !bytes.Equal(re, b) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", b, re)
+		}
+		if re := ledger.AppendIntent(nil, &reused); !bytes.Equal(re, b) || reused.RunID != in.RunID || reused.Tool != in.Tool || reused.Key != in.Key {
+			t.Fatalf("DecodeIntentTo into a used intent gives %+v, DecodeIntent %+v", reused, *in)
 		}
 	})
 }
@@ -159,8 +183,16 @@ func FuzzLedgerDecodeCertificate(f *testing.F) {
 		}
 		f.Add(ledger.AppendCertificate(nil, c))
 	}
+	dirty := ledger.Certificate{Fingerprint: ledger.Fingerprint{9}, RunID: "run-old", Seq: 7, Index: 3,
+		Status: ledger.StatusFailed, Err: "old error"}
+	intern := func(b []byte) string { return "x" + string(b) }
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := ledger.DecodeCertificate(b)
+		reused := dirty
+		err2 := ledger.DecodeCertificateTo(&reused, b, intern)
+		if (err == nil) != (err2 == nil) || err != nil && err.Error() != err2.Error() {
+			t.Fatalf("DecodeCertificate: %v; DecodeCertificateTo: %v", err, err2)
+		}
 		if err != nil {
 			if !errors.Is(err, ledger.ErrCorrupt) {
 				t.Fatalf("error %v does not wrap ErrCorrupt", err)
@@ -169,6 +201,14 @@ func FuzzLedgerDecodeCertificate(f *testing.F) {
 		}
 		if re := ledger.AppendCertificate(nil, c); !bytes.Equal(re, b) {
 			t.Fatalf("re-encoding differs:\n%x\n%x", b, re)
+		}
+		// The run id is the interner's (which marks it); the rest as decoded.
+		if reused.RunID != "x"+c.RunID {
+			t.Fatalf("DecodeCertificateTo's run id %q, not the interner's for %q", reused.RunID, c.RunID)
+		}
+		reused.RunID = c.RunID
+		if re := ledger.AppendCertificate(nil, &reused); !bytes.Equal(re, b) {
+			t.Fatalf("DecodeCertificateTo into a used certificate gives %+v, DecodeCertificate %+v", reused, *c)
 		}
 	})
 }

@@ -177,34 +177,53 @@ func DecodeIntent(b []byte) (*Intent, error) {
 // DecodeIntentView is DecodeIntent without the copy: Args is a slice of b,
 // valid as long as b is (see DecodeCertificateView).
 func DecodeIntentView(b []byte) (*Intent, error) {
+	in := new(Intent)
+	if err := DecodeIntentTo(in, b, nil); err != nil {
+		return nil, err
+	}
+	return in, nil
+}
+
+// DecodeIntentTo is DecodeIntentView into in, which it overwrites: a reader
+// that decodes many intents in turn (verify) reuses one. intern, if not
+// nil, makes the run id and tool strings from their bytes (which repeat
+// from record to record: an interned string instead of a new one), each
+// equal to string(b) and never changed afterwards; the key, different for
+// every action, is always a new string. On an error in holds what was
+// decoded before it.
+func DecodeIntentTo(in *Intent, b []byte, intern func([]byte) string) error {
+	if intern == nil {
+		intern = copyString
+	}
+	*in = Intent{}
 	d := decoder{b: b, what: "intent"}
 	if len(b) < recordHeaderSize {
-		return nil, corruptf("intent", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
+		return corruptf("intent", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
 	}
 	if b[0] != intentMagic0 || b[1] != intentMagic1 {
-		return nil, corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
+		return corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
 	switch {
 	case b[2] != recordVersion && b[2] != intentVersion2:
-		return nil, corruptf("intent", 2, "unknown version %d", b[2])
+		return corruptf("intent", 2, "unknown version %d", b[2])
 	case b[2] == recordVersion && b[3]&^flagIdempotent != 0:
-		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+		return corruptf("intent", 3, "unknown flags %#02x", b[3])
 	case b[2] == intentVersion2 && b[3]&^(flagIdempotent|flagCompensation|flagCompIdempotent|flagUndoes) != 0:
-		return nil, corruptf("intent", 3, "unknown flags %#02x", b[3])
+		return corruptf("intent", 3, "unknown flags %#02x", b[3])
 	case b[2] == intentVersion2 && b[3]&(flagCompensation|flagUndoes) == 0:
-		return nil, corruptf("intent", 3, "version 2 intent without a compensation (it is written as version 1)")
+		return corruptf("intent", 3, "version 2 intent without a compensation (it is written as version 1)")
 	case b[3]&flagCompensation != 0 && b[3]&flagUndoes != 0:
-		return nil, corruptf("intent", 3, "a compensation with a compensation of its own (flags %#02x)", b[3])
+		return corruptf("intent", 3, "a compensation with a compensation of its own (flags %#02x)", b[3])
 	case b[3]&flagCompIdempotent != 0 && b[3]&flagCompensation == 0:
-		return nil, corruptf("intent", 3, "compensation idempotent without a compensation (flags %#02x)", b[3])
+		return corruptf("intent", 3, "compensation idempotent without a compensation (flags %#02x)", b[3])
 	}
-	in := &Intent{Idempotent: b[3]&flagIdempotent != 0}
+	in.Idempotent = b[3]&flagIdempotent != 0
 	copy(in.Fingerprint[:], b[4:recordHeaderSize])
 	d.off = recordHeaderSize
 	in.Seq = d.uvarint("seq")
 	in.Index = d.index()
-	in.RunID = string(d.bytes("run id"))
-	in.Tool = string(d.bytes("tool"))
+	in.RunID = intern(d.bytes("run id"))
+	in.Tool = intern(d.bytes("tool"))
 	in.Args = d.bytes("args")
 	in.Key = string(d.bytes("key"))
 	if b[3]&flagCompensation != 0 {
@@ -227,10 +246,7 @@ func DecodeIntentView(b []byte) (*Intent, error) {
 		}
 		d.off += len(in.Undoes)
 	}
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return in, nil
+	return d.finish()
 }
 
 // AppendCertificate appends the binary form of c to dst and returns the
@@ -263,34 +279,47 @@ func DecodeCertificate(b []byte) (*Certificate, error) {
 // result (verification, replay) use it so that a record of 64 MiB costs 64
 // MiB, not twice that.
 func DecodeCertificateView(b []byte) (*Certificate, error) {
+	c := new(Certificate)
+	if err := DecodeCertificateTo(c, b, nil); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// DecodeCertificateTo is DecodeCertificateView into c, which it
+// overwrites, with its run id made by intern (see DecodeIntentTo).
+func DecodeCertificateTo(c *Certificate, b []byte, intern func([]byte) string) error {
+	if intern == nil {
+		intern = copyString
+	}
+	*c = Certificate{}
 	d := decoder{b: b, what: "certificate"}
 	if len(b) < recordHeaderSize {
-		return nil, corruptf("certificate", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
+		return corruptf("certificate", len(b), "truncated header (%d bytes, want at least %d)", len(b), recordHeaderSize)
 	}
 	if b[0] != certMagic0 || b[1] != certMagic1 {
-		return nil, corruptf("certificate", 0, "bad magic %#02x%02x", b[0], b[1])
+		return corruptf("certificate", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
 	if b[2] != recordVersion {
-		return nil, corruptf("certificate", 2, "unknown version %d", b[2])
+		return corruptf("certificate", 2, "unknown version %d", b[2])
 	}
-	c := &Certificate{Status: Status(b[3])}
+	c.Status = Status(b[3])
 	if c.Status != StatusDone && c.Status != StatusFailed && c.Status != StatusResolved {
-		return nil, corruptf("certificate", 3, "bad status %d", b[3])
+		return corruptf("certificate", 3, "bad status %d", b[3])
 	}
 	copy(c.Fingerprint[:], b[4:recordHeaderSize])
 	d.off = recordHeaderSize
 	c.Seq = d.uvarint("seq")
 	c.Index = d.index()
-	c.RunID = string(d.bytes("run id"))
+	c.RunID = intern(d.bytes("run id"))
 	if res := d.bytes("result"); d.err == nil {
 		c.Result = res
 	}
 	c.Err = string(d.bytes("error"))
-	if err := d.finish(); err != nil {
-		return nil, err
-	}
-	return c, nil
+	return d.finish()
 }
+
+func copyString(b []byte) string { return string(b) }
 
 func appendLP(dst []byte, s string) []byte {
 	dst = binary.AppendUvarint(dst, uint64(len(s)))

@@ -134,13 +134,40 @@ type Decoder struct {
 	Skip func(k Kind, run []byte) bool
 
 	// ReuseLedger makes Decode decompress intents and certificates into
-	// one buffer it reuses: Plain, and the slices of Intent and Cert, are
-	// then valid only until the next Decode. For a reader that lets go of
-	// them before it reads on.
+	// one buffer it reuses, and decode them into one Intent and one
+	// Certificate it reuses: Plain, Intent and Cert (and their slices) are
+	// then valid only until the next Decode; their strings stay valid. For
+	// a reader that lets go of them before it reads on.
 	ReuseLedger bool
 
 	ledgerScope string // the scope of the key that sealed the last intent or certificate opened
 	ledgerBuf   []byte // with ReuseLedger: the buffer the ledger's records decompress into
+	// With ReuseLedger: the Intent and Certificate decoded into, and the
+	// run ids and tool names they hold, interned (at most maxInterned).
+	intent   ledger.Intent
+	cert     ledger.Certificate
+	strs     map[string]string
+	internFn func([]byte) string
+}
+
+// maxInterned bounds the strings a Decoder with ReuseLedger interns: a
+// store of more runs than this decodes the others' run ids as new strings.
+const maxInterned = 4096
+
+// intern returns string(b), the same string each time while the table has
+// room.
+func (d *Decoder) intern(b []byte) string {
+	if s, ok := d.strs[string(b)]; ok { // no allocation: the key is not kept
+		return s
+	}
+	s := string(b)
+	if len(d.strs) < maxInterned {
+		if d.strs == nil {
+			d.strs = make(map[string]string)
+		}
+		d.strs[s] = s
+	}
+	return s
 }
 
 // MaxSealOverhead is the most sealing adds to a payload: seal.Overhead and
@@ -382,12 +409,29 @@ func (d *Decoder) decode(raw []byte, pos wal.Pos, file string, r *Record, names 
 			return d.damage(file, r, r.Kind.String(), err)
 		}
 		r.Plain = plain
-		if r.Kind == KindIntent {
+		switch {
+		case d.ReuseLedger && r.Kind == KindIntent:
+			if d.internFn == nil {
+				d.internFn = d.intern
+			}
+			if err = ledger.DecodeIntentTo(&d.intent, plain, d.internFn); err == nil {
+				r.Intent = &d.intent
+				r.Run, r.Seq = r.Intent.RunID, r.Intent.Seq
+			}
+		case d.ReuseLedger:
+			if d.internFn == nil {
+				d.internFn = d.intern
+			}
+			if err = ledger.DecodeCertificateTo(&d.cert, plain, d.internFn); err == nil {
+				r.Cert = &d.cert
+				r.Run, r.Seq = r.Cert.RunID, r.Cert.Seq
+			}
+		case r.Kind == KindIntent:
 			r.Intent, err = ledger.DecodeIntentView(plain)
 			if err == nil {
 				r.Run, r.Seq = r.Intent.RunID, r.Intent.Seq
 			}
-		} else {
+		default:
 			r.Cert, err = ledger.DecodeCertificateView(plain)
 			if err == nil {
 				r.Run, r.Seq = r.Cert.RunID, r.Cert.Seq
