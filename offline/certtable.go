@@ -79,6 +79,11 @@ func (t *certTable) get(fp *ledger.Fingerprint) (certSeen, bool) {
 	if t.n == 0 {
 		return certSeen{}, false
 	}
+	// An atom follows its actions' certificates: its first lookup is
+	// nearly always of the entry added last, found without hashing.
+	if e := t.entry(t.n - 1); e.fp == *fp {
+		return e.certSeen, true
+	}
 	i, ok := t.find(fp, t.hash(fp))
 	if !ok {
 		return certSeen{}, false

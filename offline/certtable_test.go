@@ -30,6 +30,9 @@ func TestCertTable(t *testing.T) {
 			t.Fatalf("add %d: reported a duplicate", i)
 		}
 		want[f] = c
+		if got, ok := tab.get(&f); !ok || got != c { // the entry added last
+			t.Fatalf("get %d just after its add: %v %v, want %v", i, got, ok, c)
+		}
 		if i%3 == 0 {
 			j := fp(i / 2)
 			if tab.add(&j, certSeen{}) {

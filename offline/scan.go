@@ -48,6 +48,8 @@ type readOnlyStore struct {
 	// buf is the decompression buffer of scan: a record's decompressed
 	// body is valid until the next record.
 	buf []byte
+	// atoms decompresses the bodies of the atoms scan's cursor read.
+	atoms *record.Decoder
 }
 
 // openReadOnly opens dir's STORE file, dictionaries and log for reading.
@@ -150,7 +152,10 @@ func (s *readOnlyStore) describe(r *record.Record, lr *LogRecord) error {
 	plain := r.Plain
 	if r.Kind == record.KindAtom {
 		var body *record.AtomBody
-		s.buf, body, err = s.db.decoder(false).DecodeAtom(s.buf, r, s.db.segmentFile(r.Pos.Segment))
+		if s.atoms == nil {
+			s.atoms = s.db.atomDecoder() // the cursor charged each atom's body
+		}
+		s.buf, body, err = s.atoms.DecodeAtom(s.buf, r, s.db.segmentFile(r.Pos.Segment))
 		if err != nil {
 			return err
 		}

@@ -235,7 +235,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 }
 
 type verifyRunState struct {
-	heads []chain.Hash  // heads[i] = h(base+i+1), as stored
+	heads headList      // heads.at(i) = h(base+i+1), as stored
 	ended bool          // the run's end record was read
 	end   record.Record // that record (Deep or not: status, time, result)
 	// created: the creation time of its run (or fork) record.
@@ -369,7 +369,7 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 	// of the loop (certs keeps the result's digest), so they can share
 	// one buffer; Deep keeps them (noteIntent, noteCert).
 	dec.ReuseLedger = !vr.deep
-	vr.atomDec = vr.db.decoder(false)
+	vr.atomDec = vr.db.atomDecoder() // the cursor charged each atom's body
 	c, err := record.NewCursor(log, vr.db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		vr.readErr(err)
@@ -471,8 +471,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			}
 			vr.messageRunGone(r.Kind, r.Run, r.Pos)
 			vr.v.Record(r.Run, r.Seq, r.Payload, r.Head, loc)
-			if rs.base+uint64(len(rs.heads))+1 == r.Seq {
-				rs.heads = append(rs.heads, r.Head)
+			if rs.base+rs.heads.len()+1 == r.Seq {
+				rs.heads.push(r.Head)
 			}
 		case record.KindCheckpoint:
 			vr.v.Checkpoint(r.Note, loc)
@@ -532,8 +532,8 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, where func() str
 		if !a.Opened {
 			// No keyring, or the run's key was erased: only the link.
 			rs := runState()
-			if rs.base+uint64(len(rs.heads))+1 == a.Seq {
-				rs.heads = append(rs.heads, a.Head)
+			if rs.base+rs.heads.len()+1 == a.Seq {
+				rs.heads.push(a.Head)
 			}
 			if a.Erased {
 				rs.erasedAtoms, rs.frame = true, nil
@@ -605,11 +605,11 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, where func() str
 	}
 
 	rs = runState()
-	if rs.base+uint64(len(rs.heads))+1 == a.Seq {
+	if rs.base+rs.heads.len()+1 == a.Seq {
 		if len(body.Exts) > 0 { // messages needs nothing else
 			vr.messages(a, loc(), body)
 		}
-		rs.heads = append(rs.heads, a.Head)
+		rs.heads.push(a.Head)
 		if vr.deep {
 			rs.pos = append(rs.pos, a.Pos)
 		}

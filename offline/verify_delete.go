@@ -93,11 +93,11 @@ func (vr *verifyRun) deletion(r *record.Record, loc string) {
 	d.d.Erasure = e
 	if rs := vr.runs[r.Run]; rs != nil && vr.born[r.Run] {
 		// The run's records are here: the deletion must follow its end.
-		n := uint64(len(rs.heads))
-		if !rs.ended || rs.base+n+1 != r.Seq || rs.heads[n-1] != r.Final {
+		n := rs.heads.len()
+		if !rs.ended || rs.base+n+1 != r.Seq || rs.heads.at(n-1) != r.Final {
 			last := chain.Hash{}
 			if n > 0 {
-				last = rs.heads[n-1]
+				last = rs.heads.at(n - 1)
 			}
 			bad(chain.KindLinkMismatch, last, r.Final, "it does not follow the run's end (the run must end at the seq before it, with its final head)")
 			return

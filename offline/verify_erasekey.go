@@ -42,8 +42,8 @@ func (vr *verifyRun) eraseKey(r *record.Record, loc string) {
 	if !vr.checkDeletionRecord(r, bad) {
 		return
 	}
-	if rs := vr.runs[r.Run]; rs != nil && r.Seq > rs.base && r.Seq <= rs.base+uint64(len(rs.heads)) {
-		if h := rs.heads[r.Seq-rs.base-1]; h != r.Final {
+	if rs := vr.runs[r.Run]; rs != nil && r.Seq > rs.base && r.Seq <= rs.base+rs.heads.len() {
+		if h := rs.heads.at(r.Seq - rs.base - 1); h != r.Final {
 			bad(chain.KindLinkMismatch, h, r.Final, "the head it follows is not the run's at its seq")
 			return
 		}

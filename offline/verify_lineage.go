@@ -25,10 +25,10 @@ func (vr *verifyRun) headAt(run string, seq uint64) (chain.Hash, bool) {
 		case seq < rs.base:
 			run = rs.parent
 			continue
-		case seq-rs.base > uint64(len(rs.heads)):
+		case seq-rs.base > rs.heads.len():
 			return chain.Hash{}, false
 		}
-		return rs.heads[seq-rs.base-1], true
+		return rs.heads.at(seq - rs.base - 1), true
 	}
 	return chain.Hash{}, false
 }

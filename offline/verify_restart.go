@@ -120,7 +120,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 			} else if h != ff.Head {
 				vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindCheckpointMismatch, RunID: id, Seq: ff.Seq,
 					Expected: h, Actual: ff.Head, Location: name, Detail: "frame file head differs from the chain"})
-			} else if vr.deep && rs.frame != nil && rs.base+uint64(len(rs.heads)) < ff.Seq {
+			} else if vr.deep && rs.frame != nil && rs.base+rs.heads.len() < ff.Seq {
 				vr.fail(id, ff.Seq, name, "frame file beyond the log")
 			}
 		}

@@ -141,7 +141,7 @@ func (vr *verifyRun) rollbackAtom(a *record.Record, loc string, body *record.Ato
 		return
 	}
 	rs := vr.runs[a.Run]
-	if !vr.deep || rs == nil || rs.frame == nil || rs.base+uint64(len(rs.heads)) != a.Seq {
+	if !vr.deep || rs == nil || rs.frame == nil || rs.base+rs.heads.len() != a.Seq {
 		return
 	}
 	want, err := vr.frameAt(vr.log, a.Run, p.r.To)
