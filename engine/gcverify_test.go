@@ -242,3 +242,36 @@ func TestRetentionDamaged(t *testing.T) {
 		t.Fatalf("verify does not name RETENTION: %v", rep.Failures)
 	}
 }
+
+// TestVerifyDeletionOfRunWithoutHeads: a fork at seq 3 given a forged end
+// record whose seq leaves it without a stored head, then a delete record
+// at seq 4, after none: verify reports the deletion, it does not index
+// the heads the run lacks.
+func TestVerifyDeletionOfRunWithoutHeads(t *testing.T) {
+	mem := vfs.NewMem()
+	db, err := Open("store", gcOptions(mem))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fillRun(t, db, "parent", 3)
+	if _, err := db.Fork(ctx, "parent", 3, "fork"); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixNano()
+	end := record.AppendEnd(nil, "fork", 9, chain.Hash{1}, 1, now, nil)
+	final := chain.Hash{2}
+	head := db.hasher.Link("fork", 4, final, record.AppendDeletePayload(nil, now, "x"))
+	note := chain.MarshalCheckpoint(chain.Checkpoint{StoreID: db.StoreID(), RunID: "fork", Seq: 4, Head: head, Final: true})
+	for _, rec := range [][]byte{end, record.AppendDelete(nil, "fork", 4, final, head, now, "x", note)} {
+		if _, err := db.append(ctx, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	crash(db)
+	for _, deep := range []bool{false, true} {
+		rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: deep})
+		if err != nil || rep.OK || !failureOf(rep, "fork", chain.KindLinkMismatch, "does not follow the run's end") {
+			t.Fatalf("deep %v: %v, OK %v, failures %v", deep, err, rep.OK, rep.Failures)
+		}
+	}
+}

@@ -94,7 +94,7 @@ func (vr *verifyRun) deletion(r *record.Record, loc string) {
 	if rs := vr.runs[r.Run]; rs != nil && vr.born[r.Run] {
 		// The run's records are here: the deletion must follow its end.
 		n := rs.heads.len()
-		if !rs.ended || rs.base+n+1 != r.Seq || rs.heads.at(n-1) != r.Final {
+		if !rs.ended || n == 0 || rs.base+n+1 != r.Seq || rs.heads.at(n-1) != r.Final {
 			last := chain.Hash{}
 			if n > 0 {
 				last = rs.heads.at(n - 1)
