@@ -11,6 +11,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/crashmem"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -267,4 +268,40 @@ func settleAtom(db *DB, down *downstream) error {
 		}
 	}
 	return a.Commit(ctx, msg("settled"))
+}
+
+// TestResolveWithoutIntentVerifies: Resolve and ResolveFailed with an
+// explicit key settle actions the store has no record of: the log then
+// holds their certificates without intents, which Deep verify accepts,
+// while a done certificate without one (exec runs only after its intent)
+// stays reported (TestVerifyDeepLedgerRecords).
+func TestResolveWithoutIntentVerifies(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	run, err := db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Resolve(ctx, ledger.Action{Tool: "mail.send", Args: []byte(`{"to":"x"}`), Key: "k-sent"}, []byte(`"sent"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.ResolveFailed(ctx, ledger.Action{Tool: "mail.send", Args: []byte(`{"to":"y"}`), Key: "k-lost"}, "no trace"); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("mail", []byte("sent"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, deep := range []bool{false, true} {
+		rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: deep})
+		if err != nil || !rep.OK {
+			t.Fatalf("deep %v: %v, failures %v", deep, err, rep.Failures)
+		}
+	}
 }

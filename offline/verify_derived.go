@@ -146,8 +146,12 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 	}
 	in, ok := vr.dc.intents[c.Fingerprint]
 	switch {
-	case !ok:
+	case !ok && c.Status == ledger.StatusDone:
+		// Exec runs only once its intent is durable. A resolution needs
+		// none: Resolve and ResolveFailed with an explicit key settle an
+		// action this store has no record of (ledger.Ledger.Resolve).
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x, which has no intent before it", c.Fingerprint[:8])
+	case !ok:
 	case in.run != c.RunID && !vr.sameLineage(in.run, c.RunID):
 		// (Its seq and index may differ: an action settled by Resolve in a
 		// later attempt of the atom.)
