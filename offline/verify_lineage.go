@@ -38,7 +38,19 @@ func (vr *verifyRun) headAt(run string, seq uint64) (chain.Hash, bool) {
 // (which only the parent's stored heads can give; the chain verifier
 // checks those). Deep: its frame starts as the parent's at the fork point.
 func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
+	if vr.born[r.Run] {
+		// Created a second time (the chain's verifier reports it): its
+		// lineage stays its first creation's.
+		return
+	}
 	rs := vr.run(r.Run)
+	if vr.inLineage(r.Parent, r.Run) {
+		// Its records came before its creation, and the parent was forked
+		// from it: a cycle, which the frames of either could never end.
+		vr.fail(r.Run, r.Seq, loc, "forked from run %q, which was forked from it", r.Parent)
+		rs.frame = nil
+		return
+	}
 	rs.base, rs.parent, rs.created = r.Seq, r.Parent, r.Created
 	rs.genesis = vr.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
 	if _, ok := vr.runs[r.Parent]; !ok {
@@ -73,6 +85,21 @@ func (vr *verifyRun) fork(log *wal.Log, r *record.Record, loc string) {
 			vr.compareFrame(r.Run, f, ff)
 		}
 	}
+}
+
+// inLineage reports whether anc is run or one of its ancestors.
+func (vr *verifyRun) inLineage(run, anc string) bool {
+	for range 1 << 16 { // a lineage is finite; a forged cycle ends here
+		if run == anc {
+			return true
+		}
+		rs := vr.runs[run]
+		if rs == nil || rs.parent == "" {
+			return false
+		}
+		run = rs.parent
+	}
+	return false
 }
 
 // lineageErased reports whether run or an ancestor of it has atoms
