@@ -154,17 +154,5 @@ func (vr *verifyRun) frameAt(log *wal.Log, run string, seq uint64) (*frame.Frame
 // (the same key), so the certificate names the fork and the intent the
 // parent.
 func (vr *verifyRun) sameLineage(a, b string) bool {
-	descends := func(x, from string) bool {
-		for i := 0; i < 1<<16; i++ {
-			rs := vr.runs[x]
-			if rs == nil || rs.parent == "" {
-				return false
-			}
-			if x = rs.parent; x == from {
-				return true
-			}
-		}
-		return false
-	}
-	return descends(a, b) || descends(b, a)
+	return a != b && (vr.inLineage(a, b) || vr.inLineage(b, a))
 }
