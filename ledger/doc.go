@@ -45,7 +45,13 @@
 //     action, in this process or after a restart, returns the certificate's
 //     scrubbed result (DoRecorded returns both). Resolve and ResolveFailed
 //     are scrubbed alike. Scrubbing replaces every occurrence of a secret's
-//     text, so a very short secret ("1") also blanks unrelated text.
+//     text, so a very short secret ("1") also blanks unrelated text. A JSON
+//     result or error message is decoded and scrubbed value by value, then
+//     stored re-encoded, so a secret is found whatever escapes the exec's
+//     encoder used (Go's json.Marshal writes < as \u003c, Python's
+//     json.dumps writes ä as \u00e4); in other error text, every JSON string
+//     literal is decoded and scrubbed so too. A secret that is an object
+//     or an array is found as a subtree equal to it.
 //   - Bad input never panics: malformed JSON, pointers, records and tables
 //     give errors that say what and where (byte offsets).
 //

@@ -1,7 +1,11 @@
 package ledger
 
 import (
+	"bytes"
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 )
 
@@ -48,5 +52,91 @@ func TestScrubber(t *testing.T) {
 	var none *scrubber
 	if none.text("x") != "x" || string(none.result([]byte("y"))) != "y" {
 		t.Error("a nil scrubber changed its input")
+	}
+}
+
+// TestRedactEscapedEchoes: a redacted secret that exec echoes in a JSON
+// result or error as Go's json.Marshal writes it (<, > and & as \u003c,
+// \u003e, \u0026) or as Python's json.dumps writes it (every non-ASCII
+// character as \uXXXX, a surrogate pair past U+FFFF) is not stored in any
+// form: it is found in the decoded value.
+func TestRedactEscapedEchoes(t *testing.T) {
+	const secret = "pä<ss>&wörd😀"
+	goJSON, err := json.Marshal(map[string]any{"echo": "login " + secret, "ok": false})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(goJSON, []byte(`\u003css\u003e\u0026`)) {
+		t.Fatalf("json.Marshal wrote %s: the test needs its escapes", goJSON)
+	}
+	// What Python's json.dumps({"echo": "login " + secret, "ok": False})
+	// writes, byte for byte.
+	pyJSON := []byte(`{"echo": "login p\u00e4<ss>&w\u00f6rd\ud83d\ude00", "ok": false}`)
+	forms := [][]byte{
+		[]byte(secret),
+		[]byte(`p\u00e4<ss>&w\u00f6rd\ud83d\ude00`),
+		[]byte(`pä\u003css\u003e\u0026wörd😀`),
+		[]byte(`\u003css\u003e\u0026`),
+		[]byte(`\u00e4<ss>&w\u00f6rd`),
+	}
+	cases := []struct {
+		name string
+		exec func(context.Context, string) ([]byte, error)
+	}{
+		{"go result", func(context.Context, string) ([]byte, error) { return goJSON, nil }},
+		{"python result", func(context.Context, string) ([]byte, error) { return pyJSON, nil }},
+		{"go error", func(context.Context, string) ([]byte, error) { return nil, errors.New(string(goJSON)) }},
+		{"python error", func(context.Context, string) ([]byte, error) { return nil, errors.New(string(pyJSON)) }},
+		{"go error quoting a body", func(context.Context, string) ([]byte, error) {
+			return nil, fmt.Errorf(`it's 5" wide; HTTP 401: %s`, goJSON)
+		}},
+		{"python error quoting a body", func(context.Context, string) ([]byte, error) {
+			return nil, fmt.Errorf(`HTTP 401 "denied": %s`, pyJSON)
+		}},
+	}
+	args, err := json.Marshal(map[string]any{"user": "ops", "password": secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := context.Background()
+			j := newMemJournal()
+			in, err := NewIntent(Action{Tool: "login", Args: args, Redact: []string{"/password"}}, "run", 1, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			New().Do(ctx, j, in, c.exec)
+			records := j.records()
+			if len(records) < 2 {
+				t.Fatalf("%d records: no certificate", len(records))
+			}
+			for i, r := range records {
+				for _, f := range forms {
+					if bytes.Contains(r, f) {
+						t.Fatalf("record %d holds %q: %q", i, f, r)
+					}
+				}
+			}
+			if !bytes.Contains(records[len(records)-1], []byte("login "+Redacted)) {
+				t.Fatalf("the certificate lost the result's other text: %q", records[len(records)-1])
+			}
+		})
+	}
+}
+
+// TestScrubSecretValues: a redacted object is found in a JSON result
+// whatever spacing and key order its encoder used.
+func TestScrubSecretValues(t *testing.T) {
+	s, err := newScrubber([]byte(`{"cred":{"user":"ä","pin":1234}}`), []string{"/cred"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(s.result([]byte(`{"echo": {"pin": 1234, "user": "\u00e4"}, "n": 1}`)))
+	if want := `{"echo":"[redacted]","n":1}`; got != want {
+		t.Fatalf("result = %s, want %s", got, want)
+	}
+	if got := string(s.result([]byte(`{"n": 1}`))); got != `{"n": 1}` {
+		t.Fatalf("a result without the secret was changed: %s", got)
 	}
 }
