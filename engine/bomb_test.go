@@ -26,6 +26,7 @@ import (
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
+	"github.com/klauspost/compress/s2"
 )
 
 // Decompression bombs: records of a few KiB, each a valid record that
@@ -80,11 +81,19 @@ func craftBaseStore(tb testing.TB, dir string) []chain.Hash {
 	return heads
 }
 
+// bombCompressor writes what a hostile writer stores: s2 blocks past
+// frame.MaxRatio, which the engine's compressor never writes.
+type bombCompressor struct{}
+
+func (bombCompressor) Compress(dst, src []byte, _ uint32) []byte {
+	return append(append(dst, byte(frame.CodecS2), 0), s2.Encode(nil, src)...)
+}
+
 // craftBombs plants n bombs of kind, each decompressing to size bytes, in
 // the closed store in dir.
 func craftBombs(tb testing.TB, dir, kind string, n, size int, heads []chain.Hash) {
 	tb.Helper()
-	comp := frame.NewCompressor(nil)
+	comp := bombCompressor{}
 	big := bombValue(size)
 	fp := func() (f ledger.Fingerprint) { rand.Read(f[:]); return f }
 	switch kind {

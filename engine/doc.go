@@ -384,7 +384,10 @@
 // (frame.Budget): 256 MiB plus 256 times the compressed bytes they read;
 // past it a record is refused (frame.ErrBudget) before it is allocated, so
 // their time is linear in the bytes present whatever sizes a store's
-// records claim (at most 64 MiB each, frame.MaxDecompressedSize). They hold
+// records claim (at most 64 MiB each, frame.MaxDecompressedSize). The
+// writer keeps the same rule (frame.MaxRatio: no record it compresses
+// decompresses to more than 256 times its size), so a store the engine
+// wrote is never refused by it, after a clean Close or a crash. They hold
 // one record at a time, decoded in place: about two records' worth (128
 // MiB at most) besides small per-record indexes (a position per atom, a
 // digest per certificate, in Verify a head per atom). The Inspector's run

@@ -14,15 +14,25 @@ import (
 // more than the budget allows for the compressed bytes it has read.
 var ErrBudget = errors.New("frame: decompression budget exceeded")
 
+// MaxRatio is the one rule of what a record may decompress to, shared by
+// the writer and every reader: a compressed record (codec byte, dictionary
+// id and payload) decompresses to at most MaxRatio times its own size.
+// Compress and CompressWith never write a record past it (a record that
+// would compress better keeps a tail of its bytes uncompressed, see
+// Compress), so the records of any store the engine wrote decompress, in
+// total, to at most MaxRatio times the compressed bytes read, which every
+// Budget of at least this ratio allows whatever the base. A store past it
+// was not written by the engine (or by one older than the rule).
+const MaxRatio = 256
+
 // The default budget of a reader of an untrusted store: every compressed
-// byte read may decompress to DefaultBudgetRatio bytes, plus
-// DefaultBudgetBase bytes in all. Records the engine writes compress 2 to
-// 20 times; a store exceeds this only if, past its first 256 MiB
-// decompressed, what is read decompresses more than 256 times overall (long
-// runs of one byte). A crafted store cannot make a reader decompress more than
-// DefaultBudgetBase + DefaultBudgetRatio × the bytes actually present.
+// byte read may decompress to DefaultBudgetRatio (MaxRatio) bytes, plus
+// DefaultBudgetBase bytes in all. Records the engine writes are within
+// MaxRatio each, so a store the engine wrote never exceeds it. A crafted
+// store cannot make a reader decompress more than DefaultBudgetBase +
+// DefaultBudgetRatio × the bytes actually present.
 const (
-	DefaultBudgetRatio = 256
+	DefaultBudgetRatio = MaxRatio
 	DefaultBudgetBase  = 256 << 20
 )
 
@@ -62,7 +72,7 @@ func (b *Budget) charge(in, out int) error {
 	if b.out+int64(out) > allowed {
 		return fmt.Errorf("%w: a record of %d bytes claims %d bytes decompressed; the %d bytes of records read so far "+
 			"would decompress to %d bytes, more than %d× plus %d MiB: a decompression bomb, "+
-			"or records more compressible than the engine writes in practice (a reader's Budget option raises the bound)",
+			"or records more compressible than the engine writes (a reader's Budget option raises the bound)",
 			ErrBudget, in, out, b.in+int64(in), b.out+int64(out), ratio, b.Base>>20)
 	}
 	b.in += int64(in)

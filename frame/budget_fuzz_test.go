@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/klauspost/compress/s2"
 )
 
 // FuzzBudgetDecompress: decompressing any records under a budget never
@@ -12,6 +13,7 @@ import (
 // the bytes given.
 func FuzzBudgetDecompress(f *testing.F) {
 	c := frame.NewCompressor(nil)
+	f.Add(append([]byte{byte(frame.CodecS2), 0}, s2.Encode(nil, bytes.Repeat([]byte{'A'}, 1<<20))...), 3)
 	f.Add(c.Compress(nil, bytes.Repeat([]byte{'A'}, 1<<20), 0), 3)
 	f.Add(c.CompressWith(nil, bytes.Repeat([]byte("abc"), 5000), frame.CodecS2, 0), 2)
 	f.Add([]byte{0, 0, 'x'}, 1)

@@ -290,6 +290,13 @@ func (c *Compressor) Dicts() *Dicts { return c.dicts }
 // dictID 0 means no dictionary. An unknown dictID is not an error: the
 // record is compressed without a dictionary (and says so, dict id 0), so it
 // stays readable; use Dicts.Get beforehand to know.
+//
+// No record decompresses to more than MaxRatio times its size: a record
+// that would (a long run of one byte, a value repeated) is written in s2
+// with its last len(src)/MaxRatio bytes, rounded up, as a literal, so
+// that every reader's Budget accepts what the writer wrote. A 1 MiB run of
+// one byte takes 4 KiB, not a few dozen bytes. The record is a plain s2
+// block, which every reader, older ones too, decodes.
 func (c *Compressor) Compress(dst, src []byte, dictID uint32) []byte {
 	if len(src) < minCompressSize {
 		return appendRaw(dst, src)
@@ -318,10 +325,56 @@ func (c *Compressor) Compress(dst, src []byte, dictID uint32) []byte {
 	return out
 }
 
-// CompressWith is Compress with the codec chosen by the caller (for
-// measurements and tests): no fallback to raw, except that an unknown
-// dictID means no dictionary. An empty record or an unknown codec is
-// stored raw.
+// withinRatio reports whether a compressed record of n bytes that
+// decompresses to size bytes keeps MaxRatio.
+func withinRatio(n, size int) bool {
+	return int64(n)*MaxRatio >= int64(size)
+}
+
+// appendS2Tail appends to dst a record of src in s2 that keeps MaxRatio:
+// the s2 block of src but its last ceil(len(src)/MaxRatio) bytes, then
+// those bytes as one literal. Copies and the dictionary's references of
+// the block's first part are those of a block of that part alone (offsets
+// count back from where each element's output starts), so the whole
+// decodes to src with or without e's dictionary.
+func appendS2Tail(dst, src []byte, e *dictEntry) []byte {
+	k := (len(src) + MaxRatio - 1) / MaxRatio
+	head, tail := src[:len(src)-k], src[len(src)-k:]
+	var id uint32
+	var block []byte
+	if e != nil && e.s2 != nil {
+		id = e.id
+		block = e.s2.Encode(nil, head)
+	} else {
+		block = s2.Encode(nil, head)
+	}
+	_, w := binary.Uvarint(block) // the head's length: the record states src's
+	dst = slices.Grow(dst, 2*binary.MaxVarintLen32+len(block)+5+k)
+	dst = append(dst, byte(CodecS2))
+	dst = binary.AppendUvarint(dst, uint64(id))
+	dst = binary.AppendUvarint(dst, uint64(len(src)))
+	dst = append(dst, block[w:]...)
+	// An s2 (snappy) literal element: tag 0b00, its length - 1 in the tag's
+	// upper six bits below 60, else in the 1 to 4 bytes that follow.
+	switch n := uint32(k - 1); {
+	case n < 60:
+		dst = append(dst, byte(n)<<2)
+	case n < 1<<8:
+		dst = append(dst, 60<<2, byte(n))
+	case n < 1<<16:
+		dst = append(dst, 61<<2, byte(n), byte(n>>8))
+	case n < 1<<24:
+		dst = append(dst, 62<<2, byte(n), byte(n>>8), byte(n>>16))
+	default:
+		dst = append(dst, 63<<2, byte(n), byte(n>>8), byte(n>>16), byte(n>>24))
+	}
+	return append(dst, tail...)
+}
+
+// CompressWith is Compress with the codec chosen by the caller: no
+// fallback to raw, except that an unknown dictID means no dictionary. An
+// empty record or an unknown codec is stored raw. It keeps MaxRatio as
+// Compress does (in s2 whatever codec was asked).
 func (c *Compressor) CompressWith(dst, src []byte, codec Codec, dictID uint32) []byte {
 	e := c.dicts.entry(dictID)
 	if e != nil && e.init() != nil {
@@ -336,7 +389,16 @@ func appendRaw(dst, src []byte) []byte {
 	return append(dst, src...)
 }
 
+// compressWith compresses src with codec, within MaxRatio.
 func (c *Compressor) compressWith(dst, src []byte, codec Codec, e *dictEntry) []byte {
+	out := c.compressCodec(dst, src, codec, e)
+	if withinRatio(len(out)-len(dst), len(src)) {
+		return out
+	}
+	return appendS2Tail(out[:len(dst)], src, e)
+}
+
+func (c *Compressor) compressCodec(dst, src []byte, codec Codec, e *dictEntry) []byte {
 	if len(src) == 0 {
 		return appendRaw(dst, src) // codecs would only add their framing
 	}

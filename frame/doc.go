@@ -216,6 +216,11 @@
 //     (Compressor.WithBudget, NewBudget: 256 MiB plus 256 times the
 //     compressed bytes read), which refuses a record past it (ErrBudget)
 //     before allocating, so a store of decompression bombs costs time and
-//     memory in proportion to its bytes. Records more compressible than
-//     that, beyond the first 256 MiB, need a larger budget.
+//     memory in proportion to its bytes. The writer keeps the same rule,
+//     MaxRatio: Compress and CompressWith never write a record that
+//     decompresses to more than 256 times its size (one that would keeps a
+//     tail of len/256 bytes uncompressed in its s2 block), so no budget
+//     of that ratio refuses what they wrote. Only a store written by
+//     another writer (or by one older than the rule, beyond its first
+//     256 MiB decompressed) needs a larger budget.
 package frame
