@@ -13,6 +13,14 @@ import (
 // trains a dictionary from them in the background, writes it durably under
 // dicts/, and only then compresses new records with it. Dictionaries are
 // never removed, so every record stays readable.
+//
+// An encrypted store (Options.Keyring) trains none: a dictionary is made
+// of the text of the records it was trained on, which an encrypted store
+// must not hold in the clear, and no key can seal it in a way erasure
+// reaches. Sealed with the store's key, it would keep an erased run's
+// text for whoever holds the keyring; sealed with a run's key, it would
+// serve that run alone, and a run's first records are few (docs/DESIGN.md,
+// "Encryption at rest", has the reasons and the cost in bytes).
 
 // maxDictSample is the most of a record body a training sample keeps.
 const maxDictSample = 4 << 10
@@ -24,9 +32,18 @@ func (db *DB) loadDicts() error {
 	if err != nil {
 		return err
 	}
+	if db.opts.Keyring != nil && newest != 0 {
+		// A dictionary trained by an engine older than the rule above
+		// holds agent text in the clear. The records compressed with it
+		// need it, so it stays (compressing new records with it adds
+		// nothing to the file), and the log says so.
+		db.logger.Warn("engine: this encrypted store holds a compression dictionary that an older engine trained on its "+
+			"first records, in the clear; the records compressed with it need it, so it stays",
+			"dir", db.path(layout.DictsDir), "newest", newest)
+	}
 	db.curDict.Store(newest)
-	if newest != 0 || db.opts.DictSamples < 0 {
-		db.dict.training = true // trained once per store
+	if newest != 0 || db.opts.DictSamples < 0 || db.opts.Keyring != nil {
+		db.dict.training = true // trained once per store, never in an encrypted one
 	}
 	return nil
 }
