@@ -65,3 +65,37 @@ func TestCompressKeepsMaxRatio(t *testing.T) {
 		t.Fatalf("a bomb of %d bytes: %v, want ErrBudget", len(bomb), err)
 	}
 }
+
+// FuzzCompressRatio: for any input, repeated to any length, any codec and
+// dictionary, what the writer compresses round-trips and keeps MaxRatio.
+func FuzzCompressRatio(f *testing.F) {
+	f.Add([]byte("A"), 1<<20, uint8(0), uint8(0))
+	f.Add([]byte("tool output line: OK\n"), 300<<10, uint8(2), uint8(1))
+	f.Add([]byte{0, 1, 2, 3}, 9000, uint8(1), uint8(2))
+	dict := bytes.Repeat([]byte("raw content dictionary: deploy the service to us-east-1 and check the bucket"), 20)
+	ds := NewDicts()
+	if err := ds.Add(1, dict); err != nil {
+		f.Fatal(err)
+	}
+	c := NewCompressor(ds)
+	f.Fuzz(func(t *testing.T, unit []byte, n int, codec, id uint8) {
+		if len(unit) == 0 {
+			return
+		}
+		n = min(max(n, 0), 4<<20)
+		in := bytes.Repeat(unit, n/len(unit)+1)[:n]
+		var rec []byte
+		if codec%4 == 3 {
+			rec = c.Compress(nil, in, uint32(id%3))
+		} else {
+			rec = c.CompressWith(nil, in, Codec(codec%4), uint32(id%3))
+		}
+		if int64(len(rec))*MaxRatio < int64(len(in)) {
+			t.Fatalf("%d bytes from %d, past MaxRatio", len(rec), len(in))
+		}
+		out, err := c.Decompress(nil, rec)
+		if err != nil || !bytes.Equal(out, in) {
+			t.Fatalf("round trip of %d bytes: %v", len(in), err)
+		}
+	})
+}
