@@ -144,7 +144,9 @@ func buildAgent(ctx context.Context, db *engine.DB, id string) error {
 		return err
 	}
 	if _, err := a.Do(ctx, ledger.Action{Tool: "ci.lint", Args: []byte(`{"ref":"v1.4.2"}`)},
-		func(ctx context.Context, key string) ([]byte, error) { return nil, errors.New("lint: 3 warnings treated as errors") }); err == nil {
+		func(ctx context.Context, key string) ([]byte, error) {
+			return nil, errors.New("lint: 3 warnings treated as errors")
+		}); err == nil {
 		return errors.New("lint did not fail")
 	}
 	if err := a.Commit(ctx, new(frame.Delta).
