@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -370,4 +371,36 @@ func Live(ctx context.Context, dir, id string, interval time.Duration, ready fun
 		case <-t.C:
 		}
 	}
+}
+
+// CrashInDoubt opens the store in dir, begins an atom of run id and calls
+// a tool whose exec ends the process (exit code 3) once its intent is
+// durable: the action is left in doubt, the atom interrupted. It returns
+// only on an error before that.
+func CrashInDoubt(ctx context.Context, dir, id string, ring seal.Keyring) error {
+	opts := &engine.Options{}
+	if ring != nil {
+		opts.Keyring, opts.ErasableKeys = ring, []string{"email"}
+	}
+	db, err := engine.Open(dir, opts)
+	if err != nil {
+		return err
+	}
+	r, err := db.Run(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := commit(ctx, r, new(frame.Delta).SetObjective("Pay invoice 981")); err != nil {
+		return err
+	}
+	a, err := r.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = a.Do(ctx, ledger.Action{Tool: "payments.charge", Args: []byte(`{"invoice":981,"cents":4200}`), Idempotent: true},
+		func(ctx context.Context, key string) ([]byte, error) {
+			os.Exit(3) // the process dies while the charge is in flight
+			return nil, nil
+		})
+	return fmt.Errorf("the exec returned: %v", err)
 }

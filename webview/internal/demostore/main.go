@@ -1,6 +1,6 @@
 // Command demostore writes the demo stores of the web view's tests
 // (package demo): demostore --dir DIR [--encrypted] [--runs N --atoms M]
-// [--long N] [--live RUN --every D]. --live keeps the store open and RUN
+// [--long N] [--crash RUN] [--live RUN --every D]. --live keeps the store open and RUN
 // committing until it is killed.
 package main
 
@@ -13,6 +13,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/webview/internal/demo"
 )
 
@@ -22,6 +23,7 @@ func main() {
 	runs := flag.Int("runs", 0, "instead of the demo, write this many runs")
 	atoms := flag.Int("atoms", 3, "atoms per run with --runs")
 	long := flag.Int("long", 0, "instead of the demo, write one run \"long\" of this many atoms")
+	crash := flag.String("crash", "", "instead of the demo, leave an action of this run in doubt: the process exits (code 3) while it runs")
 	live := flag.String("live", "", "keep this run committing until killed")
 	every := flag.Duration("every", 200*time.Millisecond, "with --live: one atom per this long")
 	flag.Parse()
@@ -33,6 +35,12 @@ func main() {
 	defer stop()
 	var err error
 	switch {
+	case *crash != "":
+		var ring seal.Keyring
+		if *encrypted {
+			ring = demo.Keyring()
+		}
+		err = demo.CrashInDoubt(ctx, *dir, *crash, ring)
 	case *live != "":
 		err = demo.Live(ctx, *dir, *live, *every, func() { fmt.Println("live") })
 	case *runs > 0:
