@@ -50,7 +50,9 @@
 //     one pass over the log (offline.Inspect), so on a long log the view
 //     re-reads no more often than four times what the last read took.
 //   - The frame at a seq is rebuilt from the log (Inspector.StateAt): on a
-//     run of a hundred thousand atoms, a frame near its end replays them
-//     all.
+//     run of a hundred thousand atoms, the first frame asked for near its
+//     end replays them all. The view keeps a few frames it built and steps
+//     from them (framecache.go), so the slider's next steps, forward or
+//     back within 256 seqs, read a few atoms each.
 //   - Sessions live as long as the process: restart the view to end them.
 package webview

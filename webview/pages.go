@@ -563,7 +563,7 @@ func (p *page) framePage() int {
 	}
 	d.Seq = min(p.uintParam("seq", d.Max), d.Max)
 	p.Title = fmt.Sprintf("run %s at seq %d", r.ID, d.Seq)
-	f, erased, err := in.StateAtWithErased(p.ctx, r.ID, d.Seq)
+	f, erased, err := p.stateAt(in, r, d.Seq)
 	if err != nil {
 		return p.failErr(err)
 	}
@@ -602,7 +602,7 @@ func (p *page) framePage() int {
 				break
 			}
 			d.AgainstSeq = aseq
-			g, gerased, err := in.StateAtWithErased(p.ctx, other, aseq)
+			g, gerased, err := p.stateAt(in, or, aseq)
 			if err != nil {
 				d.DiffErr = err.Error()
 				break

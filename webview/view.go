@@ -75,6 +75,7 @@ type View struct {
 		sessions  map[string]bool
 		loginCode string // "" once used
 		verify    *verifyResult
+		frames    frameCache
 	}
 	// refreshMu makes one goroutine at a time re-read the store.
 	refreshMu sync.Mutex
