@@ -96,8 +96,9 @@ type snap struct {
 }
 
 // New returns a View of the store in opts.Dir. It reads the store once,
-// so that a store that cannot be read at all (no store there) fails here;
-// an encrypted store without its keyring does not fail: the view says so.
+// so that a directory that holds no store fails here (ErrNotAStore); a
+// store it cannot read (an encrypted one without its keyring, a damaged
+// log) does not: its pages say why, and verify says where.
 func New(opts Options) (*View, error) {
 	if opts.Dir == "" {
 		return nil, errors.New("webview: no store directory")
@@ -125,9 +126,12 @@ func New(opts Options) (*View, error) {
 	v.mu.sessions = map[string]bool{}
 	v.mu.loginCode = randomHex(24)
 	s := v.read(context.Background(), v.signature(), 1)
-	if s.err != nil && !errors.Is(s.err, offline.ErrKeyring) {
+	if errors.Is(s.err, offline.ErrNotAStore) {
 		return nil, s.err
 	}
+	// Any other error (an encrypted store without its keyring, a damaged
+	// log) is the answer of every page but verify, which says where the
+	// store is damaged.
 	v.mu.cur = s
 	v.mu.checked = time.Now()
 	return v, nil

@@ -432,6 +432,8 @@ func TestHostileStore(t *testing.T) {
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, seed))
 	src := demoStore(t)
+	marked := 0
+	defer func() { t.Logf("%d runs' first bad records checked on the verify page", marked) }()
 	for round := range 6 {
 		dir := filepath.Join(t.TempDir(), fmt.Sprint("bad", round))
 		if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
@@ -454,7 +456,7 @@ func TestHostileStore(t *testing.T) {
 		lb := &logBuf{}
 		v, err := webview.New(webview.Options{Dir: dir, NoAuth: true, Log: slog.New(slog.NewTextHandler(lb, nil))})
 		if err != nil {
-			continue // an error that says where is an answer too
+			t.Fatalf("seed %d round %d: New: %v", seed, round, err)
 		}
 		for _, p := range []string{"/", "/run?id=agent-1", "/frame?id=agent-1", "/frame?id=agent-1&seq=3&against=1", "/ledger?id=deploy-rb",
 			"/dag?id=planner", "/lineage", "/verify", "/run?id=" + url.QueryEscape(demo.XSSRun)} {
@@ -466,6 +468,50 @@ func TestHostileStore(t *testing.T) {
 			}
 			if strings.Count(strings.ToLower(w.Body.String()), "<script") > 1 {
 				t.Errorf("seed %d round %d %s: script in a damaged store's page", seed, round, p)
+			}
+		}
+		// verify's page marks the first bad record of each run verify finds
+		if rep, err := offline.Verify(ctx, dir, nil); err == nil {
+			r := httptest.NewRequest("GET", "/verify", nil)
+			w := httptest.NewRecorder()
+			v.ServeHTTP(w, r)
+			body := w.Body.String()
+			for _, rr := range rep.Runs {
+				if rr.Failure == nil {
+					continue
+				}
+				marked++
+				i := strings.Index(body, `<tr class="bad" data-run="`+esc(rr.RunID)+`">`)
+				row := ""
+				if i >= 0 {
+					row = body[i:]
+					row = row[:strings.Index(row, "</tr>")]
+				}
+				if !strings.Contains(row, `class="badrec" href="/run?id=`) || !strings.Contains(row, fmt.Sprintf(`from=%d">seq %d</a>`, rr.Failure.Seq, rr.Failure.Seq)) {
+					t.Errorf("seed %d round %d: verify page does not mark run %q's first bad record at seq %d", seed, round, rr.RunID, rr.Failure.Seq)
+				}
+			}
+		}
+		// verify's page marks the first bad record of each run verify finds
+		if rep, err := offline.Verify(ctx, dir, nil); err == nil {
+			r := httptest.NewRequest("GET", "/verify", nil)
+			w := httptest.NewRecorder()
+			v.ServeHTTP(w, r)
+			body := w.Body.String()
+			for _, rr := range rep.Runs {
+				if rr.Failure == nil {
+					continue
+				}
+				marked++
+				i := strings.Index(body, `<tr class="bad" data-run="`+esc(rr.RunID)+`">`)
+				row := ""
+				if i >= 0 {
+					row = body[i:]
+					row = row[:strings.Index(row, "</tr>")]
+				}
+				if !strings.Contains(row, `class="badrec" href="/run?id=`) || !strings.Contains(row, fmt.Sprintf(`from=%d">seq %d</a>`, rr.Failure.Seq, rr.Failure.Seq)) {
+					t.Errorf("seed %d round %d: verify page does not mark run %q's first bad record at seq %d", seed, round, rr.RunID, rr.Failure.Seq)
+				}
 			}
 		}
 		v.Close()
