@@ -6,6 +6,7 @@
 //	continuumctl stats   DIR [--json]
 //	continuumctl export  DIR --run ID [--from N] [--to M]
 //	continuumctl diff    DIR RUN_A A [RUN_B] B [--json]
+//	continuumctl view    DIR [--listen ADDR] [--keyring F] [--allow-remote]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
 //	continuumctl gc      DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--json]
 //	continuumctl erase   DIR --run ID [--run ID]... [--memory-key KEY]... --keyring FILE [--reason TEXT] [--key FILE] [--json]
@@ -36,7 +37,7 @@
 //
 // # Read-only
 //
-// verify, inspect, stats, export, diff and keygen never change the store: they
+// verify, inspect, stats, export, diff, view and keygen never change the store: they
 // take no lock, trim no torn tail and write nothing to it (verify
 // --save-state and keygen --out write only the files they are given,
 // atomically: a temporary file, fsync, rename, fsync of the directory). They can therefore run beside an agent

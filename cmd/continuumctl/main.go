@@ -45,6 +45,7 @@ func commands() []command {
 		{name: "stats", usage: statsUsage, about: "sizes, counts, compression and snapshot ages of a store", run: runStats},
 		{name: "export", usage: exportUsage, about: "the atoms of a run as JSON Lines, deltas and actions decoded", run: runExport},
 		{name: "diff", usage: diffUsage, about: "the delta ops between two seqs of a run, or of two runs of a lineage, from their common state", run: runDiff},
+		{name: "view", usage: viewUsage, about: "serve a read-only web view of a store (runs, timelines, frames, lineage, ledger, verify) on loopback", run: runWebView},
 		{name: "gc", usage: gcUsage, about: "delete ended runs (by id, status, end time) and reclaim their space in the log", run: runGC},
 		{name: "erase", usage: eraseUsage, about: "erase ended runs of an encrypted store, or one memory key of a run (--memory-key): destroy their data keys (crypto-shredding)", run: runErase},
 		{name: "rekey", usage: rekeyUsage, about: "re-wrap an encrypted store's data keys with the keyring's current key, so older keys can be retired", run: runRekey},

@@ -285,7 +285,7 @@ func serve(c *config, log *slog.Logger) error {
 	}
 	srv := newServer(db, cfg, log)
 	hs := &http.Server{
-		Handler:           srv.handler(),
+		Handler:           withView(srv, srv.handler(), listeners, opts.Keyring, tlsConf != nil),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       time.Minute,
 		IdleTimeout:       2 * time.Minute,

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"net"
+	"net/http"
+	"strings"
+
+	"github.com/continuumdb/continuum/seal"
+	"github.com/continuumdb/continuum/webview"
+)
+
+// viewPrefix is where continuumd serves the web view, beside /v1/.
+const viewPrefix = "/view/"
+
+// withView returns api with the read-only web view of the server's store
+// (package webview) mounted under /view/, on the same listeners and with
+// the same token: a browser presents it once in the URL (?token=TOKEN)
+// or opens the one-time URL logged at start, then keeps a session cookie;
+// a client may also send it as the API's bearer token. Without a token
+// (a Unix socket only) the view needs none, as the API. It logs the
+// view's URL on each TCP listener. If the view cannot be made, the API is
+// served alone and the log says why.
+func withView(s *server, api http.Handler, listeners []net.Listener, ring seal.Keyring, tls bool) http.Handler {
+	v, err := webview.New(webview.Options{Dir: s.cfg.dir, FS: s.cfg.fs, Keyring: ring, ChainKey: s.cfg.chainKey,
+		Prefix: viewPrefix, Token: s.cfg.token, NoAuth: s.cfg.token == nil, Log: s.log})
+	if err != nil {
+		s.log.Error("continuumd: the web view is off", "err", err)
+		return api
+	}
+	scheme := "http"
+	if tls {
+		scheme = "https"
+	}
+	for _, l := range listeners {
+		if l.Addr().Network() == "tcp" {
+			s.log.Info("continuumd: web view (the token in the URL works once)", "url", v.LoginURL(scheme+"://"+l.Addr().String()))
+		}
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.URL.Path, viewPrefix) || r.URL.Path+"/" == viewPrefix {
+			v.ServeHTTP(w, r)
+			return
+		}
+		api.ServeHTTP(w, r)
+	})
+}
