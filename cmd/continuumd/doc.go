@@ -45,7 +45,8 @@
 //     carries a request id; a call is named by its number (the same number
 //     and action answers the call's state, another action under it is
 //     call_mismatch); an outcome, a resolution, a commit or a fail of what
-//     was already done answers what was done; a fork whose id names the
+//     was already done answers what was done (a commit repeated with
+//     another delta is commit_mismatch); a fork whose id names the
 //     same fork (source and at) answers it; the rest is naturally
 //     idempotent.
 //   - Forks (POST /v1/runs/{run}/fork {"at", "id"}, engine DB.Fork): the
@@ -93,10 +94,17 @@
 // served only with a bearer token (--token-file, mode 0600, compared in
 // constant time), over TLS with --tls-cert and --tls-key; plain TCP is
 // allowed on loopback addresses only, unless --insecure-plaintext. Bodies
-// are limited by --max-body (413 beyond), headers to 64 KiB. Every bad
-// request is answered with a status and {"error": {"code", "message",
-// "field"}}; a panic in a handler is answered 500, never a dead server
-// (FuzzRequests fuzzes every endpoint's body through the handler).
+// are limited by --max-body (413 beyond) and must arrive within
+// --body-timeout (408 request_timeout beyond), headers to 64 KiB (431
+// header_too_large); each listener serves at most --max-conns connections
+// at once (one more is answered 503 too_many_connections and closed). A
+// body is UTF-8 JSON: invalid bytes in any field are 400 bad_request
+// naming the field (bytes that are not text travel as NAME_base64). Every
+// error is answered with a status and {"error": {"code", "message",
+// "field"}}, those net/http writes by itself too (httpserver.go rewrites
+// them; a path that is not canonical is 400, never a redirect); a panic in
+// a handler is answered 500, never a dead server (FuzzRequests fuzzes
+// every endpoint's body through the handler).
 //
 // SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
 // requests in progress are answered, commits included (up to

@@ -4,6 +4,7 @@ package main
 // outcome, resolve, commit and fail; and the reaper of lapsed leases.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/continuumdb/continuum/frame"
 )
 
 func newToken() string {
@@ -327,11 +330,20 @@ func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError
 	if aerr != nil {
 		return 0, nil, aerr
 	}
+	enc := frame.AppendDelta(nil, d)
 	a, aerr := s.attemptOf(r)
 	if aerr != nil {
 		return 0, nil, aerr
 	}
 	if done, ok := a.finished(attemptCommitted); ok {
+		a.mu.Lock()
+		same := bytes.Equal(a.mu.delta, enc)
+		a.mu.Unlock()
+		if !same {
+			e := conflict(codeCommitMismatch, "attempt %s of run %q committed seq %d with another delta: a repeated commit must carry the same one (begin a new atom for a new delta)", a.token, a.rs.id, a.seq)
+			e.Field = "delta"
+			return 0, nil, e
+		}
 		return 200, done, nil // a repeated commit
 	}
 	if aerr := a.pin(true); aerr != nil {
@@ -348,7 +360,7 @@ func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError
 	}
 	head := hexHash(a.rs.run.Head())
 	a.mu.Lock()
-	a.mu.state, a.mu.head = attemptCommitted, head
+	a.mu.state, a.mu.head, a.mu.delta = attemptCommitted, head, enc
 	a.mu.Unlock()
 	a.end()
 	s.counters.committed.Add(1)

@@ -54,6 +54,8 @@ type config struct {
 	unsafeNoSync                bool
 	lease, maxLease, drain      time.Duration
 	maxBody                     int64
+	bodyTimeout                 time.Duration
+	maxConns                    int
 	durability, logLevel        string
 	keyring                     string
 	erasable                    stringList
@@ -89,6 +91,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.maxLease, "max-lease", time.Hour, "the longest lease a begin may ask for")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for requests in progress")
 	fs.Int64Var(&c.maxBody, "max-body", 16<<20, "the largest request body, in `bytes`")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "how long a request's body may take to arrive (408 beyond)")
+	fs.IntVar(&c.maxConns, "max-conns", 1024, "the most connections served at once, per listener (one more is answered 503 and closed)")
 	fs.StringVar(&c.durability, "durability", "strict", "strict or relaxed (see the engine's Durability)")
 	fs.StringVar(&c.signingKey, "signing-key", "", "signing key `file` (continuumctl keygen): checkpoints are signed")
 	fs.StringVar(&c.chainKey, "chain-key", "", "`file` of the 32-byte key of a store written in keyed chain mode")
@@ -122,6 +126,10 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--lease %v must be at least 100ms and at most --max-lease (%v)", c.lease, c.maxLease)
 	case c.maxBody < 1<<10 || c.maxBody > 128<<20:
 		return nil, fmt.Errorf("--max-body %d must be between 1 KiB and 128 MiB", c.maxBody)
+	case c.bodyTimeout < 100*time.Millisecond:
+		return nil, fmt.Errorf("--body-timeout %v must be at least 100ms", c.bodyTimeout)
+	case c.maxConns < 1:
+		return nil, fmt.Errorf("--max-conns %d must be at least 1", c.maxConns)
 	case c.durability != "strict" && c.durability != "relaxed":
 		return nil, fmt.Errorf("--durability %q: strict or relaxed", c.durability)
 	case c.drain < 0:
@@ -197,7 +205,7 @@ func serve(c *config, log *slog.Logger) error {
 		opts.Durability = engine.Relaxed
 	}
 	cfg := serverConfig{
-		dir: c.store, maxBody: c.maxBody, lease: c.lease, minLease: 100 * time.Millisecond, maxLease: c.maxLease,
+		dir: c.store, maxBody: c.maxBody, bodyTimeout: c.bodyTimeout, lease: c.lease, minLease: 100 * time.Millisecond, maxLease: c.maxLease,
 		callWait: 20 * time.Second, retain: 10 * time.Minute, reapEvery: 50 * time.Millisecond,
 	}
 	if c.tokenFile != "" {
@@ -284,13 +292,9 @@ func serve(c *config, log *slog.Logger) error {
 		return err
 	}
 	srv := newServer(db, cfg, log)
-	hs := &http.Server{
-		Handler:           srv.handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	hs := srv.httpServer(log)
+	for i, l := range listeners {
+		listeners[i] = newLimitListener(l, c.maxConns, hs.ReadHeaderTimeout)
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	go srv.reap(reapCtx)

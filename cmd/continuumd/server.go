@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -23,17 +22,20 @@ import (
 
 // serverConfig is what the server needs of the command line.
 type serverConfig struct {
-	dir       string // the store's directory (for Verify)
-	fs        vfs.FS // the store's filesystem (nil: the operating system's)
-	chainKey  []byte // for Verify of a keyed store
-	token     []byte // bearer token; nil: no token needed (Unix socket only)
-	maxBody   int64  // request bodies larger than this are refused (413)
-	lease     time.Duration
-	minLease  time.Duration
-	maxLease  time.Duration
-	callWait  time.Duration // how long a request waits for a call to change before answering pending
-	retain    time.Duration // how long finished attempts are kept to answer repeated requests
-	reapEvery time.Duration
+	dir      string // the store's directory (for Verify)
+	fs       vfs.FS // the store's filesystem (nil: the operating system's)
+	chainKey []byte // for Verify of a keyed store
+	token    []byte // bearer token; nil: no token needed (Unix socket only)
+	maxBody  int64  // request bodies larger than this are refused (413)
+	// bodyTimeout is how long a request's body may take to arrive (408
+	// beyond); 0: no limit.
+	bodyTimeout time.Duration
+	lease       time.Duration
+	minLease    time.Duration
+	maxLease    time.Duration
+	callWait    time.Duration // how long a request waits for a call to change before answering pending
+	retain      time.Duration // how long finished attempts are kept to answer repeated requests
+	reapEvery   time.Duration
 }
 
 // server serves one store over the protocol of openapi.json.
@@ -167,13 +169,36 @@ func (s *server) handler() http.Handler {
 		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+
 		if _, pattern := paths.Handler(r); pattern != "" {
 			paths.ServeHTTP(w, r)
 			return
 		}
 		writeError(w, notFound(codeRouteNotFound, "", "no endpoint %s %s (see openapi.json)", r.Method, r.URL.Path))
 	})
-	return s.authenticate(mux)
+	return s.authenticate(canonicalPaths(mux))
+}
+
+// canonicalPaths refuses CONNECT (which http.ServeMux answers in plain
+// text) and a path that is not canonical (an unencoded ".."
+// or ".", a doubled "/"), which http.ServeMux would answer with a
+// redirect: a client of the protocol gets a JSON error instead, and never
+// reaches another endpoint than the one it wrote. A run id or key that
+// holds such segments is percent-encoded, as every path segment is.
+func canonicalPaths(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodConnect {
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Message: "CONNECT: the server is no proxy"})
+			return
+		}
+		p := r.URL.EscapedPath()
+		if p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
+			writeError(w, &apiError{Status: http.StatusBadRequest, Code: codeBadRequest, Field: "path",
+				Message: fmt.Sprintf("the path %q is not canonical (\".\", \"..\" or an empty segment): percent-encode a run id or key that holds them", p)})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 func (s *server) authenticate(next http.Handler) http.Handler {
@@ -206,15 +231,9 @@ func (s *server) wrap(h func(r *http.Request, body []byte) (int, any, *apiError)
 		}()
 		var body []byte
 		if r.Method != http.MethodGet {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
-			var mbe *http.MaxBytesError
-			switch {
-			case errors.As(err, &mbe):
-				writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge,
-					Message: fmt.Sprintf("the request body is larger than %d bytes (the server's --max-body)", mbe.Limit)})
-				return
-			case err != nil:
-				writeError(w, badRequest("", "reading the request body: %v", err))
+			b, aerr := s.readBody(w, r)
+			if aerr != nil {
+				writeError(w, aerr)
 				return
 			}
 			body = b

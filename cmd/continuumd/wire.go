@@ -181,6 +181,9 @@ func decodeJSON(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
+	if aerr := checkUTF8(body); aerr != nil {
+		return aerr
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -190,6 +193,102 @@ func decodeJSON(body []byte, v any) *apiError {
 		return badRequest("", "the body holds more than one JSON value (trailing data after byte %d)", dec.InputOffset())
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8 (JSON's encoding, RFC 8259),
+// naming the field whose string holds the first invalid byte. Bytes that
+// are not text travel as NAME_base64; encoding/json would otherwise
+// replace invalid bytes by U+FFFD without a word, so that a tool name, a
+// memory key or a reason would be stored other than it was sent.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	off := 0
+	for off < len(body) {
+		r, n := utf8.DecodeRune(body[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	field := fieldAt(body, int64(off))
+	at := ""
+	if field != "" {
+		at = " (in " + field + ")"
+	}
+	return badRequest(field, "the body is not UTF-8 at byte %d%s: JSON is UTF-8; send bytes that are not text as NAME_base64", off, at)
+}
+
+// fieldAt returns the path of the JSON value of body that holds byte off
+// ("delta[2].key", "tool"), as far as the JSON before it is well formed.
+func fieldAt(body []byte, off int64) string {
+	type level struct {
+		array bool
+		index int
+		key   string
+		inKey bool // an object whose next string is a key
+	}
+	var stack []level
+	path := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			switch {
+			case l.array:
+				fmt.Fprintf(&b, "[%d]", l.index)
+			case l.key != "":
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(l.key)
+			}
+		}
+		return b.String()
+	}
+	// valueDone moves the innermost container past one value.
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		l := &stack[len(stack)-1]
+		if l.array {
+			l.index++
+		} else {
+			l.inKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return path()
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, level{inKey: true})
+			case '[':
+				stack = append(stack, level{array: true})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if len(stack) > 0 && !stack[len(stack)-1].array && stack[len(stack)-1].inKey {
+				stack[len(stack)-1].key, stack[len(stack)-1].inKey = t, false
+				if dec.InputOffset() > off {
+					return path()
+				}
+				continue
+			}
+		}
+		if dec.InputOffset() > off {
+			return path()
+		}
+		valueDone()
+	}
 }
 
 // jsonError turns an error of encoding/json into an answer that names the
