@@ -90,9 +90,16 @@
 // # Security
 //
 // The Unix socket is created 0600 (under a narrowed umask, never more
-// open) and needs no token unless --token-file is given. TCP (--listen) is
-// served only with a bearer token (--token-file, mode 0600, compared in
-// constant time), over TLS with --tls-cert and --tls-key; plain TCP is
+// open) and needs no token unless --token-file or --tokens is given. TCP
+// (--listen) is served only with bearer tokens: the one of --token-file
+// (mode 0600, compared in constant time; it may do everything), or the
+// scoped ones of --tokens (tokens.go: a file of their SHA-256 hashes, made
+// by `continuumd token`), each with rights (read, write, erase, admin) on
+// the runs whose id starts with its prefix. A request outside its token's
+// scope is 403 forbidden, whether the run exists or not, and the runs'
+// list shows only its runs. Failed authentication is rate-limited per
+// client address (429 auth_rate_limited; docs/THREATS.md). TCP is served
+// over TLS with --tls-cert and --tls-key; plain TCP is
 // allowed on loopback addresses only, unless --insecure-plaintext. Bodies
 // are limited by --max-body (413 beyond) and must arrive within
 // --body-timeout (408 request_timeout beyond), headers to 64 KiB (431

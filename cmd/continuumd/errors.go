@@ -38,6 +38,8 @@ func (e *apiError) Error() string {
 const (
 	codeBadRequest       = "bad_request"       // 400: malformed JSON, a wrong type, a missing or unknown field
 	codeUnauthorized     = "unauthorized"      // 401: no bearer token, or a wrong one
+	codeForbidden        = "forbidden"         // 403: the token's scope does not allow the request (its rights or runs)
+	codeAuthRateLimited  = "auth_rate_limited" // 429: too many failed authentications from the client's address
 	codeRouteNotFound    = "route_not_found"   // 404: no such endpoint
 	codeRunNotFound      = "run_not_found"     // 404: no run of that id (PUT /v1/runs/{run} creates it)
 	codeAttemptNotFound  = "attempt_not_found" // 404: no attempt of that id: the server restarted, or it is long finished
@@ -76,7 +78,7 @@ const (
 
 // errorCodes lists every code, for the OpenAPI test.
 var errorCodes = []string{
-	codeBadRequest, codeUnauthorized, codeRouteNotFound, codeRunNotFound,
+	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
 	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeRunDeleted, codeRunNotEnded, codeRunHasForks,

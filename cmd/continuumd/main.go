@@ -26,12 +26,15 @@ import (
 const usage = `continuumd serves one CONTINUUM store to agents in any language.
 
 Usage:
-  continuumd --store DIR [--socket PATH | --no-socket] [--listen ADDR --token-file FILE [--tls-cert F --tls-key F]]
-             [--keyring FILE [--erasable KEY]...]
+  continuumd --store DIR [--socket PATH | --no-socket] [--listen ADDR] [--token-file FILE] [--tokens FILE]
+             [--tls-cert F --tls-key F] [--keyring FILE [--erasable KEY]...]
+  continuumd token --tokens FILE --name NAME --rights read,write,erase,admin [--runs PREFIX]
 
 It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
---listen, on TCP too, where every request needs the bearer token of
---token-file. The protocol is HTTP/JSON, described by openapi.json in the
+--listen, on TCP too, where every request needs a bearer token: the one
+of --token-file (which may do anything), or one of --tokens, each scoped
+to rights (read, write, erase, admin) and to runs (an id prefix);
+continuumd token makes them. The protocol is HTTP/JSON, described by openapi.json in the
 repository (cmd/continuumd). SIGTERM or SIGINT stops it gracefully: requests
 in progress are answered (commits included) before the store is closed; a
 second signal stops it at once.
@@ -49,6 +52,7 @@ Flags:
 type config struct {
 	store, socket, listen       string
 	tokenFile, tlsCert, tlsKey  string
+	tokensFile                  string
 	signingKey, chainKey        string
 	insecurePlaintext, noSocket bool
 	unsafeNoSync                bool
@@ -72,6 +76,9 @@ func (l *stringList) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		os.Exit(runTokenCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -84,6 +91,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.noSocket, "no-socket", false, "serve no Unix socket (only --listen)")
 	fs.StringVar(&c.listen, "listen", "", "also serve TCP on `host:port`; needs --token-file")
 	fs.StringVar(&c.tokenFile, "token-file", "", "`file` holding the bearer token every request must carry (mode 0600; required with --listen, optional on the socket)")
+	fs.StringVar(&c.tokensFile, "tokens", "", "`file` of scoped tokens' hashes (mode 0600; see continuumd token): each token's rights and runs")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM) for --listen")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key `file` (PEM) for --listen")
 	fs.BoolVar(&c.insecurePlaintext, "insecure-plaintext", false, "allow --listen on a non-loopback address without TLS (the token then crosses the network in clear)")
@@ -116,8 +124,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("--no-socket needs --listen: the server must listen somewhere")
 	case c.noSocket && c.socket != "":
 		return nil, errors.New("--socket and --no-socket contradict each other")
-	case c.listen != "" && c.tokenFile == "":
-		return nil, errors.New("--listen needs --token-file: TCP is served only with a bearer token")
+	case c.listen != "" && c.tokenFile == "" && c.tokensFile == "":
+		return nil, errors.New("--listen needs --token-file or --tokens: TCP is served only with bearer tokens")
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	case c.tlsCert != "" && c.listen == "":
@@ -218,6 +226,15 @@ func serve(c *config, log *slog.Logger) error {
 			return fmt.Errorf("--token-file %s: the token must be one word of at least 16 characters (e.g. openssl rand -hex 32)", c.tokenFile)
 		}
 		cfg.token = []byte(tok)
+	}
+	if c.tokensFile != "" {
+		b, err := readSecretFile("--tokens", c.tokensFile)
+		if err != nil {
+			return err
+		}
+		if cfg.tokens, err = parseTokens(b, c.tokensFile); err != nil {
+			return fmt.Errorf("--tokens: %w", err)
+		}
 	}
 	if c.signingKey != "" {
 		b, err := readSecretFile("--signing-key", c.signingKey)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"fmt"
 	"log/slog"
@@ -25,8 +24,10 @@ type serverConfig struct {
 	dir      string // the store's directory (for Verify)
 	fs       vfs.FS // the store's filesystem (nil: the operating system's)
 	chainKey []byte // for Verify of a keyed store
-	token    []byte // bearer token; nil: no token needed (Unix socket only)
-	maxBody  int64  // request bodies larger than this are refused (413)
+	token    []byte // bearer token (an admin's); nil: no token needed (Unix socket only)
+	// tokens are the scoped tokens of --tokens; nil: none.
+	tokens  *tokenSet
+	maxBody int64 // request bodies larger than this are refused (413)
 	// bodyTimeout is how long a request's body may take to arrive (408
 	// beyond); 0: no limit.
 	bodyTimeout time.Duration
@@ -50,6 +51,8 @@ type server struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool // shutdown began: no new attempt or run
+
+	authFails authFailures
 
 	// workers run the engine's Do of calls (which wait for the client's
 	// outcome, so each needs a goroutine of its own).
@@ -121,31 +124,34 @@ func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 type route struct {
 	method, pattern string
 	handle          func(r *http.Request, body []byte) (int, any, *apiError)
+	// need is the right a token needs (0: any token); on a pattern with
+	// {run}, on that run.
+	need right
 }
 
 func (s *server) routes() []route {
 	return []route{
-		{"GET", "/v1/health", s.handleHealth},
-		{"GET", "/v1/stats", s.handleStats},
-		{"POST", "/v1/verify", s.handleVerify},
-		{"GET", "/v1/runs", s.handleListRuns},
-		{"PUT", "/v1/runs/{run}", s.handleOpenRun},
-		{"GET", "/v1/runs/{run}", s.handleRunInfo},
-		{"GET", "/v1/runs/{run}/state", s.handleState},
-		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom},
-		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
-		{"POST", "/v1/runs/{run}/end", s.handleEnd},
-		{"POST", "/v1/runs/{run}/fork", s.handleFork},
-		{"POST", "/v1/runs/{run}/erase", s.handleErase},
-		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey},
-		{"POST", "/v1/runs/{run}/attempts", s.handleBegin},
-		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/outcome", s.handleOutcome},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/resolve", s.handleResolve},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/commit", s.handleCommit},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/fail", s.handleFail},
+		{"GET", "/v1/health", s.handleHealth, 0},
+		{"GET", "/v1/stats", s.handleStats, rightAdmin},
+		{"POST", "/v1/verify", s.handleVerify, rightAdmin},
+		{"GET", "/v1/runs", s.handleListRuns, rightRead},
+		{"PUT", "/v1/runs/{run}", s.handleOpenRun, rightWrite},
+		{"GET", "/v1/runs/{run}", s.handleRunInfo, rightRead},
+		{"GET", "/v1/runs/{run}/state", s.handleState, rightRead},
+		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom, rightRead},
+		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted, rightRead},
+		{"POST", "/v1/runs/{run}/end", s.handleEnd, rightWrite},
+		{"POST", "/v1/runs/{run}/fork", s.handleFork, rightRead},
+		{"POST", "/v1/runs/{run}/erase", s.handleErase, rightErase},
+		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
+		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
+		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/outcome", s.handleOutcome, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/resolve", s.handleResolve, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/commit", s.handleCommit, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/fail", s.handleFail, rightWrite},
 	}
 }
 
@@ -157,7 +163,7 @@ func (s *server) handler() http.Handler {
 	paths := http.NewServeMux() // the same patterns without methods: tells 405 from 404
 	methods := map[string][]string{}
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt.handle))
+		mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt))
 		if methods[rt.pattern] == nil {
 			pattern := rt.pattern
 			paths.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -201,26 +207,52 @@ func canonicalPaths(next http.Handler) http.Handler {
 	})
 }
 
+// scopeKey is the context key of a request's token scope.
+type scopeKey struct{}
+
+// scopeOf is the scope of r's token (set by authenticate).
+func scopeOf(r *http.Request) *scope {
+	if sc, ok := r.Context().Value(scopeKey{}).(*scope); ok {
+		return sc
+	}
+	return adminScope // a handler called without authenticate: tests, the fuzzer
+}
+
 func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.token != nil {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), s.cfg.token) != 1 {
+		sc, aerr := s.authenticateRequest(r)
+		if aerr != nil {
+			if aerr.Status == http.StatusUnauthorized {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
-				msg := "this server needs a bearer token: Authorization: Bearer TOKEN"
-				if ok {
-					msg = "the bearer token is not this server's"
-				}
-				writeError(w, &apiError{Status: http.StatusUnauthorized, Code: codeUnauthorized, Message: msg})
-				return
+			} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
+				w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
 			}
+			writeError(w, aerr)
+			return
+		}
+		if sc != adminScope {
+			r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc))
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (s *server) wrap(h func(r *http.Request, body []byte) (int, any, *apiError)) http.Handler {
+func (s *server) wrap(rt route) http.Handler {
+	h := rt.handle
+	runScoped := strings.Contains(rt.pattern, "{run}")
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc := scopeOf(r); sc != adminScope && rt.need != 0 {
+			var aerr *apiError
+			if runScoped {
+				aerr = sc.checkRun(rt.need, r.PathValue("run"), "run")
+			} else if !sc.may(rt.need) {
+				aerr = sc.forbidden("%s %s needs %s", r.Method, rt.pattern, rt.need)
+			}
+			if aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+		}
 		s.counters.requests.Add(1)
 		defer func() {
 			if p := recover(); p != nil {
