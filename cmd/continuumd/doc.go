@@ -24,6 +24,11 @@
 //	POST .../attempts/A/calls/0/outcome {"result": "..."}
 //	  -> {"status": "done", "result": ...}  the certificate is durable
 //
+// Requests ride on each other to save round trips: a begin carries call 0
+// or the commit, an outcome the next call or the commit (made once the
+// outcome is certified). An atom without actions is one request; one with
+// k actions is k + 1.
+//
 // The server calls the engine's Atom.Do with an exec that answers execute
 // and waits for the client's outcome. A call of an action already
 // certified answers done with its result (the engine does not call exec);

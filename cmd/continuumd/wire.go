@@ -38,6 +38,14 @@ type beginRequest struct {
 	// LeaseMS is the attempt's lease in milliseconds; 0 means the server's
 	// default. Every request on the attempt renews it.
 	LeaseMS int64 `json:"lease_ms"`
+	// Call is call 0 of the attempt, made with the begin: one round trip
+	// for both (the answer's call). Not with Commit.
+	Call *callRequest `json:"call"`
+	// Commit commits the attempt with the begin: an atom without actions
+	// in one round trip (the answer's commit). A begin repeated with the
+	// same request_id after the commit answers it again (another delta is
+	// commit_mismatch).
+	Commit *commitRequest `json:"commit"`
 }
 
 // callRequest is the body of POST .../calls/{call}: one action of the
@@ -59,6 +67,13 @@ type outcomeRequest struct {
 	Result       *string `json:"result"`
 	ResultBase64 *string `json:"result_base64"`
 	Error        *string `json:"error"`
+	// Next is the attempt's next call (number call + 1), made once the
+	// outcome is certified: one round trip for both (the answer's next).
+	Next *callRequest `json:"next"`
+	// Commit commits the attempt once the outcome is certified (the
+	// answer's commit): the last action's outcome and the atom's commit in
+	// one round trip.
+	Commit *commitRequest `json:"commit"`
 }
 
 // resolveRequest is the body of POST .../calls/{call}/resolve: what the
@@ -530,6 +545,10 @@ type beginResponse struct {
 	LeaseMS      int64            `json:"lease_ms"`
 	LeaseExpires time.Time        `json:"lease_expires"`
 	Interrupted  *interruptedJSON `json:"interrupted"`
+	// Call answers the begin's call (beginRequest.Call).
+	Call *callResponse `json:"call,omitempty"`
+	// Commit answers the begin's commit (beginRequest.Commit).
+	Commit *commitResponse `json:"commit,omitempty"`
 }
 
 // callResponse answers a call, its outcome and its resolution.
@@ -554,6 +573,10 @@ type callResponse struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// Resolved: the result was recorded by a resolution, not an outcome.
 	Resolved bool `json:"resolved,omitempty"`
+	// Next answers the outcome's next call (outcomeRequest.Next).
+	Next *callResponse `json:"next,omitempty"`
+	// Commit answers the outcome's commit (outcomeRequest.Commit).
+	Commit *commitResponse `json:"commit,omitempty"`
 }
 
 func (c *callResponse) setResult(b []byte) {
