@@ -53,6 +53,7 @@ const (
 	codeAttemptDone      = "attempt_done"         // 409: the attempt is committed or failed
 	codeCallMismatch     = "call_mismatch"        // 409: a repeated call differs from the first request of that number
 	codeCommitMismatch   = "commit_mismatch"      // 409: a repeated commit of a committed attempt carries another delta
+	codeSeqMismatch      = "seq_mismatch"         // 409: a begin's seq is not the run's next
 	codeOutOfOrder       = "out_of_order"         // 409: a call number past the next one
 	codeNotExecuting     = "not_executing"        // 409: an outcome for a call that is not waiting for one
 	codeNotInDoubt       = "not_in_doubt"         // 409: a resolution for a call that is not in doubt
@@ -80,7 +81,7 @@ const (
 var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeSeqMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,

@@ -92,6 +92,13 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 		}
 	}
 
+	if req.Seq != nil {
+		if next := rs.run.LastSeq() + 1; *req.Seq != next {
+			e := conflict(codeSeqMismatch, "run %q's next atom is seq %d, not %d", rs.id, next, *req.Seq)
+			e.Field, e.Details = "seq", map[string]any{"next": next}
+			return 0, nil, e
+		}
+	}
 	atom, err := rs.run.Begin(s.ctx)
 	if err != nil {
 		return 0, nil, engineError(err, "")

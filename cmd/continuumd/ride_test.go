@@ -81,3 +81,24 @@ func TestRideAlong(t *testing.T) {
 	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{"call": map[string]any{"tool": "t"}, "commit": map[string]any{"delta": []any{}}}), 400, codeBadRequest, "commit")
 	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{"commit": map[string]any{}}), 400, codeBadRequest, "commit.delta")
 }
+
+// TestBeginSeq: a begin with the seq the client expects begins only that
+// seq; a begin with its commit repeated after a restart (request ids
+// forgotten) is seq_mismatch, not a second commit.
+func TestBeginSeq(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	body := map[string]any{"request_id": "q", "seq": 1, "commit": map[string]any{"delta": []any{}}}
+	ts.must(201, "POST", "/v1/runs/r/attempts", body)
+	ts.restart()
+	e := ts.do("POST", "/v1/runs/r/attempts", body)
+	wantError(t, e, 409, codeSeqMismatch, "seq")
+	if d, _ := e.body["error"].(map[string]any)["details"].(map[string]any); d["next"] != float64(2) {
+		t.Fatalf("details: %s", e)
+	}
+	if st := ts.must(200, "GET", "/v1/runs/r", nil); st.num("last_seq") != 1 {
+		t.Fatalf("committed twice: %s", st)
+	}
+	body["seq"] = 2
+	ts.must(201, "POST", "/v1/runs/r/attempts", body)
+}

@@ -46,6 +46,12 @@ type beginRequest struct {
 	// same request_id after the commit answers it again (another delta is
 	// commit_mismatch).
 	Commit *commitRequest `json:"commit"`
+	// Seq, when given, is the seq the client expects the atom to have
+	// (the run's last committed seq + 1 as it last saw it): another is 409
+	// seq_mismatch, nothing begun (details.next: the run's next seq). A
+	// begin carrying its commit repeated after a restart of the server
+	// (which forgets request ids) so cannot commit the delta twice.
+	Seq *uint64 `json:"seq"`
 }
 
 // callRequest is the body of POST .../calls/{call}: one action of the
