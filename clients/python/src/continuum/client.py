@@ -258,6 +258,10 @@ class Run:
         # Results of executions whose certificate was not acknowledged
         # (see _core.call_flow), by idempotency key, across attempts.
         self._known: Dict[str, bytes] = {}
+        # The seq this client expects the run's next atom to have (its last
+        # committed seq + 1 as last seen), sent with a begin that carries
+        # its commit; None when unknown.
+        self._next: Optional[int] = info.last_seq + 1
 
     def __repr__(self) -> str:
         return f"Run({self.id!r})"
@@ -286,16 +290,19 @@ class Run:
             _wire.put_bytes(body, "result", result)
         return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
 
+    def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        return body
+
     def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
         """Begins the run's next atom. While the atom is open the client's
         background thread renews its lease (every third of it). ``takeover`` abandons
         the attempt of another client holding the run (for an agent that
         restarts and is its run's only worker); without it a held run
         raises :class:`~continuum.errors.RunHeld`."""
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
-        if lease is not None:
-            body["lease_ms"] = int(lease * 1000)
-        r = self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
+        r = self.client._send(_core.Request("POST", f"{self._path}/attempts", self._begin_body(takeover, lease)))
         return Atom(self, r)
 
     def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
@@ -305,8 +312,13 @@ class Run:
             with run.atom() as atom:
                 out = atom.do("billing.charge", charge, args={"cents": 500})
                 atom.delta.set("charge", out)
+
+        The begin rides on the atom's first request: its first action's
+        call, or its commit (an atom without actions is one round trip).
+        Reading :attr:`Atom.seq`, :attr:`Atom.attempt` or
+        :attr:`Atom.interrupted` before either begins it at once.
         """
-        return self.begin(takeover=takeover, lease=lease)
+        return Atom(self, None, self._begin_body(takeover, lease))
 
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
@@ -329,27 +341,70 @@ class Atom:
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
     frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""
 
-    def __init__(self, run: Run, begin: Mapping[str, Any]) -> None:
+    def __init__(self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None) -> None:
         self.run = run
-        self.seq: int = int(begin["seq"])
-        self.attempt: str = begin["attempt"]
-        self.lease: float = int(begin["lease_ms"]) / 1000
-        #: The earlier attempt of this seq that ended without commit or
-        #: fail (a restart, an expired lease, a takeover), or None.
-        self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
         self.delta = Delta()
         self.committed: Optional[Committed] = None
-        self._path = f"{run._path}/attempts/{self.attempt}"
         self._calls = 0
         self._order = threading.Lock()
         self._token: Optional[Token[Any]] = None
-        run.client._beats.add(self)
+        self._body = body or {}
+        self._begun = False
+        if begin is not None:
+            self._set(begin)
+
+    def _set(self, begin: Mapping[str, Any]) -> None:
+        """Takes the begin's answer: the attempt is open."""
+        self._seq = int(begin["seq"])
+        self._attempt = str(begin["attempt"])
+        self._lease = int(begin["lease_ms"]) / 1000
+        self._interrupted = _wire.interrupted(begin.get("interrupted"))
+        self._path = f"{self.run._path}/attempts/{self._attempt}"
+        self._begun = True
+        self.run.client._beats.add(self)
+
+    def _take_attempt(self, e: APIError) -> None:
+        """Takes the attempt an error of a ridden begin names (the begin
+        happened; what rode on it failed)."""
+        att = e.details.get("attempt") if e.details else None
+        if isinstance(att, Mapping) and not self._begun:
+            self._set(att)
+
+    def _ensure(self) -> None:
+        if not self._begun:
+            with self._order:
+                if not self._begun:
+                    self._set(self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", self._body)))
+
+    @property
+    def seq(self) -> int:
+        """The atom's seq (begins it, if its first request was not made)."""
+        self._ensure()
+        return self._seq
+
+    @property
+    def attempt(self) -> str:
+        self._ensure()
+        return self._attempt
+
+    @property
+    def lease(self) -> float:
+        self._ensure()
+        return self._lease
+
+    @property
+    def interrupted(self) -> Optional[Interrupted]:
+        """The earlier attempt of this seq that ended without commit or
+        fail (a restart, an expired lease, a takeover), or None."""
+        self._ensure()
+        return self._interrupted
 
     def __repr__(self) -> str:
-        return f"Atom({self.run.id!r}, seq={self.seq})"
+        return f"Atom({self.run.id!r}, seq={self._seq})" if self._begun else f"Atom({self.run.id!r}, not begun)"
 
     def _stop(self) -> None:
-        self.run.client._beats.remove(self)
+        if self._begun:
+            self.run.client._beats.remove(self)
 
     def _drive(
         self,
@@ -418,10 +473,22 @@ class Atom:
             body["redact"] = list(redact)
         if redact_result:
             body["redact_result"] = list(redact_result)
+        send = self.run.client._send
         with self._order:
             n = self._calls
             self._calls += 1
-            first = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            if self._begun:
+                first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            else:
+                try:
+                    r = send(_core.Request("POST", f"{self.run._path}/attempts", {**self._body, "call": body}))
+                except APIError as e:
+                    self._take_attempt(e)
+                    raise
+                self._set(r)
+                first = r["call"]
+                if first.get("status") == "pending":
+                    first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
         return self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
 
     def do_json(
@@ -476,6 +543,9 @@ class Atom:
         """Commits the atom with delta (default: :attr:`delta`): durable
         when this returns."""
         ops = (delta if delta is not None else self.delta).ops
+        if not self._begun and self._commit_riding(ops):
+            return self.committed  # type: ignore[return-value]
+        self._ensure()
         try:
             self.committed = self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
         except APIError as e:
@@ -483,11 +553,44 @@ class Atom:
                 self._stop()
             raise
         self._stop()
+        self.run._next = self.committed.seq + 1
         return self.committed
+
+    def _commit_riding(self, ops: Any) -> bool:
+        """Begins and commits in one request; False when the atom must be
+        begun first (the run's next seq is not the one this client saw)."""
+        body = {**self._body, "commit": {"delta": ops}}
+        nxt = self.run._next
+        if nxt is not None:
+            body["seq"] = nxt
+        try:
+            r = self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", body))
+        except APIError as e:
+            self._take_attempt(e)
+            if e.code != "seq_mismatch" or nxt is None:
+                raise
+            # Either another client committed seq nxt, or this request did
+            # and its answer was lost while the server restarted (which
+            # forgets request ids): the atom at nxt says which.
+            rec = self.run.client._get(f"{self.run._path}/atoms/{nxt}")
+            if _wire.same_delta(ops, rec.get("delta", [])):
+                self.committed = Committed(run=self.run.id, seq=nxt, head=str(rec["head"]))
+                self._seq, self._begun = nxt, False
+                self.run._next = nxt + 1
+                return True
+            self.run._next = None
+            return False
+        self._set(r)
+        self.committed = _wire.committed(r["commit"])
+        self._stop()
+        self.run._next = self.committed.seq + 1
+        return True
 
     def fail(self, reason: str) -> None:
         """Ends the attempt without committing: the seq is begun again by
         the next begin, and actions certified in it are not executed again."""
+        if not self._begun:
+            return  # nothing was begun: nothing to fail
         try:
             self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
         finally:
