@@ -85,6 +85,11 @@
 //	POST /v1/runs/{run}/erase {"reason": "..."}             engine DB.Erase: an ended run, gone for good
 //	POST /v1/runs/{run}/memory/{key}/erase {"reason": "..."} engine DB.EraseKey: one memory key of a run
 //
+// Deletion and garbage collection need no keyring:
+//
+//	POST /v1/runs/{run}/delete {"reason": "..."}  engine DB.DeleteRuns: an ended run, gone (a repeat answers the deletion)
+//	POST /v1/gc {}                                engine DB.GC: the space of dead records reclaimed (admin)
+//
 // The key is a path segment, percent-encoded as the run id is. An erased
 // run answers 410 run_deleted from then on (as does any deleted run);
 // repeating its erase answers the erasure. A plaintext store answers both

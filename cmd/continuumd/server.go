@@ -143,6 +143,8 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/end", s.handleEnd, rightWrite},
 		{"POST", "/v1/runs/{run}/fork", s.handleFork, rightRead},
 		{"POST", "/v1/runs/{run}/erase", s.handleErase, rightErase},
+		{"POST", "/v1/runs/{run}/delete", s.handleDelete, rightErase},
+		{"POST", "/v1/gc", s.handleGC, rightAdmin},
 		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},

@@ -178,6 +178,22 @@ export class Client {
   }
 
   /**
+   * Deletes the ended run `run` (the engine's DB.DeleteRuns): durable when
+   * this resolves; from then on the run throws RunDeleted, and gc()
+   * reclaims its space. A repeat resolves to the deletion. RunNotEnded
+   * for an active run, RunHasForks while a fork of it lives.
+   */
+  async delete(run: string, o: { reason?: string } = {}): Promise<DeletedRun> {
+    const body: Obj = { reason: o.reason ?? "" };
+    return deletedRun(await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(run)}/delete`, body }));
+  }
+
+  /** Reclaims the space of dead records (the engine's DB.GC); needs an admin token. */
+  async gc(): Promise<Record<string, number>> {
+    return (await this.request({ kind: "request", method: "POST", path: "/v1/gc", body: {} })) as Record<string, number>;
+  }
+
+  /**
    * Erases the ended (or deleted) run `run` (the engine's DB.Erase,
    * crypto-shredding): it is deleted and its data key destroyed, so that
    * its atoms, certificates, result and state can never be read again,

@@ -171,6 +171,20 @@ class Client:
         run."""
         return _wire.deleted_run(self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/erase", {"reason": reason})))
 
+    def delete(self, run: str, *, reason: str = "") -> DeletedRun:
+        """Deletes the ended run ``run`` (the engine's DB.DeleteRuns):
+        durable when this returns; from then on the run raises
+        :class:`~continuum.errors.RunDeleted`, and :meth:`gc` reclaims its
+        space. A repeat returns the deletion. Raises
+        :class:`~continuum.errors.RunNotEnded` for an active run,
+        :class:`~continuum.errors.RunHasForks` while a fork of it lives."""
+        return _wire.deleted_run(self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/delete", {"reason": reason})))
+
+    def gc(self) -> Dict[str, Any]:
+        """Reclaims the space of dead records (the engine's DB.GC): what it
+        did (segments, bytes, compacted, ...). Needs an admin token."""
+        return dict(self._send(_core.Request("POST", "/v1/gc", {})))
+
     def erase_key(self, run: str, key: str, *, reason: str = "") -> ErasedKey:
         """Erases every value of memory key ``key`` written so far in run
         ``run`` (the engine's DB.EraseKey): the data keys that sealed them

@@ -1,0 +1,58 @@
+"""Deletion and garbage collection over the wire, with the synchronous
+and the asyncio client, against the real server (SIGKILLed once)."""
+
+from __future__ import annotations
+
+import asyncio
+import unittest
+
+import harness  # noqa: F401  (puts src/ on the path)
+
+import continuum
+
+
+class DeleteTest(unittest.TestCase):
+    def test_delete_repeat_refusals_gc(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+        client = server.client(retry_for=20)
+        self.addCleanup(client.close)
+        run = client.run("delete-me")
+        with run.atom() as atom:
+            atom.delta.set("k", "v")
+        with self.assertRaises(continuum.RunNotEnded):
+            client.delete("delete-me")
+        client.fork("delete-me", 1, "delete-fork")
+        run.end("completed")
+        with self.assertRaises(continuum.RunHasForks):
+            client.delete("delete-me")
+        client.run("delete-fork").end("cancelled")
+        client.delete("delete-fork", reason="fork abandoned")
+        d1 = client.delete("delete-me")
+        self.assertEqual(d1.id, "delete-me")
+        self.assertEqual(client.delete("delete-me"), d1)
+        with self.assertRaises(continuum.RunDeleted):
+            run.state()
+        with self.assertRaises(continuum.RunNotFound):
+            client.delete("no-such-run")
+        self.assertIn("segments", client.gc())
+        server.kill()
+        server.start()
+        self.assertEqual(client.delete("delete-me"), d1)
+
+        async def aio() -> None:
+            ac = server.async_client()
+            try:
+                r = await ac.run("delete-aio")
+                await r.end("completed")
+                d = await ac.delete("delete-aio")
+                self.assertEqual(d.id, "delete-aio")
+                self.assertIn("bytes", await ac.gc())
+            finally:
+                await ac.close()
+
+        asyncio.run(aio())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,46 @@
+// Deletion and garbage collection over the wire: delete of an ended run is
+// durable when it resolves and repeats resolve to the deletion; the run
+// then rejects with RunDeleted; an active run, a run with a live fork and
+// an unknown run are refused with the engine's errors; gc says what it did.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import * as c from "../src/index.js";
+import { Server } from "./harness.js";
+
+describe("delete and gc", () => {
+  const server = new Server();
+  let client: c.Client;
+  before(async () => {
+    await server.start();
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+
+  test("delete, repeat, refusals, gc", async () => {
+    const run = await client.run("ts-delete-me");
+    await run.atom(async (atom) => {
+      atom.delta.set("k", "v");
+    });
+    await assert.rejects(client.delete("ts-delete-me"), c.RunNotEnded);
+    await client.fork("ts-delete-me", 1, "ts-delete-fork");
+    await run.end("completed");
+    await assert.rejects(client.delete("ts-delete-me"), c.RunHasForks);
+    await (await client.run("ts-delete-fork")).end("cancelled");
+    await client.delete("ts-delete-fork", { reason: "fork abandoned" });
+    const d1 = await client.delete("ts-delete-me");
+    const d2 = await client.delete("ts-delete-me");
+    assert.equal(d1.id, "ts-delete-me");
+    assert.deepEqual(d2, d1);
+    await assert.rejects(run.state(), c.RunDeleted);
+    await assert.rejects(client.delete("ts-no-such-run"), c.RunNotFound);
+    const g = await client.gc();
+    assert.equal(typeof g.segments, "number");
+    server.kill();
+    await server.start();
+    assert.deepEqual(await client.delete("ts-delete-me"), d1);
+  });
+});
