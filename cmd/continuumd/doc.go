@@ -85,6 +85,11 @@
 //	POST /v1/runs/{run}/erase {"reason": "..."}             engine DB.Erase: an ended run, gone for good
 //	POST /v1/runs/{run}/memory/{key}/erase {"reason": "..."} engine DB.EraseKey: one memory key of a run
 //
+// Verify and inspect of one run (the read right on it is enough):
+//
+//	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered
+//	GET  /v1/runs/{run}/inspect                                         continuumctl inspect's summary of the run
+//
 // Deletion and garbage collection need no keyring:
 //
 //	POST /v1/runs/{run}/delete {"reason": "..."}  engine DB.DeleteRuns: an ended run, gone (a repeat answers the deletion)

@@ -264,7 +264,7 @@ func serve(c *config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--keyring %s: %w", c.keyring, err)
 		}
-		opts.Keyring = ring
+		opts.Keyring, cfg.keyring = ring, ring
 		opts.ErasableKeys = c.erasable
 	}
 	var tlsConf *tls.Config

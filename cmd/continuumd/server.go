@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/seal"
 )
 
 // serverConfig is what the server needs of the command line.
@@ -26,7 +27,10 @@ type serverConfig struct {
 	chainKey []byte // for Verify of a keyed store
 	token    []byte // bearer token (an admin's); nil: no token needed (Unix socket only)
 	// tokens are the scoped tokens of --tokens; nil: none.
-	tokens  *tokenSet
+	tokens *tokenSet
+	// keyring opens an encrypted store's payloads for inspect (nil:
+	// plaintext).
+	keyring seal.Keyring
 	maxBody int64 // request bodies larger than this are refused (413)
 	// bodyTimeout is how long a request's body may take to arrive (408
 	// beyond); 0: no limit.
@@ -144,6 +148,8 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/fork", s.handleFork, rightRead},
 		{"POST", "/v1/runs/{run}/erase", s.handleErase, rightErase},
 		{"POST", "/v1/runs/{run}/delete", s.handleDelete, rightErase},
+		{"POST", "/v1/runs/{run}/verify", s.handleRunVerify, rightRead},
+		{"GET", "/v1/runs/{run}/inspect", s.handleRunInspect, rightRead},
 		{"POST", "/v1/gc", s.handleGC, rightAdmin},
 		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},

@@ -54,5 +54,26 @@ class DeleteTest(unittest.TestCase):
         asyncio.run(aio())
 
 
+class VerifyInspectTest(unittest.TestCase):
+    def test_verify_and_inspect_of_a_run(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+        client = server.client(retry_for=20)
+        self.addCleanup(client.close)
+        run = client.run("v-1")
+        for _ in range(2):
+            with run.atom() as atom:
+                atom.do("t", lambda k: b"ok")
+        v = run.verify()
+        self.assertTrue(v["ok"], v)
+        self.assertEqual(v["run"]["last_seq"], 2)
+        i = run.inspect()
+        self.assertEqual((i["atoms"], i["status"], i["head"]), (2, "active", v["run"]["head"]))
+        server.kill()
+        server.start()
+        self.assertEqual(run.inspect()["atoms"], 2)
+        self.assertTrue(run.verify(deep=True)["ok"])
+
+
 if __name__ == "__main__":
     unittest.main()

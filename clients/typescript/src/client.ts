@@ -262,6 +262,18 @@ export class Run {
     return interrupted((await this.client.request({ kind: "request", method: "GET", path: `${this.path}/interrupted` })).interrupted);
   }
 
+  /** Verifies the store and resolves to this run's part of the report: ok, run (its line), failures, warnings, store_ok. */
+  async verify(o: { deep?: boolean; publicKey?: string; unsignedTail?: number } = {}): Promise<Record<string, unknown>> {
+    const body: Obj = { deep: o.deep ?? false, unsigned_tail: o.unsignedTail ?? 0 };
+    if (o.publicKey) body.public_key = o.publicKey;
+    return (await this.client.request({ kind: "request", method: "POST", path: `${this.path}/verify`, body })) as Record<string, unknown>;
+  }
+
+  /** What continuumctl inspect says of this run: atoms, last_seq, head, fails, status, parent, ... */
+  async inspect(): Promise<Record<string, unknown>> {
+    return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inspect` })) as Record<string, unknown>;
+  }
+
   /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
   async end(status: "completed" | "failed" | "cancelled", result?: Bytes): Promise<RunInfo> {
     const body: Obj = { status };

@@ -39,8 +39,36 @@ describe("delete and gc", () => {
     await assert.rejects(client.delete("ts-no-such-run"), c.RunNotFound);
     const g = await client.gc();
     assert.equal(typeof g.segments, "number");
-    server.kill();
+    await server.kill();
     await server.start();
     assert.deepEqual(await client.delete("ts-delete-me"), d1);
+  });
+});
+
+describe("verify and inspect of a run", () => {
+  const server = new Server();
+  let client: c.Client;
+  before(async () => {
+    await server.start();
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+
+  test("verify, inspect, across a SIGKILL", async () => {
+    const run = await client.run("ts-v-1");
+    for (let i = 0; i < 2; i++) await run.atom(async (atom) => { await atom.do("t", () => "ok"); });
+    const v = await run.verify();
+    assert.equal(v.ok, true);
+    assert.equal((v.run as any).last_seq, 2);
+    const ins = await run.inspect();
+    assert.equal(ins.atoms, 2);
+    assert.equal(ins.head, (v.run as any).head);
+    await server.kill();
+    await server.start();
+    assert.equal((await run.inspect()).atoms, 2);
+    assert.equal((await run.verify({ deep: true })).ok, true);
   });
 });

@@ -295,6 +295,21 @@ class Run:
     def interrupted(self) -> Optional[Interrupted]:
         return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
 
+    def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
+        """Verifies the store and returns this run's part of the report:
+        ``ok``, ``run`` (its line), ``failures``, ``warnings`` and
+        ``store_ok`` (the store's own records). Failures of other runs are
+        not reported. ``public_key`` is the text of a public key file."""
+        body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}
+        if public_key:
+            body["public_key"] = public_key
+        return dict(self.client._send(_core.Request("POST", f"{self._path}/verify", body)))
+
+    def inspect(self) -> Dict[str, Any]:
+        """What continuumctl inspect says of this run: atoms, last_seq,
+        head, fails, status, parent, snapshot_seq, frame_seq, ..."""
+        return dict(self.client._get(f"{self._path}/inspect"))
+
     def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
         """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
         optional result, durably: begin then raises RunEnded. Refused
