@@ -85,6 +85,15 @@
 //	POST /v1/runs/{run}/erase {"reason": "..."}             engine DB.Erase: an ended run, gone for good
 //	POST /v1/runs/{run}/memory/{key}/erase {"reason": "..."} engine DB.EraseKey: one memory key of a run
 //
+// Messages between runs (engine Atom.Send, Receive; Run.Inbox): an
+// attempt sends as part of its atom (the message exists if and only if
+// the atom commits) and receives from its run's inbox (consumed with the
+// atom's commit; a fail, a lost lease or a crash gives it back):
+//
+//	POST .../attempts/A/send {"to", "payload"}          part of the atom
+//	POST .../attempts/A/receive {"from", "wait_ms"}     {"message": ... or null}
+//	GET  /v1/runs/{run}/inbox                           the messages not consumed yet
+//
 // Verify and inspect of one run (the read right on it is enough):
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered

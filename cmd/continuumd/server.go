@@ -160,6 +160,9 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/resolve", s.handleResolve, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/commit", s.handleCommit, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/fail", s.handleFail, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/send", s.handleSend, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/receive", s.handleReceive, rightWrite},
+		{"GET", "/v1/runs/{run}/inbox", s.handleInbox, rightRead},
 	}
 }
 
