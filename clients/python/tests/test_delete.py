@@ -75,5 +75,30 @@ class VerifyInspectTest(unittest.TestCase):
         self.assertTrue(run.verify(deep=True)["ok"])
 
 
+class MessagesTest(unittest.TestCase):
+    def test_sent_with_commit_consumed_with_commit_across_sigkill(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+        client = server.client(retry_for=20)
+        self.addCleanup(client.close)
+        a, b = client.run("m-a"), client.run("m-b")
+        with self.assertRaises(ValueError):
+            with a.atom() as atom:
+                atom.send("m-b", b"lost")
+                raise ValueError("fail the atom: its message is never sent")
+        with a.atom() as atom:
+            atom.send("m-b", "hello")
+        self.assertEqual([m.payload for m in b.inbox()], [b"hello"])
+        atom = b.begin()
+        m = atom.receive()
+        self.assertEqual((m.sender, m.seq, m.index, m.payload), ("m-a", 1, 0, b"hello"))  # the failed atom did not use seq 1
+        server.kill()
+        server.start()
+        with b.atom(takeover=True) as atom:
+            self.assertEqual(atom.receive("m-a", wait=0.1).payload, b"hello")
+            self.assertIsNone(atom.receive())
+        self.assertEqual(b.inbox(), [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -8,6 +8,7 @@ import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
   type AtomRecord,
+  getBytes,
   type Bytes,
   type Committed,
   type DeletedRun,
@@ -262,6 +263,12 @@ export class Run {
     return interrupted((await this.client.request({ kind: "request", method: "GET", path: `${this.path}/interrupted` })).interrupted);
   }
 
+  /** The messages sent to this run and not consumed yet, oldest first. */
+  async inbox(): Promise<RunMessage[]> {
+    const r = await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inbox` });
+    return (r.messages as Obj[]).map(runMessage);
+  }
+
   /** Verifies the store and resolves to this run's part of the report: ok, run (its line), failures, warnings, store_ok. */
   async verify(o: { deep?: boolean; publicKey?: string; unsignedTail?: number } = {}): Promise<Record<string, unknown>> {
     const body: Obj = { deep: o.deep ?? false, unsigned_tail: o.unsignedTail ?? 0 };
@@ -452,6 +459,25 @@ export class Atom {
     return this.#drive(callFlow(this.path, doubt.call, doubt.tool, r, this.run.known), execute);
   }
 
+  /** Sends payload to run `to` as part of this atom: the message exists if and only if the atom commits. */
+  async send(to: string, payload: Bytes): Promise<void> {
+    const body: Obj = { to };
+    putBytes(body, "payload", payload);
+    await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/send`, body });
+  }
+
+  /**
+   * The next message of the run's inbox (of `from` only, when given),
+   * waiting up to waitMs for one; null if none came. It is consumed when
+   * this atom commits; a fail, a lost attempt or a crash gives it back.
+   */
+  async receive(o: { from?: string; waitMs?: number } = {}): Promise<RunMessage | null> {
+    const body: Obj = { wait_ms: o.waitMs ?? 0 };
+    if (o.from) body.from = o.from;
+    const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/receive`, body });
+    return r.message == null ? null : runMessage(r.message as Obj);
+  }
+
   async heartbeat(): Promise<void> {
     await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/heartbeat`, body: {} });
   }
@@ -477,4 +503,17 @@ export class Atom {
       this.stop();
     }
   }
+}
+
+/** A message between runs: sent by run `from` in its atom `seq` (the `index`-th of that atom's messages), for run `to`. */
+export interface RunMessage {
+  from: string;
+  seq: number;
+  index: number;
+  to: string;
+  payload: Uint8Array;
+}
+
+function runMessage(m: Obj): RunMessage {
+  return { from: String(m.from), seq: Number(m.seq), index: Number(m.index), to: String(m.to), payload: getBytes(m, "payload") ?? new Uint8Array() };
 }

@@ -72,3 +72,35 @@ describe("verify and inspect of a run", () => {
     assert.equal((await run.verify({ deep: true })).ok, true);
   });
 });
+
+describe("messages between runs", () => {
+  const server = new Server();
+  let client: c.Client;
+  before(async () => {
+    await server.start();
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+
+  test("sent with the commit, consumed with the receiver's, given back by a SIGKILL", async () => {
+    const a = await client.run("ts-m-a");
+    const b = await client.run("ts-m-b");
+    await a.atom(async (atom) => { await atom.send("ts-m-b", "hello"); });
+    assert.equal((await b.inbox()).length, 1);
+    const atom = await b.begin();
+    const m = await atom.receive();
+    assert.equal(m?.from, "ts-m-a");
+    assert.equal(new TextDecoder().decode(m?.payload), "hello");
+    await server.kill();
+    await server.start();
+    await b.atom(async (at) => {
+      const again = await at.receive({ from: "ts-m-a", waitMs: 100 });
+      assert.equal(new TextDecoder().decode(again?.payload), "hello");
+      assert.equal(await at.receive(), null);
+    }, { takeover: true });
+    assert.equal((await b.inbox()).length, 0);
+  });
+});

@@ -70,6 +70,7 @@ from .types import (
     Message,
     Pending,
     RunInfo,
+    RunMessage,
     State,
     Subgoal,
 )
@@ -78,7 +79,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Run", "Atom", "AsyncClient", "AsyncRun", "AsyncAtom", "Delta", "tool", "idempotency_key", "current_atom",
-    "Happened", "DidNotHappen", "RunInfo", "Lease", "State", "Subgoal", "Message", "Pending",
+    "Happened", "DidNotHappen", "RunInfo", "RunMessage", "Lease", "State", "Subgoal", "Message", "Pending",
     "Interrupted", "ActionState", "Committed", "AtomRecord", "DeletedRun", "Erasure", "ErasedKey",
     "ContinuumError", "APIError", "BadRequest", "Unauthorized", "Forbidden", "AuthRateLimited", "CommitMismatch", "NotFound", "RunNotFound", "Conflict",
     "RunHeld", "RunEnded", "RunExists", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",

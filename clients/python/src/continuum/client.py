@@ -17,7 +17,7 @@ from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
 from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
-from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
+from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
 
@@ -295,6 +295,10 @@ class Run:
     def interrupted(self) -> Optional[Interrupted]:
         return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
 
+    def inbox(self) -> List[RunMessage]:
+        """The messages sent to this run and not consumed yet, oldest first."""
+        return [_run_message(m) for m in self.client._get(f"{self._path}/inbox")["messages"]]
+
     def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
         """Verifies the store and returns this run's part of the report:
         ``ok``, ``run`` (its line), ``failures``, ``warnings`` and
@@ -563,6 +567,26 @@ class Atom:
             return None
         return self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
 
+    def send(self, to: str, payload: BytesLike) -> None:
+        """Sends payload to run ``to`` as part of this atom: the message
+        exists if and only if the atom commits."""
+        body: Dict[str, Any] = {"to": to}
+        _wire.put_bytes(body, "payload", payload)
+        self._ensure()
+        self.run.client._send(_core.Request("POST", f"{self._path}/send", body))
+
+    def receive(self, sender: Optional[str] = None, wait: float = 0.0) -> Optional[RunMessage]:
+        """The next message of the run's inbox (of ``sender`` only, when
+        given), waiting up to ``wait`` seconds for one; None if none came.
+        It is consumed when this atom commits; a fail, a lost attempt or a
+        crash gives it back to a later attempt."""
+        body: Dict[str, Any] = {"wait_ms": int(wait * 1000)}
+        if sender:
+            body["from"] = sender
+        self._ensure()
+        m = self.run.client._send(_core.Request("POST", f"{self._path}/receive", body)).get("message")
+        return None if m is None else _run_message(m)
+
     def heartbeat(self) -> None:
         """Renews the lease now (the client's background thread does it
         anyway, every third of the lease)."""
@@ -643,3 +667,8 @@ class Atom:
             pass  # the exception in flight says more
         finally:
             self._stop()
+
+
+def _run_message(m: Mapping[str, Any]) -> RunMessage:
+    return RunMessage(sender=str(m["from"]), seq=int(m["seq"]), index=int(m["index"]), to=str(m["to"]),
+                      payload=_wire.get_bytes(m, "payload") or b"")
