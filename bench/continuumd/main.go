@@ -11,6 +11,11 @@
 //     16 goroutines over the socket, 16 Python client processes
 //     (clients/python) over the socket.
 //
+// "2 requests" kinds make the same atom with requests riding on each
+// other (the begin carries call 0, the outcome the commit); with
+// -python-before DIR the Python clients of a baseline checkout
+// (DIR = its clients/python/src) run beside the current ones.
+//
 // Each kind runs on a store of its own in -dir, one after the other within
 // each round (so every round measures all of them under the same machine
 // load), -rounds rounds; the figures are medians over the rounds.
@@ -45,16 +50,17 @@ import (
 )
 
 var (
-	serverFlag = flag.String("server", "", "the continuumd binary (default: go build ./cmd/continuumd into a temporary directory)")
-	dirFlag    = flag.String("dir", "", "directory for the stores (default: a temporary one)")
-	rounds     = flag.Int("rounds", 5, "rounds; every kind runs once per round")
-	atoms      = flag.Int("atoms", 2000, "atoms per latency measurement")
-	conc       = flag.Int("concurrency", 16, "runs at once in the throughput measurement")
-	perRun     = flag.Int("per-run", 150, "atoms per run in the throughput measurement")
-	nosync     = flag.Bool("nosync", false, "also measure latency with fsync off everywhere")
-	python     = flag.String("python", "python3", "the Python interpreter for the Python clients (\"\": skip them)")
-	repoFlag   = flag.String("repo", ".", "the repository's root (for clients/python and go build)")
-	helloFlag  = flag.String("serve-hello", "", "internal: serve a minimal HTTP handler on this Unix socket (the floor of any HTTP protocol)")
+	serverFlag   = flag.String("server", "", "the continuumd binary (default: go build ./cmd/continuumd into a temporary directory)")
+	dirFlag      = flag.String("dir", "", "directory for the stores (default: a temporary one)")
+	rounds       = flag.Int("rounds", 5, "rounds; every kind runs once per round")
+	atoms        = flag.Int("atoms", 2000, "atoms per latency measurement")
+	conc         = flag.Int("concurrency", 16, "runs at once in the throughput measurement")
+	perRun       = flag.Int("per-run", 150, "atoms per run in the throughput measurement")
+	nosync       = flag.Bool("nosync", false, "also measure latency with fsync off everywhere")
+	python       = flag.String("python", "python3", "the Python interpreter for the Python clients (\"\": skip them)")
+	pythonBefore = flag.String("python-before", "", "the src directory of a baseline clients/python (its 16 clients are measured beside the current ones; \"\": skip)")
+	repoFlag     = flag.String("repo", ".", "the repository's root (for clients/python and go build)")
+	helloFlag    = flag.String("serve-hello", "", "internal: serve a minimal HTTP handler on this Unix socket (the floor of any HTTP protocol)")
 )
 
 // the atom's content, the same on every side
@@ -113,8 +119,9 @@ func main() {
 	kinds := []kind{
 		{"in-process", latencyInProcess},
 		{"bare HTTP", func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
-		{"unix socket", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false) }},
-		{"loopback TCP", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, true) }},
+		{"unix socket", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false, false) }},
+		{"unix socket, 2 requests", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false, true) }},
+		{"loopback TCP", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, true, false) }},
 	}
 	modes := []bool{true}
 	if *nosync {
@@ -148,9 +155,11 @@ func main() {
 		}{
 			{"in-process", throughputInProcess},
 			{"go clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "go") }},
+			{"go clients, 2 requests", func(dir string) (float64, error) { return throughputServer(bin, dir, "go-ride") }},
 			{"python clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "python") }},
+			{"python clients, baseline", func(dir string) (float64, error) { return throughputServer(bin, dir, "python-before") }},
 		} {
-			if strings.HasPrefix(t.name, "python") && *python == "" {
+			if strings.HasPrefix(t.name, "python") && *python == "" || t.name == "python clients, baseline" && *pythonBefore == "" {
 				continue
 			}
 			dir := filepath.Join(root, fmt.Sprintf("tput-%d-%s", r, strings.ReplaceAll(t.name, " ", "-")))
@@ -164,7 +173,7 @@ func main() {
 		}
 	}
 	fmt.Printf("\n## latency of one atom (begin, one action, commit), median of %d rounds\n\n", *rounds)
-	fmt.Println("| fsync | path | p50 | p99 | added p50 per atom | added p50 per request (4 per atom) | CPU per atom (all processes) |")
+	fmt.Println("| fsync | path | p50 | p99 | added p50 per atom | added p50 per request | CPU per atom (all processes) |")
 	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
 	for _, sync := range modes {
 		base := median(p50s[fmt.Sprintf("in-process|%t", sync)])
@@ -176,8 +185,12 @@ func main() {
 			if k.name == "bare HTTP" {
 				perReq = fmt.Sprintf("%.0f µs (floor: 4 round trips)", p50/4)
 			} else if k.name != "in-process" {
+				reqs := 4.0
+				if strings.Contains(k.name, "2 requests") {
+					reqs = 2
+				}
 				added = fmt.Sprintf("%.0f µs", p50-base)
-				perReq = fmt.Sprintf("%.0f µs", (p50-base)/4)
+				perReq = fmt.Sprintf("%.0f µs (%.0f per atom)", (p50-base)/reqs, reqs)
 			}
 			fmt.Printf("| %t | %s | %.0f µs | %.0f µs | %s | %s | %.0f µs |\n", sync, k.name, p50, median(p99s[key]), added, perReq, median(cpus[key]))
 		}
@@ -186,7 +199,7 @@ func main() {
 	fmt.Println("| clients | atoms/s | vs in-process |")
 	fmt.Println("| --- | ---: | ---: |")
 	base := median(tput["in-process"])
-	for _, name := range []string{"in-process", "go clients, unix socket", "python clients, unix socket"} {
+	for _, name := range []string{"in-process", "go clients, unix socket", "go clients, 2 requests", "python clients, unix socket", "python clients, baseline"} {
 		if len(tput[name]) == 0 {
 			continue
 		}

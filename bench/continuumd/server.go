@@ -31,6 +31,9 @@ type server struct {
 	token  string
 	client *http.Client
 	base   string
+	// ride: the atom in 2 requests (begin carrying call 0, the outcome
+	// carrying the commit) instead of 4.
+	ride bool
 }
 
 func startServer(bin, dir string, sync, tcp bool) (*server, error) {
@@ -82,11 +85,12 @@ func startServer(bin, dir string, sync, tcp bool) (*server, error) {
 	}
 }
 
-func latencyServer(bin, dir string, sync, tcp bool) (measure, error) {
+func latencyServer(bin, dir string, sync, tcp, ride bool) (measure, error) {
 	s, err := startServer(bin, dir, sync, tcp)
 	if err != nil {
 		return measure{}, err
 	}
+	s.ride = ride
 	defer s.stop()
 	if _, err := s.do("PUT", "/v1/runs/lat", nil); err != nil {
 		return measure{}, err
@@ -121,7 +125,8 @@ func throughputServer(bin, dir, clients string) (float64, error) {
 			return 0, err
 		}
 	}
-	if clients == "go" {
+	s.ride = clients == "go-ride"
+	if clients == "go" || clients == "go-ride" {
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
 		t0 := time.Now()
@@ -151,7 +156,11 @@ func throughputServer(bin, dir, clients string) (float64, error) {
 	outs := make([]*bufio.Reader, *conc)
 	for i := range procs {
 		cmd := exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+filepath.Join(*repoFlag, "clients", "python", "src"), "PYTHONDONTWRITEBYTECODE=1")
+		src := filepath.Join(*repoFlag, "clients", "python", "src")
+		if clients == "python-before" {
+			src = *pythonBefore
+		}
+		cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONDONTWRITEBYTECODE=1")
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
@@ -295,8 +304,28 @@ func (s *server) do(method, path string, body any) (map[string]any, error) {
 	return out, nil
 }
 
-// atom is one atom over the wire: begin, call 0 (execute), outcome, commit.
+// atom is one atom over the wire: begin, call 0 (execute), outcome,
+// commit; with s.ride in 2 requests: begin with call 0, the outcome with
+// the commit.
 func (s *server) atom(run string) error {
+	if s.ride {
+		b, err := s.do("POST", "/v1/runs/"+run+"/attempts", map[string]any{"call": map[string]any{"tool": "deploy", "args": json.RawMessage(args)}})
+		if err != nil {
+			return err
+		}
+		if c, _ := b["call"].(map[string]any); c["status"] != "execute" {
+			return fmt.Errorf("begin with call 0: %v", b)
+		}
+		p := "/v1/runs/" + run + "/attempts/" + b["attempt"].(string)
+		o, err := s.do("POST", p+"/calls/0/outcome", map[string]any{"result": string(result), "commit": map[string]any{"delta": deltaOps(fmt.Sprint(b["seq"]))}})
+		if err != nil {
+			return err
+		}
+		if o["commit"] == nil {
+			return fmt.Errorf("outcome with the commit: %v", o)
+		}
+		return nil
+	}
 	b, err := s.do("POST", "/v1/runs/"+run+"/attempts", map[string]any{})
 	if err != nil {
 		return err

@@ -63,6 +63,7 @@ type attempt struct {
 		closing bool   // abandonment started: no new request is pinned
 		reason  string // abandoned: why; failed: the client's reason
 		head    string // committed: the atom's head (hex)
+		delta   []byte // committed: the delta, encoded (a repeated commit must carry the same)
 		expires time.Time
 		active  int // pinned requests; the lease does not run out while > 0
 		calls   []*call

@@ -24,6 +24,11 @@
 //	POST .../attempts/A/calls/0/outcome {"result": "..."}
 //	  -> {"status": "done", "result": ...}  the certificate is durable
 //
+// Requests ride on each other to save round trips: a begin carries call 0
+// or the commit, an outcome the next call or the commit (made once the
+// outcome is certified). An atom without actions is one request; one with
+// k actions is k + 1.
+//
 // The server calls the engine's Atom.Do with an exec that answers execute
 // and waits for the client's outcome. A call of an action already
 // certified answers done with its result (the engine does not call exec);
@@ -45,7 +50,8 @@
 //     carries a request id; a call is named by its number (the same number
 //     and action answers the call's state, another action under it is
 //     call_mismatch); an outcome, a resolution, a commit or a fail of what
-//     was already done answers what was done; a fork whose id names the
+//     was already done answers what was done (a commit repeated with
+//     another delta is commit_mismatch); a fork whose id names the
 //     same fork (source and at) answers it; the rest is naturally
 //     idempotent.
 //   - Forks (POST /v1/runs/{run}/fork {"at", "id"}, engine DB.Fork): the
@@ -79,6 +85,25 @@
 //	POST /v1/runs/{run}/erase {"reason": "..."}             engine DB.Erase: an ended run, gone for good
 //	POST /v1/runs/{run}/memory/{key}/erase {"reason": "..."} engine DB.EraseKey: one memory key of a run
 //
+// Messages between runs (engine Atom.Send, Receive; Run.Inbox): an
+// attempt sends as part of its atom (the message exists if and only if
+// the atom commits) and receives from its run's inbox (consumed with the
+// atom's commit; a fail, a lost lease or a crash gives it back):
+//
+//	POST .../attempts/A/send {"to", "payload"}          part of the atom
+//	POST .../attempts/A/receive {"from", "wait_ms"}     {"message": ... or null}
+//	GET  /v1/runs/{run}/inbox                           the messages not consumed yet
+//
+// Verify and inspect of one run (the read right on it is enough):
+//
+//	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered
+//	GET  /v1/runs/{run}/inspect                                         continuumctl inspect's summary of the run
+//
+// Deletion and garbage collection need no keyring:
+//
+//	POST /v1/runs/{run}/delete {"reason": "..."}  engine DB.DeleteRuns: an ended run, gone (a repeat answers the deletion)
+//	POST /v1/gc {}                                engine DB.GC: the space of dead records reclaimed (admin)
+//
 // The key is a path segment, percent-encoded as the run id is. An erased
 // run answers 410 run_deleted from then on (as does any deleted run);
 // repeating its erase answers the erasure. A plaintext store answers both
@@ -89,14 +114,28 @@
 // # Security
 //
 // The Unix socket is created 0600 (under a narrowed umask, never more
-// open) and needs no token unless --token-file is given. TCP (--listen) is
-// served only with a bearer token (--token-file, mode 0600, compared in
-// constant time), over TLS with --tls-cert and --tls-key; plain TCP is
+// open) and needs no token unless --token-file or --tokens is given. TCP
+// (--listen) is served only with bearer tokens: the one of --token-file
+// (mode 0600, compared in constant time; it may do everything), or the
+// scoped ones of --tokens (tokens.go: a file of their SHA-256 hashes, made
+// by `continuumd token`), each with rights (read, write, erase, admin) on
+// the runs whose id starts with its prefix. A request outside its token's
+// scope is 403 forbidden, whether the run exists or not, and the runs'
+// list shows only its runs. Failed authentication is rate-limited per
+// client address (429 auth_rate_limited; docs/THREATS.md). TCP is served
+// over TLS with --tls-cert and --tls-key; plain TCP is
 // allowed on loopback addresses only, unless --insecure-plaintext. Bodies
-// are limited by --max-body (413 beyond), headers to 64 KiB. Every bad
-// request is answered with a status and {"error": {"code", "message",
-// "field"}}; a panic in a handler is answered 500, never a dead server
-// (FuzzRequests fuzzes every endpoint's body through the handler).
+// are limited by --max-body (413 beyond) and must arrive within
+// --body-timeout (408 request_timeout beyond), headers to 64 KiB (431
+// header_too_large); each listener serves at most --max-conns connections
+// at once (one more is answered 503 too_many_connections and closed). A
+// body is UTF-8 JSON: invalid bytes in any field are 400 bad_request
+// naming the field (bytes that are not text travel as NAME_base64). Every
+// error is answered with a status and {"error": {"code", "message",
+// "field"}}, those net/http writes by itself too (httpserver.go rewrites
+// them; a path that is not canonical is 400, never a redirect); a panic in
+// a handler is answered 500, never a dead server (FuzzRequests fuzzes
+// every endpoint's body through the handler).
 //
 // SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
 // requests in progress are answered, commits included (up to

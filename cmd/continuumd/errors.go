@@ -38,46 +38,54 @@ func (e *apiError) Error() string {
 const (
 	codeBadRequest       = "bad_request"       // 400: malformed JSON, a wrong type, a missing or unknown field
 	codeUnauthorized     = "unauthorized"      // 401: no bearer token, or a wrong one
+	codeForbidden        = "forbidden"         // 403: the token's scope does not allow the request (its rights or runs)
+	codeAuthRateLimited  = "auth_rate_limited" // 429: too many failed authentications from the client's address
 	codeRouteNotFound    = "route_not_found"   // 404: no such endpoint
 	codeRunNotFound      = "run_not_found"     // 404: no run of that id (PUT /v1/runs/{run} creates it)
 	codeAttemptNotFound  = "attempt_not_found" // 404: no attempt of that id: the server restarted, or it is long finished
 	codeCallNotFound     = "call_not_found"    // 404: the attempt has no call of that number
 	codeAtomNotFound     = "atom_not_found"    // 404: no committed atom at that seq
 	codeMethodNotAllowed = "method_not_allowed"
-	codeRunHeld          = "run_held"         // 409: another attempt holds the run's lease
-	codeRunEnded         = "run_ended"        // 409: the run ended: it takes no more atoms, and no other end
-	codeRunExists        = "run_exists"       // 409: a fork's id names a run that is not that fork
-	codeLeaseLost        = "lease_lost"       // 409: this attempt was abandoned (lease expired, taken over, server stopping)
-	codeAttemptDone      = "attempt_done"     // 409: the attempt is committed or failed
-	codeCallMismatch     = "call_mismatch"    // 409: a repeated call differs from the first request of that number
-	codeOutOfOrder       = "out_of_order"     // 409: a call number past the next one
-	codeNotExecuting     = "not_executing"    // 409: an outcome for a call that is not waiting for one
-	codeNotInDoubt       = "not_in_doubt"     // 409: a resolution for a call that is not in doubt
-	codeCallsRunning     = "calls_running"    // 409: commit while a call is executing
-	codeRunDeleted       = "run_deleted"      // 410: the run was deleted (or erased): its id is never served again
-	codeRunNotEnded      = "run_not_ended"    // 409: erase of a run that has not ended
-	codeRunHasForks      = "run_has_forks"    // 409: erase of a run with a fork that is not erased (erase the fork first)
-	codeKeyring          = "keyring"          // 409: erasure in a store that is not encrypted (the server has no --keyring)
-	codeNotErasable      = "not_erasable"     // 409: the memory key's values were never sealed with keys of their own (not in --erasable when written)
-	codeNothingToErase   = "nothing_to_erase" // 409: the memory key's values are all erased already, and none was written since
-	codeTooLarge         = "too_large"        // 413: the body, a result or the frame exceeds a limit
-	codeInvalidDelta     = "invalid_delta"    // 422: the delta does not apply to the run's frame
-	codeInvalidArgs      = "invalid_args"     // 422: the action's args or redact pointers are refused by the ledger
-	codeInvalidRunID     = "invalid_run_id"   // 400: empty, longer than 256 bytes, or not UTF-8
-	codeShuttingDown     = "shutting_down"    // 503: the server is stopping; retry against the next one
-	codeStorage          = "storage"          // 500: the store failed (I/O error, full disk): the server must be restarted
-	codeCorrupt          = "corrupt"          // 500: the store is damaged where the request needed it
-	codeInternal         = "internal"         // 500: a bug; the message says what
+	codeRunHeld          = "run_held"             // 409: another attempt holds the run's lease
+	codeRunEnded         = "run_ended"            // 409: the run ended: it takes no more atoms, and no other end
+	codeRunExists        = "run_exists"           // 409: a fork's id names a run that is not that fork
+	codeLeaseLost        = "lease_lost"           // 409: this attempt was abandoned (lease expired, taken over, server stopping)
+	codeAttemptDone      = "attempt_done"         // 409: the attempt is committed or failed
+	codeCallMismatch     = "call_mismatch"        // 409: a repeated call differs from the first request of that number
+	codeCommitMismatch   = "commit_mismatch"      // 409: a repeated commit of a committed attempt carries another delta
+	codeSeqMismatch      = "seq_mismatch"         // 409: a begin's seq is not the run's next
+	codeOutOfOrder       = "out_of_order"         // 409: a call number past the next one
+	codeNotExecuting     = "not_executing"        // 409: an outcome for a call that is not waiting for one
+	codeNotInDoubt       = "not_in_doubt"         // 409: a resolution for a call that is not in doubt
+	codeCallsRunning     = "calls_running"        // 409: commit while a call is executing
+	codeRunDeleted       = "run_deleted"          // 410: the run was deleted (or erased): its id is never served again
+	codeRunNotEnded      = "run_not_ended"        // 409: erase of a run that has not ended
+	codeRunHasForks      = "run_has_forks"        // 409: erase of a run with a fork that is not erased (erase the fork first)
+	codeKeyring          = "keyring"              // 409: erasure in a store that is not encrypted (the server has no --keyring)
+	codeNotErasable      = "not_erasable"         // 409: the memory key's values were never sealed with keys of their own (not in --erasable when written)
+	codeNothingToErase   = "nothing_to_erase"     // 409: the memory key's values are all erased already, and none was written since
+	codeTooLarge         = "too_large"            // 413: the body, a result or the frame exceeds a limit
+	codeHeaderTooLarge   = "header_too_large"     // 431: the request's header is larger than the server takes
+	codeTimeout          = "request_timeout"      // 408: the request's body did not arrive within --body-timeout
+	codeTooManyConns     = "too_many_connections" // 503: the server holds --max-conns connections already
+	codeInvalidDelta     = "invalid_delta"        // 422: the delta does not apply to the run's frame
+	codeInvalidArgs      = "invalid_args"         // 422: the action's args or redact pointers are refused by the ledger
+	codeInvalidRunID     = "invalid_run_id"       // 400: empty, longer than 256 bytes, or not UTF-8
+	codeShuttingDown     = "shutting_down"        // 503: the server is stopping; retry against the next one
+	codeStorage          = "storage"              // 500: the store failed (I/O error, full disk): the server must be restarted
+	codeCorrupt          = "corrupt"              // 500: the store is damaged where the request needed it
+	codeInternal         = "internal"             // 500: a bug; the message says what
 )
 
 // errorCodes lists every code, for the OpenAPI test.
 var errorCodes = []string{
-	codeBadRequest, codeUnauthorized, codeRouteNotFound, codeRunNotFound,
+	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeSeqMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
+	codeHeaderTooLarge, codeTimeout, codeTooManyConns,
 	codeInternal,
 }
 

@@ -35,6 +35,9 @@ func (s *server) handleFork(r *http.Request, body []byte) (int, any, *apiError) 
 		return 0, nil, badRequest("at", "at is required: the source run's committed seq the fork starts from (0: its beginning)")
 	}
 	at := *req.At
+	if aerr := scopeOf(r).checkRun(rightWrite, req.ID, "id"); aerr != nil {
+		return 0, nil, aerr
+	}
 	if s.draining.Load() {
 		return 0, nil, &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: "the server is shutting down: fork on the next one"}
 	}

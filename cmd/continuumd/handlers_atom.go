@@ -4,6 +4,7 @@ package main
 // outcome, resolve, commit and fail; and the reaper of lapsed leases.
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -12,6 +13,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/continuumdb/continuum/frame"
 )
 
 func newToken() string {
@@ -24,6 +27,16 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 	var req beginRequest
 	if err := decodeJSON(body, &req); err != nil {
 		return 0, nil, err
+	}
+	if req.Call != nil && req.Commit != nil {
+		return 0, nil, badRequest("commit", "a begin carries its first call or its commit, not both")
+	}
+	var rc *rideCommit
+	if req.Commit != nil {
+		var aerr *apiError
+		if rc, aerr = prepareCommit(req.Commit, "commit."); aerr != nil {
+			return 0, nil, aerr
+		}
 	}
 	lease := s.cfg.lease
 	if req.LeaseMS != 0 {
@@ -52,7 +65,12 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 	rs.mu.Unlock()
 	if last != nil {
 		if resp, ok := last.beginAnswer(); ok {
-			return 201, resp, nil // a repeated begin: the attempt it made, while open
+			return s.beginRide(r.Context(), last, resp, &req, rc) // a repeated begin: the attempt it made, while open
+		}
+		if _, ok := last.finished(attemptCommitted); ok && rc != nil {
+			// A repeated begin that committed: its commit again.
+			resp := beginResponse{Attempt: last.token, Run: rs.id, Seq: last.seq, LeaseMS: last.lease.Milliseconds(), Interrupted: last.interrupted}
+			return s.beginRide(r.Context(), last, resp, &req, rc)
 		}
 	}
 
@@ -74,6 +92,13 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 		}
 	}
 
+	if req.Seq != nil {
+		if next := rs.run.LastSeq() + 1; *req.Seq != next {
+			e := conflict(codeSeqMismatch, "run %q's next atom is seq %d, not %d", rs.id, next, *req.Seq)
+			e.Field, e.Details = "seq", map[string]any{"next": next}
+			return 0, nil, e
+		}
+	}
 	atom, err := rs.run.Begin(s.ctx)
 	if err != nil {
 		return 0, nil, engineError(err, "")
@@ -112,6 +137,28 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 	s.mu.Unlock()
 	s.counters.begun.Add(1)
 	resp, _ := a.beginAnswer()
+	return s.beginRide(r.Context(), a, resp, &req, rc)
+}
+
+// beginRide makes what rides on a begin of attempt a: its call 0, or its
+// commit. An error of either is answered with the begin's answer under
+// details.attempt: the attempt exists (open, unless the error says
+// otherwise).
+func (s *server) beginRide(ctx context.Context, a *attempt, resp beginResponse, req *beginRequest, rc *rideCommit) (int, any, *apiError) {
+	switch {
+	case req.Call != nil:
+		c, aerr := s.doCall(ctx, a, 0, req.Call)
+		if aerr != nil {
+			return 0, nil, withDetail(aerr, "attempt", resp)
+		}
+		resp.Call = &c
+	case rc != nil:
+		done, aerr := s.doCommit(a, rc)
+		if aerr != nil {
+			return 0, nil, withDetail(aerr, "attempt", resp)
+		}
+		resp.Commit = &done
+	}
 	return 201, resp, nil
 }
 
@@ -195,21 +242,31 @@ func (s *server) handleCall(r *http.Request, body []byte) (int, any, *apiError) 
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	if aerr := a.pin(false); aerr != nil {
-		return 0, nil, aerr
-	}
-	defer a.unpin()
-	c, aerr := a.callFor(n, &req)
+	resp, aerr := s.doCall(r.Context(), a, n, &req)
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	a.waitCall(r.Context(), c, func(st callState) bool { return st == callStarting })
+	return 200, resp, nil
+}
+
+// doCall makes call n of attempt a (or answers its state when it was
+// made) and answers with the call's state.
+func (s *server) doCall(ctx context.Context, a *attempt, n int, req *callRequest) (callResponse, *apiError) {
+	if aerr := a.pin(false); aerr != nil {
+		return callResponse{}, aerr
+	}
+	defer a.unpin()
+	c, aerr := a.callFor(n, req)
+	if aerr != nil {
+		return callResponse{}, aerr
+	}
+	a.waitCall(ctx, c, func(st callState) bool { return st == callStarting })
 	return s.callAnswer(a, c)
 }
 
 // callAnswer answers with call c's state, or lease_lost if its attempt was
 // abandoned meanwhile.
-func (s *server) callAnswer(a *attempt, c *call) (int, any, *apiError) {
+func (s *server) callAnswer(a *attempt, c *call) (callResponse, *apiError) {
 	a.mu.Lock()
 	lost := a.mu.closing || a.mu.state == attemptAbandoned
 	var e *apiError
@@ -218,13 +275,9 @@ func (s *server) callAnswer(a *attempt, c *call) (int, any, *apiError) {
 	}
 	a.mu.Unlock()
 	if lost {
-		return 0, nil, e
+		return callResponse{}, e
 	}
-	resp, aerr := a.answer(c)
-	if aerr != nil {
-		return 0, nil, aerr
-	}
-	return 200, resp, nil
+	return a.answer(c)
 }
 
 func (s *server) handleOutcome(r *http.Request, body []byte) (int, any, *apiError) {
@@ -246,6 +299,14 @@ func (s *server) handleOutcome(r *http.Request, body []byte) (int, any, *apiErro
 		return 0, nil, badRequest("result", "an outcome needs result (or result_base64), or error")
 	case req.Error != nil && *req.Error == "":
 		return 0, nil, badRequest("error", "error must say why the action did not take effect")
+	case req.Next != nil && req.Commit != nil:
+		return 0, nil, badRequest("next", "an outcome carries the next call or the commit, not both")
+	}
+	var ride *rideCommit
+	if req.Commit != nil {
+		if ride, aerr = prepareCommit(req.Commit, "commit."); aerr != nil {
+			return 0, nil, aerr
+		}
 	}
 	o := outcome{result: result}
 	if req.Error != nil {
@@ -255,18 +316,55 @@ func (s *server) handleOutcome(r *http.Request, body []byte) (int, any, *apiErro
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	if aerr := a.pin(false); aerr != nil {
+	resp, aerr := s.doOutcome(r.Context(), a, n, o)
+	if aerr != nil {
 		return 0, nil, aerr
+	}
+	certified := resp.Status == "done" || resp.Status == "failed"
+	switch {
+	case req.Next != nil && certified:
+		next, aerr := s.doCall(r.Context(), a, n+1, req.Next)
+		if aerr != nil {
+			return 0, nil, withDetail(aerr, "outcome", resp)
+		}
+		resp.Next = &next
+	case ride != nil && certified:
+		done, aerr := s.doCommit(a, ride)
+		if aerr != nil {
+			return 0, nil, withDetail(aerr, "outcome", resp)
+		}
+		resp.Commit = &done
+	}
+	return 200, resp, nil
+}
+
+// withDetail adds what a request did before its error to the error's
+// details (a ride-along call or commit that failed after its outcome was
+// certified, or after its begin).
+func withDetail(e *apiError, key string, v any) *apiError {
+	c := *e
+	c.Details = map[string]any{key: v}
+	for k, x := range e.Details {
+		c.Details[k] = x
+	}
+	return &c
+}
+
+// doOutcome delivers the outcome of call n of a and answers the call's
+// state once it is certified.
+func (s *server) doOutcome(ctx context.Context, a *attempt, n int, o outcome) (callResponse, *apiError) {
+	if aerr := a.pin(false); aerr != nil {
+		return callResponse{}, aerr
 	}
 	defer a.unpin()
 	c, aerr := a.existingCall(n)
 	if aerr != nil {
-		return 0, nil, aerr
+		return callResponse{}, aerr
 	}
 	if aerr := a.deliver(c, o); aerr != nil {
-		return 0, nil, aerr
+		return callResponse{}, aerr
 	}
-	a.waitCall(r.Context(), c, func(st callState) bool { return st == callExecuting || st == callStarting })
+	a.waitCall(ctx, c, func(st callState) bool { return st == callExecuting || st == callStarting })
 	return s.callAnswer(a, c)
 }
 
@@ -312,7 +410,11 @@ func (s *server) handleResolve(r *http.Request, body []byte) (int, any, *apiErro
 		return 0, nil, aerr
 	}
 	a.waitCall(r.Context(), c, func(st callState) bool { return st == callStarting })
-	return s.callAnswer(a, c)
+	resp, aerr := s.callAnswer(a, c)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	return 200, resp, nil
 }
 
 func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError) {
@@ -320,10 +422,7 @@ func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError
 	if err := decodeJSON(body, &req); err != nil {
 		return 0, nil, err
 	}
-	if req.Delta == nil {
-		return 0, nil, badRequest("delta", "delta is required: a list of ops ([] for none)")
-	}
-	d, aerr := decodeDelta(req.Delta)
+	rc, aerr := prepareCommit(&req, "")
 	if aerr != nil {
 		return 0, nil, aerr
 	}
@@ -331,29 +430,70 @@ func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError
 	if aerr != nil {
 		return 0, nil, aerr
 	}
+	resp, aerr := s.doCommit(a, rc)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	return 200, resp, nil
+}
+
+// rideCommit is a commit's delta, decoded and encoded (to tell a repeated
+// commit from a changed one).
+type rideCommit struct {
+	d   *frame.Delta
+	enc []byte
+}
+
+// prepareCommit decodes a commit request's delta; prefix is the path of
+// the commit in its request ("commit." when it rides on another).
+func prepareCommit(req *commitRequest, prefix string) (*rideCommit, *apiError) {
+	if req.Delta == nil {
+		return nil, badRequest(prefix+"delta", "delta is required: a list of ops ([] for none)")
+	}
+	d, aerr := decodeDelta(req.Delta)
+	if aerr != nil {
+		if prefix != "" && aerr.Field != "" {
+			aerr.Field = prefix + aerr.Field
+		}
+		return nil, aerr
+	}
+	return &rideCommit{d: d, enc: frame.AppendDelta(nil, d)}, nil
+}
+
+// doCommit commits attempt a with rc's delta, or answers the commit
+// already made with the same delta.
+func (s *server) doCommit(a *attempt, rc *rideCommit) (commitResponse, *apiError) {
 	if done, ok := a.finished(attemptCommitted); ok {
-		return 200, done, nil // a repeated commit
+		a.mu.Lock()
+		same := bytes.Equal(a.mu.delta, rc.enc)
+		a.mu.Unlock()
+		if !same {
+			e := conflict(codeCommitMismatch, "attempt %s of run %q committed seq %d with another delta: a repeated commit must carry the same one (begin a new atom for a new delta)", a.token, a.rs.id, a.seq)
+			e.Field = "delta"
+			return commitResponse{}, e
+		}
+		return done.(commitResponse), nil // a repeated commit
 	}
 	if aerr := a.pin(true); aerr != nil {
-		return 0, nil, aerr
+		return commitResponse{}, aerr
 	}
 	defer a.unpin()
 	if busy := a.busyCalls(); len(busy) > 0 {
 		e := conflict(codeCallsRunning, "calls %v of attempt %s are still executing: report their outcomes before committing", busy, a.token)
 		e.Details = map[string]any{"calls": busy}
-		return 0, nil, e
+		return commitResponse{}, e
 	}
-	if err := a.atom.Commit(s.ctx, d); err != nil {
-		return 0, nil, engineError(err, "delta")
+	if err := a.atom.Commit(s.ctx, rc.d); err != nil {
+		return commitResponse{}, engineError(err, "delta")
 	}
 	head := hexHash(a.rs.run.Head())
 	a.mu.Lock()
-	a.mu.state, a.mu.head = attemptCommitted, head
+	a.mu.state, a.mu.head, a.mu.delta = attemptCommitted, head, rc.enc
 	a.mu.Unlock()
 	a.end()
 	s.counters.committed.Add(1)
 	resp, _ := a.finished(attemptCommitted)
-	return 200, resp, nil
+	return resp.(commitResponse), nil
 }
 
 // finished returns the answer of a's commit or fail when a ended so.

@@ -82,7 +82,11 @@ func (s *server) handleListRuns(r *http.Request, _ []byte) (int, any, *apiError)
 	}
 	s.mu.Unlock()
 	out := make([]runJSON, 0, len(infos))
+	sc := scopeOf(r)
 	for _, info := range infos {
+		if !sc.covers(info.ID) {
+			continue // a scoped token lists only its runs
+		}
 		var lease *leaseJSON
 		if rs := states[info.ID]; rs != nil {
 			lease = rs.lease()

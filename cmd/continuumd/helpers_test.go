@@ -21,20 +21,23 @@ import (
 // testServer is the server in this process, over a real Unix socket, on a
 // store in a temporary directory.
 type testServer struct {
-	t      *testing.T
-	dir    string // the store
-	sock   string
-	cfg    serverConfig
-	srv    *server
-	hs     *http.Server
-	cl     *http.Client
-	token  string // sent as the bearer token when set
-	closed bool
+	t     *testing.T
+	dir   string // the store
+	sock  string
+	cfg   serverConfig
+	srv   *server
+	hs    *http.Server
+	cl    *http.Client
+	token string // sent as the bearer token when set
+	// maxConns caps the server's connections (--max-conns) when set
+	// before start.
+	maxConns int
+	closed   bool
 }
 
 func testConfig(dir string) serverConfig {
 	return serverConfig{
-		dir: dir, maxBody: 1 << 20, lease: 30 * time.Second, minLease: 100 * time.Millisecond, maxLease: time.Hour,
+		dir: dir, maxBody: 1 << 20, bodyTimeout: 30 * time.Second, lease: 30 * time.Second, minLease: 100 * time.Millisecond, maxLease: time.Hour,
 		callWait: 5 * time.Second, retain: time.Minute, reapEvery: 10 * time.Millisecond,
 	}
 }
@@ -80,7 +83,12 @@ func (ts *testServer) start() {
 		t.Fatal(err)
 	}
 	ts.srv = newServer(db, ts.cfg, log)
-	ts.hs = &http.Server{Handler: ts.srv.handler()}
+	ts.hs = ts.srv.httpServer(log)
+	maxConns := ts.maxConns
+	if maxConns == 0 {
+		maxConns = 1024
+	}
+	l = newLimitListener(l, maxConns, ts.hs.ReadHeaderTimeout)
 	reapCtx, stop := context.WithCancel(context.Background())
 	go ts.srv.reap(reapCtx)
 	go func() {

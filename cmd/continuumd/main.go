@@ -26,12 +26,15 @@ import (
 const usage = `continuumd serves one CONTINUUM store to agents in any language.
 
 Usage:
-  continuumd --store DIR [--socket PATH | --no-socket] [--listen ADDR --token-file FILE [--tls-cert F --tls-key F]]
-             [--keyring FILE [--erasable KEY]...]
+  continuumd --store DIR [--socket PATH | --no-socket] [--listen ADDR] [--token-file FILE] [--tokens FILE]
+             [--tls-cert F --tls-key F] [--keyring FILE [--erasable KEY]...]
+  continuumd token --tokens FILE --name NAME --rights read,write,erase,admin [--runs PREFIX]
 
 It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
---listen, on TCP too, where every request needs the bearer token of
---token-file. The protocol is HTTP/JSON, described by openapi.json in the
+--listen, on TCP too, where every request needs a bearer token: the one
+of --token-file (which may do anything), or one of --tokens, each scoped
+to rights (read, write, erase, admin) and to runs (an id prefix);
+continuumd token makes them. The protocol is HTTP/JSON, described by openapi.json in the
 repository (cmd/continuumd). SIGTERM or SIGINT stops it gracefully: requests
 in progress are answered (commits included) before the store is closed; a
 second signal stops it at once.
@@ -49,11 +52,14 @@ Flags:
 type config struct {
 	store, socket, listen       string
 	tokenFile, tlsCert, tlsKey  string
+	tokensFile                  string
 	signingKey, chainKey        string
 	insecurePlaintext, noSocket bool
 	unsafeNoSync                bool
 	lease, maxLease, drain      time.Duration
 	maxBody                     int64
+	bodyTimeout                 time.Duration
+	maxConns                    int
 	durability, logLevel        string
 	keyring                     string
 	erasable                    stringList
@@ -70,6 +76,9 @@ func (l *stringList) Set(v string) error {
 }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "token" {
+		os.Exit(runTokenCommand(os.Args[2:], os.Stdout, os.Stderr))
+	}
 	os.Exit(run(os.Args[1:], os.Stderr))
 }
 
@@ -82,6 +91,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.BoolVar(&c.noSocket, "no-socket", false, "serve no Unix socket (only --listen)")
 	fs.StringVar(&c.listen, "listen", "", "also serve TCP on `host:port`; needs --token-file")
 	fs.StringVar(&c.tokenFile, "token-file", "", "`file` holding the bearer token every request must carry (mode 0600; required with --listen, optional on the socket)")
+	fs.StringVar(&c.tokensFile, "tokens", "", "`file` of scoped tokens' hashes (mode 0600; see continuumd token): each token's rights and runs")
 	fs.StringVar(&c.tlsCert, "tls-cert", "", "TLS certificate `file` (PEM) for --listen")
 	fs.StringVar(&c.tlsKey, "tls-key", "", "TLS private key `file` (PEM) for --listen")
 	fs.BoolVar(&c.insecurePlaintext, "insecure-plaintext", false, "allow --listen on a non-loopback address without TLS (the token then crosses the network in clear)")
@@ -89,6 +99,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.DurationVar(&c.maxLease, "max-lease", time.Hour, "the longest lease a begin may ask for")
 	fs.DurationVar(&c.drain, "drain-timeout", 30*time.Second, "how long shutdown waits for requests in progress")
 	fs.Int64Var(&c.maxBody, "max-body", 16<<20, "the largest request body, in `bytes`")
+	fs.DurationVar(&c.bodyTimeout, "body-timeout", 30*time.Second, "how long a request's body may take to arrive (408 beyond)")
+	fs.IntVar(&c.maxConns, "max-conns", 1024, "the most connections served at once, per listener (one more is answered 503 and closed)")
 	fs.StringVar(&c.durability, "durability", "strict", "strict or relaxed (see the engine's Durability)")
 	fs.StringVar(&c.signingKey, "signing-key", "", "signing key `file` (continuumctl keygen): checkpoints are signed")
 	fs.StringVar(&c.chainKey, "chain-key", "", "`file` of the 32-byte key of a store written in keyed chain mode")
@@ -112,8 +124,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, errors.New("--no-socket needs --listen: the server must listen somewhere")
 	case c.noSocket && c.socket != "":
 		return nil, errors.New("--socket and --no-socket contradict each other")
-	case c.listen != "" && c.tokenFile == "":
-		return nil, errors.New("--listen needs --token-file: TCP is served only with a bearer token")
+	case c.listen != "" && c.tokenFile == "" && c.tokensFile == "":
+		return nil, errors.New("--listen needs --token-file or --tokens: TCP is served only with bearer tokens")
 	case (c.tlsCert == "") != (c.tlsKey == ""):
 		return nil, errors.New("--tls-cert and --tls-key go together")
 	case c.tlsCert != "" && c.listen == "":
@@ -122,6 +134,10 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--lease %v must be at least 100ms and at most --max-lease (%v)", c.lease, c.maxLease)
 	case c.maxBody < 1<<10 || c.maxBody > 128<<20:
 		return nil, fmt.Errorf("--max-body %d must be between 1 KiB and 128 MiB", c.maxBody)
+	case c.bodyTimeout < 100*time.Millisecond:
+		return nil, fmt.Errorf("--body-timeout %v must be at least 100ms", c.bodyTimeout)
+	case c.maxConns < 1:
+		return nil, fmt.Errorf("--max-conns %d must be at least 1", c.maxConns)
 	case c.durability != "strict" && c.durability != "relaxed":
 		return nil, fmt.Errorf("--durability %q: strict or relaxed", c.durability)
 	case c.drain < 0:
@@ -197,7 +213,7 @@ func serve(c *config, log *slog.Logger) error {
 		opts.Durability = engine.Relaxed
 	}
 	cfg := serverConfig{
-		dir: c.store, maxBody: c.maxBody, lease: c.lease, minLease: 100 * time.Millisecond, maxLease: c.maxLease,
+		dir: c.store, maxBody: c.maxBody, bodyTimeout: c.bodyTimeout, lease: c.lease, minLease: 100 * time.Millisecond, maxLease: c.maxLease,
 		callWait: 20 * time.Second, retain: 10 * time.Minute, reapEvery: 50 * time.Millisecond,
 	}
 	if c.tokenFile != "" {
@@ -210,6 +226,15 @@ func serve(c *config, log *slog.Logger) error {
 			return fmt.Errorf("--token-file %s: the token must be one word of at least 16 characters (e.g. openssl rand -hex 32)", c.tokenFile)
 		}
 		cfg.token = []byte(tok)
+	}
+	if c.tokensFile != "" {
+		b, err := readSecretFile("--tokens", c.tokensFile)
+		if err != nil {
+			return err
+		}
+		if cfg.tokens, err = parseTokens(b, c.tokensFile); err != nil {
+			return fmt.Errorf("--tokens: %w", err)
+		}
 	}
 	if c.signingKey != "" {
 		b, err := readSecretFile("--signing-key", c.signingKey)
@@ -239,7 +264,7 @@ func serve(c *config, log *slog.Logger) error {
 		if err != nil {
 			return fmt.Errorf("--keyring %s: %w", c.keyring, err)
 		}
-		opts.Keyring = ring
+		opts.Keyring, cfg.keyring = ring, ring
 		opts.ErasableKeys = c.erasable
 	}
 	var tlsConf *tls.Config
@@ -284,13 +309,10 @@ func serve(c *config, log *slog.Logger) error {
 		return err
 	}
 	srv := newServer(db, cfg, log)
-	hs := &http.Server{
-		Handler:           withView(srv, srv.handler(), listeners, opts.Keyring, tlsConf != nil),
-		ReadHeaderTimeout: 10 * time.Second,
-		ReadTimeout:       time.Minute,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	hs := srv.httpServer(log)
+	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
+	for i, l := range listeners {
+		listeners[i] = newLimitListener(l, c.maxConns, hs.ReadHeaderTimeout)
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	go srv.reap(reapCtx)

@@ -2,13 +2,11 @@ package main
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
+	"path"
 	"runtime/debug"
 	"sort"
 	"strconv"
@@ -19,21 +17,30 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/seal"
 )
 
 // serverConfig is what the server needs of the command line.
 type serverConfig struct {
-	dir       string // the store's directory (for Verify)
-	fs        vfs.FS // the store's filesystem (nil: the operating system's)
-	chainKey  []byte // for Verify of a keyed store
-	token     []byte // bearer token; nil: no token needed (Unix socket only)
-	maxBody   int64  // request bodies larger than this are refused (413)
-	lease     time.Duration
-	minLease  time.Duration
-	maxLease  time.Duration
-	callWait  time.Duration // how long a request waits for a call to change before answering pending
-	retain    time.Duration // how long finished attempts are kept to answer repeated requests
-	reapEvery time.Duration
+	dir      string // the store's directory (for Verify)
+	fs       vfs.FS // the store's filesystem (nil: the operating system's)
+	chainKey []byte // for Verify of a keyed store
+	token    []byte // bearer token (an admin's); nil: no token needed (Unix socket only)
+	// tokens are the scoped tokens of --tokens; nil: none.
+	tokens *tokenSet
+	// keyring opens an encrypted store's payloads for inspect (nil:
+	// plaintext).
+	keyring seal.Keyring
+	maxBody int64 // request bodies larger than this are refused (413)
+	// bodyTimeout is how long a request's body may take to arrive (408
+	// beyond); 0: no limit.
+	bodyTimeout time.Duration
+	lease       time.Duration
+	minLease    time.Duration
+	maxLease    time.Duration
+	callWait    time.Duration // how long a request waits for a call to change before answering pending
+	retain      time.Duration // how long finished attempts are kept to answer repeated requests
+	reapEvery   time.Duration
 }
 
 // server serves one store over the protocol of openapi.json.
@@ -48,6 +55,8 @@ type server struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool // shutdown began: no new attempt or run
+
+	authFails authFailures
 
 	// workers run the engine's Do of calls (which wait for the client's
 	// outcome, so each needs a goroutine of its own).
@@ -119,31 +128,41 @@ func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 type route struct {
 	method, pattern string
 	handle          func(r *http.Request, body []byte) (int, any, *apiError)
+	// need is the right a token needs (0: any token); on a pattern with
+	// {run}, on that run.
+	need right
 }
 
 func (s *server) routes() []route {
 	return []route{
-		{"GET", "/v1/health", s.handleHealth},
-		{"GET", "/v1/stats", s.handleStats},
-		{"POST", "/v1/verify", s.handleVerify},
-		{"GET", "/v1/runs", s.handleListRuns},
-		{"PUT", "/v1/runs/{run}", s.handleOpenRun},
-		{"GET", "/v1/runs/{run}", s.handleRunInfo},
-		{"GET", "/v1/runs/{run}/state", s.handleState},
-		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom},
-		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
-		{"POST", "/v1/runs/{run}/end", s.handleEnd},
-		{"POST", "/v1/runs/{run}/fork", s.handleFork},
-		{"POST", "/v1/runs/{run}/erase", s.handleErase},
-		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey},
-		{"POST", "/v1/runs/{run}/attempts", s.handleBegin},
-		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/outcome", s.handleOutcome},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/resolve", s.handleResolve},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/commit", s.handleCommit},
-		{"POST", "/v1/runs/{run}/attempts/{attempt}/fail", s.handleFail},
+		{"GET", "/v1/health", s.handleHealth, 0},
+		{"GET", "/v1/stats", s.handleStats, rightAdmin},
+		{"POST", "/v1/verify", s.handleVerify, rightAdmin},
+		{"GET", "/v1/runs", s.handleListRuns, rightRead},
+		{"PUT", "/v1/runs/{run}", s.handleOpenRun, rightWrite},
+		{"GET", "/v1/runs/{run}", s.handleRunInfo, rightRead},
+		{"GET", "/v1/runs/{run}/state", s.handleState, rightRead},
+		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom, rightRead},
+		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted, rightRead},
+		{"POST", "/v1/runs/{run}/end", s.handleEnd, rightWrite},
+		{"POST", "/v1/runs/{run}/fork", s.handleFork, rightRead},
+		{"POST", "/v1/runs/{run}/erase", s.handleErase, rightErase},
+		{"POST", "/v1/runs/{run}/delete", s.handleDelete, rightErase},
+		{"POST", "/v1/runs/{run}/verify", s.handleRunVerify, rightRead},
+		{"GET", "/v1/runs/{run}/inspect", s.handleRunInspect, rightRead},
+		{"POST", "/v1/gc", s.handleGC, rightAdmin},
+		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
+		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
+		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/outcome", s.handleOutcome, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}/resolve", s.handleResolve, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/commit", s.handleCommit, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/fail", s.handleFail, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/send", s.handleSend, rightWrite},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/receive", s.handleReceive, rightWrite},
+		{"GET", "/v1/runs/{run}/inbox", s.handleInbox, rightRead},
 	}
 }
 
@@ -155,7 +174,7 @@ func (s *server) handler() http.Handler {
 	paths := http.NewServeMux() // the same patterns without methods: tells 405 from 404
 	methods := map[string][]string{}
 	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt.handle))
+		mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt))
 		if methods[rt.pattern] == nil {
 			pattern := rt.pattern
 			paths.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -167,35 +186,84 @@ func (s *server) handler() http.Handler {
 		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+
 		if _, pattern := paths.Handler(r); pattern != "" {
 			paths.ServeHTTP(w, r)
 			return
 		}
 		writeError(w, notFound(codeRouteNotFound, "", "no endpoint %s %s (see openapi.json)", r.Method, r.URL.Path))
 	})
-	return s.authenticate(mux)
+	return s.authenticate(canonicalPaths(mux))
 }
 
-func (s *server) authenticate(next http.Handler) http.Handler {
+// canonicalPaths refuses CONNECT (which http.ServeMux answers in plain
+// text) and a path that is not canonical (an unencoded ".."
+// or ".", a doubled "/"), which http.ServeMux would answer with a
+// redirect: a client of the protocol gets a JSON error instead, and never
+// reaches another endpoint than the one it wrote. A run id or key that
+// holds such segments is percent-encoded, as every path segment is.
+func canonicalPaths(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.token != nil {
-			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-			if !ok || subtle.ConstantTimeCompare([]byte(strings.TrimSpace(got)), s.cfg.token) != 1 {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
-				msg := "this server needs a bearer token: Authorization: Bearer TOKEN"
-				if ok {
-					msg = "the bearer token is not this server's"
-				}
-				writeError(w, &apiError{Status: http.StatusUnauthorized, Code: codeUnauthorized, Message: msg})
-				return
-			}
+		if r.Method == http.MethodConnect {
+			writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed, Message: "CONNECT: the server is no proxy"})
+			return
+		}
+		p := r.URL.EscapedPath()
+		if p == "" || p[0] != '/' || path.Clean(p) != p && path.Clean(p)+"/" != p {
+			writeError(w, &apiError{Status: http.StatusBadRequest, Code: codeBadRequest, Field: "path",
+				Message: fmt.Sprintf("the path %q is not canonical (\".\", \"..\" or an empty segment): percent-encode a run id or key that holds them", p)})
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
 }
 
-func (s *server) wrap(h func(r *http.Request, body []byte) (int, any, *apiError)) http.Handler {
+// scopeKey is the context key of a request's token scope.
+type scopeKey struct{}
+
+// scopeOf is the scope of r's token (set by authenticate).
+func scopeOf(r *http.Request) *scope {
+	if sc, ok := r.Context().Value(scopeKey{}).(*scope); ok {
+		return sc
+	}
+	return adminScope // a handler called without authenticate: tests, the fuzzer
+}
+
+func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sc, aerr := s.authenticateRequest(r)
+		if aerr != nil {
+			if aerr.Status == http.StatusUnauthorized {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
+			} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
+				w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+			}
+			writeError(w, aerr)
+			return
+		}
+		if sc != adminScope {
+			r = r.WithContext(context.WithValue(r.Context(), scopeKey{}, sc))
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+func (s *server) wrap(rt route) http.Handler {
+	h := rt.handle
+	runScoped := strings.Contains(rt.pattern, "{run}")
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if sc := scopeOf(r); sc != adminScope && rt.need != 0 {
+			var aerr *apiError
+			if runScoped {
+				aerr = sc.checkRun(rt.need, r.PathValue("run"), "run")
+			} else if !sc.may(rt.need) {
+				aerr = sc.forbidden("%s %s needs %s", r.Method, rt.pattern, rt.need)
+			}
+			if aerr != nil {
+				writeError(w, aerr)
+				return
+			}
+		}
 		s.counters.requests.Add(1)
 		defer func() {
 			if p := recover(); p != nil {
@@ -206,15 +274,9 @@ func (s *server) wrap(h func(r *http.Request, body []byte) (int, any, *apiError)
 		}()
 		var body []byte
 		if r.Method != http.MethodGet {
-			b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
-			var mbe *http.MaxBytesError
-			switch {
-			case errors.As(err, &mbe):
-				writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge,
-					Message: fmt.Sprintf("the request body is larger than %d bytes (the server's --max-body)", mbe.Limit)})
-				return
-			case err != nil:
-				writeError(w, badRequest("", "reading the request body: %v", err))
+			b, aerr := s.readBody(w, r)
+			if aerr != nil {
+				writeError(w, aerr)
 				return
 			}
 			body = b

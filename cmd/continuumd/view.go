@@ -17,10 +17,19 @@ const viewPrefix = "/view/"
 // the same token: a browser presents it once in the URL (?token=TOKEN)
 // or opens the one-time URL logged at start, then keeps a session cookie;
 // a client may also send it as the API's bearer token. Without a token
-// (a Unix socket only) the view needs none, as the API. It logs the
+// (a Unix socket only) the view needs none, as the API; with scoped
+// tokens (--tokens) and no admin token it is off, since it shows every
+// run and a scoped token names some. It logs the
 // view's URL on each TCP listener. If the view cannot be made, the API is
 // served alone and the log says why.
 func withView(s *server, api http.Handler, listeners []net.Listener, ring seal.Keyring, tls bool) http.Handler {
+	if s.cfg.token == nil && s.cfg.tokens != nil {
+		// The view shows every run of the store: only the admin token of
+		// --token-file opens it. With scoped tokens alone it stays off
+		// rather than open to anyone who reaches the listener.
+		s.log.Info("continuumd: the web view is off: it needs the admin token of --token-file, and only scoped tokens are set")
+		return api
+	}
 	v, err := webview.New(webview.Options{Dir: s.cfg.dir, FS: s.cfg.fs, Keyring: ring, ChainKey: s.cfg.chainKey,
 		Prefix: viewPrefix, Token: s.cfg.token, NoAuth: s.cfg.token == nil, Log: s.log})
 	if err != nil {

@@ -38,6 +38,20 @@ type beginRequest struct {
 	// LeaseMS is the attempt's lease in milliseconds; 0 means the server's
 	// default. Every request on the attempt renews it.
 	LeaseMS int64 `json:"lease_ms"`
+	// Call is call 0 of the attempt, made with the begin: one round trip
+	// for both (the answer's call). Not with Commit.
+	Call *callRequest `json:"call"`
+	// Commit commits the attempt with the begin: an atom without actions
+	// in one round trip (the answer's commit). A begin repeated with the
+	// same request_id after the commit answers it again (another delta is
+	// commit_mismatch).
+	Commit *commitRequest `json:"commit"`
+	// Seq, when given, is the seq the client expects the atom to have
+	// (the run's last committed seq + 1 as it last saw it): another is 409
+	// seq_mismatch, nothing begun (details.next: the run's next seq). A
+	// begin carrying its commit repeated after a restart of the server
+	// (which forgets request ids) so cannot commit the delta twice.
+	Seq *uint64 `json:"seq"`
 }
 
 // callRequest is the body of POST .../calls/{call}: one action of the
@@ -59,6 +73,13 @@ type outcomeRequest struct {
 	Result       *string `json:"result"`
 	ResultBase64 *string `json:"result_base64"`
 	Error        *string `json:"error"`
+	// Next is the attempt's next call (number call + 1), made once the
+	// outcome is certified: one round trip for both (the answer's next).
+	Next *callRequest `json:"next"`
+	// Commit commits the attempt once the outcome is certified (the
+	// answer's commit): the last action's outcome and the atom's commit in
+	// one round trip.
+	Commit *commitRequest `json:"commit"`
 }
 
 // resolveRequest is the body of POST .../calls/{call}/resolve: what the
@@ -181,6 +202,9 @@ func decodeJSON(body []byte, v any) *apiError {
 	if len(bytes.TrimSpace(body)) == 0 {
 		body = []byte("{}")
 	}
+	if aerr := checkUTF8(body); aerr != nil {
+		return aerr
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
@@ -190,6 +214,102 @@ func decodeJSON(body []byte, v any) *apiError {
 		return badRequest("", "the body holds more than one JSON value (trailing data after byte %d)", dec.InputOffset())
 	}
 	return nil
+}
+
+// checkUTF8 refuses a body that is not UTF-8 (JSON's encoding, RFC 8259),
+// naming the field whose string holds the first invalid byte. Bytes that
+// are not text travel as NAME_base64; encoding/json would otherwise
+// replace invalid bytes by U+FFFD without a word, so that a tool name, a
+// memory key or a reason would be stored other than it was sent.
+func checkUTF8(body []byte) *apiError {
+	if utf8.Valid(body) {
+		return nil
+	}
+	off := 0
+	for off < len(body) {
+		r, n := utf8.DecodeRune(body[off:])
+		if r == utf8.RuneError && n <= 1 {
+			break
+		}
+		off += n
+	}
+	field := fieldAt(body, int64(off))
+	at := ""
+	if field != "" {
+		at = " (in " + field + ")"
+	}
+	return badRequest(field, "the body is not UTF-8 at byte %d%s: JSON is UTF-8; send bytes that are not text as NAME_base64", off, at)
+}
+
+// fieldAt returns the path of the JSON value of body that holds byte off
+// ("delta[2].key", "tool"), as far as the JSON before it is well formed.
+func fieldAt(body []byte, off int64) string {
+	type level struct {
+		array bool
+		index int
+		key   string
+		inKey bool // an object whose next string is a key
+	}
+	var stack []level
+	path := func() string {
+		var b strings.Builder
+		for _, l := range stack {
+			switch {
+			case l.array:
+				fmt.Fprintf(&b, "[%d]", l.index)
+			case l.key != "":
+				if b.Len() > 0 {
+					b.WriteByte('.')
+				}
+				b.WriteString(l.key)
+			}
+		}
+		return b.String()
+	}
+	// valueDone moves the innermost container past one value.
+	valueDone := func() {
+		if len(stack) == 0 {
+			return
+		}
+		l := &stack[len(stack)-1]
+		if l.array {
+			l.index++
+		} else {
+			l.inKey = true
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return path()
+		}
+		switch t := tok.(type) {
+		case json.Delim:
+			switch t {
+			case '{':
+				stack = append(stack, level{inKey: true})
+			case '[':
+				stack = append(stack, level{array: true})
+			default:
+				stack = stack[:len(stack)-1]
+				valueDone()
+			}
+			continue
+		case string:
+			if len(stack) > 0 && !stack[len(stack)-1].array && stack[len(stack)-1].inKey {
+				stack[len(stack)-1].key, stack[len(stack)-1].inKey = t, false
+				if dec.InputOffset() > off {
+					return path()
+				}
+				continue
+			}
+		}
+		if dec.InputOffset() > off {
+			return path()
+		}
+		valueDone()
+	}
 }
 
 // jsonError turns an error of encoding/json into an answer that names the
@@ -431,6 +551,10 @@ type beginResponse struct {
 	LeaseMS      int64            `json:"lease_ms"`
 	LeaseExpires time.Time        `json:"lease_expires"`
 	Interrupted  *interruptedJSON `json:"interrupted"`
+	// Call answers the begin's call (beginRequest.Call).
+	Call *callResponse `json:"call,omitempty"`
+	// Commit answers the begin's commit (beginRequest.Commit).
+	Commit *commitResponse `json:"commit,omitempty"`
 }
 
 // callResponse answers a call, its outcome and its resolution.
@@ -455,6 +579,10 @@ type callResponse struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// Resolved: the result was recorded by a resolution, not an outcome.
 	Resolved bool `json:"resolved,omitempty"`
+	// Next answers the outcome's next call (outcomeRequest.Next).
+	Next *callResponse `json:"next,omitempty"`
+	// Commit answers the outcome's commit (outcomeRequest.Commit).
+	Commit *commitResponse `json:"commit,omitempty"`
 }
 
 func (c *callResponse) setResult(b []byte) {

@@ -145,6 +145,39 @@ class TokenTest(unittest.TestCase):
             continuum.Client(url=f"http://127.0.0.1:{port}")  # TCP without a token
 
 
+class ScopedTokenTest(unittest.TestCase):
+    def test_scoped_token(self) -> None:
+        """A token made by `continuumd token` for runs agent-7-*: its runs
+        only, listed and written; another run is Forbidden, even to read."""
+        tmp = tempfile.mkdtemp(prefix="cdscope-", dir="/tmp")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        tokens = os.path.join(tmp, "tokens")
+
+        def make(name: str, rights: str, runs: str) -> str:
+            out = subprocess.run([harness.binary(), "token", "--tokens", tokens, "--name", name, "--rights", rights,
+                                  "--runs", runs], check=True, capture_output=True, text=True)
+            return out.stdout.strip()
+
+        admin, agent = make("ops", "admin", "*"), make("agent7", "read,write", "agent-7-")
+        server = harness.Server("--tokens", tokens)
+        self.addCleanup(server.close)
+        ops = continuum.Client(socket=server.socket, token=admin)
+        self.addCleanup(ops.close)
+        with ops.run("billing").atom() as atom:
+            atom.delta.set("card", b"4111")
+        cl = continuum.Client(socket=server.socket, token=agent)
+        self.addCleanup(cl.close)
+        run = cl.run("agent-7-a")
+        with run.atom() as atom:
+            atom.do("t", lambda k: b"ok")
+        self.assertEqual([r.id for r in cl.runs()], ["agent-7-a"])
+        self.assertEqual(sorted(r.id for r in ops.runs()), ["agent-7-a", "billing"])
+        for f in (lambda: cl.run("billing"), lambda: cl.run("nosuch"), lambda: cl.stats()):
+            with self.assertRaises(continuum.Forbidden) as cm:
+                f()
+            self.assertEqual(cm.exception.status, 403)
+
+
 class TLSTest(unittest.TestCase):
     @unittest.skipUnless(shutil.which("openssl"), "needs the openssl command to make a certificate")
     def test_tls_with_token(self) -> None:

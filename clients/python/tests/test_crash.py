@@ -91,8 +91,8 @@ class ClientCrashTest(unittest.TestCase):
                 seen[0] += 1
                 if seen[0] < nth:
                     return None
+                killed.set()  # before the kill: the main loop must not see the exit first
                 child.kill()  # SIGKILL while the downstream holds the call
-                killed.set()
                 return False if before else None
 
             ds.before = lambda call, hook=hook: hook(call, True)

@@ -8,6 +8,7 @@ import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
   type AtomRecord,
+  getBytes,
   type Bytes,
   type Committed,
   type DeletedRun,
@@ -178,6 +179,22 @@ export class Client {
   }
 
   /**
+   * Deletes the ended run `run` (the engine's DB.DeleteRuns): durable when
+   * this resolves; from then on the run throws RunDeleted, and gc()
+   * reclaims its space. A repeat resolves to the deletion. RunNotEnded
+   * for an active run, RunHasForks while a fork of it lives.
+   */
+  async delete(run: string, o: { reason?: string } = {}): Promise<DeletedRun> {
+    const body: Obj = { reason: o.reason ?? "" };
+    return deletedRun(await this.request({ kind: "request", method: "POST", path: `/v1/runs/${seg(run)}/delete`, body }));
+  }
+
+  /** Reclaims the space of dead records (the engine's DB.GC); needs an admin token. */
+  async gc(): Promise<Record<string, number>> {
+    return (await this.request({ kind: "request", method: "POST", path: "/v1/gc", body: {} })) as Record<string, number>;
+  }
+
+  /**
    * Erases the ended (or deleted) run `run` (the engine's DB.Erase,
    * crypto-shredding): it is deleted and its data key destroyed, so that
    * its atoms, certificates, result and state can never be read again,
@@ -244,6 +261,24 @@ export class Run {
 
   async interrupted(): Promise<Interrupted | null> {
     return interrupted((await this.client.request({ kind: "request", method: "GET", path: `${this.path}/interrupted` })).interrupted);
+  }
+
+  /** The messages sent to this run and not consumed yet, oldest first. */
+  async inbox(): Promise<RunMessage[]> {
+    const r = await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inbox` });
+    return (r.messages as Obj[]).map(runMessage);
+  }
+
+  /** Verifies the store and resolves to this run's part of the report: ok, run (its line), failures, warnings, store_ok. */
+  async verify(o: { deep?: boolean; publicKey?: string; unsignedTail?: number } = {}): Promise<Record<string, unknown>> {
+    const body: Obj = { deep: o.deep ?? false, unsigned_tail: o.unsignedTail ?? 0 };
+    if (o.publicKey) body.public_key = o.publicKey;
+    return (await this.client.request({ kind: "request", method: "POST", path: `${this.path}/verify`, body })) as Record<string, unknown>;
+  }
+
+  /** What continuumctl inspect says of this run: atoms, last_seq, head, fails, status, parent, ... */
+  async inspect(): Promise<Record<string, unknown>> {
+    return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inspect` })) as Record<string, unknown>;
   }
 
   /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
@@ -424,6 +459,25 @@ export class Atom {
     return this.#drive(callFlow(this.path, doubt.call, doubt.tool, r, this.run.known), execute);
   }
 
+  /** Sends payload to run `to` as part of this atom: the message exists if and only if the atom commits. */
+  async send(to: string, payload: Bytes): Promise<void> {
+    const body: Obj = { to };
+    putBytes(body, "payload", payload);
+    await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/send`, body });
+  }
+
+  /**
+   * The next message of the run's inbox (of `from` only, when given),
+   * waiting up to waitMs for one; null if none came. It is consumed when
+   * this atom commits; a fail, a lost attempt or a crash gives it back.
+   */
+  async receive(o: { from?: string; waitMs?: number } = {}): Promise<RunMessage | null> {
+    const body: Obj = { wait_ms: o.waitMs ?? 0 };
+    if (o.from) body.from = o.from;
+    const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/receive`, body });
+    return r.message == null ? null : runMessage(r.message as Obj);
+  }
+
   async heartbeat(): Promise<void> {
     await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/heartbeat`, body: {} });
   }
@@ -449,4 +503,17 @@ export class Atom {
       this.stop();
     }
   }
+}
+
+/** A message between runs: sent by run `from` in its atom `seq` (the `index`-th of that atom's messages), for run `to`. */
+export interface RunMessage {
+  from: string;
+  seq: number;
+  index: number;
+  to: string;
+  payload: Uint8Array;
+}
+
+function runMessage(m: Obj): RunMessage {
+  return { from: String(m.from), seq: Number(m.seq), index: Number(m.index), to: String(m.to), payload: getBytes(m, "payload") ?? new Uint8Array() };
 }

@@ -29,6 +29,10 @@ export class APIError extends ContinuumError {
 export class BadRequest extends APIError {}
 /** 401: no bearer token, or a wrong one. */
 export class Unauthorized extends APIError {}
+/** 403 forbidden: the token's scope (its rights, or its runs' id prefix) does not allow the request. */
+export class Forbidden extends APIError {}
+/** 429 auth_rate_limited: too many failed authentications from this client's address (details.retry_after_ms). */
+export class AuthRateLimited extends APIError {}
 /** 404: no such run, call, atom or endpoint (`code` says which: atom_not_found for a seq beyond the run's last committed one). */
 export class NotFound extends APIError {}
 /** 404 run_not_found. */
@@ -37,6 +41,8 @@ export class RunNotFound extends NotFound {}
 export class Conflict extends APIError {}
 /** 409 run_held: another attempt holds the run (details: seq, lease_expires); begin with takeover to abandon it. */
 export class RunHeld extends Conflict {}
+/** 409 commit_mismatch: a repeated commit of a committed attempt carries another delta than the one committed. */
+export class CommitMismatch extends Conflict {}
 /** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
 export class RunEnded extends Conflict {}
 /** 409 run_not_ended: erase of a run that is still active (end it first). */
@@ -117,6 +123,9 @@ const byCode: Record<string, typeof APIError> = {
   run_held: RunHeld,
   run_ended: RunEnded,
   run_exists: RunExists,
+  commit_mismatch: CommitMismatch,
+  forbidden: Forbidden,
+  auth_rate_limited: AuthRateLimited,
   run_not_ended: RunNotEnded,
   run_has_forks: RunHasForks,
   keyring: NotEncrypted,
@@ -133,6 +142,7 @@ const byCode: Record<string, typeof APIError> = {
 const byStatus: Record<number, typeof APIError> = {
   400: BadRequest,
   401: Unauthorized,
+  403: Forbidden,
   404: NotFound,
   405: BadRequest,
   409: Conflict,

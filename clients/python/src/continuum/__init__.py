@@ -28,9 +28,12 @@ from .errors import (
     ActionFailed,
     APIError,
     AttemptLost,
+    AuthRateLimited,
     BadRequest,
+    CommitMismatch,
     Conflict,
     ContinuumError,
+    Forbidden,
     InDoubt,
     InvalidArgs,
     InvalidDelta,
@@ -67,6 +70,7 @@ from .types import (
     Message,
     Pending,
     RunInfo,
+    RunMessage,
     State,
     Subgoal,
 )
@@ -75,9 +79,9 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Run", "Atom", "AsyncClient", "AsyncRun", "AsyncAtom", "Delta", "tool", "idempotency_key", "current_atom",
-    "Happened", "DidNotHappen", "RunInfo", "Lease", "State", "Subgoal", "Message", "Pending",
+    "Happened", "DidNotHappen", "RunInfo", "RunMessage", "Lease", "State", "Subgoal", "Message", "Pending",
     "Interrupted", "ActionState", "Committed", "AtomRecord", "DeletedRun", "Erasure", "ErasedKey",
-    "ContinuumError", "APIError", "BadRequest", "Unauthorized", "NotFound", "RunNotFound", "Conflict",
+    "ContinuumError", "APIError", "BadRequest", "Unauthorized", "Forbidden", "AuthRateLimited", "CommitMismatch", "NotFound", "RunNotFound", "Conflict",
     "RunHeld", "RunEnded", "RunExists", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",

@@ -119,6 +119,14 @@ class AsyncClient:
         ``run`` (its data key destroyed) and returns its erasure."""
         return _wire.deleted_run(await self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/erase", {"reason": reason})))
 
+    async def delete(self, run: str, *, reason: str = "") -> DeletedRun:
+        """:meth:`continuum.Client.delete` for asyncio."""
+        return _wire.deleted_run(await self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/delete", {"reason": reason})))
+
+    async def gc(self) -> Dict[str, Any]:
+        """:meth:`continuum.Client.gc` for asyncio."""
+        return dict(await self._send(_core.Request("POST", "/v1/gc", {})))
+
     async def erase_key(self, run: str, key: str, *, reason: str = "") -> ErasedKey:
         """:meth:`continuum.Client.erase_key` for asyncio: erases every value
         of memory key ``key`` of run ``run`` written so far."""

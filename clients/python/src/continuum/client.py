@@ -17,7 +17,7 @@ from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
 from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
-from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
+from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
 
@@ -171,6 +171,20 @@ class Client:
         run."""
         return _wire.deleted_run(self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/erase", {"reason": reason})))
 
+    def delete(self, run: str, *, reason: str = "") -> DeletedRun:
+        """Deletes the ended run ``run`` (the engine's DB.DeleteRuns):
+        durable when this returns; from then on the run raises
+        :class:`~continuum.errors.RunDeleted`, and :meth:`gc` reclaims its
+        space. A repeat returns the deletion. Raises
+        :class:`~continuum.errors.RunNotEnded` for an active run,
+        :class:`~continuum.errors.RunHasForks` while a fork of it lives."""
+        return _wire.deleted_run(self._send(_core.Request("POST", f"/v1/runs/{seg(run)}/delete", {"reason": reason})))
+
+    def gc(self) -> Dict[str, Any]:
+        """Reclaims the space of dead records (the engine's DB.GC): what it
+        did (segments, bytes, compacted, ...). Needs an admin token."""
+        return dict(self._send(_core.Request("POST", "/v1/gc", {})))
+
     def erase_key(self, run: str, key: str, *, reason: str = "") -> ErasedKey:
         """Erases every value of memory key ``key`` written so far in run
         ``run`` (the engine's DB.EraseKey): the data keys that sealed them
@@ -258,6 +272,10 @@ class Run:
         # Results of executions whose certificate was not acknowledged
         # (see _core.call_flow), by idempotency key, across attempts.
         self._known: Dict[str, bytes] = {}
+        # The seq this client expects the run's next atom to have (its last
+        # committed seq + 1 as last seen), sent with a begin that carries
+        # its commit; None when unknown.
+        self._next: Optional[int] = info.last_seq + 1
 
     def __repr__(self) -> str:
         return f"Run({self.id!r})"
@@ -277,6 +295,25 @@ class Run:
     def interrupted(self) -> Optional[Interrupted]:
         return _wire.interrupted(self.client._get(f"{self._path}/interrupted").get("interrupted"))
 
+    def inbox(self) -> List[RunMessage]:
+        """The messages sent to this run and not consumed yet, oldest first."""
+        return [_run_message(m) for m in self.client._get(f"{self._path}/inbox")["messages"]]
+
+    def verify(self, *, deep: bool = False, public_key: Optional[str] = None, unsigned_tail: int = 0) -> Dict[str, Any]:
+        """Verifies the store and returns this run's part of the report:
+        ``ok``, ``run`` (its line), ``failures``, ``warnings`` and
+        ``store_ok`` (the store's own records). Failures of other runs are
+        not reported. ``public_key`` is the text of a public key file."""
+        body: Dict[str, Any] = {"deep": deep, "unsigned_tail": unsigned_tail}
+        if public_key:
+            body["public_key"] = public_key
+        return dict(self.client._send(_core.Request("POST", f"{self._path}/verify", body)))
+
+    def inspect(self) -> Dict[str, Any]:
+        """What continuumctl inspect says of this run: atoms, last_seq,
+        head, fails, status, parent, snapshot_seq, frame_seq, ..."""
+        return dict(self.client._get(f"{self._path}/inspect"))
+
     def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
         """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
         optional result, durably: begin then raises RunEnded. Refused
@@ -286,16 +323,19 @@ class Run:
             _wire.put_bytes(body, "result", result)
         return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
 
+    def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        return body
+
     def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
         """Begins the run's next atom. While the atom is open the client's
         background thread renews its lease (every third of it). ``takeover`` abandons
         the attempt of another client holding the run (for an agent that
         restarts and is its run's only worker); without it a held run
         raises :class:`~continuum.errors.RunHeld`."""
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
-        if lease is not None:
-            body["lease_ms"] = int(lease * 1000)
-        r = self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
+        r = self.client._send(_core.Request("POST", f"{self._path}/attempts", self._begin_body(takeover, lease)))
         return Atom(self, r)
 
     def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> "Atom":
@@ -305,8 +345,13 @@ class Run:
             with run.atom() as atom:
                 out = atom.do("billing.charge", charge, args={"cents": 500})
                 atom.delta.set("charge", out)
+
+        The begin rides on the atom's first request: its first action's
+        call, or its commit (an atom without actions is one round trip).
+        Reading :attr:`Atom.seq`, :attr:`Atom.attempt` or
+        :attr:`Atom.interrupted` before either begins it at once.
         """
-        return self.begin(takeover=takeover, lease=lease)
+        return Atom(self, None, self._begin_body(takeover, lease))
 
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
@@ -329,27 +374,70 @@ class Atom:
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
     frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""
 
-    def __init__(self, run: Run, begin: Mapping[str, Any]) -> None:
+    def __init__(self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None) -> None:
         self.run = run
-        self.seq: int = int(begin["seq"])
-        self.attempt: str = begin["attempt"]
-        self.lease: float = int(begin["lease_ms"]) / 1000
-        #: The earlier attempt of this seq that ended without commit or
-        #: fail (a restart, an expired lease, a takeover), or None.
-        self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
         self.delta = Delta()
         self.committed: Optional[Committed] = None
-        self._path = f"{run._path}/attempts/{self.attempt}"
         self._calls = 0
         self._order = threading.Lock()
         self._token: Optional[Token[Any]] = None
-        run.client._beats.add(self)
+        self._body = body or {}
+        self._begun = False
+        if begin is not None:
+            self._set(begin)
+
+    def _set(self, begin: Mapping[str, Any]) -> None:
+        """Takes the begin's answer: the attempt is open."""
+        self._seq = int(begin["seq"])
+        self._attempt = str(begin["attempt"])
+        self._lease = int(begin["lease_ms"]) / 1000
+        self._interrupted = _wire.interrupted(begin.get("interrupted"))
+        self._path = f"{self.run._path}/attempts/{self._attempt}"
+        self._begun = True
+        self.run.client._beats.add(self)
+
+    def _take_attempt(self, e: APIError) -> None:
+        """Takes the attempt an error of a ridden begin names (the begin
+        happened; what rode on it failed)."""
+        att = e.details.get("attempt") if e.details else None
+        if isinstance(att, Mapping) and not self._begun:
+            self._set(att)
+
+    def _ensure(self) -> None:
+        if not self._begun:
+            with self._order:
+                if not self._begun:
+                    self._set(self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", self._body)))
+
+    @property
+    def seq(self) -> int:
+        """The atom's seq (begins it, if its first request was not made)."""
+        self._ensure()
+        return self._seq
+
+    @property
+    def attempt(self) -> str:
+        self._ensure()
+        return self._attempt
+
+    @property
+    def lease(self) -> float:
+        self._ensure()
+        return self._lease
+
+    @property
+    def interrupted(self) -> Optional[Interrupted]:
+        """The earlier attempt of this seq that ended without commit or
+        fail (a restart, an expired lease, a takeover), or None."""
+        self._ensure()
+        return self._interrupted
 
     def __repr__(self) -> str:
-        return f"Atom({self.run.id!r}, seq={self.seq})"
+        return f"Atom({self.run.id!r}, seq={self._seq})" if self._begun else f"Atom({self.run.id!r}, not begun)"
 
     def _stop(self) -> None:
-        self.run.client._beats.remove(self)
+        if self._begun:
+            self.run.client._beats.remove(self)
 
     def _drive(
         self,
@@ -418,10 +506,22 @@ class Atom:
             body["redact"] = list(redact)
         if redact_result:
             body["redact_result"] = list(redact_result)
+        send = self.run.client._send
         with self._order:
             n = self._calls
             self._calls += 1
-            first = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            if self._begun:
+                first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            else:
+                try:
+                    r = send(_core.Request("POST", f"{self.run._path}/attempts", {**self._body, "call": body}))
+                except APIError as e:
+                    self._take_attempt(e)
+                    raise
+                self._set(r)
+                first = r["call"]
+                if first.get("status") == "pending":
+                    first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
         return self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
 
     def do_json(
@@ -467,6 +567,26 @@ class Atom:
             return None
         return self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
 
+    def send(self, to: str, payload: BytesLike) -> None:
+        """Sends payload to run ``to`` as part of this atom: the message
+        exists if and only if the atom commits."""
+        body: Dict[str, Any] = {"to": to}
+        _wire.put_bytes(body, "payload", payload)
+        self._ensure()
+        self.run.client._send(_core.Request("POST", f"{self._path}/send", body))
+
+    def receive(self, sender: Optional[str] = None, wait: float = 0.0) -> Optional[RunMessage]:
+        """The next message of the run's inbox (of ``sender`` only, when
+        given), waiting up to ``wait`` seconds for one; None if none came.
+        It is consumed when this atom commits; a fail, a lost attempt or a
+        crash gives it back to a later attempt."""
+        body: Dict[str, Any] = {"wait_ms": int(wait * 1000)}
+        if sender:
+            body["from"] = sender
+        self._ensure()
+        m = self.run.client._send(_core.Request("POST", f"{self._path}/receive", body)).get("message")
+        return None if m is None else _run_message(m)
+
     def heartbeat(self) -> None:
         """Renews the lease now (the client's background thread does it
         anyway, every third of the lease)."""
@@ -476,6 +596,9 @@ class Atom:
         """Commits the atom with delta (default: :attr:`delta`): durable
         when this returns."""
         ops = (delta if delta is not None else self.delta).ops
+        if not self._begun and self._commit_riding(ops):
+            return self.committed  # type: ignore[return-value]
+        self._ensure()
         try:
             self.committed = self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
         except APIError as e:
@@ -483,11 +606,44 @@ class Atom:
                 self._stop()
             raise
         self._stop()
+        self.run._next = self.committed.seq + 1
         return self.committed
+
+    def _commit_riding(self, ops: Any) -> bool:
+        """Begins and commits in one request; False when the atom must be
+        begun first (the run's next seq is not the one this client saw)."""
+        body = {**self._body, "commit": {"delta": ops}}
+        nxt = self.run._next
+        if nxt is not None:
+            body["seq"] = nxt
+        try:
+            r = self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", body))
+        except APIError as e:
+            self._take_attempt(e)
+            if e.code != "seq_mismatch" or nxt is None:
+                raise
+            # Either another client committed seq nxt, or this request did
+            # and its answer was lost while the server restarted (which
+            # forgets request ids): the atom at nxt says which.
+            rec = self.run.client._get(f"{self.run._path}/atoms/{nxt}")
+            if _wire.same_delta(ops, rec.get("delta", [])):
+                self.committed = Committed(run=self.run.id, seq=nxt, head=str(rec["head"]))
+                self._seq, self._begun = nxt, False
+                self.run._next = nxt + 1
+                return True
+            self.run._next = None
+            return False
+        self._set(r)
+        self.committed = _wire.committed(r["commit"])
+        self._stop()
+        self.run._next = self.committed.seq + 1
+        return True
 
     def fail(self, reason: str) -> None:
         """Ends the attempt without committing: the seq is begun again by
         the next begin, and actions certified in it are not executed again."""
+        if not self._begun:
+            return  # nothing was begun: nothing to fail
         try:
             self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
         finally:
@@ -511,3 +667,8 @@ class Atom:
             pass  # the exception in flight says more
         finally:
             self._stop()
+
+
+def _run_message(m: Mapping[str, Any]) -> RunMessage:
+    return RunMessage(sender=str(m["from"]), seq=int(m["seq"]), index=int(m["index"]), to=str(m["to"]),
+                      payload=_wire.get_bytes(m, "payload") or b"")

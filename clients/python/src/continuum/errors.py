@@ -16,6 +16,9 @@ __all__ = [
     "APIError",
     "BadRequest",
     "Unauthorized",
+    "Forbidden",
+    "AuthRateLimited",
+    "CommitMismatch",
     "NotFound",
     "RunNotFound",
     "Conflict",
@@ -77,6 +80,16 @@ class Unauthorized(APIError):
     """401: no bearer token, or a wrong one."""
 
 
+class Forbidden(APIError):
+    """403 forbidden: the token's scope (its rights, or its runs' id prefix)
+    does not allow the request."""
+
+
+class AuthRateLimited(APIError):
+    """429 auth_rate_limited: too many failed authentications from this
+    client's address; ``details["retry_after_ms"]`` says when to retry."""
+
+
 class NotFound(APIError):
     """404: no such run, call, atom or endpoint (``code`` says which:
     atom_not_found for a seq beyond the run's last committed one)."""
@@ -101,6 +114,11 @@ class RunHeld(Conflict):
 class RunEnded(Conflict):
     """409 run_ended: the run ended (Run.end): it takes no more atoms, and
     no end with another status or result."""
+
+
+class CommitMismatch(Conflict):
+    """409 commit_mismatch: a repeated commit of a committed attempt carries
+    another delta than the one committed."""
 
 
 class RunExists(Conflict):
@@ -228,6 +246,9 @@ _BY_CODE = {
     "run_held": RunHeld,
     "run_ended": RunEnded,
     "run_exists": RunExists,
+    "commit_mismatch": CommitMismatch,
+    "forbidden": Forbidden,
+    "auth_rate_limited": AuthRateLimited,
     "run_not_ended": RunNotEnded,
     "run_has_forks": RunHasForks,
     "keyring": NotEncrypted,
@@ -244,6 +265,7 @@ _BY_CODE = {
 _BY_STATUS = {
     400: BadRequest,
     401: Unauthorized,
+    403: Forbidden,
     404: NotFound,
     405: BadRequest,
     409: Conflict,

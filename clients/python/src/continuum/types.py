@@ -213,3 +213,15 @@ class DidNotHappen:
     of the key: the action is then executed again, under the same key."""
 
     reason: str = "the downstream has no trace of the idempotency key"
+
+
+@dataclass(frozen=True)
+class RunMessage:
+    """A message between runs: sent by run ``sender`` in its atom ``seq``
+    (the ``index``-th of that atom's messages), for run ``to``."""
+
+    sender: str
+    seq: int
+    index: int
+    to: str
+    payload: bytes

@@ -1,0 +1,206 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// makeToken runs `continuumd token` and returns the token it printed.
+func makeToken(t *testing.T, file, name, rights, runs string) string {
+	t.Helper()
+	var out, errb bytes.Buffer
+	if code := runTokenCommand([]string{"--tokens", file, "--name", name, "--rights", rights, "--runs", runs}, &out, &errb); code != 0 {
+		t.Fatalf("continuumd token %s: exit %d: %s", name, code, errb.String())
+	}
+	return strings.TrimSpace(out.String())
+}
+
+// TestScopedTokens: a token reaches only its runs, with only its rights:
+// it cannot read, list, write, fork into or erase another run, nor touch
+// the store; the --token-file token stays an admin's.
+func TestScopedTokens(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tokens")
+	agent := makeToken(t, file, "agent7", "read,write", "agent-7-")
+	reader := makeToken(t, file, "reader", "read", "*")
+	eraser := makeToken(t, file, "eraser", "erase", "agent-7-")
+	b, err := readSecretFile("--tokens", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte(agent)) || bytes.Contains(b, []byte(reader)) {
+		t.Fatalf("the tokens file holds a token, not its hash:\n%s", b)
+	}
+	set, err := parseTokens(b, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const admin = "admin-token-0123456789abcdef"
+	ts := startServer(t, "", func(c *serverConfig) { c.tokens, c.token = set, []byte(admin) })
+
+	ts.token = admin
+	ts.openRun("other")
+	p, _ := ts.begin("other", nil)
+	ts.commit(p, map[string]any{"op": "set", "key": "secret", "value": "s"})
+	ts.must(200, "GET", "/v1/stats", nil)
+
+	ts.token = agent
+	ts.openRun("agent-7-a")
+	p, _ = ts.begin("agent-7-a", nil)
+	ts.act(p, 0, map[string]any{"tool": "t"}, "ok")
+	ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"})
+	ts.must(200, "GET", "/v1/runs/agent-7-a/state", nil)
+	ts.must(201, "POST", "/v1/runs/agent-7-a/fork", map[string]any{"at": 1, "id": "agent-7-b"})
+	list := ts.must(200, "GET", "/v1/runs", nil)
+	runs, _ := list.body["runs"].([]any)
+	if len(runs) != 2 {
+		t.Fatalf("a scoped token lists %d runs, want its 2: %s", len(runs), list)
+	}
+	for _, r := range runs {
+		if id, _ := r.(map[string]any)["id"].(string); !strings.HasPrefix(id, "agent-7-") {
+			t.Fatalf("a scoped token lists run %q: %s", id, list)
+		}
+	}
+	op, _ := func() (string, reply) {
+		ts.token = admin
+		defer func() { ts.token = agent }()
+		return ts.begin("other", nil)
+	}()
+	for _, tc := range []struct{ method, path, field string }{
+		{"GET", "/v1/runs/other", "run"},
+		{"GET", "/v1/runs/other/state", "run"},
+		{"GET", "/v1/runs/other/atoms/1", "run"},
+		{"GET", "/v1/runs/other/interrupted", "run"},
+		{"GET", "/v1/runs/nosuch", "run"}, // existence is not told either
+		{"PUT", "/v1/runs/other", "run"},
+		{"PUT", "/v1/runs/agent-8", "run"},
+		{"POST", "/v1/runs/other/attempts", "run"},
+		{"POST", "/v1/runs/other/end", "run"},
+		{"GET", op, "run"},
+		{"POST", op + "/commit", "run"},
+		{"POST", "/v1/runs/other/fork", "run"},
+		{"POST", "/v1/runs/agent-7-a/erase", "run"},
+		{"GET", "/v1/stats", ""},
+		{"POST", "/v1/verify", ""},
+	} {
+		r := ts.do(tc.method, tc.path, nil)
+		if tc.method == "POST" && strings.HasSuffix(tc.path, "/commit") {
+			r = ts.do(tc.method, tc.path, map[string]any{"delta": []any{}})
+		}
+		if strings.HasSuffix(tc.path, "/fork") {
+			r = ts.do(tc.method, tc.path, map[string]any{"at": 1, "id": "agent-7-c"})
+		}
+		wantError(t, r, 403, codeForbidden, tc.field)
+	}
+	// A fork of its own run into a run it does not reach.
+	wantError(t, ts.do("POST", "/v1/runs/agent-7-a/fork", map[string]any{"at": 1, "id": "other-2"}), 403, codeForbidden, "id")
+	// The admin's attempt of "other" was not disturbed.
+	ts.token = admin
+	ts.commit(op)
+
+	ts.token = reader
+	ts.must(200, "GET", "/v1/runs/other/state", nil)
+	wantError(t, ts.do("PUT", "/v1/runs/reader-1", nil), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/other/attempts", nil), 403, codeForbidden, "run")
+
+	ts.token = eraser
+	wantError(t, ts.do("GET", "/v1/runs/agent-7-a/state", nil), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/other/erase", nil), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/agent-7-a/erase", nil), 409, codeKeyring, "") // allowed: the store says no
+	ts.must(200, "GET", "/v1/health", nil)
+}
+
+// TestAuthRateLimit: after authBurst failures from one address every
+// request from it is 429 auth_rate_limited, the right token's too, until
+// the bucket refills.
+func TestAuthRateLimit(t *testing.T) {
+	const good = "good-token-0123456789abcdef"
+	ts := startServer(t, "", func(c *serverConfig) { c.token = []byte(good) })
+	ts.token = "wrong-token-0123456789abcdef"
+	for i := range authBurst {
+		if r := ts.do("GET", "/v1/health", nil); r.status != 401 {
+			t.Fatalf("failure %d: %s", i, r)
+		}
+	}
+	r := ts.do("GET", "/v1/health", nil)
+	wantError(t, r, 429, codeAuthRateLimited, "")
+	if r.header.Get("Retry-After") == "" {
+		t.Fatalf("429 without Retry-After: %s", r)
+	}
+	ts.token = good
+	wantError(t, ts.do("GET", "/v1/health", nil), 429, codeAuthRateLimited, "")
+	waitFor(t, 30*time.Second, "the failures' bucket to refill", func() bool {
+		return ts.do("GET", "/v1/health", nil).status == 200
+	})
+
+	// The bucket itself, on a clock of its own.
+	var f authFailures
+	now := time.Unix(1000, 0)
+	for range authBurst {
+		if _, b := f.blocked("a", now); b {
+			t.Fatal("blocked before authBurst failures")
+		}
+		f.fail("a", now)
+	}
+	if _, b := f.blocked("a", now); !b {
+		t.Fatal("not blocked after authBurst failures")
+	}
+	if _, b := f.blocked("b", now); b {
+		t.Fatal("another address is blocked")
+	}
+	if _, b := f.blocked("a", now.Add(authRefill)); b {
+		t.Fatal("still blocked after a refill")
+	}
+	if _, b := f.blocked("a", now.Add(authBurst*authRefill)); b || len(f.buckets) != 0 {
+		t.Fatalf("a full bucket is kept: %d", len(f.buckets))
+	}
+}
+
+// TestTokensFile: the tokens file's mistakes are refused with the line
+// and the reason; continuumd token refuses what the server would.
+func TestTokensFile(t *testing.T) {
+	h := "sha256:" + strings.Repeat("ab", 32)
+	h2 := "sha256:" + strings.Repeat("cd", 32)
+	for _, tc := range []struct{ name, file, want string }{
+		{"empty", "# nothing\n\n", "holds no token"},
+		{"three fields", "a " + h + " read\n", "3 fields"},
+		{"bad name", "a/b " + h + " read *\n", "token name"},
+		{"no sha256 prefix", "a " + strings.Repeat("ab", 32) + " read *\n", "sha256:"},
+		{"short hash", "a sha256:abcd read *\n", "64 hex digits"},
+		{"unknown right", "a " + h + " read,delete *\n", "unknown right"},
+		{"star in a prefix", "a " + h + " read agent-*\n", "without '*'"},
+		{"admin on a prefix", "a " + h + " admin agent-\n", "must be \"*\""},
+		{"a name twice", "a " + h + " read *\na " + h2 + " read *\n", "given twice"},
+		{"a hash twice", "a " + h + " read *\nb " + h + " read *\n", "the hash of token"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseTokens([]byte(tc.file), "F")
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("got %v, want an error with %q", err, tc.want)
+			}
+		})
+	}
+	file := filepath.Join(t.TempDir(), "tokens")
+	makeToken(t, file, "a", "read", "x-")
+	if st, err := os.Stat(file); err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("the tokens file: %v %v", st.Mode(), err)
+	}
+	for _, args := range [][]string{
+		{"--tokens", file, "--name", "a", "--rights", "read"},                 // a name twice
+		{"--tokens", file, "--name", "b", "--rights", "admin", "--runs", "x"}, // admin on a prefix
+		{"--tokens", file, "--name", "c", "--rights", "fly"},
+		{"--tokens", file, "--name", "d"},
+	} {
+		var out, errb bytes.Buffer
+		if code := runTokenCommand(args, &out, &errb); code == 0 || out.Len() != 0 {
+			t.Fatalf("continuumd token %q: exit %d, printed %q", args, code, out.String())
+		}
+	}
+	b, _ := os.ReadFile(file)
+	if n := strings.Count(string(b), "\n"); n != 1 {
+		t.Fatalf("refused tokens were written: %q", b)
+	}
+}
