@@ -261,3 +261,61 @@ func TestCraftNormalStore(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestLockHardLinkDecoy: a file outside the store hard-linked as the
+// store's LOCK is neither truncated nor chmodded: Open fails with an error
+// naming LOCK (matching privfs.ErrLinked), and the decoy keeps its bytes
+// and mode. Once the link is removed, the store opens.
+func TestLockHardLinkDecoy(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "store")
+	db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	decoy := filepath.Join(base, "decoy")
+	content := []byte("not the store's: a file of the user's\n")
+	if err := os.WriteFile(decoy, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(decoy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, "LOCK")
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(decoy, lock); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open through a LOCK hard-linked to a file outside the store succeeded")
+	}
+	t.Logf("Open: %v", err)
+	if !errors.Is(err, privfs.ErrLinked) || !strings.Contains(err.Error(), lock) {
+		t.Errorf("Open: %v, want an error matching privfs.ErrLinked naming %s", err, lock)
+	}
+	got, rerr := os.ReadFile(decoy)
+	fi, serr := os.Stat(decoy)
+	if rerr != nil || serr != nil {
+		t.Fatal(rerr, serr)
+	}
+	if string(got) != string(content) || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the decoy was written through LOCK: %q mode %v, want %q mode 0644", got, fi.Mode().Perm(), content)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("Open once the link is gone: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
