@@ -98,6 +98,11 @@ func treeDigest(t *testing.T, dir string) string {
 	return b.String()
 }
 
+// hangGuard is how long a call of these tests may take before it is a hang:
+// far past what it needs on a loaded machine, since only a blocked call
+// must fail.
+const hangGuard = 2 * time.Minute
+
 // withDeadline runs f and fails the test if it has not returned within d:
 // a planted pipe must never block a reader.
 func withDeadline(t *testing.T, what string, d time.Duration, f func() error) error {
@@ -120,7 +125,7 @@ func useStore(t *testing.T, dir string) map[string]error {
 	t.Helper()
 	ctx := context.Background()
 	errs := map[string]error{}
-	errs["verify"] = withDeadline(t, "Verify", 20*time.Second, func() error {
+	errs["verify"] = withDeadline(t, "Verify", hangGuard, func() error {
 		rep, err := engine.Verify(ctx, dir, &engine.VerifyOptions{Deep: true})
 		if err == nil && !rep.OK {
 			var msgs []string
@@ -131,14 +136,14 @@ func useStore(t *testing.T, dir string) map[string]error {
 		}
 		return err
 	})
-	errs["inspect"] = withDeadline(t, "Inspect", 20*time.Second, func() error {
+	errs["inspect"] = withDeadline(t, "Inspect", hangGuard, func() error {
 		in, err := engine.Inspect(ctx, dir, nil)
 		if err != nil {
 			return err
 		}
 		return in.Close()
 	})
-	errs["open"] = withDeadline(t, "Open, an atom, Close", 20*time.Second, func() error {
+	errs["open"] = withDeadline(t, "Open, an atom, Close", hangGuard, func() error {
 		db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
 		if err != nil {
 			return err

@@ -56,7 +56,7 @@ var (
 
 // opDeadline bounds every engine call of the suite: a call that takes
 // longer is a hang.
-const opDeadline = 30 * time.Second
+const opDeadline = 2 * time.Minute
 
 // within runs fn and fails the test if it does not return within
 // opDeadline.

@@ -657,7 +657,7 @@ func TestForkCycleInCheckpoint(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Logf("state of a fork in a forged cycle: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the state of a fork in a forged cycle never returned")
 	}
 }

@@ -40,7 +40,7 @@ const (
 	snapFaultRuns  = 2
 	snapFaultAtoms = 24 // per incarnation
 	// snapFaultDeadline bounds every call: one that takes longer hangs.
-	snapFaultDeadline = 30 * time.Second
+	snapFaultDeadline = 2 * time.Minute
 )
 
 func snapFaultOptions(fs vfs.FS, log *slog.Logger) *engine.Options {

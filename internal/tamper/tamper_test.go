@@ -18,7 +18,7 @@ var (
 	flagCuts      = flag.Int("tamper.cuts", 0, "truncations per file (default 3 under -short, 8 otherwise)")
 	flagScenarios = flag.Int("tamper.scenarios", -1, "run at most this many scenarios, a seeded sample (default 300 under -short, all otherwise; 0: all)")
 	flagOnly      = flag.String("tamper.only", "", "run only the scenarios whose name matches this regexp")
-	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
+	flagDeadline  = flag.Duration("tamper.deadline", 2*time.Minute, "deadline of each oracle child: a hang guard, far past what a child needs on a loaded machine")
 	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
 	flagJSON      = flag.String("tamper.json", "", "also write every scenario's verdict, reason and differences (JSON) to this file, to compare two runs on one kept store")
 	flagKeep      = flag.String("tamper.keep", "", "keep the store (DIR/build) and every failed scenario's damaged copy (DIR/N) under this directory")
