@@ -569,7 +569,16 @@
 //     After Resolve the agent goes on with the result it recorded: a
 //     second Do of the same action with a default key is another call
 //     (the next index), so a retry after ResolveFailed passes the
-//     InDoubtError's key.
+//     InDoubtError's key. An atom re-begun after a crash whose default-key
+//     call differs (tool or args) from the interrupted attempt's call at
+//     the same index never takes that call's key: while the old call is in
+//     doubt the new one fails with an *ActionChangedError
+//     (ErrActionChanged, naming run, seq, index, both tools and the old
+//     call's InDoubtError) and takes no index; once the agent settles the
+//     old call (ResolveInDoubt, or ResolveInDoubtFailed to abandon it) the
+//     new one runs at that index with a key no earlier call used (the
+//     default key, "~" and 16 hex digits of its fingerprint), and the
+//     calls after it keep the interrupted attempt's keys.
 //   - Fail does not consume the seq: the next Begin retries it, and
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer
