@@ -554,7 +554,7 @@ func TestForkCrashConvergence(t *testing.T) {
 	db.Close()
 	ops := counter.n.Load()
 	step := max(ops/40, 1)
-	if testing.Short() {
+	if reduced() {
 		step = max(ops/12, 1)
 	}
 	for target := uint64(1); target <= ops; target += step {

@@ -224,7 +224,7 @@ func TestSnapshotStoreFaults(t *testing.T) {
 		counts[faultRead].Load(), counts[faultWrite].Load(), counts[faultSync].Load())
 
 	trials := 24
-	if testing.Short() {
+	if engine.ReducedTests() {
 		trials = 12
 	}
 	if raceEnabled {
