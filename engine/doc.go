@@ -592,7 +592,11 @@
 //     snapshot store (their snapshots are deleted).
 //   - Frames of idle runs leave memory past Options.FrameCache, but only
 //     once an engine checkpoint has written them; a Close right after
-//     many runs moved writes one frame file (and one fsync) per run.
+//     many runs moved writes one frame file (and one fsync) per run, 16
+//     at a time on the operating system's filesystem: a median 11.5 s for
+//     10,000 runs at load 30-40 on 2 cores (41 s one at a time), still
+//     far from the 500 ms a single file of the changed frames would allow
+//     (bench/RESULTS-2026-12-06-close.md).
 //   - Branches and lineage: a branch's position is its name and call
 //     index, so a fork's branch repeating a call of a lineage's branch of
 //     the same name gets that call's key and certificate (I10); a fork's
