@@ -10,10 +10,14 @@ import (
 // the sequence without a cut and returns how many filesystem operations
 // it performed, then trial(..., target) runs it again for each target,
 // cutting the power at that operation. Only with -long (long_test.go) is
-// every target cut; without it (and always under -short) every stride-th,
-// starting at 1 + shift*pct/100 so that the modes' points interleave;
+// every target cut; without it (and always under -short) every stride-th
+// (or fewer: at most reducedCuts), starting at 1 + shift*pct/100 so that the modes' points interleave;
 // under the race detector every fourth of those. empty says what the
 // sequence is, for the failure when it performed none ("" allows none).
+// reducedCuts bounds the targets cut per mode and kept share without
+// -long.
+const reducedCuts = 80
+
 func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
 	t.Helper()
 	for _, mode := range []Durability{Strict, Relaxed} {
@@ -26,6 +30,12 @@ func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(
 				step, first := uint64(1), uint64(1)
 				if reduced() {
 					step, first = stride, 1+shift*uint64(pct)/100
+					// At most reducedCuts targets: a sequence whose operations
+					// grow with the machine's load (an agent committing beside)
+					// does not grow the suite with it.
+					if ops/step > reducedCuts {
+						step = (ops + reducedCuts - 1) / reducedCuts
+					}
 				}
 				if raceOn {
 					step *= 4
