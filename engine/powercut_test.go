@@ -16,7 +16,7 @@ import (
 // sequence is, for the failure when it performed none ("" allows none).
 // reducedCuts bounds the targets cut per mode and kept share without
 // -long.
-const reducedCuts = 80
+const reducedCuts = 40
 
 func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
 	t.Helper()
