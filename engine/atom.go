@@ -142,6 +142,18 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 	if index != 0 || a.branch != nil {
 		in = a.withDefaultKey(in, index)
 	}
+	if take && a.resumed && a.branch == nil {
+		// A call that differs from the interrupted attempt's at its index
+		// (resumekey.go).
+		c, err := a.resumedCall(ctx, in)
+		if err != nil {
+			a.untakeIndex(index)
+			return nil, err
+		}
+		if c != in {
+			return c, nil // its own key: no lineage's call had it
+		}
+	}
 	c, err := a.lineageIntent(ctx, in) // a fork's repeat of its parent's action
 	if err != nil && take {
 		a.releaseIndex(in)

@@ -457,6 +457,7 @@ func (db *DB) checkpoint(final bool) error {
 	db.tailBytes.Store(0)
 	runs := db.runList()
 	caps := make([]*capturedRun, 0, len(runs))
+	files := &frameFileWriter{db: db} // several at once on the OS's filesystem (framefiles.go)
 	var b *snapshot.Batch
 	if snaps != nil {
 		b = snaps.NewBatch()
@@ -477,7 +478,7 @@ func (db *DB) checkpoint(final bool) error {
 			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
 			file := ff.Marshal()
 			c.fileSum = blake3.Sum256(file)
-			if err := layout.WriteFileRenamed(db.fs, db.frameFileName(r.id), file, db.opts.NoSync); err != nil {
+			if err := files.add(db.frameFileName(r.id), file); err != nil {
 				return err
 			}
 		}
@@ -510,6 +511,9 @@ func (db *DB) checkpoint(final bool) error {
 		// bytes: nothing reads the frame's encodings again.
 		c.frame, c.raw = nil, nil
 		caps = append(caps, c)
+	}
+	if err := files.flush(); err != nil {
+		return err
 	}
 	if !db.opts.NoSync {
 		if err := layout.SyncDir(db.fs, db.path(layout.FramesDir)); err != nil {

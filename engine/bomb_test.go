@@ -305,8 +305,8 @@ func runBombChild(t *testing.T, op, dir string, deadline time.Duration) (int64, 
 // of resident memory. Without the budget and the bounded summaries, the 40
 // certificates alone made inspect hold 2.4 GB.
 func TestDecompressionBombs(t *testing.T) {
-	if testing.Short() {
-		t.Skip("decompresses some GiB in child processes")
+	if !long() || testing.Short() {
+		t.Skip("decompresses some GiB in child processes: a long suite (-long, or CONTINUUM_LONG=1)")
 	}
 	cases := []struct {
 		kind string

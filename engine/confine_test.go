@@ -98,6 +98,11 @@ func treeDigest(t *testing.T, dir string) string {
 	return b.String()
 }
 
+// hangGuard is how long a call of these tests may take before it is a hang:
+// far past what it needs on a loaded machine, since only a blocked call
+// must fail.
+const hangGuard = 2 * time.Minute
+
 // withDeadline runs f and fails the test if it has not returned within d:
 // a planted pipe must never block a reader.
 func withDeadline(t *testing.T, what string, d time.Duration, f func() error) error {
@@ -120,7 +125,7 @@ func useStore(t *testing.T, dir string) map[string]error {
 	t.Helper()
 	ctx := context.Background()
 	errs := map[string]error{}
-	errs["verify"] = withDeadline(t, "Verify", 20*time.Second, func() error {
+	errs["verify"] = withDeadline(t, "Verify", hangGuard, func() error {
 		rep, err := engine.Verify(ctx, dir, &engine.VerifyOptions{Deep: true})
 		if err == nil && !rep.OK {
 			var msgs []string
@@ -131,14 +136,14 @@ func useStore(t *testing.T, dir string) map[string]error {
 		}
 		return err
 	})
-	errs["inspect"] = withDeadline(t, "Inspect", 20*time.Second, func() error {
+	errs["inspect"] = withDeadline(t, "Inspect", hangGuard, func() error {
 		in, err := engine.Inspect(ctx, dir, nil)
 		if err != nil {
 			return err
 		}
 		return in.Close()
 	})
-	errs["open"] = withDeadline(t, "Open, an atom, Close", 20*time.Second, func() error {
+	errs["open"] = withDeadline(t, "Open, an atom, Close", hangGuard, func() error {
 		db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
 		if err != nil {
 			return err
@@ -256,6 +261,64 @@ func TestCraftNormalStore(t *testing.T) {
 		if _, err := agent.Step(ctx, r, inspectSeed, w); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestLockHardLinkDecoy: a file outside the store hard-linked as the
+// store's LOCK is neither truncated nor chmodded: Open fails with an error
+// naming LOCK (matching privfs.ErrLinked), and the decoy keeps its bytes
+// and mode. Once the link is removed, the store opens.
+func TestLockHardLinkDecoy(t *testing.T) {
+	base := t.TempDir()
+	dir := filepath.Join(base, "store")
+	db, err := engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	decoy := filepath.Join(base, "decoy")
+	content := []byte("not the store's: a file of the user's\n")
+	if err := os.WriteFile(decoy, content, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(decoy, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	lock := filepath.Join(dir, "LOCK")
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(decoy, lock); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err == nil {
+		db.Close()
+		t.Fatal("Open through a LOCK hard-linked to a file outside the store succeeded")
+	}
+	t.Logf("Open: %v", err)
+	if !errors.Is(err, privfs.ErrLinked) || !strings.Contains(err.Error(), lock) {
+		t.Errorf("Open: %v, want an error matching privfs.ErrLinked naming %s", err, lock)
+	}
+	got, rerr := os.ReadFile(decoy)
+	fi, serr := os.Stat(decoy)
+	if rerr != nil || serr != nil {
+		t.Fatal(rerr, serr)
+	}
+	if string(got) != string(content) || fi.Mode().Perm() != 0o644 {
+		t.Errorf("the decoy was written through LOCK: %q mode %v, want %q mode 0644", got, fi.Mode().Perm(), content)
+	}
+	if err := os.Remove(lock); err != nil {
+		t.Fatal(err)
+	}
+	db, err = engine.Open(dir, &engine.Options{NoSync: true, Logger: quietLogger()})
+	if err != nil {
+		t.Fatalf("Open once the link is gone: %v", err)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

@@ -194,8 +194,8 @@ type ack struct {
 // durability modes.
 func TestCrashConvergence(t *testing.T) {
 	points := 5000 // crash points per mode
-	if testing.Short() {
-		points = 600
+	if engine.ReducedTests() {
+		points = 300
 	}
 	if *crashPoints > 0 {
 		points = *crashPoints
@@ -419,7 +419,7 @@ var crashPebblePoints atomic.Int64
 
 // crashPoints overrides the number of crash points per durability mode:
 // go test ./engine -run TestCrashConvergence -crash.points 50000 -timeout 0
-var crashPoints = flag.Int("crash.points", 0, "crash points per durability mode (0: 5000, or 600 with -short)")
+var crashPoints = flag.Int("crash.points", 0, "crash points per durability mode (0: 5000 with -long, 300 without)")
 
 // crashRunSeed repeats a run (its seed is logged at the start); crashTrialSeed
 // repeats one trial (its seed is in every failure). A trial replays exactly

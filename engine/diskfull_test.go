@@ -51,12 +51,12 @@ import (
 var (
 	diskFullSnapshots = flag.Bool("diskfull.snapshots", true, "inject disk-full faults into the snapshot store's (Pebble's) files too")
 	diskFullSeed      = flag.Uint64("diskfull.seed", 0, "seed of the disk-full trials (0: from the clock)")
-	diskFullTrials    = flag.Int("diskfull.trials", 0, "disk-full trials per errno (0: 40, or 10 with -short)")
+	diskFullTrials    = flag.Int("diskfull.trials", 0, "disk-full trials per errno (0: 40 with -long, 10 without)")
 )
 
 // opDeadline bounds every engine call of the suite: a call that takes
 // longer is a hang.
-const opDeadline = 30 * time.Second
+const opDeadline = 2 * time.Minute
 
 // within runs fn and fails the test if it does not return within
 // opDeadline.
@@ -358,7 +358,7 @@ func TestDiskFullErrorFS(t *testing.T) {
 	trials := *diskFullTrials
 	if trials == 0 {
 		trials = 40
-		if testing.Short() {
+		if reduced() {
 			trials = 10
 		}
 	}

@@ -572,7 +572,16 @@
 //     After Resolve the agent goes on with the result it recorded: a
 //     second Do of the same action with a default key is another call
 //     (the next index), so a retry after ResolveFailed passes the
-//     InDoubtError's key.
+//     InDoubtError's key. An atom re-begun after a crash whose default-key
+//     call differs (tool or args) from the interrupted attempt's call at
+//     the same index never takes that call's key: while the old call is in
+//     doubt the new one fails with an *ActionChangedError
+//     (ErrActionChanged, naming run, seq, index, both tools and the old
+//     call's InDoubtError) and takes no index; once the agent settles the
+//     old call (ResolveInDoubt, or ResolveInDoubtFailed to abandon it) the
+//     new one runs at that index with a key no earlier call used (the
+//     default key, "~" and 16 hex digits of its fingerprint), and the
+//     calls after it keep the interrupted attempt's keys.
 //   - Fail does not consume the seq: the next Begin retries it, and
 //     certified actions of the failed attempt are not executed again.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer
@@ -586,7 +595,11 @@
 //     snapshot store (their snapshots are deleted).
 //   - Frames of idle runs leave memory past Options.FrameCache, but only
 //     once an engine checkpoint has written them; a Close right after
-//     many runs moved writes one frame file (and one fsync) per run.
+//     many runs moved writes one frame file (and one fsync) per run, 16
+//     at a time on the operating system's filesystem: a median 11.5 s for
+//     10,000 runs at load 30-40 on 2 cores (41 s one at a time), still
+//     far from the 500 ms a single file of the changed frames would allow
+//     (bench/RESULTS-2026-12-06-close.md).
 //   - Branches and lineage: a branch's position is its name and call
 //     index, so a fork's branch repeating a call of a lineage's branch of
 //     the same name gets that call's key and certificate (I10); a fork's

@@ -52,7 +52,7 @@ const (
 )
 
 var (
-	faultTrials = flag.Int("faults.trials", 0, "fault-injection trials per test and durability mode (0: 150, or 40 with -short)")
+	faultTrials = flag.Int("faults.trials", 0, "fault-injection trials per test and durability mode (0: 150 with -long, 40 without)")
 	faultSeedF  = flag.Int64("faults.seed", 0, "seed of the first fault-injection trial (0: from the clock)")
 )
 
@@ -664,7 +664,7 @@ func faultConverge(t *testing.T, fs vfs.FS, mode engine.Durability, ref *faultRe
 // faultSuite runs trials of plan in both durability modes.
 func faultSuite(t *testing.T, plan func(*rand.Rand) faultPlan) {
 	trials := 150
-	if testing.Short() {
+	if engine.ReducedTests() {
 		trials = 40
 	}
 	if raceEnabled {

@@ -554,7 +554,7 @@ func TestForkCrashConvergence(t *testing.T) {
 	db.Close()
 	ops := counter.n.Load()
 	step := max(ops/40, 1)
-	if testing.Short() {
+	if reduced() {
 		step = max(ops/12, 1)
 	}
 	for target := uint64(1); target <= ops; target += step {
@@ -657,7 +657,7 @@ func TestForkCycleInCheckpoint(t *testing.T) {
 	select {
 	case err := <-done:
 		t.Logf("state of a fork in a forged cycle: %v", err)
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the state of a fork in a forged cycle never returned")
 	}
 }

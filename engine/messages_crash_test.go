@@ -38,7 +38,7 @@ func ringAtom(ctx context.Context, run *Run, epoch int) error {
 	k, id := a.Seq(), run.ID()
 	d := new(frame.Delta)
 	if id != "a" || k > 1 {
-		wait, cancel := context.WithTimeout(ctx, 5*time.Second)
+		wait, cancel := context.WithTimeout(ctx, 2*time.Minute) // a hang guard: the sender commits first
 		m, err := a.ReceiveFrom(wait, ringSource[id])
 		cancel()
 		if err != nil {

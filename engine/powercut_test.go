@@ -9,10 +9,15 @@ import (
 // and 100% of unsynced data kept at the cut, trial(t, mode, pct, 0) runs
 // the sequence without a cut and returns how many filesystem operations
 // it performed, then trial(..., target) runs it again for each target,
-// cutting the power at that operation. Under -short only every stride-th
-// target is cut, starting at 1 + shift*pct/100 so that the modes' points
-// interleave; under the race detector every fourth of those. empty says what the sequence is, for the failure when it
-// performed none ("" allows none).
+// cutting the power at that operation. Only with -long (long_test.go) is
+// every target cut; without it (and always under -short) every stride-th
+// (or fewer: at most reducedCuts), starting at 1 + shift*pct/100 so that the modes' points interleave;
+// under the race detector every fourth of those. empty says what the
+// sequence is, for the failure when it performed none ("" allows none).
+// reducedCuts bounds the targets cut per mode and kept share without
+// -long.
+const reducedCuts = 40
+
 func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
 	t.Helper()
 	for _, mode := range []Durability{Strict, Relaxed} {
@@ -23,8 +28,14 @@ func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(
 					t.Fatalf("%s performed no filesystem operation", empty)
 				}
 				step, first := uint64(1), uint64(1)
-				if testing.Short() {
+				if reduced() {
 					step, first = stride, 1+shift*uint64(pct)/100
+					// At most reducedCuts targets: a sequence whose operations
+					// grow with the machine's load (an agent committing beside)
+					// does not grow the suite with it.
+					if ops/step > reducedCuts {
+						step = (ops + reducedCuts - 1) / reducedCuts
+					}
 				}
 				if raceOn {
 					step *= 4

@@ -168,7 +168,7 @@ func TestForkBeginDuringSnapshotIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-	case <-time.After(time.Minute):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("the fork's first Begin did not return within a minute: it waits for the snapshot store's index, which waits for the fork")
 	}
 	st := f.State()

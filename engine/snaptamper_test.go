@@ -245,7 +245,7 @@ func TestSnapshotStoreTamper(t *testing.T) {
 	t.Logf("the snapshot store's files: %v", files)
 
 	flips, cuts := 6, []float64{0, 0.5, 0.999}
-	if testing.Short() {
+	if engine.ReducedTests() {
 		flips, cuts = 2, []float64{0, 0.5}
 	}
 	var damages []tamperDamage

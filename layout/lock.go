@@ -19,6 +19,7 @@ import (
 	"syscall"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/privfs"
 )
 
 // Sentinel errors of the store's lock.
@@ -128,11 +129,17 @@ func releaseKey(key storeKey) {
 	openStores.Unlock()
 }
 
-// lockError classifies a failed fs.Lock. vfs.Default creates LOCK
+// lockError classifies a failed fs.Lock. A LOCK that is not the store's
+// own regular file of one name (a link planted in its place) is refused
+// by the confined filesystem (privfs) before anything is written through
+// it; that error is returned as it is. vfs.Default creates LOCK
 // (os.Create: a *PathError) and then takes an fcntl lock (a bare errno:
 // EAGAIN or EACCES when another process holds it); Pebble refuses a second
 // lock of the same path in this process with a plain error.
 func lockError(name string, err error) error {
+	if errors.Is(err, privfs.ErrUnsafeEntry) {
+		return err // names LOCK and says what it is (a link, a pipe, ...)
+	}
 	var pe *os.PathError
 	if errors.As(err, &pe) {
 		switch {

@@ -172,7 +172,7 @@ func TestCorruptTableInCompaction(t *testing.T) {
 	}
 	select {
 	case <-st.Failed():
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Fatal("no compaction met the damaged table")
 	}
 	if err := st.Err(); !errors.Is(err, ErrCorrupt) {

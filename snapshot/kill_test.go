@@ -68,7 +68,7 @@ func TestSIGKILL(t *testing.T) {
 		}
 		want := next + 2 + rng.IntN(60)
 		lastAcked := -1
-		deadline := time.AfterFunc(20*time.Second, func() { cmd.Process.Kill() })
+		deadline := time.AfterFunc(2*time.Minute, func() { cmd.Process.Kill() })
 		sc := bufio.NewScanner(out)
 		for sc.Scan() {
 			i, err := strconv.Atoi(sc.Text())

@@ -133,7 +133,7 @@ func TestSIGKILL(t *testing.T) {
 		// child (race detector, loaded machine) has written anything.
 		select {
 		case <-first:
-		case <-time.After(60 * time.Second):
+		case <-time.After(2 * time.Minute):
 		}
 		time.Sleep(time.Duration(rng.IntN(800)) * time.Millisecond)
 		if err := cmd.Process.Kill(); err != nil {

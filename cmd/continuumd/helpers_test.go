@@ -98,7 +98,7 @@ func (ts *testServer) start() {
 	ts.cl = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", ts.sock)
-	}}, Timeout: 30 * time.Second}
+	}}, Timeout: hangGuard}
 	ts.closed = false
 }
 
@@ -268,6 +268,10 @@ func wantError(t *testing.T, r reply, status int, code, field string) {
 }
 
 // waitFor polls cond until it holds or d passes.
+// hangGuard bounds a wait for a state that must come (and a test request):
+// far past what it needs on a loaded machine, since only a hang must fail.
+const hangGuard = 2 * time.Minute
+
 func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(d)

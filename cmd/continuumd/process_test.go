@@ -88,7 +88,7 @@ func (p *proc) start() {
 		p.err = p.cmd.Wait()
 		close(p.exited)
 	}()
-	waitFor(p.t, 30*time.Second, "the server to log that it serves", func() bool {
+	waitFor(p.t, hangGuard, "the server to log that it serves", func() bool {
 		select {
 		case <-p.exited:
 			p.t.Fatalf("the server exited: %v\n%s", p.err, p.stderr)
@@ -117,7 +117,7 @@ func unixClient(t *testing.T, sock string) *testServer {
 	ts.cl = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
-	}}, Timeout: 30 * time.Second}
+	}}, Timeout: hangGuard}
 	return ts
 }
 
@@ -322,7 +322,7 @@ func TestServerKilledUnderLoad(t *testing.T) {
 			ds.mu.Unlock()
 			select {
 			case <-killed:
-			case <-time.After(20 * time.Second):
+			case <-time.After(hangGuard):
 				t.Fatal("no effect happened to kill after")
 			}
 		}
@@ -340,7 +340,7 @@ func TestServerKilledUnderLoad(t *testing.T) {
 			}
 		}
 	}
-	waitFor(t, 60*time.Second, "every run to reach its target", func() bool {
+	waitFor(t, hangGuard, "every run to reach its target", func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := 0; i < clients; i++ {
@@ -408,7 +408,7 @@ func TestSIGTERMDrains(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	waitFor(t, 10*time.Second, "commits", func() bool { mu.Lock(); defer mu.Unlock(); return last >= 5 })
+	waitFor(t, hangGuard, "commits", func() bool { mu.Lock(); defer mu.Unlock(); return last >= 5 })
 	p.cmd.Process.Signal(syscall.SIGTERM)
 	<-p.exited
 	<-done
@@ -443,7 +443,7 @@ func TestTCPWithTokenAndTLS(t *testing.T) {
 	if m == nil {
 		t.Fatalf("no TCP address in the log:\n%s", p.stderr)
 	}
-	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: 10 * time.Second}
+	hc := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}, Timeout: hangGuard}
 	get := func(token string) int {
 		req, _ := http.NewRequest("GET", "https://"+m[1]+"/v1/health", nil)
 		if token != "" {

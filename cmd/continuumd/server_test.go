@@ -207,7 +207,7 @@ func TestLeaseExpiryLeavesInDoubt(t *testing.T) {
 	held := ts.do("POST", "/v1/runs/r/attempts", map[string]any{})
 	wantError(t, held, 409, codeRunHeld, "-")
 	var lease map[string]any
-	waitFor(t, 5*time.Second, "the lease to expire", func() bool {
+	waitFor(t, hangGuard, "the lease to expire", func() bool {
 		info := ts.must(200, "GET", "/v1/runs/r", nil)
 		lease, _ = info.body["lease"].(map[string]any)
 		return lease == nil
@@ -408,7 +408,7 @@ func TestSameActionTwiceAtOnce(t *testing.T) {
 	wantStatus(t, ts.must(200, "POST", p+"/calls/0", call), "execute")
 	second := make(chan reply)
 	go func() { second <- ts.must(200, "POST", p+"/calls/1", call) }()
-	waitFor(t, 5*time.Second, "call 1 to wait for call 0's execution", func() bool {
+	waitFor(t, hangGuard, "call 1 to wait for call 0's execution", func() bool {
 		calls := ts.must(200, "GET", p, nil).body["calls"].([]any)
 		return len(calls) == 2 && calls[1].(map[string]any)["status"] == "pending"
 	})

@@ -33,6 +33,9 @@ type UnsafeEntryError struct {
 	// renames a new version into place does that too: a reader beside it
 	// may read again.
 	Replaced bool
+	// linked: the entry is a regular file with more than one name (it
+	// also matches ErrLinked).
+	linked bool
 }
 
 func (e *UnsafeEntryError) Error() string {
@@ -42,7 +45,7 @@ func (e *UnsafeEntryError) Error() string {
 }
 
 func (e *UnsafeEntryError) Is(target error) bool {
-	return target == ErrUnsafeEntry || e.Replaced && target == ErrReplaced
+	return target == ErrUnsafeEntry || e.Replaced && target == ErrReplaced || e.linked && target == ErrLinked
 }
 
 // Confine returns fs made private (as Wrap) and confined to the store in
@@ -324,6 +327,9 @@ func (p privateFS) OpenReadWrite(name string, category vfs.DiskWriteCategory, op
 	if err == nil {
 		f, err = same(name, f, lstatIfInside(p, name), wantFile)
 	}
+	if err == nil {
+		f, err = singleName(name, f)
+	}
 	return p.chmod(name, f, err)
 }
 
@@ -338,11 +344,25 @@ func (p privateFS) ReuseForWrite(oldname, newname string, category vfs.DiskWrite
 	if err == nil {
 		f, err = same(newname, f, lstatIfInside(p, newname), wantFile)
 	}
+	if err == nil {
+		f, err = singleName(newname, f)
+	}
 	return p.chmod(newname, f, err)
 }
 
+// Lock never writes through a link: on the operating system's own
+// filesystem it opens the file without truncating or following it and
+// refuses one that is not a regular file of one name before changing
+// anything (lockFile); on a wrapper of it, it checks the file first
+// (preLockCheck), then takes the wrapper's lock.
 func (p privateFS) Lock(name string) (io.Closer, error) {
 	if err := p.checkMaybe(name, wantFile); err != nil {
+		return nil, err
+	}
+	if p.FS == vfs.Default {
+		return lockFile(name)
+	}
+	if err := preLockCheck(name); err != nil {
 		return nil, err
 	}
 	c, err := p.FS.Lock(name)

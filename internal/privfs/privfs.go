@@ -6,7 +6,10 @@
 // symbolic link is followed and nothing but regular files and directories
 // is opened, so a named pipe, a device, a socket or a link planted in a
 // store is refused (ErrUnsafeEntry) rather than blocking a reader, being
-// read, or being written through.
+// read, or being written through. A file opened for writing in place (the
+// lock file, a log segment) must also have one name: a hard link, which
+// may lead outside the store, is refused (ErrLinked) before anything is
+// truncated or chmodded (lock.go).
 package privfs
 
 import (

@@ -12,18 +12,19 @@ import (
 )
 
 var (
+	flagLong      = flag.Bool("long", false, "run the whole suite (all scenarios, 48 flips and 8 cuts per file; also CONTINUUM_LONG=1); without it, the -short sizes")
 	flagOn        = flag.Bool("tamper", true, "run the tamper suite (-tamper=false or CONTINUUM_TAMPER=0 skips it)")
 	flagSeed      = flag.Int64("tamper.seed", 0, "seed of the store and the damage plan (0: from the clock)")
-	flagFlips     = flag.Int("tamper.flips", 0, "flipped bytes per file (default 6 under -short, 48 otherwise)")
-	flagCuts      = flag.Int("tamper.cuts", 0, "truncations per file (default 3 under -short, 8 otherwise)")
-	flagScenarios = flag.Int("tamper.scenarios", -1, "run at most this many scenarios, a seeded sample (default 300 under -short, all otherwise; 0: all)")
+	flagFlips     = flag.Int("tamper.flips", 0, "flipped bytes per file (default 48 with -long, 6 otherwise)")
+	flagCuts      = flag.Int("tamper.cuts", 0, "truncations per file (default 8 with -long, 3 otherwise)")
+	flagScenarios = flag.Int("tamper.scenarios", -1, "run at most this many scenarios, a seeded sample (default all with -long, 300 otherwise; 0: all)")
 	flagOnly      = flag.String("tamper.only", "", "run only the scenarios whose name matches this regexp")
-	flagDeadline  = flag.Duration("tamper.deadline", 5*time.Second, "deadline of each oracle child")
+	flagDeadline  = flag.Duration("tamper.deadline", 2*time.Minute, "deadline of each oracle child: a hang guard, far past what a child needs on a loaded machine")
 	flagReport    = flag.String("tamper.report", "", "also write the report (Markdown) to this file")
 	flagJSON      = flag.String("tamper.json", "", "also write every scenario's verdict, reason and differences (JSON) to this file, to compare two runs on one kept store")
 	flagKeep      = flag.String("tamper.keep", "", "keep the store (DIR/build) and every failed scenario's damaged copy (DIR/N) under this directory")
 	flagCLI       = flag.Bool("tamper.cli", true, "also run continuumctl (verify, inspect, stats, export) on the damaged copies")
-	flagCLIEvery  = flag.Int("tamper.cli.every", 0, "run continuumctl on one scenario in N (default 4 under -short, 1 otherwise)")
+	flagCLIEvery  = flag.Int("tamper.cli.every", 0, "run continuumctl on one scenario in N (default 1 with -long, 4 otherwise)")
 	flagFrom      = flag.String("tamper.from", "", "reuse the store kept by an earlier -tamper.keep DIR instead of building one (with the same seed: the same bytes damaged)")
 )
 
@@ -186,8 +187,11 @@ func seedFlag() int64 {
 	return time.Now().UnixNano()
 }
 
+// pick returns full with -long (or CONTINUUM_LONG=1) and without -short,
+// short otherwise: the whole suite (every scenario, 48 flips and 8 cuts per
+// file) is a long suite, which .ci/run and bench/ ask for.
 func pick[T any](short, full T) T {
-	if testing.Short() {
+	if testing.Short() || !(*flagLong || os.Getenv("CONTINUUM_LONG") == "1") {
 		return short
 	}
 	return full
