@@ -84,7 +84,7 @@ func topUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nFlags may come before or after the positional arguments. Run\n"+
 		"\"continuumctl COMMAND --help\" for a command's flags.\n"+
-		"Exit codes: 0 success, 1 tampered or corrupt store, 2 usage or I/O error.\n\n"+
+		"Exit codes: 0 success, 1 tampered or corrupt store, 2 usage or I/O error,\n3 (verify --pubkey) a store never signed, intact otherwise.\n\n"+
 		"%s\n", demoMoved)
 }
 
