@@ -92,6 +92,10 @@
 //   - Snapshot ages are in atoms (last seq minus the latest snapshot's seq
 //     as of the last engine checkpoint); reading Pebble for times would take
 //     its lock.
+//   - verify --deep holds per-action indexes of the whole log (about
+//     1.4 KB per action measured; docs/THREATS.md): past a few hundred
+//     thousand actions it needs more than 256 MB. verify without --deep
+//     does not grow so.
 //   - verify without --pubkey cannot check signatures and says so with a
 //     warning; --strict turns that warning (and every other) into exit 1.
 package main

@@ -19,7 +19,9 @@ const ctl cli.Program = "continuumctl"
 // GOMEMLIMIT says otherwise. The tools hold one record at a time (at most
 // 64 MiB compressed and 64 MiB decompressed) besides small per-record
 // indexes, so the collector keeps the heap near that instead of letting it
-// grow to twice the live set: no tool needs more than 256 MB.
+// grow to twice the live set. verify --deep (per-action indexes) and the
+// frame of a huge run go past it: docs/THREATS.md, "Bounded time and
+// memory", gives the measurements.
 const memoryLimit = 128 << 20
 
 func main() {
