@@ -375,10 +375,16 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.sum.CheckpointSeq = max(r.sum.CheckpointSeq, lr.Seq)
 		case record.KindIntent:
 			i := rec.Intent
+			if i == nil {
+				break // sealed with an erased run's key: it never opens again
+			}
 			a := in.action(i.Fingerprint)
 			a.intentPos, a.hasIntent, a.run, a.seq = lr.Pos, true, i.RunID, i.Seq
 		case record.KindCert:
 			c := rec.Cert
+			if c == nil {
+				break // sealed with an erased run's key
+			}
 			a := in.action(c.Fingerprint)
 			a.certPos, a.hasCert = lr.Pos, true
 			if !a.hasIntent {

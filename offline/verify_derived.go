@@ -7,6 +7,7 @@ package offline
 // and every certificate against its intent.
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -200,7 +201,8 @@ func (vr *verifyRun) nameDamagedLedgerRecords() {
 		return
 	}
 	owners := map[ledger.Loc]ledger.Fingerprint{}
-	for _, e := range tableEntries(dc.table) {
+	for t, i := newTableView(dc.table), 0; i < t.len(); i++ {
+		e := t.at(i)
 		if e.intent != (ledger.Loc{}) {
 			owners[e.intent] = e.fp
 		}
@@ -327,9 +329,12 @@ func (vr *verifyRun) compareLedgerTable() {
 		in := dc.intents[fp]
 		return in.run, in.seq
 	}
-	have := map[ledger.Fingerprint]tableEntry{}
-	for _, e := range tableEntries(dc.table) {
-		have[e.fp] = e
+	// Both tables are in strictly ascending fingerprint order (LoadTable
+	// checked the stored one): the second loop walks them side by side,
+	// holding no index of either.
+	stored := newTableView(dc.table)
+	for i := range stored.len() {
+		e := stored.at(i)
 		run, seq := at(e.fp)
 		if e.intent != (ledger.Loc{}) && dc.intentLocs[e.intent] != e.fp {
 			vr.fail(run, seq, name, "entry of action %x names an intent at %d:%d that is not its intent", e.fp[:8], e.intent.Segment, e.intent.Offset)
@@ -349,8 +354,20 @@ func (vr *verifyRun) compareLedgerTable() {
 			return
 		}
 	}
-	for _, w := range tableEntries(dc.ledger.AppendTable(nil)) {
-		h, ok := have[w.fp]
+	want, j := newTableView(dc.ledger.AppendTable(nil)), 0
+	for k := range want.len() {
+		w := want.at(k)
+		for ; j < stored.len(); j++ {
+			if fp := stored.at(j).fp; bytes.Compare(fp[:], w.fp[:]) >= 0 {
+				break
+			}
+		}
+		var h tableEntry
+		ok := j < stored.len()
+		if ok {
+			h = stored.at(j)
+			ok = h.fp == w.fp
+		}
 		run, seq := at(w.fp)
 		switch {
 		case !ok && vr.deleted(dc.fpRun[w.fp]):
@@ -373,21 +390,33 @@ type tableEntry struct {
 	intent, cert ledger.Loc
 }
 
-// tableEntries lists the entries of a table that LoadTable accepted (see
-// ledger/format.go: 72-byte entries after a 24- or 48-byte header).
-func tableEntries(b []byte) []tableEntry {
-	const size = 72
+// tableView reads the entries of a table that LoadTable accepted (see
+// ledger/format.go: 72-byte entries after a 24- or 48-byte header, in
+// strictly ascending fingerprint order) in place: a table of n actions
+// costs no more than its bytes.
+type tableView struct {
+	b   []byte
+	hdr int
+}
+
+const tableEntrySize = 72
+
+func newTableView(b []byte) tableView {
 	hdr := 24
 	if binary.LittleEndian.Uint16(b[4:]) == 2 {
 		hdr = 48
 	}
+	return tableView{b: b, hdr: hdr}
+}
+
+// len is the number of entries.
+func (t tableView) len() int { return max(0, (len(t.b)-t.hdr)/tableEntrySize) }
+
+// at returns entry i.
+func (t tableView) at(i int) tableEntry {
+	e := t.b[t.hdr+i*tableEntrySize : t.hdr+(i+1)*tableEntrySize]
 	loc := func(b []byte) ledger.Loc {
 		return ledger.Loc{Segment: binary.LittleEndian.Uint64(b), Offset: int64(binary.LittleEndian.Uint64(b[8:]))}
 	}
-	var out []tableEntry
-	for off := hdr; off+size <= len(b); off += size {
-		e := b[off : off+size]
-		out = append(out, tableEntry{fp: ledger.Fingerprint(e[:32]), status: ledger.Status(e[32]), intent: loc(e[40:]), cert: loc(e[56:])})
-	}
-	return out
+	return tableEntry{fp: ledger.Fingerprint(e[:32]), status: ledger.Status(e[32]), intent: loc(e[40:]), cert: loc(e[56:])}
 }

@@ -8,6 +8,7 @@
 //	continuumctl diff    DIR RUN_A A [RUN_B] B [--json]
 //	continuumctl view    DIR [--listen ADDR] [--keyring F] [--allow-remote]
 //	continuumctl keygen  (--store DIR | --origin NAME) --out FILE [--json]
+//	continuumctl keyring --out FILE [--id ID] [--json]
 //	continuumctl gc      DIR [--run ID]... [--status S] [--ended-before T] [--reason TEXT] [--key FILE] [--json]
 //	continuumctl erase   DIR --run ID [--run ID]... [--memory-key KEY]... --keyring FILE [--reason TEXT] [--key FILE] [--json]
 //
@@ -34,14 +35,20 @@
 //	   not decode)
 //	2  usage error, or an I/O error (missing directory, unreadable file,
 //	   not a store)
+//	3  verify --pubkey: the store was never signed (checkpoint records,
+//	   none signed) and is intact otherwise. Not 0: nothing vouches for
+//	   it. Not 1: nothing in it shows tampering; "result: NOT SIGNED"
 //
-// # Read-only
+// # Read-only, and the commands that write
 //
-// verify, inspect, stats, export, diff, view and keygen never change the store: they
-// take no lock, trim no torn tail and write nothing to it (verify
-// --save-state and keygen --out write only the files they are given,
-// atomically: a temporary file, fsync, rename, fsync of the directory). They can therefore run beside an agent
-// that has the store open; they see the log as it was when they started.
+// verify, inspect, stats, export, diff, view, keygen and keyring never change
+// the store: they take no lock, trim no torn tail and write nothing to it (verify
+// --save-state, keygen --out and keyring --out write only the files they are
+// given, atomically: a temporary file, fsync, rename, fsync of the
+// directory). They can therefore run beside an agent that has the store
+// open; they see the log as it was when they started. gc, erase and rekey
+// write to the store: they open it as the engine does, take its lock, and
+// fail while another process has it open.
 //
 // # Signing keys
 //
@@ -86,6 +93,10 @@
 //   - Snapshot ages are in atoms (last seq minus the latest snapshot's seq
 //     as of the last engine checkpoint); reading Pebble for times would take
 //     its lock.
+//   - verify --deep holds per-action indexes of the whole log (about
+//     1.4 KB per action measured; docs/THREATS.md): past a few hundred
+//     thousand actions it needs more than 256 MB. verify without --deep
+//     does not grow so.
 //   - verify without --pubkey cannot check signatures and says so with a
 //     warning; --strict turns that warning (and every other) into exit 1.
 package main

@@ -231,3 +231,59 @@ func TestEraseMemoryKey(t *testing.T) {
 		t.Fatalf("verify --json erased_keys: %+v, the erasure was %+v", e, ek)
 	}
 }
+
+// TestEraseActionsThenRead: in an encrypted store, a run that made actions
+// (whose intent and certificate records are sealed with the run's data
+// key) is erased; inspect, stats, export and diff with the keyring then
+// read the other run instead of failing on the records that no longer
+// open.
+func TestEraseActionsThenRead(t *testing.T) {
+	ctx := context.Background()
+	dir, k1, ring := encryptedStore(t, []string{"gone", "kept"})
+	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, id := range []string{"gone", "kept"} {
+		r, _ := db.Run(ctx, id)
+		a, err := r.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := a.Do(ctx, ledger.Action{Tool: "lookup", Args: []byte(`{"q":"` + id + `"}`)},
+			func(context.Context, string) ([]byte, error) { return []byte(`"found for ` + id + `"`), nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("found", res)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r, _ := db.Run(ctx, "gone")
+	if err := r.End(ctx, engine.StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "gone", "request 3"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"inspect", dir, "--keyring", k1},
+		{"inspect", dir, "kept", "--seq", "2", "--keyring", k1},
+		{"inspect", dir, "kept", "--seq", "2", "--keyring", k1, "--json"},
+		{"stats", dir, "--keyring", k1},
+		{"export", dir, "--run", "kept", "--keyring", k1},
+		{"diff", dir, "kept", "1", "2", "--keyring", k1},
+		{"verify", dir, "--deep", "--keyring", k1},
+	} {
+		code, out, errOut := runCLI(args...)
+		if code != cli.ExitOK || strings.Contains(out, "found for gone") {
+			t.Errorf("%v: exit %d, %s %s", args[:2], code, out, errOut)
+		}
+	}
+	if code, out, errOut := runCLI("inspect", dir, "kept", "--seq", "2", "--keyring", k1); !strings.Contains(out, "found for kept") {
+		t.Errorf("inspect kept 2: exit %d, %s %s", code, out, errOut)
+	}
+}

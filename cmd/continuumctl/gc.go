@@ -9,6 +9,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -22,8 +24,10 @@ const gcUsage = "gc DIR [--run ID]... [--status S] [--ended-before T] [--reason 
 const gcAbout = `Gc deletes ended runs of a store and reclaims the space their records hold in
 the log. With --run (repeated), the runs named: each must have ended, and a run
 forked from one must be named too. With --status or --ended-before, every ended
-run that matches, except one whose fork does not. With neither, nothing is
-deleted: the space of runs deleted earlier is reclaimed.
+run that matches, except one whose fork does not; gc then lists every run it
+kept and why (active, another status, ended since the cutoff, a fork that
+lives). With neither, nothing is deleted: the space of runs deleted earlier is
+reclaimed.
 
 The space is reclaimed below the engine's last checkpoint: the segments at the
 start of the log that hold only dead records are removed, and a later segment
@@ -52,6 +56,9 @@ const gcExamples = `  continuumctl gc ./agent-store --status completed --ended-b
 // gcJSON is what gc --json prints.
 type gcJSON struct {
 	Deleted []gcDeleted `json:"deleted"`
+	// Kept lists, when a policy selected the runs, every run of the store
+	// it did not delete, with why (absent with --run, or no selection).
+	Kept []gcKept `json:"kept,omitempty"`
 	// What the collection removed: segment files, their bytes, and the
 	// first segment the log keeps.
 	Segments int    `json:"segments_removed"`
@@ -68,6 +75,13 @@ type gcDeleted struct {
 	Run    string `json:"run"`
 	Seq    uint64 `json:"seq"`
 	Reason string `json:"reason"`
+}
+
+// gcKept is a run that a policy (--status, --ended-before) did not delete,
+// and why.
+type gcKept struct {
+	Run string `json:"run"`
+	Why string `json:"why"`
 }
 
 // runList is a repeatable --run flag.
@@ -177,6 +191,12 @@ func runGC(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stdout, "  %q at seq %d: %s\n", d.Run, d.Seq, d.Reason)
 		}
 	}
+	if len(out.json.Kept) > 0 {
+		fmt.Fprintf(stdout, "kept %s:\n", plural(len(out.json.Kept), "run"))
+		for _, k := range out.json.Kept {
+			fmt.Fprintf(stdout, "  %q: %s\n", k.Run, k.Why)
+		}
+	}
 	j := out.json
 	if j.Segments == 0 && j.Compacted == 0 {
 		fmt.Fprintln(stdout, "reclaimed nothing: no dead segment at the start of the log, none to compact")
@@ -202,14 +222,25 @@ func collectStore(db *engine.DB, sel engine.DeleteOptions) (gcOutcome, int) {
 	ctx := context.Background()
 	out := gcOutcome{json: gcJSON{Deleted: []gcDeleted{}}}
 	if len(sel.IDs) > 0 || len(sel.Status) > 0 || !sel.EndedBefore.IsZero() {
+		var runs []engine.RunInfo
+		if len(sel.IDs) == 0 {
+			var err error
+			if runs, err = db.Runs(); err != nil {
+				out.err = err
+				return out, cli.ExitUsage
+			}
+		}
 		ds, err := db.DeleteRuns(ctx, sel)
 		if err != nil {
 			out.err = err
 			return out, cli.ExitUsage
 		}
+		deleted := map[string]bool{}
 		for _, d := range ds {
 			out.json.Deleted = append(out.json.Deleted, gcDeleted{Run: d.ID, Seq: d.Seq, Reason: d.Reason})
+			deleted[d.ID] = true
 		}
+		out.json.Kept = keptRuns(runs, deleted, sel)
 	}
 	st, err := db.GC(ctx)
 	if err != nil {
@@ -219,6 +250,43 @@ func collectStore(db *engine.DB, sel engine.DeleteOptions) (gcOutcome, int) {
 	out.json.Segments, out.json.Bytes, out.json.Floor = st.Segments, st.Bytes, st.Floor
 	out.json.Compacted, out.json.Emptied, out.json.CompactedBytes = st.Compacted, st.Emptied, st.CompactedBytes
 	return out, cli.ExitOK
+}
+
+// keptRuns says, for each of runs (the store's runs before a deletion by
+// policy sel) that is not in deleted, why the policy kept it: it is
+// active, its status or end time does not match, or a fork of it that
+// the policy does not select lives (engine.DB.DeleteRuns keeps a run
+// with a living fork).
+func keptRuns(runs []engine.RunInfo, deleted map[string]bool, sel engine.DeleteOptions) []gcKept {
+	var kept []gcKept
+	for _, r := range runs {
+		if deleted[r.ID] {
+			continue
+		}
+		var why string
+		switch {
+		case r.Status == engine.StatusActive:
+			why = "active: only an ended run is deleted"
+		case len(sel.Status) > 0 && !slices.Contains(sel.Status, r.Status):
+			why = fmt.Sprintf("%s, not a status --status selects", r.Status)
+		case !sel.EndedBefore.IsZero() && !r.Ended.Before(sel.EndedBefore):
+			why = fmt.Sprintf("ended at %s, not before %s", r.Ended.UTC().Format(time.RFC3339), sel.EndedBefore.UTC().Format(time.RFC3339))
+		default:
+			var forks []string
+			for _, f := range runs {
+				if f.Parent == r.ID && !deleted[f.ID] {
+					forks = append(forks, strconv.Quote(f.ID))
+				}
+			}
+			why = "selected, but kept while its forks live: " + strings.Join(forks, ", ")
+			if len(forks) == 0 {
+				why = "selected, but not deleted" // ended or forked since the runs were listed
+			}
+		}
+		kept = append(kept, gcKept{Run: r.ID, Why: why})
+	}
+	slices.SortFunc(kept, func(a, b gcKept) int { return strings.Compare(a.Run, b.Run) })
+	return kept
 }
 
 func parseFinalStatus(s string) (engine.Status, bool) {

@@ -166,3 +166,77 @@ func TestGCCommandCompacts(t *testing.T) {
 		t.Fatalf("verify after gc: exit %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestGCPolicyKept: gc by policy says why it kept each run it did not
+// delete: active, a status not selected, an end time not before the
+// cutoff, a fork of it that lives; in text and --json. With --run, no
+// run is listed as kept.
+func TestGCPolicyKept(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "store")
+	db, err := engine.Open(dir, storeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	end := func(id string, st engine.Status) {
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := r.Begin(ctx)
+		if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+		if st != engine.StatusActive {
+			if err := r.End(ctx, st, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	end("done", engine.StatusCompleted)
+	end("broken", engine.StatusFailed)
+	end("parent", engine.StatusCompleted)
+	if _, err := db.Fork(ctx, "parent", 1, "child"); err != nil {
+		t.Fatal(err)
+	}
+	end("child", engine.StatusActive)
+	end("live", engine.StatusActive)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	copyDir(t, dir, filepath.Join(tmp, "a"))
+	copyDir(t, dir, filepath.Join(tmp, "b"))
+
+	code, out, errOut := runCLI("gc", dir, "--status", "completed")
+	if code != cli.ExitOK {
+		t.Fatalf("gc --status: exit %d, %s %s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"deleted 1 run:\n  \"done\"",
+		"kept 4 runs:\n",
+		`  "broken": failed, not a status --status selects`,
+		`  "child": active: only an ended run is deleted`,
+		`  "live": active: only an ended run is deleted`,
+		`  "parent": selected, but kept while its forks live: "child"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("gc --status: the output lacks %q:\n%s", want, out)
+		}
+	}
+
+	code, out, errOut = runCLI("gc", filepath.Join(tmp, "a"), "--ended-before", "2000-01-01T00:00:00Z", "--json")
+	var got gcJSON
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Deleted) != 0 || len(got.Kept) != 5 {
+		t.Fatalf("gc --ended-before --json: exit %d, %s %s", code, out, errOut)
+	}
+	if k := got.Kept[0]; k.Run != "broken" || !strings.Contains(k.Why, "not before 2000-01-01T00:00:00Z") {
+		t.Errorf("gc --ended-before: kept %+v", k)
+	}
+
+	code, out, errOut = runCLI("gc", filepath.Join(tmp, "b"), "--run", "done", "--json")
+	got = gcJSON{}
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &got) != nil || len(got.Deleted) != 1 || got.Kept != nil {
+		t.Fatalf("gc --run --json: exit %d, %s %s", code, out, errOut)
+	}
+}

@@ -158,3 +158,66 @@ func encryptedStore(t *testing.T, runs []string, ended ...string) (dir, ringFile
 	}
 	return dir, ringFile, ring
 }
+
+// TestKeyringCommand: keyring writes a keyring file (0600, one key,
+// current) that creates and reads an encrypted store; it never writes over
+// an existing file (the file is left as it was), and refuses a bad id.
+func TestKeyringCommand(t *testing.T) {
+	ctx := context.Background()
+	tmp := t.TempDir()
+	name := filepath.Join(tmp, "agent.keyring")
+	code, out, errOut := runCLI("keyring", "--out", name, "--id", "2026-q1", "--json")
+	var got struct{ File, Current string }
+	if code != cli.ExitOK || json.Unmarshal([]byte(out), &got) != nil || got.File != name || got.Current != "2026-q1" {
+		t.Fatalf("keyring: exit %d, %s %s", code, out, errOut)
+	}
+	st, err := os.Stat(name)
+	if err != nil || st.Mode().Perm() != 0o600 {
+		t.Fatalf("keyring file: %v, mode %v", err, st.Mode())
+	}
+	b, _ := os.ReadFile(name)
+	ring, err := seal.ParseKeyringFile(b)
+	if err != nil || ring.Current() != "2026-q1" {
+		t.Fatalf("the keyring file does not parse: %v", err)
+	}
+	if ents, _ := os.ReadDir(tmp); len(ents) != 1 {
+		t.Fatalf("the directory holds %d entries, want the keyring alone (no temporary file left)", len(ents))
+	}
+	dir := filepath.Join(tmp, "store")
+	db, err := engine.Open(dir, &engine.Options{Keyring: ring})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := db.Run(ctx, "r")
+	a, _ := r.Begin(ctx)
+	if err := a.Commit(ctx, new(frame.Delta).Set("plan", []byte("sealed plan"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errOut := runCLI("inspect", dir, "r", "--keyring", name); code != cli.ExitOK || !strings.Contains(out, "sealed plan") {
+		t.Fatalf("inspect with the new keyring: exit %d, %s %s", code, out, errOut)
+	}
+
+	// A second one over it is refused, and the first is intact.
+	if code, _, errOut := runCLI("keyring", "--out", name); code != cli.ExitUsage || !strings.Contains(errOut, "exists") {
+		t.Fatalf("keyring over an existing file: exit %d, %s", code, errOut)
+	}
+	if b2, _ := os.ReadFile(name); !bytes.Equal(b, b2) {
+		t.Fatal("keyring changed an existing file")
+	}
+	// Two keyrings are two keys.
+	other := filepath.Join(tmp, "other.keyring")
+	if code, _, errOut := runCLI("keyring", "--out", other); code != cli.ExitOK {
+		t.Fatalf("keyring: exit %d, %s", code, errOut)
+	}
+	if code, _, _ := runCLI("inspect", dir, "r", "--keyring", other); code == cli.ExitOK {
+		t.Fatal("inspect with another keyring read the store")
+	}
+	for _, args := range [][]string{{"keyring"}, {"keyring", "--out", filepath.Join(tmp, "x"), "--id", "a b"}, {"keyring", filepath.Join(tmp, "y")}} {
+		if code, _, _ := runCLI(args...); code != cli.ExitUsage {
+			t.Errorf("%v: exit %d, want %d", args, code, cli.ExitUsage)
+		}
+	}
+}

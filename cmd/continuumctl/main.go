@@ -19,7 +19,9 @@ const ctl cli.Program = "continuumctl"
 // GOMEMLIMIT says otherwise. The tools hold one record at a time (at most
 // 64 MiB compressed and 64 MiB decompressed) besides small per-record
 // indexes, so the collector keeps the heap near that instead of letting it
-// grow to twice the live set: no tool needs more than 256 MB.
+// grow to twice the live set. verify --deep (per-action indexes) and the
+// frame of a huge run go past it: docs/THREATS.md, "Bounded time and
+// memory", gives the measurements.
 const memoryLimit = 128 << 20
 
 func main() {
@@ -50,6 +52,7 @@ func commands() []command {
 		{name: "erase", usage: eraseUsage, about: "erase ended runs of an encrypted store, or one memory key of a run (--memory-key): destroy their data keys (crypto-shredding)", run: runErase},
 		{name: "rekey", usage: rekeyUsage, about: "re-wrap an encrypted store's data keys with the keyring's current key, so older keys can be retired", run: runRekey},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
+		{name: "keyring", usage: keyringUsage, about: "make a keyring file for an encrypted store: a new random key, current, written 0600", run: runKeyring},
 		{name: "demo", hidden: true, run: runDemoMoved},
 	}
 }
@@ -84,7 +87,7 @@ func topUsage(w io.Writer) {
 	}
 	fmt.Fprintf(w, "\nFlags may come before or after the positional arguments. Run\n"+
 		"\"continuumctl COMMAND --help\" for a command's flags.\n"+
-		"Exit codes: 0 success, 1 tampered or corrupt store, 2 usage or I/O error.\n\n"+
+		"Exit codes: 0 success, 1 tampered or corrupt store, 2 usage or I/O error,\n3 (verify --pubkey) a store never signed, intact otherwise.\n\n"+
 		"%s\n", demoMoved)
 }
 

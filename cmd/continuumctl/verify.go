@@ -50,10 +50,17 @@ its records decompressed, one record at a time; records past it are
 reported, not decompressed. See docs/THREATS.md for what verify proves.
 
 Exit 0: intact. Exit 1: tampered or corrupt (with --strict, warnings too).
-Exit 2: usage or I/O error.
+Exit 2: usage or I/O error. Exit 3: with --pubkey, the store was never
+signed (it has checkpoint records and none carries a signature: it was
+written without a signing key) and is intact otherwise: "result: NOT SIGNED".
+A store with no checkpoint record yet fails as unsigned-tail (exit 1). Nothing vouches for such a store (whoever
+can write its files can rewrite it unsigned), so it is not 0; nothing in it
+shows tampering either, so it is not 1.
 
 --json prints one object:
   ok                    intact (false on any failure; with --strict, on any warning)
+  not_signed            with --pubkey: the store carries no signature and is intact
+                        otherwise (exit 3; failures then lists no signature failure)
   store, dir            the store id and the directory checked
   runs_checked          runs found
   records_checked       atom records checked
@@ -101,6 +108,7 @@ const progressMin = 64 << 20
 // in verifyAbout; they are a stable interface.
 type verifyJSON struct {
 	OK                  bool               `json:"ok"`
+	NotSigned           bool               `json:"not_signed,omitempty"`
 	Store               string             `json:"store"`
 	Dir                 string             `json:"dir"`
 	RunsChecked         int                `json:"runs_checked"`
@@ -196,11 +204,23 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 		}
 		return cli.ExitUsage
 	}
-	intact := rep.OK && (!*strict || len(rep.Warnings) == 0)
+	// A store that carries no signature fails every run under --pubkey,
+	// and the restart files past the unanchored chains with them. Whether
+	// anything else is wrong is what a check without the key says: if
+	// nothing is, the store is not signed, not tampered with.
+	notSigned := false
+	if opts.PublicKey != nil && !rep.OK && rep.Checkpoints > 0 && rep.CheckpointsSigned == 0 {
+		plain := *opts
+		plain.PublicKey, plain.Origin, plain.UnsignedTail, plain.Progress = nil, "", 0, nil
+		if prep, err := engine.Verify(context.Background(), dir, &plain); err == nil {
+			rep, notSigned = prep, prep.OK
+		}
+	}
+	intact := rep.OK && !notSigned && (!*strict || len(rep.Warnings) == 0)
 
 	saved := ""
 	if *saveState != "" {
-		if !rep.OK {
+		if !rep.OK || notSigned {
 			fmt.Fprintf(stderr, "continuumctl verify: not saving the state to %s: the store failed verification\n", *saveState)
 		} else if err := writeStateFile(*saveState, rep.State()); err != nil {
 			fmt.Fprintf(stderr, "continuumctl verify: %v\n", err)
@@ -212,7 +232,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 
 	if *asJSON {
 		out := verifyJSON{
-			OK: intact, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
+			OK: intact, NotSigned: notSigned, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
 			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
 			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
 			Runs: rep.Runs, Deleted: rep.Deleted, ErasedKeys: rep.ErasedKeys, Rollbacks: rep.Rollbacks, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
@@ -232,7 +252,10 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			return ctl.Fail(stderr, "verify", err)
 		}
 	} else {
-		printVerify(stdout, dir, rep, *strict, *pubkey != "", saved)
+		printVerify(stdout, dir, rep, *strict, *pubkey != "", notSigned, saved)
+	}
+	if notSigned {
+		return cli.ExitNotSigned
 	}
 	if !intact {
 		return cli.ExitCorrupt
@@ -240,7 +263,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 	return cli.ExitOK
 }
 
-func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool, saved string) {
+func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey, notSigned bool, saved string) {
 	fmt.Fprintf(w, "store %s at %s\n", rep.StoreID, dir)
 	fmt.Fprintf(w, "checked %s, %s, %s verified, in %v\n", plural(len(rep.Runs), "run"), plural(int(rep.Records), "record"),
 		plural(rep.CheckpointsVerified, "signed checkpoint"), rep.Duration.Round(time.Microsecond))
@@ -315,6 +338,8 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey bool
 		fmt.Fprintf(w, "state saved to %s\n", saved)
 	}
 	switch {
+	case notSigned:
+		fmt.Fprintf(w, "result: NOT SIGNED (--pubkey: the store carries no signature; checked without it, it is intact)\n")
 	case !rep.OK:
 		fmt.Fprintf(w, "result: TAMPERED OR CORRUPT (%s)\n", plural(len(rep.Failures), "failure"))
 	case strict && len(rep.Warnings) > 0:

@@ -19,7 +19,9 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/cmd/internal/cli"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/agent"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/google/go-cmp/cmp"
 )
@@ -743,5 +745,64 @@ func TestBesideRunningAgent(t *testing.T) {
 		if code != cli.ExitOK {
 			t.Errorf("%v beside a running agent: exit %d\n%s%s", args, code, out, errOut)
 		}
+	}
+}
+
+// TestVerifyPublicKeyNeverSigned: a store written without a signing key
+// (its checkpoint records carry no signature) fails verify --pubkey with
+// "NOT SIGNED", exit 3 (not 0, not "TAMPERED OR CORRUPT"), text and JSON,
+// and no state is saved; the same store with a record changed is still
+// TAMPERED OR CORRUPT, exit 1.
+func TestVerifyPublicKeyNeverSigned(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "store")
+	db, err := engine.Open(dir, storeOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _ := db.Run(ctx, "r")
+	for range 3 {
+		a, _ := r.Begin(ctx)
+		if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(t.TempDir(), "agent.key")
+	if code, _, errOut := runCLI("keygen", "--store", dir, "--out", key); code != cli.ExitOK {
+		t.Fatalf("keygen: exit %d, %s", code, errOut)
+	}
+	state := filepath.Join(t.TempDir(), "state")
+	code, out, errOut := runCLI("verify", dir, "--pubkey", key+".pub", "--save-state", state)
+	if code != cli.ExitNotSigned || !strings.Contains(out, "result: NOT SIGNED") || strings.Contains(out, "TAMPERED") ||
+		!strings.Contains(out, "never signed") {
+		t.Fatalf("verify --pubkey of a store never signed: exit %d, %s %s", code, out, errOut)
+	}
+	if _, err := os.Stat(state); err == nil {
+		t.Error("verify saved the state of a store that failed --pubkey")
+	}
+	code, v := verifyJSONOut(t, dir, "--pubkey", key+".pub")
+	if code != cli.ExitNotSigned || v.OK || !v.NotSigned || len(v.Failures) != 0 {
+		t.Fatalf("--json: exit %d, %+v", code, v)
+	}
+	if code, _ := verifyJSONOut(t, dir); code != cli.ExitOK {
+		t.Fatalf("without --pubkey: exit %d", code)
+	}
+
+	// Tampered with as well: a frame file changed.
+	frames, _ := filepath.Glob(filepath.Join(dir, layout.FramesDir, "*"))
+	if len(frames) == 0 {
+		t.Fatal("no frame file")
+	}
+	b, _ := os.ReadFile(frames[0])
+	b[len(b)/2] ^= 1
+	if err := os.WriteFile(frames[0], b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runCLI("verify", dir, "--deep", "--pubkey", key+".pub")
+	if code != cli.ExitCorrupt || !strings.Contains(out, "TAMPERED OR CORRUPT") {
+		t.Fatalf("verify --pubkey of a store never signed and damaged: exit %d, %s", code, out)
 	}
 }

@@ -35,11 +35,66 @@ type subgoalView struct {
 	Status string `json:"status"`
 }
 
+// messageView is every field of a frame.Message. Tool calls and parts
+// have the shape export gives them in an append_message op (frame.Op's
+// JSON): a call's arguments, and a part's json, are embedded as JSON when
+// they are valid JSON, else they are strings.
 type messageView struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-	Tool    string `json:"tool,omitempty"`
-	CallID  string `json:"call_id,omitempty"`
+	Role      string         `json:"role"`
+	Content   string         `json:"content"`
+	Tool      string         `json:"tool,omitempty"`
+	CallID    string         `json:"call_id,omitempty"`
+	ToolCalls []toolCallView `json:"tool_calls,omitempty"`
+	Parts     []partView     `json:"parts,omitempty"`
+	IsError   bool           `json:"is_error,omitempty"`
+}
+
+type toolCallView struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments any    `json:"arguments,omitempty"`
+}
+
+type partView struct {
+	Kind    string        `json:"kind"`
+	Text    string        `json:"text,omitempty"`
+	Call    *toolCallView `json:"call,omitempty"`
+	CallID  string        `json:"call_id,omitempty"`
+	IsError bool          `json:"is_error,omitempty"`
+	JSON    any           `json:"json,omitempty"`
+}
+
+// rawOrString is b embedded as JSON when it is valid JSON, else as a
+// string; nil when b is empty.
+func rawOrString(b []byte) any {
+	switch {
+	case len(b) == 0:
+		return nil
+	case json.Valid(b):
+		return json.RawMessage(b)
+	default:
+		return string(b)
+	}
+}
+
+func viewToolCall(c frame.ToolCall) toolCallView {
+	return toolCallView{ID: c.ID, Name: c.Name, Arguments: rawOrString(c.Arguments)}
+}
+
+func viewMessage(m frame.Message) messageView {
+	v := messageView{Role: m.Role.String(), Content: m.Content, Tool: m.Tool, CallID: m.CallID, IsError: m.IsError}
+	for _, c := range m.ToolCalls {
+		v.ToolCalls = append(v.ToolCalls, viewToolCall(c))
+	}
+	for _, p := range m.Parts {
+		pv := partView{Kind: p.Kind.String(), Text: p.Text, CallID: p.CallID, IsError: p.IsError, JSON: rawOrString(p.JSON)}
+		if p.Kind == frame.PartToolCall {
+			c := viewToolCall(p.Call)
+			pv.Call = &c
+		}
+		v.Parts = append(v.Parts, pv)
+	}
+	return v
 }
 
 type pendingView struct {
@@ -74,7 +129,7 @@ func viewFrame(f *frame.Frame, erased []string) frameView {
 		v.Memory[k] = text(m)
 	}
 	for _, m := range f.Messages {
-		v.Messages = append(v.Messages, messageView{Role: m.Role.String(), Content: m.Content, Tool: m.Tool, CallID: m.CallID})
+		v.Messages = append(v.Messages, viewMessage(m))
 	}
 	for _, p := range f.Pending {
 		v.Pending = append(v.Pending, pendingView{CallID: p.CallID, Tool: p.Tool, Args: p.Args, Key: p.Key})
@@ -124,12 +179,45 @@ func printFrame(w io.Writer, f *frame.Frame, erased []string, indent string) {
 		if m.Tool != "" {
 			tool = " " + m.Tool
 		}
+		if m.CallID != "" {
+			tool += " (" + m.CallID + ")"
+		}
+		if m.IsError {
+			tool += " error"
+		}
 		fmt.Fprintf(w, "%s  #%d %s%s: %s\n", indent, from+i+1, m.Role, tool, clip(m.Content, 80))
+		for _, c := range m.ToolCalls {
+			fmt.Fprintf(w, "%s      calls %s (%s) %s\n", indent, c.Name, c.ID, clip(string(c.Arguments), 60))
+		}
+		for j, p := range m.Parts {
+			fmt.Fprintf(w, "%s      part %d %s\n", indent, j+1, describePart(p))
+		}
 	}
 	fmt.Fprintf(w, "%spending actions: %d\n", indent, len(f.Pending))
 	for _, p := range f.Pending {
 		fmt.Fprintf(w, "%s  %s %s key %q\n", indent, p.CallID, p.Tool, p.Key)
 	}
+}
+
+// describePart is a part of a message on one line.
+func describePart(p frame.Part) string {
+	s := p.Kind.String()
+	if p.Kind == frame.PartToolCall {
+		s += fmt.Sprintf(" %s (%s) %s", p.Call.Name, p.Call.ID, clip(string(p.Call.Arguments), 60))
+	}
+	if p.CallID != "" {
+		s += " for " + p.CallID
+	}
+	if p.IsError {
+		s += " error"
+	}
+	if p.Text != "" {
+		s += ": " + clip(p.Text, 60)
+	}
+	if len(p.JSON) > 0 {
+		s += " " + clip(string(p.JSON), 60)
+	}
+	return s
 }
 
 func printAction(w io.Writer, a engine.ActionInfo, indent string) {

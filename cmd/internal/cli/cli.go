@@ -32,6 +32,11 @@ const (
 	ExitOK      = 0
 	ExitCorrupt = 1 // a tampered or corrupt store (the demo: an effect not exactly once)
 	ExitUsage   = 2 // a usage or I/O error
+	// ExitNotSigned: verify --pubkey of a store that carries no signature
+	// at all (written without a signing key) and is otherwise intact:
+	// nothing vouches for it, and nothing in it shows tampering either. A
+	// script that accepts only 0 refuses it, as it should.
+	ExitNotSigned = 3
 )
 
 // Program is a command-line program: its name, as users type it.
