@@ -280,12 +280,15 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	}
 	ctx, obs := a.observeAction(ctx, in, in.Idempotent, false)
 	var ran bool
+	// prior: the action's intent is in the ledger already (in doubt, or
+	// failed): an earlier writer may still be executing it (fencing.go).
+	prior := db.priorIntent(in)
 	// recorded is the result as its certificate holds it (scrubbed of the
 	// action's secrets): the atom chains its digest, so that verify, which
 	// reads the certificate, finds the same.
 	result, recorded, err := db.ledger.DoRecorded(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
-		res, err := exec(ctx, key)
+		res, err := db.fencedExec(ctx, in, prior, key, exec)
 		if err == nil && len(res) > db.maxResult() {
 			// Too large to certify: certify a failure that says so rather
 			// than leave the action in doubt (see MaxResultSize).
