@@ -26,17 +26,19 @@ type Fence struct {
 	// Token is the writer's fencing token: larger than the token of every
 	// earlier writer of the store (package replicate: its lease epoch).
 	Token uint64
-	// Lost, if not nil, is closed once the writer lost its lease or can
-	// no longer prove that it holds it (its last renewal expired); it is
-	// never reopened. The DB cancels every running exec's context then,
-	// starts no exec after it, and certifies nothing an exec returns
-	// after it.
-	Lost <-chan struct{}
+	// Lost, if not nil, returns a channel that is closed once the writer
+	// loses the lease it holds now, or can no longer prove that it holds
+	// it (its last renewal expired). The DB takes one for each exec: it
+	// cancels the exec's context when it is closed, starts no exec while
+	// the lease is not held, and certifies nothing an exec returns after
+	// it lost it. A writer whose renewal goes through again (nobody took
+	// the lease meanwhile) holds it again: later calls return a new
+	// channel.
+	Lost func() <-chan struct{}
 	// Held, if not nil, reports whether the writer can prove now that it
 	// holds its lease, by the clock rather than by a timer: after a pause
-	// of the process (SIGSTOP, a stalled VM) it answers false at once,
-	// before the timer that closes Lost ran. Err of an exec's context
-	// calls it.
+	// of the process (SIGSTOP) it answers false at once, before the timer
+	// that closes Lost's channel ran. Err of an exec's context calls it.
 	Held func() bool
 	// CallBound, if positive, bounds an exec's duration: the DB cancels
 	// the exec's context CallBound after it called exec, and certifies
@@ -71,8 +73,11 @@ var ErrCallBound = errors.New("engine: the call ran past the writer's bound on a
 // ErrLeaseLost is matched by the error of a Do whose writer lost its
 // lease (or could no longer prove that it held it) before or while its
 // exec ran: the context exec received was cancelled, and what it returned
-// was not certified. It also matches ErrFenced: the writer must stop.
-var ErrLeaseLost = fmt.Errorf("%w: the writer's lease was lost", ErrFenced)
+// was not certified (the action is in doubt, unless exec was never
+// called). A writer whose lease another node took is fenced: its next
+// write fails with ErrFenced. One whose renewal was only late (the lease
+// bucket electing a leader) may hold it again, and a later Do runs.
+var ErrLeaseLost = errors.New("engine: the writer does not hold its lease")
 
 type fenceKey struct{}
 
@@ -115,7 +120,8 @@ func (db *DB) openFence() Fence {
 type execCtx struct {
 	context.Context
 	f     *Fence
-	bound time.Time // zero: none
+	lost  <-chan struct{} // Fence.Lost's when exec was called; nil: none
+	bound time.Time       // zero: none
 }
 
 func (c *execCtx) Value(k any) any {
@@ -135,7 +141,7 @@ func (c *execCtx) Err() error {
 // late says why the exec may no longer act or be certified: the lease is
 // lost, or the bound passed; nil if neither.
 func (c *execCtx) late() error {
-	if !c.f.held() {
+	if !c.f.held(c.lost) {
 		return ErrLeaseLost
 	}
 	if !c.bound.IsZero() && !time.Now().Before(c.bound) {
@@ -144,16 +150,25 @@ func (c *execCtx) late() error {
 	return nil
 }
 
-// held reports whether the writer still holds its lease.
-func (f *Fence) held() bool {
-	if f.Lost != nil {
+// held reports whether the writer still holds the lease whose Lost
+// channel is lost (nil: none).
+func (f *Fence) held(lost <-chan struct{}) bool {
+	if lost != nil {
 		select {
-		case <-f.Lost:
+		case <-lost:
 			return false
 		default:
 		}
 	}
 	return f.Held == nil || f.Held()
+}
+
+// lost is the Lost channel of the lease held now, or nil.
+func (f *Fence) lost() <-chan struct{} {
+	if f.Lost == nil {
+		return nil
+	}
+	return f.Lost()
 }
 
 // fencedExec runs exec for in under the DB's fence: it waits for
@@ -165,6 +180,7 @@ func (f *Fence) held() bool {
 // failure, unless the action was already in doubt.
 func (db *DB) fencedExec(ctx context.Context, in *ledger.Intent, prior bool, key string, exec ledger.Exec) ([]byte, error) {
 	f := &db.fence
+	lost := f.lost()
 	refuse := func(err error) ([]byte, error) {
 		if prior {
 			return nil, fmt.Errorf("%w: %w", ledger.ErrUncertified, err)
@@ -181,28 +197,29 @@ func (db *DB) fencedExec(ctx context.Context, in *ledger.Intent, prior bool, key
 				t.Stop()
 				return refuse(fmt.Errorf("engine: run %q seq %d: %q was left in doubt by the previous writer, which may be executing it until %s: %w",
 					in.RunID, in.Seq, in.Tool, f.InDoubtAfter.UTC().Format(time.RFC3339Nano), context.Cause(ctx)))
-			case <-f.Lost:
+			case <-lost:
 				t.Stop()
 			}
+			lost = f.lost()
 		}
 	}
-	if !f.held() {
+	if !f.held(lost) {
 		return refuse(fmt.Errorf("engine: run %q seq %d: %q not executed: %w", in.RunID, in.Seq, in.Tool, ErrLeaseLost))
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	ec := &execCtx{Context: cctx, f: f}
+	ec := &execCtx{Context: cctx, f: f, lost: lost}
 	if f.CallBound > 0 {
 		ec.bound = time.Now().Add(f.CallBound)
 		t := time.AfterFunc(f.CallBound, func() { cancel(ErrCallBound) })
 		defer t.Stop()
 	}
-	if f.Lost != nil {
+	if lost != nil {
 		stop := make(chan struct{})
 		defer close(stop)
 		go func() {
 			select {
-			case <-f.Lost:
+			case <-lost:
 				cancel(ErrLeaseLost)
 			case <-stop:
 			}
@@ -230,4 +247,34 @@ func outcomeText(err error) string {
 func (db *DB) priorIntent(in *ledger.Intent) bool {
 	e, ok := db.ledger.Lookup(in.Fingerprint)
 	return ok && (e.Status == ledger.StatusIntent || e.Status == ledger.StatusFailed)
+}
+
+// waitInDoubt waits, if in's action is in doubt (an intent without a
+// certificate), until Fence.InDoubtAfter: an earlier writer may still be
+// executing it, and neither an exec again nor a report that it is in
+// doubt (on which the agent asks the downstream) may come before its
+// call is over. If ctx ends first it returns an error that matches
+// ledger.ErrInDoubt and ctx's.
+func (db *DB) waitInDoubt(ctx context.Context, in *ledger.Intent) error {
+	after := db.fence.InDoubtAfter
+	if after.IsZero() {
+		return nil
+	}
+	wait := time.Until(after)
+	if wait <= 0 {
+		return nil
+	}
+	if e, ok := db.ledger.Lookup(in.Fingerprint); !ok || e.Status != ledger.StatusIntent {
+		return nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("engine: %q was left in doubt by an earlier writer, which may be executing it until %s: %w: %w",
+			in.Tool, after.UTC().Format(time.RFC3339Nano), context.Cause(ctx),
+			&ledger.InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: in.Fingerprint})
+	}
 }

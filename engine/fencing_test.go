@@ -21,7 +21,7 @@ type fencedReplica struct {
 
 func newFencedReplica(token uint64, bound time.Duration, after time.Time) *fencedReplica {
 	f := &fencedReplica{lost: make(chan struct{})}
-	f.fence = Fence{Token: token, Lost: f.lost, CallBound: bound, InDoubtAfter: after}
+	f.fence = Fence{Token: token, Lost: func() <-chan struct{} { return f.lost }, CallBound: bound, InDoubtAfter: after}
 	return f
 }
 
@@ -105,8 +105,8 @@ func TestFenceLostInExec(t *testing.T) {
 		cause = context.Cause(ctx)
 		return []byte("late"), nil // ignores the cancellation: must not be certified
 	})
-	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ledger.ErrInDoubt) || !errors.Is(err, ErrFenced) {
-		t.Fatalf("Do after the lease was lost: %v, want ErrLeaseLost, ErrInDoubt, ErrFenced", err)
+	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, ledger.ErrInDoubt) {
+		t.Fatalf("Do after the lease was lost: %v, want ErrLeaseLost, ErrInDoubt", err)
 	}
 	if !errors.Is(cause, ErrLeaseLost) {
 		t.Fatalf("exec's context cause %v, want ErrLeaseLost", cause)
@@ -181,6 +181,14 @@ func TestFenceInDoubtWait(t *testing.T) {
 	}); !errors.Is(err, ledger.ErrInDoubt) {
 		t.Fatalf("first writer: %v, want in doubt", err)
 	}
+	// And a non-idempotent one.
+	manual := ledger.Action{Tool: "mail", Args: []byte(`{}`), Key: "mail-1"}
+	if _, err := a.Do(ctx, manual, func(ctx context.Context, key string) ([]byte, error) {
+		<-ctx.Done()
+		return nil, nil
+	}); !errors.Is(err, ledger.ErrInDoubt) {
+		t.Fatalf("first writer: %v, want in doubt", err)
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -210,6 +218,14 @@ func TestFenceInDoubtWait(t *testing.T) {
 	cancel()
 	if !errors.Is(err, ledger.ErrInDoubt) {
 		t.Fatalf("Do whose context ended in the wait: %v, want in doubt", err)
+	}
+	// Reported in doubt only after InDoubtAfter, for the agent to ask the
+	// downstream once the earlier call is over.
+	if _, err := a.Do(ctx, manual, func(ctx context.Context, key string) ([]byte, error) {
+		t.Error("a non-idempotent action in doubt executed")
+		return nil, nil
+	}); !errors.Is(err, ledger.ErrInDoubt) || time.Now().Before(after) {
+		t.Fatalf("Do of a non-idempotent action in doubt: %v at %s, want ErrInDoubt after %s", err, time.Now(), after)
 	}
 	var at time.Time
 	if _, err := a.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
