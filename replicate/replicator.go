@@ -183,9 +183,9 @@ type Replicator struct {
 	// inDoubtAfter is when the execs of every earlier writer are over
 	// (engine.Fence.InDoubtAfter); zero: none can run. Immutable.
 	inDoubtAfter time.Time
-	stop    chan struct{}
-	stopped chan struct{}
-	closed  sync.Once
+	stop         chan struct{}
+	stopped      chan struct{}
+	closed       sync.Once
 
 	restored RestoreInfo
 }
@@ -199,22 +199,22 @@ type RestoreInfo struct {
 	// PathCaughtUp, PathRestored or PathReplaced (then Replaced says why).
 	Path     string
 	Replaced string
-	Messages int           // messages read from the stream
-	Rereads  int           // reads of the stream started again after it stalled (stallAfter)
-	Matched  int           // groups of the stream found in the local copy's log after its mark
-	Groups   int           // groups written to the directory's log
-	Appends  int           // log appends among them
-	Records  int           // log records among them
-	Files    int           // files written (STORE, dictionaries)
-	Cut      int           // records the stream never acknowledged, cut from the local copy's log
-	Dropped  int           // parts of groups a fence cut, dropped
+	Messages int // messages read from the stream
+	Rereads  int // reads of the stream started again after it stalled (stallAfter)
+	Matched  int // groups of the stream found in the local copy's log after its mark
+	Groups   int // groups written to the directory's log
+	Appends  int // log appends among them
+	Records  int // log records among them
+	Files    int // files written (STORE, dictionaries)
+	Cut      int // records the stream never acknowledged, cut from the local copy's log
+	Dropped  int // parts of groups a fence cut, dropped
 	// InDoubtAfter is when every exec of the earlier writers is over: an
 	// action they left in doubt is executed again only from then on
 	// (zero: at once; see Failure semantics).
 	InDoubtAfter time.Time
-	Local    time.Duration // reading the local copy (its REPLICA and its log after the mark)
-	Lease    time.Duration // taking the lease (waiting for it included)
-	Read     time.Duration // fencing, reading the stream and writing the directory
+	Local        time.Duration // reading the local copy (its REPLICA and its log after the mark)
+	Lease        time.Duration // taking the lease (waiting for it included)
+	Read         time.Duration // fencing, reading the stream and writing the directory
 }
 
 // How Open brought its directory up to the stream (RestoreInfo.Path).
