@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
@@ -87,6 +88,9 @@ type Config struct {
 	Logger *slog.Logger
 	// now is the clock of leases (tests).
 	now func() time.Time
+	// noQuiet: in-doubt actions do not wait for the previous writer's
+	// calls (tests: the behaviour before Quiet, to show the duplicates).
+	noQuiet bool
 	// maxPart, if positive, caps the body of a log message below the
 	// connection's limit (tests: groups split into parts).
 	maxPart int
@@ -183,6 +187,8 @@ type Replicator struct {
 	// inDoubtAfter is when the execs of every earlier writer are over
 	// (engine.Fence.InDoubtAfter); zero: none can run. Immutable.
 	inDoubtAfter time.Time
+	// noRenew stops the renewals (tests: a writer whose renewals stall).
+	noRenew atomic.Bool
 	stop         chan struct{}
 	stopped      chan struct{}
 	closed       sync.Once
@@ -286,7 +292,7 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 		stop: make(chan struct{}), stopped: make(chan struct{}), markDone: make(chan struct{})}
 	r.mu.lease = h
 	r.mu.lost = make(chan struct{})
-	if h.Quiet > 0 {
+	if h.Quiet > 0 && !cfg.noQuiet {
 		r.inDoubtAfter = time.Unix(0, h.Quiet)
 		r.restored.InDoubtAfter = r.inDoubtAfter
 	}
@@ -611,6 +617,9 @@ func (r *Replicator) renewLoop() {
 		case <-r.stop:
 			return
 		case <-t.C:
+		}
+		if r.noRenew.Load() {
+			continue // tests: a writer whose renewals stall
 		}
 		r.mu.Lock()
 		h := r.mu.lease

@@ -1,0 +1,300 @@
+package replicate
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"math/rand"
+	"path/filepath"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/nats-io/nats.go"
+)
+
+var (
+	fencingTrials = flag.Int("fencing.trials", 0, "failovers of TestFencedCallsNeverDouble (0: 3 with -short, else 12)")
+	fencingSeed   = flag.Int64("fencing.seed", 0, "seed of TestFencedCallsNeverDouble (0: the time)")
+	fencingBefore = flag.Bool("fencing.before", false, "TestFencedCallsNeverDouble without the wait for the previous writer's calls: it must find duplicates")
+)
+
+// counter is a downstream that counts the effects of each key and
+// deduplicates nothing.
+type counter struct {
+	mu      sync.Mutex
+	effects map[string]int
+}
+
+func (d *counter) count(key string) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.effects[key]
+}
+
+func (d *counter) effect(key string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.effects == nil {
+		d.effects = map[string]int{}
+	}
+	d.effects[key]++
+}
+
+func (d *counter) duplicates() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var dup []string
+	for k, n := range d.effects {
+		if n > 1 {
+			dup = append(dup, fmt.Sprintf("%s x%d", k, n))
+		}
+	}
+	slices.Sort(dup)
+	return dup
+}
+
+// call is one tool call lasting dur: it stops at its context's end unless
+// stubborn (it then lands its effect after the writer lost the store, as
+// a call that ignores cancellation does). checkFirst makes it idempotent
+// by asking the downstream first, dur before its effect lands (a
+// check-then-act whose check races with an earlier call still in flight).
+// late is set if it returned after its context ended.
+func (d *counter) call(dur time.Duration, stubborn, checkFirst bool, late *atomic.Bool) ledger.Exec {
+	return func(ctx context.Context, key string) ([]byte, error) {
+		if _, ok := engine.FencingToken(ctx); !ok {
+			return nil, errors.New("exec's context carries no fencing token")
+		}
+		if checkFirst && d.count(key) > 0 {
+			return []byte("done " + key), nil
+		}
+		if stubborn {
+			time.Sleep(dur)
+		} else {
+			select {
+			case <-time.After(dur):
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+			if err := ctx.Err(); err != nil {
+				return nil, err
+			}
+		}
+		d.effect(key)
+		if ctx.Err() != nil {
+			late.Store(true)
+		}
+		return []byte("done " + key), nil
+	}
+}
+
+// fencedStep is one atom of an agent on a fenced writer: an idempotent
+// call (check-then-act), a call that is not (the agent reconciles it with
+// the downstream when it is in doubt), and a commit. It reports whether
+// its atom was interrupted with an action in doubt.
+func fencedStep(run *engine.Run, d *counter, rng *rand.Rand, t *testing.T) (seq uint64, inDoubt bool, err error) {
+	if _, acts, err := run.Interrupted(ctx); err == nil {
+		for _, a := range acts {
+			inDoubt = inDoubt || a.Status == ledger.StatusIntent
+		}
+	}
+	a, err := run.Begin(ctx)
+	if err != nil {
+		return 0, inDoubt, err
+	}
+	seq = a.Seq()
+	args := fmt.Appendf(nil, `{"run":%q,"seq":%d}`, run.ID(), seq)
+	var late atomic.Bool
+	dur := func() time.Duration { return time.Duration(rng.Int63n(int64(time.Second))) }
+	if _, err := a.Do(ctx, ledger.Action{Tool: "ship", Args: args, Idempotent: true}, d.call(dur(), rng.Intn(3) == 0, true, &late)); err != nil {
+		return seq, inDoubt, err
+	}
+	if late.Load() {
+		t.Errorf("run %s seq %d: a call that returned after its writer lost the store was certified", run.ID(), seq)
+	}
+	out, err := a.Do(ctx, ledger.Action{Tool: "charge", Args: args}, d.call(dur(), rng.Intn(3) == 0, false, &late))
+	var e *ledger.InDoubtError
+	if errors.As(err, &e) && !errors.Is(err, engine.ErrLeaseLost) {
+		// Reported in doubt once the previous writer's call is over: the
+		// downstream's answer is final.
+		out = []byte("done " + e.Key)
+		if d.count(e.Key) == 0 {
+			d.effect(e.Key)
+		}
+		err = a.ResolveInDoubt(ctx, e, out)
+	}
+	if err != nil {
+		return seq, inDoubt, err
+	}
+	if late.Load() {
+		t.Errorf("run %s seq %d: a call that returned after its writer lost the store was certified", run.ID(), seq)
+	}
+	delta := new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleTool, Content: string(out)}).
+		Set(fmt.Sprintf("step-%d", seq), fmt.Appendf(nil, "%s at %d", run.ID(), seq))
+	return seq, inDoubt, a.Commit(ctx, delta)
+}
+
+// fencedWriter is a writer of TestFencedCallsNeverDouble, connected
+// through a proxy that a partition cuts.
+type fencedWriter struct {
+	r  *Replicator
+	db *engine.DB
+	p  *proxy
+}
+
+func openFenced(t *testing.T, c *cluster, node string, i int, dir string, takeover, before bool) *fencedWriter {
+	t.Helper()
+	p := newProxy(t, c.urls[i][len("nats://"):])
+	nc, err := nats.Connect(p.url(), nats.UserInfo("app", "app"), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50*time.Millisecond), nats.IgnoreDiscoveredServers())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	cfg := c.config("fenced", node, i)
+	cfg.Conn, cfg.Takeover, cfg.noQuiet = nc, takeover, before
+	cfg.CallBound = 1200 * time.Millisecond // calls last at most 1 s
+	cfg.Timeout = 4 * time.Second
+	r, err := Open(ctx, dir, cfg)
+	if err != nil {
+		t.Fatalf("replicate.Open for %s: %v", node, err)
+	}
+	db, err := engine.Open(dir, engineOptions(r))
+	if err != nil {
+		t.Fatalf("engine.Open for %s: %v", node, err)
+	}
+	return &fencedWriter{r: r, db: db, p: p}
+}
+
+// TestFencedCallsNeverDouble: a writer whose tool calls last 0 to 1 s
+// (some of them ignoring their context's end) loses the store while calls
+// are in flight: its renewals stop (the next node takes the lease once it
+// expired), another node takes it over (Takeover), or its network is cut.
+// The next writer resumes every run. Against a downstream that counts
+// effects per key and deduplicates nothing: no effect twice, no
+// acknowledged atom lost, no call that returned after its writer lost the
+// store certified. With -fencing.before (the next writer does not wait
+// for the previous one's calls) it finds the duplicates of issue 35.
+//
+//	go test ./replicate -run TestFencedCallsNeverDouble -fencing.trials 300 -timeout 60m
+func TestFencedCallsNeverDouble(t *testing.T) {
+	trials := *fencingTrials
+	if trials == 0 {
+		trials = 12
+		if testing.Short() {
+			trials = 3
+		}
+	}
+	seed := *fencingSeed
+	if seed == 0 {
+		seed = time.Now().UnixNano()
+	}
+	t.Logf("seed %d (-fencing.seed), %d trials", seed, trials)
+	rng := rand.New(rand.NewSource(seed))
+	c := newCluster(t, true)
+	root := t.TempDir()
+	nodes := []string{"a", "b"}
+	var d counter
+	var k acked
+	w := openFenced(t, c, "a", 0, filepath.Join(root, "a"), false, *fencingBefore)
+	modes := []string{"renewal stopped", "takeover", "partition"}
+	var waits [2][]time.Duration // first atom on the new writer: runs without, with an action in doubt
+	var failovers []time.Duration
+	for trial := range trials {
+		mode := modes[trial%len(modes)]
+		var ids []string
+		for j := range 3 {
+			ids = append(ids, fmt.Sprintf("t%d-%d", trial, j))
+		}
+		// The old writer's agents: atom after atom until the writer fails.
+		var old sync.WaitGroup
+		for _, id := range ids {
+			run, err := w.db.Run(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arng := rand.New(rand.NewSource(rng.Int63()))
+			old.Go(func() {
+				for {
+					seq, _, err := fencedStep(run, &d, arng, t)
+					if err != nil {
+						return
+					}
+					k.add(run, seq)
+				}
+			})
+		}
+		time.Sleep(time.Duration(100+rng.Intn(900)) * time.Millisecond)
+		next := nodes[(trial+1)%2]
+		t0 := time.Now()
+		switch mode {
+		case "renewal stopped":
+			w.r.noRenew.Store(true)
+		case "partition":
+			w.p.cut()
+		}
+		n := openFenced(t, c, next, (trial+1)%3, filepath.Join(root, next), mode == "takeover", *fencingBefore)
+		failovers = append(failovers, time.Since(t0))
+		resumed := time.Now()
+		var mu sync.Mutex
+		var fresh sync.WaitGroup
+		for _, id := range ids {
+			run, err := n.db.Run(ctx, id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			arng := rand.New(rand.NewSource(rng.Int63()))
+			fresh.Go(func() {
+				for i := range 2 {
+					seq, inDoubt, err := fencedStep(run, &d, arng, t)
+					if err != nil {
+						t.Errorf("trial %d (%s): run %s on the new writer: %v", trial, mode, id, err)
+						return
+					}
+					k.add(run, seq)
+					if i == 0 {
+						mu.Lock()
+						waits[b2i(inDoubt)] = append(waits[b2i(inDoubt)], time.Since(resumed))
+						mu.Unlock()
+					}
+				}
+			})
+		}
+		if mode == "partition" {
+			w.p.heal()
+		}
+		fresh.Wait()
+		old.Wait() // every call of the old writer has returned
+		w.db.Close()
+		w.r.Abandon()
+		k.check(t, n.db)
+		if dup := d.duplicates(); len(dup) > 0 {
+			t.Fatalf("trial %d (%s): duplicate effects: %v", trial, mode, dup)
+		}
+		w = n
+	}
+	defer w.r.Close()
+	defer w.db.Close()
+	slices.Sort(failovers)
+	t.Logf("failover (old writer stopped to new writer open): p50 %v p99 %v over %d", percentile(failovers, 0.5), percentile(failovers, 0.99), len(failovers))
+	for i, what := range []string{"without", "with"} {
+		slices.Sort(waits[i])
+		if len(waits[i]) > 0 {
+			t.Logf("first atom on the new writer, runs %s an action in doubt: p50 %v p99 %v over %d", what,
+				percentile(waits[i], 0.5), percentile(waits[i], 0.99), len(waits[i]))
+		}
+	}
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
