@@ -189,9 +189,9 @@ type Replicator struct {
 	inDoubtAfter time.Time
 	// noRenew stops the renewals (tests: a writer whose renewals stall).
 	noRenew atomic.Bool
-	stop         chan struct{}
-	stopped      chan struct{}
-	closed       sync.Once
+	stop    chan struct{}
+	stopped chan struct{}
+	closed  sync.Once
 
 	restored RestoreInfo
 }
