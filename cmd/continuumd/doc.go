@@ -67,8 +67,7 @@
 //     idempotent action, until a client resolves it (with retry to
 //     execute it again under its key). The server cannot bound a
 //     client's execution: the new client reconciles with the downstream
-//     once its own bound on a call has passed (or passes the fencing
-//     token, the attempt's, to a downstream that checks it).
+//     once its own bound on a call has passed.
 //   - The server restarts as the library does: what was acknowledged is
 //     in the store, and the atom that was running is interrupted
 //     (Run.Interrupted), reported by the next begin.
