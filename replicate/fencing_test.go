@@ -298,3 +298,115 @@ func b2i(b bool) int {
 	}
 	return 0
 }
+
+var fencingMeasure = flag.Int("fencing.measure", 0, "forced failovers of TestFailoverWait per variant (0: skip)")
+
+// TestFailoverWait measures failover with and without the wait for the
+// previous writer's calls (Config.noQuiet: the behaviour before it),
+// alternating one failover of each: the writer crashes (Abandon: its
+// renewals stop) while one run has a call in flight and another has none;
+// the next node opens once the lease expired and resumes both. It reports
+// p50 and p99 of kill to resumed and lease free to resumed, per variant and
+// per run. Skipped unless -fencing.measure N.
+//
+//	go test ./replicate -run TestFailoverWait -fencing.measure 100 -v -timeout 60m
+func TestFailoverWait(t *testing.T) {
+	if *fencingMeasure == 0 {
+		t.Skip("-fencing.measure N runs N forced failovers per variant")
+	}
+	const bound = 400 * time.Millisecond
+	c := newCluster(t, true)
+	root := t.TempDir()
+	open := func(node string, i int, before bool) *fencedWriter {
+		cfg := c.config("wait", node, i)
+		cfg.CallBound, cfg.noQuiet = bound, before
+		dir := filepath.Join(root, node)
+		r, err := Open(ctx, dir, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		db, err := engine.Open(dir, engineOptions(r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return &fencedWriter{r: r, db: db}
+	}
+	atom := func(run *engine.Run, act ledger.Action, exec ledger.Exec) error {
+		a, err := run.Begin(ctx)
+		if err != nil {
+			return err
+		}
+		if _, err := a.Do(ctx, act, exec); err != nil {
+			return err
+		}
+		return a.Commit(ctx, new(frame.Delta).Set(fmt.Sprintf("step-%d", a.Seq()), []byte("x")))
+	}
+	fast := func(context.Context, string) ([]byte, error) { return []byte("ok"), nil }
+	// [variant][busy/idle]: kill to resumed, lease free to resumed.
+	var kill, free [2][2][]time.Duration
+	w := open("a", 0, false)
+	for i := range 2 * *fencingMeasure {
+		before := i%2 == 0
+		busy, err := w.db.Run(ctx, fmt.Sprintf("busy-%d", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		idle, _ := w.db.Run(ctx, fmt.Sprintf("idle-%d", i))
+		if err := atom(idle, ledger.Action{Tool: "t", Args: []byte(`{}`)}, fast); err != nil {
+			t.Fatal(err)
+		}
+		// A call in flight at the crash.
+		inCall := make(chan struct{})
+		go func() {
+			a, err := busy.Begin(ctx)
+			if err != nil {
+				close(inCall)
+				return
+			}
+			a.Do(ctx, ledger.Action{Tool: "slow", Args: []byte(`{}`), Idempotent: true}, func(ctx context.Context, _ string) ([]byte, error) {
+				close(inCall)
+				<-ctx.Done()
+				return nil, ctx.Err()
+			})
+		}()
+		<-inCall
+		tKill := time.Now()
+		w.r.Abandon()
+		next := []string{"a", "b"}[(i+1)%2]
+		n := open(next, (i+1)%3, before)
+		expired := time.Unix(0, n.r.mu.lease.Quiet).Add(-bound) // the old lease's expiry
+		var wg sync.WaitGroup
+		for j, run := range []string{busy.ID(), idle.ID()} {
+			wg.Go(func() {
+				r, err := n.db.Run(ctx, run)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				// The busy run's in-doubt action, or a new one.
+				if err := atom(r, ledger.Action{Tool: "slow", Args: []byte(`{}`), Idempotent: true}, fast); err != nil {
+					t.Error(err)
+					return
+				}
+				now := time.Now()
+				kill[b2i(!before)][j] = append(kill[b2i(!before)][j], now.Sub(tKill))
+				free[b2i(!before)][j] = append(free[b2i(!before)][j], now.Sub(expired))
+			})
+		}
+		wg.Wait()
+		w.db.Close()
+		w = n
+	}
+	w.db.Close()
+	w.r.Close()
+	for v, variant := range []string{"before (no wait)", "after (wait)"} {
+		for j, run := range []string{"call in flight", "no call in flight"} {
+			k, f := kill[v][j], free[v][j]
+			slices.Sort(k)
+			slices.Sort(f)
+			t.Logf("%s, run with %s: kill to resumed p50 %v p99 %v; lease free to resumed p50 %v p99 %v (%d failovers)",
+				variant, run, percentile(k, 0.5).Round(time.Millisecond), percentile(k, 0.99).Round(time.Millisecond),
+				percentile(f, 0.5).Round(time.Millisecond), percentile(f, 0.99).Round(time.Millisecond), len(k))
+		}
+	}
+}
