@@ -374,7 +374,9 @@ func TestFailoverWait(t *testing.T) {
 		w.r.Abandon()
 		next := []string{"a", "b"}[(i+1)%2]
 		n := open(next, (i+1)%3, before)
+		n.r.mu.Lock()
 		expired := time.Unix(0, n.r.mu.lease.Quiet).Add(-bound) // the old lease's expiry
+		n.r.mu.Unlock()
 		var wg sync.WaitGroup
 		for j, run := range []string{busy.ID(), idle.ID()} {
 			wg.Go(func() {
