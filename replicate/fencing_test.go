@@ -160,6 +160,7 @@ func openFenced(t *testing.T, c *cluster, node string, i int, dir string, takeov
 	cfg := c.config("fenced", node, i)
 	cfg.Conn, cfg.Takeover, cfg.noQuiet = nc, takeover, before
 	cfg.CallBound = 1200 * time.Millisecond // calls last at most 1 s
+	cfg.LeaseTTL = time.Second              // renewals every 333 ms on a loaded machine
 	cfg.Timeout = 4 * time.Second
 	r, err := Open(ctx, dir, cfg)
 	if err != nil {
@@ -319,7 +320,7 @@ func TestFailoverWait(t *testing.T) {
 	root := t.TempDir()
 	open := func(node string, i int, before bool) *fencedWriter {
 		cfg := c.config("wait", node, i)
-		cfg.CallBound, cfg.noQuiet = bound, before
+		cfg.CallBound, cfg.noQuiet, cfg.LeaseTTL = bound, before, time.Second
 		dir := filepath.Join(root, node)
 		r, err := Open(ctx, dir, cfg)
 		if err != nil {

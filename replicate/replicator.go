@@ -319,7 +319,21 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	}
 	r.restored.Read = time.Since(t1)
 	r.last = r.fence
+	// Renewed now: bringing dir up may have taken longer than the lease
+	// (a restore of a long stream), and the DB's execs run only while it
+	// is proven held (Fence).
+	nh, err := cfg.renew(ctx, kv, h, cfg.now().Add(cfg.LeaseTTL))
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return nil, fmt.Errorf("%w: store %s: the lease of epoch %d was taken by another node while Open brought %s up",
+			ErrFenced, cfg.Store, h.Epoch, dir)
+	case err != nil:
+		cfg.Logger.Warn("replicate: lease renewal failed", "store", cfg.Store, "node", cfg.Node, "err", err)
+	default:
+		h = nh
+	}
 	r.mu.Lock()
+	r.mu.lease = h
 	r.armLocked()
 	r.mu.Unlock()
 	go r.renewLoop()
