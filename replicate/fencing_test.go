@@ -318,7 +318,7 @@ func TestFailoverWait(t *testing.T) {
 	const bound = 400 * time.Millisecond
 	c := newCluster(t, true)
 	root := t.TempDir()
-	open := func(node string, i int, before bool) *fencedWriter {
+	openW := func(node string, i int, before bool) *fencedWriter {
 		cfg := c.config("wait", node, i)
 		cfg.CallBound, cfg.noQuiet, cfg.LeaseTTL = bound, before, time.Second
 		dir := filepath.Join(root, node)
@@ -345,7 +345,9 @@ func TestFailoverWait(t *testing.T) {
 	fast := func(context.Context, string) ([]byte, error) { return []byte("ok"), nil }
 	// [variant][busy/idle]: kill to resumed, lease free to resumed.
 	var kill, free [2][2][]time.Duration
-	w := open("a", 0, false)
+	var added [2][]time.Duration // per failover: the busy run resumed after the idle one by
+	var open [2][]time.Duration  // per failover: the new writer's Open (replicate and engine)
+	w := openW("a", 0, false)
 	for i := range 2 * *fencingMeasure {
 		before := i%2 == 0
 		busy, err := w.db.Run(ctx, fmt.Sprintf("busy-%d", i))
@@ -374,11 +376,14 @@ func TestFailoverWait(t *testing.T) {
 		tKill := time.Now()
 		w.r.Abandon()
 		next := []string{"a", "b"}[(i+1)%2]
-		n := open(next, (i+1)%3, before)
+		t0 := time.Now()
+		n := openW(next, (i+1)%3, before)
+		open[b2i(!before)] = append(open[b2i(!before)], time.Since(t0))
 		n.r.mu.Lock()
 		expired := time.Unix(0, n.r.mu.lease.Quiet).Add(-bound) // the old lease's expiry
 		n.r.mu.Unlock()
 		var wg sync.WaitGroup
+		var at [2]time.Time
 		for j, run := range []string{busy.ID(), idle.ID()} {
 			wg.Go(func() {
 				r, err := n.db.Run(ctx, run)
@@ -392,17 +397,24 @@ func TestFailoverWait(t *testing.T) {
 					return
 				}
 				now := time.Now()
+				at[j] = now
 				kill[b2i(!before)][j] = append(kill[b2i(!before)][j], now.Sub(tKill))
 				free[b2i(!before)][j] = append(free[b2i(!before)][j], now.Sub(expired))
 			})
 		}
 		wg.Wait()
+		added[b2i(!before)] = append(added[b2i(!before)], at[0].Sub(at[1]))
 		w.db.Close()
 		w = n
 	}
 	w.db.Close()
 	w.r.Close()
 	for v, variant := range []string{"before (no wait)", "after (wait)"} {
+		slices.Sort(added[v])
+		slices.Sort(open[v])
+		t.Logf("%s: the run with a call in flight resumed after the other by p50 %v p99 %v; Open p50 %v p99 %v", variant,
+			percentile(added[v], 0.5).Round(time.Millisecond), percentile(added[v], 0.99).Round(time.Millisecond),
+			percentile(open[v], 0.5).Round(time.Millisecond), percentile(open[v], 0.99).Round(time.Millisecond))
 		for j, run := range []string{"call in flight", "no call in flight"} {
 			k, f := kill[v][j], free[v][j]
 			slices.Sort(k)
