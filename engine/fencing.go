@@ -131,6 +131,15 @@ func (c *execCtx) Value(k any) any {
 	return c.Context.Value(k)
 }
 
+// Deadline is the call's bound, if it comes before the parent's deadline.
+func (c *execCtx) Deadline() (time.Time, bool) {
+	d, ok := c.Context.Deadline()
+	if !c.bound.IsZero() && (!ok || c.bound.Before(d)) {
+		return c.bound, true
+	}
+	return d, ok
+}
+
 func (c *execCtx) Err() error {
 	if err := c.late(); err != nil {
 		return err
@@ -161,6 +170,13 @@ func (f *Fence) held(lost <-chan struct{}) bool {
 		}
 	}
 	return f.Held == nil || f.Held()
+}
+
+// fenced reports whether execs run under a lease or wait for an earlier
+// writer (a FencedReplicator's fence): otherwise whether an action was
+// in the ledger before its exec changes nothing.
+func (f *Fence) fenced() bool {
+	return f.Lost != nil || f.Held != nil || f.CallBound > 0 || !f.InDoubtAfter.IsZero()
 }
 
 // lost is the Lost channel of the lease held now, or nil.

@@ -138,6 +138,9 @@ func TestFenceCallBound(t *testing.T) {
 	run, _ := db.Run(ctx, "r")
 	a, _ := run.Begin(ctx)
 	_, err = a.Do(ctx, ledger.Action{Tool: "slow", Args: []byte(`{}`)}, func(ctx context.Context, key string) ([]byte, error) {
+		if d, ok := ctx.Deadline(); !ok || time.Until(d) > 50*time.Millisecond {
+			t.Errorf("exec's deadline %v, %v: want the bound", d, ok)
+		}
 		<-ctx.Done()
 		if !errors.Is(ctx.Err(), ErrCallBound) || !errors.Is(context.Cause(ctx), ErrCallBound) {
 			t.Errorf("Err %v, cause %v: want ErrCallBound", ctx.Err(), context.Cause(ctx))
