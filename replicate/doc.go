@@ -160,7 +160,11 @@
 //     after a takeover), once it is fenced, and at Close. The context's Err
 //     checks the clock, so a process resumed after a SIGSTOP sees it at
 //     once. A writer whose late renewal goes through (nobody took the lease
-//     meanwhile) runs calls again.
+//     meanwhile) runs calls again; Open renews the lease once the directory
+//     is up, so that a long restore does not leave the DB's first calls
+//     without a proven lease. A machine too loaded to renew within LeaseTTL
+//     refuses calls meanwhile (engine.ErrLeaseLost): that is the price of
+//     never acting on a lease it cannot prove.
 //   - The writer bounds its own calls: Config.CallBound (10 s) after exec
 //     was called its context is cancelled, and what it returns after that
 //     is not certified (engine.ErrCallBound). Every call it starts
