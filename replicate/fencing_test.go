@@ -332,6 +332,7 @@ func TestFailoverWait(t *testing.T) {
 		}
 		return &fencedWriter{r: r, db: db}
 	}
+	var refused atomic.Int64
 	atom := func(run *engine.Run, act ledger.Action, exec ledger.Exec) error {
 		a, err := run.Begin(ctx)
 		if err != nil {
@@ -351,7 +352,6 @@ func TestFailoverWait(t *testing.T) {
 		}
 		return a.Commit(ctx, new(frame.Delta).Set(fmt.Sprintf("step-%d", a.Seq()), []byte("x")))
 	}
-	var refused atomic.Int64
 	fast := func(context.Context, string) ([]byte, error) { return []byte("ok"), nil }
 	// [variant][busy/idle]: kill to resumed, lease free to resumed.
 	var kill, free [2][2][]time.Duration
