@@ -266,7 +266,11 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 // process stopped between dispatch and completion) is in doubt: if it is
 // declared Idempotent, exec is called again with the same key; otherwise Do
 // returns an error matching ledger.ErrInDoubt that carries the key, and the
-// agent reconciles with the downstream and calls Resolve.
+// agent reconciles with the downstream and calls Resolve. Either happens
+// only once the writer that left it in doubt can no longer be executing
+// it (Fence.InDoubtAfter, for a replicated store); exec's context carries
+// the writer's fencing token and is cancelled when the writer loses its
+// lease or at its bound on a call's duration (see FencingToken).
 //
 // The returned slice belongs to the caller.
 func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]byte, error) {
@@ -292,12 +296,18 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	}
 	ctx, obs := a.observeAction(ctx, in, in.Idempotent, false)
 	var ran bool
+	// prior: the action's intent is in the ledger already (in doubt, or
+	// failed): an earlier writer may still be executing it (fencing.go).
+	prior := db.fence.fenced() && db.priorIntent(in)
+	if err := db.waitInDoubt(ctx, in); err != nil {
+		return nil, actionError(in, err)
+	}
 	// recorded is the result as its certificate holds it (scrubbed of the
 	// action's secrets): the atom chains its digest, so that verify, which
 	// reads the certificate, finds the same.
 	result, recorded, err := db.ledger.DoRecorded(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
-		res, err := exec(ctx, key)
+		res, err := db.fencedExec(ctx, in, prior, key, exec)
 		if err == nil && len(res) > db.maxResult() {
 			// Too large to certify: certify a failure that says so rather
 			// than leave the action in doubt (see MaxResultSize).

@@ -28,6 +28,7 @@ import (
 // run has at most one atom running at a time.
 type DB struct {
 	opts    Options
+	fence   Fence // the writer's hold on the store, set at Open (fencing.go)
 	dir     string
 	fs      vfs.FS
 	logger  *slog.Logger

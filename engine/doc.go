@@ -363,6 +363,28 @@
 //     and every later one, and a writer another node took over gets an
 //     error matching ErrFenced (I12 across machines).
 //
+//   - Fencing reaches the exec (fencing.go): the context an exec receives
+//     carries the writer's fencing token (FencingToken: a replicated
+//     store's lease epoch; a local store's log end at Open, which grows
+//     from one process to the next once the earlier one wrote an intent),
+//     to pass downstream beside the idempotency key (ExampleFencingToken:
+//     a downstream that refuses a stale token). With a FencedReplicator
+//     (package replicate's) the context is cancelled when the writer loses
+//     its lease, or cannot prove it holds it (Err checks the clock), and
+//     at the writer's bound on a call's duration (Fence.CallBound); what
+//     exec returns after either is never certified: the action stays in
+//     doubt (ErrLeaseLost, ErrCallBound, ledger.ErrUncertified). An
+//     action an earlier writer left in doubt is neither executed again
+//     nor reported in doubt nor resolved as failed before
+//     Fence.InDoubtAfter (that writer's lease expiry plus its bound), so
+//     the agent's question to the downstream comes after the earlier call
+//     is over. A local store needs no wait: its lock (an fcntl lock, held
+//     by a stopped process too: TestStoppedHolderKeepsLock) admits a
+//     second process only once the first is gone. Caveat: with Relaxed
+//     durability an Idempotent action's intent is not waited for, so a
+//     local store's next process may have the token of one that crashed
+//     with nothing durable.
+//
 //   - Secrets (contract): the values an Action's Redact pointers name never
 //     reach the store; where exec echoes them in its error message or its
 //     result, the certificate stores "[redacted]" (ledger.Redacted) in

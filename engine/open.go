@@ -184,6 +184,9 @@ func (db *DB) open() error {
 	if err == nil {
 		err = db.replicateFiles()
 	}
+	if err == nil {
+		db.fence = db.openFence()
+	}
 	db.recoverErr = err
 	close(db.recovered)
 	if err != nil {

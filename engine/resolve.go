@@ -175,6 +175,11 @@ func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) er
 
 func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason string) error {
 	db := a.run.db
+	// Not before an earlier writer's call of it is over (fencing.go): the
+	// agent would run it again on the strength of this resolution.
+	if err := db.waitInDoubt(ctx, in); err != nil {
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
+	}
 	ctx, obs := a.observeAction(ctx, in, false, true)
 	err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
 	resolveEnded(obs, ActionResolvedFailed, err)

@@ -6,6 +6,7 @@ package ledger
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -35,6 +36,9 @@ func checkIntent(in *Intent) error {
 //     (errors.Is(err, ErrInDoubt)).
 //   - running in another goroutine: waits for it (or for ctx) and returns
 //     its outcome; exec runs once.
+//
+// An exec error matching ErrUncertified writes no certificate: the action
+// stays in doubt, and the error matches ErrInDoubt as well.
 //
 // If WriteIntent fails, exec is not called and the error is returned. If
 // WriteCertificate fails after exec returned, the error is returned and the
@@ -168,6 +172,16 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 	}
 
 	res, execErr := exec(ctx, in.Key)
+	if errors.Is(execErr, ErrUncertified) {
+		// No certificate: the action stays in doubt (its intent is durable).
+		l.mu.Lock()
+		err = fmt.Errorf("ledger: tool %q: %w: %w", in.Tool, execErr,
+			&InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp})
+		l.landLocked(&fp, e, f, nil, err)
+		landed = true
+		l.mu.Unlock()
+		return nil, nil, err
+	}
 
 	// What is stored is scrubbed of the action's secrets; the caller gets
 	// exec's own result and error.

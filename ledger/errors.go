@@ -12,6 +12,13 @@ var (
 	// certificate is not, the action is not declared idempotent, and nobody
 	// knows whether its side effect happened.
 	ErrInDoubt = errors.New("ledger: action in doubt")
+	// ErrUncertified, matched by an Exec's error, says that the exec
+	// cannot vouch for its outcome: its effect may or may not have
+	// happened (it ran past a bound, or its writer lost the store
+	// meanwhile). Do writes no certificate: the action stays in doubt,
+	// exactly as after a crash during exec, and Do returns an error that
+	// matches ErrInDoubt (an *InDoubtError, for a Resolve) and the exec's.
+	ErrUncertified = errors.New("ledger: outcome not certified")
 	// ErrNoKey is returned for an action without an idempotency key. The
 	// engine fills Action.Key (see DefaultKey) before fingerprinting.
 	ErrNoKey = errors.New("ledger: action has no idempotency key")

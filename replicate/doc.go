@@ -53,8 +53,10 @@
 // Failover: Open brings dir up to the stream up to its fence, then
 // engine.Open replays it like any store (the restart path), with the same
 // frames, heads and certificates. An atom the old writer was running comes
-// back interrupted, and its actions in doubt, exactly as after a local
-// crash. RestoreInfo says which way dir was brought up, what was read and
+// back interrupted, and its actions in doubt, as after a local crash, with
+// one difference: the old writer may still be alive inside one of those
+// calls, so they are executed again, or reported in doubt, only once it
+// can no longer be (see Tool calls in flight). RestoreInfo says which way dir was brought up, what was read and
 // how long it took:
 //
 //   - an absent or empty dir is restored from the whole stream (STORE, the
@@ -135,14 +137,84 @@
 // one's sequence. A group is acknowledged once its last part is. A group
 // whose parts a fence cut was never acknowledged, and a restore drops it.
 //
+// # Tool calls in flight
+//
+// Fencing stops a stale writer's log writes, not a tool call it has
+// already started. A writer can be alive inside a call while another
+// takes the store (a takeover, a paused process, a partitioned node whose
+// lease expired), and a new writer that executed the call again at once,
+// or asked the downstream whether it happened, would race it. So
+// (engine.FencedReplicator, engine.Fence):
+//
+//   - Every exec's context carries the writer's fencing token, its epoch
+//     (engine.FencingToken): it grows with every writer of the store. A
+//     downstream that keeps the largest token it has seen and refuses
+//     smaller ones is safe against any delay of a stale writer's request
+//     (engine's ExampleFencingToken).
+//   - The writer stops its calls when it cannot prove it holds the lease:
+//     the context of every running exec is cancelled, no exec starts, and
+//     nothing an exec returns afterwards is certified (the action stays in
+//     doubt, ledger.ErrUncertified), once its last successful renewal is
+//     LeaseTTL old by its own monotonic clock (a renewal goes out every
+//     LeaseTTL/3), once a renewal finds the lease taken (at most LeaseTTL/3
+//     after a takeover), once it is fenced, and at Close. The context's Err
+//     checks the clock, so a process resumed after a SIGSTOP sees it at
+//     once. A writer whose late renewal goes through (nobody took the lease
+//     meanwhile) runs calls again; Open renews the lease once the directory
+//     is up, so that a long restore does not leave the DB's first calls
+//     without a proven lease. A machine too loaded to renew within LeaseTTL
+//     refuses calls meanwhile (engine.ErrLeaseLost): that is the price of
+//     never acting on a lease it cannot prove.
+//   - The writer bounds its own calls: Config.CallBound (10 s) after exec
+//     was called its context is cancelled, and what it returns after that
+//     is not certified (engine.ErrCallBound). Every call it starts
+//     therefore ends, or is never certified, by its lease's expiry plus
+//     CallBound, and its lease records CallBound.
+//   - The rule: an action that an earlier writer left in doubt is neither
+//     executed again (idempotent) nor reported in doubt (ErrInDoubt, on
+//     which the agent asks the downstream), nor resolved as failed, before
+//     InDoubtAfter = the replaced lease's expiry + its CallBound (the
+//     latest over every earlier writer: the lease carries it forward, as
+//     Quiet). A Do that finds it in doubt before then waits; if its
+//     context ends first, it returns an error matching ErrInDoubt, and
+//     nothing was executed. Actions that were not in doubt, and runs
+//     without any, do not wait. RestoreInfo.InDoubtAfter says when.
+//   - A takeover (Config.Takeover) takes the lease at once but does not
+//     shorten that wait: the old writer's lease still runs until its
+//     expiry. Config.HolderDead (with Takeover) says the holder is dead
+//     (its process or machine is gone): its own calls are then not waited
+//     for. A lease released by Close counts from the release.
+//
+// The numbers a user tunes: LeaseTTL (2 s), CallBound (10 s), larger than
+// the longest call and its wind-down after cancellation, plus the clock
+// skew between nodes (Expires is by the old holder's clock: a skew of s
+// shortens the wait by s). With R the old writer's last renewal: its lease
+// expires at E = R + LeaseTTL; after a crash or a stopped renewal the new
+// writer opens at E, and an action in doubt waits until E + CallBound,
+// CallBound after the failover; after a takeover at time T (R <= T <
+// E) the wait ends at E + CallBound, at most LeaseTTL + CallBound after
+// T. A run with no action in doubt resumes as before. Measured in
+// bench/RESULTS-2026-12-06-fencing.md.
+//
+// What no lease can do: a process paused between its check of the lease
+// and its request to the downstream (or a call that ignores its context's
+// cancellation longer than CallBound) can still act late. Only a
+// downstream that checks the token excludes that; the rule above makes it
+// improbable for the others, as a bound makes any timeout.
+//
 // # Failure semantics
 //
 // Partition of the writer: a writer cut off from the stream's quorum
 // cannot publish; its writes wait for Config.Timeout (30 s), retrying, and
 // then fail, unacknowledged, and its log refuses every later write. Its
 // lease expires; a node on the majority side takes it and fences the
-// stream. If the partition heals before anyone took over, a write in the
-// wait succeeds; after a takeover it fails with ErrFenced. A write whose
+// stream. Its calls stop LeaseTTL after its last renewal (see Tool calls
+// in flight): a call still running is cancelled and not certified, and
+// the new writer waits for its lease's expiry plus CallBound before it
+// executes or reports in doubt what it left in doubt. If the partition
+// heals before anyone took over, a write in the wait succeeds (and a
+// renewal that goes through lets calls run again); after a takeover it
+// fails with ErrFenced. A write whose
 // publish timed out may still be in the stream (the ack was lost, not the
 // message): never acknowledged, but present for the next writer, like a
 // local write that a crash interrupted after its fsync. Nothing
@@ -168,7 +240,8 @@
 // Crashed writer: its lease stops being renewed and expires after
 // Config.LeaseTTL (2 s); a node whose Open waits for it takes it then
 // (or at once with Config.Takeover, when something else knows the writer
-// is dead). What the writer had acknowledged is in the stream; a group it
+// is dead, and with Config.HolderDead too, not to wait CallBound for its
+// actions in doubt). What the writer had acknowledged is in the stream; a group it
 // had published but not yet acknowledged to its callers may be there too
 // (the ack raced the crash), and is restored like any other: an atom that
 // committed just before a crash may be present though its Commit never

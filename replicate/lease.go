@@ -27,13 +27,45 @@ var ErrLeaseHeld = errors.New("replicate: the store's lease is held by another n
 type lease struct {
 	Node    string `json:"node"`
 	Epoch   uint64 `json:"epoch"`
-	Expires int64  `json:"expires"` // Unix nanoseconds, by the holder's clock; 0: released
+	Expires int64  `json:"expires"` // Unix nanoseconds, by the holder's clock; 0: released before any exec
+	// Released: the holder closed and gave the lease up at Expires.
+	Released bool `json:"released,omitempty"`
+	// Bound is the holder's bound on a call's duration (Config.CallBound,
+	// nanoseconds): every exec it starts ends, or is no longer certified,
+	// that long after it started, and it starts none after Expires. 0: a
+	// holder that predates the bound (the next holder assumes its own).
+	Bound int64 `json:"bound,omitempty"`
+	// Quiet is when the execs of every earlier holder are over (Unix
+	// nanoseconds; 0: none can run): the holder took it from the lease it
+	// replaced, and an action an earlier holder left in doubt is not
+	// executed again before it.
+	Quiet int64 `json:"quiet,omitempty"`
 }
 
 // held is a lease this node holds: its value and the key's revision.
 type held struct {
 	lease
 	rev uint64
+	// until is when this node can no longer prove that it holds the
+	// lease: LeaseTTL after the update that set Expires was sent, by this
+	// process's monotonic clock.
+	until time.Time
+}
+
+// quiet is when every exec of cur's holder and of the holders before it
+// is over: cur's expiry plus its bound, or its Quiet if later. dead says
+// that cur's holder is known dead (Config.HolderDead): its own execs are
+// over. bound is assumed for a holder that recorded none.
+func (cur lease) quiet(dead bool, bound time.Duration) int64 {
+	q := cur.Quiet
+	if dead || cur.Epoch == 0 || cur.Expires == 0 {
+		return q
+	}
+	b := cur.Bound
+	if b <= 0 {
+		b = int64(bound)
+	}
+	return max(q, cur.Expires+b)
 }
 
 // leaseBucket opens or creates the lease bucket and checks its durability.
@@ -88,7 +120,7 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 			}
 		}
 		now := c.now()
-		if rev != 0 && !takeover && cur.Node != c.Node && cur.Expires > now.UnixNano() {
+		if rev != 0 && !takeover && cur.Node != c.Node && !cur.Released && cur.Expires > now.UnixNano() {
 			wait := time.Duration(cur.Expires-now.UnixNano()) + time.Millisecond
 			t := time.NewTimer(min(wait, c.LeaseTTL))
 			select {
@@ -100,8 +132,10 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 			}
 			continue
 		}
-		next := held{lease: lease{Node: c.Node, Epoch: cur.Epoch + 1, Expires: now.Add(c.LeaseTTL).UnixNano()}}
+		next := held{lease: lease{Node: c.Node, Epoch: cur.Epoch + 1, Expires: now.Add(c.LeaseTTL).UnixNano(),
+			Bound: int64(c.CallBound), Quiet: cur.quiet(c.HolderDead, c.CallBound)}}
 		b, _ := json.Marshal(next.lease)
+		sent := time.Now()
 		err = retry(ctx, c.Timeout, func(ctx context.Context) (err error) {
 			if rev == 0 {
 				next.rev, err = kv.Create(ctx, c.Store, b)
@@ -116,6 +150,7 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 		if err != nil {
 			return held{}, fmt.Errorf("replicate: take lease of %s: %w", c.Store, err)
 		}
+		next.until = sent.Add(c.LeaseTTL)
 		return next, nil
 	}
 }
@@ -125,6 +160,7 @@ func (c *Config) acquire(ctx context.Context, kv jetstream.KeyValue, takeover bo
 func (c *Config) renew(ctx context.Context, kv jetstream.KeyValue, h held, expires time.Time) (held, error) {
 	h.Expires = expires.UnixNano()
 	b, _ := json.Marshal(h.lease)
+	sent := time.Now()
 	rev, err := kv.Update(ctx, c.Store, b, h.rev)
 	if casConflict(err) {
 		// Changed since our last update, by another node or by an update
@@ -144,6 +180,7 @@ func (c *Config) renew(ctx context.Context, kv jetstream.KeyValue, h held, expir
 		return h, err
 	}
 	h.rev = rev
+	h.until = sent.Add(c.LeaseTTL)
 	return h, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
@@ -21,8 +22,12 @@ import (
 // another node took the store over matches it, as does every write after.
 var ErrFenced = engine.ErrFenced
 
-// The DB tells a Replicator where each group begins in its log.
-var _ engine.PositionedReplicator = (*Replicator)(nil)
+// The DB tells a Replicator where each group begins in its log, and asks
+// it for the writer's fence (its epoch, its lease, its call bound).
+var (
+	_ engine.PositionedReplicator = (*Replicator)(nil)
+	_ engine.FencedReplicator     = (*Replicator)(nil)
+)
 
 // Config says which store to replicate where, and as whom. The zero value
 // of every field but Conn, Store and Node is the default, documented
@@ -55,6 +60,19 @@ type Config struct {
 	// holder is dead). The old holder is fenced: its next write fails with
 	// ErrFenced.
 	Takeover bool
+	// HolderDead, with Takeover, says that the holder of the lease is
+	// known to be dead (its process or machine is gone): an action it
+	// left in doubt is then executed again without waiting for its lease
+	// to expire plus its CallBound. A takeover without it shortens the
+	// wait for the lease, not that one (see Failure semantics).
+	HolderDead bool
+	// CallBound bounds the duration of this writer's tool calls: the DB
+	// cancels an exec's context CallBound after it called exec, and
+	// certifies nothing the exec returns after that (the action stays in
+	// doubt). The lease records it, and the next writer executes an
+	// action this one left in doubt only once this one's lease expired
+	// plus CallBound. Default 10 s.
+	CallBound time.Duration
 	// Timeout bounds the wait for the stream's acknowledgement of one
 	// message, retries included: a leader election of the stream after
 	// its leader died takes 5 to 15 s (the servers' election timeouts).
@@ -70,6 +88,9 @@ type Config struct {
 	Logger *slog.Logger
 	// now is the clock of leases (tests).
 	now func() time.Time
+	// noQuiet: in-doubt actions do not wait for the previous writer's
+	// calls (tests: the behaviour before Quiet, to show the duplicates).
+	noQuiet bool
 	// maxPart, if positive, caps the body of a log message below the
 	// connection's limit (tests: groups split into parts).
 	maxPart int
@@ -85,8 +106,10 @@ func (c *Config) validate() error {
 		return fmt.Errorf("replicate: Config.Node %q must be 1 to 64 bytes", c.Node)
 	case c.Replicas != 0 && c.Replicas < MinReplicas:
 		return fmt.Errorf("%w: Config.Replicas %d (at least %d needed)", ErrUnsafeStream, c.Replicas, MinReplicas)
-	case c.LeaseTTL < 0 || c.Timeout < 0:
-		return errors.New("replicate: negative Config.LeaseTTL or Config.Timeout")
+	case c.LeaseTTL < 0 || c.Timeout < 0 || c.CallBound < 0:
+		return errors.New("replicate: negative Config.LeaseTTL, Config.Timeout or Config.CallBound")
+	case c.HolderDead && !c.Takeover:
+		return errors.New("replicate: Config.HolderDead needs Config.Takeover")
 	}
 	return nil
 }
@@ -103,6 +126,9 @@ func (c *Config) setDefaults() {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = 30 * time.Second
+	}
+	if c.CallBound == 0 {
+		c.CallBound = 10 * time.Second
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -150,7 +176,19 @@ type Replicator struct {
 		// markDirty says it is not yet written.
 		mark      mark
 		markDirty bool
+		// lost is closed when this writer stops being able to prove it
+		// holds the lease (lease.until passed, the lease was taken, the
+		// writer was fenced or closed); replaced by a new one when a
+		// late renewal goes through. expiry closes it at lease.until.
+		lost   chan struct{}
+		expiry *time.Timer
+		closed bool // Close or Abandon began
 	}
+	// inDoubtAfter is when the execs of every earlier writer are over
+	// (engine.Fence.InDoubtAfter); zero: none can run. Immutable.
+	inDoubtAfter time.Time
+	// noRenew stops the renewals (tests: a writer whose renewals stall).
+	noRenew atomic.Bool
 	stop    chan struct{}
 	stopped chan struct{}
 	closed  sync.Once
@@ -167,18 +205,22 @@ type RestoreInfo struct {
 	// PathCaughtUp, PathRestored or PathReplaced (then Replaced says why).
 	Path     string
 	Replaced string
-	Messages int           // messages read from the stream
-	Rereads  int           // reads of the stream started again after it stalled (stallAfter)
-	Matched  int           // groups of the stream found in the local copy's log after its mark
-	Groups   int           // groups written to the directory's log
-	Appends  int           // log appends among them
-	Records  int           // log records among them
-	Files    int           // files written (STORE, dictionaries)
-	Cut      int           // records the stream never acknowledged, cut from the local copy's log
-	Dropped  int           // parts of groups a fence cut, dropped
-	Local    time.Duration // reading the local copy (its REPLICA and its log after the mark)
-	Lease    time.Duration // taking the lease (waiting for it included)
-	Read     time.Duration // fencing, reading the stream and writing the directory
+	Messages int // messages read from the stream
+	Rereads  int // reads of the stream started again after it stalled (stallAfter)
+	Matched  int // groups of the stream found in the local copy's log after its mark
+	Groups   int // groups written to the directory's log
+	Appends  int // log appends among them
+	Records  int // log records among them
+	Files    int // files written (STORE, dictionaries)
+	Cut      int // records the stream never acknowledged, cut from the local copy's log
+	Dropped  int // parts of groups a fence cut, dropped
+	// InDoubtAfter is when every exec of the earlier writers is over: an
+	// action they left in doubt is executed again only from then on
+	// (zero: at once; see Failure semantics).
+	InDoubtAfter time.Time
+	Local        time.Duration // reading the local copy (its REPLICA and its log after the mark)
+	Lease        time.Duration // taking the lease (waiting for it included)
+	Read         time.Duration // fencing, reading the stream and writing the directory
 }
 
 // How Open brought its directory up to the stream (RestoreInfo.Path).
@@ -249,6 +291,11 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 		dir: dir, created: created.UnixNano(),
 		stop: make(chan struct{}), stopped: make(chan struct{}), markDone: make(chan struct{})}
 	r.mu.lease = h
+	r.mu.lost = make(chan struct{})
+	if h.Quiet > 0 && !cfg.noQuiet {
+		r.inDoubtAfter = time.Unix(0, h.Quiet)
+		r.restored.InDoubtAfter = r.inDoubtAfter
+	}
 	r.restored.Local = local
 	r.restored.Lease = time.Since(t0)
 	r.restored.Epoch = h.Epoch
@@ -272,6 +319,23 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 	}
 	r.restored.Read = time.Since(t1)
 	r.last = r.fence
+	// Renewed now: bringing dir up may have taken longer than the lease
+	// (a restore of a long stream), and the DB's execs run only while it
+	// is proven held (Fence).
+	nh, err := cfg.renew(ctx, kv, h, cfg.now().Add(cfg.LeaseTTL))
+	switch {
+	case errors.Is(err, errLeaseLost):
+		return nil, fmt.Errorf("%w: store %s: the lease of epoch %d was taken by another node while Open brought %s up",
+			ErrFenced, cfg.Store, h.Epoch, dir)
+	case err != nil:
+		cfg.Logger.Warn("replicate: lease renewal failed", "store", cfg.Store, "node", cfg.Node, "err", err)
+	default:
+		h = nh
+	}
+	r.mu.Lock()
+	r.mu.lease = h
+	r.armLocked()
+	r.mu.Unlock()
 	go r.renewLoop()
 	go r.markLoop()
 	cfg.Logger.Info("replicate: took the store", "store", cfg.Store, "node", cfg.Node, "epoch", h.Epoch,
@@ -305,7 +369,7 @@ func (r *Replicator) bringUp(ctx context.Context, s jetstream.Stream, dir string
 	r.cfg.Logger.Warn("replicate: the local copy is replaced by a restore from the stream", "store", r.cfg.Store, "dir", dir, "why", reason)
 	// What the comparison counted is of the copy set aside.
 	r.restored = RestoreInfo{Epoch: r.restored.Epoch, Fence: r.restored.Fence, Local: r.restored.Local, Lease: r.restored.Lease,
-		Path: PathReplaced, Replaced: reason}
+		InDoubtAfter: r.restored.InDoubtAfter, Path: PathReplaced, Replaced: reason}
 	r.files = map[string][]byte{}
 	r.storeID = [16]byte{}
 	return r.replace(ctx, s, dir)
@@ -551,6 +615,7 @@ func (r *Replicator) setFenced(err error) error {
 		r.mu.fenced = err
 		r.cfg.Logger.Warn("replicate: fenced", "store", r.cfg.Store, "node", r.cfg.Node, "epoch", r.epoch, "err", err)
 	}
+	r.loseLocked()
 	return r.mu.fenced
 }
 
@@ -566,6 +631,9 @@ func (r *Replicator) renewLoop() {
 		case <-r.stop:
 			return
 		case <-t.C:
+		}
+		if r.noRenew.Load() {
+			continue // tests: a writer whose renewals stall
 		}
 		r.mu.Lock()
 		h := r.mu.lease
@@ -583,6 +651,7 @@ func (r *Replicator) renewLoop() {
 		default:
 			r.mu.Lock()
 			r.mu.lease = nh
+			r.armLocked()
 			r.mu.Unlock()
 		}
 	}
@@ -601,18 +670,23 @@ func (r *Replicator) Close() error {
 		close(r.stop)
 		<-r.stopped
 		<-r.markDone
+		r.mu.Lock()
+		r.mu.closed = true
+		r.loseLocked() // an exec still running is cancelled, and not certified
+		h := r.mu.lease
+		r.mu.Unlock()
 		if e := r.persistMark(); e != nil {
 			err = e
 		}
 		if r.fencedErr() != nil {
 			return
 		}
-		r.mu.Lock()
-		h := r.mu.lease
-		r.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), r.cfg.Timeout)
 		defer cancel()
-		if _, e := r.cfg.renew(ctx, r.kv, h, time.Unix(0, 0)); e != nil {
+		// Released now, with the bound: the next writer waits for the
+		// bound past this moment before it executes what is in doubt.
+		h.Released = true
+		if _, e := r.cfg.renew(ctx, r.kv, h, r.cfg.now()); e != nil {
 			err = errors.Join(err, fmt.Errorf("replicate: release lease of %s: %w", r.cfg.Store, e))
 		}
 	})
@@ -627,5 +701,70 @@ func (r *Replicator) Abandon() {
 		close(r.stop)
 		<-r.stopped
 		<-r.markDone
+		r.mu.Lock()
+		r.mu.closed = true
+		if r.mu.expiry != nil {
+			r.mu.expiry.Stop() // a crashed node's timers do not run
+		}
+		r.mu.Unlock()
 	})
+}
+
+// Fence is this writer's fence (engine.FencedReplicator): its epoch for
+// a token, its lease, its call bound, and when the execs of the writers
+// before it are over.
+func (r *Replicator) Fence() engine.Fence {
+	return engine.Fence{Token: r.epoch, Lost: r.lostCh, Held: r.Held, CallBound: r.cfg.CallBound, InDoubtAfter: r.inDoubtAfter}
+}
+
+// Held reports whether this writer can prove now that it holds the
+// store's lease: its last renewal has not expired by this process's
+// monotonic clock (which runs on while the process is stopped), and it
+// was neither fenced nor closed.
+func (r *Replicator) Held() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.fenced == nil && !r.mu.closed && time.Now().Before(r.mu.lease.until)
+}
+
+// lostCh is the channel closed when the lease held now is lost.
+func (r *Replicator) lostCh() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.mu.lost
+}
+
+// armLocked sets the timer that closes lost once the lease's proof
+// expires, after a renewal (or the lease's taking) moved lease.until; a
+// lost lease whose late renewal went through is held again.
+func (r *Replicator) armLocked() {
+	if r.mu.fenced != nil || r.mu.closed {
+		return
+	}
+	select {
+	case <-r.mu.lost:
+		r.mu.lost = make(chan struct{})
+	default:
+	}
+	if r.mu.expiry != nil {
+		r.mu.expiry.Stop()
+	}
+	until := r.mu.lease.until
+	r.mu.expiry = time.AfterFunc(time.Until(until), func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.mu.lease.until.Equal(until) && !r.mu.closed {
+			r.cfg.Logger.Warn("replicate: lease not renewed in time: execs stopped", "store", r.cfg.Store, "node", r.cfg.Node, "epoch", r.epoch)
+			r.loseLocked()
+		}
+	})
+}
+
+// loseLocked closes lost.
+func (r *Replicator) loseLocked() {
+	select {
+	case <-r.mu.lost:
+	default:
+		close(r.mu.lost)
+	}
 }

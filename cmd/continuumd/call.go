@@ -88,6 +88,13 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		}
 	}
 	exec := func(ctx context.Context, key string) ([]byte, error) {
+		if a.rs.handedOut.has(key) {
+			// Never executed again while the client of an abandoned
+			// attempt may be executing it: reported in doubt instead.
+			return nil, fmt.Errorf("%w: continuumd: %q under key %q was handed to a client whose attempt was then abandoned, "+
+				"which may still be executing it: ask the downstream, then resolve it (with retry to execute it again)",
+				ledger.ErrUncertified, act.Tool, key)
+		}
 		a.mu.Lock()
 		c.adoptKeyLocked(key)
 		c.setStateLocked(callExecuting)
@@ -114,6 +121,8 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		defer a.mu.Unlock()
 		c.running = false
 		if _, ok := r.(abandonPanic); ok {
+			// The client was told to execute it and may still be doing so.
+			a.rs.handedOut.add(c.key())
 			c.setStateLocked(callInDoubt)
 			return
 		}
@@ -226,6 +235,7 @@ func (a *attempt) resolve(ctx context.Context, c *call, result []byte, happened 
 	if err != nil {
 		return engineError(err, "")
 	}
+	a.rs.handedOut.remove(c.in.Key) // the client found what happened
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if happened {
@@ -304,4 +314,38 @@ func (c *call) answerLocked() (callResponse, *apiError) {
 		r.Error = c.errMsg
 	}
 	return r, nil
+}
+
+// keySet is a set of idempotency keys, safe for concurrent use. A run's
+// handedOut holds the keys of the calls whose execution was handed to a
+// client and whose attempt was then abandoned (lease expiry, takeover)
+// before the client reported an outcome: that client may still be
+// executing them, and a later call of the action is answered in_doubt,
+// never execute, even for an idempotent action, until a client resolves
+// it (fencing: no action executed again while an earlier executor could
+// still be executing it).
+type keySet struct {
+	mu sync.Mutex
+	m  map[string]bool
+}
+
+func (s *keySet) add(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.m == nil {
+		s.m = map[string]bool{}
+	}
+	s.m[k] = true
+}
+
+func (s *keySet) has(k string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.m[k]
+}
+
+func (s *keySet) remove(k string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	delete(s.m, k)
 }

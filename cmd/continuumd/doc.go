@@ -67,7 +67,13 @@
 //     calls become in doubt, its atom is failed (Atom.Fail: the seq is
 //     begun again, with default keys from 0, as after a crash), and the
 //     next begin of the seq lists the actions it had started with their
-//     states.
+//     states. The old client may still be inside such a call: its late
+//     outcome answers lease_lost and is never certified, and a later
+//     call of the action answers in_doubt, never execute, even for an
+//     idempotent action, until a client resolves it (with retry to
+//     execute it again under its key). The server cannot bound a
+//     client's execution: the new client reconciles with the downstream
+//     once its own bound on a call has passed.
 //   - The server restarts as the library does: what was acknowledged is
 //     in the store, and the atom that was running is interrupted
 //     (Run.Interrupted), reported by the next begin.

@@ -99,6 +99,8 @@ type runState struct {
 	// beginMu orders begins of the run (takeover waits for the attempt it
 	// abandons).
 	beginMu sync.Mutex
+	// handedOut: calls a client may still be executing (call.go).
+	handedOut keySet
 
 	mu struct {
 		sync.Mutex

@@ -260,10 +260,16 @@ func TestTakeover(t *testing.T) {
 	}
 	wantError(t, ts.do("POST", p+"/calls/0/outcome", map[string]any{"result": "x"}), 409, codeLeaseLost, "-")
 	wantError(t, ts.do("POST", p+"/commit", map[string]any{"delta": []any{}}), 409, codeLeaseLost, "-")
-	// An idempotent in-doubt action is executed again, under its key.
+	// The old client may still be executing it: even an idempotent action
+	// is in doubt, not executed again, until the new client resolves it;
+	// a resolution with retry executes it again, under its key.
 	r := ts.must(200, "POST", p2+"/calls/0", map[string]any{"tool": "pay", "idempotent": true, "key": "pay-1"})
+	if r.str("status") != "in_doubt" || r.str("key") != "pay-1" {
+		t.Fatalf("an idempotent action the old client was executing: %s, want in_doubt", r)
+	}
+	r = ts.must(200, "POST", p2+"/calls/0/resolve", map[string]any{"failed": "no trace downstream", "retry": true})
 	if r.str("status") != "execute" || r.str("key") != "pay-1" {
-		t.Fatalf("an idempotent in-doubt action is executed again with its key: %s", r)
+		t.Fatalf("resolved with retry: %s, want execute under pay-1", r)
 	}
 	ts.must(200, "POST", p2+"/calls/0/outcome", map[string]any{"result": "paid"})
 	ts.commit(p2)
