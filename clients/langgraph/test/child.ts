@@ -13,9 +13,9 @@ export interface Exit {
   err: string;
 }
 
-export function runChild(args: string[], onStart?: (p: ChildProcess) => void, script = "graph_child.js"): Promise<Exit> {
+export function runChild(args: string[], onStart?: (p: ChildProcess) => void, script = "graph_child.js", env: NodeJS.ProcessEnv = process.env): Promise<Exit> {
   return new Promise((resolve) => {
-    const p = spawn(process.execPath, [path.join(here, script), ...args], { stdio: ["ignore", "pipe", "pipe"] });
+    const p = spawn(process.execPath, [path.resolve(here, script), ...args], { stdio: ["ignore", "pipe", "pipe"], env });
     let out = "";
     let err = "";
     p.stdout!.on("data", (c: Buffer) => (out += c.toString("utf8")));
