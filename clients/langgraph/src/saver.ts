@@ -103,6 +103,8 @@ export interface ContinuumSaverOptions {
 }
 
 const enc = encodeURIComponent;
+/** list replays a run from its deltas when it lists this many of its checkpoints or more. */
+const REPLAY_FROM = 16;
 const dec = decodeURIComponent;
 
 function must(v: unknown, what: string): string {
@@ -143,9 +145,16 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return { kind: "v", data: await this.#encode(v) };
   }
 
-  async #load(s: Stored): Promise<unknown> {
-    if (s.kind === "v") return this.#decode(s.data);
-    return Promise.all(s.items.map((x) => this.#decode(x)));
+  async #load(s: Stored, cache?: Map<string, unknown>): Promise<unknown> {
+    const one = async (x: string) => {
+      if (!cache) return this.#decode(x);
+      if (cache.has(x)) return cache.get(x);
+      const v = await this.#decode(x);
+      cache.set(x, v);
+      return v;
+    };
+    if (s.kind === "v") return one(s.data);
+    return Promise.all(s.items.map(one));
   }
 
   // ---- the server -----------------------------------------------------
@@ -248,13 +257,13 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return { at, writes: latest };
   }
 
-  async #tuple(t: Thread, id: string, frames?: { at: FrameView; writes: FrameView }): Promise<CheckpointTuple> {
+  async #tuple(t: Thread, id: string, frames?: { at: FrameView; writes: FrameView }, cache?: Map<string, unknown>): Promise<CheckpointTuple> {
     const e = t.index.get(id)!;
     const { at, writes } = frames ?? (await this.#frames(t, id));
     if (!at.record || at.record.id !== id) throw new Error(`ContinuumSaver: run ${e.run} at seq ${e.seq} holds checkpoint ${at.record?.id ?? "(none)"}, its index says ${id}: the store was changed by hand`);
     const checkpoint = (await this.#decode(at.record.cp)) as Checkpoint;
     checkpoint.channel_values = {};
-    for (const [ch, s] of at.channels) checkpoint.channel_values[ch] = await this.#load(s);
+    for (const [ch, s] of at.channels) checkpoint.channel_values[ch] = await this.#load(s, cache);
     const pendingWrites = await this.#writesOf(writes, id);
     const tuple: CheckpointTuple = {
       config: { configurable: { thread_id: t.threadId, checkpoint_ns: t.ns, checkpoint_id: id } },
@@ -293,6 +302,82 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     checkpoint.channel_versions[TASKS] = vs.length > 0 ? maxChannelVersion(...vs) : this.getNextVersion(undefined);
   }
 
+  /**
+   * Every checkpoint frame of run, rebuilt from its atoms' deltas (GET
+   * .../atoms/{seq}, a few at once) instead of one state read per
+   * checkpoint: the history of a thread costs its deltas once.
+   */
+  /**
+   * The frames of run's checkpoints at seqs, rebuilt from their atoms'
+   * deltas (GET .../atoms/{seq}) over the run's frame where it was forked:
+   * a thread's history costs each delta once, not a frame per checkpoint.
+   * Writes' atoms change no channel: the writes are read from the run's
+   * latest frame.
+   */
+  async #replay(run: string, seqs: number[]): Promise<{ frames: Map<number, FrameView>; last: FrameView }> {
+    const info = await this.#get(`/v1/runs/${enc(run)}`);
+    const forkedAt = info.parent ? Number(info.forked_at) : 0;
+    const own = [...new Set(seqs)].filter((q) => q > forkedAt).sort((a, b) => a - b);
+    const [base, latest] = await Promise.all([forkedAt > 0 ? this.#frame(run, forkedAt) : Promise.resolve(emptyFrame()), this.#frame(run)]);
+    const atoms = new Map<number, Obj>();
+    let next = 0;
+    const worker = async () => {
+      while (next < own.length) {
+        const seq = own[next++]!;
+        atoms.set(seq, await this.#get(`/v1/runs/${enc(run)}/atoms/${seq}`));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(2, own.length) }, worker));
+    const frames = new Map<number, FrameView>();
+    if (forkedAt > 0) frames.set(forkedAt, base);
+    const scalars = new Map<string, string>();
+    const arrays = new Map<string, { n: number; items: string[] }>();
+    for (const [ch, st] of base.channels) {
+      if (st.kind === "v") scalars.set(ch, st.data);
+      else arrays.set(ch, { n: st.items.length, items: [...st.items] });
+    }
+    let record: CpRecord | undefined = base.record;
+    const arr = (ch: string) => {
+      let a = arrays.get(ch);
+      if (!a) arrays.set(ch, (a = { n: -1, items: [] }));
+      return a;
+    };
+    for (const seq of own) {
+      let isCp = false;
+      for (const op of (atoms.get(seq)!.delta as Obj[]) ?? []) {
+        if (op.op !== "set" && op.op !== "delete") continue;
+        const key = String(op.key);
+        if (op.op === "set" && op.value_base64 !== undefined) throw new Error(`ContinuumSaver: run ${run} seq ${seq} sets ${key} to bytes that are not UTF-8: not written by this saver`);
+        const value = op.op === "set" ? String(op.value ?? "") : undefined;
+        if (key === "cp") {
+          record = value === undefined ? undefined : (JSON.parse(value) as CpRecord);
+          isCp = true;
+        } else if (key.startsWith("c/")) {
+          if (value === undefined) scalars.delete(dec(key.slice(2)));
+          else scalars.set(dec(key.slice(2)), value);
+        } else if (key.startsWith("n/")) {
+          const a = arr(dec(key.slice(2)));
+          a.n = value === undefined ? -1 : Number(value);
+        } else if (key.startsWith("a/")) {
+          const slash = key.lastIndexOf("/");
+          const a = arr(dec(key.slice(2, slash)));
+          if (value !== undefined) a.items[Number(key.slice(slash + 1))] = value;
+        }
+      }
+      if (!isCp) throw new Error(`ContinuumSaver: run ${run} seq ${seq} is a checkpoint in the index, but its atom writes none`);
+      const channels = new Map<string, Stored>();
+      for (const [ch, v] of scalars) channels.set(ch, { kind: "v", data: v });
+      for (const [ch, a] of arrays) {
+        if (a.n < 0) continue;
+        const items = a.items.slice(0, a.n);
+        if (items.length !== a.n || items.some((x) => x === undefined)) throw new Error(`ContinuumSaver: run ${run} at seq ${seq}: channel ${ch} lacks items of its ${a.n}`);
+        channels.set(ch, { kind: "a", items });
+      }
+      frames.set(seq, { seq, record, channels, index: new Map(), writes: new Map() });
+    }
+    return { frames, last: latest };
+  }
+
   async *list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple> {
     const { before, filter } = options ?? {};
     let limit = options?.limit;
@@ -317,6 +402,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       if (nsWanted !== undefined && ns !== nsWanted) continue;
       const t = await this.#thread(tid, ns, true);
       const ids = [...t.index.keys()].sort().reverse();
+      const chosen: string[] = [];
       for (const id of ids) {
         if (idWanted && id !== idWanted) continue;
         if (beforeId && id >= beforeId) continue;
@@ -325,11 +411,29 @@ export class ContinuumSaver extends BaseCheckpointSaver {
           if (!Object.entries(filter).every(([k, v]) => deepEqual(md?.[k], v))) continue;
         }
         if (limit !== undefined) {
-          if (limit <= 0) return;
+          if (limit <= 0) break;
           limit -= 1;
         }
-        yield await this.#tuple(t, id);
+        chosen.push(id);
       }
+      // a run with many checkpoints listed is replayed from its deltas; the values they
+      // share are decoded once, and the tuples of this call share those objects
+      const perRun = new Map<string, number>();
+      for (const id of chosen) perRun.set(t.index.get(id)!.run, (perRun.get(t.index.get(id)!.run) ?? 0) + 1);
+      const replays = new Map<string, Promise<{ frames: Map<number, FrameView>; last: FrameView }>>();
+      const cache = new Map<string, unknown>();
+      for (const id of chosen) {
+        const e = t.index.get(id)!;
+        if ((perRun.get(e.run) ?? 0) < REPLAY_FROM) {
+          yield await this.#tuple(t, id);
+          continue;
+        }
+        if (!replays.has(e.run)) replays.set(e.run, this.#replay(e.run, chosen.map((c) => t.index.get(c)!).filter((x) => x.run === e.run).map((x) => x.seq)));
+        const r = await replays.get(e.run)!;
+        const at = r.frames.get(e.seq);
+        yield at ? await this.#tuple(t, id, { at, writes: r.last }, cache) : await this.#tuple(t, id);
+      }
+      if (limit !== undefined && limit <= 0) return;
     }
   }
 

@@ -1,0 +1,120 @@
+// ContinuumSaver beyond LangGraph's suite: a thread whose history is a tree
+// (puts on seeded random parents fork its runs), read back by id, as the
+// latest, by list (which replays a run from its deltas) and by a new saver
+// (a new process's view); an appended message is one key of its atom's
+// delta; deleteThread leaves other threads alone.
+import { after, before, test } from "node:test";
+import * as assert from "node:assert/strict";
+import type { Checkpoint } from "@langchain/langgraph-checkpoint";
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { uuid6 } from "@langchain/langgraph-checkpoint";
+import { ContinuumSaver } from "../src/index.js";
+import { Server } from "./server.js";
+
+let server: Server;
+before(async () => {
+  server = await new Server().start();
+});
+after(async () => {
+  await server.close();
+});
+
+function rng(s: number): () => number {
+  let a = s >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Made {
+  id: string;
+  parent: string | undefined;
+  values: Record<string, unknown>;
+}
+
+test("a tree of 60 checkpoints: by id, latest, list, a new saver", async () => {
+  const seed = Number(process.env.CONTINUUM_SEED || Date.now() % 2 ** 31);
+  console.error(`seed ${seed} (CONTINUUM_SEED=${seed} repeats it)`);
+  const rand = rng(seed);
+  const client = server.client();
+  const saver = new ContinuumSaver({ client, prefix: "tree" });
+  const made: Made[] = [];
+  const writes = new Map<string, [string, string, unknown][]>();
+  for (let i = 0; i < 60; i++) {
+    const parent = i === 0 ? undefined : rand() < 0.75 ? made[i - 1]! : made[Math.floor(rand() * i)]!;
+    const msgs = [...((parent?.values.messages as unknown[]) ?? []), { role: i % 2 ? "ai" : "human", content: `message ${i} ${"x".repeat(Math.floor(rand() * 300))}` }];
+    const values: Record<string, unknown> = { messages: msgs, step: i };
+    if (rand() < 0.3) values.scratch = { note: `n${i}` };
+    const cp: Checkpoint = {
+      v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: values,
+      channel_versions: Object.fromEntries(Object.keys(values).map((k) => [k, i + 1])), versions_seen: { agent: { step: i } },
+    };
+    const cfg = await saver.put({ configurable: { thread_id: "t1", checkpoint_ns: "", checkpoint_id: parent?.id } }, cp, { source: "loop", step: i, parents: {} }, cp.channel_versions);
+    made.push({ id: cp.id, parent: parent?.id, values });
+    if (rand() < 0.5) {
+      const w: [string, string, unknown][] = [["task-" + i, "messages", { role: "ai", content: `pending ${i}` }]];
+      await saver.putWrites(cfg, w.map(([, c, v]) => [c, v]), "task-" + i);
+      writes.set(cp.id, w);
+    }
+  }
+  const check = async (s: ContinuumSaver) => {
+    const listed = new Map<string, unknown>();
+    for await (const t of s.list({ configurable: { thread_id: "t1" } })) listed.set(t.checkpoint.id, t);
+    assert.equal(listed.size, made.length);
+    for (const m of made) {
+      const t = await s.getTuple({ configurable: { thread_id: "t1", checkpoint_ns: "", checkpoint_id: m.id } });
+      assert.ok(t, m.id);
+      assert.deepEqual(t!.checkpoint.channel_values, m.values, `channel values of ${m.id}`);
+      assert.equal(t!.parentConfig?.configurable?.checkpoint_id, m.parent);
+      assert.deepEqual(t!.pendingWrites, writes.get(m.id) ?? []);
+      assert.deepEqual(listed.get(m.id), t, `list and getTuple agree on ${m.id}`);
+    }
+    const latest = await s.getTuple({ configurable: { thread_id: "t1" } });
+    assert.equal(latest!.checkpoint.id, made.map((m) => m.id).sort().at(-1));
+  };
+  await check(saver);
+  const fresh = new ContinuumSaver({ client, prefix: "tree" });
+  await check(fresh);
+  // the history is a tree of runs: more than one run when a put forked
+  const runs = (await client.runs()).filter((r) => r.id.startsWith("tree/"));
+  const forks = made.filter((m, i) => i > 0 && m.parent !== made[i - 1]!.id).length;
+  assert.ok(runs.length >= 1 + (forks > 0 ? 1 : 0), `runs ${runs.length}, forks ${forks}`);
+  client.close();
+});
+
+test("an appended message is one key of the atom's delta", async () => {
+  const client = server.client();
+  const saver = new ContinuumSaver({ client, prefix: "delta" });
+  let cfg: RunnableConfig = { configurable: { thread_id: "d", checkpoint_ns: "" } };
+  const msgs: unknown[] = [];
+  for (let i = 0; i < 5; i++) {
+    msgs.push({ content: "m".repeat(1000) + i });
+    const cp: Checkpoint = { v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { messages: [...msgs], other: "same" }, channel_versions: { messages: i + 1, other: 1 }, versions_seen: {} };
+    cfg = await saver.put(cfg, cp, { source: "loop", step: i, parents: {} }, i === 0 ? { messages: 1, other: 1 } : { messages: i + 1 });
+  }
+  const run = (await client.runs()).find((r) => r.id.startsWith("delta/"))!;
+  const r = await client.run(run.id);
+  const last = await r.atomAt(run.lastSeq);
+  const keys = last.delta.filter((o) => o.op === "set").map((o) => String(o.key)).sort();
+  assert.deepEqual(keys.filter((k) => !k.startsWith("i/")), ["a/messages/4", "cp", "n/messages"]);
+  const size = JSON.stringify(last.delta).length;
+  assert.ok(size < 2500, `the fifth checkpoint's delta is ${size} bytes: one message, not five`);
+  client.close();
+});
+
+test("deleteThread removes the thread in every namespace, and only it", async () => {
+  const client = server.client();
+  const saver = new ContinuumSaver({ client, prefix: "del" });
+  const cp = (): Checkpoint => ({ v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { a: 1 }, channel_versions: { a: 1 }, versions_seen: {} });
+  for (const [t, ns] of [["x", ""], ["x", "sub"], ["y", ""]]) await saver.put({ configurable: { thread_id: t, checkpoint_ns: ns } }, cp(), { source: "input", step: -1, parents: {} }, { a: 1 });
+  await saver.deleteThread("x");
+  const fresh = new ContinuumSaver({ client, prefix: "del" });
+  assert.equal(await fresh.getTuple({ configurable: { thread_id: "x", checkpoint_ns: "" } }), undefined);
+  assert.equal(await fresh.getTuple({ configurable: { thread_id: "x", checkpoint_ns: "sub" } }), undefined);
+  assert.ok(await fresh.getTuple({ configurable: { thread_id: "y", checkpoint_ns: "" } }));
+  client.close();
+});
