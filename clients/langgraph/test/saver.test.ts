@@ -9,7 +9,10 @@ import type { Checkpoint } from "@langchain/langgraph-checkpoint";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { uuid6 } from "@langchain/langgraph-checkpoint";
 import { ContinuumSaver } from "../src/index.js";
-import { Server } from "./server.js";
+import { execFileSync } from "node:child_process";
+import { mkdtempSync } from "node:fs";
+import * as path from "node:path";
+import { Server, repo } from "./server.js";
 
 let server: Server;
 before(async () => {
@@ -117,4 +120,16 @@ test("deleteThread removes the thread in every namespace, and only it", async ()
   assert.equal(await fresh.getTuple({ configurable: { thread_id: "x", checkpoint_ns: "sub" } }), undefined);
   assert.ok(await fresh.getTuple({ configurable: { thread_id: "y", checkpoint_ns: "" } }));
   client.close();
+});
+
+test("continuumctl verify passes on the store the saver wrote", async () => {
+  let ctl = process.env.CONTINUUMCTL_BIN;
+  if (!ctl) {
+    ctl = path.join(mkdtempSync("/tmp/continuumctl-bin-"), "continuumctl");
+    execFileSync("go", ["build", "-o", ctl, "./cmd/continuumctl"], { cwd: repo, stdio: "inherit" });
+  }
+  await server.stop();
+  const out = execFileSync(ctl, ["verify", server.store], { encoding: "utf8" });
+  assert.match(out, /tree\//, "verify's report names the thread's runs");
+  await server.start();
 });
