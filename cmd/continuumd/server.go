@@ -131,6 +131,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/runs/{run}", s.handleRunInfo},
 		{"GET", "/v1/runs/{run}/state", s.handleState},
 		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom},
+		{"GET", "/v1/runs/{run}/read", s.handleRead},
 		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted},
 		{"POST", "/v1/runs/{run}/end", s.handleEnd},
 		{"POST", "/v1/runs/{run}/fork", s.handleFork},
