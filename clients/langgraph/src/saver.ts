@@ -9,19 +9,35 @@
  * LangGraph's is a tree of checkpoints. Each checkpoint is one atom; its
  * frame (the run's working memory at that seq) is the checkpoint:
  *
- *   cp                 the checkpoint record: id, parent, the checkpoint
- *                      without channel_values (serde-typed)
+ *   cp                 the checkpoint record: id, parent, the run it was
+ *                      put in, the checkpoint without channel_values
  *   c/<ch>             a channel's value (serde-typed)
  *   n/<ch>, a/<ch>/<i> a channel whose value is an array: its length and
  *                      its items one key each, so that an appended message
  *                      is one new key, never the list again
- *   i/<id>             the index: every checkpoint of the lineage, with
- *                      its run, seq, parent and metadata
- *   w/<id>/<task>/<i>  a pending write of checkpoint id (its own atom)
+ *   top                the greatest checkpoint id of the lineage (latest)
+ *   i/<id>             the index entry of checkpoint id: its run, seq,
+ *                      parent, metadata, and once its run has moved on
+ *                      the last seq of its stretch (end)
+ *   w/<id>/<task>/<i>  a pending write of the run's newest checkpoint (its
+ *                      own atom); the run's next checkpoint deletes them,
+ *                      so they stay readable at the stretch's end seq
+ *   lw/<id>/<task>/<i> a pending write made after its checkpoint's run
+ *                      moved on (kept)
+ *
+ * Reads go through GET .../read (chosen memory keys of a frame at a seq,
+ * a range of atoms): the latest checkpoint or one by id reads its record,
+ * its channels, its index entry and its own writes, never the index of the
+ * whole thread or other checkpoints' writes; list reads the index and
+ * replays a run from its atoms (one request per 2048 atoms). A run's
+ * working memory holds the channels, the index and the newest checkpoint's
+ * writes only, so a put costs the same at turn 300 as at turn 1 save for
+ * the index entry per checkpoint.
  *
  * An atom's delta holds only what changed: the channels of newVersions
  * whose value differs from the parent's, an array's new tail, the deletes
- * of channels the checkpoint no longer has, its record and index entry.
+ * of channels the checkpoint no longer has and of the previous
+ * checkpoint's writes, its record and index entry.
  *
  * One saver (one process) writes a thread at a time: the saver caches the
  * runs of the threads it touched; a thread written meanwhile by another
@@ -61,37 +77,43 @@ interface Entry {
   seq: number;
   parent: string | undefined;
   md: string; // encoded metadata
+  end: number | undefined; // the last seq of its stretch, once its run has a next checkpoint
 }
 
-/** What a frame holds, decoded as far as keys go. */
-interface FrameView {
-  seq: number;
+/** A checkpoint's frame as far as the saver reads it: record and channels. */
+interface CpView {
   record: CpRecord | undefined;
   channels: Map<string, Stored>;
-  index: Map<string, Entry>;
-  writes: Map<string, WriteRec>; // by key w/<id>/<task>/<idx>
+}
+
+/** The newest state of a run: its checkpoint, lineage's top, and the writes of its newest checkpoint (by key). */
+interface Head extends CpView {
+  top: string | undefined;
+  writes: Map<string, WriteRec>;
 }
 
 interface CpRecord {
   id: string;
   parent?: string;
+  run?: string; // the run it was put in
   cp: string; // encoded checkpoint without channel_values
 }
 
 /** [taskId, channel, encoded value, taskPath] */
 type WriteRec = [string, string, string, string];
 
-interface Branch {
-  run: string;
-  head: string | undefined; // the newest checkpoint put in this run
-  last: FrameView | undefined; // the frame at head, when known
-}
-
 interface Thread {
   threadId: string;
   ns: string;
-  branches: Map<string, Branch>;
-  index: Map<string, Entry>;
+  runs: string[];
+  entries: Map<string, Entry>; // a cache: the entries read or written
+  heads: Map<string, Head>; // a cache of runs' newest states
+}
+
+interface ReadAnswer {
+  seq: number;
+  mem: Record<string, string>;
+  atoms: Obj[];
 }
 
 export interface ContinuumSaverOptions {
@@ -103,9 +125,10 @@ export interface ContinuumSaverOptions {
 }
 
 const enc = encodeURIComponent;
-/** list replays a run from its deltas when it lists this many of its checkpoints or more. */
+/** list replays a run from its atoms when it lists this many of its checkpoints or more. */
 const REPLAY_FROM = 16;
 const dec = decodeURIComponent;
+const CHANNELS = ["c/", "n/", "a/"];
 
 function must(v: unknown, what: string): string {
   if (typeof v !== "string" || v === "") throw new Error(`ContinuumSaver: config.configurable.${what} is required (a non-empty string)`);
@@ -167,13 +190,31 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return this.client.request({ kind: "request", method: "GET", path });
   }
 
-  async #frame(run: string, seq?: number): Promise<FrameView> {
-    const q = seq === undefined ? "" : `?seq=${seq}`;
-    const o = await this.#get(`/v1/runs/${enc(run)}/state${q}`);
-    return parseFrame(o);
+  /** GET .../read: the keys and prefixes chosen of run's frame at seq (default its last), and with from its atoms from..seq. */
+  async #read(run: string, o: { seq?: number; keys?: string[]; prefixes?: string[]; from?: number }): Promise<ReadAnswer> {
+    const q = new URLSearchParams();
+    if (o.seq !== undefined) q.append("seq", String(o.seq));
+    for (const k of o.keys ?? []) q.append("key", k);
+    for (const p of o.prefixes ?? []) q.append("prefix", p);
+    const atoms: Obj[] = [];
+    let from = o.from;
+    if (from !== undefined) q.append("from", String(from));
+    let a = await this.#get(`/v1/runs/${enc(run)}/read?${q}`);
+    if (a.memory_base64 && Object.keys(a.memory_base64 as Obj).length > 0) {
+      throw new Error(`ContinuumSaver: run ${run} holds memory that is not UTF-8: not written by this saver`);
+    }
+    const seq = Number(a.seq);
+    const mem = (a.memory as Record<string, string> | undefined) ?? {};
+    for (;;) {
+      for (const x of (a.atoms as Obj[] | undefined) ?? []) atoms.push(x);
+      if (a.next_from === undefined || from === undefined) break;
+      from = Number(a.next_from);
+      a = await this.#get(`/v1/runs/${enc(run)}/read?seq=${seq}&from=${from}`);
+    }
+    return { seq, mem, atoms };
   }
 
-  /** The active runs of the store under this saver's prefix, by id. */
+  /** The active runs of the store whose id starts with prefix. */
   async #runs(prefix: string): Promise<string[]> {
     const o = await this.#get("/v1/runs");
     const out: string[] = [];
@@ -184,25 +225,55 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return out;
   }
 
-  async #loadThread(threadId: string, ns: string): Promise<Thread> {
-    const t: Thread = { threadId, ns, branches: new Map(), index: new Map() };
-    const runs = await this.#runs(this.#threadPrefix(threadId, ns));
-    const frames = await Promise.all(runs.map((r) => this.#frame(r)));
-    runs.forEach((run, i) => {
-      const f = frames[i];
-      // the frame's cp is the run's newest checkpoint when it was put in this run
-      const own = f.record && f.index.get(f.record.id)?.run === run ? f.record.id : undefined;
-      t.branches.set(run, { run, head: own, last: own ? f : undefined });
-      for (const [id, e] of f.index) t.index.set(id, e);
-    });
-    this.#threads.set(threadKey(threadId, ns), t);
-    return t;
+  async #thread(threadId: string, ns: string, refresh = false): Promise<Thread> {
+    const key = threadKey(threadId, ns);
+    const t = this.#threads.get(key);
+    if (t && !refresh) return t;
+    const fresh: Thread = { threadId, ns, runs: await this.#runs(this.#threadPrefix(threadId, ns)), entries: new Map(), heads: new Map() };
+    this.#threads.set(key, fresh);
+    return fresh;
   }
 
-  async #thread(threadId: string, ns: string, refresh = false): Promise<Thread> {
-    const t = this.#threads.get(threadKey(threadId, ns));
-    if (t && !refresh) return t;
-    return this.#loadThread(threadId, ns);
+  /** Checkpoint id's index entry: the cache's, or read (key i/<id>) from the thread's runs. */
+  async #entry(t: Thread, id: string): Promise<{ t: Thread; e: Entry | undefined }> {
+    const cached = t.entries.get(id);
+    if (cached) return { t, e: cached };
+    const find = async (th: Thread) => {
+      const key = `i/${enc(id)}`;
+      const got = await Promise.all(th.runs.map((run) => this.#read(run, { keys: [key] })));
+      let e: Entry | undefined;
+      got.forEach((g, i) => {
+        const v = g.mem[key];
+        if (v === undefined) return;
+        const x = parseEntry(v);
+        if (!e || x.run === th.runs[i]) e = x; // a fork holds its source's entries as of the fork: the own run's is newer
+      });
+      if (e) th.entries.set(id, e);
+      return e;
+    };
+    let e = await find(t);
+    if (!e) {
+      t = await this.#thread(t.threadId, t.ns, true);
+      e = await find(t);
+    }
+    return { t, e };
+  }
+
+  /** The newest state of run: the cache's, or read (record, top, channels, writes). */
+  async #head(t: Thread, run: string): Promise<Head> {
+    const h = t.heads.get(run);
+    if (h) return h;
+    const r = await this.#read(run, { keys: ["cp", "top"], prefixes: [...CHANNELS, "w/"] });
+    const v = parseView(run, r.seq, r.mem);
+    const head: Head = { ...v, top: r.mem.top, writes: new Map() };
+    for (const [k, x] of Object.entries(r.mem)) if (k.startsWith("w/")) head.writes.set(k, JSON.parse(x) as WriteRec);
+    t.heads.set(run, head);
+    return head;
+  }
+
+  /** Whether id is the newest checkpoint put in its run. */
+  #isHead(h: Head, id: string, e: Entry): boolean {
+    return h.record?.id === id && (h.record.run === undefined || h.record.run === e.run);
   }
 
   /** Serializes the writes of one thread in this saver. */
@@ -239,37 +310,70 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     const id = getCheckpointId(config);
     let t = await this.#thread(String(threadId), ns);
     if (id) {
-      if (!t.index.has(id)) t = await this.#thread(String(threadId), ns, true);
-      if (!t.index.has(id)) return undefined;
-      return this.#tuple(t, id);
+      const { t: t2, e } = await this.#entry(t, id);
+      return e ? this.#tuple(t2, id, e) : undefined;
     }
-    if (t.index.size === 0) t = await this.#thread(String(threadId), ns, true);
-    const latest = newest(t.index.keys());
-    return latest === undefined ? undefined : this.#tuple(t, latest);
+    let latest = await this.#latest(t);
+    if (latest === undefined) {
+      t = await this.#thread(String(threadId), ns, true);
+      latest = await this.#latest(t);
+    }
+    if (latest === undefined) return undefined;
+    const { t: t2, e } = await this.#entry(t, latest);
+    if (!e) throw new Error(`ContinuumSaver: thread ${JSON.stringify(t.threadId)} names ${latest} its latest checkpoint, but no run of it has its index entry`);
+    return this.#tuple(t2, latest, e);
   }
 
-  /** The frame at checkpoint id's seq, and the frame holding its writes (its run's latest). */
-  async #frames(t: Thread, id: string): Promise<{ at: FrameView; writes: FrameView }> {
-    const e = t.index.get(id)!;
-    const b = t.branches.get(e.run);
-    if (b && b.head === id && b.last) return { at: b.last, writes: b.last };
-    const [at, latest] = await Promise.all([this.#frame(e.run, e.seq), this.#frame(e.run)]);
-    return { at, writes: latest };
+  /** The greatest checkpoint id of the thread: the greatest of its runs' tops. */
+  async #latest(t: Thread): Promise<string | undefined> {
+    const tops = await Promise.all(
+      t.runs.map(async (run) => {
+        const h = t.heads.get(run);
+        if (h) return h.top;
+        return (await this.#read(run, { keys: ["top"] })).mem.top;
+      }),
+    );
+    return newest(tops.filter((x): x is string => x !== undefined));
   }
 
-  async #tuple(t: Thread, id: string, frames?: { at: FrameView; writes: FrameView }, cache?: Map<string, unknown>): Promise<CheckpointTuple> {
-    const e = t.index.get(id)!;
-    const { at, writes } = frames ?? (await this.#frames(t, id));
+  /** Checkpoint id's own pending writes, by key: those of its stretch (w/) and the later ones (lw/). */
+  async #writes(t: Thread, id: string, e: Entry): Promise<[string, WriteRec][]> {
+    const h = t.heads.get(e.run);
+    if (h && this.#isHead(h, id, e)) return [...h.writes];
+    const r = await this.#read(e.run, { keys: [`i/${enc(id)}`], prefixes: [`w/${enc(id)}/`, `lw/${enc(id)}/`] });
+    const fresh = r.mem[`i/${enc(id)}`];
+    if (fresh !== undefined) {
+      const f = parseEntry(fresh);
+      if (f.end !== undefined) e.end = f.end;
+    }
+    const out: [string, WriteRec][] = [];
+    for (const [k, v] of Object.entries(r.mem)) if (k.startsWith("lw/") || (e.end === undefined && k.startsWith("w/"))) out.push([k, JSON.parse(v) as WriteRec]);
+    if (e.end !== undefined) {
+      const s = await this.#read(e.run, { seq: e.end, prefixes: [`w/${enc(id)}/`] });
+      for (const [k, v] of Object.entries(s.mem)) out.push([k, JSON.parse(v) as WriteRec]);
+    }
+    return out;
+  }
+
+  /** The checkpoint at id's seq: its record and channels. */
+  async #view(t: Thread, id: string, e: Entry): Promise<CpView> {
+    const h = t.heads.get(e.run);
+    if (h && this.#isHead(h, id, e)) return h;
+    const r = await this.#read(e.run, { seq: e.seq, keys: ["cp"], prefixes: CHANNELS });
+    return parseView(e.run, e.seq, r.mem);
+  }
+
+  async #tuple(t: Thread, id: string, e: Entry, given?: { at: CpView; writes: [string, WriteRec][] }, cache?: Map<string, unknown>): Promise<CheckpointTuple> {
+    const [at, writes] = given ? [given.at, given.writes] : await Promise.all([this.#view(t, id, e), this.#writes(t, id, e)]);
     if (!at.record || at.record.id !== id) throw new Error(`ContinuumSaver: run ${e.run} at seq ${e.seq} holds checkpoint ${at.record?.id ?? "(none)"}, its index says ${id}: the store was changed by hand`);
     const checkpoint = (await this.#decode(at.record.cp)) as Checkpoint;
     checkpoint.channel_values = {};
     for (const [ch, s] of at.channels) checkpoint.channel_values[ch] = await this.#load(s, cache);
-    const pendingWrites = await this.#writesOf(writes, id);
     const tuple: CheckpointTuple = {
       config: { configurable: { thread_id: t.threadId, checkpoint_ns: t.ns, checkpoint_id: id } },
       checkpoint,
       metadata: (await this.#decode(e.md)) as CheckpointMetadata,
-      pendingWrites,
+      pendingWrites: await this.#pending(writes),
     };
     if (e.parent !== undefined) {
       tuple.parentConfig = { configurable: { thread_id: t.threadId, checkpoint_ns: t.ns, checkpoint_id: e.parent } };
@@ -278,11 +382,9 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return tuple;
   }
 
-  async #writesOf(f: FrameView, id: string): Promise<CheckpointPendingWrite[]> {
-    const pre = `w/${enc(id)}/`;
+  async #pending(writes: [string, WriteRec][]): Promise<CheckpointPendingWrite[]> {
     const recs: { key: readonly [string, string, number]; w: WriteRec }[] = [];
-    for (const [k, w] of f.writes) {
-      if (!k.startsWith(pre)) continue;
+    for (const [k, w] of writes) {
       const idx = Number(k.slice(k.lastIndexOf("/") + 1));
       recs.push({ key: writesSortKey(w[3], w[0], idx), w });
     }
@@ -292,9 +394,9 @@ export class ContinuumSaver extends BaseCheckpointSaver {
 
   /** Checkpoints before v4 kept pending sends as their parent's writes to TASKS. */
   async #migratePendingSends(t: Thread, checkpoint: Checkpoint, parent: string): Promise<void> {
-    if (!t.index.has(parent)) return;
-    const { writes } = await this.#frames(t, parent);
-    const sends = (await this.#writesOf(writes, parent)).filter((w) => w[1] === TASKS).map((w) => w[2]);
+    const { t: t2, e } = await this.#entry(t, parent);
+    if (!e) return;
+    const sends = (await this.#pending(await this.#writes(t2, parent, e))).filter((w) => w[1] === TASKS).map((w) => w[2]);
     checkpoint.channel_values ??= {};
     checkpoint.channel_values[TASKS] = sends;
     checkpoint.channel_versions ??= {};
@@ -303,33 +405,19 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   }
 
   /**
-   * Every checkpoint frame of run, rebuilt from its atoms' deltas (GET
-   * .../atoms/{seq}, a few at once) instead of one state read per
-   * checkpoint: the history of a thread costs its deltas once.
+   * The checkpoints of run at seqs and every write made in it, rebuilt from
+   * its atoms (GET .../read?from=, a page of 2048 atoms a request) over its
+   * frame where it was forked: a thread's history costs its deltas once.
    */
-  /**
-   * The frames of run's checkpoints at seqs, rebuilt from their atoms'
-   * deltas (GET .../atoms/{seq}) over the run's frame where it was forked:
-   * a thread's history costs each delta once, not a frame per checkpoint.
-   * Writes' atoms change no channel: the writes are read from the run's
-   * latest frame.
-   */
-  async #replay(run: string, seqs: number[]): Promise<{ frames: Map<number, FrameView>; last: FrameView }> {
+  async #replay(run: string, seqs: number[]): Promise<{ frames: Map<number, CpView>; writes: Map<string, [string, WriteRec][]> }> {
     const info = await this.#get(`/v1/runs/${enc(run)}`);
     const forkedAt = info.parent ? Number(info.forked_at) : 0;
-    const own = [...new Set(seqs)].filter((q) => q > forkedAt).sort((a, b) => a - b);
-    const [base, latest] = await Promise.all([forkedAt > 0 ? this.#frame(run, forkedAt) : Promise.resolve(emptyFrame()), this.#frame(run)]);
-    const atoms = new Map<number, Obj>();
-    let next = 0;
-    const worker = async () => {
-      while (next < own.length) {
-        const seq = own[next++]!;
-        atoms.set(seq, await this.#get(`/v1/runs/${enc(run)}/atoms/${seq}`));
-      }
-    };
-    await Promise.all(Array.from({ length: Math.min(2, own.length) }, worker));
-    const frames = new Map<number, FrameView>();
-    if (forkedAt > 0) frames.set(forkedAt, base);
+    const want = new Set(seqs);
+    const base = forkedAt > 0 ? parseView(run, forkedAt, (await this.#read(run, { seq: forkedAt, keys: ["cp"], prefixes: CHANNELS })).mem) : { record: undefined, channels: new Map<string, Stored>() };
+    const frames = new Map<number, CpView>();
+    const writes = new Map<string, [string, WriteRec][]>();
+    if (forkedAt > 0 && want.has(forkedAt)) frames.set(forkedAt, base);
+    const r = await this.#read(run, { from: forkedAt + 1 });
     const scalars = new Map<string, string>();
     const arrays = new Map<string, { n: number; items: string[] }>();
     for (const [ch, st] of base.channels) {
@@ -342,9 +430,10 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       if (!a) arrays.set(ch, (a = { n: -1, items: [] }));
       return a;
     };
-    for (const seq of own) {
+    for (const atom of r.atoms) {
+      const seq = Number(atom.seq);
       let isCp = false;
-      for (const op of (atoms.get(seq)!.delta as Obj[]) ?? []) {
+      for (const op of (atom.delta as Obj[]) ?? []) {
         if (op.op !== "set" && op.op !== "delete") continue;
         const key = String(op.key);
         if (op.op === "set" && op.value_base64 !== undefined) throw new Error(`ContinuumSaver: run ${run} seq ${seq} sets ${key} to bytes that are not UTF-8: not written by this saver`);
@@ -362,8 +451,15 @@ export class ContinuumSaver extends BaseCheckpointSaver {
           const slash = key.lastIndexOf("/");
           const a = arr(dec(key.slice(2, slash)));
           if (value !== undefined) a.items[Number(key.slice(slash + 1))] = value;
+        } else if (value !== undefined && (key.startsWith("w/") || key.startsWith("lw/"))) {
+          const rest = key.slice(key.indexOf("/") + 1);
+          const id = dec(rest.slice(0, rest.indexOf("/")));
+          let l = writes.get(id);
+          if (!l) writes.set(id, (l = []));
+          l.push([key, JSON.parse(value) as WriteRec]);
         }
       }
+      if (!want.has(seq)) continue;
       if (!isCp) throw new Error(`ContinuumSaver: run ${run} seq ${seq} is a checkpoint in the index, but its atom writes none`);
       const channels = new Map<string, Stored>();
       for (const [ch, v] of scalars) channels.set(ch, { kind: "v", data: v });
@@ -373,9 +469,9 @@ export class ContinuumSaver extends BaseCheckpointSaver {
         if (items.length !== a.n || items.some((x) => x === undefined)) throw new Error(`ContinuumSaver: run ${run} at seq ${seq}: channel ${ch} lacks items of its ${a.n}`);
         channels.set(ch, { kind: "a", items });
       }
-      frames.set(seq, { seq, record, channels, index: new Map(), writes: new Map() });
+      frames.set(seq, { record, channels });
     }
-    return { frames, last: latest };
+    return { frames, writes };
   }
 
   async *list(config: RunnableConfig, options?: CheckpointListOptions): AsyncGenerator<CheckpointTuple> {
@@ -401,13 +497,22 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     for (const [tid, ns] of keys) {
       if (nsWanted !== undefined && ns !== nsWanted) continue;
       const t = await this.#thread(tid, ns, true);
-      const ids = [...t.index.keys()].sort().reverse();
+      // the thread's index: every run's i/ keys, a run's own entries over its forks' copies
+      const idx = await Promise.all(t.runs.map((run) => this.#read(run, { prefixes: ["i/"] })));
+      idx.forEach((r, i) => {
+        for (const [k, v] of Object.entries(r.mem)) {
+          const id = dec(k.slice(2));
+          const e = parseEntry(v);
+          if (!t.entries.has(id) || e.run === t.runs[i]) t.entries.set(id, e);
+        }
+      });
+      const ids = [...t.entries.keys()].sort().reverse();
       const chosen: string[] = [];
       for (const id of ids) {
         if (idWanted && id !== idWanted) continue;
         if (beforeId && id >= beforeId) continue;
         if (filter && Object.keys(filter).length > 0) {
-          const md = (await this.#decode(t.index.get(id)!.md)) as Record<string, unknown>;
+          const md = (await this.#decode(t.entries.get(id)!.md)) as Record<string, unknown>;
           if (!Object.entries(filter).every(([k, v]) => deepEqual(md?.[k], v))) continue;
         }
         if (limit !== undefined) {
@@ -416,22 +521,22 @@ export class ContinuumSaver extends BaseCheckpointSaver {
         }
         chosen.push(id);
       }
-      // a run with many checkpoints listed is replayed from its deltas; the values they
+      // a run with many checkpoints listed is replayed from its atoms; the values they
       // share are decoded once, and the tuples of this call share those objects
       const perRun = new Map<string, number>();
-      for (const id of chosen) perRun.set(t.index.get(id)!.run, (perRun.get(t.index.get(id)!.run) ?? 0) + 1);
-      const replays = new Map<string, Promise<{ frames: Map<number, FrameView>; last: FrameView }>>();
+      for (const id of chosen) perRun.set(t.entries.get(id)!.run, (perRun.get(t.entries.get(id)!.run) ?? 0) + 1);
+      const replays = new Map<string, Promise<{ frames: Map<number, CpView>; writes: Map<string, [string, WriteRec][]> }>>();
       const cache = new Map<string, unknown>();
       for (const id of chosen) {
-        const e = t.index.get(id)!;
+        const e = t.entries.get(id)!;
         if ((perRun.get(e.run) ?? 0) < REPLAY_FROM) {
-          yield await this.#tuple(t, id);
+          yield await this.#tuple(t, id, e);
           continue;
         }
-        if (!replays.has(e.run)) replays.set(e.run, this.#replay(e.run, chosen.map((c) => t.index.get(c)!).filter((x) => x.run === e.run).map((x) => x.seq)));
+        if (!replays.has(e.run)) replays.set(e.run, this.#replay(e.run, chosen.map((c) => t.entries.get(c)!).filter((x) => x.run === e.run).map((x) => x.seq)));
         const r = await replays.get(e.run)!;
         const at = r.frames.get(e.seq);
-        yield at ? await this.#tuple(t, id, { at, writes: r.last }, cache) : await this.#tuple(t, id);
+        yield at ? await this.#tuple(t, id, e, { at, writes: r.writes.get(id) ?? [] }, cache) : await this.#tuple(t, id, e);
       }
       if (limit !== undefined && limit <= 0) return;
     }
@@ -446,31 +551,32 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     if (typeof checkpoint?.id !== "string" || checkpoint.id === "") throw new Error("ContinuumSaver.put: the checkpoint has no id");
     await this.#locked(threadKey(threadId, ns), async () => {
       let t = await this.#thread(threadId, ns);
-      if (parentId && !t.index.has(parentId)) t = await this.#thread(threadId, ns, true);
-      const parent = parentId ? t.index.get(parentId) : undefined;
+      let parent: Entry | undefined;
+      if (parentId) ({ t, e: parent } = await this.#entry(t, parentId));
 
-      // the run the checkpoint goes to, and the frame it starts from
-      let branch: Branch;
-      let base: FrameView;
+      // the run the checkpoint goes to, and the state it starts from
+      let run: string;
+      let base: Head;
+      let extends_ = false;
       if (parent) {
-        const pb = t.branches.get(parent.run);
-        if (pb && pb.head === parentId) {
-          branch = pb;
-          base = pb.last ?? (await this.#frame(pb.run, parent.seq));
+        const h = await this.#head(t, parent.run);
+        if (this.#isHead(h, parentId!, parent)) {
+          run = parent.run;
+          base = h;
+          extends_ = true;
         } else {
-          const run = this.#threadPrefix(threadId, ns) + newBranchName();
+          run = this.#threadPrefix(threadId, ns) + newBranchName();
           await this.client.fork(parent.run, parent.seq, run);
-          base = await this.#frame(run, parent.seq);
-          branch = { run, head: parentId, last: undefined };
-          t.branches.set(run, branch);
+          t.runs.push(run);
+          const r = await this.#read(run, { seq: parent.seq, keys: ["cp", "top"], prefixes: CHANNELS });
+          base = { ...parseView(run, parent.seq, r.mem), top: r.mem.top, writes: new Map() };
         }
       } else {
-        const run = this.#threadPrefix(threadId, ns) + newBranchName();
+        run = this.#threadPrefix(threadId, ns) + newBranchName();
         if (run.length > 256) throw new Error(`ContinuumSaver: thread ${JSON.stringify(threadId)} with namespace ${JSON.stringify(ns)} makes a run id of ${run.length} bytes (256 at most)`);
         await this.client.run(run);
-        base = emptyFrame();
-        branch = { run, head: undefined, last: undefined };
-        t.branches.set(run, branch);
+        t.runs.push(run);
+        base = { record: undefined, channels: new Map(), top: undefined, writes: new Map() };
       }
       const baseCp = base.record ? ((await this.#decode(base.record.cp)) as Checkpoint) : undefined;
 
@@ -490,36 +596,39 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       const delta = new Delta();
       const channels = new Map<string, Stored>();
       for (const [ch, old] of base.channels) {
-        if (!want.has(ch)) {
-          removeChannel(delta, ch, old);
-        }
+        if (!want.has(ch)) removeChannel(delta, ch, old);
       }
       for (const [ch, s] of want) {
         channels.set(ch, s);
         writeChannel(delta, ch, base.channels.get(ch), s);
       }
+      // the parent's writes leave the working memory: they stay readable at the end of its stretch
+      for (const k of base.writes.keys()) delta.delete(k);
+      const top = base.top === undefined || checkpoint.id > base.top ? checkpoint.id : base.top;
+      if (top !== base.top) delta.set("top", top);
       const bare = copyCheckpoint(checkpoint) as Partial<Checkpoint>;
       delete bare.channel_values;
-      const record: CpRecord = { id: checkpoint.id, cp: await this.#encode(bare) };
+      const record: CpRecord = { id: checkpoint.id, run, cp: await this.#encode(bare) };
       if (parentId) record.parent = parentId;
       delta.set("cp", JSON.stringify(record));
       const md = await this.#encode(metadata);
-      // the seq is the run's next: known once begun, so the index entry is written after begin
-      const r = await this.client.run(branch.run);
+      // the seq is the run's next: known once begun, so the index entries are written after begin
+      const r = await this.client.run(run);
       const atom = await r.begin({ takeover: true });
-      const entry: Entry = { run: branch.run, seq: atom.seq, parent: parentId, md };
-      delta.set(`i/${enc(checkpoint.id)}`, JSON.stringify([entry.run, entry.seq, entry.parent ?? null, entry.md]));
+      const entry: Entry = { run, seq: atom.seq, parent: parentId, md, end: undefined };
+      delta.set(`i/${enc(checkpoint.id)}`, entryJSON(entry));
+      const ended = extends_ && parent ? { ...parent, end: atom.seq - 1 } : undefined;
+      if (ended) delta.set(`i/${enc(parentId!)}`, entryJSON(ended));
       try {
         await atom.commit(delta);
       } catch (e) {
         atom.stop();
+        t.heads.delete(run);
         throw e;
       }
-      const index = new Map(base.index);
-      index.set(checkpoint.id, entry);
-      t.index.set(checkpoint.id, entry);
-      branch.head = checkpoint.id;
-      branch.last = { seq: atom.seq, record, channels, index, writes: new Map(base.writes) };
+      if (ended) t.entries.set(parentId!, ended);
+      t.entries.set(checkpoint.id, entry);
+      t.heads.set(run, { record, channels, top, writes: new Map() });
     });
     return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
   }
@@ -529,26 +638,34 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     const ns: string = config.configurable?.checkpoint_ns ?? "";
     const id = must(config.configurable?.checkpoint_id, "checkpoint_id");
     await this.#locked(threadKey(threadId, ns), async () => {
-      let t = await this.#thread(threadId, ns);
-      if (!t.index.has(id)) t = await this.#thread(threadId, ns, true);
-      const e = t.index.get(id);
+      const { t, e } = await this.#entry(await this.#thread(threadId, ns), id);
       if (!e) throw new Error(`ContinuumSaver.putWrites: no checkpoint ${id} in thread ${JSON.stringify(threadId)} (namespace ${JSON.stringify(ns)})`);
-      const b = t.branches.get(e.run);
-      const cur = b?.last && b.head !== undefined ? b.last : await this.#frame(e.run);
+      const h = await this.#head(t, e.run);
+      const head = this.#isHead(h, id, e);
+      // the writes id has, by their task and index
+      const have = new Set<string>();
+      for (const [k] of head ? h.writes : await this.#writes(t, id, e)) have.add(k.slice(k.indexOf("/") + 1));
       const delta = new Delta();
       const added = new Map<string, WriteRec>();
       for (let i = 0; i < writes.length; i++) {
         const [channel, value] = writes[i];
         const idx = WRITES_IDX_MAP[channel] ?? i;
-        const key = `w/${enc(id)}/${enc(taskId)}/${idx}`;
-        if (idx >= 0 && (cur.writes.has(key) || added.has(key))) continue;
+        const tail = `${enc(id)}/${enc(taskId)}/${idx}`;
+        if (idx >= 0 && have.has(tail)) continue;
+        have.add(tail);
         const rec: WriteRec = [taskId, channel, await this.#encode(value), taskPath ?? ""];
+        const key = (head ? "w/" : "lw/") + tail;
         added.set(key, rec);
         delta.set(key, JSON.stringify(rec));
       }
       if (added.size === 0) return;
-      await this.#commit(e.run, delta);
-      if (b?.last && b.head !== undefined) for (const [k, w] of added) b.last.writes.set(k, w);
+      try {
+        await this.#commit(e.run, delta);
+      } catch (err) {
+        t.heads.delete(e.run);
+        throw err;
+      }
+      if (head) for (const [k, w] of added) h.writes.set(k, w);
     });
   }
 
@@ -579,10 +696,6 @@ function newest(ids: Iterable<string>): string | undefined {
   return best;
 }
 
-function emptyFrame(): FrameView {
-  return { seq: 0, record: undefined, channels: new Map(), index: new Map(), writes: new Map() };
-}
-
 function removeChannel(d: Delta, ch: string, old: Stored): void {
   if (old.kind === "v") {
     d.delete(`c/${enc(ch)}`);
@@ -610,33 +723,34 @@ function writeChannel(d: Delta, ch: string, old: Stored | undefined, s: Stored):
   if (!old || prev.length !== s.items.length) d.set(`n/${enc(ch)}`, String(s.items.length));
 }
 
-/** A frame as GET /state answers it, read as the saver's keys. */
-export function parseFrame(o: Obj): FrameView {
-  const mem = (o.memory as Record<string, string> | undefined) ?? {};
-  if (o.memory_base64 && Object.keys(o.memory_base64 as Obj).length > 0) {
-    throw new Error(`ContinuumSaver: run ${String(o.run)} holds memory that is not UTF-8: not written by this saver`);
-  }
-  const f: FrameView = { seq: Number(o.seq), record: undefined, channels: new Map(), index: new Map(), writes: new Map() };
+function entryJSON(e: Entry): string {
+  return JSON.stringify([e.run, e.seq, e.parent ?? null, e.md, e.end ?? null]);
+}
+
+function parseEntry(v: string): Entry {
+  const [run, seq, parent, md, end] = JSON.parse(v) as [string, number, string | null, string, number | null | undefined];
+  return { run, seq, parent: parent ?? undefined, md, end: end ?? undefined };
+}
+
+/** A checkpoint's record and channels, from the memory keys cp, c/, n/ and a/ of a frame. */
+function parseView(run: string, seq: number, mem: Record<string, string>): CpView {
+  const v: CpView = { record: undefined, channels: new Map() };
   const arrays = new Map<string, number>();
-  for (const [k, v] of Object.entries(mem)) {
-    if (k === "cp") f.record = JSON.parse(v) as CpRecord;
-    else if (k.startsWith("c/")) f.channels.set(dec(k.slice(2)), { kind: "v", data: v });
-    else if (k.startsWith("n/")) arrays.set(dec(k.slice(2)), Number(v));
-    else if (k.startsWith("i/")) {
-      const [run, seq, parent, md] = JSON.parse(v) as [string, number, string | null, string];
-      f.index.set(dec(k.slice(2)), { run, seq, parent: parent ?? undefined, md });
-    } else if (k.startsWith("w/")) f.writes.set(k, JSON.parse(v) as WriteRec);
+  for (const [k, x] of Object.entries(mem)) {
+    if (k === "cp") v.record = JSON.parse(x) as CpRecord;
+    else if (k.startsWith("c/")) v.channels.set(dec(k.slice(2)), { kind: "v", data: x });
+    else if (k.startsWith("n/")) arrays.set(dec(k.slice(2)), Number(x));
   }
   for (const [ch, n] of arrays) {
     const items: string[] = new Array(n);
     for (let i = 0; i < n; i++) {
       const it = mem[`a/${enc(ch)}/${i}`];
-      if (it === undefined) throw new Error(`ContinuumSaver: run ${String(o.run)} at seq ${String(o.seq)}: channel ${ch} lacks item ${i} of ${n}`);
+      if (it === undefined) throw new Error(`ContinuumSaver: run ${run} at seq ${seq}: channel ${ch} lacks item ${i} of ${n}`);
       items[i] = it;
     }
-    f.channels.set(ch, { kind: "a", items });
+    v.channels.set(ch, { kind: "a", items });
   }
-  return f;
+  return v;
 }
 
 function deepEqual(a: unknown, b: unknown): boolean {
