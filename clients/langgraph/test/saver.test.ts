@@ -2,7 +2,8 @@
 // (puts on seeded random parents fork its runs), read back by id, as the
 // latest, by list (which replays a run from its deltas) and by a new saver
 // (a new process's view); an appended message is one key of its atom's
-// delta; deleteThread leaves other threads alone.
+// delta; a checkpoint's writes outlive its stretch of the run and leave
+// the working memory; deleteThread leaves other threads alone.
 import { after, before, test } from "node:test";
 import * as assert from "node:assert/strict";
 import type { Checkpoint } from "@langchain/langgraph-checkpoint";
@@ -106,6 +107,54 @@ test("an appended message is one key of the atom's delta", async () => {
   assert.deepEqual(keys.filter((k) => !k.startsWith("i/") && k !== "top"), ["a/messages/4", "cp", "n/messages"]);
   const size = JSON.stringify(last.delta).length;
   assert.ok(size < 2500, `the fifth checkpoint's delta is ${size} bytes: one message, not five`);
+  client.close();
+});
+
+test("a checkpoint's writes are read back after its run moved on, late writes too, and leave the working memory", async () => {
+  const client = server.client();
+  const saver = new ContinuumSaver({ client, prefix: "wr" });
+  const ids: string[] = [];
+  let cfg: RunnableConfig = { configurable: { thread_id: "w", checkpoint_ns: "" } };
+  const want = new Map<string, [string, string, unknown][]>();
+  // 20 checkpoints (list replays the run), each with writes of two tasks before the next
+  for (let i = 0; i < 20; i++) {
+    const cp: Checkpoint = { v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { n: i }, channel_versions: { n: i + 1 }, versions_seen: {} };
+    cfg = await saver.put(cfg, cp, { source: "loop", step: i, parents: {} }, { n: i + 1 });
+    ids.push(cp.id);
+    const ws: [string, string, unknown][] = [];
+    for (const task of ["t1", "t2"]) {
+      await saver.putWrites(cfg, [["ch", `${task}@${i}`], ["other", i]], task);
+      ws.push([task, "ch", `${task}@${i}`], [task, "other", i]);
+    }
+    // the same writes again change nothing
+    await saver.putWrites(cfg, [["ch", `t1@${i}`], ["other", i]], "t1");
+    want.set(cp.id, ws);
+  }
+  // a late write to an old checkpoint, by a saver of another process
+  const late = new ContinuumSaver({ client, prefix: "wr" });
+  await late.putWrites({ configurable: { thread_id: "w", checkpoint_ns: "", checkpoint_id: ids[3] } }, [["ch", "late"]], "t3");
+  want.get(ids[3])!.push(["t3", "ch", "late"]);
+  const sorted = (ws: [string, string, unknown][]) => [...ws].sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)));
+  const fresh = new ContinuumSaver({ client, prefix: "wr" });
+  for (const id of ids) {
+    const tup = await fresh.getTuple({ configurable: { thread_id: "w", checkpoint_ns: "", checkpoint_id: id } });
+    assert.deepEqual(sorted(tup!.pendingWrites as [string, string, unknown][]), sorted(want.get(id)!), `writes of ${id}`);
+  }
+  const listed = [];
+  for await (const tup of new ContinuumSaver({ client, prefix: "wr" }).list({ configurable: { thread_id: "w" } })) listed.push(tup);
+  assert.equal(listed.length, 20);
+  for (const tup of listed) {
+    const id = tup.config.configurable!.checkpoint_id as string;
+    assert.deepEqual(sorted(tup.pendingWrites as [string, string, unknown][]), sorted(want.get(id)!), `listed writes of ${id}`);
+    assert.equal(tup.checkpoint.channel_values.n, ids.indexOf(id));
+  }
+  const latest = await fresh.getTuple({ configurable: { thread_id: "w", checkpoint_ns: "" } });
+  assert.equal(latest!.checkpoint.id, ids[19]);
+  // the run's working memory holds the newest checkpoint's writes and the late one, no other
+  const run = (await client.runs()).find((r) => r.id.startsWith("wr/"))!;
+  const state = (await client.request({ kind: "request", method: "GET", path: `/v1/runs/${encodeURIComponent(run.id)}/state` })) as { memory: Record<string, string> };
+  const writeKeys = Object.keys(state.memory).filter((k) => k.startsWith("w/") || k.startsWith("lw/"));
+  assert.deepEqual(writeKeys.map((k) => decodeURIComponent(k.split("/")[1])).sort(), [ids[3], ...Array(4).fill(ids[19])].sort());
   client.close();
 });
 
