@@ -69,7 +69,7 @@ import { Client, Delta } from "@continuumdb/client";
 type Obj = Record<string, unknown>;
 
 /** A channel as a frame holds it: one encoded value, or encoded items. */
-type Stored = { kind: "v"; data: string } | { kind: "a"; items: string[] };
+type Stored = { kind: "v"; data: string } | { kind: "a"; items: string[]; raw?: unknown[] };
 
 /** The index entry of one checkpoint. */
 interface Entry {
@@ -163,11 +163,23 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return this.serde.loadsTyped(s.slice(1, nl), new Uint8Array(Buffer.from(s.slice(nl + 1), "base64")));
   }
 
-  async #store(v: unknown): Promise<Stored> {
-    if (Array.isArray(v)) return { kind: "a", items: await Promise.all(v.map((x) => this.#encode(x))) };
-    return { kind: "v", data: await this.#encode(v) };
+  /**
+   * v as stored. An array item that is the very value (===) the previous
+   * checkpoint's array held at the same index, when this process stored it
+   * (prev.raw), keeps its encoding: a put encodes the new messages, not the
+   * whole list again. LangGraph's state values are immutable (a reducer
+   * makes new arrays and messages); an item changed in place between two
+   * puts would keep its old encoding.
+   */
+  async #store(v: unknown, prev?: Stored): Promise<Stored> {
+    if (!Array.isArray(v)) return { kind: "v", data: await this.#encode(v) };
+    const raw = prev?.kind === "a" ? prev.raw : undefined;
+    const had = prev?.kind === "a" ? prev.items : [];
+    const items = await Promise.all(v.map((x, i) => (raw && i < raw.length && i < had.length && raw[i] === x ? had[i] : this.#encode(x))));
+    return { kind: "a", items, raw: [...v] };
   }
 
+  /** s's value; with cache, an encoded item seen before is decoded once (the values are shared). */
   async #load(s: Stored, cache?: Map<string, unknown>): Promise<unknown> {
     const one = async (x: string) => {
       if (!cache) return this.#decode(x);
@@ -177,7 +189,15 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       return v;
     };
     if (s.kind === "v") return one(s.data);
-    return Promise.all(s.items.map(one));
+    if (!cache) return Promise.all(s.items.map(one));
+    const out = new Array<unknown>(s.items.length);
+    const missing: Promise<void>[] = [];
+    s.items.forEach((x, i) => {
+      if (cache.has(x)) out[i] = cache.get(x);
+      else missing.push(one(x).then((v) => void (out[i] = v)));
+    });
+    await Promise.all(missing);
+    return out;
   }
 
   // ---- the server -----------------------------------------------------
@@ -586,7 +606,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       for (const ch of Object.keys(checkpoint.channel_versions ?? {}).concat(Object.keys(newVersions ?? {}))) {
         if (want.has(ch)) continue;
         if (newVersions && Object.prototype.hasOwnProperty.call(newVersions, ch)) {
-          if (Object.prototype.hasOwnProperty.call(values, ch) && values[ch] !== undefined) want.set(ch, await this.#store(values[ch]));
+          if (Object.prototype.hasOwnProperty.call(values, ch) && values[ch] !== undefined) want.set(ch, await this.#store(values[ch], base.channels.get(ch)));
         } else {
           const had = base.channels.get(ch);
           if (had && baseCp && baseCp.channel_versions?.[ch] === checkpoint.channel_versions?.[ch]) want.set(ch, had);
@@ -705,7 +725,7 @@ function removeChannel(d: Delta, ch: string, old: Stored): void {
   for (let i = 0; i < old.items.length; i++) d.delete(`a/${enc(ch)}/${i}`);
 }
 
-/** The ops that turn channel ch from old into s: an array that extends old's gets its new items only. */
+/** The ops that turn channel ch from old into s: an array gets the items that differ from old's at their index only. */
 function writeChannel(d: Delta, ch: string, old: Stored | undefined, s: Stored): void {
   if (old && old.kind !== s.kind) {
     removeChannel(d, ch, old);
@@ -716,9 +736,7 @@ function writeChannel(d: Delta, ch: string, old: Stored | undefined, s: Stored):
     return;
   }
   const prev = old ? (old as { items: string[] }).items : [];
-  let same = 0;
-  while (same < prev.length && same < s.items.length && prev[same] === s.items[same]) same++;
-  for (let i = same; i < s.items.length; i++) d.set(`a/${enc(ch)}/${i}`, s.items[i]);
+  for (let i = 0; i < s.items.length; i++) if (i >= prev.length || prev[i] !== s.items[i]) d.set(`a/${enc(ch)}/${i}`, s.items[i]);
   for (let i = s.items.length; i < prev.length; i++) d.delete(`a/${enc(ch)}/${i}`);
   if (!old || prev.length !== s.items.length) d.set(`n/${enc(ch)}`, String(s.items.length));
 }
