@@ -1,0 +1,102 @@
+package main
+
+import (
+	"encoding/base64"
+	"net/http"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// maxReadAtoms is the most atoms one GET .../read answers; a longer range
+// is read in pages (the answer's next_from).
+const maxReadAtoms = 2048
+
+// handleRead answers a part of a run without its whole frame: the memory
+// keys chosen by key= (exact, repeatable) and prefix= (repeatable) of the
+// frame at seq (default the last), and with from=A the atoms A..seq (their
+// deltas, as GET .../atoms/{seq} answers one). A client that keeps an
+// index or a log in memory keys reads one entry of it, not all of it, and
+// reads a stretch of a run's history in one request.
+func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
+	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
+	if aerr != nil {
+		return 0, nil, aerr
+	}
+	q := r.URL.Query()
+	for k := range q {
+		if k != "seq" && k != "key" && k != "prefix" && k != "from" {
+			return 0, nil, badRequest(k, "unknown query parameter %q (seq, key, prefix, from)", k)
+		}
+	}
+	last := rs.run.LastSeq()
+	seq := last
+	if q.Has("seq") {
+		n, err := strconv.ParseUint(q.Get("seq"), 10, 64)
+		if err != nil {
+			return 0, nil, badRequest("seq", "seq must be a committed seq (a non-negative integer), not %q", q.Get("seq"))
+		}
+		seq = n
+	}
+	keys, prefixes := q["key"], q["prefix"]
+	out := map[string]any{"run": rs.id, "seq": seq}
+	if len(keys) > 0 || len(prefixes) > 0 {
+		f, err := rs.run.StateAt(r.Context(), seq)
+		if err != nil {
+			return 0, nil, engineError(err, "seq")
+		}
+		mem, mem64 := map[string]string{}, map[string]string{}
+		put := func(k string, v []byte) {
+			if utf8.Valid(v) && utf8.ValidString(k) {
+				mem[k] = string(v)
+			} else {
+				mem64[k] = base64.StdEncoding.EncodeToString(v)
+			}
+		}
+		for _, k := range keys {
+			if v, ok := f.Memory[k]; ok {
+				put(k, v)
+			}
+		}
+		if len(prefixes) > 0 {
+			for k, v := range f.Memory {
+				for _, p := range prefixes {
+					if strings.HasPrefix(k, p) {
+						put(k, v)
+						break
+					}
+				}
+			}
+		}
+		out["memory"] = mem
+		if len(mem64) > 0 {
+			out["memory_base64"] = mem64
+		}
+	} else if seq > last {
+		return 0, nil, notFound(codeAtomNotFound, "seq", "run %q has no seq %d (its last is %d)", rs.id, seq, last)
+	}
+	if q.Has("from") {
+		from, err := strconv.ParseUint(q.Get("from"), 10, 64)
+		if err != nil || from == 0 {
+			return 0, nil, badRequest("from", "from must be a seq (1, 2, ...), not %q", q.Get("from"))
+		}
+		if from > seq {
+			return 0, nil, badRequest("from", "from (%d) is past seq (%d)", from, seq)
+		}
+		to := seq
+		if to-from >= maxReadAtoms {
+			to = from + maxReadAtoms - 1
+			out["next_from"] = to + 1
+		}
+		atoms := make([]map[string]any, 0, to-from+1)
+		for n := from; n <= to; n++ {
+			info, err := rs.run.Atom(r.Context(), n)
+			if err != nil {
+				return 0, nil, engineError(err, "from")
+			}
+			atoms = append(atoms, atomJSON(info))
+		}
+		out["atoms"] = atoms
+	}
+	return 200, out, nil
+}
