@@ -355,19 +355,22 @@ func (db *DB) skipAbsentSnapshots() {
 	})
 }
 
-// tailRunsForStore is how many runs left to their tails make Close
-// create the snapshot store (skipAbsentSnapshots): below it, writing
-// their frame files costs less than creating Pebble (a few tens of
-// milliseconds of files and fsyncs).
-const tailRunsForStore = 64
+// tailRunsForStore is how many runs Close must have to leave to their
+// tails to leave any (checkpoint), and to create the snapshot store for
+// them (skipAbsentSnapshots): below it, writing their frame files costs
+// a few milliseconds, less than creating Pebble (a few tens of
+// milliseconds of files and fsyncs), and their first use after the next
+// Open does not wait for Pebble to open.
+var tailRunsForStore = 64 // a variable for the power-loss test of tails
 
-// tailRuns counts the runs a final checkpoint could leave to their tails
-// (tailLocked), up to max.
+// tailRuns counts, up to max, the runs Close would write a frame file
+// for unless it leaves them to their tails (tailLocked): those it may
+// leave so and a background checkpoint would not.
 func (db *DB) tailRuns(max int) int {
 	n := 0
 	for _, r := range db.runList() {
 		r.mu.Lock()
-		if r.mu.gone == nil && r.tailLocked(true) {
+		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
 			n++
 		}
 		r.mu.Unlock()
