@@ -165,7 +165,7 @@ func (db *DB) runSnapshot(r *Run) {
 	if snaps == nil {
 		return // out of use, reported once (Stats.SnapshotStore); StateAt reads the log
 	}
-	c, err := r.capture(db, false, true)
+	c, err := r.capture(db, false, true, false)
 	if err != nil {
 		db.setBackgroundErr(err)
 		return
@@ -243,9 +243,9 @@ const snapshotSpan = 1000
 // snapshot of a store without a sealer keeps the raw encoding (raw), which
 // the snapshot store cuts into chunks shared with the run's other
 // snapshots: a background snapshot compresses nothing.
-func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
+func (r *Run) capture(db *DB, full, snaps, closeTails bool) (*capturedRun, error) {
 	r.mu.Lock()
-	c, err := r.captureLocked(full, snaps)
+	c, err := r.captureLocked(full, snaps, closeTails)
 	r.mu.Unlock()
 	if c == nil || c.frame == nil || err != nil {
 		return c, err
@@ -277,7 +277,7 @@ func (r *Run) capture(db *DB, full, snaps bool) (*capturedRun, error) {
 	return c, nil
 }
 
-func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
+func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) {
 	if r.mu.gone != nil {
 		return nil, nil // deleted since it was queued or listed: nothing of it is written
 	}
@@ -290,10 +290,14 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 	// building it only to write a frame file would make every fork cost a
 	// replay of the parent at the next checkpoint.
 	unread := r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != ""
+	// A short tail (tailLocked) keeps the frame file where it is.
+	tail := full && snaps && r.tailLocked(closeTails)
 	// Without a snapshot store the snapshot seq stays where it is, and a
 	// checkpoint only brings the frame file up to date: a run that did not
-	// move since the last one is not encoded and written again.
-	stale := (snaps && r.mu.lastSeq > r.mu.snapSeq) || (full && r.mu.lastSeq > r.mu.frameSeq)
+	// move since the last one is not encoded and written again, nor is
+	// a run left to its tail: its snapshot is its frame file and the
+	// atoms after it, as its state is.
+	stale := !tail && ((snaps && r.mu.lastSeq > r.mu.snapSeq) || (full && r.mu.lastSeq > r.mu.frameSeq))
 	if stale && r.mu.lastSeq > 0 && !unread {
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
@@ -349,6 +353,35 @@ func (r *Run) captureLocked(full, snaps bool) (*capturedRun, error) {
 		a.mu.Unlock()
 	}
 	return c, nil
+}
+
+// maxTailAtoms is how many atoms past its frame file an engine checkpoint
+// may leave a run: its row in CHECKPOINT then names the older frame file
+// (FrameSeq) and the run's last seq, the checkpoint's batch holds the
+// positions of the atoms between them (the atom index, IndexedSeq), and
+// the run's first use after the next Open reads the frame file and
+// applies those atoms from the log (materializeLocked). A Close of
+// 10,000 runs that each moved by an atom writes no frame file, where one
+// file per run cost about 1 ms each (issue 34). The frame files are
+// derived: leaving them behind changes no crash guarantee, since the
+// log holds every atom durably before a checkpoint names it.
+var maxTailAtoms uint64 = 16 // a variable for the tests that need every frame file written
+
+// tailLocked reports whether an engine checkpoint with a snapshot batch
+// may leave r's frame file behind: r is not a fork (a fork's frame starts
+// from its parent's), its atoms past the file are at most maxTailAtoms,
+// and either the checkpoint is Close's with many runs to leave so
+// (closeTails: tailRunsForStore or more) or r's frame is not in memory (a
+// run the last Open left to its tail and no one has used since: writing
+// its file would read its atoms only to write them out again). A resident
+// frame goes to its file at a background checkpoint, so that the frame
+// cache can drop it.
+func (r *Run) tailLocked(closeTails bool) bool {
+	last, file := r.mu.lastSeq, r.mu.frameSeq
+	if r.parent != "" || last <= file || last-file > maxTailAtoms || last > r.mu.indexedSeq+uint64(len(r.mu.positions)) {
+		return false
+	}
+	return closeTails || r.mu.frame == nil && len(r.mu.pending) == 0
 }
 
 // fileDue reports whether the checkpoint that took c writes the run's
@@ -456,6 +489,12 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	db.tailBytes.Store(0)
 	runs := db.runList()
+	// Close leaves runs to their tails only when there are many: a few
+	// frame files cost a few milliseconds, and a run left to its tail
+	// waits for the snapshot store to open (7-25 ms) on its first use
+	// after the next Open, which a restart of a store with few runs
+	// should not.
+	closeTails := final && db.tailRuns(tailRunsForStore) >= tailRunsForStore
 	caps := make([]*capturedRun, 0, len(runs))
 	files := &frameFileWriter{db: db} // several at once on the OS's filesystem (framefiles.go)
 	var b *snapshot.Batch
@@ -467,7 +506,7 @@ func (db *DB) checkpoint(final bool) error {
 		if r.waitCreated(context.Background()) != nil {
 			continue
 		}
-		c, err := r.capture(db, true, b != nil)
+		c, err := r.capture(db, true, b != nil, closeTails)
 		if err != nil {
 			return err
 		}

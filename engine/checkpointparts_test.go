@@ -48,6 +48,40 @@ func TestCheckpointPartsPowerLoss(t *testing.T) {
 	})
 }
 
+// TestCheckpointTailsPowerLoss is TestCheckpointPartsPowerLoss with every
+// run left to its tail by Close (tailRunsForStore lowered): the power cut
+// at every operation of Closes that write no frame file, and of the
+// restarts that read the runs back from the atom index.
+func TestCheckpointTailsPowerLoss(t *testing.T) {
+	defer func(part int, mem uint64, runs int) {
+		checkpointBatchPart, snapshotMemTable, tailRunsForStore = part, mem, runs
+	}(checkpointBatchPart, snapshotMemTable, tailRunsForStore)
+	checkpointBatchPart, snapshotMemTable, tailRunsForStore = 1, 64<<10, 1
+	const runs = 6
+	base := vfs.NewCrashableMem()
+	db, err := Open("store", gcOptions(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range runs {
+		fillRun(t, db, fmt.Sprint("run-", i), 12)
+	}
+	if r, err := db.Run(ctx, "run-0"); err != nil {
+		t.Fatal(err)
+	} else if _, err := r.StateAt(ctx, 1); err != nil { // creates the snapshot store
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if names, err := base.List("store/" + layout.FramesDir); err != nil || len(names) != 0 {
+		t.Fatalf("frame files after Close: %v %v, want none (every run left to its tail)", names, err)
+	}
+	everyPowerCut(t, 4, 0, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return partsTrial(t, base, mode, pct, target)
+	})
+}
+
 func partsTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {
 	t.Helper()
 	fail := func(format string, args ...any) {

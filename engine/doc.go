@@ -492,7 +492,13 @@
 //     head at its seq): the whole log is replayed (OpenInfo.CheckpointIgnored).
 //   - A frame file missing, damaged, of another run, or at a seq or head
 //     other than CHECKPOINT and the tail name: the run's frame is rebuilt
-//     from its atoms in the log (Stats.FramesRebuilt).
+//     from its atoms in the log (Stats.FramesRebuilt). A run an engine
+//     checkpoint left to its tail (CHECKPOINT's row past its frame file
+//     seq by at most maxTailAtoms) is built from its frame file and the
+//     atoms after it, read at the positions the atom index gives, each
+//     checked to be the run's atom at that seq, the heads against the
+//     file and the row; whatever the index cannot give is read from the
+//     log as for a missing file.
 //   - The ledger table missing, damaged, or written for another checkpoint
 //     (its version 2 names its generation and log position): rebuilt from
 //     the log's intents and certificates before the replay position
@@ -616,11 +622,14 @@
 //     compacted. The atom-index entries of deleted runs stay in the
 //     snapshot store (their snapshots are deleted).
 //   - Frames of idle runs leave memory past Options.FrameCache, but only
-//     once an engine checkpoint has written them; a Close right after
-//     many runs moved writes one frame file (and one fsync) per run, 16
-//     at a time on the operating system's filesystem: a median 11.5 s for
-//     10,000 runs at load 30-40 on 2 cores (41 s one at a time), still
-//     far from the 500 ms a single file of the changed frames would allow
+//     once an engine checkpoint has written them. A Close right after 64
+//     runs or more moved by at most maxTailAtoms each writes none of
+//     their frame files (a run left to its tail: background.go), and
+//     creates the snapshot store for their atom index if a new store has
+//     none; their first use after the next Open then waits for Pebble to
+//     open and reads those atoms from the log. Fewer runs, or runs that
+//     moved further, get one frame file (and one fsync) each, 16 at a
+//     time on the operating system's filesystem, about 1 ms per file
 //     (bench/RESULTS-2026-12-06-close.md).
 //   - Branches and lineage: a branch's position is its name and call
 //     index, so a fork's branch repeating a call of a lineage's branch of

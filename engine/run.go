@@ -376,7 +376,7 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	f, seq, _, sum, why, err := r.frameFileLocked()
+	f, seq, head, sum, why, err := r.frameFileLocked()
 	if err != nil {
 		return err
 	}
@@ -385,6 +385,17 @@ func (r *Run) materializeLocked() error {
 		i++
 	}
 	rest := r.mu.pending[i:]
+	fileSeq := seq // the frame is the file's up to here
+	if end := r.mu.lastSeq - uint64(len(rest)); why == "" && seq < end && (len(rest) == 0 || rest[0].seq == end+1) {
+		// A checkpoint left the run past its frame file (maxTailAtoms):
+		// the atoms between them come from the log, at the positions the
+		// atom index holds.
+		if g, ok := r.tailFromIndexLocked(f, seq, head, end, r.headBeforeLocked(rest)); ok {
+			f, seq = g, end
+		} else {
+			why = fmt.Sprintf("it holds seq %d and the atom index cannot give seqs %d..%d", seq, seq+1, end)
+		}
+	}
 	if why == "" && len(rest) > 0 && rest[0].seq != seq+1 || why == "" && len(rest) == 0 && seq != r.mu.lastSeq {
 		why = fmt.Sprintf("it holds seq %d, the log resumes after seq %d", seq, r.mu.lastSeq-uint64(len(rest)))
 	}
@@ -419,7 +430,7 @@ func (r *Run) materializeLocked() error {
 		return &CorruptionError{File: r.db.path(layout.WALDir), Run: r.id, Seq: seq + 1,
 			Reason: fmt.Sprintf("frame rebuilt up to seq %d, but the run's last seq is %d", seq, r.mu.lastSeq)}
 	}
-	if why == "" && len(rest) == 0 && seq > r.base {
+	if why == "" && len(rest) == 0 && seq == fileSeq && seq > r.base {
 		// The frame is the file's: it can be dropped and read back from it
 		// (framecache.go).
 		r.mu.frameSum, r.mu.frameSumSeq = sum, seq
@@ -430,6 +441,60 @@ func (r *Run) materializeLocked() error {
 	r.mu.frame = f
 	r.mu.pending = nil
 	return nil
+}
+
+// tailFromIndexLocked applies to f, the run's frame at seq (its frame
+// file's, whose head is head, or the run's base frame), the atoms
+// seq+1..end, found through the atom index as StateAt finds them
+// (snapread.go): each position must hold the run's atom at that seq, the
+// atom at seq (when seq is the run's own) must carry the file's head, and
+// the atom at end the head the run has there (want). ok is false, and f must not
+// be used, when the index cannot serve them (no usable snapshot store,
+// one still indexing, a position that disagrees with the log, which is
+// reported as a mismatch): the caller rebuilds from the log.
+func (r *Run) tailFromIndexLocked(f *frame.Frame, seq uint64, head chain.Hash, end uint64, want chain.Hash) (_ *frame.Frame, ok bool) {
+	db := r.db
+	if end > r.mu.indexedSeq {
+		return nil, false
+	}
+	snaps, err := db.usableSnapshots(context.Background()) // never waits for a run: see checkSnapshotGen
+	if snaps == nil || err != nil {
+		return nil, false
+	}
+	from := max(seq, r.base+1)
+	pos, err := snaps.Positions(r.id, from, end)
+	if err == nil && uint64(len(pos)) != end-from+1 {
+		err = fmt.Errorf("%d positions for seqs %d..%d", len(pos), from, end)
+	}
+	mismatch := func(at uint64, err error) (*frame.Frame, bool) {
+		if !storeIOFailure(err) {
+			db.snapshotMismatch(snaps, r.id, at, err)
+		}
+		return nil, false
+	}
+	if err != nil {
+		return mismatch(from, fmt.Errorf("atom index %d..%d: %w", from, end, err))
+	}
+	for i, p := range pos {
+		at := from + uint64(i)
+		a, err := db.readAtom(p, r.id, at)
+		if err != nil {
+			return mismatch(at, fmt.Errorf("atom index: %w", err))
+		}
+		if at == seq {
+			if a.Head != head {
+				return mismatch(at, fmt.Errorf("the frame file's head %x, the log's %x", head[:8], a.Head[:8]))
+			}
+			continue
+		}
+		if at == end && a.Head != want {
+			return mismatch(at, fmt.Errorf("the log's head %x, the run's %x", a.Head[:8], want[:8]))
+		}
+		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
+			return nil, false
+		}
+	}
+	return f, true
 }
 
 // walDir names the log's directory, for damage to a record whose segment

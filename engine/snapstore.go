@@ -333,14 +333,52 @@ func (db *DB) openSnapshotsOnce() {
 // stopped, settles the snapshot store as closed if nothing has started
 // opening it and it does not exist: the final checkpoint then goes without
 // its batch instead of creating the store.
+//
+// Unless many runs would be left to their tails (tailRunsForStore): a
+// store with no checkpoint yet then gets its snapshot store created for
+// the final checkpoint's batch, which holds their atoms' positions (the
+// atom index), instead of a frame file for each of them (tailLocked).
+// Created before any checkpoint, it needs no re-index of the log
+// (checkSnapshotGen); a store checkpointed before goes without it, as
+// before, since creating it would re-index the whole log.
 func (db *DB) skipAbsentSnapshots() {
 	if !snapshotsOnNeed || db.snapshotsExist() {
+		return
+	}
+	if db.openGen == 0 && db.tailRuns(tailRunsForStore) >= tailRunsForStore {
+		db.openSnapshotsOnce()
 		return
 	}
 	db.snapOnce.Do(func() {
 		db.snapErr = ErrClosed
 		close(db.snapReady)
 	})
+}
+
+// tailRunsForStore is how many runs Close must have to leave to their
+// tails to leave any (checkpoint), and to create the snapshot store for
+// them (skipAbsentSnapshots): below it, writing their frame files costs
+// a few milliseconds, less than creating Pebble (a few tens of
+// milliseconds of files and fsyncs), and their first use after the next
+// Open does not wait for Pebble to open.
+var tailRunsForStore = 64 // a variable for the power-loss test of tails
+
+// tailRuns counts, up to max, the runs Close would write a frame file
+// for unless it leaves them to their tails (tailLocked): those it may
+// leave so and a background checkpoint would not.
+func (db *DB) tailRuns(max int) int {
+	n := 0
+	for _, r := range db.runList() {
+		r.mu.Lock()
+		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
+			n++
+		}
+		r.mu.Unlock()
+		if n >= max {
+			break
+		}
+	}
+	return n
 }
 
 // errSnapshotsIndexing is what snapshots returns while the snapshot store
