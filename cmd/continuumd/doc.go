@@ -94,6 +94,21 @@
 //	POST .../attempts/A/receive {"from", "wait_ms"}     {"message": ... or null}
 //	GET  /v1/runs/{run}/inbox                           the messages not consumed yet
 //
+// Branches (engine Run.Branch; engine/doc.go "Branches"): several
+// attempts of one run in flight at once, each reading the state at its
+// base and taking its seq at its commit. A branch is begun by name, and is
+// an attempt like any other from then on (calls, outcomes, commit, fail):
+//
+//	POST /v1/runs/{run}/branches {"name", "reads", "call" | "commit"}  -> an attempt with branch, base (seq 0)
+//	POST .../attempts/A/commit -> 409 conflict {"details": {"seq", "key", "base", "lost"}}, nothing written
+//
+// after which branching again under the same name is the retry: its
+// default keys derive from the run and the name (ledger.BranchKey), so
+// each call of an action an earlier attempt certified answers done, after
+// a conflict, a lost lease or a restart of the server alike. A branch
+// whose lease runs out (or taken over, "takeover": true) is failed: it
+// writes nothing. handlers_branch.go.
+//
 // Verify and inspect of one run (the read right on it is enough):
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered

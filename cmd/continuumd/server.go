@@ -110,6 +110,8 @@ type runState struct {
 		// abandoned is the interrupted attempt of the seq after the last
 		// committed one, reported to the next begin of that seq.
 		abandoned *interruptedJSON
+		// branches holds the latest attempt of each branch name.
+		branches map[string]*attempt
 	}
 }
 
@@ -153,6 +155,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/gc", s.handleGC, rightAdmin},
 		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
+		{"POST", "/v1/runs/{run}/branches", s.handleBranch, rightWrite},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall, rightWrite},

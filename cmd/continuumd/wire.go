@@ -555,6 +555,10 @@ type beginResponse struct {
 	Call *callResponse `json:"call,omitempty"`
 	// Commit answers the begin's commit (beginRequest.Commit).
 	Commit *commitResponse `json:"commit,omitempty"`
+	// Branch and Base: a branch's name and the seq whose state it reads
+	// (POST .../branches; its seq is 0 until it commits).
+	Branch string  `json:"branch,omitempty"`
+	Base   *uint64 `json:"base,omitempty"`
 }
 
 // callResponse answers a call, its outcome and its resolution.
@@ -620,6 +624,10 @@ type attemptJSON struct {
 	LeaseExpires time.Time      `json:"lease_expires"`
 	Head         string         `json:"head,omitempty"` // committed: the atom's head
 	Calls        []callResponse `json:"calls"`
+	// Branch and Base: a branch's name and the seq whose state it reads
+	// (its seq is 0 until it commits).
+	Branch string  `json:"branch,omitempty"`
+	Base   *uint64 `json:"base,omitempty"`
 }
 
 func statusName(s ledger.Status) string {
