@@ -16,7 +16,7 @@ from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
-from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .errors import APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
@@ -353,6 +353,48 @@ class Run:
         """
         return Atom(self, None, self._begin_body(takeover, lease))
 
+    def branch(
+        self, name: str, *, reads: Sequence[str] = (), takeover: bool = False, lease: Optional[float] = None
+    ) -> "Atom":
+        """A branch of the run named name: an atom that may be in flight
+        with other branches of the run (optimistic concurrency). It reads
+        the state at its :attr:`Atom.base` and takes its seq at its commit,
+        which raises :class:`~continuum.errors.BranchConflict`, writing
+        nothing, if an atom committed after its base wrote a state key it
+        writes or declared in ``reads`` (``"memory:KEY"``,
+        ``"subgoal:ID"``, ``"pending:CALL_ID"``, ``"objective"``,
+        ``"scratchpad"``, ``"messages"``, ``"frame"``). Branching again
+        under the same name is its retry: actions certified by an earlier
+        attempt answer their results without executing. Used as
+        :meth:`atom` is (``with run.branch("fetch-a") as b: ...``); the
+        begin rides on its first call or its commit."""
+        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        return Atom(self, None, body, branch=name)
+
+    def branch_step(
+        self,
+        name: str,
+        fn: Callable[["Atom"], T],
+        *,
+        reads: Sequence[str] = (),
+        lease: Optional[float] = None,
+        max_attempts: int = 20,
+    ) -> T:
+        """Runs fn in the branch name and commits it; after a conflict or a
+        lost attempt fn runs again in a new branch of the same name (on
+        the newer state), up to max_attempts times. Certified actions answer
+        their results without executing."""
+        for i in range(max_attempts):
+            try:
+                with self.branch(name, reads=reads, takeover=i > 0, lease=lease) as atom:
+                    return fn(atom)
+            except (BranchConflict, AttemptLost):
+                if i == max_attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
         server restarted, the lease expired) fn runs again in a new attempt
@@ -374,8 +416,14 @@ class Atom:
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
     frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""
 
-    def __init__(self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None, *, branch: Optional[str] = None
+    ) -> None:
         self.run = run
+        #: The branch's name (:meth:`Run.branch`), None for an atom of a begin.
+        self.branch = branch
+        self._base: Optional[int] = None
+        self._begins = f"{run._path}/branches" if branch is not None else f"{run._path}/attempts"
         self.delta = Delta()
         self.committed: Optional[Committed] = None
         self._calls = 0
@@ -392,6 +440,8 @@ class Atom:
         self._attempt = str(begin["attempt"])
         self._lease = int(begin["lease_ms"]) / 1000
         self._interrupted = _wire.interrupted(begin.get("interrupted"))
+        if begin.get("base") is not None:
+            self._base = int(begin["base"])
         self._path = f"{self.run._path}/attempts/{self._attempt}"
         self._begun = True
         self.run.client._beats.add(self)
@@ -407,13 +457,22 @@ class Atom:
         if not self._begun:
             with self._order:
                 if not self._begun:
-                    self._set(self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", self._body)))
+                    self._set(self.run.client._send(_core.Request("POST", self._begins, self._body)))
 
     @property
     def seq(self) -> int:
-        """The atom's seq (begins it, if its first request was not made)."""
+        """The atom's seq (begins it, if its first request was not made).
+        A branch has none (0) until it commits: then :attr:`committed`
+        has it."""
         self._ensure()
         return self._seq
+
+    @property
+    def base(self) -> Optional[int]:
+        """A branch's base: the seq whose state it reads
+        (``run.state(atom.base)``); None for an atom of a begin."""
+        self._ensure()
+        return self._base
 
     @property
     def attempt(self) -> str:
@@ -514,7 +573,7 @@ class Atom:
                 first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
             else:
                 try:
-                    r = send(_core.Request("POST", f"{self.run._path}/attempts", {**self._body, "call": body}))
+                    r = send(_core.Request("POST", self._begins, {**self._body, "call": body}))
                 except APIError as e:
                     self._take_attempt(e)
                     raise
@@ -606,13 +665,24 @@ class Atom:
                 self._stop()
             raise
         self._stop()
-        self.run._next = self.committed.seq + 1
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
         return self.committed
 
     def _commit_riding(self, ops: Any) -> bool:
         """Begins and commits in one request; False when the atom must be
         begun first (the run's next seq is not the one this client saw)."""
         body = {**self._body, "commit": {"delta": ops}}
+        if self.branch is not None:
+            try:
+                r = self.run.client._send(_core.Request("POST", self._begins, body))
+            except APIError as e:
+                self._take_attempt(e)
+                raise
+            self._set(r)
+            self.committed = _wire.committed(r["commit"])
+            self._stop()
+            return True
         nxt = self.run._next
         if nxt is not None:
             body["seq"] = nxt
