@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { Delta } from "./delta.js";
-import { APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
+import { APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
@@ -41,6 +41,16 @@ function untrustedCertificate(e: unknown): boolean {
 }
 
 /** The options of a begin. */
+/** The options of a branch (Run.branch). */
+export interface BranchOptions extends BeginOptions {
+  /**
+   * State keys the branch declares it read besides what it writes:
+   * "memory:KEY", "subgoal:ID", "pending:CALL_ID", "objective",
+   * "scratchpad", "messages", "frame" (everything).
+   */
+  reads?: string[];
+}
+
 export interface BeginOptions {
   /** Abandon the attempt of another client holding the run (for an agent that restarts and is its run's only worker). */
   takeover?: boolean;
@@ -306,7 +316,48 @@ export class Run {
    *     });
    */
   async atom<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions = {}): Promise<T> {
-    const atom = await this.begin(o);
+    return this.#within(await this.begin(o), fn);
+  }
+
+  /**
+   * Begins a branch of the run named name: an atom that may be in flight
+   * with other branches of the run (optimistic concurrency). It reads the
+   * state at atom.base and takes its seq at its commit, which rejects with
+   * BranchConflict, writing nothing, if an atom committed after its base
+   * wrote a state key it writes or declared in reads. Branching again
+   * under the same name is its retry: actions certified by an earlier
+   * attempt answer their results without executing. One attempt of a
+   * name is open at a time (RunHeld; takeover abandons it).
+   */
+  async branch(name: string, o: BranchOptions = {}): Promise<Atom> {
+    const body: Obj = { name, reads: o.reads ?? [], request_id: randomUUID(), takeover: o.takeover ?? false };
+    if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
+    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/branches`, body }));
+  }
+
+  /** atom(fn) in the branch name: committed when fn resolves, failed when it throws. */
+  async branchAtom<T>(name: string, fn: (atom: Atom) => Promise<T>, o: BranchOptions = {}): Promise<T> {
+    return this.#within(await this.branch(name, o), fn);
+  }
+
+  /**
+   * branchAtom(name, fn), run again in a new branch of the same name (on
+   * the newer state) after a conflict or a lost attempt, up to
+   * maxAttempts times. Certified actions answer their results without
+   * executing.
+   */
+  async branchStep<T>(name: string, fn: (atom: Atom) => Promise<T>, o: BranchOptions & { maxAttempts?: number } = {}): Promise<T> {
+    const max = o.maxAttempts ?? 20;
+    for (let i = 0; ; i++) {
+      try {
+        return await this.branchAtom(name, fn, { ...o, takeover: (o.takeover ?? false) || i > 0 });
+      } catch (e) {
+        if (!(e instanceof AttemptLost || e instanceof BranchConflict) || i === max - 1) throw e;
+      }
+    }
+  }
+
+  async #within<T>(atom: Atom, fn: (atom: Atom) => Promise<T>): Promise<T> {
     let result: T;
     try {
       result = await current.run(atom, () => fn(atom));
@@ -345,7 +396,12 @@ export class Run {
 
 /** One attempt at an atom of a run. Concurrent do calls are allowed: call numbers follow the order they are made, and executions overlap. */
 export class Atom {
+  /** The atom's seq; a branch has none (0) until it commits: then committed has it. */
   readonly seq: number;
+  /** A branch's name (Run.branch), null for an atom of a begin. */
+  readonly branch: string | null;
+  /** A branch's base: the seq whose state it reads (run.state(atom.base)); null for an atom of a begin. */
+  readonly base: number | null;
   readonly attempt: string;
   readonly leaseMs: number;
   /** The earlier attempt of this seq that ended without commit or fail, or null. */
@@ -359,6 +415,8 @@ export class Atom {
 
   constructor(readonly run: Run, begin: Obj) {
     this.seq = Number(begin.seq);
+    this.branch = typeof begin.branch === "string" ? begin.branch : null;
+    this.base = begin.base === undefined || begin.base === null ? null : Number(begin.base);
     this.attempt = String(begin.attempt);
     this.leaseMs = Number(begin.lease_ms);
     this.interrupted = interrupted(begin.interrupted);
