@@ -109,6 +109,22 @@
 // whose lease runs out (or taken over, "takeover": true) is failed: it
 // writes nothing. handlers_branch.go.
 //
+// Rollback with compensations (engine Run.Rollback; handlers_rollback.go):
+// a call declares what undoes it ("compensate": {"tool", "args", "key",
+// "idempotent"}), and a rollback hands each compensation to the client to
+// run, newest first, exactly as a call's action:
+//
+//	POST /v1/runs/{run}/rollback {"to", "allow_not_undone"}  -> {"status": "execute", "step": {"n", "key", "tool", "args", "undoes"}}
+//	POST /v1/runs/{run}/rollback/outcome {"step", "result"}  -> the next step, or {"status": "done", "seq", "undone", ...}
+//	POST /v1/runs/{run}/rollback/resolve {"key", "result" | "failed"}
+//	GET  /v1/runs/{run}/rollback                             engine PendingRollback
+//
+// A SIGKILL between leaves the rollback pending as a crash does in Go:
+// POST .../rollback with the same to resumes it (certified compensations
+// are not run again, one in doubt answers in_doubt until resolved unless
+// idempotent). A client that vanishes leaves its compensation waiting in
+// the server; the next request attaches and gets it in doubt.
+//
 // Verify and inspect of one run (the read right on it is enough):
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered

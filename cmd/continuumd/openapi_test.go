@@ -95,6 +95,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		"ActionState": actionStateJSON{}, "Interrupted": interruptedJSON{}, "BeginResponse": beginResponse{},
 		"CallResponse": callResponse{}, "CommitResponse": commitResponse{}, "FailResponse": failResponse{},
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
+		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
+		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{},
 	} {
 		s, ok := sc[name]
 		if !ok {

@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -112,6 +113,11 @@ type runState struct {
 		abandoned *interruptedJSON
 		// branches holds the latest attempt of each branch name.
 		branches map[string]*attempt
+		// rollback is the run's rollback running in this server, and
+		// lastRollback the last one that stopped; compDoubt the in-doubt
+		// compensation it stopped on, for POST .../rollback/resolve.
+		rollback, lastRollback *rollbackJob
+		compDoubt              *ledger.InDoubtError
 	}
 }
 
@@ -156,6 +162,10 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
 		{"POST", "/v1/runs/{run}/branches", s.handleBranch, rightWrite},
+		{"POST", "/v1/runs/{run}/rollback", s.handleRollback, rightWrite},
+		{"GET", "/v1/runs/{run}/rollback", s.handlePendingRollback, rightRead},
+		{"POST", "/v1/runs/{run}/rollback/outcome", s.handleRollbackOutcome, rightWrite},
+		{"POST", "/v1/runs/{run}/rollback/resolve", s.handleRollbackResolve, rightWrite},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall, rightWrite},
