@@ -16,7 +16,7 @@ from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
-from .errors import APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
@@ -395,6 +395,79 @@ class Run:
                     raise
         raise AssertionError("unreachable")
 
+    def rollback(
+        self,
+        to: int,
+        execute: Callable[[Mapping[str, Any]], BytesLike],
+        *,
+        allow_not_undone: bool = False,
+        reconcile: Optional[Callable[[Mapping[str, Any]], Union[Happened, DidNotHappen]]] = None,
+    ) -> Dict[str, Any]:
+        """Rolls the run back to seq ``to``: the actions certified after it
+        are undone, newest first, by the compensations they declared
+        (:meth:`Atom.do`'s ``compensate``), each run here by
+        ``execute(step)`` exactly once (``step``: ``key``, ``tool``,
+        ``args``, ``idempotent``, ``undoes``; pass ``step["key"]`` to the
+        downstream). Returns the server's ``done`` answer (``seq``,
+        ``undone``, ``results``, ``not_undone``).
+
+        If ``execute`` raises, the compensation is certified as failed and
+        :class:`~continuum.errors.ActionFailed` raised: the rollback stays
+        pending (begin is refused) until ``rollback`` is called again.
+        After a crash of this process or the server, call ``rollback``
+        with the same ``to``: certified compensations are not run again; one
+        whose outcome is unknown goes to ``reconcile(step_or_key)``
+        (:class:`Happened` or :class:`DidNotHappen`), or raises
+        :class:`~continuum.errors.InDoubt` without it. Actions without a
+        compensation refuse the rollback (``not_undone``) unless
+        ``allow_not_undone``."""
+        send = self.client._send
+        path = f"{self._path}/rollback"
+        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": uuid.uuid4().hex}
+        r = send(_core.Request("POST", path, req))
+        while True:
+            status = r.get("status")
+            if status == "done":
+                return dict(r)
+            if status == "execute":
+                step = r["step"]
+                try:
+                    out = _wire.to_bytes(execute(step))
+                except Exception as e:
+                    body: Dict[str, Any] = {"step": step["n"], "error": _core.error_text(e) or type(e).__name__}
+                    send(_core.Request("POST", f"{path}/outcome", body))
+                    raise
+                body = {"step": step["n"]}
+                _wire.put_bytes(body, "result", out)
+                try:
+                    r = send(_core.Request("POST", f"{path}/outcome", body))
+                except APIError as e:
+                    if e.code != "rollback_not_found":
+                        raise
+                    r = send(_core.Request("POST", path, req))  # the server restarted: resume
+            elif status == "in_doubt":
+                key = str(r["key"])
+                if reconcile is None:
+                    raise InDoubt(key, str((r.get("step") or {}).get("tool", "")), -1, "")
+                verdict = reconcile(r.get("step") or {"key": key})
+                res: Dict[str, Any] = {"key": key}
+                if isinstance(verdict, Happened):
+                    _wire.put_bytes(res, "result", verdict.result)
+                else:
+                    res["failed"] = verdict.reason
+                r = send(_core.Request("POST", f"{path}/resolve", res))
+                if r.get("status") == "resolved":
+                    r = send(_core.Request("POST", path, req))
+            elif status == "failed":
+                raise ActionFailed("", "", -1, str(r.get("error", "")))
+            else:  # running: the engine is writing
+                r = send(_core.Request("POST", path, req))
+
+    def pending_rollback(self) -> Optional[int]:
+        """The seq a pending rollback of the run goes back to, or None."""
+        r = self.client._get(f"{self._path}/rollback")
+        return int(r["to"]) if r.get("pending") else None
+
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
         server restarted, the lease expired) fn runs again in a new attempt
@@ -541,8 +614,13 @@ class Atom:
         reconcile: Optional[Reconciler] = None,
         redact: Optional[Sequence[str]] = None,
         redact_result: Optional[Sequence[str]] = None,
+        compensate: Optional[Mapping[str, Any]] = None,
     ) -> bytes:
         """Performs an action at most once and returns its certified result.
+
+        ``compensate`` declares what undoes it, for :meth:`Run.rollback`:
+        ``{"tool": ..., "args": ..., "key": ..., "idempotent": ...,
+        "redact": [...]}`` (tool required), recorded with the action's intent.
 
         ``execute(key)`` performs the effect, passing the idempotency key to
         the downstream, and returns the result (bytes, or text). It is
@@ -565,6 +643,8 @@ class Atom:
             body["redact"] = list(redact)
         if redact_result:
             body["redact_result"] = list(redact_result)
+        if compensate is not None:
+            body["compensate"] = dict(compensate)
         send = self.run.client._send
         with self._order:
             n = self._calls
