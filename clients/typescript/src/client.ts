@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { Delta } from "./delta.js";
-import { APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
+import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
@@ -72,6 +72,39 @@ export interface DoOptions {
   redact?: string[];
   /** JSON pointers into the result stored as "[redacted]". */
   redactResult?: string[];
+  /** What undoes the action, for Run.rollback: recorded with its intent. */
+  compensate?: Compensate;
+}
+
+/** A compensation (DoOptions.compensate): the action that undoes another. */
+export interface Compensate {
+  tool: string;
+  args?: unknown;
+  /** Its idempotency key; default: derived from the action it undoes (the same for every rollback). */
+  key?: string;
+  /** The downstream honours the key: an in-doubt compensation is run again instead of reported in doubt. */
+  idempotent?: boolean;
+  redact?: string[];
+}
+
+/** A compensation a rollback hands to the client to run (Run.rollback's execute). */
+export interface CompensationStep {
+  n: number;
+  /** The idempotency key to run it with. */
+  key: string;
+  tool: string;
+  args: unknown;
+  idempotent: boolean;
+  /** The action it undoes: the atom (seq) that performed it, its tool and fingerprint. */
+  undoes: { seq: number; tool: string; fingerprint: string; compensation?: string };
+}
+
+/** The options of Run.rollback. */
+export interface RollbackOptions {
+  /** Proceed when certified actions it reaches have no compensation (their effects stay). */
+  allowNotUndone?: boolean;
+  /** Asks the downstream about a compensation in doubt: happened(result) or didNotHappen(). */
+  reconcile?: (step: Partial<CompensationStep> & { key: string }) => Verdict | Promise<Verdict>;
 }
 
 export type Execute = (key: string) => Bytes | Promise<Bytes>;
@@ -298,6 +331,71 @@ export class Run {
     return runInfo(await this.client.request({ kind: "request", method: "POST", path: `${this.path}/end`, body }));
   }
 
+  /**
+   * Rolls the run back to seq `to`: the actions certified after it are
+   * undone, newest first, by the compensations they declared
+   * (DoOptions.compensate), each run here by execute(step) exactly once
+   * (pass step.key to the downstream). Resolves to the server's done
+   * answer (seq: the atom that completed it; undone; results; not_undone).
+   * If execute throws, the compensation is certified as failed and the
+   * error rethrown: the rollback stays pending until rollback is called
+   * again with the same `to`. After a crash of either side, call it again:
+   * certified compensations are not run again; one in doubt goes to
+   * o.reconcile (or rejects with InDoubt), unless idempotent.
+   */
+  async rollback(to: number, execute: (step: CompensationStep) => Bytes | Promise<Bytes>, o: RollbackOptions = {}): Promise<Obj> {
+    const path = `${this.path}/rollback`;
+    const req: Obj = { to, allow_not_undone: o.allowNotUndone ?? false, request_id: randomUUID() };
+    const post = (p: string, body: Obj) => this.client.request({ kind: "request", method: "POST", path: p, body });
+    let r = await post(path, req);
+    for (;;) {
+      const step = r.step as CompensationStep | undefined;
+      switch (r.status) {
+        case "done":
+          return r;
+        case "execute": {
+          let out: Bytes;
+          try {
+            out = await execute(step!);
+          } catch (e) {
+            await post(`${path}/outcome`, { step: step!.n, error: errorText(e) || "the compensation failed" });
+            throw e;
+          }
+          const body: Obj = { step: step!.n };
+          putBytes(body, "result", out);
+          try {
+            r = await post(`${path}/outcome`, body);
+          } catch (e) {
+            if (!(e instanceof APIError) || e.code !== "rollback_not_found") throw e;
+            r = await post(path, req); // the server restarted: resume
+          }
+          break;
+        }
+        case "in_doubt": {
+          const key = String(r.key);
+          if (!o.reconcile) throw new InDoubt(key, step?.tool ?? "", -1, "");
+          const v = await o.reconcile(step ?? { key });
+          const res: Obj = { key };
+          if (v.happened) putBytes(res, "result", v.result);
+          else res.failed = v.reason ?? "the downstream has no trace of the idempotency key";
+          r = await post(`${path}/resolve`, res);
+          if (r.status === "resolved") r = await post(path, req);
+          break;
+        }
+        case "failed":
+          throw new ActionFailed(step?.tool ?? "", "", -1, String(r.error ?? ""));
+        default: // running: the engine is writing
+          r = await post(path, req);
+      }
+    }
+  }
+
+  /** The seq a pending rollback of the run goes back to, or null. */
+  async pendingRollback(): Promise<number | null> {
+    const r = await this.client.request({ kind: "request", method: "GET", path: `${this.path}/rollback` });
+    return r.pending ? Number(r.to) : null;
+  }
+
   /** Begins the run's next atom; its lease is renewed in the background while it is open. */
   async begin(o: BeginOptions = {}): Promise<Atom> {
     const body: Obj = { request_id: randomUUID(), takeover: o.takeover ?? false };
@@ -478,6 +576,7 @@ export class Atom {
     if (o.key) body.key = o.key;
     if (o.redact?.length) body.redact = o.redact;
     if (o.redactResult?.length) body.redact_result = o.redactResult;
+    if (o.compensate) body.compensate = { ...o.compensate };
     const n = this.#calls++;
     const first = this.#order.then(() =>
       this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${n}`, body, repeatPending: true }),
