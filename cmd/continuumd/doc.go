@@ -129,6 +129,7 @@
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered
 //	GET  /v1/runs/{run}/inspect                                         continuumctl inspect's summary of the run
+//	GET  /v1/runs/{run}/diff?a=SEQ&b=SEQ[&run_b=RUN]                   continuumctl diff (read right on both runs)
 //
 // Deletion and garbage collection need no keyring:
 //

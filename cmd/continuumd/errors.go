@@ -62,6 +62,7 @@ const (
 	codeRollbackPending  = "rollback_pending"     // 409: a rollback of the run is not finished (run it to its end first)
 	codeNotUndone        = "not_undone"           // 409: certified actions the rollback reaches have no compensation (details.not_undone; allow_not_undone)
 	codeRollbackNotFound = "rollback_not_found"   // 404: no rollback of the run is running in this server (POST .../rollback resumes a pending one)
+	codeUnrelatedRuns    = "unrelated_runs"       // 422: a diff of two runs of different lineages (no common state)
 	codeRunDeleted       = "run_deleted"          // 410: the run was deleted (or erased): its id is never served again
 	codeRunNotEnded      = "run_not_ended"        // 409: erase of a run that has not ended
 	codeRunHasForks      = "run_has_forks"        // 409: erase of a run with a fork that is not erased (erase the fork first)
@@ -86,7 +87,7 @@ var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
 	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeSeqMismatch, codeOutOfOrder,
-	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeConflict, codeRollbackPending, codeNotUndone, codeRollbackNotFound, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
+	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeConflict, codeRollbackPending, codeNotUndone, codeRollbackNotFound, codeUnrelatedRuns, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
 	codeHeaderTooLarge, codeTimeout, codeTooManyConns,

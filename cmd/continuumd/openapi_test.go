@@ -96,7 +96,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"CallResponse": callResponse{}, "CommitResponse": commitResponse{}, "FailResponse": failResponse{},
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
 		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
-		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{},
+		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": diffJSON{}, "DiffSide": diffSideJSON{},
 	} {
 		s, ok := sc[name]
 		if !ok {

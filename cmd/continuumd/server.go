@@ -164,6 +164,7 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/branches", s.handleBranch, rightWrite},
 		{"POST", "/v1/runs/{run}/rollback", s.handleRollback, rightWrite},
 		{"GET", "/v1/runs/{run}/rollback", s.handlePendingRollback, rightRead},
+		{"GET", "/v1/runs/{run}/diff", s.handleDiff, rightRead},
 		{"POST", "/v1/runs/{run}/rollback/outcome", s.handleRollbackOutcome, rightWrite},
 		{"POST", "/v1/runs/{run}/rollback/resolve", s.handleRollbackResolve, rightWrite},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
