@@ -324,6 +324,19 @@ export class Run {
     return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inspect` })) as Record<string, unknown>;
   }
 
+  /**
+   * What continuumctl diff shows: this run at seq a and at seq b (or run
+   * o.other at b: a fork and its parent, any two runs of one lineage).
+   * base is their common state; a and b the atoms that lead from it to
+   * each (spans, ops, atoms as export writes them). A seq may be "last".
+   * Needs the read right on both runs.
+   */
+  async diff(a: number | "last", b: number | "last", o: { other?: string } = {}): Promise<Record<string, unknown>> {
+    let q = `?a=${a}&b=${b}`;
+    if (o.other !== undefined) q += `&run_b=${seg(o.other)}`;
+    return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/diff${q}` })) as Record<string, unknown>;
+  }
+
   /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
   async end(status: "completed" | "failed" | "cancelled", result?: Bytes): Promise<RunInfo> {
     const body: Obj = { status };

@@ -314,6 +314,18 @@ class Run:
         head, fails, status, parent, snapshot_seq, frame_seq, ..."""
         return dict(self.client._get(f"{self._path}/inspect"))
 
+    def diff(self, a: Union[int, str], b: Union[int, str], *, other: Optional[str] = None) -> Dict[str, Any]:
+        """What continuumctl diff shows: this run at seq ``a`` and at seq
+        ``b`` (or run ``other`` at ``b``: a fork and its parent, any two
+        runs of one lineage). ``base`` is their common state; ``a`` and
+        ``b`` the atoms that lead from it to each (``spans``, ``ops``,
+        ``atoms`` as export writes them). A seq may be ``"last"``. Needs
+        the read right on both runs."""
+        q = f"?a={a}&b={b}"
+        if other is not None:
+            q += f"&run_b={_wire.seg(other)}"
+        return dict(self.client._get(f"{self._path}/diff{q}"))
+
     def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
         """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
         optional result, durably: begin then raises RunEnded. Refused
