@@ -5,6 +5,7 @@ certified action twice."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import unittest
 from typing import Dict
@@ -68,6 +69,29 @@ class BranchTest(unittest.TestCase):
         self.assertEqual(run.branch_step("c", step, reads=["memory:total"]), "ok")
         self.assertEqual(len(tries), 2)
         self.assertEqual(run.state().text("total"), "30")
+
+    def test_async_branch_and_diff(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+
+        async def main() -> None:
+            client = server.async_client(retry_for=20)
+            try:
+                run = await client.run("abr")
+                a = await run.branch("a")
+                b = await run.branch("b", reads=["memory:k"])
+                self.assertEqual((a.branch, a.base, b.base), ("a", 0, 0))
+                a.delta.set("k", "a")
+                self.assertEqual((await a.commit()).seq, 1)
+                b.delta.set("j", "b")
+                with self.assertRaises(continuum.BranchConflict):
+                    await b.commit()
+                d = await run.diff(0, "last")
+                self.assertEqual(d["b"]["ops"], 1)
+            finally:
+                await client.close()
+
+        asyncio.run(main())
 
     def test_retry_across_server_kills(self) -> None:
         rng = random.Random(harness.seed())
