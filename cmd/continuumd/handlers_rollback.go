@@ -179,7 +179,9 @@ func (j *rollbackJob) exec(ctx context.Context, u engine.Undo) ledger.Exec {
 
 // start runs the engine's Rollback of job j in its own goroutine.
 func (s *server) startRollback(j *rollbackJob, allow bool) {
+	s.rollbacks.Add(1)
 	go func() {
+		defer s.rollbacks.Done()
 		var res *engine.RollbackResult
 		var err error
 		func() {

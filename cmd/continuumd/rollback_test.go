@@ -170,3 +170,32 @@ func TestRollbackServerKilled(t *testing.T) {
 	}
 	t.Logf("%d kills", kills)
 }
+
+// TestRollbackGracefulRestart: a server stopped (SIGTERM) while a
+// compensation waits for its client leaves it in doubt and the rollback
+// pending; the next server resumes it once the client resolves it.
+func TestRollbackGracefulRestart(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	ts.begin("r", map[string]any{"commit": map[string]any{"delta": []map[string]any{}}})
+	p, _ := ts.begin("r", nil)
+	wantStatus(t, ts.act(p, 0, map[string]any{"tool": "pay", "compensate": map[string]any{"tool": "refund"}}, "paid"), "done")
+	ts.commit(p)
+	r := ts.must(200, "POST", "/v1/runs/r/rollback", map[string]any{"to": 1})
+	wantStatus(t, r, "execute")
+	key := r.body["step"].(map[string]any)["key"].(string)
+	ts.restart()
+	if pend := ts.must(200, "GET", "/v1/runs/r/rollback", nil); pend.body["pending"] != true {
+		t.Fatalf("after a restart: %s", pend)
+	}
+	wantError(t, ts.do("POST", "/v1/runs/r/attempts", map[string]any{}), 409, codeRollbackPending, "")
+	r = ts.must(200, "POST", "/v1/runs/r/rollback", map[string]any{"to": 1})
+	if r.str("status") != "in_doubt" || r.str("key") != key {
+		t.Fatalf("resumed: %s", r)
+	}
+	wantStatus(t, ts.must(200, "POST", "/v1/runs/r/rollback/resolve", map[string]any{"key": key, "result": "refunded"}), "resolved")
+	r = ts.must(200, "POST", "/v1/runs/r/rollback", map[string]any{"to": 1})
+	if r.str("status") != "done" || r.num("seq") != 3 || r.body["resumed"] != true {
+		t.Fatalf("resumed after the resolution: %s", r)
+	}
+}

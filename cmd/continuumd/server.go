@@ -56,6 +56,10 @@ type server struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool // shutdown began: no new attempt or run
+	// rollbacks counts the engine's Rollback calls running: at shutdown,
+	// once ctx is cancelled, their waiting compensations end in doubt and
+	// the store is closed after them.
+	rollbacks sync.WaitGroup
 
 	authFails authFailures
 
