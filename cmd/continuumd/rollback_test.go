@@ -83,6 +83,14 @@ func TestRollback(t *testing.T) {
 	wantError(t, ts.do("POST", "/v1/runs/r/rollback/resolve", map[string]any{"key": "k", "result": "x"}), 409, codeNotInDoubt, "")
 	p, _ = ts.begin("r", nil)
 	wantError(t, ts.do("POST", p+"/calls/0", map[string]any{"tool": "t", "compensate": map[string]any{}}), 400, codeBadRequest, "compensate.tool")
+	// A repeated call names one action, compensation included.
+	call := map[string]any{"tool": "t", "compensate": map[string]any{"tool": "untie", "args": map[string]any{"a": 1}}}
+	wantStatus(t, ts.must(200, "POST", p+"/calls/0", call), "execute")
+	ts.must(200, "POST", p+"/calls/0", map[string]any{"tool": "t", "compensate": map[string]any{"tool": "untie", "args": map[string]any{"a": 1.0}}})
+	wantError(t, ts.do("POST", p+"/calls/0", map[string]any{"tool": "t", "compensate": map[string]any{"tool": "untie", "args": map[string]any{"a": 2}}}), 409, codeCallMismatch, "compensate")
+	wantError(t, ts.do("POST", p+"/calls/0", map[string]any{"tool": "t"}), 409, codeCallMismatch, "compensate")
+	// A compensation takes no redact_result (the ledger could not apply it).
+	wantError(t, ts.do("POST", p+"/calls/1", map[string]any{"tool": "t", "compensate": map[string]any{"tool": "u", "redact_result": []string{"/x"}}}), 400, codeBadRequest, "redact_result")
 }
 
 // TestRollbackServerKilled: a rollback with three compensations, the
