@@ -212,3 +212,24 @@ func TestBranchServerKilled(t *testing.T) {
 	}
 	t.Logf("%d kills", kills)
 }
+
+// TestBranchGracefulRestart: a server stopped (SIGTERM) with a branch whose
+// call waits for its outcome closes the store; the next server branches
+// again under the name, and the call answers in doubt under its key.
+func TestBranchGracefulRestart(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	a, _ := ts.branch("r", map[string]any{"name": "a"})
+	r := ts.must(200, "POST", a+"/calls/0", map[string]any{"tool": "t", "args": map[string]any{}})
+	wantStatus(t, r, "execute")
+	ts.restart()
+	a2, _ := ts.branch("r", map[string]any{"name": "a"})
+	r2 := ts.must(200, "POST", a2+"/calls/0", map[string]any{"tool": "t", "args": map[string]any{}})
+	if r2.str("status") != "in_doubt" || r2.str("key") != r.str("key") {
+		t.Fatalf("after a restart: %s (first %s)", r2, r)
+	}
+	ts.must(200, "POST", a2+"/calls/0/resolve", map[string]any{"result": "done before"})
+	if c := ts.commit(a2, map[string]any{"op": "set", "key": "k", "value": "v"}); c.num("seq") != 1 {
+		t.Fatalf("commit: %s", c)
+	}
+}
