@@ -34,9 +34,16 @@ import (
 type attempt struct {
 	token string
 	rs    *runState
-	atom  *engine.Atom
-	seq   uint64
-	lease time.Duration
+	// branch is the branch's name for an attempt begun by POST
+	// .../branches (engine Run.Branch), "" for one of a begin; base is
+	// the seq whose state it reads. A branch has no seq until it commits
+	// (seq is 0; mu.seq is the one its commit took).
+	branch    string
+	base      uint64
+	requestID string // a branch's begin's request_id
+	atom      *engine.Atom
+	seq       uint64
+	lease     time.Duration
 	// abandonCh is closed when the attempt starts being abandoned: a
 	// waiting exec then ends and leaves its action in doubt, and waiting
 	// requests answer lease_lost.
@@ -63,10 +70,14 @@ type attempt struct {
 		closing bool   // abandonment started: no new request is pinned
 		reason  string // abandoned: why; failed: the client's reason
 		head    string // committed: the atom's head (hex)
-		delta   []byte // committed: the delta, encoded (a repeated commit must carry the same)
-		expires time.Time
-		active  int // pinned requests; the lease does not run out while > 0
-		calls   []*call
+		seq     uint64 // committed: the atom's seq (a branch's, taken at its commit)
+		// conflict is a branch's commit's conflict: a repeated commit
+		// answers it again.
+		conflict *apiError
+		delta    []byte // committed: the delta, encoded (a repeated commit must carry the same)
+		expires  time.Time
+		active   int // pinned requests; the lease does not run out while > 0
+		calls    []*call
 		// defaultKeys counts the calls dispatched with a default key: the
 		// engine's index of the next one (Atom numbers its default-key Do
 		// calls; this attempt makes them in call order, see dispatch).
@@ -257,8 +268,8 @@ func (a *attempt) abandon(ctx context.Context, reason string, fail bool) {
 	final := a.mu.state
 	a.mu.closing = false
 	a.mu.Unlock()
-	if final == attemptAbandoned {
-		a.rs.noteAbandoned(a, reason)
+	if final == attemptAbandoned && a.branch == "" {
+		a.rs.noteAbandoned(a, reason) // a branch has no seq to begin again: a retry branches under its name
 	}
 	if failErr != nil {
 		a.rs.srv.log.Error("continuumd: failing an abandoned atom", "run", a.rs.id, "seq", a.seq, "err", failErr)
@@ -314,6 +325,9 @@ func (a *attempt) describe() attemptJSON {
 	defer a.mu.Unlock()
 	out := attemptJSON{Attempt: a.token, Run: a.rs.id, Seq: a.seq, State: a.mu.state.String(), Reason: a.mu.reason,
 		LeaseMS: a.lease.Milliseconds(), LeaseExpires: a.mu.expires.UTC(), Head: a.mu.head, Calls: []callResponse{}}
+	if a.branch != "" {
+		out.Branch, out.Base, out.Seq = a.branch, &a.base, a.mu.seq
+	}
 	if a.mu.closing {
 		out.State = "abandoning"
 	}

@@ -49,6 +49,9 @@ func (a *attempt) callFor(n int, req *callRequest) (*call, *apiError) {
 		a.mu.defaultKeys++
 	}
 	if in, err := ledger.NewIntent(act, a.rs.id, a.seq, index); err == nil {
+		if a.branch != "" && act.Key == "" {
+			in = in.WithKey(ledger.BranchKey(a.rs.id, a.branch, int(index)), index) // the engine's withDefaultKey
+		}
 		c.in = in
 	}
 	a.mu.calls = append(a.mu.calls, c)

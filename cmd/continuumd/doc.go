@@ -100,10 +100,42 @@
 //	POST .../attempts/A/receive {"from", "wait_ms"}     {"message": ... or null}
 //	GET  /v1/runs/{run}/inbox                           the messages not consumed yet
 //
+// Branches (engine Run.Branch; engine/doc.go "Branches"): several
+// attempts of one run in flight at once, each reading the state at its
+// base and taking its seq at its commit. A branch is begun by name, and is
+// an attempt like any other from then on (calls, outcomes, commit, fail):
+//
+//	POST /v1/runs/{run}/branches {"name", "reads", "call" | "commit"}  -> an attempt with branch, base (seq 0)
+//	POST .../attempts/A/commit -> 409 conflict {"details": {"seq", "key", "base", "lost"}}, nothing written
+//
+// after which branching again under the same name is the retry: its
+// default keys derive from the run and the name (ledger.BranchKey), so
+// each call of an action an earlier attempt certified answers done, after
+// a conflict, a lost lease or a restart of the server alike. A branch
+// whose lease runs out (or taken over, "takeover": true) is failed: it
+// writes nothing. handlers_branch.go.
+//
+// Rollback with compensations (engine Run.Rollback; handlers_rollback.go):
+// a call declares what undoes it ("compensate": {"tool", "args", "key",
+// "idempotent"}), and a rollback hands each compensation to the client to
+// run, newest first, exactly as a call's action:
+//
+//	POST /v1/runs/{run}/rollback {"to", "allow_not_undone"}  -> {"status": "execute", "step": {"n", "key", "tool", "args", "undoes"}}
+//	POST /v1/runs/{run}/rollback/outcome {"step", "result"}  -> the next step, or {"status": "done", "seq", "undone", ...}
+//	POST /v1/runs/{run}/rollback/resolve {"key", "result" | "failed"}
+//	GET  /v1/runs/{run}/rollback                             engine PendingRollback
+//
+// A SIGKILL between leaves the rollback pending as a crash does in Go:
+// POST .../rollback with the same to resumes it (certified compensations
+// are not run again, one in doubt answers in_doubt until resolved unless
+// idempotent). A client that vanishes leaves its compensation waiting in
+// the server; the next request attaches and gets it in doubt.
+//
 // Verify and inspect of one run (the read right on it is enough):
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered
 //	GET  /v1/runs/{run}/inspect                                         continuumctl inspect's summary of the run
+//	GET  /v1/runs/{run}/diff?a=SEQ&b=SEQ[&run_b=RUN]                   continuumctl diff (read right on both runs)
 //
 // Deletion and garbage collection need no keyring:
 //

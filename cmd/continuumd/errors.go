@@ -58,6 +58,11 @@ const (
 	codeNotExecuting     = "not_executing"        // 409: an outcome for a call that is not waiting for one
 	codeNotInDoubt       = "not_in_doubt"         // 409: a resolution for a call that is not in doubt
 	codeCallsRunning     = "calls_running"        // 409: commit while a call is executing
+	codeConflict         = "conflict"             // 409: a branch's commit lost to an atom committed after its base (details: seq, key, lost); nothing written, branch again
+	codeRollbackPending  = "rollback_pending"     // 409: a rollback of the run is not finished (run it to its end first)
+	codeNotUndone        = "not_undone"           // 409: certified actions the rollback reaches have no compensation (details.not_undone; allow_not_undone)
+	codeRollbackNotFound = "rollback_not_found"   // 404: no rollback of the run is running in this server (POST .../rollback resumes a pending one)
+	codeUnrelatedRuns    = "unrelated_runs"       // 422: a diff of two runs of different lineages (no common state)
 	codeRunDeleted       = "run_deleted"          // 410: the run was deleted (or erased): its id is never served again
 	codeRunNotEnded      = "run_not_ended"        // 409: erase of a run that has not ended
 	codeRunHasForks      = "run_has_forks"        // 409: erase of a run with a fork that is not erased (erase the fork first)
@@ -82,7 +87,7 @@ var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
 	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeSeqMismatch, codeOutOfOrder,
-	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
+	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeConflict, codeRollbackPending, codeNotUndone, codeRollbackNotFound, codeUnrelatedRuns, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
 	codeHeaderTooLarge, codeTimeout, codeTooManyConns,
@@ -123,6 +128,8 @@ func engineError(err error, field string) *apiError {
 			f = field
 		}
 		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidArgs, Field: f, Message: err.Error()}
+	case errors.Is(err, ledger.ErrBadCompensation):
+		return &apiError{Status: http.StatusUnprocessableEntity, Code: codeInvalidArgs, Field: "compensate", Message: err.Error()}
 	case errors.Is(err, ledger.ErrNoTool):
 		return badRequest("tool", "%v", err)
 	case errors.Is(err, engine.ErrSeqOutOfRange):
@@ -149,6 +156,10 @@ func engineError(err error, field string) *apiError {
 		return conflict(codeRunEnded, "%v", err)
 	case errors.Is(err, engine.ErrRunExists):
 		return conflict(codeRunExists, "%v", err)
+	case errors.As(err, new(*engine.ConflictError)):
+		return conflictError(err)
+	case errors.Is(err, engine.ErrRollbackPending):
+		return conflict(codeRollbackPending, "%v", err)
 	case errors.Is(err, engine.ErrAtomInProgress):
 		return conflict(codeRunHeld, "%v", err)
 	case errors.Is(err, engine.ErrClosed), errors.Is(err, context.Canceled):

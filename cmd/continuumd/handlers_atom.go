@@ -170,8 +170,8 @@ func (a *attempt) beginAnswer() (beginResponse, bool) {
 		return beginResponse{}, false
 	}
 	a.mu.expires = time.Now().Add(a.lease)
-	return beginResponse{Attempt: a.token, Run: a.rs.id, Seq: a.seq, LeaseMS: a.lease.Milliseconds(),
-		LeaseExpires: a.mu.expires.UTC(), Interrupted: a.interrupted}, true
+	return a.branchAnswer(beginResponse{Attempt: a.token, Run: a.rs.id, Seq: a.seq, LeaseMS: a.lease.Milliseconds(),
+		LeaseExpires: a.mu.expires.UTC(), Interrupted: a.interrupted}), true
 }
 
 // attemptOf finds the attempt a request names, which must be of its run.
@@ -474,6 +474,12 @@ func (s *server) doCommit(a *attempt, rc *rideCommit) (commitResponse, *apiError
 		}
 		return done.(commitResponse), nil // a repeated commit
 	}
+	a.mu.Lock()
+	lost := a.mu.conflict
+	a.mu.Unlock()
+	if lost != nil {
+		return commitResponse{}, lost // a repeated commit of a branch that conflicted
+	}
 	if aerr := a.pin(true); aerr != nil {
 		return commitResponse{}, aerr
 	}
@@ -484,11 +490,21 @@ func (s *server) doCommit(a *attempt, rc *rideCommit) (commitResponse, *apiError
 		return commitResponse{}, e
 	}
 	if err := a.atom.Commit(s.ctx, rc.d); err != nil {
-		return commitResponse{}, engineError(err, "delta")
+		aerr := engineError(err, "delta")
+		if aerr.Code == codeConflict {
+			// The branch is over, nothing written: a repeated commit
+			// answers the same conflict; a retry branches again.
+			a.mu.Lock()
+			a.mu.state, a.mu.reason, a.mu.conflict = attemptFailed, aerr.Message, aerr
+			a.mu.Unlock()
+			a.end()
+			s.counters.failed.Add(1)
+		}
+		return commitResponse{}, aerr
 	}
 	head := hexHash(a.rs.run.Head())
 	a.mu.Lock()
-	a.mu.state, a.mu.head, a.mu.delta = attemptCommitted, head, rc.enc
+	a.mu.state, a.mu.head, a.mu.delta, a.mu.seq = attemptCommitted, head, rc.enc, a.atom.Seq()
 	a.mu.Unlock()
 	a.end()
 	s.counters.committed.Add(1)
@@ -504,7 +520,7 @@ func (a *attempt) finished(st attemptState) (any, bool) {
 		return nil, false
 	}
 	if st == attemptCommitted {
-		return commitResponse{Run: a.rs.id, Seq: a.seq, Head: a.mu.head}, true
+		return commitResponse{Run: a.rs.id, Seq: a.mu.seq, Head: a.mu.head}, true
 	}
 	return failResponse{Run: a.rs.id, Seq: a.seq, Reason: a.mu.reason}, true
 }
@@ -570,6 +586,13 @@ func (s *server) reapOnce(now time.Time) {
 		a.mu.Unlock()
 		if old {
 			delete(s.mu.attempts, token)
+			if a.branch != "" {
+				a.rs.mu.Lock()
+				if a.rs.mu.branches[a.branch] == a {
+					delete(a.rs.mu.branches, a.branch)
+				}
+				a.rs.mu.Unlock()
+			}
 		}
 	}
 	s.mu.Unlock()

@@ -372,6 +372,7 @@ func shutdown(srv *server, hs *http.Server, drain time.Duration, sigs <-chan os.
 	}
 	srv.abandonAll()
 	srv.cancel()
+	srv.rollbacks.Wait() // their waiting compensations end in doubt: the rollbacks stay pending
 	if err := srv.db.Close(); err != nil {
 		return fmt.Errorf("closing the store: %w", err)
 	}

@@ -88,13 +88,15 @@ func TestOpenAPISchemas(t *testing.T) {
 	doc := loadOpenAPI(t)
 	sc := doc.Components.Schemas
 	for name, v := range map[string]any{
-		"BeginRequest": beginRequest{}, "CallRequest": callRequest{}, "OutcomeRequest": outcomeRequest{},
+		"BeginRequest": beginRequest{}, "BranchRequest": branchRequest{}, "CallRequest": callRequest{}, "OutcomeRequest": outcomeRequest{},
 		"ResolveRequest": resolveRequest{}, "CommitRequest": commitRequest{}, "FailRequest": failRequest{},
 		"VerifyRequest": verifyRequest{}, "EndRequest": endRequest{}, "ForkRequest": forkRequest{}, "EraseRequest": eraseRequest{}, "DeleteRequest": deleteRequest{}, "GCStats": gcJSON{}, "RunVerify": runVerifyJSON{}, "RunInspect": runInspectJSON{}, "SendRequest": sendRequest{}, "ReceiveRequest": receiveRequest{}, "Message": messageJSON{},
 		"DeletedRun": deletedRunJSON{}, "Erasure": erasureJSON{}, "ErasedKey": erasedKeyJSON{}, "DeltaOp": wireOp{}, "Run": runJSON{}, "Lease": leaseJSON{},
 		"ActionState": actionStateJSON{}, "Interrupted": interruptedJSON{}, "BeginResponse": beginResponse{},
 		"CallResponse": callResponse{}, "CommitResponse": commitResponse{}, "FailResponse": failResponse{},
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
+		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
+		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": diffJSON{}, "DiffSide": diffSideJSON{},
 	} {
 		s, ok := sc[name]
 		if !ok {

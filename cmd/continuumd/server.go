@@ -17,6 +17,7 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -55,6 +56,10 @@ type server struct {
 	cancel context.CancelFunc
 
 	draining atomic.Bool // shutdown began: no new attempt or run
+	// rollbacks counts the engine's Rollback calls running: at shutdown,
+	// once ctx is cancelled, their waiting compensations end in doubt and
+	// the store is closed after them.
+	rollbacks sync.WaitGroup
 
 	authFails authFailures
 
@@ -112,6 +117,13 @@ type runState struct {
 		// abandoned is the interrupted attempt of the seq after the last
 		// committed one, reported to the next begin of that seq.
 		abandoned *interruptedJSON
+		// branches holds the latest attempt of each branch name.
+		branches map[string]*attempt
+		// rollback is the run's rollback running in this server, and
+		// lastRollback the last one that stopped; compDoubt the in-doubt
+		// compensation it stopped on, for POST .../rollback/resolve.
+		rollback, lastRollback *rollbackJob
+		compDoubt              *ledger.InDoubtError
 	}
 }
 
@@ -156,6 +168,12 @@ func (s *server) routes() []route {
 		{"POST", "/v1/gc", s.handleGC, rightAdmin},
 		{"POST", "/v1/runs/{run}/memory/{key}/erase", s.handleEraseKey, rightErase},
 		{"POST", "/v1/runs/{run}/attempts", s.handleBegin, rightWrite},
+		{"POST", "/v1/runs/{run}/branches", s.handleBranch, rightWrite},
+		{"POST", "/v1/runs/{run}/rollback", s.handleRollback, rightWrite},
+		{"GET", "/v1/runs/{run}/rollback", s.handlePendingRollback, rightRead},
+		{"GET", "/v1/runs/{run}/diff", s.handleDiff, rightRead},
+		{"POST", "/v1/runs/{run}/rollback/outcome", s.handleRollbackOutcome, rightWrite},
+		{"POST", "/v1/runs/{run}/rollback/resolve", s.handleRollbackResolve, rightWrite},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}", s.handleAttempt, rightRead},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/heartbeat", s.handleHeartbeat, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/calls/{call}", s.handleCall, rightWrite},

@@ -105,6 +105,13 @@ func TestScopedTokens(t *testing.T) {
 	ts.must(200, "GET", "/v1/runs/other/state", nil)
 	wantError(t, ts.do("PUT", "/v1/runs/reader-1", nil), 403, codeForbidden, "run")
 	wantError(t, ts.do("POST", "/v1/runs/other/attempts", nil), 403, codeForbidden, "run")
+	// Branches and rollback need write; the pending rollback and a diff, read.
+	wantError(t, ts.do("POST", "/v1/runs/other/branches", map[string]any{"name": "b"}), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/other/rollback", map[string]any{"to": 0}), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/other/rollback/outcome", map[string]any{"step": 0, "result": "x"}), 403, codeForbidden, "run")
+	wantError(t, ts.do("POST", "/v1/runs/other/rollback/resolve", map[string]any{"key": "k", "result": "x"}), 403, codeForbidden, "run")
+	ts.must(200, "GET", "/v1/runs/other/rollback", nil)
+	ts.must(200, "GET", "/v1/runs/other/diff?a=0&b=last", nil)
 
 	ts.token = eraser
 	wantError(t, ts.do("GET", "/v1/runs/agent-7-a/state", nil), 403, codeForbidden, "run")

@@ -63,6 +63,20 @@ type callRequest struct {
 	Idempotent   bool            `json:"idempotent"`
 	Redact       []string        `json:"redact"`
 	RedactResult []string        `json:"redact_result"`
+	// Compensate is the action that undoes this one (ledger.Action.Compensate):
+	// a rollback past it runs it (POST /v1/runs/{run}/rollback), in the
+	// client, exactly once.
+	Compensate *compensateRequest `json:"compensate"`
+}
+
+// compensateRequest is a call's compensation: an action without a
+// compensation or a redact_result of its own.
+type compensateRequest struct {
+	Tool       string          `json:"tool"`
+	Args       json.RawMessage `json:"args"`
+	Key        string          `json:"key"`
+	Idempotent bool            `json:"idempotent"`
+	Redact     []string        `json:"redact"`
 }
 
 // outcomeRequest is the body of POST .../calls/{call}/outcome: what the
@@ -418,6 +432,15 @@ func (r *callRequest) action() (ledger.Action, *apiError) {
 	if len(r.Args) > 0 {
 		act.Args = []byte(r.Args)
 	}
+	if c := r.Compensate; c != nil {
+		if c.Tool == "" {
+			return ledger.Action{}, badRequest("compensate.tool", "a compensation's tool is required (the tool that undoes the action)")
+		}
+		act.Compensate = &ledger.Action{Tool: c.Tool, Key: c.Key, Idempotent: c.Idempotent, Redact: c.Redact}
+		if len(c.Args) > 0 {
+			act.Compensate.Args = []byte(c.Args)
+		}
+	}
 	return act, nil
 }
 
@@ -435,6 +458,12 @@ func (r *callRequest) same(o *callRequest) (string, bool) {
 		return "redact", false
 	case !equalStrings(r.RedactResult, o.RedactResult):
 		return "redact_result", false
+	case (r.Compensate == nil) != (o.Compensate == nil):
+		return "compensate", false
+	case r.Compensate != nil && (r.Compensate.Tool != o.Compensate.Tool || r.Compensate.Key != o.Compensate.Key ||
+		r.Compensate.Idempotent != o.Compensate.Idempotent || !equalStrings(r.Compensate.Redact, o.Compensate.Redact) ||
+		!bytes.Equal(compactJSON(r.Compensate.Args), compactJSON(o.Compensate.Args))):
+		return "compensate", false
 	}
 	a, errA := ledger.CanonicalArgs(r.Args, r.Redact)
 	b, errB := ledger.CanonicalArgs(o.Args, o.Redact)
@@ -555,6 +584,10 @@ type beginResponse struct {
 	Call *callResponse `json:"call,omitempty"`
 	// Commit answers the begin's commit (beginRequest.Commit).
 	Commit *commitResponse `json:"commit,omitempty"`
+	// Branch and Base: a branch's name and the seq whose state it reads
+	// (POST .../branches; its seq is 0 until it commits).
+	Branch string  `json:"branch,omitempty"`
+	Base   *uint64 `json:"base,omitempty"`
 }
 
 // callResponse answers a call, its outcome and its resolution.
@@ -620,6 +653,10 @@ type attemptJSON struct {
 	LeaseExpires time.Time      `json:"lease_expires"`
 	Head         string         `json:"head,omitempty"` // committed: the atom's head
 	Calls        []callResponse `json:"calls"`
+	// Branch and Base: a branch's name and the seq whose state it reads
+	// (its seq is 0 until it commits).
+	Branch string  `json:"branch,omitempty"`
+	Base   *uint64 `json:"base,omitempty"`
 }
 
 func statusName(s ledger.Status) string {

@@ -76,6 +76,27 @@ class VerifyInspectTest(unittest.TestCase):
 
 
 class MessagesTest(unittest.TestCase):
+    def test_diff(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+        client = server.client(retry_for=20)
+        self.addCleanup(client.close)
+        run = client.run("d-a")
+        for v in ("1", "2", "3"):
+            with run.atom() as atom:
+                atom.delta.set("k", v)
+        fork = client.fork("d-a", 1, "d-f")
+        with fork.atom() as atom:
+            atom.delta.set("k", "fork")
+        d = run.diff(1, "last")
+        self.assertEqual((d["base"]["seq"], d["a"]["ops"], d["b"]["ops"], len(d["b"]["atoms"])), (1, 0, 2, 2))
+        d = run.diff(3, 2, other="d-f")
+        self.assertEqual((d["base"]["run"], d["base"]["seq"], len(d["a"]["atoms"]), d["b"]["spans"][0]["run"]), ("d-a", 1, 2, "d-f"))
+        client.run("d-other")
+        with self.assertRaises(continuum.APIError) as cm:
+            run.diff(1, 0, other="d-other")
+        self.assertEqual(cm.exception.code, "unrelated_runs")
+
     def test_sent_with_commit_consumed_with_commit_across_sigkill(self) -> None:
         server = harness.Server()
         self.addCleanup(server.close)

@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { Delta } from "./delta.js";
-import { APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
+import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
@@ -41,6 +41,16 @@ function untrustedCertificate(e: unknown): boolean {
 }
 
 /** The options of a begin. */
+/** The options of a branch (Run.branch). */
+export interface BranchOptions extends BeginOptions {
+  /**
+   * State keys the branch declares it read besides what it writes:
+   * "memory:KEY", "subgoal:ID", "pending:CALL_ID", "objective",
+   * "scratchpad", "messages", "frame" (everything).
+   */
+  reads?: string[];
+}
+
 export interface BeginOptions {
   /** Abandon the attempt of another client holding the run (for an agent that restarts and is its run's only worker). */
   takeover?: boolean;
@@ -62,6 +72,39 @@ export interface DoOptions {
   redact?: string[];
   /** JSON pointers into the result stored as "[redacted]". */
   redactResult?: string[];
+  /** What undoes the action, for Run.rollback: recorded with its intent. */
+  compensate?: Compensate;
+}
+
+/** A compensation (DoOptions.compensate): the action that undoes another. */
+export interface Compensate {
+  tool: string;
+  args?: unknown;
+  /** Its idempotency key; default: derived from the action it undoes (the same for every rollback). */
+  key?: string;
+  /** The downstream honours the key: an in-doubt compensation is run again instead of reported in doubt. */
+  idempotent?: boolean;
+  redact?: string[];
+}
+
+/** A compensation a rollback hands to the client to run (Run.rollback's execute). */
+export interface CompensationStep {
+  n: number;
+  /** The idempotency key to run it with. */
+  key: string;
+  tool: string;
+  args: unknown;
+  idempotent: boolean;
+  /** The action it undoes: the atom (seq) that performed it, its tool and fingerprint. */
+  undoes: { seq: number; tool: string; fingerprint: string; compensation?: string };
+}
+
+/** The options of Run.rollback. */
+export interface RollbackOptions {
+  /** Proceed when certified actions it reaches have no compensation (their effects stay). */
+  allowNotUndone?: boolean;
+  /** Asks the downstream about a compensation in doubt: happened(result) or didNotHappen(). */
+  reconcile?: (step: Partial<CompensationStep> & { key: string }) => Verdict | Promise<Verdict>;
 }
 
 export type Execute = (key: string) => Bytes | Promise<Bytes>;
@@ -281,11 +324,89 @@ export class Run {
     return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/inspect` })) as Record<string, unknown>;
   }
 
+  /**
+   * What continuumctl diff shows: this run at seq a and at seq b (or run
+   * o.other at b: a fork and its parent, any two runs of one lineage).
+   * base is their common state; a and b the atoms that lead from it to
+   * each (spans, ops, atoms as export writes them). A seq may be "last".
+   * Needs the read right on both runs.
+   */
+  async diff(a: number | "last", b: number | "last", o: { other?: string } = {}): Promise<Record<string, unknown>> {
+    let q = `?a=${a}&b=${b}`;
+    if (o.other !== undefined) q += `&run_b=${seg(o.other)}`;
+    return (await this.client.request({ kind: "request", method: "GET", path: `${this.path}/diff${q}` })) as Record<string, unknown>;
+  }
+
   /** Ends the run (completed, failed or cancelled), with an optional result, durably: begin then throws RunEnded. Refused (RunHeld) while an atom of the run is open. */
   async end(status: "completed" | "failed" | "cancelled", result?: Bytes): Promise<RunInfo> {
     const body: Obj = { status };
     if (result !== undefined) putBytes(body, "result", result);
     return runInfo(await this.client.request({ kind: "request", method: "POST", path: `${this.path}/end`, body }));
+  }
+
+  /**
+   * Rolls the run back to seq `to`: the actions certified after it are
+   * undone, newest first, by the compensations they declared
+   * (DoOptions.compensate), each run here by execute(step) exactly once
+   * (pass step.key to the downstream). Resolves to the server's done
+   * answer (seq: the atom that completed it; undone; results; not_undone).
+   * If execute throws, the compensation is certified as failed and the
+   * error rethrown: the rollback stays pending until rollback is called
+   * again with the same `to`. After a crash of either side, call it again:
+   * certified compensations are not run again; one in doubt goes to
+   * o.reconcile (or rejects with InDoubt), unless idempotent.
+   */
+  async rollback(to: number, execute: (step: CompensationStep) => Bytes | Promise<Bytes>, o: RollbackOptions = {}): Promise<Obj> {
+    const path = `${this.path}/rollback`;
+    const req: Obj = { to, allow_not_undone: o.allowNotUndone ?? false, request_id: randomUUID() };
+    const post = (p: string, body: Obj) => this.client.request({ kind: "request", method: "POST", path: p, body });
+    let r = await post(path, req);
+    for (;;) {
+      const step = r.step as CompensationStep | undefined;
+      switch (r.status) {
+        case "done":
+          return r;
+        case "execute": {
+          let out: Bytes;
+          try {
+            out = await execute(step!);
+          } catch (e) {
+            await post(`${path}/outcome`, { step: step!.n, error: errorText(e) || "the compensation failed" });
+            throw e;
+          }
+          const body: Obj = { step: step!.n };
+          putBytes(body, "result", out);
+          try {
+            r = await post(`${path}/outcome`, body);
+          } catch (e) {
+            if (!(e instanceof APIError) || e.code !== "rollback_not_found") throw e;
+            r = await post(path, req); // the server restarted: resume
+          }
+          break;
+        }
+        case "in_doubt": {
+          const key = String(r.key);
+          if (!o.reconcile) throw new InDoubt(key, step?.tool ?? "", -1, "");
+          const v = await o.reconcile(step ?? { key });
+          const res: Obj = { key };
+          if (v.happened) putBytes(res, "result", v.result);
+          else res.failed = v.reason ?? "the downstream has no trace of the idempotency key";
+          r = await post(`${path}/resolve`, res);
+          if (r.status === "resolved") r = await post(path, req);
+          break;
+        }
+        case "failed":
+          throw new ActionFailed(step?.tool ?? "", "", -1, String(r.error ?? ""));
+        default: // running: the engine is writing
+          r = await post(path, req);
+      }
+    }
+  }
+
+  /** The seq a pending rollback of the run goes back to, or null. */
+  async pendingRollback(): Promise<number | null> {
+    const r = await this.client.request({ kind: "request", method: "GET", path: `${this.path}/rollback` });
+    return r.pending ? Number(r.to) : null;
   }
 
   /** Begins the run's next atom; its lease is renewed in the background while it is open. */
@@ -306,7 +427,48 @@ export class Run {
    *     });
    */
   async atom<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions = {}): Promise<T> {
-    const atom = await this.begin(o);
+    return this.#within(await this.begin(o), fn);
+  }
+
+  /**
+   * Begins a branch of the run named name: an atom that may be in flight
+   * with other branches of the run (optimistic concurrency). It reads the
+   * state at atom.base and takes its seq at its commit, which rejects with
+   * BranchConflict, writing nothing, if an atom committed after its base
+   * wrote a state key it writes or declared in reads. Branching again
+   * under the same name is its retry: actions certified by an earlier
+   * attempt answer their results without executing. One attempt of a
+   * name is open at a time (RunHeld; takeover abandons it).
+   */
+  async branch(name: string, o: BranchOptions = {}): Promise<Atom> {
+    const body: Obj = { name, reads: o.reads ?? [], request_id: randomUUID(), takeover: o.takeover ?? false };
+    if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
+    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/branches`, body }));
+  }
+
+  /** atom(fn) in the branch name: committed when fn resolves, failed when it throws. */
+  async branchAtom<T>(name: string, fn: (atom: Atom) => Promise<T>, o: BranchOptions = {}): Promise<T> {
+    return this.#within(await this.branch(name, o), fn);
+  }
+
+  /**
+   * branchAtom(name, fn), run again in a new branch of the same name (on
+   * the newer state) after a conflict or a lost attempt, up to
+   * maxAttempts times. Certified actions answer their results without
+   * executing.
+   */
+  async branchStep<T>(name: string, fn: (atom: Atom) => Promise<T>, o: BranchOptions & { maxAttempts?: number } = {}): Promise<T> {
+    const max = o.maxAttempts ?? 20;
+    for (let i = 0; ; i++) {
+      try {
+        return await this.branchAtom(name, fn, { ...o, takeover: (o.takeover ?? false) || i > 0 });
+      } catch (e) {
+        if (!(e instanceof AttemptLost || e instanceof BranchConflict) || i === max - 1) throw e;
+      }
+    }
+  }
+
+  async #within<T>(atom: Atom, fn: (atom: Atom) => Promise<T>): Promise<T> {
     let result: T;
     try {
       result = await current.run(atom, () => fn(atom));
@@ -345,7 +507,12 @@ export class Run {
 
 /** One attempt at an atom of a run. Concurrent do calls are allowed: call numbers follow the order they are made, and executions overlap. */
 export class Atom {
+  /** The atom's seq; a branch has none (0) until it commits: then committed has it. */
   readonly seq: number;
+  /** A branch's name (Run.branch), null for an atom of a begin. */
+  readonly branch: string | null;
+  /** A branch's base: the seq whose state it reads (run.state(atom.base)); null for an atom of a begin. */
+  readonly base: number | null;
   readonly attempt: string;
   readonly leaseMs: number;
   /** The earlier attempt of this seq that ended without commit or fail, or null. */
@@ -359,6 +526,8 @@ export class Atom {
 
   constructor(readonly run: Run, begin: Obj) {
     this.seq = Number(begin.seq);
+    this.branch = typeof begin.branch === "string" ? begin.branch : null;
+    this.base = begin.base === undefined || begin.base === null ? null : Number(begin.base);
     this.attempt = String(begin.attempt);
     this.leaseMs = Number(begin.lease_ms);
     this.interrupted = interrupted(begin.interrupted);
@@ -420,6 +589,7 @@ export class Atom {
     if (o.key) body.key = o.key;
     if (o.redact?.length) body.redact = o.redact;
     if (o.redactResult?.length) body.redact_result = o.redactResult;
+    if (o.compensate) body.compensate = { ...o.compensate };
     const n = this.#calls++;
     const first = this.#order.then(() =>
       this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${n}`, body, repeatPending: true }),

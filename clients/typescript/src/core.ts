@@ -128,7 +128,7 @@ export function* commitFlow(path: string, run: string, seq: number, ops: Obj[]):
     const r: Obj = yield { kind: "request", method: "POST", path: `${path}/commit`, body: { delta: ops } };
     return committed(r);
   } catch (e) {
-    if (!(e instanceof AttemptLost) || e.code !== "attempt_not_found") throw e;
+    if (!(e instanceof AttemptLost) || e.code !== "attempt_not_found" || seq === 0) throw e; // a branch (seq 0) has no seq to read back
     let rec: Obj;
     try {
       rec = yield { kind: "request", method: "GET", path: `/v1/runs/${seg(run)}/atoms/${seq}` };

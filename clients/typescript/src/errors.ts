@@ -41,6 +41,27 @@ export class RunNotFound extends NotFound {}
 export class Conflict extends APIError {}
 /** 409 run_held: another attempt holds the run (details: seq, lease_expires); begin with takeover to abandon it. */
 export class RunHeld extends Conflict {}
+/**
+ * 409 conflict: a branch's commit lost to an atom committed after its base,
+ * which wrote a state key the branch writes or declared it reads. Nothing
+ * was written and the branch is over: branch again under the same name
+ * (Run.branchStep does), and its certified actions answer their results
+ * without executing. `details`: branch, base, seq (the atom it lost to),
+ * key (e.g. "memory:total"), lost (the base is older than the writes the
+ * run keeps).
+ */
+export class BranchConflict extends Conflict {
+  /** The state key the branch lost on ("memory:total"), or undefined when lost. */
+  get key(): string | undefined {
+    return this.details.key === undefined ? undefined : String(this.details.key);
+  }
+  /** The atom committed after the branch's base that it lost to. */
+  get seq(): number | undefined {
+    return this.details.seq === undefined ? undefined : Number(this.details.seq);
+  }
+}
+/** 409 rollback_pending: a rollback of the run is not finished. */
+export class RollbackPending extends Conflict {}
 /** 409 commit_mismatch: a repeated commit of a committed attempt carries another delta than the one committed. */
 export class CommitMismatch extends Conflict {}
 /** 409 run_ended: the run ended (Run.end): it takes no more atoms, and no end with another status or result. */
@@ -124,6 +145,8 @@ const byCode: Record<string, typeof APIError> = {
   run_ended: RunEnded,
   run_exists: RunExists,
   commit_mismatch: CommitMismatch,
+  conflict: BranchConflict,
+  rollback_pending: RollbackPending,
   forbidden: Forbidden,
   auth_rate_limited: AuthRateLimited,
   run_not_ended: RunNotEnded,

@@ -13,7 +13,7 @@
  *     });
  */
 
-export { Client, Run, Atom, type RunMessage, type BeginOptions, type DoOptions, type DoJSONOptions, type Execute } from "./client.js";
+export { Client, Run, Atom, type RunMessage, type BeginOptions, type BranchOptions, type Compensate, type CompensationStep, type RollbackOptions, type DoOptions, type DoJSONOptions, type Execute } from "./client.js";
 export { type Verdict, happened, didNotHappen } from "./core.js";
 export { Delta } from "./delta.js";
 export * from "./errors.js";

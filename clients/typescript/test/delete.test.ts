@@ -104,3 +104,36 @@ describe("messages between runs", () => {
     assert.equal((await b.inbox()).length, 0);
   });
 });
+
+describe("diff", () => {
+  const server = new Server();
+  let client: c.Client;
+  before(async () => {
+    await server.start();
+    client = server.client();
+  });
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+
+  test("two seqs of a run, a fork and its parent, unrelated runs", async () => {
+    const run = await client.run("ts-d-a");
+    for (const v of ["1", "2", "3"]) {
+      await run.atom(async (atom) => {
+        atom.delta.set("k", v);
+      });
+    }
+    const fork = await client.fork("ts-d-a", 1, "ts-d-f");
+    await fork.atom(async (atom) => {
+      atom.delta.set("k", "fork");
+    });
+    type Side = { ops: number; atoms: unknown[]; spans: { run: string }[] };
+    let d = (await run.diff(1, "last")) as { base: { run: string; seq: number }; a: Side; b: Side };
+    assert.deepEqual([d.base.seq, d.a.ops, d.b.ops, d.b.atoms.length], [1, 0, 2, 2]);
+    d = (await run.diff(3, 2, { other: "ts-d-f" })) as typeof d;
+    assert.deepEqual([d.base.run, d.base.seq, d.a.atoms.length, d.b.spans[0].run], ["ts-d-a", 1, 2, "ts-d-f"]);
+    await client.run("ts-d-other");
+    await assert.rejects(run.diff(1, 0, { other: "ts-d-other" }), (e: unknown) => e instanceof c.APIError && e.code === "unrelated_runs");
+  });
+});

@@ -30,7 +30,9 @@ from .errors import (
     AttemptLost,
     AuthRateLimited,
     BadRequest,
+    BranchConflict,
     CommitMismatch,
+    RollbackPending,
     Conflict,
     ContinuumError,
     Forbidden,
@@ -82,7 +84,7 @@ __all__ = [
     "Happened", "DidNotHappen", "RunInfo", "RunMessage", "Lease", "State", "Subgoal", "Message", "Pending",
     "Interrupted", "ActionState", "Committed", "AtomRecord", "DeletedRun", "Erasure", "ErasedKey",
     "ContinuumError", "APIError", "BadRequest", "Unauthorized", "Forbidden", "AuthRateLimited", "CommitMismatch", "NotFound", "RunNotFound", "Conflict",
-    "RunHeld", "RunEnded", "RunExists", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
+    "RunHeld", "RunEnded", "RunExists", "BranchConflict", "RollbackPending", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
 ]

@@ -137,8 +137,8 @@ def commit_flow(path: str, run: str, seq: int, ops: Any) -> Generator[Effect, An
         r = yield Request("POST", f"{path}/commit", {"delta": ops})
         return _wire.committed(r)
     except AttemptLost as lost:
-        if lost.code != "attempt_not_found":
-            raise
+        if lost.code != "attempt_not_found" or seq == 0:
+            raise  # a branch (seq 0) has no seq to read back
         try:
             rec = yield Request("GET", f"/v1/runs/{_wire.seg(run)}/atoms/{seq}")
         except NotFound:

@@ -200,6 +200,25 @@ class AsyncRun:
         r = await self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
         return AsyncAtom(self, r)
 
+    async def branch(
+        self, name: str, *, reads: Sequence[str] = (), takeover: bool = False, lease: Optional[float] = None
+    ) -> "AsyncAtom":
+        """:meth:`continuum.Run.branch` for asyncio, begun at once: commit
+        or fail it (its commit raises BranchConflict when it lost; branch
+        again under the same name to retry)."""
+        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        r = await self.client._send(_core.Request("POST", f"{self._path}/branches", body))
+        return AsyncAtom(self, r)
+
+    async def diff(self, a: Union[int, str], b: Union[int, str], *, other: Optional[str] = None) -> Dict[str, Any]:
+        """:meth:`continuum.Run.diff` for asyncio."""
+        q = f"?a={a}&b={b}"
+        if other is not None:
+            q += f"&run_b={_wire.seg(other)}"
+        return dict(await self.client._send(_core.Request("GET", f"{self._path}/diff{q}")))
+
     def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> _AtomContext:
         """``async with run.atom() as atom:`` begins an atom and commits its
         delta when the block ends (fails it if the block raises)."""
@@ -230,6 +249,9 @@ class AsyncAtom:
         self.attempt: str = begin["attempt"]
         self.lease: float = int(begin["lease_ms"]) / 1000
         self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
+        #: A branch's name and base (:meth:`AsyncRun.branch`), else None.
+        self.branch: Optional[str] = begin.get("branch")
+        self.base: Optional[int] = int(begin["base"]) if begin.get("base") is not None else None
         self.delta = Delta()
         self.committed: Optional[Committed] = None
         self._path = f"{run._path}/attempts/{self.attempt}"
@@ -297,6 +319,7 @@ class AsyncAtom:
         reconcile: Optional[AsyncReconciler] = None,
         redact: Optional[Sequence[str]] = None,
         redact_result: Optional[Sequence[str]] = None,
+        compensate: Optional[Mapping[str, Any]] = None,
     ) -> bytes:
         """:meth:`continuum.Atom.do` for asyncio."""
         body: Dict[str, Any] = {"tool": tool, "idempotent": idempotent}
@@ -308,6 +331,8 @@ class AsyncAtom:
             body["redact"] = list(redact)
         if redact_result:
             body["redact_result"] = list(redact_result)
+        if compensate is not None:
+            body["compensate"] = dict(compensate)
         async with self._order:
             n = self._calls
             self._calls += 1

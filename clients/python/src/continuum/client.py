@@ -16,7 +16,7 @@ from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
-from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
@@ -314,6 +314,18 @@ class Run:
         head, fails, status, parent, snapshot_seq, frame_seq, ..."""
         return dict(self.client._get(f"{self._path}/inspect"))
 
+    def diff(self, a: Union[int, str], b: Union[int, str], *, other: Optional[str] = None) -> Dict[str, Any]:
+        """What continuumctl diff shows: this run at seq ``a`` and at seq
+        ``b`` (or run ``other`` at ``b``: a fork and its parent, any two
+        runs of one lineage). ``base`` is their common state; ``a`` and
+        ``b`` the atoms that lead from it to each (``spans``, ``ops``,
+        ``atoms`` as export writes them). A seq may be ``"last"``. Needs
+        the read right on both runs."""
+        q = f"?a={a}&b={b}"
+        if other is not None:
+            q += f"&run_b={_wire.seg(other)}"
+        return dict(self.client._get(f"{self._path}/diff{q}"))
+
     def end(self, status: str, result: Optional[BytesLike] = None) -> RunInfo:
         """Ends the run (``completed``, ``failed`` or ``cancelled``), with an
         optional result, durably: begin then raises RunEnded. Refused
@@ -353,6 +365,121 @@ class Run:
         """
         return Atom(self, None, self._begin_body(takeover, lease))
 
+    def branch(
+        self, name: str, *, reads: Sequence[str] = (), takeover: bool = False, lease: Optional[float] = None
+    ) -> "Atom":
+        """A branch of the run named name: an atom that may be in flight
+        with other branches of the run (optimistic concurrency). It reads
+        the state at its :attr:`Atom.base` and takes its seq at its commit,
+        which raises :class:`~continuum.errors.BranchConflict`, writing
+        nothing, if an atom committed after its base wrote a state key it
+        writes or declared in ``reads`` (``"memory:KEY"``,
+        ``"subgoal:ID"``, ``"pending:CALL_ID"``, ``"objective"``,
+        ``"scratchpad"``, ``"messages"``, ``"frame"``). Branching again
+        under the same name is its retry: actions certified by an earlier
+        attempt answer their results without executing. Used as
+        :meth:`atom` is (``with run.branch("fetch-a") as b: ...``); the
+        begin rides on its first call or its commit."""
+        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        return Atom(self, None, body, branch=name)
+
+    def branch_step(
+        self,
+        name: str,
+        fn: Callable[["Atom"], T],
+        *,
+        reads: Sequence[str] = (),
+        lease: Optional[float] = None,
+        max_attempts: int = 20,
+    ) -> T:
+        """Runs fn in the branch name and commits it; after a conflict or a
+        lost attempt fn runs again in a new branch of the same name (on
+        the newer state), up to max_attempts times. Certified actions answer
+        their results without executing."""
+        for i in range(max_attempts):
+            try:
+                with self.branch(name, reads=reads, takeover=i > 0, lease=lease) as atom:
+                    return fn(atom)
+            except (BranchConflict, AttemptLost):
+                if i == max_attempts - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def rollback(
+        self,
+        to: int,
+        execute: Callable[[Mapping[str, Any]], BytesLike],
+        *,
+        allow_not_undone: bool = False,
+        reconcile: Optional[Callable[[Mapping[str, Any]], Union[Happened, DidNotHappen]]] = None,
+    ) -> Dict[str, Any]:
+        """Rolls the run back to seq ``to``: the actions certified after it
+        are undone, newest first, by the compensations they declared
+        (:meth:`Atom.do`'s ``compensate``), each run here by
+        ``execute(step)`` exactly once (``step``: ``key``, ``tool``,
+        ``args``, ``idempotent``, ``undoes``; pass ``step["key"]`` to the
+        downstream). Returns the server's ``done`` answer (``seq``,
+        ``undone``, ``results``, ``not_undone``).
+
+        If ``execute`` raises, the compensation is certified as failed and
+        :class:`~continuum.errors.ActionFailed` raised: the rollback stays
+        pending (begin is refused) until ``rollback`` is called again.
+        After a crash of this process or the server, call ``rollback``
+        with the same ``to``: certified compensations are not run again; one
+        whose outcome is unknown goes to ``reconcile(step_or_key)``
+        (:class:`Happened` or :class:`DidNotHappen`), or raises
+        :class:`~continuum.errors.InDoubt` without it. Actions without a
+        compensation refuse the rollback (``not_undone``) unless
+        ``allow_not_undone``."""
+        send = self.client._send
+        path = f"{self._path}/rollback"
+        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": uuid.uuid4().hex}
+        r = send(_core.Request("POST", path, req))
+        while True:
+            status = r.get("status")
+            if status == "done":
+                return dict(r)
+            if status == "execute":
+                step = r["step"]
+                try:
+                    out = _wire.to_bytes(execute(step))
+                except Exception as e:
+                    body: Dict[str, Any] = {"step": step["n"], "error": _core.error_text(e) or type(e).__name__}
+                    send(_core.Request("POST", f"{path}/outcome", body))
+                    raise
+                body = {"step": step["n"]}
+                _wire.put_bytes(body, "result", out)
+                try:
+                    r = send(_core.Request("POST", f"{path}/outcome", body))
+                except APIError as e:
+                    if e.code != "rollback_not_found":
+                        raise
+                    r = send(_core.Request("POST", path, req))  # the server restarted: resume
+            elif status == "in_doubt":
+                key = str(r["key"])
+                if reconcile is None:
+                    raise InDoubt(key, str((r.get("step") or {}).get("tool", "")), -1, "")
+                verdict = reconcile(r.get("step") or {"key": key})
+                res: Dict[str, Any] = {"key": key}
+                if isinstance(verdict, Happened):
+                    _wire.put_bytes(res, "result", verdict.result)
+                else:
+                    res["failed"] = verdict.reason
+                r = send(_core.Request("POST", f"{path}/resolve", res))
+                if r.get("status") == "resolved":
+                    r = send(_core.Request("POST", path, req))
+            elif status == "failed":
+                raise ActionFailed("", "", -1, str(r.get("error", "")))
+            else:  # running: the engine is writing
+                r = send(_core.Request("POST", path, req))
+
+    def pending_rollback(self) -> Optional[int]:
+        """The seq a pending rollback of the run goes back to, or None."""
+        r = self.client._get(f"{self._path}/rollback")
+        return int(r["to"]) if r.get("pending") else None
+
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
         server restarted, the lease expired) fn runs again in a new attempt
@@ -374,8 +501,14 @@ class Atom:
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
     frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""
 
-    def __init__(self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None) -> None:
+    def __init__(
+        self, run: Run, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None, *, branch: Optional[str] = None
+    ) -> None:
         self.run = run
+        #: The branch's name (:meth:`Run.branch`), None for an atom of a begin.
+        self.branch = branch
+        self._base: Optional[int] = None
+        self._begins = f"{run._path}/branches" if branch is not None else f"{run._path}/attempts"
         self.delta = Delta()
         self.committed: Optional[Committed] = None
         self._calls = 0
@@ -392,6 +525,8 @@ class Atom:
         self._attempt = str(begin["attempt"])
         self._lease = int(begin["lease_ms"]) / 1000
         self._interrupted = _wire.interrupted(begin.get("interrupted"))
+        if begin.get("base") is not None:
+            self._base = int(begin["base"])
         self._path = f"{self.run._path}/attempts/{self._attempt}"
         self._begun = True
         self.run.client._beats.add(self)
@@ -407,13 +542,22 @@ class Atom:
         if not self._begun:
             with self._order:
                 if not self._begun:
-                    self._set(self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", self._body)))
+                    self._set(self.run.client._send(_core.Request("POST", self._begins, self._body)))
 
     @property
     def seq(self) -> int:
-        """The atom's seq (begins it, if its first request was not made)."""
+        """The atom's seq (begins it, if its first request was not made).
+        A branch has none (0) until it commits: then :attr:`committed`
+        has it."""
         self._ensure()
         return self._seq
+
+    @property
+    def base(self) -> Optional[int]:
+        """A branch's base: the seq whose state it reads
+        (``run.state(atom.base)``); None for an atom of a begin."""
+        self._ensure()
+        return self._base
 
     @property
     def attempt(self) -> str:
@@ -482,8 +626,13 @@ class Atom:
         reconcile: Optional[Reconciler] = None,
         redact: Optional[Sequence[str]] = None,
         redact_result: Optional[Sequence[str]] = None,
+        compensate: Optional[Mapping[str, Any]] = None,
     ) -> bytes:
         """Performs an action at most once and returns its certified result.
+
+        ``compensate`` declares what undoes it, for :meth:`Run.rollback`:
+        ``{"tool": ..., "args": ..., "key": ..., "idempotent": ...,
+        "redact": [...]}`` (tool required), recorded with the action's intent.
 
         ``execute(key)`` performs the effect, passing the idempotency key to
         the downstream, and returns the result (bytes, or text). It is
@@ -506,6 +655,8 @@ class Atom:
             body["redact"] = list(redact)
         if redact_result:
             body["redact_result"] = list(redact_result)
+        if compensate is not None:
+            body["compensate"] = dict(compensate)
         send = self.run.client._send
         with self._order:
             n = self._calls
@@ -514,7 +665,7 @@ class Atom:
                 first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
             else:
                 try:
-                    r = send(_core.Request("POST", f"{self.run._path}/attempts", {**self._body, "call": body}))
+                    r = send(_core.Request("POST", self._begins, {**self._body, "call": body}))
                 except APIError as e:
                     self._take_attempt(e)
                     raise
@@ -606,13 +757,24 @@ class Atom:
                 self._stop()
             raise
         self._stop()
-        self.run._next = self.committed.seq + 1
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
         return self.committed
 
     def _commit_riding(self, ops: Any) -> bool:
         """Begins and commits in one request; False when the atom must be
         begun first (the run's next seq is not the one this client saw)."""
         body = {**self._body, "commit": {"delta": ops}}
+        if self.branch is not None:
+            try:
+                r = self.run.client._send(_core.Request("POST", self._begins, body))
+            except APIError as e:
+                self._take_attempt(e)
+                raise
+            self._set(r)
+            self.committed = _wire.committed(r["commit"])
+            self._stop()
+            return True
         nxt = self.run._next
         if nxt is not None:
             body["seq"] = nxt

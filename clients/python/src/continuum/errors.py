@@ -25,6 +25,8 @@ __all__ = [
     "RunHeld",
     "RunEnded",
     "RunExists",
+    "BranchConflict",
+    "RollbackPending",
     "RunNotEnded",
     "RunHasForks",
     "NotEncrypted",
@@ -126,6 +128,33 @@ class RunExists(Conflict):
     that fork (``field`` is ``id``; ``details`` has the run's ``parent``
     and ``forked_at``). A repeat of the same fork is not an error: it
     answers the fork."""
+
+
+class BranchConflict(Conflict):
+    """409 conflict: a branch's commit lost to an atom committed after its
+    base, which wrote a state key the branch writes or declared it reads.
+    Nothing was written and the branch is over: branch again under the same
+    name (:meth:`Run.branch_step` does), and its actions certified before
+    answer their results without executing.
+
+    ``details`` has ``branch``, ``base``, ``seq`` (the atom it lost to),
+    ``key`` (the state key, e.g. ``memory:total``) and ``lost`` (the base
+    is older than the writes the run keeps).
+    """
+
+    @property
+    def key(self) -> Optional[str]:
+        k = (self.details or {}).get("key")
+        return str(k) if k is not None else None
+
+    @property
+    def seq(self) -> Optional[int]:
+        s = (self.details or {}).get("seq")
+        return int(s) if s is not None else None
+
+
+class RollbackPending(Conflict):
+    """409 rollback_pending: a rollback of the run is not finished."""
 
 
 class AttemptLost(APIError):
@@ -247,6 +276,8 @@ _BY_CODE = {
     "run_ended": RunEnded,
     "run_exists": RunExists,
     "commit_mismatch": CommitMismatch,
+    "conflict": BranchConflict,
+    "rollback_pending": RollbackPending,
     "forbidden": Forbidden,
     "auth_rate_limited": AuthRateLimited,
     "run_not_ended": RunNotEnded,
