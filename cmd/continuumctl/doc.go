@@ -94,9 +94,15 @@
 //     as of the last engine checkpoint); reading Pebble for times would take
 //     its lock.
 //   - verify --deep holds per-action indexes of the whole log (about
-//     1.4 KB per action measured; docs/THREATS.md): past a few hundred
-//     thousand actions it needs more than 256 MB. verify without --deep
-//     does not grow so.
+//     1.4 KB per action measured; 238 MB for 510,000 records;
+//     docs/THREATS.md) and every run's frame: past half a million actions,
+//     or with runs near the 63 MiB frame limit (738 MB for three), it needs
+//     more than 256 MB. verify without --deep does not grow so.
+//   - A store with a record near the frame limit costs every command about
+//     200 MB (one record read and decompressed). inspect streams a frame's
+//     large values (198-297 MB for a run at the limit); export and diff
+//     --json render an atom's delta ops whole (402-487 MB for an atom at
+//     the limit).
 //   - verify without --pubkey cannot check signatures and says so with a
 //     warning; --strict turns that warning (and every other) into exit 1.
 package main

@@ -149,10 +149,13 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 			return ctl.Fail(stderr, "inspect", err)
 		}
 		if *asJSON {
-			return done(stderr, "inspect", writeJSON(stdout, struct {
+			type runFrame struct {
 				Run   runView   `json:"run"`
 				Frame frameView `json:"frame"`
-			}{viewRun(r), viewFrame(f, erased)}))
+			}
+			big := newBigJSON()
+			return done(stderr, "inspect", writeJSONStreamed(stdout, runFrame{viewRun(r), viewFrameStreamed(f, erased, big)}, big,
+				func() any { return runFrame{viewRun(r), viewFrame(f, erased)} }))
 		}
 		printRun(stdout, in.Holder(), r, in.Runs())
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
@@ -185,10 +188,13 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		return ctl.Fail(stderr, "inspect", err)
 	}
 	if *asJSON {
-		return done(stderr, "inspect", writeJSON(stdout, struct {
+		type atomFrame struct {
 			Atom  offline.ExportedAtom `json:"atom"`
 			Frame frameView            `json:"frame"`
-		}{offline.NewExportedAtom(a), viewFrame(f, erased)}))
+		}
+		big := newBigJSON()
+		return done(stderr, "inspect", writeJSONStreamed(stdout, atomFrame{offline.NewExportedAtom(a), viewFrameStreamed(f, erased, big)}, big,
+			func() any { return atomFrame{offline.NewExportedAtom(a), viewFrame(f, erased)} }))
 	}
 	fmt.Fprintf(stdout, "run %q atom %d\n", id, a.Seq)
 	fmt.Fprintf(stdout, "  head %s\n", a.Head)

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/engine"
@@ -138,9 +139,41 @@ func viewFrame(f *frame.Frame, erased []string) frameView {
 }
 
 // clip shortens s to n runes for one-line display, on one line.
+//
+// It reads s only as far as it needs, so a value of tens of megabytes
+// costs no copy of it: the result is strings.Join(strings.Fields(s), " ")
+// if that has at most n runes, else its first n-1 runes (an invalid byte
+// as U+FFFD) and "…".
 func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
+	return clipOf(len(s), func(i int) (rune, int) { return utf8.DecodeRuneInString(s[i:]) }, func(i, j int) string { return s[i:j] }, n)
+}
+
+// clipBytes is clip of string(b), without the copy.
+func clipBytes(b []byte, n int) string {
+	return clipOf(len(b), func(i int) (rune, int) { return utf8.DecodeRune(b[i:]) }, func(i, j int) string { return string(b[i:j]) }, n)
+}
+
+func clipOf(size int, decode func(i int) (rune, int), slice func(i, j int) string, n int) string {
+	var out strings.Builder
+	runes, space := 0, false
+	for i := 0; i < size && runes <= n; {
+		r, w := decode(i)
+		if unicode.IsSpace(r) {
+			space = runes > 0
+			i += w
+			continue
+		}
+		if space {
+			out.WriteByte(' ')
+			runes++
+			space = false
+		}
+		out.WriteString(slice(i, i+w)) // an invalid byte as it is
+		runes++
+		i += w
+	}
+	s := out.String()
+	if runes <= n {
 		return s
 	}
 	r := []rune(s)
@@ -162,7 +195,7 @@ func printFrame(w io.Writer, f *frame.Frame, erased []string, indent string) {
 		fmt.Fprintf(w, "%smemory: %d keys\n", indent, len(f.Memory))
 	}
 	for _, k := range sortedKeys(f.Memory) {
-		fmt.Fprintf(w, "%s  %s = %s\n", indent, k, clip(string(f.Memory[k]), 80))
+		fmt.Fprintf(w, "%s  %s = %s\n", indent, k, clipBytes(f.Memory[k], 80))
 	}
 	for _, k := range erased {
 		fmt.Fprintf(w, "%s  %s: erased\n", indent, k)
@@ -187,7 +220,7 @@ func printFrame(w io.Writer, f *frame.Frame, erased []string, indent string) {
 		}
 		fmt.Fprintf(w, "%s  #%d %s%s: %s\n", indent, from+i+1, m.Role, tool, clip(m.Content, 80))
 		for _, c := range m.ToolCalls {
-			fmt.Fprintf(w, "%s      calls %s (%s) %s\n", indent, c.Name, c.ID, clip(string(c.Arguments), 60))
+			fmt.Fprintf(w, "%s      calls %s (%s) %s\n", indent, c.Name, c.ID, clipBytes(c.Arguments, 60))
 		}
 		for j, p := range m.Parts {
 			fmt.Fprintf(w, "%s      part %d %s\n", indent, j+1, describePart(p))
@@ -203,7 +236,7 @@ func printFrame(w io.Writer, f *frame.Frame, erased []string, indent string) {
 func describePart(p frame.Part) string {
 	s := p.Kind.String()
 	if p.Kind == frame.PartToolCall {
-		s += fmt.Sprintf(" %s (%s) %s", p.Call.Name, p.Call.ID, clip(string(p.Call.Arguments), 60))
+		s += fmt.Sprintf(" %s (%s) %s", p.Call.Name, p.Call.ID, clipBytes(p.Call.Arguments, 60))
 	}
 	if p.CallID != "" {
 		s += " for " + p.CallID
@@ -215,7 +248,7 @@ func describePart(p frame.Part) string {
 		s += ": " + clip(p.Text, 60)
 	}
 	if len(p.JSON) > 0 {
-		s += " " + clip(string(p.JSON), 60)
+		s += " " + clipBytes(p.JSON, 60)
 	}
 	return s
 }
@@ -228,10 +261,10 @@ func printAction(w io.Writer, a engine.ActionInfo, indent string) {
 	fmt.Fprintf(w, "%s#%d %s [%s%s] key %q\n", indent, a.Index, a.Tool, a.StatusName(), idem, a.Key)
 	fmt.Fprintf(w, "%s    fingerprint %s\n", indent, a.Fingerprint)
 	if len(a.Args) > 0 {
-		fmt.Fprintf(w, "%s    args:   %s\n", indent, clip(string(a.Args), 100))
+		fmt.Fprintf(w, "%s    args:   %s\n", indent, clipBytes(a.Args, 100))
 	}
 	if len(a.Result) > 0 {
-		fmt.Fprintf(w, "%s    result: %s\n", indent, clip(string(a.Result), 100))
+		fmt.Fprintf(w, "%s    result: %s\n", indent, clipBytes(a.Result, 100))
 	}
 	if len(a.Result) < a.ResultSize || len(a.Args) < a.ArgsSize {
 		fmt.Fprintf(w, "%s    (cut: args %d bytes, result %d bytes in the store)\n", indent, a.ArgsSize, a.ResultSize)
