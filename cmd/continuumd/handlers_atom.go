@@ -28,26 +28,9 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 	if err := decodeJSON(body, &req); err != nil {
 		return 0, nil, err
 	}
-	if req.Call != nil && req.Commit != nil {
-		return 0, nil, badRequest("commit", "a begin carries its first call or its commit, not both")
-	}
-	var rc *rideCommit
-	if req.Commit != nil {
-		var aerr *apiError
-		if rc, aerr = prepareCommit(req.Commit, "commit."); aerr != nil {
-			return 0, nil, aerr
-		}
-	}
-	lease := s.cfg.lease
-	if req.LeaseMS != 0 {
-		lease = time.Duration(req.LeaseMS) * time.Millisecond
-		if req.LeaseMS < 0 || lease < s.cfg.minLease || lease > s.cfg.maxLease {
-			return 0, nil, badRequest("lease_ms", "lease_ms must be between %d and %d (0: the server's default, %d)",
-				s.cfg.minLease.Milliseconds(), s.cfg.maxLease.Milliseconds(), s.cfg.lease.Milliseconds())
-		}
-	}
-	if s.draining.Load() {
-		return 0, nil, &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: "the server is shutting down: begin on the next one"}
+	rc, lease, aerr := s.beginTerms(req.Call != nil, req.Commit, req.LeaseMS, "begin")
+	if aerr != nil {
+		return 0, nil, aerr
 	}
 	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
 	if aerr != nil {
@@ -446,6 +429,35 @@ type rideCommit struct {
 
 // prepareCommit decodes a commit request's delta; prefix is the path of
 // the commit in its request ("commit." when it rides on another).
+// beginTerms checks what a begin and a branch's begin share: a first call
+// or a commit riding on it (not both), the lease asked for (0: the
+// server's), and a server that is not shutting down. what names the
+// request in the errors ("begin", "branch").
+func (s *server) beginTerms(call bool, commit *commitRequest, leaseMS int64, what string) (*rideCommit, time.Duration, *apiError) {
+	if call && commit != nil {
+		return nil, 0, badRequest("commit", "a %s carries its first call or its commit, not both", what)
+	}
+	var rc *rideCommit
+	if commit != nil {
+		var aerr *apiError
+		if rc, aerr = prepareCommit(commit, "commit."); aerr != nil {
+			return nil, 0, aerr
+		}
+	}
+	lease := s.cfg.lease
+	if leaseMS != 0 {
+		lease = time.Duration(leaseMS) * time.Millisecond
+		if leaseMS < 0 || lease < s.cfg.minLease || lease > s.cfg.maxLease {
+			return nil, 0, badRequest("lease_ms", "lease_ms must be between %d and %d (0: the server's default, %d)",
+				s.cfg.minLease.Milliseconds(), s.cfg.maxLease.Milliseconds(), s.cfg.lease.Milliseconds())
+		}
+	}
+	if s.draining.Load() {
+		return nil, 0, &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: "the server is shutting down: " + what + " on the next one"}
+	}
+	return rc, lease, nil
+}
+
 func prepareCommit(req *commitRequest, prefix string) (*rideCommit, *apiError) {
 	if req.Delta == nil {
 		return nil, badRequest(prefix+"delta", "delta is required: a list of ops ([] for none)")

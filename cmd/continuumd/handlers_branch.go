@@ -98,26 +98,9 @@ func (s *server) handleBranch(r *http.Request, body []byte) (int, any, *apiError
 		}
 		reads[i] = k
 	}
-	if req.Call != nil && req.Commit != nil {
-		return 0, nil, badRequest("commit", "a branch's begin carries its first call or its commit, not both")
-	}
-	var rc *rideCommit
-	if req.Commit != nil {
-		var aerr *apiError
-		if rc, aerr = prepareCommit(req.Commit, "commit."); aerr != nil {
-			return 0, nil, aerr
-		}
-	}
-	lease := s.cfg.lease
-	if req.LeaseMS != 0 {
-		lease = time.Duration(req.LeaseMS) * time.Millisecond
-		if req.LeaseMS < 0 || lease < s.cfg.minLease || lease > s.cfg.maxLease {
-			return 0, nil, badRequest("lease_ms", "lease_ms must be between %d and %d (0: the server's default, %d)",
-				s.cfg.minLease.Milliseconds(), s.cfg.maxLease.Milliseconds(), s.cfg.lease.Milliseconds())
-		}
-	}
-	if s.draining.Load() {
-		return 0, nil, &apiError{Status: http.StatusServiceUnavailable, Code: codeShuttingDown, Message: "the server is shutting down: branch on the next one"}
+	rc, lease, aerr := s.beginTerms(req.Call != nil, req.Commit, req.LeaseMS, "branch")
+	if aerr != nil {
+		return 0, nil, aerr
 	}
 	rs, aerr := s.runState(r.Context(), r.PathValue("run"), false)
 	if aerr != nil {
