@@ -298,7 +298,7 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	var ran bool
 	// prior: the action's intent is in the ledger already (in doubt, or
 	// failed): an earlier writer may still be executing it (fencing.go).
-	prior := db.fence.fenced() && db.priorIntent(in)
+	prior := db.fence.Fenced() && db.priorIntent(in)
 	if err := db.waitInDoubt(ctx, in); err != nil {
 		return nil, actionError(in, err)
 	}
