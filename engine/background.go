@@ -496,7 +496,7 @@ func (db *DB) checkpoint(final bool) error {
 	// should not.
 	closeTails := final && db.tailRuns(tailRunsForStore) >= tailRunsForStore
 	caps := make([]*capturedRun, 0, len(runs))
-	files := &frameFileWriter{db: db} // several at once on the OS's filesystem (framefiles.go)
+	files := &layout.FileBatch{FS: db.fs, NoSync: db.opts.NoSync} // several at once on the OS's filesystem
 	var b *snapshot.Batch
 	if snaps != nil {
 		b = snaps.NewBatch()
@@ -517,7 +517,7 @@ func (db *DB) checkpoint(final bool) error {
 			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
 			file := ff.Marshal()
 			c.fileSum = blake3.Sum256(file)
-			if err := files.add(db.frameFileName(r.id), file); err != nil {
+			if err := files.Add(db.frameFileName(r.id), file); err != nil {
 				return err
 			}
 		}
@@ -551,7 +551,7 @@ func (db *DB) checkpoint(final bool) error {
 		c.frame, c.raw = nil, nil
 		caps = append(caps, c)
 	}
-	if err := files.flush(); err != nil {
+	if err := files.Flush(); err != nil {
 		return err
 	}
 	if !db.opts.NoSync {

@@ -49,7 +49,7 @@ func (f *overlapFile) Sync() error {
 }
 
 // TestCheckpointFrameFilesTogether: a Close after many runs moved writes
-// their frame files with their fsyncs in flight together (framefiles.go),
+// their frame files with their fsyncs in flight together (layout.FileBatch),
 // not one after the other: each is still fsynced (one per file), and the
 // store reopens with every run's frame.
 func TestCheckpointFrameFilesTogether(t *testing.T) {
