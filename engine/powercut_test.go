@@ -11,7 +11,7 @@ import (
 // it performed, then trial(..., target) runs it again for each target,
 // cutting the power at that operation. Only with -long (long_test.go) is
 // every target cut; without it (and always under -short) every stride-th
-// (or fewer: at most reducedCuts), starting at 1 + shift*pct/100 so that the modes' points interleave;
+// (or fewer: at most reducedCuts, or everyPowerCutUpTo's maxCuts), starting at 1 + shift*pct/100 so that the modes' points interleave;
 // under the race detector every fourth of those. empty says what the
 // sequence is, for the failure when it performed none ("" allows none).
 // reducedCuts bounds the targets cut per mode and kept share without
@@ -19,6 +19,15 @@ import (
 const reducedCuts = 40
 
 func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
+	t.Helper()
+	everyPowerCutUpTo(t, stride, shift, reducedCuts, empty, trial)
+}
+
+// everyPowerCutUpTo is everyPowerCut with maxCuts in place of reducedCuts;
+// 0: no bound but the stride, for a suite that asserts that a narrow
+// window of operations (a few in hundreds) was cut, which a bounded
+// sample can step over when the sequence grows.
+func everyPowerCutUpTo(t *testing.T, stride, shift, maxCuts uint64, empty string, trial func(t *testing.T, mode Durability, pct int, target uint64) uint64) {
 	t.Helper()
 	for _, mode := range []Durability{Strict, Relaxed} {
 		for _, pct := range []int{0, 100} {
@@ -33,8 +42,8 @@ func everyPowerCut(t *testing.T, stride, shift uint64, empty string, trial func(
 					// At most reducedCuts targets: a sequence whose operations
 					// grow with the machine's load (an agent committing beside)
 					// does not grow the suite with it.
-					if ops/step > reducedCuts {
-						step = (ops + reducedCuts - 1) / reducedCuts
+					if maxCuts > 0 && ops/step > maxCuts {
+						step = (ops + maxCuts - 1) / maxCuts
 					}
 				}
 				if raceOn {
