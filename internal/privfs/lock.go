@@ -43,19 +43,26 @@ func linkedError(name string, nlink uint64) error {
 // or chmodded through it.
 func singleName(name string, f vfs.File) (vfs.File, error) {
 	fi, err := f.Stat()
-	if err != nil {
+	if err = singleNameInfo(name, fi, err); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("privfs: stat %s: %w", name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: wantFile.String()}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		f.Close()
-		return nil, linkedError(name, uint64(st.Nlink))
+		return nil, err
 	}
 	return f, nil
+}
+
+// singleNameInfo refuses fi, what the stat of an open file named name
+// returned with err, unless it is a regular file with one name.
+func singleNameInfo(name string, fi os.FileInfo, err error) error {
+	if err != nil {
+		return fmt.Errorf("privfs: stat %s: %w", name, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: wantFile.String()}
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
+		return linkedError(name, uint64(st.Nlink))
+	}
+	return nil
 }
 
 // lockFile is Lock on the operating system's filesystem: open (creating
@@ -80,17 +87,9 @@ func lockFile(name string) (io.Closer, error) {
 		return nil, err
 	}
 	fi, err := f.Stat()
-	if err != nil {
+	if err = singleNameInfo(name, fi, err); err != nil {
 		f.Close()
-		return nil, fmt.Errorf("privfs: stat %s: %w", name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		f.Close()
-		return nil, &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: wantFile.String()}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		f.Close()
-		return nil, linkedError(name, uint64(st.Nlink))
+		return nil, err
 	}
 	if fi.Mode().Perm() != FileMode {
 		if err := f.Chmod(FileMode); err != nil {
@@ -139,16 +138,7 @@ func preLockCheck(name string) error {
 	}
 	defer f.Close()
 	fi, err := f.Stat()
-	if err != nil {
-		return fmt.Errorf("privfs: stat %s: %w", name, err)
-	}
-	if !fi.Mode().IsRegular() {
-		return &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: wantFile.String()}
-	}
-	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink != 1 {
-		return linkedError(name, uint64(st.Nlink))
-	}
-	return nil
+	return singleNameInfo(name, fi, err)
 }
 
 func unwrapPath(err error) error {
