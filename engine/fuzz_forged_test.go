@@ -143,23 +143,7 @@ func FuzzForgedLog(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h, err := chain.NewHasher(nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	sf, err := layout.ParseStore(layout.StoreName, s.files[layout.StoreName])
-	if err != nil {
-		f.Fatal(err)
-	}
-	var seedHeads []chain.Hash
-	seedLast := map[string]chain.Hash{}
-	for _, rec := range s.records {
-		var r record.Record
-		if (&record.Decoder{}).Decode(rec, wal.Pos{}, "seed", &r) == nil && r.Head != (chain.Hash{}) {
-			seedHeads = append(seedHeads, r.Head)
-			seedLast[r.Run] = r.Head
-		}
-	}
+	h, sf, seedHeads, seedLast := fzSeedChain(f, s, false)
 	dicts := frame.NewDicts()
 	comp := frame.NewCompressor(dicts)
 	f.Fuzz(func(t *testing.T, in []byte) {
@@ -233,4 +217,29 @@ func FuzzForgedLog(f *testing.F) {
 			t.Logf("close: %v", err)
 		}
 	})
+}
+
+// fzSeedChain is what a forger of records needs of a seed store: a
+// hasher, its STORE, the heads of its records (sealed: records of an
+// encrypted store, decoded without opening them) and each run's last.
+func fzSeedChain(f *testing.F, s *fzStore, sealed bool) (*chain.Hasher, *layout.Store, []chain.Hash, map[string]chain.Hash) {
+	f.Helper()
+	h, err := chain.NewHasher(nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	sf, err := layout.ParseStore(layout.StoreName, s.files[layout.StoreName])
+	if err != nil {
+		f.Fatal(err)
+	}
+	var seedHeads []chain.Hash
+	seedLast := map[string]chain.Hash{}
+	for _, rec := range s.records {
+		var r record.Record
+		if (&record.Decoder{Sealed: sealed}).Decode(rec, wal.Pos{}, "seed", &r) == nil && r.Head != (chain.Hash{}) {
+			seedHeads = append(seedHeads, r.Head)
+			seedLast[r.Run] = r.Head
+		}
+	}
+	return h, sf, seedHeads, seedLast
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
-	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -204,23 +203,7 @@ func FuzzForgedSealedLog(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	h, err := chain.NewHasher(nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	sf, err := layout.ParseStore(layout.StoreName, s.files[layout.StoreName])
-	if err != nil {
-		f.Fatal(err)
-	}
-	var seedHeads []chain.Hash
-	seedLast := map[string]chain.Hash{}
-	for _, rec := range s.records {
-		var r record.Record
-		if (&record.Decoder{Sealed: true}).Decode(rec, wal.Pos{}, "seed", &r) == nil && r.Head != (chain.Hash{}) {
-			seedHeads = append(seedHeads, r.Head)
-			seedLast[r.Run] = r.Head
-		}
-	}
+	h, sf, seedHeads, seedLast := fzSeedChain(f, s, true)
 	var names []string // the files op 3 changes: KEYS first
 	names = append(names, layout.KeysName)
 	for name := range s.files {

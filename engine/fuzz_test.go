@@ -217,36 +217,7 @@ func fzBuild(s *fzStore) error {
 	}
 
 	s.files = map[string][]byte{}
-	var walk func(dir string) error
-	walk = func(dir string) error {
-		names, err := fs.List(dir)
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			p := fs.PathJoin(dir, n)
-			if n == "snapshots" || n == layout.LockName {
-				continue
-			}
-			st, err := fs.Stat(p)
-			if err != nil {
-				return err
-			}
-			if st.IsDir() {
-				if err := walk(p); err != nil {
-					return err
-				}
-				continue
-			}
-			b, err := layout.ReadFile(fs, p)
-			if err != nil {
-				return err
-			}
-			s.files[strings.TrimPrefix(p, fzDir+"/")] = b
-		}
-		return nil
-	}
-	if err := walk(fzDir); err != nil {
+	if err := fzCollect(fs, fzDir, s.files); err != nil {
 		return err
 	}
 
