@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/textclip"
 	"github.com/continuumdb/continuum/offline"
 )
 
@@ -59,7 +60,7 @@ func fold(b []byte, whole int) value {
 	}
 	if len(v.Text) > foldAt || strings.Count(v.Text, "\n") > 3 {
 		v.Long = true
-		v.Preview = clip(v.Text, preview)
+		v.Preview = textclip.String(v.Text, preview)
 	}
 	return v
 }
@@ -76,16 +77,6 @@ func trimPartialRune(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// clip shortens s to n runes on one line.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // toolCallView is a tool call an assistant message requests.
