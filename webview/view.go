@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -472,11 +473,13 @@ func (v *View) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // IsLoopback reports whether host (an address without its port, or a name)
-// is a loopback one: 127.0.0.0/8, ::1 or localhost.
+// is a loopback one: an IP address in 127.0.0.0/8 or ::1, or "localhost".
+// A name is not resolved: "127.example.com" is not loopback, whatever it
+// resolves to (continuumd's --listen rule).
 func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
-	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return strings.HasPrefix(h, "127.") || h == "::1"
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }

@@ -586,3 +586,15 @@ func TestLive(t *testing.T) {
 	cancel()
 	io.Copy(io.Discard, resp.Body)
 }
+
+func TestIsLoopback(t *testing.T) {
+	for host, want := range map[string]bool{
+		"127.0.0.1": true, "127.1.2.3": true, "::1": true, "[::1]": true, "localhost": true, "::ffff:127.0.0.1": true,
+		"0.0.0.0": false, "": false, "::": false, "10.0.0.1": false, "127.example.com": false, "127.0.0.1.nip.io": false,
+		"localhost.example.com": false, "example.com": false,
+	} {
+		if got := webview.IsLoopback(host); got != want {
+			t.Errorf("IsLoopback(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
