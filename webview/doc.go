@@ -51,8 +51,9 @@
 //     re-reads no more often than four times what the last read took.
 //   - The frame at a seq is rebuilt from the log (Inspector.StateAt): on a
 //     run of a hundred thousand atoms, the first frame asked for near its
-//     end replays them all. The view keeps a few frames it built and steps
-//     from them (framecache.go), so the slider's next steps, forward or
-//     back within 256 seqs, read a few atoms each.
+//     end replays them all. The view keeps a few frames it built (8 of a
+//     run, of the 8 runs last looked at, 64 MiB in all) and steps from
+//     them (framecache.go), so the slider's next steps, forward or back
+//     within 256 seqs, read a few atoms each.
 //   - Sessions live as long as the process: restart the view to end them.
 package webview
