@@ -164,17 +164,16 @@ func (p *page) stateAt(in *offline.Inspector, r offline.RunSummary, seq uint64) 
 		base = seq - stepWindow/2
 	}
 	f, erased, err := in.StateAtWithErased(p.ctx, r.ID, base)
-	if err != nil || len(erased) > 0 || base == seq {
-		if err == nil && len(erased) == 0 {
-			p.v.keepFrame(k, seq, f)
-		}
-		if base == seq || err != nil {
-			return f, erased, err
-		}
-		return in.StateAtWithErased(p.ctx, r.ID, seq)
+	if err != nil {
+		return nil, nil, err
 	}
-	p.v.keepFrame(k, base, f)
-	if !step(p.ctx, in, r.ID, f, base, seq) {
+	if len(erased) == 0 { // a frame with erased keys is not stepped from
+		p.v.keepFrame(k, base, f)
+	}
+	if base == seq {
+		return f, erased, nil
+	}
+	if len(erased) > 0 || !step(p.ctx, in, r.ID, f, base, seq) {
 		return in.StateAtWithErased(p.ctx, r.ID, seq)
 	}
 	p.v.keepFrame(k, seq, f)
