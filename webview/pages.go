@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -140,7 +141,7 @@ func (p *page) url(name string, kv ...any) string {
 	u := p.Prefix + name
 	sep := "?"
 	for i := 0; i+1 < len(kv); i += 2 {
-		u += sep + fmt.Sprint(kv[i]) + "=" + urlQuery(fmt.Sprint(kv[i+1]))
+		u += sep + fmt.Sprint(kv[i]) + "=" + url.QueryEscape(fmt.Sprint(kv[i+1]))
 		sep = "&"
 	}
 	return u

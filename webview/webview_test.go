@@ -302,7 +302,7 @@ func TestXSSCorpusIsText(t *testing.T) {
 	}
 	_, body, _ := get(t, v, "/run?id="+id)
 	for _, s := range demo.XSS {
-		if !strings.Contains(body, esc(s)) && !strings.Contains(body, esc(strings.ReplaceAll(s, "\u202e", "\u202e"))) {
+		if !strings.Contains(body, esc(s)) {
 			t.Errorf("timeline does not show %q as text", s)
 		}
 	}
@@ -468,28 +468,6 @@ func TestHostileStore(t *testing.T) {
 			}
 			if strings.Count(strings.ToLower(w.Body.String()), "<script") > 1 {
 				t.Errorf("seed %d round %d %s: script in a damaged store's page", seed, round, p)
-			}
-		}
-		// verify's page marks the first bad record of each run verify finds
-		if rep, err := offline.Verify(ctx, dir, nil); err == nil {
-			r := httptest.NewRequest("GET", "/verify", nil)
-			w := httptest.NewRecorder()
-			v.ServeHTTP(w, r)
-			body := w.Body.String()
-			for _, rr := range rep.Runs {
-				if rr.Failure == nil {
-					continue
-				}
-				marked++
-				i := strings.Index(body, `<tr class="bad" data-run="`+esc(rr.RunID)+`">`)
-				row := ""
-				if i >= 0 {
-					row = body[i:]
-					row = row[:strings.Index(row, "</tr>")]
-				}
-				if !strings.Contains(row, `class="badrec" href="/run?id=`) || !strings.Contains(row, fmt.Sprintf(`from=%d">seq %d</a>`, rr.Failure.Seq, rr.Failure.Seq)) {
-					t.Errorf("seed %d round %d: verify page does not mark run %q's first bad record at seq %d", seed, round, rr.RunID, rr.Failure.Seq)
-				}
 			}
 		}
 		// verify's page marks the first bad record of each run verify finds
