@@ -391,9 +391,14 @@ func (v *View) authorized(w http.ResponseWriter, r *http.Request) bool {
 			http.SetCookie(w, &http.Cookie{Name: v.cookie, Value: sid, Path: v.opts.Prefix, HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther) // the token leaves the address bar and history
+			// The token leaves the address bar and history. The page is
+			// named from the prefix: a path "//host/..." must not become
+			// a redirect to another host.
+			loc := v.opts.Prefix + strings.TrimLeft(strings.TrimPrefix(r.URL.Path, v.opts.Prefix), "/")
+			if len(q) > 0 {
+				loc += "?" + q.Encode()
+			}
+			http.Redirect(w, r, loc, http.StatusSeeOther)
 			return false
 		}
 	}

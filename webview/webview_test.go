@@ -342,6 +342,15 @@ func TestAuth(t *testing.T) {
 	if w := do("/view/?token=test-token-0123456789", nil, "GET"); w.Code != http.StatusSeeOther {
 		t.Errorf("the server's token in the URL: %d", w.Code)
 	}
+	if w := do("/view/frame?id=a%20b&token=test-token-0123456789&seq=2", nil, "GET"); w.Code != http.StatusSeeOther || w.Header().Get("Location") != "/view/frame?id=a+b&seq=2" {
+		t.Errorf("the token in a page's URL: %d, to %q", w.Code, w.Header().Get("Location"))
+	}
+	root, _ := newView(t, webview.Options{Dir: dir})
+	w = httptest.NewRecorder()
+	root.ServeHTTP(w, httptest.NewRequest("GET", "//evil.example/x?token=test-token-0123456789", nil))
+	if loc := w.Header().Get("Location"); w.Code != http.StatusSeeOther || loc != "/evil.example/x" {
+		t.Errorf("login at //evil.example/x: %d, to %q: it must stay on this host", w.Code, loc)
+	}
 	if w := do("/view/?token=wrong", nil, "GET"); w.Code != 401 {
 		t.Errorf("a wrong token: %d", w.Code)
 	}
