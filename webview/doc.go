@@ -35,10 +35,11 @@
 //   - A page reads a bounded amount: runs 100 a page, atoms 50 a page
 //     (200 in the branch DAG, 100 in the ledger), values folded past 240
 //     bytes and cut at 16 KiB, at most 300 messages and 1000 memory keys
-//     of a frame, 2000 runs of the lineage tree; the reader's
-//     decompression budget (offline.InspectOptions.Budget) bounds what a
-//     hostile store makes it decompress, and Options.RequestTimeout the
-//     time of one page.
+//     of a frame, 2000 runs of the lineage tree, 100 forks in a run's
+//     header, 500 intact runs on the verify page (each page says what it
+//     left out); the reader's decompression budget
+//     (offline.InspectOptions.Budget) bounds what a hostile store makes
+//     it decompress, and Options.RequestTimeout the time of one page.
 //   - Access: a View with a Token accepts it as a bearer token or once in
 //     the URL; otherwise only its one-time login URL (LoginURL) opens a
 //     session (an HttpOnly, SameSite=Strict cookie). The view answers GET
