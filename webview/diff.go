@@ -3,15 +3,11 @@ package webview
 import (
 	"bytes"
 	"fmt"
-	"net/url"
 	"reflect"
 	"sort"
-	"strings"
 
 	"github.com/continuumdb/continuum/frame"
 )
-
-func urlQuery(s string) string { return url.QueryEscape(s) }
 
 // change is one difference between two frames: what, where, and the
 // value before and after (Old empty for an addition, New for a removal).
@@ -169,5 +165,3 @@ func diffStrings(a, b []string) []string {
 	}
 	return out
 }
-
-var _ = strings.TrimSpace

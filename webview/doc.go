@@ -35,10 +35,11 @@
 //   - A page reads a bounded amount: runs 100 a page, atoms 50 a page
 //     (200 in the branch DAG, 100 in the ledger), values folded past 240
 //     bytes and cut at 16 KiB, at most 300 messages and 1000 memory keys
-//     of a frame, 2000 runs of the lineage tree; the reader's
-//     decompression budget (offline.InspectOptions.Budget) bounds what a
-//     hostile store makes it decompress, and Options.RequestTimeout the
-//     time of one page.
+//     of a frame, 2000 runs of the lineage tree, 100 forks in a run's
+//     header, 500 intact runs on the verify page (each page says what it
+//     left out); the reader's decompression budget
+//     (offline.InspectOptions.Budget) bounds what a hostile store makes
+//     it decompress, and Options.RequestTimeout the time of one page.
 //   - Access: a View with a Token accepts it as a bearer token or once in
 //     the URL; otherwise only its one-time login URL (LoginURL) opens a
 //     session (an HttpOnly, SameSite=Strict cookie). The view answers GET
@@ -51,8 +52,9 @@
 //     re-reads no more often than four times what the last read took.
 //   - The frame at a seq is rebuilt from the log (Inspector.StateAt): on a
 //     run of a hundred thousand atoms, the first frame asked for near its
-//     end replays them all. The view keeps a few frames it built and steps
-//     from them (framecache.go), so the slider's next steps, forward or
-//     back within 256 seqs, read a few atoms each.
+//     end replays them all. The view keeps a few frames it built (8 of a
+//     run, of the 8 runs last looked at, 64 MiB in all) and steps from
+//     them (framecache.go), so the slider's next steps, forward or back
+//     within 256 seqs, read a few atoms each.
 //   - Sessions live as long as the process: restart the view to end them.
 package webview

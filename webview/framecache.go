@@ -2,6 +2,7 @@ package webview
 
 import (
 	"context"
+	"slices"
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/offline"
@@ -25,7 +26,8 @@ const (
 	stepWindow     = 512
 	framesPerRun   = 8
 	framesRuns     = 8
-	maxCachedFrame = 8 << 20 // a frame larger than this (roughly) is not kept
+	maxCachedFrame = 8 << 20                       // a frame larger than this (roughly) is not kept
+	maxCachedBytes = framesPerRun * maxCachedFrame // all kept frames together: the least recently kept runs go first
 )
 
 type frameKey struct {
@@ -34,20 +36,26 @@ type frameKey struct {
 }
 
 type keptFrame struct {
-	seq uint64
-	f   *frame.Frame
+	seq  uint64
+	f    *frame.Frame
+	size int // frameSize(f)
 }
 
 // frameCache is guarded by View.mu.
 type frameCache struct {
 	frames map[frameKey][]keptFrame
-	order  []frameKey // oldest first
+	order  []frameKey // least recently kept first
+	bytes  int        // the sizes of all frames in frames
 	// stepped counts the frames built by stepping from a kept one.
 	stepped int
 }
 
+// frameSize is roughly the memory f holds.
 func frameSize(f *frame.Frame) int {
 	n := len(f.Objective) + len(f.Scratchpad)
+	for _, s := range f.Subgoals {
+		n += len(s.ID) + len(s.Text) + 32
+	}
 	for k, v := range f.Memory {
 		n += len(k) + len(v)
 	}
@@ -66,8 +74,13 @@ func frameSize(f *frame.Frame) int {
 	return n
 }
 
+// keepFrame keeps a copy of f, the frame of k at seq, unless it is too
+// large. The cache holds at most framesPerRun frames of a run, framesRuns
+// runs and maxCachedBytes in all: past those it drops the oldest frame of
+// the run, or the runs kept least recently.
 func (v *View) keepFrame(k frameKey, seq uint64, f *frame.Frame) {
-	if frameSize(f) > maxCachedFrame {
+	size := frameSize(f)
+	if size > maxCachedFrame {
 		return
 	}
 	f = f.Clone()
@@ -77,24 +90,27 @@ func (v *View) keepFrame(k frameKey, seq uint64, f *frame.Frame) {
 	if c.frames == nil {
 		c.frames = map[frameKey][]keptFrame{}
 	}
-	fs, ok := c.frames[k]
-	if !ok {
-		c.order = append(c.order, k)
-		if len(c.order) > framesRuns {
-			delete(c.frames, c.order[0])
-			c.order = c.order[1:]
-		}
-	}
+	fs := c.frames[k]
 	for _, kf := range fs {
 		if kf.seq == seq {
 			return
 		}
 	}
-	fs = append(fs, keptFrame{seq, f})
+	c.order = append(slices.DeleteFunc(c.order, func(o frameKey) bool { return o == k }), k)
+	fs = append(fs, keptFrame{seq, f, size})
+	c.bytes += size
 	if len(fs) > framesPerRun {
+		c.bytes -= fs[0].size
 		fs = fs[1:]
 	}
 	c.frames[k] = fs
+	for len(c.order) > 1 && (len(c.order) > framesRuns || c.bytes > maxCachedBytes) {
+		for _, kf := range c.frames[c.order[0]] {
+			c.bytes -= kf.size
+		}
+		delete(c.frames, c.order[0])
+		c.order = c.order[1:]
+	}
 }
 
 // nearestFrame returns a copy of the kept frame of k with the highest seq
@@ -148,17 +164,16 @@ func (p *page) stateAt(in *offline.Inspector, r offline.RunSummary, seq uint64) 
 		base = seq - stepWindow/2
 	}
 	f, erased, err := in.StateAtWithErased(p.ctx, r.ID, base)
-	if err != nil || len(erased) > 0 || base == seq {
-		if err == nil && len(erased) == 0 {
-			p.v.keepFrame(k, seq, f)
-		}
-		if base == seq || err != nil {
-			return f, erased, err
-		}
-		return in.StateAtWithErased(p.ctx, r.ID, seq)
+	if err != nil {
+		return nil, nil, err
 	}
-	p.v.keepFrame(k, base, f)
-	if !step(p.ctx, in, r.ID, f, base, seq) {
+	if len(erased) == 0 { // a frame with erased keys is not stepped from
+		p.v.keepFrame(k, base, f)
+	}
+	if base == seq {
+		return f, erased, nil
+	}
+	if len(erased) > 0 || !step(p.ctx, in, r.ID, f, base, seq) {
 		return in.StateAtWithErased(p.ctx, r.ID, seq)
 	}
 	p.v.keepFrame(k, seq, f)

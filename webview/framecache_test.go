@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -91,4 +92,42 @@ func TestSteppedFramesAreStateAt(t *testing.T) {
 		t.Fatalf("%d frames stepped: the test compared StateAt with itself", v.mu.frames.stepped)
 	}
 	t.Logf("%d frames stepped", v.mu.frames.stepped)
+}
+
+// TestFrameCacheBounds: however frames are kept, the cache holds at most
+// framesPerRun frames of a run, framesRuns runs and maxCachedBytes in all,
+// its byte count is the sum of what it holds, and the frame just kept is
+// there to step from.
+func TestFrameCacheBounds(t *testing.T) {
+	v := &View{}
+	big := strings.Repeat("o", maxCachedFrame/3) // shared by the clones: cheap to keep many
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(seed, 2))
+	for i := range 400 {
+		k := frameKey{gen: uint64(rng.IntN(2)), run: fmt.Sprint("r", rng.IntN(12))}
+		seq := rng.Uint64N(3000)
+		f := &frame.Frame{Objective: big[:rng.IntN(len(big))]}
+		v.keepFrame(k, seq, f)
+		c := &v.mu.frames
+		if got, g := v.nearestFrame(k, seq); g == nil || got != seq || g.Objective != f.Objective {
+			t.Fatalf("seed %d step %d: the frame just kept (%v at %d) is not found", seed, i, k, seq)
+		}
+		sum := 0
+		for _, fs := range c.frames {
+			if len(fs) > framesPerRun {
+				t.Fatalf("seed %d step %d: %d frames of a run", seed, i, len(fs))
+			}
+			for _, kf := range fs {
+				sum += kf.size
+			}
+		}
+		if sum != c.bytes || c.bytes > maxCachedBytes || len(c.order) > framesRuns || len(c.order) != len(c.frames) {
+			t.Fatalf("seed %d step %d: %d bytes counted, %d held (at most %d), %d runs in order, %d kept",
+				seed, i, c.bytes, sum, maxCachedBytes, len(c.order), len(c.frames))
+		}
+	}
+	if v.keepFrame(frameKey{run: "huge"}, 1, &frame.Frame{Objective: strings.Repeat("o", maxCachedFrame+1)}); v.mu.frames.frames[frameKey{run: "huge"}] != nil {
+		t.Fatal("a frame larger than maxCachedFrame was kept")
+	}
 }

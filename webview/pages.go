@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"html/template"
 	"net/http"
+	"net/url"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ const (
 	maxMessages  = 300  // messages of a frame shown (the latest)
 	maxMemory    = 1000 // memory keys of a frame shown
 	maxTreeNodes = 2000 // runs of the lineage page
+	maxForks     = 100  // forks named in a run's header
 )
 
 // page is one request's page: what the layout template needs, and the
@@ -140,7 +142,7 @@ func (p *page) url(name string, kv ...any) string {
 	u := p.Prefix + name
 	sep := "?"
 	for i := 0; i+1 < len(kv); i += 2 {
-		u += sep + fmt.Sprint(kv[i]) + "=" + urlQuery(fmt.Sprint(kv[i+1]))
+		u += sep + fmt.Sprint(kv[i]) + "=" + url.QueryEscape(fmt.Sprint(kv[i+1]))
 		sep = "&"
 	}
 	return u
@@ -295,7 +297,8 @@ func (p *page) runsPage() int {
 type runHeader struct {
 	runRow
 	Head        string
-	Forks       []runRow
+	Forks       []runRow // the first maxForks
+	MoreForks   int      // forks not in Forks
 	InDoubtList []actionView
 	AtomActions []actionView
 	Result      value
@@ -327,8 +330,12 @@ func (p *page) runHeader(tab string) (*offline.Inspector, offline.RunSummary, in
 		}
 	}
 	for _, c := range in.Runs() {
-		if c.Parent == r.ID && len(h.Forks) < 100 {
+		switch {
+		case c.Parent != r.ID:
+		case len(h.Forks) < maxForks:
 			h.Forks = append(h.Forks, newRunRow(c))
+		default:
+			h.MoreForks++
 		}
 	}
 	p.Run, p.Tab, p.Events = h, tab, p.url("events", "id", r.ID)

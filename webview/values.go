@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/textclip"
 	"github.com/continuumdb/continuum/offline"
 )
 
@@ -35,7 +36,7 @@ type value struct {
 
 // fold returns b for a page; whole is its size in the store when b was
 // cut by the reader (offline cuts action values: ActionInfo.ResultSize),
-// or 0.
+// or 0. It reads no byte of b past the maxShown it may show.
 func fold(b []byte, whole int) value {
 	v := value{Size: max(len(b), whole), Empty: len(b) == 0 && whole == 0}
 	v.Cut = whole > len(b)
@@ -43,28 +44,31 @@ func fold(b []byte, whole int) value {
 	if len(shown) > maxShown {
 		shown, v.Cut = shown[:maxShown], true
 	}
-	switch {
-	case utf8.Valid(b) || (v.Cut && utf8.Valid(trimPartialRune(shown))):
-		shown = trimPartialRune(shown)
-		if !v.Cut && len(shown) > 1 && (shown[0] == '{' || shown[0] == '[') && json.Valid(shown) {
+	text := shown
+	if v.Cut {
+		text = trimPartialRune(shown) // a rune the cut went through
+	}
+	if utf8.Valid(text) {
+		if !v.Cut && len(text) > 1 && (text[0] == '{' || text[0] == '[') && json.Valid(text) {
 			var ind bytes.Buffer
-			if json.Indent(&ind, shown, "", "  ") == nil && ind.Len() <= maxShown {
-				shown = ind.Bytes()
+			if json.Indent(&ind, text, "", "  ") == nil && ind.Len() <= maxShown {
+				text = ind.Bytes()
 			}
 		}
-		v.Text = string(shown)
-	default:
+		v.Text = string(text)
+	} else {
 		v.Binary = true
 		v.Text = base64.StdEncoding.EncodeToString(shown)
 	}
 	if len(v.Text) > foldAt || strings.Count(v.Text, "\n") > 3 {
 		v.Long = true
-		v.Preview = clip(v.Text, preview)
+		v.Preview = textclip.String(v.Text, preview)
 	}
 	return v
 }
 
-func foldString(s string) value { return fold([]byte(s), 0) }
+// foldString is fold of a string, copying no more of it than fold shows.
+func foldString(s string) value { return fold([]byte(s[:min(len(s), maxShown)]), len(s)) }
 
 // trimPartialRune drops an incomplete rune at the end of b (a value cut
 // in the middle of one).
@@ -76,16 +80,6 @@ func trimPartialRune(b []byte) []byte {
 		b = b[:len(b)-1]
 	}
 	return b
-}
-
-// clip shortens s to n runes on one line.
-func clip(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if utf8.RuneCountInString(s) <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
 }
 
 // toolCallView is a tool call an assistant message requests.

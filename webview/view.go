@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/url"
 	"path"
@@ -390,9 +391,14 @@ func (v *View) authorized(w http.ResponseWriter, r *http.Request) bool {
 			http.SetCookie(w, &http.Cookie{Name: v.cookie, Value: sid, Path: v.opts.Prefix, HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q.Del("token")
-			u := *r.URL
-			u.RawQuery = q.Encode()
-			http.Redirect(w, r, u.RequestURI(), http.StatusSeeOther) // the token leaves the address bar and history
+			// The token leaves the address bar and history. The page is
+			// named from the prefix: a path "//host/..." must not become
+			// a redirect to another host.
+			loc := v.opts.Prefix + strings.TrimLeft(strings.TrimPrefix(r.URL.Path, v.opts.Prefix), "/")
+			if len(q) > 0 {
+				loc += "?" + q.Encode()
+			}
+			http.Redirect(w, r, loc, http.StatusSeeOther)
 			return false
 		}
 	}
@@ -472,11 +478,13 @@ func (v *View) serveEvents(w http.ResponseWriter, r *http.Request) {
 }
 
 // IsLoopback reports whether host (an address without its port, or a name)
-// is a loopback one: 127.0.0.0/8, ::1 or localhost.
+// is a loopback one: an IP address in 127.0.0.0/8 or ::1, or "localhost".
+// A name is not resolved: "127.example.com" is not loopback, whatever it
+// resolves to (continuumd's --listen rule).
 func IsLoopback(host string) bool {
 	if host == "localhost" {
 		return true
 	}
-	h := strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
-	return strings.HasPrefix(h, "127.") || h == "::1"
+	ip := net.ParseIP(strings.TrimSuffix(strings.TrimPrefix(host, "["), "]"))
+	return ip != nil && ip.IsLoopback()
 }

@@ -7,11 +7,11 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/textclip"
 	"github.com/continuumdb/continuum/offline"
 )
 
@@ -138,47 +138,12 @@ func viewFrame(f *frame.Frame, erased []string) frameView {
 	return v
 }
 
-// clip shortens s to n runes for one-line display, on one line.
-//
-// It reads s only as far as it needs, so a value of tens of megabytes
-// costs no copy of it: the result is strings.Join(strings.Fields(s), " ")
-// if that has at most n runes, else its first n-1 runes (an invalid byte
-// as U+FFFD) and "…".
-func clip(s string, n int) string {
-	return clipOf(len(s), func(i int) (rune, int) { return utf8.DecodeRuneInString(s[i:]) }, func(i, j int) string { return s[i:j] }, n)
-}
+// clip and clipBytes shorten a value to n runes for one-line display, on
+// one line, reading it only as far as they need (package textclip, which
+// the web view's previews use too).
+func clip(s string, n int) string { return textclip.String(s, n) }
 
-// clipBytes is clip of string(b), without the copy.
-func clipBytes(b []byte, n int) string {
-	return clipOf(len(b), func(i int) (rune, int) { return utf8.DecodeRune(b[i:]) }, func(i, j int) string { return string(b[i:j]) }, n)
-}
-
-func clipOf(size int, decode func(i int) (rune, int), slice func(i, j int) string, n int) string {
-	var out strings.Builder
-	runes, space := 0, false
-	for i := 0; i < size && runes <= n; {
-		r, w := decode(i)
-		if unicode.IsSpace(r) {
-			space = runes > 0
-			i += w
-			continue
-		}
-		if space {
-			out.WriteByte(' ')
-			runes++
-			space = false
-		}
-		out.WriteString(slice(i, i+w)) // an invalid byte as it is
-		runes++
-		i += w
-	}
-	s := out.String()
-	if runes <= n {
-		return s
-	}
-	r := []rune(s)
-	return string(r[:n-1]) + "…"
-}
+func clipBytes(b []byte, n int) string { return textclip.Bytes(b, n) }
 
 // printFrame writes a frame for people: intent, memory, conversation. The
 // memory keys whose values were erased (erased) follow the others, each
