@@ -40,6 +40,9 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // A right is what a token may do.
@@ -353,16 +356,13 @@ func runTokenCommand(args []string, stdout, stderr io.Writer) int {
 	if _, _, err := parseTokenLine(strings.Fields(line)); err != nil {
 		return fail("%v", err)
 	}
-	old, err := os.ReadFile(*file)
+	old, err := readSecretFile("--tokens", *file)
 	created := errors.Is(err, os.ErrNotExist)
 	switch {
 	case created:
 	case err != nil:
 		return fail("%v", err)
 	default:
-		if _, err := readSecretFile("--tokens", *file); err != nil {
-			return fail("%v", err)
-		}
 		if _, err := parseTokens(append(old, line...), *file); err != nil {
 			return fail("%v", err)
 		}
@@ -386,28 +386,11 @@ func runTokenCommand(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if created {
-		if err := syncDir(filepath.Dir(*file)); err != nil {
+		if err := durable.SyncDir(vfs.Default, filepath.Dir(*file)); err != nil {
 			return fail("%v", err)
 		}
 	}
 	fmt.Fprintln(stdout, tok)
 	fmt.Fprintf(stderr, "continuumd token: %s (%s on runs %s) added to %s; the server reads it at its next start\n", *name, *rights, *runs, *file)
 	return 0
-}
-
-// syncDir fsyncs directory dir, so that a file created in it survives a
-// crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
 }

@@ -210,4 +210,16 @@ func TestTokensFile(t *testing.T) {
 	if n := strings.Count(string(b), "\n"); n != 1 {
 		t.Fatalf("refused tokens were written: %q", b)
 	}
+	// A tokens file others can read is refused, as the server refuses it.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runTokenCommand([]string{"--tokens", file, "--name", "e", "--rights", "read"}, &out, &errb); code == 0 || out.Len() != 0 ||
+		!strings.Contains(errb.String(), "readable by others") {
+		t.Fatalf("continuumd token on a file of mode 0644: exit %d, printed %q, %q", code, out.String(), errb.String())
+	}
+	if b2, _ := os.ReadFile(file); !bytes.Equal(b, b2) {
+		t.Fatalf("a token was added to a file of mode 0644: %q", b2)
+	}
 }
