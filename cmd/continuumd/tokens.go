@@ -214,7 +214,7 @@ type authBucket struct {
 const (
 	authBurst   = 20
 	authRefill  = time.Second
-	authBuckets = 1 << 14 // addresses tracked at most; full buckets are dropped first
+	authBuckets = 1 << 14 // addresses tracked at most; past it, one is forgotten (its bucket refilled)
 )
 
 // level refills addr's bucket to now and returns it (nil if it is full,
@@ -254,11 +254,9 @@ func (f *authFailures) fail(addr string, now time.Time) {
 	b := f.level(addr, now)
 	if b == nil {
 		if len(f.buckets) >= authBuckets {
-			for a := range f.buckets { // the map is full: forget the most refilled
-				if f.level(a, now) == nil || len(f.buckets) < authBuckets {
-					break
-				}
+			for a := range f.buckets { // the map is full: forget one address
 				delete(f.buckets, a)
+				break
 			}
 		}
 		b = &authBucket{tokens: authBurst, at: now}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -163,6 +164,17 @@ func TestAuthRateLimit(t *testing.T) {
 	}
 	if _, b := f.blocked("a", now.Add(authBurst*authRefill)); b || len(f.buckets) != 0 {
 		t.Fatalf("a full bucket is kept: %d", len(f.buckets))
+	}
+	// Failures from ever more addresses hold at most authBuckets buckets,
+	// and the newest address's failure is counted.
+	for i := range authBuckets + 100 {
+		f.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&0xff, i&0xff), now)
+	}
+	if len(f.buckets) != authBuckets {
+		t.Fatalf("%d buckets after failures from %d addresses, want %d", len(f.buckets), authBuckets+100, authBuckets)
+	}
+	if b := f.buckets[fmt.Sprintf("10.%d.%d.%d", (authBuckets+99)>>16, (authBuckets+99)>>8&0xff, (authBuckets+99)&0xff)]; b == nil || b.tokens != authBurst-1 {
+		t.Fatalf("the newest address's bucket: %+v", b)
 	}
 }
 
