@@ -160,7 +160,8 @@
 // the runs whose id starts with its prefix. A request outside its token's
 // scope is 403 forbidden, whether the run exists or not, and the runs'
 // list shows only its runs. Failed authentication is rate-limited per
-// client address (429 auth_rate_limited; docs/THREATS.md). TCP is served
+// client address, on the API and the web view (/view/) alike (429
+// auth_rate_limited; docs/THREATS.md). TCP is served
 // over TLS with --tls-cert and --tls-key; plain TCP is
 // allowed on loopback addresses only, unless --insecure-plaintext. Bodies
 // are limited by --max-body (413 beyond) and must arrive within

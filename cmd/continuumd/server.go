@@ -254,12 +254,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc, aerr := s.authenticateRequest(r)
 		if aerr != nil {
-			if aerr.Status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
-			} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
-				w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-			}
-			writeError(w, aerr)
+			writeAuthError(w, aerr)
 			return
 		}
 		if sc != adminScope {

@@ -37,6 +37,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -244,6 +245,29 @@ func (f *authFailures) blocked(addr string, now time.Time) (time.Duration, bool)
 	return time.Duration((1 - b.tokens) * float64(authRefill)), true
 }
 
+// check answers 429 auth_rate_limited if addr has no failure left.
+func (f *authFailures) check(addr string, now time.Time) *apiError {
+	wait, blocked := f.blocked(addr, now)
+	if !blocked {
+		return nil
+	}
+	e := &apiError{Status: http.StatusTooManyRequests, Code: codeAuthRateLimited,
+		Message: fmt.Sprintf("too many requests with a wrong or missing token from %s: retry in %v", addr, wait.Round(time.Millisecond))}
+	e.Details = map[string]any{"retry_after_ms": wait.Milliseconds() + 1}
+	return e
+}
+
+// writeAuthError answers a failed authentication: 401 with the scheme
+// the server takes, 429 with when to retry.
+func writeAuthError(w http.ResponseWriter, aerr *apiError) {
+	if aerr.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
+	} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+	}
+	writeError(w, aerr)
+}
+
 // fail takes one failure from addr's bucket.
 func (f *authFailures) fail(addr string, now time.Time) {
 	f.mu.Lock()
@@ -281,11 +305,8 @@ func (s *server) authenticateRequest(r *http.Request) (*scope, *apiError) {
 		return adminScope, nil
 	}
 	addr, now := clientAddr(r), time.Now()
-	if wait, blocked := s.authFails.blocked(addr, now); blocked {
-		e := &apiError{Status: http.StatusTooManyRequests, Code: codeAuthRateLimited,
-			Message: fmt.Sprintf("too many requests with a wrong or missing token from %s: retry in %v", addr, wait.Round(time.Millisecond))}
-		e.Details = map[string]any{"retry_after_ms": wait.Milliseconds() + 1}
-		return nil, e
+	if aerr := s.authFails.check(addr, now); aerr != nil {
+		return nil, aerr
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	got = strings.TrimSpace(got)
