@@ -2,15 +2,21 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// maxReadAtoms is the most atoms one GET .../read answers; a longer range
-// is read in pages (the answer's next_from).
-const maxReadAtoms = 2048
+// A GET .../read answers at most maxReadAtoms atoms, and stops after the
+// atom that takes their JSON to maxReadBytes or past (one atom at least):
+// a longer range is read in pages (the answer's next_from). The bytes
+// bound the server's memory for one answer, whatever the atoms' sizes.
+const (
+	maxReadAtoms = 2048
+	maxReadBytes = 16 << 20
+)
 
 // handleRead answers a part of a run without its whole frame: the memory
 // keys chosen by key= (exact, repeatable) and prefix= (repeatable) of the
@@ -83,18 +89,27 @@ func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
 		if from > seq {
 			return 0, nil, badRequest("from", "from (%d) is past seq (%d)", from, seq)
 		}
-		to := seq
-		if to-from >= maxReadAtoms {
-			to = from + maxReadAtoms - 1
-			out["next_from"] = to + 1
-		}
-		atoms := make([]map[string]any, 0, to-from+1)
+		to := min(seq, from+maxReadAtoms-1)
+		atoms := make([]json.RawMessage, 0, to-from+1)
+		size := 0
 		for n := from; n <= to; n++ {
+			if size >= maxReadBytes {
+				to = n - 1
+				break
+			}
 			info, err := rs.run.Atom(r.Context(), n)
 			if err != nil {
 				return 0, nil, engineError(err, "from")
 			}
-			atoms = append(atoms, atomJSON(info))
+			b, err := json.Marshal(atomJSON(info))
+			if err != nil {
+				return 0, nil, engineError(err, "from")
+			}
+			atoms = append(atoms, b)
+			size += len(b)
+		}
+		if to < seq {
+			out["next_from"] = to + 1
 		}
 		out["atoms"] = atoms
 	}

@@ -132,3 +132,29 @@ func TestReadPagesALongRange(t *testing.T) {
 		t.Fatalf("the last atom: got %+v", last)
 	}
 }
+
+// TestReadPagesLargeAtoms: a page stops once its atoms' JSON reaches
+// maxReadBytes, whatever their number, so that one answer's memory is
+// bounded; the pages together hold every atom once.
+func TestReadPagesLargeAtoms(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	const size = 900 << 10
+	n := maxReadBytes/size + 3
+	for i := 1; i <= n; i++ {
+		p, _ := ts.begin("r", nil)
+		ts.commit(p, map[string]any{"op": "set", "key": "k", "value": fmt.Sprintf("%0*d", size, i)})
+	}
+	b := ts.read("r", "from=1")
+	if len(b.Atoms) != maxReadBytes/size+1 || b.NextFrom == nil || *b.NextFrom != uint64(len(b.Atoms)+1) {
+		t.Fatalf("from=1 over %d atoms of %d bytes: got %d atoms, next_from %v", n, size, len(b.Atoms), b.NextFrom)
+	}
+	got := len(b.Atoms)
+	for b.NextFrom != nil {
+		b = ts.read("r", fmt.Sprintf("from=%d", *b.NextFrom))
+		got += len(b.Atoms)
+	}
+	if got != n {
+		t.Fatalf("the pages hold %d atoms, the run %d", got, n)
+	}
+}
