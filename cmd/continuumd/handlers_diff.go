@@ -61,11 +61,11 @@ func (s *server) handleDiff(r *http.Request, _ []byte) (int, any, *apiError) {
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	in, err := engine.Inspect(r.Context(), s.cfg.dir, &engine.InspectOptions{FS: s.cfg.fs, Keyring: s.cfg.keyring})
-	if err != nil {
-		return 0, nil, engineError(err, "")
+	in, done, aerr := s.inspectStore(r.Context())
+	if aerr != nil {
+		return 0, nil, aerr
 	}
-	defer in.Close()
+	defer done()
 	d, err := in.Diff(r.Context(), rsA.id, seqA, rsB.id, seqB)
 	switch {
 	case errors.Is(err, offline.ErrUnrelatedRuns):
