@@ -170,7 +170,8 @@
 // at once (one more is answered 503 too_many_connections and closed).
 // Verify, inspect and diff read the whole store: two such passes run at
 // once, and more wait for one to end. A body is UTF-8 JSON: invalid
-// bytes in any field are 400 bad_request
+// bytes in any field, and escaped lone surrogates (\uD800 without its
+// pair), are 400 bad_request
 // naming the field (bytes that are not text travel as NAME_base64). Every
 // error is answered with a status and {"error": {"code", "message",
 // "field"}}, those net/http writes by itself too (httpserver.go rewrites
