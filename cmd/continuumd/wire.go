@@ -597,9 +597,7 @@ func runInfoJSON(info engine.RunInfo, lease *leaseJSON) runJSON {
 		ended := info.Ended.UTC()
 		r.Ended = &ended
 		if info.Result != nil {
-			var c callResponse
-			c.setResult(info.Result)
-			r.Result, r.ResultBase64 = c.Result, c.ResultBase64
+			r.Result, r.ResultBase64 = textOrBase64(info.Result)
 		}
 	}
 	return r
@@ -677,14 +675,17 @@ type callResponse struct {
 	Commit *commitResponse `json:"commit,omitempty"`
 }
 
-func (c *callResponse) setResult(b []byte) {
-	if utf8.Valid(b) {
-		s := string(b)
-		c.Result = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(b)
-		c.ResultBase64 = &s
+func (c *callResponse) setResult(b []byte) { c.Result, c.ResultBase64 = textOrBase64(b) }
+
+// textOrBase64 is b as the pointer fields NAME and NAME_base64 of an
+// answer carry it: text if it is UTF-8, else base64 (the other nil).
+func textOrBase64(b []byte) (text, b64 *string) {
+	s := string(b)
+	if !utf8.Valid(b) {
+		s = base64.StdEncoding.EncodeToString(b)
+		return nil, &s
 	}
+	return &s, nil
 }
 
 // commitResponse answers a commit.
