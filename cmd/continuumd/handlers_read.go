@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -65,12 +66,10 @@ func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
 			}
 		}
 		if len(prefixes) > 0 {
+			ps := prefixFree(prefixes)
 			for k, v := range f.Memory {
-				for _, p := range prefixes {
-					if strings.HasPrefix(k, p) {
-						put(k, v)
-						break
-					}
+				if hasPrefixIn(ps, k) {
+					put(k, v)
 				}
 			}
 		}
@@ -114,4 +113,28 @@ func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
 		out["atoms"] = atoms
 	}
 	return 200, out, nil
+}
+
+// prefixFree returns ps sorted, without those another of ps is a prefix
+// of (they match nothing more), for hasPrefixIn.
+func prefixFree(ps []string) []string {
+	ps = slices.Clone(ps)
+	slices.Sort(ps)
+	out := ps[:0]
+	for _, p := range ps {
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// hasPrefixIn reports whether one of ps (prefixFree's) is a prefix of k,
+// in O(log len(ps)): of a set where none is a prefix of another, only
+// the greatest one not after k can be one of k's (any between it and k
+// would start with it).
+func hasPrefixIn(ps []string, k string) bool {
+	i, found := slices.BinarySearch(ps, k)
+	return found || i > 0 && strings.HasPrefix(k, ps[i-1])
 }

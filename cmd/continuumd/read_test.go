@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // readBody decodes a GET .../read answer.
@@ -156,5 +159,38 @@ func TestReadPagesLargeAtoms(t *testing.T) {
 	}
 	if got != n {
 		t.Fatalf("the pages hold %d atoms, the run %d", got, n)
+	}
+}
+
+// TestHasPrefixIn: the prefix set tells the keys with one of the prefixes
+// as trying each prefix does, on random keys and prefixes over a small
+// alphabet (so that prefixes nest and repeat).
+func TestHasPrefixIn(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	word := func(max int) string {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = "ab\xff"[rng.IntN(3)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		ps := make([]string, 1+rng.IntN(6))
+		for i := range ps {
+			ps[i] = word(3)
+		}
+		set := prefixFree(ps)
+		for range 20 {
+			k := word(5)
+			want := false
+			for _, p := range ps {
+				want = want || strings.HasPrefix(k, p)
+			}
+			if got := hasPrefixIn(set, k); got != want {
+				t.Fatalf("prefixes %q (set %q), key %q: got %v, want %v", ps, set, k, got, want)
+			}
+		}
 	}
 }
