@@ -48,41 +48,12 @@ const diffExamples = `  continuumctl diff ./agent-store deploy-42 3 7
   continuumctl diff ./agent-store deploy-42 0 last --json
   continuumctl diff ./agent-store deploy-42 last deploy-42-retry last`
 
-type spanView struct {
-	Run  string `json:"run"`
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-}
-
-type diffSideView struct {
-	Run   string                 `json:"run"`
-	Seq   uint64                 `json:"seq"`
-	Spans []spanView             `json:"spans"`
-	Ops   int                    `json:"ops"`
-	Atoms []offline.ExportedAtom `json:"atoms"`
-}
-
+// diffView is what diff --json prints: the store, then the diff as
+// continuumd answers it.
 type diffView struct {
 	Store string `json:"store"`
 	Dir   string `json:"dir"`
-	Base  struct {
-		Run  string `json:"run"`
-		Seq  uint64 `json:"seq"`
-		Head string `json:"head,omitempty"`
-	} `json:"base"`
-	A diffSideView `json:"a"`
-	B diffSideView `json:"b"`
-}
-
-func viewDiffSide(s *offline.DiffSide) diffSideView {
-	v := diffSideView{Run: s.Point.Run, Seq: s.Point.Seq, Spans: []spanView{}, Ops: s.Ops(), Atoms: []offline.ExportedAtom{}}
-	for _, sp := range s.Spans {
-		v.Spans = append(v.Spans, spanView(sp))
-	}
-	for _, a := range s.Atoms {
-		v.Atoms = append(v.Atoms, offline.NewExportedAtom(a))
-	}
-	return v
+	offline.ExportedDiff
 }
 
 func runDiff(args []string, stdout, stderr io.Writer) int {
@@ -132,11 +103,7 @@ func runDiff(args []string, stdout, stderr io.Writer) int {
 		return ctl.Fail(stderr, "diff", err)
 	}
 	if *asJSON {
-		v := diffView{Store: in.StoreID(), Dir: dir, A: viewDiffSide(&d.A), B: viewDiffSide(&d.B)}
-		v.Base.Run, v.Base.Seq = d.Base.Run, d.Base.Seq
-		if d.Base.Seq > 0 {
-			v.Base.Head = d.BaseHead.String()
-		}
+		v := diffView{Store: in.StoreID(), Dir: dir, ExportedDiff: offline.NewExportedDiff(d)}
 		return done(stderr, "diff", writeJSON(stdout, v))
 	}
 	printDiff(stdout, in.StoreID(), dir, d)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
 	"fmt"
 	"sync"
 	"time"
@@ -74,7 +75,7 @@ type attempt struct {
 		// conflict is a branch's commit's conflict: a repeated commit
 		// answers it again.
 		conflict *apiError
-		delta    []byte // committed: the delta, encoded (a repeated commit must carry the same)
+		delta    [sha256.Size]byte // committed: the digest of the delta's encoding (a repeated commit must carry the same)
 		expires  time.Time
 		active   int // pinned requests; the lease does not run out while > 0
 		calls    []*call

@@ -160,14 +160,18 @@
 // the runs whose id starts with its prefix. A request outside its token's
 // scope is 403 forbidden, whether the run exists or not, and the runs'
 // list shows only its runs. Failed authentication is rate-limited per
-// client address (429 auth_rate_limited; docs/THREATS.md). TCP is served
+// client address, on the API and the web view (/view/) alike (429
+// auth_rate_limited; docs/THREATS.md). TCP is served
 // over TLS with --tls-cert and --tls-key; plain TCP is
 // allowed on loopback addresses only, unless --insecure-plaintext. Bodies
 // are limited by --max-body (413 beyond) and must arrive within
 // --body-timeout (408 request_timeout beyond), headers to 64 KiB (431
 // header_too_large); each listener serves at most --max-conns connections
-// at once (one more is answered 503 too_many_connections and closed). A
-// body is UTF-8 JSON: invalid bytes in any field are 400 bad_request
+// at once (one more is answered 503 too_many_connections and closed).
+// Verify, inspect and diff read the whole store: two such passes run at
+// once, and more wait for one to end. A body is UTF-8 JSON: invalid
+// bytes in any field, and escaped lone surrogates (\uD800 without its
+// pair), are 400 bad_request
 // naming the field (bytes that are not text travel as NAME_base64). Every
 // error is answered with a status and {"error": {"code", "message",
 // "field"}}, those net/http writes by itself too (httpserver.go rewrites

@@ -57,9 +57,29 @@ func TestUTF8Everywhere(t *testing.T) {
 			wantError(t, ts.do("POST", tc.path, tc.body), 400, codeBadRequest, tc.field)
 		})
 	}
+	// An escaped lone surrogate is no character either (encoding/json
+	// would read U+FFFD): refused alike, where a pair and an escaped
+	// backslash before "u" are text.
+	for _, tc := range []struct {
+		name, path, body, field string
+	}{
+		{"high surrogate alone", p + "/calls/0", `{"tool":"a\ud800"}`, "tool"},
+		{"low surrogate alone", p + "/calls/0", `{"tool":"t","args":{"x":"\uDC00"}}`, "args.x"},
+		{"high then not low", p + "/commit", `{"delta":[{"op":"set","key":"k","value":"\ud83d\u0041"}]}`, "delta[0].value"},
+		{"pair reversed", p + "/fail", `{"reason":"\ude00\ud83d"}`, "reason"},
+		{"at the end", "/v1/runs/r/attempts", `{"request_id":"x\udbff"}`, "request_id"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			wantError(t, ts.do("POST", tc.path, tc.body), 400, codeBadRequest, tc.field)
+		})
+	}
 	// Nothing of it reached the attempt: it takes a call and commits.
 	ts.act(p, 0, map[string]any{"tool": "t"}, "ok")
-	ts.commit(p)
+	ts.must(200, "POST", p+"/commit", `{"delta":[{"op":"set","key":"k\\ud800","value":"\ud83d\ude00 \u00e9"}]}`)
+	st := ts.must(200, "GET", "/v1/runs/r/state", nil)
+	if mem, _ := st.body["memory"].(map[string]any); mem[`k\ud800`] != "\U0001F600 \u00e9" {
+		t.Fatalf("escaped text was not kept as sent: %s", st)
+	}
 }
 
 // rawExchange writes req on a new connection to ts and reads one answer.

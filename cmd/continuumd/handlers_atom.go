@@ -4,9 +4,9 @@ package main
 // outcome, resolve, commit and fail; and the reaper of lapsed leases.
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"net/http"
 	"sort"
@@ -420,11 +420,12 @@ func (s *server) handleCommit(r *http.Request, body []byte) (int, any, *apiError
 	return 200, resp, nil
 }
 
-// rideCommit is a commit's delta, decoded and encoded (to tell a repeated
-// commit from a changed one).
+// rideCommit is a commit's delta, decoded, and the digest of its
+// encoding (to tell a repeated commit from a changed one: the attempt
+// keeps the digest, not the delta, while it is retained).
 type rideCommit struct {
 	d   *frame.Delta
-	enc []byte
+	sum [sha256.Size]byte
 }
 
 // prepareCommit decodes a commit request's delta; prefix is the path of
@@ -469,7 +470,7 @@ func prepareCommit(req *commitRequest, prefix string) (*rideCommit, *apiError) {
 		}
 		return nil, aerr
 	}
-	return &rideCommit{d: d, enc: frame.AppendDelta(nil, d)}, nil
+	return &rideCommit{d: d, sum: sha256.Sum256(frame.AppendDelta(nil, d))}, nil
 }
 
 // doCommit commits attempt a with rc's delta, or answers the commit
@@ -477,7 +478,7 @@ func prepareCommit(req *commitRequest, prefix string) (*rideCommit, *apiError) {
 func (s *server) doCommit(a *attempt, rc *rideCommit) (commitResponse, *apiError) {
 	if done, ok := a.finished(attemptCommitted); ok {
 		a.mu.Lock()
-		same := bytes.Equal(a.mu.delta, rc.enc)
+		same := a.mu.delta == rc.sum
 		a.mu.Unlock()
 		if !same {
 			e := conflict(codeCommitMismatch, "attempt %s of run %q committed seq %d with another delta: a repeated commit must carry the same one (begin a new atom for a new delta)", a.token, a.rs.id, a.seq)
@@ -516,7 +517,7 @@ func (s *server) doCommit(a *attempt, rc *rideCommit) (commitResponse, *apiError
 	}
 	head := hexHash(a.rs.run.Head())
 	a.mu.Lock()
-	a.mu.state, a.mu.head, a.mu.delta, a.mu.seq = attemptCommitted, head, rc.enc, a.atom.Seq()
+	a.mu.state, a.mu.head, a.mu.delta, a.mu.seq = attemptCommitted, head, rc.sum, a.atom.Seq()
 	a.mu.Unlock()
 	a.end()
 	s.counters.committed.Add(1)

@@ -15,44 +15,6 @@ import (
 	"github.com/continuumdb/continuum/offline"
 )
 
-type spanJSON struct {
-	Run  string `json:"run"`
-	From uint64 `json:"from"`
-	To   uint64 `json:"to"`
-}
-
-// diffSideJSON is one side of a diff: the atoms from the base to its state.
-type diffSideJSON struct {
-	Run   string                 `json:"run"`
-	Seq   uint64                 `json:"seq"`
-	Spans []spanJSON             `json:"spans"`
-	Ops   int                    `json:"ops"`
-	Atoms []offline.ExportedAtom `json:"atoms"`
-}
-
-// diffJSON answers GET /v1/runs/{run}/diff, as continuumctl diff --json
-// (without the store's id and directory).
-type diffJSON struct {
-	Base struct {
-		Run  string `json:"run"`
-		Seq  uint64 `json:"seq"`
-		Head string `json:"head,omitempty"`
-	} `json:"base"`
-	A diffSideJSON `json:"a"`
-	B diffSideJSON `json:"b"`
-}
-
-func diffSide(s *offline.DiffSide) diffSideJSON {
-	v := diffSideJSON{Run: s.Point.Run, Seq: s.Point.Seq, Spans: []spanJSON{}, Ops: s.Ops(), Atoms: []offline.ExportedAtom{}}
-	for _, sp := range s.Spans {
-		v.Spans = append(v.Spans, spanJSON(sp))
-	}
-	for _, a := range s.Atoms {
-		v.Atoms = append(v.Atoms, offline.NewExportedAtom(a))
-	}
-	return v
-}
-
 // diffSeq reads query parameter name: a seq, or "last" (the run's last).
 func diffSeq(r *http.Request, name string, rs *runState) (uint64, *apiError) {
 	q := r.URL.Query().Get(name)
@@ -99,11 +61,11 @@ func (s *server) handleDiff(r *http.Request, _ []byte) (int, any, *apiError) {
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	in, err := engine.Inspect(r.Context(), s.cfg.dir, &engine.InspectOptions{FS: s.cfg.fs, Keyring: s.cfg.keyring})
-	if err != nil {
-		return 0, nil, engineError(err, "")
+	in, done, aerr := s.inspectStore(r.Context())
+	if aerr != nil {
+		return 0, nil, aerr
 	}
-	defer in.Close()
+	defer done()
 	d, err := in.Diff(r.Context(), rsA.id, seqA, rsB.id, seqB)
 	switch {
 	case errors.Is(err, offline.ErrUnrelatedRuns):
@@ -113,10 +75,7 @@ func (s *server) handleDiff(r *http.Request, _ []byte) (int, any, *apiError) {
 	case err != nil:
 		return 0, nil, engineError(err, "")
 	}
-	out := diffJSON{A: diffSide(&d.A), B: diffSide(&d.B)}
-	out.Base.Run, out.Base.Seq = d.Base.Run, d.Base.Seq
-	if d.Base.Seq > 0 {
-		out.Base.Head = hexHash(d.BaseHead)
-	}
-	return 200, out, nil
+	// As continuumctl diff --json prints it, without the store's id and
+	// directory.
+	return 200, offline.NewExportedDiff(d), nil
 }

@@ -43,13 +43,7 @@ type messageJSON struct {
 
 func messageToJSON(m engine.Message) messageJSON {
 	out := messageJSON{From: m.ID.From, Seq: m.ID.Seq, Index: m.ID.Index, To: m.To}
-	o := map[string]any{}
-	putBytes(o, "payload", m.Payload)
-	if s, ok := o["payload"].(string); ok {
-		out.Payload = &s
-	} else if s, ok := o["payload_base64"].(string); ok {
-		out.PayloadBase64 = &s
-	}
+	out.Payload, out.PayloadBase64 = textOrBase64(m.Payload)
 	return out
 }
 

@@ -2,15 +2,22 @@ package main
 
 import (
 	"encoding/base64"
+	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// maxReadAtoms is the most atoms one GET .../read answers; a longer range
-// is read in pages (the answer's next_from).
-const maxReadAtoms = 2048
+// A GET .../read answers at most maxReadAtoms atoms, and stops after the
+// atom that takes their JSON to maxReadBytes or past (one atom at least):
+// a longer range is read in pages (the answer's next_from). The bytes
+// bound the server's memory for one answer, whatever the atoms' sizes.
+const (
+	maxReadAtoms = 2048
+	maxReadBytes = 16 << 20
+)
 
 // handleRead answers a part of a run without its whole frame: the memory
 // keys chosen by key= (exact, repeatable) and prefix= (repeatable) of the
@@ -59,12 +66,10 @@ func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
 			}
 		}
 		if len(prefixes) > 0 {
+			ps := prefixFree(prefixes)
 			for k, v := range f.Memory {
-				for _, p := range prefixes {
-					if strings.HasPrefix(k, p) {
-						put(k, v)
-						break
-					}
+				if hasPrefixIn(ps, k) {
+					put(k, v)
 				}
 			}
 		}
@@ -83,20 +88,53 @@ func (s *server) handleRead(r *http.Request, _ []byte) (int, any, *apiError) {
 		if from > seq {
 			return 0, nil, badRequest("from", "from (%d) is past seq (%d)", from, seq)
 		}
-		to := seq
-		if to-from >= maxReadAtoms {
-			to = from + maxReadAtoms - 1
-			out["next_from"] = to + 1
-		}
-		atoms := make([]map[string]any, 0, to-from+1)
+		to := min(seq, from+maxReadAtoms-1)
+		atoms := make([]json.RawMessage, 0, to-from+1)
+		size := 0
 		for n := from; n <= to; n++ {
+			if size >= maxReadBytes {
+				to = n - 1
+				break
+			}
 			info, err := rs.run.Atom(r.Context(), n)
 			if err != nil {
 				return 0, nil, engineError(err, "from")
 			}
-			atoms = append(atoms, atomJSON(info))
+			b, err := json.Marshal(atomJSON(info))
+			if err != nil {
+				return 0, nil, engineError(err, "from")
+			}
+			atoms = append(atoms, b)
+			size += len(b)
+		}
+		if to < seq {
+			out["next_from"] = to + 1
 		}
 		out["atoms"] = atoms
 	}
 	return 200, out, nil
+}
+
+// prefixFree returns ps sorted, without those another of ps is a prefix
+// of (they match nothing more), for hasPrefixIn.
+func prefixFree(ps []string) []string {
+	ps = slices.Clone(ps)
+	slices.Sort(ps)
+	out := ps[:0]
+	for _, p := range ps {
+		if len(out) > 0 && strings.HasPrefix(p, out[len(out)-1]) {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// hasPrefixIn reports whether one of ps (prefixFree's) is a prefix of k,
+// in O(log len(ps)): of a set where none is a prefix of another, only
+// the greatest one not after k can be one of k's (any between it and k
+// would start with it).
+func hasPrefixIn(ps []string, k string) bool {
+	i, found := slices.BinarySearch(ps, k)
+	return found || i > 0 && strings.HasPrefix(k, ps[i-1])
 }

@@ -240,9 +240,7 @@ func (j *rollbackJob) answer(attach bool) (rollbackResponse, *apiError) {
 		for i, u := range r.Undone {
 			resp.Undone = append(resp.Undone, undoOf(u))
 			var cr callResultJSON
-			var c callResponse
-			c.setResult(r.Results[i])
-			cr.Result, cr.ResultBase64 = c.Result, c.ResultBase64
+			cr.Result, cr.ResultBase64 = textOrBase64(r.Results[i])
 			resp.Results = append(resp.Results, cr)
 		}
 		for _, u := range r.NotUndone {

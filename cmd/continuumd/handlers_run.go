@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
 )
 
@@ -55,17 +54,9 @@ func (s *server) handleVerify(r *http.Request, body []byte) (int, any, *apiError
 	if err := decodeJSON(body, &req); err != nil {
 		return 0, nil, err
 	}
-	opts := &engine.VerifyOptions{FS: s.cfg.fs, Deep: req.Deep, ChainKey: s.cfg.chainKey, UnsignedTail: req.UnsignedTail}
-	if req.PublicKey != "" {
-		origin, key, err := chain.ParsePublicKeyFile([]byte(req.PublicKey))
-		if err != nil {
-			return 0, nil, badRequest("public_key", "public_key is not a public key file: %v", err)
-		}
-		opts.PublicKey, opts.Origin = key, origin
-	}
-	rep, err := engine.Verify(r.Context(), s.cfg.dir, opts)
-	if err != nil {
-		return 0, nil, engineError(err, "")
+	rep, aerr := s.verifyStore(r.Context(), &req)
+	if aerr != nil {
+		return 0, nil, aerr
 	}
 	return 200, rep, nil
 }

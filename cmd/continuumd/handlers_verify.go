@@ -5,12 +5,70 @@ package main
 // nothing of others).
 
 import (
+	"context"
 	"net/http"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
 )
+
+// maxStoreScans is how many passes over the whole store (verify, and
+// the Inspector of inspect and diff) run at once; more wait for one to
+// end. Each reads the whole log and holds up to its budget in memory
+// (frame.NewBudget), and the read right suffices for one of a run: the
+// bound keeps what clients can make the server hold, and the disk time
+// they take from commits, to that many passes.
+const maxStoreScans = 2
+
+// scanSlot waits for one of the maxStoreScans slots while ctx lasts, and
+// returns the function that gives it back.
+func (s *server) scanSlot(ctx context.Context) (func(), *apiError) {
+	select {
+	case s.scans <- struct{}{}:
+		return func() { <-s.scans }, nil
+	case <-ctx.Done():
+		return nil, engineError(ctx.Err(), "")
+	}
+}
+
+// verifyStore verifies the store as req asks (POST /v1/verify, and of
+// one run).
+func (s *server) verifyStore(ctx context.Context, req *verifyRequest) (*chain.Report, *apiError) {
+	opts := &engine.VerifyOptions{FS: s.cfg.fs, Deep: req.Deep, ChainKey: s.cfg.chainKey, UnsignedTail: req.UnsignedTail}
+	if req.PublicKey != "" {
+		origin, key, err := chain.ParsePublicKeyFile([]byte(req.PublicKey))
+		if err != nil {
+			return nil, badRequest("public_key", "public_key is not a public key file: %v", err)
+		}
+		opts.PublicKey, opts.Origin = key, origin
+	}
+	release, aerr := s.scanSlot(ctx)
+	if aerr != nil {
+		return nil, aerr
+	}
+	defer release()
+	rep, err := engine.Verify(ctx, s.cfg.dir, opts)
+	if err != nil {
+		return nil, engineError(err, "")
+	}
+	return rep, nil
+}
+
+// inspectStore builds an Inspector of the store (inspect and diff of a
+// run); done closes it and gives its slot back.
+func (s *server) inspectStore(ctx context.Context) (*engine.Inspector, func(), *apiError) {
+	release, aerr := s.scanSlot(ctx)
+	if aerr != nil {
+		return nil, nil, aerr
+	}
+	in, err := engine.Inspect(ctx, s.cfg.dir, &engine.InspectOptions{FS: s.cfg.fs, Keyring: s.cfg.keyring})
+	if err != nil {
+		release()
+		return nil, nil, engineError(err, "")
+	}
+	return in, func() { in.Close(); release() }, nil
+}
 
 // runVerifyJSON answers POST /v1/runs/{run}/verify: the run's line of
 // the store's verify report, its failures and warnings, and whether the
@@ -34,17 +92,9 @@ func (s *server) handleRunVerify(r *http.Request, body []byte) (int, any, *apiEr
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	opts := &engine.VerifyOptions{FS: s.cfg.fs, Deep: req.Deep, ChainKey: s.cfg.chainKey, UnsignedTail: req.UnsignedTail}
-	if req.PublicKey != "" {
-		origin, key, err := chain.ParsePublicKeyFile([]byte(req.PublicKey))
-		if err != nil {
-			return 0, nil, badRequest("public_key", "public_key is not a public key file: %v", err)
-		}
-		opts.PublicKey, opts.Origin = key, origin
-	}
-	rep, err := engine.Verify(r.Context(), s.cfg.dir, opts)
-	if err != nil {
-		return 0, nil, engineError(err, "")
+	rep, aerr := s.verifyStore(r.Context(), &req)
+	if aerr != nil {
+		return 0, nil, aerr
 	}
 	out := runVerifyJSON{Failures: []chain.Failure{}, Warnings: []chain.Failure{}, StoreOK: true}
 	found := false
@@ -101,11 +151,11 @@ func (s *server) handleRunInspect(r *http.Request, _ []byte) (int, any, *apiErro
 	if aerr != nil {
 		return 0, nil, aerr
 	}
-	in, err := engine.Inspect(r.Context(), s.cfg.dir, &engine.InspectOptions{FS: s.cfg.fs, Keyring: s.cfg.keyring})
-	if err != nil {
-		return 0, nil, engineError(err, "")
+	in, done, aerr := s.inspectStore(r.Context())
+	if aerr != nil {
+		return 0, nil, aerr
 	}
-	defer in.Close()
+	defer done()
 	sum, ok := in.Run(rs.id)
 	if !ok {
 		// Opened, nothing written yet that inspect reads.

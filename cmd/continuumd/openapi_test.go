@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/offline"
 )
 
 // openapi is the part of openapi.json these tests read.
@@ -96,7 +97,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"CallResponse": callResponse{}, "CommitResponse": commitResponse{}, "FailResponse": failResponse{},
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
 		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
-		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": diffJSON{}, "DiffSide": diffSideJSON{},
+		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": offline.ExportedDiff{}, "DiffSide": offline.ExportedDiffSide{},
 	} {
 		s, ok := sc[name]
 		if !ok {

@@ -3,9 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"net/url"
 	"reflect"
+	"strings"
 	"testing"
+	"time"
 )
 
 // readBody decodes a GET .../read answer.
@@ -130,5 +133,64 @@ func TestReadPagesALongRange(t *testing.T) {
 	}
 	if last.Seq != uint64(n) || len(last.Delta) != 1 || last.Delta[0]["value"] != fmt.Sprint(n) {
 		t.Fatalf("the last atom: got %+v", last)
+	}
+}
+
+// TestReadPagesLargeAtoms: a page stops once its atoms' JSON reaches
+// maxReadBytes, whatever their number, so that one answer's memory is
+// bounded; the pages together hold every atom once.
+func TestReadPagesLargeAtoms(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	const size = 900 << 10
+	n := maxReadBytes/size + 3
+	for i := 1; i <= n; i++ {
+		p, _ := ts.begin("r", nil)
+		ts.commit(p, map[string]any{"op": "set", "key": "k", "value": fmt.Sprintf("%0*d", size, i)})
+	}
+	b := ts.read("r", "from=1")
+	if len(b.Atoms) != maxReadBytes/size+1 || b.NextFrom == nil || *b.NextFrom != uint64(len(b.Atoms)+1) {
+		t.Fatalf("from=1 over %d atoms of %d bytes: got %d atoms, next_from %v", n, size, len(b.Atoms), b.NextFrom)
+	}
+	got := len(b.Atoms)
+	for b.NextFrom != nil {
+		b = ts.read("r", fmt.Sprintf("from=%d", *b.NextFrom))
+		got += len(b.Atoms)
+	}
+	if got != n {
+		t.Fatalf("the pages hold %d atoms, the run %d", got, n)
+	}
+}
+
+// TestHasPrefixIn: the prefix set tells the keys with one of the prefixes
+// as trying each prefix does, on random keys and prefixes over a small
+// alphabet (so that prefixes nest and repeat).
+func TestHasPrefixIn(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 0))
+	word := func(max int) string {
+		b := make([]byte, rng.IntN(max+1))
+		for i := range b {
+			b[i] = "ab\xff"[rng.IntN(3)]
+		}
+		return string(b)
+	}
+	for range 2000 {
+		ps := make([]string, 1+rng.IntN(6))
+		for i := range ps {
+			ps[i] = word(3)
+		}
+		set := prefixFree(ps)
+		for range 20 {
+			k := word(5)
+			want := false
+			for _, p := range ps {
+				want = want || strings.HasPrefix(k, p)
+			}
+			if got := hasPrefixIn(set, k); got != want {
+				t.Fatalf("prefixes %q (set %q), key %q: got %v, want %v", ps, set, k, got, want)
+			}
+		}
 	}
 }

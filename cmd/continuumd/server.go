@@ -62,6 +62,9 @@ type server struct {
 	rollbacks sync.WaitGroup
 
 	authFails authFailures
+	// scans holds one token per pass over the whole store running
+	// (maxStoreScans, handlers_verify.go).
+	scans chan struct{}
 
 	// workers run the engine's Do of calls (which wait for the client's
 	// outcome, so each needs a goroutine of its own).
@@ -130,6 +133,7 @@ type runState struct {
 func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 	s := &server{db: db, cfg: cfg, log: log}
 	s.workers.jobs = make(chan func())
+	s.scans = make(chan struct{}, maxStoreScans)
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.runs = map[string]*runState{}
 	s.mu.attempts = map[string]*attempt{}
@@ -254,12 +258,7 @@ func (s *server) authenticate(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		sc, aerr := s.authenticateRequest(r)
 		if aerr != nil {
-			if aerr.Status == http.StatusUnauthorized {
-				w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
-			} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
-				w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
-			}
-			writeError(w, aerr)
+			writeAuthError(w, aerr)
 			return
 		}
 		if sc != adminScope {

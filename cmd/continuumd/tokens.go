@@ -37,9 +37,13 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/internal/durable"
 )
 
 // A right is what a token may do.
@@ -211,7 +215,7 @@ type authBucket struct {
 const (
 	authBurst   = 20
 	authRefill  = time.Second
-	authBuckets = 1 << 14 // addresses tracked at most; full buckets are dropped first
+	authBuckets = 1 << 14 // addresses tracked at most; past it, one is forgotten (its bucket refilled)
 )
 
 // level refills addr's bucket to now and returns it (nil if it is full,
@@ -241,6 +245,29 @@ func (f *authFailures) blocked(addr string, now time.Time) (time.Duration, bool)
 	return time.Duration((1 - b.tokens) * float64(authRefill)), true
 }
 
+// check answers 429 auth_rate_limited if addr has no failure left.
+func (f *authFailures) check(addr string, now time.Time) *apiError {
+	wait, blocked := f.blocked(addr, now)
+	if !blocked {
+		return nil
+	}
+	e := &apiError{Status: http.StatusTooManyRequests, Code: codeAuthRateLimited,
+		Message: fmt.Sprintf("too many requests with a wrong or missing token from %s: retry in %v", addr, wait.Round(time.Millisecond))}
+	e.Details = map[string]any{"retry_after_ms": wait.Milliseconds() + 1}
+	return e
+}
+
+// writeAuthError answers a failed authentication: 401 with the scheme
+// the server takes, 429 with when to retry.
+func writeAuthError(w http.ResponseWriter, aerr *apiError) {
+	if aerr.Status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="continuumd"`)
+	} else if ms, ok := aerr.Details["retry_after_ms"].(int64); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt((ms+999)/1000, 10))
+	}
+	writeError(w, aerr)
+}
+
 // fail takes one failure from addr's bucket.
 func (f *authFailures) fail(addr string, now time.Time) {
 	f.mu.Lock()
@@ -251,11 +278,9 @@ func (f *authFailures) fail(addr string, now time.Time) {
 	b := f.level(addr, now)
 	if b == nil {
 		if len(f.buckets) >= authBuckets {
-			for a := range f.buckets { // the map is full: forget the most refilled
-				if f.level(a, now) == nil || len(f.buckets) < authBuckets {
-					break
-				}
+			for a := range f.buckets { // the map is full: forget one address
 				delete(f.buckets, a)
+				break
 			}
 		}
 		b = &authBucket{tokens: authBurst, at: now}
@@ -280,11 +305,8 @@ func (s *server) authenticateRequest(r *http.Request) (*scope, *apiError) {
 		return adminScope, nil
 	}
 	addr, now := clientAddr(r), time.Now()
-	if wait, blocked := s.authFails.blocked(addr, now); blocked {
-		e := &apiError{Status: http.StatusTooManyRequests, Code: codeAuthRateLimited,
-			Message: fmt.Sprintf("too many requests with a wrong or missing token from %s: retry in %v", addr, wait.Round(time.Millisecond))}
-		e.Details = map[string]any{"retry_after_ms": wait.Milliseconds() + 1}
-		return nil, e
+	if aerr := s.authFails.check(addr, now); aerr != nil {
+		return nil, aerr
 	}
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	got = strings.TrimSpace(got)
@@ -353,16 +375,13 @@ func runTokenCommand(args []string, stdout, stderr io.Writer) int {
 	if _, _, err := parseTokenLine(strings.Fields(line)); err != nil {
 		return fail("%v", err)
 	}
-	old, err := os.ReadFile(*file)
+	old, err := readSecretFile("--tokens", *file)
 	created := errors.Is(err, os.ErrNotExist)
 	switch {
 	case created:
 	case err != nil:
 		return fail("%v", err)
 	default:
-		if _, err := readSecretFile("--tokens", *file); err != nil {
-			return fail("%v", err)
-		}
 		if _, err := parseTokens(append(old, line...), *file); err != nil {
 			return fail("%v", err)
 		}
@@ -386,28 +405,11 @@ func runTokenCommand(args []string, stdout, stderr io.Writer) int {
 		return fail("%v", err)
 	}
 	if created {
-		if err := syncDir(filepath.Dir(*file)); err != nil {
+		if err := durable.SyncDir(vfs.Default, filepath.Dir(*file)); err != nil {
 			return fail("%v", err)
 		}
 	}
 	fmt.Fprintln(stdout, tok)
 	fmt.Fprintf(stderr, "continuumd token: %s (%s on runs %s) added to %s; the server reads it at its next start\n", *name, *rights, *runs, *file)
 	return 0
-}
-
-// syncDir fsyncs directory dir, so that a file created in it survives a
-// crash.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("syncing directory %s: %w", dir, err)
-	}
-	return nil
 }

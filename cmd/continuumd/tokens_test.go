@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -164,6 +165,17 @@ func TestAuthRateLimit(t *testing.T) {
 	if _, b := f.blocked("a", now.Add(authBurst*authRefill)); b || len(f.buckets) != 0 {
 		t.Fatalf("a full bucket is kept: %d", len(f.buckets))
 	}
+	// Failures from ever more addresses hold at most authBuckets buckets,
+	// and the newest address's failure is counted.
+	for i := range authBuckets + 100 {
+		f.fail(fmt.Sprintf("10.%d.%d.%d", i>>16, i>>8&0xff, i&0xff), now)
+	}
+	if len(f.buckets) != authBuckets {
+		t.Fatalf("%d buckets after failures from %d addresses, want %d", len(f.buckets), authBuckets+100, authBuckets)
+	}
+	if b := f.buckets[fmt.Sprintf("10.%d.%d.%d", (authBuckets+99)>>16, (authBuckets+99)>>8&0xff, (authBuckets+99)&0xff)]; b == nil || b.tokens != authBurst-1 {
+		t.Fatalf("the newest address's bucket: %+v", b)
+	}
 }
 
 // TestTokensFile: the tokens file's mistakes are refused with the line
@@ -209,5 +221,17 @@ func TestTokensFile(t *testing.T) {
 	b, _ := os.ReadFile(file)
 	if n := strings.Count(string(b), "\n"); n != 1 {
 		t.Fatalf("refused tokens were written: %q", b)
+	}
+	// A tokens file others can read is refused, as the server refuses it.
+	if err := os.Chmod(file, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var out, errb bytes.Buffer
+	if code := runTokenCommand([]string{"--tokens", file, "--name", "e", "--rights", "read"}, &out, &errb); code == 0 || out.Len() != 0 ||
+		!strings.Contains(errb.String(), "readable by others") {
+		t.Fatalf("continuumd token on a file of mode 0644: exit %d, printed %q, %q", code, out.String(), errb.String())
+	}
+	if b2, _ := os.ReadFile(file); !bytes.Equal(b, b2) {
+		t.Fatalf("a token was added to a file of mode 0644: %q", b2)
 	}
 }

@@ -1,8 +1,13 @@
 package main
 
 import (
+	"context"
+	"net/http"
+	"net/http/httptest"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestRunVerifyAndInspect: verify and inspect of one run say what the
@@ -46,4 +51,42 @@ func TestRunVerifyAndInspect(t *testing.T) {
 		t.Fatalf("verify of a run with nothing committed: %s", e)
 	}
 	ts.must(200, "GET", "/v1/runs/a-empty/inspect", nil)
+}
+
+// TestStoreScansAreBounded: verify, inspect and diff of a run each read
+// the whole store; at most maxStoreScans run at once, and one more waits
+// for a slot (or for its client to go).
+func TestStoreScansAreBounded(t *testing.T) {
+	ts := startServer(t, "", nil)
+	ts.openRun("r")
+	p, _ := ts.begin("r", nil)
+	ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"})
+	for range maxStoreScans {
+		ts.srv.scans <- struct{}{}
+	}
+	h := ts.srv.handler()
+	for _, target := range []string{"POST /v1/runs/r/verify", "GET /v1/runs/r/inspect", "GET /v1/runs/r/diff?a=0&b=1", "POST /v1/verify"} {
+		method, path, _ := strings.Cut(target, " ")
+		answered := make(chan int, 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() {
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(method, path, nil).WithContext(ctx))
+			answered <- rec.Code
+		}()
+		select {
+		case code := <-answered:
+			t.Fatalf("%s answered %d while every scan slot was taken", target, code)
+		case <-time.After(100 * time.Millisecond):
+		}
+		cancel()
+		if code := <-answered; code != http.StatusServiceUnavailable {
+			t.Fatalf("%s, its client gone while waiting for a slot: %d", target, code)
+		}
+	}
+	<-ts.srv.scans // one slot free: the next pass runs
+	if in := ts.must(200, "GET", "/v1/runs/r/inspect", nil); in.num("atoms") != 1 {
+		t.Fatalf("inspect with a slot free: %s", in)
+	}
+	ts.must(200, "POST", "/v1/runs/r/verify", nil)
 }

@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/webview"
@@ -14,9 +15,11 @@ const viewPrefix = "/view/"
 
 // withView returns api with the read-only web view of the server's store
 // (package webview) mounted under /view/, on the same listeners and with
-// the same token: a browser presents it once in the URL (?token=TOKEN)
-// or opens the one-time URL logged at start, then keeps a session cookie;
-// a client may also send it as the API's bearer token. Without a token
+// the same token and the same limit on failed authentication (its 401s
+// count against the client's address as the API's do): a browser
+// presents it once in the URL (?token=TOKEN) or opens the one-time URL
+// logged at start, then keeps a session cookie; a client may also send it
+// as the API's bearer token. Without a token
 // (a Unix socket only) the view needs none, as the API; with scoped
 // tokens (--tokens) and no admin token it is off, since it shows every
 // run and a scoped token names some. It logs the
@@ -46,10 +49,50 @@ func withView(s *server, api http.Handler, listeners []net.Listener, ring seal.K
 		}
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasPrefix(r.URL.Path, viewPrefix) || r.URL.Path+"/" == viewPrefix {
+		switch {
+		case !strings.HasPrefix(r.URL.Path, viewPrefix) && r.URL.Path+"/" != viewPrefix:
+			api.ServeHTTP(w, r)
+		case s.cfg.token == nil:
 			v.ServeHTTP(w, r)
-			return
+		default:
+			// The view checks its token itself; its refusals count
+			// against the client's address as the API's do, so that the
+			// token is guessed no faster here.
+			addr, now := clientAddr(r), time.Now()
+			if aerr := s.authFails.check(addr, now); aerr != nil {
+				writeAuthError(w, aerr)
+				return
+			}
+			sw := &statusWriter{ResponseWriter: w}
+			v.ServeHTTP(sw, r)
+			if sw.status == http.StatusUnauthorized {
+				s.authFails.fail(addr, now)
+			}
 		}
-		api.ServeHTTP(w, r)
 	})
 }
+
+// statusWriter notes the status a handler answers.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	if w.status == 0 {
+		w.status = code
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *statusWriter) Write(p []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Flush passes on to the connection (the view's event stream flushes).
+func (w *statusWriter) Flush() { http.NewResponseController(w.ResponseWriter).Flush() }
+
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -1,10 +1,12 @@
 package main
 
 import (
+	"encoding/json"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"testing"
 
 	"github.com/continuumdb/continuum/engine"
@@ -50,5 +52,29 @@ func TestViewNeedsAdminToken(t *testing.T) {
 	code := get(withView(newServer(db, cfg, log), api, nil, nil, false))
 	if code == apiStatus || code == http.StatusOK {
 		t.Fatalf("admin token set: /view/ without a token answered %d, want the view's refusal", code)
+	}
+
+	// Guessing the token through the view is limited as through the API:
+	// after authBurst refusals the address is answered 429, the right
+	// token too, and so is the API behind the same limiter.
+	s := newServer(db, cfg, log)
+	h := withView(s, s.handler(), nil, nil, false)
+	try := func(target string) *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", target, nil))
+		return rec
+	}
+	for i := range authBurst {
+		if rec := try(viewPrefix + "?token=wrong-guess-" + strconv.Itoa(i)); rec.Code != http.StatusUnauthorized {
+			t.Fatalf("view guess %d: %d %s", i, rec.Code, rec.Body)
+		}
+	}
+	for _, target := range []string{viewPrefix + "?token=" + string(cfg.token), "/v1/health"} {
+		rec := try(target)
+		var body map[string]any
+		json.Unmarshal(rec.Body.Bytes(), &body)
+		if rec.Code != http.StatusTooManyRequests || errorCode(body) != codeAuthRateLimited || rec.Header().Get("Retry-After") == "" {
+			t.Fatalf("%s after %d refused guesses: %d %s", target, authBurst, rec.Code, rec.Body)
+		}
 	}
 }

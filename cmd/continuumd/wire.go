@@ -234,10 +234,22 @@ func decodeJSON(body []byte, v any) *apiError {
 // naming the field whose string holds the first invalid byte. Bytes that
 // are not text travel as NAME_base64; encoding/json would otherwise
 // replace invalid bytes by U+FFFD without a word, so that a tool name, a
-// memory key or a reason would be stored other than it was sent.
+// memory key or a reason would be stored other than it was sent. It does
+// the same with an escaped lone surrogate (a \uD800-\uDFFF escape that is
+// not half of a pair): no character, which encoding/json also replaces by
+// U+FFFD.
 func checkUTF8(body []byte) *apiError {
 	if utf8.Valid(body) {
-		return nil
+		off := loneSurrogate(body)
+		if off < 0 {
+			return nil
+		}
+		field := fieldAt(body, int64(off))
+		at := ""
+		if field != "" {
+			at = " (in " + field + ")"
+		}
+		return badRequest(field, "the body escapes a lone surrogate at byte %d%s (%.6s): it is no character; send bytes that are not text as NAME_base64", off, at, body[off:])
 	}
 	off := 0
 	for off < len(body) {
@@ -253,6 +265,53 @@ func checkUTF8(body []byte) *apiError {
 		at = " (in " + field + ")"
 	}
 	return badRequest(field, "the body is not UTF-8 at byte %d%s: JSON is UTF-8; send bytes that are not text as NAME_base64", off, at)
+}
+
+// loneSurrogate returns the offset of body's first \u escape of a UTF-16
+// surrogate that is not half of a pair (a high one, \uD800-\uDBFF,
+// escaped right before a low one, \uDC00-\uDFFF), or -1. It reads every
+// backslash as the start of an escape, as in a JSON string (the only
+// place one may be); a body that is not JSON is left to the decoder.
+func loneSurrogate(body []byte) int {
+	hex4 := func(i int) rune {
+		if i+6 > len(body) || body[i] != '\\' || body[i+1] != 'u' {
+			return -1
+		}
+		var n rune
+		for _, c := range body[i+2 : i+6] {
+			switch {
+			case '0' <= c && c <= '9':
+				n = n<<4 | rune(c-'0')
+			case 'a' <= c|0x20 && c|0x20 <= 'f':
+				n = n<<4 | rune(c|0x20-'a'+10)
+			default:
+				return -1
+			}
+		}
+		return n
+	}
+	for i := 0; ; {
+		j := bytes.IndexByte(body[i:], '\\')
+		if j < 0 {
+			return -1
+		}
+		i += j
+		r := hex4(i)
+		switch {
+		case r < 0: // another escape (or not JSON)
+			i += 2
+			continue
+		case r >= 0xd800 && r < 0xdc00:
+			if lo := hex4(i + 6); lo >= 0xdc00 && lo < 0xe000 {
+				i += 12
+				continue
+			}
+			return i
+		case r >= 0xdc00 && r < 0xe000:
+			return i
+		}
+		i += 6
+	}
 }
 
 // fieldAt returns the path of the JSON value of body that holds byte off
@@ -538,9 +597,7 @@ func runInfoJSON(info engine.RunInfo, lease *leaseJSON) runJSON {
 		ended := info.Ended.UTC()
 		r.Ended = &ended
 		if info.Result != nil {
-			var c callResponse
-			c.setResult(info.Result)
-			r.Result, r.ResultBase64 = c.Result, c.ResultBase64
+			r.Result, r.ResultBase64 = textOrBase64(info.Result)
 		}
 	}
 	return r
@@ -618,14 +675,17 @@ type callResponse struct {
 	Commit *commitResponse `json:"commit,omitempty"`
 }
 
-func (c *callResponse) setResult(b []byte) {
-	if utf8.Valid(b) {
-		s := string(b)
-		c.Result = &s
-	} else {
-		s := base64.StdEncoding.EncodeToString(b)
-		c.ResultBase64 = &s
+func (c *callResponse) setResult(b []byte) { c.Result, c.ResultBase64 = textOrBase64(b) }
+
+// textOrBase64 is b as the pointer fields NAME and NAME_base64 of an
+// answer carry it: text if it is UTF-8, else base64 (the other nil).
+func textOrBase64(b []byte) (text, b64 *string) {
+	s := string(b)
+	if !utf8.Valid(b) {
+		s = base64.StdEncoding.EncodeToString(b)
+		return nil, &s
 	}
+	return &s, nil
 }
 
 // commitResponse answers a commit.
