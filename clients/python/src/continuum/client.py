@@ -539,9 +539,12 @@ class Atom:
             self._set(att)
 
     def _ensure(self) -> None:
-        if not self._begun:
+        """Begins the atom if its first request was not made. A committed
+        atom is never begun again (its commit may be known without its
+        attempt: _commit_riding found it in the store)."""
+        if not self._begun and self.committed is None:
             with self._order:
-                if not self._begun:
+                if not self._begun and self.committed is None:
                     self._set(self.run.client._send(_core.Request("POST", self._begins, self._body)))
 
     @property
