@@ -380,9 +380,7 @@ class Run:
         attempt answer their results without executing. Used as
         :meth:`atom` is (``with run.branch("fetch-a") as b: ...``); the
         begin rides on its first call or its commit."""
-        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
-        if lease is not None:
-            body["lease_ms"] = int(lease * 1000)
+        body = {"name": name, "reads": list(reads), **self._begin_body(takeover, lease)}
         return Atom(self, None, body, branch=name)
 
     def branch_step(
@@ -768,21 +766,11 @@ class Atom:
         """Begins and commits in one request; False when the atom must be
         begun first (the run's next seq is not the one this client saw)."""
         body = {**self._body, "commit": {"delta": ops}}
-        if self.branch is not None:
-            try:
-                r = self.run.client._send(_core.Request("POST", self._begins, body))
-            except APIError as e:
-                self._take_attempt(e)
-                raise
-            self._set(r)
-            self.committed = _wire.committed(r["commit"])
-            self._stop()
-            return True
-        nxt = self.run._next
+        nxt = self.run._next if self.branch is None else None  # a branch takes its seq at its commit
         if nxt is not None:
             body["seq"] = nxt
         try:
-            r = self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", body))
+            r = self.run.client._send(_core.Request("POST", self._begins, body))
         except APIError as e:
             self._take_attempt(e)
             if e.code != "seq_mismatch" or nxt is None:
@@ -801,7 +789,8 @@ class Atom:
         self._set(r)
         self.committed = _wire.committed(r["commit"])
         self._stop()
-        self.run._next = self.committed.seq + 1
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
         return True
 
     def fail(self, reason: str) -> None:
