@@ -32,7 +32,9 @@
  * replays a run from its atoms (one request per 2048 atoms). A run's
  * working memory holds the channels, the index and the newest checkpoint's
  * writes only, so a put costs the same at turn 300 as at turn 1 save for
- * the index entry per checkpoint.
+ * the index entry per checkpoint. The saver opens a run once: a put on
+ * the newest checkpoint of a run, and a putWrites, are two requests (begin
+ * and commit).
  *
  * An atom's delta holds only what changed: the channels of newVersions
  * whose value differs from the parent's, an array's new tail, the deletes
@@ -64,7 +66,7 @@ import {
   maxChannelVersion,
   writesSortKey,
 } from "@langchain/langgraph-checkpoint";
-import { Client, Delta } from "@continuumdb/client";
+import { Client, Delta, type Run } from "@continuumdb/client";
 
 type Obj = Record<string, unknown>;
 
@@ -139,6 +141,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   readonly client: Client;
   readonly prefix: string;
   #threads = new Map<string, Thread>();
+  #opened = new Map<string, Run>(); // the runs this saver opened, created or forked, by id
   #locks = new Map<string, Promise<unknown>>();
 
   constructor(o: ContinuumSaverOptions) {
@@ -309,8 +312,15 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     }
   }
 
+  /** The client's Run of id: opened (PUT, a round trip) once per saver, not per write. */
+  async #open(id: string): Promise<Run> {
+    let r = this.#opened.get(id);
+    if (!r) this.#opened.set(id, (r = await this.client.run(id)));
+    return r;
+  }
+
   async #commit(run: string, ops: Delta): Promise<number> {
-    const r = await this.client.run(run);
+    const r = await this.#open(run);
     const atom = await r.begin({ takeover: true });
     try {
       await atom.commit(ops);
@@ -586,7 +596,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
           extends_ = true;
         } else {
           run = this.#threadPrefix(threadId, ns) + newBranchName();
-          await this.client.fork(parent.run, parent.seq, run);
+          this.#opened.set(run, await this.client.fork(parent.run, parent.seq, run));
           t.runs.push(run);
           const r = await this.#read(run, { seq: parent.seq, keys: ["cp", "top"], prefixes: CHANNELS });
           base = { ...parseView(run, parent.seq, r.mem), top: r.mem.top, writes: new Map() };
@@ -594,7 +604,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       } else {
         run = this.#threadPrefix(threadId, ns) + newBranchName();
         if (run.length > 256) throw new Error(`ContinuumSaver: thread ${JSON.stringify(threadId)} with namespace ${JSON.stringify(ns)} makes a run id of ${run.length} bytes (256 at most)`);
-        await this.client.run(run);
+        this.#opened.set(run, await this.client.run(run));
         t.runs.push(run);
         base = { record: undefined, channels: new Map(), top: undefined, writes: new Map() };
       }
@@ -633,7 +643,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       delta.set("cp", JSON.stringify(record));
       const md = await this.#encode(metadata);
       // the seq is the run's next: known once begun, so the index entries are written after begin
-      const r = await this.client.run(run);
+      const r = await this.#open(run);
       const atom = await r.begin({ takeover: true });
       const entry: Entry = { run, seq: atom.seq, parent: parentId, md, end: undefined };
       delta.set(`i/${enc(checkpoint.id)}`, entryJSON(entry));
@@ -693,8 +703,8 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   async deleteThread(threadId: string): Promise<void> {
     const prefix = this.#threadPrefix(threadId);
     for (const run of await this.#runs(prefix)) {
-      const r = await this.client.run(run);
-      await r.end("cancelled", "deleted by deleteThread");
+      await (await this.#open(run)).end("cancelled", "deleted by deleteThread");
+      this.#opened.delete(run);
     }
     for (const k of [...this.#threads.keys()]) if (JSON.parse(k)[0] === threadId) this.#threads.delete(k);
   }

@@ -65,9 +65,8 @@ export function taskRun(config: RunnableConfig | undefined, prefix = "lg-tools")
  * ledger (executed at most once, in doubt after a crash unless reconciled).
  */
 export async function ledgerCall<T>(client: Client, runId: string, k: number, tool: string, args: unknown, execute: () => Promise<T>, o: Omit<DurableToolOptions, "client" | "prefix"> = {}): Promise<T> {
-  const run = await client.run(runId);
-  const info = await run.info();
-  if (k + 1 <= info.lastSeq) {
+  const run = await client.run(runId); // its answer is the run's info: lastSeq says which calls are certified
+  if (k + 1 <= run.opened.lastSeq) {
     const rec = await run.atomAt(k + 1);
     const a = rec.actions[0] as Record<string, unknown> | undefined;
     if (!a || a.tool !== tool) {

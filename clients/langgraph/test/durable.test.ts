@@ -9,6 +9,7 @@ import type { ChildProcess } from "node:child_process";
 import { Server } from "./server.js";
 import { Downstream } from "./downstream.js";
 import { runChild } from "./child.js";
+import { ledgerCall } from "../src/index.js";
 
 let server: Server;
 before(async () => {
@@ -67,4 +68,19 @@ test("in doubt with no effect downstream: reconciled as not happened, made once"
   assert.equal(d.count("charge"), 1);
   assert.equal(d.count("ship"), 1);
   await d.close();
+});
+
+test("a call is five requests (open, begin, call, outcome, commit), its answer once certified two (open, its atom)", async () => {
+  const client = server.client();
+  // the server's count of requests, without the stats request itself
+  const requests = async () => Number(((await client.stats()).server as Record<string, unknown>).requests) - 1;
+  let made = 0;
+  let before = await requests();
+  assert.deepEqual(await ledgerCall(client, "lg-count/t/task", 0, "t", { a: 1 }, async () => (made++, { ok: 1 })), { ok: 1 });
+  assert.equal((await requests()) - before - 1, 5);
+  before = await requests();
+  assert.deepEqual(await ledgerCall(client, "lg-count/t/task", 0, "t", { a: 1 }, async () => (made++, { ok: 2 })), { ok: 1 });
+  assert.equal((await requests()) - before - 1, 2);
+  assert.equal(made, 1);
+  client.close();
 });

@@ -110,6 +110,24 @@ test("an appended message is one key of the atom's delta", async () => {
   client.close();
 });
 
+test("a put on the newest checkpoint of a run is two requests (begin, commit), and so is a putWrites", async () => {
+  const client = server.client();
+  const saver = new ContinuumSaver({ client, prefix: "trips" });
+  // the server's count of requests, without the stats request itself
+  const requests = async () => Number(((await client.stats()).server as Record<string, unknown>).requests) - 1;
+  let cfg: RunnableConfig = { configurable: { thread_id: "n", checkpoint_ns: "" } };
+  for (let i = 0; i < 4; i++) {
+    const before = await requests();
+    const cp: Checkpoint = { v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { messages: [`m${i}`] }, channel_versions: { messages: i + 1 }, versions_seen: {} };
+    cfg = await saver.put(cfg, cp, { source: "loop", step: i, parents: {} }, { messages: i + 1 });
+    const put = (await requests()) - before - 1;
+    await saver.putWrites(cfg, [["messages", `w${i}`]], "task");
+    const writes = (await requests()) - before - 2 - put;
+    if (i > 0) assert.deepEqual([put, writes], [2, 2], `checkpoint ${i}: put ${put} requests, putWrites ${writes}`);
+  }
+  client.close();
+});
+
 test("a put re-encodes an array item that is a new value at its index, and only it", async () => {
   const client = server.client();
   const saver = new ContinuumSaver({ client, prefix: "reenc" });

@@ -127,6 +127,17 @@ class Server:
         return continuum.AsyncClient(socket=self.socket, **kw)
 
 
+def served(test: Any, *args: str, **kw: Any) -> "tuple[Server, Any]":
+    """A server of its own for test (a unittest.TestCase) and a client of
+    it that retries for 20 s, both closed by the test's cleanups. args and
+    kw are Server's."""
+    server = Server(*args, **kw)
+    test.addCleanup(server.close)
+    client = server.client(retry_for=20)
+    test.addCleanup(client.close)
+    return server, client
+
+
 def raw(sock: str, method: str, path: str, body: Optional[bytes] = None, token: Optional[str] = None,
         headers: Optional[Dict[str, str]] = None) -> "tuple[int, Any]":
     """One request over the socket, without the client: (status, JSON)."""

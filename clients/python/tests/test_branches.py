@@ -17,10 +17,7 @@ import continuum
 
 class BranchTest(unittest.TestCase):
     def test_conflict_and_retry_by_name(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        _, client = harness.served(self)
         run = client.run("br")
         with run.atom() as atom:
             atom.delta.set("total", "0")
@@ -95,10 +92,7 @@ class BranchTest(unittest.TestCase):
 
     def test_retry_across_server_kills(self) -> None:
         rng = random.Random(harness.seed())
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        server, client = harness.served(self)
         run = client.run("brk")
         effects: Dict[str, int] = {}
         kills = 0

@@ -13,10 +13,7 @@ import continuum
 
 class DeleteTest(unittest.TestCase):
     def test_delete_repeat_refusals_gc(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        server, client = harness.served(self)
         run = client.run("delete-me")
         with run.atom() as atom:
             atom.delta.set("k", "v")
@@ -56,10 +53,7 @@ class DeleteTest(unittest.TestCase):
 
 class VerifyInspectTest(unittest.TestCase):
     def test_verify_and_inspect_of_a_run(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        server, client = harness.served(self)
         run = client.run("v-1")
         for _ in range(2):
             with run.atom() as atom:
@@ -77,10 +71,7 @@ class VerifyInspectTest(unittest.TestCase):
 
 class MessagesTest(unittest.TestCase):
     def test_diff(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        _, client = harness.served(self)
         run = client.run("d-a")
         for v in ("1", "2", "3"):
             with run.atom() as atom:
@@ -98,10 +89,7 @@ class MessagesTest(unittest.TestCase):
         self.assertEqual(cm.exception.code, "unrelated_runs")
 
     def test_sent_with_commit_consumed_with_commit_across_sigkill(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        server, client = harness.served(self)
         a, b = client.run("m-a"), client.run("m-b")
         with self.assertRaises(ValueError):
             with a.atom() as atom:

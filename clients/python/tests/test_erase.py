@@ -109,10 +109,7 @@ class EraseTest(unittest.TestCase):
 
 class PlaintextEraseTest(unittest.TestCase):
     def test_refused_without_keyring(self) -> None:
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        _, client = harness.served(self)
         run = client.run("plain")
         with run.atom() as atom:
             atom.delta.set("email", "ada@example.com")

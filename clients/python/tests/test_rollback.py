@@ -16,10 +16,7 @@ import continuum
 class RollbackTest(unittest.TestCase):
     def test_rollback_across_server_kills(self) -> None:  # noqa: C901
         rng = random.Random(harness.seed())
-        server = harness.Server()
-        self.addCleanup(server.close)
-        client = server.client(retry_for=20)
-        self.addCleanup(client.close)
+        server, client = harness.served(self)
         run = client.run("rb")
         with run.atom() as atom:
             atom.delta.set("x", "1")

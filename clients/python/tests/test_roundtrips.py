@@ -60,6 +60,27 @@ class RoundTripTest(unittest.TestCase):
         self.assertEqual(a.info().last_seq, 2)
         self.assertEqual(a.state().text("k"), "a")
 
+    def test_commit_found_in_the_store_begins_nothing_more(self) -> None:
+        """The ridden commit is refused (seq_mismatch) and the atom at its
+        seq holds its very delta, as when its answer was lost in a restart
+        of the server: the atom is committed, and reading its seq after
+        that begins no new attempt (which would hold the run)."""
+        a = self.client.run("found-in-store")
+        other = self.server.client(retry_for=20)
+        self.addCleanup(other.close)
+        b = other.run("found-in-store")
+        with b.atom() as atom:
+            atom.delta.set("k", "v")
+        with a.atom() as atom:
+            atom.delta.set("k", "v")
+        self.assertEqual(atom.committed.seq, 1)
+        before = self.requests()
+        self.assertEqual(atom.seq, 1)
+        self.assertEqual(self.requests() - before - 1, 0)
+        with b.atom() as atom2:
+            atom2.delta.set("k", "w")
+        self.assertEqual(atom2.committed.seq, 2)
+
     def test_reading_seq_begins(self) -> None:
         run = self.client.run("reads-seq")
         with run.atom() as atom:

@@ -4,23 +4,14 @@
 // certified action twice.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import * as c from "../src/index.js";
-import { Server, rng, seed } from "./harness.js";
+import { served, rng, seed } from "./harness.js";
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
 describe("branches", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   test("a conflict, and the retry by name", async () => {
     const run = await client.run("ts-br");

@@ -1,23 +1,14 @@
 // The contract's semantics over the wire, against the real server.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import * as c from "../src/index.js";
-import { Server, sleep } from "./harness.js";
+import { served, sleep } from "./harness.js";
 
 const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 
 describe("contract", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   /** Begins an atom, gets execute for tool, and vanishes: the key it was dispatched under. */
   async function abandoned(run: c.Run, tool: string, idempotent = false): Promise<string> {

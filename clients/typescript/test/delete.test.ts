@@ -4,21 +4,12 @@
 // an unknown run are refused with the engine's errors; gc says what it did.
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import * as c from "../src/index.js";
-import { Server } from "./harness.js";
+import { served } from "./harness.js";
 
 describe("delete and gc", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   test("delete, repeat, refusals, gc", async () => {
     const run = await client.run("ts-delete-me");
@@ -46,16 +37,7 @@ describe("delete and gc", () => {
 });
 
 describe("verify and inspect of a run", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   test("verify, inspect, across a SIGKILL", async () => {
     const run = await client.run("ts-v-1");
@@ -74,16 +56,7 @@ describe("verify and inspect of a run", () => {
 });
 
 describe("messages between runs", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   test("sent with the commit, consumed with the receiver's, given back by a SIGKILL", async () => {
     const a = await client.run("ts-m-a");
@@ -106,16 +79,7 @@ describe("messages between runs", () => {
 });
 
 describe("diff", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { client } = served();
 
   test("two seqs of a run, a fork and its parent, unrelated runs", async () => {
     const run = await client.run("ts-d-a");

@@ -7,9 +7,9 @@ import assert from "node:assert/strict";
 import { randomBytes } from "node:crypto";
 import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import * as path from "node:path";
-import { after, before, describe, test } from "node:test";
+import { after, describe, test } from "node:test";
 import * as c from "../src/index.js";
-import { Server } from "./harness.js";
+import { Server, served } from "./harness.js";
 
 const dec = (b: Uint8Array | undefined) => (b === undefined ? undefined : new TextDecoder().decode(b));
 
@@ -18,17 +18,8 @@ describe("erase", () => {
   const ring = path.join(tmp, "store.keyring");
   writeFileSync(ring, `continuum-keyring 1\ncurrent k1\nkey k1 ${randomBytes(32).toString("hex")}\n`);
   chmodSync(ring, 0o600);
-  const server = new Server("--keyring", ring, "--erasable", "email", "--erasable", "contact/phone");
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-    rmSync(tmp, { recursive: true, force: true });
-  });
+  const { client } = served("--keyring", ring, "--erasable", "email", "--erasable", "contact/phone");
+  after(() => rmSync(tmp, { recursive: true, force: true }));
 
   test("eraseKey, then erase of the run", async () => {
     const run = await client.run("ts-erase-me");

@@ -10,6 +10,7 @@ import { mkdtempSync, openSync, readFileSync, rmSync } from "node:fs";
 import * as http from "node:http";
 import { type AddressInfo } from "node:net";
 import * as path from "node:path";
+import { after, before } from "node:test";
 import { fileURLToPath } from "node:url";
 import { Client } from "../src/index.js";
 
@@ -140,6 +141,22 @@ export class Server {
     const token = this.token();
     return new Client({ socket: this.socket, retryForMs, ...(token ? { token } : {}) });
   }
+}
+
+/**
+ * A server and a client of it for the tests of the calling describe: the
+ * server starts before them; the client is closed and the server stopped
+ * and its directory removed after them. extra: continuumd's flags.
+ */
+export function served(...extra: string[]): { server: Server; client: Client } {
+  const server = new Server(...extra);
+  const client = server.client(); // connects on its first request
+  before(() => server.start());
+  after(async () => {
+    client.close();
+    await server.close();
+  });
+  return { server, client };
 }
 
 export interface Call {

@@ -3,21 +3,12 @@
 // SIGKILLs of the server at seeded points (before and after its effect).
 
 import assert from "node:assert/strict";
-import { after, before, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import * as c from "../src/index.js";
-import { Server, rng, seed } from "./harness.js";
+import { served, rng, seed } from "./harness.js";
 
 describe("rollback", () => {
-  const server = new Server();
-  let client: c.Client;
-  before(async () => {
-    await server.start();
-    client = server.client();
-  });
-  after(async () => {
-    client.close();
-    await server.close();
-  });
+  const { server, client } = served();
 
   test("compensations exactly once across SIGKILLs of the server", async () => {
     const rand = rng(seed());

@@ -380,9 +380,7 @@ class Run:
         attempt answer their results without executing. Used as
         :meth:`atom` is (``with run.branch("fetch-a") as b: ...``); the
         begin rides on its first call or its commit."""
-        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
-        if lease is not None:
-            body["lease_ms"] = int(lease * 1000)
+        body = {"name": name, "reads": list(reads), **self._begin_body(takeover, lease)}
         return Atom(self, None, body, branch=name)
 
     def branch_step(
@@ -539,9 +537,12 @@ class Atom:
             self._set(att)
 
     def _ensure(self) -> None:
-        if not self._begun:
+        """Begins the atom if its first request was not made. A committed
+        atom is never begun again (its commit may be known without its
+        attempt: _commit_riding found it in the store)."""
+        if not self._begun and self.committed is None:
             with self._order:
-                if not self._begun:
+                if not self._begun and self.committed is None:
                     self._set(self.run.client._send(_core.Request("POST", self._begins, self._body)))
 
     @property
@@ -765,21 +766,11 @@ class Atom:
         """Begins and commits in one request; False when the atom must be
         begun first (the run's next seq is not the one this client saw)."""
         body = {**self._body, "commit": {"delta": ops}}
-        if self.branch is not None:
-            try:
-                r = self.run.client._send(_core.Request("POST", self._begins, body))
-            except APIError as e:
-                self._take_attempt(e)
-                raise
-            self._set(r)
-            self.committed = _wire.committed(r["commit"])
-            self._stop()
-            return True
-        nxt = self.run._next
+        nxt = self.run._next if self.branch is None else None  # a branch takes its seq at its commit
         if nxt is not None:
             body["seq"] = nxt
         try:
-            r = self.run.client._send(_core.Request("POST", f"{self.run._path}/attempts", body))
+            r = self.run.client._send(_core.Request("POST", self._begins, body))
         except APIError as e:
             self._take_attempt(e)
             if e.code != "seq_mismatch" or nxt is None:
@@ -798,7 +789,8 @@ class Atom:
         self._set(r)
         self.committed = _wire.committed(r["commit"])
         self._stop()
-        self.run._next = self.committed.seq + 1
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
         return True
 
     def fail(self, reason: str) -> None:
