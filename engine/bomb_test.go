@@ -370,7 +370,7 @@ func addAction(t *testing.T, dir string) {
 }
 
 // TestCraftBombStore writes the store of the measurement in
-// bench/RESULTS.md (reading an untrusted store) (20 atoms, then 300 certificates of 63 MB
+// bench/RESULTS-crash.md (reading an untrusted store) (20 atoms, then 300 certificates of 63 MB
 // each) to $CONTINUUM_CRAFT_BOMB; it is skipped without it.
 func TestCraftBombStore(t *testing.T) {
 	dir := os.Getenv("CONTINUUM_CRAFT_BOMB")

@@ -239,7 +239,7 @@ func TestStoreDirSymlink(t *testing.T) {
 }
 
 // TestCraftNormalStore writes the ordinary store of the measurement in
-// bench/RESULTS.md (reading an untrusted store) (about 100k log records: atoms with their
+// bench/RESULTS-crash.md (reading an untrusted store) (about 100k log records: atoms with their
 // actions' intents and certificates) to $CONTINUUM_CRAFT_NORMAL; it is
 // skipped without it.
 func TestCraftNormalStore(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 // space around it: the same answer as encoding/json.Valid for every input
 // (FuzzValidJSON checks it), including its limit of 10000 nested arrays and
 // objects and its acceptance of any byte above 0x7f inside strings, but
-// several times faster (BenchmarkValidJSON; figures in bench/RESULTS.md)
+// several times faster (BenchmarkValidJSON; figures in bench/RESULTS-frame.md)
 // and without allocating below 64 levels of nesting.
 // Apply checks the JSON of every tool call and part, and DecodeFrame that
 // of every message of a snapshot, so this is on the commit and restart

@@ -150,7 +150,7 @@
 //
 //   - Pebble's Open costs milliseconds: about 7-25 ms on a quiet small
 //     machine, a p50 of 10-32 ms and a p99 of 50-150 ms on a loaded 2-core
-//     one (bench/RESULTS.md, snapshot), against ~0.7 ms on vfs.NewMem: it is
+//     one (bench/RESULTS-snapshot.md), against ~0.7 ms on vfs.NewMem: it is
 //     file creation and fsyncs. The engine should open the store concurrently
 //     with its WAL replay, or lazily, never on its restart path.
 //     Stats().OpenDuration reports it.

@@ -10,7 +10,7 @@
 //
 // Reported metrics: ns/op, allocs/op, B/op, MB/s of raw record, and
 // stored-B/rec, the mean stored size of one record (header included).
-// Figures and their machine are in bench/RESULTS.md (frame section).
+// Figures and their machine are in bench/RESULTS-frame.md.
 //
 // # Caveats
 //

@@ -7,5 +7,5 @@
 //
 //	go test -run '^$' -bench . -count 5 ./bench/snapshot/
 //
-// Results with the machine and the commands are in bench/RESULTS.md (snapshot section).
+// Results with the machine and the commands are in bench/RESULTS-snapshot.md.
 package snapshotbench
