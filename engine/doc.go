@@ -336,55 +336,34 @@
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
 //     any crash. Each waits for the group commit's fsync of the log.
-//
 //   - Atomicity (I2): an atom is one log record; after a crash it is wholly
 //     present or absent.
-//
 //   - Exactly-once effects (I3): an exec whose certificate is durable is
 //     never called again for that fingerprint; an in-doubt one is called
 //     again only if the action is declared Idempotent, with the same key.
-//
 //   - Convergence (I4): a deterministic agent that crashes any number of
 //     times ends with the same frames and chain heads as one that never did.
-//
 //   - Messages exactly once (I11): after any crash, each sent message of a
 //     committed atom is consumed at most once, in order per sender, and
 //     none of an uncommitted atom is ever seen (see Messages between
 //     runs).
-//
 //   - Tamper evidence (I5): every atom is linked into its run's BLAKE3 chain;
 //     Verify reports any change, removal, reordering or truncation.
-//
 //   - Bad input never panics (I6), corruption is never skipped (I7), and an
 //     fsync error is final for the log (I8).
-//
 //   - Replicated (Options.Replicator): a write returns once it is durable
 //     here and the Replicator acknowledged it; its refusal fails the write
 //     and every later one, and a writer another node took over gets an
 //     error matching ErrFenced (I12 across machines).
-//
-//   - Fencing reaches the exec (fencing.go): the context an exec receives
-//     carries the writer's fencing token (FencingToken: a replicated
-//     store's lease epoch; a local store's log end at Open, which grows
-//     from one process to the next once the earlier one wrote an intent),
-//     to pass downstream beside the idempotency key (ExampleFencingToken:
-//     a downstream that refuses a stale token). With a FencedReplicator
-//     (package replicate's) the context is cancelled when the writer loses
-//     its lease, or cannot prove it holds it (Err checks the clock), and
-//     at the writer's bound on a call's duration (Fence.CallBound); what
-//     exec returns after either is never certified: the action stays in
-//     doubt (ErrLeaseLost, ErrCallBound, ledger.ErrUncertified). An
-//     action an earlier writer left in doubt is neither executed again
-//     nor reported in doubt nor resolved as failed before
-//     Fence.InDoubtAfter (that writer's lease expiry plus its bound), so
-//     the agent's question to the downstream comes after the earlier call
-//     is over. A local store needs no wait: its lock (an fcntl lock, held
-//     by a stopped process too: TestStoppedHolderKeepsLock) admits a
-//     second process only once the first is gone. Caveat: with Relaxed
-//     durability an Idempotent action's intent is not waited for, so a
-//     local store's next process may have the token of one that crashed
-//     with nothing durable.
-//
+//   - Fencing reaches the exec: the context an exec receives carries the
+//     writer's fencing token (FencingToken) to pass downstream beside the
+//     idempotency key (ExampleFencingToken). With a FencedReplicator the
+//     context is cancelled when the writer loses its lease and at its bound
+//     on a call's duration (Fence.CallBound), and what exec returns after
+//     that is never certified (ErrLeaseLost, ErrCallBound); an action an
+//     earlier writer left in doubt waits for Fence.InDoubtAfter before it
+//     is executed again, reported or resolved. docs/DESIGN.md (the write
+//     path's fencing) has the local store's token and the caveats.
 //   - Secrets (contract): the values an Action's Redact pointers name never
 //     reach the store; where exec echoes them in its error message or its
 //     result, the certificate stores "[redacted]" (ledger.Redacted) in
@@ -392,7 +371,6 @@
 //     result are stored so too. The Do that ran exec returns exec's own
 //     result and error, unredacted; every later Do of the action, in this
 //     process or after a restart, returns the certified, redacted result.
-//
 //   - Only the store's own files (privfs.Confine): below the store's
 //     directory no symbolic link is followed and nothing but regular files
 //     and directories is opened, by the engine, Pebble or the read-only
@@ -403,139 +381,29 @@
 // # Resources on an untrusted store
 //
 // Verify, Inspect, Scan and Open's replay decompress within a budget
-// (frame.Budget): 256 MiB plus 256 times the compressed bytes they read;
-// past it a record is refused (frame.ErrBudget) before it is allocated, so
-// their time is linear in the bytes present whatever sizes a store's
-// records claim (at most 64 MiB each, frame.MaxDecompressedSize). The
-// writer keeps the same rule (frame.MaxRatio: no record it compresses
-// decompresses to more than 256 times its size), so a store the engine
-// wrote is never refused by it, after a clean Close or a crash. They hold
-// one record at a time, decoded in place: about two records' worth (128
-// MiB at most) besides small per-record indexes (a position per atom, a
-// digest per certificate, in Verify a head per atom). The Inspector's run
-// summaries keep at most 4 KiB of each action's args and result, 16 MiB
-// in all, and one Atom call at most 64 MiB of them (ActionInfo.ResultSize
-// says what was cut). With a Go memory limit of 128 MiB (GOMEMLIMIT;
-// continuumctl sets it) none of them needs more than 256 MB of memory. After
-// Open the engine reads records when it needs them, without a budget, and
-// holds the frames of the runs in use (the agent's state, as large as the
-// log says it is). See docs/THREATS.md for what a store's writer can and
-// cannot do.
+// (frame.Budget: 256 MiB plus 256 times the compressed bytes read), so
+// their time and memory are linear in the bytes present whatever sizes a
+// store's records claim; the writer keeps the same rule (frame.MaxRatio),
+// so a store the engine wrote is never refused by it. With GOMEMLIMIT=128MiB
+// none of them needs more than 256 MB. docs/DESIGN.md ("Resources on an
+// untrusted store") has the figures; docs/THREATS.md what a store's writer
+// can and cannot do.
 //
-// # Crash safety, operation by operation
+// # Crash safety and the log as the truth (I9)
 //
-//   - Run: the run record (id, nonce) is the commit point; durable before
-//     Run returns.
-//   - Do: the intent record is durable before exec is called; the
-//     certificate is durable before Do returns (strict mode).
-//   - Commit: the atom record is the commit point. The frame in memory is
-//     changed only after the record is durable.
-//   - Send and Receive: nothing is written until Commit; the atom record
-//     is the commit point of its messages (sent and consumed) as of its
-//     delta. The inboxes change only after the record is durable.
-//   - INBOX is written by the engine checkpoint just before CHECKPOINT,
-//     naming that checkpoint (a temporary file, fsynced, renamed into
-//     place; CHECKPOINT's directory fsync makes the rename durable). A
-//     crash between the two leaves the old INBOX or one of the next
-//     generation, which the next Open does not use (the inbox is then
-//     rebuilt from the log).
-//   - Rollback: the rollback record is the commit point of the decision
-//     (a crash before it: nothing happened); each compensation is a Do;
-//     the completing atom is the commit point of the rollback (rollback.go
-//     has the steps).
-//   - Snapshots go to Pebble in the background; a crash loses at most
-//     snapshots, never atoms: the log still has every delta.
-//   - The snapshot store (snapshots/) is derived, and nothing about it can
-//     stop, hang or mislead the agent. Every value read from it is checked
-//     against the log: a snapshot's chain head against the atom record at
-//     its seq, every atom-index position against the record it names (run
-//     and seq). A value that disagrees is ignored and served from the log
-//     (Stats.SnapshotMismatches). If the store fails (a failed write or
-//     sync, ENOSPC, EIO, damage found by Pebble or by these checks) or
-//     cannot be opened, snapshots stop, StateAt builds frames from the
-//     deltas in the log, commits, Do and Resolve go on without a reopen,
-//     Stats.SnapshotStore holds the error (logged once), Close returns
-//     within package snapshot's CloseTimeout and still writes CHECKPOINT,
-//     and the next Open re-indexes or rebuilds the store from the log
-//     (snapstore.go). verify --deep checks the store against the log when
-//     no process has it open.
-//   - The engine checkpoint (CHECKPOINT, replaced atomically) names the log
-//     position Open replays from. It is written after the frame files,
-//     snapshots and ledger table it relies on are durable, and records its
-//     generation in the snapshot store, which is re-indexed from the log
-//     if it is found older (a crash during its rebuild).
-//   - Open: the store's directories (its parent, the store, wal, frames,
-//     dicts) are fsynced before anything is acknowledged, whatever a
-//     previous process left in the page cache after a failed or missing
-//     fsync. The fsyncs start on the first Begin or write (or 200 ms after
-//     Open), off the restart path; their failure fails the log (I8).
-//   - Open of an existing store writes nothing until recovery has found it
-//     sound: the log opens read-only (wal.Options.DeferWrites) and trims a
-//     torn tail or starts a segment only after the replay; a refused Open
-//     leaves every file as it was.
-//   - Creation: STORE is written (atomically) only once the first segment
-//     of the log and the directory entries leading to it are durable. So
-//     STORE without a log is damage (refused), and a log without STORE
-//     that holds no record is a creation that crashed (Open completes it);
-//     a log with records but no STORE is refused.
-//
-// # The log is the truth (I9)
-//
-// Every file besides the log is derived from it, and is checked cheaply
-// when it is loaded, against its checksum and the log position and head
-// it names; on any mismatch the engine rebuilds what it holds from the
-// log (a slower restart, never a different answer) and says so in its log
-// and in Stats:
-//
-//   - CHECKPOINT damaged, of another store, or disagreeing with the log's
-//     tail (an atom of a run it does not list, a seq past a gap, another
-//     head at its seq): the whole log is replayed (OpenInfo.CheckpointIgnored).
-//   - A frame file missing, damaged, of another run, or at a seq or head
-//     other than CHECKPOINT and the tail name: the run's frame is rebuilt
-//     from its atoms in the log (Stats.FramesRebuilt). A run an engine
-//     checkpoint left to its tail (CHECKPOINT's row past its frame file
-//     seq by at most maxTailAtoms) is built from its frame file and the
-//     atoms after it, read at the positions the atom index gives, each
-//     checked to be the run's atom at that seq, the heads against the
-//     file and the row; whatever the index cannot give is read from the
-//     log as for a missing file.
-//   - The ledger table missing, damaged, or written for another checkpoint
-//     (its version 2 names its generation and log position): rebuilt from
-//     the log's intents and certificates before the replay position
-//     (Stats.LedgerRebuilt).
-//   - CHECKPOINT's table of runs is trusted for the log before its replay
-//     position (reading that part would make restart cost depend on
-//     history), but a run is never created on its word: a moment after
-//     Open, and before any creation of a run it does not list, the log
-//     before the replay position is read once (record headers only) and
-//     the table reconciled with it, trusting the log
-//     (Stats.CheckpointMismatch). Until then a run whose row a forger
-//     changed (its checksum recomputed) is served as the row says; verify
-//     reports such rows.
-//
-// Damage to the log itself is the opposite case, never rebuilt over: a
-// missing segment (a gap, a first segment past 1 that RETENTION does not
-// explain, a log that ends
-// before CHECKPOINT's replay position or before a frame file's seq), a
-// missing dictionary (CHECKPOINT names the newest), or a damaged record
-// that Open reads is refused with a *CorruptionError naming the file, the
-// offset and the run and seq it reaches (from the records around it: the
-// run whose next atom skips a seq, or the atom a damaged action record
-// belonged to). Open reads only the tail after CHECKPOINT: a damaged
-// record before the replay position is one no run needs to restart (each
-// run's state and head come from CHECKPOINT and its frame file); it is
-// reported by verify, and by the first read that needs it (StateAt, a
-// frame rebuild, a certified result), with file, offset, run and seq.
-//
-// Restart replays only the log tail since the last engine checkpoint (at
-// most Options.RestartTail bytes, plus what a crash interrupted), so its
-// cost depends on the tail, never on total history. A run's in-memory
-// state is built from CHECKPOINT when the run is first used; sealed log
-// segments are not opened until read. Pebble and the ledger's persisted
-// index load in the background; the first call that needs them waits.
-// Pebble is created on first need (the first snapshot due, a StateAt, a
-// background engine checkpoint): a new store takes about 100 KiB on disk
-// until its data needs more.
+// Every operation has one commit point, a record of the log made durable
+// before the call returns (strict mode); nothing in memory changes before
+// it. Every file besides the log is derived from it, checked when loaded
+// against its checksum and the log position and head it names, and
+// rebuilt from the log on any mismatch (a slower restart, never a
+// different answer; Stats and OpenInfo say so). Damage to the log itself
+// is never rebuilt over: Open refuses it with a *CorruptionError naming
+// the file, offset, run and seq. Restart replays only the log's tail since
+// the last engine checkpoint (at most Options.RestartTail bytes), so its
+// cost never depends on total history. docs/DESIGN.md has each
+// operation's commit point ("Crash safety, operation by operation") and
+// each derived file's check and rebuild ("Derived files and what happens
+// when one is damaged").
 //
 // # Caveats
 //
@@ -560,26 +428,11 @@
 //     newest segment has room; a failed write's temporary file is removed
 //     at once, and Open removes those a crash left. The snapshot store
 //     (Pebble) does not yet survive a full disk: it may end the process.
-//   - A rollback's completing atom holds the whole frame at the target
-//     (replace_frame), so it is as large as that frame: a frame past
-//     MaxSize cannot be rolled back to (ErrTooLarge, the rollback stays
-//     pending). A pending rollback holds the engine checkpoint's replay
-//     position at its record, so a restart replays the log from there
-//     until it completes. Rollback reads every atom it rolls back (their
-//     actions' intents and certificates), and the log after the target's
-//     atom, to plan: its cost grows with the distance to the target, not
-//     with the run. It finds the actions the committed atoms list, those
-//     of the atom a crash interrupted, and those certified after the
-//     target's atom by attempts that never committed (an atom that failed,
-//     its seq then committed without them: counted at that seq; a branch
-//     that lost a conflict and was not retried: counted at the run's last
-//     seq). A branch that began before the target, certified an action
-//     before the target's atom was written, and never committed is not
-//     found.
-//   - A rollback takes back the frame and, through compensations, the
-//     actions; not messages: what the rolled-back atoms sent stays sent
-//     (and may be consumed), what they consumed stays consumed. An agent
-//     that must take a message back sends another.
+//   - A rollback's completing atom holds the whole frame at the target, so
+//     a frame past MaxSize cannot be rolled back to; a pending rollback
+//     holds the replay position at its record; a rollback's cost grows
+//     with the distance to the target; messages are not taken back.
+//     docs/DESIGN.md ("Compensation and rollback", its limits) has each.
 //   - Inspect, Scan and Verify take no lock and run beside a live engine:
 //     they read the log as far as it was durable when they opened it, and
 //     start over when a file they listed vanishes (a rotated ledger table,
