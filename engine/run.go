@@ -226,7 +226,7 @@ func (r *Run) Info() RunInfo {
 		info.Running = r.mu.atom.seq
 	}
 	if br := r.mu.br; br != nil {
-		info.Branches = len(br.live) + len(br.queue)
+		info.Branches = br.Len()
 	}
 	if e := r.mu.end; e != nil {
 		_, info.Head, _ = r.chainHeadLocked()
@@ -685,7 +685,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 			ErrRollbackPending, r.id, rb.to, rb.to)
 	}
 	if br := r.mu.br; br != nil {
-		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, len(br.live)+len(br.queue))
+		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, br.Len())
 	}
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"
