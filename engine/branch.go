@@ -97,7 +97,7 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 		return nil, fmt.Errorf("%w: run %q takes no more atoms", ErrRunEnded, r.id)
 	case r.mu.rollback != nil:
 		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, r.mu.rollback.to, r.mu.rollback.to)
+			ErrRollbackPending, r.id, r.mu.rollback.To, r.mu.rollback.To)
 	}
 	if err := r.materializeLocked(); err != nil {
 		return nil, err

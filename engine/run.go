@@ -682,7 +682,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	}
 	if rb := r.mu.rollback; rb != nil {
 		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, rb.to, rb.to)
+			ErrRollbackPending, r.id, rb.To, rb.To)
 	}
 	if br := r.mu.br; br != nil {
 		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, br.Len())
