@@ -83,7 +83,7 @@ type atomAction struct {
 // returned nil: Seq is 0 until then.
 func (a *Atom) Seq() uint64 {
 	if a.branch != nil {
-		return a.branch.seq.Load()
+		return a.branch.Seq()
 	}
 	return a.seq
 }

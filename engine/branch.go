@@ -1,89 +1,51 @@
 package engine
 
 // Branches: several atoms of one run in flight at once, with optimistic
-// concurrency (doc.go, "Branches").
+// concurrency (doc.go, "Branches"). Package internal/branch holds the
+// rules and the bookkeeping (live branches, the commit queue, the conflict
+// window and rule); this file conducts it.
 //
 // A branch reads the run's state as of its base (LastSeq when it began)
 // and takes its seq only when it commits. Its Commit checks, under the
-// run's lock, the write sets of the atoms after its base (a bounded window
-// kept only while branches are in flight), encodes its record chained to
-// the newest record appended for the run (durable or not), and enqueues
-// it in the log; the run's lock is released for the fsync, so the
-// branches of a run share group commits as separate runs do. Records are
-// enqueued in seq order and the log makes them durable in that order;
-// each is applied to the run's frame in seq order, once it and every
-// record before it is durable (publishBranchesLocked).
+// run's lock, the write sets of the atoms after its base, encodes its
+// record chained to the newest record appended for the run (durable or
+// not), and enqueues it in the log; the run's lock is released for the
+// fsync, so the branches of a run share group commits as separate runs
+// do. Records are enqueued in seq order and the log makes them durable in
+// that order; each is applied to the run's frame in seq order, once it and
+// every record before it is durable (branch.Set.Publish, over branchCore).
 
 import (
 	"context"
 	"fmt"
-	"slices"
-	"strconv"
-	"strings"
-	"sync/atomic"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/branch"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// atomBranch is what an atom begun by Run.Branch has besides an atom.
-type atomBranch struct {
-	name  string
-	base  uint64
-	reads []StateKey // declared, sorted, unique; immutable
-	// seq is the seq the branch committed at, 0 until then (Atom.Seq).
-	seq atomic.Uint64
-}
+// atomBranch is what an atom begun by Run.Branch has besides an atom
+// (Atom.branch).
+type atomBranch = branch.Branch
 
-// branchSet is a run's branches in flight and their commit pipeline. It
-// exists (Run.mu.br) from the first Branch until no branch is in flight,
-// so that a run without branches keeps none of it. Guarded by Run.mu.
-type branchSet struct {
-	// live holds the branches begun and not yet committing, by name.
-	live map[string]*Atom
-	// queue holds the commits whose record is appended and not yet
-	// applied to the run's state, ascending by seq (lastSeq+1 ...).
-	queue []*branchCommit
-	// tailSeq and tailHead are the seq and head of the run's newest record
-	// appended: the last of queue, or lastSeq and head when it is empty.
-	// tailBound is the frame's size bound after it.
-	tailSeq   uint64
-	tailHead  chain.Hash
-	tailBound int64
-	// writes holds the write sets of every atom after winBase up to
-	// tailSeq, ascending by seq: what a branch with base >= winBase is
-	// checked against.
-	winBase uint64
-	writes  []atomWrites
-	// failed is the log's error once a branch's record failed: the
-	// records chained to it cannot be durable either.
-	failed error
-}
+// branchSet is a run's branches in flight (Run.mu.br).
+type branchSet = branch.Set[*branchCommit]
 
-type atomWrites struct {
-	seq  uint64
-	keys []StateKey // sorted, unique
-}
+// queuedBranch is a branch's commit in the run's queue.
+type queuedBranch = branch.Commit[*branchCommit]
 
-// branchCommit is one branch's Commit from the moment its record is
-// appended until it is applied (or failed). Guarded by Run.mu.
+// branchCommit is what the engine holds for a branch's commit from the
+// moment its record is appended until it is applied (or failed).
 type branchCommit struct {
 	a        *Atom
-	seq      uint64
 	d        *frame.Delta
 	c        pendingCommit
 	enc      encodedAtom
 	buf      *encBuf // holds enc until the log wrote it
 	w        *wal.Waiter
 	tok      uint64 // db.track's
-	pos      wal.Pos
-	durable  bool
-	settled  bool          // applied or failed; done is closed
-	err      error         // set when settled, nil if applied
-	done     chan struct{} // closed when settled
 	recBytes int
 }
 
@@ -113,16 +75,8 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if err := record.CheckBranchName(name); err != nil {
-		return nil, fmt.Errorf("engine: branch of run %q: %w", r.id, err)
-	}
-	if len(reads) > record.MaxBranchReads {
-		return nil, fmt.Errorf("engine: branch %q of run %q declares %d reads, at most %d", name, r.id, len(reads), record.MaxBranchReads)
-	}
-	for _, k := range reads {
-		if err := k.Check(); err != nil {
-			return nil, fmt.Errorf("engine: branch %q of run %q: %w", name, r.id, err)
-		}
+	if err := branch.Check(r.id, name, reads); err != nil {
+		return nil, err
 	}
 	r.touch() // the frame cache keeps recently used frames
 	db.startDirSyncs()
@@ -143,29 +97,24 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 		return nil, fmt.Errorf("%w: run %q takes no more atoms", ErrRunEnded, r.id)
 	case r.mu.rollback != nil:
 		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, r.mu.rollback.to, r.mu.rollback.to)
+			ErrRollbackPending, r.id, r.mu.rollback.To, r.mu.rollback.To)
 	}
 	if err := r.materializeLocked(); err != nil {
 		return nil, err
 	}
 	br := r.mu.br
 	if br == nil {
-		br = &branchSet{live: map[string]*Atom{}, tailSeq: r.mu.lastSeq, tailHead: r.mu.head, winBase: r.mu.lastSeq}
-		br.tailBound = r.frameBoundLocked()
+		br = branch.NewSet[*branchCommit](branch.Tail{Seq: r.mu.lastSeq, Head: r.mu.head, Bound: r.frameBoundLocked()}, branchWindow)
 		r.mu.br = br
 	}
-	if br.failed != nil {
-		return nil, br.failed
+	if err := br.Failed(); err != nil {
+		return nil, err
 	}
-	if _, ok := br.live[name]; ok || slices.ContainsFunc(br.queue, func(c *branchCommit) bool { return c.a.branch.name == name }) {
+	b := br.Begin(name, r.mu.lastSeq, reads)
+	if b == nil {
 		return nil, fmt.Errorf("%w: run %q branch %q is in flight", ErrAtomInProgress, r.id, name)
 	}
-	var sorted []StateKey
-	if len(reads) > 0 {
-		sorted = record.SortStateKeys(slices.Clone(reads))
-	}
-	a := &Atom{run: r, branch: &atomBranch{name: name, base: r.mu.lastSeq, reads: sorted}}
-	br.live[name] = a
+	a := &Atom{run: r, branch: b}
 	db.observeBegin(ctx, a)
 	return a, nil
 }
@@ -184,7 +133,7 @@ func (r *Run) frameBoundLocked() int64 {
 // Seq-1 for an atom of Begin. The branch reads it with Run.StateAt.
 func (a *Atom) Base() uint64 {
 	if a.branch != nil {
-		return a.branch.base
+		return a.branch.Base
 	}
 	return a.seq - 1
 }
@@ -192,7 +141,7 @@ func (a *Atom) Base() uint64 {
 // Branch returns the atom's branch name, "" for an atom of Begin.
 func (a *Atom) Branch() string {
 	if a.branch != nil {
-		return a.branch.name
+		return a.branch.Name
 	}
 	return ""
 }
@@ -202,59 +151,14 @@ func (a *Atom) Branch() string {
 // atom's seq, or a branch's BranchKey.
 func (a *Atom) withDefaultKey(in *ledger.Intent, index uint32) *ledger.Intent {
 	if a.branch != nil {
-		return in.WithKey(ledger.BranchKey(a.run.id, a.branch.name, int(index)), index)
+		return in.WithKey(ledger.BranchKey(a.run.id, a.branch.Name, int(index)), index)
 	}
 	return in.WithDefaultKey(index)
 }
 
-// writeKeys returns the keys d writes, sorted and unique
-// (record.DeltaWrites: the one definition, which verify uses too).
-func writeKeys(d *frame.Delta) []StateKey { return record.DeltaWrites(d) }
-
-// conflictLocked returns the conflict of branch b, which writes writes,
-// with the atoms after its base, or nil.
-func (br *branchSet) conflictLocked(run string, b *atomBranch, writes []StateKey) error {
-	if b.base < br.winBase {
-		first := br.winBase + 1
-		return &ConflictError{Run: run, Branch: b.name, Base: b.base, Seq: first, Lost: true}
-	}
-	touched := writes
-	if len(b.reads) > 0 {
-		touched = record.SortStateKeys(append(slices.Clone(writes), b.reads...))
-	}
-	for _, w := range br.writes {
-		if w.seq <= b.base {
-			continue
-		}
-		if k, ok := record.Overlap(w.keys, touched); ok {
-			return &ConflictError{Run: run, Branch: b.name, Base: b.base, Seq: w.seq, Key: k}
-		}
-	}
-	return nil
-}
-
-// trimLocked drops the write sets no branch in flight or to come needs:
-// those at or below every live branch's base and the run's last seq, and
-// the oldest beyond MaxBranchWindow.
-func (br *branchSet) trimLocked(lastSeq uint64) {
-	floor := lastSeq
-	for _, a := range br.live {
-		floor = min(floor, a.branch.base)
-	}
-	i := 0
-	for i < len(br.writes) && (br.writes[i].seq <= floor || len(br.writes)-i > branchWindow) {
-		br.winBase = br.writes[i].seq
-		i++
-	}
-	if i > 0 {
-		br.writes = slices.Delete(br.writes, 0, i)
-	}
-	br.winBase = max(br.winBase, min(floor, br.tailSeq))
-}
-
 // branchIdleLocked drops the run's branch set once no branch is in flight.
 func (r *Run) branchIdleLocked() {
-	if br := r.mu.br; br != nil && len(br.live) == 0 && len(br.queue) == 0 && br.failed == nil {
+	if br := r.mu.br; br != nil && br.Idle() {
 		r.mu.br = nil
 	}
 }
@@ -263,21 +167,21 @@ func (r *Run) branchIdleLocked() {
 func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	r, db := a.run, a.run.db
 	start := a.commitStart()
-	writes := writeKeys(d)
-	bc, err := a.enqueue(ctx, d, writes)
+	q, err := a.enqueue(ctx, d, record.DeltaWrites(d))
 	if err != nil {
 		return err
 	}
+	bc := q.Payload
 	ps, err := bc.w.Wait(context.Background()) // the record is in the log's queue: its outcome is the log's
 	if err == nil {
 		err = db.dirsDurable()
 	}
 	select {
-	case <-bc.done: // applied (or failed) by the commit of a branch before it
+	case <-q.Done(): // applied (or failed) by the commit of a branch before it
 	default:
 		r.mu.Lock()
 		switch {
-		case bc.settled:
+		case q.Settled():
 		case err != nil:
 			if tooLargeForLog(err) {
 				err = fmt.Errorf("%w: %w", ErrTooLarge, err)
@@ -285,19 +189,19 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 				err = advise(err)
 			}
 			db.failLog(err)
-			r.failBranchesLocked(bc, fmt.Errorf("engine: commit run %q branch %q (seq %d): %w", r.id, a.branch.name, bc.seq, err))
+			r.mu.br.Fail(q, fmt.Errorf("engine: commit run %q branch %q (seq %d): %w", r.id, a.branch.Name, q.Seq, err), (*branchCore)(r))
 		default:
-			if !bc.durable {
-				bc.durable, bc.pos = true, ps[0]
+			if !q.Durable {
+				q.Durable, q.Pos = true, ps[0]
 				db.noteAppended(len(bc.enc.rec))
 			}
 			r.publishBranchesLocked()
 		}
 		r.mu.Unlock()
 	}
-	<-bc.done
-	if bc.err != nil {
-		return bc.err
+	<-q.Done()
+	if err := q.Err(); err != nil {
+		return err
 	}
 	db.counters.atoms.Add(1)
 	db.sample(bc.enc.body)
@@ -313,10 +217,10 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 // depends neither on the seq nor on the record before it); under the lock
 // the record is linked and enqueued, so that the run's records enter the
 // log in seq order.
-func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (*branchCommit, error) {
+func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (*queuedBranch, error) {
 	r, db := a.run, a.run.db
 	b := a.branch
-	ext := []record.AtomExt{{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: b.base, Branch: b.name, Reads: b.reads})}}
+	ext := []record.AtomExt{{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: b.Base, Branch: b.Name, Reads: b.Reads})}}
 	buf := getBuf()
 	var enc encodedAtom
 	encoded := -1 // the number of the atom's actions enc lists
@@ -334,13 +238,13 @@ func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (
 			db.compressAtomBody(buf, enc)
 			encoded = n
 		}
-		bc, wait, err := a.enqueueLocked(d, writes, buf, &enc, actions)
+		q, wait, err := a.enqueueLocked(d, writes, buf, &enc, actions)
 		switch {
 		case err != nil:
 			putBuf(buf)
 			return nil, err
-		case bc != nil:
-			return bc, nil
+		case q != nil:
+			return q, nil
 		case wait != nil:
 			select {
 			case <-wait:
@@ -357,7 +261,7 @@ func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (
 // on and try again (the frame near its size limit while commits before it
 // are in flight), or nil and nil to encode again (a Do of the branch
 // recorded an action meanwhile).
-func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc *encodedAtom, actions []atomAction) (*branchCommit, <-chan struct{}, error) {
+func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc *encodedAtom, actions []atomAction) (*queuedBranch, <-chan struct{}, error) {
 	r, db := a.run, a.run.db
 	b := a.branch
 	r.mu.Lock()
@@ -367,32 +271,31 @@ func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc
 	done, n := a.mu.done, len(a.mu.actions)
 	a.mu.Unlock()
 	switch {
-	case done || br == nil || br.live[b.name] != a:
-		return nil, nil, fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, b.name)
+	case done || br == nil || !br.Live(b):
+		return nil, nil, fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, b.Name)
 	case n != len(actions):
 		return nil, nil, nil
 	}
 	if err := a.enqueueCheckLocked(br, d, writes); err != nil {
 		return nil, nil, err
 	}
-	bound := br.tailBound + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
-	if bound > MaxSize && len(br.queue) > 0 {
-		// Near the size limit: let the commits before it land, then take
-		// the exact size from the frame they leave.
-		return nil, br.queue[len(br.queue)-1].done, nil
+	bound, wait := br.Bound(int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize)
+	if wait != nil {
+		return nil, wait, nil
 	}
-	seq := br.tailSeq + 1
+	tail := br.Tail()
+	seq := tail.Seq + 1
 	if bound > MaxSize {
 		var err error
 		if bound, err = r.checkFrameSizeLocked(d, seq); err != nil {
 			return nil, nil, err
 		}
 	}
-	c := pendingCommit{prev: br.tailHead, actions: actions, sizeBound: bound}
+	c := pendingCommit{prev: tail.Head, actions: actions, sizeBound: bound}
 	if err := db.sealAtom(buf, enc, r.id, seq, c.prev); err != nil {
 		return nil, nil, err
 	}
-	bc := &branchCommit{a: a, seq: seq, d: d, c: c, enc: *enc, buf: buf, done: make(chan struct{}), recBytes: len(enc.rec)}
+	bc := &branchCommit{a: a, d: d, c: c, enc: *enc, buf: buf, recBytes: len(enc.rec)}
 	bc.tok = db.track()
 	bc.w = db.log.AppendAsync(enc.rec)
 	select {
@@ -402,32 +305,27 @@ func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc
 		if _, err := bc.w.Wait(context.Background()); err != nil {
 			db.untrack(bc.tok)
 			if tooLargeForLog(err) {
-				return nil, nil, fmt.Errorf("%w: engine: commit run %q branch %q: %w", ErrTooLarge, r.id, b.name, err)
+				return nil, nil, fmt.Errorf("%w: engine: commit run %q branch %q: %w", ErrTooLarge, r.id, b.Name, err)
 			}
 			err = advise(err)
 			db.failLog(err)
-			return nil, nil, fmt.Errorf("engine: commit run %q branch %q: %w", r.id, b.name, err)
+			return nil, nil, fmt.Errorf("engine: commit run %q branch %q: %w", r.id, b.Name, err)
 		}
 	default:
 	}
-	delete(br.live, b.name)
 	a.mu.Lock()
 	a.mu.done = true // no Do after this: the record lists its actions
 	a.mu.Unlock()
-	br.queue = append(br.queue, bc)
-	br.writes = append(br.writes, atomWrites{seq: seq, keys: writes})
-	br.tailSeq, br.tailHead, br.tailBound = seq, enc.head, bound
-	br.trimLocked(r.mu.lastSeq)
-	return bc, nil, nil
+	return br.Enqueue(b, writes, enc.head, bound, r.mu.lastSeq, bc), nil, nil
 }
 
 // enqueueCheckLocked is what enqueue checks before it writes: the run's
 // state, the conflict rule, the delta against the frame. A conflict ends
 // the branch.
 func (a *Atom) enqueueCheckLocked(br *branchSet, d *frame.Delta, writes []StateKey) error {
-	r := a.run
-	if br.failed != nil {
-		return br.failed
+	r, b := a.run, a.branch
+	if err := br.Failed(); err != nil {
+		return err
 	}
 	if r.mu.broken != nil {
 		return r.mu.broken
@@ -435,7 +333,8 @@ func (a *Atom) enqueueCheckLocked(br *branchSet, d *frame.Delta, writes []StateK
 	if err := r.materializeLocked(); err != nil {
 		return err
 	}
-	if err := br.conflictLocked(r.id, a.branch, writes); err != nil {
+	if c := br.Conflict(b, writes); c != nil {
+		err := &ConflictError{Run: r.id, Branch: b.Name, Base: b.Base, Seq: c.Seq, Key: c.Key, Lost: c.Lost}
 		a.endBranchLocked(br)
 		a.observeFail(err.Error())
 		return err
@@ -444,55 +343,43 @@ func (a *Atom) enqueueCheckLocked(br *branchSet, d *frame.Delta, writes []StateK
 	// conflict check), so it applies to the frame they will leave exactly
 	// as to the frame published now.
 	if err := r.mu.frame.CanApply(d); err != nil {
-		return fmt.Errorf("%w: run %q branch %q: %v", ErrInvalidDelta, r.id, a.branch.name, err)
+		return fmt.Errorf("%w: run %q branch %q: %v", ErrInvalidDelta, r.id, b.Name, err)
 	}
 	return nil
 }
 
 // endBranchLocked ends branch a without a commit: its name is free again.
 func (a *Atom) endBranchLocked(br *branchSet) {
-	delete(br.live, a.branch.name)
+	br.End(a.branch, a.run.mu.lastSeq)
 	a.mu.Lock()
 	a.mu.done = true
 	a.mu.Unlock()
-	br.trimLocked(a.run.mu.lastSeq)
 	a.run.branchIdleLocked()
 }
 
 // publishBranchesLocked applies, in seq order, every queued commit that is
 // durable and whose predecessors are applied.
 func (r *Run) publishBranchesLocked() {
-	br := r.mu.br
-	for len(br.queue) > 0 && (br.queue[0].durable || r.db.landed(br.queue[0])) {
-		bc := br.queue[0]
-		br.queue[0] = nil
-		br.queue = br.queue[1:]
-		bc.a.branch.seq.Store(bc.seq)
-		err := bc.a.publishLocked(bc.seq, bc.d, bc.c, bc.enc.head, bc.pos, bc.enc.grown)
-		r.db.untrack(bc.tok)
-		bc.settled, bc.err = true, err
-		close(bc.done)
-		if err != nil {
-			r.failBranchesLocked(nil, err)
-			return
-		}
-		r.afterCommitLocked()
-	}
-	br.trimLocked(r.mu.lastSeq)
+	r.mu.br.Publish((*branchCore)(r), r.mu.lastSeq)
 	r.branchIdleLocked()
 }
 
-// landed reports whether bc's record is durable already, and marks it so:
+// branchCore is a run as its branch set's branch.Core (the run's lock
+// held).
+type branchCore Run
+
+// Durable reports whether q's record is durable already, and marks it so:
 // the commit that publishes the records before it publishes it too, in
-// the same hold of the run's lock, rather than wait for bc's own goroutine
+// the same hold of the run's lock, rather than wait for q's own goroutine
 // to be scheduled. A failure is left to that goroutine to report.
-func (db *DB) landed(bc *branchCommit) bool {
+func (c *branchCore) Durable(q *queuedBranch) bool {
+	db := c.db
 	select {
-	case <-bc.w.Done():
+	case <-q.Payload.w.Done():
 	default:
 		return false
 	}
-	ps, err := bc.w.Wait(context.Background())
+	ps, err := q.Payload.w.Wait(context.Background())
 	if err != nil {
 		return false
 	}
@@ -504,32 +391,22 @@ func (db *DB) landed(bc *branchCommit) bool {
 	default:
 		return false
 	}
-	bc.durable, bc.pos = true, ps[0]
-	db.noteAppended(len(bc.enc.rec))
+	q.Durable, q.Pos = true, ps[0]
+	db.noteAppended(len(q.Payload.enc.rec))
 	return true
 }
 
-// failBranchesLocked fails bc (nil: the first queued) and every commit
-// queued after it: their records are chained to its record, which is not
-// durable (the log failed), so theirs are not either.
-func (r *Run) failBranchesLocked(bc *branchCommit, err error) {
-	br := r.mu.br
-	if br.failed == nil {
-		br.failed = err
-	}
-	i := 0
-	if bc != nil {
-		i = slices.Index(br.queue, bc)
-	}
-	for _, c := range br.queue[max(i, 0):] {
-		if !c.settled {
-			c.settled, c.err = true, err
-			r.db.untrack(c.tok)
-			close(c.done)
-		}
-	}
-	br.queue = br.queue[:max(i, 0)]
+// Apply publishes q's atom to the run's state.
+func (c *branchCore) Apply(q *queuedBranch) error {
+	bc := q.Payload
+	return bc.a.publishLocked(q.Seq, bc.d, bc.c, bc.enc.head, q.Pos, bc.enc.grown)
 }
+
+// Release drops q's hold on the engine checkpoint's replay position.
+func (c *branchCore) Release(q *queuedBranch) { c.db.untrack(q.Payload.tok) }
+
+// Committed is the work after a commit (afterCommitLocked).
+func (c *branchCore) Committed(*queuedBranch) { (*Run)(c).afterCommitLocked() }
 
 // failBranch is Fail of a branch: it ends the branch, which reserved no
 // seq, without a record.
@@ -538,8 +415,8 @@ func (a *Atom) failBranch(reason string) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	br := r.mu.br
-	if br == nil || br.live[a.branch.name] != a {
-		return fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, a.branch.name)
+	if br == nil || !br.Live(a.branch) {
+		return fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, a.branch.Name)
 	}
 	a.endBranchLocked(br)
 	r.db.counters.fails.Add(1)
@@ -550,7 +427,5 @@ func (a *Atom) failBranch(reason string) error {
 // otherBranchKey reports whether key is a default key of another branch
 // of the run than a's.
 func (a *Atom) otherBranchKey(key string) bool {
-	run := "ck1b-" + strconv.Itoa(len(a.run.id)) + ":" + a.run.id + ":" // BranchKey's of this run
-	mine := ledger.BranchKey(a.run.id, a.branch.name, 0)
-	return strings.HasPrefix(key, run) && !strings.HasPrefix(key, mine[:len(mine)-1])
+	return branch.OtherKey(a.run.id, a.branch.Name, key)
 }

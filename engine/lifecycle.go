@@ -164,7 +164,7 @@ func (r *Run) endableLocked() error {
 	case r.mu.atom != nil:
 		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
 	case r.mu.rollback != nil:
-		return fmt.Errorf("%w: run %q: finish the rollback to seq %d before End", ErrRollbackPending, r.id, r.mu.rollback.to)
+		return fmt.Errorf("%w: run %q: finish the rollback to seq %d before End", ErrRollbackPending, r.id, r.mu.rollback.To)
 	case r.mu.br != nil:
 		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before End", ErrAtomInProgress, r.id)
 	}

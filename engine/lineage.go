@@ -144,7 +144,7 @@ func (a *Atom) lineageBranchIntent(in *ledger.Intent) (*ledger.Intent, error) {
 		if err != nil {
 			return nil, err
 		}
-		c := in.WithKey(ledger.BranchKey(p.id, a.branch.name, int(in.Index)), in.Index)
+		c := in.WithKey(ledger.BranchKey(p.id, a.branch.Name, int(in.Index)), in.Index)
 		if e, ok := a.run.db.ledger.Lookup(c.Fingerprint); ok && e.Status != ledger.StatusNone {
 			return c, nil
 		}

@@ -100,7 +100,7 @@ func (db *DB) receiverOpen(to string) error {
 // The run's mu is held.
 func (a *Atom) runningLocked() error {
 	if a.branch != nil {
-		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.name)
+		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.Name)
 	}
 	a.mu.Lock()
 	done := a.mu.done || a.run.mu.atom != a

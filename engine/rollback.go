@@ -44,6 +44,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/saga"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -92,14 +93,8 @@ type RollbackResult struct {
 }
 
 // pendingRollback is a rollback whose record is durable and whose
-// completing atom is not. Immutable once built.
-type pendingRollback struct {
-	seq, to uint64     // the completing atom's seq and the target
-	head    chain.Hash // h(seq-1): the run's head when it began
-	undo    []record.Undo
-	seal    [32]byte // record.RollbackSeal of its record
-	pin     uint64   // the db.active token that holds the replay floor below the record
-}
+// completing atom is not (Run.mu.rollback).
+type pendingRollback = saga.Pending
 
 // Rollback returns the run to its state at seq to, undoing the actions
 // certified after it: it runs the compensation (ledger.Action.Compensate)
@@ -207,9 +202,9 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*Atom, 
 		return nil, st, fmt.Errorf("%w: rollback of run %q: branches are in flight; commit or fail them first", ErrAtomInProgress, r.id)
 	case !fresh && rb == nil:
 		return nil, st, fmt.Errorf("%w: run %q has no pending rollback", ErrNotInDoubt, r.id)
-	case rb != nil && fresh && rb.to != to:
+	case rb != nil && fresh && rb.To != to:
 		return nil, st, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished (call Rollback with to = %d); a rollback to seq %d must wait for it",
-			ErrRollbackPending, r.id, rb.to, rb.to, to)
+			ErrRollbackPending, r.id, rb.To, rb.To, to)
 	case rb == nil && (to >= r.mu.lastSeq || to < r.base):
 		return nil, st, fmt.Errorf("%w: rollback of run %q to seq %d: the target must be below the last seq %d and at or after the fork point %d",
 			ErrSeqOutOfRange, r.id, to, r.mu.lastSeq, r.base)
@@ -220,7 +215,7 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*Atom, 
 	seq := r.mu.lastSeq + 1
 	a := &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq}
 	if rb := r.mu.rollback; rb != nil {
-		a.seal = rb.seal[:]
+		a.seal = rb.Seal[:]
 		st.pending = rb
 	}
 	st.head = r.mu.head
@@ -253,11 +248,7 @@ func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64
 		if err != nil {
 			return nil, err
 		}
-		for _, u := range undo {
-			if u.Compensation == nil {
-				res.NotUndone = append(res.NotUndone, u)
-			}
-		}
+		res.NotUndone = saga.NotUndone(undo)
 		if len(res.NotUndone) > 0 && !opts.AllowNotUndone {
 			u := res.NotUndone[0]
 			return res, fmt.Errorf("%w: rollback of run %q to seq %d: %d certified actions have no compensation, the newest %q of seq %d (fingerprint %s); nothing was written (RollbackOptions.AllowNotUndone lets the rollback leave them)",
@@ -267,14 +258,10 @@ func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64
 			return nil, err
 		}
 	} else {
-		for _, u := range rb.undo {
-			if u.Compensation == nil {
-				res.NotUndone = append(res.NotUndone, u)
-			}
-		}
+		res.NotUndone = saga.NotUndone(rb.Undo)
 	}
-	for i := range rb.undo {
-		u := rb.undo[i]
+	for i := range rb.Undo {
+		u := rb.Undo[i]
 		if u.Compensation == nil {
 			continue
 		}
@@ -301,14 +288,9 @@ func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64
 func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.Hash, undo []record.Undo) (*pendingRollback, error) {
 	db := r.db
 	started := time.Now().UnixNano()
-	rec := record.AppendRollback(nil, r.id, a.seq, to, head, started, undo)
-	if db.sealer != nil {
-		// The undo list names the actions' tools and the compensations'
-		// arguments: agent data, sealed with the run's key.
-		var err error
-		if rec, err = db.sealer.AppendSealedRollback(nil, r.id, a.seq, to, head, started, undo); err != nil {
-			return nil, fmt.Errorf("engine: run %q: the rollback record: %w", r.id, err)
-		}
+	rec, err := saga.Record(db.sealer, r.id, a.seq, to, head, started, undo)
+	if err != nil {
+		return nil, err
 	}
 	if err := checkRecordSize(r.id, a.seq, "the rollback record", rec); err != nil {
 		return nil, err
@@ -324,11 +306,11 @@ func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.
 		db.untrack(tok)
 		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", r.id, to, err)
 	}
-	rb := &pendingRollback{seq: a.seq, to: to, head: head, undo: undo, seal: record.RollbackSeal(rec), pin: tok}
+	rb := saga.NewPending(rec, a.seq, to, head, undo, tok)
 	r.mu.Lock()
 	r.mu.rollback = rb
 	r.mu.Unlock()
-	a.seal = rb.seal[:] // before the atom's first action: nothing reads it concurrently
+	a.seal = rb.Seal[:] // before the atom's first action: nothing reads it concurrently
 	return rb, nil
 }
 
@@ -369,39 +351,23 @@ func (a *Atom) compensate(ctx context.Context, u *Undo, execFor func(Undo) ledge
 // completeRollbackLocked ends the pending rollback that atom seq
 // completes, if any: its pin is released.
 func (r *Run) completeRollbackLocked(seq uint64) {
-	if rb := r.mu.rollback; rb != nil && rb.seq == seq {
+	if rb := r.mu.rollback; rb != nil && rb.Seq == seq {
 		r.mu.rollback = nil
-		r.db.untrack(rb.pin)
+		r.db.untrack(rb.Pin)
 	}
 }
 
-// replayRollback applies a rollback record found in the log (recovery):
-// a record of the run's next seq, from its current head, is pending until
-// its atom is replayed; one of a seq the run has already committed is
-// reflected. The record pins the replay floor again (pos).
+// replayRollback applies a rollback record found in the log (recovery,
+// saga.Replay): a record of the run's next seq, from its current head, is
+// pending until its atom is replayed, and pins the replay floor again
+// (pos); one of a seq the run has already committed is reflected.
 func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
-	switch {
-	case rec.Seq <= r.mu.lastSeq:
-		return "" // completed: its atom is reflected already
-	case rec.Seq != r.mu.lastSeq+1:
-		return fmt.Sprintf("rollback completed by seq %d, the run's last atom is %d", rec.Seq, r.mu.lastSeq)
-	case rec.Head != r.mu.head:
-		return fmt.Sprintf("rollback begun from head %x, the run's head at seq %d is %x", rec.Head[:8], r.mu.lastSeq, r.mu.head[:8])
-	case r.mu.rollback != nil:
-		return fmt.Sprintf("a second rollback record for seq %d", rec.Seq)
+	rb, why := saga.Replay(rec, r.mu.lastSeq, r.mu.head, r.mu.rollback)
+	if rb != nil {
+		rb.Pin = db.pin(pos)
+		r.mu.rollback = rb
 	}
-	undo := make([]record.Undo, len(rec.Undo))
-	for i, u := range rec.Undo { // rec aliases the read buffer
-		undo[i] = u
-		if c := u.Compensation; c != nil {
-			cc := *c
-			cc.Args = append([]byte(nil), c.Args...)
-			undo[i].Compensation = &cc
-		}
-	}
-	r.mu.rollback = &pendingRollback{seq: rec.Seq, to: rec.To, head: rec.Head, undo: undo,
-		seal: record.RollbackSeal(rec.Raw), pin: db.pin(pos)}
-	return ""
+	return why
 }
 
 // PendingRollback reports the rollback of the run that is begun and not
@@ -413,7 +379,7 @@ func (r *Run) PendingRollback() (to uint64, pending bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if rb := r.mu.rollback; rb != nil {
-		return rb.to, true
+		return rb.To, true
 	}
 	return 0, false
 }

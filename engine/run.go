@@ -226,7 +226,7 @@ func (r *Run) Info() RunInfo {
 		info.Running = r.mu.atom.seq
 	}
 	if br := r.mu.br; br != nil {
-		info.Branches = len(br.live) + len(br.queue)
+		info.Branches = br.Len()
 	}
 	if e := r.mu.end; e != nil {
 		_, info.Head, _ = r.chainHeadLocked()
@@ -682,10 +682,10 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	}
 	if rb := r.mu.rollback; rb != nil {
 		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, rb.to, rb.to)
+			ErrRollbackPending, r.id, rb.To, rb.To)
 	}
 	if br := r.mu.br; br != nil {
-		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, len(br.live)+len(br.queue))
+		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, br.Len())
 	}
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"

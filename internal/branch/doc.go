@@ -1,0 +1,51 @@
+// Package branch holds the branches of a run: several atoms of one run in
+// flight at once, with optimistic concurrency (engine/doc.go, "Branches").
+// It knows the rules and the bookkeeping: which branches are live, the
+// commits whose records are in the log and not yet applied, the write sets
+// of the atoms after the oldest base a branch may still have (the conflict
+// window), the conflict rule, and the order in which commits are applied
+// or failed. It writes nothing and reads no log: package engine conducts it
+// (engine/branch.go), encodes and appends each branch's record, and applies
+// each commit to the run's state when the Set hands it over.
+//
+// # The interface with the engine
+//
+// A run holds one *Set[P] (P: the engine's payload of a commit: its
+// record, its delta, what it holds until applied) from its first Branch
+// until no branch is in flight, and calls it only with the run's lock
+// held. The engine implements Core over one run:
+//
+//	type Core[P any] interface {
+//		Durable(c *Commit[P]) bool  // c's record is durable; sets c.Pos
+//		Apply(c *Commit[P]) error   // apply c to the run's state, in seq order
+//		Release(c *Commit[P])       // c is settled: drop what the engine held for it
+//	}
+//
+// and calls, in a branch's life:
+//
+//	Check(run, name, reads)             // Branch's arguments, before any lock
+//	NewSet[P](tail, window)             // the first branch of a run
+//	(*Set).Begin(name, base, reads)     // a live branch, nil if the name is taken
+//	(*Set).Conflict(b, writes)          // the conflict rule at Commit: *Conflict or nil
+//	(*Set).Bound(deltaBound, limit)     // the frame's size bound after it, or wait
+//	(*Set).Enqueue(b, writes, head, bound, lastSeq, payload) // its record was appended
+//	(*Set).Publish(core, lastSeq)       // apply every durable commit in seq order
+//	(*Set).Fail(c, err, core)           // the log failed c's record: c and all after it fail
+//	(*Set).End(b, lastSeq)              // Fail or a conflict: the branch is over
+//	(*Set).Idle()                       // no branch in flight: the run drops its Set
+//	OtherKey(run, name, key)            // key is another branch's default key
+//
+// Durability: Enqueue is called after the record is in the log's queue;
+// Publish applies a commit only once Core.Durable says its record is
+// durable and every commit before it is applied, so the run's state only
+// ever shows a durable prefix of its records. A record that failed in the
+// log fails every commit queued after it (their records are chained to
+// it), and the Set then refuses new branches (Failed) until the store is
+// reopened.
+//
+// # Caveats
+//
+// A Set is not safe for concurrent use: its caller's lock (the run's)
+// guards it. A commit's done channel (Commit.Done) is the one thing read
+// without that lock.
+package branch
