@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
@@ -27,6 +28,14 @@ func TestForgedSnapshotStoreValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepAtoms(t, db, 1, 30, 1, 3, agent.NewWorld(), map[string][]chain.Hash{})
+	// The "head" forgery copies a snapshot the background wrote: wait for
+	// one (on a busy machine Close may come first, and Close writes frame
+	// files, not snapshots). A hang guard, not a deadline the test counts on.
+	for start := time.Now(); db.Stats().Snapshots == 0; time.Sleep(time.Millisecond) {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatal("no background snapshot after two minutes")
+		}
+	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
