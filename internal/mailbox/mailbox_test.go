@@ -222,6 +222,12 @@ func TestIdempotent(t *testing.T) {
 	wantInbox(t, &b, "r", "a:2")
 	b.Publish("a", 1, r1.Pos, l.atoms[r1.Pos].sent, nil)
 	wantInbox(t, &b, "r", "a:2")
+	// Once all is consumed, the sending atom again queues nothing, and an
+	// older consumption moves no cursor back.
+	b.Publish("r", 2, l.pos(), nil, []record.MessageID{id("a", 1, 1)})
+	b.Publish("r", 1, r2.Pos, nil, l.atoms[r2.Pos].consumed)
+	b.Publish("a", 1, r1.Pos, l.atoms[r1.Pos].sent, nil)
+	wantInbox(t, &b, "r")
 }
 
 // TestGone: an ended run takes nothing more and its inbox is dropped; a
