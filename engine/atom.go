@@ -9,6 +9,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -35,7 +36,7 @@ type Atom struct {
 	obs     AtomObserver // Options.Observer's for this atom; nil: none (observer.go)
 	// msgs is what the atom sent and received (messages.go); guarded by
 	// run.mu.
-	msgs atomMessages
+	msgs mailbox.Draft
 	// seal is set on the atom that completes a rollback: its rollback
 	// record's seal, which the atom's chained payload ends with
 	// (record.RollbackSeal). Immutable.
@@ -455,21 +456,13 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 	if err != nil {
 		return pendingCommit{}, err
 	}
-	if err := a.consumableLocked(); err != nil {
+	if err := r.db.msgs.Consumable(r.id, a.seq, &a.msgs); err != nil {
 		return pendingCommit{}, err
 	}
 	r.startWriteLocked()
 	n := len(a.mu.actions)
 	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
-	if len(a.msgs.sent) > 0 {
-		c.sent = a.msgs.sent[:len(a.msgs.sent):len(a.msgs.sent)]
-	}
-	if len(a.msgs.received) > 0 {
-		c.consumed = make([]MessageID, len(a.msgs.received))
-		for i, p := range a.msgs.received {
-			c.consumed[i] = p.id
-		}
-	}
+	c.sent, c.consumed = a.msgs.Record()
 	return c, nil
 }
 
@@ -501,8 +494,8 @@ func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head c
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(deltaLen)
 	if c.sent != nil || c.consumed != nil {
-		r.db.publishMessages(r.id, seq, pos, c.sent, c.consumed)
-		a.msgs = atomMessages{}
+		r.db.msgs.Publish(r.id, seq, pos, c.sent, c.consumed)
+		a.msgs = mailbox.Draft{}
 	}
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == seq {
@@ -565,7 +558,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 		if r.mu.interruptedSeq == a.seq {
 			r.mu.interruptedSeq, r.mu.inflight = 0, nil
 		}
-		a.releaseMessagesLocked()
+		db.msgs.Release(r.id, &a.msgs)
 	}
 	db.untrack(tok)
 	r.endWriteLocked()

@@ -48,9 +48,7 @@ func (db *DB) background() {
 				// The inbox, so that the tail's bodies it holds until then
 				// are let go; a failure is sticky and returned to every
 				// use of the inbox (and to the next engine checkpoint).
-				db.msgs.mu.Lock()
-				db.loadMessagesLocked()
-				db.msgs.mu.Unlock()
+				db.msgs.Load()
 			}()
 			if db.reg != nil {
 				db.bg.wg.Add(1)
@@ -601,7 +599,7 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	// INBOX is captured after every run: it reflects at least what their
 	// rows do, and the tail replay changes nothing it already reflects.
-	inbox, err := db.captureInbox(gen, floor)
+	inbox, err := db.msgs.Capture(gen, floor)
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
 	}
@@ -628,7 +626,7 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	old := db.bg.ledgerGn
 	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
-	db.noteInboxWritten(gen, floor)
+	db.msgs.Written(gen, floor)
 	if old != 0 && old != gen {
 		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
 			db.unclean.Store(true)

@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -134,7 +135,7 @@ type DB struct {
 		deleted map[string]*deletion
 	}
 	// msgs is the inbox of messages between runs (messages.go).
-	msgs mailboxes
+	msgs mailbox.Box
 
 	// gcMu serializes deletions and garbage collections (delete.go, gc.go).
 	gcMu sync.Mutex

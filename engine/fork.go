@@ -8,7 +8,7 @@ package engine
 // and the fork's own atoms begin at the fork point + 1. An action the fork
 // repeats at the same position, with the same tool and sanitized args,
 // gets the key the lineage used there, and so its certificate (I10);
-// see lineageKey.
+// see package internal/lineage (lineage.go asks it, forkRun is its Run).
 
 import (
 	"context"
@@ -19,7 +19,9 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/lineage"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -145,28 +147,34 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// maxLineage bounds the forks between a run and its lineage's root.
-const maxLineage = 1 << 12
+// forkRun is a Run as package internal/lineage sees it (lineage.Run).
+type forkRun Run
 
-// parentRun returns the run this fork was forked from. The log cannot
-// hold a cycle of forks (a parent is created before its fork), but
-// CHECKPOINT's rows are read before the log confirms them: a cycle or an
-// endless lineage there is damage, not a stack overflow. It takes no lock:
-// a run's parent is set when the run is built, and again only by the
-// reconciliation of CHECKPOINT's table with the log.
+func (f *forkRun) ID() string { return f.id }
+
+func (f *forkRun) Link() (string, uint64, lineage.Run) {
+	if p := f.parentRef.Load(); p != nil {
+		return f.parent, f.base, (*forkRun)(p)
+	}
+	return f.parent, f.base, nil
+}
+
+func (f *forkRun) Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
+	return (*Run)(f).actionsAt(ctx, seq, index)
+}
+
+func (f *forkRun) Where() (string, string) { return f.db.path("wal"), f.db.path(layout.CheckpointName) }
+
+// parentRun returns the run this fork was forked from, its lineage
+// checked (lineage.Parent). It takes no lock: a run's parent is set when
+// the run is built, and again only by the reconciliation of CHECKPOINT's
+// table with the log.
 func (r *Run) parentRun() (*Run, error) {
-	p := r.parentRef.Load()
-	if p == nil {
-		return nil, &CorruptionError{File: r.db.path("wal"), Run: r.id, Seq: r.base,
-			Reason: fmt.Sprintf("forked from run %q, which the store does not hold", r.parent)}
+	p, err := lineage.Parent((*forkRun)(r))
+	if err != nil {
+		return nil, err
 	}
-	for x, n := p, 0; x != nil; x, n = x.parentRef.Load(), n+1 {
-		if x == r || n == maxLineage {
-			return nil, &CorruptionError{File: r.db.path(layout.CheckpointName), Run: r.id, Seq: r.base,
-				Reason: fmt.Sprintf("its lineage through run %q loops or is longer than %d forks", r.parent, maxLineage)}
-		}
-	}
-	return p, nil
+	return (*Run)(p.(*forkRun)), nil
 }
 
 // baseFrame returns the run's state at its base: the empty frame, or, for

@@ -1,14 +1,15 @@
 package engine
 
 // Messages between the runs of a store: the API (engine/doc.go, "Messages
-// between runs"). inbox.go holds the derived state it reads and writes.
+// between runs"), over package internal/mailbox, which holds the inbox;
+// inbox.go is the mailbox's Source over the DB.
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 
+	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -72,10 +73,10 @@ func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	if err := a.runningLocked(); err != nil {
 		return err
 	}
-	if len(a.msgs.sent) >= MaxMessagesPerAtom {
+	if n, _ := a.msgs.Counts(); n >= MaxMessagesPerAtom {
 		return fmt.Errorf("%w: run %q seq %d: an atom sends at most %d messages", ErrMessageTooLarge, r.id, a.seq, MaxMessagesPerAtom)
 	}
-	a.msgs.sent = append(a.msgs.sent, record.SentMessage{To: to, Payload: cloneBytes(payload)})
+	a.msgs.Send(to, payload)
 	return nil
 }
 
@@ -155,34 +156,18 @@ func (a *Atom) receive(ctx context.Context, from string, try bool) (Message, err
 			r.mu.Unlock()
 			return Message{}, err
 		}
-		if len(a.msgs.received) >= MaxMessagesPerAtom {
+		if _, n := a.msgs.Counts(); n >= MaxMessagesPerAtom {
 			r.mu.Unlock()
 			return Message{}, fmt.Errorf("%w: run %q seq %d: an atom receives at most %d messages", ErrMessageTooLarge, r.id, a.seq, MaxMessagesPerAtom)
 		}
-		m := &db.msgs
-		m.mu.Lock()
-		if err := db.loadMessagesLocked(); err != nil {
-			m.mu.Unlock()
-			r.mu.Unlock()
-			return Message{}, err
-		}
-		p := m.nextLocked(r.id, from)
-		var wake chan struct{}
-		if p != nil {
-			p.claim = a
-			a.msgs.received = append(a.msgs.received, p)
-		} else if !try {
-			if wake = m.wake[r.id]; wake == nil {
-				wake = make(chan struct{})
-				m.wake[r.id] = wake
-			}
-		}
-		m.mu.Unlock()
+		m, ok, wake, err := db.msgs.Receive(r.id, from, &a.msgs, !try)
 		r.mu.Unlock()
-		if p != nil {
-			return Message{ID: p.id, To: p.to, Payload: cloneBytes(p.payload)}, nil
-		}
-		if try {
+		switch {
+		case err != nil:
+			return Message{}, err
+		case ok:
+			return Message(m), nil
+		case try:
 			return Message{}, errNoMessage
 		}
 		select {
@@ -195,111 +180,31 @@ func (a *Atom) receive(ctx context.Context, from string, try bool) (Message, err
 	}
 }
 
-// nextLocked returns the first message to run to that no atom has
-// received (from one sender, or from any: the one whose sending atom is
-// first in the log), or nil.
-func (m *mailboxes) nextLocked(to, from string) *pendingMessage {
-	var best *pendingMessage
-	for sender, q := range m.boxes[to] {
-		if from != "" && sender != from {
-			continue
-		}
-		for _, p := range q.pending {
-			if p.claim == nil {
-				if best == nil || p.at.Less(best.at) || p.at == best.at && p.id.Index < best.id.Index {
-					best = p
-				}
-				break
-			}
-		}
-	}
-	return best
-}
-
-// consumableLocked says why the atom cannot consume what it received, or
-// nil: each sender's messages are consumed in the order sent, so those it
-// received of a sender must be the first ones of that sender's queue
-// still there. One atom runs at a time per run, so this holds by
-// construction; the check keeps a commit from ever writing a consumption
-// out of order. The run's mu is held.
-func (a *Atom) consumableLocked() error {
-	if len(a.msgs.received) == 0 {
-		return nil
-	}
-	m := &a.run.db.msgs
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	next := map[string]int{} // per sender, the place in its queue of the next received
-	for _, p := range a.msgs.received {
-		q := m.boxes[a.run.id][p.id.From]
-		i := next[p.id.From]
-		if q == nil || i >= len(q.pending) || q.pending[i] != p {
-			return fmt.Errorf("engine: run %q seq %d: message %v can no longer be consumed by this atom: "+
-				"the sender's earlier messages are not consumed, or it was consumed or withdrawn since it was received", a.run.id, a.seq, p.id)
-		}
-		next[p.id.From] = i + 1
-	}
-	return nil
-}
-
-// releaseMessagesLocked gives back the messages a failed atom received.
-// The run's mu is held.
-func (a *Atom) releaseMessagesLocked() {
-	if len(a.msgs.received) == 0 {
-		return
-	}
-	m := &a.run.db.msgs
-	m.mu.Lock()
-	for _, p := range a.msgs.received {
-		if p.claim == a {
-			p.claim = nil
-		}
-	}
-	if ch := m.wake[a.run.id]; ch != nil {
-		close(ch)
-		delete(m.wake, a.run.id)
-	}
-	m.mu.Unlock()
-	a.msgs.received = nil
-}
-
 // Inbox returns the messages sent to the run and not consumed yet, in the
 // order Receive would return them; a message received by the running
 // atom is listed too (it is consumed only when that atom commits). An
 // ended run's inbox is empty: nothing is delivered to it.
 func (r *Run) Inbox(ctx context.Context) ([]Message, error) {
-	db := r.db
-	if err := db.checkOpen(); err != nil {
+	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	m := &db.msgs
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if err := db.loadMessagesLocked(); err != nil {
+	ms, err := r.db.msgs.List(r.id)
+	if err != nil {
 		return nil, err
 	}
-	var ps []*pendingMessage
-	for _, q := range m.boxes[r.id] {
-		ps = append(ps, q.pending...)
-	}
-	slices.SortFunc(ps, func(a, b *pendingMessage) int {
-		switch {
-		case a.at.Less(b.at):
-			return -1
-		case b.at.Less(a.at):
-			return 1
-		}
-		return int(a.id.Index) - int(b.id.Index)
-	})
-	out := make([]Message, len(ps))
-	for i, p := range ps {
-		out[i] = Message{ID: p.id, To: p.to, Payload: cloneBytes(p.payload)}
+	out := make([]Message, len(ms))
+	for i, m := range ms {
+		out[i] = Message(m)
 	}
 	return out, nil
 }
+
+// publishRunGone applies the end (k = KindEnd) or deletion (KindDelete,
+// KindErase) of run to the inbox.
+func (db *DB) publishRunGone(k record.Kind, run string) { db.msgs.Gone(k, run) }
 
 // messageExts builds the extensions of an atom's record that carry what
 // it sent and consumed, in b's buffers; nil when there are none (the
@@ -308,26 +213,6 @@ func (b *encBuf) messageExts(sent []record.SentMessage, consumed []MessageID) []
 	if len(sent) == 0 && len(consumed) == 0 {
 		return nil
 	}
-	ext := b.ext[:0]
-	exts := b.exts[:0]
-	if len(sent) > 0 {
-		ext = record.AppendSent(ext, sent)
-		exts = append(exts, record.AtomExt{Tag: record.ExtTagSent})
-	}
-	split := len(ext)
-	if len(consumed) > 0 {
-		ext = record.AppendConsumed(ext, consumed)
-		exts = append(exts, record.AtomExt{Tag: record.ExtTagConsumed})
-	}
-	// The data slices are taken once ext no longer grows.
-	i := 0
-	if len(sent) > 0 {
-		exts[0].Data = ext[:split]
-		i = 1
-	}
-	if len(consumed) > 0 {
-		exts[i].Data = ext[split:]
-	}
-	b.ext, b.exts = ext, exts
-	return exts
+	b.ext, b.exts = mailbox.AppendExts(b.ext[:0], b.exts[:0], sent, consumed)
+	return b.exts
 }

@@ -79,7 +79,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
 
-	db.resetMessages(cp, from)
+	db.msgs.Reset(inboxSource{db}, cp, from)
 	dec := db.decoder(true)
 	if db.replayComp != nil {
 		dec.Comp = db.replayComp // within Open's budget
@@ -267,14 +267,14 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			return damage(rec.Run, rec.Seq, "the seq is in the log twice")
 		case rec.Seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already (and by its INBOX).
-			db.replayedMessageEvent(rec, nil, true)
+			db.msgs.Replayed(rec, nil, true)
 		case rec.Seq == r.mu.lastSeq+1:
 			if r.mu.frame != nil && r.mu.lastSeq == r.base && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
 			body := append([]byte(nil), rec.Body...)
 			r.mu.pending = append(r.mu.pending, pendingAtom{seq: rec.Seq, head: rec.Head, body: body})
-			db.replayedMessageEvent(rec, body, false)
+			db.msgs.Replayed(rec, body, false)
 			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
@@ -299,8 +299,8 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log"))
 		case r.mu.end != nil:
 			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
-				db.replayedMessageEvent(rec, nil, true) // for a rebuild of the inbox
-				break                                   // reflected by the checkpoint already
+				db.msgs.Replayed(rec, nil, true) // for a rebuild of the inbox
+				break                            // reflected by the checkpoint already
 			}
 			if fromCheckpoint {
 				return mismatchf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8])
@@ -314,7 +314,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		default:
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
-			db.replayedMessageEvent(rec, nil, false)
+			db.msgs.Replayed(rec, nil, false)
 		}
 	case record.KindRollback:
 		r := db.runLocked(rec.Run)
@@ -337,7 +337,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			}
 			return damage(rec.Run, rec.Seq, why)
 		}
-		db.replayedMessageEvent(rec, nil, false)
+		db.msgs.Replayed(rec, nil, false)
 	case record.KindEraseKey:
 		// Its keys must be gone from KEYS: finishKeyErasures drops those a
 		// crash left there.

@@ -73,7 +73,7 @@ func (db *DB) Stats() Stats {
 
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
-		InboxRebuilt:  db.messagesRebuilt(),
+		InboxRebuilt:  db.msgs.Rebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
 		SnapshotStore:      db.snapshotStoreErr(),

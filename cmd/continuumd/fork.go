@@ -8,7 +8,7 @@ package main
 // same tool and sanitized args, is the source's action: the engine gives
 // it the source's key, so its certificate answers done without the client
 // executing anything, and an in-doubt one is the source's doubt (I10,
-// engine/lineage.go). The server tells the client that key: see
+// internal/lineage). The server tells the client that key: see
 // call.adoptKeyLocked and attempt.lineageKey.
 
 import (
@@ -135,8 +135,8 @@ func (c *call) adoptKeyLocked(key string) {
 // default-key call of a fork, from a certificate without calling exec
 // (exec and the in-doubt error name the key themselves). It is in.Key
 // unless the parent's action at the same position is the same action:
-// engine/lineage.go's rule, read here through the engine's API, since
-// the engine does not say which key it used:
+// internal/lineage's rule (lineage.Key), read here through the engine's
+// API, since the engine does not say which key it used:
 //
 //   - a committed parent atom: its actions as the log holds them, the
 //     first whose intent is of this seq and default-key index (exactly

@@ -1,0 +1,129 @@
+package mailbox
+
+import (
+	"fmt"
+
+	"github.com/continuumdb/continuum/record"
+)
+
+// Draft is what one atom sends and receives before it commits. Guarded
+// by the atom's run's lock (the engine's Send and Receive take it as Do
+// does, so that a Commit in flight is waited for).
+type Draft struct {
+	sent     []record.SentMessage
+	received []*pending // claimed by this Draft, in the order received
+}
+
+// Send adds a message to run to; payload is copied.
+func (d *Draft) Send(to string, payload []byte) {
+	d.sent = append(d.sent, record.SentMessage{To: to, Payload: clone(payload)})
+}
+
+// Counts returns how many messages the Draft sent and received.
+func (d *Draft) Counts() (sent, received int) { return len(d.sent), len(d.received) }
+
+// Record returns what the atom's record carries: the messages it sent
+// (the Draft's, capacity capped: read only) and the ids it consumes (a
+// new slice); nil for none.
+func (d *Draft) Record() (sent []record.SentMessage, consumed []record.MessageID) {
+	if n := len(d.sent); n > 0 {
+		sent = d.sent[:n:n]
+	}
+	if len(d.received) > 0 {
+		consumed = make([]record.MessageID, len(d.received))
+		for i, p := range d.received {
+			consumed[i] = p.id
+		}
+	}
+	return sent, consumed
+}
+
+// Receive claims for d, a running atom of run to, the first message to to
+// that no Draft claimed (of sender from, or of any when from is ""): the
+// one whose sending atom is first in the log. With none, ok is false and,
+// if wait, wake is a channel closed when a message may have arrived. The
+// caller holds the run's lock.
+func (b *Box) Receive(to, from string, d *Draft, wait bool) (m Message, ok bool, wake <-chan struct{}, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if err := b.loadLocked(); err != nil {
+		return Message{}, false, nil, err
+	}
+	if p := b.nextLocked(to, from); p != nil {
+		p.claim = d
+		d.received = append(d.received, p)
+		return Message{ID: p.id, To: p.to, Payload: clone(p.payload)}, true, nil, nil
+	}
+	if !wait {
+		return Message{}, false, nil, nil
+	}
+	ch := b.wake[to]
+	if ch == nil {
+		ch = make(chan struct{})
+		b.wake[to] = ch
+	}
+	return Message{}, false, ch, nil
+}
+
+func (b *Box) nextLocked(to, from string) *pending {
+	var best *pending
+	for sender, q := range b.boxes[to] {
+		if from != "" && sender != from {
+			continue
+		}
+		for _, p := range q.pending {
+			if p.claim == nil {
+				if best == nil || p.at.Less(best.at) || p.at == best.at && p.id.Index < best.id.Index {
+					best = p
+				}
+				break
+			}
+		}
+	}
+	return best
+}
+
+// Consumable says why atom seq of run cannot consume what d received, or
+// nil: each sender's messages are consumed in the order sent, so those d
+// received of a sender must be the first ones of that sender's queue
+// still there. One atom runs at a time per run, so this holds by
+// construction; the check keeps a commit from ever writing a consumption
+// out of order. The caller holds the run's lock.
+func (b *Box) Consumable(run string, seq uint64, d *Draft) error {
+	if len(d.received) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	next := map[string]int{} // per sender, the place in its queue of the next received
+	for _, p := range d.received {
+		q := b.boxes[run][p.id.From]
+		i := next[p.id.From]
+		if q == nil || i >= len(q.pending) || q.pending[i] != p {
+			return fmt.Errorf("engine: run %q seq %d: message %v can no longer be consumed by this atom: "+
+				"the sender's earlier messages are not consumed, or it was consumed or withdrawn since it was received", run, seq, p.id)
+		}
+		next[p.id.From] = i + 1
+	}
+	return nil
+}
+
+// Release gives back the messages d, a failed atom of run, received, and
+// empties d. The caller holds the run's lock.
+func (b *Box) Release(run string, d *Draft) {
+	if len(d.received) == 0 {
+		return
+	}
+	b.mu.Lock()
+	for _, p := range d.received {
+		if p.claim == d {
+			p.claim = nil
+		}
+	}
+	if ch := b.wake[run]; ch != nil {
+		close(ch)
+		delete(b.wake, run)
+	}
+	b.mu.Unlock()
+	d.received = nil
+}
