@@ -10,7 +10,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/continuumdb/continuum/internal/retention"
@@ -112,36 +111,16 @@ func (c gcCore) Forget(fps []ledger.Fingerprint) int { return c.db.ledger.Forget
 func (c gcCore) Closed() error { return c.db.checkOpen() }
 
 // removeDeletedFrames removes the frame files of deleted runs (derived:
-// nothing reads them; a failure is logged).
+// nothing reads them; a failure is logged: retention.RemoveFrames).
 func (db *DB) removeDeletedFrames(deleted map[string]bool) {
-	ids := make([]string, 0, len(deleted))
-	for id := range deleted {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	removed := 0
-	for _, id := range ids {
-		err := db.fs.Remove(db.frameFileName(id))
-		switch {
-		case err == nil:
-			removed++
-		case !layout.NotExist(err):
-			db.unclean.Store(true)
-			db.logger.Warn("engine: gc: remove the frame file of a deleted run", "run", id, "err", err)
-		}
-	}
-	if removed > 0 && !db.opts.NoSync {
-		if err := layout.SyncDir(db.fs, db.path(layout.FramesDir)); err != nil {
-			db.unclean.Store(true)
-			db.logger.Warn("engine: gc: sync the frames directory", "err", err)
-		}
+	if retention.RemoveFrames(db.fs, db.path(layout.FramesDir), deleted, db.frameFileName, db.opts.NoSync, db.logger) {
+		db.unclean.Store(true)
 	}
 }
 
 // dropDeletedSnapshots deletes the snapshots of deleted runs from the
-// snapshot store (derived: nothing reads them any more). Their atom-index
-// entries stay (the snapshot store has no way to delete them yet). A
-// snapshot store that is not usable is left alone.
+// snapshot store (retention.DropSnapshots). A snapshot store that is not
+// usable is left alone.
 func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool) error {
 	if !db.snapshotsExist() {
 		return nil // never created: no snapshot to delete (and none is created for it)
@@ -150,26 +129,7 @@ func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool)
 	if err != nil || snaps == nil {
 		return nil // the store failed or is absent: its own error says so (Stats)
 	}
-	b := snaps.NewBatch()
-	defer b.Discard()
-	for id := range deleted {
-		seqs, err := snaps.Snapshots(id)
-		if err != nil {
-			return fmt.Errorf("snapshots of deleted run %q: %w", id, err)
-		}
-		for _, seq := range seqs {
-			if err := b.DeleteSnapshot(id, seq); err != nil {
-				return err
-			}
-		}
-	}
-	if b.Len() == 0 {
-		return nil
-	}
-	if err := b.Commit(!db.opts.NoSync); err != nil {
-		return fmt.Errorf("delete the snapshots of deleted runs: %w", err)
-	}
-	return nil
+	return retention.DropSnapshots(snaps, deleted, db.opts.NoSync)
 }
 
 // logTrimmed reports whether garbage collection removed records from the
