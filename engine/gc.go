@@ -25,7 +25,7 @@ type GCStats struct {
 	Bytes    int64  // their size: the disk space reclaimed by removal
 	Floor    uint64 // the first segment the log now keeps
 	// Compacted segments were rewritten with their live records only
-	// (compact.go), Emptied of them were wholly dead (a stub is left), and
+	// (internal/retention), Emptied of them were wholly dead (a stub is left), and
 	// CompactedBytes is the disk space that reclaimed.
 	Compacted      int
 	Emptied        int
