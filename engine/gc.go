@@ -60,6 +60,8 @@ func (db *DB) gcEnv() retention.Env {
 // goroutine.
 type gcCore struct{ db *DB }
 
+var _ retention.Core = gcCore{}
+
 func (c gcCore) Ready(ctx context.Context) error {
 	if err := c.db.logFailed(); err != nil {
 		return fmt.Errorf("the log failed earlier; reopen the store: %w", err)
