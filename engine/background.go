@@ -69,9 +69,8 @@ func (db *DB) background() {
 			if err := db.checkpoint(false); err != nil {
 				db.setBackgroundErr(err)
 			}
-		case job := <-db.bg.gcReq:
-			st, err := db.collect(job.ctx)
-			job.done <- gcResult{st, err}
+		case job := <-db.gc.Jobs():
+			job.Run(&db.gc, gcCore{db})
 		case job := <-db.bg.eraseReq:
 			var res eraseResult
 			if job.resume {

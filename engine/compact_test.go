@@ -11,8 +11,8 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
-	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
@@ -210,8 +210,8 @@ func TestGCCompactsDeletedRunSuffix(t *testing.T) {
 	}
 	for c.Next() {
 		r := c.Record()
-		if p, ok := lastGone[recordRun(r)]; ok && r.Pos.Less(p) && r.Kind != record.KindDelete {
-			t.Fatalf("record %v of run %q at %v is kept, one after it at %v went", r.Kind, recordRun(r), r.Pos, p)
+		if p, ok := lastGone[retention.RunOf(r)]; ok && r.Pos.Less(p) && r.Kind != record.KindDelete {
+			t.Fatalf("record %v of run %q at %v is kept, one after it at %v went", r.Kind, retention.RunOf(r), r.Pos, p)
 		}
 	}
 	if err := c.Err(); err != nil {
@@ -324,70 +324,6 @@ func TestCompactDeadOption(t *testing.T) {
 		if _, err := Open("store", o); !errors.Is(err, ErrInvalidOptions) || !strings.Contains(err.Error(), "CompactDead") {
 			t.Fatalf("Open with CompactDead %v: %v, want ErrInvalidOptions naming it", v, err)
 		}
-	}
-}
-
-// TestGCPlanDecide: what a collection plans from the segments' summaries:
-// the dead prefix goes whole, wholly dead segments after a live one are
-// compacted, a mostly live segment only past CompactDead or where a
-// deleted run that goes on into a wholly dead segment begins, and a
-// deleted run whose records a kept segment holds keeps its later ones.
-func TestGCPlanDecide(t *testing.T) {
-	type seg struct {
-		live int64
-		dead map[string]int64 // run -> bytes ("" = store heads)
-		ends []string
-	}
-	sum := func(segs []seg) []*segSummary {
-		var out []*segSummary
-		for i, s := range segs {
-			ss := &segSummary{id: uint64(i + 1), size: s.live, live: s.live, runs: map[string]*runPart{}, ends: map[string]bool{}}
-			for run, n := range s.dead {
-				ss.size += n
-				p := &runPart{n: 1, bytes: n, fps: []ledger.Fingerprint{{byte(i), byte(len(run))}}}
-				if run == "" {
-					ss.heads = *p
-				} else {
-					ss.runs[run] = p
-				}
-			}
-			for _, r := range s.ends {
-				ss.ends[r] = true
-			}
-			out = append(out, ss)
-		}
-		return out
-	}
-	for _, tc := range []struct {
-		name    string
-		ratio   float64
-		segs    []seg
-		keep    uint64
-		compact []uint64
-		fps     int
-	}{
-		{"prefix", 0.5, []seg{{dead: map[string]int64{"d": 100}}, {dead: map[string]int64{"d": 100, "": 10}, ends: []string{"d"}}, {live: 100}},
-			3, nil, 3},
-		{"dead after a live one", -1, []seg{{live: 100, dead: map[string]int64{"e": 10}, ends: []string{"e"}}, {dead: map[string]int64{"d": 100}, ends: []string{"d"}}, {live: 100}},
-			1, []uint64{2}, 1},
-		{"a live first segment where a deleted run begins", -1, []seg{{live: 100, dead: map[string]int64{"d": 10}}, {dead: map[string]int64{"d": 100}}, {dead: map[string]int64{"d": 100}, ends: []string{"d"}}},
-			1, []uint64{1, 2, 3}, 3},
-		{"past CompactDead", 0.5, []seg{{live: 100}, {live: 40, dead: map[string]int64{"d": 60}, ends: []string{"d"}}, {live: 70, dead: map[string]int64{"e": 30}, ends: []string{"e"}}},
-			1, []uint64{2}, 1},
-		{"a kept segment keeps the run's later records", 0.5, []seg{{live: 100, dead: map[string]int64{"d": 10}}, {live: 10, dead: map[string]int64{"d": 90}}, {live: 100, dead: map[string]int64{"d": 10}, ends: []string{"d"}}},
-			1, nil, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			p := gcPlan{keep: uint64(len(tc.segs) + 1)}
-			p.decide(sum(tc.segs), tc.ratio)
-			var got []uint64
-			for _, sp := range p.compact {
-				got = append(got, sp.id)
-			}
-			if p.keep != tc.keep || fmt.Sprint(got) != fmt.Sprint(tc.compact) || len(p.fps) != tc.fps {
-				t.Fatalf("keep %d, compact %v, %d fingerprints; want %d, %v, %d", p.keep, got, len(p.fps), tc.keep, tc.compact, tc.fps)
-			}
-		})
 	}
 }
 

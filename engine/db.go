@@ -18,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -137,8 +138,10 @@ type DB struct {
 	// msgs is the inbox of messages between runs (messages.go).
 	msgs mailbox.Box
 
-	// gcMu serializes deletions and garbage collections (delete.go, gc.go).
-	gcMu sync.Mutex
+	// gc is retention's state (gc.go): the lock that serializes
+	// deletions, erasures and collections, the queue of collections the
+	// bg goroutine runs, and Open's orphan records.
+	gc retention.GC
 
 	dict struct {
 		sync.Mutex
@@ -159,7 +162,6 @@ type DB struct {
 		ckptReq  chan struct{}
 		stop     chan struct{}
 		wg       sync.WaitGroup
-		gcReq    chan *gcJob    // GC's collections (gc.go), run by the bg goroutine
 		eraseReq chan *eraseJob // erasures (erase.go), run by the bg goroutine
 		replay   wal.Pos        // the last engine checkpoint's replay position; owned by the bg goroutine
 		gen      uint64         // engine checkpoint generation; owned by the bg goroutine
@@ -171,11 +173,6 @@ type DB struct {
 	// keyErasures holds, during Open, the erase-key records the replay
 	// read (erasekey.go: finishKeyErasures).
 	keyErasures []keyErasure
-
-	// orphans holds, during Open's replay of a log that garbage
-	// collection trimmed, the records of runs whose creation record was
-	// reclaimed (gc.go: orphan); only Open's goroutine uses it.
-	orphans map[string]error
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).

@@ -14,11 +14,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"sort"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -107,16 +107,12 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	if len(o.Reason) > MaxDeleteReason {
-		return nil, fmt.Errorf("%w: delete: reason of %d bytes, the limit is %d (engine.MaxDeleteReason)", ErrInvalidOptions, len(o.Reason), MaxDeleteReason)
-	}
+	sel := retention.Selection{IDs: o.IDs, EndedBefore: o.EndedBefore, Reason: o.Reason}
 	for _, s := range o.Status {
-		if s < StatusCompleted || s > StatusCancelled {
-			return nil, fmt.Errorf("%w: delete: status %v is not a final status", ErrInvalidOptions, s)
-		}
+		sel.Status = append(sel.Status, retention.Status{Name: s.String(), Final: s >= StatusCompleted && s <= StatusCancelled})
 	}
-	if len(o.IDs) == 0 && len(o.Status) == 0 && o.EndedBefore.IsZero() {
-		return nil, fmt.Errorf("%w: delete: name runs, or select them by status or end time", ErrInvalidOptions)
+	if err := sel.Check(retentionErrs); err != nil {
+		return nil, err
 	}
 	if db.reg != nil && !db.reg.checked.Load() {
 		// The deleted runs before CHECKPOINT's replay position are known
@@ -130,10 +126,11 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		return nil, fmt.Errorf("engine: delete: the log failed earlier; reopen the store: %w", err)
 	}
 
-	// db.gcMu orders deletions among themselves and with a collection:
-	// the runs chosen here stay chosen until their records are written.
-	db.gcMu.Lock()
-	defer db.gcMu.Unlock()
+	// db.gc's lock orders deletions among themselves and with a
+	// collection: the runs chosen here stay chosen until their records
+	// are written.
+	db.gc.Lock()
+	defer db.gc.Unlock()
 	// The records and the withdrawal below are one write for the engine
 	// checkpoint: it replays from below them until they are applied, so a
 	// checkpoint that no longer lists a withdrawn run replays its delete
@@ -146,16 +143,22 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		return nil, ErrClosed
 	}
 	db.allRunsLocked()
-	chosen, err := db.chooseLocked(o)
+	cands := make([]retention.Candidate, 0, len(db.mu.runs))
+	for _, r := range db.mu.runs {
+		cands = append(cands, candidate(r))
+	}
+	ids, err := retention.Choose(sel, cands, db.deletedLocked, retentionErrs)
 	if err != nil {
 		db.mu.Unlock()
 		return nil, err
 	}
 	// A chosen run is withdrawn at once: Fork of it (and of its id) now
 	// fails, so no fork can appear between this choice and the records.
-	for _, r := range chosen {
-		delete(db.mu.runs, r.id)
-		db.markDeletedLocked(r.id, nil)
+	chosen := make([]*Run, len(ids))
+	for i, id := range ids {
+		chosen[i] = db.mu.runs[id]
+		delete(db.mu.runs, id)
+		db.markDeletedLocked(id, nil)
 	}
 	db.mu.Unlock()
 	if len(chosen) == 0 {
@@ -169,19 +172,14 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		r.mu.Lock()
 		seq, final, _ := r.chainHeadLocked()
 		r.mu.Unlock()
-		reason := o.Reason
-		if reason == "" {
-			reason = policyReason(o)
-		}
-		d := DeletedRun{ID: r.id, Seq: seq + 1, Final: final, At: now, Reason: reason}
-		d.Head = db.hasher.Link(r.id, d.Seq, final, record.AppendDeletePayload(nil, now.UnixNano(), reason))
-		note, err := db.deletionNote(d)
+		d := retention.NewDeletion(db.hasher, r.id, seq, final, now, sel.ReasonText())
+		rec, err := d.Record(db.StoreID(), db.signer)
 		if err != nil {
 			db.restoreRuns(chosen)
 			return nil, err
 		}
-		recs = append(recs, record.AppendDelete(nil, r.id, d.Seq, final, d.Head, now.UnixNano(), reason, note))
-		out = append(out, d)
+		recs = append(recs, rec)
+		out = append(out, DeletedRun{ID: d.Run, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason})
 	}
 	if _, err := db.appendBatch(ctx, recs); err != nil {
 		db.restoreRuns(chosen)
@@ -201,71 +199,29 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	return out, nil
 }
 
-// chooseLocked returns the runs o selects, sorted by id, or why it
-// refuses. db.mu is held and every run is built.
-func (db *DB) chooseLocked(o DeleteOptions) ([]*Run, error) {
-	set := map[string]*Run{}
-	if len(o.IDs) > 0 {
-		for _, id := range o.IDs {
-			r := db.mu.runs[id]
-			if r == nil {
-				if _, gone := db.mu.deleted[id]; gone {
-					return nil, fmt.Errorf("%w: delete run %q: it was deleted already", ErrRunDeleted, id)
-				}
-				return nil, fmt.Errorf("engine: delete run %q: the store has no such run", id)
-			}
-			if err := deletableLocked(r, "delete"); err != nil {
-				return nil, err
-			}
-			set[id] = r
-		}
-	} else {
-		for id, r := range db.mu.runs {
-			info, ok := endedInfo(r)
-			if !ok || (len(o.Status) > 0 && !slices.Contains(o.Status, info.status)) ||
-				(!o.EndedBefore.IsZero() && !info.at.Before(o.EndedBefore)) {
-				continue
-			}
-			set[id] = r
+// retentionErrs are the sentinels package retention's refusals match.
+var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
+
+// candidate is r as package retention's choice of runs sees it.
+func candidate(r *Run) retention.Candidate {
+	c := retention.Candidate{ID: r.id, Parent: r.parent}
+	if r.created != nil {
+		select {
+		case <-r.created:
+		default:
+			c.Creating = true
 		}
 	}
-	// A run with a fork outside the set: refused when named, kept when a
-	// policy chose it (and then its own parent too, transitively).
-	for changed := true; changed; {
-		changed = false
-		for _, r := range db.mu.runs {
-			if r.parent == "" || set[r.id] != nil || set[r.parent] == nil {
-				continue
-			}
-			if len(o.IDs) > 0 {
-				return nil, fmt.Errorf("%w: delete run %q: run %q was forked from it; delete it too", ErrRunHasForks, r.parent, r.id)
-			}
-			delete(set, r.parent)
-			changed = true
-		}
+	if e, ok := endedInfo(r); ok {
+		c.Ended, c.Status, c.EndedAt = true, e.status.String(), e.at
 	}
-	chosen := make([]*Run, 0, len(set))
-	for _, r := range set {
-		chosen = append(chosen, r)
-	}
-	sort.Slice(chosen, func(i, j int) bool { return chosen[i].id < chosen[j].id })
-	return chosen, nil
+	return c
 }
 
 // deletableLocked says why run r cannot be deleted (or erased: verb) now,
 // or nil.
 func deletableLocked(r *Run, verb string) error {
-	if r.created != nil {
-		select {
-		case <-r.created:
-		default:
-			return fmt.Errorf("%w: %s run %q: it is being created", ErrRunNotEnded, verb, r.id)
-		}
-	}
-	if _, ok := endedInfo(r); !ok {
-		return fmt.Errorf("%w: %s run %q: it is active; End it first", ErrRunNotEnded, verb, r.id)
-	}
-	return nil
+	return retention.Deletable(candidate(r), verb, retentionErrs)
 }
 
 // endedInfo returns how r ended, if it did and the end is durable.
@@ -279,39 +235,10 @@ func endedInfo(r *Run) (*runEnd, bool) {
 	return e, e != nil && r.mu.broken == nil
 }
 
-// policyReason describes what selected a run, for its delete record.
-func policyReason(o DeleteOptions) string {
-	if len(o.IDs) > 0 {
-		return "deleted by id"
-	}
-	s := "retention policy:"
-	if len(o.Status) > 0 {
-		s += " status"
-		for i, st := range o.Status {
-			if i > 0 {
-				s += ","
-			}
-			s += " " + st.String()
-		}
-	}
-	if !o.EndedBefore.IsZero() {
-		s += " ended before " + o.EndedBefore.UTC().Format(time.RFC3339Nano)
-	}
-	return s
-}
-
 // deletionNote is the chain checkpoint of d's link, signed when the store
 // has a signing key.
 func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
-	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: d.ID, Seq: d.Seq, Head: d.Head, Final: true}
-	if db.signer == nil {
-		return chain.MarshalCheckpoint(c), nil
-	}
-	b, err := db.signer.SignCheckpoint(c)
-	if err != nil {
-		return nil, fmt.Errorf("engine: sign the deletion of run %q: %w", d.ID, err)
-	}
-	return b, nil
+	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
 }
 
 // markGone makes r, whose deletion or erasure is durable, serve nothing
@@ -395,12 +322,8 @@ func (db *DB) applyDeletionLocked(rec *record.Record) string {
 		r.mu.Lock()
 		seq, head, ended := r.chainHeadLocked()
 		r.mu.Unlock()
-		switch {
-		case !ended:
-			return fmt.Sprintf("the log deletes run %q, which has not ended", rec.Run)
-		case seq+1 != rec.Seq || head != rec.Final:
-			return fmt.Sprintf("the log deletes run %q at seq %d after head %x; the run ends at seq %d with head %x",
-				rec.Run, rec.Seq, rec.Final[:8], seq, head[:8])
+		if why := retention.Misfit(rec, seq, head, ended); why != "" {
+			return why
 		}
 		delete(db.mu.runs, rec.Run)
 	}

@@ -210,8 +210,8 @@
 // checkpoint, the ledger forgetting their actions and RETENTION naming
 // the first segment kept, and compacts the later ones that are wholly or
 // mostly dead (Options.CompactDead): each is rewritten in place with its
-// live records at their positions, so no derived file changes (gc.go and
-// compact.go say what happens at a crash at each step: nothing of a live
+// live records at their positions, so no derived file changes (package
+// internal/retention says what happens at a crash at each step: nothing of a live
 // run is ever touched). Commits go on beside it;
 // Deletes wait for it. The delete records stay, so that verify tells a
 // run deleted by policy (Report.Deleted) from one whose records vanished

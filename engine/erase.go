@@ -159,8 +159,8 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 		return DeletedRun{}, err
 	}
 	db.startDirSyncs()
-	db.gcMu.Lock()
-	defer db.gcMu.Unlock()
+	db.gc.Lock()
+	defer db.gc.Unlock()
 
 	id := job.id
 	// The withdrawal and the record below are one write for the engine
@@ -575,8 +575,8 @@ func (db *DB) resumeErasure(job *eraseJob) error {
 		return err
 	}
 	db.startDirSyncs()
-	db.gcMu.Lock()
-	defer db.gcMu.Unlock()
+	db.gc.Lock()
+	defer db.gc.Unlock()
 	db.mu.Lock()
 	d := db.mu.deleted[job.id]
 	db.mu.Unlock()

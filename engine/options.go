@@ -161,7 +161,7 @@ type Options struct {
 	Replicator Replicator
 	// CompactDead is the fraction of a sealed segment's bytes that must
 	// be dead for DB.GC to compact it: rewrite it with its live records
-	// only, at their positions (engine/compact.go). A segment wholly dead
+	// only, at their positions (internal/retention). A segment wholly dead
 	// is always reclaimed, and so is one where what is left of a deleted
 	// run begins, when that run goes on in later segments (so that they
 	// can go). Default 0.5; negative: only those; at most 1.

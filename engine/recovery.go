@@ -93,7 +93,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	}
 	defer c.Close()
 	c.Known(db.replayedSeqs())
-	db.orphans = nil
+	db.gc.ResetOrphans()
 	for c.Next() {
 		r := c.Record()
 		db.openInfo.Replayed++

@@ -1,6 +1,6 @@
 package offline
 
-// Verify's check of compacted segments (engine/compact.go, wal.Compact).
+// Verify's check of compacted segments (internal/retention, wal.Compact).
 // A compacted segment keeps its live records at their positions and, for
 // every record it removed, a note of the record's kind, run and seq. The
 // records read through it are checked like any others (chains, links,

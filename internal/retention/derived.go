@@ -1,0 +1,69 @@
+package retention
+
+import (
+	"fmt"
+	"log/slog"
+	"sort"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/snapshot"
+)
+
+// RemoveFrames removes the frame files of runs (file names a run's frame
+// file in dir) and, when it removed one, fsyncs dir unless noSync. They
+// are derived and nothing reads them once their runs are deleted, so a
+// failure is logged (logger), not returned: it reports whether one
+// happened, and the store then leaves no clean-close mark.
+func RemoveFrames(fs vfs.FS, dir string, runs map[string]bool, file func(run string) string, noSync bool, logger *slog.Logger) (failed bool) {
+	ids := make([]string, 0, len(runs))
+	for id := range runs {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	removed := 0
+	for _, id := range ids {
+		err := fs.Remove(file(id))
+		switch {
+		case err == nil:
+			removed++
+		case !layout.NotExist(err):
+			failed = true
+			logger.Warn("engine: gc: remove the frame file of a deleted run", "run", id, "err", err)
+		}
+	}
+	if removed > 0 && !noSync {
+		if err := layout.SyncDir(fs, dir); err != nil {
+			failed = true
+			logger.Warn("engine: gc: sync the frames directory", "err", err)
+		}
+	}
+	return failed
+}
+
+// DropSnapshots deletes the snapshots of runs from snaps in one batch,
+// durable unless noSync. Their atom-index entries stay (the snapshot
+// store has no way to delete them yet; verify ignores them once the run
+// is reclaimed).
+func DropSnapshots(snaps *snapshot.Store, runs map[string]bool, noSync bool) error {
+	b := snaps.NewBatch()
+	defer b.Discard()
+	for id := range runs {
+		seqs, err := snaps.Snapshots(id)
+		if err != nil {
+			return fmt.Errorf("snapshots of deleted run %q: %w", id, err)
+		}
+		for _, seq := range seqs {
+			if err := b.DeleteSnapshot(id, seq); err != nil {
+				return err
+			}
+		}
+	}
+	if b.Len() == 0 {
+		return nil
+	}
+	if err := b.Commit(!noSync); err != nil {
+		return fmt.Errorf("delete the snapshots of deleted runs: %w", err)
+	}
+	return nil
+}
