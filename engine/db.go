@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -167,9 +168,9 @@ type DB struct {
 		err      atomic.Pointer[error]
 	}
 
-	// keyErasures holds, during Open, the erase-key records the replay
-	// read (erasekey.go: finishKeyErasures).
-	keyErasures []keyErasure
+	// eraser erases runs and memory keys, and seals erasable memory
+	// values (package internal/erasure; erase.go, erasekey.go).
+	eraser *erasing.Eraser
 
 	// orphans holds, during Open's replay of a log that garbage
 	// collection trimmed, the records of runs whose creation record was
@@ -267,6 +268,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
+	db.eraser = newEraser(db)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start
 	if err := db.open(); err != nil {
@@ -277,7 +279,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// store serves anything (erase.go).
 	err = db.finishErasures()
 	if err == nil {
-		err = db.finishKeyErasures()
+		err = db.eraser.FinishKeys()
 	}
 	if err != nil {
 		if cerr := db.Close(); cerr != nil {
