@@ -75,13 +75,7 @@ func (db *DB) background() {
 			st, err := db.collect(job.ctx)
 			job.done <- gcResult{st, err}
 		case job := <-db.bg.eraseReq:
-			var res eraseResult
-			if job.resume {
-				res.err = db.resumeErasure(job)
-			} else {
-				res.d, res.err = db.erase(job)
-			}
-			job.done <- res
+			db.runErase(job) // erase.go
 		case <-tick.C:
 			db.sweep()
 			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {

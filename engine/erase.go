@@ -119,8 +119,19 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	return res.d, res.err
 }
 
-// erase is Erase on the background goroutine, where engine checkpoints
-// run.
+// runErase runs job on the background goroutine, where engine
+// checkpoints run, and answers it.
+func (db *DB) runErase(job *eraseJob) {
+	var res eraseResult
+	if job.resume {
+		res.err = db.resumeErasure(job)
+	} else {
+		res.d, res.err = db.erase(job)
+	}
+	job.done <- res
+}
+
+// erase is Erase on the background goroutine.
 func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	ctx := context.WithoutCancel(job.ctx)
 	if err := db.logFailed(); err != nil {
