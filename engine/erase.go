@@ -29,7 +29,6 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
-	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -216,17 +215,10 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	db.mu.Unlock()
 
 	// 1. The mark. 2. The erase record.
-	err := db.eraser.Mark(id, true)
-	var er erasing.Erased
-	if err == nil {
-		if er, err = db.eraser.Record(ctx, id, seq, final, job.reason); err != nil {
-			// The record is not durable: the erasure did not happen. The
-			// mark goes (or, if that fails too, the next Open removes it).
-			if uerr := db.eraser.Unmark(id); uerr != nil {
-				db.unclean.Store(true)
-				db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
-			}
-		}
+	er, err, uerr := db.eraser.Begin(ctx, id, seq, final, job.reason)
+	if uerr != nil {
+		db.unclean.Store(true)
+		db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
 	}
 	if err != nil {
 		if live != nil {

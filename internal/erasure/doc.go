@@ -26,9 +26,11 @@
 //	before every commit   Eraser.Seal(run, delta, own)      (values of erasable keys sealed)
 //	on the way out        Eraser.Open(frame), CheckSealed   (sealed values opened, or absent)
 //	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
-//	Open, after replay    Eraser.Pending, FinishKeys        (interrupted erasures finished)
-//	Erase (bg goroutine)  Mark, Record, Unmark, DropRun     (a run's erasure, steps 1, 2, 5)
+//	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
+//	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
+//	Open, Erase           Pending, Live, Unmark, DropRun    (an interrupted erasure finished or undone)
 //	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
+//	registry check        Heal                              (a KEYS older than the log's erase-key records)
 //
 // # Guarantees
 //

@@ -13,6 +13,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
+	"github.com/continuumdb/continuum/wal"
 )
 
 var (
@@ -264,21 +265,25 @@ func TestRunSteps(t *testing.T) {
 	if err := e.Mark("r", true); err == nil || len(e.Pending()) != 0 {
 		t.Fatalf("a failed Mark: %v, pending %v", err, e.Pending())
 	}
-	if err := e.Mark("r", true); err != nil {
-		t.Fatal(err)
+	// A record that does not become durable: the mark goes again.
+	s.failLog = errors.New("log failed")
+	if _, err, uerr := e.Begin(context.Background(), "r", 4, chain.Hash{1}, "why"); !errors.Is(err, s.failLog) || uerr != nil || len(e.Pending()) != 0 {
+		t.Fatalf("Begin with a failing log: %v, unmark %v, pending %v", err, uerr, e.Pending())
+	}
+	s.failLog = nil
+	er, err, _ := e.Begin(context.Background(), "r", 4, chain.Hash{1}, "why")
+	if err != nil || er.Seq != 4 || er.Reason != "why" || len(s.recs) != 1 {
+		t.Fatalf("Begin: %+v, %v, %d records", er, err, len(s.recs))
 	}
 	if p := e.Pending(); !slices.Equal(p, []string{"r"}) {
 		t.Fatalf("Pending = %v, want [r] (a run and its memory key are one erasure)", p)
 	}
-
-	s.failLog = errors.New("log failed")
-	if _, err := e.Record(context.Background(), "r", 4, chain.Hash{1}, "why"); !errors.Is(err, s.failLog) {
-		t.Fatalf("Record with a failing log: %v", err)
+	var rec record.Record
+	if err := new(record.Decoder).Decode(s.recs[0], wal.Pos{Segment: 1}, "log", &rec); err != nil {
+		t.Fatal(err)
 	}
-	s.failLog = nil
-	er, err := e.Record(context.Background(), "r", 4, chain.Hash{1}, "why")
-	if err != nil || er.Seq != 4 || er.Reason != "why" || len(s.recs) != 1 {
-		t.Fatalf("Record: %+v, %v, %d records", er, err, len(s.recs))
+	if rec.Kind != record.KindErase || rec.Run != "r" || rec.Seq != 4 || rec.Final != (chain.Hash{1}) || rec.Head != er.Head || rec.Reason != "why" {
+		t.Fatalf("the erase record reads back as %+v", rec)
 	}
 	payload := record.AppendErasePayload(nil, er.At.UnixNano(), "why")
 	if want := s.Link("r", 4, chain.Hash{1}, payload); er.Head != want {
@@ -328,7 +333,13 @@ func TestRecordKey(t *testing.T) {
 	}
 
 	// The record is durable, KEYS not: Open finishes it.
-	rec := record.Record{Run: "r", Key: "a", KeyNos: nos}
+	var rec record.Record
+	if err := new(record.Decoder).Decode(s.recs[len(s.recs)-1], wal.Pos{Segment: 1}, "log", &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Kind != record.KindEraseKey || rec.Run != "r" || rec.Key != "a" || !slices.Equal(rec.KeyNos, nos) || rec.Seq != 3 {
+		t.Fatalf("the erase-key record reads back as %+v", rec)
+	}
 	e.Replayed(&rec)
 	bNos, _ := e.LiveNamed([]KeyErasure{{Run: "r", Key: "b", Nos: []uint64{1, 2, 3, 4, 5}}})
 	if err := e.FinishKeys(); err != nil {

@@ -49,10 +49,25 @@ type Erased struct {
 	Reason string
 }
 
+// Begin does steps 1 and 2 of run's erasure: KEYS marks its keys erasing
+// (Mark), then the erase record at seq, after the run's last link final,
+// is appended and durable (Record). On an error the erasure did not
+// happen: the mark is removed again (Unmark), and unmarkErr says why if
+// that failed too (the next Open removes it); the caller undoes its own
+// withdrawal of the run.
+func (e *Eraser) Begin(ctx context.Context, run string, seq uint64, final chain.Hash, reason string) (er Erased, err, unmarkErr error) {
+	if err := e.Mark(run, true); err != nil {
+		return Erased{}, err, nil
+	}
+	if er, err = e.Record(ctx, run, seq, final, reason); err != nil {
+		return Erased{}, err, e.Unmark(run)
+	}
+	return er, nil, nil
+}
+
 // Record does step 2 of run's erasure, whose keys Mark marked: the erase
 // record at seq, after the run's last link final, durable when it
-// returns. On an error the erasure did not happen: the caller undoes what
-// it did (Unmark, and its own withdrawal of the run).
+// returns. On an error the erasure did not happen.
 func (e *Eraser) Record(ctx context.Context, run string, seq uint64, final chain.Hash, reason string) (Erased, error) {
 	s := e.cfg.Store
 	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
