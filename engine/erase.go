@@ -410,18 +410,17 @@ func (db *DB) healErasures() {
 		return
 	}
 	db.mu.Lock()
-	var stale []string
+	var erased []string
 	for id, d := range db.mu.deleted {
 		if d != nil && d.erasure != nil {
-			stale = append(stale, id)
+			erased = append(erased, id)
 		}
 	}
 	db.mu.Unlock()
-	stale = slices.DeleteFunc(stale, func(id string) bool { return !db.keyLive(id) })
+	stale := db.eraser.Stale(erased)
 	if len(stale) == 0 {
 		return
 	}
-	slices.Sort(stale)
 	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
 	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
 		for _, id := range stale {

@@ -30,7 +30,17 @@
 //	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
 //	Open, Erase           Pending, Live, Unmark, DropRun    (an interrupted erasure finished or undone)
 //	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
-//	registry check        Heal                              (a KEYS older than the log's erase-key records)
+//	registry check        Stale, Heal                       (a KEYS older than the log's erasures)
+//
+// Usage (what package engine does, in short):
+//
+//	e := erasure.New(erasure.Config{Store: store, ErasableKeys: []string{"pii.*"}, ...})
+//	d, err := e.Seal(run, delta, false)   // Commit: pii.* values sealed with their own keys
+//	nos, err := e.Retire(run, "pii.mail") // EraseKey, tracked by the engine:
+//	k, err := e.RecordKey(ctx, run, "pii.mail", reason, seq, head, nos)
+//	er, err, _ := e.Begin(ctx, run, seq, final, reason) // Erase, once the run is withdrawn
+//	// ... the engine forgets the run's actions (e.Actions), checkpoints, removes its files
+//	err = e.DropRun(run)
 //
 // # Guarantees
 //

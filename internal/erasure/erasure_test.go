@@ -297,6 +297,9 @@ func TestRunSteps(t *testing.T) {
 	if err := e.DropRun("r"); err != nil {
 		t.Fatal(err)
 	}
+	if got := e.Stale([]string{"r", "keep", "none"}); !slices.Equal(got, []string{"keep"}) {
+		t.Fatalf("Stale = %v, want [keep]", got)
+	}
 	if e.Live("r") || !e.Live("keep") || len(e.Pending()) != 0 {
 		t.Fatalf("after DropRun: r live %v, keep live %v, pending %v", e.Live("r"), e.Live("keep"), e.Pending())
 	}

@@ -83,6 +83,30 @@ func (e *Eraser) Live(run string) bool {
 	return slices.ContainsFunc(e.entries(), func(en seal.Entry) bool { return seal.RunOf(en.Scope) == run && !en.Erased })
 }
 
+// Stale returns the runs of erased (runs whose erase record the log
+// holds) of which KEYS still holds a data key live, sorted: a KEYS older
+// than their erasure (restored from a copy), whose erasure the engine
+// finishes again. None for a plaintext store.
+func (e *Eraser) Stale(erased []string) []string {
+	if e.cfg.Store.Sealer() == nil || len(erased) == 0 {
+		return nil
+	}
+	live := map[string]bool{}
+	for _, en := range e.entries() {
+		if !en.Erased {
+			live[seal.RunOf(en.Scope)] = true
+		}
+	}
+	var stale []string
+	for _, run := range erased {
+		if live[run] {
+			stale = append(stale, run)
+		}
+	}
+	slices.Sort(stale)
+	return stale
+}
+
 // Pending returns the runs whose erasure a crash interrupted (KEYS marks
 // their keys erasing; a memory key's scope is marked with its run's), in
 // KEYS's order; none for a plaintext store.
