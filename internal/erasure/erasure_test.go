@@ -11,6 +11,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
@@ -244,6 +245,16 @@ func TestPlaintext(t *testing.T) {
 	}
 	if keys, err := e.Heal([]KeyErasure{{Run: "r", Key: "k", Nos: []uint64{1}}}); keys != nil || err != nil {
 		t.Fatalf("Heal in a plaintext store: %v, %v", keys, err)
+	}
+	// No KEYS to change: every change fails, none panics.
+	_, retireErr := e.Retire("r", "k")
+	for name, err := range map[string]error{"Mark": e.Mark("r", true), "DropRun": e.DropRun("r"), "DropNos": e.DropNos([]uint64{1}), "Retire": retireErr} {
+		if !errors.Is(err, offline.ErrKeyring) {
+			t.Errorf("%s in a plaintext store: %v, want offline.ErrKeyring", name, err)
+		}
+	}
+	if nos, _ := e.LiveNamed([]KeyErasure{{Run: "r", Key: "k", Nos: []uint64{1}}}); nos != nil {
+		t.Fatalf("LiveNamed in a plaintext store: %v", nos)
 	}
 }
 

@@ -2,12 +2,15 @@ package erasure
 
 // The erasure's changes of KEYS. Each takes the Store's mutex, changes a
 // clone of the table, writes it durably (Store.ReplaceKeys), and only then
-// drops keys from memory: a failed write changes nothing.
+// drops keys from memory: a failed write changes nothing. A plaintext
+// store has no KEYS: a change fails with offline.ErrKeyring (the engine
+// refuses an erasure there before), a read finds no key.
 
 import (
 	"fmt"
 	"slices"
 
+	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
@@ -18,7 +21,10 @@ import (
 // unmarking one that has no mark writes nothing.
 func (e *Eraser) Mark(run string, on bool) error {
 	s := e.cfg.Store
-	t, _ := s.LockKeys()
+	t, _, err := e.lock()
+	if err != nil {
+		return err
+	}
 	defer s.UnlockKeys()
 	next := t.Clone()
 	n := 0
@@ -38,7 +44,10 @@ func (e *Eraser) Mark(run string, on bool) error {
 // KEYS, durably, and then from memory: the last step of a run's erasure.
 func (e *Eraser) DropRun(run string) error {
 	s := e.cfg.Store
-	t, keys := s.LockKeys()
+	t, keys, err := e.lock()
+	if err != nil {
+		return err
+	}
 	defer s.UnlockKeys()
 	next := t.Clone()
 	scopes := next.RunScopes(run)
@@ -60,7 +69,10 @@ func (e *Eraser) DropRun(run string) error {
 // written.
 func (e *Eraser) DropNos(nos []uint64) error {
 	s := e.cfg.Store
-	t, keys := s.LockKeys()
+	t, keys, err := e.lock()
+	if err != nil {
+		return err
+	}
 	defer s.UnlockKeys()
 	next := t.Clone()
 	erased := next.EraseNos(nos)
@@ -77,9 +89,6 @@ func (e *Eraser) DropNos(nos []uint64) error {
 // Live reports whether KEYS holds a data key of run (its own or a memory
 // key's) that is not erased. False for a plaintext store.
 func (e *Eraser) Live(run string) bool {
-	if e.cfg.Store.Sealer() == nil {
-		return false
-	}
 	return slices.ContainsFunc(e.entries(), func(en seal.Entry) bool { return seal.RunOf(en.Scope) == run && !en.Erased })
 }
 
@@ -111,12 +120,11 @@ func (e *Eraser) Stale(erased []string) []string {
 // their keys erasing; a memory key's scope is marked with its run's), in
 // KEYS's order; none for a plaintext store.
 func (e *Eraser) Pending() []string {
-	s := e.cfg.Store
-	if s.Sealer() == nil {
+	t, _, err := e.lock()
+	if err != nil {
 		return nil
 	}
-	t, _ := s.LockKeys()
-	defer s.UnlockKeys()
+	defer e.cfg.Store.UnlockKeys()
 	var runs []string
 	for _, scope := range t.Erasing() {
 		if run := seal.RunOf(scope); !slices.Contains(runs, run) {
@@ -135,7 +143,10 @@ func (e *Eraser) Pending() []string {
 func (e *Eraser) Retire(run, key string) ([]uint64, error) {
 	s := e.cfg.Store
 	scope := seal.MemoryScope(run, key)
-	t, keys := s.LockKeys()
+	t, keys, err := e.lock()
+	if err != nil {
+		return nil, err
+	}
 	var nos []uint64
 	everSealed := false
 	for _, en := range t.Entries() {
@@ -171,10 +182,22 @@ func (e *Eraser) ownNos(run string) map[uint64]bool {
 	return own
 }
 
-// entries lists KEYS's entries (a copy).
+// entries lists KEYS's entries (a copy); none for a plaintext store.
 func (e *Eraser) entries() []seal.Entry {
-	s := e.cfg.Store
-	t, _ := s.LockKeys()
-	defer s.UnlockKeys()
+	t, _, err := e.lock()
+	if err != nil {
+		return nil
+	}
+	defer e.cfg.Store.UnlockKeys()
 	return t.Entries()
+}
+
+// lock takes KEYS's mutex (Store.LockKeys), or fails with
+// offline.ErrKeyring for a plaintext store, which has no KEYS.
+func (e *Eraser) lock() (*seal.Table, *seal.Keys, error) {
+	if e.cfg.Store.Sealer() == nil {
+		return nil, nil, fmt.Errorf("%w: the store is not encrypted, so it has no data key to erase", offline.ErrKeyring)
+	}
+	t, keys := e.cfg.Store.LockKeys()
+	return t, keys, nil
 }
