@@ -74,8 +74,8 @@ func (db *DB) background() {
 		case job := <-db.bg.gcReq:
 			st, err := db.collect(job.ctx)
 			job.done <- gcResult{st, err}
-		case job := <-db.bg.eraseReq:
-			db.runErase(job) // erase.go
+		case job := <-db.eraser.Jobs():
+			job() // an erasure (erase.go)
 		case <-tick.C:
 			db.sweep()
 			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {

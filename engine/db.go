@@ -159,17 +159,17 @@ type DB struct {
 		ckptReq  chan struct{}
 		stop     chan struct{}
 		wg       sync.WaitGroup
-		gcReq    chan *gcJob    // GC's collections (gc.go), run by the bg goroutine
-		eraseReq chan *eraseJob // erasures (erase.go), run by the bg goroutine
-		replay   wal.Pos        // the last engine checkpoint's replay position; owned by the bg goroutine
-		gen      uint64         // engine checkpoint generation; owned by the bg goroutine
-		ledgerGn uint64         // generation of the ledger table on disk
-		ckptAt   time.Time      // when the last engine checkpoint was written; owned by the bg goroutine
+		gcReq    chan *gcJob // GC's collections (gc.go), run by the bg goroutine
+		replay   wal.Pos     // the last engine checkpoint's replay position; owned by the bg goroutine
+		gen      uint64      // engine checkpoint generation; owned by the bg goroutine
+		ledgerGn uint64      // generation of the ledger table on disk
+		ckptAt   time.Time   // when the last engine checkpoint was written; owned by the bg goroutine
 		err      atomic.Pointer[error]
 	}
 
-	// eraser erases runs and memory keys, and seals erasable memory
-	// values (package internal/erasure; erase.go, erasekey.go).
+	// eraser erases runs and memory keys (its queue of erasures is served
+	// by the bg goroutine), and seals erasable memory values (package
+	// internal/erasure; erase.go, erasekey.go).
 	eraser *erasing.Eraser
 
 	// orphans holds, during Open's replay of a log that garbage

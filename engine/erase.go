@@ -61,20 +61,6 @@ func (e *erasure) public() *Erasure {
 	return &Erasure{Seq: e.seq, Head: e.head, At: e.at, Reason: e.reason}
 }
 
-// eraseJob is an erasure for the background goroutine.
-type eraseJob struct {
-	ctx    context.Context
-	id     string
-	reason string
-	resume bool // finish or undo an interrupted erasure (finishErasures)
-	done   chan eraseResult
-}
-
-type eraseResult struct {
-	d   DeletedRun
-	err error
-}
-
 // Erase erases the ended (or deleted) run id of an encrypted store: it
 // deletes the run, if it is not deleted yet, and destroys its content by
 // dropping its data key (see the file's comment for what that reaches,
@@ -104,35 +90,19 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	if err := ctx.Err(); err != nil {
 		return DeletedRun{}, err
 	}
-	job := &eraseJob{ctx: ctx, id: id, reason: reason, done: make(chan eraseResult, 1)}
-	select {
-	case db.bg.eraseReq <- job:
-	case <-db.bg.stop:
-		return DeletedRun{}, ErrClosed
-	case <-ctx.Done():
-		return DeletedRun{}, ctx.Err()
-	}
-	// Not interrupted by ctx once begun: an erasure goes on to its end (a
+	// On the background goroutine, where engine checkpoints run; not
+	// interrupted by ctx once begun: an erasure goes on to its end (a
 	// crash in it is finished by the next Open).
-	res := <-job.done
-	return res.d, res.err
-}
-
-// runErase runs job on the background goroutine, where engine
-// checkpoints run, and answers it.
-func (db *DB) runErase(job *eraseJob) {
-	var res eraseResult
-	if job.resume {
-		res.err = db.resumeErasure(job)
-	} else {
-		res.d, res.err = db.erase(job)
+	var d DeletedRun
+	if qerr := db.eraser.Do(ctx, db.bg.stop, ErrClosed, func() { d, err = db.erase(ctx, id, reason) }); qerr != nil {
+		return DeletedRun{}, qerr
 	}
-	job.done <- res
+	return d, err
 }
 
 // erase is Erase on the background goroutine.
-func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
-	ctx := context.WithoutCancel(job.ctx)
+func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) {
+	ctx = context.WithoutCancel(ctx)
 	if err := db.logFailed(); err != nil {
 		return DeletedRun{}, fmt.Errorf("engine: erase: the log failed earlier; reopen the store: %w", err)
 	}
@@ -146,7 +116,6 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	db.gcMu.Lock()
 	defer db.gcMu.Unlock()
 
-	id := job.id
 	// The withdrawal and the record below are one write for the engine
 	// checkpoint (as in DeleteRuns): it replays from below them until the
 	// deletion is applied.
@@ -215,7 +184,7 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	db.mu.Unlock()
 
 	// 1. The mark. 2. The erase record.
-	er, err, uerr := db.eraser.Begin(ctx, id, seq, final, job.reason)
+	er, err, uerr := db.eraser.Begin(ctx, id, seq, final, reason)
 	if uerr != nil {
 		db.unclean.Store(true)
 		db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
@@ -387,10 +356,12 @@ func (db *DB) finishErasures() error {
 		defer db.healErasures()
 	}
 	for _, id := range db.eraser.Pending() {
-		job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
-		db.bg.eraseReq <- job
-		if res := <-job.done; res.err != nil {
-			return res.err
+		var err error
+		if qerr := db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }); qerr != nil {
+			return qerr
+		}
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -424,15 +395,13 @@ func (db *DB) healErasures() {
 	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
 	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
 		for _, id := range stale {
-			job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
-			select {
-			case db.bg.eraseReq <- job:
-			case <-db.bg.stop:
+			var err error
+			if db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }) != nil {
 				return
 			}
-			if res := <-job.done; res.err != nil {
-				if !errors.Is(res.err, ErrClosed) && !errors.Is(res.err, wal.ErrClosed) {
-					db.setBackgroundErr(res.err)
+			if err != nil {
+				if !errors.Is(err, ErrClosed) && !errors.Is(err, wal.ErrClosed) {
+					db.setBackgroundErr(err)
 				}
 				return
 			}
@@ -440,10 +409,9 @@ func (db *DB) healErasures() {
 	}()
 }
 
-// resumeErasure is finishErasures's step for run id, on the background
-// goroutine.
-func (db *DB) resumeErasure(job *eraseJob) error {
-	ctx := job.ctx
+// resumeErasure finishes or undoes the interrupted erasure of run id
+// (finishErasures, healErasures), on the background goroutine.
+func (db *DB) resumeErasure(ctx context.Context, id string) error {
 	if err := db.waitLedger(ctx); err != nil {
 		return err
 	}
@@ -454,18 +422,18 @@ func (db *DB) resumeErasure(job *eraseJob) error {
 	db.gcMu.Lock()
 	defer db.gcMu.Unlock()
 	db.mu.Lock()
-	d := db.mu.deleted[job.id]
+	d := db.mu.deleted[id]
 	db.mu.Unlock()
 	if d == nil || d.erasure == nil {
-		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", job.id)
-		return db.eraser.Unmark(job.id)
+		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", id)
+		return db.eraser.Unmark(id)
 	}
-	if !db.keyLive(job.id) {
+	if !db.keyLive(id) {
 		return nil // finished meanwhile (an Erase of it ran first)
 	}
-	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", job.id)
-	if err := db.finishErasure(ctx, job.id); err != nil {
-		return fmt.Errorf("engine: finish the erasure of run %q: %w", job.id, err)
+	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", id)
+	if err := db.finishErasure(ctx, id); err != nil {
+		return fmt.Errorf("engine: finish the erasure of run %q: %w", id, err)
 	}
 	return nil
 }

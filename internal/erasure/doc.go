@@ -27,6 +27,7 @@
 //	on the way out        Eraser.Open(frame), CheckSealed   (sealed values opened, or absent)
 //	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
 //	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
+//	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)
 //	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
 //	Open, Erase           Pending, Live, Unmark, DropRun    (an interrupted erasure finished or undone)
 //	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)

@@ -29,13 +29,17 @@ type Config struct {
 type Eraser struct {
 	cfg Config
 
+	// jobs is the queue of erasures for the engine's background
+	// goroutine (Jobs, Do); unbuffered.
+	jobs chan func()
+
 	// replayed holds, during Open, the erase-key records the replay read
 	// (FinishKeys takes them); only Open's goroutine uses it.
 	replayed []KeyErasure
 }
 
 // New returns the Eraser of cfg.Store.
-func New(cfg Config) *Eraser { return &Eraser{cfg: cfg} }
+func New(cfg Config) *Eraser { return &Eraser{cfg: cfg, jobs: make(chan func())} }
 
 // Reason checks an erasure's reason (at most record.MaxDeleteReason
 // bytes) and returns it, or "erased by request" for "". op names the

@@ -389,3 +389,38 @@ func TestReasonAndKey(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestQueue: Do runs a job on the goroutine that serves Jobs and waits
+// for it; a closing store or an ended ctx gives up before a job is taken,
+// never after.
+func TestQueue(t *testing.T) {
+	e := newEraser(newStore(t, true))
+	errClosed := errors.New("test: closed")
+	stop := make(chan struct{})
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		for {
+			select {
+			case job := <-e.Jobs():
+				job()
+			case <-stop:
+				return
+			}
+		}
+	}()
+	ran := false
+	if err := e.Do(context.Background(), stop, errClosed, func() { ran = true }); err != nil || !ran {
+		t.Fatalf("Do: %v, ran %v", err, ran)
+	}
+	close(stop)
+	<-served
+	if err := e.Do(context.Background(), stop, errClosed, func() { t.Error("a job ran after stop") }); err != errClosed {
+		t.Fatalf("Do after stop: %v, want the closed error", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := e.Do(ctx, make(chan struct{}), errClosed, func() { t.Error("a job ran with its ctx done") }); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Do with ctx done: %v", err)
+	}
+}
