@@ -5,8 +5,8 @@ package engine
 // their order and what each leaves after a crash, the KEYS changes and
 // the erase record. This file is its glue: the public API, the run's
 // withdrawal and deletion bookkeeping around the steps, the engine's own
-// steps 3 and 4 (the ledger, an engine checkpoint, the derived files), and
-// the DB as the package's Store (eraseStore).
+// steps 3 and 4 (the ledger, an engine checkpoint, the derived files);
+// erasekey.go holds the DB as the package's Store (eraseStore).
 //
 // # What an erasure does not reach
 //

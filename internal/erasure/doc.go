@@ -77,8 +77,8 @@ import (
 )
 
 // Store is what an erasure needs of the store it erases in: package
-// engine's DB, through its adapter (engine/erase.go). The methods are
-// safe for concurrent use.
+// engine's DB, through its adapter (eraseStore, engine/erasekey.go).
+// The methods are safe for concurrent use.
 type Store interface {
 	// LockKeys takes the mutex that orders every change of the key table
 	// and every write of KEYS, and returns the table (immutable: Clone it
