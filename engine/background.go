@@ -71,14 +71,8 @@ func (db *DB) background() {
 			}
 		case job := <-db.gc.Jobs():
 			job.Run(&db.gc, gcCore{db})
-		case job := <-db.bg.eraseReq:
-			var res eraseResult
-			if job.resume {
-				res.err = db.resumeErasure(job)
-			} else {
-				res.d, res.err = db.erase(job)
-			}
-			job.done <- res
+		case job := <-db.eraser.Jobs():
+			job() // an erasure (erase.go)
 		case <-tick.C:
 			db.sweep()
 			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {

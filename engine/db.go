@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/retention"
@@ -162,17 +163,17 @@ type DB struct {
 		ckptReq  chan struct{}
 		stop     chan struct{}
 		wg       sync.WaitGroup
-		eraseReq chan *eraseJob // erasures (erase.go), run by the bg goroutine
-		replay   wal.Pos        // the last engine checkpoint's replay position; owned by the bg goroutine
-		gen      uint64         // engine checkpoint generation; owned by the bg goroutine
-		ledgerGn uint64         // generation of the ledger table on disk
-		ckptAt   time.Time      // when the last engine checkpoint was written; owned by the bg goroutine
+		replay   wal.Pos   // the last engine checkpoint's replay position; owned by the bg goroutine
+		gen      uint64    // engine checkpoint generation; owned by the bg goroutine
+		ledgerGn uint64    // generation of the ledger table on disk
+		ckptAt   time.Time // when the last engine checkpoint was written; owned by the bg goroutine
 		err      atomic.Pointer[error]
 	}
 
-	// keyErasures holds, during Open, the erase-key records the replay
-	// read (erasekey.go: finishKeyErasures).
-	keyErasures []keyErasure
+	// eraser erases runs and memory keys (its queue of erasures is served
+	// by the bg goroutine), and seals erasable memory values (package
+	// internal/erasure; erase.go, erasekey.go).
+	eraser *erasing.Eraser
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).
@@ -265,6 +266,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
+	db.eraser = newEraser(db)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start
 	if err := db.open(); err != nil {
@@ -275,7 +277,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	// store serves anything (erase.go).
 	err = db.finishErasures()
 	if err == nil {
-		err = db.finishKeyErasures()
+		err = db.eraser.FinishKeys()
 	}
 	if err != nil {
 		if cerr := db.Close(); cerr != nil {

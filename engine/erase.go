@@ -1,36 +1,12 @@
 package engine
 
-// Retention, part three: erasing a run (crypto-shredding). An erasure is a
-// deletion that also destroys the run's content: its erase record
-// (record.KindErase) deletes the run as a delete record does, and then
-// the run's data key is dropped from KEYS, so that every payload sealed
-// with it (atom bodies, intents and certificates of its default-key
-// actions, its end result and fail reasons, its frame files and
-// snapshots) can never be opened again, by anyone, wherever copies of the
-// log went. The chain still verifies: it links each record over its
-// sealed bytes, which stay.
-//
-// # The steps
-//
-// Each step is durable before the next (docs/DESIGN.md, "Erasing a run"):
-//
-//  1. KEYS marks the run's key erasing (seal.Table.MarkErasing): from here
-//     an interrupted erasure is finished, or undone, at the next Open.
-//  2. The erase record is appended and synced. The run is gone from the
-//     API from here on, as after a deletion.
-//  3. The ledger forgets the run's default-key actions (the log is read
-//     for their fingerprints while the key still opens them), and an
-//     engine checkpoint writes a ledger table, INBOX and CHECKPOINT
-//     without them: those files are sealed with the store's key, not the
-//     run's, so they must not keep the run's results or messages.
-//  4. The run's frame file and snapshots are removed.
-//  5. KEYS drops the key (seal.Table.Erase) and is written atomically
-//     (file and directory fsync). The erasure is acknowledged here.
-//
-// A crash before 2 leaves a key marked erasing and no erase record: Open
-// removes the mark (the erasure never happened, and was never
-// acknowledged). A crash after 2 leaves the erase record and the mark:
-// Open does 3 to 5 before it returns. After 5 the run is erased for good.
+// Retention, part three: erasing a run (crypto-shredding; docs/DESIGN.md,
+// "Erasing a run"). Package internal/erasure holds the erasure: its steps,
+// their order and what each leaves after a crash, the KEYS changes and
+// the erase record. This file is its glue: the public API, the run's
+// withdrawal and deletion bookkeeping around the steps, the engine's own
+// steps 3 and 4 (the ledger, an engine checkpoint, the derived files);
+// erasekey.go holds the DB as the package's Store (eraseStore).
 //
 // # What an erasure does not reach
 //
@@ -55,7 +31,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -86,20 +61,6 @@ func (e *erasure) public() *Erasure {
 	return &Erasure{Seq: e.seq, Head: e.head, At: e.at, Reason: e.reason}
 }
 
-// eraseJob is an erasure for the background goroutine.
-type eraseJob struct {
-	ctx    context.Context
-	id     string
-	reason string
-	resume bool // finish or undo an interrupted erasure (finishErasures)
-	done   chan eraseResult
-}
-
-type eraseResult struct {
-	d   DeletedRun
-	err error
-}
-
 // Erase erases the ended (or deleted) run id of an encrypted store: it
 // deletes the run, if it is not deleted yet, and destroys its content by
 // dropping its data key (see the file's comment for what that reaches,
@@ -122,33 +83,26 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	if db.keys == nil {
 		return DeletedRun{}, fmt.Errorf("%w: erase run %q: the store is not encrypted, so no key can be shredded; delete the run and collect with Options.CompactDead to reclaim its records", ErrKeyring, id)
 	}
-	if len(reason) > MaxDeleteReason {
-		return DeletedRun{}, fmt.Errorf("%w: erase: reason of %d bytes, the limit is %d (engine.MaxDeleteReason)", ErrInvalidOptions, len(reason), MaxDeleteReason)
-	}
-	if reason == "" {
-		reason = "erased by request"
+	reason, err := db.eraser.Reason("erase", reason)
+	if err != nil {
+		return DeletedRun{}, err
 	}
 	if err := ctx.Err(); err != nil {
 		return DeletedRun{}, err
 	}
-	job := &eraseJob{ctx: ctx, id: id, reason: reason, done: make(chan eraseResult, 1)}
-	select {
-	case db.bg.eraseReq <- job:
-	case <-db.bg.stop:
-		return DeletedRun{}, ErrClosed
-	case <-ctx.Done():
-		return DeletedRun{}, ctx.Err()
-	}
-	// Not interrupted by ctx once begun: an erasure goes on to its end (a
+	// On the background goroutine, where engine checkpoints run; not
+	// interrupted by ctx once begun: an erasure goes on to its end (a
 	// crash in it is finished by the next Open).
-	res := <-job.done
-	return res.d, res.err
+	var d DeletedRun
+	if qerr := db.eraser.Do(ctx, db.bg.stop, ErrClosed, func() { d, err = db.erase(ctx, id, reason) }); qerr != nil {
+		return DeletedRun{}, qerr
+	}
+	return d, err
 }
 
-// erase is Erase on the background goroutine, where engine checkpoints
-// run.
-func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
-	ctx := context.WithoutCancel(job.ctx)
+// erase is Erase on the background goroutine.
+func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) {
+	ctx = context.WithoutCancel(ctx)
 	if err := db.logFailed(); err != nil {
 		return DeletedRun{}, fmt.Errorf("engine: erase: the log failed earlier; reopen the store: %w", err)
 	}
@@ -162,7 +116,6 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	db.gc.Lock()
 	defer db.gc.Unlock()
 
-	id := job.id
 	// The withdrawal and the record below are one write for the engine
 	// checkpoint (as in DeleteRuns): it replays from below them until the
 	// deletion is applied.
@@ -230,34 +183,19 @@ func (db *DB) erase(job *eraseJob) (DeletedRun, error) {
 	}
 	db.mu.Unlock()
 
-	// 1. The mark.
-	if err := db.markErasing(id, true); err != nil {
-		if live != nil {
-			db.restoreRuns([]*Run{live})
-		}
-		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
-	}
-
-	// 2. The erase record.
-	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
-	e := &erasure{seq: seq, at: now, reason: job.reason}
-	e.head = db.hasher.Link(id, seq, final, record.AppendErasePayload(nil, now.UnixNano(), job.reason))
-	note, err := db.deletionNote(DeletedRun{ID: id, Seq: seq, Head: e.head})
-	if err == nil {
-		_, err = db.appendBatch(ctx, [][]byte{record.AppendErase(nil, id, seq, final, e.head, now.UnixNano(), job.reason, note)})
+	// 1. The mark. 2. The erase record.
+	er, err, uerr := db.eraser.Begin(ctx, id, seq, final, reason)
+	if uerr != nil {
+		db.unclean.Store(true)
+		db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
 	}
 	if err != nil {
 		if live != nil {
 			db.restoreRuns([]*Run{live})
 		}
-		// The record is not durable: the erasure did not happen. The mark
-		// goes (or, if that fails too, the next Open removes it).
-		if uerr := db.markErasing(id, false); uerr != nil {
-			db.unclean.Store(true)
-			db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
-		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
 	}
+	e := &erasure{seq: er.Seq, head: er.Head, at: er.At, reason: er.Reason}
 	d := prior
 	if d == nil {
 		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason, parent: live.parent}
@@ -300,30 +238,6 @@ func (db *DB) forkOfLocked(id string) string {
 	return slices.Min(forks)
 }
 
-// markErasing writes KEYS with the key of run id marked erasing (on) or
-// live again.
-func (db *DB) markErasing(id string, on bool) error {
-	sk := db.keys
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	next := sk.table.Clone()
-	n := 0
-	for _, scope := range next.RunScopes(id) { // the run's key and its memory keys'
-		n += next.MarkErasing(scope, on)
-	}
-	if n == 0 {
-		if on {
-			return fmt.Errorf("%w: KEYS has no live data key of run %q", ErrCorrupt, id)
-		}
-		return nil
-	}
-	if err := db.writeKeys(next); err != nil {
-		return err
-	}
-	sk.table = next
-	return nil
-}
-
 // finishErasure does steps 3 to 5 of the erasure of run id, whose erase
 // record is durable.
 func (db *DB) finishErasure(ctx context.Context, id string) error {
@@ -345,40 +259,14 @@ func (db *DB) finishErasure(ctx context.Context, id string) error {
 	if err := db.dropDeletedSnapshots(ctx, gone); err != nil {
 		return err
 	}
-	// 5. The key.
-	sk := db.keys
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	next := sk.table.Clone()
-	scopes := next.RunScopes(id) // the run's key and its memory keys'
-	nos := make([][]uint64, len(scopes))
-	for i, scope := range scopes {
-		nos[i] = next.Erase(scope)
-	}
-	if err := db.writeKeys(next); err != nil {
-		return err
-	}
-	sk.table = next
-	for i, scope := range scopes {
-		sk.keys.Drop(scope, nos[i])
-	}
-	return nil
+	// 5. The keys.
+	return db.eraser.DropRun(id)
 }
 
-// runFingerprints reads the log for the fingerprints of run id's intents
-// and certificates of actions with default keys (those of explicit keys
-// belong to the store and stay: ledger.Intent.ExplicitKey). Only the
-// records sealed with the run's own keys (their key number is in the
-// clear) are opened and decoded.
+// runFingerprints reads the log for the fingerprints of run id's
+// default-key actions (erasure.Eraser.Actions): only the records sealed
+// with the run's own keys are opened and decoded.
 func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerprint, error) {
-	own := map[uint64]bool{}
-	db.keys.mu.Lock()
-	for _, e := range db.keys.table.Entries() {
-		if e.Scope == id && !e.Erased {
-			own[e.No] = true
-		}
-	}
-	db.keys.mu.Unlock()
 	cheap := db.decoder(false) // leaves the ledger's records sealed
 	cheap.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
 	full := db.decoder(true)
@@ -387,35 +275,14 @@ func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerpr
 		return nil, err
 	}
 	defer c.Close()
-	seen := map[ledger.Fingerprint]bool{}
-	var fps []ledger.Fingerprint
-	var r record.Record
-	for n := 0; c.Next(); n++ {
-		if n%4096 == 0 && (db.closed.Load() || ctx.Err() != nil) {
-			return nil, errors.Join(ctx.Err(), db.checkOpen())
+	return db.eraser.Actions(id, c, func(sealed, r *record.Record) error {
+		return full.Decode(sealed.Raw, sealed.Pos, db.segmentFile(sealed.Pos.Segment), r)
+	}, func() error {
+		if db.closed.Load() || ctx.Err() != nil {
+			return errors.Join(ctx.Err(), db.checkOpen())
 		}
-		sealed := c.Record()
-		if no, err := seal.KeyNo(sealed.Stored); err != nil || !own[no] {
-			continue // another run's, or the store's (an explicit key's)
-		}
-		if err := full.Decode(sealed.Raw, sealed.Pos, db.segmentFile(sealed.Pos.Segment), &r); err != nil {
-			return nil, err
-		}
-		var fp ledger.Fingerprint
-		switch {
-		case r.Intent != nil && r.Intent.RunID == id:
-			fp = r.Intent.Fingerprint
-		case r.Cert != nil && r.Cert.RunID == id:
-			fp = r.Cert.Fingerprint
-		default:
-			continue
-		}
-		if !seen[fp] {
-			seen[fp] = true
-			fps = append(fps, fp)
-		}
-	}
-	return fps, c.Err()
+		return nil
+	})
 }
 
 // withErasure returns d with its erasure e.
@@ -488,22 +355,13 @@ func (db *DB) finishErasures() error {
 		// The replay read the whole log: every erasure is known.
 		defer db.healErasures()
 	}
-	db.keys.mu.Lock()
-	var pending []string // runs: a memory key's scope is marked with its run's
-	for _, scope := range db.keys.table.Erasing() {
-		if run := seal.RunOf(scope); !slices.Contains(pending, run) {
-			pending = append(pending, run)
+	for _, id := range db.eraser.Pending() {
+		var err error
+		if qerr := db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }); qerr != nil {
+			return qerr
 		}
-	}
-	db.keys.mu.Unlock()
-	if len(pending) == 0 {
-		return nil
-	}
-	for _, id := range pending {
-		job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
-		db.bg.eraseReq <- job
-		if res := <-job.done; res.err != nil {
-			return res.err
+		if err != nil {
+			return err
 		}
 	}
 	return nil
@@ -511,17 +369,7 @@ func (db *DB) finishErasures() error {
 
 // keyLive reports whether KEYS holds a data key of run id that is not
 // erased.
-func (db *DB) keyLive(id string) bool {
-	sk := db.keys
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	for _, e := range sk.table.Entries() {
-		if seal.RunOf(e.Scope) == id && !e.Erased {
-			return true
-		}
-	}
-	return false
-}
+func (db *DB) keyLive(id string) bool { return db.eraser.Live(id) }
 
 // healErasures finishes, on the background goroutine, the erasures of
 // runs whose erase record the log holds while KEYS still holds their key
@@ -533,30 +381,27 @@ func (db *DB) healErasures() {
 		return
 	}
 	db.mu.Lock()
-	var stale []string
+	var erased []string
 	for id, d := range db.mu.deleted {
 		if d != nil && d.erasure != nil {
-			stale = append(stale, id)
+			erased = append(erased, id)
 		}
 	}
 	db.mu.Unlock()
-	stale = slices.DeleteFunc(stale, func(id string) bool { return !db.keyLive(id) })
+	stale := db.eraser.Stale(erased)
 	if len(stale) == 0 {
 		return
 	}
-	slices.Sort(stale)
 	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
 	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
 		for _, id := range stale {
-			job := &eraseJob{ctx: context.Background(), id: id, resume: true, done: make(chan eraseResult, 1)}
-			select {
-			case db.bg.eraseReq <- job:
-			case <-db.bg.stop:
+			var err error
+			if db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }) != nil {
 				return
 			}
-			if res := <-job.done; res.err != nil {
-				if !errors.Is(res.err, ErrClosed) && !errors.Is(res.err, wal.ErrClosed) {
-					db.setBackgroundErr(res.err)
+			if err != nil {
+				if !errors.Is(err, ErrClosed) && !errors.Is(err, wal.ErrClosed) {
+					db.setBackgroundErr(err)
 				}
 				return
 			}
@@ -564,10 +409,9 @@ func (db *DB) healErasures() {
 	}()
 }
 
-// resumeErasure is finishErasures's step for run id, on the background
-// goroutine.
-func (db *DB) resumeErasure(job *eraseJob) error {
-	ctx := job.ctx
+// resumeErasure finishes or undoes the interrupted erasure of run id
+// (finishErasures, healErasures), on the background goroutine.
+func (db *DB) resumeErasure(ctx context.Context, id string) error {
 	if err := db.waitLedger(ctx); err != nil {
 		return err
 	}
@@ -578,18 +422,18 @@ func (db *DB) resumeErasure(job *eraseJob) error {
 	db.gc.Lock()
 	defer db.gc.Unlock()
 	db.mu.Lock()
-	d := db.mu.deleted[job.id]
+	d := db.mu.deleted[id]
 	db.mu.Unlock()
 	if d == nil || d.erasure == nil {
-		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", job.id)
-		return db.markErasing(job.id, false)
+		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", id)
+		return db.eraser.Unmark(id)
 	}
-	if !db.keyLive(job.id) {
+	if !db.keyLive(id) {
 		return nil // finished meanwhile (an Erase of it ran first)
 	}
-	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", job.id)
-	if err := db.finishErasure(ctx, job.id); err != nil {
-		return fmt.Errorf("engine: finish the erasure of run %q: %w", job.id, err)
+	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", id)
+	if err := db.finishErasure(ctx, id); err != nil {
+		return fmt.Errorf("engine: finish the erasure of run %q: %w", id, err)
 	}
 	return nil
 }

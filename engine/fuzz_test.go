@@ -325,6 +325,7 @@ func fzReplayDB(s *fzStore) (*DB, error) {
 	}
 	db.comp = frame.NewCompressor(db.dicts)
 	db.mu.runs = map[string]*Run{}
+	db.eraser = newEraser(db)
 	return db, nil
 }
 

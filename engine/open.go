@@ -209,7 +209,6 @@ func (db *DB) open() error {
 	db.bg.snapJobs = make(chan *Run, 1024)
 	db.bg.ckptReq = make(chan struct{}, 1)
 	db.gc.Start(db.gcEnv())
-	db.bg.eraseReq = make(chan *eraseJob)
 	db.bg.stop = make(chan struct{})
 	db.bg.wg.Add(1)
 	go db.background()

@@ -339,9 +339,9 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 		db.msgs.Replayed(rec, nil, false)
 	case record.KindEraseKey:
-		// Its keys must be gone from KEYS: finishKeyErasures drops those a
-		// crash left there.
-		db.keyErasures = append(db.keyErasures, keyErasure{run: rec.Run, key: rec.Key, nos: slices.Clone(rec.KeyNos)})
+		// Its keys must be gone from KEYS: Open drops those a crash left
+		// there (erasure.Eraser.FinishKeys).
+		db.eraser.Replayed(rec)
 	case record.KindCheckpoint:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.ckptSeq {
 			r.mu.ckptSeq, r.mu.ckptHead = rec.Seq, rec.Checkpoint.Head

@@ -1,0 +1,111 @@
+// Package erasure is the erasure of a store's content by crypto-shredding
+// (docs/DESIGN.md, "Erasing a run" and "Erasing a memory key"): what is
+// sealed with a data key can never be opened again, by anyone, wherever
+// copies of the log went, once KEYS no longer holds that key. It erases
+// whole runs (their data keys and their memory keys') and single memory
+// keys of a run (the values sealed with that key's data keys), seals the
+// values of erasable memory keys before they enter a delta, and opens them
+// on the way out. It knows the steps of an erasure, their order and what
+// each leaves after a crash; package engine conducts it (engine/erase.go,
+// engine/erasekey.go): it withdraws a run, tracks the writes for its
+// engine checkpoints, and rewrites its derived files between the steps.
+//
+// The interface the engine gives it, whole (Store):
+//
+//	LockKeys() (*seal.Table, *seal.Keys) // KEYS's mutex taken: the table, the unwrapped keys
+//	UnlockKeys()                         // the mutex released
+//	ReplaceKeys(next) error              // mutex held: next written durably, then the table
+//	AddKey(scope) error                  // a live data key for scope, KEYS durable first
+//	Sealer() *record.Sealer              // the store's payload sealer; nil: plaintext
+//	Link(run, seq, prev, payload) chain.Hash
+//	Note(run, seq, head, final) ([]byte, error) // the link's chain checkpoint, signed if the store signs
+//	Append(ctx, rec) error               // one record, durable when it returns
+//
+// and what the engine calls, by hook:
+//
+//	before every commit   Eraser.Seal(run, delta, own)      (values of erasable keys sealed)
+//	on the way out        Eraser.Open(frame), CheckSealed   (sealed values opened, or absent)
+//	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
+//	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
+//	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)
+//	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
+//	Open, Erase           Pending, Live, Unmark, DropRun    (an interrupted erasure finished or undone)
+//	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
+//	registry check        Stale, Heal                       (a KEYS older than the log's erasures)
+//
+// Usage (what package engine does, in short):
+//
+//	e := erasure.New(erasure.Config{Store: store, ErasableKeys: []string{"pii.*"}, ...})
+//	d, err := e.Seal(run, delta, false)   // Commit: pii.* values sealed with their own keys
+//	nos, err := e.Retire(run, "pii.mail") // EraseKey, tracked by the engine:
+//	k, err := e.RecordKey(ctx, run, "pii.mail", reason, seq, head, nos)
+//	er, err, _ := e.Begin(ctx, run, seq, final, reason) // Erase, once the run is withdrawn
+//	// ... the engine forgets the run's actions (e.Actions), checkpoints, removes its files
+//	err = e.DropRun(run)
+//
+// # Guarantees
+//
+//   - A data key is dropped from memory only after the KEYS without it is
+//     durable (file and directory fsync), and every change of the table
+//     is made under the Store's mutex, on a clone, so that a failed write
+//     changes nothing.
+//   - An erasure is acknowledged only once its record is durable and KEYS
+//     no longer holds its keys. A crash between the two is finished at the
+//     next Open (Pending and DropRun; FinishKeys); a run's erasure whose
+//     record never became durable is undone (Unmark).
+//   - A record of one memory key's erasure never drops another key's
+//     data key: LiveNamed keeps only numbers whose scope is the record's.
+//   - Errors keep the engine's sentinels (Config's Err fields), so that
+//     errors.Is matches as the engine documents.
+//
+// # Caveats
+//
+//   - What another run holds (a consumed message, a fork's state at its
+//     fork point) and what an explicit-key action certified are not the
+//     erased run's and stay; a KEYS restored from an older copy holds the
+//     erased keys again until the engine erases them again (Heal).
+//   - The package is not safe for a DB of another store: the Store it is
+//     given is the one whose KEYS it changes.
+package erasure
+
+import (
+	"context"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
+)
+
+// Store is what an erasure needs of the store it erases in: package
+// engine's DB, through its adapter (eraseStore, engine/erasekey.go).
+// The methods are safe for concurrent use.
+type Store interface {
+	// LockKeys takes the mutex that orders every change of the key table
+	// and every write of KEYS, and returns the table (immutable: Clone it
+	// to change it) and the unwrapped data keys (safe for concurrent use).
+	// It is called only for an encrypted store (Sealer not nil).
+	LockKeys() (*seal.Table, *seal.Keys)
+	// UnlockKeys releases the mutex LockKeys took.
+	UnlockKeys()
+	// ReplaceKeys, with the mutex held, writes next as KEYS, durably (file
+	// and directory fsync), and then makes it the table. On an error the
+	// table is unchanged.
+	ReplaceKeys(next *seal.Table) error
+	// AddKey makes sure scope has a live data key, adding one if not, and
+	// then KEYS is durable before it returns. It takes the mutex itself.
+	AddKey(scope string) error
+	// Sealer seals and opens the store's payloads with its data keys; nil
+	// for a plaintext store.
+	Sealer() *record.Sealer
+	// Link is the chain link of run's record at seq, after prev, over
+	// payload (chain.Hasher.Link with the run's nonce).
+	Link(run string, seq uint64, prev chain.Hash, payload []byte) chain.Hash
+	// Note is the chain checkpoint of run's link head at seq, signed when
+	// the store has a signing key; final marks the run's last link (a
+	// deletion's or an erasure's).
+	Note(run string, seq uint64, head chain.Hash, final bool) ([]byte, error)
+	// Append appends rec to the log and returns once it is durable; an
+	// error of the log's write or fsync stops the store's writes until it
+	// is reopened (the engine's rule), and rec was not acknowledged.
+	Append(ctx context.Context, rec []byte) error
+}
