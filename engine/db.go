@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/dicttrain"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -139,13 +140,8 @@ type DB struct {
 	// gcMu serializes deletions and garbage collections (delete.go, gc.go).
 	gcMu sync.Mutex
 
-	dict struct {
-		sync.Mutex
-		samples  [][]byte // copies of the first record bodies, for training
-		bytes    int
-		training bool          // a training goroutine is running or has finished
-		done     chan struct{} // closed when training ends; nil if it never started
-	}
+	// dict trains the store's compression dictionary (dict.go).
+	dict *dicttrain.Trainer
 
 	// logErr is the log's first write or sync failure, if any (failLog).
 	logErr atomic.Pointer[error]
@@ -534,12 +530,7 @@ func (db *DB) Close() error {
 
 	close(db.bg.stop)
 	db.bg.wg.Wait()
-	db.dict.Lock()
-	training := db.dict.done
-	db.dict.Unlock()
-	if training != nil {
-		<-training
-	}
+	db.dict.Wait()
 
 	var errs []error
 	if err := db.backgroundErr(); err != nil {
