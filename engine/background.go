@@ -10,6 +10,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -41,7 +42,7 @@ func (db *DB) background() {
 		case <-lazy.C:
 			db.startDirSyncs()
 			db.startLedger()
-			db.startSnapshots()
+			db.snaps.Start()
 			db.bg.wg.Add(1)
 			go func() {
 				defer db.bg.wg.Done()
@@ -561,7 +562,7 @@ func (db *DB) checkpoint(final bool) error {
 	}
 	stored := false // the snapshot store holds the batch of gen
 	if b != nil {
-		if err := putSnapshotGen(b, gen); err != nil {
+		if err := snapindex.PutGen(b, gen); err != nil {
 			return err
 		}
 		err := b.Commit(!db.opts.NoSync)

@@ -17,11 +17,11 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/dicttrain"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -60,18 +60,9 @@ type DB struct {
 	ledgerOnce  sync.Once // runs ledgerStart once
 	ledgerErr   error
 
-	// snapReady is closed once Pebble is open and indexed (or failed to
-	// open); snap and snapErr are set before that and read only after.
-	snapReady chan struct{}
-	snap      *snapshot.Store
-	snapErr   error
-	snapOnce  sync.Once // starts the goroutine that opens Pebble and closes snapReady
-	// snapIndexing is closed (once, by snapIndexingOnce) when the open
-	// must re-index or rebuild the store from the log: a scan of the whole
-	// log that takes every run's lock, which callers do not wait for
-	// (snapshots).
-	snapIndexing     chan struct{}
-	snapIndexingOnce sync.Once
+	// snaps is the snapshot store over its lifecycle (snapstore.go);
+	// set by Open once its recovery succeeded.
+	snaps *snapindex.Keeper
 
 	// recovered is closed when Open's recovery ends; recoverErr is set
 	// before that.
@@ -184,7 +175,6 @@ type DB struct {
 	counters struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
 		framesRebuilt, framesDropped                           atomic.Int64
-		snapMismatches                                         atomic.Int64 // snapshotMismatch
 	}
 	// ledgerRebuilt says why the ledger table was rebuilt from the log;
 	// set before ledgerReady is closed.
@@ -256,10 +246,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 		dir:          dir,
 		fs:           privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
 		logger:       o.Logger.With("store", dir),
-		ledgerReady:  make(chan struct{}),
-		snapReady:    make(chan struct{}),
-		snapIndexing: make(chan struct{}),
-		recovered:    make(chan struct{}),
+		ledgerReady: make(chan struct{}),
+		recovered:   make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}

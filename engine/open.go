@@ -193,6 +193,7 @@ func (db *DB) open() error {
 		return err
 	}
 	db.openAppends = db.log.Stats().Appends
+	db.startSnapIndex()
 	if cp != nil && db.openInfo.CheckpointIgnored == "" {
 		db.reg = &registryCheck{rows: cp.Runs, to: scanFrom}
 	}

@@ -467,9 +467,7 @@ func (r *Run) tailFromIndexLocked(f *frame.Frame, seq uint64, head chain.Hash, e
 		err = fmt.Errorf("%d positions for seqs %d..%d", len(pos), from, end)
 	}
 	mismatch := func(at uint64, err error) (*frame.Frame, bool) {
-		if !storeIOFailure(err) {
-			db.snapshotMismatch(snaps, r.id, at, err)
-		}
+		db.snaps.Mismatch(snaps, r.id, at, err)
 		return nil, false
 	}
 	if err != nil {
