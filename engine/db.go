@@ -17,8 +17,8 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/dicttrain"
-	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -242,10 +242,10 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		opts:         o,
-		dir:          dir,
-		fs:           privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
-		logger:       o.Logger.With("store", dir),
+		opts:        o,
+		dir:         dir,
+		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
+		logger:      o.Logger.With("store", dir),
 		ledgerReady: make(chan struct{}),
 		recovered:   make(chan struct{}),
 	}
