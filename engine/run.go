@@ -76,7 +76,7 @@ type Run struct {
 		scanned []wal.Pos
 		snapSeq uint64 // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
 		// windowFirst is the snapshot the retention policy keeps for the
-		// current window (see snapshotSpan); after a restart, the latest.
+		// current window (see checkpoint.SnapshotSpan); after a restart, the latest.
 		windowFirst uint64
 		snapTime    time.Time
 		snapQueued  bool
