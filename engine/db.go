@@ -16,6 +16,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/snapindex"
@@ -53,12 +54,9 @@ type DB struct {
 	lastSegName atomic.Pointer[segName]
 
 	ledger *ledger.Ledger
-	// ledgerReady is closed once the persisted ledger table is loaded;
-	// ledgerErr is set before that and read only after.
-	ledgerReady chan struct{}
-	ledgerStart func()    // starts the table's load; nil if there is none
-	ledgerOnce  sync.Once // runs ledgerStart once
-	ledgerErr   error
+	// ledgerTable is the ledger's persisted table, loaded after Open
+	// (ledgertable.go).
+	ledgerTable *checkpoint.LedgerTable
 
 	// snaps is the snapshot store over its lifecycle (snapstore.go);
 	// set by Open once its recovery succeeded.
@@ -176,9 +174,6 @@ type DB struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
 		framesRebuilt, framesDropped                           atomic.Int64
 	}
-	// ledgerRebuilt says why the ledger table was rebuilt from the log;
-	// set before ledgerReady is closed.
-	ledgerRebuilt string
 }
 
 // OpenInfo describes what Open found and did.
@@ -246,7 +241,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 		dir:         dir,
 		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
 		logger:      o.Logger.With("store", dir),
-		ledgerReady: make(chan struct{}),
+		ledgerTable: checkpoint.NewLedgerTable(),
 		recovered:   make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}

@@ -14,7 +14,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
-	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -102,39 +101,6 @@ func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64,
 			Reason: fmt.Sprintf("the log's head %x differs from the run's %x", h[:8], head[:8])}
 	}
 	return f, nil
-}
-
-// rebuildLedgerTable builds the ledger table as of the replay position to
-// from the ledger records of the log before it, for a table that is
-// missing, damaged or not the one CHECKPOINT names. The records from to
-// on were applied to db.ledger by Open and keep precedence over it.
-func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
-	l := ledger.New()
-	dec := db.decoder(true)
-	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
-	if err != nil {
-		return nil, fmt.Errorf("engine: rebuild ledger table: %w", err)
-	}
-	defer c.Close()
-	c.Until(to)
-	for c.Next() {
-		r := c.Record()
-		loc := r.Pos
-		switch {
-		case r.Erased:
-			// Sealed with an erased key: its run was erased, and the
-			// ledger forgot it.
-		case r.Kind == record.KindIntent:
-			l.ApplyIntent(r.Intent, loc)
-		case r.Kind == record.KindCert:
-			l.ApplyCertificate(r.Cert, loc, false)
-		}
-	}
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	return l.AppendTable(nil), nil
 }
 
 // noteFrameRebuilt records that a run's frame file was not used.

@@ -3,8 +3,10 @@
 // the snapshot retention policy, when a snapshot is due, which runs a
 // checkpoint may leave to their tails, the preparation of a run's frame
 // for its frame file and its snapshot, the writing of a checkpoint's frame
-// files and of its snapshot batch (in parts), and the log records of chain
-// checkpoints and store heads.
+// files and of its snapshot batch (in parts), the log records of chain
+// checkpoints and store heads, and the load after Open of the ledger table
+// a checkpoint wrote (LedgerTable: from its file, or rebuilt from the
+// log when the file is missing, damaged or not the one CHECKPOINT names).
 //
 // # The interface to the engine
 //
@@ -37,6 +39,9 @@
 //     generation is named only once every part is in. A snapshot store
 //     that fails (snapshot.ErrFailed, ErrClosed) is dropped from the
 //     checkpoint, which goes on: Finish then reports stored = false.
+//   - LedgerTable loads once, on its own goroutine, after Start or the
+//     first Wait; Wait returns its error (a table that could be neither
+//     loaded nor rebuilt), and Rebuilt why the file was not used.
 //   - ChainRecord and StoreHeadRecord sign with the store's key when there
 //     is one; the records are byte for byte those of record.AppendNote.
 //
