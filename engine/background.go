@@ -173,23 +173,11 @@ func (db *DB) runSnapshot(r *Run) {
 	if c == nil {
 		return
 	}
-	b := snaps.NewBatch()
-	if err := c.AddTo(b); err != nil {
-		b.Discard()
-		// A plain frame's chunks are looked up in the store: its failure
-		// (sticky, logged once) is not the engine's.
-		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
+	if ok, err := c.WriteSnapshot(snaps); !ok {
+		if err != nil {
 			db.setBackgroundErr(err)
 		}
 		return
-	}
-	// Unsynced: the next engine checkpoint's synced batch makes it durable,
-	// and until then the log still holds everything.
-	if err := b.Commit(false); err != nil {
-		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
-			db.setBackgroundErr(fmt.Errorf("engine: snapshot of run %q at seq %d: %w", r.id, c.Seq, err))
-		}
-		return // the store's failure is its sticky error, logged once
 	}
 	db.observeSnapshot(r, c)
 	r.captured(c)
@@ -413,16 +401,13 @@ func (db *DB) checkpoint(final bool) error {
 		c.run.mu.Unlock()
 	}
 
-	// The table is shared with the ledger, which searches it in place; a
-	// filesystem may use the buffer it is given to write (pebble's MemFS
-	// scribbles over it in race builds), so it gets a copy.
-	tableFile := bytes.Clone(table)
-	if db.sealer != nil {
-		if tableFile, err = db.sealer.SealStoreFile(table, record.PlaceLedgerTable, gen); err != nil {
-			return fmt.Errorf("engine: checkpoint: ledger table: %w", err)
-		}
+	// The table is shared with the ledger, which searches it in place, so
+	// the file gets a copy (the sealed one is a copy).
+	tableFile := table
+	if db.sealer == nil {
+		tableFile = bytes.Clone(table)
 	}
-	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), tableFile, db.opts.NoSync); err != nil {
+	if err := checkpoint.WriteStoreFile(db.fs, db.ledgerTableName(gen), tableFile, db.sealer, record.PlaceLedgerTable, gen, "ledger table", db.opts.NoSync, true); err != nil {
 		return err
 	}
 	// INBOX is captured after every run: it reflects at least what their
@@ -435,13 +420,7 @@ func (db *DB) checkpoint(final bool) error {
 	// after: until then a crash leaves the old INBOX (of the old
 	// CHECKPOINT) or the new one (of the next, which Open then does not
 	// use and rebuilds from the log).
-	inboxFile := inbox.Marshal()
-	if db.sealer != nil {
-		if inboxFile, err = db.sealer.SealStoreFile(inboxFile, record.PlaceInbox, gen); err != nil {
-			return fmt.Errorf("engine: checkpoint: inbox: %w", err)
-		}
-	}
-	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inboxFile, db.opts.NoSync); err != nil {
+	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.sealer, record.PlaceInbox, gen, "inbox", db.opts.NoSync, false); err != nil {
 		return err
 	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"bytes"
+	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -179,5 +181,46 @@ func TestRecordsUnsigned(t *testing.T) {
 	rec, err = StoreHeadRecord(nil, h)
 	if err != nil || !bytes.Equal(rec, record.AppendNote(nil, record.KindStoreHead, chain.MarshalStoreHead(h))) {
 		t.Fatalf("store head record: %x, %v", rec, err)
+	}
+}
+
+func TestWriteSnapshotAndStoreFile(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/s", 0o700); err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := snapshot.Open("/s/snapshots", &snapshot.Options{FS: fs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &frame.Frame{Memory: map[string][]byte{"k": []byte("v")}}
+	c := &Capture{Run: "r", Seq: 3, Frame: frame.AppendFrame(nil, f), Positions: []wal.Pos{{Segment: 1}, {Segment: 1, Offset: 9}, {Segment: 1, Offset: 20}}}
+	c.Plan(false, 0, 0, 0)
+	if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), nil); err != nil {
+		t.Fatal(err)
+	}
+	if c.Raw == nil || c.Frame != nil {
+		t.Fatal("a background snapshot of a plaintext store must keep the raw encoding, compressed nothing")
+	}
+	if ok, err := c.WriteSnapshot(snaps); !ok || err != nil {
+		t.Fatalf("WriteSnapshot: %v, %v", ok, err)
+	}
+	if seqs, err := snaps.Snapshots("r"); err != nil || len(seqs) != 1 || seqs[0] != 3 {
+		t.Fatalf("snapshots: %v, %v", seqs, err)
+	}
+	snaps.Fail(errors.New("test: the store fails"))
+	if ok, err := c.WriteSnapshot(snaps); ok || err != nil {
+		t.Fatalf("WriteSnapshot into a failed store: %v, %v; want not written, no error of the engine's", ok, err)
+	}
+	snaps.Close()
+
+	for _, atomic := range []bool{true, false} {
+		name := fmt.Sprintf("/s/file-%v", atomic)
+		if err := WriteStoreFile(fs, name, []byte("table"), nil, record.PlaceLedgerTable, 1, "ledger table", true, atomic); err != nil {
+			t.Fatal(err)
+		}
+		if b, err := layout.ReadFile(fs, name); err != nil || string(b) != "table" {
+			t.Fatalf("%s: %q, %v", name, b, err)
+		}
 	}
 }

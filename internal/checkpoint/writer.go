@@ -7,6 +7,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/zeebo/blake3"
 )
@@ -123,3 +124,47 @@ func (w *Writer) Snapshots() bool { return w.b != nil }
 
 // Discard lets go of a snapshot batch not committed.
 func (w *Writer) Discard() { w.b.Discard() }
+
+// WriteSnapshot writes c as one background snapshot into s, unsynced:
+// the next engine checkpoint's synced batch makes it durable, and until
+// then the log holds everything. ok is false when it was not written; err
+// is set only when that is an error of the engine's: a failed store (its
+// sticky error, logged once; a plain frame's chunks are looked up in it)
+// is not.
+func (c *Capture) WriteSnapshot(s *snapshot.Store) (ok bool, err error) {
+	b := s.NewBatch()
+	if err := c.AddTo(b); err != nil {
+		b.Discard()
+		if failed(err) {
+			return false, nil
+		}
+		return false, err
+	}
+	if err := b.Commit(false); err != nil {
+		if failed(err) {
+			return false, nil
+		}
+		return false, fmt.Errorf("engine: snapshot of run %q at seq %d: %w", c.Run, c.Seq, err)
+	}
+	return true, nil
+}
+
+// WriteStoreFile writes a file of the engine checkpoint that names
+// generation gen (the ledger table, INBOX): sealed for place in an
+// encrypted store (sealer not nil), then atomically (written, synced,
+// renamed, its directory synced) or, if !atomic, renamed without the
+// directory's sync (CHECKPOINT's, just after, makes it durable). data
+// must be the caller's to give: a filesystem may use the buffer it is
+// given to write. A sealing failure names what.
+func WriteStoreFile(fs vfs.FS, name string, data []byte, sealer *record.Sealer, place record.Kind, gen uint64, what string, noSync, atomic bool) error {
+	if sealer != nil {
+		var err error
+		if data, err = sealer.SealStoreFile(data, place, gen); err != nil {
+			return fmt.Errorf("engine: checkpoint: %s: %w", what, err)
+		}
+	}
+	if atomic {
+		return layout.WriteFileAtomic(fs, name, data, noSync)
+	}
+	return layout.WriteFileRenamed(fs, name, data, noSync)
+}
