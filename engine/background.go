@@ -64,13 +64,7 @@ func (db *DB) background() {
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)
 		case <-db.bg.ckptReq:
-			if err := db.waitLedger(context.Background()); err != nil {
-				db.setBackgroundErr(err)
-				continue
-			}
-			if err := db.checkpoint(false); err != nil {
-				db.setBackgroundErr(err)
-			}
+			db.backgroundCheckpoint()
 		case job := <-db.bg.gcReq:
 			st, err := db.collect(job.ctx)
 			job.done <- gcResult{st, err}
@@ -88,15 +82,21 @@ func (db *DB) background() {
 				// Idle runs whose frames are not written yet hold memory
 				// past the frame cache: a checkpoint writes them, and then
 				// they can go.
-				if err := db.waitLedger(context.Background()); err != nil {
-					db.setBackgroundErr(err)
-					continue
-				}
-				if err := db.checkpoint(false); err != nil {
-					db.setBackgroundErr(err)
-				}
+				db.backgroundCheckpoint()
 			}
 		}
+	}
+}
+
+// backgroundCheckpoint writes an engine checkpoint once the ledger's
+// table is loaded (the checkpoint rewrites it); its error is sticky.
+func (db *DB) backgroundCheckpoint() {
+	err := db.waitLedger(context.Background())
+	if err == nil {
+		err = db.checkpoint(false)
+	}
+	if err != nil {
+		db.setBackgroundErr(err)
 	}
 }
 

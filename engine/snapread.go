@@ -28,6 +28,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
@@ -36,26 +37,12 @@ import (
 
 // errNotThisAtom is the mismatch of a position that points at a record
 // other than the atom it is meant for.
-var errNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
+var errNotThisAtom = snapindex.ErrNotThisAtom
 
 // readAtom reads the atom record at p and checks that it is run's atom at
 // seq.
 func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	raw, err := db.log.ReadAt(p)
-	if err != nil {
-		return nil, err
-	}
-	a := &record.Record{}
-	if err := (&record.Decoder{Sealed: db.sealer != nil, Sealer: db.sealer}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
-		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
-	}
-	if a.Kind != record.KindAtom {
-		return nil, fmt.Errorf("%w: %v holds no atom record", errNotThisAtom, p)
-	}
-	if a.Run != run || a.Seq != seq {
-		return nil, fmt.Errorf("%w: %v holds run %q seq %d", errNotThisAtom, p, a.Run, a.Seq)
-	}
-	return a, nil
+	return snapindex.ReadAtom(db.log, db.segmentFile, db.sealer, p, run, seq)
 }
 
 // stateFromSnapshot builds frame(seq) from the nearest snapshot at or below

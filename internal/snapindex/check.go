@@ -87,3 +87,29 @@ func (k *Keeper) ScanPositions(ctx context.Context, run string, base, n uint64) 
 	}
 	return pos, nil
 }
+
+// ErrNotThisAtom is the mismatch of a position that points at a record
+// other than the atom it is meant for.
+var ErrNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
+
+// ReadAtom reads the atom record at p of log (file names its segments;
+// sealer opens a sealed store's records, nil in a plaintext one) and
+// checks that it is run's atom at seq: any other record, or one that does
+// not decode, is an error matching ErrNotThisAtom.
+func ReadAtom(log *wal.Log, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
+	raw, err := log.ReadAt(p)
+	if err != nil {
+		return nil, err
+	}
+	a := &record.Record{}
+	if err := (&record.Decoder{Sealed: sealer != nil, Sealer: sealer}).Decode(raw, p, file(p.Segment), a); err != nil {
+		return nil, fmt.Errorf("%w: %v: %v", ErrNotThisAtom, p, err)
+	}
+	if a.Kind != record.KindAtom {
+		return nil, fmt.Errorf("%w: %v holds no atom record", ErrNotThisAtom, p)
+	}
+	if a.Run != run || a.Seq != seq {
+		return nil, fmt.Errorf("%w: %v holds run %q seq %d", ErrNotThisAtom, p, a.Run, a.Seq)
+	}
+	return a, nil
+}

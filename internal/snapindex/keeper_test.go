@@ -249,3 +249,24 @@ func TestRebuildable(t *testing.T) {
 		}
 	}
 }
+
+func TestReadAtom(t *testing.T) {
+	fs := vfs.NewMem()
+	h := newHost(t, fs, map[string]int{"a": 2})
+	pos, err := keeper(h, 0).ScanPositions(context.Background(), "a", 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := func(seg uint64) string { return wal.SegmentName(seg) }
+	if a, err := ReadAtom(h.log, name, nil, pos[1], "a", 2); err != nil || a.Run != "a" || a.Seq != 2 {
+		t.Fatalf("ReadAtom: %+v, %v", a, err)
+	}
+	for _, c := range []struct {
+		run string
+		seq uint64
+	}{{"a", 1}, {"b", 2}} {
+		if _, err := ReadAtom(h.log, name, nil, pos[1], c.run, c.seq); !errors.Is(err, ErrNotThisAtom) {
+			t.Errorf("atom a/2 read as %s/%d: %v, want ErrNotThisAtom", c.run, c.seq, err)
+		}
+	}
+}
