@@ -62,18 +62,9 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 		db.snaps.Mismatch(snaps, r.id, at, err)
 		return nil, false, nil
 	}
-	var snap *snapshot.Snapshot
-	base := r.base
-	s, err := snaps.AtOrBelow(r.id, seq)
-	switch {
-	case err == nil:
-		snap, base = s, s.Seq
-		if base <= r.base || base > seq {
-			return mismatch(base, fmt.Errorf("a snapshot at seq %d answers for seq %d (the run's own atoms start after seq %d)", base, seq, r.base))
-		}
-	case errors.Is(err, snapshot.ErrNotFound):
-	default:
-		return mismatch(seq, err)
+	snap, base, err := snapindex.Nearest(snaps, r.id, r.base, seq)
+	if err != nil {
+		return mismatch(base, err)
 	}
 	var file *frame.Frame // the frame file's frame at base, if it is the nearest
 	var fileHead chain.Hash
@@ -86,22 +77,12 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 	// those up to indexed are in the store, the rest in memory
 	// (mem[i] is the atom indexed+1+i).
 	from := max(base, r.base+1)
-	var pos []wal.Pos
-	if hi := min(seq, indexed); from <= hi {
-		sp, err := snaps.Positions(r.id, from, hi)
-		if err != nil {
-			return mismatch(from, fmt.Errorf("atom index %d..%d: %w", from, hi, err))
-		}
-		for _, p := range sp {
-			pos = append(pos, p)
-		}
-	}
-	for s := max(from, indexed+1); s <= seq; s++ {
-		i := s - indexed - 1
-		if i >= uint64(len(mem)) {
-			return nil, false, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
-		}
-		pos = append(pos, mem[i])
+	pos, bad, err := snapindex.Positions(snaps, r.id, from, seq, indexed, mem)
+	switch {
+	case bad != nil:
+		return mismatch(from, bad)
+	case err != nil:
+		return nil, false, err
 	}
 	if snap == nil && file == nil {
 		if f, err = r.baseFrame(ctx); err != nil {
@@ -175,12 +156,8 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 	if err != nil {
 		return nil, err
 	}
-	for s := indexed + 1; s <= seq; s++ {
-		i := s - indexed - 1
-		if i >= uint64(len(mem)) {
-			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
-		}
-		pos = append(pos, mem[i])
+	if pos, err = snapindex.AppendMem(pos, r.id, mem, indexed+1, seq, indexed); err != nil {
+		return nil, err
 	}
 	f, err := r.baseFrame(ctx)
 	if err != nil {

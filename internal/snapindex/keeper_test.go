@@ -270,3 +270,49 @@ func TestReadAtom(t *testing.T) {
 		}
 	}
 }
+
+func TestPositionsAndNearest(t *testing.T) {
+	ctx := context.Background()
+	fs := vfs.NewMem()
+	h := newHost(t, fs, map[string]int{"a": 5})
+	k := keeper(h, 0)
+	s, _ := opened(k)
+	if s == nil {
+		t.Fatal("no store")
+	}
+	defer k.Close()
+	all, err := k.ScanPositions(ctx, "a", 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := s.NewBatch()
+	if err := b.PutPositions("a", 1, all[:3]); err != nil { // atoms 1..3 indexed
+		t.Fatal(err)
+	}
+	if err := b.PutSnapshot(&snapshot.Snapshot{RunID: "a", Seq: 2, Frame: []byte("f"), Plain: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Commit(false); err != nil {
+		t.Fatal(err)
+	}
+	mem := all[3:] // atoms 4..5 in memory
+	pos, bad, err := Positions(s, "a", 2, 5, 3, mem)
+	if bad != nil || err != nil || len(pos) != 4 || pos[0] != all[1] || pos[3] != all[4] {
+		t.Fatalf("Positions 2..5: %v, %v, %v", pos, bad, err)
+	}
+	if _, _, err := Positions(s, "a", 2, 6, 3, mem); err == nil {
+		t.Fatal("a seq neither indexed nor in memory: no error")
+	}
+	if _, bad, _ := Positions(s, "b", 1, 2, 3, nil); bad == nil {
+		t.Fatal("positions the index lacks: no mismatch")
+	}
+	if snap, at, err := Nearest(s, "a", 0, 4); err != nil || snap == nil || at != 2 {
+		t.Fatalf("Nearest(4): %v, %d, %v", snap, at, err)
+	}
+	if snap, at, err := Nearest(s, "a", 0, 1); err != nil || snap != nil || at != 0 {
+		t.Fatalf("Nearest(1): %v, %d, %v; want none, from the run's base", snap, at, err)
+	}
+	if _, at, err := Nearest(s, "a", 2, 4); err == nil || at != 2 {
+		t.Fatalf("a snapshot at the fork point: %d, %v; want a mismatch at seq 2", at, err)
+	}
+}
