@@ -6,7 +6,9 @@
 // files and of its snapshot batch (in parts), the log records of chain
 // checkpoints and store heads, and the load after Open of the ledger table
 // a checkpoint wrote (LedgerTable: from its file, or rebuilt from the
-// log when the file is missing, damaged or not the one CHECKPOINT names).
+// log when the file is missing, damaged or not the one CHECKPOINT names),
+// and the replay of a run's atoms from the log when its frame file cannot
+// be used (ReplayRun, the engine applying each).
 //
 // # The interface to the engine
 //
