@@ -9,6 +9,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -592,8 +593,5 @@ func (r *Run) afterCommitLocked() {
 // frame, so that snapshotting a large frame every SnapshotEvery atoms never
 // costs more than a few times the bytes the atoms themselves wrote.
 func (r *Run) snapshotDueLocked(since int) bool {
-	if !r.db.snapshotPolicy().Due(since, time.Since(r.mu.snapTime)) {
-		return false
-	}
-	return r.mu.deltaBytes*4 >= r.mu.snapFrameBytes || time.Since(r.mu.snapTime) >= r.db.opts.SnapshotInterval
+	return checkpoint.SnapshotDue(r.db.snapshotPolicy(), since, time.Since(r.mu.snapTime), r.mu.deltaBytes, r.mu.snapFrameBytes)
 }

@@ -10,12 +10,12 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
-	"github.com/zeebo/blake3"
 )
 
 func (db *DB) snapshotPolicy() snapshot.Policy {
@@ -41,7 +41,7 @@ func (db *DB) background() {
 		case <-lazy.C:
 			db.startDirSyncs()
 			db.startLedger()
-			db.startSnapshots()
+			db.snaps.Start()
 			db.bg.wg.Add(1)
 			go func() {
 				defer db.bg.wg.Done()
@@ -62,13 +62,7 @@ func (db *DB) background() {
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)
 		case <-db.bg.ckptReq:
-			if err := db.waitLedger(context.Background()); err != nil {
-				db.setBackgroundErr(err)
-				continue
-			}
-			if err := db.checkpoint(false); err != nil {
-				db.setBackgroundErr(err)
-			}
+			db.backgroundCheckpoint()
 		case job := <-db.gc.Jobs():
 			job.Run(&db.gc, gcCore{db})
 		case job := <-db.eraser.Jobs():
@@ -79,15 +73,21 @@ func (db *DB) background() {
 				// Idle runs whose frames are not written yet hold memory
 				// past the frame cache: a checkpoint writes them, and then
 				// they can go.
-				if err := db.waitLedger(context.Background()); err != nil {
-					db.setBackgroundErr(err)
-					continue
-				}
-				if err := db.checkpoint(false); err != nil {
-					db.setBackgroundErr(err)
-				}
+				db.backgroundCheckpoint()
 			}
 		}
+	}
+}
+
+// backgroundCheckpoint writes an engine checkpoint once the ledger's
+// table is loaded (the checkpoint rewrites it); its error is sticky.
+func (db *DB) backgroundCheckpoint() {
+	err := db.waitLedger(context.Background())
+	if err == nil {
+		err = db.checkpoint(false)
+	}
+	if err != nil {
+		db.setBackgroundErr(err)
 	}
 }
 
@@ -164,106 +164,39 @@ func (db *DB) runSnapshot(r *Run) {
 	if c == nil {
 		return
 	}
-	b := snaps.NewBatch()
-	if err := c.addTo(b); err != nil {
-		b.Discard()
-		// A plain frame's chunks are looked up in the store: its failure
-		// (sticky, logged once) is not the engine's.
-		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
+	if ok, err := c.WriteSnapshot(snaps); !ok {
+		if err != nil {
 			db.setBackgroundErr(err)
 		}
 		return
-	}
-	// Unsynced: the next engine checkpoint's synced batch makes it durable,
-	// and until then the log still holds everything.
-	if err := b.Commit(false); err != nil {
-		if !errors.Is(err, snapshot.ErrFailed) && !errors.Is(err, snapshot.ErrClosed) {
-			db.setBackgroundErr(fmt.Errorf("engine: snapshot of run %q at seq %d: %w", r.id, c.seq, err))
-		}
-		return // the store's failure is its sticky error, logged once
 	}
 	db.observeSnapshot(r, c)
 	r.captured(c)
 	db.counters.snapshots.Add(1)
 }
 
-// captured is a run's state taken for a snapshot or checkpoint.
+// capturedRun is a run's state taken for a snapshot or checkpoint
+// (internal/checkpoint's Capture) and the run it is of.
 type capturedRun struct {
-	run  *Run
-	seq  uint64
-	head chain.Hash
-	// frame is the compressed (and in an encrypted store sealed) frame
-	// encoding, for the frame file and an encrypted store's snapshot; raw
-	// the raw encoding, for the snapshot of a store without a sealer (the
-	// snapshot store chunks it). Both nil if the frame is unchanged since
-	// the last capture or nothing takes it; each set only when something
-	// takes it, and let go once written (checkpoint).
-	frame      []byte
-	raw        []byte
-	indexedSeq uint64 // positions are of atoms indexedSeq+1..seq
-	positions  []snapshot.Pos
-	meta       layout.CheckpointRun
-	drop       uint64   // an older snapshot the retention policy removes (0: none)
-	frameBytes int64    // encoded size of the frame, before compression
-	snapshot   bool     // frame is also a snapshot (not at a fork's base)
-	fileSum    [32]byte // BLAKE3 of the frame file written at seq (zero: none written)
-	// inStore is set when the snapshot goes to the snapshot store. A
-	// checkpoint's goes only to the run's frame file, which serves as its
-	// newest snapshot, unless it is the first of its retention window
-	// (which Pebble keeps once the frame file has moved on).
-	inStore bool
+	checkpoint.Capture
+	run *Run
 }
-
-// snapshotSpan is the retention policy's window: of the snapshots of a run,
-// Pebble keeps the latest and the first of every window of this many seqs,
-// so StateAt replays at most about this many deltas while snapshot storage
-// grows with history/snapshotSpan copies of the frame, not history/50.
-// When an engine checkpoint writes the run's frame file, that file is the
-// latest: the frame is not stored a second time in Pebble (unless it is
-// the first of its window), and the latest snapshot there is dropped as a
-// newer one would drop it.
-const snapshotSpan = 1000
 
 // capture takes r's state. For a snapshot (full=false) it returns nil when
 // nothing changed since the last snapshot; for a checkpoint it always
 // returns the run's metadata, and a frame if the frame file is stale or,
 // when the checkpoint has a snapshot store (snaps), the snapshot is.
 // The frame is encoded under the run's lock and compressed outside it,
-// only for what needs it compressed: the frame file, and the snapshot of
-// an encrypted store (sealed, it is opaque to the snapshot store). A
-// snapshot of a store without a sealer keeps the raw encoding (raw), which
-// the snapshot store cuts into chunks shared with the run's other
-// snapshots: a background snapshot compresses nothing.
+// only for what needs it compressed (checkpoint.Capture.Encode).
 func (r *Run) capture(db *DB, full, snaps, closeTails bool) (*capturedRun, error) {
 	r.mu.Lock()
 	c, err := r.captureLocked(full, snaps, closeTails)
 	r.mu.Unlock()
-	if c == nil || c.frame == nil || err != nil {
+	if c == nil || err != nil {
 		return c, err
 	}
-	raw := c.frame
-	c.frame = nil
-	toStore := snaps && c.snapshot && c.inStore
-	toFile := full && c.fileDue()
-	// A frame over what a reader decompresses is refused by every reader
-	// anyway; it goes the compressed way, as before, not into chunks.
-	plain := db.sealer == nil && len(raw) <= frame.MaxDecompressedSize
-	if toStore && plain {
-		c.raw = raw
-	}
-	if toFile || (toStore && !plain) {
-		// s2, not zstd: a restart decompresses the frame on its critical
-		// path, and s2 decodes several times faster for a modest size cost.
-		// No dictionary: on a whole frame it gains little, and s2's
-		// dictionary encoder has no assembly path (measured: most of the
-		// engine's CPU per atom went to it).
-		c.frame = db.comp.CompressWith(nil, raw, frame.CodecS2, 0)
-		if db.sealer != nil {
-			// One sealed frame serves the frame file and the snapshot.
-			if c.frame, err = db.sealer.Seal(nil, c.frame, record.PlaceFrame, r.id, c.seq); err != nil {
-				return nil, fmt.Errorf("engine: run %q seq %d: frame: %w", r.id, c.seq, err)
-			}
-		}
+	if err := c.Encode(full, snaps, db.comp, db.sealer); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
@@ -275,7 +208,7 @@ func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) 
 	if !full && r.mu.lastSeq == r.mu.snapSeq {
 		return nil, nil
 	}
-	c := &capturedRun{run: r, seq: r.mu.lastSeq, head: r.mu.head, indexedSeq: r.mu.indexedSeq}
+	c := &capturedRun{run: r, Capture: checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}}
 	// A fork with no atom of its own whose state was never read has no
 	// frame to write: the parent's history is its state (baseFrame), and
 	// building it only to write a frame file would make every fork cost a
@@ -293,52 +226,29 @@ func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) 
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
 		}
-		c.frame = frame.AppendFrame(nil, r.mu.frame)
-		c.frameBytes = int64(len(c.frame))
+		c.Frame = frame.AppendFrame(nil, r.mu.frame)
+		c.FrameBytes = int64(len(c.Frame))
 	}
-	for _, p := range r.mu.positions {
-		c.positions = append(c.positions, p)
-	}
-	c.meta = layout.CheckpointRun{
+	c.Positions = append([]wal.Pos(nil), r.mu.positions...)
+	c.Meta = layout.CheckpointRun{
 		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
 		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
 	if e := r.mu.end; e != nil {
-		c.meta.Status, c.meta.Ended, c.meta.EndHead, c.meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
+		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
 	}
-	c.meta.Parent, c.meta.ForkedAt, c.meta.BaseHead = r.parent, r.base, r.baseHead
-	if c.frame != nil && c.seq == r.base {
-		// A fork with no atom of its own: its frame file is written, no
-		// snapshot (the snapshot store holds the run's own seqs only).
-		c.snapshot = false
-		if full {
-			c.meta.FrameSeq = r.mu.lastSeq
-		}
-	} else if c.frame != nil {
-		c.snapshot = true
-		w := r.mu.windowFirst
-		c.inStore = !full || w == 0 || c.seq/snapshotSpan != w/snapshotSpan
-		// The latest snapshot in Pebble goes, unless its window keeps it:
-		// one at c.seq too when the frame file takes its place (a snapshot
-		// at c.seq that goes to Pebble replaces it).
-		if p := r.mu.snapSeq; p != 0 && p != w && (p < c.seq || p == c.seq && !c.inStore) {
-			c.drop = p
-		}
-		c.meta.SnapSeq = r.mu.lastSeq
-		if full {
-			c.meta.FrameSeq = r.mu.lastSeq
-		}
-	}
+	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
+	c.Plan(full, r.base, r.mu.snapSeq, r.mu.windowFirst)
 	if r.mu.interruptedSeq != 0 {
-		c.meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
+		c.Meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
 	} else if a := r.mu.atom; a != nil {
 		// Its actions done and those whose exec is running: every action
 		// of the atom with an intent or a certificate in the log.
 		a.mu.Lock()
-		c.meta.Inflight = append(c.meta.Inflight, a.mu.started...)
+		c.Meta.Inflight = append(c.Meta.Inflight, a.mu.started...)
 		for _, act := range a.mu.actions {
 			if !slices.ContainsFunc(a.mu.started, func(s layout.InflightAction) bool { return s.FP == act.fp }) {
-				c.meta.Inflight = append(c.meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
+				c.Meta.Inflight = append(c.Meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
 			}
 		}
 		a.mu.Unlock()
@@ -359,45 +269,12 @@ func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) 
 var maxTailAtoms uint64 = 16 // a variable for the tests that need every frame file written
 
 // tailLocked reports whether an engine checkpoint with a snapshot batch
-// may leave r's frame file behind: r is not a fork (a fork's frame starts
-// from its parent's), its atoms past the file are at most maxTailAtoms,
-// and either the checkpoint is Close's with many runs to leave so
-// (closeTails: tailRunsForStore or more) or r's frame is not in memory (a
-// run the last Open left to its tail and no one has used since: writing
-// its file would read its atoms only to write them out again). A resident
-// frame goes to its file at a background checkpoint, so that the frame
-// cache can drop it.
+// may leave r's frame file behind (checkpoint.Tail.Leave); closeTails:
+// Close's checkpoint, with tailRunsForStore runs or more to leave so.
 func (r *Run) tailLocked(closeTails bool) bool {
-	last, file := r.mu.lastSeq, r.mu.frameSeq
-	if r.parent != "" || last <= file || last-file > maxTailAtoms || last > r.mu.indexedSeq+uint64(len(r.mu.positions)) {
-		return false
-	}
-	return closeTails || r.mu.frame == nil && len(r.mu.pending) == 0
-}
-
-// fileDue reports whether the checkpoint that took c writes the run's
-// frame file at c.seq.
-func (c *capturedRun) fileDue() bool { return c.meta.FrameSeq == c.seq && c.seq > 0 }
-
-func (c *capturedRun) addTo(b *snapshot.Batch) error {
-	if c.snapshot && c.inStore && (c.raw != nil || c.frame != nil) {
-		s := &snapshot.Snapshot{RunID: c.run.id, Seq: c.seq, Head: c.head, Frame: c.frame, Created: time.Now()}
-		if c.raw != nil {
-			s.Frame, s.Plain = c.raw, true
-		}
-		if err := b.PutSnapshot(s); err != nil {
-			return err
-		}
-	}
-	if c.drop != 0 {
-		if err := b.DeleteSnapshot(c.run.id, c.drop); err != nil {
-			return err
-		}
-	}
-	if len(c.positions) > 0 {
-		return b.PutPositions(c.run.id, c.indexedSeq+1, c.positions)
-	}
-	return nil
+	return checkpoint.Tail{Fork: r.parent != "", LastSeq: r.mu.lastSeq, FrameSeq: r.mu.frameSeq,
+		Indexed: r.mu.indexedSeq + uint64(len(r.mu.positions)), Resident: r.mu.frame != nil, Pending: len(r.mu.pending) > 0,
+		MaxAtoms: maxTailAtoms, CloseTails: closeTails}.Leave()
 }
 
 // captured records that c is durable in Pebble (for a checkpoint, also in
@@ -405,17 +282,11 @@ func (c *capturedRun) addTo(b *snapshot.Batch) error {
 func (r *Run) captured(c *capturedRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if c.snapshot && c.seq > r.mu.snapSeq {
-		r.mu.snapSeq, r.mu.snapTime = c.seq, time.Now()
-		r.mu.deltaBytes, r.mu.snapFrameBytes = 0, c.frameBytes
-		if w := r.mu.windowFirst; c.inStore && (w == 0 || c.seq/snapshotSpan != w/snapshotSpan) {
-			r.mu.windowFirst = c.seq
-		}
-	}
-	if n := c.seq - r.mu.indexedSeq; c.seq > r.mu.indexedSeq && n <= uint64(len(r.mu.positions)) {
-		r.mu.positions = append(r.mu.positions[:0:0], r.mu.positions[n:]...)
-		r.mu.indexedSeq = c.seq
-	}
+	x := checkpoint.Index{SnapSeq: r.mu.snapSeq, SnapTime: r.mu.snapTime, WindowFirst: r.mu.windowFirst, DeltaBytes: r.mu.deltaBytes,
+		SnapFrameBytes: r.mu.snapFrameBytes, IndexedSeq: r.mu.indexedSeq, Positions: r.mu.positions}
+	c.Captured(&x, time.Now())
+	r.mu.snapSeq, r.mu.snapTime, r.mu.windowFirst, r.mu.deltaBytes = x.SnapSeq, x.SnapTime, x.WindowFirst, x.DeltaBytes
+	r.mu.snapFrameBytes, r.mu.indexedSeq, r.mu.positions = x.SnapFrameBytes, x.IndexedSeq, x.Positions
 }
 
 // checkpoint writes an engine checkpoint: every run's frame file brought up
@@ -487,107 +358,47 @@ func (db *DB) checkpoint(final bool) error {
 	// should not.
 	closeTails := final && db.tailRuns(tailRunsForStore) >= tailRunsForStore
 	caps := make([]*capturedRun, 0, len(runs))
-	files := &layout.FileBatch{FS: db.fs, NoSync: db.opts.NoSync} // several at once on the OS's filesystem
-	var b *snapshot.Batch
-	if snaps != nil {
-		b = snaps.NewBatch()
-		defer func() { b.Discard() }()
-	}
+	w := checkpoint.NewWriter(db.fs, db.path(layout.FramesDir), db.opts.NoSync, snaps, checkpointBatchPart)
+	defer w.Discard()
 	for _, r := range runs {
 		if r.waitCreated(context.Background()) != nil {
 			continue
 		}
-		c, err := r.capture(db, true, b != nil, closeTails)
+		c, err := r.capture(db, true, w.Snapshots(), closeTails)
 		if err != nil {
 			return err
 		}
 		if c == nil {
 			continue // deleted since the list was taken
 		}
-		if c.fileDue() && c.frame != nil {
-			ff := layout.FrameFile{Run: r.id, Seq: c.seq, Head: c.head, Frame: c.frame}
-			file := ff.Marshal()
-			c.fileSum = blake3.Sum256(file)
-			if err := files.Add(db.frameFileName(r.id), file); err != nil {
-				return err
-			}
+		if err := w.Add(&c.Capture, db.frameFileName(r.id)); err != nil {
+			return err
 		}
-		if b != nil {
-			switch err := c.addTo(b); {
-			case err == nil:
-			case errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed):
-				// The store failed (a plain frame's chunks are looked up
-				// in it): the checkpoint goes on without it.
-				b.Discard()
-				b = nil
-			default:
-				return err
-			}
-			if b.Size() >= checkpointBatchPart {
-				// A part of the batch, unsynced, as a background snapshot
-				// is: the synced last part makes them all durable, and
-				// names the generation only once they are all in.
-				switch err := b.Commit(false); {
-				case err == nil:
-					b = snaps.NewBatch()
-				case errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed):
-					b = nil // the store failed: the checkpoint goes on without it
-				default:
-					return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
-				}
-			}
-		}
-		// The frame file is written and the batch holds the snapshot's
-		// bytes: nothing reads the frame's encodings again.
-		c.frame, c.raw = nil, nil
 		caps = append(caps, c)
 	}
-	if err := files.Flush(); err != nil {
+	stored, err := w.Finish(gen) // the snapshot store holds the batch of gen
+	if err != nil {
 		return err
-	}
-	if !db.opts.NoSync {
-		if err := layout.SyncDir(db.fs, db.path(layout.FramesDir)); err != nil {
-			return err
-		}
-	}
-	stored := false // the snapshot store holds the batch of gen
-	if b != nil {
-		if err := putSnapshotGen(b, gen); err != nil {
-			return err
-		}
-		err := b.Commit(!db.opts.NoSync)
-		switch {
-		case err == nil:
-			stored = true
-		case errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed):
-			// The store failed (its sticky error, logged once): the
-			// checkpoint goes on without it.
-		default:
-			return fmt.Errorf("engine: checkpoint: snapshots: %w", err)
-		}
 	}
 	for _, c := range caps {
 		if stored {
 			c.run.captured(c)
 		}
 		c.run.mu.Lock()
-		if c.meta.FrameSeq > c.run.mu.frameSeq {
-			c.run.mu.frameSeq = c.meta.FrameSeq
+		if c.Meta.FrameSeq > c.run.mu.frameSeq {
+			c.run.mu.frameSeq = c.Meta.FrameSeq
 		}
 		c.run.notedFrameFileLocked(c)
 		c.run.mu.Unlock()
 	}
 
-	// The table is shared with the ledger, which searches it in place; a
-	// filesystem may use the buffer it is given to write (pebble's MemFS
-	// scribbles over it in race builds), so it gets a copy.
-	tableFile := bytes.Clone(table)
-	if db.sealer != nil {
-		if tableFile, err = db.sealer.SealStoreFile(table, record.PlaceLedgerTable, gen); err != nil {
-			return fmt.Errorf("engine: checkpoint: ledger table: %w", err)
-		}
+	// The table is shared with the ledger, which searches it in place, so
+	// the file gets a copy (the sealed one is a copy).
+	tableFile := table
+	if db.sealer == nil {
+		tableFile = bytes.Clone(table)
 	}
-	if err := layout.WriteFileAtomic(db.fs, db.ledgerTableName(gen), tableFile, db.opts.NoSync); err != nil {
+	if err := checkpoint.WriteStoreFile(db.fs, db.ledgerTableName(gen), tableFile, db.sealer, record.PlaceLedgerTable, gen, "ledger table", db.opts.NoSync, true); err != nil {
 		return err
 	}
 	// INBOX is captured after every run: it reflects at least what their
@@ -600,19 +411,13 @@ func (db *DB) checkpoint(final bool) error {
 	// after: until then a crash leaves the old INBOX (of the old
 	// CHECKPOINT) or the new one (of the next, which Open then does not
 	// use and rebuilds from the log).
-	inboxFile := inbox.Marshal()
-	if db.sealer != nil {
-		if inboxFile, err = db.sealer.SealStoreFile(inboxFile, record.PlaceInbox, gen); err != nil {
-			return fmt.Errorf("engine: checkpoint: inbox: %w", err)
-		}
-	}
-	if err := layout.WriteFileRenamed(db.fs, db.path(layout.InboxName), inboxFile, db.opts.NoSync); err != nil {
+	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.sealer, record.PlaceInbox, gen, "inbox", db.opts.NoSync, false); err != nil {
 		return err
 	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
 		Dict: db.curDict.Load()}
 	for _, c := range caps {
-		cp.Runs = append(cp.Runs, c.meta)
+		cp.Runs = append(cp.Runs, c.Meta)
 	}
 	if err := layout.WriteFileAtomic(db.fs, db.path(layout.CheckpointName), cp.Marshal(), db.opts.NoSync); err != nil {
 		return err
@@ -648,17 +453,11 @@ func (db *DB) writeChainCheckpointLocked(r *Run) {
 		return
 	}
 	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: seq, Head: head, Final: final}
-	var b []byte
-	if db.signer != nil {
-		var err error
-		if b, err = db.signer.SignCheckpoint(c); err != nil {
-			db.setBackgroundErr(fmt.Errorf("engine: sign checkpoint of run %q at %d: %w", r.id, c.Seq, err))
-			return
-		}
-	} else {
-		b = chain.MarshalCheckpoint(c)
+	rec, err := checkpoint.ChainRecord(db.signer, c)
+	if err != nil {
+		db.setBackgroundErr(fmt.Errorf("engine: sign checkpoint of run %q at %d: %w", r.id, c.Seq, err))
+		return
 	}
-	rec := record.AppendNote(nil, record.KindCheckpoint, b)
 	db.log.AppendAsync(rec)
 	db.noteAppended(len(rec))
 	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = c.Seq, c.Head, time.Now()
@@ -676,16 +475,10 @@ func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 	if len(h.Runs) == 0 {
 		return nil
 	}
-	var b []byte
-	if db.signer != nil {
-		var err error
-		if b, err = db.signer.SignStoreHead(h); err != nil {
-			return fmt.Errorf("engine: sign store head: %w", err)
-		}
-	} else {
-		b = chain.MarshalStoreHead(h)
+	rec, err := checkpoint.StoreHeadRecord(db.signer, h)
+	if err != nil {
+		return fmt.Errorf("engine: sign store head: %w", err)
 	}
-	rec := record.AppendNote(nil, record.KindStoreHead, b)
 	w := db.log.AppendAsync(rec)
 	if !wait {
 		return nil

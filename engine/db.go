@@ -16,14 +16,16 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
+	"github.com/continuumdb/continuum/internal/dicttrain"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/retention"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -55,25 +57,13 @@ type DB struct {
 	lastSegName atomic.Pointer[segName]
 
 	ledger *ledger.Ledger
-	// ledgerReady is closed once the persisted ledger table is loaded;
-	// ledgerErr is set before that and read only after.
-	ledgerReady chan struct{}
-	ledgerStart func()    // starts the table's load; nil if there is none
-	ledgerOnce  sync.Once // runs ledgerStart once
-	ledgerErr   error
+	// ledgerTable is the ledger's persisted table, loaded after Open
+	// (ledgertable.go).
+	ledgerTable *checkpoint.LedgerTable
 
-	// snapReady is closed once Pebble is open and indexed (or failed to
-	// open); snap and snapErr are set before that and read only after.
-	snapReady chan struct{}
-	snap      *snapshot.Store
-	snapErr   error
-	snapOnce  sync.Once // starts the goroutine that opens Pebble and closes snapReady
-	// snapIndexing is closed (once, by snapIndexingOnce) when the open
-	// must re-index or rebuild the store from the log: a scan of the whole
-	// log that takes every run's lock, which callers do not wait for
-	// (snapshots).
-	snapIndexing     chan struct{}
-	snapIndexingOnce sync.Once
+	// snaps is the snapshot store over its lifecycle (snapstore.go);
+	// set by Open once its recovery succeeded.
+	snaps *snapindex.Keeper
 
 	// recovered is closed when Open's recovery ends; recoverErr is set
 	// before that.
@@ -144,13 +134,8 @@ type DB struct {
 	// bg goroutine runs, and Open's orphan records.
 	gc retention.GC
 
-	dict struct {
-		sync.Mutex
-		samples  [][]byte // copies of the first record bodies, for training
-		bytes    int
-		training bool          // a training goroutine is running or has finished
-		done     chan struct{} // closed when training ends; nil if it never started
-	}
+	// dict trains the store's compression dictionary (dict.go).
+	dict *dicttrain.Trainer
 
 	// logErr is the log's first write or sync failure, if any (failLog).
 	logErr atomic.Pointer[error]
@@ -187,11 +172,7 @@ type DB struct {
 	counters struct {
 		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
 		framesRebuilt, framesDropped                           atomic.Int64
-		snapMismatches                                         atomic.Int64 // snapshotMismatch
 	}
-	// ledgerRebuilt says why the ledger table was rebuilt from the log;
-	// set before ledgerReady is closed.
-	ledgerRebuilt string
 }
 
 // OpenInfo describes what Open found and did.
@@ -255,14 +236,12 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		opts:         o,
-		dir:          dir,
-		fs:           privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
-		logger:       o.Logger.With("store", dir),
-		ledgerReady:  make(chan struct{}),
-		snapReady:    make(chan struct{}),
-		snapIndexing: make(chan struct{}),
-		recovered:    make(chan struct{}),
+		opts:        o,
+		dir:         dir,
+		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
+		logger:      o.Logger.With("store", dir),
+		ledgerTable: checkpoint.NewLedgerTable(),
+		recovered:   make(chan struct{}),
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
@@ -534,12 +513,7 @@ func (db *DB) Close() error {
 
 	close(db.bg.stop)
 	db.bg.wg.Wait()
-	db.dict.Lock()
-	training := db.dict.done
-	db.dict.Unlock()
-	if training != nil {
-		<-training
-	}
+	db.dict.Wait()
 
 	var errs []error
 	if err := db.backgroundErr(); err != nil {

@@ -24,8 +24,8 @@ import (
 // notedFrameFileLocked records what a checkpoint wrote for r: the frame
 // file at c.seq (its BLAKE3) and the frame's encoded size.
 func (r *Run) notedFrameFileLocked(c *capturedRun) {
-	if c.fileSum != ([32]byte{}) && c.meta.FrameSeq == c.seq {
-		r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.fileSum, c.seq, c.head
+	if c.FileSum != ([32]byte{}) && c.Meta.FrameSeq == c.Seq {
+		r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.FileSum, c.Seq, c.Head
 	}
 }
 

@@ -248,11 +248,11 @@ func (a *Atom) observeFail(reason string) {
 // to read its seqs, never while the Observer runs.
 func (db *DB) observeSnapshot(r *Run, c *capturedRun) {
 	o := db.opts.Observer
-	if o == nil || !c.snapshot {
+	if o == nil || !c.Snapshot {
 		return
 	}
 	r.mu.Lock()
-	ev := SnapshotEvent{Run: r.id, Seq: c.seq, Previous: r.mu.snapSeq, Head: r.mu.lastSeq}
+	ev := SnapshotEvent{Run: r.id, Seq: c.Seq, Previous: r.mu.snapSeq, Head: r.mu.lastSeq}
 	r.mu.Unlock()
 	o.SnapshotWritten(ev)
 }

@@ -193,6 +193,7 @@ func (db *DB) open() error {
 		return err
 	}
 	db.openAppends = db.log.Stats().Appends
+	db.startSnapIndex()
 	if cp != nil && db.openInfo.CheckpointIgnored == "" {
 		db.reg = &registryCheck{rows: cp.Runs, to: scanFrom}
 	}
@@ -200,10 +201,9 @@ func (db *DB) open() error {
 		// Like Pebble, the table loads after the restart: on the first call
 		// that needs it, or a moment after Open (see background).
 		db.openInfo.LedgerDeferred = true
-		gen, at := cp.LedgerGen, scanFrom
-		db.ledgerStart = func() { go db.loadLedgerTable(gen, at) }
+		db.deferLedgerTable(cp.LedgerGen, scanFrom)
 	} else {
-		close(db.ledgerReady)
+		db.ledgerTable.None()
 	}
 
 	db.bg.snapJobs = make(chan *Run, 1024)

@@ -13,8 +13,8 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/layout"
-	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -71,70 +71,12 @@ func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64,
 		return nil, fmt.Errorf("engine: rebuild frame of run %q: %w", run, err)
 	}
 	defer c.Close()
-	seq := base
-	var h chain.Hash
-	for seq < last && c.Next() {
-		a := c.Record()
-		switch {
-		case a.Seq <= seq:
-			continue // a record the run's replay would skip too
-		case a.Seq != seq+1:
-			return nil, &CorruptionError{File: db.segmentFile(a.Pos.Segment), Offset: a.Pos.Offset, Run: run, Seq: seq + 1,
-				Reason: fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", a.Seq, seq)}
-		}
-		if err := db.applyAtomBody(f, a, db.segmentFile); err != nil {
-			return nil, err
-		}
-		seq, h = a.Seq, a.Head
-	}
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	if seq != last {
-		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: seq + 1,
-			Reason: fmt.Sprintf("the log holds the run's atoms up to seq %d, its last seq is %d", seq, last)}
-	}
-	if seq == base {
-		return f, nil // no atom after base (a fork with none of its own): f is the frame
-	}
-	if h != head {
-		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: seq,
-			Reason: fmt.Sprintf("the log's head %x differs from the run's %x", h[:8], head[:8])}
-	}
-	return f, nil
-}
-
-// rebuildLedgerTable builds the ledger table as of the replay position to
-// from the ledger records of the log before it, for a table that is
-// missing, damaged or not the one CHECKPOINT names. The records from to
-// on were applied to db.ledger by Open and keep precedence over it.
-func (db *DB) rebuildLedgerTable(to wal.Pos) ([]byte, error) {
-	l := ledger.New()
-	dec := db.decoder(true)
-	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	err = checkpoint.ReplayRun(c, run, base, last, head, db.path(layout.WALDir), db.segmentFile,
+		func(a *record.Record) error { return db.applyAtomBody(f, a, db.segmentFile) })
 	if err != nil {
-		return nil, fmt.Errorf("engine: rebuild ledger table: %w", err)
-	}
-	defer c.Close()
-	c.Until(to)
-	for c.Next() {
-		r := c.Record()
-		loc := r.Pos
-		switch {
-		case r.Erased:
-			// Sealed with an erased key: its run was erased, and the
-			// ledger forgot it.
-		case r.Kind == record.KindIntent:
-			l.ApplyIntent(r.Intent, loc)
-		case r.Kind == record.KindCert:
-			l.ApplyCertificate(r.Cert, loc, false)
-		}
-	}
-	if err := c.Err(); err != nil {
 		return nil, err
 	}
-	return l.AppendTable(nil), nil
+	return f, nil // with no atom after base (a fork with none of its own), f is the frame
 }
 
 // noteFrameRebuilt records that a run's frame file was not used.

@@ -1,18 +1,10 @@
 package engine
 
 // The runs CHECKPOINT lists, checked against the log before a run is
-// created. A restart trusts CHECKPOINT's table of runs for the part of the
-// log before its replay position (reading that part would make restart
-// cost depend on history), but creating a run is a decision the log must
-// back: a run whose creation record is in the log is never created a
-// second time. So the first creation of a run CHECKPOINT does not list
-// reads the log before the replay position once (record headers only, no
-// decompression) and reconciles the table with it, trusting the log:
-// rows of runs the log does not hold are dropped, rows whose last seq,
-// head or nonce differ are rebuilt from the log, runs it omits are added.
+// created (internal/registry reads the log's runs; the reconciliation of
+// the runs with them is here, since it changes the DB's runs).
 
 import (
-	"bytes"
 	"fmt"
 	"slices"
 	"sort"
@@ -22,6 +14,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -39,54 +32,6 @@ type registryCheck struct {
 	// mismatch describes the disagreements found ("" if none); set inside
 	// once, read after it.
 	mismatch string
-}
-
-// logRun is a run as the log before the replay position holds it.
-type logRun struct {
-	nonce   chain.Nonce
-	created int64
-	last    uint64
-	head    chain.Hash
-	pos     []wal.Pos // pos[i] is the position of atom base+i+1
-	end     *runEnd   // the run's end, if the log ends it
-	// A fork's parent, fork point and the parent's head there ("": none).
-	parent     string
-	base       uint64
-	parentHead chain.Hash
-	head0      chain.Hash // h(base): its genesis or fork genesis
-	// after holds the heads of the run's atoms last+1.. at or after the
-	// replay position, and endAfter its end there: an engine checkpoint
-	// takes its replay position below the writes in flight and then the
-	// runs, so CHECKPOINT may list a run with atoms (or an end) just past
-	// the position.
-	after    []chain.Hash
-	endAfter *runEnd
-}
-
-// listedRight reports whether CHECKPOINT's row c says of the run what the
-// log says: its seq between the log's before the replay position and
-// what follows it, with the log's head there, and the same end (status,
-// time, result and link).
-func (lr *logRun) listedRight(c *layout.CheckpointRun) bool {
-	switch {
-	case c.LastSeq < lr.last || c.LastSeq > lr.last+uint64(len(lr.after)):
-		return false
-	case c.LastSeq == lr.last && lr.head != c.Head:
-		return false
-	case c.LastSeq > lr.last && lr.after[c.LastSeq-lr.last-1] != c.Head:
-		return false
-	}
-	end := lr.end
-	if end == nil && c.Status != 0 && c.LastSeq == lr.last+uint64(len(lr.after)) {
-		end = lr.endAfter
-	}
-	if (end != nil) != (c.Status != 0) {
-		return false
-	}
-	// The row's status, time and result are served by RunInfo without the
-	// log being read: they must be the end record's, not only its head.
-	return end == nil || uint8(end.status) == c.Status && end.head == c.EndHead &&
-		end.at.UnixNano() == c.Ended && bytes.Equal(end.rowResult(), c.Result)
 }
 
 // checkRegistry runs the comparison once and returns its error. It must
@@ -137,148 +82,51 @@ func (db *DB) registryMismatch() string {
 // logRunsBefore reads the run, atom, end and delete records of the log
 // before to: the runs it holds, and those it deleted. It appends to
 // keyErasures the erase-key records of the whole log.
-func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*logRun, map[string]*deletion, error) {
+func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*registry.Run, map[string]*deletion, error) {
 	dec := db.decoder(false)
-	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && !k.Deletes() && k != record.KindEraseKey
-	}
+	dec.Skip = registry.Skip
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
 	defer c.Close()
-	runs := map[string]*logRun{}
-	deleted := map[string]*deletion{}
-	// orphans holds, in a log that garbage collection trimmed, the first
-	// record of each run whose creation record was reclaimed: fine for a
-	// run the log deletes further on, damage otherwise.
-	orphans := map[string]error{}
-	trimmed := db.logTrimmed()
-	for n := 0; c.Next(); n++ {
-		if n%4096 == 0 && db.closed.Load() {
-			return nil, nil, ErrClosed // Close does not wait for a whole read
-		}
-		r := c.Record()
-		if r.Kind == record.KindEraseKey {
-			*keyErasures = append(*keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
-			continue
-		}
-		// A run's creation record may follow the replay position while
-		// CHECKPOINT lists it (a run is published before its record is
-		// written): creations are taken wherever they are.
-		if !r.Pos.Less(to) && r.Kind != record.KindRun && r.Kind != record.KindFork {
-			if r.Kind.Deletes() {
-				// Replayed at Open (a checkpoint taken while it was being
-				// written no longer lists the run): the run is gone.
-				d := deletionOf(r)
-				if lr := runs[r.Run]; lr != nil {
-					d.parent = lr.parent
-				}
-				delete(runs, r.Run)
-				m, why := mergeDeletion(r.Run, deleted[r.Run], d)
-				if why != "" {
-					return nil, nil, &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq, Reason: why}
-				}
-				deleted[r.Run] = m
-				continue
-			}
-			if lr := runs[r.Run]; lr != nil {
-				switch {
-				case r.Kind == record.KindAtom && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
-					lr.after = append(lr.after, r.Head)
-				case r.Kind == record.KindEnd && r.Seq == lr.last+uint64(len(lr.after))+1 && lr.end == nil && lr.endAfter == nil:
-					lr.endAfter = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head, stored: bytes.Clone(r.Stored)}
-				}
-			}
-			continue
-		}
-		where := func(run string, seq uint64, reason string) error {
-			return &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: run, Seq: seq, Reason: reason}
-		}
-		orphan := func(err error) error {
-			if !trimmed {
-				return err
-			}
-			if _, seen := orphans[r.Run]; !seen {
-				orphans[r.Run] = err
-			}
-			return nil
-		}
-		switch r.Kind {
-		case record.KindRun:
-			if _, dup := runs[r.Run]; !dup {
-				// h(0), which a run without atoms has as its head (and
-				// CHECKPOINT lists it with).
-				g := db.hasher.Genesis(r.Run, r.Nonce)
-				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, head: g, head0: g}
-			}
-		case record.KindFork:
-			if _, dup := runs[r.Run]; !dup {
-				if runs[r.Parent] == nil {
-					if err := orphan(where(r.Run, r.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", r.Parent))); err != nil {
-						return nil, nil, err
-					}
-					continue
-				}
-				g := db.hasher.ForkGenesis(r.Run, r.Nonce, r.Parent, r.Seq, r.ParentHead)
-				runs[r.Run] = &logRun{nonce: r.Nonce, created: r.Created, last: r.Seq, base: r.Seq, parent: r.Parent, parentHead: r.ParentHead,
-					head: g, head0: g}
-			}
-		case record.KindAtom:
-			lr := runs[r.Run]
-			switch {
-			case lr == nil:
-				if err := orphan(where(r.Run, r.Seq, "atom of a run whose creation record is not in the log")); err != nil {
-					return nil, nil, err
-				}
-				continue
-			case r.Seq <= lr.last:
-				continue
-			case r.Seq != lr.last+1:
-				return nil, nil, where(r.Run, lr.last+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", r.Seq, lr.last))
-			}
-			if lr.end != nil {
-				return nil, nil, where(r.Run, r.Seq, "atom after the run ended")
-			}
-			lr.last, lr.head = r.Seq, r.Head
-			lr.pos = append(lr.pos, r.Pos)
-		case record.KindEnd:
-			lr := runs[r.Run]
-			switch {
-			case lr == nil:
-				if err := orphan(where(r.Run, r.Seq, "end of a run whose creation record is not in the log")); err != nil {
-					return nil, nil, err
-				}
-				continue
-			case lr.end != nil:
-				return nil, nil, where(r.Run, r.Seq, "the run ends a second time")
-			case r.Seq != lr.last+1:
-				return nil, nil, where(r.Run, r.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", r.Seq, lr.last))
-			}
-			lr.end = &runEnd{status: Status(r.Status), at: time.Unix(0, r.Ended), result: append([]byte(nil), r.Result...), head: r.Head, stored: bytes.Clone(r.Stored)}
-		case record.KindDelete, record.KindErase:
-			d := deletionOf(r)
-			if lr := runs[r.Run]; lr != nil {
-				if lr.end == nil || r.Seq != lr.last+2 || r.Final != lr.end.head {
-					return nil, nil, where(r.Run, r.Seq, "the deletion does not follow the run's end")
-				}
-				d.parent = lr.parent
-				delete(runs, r.Run)
-			}
-			m, why := mergeDeletion(r.Run, deleted[r.Run], d)
-			if why != "" {
-				return nil, nil, where(r.Run, r.Seq, why)
-			}
-			deleted[r.Run] = m
-		}
-	}
-	if err := c.Err(); err != nil {
+	h := &registryHost{db: db, deleted: map[string]*deletion{}, keyErasures: keyErasures}
+	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
+	if err != nil {
 		return nil, nil, err
 	}
-	if err := firstOrphan(orphans, func(run string) bool { return deleted[run] != nil }); err != nil {
-		return nil, nil, err
+	return runs, h.deleted, nil
+}
+
+// registryHost is the log scan's Host: the deletions and key erasures it
+// meets.
+type registryHost struct {
+	db          *DB
+	deleted     map[string]*deletion
+	keyErasures *[]keyErasure
+}
+
+func (h *registryHost) Deleted(r *record.Record, parent string) string {
+	d := deletionOf(r)
+	d.parent = parent
+	m, why := mergeDeletion(r.Run, h.deleted[r.Run], d)
+	if why == "" {
+		h.deleted[r.Run] = m
 	}
-	return runs, deleted, nil
+	return why
+}
+
+func (h *registryHost) KeyErased(r *record.Record) {
+	*h.keyErasures = append(*h.keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
+}
+
+func (h *registryHost) IsDeleted(run string) bool { return h.deleted[run] != nil }
+
+func (h *registryHost) Closed() error {
+	if h.db.closed.Load() {
+		return ErrClosed
+	}
+	return nil
 }
 
 // reconcileLocked makes the runs agree with the log's (see the file's
@@ -287,7 +135,7 @@ func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*
 // it has not moved since Open; otherwise it is marked broken (its calls
 // fail with the reason; the next Open replays from a CHECKPOINT that lists
 // it right).
-func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRun) string {
+func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*registry.Run) string {
 	var diffs []string
 	listed := make(map[string]bool, len(rows))
 	for i := range rows {
@@ -301,20 +149,8 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			// second time when the replay built it.)
 			continue
 		}
-		why := ""
-		switch {
-		case lr == nil:
-			why = fmt.Sprintf("run %q is not in the log", c.ID)
-		case lr.nonce != c.Nonce:
-			why = fmt.Sprintf("run %q has another nonce in the log", c.ID)
-		case lr.created != c.Created:
-			why = fmt.Sprintf("run %q has another creation time in the log", c.ID)
-		case lr.parent != c.Parent || lr.parent != "" && (lr.base != c.ForkedAt || lr.head0 != c.BaseHead):
-			why = fmt.Sprintf("run %q: the log and CHECKPOINT disagree on what it was forked from", c.ID)
-		case !lr.listedRight(c):
-			why = fmt.Sprintf("run %q is at seq %d in the log (%d more after the replay position), CHECKPOINT says %d, or they disagree on its head or end",
-				c.ID, lr.last, len(lr.after), c.LastSeq)
-		default:
+		why := registry.Disagrees(c, lr)
+		if why == "" {
 			continue
 		}
 		diffs = append(diffs, why)
@@ -335,8 +171,8 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*logRu
 			r.mu.Lock()
 			// A run that moved since Open (an atom, an end in the tail or
 			// since) is not rebuilt under its user: it is marked broken.
-			if r.mu.atom != nil || r.mu.br != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.nonce ||
-				(r.mu.end != nil) != (lr.end != nil) || r.parent != lr.parent || r.base != lr.base {
+			if r.mu.atom != nil || r.mu.br != nil || r.mu.ending || r.mu.lastSeq != c.LastSeq || len(r.mu.pending) > 0 || r.nonce != lr.Nonce ||
+				(r.mu.end != nil) != (lr.End != nil) || r.parent != lr.Parent || r.base != lr.Base {
 				r.mu.broken = err
 			} else {
 				r.resetFromLogLocked(lr)
@@ -388,10 +224,10 @@ func (db *DB) dropLazyLocked(id string) {
 
 // runFromLog builds a run from what the log holds of it: its frame is
 // rebuilt from the log on first use, StateAt reads the atoms' positions.
-func (db *DB) runFromLog(id string, lr *logRun) *Run {
-	r := &Run{db: db, id: id, nonce: lr.nonce, createdAt: time.Unix(0, lr.created)}
-	if lr.parent != "" {
-		r = newForkRun(db, id, lr.nonce, time.Unix(0, lr.created), lr.parent, db.runLocked(lr.parent), lr.base, lr.parentHead)
+func (db *DB) runFromLog(id string, lr *registry.Run) *Run {
+	r := &Run{db: db, id: id, nonce: lr.Nonce, createdAt: time.Unix(0, lr.Created)}
+	if lr.Parent != "" {
+		r = newForkRun(db, id, lr.Nonce, time.Unix(0, lr.Created), lr.Parent, db.runLocked(lr.Parent), lr.Base, lr.ParentHead)
 	}
 	now := time.Now()
 	r.mu.snapTime, r.mu.ckptTime = now, now
@@ -400,20 +236,28 @@ func (db *DB) runFromLog(id string, lr *logRun) *Run {
 }
 
 // resetFromLogLocked sets r's state to the log's; r.nonce must be lr's.
-func (r *Run) resetFromLogLocked(lr *logRun) {
+func (r *Run) resetFromLogLocked(lr *registry.Run) {
 	r.mu.frame, r.mu.pending = nil, nil
 	switch {
-	case lr.last == 0 && lr.parent == "":
+	case lr.Last == 0 && lr.Parent == "":
 		r.mu.frame = newFrame()
-		r.mu.head = r.db.hasher.Genesis(r.id, lr.nonce)
+		r.mu.head = r.db.hasher.Genesis(r.id, lr.Nonce)
 	default:
-		r.mu.head = lr.head // a fork's genesis when it has no atom yet
+		r.mu.head = lr.Head // a fork's genesis when it has no atom yet
 	}
-	r.mu.lastSeq, r.mu.ckptRowHead = lr.last, r.mu.head
+	r.mu.lastSeq, r.mu.ckptRowHead = lr.Last, r.mu.head
 	r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{}
 	r.mu.frameSumSeq = 0
-	r.mu.indexedSeq, r.mu.positions = r.base, append([]wal.Pos(nil), lr.pos...)
+	r.mu.indexedSeq, r.mu.positions = r.base, append([]wal.Pos(nil), lr.Pos...)
 	r.mu.snapSeq, r.mu.windowFirst = r.base, r.base
 	r.mu.inflight, r.mu.interruptedSeq = nil, 0
-	r.mu.end = lr.end
+	r.mu.end = endFromLog(lr.End)
+}
+
+// endFromLog is the run's end e as the log holds it (nil: none).
+func endFromLog(e *registry.End) *runEnd {
+	if e == nil {
+		return nil
+	}
+	return &runEnd{status: Status(e.Status), at: time.Unix(0, e.Ended), result: e.Result, head: e.Head, stored: e.Stored}
 }

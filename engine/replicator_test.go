@@ -127,13 +127,10 @@ func TestReplicatorShipsTheStore(t *testing.T) {
 		}
 		// The samples are in after the first run: the second one's
 		// records are compressed with the dictionary.
-		db.dict.Lock()
-		done := db.dict.done
-		db.dict.Unlock()
-		if done == nil {
+		if !db.dict.Started() {
 			t.Fatal("dictionary training did not start")
 		}
-		<-done
+		db.dict.Wait()
 	}
 	want := map[string]*runWant{}
 	for _, id := range []string{"r1", "r2"} {

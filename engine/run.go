@@ -76,7 +76,7 @@ type Run struct {
 		scanned []wal.Pos
 		snapSeq uint64 // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
 		// windowFirst is the snapshot the retention policy keeps for the
-		// current window (see snapshotSpan); after a restart, the latest.
+		// current window (see checkpoint.SnapshotSpan); after a restart, the latest.
 		windowFirst uint64
 		snapTime    time.Time
 		snapQueued  bool
@@ -467,9 +467,7 @@ func (r *Run) tailFromIndexLocked(f *frame.Frame, seq uint64, head chain.Hash, e
 		err = fmt.Errorf("%d positions for seqs %d..%d", len(pos), from, end)
 	}
 	mismatch := func(at uint64, err error) (*frame.Frame, bool) {
-		if !storeIOFailure(err) {
-			db.snapshotMismatch(snaps, r.id, at, err)
-		}
+		db.snaps.Mismatch(snaps, r.id, at, err)
 		return nil, false
 	}
 	if err != nil {

@@ -94,13 +94,10 @@ func TestSecretsScrubbedEverywhere(t *testing.T) {
 		if i == atoms/3 {
 			// The samples are in: wait for the dictionary, so that the
 			// records from here on are compressed with it.
-			db.dict.Lock()
-			done := db.dict.done
-			db.dict.Unlock()
-			if done == nil {
+			if !db.dict.Started() {
 				t.Fatal("dictionary training did not start")
 			}
-			<-done
+			db.dict.Wait()
 		}
 	}
 	if db.Stats().Dictionary == 0 {

@@ -28,89 +28,21 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// usableSnapshots waits for the snapshot store to open and returns it, or
-// nil if there is none to use: it failed to open or has failed since. Only
-// ctx's end is an error.
-func (db *DB) usableSnapshots(ctx context.Context) (*snapshot.Store, error) {
-	s, err := db.snapshots(ctx)
-	if ctxErr := ctx.Err(); ctxErr != nil && err != nil {
-		return nil, ctxErr
-	}
-	if err != nil || s == nil || s.Err() != nil {
-		return nil, nil
-	}
-	return s, nil
-}
-
-// snapshotStoreErr returns why the snapshot store is not in use, or nil if
-// it is (or is still opening).
-func (db *DB) snapshotStoreErr() error {
-	select {
-	case <-db.snapReady:
-	default:
-		return nil
-	}
-	if db.snapErr != nil {
-		if errors.Is(db.snapErr, ErrClosed) {
-			return nil
-		}
-		return db.snapErr
-	}
-	if db.snap != nil {
-		return db.snap.Err()
-	}
-	return nil
-}
-
-// snapshotMismatch reports a value of s that disagrees with the log: it is
-// counted, the first one is logged, and s fails (snapshots stop; the next
-// Open rebuilds the store).
-func (db *DB) snapshotMismatch(s *snapshot.Store, run string, seq uint64, err error) {
-	n := db.counters.snapMismatches.Add(1)
-	if n == 1 {
-		db.logger.Error("engine: the snapshot store disagrees with the log; serving from the log, snapshots stop, and the next Open rebuilds the store",
-			"run", run, "seq", seq, "err", err)
-	} else {
-		db.logger.Debug("engine: snapshot store mismatch", "run", run, "seq", seq, "err", err)
-	}
-	s.Fail(fmt.Errorf("run %q seq %d: %w", run, seq, err))
-}
-
-// storeIOFailure reports whether err, from the snapshot store, is its
-// failure to read or write (it has failed, already reported, and not for
-// damage): not a value that disagrees with the log.
-func storeIOFailure(err error) bool {
-	return (errors.Is(err, snapshot.ErrFailed) || errors.Is(err, snapshot.ErrClosed)) && !errors.Is(err, snapshot.ErrCorrupt)
-}
-
 // errNotThisAtom is the mismatch of a position that points at a record
 // other than the atom it is meant for.
-var errNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
+var errNotThisAtom = snapindex.ErrNotThisAtom
 
 // readAtom reads the atom record at p and checks that it is run's atom at
 // seq.
 func (db *DB) readAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	raw, err := db.log.ReadAt(p)
-	if err != nil {
-		return nil, err
-	}
-	a := &record.Record{}
-	if err := (&record.Decoder{Sealed: db.sealer != nil, Sealer: db.sealer}).Decode(raw, p, db.segmentFile(p.Segment), a); err != nil {
-		return nil, fmt.Errorf("%w: %v: %v", errNotThisAtom, p, err)
-	}
-	if a.Kind != record.KindAtom {
-		return nil, fmt.Errorf("%w: %v holds no atom record", errNotThisAtom, p)
-	}
-	if a.Run != run || a.Seq != seq {
-		return nil, fmt.Errorf("%w: %v holds run %q seq %d", errNotThisAtom, p, a.Run, a.Seq)
-	}
-	return a, nil
+	return snapindex.ReadAtom(db.log, db.segmentFile, db.sealer, p, run, seq)
 }
 
 // stateFromSnapshot builds frame(seq) from the nearest snapshot at or below
@@ -127,23 +59,12 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 		return nil, false, err
 	}
 	mismatch := func(at uint64, err error) (*frame.Frame, bool, error) {
-		if !storeIOFailure(err) {
-			db.snapshotMismatch(snaps, r.id, at, err)
-		}
+		db.snaps.Mismatch(snaps, r.id, at, err)
 		return nil, false, nil
 	}
-	var snap *snapshot.Snapshot
-	base := r.base
-	s, err := snaps.AtOrBelow(r.id, seq)
-	switch {
-	case err == nil:
-		snap, base = s, s.Seq
-		if base <= r.base || base > seq {
-			return mismatch(base, fmt.Errorf("a snapshot at seq %d answers for seq %d (the run's own atoms start after seq %d)", base, seq, r.base))
-		}
-	case errors.Is(err, snapshot.ErrNotFound):
-	default:
-		return mismatch(seq, err)
+	snap, base, err := snapindex.Nearest(snaps, r.id, r.base, seq)
+	if err != nil {
+		return mismatch(base, err)
 	}
 	var file *frame.Frame // the frame file's frame at base, if it is the nearest
 	var fileHead chain.Hash
@@ -156,22 +77,12 @@ func (r *Run) stateFromSnapshot(ctx context.Context, seq, indexed, fileSeq uint6
 	// those up to indexed are in the store, the rest in memory
 	// (mem[i] is the atom indexed+1+i).
 	from := max(base, r.base+1)
-	var pos []wal.Pos
-	if hi := min(seq, indexed); from <= hi {
-		sp, err := snaps.Positions(r.id, from, hi)
-		if err != nil {
-			return mismatch(from, fmt.Errorf("atom index %d..%d: %w", from, hi, err))
-		}
-		for _, p := range sp {
-			pos = append(pos, p)
-		}
-	}
-	for s := max(from, indexed+1); s <= seq; s++ {
-		i := s - indexed - 1
-		if i >= uint64(len(mem)) {
-			return nil, false, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
-		}
-		pos = append(pos, mem[i])
+	pos, bad, err := snapindex.Positions(snaps, r.id, from, seq, indexed, mem)
+	switch {
+	case bad != nil:
+		return mismatch(from, bad)
+	case err != nil:
+		return nil, false, err
 	}
 	if snap == nil && file == nil {
 		if f, err = r.baseFrame(ctx); err != nil {
@@ -245,12 +156,8 @@ func (r *Run) stateFromLog(ctx context.Context, seq, indexed uint64, mem []wal.P
 	if err != nil {
 		return nil, err
 	}
-	for s := indexed + 1; s <= seq; s++ {
-		i := s - indexed - 1
-		if i >= uint64(len(mem)) {
-			return nil, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, s)
-		}
-		pos = append(pos, mem[i])
+	if pos, err = snapindex.AppendMem(pos, r.id, mem, indexed+1, seq, indexed); err != nil {
+		return nil, err
 	}
 	f, err := r.baseFrame(ctx)
 	if err != nil {
@@ -289,7 +196,7 @@ func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error)
 	if uint64(len(have)) >= n {
 		return append([]wal.Pos(nil), have[:n]...), nil
 	}
-	pos, err := r.db.scanAtomPositions(ctx, r.id, r.base, n)
+	pos, err := r.db.snaps.ScanPositions(ctx, r.id, r.base, n)
 	if err != nil {
 		return nil, err
 	}
@@ -299,37 +206,6 @@ func (r *Run) scannedPositions(ctx context.Context, n uint64) ([]wal.Pos, error)
 	}
 	r.mu.Unlock()
 	return append([]wal.Pos(nil), pos[:n]...), nil
-}
-
-// scanAtomPositions reads the log from its start for the positions of n
-// atoms of run after seq base: for each seq, the first atom record of the
-// run at that seq, as recovery takes it.
-func (db *DB) scanAtomPositions(ctx context.Context, run string, base, n uint64) ([]wal.Pos, error) {
-	dec := &record.Decoder{Skip: func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }}
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
-	if err != nil {
-		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
-	}
-	defer c.Close()
-	pos := make([]wal.Pos, 0, min(n, 1<<16))
-	for i := 0; uint64(len(pos)) < n && c.Next(); i++ {
-		if i%4096 == 0 {
-			if err := ctx.Err(); err != nil {
-				return nil, err
-			}
-		}
-		if a := c.Record(); a.Seq == base+uint64(len(pos))+1 {
-			pos = append(pos, a.Pos)
-		}
-	}
-	if err := c.Err(); err != nil {
-		return nil, fmt.Errorf("engine: run %q: scan of the log: %w", run, err)
-	}
-	if uint64(len(pos)) < n {
-		return nil, &CorruptionError{File: db.path(layout.WALDir), Run: run, Seq: base + uint64(len(pos)) + 1,
-			Reason: fmt.Sprintf("the log holds atoms %d..%d of the run, %d..%d are committed", base+1, base+uint64(len(pos)), base+1, base+n)}
-	}
-	return pos, nil
 }
 
 // atomPosition returns the log position of the run's atom seq, one the
@@ -352,9 +228,7 @@ func (r *Run) atomPosition(ctx context.Context, seq uint64) (wal.Pos, error) {
 		if err == nil {
 			err = fmt.Errorf("%d positions for one seq", len(sp))
 		}
-		if !storeIOFailure(err) {
-			db.snapshotMismatch(snaps, r.id, seq, fmt.Errorf("atom index: %w", err))
-		}
+		db.snaps.Mismatch(snaps, r.id, seq, fmt.Errorf("atom index: %w", err))
 	}
 	pos, err := r.scannedPositions(ctx, seq)
 	if err != nil {

@@ -110,19 +110,18 @@ func TestSnapshotStoreCreatedOnNeed(t *testing.T) {
 	db = openTest(t, fs, opts)
 	deadline := time.Now().Add(time.Minute)
 	for {
-		select {
-		case <-db.snapReady:
-		default:
+		snap, ok, err := db.snaps.Opened()
+		if !ok {
 			if time.Now().After(deadline) {
 				t.Fatal("the delayed start did not open the existing snapshot store within a minute")
 			}
 			time.Sleep(time.Millisecond)
 			continue
 		}
+		if snap == nil {
+			t.Fatalf("the existing snapshot store did not open: %v", err)
+		}
 		break
-	}
-	if db.snap == nil {
-		t.Fatalf("the existing snapshot store did not open: %v", db.snapErr)
 	}
 	commitN(t, db, "r", 3)
 	checkStates(db, "r", 33)

@@ -76,7 +76,7 @@ func (db *DB) Stats() Stats {
 		InboxRebuilt:  db.msgs.Rebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
-		SnapshotStore:      db.snapshotStoreErr(),
-		SnapshotMismatches: db.counters.snapMismatches.Load(),
+		SnapshotStore:      db.snaps.Err(),
+		SnapshotMismatches: db.snaps.Mismatches(),
 	}
 }

@@ -1,0 +1,59 @@
+// Package registry reads the runs a store's log holds before a position,
+// for the engine's check of CHECKPOINT's table of runs against the log.
+//
+// A restart trusts CHECKPOINT's table of runs for the part of the log
+// before its replay position (reading that part would make restart cost
+// depend on history), but creating a run is a decision the log must back:
+// a run whose creation record is in the log is never created a second
+// time. So the first creation of a run CHECKPOINT does not list reads the
+// log before the replay position once (record headers only, no
+// decompression: Scan) and reconciles the table with it, trusting the
+// log: rows of runs the log does not hold are dropped, rows whose last
+// seq, head, nonce or end differ (Run.Disagrees) are rebuilt from the log,
+// runs it omits are added. The reconciliation itself is the engine's
+// (engine/registry.go): it changes the engine's runs.
+//
+// # The interface to the engine
+//
+// Scan reads a cursor the engine opens (its Skip set to Skip) and reaches
+// the engine, for the records of other capabilities it meets, through:
+//
+//	type Host interface {
+//		// Deleted merges the delete or erase record r into the engine's
+//		// deletions (parent: the run's parent, if the log held the run
+//		// and it is a fork). A disagreement with an earlier deletion of
+//		// the run is returned as why ("" if none); Scan reports it as
+//		// damage at r.
+//		Deleted(r *record.Record, parent string) (why string)
+//		// KeyErased notes an erase-key record (of the whole log).
+//		KeyErased(r *record.Record)
+//		// IsDeleted reports whether the log deletes run (Deleted was
+//		// called for it).
+//		IsDeleted(run string) bool
+//		// Closed returns the engine's ErrClosed once it is closing (the
+//		// scan stops: Close does not wait for a whole read), nil before.
+//		Closed() error
+//	}
+//
+// Host's methods are called on Scan's goroutine, in log order.
+//
+// # Guarantees
+//
+//   - Scan reports damage as a *record.CorruptionError naming the
+//     record's segment, offset, run and seq: atoms out of order, an atom
+//     after the run's end, a second end, a deletion that does not follow
+//     the run's end, a fork of a run not created before it, a record of
+//     a run whose creation record is not in the log (unless garbage
+//     collection trimmed the log and the log deletes the run further on:
+//     trimmed).
+//   - A run's creation (run and fork records) is taken wherever it is in
+//     the log: a run is published before its record is written, so
+//     CHECKPOINT may list a run whose creation follows its replay
+//     position. Its atoms and end at or after the position are kept
+//     apart (Run.After, Run.EndAfter).
+//
+// # Caveats
+//
+//   - Scan reads the whole log: it is meant to run once per Open, in the
+//     background or before the first creation of a run.
+package registry

@@ -1,0 +1,146 @@
+package registry
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+type host struct {
+	deleted map[string]bool
+	closed  error
+}
+
+func (h *host) Deleted(r *record.Record, parent string) string {
+	if h.deleted[r.Run] {
+		return "deleted twice"
+	}
+	h.deleted[r.Run] = true
+	return ""
+}
+func (h *host) KeyErased(*record.Record)  {}
+func (h *host) IsDeleted(run string) bool { return h.deleted[run] }
+func (h *host) Closed() error             { return h.closed }
+
+// scan writes recs to a new log and scans it whole (to: its end).
+func scan(t *testing.T, h *host, trimmed bool, recs ...[]byte) (map[string]*Run, error) {
+	t.Helper()
+	l, err := wal.Open("/wal", &wal.Options{FS: vfs.NewMem(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var end wal.Pos
+	for _, rec := range recs {
+		p, err := l.Append(context.Background(), rec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		end = wal.Pos{Segment: p.Segment, Offset: p.Offset + 1}
+	}
+	c, err := record.NewCursor(l, wal.SegmentName, wal.Pos{}, &record.Decoder{Skip: Skip})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	hasher, _ := chain.NewHasher(nil)
+	return Scan(c, end, hasher, wal.SegmentName, trimmed, h)
+}
+
+var comp = frame.NewCompressor(frame.NewDicts())
+
+func atom(run string, seq uint64) []byte {
+	rec := record.AppendAtomHeader(nil, run, seq, chain.Hash{byte(seq)})
+	return comp.Compress(rec, record.AppendAtomBody(nil, nil, []byte("d")), 0)
+}
+
+func del(run string, seq uint64) []byte {
+	note := chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: run, Seq: seq, Head: chain.Hash{7}, Final: true})
+	return record.AppendDelete(nil, run, seq, chain.Hash{}, chain.Hash{7}, 1, "", note)
+}
+
+func TestScan(t *testing.T) {
+	h := &host{deleted: map[string]bool{}}
+	runs, err := scan(t, h, false,
+		record.AppendRun(nil, "a", chain.Nonce{1}, 10),
+		record.AppendRun(nil, "b", chain.Nonce{2}, 20),
+		atom("a", 1), atom("a", 2), atom("a", 1), // a repeated seq is skipped, as the replay does
+		record.AppendEnd(nil, "a", 3, chain.Hash{9}, 1, 99, []byte("done")),
+		atom("b", 1),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, b := runs["a"], runs["b"]
+	if a == nil || b == nil || a.Last != 2 || a.Head != (chain.Hash{2}) || len(a.Pos) != 2 || a.End == nil || string(a.End.RowResult()) != "done" ||
+		a.End.Ended != 99 || a.Created != 10 || b.Last != 1 || b.Nonce != (chain.Nonce{2}) {
+		t.Fatalf("runs: a %+v, b %+v", a, b)
+	}
+	row := layout.CheckpointRun{ID: "a", Nonce: a.Nonce, Created: 10, LastSeq: 2, Head: a.Head, Status: 1, Ended: 99, EndHead: chain.Hash{9}, Result: []byte("done")}
+	if why := Disagrees(&row, a); why != "" {
+		t.Fatalf("a right row disagrees: %s", why)
+	}
+	for _, c := range []struct {
+		edit func(*layout.CheckpointRun)
+		want string
+	}{
+		{func(c *layout.CheckpointRun) { c.Nonce[0]++ }, "another nonce"},
+		{func(c *layout.CheckpointRun) { c.Created++ }, "another creation time"},
+		{func(c *layout.CheckpointRun) { c.Parent = "x" }, "forked from"},
+		{func(c *layout.CheckpointRun) { c.LastSeq = 3 }, "CHECKPOINT says 3"},
+		{func(c *layout.CheckpointRun) { c.Result = []byte("other") }, "disagree on its head or end"},
+		{func(c *layout.CheckpointRun) { c.Ended++ }, "disagree on its head or end"},
+	} {
+		r := row
+		c.edit(&r)
+		if why := Disagrees(&r, a); !strings.Contains(why, c.want) {
+			t.Errorf("Disagrees = %q, want %q", why, c.want)
+		}
+	}
+	if why := Disagrees(&row, nil); !strings.Contains(why, "not in the log") {
+		t.Errorf("a run the log lacks: %q", why)
+	}
+}
+
+func TestScanDamage(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		recs [][]byte
+		want string
+		seq  uint64
+	}{
+		{"gap", [][]byte{record.AppendRun(nil, "a", chain.Nonce{1}, 1), atom("a", 1), atom("a", 3)}, "atoms between them are missing", 2},
+		{"orphan atom", [][]byte{atom("z", 1)}, "creation record is not in the log", 1},
+		{"atom after end", [][]byte{record.AppendRun(nil, "a", chain.Nonce{1}, 1), record.AppendEnd(nil, "a", 1, chain.Hash{}, 1, 1, nil), atom("a", 1)}, "atom after the run ended", 1},
+		{"deletion before end", [][]byte{record.AppendRun(nil, "a", chain.Nonce{1}, 1), atom("a", 1),
+			del("a", 3)}, "does not follow the run's end", 3},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, err := scan(t, &host{deleted: map[string]bool{}}, false, c.recs...)
+			var ce *record.CorruptionError
+			if !errors.As(err, &ce) || !strings.Contains(ce.Reason, c.want) || ce.Seq != c.seq {
+				t.Fatalf("%v; want damage %q at seq %d", err, c.want, c.seq)
+			}
+		})
+	}
+	// In a trimmed log an orphan is fine when the log deletes the run.
+	h := &host{deleted: map[string]bool{}}
+	if _, err := scan(t, h, true, atom("z", 5), del("z", 7)); err != nil {
+		t.Fatalf("orphan of a deleted run in a trimmed log: %v", err)
+	}
+	if _, err := scan(t, &host{deleted: map[string]bool{}}, true, atom("z", 5)); err == nil {
+		t.Fatal("orphan of a live run in a trimmed log: no error")
+	}
+	closed := errors.New("closed")
+	if _, err := scan(t, &host{deleted: map[string]bool{}, closed: closed}, false, atom("z", 1)); !errors.Is(err, closed) {
+		t.Fatalf("a scan while closing: %v", err)
+	}
+}
