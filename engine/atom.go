@@ -370,7 +370,7 @@ func (a *Atom) commit(ctx context.Context, d *frame.Delta, own bool) error {
 	}
 	// The values of erasable memory keys are sealed with their own data
 	// keys before anything checks or writes the delta (erasekey.go).
-	d, err := db.sealMemory(r.id, d, own)
+	d, err := a.prepareDelta(d, own)
 	if err != nil {
 		return err
 	}
@@ -457,13 +457,12 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 	if err != nil {
 		return pendingCommit{}, err
 	}
-	if err := r.db.msgs.Consumable(r.id, a.seq, &a.msgs); err != nil {
+	n := len(a.mu.actions)
+	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
+	if err := a.checkCommitLocked(&c); err != nil {
 		return pendingCommit{}, err
 	}
 	r.startWriteLocked()
-	n := len(a.mu.actions)
-	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
-	c.sent, c.consumed = a.msgs.Record()
 	return c, nil
 }
 
@@ -489,15 +488,12 @@ func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head c
 		return r.mu.broken
 	}
 	r.mu.lastSeq = seq
-	r.completeRollbackLocked(seq)
+	r.appliedLocked(seq)
 	r.noteFrameSizeLocked(c.sizeBound)
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(deltaLen)
-	if c.sent != nil || c.consumed != nil {
-		r.db.msgs.Publish(r.id, seq, pos, c.sent, c.consumed)
-		a.msgs = mailbox.Draft{}
-	}
+	a.publishedLocked(seq, pos, &c)
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
@@ -559,7 +555,7 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 		if r.mu.interruptedSeq == a.seq {
 			r.mu.interruptedSeq, r.mu.inflight = 0, nil
 		}
-		db.msgs.Release(r.id, &a.msgs)
+		a.failedLocked()
 	}
 	db.untrack(tok)
 	r.endWriteLocked()

@@ -267,18 +267,18 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			return damage(rec.Run, rec.Seq, "the seq is in the log twice")
 		case rec.Seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already (and by its INBOX).
-			db.msgs.Replayed(rec, nil, true)
+			db.replayed(rec, nil, true)
 		case rec.Seq == r.mu.lastSeq+1:
 			if r.mu.frame != nil && r.mu.lastSeq == r.base && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
 			body := append([]byte(nil), rec.Body...)
 			r.mu.pending = append(r.mu.pending, pendingAtom{seq: rec.Seq, head: rec.Head, body: body})
-			db.msgs.Replayed(rec, body, false)
+			db.replayed(rec, body, false)
 			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
-			r.completeRollbackLocked(rec.Seq)
+			r.appliedLocked(rec.Seq)
 		default:
 			if fromCheckpoint {
 				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq)
@@ -299,8 +299,8 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log"))
 		case r.mu.end != nil:
 			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
-				db.msgs.Replayed(rec, nil, true) // for a rebuild of the inbox
-				break                            // reflected by the checkpoint already
+				db.replayed(rec, nil, true) // for a rebuild of the inbox
+				break                       // reflected by the checkpoint already
 			}
 			if fromCheckpoint {
 				return mismatchf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8])
@@ -314,37 +314,11 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		default:
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
-			db.msgs.Replayed(rec, nil, false)
+			db.replayed(rec, nil, false)
 		}
-	case record.KindRollback:
-		r := db.runLocked(rec.Run)
-		if r == nil {
-			if fromCheckpoint {
-				return mismatchf("the log rolls back run %q at %v, a run it does not list", rec.Run, pos)
-			}
-			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "rollback of a run whose creation record is not in the log"))
-		}
-		if why := db.replayRollback(r, rec, pos); why != "" {
-			if fromCheckpoint {
-				return mismatchf("run %q: %s (%v)", rec.Run, why, pos)
-			}
-			return damage(rec.Run, rec.Seq, why)
-		}
-	case record.KindDelete, record.KindErase:
-		if why := db.applyDeletionLocked(rec); why != "" {
-			if fromCheckpoint {
-				return mismatchf("%s (%v)", why, pos)
-			}
-			return damage(rec.Run, rec.Seq, why)
-		}
-		db.msgs.Replayed(rec, nil, false)
-	case record.KindEraseKey:
-		// Its keys must be gone from KEYS: Open drops those a crash left
-		// there (erasure.Eraser.FinishKeys).
-		db.eraser.Replayed(rec)
-	case record.KindCheckpoint:
-		if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.ckptSeq {
-			r.mu.ckptSeq, r.mu.ckptHead = rec.Seq, rec.Checkpoint.Head
+	default:
+		if c := replayOwner[rec.Kind]; c != nil {
+			return db.replayCapability(c, rec, fromCheckpoint)
 		}
 	}
 	return nil
