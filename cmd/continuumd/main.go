@@ -332,9 +332,7 @@ func serve(c *config, log *slog.Logger) error {
 	srv := newServer(db, cfg, log)
 	hs := srv.httpServer(log)
 	if c.h2c {
-		hs.Protocols = new(http.Protocols)
-		hs.Protocols.SetHTTP1(true)
-		hs.Protocols.SetUnencryptedHTTP2(true)
+		serveH2C(hs)
 	}
 	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
 	for i, l := range listeners {
