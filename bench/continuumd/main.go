@@ -169,13 +169,13 @@ func main() {
 		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, h2c: true, name: "go clients, 2 requests, h2c"}, "go"))
 	}
 	if *python != "" {
-		if *pythonBefore != "" {
-			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, baseline"}, "python-before"))
+		switch {
+		case *pythonBefore != "" && *serverBefore != "":
+			tkinds = append(tkinds, tserver(how{bin: *serverBefore, name: "python clients, client and server before"}, "python-before"))
+		case *pythonBefore != "":
+			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, client before"}, "python-before"))
 		}
 		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python"))
-		if *serverBefore != "" && *pythonBefore != "" {
-			tkinds = append(tkinds, tserver(how{bin: *serverBefore, name: "python clients, baseline, server before"}, "python-before"))
-		}
 	}
 	modes := []bool{true}
 	if *nosync {
