@@ -65,9 +65,10 @@ class RoundTripTest(unittest.TestCase):
         self.assertEqual(len(ran), 1)
         self.assertEqual(run.state().text("k"), "once")
 
-    def test_invalid_delta_keeps_the_held_outcome(self) -> None:
-        """A ridden commit whose delta is refused changes nothing: the
-        outcome is still held, and a commit with a good delta carries it."""
+    def test_invalid_delta_certifies_the_held_outcome(self) -> None:
+        """A ridden commit whose delta is refused: the outcome is sent
+        alone (the action is certified, not left to fall in doubt), and a
+        commit with a good delta commits."""
         run = self.client.run("held-bad-delta")
         atom = run.begin()
         atom.do("t", lambda key: b"r")
@@ -76,6 +77,8 @@ class RoundTripTest(unittest.TestCase):
         with self.assertRaises(continuum.errors.APIError) as cm:
             atom.commit(bad)
         self.assertTrue((cm.exception.field or "").startswith("commit."), cm.exception)
+        calls = self.client._send(continuum._core.Request("GET", f"/v1/runs/held-bad-delta/attempts/{atom.attempt}"))
+        self.assertEqual([c["status"] for c in calls["calls"]], ["done"], calls)
         atom.delta.set("k", "v")
         done = atom.commit()
         self.assertEqual(done.seq, 1)

@@ -715,7 +715,16 @@ export class Atom {
         throw e;
       }
       if (ride?.[0] === "commit" && (e.field ?? "").startsWith("commit.")) {
-        this.#pending = pend; // the delta was refused before the outcome was read
+        // The delta was refused before the outcome was read: the outcome
+        // alone, so that the action is certified whatever the agent does
+        // next (a commit with another delta, or nothing: then the lease
+        // runs out and the atom is failed).
+        try {
+          const answer = await this.run.client.request({ ...pend.req, repeatPending: true });
+          await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { value: answer });
+        } catch {
+          // the refused delta is the error to report
+        }
         throw e;
       }
       await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { error: { e } });

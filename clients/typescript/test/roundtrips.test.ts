@@ -68,12 +68,14 @@ describe("round trips", () => {
     assert.equal(dec((await run.state()).memory.get("k")!), "once");
   });
 
-  test("a refused delta keeps the held outcome for the next commit", async () => {
+  test("a refused delta: the held outcome is certified alone, and a good delta commits", async () => {
     const run = await client.run("ts-rt-bad-delta");
     const atom = await run.begin();
     await atom.do("t", () => "r");
     const bad = { ops: [{ op: "no-such-op" }] } as unknown as c.Delta;
     await assert.rejects(atom.commit(bad), (e: unknown) => e instanceof c.APIError && (e.field ?? "").startsWith("commit."));
+    const att = await client.request({ kind: "request", method: "GET", path: atom.path });
+    assert.deepEqual((att.calls as Record<string, unknown>[]).map((x) => x.status), ["done"]);
     atom.delta.set("k", "v");
     assert.equal((await atom.commit()).seq, 1);
     assert.deepEqual((await run.atomAt(1)).actions.map((a) => a.status), ["done"]);

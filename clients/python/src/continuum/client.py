@@ -675,9 +675,16 @@ class Atom:
                 self._drive(pend.flow, pend.execute, pend.reconcile, value=got)
                 raise
             if ride is not None and ride[0] == "commit" and (e.field or "").startswith("commit."):
-                with self._order:  # the delta was refused before the outcome was read
-                    self._pending = pend
-                raise
+                # The delta was refused before the outcome was read: the
+                # outcome alone, so that the action is certified whatever
+                # the agent does next (a commit with another delta, or
+                # nothing: then the lease runs out and the atom is failed).
+                try:
+                    answer = self.run.client._send(_core.Request("POST", pend.req.path, pend.req.body, repeat_pending=True))
+                    self._drive(pend.flow, pend.execute, pend.reconcile, value=answer)
+                except ContinuumError:
+                    pass  # the refused delta is the error to report
+                raise e
             self._drive(pend.flow, pend.execute, pend.reconcile, exc=e)
             raise
         rode = r.get(ride[0]) if ride is not None else None
