@@ -3,27 +3,32 @@
 //
 //   - latency: one atom (begin, one action executed by the client, commit
 //     of a ~200 B delta) in-process (engine: Begin, Do, Commit), and
-//     through continuumd over its Unix socket and over loopback TCP (4
-//     requests: begin, call, outcome, commit; a Go client with keep-alive
-//     connections). The per-request overhead is the difference of the
-//     p50s divided by 4.
+//     through continuumd over its Unix socket (a Go client with
+//     keep-alive connections): in 4 requests (begin, call, outcome,
+//     commit), in 2 (the begin carrying call 0, the outcome the commit),
+//     and in 2 over HTTP/2 without TLS (continuumd --h2c); with -tcp over
+//     loopback TCP too. The per-request overhead is the difference of the
+//     p50s divided by the requests per atom.
 //   - throughput: atoms/s of 16 runs at once: 16 goroutines in-process,
-//     16 goroutines over the socket, 16 Python client processes
-//     (clients/python) over the socket.
+//     16 goroutines over the socket (4 requests, 2, 2 over h2c), 16
+//     Python client processes (clients/python: 2 requests per atom).
 //
-// "2 requests" kinds make the same atom with requests riding on each
-// other (the begin carries call 0, the outcome the commit); with
-// -python-before DIR the Python clients of a baseline checkout
-// (DIR = its clients/python/src) run beside the current ones.
+// With -server-before BIN the kinds of a baseline server binary run
+// beside the current one's; with -python-before DIR the Python clients of
+// a baseline checkout (DIR = its clients/python/src) run beside the
+// current ones. -profile DIR has every continuumd write its CPU profile
+// there (go tool pprof BIN FILE).
 //
 // Each kind runs on a store of its own in -dir, one after the other within
 // each round (so every round measures all of them under the same machine
-// load), -rounds rounds; the figures are medians over the rounds.
-// -nosync runs a second latency pass with fsync off on every side
-// (engine.Options.NoSync, continuumd --unsafe-no-sync): the protocol's cost
-// without the disk's noise.
+// load, and the before and after of each pair alternate), -rounds rounds;
+// the figures are medians over the rounds, printed with each round's
+// value. -nosync runs a second latency pass with fsync off on every side
+// (engine.Options.NoSync, continuumd --unsafe-no-sync): the protocol's
+// cost without the disk's noise.
 //
-//	go run ./bench/continuumd -rounds 5 -atoms 2000 -nosync -dir /work/tmp-bench/continuumd
+//	go build -o /tmp/continuumd ./cmd/continuumd
+//	go run ./bench/continuumd -rounds 5 -atoms 1000 -per-run 150 -server /tmp/continuumd -dir /tmp/bench-continuumd
 package main
 
 import (
@@ -61,6 +66,10 @@ var (
 	pythonBefore = flag.String("python-before", "", "the src directory of a baseline clients/python (its 16 clients are measured beside the current ones; \"\": skip)")
 	repoFlag     = flag.String("repo", ".", "the repository's root (for clients/python and go build)")
 	helloFlag    = flag.String("serve-hello", "", "internal: serve a minimal HTTP handler on this Unix socket (the floor of any HTTP protocol)")
+	serverBefore = flag.String("server-before", "", "a baseline continuumd binary: its kinds run beside the current one's (\"\": skip)")
+	tcpFlag      = flag.Bool("tcp", false, "also measure loopback TCP")
+	h2cFlag      = flag.Bool("h2c", true, "also measure HTTP/2 without TLS on the Unix socket (continuumd --h2c)")
+	profileDir   = flag.String("profile", "", "directory: every continuumd started writes its CPU profile there (--cpu-profile)")
 )
 
 // the atom's content, the same on every side
@@ -112,16 +121,61 @@ func main() {
 	fmt.Printf("# continuumd bench: %d rounds, %d atoms per latency run, %d runs x %d atoms for throughput, %s\n",
 		*rounds, *atoms, *conc, *perRun, time.Now().UTC().Format(time.RFC3339))
 
+	if *profileDir != "" {
+		if err := os.MkdirAll(*profileDir, 0o700); err != nil {
+			log.Fatal(err)
+		}
+	}
 	type kind struct {
 		name string
+		reqs int // requests per atom (0: not a server kind)
 		run  func(dir string, sync bool) (measure, error)
 	}
+	server := func(h how, reqs int) kind {
+		return kind{h.name, reqs, func(dir string, sync bool) (measure, error) { return latencyServer(h, dir, sync) }}
+	}
 	kinds := []kind{
-		{"in-process", latencyInProcess},
-		{"bare HTTP", func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
-		{"unix socket", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false, false) }},
-		{"unix socket, 2 requests", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, false, true) }},
-		{"loopback TCP", func(dir string, sync bool) (measure, error) { return latencyServer(bin, dir, sync, true, false) }},
+		{"in-process", 0, latencyInProcess},
+		{"bare HTTP", 0, func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
+	}
+	if *serverBefore != "" {
+		kinds = append(kinds, server(how{bin: *serverBefore, name: "unix socket, 4 requests, server before"}, 4))
+	}
+	kinds = append(kinds, server(how{bin: bin, name: "unix socket, 4 requests"}, 4))
+	if *serverBefore != "" {
+		kinds = append(kinds, server(how{bin: *serverBefore, ride: true, name: "unix socket, 2 requests, server before"}, 2))
+	}
+	kinds = append(kinds, server(how{bin: bin, ride: true, name: "unix socket, 2 requests"}, 2))
+	if *h2cFlag {
+		kinds = append(kinds, server(how{bin: bin, ride: true, h2c: true, name: "unix socket, 2 requests, h2c"}, 2))
+	}
+	if *tcpFlag {
+		kinds = append(kinds, server(how{bin: bin, tcp: true, name: "loopback TCP, 4 requests"}, 4))
+	}
+	type tkind struct {
+		name string
+		run  func(dir string) (float64, error)
+	}
+	tserver := func(h how, clients string) tkind {
+		return tkind{h.name, func(dir string) (float64, error) { return throughputServer(h, dir, clients) }}
+	}
+	tkinds := []tkind{{"in-process", throughputInProcess}}
+	if *serverBefore != "" {
+		tkinds = append(tkinds, tserver(how{bin: *serverBefore, ride: true, name: "go clients, 2 requests, server before"}, "go"))
+	}
+	tkinds = append(tkinds, tserver(how{bin: bin, name: "go clients, 4 requests"}, "go"),
+		tserver(how{bin: bin, ride: true, name: "go clients, 2 requests"}, "go"))
+	if *h2cFlag {
+		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, h2c: true, name: "go clients, 2 requests, h2c"}, "go"))
+	}
+	if *python != "" {
+		switch {
+		case *pythonBefore != "" && *serverBefore != "":
+			tkinds = append(tkinds, tserver(how{bin: *serverBefore, name: "python clients, client and server before"}, "python-before"))
+		case *pythonBefore != "":
+			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, client before"}, "python-before"))
+		}
+		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python"))
 	}
 	modes := []bool{true}
 	if *nosync {
@@ -134,7 +188,7 @@ func main() {
 	for r := 0; r < *rounds; r++ {
 		for _, sync := range modes {
 			for _, k := range kinds {
-				dir := filepath.Join(root, fmt.Sprintf("lat-%d-%t-%s", r, sync, strings.ReplaceAll(k.name, " ", "-")))
+				dir := filepath.Join(root, fmt.Sprintf("lat-%d-%t-%s", r, sync, strings.NewReplacer(" ", "-", ",", "").Replace(k.name)))
 				m, err := k.run(dir, sync)
 				if err != nil {
 					log.Fatalf("%s: %v", k.name, err)
@@ -146,35 +200,23 @@ func main() {
 				p50s[key] = append(p50s[key], us(pct(lat, 50)))
 				p99s[key] = append(p99s[key], us(pct(lat, 99)))
 				cpus[key] = append(cpus[key], cpu)
-				fmt.Printf("round %d %-12s fsync=%-5t p50 %7.1f us  p99 %7.1f us  cpu %6.1f us/atom\n", r, k.name, sync, us(pct(lat, 50)), us(pct(lat, 99)), cpu)
+				fmt.Printf("round %d %-40s fsync=%-5t p50 %7.1f us  p99 %7.1f us  cpu %6.1f us/atom\n", r, k.name, sync, us(pct(lat, 50)), us(pct(lat, 99)), cpu)
 			}
 		}
-		for _, t := range []struct {
-			name string
-			run  func(dir string) (float64, error)
-		}{
-			{"in-process", throughputInProcess},
-			{"go clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "go") }},
-			{"go clients, 2 requests", func(dir string) (float64, error) { return throughputServer(bin, dir, "go-ride") }},
-			{"python clients, unix socket", func(dir string) (float64, error) { return throughputServer(bin, dir, "python") }},
-			{"python clients, baseline", func(dir string) (float64, error) { return throughputServer(bin, dir, "python-before") }},
-		} {
-			if strings.HasPrefix(t.name, "python") && *python == "" || t.name == "python clients, baseline" && *pythonBefore == "" {
-				continue
-			}
-			dir := filepath.Join(root, fmt.Sprintf("tput-%d-%s", r, strings.ReplaceAll(t.name, " ", "-")))
+		for _, t := range tkinds {
+			dir := filepath.Join(root, fmt.Sprintf("tput-%d-%s", r, strings.NewReplacer(" ", "-", ",", "").Replace(t.name)))
 			v, err := t.run(dir)
 			if err != nil {
 				log.Fatalf("%s: %v", t.name, err)
 			}
 			os.RemoveAll(dir)
 			tput[t.name] = append(tput[t.name], v)
-			fmt.Printf("round %d throughput %-28s %8.0f atoms/s\n", r, t.name, v)
+			fmt.Printf("round %d throughput %-40s %8.0f atoms/s\n", r, t.name, v)
 		}
 	}
 	fmt.Printf("\n## latency of one atom (begin, one action, commit), median of %d rounds\n\n", *rounds)
-	fmt.Println("| fsync | path | p50 | p99 | added p50 per atom | added p50 per request | CPU per atom (all processes) |")
-	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: |")
+	fmt.Println("| fsync | path | p50 | p99 | added p50 per atom | added p50 per request | CPU per atom (all processes) | p50 per round |")
+	fmt.Println("| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |")
 	for _, sync := range modes {
 		base := median(p50s[fmt.Sprintf("in-process|%t", sync)])
 		for _, k := range kinds {
@@ -184,28 +226,30 @@ func main() {
 			perReq := "-"
 			if k.name == "bare HTTP" {
 				perReq = fmt.Sprintf("%.0f µs (floor: 4 round trips)", p50/4)
-			} else if k.name != "in-process" {
-				reqs := 4.0
-				if strings.Contains(k.name, "2 requests") {
-					reqs = 2
-				}
+			} else if k.reqs > 0 {
 				added = fmt.Sprintf("%.0f µs", p50-base)
-				perReq = fmt.Sprintf("%.0f µs (%.0f per atom)", (p50-base)/reqs, reqs)
+				perReq = fmt.Sprintf("%.0f µs (%d per atom)", (p50-base)/float64(k.reqs), k.reqs)
 			}
-			fmt.Printf("| %t | %s | %.0f µs | %.0f µs | %s | %s | %.0f µs |\n", sync, k.name, p50, median(p99s[key]), added, perReq, median(cpus[key]))
+			fmt.Printf("| %t | %s | %.0f µs | %.0f µs | %s | %s | %.0f µs | %s |\n", sync, k.name, p50, median(p99s[key]), added, perReq, median(cpus[key]), rounded(p50s[key]))
 		}
 	}
 	fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", *conc, *rounds)
-	fmt.Println("| clients | atoms/s | vs in-process |")
-	fmt.Println("| --- | ---: | ---: |")
+	fmt.Println("| clients | atoms/s | vs in-process | per round |")
+	fmt.Println("| --- | ---: | ---: | --- |")
 	base := median(tput["in-process"])
-	for _, name := range []string{"in-process", "go clients, unix socket", "go clients, 2 requests", "python clients, unix socket", "python clients, baseline"} {
-		if len(tput[name]) == 0 {
-			continue
-		}
-		v := median(tput[name])
-		fmt.Printf("| %s | %.0f | %.2fx |\n", name, v, v/base)
+	for _, t := range tkinds {
+		v := median(tput[t.name])
+		fmt.Printf("| %s | %.0f | %.2fx | %s |\n", t.name, v, v/base, rounded(tput[t.name]))
 	}
+}
+
+// rounded is the per-round values, as measured (round order).
+func rounded(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'f', 0, 64)
+	}
+	return strings.Join(parts, " ")
 }
 
 func openDB(dir string, sync bool) (*engine.DB, error) {

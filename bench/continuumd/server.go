@@ -36,7 +36,18 @@ type server struct {
 	ride bool
 }
 
-func startServer(bin, dir string, sync, tcp bool) (*server, error) {
+// how is how a kind reaches the server: the binary, and the client's
+// protocol.
+type how struct {
+	bin  string
+	tcp  bool // loopback TCP instead of the Unix socket
+	ride bool // 2 requests per atom instead of 4
+	h2c  bool // HTTP/2 without TLS (the server runs with --h2c)
+	name string
+}
+
+func startServer(h how, dir string, sync bool) (*server, error) {
+	bin, tcp := h.bin, h.tcp
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, err
 	}
@@ -48,6 +59,12 @@ func startServer(bin, dir string, sync, tcp bool) (*server, error) {
 	argv := []string{"--store", filepath.Join(dir, "store"), "--socket", s.sock, "--log-level", "warn"}
 	if !sync {
 		argv = append(argv, "--unsafe-no-sync")
+	}
+	if h.h2c {
+		argv = append(argv, "--h2c")
+	}
+	if *profileDir != "" {
+		argv = append(argv, "--cpu-profile", filepath.Join(*profileDir, strings.NewReplacer(" ", "-", ",", "").Replace(h.name)+"-"+filepath.Base(dir)+".pprof"))
 	}
 	if tcp {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -64,6 +81,10 @@ func startServer(bin, dir string, sync, tcp bool) (*server, error) {
 		return nil, err
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	if h.h2c {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
 	s.base = "http://continuumd"
 	if tcp {
 		s.base = "http://" + s.tcp
@@ -85,12 +106,12 @@ func startServer(bin, dir string, sync, tcp bool) (*server, error) {
 	}
 }
 
-func latencyServer(bin, dir string, sync, tcp, ride bool) (measure, error) {
-	s, err := startServer(bin, dir, sync, tcp)
+func latencyServer(h how, dir string, sync bool) (measure, error) {
+	s, err := startServer(h, dir, sync)
 	if err != nil {
 		return measure{}, err
 	}
-	s.ride = ride
+	s.ride = h.ride
 	defer s.stop()
 	if _, err := s.do("PUT", "/v1/runs/lat", nil); err != nil {
 		return measure{}, err
@@ -114,8 +135,8 @@ func latencyServer(bin, dir string, sync, tcp, ride bool) (measure, error) {
 
 // throughputServer runs the atoms through continuumd, from Go goroutines
 // or from Python client processes that start together.
-func throughputServer(bin, dir, clients string) (float64, error) {
-	s, err := startServer(bin, dir, true, false)
+func throughputServer(h how, dir, clients string) (float64, error) {
+	s, err := startServer(h, dir, true)
 	if err != nil {
 		return 0, err
 	}
@@ -125,8 +146,8 @@ func throughputServer(bin, dir, clients string) (float64, error) {
 			return 0, err
 		}
 	}
-	s.ride = clients == "go-ride"
-	if clients == "go" || clients == "go-ride" {
+	s.ride = h.ride
+	if clients == "go" {
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
 		t0 := time.Now()

@@ -281,8 +281,19 @@ func (a *attempt) abandon(ctx context.Context, reason string, fail bool) {
 	a.end()
 }
 
-// end marks the attempt ended (committed, failed or abandoned).
-func (a *attempt) end() { a.endOnce.Do(func() { close(a.ended) }) }
+// end marks the attempt ended (committed, failed or abandoned): the
+// reaper no longer checks its lease, and forgets it once it has been
+// retained for cfg.retain. The caller holds neither a.mu nor the server's.
+func (a *attempt) end() {
+	a.endOnce.Do(func() {
+		close(a.ended)
+		s := a.rs.srv
+		s.mu.Lock()
+		delete(s.mu.open, a)
+		s.mu.done = append(s.mu.done, a)
+		s.mu.Unlock()
+	})
+}
 
 // interruptedActions is what an abandoned attempt leaves the next one:
 // the actions its begin inherited, then its own calls that reached the

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"sort"
 	"strings"
 	"testing"
 )
@@ -94,4 +95,37 @@ func TestBearerToken(t *testing.T) {
 	ts.token = "s3cret-token-0123456789"
 	ts.must(200, "GET", "/v1/health", nil)
 	ts.openRun("r")
+}
+
+// TestOpSpecs: opFieldNames is sorted (errors name the first stray field
+// by name) and names every field opFields does, each at the bit
+// givenFields sets for it.
+func TestOpSpecs(t *testing.T) {
+	if !sort.StringsAreSorted(opFieldNames) {
+		t.Fatalf("opFieldNames is not sorted: %q", opFieldNames)
+	}
+	s := func(v string) *string { return &v }
+	one := uint64(1)
+	op := wireOp{Args: []byte(`{}`), CallID: s(""), Content: s(""), Count: &one, ID: s(""), IsError: new(bool), Key: s(""),
+		Parts: []wirePart{}, Role: s(""), Status: s(""), Text: s(""), Tool: s(""), ToolCalls: []wireToolCall{}, Value: s("")}
+	if g := op.givenFields(); g != 1<<len(opFieldNames)-1 {
+		t.Fatalf("every field given: bits %b", g)
+	}
+	for name, spec := range opFields {
+		sp := opSpecs[name]
+		var want []string
+		for _, f := range strings.Fields(strings.Replace(spec, "|", " ", 1)) {
+			want = append(want, f)
+		}
+		var got []string
+		for i, f := range opFieldNames {
+			if sp.allowed&(1<<i) != 0 {
+				got = append(got, f)
+			}
+		}
+		sort.Strings(want)
+		if strings.Join(got, " ") != strings.Join(want, " ") {
+			t.Errorf("op %s allows %q, opFields says %q", name, got, want)
+		}
+	}
 }

@@ -179,6 +179,13 @@
 // a handler is answered 500, never a dead server (FuzzRequests fuzzes
 // every endpoint's body through the handler).
 //
+// --h2c serves HTTP/2 without TLS (prior knowledge) beside HTTP/1.1 on
+// the listeners without TLS, for clients that multiplex their requests
+// on one connection (Go's http.Transport with Protocols'
+// SetUnencryptedHTTP2); the protocol is the same. --cpu-profile FILE
+// writes a CPU profile of the server's whole life (runtime/pprof), for
+// measuring it under load (bench/continuumd -profile).
+//
 // SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
 // requests in progress are answered, commits included (up to
 // --drain-timeout); then open attempts are abandoned without failing their

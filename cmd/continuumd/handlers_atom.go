@@ -115,9 +115,7 @@ func (s *server) handleBegin(r *http.Request, body []byte) (int, any, *apiError)
 	a.interrupted = intr
 	rs.mu.Unlock()
 
-	s.mu.Lock()
-	s.mu.attempts[a.token] = a
-	s.mu.Unlock()
+	s.addAttempt(a)
 	s.counters.begun.Add(1)
 	resp, _ := a.beginAnswer()
 	return s.beginRide(r.Context(), a, resp, &req, rc)
@@ -589,23 +587,40 @@ func (s *server) reap(ctx context.Context) {
 func (s *server) reapOnce(now time.Time) {
 	s.mu.Lock()
 	var expired []*attempt
-	for token, a := range s.mu.attempts {
+	for a := range s.mu.open {
 		if a.expired(now) {
 			expired = append(expired, a)
-			continue
 		}
+	}
+	// The ended attempts, oldest first: those whose lease would have run
+	// out more than cfg.retain ago are forgotten. The order is that of
+	// their ends, not quite of their expiries: one retained a little
+	// longer holds back the next, never the other way round.
+	n := 0
+	for _, a := range s.mu.done {
 		a.mu.Lock()
-		old := a.mu.state != attemptOpen && !a.mu.closing && now.Sub(a.mu.expires) > s.cfg.retain
+		old := now.Sub(a.mu.expires) > s.cfg.retain
 		a.mu.Unlock()
-		if old {
-			delete(s.mu.attempts, token)
-			if a.branch != "" {
-				a.rs.mu.Lock()
-				if a.rs.mu.branches[a.branch] == a {
-					delete(a.rs.mu.branches, a.branch)
-				}
-				a.rs.mu.Unlock()
+		if !old {
+			break
+		}
+		n++
+		if s.mu.attempts[a.token] == a {
+			delete(s.mu.attempts, a.token)
+		}
+		if a.branch != "" {
+			a.rs.mu.Lock()
+			if a.rs.mu.branches[a.branch] == a {
+				delete(a.rs.mu.branches, a.branch)
 			}
+			a.rs.mu.Unlock()
+		}
+	}
+	if n > 0 {
+		clear(s.mu.done[:n])
+		s.mu.done = s.mu.done[n:]
+		if len(s.mu.done) < cap(s.mu.done)/4 {
+			s.mu.done = append([]*attempt(nil), s.mu.done...) // give the dropped front back
 		}
 	}
 	s.mu.Unlock()
@@ -615,13 +630,22 @@ func (s *server) reapOnce(now time.Time) {
 	}
 }
 
+// addAttempt registers a new attempt: found by its token, its lease
+// checked by the reaper.
+func (s *server) addAttempt(a *attempt) {
+	s.mu.Lock()
+	s.mu.attempts[a.token] = a
+	s.mu.open[a] = struct{}{}
+	s.mu.Unlock()
+}
+
 // abandonAll abandons every open attempt without failing its atom, for
 // shutdown: their calls waiting for an outcome are left in doubt, and the
 // engine reports their atoms as interrupted at the next Open.
 func (s *server) abandonAll() {
 	s.mu.Lock()
 	var open []*attempt
-	for _, a := range s.mu.attempts {
+	for a := range s.mu.open {
 		a.mu.Lock()
 		if a.mu.state == attemptOpen {
 			open = append(open, a)

@@ -153,9 +153,7 @@ func (s *server) handleBranch(r *http.Request, body []byte) (int, any, *apiError
 	}
 	rs.mu.branches[req.Name] = a
 	rs.mu.Unlock()
-	s.mu.Lock()
-	s.mu.attempts[a.token] = a
-	s.mu.Unlock()
+	s.addAttempt(a)
 	s.counters.begun.Add(1)
 	resp, _ := a.beginAnswer()
 	return s.beginRide(r.Context(), a, resp, &beginRequest{Call: req.Call}, rc)

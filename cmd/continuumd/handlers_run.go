@@ -23,7 +23,7 @@ func (s *server) handleStats(r *http.Request, _ []byte) (int, any, *apiError) {
 	st := s.db.Stats()
 	s.mu.Lock()
 	open := 0
-	for _, a := range s.mu.attempts {
+	for a := range s.mu.open {
 		a.mu.Lock()
 		if a.mu.state == attemptOpen {
 			open++

@@ -32,7 +32,9 @@ type testServer struct {
 	// maxConns caps the server's connections (--max-conns) when set
 	// before start.
 	maxConns int
-	closed   bool
+	// h2c serves HTTP/2 without TLS too (--h2c), and the client speaks it.
+	h2c    bool
+	closed bool
 }
 
 func testConfig(dir string) serverConfig {
@@ -84,6 +86,9 @@ func (ts *testServer) start() {
 	}
 	ts.srv = newServer(db, ts.cfg, log)
 	ts.hs = ts.srv.httpServer(log)
+	if ts.h2c {
+		serveH2C(ts.hs)
+	}
 	maxConns := ts.maxConns
 	if maxConns == 0 {
 		maxConns = 1024
@@ -95,11 +100,22 @@ func (ts *testServer) start() {
 		ts.hs.Serve(l)
 		stop()
 	}()
-	ts.cl = &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-		var d net.Dialer
-		return d.DialContext(ctx, "unix", ts.sock)
-	}}, Timeout: hangGuard}
+	ts.cl = newSocketClient(ts.sock, ts.h2c)
 	ts.closed = false
+}
+
+// newSocketClient is a client of the Unix socket sock, speaking HTTP/2
+// without TLS with h2c, HTTP/1.1 without.
+func newSocketClient(sock string, h2c bool) *http.Client {
+	tr := &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}
+	if h2c {
+		tr.Protocols = new(http.Protocols)
+		tr.Protocols.SetUnencryptedHTTP2(true)
+	}
+	return &http.Client{Transport: tr, Timeout: hangGuard}
 }
 
 // stop shuts the server down as SIGTERM does (graceful: drain, abandon
@@ -124,6 +140,7 @@ func (ts *testServer) restart() {
 // reply is an answer: its status and its JSON body.
 type reply struct {
 	status int
+	proto  string // HTTP/1.1 or HTTP/2.0
 	header http.Header
 	body   map[string]any
 	raw    []byte
@@ -199,7 +216,7 @@ func (ts *testServer) send(method, path string, body any) (reply, error) {
 	if err != nil {
 		return reply{}, fmt.Errorf("%s %s: reading the answer: %w", method, path, err)
 	}
-	r := reply{status: resp.StatusCode, header: resp.Header, raw: raw}
+	r := reply{status: resp.StatusCode, proto: resp.Proto, header: resp.Header, raw: raw}
 	if err := json.Unmarshal(raw, &r.body); err != nil {
 		return r, fmt.Errorf("%s %s: answer is not a JSON object (%v): %q", method, path, err, raw)
 	}

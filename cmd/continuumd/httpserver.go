@@ -38,6 +38,14 @@ func (s *server) httpServer(log *slog.Logger) *http.Server {
 	}
 }
 
+// serveH2C has hs serve HTTP/2 without TLS (prior knowledge) beside
+// HTTP/1.1 (--h2c).
+func serveH2C(hs *http.Server) {
+	hs.Protocols = new(http.Protocols)
+	hs.Protocols.SetHTTP1(true)
+	hs.Protocols.SetUnencryptedHTTP2(true)
+}
+
 // limitListener caps the connections served at once at max: one more is
 // answered 503 too_many_connections (after its request's header is read,
 // so that the client sees the answer rather than a reset) and closed. At

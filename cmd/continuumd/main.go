@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -63,6 +64,8 @@ type config struct {
 	durability, logLevel        string
 	keyring                     string
 	erasable                    stringList
+	cpuProfile                  string
+	h2c                         bool
 }
 
 // stringList is a flag that may be given more than once.
@@ -107,6 +110,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.keyring, "keyring", "", "keyring `file` of an encrypted store (mode 0600, outside the store; see seal.ParseKeyringFile): a new store is created encrypted")
 	fs.Var(&c.erasable, "erasable", "a memory `key` whose values are sealed with keys of their own, so that it can be erased; repeatable; needs --keyring")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, RFC 9113 3.3) beside HTTP/1.1 on every listener without TLS")
+	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a CPU profile (runtime/pprof; go tool pprof reads it) of the server's whole life to `file`, for measuring")
 	fs.BoolVar(&c.unsafeNoSync, "unsafe-no-sync", false, "never fsync (the engine's NoSync): a machine crash loses acknowledged atoms; for benchmarks only")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -303,6 +308,22 @@ func serve(c *config, log *slog.Logger) error {
 		listeners = append(listeners, l)
 	}
 
+	if c.cpuProfile != "" {
+		f, err := os.OpenFile(c.cpuProfile, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err == nil {
+			err = pprof.StartCPUProfile(f)
+		}
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--cpu-profile: %w", err)
+		}
+		defer func() {
+			pprof.StopCPUProfile()
+			if err := f.Close(); err != nil {
+				log.Error("continuumd: --cpu-profile", "err", err)
+			}
+		}()
+	}
 	db, err := engine.Open(c.store, opts)
 	if err != nil {
 		closeAll()
@@ -310,6 +331,9 @@ func serve(c *config, log *slog.Logger) error {
 	}
 	srv := newServer(db, cfg, log)
 	hs := srv.httpServer(log)
+	if c.h2c {
+		serveH2C(hs)
+	}
 	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
 	for i, l := range listeners {
 		listeners[i] = newLimitListener(l, c.maxConns, hs.ReadHeaderTimeout)

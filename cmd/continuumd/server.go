@@ -81,6 +81,13 @@ type server struct {
 		// finished ones for cfg.retain, so that a repeated commit or fail
 		// gets its answer.
 		attempts map[string]*attempt
+		// open is the set of attempts not ended yet, which the reaper
+		// checks for a lapsed lease; done are the ended ones, in the
+		// order they ended, which it forgets once retained long enough.
+		// Neither walk touches the other set: a busy server retains many
+		// more finished attempts than it has open ones.
+		open map[*attempt]struct{}
+		done []*attempt
 		// known is the set of run ids the store holds, loaded once (the
 		// engine's Run creates, so existence is asked here); nil until
 		// first needed.
@@ -137,6 +144,7 @@ func newServer(db *engine.DB, cfg serverConfig, log *slog.Logger) *server {
 	s.ctx, s.cancel = context.WithCancel(context.Background())
 	s.mu.runs = map[string]*runState{}
 	s.mu.attempts = map[string]*attempt{}
+	s.mu.open = map[*attempt]struct{}{}
 	s.mu.gone = map[string]bool{}
 	s.mu.erasing = map[string]chan struct{}{}
 	return s

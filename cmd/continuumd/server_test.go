@@ -556,3 +556,41 @@ func tryDo(ts *testServer, method, path string, body any) (reply, bool) {
 	r, err := ts.send(method, path, body)
 	return r, err == nil
 }
+
+// TestReaperRetainsThenForgets: the reaper keeps a finished attempt for
+// cfg.retain (a repeated commit still answers the commit), then forgets
+// it (attempt_not_found), and checks only the open attempts' leases: an
+// open attempt is neither forgotten nor abandoned while its lease runs.
+func TestReaperRetainsThenForgets(t *testing.T) {
+	ts := startServer(t, "", func(c *serverConfig) { c.reapEvery = time.Hour }) // reapOnce by hand
+	ts.openRun("r")
+	ts.openRun("o")
+	p, _ := ts.begin("r", nil)
+	c1 := ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"})
+	open, _ := ts.begin("o", map[string]any{"lease_ms": time.Hour.Milliseconds()})
+	srv := ts.srv
+	srv.mu.Lock()
+	nOpen, nDone := len(srv.mu.open), len(srv.mu.done)
+	srv.mu.Unlock()
+	if nOpen != 1 || nDone != 1 {
+		t.Fatalf("after a commit and a begin: %d open, %d done attempts; want 1 and 1", nOpen, nDone)
+	}
+	srv.reapOnce(time.Now())
+	if c2 := ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"}); c2.str("head") != c1.str("head") {
+		t.Fatalf("a repeated commit within retain: %s, first %s", c2, c1)
+	}
+	// Past the lease and retain of the committed attempt, but before the
+	// open one's lease ends (an hour): the committed one is forgotten.
+	srv.reapOnce(time.Now().Add(ts.cfg.lease + ts.cfg.retain + time.Second))
+	wantError(t, ts.do("POST", p+"/commit", map[string]any{"delta": []any{}}), 404, codeAttemptNotFound, "attempt")
+	srv.mu.Lock()
+	nOpen, nDone, nAll := len(srv.mu.open), len(srv.mu.done), len(srv.mu.attempts)
+	srv.mu.Unlock()
+	if nOpen != 1 || nDone != 0 || nAll != 1 {
+		t.Fatalf("after forgetting: %d open, %d done, %d attempts; want 1, 0, 1", nOpen, nDone, nAll)
+	}
+	wantStatus(t, ts.act(open, 0, map[string]any{"tool": "t"}, "r"), "done")
+	if got := srv.counters.expired.Load(); got != 0 {
+		t.Fatalf("%d attempts expired; the open one's lease has not run out", got)
+	}
+}

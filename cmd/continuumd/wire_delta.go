@@ -8,6 +8,8 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"math/bits"
+	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -75,6 +77,64 @@ var opFields = map[string]string{
 	"drop_messages":      "count",
 }
 
+// opFieldNames are the fields an op may carry besides op, sorted: an
+// op's fields are a bit set of their indexes here (wireOp.givenFields).
+var opFieldNames = []string{"args", "call_id", "content", "count", "id", "is_error", "key", "parts", "role", "status", "text", "tool", "tool_calls", "value"}
+
+// opSpec is an op's entry of opFields as bit sets of opFieldNames.
+type opSpec struct {
+	required []int // in opFields' order, which the errors follow
+	allowed  uint32
+}
+
+// opSpecs is opFields parsed once.
+var opSpecs = func() map[string]opSpec {
+	index := map[string]int{}
+	for i, f := range opFieldNames {
+		index[f] = i
+	}
+	specs := map[string]opSpec{}
+	for op, spec := range opFields {
+		required, optional, _ := strings.Cut(spec, "|")
+		var sp opSpec
+		for _, f := range strings.Fields(required) {
+			sp.required = append(sp.required, index[f])
+			sp.allowed |= 1 << index[f]
+		}
+		for _, f := range strings.Fields(optional) {
+			sp.allowed |= 1 << index[f]
+		}
+		specs[op] = sp
+	}
+	return specs
+}()
+
+// givenFields is the set of o's fields given (value_base64 counts as
+// value), as bits of opFieldNames' indexes.
+func (o *wireOp) givenFields() uint32 {
+	var g uint32
+	set := func(i int, given bool) {
+		if given {
+			g |= 1 << i
+		}
+	}
+	set(0, o.Args != nil)
+	set(1, o.CallID != nil)
+	set(2, o.Content != nil)
+	set(3, o.Count != nil)
+	set(4, o.ID != nil)
+	set(5, o.IsError != nil)
+	set(6, o.Key != nil)
+	set(7, o.Parts != nil)
+	set(8, o.Role != nil)
+	set(9, o.Status != nil)
+	set(10, o.Text != nil)
+	set(11, o.Tool != nil)
+	set(12, o.ToolCalls != nil)
+	set(13, o.Value != nil || o.ValueBase64 != nil)
+	return g
+}
+
 var subgoalStatuses = map[string]frame.SubgoalStatus{
 	"open": frame.SubgoalOpen, "active": frame.SubgoalActive, "done": frame.SubgoalDone,
 	"failed": frame.SubgoalFailed, "abandoned": frame.SubgoalAbandoned,
@@ -91,7 +151,7 @@ var roles = map[string]frame.Role{
 func decodeDelta(ops []json.RawMessage) (*frame.Delta, *apiError) {
 	d := new(frame.Delta)
 	for i, raw := range ops {
-		at := fmt.Sprintf("delta[%d]", i)
+		at := "delta[" + strconv.Itoa(i) + "]"
 		var o wireOp
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.DisallowUnknownFields()
@@ -113,31 +173,19 @@ func applyOp(d *frame.Delta, o *wireOp, at string) *apiError {
 		}
 		return badRequest(at+".op", "unknown op %q: one of %s", o.Op, opNames())
 	}
-	given := map[string]bool{
-		"id": o.ID != nil, "text": o.Text != nil, "status": o.Status != nil, "key": o.Key != nil,
-		"value": o.Value != nil || o.ValueBase64 != nil, "role": o.Role != nil, "content": o.Content != nil,
-		"tool": o.Tool != nil, "call_id": o.CallID != nil, "args": o.Args != nil, "count": o.Count != nil,
-		"tool_calls": o.ToolCalls != nil, "parts": o.Parts != nil, "is_error": o.IsError != nil,
-	}
-	required, optional, _ := strings.Cut(spec, "|")
-	allowed := map[string]bool{}
-	for _, f := range strings.Fields(required) {
-		allowed[f] = true
-		if !given[f] {
-			return badRequest(at+"."+f, "%s (%s) needs %s", at, o.Op, f)
+	op := opSpecs[o.Op]
+	given := o.givenFields()
+	for _, f := range op.required {
+		if given&(1<<f) == 0 {
+			return badRequest(at+"."+opFieldNames[f], "%s (%s) needs %s", at, o.Op, opFieldNames[f])
 		}
 	}
-	for _, f := range strings.Fields(optional) {
-		allowed[f] = true
-	}
-	for _, f := range sortedKeys(given) {
-		if given[f] && !allowed[f] {
-			name := f
-			if f == "value" && o.Value == nil {
-				name = "value_base64"
-			}
-			return badRequest(at+"."+name, "%s is not a field of %s (it takes %s)", name, o.Op, fieldList(spec))
+	if extra := given &^ op.allowed; extra != 0 {
+		name := opFieldNames[bits.TrailingZeros32(extra)] // the first by name, as they are sorted
+		if name == "value" && o.Value == nil {
+			name = "value_base64"
 		}
+		return badRequest(at+"."+name, "%s is not a field of %s (it takes %s)", name, o.Op, fieldList(spec))
 	}
 	s := func(p *string) string {
 		if p == nil {

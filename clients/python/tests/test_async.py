@@ -85,6 +85,9 @@ class AsyncContractTest(unittest.IsolatedAsyncioTestCase):
             return Happened(b"paid")
 
         async with run.atom(takeover=True) as again:
+            with self.assertRaises(RuntimeError):
+                again.interrupted  # not begun: its first request begins it
+            await again.ready()
             self.assertEqual(again.interrupted.reason, "takeover")
             self.assertEqual(await again.do("pay", vanish, reconcile=reconcile), b"paid")
 
@@ -165,8 +168,8 @@ class AsyncContractTest(unittest.IsolatedAsyncioTestCase):
         # Its first atom is 2; the source's atom 2 was never begun: the
         # same call there is a new action of the fork.
         async with fork.atom() as atom:
-            self.assertEqual(atom.seq, 2)
             await atom.do("mail.send", lambda k: executed.append(k) or b"sent", args={"to": "ops"})
+        self.assertEqual(atom.committed.seq, 2)
         fork0 = await self.client.fork(src.id, 0, self.run_id() + "-f0")
         async with fork0.atom() as atom:
             out = await atom.do("mail.send", lambda k: self.fail("a certified action must not be executed"), args={"to": "ops"})
@@ -178,3 +181,49 @@ class AsyncContractTest(unittest.IsolatedAsyncioTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class AsyncRoundTripTest(unittest.IsolatedAsyncioTestCase):
+    """The asyncio client's atoms: k + 1 requests for k actions, counted
+    by the server's stats, as the synchronous client's."""
+
+    @classmethod
+    def setUpClass(cls) -> None:
+        cls.server = harness.Server()
+
+    @classmethod
+    def tearDownClass(cls) -> None:
+        cls.server.close()
+
+    async def asyncSetUp(self) -> None:
+        self.client = self.server.async_client(retry_for=20)
+
+    async def asyncTearDown(self) -> None:
+        await self.client.close()
+
+    async def requests(self) -> int:
+        return int((await self.client.stats())["server"]["requests"])
+
+    async def test_atom_with_k_actions_is_k_plus_one_requests(self) -> None:
+        for k in (0, 1, 2, 5):
+            run = await self.client.run(f"async-k-{k}")
+            before = await self.requests()
+            async with run.atom() as atom:
+                outs = [await atom.do(f"t{i}", lambda key, i=i: f"r{i}".encode()) for i in range(k)]
+                atom.delta.set("k", b",".join(outs) or b"none")
+            self.assertEqual(await self.requests() - before - 1, k + 1, f"{k} actions")  # less the stats request of before
+            rec = await run.atom_at(1)
+            self.assertEqual([a["status"] for a in rec.actions], ["done"] * k)
+            self.assertEqual(atom.committed.seq, 1)
+
+    async def test_held_outcome_is_certified_before_a_fail(self) -> None:
+        run = await self.client.run("async-held-fail")
+        ran: List[str] = []
+        with self.assertRaises(RuntimeError):
+            async with run.atom() as atom:
+                await atom.do("t", lambda key: ran.append(key) or b"once")
+                raise RuntimeError("the agent gave up")
+        async with run.atom() as atom:
+            atom.delta.set("k", await atom.do("t", lambda key: ran.append(key) or b"twice"))
+        self.assertEqual(len(ran), 1)
+        self.assertEqual((await run.state()).text("k"), "once")

@@ -35,14 +35,54 @@ class RoundTripTest(unittest.TestCase):
         self.assertEqual(atom.committed.seq, 1)
         self.assertEqual(run.state().text("k"), "v")
 
-    def test_atom_with_one_action_is_three_requests(self) -> None:
-        run = self.client.run("one-action")
-        before = self.requests()
+    def test_atom_with_k_actions_is_k_plus_one_requests(self) -> None:
+        """begin + call 0; outcome 0 + call 1; ...; outcome k-1 + commit."""
+        for k in (1, 2, 5):
+            run = self.client.run(f"k-actions-{k}")
+            before = self.requests()
+            with run.atom() as atom:
+                outs = [atom.do(f"t{i}", lambda key, i=i: f"r{i}".encode()) for i in range(k)]
+                atom.delta.set("k", b",".join(outs))
+            self.assertEqual(self.requests() - before - 1, k + 1, f"{k} actions")
+            rec = run.atom_at(1)
+            self.assertEqual([a["status"] for a in rec.actions], ["done"] * k)
+            self.assertEqual([a["result"] for a in rec.actions], [f"r{i}" for i in range(k)])
+            self.assertEqual(run.state().text("k"), ",".join(f"r{i}" for i in range(k)))
+
+    def test_held_outcome_is_certified_before_a_fail(self) -> None:
+        """An atom that raises after an action: the held outcome is sent
+        before the fail, so the action is certified (done), not in doubt,
+        and the next attempt gets its result without executing."""
+        run = self.client.run("held-then-fail")
+        ran = []
+        with self.assertRaises(RuntimeError):
+            with run.atom() as atom:
+                atom.do("t", lambda key: ran.append(key) or b"once")
+                raise RuntimeError("the agent gave up")
         with run.atom() as atom:
-            out = atom.do("t", lambda k: b"r")
+            out = atom.do("t", lambda key: ran.append(key) or b"twice")
             atom.delta.set("k", out)
-        self.assertEqual(self.requests() - before - 1, 3)  # begin + call, outcome, commit
-        self.assertEqual(len(run.atom_at(1).actions), 1)
+        self.assertEqual(len(ran), 1)
+        self.assertEqual(run.state().text("k"), "once")
+
+    def test_invalid_delta_certifies_the_held_outcome(self) -> None:
+        """A ridden commit whose delta is refused: the outcome is sent
+        alone (the action is certified, not left to fall in doubt), and a
+        commit with a good delta commits."""
+        run = self.client.run("held-bad-delta")
+        atom = run.begin()
+        atom.do("t", lambda key: b"r")
+        bad = continuum.Delta()
+        bad._ops.append({"op": "no-such-op"})
+        with self.assertRaises(continuum.errors.APIError) as cm:
+            atom.commit(bad)
+        self.assertTrue((cm.exception.field or "").startswith("commit."), cm.exception)
+        calls = self.client._send(continuum._core.Request("GET", f"/v1/runs/held-bad-delta/attempts/{atom.attempt}"))
+        self.assertEqual([c["status"] for c in calls["calls"]], ["done"], calls)
+        atom.delta.set("k", "v")
+        done = atom.commit()
+        self.assertEqual(done.seq, 1)
+        self.assertEqual([a["status"] for a in run.atom_at(1).actions], ["done"])
 
     def test_stale_next_seq_begins_first(self) -> None:
         """Another client committed meanwhile: the ridden commit is refused

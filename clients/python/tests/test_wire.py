@@ -101,7 +101,7 @@ class CallFlowTest(unittest.TestCase):
         flow = _core.call_flow("/a", 0, "t", {"status": "execute", "key": "k"}, known)
         out, effects = drive(flow, [{"status": "done", "key": "k", "result": "r"}], execute=lambda k: b"r")
         self.assertEqual(out, b"r")
-        self.assertEqual(effects[1], _core.Request("POST", "/a/calls/0/outcome", {"result": "r"}, repeat_pending=True))
+        self.assertEqual(effects[1], _core.Request("POST", "/a/calls/0/outcome", {"result": "r"}, repeat_pending=True, deferrable=True))
         self.assertEqual(known, {})
 
     def test_execute_error_is_reported_and_reraised(self) -> None:

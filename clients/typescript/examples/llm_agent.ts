@@ -73,6 +73,7 @@ function openaiMessages(state: c.State): Obj[] {
 
 async function turn(run: c.Run, atom: c.Atom): Promise<void> {
   const state = await run.state();
+  await atom.ready(); // its seq is known once begun
   if (atom.seq === 1) {
     atom.delta.setObjective("book a flight from Paris to Tokyo and mail the confirmation")
       .appendMessage("system", "You are a travel agent. Use the tools.")

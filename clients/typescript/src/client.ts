@@ -3,7 +3,7 @@
 import { randomUUID } from "node:crypto";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { Delta } from "./delta.js";
-import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
+import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
@@ -18,11 +18,13 @@ import {
   type RunInfo,
   type State,
   atomRecord,
+  committed,
   deletedRun,
   erasedKey,
   interrupted,
   putBytes,
   runInfo,
+  sameDelta,
   seg,
   state,
   toBytes,
@@ -283,8 +285,12 @@ export class Run {
   /** Results of executions whose certificate was not acknowledged, by idempotency key (see core.callFlow). */
   readonly known = new Map<string, Uint8Array>();
 
+  /** @internal The run's next seq as this client last saw it (null: unknown), named by a commit riding on its begin. */
+  next: number | null;
+
   constructor(readonly client: Client, readonly id: string, readonly opened: RunInfo) {
     this.path = `/v1/runs/${seg(id)}`;
+    this.next = opened.lastSeq + 1;
   }
 
   async info(): Promise<RunInfo> {
@@ -411,9 +417,8 @@ export class Run {
 
   /** Begins the run's next atom; its lease is renewed in the background while it is open. */
   async begin(o: BeginOptions = {}): Promise<Atom> {
-    const body: Obj = { request_id: randomUUID(), takeover: o.takeover ?? false };
-    if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
-    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/attempts`, body }));
+    const body = beginBody(o);
+    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/attempts`, body }), body);
   }
 
   /**
@@ -427,7 +432,7 @@ export class Run {
    *     });
    */
   async atom<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions = {}): Promise<T> {
-    return this.#within(await this.begin(o), fn);
+    return this.#within(new Atom(this, null, beginBody(o)), fn);
   }
 
   /**
@@ -441,14 +446,13 @@ export class Run {
    * name is open at a time (RunHeld; takeover abandons it).
    */
   async branch(name: string, o: BranchOptions = {}): Promise<Atom> {
-    const body: Obj = { name, reads: o.reads ?? [], request_id: randomUUID(), takeover: o.takeover ?? false };
-    if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
-    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/branches`, body }));
+    const body: Obj = { name, reads: o.reads ?? [], ...beginBody(o) };
+    return new Atom(this, await this.client.request({ kind: "request", method: "POST", path: `${this.path}/branches`, body }), body, name);
   }
 
-  /** atom(fn) in the branch name: committed when fn resolves, failed when it throws. */
+  /** atom(fn) in the branch name: committed when fn resolves, failed when it throws. Begun by its first call or its commit. */
   async branchAtom<T>(name: string, fn: (atom: Atom) => Promise<T>, o: BranchOptions = {}): Promise<T> {
-    return this.#within(await this.branch(name, o), fn);
+    return this.#within(new Atom(this, null, { name, reads: o.reads ?? [], ...beginBody(o) }, name), fn);
   }
 
   /**
@@ -505,37 +509,124 @@ export class Run {
   }
 }
 
-/** One attempt at an atom of a run. Concurrent do calls are allowed: call numbers follow the order they are made, and executions overlap. */
+function beginBody(o: BeginOptions): Obj {
+  const body: Obj = { request_id: randomUUID(), takeover: o.takeover ?? false };
+  if (o.leaseMs !== undefined) body.lease_ms = o.leaseMs;
+  return body;
+}
+
+/** An outcome held back to ride on the atom's next request: call n's flow, suspended at its outcome request. */
+interface Pending {
+  flow: Generator<Effect, Uint8Array, any>;
+  req: Request;
+  execute?: Execute;
+  reconcile?: DoOptions["reconcile"];
+}
+
+/**
+ * One attempt at an atom of a run. Concurrent do calls are allowed: call
+ * numbers follow the order they are made, and executions overlap.
+ *
+ * An atom of run.atom, branchAtom, step or branchStep begins with its
+ * first request (its first call, or its commit), and the outcome of an
+ * execution rides on the atom's next request (the next call, or the
+ * commit): an atom with k actions is k + 1 round trips, one without is 1.
+ * Until its first request, seq, attempt, path, leaseMs, interrupted and
+ * base are not known: `await atom.ready()` begins it at once.
+ */
 export class Atom {
-  /** The atom's seq; a branch has none (0) until it commits: then committed has it. */
-  readonly seq: number;
   /** A branch's name (Run.branch), null for an atom of a begin. */
   readonly branch: string | null;
-  /** A branch's base: the seq whose state it reads (run.state(atom.base)); null for an atom of a begin. */
-  readonly base: number | null;
-  readonly attempt: string;
-  readonly leaseMs: number;
-  /** The earlier attempt of this seq that ended without commit or fail, or null. */
-  readonly interrupted: Interrupted | null;
   readonly delta = new Delta();
   committed: Committed | null = null;
-  readonly path: string;
+  #seq = 0;
+  #base: number | null = null;
+  #attempt = "";
+  #leaseMs = 0;
+  #interrupted: Interrupted | null = null;
+  #path = "";
+  #begun = false;
+  readonly #begins: string;
+  readonly #body: Obj;
   #calls = 0;
   #order: Promise<unknown> = Promise.resolve();
   #beat: NodeJS.Timeout | undefined;
+  #pending: Pending | null = null;
 
-  constructor(readonly run: Run, begin: Obj) {
-    this.seq = Number(begin.seq);
-    this.branch = typeof begin.branch === "string" ? begin.branch : null;
-    this.base = begin.base === undefined || begin.base === null ? null : Number(begin.base);
-    this.attempt = String(begin.attempt);
-    this.leaseMs = Number(begin.lease_ms);
-    this.interrupted = interrupted(begin.interrupted);
-    this.path = `${run.path}/attempts/${this.attempt}`;
+  /** begin: the begin's answer (the atom is open), or null for an atom begun by its first request, with body. */
+  constructor(readonly run: Run, begin: Obj | null, body: Obj = {}, branch: string | null = null) {
+    this.branch = branch ?? (begin && typeof begin.branch === "string" ? begin.branch : null);
+    this.#begins = `${run.path}/${this.branch !== null ? "branches" : "attempts"}`;
+    this.#body = body;
+    if (begin) this.#set(begin);
+  }
+
+  #set(begin: Obj): void {
+    this.#seq = Number(begin.seq);
+    this.#base = begin.base === undefined || begin.base === null ? null : Number(begin.base);
+    this.#attempt = String(begin.attempt);
+    this.#leaseMs = Number(begin.lease_ms);
+    this.#interrupted = interrupted(begin.interrupted);
+    this.#path = `${this.run.path}/attempts/${this.#attempt}`;
+    this.#begun = true;
     this.#beat = setInterval(() => {
       this.heartbeat().catch(() => this.stop());
-    }, Math.max(this.leaseMs / 3, 10));
+    }, Math.max(this.#leaseMs / 3, 10));
     this.#beat.unref();
+  }
+
+  #need(what: string): void {
+    if (!this.#begun) throw new Error(`atom.${what}: the atom is not begun yet (its first call or its commit begins it; await atom.ready() to begin it now)`);
+  }
+
+  /** The atom's seq; a branch has none (0) until it commits: then committed has it. */
+  get seq(): number {
+    if (!this.#begun && this.committed) return this.committed.seq;
+    this.#need("seq");
+    return this.#seq;
+  }
+
+  /** A branch's base: the seq whose state it reads (run.state(atom.base)); null for an atom of a begin. */
+  get base(): number | null {
+    this.#need("base");
+    return this.#base;
+  }
+
+  get attempt(): string {
+    this.#need("attempt");
+    return this.#attempt;
+  }
+
+  get leaseMs(): number {
+    this.#need("leaseMs");
+    return this.#leaseMs;
+  }
+
+  /** The earlier attempt of this seq that ended without commit or fail, or null. */
+  get interrupted(): Interrupted | null {
+    this.#need("interrupted");
+    return this.#interrupted;
+  }
+
+  get path(): string {
+    this.#need("path");
+    return this.#path;
+  }
+
+  /** Begins the atom now, if its first request was not made (a committed atom is never begun again). */
+  async ready(): Promise<this> {
+    const p = this.#order.then(async () => {
+      if (!this.#begun && !this.committed) this.#set(await this.run.client.request({ kind: "request", method: "POST", path: this.#begins, body: this.#body }));
+    });
+    this.#order = p.catch(() => undefined);
+    await p;
+    return this;
+  }
+
+  /** Takes the attempt an error of a ridden begin names (the begin happened; what rode on it failed). */
+  #takeAttempt(e: unknown): void {
+    const att = e instanceof APIError ? e.details.attempt : undefined;
+    if (att && typeof att === "object" && !this.#begun) this.#set(att as Obj);
   }
 
   /** Stops the heartbeats (commit and fail do). */
@@ -544,9 +635,22 @@ export class Atom {
     this.#beat = undefined;
   }
 
-  async #drive<T>(flow: Generator<Effect, T, any>, execute?: Execute, reconcile?: DoOptions["reconcile"]): Promise<T> {
-    let value: unknown;
-    let error: { e: unknown } | undefined;
+  /**
+   * Drives flow to its end. With defer (the flow's call number), the
+   * outcome of a successful execution may be held back to ride on the
+   * atom's next request (#flush); the executed result is returned at
+   * once. start resumes a flow held so.
+   */
+  async #drive<T>(
+    flow: Generator<Effect, T, any>,
+    execute?: Execute,
+    reconcile?: DoOptions["reconcile"],
+    defer?: number,
+    start?: { value?: unknown; error?: { e: unknown } },
+  ): Promise<T> {
+    let value: unknown = start?.value;
+    let error: { e: unknown } | undefined = start?.error;
+    let executed: Uint8Array | undefined;
     for (;;) {
       const step = error ? flow.throw(error.e) : flow.next(value);
       value = undefined;
@@ -554,6 +658,10 @@ export class Atom {
       if (step.done) return step.value;
       const eff = step.value;
       if (eff.kind === "request") {
+        if (eff.deferrable && defer !== undefined && executed !== undefined && this.#calls === defer + 1 && this.#pending === null) {
+          this.#pending = { flow: flow as unknown as Generator<Effect, Uint8Array, any>, req: eff, execute, reconcile };
+          return executed as unknown as T;
+        }
         try {
           value = await this.run.client.request(eff);
         } catch (e) {
@@ -563,7 +671,8 @@ export class Atom {
       } else if (eff.kind === "execute") {
         let res: ExecResult;
         try {
-          res = { ok: true, value: toBytes(await execute!(eff.key)) };
+          executed = toBytes(await execute!(eff.key));
+          res = { ok: true, value: executed };
         } catch (e) {
           res = { ok: false, error: e };
         }
@@ -575,8 +684,94 @@ export class Atom {
     }
   }
 
+  /** Takes the outcome held back, if any. */
+  #take(): Pending | null {
+    const p = this.#pending;
+    this.#pending = null;
+    return p;
+  }
+
   /**
-   * Performs an action at most once and returns its certified result.
+   * Sends pend, the outcome #drive held back, with what rides on it
+   * (["next", call] or ["commit", { delta }]), and finishes its call's
+   * flow. Resolves to the answer of what rode, or null when nothing rode
+   * (no outcome was held, or it was not certified at once: what would
+   * have ridden is still to send). Rejects with the error of the outcome
+   * or of what rode on it.
+   */
+  async #flush(pend: Pending | null, ride?: ["next" | "commit", Obj]): Promise<Obj | null> {
+    if (!pend) return null;
+    const body: Obj = { ...(pend.req.body ?? {}) };
+    if (ride) body[ride[0]] = ride[1];
+    let r: Obj;
+    try {
+      r = await this.run.client.request({ kind: "request", method: "POST", path: pend.req.path, body });
+    } catch (e) {
+      if (!(e instanceof APIError)) throw e;
+      const got = e.details.outcome;
+      if (got && typeof got === "object") {
+        // the outcome was certified; what rode failed
+        await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { value: got });
+        throw e;
+      }
+      if (ride?.[0] === "commit" && (e.field ?? "").startsWith("commit.")) {
+        // The delta was refused before the outcome was read: the outcome
+        // alone, so that the action is certified whatever the agent does
+        // next (a commit with another delta, or nothing: then the lease
+        // runs out and the atom is failed).
+        try {
+          const answer = await this.run.client.request({ ...pend.req, repeatPending: true });
+          await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { value: answer });
+        } catch {
+          // the refused delta is the error to report
+        }
+        throw e;
+      }
+      await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { error: { e } });
+      throw e;
+    }
+    const rode = ride ? r[ride[0]] : undefined;
+    let answer: Obj = { ...r };
+    delete answer.next;
+    delete answer.commit;
+    if (answer.status === "pending") {
+      // not certified yet: the outcome alone, until it is
+      answer = await this.run.client.request({ ...pend.req, repeatPending: true });
+    }
+    await this.#drive(pend.flow, pend.execute, pend.reconcile, undefined, { value: answer });
+    return rode && typeof rode === "object" ? (rode as Obj) : null;
+  }
+
+  /** The first answer of call n: made alone, on the previous call's outcome, or on the begin. */
+  async #first(n: number, body: Obj): Promise<Obj> {
+    const call = (): Promise<Obj> =>
+      this.run.client.request({ kind: "request", method: "POST", path: `${this.#path}/calls/${n}`, body, repeatPending: true });
+    const pend = this.#take();
+    if (pend) {
+      const a = await this.#flush(pend, ["next", body]);
+      return !a || a.status === "pending" ? call() : a;
+    }
+    if (this.#begun) return call();
+    let r: Obj;
+    try {
+      r = await this.run.client.request({ kind: "request", method: "POST", path: this.#begins, body: { ...this.#body, call: body } });
+    } catch (e) {
+      this.#takeAttempt(e);
+      throw e;
+    }
+    this.#set(r);
+    const first = r.call as Obj;
+    return first.status === "pending" ? call() : first;
+  }
+
+  /**
+   * Performs an action at most once and returns its result. The outcome
+   * of an execution rides on the atom's next request (the next call or
+   * the commit; a fail, send, receive or resolve sends it first): the
+   * result is certified when that request is answered, and an outcome
+   * never sent (the process dies) leaves the action in doubt, as a death
+   * during its execution does. With redactResult the outcome is sent at
+   * once and the certified (redacted) result returned.
    * execute(key) performs the effect, passing the idempotency key to the
    * downstream; it is called only when the server says so (never for an
    * action already certified; after a crash only for an idempotent one),
@@ -591,11 +786,11 @@ export class Atom {
     if (o.redactResult?.length) body.redact_result = o.redactResult;
     if (o.compensate) body.compensate = { ...o.compensate };
     const n = this.#calls++;
-    const first = this.#order.then(() =>
-      this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${n}`, body, repeatPending: true }),
-    );
+    const first = this.#order.then(() => this.#first(n, body));
     this.#order = first.catch(() => undefined);
-    return this.#drive(callFlow(this.path, n, tool, await first, this.run.known), execute, o.reconcile);
+    const answer = await first;
+    const defer = o.redactResult?.length ? undefined : n; // a redacted result is the server's to give
+    return this.#drive(callFlow(this.#path, n, tool, answer, this.run.known), execute, o.reconcile, defer);
   }
 
   /** do for tools whose result is a JSON value: execute returns it, and so does doJSON. */
@@ -614,6 +809,7 @@ export class Atom {
 
   /** Settles an in-doubt action that took effect, with its result. */
   async resolve(doubt: InDoubt, result: Bytes): Promise<Uint8Array> {
+    await this.#flush(this.#take());
     const body: Obj = {};
     putBytes(body, "result", result);
     const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/calls/${doubt.call}/resolve`, body, repeatPending: true });
@@ -622,6 +818,7 @@ export class Atom {
 
   /** Settles an in-doubt action that did not take effect; with execute, runs it again at once under its key. */
   async resolveFailed(doubt: InDoubt, reason: string, execute?: Execute): Promise<Uint8Array | undefined> {
+    await this.#flush(this.#take());
     const r = await this.run.client.request({
       kind: "request", method: "POST", path: `${this.path}/calls/${doubt.call}/resolve`, body: { failed: reason, retry: execute !== undefined }, repeatPending: true,
     });
@@ -631,6 +828,8 @@ export class Atom {
 
   /** Sends payload to run `to` as part of this atom: the message exists if and only if the atom commits. */
   async send(to: string, payload: Bytes): Promise<void> {
+    await this.ready();
+    await this.#flush(this.#take());
     const body: Obj = { to };
     putBytes(body, "payload", payload);
     await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/send`, body });
@@ -642,6 +841,8 @@ export class Atom {
    * this atom commits; a fail, a lost attempt or a crash gives it back.
    */
   async receive(o: { from?: string; waitMs?: number } = {}): Promise<RunMessage | null> {
+    await this.ready();
+    await this.#flush(this.#take());
     const body: Obj = { wait_ms: o.waitMs ?? 0 };
     if (o.from) body.from = o.from;
     const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/receive`, body });
@@ -655,18 +856,88 @@ export class Atom {
   /** Commits the atom with delta (default: this.delta): durable when this resolves. */
   async commit(delta?: Delta): Promise<Committed> {
     const ops = (delta ?? this.delta).ops;
+    if (!this.#begun) {
+      if (this.committed) return this.committed; // found in the store by a ridden commit
+      if (await this.#commitRiding(ops)) return this.committed!;
+      await this.ready();
+    }
     try {
-      this.committed = await this.#drive(commitFlow(this.path, this.run.id, this.seq, ops));
+      this.committed = (await this.#commitOnOutcome(ops)) ?? (await this.#drive(commitFlow(this.path, this.run.id, this.#seq, ops)));
     } catch (e) {
       if (!(e instanceof APIError) || e.code !== "invalid_delta") this.stop();
       throw e;
     }
     this.stop();
+    if (this.branch === null) this.run.next = this.committed.seq + 1;
     return this.committed;
+  }
+
+  /**
+   * Commits on the outcome held back, if any (null: nothing rode). If the
+   * server no longer knows the attempt (it restarted while the answer was
+   * on its way), the atom at seq is read back, as commitFlow does.
+   */
+  async #commitOnOutcome(ops: Obj[]): Promise<Committed | null> {
+    const pend = this.#take();
+    let r: Obj | null;
+    try {
+      r = await this.#flush(pend, ["commit", { delta: ops }]);
+    } catch (e) {
+      if (!(e instanceof AttemptLost) || e.code !== "attempt_not_found" || this.#seq === 0 || !pend) throw e;
+      let rec: Obj;
+      try {
+        rec = await this.run.client.request({ kind: "request", method: "GET", path: `${this.run.path}/atoms/${this.#seq}` });
+      } catch (e2) {
+        if (e2 instanceof NotFound) throw e;
+        throw e2;
+      }
+      if (sameDelta(ops, (rec.delta as Obj[]) ?? [])) return { run: this.run.id, seq: this.#seq, head: String(rec.head) };
+      throw e;
+    }
+    return r ? committed(r) : null;
+  }
+
+  /**
+   * Begins and commits in one request; false when the atom must be begun
+   * first (the run's next seq is not the one this client saw). The begin
+   * names the seq it expects, so that a request repeated after a lost
+   * answer (the server restarted: it forgot the request id) never commits
+   * a second atom: the atom at that seq says whether the first landed.
+   */
+  async #commitRiding(ops: Obj[]): Promise<boolean> {
+    const body: Obj = { ...this.#body, commit: { delta: ops } };
+    const nxt = this.branch === null ? this.run.next : null; // a branch takes its seq at its commit
+    if (nxt !== null) body.seq = nxt;
+    let r: Obj;
+    try {
+      r = await this.run.client.request({ kind: "request", method: "POST", path: this.#begins, body });
+    } catch (e) {
+      this.#takeAttempt(e);
+      if (!(e instanceof APIError) || e.code !== "seq_mismatch" || nxt === null) throw e;
+      const rec = await this.run.client.request({ kind: "request", method: "GET", path: `${this.run.path}/atoms/${nxt}` });
+      if (sameDelta(ops, (rec.delta as Obj[]) ?? [])) {
+        this.committed = { run: this.run.id, seq: nxt, head: String(rec.head) };
+        this.run.next = nxt + 1;
+        return true;
+      }
+      this.run.next = null;
+      return false;
+    }
+    this.#set(r);
+    this.committed = committed(r.commit as Obj);
+    this.stop();
+    if (this.branch === null) this.run.next = this.committed.seq + 1;
+    return true;
   }
 
   /** Ends the attempt without committing: the seq is begun again, certified actions stay certified. */
   async fail(reason: string): Promise<void> {
+    if (!this.#begun) return; // nothing was begun: nothing to fail
+    try {
+      await this.#flush(this.#take()); // the action happened: certified before the atom fails
+    } catch {
+      // the fail says what happened to the attempt
+    }
     try {
       await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/fail`, body: { reason } });
     } finally {

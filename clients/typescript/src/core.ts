@@ -16,6 +16,12 @@ export interface Request {
   body?: Obj;
   /** Send again while the answer's status is "pending". */
   repeatPending?: boolean;
+  /**
+   * The outcome of an execution that succeeded: the client may hold it
+   * back to ride on the atom's next request (the next call or the
+   * commit), and answer it when that request is answered.
+   */
+  deferrable?: boolean;
 }
 
 export interface Execute {
@@ -85,9 +91,11 @@ export function* callFlow(path: string, n: number, tool: string, answer: Obj, kn
     if (status === "execute") {
       const outcome: Obj = {};
       const k = known.get(key);
+      let deferrable = false;
       if (k !== undefined) putBytes(outcome, "result", k);
       else {
         const res: ExecResult = yield { kind: "execute", key };
+        deferrable = res.ok;
         if (res.ok) {
           known.set(key, res.value);
           putBytes(outcome, "result", res.value);
@@ -98,7 +106,7 @@ export function* callFlow(path: string, n: number, tool: string, answer: Obj, kn
           outcome.error = errorText(res.error);
         }
       }
-      r = yield { kind: "request", method: "POST", path: `${path}/calls/${n}/outcome`, body: outcome, repeatPending: true };
+      r = yield { kind: "request", method: "POST", path: `${path}/calls/${n}/outcome`, body: outcome, repeatPending: true, deferrable };
       continue;
     }
     if (status === "in_doubt") {

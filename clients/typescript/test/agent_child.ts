@@ -25,6 +25,7 @@ while ((await run.info()).lastSeq < target) {
   let atomRef: c.Atom | undefined;
   await run.atom(async (atom) => {
     atomRef = atom;
+    await atom.ready();
     for (const [tool, args, idem] of actions(atom.seq)) {
       const out = await atom.doJSON(tool, (key) => callDownstream(url, tool, args, key, idem), { args, idempotent: idem, reconcile });
       atom.delta.setJSON(`${tool}@${atom.seq}`, out);

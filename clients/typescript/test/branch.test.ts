@@ -44,7 +44,7 @@ describe("branches", () => {
     const seq = await run.branchAtom(
       "b",
       async (b2) => {
-        assert.equal(b2.base, 2);
+        assert.equal((await b2.ready()).base, 2);
         assert.equal(dec(await b2.do("billing.charge", charge, { args: { cents: 5 } })), "charged");
         b2.delta.set("b", "done");
         return b2;
@@ -59,6 +59,7 @@ describe("branches", () => {
       "c",
       async (atom) => {
         tries++;
+        await atom.ready(); // its base is the state at its begin: before "other" commits
         if (tries === 1) {
           await run.branchAtom("other", async (o) => {
             o.delta.set("total", "20");

@@ -25,6 +25,8 @@ describe("contract", () => {
     const run = await client.run("ts-commit");
     const keys: string[] = [];
     const out = await run.atom(async (atom) => {
+      assert.throws(() => atom.seq, /not begun yet/); // its first request begins it
+      await atom.ready();
       assert.equal(atom.seq, 1);
       assert.equal(atom.interrupted, null);
       const r = await atom.doJSON("billing.charge", (key) => (keys.push(key), { charge: "ch_1", key }), { args: { cents: 500 } });
@@ -62,8 +64,8 @@ describe("contract", () => {
     }), RangeError);
     assert.equal((await run.info()).lastSeq, 0);
     await run.atom(async (atom) => {
-      assert.equal(atom.seq, 1);
       assert.equal(dec(await atom.do("t", () => (calls++, "ok"))), "ok");
+      assert.equal(atom.seq, 1);
     });
     assert.equal(calls, 1);
   });
@@ -89,6 +91,7 @@ describe("contract", () => {
     const key = await abandoned(run, "pay");
     await assert.rejects(run.begin(), c.RunHeld);
     await run.atom(async (atom) => {
+      await atom.ready();
       assert.equal(atom.interrupted?.reason, "takeover");
       assert.deepEqual(atom.interrupted?.actions.map((a) => [a.tool, a.status, a.key]), [["pay", "in_doubt", key]]);
       const asked: string[] = [];
@@ -141,6 +144,7 @@ describe("contract", () => {
     while ((await run.info()).lease !== null) await sleep(50);
     await assert.rejects(atom.commit(), (e: unknown) => e instanceof c.AttemptLost && e.code === "lease_lost");
     await run.atom(async (a) => {
+      await a.ready();
       assert.equal(a.seq, 1);
       assert.equal(a.interrupted?.reason, "lease_expired");
     });
@@ -258,7 +262,7 @@ describe("contract", () => {
     for (const seq of [0, 1, 2]) assert.deepEqual({ ...(await fork.state(seq)), run: src.id }, await src.state(seq));
     await assert.rejects(fork.state(3), (e: unknown) => e instanceof c.NotFound && e.code === "atom_not_found");
     await fork.atom(async (atom) => {
-      assert.equal(atom.seq, 3);
+      assert.equal((await atom.ready()).seq, 3);
       atom.delta.set("k", "f3");
     });
     assert.deepEqual([c.text(await fork.state(), "k"), c.text(await src.state(), "k")], ["f3", "3"]);

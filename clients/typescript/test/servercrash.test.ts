@@ -34,6 +34,7 @@ test("the server SIGKILLed under load", async () => {
         let last: c.Atom | undefined;
         await run.step(async (atom) => {
           last = atom;
+          await atom.ready();
           const args = { run: runId, seq: atom.seq };
           const idem = atom.seq % 2 === 0;
           const out = await atom.doJSON("charge", (key) => callDownstream(ds.url, "charge", args, key, idem), { args, idempotent: idem, reconcile });

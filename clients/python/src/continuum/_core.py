@@ -27,6 +27,10 @@ class Request:
     path: str
     body: Optional[Mapping[str, Any]] = None
     repeat_pending: bool = False
+    #: The outcome of an execution that succeeded: the driver may hold it
+    #: back, to ride on the atom's next request (the next call or the
+    #: commit), and answer it when that request is answered.
+    deferrable: bool = False
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,13 @@ def call_flow(
                 raise raised
             raise ActionFailed(tool, key, n, str(r.get("error", "")))
         if status == "execute":
+            deferrable = False
             if key in known:
                 outcome: Dict[str, Any] = {}
                 _wire.put_bytes(outcome, "result", known[key])
             else:
                 kind, value = yield Execute(key)
+                deferrable = kind == "ok"
                 if kind == "ok":
                     known[key] = value
                     outcome = {}
@@ -104,7 +110,7 @@ def call_flow(
                     # the exception goes back to the agent.
                     raised = value
                     outcome = {"error": error_text(value)}
-            r = yield Request("POST", f"{path}/calls/{n}/outcome", outcome, repeat_pending=True)
+            r = yield Request("POST", f"{path}/calls/{n}/outcome", outcome, repeat_pending=True, deferrable=deferrable)
             continue
         if status == "in_doubt":
             if key in known:

@@ -10,6 +10,7 @@ of the protocol may be repeated)."""
 from __future__ import annotations
 
 import asyncio
+import functools
 import http.client
 import os
 import socket
@@ -58,23 +59,22 @@ class Endpoint:
             raise ValueError("a TCP server needs its bearer token (token=...)")
         return Endpoint(None, u.hostname, u.port or (443 if ctx else 80), ctx, token, timeout)
 
-    def headers(self, body: Optional[bytes]) -> Dict[str, str]:
-        h = {"Host": self.host if self.socket_path is None else "localhost", "Accept": "application/json"}
-        if body is not None:
-            h["Content-Type"] = "application/json"
-            h["Content-Length"] = str(len(body))
+    @functools.cached_property
+    def fixed_headers(self) -> str:
+        """The header lines every request carries, each ending in CRLF."""
+        h = f"Host: {self.host if self.socket_path is None else 'localhost'}\r\nAccept: application/json\r\n"
         if self.token:
-            h["Authorization"] = "Bearer " + self.token
+            h += f"Authorization: Bearer {self.token}\r\n"
         return h
 
 
 def request_bytes(ep: Endpoint, method: str, path: str, body: Optional[bytes]) -> bytes:
     """The request, head and body, as one write."""
-    headers = ep.headers(body)
-    if body is None and method != "GET":
-        headers["Content-Length"] = "0"
-    head = "\r\n".join([f"{method} {path} HTTP/1.1", *(f"{k}: {v}" for k, v in headers.items())])
-    return (head + "\r\n\r\n").encode("latin-1") + (body or b"")
+    if body is None:
+        length = "" if method == "GET" else "Content-Length: 0\r\n"
+        return f"{method} {path} HTTP/1.1\r\n{ep.fixed_headers}{length}\r\n".encode("latin-1")
+    head = f"{method} {path} HTTP/1.1\r\n{ep.fixed_headers}Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n"
+    return head.encode("latin-1") + body
 
 
 def parse_status(line: bytes) -> int:
@@ -86,9 +86,16 @@ def parse_status(line: bytes) -> int:
     return int(parts[1])
 
 
+#: The answer's headers the transports read; the others (Date,
+#: Content-Type) are skipped unparsed.
+_HEADERS = {"content-length", "connection", "transfer-encoding"}
+
+
 def parse_header(line: bytes, into: Dict[str, str]) -> None:
-    k, _, v = line.decode("latin-1").partition(":")
-    into[k.strip().lower()] = v.strip()
+    k, _, v = line.partition(b":")
+    name = k.strip().lower().decode("latin-1")
+    if name in _HEADERS:
+        into[name] = v.strip().decode("latin-1")
 
 
 class _SyncConnection:

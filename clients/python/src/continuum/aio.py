@@ -12,14 +12,14 @@ import time
 import uuid
 from contextvars import Token
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
 from ._wire import BytesLike, seg
 from .client import endpoint_from_env
 from .delta import Delta
-from .errors import APIError, AttemptLost, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .errors import APIError, AttemptLost, ContinuumError, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
 
 __all__ = ["AsyncClient", "AsyncRun", "AsyncAtom"]
@@ -152,7 +152,8 @@ class _AtomContext:
         return self._run.begin(takeover=self._takeover, lease=self._lease).__await__()
 
     async def __aenter__(self) -> "AsyncAtom":
-        self._atom = await self._run.begin(takeover=self._takeover, lease=self._lease)
+        # Begun by its first request: its first call, or its commit.
+        self._atom = AsyncAtom(self._run, None, self._run._begin_body(self._takeover, self._lease))
         return await self._atom.__aenter__()
 
     async def __aexit__(self, et: Optional[Type[BaseException]], e: Optional[BaseException], tb: Optional[TracebackType]) -> None:
@@ -169,9 +170,18 @@ class AsyncRun:
         self.opened = info
         self._path = f"/v1/runs/{seg(id)}"
         self._known: Dict[str, bytes] = {}
+        # The seq this client expects the run's next atom to have (None:
+        # unknown), named by a commit riding on its begin.
+        self._next: Optional[int] = info.last_seq + 1
 
     def __repr__(self) -> str:
         return f"AsyncRun({self.id!r})"
+
+    def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
+        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        if lease is not None:
+            body["lease_ms"] = int(lease * 1000)
+        return body
 
     async def info(self) -> RunInfo:
         return _wire.run_info(await self.client._get(self._path))
@@ -194,11 +204,9 @@ class AsyncRun:
         return _wire.run_info(await self.client._send(_core.Request("POST", f"{self._path}/end", body)))
 
     async def begin(self, *, takeover: bool = False, lease: Optional[float] = None) -> "AsyncAtom":
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
-        if lease is not None:
-            body["lease_ms"] = int(lease * 1000)
+        body = self._begin_body(takeover, lease)
         r = await self.client._send(_core.Request("POST", f"{self._path}/attempts", body))
-        return AsyncAtom(self, r)
+        return AsyncAtom(self, r, body)
 
     async def branch(
         self, name: str, *, reads: Sequence[str] = (), takeover: bool = False, lease: Optional[float] = None
@@ -210,7 +218,7 @@ class AsyncRun:
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         r = await self.client._send(_core.Request("POST", f"{self._path}/branches", body))
-        return AsyncAtom(self, r)
+        return AsyncAtom(self, r, body, branch=name)
 
     async def diff(self, a: Union[int, str], b: Union[int, str], *, other: Optional[str] = None) -> Dict[str, Any]:
         """:meth:`continuum.Run.diff` for asyncio."""
@@ -220,8 +228,13 @@ class AsyncRun:
         return dict(await self.client._send(_core.Request("GET", f"{self._path}/diff{q}")))
 
     def atom(self, *, takeover: bool = False, lease: Optional[float] = None) -> _AtomContext:
-        """``async with run.atom() as atom:`` begins an atom and commits its
-        delta when the block ends (fails it if the block raises)."""
+        """``async with run.atom() as atom:`` an atom whose delta is
+        committed when the block ends (failed if the block raises). Its
+        begin rides on its first call or its commit, and an execution's
+        outcome on its next call or its commit (k + 1 requests for k
+        actions); its seq, attempt, lease and interrupted are known once
+        begun (``await atom.ready()`` begins it at once). ``await
+        run.atom()`` begins at once."""
         return _AtomContext(self, takeover, lease)
 
     async def step(
@@ -238,34 +251,98 @@ class AsyncRun:
         raise AssertionError("unreachable")
 
 
+class _Pending(NamedTuple):
+    """An outcome held back to ride on the atom's next request."""
+
+    flow: Generator[_core.Effect, Any, Any]
+    req: _core.Request
+    execute: Optional[Callable[[str], MaybeAwaitable[BytesLike]]]
+    reconcile: Optional[AsyncReconciler]
+
+
 class AsyncAtom:
     """:class:`continuum.Atom` for asyncio. Concurrent :meth:`do` calls
     are allowed: their call numbers follow the order they are made, and
     their executions overlap."""
 
-    def __init__(self, run: AsyncRun, begin: Mapping[str, Any]) -> None:
+    def __init__(
+        self, run: AsyncRun, begin: Optional[Mapping[str, Any]], body: Optional[Dict[str, Any]] = None, *, branch: Optional[str] = None
+    ) -> None:
         self.run = run
-        self.seq: int = int(begin["seq"])
-        self.attempt: str = begin["attempt"]
-        self.lease: float = int(begin["lease_ms"]) / 1000
-        self.interrupted: Optional[Interrupted] = _wire.interrupted(begin.get("interrupted"))
         #: A branch's name and base (:meth:`AsyncRun.branch`), else None.
-        self.branch: Optional[str] = begin.get("branch")
-        self.base: Optional[int] = int(begin["base"]) if begin.get("base") is not None else None
+        self.branch: Optional[str] = branch if branch is not None else (begin or {}).get("branch")
+        self._begins = f"{run._path}/branches" if self.branch is not None else f"{run._path}/attempts"
+        self._body = body or {}
         self.delta = Delta()
         self.committed: Optional[Committed] = None
-        self._path = f"{run._path}/attempts/{self.attempt}"
         self._calls = 0
         self._order = asyncio.Lock()
         self._token: Optional[Token[Any]] = None
-        self._beat: Optional[asyncio.Task[None]] = asyncio.get_running_loop().create_task(self._heartbeats())
+        self._beat: Optional[asyncio.Task[None]] = None
+        self._pending: Optional[_Pending] = None
+        self._begun = False
+        if begin is not None:
+            self._set(begin)
+
+    def _set(self, begin: Mapping[str, Any]) -> None:
+        self._seq = int(begin["seq"])
+        self._attempt = str(begin["attempt"])
+        self._lease = int(begin["lease_ms"]) / 1000
+        self._interrupted = _wire.interrupted(begin.get("interrupted"))
+        self._base = int(begin["base"]) if begin.get("base") is not None else None
+        self._path = f"{self.run._path}/attempts/{self._attempt}"
+        self._begun = True
+        self._beat = asyncio.get_running_loop().create_task(self._heartbeats())
+
+    def _need(self, what: str) -> None:
+        if not self._begun:
+            raise RuntimeError(f"atom.{what}: the atom is not begun yet (its first call or its commit begins it; await atom.ready() to begin it now)")
+
+    @property
+    def seq(self) -> int:
+        if not self._begun and self.committed is not None:
+            return self.committed.seq
+        self._need("seq")
+        return self._seq
+
+    @property
+    def attempt(self) -> str:
+        self._need("attempt")
+        return self._attempt
+
+    @property
+    def lease(self) -> float:
+        self._need("lease")
+        return self._lease
+
+    @property
+    def interrupted(self) -> Optional[Interrupted]:
+        self._need("interrupted")
+        return self._interrupted
+
+    @property
+    def base(self) -> Optional[int]:
+        self._need("base")
+        return self._base
+
+    async def ready(self) -> "AsyncAtom":
+        """Begins the atom now, if its first request was not made."""
+        async with self._order:
+            if not self._begun and self.committed is None:
+                self._set(await self.run.client._send(_core.Request("POST", self._begins, self._body)))
+        return self
+
+    def _take_attempt(self, e: APIError) -> None:
+        att = e.details.get("attempt") if e.details else None
+        if isinstance(att, Mapping) and not self._begun:
+            self._set(att)
 
     def __repr__(self) -> str:
-        return f"AsyncAtom({self.run.id!r}, seq={self.seq})"
+        return f"AsyncAtom({self.run.id!r}, seq={self._seq})" if self._begun else f"AsyncAtom({self.run.id!r}, not begun)"
 
     async def _heartbeats(self) -> None:
         while True:
-            await asyncio.sleep(self.lease / 3)
+            await asyncio.sleep(self._lease / 3)
             try:
                 await self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
             except (APIError, Unavailable):
@@ -281,10 +358,17 @@ class AsyncAtom:
         flow: Generator[_core.Effect, Any, T],
         execute: Optional[Callable[[str], MaybeAwaitable[BytesLike]]] = None,
         reconcile: Optional[AsyncReconciler] = None,
+        *,
+        defer: Optional[int] = None,
+        value: Any = None,
+        exc: Optional[BaseException] = None,
     ) -> T:
+        """Drives flow to its end; with defer (the flow's call number) the
+        outcome of a successful execution may be held back to ride on the
+        atom's next request (:meth:`_flush`), and the executed result is
+        returned at once. value or exc resumes a flow held so."""
         send = self.run.client._send
-        value: Any = None
-        exc: Optional[BaseException] = None
+        executed: Optional[bytes] = None
         while True:
             try:
                 eff = flow.throw(exc) if exc is not None else flow.send(value)
@@ -292,6 +376,9 @@ class AsyncAtom:
                 return stop.value  # type: ignore[no-any-return]
             value, exc = None, None
             if isinstance(eff, _core.Request):
+                if eff.deferrable and defer is not None and executed is not None and self._calls == defer + 1 and self._pending is None:
+                    self._pending = _Pending(flow, eff, execute, reconcile)
+                    return executed  # type: ignore[return-value]
                 try:
                     value = await send(eff)
                 except APIError as e:
@@ -299,7 +386,8 @@ class AsyncAtom:
             elif isinstance(eff, _core.Execute):
                 assert execute is not None
                 try:
-                    value = ("ok", _wire.to_bytes(await _maybe_await(execute(eff.key))))
+                    executed = _wire.to_bytes(await _maybe_await(execute(eff.key)))
+                    value = ("ok", executed)
                 except Exception as e:
                     value = ("err", e)
             else:
@@ -307,6 +395,43 @@ class AsyncAtom:
                 if reconcile is None:
                     raise InDoubt(eff.key, eff.tool, eff.call, eff.fingerprint)
                 value = await _maybe_await(reconcile(eff.key))
+
+    def _take_pending(self) -> Optional[_Pending]:
+        pend, self._pending = self._pending, None
+        return pend
+
+    async def _flush(self, pend: Optional[_Pending], ride: Optional[Tuple[str, Any]] = None) -> Optional[Mapping[str, Any]]:
+        """:meth:`continuum.Atom._flush` for asyncio: sends the held
+        outcome with what rides on it, finishes its call's flow, and
+        returns the answer of what rode (None: nothing rode)."""
+        if pend is None:
+            return None
+        send = self.run.client._send
+        body = dict(pend.req.body or {})
+        if ride is not None:
+            body[ride[0]] = ride[1]
+        try:
+            r = await send(_core.Request("POST", pend.req.path, body))
+        except APIError as e:
+            got = e.details.get("outcome")
+            if isinstance(got, Mapping):  # the outcome was certified; what rode failed
+                await self._drive(pend.flow, pend.execute, pend.reconcile, value=got)
+                raise
+            if ride is not None and ride[0] == "commit" and (e.field or "").startswith("commit."):
+                try:  # the delta was refused before the outcome was read: the outcome alone
+                    answer = await send(_core.Request("POST", pend.req.path, pend.req.body, repeat_pending=True))
+                    await self._drive(pend.flow, pend.execute, pend.reconcile, value=answer)
+                except ContinuumError:
+                    pass  # the refused delta is the error to report
+                raise e
+            await self._drive(pend.flow, pend.execute, pend.reconcile, exc=e)
+            raise
+        rode = r.get(ride[0]) if ride is not None else None
+        answer = {k: v for k, v in r.items() if k not in ("next", "commit")}
+        if answer.get("status") == "pending":
+            answer = await send(_core.Request("POST", pend.req.path, pend.req.body, repeat_pending=True))
+        await self._drive(pend.flow, pend.execute, pend.reconcile, value=answer)
+        return rode if isinstance(rode, Mapping) else None
 
     async def do(
         self,
@@ -321,7 +446,8 @@ class AsyncAtom:
         redact_result: Optional[Sequence[str]] = None,
         compensate: Optional[Mapping[str, Any]] = None,
     ) -> bytes:
-        """:meth:`continuum.Atom.do` for asyncio."""
+        """:meth:`continuum.Atom.do` for asyncio (its outcome rides on the
+        atom's next request in the same way)."""
         body: Dict[str, Any] = {"tool": tool, "idempotent": idempotent}
         if args is not None:
             body["args"] = args
@@ -333,11 +459,30 @@ class AsyncAtom:
             body["redact_result"] = list(redact_result)
         if compensate is not None:
             body["compensate"] = dict(compensate)
+        send = self.run.client._send
         async with self._order:
             n = self._calls
             self._calls += 1
-            first = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
-        return await self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
+            pend = self._take_pending()
+            first: Optional[Mapping[str, Any]] = None
+            if pend is not None:
+                first = await self._flush(pend, ("next", body))
+                if first is None or first.get("status") == "pending":
+                    first = await send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            elif self._begun:
+                first = await send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            else:
+                try:
+                    r = await send(_core.Request("POST", self._begins, {**self._body, "call": body}))
+                except APIError as e:
+                    self._take_attempt(e)
+                    raise
+                self._set(r)
+                first = r["call"]
+                if first.get("status") == "pending":
+                    first = await send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+        defer = n if not redact_result else None
+        return await self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile, defer=defer)
 
     async def do_json(
         self,
@@ -365,6 +510,7 @@ class AsyncAtom:
         return json.loads(out) if out else None
 
     async def resolve(self, doubt: InDoubt, result: BytesLike) -> bytes:
+        await self._flush(self._take_pending())
         body: Dict[str, Any] = {}
         _wire.put_bytes(body, "result", result)
         r = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
@@ -373,6 +519,7 @@ class AsyncAtom:
     async def resolve_failed(
         self, doubt: InDoubt, reason: str, execute: Optional[Callable[[str], MaybeAwaitable[BytesLike]]] = None
     ) -> Optional[bytes]:
+        await self._flush(self._take_pending())
         body: Dict[str, Any] = {"failed": reason, "retry": execute is not None}
         r = await self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
         if execute is None:
@@ -380,20 +527,81 @@ class AsyncAtom:
         return await self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
 
     async def heartbeat(self) -> None:
+        await self.ready()
         await self.run.client._send(_core.Request("POST", f"{self._path}/heartbeat", {}))
 
     async def commit(self, delta: Optional[Delta] = None) -> Committed:
         ops = (delta if delta is not None else self.delta).ops
+        if not self._begun:
+            if self.committed is not None:
+                return self.committed  # found in the store by a ridden commit
+            if await self._commit_riding(ops):
+                return self.committed  # type: ignore[return-value]
+            await self.ready()
         try:
-            self.committed = await self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
+            done = await self._commit_on_outcome(ops)
+            if done is None:
+                done = await self._drive(_core.commit_flow(self._path, self.run.id, self._seq, ops))
+            self.committed = done
         except APIError as e:
             if e.code != "invalid_delta":
                 self._stop()
             raise
         self._stop()
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
         return self.committed
 
+    async def _commit_on_outcome(self, ops: Any) -> Optional[Committed]:
+        pend = self._take_pending()
+        try:
+            r = await self._flush(pend, ("commit", {"delta": ops}))
+        except AttemptLost as lost:
+            if lost.code != "attempt_not_found" or self._seq == 0 or pend is None:
+                raise
+            try:
+                rec = await self.run.client._get(f"{self.run._path}/atoms/{self._seq}")
+            except NotFound:
+                raise lost from None
+            if _wire.same_delta(ops, rec.get("delta", [])):
+                return Committed(run=self.run.id, seq=self._seq, head=str(rec["head"]))
+            raise
+        return None if r is None else _wire.committed(r)
+
+    async def _commit_riding(self, ops: Any) -> bool:
+        """Begins and commits in one request, naming the seq expected;
+        False when the atom must be begun first."""
+        body = {**self._body, "commit": {"delta": ops}}
+        nxt = self.run._next if self.branch is None else None
+        if nxt is not None:
+            body["seq"] = nxt
+        try:
+            r = await self.run.client._send(_core.Request("POST", self._begins, body))
+        except APIError as e:
+            self._take_attempt(e)
+            if e.code != "seq_mismatch" or nxt is None:
+                raise
+            rec = await self.run.client._get(f"{self.run._path}/atoms/{nxt}")
+            if _wire.same_delta(ops, rec.get("delta", [])):
+                self.committed = Committed(run=self.run.id, seq=nxt, head=str(rec["head"]))
+                self.run._next = nxt + 1
+                return True
+            self.run._next = None
+            return False
+        self._set(r)
+        self.committed = _wire.committed(r["commit"])
+        self._stop()
+        if self.branch is None:
+            self.run._next = self.committed.seq + 1
+        return True
+
     async def fail(self, reason: str) -> None:
+        if not self._begun:
+            return  # nothing was begun: nothing to fail
+        try:
+            await self._flush(self._take_pending())  # the action happened: certified before the atom fails
+        except ContinuumError:
+            pass
         try:
             await self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
         finally:

@@ -10,13 +10,13 @@ import time
 import uuid
 from contextvars import Token
 from types import TracebackType
-from typing import Any, Callable, Dict, Generator, List, Mapping, Optional, Sequence, Type, TypeVar, Union
+from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from .delta import Delta
-from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, InDoubt, ServerError, ShuttingDown, Unavailable, error_from_answer
+from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, ContinuumError, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
 __all__ = ["Client", "Run", "Atom"]
@@ -222,14 +222,21 @@ class _Heartbeats:
         self._due: Dict["Atom", float] = {}
         self._thread: Optional[threading.Thread] = None
         self._closed = False
+        # When the thread wakes up next (it sleeps until the earliest
+        # renewal due, or a minute): an atom due later needs no wake-up,
+        # and most atoms of a busy agent are (a wake-up per atom is a
+        # thread switch per atom, which costs the agent's CPU).
+        self._wake = 0.0
 
     def add(self, atom: "Atom") -> None:
         with self._cond:
-            self._due[atom] = time.monotonic() + atom.lease / 3
+            due = time.monotonic() + atom.lease / 3
+            self._due[atom] = due
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(target=self._loop, name="continuum-heartbeats", daemon=True)
                 self._thread.start()
-            self._cond.notify()
+            if due < self._wake or self._thread is None:
+                self._cond.notify()
 
     def remove(self, atom: "Atom") -> None:
         with self._cond:
@@ -253,7 +260,9 @@ class _Heartbeats:
                         for a in due:
                             self._due[a] = now + a.lease / 3
                         break
-                    self._cond.wait(min(self._due.values(), default=now + 60) - now)
+                    self._wake = min(self._due.values(), default=now + 60)
+                    self._cond.wait(self._wake - now)
+                    self._wake = 0.0  # awake: an atom added now is seen by the next pass
             for a in due:
                 try:
                     a.heartbeat()
@@ -494,6 +503,17 @@ class Run:
         raise AssertionError("unreachable")
 
 
+class _Pending(NamedTuple):
+    """An outcome held back to ride on the atom's next request: call n's
+    flow, suspended at its outcome request."""
+
+    n: int
+    flow: Generator[_core.Effect, Any, Any]
+    req: _core.Request
+    execute: Optional[Callable[[str], BytesLike]]
+    reconcile: Optional[Reconciler]
+
+
 class Atom:
     """One attempt at an atom of a run: made by :meth:`Run.begin` or
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
@@ -514,6 +534,7 @@ class Atom:
         self._token: Optional[Token[Any]] = None
         self._body = body or {}
         self._begun = False
+        self._pending: Optional[_Pending] = None
         if begin is not None:
             self._set(begin)
 
@@ -589,10 +610,17 @@ class Atom:
         flow: Generator[_core.Effect, Any, T],
         execute: Optional[Callable[[str], BytesLike]] = None,
         reconcile: Optional[Reconciler] = None,
+        *,
+        defer: Optional[int] = None,
+        value: Any = None,
+        exc: Optional[BaseException] = None,
     ) -> T:
+        """Drives flow to its end. With defer (the flow's call number), the
+        outcome of a successful execution may be held back to ride on the
+        atom's next request (:meth:`_flush`); the executed result is then
+        returned at once. value or exc resumes a flow held so."""
         send = self.run.client._send
-        value: Any = None
-        exc: Optional[BaseException] = None
+        executed: Optional[bytes] = None
         while True:
             try:
                 eff = flow.throw(exc) if exc is not None else flow.send(value)
@@ -600,6 +628,11 @@ class Atom:
                 return stop.value  # type: ignore[no-any-return]
             value, exc = None, None
             if isinstance(eff, _core.Request):
+                if eff.deferrable and defer is not None and executed is not None:
+                    with self._order:
+                        if self._calls == defer + 1 and self._pending is None:
+                            self._pending = _Pending(defer, flow, eff, execute, reconcile)
+                            return executed  # type: ignore[return-value]
                 try:
                     value = send(eff)
                 except APIError as e:
@@ -607,7 +640,8 @@ class Atom:
             elif isinstance(eff, _core.Execute):
                 assert execute is not None
                 try:
-                    value = ("ok", _wire.to_bytes(execute(eff.key)))
+                    executed = _wire.to_bytes(execute(eff.key))
+                    value = ("ok", executed)
                 except Exception as e:
                     value = ("err", e)
             else:
@@ -615,6 +649,50 @@ class Atom:
                 if reconcile is None:
                     raise InDoubt(eff.key, eff.tool, eff.call, eff.fingerprint)
                 value = reconcile(eff.key)
+
+    def _take_pending(self) -> Optional["_Pending"]:
+        with self._order:
+            pend, self._pending = self._pending, None
+        return pend
+
+    def _flush(self, pend: Optional["_Pending"], ride: Optional[Tuple[str, Any]] = None) -> Optional[Mapping[str, Any]]:
+        """Sends pend, the outcome :meth:`_drive` held back, with what rides
+        on it (``("next", call)`` or ``("commit", {"delta": ops})``), and
+        finishes its call's flow. Returns the answer of what rode, or None
+        when nothing rode (no outcome was held, or it was not certified at
+        once: then what would have ridden is still to send). Raises the
+        error of the outcome or of what rode on it."""
+        if pend is None:
+            return None
+        body = dict(pend.req.body or {})
+        if ride is not None:
+            body[ride[0]] = ride[1]
+        try:
+            r = self.run.client._send(_core.Request("POST", pend.req.path, body))
+        except APIError as e:
+            got = e.details.get("outcome")
+            if isinstance(got, Mapping):  # the outcome was certified; what rode failed
+                self._drive(pend.flow, pend.execute, pend.reconcile, value=got)
+                raise
+            if ride is not None and ride[0] == "commit" and (e.field or "").startswith("commit."):
+                # The delta was refused before the outcome was read: the
+                # outcome alone, so that the action is certified whatever
+                # the agent does next (a commit with another delta, or
+                # nothing: then the lease runs out and the atom is failed).
+                try:
+                    answer = self.run.client._send(_core.Request("POST", pend.req.path, pend.req.body, repeat_pending=True))
+                    self._drive(pend.flow, pend.execute, pend.reconcile, value=answer)
+                except ContinuumError:
+                    pass  # the refused delta is the error to report
+                raise e
+            self._drive(pend.flow, pend.execute, pend.reconcile, exc=e)
+            raise
+        rode = r.get(ride[0]) if ride is not None else None
+        answer = {k: v for k, v in r.items() if k not in ("next", "commit")}
+        if answer.get("status") == "pending":  # not certified yet: the outcome alone, until it is
+            answer = self.run.client._send(_core.Request("POST", pend.req.path, pend.req.body, repeat_pending=True))
+        self._drive(pend.flow, pend.execute, pend.reconcile, value=answer)
+        return rode if isinstance(rode, Mapping) else None
 
     def do(
         self,
@@ -629,7 +707,16 @@ class Atom:
         redact_result: Optional[Sequence[str]] = None,
         compensate: Optional[Mapping[str, Any]] = None,
     ) -> bytes:
-        """Performs an action at most once and returns its certified result.
+        """Performs an action at most once and returns its result.
+
+        The begin rides on the atom's first call, and the outcome of an
+        execution on the atom's next request (the next call, or the
+        commit), so that an atom with k actions is k + 1 round trips: the
+        result is certified when that request is answered (a fail, a send,
+        a receive or a resolve sends it first). An outcome that is never
+        sent (the process dies) leaves the action in doubt, as a death
+        during its execution does. With ``redact_result`` the outcome is
+        sent at once and the certified (redacted) result returned.
 
         ``compensate`` declares what undoes it, for :meth:`Run.rollback`:
         ``{"tool": ..., "args": ..., "key": ..., "idempotent": ...,
@@ -662,7 +749,13 @@ class Atom:
         with self._order:
             n = self._calls
             self._calls += 1
-            if self._begun:
+            pend, self._pending = self._pending, None
+            first: Optional[Mapping[str, Any]] = None
+            if pend is not None:
+                first = self._flush(pend, ("next", body))  # the previous call's outcome carries this one
+                if first is None or first.get("status") == "pending":
+                    first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
+            elif self._begun:
                 first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
             else:
                 try:
@@ -674,7 +767,8 @@ class Atom:
                 first = r["call"]
                 if first.get("status") == "pending":
                     first = send(_core.Request("POST", f"{self._path}/calls/{n}", body, repeat_pending=True))
-        return self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile)
+        defer = n if not redact_result else None  # a redacted result is the server's to give
+        return self._drive(_core.call_flow(self._path, n, tool, first, self.run._known), execute, reconcile, defer=defer)
 
     def do_json(
         self,
@@ -704,6 +798,7 @@ class Atom:
 
     def resolve(self, doubt: InDoubt, result: BytesLike) -> bytes:
         """Settles an in-doubt action that took effect, with its result."""
+        self._flush(self._take_pending())
         body: Dict[str, Any] = {}
         _wire.put_bytes(body, "result", result)
         r = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
@@ -713,6 +808,7 @@ class Atom:
         """Settles an in-doubt action that did not take effect. With
         execute, the action is executed again at once, under its key, and
         its result returned."""
+        self._flush(self._take_pending())
         body: Dict[str, Any] = {"failed": reason, "retry": execute is not None}
         r = self.run.client._send(_core.Request("POST", f"{self._path}/calls/{doubt.call}/resolve", body, repeat_pending=True))
         if execute is None:
@@ -722,6 +818,7 @@ class Atom:
     def send(self, to: str, payload: BytesLike) -> None:
         """Sends payload to run ``to`` as part of this atom: the message
         exists if and only if the atom commits."""
+        self._flush(self._take_pending())
         body: Dict[str, Any] = {"to": to}
         _wire.put_bytes(body, "payload", payload)
         self._ensure()
@@ -733,6 +830,7 @@ class Atom:
         It is consumed when this atom commits; a fail, a lost attempt or a
         crash gives it back to a later attempt."""
         body: Dict[str, Any] = {"wait_ms": int(wait * 1000)}
+        self._flush(self._take_pending())
         if sender:
             body["from"] = sender
         self._ensure()
@@ -752,7 +850,10 @@ class Atom:
             return self.committed  # type: ignore[return-value]
         self._ensure()
         try:
-            self.committed = self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
+            done = self._commit_on_outcome(ops)
+            if done is None:
+                done = self._drive(_core.commit_flow(self._path, self.run.id, self.seq, ops))
+            self.committed = done
         except APIError as e:
             if e.code != "invalid_delta":
                 self._stop()
@@ -761,6 +862,26 @@ class Atom:
         if self.branch is None:
             self.run._next = self.committed.seq + 1
         return self.committed
+
+    def _commit_on_outcome(self, ops: Any) -> Optional[Committed]:
+        """Commits on the outcome held back, if any (None: nothing rode).
+        If the server no longer knows the attempt (it restarted while the
+        answer was on its way), the atom at seq is read back, as
+        commit_flow does."""
+        pend = self._take_pending()
+        try:
+            r = self._flush(pend, ("commit", {"delta": ops}))
+        except AttemptLost as lost:
+            if lost.code != "attempt_not_found" or self._seq == 0 or pend is None:
+                raise
+            try:
+                rec = self.run.client._get(f"{self.run._path}/atoms/{self._seq}")
+            except NotFound:
+                raise lost from None
+            if _wire.same_delta(ops, rec.get("delta", [])):
+                return Committed(run=self.run.id, seq=self._seq, head=str(rec["head"]))
+            raise
+        return None if r is None else _wire.committed(r)
 
     def _commit_riding(self, ops: Any) -> bool:
         """Begins and commits in one request; False when the atom must be
@@ -798,6 +919,10 @@ class Atom:
         the next begin, and actions certified in it are not executed again."""
         if not self._begun:
             return  # nothing was begun: nothing to fail
+        try:
+            self._flush(self._take_pending())  # the action happened: certified before the atom fails
+        except ContinuumError:
+            pass  # the fail says what happened to the attempt
         try:
             self.run.client._send(_core.Request("POST", f"{self._path}/fail", {"reason": reason}))
         finally:
