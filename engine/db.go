@@ -175,26 +175,6 @@ type DB struct {
 	}
 }
 
-// OpenInfo describes what Open found and did.
-type OpenInfo struct {
-	Duration       time.Duration // wall time of Open
-	Created        bool          // the store was created by this Open
-	Replayed       int           // log records replayed (the tail since the last engine checkpoint)
-	ReplayedBytes  int64
-	TornBytes      int64 // bytes of an incomplete record trimmed from the log tail
-	Interrupted    int   // runs whose atom was running at the crash
-	CheckpointGen  uint64
-	LedgerDeferred bool // the persisted ledger table loads after Open, in the background
-	// CleanStart reports that the store was last closed cleanly (its
-	// clean-close mark was there): its directories need no fsync before
-	// the first acknowledged write.
-	CleanStart bool
-	// CheckpointIgnored says why CHECKPOINT was not used (damaged, of
-	// another store, or disagreeing with the log): Open then replayed the
-	// whole log. "" when it was used or there was none.
-	CheckpointIgnored string
-}
-
 const (
 	lockFile       = "LOCK"
 	storeFileName  = "STORE"
@@ -492,61 +472,4 @@ func (db *DB) setBackgroundErr(err error) {
 	err = advise(err)
 	db.bg.err.CompareAndSwap(nil, &err)
 	db.logger.Error("engine: background work failed", "err", err)
-}
-
-// Close writes a final engine checkpoint (so that the next Open replays
-// nothing), closes Pebble and the log, and releases the lock. A store
-// without a snapshot store is checkpointed without one: the Open that
-// later creates it indexes the log into it. Atoms still running are
-// abandoned: they never happened, and their actions stay in the ledger.
-// Close is idempotent; it returns the first error of background work, if
-// any.
-func (db *DB) Close() error {
-	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return nil
-	}
-	db.mu.closed = true
-	db.closed.Store(true)
-	db.mu.Unlock()
-
-	close(db.bg.stop)
-	db.bg.wg.Wait()
-	db.dict.Wait()
-
-	var errs []error
-	if err := db.backgroundErr(); err != nil {
-		errs = append(errs, err)
-	}
-	// The final checkpoint needs the ledger table loaded (it rewrites it).
-	// A store opened from a checkpoint with nothing to replay, and written
-	// nothing since, is left as it is: its CHECKPOINT is still exact.
-	// A store without a snapshot store gets none from Close
-	// (skipAbsentSnapshots): the checkpoint goes without its batch.
-	if db.unchanged() {
-		db.logger.Debug("engine: close: nothing written since open; CHECKPOINT kept")
-	} else if err := db.waitLedger(context.Background()); err != nil {
-		errs = append(errs, err)
-	} else {
-		db.skipAbsentSnapshots()
-		if err := db.checkpoint(true); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	if err := db.closeSnapshots(); err != nil {
-		errs = append(errs, fmt.Errorf("engine: close snapshots: %w", err))
-	}
-	if err := db.log.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("engine: close log: %w", err))
-	}
-	// If the fsyncs started, their error, if any, failed the checkpoint.
-	db.settleDirSyncs()
-	if len(errs) == 0 {
-		db.markClean()
-	}
-	if err := db.lock.Close(); err != nil {
-		errs = append(errs, fmt.Errorf("engine: release lock: %w", err))
-	}
-	return errors.Join(errs...)
 }

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"time"
+
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -79,4 +81,24 @@ func (db *DB) Stats() Stats {
 		SnapshotStore:      db.snaps.Err(),
 		SnapshotMismatches: db.snaps.Mismatches(),
 	}
+}
+
+// OpenInfo describes what Open found and did.
+type OpenInfo struct {
+	Duration       time.Duration // wall time of Open
+	Created        bool          // the store was created by this Open
+	Replayed       int           // log records replayed (the tail since the last engine checkpoint)
+	ReplayedBytes  int64
+	TornBytes      int64 // bytes of an incomplete record trimmed from the log tail
+	Interrupted    int   // runs whose atom was running at the crash
+	CheckpointGen  uint64
+	LedgerDeferred bool // the persisted ledger table loads after Open, in the background
+	// CleanStart reports that the store was last closed cleanly (its
+	// clean-close mark was there): its directories need no fsync before
+	// the first acknowledged write.
+	CleanStart bool
+	// CheckpointIgnored says why CHECKPOINT was not used (damaged, of
+	// another store, or disagreeing with the log): Open then replayed the
+	// whole log. "" when it was used or there was none.
+	CheckpointIgnored string
 }
