@@ -9,11 +9,14 @@
 //   node bench/chat.mjs threads SAVER TURNS SIZE DIR N  N threads at once: turns/s
 //
 // SAVER: continuum (continuumd on DIR/store, the binary CONTINUUMD_BIN),
-// sqlite (SqliteSaver on DIR/cp.sqlite), memory (MemorySaver). Prints one
-// line of JSON.
+// sqlite (SqliteSaver on DIR/cp.sqlite), postgres (PostgresSaver on a
+// throwaway cluster in DIR/pg, started and stopped by bench/pg.sh: its
+// bytes are its tables' with their indexes and TOAST, not the cluster's
+// WAL), memory (MemorySaver). Prints one line of JSON.
 
 import { spawn, execFileSync } from "node:child_process";
 import { readdirSync, statSync, openSync, existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import * as http from "node:http";
 import * as path from "node:path";
 import { performance } from "node:perf_hooks";
@@ -52,8 +55,23 @@ async function startServer(dir) {
   }
 }
 
+const pgScript = fileURLToPath(new URL("./pg.sh", import.meta.url));
+function startPostgres(dir) {
+  return execFileSync(pgScript, ["start", dir], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim();
+}
+function stopPostgres(dir) {
+  execFileSync(pgScript, ["stop", dir], { stdio: ["ignore", "inherit", "inherit"] });
+}
+
 async function stopServer(s) {
   await new Promise((r) => { s.proc.once("exit", r); s.proc.kill("SIGTERM"); });
+}
+
+/** A baseline saver's module (loaded before resume's clock starts, as the saver's own is). */
+function baseline(name) {
+  if (name === "sqlite") return import("@langchain/langgraph-checkpoint-sqlite");
+  if (name === "postgres") return import("@langchain/langgraph-checkpoint-postgres");
+  return Promise.resolve({});
 }
 
 /** The saver, and how to measure its bytes and close it. */
@@ -64,10 +82,19 @@ async function open(name, dir, { server } = {}) {
     return { saver: new ContinuumSaver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
   }
   if (name === "sqlite") {
-    const { SqliteSaver } = await import("@langchain/langgraph-checkpoint-sqlite");
+    const { SqliteSaver } = await baseline(name);
     const file = path.join(dir, "cp.sqlite");
     const saver = SqliteSaver.fromConnString(file);
     return { saver, bytes: () => du(file) + du(file + "-wal") + du(file + "-shm"), close: async () => saver.db.close() };
+  }
+  if (name === "postgres") {
+    const { PostgresSaver } = await baseline(name);
+    const conn = server ?? startPostgres(dir);
+    const saver = PostgresSaver.fromConnString(conn);
+    if (!server) await saver.setup();
+    const bytes = async () =>
+      Number((await saver.pool.query("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'public' AND c.relkind = 'r'")).rows[0].n);
+    return { saver, bytes, close: async () => { await saver.end(); if (!server) stopPostgres(dir); } };
   }
   if (name === "memory") {
     const saver = new MemorySaver();
@@ -131,14 +158,18 @@ if (mode === "single") {
   const t0 = performance.now();
   for (let i = 1; i <= turns; i++) {
     await turn(g, "chat", i);
-    if (i % 100 === 0) marks.push({ turns: i, bytes: s.bytes(), putP50ms: p50(lat.slice(0, lat.length)), putP50LastMs: p50(lat.slice(-400)), seconds: (performance.now() - t0) / 1000 });
+    if (i % 100 === 0) marks.push({ turns: i, bytes: await s.bytes(), putP50ms: p50(lat.slice(0, lat.length)), putP50LastMs: p50(lat.slice(-400)), seconds: (performance.now() - t0) / 1000 });
   }
+  const bytesBeforeClose = await s.bytes();
   await s.close();
-  console.log(JSON.stringify({ mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose: s.bytes() }));
+  const bytesAfterClose = saverName === "postgres" ? bytesBeforeClose : await s.bytes();
+  console.log(JSON.stringify({ mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose }));
 } else if (mode === "resume") {
   const dir = rest[0];
   let server;
   if (saverName === "continuum") server = await startServer(dir); // the server is up: the client's connect is what a new process pays
+  if (saverName === "postgres") server = startPostgres(dir);
+  await baseline(saverName);
   const t0 = performance.now();
   const s = await open(saverName, dir, { server });
   const cfg = { configurable: { thread_id: "chat" } };
@@ -149,7 +180,8 @@ if (mode === "single") {
   for await (const _ of s.saver.list(cfg)) n++;
   const t3 = performance.now();
   await s.close();
-  if (server) await stopServer(server);
+  if (saverName === "continuum") await stopServer(server);
+  if (saverName === "postgres") stopPostgres(dir);
   console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: t3 - t2, checkpoints: n }));
 } else if (mode === "threads") {
   const [turns, size, dir, n] = [Number(rest[0]), Number(rest[1]), rest[2], Number(rest[3])];
@@ -166,4 +198,4 @@ if (mode === "single") {
   console.error("usage: see the file's comment");
   process.exit(2);
 }
-void execFileSync;
+
