@@ -6,9 +6,13 @@
 //
 //   node bench/chat.mjs single SAVER TURNS SIZE DIR     one thread: put latencies, bytes at each 100 turns
 //   node bench/chat.mjs resume SAVER DIR                a new process: open + latest, then the full history
+//                                                       (HISTORY_CAP_S: stop the history after so many
+//                                                       seconds and say how far it got)
 //   node bench/chat.mjs threads SAVER TURNS SIZE DIR N  N threads at once: turns/s
 //
 // SAVER: continuum (continuumd on DIR/store, the binary CONTINUUMD_BIN),
+// continuum-base (the same with another build of the saver, the module
+// BASE_SAVER: a before-and-after of a change),
 // sqlite (SqliteSaver on DIR/cp.sqlite), postgres (PostgresSaver on a
 // throwaway cluster in DIR/pg, started and stopped by bench/pg.sh: its
 // bytes are its tables' with their indexes and TOAST, not the cluster's
@@ -71,15 +75,17 @@ async function stopServer(s) {
 function baseline(name) {
   if (name === "sqlite") return import("@langchain/langgraph-checkpoint-sqlite");
   if (name === "postgres") return import("@langchain/langgraph-checkpoint-postgres");
+  if (name === "continuum-base") return import(path.resolve(process.env.BASE_SAVER));
   return Promise.resolve({});
 }
 
 /** The saver, and how to measure its bytes and close it. */
 async function open(name, dir, { server } = {}) {
-  if (name === "continuum") {
+  if (name === "continuum" || name === "continuum-base") {
     const s = server ?? (await startServer(dir));
     const client = new Client({ socket: s.sock });
-    return { saver: new ContinuumSaver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
+    const Saver = name === "continuum" ? ContinuumSaver : (await baseline(name)).ContinuumSaver;
+    return { saver: new Saver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
   }
   if (name === "sqlite") {
     const { SqliteSaver } = await baseline(name);
@@ -167,7 +173,7 @@ if (mode === "single") {
 } else if (mode === "resume") {
   const dir = rest[0];
   let server;
-  if (saverName === "continuum") server = await startServer(dir); // the server is up: the client's connect is what a new process pays
+  if (saverName.startsWith("continuum")) server = await startServer(dir); // the server is up: the client's connect is what a new process pays
   if (saverName === "postgres") server = startPostgres(dir);
   await baseline(saverName);
   const t0 = performance.now();
@@ -177,12 +183,20 @@ if (mode === "single") {
   const latest = await s.saver.getTuple(cfg);
   const t2 = performance.now();
   let n = 0;
-  for await (const _ of s.saver.list(cfg)) n++;
+  const cap = Number(process.env.HISTORY_CAP_S ?? 0) * 1000;
+  let capped = false;
+  for await (const _ of s.saver.list(cfg)) {
+    n++;
+    if (cap > 0 && performance.now() - t2 > cap) {
+      capped = true;
+      break;
+    }
+  }
   const t3 = performance.now();
   await s.close();
-  if (saverName === "continuum") await stopServer(server);
+  if (saverName.startsWith("continuum")) await stopServer(server);
   if (saverName === "postgres") stopPostgres(dir);
-  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: t3 - t2, checkpoints: n }));
+  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: capped ? null : t3 - t2, checkpoints: n, ...(capped ? { historyStoppedAfterMs: t3 - t2 } : {}) }));
 } else if (mode === "threads") {
   const [turns, size, dir, n] = [Number(rest[0]), Number(rest[1]), rest[2], Number(rest[3])];
   const s = await open(saverName, dir);
