@@ -8,7 +8,9 @@
 #             MemorySaver in the first round only (bytes)
 #   part two: 4 KB messages, TURNS4 turns, and THREADS threads at once of
 #             THREAD_TURNS turns each; ROUNDS2 rounds
-# PART (one, two, or both) chooses. SAVERS: the savers of the rounds
+#   resume:   one store per saver of 1 KB messages and TURNS turns, then
+#             RESUMES rounds of a new process's resume on each
+# PART (one, two, both: one and two; or resume) chooses. SAVERS: the savers of the rounds
 # (continuum sqlite postgres; continuum-base with BASE_SAVER for a
 # before-and-after). Needs npm ci here and in bench/, the package built,
 # CONTINUUMD_BIN (or go), PostgreSQL or apt-get (bench/pg.sh).
@@ -35,6 +37,18 @@ rotate() { # the savers, starting at index $1 mod n
   local n=${#savers[@]} i
   for ((i = 0; i < n; i++)); do echo "${savers[$(((i + $1) % n))]}"; done
 }
+if [ "$PART" = resume ]; then
+  for saver in "${savers[@]}"; do
+    mkdir -p "$work/$saver"
+    node bench/chat.mjs single "$saver" "$TURNS" 1024 "$work/$saver" | tag 0
+  done
+  for round in $(seq 1 "${RESUMES:-7}"); do
+    for saver in $(rotate $((round - 1))); do
+      node bench/chat.mjs resume "$saver" "$work/$saver" | tag "$round"
+    done
+  done
+  exit 0
+fi
 if [ "$PART" != two ]; then
   for round in $(seq 1 "$ROUNDS"); do
     list=$(rotate $((round - 1)))
