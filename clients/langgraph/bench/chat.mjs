@@ -7,7 +7,7 @@
 //   node bench/chat.mjs single SAVER TURNS SIZE DIR     one thread: put latencies, bytes at each 100 turns
 //   node bench/chat.mjs resume SAVER DIR                a new process: open + latest, then the full history
 //                                                       (HISTORY_CAP_S: stop the history after so many
-//                                                       seconds and say how far it got)
+//                                                       seconds and say how far it got; HISTORY=0: no history)
 //   node bench/chat.mjs threads SAVER TURNS SIZE DIR N  N threads at once: turns/s
 //
 // SAVER: continuum (continuumd on DIR/store, the binary CONTINUUMD_BIN),
@@ -185,7 +185,7 @@ if (mode === "single") {
   let n = 0;
   const cap = Number(process.env.HISTORY_CAP_S ?? 0) * 1000;
   let capped = false;
-  for await (const _ of s.saver.list(cfg)) {
+  if (process.env.HISTORY !== "0") for await (const _ of s.saver.list(cfg)) {
     n++;
     if (cap > 0 && performance.now() - t2 > cap) {
       capped = true;
@@ -196,7 +196,7 @@ if (mode === "single") {
   await s.close();
   if (saverName.startsWith("continuum")) await stopServer(server);
   if (saverName === "postgres") stopPostgres(dir);
-  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: capped ? null : t3 - t2, checkpoints: n, ...(capped ? { historyStoppedAfterMs: t3 - t2 } : {}) }));
+  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: capped || process.env.HISTORY === "0" ? null : t3 - t2, checkpoints: n, ...(capped ? { historyStoppedAfterMs: t3 - t2 } : {}) }));
 } else if (mode === "threads") {
   const [turns, size, dir, n] = [Number(rest[0]), Number(rest[1]), rest[2], Number(rest[3])];
   const s = await open(saverName, dir);
