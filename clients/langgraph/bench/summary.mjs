@@ -48,10 +48,11 @@ if (resume.size > 0) {
   console.log("|---|---|---|---|---|---|---|");
   for (const [saver, rs] of resume) {
     const hist = rs.map((r) => r.historyMs);
-    const stopped = rs.filter((r) => r.historyMs === null);
-    const h = stopped.length
+    const stopped = rs.filter((r) => r.historyMs === null && r.historyStoppedAfterMs !== undefined);
+    const unread = rs.filter((r) => r.historyMs === null && r.historyStoppedAfterMs === undefined).length;
+    const h = unread === rs.length ? "not read" : stopped.length
       ? `stopped after ${stopped.map((r) => f(r.historyStoppedAfterMs / 1000, 0) + " s").join(", ")} (${stopped.map((r) => r.checkpoints).join(", ")} listed)` + (stopped.length < rs.length ? `; ${cell(hist.filter((x) => x !== null), 0)}` : "")
-      : cell(hist, 0);
+      : cell(hist.filter((x) => x !== null), 0);
     console.log(`| ${saver} | ${rs.length} | ${cell(rs.map((r) => r.openMs))} | ${cell(rs.map((r) => r.latestMs), 0)} | ${cell(rs.map((r) => r.openMs + r.latestMs), 0)} | ${h} | ${[...new Set(rs.map((r) => r.checkpoints))].join(", ")} |`);
   }
 }
