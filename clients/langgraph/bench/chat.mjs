@@ -13,7 +13,10 @@
 // SAVER: continuum (continuumd on DIR/store, the binary CONTINUUMD_BIN),
 // continuum-base (the same with another build of the saver, the module
 // BASE_SAVER: a before-and-after of a change),
-// sqlite (SqliteSaver on DIR/cp.sqlite), postgres (PostgresSaver on a
+// sqlite (SqliteSaver on DIR/cp.sqlite, as it opens it: WAL with
+// better-sqlite3's synchronous=NORMAL, no fsync at a commit), sqlite-full
+// (the same with synchronous=FULL: the WAL fsynced at each commit, as
+// continuumd and PostgreSQL do), postgres (PostgresSaver on a
 // throwaway cluster in DIR/pg, started and stopped by bench/pg.sh: its
 // bytes are its tables' with their indexes and TOAST, not the cluster's
 // WAL), memory (MemorySaver). Prints one line of JSON.
@@ -73,7 +76,7 @@ async function stopServer(s) {
 
 /** A baseline saver's module (loaded before resume's clock starts, as the saver's own is). */
 function baseline(name) {
-  if (name === "sqlite") return import("@langchain/langgraph-checkpoint-sqlite");
+  if (name === "sqlite" || name === "sqlite-full") return import("@langchain/langgraph-checkpoint-sqlite");
   if (name === "postgres") return import("@langchain/langgraph-checkpoint-postgres");
   if (name === "continuum-base") return import(path.resolve(process.env.BASE_SAVER));
   return Promise.resolve({});
@@ -87,10 +90,11 @@ async function open(name, dir, { server } = {}) {
     const Saver = name === "continuum" ? ContinuumSaver : (await baseline(name)).ContinuumSaver;
     return { saver: new Saver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
   }
-  if (name === "sqlite") {
+  if (name === "sqlite" || name === "sqlite-full") {
     const { SqliteSaver } = await baseline(name);
     const file = path.join(dir, "cp.sqlite");
     const saver = SqliteSaver.fromConnString(file);
+    if (name === "sqlite-full") saver.db.pragma("synchronous = FULL"); // the WAL fsynced at each commit
     return { saver, bytes: () => du(file) + du(file + "-wal") + du(file + "-shm"), close: async () => saver.db.close() };
   }
   if (name === "postgres") {
