@@ -170,6 +170,7 @@ func (s *server) routes() []route {
 		{"GET", "/v1/runs/{run}/state", s.handleState, rightRead},
 		{"GET", "/v1/runs/{run}/atoms/{seq}", s.handleAtom, rightRead},
 		{"GET", "/v1/runs/{run}/read", s.handleRead, rightRead},
+		{"GET", "/v1/heads", s.handleHeads, rightRead},
 		{"GET", "/v1/runs/{run}/interrupted", s.handleInterrupted, rightRead},
 		{"POST", "/v1/runs/{run}/end", s.handleEnd, rightWrite},
 		{"POST", "/v1/runs/{run}/fork", s.handleFork, rightRead},

@@ -6,14 +6,24 @@
 //
 //   node bench/chat.mjs single SAVER TURNS SIZE DIR     one thread: put latencies, bytes at each 100 turns
 //   node bench/chat.mjs resume SAVER DIR                a new process: open + latest, then the full history
+//                                                       (HISTORY_CAP_S: stop the history after so many
+//                                                       seconds and say how far it got; HISTORY=0: no history)
 //   node bench/chat.mjs threads SAVER TURNS SIZE DIR N  N threads at once: turns/s
 //
 // SAVER: continuum (continuumd on DIR/store, the binary CONTINUUMD_BIN),
-// sqlite (SqliteSaver on DIR/cp.sqlite), memory (MemorySaver). Prints one
-// line of JSON.
+// continuum-base (the same with another build of the saver, the module
+// BASE_SAVER: a before-and-after of a change),
+// sqlite (SqliteSaver on DIR/cp.sqlite, as it opens it: WAL with
+// better-sqlite3's synchronous=NORMAL, no fsync at a commit), sqlite-full
+// (the same with synchronous=FULL: the WAL fsynced at each commit, as
+// continuumd and PostgreSQL do), postgres (PostgresSaver on a
+// throwaway cluster in DIR/pg, started and stopped by bench/pg.sh: its
+// bytes are its tables' with their indexes and TOAST, not the cluster's
+// WAL), memory (MemorySaver). Prints one line of JSON.
 
 import { spawn, execFileSync } from "node:child_process";
 import { readdirSync, statSync, openSync, existsSync } from "node:fs";
+import { fileURLToPath } from "node:url";
 import * as http from "node:http";
 import * as path from "node:path";
 import { performance } from "node:perf_hooks";
@@ -52,22 +62,49 @@ async function startServer(dir) {
   }
 }
 
+const pgScript = fileURLToPath(new URL("./pg.sh", import.meta.url));
+function startPostgres(dir) {
+  return execFileSync(pgScript, ["start", dir], { encoding: "utf8", stdio: ["ignore", "pipe", "inherit"] }).trim();
+}
+function stopPostgres(dir) {
+  execFileSync(pgScript, ["stop", dir], { stdio: ["ignore", "inherit", "inherit"] });
+}
+
 async function stopServer(s) {
   await new Promise((r) => { s.proc.once("exit", r); s.proc.kill("SIGTERM"); });
 }
 
+/** A baseline saver's module (loaded before resume's clock starts, as the saver's own is). */
+function baseline(name) {
+  if (name === "sqlite" || name === "sqlite-full") return import("@langchain/langgraph-checkpoint-sqlite");
+  if (name === "postgres") return import("@langchain/langgraph-checkpoint-postgres");
+  if (name === "continuum-base") return import(path.resolve(process.env.BASE_SAVER));
+  return Promise.resolve({});
+}
+
 /** The saver, and how to measure its bytes and close it. */
 async function open(name, dir, { server } = {}) {
-  if (name === "continuum") {
+  if (name === "continuum" || name === "continuum-base") {
     const s = server ?? (await startServer(dir));
     const client = new Client({ socket: s.sock });
-    return { saver: new ContinuumSaver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
+    const Saver = name === "continuum" ? ContinuumSaver : (await baseline(name)).ContinuumSaver;
+    return { saver: new Saver({ client }), bytes: () => du(path.join(dir, "store")), close: async () => { client.close(); if (!server) await stopServer(s); }, server: s };
   }
-  if (name === "sqlite") {
-    const { SqliteSaver } = await import("@langchain/langgraph-checkpoint-sqlite");
+  if (name === "sqlite" || name === "sqlite-full") {
+    const { SqliteSaver } = await baseline(name);
     const file = path.join(dir, "cp.sqlite");
     const saver = SqliteSaver.fromConnString(file);
+    if (name === "sqlite-full") saver.db.pragma("synchronous = FULL"); // the WAL fsynced at each commit
     return { saver, bytes: () => du(file) + du(file + "-wal") + du(file + "-shm"), close: async () => saver.db.close() };
+  }
+  if (name === "postgres") {
+    const { PostgresSaver } = await baseline(name);
+    const conn = server ?? startPostgres(dir);
+    const saver = PostgresSaver.fromConnString(conn);
+    if (!server) await saver.setup();
+    const bytes = async () =>
+      Number((await saver.pool.query("SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) AS n FROM pg_class c JOIN pg_namespace s ON s.oid = c.relnamespace WHERE s.nspname = 'public' AND c.relkind = 'r'")).rows[0].n);
+    return { saver, bytes, close: async () => { await saver.end(); if (!server) stopPostgres(dir); } };
   }
   if (name === "memory") {
     const saver = new MemorySaver();
@@ -131,14 +168,18 @@ if (mode === "single") {
   const t0 = performance.now();
   for (let i = 1; i <= turns; i++) {
     await turn(g, "chat", i);
-    if (i % 100 === 0) marks.push({ turns: i, bytes: s.bytes(), putP50ms: p50(lat.slice(0, lat.length)), putP50LastMs: p50(lat.slice(-400)), seconds: (performance.now() - t0) / 1000 });
+    if (i % 100 === 0) marks.push({ turns: i, bytes: await s.bytes(), putP50ms: p50(lat.slice(0, lat.length)), putP50LastMs: p50(lat.slice(-400)), seconds: (performance.now() - t0) / 1000 });
   }
+  const bytesBeforeClose = await s.bytes();
   await s.close();
-  console.log(JSON.stringify({ mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose: s.bytes() }));
+  const bytesAfterClose = saverName === "postgres" ? bytesBeforeClose : await s.bytes();
+  console.log(JSON.stringify({ mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose }));
 } else if (mode === "resume") {
   const dir = rest[0];
   let server;
-  if (saverName === "continuum") server = await startServer(dir); // the server is up: the client's connect is what a new process pays
+  if (saverName.startsWith("continuum")) server = await startServer(dir); // the server is up: the client's connect is what a new process pays
+  if (saverName === "postgres") server = startPostgres(dir);
+  await baseline(saverName);
   const t0 = performance.now();
   const s = await open(saverName, dir, { server });
   const cfg = { configurable: { thread_id: "chat" } };
@@ -146,11 +187,20 @@ if (mode === "single") {
   const latest = await s.saver.getTuple(cfg);
   const t2 = performance.now();
   let n = 0;
-  for await (const _ of s.saver.list(cfg)) n++;
+  const cap = Number(process.env.HISTORY_CAP_S ?? 0) * 1000;
+  let capped = false;
+  if (process.env.HISTORY !== "0") for await (const _ of s.saver.list(cfg)) {
+    n++;
+    if (cap > 0 && performance.now() - t2 > cap) {
+      capped = true;
+      break;
+    }
+  }
   const t3 = performance.now();
   await s.close();
-  if (server) await stopServer(server);
-  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: t3 - t2, checkpoints: n }));
+  if (saverName.startsWith("continuum")) await stopServer(server);
+  if (saverName === "postgres") stopPostgres(dir);
+  console.log(JSON.stringify({ mode, saver: saverName, openMs: t1 - t0, latestMs: t2 - t1, messages: latest.checkpoint.channel_values.messages.length, historyMs: capped || process.env.HISTORY === "0" ? null : t3 - t2, checkpoints: n, ...(capped ? { historyStoppedAfterMs: t3 - t2 } : {}) }));
 } else if (mode === "threads") {
   const [turns, size, dir, n] = [Number(rest[0]), Number(rest[1]), rest[2], Number(rest[3])];
   const s = await open(saverName, dir);
@@ -166,4 +216,4 @@ if (mode === "single") {
   console.error("usage: see the file's comment");
   process.exit(2);
 }
-void execFileSync;
+

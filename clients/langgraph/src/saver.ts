@@ -10,7 +10,8 @@
  * frame (the run's working memory at that seq) is the checkpoint:
  *
  *   cp                 the checkpoint record: id, parent, the run it was
- *                      put in, the checkpoint without channel_values
+ *                      put in, its seq and metadata, the checkpoint
+ *                      without channel_values
  *   c/<ch>             a channel's value (serde-typed)
  *   n/<ch>, a/<ch>/<i> a channel whose value is an array: its length and
  *                      its items one key each, so that an appended message
@@ -25,16 +26,27 @@
  *   lw/<id>/<task>/<i> a pending write made after its checkpoint's run
  *                      moved on (kept)
  *
- * Reads go through GET .../read (chosen memory keys of a frame at a seq,
- * a range of atoms): the latest checkpoint or one by id reads its record,
- * its channels, its index entry and its own writes, never the index of the
- * whole thread or other checkpoints' writes; list reads the index and
- * replays a run from its atoms (one request per 2048 atoms). A run's
- * working memory holds the channels, the index and the newest checkpoint's
- * writes only, so a put costs the same at turn 300 as at turn 1 save for
- * the index entry per checkpoint. The saver opens a run once: a put on
- * the newest checkpoint of a run, and a putWrites, are two requests (begin
- * and commit).
+ * Reads. A thread is read with GET /v1/heads (the newest frames of the
+ * runs of its id prefix, one request): its runs, their last seqs, and
+ * each run's record, top, channels and writes; a record that heads its own
+ * run is its checkpoint's index entry too, so the latest checkpoint in a
+ * new process is that one request. Other reads go through GET .../read
+ * (chosen memory keys of a frame at a seq, a range of atoms): a
+ * checkpoint by id reads its record, its channels, its index entry and its
+ * own writes, never the index of the whole thread or other checkpoints'
+ * writes; list reads the index and replays a run from its atoms (one
+ * request per 2048 atoms). Values are decoded by the serializer, except
+ * that the JSON of LangGraph's JsonPlusSerializer (the default) is revived
+ * by fastLoad (./revive.ts) when it is plain JSON and LangChain messages:
+ * the same values, without @langchain/core's load per message.
+ *
+ * Writes. A run's working memory holds the channels, the index and the
+ * newest checkpoint's writes only, so a put costs the same at turn 300 as
+ * at turn 1 save for the index entry per checkpoint. A put, and a
+ * putWrites, is one request with no read before it: a begin that carries
+ * its commit and the seq the saver expects (its own last commit's + 1);
+ * another seq (the run was written by another process) reads the thread
+ * again and puts once more.
  *
  * An atom's delta holds only what changed: the channels of newVersions
  * whose value differs from the parent's, an array's new tail, the deletes
@@ -66,7 +78,9 @@ import {
   maxChannelVersion,
   writesSortKey,
 } from "@langchain/langgraph-checkpoint";
-import { Client, Delta, type Run } from "@continuumdb/client";
+import { APIError, Client, Conflict, Delta, type Run } from "@continuumdb/client";
+import { JsonPlusSerializer } from "@langchain/langgraph-checkpoint";
+import { SLOW, fastLoad } from "./revive.js";
 
 type Obj = Record<string, unknown>;
 
@@ -99,6 +113,8 @@ interface CpRecord {
   parent?: string;
   run?: string; // the run it was put in
   cp: string; // encoded checkpoint without channel_values
+  md?: string; // encoded metadata (as its index entry's), and
+  seq?: number; // the checkpoint's seq: a head's record is its index entry too
 }
 
 /** [taskId, channel, encoded value, taskPath] */
@@ -143,9 +159,12 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   #threads = new Map<string, Thread>();
   #opened = new Map<string, Run>(); // the runs this saver opened, created or forked, by id
   #locks = new Map<string, Promise<unknown>>();
+  #last = new Map<string, number>(); // the last seq of a run as this saver knows it: a put rides on one request
+  #fast: boolean; // the serializer is LangGraph's JsonPlusSerializer: its JSON is revived by fastLoad
 
   constructor(o: ContinuumSaverOptions) {
     super(o.serde);
+    this.#fast = o.serde === undefined || o.serde.constructor === JsonPlusSerializer;
     this.client = o.client;
     this.prefix = o.prefix ?? "lg";
     if (this.prefix.includes("/") || this.prefix === "") throw new Error(`ContinuumSaver: prefix ${JSON.stringify(this.prefix)} must be non-empty and without "/"`);
@@ -160,7 +179,13 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   }
 
   async #decode(s: string): Promise<unknown> {
-    if (s.startsWith("j")) return this.serde.loadsTyped("json", s.slice(1));
+    if (s.startsWith("j")) {
+      if (this.#fast) {
+        const v = fastLoad(s.slice(1));
+        if (v !== SLOW) return v;
+      }
+      return this.serde.loadsTyped("json", s.slice(1));
+    }
     const nl = s.indexOf("\n");
     if (!s.startsWith("b") || nl < 0) throw new Error(`ContinuumSaver: a stored value is not in the saver's encoding (starts ${JSON.stringify(s.slice(0, 16))})`);
     return this.serde.loadsTyped(s.slice(1, nl), new Uint8Array(Buffer.from(s.slice(nl + 1), "base64")));
@@ -237,24 +262,70 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return { seq, mem, atoms };
   }
 
-  /** The active runs of the store whose id starts with prefix. */
-  async #runs(prefix: string): Promise<string[]> {
-    const o = await this.#get("/v1/runs");
-    const out: string[] = [];
-    for (const r of (o.runs as Obj[]) ?? []) {
-      const id = String(r.id);
-      if (id.startsWith(prefix) && r.status === "active") out.push(id);
+  /**
+   * The active runs whose id starts with prefix (GET /v1/heads, one request
+   * for the runs of a thread, not the store's list) and their last seqs;
+   * with heads, each run's newest state too (record, top, channels, writes).
+   */
+  async #runHeads(prefix: string, heads = false): Promise<{ run: string; seq: number; mem: Record<string, string> }[]> {
+    const q = new URLSearchParams({ run_prefix: prefix });
+    if (heads) {
+      for (const k of ["cp", "top"]) q.append("key", k);
+      for (const p of [...CHANNELS, "w/"]) q.append("prefix", p);
     }
-    return out;
+    const o = await this.#get(`/v1/heads?${q}`);
+    if (o.truncated) {
+      // more runs than one answer holds: the store's list, and no heads
+      const all = await this.#get("/v1/runs");
+      return ((all.runs as Obj[]) ?? [])
+        .filter((r) => String(r.id).startsWith(prefix) && r.status === "active")
+        .map((r) => ({ run: String(r.id), seq: Number(r.last_seq), mem: {} }));
+    }
+    return ((o.runs as Obj[]) ?? []).map((r) => {
+      if (r.memory_base64 && Object.keys(r.memory_base64 as Obj).length > 0) {
+        throw new Error(`ContinuumSaver: run ${String(r.run)} holds memory that is not UTF-8: not written by this saver`);
+      }
+      return { run: String(r.run), seq: Number(r.seq), mem: heads ? ((r.memory as Record<string, string>) ?? {}) : {} };
+    });
   }
 
-  async #thread(threadId: string, ns: string, refresh = false): Promise<Thread> {
+  /** The active runs of the store whose id starts with prefix. */
+  async #runs(prefix: string): Promise<string[]> {
+    return (await this.#runHeads(prefix)).map((r) => r.run);
+  }
+
+  /**
+   * The thread (its runs), from the cache or read; with heads, a thread
+   * read comes with its runs' newest states, and the index entries of the
+   * checkpoints that head their own runs: the latest checkpoint of a thread
+   * in a new process is one request.
+   */
+  async #thread(threadId: string, ns: string, refresh = false, heads = false): Promise<Thread> {
     const key = threadKey(threadId, ns);
     const t = this.#threads.get(key);
     if (t && !refresh) return t;
-    const fresh: Thread = { threadId, ns, runs: await this.#runs(this.#threadPrefix(threadId, ns)), entries: new Map(), heads: new Map() };
+    const fresh: Thread = { threadId, ns, runs: [], entries: new Map(), heads: new Map() };
+    for (const r of await this.#runHeads(this.#threadPrefix(threadId, ns), heads)) {
+      fresh.runs.push(r.run);
+      this.#last.set(r.run, r.seq);
+      if (!heads || r.mem.cp === undefined) continue;
+      const head = this.#headOf(r.run, r.seq, r.mem);
+      fresh.heads.set(r.run, head);
+      const rec = head.record;
+      if (rec && rec.run === r.run && rec.md !== undefined && rec.seq !== undefined) {
+        fresh.entries.set(rec.id, { run: r.run, seq: rec.seq, parent: rec.parent, md: rec.md, end: undefined });
+      }
+    }
     this.#threads.set(key, fresh);
     return fresh;
+  }
+
+  /** A run's newest state from its frame's keys cp, top, c/, n/, a/ and w/. */
+  #headOf(run: string, seq: number, mem: Record<string, string>): Head {
+    const v = parseView(run, seq, mem);
+    const head: Head = { ...v, top: mem.top, writes: new Map() };
+    for (const [k, x] of Object.entries(mem)) if (k.startsWith("w/")) head.writes.set(k, JSON.parse(x) as WriteRec);
+    return head;
   }
 
   /** Checkpoint id's index entry: the cache's, or read (key i/<id>) from the thread's runs. */
@@ -287,9 +358,8 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     const h = t.heads.get(run);
     if (h) return h;
     const r = await this.#read(run, { keys: ["cp", "top"], prefixes: [...CHANNELS, "w/"] });
-    const v = parseView(run, r.seq, r.mem);
-    const head: Head = { ...v, top: r.mem.top, writes: new Map() };
-    for (const [k, x] of Object.entries(r.mem)) if (k.startsWith("w/")) head.writes.set(k, JSON.parse(x) as WriteRec);
+    const head = this.#headOf(run, r.seq, r.mem);
+    this.#last.set(run, r.seq);
     t.heads.set(run, head);
     return head;
   }
@@ -319,16 +389,47 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     return r;
   }
 
-  async #commit(run: string, ops: Delta): Promise<number> {
-    const r = await this.#open(run);
-    const atom = await r.begin({ takeover: true });
+  /** The seq the run's next atom will have, as this saver knows the run. */
+  async #nextSeq(run: string): Promise<number> {
+    let last = this.#last.get(run);
+    if (last === undefined) {
+      last = (await this.#open(run)).opened.lastSeq;
+      this.#last.set(run, last);
+    }
+    return last + 1;
+  }
+
+  /**
+   * Commits ops as run's atom seq in one request: a begin (taking over an
+   * attempt left open) that carries its commit and the seq it expects
+   * (continuumd's begin with commit and seq). A repeat after a lost answer
+   * is the same request (its request_id), and a repeat after a restart of
+   * the server cannot commit twice (the seq). Another seq than expected is
+   * a SeqMoved: the run was written by another process, nothing was.
+   */
+  async #ride(run: string, seq: number, ops: Delta): Promise<void> {
+    const body = { request_id: randomBytes(16).toString("hex"), takeover: true, seq, commit: { delta: ops.ops } };
     try {
-      await atom.commit(ops);
+      await this.client.request({ kind: "request", method: "POST", path: `/v1/runs/${enc(run)}/attempts`, body });
     } catch (e) {
-      atom.stop();
+      this.#last.delete(run);
+      if (e instanceof Conflict && e.code === "seq_mismatch") throw new SeqMoved(run, seq);
+      const att = e instanceof APIError ? (e.details?.attempt as Obj | undefined)?.attempt : undefined;
+      if (typeof att === "string") {
+        // the begin was made, its commit refused: the attempt is given up (its seq is begun again)
+        await this.client
+          .request({ kind: "request", method: "POST", path: `/v1/runs/${enc(run)}/attempts/${enc(att)}/fail`, body: { reason: "ContinuumSaver: commit refused" } })
+          .catch(() => undefined);
+      }
       throw e;
     }
-    return atom.seq;
+    this.#last.set(run, seq);
+  }
+
+  async #commit(run: string, ops: Delta): Promise<number> {
+    const seq = await this.#nextSeq(run);
+    await this.#ride(run, seq, ops);
+    return seq;
   }
 
   // ---- reads ----------------------------------------------------------
@@ -338,7 +439,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     if (threadId === undefined) return undefined;
     const ns: string = config.configurable?.checkpoint_ns ?? "";
     const id = getCheckpointId(config);
-    let t = await this.#thread(String(threadId), ns);
+    let t = await this.#thread(String(threadId), ns, false, true);
     if (id) {
       const { t: t2, e } = await this.#entry(t, id);
       return e ? this.#tuple(t2, id, e) : undefined;
@@ -580,6 +681,21 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     const parentId: string | undefined = config.configurable?.checkpoint_id || undefined;
     if (typeof checkpoint?.id !== "string" || checkpoint.id === "") throw new Error("ContinuumSaver.put: the checkpoint has no id");
     await this.#locked(threadKey(threadId, ns), async () => {
+      for (let tries = 0; ; tries++) {
+        try {
+          return await this.#put(threadId, ns, parentId, checkpoint, metadata, newVersions);
+        } catch (e) {
+          // the run was written by another process since this saver read it: read the thread again, once
+          if (!(e instanceof SeqMoved) || tries > 0) throw e;
+          await this.#thread(threadId, ns, true);
+        }
+      }
+    });
+    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+  }
+
+  async #put(threadId: string, ns: string, parentId: string | undefined, checkpoint: Checkpoint, metadata: CheckpointMetadata, newVersions: ChannelVersions): Promise<void> {
+    {
       let t = await this.#thread(threadId, ns);
       let parent: Entry | undefined;
       if (parentId) ({ t, e: parent } = await this.#entry(t, parentId));
@@ -638,29 +754,26 @@ export class ContinuumSaver extends BaseCheckpointSaver {
       if (top !== base.top) delta.set("top", top);
       const bare = copyCheckpoint(checkpoint) as Partial<Checkpoint>;
       delete bare.channel_values;
-      const record: CpRecord = { id: checkpoint.id, run, cp: await this.#encode(bare) };
+      // the seq is the run's next as this saver knows it: the begin that carries the commit checks it
+      const seq = await this.#nextSeq(run);
+      const md = await this.#encode(metadata);
+      const record: CpRecord = { id: checkpoint.id, run, cp: await this.#encode(bare), md, seq };
       if (parentId) record.parent = parentId;
       delta.set("cp", JSON.stringify(record));
-      const md = await this.#encode(metadata);
-      // the seq is the run's next: known once begun, so the index entries are written after begin
-      const r = await this.#open(run);
-      const atom = await r.begin({ takeover: true });
-      const entry: Entry = { run, seq: atom.seq, parent: parentId, md, end: undefined };
+      const entry: Entry = { run, seq, parent: parentId, md, end: undefined };
       delta.set(`i/${enc(checkpoint.id)}`, entryJSON(entry));
-      const ended = extends_ && parent ? { ...parent, end: atom.seq - 1 } : undefined;
+      const ended = extends_ && parent ? { ...parent, end: seq - 1 } : undefined;
       if (ended) delta.set(`i/${enc(parentId!)}`, entryJSON(ended));
       try {
-        await atom.commit(delta);
+        await this.#ride(run, seq, delta);
       } catch (e) {
-        atom.stop();
         t.heads.delete(run);
         throw e;
       }
       if (ended) t.entries.set(parentId!, ended);
       t.entries.set(checkpoint.id, entry);
       t.heads.set(run, { record, channels, top, writes: new Map() });
-    });
-    return { configurable: { thread_id: threadId, checkpoint_ns: ns, checkpoint_id: checkpoint.id } };
+    }
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
@@ -668,6 +781,19 @@ export class ContinuumSaver extends BaseCheckpointSaver {
     const ns: string = config.configurable?.checkpoint_ns ?? "";
     const id = must(config.configurable?.checkpoint_id, "checkpoint_id");
     await this.#locked(threadKey(threadId, ns), async () => {
+      for (let tries = 0; ; tries++) {
+        try {
+          return await this.#putWrites(threadId, ns, id, writes, taskId, taskPath);
+        } catch (e) {
+          if (!(e instanceof SeqMoved) || tries > 0) throw e;
+          await this.#thread(threadId, ns, true);
+        }
+      }
+    });
+  }
+
+  async #putWrites(threadId: string, ns: string, id: string, writes: PendingWrite[], taskId: string, taskPath?: string): Promise<void> {
+    {
       const { t, e } = await this.#entry(await this.#thread(threadId, ns), id);
       if (!e) throw new Error(`ContinuumSaver.putWrites: no checkpoint ${id} in thread ${JSON.stringify(threadId)} (namespace ${JSON.stringify(ns)})`);
       const h = await this.#head(t, e.run);
@@ -696,7 +822,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
         throw err;
       }
       if (head) for (const [k, w] of added) h.writes.set(k, w);
-    });
+    }
   }
 
   /** Deletes every checkpoint and write of the thread, in every namespace: its runs end (cancelled) and leave the saver's view. */
@@ -711,6 +837,13 @@ export class ContinuumSaver extends BaseCheckpointSaver {
 }
 
 // ---- helpers ------------------------------------------------------------
+
+/** A run's next seq is not the one the saver expected: another process wrote it. */
+class SeqMoved extends Error {
+  constructor(readonly run: string, readonly seq: number) {
+    super(`ContinuumSaver: run ${run} was written by another process (its next seq is not ${seq})`);
+  }
+}
 
 function threadKey(threadId: string, ns: string): string {
   return JSON.stringify([threadId, ns]);

@@ -110,7 +110,7 @@ test("an appended message is one key of the atom's delta", async () => {
   client.close();
 });
 
-test("a put on the newest checkpoint of a run is two requests (begin, commit), and so is a putWrites", async () => {
+test("a put on the newest checkpoint of a run is one request (a begin carrying its commit), and so is a putWrites", async () => {
   const client = server.client();
   const saver = new ContinuumSaver({ client, prefix: "trips" });
   // the server's count of requests, without the stats request itself
@@ -123,8 +123,44 @@ test("a put on the newest checkpoint of a run is two requests (begin, commit), a
     const put = (await requests()) - before - 1;
     await saver.putWrites(cfg, [["messages", `w${i}`]], "task");
     const writes = (await requests()) - before - 2 - put;
-    if (i > 0) assert.deepEqual([put, writes], [2, 2], `checkpoint ${i}: put ${put} requests, putWrites ${writes}`);
+    if (i > 0) assert.deepEqual([put, writes], [1, 1], `checkpoint ${i}: put ${put} requests, putWrites ${writes}`);
   }
+  // a new saver (a new process) reads the latest checkpoint, its writes included, in one request
+  const before = await requests();
+  const fresh = new ContinuumSaver({ client, prefix: "trips" });
+  const got = await fresh.getTuple({ configurable: { thread_id: "n", checkpoint_ns: "" } });
+  assert.equal((await requests()) - before - 1, 1, "the latest checkpoint in a new saver: one request");
+  assert.deepEqual(got!.checkpoint.channel_values.messages, ["m3"]);
+  assert.deepEqual(got!.pendingWrites, [["task", "messages", "w3"]]);
+  assert.deepEqual(got!.metadata, { source: "loop", step: 3, parents: {} });
+  assert.equal(got!.parentConfig?.configurable?.checkpoint_id, (await saver.getTuple({ configurable: { thread_id: "n", checkpoint_ns: "", checkpoint_id: got!.parentConfig?.configurable?.checkpoint_id } }))!.config.configurable!.checkpoint_id);
+  client.close();
+});
+
+test("a put after another saver wrote the thread finds the run moved and puts where its parent is", async () => {
+  const client = server.client();
+  const a = new ContinuumSaver({ client, prefix: "moved" });
+  const b = new ContinuumSaver({ client, prefix: "moved" });
+  const mk = (id: string, m: string[], v: number): Checkpoint => ({ v: 4, id, ts: new Date().toISOString(), channel_values: { m }, channel_versions: { m: v }, versions_seen: {} });
+  const root = { configurable: { thread_id: "t", checkpoint_ns: "" } };
+  const [id1, id2, id3] = [uuid6(-3), uuid6(-3), uuid6(-3)];
+  const c1 = await a.put(root, mk(id1, ["x"], 1), { source: "loop", step: 1, parents: {} }, { m: 1 });
+  // b (another process) extends checkpoint 1; a still takes 1 for its run's newest
+  assert.ok(await b.getTuple(c1));
+  await b.put(c1, mk(id2, ["x", "b"], 2), { source: "loop", step: 2, parents: {} }, { m: 2 });
+  await a.put(c1, mk(id3, ["x", "a"], 2), { source: "loop", step: 2, parents: {} }, { m: 2 });
+  const fresh = new ContinuumSaver({ client, prefix: "moved" });
+  const t2 = await fresh.getTuple({ configurable: { ...root.configurable, checkpoint_id: id2 } });
+  const t3 = await fresh.getTuple({ configurable: { ...root.configurable, checkpoint_id: id3 } });
+  assert.deepEqual(t2!.checkpoint.channel_values.m, ["x", "b"]);
+  assert.deepEqual(t3!.checkpoint.channel_values.m, ["x", "a"]);
+  assert.equal(t2!.parentConfig?.configurable?.checkpoint_id, id1);
+  assert.equal(t3!.parentConfig?.configurable?.checkpoint_id, id1);
+  const latest = await fresh.getTuple(root);
+  assert.equal(latest!.config.configurable!.checkpoint_id, id3 > id2 ? id3 : id2);
+  const ids: string[] = [];
+  for await (const t of fresh.list(root)) ids.push(t.config.configurable!.checkpoint_id as string);
+  assert.deepEqual(ids, [id1, id2, id3].sort().reverse());
   client.close();
 });
 
