@@ -195,6 +195,18 @@
 //   - NoSync is unsafe: a machine crash loses acknowledged records, and,
 //     since nothing bounds what is unsynced, may even leave stale records
 //     that a later session's appends make readable.
+//   - On Linux, the active segment of a log on the operating system's
+//     filesystem is mapped shared (mmap_linux.go) when its file is already
+//     as long as its capacity (a prepared spare, a resumed segment): a
+//     group commit is then one copy into the mapping instead of a pwrite,
+//     the same bytes in the same kernel pages, and the fdatasync that
+//     follows makes them durable as it does a write's. A segment that is
+//     still growing, and every other vfs.FS (MemFS, the crash and error
+//     injecting filesystems of the tests), are written with WriteAt. An
+//     I/O error of the device while a mapped page is read in is a SIGBUS,
+//     not an error: the pages of a zero-filled segment are allocated and
+//     normally cached, but a failing disk can still take the process down
+//     where a write would have returned an error.
 //   - Open takes no lock on the directory: one process at a time (the engine
 //     locks the store).
 //   - Files are created 0600, and directories 0700, on the operating

@@ -62,6 +62,10 @@ func (l *Log) setActive(f vfs.File, id uint64, size int64) {
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
 	l.w.off, l.w.synced, l.w.cap = SegmentHeaderSize, SegmentHeaderSize, size
 	l.w.spareAt = size / 2
+	l.w.m = nil
+	if !l.readOnly {
+		l.w.m = mapSegment(f, size)
+	}
 	d := Pos{id, SegmentHeaderSize}
 	l.durable.Store(&d)
 	l.segs.Lock()
@@ -284,7 +288,10 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 		if !l.noSync {
 			n = min(n, l.unsynced)
 		}
-		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
+		if l.w.m != nil {
+			// One copy into the kernel's pages, no system call (mapSegment).
+			copy(l.w.m[l.w.off:l.w.off+n], rest[:n])
+		} else if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
 			l.fail(fmt.Errorf("wal: write segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err)), ws)
 			return false
 		}
@@ -370,6 +377,8 @@ func (l *Log) rotate(need int64) error {
 	if err := l.syncActive(); err != nil {
 		return err
 	}
+	unmapSegment(l.w.m)
+	l.w.m = nil
 	if err := l.w.f.Close(); err != nil {
 		return fmt.Errorf("wal: close segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}
