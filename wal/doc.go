@@ -1,7 +1,8 @@
 // Package wal is CONTINUUM's write-ahead log: the commit point of every atom,
 // intent and certificate. Records are appended by many goroutines at once; one
-// owner goroutine writes everything pending with one write and one fdatasync
-// (group commit) and then acknowledges it. Restart reads the log back with a
+// owner goroutine writes everything pending with one write (on Linux a copy
+// into the mapped active segment, see Caveats) and one fdatasync (group
+// commit) and then acknowledges it. Restart reads the log back with a
 // Reader from the engine's checkpoint.
 //
 // # Usage
