@@ -1,8 +1,7 @@
 // Package wal is CONTINUUM's write-ahead log: the commit point of every atom,
 // intent and certificate. Records are appended by many goroutines at once; one
-// owner goroutine writes everything pending with one write (on Linux a copy
-// into the mapped active segment, see Caveats) and one fdatasync (group
-// commit) and then acknowledges it. Restart reads the log back with a
+// owner goroutine writes everything pending with one write and one fdatasync
+// (group commit) and then acknowledges it. Restart reads the log back with a
 // Reader from the engine's checkpoint.
 //
 // # Usage
@@ -196,18 +195,6 @@
 //   - NoSync is unsafe: a machine crash loses acknowledged records, and,
 //     since nothing bounds what is unsynced, may even leave stale records
 //     that a later session's appends make readable.
-//   - On Linux, the active segment of a log on the operating system's
-//     filesystem is mapped shared (mmap_linux.go) when its file is already
-//     as long as its capacity (a prepared spare, a resumed segment): a
-//     group commit is then one copy into the mapping instead of a pwrite,
-//     the same bytes in the same kernel pages, and the fdatasync that
-//     follows makes them durable as it does a write's. A segment that is
-//     still growing, and every other vfs.FS (MemFS, the crash and error
-//     injecting filesystems of the tests), are written with WriteAt. An
-//     I/O error of the device while a mapped page is read in is a SIGBUS,
-//     not an error: the pages of a zero-filled segment are allocated and
-//     normally cached, but a failing disk can still take the process down
-//     where a write would have returned an error.
 //   - Open takes no lock on the directory: one process at a time (the engine
 //     locks the store).
 //   - Files are created 0600, and directories 0700, on the operating

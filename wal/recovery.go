@@ -481,7 +481,6 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 	info.ZeroedBytes = stale - tail
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
 	l.w.off, l.w.synced, l.w.cap = tail, tail, end.size
-	l.w.m = mapSegment(f, end.size)
 	l.w.spareAt = max(end.size/2, tail+(end.size-tail)/2)
 	if !synced {
 		// NoSync: the largest synced mark read is the best proven bound.

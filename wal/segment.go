@@ -298,8 +298,6 @@ func (l *Log) trimAtRest() {
 	if fi.Size() <= keep {
 		return // a growing segment, or one with little room left
 	}
-	unmapSegment(l.w.m) // no page of it may lie past the new end
-	l.w.m = nil
 	if err := t.Truncate(keep); err != nil {
 		l.logger.Warn("wal: truncate the active segment at close", "file", l.path(segmentName(l.w.seg)), "size", keep, "err", unwrapPathErr(err))
 		return

@@ -244,11 +244,7 @@ type Log struct {
 		// synced is an offset up to which f is known durable; every record
 		// carries the value it had when the record was encoded. It equals
 		// off between flushes (without NoSync).
-		synced int64
-		// m maps the active segment's first cap bytes (mapSegment), or is
-		// nil: flush copies records into it instead of writing them.
-		// Unmapped before f is truncated or closed.
-		m         []byte
+		synced    int64
 		buf       []byte
 		spare     chan error // result of the background spare preparation
 		preparing bool       // a prepareSpare is running; its result comes on spare
@@ -481,8 +477,6 @@ func (l *Log) Close() error {
 func (l *Log) closeFiles() error {
 	var errs []error
 	if l.w.f != nil {
-		unmapSegment(l.w.m)
-		l.w.m = nil
 		errs = append(errs, l.w.f.Close())
 		l.w.f = nil
 	}

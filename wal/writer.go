@@ -62,10 +62,6 @@ func (l *Log) setActive(f vfs.File, id uint64, size int64) {
 	l.w.f, l.w.seg, l.w.segID = f, id, segIDBytes(id)
 	l.w.off, l.w.synced, l.w.cap = SegmentHeaderSize, SegmentHeaderSize, size
 	l.w.spareAt = size / 2
-	l.w.m = nil
-	if !l.readOnly {
-		l.w.m = mapSegment(f, size)
-	}
 	d := Pos{id, SegmentHeaderSize}
 	l.durable.Store(&d)
 	l.segs.Lock()
@@ -234,10 +230,6 @@ func (l *Log) commit(batch []*Waiter) {
 		l.fail(err, batch)
 		return
 	}
-	if l.w.m != nil && l.commitMapped(batch) {
-		l.maybePrepareSpare()
-		return
-	}
 	buf := l.w.buf[:0]
 	start := 0 // batch[start:i] are encoded in buf
 	for i, w := range batch {
@@ -276,60 +268,6 @@ func (l *Log) commit(batch []*Waiter) {
 	l.maybePrepareSpare()
 }
 
-// commitMapped is commit for a group that fits in the mapped active
-// segment (l.w.m) and within l.unsynced: its records are framed straight
-// into the mapping, the one copy of their bytes on the way to the file,
-// then synced and published as flush does. It reports false, having
-// written nothing, for a group that does not fit: commit then writes it
-// through its buffer, in pieces and across a rotation as needed.
-func (l *Log) commitMapped(batch []*Waiter) bool {
-	var span int64
-	for _, w := range batch {
-		span += w.span
-	}
-	if l.w.off+span > l.w.cap-sealSpan || (!l.noSync && span > l.unsynced) {
-		return false
-	}
-	mark := l.markSyncs()
-	start := l.w.off
-	dst := l.w.m[start : start : start+span]
-	synced := uint32(l.w.synced)
-	seed := segSeed(&l.w.segID)
-	for _, w := range batch {
-		if len(w.recs) == 1 {
-			w.pos = w.at[:]
-		} else {
-			w.pos = make([]Pos, len(w.recs))
-		}
-		for j, r := range w.recs {
-			w.pos[j] = Pos{l.w.seg, start + int64(len(dst))}
-			typ := byte(recTypeMore)
-			if j == len(w.recs)-1 {
-				typ = recTypeLast
-			}
-			dst = appendRecordFrom(dst, seed, typ, synced, r)
-		}
-	}
-	if int64(len(dst)) != span {
-		// The spans enqueue summed are the records' own (recordSpan), so
-		// this is a bug: refuse the group, and the log with it (I8).
-		l.fail(fmt.Errorf("wal: a group of %d appends was to span %d bytes of segment %d, its records took %d; nothing of it was acknowledged",
-			len(batch), span, l.w.seg, len(dst)), batch)
-		return true
-	}
-	l.stats.writes.Add(1)
-	l.stats.written.Add(span)
-	l.w.off += span
-	if !l.noSync {
-		if err := l.syncActive(); err != nil {
-			l.fail(err, batch)
-			return true
-		}
-	}
-	l.complete(mark, batch)
-	return true
-}
-
 // flush writes buf at the active offset, syncs, publishes the new durable
 // end and completes ws. It reports false after a (sticky) failure.
 //
@@ -346,10 +284,7 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 		if !l.noSync {
 			n = min(n, l.unsynced)
 		}
-		if l.w.m != nil {
-			// One copy into the kernel's pages, no system call (mapSegment).
-			copy(l.w.m[l.w.off:l.w.off+n], rest[:n])
-		} else if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
+		if _, err := l.w.f.WriteAt(rest[:n], l.w.off); err != nil {
 			l.fail(fmt.Errorf("wal: write segment %d (%s) at offset %d: %w", l.w.seg, l.path(segmentName(l.w.seg)), l.w.off, unwrapPathErr(err)), ws)
 			return false
 		}
@@ -364,13 +299,6 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 			}
 		}
 	}
-	return l.complete(mark, ws)
-}
-
-// complete publishes the durable end after the group ws, written and
-// synced: replicates it (Options.Replicate), reports it and completes its
-// appends. It reports false after a (sticky) failure.
-func (l *Log) complete(mark syncMark, ws []*Waiter) bool {
 	if l.replicate != nil {
 		if err := l.replicateGroup(ws); err != nil {
 			l.fail(err, ws)
@@ -442,8 +370,6 @@ func (l *Log) rotate(need int64) error {
 	if err := l.syncActive(); err != nil {
 		return err
 	}
-	unmapSegment(l.w.m)
-	l.w.m = nil
 	if err := l.w.f.Close(); err != nil {
 		return fmt.Errorf("wal: close segment %d (%s): %w", l.w.seg, l.path(segmentName(l.w.seg)), unwrapPathErr(err))
 	}

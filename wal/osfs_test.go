@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -13,13 +12,12 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// TestMappedSegments writes a log on the operating system's filesystem,
-// where the active segment is mapped (mmap_linux.go): concurrent appends
-// and batches, small and larger than the unsynced bound, across rotations,
-// then a reopen that resumes the newest segment and appends more. Every
-// record reads back where its append said, in order, with and without
-// NoSync.
-func TestMappedSegments(t *testing.T) {
+// TestOSFilesystemSegments writes a log on the operating system's
+// filesystem: concurrent appends and batches, small and larger than the
+// unsynced bound, across rotations, then a reopen that resumes the newest
+// segment and appends more. Every record reads back where its append
+// said, in order, with and without NoSync.
+func TestOSFilesystemSegments(t *testing.T) {
 	for _, noSync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("nosync=%v", noSync), func(t *testing.T) {
 			seed := uint64(time.Now().UnixNano())
@@ -113,51 +111,4 @@ func TestMappedSegments(t *testing.T) {
 			}
 		})
 	}
-}
-
-// TestMapSegment: a file shorter than the mapping asked for is not
-// mapped (its pages past the end would fault), one as long is.
-func TestMapSegment(t *testing.T) {
-	if runtime.GOOS != "linux" {
-		t.Skip("the writer maps segments on Linux only")
-	}
-	path := vfs.Default.PathJoin(t.TempDir(), "seg")
-	f, err := vfs.Default.Create(path, vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	if _, err := f.Write(make([]byte, 8192)); err != nil {
-		t.Fatal(err)
-	}
-	if m := mapSegment(f, 16384); m != nil {
-		unmapSegment(m)
-		t.Fatal("a file of 8 KiB was mapped for 16 KiB")
-	}
-	m := mapSegment(f, 8192)
-	if m == nil {
-		t.Fatal("a file of 8 KiB was not mapped for 8 KiB")
-	}
-	copy(m[100:], "mapped")
-	unmapSegment(m)
-	got := make([]byte, 6)
-	if _, err := f.ReadAt(got, 100); err != nil || string(got) != "mapped" {
-		t.Fatalf("read %q, %v through the file after a copy into its mapping", got, err)
-	}
-	if m := mapSegment(vfsMemFile(t), 4096); m != nil {
-		t.Fatal("a MemFS file was mapped")
-	}
-}
-
-func vfsMemFile(t *testing.T) vfs.File {
-	fs := vfs.NewMem()
-	f, err := fs.Create("x", vfs.WriteCategoryUnspecified)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.Write(make([]byte, 4096)); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }
