@@ -30,9 +30,9 @@ type journal struct {
 }
 
 // ledgerBuf is the scratch of one ledger record's encoding: its body and
-// its compressed body, both dead once the record is built (the record
-// itself is allocated apart, at its size: the log and a relaxed write's
-// goroutine hold it after write returns).
+// its compressed body, dead once write returns (a record the log or a
+// relaxed write's goroutine holds after that is allocated apart, at its
+// size).
 type ledgerBuf struct{ body, comp []byte }
 
 var ledgerBufs = sync.Pool{New: func() any { return new(ledgerBuf) }}
@@ -61,11 +61,16 @@ func (j *journal) write(ctx context.Context, kind record.Kind, run string, expli
 	}
 	// kind | compressed body, or in an encrypted store kind |
 	// sealed(compressed body) (record/seal.go): compressed into the
-	// scratch, then copied or sealed into a record of its size.
+	// scratch. A write that waits hands the scratch itself to the log,
+	// which copies it once into the segment before Append returns; an
+	// asynchronous one copies it into a record of its size, which the log
+	// holds after write returns; a sealed one is sealed into such a record.
 	lb.comp = record.AppendLedger(lb.comp[:0], kind, body, db.comp, db.curDict.Load())
 	comp := lb.comp[1:]
 	var rec []byte
-	if db.sealer == nil {
+	if db.sealer == nil && wait {
+		rec = lb.comp
+	} else if db.sealer == nil {
 		rec = append(make([]byte, 0, len(lb.comp)), lb.comp...)
 	} else {
 		rec = append(make([]byte, 0, 1+seal.Overhead+binary.MaxVarintLen64+len(comp)), byte(kind))

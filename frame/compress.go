@@ -47,6 +47,7 @@ type dictEntry struct {
 	zenc *zstd.Encoder
 	zdec *zstd.Decoder
 	s2   *s2.Dict
+	s2t  *s2DictTable // s2's dictionary indexed for encodeS2Dict
 }
 
 // load returns the current map (nil for a zero Dicts, which reads as empty).
@@ -167,6 +168,7 @@ func (e *dictEntry) init() error {
 			c = c[len(c)-s2.MaxDictSize:]
 		}
 		e.s2 = s2.MakeDictManual(c, 0)
+		e.s2t = newS2DictTable(c)
 	})
 	return e.err
 }
@@ -417,7 +419,11 @@ func (c *Compressor) compressCodec(dst, src []byte, codec Codec, e *dictEntry) [
 		dst = binary.AppendUvarint(dst, uint64(id))
 		tail := dst[len(dst) : len(dst)+bound]
 		var out []byte
-		if e != nil && e.s2 != nil {
+		if e != nil && e.s2 != nil && len(src) <= s2DictMaxSrc {
+			// Our encoder, the same format (s2dict.go): no table cleared
+			// per record.
+			return encodeS2Dict(dst, src, e.s2t)
+		} else if e != nil && e.s2 != nil {
 			out = e.s2.Encode(tail, src)
 		} else {
 			if e != nil { // dictionary too small for s2: say none

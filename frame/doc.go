@@ -178,6 +178,11 @@
 // s2 with a dictionary costs a few microseconds where zstd costs tens; zstd
 // from 8 KiB (snapshots), for its better ratio; s2 again from 1 MiB when it
 // halves the record; and raw whenever the codec saves less than 1/32.
+// An s2 record with a dictionary, up to 64 KiB, is encoded by the
+// package's own encoder (s2dict.go): s2's block format, which every
+// reader decodes as before, without the 64 KiB table s2's encoder clears
+// for every record, and with the dictionary indexed at every position:
+// 5-7% fewer bytes on deltas than s2's own, for up to 1.5x its CPU.
 //
 // # Caveats
 //

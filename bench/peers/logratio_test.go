@@ -1,0 +1,209 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+	"github.com/klauspost/compress/zstd"
+)
+
+var (
+	logRatio      = flag.Bool("logratio", false, "run TestLogRatio: the agent workload's log against zstd with the same dictionary, and the store's bytes after a reopen")
+	logRatioRuns  = flag.Int("logratio-runs", 16, "TestLogRatio: runs")
+	logRatioAtoms = flag.Int("logratio-atoms", 500, "TestLogRatio: atoms per run")
+)
+
+// TestLogRatio writes the agent workload (the peers' continuum store:
+// strict, R runs of A atoms) and measures, after Close and a reopen:
+//
+//   - the store's bytes on disk, by top-level entry, against the log's own
+//     bytes (its records' spans, not the segments' preallocated room);
+//
+//   - the log's compressed record bodies (intents, certificates, atom
+//     bodies: codec byte, dictionary id, payload) against the same bodies
+//     compressed by zstd, each alone as the log does, with the store's own
+//     trained dictionary, at its fastest, default and best levels, and
+//     the CPU each takes per record.
+//
+//     go test -run TestLogRatio -logratio -v .
+func TestLogRatio(t *testing.T) {
+	if !*logRatio {
+		t.Skip("a measurement: -logratio")
+	}
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "s")
+	s, err := openContinuum(engine.Strict)(dir, Options{NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cs := s.(*continuumStore)
+	runs, atoms := *logRatioRuns, *logRatioAtoms
+	for seq := 1; seq <= atoms; seq++ {
+		for r := range runs {
+			a := workload.Script(fmt.Sprintf("run-%03d", r), uint64(seq), 1)
+			if err := cs.Atom(ctx, &Step{Atom: a}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if err := cs.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// The reopen of the requirement: open, read every run's state, close.
+	db, err := engine.Open(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for r := range runs {
+		run, err := db.Run(ctx, fmt.Sprintf("run-%03d", r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := run.StateE(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	// The store's files by top-level entry.
+	sizes := map[string]int64{}
+	var total int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		top := strings.SplitN(rel, string(filepath.Separator), 2)[0]
+		sizes[top] += fi.Size()
+		total += fi.Size()
+		return nil
+	})
+
+	// The log's records.
+	dicts := frame.NewDicts()
+	newest, err := layout.LoadDicts(vfs.Default, dir, dicts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dict, ok := dicts.Get(newest)
+	if newest == 0 || !ok {
+		t.Fatal("the store trained no dictionary")
+	}
+	comp := frame.NewCompressor(dicts)
+	l, err := wal.Open(filepath.Join(dir, layout.WALDir), &wal.Options{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	rd, err := l.NewReader(wal.Pos{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rd.Close()
+	dec := record.Decoder{}
+	type body struct{ stored, plain []byte }
+	var bodies []body
+	var logBytes, recBytes int64
+	kinds := map[record.Kind]int{}
+	for rd.Next() {
+		raw := rd.Record()
+		logBytes += (wal.RecordHeaderSize + int64(len(raw)) + wal.RecordAlign - 1) &^ (wal.RecordAlign - 1) // its span in the segment
+		recBytes += int64(len(raw))
+		var r record.Record
+		if err := dec.Decode(raw, rd.Pos(), "log", &r); err != nil {
+			t.Fatal(err)
+		}
+		kinds[r.Kind]++
+		var stored []byte
+		switch r.Kind {
+		case record.KindAtom:
+			stored = r.Body
+		case record.KindIntent, record.KindCert:
+			stored = raw[1:]
+		default:
+			continue
+		}
+		if c, id, err := frame.PeekCodec(stored); err != nil || id != newest && c != frame.CodecNone {
+			continue // compressed before the dictionary was trained
+		}
+		plain, err := comp.Decompress(nil, stored)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bodies = append(bodies, body{append([]byte(nil), stored...), plain})
+	}
+	if err := rd.Err(); err != nil {
+		t.Fatal(err)
+	}
+	var plainN, storedN int64
+	for _, b := range bodies {
+		plainN += int64(len(b.plain))
+		storedN += int64(len(b.stored))
+	}
+	t.Logf("%d runs x %d atoms; %d records (%v), %d bodies compressed with dictionary %d (%d bytes)", runs, atoms, kinds[record.KindAtom]+kinds[record.KindIntent]+kinds[record.KindCert], kinds, len(bodies), newest, len(dict))
+	t.Logf("store after reopen: %d bytes, %.0f per atom; the log's records %d bytes (%d with their framing), %.0f per atom: store / log = %.2fx",
+		total, float64(total)/float64(runs*atoms), recBytes, logBytes, float64(logBytes)/float64(runs*atoms), float64(total)/float64(logBytes))
+	var names []string
+	for k := range sizes {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		t.Logf("  %-12s %10d bytes  %7.0f per atom", k, sizes[k], float64(sizes[k])/float64(runs*atoms))
+	}
+	t.Logf("bodies: %d bytes plain, %d stored (%.2fx)", plainN, storedN, float64(plainN)/float64(storedN))
+	for _, lv := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression, zstd.SpeedBestCompression} {
+		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(lv), zstd.WithEncoderDict(dict), zstd.WithEncoderCRC(false),
+			zstd.WithSingleSegment(true), zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var n int64
+		buf := make([]byte, 0, 1<<16)
+		c0 := cpuNow()
+		for _, b := range bodies {
+			// The same envelope as the log's: codec byte, dictionary id.
+			buf = enc.EncodeAll(b.plain, buf[:0])
+			n += int64(len(buf)) + 2
+		}
+		cpu := cpuNow() - c0
+		t.Logf("zstd %-8s with the dictionary: %d bytes (%.2fx); the log's bodies are %.3fx these; %.1f µs CPU per body",
+			lv, n, float64(plainN)/float64(n), float64(storedN)/float64(n), float64(cpu.Microseconds())/float64(len(bodies)))
+	}
+	c0 := cpuNow()
+	var n int64
+	buf := make([]byte, 0, 1<<16)
+	for _, b := range bodies {
+		buf = comp.Compress(buf[:0], b.plain, newest)
+		n += int64(len(buf))
+	}
+	t.Logf("the log's codec again: %d bytes, %.1f µs CPU per body", n, float64((cpuNow()-c0).Microseconds())/float64(len(bodies)))
+}
+
+// cpuNow is the process's user and system CPU time.
+func cpuNow() time.Duration {
+	var ru syscall.Rusage
+	syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
