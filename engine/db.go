@@ -32,65 +32,16 @@ import (
 // DB is an open store. It is safe for concurrent use by many goroutines; each
 // run has at most one atom running at a time.
 type DB struct {
-	opts    Options
-	fence   Fence // the writer's hold on the store, set at Open (fencing.go)
-	dir     string
-	fs      vfs.FS
-	logger  *slog.Logger
-	lock    *layout.StoreLock
-	storeID [16]byte
+	opts  Options
+	fence Fence // the writer's hold on the store, set at Open (fencing.go)
+	log   *wal.Log
 
-	log    *wal.Log
-	hasher *chain.Hasher
-	signer *chain.Signer  // nil: checkpoints are written unsigned
-	keys   *storeKeys     // nil: a plaintext store (keys.go)
-	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
-	dicts  *frame.Dicts
-	comp   *frame.Compressor
-	// replayComp is comp with Open's decompression budget, for the log's
-	// tail Open replays; nil after Open. Only Open's goroutine reads it.
-	replayComp *frame.Compressor
-
-	// curDict is the dictionary new records are compressed with (0 = none).
-	curDict atomic.Uint32
-	// lastSegName is the segment path segmentFile built last.
-	lastSegName atomic.Pointer[segName]
+	storeLoc    // where the store is and how its files are reached
+	recordCodec // how records are hashed, signed, sealed and compressed
+	openState   // what Open found and started, and the directories' fsyncs
+	health      // failures that change what Close and the writes may do
 
 	ledger *ledger.Ledger
-	// ledgerTable is the ledger's persisted table, loaded after Open
-	// (ledgertable.go).
-	ledgerTable *checkpoint.LedgerTable
-
-	// snaps is the snapshot store over its lifecycle (snapstore.go);
-	// set by Open once its recovery succeeded.
-	snaps *snapindex.Keeper
-
-	// recovered is closed when Open's recovery ends; recoverErr is set
-	// before that.
-	recovered  chan struct{}
-	recoverErr error
-
-	// dirsSynced is closed when the fsyncs of the store's directories have
-	// ended (startDirSyncs); dirsErr is set before that. dirsOnce starts them.
-	dirsSynced chan struct{}
-	dirsErr    error
-	dirsOnce   sync.Once
-	// madeDirs is set by mkdirs when it created a directory, whose entry
-	// needs an fsync whatever the clean-close mark says (clean.go).
-	// unclean is set by a write or fsync that failed and was only logged:
-	// Close then leaves no mark.
-	// cleanMark is set by Open when it found the mark.
-	madeDirs  bool
-	cleanMark bool
-	unclean   atomic.Bool
-
-	// openAppends is the log's append count when Open ended: a Close that
-	// finds it unchanged, with nothing replayed, has nothing to checkpoint.
-	openAppends int64
-
-	// openGen is the generation of the engine checkpoint Open started
-	// from (0 = none); the snapshot store must be at least that recent.
-	openGen uint64
 
 	// active tracks log writes between their append and the in-memory update
 	// that follows it; an engine checkpoint replays from below the oldest.
@@ -103,9 +54,6 @@ type DB struct {
 	// relaxed counts the relaxed-mode ledger records not yet durable and
 	// applied; Add happens under the ledger's gate (see journal.write).
 	relaxed sync.WaitGroup
-
-	// closed mirrors mu.closed for the hot path's check.
-	closed atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -126,22 +74,8 @@ type DB struct {
 		// nor created again. A nil value: a deletion being written.
 		deleted map[string]*deletion
 	}
-	// msgs is the inbox of messages between runs (messages.go).
-	msgs mailbox.Box
 
-	// gc is retention's state (gc.go): the lock that serializes
-	// deletions, erasures and collections, the queue of collections the
-	// bg goroutine runs, and Open's orphan records.
-	gc retention.GC
-
-	// dict trains the store's compression dictionary (dict.go).
-	dict *dicttrain.Trainer
-
-	// logErr is the log's first write or sync failure, if any (failLog).
-	logErr atomic.Pointer[error]
-
-	// tailBytes counts bytes appended since the last engine checkpoint.
-	tailBytes atomic.Int64
+	capabilityState // each capability's one field (hooks.go lists their hooks)
 
 	bg struct {
 		snapJobs chan *Run
@@ -155,24 +89,112 @@ type DB struct {
 		err      atomic.Pointer[error]
 	}
 
-	// eraser erases runs and memory keys (its queue of erasures is served
-	// by the bg goroutine), and seals erasable memory values (package
-	// internal/erasure; erase.go, erasekey.go).
-	eraser *erasing.Eraser
+	// useTick orders the runs' uses for the frame cache (Run.lastUse);
+	// frameBudget is Options.FrameCache (tests change it).
+	useTick, frameBudget atomic.Int64
+
+	counters struct {
+		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
+		framesRebuilt, framesDropped                           atomic.Int64
+	}
+}
+
+// storeLoc is where a store is and how its files are reached.
+type storeLoc struct {
+	dir     string
+	fs      vfs.FS
+	logger  *slog.Logger
+	lock    *layout.StoreLock
+	storeID [16]byte
+	// lastSegName is the segment path segmentFile built last.
+	lastSegName atomic.Pointer[segName]
+}
+
+// recordCodec is how the store's records are hashed, signed, sealed and
+// compressed.
+type recordCodec struct {
+	hasher *chain.Hasher
+	signer *chain.Signer  // nil: checkpoints are written unsigned
+	keys   *storeKeys     // nil: a plaintext store (keys.go)
+	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
+	dicts  *frame.Dicts
+	comp   *frame.Compressor
+	// replayComp is comp with Open's decompression budget, for the log's
+	// tail Open replays; nil after Open. Only Open's goroutine reads it.
+	replayComp *frame.Compressor
+	// curDict is the dictionary new records are compressed with (0 = none).
+	curDict atomic.Uint32
+}
+
+// openState is what Open found and started.
+type openState struct {
+	// recovered is closed when Open's recovery ends; recoverErr is set
+	// before that.
+	recovered  chan struct{}
+	recoverErr error
+
+	// dirsSynced is closed when the fsyncs of the store's directories have
+	// ended (startDirSyncs); dirsErr is set before that. dirsOnce starts them.
+	dirsSynced chan struct{}
+	dirsErr    error
+	dirsOnce   sync.Once
+	// madeDirs is set by mkdirs when it created a directory, whose entry
+	// needs an fsync whatever the clean-close mark says (clean.go).
+	// cleanMark is set by Open when it found the mark.
+	madeDirs  bool
+	cleanMark bool
+
+	// openAppends is the log's append count when Open ended: a Close that
+	// finds it unchanged, with nothing replayed, has nothing to checkpoint.
+	openAppends int64
+
+	// openGen is the generation of the engine checkpoint Open started
+	// from (0 = none); the snapshot store must be at least that recent.
+	openGen uint64
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).
 	reg *registryCheck
 
-	// useTick orders the runs' uses for the frame cache (Run.lastUse);
-	// frameBudget is Options.FrameCache (tests change it).
-	useTick, frameBudget atomic.Int64
-
 	openInfo OpenInfo
-	counters struct {
-		atoms, fails, actions, deduped, snapshots, checkpoints atomic.Int64
-		framesRebuilt, framesDropped                           atomic.Int64
-	}
+}
+
+// health is the failures that change what Close and the writes may do.
+type health struct {
+	// unclean is set by a write or fsync that failed and was only logged:
+	// Close then leaves no mark.
+	unclean atomic.Bool
+	// logErr is the log's first write or sync failure, if any (failLog).
+	logErr atomic.Pointer[error]
+	// closed mirrors mu.closed for the hot path's check.
+	closed atomic.Bool
+	// tailBytes counts bytes appended since the last engine checkpoint.
+	tailBytes atomic.Int64
+}
+
+// capabilityState holds each capability's state, one field each; the
+// capability's package owns what is inside.
+type capabilityState struct {
+	// ledgerTable is the ledger's persisted table, loaded after Open
+	// (ledgertable.go; internal/checkpoint).
+	ledgerTable *checkpoint.LedgerTable
+	// snaps is the snapshot store over its lifecycle (snapstore.go;
+	// internal/snapindex); set by Open once its recovery succeeded.
+	snaps *snapindex.Keeper
+	// msgs is the inbox of messages between runs (messages.go;
+	// internal/mailbox).
+	msgs mailbox.Box
+	// gc is retention's state (gc.go; internal/retention): the lock that
+	// serializes deletions, erasures and collections, the queue of
+	// collections the bg goroutine runs, and Open's orphan records.
+	gc retention.GC
+	// dict trains the store's compression dictionary (dict.go;
+	// internal/dicttrain).
+	dict *dicttrain.Trainer
+	// eraser erases runs and memory keys (its queue of erasures is served
+	// by the bg goroutine), and seals erasable memory values (erase.go,
+	// erasekey.go; internal/erasure).
+	eraser *erasing.Eraser
 }
 
 const (
@@ -216,12 +238,14 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, err
 	}
 	db := &DB{
-		opts:        o,
-		dir:         dir,
-		fs:          privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
-		logger:      o.Logger.With("store", dir),
-		ledgerTable: checkpoint.NewLedgerTable(),
-		recovered:   make(chan struct{}),
+		opts: o,
+		storeLoc: storeLoc{
+			dir:    dir,
+			fs:     privfs.Confine(o.FS, dir), // files 0600, directories 0700, only the store's own files
+			logger: o.Logger.With("store", dir),
+		},
+		openState:       openState{recovered: make(chan struct{})},
+		capabilityState: capabilityState{ledgerTable: checkpoint.NewLedgerTable()},
 	}
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}

@@ -316,8 +316,9 @@ func fzReplayDB(s *fzStore) (*DB, error) {
 	if err != nil {
 		return nil, err
 	}
-	db := &DB{fs: vfs.NewMem(), dir: fzDir, hasher: h, ledger: ledger.New(), dicts: frame.NewDicts(),
-		logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
+	db := &DB{ledger: ledger.New(),
+		storeLoc:    storeLoc{fs: vfs.NewMem(), dir: fzDir, logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		recordCodec: recordCodec{hasher: h, dicts: frame.NewDicts()}}
 	for id, d := range s.dicts {
 		if err := db.dicts.Add(id, d); err != nil {
 			return nil, err
