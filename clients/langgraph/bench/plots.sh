@@ -3,7 +3,7 @@
 # the other, each writing its PER_TURN file (each turn's put latencies and
 # the saver's bytes after it) into OUT, then bench/plot.mjs draws
 # OUT/bytes.svg and OUT/put-p50.svg from them. JSON lines to stdout.
-#   SAVERS (continuum sqlite memory), TURNS (300), SIZE (1024),
+#   SAVERS (continuum sqlite memory; empty: none), TURNS (300), SIZE (1024),
 #   PG_TURNS (0: no PostgresSaver; else its turns: 300 take about 20 min),
 #   OUT (bench/plots)
 # Needs what bench/side.sh needs (npm ci here and in bench/, the package
@@ -19,7 +19,7 @@ TURNS=${TURNS:-300}
 SIZE=${SIZE:-1024}
 PG_TURNS=${PG_TURNS:-0}
 OUT=${OUT:-bench/plots}
-read -r -a savers <<< "${SAVERS:-continuum sqlite memory}"
+read -r -a savers <<< "${SAVERS-continuum sqlite memory}"
 if [ "$PG_TURNS" != 0 ]; then savers+=(postgres); fi
 mkdir -p "$OUT"
 work=$(mktemp -d /tmp/lgplots-XXXXXX)
