@@ -19,10 +19,17 @@
 // continuumd and PostgreSQL do), postgres (PostgresSaver on a
 // throwaway cluster in DIR/pg, started and stopped by bench/pg.sh: its
 // bytes are its tables' with their indexes and TOAST, not the cluster's
-// WAL), memory (MemorySaver). Prints one line of JSON.
+// WAL), memory (MemorySaver: its bytes are the serialized checkpoints and
+// writes it holds, not a disk's). Prints one line of JSON.
+//
+// PER_TURN=FILE (single): also writes FILE, one JSON object: the line
+// above with the date, Node's version, the load average at the end, and
+// perTurn, each turn's put latencies (ms, in order) and the saver's bytes
+// read after the turn (outside the timed puts; bench/plot.mjs draws them).
 
 import { spawn, execFileSync } from "node:child_process";
-import { readdirSync, statSync, openSync, existsSync } from "node:fs";
+import { readdirSync, statSync, openSync, existsSync, writeFileSync } from "node:fs";
+import { loadavg } from "node:os";
 import { fileURLToPath } from "node:url";
 import * as http from "node:http";
 import * as path from "node:path";
@@ -165,15 +172,20 @@ if (mode === "single") {
   const lat = timePuts(s.saver);
   const g = graph(s.saver, size);
   const marks = [];
+  const perTurn = []; // PER_TURN: each turn's puts (ms) and the saver's bytes after it
   const t0 = performance.now();
   for (let i = 1; i <= turns; i++) {
+    const before = lat.length;
     await turn(g, "chat", i);
+    if (process.env.PER_TURN) perTurn.push({ turn: i, putsMs: lat.slice(before), bytes: await s.bytes() });
     if (i % 100 === 0) marks.push({ turns: i, bytes: await s.bytes(), putP50ms: p50(lat.slice(0, lat.length)), putP50LastMs: p50(lat.slice(-400)), seconds: (performance.now() - t0) / 1000 });
   }
   const bytesBeforeClose = await s.bytes();
   await s.close();
   const bytesAfterClose = saverName === "postgres" ? bytesBeforeClose : await s.bytes();
-  console.log(JSON.stringify({ mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose }));
+  const result = { mode, saver: saverName, turns, size, puts: lat.length, marks, bytesAfterClose };
+  if (process.env.PER_TURN) writeFileSync(process.env.PER_TURN, JSON.stringify({ ...result, at: new Date().toISOString(), node: process.version, loadavg: loadavg(), perTurn }) + "\n");
+  console.log(JSON.stringify(result));
 } else if (mode === "resume") {
   const dir = rest[0];
   let server;
