@@ -157,6 +157,8 @@ func TestRefEncoding(t *testing.T) {
 func FuzzParseRef(f *testing.F) {
 	f.Add(AppendRef(nil, Ref{Size: 5, Media: "text/html"}))
 	f.Add([]byte{1})
+	// A size of 0 in two bytes (0x80 0x00): refused, one encoding a Ref.
+	f.Add(append(append([]byte{1}, make([]byte, 32)...), 0x80, 0x00, 0x00))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		r, rest, err := ParseRef(b)
 		if err != nil {

@@ -58,12 +58,12 @@ func ParseRef(b []byte) (Ref, []byte, error) {
 	}
 	copy(r.Hash[:], b[1:33])
 	b = b[33:]
-	size, n := binary.Uvarint(b)
+	size, n := uvarint(b)
 	if n <= 0 || size > 1<<62 {
 		return r, nil, fmt.Errorf("%w: size", ErrRef)
 	}
 	b = b[n:]
-	ml, n := binary.Uvarint(b)
+	ml, n := uvarint(b)
 	if n <= 0 || ml > MaxMediaType || uint64(len(b)-n) < ml {
 		return r, nil, fmt.Errorf("%w: media type", ErrRef)
 	}
@@ -73,6 +73,16 @@ func ParseRef(b []byte) (Ref, []byte, error) {
 	}
 	r.Size, r.Media = int64(size), string(b[:ml])
 	return r, b[ml:], nil
+}
+
+// uvarint is binary.Uvarint refusing a value not in its shortest form
+// (n = -1), so that a Ref has one encoding.
+func uvarint(b []byte) (uint64, int) {
+	v, n := binary.Uvarint(b)
+	if n > 1 && b[n-1] == 0 {
+		return 0, -1
+	}
+	return v, n
 }
 
 func first(b []byte) any {
