@@ -11,7 +11,14 @@
 //     p50s divided by the requests per atom.
 //   - throughput: atoms/s of 16 runs at once: 16 goroutines in-process,
 //     16 goroutines over the socket (4 requests, 2, 2 over h2c), 16
-//     Python client processes (clients/python: 2 requests per atom).
+//     Python client processes (clients/python: 2 requests per atom), and
+//     with -node 16 TypeScript client processes (clients/typescript as
+//     its prepare script builds it, dist/src: 2 requests per atom).
+//     -levels 1,16,64 runs every throughput kind at each of these numbers
+//     of runs at once instead of -concurrency, within the same rounds, and
+//     times each atom of each client: at 1 client the p50 of an atom less
+//     in-process's, divided by the client's requests per atom, is the
+//     overhead per request of that client's language.
 //
 // With -server-before BIN the kinds of a baseline server binary run
 // beside the current one's; with -python-before DIR the Python clients of
@@ -41,6 +48,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -60,6 +68,8 @@ var (
 	rounds       = flag.Int("rounds", 5, "rounds; every kind runs once per round")
 	atoms        = flag.Int("atoms", 2000, "atoms per latency measurement")
 	conc         = flag.Int("concurrency", 16, "runs at once in the throughput measurement")
+	levelsFlag   = flag.String("levels", "", "comma-separated numbers of runs at once (e.g. 1,16,64): every throughput kind at each, with p50 per atom (\"\": -concurrency only)")
+	node         = flag.String("node", "", "the Node binary for the TypeScript clients (clients/typescript built by npm install or its prepare script; \"\": skip them)")
 	perRun       = flag.Int("per-run", 150, "atoms per run in the throughput measurement")
 	nosync       = flag.Bool("nosync", false, "also measure latency with fsync off everywhere")
 	python       = flag.String("python", "python3", "the Python interpreter for the Python clients (\"\": skip them)")
@@ -118,8 +128,24 @@ func main() {
 			log.Fatalf("go build: %v", err)
 		}
 	}
-	fmt.Printf("# continuumd bench: %d rounds, %d atoms per latency run, %d runs x %d atoms for throughput, %s\n",
-		*rounds, *atoms, *conc, *perRun, time.Now().UTC().Format(time.RFC3339))
+	levels := []int{*conc}
+	if *levelsFlag != "" {
+		levels = levels[:0]
+		for _, f := range strings.Split(*levelsFlag, ",") {
+			n, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || n < 1 {
+				log.Fatalf("-levels %q: %q is not a number of runs >= 1", *levelsFlag, f)
+			}
+			levels = append(levels, n)
+		}
+	}
+	if *levelsFlag == "" {
+		fmt.Printf("# continuumd bench: %d rounds, %d atoms per latency run, %d runs x %d atoms for throughput, %s\n",
+			*rounds, *atoms, *conc, *perRun, time.Now().UTC().Format(time.RFC3339))
+	} else {
+		fmt.Printf("# continuumd bench: %d rounds, %d atoms per latency run, %s runs x %d atoms for throughput, %s\n",
+			*rounds, *atoms, *levelsFlag, *perRun, time.Now().UTC().Format(time.RFC3339))
+	}
 
 	if *profileDir != "" {
 		if err := os.MkdirAll(*profileDir, 0o700); err != nil {
@@ -154,28 +180,33 @@ func main() {
 	}
 	type tkind struct {
 		name string
-		run  func(dir string) (float64, error)
+		reqs int // requests per atom (0: in-process)
+		run  func(dir string, n int) (tmeasure, error)
 	}
-	tserver := func(h how, clients string) tkind {
-		return tkind{h.name, func(dir string) (float64, error) { return throughputServer(h, dir, clients) }}
+	tserver := func(h how, clients string, reqs int) tkind {
+		return tkind{h.name, reqs, func(dir string, n int) (tmeasure, error) { return throughputServer(h, dir, clients, n) }}
 	}
-	tkinds := []tkind{{"in-process", throughputInProcess}}
+	tkinds := []tkind{{"in-process", 0, throughputInProcess}}
 	if *serverBefore != "" {
-		tkinds = append(tkinds, tserver(how{bin: *serverBefore, ride: true, name: "go clients, 2 requests, server before"}, "go"))
+		tkinds = append(tkinds, tserver(how{bin: *serverBefore, ride: true, name: "go clients, 2 requests, server before"}, "go", 2))
 	}
-	tkinds = append(tkinds, tserver(how{bin: bin, name: "go clients, 4 requests"}, "go"),
-		tserver(how{bin: bin, ride: true, name: "go clients, 2 requests"}, "go"))
+	tkinds = append(tkinds, tserver(how{bin: bin, name: "go clients, 4 requests"}, "go", 4),
+		tserver(how{bin: bin, ride: true, name: "go clients, 2 requests"}, "go", 2))
 	if *h2cFlag {
-		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, h2c: true, name: "go clients, 2 requests, h2c"}, "go"))
+		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, h2c: true, name: "go clients, 2 requests, h2c"}, "go", 2))
 	}
 	if *python != "" {
+		// 50e2e26's client begins with a request of its own: 3 per atom.
 		switch {
 		case *pythonBefore != "" && *serverBefore != "":
-			tkinds = append(tkinds, tserver(how{bin: *serverBefore, name: "python clients, client and server before"}, "python-before"))
+			tkinds = append(tkinds, tserver(how{bin: *serverBefore, name: "python clients, client and server before"}, "python-before", 3))
 		case *pythonBefore != "":
-			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, client before"}, "python-before"))
+			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, client before"}, "python-before", 3))
 		}
-		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python"))
+		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python", 2))
+	}
+	if *node != "" {
+		tkinds = append(tkinds, tserver(how{bin: bin, name: "typescript clients"}, "typescript", 2))
 	}
 	modes := []bool{true}
 	if *nosync {
@@ -185,6 +216,7 @@ func main() {
 	p99s := map[string][]float64{}
 	cpus := map[string][]float64{}
 	tput := map[string][]float64{}
+	tp50 := map[string][]float64{}
 	for r := 0; r < *rounds; r++ {
 		for _, sync := range modes {
 			for _, k := range kinds {
@@ -203,15 +235,24 @@ func main() {
 				fmt.Printf("round %d %-40s fsync=%-5t p50 %7.1f us  p99 %7.1f us  cpu %6.1f us/atom\n", r, k.name, sync, us(pct(lat, 50)), us(pct(lat, 99)), cpu)
 			}
 		}
-		for _, t := range tkinds {
-			dir := filepath.Join(root, fmt.Sprintf("tput-%d-%s", r, strings.NewReplacer(" ", "-", ",", "").Replace(t.name)))
-			v, err := t.run(dir)
-			if err != nil {
-				log.Fatalf("%s: %v", t.name, err)
+		for _, n := range levels {
+			for _, t := range tkinds {
+				dir := filepath.Join(root, fmt.Sprintf("tput-%d-%d-%s", r, n, strings.NewReplacer(" ", "-", ",", "").Replace(t.name)))
+				m, err := t.run(dir, n)
+				if err != nil {
+					log.Fatalf("%s, %d runs: %v", t.name, n, err)
+				}
+				os.RemoveAll(dir)
+				if *levelsFlag == "" {
+					tput[t.name] = append(tput[t.name], m.rate)
+					fmt.Printf("round %d throughput %-40s %8.0f atoms/s\n", r, t.name, m.rate)
+					continue
+				}
+				key := fmt.Sprintf("%s|%d", t.name, n)
+				tput[key] = append(tput[key], m.rate)
+				tp50[key] = append(tp50[key], us(m.p50))
+				fmt.Printf("round %d throughput %3d x %-40s %8.0f atoms/s  p50 %8.1f us/atom\n", r, n, t.name, m.rate, us(m.p50))
 			}
-			os.RemoveAll(dir)
-			tput[t.name] = append(tput[t.name], v)
-			fmt.Printf("round %d throughput %-40s %8.0f atoms/s\n", r, t.name, v)
 		}
 	}
 	fmt.Printf("\n## latency of one atom (begin, one action, commit), median of %d rounds\n\n", *rounds)
@@ -233,14 +274,40 @@ func main() {
 			fmt.Printf("| %t | %s | %.0f µs | %.0f µs | %s | %s | %.0f µs | %s |\n", sync, k.name, p50, median(p99s[key]), added, perReq, median(cpus[key]), rounded(p50s[key]))
 		}
 	}
-	fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", *conc, *rounds)
-	fmt.Println("| clients | atoms/s | vs in-process | per round |")
-	fmt.Println("| --- | ---: | ---: | --- |")
-	base := median(tput["in-process"])
-	for _, t := range tkinds {
-		v := median(tput[t.name])
-		fmt.Printf("| %s | %.0f | %.2fx | %s |\n", t.name, v, v/base, rounded(tput[t.name]))
+	if *levelsFlag == "" {
+		fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", *conc, *rounds)
+		fmt.Println("| clients | atoms/s | vs in-process | per round |")
+		fmt.Println("| --- | ---: | ---: | --- |")
+		base := median(tput["in-process"])
+		for _, t := range tkinds {
+			v := median(tput[t.name])
+			fmt.Printf("| %s | %.0f | %.2fx | %s |\n", t.name, v, v/base, rounded(tput[t.name]))
+		}
+		return
 	}
+	for _, n := range levels {
+		fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", n, *rounds)
+		fmt.Println("| clients | atoms/s | vs in-process | p50 per atom | added p50 per request | atoms/s per round |")
+		fmt.Println("| --- | ---: | ---: | ---: | ---: | --- |")
+		base := median(tput[fmt.Sprintf("in-process|%d", n)])
+		base50 := median(tp50[fmt.Sprintf("in-process|%d", n)])
+		for _, t := range tkinds {
+			key := fmt.Sprintf("%s|%d", t.name, n)
+			v, p50 := median(tput[key]), median(tp50[key])
+			perReq := "-"
+			if t.reqs > 0 {
+				perReq = fmt.Sprintf("%.0f µs (%d per atom)", (p50-base50)/float64(t.reqs), t.reqs)
+			}
+			fmt.Printf("| %s | %.0f | %.2fx | %.0f µs | %s | %s |\n", t.name, v, v/base, p50, perReq, rounded(tput[key]))
+		}
+	}
+}
+
+// tmeasure is a throughput run: atoms/s of all its runs together, and the
+// p50 of one atom's wall time over every atom of every run.
+type tmeasure struct {
+	rate float64
+	p50  time.Duration
 }
 
 // rounded is the per-round values, as measured (round order).
@@ -319,28 +386,30 @@ func latencyInProcess(dir string, sync bool) (measure, error) {
 	return measure{out, selfCPU() - cpu0}, nil
 }
 
-func throughputInProcess(dir string) (float64, error) {
+func throughputInProcess(dir string, n int) (tmeasure, error) {
 	ctx := context.Background()
 	db, err := openDB(dir, true)
 	if err != nil {
-		return 0, err
+		return tmeasure{}, err
 	}
 	defer db.Close()
-	runs := make([]*engine.Run, *conc)
+	runs := make([]*engine.Run, n)
 	for i := range runs {
 		if runs[i], err = db.Run(ctx, fmt.Sprint("t", i)); err != nil {
-			return 0, err
+			return tmeasure{}, err
 		}
 	}
+	lats := make([][]time.Duration, n)
 	exec := func(context.Context, string) ([]byte, error) { return result, nil }
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
 	t0 := time.Now()
-	for _, run := range runs {
+	for j, run := range runs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := 0; i < *perRun; i++ {
+				t1 := time.Now()
 				a, err := run.Begin(ctx)
 				if err == nil {
 					_, err = a.Do(ctx, ledger.Action{Tool: "deploy", Args: args}, exec)
@@ -352,14 +421,16 @@ func throughputInProcess(dir string) (float64, error) {
 					failed.Store(&err)
 					return
 				}
+				lats[j] = append(lats[j], time.Since(t1))
 			}
 		}()
 	}
 	wg.Wait()
+	elapsed := time.Since(t0)
 	if e := failed.Load(); e != nil {
-		return 0, *e
+		return tmeasure{}, *e
 	}
-	return float64(*conc**perRun) / time.Since(t0).Seconds(), nil
+	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50)}, nil
 }
 
 func pct(d []time.Duration, p int) time.Duration {

@@ -2,10 +2,11 @@
 atom of the Go side (begin, one action executed here, commit of the same
 delta) through clients/python, perRun times on its own run.
 
-    pyclient.py SOCKET RUN ATOMS     # prints READY, waits for a line, runs, prints DONE
+    pyclient.py SOCKET RUN ATOMS     # prints READY, waits for a line, runs, prints DONE and each atom's µs
 """
 
 import sys
+import time
 
 import continuum
 
@@ -20,11 +21,14 @@ def main() -> None:
     run = client.run(run_id)
     print("READY", flush=True)
     sys.stdin.readline()
+    times = []
     for _ in range(n):
+        t0 = time.perf_counter()
         with run.atom() as atom:
             atom.do("deploy", lambda key: RESULT, args=ARGS)
             atom.delta.set("step", str(atom.seq)).append_message("assistant", MESSAGE)
-    print("DONE", flush=True)
+        times.append((time.perf_counter() - t0) * 1e6)
+    print("DONE " + " ".join("%.1f" % t for t in times), flush=True)
     client.close()
 
 

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -133,93 +134,116 @@ func latencyServer(h how, dir string, sync bool) (measure, error) {
 	return measure{out, selfCPU() + procCPU(s.cmd.Process.Pid) - cpu0}, nil
 }
 
-// throughputServer runs the atoms through continuumd, from Go goroutines
-// or from Python client processes that start together.
-func throughputServer(h how, dir, clients string) (float64, error) {
+// throughputServer runs the atoms of n runs through continuumd, from Go
+// goroutines or from Python or TypeScript client processes that start
+// together.
+func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 	s, err := startServer(h, dir, true)
 	if err != nil {
-		return 0, err
+		return tmeasure{}, err
 	}
 	defer s.stop()
-	for i := 0; i < *conc; i++ {
+	for i := 0; i < n; i++ {
 		if _, err := s.do("PUT", fmt.Sprint("/v1/runs/t", i), nil); err != nil {
-			return 0, err
+			return tmeasure{}, err
 		}
 	}
 	s.ride = h.ride
 	if clients == "go" {
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
+		lats := make([][]time.Duration, n)
 		t0 := time.Now()
-		for i := 0; i < *conc; i++ {
+		for i := 0; i < n; i++ {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				for n := 0; n < *perRun; n++ {
+				for k := 0; k < *perRun; k++ {
+					t1 := time.Now()
 					if err := s.atom(fmt.Sprint("t", i)); err != nil {
 						failed.Store(&err)
 						return
 					}
+					lats[i] = append(lats[i], time.Since(t1))
 				}
 			}()
 		}
 		wg.Wait()
+		elapsed := time.Since(t0)
 		if e := failed.Load(); e != nil {
-			return 0, *e
+			return tmeasure{}, *e
 		}
-		return float64(*conc**perRun) / time.Since(t0).Seconds(), nil
+		return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50)}, nil
 	}
-	// Python: each process connects, opens its run, says READY, and waits
-	// for a line on stdin; the clock runs from that line to the last DONE.
-	script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
-	procs := make([]*exec.Cmd, *conc)
-	stdins := make([]io.WriteCloser, *conc)
-	outs := make([]*bufio.Reader, *conc)
+	// Python and TypeScript: each process connects, opens its run, says
+	// READY, and waits for a line on stdin; the clock runs from that line
+	// to the last DONE. DONE is followed by each atom's wall time in µs.
+	procs := make([]*exec.Cmd, n)
+	stdins := make([]io.WriteCloser, n)
+	outs := make([]*bufio.Reader, n)
 	for i := range procs {
-		cmd := exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
-		src := filepath.Join(*repoFlag, "clients", "python", "src")
-		if clients == "python-before" {
-			src = *pythonBefore
+		var cmd *exec.Cmd
+		if clients == "typescript" {
+			script := filepath.Join(*repoFlag, "bench", "continuumd", "tsclient.mjs")
+			cmd = exec.Command(*node, script, filepath.Join(*repoFlag, "clients", "typescript"), s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+		} else {
+			script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
+			cmd = exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+			src := filepath.Join(*repoFlag, "clients", "python", "src")
+			if clients == "python-before" {
+				src = *pythonBefore
+			}
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONDONTWRITEBYTECODE=1")
 		}
-		cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONDONTWRITEBYTECODE=1")
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()
 		if err != nil {
-			return 0, err
+			return tmeasure{}, err
 		}
 		out, err := cmd.StdoutPipe()
 		if err != nil {
-			return 0, err
+			return tmeasure{}, err
 		}
 		if err := cmd.Start(); err != nil {
-			return 0, err
+			return tmeasure{}, err
 		}
 		procs[i], stdins[i], outs[i] = cmd, in, bufio.NewReader(out)
 	}
 	for i, r := range outs {
 		line, err := r.ReadString('\n')
 		if err != nil || strings.TrimSpace(line) != "READY" {
-			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+			return tmeasure{}, fmt.Errorf("%s client %d: %q %v", clients, i, line, err)
 		}
 	}
 	t0 := time.Now()
 	for _, in := range stdins {
 		io.WriteString(in, "GO\n")
 	}
+	var lats []time.Duration
 	for i, r := range outs {
 		line, err := r.ReadString('\n')
 		if err != nil || !strings.HasPrefix(line, "DONE") {
-			return 0, fmt.Errorf("python client %d: %q %v", i, line, err)
+			return tmeasure{}, fmt.Errorf("%s client %d: %q %v", clients, i, line, err)
+		}
+		for _, f := range strings.Fields(line)[1:] {
+			v, err := strconv.ParseFloat(f, 64)
+			if err != nil {
+				return tmeasure{}, fmt.Errorf("%s client %d: atom time %q: %v", clients, i, f, err)
+			}
+			lats = append(lats, time.Duration(v*1e3))
 		}
 	}
 	elapsed := time.Since(t0)
 	for i, p := range procs {
 		stdins[i].Close()
 		if err := p.Wait(); err != nil {
-			return 0, fmt.Errorf("python client %d: %v", i, err)
+			return tmeasure{}, fmt.Errorf("%s client %d: %v", clients, i, err)
 		}
 	}
-	return float64(*conc**perRun) / elapsed.Seconds(), nil
+	if len(lats) != n**perRun {
+		return tmeasure{}, fmt.Errorf("%s clients: %d atom times for %d atoms", clients, len(lats), n**perRun)
+	}
+	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(lats, 50)}, nil
 }
 
 // serveHello is the floor of any HTTP protocol on this machine: a handler

@@ -1,0 +1,36 @@
+// One TypeScript client of bench/continuumd's throughput measurement: the
+// atom of the Go and Python sides (one action executed here, commit of the
+// same delta) through clients/typescript as its prepare script builds it
+// (dist/src), ATOMS times on its own run.
+//
+//     node tsclient.mjs CLIENTDIR SOCKET RUN ATOMS   # prints READY, waits for a line, runs, prints DONE and each atom's µs
+//
+// CLIENTDIR is the package's directory (clients/typescript, built).
+import { createInterface } from "node:readline";
+import { join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+const [dir, socket, runId, n] = process.argv.slice(2);
+const { Client } = await import(pathToFileURL(join(dir, "dist", "src", "index.js")).href);
+
+const ARGS = { region: "eu-west-1", service: "checkout", replicas: 3 };
+const RESULT = '{"status":"ok","deployment":"d-1234","replicas":3}';
+const MESSAGE = "deployed checkout to eu-west-1, 3 replicas; next: verify health checks";
+
+const client = new Client({ socket });
+const run = await client.run(runId);
+const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
+process.stdout.write("READY\n");
+await lines.next();
+const times = [];
+for (let i = 0; i < Number(n); i++) {
+  const t0 = process.hrtime.bigint();
+  await run.atom(async (atom) => {
+    await atom.do("deploy", () => RESULT, { args: ARGS });
+    atom.delta.set("step", String(atom.seq)).appendMessage("assistant", MESSAGE);
+  });
+  times.push((Number(process.hrtime.bigint() - t0) / 1e3).toFixed(1));
+}
+process.stdout.write("DONE " + times.join(" ") + "\n");
+client.close();
+process.stdin.destroy();
