@@ -56,6 +56,13 @@ type Action struct {
 	// action from the same call without one. An action without Compensate
 	// has the fingerprint it always had.
 	Compensate *Action
+	// Retry, if set, is how Do retries the action when exec fails (see
+	// RetryPolicy and Do): recorded with every attempt's intent, so the
+	// attempt count and the next attempt's time survive a crash. It is
+	// part of the fingerprint (its Retryable func is not): an action
+	// without Retry has the fingerprint it always had. A compensation has
+	// none (ErrBadCompensation).
+	Retry *RetryPolicy
 }
 
 // Compensation is the action that undoes an intent's action, as the intent
@@ -137,6 +144,8 @@ func compensation(a *Action) (*Compensation, error) {
 		return nil, fmt.Errorf("%w: action %q: its compensation has no tool", ErrBadCompensation, a.Tool)
 	case c.Compensate != nil:
 		return nil, fmt.Errorf("%w: action %q: its compensation %q has a compensation of its own", ErrBadCompensation, a.Tool, c.Tool)
+	case c.Retry != nil:
+		return nil, fmt.Errorf("%w: action %q: its compensation %q has a retry policy, which a rollback does not run", ErrBadCompensation, a.Tool, c.Tool)
 	case len(c.RedactResult) > 0:
 		return nil, fmt.Errorf("%w: action %q: its compensation %q has RedactResult, which an intent does not record", ErrBadCompensation, a.Tool, c.Tool)
 	}
@@ -173,11 +182,15 @@ func (a Action) Fingerprint() (Fingerprint, error) {
 	if err != nil {
 		return Fingerprint{}, err
 	}
+	pol, err := a.Retry.normalized()
+	if err != nil {
+		return Fingerprint{}, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
+	}
 	buf := bufPool.Get().(*[]byte)
 	args, err := appendCanonical((*buf)[:0], a.Args, a.Redact)
 	var fp Fingerprint
 	if err == nil {
-		fp = fingerprintOf(a.Tool, args, a.Key, comp)
+		fp = fingerprintFull(a.Tool, args, a.Key, comp, nil, pol)
 	}
 	if cap(args) <= 64<<10 { // keep huge documents' buffers out of the pool
 		*buf = args[:0]
@@ -193,12 +206,18 @@ var hasherPool = sync.Pool{New: func() any { return blake3.NewDeriveKey(fingerpr
 // fingerprintOf hashes the fingerprint envelope of already canonical args
 // and, if comp is not nil, of the compensation (format.go).
 func fingerprintOf(tool string, canonArgs []byte, key string, comp *Compensation) Fingerprint {
-	return fingerprintUndo(tool, canonArgs, key, comp, nil)
+	return fingerprintFull(tool, canonArgs, key, comp, nil, nil)
 }
 
 // fingerprintUndo is fingerprintOf that also hashes undoes, the action a
 // compensation undoes, when it is not nil (format.go).
 func fingerprintUndo(tool string, canonArgs []byte, key string, comp *Compensation, undoes *Fingerprint) Fingerprint {
+	return fingerprintFull(tool, canonArgs, key, comp, undoes, nil)
+}
+
+// fingerprintFull is fingerprintUndo that also hashes the retry policy
+// pol (normalized), when it is not nil (format.go).
+func fingerprintFull(tool string, canonArgs []byte, key string, comp *Compensation, undoes *Fingerprint, pol *RetryPolicy) Fingerprint {
 	h := hasherPool.Get().(*blake3.Hasher)
 	var n [8]byte
 	binary.LittleEndian.PutUint64(n[:], uint64(len(tool)))
@@ -221,6 +240,15 @@ func fingerprintUndo(tool string, canonArgs []byte, key string, comp *Compensati
 		binary.LittleEndian.PutUint64(n[:], uint64(len(undoes)))
 		_, _ = h.Write(n[:])
 		_, _ = h.Write(undoes[:])
+	}
+	if pol != nil {
+		var pb [5 * binary.MaxVarintLen64]byte
+		p := appendPolicy(pb[:0], pol)
+		binary.LittleEndian.PutUint64(n[:], retryEnvelopeMark)
+		_, _ = h.Write(n[:])
+		binary.LittleEndian.PutUint64(n[:], uint64(len(p)))
+		_, _ = h.Write(n[:])
+		_, _ = h.Write(p)
 	}
 	var fp Fingerprint
 	h.Sum(fp[:0])
@@ -316,6 +344,17 @@ type Intent struct {
 	// rollback (CompensationIntent). It is part of the fingerprint. A
 	// compensation has no Compensation: a rollback never undoes an undo.
 	Undoes Fingerprint
+	// Retry is the action's retry policy (Action.Retry), normalized; nil
+	// if none. It is part of the fingerprint. An intent that undoes
+	// another has none.
+	Retry *RetryPolicy
+	// Attempt, First and Started, with Retry: which attempt this intent
+	// starts (1-based), the start of the first attempt and of this one
+	// (Unix nanoseconds, wall clock; Started >= First). NewIntent leaves
+	// them zero: Do fills them in the copy of the intent it writes for
+	// each attempt.
+	Attempt        uint32
+	First, Started int64
 
 	// scrub removes the action's secrets from its certificate (in memory
 	// only: NewIntent sets it, a decoded intent has none).
@@ -351,6 +390,11 @@ type Certificate struct {
 	// writes the certificate (in memory only: it is not encoded, and a
 	// decoded certificate has it false).
 	ExplicitKey bool
+
+	// Attempt, on a failed certificate of an action with a retry policy,
+	// says which attempt failed and what follows (retry or give up); nil
+	// otherwise.
+	Attempt *Attempt
 }
 
 // NewIntent builds the intent of action a, the index-th call of the atom at
@@ -376,10 +420,15 @@ func NewIntent(a Action, runID string, seq uint64, index uint32) (*Intent, error
 	if err != nil {
 		return nil, err
 	}
+	pol, err := a.Retry.normalized()
+	if err != nil {
+		return nil, fmt.Errorf("ledger: action %q: %w", a.Tool, err)
+	}
 	return &Intent{
 		scrub:        scrub,
 		Compensation: comp,
-		Fingerprint:  fingerprintOf(a.Tool, args, a.Key, comp),
+		Retry:        pol,
+		Fingerprint:  fingerprintFull(a.Tool, args, a.Key, comp, nil, pol),
 		RunID:        runID,
 		Seq:          seq,
 		Index:        index,
@@ -406,9 +455,9 @@ func (in *Intent) WithDefaultKey(index uint32) *Intent {
 // key: its compensation and the action it undoes as in holds them.
 func (in *Intent) fingerprint(tool string, args []byte, key string) Fingerprint {
 	if in.Undoes != (Fingerprint{}) {
-		return fingerprintUndo(tool, args, key, in.Compensation, &in.Undoes)
+		return fingerprintFull(tool, args, key, in.Compensation, &in.Undoes, in.Retry)
 	}
-	return fingerprintOf(tool, args, key, in.Compensation)
+	return fingerprintFull(tool, args, key, in.Compensation, nil, in.Retry)
 }
 
 // CheckFingerprint recomputes the fingerprint from the intent's tool, args

@@ -121,6 +121,9 @@ func (l *Ledger) do(ctx context.Context, j Journal, in *Intent, exec Exec) (resu
 	f := &flight{done: make(chan struct{})}
 	e.flight = f
 	l.mu.Unlock()
+	if in.Retry != nil {
+		return l.runRetry(ctx, j, in, exec, e, f, cur)
+	}
 	return l.run(ctx, j, in, exec, e, f, cur.status != StatusIntent)
 }
 
@@ -283,6 +286,15 @@ func (l *Ledger) resolve(ctx context.Context, j Journal, in *Intent, st Status, 
 	reason = in.scrub.text(reason)
 	c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Status: st, Result: result, Err: reason,
 		ExplicitKey: in.ExplicitKey()}
+	if in.Retry != nil && st == StatusFailed {
+		// The attempt resolved as failed counts, and schedules the next.
+		if err := l.resolveAttempt(j, in, &cur, c); err != nil {
+			l.mu.Lock()
+			l.landLocked(&fp, e, f, nil, err)
+			l.mu.Unlock()
+			return err
+		}
+	}
 	var err error
 	landed := false
 	defer func() {
@@ -300,6 +312,7 @@ func (l *Ledger) resolve(ctx context.Context, j Journal, in *Intent, st Status, 
 			return
 		}
 		e.status, e.certLoc, e.result = st, loc, result
+		e.tries = certTries(c, e.tries)
 		if st == StatusFailed {
 			l.landLocked(&fp, e, f, nil, fmt.Errorf("ledger: tool %q was resolved as failed: %s", in.Tool, reason))
 		} else {

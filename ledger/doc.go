@@ -52,6 +52,24 @@
 //     json.dumps writes ä as \u00e4); in other error text, every JSON string
 //     literal is decoded and scrubbed so too. A secret that is an object
 //     or an array is found as a subtree equal to it.
+//   - An action with a retry policy (Action.Retry: attempts, exponential
+//     backoff, a deadline from the first attempt) is retried by Do itself,
+//     with the same key, on its errors (all but ErrPermanent, or those
+//     RetryPolicy.Retryable accepts). Each attempt writes its intent, with
+//     the attempt's number and start, before exec; each failure a failed
+//     certificate (version 2) with the attempt, its time and the next
+//     attempt's earliest start, before the wait (a ctx-cancellable Sleep
+//     of the ledger's Clock). So a crash resets neither the count nor the
+//     schedule: the next Do, in any process, reads them back (from memory,
+//     or from the log by IntentReader and ReadCertificate) and goes on.
+//     An attempt left in doubt counts; an idempotent action goes on with
+//     the next, a non-idempotent one is in doubt as ever (ResolveFailed
+//     counts its attempt). An action out of attempts, past its deadline or
+//     failing permanently is given up once: one failed certificate that
+//     says so, and every later Do returns its *GaveUpError (ErrGaveUp)
+//     without calling exec. A wall clock moved back never shortens or
+//     resets a wait, nor stretches it beyond one backoff: "now" is never
+//     earlier than the latest time recorded for the action.
 //   - Bad input never panics: malformed JSON, pointers, records and tables
 //     give errors that say what and where (byte offsets).
 //
@@ -126,6 +144,10 @@
 //     table; a Journal method must never call Checkpoint (it would wait for
 //     itself), and an exec must never call Do for its own fingerprint.
 //   - Len and Stats cost O(entries recorded since the last table).
+//   - A retry policy's schedule has no jitter (it must be recomputed
+//     after a crash); its Retryable func is not recorded. A given-up
+//     action's effect may still have happened when its last attempt was
+//     left in doubt (idempotent): Resolve can still certify it.
 //   - Two actions whose args differ only in redacted values share a
 //     fingerprint: the secrets are not part of the action's identity.
 package ledger

@@ -3,6 +3,7 @@ package ledger
 import (
 	"encoding/binary"
 	"math"
+	"time"
 )
 
 // The ledger's byte formats. Everything in this file is FROZEN: records and
@@ -26,6 +27,10 @@ import (
 //	A compensation run by a rollback (CompensationIntent) appends one
 //	field instead, the fingerprint of the action it undoes:
 //	| 32 u64le | undoes [32] |
+//	An action with a retry policy (Action.Retry) appends, after those,
+//	a mark that no length can be and the policy's encoding (below):
+//	| 0x8000000000000052 u64le | len(policy) u64le | policy |
+//	An action without one hashes exactly what it did before retries.
 //
 // Intent record (the payload the engine frames in its log):
 //
@@ -54,6 +59,25 @@ import (
 //	byte as before; a version 2 intent with neither or both, or a version
 //	1 intent with any bit but 0, is corrupt (one encoding per intent).
 //
+// Intent record version 3: an intent whose action has a retry policy
+// (Action.Retry). Version 1's fields, then the compensation's if flags bit
+// 1 says so (as in version 2), then the policy and the attempt:
+//
+//	| ... | [ctool cargs ckey] | policy | attempt | first | started |
+//	                              below     uv       vi       vi
+//	policy: | max attempts | initial | multiplier | max | deadline |
+//	        |     uv       | uv (ns) | f64 bits le | uv (ns) | uv (ns) |
+//
+//	version byte 3; flags bit 0 idempotent, bit 1 a compensation follows,
+//	bit 2 the compensation is idempotent (with bit 1 only), bit 4 set
+//	(a policy follows); bit 3 (undoes) and the others are zero: a
+//	compensation run by a rollback has no policy. The policy is
+//	normalized (multiplier 0 is written 2) and valid (bounded by attempts
+//	or a deadline, multiplier within [1, 1000], durations >= 0, each <
+//	2^63); attempt >= 1; first and started are Unix nanoseconds (vi: a
+//	zig-zag varint, minimal), started >= first. An intent without a
+//	policy is written as version 1 or 2, byte for byte as before.
+//
 // Certificate record:
 //
 //	+-------+---------+--------+-------------+-----+-------+-------+--------+-----+
@@ -61,6 +85,19 @@ import (
 //	|  2 B  |   1 B   |  1 B   |    32 B     | uv  |  uv   |  lp   |   lp   | lp  |
 //	+-------+---------+--------+-------------+-----+-------+-------+--------+-----+
 //	status: 2 done, 3 failed, 4 resolved.
+//
+// Certificate record version 2: the failure of an attempt of an action
+// with a retry policy (Certificate.Attempt). Version 1's fields with
+// status 3 (failed), then:
+//
+//	| ... | attempt | first | at | next | gave up |
+//	         uv       vi     vi    vi      1 B
+//
+//	attempt >= 1 is the attempt that failed; first the start of the first
+//	attempt; at when the failure was recorded (at >= first); gave up 0
+//	(a next attempt may start at next >= at), 1 attempts exhausted, 2
+//	deadline, 3 permanent error (then next is 0). Any other certificate
+//	is written as version 1, byte for byte as before.
 //
 // uv is a minimal unsigned varint (encoding/binary; a non-minimal encoding is
 // corrupt, so every record has exactly one encoding); index fits in 32 bits.
@@ -109,6 +146,12 @@ const (
 	flagCompensation           = 1 << 1 // version 2 only
 	flagCompIdempotent         = 1 << 2 // version 2 only
 	flagUndoes                 = 1 << 3 // version 2 only
+	intentVersion3             = 3
+	flagRetry                  = 1 << 4 // version 3 only, always set there
+	certVersion2               = 2
+	// retryEnvelopeMark stands where a length would in the fingerprint
+	// envelope (no field is 2^63 bytes long) before a retry policy.
+	retryEnvelopeMark = 1<<63 | 'R'
 
 	tableMagic        = "CLDT"
 	tableVersion      = 1
@@ -137,6 +180,9 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	} else if in.Undoes != (Fingerprint{}) {
 		version, flags = intentVersion2, flags|flagUndoes
 	}
+	if in.Retry != nil {
+		version, flags = intentVersion3, flags|flagRetry
+	}
 	dst = append(dst, intentMagic0, intentMagic1, version, flags)
 	dst = append(dst, in.Fingerprint[:]...)
 	dst = binary.AppendUvarint(dst, in.Seq)
@@ -154,7 +200,97 @@ func AppendIntent(dst []byte, in *Intent) []byte {
 	} else if in.Undoes != (Fingerprint{}) {
 		dst = append(dst, in.Undoes[:]...)
 	}
+	if in.Retry != nil {
+		dst = appendPolicy(dst, in.Retry)
+		dst = binary.AppendUvarint(dst, uint64(in.Attempt))
+		dst = binary.AppendVarint(dst, in.First)
+		dst = binary.AppendVarint(dst, in.Started)
+	}
 	return dst
+}
+
+// appendPolicy appends the encoding of the normalized policy p.
+func appendPolicy(dst []byte, p *RetryPolicy) []byte {
+	dst = binary.AppendUvarint(dst, uint64(p.MaxAttempts))
+	dst = binary.AppendUvarint(dst, uint64(p.Initial))
+	dst = binary.LittleEndian.AppendUint64(dst, math.Float64bits(p.Multiplier))
+	dst = binary.AppendUvarint(dst, uint64(p.Max))
+	return binary.AppendUvarint(dst, uint64(p.Deadline))
+}
+
+// policy reads a policy (see appendPolicy) and checks it is normalized
+// and valid.
+func (d *decoder) policy() *RetryPolicy {
+	off := d.off
+	p := &RetryPolicy{}
+	n := d.uvarint("retry max attempts")
+	if d.err == nil && n > math.MaxUint32 {
+		d.err = corruptf(d.what, off, "retry max attempts %d exceeds 32 bits", n)
+	}
+	p.MaxAttempts = uint32(n)
+	p.Initial = d.duration("retry initial")
+	if d.err == nil {
+		if len(d.b)-d.off < 8 {
+			d.err = corruptf(d.what, d.off, "truncated retry multiplier")
+		} else {
+			p.Multiplier = math.Float64frombits(binary.LittleEndian.Uint64(d.b[d.off:]))
+			d.off += 8
+		}
+	}
+	p.Max = d.duration("retry max")
+	p.Deadline = d.duration("retry deadline")
+	if d.err != nil {
+		return nil
+	}
+	if err := p.schedule().Validate(); err != nil {
+		d.err = corruptf(d.what, off, "%v", err)
+		return nil
+	}
+	if p.Multiplier != p.schedule().Multiplier {
+		d.err = corruptf(d.what, off, "retry policy not normalized")
+		return nil
+	}
+	return p
+}
+
+func (d *decoder) duration(field string) time.Duration {
+	off := d.off
+	v := d.uvarint(field)
+	if d.err == nil && v > math.MaxInt64 {
+		d.err = corruptf(d.what, off, "%s %d exceeds 63 bits", field, v)
+	}
+	return time.Duration(v)
+}
+
+// varint reads a minimal zig-zag varint.
+func (d *decoder) varint(field string) int64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Varint(d.b[d.off:])
+	switch {
+	case n == 0:
+		d.err = corruptf(d.what, d.off, "truncated %s", field)
+	case n < 0:
+		d.err = corruptf(d.what, d.off, "%s overflows 64 bits", field)
+	case n != len(binary.AppendVarint(nil, v)):
+		d.err = corruptf(d.what, d.off, "%s is not minimally encoded", field)
+	}
+	if d.err != nil {
+		return 0
+	}
+	d.off += n
+	return v
+}
+
+// attemptNumber reads an attempt number (>= 1, 32 bits).
+func (d *decoder) attemptNumber() uint32 {
+	off := d.off
+	v := d.uvarint("attempt")
+	if d.err == nil && (v == 0 || v > math.MaxUint32) {
+		d.err = corruptf(d.what, off, "attempt %d is not within [1, 2^32)", v)
+	}
+	return uint32(v)
 }
 
 // DecodeIntent decodes an intent record. It never panics and allocates no
@@ -204,8 +340,12 @@ func DecodeIntentTo(in *Intent, b []byte, intern func([]byte) string) error {
 		return corruptf("intent", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
 	switch {
-	case b[2] != recordVersion && b[2] != intentVersion2:
+	case b[2] != recordVersion && b[2] != intentVersion2 && b[2] != intentVersion3:
 		return corruptf("intent", 2, "unknown version %d", b[2])
+	case b[2] == intentVersion3 && b[3]&^(flagIdempotent|flagCompensation|flagCompIdempotent|flagRetry) != 0:
+		return corruptf("intent", 3, "unknown flags %#02x", b[3])
+	case b[2] == intentVersion3 && b[3]&flagRetry == 0:
+		return corruptf("intent", 3, "version 3 intent without a retry policy (it is written as version 1 or 2)")
 	case b[2] == recordVersion && b[3]&^flagIdempotent != 0:
 		return corruptf("intent", 3, "unknown flags %#02x", b[3])
 	case b[2] == intentVersion2 && b[3]&^(flagIdempotent|flagCompensation|flagCompIdempotent|flagUndoes) != 0:
@@ -246,20 +386,45 @@ func DecodeIntentTo(in *Intent, b []byte, intern func([]byte) string) error {
 		}
 		d.off += len(in.Undoes)
 	}
+	if b[3]&flagRetry != 0 {
+		in.Retry = d.policy()
+		in.Attempt = d.attemptNumber()
+		in.First = d.varint("first attempt's start")
+		off := d.off
+		in.Started = d.varint("attempt's start")
+		if d.err == nil && in.Started < in.First {
+			d.err = corruptf("intent", off, "attempt %d starts at %d, before the first attempt (%d)", in.Attempt, in.Started, in.First)
+		}
+		if d.err == nil && in.Retry.MaxAttempts > 0 && in.Attempt > in.Retry.MaxAttempts {
+			d.err = corruptf("intent", off, "attempt %d beyond the policy's %d", in.Attempt, in.Retry.MaxAttempts)
+		}
+	}
 	return d.finish()
 }
 
 // AppendCertificate appends the binary form of c to dst and returns the
 // result.
 func AppendCertificate(dst []byte, c *Certificate) []byte {
-	dst = append(dst, certMagic0, certMagic1, recordVersion, byte(c.Status))
+	version := byte(recordVersion)
+	if c.Attempt != nil {
+		version = certVersion2
+	}
+	dst = append(dst, certMagic0, certMagic1, version, byte(c.Status))
 	dst = append(dst, c.Fingerprint[:]...)
 	dst = binary.AppendUvarint(dst, c.Seq)
 	dst = binary.AppendUvarint(dst, uint64(c.Index))
 	dst = appendLP(dst, c.RunID)
 	dst = binary.AppendUvarint(dst, uint64(len(c.Result)))
 	dst = append(dst, c.Result...)
-	return appendLP(dst, c.Err)
+	dst = appendLP(dst, c.Err)
+	if a := c.Attempt; a != nil {
+		dst = binary.AppendUvarint(dst, uint64(a.Number))
+		dst = binary.AppendVarint(dst, a.First)
+		dst = binary.AppendVarint(dst, a.At)
+		dst = binary.AppendVarint(dst, a.Next)
+		dst = append(dst, byte(a.GaveUp))
+	}
+	return dst
 }
 
 // DecodeCertificate decodes a certificate record, with the guarantees of
@@ -300,12 +465,15 @@ func DecodeCertificateTo(c *Certificate, b []byte, intern func([]byte) string) e
 	if b[0] != certMagic0 || b[1] != certMagic1 {
 		return corruptf("certificate", 0, "bad magic %#02x%02x", b[0], b[1])
 	}
-	if b[2] != recordVersion {
+	if b[2] != recordVersion && b[2] != certVersion2 {
 		return corruptf("certificate", 2, "unknown version %d", b[2])
 	}
 	c.Status = Status(b[3])
 	if c.Status != StatusDone && c.Status != StatusFailed && c.Status != StatusResolved {
 		return corruptf("certificate", 3, "bad status %d", b[3])
+	}
+	if b[2] == certVersion2 && c.Status != StatusFailed {
+		return corruptf("certificate", 3, "version 2 certificate with status %s (only a failed attempt has one)", c.Status)
 	}
 	copy(c.Fingerprint[:], b[4:recordHeaderSize])
 	d.off = recordHeaderSize
@@ -316,6 +484,32 @@ func DecodeCertificateTo(c *Certificate, b []byte, intern func([]byte) string) e
 		c.Result = res
 	}
 	c.Err = string(d.bytes("error"))
+	if b[2] == certVersion2 {
+		a := &Attempt{Number: d.attemptNumber(), First: d.varint("first attempt's start")}
+		off := d.off
+		a.At = d.varint("failure time")
+		a.Next = d.varint("next attempt's start")
+		if d.err == nil && a.At < a.First {
+			d.err = corruptf("certificate", off, "attempt %d failed at %d, before the first attempt (%d)", a.Number, a.At, a.First)
+		}
+		if d.err == nil {
+			if d.off >= len(b) {
+				d.err = corruptf("certificate", d.off, "truncated give-up reason")
+			} else {
+				a.GaveUp = GiveUp(b[d.off])
+				switch {
+				case a.GaveUp > GaveUpPermanent:
+					d.err = corruptf("certificate", d.off, "unknown give-up reason %d", b[d.off])
+				case a.GaveUp == NotGivenUp && a.Next < a.At:
+					d.err = corruptf("certificate", off, "next attempt at %d, before the failure (%d)", a.Next, a.At)
+				case a.GaveUp != NotGivenUp && a.Next != 0:
+					d.err = corruptf("certificate", off, "an action given up with a next attempt (%d)", a.Next)
+				}
+				d.off++
+			}
+		}
+		c.Attempt = a
+	}
 	return d.finish()
 }
 

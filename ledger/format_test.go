@@ -105,7 +105,7 @@ func TestDecodeMalformed(t *testing.T) {
 	}{
 		{"intent bad magic", false, edit(in, func(b []byte) []byte { b[0] = 'X'; return b }), "offset 0"},
 		{"intent is a certificate", false, cert, "bad magic"},
-		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 3; return b }), "unknown version 3"},
+		{"intent bad version", false, edit(in, func(b []byte) []byte { b[2] = 4; return b }), "unknown version 4"},
 		{"intent version 2 without a compensation", false, edit(in, func(b []byte) []byte { b[2] = 2; return b }), "written as version 1"},
 		{"intent version 1 with a compensation flag", false, edit(in, func(b []byte) []byte { b[3] |= 2; return b }), "unknown flags"},
 		{"intent version 2 truncated compensation", false, edit(in, func(b []byte) []byte { b[2], b[3] = 2, b[3]|2; return b }), "compensation tool length"},

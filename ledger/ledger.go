@@ -55,6 +55,11 @@ type entry struct {
 	// intent, runs exec or writes the certificate of this fingerprint;
 	// others wait on it. An entry with a flight is never dropped.
 	flight *flight
+	// tries is what the log holds of the attempts of an action with a
+	// retry policy, when this process wrote or replayed it; nil otherwise
+	// (an entry from the table: Do reads it back from intentLoc or
+	// certLoc). Replaced, never changed in place.
+	tries *tries
 }
 
 // flight is one run of an action in this process. result and err are set
@@ -85,6 +90,10 @@ type Ledger struct {
 		// over the table.
 		entries map[Fingerprint]*entry
 	}
+
+	// clock runs retry schedules (SetClock; nil: the wall clock). Set
+	// before the first Do, read-only afterwards.
+	clock Clock
 }
 
 // New returns an empty ledger (the same as a zero Ledger).
@@ -148,6 +157,7 @@ func (l *Ledger) ApplyIntent(in *Intent, loc Loc) {
 	}
 	e := l.ensureLocked(&in.Fingerprint, cur, p)
 	e.status, e.intentLoc, e.result = StatusIntent, loc, nil
+	e.tries = intentTries(in)
 }
 
 // ApplyCertificate records, during replay, a certificate found at loc. With
@@ -168,6 +178,7 @@ func (l *Ledger) ApplyCertificate(c *Certificate, loc Loc, keepResult bool) {
 	}
 	e := l.ensureLocked(&c.Fingerprint, cur, p)
 	e.status, e.certLoc, e.result = c.Status, loc, nil
+	e.tries = certTries(c, e.tries)
 	if keepResult && c.Status.certified() {
 		e.result = bytes.Clone(c.Result)
 		if e.result == nil {
