@@ -125,7 +125,9 @@ func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Lo
 	lb := ledgerBufs.Get().(*ledgerBuf)
 	defer putLedgerBuf(lb)
 	lb.body = ledger.AppendIntent(lb.body[:0], in)
-	loc, err := j.write(ctx, record.KindIntent, in.RunID, in.ExplicitKey(), lb, nil, !(j.relaxed && in.Idempotent))
+	// An attempt of an action with a retry policy is durable before its
+	// exec in either mode: its number is what a restart counts from.
+	loc, err := j.write(ctx, record.KindIntent, in.RunID, in.ExplicitKey(), lb, nil, !(j.relaxed && in.Idempotent && in.Retry == nil))
 	if err == nil && j.atom != nil {
 		j.atom.noteStarted(in)
 	}
@@ -136,7 +138,9 @@ func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (
 	lb := ledgerBufs.Get().(*ledgerBuf)
 	defer putLedgerBuf(lb)
 	lb.body = ledger.AppendCertificate(lb.body[:0], c)
-	return j.write(ctx, record.KindCert, c.RunID, c.ExplicitKey, lb, c, !j.relaxed)
+	// A failed attempt (Certificate.Attempt) is durable before the wait
+	// for the next in either mode (retry.go).
+	return j.write(ctx, record.KindCert, c.RunID, c.ExplicitKey, lb, c, !j.relaxed || c.Attempt != nil)
 }
 
 func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {

@@ -89,6 +89,8 @@ type ActionEvent struct {
 	Fingerprint ledger.Fingerprint
 	Idempotent  bool // Do of an action declared idempotent
 	Resolve     bool // a call of the Resolve family, not Do
+	// Retry is the action's retry policy (normalized), nil if none.
+	Retry *ledger.RetryPolicy
 }
 
 // ActionOutcome is how a Do or Resolve call ended.
@@ -113,6 +115,10 @@ const (
 	// ActionResolvedFailed: ResolveFailed or ResolveInDoubtFailed closed
 	// the action as not done.
 	ActionResolvedFailed
+	// ActionGaveUp: the action's retry policy gave it up (attempts
+	// exhausted, deadline passed, a permanent error), now or in an
+	// earlier call: Do returned a *ledger.GaveUpError.
+	ActionGaveUp
 )
 
 func (o ActionOutcome) String() string {
@@ -129,6 +135,8 @@ func (o ActionOutcome) String() string {
 		return "resolved"
 	case ActionResolvedFailed:
 		return "resolved_failed"
+	case ActionGaveUp:
+		return "gave_up"
 	}
 	return fmt.Sprintf("ActionOutcome(%d)", uint8(o))
 }
@@ -188,7 +196,7 @@ func (a *Atom) observeAction(ctx context.Context, in *ledger.Intent, idempotent,
 		return ctx, nil
 	}
 	return a.obs.ActionStarted(ctx, ActionEvent{Tool: in.Tool, Key: in.Key, Index: in.Index,
-		Fingerprint: in.Fingerprint, Idempotent: idempotent, Resolve: resolve})
+		Fingerprint: in.Fingerprint, Idempotent: idempotent, Resolve: resolve, Retry: in.Retry})
 }
 
 // doEnded reports how a Do ended: ran says whether exec was called, err is
@@ -204,6 +212,8 @@ func doEnded(o ActionObserver, ran bool, err error) {
 		o.ActionEnded(ActionCached, nil)
 	case errors.Is(err, ledger.ErrInDoubt):
 		o.ActionEnded(ActionInDoubt, err)
+	case gaveUp(err):
+		o.ActionEnded(ActionGaveUp, err)
 	default:
 		o.ActionEnded(ActionFailed, err)
 	}

@@ -277,8 +277,11 @@ type verifyRun struct {
 	// records a compensation, the fingerprint of that compensation as a
 	// rollback runs it: what a rollback record's entry must name.
 	comps map[ledger.Fingerprint]ledger.Fingerprint
-	extra []chain.Failure
-	dc    *derivedCheck
+	// retries is what Deep saw of the attempts of each action with a
+	// retry policy, in log order (verify_retry.go); nil until one.
+	retries map[ledger.Fingerprint]*retrySeen
+	extra   []chain.Failure
+	dc      *derivedCheck
 	// unchecked says which derived files were not checked, and why.
 	unchecked []string
 	// vanished is set when a segment vanished while it was read.

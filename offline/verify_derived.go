@@ -130,6 +130,7 @@ func (vr *verifyRun) noteIntent(in *ledger.Intent, pos wal.Pos, loc string) {
 		vr.fail(in.RunID, in.Seq, loc, "intent: %v", err)
 	}
 	vr.noteCompensation(in) // verify_rollback.go
+	vr.noteAttempt(in, loc) // verify_retry.go
 	if _, ok := vr.dc.intents[in.Fingerprint]; !ok {
 		vr.dc.intents[in.Fingerprint] = intentAt{run: in.RunID, seq: in.Seq}
 	}
@@ -158,6 +159,7 @@ func (vr *verifyRun) noteCert(c *ledger.Certificate, pos wal.Pos, loc string) {
 		// later attempt of the atom.)
 		vr.fail(c.RunID, c.Seq, loc, "certificate of action %x names run %q, its intent run %q", c.Fingerprint[:8], c.RunID, in.run)
 	}
+	vr.noteAttemptOutcome(c, loc) // verify_retry.go
 	vr.dc.certLocs[pos] = certAt{fp: c.Fingerprint, status: c.Status}
 	vr.dc.fpRun[c.Fingerprint] = c.RunID
 	if vr.dc.before(pos) {
