@@ -326,3 +326,64 @@ func failure(in *ledger.Intent, n uint32, first, at int64, g ledger.GiveUp) *led
 	}
 	return &ledger.Certificate{Fingerprint: in.Fingerprint, RunID: in.RunID, Seq: in.Seq, Status: ledger.StatusFailed, Err: "e", Attempt: a}
 }
+
+// TestRetryInspectExport: inspect lists an attempt in doubt after a failed
+// one (the certificate before it is an earlier attempt's), with its
+// attempt count, and export writes a committed action's policy and
+// attempts.
+func TestRetryInspectExport(t *testing.T) {
+	mem := vfs.NewMem()
+	db := openTest(t, mem, testOptions(mem))
+	run, err := db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok := &flakyTool{failures: 1}
+	if _, err := a.Do(ctx, retryAction, ok.exec); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+		t.Fatal(err)
+	}
+	a, err = run.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doubt := retryAction
+	doubt.Args = []byte(`{"url":"/doubt"}`)
+	calls := 0
+	_, err = a.Do(ctx, doubt, func(context.Context, string) ([]byte, error) {
+		if calls++; calls == 1 {
+			return nil, errors.New("503")
+		}
+		return nil, ledger.ErrUncertified // attempt 2: its outcome unknown
+	})
+	if !errors.Is(err, ledger.ErrInDoubt) {
+		t.Fatalf("Do = %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sum, _ := in.Run("r")
+	if len(sum.InDoubt) != 1 || sum.InDoubt[0].Retry == nil || sum.InDoubt[0].Retry.Attempts != 2 || sum.InDoubt[0].StatusName() != "in-doubt" {
+		t.Fatalf("in doubt: %+v", sum.InDoubt)
+	}
+	var out strings.Builder
+	if _, err := in.Export(ctx, &out, "r", 1, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"retry":{"max_attempts":4,"initial_ms":1,"multiplier":2,"max_ms":0,"deadline_ms":0,"attempts":2,"first_attempt":"`, `"status":"done"`} {
+		if !strings.Contains(out.String(), want) {
+			t.Fatalf("export %s\nwants %s", out.String(), want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ package offline
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
@@ -43,6 +44,27 @@ type ActionInfo struct {
 	// in run summaries, 64 MiB in all per Atom call): a value shorter than
 	// its size was cut.
 	ArgsSize, ResultSize int
+	// Retry, for an action with a retry policy (ledger.RetryPolicy), is
+	// the policy and what the log holds of its attempts; nil otherwise.
+	Retry *RetryInfo
+}
+
+// RetryInfo is what the log holds of the attempts of an action with a
+// retry policy: its latest intent and its latest certificate.
+type RetryInfo struct {
+	// Policy is the recorded policy (Retryable is nil: it is not recorded).
+	Policy ledger.RetryPolicy
+	// Attempts is the number of the latest attempt recorded (an attempt
+	// in doubt included).
+	Attempts uint32
+	// First is the start of the first attempt, the deadline's origin.
+	First time.Time
+	// NextAttempt is the earliest start of the next attempt, when the
+	// latest record is a failure with a retry scheduled; zero otherwise.
+	NextAttempt time.Time
+	// GaveUp says why the action was given up (ledger.GiveUp), or
+	// NotGivenUp.
+	GaveUp ledger.GiveUp
 }
 
 // AtomInfo is the decoded content of one committed atom.
@@ -138,6 +160,20 @@ func (info *ActionInfo) SetIntent(i *ledger.Intent, pos wal.Pos) {
 	if info.Status == ledger.StatusNone {
 		info.Status = ledger.StatusIntent
 	}
+	if p := i.Retry; p != nil {
+		pol := *p
+		pol.Retryable = nil
+		r := info.retry()
+		r.Policy, r.First = pol, time.Unix(0, i.First)
+		r.Attempts = max(r.Attempts, i.Attempt)
+	}
+}
+
+func (info *ActionInfo) retry() *RetryInfo {
+	if info.Retry == nil {
+		info.Retry = &RetryInfo{}
+	}
+	return info.Retry
 }
 
 // SetCert fills in info from the action's certificate, at pos in the log.
@@ -145,8 +181,26 @@ func (info *ActionInfo) SetCert(c *ledger.Certificate, pos wal.Pos) {
 	if info.IntentPos == (wal.Pos{}) {
 		info.Run, info.Seq, info.Index = c.RunID, c.Seq, c.Index
 	}
-	info.Status, info.Result, info.Err, info.CertPos = c.Status, c.Result, c.Err, pos
+	info.Result, info.Err, info.CertPos = c.Result, c.Err, pos
 	info.ResultSize = len(c.Result)
+	// A certificate before the latest intent is an earlier attempt's
+	// failure: the latest attempt has no outcome yet.
+	if !pos.Less(info.IntentPos) {
+		info.Status = c.Status
+	} else {
+		info.Status = ledger.StatusIntent
+	}
+	if a := c.Attempt; a != nil {
+		r := info.retry()
+		r.Attempts = max(r.Attempts, a.Number)
+		r.First = time.Unix(0, a.First)
+		if info.Status != ledger.StatusIntent {
+			r.GaveUp = a.GaveUp
+			if a.GaveUp == ledger.NotGivenUp {
+				r.NextAttempt = time.Unix(0, a.Next)
+			}
+		}
+	}
 }
 
 // ReadAtomInfo reads the atom of run at seq, at pos in log (whose records

@@ -245,6 +245,42 @@ type ExportedAction struct {
 	// see ActionInfo.ArgsSize).
 	ArgsBytes   int `json:"args_bytes,omitempty"`
 	ResultBytes int `json:"result_bytes,omitempty"`
+	// Retry is the action's retry policy and attempts (ActionInfo.Retry);
+	// absent for an action without a policy.
+	Retry *ExportedRetry `json:"retry,omitempty"`
+}
+
+// ExportedRetry is RetryInfo as Export writes it: durations in
+// milliseconds, times in RFC 3339 (UTC), gave_up a reason's name.
+type ExportedRetry struct {
+	MaxAttempts  uint32  `json:"max_attempts"`
+	InitialMs    float64 `json:"initial_ms"`
+	Multiplier   float64 `json:"multiplier"`
+	MaxMs        float64 `json:"max_ms"`
+	DeadlineMs   float64 `json:"deadline_ms"`
+	Attempts     uint32  `json:"attempts"`
+	FirstAttempt string  `json:"first_attempt,omitempty"`
+	NextAttempt  string  `json:"next_attempt,omitempty"`
+	GaveUp       string  `json:"gave_up,omitempty"` // "attempts exhausted", "deadline passed", "permanent error"
+}
+
+func newExportedRetry(r *RetryInfo) *ExportedRetry {
+	if r == nil {
+		return nil
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+	t := func(t time.Time) string {
+		if t.IsZero() || t.UnixNano() == 0 {
+			return ""
+		}
+		return t.UTC().Format(time.RFC3339Nano)
+	}
+	e := &ExportedRetry{MaxAttempts: r.Policy.MaxAttempts, InitialMs: ms(r.Policy.Initial), Multiplier: r.Policy.Multiplier,
+		MaxMs: ms(r.Policy.Max), DeadlineMs: ms(r.Policy.Deadline), Attempts: r.Attempts, FirstAttempt: t(r.First), NextAttempt: t(r.NextAttempt)}
+	if r.GaveUp != ledger.NotGivenUp {
+		e.GaveUp = r.GaveUp.String()
+	}
+	return e
 }
 
 // ExportedValue is a value of the store (an action's args or result) as
@@ -317,6 +353,7 @@ func NewExportedAction(a ActionInfo) ExportedAction {
 		Fingerprint: a.Fingerprint.String(), Run: a.Run, Seq: a.Seq, Index: a.Index, Tool: a.Tool,
 		Args: a.Args, Key: a.Key, Idempotent: a.Idempotent, Status: a.StatusName(),
 		Result: a.Result, Error: a.Err, IntentPos: posString(a.IntentPos), CertPos: posString(a.CertPos),
+		Retry: newExportedRetry(a.Retry),
 	}
 	if len(a.Args) < a.ArgsSize {
 		v.ArgsBytes = a.ArgsSize

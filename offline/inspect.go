@@ -466,8 +466,11 @@ func (in *Inspector) build(ctx context.Context) error {
 			}
 			inFlight = f.Less(last) // a record of a later attempt
 		}
+		// In doubt: an intent after the latest certificate (an attempt of
+		// an action retried after a failure is too).
+		doubt := a.hasIntent && (!a.hasCert || a.certPos.Less(a.intentPos))
 		var info ActionInfo
-		if inFlight || (a.hasIntent && !a.hasCert) {
+		if inFlight || doubt {
 			var err error
 			if info, err = in.actionInfo(fp); err != nil {
 				return err
@@ -483,7 +486,7 @@ func (in *Inspector) build(ctx context.Context) error {
 			}
 			r.sum.AtomActions = append(r.sum.AtomActions, info)
 		}
-		if a.hasIntent && !a.hasCert {
+		if doubt {
 			r.sum.InDoubt = append(r.sum.InDoubt, info)
 		}
 	}

@@ -343,7 +343,11 @@ func (vr *verifyRun) compareLedgerTable() {
 			return
 		}
 		if e.cert != (ledger.Loc{}) {
-			if c, ok := dc.certLocs[e.cert]; !ok || c.fp != e.fp || c.status != e.status {
+			// An action tried again after a failure (a retry policy's next
+			// attempt, or a later Do) is an intent after its failed
+			// certificate until its new outcome.
+			again := e.status == ledger.StatusIntent && e.cert.Less(e.intent)
+			if c, ok := dc.certLocs[e.cert]; !ok || c.fp != e.fp || (c.status != e.status && !(again && c.status == ledger.StatusFailed)) {
 				vr.fail(run, seq, name, "entry of action %x names a certificate at %d:%d that is not its certificate", e.fp[:8], e.cert.Segment, e.cert.Offset)
 				return
 			}

@@ -237,9 +237,29 @@ func printAction(w io.Writer, a engine.ActionInfo, indent string) {
 	if a.Err != "" {
 		fmt.Fprintf(w, "%s    error:  %s\n", indent, a.Err)
 	}
+	if r := offline.NewExportedAction(a).Retry; r != nil {
+		fmt.Fprintf(w, "%s    retry:  attempt %d of %s", indent, r.Attempts, attemptsBound(r.MaxAttempts))
+		if r.GaveUp != "" {
+			fmt.Fprintf(w, ", given up (%s)", r.GaveUp)
+		} else if r.NextAttempt != "" {
+			fmt.Fprintf(w, ", next attempt not before %s", r.NextAttempt)
+		}
+		if r.DeadlineMs > 0 {
+			fmt.Fprintf(w, ", deadline %gms after %s", r.DeadlineMs, r.FirstAttempt)
+		}
+		fmt.Fprintln(w)
+	}
 	if e := offline.NewExportedAction(a); e.IntentPos != "" || e.CertPos != "" {
 		fmt.Fprintf(w, "%s    intent at wal %s, certificate at wal %s\n", indent, orNone(e.IntentPos), orNone(e.CertPos))
 	}
+}
+
+// attemptsBound names a retry policy's MaxAttempts (0: no bound).
+func attemptsBound(n uint32) string {
+	if n == 0 {
+		return "unbounded"
+	}
+	return fmt.Sprint(n)
 }
 
 func orNone(s string) string {
