@@ -4,6 +4,7 @@
 package ledger
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -211,4 +212,13 @@ func (l *Ledger) now() (Clock, time.Time) {
 		c = retry.Wall{}
 	}
 	return c, c.Now()
+}
+
+type attemptKey struct{}
+
+// AttemptFromContext returns the attempt (1-based) that the context of an
+// exec of an action with a retry policy runs: Do puts it there.
+func AttemptFromContext(ctx context.Context) (uint32, bool) {
+	n, ok := ctx.Value(attemptKey{}).(uint32)
+	return n, ok
 }

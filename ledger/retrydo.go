@@ -199,11 +199,11 @@ func (l *Ledger) runRetry(ctx context.Context, j Journal, in *Intent, exec Exec,
 		}
 		t = intentTries(&att)
 
-		ectx, cancel := ctx, context.CancelFunc(func() {})
+		ectx, cancel := context.WithValue(ctx, attemptKey{}, att.Attempt), context.CancelFunc(func() {})
 		if pol.Deadline > 0 {
 			// The deadline on the schedule's clock, as a wall-clock deadline.
 			left := t.st.First.Add(pol.Deadline).Sub(clock.Now())
-			ectx, cancel = context.WithDeadline(ctx, time.Now().Add(left))
+			ectx, cancel = context.WithDeadline(ectx, time.Now().Add(left))
 		}
 		var res []byte
 		res, execErr = exec(ectx, in.Key)

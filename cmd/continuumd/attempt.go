@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
@@ -139,6 +140,14 @@ type call struct {
 	reported bool
 	// changed is closed and replaced at every change of state.
 	changed chan struct{}
+	// tries counts the executions handed out for a call with a retry
+	// policy, in this server's Do of it: 1 for the first, each exec of a
+	// retry adds one. attempt is the ledger's number of the one executing
+	// (or last executed), as the answer gives it. Written under the
+	// attempt's mu; tries is read without it (waitCall's busy).
+	tries   atomic.Uint32
+	attempt uint32
+	gaveUp  string // why the policy gave the action up (failed)
 	// running: a goroutine runs the engine's Do for this call.
 	running bool
 
@@ -175,8 +184,9 @@ func (s callState) String() string {
 }
 
 type outcome struct {
-	result []byte
-	err    string // non-empty: the effect did not happen
+	result  []byte
+	err     string // non-empty: the effect did not happen
+	attempt uint32 // the retry attempt it is of (0: the current one)
 }
 
 // abandonPanic is what a waiting exec panics with when its attempt is

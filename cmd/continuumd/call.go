@@ -100,6 +100,14 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		}
 		a.mu.Lock()
 		c.adoptKeyLocked(key)
+		if c.reported {
+			// A retry policy's next attempt: a new execution to hand out.
+			c.report, c.reported = make(chan outcome, 1), false
+		}
+		if act.Retry != nil {
+			c.tries.Add(1)
+			c.attempt = attemptOf(ctx)
+		}
 		c.setStateLocked(callExecuting)
 		report := c.report
 		a.mu.Unlock()
@@ -107,6 +115,14 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 		select {
 		case o := <-report:
 			if o.err != "" {
+				if act.Retry != nil {
+					// The ledger records the failure, then gives up or
+					// waits its backoff and calls exec again: pending
+					// until then.
+					a.mu.Lock()
+					c.setStateLocked(callStarting)
+					a.mu.Unlock()
+				}
 				return nil, &clientError{msg: o.err}
 			}
 			return o.result, nil
@@ -137,7 +153,22 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 	}()
 
 	var ran bool
-	result, err := a.atom.Do(srv.ctx, act, func(ctx context.Context, key string) ([]byte, error) {
+	ctx := srv.ctx
+	if act.Retry != nil {
+		// A retry's wait ends with the attempt: no execution is handed out
+		// to an attempt that was abandoned meanwhile.
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		go func() {
+			select {
+			case <-a.abandonCh:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+	}
+	result, err := a.atom.Do(ctx, act, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
 		return exec(ctx, key)
 	})
@@ -158,7 +189,13 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 	c.running = false
 	var doubt *ledger.InDoubtError
 	var ce *clientError
+	var gave *ledger.GaveUpError
 	switch {
+	case errors.As(err, &gave):
+		// The retry policy gave the action up: now, or in an earlier
+		// process (then nothing was executed).
+		c.errMsg, c.gaveUp, c.attempt = gave.Error(), gave.Reason.String(), gave.Attempts
+		c.setStateLocked(callFailed)
 	case err == nil:
 		if replayedKey != "" {
 			c.adoptKeyLocked(replayedKey)
@@ -187,6 +224,16 @@ func (a *attempt) runDo(c *call, act ledger.Action, prev <-chan struct{}, starte
 func (a *attempt) deliver(c *call, o outcome) *apiError {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if c.act.Retry != nil {
+		switch {
+		case o.attempt == 0:
+			return badRequest("attempt", "call %d (%q) has a retry policy: its outcome names the attempt it is of (the answer's attempt)", c.n, c.req.Tool)
+		case o.attempt < c.attempt || (o.attempt == c.attempt && c.reported):
+			return nil // a repeat of an outcome delivered: the answer is the call's state
+		case o.attempt > c.attempt || c.state != callExecuting:
+			return conflict(codeNotExecuting, "call %d (%q) is not executing attempt %d (it is %s, attempt %d)", c.n, c.req.Tool, o.attempt, c.state, c.attempt)
+		}
+	}
 	switch c.state {
 	case callExecuting:
 		if !c.reported {
@@ -306,7 +353,11 @@ func (c *call) answerLocked() (callResponse, *apiError) {
 	if c.state == callError {
 		return callResponse{}, c.apiErr
 	}
-	r := callResponse{Call: c.n, Status: c.state.String(), Tool: c.req.Tool, Key: c.key(), Replayed: c.replayed, Resolved: c.resolved}
+	r := callResponse{Call: c.n, Status: c.state.String(), Tool: c.req.Tool, Key: c.key(), Replayed: c.replayed, Resolved: c.resolved,
+		Attempt: c.attempt}
+	if c.state == callFailed {
+		r.GaveUp = c.gaveUp
+	}
 	if c.in != nil {
 		r.Index, r.Fingerprint = c.in.Index, c.in.Fingerprint.String()
 	}
@@ -351,4 +402,11 @@ func (s *keySet) remove(k string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	delete(s.m, k)
+}
+
+// attemptOf is the retry attempt an exec's context carries
+// (ledger.AttemptFromContext), 0 if none.
+func attemptOf(ctx context.Context) uint32 {
+	n, _ := ledger.AttemptFromContext(ctx)
+	return n
 }

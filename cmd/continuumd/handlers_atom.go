@@ -289,7 +289,7 @@ func (s *server) handleOutcome(r *http.Request, body []byte) (int, any, *apiErro
 			return 0, nil, aerr
 		}
 	}
-	o := outcome{result: result}
+	o := outcome{result: result, attempt: req.Attempt}
 	if req.Error != nil {
 		o.err = *req.Error
 	}
@@ -342,10 +342,15 @@ func (s *server) doOutcome(ctx context.Context, a *attempt, n int, o outcome) (c
 	if aerr != nil {
 		return callResponse{}, aerr
 	}
+	tries := c.tries.Load()
 	if aerr := a.deliver(c, o); aerr != nil {
 		return callResponse{}, aerr
 	}
-	a.waitCall(ctx, c, func(st callState) bool { return st == callExecuting || st == callStarting })
+	// Until it is certified; for a call with a retry policy, until it is
+	// certified or the next attempt is handed out (execute again).
+	a.waitCall(ctx, c, func(st callState) bool {
+		return st == callStarting || (st == callExecuting && c.tries.Load() == tries)
+	})
 	return s.callAnswer(a, c)
 }
 

@@ -67,6 +67,28 @@ type callRequest struct {
 	// a rollback past it runs it (POST /v1/runs/{run}/rollback), in the
 	// client, exactly once.
 	Compensate *compensateRequest `json:"compensate"`
+	// Retry is the action's retry policy (ledger.RetryPolicy): the server
+	// answers execute again, attempt by attempt, after each failed
+	// outcome, waiting its backoff, until an outcome succeeds or the
+	// policy gives the action up (failed, with gave_up). The attempts and
+	// their schedule are durable: a restart of the server goes on with
+	// them.
+	Retry *retryRequest `json:"retry"`
+}
+
+// retryRequest is a call's retry policy, durations in milliseconds. Every
+// field is part of the action's identity (its fingerprint).
+type retryRequest struct {
+	MaxAttempts uint32  `json:"max_attempts"`
+	InitialMs   int64   `json:"initial_ms"`
+	Multiplier  float64 `json:"multiplier"`
+	MaxMs       int64   `json:"max_ms"`
+	DeadlineMs  int64   `json:"deadline_ms"`
+}
+
+func (r *retryRequest) policy() *ledger.RetryPolicy {
+	return &ledger.RetryPolicy{MaxAttempts: r.MaxAttempts, Initial: time.Duration(r.InitialMs) * time.Millisecond, Multiplier: r.Multiplier,
+		Max: time.Duration(r.MaxMs) * time.Millisecond, Deadline: time.Duration(r.DeadlineMs) * time.Millisecond}
 }
 
 // compensateRequest is a call's compensation: an action without a
@@ -87,6 +109,11 @@ type outcomeRequest struct {
 	Result       *string `json:"result"`
 	ResultBase64 *string `json:"result_base64"`
 	Error        *string `json:"error"`
+	// Attempt is the attempt of a call with a retry policy this outcome
+	// is of (the answer's attempt); required for such a call, so that a
+	// repeated outcome of an earlier attempt is never taken for a later
+	// one's.
+	Attempt uint32 `json:"attempt"`
 	// Next is the attempt's next call (number call + 1), made once the
 	// outcome is certified: one round trip for both (the answer's next).
 	Next *callRequest `json:"next"`
@@ -500,6 +527,15 @@ func (r *callRequest) action() (ledger.Action, *apiError) {
 			act.Compensate.Args = []byte(c.Args)
 		}
 	}
+	if p := r.Retry; p != nil {
+		if p.InitialMs < 0 || p.MaxMs < 0 || p.DeadlineMs < 0 {
+			return ledger.Action{}, badRequest("retry", "retry durations must not be negative")
+		}
+		act.Retry = p.policy()
+		if _, err := ledger.NewIntent(ledger.Action{Tool: "t", Key: "k", Retry: act.Retry}, "r", 1, 0); err != nil {
+			return ledger.Action{}, badRequest("retry", "%v", err)
+		}
+	}
 	return act, nil
 }
 
@@ -517,6 +553,8 @@ func (r *callRequest) same(o *callRequest) (string, bool) {
 		return "redact", false
 	case !equalStrings(r.RedactResult, o.RedactResult):
 		return "redact_result", false
+	case (r.Retry == nil) != (o.Retry == nil) || (r.Retry != nil && *r.Retry != *o.Retry):
+		return "retry", false
 	case (r.Compensate == nil) != (o.Compensate == nil):
 		return "compensate", false
 	case r.Compensate != nil && (r.Compensate.Tool != o.Compensate.Tool || r.Compensate.Key != o.Compensate.Key ||
@@ -669,6 +707,13 @@ type callResponse struct {
 	Replayed bool `json:"replayed,omitempty"`
 	// Resolved: the result was recorded by a resolution, not an outcome.
 	Resolved bool `json:"resolved,omitempty"`
+	// Attempt, for a call with a retry policy, is the attempt to execute
+	// (with execute; its outcome names it) or the last one made.
+	Attempt uint32 `json:"attempt,omitempty"`
+	// GaveUp, with failed, says why the call's retry policy gave the
+	// action up: "attempts exhausted", "deadline passed" or "permanent
+	// error".
+	GaveUp string `json:"gave_up,omitempty"`
 	// Next answers the outcome's next call (outcomeRequest.Next).
 	Next *callResponse `json:"next,omitempty"`
 	// Commit answers the outcome's commit (outcomeRequest.Commit).
