@@ -20,6 +20,7 @@ result without executing, an action whose outcome is unknown raises
 :mod:`continuum.aio` has the same API for asyncio. Standard library only.
 """
 
+from ._retry import GaveUp, RetryPolicy
 from ._tool import current_atom, idempotency_key, tool
 from .aio import AsyncAtom, AsyncClient, AsyncRun
 from .client import Atom, Client, Run
@@ -87,4 +88,5 @@ __all__ = [
     "RunHeld", "RunEnded", "RunExists", "BranchConflict", "RollbackPending", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
+    "RetryPolicy", "GaveUp",
 ]

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Generator, Mapping, MutableMapping, Optional, Tuple, Union
 
 from . import _wire
+from ._retry import GaveUp
 from .errors import ActionFailed, AttemptLost, NotFound, ServerError
 from .types import Committed, DidNotHappen, Happened
 
@@ -89,6 +90,14 @@ def call_flow(
             return _wire.get_bytes(r, "result") or b""
         if status == "failed":
             known.pop(key, None)
+            if r.get("gave_up"):
+                # The call's retry policy gave the action up (now, or in an
+                # earlier process): the last execution's exception, if this
+                # process ran it, is the cause.
+                gave = GaveUp(tool, key, n, str(r.get("error", "")), str(r["gave_up"]), int(r.get("attempt") or 0))
+                if raised is not None:
+                    raise gave from raised
+                raise gave
             if raised is not None:
                 raise raised
             raise ActionFailed(tool, key, n, str(r.get("error", "")))
@@ -110,6 +119,9 @@ def call_flow(
                     # the exception goes back to the agent.
                     raised = value
                     outcome = {"error": error_text(value)}
+            if r.get("attempt"):
+                # A call with a retry policy: the outcome names its attempt.
+                outcome["attempt"] = r["attempt"]
             r = yield Request("POST", f"{path}/calls/{n}/outcome", outcome, repeat_pending=True, deferrable=deferrable)
             continue
         if status == "in_doubt":

@@ -15,6 +15,7 @@ from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _core, _tool, _wire
+from ._retry import RetryPolicy, retry_body
 from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
 from ._wire import BytesLike, seg
 from .client import endpoint_from_env
@@ -445,6 +446,7 @@ class AsyncAtom:
         redact: Optional[Sequence[str]] = None,
         redact_result: Optional[Sequence[str]] = None,
         compensate: Optional[Mapping[str, Any]] = None,
+        retry: Union[RetryPolicy, Mapping[str, Any], None] = None,
     ) -> bytes:
         """:meth:`continuum.Atom.do` for asyncio (its outcome rides on the
         atom's next request in the same way)."""
@@ -459,6 +461,8 @@ class AsyncAtom:
             body["redact_result"] = list(redact_result)
         if compensate is not None:
             body["compensate"] = dict(compensate)
+        if retry is not None:
+            body["retry"] = retry_body(retry)
         send = self.run.client._send
         async with self._order:
             n = self._calls

@@ -15,6 +15,7 @@ from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Op
 from . import _core, _tool, _wire
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
+from ._retry import RetryPolicy, retry_body
 from .delta import Delta
 from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, ContinuumError, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
@@ -706,6 +707,7 @@ class Atom:
         redact: Optional[Sequence[str]] = None,
         redact_result: Optional[Sequence[str]] = None,
         compensate: Optional[Mapping[str, Any]] = None,
+        retry: Union[RetryPolicy, Mapping[str, Any], None] = None,
     ) -> bytes:
         """Performs an action at most once and returns its result.
 
@@ -721,6 +723,13 @@ class Atom:
         ``compensate`` declares what undoes it, for :meth:`Run.rollback`:
         ``{"tool": ..., "args": ..., "key": ..., "idempotent": ...,
         "redact": [...]}`` (tool required), recorded with the action's intent.
+
+        ``retry`` (a :class:`~continuum.RetryPolicy`) has the server retry
+        a failed execution: ``execute`` runs again, under the same key,
+        after the policy's backoff, until it succeeds or the policy gives
+        the action up (:class:`~continuum.GaveUp`, raised from the last
+        execution's exception). The count and the schedule survive a
+        restart of either side.
 
         ``execute(key)`` performs the effect, passing the idempotency key to
         the downstream, and returns the result (bytes, or text). It is
@@ -745,6 +754,8 @@ class Atom:
             body["redact_result"] = list(redact_result)
         if compensate is not None:
             body["compensate"] = dict(compensate)
+        if retry is not None:
+            body["retry"] = retry_body(retry)
         send = self.run.client._send
         with self._order:
             n = self._calls
