@@ -2,6 +2,7 @@
 
 import { randomUUID } from "node:crypto";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
+import { type RetryPolicy, retryBody } from "./retry.js";
 import { Delta } from "./delta.js";
 import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
@@ -76,6 +77,12 @@ export interface DoOptions {
   redactResult?: string[];
   /** What undoes the action, for Run.rollback: recorded with its intent. */
   compensate?: Compensate;
+  /**
+   * Retries a failed execution durably: execute runs again, under the same
+   * key, after the policy's backoff, until it succeeds or the policy gives
+   * the action up (GaveUp). The count and the schedule survive a restart.
+   */
+  retry?: RetryPolicy;
 }
 
 /** A compensation (DoOptions.compensate): the action that undoes another. */
@@ -785,6 +792,7 @@ export class Atom {
     if (o.redact?.length) body.redact = o.redact;
     if (o.redactResult?.length) body.redact_result = o.redactResult;
     if (o.compensate) body.compensate = { ...o.compensate };
+    if (o.retry) body.retry = retryBody(o.retry);
     const n = this.#calls++;
     const first = this.#order.then(() => this.#first(n, body));
     this.#order = first.catch(() => undefined);

@@ -7,6 +7,7 @@
  */
 
 import { ActionFailed, AttemptLost, NotFound, ServerError } from "./errors.js";
+import { GaveUp } from "./retry.js";
 import { type Bytes, type Committed, type Obj, committed, getBytes, putBytes, sameDelta, seg, toBytes } from "./wire.js";
 
 export interface Request {
@@ -85,6 +86,12 @@ export function* callFlow(path: string, n: number, tool: string, answer: Obj, kn
     }
     if (status === "failed") {
       known.delete(key);
+      if (r.gave_up) {
+        // The call's retry policy gave the action up (now, or in an
+        // earlier process): the last execution's error, if this process
+        // ran it, is the cause.
+        throw new GaveUp(tool, key, n, String(r.error ?? ""), String(r.gave_up), Number(r.attempt ?? 0), raised?.error);
+      }
       if (raised) throw raised.error;
       throw new ActionFailed(tool, key, n, String(r.error ?? ""));
     }
@@ -106,6 +113,8 @@ export function* callFlow(path: string, n: number, tool: string, answer: Obj, kn
           outcome.error = errorText(res.error);
         }
       }
+      // A call with a retry policy: the outcome names its attempt.
+      if (r.attempt) outcome.attempt = r.attempt;
       r = yield { kind: "request", method: "POST", path: `${path}/calls/${n}/outcome`, body: outcome, repeatPending: true, deferrable };
       continue;
     }
