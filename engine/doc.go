@@ -73,6 +73,19 @@
 // an action that differs gets the fork's own key, which no run of the
 // lineage used. Explicit keys are the caller's, as everywhere.
 //
+// # Durable retries
+//
+// An action can carry a retry policy: ledger.Action.Retry (attempts,
+// exponential backoff, a deadline from the first attempt). Atom.Do then
+// retries a failed exec itself, with the same key, after each backoff;
+// every attempt's intent and every failure are durable before the next
+// step (in Relaxed mode too), so a crash resets neither the count nor the
+// schedule, an attempt cut by a crash counts, and an action out of
+// attempts, past its deadline or failing permanently is given up once:
+// Do returns a *ledger.GaveUpError (ErrGaveUp) inside its *ActionError, now
+// and in every later Do, without exec. The observer reports ActionGaveUp.
+// docs/DESIGN.md ("Durable retries") gives the records and invariants.
+//
 // # Compensation and rollback (sagas)
 //
 // An action can carry the action that undoes it: ledger.Action.Compensate

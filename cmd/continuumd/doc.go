@@ -131,6 +131,16 @@
 // idempotent). A client that vanishes leaves its compensation waiting in
 // the server; the next request attaches and gets it in doubt.
 //
+// Durable retries (ledger.RetryPolicy): a call carries "retry":
+// {"max_attempts", "initial_ms", "multiplier", "max_ms", "deadline_ms"};
+// each answer execute names its "attempt", and the outcome names it back
+// ("attempt": n; a repeat of an earlier attempt's outcome is answered with
+// the call's state). After a failed outcome the server answers pending
+// while it waits the backoff, then execute with the next attempt (same
+// key), or failed with "gave_up" ("attempts exhausted", "deadline
+// passed", "permanent error"). The attempts are the ledger's: a SIGKILL
+// between attempts or during one resets nothing (call.go, wire.go).
+//
 // Verify and inspect of one run (the read right on it is enough):
 //
 //	POST /v1/runs/{run}/verify {"deep", "public_key", "unsigned_tail"}  the store verified, the run's part answered
