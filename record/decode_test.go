@@ -177,6 +177,12 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendRollback(nil, "r1", 7, 2, chain.Hash{7}, 9, goldenUndo))
 	f.Add(AppendRollback(nil, "r1", 1, 0, chain.Hash{7}, 9, nil))
 	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Args: []byte("{}")}), comp, 0))
+	// Durable retries: an attempt's intent (version 3) and a failed
+	// attempt's certificate (version 2).
+	retry := &ledger.RetryPolicy{MaxAttempts: 3, Initial: 100, Multiplier: 2}
+	f.Add(AppendLedger(nil, KindIntent, ledger.AppendIntent(nil, &ledger.Intent{RunID: "r", Seq: 1, Tool: "t", Key: "k", Retry: retry, Attempt: 2, First: 5, Started: 9}), comp, 0))
+	f.Add(AppendLedger(nil, KindCert, ledger.AppendCertificate(nil, &ledger.Certificate{RunID: "r", Seq: 1, Status: ledger.StatusFailed, Err: "503",
+		Attempt: &ledger.Attempt{Number: 2, First: 5, At: 9, Next: 12}}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := &Decoder{Comp: comp, Ledger: true}

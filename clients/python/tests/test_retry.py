@@ -112,5 +112,27 @@ class RetryTest(unittest.TestCase):
         self.assertEqual(len(tool.keys), 2, tool.keys)
 
 
+
+class AsyncRetryTest(unittest.IsolatedAsyncioTestCase):
+    async def test_async_retry_and_give_up(self) -> None:
+        server = harness.Server()
+        self.addCleanup(server.close)
+        client = server.async_client(retry_for=20)
+        try:
+            run = await client.run("a")
+            tool = Flaky(failures=1)
+            async with run.atom() as atom:
+                out = await atom.do("http.post", tool, args={"u": 5}, idempotent=True, retry=RetryPolicy(max_attempts=2, initial=0.01))
+                self.assertEqual(out, b'"posted"')
+                never = Flaky(failures=100)
+                with self.assertRaises(GaveUp) as cm:
+                    await atom.do("http.post", never, args={"u": 6}, idempotent=True, retry=RetryPolicy(max_attempts=2, initial=0.01))
+                self.assertEqual(cm.exception.attempts, 2)
+                atom.delta.set("k", b"v")
+            self.assertEqual((len(tool.keys), len(never.keys)), (2, 2))
+        finally:
+            await client.close()
+
+
 if __name__ == "__main__":
     unittest.main()
