@@ -421,3 +421,41 @@ func TestRetryPowerLoss(t *testing.T) {
 		}
 	}
 }
+
+// TestRetryResolvedBeforeAnyAttempt: ResolveFailed of an action with a
+// policy that was never attempted (an explicit key, no record) counts
+// nothing; the next Do makes attempt 1. Resolve after a give-up certifies
+// the action (it happened after all).
+func TestRetryResolvedBeforeAnyAttempt(t *testing.T) {
+	j, clk := newMemJournal(), newTestClock()
+	l := New()
+	l.SetClock(clk)
+	in := retryIntent(t, &RetryPolicy{MaxAttempts: 1}, false)
+	if err := l.ResolveFailed(context.Background(), j, in, "not sent"); err != nil {
+		t.Fatal(err)
+	}
+	for _, l2 := range []*Ledger{l, j.recover(t, false)} {
+		l2.SetClock(clk)
+		jc := newMemJournal()
+		jc.mu.recs = j.records()
+		calls := 0
+		_, err := l2.Do(context.Background(), jc, in, func(ctx context.Context, _ string) ([]byte, error) {
+			calls++
+			if n, ok := AttemptFromContext(ctx); !ok || n != 1 {
+				t.Errorf("exec's context says attempt %d, %v; want 1", n, ok)
+			}
+			return nil, errFlaky
+		})
+		if !errors.Is(err, ErrAttemptsExhausted) || calls != 1 {
+			t.Fatalf("Do = %v after %d calls", err, calls)
+		}
+		if err := l2.Resolve(context.Background(), jc, in, []byte(`"found"`)); err != nil {
+			t.Fatalf("Resolve after the give-up: %v", err)
+		}
+		if res, err := l2.Do(context.Background(), jc, in, nil2); err != nil || string(res) != `"found"` {
+			t.Fatalf("after Resolve: %s, %v", res, err)
+		}
+	}
+}
+
+func nil2(context.Context, string) ([]byte, error) { return nil, errors.New("exec called") }

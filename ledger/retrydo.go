@@ -97,6 +97,11 @@ func (l *Ledger) loadTries(j Journal, fp Fingerprint, cur *entry) (*tries, error
 	default:
 		return &tries{}, nil
 	}
+	if prev != nil && cur.intentLoc == (Loc{}) {
+		// Resolved as failed before any attempt (ResolveFailed of an
+		// action with an explicit key and no record): nothing to count.
+		return prev, nil
+	}
 	r, ok := j.(IntentReader)
 	if !ok || cur.intentLoc == (Loc{}) {
 		return nil, fmt.Errorf("ledger: the attempts of %s are not known: the journal cannot read its intent back", fp)
