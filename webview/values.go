@@ -6,10 +6,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/textclip"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/offline"
 )
 
@@ -228,10 +230,31 @@ type actionView struct {
 	Result      value
 	Err         value
 	Compensated uint64 // the seq of the completed rollback that undid it, 0: none
+	// Retry describes an action with a retry policy: its attempts, and the
+	// next attempt or why it was given up; "" without a policy.
+	Retry string
 }
 
 func viewAction(a offline.ActionInfo) actionView {
 	return actionView{Fingerprint: a.Fingerprint.String(), Seq: a.Seq, Index: a.Index, Tool: a.Tool, Key: a.Key,
 		Idempotent: a.Idempotent, Status: a.StatusName(), Args: fold(a.Args, a.ArgsSize),
-		Result: fold(a.Result, a.ResultSize), Err: foldString(a.Err)}
+		Result: fold(a.Result, a.ResultSize), Err: foldString(a.Err), Retry: retryText(a.Retry)}
+}
+
+// retryText is the line the view gives an action's retries (r nil: "").
+func retryText(r *offline.RetryInfo) string {
+	if r == nil {
+		return ""
+	}
+	s := fmt.Sprintf("attempt %d", r.Attempts)
+	if r.Policy.MaxAttempts > 0 {
+		s += fmt.Sprintf(" of %d", r.Policy.MaxAttempts)
+	}
+	switch {
+	case r.GaveUp != ledger.NotGivenUp:
+		s += ", given up: " + r.GaveUp.String()
+	case !r.NextAttempt.IsZero():
+		s += ", next not before " + r.NextAttempt.UTC().Format(time.RFC3339)
+	}
+	return s
 }

@@ -5,7 +5,11 @@ import (
 	"encoding/base64"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/offline"
 )
 
 // TestFold: what a page shows of a value, and what it says about the rest.
@@ -56,4 +60,20 @@ func abbrev(v value) value {
 		}
 	}
 	return v
+}
+
+func TestRetryText(t *testing.T) {
+	next := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		r    *offline.RetryInfo
+		want string
+	}{
+		{nil, ""},
+		{&offline.RetryInfo{Policy: ledger.RetryPolicy{MaxAttempts: 3}, Attempts: 1, NextAttempt: next}, "attempt 1 of 3, next not before 2026-12-06T12:00:00Z"},
+		{&offline.RetryInfo{Policy: ledger.RetryPolicy{Deadline: time.Minute}, Attempts: 4, GaveUp: ledger.GaveUpDeadline}, "attempt 4, given up: deadline passed"},
+	} {
+		if got := retryText(c.r); got != c.want {
+			t.Errorf("retryText(%+v) = %q, want %q", c.r, got, c.want)
+		}
+	}
 }
