@@ -152,11 +152,22 @@ func TestRetryAtomDo(t *testing.T) {
 func TestRetryPowerCut(t *testing.T) {
 	base := vfs.NewCrashableMem()
 	everyPowerCut(t, 3, 1, "the retried atom", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
-		return retryTrial(t, base, mode, pct, target)
+		return retryTrial(t, base, mode, pct, target, 2)
 	})
 }
 
-func retryTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64) uint64 {
+// TestRetryGiveUpPowerCut is TestRetryPowerCut with a tool that always
+// fails: whatever the cut, the action is given up once (deep verify's R4:
+// one give-up, no attempt after it), after at most 4 executions, and the
+// atom that records the failure commits.
+func TestRetryGiveUpPowerCut(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	everyPowerCut(t, 3, 2, "the given-up atom", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		return retryTrial(t, base, mode, pct, target, 100)
+	})
+}
+
+func retryTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target uint64, failures int) uint64 {
 	t.Helper()
 	fail := func(format string, args ...any) {
 		t.Helper()
@@ -165,7 +176,7 @@ func retryTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target 
 	mem := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
 	cut := &powerCut{mem: crashmem.New(mem), down: &downstream{},
 		cfg: vfs.CrashCloneCfg{UnsyncedDataPercent: pct, RNG: rand.New(rand.NewPCG(uint64(pct), target))}, target: target}
-	tool := &flakyTool{failures: 2, dead: cut.down}
+	tool := &flakyTool{failures: failures, dead: cut.down}
 	opts := testOptions(mem)
 	opts.Durability = mode
 	opts.FS = errorfs.Wrap(cut.mem, cut)
@@ -181,10 +192,13 @@ func retryTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target 
 		if err != nil {
 			return err
 		}
-		if _, err := a.Do(ctx, retryAction, tool.exec); err != nil {
+		posted := "yes"
+		if _, err := a.Do(ctx, retryAction, tool.exec); errors.Is(err, ledger.ErrGaveUp) && failures > 4 {
+			posted = "given up"
+		} else if err != nil {
 			return err
 		}
-		return a.Commit(ctx, new(frame.Delta).Set("posted", []byte("yes")))
+		return a.Commit(ctx, new(frame.Delta).Set("posted", []byte(posted)))
 	}
 	committed := false
 	if db, err := Open("store", opts); err == nil {
@@ -232,18 +246,30 @@ func retryTrial(t *testing.T, base *vfs.MemFS, mode Durability, pct int, target 
 		fail("%v", err)
 	}
 	e, ok := db.ledger.Lookup(in.Fingerprint)
-	if !ok || e.Status != ledger.StatusDone {
+	want := ledger.StatusDone
+	if failures > 4 {
+		want = ledger.StatusFailed
+	}
+	if !ok || e.Status != want {
 		db.Close()
-		fail("the action is %+v, want done", e)
+		fail("the action is %+v, want %v", e, want)
 	}
 	last, err := db.readIntent(e.IntentLoc)
-	db.Close()
 	if err != nil {
+		db.Close()
 		fail("reading the last attempt: %v", err)
 	}
+	if failures > 4 {
+		c, err := db.readCertificate(e.CertLoc)
+		if err != nil || c.Attempt == nil || c.Attempt.GaveUp != ledger.GaveUpAttempts || c.Attempt.Number != 4 {
+			db.Close()
+			fail("the last certificate %+v (%v), want the give-up after 4 attempts", c, err)
+		}
+	}
+	db.Close()
 	// An attempt whose intent the cut kept (unsynced data kept) but whose
 	// exec never ran counts as well: at most one more than the calls.
-	if n := int(last.Attempt); n < tool.calls || n > tool.calls+1 || n > 4 || tool.calls < 3 || len(tool.keys) != 1 {
+	if n := int(last.Attempt); n < tool.calls || n > tool.calls+1 || n > 4 || tool.calls < min(3, failures+1) || len(tool.keys) != 1 {
 		fail("the log counts %d attempts, the tool saw %d calls with keys %v (max 4)", last.Attempt, tool.calls, tool.keys)
 	}
 	checkStore(t, fs, o)
