@@ -449,3 +449,146 @@ func TestBlobTooLargeAdvice(t *testing.T) {
 		t.Fatalf("error %q", err)
 	}
 }
+
+// TestBlobVerifyDamage: a blob flipped, truncated, deleted or swapped
+// with another is a verify failure naming the run and seq that reference
+// it; the store is otherwise fine.
+func TestBlobVerifyDamage(t *testing.T) {
+	ctx := context.Background()
+	build := func() (vfs.FS, string, string) {
+		fs := vfs.NewMem()
+		db, err := Open("s", &Options{FS: fs, NoSync: true, DictSamples: -1, BlobThreshold: 1 << 10})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var names []string
+		for i, id := range []string{"r1", "r2"} {
+			r, _ := db.Run(ctx, id)
+			for seq := range 2 {
+				a, err := r.Begin(ctx)
+				if err != nil {
+					t.Fatal(err)
+				}
+				d := new(frame.Delta).Set(fmt.Sprint("k", seq), []byte("small"))
+				if seq == 1 {
+					d.Set("big", blobBytes(uint64(20+i), 3<<19))
+				}
+				if err := a.Commit(ctx, d); err != nil {
+					t.Fatal(err)
+				}
+			}
+			ref, _ := blob.ParseValueBytes(r.State().Memory["big"])
+			names = append(names, "s/blobs/"+blob.Name(ref.Hash, nil))
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		return fs, names[0], names[1]
+	}
+	fs, _, _ := build()
+	verifyDeep(t, fs, nil)
+	rewrite := func(fs vfs.FS, name string, b []byte) {
+		if err := fs.Remove(name); err != nil {
+			t.Fatal(err)
+		}
+		f, err := fs.Create(name, vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = f.Close()
+	}
+	for _, tc := range []struct {
+		name   string
+		damage func(fs vfs.FS, a, b string)
+	}{
+		{"flipped", func(fs vfs.FS, a, _ string) {
+			b := readFile(t, fs, a)
+			b[len(b)/2] ^= 0x20
+			rewrite(fs, a, b)
+		}},
+		{"truncated", func(fs vfs.FS, a, _ string) { rewrite(fs, a, readFile(t, fs, a)[:1<<19]) }},
+		{"deleted", func(fs vfs.FS, a, _ string) {
+			if err := fs.Remove(a); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"swapped", func(fs vfs.FS, a, b string) { rewrite(fs, a, readFile(t, fs, b)) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			fs, a, b := build()
+			tc.damage(fs, a, b)
+			for _, deep := range []bool{false, true} {
+				rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: deep})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if rep.OK || len(rep.Failures) != 1 {
+					t.Fatalf("deep %v: ok %v, failures %+v", deep, rep.OK, rep.Failures)
+				}
+				f := rep.Failures[0]
+				t.Logf("deep %v: %s", deep, f.Detail)
+				if f.RunID != "r1" || f.Seq != 2 || !strings.Contains(f.Detail, "blob") {
+					t.Fatalf("deep %v: failure %+v, want one naming run r1 seq 2 and the blob", deep, f)
+				}
+			}
+		})
+	}
+}
+
+// TestBlobFork: a fork reads the blobs its state took from its parent, in
+// an encrypted store too (they are under the parent's key), and GC keeps
+// them (a parent is deleted only with its forks).
+func TestBlobFork(t *testing.T) {
+	ctx := context.Background()
+	for _, sealed := range []bool{false, true} {
+		t.Run(fmt.Sprint("sealed=", sealed), func(t *testing.T) {
+			fs := vfs.NewMem()
+			var ring seal.Keyring
+			opts := &Options{FS: fs, NoSync: true, DictSamples: -1}
+			if sealed {
+				ring = testRing(t, "k1", "k1")
+				opts = encOpts(fs, ring)
+			}
+			opts.BlobThreshold = 1 << 10
+			db, err := Open("s", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := blobBytes(30, 200<<10)
+			p, _ := db.Run(ctx, "parent")
+			a, err := p.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set("v", value)); err != nil {
+				t.Fatal(err)
+			}
+			f, err := db.Fork(ctx, "parent", 1, "fork")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := readValue(t, f, f.State().Memory["v"]); !bytes.Equal(got, value) {
+				t.Fatal("a fork read its parent's blob wrong")
+			}
+			if err := p.End(ctx, StatusCompleted, nil); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.Delete(ctx, "parent"); !errors.Is(err, ErrRunHasForks) {
+				t.Fatalf("delete of a parent: %v", err)
+			}
+			if _, err := db.GC(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if got := readValue(t, f, f.State().Memory["v"]); !bytes.Equal(got, value) {
+				t.Fatal("GC removed a blob a fork's state holds")
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			verifyDeep(t, fs, ring)
+		})
+	}
+}
