@@ -592,3 +592,122 @@ func TestBlobFork(t *testing.T) {
 		})
 	}
 }
+
+// TestBlobPowerLoss cuts the power at every (or, without -long, every
+// few) filesystem operation of blob writes (a delta's value, Do's result,
+// PutBlob), their commits, a deletion and a GC, beside an agent
+// committing: after the restart every record's blob is there with its
+// bytes (verify), and after the next GC no blob is left that no record
+// references, nor any temporary file.
+func TestBlobPowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	opts := func(fs vfs.FS) *Options {
+		return &Options{FS: fs, NoSync: true, DictSamples: -1, BlobThreshold: 1 << 10, CompactDead: 0.01, SegmentSize: 256 << 10}
+	}
+	o := opts(base)
+	o.NoSync = false
+	db, err := Open("s", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	old := mustRun(db, "old")
+	a, err := old.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("v", blobBytes(40, 300<<10))); err != nil {
+		t.Fatal(err)
+	}
+	if err := old.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	everyPowerCut(t, 6, 3, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+		}
+		db, fs, _, ops := cutBeside(t, base, opts, mode, pct, target, func(db *DB) error {
+			r, err := db.Run(ctx, "w")
+			if err != nil {
+				return err
+			}
+			for i := range 2 {
+				a, err := r.Begin(ctx)
+				if err != nil {
+					return err
+				}
+				res, err := a.Do(ctx, ledger.Action{Tool: "fetch", Args: fmt.Appendf(nil, `{"i":%d}`, i)},
+					func(context.Context, string) ([]byte, error) { return blobBytes(uint64(50+i), 200<<10), nil })
+				if err != nil {
+					return err
+				}
+				ref, err := a.PutBlob(ctx, "text/plain", bytes.NewReader(blobBytes(uint64(60+i), 1<<20+5)))
+				if err != nil {
+					return err
+				}
+				d := new(frame.Delta).AddPending(frame.Pending{CallID: fmt.Sprint("c", i), Tool: "fetch"}).
+					ToolOutput(fmt.Sprint("c", i), "fetch", res).Set(fmt.Sprint("put", i), []byte(blob.Value(ref))).
+					Set(fmt.Sprint("v", i), blobBytes(uint64(70+i), 100<<10))
+				if err := a.Commit(ctx, d); err != nil {
+					return err
+				}
+			}
+			if _, err := db.Delete(ctx, "old"); err != nil {
+				return err
+			}
+			_, err = db.GC(ctx)
+			return err
+		})
+		// Every value the restarted state holds reads back.
+		if r, err := db.Run(ctx, "w"); err == nil {
+			st := r.State()
+			for k, v := range st.Memory {
+				rc, err := r.OpenValue(ctx, v)
+				if err != nil {
+					fail("value %s: %v", k, err)
+				}
+				if _, err := io.Copy(io.Discard, rc); err != nil {
+					fail("value %s: %v", k, err)
+				}
+				rc.Close()
+			}
+		}
+		if err := db.Close(); err != nil {
+			fail("close: %v", err)
+		}
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: true})
+		if err != nil || !rep.OK {
+			fail("verify after the restart: %v %+v", err, rep.Failures)
+		}
+		o := opts(fs)
+		o.Durability = mode
+		db, err = Open("s", o)
+		if err != nil {
+			fail("reopen: %v", err)
+		}
+		if _, err := db.GC(ctx); err != nil {
+			fail("GC: %v", err)
+		}
+		live := map[string]bool{}
+		if err := db.liveBlobs(ctx, live); err != nil {
+			fail("live blobs: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			fail("close: %v", err)
+		}
+		names, _ := fs.List("s/blobs")
+		for _, n := range names {
+			if !live[n] {
+				fail("after GC, blob file %s is not referenced by any record", n)
+			}
+		}
+		rep, err = Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: true})
+		if err != nil || !rep.OK {
+			fail("verify after GC: %v %+v", err, rep.Failures)
+		}
+		return ops
+	})
+}
