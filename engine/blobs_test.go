@@ -6,14 +6,19 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math/rand/v2"
+	"os"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -707,6 +712,171 @@ func TestBlobPowerLoss(t *testing.T) {
 		rep, err = Verify(ctx, "s", &VerifyOptions{FS: fs, Deep: true})
 		if err != nil || !rep.OK {
 			fail("verify after GC: %v %+v", err, rep.Failures)
+		}
+		return ops
+	})
+}
+
+// TestBlobHostileOnDisk: on the operating system's filesystem, a FIFO, a
+// symbolic link or a directory planted under a referenced blob's name is
+// refused by the reader and reported by verify (which neither blocks on
+// the FIFO nor follows the link), and a GC beside planted entries under
+// unreferenced names does not fail.
+func TestBlobHostileOnDisk(t *testing.T) {
+	for _, what := range []string{"fifo", "symlink", "dir"} {
+		t.Run(what, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "s")
+			opts := &Options{NoSync: true, DictSamples: -1, BlobThreshold: 1 << 10, Logger: slog.New(slog.DiscardHandler)}
+			db, err := Open(dir, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			value := blobBytes(80, 100<<10)
+			r, _ := db.Run(ctx, "r")
+			a, err := r.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set("v", value)); err != nil {
+				t.Fatal(err)
+			}
+			ref, _ := blob.ParseValueBytes(r.State().Memory["v"])
+			file := filepath.Join(dir, blob.Dir, blob.Name(ref.Hash, nil))
+			secret := filepath.Join(t.TempDir(), "outside")
+			if err := os.WriteFile(secret, value, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			plant := func(name string) {
+				t.Helper()
+				_ = os.RemoveAll(name)
+				var err error
+				switch what {
+				case "fifo":
+					err = syscall.Mkfifo(name, 0o600)
+				case "symlink":
+					err = os.Symlink(secret, name)
+				case "dir":
+					err = os.Mkdir(name, 0o700)
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+			}
+			plant(file)
+			if _, err := r.OpenValue(ctx, r.State().Memory["v"]); err == nil {
+				t.Fatalf("a %s under the blob's name opened", what)
+			} else {
+				t.Logf("open: %v", err)
+			}
+			unref := filepath.Join(dir, blob.Dir, blob.Name(blob.Hash([]byte("planted")), nil))
+			plant(unref)
+			if _, err := db.GC(ctx); err != nil {
+				t.Fatalf("GC beside a planted %s: %v", what, err)
+			}
+			if _, err := os.Lstat(unref); err == nil {
+				t.Fatalf("GC left a planted %s under an unreferenced blob's name", what)
+			}
+			if b, err := os.ReadFile(secret); err != nil || !bytes.Equal(b, value) {
+				t.Fatalf("GC changed the file a planted link points to: %v", err)
+			}
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := Verify(ctx, dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.OK || len(rep.Failures) != 1 || rep.Failures[0].RunID != "r" || rep.Failures[0].Seq != 1 {
+				t.Fatalf("verify: ok %v, failures %+v", rep.OK, rep.Failures)
+			}
+			t.Logf("verify: %s", rep.Failures[0].Detail)
+		})
+	}
+}
+
+// TestBlobErasePowerLoss cuts the power at every few operations of an
+// erasure of a run with blobs and the GC after it, in an encrypted store:
+// after the restart the run is erased and its blob unreadable, or not
+// erased and its blob intact; either way verify passes, and after the
+// next GC only the blobs of runs not erased are left.
+func TestBlobErasePowerLoss(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	ring := testRing(t, "k1", "k1")
+	opts := func(fs vfs.FS) *Options {
+		o := encOpts(fs, ring)
+		o.BlobThreshold, o.Logger = 1<<10, slog.New(slog.DiscardHandler)
+		return o
+	}
+	o := opts(base)
+	o.NoSync = false
+	db, err := Open("s", o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := map[string][]byte{"gone": blobBytes(90, 300<<10), "kept": blobBytes(91, 300<<10)}
+	for _, id := range []string{"gone", "kept"} {
+		r := mustRun(db, id)
+		a, err := r.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("v", value[id])); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := mustRun(db, "gone").End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	goneRef, _ := blob.ParseValueBytes(mustRun(db, "gone").State().Memory["v"])
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	everyPowerCut(t, 4, 2, "the trial", func(t *testing.T, mode Durability, pct int, target uint64) uint64 {
+		fail := func(format string, args ...any) {
+			t.Helper()
+			t.Fatalf("crash at op %d: "+format, append([]any{target}, args...)...)
+		}
+		db, fs, _, ops := cutBeside(t, base, opts, mode, pct, target, func(db *DB) error {
+			if _, err := db.Erase(ctx, "gone", ""); err != nil {
+				return err
+			}
+			_, err := db.GC(ctx)
+			return err
+		})
+		_, gerr := db.Run(ctx, "gone")
+		erased := errors.Is(gerr, ErrRunErased)
+		kept := mustRun(db, "kept")
+		if got := readValue(t, kept, kept.State().Memory["v"]); !bytes.Equal(got, value["kept"]) {
+			fail("run kept's blob read back wrong")
+		}
+		if !erased {
+			gone := mustRun(db, "gone")
+			if got := readValue(t, gone, gone.State().Memory["v"]); !bytes.Equal(got, value["gone"]) {
+				fail("run gone, not erased, has lost its blob")
+			}
+		}
+		if _, err := db.GC(ctx); err != nil {
+			fail("GC: %v", err)
+		}
+		if err := db.Close(); err != nil {
+			fail("close: %v", err)
+		}
+		rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs, Keyring: ring, Deep: true})
+		if err != nil || !rep.OK {
+			fail("verify (erased %v): %v %+v", erased, err, rep.Failures)
+		}
+		names, _ := fs.List("s/blobs")
+		want := 2
+		if erased {
+			want = 1
+		}
+		if len(names) != want {
+			fail("erased %v: %d files in blobs/ after GC, want %d: %v", erased, len(names), want, names)
+		}
+		if erased {
+			if _, err := offline.OpenBlob("s", goneRef, &offline.BlobOptions{FS: fs, Keyring: ring}); err == nil {
+				fail("an erased run's blob opened")
+			}
 		}
 		return ops
 	})
