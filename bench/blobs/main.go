@@ -40,6 +40,8 @@ import (
 	"log"
 	"log/slog"
 	"math/rand/v2"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -63,6 +65,7 @@ var (
 	outSize  = flag.Int("out", 1_000_000, "bytes of each agent turn's tool output")
 	forks    = flag.Int("forks", 100, "forks writing the same blob")
 	forkBlob = flag.Int("forkblob", 8_000_000, "bytes of the blob every fork writes")
+	daemon   = flag.String("continuumd", "", "a continuumd binary: also measure its peak RSS for an upload and a download of the step (go build -o FILE ./cmd/continuumd)")
 	child    = flag.String("child", "", "internal: run one measurement in this process")
 	store    = flag.String("store", "", "internal: the child's store")
 )
@@ -126,6 +129,28 @@ func main() {
 	fmt.Printf("\nstep: commit of the PutBlob+Commit alone, median %.1f ms (%.0f MB/s); the first read of the value after restart, median %.1f ms\n\n",
 		med(put, func(r result) float64 { return r.Commit }), float64(*stepSize)/1e3/med(put, func(r result) float64 { return r.Commit }),
 		med(restart, func(r result) float64 { return r.Read }))
+
+	if *daemon != "" {
+		var up, idle []daemonResult
+		for i := range *rounds {
+			idle = append(idle, measureDaemon(filepath.Join(dir, fmt.Sprint("d-idle-", i)), 0))
+			up = append(up, measureDaemon(filepath.Join(dir, fmt.Sprint("d-step-", i)), *stepSize))
+		}
+		dm := func(rs []daemonResult, f func(daemonResult) float64) float64 {
+			v := make([]float64, len(rs))
+			for i, r := range rs {
+				v[i] = f(r)
+			}
+			sort.Float64s(v)
+			return v[len(v)/2]
+		}
+		hwm := func(r daemonResult) float64 { return float64(r.hwmKB) / 1024 }
+		fmt.Printf("## continuumd: the step uploaded (chunked) and downloaded over its socket\n\n")
+		fmt.Println("| measurement | median upload ms | median download ms | median peak RSS (VmHWM) MiB | above the idle server's, MiB |")
+		fmt.Println("| --- | --- | --- | --- | --- |")
+		fmt.Printf("| idle server: one small upload and commit | %.1f | %.1f | %.1f | |\n", dm(idle, func(r daemonResult) float64 { return r.upMs }), dm(idle, func(r daemonResult) float64 { return r.downMs }), dm(idle, hwm))
+		fmt.Printf("| the step | %.1f | %.1f | %.1f | %.1f |\n\n", dm(up, func(r daemonResult) float64 { return r.upMs }), dm(up, func(r daemonResult) float64 { return r.downMs }), dm(up, hwm), dm(up, hwm)-dm(idle, hwm))
+	}
 
 	// The agent, with blobs and inline.
 	var agent, agentRestart, inline []result
@@ -404,3 +429,82 @@ func firstLine(s string) string {
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1e3 }
 
 func out(r result) { must(json.NewEncoder(os.Stdout).Encode(r)) }
+
+// daemonResult is one continuumd measurement.
+type daemonResult struct {
+	upMs, downMs float64
+	hwmKB        int64
+}
+
+// measureDaemon starts continuumd on store, uploads size bytes (at least
+// one) as a blob of an atom with chunked transfer encoding, commits a
+// reference to it, downloads it, and reads the server's peak RSS from
+// /proc before stopping it.
+func measureDaemon(store string, size int64) daemonResult {
+	size = max(size, 1)
+	sock := store + ".sock"
+	cmd := exec.Command(*daemon, "--store", store, "--socket", sock, "--log-level", "warn")
+	cmd.Stderr = os.Stderr
+	must(cmd.Start())
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		os.RemoveAll(store)
+	}()
+	cl := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
+	for i := 0; ; i++ {
+		if resp, err := cl.Get("http://d/v1/health"); err == nil {
+			resp.Body.Close()
+			break
+		}
+		if i > 500 {
+			log.Fatal("continuumd did not start")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	call := func(method, path string, body io.Reader, into any) {
+		req, err := http.NewRequest(method, "http://d"+path, body)
+		must(err)
+		resp, err := cl.Do(req)
+		must(err)
+		defer resp.Body.Close()
+		if resp.StatusCode/100 != 2 {
+			b, _ := io.ReadAll(resp.Body)
+			log.Fatalf("%s %s: %d %s", method, path, resp.StatusCode, b)
+		}
+		if into != nil {
+			must(json.NewDecoder(resp.Body).Decode(into))
+		} else {
+			_, _ = io.Copy(io.Discard, resp.Body)
+		}
+	}
+	call("PUT", "/v1/runs/step", nil, nil)
+	var begin struct{ Attempt string }
+	call("POST", "/v1/runs/step/attempts", strings.NewReader("{}"), &begin)
+	att := "/v1/runs/step/attempts/" + begin.Attempt
+	var r daemonResult
+	t0 := time.Now()
+	var ref struct {
+		Value, Hash string
+		Size        int64
+	}
+	call("POST", att+"/blobs", io.NopCloser(newText(1, size)), &ref) // io.NopCloser hides the length: chunked
+	r.upMs = msSince(t0)
+	b, err := json.Marshal(map[string]any{"delta": []map[string]any{{"op": "set", "key": "out", "value": ref.Value}}})
+	must(err)
+	call("POST", att+"/commit", bytes.NewReader(b), nil)
+	t0 = time.Now()
+	call("GET", fmt.Sprintf("/v1/runs/step/blobs/%s/%d", ref.Hash, ref.Size), nil, nil)
+	r.downMs = msSince(t0)
+	st, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", cmd.Process.Pid))
+	must(err)
+	for _, line := range strings.Split(string(st), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			fmt.Sscan(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), &r.hwmKB)
+		}
+	}
+	return r
+}
