@@ -202,14 +202,7 @@ func (db *DB) writeBlob(ctx context.Context, a *Atom, media string, src io.Reade
 	if err != nil {
 		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}
-	bs.mu.Lock()
-	if bs.pending == nil {
-		bs.pending, bs.atoms = map[string]int{}, map[*Atom][]string{}
-	}
-	name := blob.Name(ref.Hash, s)
-	bs.pending[name]++
-	bs.atoms[a] = append(bs.atoms[a], name)
-	bs.mu.Unlock()
+	db.holdBlob(a, blob.Name(ref.Hash, s))
 	return ref, nil
 }
 
@@ -227,16 +220,38 @@ func (db *DB) releaseBlobs(a *Atom) {
 	delete(bs.atoms, a)
 }
 
-// hasBlob reports whether the blob ref names exists (its header and
-// trailer agreeing with ref) for r.
-func (db *DB) hasBlob(r *Run, ref blob.Ref) bool {
-	for _, s := range db.blobReaders(r.id) {
-		if br, err := db.blobStore().Open(ref, s); err == nil {
-			_ = br.Close()
-			return true
+// keepBlob reports whether the blob ref names exists (its header and
+// trailer agreeing with ref) for a's run, and if so holds it for a as
+// PutBlob's are held (pending until a commits or fails): a reference
+// copied from elsewhere in the state may be the last one left to a blob
+// once another run's deletion is collected, and a sweep between this
+// check and a's record must not remove it.
+func (db *DB) keepBlob(a *Atom, ref blob.Ref) bool {
+	bs := &db.blobs
+	bs.sweeping.RLock()
+	defer bs.sweeping.RUnlock()
+	for _, s := range db.blobReaders(a.run.id) {
+		br, err := db.blobStore().Open(ref, s)
+		if err != nil {
+			continue
 		}
+		_ = br.Close()
+		db.holdBlob(a, blob.Name(ref.Hash, s))
+		return true
 	}
 	return false
+}
+
+// holdBlob registers the blob file name as pending for a.
+func (db *DB) holdBlob(a *Atom, name string) {
+	bs := &db.blobs
+	bs.mu.Lock()
+	defer bs.mu.Unlock()
+	if bs.pending == nil {
+		bs.pending, bs.atoms = map[string]int{}, map[*Atom][]string{}
+	}
+	bs.pending[name]++
+	bs.atoms[a] = append(bs.atoms[a], name)
 }
 
 // blobValue is the value v becomes in a record of a's: a reference value
@@ -251,7 +266,7 @@ func (db *DB) blobValue(ctx context.Context, a *Atom, v []byte) (string, bool, e
 		return "", false, nil
 	}
 	if prefixed {
-		if ref, ok := blob.ParseValueBytes(v); ok && db.hasBlob(a.run, ref) {
+		if ref, ok := blob.ParseValueBytes(v); ok && db.keepBlob(a, ref) {
 			return "", false, nil
 		}
 	}

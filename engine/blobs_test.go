@@ -881,3 +881,62 @@ func TestBlobErasePowerLoss(t *testing.T) {
 		return ops
 	})
 }
+
+// TestBlobCopiedReference: a reference value copied into another run's
+// delta stays a reference (no second copy of the blob) in a plaintext
+// store, and keeps the blob alive once the run that wrote it is deleted
+// and collected; Do's exec may stream its result with PutBlob and return
+// the reference.
+func TestBlobCopiedReference(t *testing.T) {
+	fs := vfs.NewMem()
+	db, err := Open("s", &Options{FS: fs, NoSync: true, DictSamples: -1, BlobThreshold: 1 << 10, CompactDead: 0.01, SegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	value := blobBytes(100, 500<<10)
+	a := mustRun(db, "a")
+	at, err := a.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := at.Do(ctx, ledger.Action{Tool: "fetch", Args: []byte(`{}`)}, func(ctx context.Context, _ string) ([]byte, error) {
+		ref, err := at.PutBlob(ctx, "text/plain", bytes.NewReader(value))
+		return []byte(blob.Value(ref)), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := at.Commit(ctx, new(frame.Delta).Set("v", res)); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValue(t, a, a.State().Memory["v"]); !bytes.Equal(got, value) {
+		t.Fatal("Do's streamed result read back wrong")
+	}
+	b := mustRun(db, "b")
+	bt, err := b.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bt.Commit(ctx, new(frame.Delta).Set("copy", a.State().Memory["v"])); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(b.State().Memory["copy"], a.State().Memory["v"]) || len(blobFiles(t, fs)) != 1 {
+		t.Fatalf("a copied reference: %d blob files, value %q", len(blobFiles(t, fs)), b.State().Memory["copy"])
+	}
+	if err := a.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Delete(ctx, "a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got := readValue(t, b, b.State().Memory["copy"]); !bytes.Equal(got, value) {
+		t.Fatal("GC removed a blob that the copied reference holds")
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	verifyDeep(t, fs, nil)
+}
