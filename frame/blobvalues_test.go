@@ -53,3 +53,53 @@ func TestMapValues(t *testing.T) {
 		t.Fatal("MapValues that replaces nothing did not return its delta")
 	}
 }
+
+// FuzzDeltaValues: on any delta that decodes, Values visits without
+// failing but for a replace_frame's frame, and MapValues gives a delta
+// that encodes and decodes again, holding the replacement wherever Values
+// saw a value.
+func FuzzDeltaValues(f *testing.F) {
+	seeds := []*Delta{
+		new(Delta).Set("k", []byte("v")).ToolOutput("c", "t", []byte("out")),
+		new(Delta).AppendMessage(Message{Role: RoleUser, Parts: []Part{{Kind: PartText, Text: "p"}, {Kind: PartJSON, JSON: []byte(`{}`)}}}),
+		new(Delta).AppendMessage(Message{Role: RoleTool, Content: "c", CallID: "x"}).SetObjective("o"),
+		new(Delta).ToolOutputResult("c", "t", 0),
+		new(Delta).ReplaceFrame(&Frame{Memory: map[string][]byte{"k": []byte("v")}, Messages: []Message{{Role: RoleUser, Content: "m"}}}),
+	}
+	for _, d := range seeds {
+		f.Add(AppendDelta(nil, d))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		d, err := DecodeDelta(b)
+		if err != nil {
+			return
+		}
+		n := 0
+		if d.Values(func([]byte) { n++ }) != nil {
+			return
+		}
+		m, err := d.MapValues(func(v []byte) (string, bool, error) { return "x" + string(v), true, nil })
+		if err != nil {
+			t.Fatal(err)
+		}
+		again, err := DecodeDelta(AppendDelta(nil, m))
+		if err != nil {
+			t.Fatalf("a mapped delta does not decode: %v", err)
+		}
+		if b[0] == tagDelta3 {
+			return // a replace_frame's frame is not mapped (MapValues says why)
+		}
+		seen := 0
+		if err := again.Values(func(v []byte) {
+			seen++
+			if len(v) == 0 || v[0] != 'x' {
+				t.Fatalf("a value was not mapped: %q", v)
+			}
+		}); err != nil {
+			t.Fatal(err)
+		}
+		if seen != n {
+			t.Fatalf("mapped %d values, the original had %d", seen, n)
+		}
+	})
+}
