@@ -39,19 +39,38 @@ import (
 )
 
 // blobState is what the engine keeps of blobs: the names of the blobs
-// atoms in flight wrote (a sweep keeps them), and the lock that orders a
-// sweep against writers.
+// atoms in flight wrote or kept (a sweep keeps them), the writes in
+// progress, and the lock that orders a sweep's removals against writers'
+// commits.
+//
+// A sweep (SweepBlobs) must not remove a blob that a record appended
+// after its scan of the log references. Every such blob is pending (held
+// by an atom in flight) from before its record is appended until the atom
+// is published: so a sweep keeps every name pending when it begins, every
+// name released while it runs (released), and every name pending when it
+// removes. Writers hold commit (read) around the creation of their
+// temporary file, and from the blob's Commit (its rename) to its
+// registration; a sweep holds it (write) from its last look at pending to
+// its last removal: no blob or temporary file appears between the two
+// unseen.
+// Streaming a blob in holds no lock: a slow upload never stalls a sweep,
+// nor, through one waiting, other writers.
 type blobState struct {
 	mu sync.Mutex
 	// pending counts, per blob file name, the atoms in flight that wrote
-	// the blob; atoms lists the names each such atom holds. Guarded by mu.
-	pending map[string]int
-	atoms   map[*Atom][]string
-	// sweeping is held (under mu's order: taken before mu) by a sweep
-	// from its view of pending to its last removal, and by a writer from
-	// its blob's creation to its registration in pending, so that a sweep
-	// never removes a blob a writer is committing.
-	sweeping sync.RWMutex
+	// or kept the blob; atoms lists the names each such atom holds;
+	// writing counts the writers between Create and their registration
+	// (their temporary files are not a crash's); released, while a sweep
+	// runs (non-nil), the names released since it began. Guarded by mu.
+	pending  map[string]int
+	atoms    map[*Atom][]string
+	writing  int
+	released map[string]bool
+	// commit orders writers' commits and registrations (RLock) against a
+	// sweep's removals (Lock); taken before mu.
+	commit sync.RWMutex
+	// sweep serializes sweeps.
+	sweep sync.Mutex
 }
 
 // blobStore is the store's blob directory.
@@ -171,9 +190,20 @@ func (db *DB) writeBlob(ctx context.Context, a *Atom, media string, src io.Reade
 		return blob.Ref{}, err
 	}
 	bs := &db.blobs
-	bs.sweeping.RLock()
-	defer bs.sweeping.RUnlock()
+	// Counted as writing before its temporary file exists, under commit,
+	// so that a sweep that removes temporary files sees none of a write
+	// in progress.
+	bs.commit.RLock()
+	bs.mu.Lock()
+	bs.writing++
+	bs.mu.Unlock()
+	defer func() {
+		bs.mu.Lock()
+		bs.writing--
+		bs.mu.Unlock()
+	}()
 	w, err := db.blobStore().Create(s, media)
+	bs.commit.RUnlock()
 	if err != nil {
 		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}
@@ -198,6 +228,8 @@ func (db *DB) writeBlob(ctx context.Context, a *Atom, media string, src io.Reade
 			return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: read the blob's source: %w", r.id, a.seq, rerr)
 		}
 	}
+	bs.commit.RLock()
+	defer bs.commit.RUnlock()
 	ref, err := w.Commit()
 	if err != nil {
 		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
@@ -216,6 +248,9 @@ func (db *DB) releaseBlobs(a *Atom) {
 		if bs.pending[n]--; bs.pending[n] <= 0 {
 			delete(bs.pending, n)
 		}
+		if bs.released != nil {
+			bs.released[n] = true
+		}
 	}
 	delete(bs.atoms, a)
 }
@@ -228,8 +263,8 @@ func (db *DB) releaseBlobs(a *Atom) {
 // check and a's record must not remove it.
 func (db *DB) keepBlob(a *Atom, ref blob.Ref) bool {
 	bs := &db.blobs
-	bs.sweeping.RLock()
-	defer bs.sweeping.RUnlock()
+	bs.commit.RLock()
+	defer bs.commit.RUnlock()
 	for _, s := range db.blobReaders(a.run.id) {
 		br, err := db.blobStore().Open(ref, s)
 		if err != nil {
@@ -304,20 +339,37 @@ func (db *DB) SweepBlobs(ctx context.Context) (files int, bytes int64, err error
 		return 0, 0, err
 	}
 	bs := &db.blobs
-	bs.sweeping.Lock()
-	defer bs.sweeping.Unlock()
+	bs.sweep.Lock()
+	defer bs.sweep.Unlock()
 	live := map[string]bool{}
 	bs.mu.Lock()
 	for n := range bs.pending {
 		live[n] = true
 	}
+	bs.released = map[string]bool{}
 	bs.mu.Unlock()
+	defer func() {
+		bs.mu.Lock()
+		bs.released = nil
+		bs.mu.Unlock()
+	}()
 	if err := db.liveBlobs(ctx, live); err != nil {
 		return 0, 0, err
 	}
-	// No writer is between Create and its registration (sweeping is
-	// held): every temporary file is a crash's, or an aborted write's.
-	return db.blobStore().Sweep(func(name string) bool { return live[name] }, true)
+	bs.commit.Lock()
+	defer bs.commit.Unlock()
+	bs.mu.Lock()
+	for n := range bs.pending {
+		live[n] = true
+	}
+	for n := range bs.released {
+		live[n] = true
+	}
+	// With no write in progress every temporary file is a crash's or an
+	// aborted write's; with one, they wait for a later sweep.
+	temps := bs.writing == 0
+	bs.mu.Unlock()
+	return db.blobStore().Sweep(func(name string) bool { return live[name] }, temps)
 }
 
 // liveBlobs adds to live the names of the blobs the records of the log

@@ -11,8 +11,10 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
@@ -935,6 +937,141 @@ func TestBlobCopiedReference(t *testing.T) {
 	if got := readValue(t, b, b.State().Memory["copy"]); !bytes.Equal(got, value) {
 		t.Fatal("GC removed a blob that the copied reference holds")
 	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	verifyDeep(t, fs, nil)
+}
+
+// TestBlobSweepBesideWriters: GCs run while agents write blobs (a slow
+// stream among them), commit references to them and copy references
+// across runs, and runs are deleted: no GC removes a blob a committed
+// record references, and a slow stream does not hold the GCs up.
+func TestBlobSweepBesideWriters(t *testing.T) {
+	seed := uint64(time.Now().UnixNano())
+	t.Logf("seed %d", seed)
+	fs := vfs.NewMem()
+	db, err := Open("s", &Options{FS: fs, NoSync: true, DictSamples: -1, BlobThreshold: 1 << 10, CompactDead: 0.01, SegmentSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const agents, turns = 3, 12
+	var wg sync.WaitGroup
+	errs := make(chan error, agents+2)
+	stop := make(chan struct{})
+	for g := range agents {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			rng := rand.New(rand.NewPCG(seed, uint64(g)))
+			for i := range turns {
+				id := fmt.Sprintf("a%d-%d", g, i/4)
+				r, err := db.Run(ctx, id)
+				if err != nil {
+					errs <- err
+					return
+				}
+				a, err := r.Begin(ctx)
+				if err != nil {
+					errs <- err
+					return
+				}
+				// Often the same bytes as another agent's: dedup under sweeps.
+				ref, err := a.PutBlob(ctx, "", bytes.NewReader(blobBytes(uint64(rng.IntN(6)), 40<<10)))
+				if err != nil {
+					errs <- err
+					return
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", i), []byte(blob.Value(ref))).Set(fmt.Sprint("v", i), blobBytes(uint64(100+rng.IntN(6)), 20<<10))); err != nil {
+					errs <- err
+					return
+				}
+				if i%4 == 3 {
+					if err := r.End(ctx, StatusCompleted, nil); err != nil {
+						errs <- err
+						return
+					}
+					if i/4 == 0 {
+						if _, err := db.Delete(ctx, id); err != nil {
+							errs <- err
+							return
+						}
+					}
+				}
+			}
+		}()
+	}
+	// A slow stream: an upload that trickles in during the GCs.
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		r, err := db.Run(ctx, "slow")
+		if err != nil {
+			errs <- err
+			return
+		}
+		a, err := r.Begin(ctx)
+		if err != nil {
+			errs <- err
+			return
+		}
+		pr, pw := io.Pipe()
+		go func() {
+			for range 20 {
+				pw.Write(blobBytes(7, 8<<10))
+				time.Sleep(5 * time.Millisecond)
+			}
+			pw.Close()
+		}()
+		ref, err := a.PutBlob(ctx, "", pr)
+		if err == nil {
+			err = a.Commit(ctx, new(frame.Delta).Set("slow", []byte(blob.Value(ref))))
+		}
+		if err != nil {
+			errs <- err
+		}
+	}()
+	gcs := 0
+	var gcWG sync.WaitGroup
+	gcWG.Add(1)
+	go func() {
+		defer gcWG.Done()
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if _, err := db.GC(ctx); err != nil {
+				errs <- err
+				return
+			}
+			gcs++
+		}
+	}()
+	wg.Wait()
+	close(stop)
+	gcWG.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	if _, err := db.GC(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range db.runList() {
+		for k, v := range r.State().Memory {
+			rc, err := r.OpenValue(ctx, v)
+			if err != nil {
+				t.Fatalf("run %s key %s after %d GCs: %v", r.ID(), k, gcs, err)
+			}
+			if _, err := io.Copy(io.Discard, rc); err != nil {
+				t.Fatalf("run %s key %s: %v", r.ID(), k, err)
+			}
+			rc.Close()
+		}
+	}
+	t.Logf("%d GCs beside the writers", gcs)
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
