@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -432,6 +433,10 @@ func TestBlobSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	verifyDeep(t, fs, ring)
+	rep, err := Verify(ctx, "s", &VerifyOptions{FS: fs})
+	if err != nil || !rep.OK || !slices.ContainsFunc(rep.Unchecked, func(u string) bool { return strings.Contains(u, "blobs") }) {
+		t.Fatalf("verify without the keyring: %v, ok %v, unchecked %q", err, rep != nil && rep.OK, rep.Unchecked)
+	}
 }
 
 func readFile(t testing.TB, fs vfs.FS, name string) []byte {

@@ -60,11 +60,15 @@ const notCheckedBlobs = "blobs: an encrypted store's blobs are named and sealed 
 // checkBlobs reads every referenced blob (once per file) and reports
 // those that are not there with their bytes.
 func (vr *verifyRun) checkBlobs(ctx context.Context) {
-	if len(vr.blobs) == 0 {
+	if vr.db.sealed && vr.db.sealer == nil {
+		// No atom was opened, so no reference noted: say so if there are
+		// blobs to check.
+		if names, err := vr.db.fs.List(vr.db.path(blob.Dir)); err == nil && len(names) > 0 {
+			vr.unchecked = append(vr.unchecked, notCheckedBlobs)
+		}
 		return
 	}
-	if vr.db.sealed && vr.db.sealer == nil {
-		vr.unchecked = append(vr.unchecked, notCheckedBlobs)
+	if len(vr.blobs) == 0 {
 		return
 	}
 	// The runs whose references count: those not deleted, and their
