@@ -55,6 +55,16 @@
 // should be the store's confined FS (privfs.Confine), so that a FIFO,
 // device or symbolic link planted under blobs/ is refused, not opened.
 //
-// The interface to the core is Store (Create, Open, Stat, Verify, Sweep)
-// and Sealer, which the engine implements over a run's data key.
+// # References in records
+//
+// A record references a blob by its reference value (Value, ParseValue):
+// "\x00continuum-blob:" hex(hash) "/" size [";" media], text that stands
+// where the bytes would (a memory value, a tool output, a message's text)
+// and that has one spelling per Ref. The engine (engine/blobs.go) writes
+// a value above Options.BlobThreshold to a blob and puts its reference
+// value in the record; offline.RecordBlobRefs finds them in the log.
+//
+// The interface to the core is Store (Create, Open, Verify, Sweep, Names)
+// and Sealer, which record.BlobSealer implements over a run's data key
+// (the name a MAC under a key derived from it: seal.Key.NameOf).
 package blob

@@ -95,7 +95,8 @@ func (r *Reader) load() error {
 	count := binary.LittleEndian.Uint64(tb[8:])
 	stored := int64(binary.LittleEndian.Uint32(tb[16:]))
 	if size != uint64(r.ref.Size) || count != uint64(chunkCount(r.ref.Size)) {
-		return corrupt(r.name, "holds %d bytes in %d chunks, the reference says %d bytes", size, count, r.ref.Size)
+		return corrupt(r.name, "of %d bytes, its trailer says %d bytes in %d chunks, the reference %d bytes (cut short, or not this blob)",
+			fileSize, size, count, r.ref.Size)
 	}
 	least, most := int64(count)*32, int64(count)*32
 	if r.sealer != nil {

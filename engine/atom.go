@@ -304,6 +304,9 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	result, recorded, err := db.ledger.DoRecorded(ctx, j, in, func(ctx context.Context, key string) ([]byte, error) {
 		ran = true
 		res, err := db.fencedExec(ctx, in, prior, key, exec)
+		if err == nil {
+			res, err = db.blobResult(ctx, a, res) // blobs.go
+		}
 		if err == nil && len(res) > db.maxResult() {
 			// Too large to certify: certify a failure that says so rather
 			// than leave the action in doubt (see MaxResultSize).

@@ -195,6 +195,8 @@ type capabilityState struct {
 	// by the bg goroutine), and seals erasable memory values (erase.go,
 	// erasekey.go; internal/erasure).
 	eraser *erasing.Eraser
+	// blobs is what the engine keeps of blobs (blobs.go; package blob).
+	blobs blobState
 }
 
 const (

@@ -345,6 +345,20 @@
 // CHECKPOINT) is rebuilt from the log (Stats.InboxRebuilt); verify checks
 // an INBOX the engine would use against the log.
 //
+// # Blobs
+//
+// A value too large for a run's frame goes to a blob (package blob): with
+// Options.BlobThreshold set, every value of a delta above it (a memory
+// value, a tool output, a message's content or part text) and every
+// result of Do above it is written, durably, before the record, which
+// holds its reference value (blob.Value) in its place. Atom.PutBlob
+// streams a blob in (Do's exec may call it and return blob.Value(ref));
+// Run.OpenValue and Run.OpenBlob stream one out, checked chunk by chunk.
+// The same bytes under one key are one file; GC sweeps the blobs no
+// record of a live run references (SweepBlobs); in an encrypted store a
+// run's blobs are sealed with its key, and erasing the run destroys them.
+// docs/DESIGN.md, "Blobs", has the rules; engine/blobs.go conducts.
+//
 // # Guarantees
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives

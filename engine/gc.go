@@ -40,12 +40,17 @@ type GCStats struct {
 // prefix of the log, and returns what it removed. It runs beside
 // commits, which never wait for it; Deletes wait for it, and snapshots
 // and engine checkpoints run after it. A failure leaves the store as a
-// crash at that point would: nothing live is touched.
+// crash at that point would: nothing live is touched. After the
+// collection it sweeps the blobs no remaining record references
+// (SweepBlobs, engine/blobs.go).
 func (db *DB) GC(ctx context.Context) (GCStats, error) {
 	if err := db.checkOpen(); err != nil {
 		return GCStats{}, err
 	}
 	st, err := db.gc.Request(ctx, db.bg.stop, ErrClosed)
+	if err == nil {
+		_, _, err = db.SweepBlobs(ctx)
+	}
 	return GCStats(st), err
 }
 

@@ -108,6 +108,14 @@ var capabilities = []capability{
 			return ""
 		},
 	},
+	{ // large values in blobs outside the log (blobs.go; package blob)
+		name: "blobs",
+		prepare: func(a *Atom, d *frame.Delta, _ bool) (*frame.Delta, error) {
+			return a.run.db.blobDelta(a, d)
+		},
+		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.releaseBlobs(a) },
+		failed:    func(a *Atom) { a.run.db.releaseBlobs(a) },
+	},
 }
 
 // replayOwner is the capability that replays each record kind, from

@@ -56,7 +56,9 @@ func (db *DB) maxResult() int {
 
 // tooLarge is the error of a record or frame past MaxSize.
 func tooLarge(run string, seq uint64, what string, size int) error {
-	return fmt.Errorf("%w: run %q seq %d: %s is %d bytes, the limit is %d (engine.MaxSize); nothing was written",
+	return fmt.Errorf("%w: run %q seq %d: %s is %d bytes, the limit is %d (engine.MaxSize); nothing was written; "+
+		"keep large values out of the frame: set Options.BlobThreshold (say 256 KiB) so that values above it go to blobs, "+
+		"or write one with Atom.PutBlob and put blob.Value(ref) in the delta",
 		ErrTooLarge, run, seq, what, size, MaxSize)
 }
 

@@ -143,6 +143,16 @@ type Options struct {
 	// engine checkpoint (RestartTail bounds their log, not their frames).
 	// Default 64 MiB; negative keeps every frame.
 	FrameCache int64
+	// BlobThreshold, when positive, moves every value of a delta longer
+	// than it (a memory value, a tool output, a message's content or part
+	// text) and every result of Do longer than it out of the log into a
+	// blob (package blob; engine/blobs.go), written durably before the
+	// record, which holds its reference value (blob.Value) in its place:
+	// the frame and the log stay small however large an agent's outputs.
+	// Read such a value with Run.OpenValue or Run.OpenBlob; write one
+	// from a stream with Atom.PutBlob. Default 0: values stay inline
+	// (PutBlob and reference values still work). Negative is invalid.
+	BlobThreshold int
 	// Observer, when set, is told what the engine does as it does it
 	// (atoms and their actions, group commits, Open, snapshots), for
 	// metrics and traces: see Observer, and the nested module
@@ -246,6 +256,8 @@ func (o *Options) withDefaults() (Options, error) {
 	switch {
 	case r.SegmentSize < 0:
 		return bad("SegmentSize", "%d is negative", r.SegmentSize)
+	case r.BlobThreshold < 0:
+		return bad("BlobThreshold", "%d is negative", r.BlobThreshold)
 	case r.SigningKey != nil && len(r.SigningKey) != ed25519.PrivateKeySize:
 		return bad("SigningKey", "%d bytes, want %d", len(r.SigningKey), ed25519.PrivateKeySize)
 	case r.ChainKey != nil && len(r.ChainKey) != 32:

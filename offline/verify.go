@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
@@ -221,6 +222,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
+	vr.checkBlobs(ctx)         // verify_blobs.go
 	vr.checkErasedKeys()       // verify_delete.go
 	vr.checkErasedMemoryKeys() // verify_erasekey.go
 	rep := v.Finish()
@@ -303,6 +305,10 @@ type verifyRun struct {
 	forkOfErased map[string]chain.Failure
 
 	msgs verifyMessages // verify_messages.go
+
+	// blobs holds the first record that references each blob, by run
+	// (verify_blobs.go).
+	blobs map[blobKey]blobUse
 }
 
 // certSeen is a done or resolved certificate the scan read: where it is,
@@ -441,6 +447,9 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 				continue // sealed, not opened
 			}
 			vr.noteCert(cert, pos, loc)
+			if ref, ok := blob.ParseValueBytes(cert.Result); ok {
+				vr.noteBlob(cert.RunID, cert.Seq, where, ref) // verify_blobs.go
+			}
 			if cert.Status == ledger.StatusDone || cert.Status == ledger.StatusResolved {
 				// The ledger never certifies an action twice (Resolve of a
 				// certified action is refused): a second certificate is a
@@ -588,6 +597,7 @@ func (vr *verifyRun) atom(a *record.Record, rs *verifyRunState, where func() str
 	// the rebuilt frame keeps d's slices. Without Deep only the delta's
 	// references are read (frame.DeltaRefs: the same checks, nothing
 	// built).
+	vr.noteBlobs(a, body.Delta, loc) // verify_blobs.go
 	var d *frame.Delta
 	refsOK := true
 	if frame.MayRefer(body.Delta) {

@@ -8,6 +8,8 @@ import (
 	"math/bits"
 	"sync"
 	"sync/atomic"
+
+	"github.com/zeebo/blake3"
 )
 
 // A Key is a data key, ready to seal and open payloads. It is safe for
@@ -34,6 +36,9 @@ import (
 type Key struct {
 	no   uint64
 	aead cipher.AEAD
+	// names is the key that names what this data key seals by content
+	// (NameOf): derived from the data key, immutable.
+	names [32]byte
 	// seals counts the payloads this Key sealed or tried to: the next
 	// seal's n (see above).
 	seals atomic.Uint64
@@ -50,7 +55,23 @@ func newKey(no uint64, raw []byte, r io.Reader) (*Key, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Key{no: no, aead: aead, rand: r}, nil
+	k := &Key{no: no, aead: aead, rand: r}
+	blake3.DeriveKey(nameContext, raw, k.names[:])
+	return k, nil
+}
+
+// nameContext derives a data key's naming key (NameOf) from it.
+const nameContext = "continuum seal content name v1"
+
+// NameOf returns the keyed name of the content whose hash is sum: a MAC
+// of sum under a key derived from k's (BLAKE3 keyed mode), so that equal
+// content sealed with k has one name and the name tells nothing of the
+// content to anyone without k. Erasing k makes the names meaningless.
+func (k *Key) NameOf(sum [32]byte) (name [32]byte) {
+	h, _ := blake3.NewKeyed(k.names[:])
+	_, _ = h.Write(sum[:])
+	h.Sum(name[:0])
+	return name
 }
 
 // No is the key's number in its table: sealed payloads name it.

@@ -180,3 +180,29 @@ func TestMaxSeals(t *testing.T) {
 		}
 	}
 }
+
+// TestNameOf: a data key names equal content alike, another key (or the
+// same key loaded again) otherwise as the key says, and the name is not
+// the content's hash.
+func TestNameOf(t *testing.T) {
+	a, err := newKey(1, master(1), &counting{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := newKey(1, master(1), &counting{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := newKey(2, master(2), &counting{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h1, h2 [32]byte
+	h1[0], h2[0] = 1, 2
+	if a.NameOf(h1) != again.NameOf(h1) {
+		t.Fatal("one data key, loaded twice, names one content two ways")
+	}
+	if a.NameOf(h1) == a.NameOf(h2) || a.NameOf(h1) == b.NameOf(h1) || a.NameOf(h1) == h1 {
+		t.Fatal("names collide across contents or keys, or are the hash")
+	}
+}

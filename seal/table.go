@@ -1,6 +1,7 @@
 package seal
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
@@ -233,6 +234,20 @@ func (ks *Keys) Scope(scope string) (*Key, bool) {
 	defer ks.mu.RUnlock()
 	k, ok := ks.scopes[scope]
 	return k, ok
+}
+
+// ScopeKeys returns the live data keys of scope, the newest first.
+func (ks *Keys) ScopeKeys(scope string) []*Key {
+	ks.mu.RLock()
+	defer ks.mu.RUnlock()
+	var out []*Key
+	for no, s := range ks.scope {
+		if s == scope {
+			out = append(out, ks.byNo[no])
+		}
+	}
+	slices.SortFunc(out, func(a, b *Key) int { return cmp.Compare(b.no, a.no) })
+	return out
 }
 
 // ScopeOf returns the scope of the live data key numbered no.

@@ -50,6 +50,7 @@ func commands() []command {
 		{name: "view", usage: viewUsage, about: "serve a read-only web view of a store (runs, timelines, frames, lineage, ledger, verify) on loopback", run: runWebView},
 		{name: "gc", usage: gcUsage, about: "delete ended runs (by id, status, end time) and reclaim their space in the log", run: runGC},
 		{name: "erase", usage: eraseUsage, about: "erase ended runs of an encrypted store, or one memory key of a run (--memory-key): destroy their data keys (crypto-shredding)", run: runErase},
+		{name: "blob", usage: blobUsage, about: "write one blob (a large value kept outside the log) to stdout or a file, checked chunk by chunk", run: runBlob},
 		{name: "rekey", usage: rekeyUsage, about: "re-wrap an encrypted store's data keys with the keyring's current key, so older keys can be retired", run: runRekey},
 		{name: "keygen", usage: keygenUsage, about: "make a signing key for a store: the key file and its public key, named for the store's origin", run: runKeygen},
 		{name: "keyring", usage: keyringUsage, about: "make a keyring file for an encrypted store: a new random key, current, written 0600", run: runKeyring},

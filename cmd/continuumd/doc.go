@@ -147,6 +147,17 @@
 //	GET  /v1/runs/{run}/inspect                                         continuumctl inspect's summary of the run
 //	GET  /v1/runs/{run}/diff?a=SEQ&b=SEQ[&run_b=RUN]                   continuumctl diff (read right on both runs)
 //
+// Blobs (large values outside the log; --blob-threshold moves every value
+// of a commit and result of a call above it into one) stream both ways,
+// the server holding about two 1 MiB chunks per transfer:
+//
+//	POST /v1/runs/{run}/attempts/{attempt}/blobs  (body: the bytes, chunked; Content-Type: the media type)  -> {"ref", "value", "hash", "size"}
+//	GET  /v1/runs/{run}/blobs/{hash}/{size}[?media_type=M]  the bytes, each chunk checked before it is sent
+//
+// Put the upload's value in the attempt's commit (a memory value, a tool
+// output, a message text) to reference the blob; GC sweeps a blob no
+// record references.
+//
 // Deletion and garbage collection need no keyring:
 //
 //	POST /v1/runs/{run}/delete {"reason": "..."}  engine DB.DeleteRuns: an ended run, gone (a repeat answers the deletion)

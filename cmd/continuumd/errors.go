@@ -91,6 +91,7 @@ var errorCodes = []string{
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
 	codeHeaderTooLarge, codeTimeout, codeTooManyConns,
+	codeBlobNotFound,
 	codeInternal,
 }
 

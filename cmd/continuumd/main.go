@@ -66,6 +66,7 @@ type config struct {
 	erasable                    stringList
 	cpuProfile                  string
 	h2c                         bool
+	blobThreshold               int
 }
 
 // stringList is a flag that may be given more than once.
@@ -112,6 +113,7 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, RFC 9113 3.3) beside HTTP/1.1 on every listener without TLS")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a CPU profile (runtime/pprof; go tool pprof reads it) of the server's whole life to `file`, for measuring")
+	fs.IntVar(&c.blobThreshold, "blob-threshold", 0, "keep every value of a delta and result of a call longer than `bytes` in a blob outside the log (engine.Options.BlobThreshold; 0: inline); blobs stream over POST .../attempts/{attempt}/blobs and GET .../blobs/{hash}/{size}")
 	fs.BoolVar(&c.unsafeNoSync, "unsafe-no-sync", false, "never fsync (the engine's NoSync): a machine crash loses acknowledged atoms; for benchmarks only")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, usage)
@@ -147,6 +149,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 		return nil, fmt.Errorf("--durability %q: strict or relaxed", c.durability)
 	case c.drain < 0:
 		return nil, errors.New("--drain-timeout must not be negative")
+	case c.blobThreshold < 0:
+		return nil, errors.New("--blob-threshold must not be negative")
 	case len(c.erasable) > 0 && c.keyring == "":
 		return nil, errors.New("--erasable needs --keyring: only an encrypted store seals a memory key's values with keys of their own")
 	}
@@ -259,6 +263,7 @@ func serve(c *config, log *slog.Logger) error {
 		}
 		opts.ChainKey, cfg.chainKey = b, b
 	}
+	opts.BlobThreshold = c.blobThreshold
 	if c.keyring != "" {
 		b, err := readSecretFile("--keyring", c.keyring)
 		if err != nil {

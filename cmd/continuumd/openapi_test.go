@@ -53,6 +53,9 @@ func TestOpenAPIRoutes(t *testing.T) {
 	for _, rt := range s.routes() {
 		served[strings.ToLower(rt.method)+" "+rt.pattern] = true
 	}
+	for _, rt := range s.streamRoutes() {
+		served[strings.ToLower(rt.method)+" "+rt.pattern] = true
+	}
 	described := map[string]bool{}
 	for path, ops := range doc.Paths {
 		for method := range ops {
@@ -98,6 +101,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
 		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
 		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": offline.ExportedDiff{}, "DiffSide": offline.ExportedDiffSide{},
+		"Blob": blobJSON{},
 	} {
 		s, ok := sc[name]
 		if !ok {

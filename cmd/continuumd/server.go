@@ -219,6 +219,18 @@ func (s *server) handler() http.Handler {
 		}
 		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
 	}
+	for _, rt := range s.streamRoutes() { // handlers_blob.go
+		mux.Handle(rt.method+" "+rt.pattern, s.wrapStream(rt))
+		if methods[rt.pattern] == nil {
+			pattern := rt.pattern
+			paths.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Allow", strings.Join(methods[pattern], ", "))
+				writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed,
+					Message: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(methods[pattern], ", "))})
+			})
+		}
+		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 
 		if _, pattern := paths.Handler(r); pattern != "" {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 	"unicode/utf8"
+
+	"github.com/continuumdb/continuum/blob"
 )
 
 // TestIsJoinFields: String and Bytes read only what they need and say what
@@ -55,5 +57,20 @@ func TestExamples(t *testing.T) {
 		if got := String(c.s, c.n); got != c.want {
 			t.Errorf("String(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
 		}
+	}
+}
+
+// TestBlobReference: a reference value is shown whole, as blob get takes it.
+func TestBlobReference(t *testing.T) {
+	ref := blob.Ref{Hash: blob.Hash([]byte("x")), Size: 12345, Media: "text/html"}
+	want := "blob " + ref.String()
+	if got := String(blob.Value(ref), 10); got != want {
+		t.Fatalf("String: %q, want %q", got, want)
+	}
+	if got := Bytes([]byte(blob.Value(ref)), 10); got != want {
+		t.Fatalf("Bytes: %q, want %q", got, want)
+	}
+	if got := String(blob.ValuePrefix+"not one", 5); got == want || len([]rune(got)) > 5 {
+		t.Fatalf("a value that only starts as a reference does: %q", got)
 	}
 }

@@ -1,6 +1,7 @@
 /** The client: Client (one server), Run, Atom. */
 
 import { randomUUID } from "node:crypto";
+import { endpoints } from "./blobs.js";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { type RetryPolicy, retryBody } from "./retry.js";
 import { Delta } from "./delta.js";
@@ -133,6 +134,7 @@ export class Client {
 
   constructor(o: ConnectOptions) {
     this.#t = new Transport(endpoint(o));
+    endpoints.set(this, this.#t.ep); // for the streamed requests of blobs.ts
     this.retryForMs = o.retryForMs ?? 30_000;
   }
 

@@ -17,6 +17,7 @@ export { Client, Run, Atom, type RunMessage, type BeginOptions, type BranchOptio
 export { type Verdict, happened, didNotHappen } from "./core.js";
 export { Delta } from "./delta.js";
 export { GaveUp, type RetryPolicy } from "./retry.js";
+export { BlobRef, VALUE_PREFIX, openBlob, parseRef, putBlob, type PutBlobOptions } from "./blobs.js";
 export * from "./errors.js";
 export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
 export { type ConnectOptions } from "./transport.js";
