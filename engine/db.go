@@ -195,6 +195,9 @@ type capabilityState struct {
 	// by the bg goroutine), and seals erasable memory values (erase.go,
 	// erasekey.go; internal/erasure).
 	eraser *erasing.Eraser
+	// waits is the index of the runs' waits, loaded on first use
+	// (waits.go, waitcore.go; internal/wait).
+	waits waitState
 }
 
 const (

@@ -1,0 +1,337 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// fakeClock is a wall clock a test moves, forward or back.
+type fakeClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *fakeClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *fakeClock) Set(t time.Time) {
+	c.mu.Lock()
+	c.now = t
+	c.mu.Unlock()
+}
+
+var t0 = time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+
+func waitOptions(fs vfs.FS, clock *fakeClock) *Options {
+	o := testOptions(fs)
+	o.Clock = clock.Now
+	return o
+}
+
+// step commits one atom of r.
+func step(t testing.TB, r *Run, k string) {
+	t.Helper()
+	a, err := r.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set(k, []byte(k))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readyRuns returns "run/seq/outcome" of db.Ready.
+func readyRuns(t testing.TB, db *DB) []string {
+	t.Helper()
+	ws, err := db.Ready(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, w := range ws {
+		out = append(out, fmt.Sprintf("%s/%d/%v", w.Run, w.Seq, w.Outcome))
+	}
+	return out
+}
+
+// waitKinds counts the wait, event and wake records of the store's log.
+func waitKinds(t testing.TB, fs vfs.FS) map[record.Kind]int {
+	t.Helper()
+	l, err := wal.Open("store/wal", &wal.Options{FS: fs, ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	n := map[record.Kind]int{}
+	c, err := record.NewCursor(l, func(uint64) string { return "seg" }, wal.Pos{}, &record.Decoder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for c.Next() {
+		if k := c.Record().Kind; k >= record.KindWait && k <= record.KindWake {
+			n[k]++
+		}
+	}
+	if err := c.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func equal(a, b []string) bool { return fmt.Sprint(a) == fmt.Sprint(b) }
+
+// TestWaitEventDelivered: an event sent during the wait ends it; the run
+// is ready until an atom commits after it, across a Fail and a restart,
+// and that atom gets the event; then the run is no longer ready, and
+// stays so after a restart.
+func TestWaitEventDelivered(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "agent")
+	step(t, r, "asked")
+	w, err := r.Wait(ctx, "approval", t0.Add(time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w.Seq != 1 || w.Outcome != WaitOpen || !w.Deadline.Equal(t0.Add(time.Hour)) || !w.Declared.Equal(t0) {
+		t.Fatalf("wait %+v", w)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("ready before the event: %v", got)
+	}
+	// A second Wait after the same atom is the same wait; another name is refused.
+	if again, err := r.Wait(ctx, "approval", t0.Add(2*time.Hour)); err != nil || again.Seq != 1 || !again.Deadline.Equal(w.Deadline) {
+		t.Fatalf("second Wait: %+v, %v", again, err)
+	}
+	if _, err := r.Wait(ctx, "other", time.Time{}); !errors.Is(err, ErrWaitExists) {
+		t.Fatalf("Wait of another name: %v", err)
+	}
+	// An event of another name is kept, not delivered.
+	if res, err := db.SendEvent(ctx, "agent", "noise", "n1", []byte("x")); err != nil || res.Delivered || res.Duplicate {
+		t.Fatalf("other event: %+v, %v", res, err)
+	}
+	clock.Set(t0.Add(time.Minute))
+	res, err := db.SendEvent(ctx, "agent", "approval", "human-1", []byte("yes"))
+	if err != nil || !res.Delivered {
+		t.Fatalf("SendEvent: %+v, %v", res, err)
+	}
+	if res, err := db.SendEvent(ctx, "agent", "approval", "human-1", []byte("yes")); err != nil || !res.Duplicate || res.Delivered {
+		t.Fatalf("repeated SendEvent: %+v, %v", res, err)
+	}
+	if _, err := db.SendEvent(ctx, "agent", "approval", "human-1", []byte("no")); !errors.Is(err, ErrEventMismatch) {
+		t.Fatalf("repeated sender id with another payload: %v", err)
+	}
+	if got := readyRuns(t, db); !equal(got, []string{"agent/1/delivered"}) {
+		t.Fatalf("ready: %v", got)
+	}
+	// An attempt that fails gets the event again.
+	a, _ := r.Begin(ctx)
+	got, err := a.WaitOutcome(ctx)
+	if err != nil || got.Outcome != WaitDelivered || string(got.Event.Payload) != "yes" || got.Event.Sender != "human-1" || !got.Ended.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("WaitOutcome: %+v, %v", got, err)
+	}
+	if err := a.Fail(ctx, "crashed while acting"); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	db = openTest(t, mem, opts)
+	if got := readyRuns(t, db); !equal(got, []string{"agent/1/delivered"}) {
+		t.Fatalf("ready after a restart: %v", got)
+	}
+	if _, err := db.SendEvent(ctx, "agent", "approval", "human-1", []byte("no")); !errors.Is(err, ErrEventMismatch) {
+		t.Fatalf("repeated sender id after a restart: %v", err)
+	}
+	r = openRun(t, db, "agent")
+	a, _ = r.Begin(ctx)
+	got, err = a.WaitOutcome(ctx)
+	if err != nil || got.Outcome != WaitDelivered || string(got.Event.Payload) != "yes" {
+		t.Fatalf("WaitOutcome after a restart: %+v, %v", got, err)
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("approved", []byte("yes"))); err != nil {
+		t.Fatal(err)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("ready after the atom took it: %v", got)
+	}
+	if _, ok, _ := r.CurrentWait(ctx); ok {
+		t.Fatal("a current wait after the atom took it")
+	}
+	db.Close()
+	db = openTest(t, mem, opts)
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("ready after the atom took it and a restart: %v", got)
+	}
+	// The kept event of another name goes to the next wait of its name.
+	r = openRun(t, db, "agent")
+	w, err = r.Wait(ctx, "noise", time.Time{})
+	if err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != "x" || w.Seq != 2 {
+		t.Fatalf("wait for a kept event: %+v, %v", w, err)
+	}
+	db.Close()
+	if n := waitKinds(t, mem); n[record.KindWait] != 2 || n[record.KindEvent] != 2 || n[record.KindWake] != 0 {
+		t.Fatalf("records %v", n)
+	}
+}
+
+// TestWaitEventBeforeAndAcrossClose: an event sent before the wait, and
+// before a close, ends the wait declared after the restart at once; one
+// sent while a wait was withdrawn by a commit is kept.
+func TestWaitEventBeforeAndAcrossClose(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	if _, err := db.SendEvent(ctx, "r", "go", "s1", []byte("first")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "go", "s2", []byte("second")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "nobody", "go", "s1", nil); !errors.Is(err, ErrNoRun) {
+		t.Fatalf("event to no run: %v", err)
+	}
+	db.Close()
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	w, err := r.Wait(ctx, "go", t0.Add(time.Hour))
+	if err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != "first" {
+		t.Fatalf("wait after a restart: %+v, %v", w, err)
+	}
+	step(t, r, "took-first")
+	// A wait withdrawn by a commit takes nothing more.
+	if _, err := r.Wait(ctx, "later", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	step(t, r, "went-on")
+	if res, err := db.SendEvent(ctx, "r", "later", "s3", []byte("late")); err != nil || res.Delivered {
+		t.Fatalf("event for a withdrawn wait: %+v, %v", res, err)
+	}
+	w, err = r.Wait(ctx, "go", time.Time{})
+	if err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != "second" {
+		t.Fatalf("second wait: %+v, %v", w, err)
+	}
+	step(t, r, "took-second")
+	db.Close()
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	if w, err := r.Wait(ctx, "later", time.Time{}); err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != "late" {
+		t.Fatalf("kept event after a restart: %+v, %v", w, err)
+	}
+	if err := r.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "go", "s9", nil); !errors.Is(err, ErrRunEnded) {
+		t.Fatalf("event to an ended run: %v", err)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("an ended run is ready: %v", got)
+	}
+}
+
+// TestWaitTimeout: a deadline ends the wait once, as a timeout, also when
+// it passed while the store was closed; a clock that moves back neither
+// fires it again nor un-ends it; an event after the deadline is kept.
+func TestWaitTimeout(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	if _, err := r.Wait(ctx, "approval", t0.Add(10*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	clock.Set(t0.Add(20 * time.Second)) // passes while closed
+	db = openTest(t, mem, opts)
+	// An event after the deadline: the timeout is recorded first.
+	res, err := db.SendEvent(ctx, "r", "approval", "late", []byte("yes"))
+	if err != nil || res.Delivered {
+		t.Fatalf("event after the deadline: %+v, %v", res, err)
+	}
+	if got := readyRuns(t, db); !equal(got, []string{"r/0/timed out"}) {
+		t.Fatalf("ready: %v", got)
+	}
+	clock.Set(t0) // back
+	db.Close()
+	db = openTest(t, mem, opts)
+	if got := readyRuns(t, db); !equal(got, []string{"r/0/timed out"}) {
+		t.Fatalf("ready after the clock moved back: %v", got)
+	}
+	r = openRun(t, db, "r")
+	w, err := r.WaitEnded(ctx)
+	if err != nil || w.Outcome != WaitTimedOut || !w.Ended.Equal(t0.Add(20*time.Second)) {
+		t.Fatalf("WaitEnded: %+v, %v", w, err)
+	}
+	db.Close()
+	if n := waitKinds(t, mem); n[record.KindWake] != 1 {
+		t.Fatalf("wake records: %v", n)
+	}
+
+	// The clock's floor is the latest reading the log holds: a wait whose
+	// deadline is before it is due even if the clock reads earlier.
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	step(t, r, "timed-out")
+	w, err = r.Sleep(ctx, t0.Add(15*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !w.Declared.Equal(t0.Add(20 * time.Second)) {
+		t.Fatalf("declared at %v, the floor is %v", w.Declared, t0.Add(20*time.Second))
+	}
+	if got := readyRuns(t, db); !equal(got, []string{"r/1/timed out"}) {
+		t.Fatalf("a sleep past the clock's floor: %v", got)
+	}
+}
+
+// TestSleepOrder: sleeping runs wake in the order of their times, after
+// a restart, and only the due ones.
+func TestSleepOrder(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	const n = 50
+	for i := range n {
+		r := openRun(t, db, fmt.Sprintf("s%02d", i))
+		// deadlines t0+1s .. t0+50s, declared out of order
+		d := time.Duration((i*7)%n+1) * time.Second
+		if _, err := r.Sleep(ctx, t0.Add(d)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Close()
+	clock.Set(t0.Add(10 * time.Second))
+	db = openTest(t, mem, opts)
+	ws, err := db.Ready(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ws) != 10 {
+		t.Fatalf("%d ready at t0+10s, want 10", len(ws))
+	}
+	for i, w := range ws {
+		if want := t0.Add(time.Duration(i+1) * time.Second); !w.Deadline.Equal(want) || w.Outcome != WaitTimedOut {
+			t.Fatalf("ready %d: %+v, want the deadline %v", i, w, want)
+		}
+	}
+	s, err := db.WaitStats(ctx)
+	if err != nil || s.Open != n-10 || s.Ready != 10 {
+		t.Fatalf("stats %+v, %v", s, err)
+	}
+}
