@@ -3,11 +3,13 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -333,5 +335,88 @@ func TestSleepOrder(t *testing.T) {
 	s, err := db.WaitStats(ctx)
 	if err != nil || s.Open != n-10 || s.Ready != 10 {
 		t.Fatalf("stats %+v, %v", s, err)
+	}
+}
+
+// TestVerifyWaits: verify checks the wait, event and wake records: each
+// rule of offline/verify_waits.go broken by a forged record (with a
+// valid link, but one) is reported, and Open refuses a record whose
+// link is not its own.
+func TestVerifyWaits(t *testing.T) {
+	h, err := chain.NewHasher(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		kind record.Kind
+		seq  uint64 // from the run's last seq
+		w    record.WaitFields
+		bad  bool // a wrong link
+		want string
+	}{
+		{"changed field", record.KindWake, 0, record.WaitFields{At: t0.Add(time.Hour).UnixNano(), Reason: record.WakeTimeout}, true, "its link is not the one its fields give"},
+		{"second wait", record.KindWait, 0, record.WaitFields{At: t0.Add(time.Second).UnixNano(), Name: "again"}, false, "a second wait after seq 1"},
+		{"early timeout", record.KindWake, 0, record.WaitFields{At: t0.Add(time.Second).UnixNano(), Reason: record.WakeTimeout}, false, "a timeout at"},
+		{"repeated sender", record.KindEvent, 0, record.WaitFields{At: t0.Add(time.Second).UnixNano(), Name: "ok", Sender: "s1"}, false, `a second event of sender "s1"`},
+		{"clock back", record.KindEvent, 0, record.WaitFields{At: t0.Add(-time.Second).UnixNano(), Name: "ok", Sender: "s2"}, false, "its clock went back"},
+		{"stale seq", record.KindEvent, 1, record.WaitFields{At: t0.Add(time.Second).UnixNano(), Name: "ok", Sender: "s3"}, false, "after seq 0, and the run's last atom is 1"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			clock := &fakeClock{now: t0}
+			opts := waitOptions(mem, clock)
+			db, err := Open("store", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := openRun(t, db, "r")
+			step(t, r, "one")
+			if _, err := r.Wait(ctx, "ok", t0.Add(time.Hour)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := db.SendEvent(ctx, "r", "other", "s1", nil); err != nil {
+				t.Fatal(err)
+			}
+			seq, head := r.LastSeq(), r.Head()
+			db.Close()
+			if rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true}); err != nil || !rep.OK {
+				t.Fatalf("the store before the forgery: %v %v", err, rep.Failures)
+			}
+			if c.seq != 0 {
+				seq, head = seq-c.seq, chain.Hash{}
+			}
+			link := h.Link("r", seq, head, record.AppendWaitPayload(nil, c.kind, &c.w))
+			if c.bad {
+				link[0] ^= 1
+			}
+			log, err := wal.Open("store/wal", &wal.Options{FS: mem})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := log.Append(ctx, record.AppendWaitRecord(nil, c.kind, "r", seq, head, link, &c.w)); err != nil {
+				t.Fatal(err)
+			}
+			log.Close()
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || strings.Contains(f.String(), c.want)
+			}
+			if rep.OK || !found {
+				t.Fatalf("verify of a forged %v record: OK %v, failures %v; want one saying %q", c.kind, rep.OK, rep.Failures, c.want)
+			}
+			if c.bad {
+				if db, err := Open("store", opts); err == nil || !errors.Is(err, ErrCorrupt) {
+					if db != nil {
+						db.Close()
+					}
+					t.Fatalf("Open of a record whose link is not its own: %v", err)
+				}
+			}
+		})
 	}
 }
