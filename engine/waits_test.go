@@ -420,3 +420,69 @@ func TestVerifyWaits(t *testing.T) {
 		})
 	}
 }
+
+// TestInspectExportWaits: inspect lists a run's waits with their
+// outcomes and the events no wait took; export puts on an atom's line
+// the wait it took, and on the last atom's line the wait not taken.
+func TestInspectExportWaits(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	step(t, r, "one")
+	if _, err := r.Wait(ctx, "approval", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "approval", "alice", []byte(`{"ok":true}`)); err != nil {
+		t.Fatal(err)
+	}
+	step(t, r, "two")
+	if _, err := r.Sleep(ctx, t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(2 * time.Second))
+	if _, err := db.SendEvent(ctx, "r", "later", "bob", []byte("kept")); err != nil {
+		t.Fatal(err)
+	}
+	if got := readyRuns(t, db); !equal(got, []string{"r/2/timed out"}) {
+		t.Fatalf("ready %v", got)
+	}
+	db.Close()
+	in, err := Inspect(ctx, "store", &InspectOptions{FS: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	sum, _ := in.Run("r")
+	if len(sum.Waits) != 2 || len(sum.PendingEvents) != 1 {
+		t.Fatalf("waits %+v, pending %+v", sum.Waits, sum.PendingEvents)
+	}
+	w0, w1 := sum.Waits[0], sum.Waits[1]
+	if w0.Seq != 1 || w0.Name != "approval" || w0.Outcome != "delivered" || !w0.Taken || w0.Event == nil || w0.Event.Sender != "alice" ||
+		w1.Seq != 2 || w1.Name != "" || w1.Outcome != "timed out" || w1.Taken || !w1.Ended.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("waits %+v %+v", w0, w1)
+	}
+	if e := sum.PendingEvents[0]; e.Name != "later" || e.Sender != "bob" || string(e.Payload) != "kept" {
+		t.Fatalf("pending %+v", e)
+	}
+	var b strings.Builder
+	if _, err := in.Export(ctx, &b, "r", 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(b.String()), "\n")
+	if len(lines) != 2 || strings.Contains(lines[0], `"waited"`) ||
+		!strings.Contains(lines[1], `"waited":{"seq":1,"name":"approval"`) || !strings.Contains(lines[1], `"outcome":"delivered"`) ||
+		!strings.Contains(lines[1], `"event":{"name":"approval","sender":"alice","seq":1`) || !strings.Contains(lines[1], `"payload":{"ok":true}`) ||
+		!strings.Contains(lines[1], `"wait":{"seq":2,"name":"","declared"`) || !strings.Contains(lines[1], `"outcome":"timed out"`) {
+		t.Fatalf("export:\n%s", b.String())
+	}
+	st := in.Stats()
+	kinds := map[string]int64{}
+	for _, k := range st.Kinds {
+		kinds[k.Kind] = k.Records
+	}
+	if kinds["wait"] != 2 || kinds["event"] != 2 || kinds["wake"] != 1 {
+		t.Fatalf("kinds %v", kinds)
+	}
+}
