@@ -57,7 +57,13 @@ from .errors import (
     Unauthorized,
     Unavailable,
     Unprocessable,
+    EventMismatch,
+    SeqMismatch,
+    WaitExists,
+    WaitNotEnded,
+    WaitNotFound,
 )
+from .waits import Event, SendResult, Wait
 from .types import (
     ActionState,
     AtomRecord,
@@ -87,4 +93,5 @@ __all__ = [
     "RunHeld", "RunEnded", "RunExists", "BranchConflict", "RollbackPending", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
+    "Wait", "Event", "SendResult", "EventMismatch", "SeqMismatch", "WaitExists", "WaitNotEnded", "WaitNotFound",
 ]
