@@ -486,3 +486,132 @@ func TestInspectExportWaits(t *testing.T) {
 		t.Fatalf("kinds %v", kinds)
 	}
 }
+
+// waitRecorder is an Observer that is a WaitObserver too.
+type waitRecorder struct {
+	recorder
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *waitRecorder) WaitRecorded(k record.Kind, run string, seq uint64, cur Wait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, fmt.Sprintf("%v %s/%d %v", k, run, seq, cur.Outcome))
+}
+
+// TestWaitObserver: an Observer that implements WaitObserver is told of
+// each wait, event and wake record once durable, with the wait after it.
+func TestWaitObserver(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	obs := &waitRecorder{}
+	opts := waitOptions(mem, clock)
+	opts.Observer = obs
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	if _, err := r.Wait(ctx, "a", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "b", "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Minute))
+	if _, err := db.SendEvent(ctx, "r", "a", "s2", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"wait r/0 open", "event r/0 open", "wake r/0 timed out", "event r/0 timed out"}
+	if !equal(obs.seen, want) {
+		t.Fatalf("observed %q, want %q", obs.seen, want)
+	}
+}
+
+// TestWaitsConcurrent: senders post events (each twice, at once) to
+// waiting runs while one host goroutine resumes the ready runs: each run
+// acts once on its event, each second post is a Duplicate, and no run is
+// left ready or waiting.
+func TestWaitsConcurrent(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	const n = 64
+	for i := range n {
+		r := openRun(t, db, fmt.Sprintf("w%02d", i))
+		if _, err := r.Wait(ctx, "go", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dups, delivered sync.WaitGroup
+	var mu sync.Mutex
+	nDup, nNew := 0, 0
+	for i := range n {
+		for range 2 {
+			dups.Add(1)
+			go func() {
+				defer dups.Done()
+				res, err := db.SendEvent(ctx, fmt.Sprintf("w%02d", i), "go", "sender", []byte(fmt.Sprint("p", i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if res.Duplicate {
+					nDup++
+				} else {
+					nNew++
+				}
+				mu.Unlock()
+			}()
+		}
+	}
+	delivered.Add(1)
+	acted := map[string]int{}
+	go func() {
+		defer delivered.Done()
+		for len(acted) < n {
+			changed := db.ReadyChanged()
+			ws, err := db.Ready(ctx, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, w := range ws {
+				r := openRun(t, db, w.Run)
+				a, err := r.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := a.WaitOutcome(ctx)
+				if err != nil || got.Outcome != WaitDelivered {
+					t.Errorf("run %s: %+v %v", w.Run, got, err)
+					return
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set("got", got.Event.Payload)); err != nil {
+					t.Error(err)
+					return
+				}
+				acted[w.Run]++
+			}
+			if len(acted) < n {
+				<-changed
+			}
+		}
+	}()
+	dups.Wait()
+	delivered.Wait()
+	if nDup != n || nNew != n {
+		t.Fatalf("%d new, %d duplicates; want %d of each", nNew, nDup, n)
+	}
+	for i := range n {
+		id := fmt.Sprintf("w%02d", i)
+		r := openRun(t, db, id)
+		if acted[id] != 1 || string(r.State().Memory["got"]) != fmt.Sprint("p", i) || r.LastSeq() != 1 {
+			t.Fatalf("run %s acted %d times, on %q", id, acted[id], r.State().Memory["got"])
+		}
+	}
+	if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {
+		t.Fatalf("ready at the end: %v %v", ws, err)
+	}
+}
