@@ -313,43 +313,87 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 }
 
 // fireDue records the timeout of every open wait whose deadline passed,
-// earliest first.
+// earliest first, up to maxFireBatch in one durable batch of wake
+// records (one fsync for them all): it holds the write mark of each of
+// their runs for the batch. One fireDue at a time (waitState.fire), so
+// that no two callers each hold marks the other waits for.
 func (db *DB) fireDue(ctx context.Context) error {
+	s := &db.waits
 	x := db.waitIndex()
+	s.fire.Lock()
+	defer s.fire.Unlock()
 	for {
-		due := x.Due(x.Now(), 256)
+		now := x.Now()
+		due := x.Due(now, maxFireBatch)
 		if len(due) == 0 {
 			return nil
 		}
-		progress := false
+		var held []*Run
+		var recs []*record.Record
+		release := func() {
+			for _, r := range held {
+				r.mu.Lock()
+				r.endWriteLocked()
+				r.mu.Unlock()
+			}
+		}
 		for i := range due {
 			w := &due[i]
-			if db.waitStale(w) {
-				progress = true
-				continue
-			}
 			r, err := db.waitRun(w.Run)
 			if err != nil {
 				x.Gone(w.Run)
-				progress = true
 				continue
 			}
-			got, err := r.wake(ctx, record.WakeTimeout, true)
-			switch {
-			case errors.Is(err, ErrRunEnded), errors.Is(err, ErrRunDeleted):
-				x.Gone(w.Run)
-				progress = true
-			case err != nil:
+			if err := r.lockIdle(ctx); err != nil {
+				release()
 				return err
-			case got.Outcome != WaitOpen:
-				progress = true
 			}
+			if r.mu.end != nil || r.mu.broken != nil {
+				r.mu.Unlock()
+				x.Gone(w.Run)
+				continue
+			}
+			seq, head := r.mu.lastSeq, r.mu.head
+			cur, ok := x.Current(r.id, seq)
+			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
+				r.mu.Unlock()
+				x.Taken(r.id, seq) // an atom went on after it
+				continue
+			}
+			r.startWriteLocked()
+			r.mu.Unlock()
+			held = append(held, r)
+			recs = append(recs, db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout}))
 		}
-		if !progress {
-			return nil
+		if len(recs) > 0 {
+			raws := make([][]byte, len(recs))
+			for i, rec := range recs {
+				raws[i] = rec.Raw
+			}
+			tok := db.track()
+			poss, err := db.appendBatch(ctx, raws)
+			db.untrack(tok)
+			if err != nil {
+				release()
+				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
+			}
+			obs, _ := db.opts.Observer.(WaitObserver)
+			for i, rec := range recs {
+				rec.Pos = poss[i]
+				x.Apply(rec, nil)
+				if obs != nil {
+					cur, _ := x.Current(rec.Run, rec.Seq)
+					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
+				}
+			}
+			release()
+			db.waitsChanged()
 		}
 	}
 }
+
+// maxFireBatch bounds the timeouts one batch of fireDue records.
+const maxFireBatch = 1024
 
 // waitsChanged wakes the callers blocked on ReadyChanged.
 func (db *DB) waitsChanged() {
