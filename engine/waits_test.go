@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -613,5 +614,91 @@ func TestWaitsConcurrent(t *testing.T) {
 	}
 	if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {
 		t.Fatalf("ready at the end: %v %v", ws, err)
+	}
+}
+
+// TestWaitsEncrypted: in an encrypted store an event's payload is sealed
+// in the log (the plaintext is nowhere in it) and delivered opened, also
+// after a restart; a deleted run's waits and events go with it.
+func TestWaitsEncrypted(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := encOpts(mem, testRing(t, "k1", "k1"))
+	clock := &fakeClock{now: t0}
+	opts.Clock = clock.Now
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	secret := "the-approval-code-4711"
+	if _, err := db.SendEvent(ctx, "r", "approval", "h", []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	segs, err := mem.List("store/wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		f, err := mem.Open("store/wal/" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		b := make([]byte, st.Size())
+		f.ReadAt(b, 0)
+		f.Close()
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("segment %s holds the event's payload in plain text", s)
+		}
+	}
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	w, err := r.Wait(ctx, "approval", time.Time{})
+	if err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != secret {
+		t.Fatalf("wait in an encrypted store: %+v %v", w, err)
+	}
+	if err := r.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteRuns(ctx, DeleteOptions{IDs: []string{"r"}, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "approval", "h2", nil); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("event to a deleted run: %v", err)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("a deleted run is ready: %v", got)
+	}
+}
+
+// TestWaitingHoldsNoGoroutine: runs that wait, for events or the clock,
+// hold no goroutine.
+func TestWaitingHoldsNoGoroutine(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	openRun(t, db, "first")
+	if _, err := db.Ready(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const n = 500
+	for i := range n {
+		r := openRun(t, db, fmt.Sprint("w", i))
+		var err error
+		if i%2 == 0 {
+			_, err = r.Wait(ctx, "e", time.Now().Add(time.Hour))
+		} else {
+			_, err = r.Sleep(ctx, time.Now().Add(time.Hour))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = db.ReadyChanged() // arms the one timer of the earliest deadline
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines before %d runs waited, %d after", before, n, after)
+	}
+	if s, err := db.WaitStats(ctx); err != nil || s.Open != n {
+		t.Fatalf("stats %+v %v", s, err)
 	}
 }
