@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"time"
 
@@ -40,6 +41,8 @@ var (
 	due    = flag.Int("due", 1000, "of them, due at the restart")
 	events = flag.Int("events", 400, "latency samples per round")
 	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
+	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
+	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
 )
 
 var ctx = context.Background()
@@ -61,15 +64,17 @@ func main() {
 
 	// 1. Wake latency, beside a message's.
 	var ev, msg [][]time.Duration
-	for i := range *rounds {
+	for i := range *rounds * b2i(!*skip) {
 		ev = append(ev, eventLatency(filepath.Join(root, fmt.Sprint("ev", i))))
 		msg = append(msg, messageLatency(filepath.Join(root, fmt.Sprint("msg", i))))
 	}
-	fmt.Println("| in process, fsync on | p50 | p99 | (per round: p50/p99) |")
-	fmt.Println("| --- | ---: | ---: | --- |")
-	row("SendEvent -> Ready lists the run (host blocked on ReadyChanged)", ev)
-	row("baseline: Send+Commit -> Receive returns", msg)
-	fmt.Println()
+	if !*skip {
+		fmt.Println("| in process, fsync on | p50 | p99 | (per round: p50/p99) |")
+		fmt.Println("| --- | ---: | ---: | --- |")
+		row("SendEvent -> Ready lists the run (host blocked on ReadyChanged)", ev)
+		row("baseline: Send+Commit -> Receive returns", msg)
+		fmt.Println()
+	}
 
 	// 2. The big store: with waits, and the same runs without.
 	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
@@ -85,6 +90,13 @@ func main() {
 		listed, dueOK int
 	}
 	var withW, without []open
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+	}
 	for range *rounds {
 		for _, waits := range []bool{true, false} {
 			d := plain
@@ -121,6 +133,9 @@ func main() {
 			}
 			db.Close()
 		}
+	}
+	if *prof != "" {
+		pprof.StopCPUProfile()
 	}
 	med := func(os []open, f func(open) float64) float64 {
 		v := make([]float64, len(os))
@@ -190,6 +205,13 @@ func main() {
 	fmt.Println("| --- | ---: | ---: |")
 	fmt.Printf("| Ready: records %d timeouts (fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
 	fmt.Printf("| the next Ready (the %d listed again, none due) | %.2f ms | |\n", *due, ms(noneT[len(noneT)/2]))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 func row(name string, rs [][]time.Duration) {
