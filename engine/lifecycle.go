@@ -107,7 +107,11 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err := db.logFailed(); err != nil {
 		return fmt.Errorf("engine: end run %q: the log failed earlier; reopen the store: %w", r.id, err)
 	}
-	r.mu.Lock()
+	// Once a record of the run being written (a wait's, an event's) is
+	// in the log: the end comes after it.
+	if err := r.lockIdle(ctx); err != nil {
+		return err
+	}
 	if err := r.endableLocked(); err != nil {
 		r.mu.Unlock()
 		return err

@@ -154,6 +154,18 @@ func (db *DB) waitStale(w *wait.Wait) bool {
 	return false
 }
 
+// lastLinkLocked returns the seq and head of the run's newest atom in the
+// log: its last one's, or, with branches in flight, the newest a branch
+// appended (applied or not), so that a wait record written now follows it
+// in the log and names it (r.mu held).
+func (r *Run) lastLinkLocked() (uint64, chain.Hash) {
+	if br := r.mu.br; br != nil {
+		t := br.Tail()
+		return t.Seq, t.Head
+	}
+	return r.mu.lastSeq, r.mu.head
+}
+
 // waitRec is a record of waits to write, and an event's plaintext.
 type waitRec struct {
 	rec   *record.Record
@@ -189,6 +201,9 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 		s := r.mu.end.status
 		r.mu.Unlock()
 		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, s)
+	case r.mu.ending:
+		r.mu.Unlock()
+		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
 	}
 	if locked != nil {
 		if err := locked(); err != nil {
@@ -196,7 +211,7 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 			return err
 		}
 	}
-	seq, head := r.mu.lastSeq, r.mu.head
+	seq, head := r.lastLinkLocked()
 	r.startWriteLocked()
 	r.mu.Unlock()
 	defer func() {
@@ -251,8 +266,11 @@ func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) 
 	x := db.waitIndex()
 	var out wait.Wait
 	err := r.writeWaits(ctx, func() error {
-		if r.mu.atom != nil {
+		switch {
+		case r.mu.atom != nil:
 			return fmt.Errorf("%w: run %q: commit or fail it before the run waits", ErrAtomInProgress, r.id)
+		case r.mu.br != nil && !r.mu.br.Idle():
+			return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before the run waits", ErrAtomInProgress, r.id)
 		}
 		return nil
 	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
@@ -348,12 +366,12 @@ func (db *DB) fireDue(ctx context.Context) error {
 				release()
 				return err
 			}
-			if r.mu.end != nil || r.mu.broken != nil {
+			if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
 				r.mu.Unlock()
 				x.Gone(w.Run)
 				continue
 			}
-			seq, head := r.mu.lastSeq, r.mu.head
+			seq, head := r.lastLinkLocked()
 			cur, ok := x.Current(r.id, seq)
 			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
 				r.mu.Unlock()

@@ -702,3 +702,55 @@ func TestWaitingHoldsNoGoroutine(t *testing.T) {
 		t.Fatalf("stats %+v %v", s, err)
 	}
 }
+
+// TestWaitRecordsRaceEndAndBranches: events sent while runs end, and
+// while branches commit, are in the log where their seq and head say
+// (verify passes, in openTest's cleanup): an end waits for a wait
+// record being written, and an event follows a branch's record appended
+// before it.
+func TestWaitRecordsRaceEndAndBranches(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprint("r", i)
+		r := openRun(t, db, id)
+		if _, err := r.Wait(ctx, "e", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for k := range 4 {
+				_, err := db.SendEvent(ctx, id, "e", fmt.Sprint("s", k), nil)
+				if err != nil && !errors.Is(err, ErrRunEnded) {
+					t.Error(err)
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				if err := r.End(ctx, StatusCompleted, nil); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			for k := range 3 {
+				b, err := r.Branch(ctx, fmt.Sprint("b", k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := b.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", k), []byte("v"))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}
