@@ -1,19 +1,23 @@
 // Command waits measures CONTINUUM's waits and timers (engine/waits.go),
-// each figure beside its baseline, in alternating rounds:
+// each figure beside its baseline, in alternating rounds.
 //
-//   - wake latency, in process: from DB.SendEvent's call to the host,
-//     blocked on DB.ReadyChanged, holding the run from DB.Ready; beside
-//     it, a message's latency from the sending atom's Commit to the
-//     receiver's Atom.Receive returning (the same single durable append).
-//     Both with fsync, on the -dir disk; p50 and p99 of -events rounds.
-//   - a store of -runs waiting runs (each asleep until a time of its own,
-//     in an order unlike their ids): heap in use and Open time, then the
-//     first DB.Ready (which builds the index of waits from the log), with
-//     nothing due; beside it the same store's runs without their waits.
-//   - finding the due ones after a restart: with -due of the -runs
-//     sleeps past the clock, DB.Ready records their timeouts (a wake
-//     record each) and lists them, earliest first; the time of that
-//     Ready, and the time of a Ready with none due.
+// Wake latency, in process: from DB.SendEvent's call to the host, blocked
+// on DB.ReadyChanged, holding the run from DB.Ready; beside it, a
+// message's latency from the sending atom's Commit to the receiver's
+// Atom.Receive returning (the same single durable append). Both with
+// fsync, on the -dir disk; p50 and p99 of -events samples per round.
+//
+// A store of -runs waiting runs (each asleep until a time of its own, in
+// an order unlike their ids): heap in use and Open time, then the first
+// DB.Ready (which builds the index of waits from the log), with nothing
+// due; beside it the same runs without their waits.
+//
+// Finding the due ones after a restart: with -due of the -runs sleeps
+// past the clock, DB.Ready records their timeouts (wake records, in
+// batches) and lists them, earliest first; the time of that Ready, and
+// of the next one, with none due.
+//
+// Usage:
 //
 //	go run ./bench/waits -dir /work/tmp-bench -runs 100000 -due 1000 -events 400 -rounds 3
 package main
@@ -203,7 +207,7 @@ func main() {
 	slices.Sort(noneT)
 	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d) | time | per due run |\n", *runs, *due, *rounds)
 	fmt.Println("| --- | ---: | ---: |")
-	fmt.Printf("| Ready: records %d timeouts (fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
+	fmt.Printf("| Ready: records %d timeouts (in batches of up to 1024, one fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
 	fmt.Printf("| the next Ready (the %d listed again, none due) | %.2f ms | |\n", *due, ms(noneT[len(noneT)/2]))
 }
 
