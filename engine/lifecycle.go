@@ -83,7 +83,8 @@ func (r *Run) Status() Status {
 // outcome for whoever lists it, nil for none). The end is durable when End
 // returns nil, and final: Begin then fails with ErrRunEnded, and so does a
 // second End. An atom in flight makes End fail with ErrAtomInProgress:
-// commit or fail it first. After End, Head is the end's link and, with a
+// commit or fail it first. A wait, event or wake record of the run being
+// written (waits.go) is waited for: the end follows it in the log. After End, Head is the end's link and, with a
 // signing key, a signed final checkpoint covers it.
 func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	db := r.db
