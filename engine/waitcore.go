@@ -119,11 +119,21 @@ func (r *Run) waitTaken(seq uint64) {
 // waitRun returns run id, which must exist and not be deleted.
 func (db *DB) waitRun(id string) (*Run, error) {
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	if db.deletedLocked(id) {
+		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
 	}
 	r := db.runLocked(id)
+	if r == nil && db.reg != nil && !db.reg.checked.Load() {
+		// A run the log holds and CHECKPOINT omits exists too (as in
+		// DB.Run): known once the log's table of runs is checked.
+		db.mu.Unlock()
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+		return db.waitRun(id)
+	}
+	db.mu.Unlock()
 	if r == nil {
 		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
 	}
