@@ -119,11 +119,21 @@ func (r *Run) waitTaken(seq uint64) {
 // waitRun returns run id, which must exist and not be deleted.
 func (db *DB) waitRun(id string) (*Run, error) {
 	db.mu.Lock()
-	defer db.mu.Unlock()
 	if db.deletedLocked(id) {
+		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
 	}
 	r := db.runLocked(id)
+	if r == nil && db.reg != nil && !db.reg.checked.Load() {
+		// A run the log holds and CHECKPOINT omits exists too (as in
+		// DB.Run): known once the log's table of runs is checked.
+		db.mu.Unlock()
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+		return db.waitRun(id)
+	}
+	db.mu.Unlock()
 	if r == nil {
 		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
 	}
@@ -152,6 +162,18 @@ func (db *DB) waitStale(w *wait.Wait) bool {
 		return true
 	}
 	return false
+}
+
+// lastLinkLocked returns the seq and head of the run's newest atom in the
+// log: its last one's, or, with branches in flight, the newest a branch
+// appended (applied or not), so that a wait record written now follows it
+// in the log and names it (r.mu held).
+func (r *Run) lastLinkLocked() (uint64, chain.Hash) {
+	if br := r.mu.br; br != nil {
+		t := br.Tail()
+		return t.Seq, t.Head
+	}
+	return r.mu.lastSeq, r.mu.head
 }
 
 // waitRec is a record of waits to write, and an event's plaintext.
@@ -189,6 +211,9 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 		s := r.mu.end.status
 		r.mu.Unlock()
 		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, s)
+	case r.mu.ending:
+		r.mu.Unlock()
+		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
 	}
 	if locked != nil {
 		if err := locked(); err != nil {
@@ -196,7 +221,7 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 			return err
 		}
 	}
-	seq, head := r.mu.lastSeq, r.mu.head
+	seq, head := r.lastLinkLocked()
 	r.startWriteLocked()
 	r.mu.Unlock()
 	defer func() {
@@ -251,8 +276,11 @@ func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) 
 	x := db.waitIndex()
 	var out wait.Wait
 	err := r.writeWaits(ctx, func() error {
-		if r.mu.atom != nil {
+		switch {
+		case r.mu.atom != nil:
 			return fmt.Errorf("%w: run %q: commit or fail it before the run waits", ErrAtomInProgress, r.id)
+		case r.mu.br != nil && !r.mu.br.Idle():
+			return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before the run waits", ErrAtomInProgress, r.id)
 		}
 		return nil
 	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
@@ -313,43 +341,87 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 }
 
 // fireDue records the timeout of every open wait whose deadline passed,
-// earliest first.
+// earliest first, up to maxFireBatch in one durable batch of wake
+// records (one fsync for them all): it holds the write mark of each of
+// their runs for the batch. One fireDue at a time (waitState.fire), so
+// that no two callers each hold marks the other waits for.
 func (db *DB) fireDue(ctx context.Context) error {
+	s := &db.waits
 	x := db.waitIndex()
+	s.fire.Lock()
+	defer s.fire.Unlock()
 	for {
-		due := x.Due(x.Now(), 256)
+		now := x.Now()
+		due := x.Due(now, maxFireBatch)
 		if len(due) == 0 {
 			return nil
 		}
-		progress := false
+		var held []*Run
+		var recs []*record.Record
+		release := func() {
+			for _, r := range held {
+				r.mu.Lock()
+				r.endWriteLocked()
+				r.mu.Unlock()
+			}
+		}
 		for i := range due {
 			w := &due[i]
-			if db.waitStale(w) {
-				progress = true
-				continue
-			}
 			r, err := db.waitRun(w.Run)
 			if err != nil {
 				x.Gone(w.Run)
-				progress = true
 				continue
 			}
-			got, err := r.wake(ctx, record.WakeTimeout, true)
-			switch {
-			case errors.Is(err, ErrRunEnded), errors.Is(err, ErrRunDeleted):
-				x.Gone(w.Run)
-				progress = true
-			case err != nil:
+			if err := r.lockIdle(ctx); err != nil {
+				release()
 				return err
-			case got.Outcome != WaitOpen:
-				progress = true
 			}
+			if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
+				r.mu.Unlock()
+				x.Gone(w.Run)
+				continue
+			}
+			seq, head := r.lastLinkLocked()
+			cur, ok := x.Current(r.id, seq)
+			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
+				r.mu.Unlock()
+				x.Taken(r.id, seq) // an atom went on after it
+				continue
+			}
+			r.startWriteLocked()
+			r.mu.Unlock()
+			held = append(held, r)
+			recs = append(recs, db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout}))
 		}
-		if !progress {
-			return nil
+		if len(recs) > 0 {
+			raws := make([][]byte, len(recs))
+			for i, rec := range recs {
+				raws[i] = rec.Raw
+			}
+			tok := db.track()
+			poss, err := db.appendBatch(ctx, raws)
+			db.untrack(tok)
+			if err != nil {
+				release()
+				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
+			}
+			obs, _ := db.opts.Observer.(WaitObserver)
+			for i, rec := range recs {
+				rec.Pos = poss[i]
+				x.Apply(rec, nil)
+				if obs != nil {
+					cur, _ := x.Current(rec.Run, rec.Seq)
+					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
+				}
+			}
+			release()
+			db.waitsChanged()
 		}
 	}
 }
+
+// maxFireBatch bounds the timeouts one batch of fireDue records.
+const maxFireBatch = 1024
 
 // waitsChanged wakes the callers blocked on ReadyChanged.
 func (db *DB) waitsChanged() {

@@ -383,6 +383,7 @@ type waitState struct {
 	idx   *wait.Index                // set by the first waitsReady, with err
 	err   error                      // the load's, sticky
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
+	fire  sync.Mutex                 // one fireDue at a time
 	mu    struct {
 		sync.Mutex
 		changed chan struct{} // closed when a wait ends or the earliest deadline comes

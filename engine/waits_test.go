@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -485,4 +486,271 @@ func TestInspectExportWaits(t *testing.T) {
 	if kinds["wait"] != 2 || kinds["event"] != 2 || kinds["wake"] != 1 {
 		t.Fatalf("kinds %v", kinds)
 	}
+}
+
+// waitRecorder is an Observer that is a WaitObserver too.
+type waitRecorder struct {
+	recorder
+	mu   sync.Mutex
+	seen []string
+}
+
+func (w *waitRecorder) WaitRecorded(k record.Kind, run string, seq uint64, cur Wait) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.seen = append(w.seen, fmt.Sprintf("%v %s/%d %v", k, run, seq, cur.Outcome))
+}
+
+// TestWaitObserver: an Observer that implements WaitObserver is told of
+// each wait, event and wake record once durable, with the wait after it.
+func TestWaitObserver(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	obs := &waitRecorder{}
+	opts := waitOptions(mem, clock)
+	opts.Observer = obs
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	if _, err := r.Wait(ctx, "a", t0.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "b", "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(time.Minute))
+	if _, err := db.SendEvent(ctx, "r", "a", "s2", nil); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"wait r/0 open", "event r/0 open", "wake r/0 timed out", "event r/0 timed out"}
+	if !equal(obs.seen, want) {
+		t.Fatalf("observed %q, want %q", obs.seen, want)
+	}
+}
+
+// TestWaitsConcurrent: senders post events (each twice, at once) to
+// waiting runs while one host goroutine resumes the ready runs: each run
+// acts once on its event, each second post is a Duplicate, and no run is
+// left ready or waiting.
+func TestWaitsConcurrent(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	const n = 64
+	for i := range n {
+		r := openRun(t, db, fmt.Sprintf("w%02d", i))
+		if _, err := r.Wait(ctx, "go", time.Now().Add(time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var dups, delivered sync.WaitGroup
+	var mu sync.Mutex
+	nDup, nNew := 0, 0
+	for i := range n {
+		for range 2 {
+			dups.Add(1)
+			go func() {
+				defer dups.Done()
+				res, err := db.SendEvent(ctx, fmt.Sprintf("w%02d", i), "go", "sender", []byte(fmt.Sprint("p", i)))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if res.Duplicate {
+					nDup++
+				} else {
+					nNew++
+				}
+				mu.Unlock()
+			}()
+		}
+	}
+	delivered.Add(1)
+	acted := map[string]int{}
+	go func() {
+		defer delivered.Done()
+		for len(acted) < n {
+			changed := db.ReadyChanged()
+			ws, err := db.Ready(ctx, 0)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			for _, w := range ws {
+				r := openRun(t, db, w.Run)
+				a, err := r.Begin(ctx)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				got, err := a.WaitOutcome(ctx)
+				if err != nil || got.Outcome != WaitDelivered {
+					t.Errorf("run %s: %+v %v", w.Run, got, err)
+					return
+				}
+				if err := a.Commit(ctx, new(frame.Delta).Set("got", got.Event.Payload)); err != nil {
+					t.Error(err)
+					return
+				}
+				acted[w.Run]++
+			}
+			if len(acted) < n {
+				<-changed
+			}
+		}
+	}()
+	dups.Wait()
+	delivered.Wait()
+	if nDup != n || nNew != n {
+		t.Fatalf("%d new, %d duplicates; want %d of each", nNew, nDup, n)
+	}
+	for i := range n {
+		id := fmt.Sprintf("w%02d", i)
+		r := openRun(t, db, id)
+		if acted[id] != 1 || string(r.State().Memory["got"]) != fmt.Sprint("p", i) || r.LastSeq() != 1 {
+			t.Fatalf("run %s acted %d times, on %q", id, acted[id], r.State().Memory["got"])
+		}
+	}
+	if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {
+		t.Fatalf("ready at the end: %v %v", ws, err)
+	}
+}
+
+// TestWaitsEncrypted: in an encrypted store an event's payload is sealed
+// in the log (the plaintext is nowhere in it) and delivered opened, also
+// after a restart; a deleted run's waits and events go with it.
+func TestWaitsEncrypted(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := encOpts(mem, testRing(t, "k1", "k1"))
+	clock := &fakeClock{now: t0}
+	opts.Clock = clock.Now
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	secret := "the-approval-code-4711"
+	if _, err := db.SendEvent(ctx, "r", "approval", "h", []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	segs, err := mem.List("store/wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range segs {
+		f, err := mem.Open("store/wal/" + s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st, _ := f.Stat()
+		b := make([]byte, st.Size())
+		f.ReadAt(b, 0)
+		f.Close()
+		if strings.Contains(string(b), secret) {
+			t.Fatalf("segment %s holds the event's payload in plain text", s)
+		}
+	}
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	w, err := r.Wait(ctx, "approval", time.Time{})
+	if err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != secret {
+		t.Fatalf("wait in an encrypted store: %+v %v", w, err)
+	}
+	if err := r.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.DeleteRuns(ctx, DeleteOptions{IDs: []string{"r"}, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "approval", "h2", nil); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("event to a deleted run: %v", err)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("a deleted run is ready: %v", got)
+	}
+}
+
+// TestWaitingHoldsNoGoroutine: runs that wait, for events or the clock,
+// hold no goroutine.
+func TestWaitingHoldsNoGoroutine(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	openRun(t, db, "first")
+	if _, err := db.Ready(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	before := runtime.NumGoroutine()
+	const n = 500
+	for i := range n {
+		r := openRun(t, db, fmt.Sprint("w", i))
+		var err error
+		if i%2 == 0 {
+			_, err = r.Wait(ctx, "e", time.Now().Add(time.Hour))
+		} else {
+			_, err = r.Sleep(ctx, time.Now().Add(time.Hour))
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	_ = db.ReadyChanged() // arms the one timer of the earliest deadline
+	if after := runtime.NumGoroutine(); after > before+2 {
+		t.Fatalf("%d goroutines before %d runs waited, %d after", before, n, after)
+	}
+	if s, err := db.WaitStats(ctx); err != nil || s.Open != n {
+		t.Fatalf("stats %+v %v", s, err)
+	}
+}
+
+// TestWaitRecordsRaceEndAndBranches: events sent while runs end, and
+// while branches commit, are in the log where their seq and head say
+// (verify passes, in openTest's cleanup): an end waits for a wait
+// record being written, and an event follows a branch's record appended
+// before it.
+func TestWaitRecordsRaceEndAndBranches(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := testOptions(mem)
+	opts.NoSync = true
+	db := openTest(t, mem, opts)
+	const n = 24
+	var wg sync.WaitGroup
+	for i := range n {
+		id := fmt.Sprint("r", i)
+		r := openRun(t, db, id)
+		if _, err := r.Wait(ctx, "e", time.Time{}); err != nil {
+			t.Fatal(err)
+		}
+		wg.Add(2)
+		go func() {
+			defer wg.Done()
+			for k := range 4 {
+				_, err := db.SendEvent(ctx, id, "e", fmt.Sprint("s", k), nil)
+				if err != nil && !errors.Is(err, ErrRunEnded) {
+					t.Error(err)
+				}
+			}
+		}()
+		go func() {
+			defer wg.Done()
+			if i%2 == 0 {
+				if err := r.End(ctx, StatusCompleted, nil); err != nil {
+					t.Error(err)
+				}
+				return
+			}
+			for k := range 3 {
+				b, err := r.Branch(ctx, fmt.Sprint("b", k))
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if err := b.Commit(ctx, new(frame.Delta).Set(fmt.Sprint("k", k), []byte("v"))); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }
