@@ -290,7 +290,7 @@ func loneSurrogate(body []byte) int {
 		}
 		return n
 	}
-	for i := 0; ; {
+	for i := 0; i < len(body); {
 		j := bytes.IndexByte(body[i:], '\\')
 		if j < 0 {
 			return -1
@@ -312,6 +312,7 @@ func loneSurrogate(body []byte) int {
 		}
 		i += 6
 	}
+	return -1
 }
 
 // fieldAt returns the path of the JSON value of body that holds byte off
