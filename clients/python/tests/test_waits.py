@@ -6,6 +6,7 @@ delivered exactly once after the restart."""
 
 from __future__ import annotations
 
+import asyncio
 import random
 import threading
 import time
@@ -146,6 +147,48 @@ class WaitsTest(unittest.TestCase):
             run.cancel_wait()
         self.assertEqual(client.ready(), [])
         self.assertTrue(client.verify(deep=True)["ok"])
+
+
+class AsyncWaitsTest(unittest.TestCase):
+    def test_async_wait_event_resume(self) -> None:
+        server, _ = harness.served(self)
+
+        async def main() -> None:
+            client = server.async_client(retry_for=20)
+            try:
+                run = await client.run("async-1")
+                async with run.atom() as atom:
+                    atom.delta.set("asked", "yes")
+                w = await run.wait("approval", timeout=3600, after=1)
+                self.assertTrue(w.open)
+                ended = asyncio.ensure_future(run.wait_ended())
+                await asyncio.sleep(0.05)
+                self.assertTrue((await client.send_event("async-1", "approval", sender="a1", payload=b"yes")).delivered)
+                got = await ended
+                assert got is not None
+                self.assertTrue(got.delivered)
+                self.assertEqual([r.run for r in await client.ready(wait=1)], ["async-1"])
+                async with run.atom() as atom:
+                    w = await atom.wait_outcome()
+                    assert w.event is not None
+                    self.assertEqual(w.event.payload, b"yes")
+                self.assertTrue((await run.send_event("approval", sender="a1", payload=b"yes")).duplicate)
+                s = await run.sleep(duration=0.02)
+                self.assertEqual(s.name, "")
+                woke = await run.wait_ended()
+                assert woke is not None
+                self.assertTrue(woke.timed_out)
+                async with run.atom():
+                    pass
+                await run.wait("x")
+                self.assertTrue((await run.cancel_wait()).cancelled)
+                cur = await run.current_wait()
+                assert cur is not None
+                self.assertTrue(cur.cancelled)
+            finally:
+                await client.close()
+
+        asyncio.run(main())
 
 
 if __name__ == "__main__":
