@@ -276,6 +276,33 @@ func (s *server) longPoll(r *http.Request) (time.Duration, *apiError) {
 	return time.Duration(ms) * time.Millisecond, nil
 }
 
+// pollContext is the context of a long poll of d: it ends after d, with
+// the request, or when the server begins to drain (so that a SIGTERM does
+// not wait for idle long polls: they answer what they have, and the
+// client asks the next server).
+func (s *server) pollContext(r *http.Request, d time.Duration) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(r.Context(), d)
+	go func() {
+		t := time.NewTicker(drainPoll)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if s.draining.Load() {
+					cancel()
+					return
+				}
+			}
+		}
+	}()
+	return ctx, cancel
+}
+
+// drainPoll is how often a long poll looks whether the server drains.
+const drainPoll = 50 * time.Millisecond
+
 func (s *server) handleGetWait(r *http.Request, _ []byte) (int, any, *apiError) {
 	poll, aerr := s.longPoll(r)
 	if aerr != nil {
@@ -290,7 +317,7 @@ func (s *server) handleGetWait(r *http.Request, _ []byte) (int, any, *apiError) 
 		return 0, nil, waitError(err, "")
 	}
 	if ok && w.Outcome == engine.WaitOpen && poll > 0 {
-		ctx, cancel := context.WithTimeout(r.Context(), poll)
+		ctx, cancel := s.pollContext(r, poll)
 		got, err := rs.run.WaitEnded(ctx)
 		cancel()
 		switch {
@@ -298,8 +325,8 @@ func (s *server) handleGetWait(r *http.Request, _ []byte) (int, any, *apiError) 
 			w = got
 		case errors.Is(err, engine.ErrNoWait):
 			ok = false // an atom took it meanwhile
-		case errors.Is(err, context.DeadlineExceeded) && r.Context().Err() == nil:
-			// still open: answer it as it is
+		case ctx.Err() != nil && r.Context().Err() == nil:
+			// wait_ms passed, or the server drains: the wait as it is
 		default:
 			return 0, nil, waitError(err, "")
 		}
@@ -405,12 +432,8 @@ func (s *server) handleReady(r *http.Request, _ []byte) (int, any, *apiError) {
 		max = n
 	}
 	sc := scopeOf(r)
-	var timeout <-chan time.Time
-	if poll > 0 {
-		t := time.NewTimer(poll)
-		defer t.Stop()
-		timeout = t.C
-	}
+	ctx, cancel := s.pollContext(r, poll)
+	defer cancel()
 	for {
 		changed := s.db.ReadyChanged()
 		ask := max + 1
@@ -437,12 +460,11 @@ func (s *server) handleReady(r *http.Request, _ []byte) (int, any, *apiError) {
 		}
 		select {
 		case <-changed:
-		case <-timeout:
-			return 200, out, nil
-		case <-r.Context().Done():
-			return 0, nil, engineError(r.Context().Err(), "")
-		case <-s.ctx.Done():
-			return 200, out, nil
+		case <-ctx.Done():
+			if err := r.Context().Err(); err != nil {
+				return 0, nil, engineError(err, "")
+			}
+			return 200, out, nil // wait_ms passed, or the server drains
 		}
 	}
 }

@@ -239,3 +239,29 @@ func TestOpenAPIWaitSchemas(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitLongPollsEndOnShutdown: a graceful stop does not wait for idle
+// long polls (of the ready list and of a run's wait): they answer what
+// they have once the server drains, though their wait_ms is an hour.
+func TestWaitLongPollsEndOnShutdown(t *testing.T) {
+	ts := startServer(t, "", func(c *serverConfig) { c.callWait = time.Hour })
+	ts.openRun("r")
+	ts.must(200, "POST", "/v1/runs/r/wait", map[string]any{"name": "never"})
+	got := make(chan reply, 2)
+	go func() { got <- ts.do("GET", "/v1/ready?wait_ms=3600000", nil) }()
+	go func() { got <- ts.do("GET", "/v1/runs/r/wait?wait_ms=3600000", nil) }()
+	time.Sleep(50 * time.Millisecond) // both are blocked
+	ts.stop()
+	for i := 0; i < 2; i++ {
+		r := <-got
+		if r.status != 200 {
+			t.Fatalf("a long poll at shutdown: %s", r)
+		}
+		if list, ok := r.body["ready"].([]any); ok && len(list) != 0 {
+			t.Fatalf("ready at shutdown: %s", r)
+		}
+		if w, ok := r.body["wait"].(map[string]any); ok && w["outcome"] != "open" {
+			t.Fatalf("the wait at shutdown: %s", r)
+		}
+	}
+}
