@@ -263,17 +263,18 @@ func (s *server) handleSleep(r *http.Request, body []byte) (int, any, *apiError)
 }
 
 // longPoll reads the wait_ms query parameter: how long a request may
-// block, at most the server's call wait.
+// block; more than the server's call wait is cut to it (the client polls
+// again).
 func (s *server) longPoll(r *http.Request) (time.Duration, *apiError) {
 	v := r.URL.Query().Get(waitLongPollLimit)
 	if v == "" {
 		return 0, nil
 	}
 	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || ms < 0 || time.Duration(ms)*time.Millisecond > s.cfg.callWait {
-		return 0, badRequest(waitLongPollLimit, "wait_ms must be an integer between 0 and %d, not %q", s.cfg.callWait.Milliseconds(), v)
+	if err != nil || ms < 0 {
+		return 0, badRequest(waitLongPollLimit, "wait_ms must be a count of milliseconds, 0 or more, not %q", v)
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	return min(time.Duration(min(ms, 1<<40))*time.Millisecond, s.cfg.callWait), nil
 }
 
 // pollContext is the context of a long poll of d: it ends after d, with

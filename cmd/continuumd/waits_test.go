@@ -152,7 +152,7 @@ func TestWaitErrors(t *testing.T) {
 	wantError(t, ts.do("POST", "/v1/runs/r/events", map[string]any{"name": "a"}), 400, codeBadRequest, "sender")
 	wantError(t, ts.do("POST", "/v1/runs/r/events", map[string]any{"sender": "s"}), 400, codeBadRequest, "name")
 	wantError(t, ts.do("POST", "/v1/runs/r/events", map[string]any{"name": "a", "sender": "s", "payload": "x", "payload_base64": "eA=="}), 400, codeBadRequest, "payload")
-	wantError(t, ts.do("GET", "/v1/ready?wait_ms=999999", nil), 400, codeBadRequest, "wait_ms")
+	wantError(t, ts.do("GET", "/v1/ready?wait_ms=-1", nil), 400, codeBadRequest, "wait_ms")
 	wantError(t, ts.do("GET", "/v1/ready?max=0", nil), 400, codeBadRequest, "max")
 	wantError(t, ts.do("GET", "/v1/runs/r/wait?wait_ms=x", nil), 400, codeBadRequest, "wait_ms")
 	// An open attempt: the run cannot wait until it commits or fails.
