@@ -70,12 +70,14 @@ func TestWaitServerKilled(t *testing.T) {
 			}
 			cl.must(200, "POST", "/v1/runs/"+run+"/events", ev)
 		case 1:
+			killed := make(chan struct{})
 			go func(d time.Duration) {
 				time.Sleep(d)
 				p.kill()
+				close(killed)
 			}(time.Duration(rng.IntN(1200)) * time.Microsecond)
 			_, ok := tryDo(cl, "POST", "/v1/runs/"+run+"/events", ev)
-			<-p.exited
+			<-killed
 			cl.cl.CloseIdleConnections()
 			p.start()
 			r := cl.must(200, "POST", "/v1/runs/"+run+"/events", ev)
