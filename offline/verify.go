@@ -227,6 +227,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	rep.ErasedKeys = vr.erasedKeys
 	vr.finish(rep)
 	vr.reportRollbacks(rep) // verify_rollback.go
+	vr.reportWaits(rep)     // verify_waits.go
 	vr.applyDeletions(rep)  // verify_delete.go
 	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
 	rep.Unchecked = append(rep.Unchecked, unopened...)

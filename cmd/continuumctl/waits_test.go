@@ -55,6 +55,8 @@ func TestWaitsCommands(t *testing.T) {
 	}{
 		{[]string{"verify", dir}, "result: INTACT"},
 		{[]string{"verify", "--deep", dir}, "result: INTACT"},
+		{[]string{"verify", dir}, "waits: 2 wait records, 2 event records and 1 wake record checked"},
+		{[]string{"verify", "--json", dir}, "\"waits\": {\n    \"waits\": 2,\n    \"events\": 2,\n    \"wakes\": 1\n  }"},
 		{[]string{"inspect", dir, "agent"}, `wait after seq 0 for event "approval"`},
 		{[]string{"inspect", dir, "agent"}, `delivered at`},
 		{[]string{"inspect", dir, "agent"}, `wait after seq 1 for the clock (a sleep)`},
