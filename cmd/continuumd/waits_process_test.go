@@ -11,16 +11,19 @@ import (
 // The points of a wait's life at which TestWaitServerKilled kills the
 // server.
 var waitKillPoints = []string{
-	"after the wait",             // declared and acknowledged, no event yet
-	"while the event is posted",  // the post races the SIGKILL; the sender retries after
-	"after the event",            // acknowledged, the run not resumed yet
-	"after the outcome was read", // the next attempt read it and did not commit
-	"while the deadline passes",  // the deadline passes while no server holds the store
+	"after the wait",                // declared and acknowledged, no event yet
+	"while the event is posted",     // the post races the SIGKILL; the sender retries after
+	"after the event",               // acknowledged, the run not resumed yet
+	"after the outcome was read",    // the next attempt read it and did not commit
+	"while the deadline passes",     // the deadline passes while no server holds the store
+	"while the wait is declared",    // the declaration races the SIGKILL; the client declares it again after
+	"while the timeout is recorded", // a long poll of ready records the timeout; the SIGKILL races it
 }
 
 // TestWaitServerKilled: the server SIGKILLed at seeded points of a wait
 // (after it, while its event is posted, after the event, after the next
-// attempt read the outcome, while its deadline passes): after each
+// attempt read the outcome, while its deadline passes, while it is
+// declared, while its timeout is recorded): after each
 // restart the wait has ended exactly once (the event delivered once, the
 // timeout once), the resumed atom reads that outcome, a repeat of the
 // sender's event is a duplicate, no copy of the event is left for a later
@@ -52,11 +55,31 @@ func TestWaitServerKilled(t *testing.T) {
 		cl.openRun(run)
 		a, _ := cl.begin(run, nil)
 		cl.commit(a, map[string]any{"op": "set", "key": "asked", "value": "yes"})
+		timedOut := point == 4 || point == 6
 		timeout := 3_600_000
-		if point == 4 {
+		if timedOut {
 			timeout = 30 + rng.IntN(50)
 		}
-		w := cl.must(200, "POST", "/v1/runs/"+run+"/wait", map[string]any{"name": "approval", "timeout_ms": timeout, "seq": 1})
+		decl := map[string]any{"name": "approval", "timeout_ms": timeout, "seq": 1}
+		// killRacing SIGKILLs the server a seeded moment after it starts
+		// while the request is sent, and starts it again.
+		killRacing := func(method, path string, body any) {
+			killed := make(chan struct{})
+			go func(d time.Duration) {
+				time.Sleep(d)
+				p.kill()
+				close(killed)
+			}(time.Duration(rng.IntN(1200)) * time.Microsecond)
+			r, ok := tryDo(cl, method, path, body)
+			<-killed
+			cl.cl.CloseIdleConnections()
+			p.start()
+			t.Logf("%s: the request before the kill answered: %v %s", what, ok, r)
+		}
+		if point == 5 {
+			killRacing("POST", "/v1/runs/"+run+"/wait", decl)
+		}
+		w := cl.must(200, "POST", "/v1/runs/"+run+"/wait", decl)
 		if w.str("outcome") != "open" {
 			t.Fatalf("%s: wait: %s", what, w)
 		}
@@ -70,18 +93,9 @@ func TestWaitServerKilled(t *testing.T) {
 			}
 			cl.must(200, "POST", "/v1/runs/"+run+"/events", ev)
 		case 1:
-			killed := make(chan struct{})
-			go func(d time.Duration) {
-				time.Sleep(d)
-				p.kill()
-				close(killed)
-			}(time.Duration(rng.IntN(1200)) * time.Microsecond)
-			_, ok := tryDo(cl, "POST", "/v1/runs/"+run+"/events", ev)
-			<-killed
-			cl.cl.CloseIdleConnections()
-			p.start()
+			killRacing("POST", "/v1/runs/"+run+"/events", ev)
 			r := cl.must(200, "POST", "/v1/runs/"+run+"/events", ev)
-			t.Logf("%s: the post before the kill answered: %v; the retry: %s", what, ok, r)
+			t.Logf("%s: the retry: %s", what, r)
 		case 2:
 			if r := cl.must(200, "POST", "/v1/runs/"+run+"/events", ev); r.body["delivered"] != true {
 				t.Fatalf("%s: event: %s", what, r)
@@ -99,9 +113,14 @@ func TestWaitServerKilled(t *testing.T) {
 			time.Sleep(time.Duration(timeout+20) * time.Millisecond)
 			cl.cl.CloseIdleConnections()
 			p.start()
+		case 5:
+			cl.must(200, "POST", "/v1/runs/"+run+"/events", ev)
+		case 6:
+			time.Sleep(time.Duration(timeout+20) * time.Millisecond)
+			killRacing("GET", "/v1/ready", nil)
 		}
 		want := "delivered"
-		if point == 4 {
+		if timedOut {
 			want = "timed_out"
 		}
 		// The host finds the run ready, once, by a long poll.
