@@ -197,11 +197,22 @@ type Report struct {
 	// and pending ones (Completed false: the record is durable, the atom
 	// that completes it is not yet; no failure).
 	Rollbacks []Rollback `json:"rollbacks,omitempty"`
+	// Waits counts the records of runs' waits verify checked (their
+	// links, and the rules of docs/DESIGN.md, "Waits and timers"); nil:
+	// the log holds none.
+	Waits *WaitsChecked `json:"waits,omitempty"`
 	// Unchecked names what the caller did not compare with the log (the
 	// engine's verify without Deep: its derived files), for the report to
 	// say so. Not a warning: nothing was found.
 	Unchecked []string      `json:"unchecked,omitempty"`
 	Duration  time.Duration `json:"duration_ns"`
+}
+
+// WaitsChecked counts the wait, event and wake records verify checked.
+type WaitsChecked struct {
+	Waits  int `json:"waits"`
+	Events int `json:"events"`
+	Wakes  int `json:"wakes"`
 }
 
 // Rollback is a rollback of a run to seq To, as its rollback record says.

@@ -197,6 +197,9 @@ type capabilityState struct {
 	eraser *erasing.Eraser
 	// blobs is what the engine keeps of blobs (blobs.go; package blob).
 	blobs blobState
+	// waits is the index of the runs' waits, loaded on first use
+	// (waits.go, waitcore.go; internal/wait).
+	waits waitState
 }
 
 const (

@@ -358,6 +358,55 @@
 // record of a live run references (SweepBlobs); in an encrypted store a
 // run's blobs are sealed with its key, and erasing the run destroys them.
 // docs/DESIGN.md, "Blobs", has the rules; engine/blobs.go conducts.
+// # Waits and timers
+//
+// A run waits, durably, for a named event or for the clock: after an
+// atom commits, Run.Wait(ctx, name, deadline) (Run.Sleep(ctx, until): a
+// timer, a wait for the clock only) writes a wait record; the run then
+// holds no goroutine, only its entry in the store's index of waits.
+// Anyone sends it an event with DB.SendEvent(ctx, run, name, sender,
+// payload); the host learns which runs to resume with DB.Ready (the runs
+// whose wait ended by an event or a timeout, in the order they ended;
+// due timeouts are recorded first) and blocks on DB.ReadyChanged between
+// calls; the run's next atom reads the outcome with Atom.WaitOutcome, and
+// its commit takes it. Exactly:
+//
+//   - The wait, each event and each wake (a timeout, or a CancelWait)
+//     are records of the log (record/wait.go), each linked beside the
+//     run's chain at the run's last seq and head, so verify checks them;
+//     each is durable when its call returns, and written under the run's
+//     write mark, so they and the run's atoms and end are in the log, and
+//     in the index, in one order per run.
+//   - A wait is named by its run and the seq it follows; a run has at most
+//     one wait after each atom (a second Wait of the same name returns it,
+//     another name fails with ErrWaitExists). A Commit while it is open
+//     withdraws it.
+//   - An event is delivered to one wait at most, exactly once: it ends the
+//     run's open wait of its name when it is written, or is kept, in order
+//     per name, for the next wait of its name, which it ends at once (an
+//     event sent before the wait, or while no process held the store).
+//     The wait's outcome, with the event, stays the run's until an atom
+//     commits after it: a Fail, a crash or a restart before that commit
+//     finds the same outcome, and Ready lists the run again. SendEvent is
+//     idempotent by sender id within a run: a repeat says Duplicate and
+//     writes nothing, another name or payload fails with
+//     ErrEventMismatch. A run that ended or was deleted takes no event.
+//   - A deadline ends the wait once, as a timeout: a wake record, written
+//     by the first Ready, WaitEnded or SendEvent that finds it past, also
+//     after a restart when it passed while the store was closed. An event
+//     written after the deadline passed is kept, not delivered.
+//   - The clock (Options.Clock) is read once per record and the reading
+//     recorded in it; a deadline is compared with the clock's reading or
+//     the latest reading the log's wait records hold, whichever is later.
+//     A clock that moves back can thus neither fire a timeout twice (a
+//     wait ends once, in the log) nor bring an ended wait back, and a
+//     deadline before a reading the log holds is past whatever the clock
+//     says.
+//   - Ready and the due timeouts cost the ready and due waits (a heap by
+//     deadline and a list in the order waits ended), not the store's
+//     runs; the index is built from the log on the first use of waits
+//     after Open (it reads the whole log, decoding only the wait records:
+//     see internal/wait, "Caveats").
 //
 // # Guarantees
 //

@@ -116,6 +116,13 @@ var capabilities = []capability{
 		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.releaseBlobs(a) },
 		failed:    func(a *Atom) { a.run.db.releaseBlobs(a) },
 	},
+	{ // waits, events and timers (waits.go, waitcore.go; internal/wait)
+		name:    "waits",
+		kinds:   []record.Kind{record.KindWait, record.KindEvent, record.KindWake},
+		run:     "wait",
+		replay:  func(db *DB, r *Run, rec *record.Record) string { return db.replayWait(r, rec) },
+		applied: func(r *Run, seq uint64) { r.waitTaken(seq) },
+	},
 }
 
 // replayOwner is the capability that replays each record kind, from

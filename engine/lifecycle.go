@@ -83,7 +83,8 @@ func (r *Run) Status() Status {
 // outcome for whoever lists it, nil for none). The end is durable when End
 // returns nil, and final: Begin then fails with ErrRunEnded, and so does a
 // second End. An atom in flight makes End fail with ErrAtomInProgress:
-// commit or fail it first. After End, Head is the end's link and, with a
+// commit or fail it first. A wait, event or wake record of the run being
+// written (waits.go) is waited for: the end follows it in the log. After End, Head is the end's link and, with a
 // signing key, a signed final checkpoint covers it.
 func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	db := r.db
@@ -107,7 +108,11 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err := db.logFailed(); err != nil {
 		return fmt.Errorf("engine: end run %q: the log failed earlier; reopen the store: %w", r.id, err)
 	}
-	r.mu.Lock()
+	// Once a record of the run being written (a wait's, an event's) is
+	// in the log: the end comes after it.
+	if err := r.lockIdle(ctx); err != nil {
+		return err
+	}
 	if err := r.endableLocked(); err != nil {
 		r.mu.Unlock()
 		return err

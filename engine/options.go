@@ -188,6 +188,13 @@ type Options struct {
 	// Default none. An erasable key costs a KEYS write (two fsyncs) the
 	// first time a run writes it, and a seal per value written.
 	ErasableKeys []string
+
+	// Clock is the wall clock of waits and timers (waits.go): the time
+	// recorded in their records and the reading a deadline is compared
+	// with. Nil: time.Now. The engine never compares a deadline with a
+	// reading earlier than the latest one its wait records hold, so a
+	// clock that moves back neither ends a wait twice nor un-ends one.
+	Clock func() time.Time
 }
 
 const (

@@ -51,6 +51,13 @@ type ExportedAtom struct {
 	// replace_frame op, the frame at Rollback.To, and its actions the
 	// compensations.
 	Rollback *ExportedRollback `json:"rollback,omitempty"`
+	// Waited is the wait this atom followed and took (the run's wait
+	// after seq-1: Run.Wait, Run.Sleep), with how it ended and the event
+	// it took; absent for an atom that followed none. Wait, on the run's
+	// last atom's line only, is the run's wait after it that no atom
+	// took yet (open, or ended and not acted on). Export sets both.
+	Waited *ExportedWait `json:"waited,omitempty"`
+	Wait   *ExportedWait `json:"wait,omitempty"`
 }
 
 // ExportedOp is one delta op as Export writes it: the op
@@ -450,6 +457,16 @@ func (in *Inspector) Export(ctx context.Context, w io.Writer, run string, from, 
 		line := NewExportedAtom(a)
 		if seq == r.sum.LastSeq {
 			line.End = NewExportedEnd(r.sum)
+		}
+		for _, wi := range r.sum.Waits {
+			switch {
+			case wi.Seq == seq-1 && wi.Taken:
+				v := NewExportedWait(wi)
+				line.Waited = &v
+			case wi.Seq == seq && seq == r.sum.LastSeq && !wi.Taken:
+				v := NewExportedWait(wi)
+				line.Wait = &v
+			}
 		}
 		for _, rb := range r.sum.Rollbacks {
 			if rb.Seq == seq && rb.Completed {

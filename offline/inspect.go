@@ -99,6 +99,13 @@ type RunSummary struct {
 	// order: completed ones and (Completed false) the pending one.
 	Rollbacks []RollbackInfo
 
+	// Waits are the run's waits, as their records say, in log order (the
+	// last one the run's current wait unless Taken), and PendingEvents
+	// the events sent to it that no wait took, in the order sent
+	// (inspect_waits.go).
+	Waits         []WaitInfo
+	PendingEvents []EventInfo
+
 	// InFlight is Running or Interrupted, whichever is set.
 	//
 	// Deprecated: use Running or Interrupted; InFlight will be removed in
@@ -194,6 +201,7 @@ type inspectRun struct {
 	born    bool
 	orphan  error
 	deleted bool
+	waits   *inspectWaits // the events no wait took (inspect_waits.go)
 }
 
 type inspectAction struct {
@@ -318,6 +326,8 @@ func (in *Inspector) build(ctx context.Context) error {
 			r.sum.Created, r.born = time.Unix(0, rec.Created), true
 		case record.KindDelete, record.KindErase:
 			in.run(rec.Run).deleted = true
+		case record.KindWait, record.KindEvent, record.KindWake:
+			in.noteWait(rec) // inspect_waits.go
 		case record.KindRollback:
 			r := in.run(rec.Run)
 			undo := make([]record.Undo, len(rec.Undo))
@@ -349,6 +359,7 @@ func (in *Inspector) build(ctx context.Context) error {
 				return nil
 			}
 			r.atoms = append(r.atoms, lr.Pos)
+			in.waitAtom(r, rec.Seq)
 			if n := len(r.sum.Rollbacks); n > 0 && r.sum.Rollbacks[n-1].Seq == rec.Seq {
 				r.sum.Rollbacks[n-1].Completed = true
 			}
@@ -404,6 +415,7 @@ func (in *Inspector) build(ctx context.Context) error {
 			return r.orphan
 		}
 	}
+	in.finishWaits()
 	for id := range in.runs {
 		in.ids = append(in.ids, id)
 	}

@@ -229,6 +229,7 @@ func verifyOnce(ctx context.Context, dir string, opts *VerifyOptions) (*chain.Re
 	rep.ErasedKeys = vr.erasedKeys
 	vr.finish(rep)
 	vr.reportRollbacks(rep) // verify_rollback.go
+	vr.reportWaits(rep)     // verify_waits.go
 	vr.applyDeletions(rep)  // verify_delete.go
 	rep.Unchecked = append(rep.Unchecked, vr.unchecked...)
 	rep.Unchecked = append(rep.Unchecked, unopened...)
@@ -298,7 +299,9 @@ type verifyRun struct {
 	pub          ed25519.PublicKey
 	born         map[string]bool
 	deletions    map[string]*verifyDeletion
-	erasedKeys   []chain.ErasedKey // erase-key records that passed (verify_erasekey.go)
+	// waits is the state of the runs' waits (verify_waits.go).
+	waits      verifyWaits
+	erasedKeys []chain.ErasedKey // erase-key records that passed (verify_erasekey.go)
 	// forkOfErased holds, by fork, a failure to report unless the fork is
 	// erased too: its fork point's state is in atoms of its parent sealed
 	// with an erased key.
@@ -497,6 +500,8 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 			vr.eraseKey(r, loc) // verify_erasekey.go
 		case record.KindRollback:
 			vr.rollback(r, loc) // verify_rollback.go
+		case record.KindWait, record.KindEvent, record.KindWake:
+			vr.waitRecord(r, loc) // verify_waits.go
 		}
 	}
 	if err := c.Err(); err != nil {

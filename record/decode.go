@@ -89,6 +89,10 @@ type Record struct {
 	SealErr error // KindAtom, with Decoder.KeepUnopened: why its body did not open
 
 	Note []byte // KindCheckpoint, KindStoreHead, KindDelete and KindErase: the chain's encoding
+	// KindWait, KindEvent, KindWake (wait.go): their fields; Final is the
+	// run's head at Seq, Head the record's link over Payload.
+	Wait *WaitFields
+
 	// Checkpoint is the parsed note of a KindCheckpoint, KindDelete or KindErase
 	// (signatures are not checked here).
 	Checkpoint chain.Checkpoint
@@ -384,6 +388,8 @@ func (d *Decoder) decode(raw []byte, pos wal.Pos, file string, r *Record, names 
 		}
 	case KindEraseKey:
 		decodeEraseKey(&f, raw, r)
+	case KindWait, KindEvent, KindWake:
+		decodeWait(&f, raw, r, names)
 	case KindRollback:
 		decodeRollbackHeader(&f, r)
 		if f.err != nil || !d.Sealed {
@@ -559,7 +565,8 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	k = Kind(raw[0])
 	switch k {
-	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindEraseKey, KindRollback:
+	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindEraseKey, KindRollback,
+		KindWait, KindEvent, KindWake:
 	default:
 		return k, nil, 0, true
 	}
@@ -568,7 +575,8 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 		return k, nil, 0, false
 	}
 	run = raw[1+w : 1+w+int(n)]
-	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindEraseKey || k == KindRollback {
+	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindEraseKey || k == KindRollback ||
+		k == KindWait || k == KindEvent || k == KindWake {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

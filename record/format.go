@@ -20,6 +20,9 @@ package record
 //	rollback   11 | uvarint len | run id | uvarint seq | uvarint to | head [32] | varint started (unix ns) | uvarint n | n x undo
 //	erase      12 | the delete record's fields, byte for byte (a deletion that also erases)
 //	erase key  13 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint erased | uvarint len | key | uvarint n | n x uvarint key no | uvarint len | reason | note (erasekey.go)
+//	wait       14 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint declared | varint deadline | uvarint len | name (wait.go)
+//	event      15 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint sent | uvarint len | name | uvarint len | sender | uvarint len | payload (wait.go)
+//	wake       16 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint at | reason (wait.go)
 //
 // A rollback record (rollback.go) starts the rollback of a run to seq to:
 // it is written, durably, before the first compensation runs, and names
@@ -110,7 +113,7 @@ const (
 	KindErase      Kind = 12
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindEraseKey
+	MaxKind = KindWake
 )
 
 // Deletes reports whether a record of kind k deletes its run: a delete
@@ -155,6 +158,10 @@ var kindNames = [...]string{
 	KindRollback:   "rollback",
 	KindErase:      "erase",
 	KindEraseKey:   "erase-key",
+	// waits (wait.go)
+	KindWait:  "wait",
+	KindEvent: "event",
+	KindWake:  "wake",
 }
 
 // String is the kind's name, as inspect and verify print it.

@@ -72,6 +72,11 @@ type runView struct {
 	InDoubt          []offline.ExportedAction `json:"in_doubt"`
 	// Rollbacks are the run's rollbacks, completed or pending, in log order; absent if none.
 	Rollbacks []offline.ExportedRollback `json:"rollbacks,omitempty"`
+	// Waits are the run's waits in log order, the last one its current
+	// wait unless an atom took it; PendingEvents the events no wait took
+	// yet, in the order sent. Absent if none.
+	Waits         []offline.ExportedWait  `json:"waits,omitempty"`
+	PendingEvents []offline.ExportedEvent `json:"pending_events,omitempty"`
 	// Deprecated: in_flight is running or interrupted, in_flight_actions
 	// is atom_actions; both go in the release after next.
 	InFlight        uint64                   `json:"in_flight"`
@@ -79,13 +84,20 @@ type runView struct {
 }
 
 func viewRun(r engine.RunSummary) runView {
-	return runView{ID: r.ID, Created: timeString(r.Created), Status: r.Status, End: offline.NewExportedEnd(r),
+	v := runView{ID: r.ID, Created: timeString(r.Created), Status: r.Status, End: offline.NewExportedEnd(r),
 		Parent: r.Parent, ForkedAt: r.ForkedAt, Atoms: r.Atoms, LastSeq: r.LastSeq, Head: r.Head.String(),
 		Fails: r.Fails, SnapshotSeq: r.SnapshotSeq, FrameSeq: r.FrameSeq, CheckpointSeq: r.CheckpointSeq,
 		CheckpointSigned: r.CheckpointSigned, Running: r.Running, Interrupted: r.Interrupted,
 		AtomActions: offline.NewExportedActions(r.AtomActions), InDoubt: offline.NewExportedActions(r.InDoubt),
 		Rollbacks: offline.NewExportedRollbacks(r.Rollbacks),
 		InFlight:  max(r.Running, r.Interrupted), InFlightActions: offline.NewExportedActions(r.AtomActions)}
+	for _, w := range r.Waits {
+		v.Waits = append(v.Waits, offline.NewExportedWait(w))
+	}
+	for i := range r.PendingEvents {
+		v.PendingEvents = append(v.PendingEvents, *offline.NewExportedEvent(&r.PendingEvents[i]))
+	}
+	return v
 }
 
 func runInspect(args []string, stdout, stderr io.Writer) int {
@@ -400,5 +412,29 @@ func printRun(w io.Writer, h engine.Holder, r engine.RunSummary, all []engine.Ru
 				fmt.Fprintf(w, "    not undone: %q of seq %d has no compensation\n", u.Tool, u.Seq)
 			}
 		}
+	}
+	for _, wt := range r.Waits {
+		what := fmt.Sprintf("event %q", wt.Name)
+		if wt.Name == "" {
+			what = "the clock (a sleep)"
+		}
+		deadline := "no deadline"
+		if !wt.Deadline.IsZero() {
+			deadline = "deadline " + timeString(wt.Deadline)
+		}
+		fmt.Fprintf(w, "  wait after seq %d for %s, %s, declared %s: %s", wt.Seq, what, deadline, timeString(wt.Declared), wt.Outcome)
+		if !wt.Ended.IsZero() {
+			fmt.Fprintf(w, " at %s", timeString(wt.Ended))
+		}
+		if e := wt.Event; e != nil {
+			fmt.Fprintf(w, " by sender %q", e.Sender)
+		}
+		if wt.Taken {
+			fmt.Fprintf(w, ", taken by atom %d", wt.Seq+1)
+		}
+		fmt.Fprintln(w)
+	}
+	for _, e := range r.PendingEvents {
+		fmt.Fprintf(w, "  event %q of sender %q, sent %s after seq %d: no wait took it yet\n", e.Name, e.Sender, timeString(e.Sent), e.Seq)
 	}
 }

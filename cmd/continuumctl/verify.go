@@ -107,26 +107,27 @@ const progressMin = 64 << 20
 // verifyJSON is the object verify --json prints. Its fields are documented
 // in verifyAbout; they are a stable interface.
 type verifyJSON struct {
-	OK                  bool               `json:"ok"`
-	NotSigned           bool               `json:"not_signed,omitempty"`
-	Store               string             `json:"store"`
-	Dir                 string             `json:"dir"`
-	RunsChecked         int                `json:"runs_checked"`
-	RecordsChecked      uint64             `json:"records_checked"`
-	CheckpointsVerified int                `json:"checkpoints_verified"`
-	Checkpoints         int                `json:"checkpoints"`
-	CheckpointsSigned   int                `json:"checkpoints_signed"`
-	Signing             string             `json:"signing,omitempty"`
-	Failures            []chain.Failure    `json:"failures"`
-	Warnings            []chain.Failure    `json:"warnings"`
-	Unchecked           []string           `json:"unchecked,omitempty"`
-	Runs                []chain.RunReport  `json:"runs"`
-	Deleted             []chain.DeletedRun `json:"deleted,omitempty"`     // runs deleted by policy
-	ErasedKeys          []chain.ErasedKey  `json:"erased_keys,omitempty"` // memory keys erased by policy
-	Rollbacks           []chain.Rollback   `json:"rollbacks,omitempty"`
-	Strict              bool               `json:"strict"`
-	StateSaved          string             `json:"state_saved,omitempty"`
-	DurationMS          float64            `json:"duration_ms"`
+	OK                  bool                `json:"ok"`
+	NotSigned           bool                `json:"not_signed,omitempty"`
+	Store               string              `json:"store"`
+	Dir                 string              `json:"dir"`
+	RunsChecked         int                 `json:"runs_checked"`
+	RecordsChecked      uint64              `json:"records_checked"`
+	CheckpointsVerified int                 `json:"checkpoints_verified"`
+	Checkpoints         int                 `json:"checkpoints"`
+	CheckpointsSigned   int                 `json:"checkpoints_signed"`
+	Signing             string              `json:"signing,omitempty"`
+	Failures            []chain.Failure     `json:"failures"`
+	Warnings            []chain.Failure     `json:"warnings"`
+	Unchecked           []string            `json:"unchecked,omitempty"`
+	Runs                []chain.RunReport   `json:"runs"`
+	Deleted             []chain.DeletedRun  `json:"deleted,omitempty"`     // runs deleted by policy
+	ErasedKeys          []chain.ErasedKey   `json:"erased_keys,omitempty"` // memory keys erased by policy
+	Rollbacks           []chain.Rollback    `json:"rollbacks,omitempty"`
+	Waits               *chain.WaitsChecked `json:"waits,omitempty"` // wait, event and wake records checked
+	Strict              bool                `json:"strict"`
+	StateSaved          string              `json:"state_saved,omitempty"`
+	DurationMS          float64             `json:"duration_ms"`
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
@@ -235,7 +236,7 @@ func runVerify(args []string, stdout, stderr io.Writer) int {
 			OK: intact, NotSigned: notSigned, Store: rep.StoreID, Dir: dir, RunsChecked: len(rep.Runs), RecordsChecked: rep.Records,
 			CheckpointsVerified: rep.CheckpointsVerified, Checkpoints: rep.Checkpoints, CheckpointsSigned: rep.CheckpointsSigned,
 			Signing: signingAdvice(rep, *pubkey != ""), Failures: rep.Failures, Warnings: rep.Warnings, Unchecked: rep.Unchecked,
-			Runs: rep.Runs, Deleted: rep.Deleted, ErasedKeys: rep.ErasedKeys, Rollbacks: rep.Rollbacks, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
+			Runs: rep.Runs, Deleted: rep.Deleted, ErasedKeys: rep.ErasedKeys, Rollbacks: rep.Rollbacks, Waits: rep.Waits, Strict: *strict, StateSaved: saved, DurationMS: float64(rep.Duration.Microseconds()) / 1000,
 		}
 		if out.Failures == nil {
 			out.Failures = []chain.Failure{}
@@ -315,6 +316,9 @@ func printVerify(w io.Writer, dir string, rep *chain.Report, strict, pubkey, not
 		}
 		fmt.Fprintf(w, "  run %q: rolled back to seq %d at %s, %s undone, %d not undone (no compensation), %s\n", rb.RunID, rb.To,
 			time.Unix(0, rb.At).UTC().Format(time.RFC3339), plural(rb.Undone, "action"), rb.NotUndone, state)
+	}
+	if c := rep.Waits; c != nil {
+		fmt.Fprintf(w, "  waits: %s, %s and %s checked\n", plural(c.Waits, "wait record"), plural(c.Events, "event record"), plural(c.Wakes, "wake record"))
 	}
 	if len(rep.Failures) > 0 {
 		fmt.Fprintf(w, "failures:\n")

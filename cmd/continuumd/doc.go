@@ -157,6 +157,23 @@
 // Put the upload's value in the attempt's commit (a memory value, a tool
 // output, a message text) to reference the blob; GC sweeps a blob no
 // record references.
+// Waits, events and timers (handlers_waits.go; engine Run.Wait,
+// DB.SendEvent, DB.Ready): a run waits, durably, after its last atom, and
+// the host learns which runs to resume by a long poll:
+//
+//	POST /v1/runs/{run}/wait {"name", "deadline" | "timeout_ms", "seq"}  the run waits for an event (idempotent after the same atom)
+//	POST /v1/runs/{run}/sleep {"until" | "duration_ms", "seq"}          a timer
+//	GET  /v1/runs/{run}/wait[?wait_ms=N]                                its wait after its last atom, or null; wait_ms: until it ends
+//	POST /v1/runs/{run}/wait/cancel {}                                  the open wait ends as cancelled
+//	POST /v1/runs/{run}/events {"name", "sender", "payload"}            an event, idempotent by sender (duplicate; event_mismatch)
+//	GET  /v1/runs/{run}/attempts/{attempt}/wait                         the ended wait the attempt's atom follows, with its event
+//	GET  /v1/ready[?wait_ms=N&max=M]                                    the runs whose wait ended and no atom took (long poll)
+//
+// An event is taken from a token with the write or the event right on the
+// run (an approver's token holds event alone); the ready list shows a
+// token its runs only. The outcome is the run's until an atom commits
+// after it: an attempt that fails or is abandoned, or a server killed
+// before that commit, leaves the next attempt the same outcome.
 //
 // Deletion and garbage collection need no keyring:
 //
@@ -177,7 +194,8 @@
 // (--listen) is served only with bearer tokens: the one of --token-file
 // (mode 0600, compared in constant time; it may do everything), or the
 // scoped ones of --tokens (tokens.go: a file of their SHA-256 hashes, made
-// by `continuumd token`), each with rights (read, write, erase, admin) on
+// by `continuumd token`), each with rights (read, write, erase, admin,
+// event) on
 // the runs whose id starts with its prefix. A request outside its token's
 // scope is 403 forbidden, whether the run exists or not, and the runs'
 // list shows only its runs. Failed authentication is rate-limited per

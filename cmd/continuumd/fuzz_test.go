@@ -28,6 +28,10 @@ var fuzzRoutes = []struct{ method, path string }{
 	{"POST", "/v1/verify"},
 	{"POST", "/v1/runs/fz2/end"},
 	{"POST", "/v1/runs/fz/fork"},
+	{"POST", "/v1/runs/fz/wait"},
+	{"POST", "/v1/runs/fz/sleep"},
+	{"POST", "/v1/runs/fz/wait/cancel"},
+	{"POST", "/v1/runs/fz/events"},
 }
 
 // FuzzRequests sends fuzzed bodies to every endpoint that takes one,
@@ -38,6 +42,8 @@ var fuzzRoutes = []struct{ method, path string }{
 func FuzzRequests(f *testing.F) {
 	seeds := [][]byte{
 		[]byte(`{}`),
+		[]byte(`{"name":"approval","timeout_ms":50,"seq":0,"sender":"s1","payload":"{\"approved\":true}"}`),
+		[]byte(`{"until":"2026-12-06T12:00:00.5Z","duration_ms":1}`),
 		[]byte(`{"request_id":"r1","takeover":true,"lease_ms":60000}`),
 		[]byte(`{"tool":"t","args":{"a":[1,2,{"b":null}]},"key":"k","idempotent":true,"redact":["/a/0"],"redact_result":["/x"]}`),
 		[]byte(`{"result":"ok"}`),

@@ -197,6 +197,15 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/send", s.handleSend, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/receive", s.handleReceive, rightWrite},
 		{"GET", "/v1/runs/{run}/inbox", s.handleInbox, rightRead},
+		// waits, events and timers (handlers_waits.go); the events route's
+		// need is 0: its handler checks the write or event right itself.
+		{"POST", "/v1/runs/{run}/wait", s.handleDeclareWait, rightWrite},
+		{"POST", "/v1/runs/{run}/sleep", s.handleSleep, rightWrite},
+		{"GET", "/v1/runs/{run}/wait", s.handleGetWait, rightRead},
+		{"POST", "/v1/runs/{run}/wait/cancel", s.handleCancelWait, rightWrite},
+		{"POST", "/v1/runs/{run}/events", s.handleSendEvent, 0},
+		{"GET", "/v1/runs/{run}/attempts/{attempt}/wait", s.handleAttemptWait, rightRead},
+		{"GET", "/v1/ready", s.handleReady, rightRead},
 	}
 }
 

@@ -12,7 +12,8 @@ package main
 //
 // NAME names the token in logs and errors (letters, digits, '-', '_',
 // '.'); HASH is "sha256:" and the hex SHA-256 of the token; RIGHTS is a
-// comma-separated list of read, write, erase, admin; RUNS is "*" (every
+// comma-separated list of read, write, erase, admin, event (event: send
+// events to the runs, as an approver does, and nothing else); RUNS is "*" (every
 // run) or the prefix every run id the token reaches starts with. Blank
 // lines and lines starting with '#' are skipped. `continuumd token`
 // makes a token: it prints it once and appends its line to the file.
@@ -54,13 +55,14 @@ const (
 	rightWrite                   // create runs, atoms (begin, calls, outcomes, commit, fail), end, fork
 	rightErase                   // erase a run or a memory key of a run
 	rightAdmin                   // the store: stats, verify; implies every right, on every run
+	rightEvent                   // send events to runs (POST .../events, handlers_waits.go); write implies it
 )
 
-var rightNames = map[string]right{"read": rightRead, "write": rightWrite, "erase": rightErase, "admin": rightAdmin}
+var rightNames = map[string]right{"read": rightRead, "write": rightWrite, "erase": rightErase, "admin": rightAdmin, "event": rightEvent}
 
 func (r right) String() string {
 	var names []string
-	for _, n := range []string{"read", "write", "erase", "admin"} {
+	for _, n := range []string{"read", "write", "erase", "admin", "event"} {
 		if r&rightNames[n] != 0 {
 			names = append(names, n)
 		}
@@ -171,7 +173,7 @@ func parseTokenLine(f []string) (*scope, [sha256.Size]byte, error) {
 	for _, r := range strings.Split(f[2], ",") {
 		bit, ok := rightNames[r]
 		if !ok {
-			return nil, h, fmt.Errorf("token %q: unknown right %q (read, write, erase, admin)", f[0], r)
+			return nil, h, fmt.Errorf("token %q: unknown right %q (read, write, erase, admin, event)", f[0], r)
 		}
 		s.rights |= bit
 	}
@@ -339,7 +341,7 @@ const tokenUsage = `continuumd token makes a scoped bearer token: it prints the 
 only its hash is kept) and appends its line to the tokens file.
 
 Usage:
-  continuumd token --tokens FILE --name NAME --rights read,write[,erase|admin] [--runs PREFIX]
+  continuumd token --tokens FILE --name NAME --rights read,write[,erase|admin] | event [--runs PREFIX]
 
 Flags:
 `
@@ -350,7 +352,7 @@ func runTokenCommand(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	file := fs.String("tokens", "", "the tokens `file` (created mode 0600 if missing)")
 	name := fs.String("name", "", "the token's `name`, for logs and errors")
-	rights := fs.String("rights", "", "what it may do: a comma-separated `list` of read, write, erase, admin")
+	rights := fs.String("rights", "", "what it may do: a comma-separated `list` of read, write, erase, admin, event")
 	runs := fs.String("runs", "*", "the `prefix` of the run ids it reaches, or * for every run")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, tokenUsage)

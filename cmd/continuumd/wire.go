@@ -317,7 +317,7 @@ func loneSurrogate(body []byte) int {
 		}
 		return n
 	}
-	for i := 0; ; {
+	for i := 0; i < len(body); {
 		j := bytes.IndexByte(body[i:], '\\')
 		if j < 0 {
 			return -1
@@ -339,6 +339,7 @@ func loneSurrogate(body []byte) int {
 		}
 		i += 6
 	}
+	return -1
 }
 
 // fieldAt returns the path of the JSON value of body that holds byte off

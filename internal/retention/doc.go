@@ -36,13 +36,14 @@
 // # What is dead
 //
 //   - every record of a deleted run (its creation, atoms, fails, end,
-//     chain checkpoints, rollbacks, erase-key records), once its delete
-//     record is durable, and its intents and certificates of actions with
-//     the run's own default keys (ledger.DefaultKey of the run, seq and
-//     index): no other run can ever use those (a deleted id is never
-//     created again, and a run with a fork is not deleted without it). An
-//     action with an explicit key is live: another run may have repeated
-//     it, and that run's atom names its certificate;
+//     chain checkpoints, rollbacks, erase-key records, waits, events and
+//     wakes), once its delete record is durable, and its intents and
+//     certificates of actions with the run's own default keys
+//     (ledger.DefaultKey of the run, seq and index): no other run can
+//     ever use those (a deleted id is never created again, and a run with
+//     a fork is not deleted without it). An action with an explicit key
+//     is live: another run may have repeated it, and that run's atom
+//     names its certificate;
 //   - a store head that a later durable store head supersedes, or whose
 //     runs are all deleted.
 //

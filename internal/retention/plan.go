@@ -107,6 +107,8 @@ func Dead(r *record.Record, deleted map[string]bool, headAfter bool, explicit ma
 		return true
 	case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindCheckpoint, record.KindRollback:
 		return deleted[r.Run]
+	case record.KindWait, record.KindEvent, record.KindWake:
+		return deleted[r.Run] // waits go with their run's other records
 	}
 	return false
 }

@@ -50,6 +50,10 @@
 //	continuum.verify.duration        histogram s         wall time of a verification that made a report
 //	continuum.verify.failures        counter {failure}   failures reported, by continuum.verify.failure.kind
 //	continuum.verify.warnings        counter {warning}   warnings reported, by continuum.verify.failure.kind
+//	continuum.wait.records           counter {record}    records of runs' waits made durable (the Observer
+//	                                                     is an engine.WaitObserver), by continuum.wait.record:
+//	                                                     wait (a run waits), event (an event sent), wake (a
+//	                                                     timeout or a cancel)
 //
 // Durations are in seconds with buckets from 50 µs to 10 s; sizes in
 // powers of two from 64 B to 1 MiB. Names follow OpenTelemetry's naming

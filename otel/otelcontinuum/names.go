@@ -25,6 +25,7 @@ const (
 	MetricVerifyDuration = "continuum.verify.duration"       // histogram s
 	MetricVerifyFailures = "continuum.verify.failures"       // counter {failure}, by AttrVerifyKind
 	MetricVerifyWarnings = "continuum.verify.warnings"       // counter {warning}, by AttrVerifyKind
+	MetricWaitRecords    = "continuum.wait.records"          // counter {record}, by AttrWaitRecord
 )
 
 // Metrics only ObserveStats reports: figures of DB.Stats that no event
@@ -57,6 +58,7 @@ const (
 	AttrActionOutcome = "continuum.action.outcome"      // engine.ActionOutcome's String
 	AttrVerifyResult  = "continuum.verify.result"       // intact | tampered | error
 	AttrVerifyKind    = "continuum.verify.failure.kind" // chain.Kind's String
+	AttrWaitRecord    = "continuum.wait.record"         // wait | event | wake (engine.WaitObserver)
 	AttrRun           = "continuum.run.id"              // spans
 	AttrSeq           = "continuum.atom.seq"            // spans
 	AttrInterrupted   = "continuum.atom.interrupted"    // spans

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -51,6 +52,8 @@ type Observer struct {
 	verifyDur      metric.Float64Histogram
 	verifyFailures metric.Int64Counter
 	verifyWarnings metric.Int64Counter
+	waitRecords    metric.Int64Counter
+	waitKinds      map[record.Kind]metric.MeasurementOption // the attribute sets of waitRecords
 
 	// Measurement options made once, so that recording builds no
 	// attribute set: base holds Config.Attributes alone.
@@ -125,6 +128,7 @@ func NewObserver(cfg Config) (*Observer, error) {
 	o.verifyDur = seconds(MetricVerifyDuration, "Wall time of a verification that produced a report.")
 	o.verifyFailures = counter(MetricVerifyFailures, "{failure}", "Failures verify reported, by kind.")
 	o.verifyWarnings = counter(MetricVerifyWarnings, "{warning}", "Warnings verify reported, by kind.")
+	o.waitRecords = counter(MetricWaitRecords, "{record}", "Records of runs' waits made durable, by kind: wait, event, wake.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelcontinuum: making instruments: %w", err)
 	}
@@ -132,6 +136,10 @@ func NewObserver(cfg Config) (*Observer, error) {
 	o.base = o.with()
 	o.committed = o.with(attribute.String(AttrAtomOutcome, "committed"))
 	o.failed = o.with(attribute.String(AttrAtomOutcome, "failed"))
+	o.waitKinds = map[record.Kind]metric.MeasurementOption{}
+	for _, k := range []record.Kind{record.KindWait, record.KindEvent, record.KindWake} {
+		o.waitKinds[k] = o.with(attribute.String(AttrWaitRecord, k.String()))
+	}
 	o.outcomes = map[engine.ActionOutcome]metric.MeasurementOption{}
 	for out := engine.ActionExecuted; out <= engine.ActionResolvedFailed; out++ {
 		o.outcomes[out] = o.with(attribute.String(AttrActionOutcome, out.String()))
@@ -171,6 +179,17 @@ func (o *Observer) GroupCommitted(g wal.GroupCommit) {
 		o.syncDur.Record(ctx, g.SyncDuration.Seconds(), o.base)
 	}
 }
+
+// WaitRecorded counts a wait, event or wake record (engine.WaitObserver).
+func (o *Observer) WaitRecorded(k record.Kind, _ string, _ uint64, _ engine.Wait) {
+	m, ok := o.waitKinds[k]
+	if !ok {
+		m = o.with(attribute.String(AttrWaitRecord, k.String()))
+	}
+	o.waitRecords.Add(context.Background(), 1, m)
+}
+
+var _ engine.WaitObserver = (*Observer)(nil)
 
 // SnapshotWritten counts a snapshot and records the run's lag before it.
 func (o *Observer) SnapshotWritten(ev engine.SnapshotEvent) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -443,4 +444,34 @@ func attr(kv []attribute.KeyValue, key string) string {
 		}
 	}
 	return ""
+}
+
+// TestWaitRecords: the Observer is an engine.WaitObserver and counts the
+// records of waits by kind.
+func TestWaitRecords(t *testing.T) {
+	tel := newTelemetry(t)
+	db, err := engine.Open(filepath.Join(t.TempDir(), "s"), &engine.Options{Observer: tel.obs, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Wait(ctx, "go", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "other", "s1", nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "r", "go", "s2", nil); err != nil {
+		t.Fatal(err)
+	}
+	m := tel.collect(t)
+	for kind, want := range map[string]int64{"wait": 1, "event": 2} {
+		if got, _ := m.sum(otelcontinuum.MetricWaitRecords, otelcontinuum.AttrWaitRecord, kind); got != want {
+			t.Errorf("%s records: %d, want %d", kind, got, want)
+		}
+	}
 }

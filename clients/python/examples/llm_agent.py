@@ -13,6 +13,21 @@ idempotency key instead of being made twice.
     CONTINUUMD_SOCKET=./agent-store.sock LLM_URL=http://127.0.0.1:8089 \\
         WORLD_URL=http://127.0.0.1:8089 python3 llm_agent.py trip-1
 
+Booking charges a card and cannot be undone, so the agent asks a human
+first: the turn whose model answer calls book_flight records the call and
+commits, then the run waits, durably, for the event
+"approval:<call id>" (APPROVAL_TIMEOUT seconds, default 3600). The agent
+prints "WAITING <run> <flight>" and may be killed: started again, it
+waits on. Anyone holding a token of the run with the event right approves
+or denies:
+
+    curl --unix-socket ./agent-store.sock -X POST \\
+        http://continuumd/v1/runs/trip-1/events \\
+        -d '{"name": "approval:call_2", "sender": "alice", "payload": "{\\"approved\\": true}"}'
+
+An approval books once (the booking is a durable tool call); a denial or
+a timeout ends the run without booking.
+
 It prints "ANSWER <text>" at the end.
 """
 
@@ -33,6 +48,9 @@ from continuum import DidNotHappen, Happened  # noqa: E402
 LLM_URL = os.environ.get("LLM_URL", "http://127.0.0.1:8089")
 WORLD_URL = os.environ.get("WORLD_URL", LLM_URL)
 MODEL = os.environ.get("LLM_MODEL", "stub")
+APPROVAL_TIMEOUT = float(os.environ.get("APPROVAL_TIMEOUT", "3600"))
+# Tools whose effect cannot be undone: a human approves each call first.
+NEEDS_APPROVAL = {"book_flight"}
 
 TOOLS = [
     {"type": "function", "function": {"name": "search_flights", "description": "Find flights between two airports.",
@@ -113,9 +131,37 @@ def openai_messages(state: continuum.State) -> List[Dict[str, Any]]:
     return out
 
 
+def approval_event(call_id: str) -> str:
+    """The event's name that approves or denies the tool call call_id."""
+    return f"approval:{call_id}"
+
+
+def resume_after_approval(atom: continuum.Atom, pending: Dict[str, Any]) -> None:
+    """The turn after the wait: book if a human approved, else end without
+    booking. The wait's outcome is the run's until this atom commits, so
+    a crash here finds the same answer again (and the booking, a durable
+    call, is made once)."""
+    w = atom.wait_outcome()
+    atom.delta.delete("awaiting_approval")
+    ev = w.event.json() if w.delivered and w.event is not None else None
+    if isinstance(ev, dict) and ev.get("approved") is True:
+        atom.delta.set("approval", "approved")
+        result = call_tool(pending["tool"], pending["arguments"])
+        atom.delta.append_message("tool", json.dumps(result), tool=pending["tool"], call_id=pending["call_id"])
+        return
+    reason = f"denied by {w.event.sender}" if w.delivered and w.event is not None else w.outcome.replace("_", " ")
+    atom.delta.set("approval", "denied" if w.delivered else w.outcome)
+    atom.delta.append_message("tool", json.dumps({"error": f"not approved: {reason}"}), tool=pending["tool"], call_id=pending["call_id"])
+    atom.delta.set("answer", f"Not booked: the booking of {pending['arguments'].get('flight')} was not approved ({reason}).")
+
+
 def turn(run: continuum.Run, atom: continuum.Atom) -> None:
     """One turn: the model's answer, then every tool call it asks for."""
     state = run.state()
+    pending = state.json("awaiting_approval")
+    if pending:
+        resume_after_approval(atom, pending)
+        return
     if atom.seq == 1:
         atom.delta.set_objective("book a flight from Paris to Tokyo and mail the confirmation")
         atom.delta.append_message("system", "You are a travel agent. Use the tools.")
@@ -136,7 +182,13 @@ def turn(run: continuum.Run, atom: continuum.Atom) -> None:
         {"id": tc["id"], "name": tc["function"]["name"], "arguments": json.loads(tc["function"]["arguments"] or "{}")} for tc in calls])
     for tc in calls:
         fn = tc["function"]
-        result = call_tool(fn["name"], json.loads(fn["arguments"] or "{}"))
+        args = json.loads(fn["arguments"] or "{}")
+        if fn["name"] in NEEDS_APPROVAL:
+            # Not now: this atom commits the call, and the run waits for a
+            # human's answer (main); the model's later calls wait with it.
+            atom.delta.set_json("awaiting_approval", {"call_id": tc["id"], "tool": fn["name"], "arguments": args})
+            return
+        result = call_tool(fn["name"], args)
         atom.delta.append_message("tool", json.dumps(result), tool=fn["name"], call_id=tc["id"])
 
 
@@ -144,11 +196,28 @@ def main() -> int:
     run_id = sys.argv[1] if len(sys.argv) > 1 else "trip-1"
     client = continuum.Client.from_env()
     run = client.run(run_id)
-    while (answer := run.state().text("answer")) is None:
+    while (answer := (state := run.state()).text("answer")) is None:
+        pending = state.json("awaiting_approval")
+        if pending:
+            # The run waits durably after the atom that asked. After a
+            # restart the wait is there already (ended, maybe, and the
+            # turn after it interrupted: step takes it over).
+            w = run.current_wait() or run.wait(approval_event(pending["call_id"]), timeout=APPROVAL_TIMEOUT)
+            if w.open:
+                print(f"WAITING {run_id} {pending['arguments'].get('flight')} {approval_event(pending['call_id'])}", flush=True)
+                while (w := run.wait_ended()) is not None and w.open:
+                    pass
+            print(f"APPROVAL {w.outcome if w else 'none'}", flush=True)
         # takeover: this process is the run's only worker; after a crash
         # it takes the run back at once instead of waiting for the lease.
         run.step(lambda atom: turn(run, atom), takeover=True)
         print(f"TURN {run.info().last_seq}", flush=True)
+    if state.text("approval") not in (None, "approved"):
+        # Not approved: the run ends here, without the booking.
+        try:
+            run.end("cancelled", answer)
+        except continuum.RunEnded:
+            pass  # ended before a crash
     print(f"ANSWER {answer}", flush=True)
     client.close()
     return 0

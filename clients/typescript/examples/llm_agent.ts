@@ -11,6 +11,15 @@
  *     node dist/examples/stub_llm.js 8089 &        # or any OpenAI-style endpoint
  *     CONTINUUMD_SOCKET=./agent-store.sock LLM_URL=http://127.0.0.1:8089 node dist/examples/llm_agent.js trip-1
  *
+ * Booking charges a card and cannot be undone, so the agent asks a human
+ * first: the turn whose model answer calls book_flight records the call and
+ * commits, then the run waits, durably, for the event "approval:<call id>"
+ * (APPROVAL_TIMEOUT_MS, default an hour). It prints "WAITING <run> <flight>
+ * <event>" and may be killed: started again, it waits on. An approval
+ * ({"approved": true}, posted by anyone whose token reaches the run with
+ * the event right) books once; a denial or a timeout ends the run without
+ * booking.
+ *
  * It prints "ANSWER <text>" at the end.
  */
 
@@ -19,6 +28,10 @@ import * as c from "../src/index.js";
 const LLM_URL = process.env.LLM_URL ?? "http://127.0.0.1:8089";
 const WORLD_URL = process.env.WORLD_URL ?? LLM_URL;
 const MODEL = process.env.LLM_MODEL ?? "stub";
+const APPROVAL_TIMEOUT_MS = Number(process.env.APPROVAL_TIMEOUT_MS ?? 3_600_000);
+/** Tools whose effect cannot be undone: a human approves each call first. */
+const NEEDS_APPROVAL = new Set(["book_flight"]);
+const approvalEvent = (callId: string) => `approval:${callId}`;
 
 const TOOLS = [
   { type: "function", function: { name: "search_flights", description: "Find flights between two airports.", parameters: { type: "object", properties: { from: { type: "string" }, to: { type: "string" } }, required: ["from", "to"] } } },
@@ -71,9 +84,40 @@ function openaiMessages(state: c.State): Obj[] {
   });
 }
 
+/**
+ * The turn after the wait: book if a human approved, else end without
+ * booking. The wait's outcome is the run's until this atom commits, so a
+ * crash here finds the same answer again (and the booking, a durable call,
+ * is made once).
+ */
+async function resumeAfterApproval(atom: c.Atom, pending: Obj): Promise<void> {
+  const w = await atom.waitOutcome();
+  atom.delta.delete("awaiting_approval");
+  let ev: any = null;
+  if (w.outcome === "delivered" && w.event) {
+    try {
+      ev = JSON.parse(new TextDecoder().decode(w.event.payload));
+    } catch {
+      ev = null;
+    }
+  }
+  if (ev && ev.approved === true) {
+    atom.delta.set("approval", "approved");
+    const result = await callTool(pending.tool, pending.arguments);
+    atom.delta.appendMessage("tool", JSON.stringify(result), pending.tool, pending.call_id);
+    return;
+  }
+  const reason = w.outcome === "delivered" ? `denied by ${w.event?.sender}` : w.outcome.replace("_", " ");
+  atom.delta.set("approval", w.outcome === "delivered" ? "denied" : w.outcome)
+    .appendMessage("tool", JSON.stringify({ error: `not approved: ${reason}` }), pending.tool, pending.call_id)
+    .set("answer", `Not booked: the booking of ${pending.arguments?.flight} was not approved (${reason}).`);
+}
+
 async function turn(run: c.Run, atom: c.Atom): Promise<void> {
   const state = await run.state();
   await atom.ready(); // its seq is known once begun
+  const pending = c.json(state, "awaiting_approval") as Obj | undefined;
+  if (pending) return resumeAfterApproval(atom, pending);
   if (atom.seq === 1) {
     atom.delta.setObjective("book a flight from Paris to Tokyo and mail the confirmation")
       .appendMessage("system", "You are a travel agent. Use the tools.")
@@ -93,7 +137,13 @@ async function turn(run: c.Run, atom: c.Atom): Promise<void> {
     toolCalls: calls.map((tc) => ({ id: tc.id, name: tc.function.name, arguments: JSON.parse(tc.function.arguments || "{}") })),
   });
   for (const tc of calls) {
-    const result = await callTool(tc.function.name, JSON.parse(tc.function.arguments || "{}"));
+    const args = JSON.parse(tc.function.arguments || "{}");
+    if (NEEDS_APPROVAL.has(tc.function.name)) {
+      // Not now: this atom commits the call, and the run waits for a human's answer.
+      atom.delta.setJSON("awaiting_approval", { call_id: tc.id, tool: tc.function.name, arguments: args });
+      return;
+    }
+    const result = await callTool(tc.function.name, args);
     atom.delta.appendMessage("tool", JSON.stringify(result), tc.function.name, tc.id);
   }
 }
@@ -101,10 +151,33 @@ async function turn(run: c.Run, atom: c.Atom): Promise<void> {
 const client = c.Client.fromEnv();
 const run = await client.run(process.argv[2] ?? "trip-1");
 let answer: string | undefined;
-while ((answer = c.text(await run.state(), "answer")) === undefined) {
+let state: c.State;
+while ((answer = c.text((state = await run.state()), "answer")) === undefined) {
+  const pending = c.json(state, "awaiting_approval") as Obj | undefined;
+  if (pending) {
+    // The run waits durably after the atom that asked. After a restart the
+    // wait is there already (ended, maybe, and the turn after it
+    // interrupted: step takes it over).
+    let w = (await run.currentWait()) ?? (await run.wait(approvalEvent(pending.call_id), { timeoutMs: APPROVAL_TIMEOUT_MS }));
+    if (w.outcome === "open") {
+      console.log(`WAITING ${run.id} ${pending.arguments?.flight} ${approvalEvent(pending.call_id)}`);
+      for (let e = w; e.outcome === "open"; ) {
+        const next = await run.waitEnded();
+        if (next === null) break; // no wait after the last atom: the next turn says why
+        w = e = next;
+      }
+    }
+    console.log(`APPROVAL ${w.outcome}`);
+  }
   // takeover: this process is the run's only worker; after a crash it takes the run back at once.
   await run.step((atom) => turn(run, atom), { takeover: true });
   console.log(`TURN ${(await run.info()).lastSeq}`);
+}
+if (c.text(state!, "approval") !== undefined && c.text(state!, "approval") !== "approved") {
+  // Not approved: the run ends here, without the booking.
+  await run.end("cancelled", answer).catch((e) => {
+    if (!(e instanceof c.RunEnded)) throw e; // ended before a crash
+  });
 }
 console.log(`ANSWER ${answer}`);
 client.close();

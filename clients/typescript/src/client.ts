@@ -7,6 +7,7 @@ import { type RetryPolicy, retryBody } from "./retry.js";
 import { Delta } from "./delta.js";
 import { APIError, ActionFailed, AttemptLost, BranchConflict, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, errorFromAnswer } from "./errors.js";
 import { current } from "./tool.js";
+import * as waits from "./waits.js";
 import { type ConnectOptions, Transport, TransportError, endpoint } from "./transport.js";
 import {
   type AtomRecord,
@@ -286,6 +287,33 @@ export class Client {
     if (o.publicKey !== undefined) body.public_key = o.publicKey;
     return this.request({ kind: "request", method: "POST", path: "/v1/verify", body });
   }
+  // Waits, events and timers (waits.ts).
+
+  /**
+   * Sends run `run` an event named `name`, durably: it ends the run's open
+   * wait of that name, or is kept for its next one. `sender` is the
+   * sender's id for the event, unique per run: a repeat is a duplicate
+   * (nothing written), another name or payload throws EventMismatch.
+   * Needs the write or the event right on the run only (it is not opened).
+   */
+  async sendEvent(run: string, name: string, o: { sender: string; payload?: Bytes }): Promise<waits.SendResult> {
+    return waits.sendResult(await this.request(waits.eventRequest(run, name, o.sender, o.payload ?? "")));
+  }
+
+  /**
+   * The waits that ended (an event, a timeout) and that no atom of their
+   * run took yet, in the order they ended: the runs to resume. It waits up
+   * to waitMs for one (a long poll).
+   */
+  async ready(o: { waitMs?: number; max?: number } = {}): Promise<waits.Wait[]> {
+    const deadline = Date.now() + (o.waitMs ?? 0);
+    for (;;) {
+      const left = Math.max(0, deadline - Date.now());
+      const out = ((await this.request(waits.readyRequest(left, o.max))).ready as Obj[]).map(waits.wait);
+      if (out.length > 0 || left <= waits.longPollMs) return out;
+    }
+  }
+
 }
 
 /** One run of the store, as Client.run opened it. */
@@ -506,6 +534,53 @@ export class Run {
    * times. Certified actions answer their results without executing; fn
    * must make its calls in the same order each time.
    */
+  // Waits, events and timers (waits.ts).
+
+  /**
+   * The run waits, durably, after its last atom, for an event named
+   * `name`, until o.deadline or for o.timeoutMs (neither: no deadline).
+   * No atom may be open (RunHeld). The same name again after the same atom
+   * returns the wait the run has; another throws WaitExists.
+   */
+  async wait(name: string, o: waits.WaitOptions = {}): Promise<waits.Wait> {
+    return waits.wait(await this.client.request(waits.waitRequest(this.path, name, o)));
+  }
+
+  /** A durable timer: the run waits for the clock only, until o.until or for o.durationMs; it ends as timed_out. */
+  async sleep(o: waits.SleepOptions): Promise<waits.Wait> {
+    return waits.wait(await this.client.request(waits.sleepRequest(this.path, o)));
+  }
+
+  /** The run's wait after its last atom (null: none), waiting up to waitMs (at most 15 s) for an open one to end. */
+  async currentWait(o: { waitMs?: number } = {}): Promise<waits.Wait | null> {
+    const r = await this.client.request({ kind: "request", method: "GET", path: `${this.path}/wait?wait_ms=${waits.pollMs(o.waitMs ?? 0)}` });
+    return r.wait == null ? null : waits.wait(r.wait as Obj);
+  }
+
+  /**
+   * Resolves once the run's wait after its last atom ended (or timeoutMs
+   * passed: the open wait), through server restarts; null if the run has
+   * no wait there.
+   */
+  async waitEnded(o: { timeoutMs?: number } = {}): Promise<waits.Wait | null> {
+    const deadline = o.timeoutMs === undefined ? undefined : Date.now() + o.timeoutMs;
+    for (;;) {
+      const left = deadline === undefined ? waits.longPollMs : Math.max(0, deadline - Date.now());
+      const w = await this.currentWait({ waitMs: left });
+      if (w === null || w.outcome !== "open" || (deadline !== undefined && Date.now() >= deadline)) return w;
+    }
+  }
+
+  /** Ends the run's open wait as cancelled. */
+  async cancelWait(): Promise<waits.Wait> {
+    return waits.wait(await this.client.request({ kind: "request", method: "POST", path: `${this.path}/wait/cancel`, body: {} }));
+  }
+
+  /** Client.sendEvent to this run. */
+  sendEvent(name: string, o: { sender: string; payload?: Bytes }): Promise<waits.SendResult> {
+    return this.client.sendEvent(this.id, name, o);
+  }
+
   async step<T>(fn: (atom: Atom) => Promise<T>, o: BeginOptions & { maxAttempts?: number } = {}): Promise<T> {
     const max = o.maxAttempts ?? 20;
     for (let i = 0; ; i++) {
@@ -857,6 +932,18 @@ export class Atom {
     if (o.from) body.from = o.from;
     const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/receive`, body });
     return r.message == null ? null : runMessage(r.message as Obj);
+  }
+
+  /**
+   * The ended wait this atom follows (the run's wait after seq - 1), with
+   * its event: the atom acts on it, and its commit takes it. A crash or a
+   * fail before that commit leaves the next attempt the same outcome.
+   * Throws WaitNotEnded (still open) or WaitNotFound (none).
+   */
+  async waitOutcome(): Promise<waits.Wait> {
+    await this.ready();
+    await this.#flush(this.#take());
+    return waits.wait(await this.run.client.request({ kind: "request", method: "GET", path: `${this.path}/wait` }));
   }
 
   async heartbeat(): Promise<void> {

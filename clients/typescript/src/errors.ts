@@ -139,6 +139,17 @@ export class Unavailable extends ContinuumError {}
 /** A durable tool was called outside an atom. */
 export class NoAtom extends ContinuumError {}
 
+/** 409 event_mismatch: the sender id has sent the run another event (another name or payload). */
+export class EventMismatch extends Conflict {}
+/** 409 wait_exists: the run waits after its last atom already, for another event. */
+export class WaitExists extends Conflict {}
+/** 404 wait_not_found: the run has no wait after its last atom. */
+export class WaitNotFound extends NotFound {}
+/** 409 wait_not_ended: the wait the atom follows is still open (details.wait). */
+export class WaitNotEnded extends Conflict {}
+/** 409 seq_mismatch: the run's last seq is not the one the request names. */
+export class SeqMismatch extends Conflict {}
+
 const byCode: Record<string, typeof APIError> = {
   run_not_found: RunNotFound,
   run_held: RunHeld,
@@ -160,6 +171,11 @@ const byCode: Record<string, typeof APIError> = {
   invalid_delta: InvalidDelta,
   invalid_args: InvalidArgs,
   shutting_down: ShuttingDown,
+  event_mismatch: EventMismatch,
+  wait_exists: WaitExists,
+  wait_not_found: WaitNotFound,
+  wait_not_ended: WaitNotEnded,
+  seq_mismatch: SeqMismatch,
 };
 
 const byStatus: Record<number, typeof APIError> = {

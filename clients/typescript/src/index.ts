@@ -21,6 +21,7 @@ export { BlobRef, VALUE_PREFIX, openBlob, parseRef, putBlob, type PutBlobOptions
 export * from "./errors.js";
 export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
 export { type ConnectOptions } from "./transport.js";
+export { type Wait, type WaitEvent, type WaitOutcome, type SendResult, type WaitOptions, type SleepOptions } from "./waits.js";
 export {
   type RunInfo, type Lease, type State, type Message, type Interrupted, type ActionState, type Committed, type AtomRecord,
   type DeletedRun, type Erasure, type ErasedKey,

@@ -58,7 +58,13 @@ from .errors import (
     Unauthorized,
     Unavailable,
     Unprocessable,
+    EventMismatch,
+    SeqMismatch,
+    WaitExists,
+    WaitNotEnded,
+    WaitNotFound,
 )
+from .waits import Event, SendResult, Wait
 from .types import (
     ActionState,
     AtomRecord,
@@ -89,4 +95,5 @@ __all__ = [
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
     "RetryPolicy", "GaveUp",
+    "Wait", "Event", "SendResult", "EventMismatch", "SeqMismatch", "WaitExists", "WaitNotEnded", "WaitNotFound",
 ]

@@ -14,7 +14,7 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from . import _core, _tool, _wire
+from . import _core, _tool, _wire, waits
 from ._retry import RetryPolicy, retry_body
 from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
 from ._wire import BytesLike, seg
@@ -26,6 +26,7 @@ from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, H
 __all__ = ["AsyncClient", "AsyncRun", "AsyncAtom"]
 
 T = TypeVar("T")
+max_ = max  # the builtin, where a parameter is named max
 MaybeAwaitable = Union[T, Awaitable[T]]
 AsyncReconciler = Callable[[str], MaybeAwaitable[Union[Happened, DidNotHappen]]]
 
@@ -140,6 +141,19 @@ class AsyncClient:
             body["public_key"] = public_key
         return dict(await self._send(_core.Request("POST", "/v1/verify", body)))
 
+    # Waits, events and timers (continuum.waits): Client's, for asyncio.
+
+    async def send_event(self, run: str, name: str, *, sender: str, payload: BytesLike = b"") -> waits.SendResult:
+        return waits.send_result(await self._send(waits.event_request(run, name, sender, payload)))
+
+    async def ready(self, *, wait: float = 0.0, max: Optional[int] = None) -> List[waits.Wait]:
+        deadline = time.monotonic() + wait
+        while True:
+            left = max_(0.0, deadline - time.monotonic())
+            out = [waits.wait_of(w) for w in (await self._send(waits.ready_request(left, max)))["ready"]]
+            if out or left <= waits.LONG_POLL:
+                return out
+
 
 class _AtomContext:
     """What ``AsyncRun.atom()`` returns: awaitable (begin) and an async
@@ -237,6 +251,34 @@ class AsyncRun:
         begun (``await atom.ready()`` begins it at once). ``await
         run.atom()`` begins at once."""
         return _AtomContext(self, takeover, lease)
+
+    # Waits, events and timers (continuum.waits): Run's, for asyncio.
+
+    async def wait(self, name: str, *, timeout: Optional[float] = None, deadline: "Optional[waits.TimeLike]" = None,
+                   after: Optional[int] = None) -> waits.Wait:
+        return waits.wait_of(await self.client._send(waits.wait_request(self._path, name, timeout, deadline, after)))
+
+    async def sleep(self, *, until: "Optional[waits.TimeLike]" = None, duration: Optional[float] = None,
+                    after: Optional[int] = None) -> waits.Wait:
+        return waits.wait_of(await self.client._send(waits.sleep_request(self._path, until, duration, after)))
+
+    async def current_wait(self, *, wait: float = 0.0) -> Optional[waits.Wait]:
+        w = (await self.client._get(f"{self._path}/wait?wait_ms={waits.poll_ms(wait)}")).get("wait")
+        return None if w is None else waits.wait_of(w)
+
+    async def wait_ended(self, *, timeout: Optional[float] = None) -> Optional[waits.Wait]:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = waits.LONG_POLL if deadline is None else max_(0.0, deadline - time.monotonic())
+            w = await self.current_wait(wait=left)
+            if w is None or not w.open or (deadline is not None and time.monotonic() >= deadline):
+                return w
+
+    async def cancel_wait(self) -> waits.Wait:
+        return waits.wait_of(await self.client._send(_core.Request("POST", f"{self._path}/wait/cancel", {})))
+
+    async def send_event(self, name: str, *, sender: str, payload: BytesLike = b"") -> waits.SendResult:
+        return await self.client.send_event(self.id, name, sender=sender, payload=payload)
 
     async def step(
         self, fn: Callable[["AsyncAtom"], Awaitable[T]], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20
@@ -529,6 +571,12 @@ class AsyncAtom:
         if execute is None:
             return None
         return await self._drive(_core.call_flow(self._path, doubt.call, doubt.tool, r, self.run._known), execute)
+
+    async def wait_outcome(self) -> waits.Wait:
+        """The ended wait this atom follows, with its event (Atom.wait_outcome)."""
+        await self.ready()
+        await self._flush(self._take_pending())
+        return waits.wait_of(await self.run.client._get(f"{self._path}/wait"))
 
     async def heartbeat(self) -> None:
         await self.ready()

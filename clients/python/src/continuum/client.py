@@ -12,7 +12,7 @@ from contextvars import Token
 from types import TracebackType
 from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
-from . import _core, _tool, _wire
+from . import _core, _tool, _wire, waits
 from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from ._retry import RetryPolicy, retry_body
@@ -211,6 +211,23 @@ class Client:
         if public_key is not None:
             body["public_key"] = public_key
         return dict(self._send(_core.Request("POST", "/v1/verify", body)))
+
+    # Waits, events and timers (continuum.waits).
+
+    def send_event(self, run: str, name: str, *, sender: str, payload: BytesLike = b"") -> "waits.SendResult":
+        """Sends run ``run`` an event named ``name``, durably: it ends the
+        run's open wait of that name, or is kept for its next one. ``sender``
+        is the sender's id for the event, unique per run: a repeat is a
+        duplicate (nothing written), another name or payload raises
+        EventMismatch. Needs the write or the event right on the run only
+        (the run is not opened)."""
+        return waits.send_event(self, run, name, sender, payload)
+
+    def ready(self, *, wait: float = 0.0, max: Optional[int] = None) -> "List[waits.Wait]":
+        """The waits that ended (an event, a timeout) and that no atom of
+        their run took yet, in the order they ended: the runs to resume. It
+        blocks up to ``wait`` seconds for one (a long poll)."""
+        return waits.ready(self, wait, max)
 
 
 class _Heartbeats:
@@ -487,6 +504,43 @@ class Run:
         """The seq a pending rollback of the run goes back to, or None."""
         r = self.client._get(f"{self._path}/rollback")
         return int(r["to"]) if r.get("pending") else None
+
+    # Waits, events and timers (continuum.waits).
+
+    def wait(self, name: str, *, timeout: Optional[float] = None, deadline: "Optional[waits.TimeLike]" = None,
+             after: Optional[int] = None) -> "waits.Wait":
+        """The run waits, durably, after its last atom, for an event named
+        ``name``, until ``deadline`` (an aware datetime or RFC 3339) or for
+        ``timeout`` seconds (neither: no deadline). No atom may be open
+        (RunHeld). The same name again after the same atom returns the
+        wait the run has; another raises WaitExists. ``after``: the seq the
+        wait must follow (SeqMismatch otherwise)."""
+        return waits.wait_of(self.client._send(waits.wait_request(self._path, name, timeout, deadline, after)))
+
+    def sleep(self, *, until: "Optional[waits.TimeLike]" = None, duration: Optional[float] = None,
+              after: Optional[int] = None) -> "waits.Wait":
+        """A durable timer: the run waits for the clock only, until
+        ``until`` or for ``duration`` seconds; it ends as timed_out."""
+        return waits.wait_of(self.client._send(waits.sleep_request(self._path, until, duration, after)))
+
+    def current_wait(self, *, wait: float = 0.0) -> "Optional[waits.Wait]":
+        """The run's wait after its last atom (None: none), waiting up to
+        ``wait`` seconds (at most 15) for an open one to end."""
+        return waits.current_wait(self, wait)
+
+    def wait_ended(self, *, timeout: Optional[float] = None) -> "Optional[waits.Wait]":
+        """Blocks until the run's wait after its last atom ended (or
+        ``timeout`` seconds passed: the open wait), through server restarts;
+        None if the run has no wait there."""
+        return waits.wait_ended(self, timeout)
+
+    def cancel_wait(self) -> "waits.Wait":
+        """Ends the run's open wait as cancelled."""
+        return waits.wait_of(self.client._send(_core.Request("POST", f"{self._path}/wait/cancel", {})))
+
+    def send_event(self, name: str, *, sender: str, payload: BytesLike = b"") -> "waits.SendResult":
+        """Client.send_event to this run."""
+        return waits.send_event(self.client, self.id, name, sender, payload)
 
     def step(self, fn: Callable[["Atom"], T], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20) -> T:
         """Runs fn in an atom and commits it; when the attempt is lost (the
@@ -847,6 +901,15 @@ class Atom:
         self._ensure()
         m = self.run.client._send(_core.Request("POST", f"{self._path}/receive", body)).get("message")
         return None if m is None else _run_message(m)
+
+    def wait_outcome(self) -> "waits.Wait":
+        """The ended wait this atom follows (the run's wait after seq - 1),
+        with its event: the atom acts on it, and its commit takes it. A
+        crash or a fail before that commit leaves the next attempt the same
+        outcome. Raises WaitNotEnded (still open) or WaitNotFound (none)."""
+        self._flush(self._take_pending())
+        self._ensure()
+        return waits.wait_of(self.run.client._get(f"{self._path}/wait"))
 
     def heartbeat(self) -> None:
         """Renews the lease now (the client's background thread does it

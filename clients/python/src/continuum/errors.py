@@ -44,6 +44,11 @@ __all__ = [
     "ActionFailed",
     "Unavailable",
     "NoAtom",
+    "EventMismatch",
+    "WaitExists",
+    "WaitNotFound",
+    "WaitNotEnded",
+    "SeqMismatch",
 ]
 
 
@@ -266,6 +271,30 @@ class RunDeleted(APIError):
     served again."""
 
 
+class EventMismatch(Conflict):
+    """409 event_mismatch: the sender id has sent the run another event
+    (another name or payload)."""
+
+
+class WaitExists(Conflict):
+    """409 wait_exists: the run waits after its last atom already, for
+    another event."""
+
+
+class WaitNotFound(NotFound):
+    """404 wait_not_found: the run has no wait after its last atom."""
+
+
+class WaitNotEnded(Conflict):
+    """409 wait_not_ended: the wait the atom follows is still open
+    (``details["wait"]``)."""
+
+
+class SeqMismatch(Conflict):
+    """409 seq_mismatch: the run's last seq is not the one the request
+    names (``details["last_seq"]`` when the server gives it)."""
+
+
 class NoAtom(ContinuumError, RuntimeError):
     """A durable tool was called outside an atom."""
 
@@ -291,6 +320,11 @@ _BY_CODE = {
     "invalid_delta": InvalidDelta,
     "invalid_args": InvalidArgs,
     "shutting_down": ShuttingDown,
+    "event_mismatch": EventMismatch,
+    "wait_exists": WaitExists,
+    "wait_not_found": WaitNotFound,
+    "wait_not_ended": WaitNotEnded,
+    "seq_mismatch": SeqMismatch,
 }
 
 _BY_STATUS = {

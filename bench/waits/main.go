@@ -1,0 +1,369 @@
+// Command waits measures CONTINUUM's waits and timers (engine/waits.go),
+// each figure beside its baseline, in alternating rounds.
+//
+// Wake latency, in process: from DB.SendEvent's call to the host, blocked
+// on DB.ReadyChanged, holding the run from DB.Ready; beside it, a
+// message's latency from the sending atom's Commit to the receiver's
+// Atom.Receive returning (the same single durable append). Both with
+// fsync, on the -dir disk; p50 and p99 of -events samples per round.
+//
+// A store of -runs waiting runs (each asleep until a time of its own, in
+// an order unlike their ids): heap in use and Open time, then the first
+// DB.Ready (which builds the index of waits from the log), with nothing
+// due; beside it the same runs without their waits.
+//
+// Finding the due ones after a restart: with -due of the -runs sleeps
+// past the clock, DB.Ready records their timeouts (wake records, in
+// batches) and lists them, earliest first; the time of that Ready, and
+// of the next one, with none due.
+//
+// Usage:
+//
+//	go run ./bench/waits -dir /work/tmp-bench -runs 100000 -due 1000 -events 400 -rounds 3
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"runtime/pprof"
+	"slices"
+	"time"
+
+	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
+)
+
+var (
+	dir    = flag.String("dir", os.TempDir(), "where the stores go")
+	runs   = flag.Int("runs", 100000, "waiting runs in the big store")
+	due    = flag.Int("due", 1000, "of them, due at the restart")
+	events = flag.Int("events", 400, "latency samples per round")
+	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
+	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
+	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
+)
+
+var ctx = context.Background()
+
+func quiet() *slog.Logger { return slog.New(slog.NewTextHandler(devNull{}, nil)) }
+
+type devNull struct{}
+
+func (devNull) Write(p []byte) (int, error) { return len(p), nil }
+
+func main() {
+	flag.Parse()
+	root, err := os.MkdirTemp(*dir, "waits-bench-")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(root)
+	fmt.Printf("waits bench, %s, GOMAXPROCS %d, %s\n\n", time.Now().UTC().Format(time.RFC3339), runtime.GOMAXPROCS(0), runtime.Version())
+
+	// 1. Wake latency, beside a message's.
+	var ev, msg [][]time.Duration
+	for i := range *rounds * b2i(!*skip) {
+		ev = append(ev, eventLatency(filepath.Join(root, fmt.Sprint("ev", i))))
+		msg = append(msg, messageLatency(filepath.Join(root, fmt.Sprint("msg", i))))
+	}
+	if !*skip {
+		fmt.Println("| in process, fsync on | p50 | p99 | (per round: p50/p99) |")
+		fmt.Println("| --- | ---: | ---: | --- |")
+		row("SendEvent -> Ready lists the run (host blocked on ReadyChanged)", ev)
+		row("baseline: Send+Commit -> Receive returns", msg)
+		fmt.Println()
+	}
+
+	// 2. The big store: with waits, and the same runs without.
+	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	big := filepath.Join(root, "big")
+	plain := filepath.Join(root, "plain")
+	build(big, clock, true)
+	build(plain, clock, false)
+	type open struct {
+		heap          uint64
+		open, ready   time.Duration
+		readyNone     time.Duration
+		readyDue      time.Duration
+		listed, dueOK int
+	}
+	var withW, without []open
+	if *prof != "" {
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+	}
+	for range *rounds {
+		for _, waits := range []bool{true, false} {
+			d := plain
+			if waits {
+				d = big
+			}
+			var o open
+			now := clock.Add(-time.Hour) // before every deadline
+			runtime.GC()
+			t := time.Now()
+			db, err := engine.Open(d, &engine.Options{Logger: quiet(), Clock: func() time.Time { return now }})
+			if err != nil {
+				log.Fatal(err)
+			}
+			o.open = time.Since(t)
+			t = time.Now()
+			if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {
+				log.Fatalf("ready at the start: %d, %v", len(ws), err)
+			}
+			o.ready = time.Since(t)
+			runtime.GC()
+			var ms runtime.MemStats
+			runtime.ReadMemStats(&ms)
+			o.heap = ms.HeapInuse
+			t = time.Now()
+			if _, err := db.Ready(ctx, 0); err != nil {
+				log.Fatal(err)
+			}
+			o.readyNone = time.Since(t)
+			if waits {
+				withW = append(withW, o)
+			} else {
+				without = append(without, o)
+			}
+			db.Close()
+		}
+	}
+	if *prof != "" {
+		pprof.StopCPUProfile()
+	}
+	med := func(os []open, f func(open) float64) float64 {
+		v := make([]float64, len(os))
+		for i, o := range os {
+			v[i] = f(o)
+		}
+		slices.Sort(v)
+		return v[len(v)/2]
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
+	fmt.Printf("| %d runs, restart (medians of %d alternating rounds) | waiting (a sleep each) | idle (baseline) | ratio |\n", *runs, *rounds)
+	fmt.Println("| --- | ---: | ---: | ---: |")
+	for _, m := range []struct {
+		name string
+		f    func(open) float64
+		unit string
+	}{
+		{"Open", func(o open) float64 { return ms(o.open) }, "ms"},
+		{"first Ready (builds the index from the log), none due", func(o open) float64 { return ms(o.ready) }, "ms"},
+		{"heap in use after it", func(o open) float64 { return float64(o.heap) / (1 << 20) }, "MiB"},
+		{"a second Ready, none due", func(o open) float64 { return ms(o.readyNone) }, "ms"},
+	} {
+		a, b := med(withW, m.f), med(without, m.f)
+		fmt.Printf("| %s | %.1f %s | %.1f %s | %.2fx |\n", m.name, a, m.unit, b, m.unit, a/b)
+	}
+	fmt.Println()
+
+	// 3. Finding the due ones: a restart at a time when -due are past.
+	var dueT, noneT []time.Duration
+	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
+	for range *rounds {
+		// Each round on a copy: its timeouts are written.
+		cp := filepath.Join(root, "due")
+		os.RemoveAll(cp)
+		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
+			log.Fatal(err)
+		}
+		db, err := engine.Open(cp, &engine.Options{Logger: quiet(), Clock: func() time.Time { return at }})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, _, err := db.NextDeadline(ctx); err != nil { // the index, built before the clock starts
+			log.Fatal(err)
+		}
+		t := time.Now()
+		ws, err := db.Ready(ctx, 0)
+		dueT = append(dueT, time.Since(t))
+		if err != nil || len(ws) != *due {
+			log.Fatalf("ready: %d, %v; want %d", len(ws), err, *due)
+		}
+		for i := 1; i < len(ws); i++ {
+			if ws[i].Deadline.Before(ws[i-1].Deadline) {
+				log.Fatalf("woke out of order: %v after %v", ws[i].Deadline, ws[i-1].Deadline)
+			}
+		}
+		t = time.Now()
+		if _, err := db.Ready(ctx, 0); err != nil {
+			log.Fatal(err)
+		}
+		noneT = append(noneT, time.Since(t))
+		db.Close()
+		os.RemoveAll(cp)
+	}
+	slices.Sort(dueT)
+	slices.Sort(noneT)
+	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d) | time | per due run |\n", *runs, *due, *rounds)
+	fmt.Println("| --- | ---: | ---: |")
+	fmt.Printf("| Ready: records %d timeouts (in batches of up to 1024, one fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
+	fmt.Printf("| the next Ready (the %d listed again, none due) | %.2f ms | |\n", *due, ms(noneT[len(noneT)/2]))
+}
+
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func row(name string, rs [][]time.Duration) {
+	per := ""
+	for _, r := range rs {
+		slices.Sort(r)
+		per += fmt.Sprintf("%.2f/%.2f ", ms(pct(r, 50)), ms(pct(r, 99)))
+	}
+	// The medians of the rounds' percentiles.
+	var p50, p99 []time.Duration
+	for _, r := range rs {
+		p50 = append(p50, pct(r, 50))
+		p99 = append(p99, pct(r, 99))
+	}
+	slices.Sort(p50)
+	slices.Sort(p99)
+	fmt.Printf("| %s | %.2f ms | %.2f ms | %s|\n", name, ms(p50[len(p50)/2]), ms(p99[len(p99)/2]), per)
+}
+
+func ms(d time.Duration) float64 { return float64(d) / 1e6 }
+
+func pct(s []time.Duration, p int) time.Duration { return s[(len(s)-1)*p/100] }
+
+// eventLatency: one run waits; SendEvent; the host (blocked on
+// ReadyChanged) sees it in Ready; the run's next atom takes it; again.
+func eventLatency(d string) []time.Duration {
+	db, err := engine.Open(d, &engine.Options{Logger: quiet()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Run(ctx, "r")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var out []time.Duration
+	for i := range *events {
+		if _, err := r.Wait(ctx, "go", time.Time{}); err != nil {
+			log.Fatal(err)
+		}
+		seen := make(chan time.Time)
+		go func() { // the host
+			for {
+				ch := db.ReadyChanged()
+				ws, err := db.Ready(ctx, 0)
+				if err != nil {
+					log.Fatal(err)
+				}
+				if len(ws) > 0 {
+					seen <- time.Now()
+					return
+				}
+				<-ch
+			}
+		}()
+		time.Sleep(200 * time.Microsecond) // the host blocks first
+		t := time.Now()
+		if _, err := db.SendEvent(ctx, "r", "go", fmt.Sprint("s", i), []byte("yes")); err != nil {
+			log.Fatal(err)
+		}
+		out = append(out, (<-seen).Sub(t))
+		a, err := r.Begin(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if _, err := a.WaitOutcome(ctx); err != nil {
+			log.Fatal(err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+			log.Fatal(err)
+		}
+	}
+	return out
+}
+
+// messageLatency: b's atom blocks in Receive; a's atom sends and commits.
+func messageLatency(d string) []time.Duration {
+	db, err := engine.Open(d, &engine.Options{Logger: quiet()})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer db.Close()
+	a, err := db.Run(ctx, "a")
+	if err != nil {
+		log.Fatal(err)
+	}
+	b, err := db.Run(ctx, "b")
+	if err != nil {
+		log.Fatal(err)
+	}
+	var out []time.Duration
+	for range *events {
+		got := make(chan time.Time)
+		go func() {
+			at, err := b.Begin(ctx)
+			if err != nil {
+				log.Fatal(err)
+			}
+			if _, err := at.Receive(ctx); err != nil {
+				log.Fatal(err)
+			}
+			got <- time.Now()
+			if err := at.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+				log.Fatal(err)
+			}
+			got <- time.Time{}
+		}()
+		at, err := a.Begin(ctx)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := at.Send(ctx, "b", []byte("yes")); err != nil {
+			log.Fatal(err)
+		}
+		time.Sleep(200 * time.Microsecond) // the receiver blocks first
+		t := time.Now()
+		if err := at.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+			log.Fatal(err)
+		}
+		out = append(out, (<-got).Sub(t))
+		<-got
+	}
+	return out
+}
+
+// build writes a store of -runs runs, each asleep (waits) until clock +
+// a time of its own (1s .. runs s, in an order unlike the ids), or idle.
+// Built without fsync (durability is not what is measured), closed
+// cleanly.
+func build(d string, clock time.Time, waits bool) {
+	db, err := engine.Open(d, &engine.Options{Logger: quiet(), NoSync: true, Clock: func() time.Time { return clock.Add(-time.Hour) }})
+	if err != nil {
+		log.Fatal(err)
+	}
+	n := *runs
+	for i := range n {
+		r, err := db.Run(ctx, fmt.Sprintf("run-%06d", i))
+		if err != nil {
+			log.Fatal(err)
+		}
+		if waits {
+			k := (i*7919)%n + 1 // a permutation of 1..n (7919 is prime, n not its multiple)
+			if _, err := r.Sleep(ctx, clock.Add(time.Duration(k)*time.Second)); err != nil {
+				log.Fatal(err)
+			}
+		}
+	}
+	if err := db.Close(); err != nil {
+		log.Fatal(err)
+	}
+}

@@ -1,0 +1,478 @@
+package engine
+
+// The conduct of waits (waits.go) over internal/wait: the index's load
+// and Source, the writing of wait, event and wake records under their
+// run's write mark, and Open's replay of them.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/wait"
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/seal"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// ErrNoRun is returned by SendEvent for a run the store does not have.
+var ErrNoRun = errors.New("engine: no such run")
+
+// waitsReady makes the index of waits usable: on the first call after
+// Open, it builds it from the log (internal/wait, Load). Its error is
+// sticky.
+func (db *DB) waitsReady(ctx context.Context) error {
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	s := &db.waits
+	s.load.Do(func() {
+		x := wait.New(db.opts.Clock)
+		s.err = x.Load(waitSource{db})
+		s.idx = x
+		s.ready.Store(x)
+	})
+	return s.err
+}
+
+// waitIndex returns the index once it is loaded, else nil.
+func (db *DB) waitIndex() *wait.Index { return db.waits.ready.Load() }
+
+// waitSource is the DB as the index's Source.
+type waitSource struct{ db *DB }
+
+// Scan reads the whole log, decoding only the records of waits.
+func (s waitSource) Scan(fn func(*record.Record, []byte) error) error {
+	db := s.db
+	dec := db.decoder(false)
+	dec.Skip = func(k record.Kind, _ []byte) bool {
+		return k != record.KindWait && k != record.KindEvent && k != record.KindWake
+	}
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	if err != nil {
+		return fmt.Errorf("engine: waits: read the log: %w", err)
+	}
+	defer c.Close()
+	for c.Next() {
+		r := c.Record()
+		payload, err := db.eventPayload(r)
+		if err != nil {
+			return err
+		}
+		if err := fn(r, payload); err != nil {
+			return err
+		}
+	}
+	return c.Err()
+}
+
+// eventPayload returns the plaintext payload of an event record (nil for
+// the other kinds, and for an event whose run's data key was erased).
+func (db *DB) eventPayload(r *record.Record) ([]byte, error) {
+	if r.Kind != record.KindEvent || r.Wait == nil {
+		return nil, nil
+	}
+	if db.sealer == nil {
+		return r.Wait.Payload, nil
+	}
+	plain, err := db.sealer.Open(nil, r.Wait.Payload, record.KindEvent, r.Run, r.Seq)
+	switch {
+	case errors.Is(err, seal.ErrErased):
+		return nil, nil // the run was erased: nothing of it waits
+	case err != nil:
+		return nil, &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq,
+			Reason: fmt.Sprintf("event %q of sender %q: its payload does not open: %v", r.Wait.Name, r.Wait.Sender, err), Err: err}
+	}
+	return plain, nil
+}
+
+// replayWait checks a wait, event or wake record of Open's replay
+// against its run (r): it follows the run's last atom, or an earlier one,
+// with that atom's head, and its link is its own. The index is built
+// from the log on first use, not here.
+func (db *DB) replayWait(r *Run, rec *record.Record) string {
+	if link := db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload); link != rec.Head {
+		return fmt.Sprintf("the %s record's link %x is not its own (%x)", rec.Kind, rec.Head[:8], link[:8])
+	}
+	switch {
+	case rec.Seq > r.mu.lastSeq:
+		return fmt.Sprintf("a %s record after seq %d, and the run's last atom is %d", rec.Kind, rec.Seq, r.mu.lastSeq)
+	case rec.Seq == r.mu.lastSeq && rec.Final != r.mu.head && r.mu.end == nil:
+		return fmt.Sprintf("a %s record names head %x at seq %d, the run's is %x", rec.Kind, rec.Final[:8], rec.Seq, r.mu.head[:8])
+	}
+	return ""
+}
+
+// waitTaken is the applied hook: an atom at seq of r is part of the
+// run's state, so the wait before it is taken.
+func (r *Run) waitTaken(seq uint64) {
+	if x := r.db.waitIndex(); x != nil {
+		x.Taken(r.id, seq)
+	}
+}
+
+// waitRun returns run id, which must exist and not be deleted.
+func (db *DB) waitRun(id string) (*Run, error) {
+	db.mu.Lock()
+	if db.deletedLocked(id) {
+		db.mu.Unlock()
+		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
+	}
+	r := db.runLocked(id)
+	if r == nil && db.reg != nil && !db.reg.checked.Load() {
+		// A run the log holds and CHECKPOINT omits exists too (as in
+		// DB.Run): known once the log's table of runs is checked.
+		db.mu.Unlock()
+		if err := db.checkRegistry(); err != nil {
+			return nil, err
+		}
+		return db.waitRun(id)
+	}
+	db.mu.Unlock()
+	if r == nil {
+		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
+	}
+	return r, nil
+}
+
+// waitStale reports whether w is no wait to act on any more: its run
+// moved on (an atom took it) or ended, or is gone; the index then forgets
+// it.
+func (db *DB) waitStale(w *wait.Wait) bool {
+	x := db.waitIndex()
+	r, err := db.waitRun(w.Run)
+	if err != nil {
+		x.Gone(w.Run)
+		return true
+	}
+	r.mu.Lock()
+	last, ended := r.mu.lastSeq, r.mu.end != nil
+	r.mu.Unlock()
+	switch {
+	case ended:
+		x.Gone(w.Run)
+		return true
+	case last > w.Seq:
+		x.Taken(w.Run, last)
+		return true
+	}
+	return false
+}
+
+// lastLinkLocked returns the seq and head of the run's newest atom in the
+// log: its last one's, or, with branches in flight, the newest a branch
+// appended (applied or not), so that a wait record written now follows it
+// in the log and names it (r.mu held).
+func (r *Run) lastLinkLocked() (uint64, chain.Hash) {
+	if br := r.mu.br; br != nil {
+		t := br.Tail()
+		return t.Seq, t.Head
+	}
+	return r.mu.lastSeq, r.mu.head
+}
+
+// waitRec is a record of waits to write, and an event's plaintext.
+type waitRec struct {
+	rec   *record.Record
+	plain []byte
+}
+
+// waitRecord builds a wait, event or wake record of run at seq, whose
+// head is head.
+func (db *DB) waitRecord(k record.Kind, run string, seq uint64, head chain.Hash, w *record.WaitFields) *record.Record {
+	payload := record.AppendWaitPayload(nil, k, w)
+	link := db.hasher.Link(run, seq, head, payload)
+	raw := record.AppendWaitRecord(nil, k, run, seq, head, link, w)
+	return &record.Record{Kind: k, Raw: raw, Run: run, Seq: seq, Final: head, Head: link, Payload: payload, Wait: w}
+}
+
+// writeWaits writes the records build returns for r, durably, under the
+// run's write mark (so that they and the run's atoms and end are in the
+// log, and applied to the index, in one order), and applies them to the
+// index. locked, if set, runs first under the run's lock; build gets the
+// run's last seq and head and the index's clock reading, and returns the
+// records with, for an event, its plaintext payload.
+func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(seq uint64, head chain.Hash, now int64) ([]waitRec, error)) error {
+	db := r.db
+	x := db.waitIndex()
+	if err := r.lockIdle(ctx); err != nil {
+		return err
+	}
+	switch {
+	case r.mu.broken != nil:
+		r.mu.Unlock()
+		return r.mu.broken
+	case r.mu.end != nil:
+		s := r.mu.end.status
+		r.mu.Unlock()
+		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, s)
+	case r.mu.ending:
+		r.mu.Unlock()
+		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
+	}
+	if locked != nil {
+		if err := locked(); err != nil {
+			r.mu.Unlock()
+			return err
+		}
+	}
+	seq, head := r.lastLinkLocked()
+	r.startWriteLocked()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.endWriteLocked()
+		r.mu.Unlock()
+	}()
+
+	recs, err := build(seq, head, x.Now())
+	if err != nil || len(recs) == 0 {
+		return err
+	}
+	raws := make([][]byte, len(recs))
+	for i, w := range recs {
+		raws[i] = w.rec.Raw
+	}
+	tok := db.track()
+	poss, err := db.appendBatch(ctx, raws)
+	db.untrack(tok)
+	if err != nil {
+		return fmt.Errorf("engine: run %q: write a %s record: %w", r.id, recs[0].rec.Kind, err)
+	}
+	obs, _ := db.opts.Observer.(WaitObserver)
+	for i, w := range recs {
+		w.rec.Pos = poss[i]
+		x.Apply(w.rec, w.plain)
+		if obs != nil {
+			cur, _ := x.Current(r.id, seq)
+			obs.WaitRecorded(w.rec.Kind, r.id, seq, exportWait(&cur))
+		}
+	}
+	db.waitsChanged()
+	return nil
+}
+
+// declareWait is Wait and Sleep.
+func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
+	db := r.db
+	w := &record.WaitFields{Name: name}
+	if !deadline.IsZero() {
+		w.Deadline = deadline.UnixNano()
+		if w.Deadline <= 0 {
+			return Wait{}, fmt.Errorf("%w: run %q: a deadline at or before 1970 (%v)", ErrInvalidOptions, r.id, deadline)
+		}
+	}
+	if err := record.CheckWaitFields(record.KindWait, w); err != nil {
+		return Wait{}, fmt.Errorf("%w: run %q: wait: %v", ErrInvalidOptions, r.id, err)
+	}
+	if err := db.waitsReady(ctx); err != nil {
+		return Wait{}, err
+	}
+	x := db.waitIndex()
+	var out wait.Wait
+	err := r.writeWaits(ctx, func() error {
+		switch {
+		case r.mu.atom != nil:
+			return fmt.Errorf("%w: run %q: commit or fail it before the run waits", ErrAtomInProgress, r.id)
+		case r.mu.br != nil && !r.mu.br.Idle():
+			return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before the run waits", ErrAtomInProgress, r.id)
+		}
+		return nil
+	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
+		if cur, ok := x.Current(r.id, seq); ok && cur.Seq == seq {
+			if cur.Name != name {
+				return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
+			}
+			out = cur
+			return nil, nil
+		}
+		w.At = now
+		return []waitRec{{rec: db.waitRecord(record.KindWait, r.id, seq, head, w)}}, nil
+	})
+	if err != nil {
+		return Wait{}, err
+	}
+	if out.Run == "" {
+		out, _ = x.Current(r.id, r.LastSeq())
+	}
+	return exportWait(&out), nil
+}
+
+// wake ends the run's open wait after its last atom, as a timeout
+// (reason WakeTimeout: only once its deadline passed by the index's
+// clock) or a cancel, and returns the wait. ifDue: a wait not due, or
+// none, is no error (the timeout's caller raced another's).
+func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) {
+	db := r.db
+	if err := db.waitsReady(ctx); err != nil {
+		return Wait{}, err
+	}
+	x := db.waitIndex()
+	var out wait.Wait
+	err := r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
+		cur, ok := x.Current(r.id, seq)
+		switch {
+		case !ok || cur.Seq != seq:
+			if ifDue {
+				return nil, nil
+			}
+			return nil, fmt.Errorf("%w: run %q", ErrNoWait, r.id)
+		case cur.Outcome != WaitOpen:
+			out = cur
+			return nil, nil
+		case reason == record.WakeTimeout && (cur.Deadline == 0 || cur.Deadline > now):
+			out = cur
+			return nil, nil
+		}
+		return []waitRec{{rec: db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: reason})}}, nil
+	})
+	if err != nil {
+		return Wait{}, err
+	}
+	if out.Run == "" {
+		out, _ = x.Current(r.id, r.LastSeq())
+	}
+	return exportWait(&out), nil
+}
+
+// fireDue records the timeout of every open wait whose deadline passed,
+// earliest first, up to maxFireBatch in one durable batch of wake
+// records (one fsync for them all): it holds the write mark of each of
+// their runs for the batch. One fireDue at a time (waitState.fire), so
+// that no two callers each hold marks the other waits for.
+func (db *DB) fireDue(ctx context.Context) error {
+	s := &db.waits
+	x := db.waitIndex()
+	s.fire.Lock()
+	defer s.fire.Unlock()
+	for {
+		now := x.Now()
+		due := x.Due(now, maxFireBatch)
+		if len(due) == 0 {
+			return nil
+		}
+		var held []*Run
+		var recs []*record.Record
+		release := func() {
+			for _, r := range held {
+				r.mu.Lock()
+				r.endWriteLocked()
+				r.mu.Unlock()
+			}
+		}
+		for i := range due {
+			w := &due[i]
+			r, err := db.waitRun(w.Run)
+			if err != nil {
+				x.Gone(w.Run)
+				continue
+			}
+			if err := r.lockIdle(ctx); err != nil {
+				release()
+				return err
+			}
+			if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
+				r.mu.Unlock()
+				x.Gone(w.Run)
+				continue
+			}
+			seq, head := r.lastLinkLocked()
+			cur, ok := x.Current(r.id, seq)
+			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
+				r.mu.Unlock()
+				x.Taken(r.id, seq) // an atom went on after it
+				continue
+			}
+			r.startWriteLocked()
+			r.mu.Unlock()
+			held = append(held, r)
+			recs = append(recs, db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout}))
+		}
+		if len(recs) > 0 {
+			raws := make([][]byte, len(recs))
+			for i, rec := range recs {
+				raws[i] = rec.Raw
+			}
+			tok := db.track()
+			poss, err := db.appendBatch(ctx, raws)
+			db.untrack(tok)
+			if err != nil {
+				release()
+				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
+			}
+			obs, _ := db.opts.Observer.(WaitObserver)
+			for i, rec := range recs {
+				rec.Pos = poss[i]
+				x.Apply(rec, nil)
+				if obs != nil {
+					cur, _ := x.Current(rec.Run, rec.Seq)
+					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
+				}
+			}
+			release()
+			db.waitsChanged()
+		}
+	}
+}
+
+// maxFireBatch bounds the timeouts one batch of fireDue records.
+const maxFireBatch = 1024
+
+// waitsChanged wakes the callers blocked on ReadyChanged.
+func (db *DB) waitsChanged() {
+	s := &db.waits
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.mu.changed != nil {
+		close(s.mu.changed)
+		s.mu.changed = nil
+	}
+}
+
+// armWaitTimerLocked arms the wall-clock timer for the earliest deadline
+// of an open wait (s.mu held).
+func (db *DB) armWaitTimerLocked() {
+	s := &db.waits
+	x := db.waitIndex()
+	if x == nil {
+		return
+	}
+	at, ok := x.NextDeadline()
+	if !ok || (s.mu.timer != nil && s.mu.timerAt == at) {
+		return
+	}
+	if s.mu.timer != nil {
+		s.mu.timer.Stop()
+	}
+	d := time.Duration(at - x.Now())
+	s.mu.timerAt = at
+	s.mu.timer = time.AfterFunc(max(d, 0), func() {
+		s.mu.Lock()
+		if s.mu.timerAt == at {
+			s.mu.timer, s.mu.timerAt = nil, 0
+		}
+		s.mu.Unlock()
+		db.waitsChanged()
+	})
+}
+
+// exportWait is w as the API returns it.
+func exportWait(w *wait.Wait) Wait {
+	out := Wait{Run: w.Run, Seq: w.Seq, Name: w.Name, Declared: time.Unix(0, w.Declared), Outcome: w.Outcome}
+	if w.Deadline != 0 {
+		out.Deadline = time.Unix(0, w.Deadline)
+	}
+	if w.Outcome != WaitOpen {
+		out.Ended = time.Unix(0, w.Ended)
+	}
+	if e := w.Event; e != nil {
+		out.Event = &Event{Run: e.Run, Name: e.Name, Sender: e.Sender, Seq: e.Seq, Sent: time.Unix(0, e.Sent),
+			Payload: append([]byte(nil), e.Payload...)}
+	}
+	return out
+}

@@ -1,0 +1,450 @@
+package wait
+
+import (
+	"container/heap"
+	"container/list"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/continuumdb/continuum/record"
+	"github.com/zeebo/blake3"
+)
+
+// Outcome says how a wait stands.
+type Outcome uint8
+
+// The outcomes of a wait.
+const (
+	Open      Outcome = iota // not ended
+	Delivered                // an event matched it
+	TimedOut                 // its deadline passed (a wake record, WakeTimeout)
+	Cancelled                // the run cancelled it (a wake record, WakeCancel)
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Open:
+		return "open"
+	case Delivered:
+		return "delivered"
+	case TimedOut:
+		return "timed out"
+	case Cancelled:
+		return "cancelled"
+	}
+	return fmt.Sprintf("outcome-%d", uint8(o))
+}
+
+// Event is an event as the index holds it. Payload is the plaintext,
+// owned by the index: callers copy it before they hand it out.
+type Event struct {
+	Run, Name, Sender string
+	Seq               uint64 // the run's last seq when it was sent
+	Sent              int64  // unix ns, the recorded reading
+	Payload           []byte
+	Digest            [32]byte // BLAKE3-256 of name, NUL, payload: what a repeated send is compared by
+}
+
+// Wait is a wait as the index holds it; callers get copies.
+type Wait struct {
+	Run      string
+	Seq      uint64 // the run's last seq when declared: the wait's name in its run
+	Name     string // "" for a timer
+	Declared int64  // unix ns
+	Deadline int64  // unix ns, 0: none
+	Outcome  Outcome
+	Event    *Event // Delivered: the event it took (shared: read only)
+	Ended    int64  // unix ns, the recorded reading of its end: the event's or the wake's time (the wait's own when it matched a kept event)
+
+	heapAt int           // its place in the deadline heap, -1 if not there
+	ready  *list.Element // its place in the ready list, nil if not there
+}
+
+// runWaits is what the index holds of one run.
+type runWaits struct {
+	wait    *Wait               // the run's last wait, nil: none
+	pending map[string][]*Event // events no wait took yet, by name, in log order
+	senders map[string][32]byte // the digest of each sender id's event
+}
+
+// Index is the waits of a store's runs. Its methods take its own mutex;
+// the engine serializes the records of one run (and Apply's order is the
+// log's for each run).
+type Index struct {
+	clock func() time.Time
+
+	mu struct {
+		sync.Mutex
+		loaded  bool
+		loadErr error // sticky
+		runs    map[string]*runWaits
+		timers  deadlines  // open waits with a deadline, earliest first
+		ready   *list.List // of *Wait: ended by an event or a timeout and not taken, in the order they ended
+		high    int64      // the highest time any applied record holds: the clock's floor
+		changed chan struct{}
+		applied uint64 // records applied, for the tests and the observer
+	}
+}
+
+// New returns an empty index whose clock is clock (nil: time.Now).
+func New(clock func() time.Time) *Index {
+	if clock == nil {
+		clock = time.Now
+	}
+	x := &Index{clock: clock}
+	x.mu.runs = map[string]*runWaits{}
+	x.mu.ready = list.New()
+	x.mu.changed = make(chan struct{})
+	return x
+}
+
+// Load builds the index from src once; later calls return the first
+// call's error. Nothing else of the index may be used before Load
+// returned nil.
+func (x *Index) Load(src Source) error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.mu.loaded {
+		return x.mu.loadErr
+	}
+	x.mu.loaded = true
+	err := src.Scan(func(rec *record.Record, payload []byte) error {
+		x.applyLocked(rec, payload)
+		return nil
+	})
+	if err != nil {
+		x.mu.loadErr = fmt.Errorf("wait: load the waits from the log: %w", err)
+		x.mu.runs = map[string]*runWaits{}
+		x.mu.timers = nil
+		x.mu.ready.Init()
+	}
+	return x.mu.loadErr
+}
+
+// Loaded reports whether Load ran.
+func (x *Index) Loaded() bool {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mu.loaded
+}
+
+// Now is the index's clock reading in unix ns: the clock's, or the
+// highest time the log's wait records hold if that is later, so that a
+// clock that moves back never ends, or un-ends, a wait by a reading
+// earlier than one the log already holds.
+func (x *Index) Now() int64 {
+	now := x.clock().UnixNano()
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return max(now, x.mu.high)
+}
+
+// Digest is what a repeated event is compared by.
+func Digest(name string, payload []byte) [32]byte {
+	h := blake3.New()
+	h.Write([]byte(name))
+	h.Write([]byte{0})
+	h.Write(payload)
+	var d [32]byte
+	h.Sum(d[:0])
+	return d
+}
+
+// Sent returns the digest of the event run's sender sent, if any.
+func (x *Index) Sent(run, sender string) ([32]byte, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rw := x.mu.runs[run]
+	if rw == nil {
+		return [32]byte{}, false
+	}
+	d, ok := rw.senders[sender]
+	return d, ok
+}
+
+// Current returns a copy of the run's last wait, if it has one that no
+// atom took (committed is the run's last seq: a wait before it was
+// taken).
+func (x *Index) Current(run string, committed uint64) (Wait, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rw := x.mu.runs[run]
+	if rw == nil || rw.wait == nil || rw.wait.Seq < committed {
+		return Wait{}, false
+	}
+	return rw.wait.copy(), true
+}
+
+// Pending returns the events of run that no wait took, in the order a
+// wait of their name would take them.
+func (x *Index) Pending(run string) []Event {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rw := x.mu.runs[run]
+	if rw == nil {
+		return nil
+	}
+	var out []Event
+	for _, es := range rw.pending {
+		for _, e := range es {
+			out = append(out, *e)
+		}
+	}
+	return out
+}
+
+// Apply applies a wait, event or wake record, durable in the log, in the
+// log's order for its run; payload is an event's plaintext payload. It is
+// idempotent: a record applied already (a wait at or before the run's
+// last one, an event of a sender seen, a wake of a wait that ended)
+// changes nothing.
+func (x *Index) Apply(rec *record.Record, payload []byte) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.applyLocked(rec, payload)
+}
+
+func (x *Index) applyLocked(rec *record.Record, payload []byte) {
+	w := rec.Wait
+	if w == nil {
+		return
+	}
+	x.mu.high = max(x.mu.high, w.At)
+	x.mu.applied++
+	rw := x.mu.runs[rec.Run]
+	if rw == nil {
+		rw = &runWaits{}
+		x.mu.runs[rec.Run] = rw
+	}
+	switch rec.Kind {
+	case record.KindWait:
+		if rw.wait != nil && rw.wait.Seq >= rec.Seq {
+			return
+		}
+		x.dropLocked(rw.wait) // a later wait: the run's atoms took this one
+		nw := &Wait{Run: rec.Run, Seq: rec.Seq, Name: w.Name, Declared: w.At, Deadline: w.Deadline, heapAt: -1}
+		rw.wait = nw
+		if es := rw.pending[w.Name]; w.Name != "" && len(es) > 0 {
+			x.endLocked(nw, Delivered, w.At, es[0])
+			if len(es) == 1 {
+				delete(rw.pending, w.Name)
+			} else {
+				rw.pending[w.Name] = es[1:]
+			}
+			return
+		}
+		if nw.Deadline != 0 {
+			heap.Push(&x.mu.timers, nw)
+		}
+	case record.KindEvent:
+		if _, ok := rw.senders[w.Sender]; ok {
+			return
+		}
+		if rw.senders == nil {
+			rw.senders = map[string][32]byte{}
+		}
+		e := &Event{Run: rec.Run, Name: w.Name, Sender: w.Sender, Seq: rec.Seq, Sent: w.At,
+			Payload: append([]byte(nil), payload...), Digest: Digest(w.Name, payload)}
+		rw.senders[w.Sender] = e.Digest
+		if cw := rw.wait; cw != nil && cw.Outcome == Open && cw.Name == w.Name && cw.Seq == rec.Seq {
+			x.endLocked(cw, Delivered, w.At, e)
+			return
+		}
+		if rw.pending == nil {
+			rw.pending = map[string][]*Event{}
+		}
+		rw.pending[w.Name] = append(rw.pending[w.Name], e)
+	case record.KindWake:
+		cw := rw.wait
+		if cw == nil || cw.Seq != rec.Seq || cw.Outcome != Open {
+			return
+		}
+		o := TimedOut
+		if w.Reason == record.WakeCancel {
+			o = Cancelled
+		}
+		x.endLocked(cw, o, w.At, nil)
+	}
+}
+
+// endLocked ends the open wait w.
+func (x *Index) endLocked(w *Wait, o Outcome, at int64, e *Event) {
+	w.Outcome, w.Ended, w.Event = o, at, e
+	if w.heapAt >= 0 {
+		heap.Remove(&x.mu.timers, w.heapAt)
+	}
+	if o != Cancelled {
+		w.ready = x.mu.ready.PushBack(w)
+	}
+	close(x.mu.changed)
+	x.mu.changed = make(chan struct{})
+}
+
+// dropLocked takes w (nil: none) out of the heap and the ready list.
+func (x *Index) dropLocked(w *Wait) {
+	if w == nil {
+		return
+	}
+	if w.heapAt >= 0 {
+		heap.Remove(&x.mu.timers, w.heapAt)
+	}
+	if w.ready != nil {
+		x.mu.ready.Remove(w.ready)
+		w.ready = nil
+	}
+}
+
+// Taken says that run committed an atom at seq: its wait before seq, if
+// it ended, is taken (no longer ready), and the memory it held goes.
+func (x *Index) Taken(run string, seq uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rw := x.mu.runs[run]
+	if rw == nil || rw.wait == nil || rw.wait.Seq >= seq {
+		return
+	}
+	x.dropLocked(rw.wait)
+	rw.wait = nil
+	if len(rw.pending) == 0 && len(rw.senders) == 0 {
+		delete(x.mu.runs, run)
+	}
+}
+
+// Gone says that run ended or was deleted: nothing of it waits any more.
+func (x *Index) Gone(run string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	rw := x.mu.runs[run]
+	if rw == nil {
+		return
+	}
+	x.dropLocked(rw.wait)
+	delete(x.mu.runs, run)
+}
+
+// Due returns copies of up to max open waits whose deadline is at or
+// before now, earliest first (the heap's order: the cost is that of the
+// due ones).
+func (x *Index) Due(now int64, max int) []Wait {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Wait
+	// The heap's root is the earliest; the due ones are a subtree at the
+	// root, walked in order of deadline without popping them (they stay
+	// until their wake record is applied).
+	var walk deadlines
+	if len(x.mu.timers) > 0 && x.mu.timers[0].Deadline <= now {
+		walk = append(walk, x.mu.timers[0])
+	}
+	for len(walk) > 0 && len(out) < max {
+		w := heap.Pop(&walkHeap{&walk}).(*Wait)
+		out = append(out, w.copy())
+		for _, c := range [2]int{2*w.heapAt + 1, 2*w.heapAt + 2} {
+			if c < len(x.mu.timers) && x.mu.timers[c].Deadline <= now {
+				heap.Push(&walkHeap{&walk}, x.mu.timers[c])
+			}
+		}
+	}
+	return out
+}
+
+// NextDeadline returns the earliest deadline of an open wait.
+func (x *Index) NextDeadline() (int64, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if len(x.mu.timers) == 0 {
+		return 0, false
+	}
+	return x.mu.timers[0].Deadline, true
+}
+
+// Ready returns copies of up to max waits that ended by an event or a
+// timeout and that no atom took, in the order they ended.
+func (x *Index) Ready(max int) []Wait {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var out []Wait
+	for e := x.mu.ready.Front(); e != nil && len(out) < max; e = e.Next() {
+		out = append(out, e.Value.(*Wait).copy())
+	}
+	return out
+}
+
+// Changed returns a channel closed when a wait ends next.
+func (x *Index) Changed() <-chan struct{} {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mu.changed
+}
+
+// Stats are the index's counts.
+type Stats struct {
+	Runs, Open, Ready, Pending int
+	Applied                    uint64
+}
+
+// Stats returns the index's counts; Pending counts events no wait took.
+func (x *Index) Stats() Stats {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	s := Stats{Runs: len(x.mu.runs), Open: len(x.mu.timers), Ready: x.mu.ready.Len(), Applied: x.mu.applied}
+	for _, rw := range x.mu.runs {
+		for _, es := range rw.pending {
+			s.Pending += len(es)
+		}
+		if rw.wait != nil && rw.wait.Outcome == Open && rw.wait.Deadline == 0 {
+			s.Open++
+		}
+	}
+	return s
+}
+
+func (w *Wait) copy() Wait {
+	c := *w
+	c.heapAt, c.ready = -1, nil
+	return c
+}
+
+// deadlines is a heap of open waits by deadline, then run.
+type deadlines []*Wait
+
+func (h deadlines) Len() int { return len(h) }
+func (h deadlines) Less(i, j int) bool {
+	if h[i].Deadline != h[j].Deadline {
+		return h[i].Deadline < h[j].Deadline
+	}
+	return h[i].Run < h[j].Run
+}
+func (h deadlines) Swap(i, j int) {
+	h[i], h[j] = h[j], h[i]
+	h[i].heapAt, h[j].heapAt = i, j
+}
+func (h *deadlines) Push(v any) {
+	w := v.(*Wait)
+	w.heapAt = len(*h)
+	*h = append(*h, w)
+}
+func (h *deadlines) Pop() any {
+	old := *h
+	w := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	w.heapAt = -1
+	return w
+}
+
+// walkHeap orders a walk of the deadline heap's due subtree without
+// moving its waits' places (heapAt) in the real heap.
+type walkHeap struct{ h *deadlines }
+
+func (w walkHeap) Len() int           { return len(*w.h) }
+func (w walkHeap) Less(i, j int) bool { return deadlines(*w.h).Less(i, j) }
+func (w walkHeap) Swap(i, j int)      { (*w.h)[i], (*w.h)[j] = (*w.h)[j], (*w.h)[i] }
+func (w walkHeap) Push(v any)         { *w.h = append(*w.h, v.(*Wait)) }
+func (w walkHeap) Pop() any {
+	old := *w.h
+	v := old[len(old)-1]
+	*w.h = old[:len(old)-1]
+	return v
+}
