@@ -71,8 +71,8 @@ type DB struct {
 		dropped  map[string]bool
 		lazyTime time.Time // when Open read them: the runs' clocks start there
 		// deleted holds the runs the log deletes (delete.go): never built
-		// nor created again. A nil value: a deletion being written.
-		deleted map[string]*deletion
+		// nor created again.
+		deleted retention.Registry
 	}
 
 	capabilityState // each capability's one field (hooks.go lists their hooks)
@@ -312,9 +312,9 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		}
 		return db.Run(ctx, id)
 	}
-	if db.deletedLocked(id) {
+	if db.mu.deleted.Has(id) {
 		gone := ErrRunDeleted
-		if d := db.mu.deleted[id]; d != nil && d.erasure != nil {
+		if d, _ := db.mu.deleted.Get(id); d != nil && d.Erasure != nil {
 			gone = ErrRunErased
 		}
 		db.mu.Unlock()

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -71,17 +70,6 @@ type DeletedRun struct {
 	// Erasure is the run's erasure, if it was erased (Erase): after its
 	// deletion (Seq and Erasure.Seq differ), or by it (the same record).
 	Erasure *Erasure
-}
-
-// deletion is what the engine keeps of a deleted run: its delete record.
-// Immutable.
-type deletion struct {
-	seq         uint64
-	final, head chain.Hash
-	at          time.Time
-	reason      string
-	parent      string   // the run's parent, if a fork (when the engine knew the run)
-	erasure     *erasure // its erase record, if erased (erase.go)
 }
 
 // Delete deletes the ended runs ids (see DeleteOptions.IDs). It returns
@@ -147,7 +135,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, r := range db.mu.runs {
 		cands = append(cands, candidate(r))
 	}
-	ids, err := retention.Choose(sel, cands, db.deletedLocked, retentionErrs)
+	ids, err := retention.Choose(sel, cands, db.mu.deleted.Has, retentionErrs)
 	if err != nil {
 		db.mu.Unlock()
 		return nil, err
@@ -158,7 +146,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for i, id := range ids {
 		chosen[i] = db.mu.runs[id]
 		delete(db.mu.runs, id)
-		db.markDeletedLocked(id, nil)
+		db.mu.deleted.Mark(id, nil)
 	}
 	db.mu.Unlock()
 	if len(chosen) == 0 {
@@ -187,7 +175,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	}
 	db.mu.Lock()
 	for i, d := range out {
-		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason, parent: chosen[i].parent})
+		db.mu.deleted.Mark(d.ID, &retention.Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason, Parent: chosen[i].parent})
 	}
 	db.mu.Unlock()
 	for _, r := range chosen {
@@ -257,25 +245,9 @@ func (db *DB) restoreRuns(runs []*Run) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	for _, r := range runs {
-		delete(db.mu.deleted, r.id)
+		db.mu.deleted.Unmark(r.id)
 		db.mu.runs[r.id] = r
 	}
-}
-
-// markDeletedLocked records that run id is deleted (d nil: being
-// deleted, its record not yet durable).
-func (db *DB) markDeletedLocked(id string, d *deletion) {
-	if db.mu.deleted == nil {
-		db.mu.deleted = map[string]*deletion{}
-	}
-	db.mu.deleted[id] = d
-}
-
-// deletedLocked reports whether id names a deleted run (or one being
-// deleted).
-func (db *DB) deletedLocked(id string) bool {
-	_, ok := db.mu.deleted[id]
-	return ok
 }
 
 // appendBatch writes recs durably, all or none, like append.
@@ -303,22 +275,17 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 	return poss, nil
 }
 
-// applyDeletionLocked applies a delete record read from the log (replay):
-// the run, if built, is withdrawn and its id marked deleted. It returns
-// why the record does not fit the run, or "".
+// applyDeletionLocked applies a delete or erase record read from the log
+// (replay): the run, if built, is withdrawn and its id marked deleted. It
+// returns why the record does not fit the run, or "".
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
-	d := deletionOf(rec)
-	if prev := db.mu.deleted[rec.Run]; prev != nil {
+	d := retention.GoneOf(rec)
+	if prev, _ := db.mu.deleted.Get(rec.Run); prev != nil {
 		// An erasure of a run deleted earlier in the log.
-		m, why := mergeDeletion(rec.Run, prev, d)
-		if why != "" {
-			return why
-		}
-		db.markDeletedLocked(rec.Run, m)
-		return ""
+		return db.mu.deleted.Merge(rec.Run, d)
 	}
 	if r := db.runLocked(rec.Run); r != nil {
-		d.parent = r.parent
+		d.Parent = r.parent
 		r.mu.Lock()
 		seq, head, ended := r.chainHeadLocked()
 		r.mu.Unlock()
@@ -327,18 +294,8 @@ func (db *DB) applyDeletionLocked(rec *record.Record) string {
 		}
 		delete(db.mu.runs, rec.Run)
 	}
-	db.markDeletedLocked(rec.Run, d)
+	db.mu.deleted.Mark(rec.Run, d)
 	return ""
-}
-
-// deletionOf is what the engine keeps of rec, a delete or erase record.
-func deletionOf(rec *record.Record) *deletion {
-	at := time.Unix(0, rec.Deleted)
-	d := &deletion{seq: rec.Seq, final: rec.Final, head: rec.Head, at: at, reason: rec.Reason}
-	if rec.Kind == record.KindErase {
-		d.erasure = &erasure{seq: rec.Seq, head: rec.Head, at: at, reason: rec.Reason}
-	}
-	return d
 }
 
 // Deleted lists the runs the store deleted (and erased), sorted by id, as
@@ -354,13 +311,10 @@ func (db *DB) Deleted() ([]DeletedRun, error) {
 	if db.mu.closed {
 		return nil, ErrClosed
 	}
-	out := make([]DeletedRun, 0, len(db.mu.deleted))
-	for id, d := range db.mu.deleted {
-		if d == nil {
-			continue // being deleted
-		}
-		out = append(out, d.public(id))
+	ids, gone := db.mu.deleted.Sorted()
+	out := make([]DeletedRun, len(ids))
+	for i, id := range ids {
+		out[i] = deletedRun(id, gone[i])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }

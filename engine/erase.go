@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -46,19 +47,13 @@ type Erasure struct {
 	Reason string
 }
 
-// erasure is what the engine keeps of an erase record. Immutable.
-type erasure struct {
-	seq    uint64
-	head   chain.Hash
-	at     time.Time
-	reason string
-}
-
-func (e *erasure) public() *Erasure {
-	if e == nil {
-		return nil
+// deletedRun is d, the deletion of run id, as DeletedRun lists it.
+func deletedRun(id string, d *retention.Gone) DeletedRun {
+	out := DeletedRun{ID: id, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+	if e := d.Erasure; e != nil {
+		out.Erasure = &Erasure{Seq: e.Seq, Head: e.Head, At: e.At, Reason: e.Reason}
 	}
-	return &Erasure{Seq: e.seq, Head: e.head, At: e.at, Reason: e.reason}
+	return out
 }
 
 // Erase erases the ended (or deleted) run id of an encrypted store: it
@@ -136,7 +131,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 		live        *Run
 		seq         uint64
 		final       chain.Hash
-		prior       *deletion
+		prior       *retention.Gone
 		forkWaiting string
 	)
 	if r := db.mu.runs[id]; r != nil {
@@ -149,8 +144,8 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 		end, head, _ := r.chainHeadLocked()
 		r.mu.Unlock()
 		seq, final = end+1, head
-	} else if d, gone := db.mu.deleted[id]; gone && d != nil {
-		if d.erasure != nil {
+	} else if d, gone := db.mu.deleted.Get(id); gone && d != nil {
+		if d.Erasure != nil {
 			db.mu.Unlock()
 			// Erased already: finished, unless KEYS is older than the
 			// erasure (restored from a copy) and holds the key again.
@@ -159,10 +154,10 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 					return DeletedRun{}, fmt.Errorf("engine: erase run %q: finish its erasure: %w", id, err)
 				}
 			}
-			return d.public(id), nil
+			return deletedRun(id, d), nil
 		}
 		prior = d
-		seq, final = d.seq+1, d.head
+		seq, final = d.Seq+1, d.Head
 	} else if gone {
 		db.mu.Unlock()
 		return DeletedRun{}, fmt.Errorf("%w: erase run %q: it is being deleted", ErrRunDeleted, id)
@@ -179,7 +174,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	// can appear between this choice and its erase record.
 	if live != nil {
 		delete(db.mu.runs, id)
-		db.markDeletedLocked(id, nil)
+		db.mu.deleted.Mark(id, nil)
 	}
 	db.mu.Unlock()
 
@@ -195,14 +190,14 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
 	}
-	e := &erasure{seq: er.Seq, head: er.Head, at: er.At, reason: er.Reason}
+	e := &retention.Erasure{Seq: er.Seq, Head: er.Head, At: er.At, Reason: er.Reason}
 	d := prior
 	if d == nil {
-		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason, parent: live.parent}
+		d = &retention.Gone{Seq: e.Seq, Final: final, Head: e.Head, At: e.At, Reason: e.Reason, Parent: live.parent}
 	}
-	d = d.withErasure(e)
+	d = d.WithErasure(e)
 	db.mu.Lock()
-	db.markDeletedLocked(id, d)
+	db.mu.deleted.Mark(id, d)
 	db.mu.Unlock()
 	db.untrack(tok)
 	tracked = false
@@ -215,7 +210,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	if err := db.finishErasure(ctx, id); err != nil {
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erase record is durable, but %w (the next Open finishes the erasure)", id, err)
 	}
-	return d.public(id), nil
+	return deletedRun(id, d), nil
 }
 
 // forkOfLocked returns a run forked from id that is not erased ("" if
@@ -227,11 +222,7 @@ func (db *DB) forkOfLocked(id string) string {
 			forks = append(forks, fid)
 		}
 	}
-	for fid, d := range db.mu.deleted {
-		if d != nil && d.parent == id && d.erasure == nil {
-			forks = append(forks, fid)
-		}
-	}
+	forks = append(forks, db.mu.deleted.ForksOf(id)...)
 	if len(forks) == 0 {
 		return ""
 	}
@@ -285,64 +276,6 @@ func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerpr
 	})
 }
 
-// withErasure returns d with its erasure e.
-func (d *deletion) withErasure(e *erasure) *deletion {
-	c := *d
-	c.erasure = e
-	return &c
-}
-
-// public is d as DeletedRun lists it.
-func (d *deletion) public(id string) DeletedRun {
-	return DeletedRun{ID: id, Seq: d.seq, Final: d.final, Head: d.head, At: d.at, Reason: d.reason, Erasure: d.erasure.public()}
-}
-
-// same reports whether d and o are the same record's (or the same
-// records').
-func (d *deletion) same(o *deletion) bool {
-	if d.seq != o.seq || d.final != o.final || d.head != o.head || (d.erasure == nil) != (o.erasure == nil) {
-		return false
-	}
-	return d.erasure == nil || *d.erasure == *o.erasure
-}
-
-// merged reports whether d carries an erasure that followed a delete
-// record (rather than being the erase record alone).
-func (d *deletion) merged() bool { return d.erasure != nil && d.seq != d.erasure.seq }
-
-// mergeDeletion returns what the engine keeps of run id's deletion when
-// the log is found to hold both a and b (read in either order: a delete
-// record and an erase record after it, or the same records twice), or
-// why they do not fit.
-func mergeDeletion(id string, a, b *deletion) (*deletion, string) {
-	switch {
-	case a == nil:
-		return b, ""
-	case b == nil || a.same(b):
-		return a, ""
-	}
-	if a.erasure == nil || b.merged() {
-		a, b = b, a
-	}
-	// a carries an erasure; b is a plain deletion, or the erase record
-	// alone when a is merged already.
-	switch {
-	case a.erasure == nil:
-		// Two plain deletions that differ.
-	case a.merged():
-		if b.erasure != nil && *b.erasure == *a.erasure && b.seq == a.erasure.seq ||
-			b.erasure == nil && b.seq == a.seq && b.head == a.head && b.final == a.final {
-			return a, ""
-		}
-	case b.erasure == nil && a.seq == b.seq+1 && a.final == b.head:
-		if b.parent == "" {
-			b = &deletion{seq: b.seq, final: b.final, head: b.head, at: b.at, reason: b.reason, parent: a.parent}
-		}
-		return b.withErasure(a.erasure), ""
-	}
-	return nil, fmt.Sprintf("the log deletes run %q twice: at seq %d after head %x, and at seq %d after head %x", id, a.seq, a.final[:8], b.seq, b.final[:8])
-}
-
 // finishErasures finishes, at Open, the erasures a crash interrupted: a
 // key marked erasing whose run has an erase record has its erasure
 // finished; one whose run has none is live again (the erasure never
@@ -381,12 +314,7 @@ func (db *DB) healErasures() {
 		return
 	}
 	db.mu.Lock()
-	var erased []string
-	for id, d := range db.mu.deleted {
-		if d != nil && d.erasure != nil {
-			erased = append(erased, id)
-		}
-	}
+	erased := db.mu.deleted.Erased()
 	db.mu.Unlock()
 	stale := db.eraser.Stale(erased)
 	if len(stale) == 0 {
@@ -422,9 +350,9 @@ func (db *DB) resumeErasure(ctx context.Context, id string) error {
 	db.gc.Lock()
 	defer db.gc.Unlock()
 	db.mu.Lock()
-	d := db.mu.deleted[id]
+	d, _ := db.mu.deleted.Get(id)
 	db.mu.Unlock()
-	if d == nil || d.erasure == nil {
+	if d == nil || d.Erasure == nil {
 		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", id)
 		return db.eraser.Unmark(id)
 	}

@@ -108,7 +108,7 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 		return ErasedKey{}, ErrClosed
 	}
 	r := db.runLocked(id)
-	_, deleted := db.mu.deleted[id]
+	deleted := db.mu.deleted.Has(id)
 	db.mu.Unlock()
 	switch {
 	case deleted:

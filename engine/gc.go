@@ -94,13 +94,7 @@ func (c gcCore) StoreHead() (bool, error) {
 func (c gcCore) Deleted() map[string]bool {
 	c.db.mu.Lock()
 	defer c.db.mu.Unlock()
-	deleted := make(map[string]bool, len(c.db.mu.deleted))
-	for id, d := range c.db.mu.deleted {
-		if d != nil {
-			deleted[id] = true
-		}
-	}
-	return deleted
+	return c.db.mu.deleted.Durable()
 }
 
 func (c gcCore) DropDerived(ctx context.Context, runs map[string]bool) error {
@@ -145,7 +139,7 @@ func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTr
 
 // checkOrphans returns the damage of the first orphan record (by run id)
 // of a run the log does not delete.
-func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
+func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.mu.deleted.Has) }
 
 var firstOrphan = retention.FirstOrphan
 

@@ -15,6 +15,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/registry"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -49,14 +50,13 @@ func (db *DB) checkRegistry() error {
 			return
 		}
 		db.mu.Lock()
-		for id, d := range deleted {
-			m, why := mergeDeletion(id, db.mu.deleted[id], d)
-			if why != "" {
+		ids, gone := deleted.Sorted()
+		for i, id := range ids {
+			if why := db.mu.deleted.Merge(id, gone[i]); why != "" {
 				db.mu.Unlock()
 				rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
 				return
 			}
-			db.markDeletedLocked(id, m)
 		}
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
@@ -82,7 +82,7 @@ func (db *DB) registryMismatch() string {
 // logRunsBefore reads the run, atom, end and delete records of the log
 // before to: the runs it holds, and those it deleted. It appends to
 // keyErasures the erase-key records of the whole log.
-func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*registry.Run, map[string]*deletion, error) {
+func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*registry.Run, *retention.Registry, error) {
 	dec := db.decoder(false)
 	dec.Skip = registry.Skip
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
@@ -90,37 +90,33 @@ func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
 	defer c.Close()
-	h := &registryHost{db: db, deleted: map[string]*deletion{}, keyErasures: keyErasures}
+	h := &registryHost{db: db, keyErasures: keyErasures}
 	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
 	if err != nil {
 		return nil, nil, err
 	}
-	return runs, h.deleted, nil
+	return runs, &h.deleted, nil
 }
 
 // registryHost is the log scan's Host: the deletions and key erasures it
 // meets.
 type registryHost struct {
 	db          *DB
-	deleted     map[string]*deletion
+	deleted     retention.Registry
 	keyErasures *[]keyErasure
 }
 
 func (h *registryHost) Deleted(r *record.Record, parent string) string {
-	d := deletionOf(r)
-	d.parent = parent
-	m, why := mergeDeletion(r.Run, h.deleted[r.Run], d)
-	if why == "" {
-		h.deleted[r.Run] = m
-	}
-	return why
+	d := retention.GoneOf(r)
+	d.Parent = parent
+	return h.deleted.Merge(r.Run, d)
 }
 
 func (h *registryHost) KeyErased(r *record.Record) {
 	*h.keyErasures = append(*h.keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
 }
 
-func (h *registryHost) IsDeleted(run string) bool { return h.deleted[run] != nil }
+func (h *registryHost) IsDeleted(run string) bool { return h.deleted.Has(run) }
 
 func (h *registryHost) Closed() error {
 	if h.db.closed.Load() {
@@ -142,7 +138,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 		c := &rows[i]
 		listed[c.ID] = true
 		lr := log[c.ID]
-		if lr == nil && db.deletedLocked(c.ID) {
+		if lr == nil && db.mu.deleted.Has(c.ID) {
 			// Deleted (or erased) at or after the replay position: the
 			// replay withdrew the run, the row is merely older. (Dropping
 			// the row as a mismatch would count it out of the lazy rows a
@@ -181,7 +177,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 		}
 	}
 	for id, lr := range log {
-		if listed[id] || db.deletedLocked(id) {
+		if listed[id] || db.mu.deleted.Has(id) {
 			continue
 		}
 		if _, ok := db.mu.runs[id]; ok {
