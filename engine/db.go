@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -320,36 +319,15 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: run %q: a deleted run's id is not created again", gone, id)
 	}
-	// Publish the run before its record is durable so that concurrent
-	// callers of the same id wait for one creation instead of racing.
-	var nonce chain.Nonce
-	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
+	nonce, err := db.nonceLocked(id)
+	if err != nil {
 		db.mu.Unlock()
-		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+		return nil, err
 	}
 	r := newRun(db, id, nonce, time.Now())
-	r.created = make(chan struct{})
-	db.mu.runs[id] = r
+	db.publishLocked(r)
 	db.mu.Unlock()
-
-	rec := record.AppendRun(nil, id, nonce, r.createdAt.UnixNano())
-	var err error
-	if db.keys != nil {
-		_, err = db.runKey(id) // keys.go: durable before the run exists
-	}
-	if err == nil {
-		tok := db.track()
-		_, err = db.append(ctx, rec)
-		db.untrack(tok)
-	}
-	if err != nil {
-		r.createErr = fmt.Errorf("engine: create run %q: %w", id, err)
-		db.mu.Lock()
-		delete(db.mu.runs, id)
-		db.mu.Unlock()
-	}
-	close(r.created)
-	return r, r.createErr
+	return db.create(ctx, r, record.AppendRun(nil, id, nonce, r.createdAt.UnixNano()), fmt.Sprintf("create run %q", id))
 }
 
 // Runs lists the runs of the store, sorted by id: those with one of the

@@ -145,9 +145,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	chosen := make([]*Run, len(ids))
 	for i, id := range ids {
 		chosen[i] = db.mu.runs[id]
-		delete(db.mu.runs, id)
-		db.mu.deleted.Mark(id, nil)
 	}
+	db.withdrawLocked(true, chosen...)
 	db.mu.Unlock()
 	if len(chosen) == 0 {
 		return nil, nil
@@ -163,14 +162,14 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		d := retention.NewDeletion(db.hasher, r.id, seq, final, now, sel.ReasonText())
 		rec, err := d.Record(db.StoreID(), db.signer)
 		if err != nil {
-			db.restoreRuns(chosen)
+			db.restoreRuns(chosen...)
 			return nil, err
 		}
 		recs = append(recs, rec)
 		out = append(out, DeletedRun{ID: d.Run, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason})
 	}
 	if _, err := db.appendBatch(ctx, recs); err != nil {
-		db.restoreRuns(chosen)
+		db.restoreRuns(chosen...)
 		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
 	}
 	db.mu.Lock()
@@ -178,12 +177,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		db.mu.deleted.Mark(d.ID, &retention.Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason, Parent: chosen[i].parent})
 	}
 	db.mu.Unlock()
-	for _, r := range chosen {
-		r.markGone(fmt.Errorf("%w: run %q", ErrRunDeleted, r.id))
-	}
-	for _, d := range out {
-		db.publishRunGone(record.KindDelete, d.ID) // its messages not consumed are withdrawn
-	}
+	db.withdrawn(record.KindDelete, ErrRunDeleted, chosen...)
 	return out, nil
 }
 
@@ -229,27 +223,6 @@ func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
 	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
 }
 
-// markGone makes r, whose deletion or erasure is durable, serve nothing
-// more through a handle a caller kept (err, from every read of its
-// state), and drops its frame from memory.
-func (r *Run) markGone(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.mu.gone = err
-	r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
-	r.mu.pending = nil
-}
-
-// restoreRuns puts back runs withdrawn by a deletion that failed.
-func (db *DB) restoreRuns(runs []*Run) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	for _, r := range runs {
-		db.mu.deleted.Unmark(r.id)
-		db.mu.runs[r.id] = r
-	}
-}
-
 // appendBatch writes recs durably, all or none, like append.
 func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error) {
 	if err := ctx.Err(); err != nil {
@@ -292,7 +265,7 @@ func (db *DB) applyDeletionLocked(rec *record.Record) string {
 		if why := retention.Misfit(rec, seq, head, ended); why != "" {
 			return why
 		}
-		delete(db.mu.runs, rec.Run)
+		db.withdrawLocked(false, r)
 	}
 	db.mu.deleted.Mark(rec.Run, d)
 	return ""

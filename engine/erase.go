@@ -173,8 +173,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	// A live run is withdrawn at once, as by a deletion: no fork of it
 	// can appear between this choice and its erase record.
 	if live != nil {
-		delete(db.mu.runs, id)
-		db.mu.deleted.Mark(id, nil)
+		db.withdrawLocked(true, live)
 	}
 	db.mu.Unlock()
 
@@ -186,7 +185,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	}
 	if err != nil {
 		if live != nil {
-			db.restoreRuns([]*Run{live})
+			db.restoreRuns(live)
 		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
 	}
@@ -202,8 +201,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	db.untrack(tok)
 	tracked = false
 	if live != nil {
-		live.markGone(fmt.Errorf("%w: run %q", ErrRunErased, id))
-		db.publishRunGone(record.KindErase, id)
+		db.withdrawn(record.KindErase, ErrRunErased, live)
 	}
 
 	// 3 to 5.

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -82,33 +81,16 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: one of them was deleted", ErrRunDeleted, id, src)
 	}
-	var nonce chain.Nonce
-	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
+	nonce, err := db.nonceLocked(id)
+	if err != nil {
 		db.mu.Unlock()
-		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+		return nil, err
 	}
 	r := newForkRun(db, id, nonce, time.Now(), src, parent, at, parentHead)
-	r.created = make(chan struct{})
-	db.mu.runs[id] = r
+	db.publishLocked(r)
 	db.mu.Unlock()
-
 	rec := record.AppendFork(nil, id, nonce, r.createdAt.UnixNano(), src, at, parentHead)
-	if db.keys != nil {
-		_, err = db.runKey(id) // keys.go: durable before the run exists
-	}
-	if err == nil {
-		tok := db.track()
-		_, err = db.append(ctx, rec)
-		db.untrack(tok)
-	}
-	if err != nil {
-		r.createErr = fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
-		db.mu.Lock()
-		delete(db.mu.runs, id)
-		db.mu.Unlock()
-	}
-	close(r.created)
-	return r, r.createErr
+	return db.create(ctx, r, rec, fmt.Sprintf("fork %q of run %q at seq %d", id, src, at))
 }
 
 // existingRun returns the run id if the store holds it, without creating it.

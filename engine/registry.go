@@ -162,7 +162,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 			r.mu.Lock()
 			r.mu.broken = err
 			r.mu.Unlock()
-			delete(db.mu.runs, c.ID)
+			db.withdrawLocked(false, r)
 		default:
 			r.mu.Lock()
 			// A run that moved since Open (an atom, an end in the tail or
