@@ -18,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
+	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/retention"
@@ -113,9 +114,9 @@ type storeLoc struct {
 // compressed.
 type recordCodec struct {
 	hasher *chain.Hasher
-	signer *chain.Signer  // nil: checkpoints are written unsigned
-	keys   *storeKeys     // nil: a plaintext store (keys.go)
-	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
+	signer *chain.Signer   // nil: checkpoints are written unsigned
+	keys   *keystore.Store // nil: a plaintext store (keys.go)
+	sealer *record.Sealer  // seals and opens the records' payloads; nil: a plaintext store
 	dicts  *frame.Dicts
 	comp   *frame.Compressor
 	// replayComp is comp with Open's decompression budget, for the log's

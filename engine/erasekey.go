@@ -164,22 +164,10 @@ func (db *DB) healKeyErasures(es []keyErasure) {
 // (keys.go), sealer, chain and log.
 type eraseStore struct{ db *DB }
 
-func (s eraseStore) LockKeys() (*seal.Table, *seal.Keys) {
-	s.db.keys.mu.Lock()
-	return s.db.keys.table, s.db.keys.keys
-}
-
-func (s eraseStore) UnlockKeys() { s.db.keys.mu.Unlock() }
-
-func (s eraseStore) ReplaceKeys(next *seal.Table) error {
-	if err := s.db.writeKeys(next); err != nil {
-		return err
-	}
-	s.db.keys.table = next
-	return nil
-}
-
-func (s eraseStore) AddKey(scope string) error { return s.db.addKey(scope) }
+func (s eraseStore) LockKeys() (*seal.Table, *seal.Keys) { return s.db.keys.Lock() }
+func (s eraseStore) UnlockKeys()                         { s.db.keys.Unlock() }
+func (s eraseStore) ReplaceKeys(next *seal.Table) error  { return s.db.keys.Replace(next) }
+func (s eraseStore) AddKey(scope string) error           { return s.db.keys.Add(scope) }
 
 func (s eraseStore) Sealer() *record.Sealer { return s.db.sealer }
 
