@@ -1,8 +1,9 @@
 package engine
 
-// Messages between the runs of a store: the API (docs/DESIGN.md, "The engine's API", "Messages
-// between runs"), over package internal/mailbox, which holds the inbox;
-// inbox.go is the mailbox's Source over the DB.
+// Messages between the runs of a store: the API (docs/DESIGN.md, "The
+// engine's API", "Messages between runs"), over package internal/mailbox,
+// which holds the inbox and reads the store for it (mailbox.LogSource,
+// given at the replay: recovery.go).
 
 import (
 	"context"
