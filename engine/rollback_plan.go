@@ -78,17 +78,5 @@ func (s *sagaStore) Certified(ctx context.Context, to uint64) ([]saga.Certified,
 		return nil, err
 	}
 	defer c.Close()
-	var out []saga.Certified
-	for c.Next() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if cert := c.Record().Cert; saga.Counts(cert, r.id, to) {
-			out = append(out, saga.Certified{Seq: cert.Seq, FP: cert.Fingerprint})
-		}
-	}
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return saga.ScanCertified(ctx, c, r.id, to)
 }
