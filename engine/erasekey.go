@@ -135,23 +135,12 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 // are all erased already.
 var ErrNothingToErase = errors.New("engine: nothing to erase")
 
-// keyErasure is what a read of the log keeps of an erase-key record (the
-// registry check's, registry.go).
-type keyErasure struct {
-	run, key string
-	nos      []uint64
-}
-
 // healKeyErasures drops the data keys named by erase-key records of the
 // log (es) that KEYS holds live: a KEYS older than the erasures (restored
 // from a copy), from which the erased values could be opened again.
 // Called once the log's records are all known (checkRegistry).
-func (db *DB) healKeyErasures(es []keyErasure) {
-	named := make([]erasing.KeyErasure, len(es))
-	for i, e := range es {
-		named[i] = erasing.KeyErasure{Run: e.run, Key: e.key, Nos: e.nos}
-	}
-	keys, err := db.eraser.Heal(named)
+func (db *DB) healKeyErasures(es []erasing.KeyErasure) {
+	keys, err := db.eraser.Heal(es)
 	if len(keys) > 0 {
 		db.logger.Warn("engine: KEYS still held data keys of erased memory keys (it is older than their erasure); erased them again", "keys", keys, "err", err)
 	}

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
@@ -43,7 +43,7 @@ func (db *DB) checkRegistry() error {
 		return nil
 	}
 	rc.once.Do(func() {
-		var keyErasures []keyErasure
+		var keyErasures []erasing.KeyErasure
 		runs, deleted, err := db.logRunsBefore(rc.to, &keyErasures)
 		if err != nil {
 			rc.err = err
@@ -82,7 +82,7 @@ func (db *DB) registryMismatch() string {
 // logRunsBefore reads the run, atom, end and delete records of the log
 // before to: the runs it holds, and those it deleted. It appends to
 // keyErasures the erase-key records of the whole log.
-func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*registry.Run, *retention.Registry, error) {
+func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]erasing.KeyErasure) (map[string]*registry.Run, *retention.Registry, error) {
 	dec := db.decoder(false)
 	dec.Skip = registry.Skip
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
@@ -103,7 +103,7 @@ func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*
 type registryHost struct {
 	db          *DB
 	deleted     retention.Registry
-	keyErasures *[]keyErasure
+	keyErasures *[]erasing.KeyErasure
 }
 
 func (h *registryHost) Deleted(r *record.Record, parent string) string {
@@ -113,7 +113,7 @@ func (h *registryHost) Deleted(r *record.Record, parent string) string {
 }
 
 func (h *registryHost) KeyErased(r *record.Record) {
-	*h.keyErasures = append(*h.keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
+	*h.keyErasures = append(*h.keyErasures, erasing.KeyErasureOf(r))
 }
 
 func (h *registryHost) IsDeleted(run string) bool { return h.deleted.Has(run) }
