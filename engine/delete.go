@@ -102,12 +102,10 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	if err := sel.Check(retentionErrs); err != nil {
 		return nil, err
 	}
-	if db.reg != nil && !db.reg.checked.Load() {
-		// The deleted runs before CHECKPOINT's replay position are known
-		// once the log there was read.
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	// The deleted runs before CHECKPOINT's replay position are known
+	// once the log there was read.
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.startDirSyncs()
 	if err := db.logFailed(); err != nil {
@@ -274,10 +272,8 @@ func (db *DB) applyDeletionLocked(rec *record.Record) string {
 // Deleted lists the runs the store deleted (and erased), sorted by id, as
 // their delete and erase records say.
 func (db *DB) Deleted() ([]DeletedRun, error) {
-	if db.reg != nil && !db.reg.checked.Load() {
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()

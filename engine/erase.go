@@ -1,25 +1,14 @@
 package engine
 
 // Retention, part three: erasing a run (crypto-shredding; docs/DESIGN.md,
-// "Erasing a run"). Package internal/erasure holds the erasure: its steps,
+// "Erasing a run", which also says what an erasure does not reach:
+// actions with explicit keys, what other runs hold, copies made outside
+// the store). Package internal/erasure holds the erasure: its steps,
 // their order and what each leaves after a crash, the KEYS changes and
 // the erase record. This file is its glue: the public API, the run's
 // withdrawal and deletion bookkeeping around the steps, the engine's own
 // steps 3 and 4 (the ledger, an engine checkpoint, the derived files);
 // erasekey.go holds the DB as the package's Store (eraseStore).
-//
-// # What an erasure does not reach
-//
-//   - Actions with an explicit key (ledger.Intent.ExplicitKey): another
-//     run may repeat one and get its certificate, so their records are the
-//     store's (sealed with the store's key) and stay, as garbage
-//     collection keeps them.
-//   - What other runs hold: a message the run sent and another run
-//     consumed is in that run's frame; a fork holds its parent's state at
-//     its fork point (Erase refuses a run with a fork that is not erased).
-//   - Copies made outside the store (backups hold the sealed bytes, which
-//     the dropped key no longer opens, unless the backup holds an older
-//     KEYS too: back KEYS up with care, and erase there as well).
 
 import (
 	"context"

@@ -95,10 +95,8 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 
 // existingRun returns the run id if the store holds it, without creating it.
 func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
-	if db.reg != nil && !db.reg.checked.Load() {
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.mu.Lock()
 	r, gone := db.runLocked(id), db.mu.deleted.Has(id)
