@@ -141,7 +141,6 @@ func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTr
 // of a run the log does not delete.
 func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.mu.deleted.Has) }
 
-
 // removeLeftovers removes the temporary files of the store's directory,
 // frames/ and dicts/, and, when Open found a valid CHECKPOINT (cp), the
 // ledger tables other than the one it names (retention.RemoveLeftovers).
