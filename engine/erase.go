@@ -275,16 +275,7 @@ func (db *DB) finishErasures() error {
 		// The replay read the whole log: every erasure is known.
 		defer db.healErasures()
 	}
-	for _, id := range db.eraser.Pending() {
-		var err error
-		if qerr := db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }); qerr != nil {
-			return qerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return db.eraser.ResumePending(eraseResumer{db}, db.bg.stop, ErrClosed, db.logger)
 }
 
 // keyLive reports whether KEYS holds a data key of run id that is not
@@ -303,52 +294,34 @@ func (db *DB) healErasures() {
 	db.mu.Lock()
 	erased := db.mu.deleted.Erased()
 	db.mu.Unlock()
-	stale := db.eraser.Stale(erased)
-	if len(stale) == 0 {
-		return
-	}
-	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
-	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
-		for _, id := range stale {
-			var err error
-			if db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }) != nil {
-				return
-			}
-			if err != nil {
-				if !errors.Is(err, ErrClosed) && !errors.Is(err, wal.ErrClosed) {
-					db.setBackgroundErr(err)
-				}
-				return
-			}
-		}
-	}()
+	db.eraser.HealStale(eraseResumer{db}, erased, db.bg.stop, ErrClosed, db.logger, db.setBackgroundErr, ErrClosed, wal.ErrClosed)
 }
 
-// resumeErasure finishes or undoes the interrupted erasure of run id
-// (finishErasures, healErasures), on the background goroutine.
-func (db *DB) resumeErasure(ctx context.Context, id string) error {
-	if err := db.waitLedger(ctx); err != nil {
+// eraseResumer is the DB as the erasure's Resumer (internal/erasure's
+// resume.go), on the background goroutine.
+type eraseResumer struct{ db *DB }
+
+func (h eraseResumer) Ready(ctx context.Context) error {
+	if err := h.db.waitLedger(ctx); err != nil {
 		return err
 	}
-	if err := db.checkRegistry(); err != nil {
+	if err := h.db.checkRegistry(); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	db.gc.Lock()
-	defer db.gc.Unlock()
-	db.mu.Lock()
-	d, _ := db.mu.deleted.Get(id)
-	db.mu.Unlock()
-	if d == nil || d.Erasure == nil {
-		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", id)
-		return db.eraser.Unmark(id)
-	}
-	if !db.keyLive(id) {
-		return nil // finished meanwhile (an Erase of it ran first)
-	}
-	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", id)
-	if err := db.finishErasure(ctx, id); err != nil {
-		return fmt.Errorf("engine: finish the erasure of run %q: %w", id, err)
-	}
+	h.db.startDirSyncs()
 	return nil
+}
+
+func (h eraseResumer) Lock()   { h.db.gc.Lock() }
+func (h eraseResumer) Unlock() { h.db.gc.Unlock() }
+
+func (h eraseResumer) Erased(run string) bool {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	d, _ := h.db.mu.deleted.Get(run)
+	return d != nil && d.Erasure != nil
+}
+
+func (h eraseResumer) Finish(ctx context.Context, run string) error {
+	return h.db.finishErasure(ctx, run)
 }
