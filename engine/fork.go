@@ -22,7 +22,6 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // ErrRunExists is returned by Fork for an id that names a run already.
@@ -175,11 +174,7 @@ func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 // the atom record at seq carries.
 func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	r.mu.Lock()
-	last, head, indexed := r.mu.lastSeq, r.mu.head, r.mu.indexedSeq
-	var pos []wal.Pos
-	if seq > indexed && seq <= last {
-		pos = r.mu.positions
-	}
+	last, head := r.mu.lastSeq, r.mu.head
 	r.mu.Unlock()
 	switch {
 	case seq == last:
@@ -192,14 +187,9 @@ func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	case seq < r.base || seq > last:
 		return chain.Hash{}, fmt.Errorf("%w: run %q has no head of its own at seq %d", ErrSeqOutOfRange, r.id, seq)
 	}
-	var p wal.Pos
-	if pos != nil {
-		p = pos[seq-indexed-1]
-	} else {
-		var err error
-		if p, err = r.atomPosition(ctx, seq); err != nil {
-			return chain.Hash{}, err
-		}
+	p, err := r.committedAtomPos(ctx, seq)
+	if err != nil {
+		return chain.Hash{}, err
 	}
 	a, err := r.db.readAtom(p, r.id, seq)
 	if err != nil {
