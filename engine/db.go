@@ -312,7 +312,7 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		}
 		return db.Run(ctx, id)
 	}
-	if db.mu.deleted.Has(id) {
+	if db.deletedLocked(id) {
 		gone := ErrRunDeleted
 		if d, _ := db.mu.deleted.Get(id); d != nil && d.Erasure != nil {
 			gone = ErrRunErased

@@ -133,7 +133,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, r := range db.mu.runs {
 		cands = append(cands, candidate(r))
 	}
-	ids, err := retention.Choose(sel, cands, db.mu.deleted.Has, retentionErrs)
+	ids, err := retention.Choose(sel, cands, db.deletedLocked, retentionErrs)
 	if err != nil {
 		db.mu.Unlock()
 		return nil, err

@@ -108,7 +108,7 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 		return ErasedKey{}, ErrClosed
 	}
 	r := db.runLocked(id)
-	deleted := db.mu.deleted.Has(id)
+	deleted := db.deletedLocked(id)
 	db.mu.Unlock()
 	switch {
 	case deleted:

@@ -76,7 +76,7 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: %q names a run already", ErrRunExists, id, src, id)
 	}
-	if db.mu.deleted.Has(id) || db.mu.deleted.Has(src) {
+	if db.deletedLocked(id) || db.deletedLocked(src) {
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: one of them was deleted", ErrRunDeleted, id, src)
 	}
@@ -98,7 +98,7 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 		return nil, err
 	}
 	db.mu.Lock()
-	r, gone := db.runLocked(id), db.mu.deleted.Has(id)
+	r, gone := db.runLocked(id), db.deletedLocked(id)
 	db.mu.Unlock()
 	if r == nil && gone {
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)

@@ -139,7 +139,7 @@ func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTr
 
 // checkOrphans returns the damage of the first orphan record (by run id)
 // of a run the log does not delete.
-func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.mu.deleted.Has) }
+func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
 
 // removeLeftovers removes the temporary files of the store's directory,
 // frames/ and dicts/, and, when Open found a valid CHECKPOINT (cp), the

@@ -84,7 +84,7 @@ func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 // receiverOpen says why run to takes no messages, or nil.
 func (db *DB) receiverOpen(to string) error {
 	db.mu.Lock()
-	deleted := db.mu.deleted.Has(to)
+	deleted := db.deletedLocked(to)
 	r := db.runLocked(to)
 	db.mu.Unlock()
 	if deleted {

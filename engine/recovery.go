@@ -131,7 +131,7 @@ func (db *DB) runLocked(id string) *Run {
 	if r, ok := db.mu.runs[id]; ok {
 		return r
 	}
-	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.mu.deleted.Has(id) {
+	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
 		return nil
 	}
 	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
@@ -156,7 +156,7 @@ func (db *DB) allRunsLocked() {
 	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
 	for i := range db.mu.lazy {
 		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] && !db.mu.deleted.Has(c.ID) {
+		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] && !db.deletedLocked(c.ID) {
 			r := &runs[len(runs)-db.mu.lazyLeft]
 			db.fillRun(r, c)
 			db.mu.runs[c.ID] = r

@@ -138,7 +138,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 		c := &rows[i]
 		listed[c.ID] = true
 		lr := log[c.ID]
-		if lr == nil && db.mu.deleted.Has(c.ID) {
+		if lr == nil && db.deletedLocked(c.ID) {
 			// Deleted (or erased) at or after the replay position: the
 			// replay withdrew the run, the row is merely older. (Dropping
 			// the row as a mismatch would count it out of the lazy rows a
@@ -177,7 +177,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 		}
 	}
 	for id, lr := range log {
-		if listed[id] || db.mu.deleted.Has(id) {
+		if listed[id] || db.deletedLocked(id) {
 			continue
 		}
 		if _, ok := db.mu.runs[id]; ok {

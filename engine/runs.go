@@ -72,6 +72,10 @@ func (db *DB) withdrawLocked(deleting bool, runs ...*Run) {
 	}
 }
 
+// deletedLocked reports whether id names a deleted run, or one being
+// deleted (db.mu held).
+func (db *DB) deletedLocked(id string) bool { return db.mu.deleted.Has(id) }
+
 // restoreRuns puts back runs withdrawn by a deletion that failed.
 func (db *DB) restoreRuns(runs ...*Run) {
 	db.mu.Lock()
