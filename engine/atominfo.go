@@ -6,6 +6,7 @@ import (
 
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/offline"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -54,6 +55,25 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 		}
 		return info, nil
 	})
+}
+
+// committedActions returns the fingerprints of the actions committed atom
+// seq lists, read from the log and decoded with dec into buf (returned, to
+// be reused; the fingerprints are in it).
+func (r *Run) committedActions(ctx context.Context, seq uint64, dec *record.Decoder, buf []byte) ([]byte, []ledger.Fingerprint, error) {
+	pos, err := r.committedAtomPos(ctx, seq)
+	if err != nil {
+		return buf, nil, err
+	}
+	a, err := r.db.readAtom(pos, r.id, seq)
+	if err != nil {
+		return buf, nil, err
+	}
+	buf, body, err := dec.DecodeAtom(buf, a, r.db.segmentFile(pos.Segment))
+	if err != nil {
+		return buf, nil, err
+	}
+	return buf, body.Actions, nil
 }
 
 // committedAtomPos returns the log position of committed atom seq: from

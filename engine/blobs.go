@@ -429,8 +429,8 @@ func (db *DB) deadForBlobs() map[string]bool {
 		if r := db.runLocked(id); r != nil {
 			return r.parent
 		}
-		if d := db.mu.deleted[id]; d != nil {
-			return d.parent
+		if d, ok := db.mu.deleted.Get(id); ok {
+			return d.Parent
 		}
 		return ""
 	}

@@ -1,7 +1,7 @@
 package engine
 
 // Branches: several atoms of one run in flight at once, with optimistic
-// concurrency (doc.go, "Branches"). Package internal/branch holds the
+// concurrency (docs/DESIGN.md, "The engine's API", Branches). Package internal/branch holds the
 // rules and the bookkeeping (live branches, the commit queue, the conflict
 // window and rule); this file conducts it.
 //

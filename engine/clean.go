@@ -12,52 +12,14 @@ import (
 )
 
 // The clean-close mark (layout.CleanName) spares the first write after a
-// restart the fsyncs of the store's five directories (startDirSyncs).
-//
-// Those fsyncs guard against entries a previous process left only in the
-// page cache: one that died between a rename and the fsync of its
-// directory, or met a failed fsync. A process that did neither leaves
-// nothing of the kind: every entry it creates or renames is fsynced by the
-// code that makes it, before anything relies on it (a segment, a frame
-// file, a dictionary, CHECKPOINT), and the directories of the entries it
-// found were fsynced before its first acknowledgement (startDirSyncs), or
-// needed none (it removed the mark). Its removals are not all fsynced (a
-// spare segment at Close, leftovers at Open), and none needs to be: a
-// removed file that comes back is one Open removes again or uses as it is.
-//
-// So a clean Close, whose every step succeeded, creates the mark last,
-// before it releases the lock; a writable Open that finds it removes it
-// before its first write, and then fsyncs no directory before its first
-// acknowledgement. Neither is synced, and neither needs to be:
-//
-//   - A process that crashes without a power loss leaves the page cache as
-//     it was: the mark is gone from the moment the process began writing,
-//     and the next Open fsyncs the directories.
-//   - After a power loss, what the store shows is on disk, whatever the
-//     mark says: an entry that was only in the page cache is gone, not
-//     waiting to be lost later.
-//
-// A write or fsync that failed without failing Close (one that was only
-// logged: a spare segment's preparation, a removal garbage collection
-// retries, the fsync of a directory after removals) also leaves no mark:
-// after a failed fsync nothing about the page cache is to be trusted.
-//
-// An Open that finds the mark does not look for the leftover temporary
-// files of failed writes either (removeLeftovers: three directory
-// listings, one with a file per run): a process whose writes all
-// succeeded, or whose failed writes removed their files, leaves none,
-// and one that failed to remove one leaves no mark.
-//
-// The log is resumed at rest too (wal.Options.AtRest): its newest segment
-// gets no fdatasync, and no directory fsync when it holds no record yet (a
-// store whose last session rotated into a new segment and wrote nothing
-// there paid both at every Open).
-//
-// A failure to remove the mark fails Open (the mark would outlive a crash
-// it must not survive); a failure to create it is only logged (the next
-// Open fsyncs the directories). NoSync stores never use it: their writes
-// promise nothing across a power loss, and their directories are never
-// fsynced.
+// restart the fsyncs of the store's five directories (startDirSyncs), the
+// look for leftovers of failed writes, and the fdatasync of the log's
+// newest segment (wal.Options.AtRest). Why that is safe, step by step, is
+// in docs/DESIGN.md ("Crash safety, operation by operation", the
+// clean-close mark). In short: a clean Close creates it last, unsynced; a
+// writable Open removes it before its first write, and a failure to
+// remove it fails Open; a failed write or fsync anywhere, or NoSync,
+// leaves no mark.
 
 // takeCleanMark removes the clean-close mark, if there is one, before
 // Open's first write, and notes that the directories need no fsync. Open

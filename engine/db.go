@@ -5,7 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"slices"
 	"sort"
@@ -19,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
+	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/retention"
@@ -71,8 +71,8 @@ type DB struct {
 		dropped  map[string]bool
 		lazyTime time.Time // when Open read them: the runs' clocks start there
 		// deleted holds the runs the log deletes (delete.go): never built
-		// nor created again. A nil value: a deletion being written.
-		deleted map[string]*deletion
+		// nor created again.
+		deleted retention.Registry
 	}
 
 	capabilityState // each capability's one field (hooks.go lists their hooks)
@@ -114,9 +114,9 @@ type storeLoc struct {
 // compressed.
 type recordCodec struct {
 	hasher *chain.Hasher
-	signer *chain.Signer  // nil: checkpoints are written unsigned
-	keys   *storeKeys     // nil: a plaintext store (keys.go)
-	sealer *record.Sealer // seals and opens the records' payloads; nil: a plaintext store
+	signer *chain.Signer   // nil: checkpoints are written unsigned
+	keys   *keystore.Store // nil: a plaintext store (keys.go)
+	sealer *record.Sealer  // seals and opens the records' payloads; nil: a plaintext store
 	dicts  *frame.Dicts
 	comp   *frame.Compressor
 	// replayComp is comp with Open's decompression budget, for the log's
@@ -319,42 +319,21 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 	}
 	if db.deletedLocked(id) {
 		gone := ErrRunDeleted
-		if d := db.mu.deleted[id]; d != nil && d.erasure != nil {
+		if d, _ := db.mu.deleted.Get(id); d != nil && d.Erasure != nil {
 			gone = ErrRunErased
 		}
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: run %q: a deleted run's id is not created again", gone, id)
 	}
-	// Publish the run before its record is durable so that concurrent
-	// callers of the same id wait for one creation instead of racing.
-	var nonce chain.Nonce
-	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
+	nonce, err := db.nonceLocked(id)
+	if err != nil {
 		db.mu.Unlock()
-		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+		return nil, err
 	}
 	r := newRun(db, id, nonce, time.Now())
-	r.created = make(chan struct{})
-	db.mu.runs[id] = r
+	db.publishLocked(r)
 	db.mu.Unlock()
-
-	rec := record.AppendRun(nil, id, nonce, r.createdAt.UnixNano())
-	var err error
-	if db.keys != nil {
-		_, err = db.runKey(id) // keys.go: durable before the run exists
-	}
-	if err == nil {
-		tok := db.track()
-		_, err = db.append(ctx, rec)
-		db.untrack(tok)
-	}
-	if err != nil {
-		r.createErr = fmt.Errorf("engine: create run %q: %w", id, err)
-		db.mu.Lock()
-		delete(db.mu.runs, id)
-		db.mu.Unlock()
-	}
-	close(r.created)
-	return r, r.createErr
+	return db.create(ctx, r, record.AppendRun(nil, id, nonce, r.createdAt.UnixNano()), fmt.Sprintf("create run %q", id))
 }
 
 // Runs lists the runs of the store, sorted by id: those with one of the

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -73,17 +72,6 @@ type DeletedRun struct {
 	Erasure *Erasure
 }
 
-// deletion is what the engine keeps of a deleted run: its delete record.
-// Immutable.
-type deletion struct {
-	seq         uint64
-	final, head chain.Hash
-	at          time.Time
-	reason      string
-	parent      string   // the run's parent, if a fork (when the engine knew the run)
-	erasure     *erasure // its erase record, if erased (erase.go)
-}
-
 // Delete deletes the ended runs ids (see DeleteOptions.IDs). It returns
 // once their delete records are durable.
 func (db *DB) Delete(ctx context.Context, ids ...string) ([]DeletedRun, error) {
@@ -114,12 +102,10 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	if err := sel.Check(retentionErrs); err != nil {
 		return nil, err
 	}
-	if db.reg != nil && !db.reg.checked.Load() {
-		// The deleted runs before CHECKPOINT's replay position are known
-		// once the log there was read.
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	// The deleted runs before CHECKPOINT's replay position are known
+	// once the log there was read.
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.startDirSyncs()
 	if err := db.logFailed(); err != nil {
@@ -157,9 +143,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	chosen := make([]*Run, len(ids))
 	for i, id := range ids {
 		chosen[i] = db.mu.runs[id]
-		delete(db.mu.runs, id)
-		db.markDeletedLocked(id, nil)
 	}
+	db.withdrawLocked(true, chosen...)
 	db.mu.Unlock()
 	if len(chosen) == 0 {
 		return nil, nil
@@ -175,27 +160,22 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 		d := retention.NewDeletion(db.hasher, r.id, seq, final, now, sel.ReasonText())
 		rec, err := d.Record(db.StoreID(), db.signer)
 		if err != nil {
-			db.restoreRuns(chosen)
+			db.restoreRuns(chosen...)
 			return nil, err
 		}
 		recs = append(recs, rec)
 		out = append(out, DeletedRun{ID: d.Run, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason})
 	}
 	if _, err := db.appendBatch(ctx, recs); err != nil {
-		db.restoreRuns(chosen)
+		db.restoreRuns(chosen...)
 		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
 	}
 	db.mu.Lock()
 	for i, d := range out {
-		db.markDeletedLocked(d.ID, &deletion{seq: d.Seq, final: d.Final, head: d.Head, at: d.At, reason: d.Reason, parent: chosen[i].parent})
+		db.mu.deleted.Mark(d.ID, &retention.Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason, Parent: chosen[i].parent})
 	}
 	db.mu.Unlock()
-	for _, r := range chosen {
-		r.markGone(fmt.Errorf("%w: run %q", ErrRunDeleted, r.id))
-	}
-	for _, d := range out {
-		db.publishRunGone(record.KindDelete, d.ID) // its messages not consumed are withdrawn
-	}
+	db.withdrawn(record.KindDelete, ErrRunDeleted, chosen...)
 	return out, nil
 }
 
@@ -241,43 +221,6 @@ func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
 	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
 }
 
-// markGone makes r, whose deletion or erasure is durable, serve nothing
-// more through a handle a caller kept (err, from every read of its
-// state), and drops its frame from memory.
-func (r *Run) markGone(err error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.mu.gone = err
-	r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
-	r.mu.pending = nil
-}
-
-// restoreRuns puts back runs withdrawn by a deletion that failed.
-func (db *DB) restoreRuns(runs []*Run) {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	for _, r := range runs {
-		delete(db.mu.deleted, r.id)
-		db.mu.runs[r.id] = r
-	}
-}
-
-// markDeletedLocked records that run id is deleted (d nil: being
-// deleted, its record not yet durable).
-func (db *DB) markDeletedLocked(id string, d *deletion) {
-	if db.mu.deleted == nil {
-		db.mu.deleted = map[string]*deletion{}
-	}
-	db.mu.deleted[id] = d
-}
-
-// deletedLocked reports whether id names a deleted run (or one being
-// deleted).
-func (db *DB) deletedLocked(id string) bool {
-	_, ok := db.mu.deleted[id]
-	return ok
-}
-
 // appendBatch writes recs durably, all or none, like append.
 func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error) {
 	if err := ctx.Err(); err != nil {
@@ -303,64 +246,44 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 	return poss, nil
 }
 
-// applyDeletionLocked applies a delete record read from the log (replay):
-// the run, if built, is withdrawn and its id marked deleted. It returns
-// why the record does not fit the run, or "".
+// applyDeletionLocked applies a delete or erase record read from the log
+// (replay): the run, if built, is withdrawn and its id marked deleted. It
+// returns why the record does not fit the run, or "".
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
-	d := deletionOf(rec)
-	if prev := db.mu.deleted[rec.Run]; prev != nil {
+	d := retention.GoneOf(rec)
+	if prev, _ := db.mu.deleted.Get(rec.Run); prev != nil {
 		// An erasure of a run deleted earlier in the log.
-		m, why := mergeDeletion(rec.Run, prev, d)
-		if why != "" {
-			return why
-		}
-		db.markDeletedLocked(rec.Run, m)
-		return ""
+		return db.mu.deleted.Merge(rec.Run, d)
 	}
 	if r := db.runLocked(rec.Run); r != nil {
-		d.parent = r.parent
+		d.Parent = r.parent
 		r.mu.Lock()
 		seq, head, ended := r.chainHeadLocked()
 		r.mu.Unlock()
 		if why := retention.Misfit(rec, seq, head, ended); why != "" {
 			return why
 		}
-		delete(db.mu.runs, rec.Run)
+		db.withdrawLocked(false, r)
 	}
-	db.markDeletedLocked(rec.Run, d)
+	db.mu.deleted.Mark(rec.Run, d)
 	return ""
-}
-
-// deletionOf is what the engine keeps of rec, a delete or erase record.
-func deletionOf(rec *record.Record) *deletion {
-	at := time.Unix(0, rec.Deleted)
-	d := &deletion{seq: rec.Seq, final: rec.Final, head: rec.Head, at: at, reason: rec.Reason}
-	if rec.Kind == record.KindErase {
-		d.erasure = &erasure{seq: rec.Seq, head: rec.Head, at: at, reason: rec.Reason}
-	}
-	return d
 }
 
 // Deleted lists the runs the store deleted (and erased), sorted by id, as
 // their delete and erase records say.
 func (db *DB) Deleted() ([]DeletedRun, error) {
-	if db.reg != nil && !db.reg.checked.Load() {
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	if db.mu.closed {
 		return nil, ErrClosed
 	}
-	out := make([]DeletedRun, 0, len(db.mu.deleted))
-	for id, d := range db.mu.deleted {
-		if d == nil {
-			continue // being deleted
-		}
-		out = append(out, d.public(id))
+	ids, gone := db.mu.deleted.Sorted()
+	out := make([]DeletedRun, len(ids))
+	for i, id := range ids {
+		out[i] = deletedRun(id, gone[i])
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].ID < out[j].ID })
 	return out, nil
 }

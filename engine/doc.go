@@ -47,366 +47,26 @@
 // An exec error comes back as an *ActionError naming the run, seq, tool
 // and key; errors.Is and errors.As still match the exec's own error.
 //
-// # Lifecycle and forks
+// # Capabilities
 //
-// A run is active until Run.End(ctx, status, result) ends it completed,
-// failed or cancelled: the end is a record of the log and the last link of
-// the run's chain (status, time and result are chained), durable when End
-// returns, and final (Begin and End then fail with ErrRunEnded; End with an
-// atom in flight fails with ErrAtomInProgress). Run.Status and RunInfo say
-// how a run ended; DB.Runs(status...) selects by status. With a signing
-// key a signed final checkpoint covers the end's link.
-//
-// DB.Fork(ctx, src, at, id) starts run id from run src's state at a
-// committed seq at ("reconsider step at+1", a context rolled back): the
-// fork's state at at equals src.StateAt(at), StateAt below at answers from
-// src's history, its first atom is at+1, and its chain begins with a
-// record committing to (src, at, src's head at at), which verify checks.
-// RunInfo.Parent and ForkedAt name the lineage. Fork writes one record
-// whatever the history: the fork's state is built on its first use (from
-// src.StateAt(at)), so its cost is paid by the first State or Begin, and
-// an error reading src's history there is that call's. No duplicate
-// effects across a lineage (I10): an action the fork repeats at the same
-// position (same tool, same sanitized args, default key) gets the key its
-// parent used there, so the ledger returns the parent's certificate
-// without calling exec, or reports the parent's in-doubt action in doubt;
-// an action that differs gets the fork's own key, which no run of the
-// lineage used. Explicit keys are the caller's, as everywhere.
-//
-// # Durable retries
-//
-// An action can carry a retry policy: ledger.Action.Retry (attempts,
-// exponential backoff, a deadline from the first attempt). Atom.Do then
-// retries a failed exec itself, with the same key, after each backoff;
-// every attempt's intent and every failure are durable before the next
-// step (in Relaxed mode too), so a crash resets neither the count nor the
-// schedule, an attempt cut by a crash counts, and an action out of
-// attempts, past its deadline or failing permanently is given up once:
-// Do returns a *ledger.GaveUpError (ErrGaveUp) inside its *ActionError, now
-// and in every later Do, without exec. The observer reports ActionGaveUp.
-// docs/DESIGN.md ("Durable retries") gives the records and invariants.
-//
-// # Compensation and rollback (sagas)
-//
-// An action can carry the action that undoes it: ledger.Action.Compensate
-// (a tool and args; its Key, Idempotent and Redact as for any action). It
-// is recorded in the action's intent, so it is durable before exec is
-// called, and it is part of the action's fingerprint (an action without
-// one keeps the fingerprint it always had).
-//
-// Run.Rollback(ctx, to, RollbackOptions{Exec, AllowNotUndone}) returns the
-// run to its state at seq to. It undoes the actions this run certified at
-// a seq after to (those of committed atoms to+1..LastSeq and of an atom a
-// crash interrupted), newest first, each once, compensations of an
-// earlier rollback excepted (an undo is never undone): it runs each
-// compensation through the ledger as an action of a new atom at
-// LastSeq+1, with the exec RollbackOptions.Exec gives for it and the key
-// its Compensate gave or ledger.CompensationKey(the undone action's
-// fingerprint), deterministic, so exactly once whatever crashes: a
-// certified compensation is never run again, an in-doubt one is run again
-// with the same key if Idempotent, and otherwise Rollback fails with an
-// error matching ledger.ErrInDoubt, settled by Run.ResolveCompensation or
-// ResolveCompensationFailed. Then it commits that atom: one replace_frame
-// op (frame.Delta.ReplaceFrame) that makes State equal StateAt(to), its
-// actions the compensations. History stays: StateAt of the seqs rolled
-// back still reads them, and LastSeq grows by one. A certified action
-// without a compensation is listed in RollbackResult.NotUndone and
-// refuses the rollback (ErrNotUndone, nothing written) unless
-// AllowNotUndone lets its effect stay.
-//
-// A rollback record (the target, the run's head, what it undoes and how)
-// is durable before the first compensation runs; from then the rollback
-// is pending (Run.PendingRollback) until its atom commits, whatever
-// happens: Begin and End fail with ErrRollbackPending, an engine
-// checkpoint keeps the record in the replayed tail, and Rollback(ctx, to,
-// ...) with the same target resumes it after an error or a restart
-// (RollbackResult.Resumed), running only what is not certified yet. The
-// completing atom is chained over the rollback record too, so verify
-// reports a changed or removed record at the run and that atom's seq;
-// verify (Report.Rollbacks), inspect (RunSummary.Rollbacks) and export
-// (ExportedAtom.Rollback) show each rollback and what it undid. A
-// rollback of a fork stops at its fork point: the parent's effects are
-// the parent's.
-//
-// # Branches
-//
-// Run.Branch(ctx, name, reads...) begins a branch: one of several atoms of
-// a run in flight at once (optimistic concurrency). Its exact meaning:
-//
-//   - Base: a branch reads the state as of the run's LastSeq when it
-//     began (Atom.Base; read it with Run.StateAt(ctx, atom.Base())). It has
-//     no seq until it commits (Atom.Seq is 0): seqs are assigned in commit
-//     order, LastSeq+1 for the first branch whose Commit gets its record
-//     into the log, the next for the next.
-//   - Writes and reads: what a delta writes is derived from its ops, as
-//     state keys (StateKey, record.DeltaWrites): SetObjective the objective (ObjectiveKey);
-//     AddSubgoal and SetSubgoalStatus the subgoal (SubgoalKey(id)); Set
-//     and Delete the memory key (MemoryKey); AppendScratch and
-//     ClearScratch the scratchpad (ScratchpadKey); AppendMessage and
-//     DropMessages the conversation (MessagesKey: every message, so two
-//     appends conflict); AddPending and RemovePending the pending action
-//     (PendingKey(call id)); ToolOutput both the conversation and the
-//     pending action; an op this version does not know, the whole frame
-//     (FrameKey). reads are the keys the branch declares it read besides;
-//     FrameKey reads everything.
-//   - Conflict: at Commit, if an atom with a seq after the branch's base
-//     (a branch or not, committed or with its record in the log already)
-//     wrote a key the branch writes or declared it reads, Commit fails
-//     with a *ConflictError (errors.Is(err, ErrConflict)) that names that
-//     atom and key, and applies nothing: nothing is written. Otherwise the
-//     delta is applied on top of every atom before it (it touches none of
-//     what they wrote, so it applies to their state as to its base's).
-//     Either way the branch is over (ErrAtomDone from then on) and its
-//     name free.
-//   - The window: a run keeps the write sets of the atoms after the oldest
-//     base of its branches in flight, at most MaxBranchWindow, and none
-//     once no branch is in flight. A branch whose base is older than the
-//     oldest it keeps conflicts, conservatively (ConflictError.Lost): it
-//     may have lost to an atom whose writes are forgotten.
-//   - Retry: a branch's default idempotency keys derive from the run, its
-//     name and the call's index (ledger.BranchKey), not from a seq. Branch
-//     again with the same name after a conflict, a Fail or a crash, and
-//     the retry's Do of an action the earlier attempt certified returns
-//     the certified result without calling exec; an action in doubt
-//     follows Do's rules (ResolveInDoubt and Resolve work in the retry).
-//     A name is therefore one piece of work of the run: reusing it for
-//     other work gets that work the earlier certificates. Two branches in
-//     flight never share a name (ErrAtomInProgress). A branch's intents
-//     and certificates carry seq 0, since its seq is not known when they
-//     are written; its atom record lists their fingerprints as any
-//     atom's does.
-//   - Fail of a branch writes nothing (a branch reserves no seq): the
-//     branch is over, its name free, its certified actions stay.
-//   - Begin keeps its single-atom meaning: Begin fails with
-//     ErrAtomInProgress while a branch is in flight, Branch while an atom
-//     of Begin runs or a crash's interrupted atom waits to be begun again,
-//     End while either is in flight; Rollback fails with ErrAtomInProgress
-//     while a branch is in flight, Branch with ErrRollbackPending while a
-//     rollback is pending. An atom of Begin is the only atom of its run in
-//     flight: its base is seq-1, and it never conflicts.
-//   - Durability and readers: a branch's Commit that returned nil is
-//     durable (I1), as any Commit. The commits of a run's branches share
-//     group commits: each record is chained to the run's newest record in
-//     the log (durable or not) and enqueued in seq order, the run's lock
-//     released for the fsync; the atom is applied to the run's state, in
-//     seq order, once it and every record before it are durable. A log
-//     failure fails every branch commit chained after the failed record.
-//   - Messages between runs: a branch neither sends nor receives them
-//     (Send and the Receive family fail with ErrBranchMessage); an atom
-//     of Begin does.
-//   - Crash: branches in flight are lost (they are not interrupted atoms:
-//     Run.Interrupted does not list them); their certified actions stay
-//     in the ledger for the retry.
-//   - The atom DAG: a branch's atom records its base, its name and its
-//     declared reads in its body (record.ExtTagBase, record/branch.go),
-//     covered by the chain; verify checks that the base is before the atom,
-//     not before the run's fork point and at most record.MaxBranchLag
-//     atoms behind, and with Deep that no atom between them wrote what
-//     the branch wrote or declared it reads (record.DeltaWrites, the
-//     engine's own rule); inspect (AtomInfo.Base, Branch, Reads) and
-//     export (the branch field) show them. An atom without it has base
-//     seq-1.
-//
-// # Retention
-//
-// DB.Delete(ctx, ids...) and DB.DeleteRuns(ctx, DeleteOptions{Status,
-// EndedBefore, ...}) delete ended runs (ErrRunNotEnded otherwise): one
-// delete record each in the log, written together and durable when they
-// return, the run's deletion link past its end with a chain checkpoint of
-// it, signed with the store's key. A run with a fork not deleted with it
-// is refused when named (ErrRunHasForks) and kept when a policy selects
-// it: the fork reads its history. A deleted run is gone from Runs, Run
-// and Fork for good, its id never created again (ErrRunDeleted);
-// DB.Deleted lists the deletions. DB.GC reclaims the space: it removes
-// the segments at the start of the log whose records are all dead
-// (records of deleted runs, superseded store heads), after an engine
-// checkpoint, the ledger forgetting their actions and RETENTION naming
-// the first segment kept, and compacts the later ones that are wholly or
-// mostly dead (Options.CompactDead): each is rewritten in place with its
-// live records at their positions, so no derived file changes (package
-// internal/retention says what happens at a crash at each step: nothing of a live
-// run is ever touched). Commits go on beside it;
-// Deletes wait for it. The delete records stay, so that verify tells a
-// run deleted by policy (Report.Deleted) from one whose records vanished
-// (reported as ever). continuumctl gc does the same from the command
-// line, for a store no process has open.
-//
-// DB.Erase(ctx, id, reason) erases an ended or deleted run of an
-// encrypted store (crypto-shredding): an erase record deletes the run,
-// and the run's data key is then dropped from KEYS, so that nothing it
-// sealed (atoms, the intents and certificates of its default-key actions,
-// its end result, frame files, snapshots) can be opened again, in the
-// store or in any copy of its log, while every link of the chain still
-// verifies and verify lists the run erased (DeletedRun.Erasure). The
-// records of actions with explicit keys are the store's and stay (another
-// run may have repeated one). A crash in an erasure is finished, or
-// undone, by the next Open (erase.go). continuumctl erase does the same
-// from the command line.
-//
-// DB.EraseKey(ctx, id, key, reason) erases the values of one memory key
-// of a run, live or ended, in an encrypted store: the memory keys listed
-// in Options.ErasableKeys ("email", or a prefix: "pii/*") have each value
-// sealed with a data key of their own (one per run and key, in KEYS), the
-// frame carries it sealed (frame.Frame.Sealed) and State, StateE and
-// StateAt open it on the way out. EraseKey appends an erase-key record
-// (record.KindEraseKey, a signed link beside the run's chain that names
-// the data keys) and then drops those keys from KEYS: every value of the
-// key written until then reads as absent, in the run, at every seq, in a
-// fork that inherited it, and in any copy of the log; a value written
-// later takes a new key and stays. Verify lists the erasure
-// (Report.ErasedKeys) and compares it with KEYS. It returns ErasedKey;
-// ErrNotErasable for a key whose values were never sealed so,
-// ErrNothingToErase when they are all erased already (erasekey.go).
-// Erasing the run whole (Erase) erases its memory keys' data keys too.
-//
-// # Encryption at rest
-//
-// Options.Keyring (a seal.Keyring: the user's key-encryption keys, by id;
-// seal.NewKeyring for keys in memory, or a KMS behind the interface)
-// creates a store encrypted: every payload that holds agent data is
-// sealed with AES-256-GCM under a data key, one per run and one for the
-// store, after compression (atom bodies, intents, certificates, end
-// results, fail reasons, frame files, snapshot values, the ledger's table,
-// INBOX). The data keys are wrapped by the keyring and kept in KEYS, which
-// is made durable before anything is sealed with a key it adds (a run's
-// key before its creation record); KEYS is as precious as the log: back
-// them up together. Run ids, seqs, heads, kinds, statuses and times stay
-// in the clear, and the chain links each record over its sealed bytes, so
-// Verify without any key checks every record, link, checkpoint and
-// signature (Report.Unchecked says the payloads were not opened);
-// VerifyOptions.Keyring with Deep also opens every payload and checks
-// frames, fingerprints, certificates and references. Open fails with
-// ErrKeyring for an encrypted store without a keyring (or a plaintext one
-// with a keyring: a store stays what it was created), and with an error
-// matching seal.ErrUnknownKey or seal.ErrWrongKey for a keyring that lacks
-// a key KEYS needs or holds a wrong one, before any record is read.
-// Rotation: a keyring whose Current is a new key wraps the data keys of
-// the runs created from then on; the old key stays needed until DB.Rekey
-// (continuumctl rekey) re-wraps every data key with the current one. The
-// read-only tools take the keyring too (InspectOptions.Keyring,
-// continuumctl --keyring FILE, seal.ParseKeyringFile's format). A
-// plaintext store's format is byte for byte what it was. See
-// docs/DESIGN.md, "Encryption at rest", and record/seal.go.
-//
-// # Messages between runs
-//
-// An atom sends bytes to another run of the store with Atom.Send(ctx, to,
-// payload), and receives with Atom.Receive(ctx) (any sender),
-// Atom.ReceiveFrom(ctx, from) (one sender) or Atom.TryReceive(ctx) (no
-// wait). Run.Inbox lists what a run has not consumed yet. Exactly:
-//
-//   - A message exists if and only if its sending atom commits (I11): it
-//     is part of that atom's record (an extension of its body, covered by
-//     its chain link), so an atom that fails or that a crash interrupts
-//     sent nothing, and no run ever sees its messages. Its id, MessageID
-//     (sending run, the atom's seq, its place among the atom's messages),
-//     is the log's: stable across restarts and copies.
-//   - The receiving run sees a message in its inbox from the moment the
-//     sending Commit returns. Receive returns the oldest message no
-//     running atom of the run received: oldest by the log position of the
-//     atom that sent it, so each sender's messages come in the order sent.
-//     It waits for one until ctx ends (ctx's error), or the store closes
-//     (ErrClosed).
-//   - Consuming is part of the receiving atom's commit: the ids it
-//     received are in its record. Until that Commit returns, the messages
-//     stay in the inbox (Inbox lists them); after a Fail, or a crash, a
-//     later attempt receives them again. So after any crash each message of
-//     a committed atom is consumed at most once, by its receiver, in order
-//     per sender, and once the receiver goes on, exactly once; verify
-//     checks each consumed message was sent before by a committed atom, to
-//     this run, and is consumed once, in order per sender.
-//   - A message to a run that does not exist yet waits for it: a run
-//     created later with that id finds it in its inbox. Send to a run that
-//     ended fails with ErrRunEnded, to a deleted one with ErrRunDeleted, and
-//     a message whose receiver ends before consuming it is never
-//     delivered: an ended run's inbox is empty (its undelivered messages
-//     stay in the log, where inspect and export show them). Deleting a run
-//     withdraws its messages that no run consumed yet.
-//   - A fork does not inherit the inbox: messages are addressed by run id,
-//     and a fork is another run; what its parent consumed before the fork
-//     point is in the history the fork shares, and nothing else is.
-//   - A message to the sending run itself is consumed by one of its later
-//     atoms. An atom sends and receives at most MaxMessagesPerAtom
-//     messages, each payload at most MaxMessageSize bytes
-//     (ErrMessageTooLarge).
-//   - Across stores: messages are between the runs of one store. A run of
-//     another store (another process, another machine) is another id
-//     space: Send names a run of this store, existing or to come. The
-//     replication of a store carries its messages with the atoms that send
-//     and consume them, since they are in the same records.
-//
-// The inbox is derived state: the messages the log's committed atoms sent,
-// minus those the receivers' atoms consumed and those to ended runs. The
-// engine checkpoint writes it to INBOX (naming the checkpoint's
-// generation and replay position, with a checksum); a restart loads INBOX
-// on first use and applies the log's tail over it, so its cost is the
-// messages not consumed and the tail, never the history. An INBOX that is
-// missing, damaged or of another checkpoint (a crash between INBOX and
-// CHECKPOINT) is rebuilt from the log (Stats.InboxRebuilt); verify checks
-// an INBOX the engine would use against the log.
-//
-// # Blobs
-//
-// A value too large for a run's frame goes to a blob (package blob): with
-// Options.BlobThreshold set, every value of a delta above it (a memory
-// value, a tool output, a message's content or part text) and every
-// result of Do above it is written, durably, before the record, which
-// holds its reference value (blob.Value) in its place. Atom.PutBlob
-// streams a blob in (Do's exec may call it and return blob.Value(ref));
-// Run.OpenValue and Run.OpenBlob stream one out, checked chunk by chunk.
-// The same bytes under one key are one file; GC sweeps the blobs no
-// record of a live run references (SweepBlobs); in an encrypted store a
-// run's blobs are sealed with its key, and erasing the run destroys them.
-// docs/DESIGN.md, "Blobs", has the rules; engine/blobs.go conducts.
-// # Waits and timers
-//
-// A run waits, durably, for a named event or for the clock: after an
-// atom commits, Run.Wait(ctx, name, deadline) (Run.Sleep(ctx, until): a
-// timer, a wait for the clock only) writes a wait record; the run then
-// holds no goroutine, only its entry in the store's index of waits.
-// Anyone sends it an event with DB.SendEvent(ctx, run, name, sender,
-// payload); the host learns which runs to resume with DB.Ready (the runs
-// whose wait ended by an event or a timeout, in the order they ended;
-// due timeouts are recorded first) and blocks on DB.ReadyChanged between
-// calls; the run's next atom reads the outcome with Atom.WaitOutcome, and
-// its commit takes it. Exactly:
-//
-//   - The wait, each event and each wake (a timeout, or a CancelWait)
-//     are records of the log (record/wait.go), each linked beside the
-//     run's chain at the run's last seq and head, so verify checks them;
-//     each is durable when its call returns, and written under the run's
-//     write mark, so they and the run's atoms and end are in the log, and
-//     in the index, in one order per run.
-//   - A wait is named by its run and the seq it follows; a run has at most
-//     one wait after each atom (a second Wait of the same name returns it,
-//     another name fails with ErrWaitExists). A Commit while it is open
-//     withdraws it.
-//   - An event is delivered to one wait at most, exactly once: it ends the
-//     run's open wait of its name when it is written, or is kept, in order
-//     per name, for the next wait of its name, which it ends at once (an
-//     event sent before the wait, or while no process held the store).
-//     The wait's outcome, with the event, stays the run's until an atom
-//     commits after it: a Fail, a crash or a restart before that commit
-//     finds the same outcome, and Ready lists the run again. SendEvent is
-//     idempotent by sender id within a run: a repeat says Duplicate and
-//     writes nothing, another name or payload fails with
-//     ErrEventMismatch. A run that ended or was deleted takes no event.
-//   - A deadline ends the wait once, as a timeout: a wake record, written
-//     by the first Ready, WaitEnded or SendEvent that finds it past, also
-//     after a restart when it passed while the store was closed. An event
-//     written after the deadline passed is kept, not delivered.
-//   - The clock (Options.Clock) is read once per record and the reading
-//     recorded in it; a deadline is compared with the clock's reading or
-//     the latest reading the log's wait records hold, whichever is later.
-//     A clock that moves back can thus neither fire a timeout twice (a
-//     wait ends once, in the log) nor bring an ended wait back, and a
-//     deadline before a reading the log holds is past whatever the clock
-//     says.
-//   - Ready and the due timeouts cost the ready and due waits (a heap by
-//     deadline and a list in the order waits ended), not the store's
-//     runs; the index is built from the log on the first use of waits
-//     after Open (it reads the whole log, decoding only the wait records:
-//     see internal/wait, "Caveats").
+// Beside atoms, a run can end (Run.End) and be forked at a committed seq
+// (DB.Fork); an action can carry its compensation and a run be rolled
+// back (Run.Rollback); several atoms of a run can be in flight at once as
+// branches (Run.Branch, optimistic concurrency, ErrConflict); an atom can
+// send to and receive from other runs (Atom.Send, Receive); ended runs
+// can be deleted and their space reclaimed (DB.Delete, DeleteRuns, GC);
+// a store can be encrypted at rest (Options.Keyring) and a run or one
+// memory key erased by crypto-shredding (DB.Erase, EraseKey); an action
+// can carry a durable retry policy (ledger.Action.Retry, ErrGaveUp);
+// values above Options.BlobThreshold go to content-addressed blobs
+// outside the log (Atom.PutBlob, Run.OpenValue, OpenBlob); a run can
+// wait, durably, for a named event or the clock (Run.Wait, Sleep,
+// DB.SendEvent, DB.Ready, Atom.WaitOutcome). Each
+// method's comment has its contract and errors; the exact semantics of
+// each capability, section by section, are in docs/DESIGN.md ("The
+// engine's API, section by section"), with the write and restart paths,
+// the files on disk, each operation's commit point and the invariants
+// I1-I12 and the tests that hold each.
 //
 // # Guarantees
 //
@@ -419,154 +79,41 @@
 //     again only if the action is declared Idempotent, with the same key.
 //   - Convergence (I4): a deterministic agent that crashes any number of
 //     times ends with the same frames and chain heads as one that never did.
-//   - Messages exactly once (I11): after any crash, each sent message of a
-//     committed atom is consumed at most once, in order per sender, and
-//     none of an uncommitted atom is ever seen (see Messages between
-//     runs).
 //   - Tamper evidence (I5): every atom is linked into its run's BLAKE3 chain;
 //     Verify reports any change, removal, reordering or truncation.
 //   - Bad input never panics (I6), corruption is never skipped (I7), and an
 //     fsync error is final for the log (I8).
-//   - Replicated (Options.Replicator): a write returns once it is durable
-//     here and the Replicator acknowledged it; its refusal fails the write
-//     and every later one, and a writer another node took over gets an
-//     error matching ErrFenced (I12 across machines).
-//   - Fencing reaches the exec: the context an exec receives carries the
-//     writer's fencing token (FencingToken) to pass downstream beside the
-//     idempotency key (ExampleFencingToken). With a FencedReplicator the
-//     context is cancelled when the writer loses its lease and at its bound
-//     on a call's duration (Fence.CallBound), and what exec returns after
-//     that is never certified (ErrLeaseLost, ErrCallBound); an action an
-//     earlier writer left in doubt waits for Fence.InDoubtAfter before it
-//     is executed again, reported or resolved. docs/DESIGN.md (the write
-//     path's fencing) has the local store's token and the caveats.
-//   - Secrets (contract): the values an Action's Redact pointers name never
-//     reach the store; where exec echoes them in its error message or its
-//     result, the certificate stores "[redacted]" (ledger.Redacted) in
-//     their place, and the values its RedactResult pointers name in the
-//     result are stored so too. The Do that ran exec returns exec's own
-//     result and error, unredacted; every later Do of the action, in this
-//     process or after a restart, returns the certified, redacted result.
-//   - Only the store's own files (privfs.Confine): below the store's
-//     directory no symbolic link is followed and nothing but regular files
-//     and directories is opened, by the engine, Pebble or the read-only
-//     tools; a named pipe, device, socket or link planted in a store is
-//     refused with an error naming it, never blocked on, read or written
-//     through. The store's directory itself may be a link.
-//
-// # Resources on an untrusted store
-//
-// Verify, Inspect, Scan and Open's replay decompress within a budget
-// (frame.Budget: 256 MiB plus 256 times the compressed bytes read), so
-// their time and memory are linear in the bytes present whatever sizes a
-// store's records claim; the writer keeps the same rule (frame.MaxRatio),
-// so a store the engine wrote is never refused by it. With GOMEMLIMIT=128MiB
-// none of them needs more than 256 MB. docs/DESIGN.md ("Resources on an
-// untrusted store") has the figures; docs/THREATS.md what a store's writer
-// can and cannot do.
-//
-// # Crash safety and the log as the truth (I9)
-//
-// Every operation has one commit point, a record of the log made durable
-// before the call returns (strict mode); nothing in memory changes before
-// it. Every file besides the log is derived from it, checked when loaded
-// against its checksum and the log position and head it names, and
-// rebuilt from the log on any mismatch (a slower restart, never a
-// different answer; Stats and OpenInfo say so). Damage to the log itself
-// is never rebuilt over: Open refuses it with a *CorruptionError naming
-// the file, offset, run and seq. Restart replays only the log's tail since
-// the last engine checkpoint (at most Options.RestartTail bytes), so its
-// cost never depends on total history. docs/DESIGN.md has each
-// operation's commit point ("Crash safety, operation by operation") and
-// each derived file's check and rebuild ("Derived files and what happens
-// when one is damaged").
+//   - The log is the truth (I9): every other file is derived from it,
+//     checked when loaded and rebuilt on a mismatch; damage to the log
+//     itself is refused with a *CorruptionError naming the file, offset,
+//     run and seq. Restart replays only the tail since the last engine
+//     checkpoint (at most Options.RestartTail bytes).
+//   - No duplicate effects across a lineage (I10), messages exactly once
+//     (I11), and a writer another node took over is fenced (I12,
+//     ErrFenced; the exec's context carries FencingToken).
+//   - Secrets: the values an Action's Redact pointers name never reach the
+//     store. Only the store's own files are opened (no symbolic link,
+//     pipe or device below the store's directory is followed).
+//   - Resources: Verify, Inspect, Scan and Open's replay decompress within
+//     a budget linear in the bytes read (frame.Budget).
 //
 // # Caveats
 //
-//   - Encryption hides content, not sizes, counts, timing or run ids. A
-//     rollback record (its compensations' tools and arguments) and a
-//     deletion's reason are not sealed. Scan reads an encrypted store
-//     without opening its payloads (LogRecord.Sealed).
-//   - One process per store (a file lock). Within the process, one DB:
-//     a second Open fails with ErrLocked whatever path names the store
-//     (the store is known by its directory's device and inode). A store
-//     that cannot be written (a read-only LOCK file or mount) is
-//     ErrReadOnly; the read-only tools still read it.
-//   - One size limit, MaxSize (63 MiB): a record's body and a run's
-//     encoded frame. Commit, Do and Resolve check it before writing, so
-//     what they accept always reads back; a refusal (ErrTooLarge) leaves
-//     the log usable. A Do result past MaxResultSize is certified as a
-//     failure that says so, never left in doubt.
-//   - A full disk or a failing device fails the log (I8) with an error
-//     that names the file and says what to do; nothing acknowledged is
-//     lost. Free space, Close and Open again. Open needs at most
-//     wal.MinPrealloc (64 KiB) of free space for the log, none when the
-//     newest segment has room; a failed write's temporary file is removed
-//     at once, and Open removes those a crash left. The snapshot store
-//     (Pebble) does not yet survive a full disk: it may end the process.
-//   - A rollback's completing atom holds the whole frame at the target, so
-//     a frame past MaxSize cannot be rolled back to; a pending rollback
-//     holds the replay position at its record; a rollback's cost grows
-//     with the distance to the target; messages are not taken back.
-//     docs/DESIGN.md ("Compensation and rollback", its limits) has each.
-//   - Inspect, Scan and Verify take no lock and run beside a live engine:
-//     they read the log as far as it was durable when they opened it, and
-//     start over when a file they listed vanishes (a rotated ledger table,
-//     a removed segment).
+//   - Encryption hides content, not sizes, counts, timing or run ids.
+//   - One process per store (a file lock), one DB per store in a process
+//     (ErrLocked); a store that cannot be written is ErrReadOnly.
+//   - One size limit, MaxSize (63 MiB), for a record's body and a run's
+//     encoded frame, checked before writing (ErrTooLarge).
+//   - A full disk fails the log (I8); nothing acknowledged is lost. The
+//     snapshot store (Pebble) does not yet survive a full disk.
 //   - Default idempotency keys derive from run id, seq and the index of
-//     the call among the atom's Do calls with a default key: an agent that
-//     relies on them must issue those calls in a deterministic order. It
-//     settles an in-doubt action with Resolve of the same action (a
-//     default key names the in-doubt default-key call of the atom with the
-//     same tool and args; ErrAmbiguousResolve if two are), with
-//     ResolveInDoubt, or with Resolve with the key of its InDoubtError;
-//     none of them, nor a Do with an explicit key, moves a later default
-//     key, nor does a Do rejected before its intent is written (invalid
-//     args, a done atom). A Do whose exec returned an error gives its index
-//     back: the atom's next default-key Do of the same tool and sanitized
-//     args takes it, so a retry calls exec with the failed call's key and
-//     the calls after it keep the keys of an atom whose first try worked.
-//     After Resolve the agent goes on with the result it recorded: a
-//     second Do of the same action with a default key is another call
-//     (the next index), so a retry after ResolveFailed passes the
-//     InDoubtError's key. An atom re-begun after a crash whose default-key
-//     call differs (tool or args) from the interrupted attempt's call at
-//     the same index never takes that call's key: while the old call is in
-//     doubt the new one fails with an *ActionChangedError
-//     (ErrActionChanged, naming run, seq, index, both tools and the old
-//     call's InDoubtError) and takes no index; once the agent settles the
-//     old call (ResolveInDoubt, or ResolveInDoubtFailed to abandon it) the
-//     new one runs at that index with a key no earlier call used (the
-//     default key, "~" and 16 hex digits of its fingerprint), and the
-//     calls after it keep the interrupted attempt's keys.
-//   - Fail does not consume the seq: the next Begin retries it, and
-//     certified actions of the failed attempt are not executed again.
+//     the call among the atom's default-key Do calls: an agent that relies
+//     on them must issue those calls in a deterministic order
+//     (ErrActionChanged otherwise).
+//   - Fail does not consume the seq: the next Begin retries it.
 //   - Relaxed durability trades in-doubt actions after a crash for fewer
 //     fsync waits; see Relaxed.
-//   - The log is kept whole but for what GC removes (records of deleted
-//     runs and superseded store heads, below the replay position): the
-//     dead prefix, and the dead records of compacted segments. A deleted
-//     run loses only a prefix of what is left of it, so its records in a
-//     mostly live segment hold its later ones until that segment is
-//     compacted. The atom-index entries of deleted runs stay in the
-//     snapshot store (their snapshots are deleted).
-//   - Frames of idle runs leave memory past Options.FrameCache, but only
-//     once an engine checkpoint has written them. A Close right after 64
-//     runs or more moved by at most maxTailAtoms each writes none of
-//     their frame files (a run left to its tail: background.go), and
-//     creates the snapshot store for their atom index if a new store has
-//     none; their first use after the next Open then waits for Pebble to
-//     open and reads those atoms from the log. Fewer runs, or runs that
-//     moved further, get one frame file (and one fsync) each, 16 at a
-//     time on the operating system's filesystem, about 1 ms per file
-//     (bench/RESULTS-2026-12-06-close.md).
-//   - Branches and lineage: a branch's position is its name and call
-//     index, so a fork's branch repeating a call of a lineage's branch of
-//     the same name gets that call's key and certificate (I10); a fork's
-//     Begin atom never takes a branch's certificate, nor a branch a Begin
-//     atom's. GC keeps the intents and certificates of a deleted run's
-//     branch keys, as it keeps those of explicit keys.
-//   - Verify checks the conflict rule only with Deep (it reads again the
-//     atoms between each branch's base and it, at most
-//     record.MaxBranchLag); without it, only the base.
+//
+// docs/DESIGN.md ("The engine's API, section by section", Guarantees and
+// Caveats) has each of these in full.
 package engine

@@ -1,25 +1,14 @@
 package engine
 
 // Retention, part three: erasing a run (crypto-shredding; docs/DESIGN.md,
-// "Erasing a run"). Package internal/erasure holds the erasure: its steps,
+// "Erasing a run", which also says what an erasure does not reach:
+// actions with explicit keys, what other runs hold, copies made outside
+// the store). Package internal/erasure holds the erasure: its steps,
 // their order and what each leaves after a crash, the KEYS changes and
 // the erase record. This file is its glue: the public API, the run's
 // withdrawal and deletion bookkeeping around the steps, the engine's own
 // steps 3 and 4 (the ledger, an engine checkpoint, the derived files);
 // erasekey.go holds the DB as the package's Store (eraseStore).
-//
-// # What an erasure does not reach
-//
-//   - Actions with an explicit key (ledger.Intent.ExplicitKey): another
-//     run may repeat one and get its certificate, so their records are the
-//     store's (sealed with the store's key) and stay, as garbage
-//     collection keeps them.
-//   - What other runs hold: a message the run sent and another run
-//     consumed is in that run's frame; a fork holds its parent's state at
-//     its fork point (Erase refuses a run with a fork that is not erased).
-//   - Copies made outside the store (backups hold the sealed bytes, which
-//     the dropped key no longer opens, unless the backup holds an older
-//     KEYS too: back KEYS up with care, and erase there as well).
 
 import (
 	"context"
@@ -29,6 +18,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -46,19 +36,13 @@ type Erasure struct {
 	Reason string
 }
 
-// erasure is what the engine keeps of an erase record. Immutable.
-type erasure struct {
-	seq    uint64
-	head   chain.Hash
-	at     time.Time
-	reason string
-}
-
-func (e *erasure) public() *Erasure {
-	if e == nil {
-		return nil
+// deletedRun is d, the deletion of run id, as DeletedRun lists it.
+func deletedRun(id string, d *retention.Gone) DeletedRun {
+	out := DeletedRun{ID: id, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+	if e := d.Erasure; e != nil {
+		out.Erasure = &Erasure{Seq: e.Seq, Head: e.Head, At: e.At, Reason: e.Reason}
 	}
-	return &Erasure{Seq: e.seq, Head: e.head, At: e.at, Reason: e.reason}
+	return out
 }
 
 // Erase erases the ended (or deleted) run id of an encrypted store: it
@@ -136,7 +120,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 		live        *Run
 		seq         uint64
 		final       chain.Hash
-		prior       *deletion
+		prior       *retention.Gone
 		forkWaiting string
 	)
 	if r := db.mu.runs[id]; r != nil {
@@ -149,8 +133,8 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 		end, head, _ := r.chainHeadLocked()
 		r.mu.Unlock()
 		seq, final = end+1, head
-	} else if d, gone := db.mu.deleted[id]; gone && d != nil {
-		if d.erasure != nil {
+	} else if d, gone := db.mu.deleted.Get(id); gone && d != nil {
+		if d.Erasure != nil {
 			db.mu.Unlock()
 			// Erased already: finished, unless KEYS is older than the
 			// erasure (restored from a copy) and holds the key again.
@@ -159,10 +143,10 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 					return DeletedRun{}, fmt.Errorf("engine: erase run %q: finish its erasure: %w", id, err)
 				}
 			}
-			return d.public(id), nil
+			return deletedRun(id, d), nil
 		}
 		prior = d
-		seq, final = d.seq+1, d.head
+		seq, final = d.Seq+1, d.Head
 	} else if gone {
 		db.mu.Unlock()
 		return DeletedRun{}, fmt.Errorf("%w: erase run %q: it is being deleted", ErrRunDeleted, id)
@@ -178,8 +162,7 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	// A live run is withdrawn at once, as by a deletion: no fork of it
 	// can appear between this choice and its erase record.
 	if live != nil {
-		delete(db.mu.runs, id)
-		db.markDeletedLocked(id, nil)
+		db.withdrawLocked(true, live)
 	}
 	db.mu.Unlock()
 
@@ -191,31 +174,30 @@ func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	}
 	if err != nil {
 		if live != nil {
-			db.restoreRuns([]*Run{live})
+			db.restoreRuns(live)
 		}
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
 	}
-	e := &erasure{seq: er.Seq, head: er.Head, at: er.At, reason: er.Reason}
+	e := &retention.Erasure{Seq: er.Seq, Head: er.Head, At: er.At, Reason: er.Reason}
 	d := prior
 	if d == nil {
-		d = &deletion{seq: e.seq, final: final, head: e.head, at: e.at, reason: e.reason, parent: live.parent}
+		d = &retention.Gone{Seq: e.Seq, Final: final, Head: e.Head, At: e.At, Reason: e.Reason, Parent: live.parent}
 	}
-	d = d.withErasure(e)
+	d = d.WithErasure(e)
 	db.mu.Lock()
-	db.markDeletedLocked(id, d)
+	db.mu.deleted.Mark(id, d)
 	db.mu.Unlock()
 	db.untrack(tok)
 	tracked = false
 	if live != nil {
-		live.markGone(fmt.Errorf("%w: run %q", ErrRunErased, id))
-		db.publishRunGone(record.KindErase, id)
+		db.withdrawn(record.KindErase, ErrRunErased, live)
 	}
 
 	// 3 to 5.
 	if err := db.finishErasure(ctx, id); err != nil {
 		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erase record is durable, but %w (the next Open finishes the erasure)", id, err)
 	}
-	return d.public(id), nil
+	return deletedRun(id, d), nil
 }
 
 // forkOfLocked returns a run forked from id that is not erased ("" if
@@ -227,11 +209,7 @@ func (db *DB) forkOfLocked(id string) string {
 			forks = append(forks, fid)
 		}
 	}
-	for fid, d := range db.mu.deleted {
-		if d != nil && d.parent == id && d.erasure == nil {
-			forks = append(forks, fid)
-		}
-	}
+	forks = append(forks, db.mu.deleted.ForksOf(id)...)
 	if len(forks) == 0 {
 		return ""
 	}
@@ -285,64 +263,6 @@ func (db *DB) runFingerprints(ctx context.Context, id string) ([]ledger.Fingerpr
 	})
 }
 
-// withErasure returns d with its erasure e.
-func (d *deletion) withErasure(e *erasure) *deletion {
-	c := *d
-	c.erasure = e
-	return &c
-}
-
-// public is d as DeletedRun lists it.
-func (d *deletion) public(id string) DeletedRun {
-	return DeletedRun{ID: id, Seq: d.seq, Final: d.final, Head: d.head, At: d.at, Reason: d.reason, Erasure: d.erasure.public()}
-}
-
-// same reports whether d and o are the same record's (or the same
-// records').
-func (d *deletion) same(o *deletion) bool {
-	if d.seq != o.seq || d.final != o.final || d.head != o.head || (d.erasure == nil) != (o.erasure == nil) {
-		return false
-	}
-	return d.erasure == nil || *d.erasure == *o.erasure
-}
-
-// merged reports whether d carries an erasure that followed a delete
-// record (rather than being the erase record alone).
-func (d *deletion) merged() bool { return d.erasure != nil && d.seq != d.erasure.seq }
-
-// mergeDeletion returns what the engine keeps of run id's deletion when
-// the log is found to hold both a and b (read in either order: a delete
-// record and an erase record after it, or the same records twice), or
-// why they do not fit.
-func mergeDeletion(id string, a, b *deletion) (*deletion, string) {
-	switch {
-	case a == nil:
-		return b, ""
-	case b == nil || a.same(b):
-		return a, ""
-	}
-	if a.erasure == nil || b.merged() {
-		a, b = b, a
-	}
-	// a carries an erasure; b is a plain deletion, or the erase record
-	// alone when a is merged already.
-	switch {
-	case a.erasure == nil:
-		// Two plain deletions that differ.
-	case a.merged():
-		if b.erasure != nil && *b.erasure == *a.erasure && b.seq == a.erasure.seq ||
-			b.erasure == nil && b.seq == a.seq && b.head == a.head && b.final == a.final {
-			return a, ""
-		}
-	case b.erasure == nil && a.seq == b.seq+1 && a.final == b.head:
-		if b.parent == "" {
-			b = &deletion{seq: b.seq, final: b.final, head: b.head, at: b.at, reason: b.reason, parent: a.parent}
-		}
-		return b.withErasure(a.erasure), ""
-	}
-	return nil, fmt.Sprintf("the log deletes run %q twice: at seq %d after head %x, and at seq %d after head %x", id, a.seq, a.final[:8], b.seq, b.final[:8])
-}
-
 // finishErasures finishes, at Open, the erasures a crash interrupted: a
 // key marked erasing whose run has an erase record has its erasure
 // finished; one whose run has none is live again (the erasure never
@@ -355,16 +275,7 @@ func (db *DB) finishErasures() error {
 		// The replay read the whole log: every erasure is known.
 		defer db.healErasures()
 	}
-	for _, id := range db.eraser.Pending() {
-		var err error
-		if qerr := db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }); qerr != nil {
-			return qerr
-		}
-		if err != nil {
-			return err
-		}
-	}
-	return nil
+	return db.eraser.ResumePending(eraseResumer{db}, db.bg.stop, ErrClosed, db.logger)
 }
 
 // keyLive reports whether KEYS holds a data key of run id that is not
@@ -381,59 +292,36 @@ func (db *DB) healErasures() {
 		return
 	}
 	db.mu.Lock()
-	var erased []string
-	for id, d := range db.mu.deleted {
-		if d != nil && d.erasure != nil {
-			erased = append(erased, id)
-		}
-	}
+	erased := db.mu.deleted.Erased()
 	db.mu.Unlock()
-	stale := db.eraser.Stale(erased)
-	if len(stale) == 0 {
-		return
-	}
-	db.logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
-	go func() { // not in db.bg.wg: Close may be waiting on it already; stop ends it
-		for _, id := range stale {
-			var err error
-			if db.eraser.Do(context.Background(), db.bg.stop, ErrClosed, func() { err = db.resumeErasure(context.Background(), id) }) != nil {
-				return
-			}
-			if err != nil {
-				if !errors.Is(err, ErrClosed) && !errors.Is(err, wal.ErrClosed) {
-					db.setBackgroundErr(err)
-				}
-				return
-			}
-		}
-	}()
+	db.eraser.HealStale(eraseResumer{db}, erased, db.bg.stop, ErrClosed, db.logger, db.setBackgroundErr, ErrClosed, wal.ErrClosed)
 }
 
-// resumeErasure finishes or undoes the interrupted erasure of run id
-// (finishErasures, healErasures), on the background goroutine.
-func (db *DB) resumeErasure(ctx context.Context, id string) error {
-	if err := db.waitLedger(ctx); err != nil {
+// eraseResumer is the DB as the erasure's Resumer (internal/erasure's
+// resume.go), on the background goroutine.
+type eraseResumer struct{ db *DB }
+
+func (h eraseResumer) Ready(ctx context.Context) error {
+	if err := h.db.waitLedger(ctx); err != nil {
 		return err
 	}
-	if err := db.checkRegistry(); err != nil {
+	if err := h.db.checkRegistry(); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	db.gc.Lock()
-	defer db.gc.Unlock()
-	db.mu.Lock()
-	d := db.mu.deleted[id]
-	db.mu.Unlock()
-	if d == nil || d.erasure == nil {
-		db.logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", id)
-		return db.eraser.Unmark(id)
-	}
-	if !db.keyLive(id) {
-		return nil // finished meanwhile (an Erase of it ran first)
-	}
-	db.logger.Info("engine: finishing an erasure a crash interrupted", "run", id)
-	if err := db.finishErasure(ctx, id); err != nil {
-		return fmt.Errorf("engine: finish the erasure of run %q: %w", id, err)
-	}
+	h.db.startDirSyncs()
 	return nil
+}
+
+func (h eraseResumer) Lock()   { h.db.gc.Lock() }
+func (h eraseResumer) Unlock() { h.db.gc.Unlock() }
+
+func (h eraseResumer) Erased(run string) bool {
+	h.db.mu.Lock()
+	defer h.db.mu.Unlock()
+	d, _ := h.db.mu.deleted.Get(run)
+	return d != nil && d.Erasure != nil
+}
+
+func (h eraseResumer) Finish(ctx context.Context, run string) error {
+	return h.db.finishErasure(ctx, run)
 }

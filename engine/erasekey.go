@@ -108,7 +108,7 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 		return ErasedKey{}, ErrClosed
 	}
 	r := db.runLocked(id)
-	_, deleted := db.mu.deleted[id]
+	deleted := db.deletedLocked(id)
 	db.mu.Unlock()
 	switch {
 	case deleted:
@@ -135,23 +135,12 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 // are all erased already.
 var ErrNothingToErase = errors.New("engine: nothing to erase")
 
-// keyErasure is what a read of the log keeps of an erase-key record (the
-// registry check's, registry.go).
-type keyErasure struct {
-	run, key string
-	nos      []uint64
-}
-
 // healKeyErasures drops the data keys named by erase-key records of the
 // log (es) that KEYS holds live: a KEYS older than the erasures (restored
 // from a copy), from which the erased values could be opened again.
 // Called once the log's records are all known (checkRegistry).
-func (db *DB) healKeyErasures(es []keyErasure) {
-	named := make([]erasing.KeyErasure, len(es))
-	for i, e := range es {
-		named[i] = erasing.KeyErasure{Run: e.run, Key: e.key, Nos: e.nos}
-	}
-	keys, err := db.eraser.Heal(named)
+func (db *DB) healKeyErasures(es []erasing.KeyErasure) {
+	keys, err := db.eraser.Heal(es)
 	if len(keys) > 0 {
 		db.logger.Warn("engine: KEYS still held data keys of erased memory keys (it is older than their erasure); erased them again", "keys", keys, "err", err)
 	}
@@ -164,22 +153,10 @@ func (db *DB) healKeyErasures(es []keyErasure) {
 // (keys.go), sealer, chain and log.
 type eraseStore struct{ db *DB }
 
-func (s eraseStore) LockKeys() (*seal.Table, *seal.Keys) {
-	s.db.keys.mu.Lock()
-	return s.db.keys.table, s.db.keys.keys
-}
-
-func (s eraseStore) UnlockKeys() { s.db.keys.mu.Unlock() }
-
-func (s eraseStore) ReplaceKeys(next *seal.Table) error {
-	if err := s.db.writeKeys(next); err != nil {
-		return err
-	}
-	s.db.keys.table = next
-	return nil
-}
-
-func (s eraseStore) AddKey(scope string) error { return s.db.addKey(scope) }
+func (s eraseStore) LockKeys() (*seal.Table, *seal.Keys) { return s.db.keys.Lock() }
+func (s eraseStore) UnlockKeys()                         { s.db.keys.Unlock() }
+func (s eraseStore) ReplaceKeys(next *seal.Table) error  { return s.db.keys.Replace(next) }
+func (s eraseStore) AddKey(scope string) error           { return s.db.keys.Add(scope) }
 
 func (s eraseStore) Sealer() *record.Sealer { return s.db.sealer }
 

@@ -13,8 +13,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/continuumdb/continuum/internal/fence"
 	"github.com/continuumdb/continuum/ledger"
@@ -82,48 +80,9 @@ func (db *DB) openFence() Fence {
 	return Fence{Token: end.Segment<<32 | uint64(end.Offset)}
 }
 
-// fencedExec runs exec for in under the DB's fence: it waits for
-// Fence.InDoubtAfter if prior (the action's intent was in the ledger
-// before this Do), refuses to start exec once the lease is lost, gives
-// exec a context of fence.Exec, and turns what exec returns after the lease was lost
-// or the bound passed into an error that leaves the action in doubt
-// (ledger.ErrUncertified). A refusal before exec is called certifies a
-// failure, unless the action was already in doubt.
+// fencedExec runs exec for in under the DB's fence (fence.Guarded).
 func (db *DB) fencedExec(ctx context.Context, in *ledger.Intent, prior bool, key string, exec ledger.Exec) ([]byte, error) {
-	f := &db.fence
-	lost := f.LostNow()
-	refuse := func(err error) ([]byte, error) {
-		if prior {
-			return nil, fmt.Errorf("%w: %w", ledger.ErrUncertified, err)
-		}
-		return nil, err
-	}
-	if prior && time.Until(f.InDoubtAfter) > 0 {
-		// The previous writer may still be executing this action.
-		if err := fence.Wait(ctx, f.InDoubtAfter, lost); err != nil {
-			return refuse(fmt.Errorf("engine: run %q seq %d: %q was left in doubt by the previous writer, which may be executing it until %s: %w",
-				in.RunID, in.Seq, in.Tool, f.InDoubtAfter.UTC().Format(time.RFC3339Nano), err))
-		}
-		lost = f.LostNow()
-	}
-	if !f.Holds(lost) {
-		return refuse(fmt.Errorf("engine: run %q seq %d: %q not executed: %w", in.RunID, in.Seq, in.Tool, ErrLeaseLost))
-	}
-	res, err, late := f.Exec(ctx, lost, key, exec)
-	if late != nil {
-		// Whatever the exec did, it may have done it after the next
-		// writer started: never certified, in doubt.
-		return nil, fmt.Errorf("%w: run %q seq %d: %q returned after %w (its outcome, %s, is not recorded)",
-			ledger.ErrUncertified, in.RunID, in.Seq, in.Tool, late, outcomeText(err))
-	}
-	return res, err
-}
-
-func outcomeText(err error) string {
-	if err != nil {
-		return "an error: " + err.Error()
-	}
-	return "a result"
+	return fence.Guarded(ctx, &db.fence, in, prior, key, exec)
 }
 
 // priorIntent reports whether in's action has a record in the ledger that
@@ -134,23 +93,10 @@ func (db *DB) priorIntent(in *ledger.Intent) bool {
 }
 
 // waitInDoubt waits, if in's action is in doubt (an intent without a
-// certificate), until Fence.InDoubtAfter: an earlier writer may still be
-// executing it, and neither an exec again nor a report that it is in
-// doubt (on which the agent asks the downstream) may come before its
-// call is over. If ctx ends first it returns an error that matches
-// ledger.ErrInDoubt and ctx's.
+// certificate), until Fence.InDoubtAfter (fence.WaitInDoubt).
 func (db *DB) waitInDoubt(ctx context.Context, in *ledger.Intent) error {
-	after := db.fence.InDoubtAfter
-	if time.Until(after) <= 0 {
-		return nil
-	}
-	if e, ok := db.ledger.Lookup(in.Fingerprint); !ok || e.Status != ledger.StatusIntent {
-		return nil
-	}
-	if err := fence.Wait(ctx, after, nil); err != nil {
-		return fmt.Errorf("engine: %q was left in doubt by an earlier writer, which may be executing it until %s: %w: %w",
-			in.Tool, after.UTC().Format(time.RFC3339Nano), err,
-			&ledger.InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: in.Fingerprint})
-	}
-	return nil
+	return fence.WaitInDoubt(ctx, &db.fence, in, func() bool {
+		e, ok := db.ledger.Lookup(in.Fingerprint)
+		return ok && e.Status == ledger.StatusIntent
+	})
 }

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -23,7 +22,6 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // ErrRunExists is returned by Fork for an id that names a run already.
@@ -82,41 +80,22 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		db.mu.Unlock()
 		return nil, fmt.Errorf("%w: fork %q of run %q: one of them was deleted", ErrRunDeleted, id, src)
 	}
-	var nonce chain.Nonce
-	if _, err := io.ReadFull(db.opts.Nonces, nonce[:]); err != nil {
+	nonce, err := db.nonceLocked(id)
+	if err != nil {
 		db.mu.Unlock()
-		return nil, fmt.Errorf("engine: nonce for run %q: %w", id, err)
+		return nil, err
 	}
 	r := newForkRun(db, id, nonce, time.Now(), src, parent, at, parentHead)
-	r.created = make(chan struct{})
-	db.mu.runs[id] = r
+	db.publishLocked(r)
 	db.mu.Unlock()
-
 	rec := record.AppendFork(nil, id, nonce, r.createdAt.UnixNano(), src, at, parentHead)
-	if db.keys != nil {
-		_, err = db.runKey(id) // keys.go: durable before the run exists
-	}
-	if err == nil {
-		tok := db.track()
-		_, err = db.append(ctx, rec)
-		db.untrack(tok)
-	}
-	if err != nil {
-		r.createErr = fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
-		db.mu.Lock()
-		delete(db.mu.runs, id)
-		db.mu.Unlock()
-	}
-	close(r.created)
-	return r, r.createErr
+	return db.create(ctx, r, rec, fmt.Sprintf("fork %q of run %q at seq %d", id, src, at))
 }
 
 // existingRun returns the run id if the store holds it, without creating it.
 func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
-	if db.reg != nil && !db.reg.checked.Load() {
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
 	}
 	db.mu.Lock()
 	r, gone := db.runLocked(id), db.deletedLocked(id)
@@ -195,11 +174,7 @@ func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 // the atom record at seq carries.
 func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	r.mu.Lock()
-	last, head, indexed := r.mu.lastSeq, r.mu.head, r.mu.indexedSeq
-	var pos []wal.Pos
-	if seq > indexed && seq <= last {
-		pos = r.mu.positions
-	}
+	last, head := r.mu.lastSeq, r.mu.head
 	r.mu.Unlock()
 	switch {
 	case seq == last:
@@ -212,14 +187,9 @@ func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	case seq < r.base || seq > last:
 		return chain.Hash{}, fmt.Errorf("%w: run %q has no head of its own at seq %d", ErrSeqOutOfRange, r.id, seq)
 	}
-	var p wal.Pos
-	if pos != nil {
-		p = pos[seq-indexed-1]
-	} else {
-		var err error
-		if p, err = r.atomPosition(ctx, seq); err != nil {
-			return chain.Hash{}, err
-		}
+	p, err := r.committedAtomPos(ctx, seq)
+	if err != nil {
+		return chain.Hash{}, err
 	}
 	a, err := r.db.readAtom(p, r.id, seq)
 	if err != nil {

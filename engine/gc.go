@@ -99,13 +99,7 @@ func (c gcCore) StoreHead() (bool, error) {
 func (c gcCore) Deleted() map[string]bool {
 	c.db.mu.Lock()
 	defer c.db.mu.Unlock()
-	deleted := make(map[string]bool, len(c.db.mu.deleted))
-	for id, d := range c.db.mu.deleted {
-		if d != nil {
-			deleted[id] = true
-		}
-	}
-	return deleted
+	return c.db.mu.deleted.Durable()
 }
 
 func (c gcCore) DropDerived(ctx context.Context, runs map[string]bool) error {
@@ -151,8 +145,6 @@ func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTr
 // checkOrphans returns the damage of the first orphan record (by run id)
 // of a run the log does not delete.
 func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
-
-var firstOrphan = retention.FirstOrphan
 
 // removeLeftovers removes the temporary files of the store's directory,
 // frames/ and dicts/, and, when Open found a valid CHECKPOINT (cp), the

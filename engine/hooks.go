@@ -75,7 +75,7 @@ var capabilities = []capability{
 		replay:  func(db *DB, r *Run, rec *record.Record) string { return db.replayRollback(r, rec, rec.Pos) },
 		applied: func(r *Run, seq uint64) { r.completeRollbackLocked(seq) },
 	},
-	{ // messages between runs (messages.go, inbox.go; internal/mailbox)
+	{ // messages between runs (messages.go; internal/mailbox, its LogSource)
 		name: "mailbox",
 		replayed: func(db *DB, rec *record.Record, body []byte, reflected bool) {
 			switch rec.Kind {

@@ -1,17 +1,16 @@
 package engine
 
 // The keys of an encrypted store (Options.Keyring; docs/DESIGN.md,
-// "Encryption at rest"): KEYS, the table of data keys wrapped by the
-// user's keyring, read and opened at Open before any record is read, a
-// data key added (and KEYS made durable) before a run's creation record,
-// and Rekey.
+// "Encryption at rest"): KEYS (package internal/keystore) read and opened
+// at Open before any record is read, a data key added (and KEYS made
+// durable) before a run's creation record, Rekey, and the check that KEYS
+// holds the key of every run the store holds.
 
 import (
 	"errors"
 	"fmt"
-	"slices"
-	"sync"
 
+	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
@@ -25,53 +24,15 @@ import (
 // seal.ErrWrongKey instead.
 var ErrKeyring = offline.ErrKeyring
 
-// storeKeys are the keys of an encrypted store; a DB of a plaintext store
-// has none (db.keys nil).
-type storeKeys struct {
-	ring seal.Keyring
-	keys *seal.Keys // the unwrapped data keys; safe for concurrent use
-
-	// mu orders the changes of table and the writes of KEYS: a key is
-	// used only after the KEYS that holds it is durable.
-	mu    sync.Mutex
-	table *seal.Table
-
-	// adding holds the scopes whose keys callers wait for (addKey): the
-	// caller that gets mu next adds them all with one write of KEYS.
-	adding struct {
-		sync.Mutex
-		scopes []string
-	}
-}
-
 // openKeys reads KEYS of an existing encrypted store and unwraps its data
 // keys with the keyring: a missing or wrong user key fails here, before
 // any record is read.
 func (db *DB) openKeys() error {
-	name := db.path(layout.KeysName)
-	b, err := layout.ReadFile(db.fs, name)
-	if layout.NotExist(err) {
-		return record.Corruptf(name, "missing, but %s says the store is encrypted: without it nothing the store sealed can be opened", db.path(layout.StoreName))
-	}
-	if err != nil {
-		return fmt.Errorf("engine: read %s: %w", name, err)
-	}
-	if len(b) > layout.MaxKeysFile {
-		return record.Corruptf(name, "%d bytes, above %d", len(b), layout.MaxKeysFile)
-	}
-	t, err := layout.ParseKeys(name, db.storeID, b)
+	ks, err := keystore.Open(db.fs, db.path(layout.KeysName), db.path(layout.StoreName), db.storeID, db.opts.Keyring, db.opts.NoSync)
 	if err != nil {
 		return err
 	}
-	ks, err := t.Open(db.opts.Keyring)
-	if err != nil {
-		return fmt.Errorf("engine: %s: %w", name, err)
-	}
-	if _, ok := ks.Scope(""); !ok {
-		return record.Corruptf(name, "holds no data key of the store")
-	}
-	db.keys = &storeKeys{ring: db.opts.Keyring, keys: ks, table: t}
-	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks, KeysFile: name}
+	db.setKeys(ks)
 	return nil
 }
 
@@ -79,28 +40,17 @@ func (db *DB) openKeys() error {
 // before STORE (writeStoreFile): a store whose STORE says it is encrypted
 // has its key table.
 func (db *DB) createKeys() error {
-	t := new(seal.Table)
-	k, err := t.Add(db.opts.Keyring, "")
+	ks, err := keystore.Create(db.fs, db.path(layout.KeysName), db.storeID, db.opts.Keyring, db.opts.NoSync)
 	if err != nil {
-		return fmt.Errorf("engine: %s: the store's data key: %w", db.path(layout.KeysName), err)
-	}
-	sk := &storeKeys{ring: db.opts.Keyring, keys: seal.NewKeys(), table: t}
-	sk.keys.Put("", k)
-	if err := db.writeKeys(t); err != nil {
 		return err
 	}
-	db.keys = sk
-	db.sealer = &record.Sealer{Store: db.storeID, Keys: sk.keys, KeysFile: db.path(layout.KeysName)}
+	db.setKeys(ks)
 	return nil
 }
 
-// writeKeys replaces KEYS by t, durably (file and directory fsync).
-func (db *DB) writeKeys(t *seal.Table) error {
-	b := layout.MarshalKeys(db.storeID, t)
-	if err := layout.WriteFileAtomic(db.fs, db.path(layout.KeysName), b, db.opts.NoSync); err != nil {
-		return fmt.Errorf("engine: %w", err)
-	}
-	return nil
+func (db *DB) setKeys(ks *keystore.Store) {
+	db.keys = ks
+	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks.Keys(), KeysFile: ks.Name()}
 }
 
 // runKey returns the data key of run id, adding one (and making KEYS
@@ -109,64 +59,11 @@ func (db *DB) writeKeys(t *seal.Table) error {
 // A run whose creation failed after its key was added keeps the key for
 // its next attempt.
 func (db *DB) runKey(id string) (*seal.Key, error) {
-	if err := db.addKey(id); err != nil {
+	if err := db.keys.Add(id); err != nil {
 		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
 	}
-	k, _ := db.keys.keys.Scope(id)
+	k, _ := db.keys.Keys().Scope(id)
 	return k, nil
-}
-
-// addKey makes sure scope has a live data key, adding one (and making
-// KEYS durable) if it has none. The additions that wait while KEYS is
-// being written share the next write, as the log's appends share an
-// fsync: the caller that gets the table's mutex next adds every scope
-// waiting, and the others find theirs added.
-func (db *DB) addKey(scope string) error {
-	sk := db.keys
-	if _, ok := sk.keys.Scope(scope); ok {
-		return nil
-	}
-	sk.adding.Lock()
-	if !slices.Contains(sk.adding.scopes, scope) {
-		sk.adding.scopes = append(sk.adding.scopes, scope)
-	}
-	sk.adding.Unlock()
-
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	if _, ok := sk.keys.Scope(scope); ok {
-		return nil // added by the write this caller waited for
-	}
-	sk.adding.Lock()
-	scopes := sk.adding.scopes
-	sk.adding.scopes = nil
-	sk.adding.Unlock()
-	if !slices.Contains(scopes, scope) {
-		// Taken by a write that failed: this caller tries again.
-		scopes = append(scopes, scope)
-	}
-	next := sk.table.Clone()
-	added := make([]*seal.Key, 0, len(scopes))
-	for i := 0; i < len(scopes); i++ {
-		if _, ok := sk.keys.Scope(scopes[i]); ok {
-			scopes = slices.Delete(scopes, i, i+1) // added meanwhile by another path
-			i--
-			continue
-		}
-		k, err := next.Add(sk.ring, scopes[i])
-		if err != nil {
-			return err
-		}
-		added = append(added, k)
-	}
-	if err := db.writeKeys(next); err != nil {
-		return err
-	}
-	sk.table = next
-	for i, k := range added {
-		sk.keys.Put(scopes[i], k)
-	}
-	return nil
 }
 
 // Rekey re-wraps every data key of an encrypted store that the keyring's
@@ -178,37 +75,23 @@ func (db *DB) Rekey() (int, error) {
 	if err := db.checkOpen(); err != nil {
 		return 0, err
 	}
-	sk := db.keys
-	if sk == nil {
+	if db.keys == nil {
 		return 0, fmt.Errorf("%w: the store is not encrypted", ErrKeyring)
 	}
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	next := sk.table.Clone()
-	n, err := next.Rewrap(sk.ring)
+	n, err := db.keys.Rekey()
 	if err != nil {
 		return 0, fmt.Errorf("engine: rekey: %w", err)
 	}
-	if n == 0 {
-		return 0, nil
-	}
-	if err := db.writeKeys(next); err != nil {
-		return 0, fmt.Errorf("engine: rekey: %w", err)
-	}
-	sk.table = next
 	return n, nil
 }
 
 // KeyEntries lists the entries of the store's key table (wrapped keys,
 // never in the clear), nil for a plaintext store.
 func (db *DB) KeyEntries() []seal.Entry {
-	sk := db.keys
-	if sk == nil {
+	if db.keys == nil {
 		return nil
 	}
-	sk.mu.Lock()
-	defer sk.mu.Unlock()
-	return sk.table.Entries()
+	return db.keys.Entries()
 }
 
 // openRowResult opens the sealed end result of run (ended at seq) that
@@ -233,7 +116,7 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 // key counts: its entry stays.
 func (db *DB) checkRunKeys() error {
 	has := map[string]bool{}
-	for _, e := range db.keys.table.Entries() {
+	for _, e := range db.keys.Entries() {
 		has[e.Scope] = true
 	}
 	missing := func(id string) error {

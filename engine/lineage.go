@@ -9,7 +9,6 @@ import (
 
 	"github.com/continuumdb/continuum/internal/lineage"
 	"github.com/continuumdb/continuum/ledger"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // lineageIntent returns in (a default-key intent of this atom) with the
@@ -28,9 +27,8 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
 	db := r.db
 	r.mu.Lock()
-	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
+	last := r.mu.lastSeq
 	var fps []ledger.Fingerprint
-	var pos wal.Pos
 	switch {
 	case seq <= r.base || seq > last+1:
 		r.mu.Unlock()
@@ -53,26 +51,13 @@ func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]*ledge
 				}
 			}
 		}
-	case seq > indexed:
-		pos = r.mu.positions[seq-indexed-1]
 	}
 	r.mu.Unlock()
 	if seq <= last {
-		if pos == (wal.Pos{}) {
-			var err error
-			if pos, err = r.atomPosition(ctx, seq); err != nil {
-				return nil, err
-			}
-		}
-		rec, err := db.readAtom(pos, r.id, seq)
-		if err != nil {
+		var err error
+		if _, fps, err = r.committedActions(ctx, seq, db.decoder(false), nil); err != nil {
 			return nil, err
 		}
-		_, body, err := db.decoder(false).DecodeAtom(nil, rec, db.segmentFile(pos.Segment))
-		if err != nil {
-			return nil, err
-		}
-		fps = body.Actions
 	}
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err

@@ -1,8 +1,9 @@
 package engine
 
-// Messages between the runs of a store: the API (engine/doc.go, "Messages
-// between runs"), over package internal/mailbox, which holds the inbox;
-// inbox.go is the mailbox's Source over the DB.
+// Messages between the runs of a store: the API (docs/DESIGN.md, "The
+// engine's API", "Messages between runs"), over package internal/mailbox,
+// which holds the inbox and reads the store for it (mailbox.LogSource,
+// given at the replay: recovery.go).
 
 import (
 	"context"
@@ -49,7 +50,7 @@ const (
 // that id. A run that has ended (or was deleted) takes no message: Send
 // fails with an error matching ErrRunEnded (ErrRunDeleted). A run that
 // ends after Send, before it consumed the message, never gets it (see
-// engine/doc.go, "Messages between runs"). A message to the sending run
+// docs/DESIGN.md, "The engine's API", "Messages between runs"). A message to the sending run
 // itself is consumed by one of its later atoms.
 func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	r, db := a.run, a.run.db

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -79,7 +80,8 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
 
-	db.msgs.Reset(inboxSource{db}, cp, from)
+	db.msgs.Reset(mailbox.LogSource{FS: db.fs, Inbox: db.path(layout.InboxName), Sealer: db.sealer, Log: db.log,
+		File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger}, cp, from)
 	dec := db.decoder(true)
 	if db.replayComp != nil {
 		dec.Comp = db.replayComp // within Open's budget

@@ -6,7 +6,6 @@ package engine
 
 import (
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -14,7 +13,9 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/registry"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -42,21 +43,20 @@ func (db *DB) checkRegistry() error {
 		return nil
 	}
 	rc.once.Do(func() {
-		var keyErasures []keyErasure
+		var keyErasures []erasing.KeyErasure
 		runs, deleted, err := db.logRunsBefore(rc.to, &keyErasures)
 		if err != nil {
 			rc.err = err
 			return
 		}
 		db.mu.Lock()
-		for id, d := range deleted {
-			m, why := mergeDeletion(id, db.mu.deleted[id], d)
-			if why != "" {
+		ids, gone := deleted.Sorted()
+		for i, id := range ids {
+			if why := db.mu.deleted.Merge(id, gone[i]); why != "" {
 				db.mu.Unlock()
 				rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
 				return
 			}
-			db.markDeletedLocked(id, m)
 		}
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
@@ -82,7 +82,7 @@ func (db *DB) registryMismatch() string {
 // logRunsBefore reads the run, atom, end and delete records of the log
 // before to: the runs it holds, and those it deleted. It appends to
 // keyErasures the erase-key records of the whole log.
-func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*registry.Run, map[string]*deletion, error) {
+func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]erasing.KeyErasure) (map[string]*registry.Run, *retention.Registry, error) {
 	dec := db.decoder(false)
 	dec.Skip = registry.Skip
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
@@ -90,37 +90,33 @@ func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]keyErasure) (map[string]*
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
 	defer c.Close()
-	h := &registryHost{db: db, deleted: map[string]*deletion{}, keyErasures: keyErasures}
+	h := &registryHost{db: db, keyErasures: keyErasures}
 	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
 	if err != nil {
 		return nil, nil, err
 	}
-	return runs, h.deleted, nil
+	return runs, &h.deleted, nil
 }
 
 // registryHost is the log scan's Host: the deletions and key erasures it
 // meets.
 type registryHost struct {
 	db          *DB
-	deleted     map[string]*deletion
-	keyErasures *[]keyErasure
+	deleted     retention.Registry
+	keyErasures *[]erasing.KeyErasure
 }
 
 func (h *registryHost) Deleted(r *record.Record, parent string) string {
-	d := deletionOf(r)
-	d.parent = parent
-	m, why := mergeDeletion(r.Run, h.deleted[r.Run], d)
-	if why == "" {
-		h.deleted[r.Run] = m
-	}
-	return why
+	d := retention.GoneOf(r)
+	d.Parent = parent
+	return h.deleted.Merge(r.Run, d)
 }
 
 func (h *registryHost) KeyErased(r *record.Record) {
-	*h.keyErasures = append(*h.keyErasures, keyErasure{run: r.Run, key: r.Key, nos: slices.Clone(r.KeyNos)})
+	*h.keyErasures = append(*h.keyErasures, erasing.KeyErasureOf(r))
 }
 
-func (h *registryHost) IsDeleted(run string) bool { return h.deleted[run] != nil }
+func (h *registryHost) IsDeleted(run string) bool { return h.deleted.Has(run) }
 
 func (h *registryHost) Closed() error {
 	if h.db.closed.Load() {
@@ -166,7 +162,7 @@ func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*regis
 			r.mu.Lock()
 			r.mu.broken = err
 			r.mu.Unlock()
-			delete(db.mu.runs, c.ID)
+			db.withdrawLocked(false, r)
 		default:
 			r.mu.Lock()
 			// A run that moved since Open (an atom, an end in the tail or

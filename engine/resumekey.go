@@ -1,26 +1,12 @@
 package engine
 
 // A resumed atom whose default-key call differs from the interrupted
-// attempt's call at the same index. Default keys number an atom's calls,
-// so a resumed atom whose agent samples again (an LLM calls sms.send at
-// index 0 where email.send was in doubt) would give the new call the old
-// one's key: the downstream could take it for the old call, and the old
-// call would stay unsettled while the atom commits. The rule:
-//
-//   - while the old call is in doubt, the new one is refused with an
-//     *ActionChangedError (ErrActionChanged) and takes no index: the agent
-//     settles the old call first (Resolve or ResolveInDoubt if it happened,
-//     ResolveFailed or ResolveInDoubtFailed if it did not, which abandons
-//     it), or calls the old action again;
-//   - once the old call is settled (certified or failed), the new call
-//     proceeds at the same index with a key no earlier call used: the
-//     index's default key followed by "~" and the first 16 hex digits of
-//     the new action's own index fingerprint (tool, sanitized args,
-//     default key), deterministic, so that a later resumption of the same
-//     call derives the same key and the ledger runs it at most once.
-//
-// The index is the same as the old call's, so the calls after it keep the
-// keys of the interrupted attempt.
+// attempt's call at the same index: refused (ErrActionChanged) while the
+// old call is in doubt, then run at that index with a key no earlier call
+// used (the default key, "~" and 16 hex digits of its fingerprint), so
+// that the calls after it keep the interrupted attempt's keys. The rule
+// and why are in docs/DESIGN.md ("The engine's API, section by section",
+// Caveats).
 
 import (
 	"context"

@@ -2,39 +2,12 @@ package engine
 
 // Rollback: returning a run to the state of an earlier seq and undoing,
 // newest first, the effects of the actions certified after it (a saga's
-// compensations). The record and its rules are record/rollback.go's.
-//
-// Crash safety, step by step (Rollback):
-//
-//  1. Plan, writing nothing: the run's certified actions after the target,
-//     newest first, each with its compensation as its intent recorded it
-//     (or none). Actions without one refuse the rollback (ErrNotUndone)
-//     unless RollbackOptions.AllowNotUndone.
-//  2. Append the rollback record and wait for its fsync: the commit point
-//     of the decision. From here the run is rolling back: Begin and End
-//     fail with ErrRollbackPending until Rollback finishes it, in this
-//     process or after any number of restarts (the replay finds the
-//     record: see pin below). A crash before the fsync leaves nothing.
-//  3. Each compensation through the ledger, in the record's order, as an
-//     action of the completing atom (seq = the record's seq) with the key
-//     the record names (the agent's, or ledger.CompensationKey of the
-//     action it undoes: deterministic, so a resumed rollback derives the
-//     same one): durable intent, exec, durable certificate. A certified
-//     compensation is never run again (the resumed rollback gets its
-//     result), an in-doubt idempotent one is run again with the same key,
-//     an in-doubt other one stops the rollback with ErrInDoubt until
-//     ResolveCompensation settles it.
-//  4. Commit the completing atom: one replace_frame op (the run's frame at
-//     the target), its actions the compensations in the record's order,
-//     chained over its body, the compensations' result digests and the
-//     rollback record's seal. Its fsync is the commit point of the
-//     rollback; the run is then at the target's state and the record no
-//     longer pending.
-//
-// pin: while a rollback is pending, the engine checkpoint's replay
-// position stays at or below its record (the record is "tracked" like a
-// write in flight), so a restart always replays it and knows what is
-// left; the atom that completes it releases the pin.
+// compensations). The record and its rules are record/rollback.go's; the
+// plan and the pending rollback are internal/saga's. Its crash safety step
+// by step (plan, the record's fsync, each compensation through the ledger,
+// the completing atom) and the pin that keeps a pending rollback's record
+// in the replayed tail are in docs/DESIGN.md ("Compensation and
+// rollback").
 
 import (
 	"context"
@@ -98,53 +71,29 @@ type pendingRollback = saga.Pending
 
 // Rollback returns the run to its state at seq to, undoing the actions
 // certified after it: it runs the compensation (ledger.Action.Compensate)
-// of each certified action of atoms to+1 .. LastSeq, and of the atom a
-// crash interrupted, newest first, each through the ledger exactly once
-// (durable intent, exec, durable certificate), then commits an atom, at
-// LastSeq+1, whose delta replaces the frame with StateAt(to): after it,
-// State() equals StateAt(to) and LastSeq is that atom's seq (history is
-// kept: StateAt of the seqs in between still reads them). Its
-// compensations are the atom's actions; the chain covers them and the
-// rollback's record.
+// of each action this run certified after to, newest first, each through
+// the ledger exactly once, then commits an atom at LastSeq+1 whose delta
+// replaces the frame with StateAt(to). History is kept: StateAt of the
+// seqs in between still reads them. A compensation's key is its
+// Compensate's, or ledger.CompensationKey of the undone action's
+// fingerprint, so every rollback that reaches an action runs its
+// compensation with the same key.
 //
-// Which actions it undoes: those the run's committed atoms after to list,
-// those of the atom a crash interrupted, and those certified after to's
-// atom by attempts that never committed (an atom that failed, a branch that
-// lost a conflict: engine/doc.go, "Compensation and rollback"), that this
-// run certified at a seq after to, or in a branch (a certificate this run got from an earlier seq, from its parent as a
-// fork, or from another run with the same explicit key is not an effect of
-// the rolled-back history, and is left alone), each once however many
-// atoms list it, except compensations themselves (an earlier rollback's):
-// an undo is never undone. A certified action without a compensation is
-// reported in RollbackResult.NotUndone, and the rollback is refused with
-// ErrNotUndone, writing nothing, unless opts.AllowNotUndone.
-//
-// A compensation's key is the one its Action.Compensate gave, or
-// ledger.CompensationKey of the fingerprint of the action it undoes: it
-// depends on nothing else, so every rollback that reaches an action, after
-// any number of crashes, runs its compensation with the same key, and the
-// ledger runs it at most once (a later rollback past an action an earlier
-// one undid gets the certified compensation back, no second effect). The
-// in-doubt rules are Do's: an in-doubt compensation declared idempotent
-// is run again with the same key; another fails Rollback with an error
-// matching ledger.ErrInDoubt (an *ledger.InDoubtError), and the agent asks
-// the downstream and settles it with ResolveCompensation or
-// ResolveCompensationFailed, then calls Rollback again.
-//
-// Once its record is durable the rollback is pending until an atom
-// completes it: if Rollback returns an error (a compensation failed or is
-// in doubt, ctx ended, the process crashed), Begin and End fail with
-// ErrRollbackPending, PendingRollback reports it, and Rollback with the
-// same to resumes it (a different to fails with ErrRollbackPending): it
-// runs only the compensations not yet certified, never one twice, and
-// reports Resumed. There is no abandoning a pending rollback: some of its
-// effects may have happened.
+// A certified action without a compensation is reported in
+// RollbackResult.NotUndone and refuses the rollback (ErrNotUndone, nothing
+// written) unless opts.AllowNotUndone. An in-doubt compensation follows
+// Do's rules: an idempotent one is run again with the same key; another
+// fails Rollback with an error matching ledger.ErrInDoubt, settled by
+// ResolveCompensation or ResolveCompensationFailed. Once its record is
+// durable the rollback is pending until its atom commits: Begin and End
+// fail with ErrRollbackPending, and Rollback with the same to resumes it
+// (RollbackResult.Resumed), running only what is not certified yet.
 //
 // to must be below LastSeq and, for a fork, at or after its fork point
 // (ErrSeqOutOfRange). Rollback fails with ErrAtomInProgress while an atom
-// or a branch runs, ErrRunEnded once the run ended, and ErrInDoubt while an action of
-// the atom a crash interrupted is in doubt (settle it first: Begin, then
-// the Resolve family, then Fail).
+// or a branch runs, ErrRunEnded once the run ended, and ErrInDoubt while
+// an action of the atom a crash interrupted is in doubt. docs/DESIGN.md
+// ("Compensation and rollback") has which actions it undoes exactly.
 func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*RollbackResult, error) {
 	db := r.db
 	if err := db.checkOpen(); err != nil {

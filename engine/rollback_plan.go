@@ -54,21 +54,9 @@ func (s *sagaStore) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
 
 // Actions reads committed atom seq from the log; the slice it returns is
 // valid until the next call.
-func (s *sagaStore) Actions(ctx context.Context, seq uint64) ([]ledger.Fingerprint, error) {
-	db := s.r.db
-	pos, err := s.r.committedAtomPos(ctx, seq)
-	if err != nil {
-		return nil, err
-	}
-	a, err := db.readAtom(pos, s.r.id, seq)
-	if err != nil {
-		return nil, err
-	}
-	var body *record.AtomBody
-	if s.buf, body, err = s.dec.DecodeAtom(s.buf, a, db.segmentFile(pos.Segment)); err != nil {
-		return nil, err
-	}
-	return body.Actions, nil
+func (s *sagaStore) Actions(ctx context.Context, seq uint64) (fps []ledger.Fingerprint, err error) {
+	s.buf, fps, err = s.r.committedActions(ctx, seq, s.dec, s.buf)
+	return fps, err
 }
 
 // Certified reads the log from atom to's record (the run's start when to
@@ -90,17 +78,5 @@ func (s *sagaStore) Certified(ctx context.Context, to uint64) ([]saga.Certified,
 		return nil, err
 	}
 	defer c.Close()
-	var out []saga.Certified
-	for c.Next() {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		if cert := c.Record().Cert; saga.Counts(cert, r.id, to) {
-			out = append(out, saga.Certified{Seq: cert.Seq, FP: cert.Fingerprint})
-		}
-	}
-	if err := c.Err(); err != nil {
-		return nil, err
-	}
-	return out, nil
+	return saga.ScanCertified(ctx, c, r.id, to)
 }

@@ -1,25 +1,12 @@
 package engine
 
 // Reading through the snapshot store, which is derived from the log and may
-// be damaged, stale, missing or failed: every value it gives is checked
-// against the log before use, and whatever it cannot give is found in the
-// log itself.
-//
-//   - A snapshot at seq s is used only if the atom record at s (found
-//     through the atom index, whose every position is checked) is of the
-//     same run and seq and carries the same chain head, and its frame
-//     decodes. The value's checksum covers its run and seq (package
-//     snapshot's format).
-//   - A position from the atom index is used only if the record it points
-//     at is an atom record of that run and seq.
-//   - On any mismatch the engine serves from the log, counts the mismatch
-//     (Stats.SnapshotMismatches), logs the first one, and fails the store
-//     (snapshot.Store.Fail): snapshots stop until the next Open, which
-//     rebuilds the store from the log.
-//   - Without a usable store (it failed to open, it failed since, it is
-//     rebuilding), the positions of a run's atoms come from memory (those
-//     since its last checkpoint) and from one scan of the log, kept for the
-//     run's later calls.
+// be damaged, stale, missing or failed: every value it gives (a snapshot's
+// head, an atom-index position) is checked against the log before use, a
+// mismatch is served from the log, counted and fails the store until the
+// next Open, and whatever it cannot give is found in the log itself
+// (docs/DESIGN.md, "Crash safety, operation by operation", the snapshot
+// store).
 
 import (
 	"context"

@@ -100,7 +100,7 @@
 //	POST .../attempts/A/receive {"from", "wait_ms"}     {"message": ... or null}
 //	GET  /v1/runs/{run}/inbox                           the messages not consumed yet
 //
-// Branches (engine Run.Branch; engine/doc.go "Branches"): several
+// Branches (engine Run.Branch; docs/DESIGN.md "The engine's API", Branches): several
 // attempts of one run in flight at once, each reading the state at its
 // base and taking its seq at its commit. A branch is begun by name, and is
 // an attempt like any other from then on (calls, outcomes, commit, fail):

@@ -1,6 +1,6 @@
 package main
 
-// Branches over the wire (engine Run.Branch; engine/doc.go "Branches"):
+// Branches over the wire (engine Run.Branch; docs/DESIGN.md "The engine's API", Branches):
 // several attempts of one run in flight at once, each reading the state at
 // its base and taking its seq at its commit, which fails with 409 conflict
 // if an atom committed after its base wrote a key the branch writes or

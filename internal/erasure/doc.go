@@ -29,9 +29,18 @@
 //	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
 //	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)
 //	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
-//	Open, Erase           Pending, Live, Unmark, DropRun    (an interrupted erasure finished or undone)
+//	Open                  ResumePending (Resume of each)    (an interrupted erasure finished or undone)
+//	Erase                 Live, DropRun                     (an erasure finished meanwhile, its keys)
 //	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
-//	registry check        Stale, Heal                       (a KEYS older than the log's erasures)
+//	registry check        HealStale, Heal                   (a KEYS older than the log's erasures)
+//
+// Resuming a run's erasure (resume.go) calls back into the engine through
+// Resumer, on the goroutine that serves Jobs:
+//
+//	Ready(ctx) error          // ledger loaded, deletions known, directories durable
+//	Lock(), Unlock()          // one at a time with deletions and collections
+//	Erased(run) bool          // the log holds run's erase record
+//	Finish(ctx, run) error    // the engine's steps 3 to 5
 //
 // Usage (what package engine does, in short):
 //

@@ -1,8 +1,9 @@
 package erasure
 
-// The erasure's changes of KEYS. Each takes the Store's mutex, changes a
-// clone of the table, writes it durably (Store.ReplaceKeys), and only then
-// drops keys from memory: a failed write changes nothing. A plaintext
+// The erasure's changes of KEYS, all through change: it takes the Store's
+// mutex, changes a clone of the table, writes it durably
+// (Store.ReplaceKeys), and only then drops keys from memory: a failed
+// write changes nothing. A plaintext
 // store has no KEYS: a change fails with offline.ErrKeyring (the engine
 // refuses an erasure there before), a read finds no key.
 
@@ -20,54 +21,51 @@ import (
 // its undoing. Marking a run that has no live key is KEYS's damage;
 // unmarking one that has no mark writes nothing.
 func (e *Eraser) Mark(run string, on bool) error {
-	s := e.cfg.Store
-	t, _, err := e.lock()
-	if err != nil {
-		return err
-	}
-	defer s.UnlockKeys()
-	next := t.Clone()
-	n := 0
-	for _, scope := range next.RunScopes(run) { // the run's key and its memory keys'
-		n += next.MarkErasing(scope, on)
-	}
-	if n == 0 {
-		if on {
-			return fmt.Errorf("%w: KEYS has no live data key of run %q", record.ErrCorrupt, run)
+	return e.change(func(next *seal.Table) (bool, func(*seal.Keys), error) {
+		n := 0
+		for _, scope := range next.RunScopes(run) { // the run's key and its memory keys'
+			n += next.MarkErasing(scope, on)
 		}
-		return nil
-	}
-	return s.ReplaceKeys(next)
+		if n == 0 && on {
+			return false, nil, fmt.Errorf("%w: KEYS has no live data key of run %q", record.ErrCorrupt, run)
+		}
+		return n > 0, nil, nil
+	})
 }
 
 // DropRun drops the data keys of run (its own and its memory keys') from
 // KEYS, durably, and then from memory: the last step of a run's erasure.
 func (e *Eraser) DropRun(run string) error {
-	s := e.cfg.Store
-	t, keys, err := e.lock()
-	if err != nil {
-		return err
-	}
-	defer s.UnlockKeys()
-	next := t.Clone()
-	scopes := next.RunScopes(run)
-	nos := make([][]uint64, len(scopes))
-	for i, scope := range scopes {
-		nos[i] = next.Erase(scope)
-	}
-	if err := s.ReplaceKeys(next); err != nil {
-		return err
-	}
-	for i, scope := range scopes {
-		keys.Drop(scope, nos[i])
-	}
-	return nil
+	return e.change(func(next *seal.Table) (bool, func(*seal.Keys), error) {
+		scopes := next.RunScopes(run)
+		nos := make([][]uint64, len(scopes))
+		for i, scope := range scopes {
+			nos[i] = next.Erase(scope)
+		}
+		return true, func(keys *seal.Keys) {
+			for i, scope := range scopes {
+				keys.Drop(scope, nos[i])
+			}
+		}, nil
+	})
 }
 
 // DropNos drops the data keys numbered nos from KEYS, durably, and then
 // from memory. Keys erased already are skipped; if all are, nothing is
 // written.
 func (e *Eraser) DropNos(nos []uint64) error {
+	return e.change(func(next *seal.Table) (bool, func(*seal.Keys), error) {
+		erased := next.EraseNos(nos)
+		return len(erased) > 0, func(keys *seal.Keys) { keys.DropNos(erased) }, nil
+	})
+}
+
+// change is every change of KEYS: with the Store's mutex held, edit
+// changes a clone of the table and says whether there is anything to
+// write; the clone is written durably (Store.ReplaceKeys), and only then
+// is drop (if any) applied to the keys in memory. An error of edit or of
+// the write changes nothing.
+func (e *Eraser) change(edit func(next *seal.Table) (write bool, drop func(*seal.Keys), err error)) error {
 	s := e.cfg.Store
 	t, keys, err := e.lock()
 	if err != nil {
@@ -75,14 +73,16 @@ func (e *Eraser) DropNos(nos []uint64) error {
 	}
 	defer s.UnlockKeys()
 	next := t.Clone()
-	erased := next.EraseNos(nos)
-	if len(erased) == 0 {
-		return nil
+	write, drop, err := edit(next)
+	if err != nil || !write {
+		return err
 	}
 	if err := s.ReplaceKeys(next); err != nil {
 		return err
 	}
-	keys.DropNos(erased)
+	if drop != nil {
+		drop(keys)
+	}
 	return nil
 }
 

@@ -2,10 +2,10 @@
 // it makes: a fencing token that only grows from one writer to the next,
 // a channel closed when the writer loses its lease, a clock check that
 // answers at once after a pause of the process, and a bound on a call's
-// duration. It knows nothing of runs, intents or the ledger; package
-// engine conducts it (engine/fencing.go): it asks the Replicator for a
-// Fence at Open, runs each exec through Fence.Exec, and certifies nothing
-// an exec returns late.
+// duration. It knows nothing of runs; package engine conducts it
+// (engine/fencing.go): it asks the Replicator for a Fence at Open, runs
+// each exec through Guarded (over Fence.Exec), and certifies nothing an
+// exec returns late.
 //
 // The interface the engine uses, whole:
 //
@@ -15,6 +15,8 @@
 //	(*Fence).Holds(lost) bool           // that lease still held, by the clock too
 //	(*Fence).Wait(ctx, until, lost)     // wait for a time, a lost lease or ctx
 //	(*Fence).Exec(ctx, lost, key, exec) // run exec; late: why it may not count
+//	Guarded(ctx, f, in, prior, key, exec) // an action's exec under f, whole: the errors the ledger records
+//	WaitInDoubt(ctx, f, in, inDoubt)    // an in-doubt action waits for InDoubtAfter
 //
 // # Caveats
 //

@@ -39,7 +39,7 @@
 // lock held and take none of the engine's locks but the log's.
 //
 //	// Open and recovery
-//	(*Box).Reset(src, cp, from)                // a replay from CHECKPOINT cp (nil: none) at from
+//	(*Box).Reset(src, cp, from)                // a replay from CHECKPOINT cp (nil: none) at from; src: a LogSource
 //	(*Box).Replayed(rec, body, reflected)      // an atom, end or deletion of the replayed tail
 //	(*Box).Load() error                        // build the inbox now (else on first use); sticky error
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)

@@ -3,9 +3,9 @@ package registry
 import (
 	"bytes"
 	"fmt"
-	"sort"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -249,15 +249,8 @@ func Scan(c *record.Cursor, to wal.Pos, hasher *chain.Hasher, file func(seg uint
 		return nil, err
 	}
 	// The first orphan, by run id, of a run the log does not delete.
-	ids := make([]string, 0, len(orphans))
-	for id := range orphans {
-		if !h.IsDeleted(id) {
-			ids = append(ids, id)
-		}
-	}
-	if len(ids) > 0 {
-		sort.Strings(ids)
-		return nil, orphans[ids[0]]
+	if err := retention.FirstOrphan(orphans, h.IsDeleted); err != nil {
+		return nil, err
 	}
 	return runs, nil
 }

@@ -22,6 +22,8 @@
 //		Certified(ctx context.Context, to uint64) ([]Certified, error)  // certificates after atom to
 //	}
 //
+// ScanCertified is Certified over a cursor of the log the engine opens.
+//
 // The ledger must be loaded before Plan is called; Store reads only what
 // is durable. The engine calls, in a rollback's life:
 //

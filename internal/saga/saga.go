@@ -46,6 +46,26 @@ func Counts(c *ledger.Certificate, run string, to uint64) bool {
 		(c.Status == ledger.StatusDone || c.Status == ledger.StatusResolved)
 }
 
+// ScanCertified reads c, a cursor over the log from the run's committed
+// atom to (or its start), to its end, and returns the certificates that
+// Counts, in log order: what Store.Certified returns. c's decoder skips
+// what is not a certificate, and opens those it keeps.
+func ScanCertified(ctx context.Context, c *record.Cursor, run string, to uint64) ([]Certified, error) {
+	var out []Certified
+	for c.Next() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		if cert := c.Record().Cert; Counts(cert, run, to) {
+			out = append(out, Certified{Seq: cert.Seq, FP: cert.Fingerprint})
+		}
+	}
+	if err := c.Err(); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // TooManyError is Plan's error for a rollback that reaches more actions
 // than a rollback record holds (record.MaxRollbackUndo). The engine
 // reports it as too large.

@@ -1,0 +1,96 @@
+package erasure
+
+// Resuming a run's erasure that a crash interrupted (at Open: the runs
+// KEYS marks erasing) or that a KEYS older than the log undid (the runs
+// the log erases whose key KEYS holds live): finished if the log holds
+// its erase record, undone (the mark removed) if it does not.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+)
+
+// Resumer is what resuming an erasure needs of the engine. Its methods are
+// called on the goroutine that serves Jobs.
+type Resumer interface {
+	// Ready returns once the ledger is loaded and the deletions the log
+	// holds are all known, and the store's directories are durable.
+	Ready(ctx context.Context) error
+	// Lock and Unlock order the resumption with deletions and garbage
+	// collection (the engine's GC lock).
+	Lock()
+	Unlock()
+	// Erased reports whether the log holds run's erase record.
+	Erased(run string) bool
+	// Finish does the engine's steps 3 to 5 of run's erasure, whose erase
+	// record is durable: the ledger, a checkpoint, the derived files, then
+	// DropRun.
+	Finish(ctx context.Context, run string) error
+}
+
+// Resume finishes or undoes the interrupted erasure of run.
+func (e *Eraser) Resume(ctx context.Context, h Resumer, run string, logger *slog.Logger) error {
+	if err := h.Ready(ctx); err != nil {
+		return err
+	}
+	h.Lock()
+	defer h.Unlock()
+	if !h.Erased(run) {
+		logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", run)
+		return e.Unmark(run)
+	}
+	if !e.Live(run) {
+		return nil // finished meanwhile (an Erase of it ran first)
+	}
+	logger.Info("engine: finishing an erasure a crash interrupted", "run", run)
+	if err := h.Finish(ctx, run); err != nil {
+		return fmt.Errorf("engine: finish the erasure of run %q: %w", run, err)
+	}
+	return nil
+}
+
+// ResumePending resumes, one at a time through the queue (Do), the
+// erasures KEYS marks pending (Pending), and returns the first error.
+// stop and closedErr are Do's.
+func (e *Eraser) ResumePending(h Resumer, stop <-chan struct{}, closedErr error, logger *slog.Logger) error {
+	for _, run := range e.Pending() {
+		var err error
+		if qerr := e.Do(context.Background(), stop, closedErr, func() { err = e.Resume(context.Background(), h, run, logger) }); qerr != nil {
+			return qerr
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// HealStale resumes, in the background, the erasures of the runs of
+// erased (those the log erases) whose key KEYS holds live (Stale): a KEYS
+// older than their erasure, restored from a copy. It does not wait. The
+// first error is handed to fail, but one of a store closing (errors.Is
+// any of closed).
+func (e *Eraser) HealStale(h Resumer, erased []string, stop <-chan struct{}, closedErr error, logger *slog.Logger, fail func(error), closed ...error) {
+	stale := e.Stale(erased)
+	if len(stale) == 0 {
+		return
+	}
+	logger.Warn("engine: KEYS still holds the data keys of erased runs (it is older than their erasure); erasing them again", "runs", stale)
+	go func() { // not waited for by Close, which may be waiting on the queue already; stop ends it
+		for _, run := range stale {
+			var err error
+			if e.Do(context.Background(), stop, closedErr, func() { err = e.Resume(context.Background(), h, run, logger) }) != nil {
+				return
+			}
+			if err != nil {
+				if !slices.ContainsFunc(closed, func(c error) bool { return errors.Is(err, c) }) {
+					fail(err)
+				}
+				return
+			}
+		}
+	}()
+}

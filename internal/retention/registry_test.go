@@ -1,0 +1,85 @@
+package retention
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+)
+
+func TestMergeGone(t *testing.T) {
+	h := func(b byte) chain.Hash { return chain.Hash{b} }
+	at := time.Unix(100, 0)
+	del := &Gone{Seq: 5, Final: h(1), Head: h(2), At: at, Reason: "policy", Parent: "p"}
+	era := &Gone{Seq: 6, Final: h(2), Head: h(3), At: at, Reason: "gdpr",
+		Erasure: &Erasure{Seq: 6, Head: h(3), At: at, Reason: "gdpr"}}
+	merged := del.WithErasure(era.Erasure)
+	other := &Gone{Seq: 5, Final: h(9), Head: h(8), At: at}
+	for _, tc := range []struct {
+		name string
+		a, b *Gone
+		want *Gone
+		why  string
+	}{
+		{"first", nil, del, del, ""},
+		{"same twice", del, del, del, ""},
+		{"delete then erase", del, era, merged, ""},
+		{"erase then delete", era, del, merged, ""},
+		{"merged then erase record again", merged, era, merged, ""},
+		{"merged then delete record again", merged, del, merged, ""},
+		{"two deletions", del, other, nil, "deletes run \"r\" twice"},
+		{"erase not after the delete", other, era, nil, "deletes run \"r\" twice"},
+	} {
+		got, why := Merge("r", tc.a, tc.b)
+		if tc.why != "" {
+			if got != nil || !strings.Contains(why, tc.why) {
+				t.Errorf("%s: got %+v, %q; want nil, %q", tc.name, got, why, tc.why)
+			}
+			continue
+		}
+		if why != "" || got == nil || !got.same(tc.want) || got.Parent != tc.want.Parent {
+			t.Errorf("%s: got %+v, %q; want %+v", tc.name, got, why, tc.want)
+		}
+	}
+	// An erasure read first keeps the parent the deletion knew.
+	noParent := *del
+	noParent.Parent = ""
+	eraP := *era
+	eraP.Parent = "p"
+	if got, _ := Merge("r", &eraP, &noParent); got == nil || got.Parent != "p" || got.Erasure == nil {
+		t.Errorf("parent lost: %+v", got)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	var r Registry
+	at := time.Unix(1, 0)
+	r.Mark("b", nil) // being deleted
+	if !r.Has("b") || len(r.Durable()) != 0 {
+		t.Fatalf("a deletion being written: Has %v, Durable %v", r.Has("b"), r.Durable())
+	}
+	r.Unmark("b")
+	if r.Has("b") {
+		t.Fatal("Unmark kept b")
+	}
+	if why := r.Merge("a", &Gone{Seq: 2, At: at, Parent: "root"}); why != "" {
+		t.Fatal(why)
+	}
+	if why := r.Merge("c", &Gone{Seq: 3, At: at, Erasure: &Erasure{Seq: 3}}); why != "" {
+		t.Fatal(why)
+	}
+	if why := r.Merge("a", &Gone{Seq: 2, Final: chain.Hash{7}, At: at}); why == "" {
+		t.Fatal("a second, different deletion of a merged")
+	}
+	ids, gone := r.Sorted()
+	if strings.Join(ids, ",") != "a,c" || gone[0].Seq != 2 || gone[1].Seq != 3 {
+		t.Fatalf("Sorted: %v %+v", ids, gone)
+	}
+	if e := r.Erased(); len(e) != 1 || e[0] != "c" {
+		t.Fatalf("Erased: %v", e)
+	}
+	if f := r.ForksOf("root"); len(f) != 1 || f[0] != "a" {
+		t.Fatalf("ForksOf: %v", f)
+	}
+}
