@@ -200,7 +200,7 @@ type Report struct {
 	// Waits counts the records of runs' waits verify checked (their
 	// links, and the rules of docs/DESIGN.md, "Waits and timers"); nil:
 	// the log holds none.
-	Waits *WaitsChecked `json:"waits,omitempty"`
+	Waits *WaitCounts `json:"waits,omitempty"`
 	// Unchecked names what the caller did not compare with the log (the
 	// engine's verify without Deep: its derived files), for the report to
 	// say so. Not a warning: nothing was found.
@@ -208,8 +208,8 @@ type Report struct {
 	Duration  time.Duration `json:"duration_ns"`
 }
 
-// WaitsChecked counts the wait, event and wake records verify checked.
-type WaitsChecked struct {
+// WaitCounts counts the wait, event and wake records verify checked.
+type WaitCounts struct {
 	Waits  int `json:"waits"`
 	Events int `json:"events"`
 	Wakes  int `json:"wakes"`

@@ -105,8 +105,9 @@ const (
 // the run's previous wait of that name ended (an event sent before this
 // wait, and that no wait took, ends it at once), or by its deadline
 // passing first, which a wake record of the log then says, once. No
-// atom may be running; a run waiting holds no goroutine, and, in
-// memory, only its entry in the store's index of waits.
+// atom may be running, nor a branch (ErrAtomInProgress); a run waiting
+// holds no goroutine, and, in memory, only its entry in the store's
+// index of waits.
 //
 // The run learns the outcome in its next atom (Atom.WaitOutcome); that
 // atom's commit takes it: until then, across restarts and crashes, the

@@ -754,3 +754,56 @@ func TestWaitRecordsRaceEndAndBranches(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestCancelWait: a cancelled wait ends as WaitCancelled, once, is not
+// ready, takes no event after (kept for the next wait of its name), and
+// is cancelled still after a restart; NextDeadline follows the open
+// waits.
+func TestCancelWait(t *testing.T) {
+	mem := vfs.NewMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(mem, clock)
+	db := openTest(t, mem, opts)
+	r := openRun(t, db, "r")
+	if _, err := r.CancelWait(ctx); !errors.Is(err, ErrNoWait) {
+		t.Fatalf("CancelWait without a wait: %v", err)
+	}
+	if _, err := r.Wait(ctx, "go", t0.Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	if at, ok, err := db.NextDeadline(ctx); err != nil || !ok || !at.Equal(t0.Add(time.Minute)) {
+		t.Fatalf("NextDeadline %v %v %v", at, ok, err)
+	}
+	w, err := r.CancelWait(ctx)
+	if err != nil || w.Outcome != WaitCancelled || !w.Ended.Equal(t0) {
+		t.Fatalf("CancelWait: %+v %v", w, err)
+	}
+	if again, err := r.CancelWait(ctx); err != nil || again.Outcome != WaitCancelled {
+		t.Fatalf("a second CancelWait: %+v %v", again, err)
+	}
+	if _, ok, _ := db.NextDeadline(ctx); ok {
+		t.Fatal("a deadline after the cancel")
+	}
+	if res, err := db.SendEvent(ctx, "r", "go", "s1", []byte("late")); err != nil || res.Delivered {
+		t.Fatalf("event after the cancel: %+v %v", res, err)
+	}
+	if got := readyRuns(t, db); got != nil {
+		t.Fatalf("ready after a cancel: %v", got)
+	}
+	if w, err := r.WaitEnded(ctx); err != nil || w.Outcome != WaitCancelled {
+		t.Fatalf("WaitEnded: %+v %v", w, err)
+	}
+	db.Close()
+	if n := waitKinds(t, mem); n[record.KindWake] != 1 {
+		t.Fatalf("wake records %v", n)
+	}
+	db = openTest(t, mem, opts)
+	r = openRun(t, db, "r")
+	if w, ok, err := r.CurrentWait(ctx); err != nil || !ok || w.Outcome != WaitCancelled {
+		t.Fatalf("after a restart: %+v %v %v", w, ok, err)
+	}
+	step(t, r, "went-on")
+	if w, err := r.Wait(ctx, "go", time.Time{}); err != nil || w.Outcome != WaitDelivered || string(w.Event.Payload) != "late" {
+		t.Fatalf("the next wait: %+v %v", w, err)
+	}
+}

@@ -152,6 +152,6 @@ func (vr *verifyRun) finishWaits() {
 // reportWaits counts the records of waits verify read.
 func (vr *verifyRun) reportWaits(rep *chain.Report) {
 	if n := vr.waits.n; n != [3]int{} {
-		rep.Waits = &chain.WaitsChecked{Waits: n[0], Events: n[1], Wakes: n[2]}
+		rep.Waits = &chain.WaitCounts{Waits: n[0], Events: n[1], Wakes: n[2]}
 	}
 }

@@ -92,6 +92,8 @@ shows tampering either, so it is not 1.
                         actions without a compensation, left done),
                         completed (false: pending, the run's next Rollback
                         finishes it)
+  waits                 the records of runs' waits checked (absent: none):
+                        waits, events, wakes
   strict                whether --strict was given
   state_saved           the --save-state file written, if any
   duration_ms           wall time of the check`
@@ -107,27 +109,27 @@ const progressMin = 64 << 20
 // verifyJSON is the object verify --json prints. Its fields are documented
 // in verifyAbout; they are a stable interface.
 type verifyJSON struct {
-	OK                  bool                `json:"ok"`
-	NotSigned           bool                `json:"not_signed,omitempty"`
-	Store               string              `json:"store"`
-	Dir                 string              `json:"dir"`
-	RunsChecked         int                 `json:"runs_checked"`
-	RecordsChecked      uint64              `json:"records_checked"`
-	CheckpointsVerified int                 `json:"checkpoints_verified"`
-	Checkpoints         int                 `json:"checkpoints"`
-	CheckpointsSigned   int                 `json:"checkpoints_signed"`
-	Signing             string              `json:"signing,omitempty"`
-	Failures            []chain.Failure     `json:"failures"`
-	Warnings            []chain.Failure     `json:"warnings"`
-	Unchecked           []string            `json:"unchecked,omitempty"`
-	Runs                []chain.RunReport   `json:"runs"`
-	Deleted             []chain.DeletedRun  `json:"deleted,omitempty"`     // runs deleted by policy
-	ErasedKeys          []chain.ErasedKey   `json:"erased_keys,omitempty"` // memory keys erased by policy
-	Rollbacks           []chain.Rollback    `json:"rollbacks,omitempty"`
-	Waits               *chain.WaitsChecked `json:"waits,omitempty"` // wait, event and wake records checked
-	Strict              bool                `json:"strict"`
-	StateSaved          string              `json:"state_saved,omitempty"`
-	DurationMS          float64             `json:"duration_ms"`
+	OK                  bool               `json:"ok"`
+	NotSigned           bool               `json:"not_signed,omitempty"`
+	Store               string             `json:"store"`
+	Dir                 string             `json:"dir"`
+	RunsChecked         int                `json:"runs_checked"`
+	RecordsChecked      uint64             `json:"records_checked"`
+	CheckpointsVerified int                `json:"checkpoints_verified"`
+	Checkpoints         int                `json:"checkpoints"`
+	CheckpointsSigned   int                `json:"checkpoints_signed"`
+	Signing             string             `json:"signing,omitempty"`
+	Failures            []chain.Failure    `json:"failures"`
+	Warnings            []chain.Failure    `json:"warnings"`
+	Unchecked           []string           `json:"unchecked,omitempty"`
+	Runs                []chain.RunReport  `json:"runs"`
+	Deleted             []chain.DeletedRun `json:"deleted,omitempty"`     // runs deleted by policy
+	ErasedKeys          []chain.ErasedKey  `json:"erased_keys,omitempty"` // memory keys erased by policy
+	Rollbacks           []chain.Rollback   `json:"rollbacks,omitempty"`
+	Waits               *chain.WaitCounts  `json:"waits,omitempty"` // wait, event and wake records checked
+	Strict              bool               `json:"strict"`
+	StateSaved          string             `json:"state_saved,omitempty"`
+	DurationMS          float64            `json:"duration_ms"`
 }
 
 func runVerify(args []string, stdout, stderr io.Writer) int {
