@@ -20,6 +20,8 @@ package record
 //	rollback   11 | uvarint len | run id | uvarint seq | uvarint to | head [32] | varint started (unix ns) | uvarint n | n x undo
 //	erase      12 | the delete record's fields, byte for byte (a deletion that also erases)
 //	erase key  13 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint erased | uvarint len | key | uvarint n | n x uvarint key no | uvarint len | reason | note (erasekey.go)
+//	stream chunk   18 | uvarint len | run id | uvarint seq | uvarint attempt | uvarint len | stream | uvarint offset | data (stream.go)
+//	stream abandon 19 | uvarint len | run id | uvarint seq | uvarint attempt (stream.go)
 //
 // A rollback record (rollback.go) starts the rollback of a run to seq to:
 // it is written, durably, before the first compensation runs, and names
@@ -110,7 +112,7 @@ const (
 	KindErase      Kind = 12
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindEraseKey
+	MaxKind = KindStreamAbandon
 )
 
 // Deletes reports whether a record of kind k deletes its run: a delete
@@ -155,11 +157,14 @@ var kindNames = [...]string{
 	KindRollback:   "rollback",
 	KindErase:      "erase",
 	KindEraseKey:   "erase-key",
+
+	KindStreamChunk:   "stream-chunk",
+	KindStreamAbandon: "stream-abandon",
 }
 
 // String is the kind's name, as inspect and verify print it.
 func (k Kind) String() string {
-	if k >= 1 && k <= MaxKind {
+	if k >= 1 && k <= MaxKind && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind-%d", byte(k))
