@@ -107,6 +107,9 @@ func Dead(r *record.Record, deleted map[string]bool, headAfter bool, explicit ma
 		return true
 	case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindCheckpoint, record.KindRollback:
 		return deleted[r.Run]
+	case record.KindStreamChunk, record.KindStreamAbandon:
+		// Streams go with their run (internal/stream).
+		return deleted[r.Run]
 	}
 	return false
 }
