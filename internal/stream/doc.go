@@ -30,7 +30,7 @@
 //	(*Index).Load() error                         // build the index now (else on first use); sticky error
 //	(*Index).NextAttempt(run, seq) (uint64, error) // the attempt number of an atom's first chunk
 //	(*Index).Append(run, stream, seq, attempt, write) (offset, error) // write enqueues the record at offset
-//	(*Index).Abandoning(run, seq) (attempt, bool) // before a commit that appended nothing: attempts to mark
+//	(*Index).Abandoning(run, seq) (attempt, bool, error)// before a commit that appended nothing: attempts to mark
 //	(*Index).Abandoned(run, seq, attempt)         // that abandon record is enqueued
 //	(*Index).Committed(run, seq, attempt, pos)    // the atom's record is durable at pos
 //	(*Index).Failed(run, seq)                     // the atom's fail record is durable
@@ -38,6 +38,7 @@
 //	(*Index).Read(run, stream, from, max, maxBytes) (Batch, error) // what is durable from offset from
 //	(*Index).Status(run, seq, attempt) Status
 //	(*Index).Streams(run) []Info
+//	(*Index).LastWaiter(run, stream) *wal.Waiter   // the last chunk's append, if not durable yet
 //
 // A Checker (verify) is fed every record in the log's order and says
 // where the log breaks a rule of streams.

@@ -330,27 +330,37 @@ func (x *Index) Append(run, name string, seq, a uint64, write func(offset uint64
 // Abandoning says whether the atom of run at seq, about to commit without
 // having appended a chunk, must first write an abandon record, and up to
 // which attempt: when an earlier attempt of seq appended chunks and is
-// still open (it crashed).
-func (x *Index) Abandoning(run string, seq uint64) (uint64, bool) {
+// still open (it crashed). It loads the index if it must.
+func (x *Index) Abandoning(run string, seq uint64) (uint64, bool, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if !x.mu.loaded || x.mu.err != nil {
-		// Not loaded: load now, or an abandon would be missed.
-		if err := x.loadLocked(); err != nil {
-			return 0, false
-		}
+	if err := x.loadLocked(); err != nil {
+		return 0, false, err
 	}
 	rs := x.mu.runs[run]
 	if rs == nil {
-		return 0, false
+		return 0, false, nil
 	}
 	st := rs.seqs[seq]
 	for i := range st {
 		if st[i] == Open {
-			return uint64(len(st)), true
+			return uint64(len(st)), true, nil
 		}
 	}
-	return 0, false
+	return 0, false, nil
+}
+
+// LastWaiter returns the Waiter of the last chunk appended to stream name
+// of run if it is not durable yet, else nil.
+func (x *Index) LastWaiter(run, name string) *wal.Waiter {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if rs := x.mu.runs[run]; rs != nil {
+		if st := rs.streams[name]; st != nil && len(st.entries) > 0 {
+			return st.entries[len(st.entries)-1].w
+		}
+	}
+	return nil
 }
 
 // Abandoned applies an abandon record of attempts up to a of seq.

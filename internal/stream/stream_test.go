@@ -111,8 +111,8 @@ func TestStatuses(t *testing.T) {
 	appendChunk(t, x, l, "r", "tok", 1, 3, "c")
 	sync()
 	// Attempt 4 appends nothing and commits: the engine writes an abandon.
-	a, ok := x.Abandoning("r", 1)
-	if !ok || a != 3 {
+	a, ok, err := x.Abandoning("r", 1)
+	if err != nil || !ok || a != 3 {
 		t.Fatalf("Abandoning = %d, %v; want 3, true", a, ok)
 	}
 	l.AppendAsync(record.AppendStreamAbandon(nil, "r", 1, 3))
