@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -255,4 +257,62 @@ func streamKeyring(t testing.TB) seal.Keyring {
 		t.Fatal(err)
 	}
 	return ring
+}
+
+// TestStreamVerifyCatches: verify reports a stream record that breaks a
+// rule of streams (a forged record written past the engine), with where.
+func TestStreamVerifyCatches(t *testing.T) {
+	for _, c := range []struct {
+		name, why string
+		recs      func(run string) [][]byte
+	}{
+		{"gap", "offsets 1 to 1 are missing", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 2, 1, "s", 0, nil), record.AppendStreamChunk(nil, run, 2, 1, "s", 2, nil)}
+		}},
+		{"repeat", "again", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 2, 1, "s", 0, nil), record.AppendStreamChunk(nil, run, 2, 1, "s", 0, nil)}
+		}},
+		{"committed seq", "the run's next atom is seq 2", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 1, 1, "s", 0, nil)}
+		}},
+		{"attempt down", "after a chunk of attempt 2", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 2, 2, "s", 0, nil), record.AppendStreamChunk(nil, run, 2, 1, "t", 0, nil)}
+		}},
+		{"after fail", "after a fail or abandon record settled it", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 2, 1, "s", 0, nil), record.AppendFail(nil, run, 2, "x"), record.AppendStreamChunk(nil, run, 2, 1, "s", 1, nil)}
+		}},
+		{"abandon beyond", "abandons attempts up to 3", func(run string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, run, 2, 1, "s", 0, nil), record.AppendStreamAbandon(nil, run, 2, 3)}
+		}},
+		{"no run", "creation record is not in the log", func(string) [][]byte {
+			return [][]byte{record.AppendStreamChunk(nil, "ghost", 1, 1, "s", 0, nil)}
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			mem := vfs.NewMem()
+			opts := testOptions(mem)
+			db, err := Open("store", opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			commitN(t, db, "r", 1)
+			for _, rec := range c.recs("r") {
+				if _, err := db.log.Append(ctx, rec); err != nil {
+					t.Fatal(err)
+				}
+			}
+			db.Close()
+			rep, err := Verify(ctx, "store", &VerifyOptions{FS: mem, Deep: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			found := false
+			for _, f := range rep.Failures {
+				found = found || strings.Contains(f.String(), c.why)
+			}
+			if rep.OK || !found {
+				t.Fatalf("verify: OK %v, failures %v; want one that says %q", rep.OK, rep.Failures, c.why)
+			}
+		})
+	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/stream"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -300,6 +301,8 @@ type verifyRun struct {
 	forkOfErased map[string]chain.Failure
 
 	msgs verifyMessages // verify_messages.go
+
+	streams *stream.Checker // verify_stream.go; nil until the first record
 }
 
 // certSeen is a done or resolved certificate the scan read: where it is,
@@ -413,6 +416,11 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		case record.KindAtom: // built when a check needs it (atom)
 		default:
 			loc = where()
+		}
+		switch r.Kind {
+		case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindDelete, record.KindErase,
+			record.KindStreamChunk, record.KindStreamAbandon:
+			vr.streamNote(r, where) // verify_stream.go
 		}
 		switch r.Kind {
 		case record.KindRun:

@@ -156,6 +156,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 	}
 	vr.finishDerived(rep)
 	vr.finishMessages() // verify_messages.go
+	vr.finishStreams()  // verify_stream.go
 	if len(vr.extra) == 0 {
 		return
 	}
