@@ -203,6 +203,9 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 		return 0, fmt.Errorf("engine: run %q seq %d: append to stream %q: %w", r.id, a.seq, name, err)
 	}
 	as.last = x.LastWaiter(r.id, name)
+	if o, ok := a.obs.(StreamObserver); ok {
+		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: as.attempt, Bytes: len(chunk)})
+	}
 	return off, nil
 }
 
@@ -221,6 +224,23 @@ func (a *Atom) FlushStreams(ctx context.Context) error {
 	}
 	_, err := w.Wait(ctx)
 	return err
+}
+
+// StreamObserver is an AtomObserver that also wants the atom's chunks:
+// an AtomObserver (Observer.AtomBegun's) that implements it is told of
+// each chunk Append enqueued, synchronously, under the run's lock (return
+// quickly; do not call the DB). It is apart from AtomObserver so that
+// observers written before streams still compile.
+type StreamObserver interface {
+	ChunkAppended(StreamEvent)
+}
+
+// StreamEvent is one chunk an atom appended.
+type StreamEvent struct {
+	Stream  string
+	Offset  uint64
+	Attempt uint64
+	Bytes   int // the chunk's data
 }
 
 // ReadStreamOptions tunes ReadStream; the zero value means the defaults.

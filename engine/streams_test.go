@@ -2,6 +2,7 @@ package engine
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -314,5 +315,50 @@ func TestStreamVerifyCatches(t *testing.T) {
 				t.Fatalf("verify: OK %v, failures %v; want one that says %q", rep.OK, rep.Failures, c.why)
 			}
 		})
+	}
+}
+
+// streamRecorder is a recorder whose atom observers also take chunks.
+type streamRecorder struct {
+	*recorder
+	chunks []StreamEvent
+}
+
+type streamAtomRecord struct {
+	*atomRecord
+	s *streamRecorder
+}
+
+func (r *streamRecorder) AtomBegun(ctx context.Context, ev AtomEvent) AtomObserver {
+	return &streamAtomRecord{r.recorder.AtomBegun(ctx, ev).(*atomRecord), r}
+}
+
+func (a *streamAtomRecord) ChunkAppended(ev StreamEvent) {
+	a.rec.mu.Lock()
+	defer a.rec.mu.Unlock()
+	a.s.chunks = append(a.s.chunks, ev)
+}
+
+// TestStreamObserver: an atom observer that implements StreamObserver is
+// told of each chunk, with its stream, offset, attempt and size.
+func TestStreamObserver(t *testing.T) {
+	mem := vfs.NewMem()
+	rec := &streamRecorder{recorder: &recorder{}}
+	opts := testOptions(mem)
+	opts.Observer = rec
+	db := openTest(t, mem, opts)
+	run, _ := db.Run(ctx, "r")
+	a, _ := run.Begin(ctx)
+	for _, s := range []string{"x", "yy"} {
+		if _, err := a.Append(ctx, "tok", []byte(s)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("k", nil)); err != nil {
+		t.Fatal(err)
+	}
+	want := []StreamEvent{{Stream: "tok", Offset: 0, Attempt: 1, Bytes: 1}, {Stream: "tok", Offset: 1, Attempt: 1, Bytes: 2}}
+	if fmt.Sprint(rec.chunks) != fmt.Sprint(want) {
+		t.Fatalf("observed %v, want %v", rec.chunks, want)
 	}
 }
