@@ -58,6 +58,10 @@ const (
 // branch streams nothing (it has no seq until it commits).
 var ErrBranchStream = errors.New("engine: a branch appends to no stream")
 
+// ErrInvalidStreamName is what the errors of a stream name that
+// record.CheckStreamName refuses wrap.
+var ErrInvalidStreamName = record.ErrInvalidStreamName
+
 // streamsName is the store file whose presence says the log may hold
 // stream chunks (see streams.used).
 const streamsName = "STREAMS"

@@ -52,18 +52,21 @@ const (
 	MaxStreamNameLen = 128
 )
 
+// ErrInvalidStreamName is what CheckStreamName's errors wrap.
+var ErrInvalidStreamName = errors.New("invalid stream name")
+
 // CheckStreamName reports why name cannot name a stream, or nil: 1 to
 // MaxStreamNameLen bytes of ASCII letters, digits, '.', '_', ':' and '-'
 // (a name goes in a URL's path as it is).
 func CheckStreamName(name string) error {
 	if name == "" || len(name) > MaxStreamNameLen {
-		return fmt.Errorf("record: stream name of %d bytes, want 1 to %d", len(name), MaxStreamNameLen)
+		return fmt.Errorf("%w: stream name of %d bytes, want 1 to %d", ErrInvalidStreamName, len(name), MaxStreamNameLen)
 	}
 	for i := 0; i < len(name); i++ {
 		switch c := name[i]; {
 		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '.', c == '_', c == ':', c == '-':
 		default:
-			return fmt.Errorf("record: stream name %q: byte %d (%#x) is not a letter, digit, '.', '_', ':' or '-'", name, i, c)
+			return fmt.Errorf("%w: stream name %q: byte %d (%#x) is not a letter, digit, '.', '_', ':' or '-'", ErrInvalidStreamName, name, i, c)
 		}
 	}
 	return nil

@@ -197,6 +197,9 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/send", s.handleSend, rightWrite},
 		{"POST", "/v1/runs/{run}/attempts/{attempt}/receive", s.handleReceive, rightWrite},
 		{"GET", "/v1/runs/{run}/inbox", s.handleInbox, rightRead},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/streams/{stream}", s.handleAppend, rightWrite},
+		{"GET", "/v1/runs/{run}/streams", s.handleStreams, rightRead},
+		{"GET", "/v1/runs/{run}/streams/{stream}", s.handleReadStream, rightRead},
 	}
 }
 
