@@ -24,6 +24,7 @@ from ._tool import current_atom, idempotency_key, tool
 from .aio import AsyncAtom, AsyncClient, AsyncRun
 from .client import Atom, Client, Run
 from .delta import Delta
+from .streams import StreamBatch, StreamChunk, StreamInfo
 from .errors import (
     ActionFailed,
     APIError,
@@ -87,4 +88,5 @@ __all__ = [
     "RunHeld", "RunEnded", "RunExists", "BranchConflict", "RollbackPending", "RunNotEnded", "RunHasForks", "NotEncrypted", "NotErasable", "NothingToErase",
     "RunDeleted", "AttemptLost", "TooLarge", "Unprocessable", "InvalidDelta", "InvalidArgs", "ServerError",
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
+    "StreamChunk", "StreamBatch", "StreamInfo",
 ]
