@@ -58,7 +58,7 @@ type Batch struct {
 	// chunk returned, or from if there was none.
 	Next uint64
 	// Ended says the stream will never grow: the run ended, and Next is
-	// past its last chunk.
+	// past its last chunk (also when the batch holds the last chunks).
 	Ended bool
 	// Wake, when Chunks is empty and Ended false, is closed when the
 	// stream may have grown or a status moved: read again.
@@ -514,9 +514,10 @@ func (x *Index) Read(run, name string, from uint64, max, maxBytes int) (Batch, e
 			pending = st.entries[st.visible].w.Done()
 		}
 	}
+	ended := rs.ended && pending == nil
 	if len(refs) == 0 {
 		switch {
-		case rs.ended && from >= visible && pending == nil:
+		case ended && from >= visible:
 			b.Ended = true
 		case pending != nil && from == visible:
 			b.Wake = pending
@@ -543,6 +544,9 @@ func (x *Index) Read(run, name string, from uint64, max, maxBytes int) (Batch, e
 		size += len(data)
 		b.Chunks = append(b.Chunks, Chunk{Offset: from + uint64(i), Seq: r.e.seq, Attempt: r.e.attempt, Status: r.status, Data: data})
 		b.Next = from + uint64(i) + 1
+	}
+	if len(b.Chunks) > 0 && ended && b.Next >= visible {
+		b.Ended = true // the last chunks of an ended run
 	}
 	return b, nil
 }
