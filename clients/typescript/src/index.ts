@@ -16,6 +16,8 @@
 export { Client, Run, Atom, type RunMessage, type BeginOptions, type BranchOptions, type Compensate, type CompensationStep, type RollbackOptions, type DoOptions, type DoJSONOptions, type Execute } from "./client.js";
 export { type Verdict, happened, didNotHappen } from "./core.js";
 export { Delta } from "./delta.js";
+import "./streams.js"; // adds the stream methods to Run and Atom
+export { type StreamChunk, type StreamBatch, type StreamInfo, type ReadStreamOptions, type FollowOptions } from "./streams.js";
 export * from "./errors.js";
 export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
 export { type ConnectOptions } from "./transport.js";
