@@ -332,6 +332,63 @@
 // CHECKPOINT) is rebuilt from the log (Stats.InboxRebuilt); verify checks
 // an INBOX the engine would use against the log.
 //
+// # Streams
+//
+// An atom appends chunks (tokens, progress) to a named stream of its run
+// while it works, before it commits: Atom.Append(ctx, name, chunk) returns
+// the chunk's offset in the stream. Anyone reads a stream from an offset
+// with Run.ReadStream(ctx, name, from, opts), and follows its tail with
+// opts.Wait (a blocking read until ctx ends); Run.Streams lists a run's
+// streams. Exactly:
+//
+//   - Offsets are the log's: each chunk is a record of the log
+//     (record.KindStreamChunk) that holds its offset, and the chunks of one
+//     stream of a run have offsets 0, 1, 2, ... in log order. A reader sees
+//     a chunk only once it is durable, and a crash keeps a prefix of the
+//     log, so a chunk a reader saw is never lost, and one lost in a crash
+//     was never seen (its offset goes to the next chunk appended). A reader
+//     that resumes from the Next of its last batch, after its own crash or
+//     the writer's, sees every chunk once: no gap, no repeat.
+//   - Durability and cost: Append encodes the record and enqueues it to
+//     the log (no fsync of its own, no wait); the chunk is durable, and
+//     readable, at the next group commit, which the log's writer starts as
+//     soon as it is idle (no timer), sharing one fdatasync with every
+//     append and commit pending. The atom's record follows its chunks in
+//     the one log, so when Commit returns its chunks are durable too.
+//     Atom.FlushStreams waits for the atom's last chunk. With NoSync,
+//     "durable" is "written".
+//   - Each chunk names the seq and attempt (from 1) of the atom that
+//     appended it, and a read gives the attempt's status: ChunkOpen until
+//     the log says how it ended, then once ChunkCommitted (the atom record
+//     of that attempt), ChunkFailed (Atom.Fail) or ChunkAbandoned (it
+//     stopped: a later attempt of the seq appended, or committed without
+//     appending, or the run ended). A retry's chunks are never mixed with
+//     the ones of the attempt a crash stopped: they carry another attempt
+//     and only one attempt of a seq is ever committed. When an attempt
+//     that appended nothing commits a seq whose earlier attempt appended
+//     (and crashed), the engine writes a stream abandon record
+//     (record.KindStreamAbandon) before the atom's, so that the log alone
+//     says which attempt committed.
+//   - A stream ends with its run: a read past its last chunk of an ended
+//     run says Ended. Deleting a run deletes its streams (garbage
+//     collection reclaims the chunks with the run's other records); in an
+//     encrypted store a chunk's data is sealed with the run's key, bound to
+//     its run, seq, attempt, stream and offset, so erasing the run makes
+//     every chunk unreadable.
+//   - A branch appends to no stream (ErrBranchStream): it has no seq until
+//     it commits. Chunks are not part of the run's state or chain: they
+//     are output; verify checks the stream rules (offsets without gap or
+//     repeat, a chunk of the run's next seq before its end, attempts that
+//     never go down), inspect lists a run's streams and export --stream
+//     writes one.
+//
+// The index of chunks (internal/stream) is derived from the log: built on
+// first use after Open by one scan of the log (the records' headers, no
+// data), then kept by the capability's hooks; it holds some 40 bytes per
+// chunk in memory, the data stays in the log. A store writes the file
+// STREAMS before its first chunk: a store without it never scans for
+// streams.
+//
 // # Guarantees
 //
 //   - Durability (I1): a Commit, Do or Resolve that returned nil survives
