@@ -81,8 +81,8 @@ type streams struct {
 }
 
 type atomStream struct {
-	attempt uint64
-	last    *wal.Waiter
+	attempt uint64      // immutable
+	last    *wal.Waiter // guarded by streams.mu
 }
 
 // streamIndex returns the index, made on first use (loaded on its own
@@ -206,7 +206,10 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 	if err != nil {
 		return 0, fmt.Errorf("engine: run %q seq %d: append to stream %q: %w", r.id, a.seq, name, err)
 	}
-	as.last = x.LastWaiter(r.id, name)
+	last := x.LastWaiter(r.id, name)
+	db.streams.mu.Lock()
+	as.last = last
+	db.streams.mu.Unlock()
 	if o, ok := a.obs.(StreamObserver); ok {
 		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: as.attempt, Bytes: len(chunk)})
 	}
