@@ -362,3 +362,66 @@ func TestStreamObserver(t *testing.T) {
 		t.Fatalf("observed %v, want %v", rec.chunks, want)
 	}
 }
+
+// TestStreamDeleteGC: a deleted run's streams go with it (a reader of it
+// gets ErrRunDeleted, garbage collection reclaims its chunks), a live
+// run's streams stay whole, and the store reopens and verifies.
+func TestStreamDeleteGC(t *testing.T) {
+	mem := vfs.NewMem()
+	opts := gcOptions(mem)
+	db := openTest(t, mem, opts)
+	fill := func(id string) *Run {
+		r, err := db.Run(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 40; i++ {
+			a, err := r.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for j := 0; j < 10; j++ {
+				if _, err := a.Append(ctx, "tok", bytes.Repeat([]byte{'x'}, 200)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := a.Commit(ctx, new(frame.Delta).Set("i", []byte(fmt.Sprint(i)))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return r
+	}
+	old, live := fill("old"), fill("live")
+	if err := old.End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Delete(ctx, "old"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := old.ReadStream(ctx, "tok", 0, nil); !errors.Is(err, ErrRunDeleted) {
+		t.Fatalf("read of a deleted run's stream: %v", err)
+	}
+	st, err := db.GC(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Segments+st.Compacted == 0 {
+		t.Fatalf("GC reclaimed nothing: %+v", st)
+	}
+	if n := len(streamOf(t, live, "tok", 0)); n != 400 {
+		t.Fatalf("the live run's stream has %d chunks after GC, want 400", n)
+	}
+	db.Close()
+	db2, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db2.Close()
+	live2, _ := db2.Run(ctx, "live")
+	if n := len(streamOf(t, live2, "tok", 0)); n != 400 {
+		t.Fatalf("after reopen: %d chunks, want 400", n)
+	}
+	if infos, err := live2.Streams(ctx); err != nil || len(infos) != 1 {
+		t.Fatalf("Streams = %v, %v", infos, err)
+	}
+}
