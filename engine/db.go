@@ -184,6 +184,9 @@ type capabilityState struct {
 	// msgs is the inbox of messages between runs (messages.go;
 	// internal/mailbox).
 	msgs mailbox.Box
+	// streams is the index of the runs' streams out (streams.go;
+	// internal/stream).
+	streams streams
 	// gc is retention's state (gc.go; internal/retention): the lock that
 	// serializes deletions, erasures and collections, the queue of
 	// collections the bg goroutine runs, and Open's orphan records.

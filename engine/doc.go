@@ -61,7 +61,8 @@
 // values above Options.BlobThreshold go to content-addressed blobs
 // outside the log (Atom.PutBlob, Run.OpenValue, OpenBlob); a run can
 // wait, durably, for a named event or the clock (Run.Wait, Sleep,
-// DB.SendEvent, DB.Ready, Atom.WaitOutcome). Each
+// DB.SendEvent, DB.Ready, Atom.WaitOutcome); an atom can stream
+// chunks of output that readers follow (Atom.Append, Run.ReadStream). Each
 // method's comment has its contract and errors; the exact semantics of
 // each capability, section by section, are in docs/DESIGN.md ("The
 // engine's API, section by section"), with the write and restart paths,

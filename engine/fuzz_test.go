@@ -338,6 +338,10 @@ func FuzzEngineRecord(f *testing.F) {
 	for _, r := range s.records {
 		f.Add(r)
 	}
+	// Stream records of a seed run (streams.go): a chunk and an abandon.
+	f.Add(record.AppendStreamChunk(nil, "fz-a", 9, 1, "tokens", 0, []byte("tok")))
+	f.Add(record.AppendStreamAbandon(nil, "fz-a", 9, 1))
+	f.Add(record.AppendStreamChunk(nil, "no-such-run", 1, 1, "s", 0, nil))
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		db, err := fzReplayDB(s)
 		if err != nil {

@@ -51,6 +51,9 @@ type capability struct {
 	published func(a *Atom, seq uint64, pos wal.Pos, c *pendingCommit)
 	// failed runs under the run's lock once a Fail's record is durable.
 	failed func(a *Atom)
+	// gone runs once the end (k = KindEnd) or deletion (KindDelete,
+	// KindErase) of run is durable.
+	gone func(db *DB, k record.Kind, run string)
 }
 
 // capabilities is the one list of the core's hooks.
@@ -97,6 +100,7 @@ var capabilities = []capability{
 			a.msgs = mailbox.Draft{}
 		},
 		failed: func(a *Atom) { a.run.db.msgs.Release(a.run.id, &a.msgs) },
+		gone:   func(db *DB, k record.Kind, run string) { db.msgs.Gone(k, run) },
 	},
 	{ // chain checkpoints in the log (background.go; internal/checkpoint)
 		name:  "checkpoint",
@@ -122,6 +126,21 @@ var capabilities = []capability{
 		run:     "wait",
 		replay:  func(db *DB, r *Run, rec *record.Record) string { return db.replayWait(r, rec) },
 		applied: func(r *Run, seq uint64) { r.waitTaken(seq) },
+	},
+	{ // streams out of runs (streams.go; internal/stream)
+		name:  "stream",
+		kinds: []record.Kind{record.KindStreamChunk, record.KindStreamAbandon},
+		run:   "stream record",
+		// The index is built from the log on first use (internal/stream).
+		replay:    func(*DB, *Run, *record.Record) string { return "" },
+		check:     func(a *Atom, _ *pendingCommit) error { return a.run.db.streamCheck(a) },
+		published: func(a *Atom, seq uint64, pos wal.Pos, _ *pendingCommit) { a.run.db.streamDone(a, seq, pos, false) },
+		failed:    func(a *Atom) { a.run.db.streamDone(a, a.seq, wal.Pos{}, true) },
+		gone: func(db *DB, k record.Kind, run string) {
+			if db.streamsUsed() {
+				db.streamIndex().Gone(k, run)
+			}
+		},
 	},
 }
 
@@ -213,6 +232,16 @@ func (a *Atom) publishedLocked(seq uint64, pos wal.Pos, c *pendingCommit) {
 	for i := range capabilities {
 		if h := capabilities[i].published; h != nil {
 			h(a, seq, pos, c)
+		}
+	}
+}
+
+// publishRunGone runs every capability's gone hook: the end (k =
+// KindEnd) or deletion (KindDelete, KindErase) of run is durable.
+func (db *DB) publishRunGone(k record.Kind, run string) {
+	for i := range capabilities {
+		if h := capabilities[i].gone; h != nil {
+			h(db, k, run)
 		}
 	}
 }

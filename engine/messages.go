@@ -203,10 +203,6 @@ func (r *Run) Inbox(ctx context.Context) ([]Message, error) {
 	return out, nil
 }
 
-// publishRunGone applies the end (k = KindEnd) or deletion (KindDelete,
-// KindErase) of run to the inbox.
-func (db *DB) publishRunGone(k record.Kind, run string) { db.msgs.Gone(k, run) }
-
 // messageExts builds the extensions of an atom's record that carry what
 // it sent and consumed, in b's buffers; nil when there are none (the
 // atom's body is then version 1, as before messages existed).

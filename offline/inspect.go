@@ -12,6 +12,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/stream"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -185,6 +186,8 @@ type Inspector struct {
 	warnings []string
 	// holder is the live process holding the store when Inspect began.
 	holder layout.Holder
+	// streamIdx is the log's streams, built on first use (streams.go).
+	streamIdx *stream.Index
 }
 
 type inspectRun struct {

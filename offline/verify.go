@@ -16,6 +16,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/stream"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -311,7 +312,8 @@ type verifyRun struct {
 
 	// blobs holds the first record that references each blob, by run
 	// (verify_blobs.go).
-	blobs map[blobKey]blobUse
+	blobs   map[blobKey]blobUse
+	streams *stream.Checker // verify_stream.go; nil until the first record
 }
 
 // certSeen is a done or resolved certificate the scan read: where it is,
@@ -425,6 +427,11 @@ func (vr *verifyRun) scan(ctx context.Context, log *wal.Log, total int64, progre
 		case record.KindAtom: // built when a check needs it (atom)
 		default:
 			loc = where()
+		}
+		switch r.Kind {
+		case record.KindRun, record.KindFork, record.KindAtom, record.KindFail, record.KindEnd, record.KindDelete, record.KindErase,
+			record.KindStreamChunk, record.KindStreamAbandon:
+			vr.streamNote(r, where) // verify_stream.go
 		}
 		switch r.Kind {
 		case record.KindRun:

@@ -157,6 +157,7 @@ func (vr *verifyRun) finish(rep *chain.Report) {
 	vr.finishDerived(rep)
 	vr.finishMessages() // verify_messages.go
 	vr.finishWaits()    // verify_waits.go
+	vr.finishStreams()  // verify_stream.go
 	if len(vr.extra) == 0 {
 		return
 	}

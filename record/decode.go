@@ -88,6 +88,15 @@ type Record struct {
 	Erased  bool  // KindIntent, KindCert: Run is then the run whose erased key sealed it
 	SealErr error // KindAtom, with Decoder.KeepUnopened: why its body did not open
 
+	// KindStreamChunk, KindStreamAbandon (stream.go): the chunk's stream,
+	// the attempt of the atom at Seq that appended it (an abandon record:
+	// the last attempt it abandons), its offset in the stream and its data
+	// (nil if sealed and not opened: Stored holds it).
+	Stream  string
+	Attempt uint64
+	Offset  uint64
+	Chunk   []byte
+
 	Note []byte // KindCheckpoint, KindStoreHead, KindDelete and KindErase: the chain's encoding
 	// KindWait, KindEvent, KindWake (wait.go): their fields; Final is the
 	// run's head at Seq, Head the record's link over Payload.
@@ -479,6 +488,10 @@ func (d *Decoder) decode(raw []byte, pos wal.Pos, file string, r *Record, names 
 			}
 		}
 		return nil
+	case KindStreamChunk, KindStreamAbandon:
+		if err := d.decodeStream(&f, file, r, names); err != nil {
+			return err
+		}
 	case KindCheckpoint:
 		r.Note = raw[1:]
 		c, err := chain.ParseCheckpoint(r.Note)
@@ -567,6 +580,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	switch k {
 	case KindRun, KindAtom, KindFail, KindEnd, KindFork, KindDelete, KindErase, KindEraseKey, KindRollback,
 		KindWait, KindEvent, KindWake:
+	case KindStreamChunk, KindStreamAbandon:
 	default:
 		return k, nil, 0, true
 	}
@@ -576,7 +590,7 @@ func peek(raw []byte) (k Kind, run []byte, seq uint64, ok bool) {
 	}
 	run = raw[1+w : 1+w+int(n)]
 	if k == KindAtom || k == KindFail || k == KindEnd || k.Deletes() || k == KindEraseKey || k == KindRollback ||
-		k == KindWait || k == KindEvent || k == KindWake {
+		k == KindWait || k == KindEvent || k == KindWake || k == KindStreamChunk || k == KindStreamAbandon {
 		var w2 int
 		seq, w2 = binary.Uvarint(raw[1+w+int(n):])
 		if w2 <= 0 {

@@ -184,6 +184,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(AppendLedger(nil, KindCert, ledger.AppendCertificate(nil, &ledger.Certificate{RunID: "r", Seq: 1, Status: ledger.StatusFailed, Err: "503",
 		Attempt: &ledger.Attempt{Number: 2, First: 5, At: 9, Next: 12}}), comp, 0))
 	f.Add(AppendNote(nil, KindCheckpoint, chain.MarshalCheckpoint(chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 1})))
+	f.Add(AppendStreamChunk(nil, "r", 1, 1, "tokens", 0, []byte("tok")))
+	f.Add(AppendStreamChunk(nil, "r", 9, 3, "a.b:c-d_e", 1<<20, nil))
+	f.Add(AppendStreamAbandon(nil, "r", 2, 1))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		d := &Decoder{Comp: comp, Ledger: true}
 		var r Record
@@ -212,6 +215,10 @@ func FuzzDecode(f *testing.F) {
 			again = AppendEraseKey(nil, r.Run, r.Seq, r.Final, r.Head, r.Deleted, r.Key, r.KeyNos, r.Reason, r.Note)
 		case KindRollback:
 			again = AppendRollback(nil, r.Run, r.Seq, r.To, r.Head, r.Started, r.Undo)
+		case KindStreamChunk:
+			again = AppendStreamChunk(nil, r.Run, r.Seq, r.Attempt, r.Stream, r.Offset, r.Chunk)
+		case KindStreamAbandon:
+			again = AppendStreamAbandon(nil, r.Run, r.Seq, r.Attempt)
 		case KindAtom:
 			again = append(AppendAtomHeader(nil, r.Run, r.Seq, r.Head), r.Body...)
 			if _, _, err := d.DecodeAtom(nil, &r, "seg"); err != nil && !errors.Is(err, ErrCorrupt) {

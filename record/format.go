@@ -23,6 +23,8 @@ package record
 //	wait       14 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint declared | varint deadline | uvarint len | name (wait.go)
 //	event      15 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint sent | uvarint len | name | uvarint len | sender | uvarint len | payload (wait.go)
 //	wake       16 | uvarint len | run id | uvarint seq | head [32] | link [32] | varint at | reason (wait.go)
+//	stream chunk   18 | uvarint len | run id | uvarint seq | uvarint attempt | uvarint len | stream | uvarint offset | data (stream.go)
+//	stream abandon 19 | uvarint len | run id | uvarint seq | uvarint attempt (stream.go)
 //
 // A rollback record (rollback.go) starts the rollback of a run to seq to:
 // it is written, durably, before the first compensation runs, and names
@@ -113,7 +115,7 @@ const (
 	KindErase      Kind = 12
 
 	// MaxKind is the highest kind this version knows.
-	MaxKind = KindWake
+	MaxKind = KindStreamAbandon
 )
 
 // Deletes reports whether a record of kind k deletes its run: a delete
@@ -162,11 +164,14 @@ var kindNames = [...]string{
 	KindWait:  "wait",
 	KindEvent: "event",
 	KindWake:  "wake",
+
+	KindStreamChunk:   "stream-chunk",
+	KindStreamAbandon: "stream-abandon",
 }
 
 // String is the kind's name, as inspect and verify print it.
 func (k Kind) String() string {
-	if k >= 1 && k <= MaxKind {
+	if k >= 1 && k <= MaxKind && kindNames[k] != "" {
 		return kindNames[k]
 	}
 	return fmt.Sprintf("kind-%d", byte(k))

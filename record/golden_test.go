@@ -319,6 +319,35 @@ func TestGoldenRecords(t *testing.T) {
 				}
 			}
 		},
+	}, {
+		name: "stream-chunk",
+		got:  AppendStreamChunk(nil, "r1", 300, 2, "tok", 5, []byte("hi")),
+		want: `
+			12                               # kind stream-chunk (18)
+			02 7231                          # run id "r1"
+			ac02                             # seq 300: the atom that appended it
+			02                               # attempt 2 of that atom
+			03 746f6b                        # stream "tok"
+			05                               # offset 5 in the stream
+			6869                             # data "hi": the rest of the record`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 300 || r.Attempt != 2 || r.Stream != "tok" || r.Offset != 5 || string(r.Chunk) != "hi" {
+				t.Fatalf("read back %+v", r)
+			}
+		},
+	}, {
+		name: "stream-abandon",
+		got:  AppendStreamAbandon(nil, "r1", 300, 2),
+		want: `
+			13                               # kind stream-abandon (19)
+			02 7231                          # run id "r1"
+			ac02                             # seq 300
+			02                               # attempts 1 to 2 of it did not commit`,
+		check: func(t *testing.T, r *Record) {
+			if r.Run != "r1" || r.Seq != 300 || r.Attempt != 2 {
+				t.Fatalf("read back %+v", r)
+			}
+		},
 	}} {
 		t.Run(c.name, func(t *testing.T) {
 			want := goldenhex.Decode(t, c.want)

@@ -22,7 +22,8 @@ const inspectAbout = `Inspect shows what is inside the store in DIR, read-only:
   inspect DIR RUN             one run: its summary, status and end, the run
                               it was forked from and its forks, its unfinished
                               atom and in-doubt actions, and its frame at the
-                              last seq
+                              last seq, and its streams out (their names and
+                              chunk counts)
   inspect DIR RUN --seq N     atom N: its delta, its actions with their
                               certificates, and the frame at N (StateAt)
 
@@ -160,16 +161,29 @@ func runInspect(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			return ctl.Fail(stderr, "inspect", err)
 		}
+		streams, err := in.Streams(id)
+		if err != nil {
+			return ctl.Fail(stderr, "inspect", err)
+		}
 		if *asJSON {
 			type runFrame struct {
 				Run   runView   `json:"run"`
 				Frame frameView `json:"frame"`
+				// Streams are the run's streams out, by name; absent if none.
+				Streams []offline.StreamSummary `json:"streams,omitempty"`
 			}
 			big := newBigJSON()
-			return done(stderr, "inspect", writeJSONStreamed(stdout, runFrame{viewRun(r), viewFrameStreamed(f, erased, big)}, big,
-				func() any { return runFrame{viewRun(r), viewFrame(f, erased)} }))
+			return done(stderr, "inspect", writeJSONStreamed(stdout, runFrame{viewRun(r), viewFrameStreamed(f, erased, big), streams}, big,
+				func() any { return runFrame{viewRun(r), viewFrame(f, erased), streams} }))
 		}
 		printRun(stdout, in.Holder(), r, in.Runs())
+		if len(streams) > 0 {
+			parts := make([]string, len(streams))
+			for i, st := range streams {
+				parts[i] = fmt.Sprintf("%s (%d chunks)", st.Name, st.Chunks)
+			}
+			fmt.Fprintf(stdout, "  streams: %s (export --stream NAME)\n", strings.Join(parts, ", "))
+		}
 		fmt.Fprintf(stdout, "frame at seq %d:\n", r.LastSeq)
 		printFrame(stdout, f, erased, "  ")
 		return cli.ExitOK

@@ -101,7 +101,8 @@ func TestOpenAPISchemas(t *testing.T) {
 		"Attempt": attemptJSON{}, "ToolCall": wireToolCall{}, "Part": wirePart{},
 		"CompensateRequest": compensateRequest{}, "Undo": undoJSON{}, "CompensationStep": compStepJSON{}, "RollbackRequest": rollbackRequest{},
 		"RollbackOutcomeRequest": rollbackOutcomeRequest{}, "RollbackResolveRequest": rollbackResolveRequest{}, "RollbackResponse": rollbackResponse{}, "PendingRollback": pendingJSON{}, "Diff": offline.ExportedDiff{}, "DiffSide": offline.ExportedDiffSide{},
-		"Blob": blobJSON{},
+		"Blob":          blobJSON{},
+		"AppendRequest": appendRequest{}, "ChunkIn": chunkIn{}, "Chunk": chunkJSON{},
 	} {
 		s, ok := sc[name]
 		if !ok {

@@ -206,6 +206,9 @@ func (s *server) routes() []route {
 		{"POST", "/v1/runs/{run}/events", s.handleSendEvent, 0},
 		{"GET", "/v1/runs/{run}/attempts/{attempt}/wait", s.handleAttemptWait, rightRead},
 		{"GET", "/v1/ready", s.handleReady, rightRead},
+		{"POST", "/v1/runs/{run}/attempts/{attempt}/streams/{stream}", s.handleAppend, rightWrite},
+		{"GET", "/v1/runs/{run}/streams", s.handleStreams, rightRead},
+		{"GET", "/v1/runs/{run}/streams/{stream}", s.handleReadStream, rightRead},
 	}
 }
 

@@ -109,6 +109,9 @@ func Dead(r *record.Record, deleted map[string]bool, headAfter bool, explicit ma
 		return deleted[r.Run]
 	case record.KindWait, record.KindEvent, record.KindWake:
 		return deleted[r.Run] // waits go with their run's other records
+	case record.KindStreamChunk, record.KindStreamAbandon:
+		// Streams go with their run (internal/stream).
+		return deleted[r.Run]
 	}
 	return false
 }

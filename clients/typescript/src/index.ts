@@ -18,6 +18,8 @@ export { type Verdict, happened, didNotHappen } from "./core.js";
 export { Delta } from "./delta.js";
 export { GaveUp, type RetryPolicy } from "./retry.js";
 export { BlobRef, VALUE_PREFIX, openBlob, parseRef, putBlob, type PutBlobOptions } from "./blobs.js";
+import "./streams.js"; // adds the stream methods to Run and Atom
+export { type StreamChunk, type StreamBatch, type StreamInfo, type ReadStreamOptions, type FollowOptions } from "./streams.js";
 export * from "./errors.js";
 export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
 export { type ConnectOptions } from "./transport.js";

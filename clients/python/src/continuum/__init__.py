@@ -25,6 +25,7 @@ from ._tool import current_atom, idempotency_key, tool
 from .aio import AsyncAtom, AsyncClient, AsyncRun
 from .client import Atom, Client, Run
 from .delta import Delta
+from .streams import StreamBatch, StreamChunk, StreamInfo
 from .errors import (
     ActionFailed,
     APIError,
@@ -96,4 +97,5 @@ __all__ = [
     "ShuttingDown", "InDoubt", "ActionFailed", "Unavailable", "NoAtom",
     "RetryPolicy", "GaveUp",
     "Wait", "Event", "SendResult", "EventMismatch", "SeqMismatch", "WaitExists", "WaitNotEnded", "WaitNotFound",
+    "StreamChunk", "StreamBatch", "StreamInfo",
 ]

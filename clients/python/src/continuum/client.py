@@ -17,6 +17,7 @@ from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
 from ._wire import BytesLike, seg
 from ._retry import RetryPolicy, retry_body
 from .delta import Delta
+from .streams import AtomStreams, RunStreams
 from .errors import ActionFailed, APIError, AttemptLost, BranchConflict, ContinuumError, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, RunMessage, State
 
@@ -288,7 +289,7 @@ class _Heartbeats:
                     self.remove(a)  # the attempt is over, or lost: its requests say so
 
 
-class Run:
+class Run(RunStreams):
     """One run of the store, as :meth:`Client.run` opened it."""
 
     def __init__(self, client: Client, id: str, info: RunInfo) -> None:
@@ -569,7 +570,7 @@ class _Pending(NamedTuple):
     reconcile: Optional[Reconciler]
 
 
-class Atom:
+class Atom(AtomStreams):
     """One attempt at an atom of a run: made by :meth:`Run.begin` or
     :meth:`Run.atom`. Its actions go through :meth:`do`; its change to the
     frame accumulates in :attr:`delta` (or is given to :meth:`commit`)."""

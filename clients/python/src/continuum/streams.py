@@ -1,0 +1,124 @@
+"""Streams out of runs: an atom appends chunks (tokens, progress) to a named
+stream of its run while it works, before it commits; anyone reads a stream
+from an offset and follows its tail::
+
+    with run.atom() as atom:
+        for token in llm.stream(prompt):
+            atom.append("tokens", token)
+        atom.delta.set("answer", text)
+
+    for chunk in client.run("r").follow("tokens", start=next_offset):
+        print(chunk.offset, chunk.status, chunk.data)
+
+Offsets are the log's: a reader that resumes from the offset after the
+last chunk it read sees each chunk once, across its own crash and the
+server's. Each chunk names the atom's seq and attempt; its ``status`` says
+whether that attempt committed, failed, was abandoned (it stopped and a
+later attempt of the same seq ran, or the run ended) or is still open.
+A chunk is readable, and durable, at the server's next group commit after
+``append`` returns (``flush=True`` waits for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+
+from . import _core, _wire
+from ._wire import BytesLike, seg
+
+if TYPE_CHECKING:
+    from .client import Atom, Run
+
+__all__ = ["StreamChunk", "StreamBatch", "StreamInfo"]
+
+
+@dataclass(frozen=True)
+class StreamChunk:
+    """One chunk of a stream."""
+
+    offset: int
+    seq: int  #: the atom that appended it
+    attempt: int  #: that atom's attempt, from 1 (the engine's count, not an attempt id)
+    status: str  #: open, committed, failed or abandoned, when read
+    data: bytes
+
+
+@dataclass(frozen=True)
+class StreamBatch:
+    """What one read returns: the chunks, the offset to read from next, and
+    whether the stream ended (the run ended and every chunk was read)."""
+
+    chunks: List[StreamChunk]
+    next: int
+    ended: bool
+
+
+@dataclass(frozen=True)
+class StreamInfo:
+    name: str
+    chunks: int  #: durable chunks: the next offset a reader of the tail waits for
+
+
+def _chunk(m: Dict[str, Any]) -> StreamChunk:
+    return StreamChunk(int(m["offset"]), int(m["seq"]), int(m["attempt"]), str(m["status"]), _wire.get_bytes(m, "data") or b"")
+
+
+class RunStreams:
+    """The stream methods of :class:`continuum.Run` (a mixin)."""
+
+    def read_stream(self: "Run", name: str, start: int = 0, *, max: Optional[int] = None, wait: float = 0.0) -> StreamBatch:  # type: ignore[misc]
+        """The durable chunks of stream ``name`` from offset ``start``; with
+        ``wait`` (seconds, at most the server's call wait of 20 s) it waits
+        that long for one when there is none."""
+        q = f"?from={int(start)}&wait_ms={int(wait * 1000)}"
+        if max is not None:
+            q += f"&max={int(max)}"
+        a = self.client._get(f"{self._path}/streams/{seg(name)}{q}")
+        return StreamBatch([_chunk(c) for c in a["chunks"]], int(a["next"]), bool(a["ended"]))
+
+    def follow(self: "Run", name: str, start: int = 0, *, poll: float = 10.0, until_ended: bool = True) -> Iterator[StreamChunk]:  # type: ignore[misc]
+        """Yields the chunks of stream ``name`` from offset ``start`` as they
+        become durable, with long polls of ``poll`` seconds, until the run
+        ended and every chunk was yielded (or, with ``until_ended=False``,
+        until a poll brings nothing). Keep the offset after the last chunk
+        handled: following from it again, after any crash, yields the rest
+        once."""
+        nxt = int(start)
+        while True:
+            b = RunStreams.read_stream(self, name, nxt, wait=poll)
+            yield from b.chunks
+            nxt = b.next
+            if b.ended or (not b.chunks and not until_ended):
+                return
+
+    def streams(self: "Run") -> List[StreamInfo]:  # type: ignore[misc]
+        """The run's streams that have durable chunks, by name."""
+        a = self.client._get(f"{self._path}/streams")
+        return [StreamInfo(str(s["name"]), int(s["chunks"])) for s in a["streams"]]
+
+
+class AtomStreams:
+    """The stream methods of :class:`continuum.Atom` (a mixin)."""
+
+    def append(self: "Atom", name: str, *chunks: BytesLike, flush: bool = False) -> int:  # type: ignore[misc]
+        """Appends the chunks, in order, to stream ``name`` of the run as
+        part of this attempt, and returns the first one's offset. Readers
+        see them before the atom commits; ``flush`` waits until they are
+        durable. A chunk is at most 1 MiB; at most 1024 per call."""
+        if not chunks:
+            raise ValueError("append: no chunk")
+        self._flush(self._take_pending())
+        body: Dict[str, Any] = {"flush": flush}
+        if len(chunks) == 1:
+            _wire.put_bytes(body, "data", chunks[0])
+        else:
+            items: List[Dict[str, Any]] = []
+            for c in chunks:
+                item: Dict[str, Any] = {}
+                _wire.put_bytes(item, "data", c)
+                items.append(item)
+            body["chunks"] = items
+        self._ensure()
+        a = self.run.client._send(_core.Request("POST", f"{self._path}/streams/{seg(name)}", body))
+        return int(a["offset"])
