@@ -23,7 +23,8 @@
 // With -server-before BIN the kinds of a baseline server binary run
 // beside the current one's; with -python-before DIR the Python clients of
 // a baseline checkout (DIR = its clients/python/src) run beside the
-// current ones. -profile DIR has every continuumd write its CPU profile
+// current ones, and with -node-before DIR the TypeScript clients of a
+// baseline (DIR = its clients/typescript, built). -profile DIR has every continuumd write its CPU profile
 // there (go tool pprof BIN FILE).
 //
 // Each kind runs on a store of its own in -dir, one after the other within
@@ -70,6 +71,7 @@ var (
 	conc         = flag.Int("concurrency", 16, "runs at once in the throughput measurement")
 	levelsFlag   = flag.String("levels", "", "comma-separated numbers of runs at once (e.g. 1,16,64): every throughput kind at each, with p50 per atom (\"\": -concurrency only)")
 	node         = flag.String("node", "", "the Node binary for the TypeScript clients (clients/typescript built by npm install or its prepare script; \"\": skip them)")
+	nodeBefore   = flag.String("node-before", "", "the directory of a baseline clients/typescript, built (its clients are measured beside the current ones with -node; \"\": skip)")
 	perRun       = flag.Int("per-run", 150, "atoms per run in the throughput measurement")
 	nosync       = flag.Bool("nosync", false, "also measure latency with fsync off everywhere")
 	python       = flag.String("python", "python3", "the Python interpreter for the Python clients (\"\": skip them)")
@@ -80,6 +82,7 @@ var (
 	tcpFlag      = flag.Bool("tcp", false, "also measure loopback TCP")
 	h2cFlag      = flag.Bool("h2c", true, "also measure HTTP/2 without TLS on the Unix socket (continuumd --h2c)")
 	profileDir   = flag.String("profile", "", "directory: every continuumd started writes its CPU profile there (--cpu-profile)")
+	contention   = flag.Bool("contention", false, "with -profile: every continuumd writes its block and mutex profiles there too (--block-profile, --mutex-profile; they slow it)")
 )
 
 // the atom's content, the same on every side
@@ -206,6 +209,9 @@ func main() {
 		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python", 2))
 	}
 	if *node != "" {
+		if *nodeBefore != "" {
+			tkinds = append(tkinds, tserver(how{bin: bin, name: "typescript clients, client before"}, "typescript-before", 2))
+		}
 		tkinds = append(tkinds, tserver(how{bin: bin, name: "typescript clients"}, "typescript", 2))
 	}
 	modes := []bool{true}
@@ -217,6 +223,7 @@ func main() {
 	cpus := map[string][]float64{}
 	tput := map[string][]float64{}
 	tp50 := map[string][]float64{}
+	tcpu := map[string][]float64{}
 	for r := 0; r < *rounds; r++ {
 		for _, sync := range modes {
 			for _, k := range kinds {
@@ -251,7 +258,8 @@ func main() {
 				key := fmt.Sprintf("%s|%d", t.name, n)
 				tput[key] = append(tput[key], m.rate)
 				tp50[key] = append(tp50[key], us(m.p50))
-				fmt.Printf("round %d throughput %3d x %-40s %8.0f atoms/s  p50 %8.1f us/atom\n", r, n, t.name, m.rate, us(m.p50))
+				tcpu[key] = append(tcpu[key], us(m.cpu))
+				fmt.Printf("round %d throughput %3d x %-40s %8.0f atoms/s  p50 %8.1f us/atom  cpu %7.1f us/atom (%.2f cores)\n", r, n, t.name, m.rate, us(m.p50), us(m.cpu), us(m.cpu)*m.rate/1e6)
 			}
 		}
 	}
@@ -287,8 +295,8 @@ func main() {
 	}
 	for _, n := range levels {
 		fmt.Printf("\n## throughput, %d runs at once, strict durability, median of %d rounds\n\n", n, *rounds)
-		fmt.Println("| clients | atoms/s | vs in-process | p50 per atom | added p50 per request | atoms/s per round |")
-		fmt.Println("| --- | ---: | ---: | ---: | ---: | --- |")
+		fmt.Println("| clients | atoms/s | vs in-process | p50 per atom | added p50 per request | CPU per atom (all processes) | atoms/s per round |")
+		fmt.Println("| --- | ---: | ---: | ---: | ---: | ---: | --- |")
 		base := median(tput[fmt.Sprintf("in-process|%d", n)])
 		base50 := median(tp50[fmt.Sprintf("in-process|%d", n)])
 		for _, t := range tkinds {
@@ -298,16 +306,19 @@ func main() {
 			if t.reqs > 0 {
 				perReq = fmt.Sprintf("%.0f µs (%d per atom)", (p50-base50)/float64(t.reqs), t.reqs)
 			}
-			fmt.Printf("| %s | %.0f | %.2fx | %.0f µs | %s | %s |\n", t.name, v, v/base, p50, perReq, rounded(tput[key]))
+			fmt.Printf("| %s | %.0f | %.2fx | %.0f µs | %s | %.0f µs | %s |\n", t.name, v, v/base, p50, perReq, median(tcpu[key]), rounded(tput[key]))
 		}
 	}
 }
 
-// tmeasure is a throughput run: atoms/s of all its runs together, and the
-// p50 of one atom's wall time over every atom of every run.
+// tmeasure is a throughput run: atoms/s of all its runs together, the
+// p50 of one atom's wall time over every atom of every run, and the CPU
+// time (user and system) of every process involved (this one, the server,
+// the client processes) from the start of the atoms to the end, per atom.
 type tmeasure struct {
 	rate float64
 	p50  time.Duration
+	cpu  time.Duration
 }
 
 // rounded is the per-round values, as measured (round order).
@@ -403,6 +414,7 @@ func throughputInProcess(dir string, n int) (tmeasure, error) {
 	exec := func(context.Context, string) ([]byte, error) { return result, nil }
 	var wg sync.WaitGroup
 	var failed atomic.Pointer[error]
+	cpu0 := selfCPU()
 	t0 := time.Now()
 	for j, run := range runs {
 		wg.Add(1)
@@ -427,10 +439,11 @@ func throughputInProcess(dir string, n int) (tmeasure, error) {
 	}
 	wg.Wait()
 	elapsed := time.Since(t0)
+	cpu := selfCPU() - cpu0
 	if e := failed.Load(); e != nil {
 		return tmeasure{}, *e
 	}
-	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50)}, nil
+	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50), cpu / time.Duration(n**perRun)}, nil
 }
 
 func pct(d []time.Duration, p int) time.Duration {

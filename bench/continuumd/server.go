@@ -65,7 +65,11 @@ func startServer(h how, dir string, sync bool) (*server, error) {
 		argv = append(argv, "--h2c")
 	}
 	if *profileDir != "" {
-		argv = append(argv, "--cpu-profile", filepath.Join(*profileDir, strings.NewReplacer(" ", "-", ",", "").Replace(h.name)+"-"+filepath.Base(dir)+".pprof"))
+		prefix := filepath.Join(*profileDir, strings.NewReplacer(" ", "-", ",", "").Replace(h.name)+"-"+filepath.Base(dir))
+		argv = append(argv, "--cpu-profile", prefix+".pprof")
+		if *contention {
+			argv = append(argv, "--block-profile", prefix+".block.pprof", "--mutex-profile", prefix+".mutex.pprof")
+		}
 	}
 	if tcp {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -153,6 +157,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 		var wg sync.WaitGroup
 		var failed atomic.Pointer[error]
 		lats := make([][]time.Duration, n)
+		cpu0 := selfCPU() + procCPU(s.cmd.Process.Pid)
 		t0 := time.Now()
 		for i := 0; i < n; i++ {
 			wg.Add(1)
@@ -170,10 +175,11 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 		}
 		wg.Wait()
 		elapsed := time.Since(t0)
+		cpu := selfCPU() + procCPU(s.cmd.Process.Pid) - cpu0
 		if e := failed.Load(); e != nil {
 			return tmeasure{}, *e
 		}
-		return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50)}, nil
+		return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(slices.Concat(lats...), 50), cpu / time.Duration(n**perRun)}, nil
 	}
 	// Python and TypeScript: each process connects, opens its run, says
 	// READY, and waits for a line on stdin; the clock runs from that line
@@ -183,9 +189,13 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 	outs := make([]*bufio.Reader, n)
 	for i := range procs {
 		var cmd *exec.Cmd
-		if clients == "typescript" {
+		if clients == "typescript" || clients == "typescript-before" {
 			script := filepath.Join(*repoFlag, "bench", "continuumd", "tsclient.mjs")
-			cmd = exec.Command(*node, script, filepath.Join(*repoFlag, "clients", "typescript"), s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+			pkg := filepath.Join(*repoFlag, "clients", "typescript")
+			if clients == "typescript-before" {
+				pkg = *nodeBefore
+			}
+			cmd = exec.Command(*node, script, pkg, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
 		} else {
 			script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
 			cmd = exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
@@ -215,6 +225,12 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 			return tmeasure{}, fmt.Errorf("%s client %d: %q %v", clients, i, line, err)
 		}
 	}
+	// CPU: the server's and each client process's, from GO to its DONE
+	// (a client is idle after DONE, waiting for its stdin to close).
+	cpu := -procCPU(s.cmd.Process.Pid)
+	for _, p := range procs {
+		cpu -= procCPU(p.Process.Pid)
+	}
 	t0 := time.Now()
 	for _, in := range stdins {
 		io.WriteString(in, "GO\n")
@@ -225,6 +241,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 		if err != nil || !strings.HasPrefix(line, "DONE") {
 			return tmeasure{}, fmt.Errorf("%s client %d: %q %v", clients, i, line, err)
 		}
+		cpu += procCPU(procs[i].Process.Pid)
 		for _, f := range strings.Fields(line)[1:] {
 			v, err := strconv.ParseFloat(f, 64)
 			if err != nil {
@@ -234,6 +251,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 		}
 	}
 	elapsed := time.Since(t0)
+	cpu += procCPU(s.cmd.Process.Pid)
 	for i, p := range procs {
 		stdins[i].Close()
 		if err := p.Wait(); err != nil {
@@ -243,7 +261,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 	if len(lats) != n**perRun {
 		return tmeasure{}, fmt.Errorf("%s clients: %d atom times for %d atoms", clients, len(lats), n**perRun)
 	}
-	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(lats, 50)}, nil
+	return tmeasure{float64(n**perRun) / elapsed.Seconds(), pct(lats, 50), cpu / time.Duration(n**perRun)}, nil
 }
 
 // serveHello is the floor of any HTTP protocol on this machine: a handler

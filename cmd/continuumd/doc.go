@@ -223,7 +223,10 @@
 // on one connection (Go's http.Transport with Protocols'
 // SetUnencryptedHTTP2); the protocol is the same. --cpu-profile FILE
 // writes a CPU profile of the server's whole life (runtime/pprof), for
-// measuring it under load (bench/continuumd -profile).
+// measuring it under load (bench/continuumd -profile); --block-profile
+// FILE and --mutex-profile FILE write where its goroutines waited and
+// which mutexes they contended, at shutdown (bench/continuumd -profile
+// -contention).
 //
 // SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
 // requests in progress are answered, commits included (up to

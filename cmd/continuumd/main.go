@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime"
 	"runtime/pprof"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ type config struct {
 	keyring                     string
 	erasable                    stringList
 	cpuProfile                  string
+	blockProfile, mutexProfile  string
 	h2c                         bool
 	blobThreshold               int
 }
@@ -111,6 +113,8 @@ func parseConfig(args []string, stderr io.Writer) (*config, error) {
 	fs.StringVar(&c.keyring, "keyring", "", "keyring `file` of an encrypted store (mode 0600, outside the store; see seal.ParseKeyringFile): a new store is created encrypted")
 	fs.Var(&c.erasable, "erasable", "a memory `key` whose values are sealed with keys of their own, so that it can be erased; repeatable; needs --keyring")
 	fs.StringVar(&c.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&c.blockProfile, "block-profile", "", "write a profile of where goroutines waited (runtime/pprof \"block\", every wait of 10 µs or more sampled) to `file` at shutdown, for measuring")
+	fs.StringVar(&c.mutexProfile, "mutex-profile", "", "write a profile of contended mutexes (runtime/pprof \"mutex\", one contention in 5 sampled) to `file` at shutdown, for measuring")
 	fs.BoolVar(&c.h2c, "h2c", false, "also serve HTTP/2 without TLS (prior knowledge, RFC 9113 3.3) beside HTTP/1.1 on every listener without TLS")
 	fs.StringVar(&c.cpuProfile, "cpu-profile", "", "write a CPU profile (runtime/pprof; go tool pprof reads it) of the server's whole life to `file`, for measuring")
 	fs.IntVar(&c.blobThreshold, "blob-threshold", 0, "keep every value of a delta and result of a call longer than `bytes` in a blob outside the log (engine.Options.BlobThreshold; 0: inline); blobs stream over POST .../attempts/{attempt}/blobs and GET .../blobs/{hash}/{size}")
@@ -326,6 +330,30 @@ func serve(c *config, log *slog.Logger) error {
 			pprof.StopCPUProfile()
 			if err := f.Close(); err != nil {
 				log.Error("continuumd: --cpu-profile", "err", err)
+			}
+		}()
+	}
+	for _, p := range []struct{ name, file string }{{"block", c.blockProfile}, {"mutex", c.mutexProfile}} {
+		if p.file == "" {
+			continue
+		}
+		f, err := os.OpenFile(p.file, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+		if err != nil {
+			closeAll()
+			return fmt.Errorf("--%s-profile: %w", p.name, err)
+		}
+		if p.name == "block" {
+			runtime.SetBlockProfileRate(10_000)
+		} else {
+			runtime.SetMutexProfileFraction(5)
+		}
+		defer func() {
+			err := pprof.Lookup(p.name).WriteTo(f, 0)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				log.Error("continuumd: --"+p.name+"-profile", "err", err)
 			}
 		}()
 	}
