@@ -219,29 +219,24 @@ func (s *server) handler() http.Handler {
 	mux := http.NewServeMux()
 	paths := http.NewServeMux() // the same patterns without methods: tells 405 from 404
 	methods := map[string][]string{}
-	for _, rt := range s.routes() {
-		mux.Handle(rt.method+" "+rt.pattern, s.wrap(rt))
-		if methods[rt.pattern] == nil {
-			pattern := rt.pattern
+	// register routes pattern under method, and remembers the method for
+	// the 405 of another one.
+	register := func(method, pattern string, h http.Handler) {
+		mux.Handle(method+" "+pattern, h)
+		if methods[pattern] == nil {
 			paths.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 				w.Header().Set("Allow", strings.Join(methods[pattern], ", "))
 				writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed,
 					Message: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(methods[pattern], ", "))})
 			})
 		}
-		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
+		methods[pattern] = append(methods[pattern], method)
+	}
+	for _, rt := range s.routes() {
+		register(rt.method, rt.pattern, s.wrap(rt))
 	}
 	for _, rt := range s.streamRoutes() { // handlers_blob.go
-		mux.Handle(rt.method+" "+rt.pattern, s.wrapStream(rt))
-		if methods[rt.pattern] == nil {
-			pattern := rt.pattern
-			paths.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
-				w.Header().Set("Allow", strings.Join(methods[pattern], ", "))
-				writeError(w, &apiError{Status: http.StatusMethodNotAllowed, Code: codeMethodNotAllowed,
-					Message: fmt.Sprintf("%s %s: this endpoint takes %s", r.Method, r.URL.Path, strings.Join(methods[pattern], ", "))})
-			})
-		}
-		methods[rt.pattern] = append(methods[rt.pattern], rt.method)
+		register(rt.method, rt.pattern, s.wrapStream(rt))
 	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 
