@@ -54,6 +54,12 @@
 //	                                                     is an engine.WaitObserver), by continuum.wait.record:
 //	                                                     wait (a run waits), event (an event sent), wake (a
 //	                                                     timeout or a cancel)
+//	continuum.stream.chunks          counter {chunk}     chunks atoms appended to their runs' streams (the
+//	                                                     Observer's atoms are engine.StreamObservers):
+//	                                                     counted as Atom.Append enqueues them, before the
+//	                                                     group commit that makes them durable
+//	continuum.stream.payload         counter By          the data bytes of those chunks (without framing
+//	                                                     or seal)
 //
 // Durations are in seconds with buckets from 50 µs to 10 s; sizes in
 // powers of two from 64 B to 1 MiB. Names follow OpenTelemetry's naming

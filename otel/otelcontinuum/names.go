@@ -26,6 +26,8 @@ const (
 	MetricVerifyFailures = "continuum.verify.failures"       // counter {failure}, by AttrVerifyKind
 	MetricVerifyWarnings = "continuum.verify.warnings"       // counter {warning}, by AttrVerifyKind
 	MetricWaitRecords    = "continuum.wait.records"          // counter {record}, by AttrWaitRecord
+	MetricStreamChunks   = "continuum.stream.chunks"         // counter {chunk}
+	MetricStreamPayload  = "continuum.stream.payload"        // counter By
 )
 
 // Metrics only ObserveStats reports: figures of DB.Stats that no event

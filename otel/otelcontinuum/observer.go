@@ -54,6 +54,8 @@ type Observer struct {
 	verifyWarnings metric.Int64Counter
 	waitRecords    metric.Int64Counter
 	waitKinds      map[record.Kind]metric.MeasurementOption // the attribute sets of waitRecords
+	streamChunks   metric.Int64Counter
+	streamPayload  metric.Int64Counter
 
 	// Measurement options made once, so that recording builds no
 	// attribute set: base holds Config.Attributes alone.
@@ -129,6 +131,8 @@ func NewObserver(cfg Config) (*Observer, error) {
 	o.verifyFailures = counter(MetricVerifyFailures, "{failure}", "Failures verify reported, by kind.")
 	o.verifyWarnings = counter(MetricVerifyWarnings, "{warning}", "Warnings verify reported, by kind.")
 	o.waitRecords = counter(MetricWaitRecords, "{record}", "Records of runs' waits made durable, by kind: wait, event, wake.")
+	o.streamChunks = counter(MetricStreamChunks, "{chunk}", "Chunks atoms appended to their runs' streams (Atom.Append).")
+	o.streamPayload = counter(MetricStreamPayload, "By", "Data bytes of the chunks atoms appended to their runs' streams.")
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("otelcontinuum: making instruments: %w", err)
 	}
@@ -255,6 +259,15 @@ func (a *atom) Committed(ev engine.CommitEvent) {
 	}
 	a.span.End()
 }
+
+// ChunkAppended counts a chunk the atom appended to a stream of its run,
+// and its data bytes (engine.StreamObserver).
+func (a *atom) ChunkAppended(ev engine.StreamEvent) {
+	a.o.streamChunks.Add(a.mctx, 1, a.o.base)
+	a.o.streamPayload.Add(a.mctx, int64(ev.Bytes), a.o.base)
+}
+
+var _ engine.StreamObserver = (*atom)(nil)
 
 // Failed counts the failed atom and ends its span with an error status.
 func (a *atom) Failed(reason string) {

@@ -475,3 +475,48 @@ func TestWaitRecords(t *testing.T) {
 		}
 	}
 }
+
+// TestStreamChunks: the Observer's atoms are engine.StreamObservers; the
+// chunks appended to runs' streams and their bytes are counted, those of
+// an attempt that failed too, an append refused not at all.
+func TestStreamChunks(t *testing.T) {
+	tel := newTelemetry(t)
+	db, err := engine.Open(filepath.Join(t.TempDir(), "s"), &engine.Options{Observer: tel.obs, NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	r, err := db.Run(ctx, "r")
+	must(t, err)
+	a, err := r.Begin(ctx)
+	must(t, err)
+	for _, c := range []string{"tok", "ens", ""} {
+		_, err := a.Append(ctx, "tokens", []byte(c))
+		must(t, err)
+	}
+	_, err = a.Append(ctx, "progress", []byte("50%"))
+	must(t, err)
+	if _, err := a.Append(ctx, "no/slash", []byte("refused")); !errors.Is(err, engine.ErrInvalidStreamName) {
+		t.Fatalf("append to stream %q: %v, want ErrInvalidStreamName", "no/slash", err)
+	}
+	if _, err := a.Append(ctx, "tokens", make([]byte, engine.MaxChunkSize+1)); !errors.Is(err, engine.ErrTooLarge) {
+		t.Fatalf("append of %d bytes: %v, want ErrTooLarge", engine.MaxChunkSize+1, err)
+	}
+	must(t, a.Fail(ctx, "retry"))
+	a, err = r.Begin(ctx)
+	must(t, err)
+	_, err = a.Append(ctx, "tokens", []byte("tokens"))
+	must(t, err)
+	must(t, a.Commit(ctx, msg("tokens")))
+
+	m := tel.collect(t)
+	for name, want := range map[string]int64{otelcontinuum.MetricStreamChunks: 5, otelcontinuum.MetricStreamPayload: 3 + 3 + 0 + 3 + 6} {
+		// One point, without attributes: no stream name, no run.
+		if got := m.points(name); len(got) != 1 || got[""] != want {
+			t.Errorf("%s: %v, want one point of %d without attributes", name, got, want)
+		}
+	}
+	if got, _ := m.sum(otelcontinuum.MetricAtoms, otelcontinuum.AttrAtomOutcome, "failed"); got != 1 {
+		t.Errorf("failed atoms: %d, want 1", got)
+	}
+}

@@ -12,9 +12,10 @@ import time
 import uuid
 from contextvars import Token
 from types import TracebackType
-from typing import Any, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
+from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _core, _tool, _wire, waits
+from . import streams as _streams
 from ._retry import RetryPolicy, retry_body
 from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
 from ._wire import BytesLike, seg
@@ -279,6 +280,33 @@ class AsyncRun:
 
     async def send_event(self, name: str, *, sender: str, payload: BytesLike = b"") -> waits.SendResult:
         return await self.client.send_event(self.id, name, sender=sender, payload=payload)
+
+    # Streams out of runs (continuum.streams): Run's, for asyncio.
+
+    async def read_stream(self, name: str, start: int = 0, *, max: Optional[int] = None, wait: float = 0.0) -> _streams.StreamBatch:
+        """:meth:`continuum.Run.read_stream` for asyncio: the durable chunks
+        of stream ``name`` from offset ``start``, waiting up to ``wait``
+        seconds (at most the server's call wait of 20 s) for one."""
+        return _streams.batch_of(await self.client._send(_streams.read_request(self._path, name, start, max, wait)))
+
+    async def follow(self, name: str, start: int = 0, *, poll: float = 10.0, until_ended: bool = True) -> AsyncIterator[_streams.StreamChunk]:
+        """:meth:`continuum.Run.follow` for asyncio (``async for chunk in
+        run.follow("tokens", start=nxt)``): the chunks from offset ``start``
+        as they become durable, with long polls of ``poll`` seconds, until
+        the run ended and every chunk was yielded (or, with
+        ``until_ended=False``, until a poll brings nothing)."""
+        nxt = int(start)
+        while True:
+            b = await self.read_stream(name, nxt, wait=poll)
+            for c in b.chunks:
+                yield c
+            nxt = b.next
+            if _streams.follow_done(b, until_ended):
+                return
+
+    async def streams(self) -> List[_streams.StreamInfo]:
+        """:meth:`continuum.Run.streams` for asyncio."""
+        return _streams.infos_of(await self.client._send(_streams.list_request(self._path)))
 
     async def step(
         self, fn: Callable[["AsyncAtom"], Awaitable[T]], *, takeover: bool = False, lease: Optional[float] = None, max_attempts: int = 20
@@ -577,6 +605,23 @@ class AsyncAtom:
         await self.ready()
         await self._flush(self._take_pending())
         return waits.wait_of(await self.run.client._get(f"{self._path}/wait"))
+
+    async def append(self, name: str, *chunks: BytesLike, flush: bool = False) -> int:
+        """:meth:`continuum.Atom.append` for asyncio: appends the chunks, in
+        order, to stream ``name`` of the run as part of this attempt (begun
+        by it, if it was not), and returns the first one's offset; ``flush``
+        waits until they are durable. Appends and calls made concurrently
+        are sent in the order they were made."""
+        if not chunks:
+            raise ValueError("append: no chunk")
+        async with self._order:
+            if not self._begun:
+                if self.committed is not None:
+                    raise RuntimeError("atom.append: the atom committed already")
+                self._set(await self.run.client._send(_core.Request("POST", self._begins, self._body)))
+            await self._flush(self._take_pending())
+            a = await self.run.client._send(_streams.append_request(self._path, name, chunks, flush))
+        return int(a["offset"])
 
     async def heartbeat(self) -> None:
         await self.ready()

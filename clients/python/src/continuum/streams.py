@@ -17,12 +17,16 @@ whether that attempt committed, failed, was abandoned (it stopped and a
 later attempt of the same seq ran, or the run ended) or is still open.
 A chunk is readable, and durable, at the server's next group commit after
 ``append`` returns (``flush=True`` waits for it).
+
+The asyncio client has the same methods, awaited: ``await atom.append``,
+``await run.read_stream``, ``await run.streams()``, and ``async for chunk
+in run.follow(...)``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence
 
 from . import _core, _wire
 from ._wire import BytesLike, seg
@@ -60,8 +64,52 @@ class StreamInfo:
     chunks: int  #: durable chunks: the next offset a reader of the tail waits for
 
 
-def _chunk(m: Dict[str, Any]) -> StreamChunk:
+def _chunk(m: Mapping[str, Any]) -> StreamChunk:
     return StreamChunk(int(m["offset"]), int(m["seq"]), int(m["attempt"]), str(m["status"]), _wire.get_bytes(m, "data") or b"")
+
+
+# The requests and answers, shared by the synchronous client (the mixins
+# below) and the asyncio one (aio.py's AsyncRun and AsyncAtom).
+
+
+def read_request(run_path: str, name: str, start: int, limit: Optional[int], wait: float) -> _core.Request:
+    q = f"?from={int(start)}&wait_ms={int(wait * 1000)}"
+    if limit is not None:
+        q += f"&max={int(limit)}"
+    return _core.Request("GET", f"{run_path}/streams/{seg(name)}{q}")
+
+
+def batch_of(a: Mapping[str, Any]) -> StreamBatch:
+    return StreamBatch([_chunk(c) for c in a["chunks"]], int(a["next"]), bool(a["ended"]))
+
+
+def list_request(run_path: str) -> _core.Request:
+    return _core.Request("GET", f"{run_path}/streams")
+
+
+def infos_of(a: Mapping[str, Any]) -> List[StreamInfo]:
+    return [StreamInfo(str(s["name"]), int(s["chunks"])) for s in a["streams"]]
+
+
+def append_request(attempt_path: str, name: str, chunks: Sequence[BytesLike], flush: bool) -> _core.Request:
+    if not chunks:
+        raise ValueError("append: no chunk")
+    body: Dict[str, Any] = {"flush": flush}
+    if len(chunks) == 1:
+        _wire.put_bytes(body, "data", chunks[0])
+    else:
+        items: List[Dict[str, Any]] = []
+        for c in chunks:
+            item: Dict[str, Any] = {}
+            _wire.put_bytes(item, "data", c)
+            items.append(item)
+        body["chunks"] = items
+    return _core.Request("POST", f"{attempt_path}/streams/{seg(name)}", body)
+
+
+def follow_done(b: StreamBatch, until_ended: bool) -> bool:
+    """Whether a follower stops after batch b."""
+    return b.ended or (not b.chunks and not until_ended)
 
 
 class RunStreams:
@@ -71,11 +119,7 @@ class RunStreams:
         """The durable chunks of stream ``name`` from offset ``start``; with
         ``wait`` (seconds, at most the server's call wait of 20 s) it waits
         that long for one when there is none."""
-        q = f"?from={int(start)}&wait_ms={int(wait * 1000)}"
-        if max is not None:
-            q += f"&max={int(max)}"
-        a = self.client._get(f"{self._path}/streams/{seg(name)}{q}")
-        return StreamBatch([_chunk(c) for c in a["chunks"]], int(a["next"]), bool(a["ended"]))
+        return batch_of(self.client._send(read_request(self._path, name, start, max, wait)))
 
     def follow(self: "Run", name: str, start: int = 0, *, poll: float = 10.0, until_ended: bool = True) -> Iterator[StreamChunk]:  # type: ignore[misc]
         """Yields the chunks of stream ``name`` from offset ``start`` as they
@@ -89,13 +133,12 @@ class RunStreams:
             b = RunStreams.read_stream(self, name, nxt, wait=poll)
             yield from b.chunks
             nxt = b.next
-            if b.ended or (not b.chunks and not until_ended):
+            if follow_done(b, until_ended):
                 return
 
     def streams(self: "Run") -> List[StreamInfo]:  # type: ignore[misc]
         """The run's streams that have durable chunks, by name."""
-        a = self.client._get(f"{self._path}/streams")
-        return [StreamInfo(str(s["name"]), int(s["chunks"])) for s in a["streams"]]
+        return infos_of(self.client._send(list_request(self._path)))
 
 
 class AtomStreams:
@@ -109,16 +152,6 @@ class AtomStreams:
         if not chunks:
             raise ValueError("append: no chunk")
         self._flush(self._take_pending())
-        body: Dict[str, Any] = {"flush": flush}
-        if len(chunks) == 1:
-            _wire.put_bytes(body, "data", chunks[0])
-        else:
-            items: List[Dict[str, Any]] = []
-            for c in chunks:
-                item: Dict[str, Any] = {}
-                _wire.put_bytes(item, "data", c)
-                items.append(item)
-            body["chunks"] = items
         self._ensure()
-        a = self.run.client._send(_core.Request("POST", f"{self._path}/streams/{seg(name)}", body))
+        a = self.run.client._send(append_request(self._path, name, chunks, flush))
         return int(a["offset"])
