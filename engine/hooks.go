@@ -117,8 +117,8 @@ var capabilities = []capability{
 		prepare: func(a *Atom, d *frame.Delta, _ bool) (*frame.Delta, error) {
 			return a.run.db.blobDelta(a, d)
 		},
-		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.releaseBlobs(a) },
-		failed:    func(a *Atom) { a.run.db.releaseBlobs(a) },
+		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.blobs.Release(a) },
+		failed:    func(a *Atom) { a.run.db.blobs.Release(a) },
 	},
 	{ // waits, events and timers (waits.go, waitcore.go; internal/wait)
 		name:    "waits",
