@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/continuumdb/continuum/internal/blobs"
+	"github.com/continuumdb/continuum/internal/stream"
 	"log/slog"
 	"slices"
 	"sort"
@@ -187,7 +188,7 @@ type capabilityState struct {
 	msgs mailbox.Box
 	// streams is the index of the runs' streams out (streams.go;
 	// internal/stream).
-	streams streams
+	streams *stream.Streams
 	// gc is retention's state (gc.go; internal/retention): the lock that
 	// serializes deletions, erasures and collections, the queue of
 	// collections the bg goroutine runs, and Open's orphan records.
@@ -261,6 +262,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
 	db.blobs = blobs.New(blobCore{db}, o.BlobThreshold)
+	db.streams = stream.NewStreams(streamSource{db}, db.fs, db.path(streamsName), o.NoSync)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start
 	if err := db.open(); err != nil {

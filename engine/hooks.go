@@ -136,11 +136,7 @@ var capabilities = []capability{
 		check:     func(a *Atom, _ *pendingCommit) error { return a.run.db.streamCheck(a) },
 		published: func(a *Atom, seq uint64, pos wal.Pos, _ *pendingCommit) { a.run.db.streamDone(a, seq, pos, false) },
 		failed:    func(a *Atom) { a.run.db.streamDone(a, a.seq, wal.Pos{}, true) },
-		gone: func(db *DB, k record.Kind, run string) {
-			if db.streamsUsed() {
-				db.streamIndex().Gone(k, run)
-			}
-		},
+		gone:      func(db *DB, k record.Kind, run string) { db.streams.Gone(k, run) },
 	},
 }
 
