@@ -5,6 +5,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/continuumdb/continuum/internal/blobs"
+	"github.com/continuumdb/continuum/internal/stream"
 	"log/slog"
 	"slices"
 	"sort"
@@ -186,7 +188,7 @@ type capabilityState struct {
 	msgs mailbox.Box
 	// streams is the index of the runs' streams out (streams.go;
 	// internal/stream).
-	streams streams
+	streams *stream.Streams
 	// gc is retention's state (gc.go; internal/retention): the lock that
 	// serializes deletions, erasures and collections, the queue of
 	// collections the bg goroutine runs, and Open's orphan records.
@@ -198,8 +200,9 @@ type capabilityState struct {
 	// by the bg goroutine), and seals erasable memory values (erase.go,
 	// erasekey.go; internal/erasure).
 	eraser *erasing.Eraser
-	// blobs is what the engine keeps of blobs (blobs.go; package blob).
-	blobs blobState
+	// blobs is what the engine keeps of blobs: the blobs atoms in flight
+	// hold, and sweeps (blobs.go; internal/blobs).
+	blobs *blobs.Set
 	// waits is the index of the runs' waits, loaded on first use
 	// (waits.go, waitcore.go; internal/wait).
 	waits waitState
@@ -258,6 +261,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
+	db.blobs = blobs.New(blobCore{db}, o.BlobThreshold)
+	db.streams = stream.NewStreams(streamSource{db}, db.fs, db.path(streamsName), o.NoSync)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start
 	if err := db.open(); err != nil {

@@ -117,8 +117,8 @@ var capabilities = []capability{
 		prepare: func(a *Atom, d *frame.Delta, _ bool) (*frame.Delta, error) {
 			return a.run.db.blobDelta(a, d)
 		},
-		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.releaseBlobs(a) },
-		failed:    func(a *Atom) { a.run.db.releaseBlobs(a) },
+		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.blobs.Release(a) },
+		failed:    func(a *Atom) { a.run.db.blobs.Release(a) },
 	},
 	{ // waits, events and timers (waits.go, waitcore.go; internal/wait)
 		name:    "waits",
@@ -136,11 +136,7 @@ var capabilities = []capability{
 		check:     func(a *Atom, _ *pendingCommit) error { return a.run.db.streamCheck(a) },
 		published: func(a *Atom, seq uint64, pos wal.Pos, _ *pendingCommit) { a.run.db.streamDone(a, seq, pos, false) },
 		failed:    func(a *Atom) { a.run.db.streamDone(a, a.seq, wal.Pos{}, true) },
-		gone: func(db *DB, k record.Kind, run string) {
-			if db.streamsUsed() {
-				db.streamIndex().Gone(k, run)
-			}
-		},
+		gone:      func(db *DB, k record.Kind, run string) { db.streams.Gone(k, run) },
 	},
 }
 

@@ -8,11 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/continuumdb/continuum/internal/stream"
-	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -63,72 +60,8 @@ var ErrBranchStream = errors.New("engine: a branch appends to no stream")
 var ErrInvalidStreamName = record.ErrInvalidStreamName
 
 // streamsName is the store file whose presence says the log may hold
-// stream chunks (see streams.used).
+// stream chunks (stream.Streams.Used).
 const streamsName = "STREAMS"
-
-// streams is the state of the streams capability (hooks.go).
-type streams struct {
-	once  sync.Once
-	index *stream.Index // set by once
-	// marker: 0 not known yet, 1 the store has no STREAMS file, 2 it has.
-	marker atomic.Int32
-	mu     struct {
-		sync.Mutex
-		// atoms holds the attempt number of each running atom that
-		// appended a chunk, and its last append's Waiter (Flush).
-		atoms map[*Atom]*atomStream
-	}
-}
-
-type atomStream struct {
-	attempt uint64      // immutable
-	last    *wal.Waiter // guarded by streams.mu
-}
-
-// streamIndex returns the index, made on first use (loaded on its own
-// first use).
-func (db *DB) streamIndex() *stream.Index {
-	s := &db.streams
-	s.once.Do(func() { s.index = stream.New(streamSource{db}) })
-	return s.index
-}
-
-// streamsUsed says whether the log may hold chunks: this store has a
-// STREAMS file (written before its first chunk), or an append made it.
-// A store that never streamed never loads the index on a commit.
-func (db *DB) streamsUsed() bool {
-	switch db.streams.marker.Load() {
-	case 1:
-		return false
-	case 2:
-		return true
-	}
-	_, err := db.fs.Stat(db.path(streamsName))
-	used := err == nil
-	if used {
-		db.streams.marker.Store(2)
-	} else {
-		db.streams.marker.CompareAndSwap(0, 1)
-	}
-	return used
-}
-
-// markStreams writes STREAMS, durably, before the store's first chunk.
-func (db *DB) markStreams() error {
-	if db.streamsUsed() {
-		return nil
-	}
-	db.streams.mu.Lock()
-	defer db.streams.mu.Unlock()
-	if db.streams.marker.Load() == 2 {
-		return nil
-	}
-	if err := layout.WriteFileAtomic(db.fs, db.path(streamsName), []byte("this store's log holds stream chunks (engine/streams.go)\n"), db.opts.NoSync); err != nil {
-		return fmt.Errorf("engine: write %s: %w", db.path(streamsName), err)
-	}
-	db.streams.marker.Store(2)
-	return nil
-}
 
 // Append appends chunk to stream name of the atom's run, while the atom
 // runs, and returns its offset in the stream. The chunk names the atom's
@@ -152,10 +85,10 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 		return 0, fmt.Errorf("%w: run %q seq %d: a chunk of %d bytes to stream %q, the limit is %d (engine.MaxChunkSize)",
 			ErrTooLarge, r.id, a.seq, len(chunk), name, MaxChunkSize)
 	}
-	if err := db.markStreams(); err != nil {
+	if err := db.streams.Mark(); err != nil {
 		return 0, err
 	}
-	x := db.streamIndex()
+	x := db.streams.Index()
 	if err := r.lockIdle(ctx); err != nil {
 		return 0, err
 	}
@@ -166,27 +99,15 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 	if done {
 		return 0, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
 	}
-	db.streams.mu.Lock()
-	as := db.streams.mu.atoms[a]
-	db.streams.mu.Unlock()
-	if as == nil {
-		n, err := x.NextAttempt(r.id, a.seq)
-		if err != nil {
-			return 0, fmt.Errorf("engine: run %q seq %d: append to stream %q: %w", r.id, a.seq, name, err)
-		}
-		as = &atomStream{attempt: n}
-		db.streams.mu.Lock()
-		if db.streams.mu.atoms == nil {
-			db.streams.mu.atoms = map[*Atom]*atomStream{}
-		}
-		db.streams.mu.atoms[a] = as
-		db.streams.mu.Unlock()
+	attempt, err := db.streams.Attempt(a, r.id, a.seq)
+	if err != nil {
+		return 0, fmt.Errorf("engine: run %q seq %d: append to stream %q: %w", r.id, a.seq, name, err)
 	}
-	off, err := x.Append(r.id, name, a.seq, as.attempt, func(off uint64) (*wal.Waiter, error) {
-		rec := record.AppendStreamChunkHeader(make([]byte, 0, 32+len(r.id)+len(name)+record.MaxSealOverhead+len(chunk)), r.id, a.seq, as.attempt, name, off)
+	off, err := x.Append(r.id, name, a.seq, attempt, func(off uint64) (*wal.Waiter, error) {
+		rec := record.AppendStreamChunkHeader(make([]byte, 0, 32+len(r.id)+len(name)+record.MaxSealOverhead+len(chunk)), r.id, a.seq, attempt, name, off)
 		if db.sealer != nil {
 			var err error
-			if rec, err = db.sealer.SealChunk(rec, chunk, r.id, a.seq, as.attempt, name, off); err != nil {
+			if rec, err = db.sealer.SealChunk(rec, chunk, r.id, a.seq, attempt, name, off); err != nil {
 				return nil, err
 			}
 		} else {
@@ -206,26 +127,16 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 	if err != nil {
 		return 0, fmt.Errorf("engine: run %q seq %d: append to stream %q: %w", r.id, a.seq, name, err)
 	}
-	last := x.LastWaiter(r.id, name)
-	db.streams.mu.Lock()
-	as.last = last
-	db.streams.mu.Unlock()
+	db.streams.Appended(a, r.id, name)
 	if o, ok := a.obs.(StreamObserver); ok {
-		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: as.attempt, Bytes: len(chunk)})
+		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: attempt, Bytes: len(chunk)})
 	}
 	return off, nil
 }
 
 // FlushStreams waits until every chunk the atom appended is durable.
 func (a *Atom) FlushStreams(ctx context.Context) error {
-	db := a.run.db
-	db.streams.mu.Lock()
-	as := db.streams.mu.atoms[a]
-	var w *wal.Waiter
-	if as != nil {
-		w = as.last
-	}
-	db.streams.mu.Unlock()
+	w := a.run.db.streams.Last(a)
 	if w == nil {
 		return nil
 	}
@@ -281,7 +192,7 @@ func (r *Run) ReadStream(ctx context.Context, name string, from uint64, opts *Re
 	if err := record.CheckStreamName(name); err != nil {
 		return StreamBatch{}, fmt.Errorf("engine: run %q: read stream: %w", r.id, err)
 	}
-	x := db.streamIndex()
+	x := db.streams.Index()
 	for {
 		if err := db.checkOpen(); err != nil {
 			return StreamBatch{}, err
@@ -335,59 +246,30 @@ func (r *Run) Streams(ctx context.Context) ([]StreamInfo, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return r.db.streamIndex().Streams(r.id)
+	return r.db.streams.Index().Streams(r.id)
 }
 
 // The capability's hooks (hooks.go).
 
-// streamCheck runs before an atom's record is written: an atom that
-// appended no chunk, of a seq whose earlier attempts did and are open
-// (they crashed), writes an abandon record first, so that the log says
-// its commit is not theirs.
+// streamCheck runs before an atom's record is written (stream.Streams.Check):
+// the abandon record goes before the atom's in the one ordered log,
+// durable with it or before it, harmless if the commit stops short.
 func (db *DB) streamCheck(a *Atom) error {
 	if a.branch != nil {
 		return nil
 	}
-	db.streams.mu.Lock()
-	as := db.streams.mu.atoms[a]
-	db.streams.mu.Unlock()
-	if as != nil || !db.streamsUsed() {
-		return nil
-	}
-	x := db.streamIndex()
-	upTo, ok, err := x.Abandoning(a.run.id, a.seq)
-	if err != nil {
-		return fmt.Errorf("engine: run %q seq %d: %w", a.run.id, a.seq, err)
-	}
-	if ok {
-		// Before the atom's record in the one ordered log: durable with it
-		// or before it. Harmless if the commit stops short.
+	return db.streams.Check(a, a.run.id, a.seq, func(upTo uint64) {
 		db.log.AppendAsync(record.AppendStreamAbandon(nil, a.run.id, a.seq, upTo))
-		x.Abandoned(a.run.id, a.seq, upTo)
-	}
-	return nil
+	})
 }
 
 // streamDone applies an atom's commit (at pos) or failure (failed) to the
 // index.
 func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
-	db.streams.mu.Lock()
-	as := db.streams.mu.atoms[a]
-	delete(db.streams.mu.atoms, a)
-	db.streams.mu.Unlock()
-	if a.branch != nil || (as == nil && !db.streamsUsed()) {
+	if a.branch != nil {
 		return
 	}
-	x := db.streamIndex()
-	if failed {
-		x.Failed(a.run.id, a.seq)
-		return
-	}
-	var attempt uint64
-	if as != nil {
-		attempt = as.attempt
-	}
-	x.Committed(a.run.id, seq, attempt, pos)
+	db.streams.Done(a, a.run.id, seq, pos, failed)
 }
 
 // streamSource is the DB as the stream index's Source.

@@ -9,6 +9,23 @@
 // hooks. It knows nothing of runs' locks or frames: package engine
 // conducts it (engine/streams.go) and reads the log for it.
 //
+// # The engine's bookkeeping
+//
+// Streams is what the engine keeps of the capability, over one Index:
+// the Index made on first use, whether the log may hold chunks (a marker
+// file written before the store's first chunk, so that a store that
+// never streamed never loads the index on a commit), and each atom in
+// flight that appended a chunk (by a key the engine gives it: its
+// attempt, its last append's Waiter). The engine calls, whole:
+//
+//	NewStreams(Source, fs, marker, noSync) *Streams
+//	(*Streams).Index() *Index; Used() bool; Mark() error // Mark before an atom's first chunk
+//	(*Streams).Attempt(key, run, seq) (uint64, error)    // under the run's lock, before Index.Append
+//	(*Streams).Appended(key, run, name); Last(key)       // the last append's Waiter (Atom.FlushStreams)
+//	(*Streams).Check(key, run, seq, abandon) error       // before an atom's record: abandon enqueues the abandon record
+//	(*Streams).Done(key, run, seq, pos, failed)          // the atom's record or fail record is durable
+//	(*Streams).Gone(kind, run)                           // a run's end or deletion
+//
 // # The interface
 //
 // What the engine implements for the Index (its adapter over the DB):

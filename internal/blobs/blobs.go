@@ -1,0 +1,242 @@
+package blobs
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+
+	"github.com/continuumdb/continuum/blob"
+)
+
+// Core is what the engine implements for a Set (doc.go).
+type Core interface {
+	// Store is the store's blob directory.
+	Store() *blob.Store
+	// Sealer is the sealer run's new blobs are written with: nil in a
+	// plaintext store, an error if the run has no data key left.
+	Sealer(run string) (blob.Sealer, error)
+	// Readers are the sealers a blob run references may be under (one
+	// nil sealer in a plaintext store).
+	Readers(run string) []blob.Sealer
+	// References calls fn with every blob reference the log's records of
+	// live runs hold, and the run each is read as.
+	References(ctx context.Context, fn func(run string, ref blob.Ref)) error
+}
+
+// Holder is an atom in flight that writes or keeps blobs: Key is what it
+// is held and released under; Run and Seq name it in errors.
+type Holder struct {
+	Key any
+	Run string
+	Seq uint64
+}
+
+// Set is the blob capability's state (doc.go, "Guarantees").
+type Set struct {
+	core      Core
+	threshold int
+
+	mu sync.Mutex
+	// pending counts, per blob file name, the atoms in flight that wrote
+	// or kept the blob; held lists the names each such atom holds;
+	// writing counts the writers between Create and their registration
+	// (their temporary files are not a crash's); released, while a sweep
+	// runs (non-nil), the names released since it began. Guarded by mu.
+	pending  map[string]int
+	held     map[any][]string
+	writing  int
+	released map[string]bool
+	// commit orders writers' commits and registrations (RLock) against a
+	// sweep's removals (Lock); taken before mu.
+	commit sync.RWMutex
+	// sweep serializes sweeps.
+	sweep sync.Mutex
+}
+
+// New returns the Set over core; values above threshold bytes (if > 0)
+// go to blobs.
+func New(core Core, threshold int) *Set {
+	return &Set{core: core, threshold: threshold}
+}
+
+// Write writes what src yields as a blob of media type media ("" when
+// unknown) of h's run, in chunks, durably, and holds it for h until
+// Release(h.Key).
+func (s *Set) Write(ctx context.Context, h Holder, media string, src io.Reader) (blob.Ref, error) {
+	sl, err := s.core.Sealer(h.Run)
+	if err != nil {
+		return blob.Ref{}, err
+	}
+	// Counted as writing before its temporary file exists, under commit,
+	// so that a sweep that removes temporary files sees none of a write
+	// in progress.
+	s.commit.RLock()
+	s.mu.Lock()
+	s.writing++
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.writing--
+		s.mu.Unlock()
+	}()
+	w, err := s.core.Store().Create(sl, media)
+	s.commit.RUnlock()
+	if err != nil {
+		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", h.Run, h.Seq, err)
+	}
+	buf := make([]byte, 64<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			_ = w.Abort()
+			return blob.Ref{}, err
+		}
+		n, rerr := src.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				_ = w.Abort()
+				return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", h.Run, h.Seq, err)
+			}
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			_ = w.Abort()
+			return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: read the blob's source: %w", h.Run, h.Seq, rerr)
+		}
+	}
+	s.commit.RLock()
+	defer s.commit.RUnlock()
+	ref, err := w.Commit()
+	if err != nil {
+		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", h.Run, h.Seq, err)
+	}
+	s.hold(h.Key, blob.Name(ref.Hash, sl))
+	return ref, nil
+}
+
+// Release forgets the blobs held for key, whose atom committed (its
+// record holds their references) or failed.
+func (s *Set) Release(key any) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, n := range s.held[key] {
+		if s.pending[n]--; s.pending[n] <= 0 {
+			delete(s.pending, n)
+		}
+		if s.released != nil {
+			s.released[n] = true
+		}
+	}
+	delete(s.held, key)
+}
+
+// keep reports whether the blob ref names exists (its header and trailer
+// agreeing with ref) for h's run, and if so holds it for h as Write's are
+// held: a reference copied from elsewhere in the state may be the last
+// one left to a blob once another run's deletion is collected, and a
+// sweep between this check and h's record must not remove it.
+func (s *Set) keep(h Holder, ref blob.Ref) bool {
+	s.commit.RLock()
+	defer s.commit.RUnlock()
+	st := s.core.Store()
+	for _, sl := range s.core.Readers(h.Run) {
+		br, err := st.Open(ref, sl)
+		if err != nil {
+			continue
+		}
+		_ = br.Close()
+		s.hold(h.Key, blob.Name(ref.Hash, sl))
+		return true
+	}
+	return false
+}
+
+// hold registers the blob file name as pending for key.
+func (s *Set) hold(key any, name string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil {
+		s.pending, s.held = map[string]int{}, map[any][]string{}
+	}
+	s.pending[name]++
+	s.held[key] = append(s.held[key], name)
+}
+
+// Value is the value v becomes in a record of h's, and whether it
+// changed: a reference value kept as it is if it names a blob of the run
+// (held for h), else, if v is above the threshold or merely starts as a
+// reference value does (so that it reads back as the bytes it was), the
+// reference value of a new blob of v's bytes.
+func (s *Set) Value(ctx context.Context, h Holder, v []byte) (string, bool, error) {
+	prefixed := blob.HasValuePrefix(v)
+	if !prefixed && (s.threshold <= 0 || len(v) <= s.threshold) {
+		return "", false, nil
+	}
+	if prefixed {
+		if ref, ok := blob.ParseValueBytes(v); ok && s.keep(h, ref) {
+			return "", false, nil
+		}
+	}
+	ref, err := s.Write(ctx, h, "", bytes.NewReader(v))
+	if err != nil {
+		return "", false, err
+	}
+	return blob.Value(ref), true, nil
+}
+
+// Sweep removes the blobs no record of the log references and no atom in
+// flight holds, and the temporary files of blob writes a crash
+// interrupted that are not in progress now. It returns how many files it
+// removed and their bytes.
+func (s *Set) Sweep(ctx context.Context) (files int, n int64, err error) {
+	s.sweep.Lock()
+	defer s.sweep.Unlock()
+	live := map[string]bool{}
+	s.mu.Lock()
+	for n := range s.pending {
+		live[n] = true
+	}
+	s.released = map[string]bool{}
+	s.mu.Unlock()
+	defer func() {
+		s.mu.Lock()
+		s.released = nil
+		s.mu.Unlock()
+	}()
+	if err := s.Live(ctx, live); err != nil {
+		return 0, 0, err
+	}
+	s.commit.Lock()
+	defer s.commit.Unlock()
+	s.mu.Lock()
+	for n := range s.pending {
+		live[n] = true
+	}
+	for n := range s.released {
+		live[n] = true
+	}
+	// With no write in progress every temporary file is a crash's or an
+	// aborted write's; with one, they wait for a later sweep.
+	temps := s.writing == 0
+	s.mu.Unlock()
+	return s.core.Store().Sweep(func(name string) bool { return live[name] }, temps)
+}
+
+// Live adds to live the file names of the blobs the log's records
+// reference, under each sealer of each referencing run.
+func (s *Set) Live(ctx context.Context, live map[string]bool) error {
+	readers := map[string][]blob.Sealer{}
+	return s.core.References(ctx, func(run string, ref blob.Ref) {
+		sl, ok := readers[run]
+		if !ok {
+			sl = s.core.Readers(run)
+			readers[run] = sl
+		}
+		for _, x := range sl {
+			live[blob.Name(ref.Hash, x)] = true
+		}
+	})
+}

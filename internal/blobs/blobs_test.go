@@ -1,0 +1,140 @@
+package blobs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/blob"
+)
+
+// fakeCore is a plaintext store whose log references refs (under run "r").
+type fakeCore struct {
+	fs   vfs.FS
+	mu   sync.Mutex
+	refs []blob.Ref
+	// during, if set, runs inside References (a sweep's scan).
+	during func()
+}
+
+func (c *fakeCore) Store() *blob.Store                 { return blob.Open(c.fs, "blobs") }
+func (c *fakeCore) Sealer(string) (blob.Sealer, error) { return nil, nil }
+func (c *fakeCore) Readers(string) []blob.Sealer       { return []blob.Sealer{nil} }
+func (c *fakeCore) References(ctx context.Context, fn func(string, blob.Ref)) error {
+	c.mu.Lock()
+	refs := append([]blob.Ref(nil), c.refs...)
+	during := c.during
+	c.mu.Unlock()
+	if during != nil {
+		during()
+	}
+	for _, r := range refs {
+		fn("r", r)
+	}
+	return nil
+}
+
+func names(t *testing.T, c *fakeCore) map[string]bool {
+	t.Helper()
+	out := map[string]bool{}
+	if err := c.Store().Names(func(n string) error { out[n] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestSetValueThreshold(t *testing.T) {
+	c := &fakeCore{fs: vfs.NewMem()}
+	s := New(c, 8)
+	ctx := context.Background()
+	h := Holder{Key: 1, Run: "r", Seq: 1}
+	if v, ok, err := s.Value(ctx, h, []byte("small")); err != nil || ok || v != "" {
+		t.Fatalf("a value under the threshold: %q %v %v", v, ok, err)
+	}
+	big := bytes.Repeat([]byte("x"), 100)
+	v, ok, err := s.Value(ctx, h, big)
+	if err != nil || !ok {
+		t.Fatalf("a value above the threshold: %v %v", ok, err)
+	}
+	ref, isRef := blob.ParseValue(v)
+	if !isRef || ref.Size != 100 {
+		t.Fatalf("value %q is not a reference to 100 bytes", v)
+	}
+	// A reference value to an existing blob is kept as it is, and held.
+	if v2, ok, err := s.Value(ctx, Holder{Key: 2, Run: "r", Seq: 2}, []byte(v)); err != nil || ok || v2 != "" {
+		t.Fatalf("a reference value to an existing blob: %q %v %v", v2, ok, err)
+	}
+	// One that names no blob is stored as its own bytes.
+	missing := blob.Value(blob.Ref{Size: 3})
+	v3, ok, err := s.Value(ctx, h, []byte(missing))
+	if err != nil || !ok || v3 == missing {
+		t.Fatalf("a reference value to no blob: %q %v %v", v3, ok, err)
+	}
+}
+
+func TestSetSweepKeepsHeldAndReferenced(t *testing.T) {
+	c := &fakeCore{fs: vfs.NewMem()}
+	s := New(c, 0)
+	ctx := context.Background()
+	put := func(key any, b string) blob.Ref {
+		ref, err := s.Write(ctx, Holder{Key: key, Run: "r", Seq: 1}, "", bytes.NewReader([]byte(b)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return ref
+	}
+	a, b := put("a", "held"), put("b", "referenced")
+	s.Release("b")
+	c.refs = []blob.Ref{b}
+	if files, _, err := s.Sweep(ctx); err != nil || files != 0 {
+		t.Fatalf("sweep removed %d files (%v); want none", files, err)
+	}
+	s.Release("a")
+	files, _, err := s.Sweep(ctx)
+	if err != nil || files != 1 {
+		t.Fatalf("sweep after the release removed %d files (%v); want 1", files, err)
+	}
+	n := names(t, c)
+	if n[blob.Name(a.Hash, nil)] || !n[blob.Name(b.Hash, nil)] {
+		t.Fatalf("after the sweep: %v", n)
+	}
+}
+
+// A blob written and released while a sweep scans the log (its record
+// appended after the scan) survives the sweep.
+func TestSetSweepKeepsReleasedDuringScan(t *testing.T) {
+	c := &fakeCore{fs: vfs.NewMem()}
+	s := New(c, 0)
+	ctx := context.Background()
+	var ref blob.Ref
+	c.during = func() {
+		var err error
+		ref, err = s.Write(ctx, Holder{Key: "late", Run: "r", Seq: 1}, "", bytes.NewReader([]byte("late")))
+		if err != nil {
+			t.Error(err)
+		}
+		s.Release("late")
+	}
+	if files, _, err := s.Sweep(ctx); err != nil || files != 0 {
+		t.Fatalf("sweep removed %d files (%v); want none", files, err)
+	}
+	if !names(t, c)[blob.Name(ref.Hash, nil)] {
+		t.Fatal("the blob released during the sweep's scan was removed")
+	}
+}
+
+func TestSetWriteCanceled(t *testing.T) {
+	c := &fakeCore{fs: vfs.NewMem()}
+	s := New(c, 0)
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := s.Write(ctx, Holder{Key: 1, Run: "r"}, "", bytes.NewReader([]byte("x"))); !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	if len(names(t, c)) != 0 {
+		t.Fatal("a canceled write left a blob")
+	}
+}

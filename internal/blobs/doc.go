@@ -1,0 +1,42 @@
+// Package blobs is the engine's blob capability (docs/DESIGN.md, "Blobs:
+// large values outside the log"): which values of a delta go to a blob,
+// the writing of one from a stream, the blobs atoms in flight hold, and
+// the live-set computation of a sweep. Package blob holds the format and
+// the files; this package the bookkeeping; package engine conducts it
+// (engine/blobs.go) and implements Core over its DB. It knows nothing of
+// runs' locks or frames.
+//
+// # The interface
+//
+// What the engine implements (Core):
+//
+//	Store() *blob.Store                        // the store's blob directory
+//	Sealer(run) (blob.Sealer, error)           // the sealer run's new blobs are written with (nil: plaintext)
+//	Readers(run) []blob.Sealer                 // the sealers a blob run references may be under
+//	References(ctx, fn func(run, blob.Ref)) error // every reference the log's records of live runs hold
+//
+// What the engine calls, whole. An atom in flight is a Holder: the key it
+// is held under (any comparable value), its run and seq.
+//
+//	New(Core, threshold) *Set
+//	(*Set).Write(ctx, Holder, media, src) (blob.Ref, error) // a blob from src, held for the atom
+//	(*Set).Value(ctx, Holder, v) (string, bool, error)     // v as a record of the atom holds it
+//	(*Set).Release(key)                                    // the atom committed or failed
+//	(*Set).Sweep(ctx) (files, bytes, error)                // remove what nothing references or holds
+//	(*Set).Live(ctx, live) error                           // add the names the log references
+//
+// # Guarantees
+//
+// A sweep never removes a blob that a record appended after its scan of
+// the log references. Every such blob is pending (held by an atom in
+// flight) from before its record is appended until the atom is released:
+// so a sweep keeps every name pending when it begins, every name released
+// while it runs, and every name pending when it removes. Writers hold
+// commit (read) around the creation of their temporary file, and from the
+// blob's Commit (its rename) to its registration; a sweep holds it
+// (write) from its last look at pending to its last removal: no blob or
+// temporary file appears between the two unseen. Streaming a blob in
+// holds no lock: a slow upload never stalls a sweep, nor, through one
+// waiting, other writers. With a write in progress a sweep leaves
+// temporary files to a later sweep.
+package blobs
