@@ -259,13 +259,23 @@ func (a *Atom) enqueue(ctx context.Context, d *frame.Delta, writes []StateKey) (
 // enqueueLocked is enqueue's step under the run's lock, for the body
 // encoded with actions: it returns the queued commit; or a channel to wait
 // on and try again (the frame near its size limit while commits before it
-// are in flight), or nil and nil to encode again (a Do of the branch
+// are in flight, or a record of the run being written under its write
+// mark), or nil and nil to encode again (a Do of the branch
 // recorded an action meanwhile).
 func (a *Atom) enqueueLocked(d *frame.Delta, writes []StateKey, buf *encBuf, enc *encodedAtom, actions []atomAction) (*queuedBranch, <-chan struct{}, error) {
 	r, db := a.run, a.run.db
 	b := a.branch
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.mu.writing {
+		// A record of the run is being written under its write mark (a
+		// wait's, an event's, a wake's: they name the run's newest record
+		// appended): this one takes its seq after it is in the log.
+		if r.mu.idle == nil {
+			r.mu.idle = make(chan struct{})
+		}
+		return nil, r.mu.idle, nil
+	}
 	br := r.mu.br
 	a.mu.Lock()
 	done, n := a.mu.done, len(a.mu.actions)
