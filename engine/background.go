@@ -50,15 +50,15 @@ func (db *DB) background() {
 				// use of the inbox (and to the next engine checkpoint).
 				db.msgs.Load()
 			}()
-			if db.reg != nil {
-				db.bg.wg.Add(1)
-				go func() {
-					defer db.bg.wg.Done()
-					if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
-						db.setBackgroundErr(err)
-					}
-				}()
-			}
+			db.bg.wg.Add(1)
+			go func() {
+				defer db.bg.wg.Done()
+				if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
+					db.setBackgroundErr(err)
+					return
+				}
+				db.healStreamsMarker() // streams.go
+			}()
 		case r := <-db.bg.snapJobs:
 			db.runSnapshot(r)
 		case <-db.bg.ckptReq:

@@ -35,6 +35,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/stream"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -327,6 +328,7 @@ func fzReplayDB(s *fzStore) (*DB, error) {
 	db.comp = frame.NewCompressor(db.dicts)
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
+	db.streams = stream.NewStreams(streamSource{db}, db.fs, db.path(streamsName), true)
 	return db, nil
 }
 

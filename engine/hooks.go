@@ -131,8 +131,10 @@ var capabilities = []capability{
 		name:  "stream",
 		kinds: []record.Kind{record.KindStreamChunk, record.KindStreamAbandon},
 		run:   "stream record",
-		// The index is built from the log on first use (internal/stream).
-		replay:    func(*DB, *Run, *record.Record) string { return "" },
+		// The index is built from the log on first use (internal/stream);
+		// the replay notes that the log holds streams (the marker file is
+		// derived from that).
+		replay:    func(db *DB, _ *Run, _ *record.Record) string { db.streams.Seen(); return "" },
 		check:     func(a *Atom, _ *pendingCommit) error { return a.run.db.streamCheck(a) },
 		published: func(a *Atom, seq uint64, pos wal.Pos, _ *pendingCommit) { a.run.db.streamDone(a, seq, pos, false) },
 		failed:    func(a *Atom) { a.run.db.streamDone(a, a.seq, wal.Pos{}, true) },

@@ -84,7 +84,12 @@ func (db *DB) registryMismatch() string {
 // keyErasures the erase-key records of the whole log.
 func (db *DB) logRunsBefore(to wal.Pos, keyErasures *[]erasing.KeyErasure) (map[string]*registry.Run, *retention.Registry, error) {
 	dec := db.decoder(false)
-	dec.Skip = registry.Skip
+	dec.Skip = func(k record.Kind, raw []byte) bool {
+		if k == record.KindStreamChunk || k == record.KindStreamAbandon {
+			db.streams.Seen() // the log before the replay holds streams
+		}
+		return registry.Skip(k, raw)
+	}
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)

@@ -272,6 +272,18 @@ func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
 	db.streams.Done(a, a.run.id, seq, pos, failed)
 }
 
+// healStreamsMarker writes STREAMS if the log holds stream records (as
+// Open's replay and the log scan found) and the store lacks it.
+func (db *DB) healStreamsMarker() {
+	wrote, err := db.streams.Heal()
+	switch {
+	case err != nil:
+		db.logger.Warn("engine: the log holds stream records and STREAMS is missing; it could not be written", "file", db.path(streamsName), "err", err)
+	case wrote:
+		db.logger.Warn("engine: the log holds stream records and STREAMS was missing; written again", "file", db.path(streamsName))
+	}
+}
+
 // streamSource is the DB as the stream index's Source.
 type streamSource struct{ db *DB }
 

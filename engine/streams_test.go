@@ -425,3 +425,89 @@ func TestStreamDeleteGC(t *testing.T) {
 		t.Fatalf("Streams = %v, %v", infos, err)
 	}
 }
+
+// TestStreamsMarkerDerived: STREAMS is derived from the log (I9). A store
+// whose log holds the chunks of an attempt that never committed, with
+// STREAMS gone, still abandons them when a retry that appends nothing
+// commits, and gets STREAMS back: the chunks in the replayed tail (a
+// crash) and before the replay position (a Close while the atom ran,
+// read by the log scan after Open).
+func TestStreamsMarkerDerived(t *testing.T) {
+	for _, closed := range []bool{false, true} {
+		mem := vfs.NewCrashableMem()
+		opts := testOptions(mem)
+		db, err := Open("store", opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		run := openRun(t, db, "r")
+		a, err := run.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Commit(ctx, new(frame.Delta).Set("k", []byte("v"))); err != nil {
+			t.Fatal(err)
+		}
+		if a, err = run.Begin(ctx); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 3 {
+			if _, err := a.Append(ctx, "s", []byte(fmt.Sprint("c", i))); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := a.FlushStreams(ctx); err != nil {
+			t.Fatal(err)
+		}
+		fs := vfs.FS(mem)
+		if closed {
+			if err := db.Close(); err != nil {
+				t.Fatal(err)
+			}
+		} else {
+			fs = mem.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			db.Close()
+		}
+		if err := fs.Remove(fs.PathJoin("store", streamsName)); err != nil {
+			t.Fatal(err)
+		}
+		o2 := *opts
+		o2.FS = fs
+		db2, err := Open("store", &o2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// The log scan and the marker's repair, which the background runs
+		// once the restart is over (pebbleDelay), run here at once.
+		if err := db2.checkRegistry(); err != nil {
+			t.Fatal(err)
+		}
+		db2.healStreamsMarker()
+		run2, err := db2.Run(ctx, "r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		retry, err := run2.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := retry.Commit(ctx, new(frame.Delta).Set("retry", []byte("1"))); err != nil {
+			t.Fatal(err)
+		}
+		cs := streamOf(t, run2, "s", 0)
+		if len(cs) != 3 {
+			t.Fatalf("closed %v: %d chunks, want 3: %s", closed, len(cs), describe(cs))
+		}
+		for _, c := range cs {
+			if c.Status != ChunkAbandoned {
+				t.Fatalf("closed %v: the crashed attempt's chunk is %v, want abandoned: %s", closed, c.Status, describe(cs))
+			}
+		}
+		if err := db2.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := fs.Stat(fs.PathJoin("store", streamsName)); err != nil {
+			t.Fatalf("closed %v: STREAMS not written again: %v", closed, err)
+		}
+	}
+}

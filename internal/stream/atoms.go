@@ -25,8 +25,10 @@ type Streams struct {
 
 	once  sync.Once
 	index *Index // set by once
-	// used: 0 not known yet, 1 the store has no marker file, 2 it has.
+	// used: 0 not known yet, 1 the store has no marker file, 2 it has
+	// (or the log holds a stream record: seen).
 	used atomic.Int32
+	seen atomic.Bool
 	mu   sync.Mutex
 	// atoms holds the attempt number of each running atom that appended
 	// a chunk, and its last append's Waiter. Guarded by mu.
@@ -71,6 +73,39 @@ func (s *Streams) Used() bool {
 	return used
 }
 
+// Seen says that the log holds a stream record (Open's replay or the log
+// scan met one): Used is true from now on, whatever the marker file says,
+// and Heal writes the marker if it is missing. The marker is derived from
+// the log (I9): it only spares a store that never streamed a scan.
+func (s *Streams) Seen() {
+	s.seen.Store(true)
+	s.used.Store(2)
+}
+
+// Heal writes the marker file if the log holds a stream record (Seen)
+// and the store lacks it; it reports whether it wrote it.
+func (s *Streams) Heal() (bool, error) {
+	if !s.seen.Load() {
+		return false, nil
+	}
+	if _, err := s.fs.Stat(s.marker); err == nil {
+		return false, nil
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.writeMarker(); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
+func (s *Streams) writeMarker() error {
+	if err := layout.WriteFileAtomic(s.fs, s.marker, []byte("this store's log holds stream chunks (engine/streams.go)\n"), s.noSync); err != nil {
+		return fmt.Errorf("engine: write %s: %w", s.marker, err)
+	}
+	return nil
+}
+
 // Mark writes the marker file, durably, before the store's first chunk.
 func (s *Streams) Mark() error {
 	if s.Used() {
@@ -81,8 +116,8 @@ func (s *Streams) Mark() error {
 	if s.used.Load() == 2 {
 		return nil
 	}
-	if err := layout.WriteFileAtomic(s.fs, s.marker, []byte("this store's log holds stream chunks (engine/streams.go)\n"), s.noSync); err != nil {
-		return fmt.Errorf("engine: write %s: %w", s.marker, err)
+	if err := s.writeMarker(); err != nil {
+		return err
 	}
 	s.used.Store(2)
 	return nil
