@@ -1,8 +1,9 @@
 package engine
 
-// The run as the capabilities see it (internal/runview), and the DB and
-// the run as package internal/history reads a run's state at an earlier
-// seq through them (histStore, capView).
+// The run as the capabilities see it: capView, the one adapter of a run,
+// is a runview.Run and what history, lineage and saga (through
+// rollback.go's rollbackAtom) ask of a run beyond it; histStore is the
+// DB as package internal/history reads a run's state at an earlier seq.
 
 import (
 	"context"
@@ -11,21 +12,24 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/history"
+	"github.com/continuumdb/continuum/internal/lineage"
 	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// capView is a run as a capability's runview.Run (and history.Run). Its
-// methods take the run's lock themselves.
+// capView is a run as a capability's runview.Run, history.Run and
+// lineage.Run. Its methods take the run's lock themselves.
 type capView Run
 
 var (
 	_ runview.Run = (*capView)(nil)
 	_ history.Run = (*capView)(nil)
+	_ lineage.Run = (*capView)(nil)
 )
 
 func (v *capView) ID() string   { return v.id }
@@ -43,6 +47,22 @@ func (v *capView) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error)
 
 func (v *capView) BaseFrame(ctx context.Context) (*frame.Frame, error) {
 	return (*Run)(v).baseFrame(ctx)
+}
+
+// Link, Intents and Where make it a lineage.Run.
+func (v *capView) Link() (string, uint64, lineage.Run) {
+	if p := v.parentRef.Load(); p != nil {
+		return v.parent, v.base, (*capView)(p)
+	}
+	return v.parent, v.base, nil
+}
+
+func (v *capView) Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
+	return (*Run)(v).actionsAt(ctx, seq, index)
+}
+
+func (v *capView) Where() (string, string) {
+	return v.db.path(layout.WALDir), v.db.path(layout.CheckpointName)
 }
 
 func (v *capView) Scanned() *history.Scanned { return &v.scanned }
