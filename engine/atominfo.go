@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
@@ -99,5 +100,5 @@ func (r *Run) committedAtomPos(ctx context.Context, seq uint64) (wal.Pos, error)
 	if inMem {
 		return pos, nil
 	}
-	return r.atomPosition(ctx, seq)
+	return history.AtomPosition(ctx, (*histStore)(r.db), (*capView)(r), seq)
 }

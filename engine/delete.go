@@ -18,6 +18,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/retention"
+	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -99,33 +100,51 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, s := range o.Status {
 		sel.Status = append(sel.Status, retention.Status{Name: s.String(), Final: s >= StatusCompleted && s <= StatusCancelled})
 	}
-	if err := sel.Check(retentionErrs); err != nil {
+	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, db.signing())
+	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
+	out := make([]DeletedRun, len(ds))
+	for i, d := range ds {
+		out[i] = DeletedRun{ID: d.Run, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+	}
+	return out, nil
+}
+
+// signing is what the store's delete and erase records are linked and
+// signed with.
+func (db *DB) signing() retention.Signing {
+	return retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
+}
+
+// tableRuns is the DB's table of runs as retention.Runs: what a deletion
+// or an erasure takes runs out of (runs.go keeps the table).
+type tableRuns DB
+
+func (t *tableRuns) Ready(ctx context.Context) error {
+	db := (*DB)(t)
 	// The deleted runs before CHECKPOINT's replay position are known
 	// once the log there was read.
 	if err := db.checkRegistry(); err != nil {
-		return nil, err
+		return err
 	}
 	db.startDirSyncs()
 	if err := db.logFailed(); err != nil {
-		return nil, fmt.Errorf("engine: delete: the log failed earlier; reopen the store: %w", err)
+		return fmt.Errorf("engine: delete: the log failed earlier; reopen the store: %w", err)
 	}
+	return nil
+}
 
-	// db.gc's lock orders deletions among themselves and with a
-	// collection: the runs chosen here stay chosen until their records
-	// are written.
-	db.gc.Lock()
-	defer db.gc.Unlock()
-	// The records and the withdrawal below are one write for the engine
-	// checkpoint: it replays from below them until they are applied, so a
-	// checkpoint that no longer lists a withdrawn run replays its delete
-	// record.
-	tok := db.track()
-	defer db.untrack(tok)
+func (t *tableRuns) Track() func() {
+	tok := (*DB)(t).track()
+	return func() { (*DB)(t).untrack(tok) }
+}
+
+func (t *tableRuns) Take(choose func([]retention.Candidate, func(string) bool) ([]string, error)) ([]runview.Run, error) {
+	db := (*DB)(t)
 	db.mu.Lock()
+	defer db.mu.Unlock()
 	if db.mu.closed {
-		db.mu.Unlock()
 		return nil, ErrClosed
 	}
 	db.allRunsLocked()
@@ -133,50 +152,51 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, r := range db.mu.runs {
 		cands = append(cands, candidate(r))
 	}
-	ids, err := retention.Choose(sel, cands, db.deletedLocked, retentionErrs)
+	ids, err := choose(cands, db.deletedLocked)
 	if err != nil {
-		db.mu.Unlock()
 		return nil, err
 	}
-	// A chosen run is withdrawn at once: Fork of it (and of its id) now
-	// fails, so no fork can appear between this choice and the records.
 	chosen := make([]*Run, len(ids))
 	for i, id := range ids {
 		chosen[i] = db.mu.runs[id]
 	}
 	db.withdrawLocked(true, chosen...)
-	db.mu.Unlock()
-	if len(chosen) == 0 {
-		return nil, nil
-	}
+	return views(chosen), nil
+}
 
-	now := time.Now()
-	recs := make([][]byte, 0, len(chosen))
-	out := make([]DeletedRun, 0, len(chosen))
-	for _, r := range chosen {
-		r.mu.Lock()
-		seq, final, _ := r.chainHeadLocked()
-		r.mu.Unlock()
-		d := retention.NewDeletion(db.hasher, r.id, seq, final, now, sel.ReasonText())
-		rec, err := d.Record(db.StoreID(), db.signer)
-		if err != nil {
-			db.restoreRuns(chosen...)
-			return nil, err
-		}
-		recs = append(recs, rec)
-		out = append(out, DeletedRun{ID: d.Run, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason})
-	}
-	if _, err := db.appendBatch(ctx, recs); err != nil {
-		db.restoreRuns(chosen...)
-		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
-	}
+func (t *tableRuns) Append(ctx context.Context, recs [][]byte) error {
+	_, err := (*DB)(t).appendBatch(ctx, recs)
+	return err
+}
+
+func (t *tableRuns) Restore(runs []runview.Run) { (*DB)(t).restoreRuns(unviews(runs)...) }
+
+func (t *tableRuns) Gone(runs []runview.Run, gone []*retention.Gone) {
+	db, rs := (*DB)(t), unviews(runs)
 	db.mu.Lock()
-	for i, d := range out {
-		db.mu.deleted.Mark(d.ID, &retention.Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason, Parent: chosen[i].parent})
+	for i, r := range rs {
+		gone[i].Parent = r.parent
+		db.mu.deleted.Mark(r.id, gone[i])
 	}
 	db.mu.Unlock()
-	db.withdrawn(record.KindDelete, ErrRunDeleted, chosen...)
-	return out, nil
+	db.withdrawn(record.KindDelete, ErrRunDeleted, rs...)
+}
+
+// views and unviews convert runs to and from their capView.
+func views(rs []*Run) []runview.Run {
+	out := make([]runview.Run, len(rs))
+	for i, r := range rs {
+		out[i] = (*capView)(r)
+	}
+	return out
+}
+
+func unviews(vs []runview.Run) []*Run {
+	out := make([]*Run, len(vs))
+	for i, v := range vs {
+		out[i] = (*Run)(v.(*capView))
+	}
+	return out
 }
 
 // retentionErrs are the sentinels package retention's refusals match.

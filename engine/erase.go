@@ -5,10 +5,12 @@ package engine
 // actions with explicit keys, what other runs hold, copies made outside
 // the store). Package internal/erasure holds the erasure: its steps,
 // their order and what each leaves after a crash, the KEYS changes and
-// the erase record. This file is its glue: the public API, the run's
-// withdrawal and deletion bookkeeping around the steps, the engine's own
-// steps 3 and 4 (the ledger, an engine checkpoint, the derived files);
-// erasekey.go holds the DB as the package's Store (eraseStore).
+// the erase record, and conducts a run's erasure (EraseRun). This file is
+// its glue: the public API, eraseRuns (the run's withdrawal and the
+// registry of deleted runs around the steps, as the package's Runs and
+// Resumer), the engine's own steps 3 and 4 (the ledger, an engine
+// checkpoint, the derived files); erasekey.go holds the DB as the
+// package's Store (eraseStore).
 
 import (
 	"context"
@@ -18,6 +20,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -84,118 +87,17 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	return d, err
 }
 
-// erase is Erase on the background goroutine.
+// erase is Erase on the background goroutine: the erasure's steps are
+// internal/erasure's (EraseRun), over eraseRuns.
 func (db *DB) erase(ctx context.Context, id, reason string) (DeletedRun, error) {
-	ctx = context.WithoutCancel(ctx)
-	if err := db.logFailed(); err != nil {
-		return DeletedRun{}, fmt.Errorf("engine: erase: the log failed earlier; reopen the store: %w", err)
-	}
-	if err := db.waitLedger(ctx); err != nil {
+	if err := db.eraser.EraseRun(context.WithoutCancel(ctx), &eraseRuns{db: db}, id, reason); err != nil {
 		return DeletedRun{}, err
 	}
-	if err := db.checkRegistry(); err != nil {
-		return DeletedRun{}, err
-	}
-	db.startDirSyncs()
-	db.gc.Lock()
-	defer db.gc.Unlock()
-
-	// The withdrawal and the record below are one write for the engine
-	// checkpoint (as in DeleteRuns): it replays from below them until the
-	// deletion is applied.
-	tok := db.track()
-	tracked := true
-	defer func() {
-		if tracked {
-			db.untrack(tok)
-		}
-	}()
 	db.mu.Lock()
-	if db.mu.closed {
-		db.mu.Unlock()
-		return DeletedRun{}, ErrClosed
-	}
-	db.allRunsLocked()
-	var (
-		live        *Run
-		seq         uint64
-		final       chain.Hash
-		prior       *retention.Gone
-		forkWaiting string
-	)
-	if r := db.mu.runs[id]; r != nil {
-		if err := deletableLocked(r, "erase"); err != nil {
-			db.mu.Unlock()
-			return DeletedRun{}, err
-		}
-		live = r
-		r.mu.Lock()
-		end, head, _ := r.chainHeadLocked()
-		r.mu.Unlock()
-		seq, final = end+1, head
-	} else if d, gone := db.mu.deleted.Get(id); gone && d != nil {
-		if d.Erasure != nil {
-			db.mu.Unlock()
-			// Erased already: finished, unless KEYS is older than the
-			// erasure (restored from a copy) and holds the key again.
-			if db.keyLive(id) {
-				if err := db.finishErasure(ctx, id); err != nil {
-					return DeletedRun{}, fmt.Errorf("engine: erase run %q: finish its erasure: %w", id, err)
-				}
-			}
-			return deletedRun(id, d), nil
-		}
-		prior = d
-		seq, final = d.Seq+1, d.Head
-	} else if gone {
-		db.mu.Unlock()
-		return DeletedRun{}, fmt.Errorf("%w: erase run %q: it is being deleted", ErrRunDeleted, id)
-	} else {
-		db.mu.Unlock()
-		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the store has no such run", id)
-	}
-	if forkWaiting = db.forkOfLocked(id); forkWaiting != "" {
-		db.mu.Unlock()
-		return DeletedRun{}, fmt.Errorf("%w: erase run %q: run %q was forked from it and holds its state at the fork point; erase it first",
-			ErrRunHasForks, id, forkWaiting)
-	}
-	// A live run is withdrawn at once, as by a deletion: no fork of it
-	// can appear between this choice and its erase record.
-	if live != nil {
-		db.withdrawLocked(true, live)
-	}
+	d, _ := db.mu.deleted.Get(id)
 	db.mu.Unlock()
-
-	// 1. The mark. 2. The erase record.
-	er, err, uerr := db.eraser.Begin(ctx, id, seq, final, reason)
-	if uerr != nil {
-		db.unclean.Store(true)
-		db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", uerr)
-	}
-	if err != nil {
-		if live != nil {
-			db.restoreRuns(live)
-		}
-		return DeletedRun{}, fmt.Errorf("engine: erase run %q: %w", id, err)
-	}
-	e := &retention.Erasure{Seq: er.Seq, Head: er.Head, At: er.At, Reason: er.Reason}
-	d := prior
-	if d == nil {
-		d = &retention.Gone{Seq: e.Seq, Final: final, Head: e.Head, At: e.At, Reason: e.Reason, Parent: live.parent}
-	}
-	d = d.WithErasure(e)
-	db.mu.Lock()
-	db.mu.deleted.Mark(id, d)
-	db.mu.Unlock()
-	db.untrack(tok)
-	tracked = false
-	if live != nil {
-		db.withdrawn(record.KindErase, ErrRunErased, live)
-	}
-
-	// 3 to 5.
-	if err := db.finishErasure(ctx, id); err != nil {
-		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erase record is durable, but %w (the next Open finishes the erasure)", id, err)
+	if d == nil || d.Erasure == nil {
+		return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erasure is not in the registry of deleted runs", id)
 	}
 	return deletedRun(id, d), nil
 }
@@ -275,7 +177,7 @@ func (db *DB) finishErasures() error {
 		// The replay read the whole log: every erasure is known.
 		defer db.healErasures()
 	}
-	return db.eraser.ResumePending(eraseResumer{db}, db.bg.stop, ErrClosed, db.logger)
+	return db.eraser.ResumePending(&eraseRuns{db: db}, db.bg.stop, ErrClosed, db.logger)
 }
 
 // keyLive reports whether KEYS holds a data key of run id that is not
@@ -294,14 +196,20 @@ func (db *DB) healErasures() {
 	db.mu.Lock()
 	erased := db.mu.deleted.Erased()
 	db.mu.Unlock()
-	db.eraser.HealStale(eraseResumer{db}, erased, db.bg.stop, ErrClosed, db.logger, db.setBackgroundErr, ErrClosed, wal.ErrClosed)
+	db.eraser.HealStale(&eraseRuns{db: db}, erased, db.bg.stop, ErrClosed, db.logger, db.setBackgroundErr, ErrClosed, wal.ErrClosed)
 }
 
-// eraseResumer is the DB as the erasure's Resumer (internal/erasure's
-// resume.go), on the background goroutine.
-type eraseResumer struct{ db *DB }
+// eraseRuns is the DB as the erasure's Resumer and Runs (internal/erasure's
+// resume.go and conduct.go), on the background goroutine; Target keeps
+// what one erasure found of its run for Restore and Recorded.
+type eraseRuns struct {
+	db    *DB
+	live  *Run            // the live run Target withdrew, if any
+	prior *retention.Gone // the run's deletion, if it was deleted
+	final chain.Hash      // the run's last link before the erasure
+}
 
-func (h eraseResumer) Ready(ctx context.Context) error {
+func (h *eraseRuns) Ready(ctx context.Context) error {
 	if err := h.db.waitLedger(ctx); err != nil {
 		return err
 	}
@@ -312,16 +220,89 @@ func (h eraseResumer) Ready(ctx context.Context) error {
 	return nil
 }
 
-func (h eraseResumer) Lock()   { h.db.gc.Lock() }
-func (h eraseResumer) Unlock() { h.db.gc.Unlock() }
+func (h *eraseRuns) Lock()   { h.db.gc.Lock() }
+func (h *eraseRuns) Unlock() { h.db.gc.Unlock() }
 
-func (h eraseResumer) Erased(run string) bool {
+func (h *eraseRuns) Erased(run string) bool {
 	h.db.mu.Lock()
 	defer h.db.mu.Unlock()
 	d, _ := h.db.mu.deleted.Get(run)
 	return d != nil && d.Erasure != nil
 }
 
-func (h eraseResumer) Finish(ctx context.Context, run string) error {
+func (h *eraseRuns) Finish(ctx context.Context, run string) error {
 	return h.db.finishErasure(ctx, run)
+}
+
+func (h *eraseRuns) Track() func() {
+	tok := h.db.track()
+	return func() { h.db.untrack(tok) }
+}
+
+func (h *eraseRuns) Target(id string) (uint64, chain.Hash, bool, error) {
+	db := h.db
+	if err := db.logFailed(); err != nil {
+		return 0, chain.Hash{}, false, fmt.Errorf("engine: erase: the log failed earlier; reopen the store: %w", err)
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return 0, chain.Hash{}, false, ErrClosed
+	}
+	db.allRunsLocked()
+	var seq uint64
+	if r := db.mu.runs[id]; r != nil {
+		if err := deletableLocked(r, "erase"); err != nil {
+			return 0, chain.Hash{}, false, err
+		}
+		r.mu.Lock()
+		end, head, _ := r.chainHeadLocked()
+		r.mu.Unlock()
+		seq, h.final = end+1, head
+		h.live = r
+	} else if d, gone := db.mu.deleted.Get(id); gone && d != nil {
+		if d.Erasure != nil {
+			return 0, chain.Hash{}, true, nil
+		}
+		h.prior, seq, h.final = d, d.Seq+1, d.Head
+	} else if gone {
+		return 0, chain.Hash{}, false, fmt.Errorf("%w: erase run %q: it is being deleted", ErrRunDeleted, id)
+	} else {
+		return 0, chain.Hash{}, false, fmt.Errorf("engine: erase run %q: the store has no such run", id)
+	}
+	if fork := db.forkOfLocked(id); fork != "" {
+		h.live = nil
+		return 0, chain.Hash{}, false, fmt.Errorf("%w: erase run %q: run %q was forked from it and holds its state at the fork point; erase it first",
+			ErrRunHasForks, id, fork)
+	}
+	if h.live != nil {
+		db.withdrawLocked(true, h.live)
+	}
+	return seq, h.final, false, nil
+}
+
+func (h *eraseRuns) Restore(string) {
+	if h.live != nil {
+		h.db.restoreRuns(h.live)
+	}
+}
+
+func (h *eraseRuns) Recorded(id string, er erasing.Erased) {
+	db := h.db
+	e := &retention.Erasure{Seq: er.Seq, Head: er.Head, At: er.At, Reason: er.Reason}
+	d := h.prior
+	if d == nil {
+		d = &retention.Gone{Seq: e.Seq, Final: h.final, Head: e.Head, At: e.At, Reason: e.Reason, Parent: h.live.parent}
+	}
+	db.mu.Lock()
+	db.mu.deleted.Mark(id, d.WithErasure(e))
+	db.mu.Unlock()
+	if h.live != nil {
+		db.withdrawn(record.KindErase, ErrRunErased, h.live)
+	}
+}
+
+func (h *eraseRuns) Unclean(id string, err error) {
+	h.db.unclean.Store(true)
+	h.db.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", err)
 }

@@ -8,7 +8,7 @@ package engine
 // and the fork's own atoms begin at the fork point + 1. An action the fork
 // repeats at the same position, with the same tool and sanitized args,
 // gets the key the lineage used there, and so its certificate (I10);
-// see package internal/lineage (lineage.go asks it, forkRun is its Run).
+// see package internal/lineage (lineage.go asks it, capView is its Run).
 
 import (
 	"context"
@@ -19,8 +19,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/lineage"
-	"github.com/continuumdb/continuum/layout"
-	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -126,34 +124,16 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// forkRun is a Run as package internal/lineage sees it (lineage.Run).
-type forkRun Run
-
-func (f *forkRun) ID() string { return f.id }
-
-func (f *forkRun) Link() (string, uint64, lineage.Run) {
-	if p := f.parentRef.Load(); p != nil {
-		return f.parent, f.base, (*forkRun)(p)
-	}
-	return f.parent, f.base, nil
-}
-
-func (f *forkRun) Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
-	return (*Run)(f).actionsAt(ctx, seq, index)
-}
-
-func (f *forkRun) Where() (string, string) { return f.db.path("wal"), f.db.path(layout.CheckpointName) }
-
 // parentRun returns the run this fork was forked from, its lineage
 // checked (lineage.Parent). It takes no lock: a run's parent is set when
 // the run is built, and again only by the reconciliation of CHECKPOINT's
 // table with the log.
 func (r *Run) parentRun() (*Run, error) {
-	p, err := lineage.Parent((*forkRun)(r))
+	p, err := lineage.Parent((*capView)(r))
 	if err != nil {
 		return nil, err
 	}
-	return (*Run)(p.(*forkRun)), nil
+	return (*Run)(p.(*capView)), nil
 }
 
 // baseFrame returns the run's state at its base: the empty frame, or, for

@@ -2,7 +2,7 @@ package engine
 
 // No duplicate effects across a lineage (I10): package internal/lineage
 // gives a fork's action that repeats its parent's the parent's key; this
-// file reads a run's actions at a position for it (forkRun's Intents).
+// file reads a run's actions at a position for it (capView's Intents).
 
 import (
 	"context"
@@ -16,9 +16,9 @@ import (
 // same position (lineage.Key, lineage.BranchKey), or in itself.
 func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	if a.branch != nil {
-		return lineage.BranchKey((*forkRun)(a.run), a.branch.Name, in, a.run.db.ledger)
+		return lineage.BranchKey((*capView)(a.run), a.branch.Name, in, a.run.db.ledger)
 	}
-	return lineage.Key(ctx, (*forkRun)(a.run), a.seq, in)
+	return lineage.Key(ctx, (*capView)(a.run), a.seq, in)
 }
 
 // actionsAt returns the intents of the run's actions with call index index

@@ -116,12 +116,11 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 	if err != nil {
 		return nil, err
 	}
-	res, err := r.rollback(ctx, a, start, to, opts)
+	res, err := saga.Conduct(ctx, &rollbackAtom{capView: (*capView)(r), a: a, st: start, exec: opts.Exec}, to, start.pending, opts.AllowNotUndone, ErrNotUndone)
 	if err != nil {
 		r.releaseRollbackAtom(a)
-		return res, err
 	}
-	return res, nil
+	return (*RollbackResult)(res), err
 }
 
 // rollbackStart is what startRollback took from the run.
@@ -189,47 +188,30 @@ func (r *Run) releaseRollbackAtom(a *Atom) {
 	}
 }
 
-func (r *Run) rollback(ctx context.Context, a *Atom, st rollbackStart, to uint64, opts RollbackOptions) (*RollbackResult, error) {
-	res := &RollbackResult{To: to, Seq: a.seq, Resumed: st.pending != nil}
-	rb := st.pending
-	if rb == nil {
-		undo, err := r.planRollback(ctx, to, a.seq, st.inflight)
-		if err != nil {
-			return nil, err
-		}
-		res.NotUndone = saga.NotUndone(undo)
-		if len(res.NotUndone) > 0 && !opts.AllowNotUndone {
-			u := res.NotUndone[0]
-			return res, fmt.Errorf("%w: rollback of run %q to seq %d: %d certified actions have no compensation, the newest %q of seq %d (fingerprint %s); nothing was written (RollbackOptions.AllowNotUndone lets the rollback leave them)",
-				ErrNotUndone, r.id, to, len(res.NotUndone), u.Tool, u.Seq, u.Action.String()[:16])
-		}
-		if rb, err = r.writeRollback(ctx, a, to, st.head, undo); err != nil {
-			return nil, err
-		}
-	} else {
-		res.NotUndone = saga.NotUndone(rb.Undo)
-	}
-	for i := range rb.Undo {
-		u := rb.Undo[i]
-		if u.Compensation == nil {
-			continue
-		}
-		out, err := a.compensate(ctx, &u, opts.Exec)
-		if err != nil {
-			return res, fmt.Errorf("engine: rollback of run %q to seq %d: compensation %q of %q (seq %d, fingerprint %s): %w",
-				r.id, to, u.Compensation.Tool, u.Tool, u.Seq, u.Action.String()[:16], err)
-		}
-		res.Undone = append(res.Undone, u)
-		res.Results = append(res.Results, out)
-	}
-	target, err := r.stateAt(ctx, to)
-	if err != nil {
-		return res, fmt.Errorf("engine: rollback of run %q: the state at seq %d: %w", r.id, to, err)
-	}
-	if err := a.commit(ctx, new(frame.Delta).ReplaceFrame(target), true); err != nil {
-		return res, fmt.Errorf("engine: rollback of run %q to seq %d: %w", r.id, to, err)
-	}
-	return res, nil
+// rollbackAtom is the atom of a rollback as saga.Conduct drives it.
+type rollbackAtom struct {
+	*capView
+	a    *Atom
+	st   rollbackStart
+	exec func(Undo) ledger.Exec
+}
+
+func (x *rollbackAtom) Seq() uint64 { return x.a.seq }
+
+func (x *rollbackAtom) Plan(ctx context.Context, to uint64) ([]record.Undo, error) {
+	return (*Run)(x.capView).planRollback(ctx, to, x.a.seq, x.st.inflight)
+}
+
+func (x *rollbackAtom) Write(ctx context.Context, to uint64, undo []record.Undo) (*pendingRollback, error) {
+	return (*Run)(x.capView).writeRollback(ctx, x.a, to, x.st.head, undo)
+}
+
+func (x *rollbackAtom) Compensate(ctx context.Context, u *Undo) ([]byte, error) {
+	return x.a.compensate(ctx, u, x.exec)
+}
+
+func (x *rollbackAtom) Complete(ctx context.Context, f *frame.Frame) error {
+	return x.a.commit(ctx, new(frame.Delta).ReplaceFrame(f), true)
 }
 
 // writeRollback appends the rollback record of atom a and waits for its

@@ -9,6 +9,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
@@ -41,6 +42,11 @@ type Run struct {
 	created   chan struct{}
 	createErr error
 
+	// scanned holds the positions of the run's atoms found by a scan of
+	// the log when the snapshot store could not give them (its own lock;
+	// internal/history).
+	scanned history.Scanned
+
 	// lastUse is db.useTick as of the run's last State or Begin: the
 	// frame cache drops the least recently used frames first.
 	lastUse atomic.Int64
@@ -68,11 +74,7 @@ type Run struct {
 		frameHead  chain.Hash
 		indexedSeq uint64    // atoms up to here have their log position in Pebble
 		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
-		// scanned holds the positions of atoms 1..len(scanned), found by a
-		// scan of the log when the snapshot store could not give them
-		// (scannedPositions). Replaced, never changed in place.
-		scanned []wal.Pos
-		snapSeq uint64 // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
+		snapSeq    uint64    // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
 		// windowFirst is the snapshot the retention policy keeps for the
 		// current window (see checkpoint.SnapshotSpan); after a restart, the latest.
 		windowFirst uint64

@@ -10,6 +10,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -103,7 +104,7 @@ func (r *Run) materializeLocked() error {
 // tailFromIndexLocked applies to f, the run's frame at seq (its frame
 // file's, whose head is head, or the run's base frame), the atoms
 // seq+1..end, found through the atom index as StateAt finds them
-// (snapread.go): each position must hold the run's atom at that seq, the
+// (internal/history): each position must hold the run's atom at that seq, the
 // atom at seq (when seq is the run's own) must carry the file's head, and
 // the atom at end the head the run has there (want). ok is false, and f must not
 // be used, when the index cannot serve them (no usable snapshot store,
@@ -301,9 +302,5 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	case seq == r.base:
 		return r.baseFrame(ctx)
 	}
-	f, ok, err := r.stateFromSnapshot(ctx, seq, indexed, fileSeq, mem)
-	if err != nil || ok {
-		return f, err
-	}
-	return r.stateFromLog(ctx, seq, indexed, mem)
+	return history.State(ctx, (*histStore)(r.db), (*capView)(r), seq, indexed, fileSeq, mem)
 }

@@ -192,51 +192,29 @@ func (r *Run) ReadStream(ctx context.Context, name string, from uint64, opts *Re
 	if err := record.CheckStreamName(name); err != nil {
 		return StreamBatch{}, fmt.Errorf("engine: run %q: read stream: %w", r.id, err)
 	}
-	x := db.streams.Index()
-	for {
-		if err := db.checkOpen(); err != nil {
-			return StreamBatch{}, err
-		}
-		if err := ctx.Err(); err != nil {
-			return StreamBatch{}, err
-		}
-		db.mu.Lock()
-		deleted := db.deletedLocked(r.id)
-		db.mu.Unlock()
-		if deleted {
-			return StreamBatch{}, fmt.Errorf("%w: run %q", ErrRunDeleted, r.id)
-		}
-		ended := r.Status() != StatusActive
-		b, err := x.Read(r.id, name, from, o.Max, o.MaxBytes)
-		if err != nil {
-			return StreamBatch{}, fmt.Errorf("engine: run %q: read stream %q: %w", r.id, name, err)
-		}
-		out := StreamBatch{Chunks: b.Chunks, Next: b.Next, Ended: b.Ended}
-		if len(b.Chunks) > 0 || b.Ended {
-			return out, nil
-		}
-		if ended && b.Wake != nil {
-			// Ended before the read: every chunk is durable (the end's
-			// record follows them), so none is pending; the index learns of
-			// the end after its record is durable.
-			if again, err := x.Read(r.id, name, from, o.Max, o.MaxBytes); err == nil && len(again.Chunks) == 0 {
-				out.Ended = true
-				return out, nil
-			}
-			continue
-		}
-		if !o.Wait {
-			return out, nil
-		}
-		select {
-		case <-b.Wake:
-		case <-ctx.Done():
-			return StreamBatch{}, ctx.Err()
-		case <-db.bg.stop:
-			return StreamBatch{}, ErrClosed
-		}
-	}
+	b, err := db.streams.Index().Follow(ctx, (*streamReader)(r), r.id, name, from, o.Max, o.MaxBytes, o.Wait)
+	return StreamBatch{Chunks: b.Chunks, Next: b.Next, Ended: b.Ended}, err
 }
+
+// streamReader is a run as a read of its streams sees it (stream.Reader).
+type streamReader Run
+
+func (s *streamReader) Live() error {
+	db := s.db
+	if err := db.checkOpen(); err != nil {
+		return err
+	}
+	db.mu.Lock()
+	deleted := db.deletedLocked(s.id)
+	db.mu.Unlock()
+	if deleted {
+		return fmt.Errorf("%w: run %q", ErrRunDeleted, s.id)
+	}
+	return nil
+}
+
+func (s *streamReader) Ended() bool                        { return (*Run)(s).Status() != StatusActive }
+func (s *streamReader) Stopping() (<-chan struct{}, error) { return s.db.bg.stop, ErrClosed }
 
 // Streams lists the run's streams that have durable chunks, by name.
 func (r *Run) Streams(ctx context.Context) ([]StreamInfo, error) {

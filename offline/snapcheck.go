@@ -8,7 +8,7 @@ package offline
 // writer's compactions remove files under it). So beside a running agent
 // the check does not happen, and the report says so (Report.Unchecked): the
 // engine itself checks every value it reads from the store against the log
-// (snapread.go), so what a running agent reads is right either way. When no
+// (internal/history), so what a running agent reads is right either way. When no
 // process has the store open, the check holds the lock for its duration; an
 // engine opening the snapshot store meanwhile waits for it (openSnapshots).
 

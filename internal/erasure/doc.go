@@ -28,7 +28,8 @@
 //	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
 //	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
 //	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)
-//	Erase (bg goroutine)  Begin, Actions, DropRun           (a run's erasure, steps 1, 2, 3's input, 5)
+//	Erase (bg goroutine)  EraseRun(ctx, runs, run, reason)  (a run's erasure, steps 1 to 5 in order, over Runs)
+//	                      Actions, DropRun                  (step 3's input, step 5: Runs.Finish calls them)
 //	Open                  ResumePending (Resume of each)    (an interrupted erasure finished or undone)
 //	Erase                 Live, DropRun                     (an erasure finished meanwhile, its keys)
 //	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
@@ -42,15 +43,23 @@
 //	Erased(run) bool          // the log holds run's erase record
 //	Finish(ctx, run) error    // the engine's steps 3 to 5
 //
+// A run's erasure (conduct.go) takes the run out of the engine's table
+// through Runs, a Resumer and:
+//
+//	Track() (release func())  // the replay position held below the withdrawal and the record
+//	Target(run) (seq, final, done, err) // under the table's lock: a live run withdrawn, or its deletion's link
+//	Restore(run)              // the erasure did not happen: a live run is back
+//	Recorded(run, er)         // the erase record is durable: the registry marks it, the run's withdrawal finishes
+//	Unclean(run, err)         // the mark of a failed erasure stayed (the next Open removes it)
+//
 // Usage (what package engine does, in short):
 //
 //	e := erasure.New(erasure.Config{Store: store, ErasableKeys: []string{"pii.*"}, ...})
 //	d, err := e.Seal(run, delta, false)   // Commit: pii.* values sealed with their own keys
 //	nos, err := e.Retire(run, "pii.mail") // EraseKey, tracked by the engine:
 //	k, err := e.RecordKey(ctx, run, "pii.mail", reason, seq, head, nos)
-//	er, err, _ := e.Begin(ctx, run, seq, final, reason) // Erase, once the run is withdrawn
-//	// ... the engine forgets the run's actions (e.Actions), checkpoints, removes its files
-//	err = e.DropRun(run)
+//	err = e.EraseRun(ctx, runs, run, reason) // Erase: Begin once the run is withdrawn, then runs.Finish:
+//	// the engine forgets the run's actions (e.Actions), checkpoints, removes its files, e.DropRun(run)
 //
 // # Guarantees
 //

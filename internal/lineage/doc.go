@@ -21,12 +21,13 @@
 //
 // # The interface
 //
-// What the engine implements, over its Run (an adapter type; the
-// methods take no lock of the caller's):
+// What the engine implements, over its Run (engine/runview.go's capView,
+// the one adapter of a run; the methods take no lock of the caller's):
 //
 //	type Run interface {
-//		// ID is the run's id.
-//		ID() string
+//		// The run's id, fork point, head and state (ID and Base are
+//		// what the lineage reads).
+//		runview.Run
 //		// Link returns the run's fork link: the parent's id and the fork
 //		// point (parent "" and at 0 for a run that is no fork), and the
 //		// parent as the store holds it, nil if it holds none of that id.

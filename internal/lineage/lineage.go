@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
@@ -15,7 +16,7 @@ const MaxDepth = 1 << 12
 // Run is a run as its lineage sees it; the package doc says what each
 // method promises.
 type Run interface {
-	ID() string
+	runview.Run
 	Link() (parent string, at uint64, held Run)
 	Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error)
 	Where() (log, checkpoint string)

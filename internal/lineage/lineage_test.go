@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
@@ -22,7 +24,12 @@ type run struct {
 	asked   int
 }
 
-func (r *run) ID() string { return r.id }
+func (r *run) ID() string                            { return r.id }
+func (r *run) Base() uint64                          { return r.at }
+func (r *run) ChainHead() (uint64, chain.Hash, bool) { return 0, chain.Hash{}, false }
+func (r *run) StateAt(context.Context, uint64) (*frame.Frame, error) {
+	return nil, errors.New("lineage reads no state")
+}
 
 func (r *run) Link() (string, uint64, Run) {
 	if r.held == nil {

@@ -3,8 +3,8 @@
 // dead records (the dead prefix, compaction of segments in place), the
 // orphan rule of a replay of a trimmed log, and the removal of the
 // leftovers of failed writes. It knows nothing of the engine's runs or
-// locks; package engine conducts it (engine/delete.go, engine/gc.go) and
-// implements Core over its DB.
+// locks: package engine implements Core (engine/gc.go) and Runs
+// (engine/delete.go) over its DB, and keeps the public API.
 //
 // The interface the engine implements, whole (Core):
 //
@@ -16,6 +16,16 @@
 //	Forget(fps) int                      // the ledger forgets fps (in memory)
 //	Closed() error                       // ErrClosed once the DB is closed
 //
+// A deletion takes runs out of the store's table through Runs, whose
+// runs are runview.Runs (ChainHead gives each delete record its link):
+//
+//	Ready(ctx) error                     // log usable, the log's deletions known; directories' fsyncs started
+//	Track() (release func())             // the replay position held below the records and the withdrawal
+//	Take(choose) ([]runview.Run, error)  // under the table's lock: choose among the runs, the chosen withdrawn at once
+//	Append(ctx, recs) error              // the delete records, durable, all or none
+//	Restore(runs)                        // the records failed: the runs are back
+//	Gone(runs, gone)                     // the deletions are durable: registry marked, handles withdrawn
+//
 // Core's methods are called on the engine's background goroutine (it owns
 // the engine checkpoints), under GC's lock but Ready; nothing of the
 // engine's is held when they are called. What the engine calls:
@@ -24,6 +34,7 @@
 //	(*GC).Request(ctx, stop, ErrClosed)  // DB.GC: queue a collection and wait
 //	(*GC).Jobs(), (*Job).Run(gc, core)   // the background goroutine serves the queue
 //	(*GC).Lock(), Unlock()               // Delete and Erase: one at a time with a collection
+//	Delete(ctx, gc, runs, sel, errs, sign) // DB.DeleteRuns: the whole deletion over Runs
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
 //	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint
 //	Misfit                               // replay: a delete record that does not fit its run

@@ -41,6 +41,14 @@
 //		Data(pos wal.Pos) ([]byte, error)
 //	}
 //
+// and, for a read that follows a stream at its tail, over one run:
+//
+//	type Reader interface {
+//		Live() error                        // nil while the store is open and the run not deleted
+//		Ended() bool                        // the run's end is durable
+//		Stopping() (<-chan struct{}, error) // closed when the store closes; the read's error then
+//	}
+//
 // What the engine calls, whole. Lock order: the run's lock, then the
 // Index's; a Source's methods are called without the Index's lock.
 //
@@ -53,6 +61,7 @@
 //	(*Index).Failed(run, seq)                     // the atom's fail record is durable
 //	(*Index).Gone(kind, run)                      // the run ended (KindEnd) or was deleted
 //	(*Index).Read(run, stream, from, max, maxBytes) (Batch, error) // what is durable from offset from
+//	(*Index).Follow(ctx, rd, run, stream, from, max, maxBytes, wait) // Read, waiting at the tail (Run.ReadStream)
 //	(*Index).Status(run, seq, attempt) Status
 //	(*Index).Streams(run) []Info
 //	(*Index).LastWaiter(run, stream) *wal.Waiter   // the last chunk's append, if not durable yet

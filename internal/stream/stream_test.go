@@ -244,3 +244,64 @@ func TestCrashResume(t *testing.T) {
 		_ = l2.Close()
 	}
 }
+
+// followReader is a Reader whose state the test sets.
+type followReader struct {
+	live  error
+	ended bool
+	stop  chan struct{}
+}
+
+func (r *followReader) Live() error                        { return r.live }
+func (r *followReader) Ended() bool                        { return r.ended }
+func (r *followReader) Stopping() (<-chan struct{}, error) { return r.stop, ErrStopped }
+
+// TestFollow: Follow returns chunks once durable, waits at the tail when
+// asked, ends an ended run's empty stream, and stops on the reader's
+// error, ctx's end or the store's close.
+func TestFollow(t *testing.T) {
+	ctx := context.Background()
+	l := openLog(t, vfs.NewMem())
+	x := New(logSource{t, l})
+	rd := &followReader{stop: make(chan struct{})}
+	if b, err := x.Follow(ctx, rd, "r", "s", 0, 10, 1<<20, false); err != nil || len(b.Chunks) != 0 || b.Ended {
+		t.Fatalf("an empty stream without wait: %+v, %v", b, err)
+	}
+	got := make(chan Batch, 1)
+	go func() {
+		b, err := x.Follow(ctx, rd, "r", "s", 0, 10, 1<<20, true)
+		if err != nil {
+			t.Error(err)
+		}
+		got <- b
+	}()
+	appendChunk(t, x, l, "r", "s", 1, 1, "hello")
+	if b := <-got; len(b.Chunks) != 1 || string(b.Chunks[0].Data) != "hello" || b.Next != 1 {
+		t.Fatalf("waited for %+v", b)
+	}
+	// The store closes under a waiting read.
+	errc := make(chan error, 1)
+	go func() {
+		_, err := x.Follow(ctx, rd, "r", "s", 1, 10, 1<<20, true)
+		errc <- err
+	}()
+	close(rd.stop)
+	if err := <-errc; err != ErrStopped {
+		t.Fatalf("a read waiting when the store closed: %v", err)
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := x.Follow(cctx, &followReader{stop: make(chan struct{})}, "r", "s", 1, 10, 1<<20, true); err != context.Canceled {
+		t.Fatalf("a cancelled read: %v", err)
+	}
+	gone := fmt.Errorf("run deleted")
+	if _, err := x.Follow(ctx, &followReader{live: gone}, "r", "s", 0, 10, 1<<20, true); err != gone {
+		t.Fatalf("a read of a run that is gone: %v", err)
+	}
+	// A run that ended before the read: its empty tail is the end, though
+	// the index has not learnt of the end yet.
+	b, err := x.Follow(ctx, &followReader{ended: true}, "r", "s", 1, 10, 1<<20, true)
+	if err != nil || !b.Ended || len(b.Chunks) != 0 || b.Next != 1 {
+		t.Fatalf("the tail of an ended run: %+v, %v", b, err)
+	}
+}

@@ -1,0 +1,97 @@
+package retention
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/runview"
+)
+
+// Runs is the store's table of runs as a deletion (or an erasure) takes
+// runs out of it: the engine's adapter over its DB (engine/delete.go's
+// tableRuns). The runs it hands out are runview.Runs (ChainHead gives a
+// deletion its link).
+type Runs interface {
+	// Ready returns why no deletion may start now (the log failed
+	// earlier, the log's deleted runs before CHECKPOINT's replay
+	// position unknown because it could not be read); it starts the
+	// fsyncs of the store's directories, which the records wait for.
+	Ready(ctx context.Context) error
+	// Track holds the engine checkpoint's replay position at or below
+	// the writes about to happen until release: the records and the
+	// withdrawal are one write for the checkpoint.
+	Track() (release func())
+	// Take, under the table's lock, hands choose every run of the store
+	// (as a Candidate) and whether an id is deleted or being deleted,
+	// and withdraws at once the runs choose returns, their ids marked
+	// being deleted: Run and Fork of them fail from then on. An error is
+	// choose's, or the store's being closed.
+	Take(choose func(runs []Candidate, deleted func(id string) bool) ([]string, error)) ([]runview.Run, error)
+	// Append writes recs durably, all or none.
+	Append(ctx context.Context, recs [][]byte) error
+	// Restore puts back runs Take withdrew, whose records failed.
+	Restore(runs []runview.Run)
+	// Gone records the deletions of runs as durable (gone[i] is runs[i]'s;
+	// the engine sets its Parent) and finishes their withdrawal: a handle
+	// a caller kept serves nothing more.
+	Gone(runs []runview.Run, gone []*Gone)
+}
+
+// Signing is what a delete record's link and note are made with: the
+// store's hasher, id and signing key (nil: notes unsigned).
+type Signing struct {
+	Hasher  *chain.Hasher
+	StoreID string
+	Signer  *chain.Signer
+}
+
+// Delete deletes the runs sel selects, all of them or none: it waits for
+// runs to be ready, takes GC's lock (one deletion at a time, and none
+// during a collection), takes the runs Choose picks out of the table at
+// once, and writes one delete record per run in one batch; a failure puts
+// the runs back. It returns the deletions, durable, in the order Choose
+// picked the runs (none: nothing selected).
+func Delete(ctx context.Context, gc *GC, runs Runs, sel Selection, errs Errors, sign Signing) ([]Deletion, error) {
+	if err := sel.Check(errs); err != nil {
+		return nil, err
+	}
+	if err := runs.Ready(ctx); err != nil {
+		return nil, err
+	}
+	gc.Lock()
+	defer gc.Unlock()
+	release := runs.Track()
+	defer release()
+	chosen, err := runs.Take(func(c []Candidate, deleted func(string) bool) ([]string, error) {
+		return Choose(sel, c, deleted, errs)
+	})
+	if err != nil || len(chosen) == 0 {
+		return nil, err
+	}
+	now := time.Now()
+	recs := make([][]byte, 0, len(chosen))
+	out := make([]Deletion, 0, len(chosen))
+	for _, r := range chosen {
+		seq, final, _ := r.ChainHead()
+		d := NewDeletion(sign.Hasher, r.ID(), seq, final, now, sel.ReasonText())
+		rec, err := d.Record(sign.StoreID, sign.Signer)
+		if err != nil {
+			runs.Restore(chosen)
+			return nil, err
+		}
+		recs = append(recs, rec)
+		out = append(out, d)
+	}
+	if err := runs.Append(ctx, recs); err != nil {
+		runs.Restore(chosen)
+		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
+	}
+	gone := make([]*Gone, len(out))
+	for i, d := range out {
+		gone[i] = &Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+	}
+	runs.Gone(chosen, gone)
+	return out, nil
+}

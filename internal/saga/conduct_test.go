@@ -1,0 +1,108 @@
+package saga
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/ledger"
+	"github.com/continuumdb/continuum/record"
+)
+
+var errNotUndone = errors.New("not undone")
+
+// fakeAtom records what Conduct asked of it.
+type fakeAtom struct {
+	plan      []record.Undo
+	planned   int
+	written   []record.Undo
+	ran       []uint64 // the seqs of the actions compensated, in order
+	failAt    uint64   // Compensate of the action of this seq fails
+	completed *frame.Frame
+}
+
+func (a *fakeAtom) ID() string                            { return "r" }
+func (a *fakeAtom) Base() uint64                          { return 0 }
+func (a *fakeAtom) ChainHead() (uint64, chain.Hash, bool) { return 9, chain.Hash{}, false }
+func (a *fakeAtom) Seq() uint64                           { return 10 }
+
+func (a *fakeAtom) StateAt(_ context.Context, seq uint64) (*frame.Frame, error) {
+	return &frame.Frame{Memory: map[string][]byte{"at": []byte(fmt.Sprint(seq))}}, nil
+}
+
+func (a *fakeAtom) Plan(context.Context, uint64) ([]record.Undo, error) {
+	a.planned++
+	return a.plan, nil
+}
+
+func (a *fakeAtom) Write(_ context.Context, to uint64, undo []record.Undo) (*Pending, error) {
+	a.written = undo
+	return &Pending{Seq: 10, To: to, Undo: undo}, nil
+}
+
+func (a *fakeAtom) Compensate(_ context.Context, u *record.Undo) ([]byte, error) {
+	if u.Seq == a.failAt {
+		return nil, errors.New("downstream down")
+	}
+	a.ran = append(a.ran, u.Seq)
+	return []byte(fmt.Sprint("undid ", u.Seq)), nil
+}
+
+func (a *fakeAtom) Complete(_ context.Context, f *frame.Frame) error {
+	a.completed = f
+	return nil
+}
+
+func undo(seq uint64, comp bool) record.Undo {
+	u := record.Undo{Seq: seq, Tool: fmt.Sprint("tool", seq), Action: ledger.Fingerprint{byte(seq)}}
+	if comp {
+		u.Compensation = &ledger.Compensation{Tool: "undo", Key: fmt.Sprint("k", seq)}
+	}
+	return u
+}
+
+// TestConduct: the refusal of actions without a compensation writes
+// nothing; a rollback runs the compensations in the plan's order and
+// completes with the state at its target; a failed compensation leaves
+// it pending, and a resume neither plans nor writes again.
+func TestConduct(t *testing.T) {
+	ctx := context.Background()
+	plan := []record.Undo{undo(8, true), undo(6, false), undo(4, true)}
+
+	a := &fakeAtom{plan: plan}
+	res, err := Conduct(ctx, a, 3, nil, false, errNotUndone)
+	if !errors.Is(err, errNotUndone) || a.written != nil || a.ran != nil || a.completed != nil {
+		t.Fatalf("a plan with an action not undone: err %v, written %v, ran %v", err, a.written, a.ran)
+	}
+	if len(res.NotUndone) != 1 || res.NotUndone[0].Seq != 6 {
+		t.Fatalf("NotUndone %+v", res.NotUndone)
+	}
+
+	a = &fakeAtom{plan: plan}
+	res, err = Conduct(ctx, a, 3, nil, true, errNotUndone)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(a.ran, []uint64{8, 4}) || len(a.written) != 3 || string(a.completed.Memory["at"]) != "3" {
+		t.Fatalf("ran %v, wrote %d, completed with %v", a.ran, len(a.written), a.completed)
+	}
+	if res.To != 3 || res.Seq != 10 || res.Resumed || len(res.Undone) != 2 || string(res.Results[1]) != "undid 4" || len(res.NotUndone) != 1 {
+		t.Fatalf("result %+v", res)
+	}
+
+	a = &fakeAtom{plan: plan, failAt: 4}
+	res, err = Conduct(ctx, a, 3, nil, true, errNotUndone)
+	if err == nil || a.completed != nil || len(res.Undone) != 1 {
+		t.Fatalf("a failed compensation: err %v, completed %v, undone %v", err, a.completed, res.Undone)
+	}
+	pending := &Pending{Seq: 10, To: 3, Undo: a.written}
+	b := &fakeAtom{}
+	res, err = Conduct(ctx, b, 3, pending, false, errNotUndone)
+	if err != nil || b.planned != 0 || b.written != nil || !res.Resumed || !slices.Equal(b.ran, []uint64{8, 4}) || b.completed == nil {
+		t.Fatalf("resumed: err %v, planned %d, written %v, ran %v, %+v", err, b.planned, b.written, b.ran, res)
+	}
+}
