@@ -8,10 +8,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/wait"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
@@ -21,8 +25,8 @@ import (
 var ErrNoRun = errors.New("engine: no such run")
 
 // waitsReady makes the index of waits usable: on the first call after
-// Open, it builds it from the log (internal/wait, Load). Its error is
-// sticky.
+// Open, it loads it (internal/wait, Load: WAITS and the log's tail, or the
+// whole log). Its error is sticky.
 func (db *DB) waitsReady(ctx context.Context) error {
 	if err := db.checkOpen(); err != nil {
 		return err
@@ -30,32 +34,95 @@ func (db *DB) waitsReady(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return db.waitsLoad()
+}
+
+// waitsLoad loads the index once, even while the DB closes (the final
+// checkpoint captures it).
+func (db *DB) waitsLoad() error {
 	s := &db.waits
+	x := s.index(db)
 	s.load.Do(func() {
-		x := wait.New(db.opts.Clock)
 		s.err = x.Load(waitSource{db})
-		s.idx = x
 		s.ready.Store(x)
 	})
 	return s.err
 }
 
+// index returns the DB's index of waits, loaded or not.
+func (s *waitState) index(db *DB) *wait.Index {
+	s.made.Do(func() { s.idx = wait.New(db.opts.Clock) })
+	return s.idx
+}
+
+// waitsFrom tells the index, at Open, the checkpoint its load starts
+// from (cp nil: none, the whole log).
+func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
+	if cp == nil {
+		db.waits.index(db).From(0, wal.Pos{})
+		return
+	}
+	db.waits.index(db).From(cp.Gen, from)
+}
+
+// writeWaitsFile writes WAITS for the checkpoint of generation gen at
+// replay position floor, after every run's row is captured (caps, sorted
+// by id): a wait its run's row says an atom took, and a run that ended,
+// leave the index and the file. Its rename is made durable by
+// CHECKPOINT's directory fsync, as INBOX's is.
+func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) error {
+	if err := db.waitsLoad(); err != nil {
+		return fmt.Errorf("engine: checkpoint: waits: %w", err)
+	}
+	f, err := db.waits.idx.Capture(gen, floor, func(run string) (uint64, bool, bool) {
+		i, ok := slices.BinarySearchFunc(caps, run, func(c *capturedRun, id string) int { return strings.Compare(c.Meta.ID, id) })
+		if !ok {
+			return 0, false, false
+		}
+		return caps[i].Meta.LastSeq, caps[i].Meta.Status != 0, true
+	})
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: waits: %w", err)
+	}
+	return checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), f.Marshal(), db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false)
+}
+
 // waitIndex returns the index once it is loaded, else nil.
 func (db *DB) waitIndex() *wait.Index { return db.waits.ready.Load() }
+
+// waitGone is the gone hook, and the replayed one's for an end or a
+// deletion: nothing of run waits any more.
+func (db *DB) waitGone(run string) { db.waits.index(db).Gone(run) }
 
 // waitSource is the DB as the index's Source.
 type waitSource struct{ db *DB }
 
-// Scan reads the whole log, decoding only the records of waits.
-func (s waitSource) Scan(fn func(*record.Record, []byte) error) error {
+// WaitsFile implements wait.Source.
+func (s waitSource) WaitsFile(gen uint64) (string, []byte, error) {
+	db := s.db
+	name := db.path(layout.WaitsName)
+	b, err := layout.ReadFile(db.fs, name)
+	if err == nil && db.sealer != nil {
+		b, err = db.sealer.OpenStoreFile(b, record.PlaceWaits, gen)
+	}
+	return name, b, err
+}
+
+// Rebuilding implements wait.Source.
+func (s waitSource) Rebuilding(why string) {
+	s.db.logger.Warn("engine: WAITS is not usable; the index of waits is rebuilt from the log", "file", s.db.path(layout.WaitsName), "reason", why)
+}
+
+// Scan reads the log from from, decoding only the records of waits.
+func (s waitSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
 	db := s.db
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, _ []byte) bool {
 		return k != record.KindWait && k != record.KindEvent && k != record.KindWake
 	}
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
 	if err != nil {
-		return fmt.Errorf("engine: waits: read the log: %w", err)
+		return fmt.Errorf("engine: waits: read the log from %v: %w", from, err)
 	}
 	defer c.Close()
 	for c.Next() {
@@ -93,8 +160,8 @@ func (db *DB) eventPayload(r *record.Record) ([]byte, error) {
 
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run (r): it follows the run's last atom, or an earlier one,
-// with that atom's head, and its link is its own. The index is built
-// from the log on first use, not here.
+// with that atom's head, and its link is its own. The index is loaded on
+// first use, not here.
 func (db *DB) replayWait(r *Run, rec *record.Record) string {
 	if link := db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload); link != rec.Head {
 		return fmt.Sprintf("the %s record's link %x is not its own (%x)", rec.Kind, rec.Head[:8], link[:8])
@@ -238,9 +305,11 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 	for i, w := range recs {
 		raws[i] = w.rec.Raw
 	}
+	// Untracked once the index reflects them: a checkpoint's WAITS holds
+	// every record below its replay position.
 	tok := db.track()
+	defer db.untrack(tok)
 	poss, err := db.appendBatch(ctx, raws)
-	db.untrack(tok)
 	if err != nil {
 		return fmt.Errorf("engine: run %q: write a %s record: %w", r.id, recs[0].rec.Kind, err)
 	}
@@ -398,10 +467,10 @@ func (db *DB) fireDue(ctx context.Context) error {
 			for i, rec := range recs {
 				raws[i] = rec.Raw
 			}
-			tok := db.track()
+			tok := db.track() // untracked once the index reflects them
 			poss, err := db.appendBatch(ctx, raws)
-			db.untrack(tok)
 			if err != nil {
+				db.untrack(tok)
 				release()
 				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
 			}
@@ -414,6 +483,7 @@ func (db *DB) fireDue(ctx context.Context) error {
 					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
 				}
 			}
+			db.untrack(tok)
 			release()
 			db.waitsChanged()
 		}

@@ -380,8 +380,9 @@ type WaitObserver interface {
 
 // waitState is the DB's state of waits (capabilityState.waits).
 type waitState struct {
+	made  sync.Once
 	load  sync.Once
-	idx   *wait.Index                // set by the first waitsReady, with err
+	idx   *wait.Index                // made on first need (index), loaded by waitsLoad
 	err   error                      // the load's, sticky
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
 	fire  sync.Mutex                 // one fireDue at a time

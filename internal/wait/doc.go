@@ -66,9 +66,14 @@
 // reads the log's tail only, is not there yet.
 package wait
 
-import "github.com/continuumdb/continuum/record"
+import (
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
 
 // Source is what the index reads of the store (see the package doc).
 type Source interface {
-	Scan(fn func(rec *record.Record, payload []byte) error) error
+	WaitsFile(gen uint64) (name string, b []byte, err error)
+	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
+	Rebuilding(why string)
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
 
@@ -66,6 +67,9 @@ type runWaits struct {
 	wait    *Wait               // the run's last wait, nil: none
 	pending map[string][]*Event // events no wait took yet, by name, in log order
 	senders map[string][32]byte // the digest of each sender id's event
+	// mark is the log position of the run's last record applied: a Load
+	// over WAITS applies the run's records after it only.
+	mark wal.Pos
 }
 
 // Index is the waits of a store's runs. Its methods take its own mutex;
@@ -77,7 +81,11 @@ type Index struct {
 	mu struct {
 		sync.Mutex
 		loaded  bool
-		loadErr error // sticky
+		loadErr error    // sticky
+		gen     uint64   // the checkpoint Load starts from (From), 0: none
+		replay  wal.Pos  // its replay position
+		rebuilt string   // why WAITS was not used ("": it was, or there was none)
+		early   []string // runs Gone before Load: dropped once it is done
 		runs    map[string]*runWaits
 		timers  deadlines  // open waits with a deadline, earliest first
 		ready   *list.List // of *Wait: ended by an event or a timeout and not taken, in the order they ended
@@ -99,9 +107,20 @@ func New(clock func() time.Time) *Index {
 	return x
 }
 
-// Load builds the index from src once; later calls return the first
+// From sets where the next Load starts: WAITS of the checkpoint of
+// generation gen (0: none), whose replay position is replay.
+func (x *Index) From(gen uint64, replay wal.Pos) {
+	x.mu.Lock()
+	x.mu.gen, x.mu.replay = gen, replay
+	x.mu.Unlock()
+}
+
+// Load builds the index once: from WAITS (Source.WaitsFile) when From
+// named a checkpoint and the file is that checkpoint's and sound, then the
+// log's records of waits from its replay position, each run's after the
+// run's mark; else from the whole log. Later calls return the first
 // call's error. Nothing else of the index may be used before Load
-// returned nil.
+// returned nil, but Gone.
 func (x *Index) Load(src Source) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -109,17 +128,59 @@ func (x *Index) Load(src Source) error {
 		return x.mu.loadErr
 	}
 	x.mu.loaded = true
-	err := src.Scan(func(rec *record.Record, payload []byte) error {
+	var from wal.Pos
+	var marks map[string]wal.Pos // the marks of WAITS's runs
+	if x.mu.gen != 0 {
+		if why := x.loadFileLocked(src); why != "" {
+			x.resetLocked()
+			x.mu.rebuilt = why
+			src.Rebuilding(why)
+		} else {
+			from = x.mu.replay
+			marks = make(map[string]wal.Pos, len(x.mu.runs))
+			for id, rw := range x.mu.runs {
+				if !rw.mark.Less(from) {
+					marks[id] = rw.mark
+				}
+			}
+		}
+	}
+	err := src.Scan(from, func(rec *record.Record, payload []byte) error {
+		if m, ok := marks[rec.Run]; ok {
+			if !m.Less(rec.Pos) {
+				return nil // WAITS reflects it
+			}
+			delete(marks, rec.Run) // the run's records after the mark
+		}
 		x.applyLocked(rec, payload)
 		return nil
 	})
 	if err != nil {
 		x.mu.loadErr = fmt.Errorf("wait: load the waits from the log: %w", err)
-		x.mu.runs = map[string]*runWaits{}
-		x.mu.timers = nil
-		x.mu.ready.Init()
+		x.resetLocked()
+		return x.mu.loadErr
 	}
-	return x.mu.loadErr
+	for _, run := range x.mu.early {
+		x.goneLocked(run)
+	}
+	x.mu.early = nil
+	return nil
+}
+
+// resetLocked empties the index.
+func (x *Index) resetLocked() {
+	x.mu.runs = map[string]*runWaits{}
+	x.mu.timers = nil
+	x.mu.ready.Init()
+	x.mu.high = 0
+}
+
+// Rebuilt says why WAITS was not used, once the index is loaded ("": it
+// was, or From named no checkpoint).
+func (x *Index) Rebuilt() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mu.rebuilt
 }
 
 // Loaded reports whether Load ran.
@@ -217,6 +278,7 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 		rw = &runWaits{}
 		x.mu.runs[rec.Run] = rw
 	}
+	rw.mark = rec.Pos
 	switch rec.Kind {
 	case record.KindWait:
 		if rw.wait != nil && rw.wait.Seq >= rec.Seq {
@@ -300,8 +362,13 @@ func (x *Index) dropLocked(w *Wait) {
 func (x *Index) Taken(run string, seq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rw := x.mu.runs[run]
-	if rw == nil || rw.wait == nil || rw.wait.Seq >= seq {
+	if rw := x.mu.runs[run]; rw != nil {
+		x.takenLocked(run, rw, seq)
+	}
+}
+
+func (x *Index) takenLocked(run string, rw *runWaits, seq uint64) {
+	if rw.wait == nil || rw.wait.Seq >= seq {
 		return
 	}
 	x.dropLocked(rw.wait)
@@ -312,9 +379,18 @@ func (x *Index) Taken(run string, seq uint64) {
 }
 
 // Gone says that run ended or was deleted: nothing of it waits any more.
+// Before Load, it is noted and done once Load is.
 func (x *Index) Gone(run string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if !x.mu.loaded {
+		x.mu.early = append(x.mu.early, run)
+		return
+	}
+	x.goneLocked(run)
+}
+
+func (x *Index) goneLocked(run string) {
 	rw := x.mu.runs[run]
 	if rw == nil {
 		return

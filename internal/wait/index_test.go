@@ -2,12 +2,14 @@ package wait
 
 import (
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 )
 
 func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Record {
@@ -17,8 +19,17 @@ func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Rec
 // listSource is a Source over records in memory.
 type listSource []*record.Record
 
-func (s listSource) Scan(fn func(*record.Record, []byte) error) error {
+func (s listSource) WaitsFile(uint64) (string, []byte, error) {
+	return "", nil, fs.ErrNotExist
+}
+
+func (s listSource) Rebuilding(string) {}
+
+func (s listSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
 	for _, r := range s {
+		if r.Pos.Less(from) {
+			continue
+		}
 		var p []byte
 		if r.Kind == record.KindEvent {
 			p = r.Wait.Payload
@@ -185,8 +196,8 @@ func TestLoadError(t *testing.T) {
 	}
 }
 
-type errSource struct{}
+type errSource struct{ listSource }
 
-func (errSource) Scan(func(*record.Record, []byte) error) error {
+func (errSource) Scan(wal.Pos, func(*record.Record, []byte) error) error {
 	return fmt.Errorf("the log is unreadable")
 }
