@@ -175,6 +175,20 @@ func (db *DB) replayWait(r *Run, rec *record.Record) string {
 	return ""
 }
 
+// currentWait is the run's wait after its last atom, if it has one and
+// the run has not ended (the index loaded).
+func (r *Run) currentWait() (wait.Wait, bool) {
+	x := r.db.waits.idx
+	r.mu.Lock()
+	last, ended := r.mu.lastSeq, r.mu.end != nil
+	r.mu.Unlock()
+	if ended {
+		x.Gone(r.id)
+		return wait.Wait{}, false
+	}
+	return x.Current(r.id, last)
+}
+
 // waitTaken is the applied hook: an atom at seq of r is part of the
 // run's state, so the wait before it is taken.
 func (r *Run) waitTaken(seq uint64) {

@@ -132,13 +132,14 @@ func (r *Run) Sleep(ctx context.Context, until time.Time) (Wait, error) {
 	return r.declareWait(ctx, "", until)
 }
 
-// CurrentWait returns the run's wait after its last atom, if it has one.
+// CurrentWait returns the run's wait after its last atom, if it has one
+// (a run that ended has none).
 func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
 	db := r.db
 	if err := db.waitsReady(ctx); err != nil {
 		return Wait{}, false, err
 	}
-	w, ok := db.waits.idx.Current(r.id, r.LastSeq())
+	w, ok := r.currentWait()
 	if !ok {
 		return Wait{}, false, nil
 	}
@@ -163,7 +164,7 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 			return Wait{}, err
 		}
 		changed := db.ReadyChanged()
-		w, ok := db.waits.idx.Current(r.id, r.LastSeq())
+		w, ok := r.currentWait()
 		switch {
 		case !ok:
 			return Wait{}, fmt.Errorf("%w: run %q", ErrNoWait, r.id)

@@ -256,12 +256,10 @@ func checkWaitsWait(x *WaitsWait) string {
 	switch {
 	case x.Outcome > waitsMaxOutcome:
 		return fmt.Sprintf("outcome %d is none of the four", x.Outcome)
-	case x.Declared <= 0 || x.Deadline < 0:
-		return fmt.Sprintf("declared at %d with deadline %d", x.Declared, x.Deadline)
+	case x.Deadline < 0:
+		return fmt.Sprintf("a deadline at %d, before 1970", x.Deadline)
 	case x.Outcome == 0 && (x.Ended != 0 || x.Ready != 0):
 		return fmt.Sprintf("open, yet ended at %d and at place %d of the ready list", x.Ended, x.Ready)
-	case x.Outcome != 0 && x.Ended <= 0:
-		return fmt.Sprintf("ended at %d", x.Ended)
 	case x.Outcome == waitsCancelled && x.Ready != 0:
 		return fmt.Sprintf("cancelled, yet at place %d of the ready list", x.Ready)
 	case x.Outcome != 0 && x.Outcome != waitsCancelled && x.Ready == 0:

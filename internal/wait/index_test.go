@@ -1,13 +1,16 @@
 package wait
 
 import (
+	"bytes"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -200,4 +203,218 @@ type errSource struct{ listSource }
 
 func (errSource) Scan(wal.Pos, func(*record.Record, []byte) error) error {
 	return fmt.Errorf("the log is unreadable")
+}
+
+// fileSource is a Source with a WAITS file (nil: missing) over records.
+type fileSource struct {
+	listSource
+	file    []byte
+	rebuilt *string
+}
+
+func (s fileSource) WaitsFile(uint64) (string, []byte, error) {
+	if s.file == nil {
+		return "", nil, fs.ErrNotExist
+	}
+	return "WAITS", s.file, nil
+}
+
+func (s fileSource) Rebuilding(why string) { *s.rebuilt = why }
+
+// dump is everything the index says, in a form to compare.
+func dump(x *Index, runs []string, senders []string) string {
+	var b strings.Builder
+	for _, run := range runs {
+		fmt.Fprintf(&b, "%s: %s", run, state(x, run, 0))
+		if w, ok := x.Current(run, 0); ok {
+			fmt.Fprintf(&b, " declared %d deadline %d ended %d", w.Declared, w.Deadline, w.Ended)
+			if e := w.Event; e != nil {
+				fmt.Fprintf(&b, " event %s/%s/%d/%d/%q/%x", e.Name, e.Sender, e.Seq, e.Sent, e.Payload, e.Digest[:4])
+			}
+		}
+		ps := x.Pending(run)
+		slices.SortStableFunc(ps, func(a, b Event) int { return strings.Compare(a.Name, b.Name) })
+		for _, e := range ps {
+			fmt.Fprintf(&b, " pending %s/%s/%q", e.Name, e.Sender, e.Payload)
+		}
+		for _, s := range senders {
+			if d, ok := x.Sent(run, s); ok {
+				fmt.Fprintf(&b, " sent %s %x", s, d[:4])
+			}
+		}
+		b.WriteByte('\n')
+	}
+	for _, w := range x.Ready(1 << 20) {
+		fmt.Fprintf(&b, "ready %s/%d ", w.Run, w.Seq)
+	}
+	for _, w := range x.Due(1<<62, 1<<20) {
+		fmt.Fprintf(&b, "due %s/%d ", w.Run, w.Seq)
+	}
+	s := x.Stats()
+	fmt.Fprintf(&b, "\nruns %d open %d ready %d pending %d now %d", s.Runs, s.Open, s.Ready, s.Pending, x.Now())
+	return b.String()
+}
+
+// randomRecords is a log of n records of waits of a few runs, each run's
+// as the engine writes them (a run's seq moves on between its waits).
+func randomRecords(rng *rand.Rand, n int) ([]*record.Record, []string, []string) {
+	runs := []string{"a", "b", "c", "d", "e"}
+	names := []string{"x", "y", ""}
+	seq := map[string]uint64{}
+	var recs []*record.Record
+	var senders []string
+	at := int64(100)
+	for i := range n {
+		run := runs[rng.IntN(len(runs))]
+		at += 1 + rng.Int64N(5)
+		var r *record.Record
+		switch k := rng.IntN(10); {
+		case k < 3:
+			name := names[rng.IntN(len(names))]
+			f := record.WaitFields{At: at, Name: name}
+			if name == "" || rng.IntN(2) == 0 {
+				f.Deadline = at + 1 + rng.Int64N(50)
+			}
+			r = rec(record.KindWait, run, seq[run], f)
+		case k < 7:
+			s := fmt.Sprintf("s%d", i)
+			senders = append(senders, s)
+			r = rec(record.KindEvent, run, seq[run], record.WaitFields{At: at, Name: names[rng.IntN(2)], Sender: s, Payload: []byte(fmt.Sprint("p", i))})
+		case k < 9:
+			reason := uint8(record.WakeTimeout)
+			if k == 8 {
+				reason = record.WakeCancel
+			}
+			r = rec(record.KindWake, run, seq[run], record.WaitFields{At: at, Reason: reason})
+		default:
+			seq[run]++ // an atom: the next wait follows it
+			continue
+		}
+		r.Pos = wal.Pos{Segment: 1 + uint64(i/50), Offset: int64(i%50) * 100}
+		recs = append(recs, r)
+	}
+	return recs, runs, senders
+}
+
+// TestCaptureLoad: WAITS captured at any point after its replay position,
+// while records keep coming, then loaded with the log from that position,
+// gives the index the whole log gives; a file damaged, of another
+// checkpoint or missing is rebuilt from the whole log, and says why.
+func TestCaptureLoad(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	clock := func() time.Time { return time.Unix(0, 1) }
+	for round := range 300 {
+		recs, runs, senders := randomRecords(rng, 1+rng.IntN(120))
+		whole := New(clock)
+		if err := whole.Load(listSource(recs)); err != nil {
+			t.Fatal(err)
+		}
+		want := dump(whole, runs, senders)
+
+		// The checkpoint's replay position is at record f; WAITS is
+		// captured once the records before c (c >= f) are applied.
+		f := rng.IntN(len(recs) + 1)
+		c := f + rng.IntN(len(recs)-f+1)
+		replay := wal.Pos{Segment: 1 << 20}
+		if f < len(recs) {
+			replay = recs[f].Pos
+		}
+		live := New(clock)
+		if err := live.Load(listSource(nil)); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs[:c] {
+			live.Apply(r, r.Wait.Payload)
+		}
+		wf, err := live.Capture(7, replay, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := wf.Marshal()
+		parsed, err := layout.ParseWaits("WAITS", file)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if again := parsed.Marshal(); !bytes.Equal(again, file) {
+			t.Fatalf("round %d: WAITS parsed and encoded again differs", round)
+		}
+
+		var why string
+		x := New(clock)
+		x.From(7, replay)
+		if err := x.Load(fileSource{listSource(recs), file, &why}); err != nil {
+			t.Fatal(err)
+		}
+		if why != "" || x.Rebuilt() != "" {
+			t.Fatalf("round %d: WAITS not used: %s", round, why)
+		}
+		if got := dump(x, runs, senders); got != want {
+			t.Fatalf("round %d (replay at record %d, captured at %d of %d): loaded from WAITS\n%s\nthe whole log\n%s", round, f, c, len(recs), got, want)
+		}
+
+		// Unusable files: the whole log decides.
+		bad := map[string][]byte{"missing": nil, "of another checkpoint": nil, "damaged": slices.Clone(file)}
+		bad["damaged"][rng.IntN(len(file))] ^= 1 << rng.IntN(8)
+		wf.Gen = 6
+		bad["of another checkpoint"] = wf.Marshal()
+		for what, b := range bad {
+			var why string
+			x := New(clock)
+			x.From(7, replay)
+			if err := x.Load(fileSource{listSource(recs), b, &why}); err != nil {
+				t.Fatal(err)
+			}
+			if why == "" || x.Rebuilt() != why {
+				t.Fatalf("round %d: a WAITS %s was used (%q)", round, what, x.Rebuilt())
+			}
+			if got := dump(x, runs, senders); got != want {
+				t.Fatalf("round %d: rebuilt after a WAITS %s (%s)\n%s\nwant\n%s", round, what, why, got, want)
+			}
+		}
+	}
+}
+
+// TestCaptureDropsTaken: Capture drops the waits CHECKPOINT's rows say an
+// atom took and the runs that ended, and keeps what idempotence needs (a
+// taken wait's run's senders); Gone before Load is done after it.
+func TestCaptureDropsTaken(t *testing.T) {
+	pos := func(i int) wal.Pos { return wal.Pos{Segment: 1, Offset: int64(i) * 10} }
+	recs := []*record.Record{
+		rec(record.KindWait, "taken", 0, record.WaitFields{At: 1, Name: "go"}),
+		rec(record.KindEvent, "taken", 0, record.WaitFields{At: 2, Name: "go", Sender: "s1"}),
+		rec(record.KindWait, "ended", 0, record.WaitFields{At: 3, Deadline: 9}),
+		rec(record.KindWait, "open", 2, record.WaitFields{At: 4, Deadline: 8}),
+		rec(record.KindWait, "gone", 0, record.WaitFields{At: 5, Name: "z"}),
+	}
+	for i, r := range recs {
+		r.Pos = pos(i + 1)
+	}
+	x := New(nil)
+	x.Gone("gone") // before Load: done after it
+	if err := x.Load(listSource(recs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := x.Current("gone", 0); ok {
+		t.Fatal("a run gone before Load waits")
+	}
+	rows := map[string][2]uint64{"taken": {1, 0}, "ended": {0, 1}, "open": {2, 0}}
+	wf, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
+		r, ok := rows[run]
+		return r[0], r[1] != 0, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range wf.Runs {
+		got = append(got, fmt.Sprintf("%s wait %v senders %d", r.ID, r.Wait != nil, len(r.Senders)))
+	}
+	if want := []string{"open wait true senders 0", "taken wait false senders 1"}; !slices.Equal(got, want) {
+		t.Fatalf("WAITS holds %v, want %v", got, want)
+	}
+	if s := x.Stats(); s.Runs != 2 || s.Ready != 0 || s.Open != 1 {
+		t.Fatalf("the index after the capture: %+v", s)
+	}
 }
