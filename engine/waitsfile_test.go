@@ -171,6 +171,49 @@ func TestWaitsFile(t *testing.T) {
 			}
 		})
 	}
+
+	// Forged so that the engine would use it (sound, of CHECKPOINT's
+	// generation, consistent in itself): the open wait's deadline moved,
+	// a kept event dropped with its sender id. Verify compares WAITS and
+	// the tail with the whole log and reports both.
+	f, err = layout.ParseWaits("WAITS", cur)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Runs {
+		switch r := &f.Runs[i]; r.ID {
+		case "open":
+			r.Wait.Deadline += int64(time.Hour)
+		case "early":
+			r.Pending, r.Senders = nil, nil
+		}
+	}
+	fs := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	write(f.Marshal())(fs)
+	rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var bad []string
+	for _, fl := range rep.Failures {
+		if strings.Contains(fl.Location, layout.WaitsName) {
+			bad = append(bad, fl.RunID)
+		}
+	}
+	if rep.OK || fmt.Sprint(bad) != "[early open]" {
+		t.Fatalf("verify of a forged WAITS: OK %v, WAITS failures of runs %v: %v", rep.OK, bad, rep.Failures)
+	}
+	db, err = Open("store", waitOptions(fs, clock)) // not openTest: its check at the end would fail too
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Ready(ctx, 0); err != nil {
+		t.Fatal(err)
+	}
+	if why := db.Stats().WaitsRebuilt; why != "" {
+		t.Fatalf("the forged WAITS is not one the engine would use (%s): the check is blind", why)
+	}
+	db.Close()
 }
 
 // TestWaitsFileTailOnly: a restart over WAITS reads the log from the

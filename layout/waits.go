@@ -41,6 +41,7 @@ package layout
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/continuumdb/continuum/internal/crc32c"
 	"github.com/continuumdb/continuum/record"
@@ -165,6 +166,35 @@ func appendWaitsEvent(b []byte, e *WaitsEvent) []byte {
 // and place in the ready list, no place twice. Damage is a
 // *record.CorruptionError.
 func ParseWaits(name string, b []byte) (*Waits, error) {
+	var runs []WaitsRun
+	w, err := ScanWaits(name, b, func(r *WaitsRun) error {
+		c := *r
+		if r.Wait != nil {
+			x := *r.Wait
+			if x.Event != nil {
+				e := *x.Event
+				x.Event = &e
+			}
+			c.Wait = &x
+		}
+		c.Pending = slices.Clone(r.Pending)
+		c.Senders = slices.Clone(r.Senders)
+		runs = append(runs, c)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	w.Runs = runs
+	return w, nil
+}
+
+// ScanWaits is ParseWaits without the table of runs: it calls fn with
+// each run in the file's order, once the whole file's checksum is
+// checked, and stops at fn's first error, which it returns. r, and what
+// it points to, are reused by the next call: fn copies what it keeps
+// (payloads alias b). Runs of the result is nil.
+func ScanWaits(name string, b []byte, fn func(r *WaitsRun) error) (*Waits, error) {
 	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
 		return nil, record.Corruptf(name, "not a waits file (bad magic or %d bytes)", len(b))
 	}
@@ -184,41 +214,46 @@ func ParseWaits(name string, b []byte) (*Waits, error) {
 	if d.Err() == nil && n > uint64(len(body)) {
 		d.Fail("run count %d exceeds the file", n)
 	}
-	if d.Err() == nil {
-		w.Runs = make([]WaitsRun, 0, n)
-	}
-	ready := map[uint64]string{}
+	var ready map[uint64]string
+	var r WaitsRun
+	var x WaitsWait
+	var ev WaitsEvent
+	prev := ""
 	for k := uint64(0); k < n && d.Err() == nil; k++ {
-		r := WaitsRun{ID: d.RunID()}
-		if d.Err() == nil && k > 0 && w.Runs[k-1].ID >= r.ID {
-			d.Fail("run %q follows run %q: the runs are not sorted, or one is there twice", r.ID, w.Runs[k-1].ID)
+		r = WaitsRun{ID: d.RunID(), Pending: r.Pending[:0], Senders: r.Senders[:0]}
+		if d.Err() == nil && k > 0 && prev >= r.ID {
+			d.Fail("run %q follows run %q: the runs are not sorted, or one is there twice", r.ID, prev)
 		}
+		prev = r.ID
 		r.Mark.Segment = d.Uvarint("mark segment")
 		r.Mark.Offset = offset(d, "mark offset")
 		switch d.Byte("wait flag") {
 		case 0:
 		case 1:
-			x := &WaitsWait{Seq: d.Uvarint("wait seq"), Name: waitsString(d, "wait name", record.MaxWaitName)}
+			x = WaitsWait{Seq: d.Uvarint("wait seq"), Name: waitsString(d, "wait name", record.MaxWaitName)}
 			x.Declared = d.Varint("declared")
 			x.Deadline = d.Varint("deadline")
 			x.Outcome = d.Byte("outcome")
 			x.Ended = d.Varint("ended")
 			x.Ready = d.Uvarint("ready place")
 			if x.Outcome == waitsDelivered {
-				e := waitsEvent(d)
-				x.Event = &e
+				ev = waitsEvent(d)
+				x.Event = &ev
 			}
 			if d.Err() == nil {
-				if why := checkWaitsWait(x); why != "" {
+				if why := checkWaitsWait(&x); why != "" {
 					d.Fail("run %q: the wait after seq %d: %s", r.ID, x.Seq, why)
 				} else if x.Ready != 0 {
+					if ready == nil {
+						ready = map[uint64]string{}
+					}
 					if other, ok := ready[x.Ready]; ok {
 						d.Fail("runs %q and %q are both at place %d of the ready list", other, r.ID, x.Ready)
 					}
 					ready[x.Ready] = r.ID
 				}
 			}
-			r.Wait = x
+			r.Wait = &x
 		default:
 			if d.Err() == nil {
 				d.Fail("run %q: wait flag is neither 0 nor 1", r.ID)
@@ -243,7 +278,11 @@ func ParseWaits(name string, b []byte) (*Waits, error) {
 			}
 			r.Senders = append(r.Senders, s)
 		}
-		w.Runs = append(w.Runs, r)
+		if d.Err() == nil {
+			if err := fn(&r); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := d.Done("waits file"); err != nil {
 		return nil, record.Corruptf(name, "%v", err)

@@ -9,8 +9,10 @@
 //
 // A store of -runs waiting runs (each asleep until a time of its own, in
 // an order unlike their ids): heap in use and Open time, then the first
-// DB.Ready (which builds the index of waits from the log), with nothing
-// due; beside it the same runs without their waits.
+// DB.Ready (which loads the index of waits: WAITS and the log's tail, or
+// the whole log), with nothing due; beside it the same runs without
+// their waits. With -stores the two stores are kept and reused, so that
+// two builds of the engine run in turn measure the same workload.
 //
 // Finding the due ones after a restart: with -due of the -runs sleeps
 // past the clock, DB.Ready records their timeouts (wake records, in
@@ -47,6 +49,7 @@ var (
 	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
 	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
 	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
+	stores = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
 var ctx = context.Background()
@@ -82,10 +85,16 @@ func main() {
 
 	// 2. The big store: with waits, and the same runs without.
 	clock := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
-	big := filepath.Join(root, "big")
-	plain := filepath.Join(root, "plain")
-	build(big, clock, true)
-	build(plain, clock, false)
+	sdir := root
+	if *stores != "" {
+		sdir = *stores
+	}
+	big := filepath.Join(sdir, "big")
+	plain := filepath.Join(sdir, "plain")
+	if _, err := os.Stat(big); *stores == "" || err != nil {
+		build(big, clock, true)
+		build(plain, clock, false)
+	}
 	type open struct {
 		heap          uint64
 		open, ready   time.Duration
@@ -158,7 +167,7 @@ func main() {
 		unit string
 	}{
 		{"Open", func(o open) float64 { return ms(o.open) }, "ms"},
-		{"first Ready (builds the index from the log), none due", func(o open) float64 { return ms(o.ready) }, "ms"},
+		{"first Ready (loads the index), none due", func(o open) float64 { return ms(o.ready) }, "ms"},
 		{"heap in use after it", func(o open) float64 { return float64(o.heap) / (1 << 20) }, "MiB"},
 		{"a second Ready, none due", func(o open) float64 { return ms(o.readyNone) }, "ms"},
 	} {

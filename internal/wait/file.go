@@ -5,6 +5,7 @@ package wait
 
 import (
 	"container/heap"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -36,7 +37,7 @@ func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) (*layout.Waits, err
 					x.goneLocked(id)
 					continue
 				}
-				if rw.wait != nil && rw.wait.Seq < last {
+				if rw.w.Run != "" && rw.w.Seq < last {
 					x.takenLocked(id, rw, last)
 					if x.mu.runs[id] == nil {
 						continue
@@ -58,7 +59,7 @@ func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) (*layout.Waits, err
 		rw := x.mu.runs[id]
 		fr := &f.Runs[k]
 		fr.ID, fr.Mark = id, rw.mark
-		if w := rw.wait; w != nil {
+		if w := rw.cur(); w != nil {
 			fw := &layout.WaitsWait{Seq: w.Seq, Name: w.Name, Declared: w.Declared, Deadline: w.Deadline,
 				Outcome: uint8(w.Outcome), Ended: w.Ended, Ready: rank[w]}
 			if w.Event != nil {
@@ -67,17 +68,17 @@ func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) (*layout.Waits, err
 			}
 			fr.Wait = fw
 		}
-		names := make([]string, 0, len(rw.pending))
-		for name := range rw.pending {
+		names := make([]string, 0, len(rw.kept()))
+		for name := range rw.kept() {
 			names = append(names, name)
 		}
 		slices.Sort(names)
 		for _, name := range names {
-			for _, e := range rw.pending[name] {
+			for _, e := range rw.kept()[name] {
 				fr.Pending = append(fr.Pending, fileEvent(e))
 			}
 		}
-		for s, d := range rw.senders {
+		for s, d := range rw.sent() {
 			fr.Senders = append(fr.Senders, layout.WaitsSender{ID: s, Digest: d})
 		}
 		slices.SortFunc(fr.Senders, func(a, b layout.WaitsSender) int { return strings.Compare(a.ID, b.ID) })
@@ -101,13 +102,6 @@ func (x *Index) loadFileLocked(src Source) string {
 	if err != nil {
 		return err.Error()
 	}
-	f, err := layout.ParseWaits(name, b)
-	if err != nil {
-		return err.Error()
-	}
-	if f.Gen != x.mu.gen || f.Replay != x.mu.replay {
-		return fmt.Sprintf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", f.Gen, f.Replay, x.mu.gen, x.mu.replay)
-	}
 	names := map[string]string{} // one string per name
 	intern := func(s string) string {
 		if v, ok := names[s]; ok {
@@ -121,62 +115,27 @@ func (x *Index) loadFileLocked(src Source) string {
 		rank uint64
 	}
 	var ready []ranked
-	x.mu.runs = make(map[string]*runWaits, len(f.Runs))
-	for k := range f.Runs {
-		fr := &f.Runs[k]
-		rw := &runWaits{mark: fr.Mark}
-		if len(fr.Senders) > 0 {
-			rw.senders = make(map[string][32]byte, len(fr.Senders))
-			for _, s := range fr.Senders {
-				rw.senders[s.ID] = s.Digest
-			}
+	var why string
+	var high int64
+	x.mu.runs = make(map[string]*runWaits, len(b)/48) // a waiting run takes about 40 bytes of WAITS
+	f, err := layout.ScanWaits(name, b, func(fr *layout.WaitsRun) error {
+		why = x.loadRunLocked(fr, intern, func(w *Wait, rank uint64) { ready = append(ready, ranked{w, rank}) }, &high)
+		if why != "" {
+			return errStop
 		}
-		event := func(fe *layout.WaitsEvent) (*Event, string) {
-			e := &Event{Run: fr.ID, Name: intern(fe.Name), Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
-				Payload: append([]byte(nil), fe.Payload...), Digest: Digest(fe.Name, fe.Payload)}
-			if d, ok := rw.senders[e.Sender]; !ok || d != e.Digest {
-				return nil, fmt.Sprintf("run %q: the event of sender %q is not the one its sender id names", fr.ID, e.Sender)
-			}
-			if e.Sent > f.High {
-				return nil, fmt.Sprintf("run %q: the event of sender %q was sent at %d, after the file's latest time %d", fr.ID, e.Sender, e.Sent, f.High)
-			}
-			return e, ""
-		}
-		if fw := fr.Wait; fw != nil {
-			w := &Wait{Run: fr.ID, Seq: fw.Seq, Name: intern(fw.Name), Declared: fw.Declared, Deadline: fw.Deadline,
-				Outcome: Outcome(fw.Outcome), Ended: fw.Ended, heapAt: -1}
-			if max(w.Declared, w.Ended) > f.High {
-				return fmt.Sprintf("run %q: its wait holds a time after the file's latest %d", fr.ID, f.High)
-			}
-			if fw.Event != nil {
-				e, why := event(fw.Event)
-				if why != "" {
-					return why
-				}
-				w.Event = e
-			}
-			if w.Outcome == Open && w.Deadline != 0 {
-				w.heapAt = len(x.mu.timers)
-				x.mu.timers = append(x.mu.timers, w)
-			}
-			if fw.Ready != 0 {
-				ready = append(ready, ranked{w, fw.Ready})
-			}
-			rw.wait = w
-		}
-		for i := range fr.Pending {
-			e, why := event(&fr.Pending[i])
-			if why != "" {
-				return why
-			}
-			if rw.pending == nil {
-				rw.pending = map[string][]*Event{}
-			}
-			rw.pending[e.Name] = append(rw.pending[e.Name], e)
-		}
-		x.mu.runs[fr.ID] = rw
+		return nil
+	})
+	switch {
+	case why != "":
+		return why
+	case err != nil:
+		return err.Error()
+	case f.Gen != x.mu.gen || f.Replay != x.mu.replay:
+		return fmt.Sprintf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", f.Gen, f.Replay, x.mu.gen, x.mu.replay)
+	case high > f.High:
+		return fmt.Sprintf("it holds a time, %d, after its latest, %d", high, f.High)
 	}
-	heap.Init(&x.mu.timers) // linear; a file written in deadline order is one already
+	heap.Init(&x.mu.timers) // linear
 	slices.SortFunc(ready, func(a, b ranked) int {
 		switch {
 		case a.rank < b.rank:
@@ -190,5 +149,63 @@ func (x *Index) loadFileLocked(src Source) string {
 		r.w.ready = x.mu.ready.PushBack(r.w)
 	}
 	x.mu.high = f.High
+	return ""
+}
+
+// errStop stops a scan of WAITS whose content is refused.
+var errStop = errors.New("wait: WAITS refused")
+
+// loadRunLocked puts the run of WAITS fr (reused by the next call) in the
+// index, or says why the file is not usable; it raises *high to the
+// latest time the run holds.
+func (x *Index) loadRunLocked(fr *layout.WaitsRun, intern func(string) string, ready func(*Wait, uint64), high *int64) string {
+	rw := &runWaits{mark: fr.Mark} // fr.ID is there once: ScanWaits checks the order
+	if len(fr.Senders) > 0 {
+		rw.extra().senders = make(map[string][32]byte, len(fr.Senders))
+		for _, s := range fr.Senders {
+			rw.more.senders[s.ID] = s.Digest
+		}
+	}
+	event := func(fe *layout.WaitsEvent) (*Event, string) {
+		e := &Event{Run: fr.ID, Name: intern(fe.Name), Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
+			Payload: append([]byte(nil), fe.Payload...), Digest: Digest(fe.Name, fe.Payload)}
+		if d, ok := rw.sent()[e.Sender]; !ok || d != e.Digest {
+			return nil, fmt.Sprintf("run %q: the event of sender %q is not the one its sender id names", fr.ID, e.Sender)
+		}
+		*high = max(*high, e.Sent)
+		return e, ""
+	}
+	if fw := fr.Wait; fw != nil {
+		rw.w = Wait{Run: fr.ID, Seq: fw.Seq, Name: intern(fw.Name), Declared: fw.Declared, Deadline: fw.Deadline,
+			Outcome: Outcome(fw.Outcome), Ended: fw.Ended, heapAt: -1}
+		w := &rw.w
+		*high = max(*high, w.Declared, w.Ended)
+		if fw.Event != nil {
+			e, why := event(fw.Event)
+			if why != "" {
+				return why
+			}
+			w.Event = e
+		}
+		if w.Outcome == Open && w.Deadline != 0 {
+			w.heapAt = int32(len(x.mu.timers))
+			x.mu.timers = append(x.mu.timers, w)
+		}
+		if fw.Ready != 0 {
+			ready(w, fw.Ready)
+		}
+	}
+	for i := range fr.Pending {
+		e, why := event(&fr.Pending[i])
+		if why != "" {
+			return why
+		}
+		m := rw.extra()
+		if m.pending == nil {
+			m.pending = map[string][]*Event{}
+		}
+		m.pending[e.Name] = append(m.pending[e.Name], e)
+	}
+	x.mu.runs[fr.ID] = rw
 	return ""
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
@@ -416,5 +417,13 @@ func TestCaptureDropsTaken(t *testing.T) {
 	}
 	if s := x.Stats(); s.Runs != 2 || s.Ready != 0 || s.Open != 1 {
 		t.Fatalf("the index after the capture: %+v", s)
+	}
+}
+
+// TestEntrySize: a waiting run's entry is one allocation of 112 bytes (a
+// size class of the Go allocator); a field more moves it to 128.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(runWaits{}); n > 112 {
+		t.Fatalf("runWaits is %d bytes, more than 112", n)
 	}
 }
