@@ -80,3 +80,23 @@ func TestWaitsMalformed(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseWaits: any bytes parse or fail with a corruption error, never
+// panic; what parses encodes to the same bytes.
+func FuzzParseWaits(f *testing.F) {
+	f.Add(sampleWaits().Marshal())
+	f.Add((&Waits{Gen: 1}).Marshal())
+	f.Fuzz(func(t *testing.T, b []byte) {
+		w, err := ParseWaits("WAITS", b)
+		if err != nil {
+			var ce *record.CorruptionError
+			if !errors.As(err, &ce) {
+				t.Fatalf("not a corruption error: %v", err)
+			}
+			return
+		}
+		if again := w.Marshal(); string(again) != string(b) {
+			t.Fatal("parsed WAITS encodes to other bytes")
+		}
+	})
+}
