@@ -17,7 +17,6 @@ import (
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -43,7 +42,8 @@ func (db *DB) waitsLoad() error {
 	s := &db.waits
 	x := s.index(db)
 	s.load.Do(func() {
-		s.err = x.Load(waitSource{db})
+		s.err = x.Load(wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
+			File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger})
 		s.ready.Store(x)
 	})
 	return s.err
@@ -93,70 +93,6 @@ func (db *DB) waitIndex() *wait.Index { return db.waits.ready.Load() }
 // waitGone is the gone hook, and the replayed one's for an end or a
 // deletion: nothing of run waits any more.
 func (db *DB) waitGone(run string) { db.waits.index(db).Gone(run) }
-
-// waitSource is the DB as the index's Source.
-type waitSource struct{ db *DB }
-
-// WaitsFile implements wait.Source.
-func (s waitSource) WaitsFile(gen uint64) (string, []byte, error) {
-	db := s.db
-	name := db.path(layout.WaitsName)
-	b, err := layout.ReadFile(db.fs, name)
-	if err == nil && db.sealer != nil {
-		b, err = db.sealer.OpenStoreFile(b, record.PlaceWaits, gen)
-	}
-	return name, b, err
-}
-
-// Rebuilding implements wait.Source.
-func (s waitSource) Rebuilding(why string) {
-	s.db.logger.Warn("engine: WAITS is not usable; the index of waits is rebuilt from the log", "file", s.db.path(layout.WaitsName), "reason", why)
-}
-
-// Scan reads the log from from, decoding only the records of waits.
-func (s waitSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
-	db := s.db
-	dec := db.decoder(false)
-	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindWait && k != record.KindEvent && k != record.KindWake
-	}
-	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
-	if err != nil {
-		return fmt.Errorf("engine: waits: read the log from %v: %w", from, err)
-	}
-	defer c.Close()
-	for c.Next() {
-		r := c.Record()
-		payload, err := db.eventPayload(r)
-		if err != nil {
-			return err
-		}
-		if err := fn(r, payload); err != nil {
-			return err
-		}
-	}
-	return c.Err()
-}
-
-// eventPayload returns the plaintext payload of an event record (nil for
-// the other kinds, and for an event whose run's data key was erased).
-func (db *DB) eventPayload(r *record.Record) ([]byte, error) {
-	if r.Kind != record.KindEvent || r.Wait == nil {
-		return nil, nil
-	}
-	if db.sealer == nil {
-		return r.Wait.Payload, nil
-	}
-	plain, err := db.sealer.Open(nil, r.Wait.Payload, record.KindEvent, r.Run, r.Seq)
-	switch {
-	case errors.Is(err, seal.ErrErased):
-		return nil, nil // the run was erased: nothing of it waits
-	case err != nil:
-		return nil, &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq,
-			Reason: fmt.Sprintf("event %q of sender %q: its payload does not open: %v", r.Wait.Name, r.Wait.Sender, err), Err: err}
-	}
-	return plain, nil
-}
 
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run (r): it follows the run's last atom, or an earlier one,
@@ -266,10 +202,7 @@ type waitRec struct {
 // waitRecord builds a wait, event or wake record of run at seq, whose
 // head is head.
 func (db *DB) waitRecord(k record.Kind, run string, seq uint64, head chain.Hash, w *record.WaitFields) *record.Record {
-	payload := record.AppendWaitPayload(nil, k, w)
-	link := db.hasher.Link(run, seq, head, payload)
-	raw := record.AppendWaitRecord(nil, k, run, seq, head, link, w)
-	return &record.Record{Kind: k, Raw: raw, Run: run, Seq: seq, Final: head, Head: link, Payload: payload, Wait: w}
+	return wait.NewRecord(db.hasher.Link, k, run, seq, head, w)
 }
 
 // writeWaits writes the records build returns for r, durably, under the
@@ -423,84 +356,71 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 	return exportWait(&out), nil
 }
 
-// fireDue records the timeout of every open wait whose deadline passed,
-// earliest first, up to maxFireBatch in one durable batch of wake
-// records (one fsync for them all): it holds the write mark of each of
-// their runs for the batch. One fireDue at a time (waitState.fire), so
-// that no two callers each hold marks the other waits for.
+// fireDue records the timeout of every open wait whose deadline passed
+// (internal/wait, FireDue), in batches of up to maxFireBatch wake records,
+// one fsync each.
 func (db *DB) fireDue(ctx context.Context) error {
-	s := &db.waits
-	x := db.waitIndex()
-	s.fire.Lock()
-	defer s.fire.Unlock()
-	for {
-		now := x.Now()
-		due := x.Due(now, maxFireBatch)
-		if len(due) == 0 {
-			return nil
-		}
-		var held []*Run
-		var recs []*record.Record
-		release := func() {
-			for _, r := range held {
-				r.mu.Lock()
-				r.endWriteLocked()
-				r.mu.Unlock()
-			}
-		}
-		for i := range due {
-			w := &due[i]
-			r, err := db.waitRun(w.Run)
-			if err != nil {
-				x.Gone(w.Run)
-				continue
-			}
-			if err := r.lockIdle(ctx); err != nil {
-				release()
-				return err
-			}
-			if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
-				r.mu.Unlock()
-				x.Gone(w.Run)
-				continue
-			}
-			seq, head := r.lastLinkLocked()
-			cur, ok := x.Current(r.id, seq)
-			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
-				r.mu.Unlock()
-				x.Taken(r.id, seq) // an atom went on after it
-				continue
-			}
-			r.startWriteLocked()
-			r.mu.Unlock()
-			held = append(held, r)
-			recs = append(recs, db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout}))
-		}
-		if len(recs) > 0 {
-			raws := make([][]byte, len(recs))
-			for i, rec := range recs {
-				raws[i] = rec.Raw
-			}
-			tok := db.track() // untracked once the index reflects them
-			poss, err := db.appendBatch(ctx, raws)
-			if err != nil {
-				db.untrack(tok)
-				release()
-				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
-			}
-			obs, _ := db.opts.Observer.(WaitObserver)
-			for i, rec := range recs {
-				rec.Pos = poss[i]
-				x.Apply(rec, nil)
-				if obs != nil {
-					cur, _ := x.Current(rec.Run, rec.Seq)
-					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
-				}
-			}
-			db.untrack(tok)
-			release()
-			db.waitsChanged()
-		}
+	return db.waitIndex().FireDue(ctx, &waitRuns{db: db, held: map[string]*Run{}}, maxFireBatch)
+}
+
+// waitRuns is the DB as FireDue's Runs.
+type waitRuns struct {
+	db   *DB
+	held map[string]*Run
+}
+
+// Hold implements wait.Runs.
+func (h *waitRuns) Hold(ctx context.Context, run string) (uint64, chain.Hash, bool, error) {
+	r, err := h.db.waitRun(run)
+	if err != nil {
+		return 0, chain.Hash{}, false, nil
+	}
+	if err := r.lockIdle(ctx); err != nil {
+		return 0, chain.Hash{}, false, err
+	}
+	if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
+		r.mu.Unlock()
+		return 0, chain.Hash{}, false, nil
+	}
+	seq, head := r.lastLinkLocked()
+	r.startWriteLocked()
+	r.mu.Unlock()
+	h.held[run] = r
+	return seq, head, true, nil
+}
+
+// Release implements wait.Runs.
+func (h *waitRuns) Release(run string) {
+	r := h.held[run]
+	delete(h.held, run)
+	r.mu.Lock()
+	r.endWriteLocked()
+	r.mu.Unlock()
+}
+
+// Append implements wait.Runs: tracked (the checkpoint's replay position
+// stays below the records) until done.
+func (h *waitRuns) Append(ctx context.Context, raws [][]byte) ([]wal.Pos, func(), error) {
+	db := h.db
+	tok := db.track()
+	poss, err := db.appendBatch(ctx, raws)
+	if err != nil {
+		db.untrack(tok)
+		return nil, nil, err
+	}
+	return poss, func() { db.untrack(tok); db.waitsChanged() }, nil
+}
+
+// Link implements wait.Runs.
+func (h *waitRuns) Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash {
+	return h.db.hasher.Link(run, seq, head, payload)
+}
+
+// Recorded implements wait.Runs: the observer.
+func (h *waitRuns) Recorded(rec *record.Record) {
+	if obs, ok := h.db.opts.Observer.(WaitObserver); ok {
+		cur, _ := h.db.waitIndex().Current(rec.Run, rec.Seq)
+		obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
 	}
 }
 

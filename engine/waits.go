@@ -386,7 +386,6 @@ type waitState struct {
 	idx   *wait.Index                // made on first need (index), loaded by waitsLoad
 	err   error                      // the load's, sticky
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
-	fire  sync.Mutex                 // one fireDue at a time
 	mu    struct {
 		sync.Mutex
 		changed chan struct{} // closed when a wait ends or the earliest deadline comes

@@ -11,7 +11,8 @@
 // an order unlike their ids): heap in use and Open time, then the first
 // DB.Ready (which loads the index of waits: WAITS and the log's tail, or
 // the whole log), with nothing due, its wall time and the process's CPU
-// time meanwhile (on a shared machine the steadier of the two); beside it the same runs without
+// time meanwhile (on a shared machine the steadier of the two; with
+// -settle, after Open's background work is over); beside it the same runs without
 // their waits. With -stores the two stores are kept and reused, so that
 // two builds of the engine run in turn measure the same workload.
 //
@@ -51,6 +52,7 @@ var (
 	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
 	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
 	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
+	settle = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
 	stores = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
@@ -128,6 +130,7 @@ func main() {
 				log.Fatal(err)
 			}
 			o.open = time.Since(t)
+			time.Sleep(*settle)
 			t = time.Now()
 			c := cpuTime()
 			if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {

@@ -122,6 +122,7 @@ func (rw *runWaits) empty() bool {
 // log's for each run).
 type Index struct {
 	clock func() time.Time
+	fire  sync.Mutex // one FireDue at a time
 
 	mu struct {
 		sync.Mutex
