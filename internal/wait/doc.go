@@ -12,13 +12,15 @@
 // open waits by deadline and a list of the ready ones, in the order they
 // ended.
 //
-// It knows nothing of runs' locks, frames or the log's files: package
-// engine conducts it (engine/waits.go) and reads the store for it
-// (Source).
+// It knows nothing of runs' locks or frames: package engine conducts it
+// (engine/waits.go, the API; engine/waitcore.go, the adapter), hands it
+// the store's files, keys and decoder (LogSource, the Source over them)
+// and the runs' write marks and the log's appends (Runs, for FireDue).
 //
 // # The interface
 //
-// What the engine implements for the index (its adapter over the DB):
+// What the engine hands the index (LogSource implements Source over the
+// store's files; the engine's adapter implements Runs over the DB):
 //
 //	type Source interface {
 //		// WaitsFile returns WAITS's name and bytes, opened when the store
@@ -33,6 +35,19 @@
 //		// Rebuilding is told why WAITS is not used, before the index is
 //		// built from the whole log instead.
 //		Rebuilding(why string)
+//	}
+//
+//	type Runs interface {
+//		// Hold takes run's write mark once no atom of it runs, and
+//		// returns the run's newest seq and head in the log; ok false:
+//		// the run does not exist, ended, is ending or is broken.
+//		Hold(ctx context.Context, run string) (seq uint64, head chain.Hash, ok bool, err error)
+//		Release(run string)
+//		// Append writes the records durably, in one batch; done is
+//		// called once the index applied them (the engine untracks them).
+//		Append(ctx context.Context, raws [][]byte) (poss []wal.Pos, done func(), err error)
+//		Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash
+//		Recorded(rec *record.Record) // the observer
 //	}
 //
 // What the engine calls, whole. Lock order: the run's lock (or its write
@@ -55,6 +70,8 @@
 //	(*Index).Gone(run)                      // the run ended or was deleted (before Load: done after it)
 //	(*Index).Changed() <-chan struct{}      // closed when a wait ends next
 //	(*Index).NextDeadline(), Pending(run), Stats()
+//	(*Index).FireDue(ctx, runs, batch) error // record the due timeouts, earliest first, in durable batches
+//	NewRecord(link, kind, run, seq, head, fields) *record.Record // a wait, event or wake record to write
 //
 // # Guarantees
 //
