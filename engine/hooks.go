@@ -128,11 +128,11 @@ var capabilities = []capability{
 		replayed: func(db *DB, rec *record.Record, _ []byte, _ bool) {
 			switch rec.Kind {
 			case record.KindEnd, record.KindDelete, record.KindErase:
-				db.waitGone(rec.Run)
+				db.waitGone(rec.Kind, rec.Run)
 			}
 		},
 		applied: func(r *Run, seq uint64) { r.waitTaken(seq) },
-		gone:    func(db *DB, _ record.Kind, run string) { db.waitGone(run) },
+		gone:    func(db *DB, k record.Kind, run string) { db.waitGone(k, run) },
 	},
 	{ // streams out of runs (streams.go; internal/stream)
 		name:  "stream",

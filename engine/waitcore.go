@@ -91,8 +91,17 @@ func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) err
 func (db *DB) waitIndex() *wait.Index { return db.waits.ready.Load() }
 
 // waitGone is the gone hook, and the replayed one's for an end or a
-// deletion: nothing of run waits any more.
-func (db *DB) waitGone(run string) { db.waits.index(db).Gone(run) }
+// deletion (k): nothing of run waits any more. Before the index is
+// loaded only a deletion is noted for it (an erased run's kept events
+// must not reach WAITS); an end is left to the next capture, which drops
+// a run its row says ended, so that ends do not pile up in memory in a
+// store whose waits are never used.
+func (db *DB) waitGone(k record.Kind, run string) {
+	if k == record.KindEnd && db.waitIndex() == nil {
+		return
+	}
+	db.waits.index(db).Gone(run)
+}
 
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run (r): it follows the run's last atom, or an earlier one,

@@ -261,3 +261,58 @@ func TestWaitsFileTailOnly(t *testing.T) {
 	db.Close()
 	_ = record.KindWait
 }
+
+// TestWaitsFileErased: WAITS is sealed with the store's key, and the
+// erasure of a run (whose kept event the index held while the index was
+// not loaded) leaves nothing of it in WAITS.
+func TestWaitsFileErased(t *testing.T) {
+	fs := vfs.NewMem()
+	ring := testRing(t, "k1", "k1")
+	opts := encOpts(fs, ring)
+	db := openTest(t, fs, opts)
+	secret, other := "erase-me-4711", "keep-me-0815"
+	for _, id := range []string{"gone", "kept"} {
+		openRun(t, db, id)
+	}
+	if _, err := db.SendEvent(ctx, "gone", "go", "s1", []byte(secret)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.SendEvent(ctx, "kept", "go", "s1", []byte(other)); err != nil {
+		t.Fatal(err)
+	}
+	storeID := db.storeID
+	if err := db.Close(); err != nil { // WAITS holds gone's kept event
+		t.Fatal(err)
+	}
+	// The end and the erasure come before any use of waits after this
+	// Open.
+	db = openTest(t, fs, opts)
+	if err := mustRun(db, "gone").End(ctx, StatusCompleted, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Erase(ctx, "gone", "test"); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	sealer, _ := storeSealer(t, fs, "store", storeID, ring)
+	b, err := layout.ReadFile(fs, "store/"+layout.WaitsName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(b), other) {
+		t.Fatal("WAITS holds an event's payload in the clear")
+	}
+	var plain []byte
+	for gen := uint64(1); gen < 16 && plain == nil; gen++ {
+		plain, _ = sealer.OpenStoreFile(b, record.PlaceWaits, gen)
+	}
+	if plain == nil {
+		t.Fatal("WAITS does not open with the store's key: the check is blind")
+	}
+	if !strings.Contains(string(plain), other) || strings.Contains(string(plain), secret) || strings.Contains(string(plain), "gone") {
+		t.Fatalf("WAITS after the erasure: holds kept's event %v, gone's event %v, gone's id %v",
+			strings.Contains(string(plain), other), strings.Contains(string(plain), secret), strings.Contains(string(plain), "gone"))
+	}
+}
