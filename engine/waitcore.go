@@ -208,10 +208,17 @@ type waitRec struct {
 	plain []byte
 }
 
-// waitRecord builds a wait, event or wake record of run at seq, whose
-// head is head.
-func (db *DB) waitRecord(k record.Kind, run string, seq uint64, head chain.Hash, w *record.WaitFields) *record.Record {
-	return wait.NewRecord(db.hasher.Link, k, run, seq, head, w)
+// waitRecs is recs (internal/wait's) to write; plain, an event's
+// plaintext payload.
+func waitRecs(recs []*record.Record, plain []byte) []waitRec {
+	out := make([]waitRec, len(recs))
+	for i, rec := range recs {
+		out[i].rec = rec
+		if rec.Kind == record.KindEvent {
+			out[i].plain = plain
+		}
+	}
+	return out
 }
 
 // writeWaits writes the records build returns for r, durably, under the
@@ -309,15 +316,12 @@ func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) 
 		}
 		return nil
 	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		if cur, ok := x.Current(r.id, seq); ok && cur.Seq == seq {
-			if cur.Name != name {
-				return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
-			}
-			out = cur
-			return nil, nil
+		cur, recs, err := x.DeclareRecords(db.hasher.Link, r.id, seq, head, now, *w)
+		if errors.Is(err, wait.ErrOtherWait) {
+			return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
 		}
-		w.At = now
-		return []waitRec{{rec: db.waitRecord(record.KindWait, r.id, seq, head, w)}}, nil
+		out = cur
+		return waitRecs(recs, nil), err
 	})
 	if err != nil {
 		return Wait{}, err
@@ -340,21 +344,12 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 	x := db.waitIndex()
 	var out wait.Wait
 	err := r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		cur, ok := x.Current(r.id, seq)
-		switch {
-		case !ok || cur.Seq != seq:
-			if ifDue {
-				return nil, nil
-			}
+		cur, recs, err := x.WakeRecords(db.hasher.Link, r.id, seq, head, now, reason, ifDue)
+		if errors.Is(err, wait.ErrNoWait) {
 			return nil, fmt.Errorf("%w: run %q", ErrNoWait, r.id)
-		case cur.Outcome != WaitOpen:
-			out = cur
-			return nil, nil
-		case reason == record.WakeTimeout && (cur.Deadline == 0 || cur.Deadline > now):
-			out = cur
-			return nil, nil
 		}
-		return []waitRec{{rec: db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: reason})}}, nil
+		out = cur
+		return waitRecs(recs, nil), err
 	})
 	if err != nil {
 		return Wait{}, err

@@ -243,37 +243,23 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 	}
 	digest := wait.Digest(name, payload)
 	var res SendResult
+	plain := append([]byte(nil), payload...)
 	err = r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		if d, ok := db.waits.idx.Sent(run, sender); ok {
-			if d != digest {
-				return nil, fmt.Errorf("%w: run %q, sender %q", ErrEventMismatch, run, sender)
+		recs, dup, delivered, err := db.waits.idx.EventRecords(db.hasher.Link, run, seq, head, now, *w, digest, func(seq uint64) ([]byte, error) {
+			if db.sealer == nil {
+				return plain, nil
 			}
-			res.Duplicate = true
-			return nil, nil
-		}
-		var recs []waitRec
-		cur, ok := db.waits.idx.Current(run, seq)
-		if ok && cur.Outcome == WaitOpen && cur.Deadline != 0 && cur.Deadline <= now {
-			recs = append(recs, waitRec{rec: db.waitRecord(record.KindWake, run, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout})})
-			ok = false
-		}
-		ev := *w
-		ev.At = now
-		if db.sealer != nil {
-			sealed, err := db.sealer.Seal(nil, payload, record.KindEvent, run, seq)
+			sealed, err := db.sealer.Seal(nil, plain, record.KindEvent, run, seq)
 			if err != nil {
 				return nil, fmt.Errorf("engine: event to run %q: %w", run, err)
 			}
-			ev.Payload = sealed
-		} else {
-			ev.Payload = append([]byte(nil), payload...)
+			return sealed, nil
+		})
+		if errors.Is(err, wait.ErrMismatch) {
+			return nil, fmt.Errorf("%w: run %q, sender %q", ErrEventMismatch, run, sender)
 		}
-		recs = append(recs, waitRec{rec: db.waitRecord(record.KindEvent, run, seq, head, &ev), plain: ev.Payload})
-		if db.sealer != nil {
-			recs[len(recs)-1].plain = append([]byte(nil), payload...)
-		}
-		res.Delivered = ok && cur.Outcome == WaitOpen && cur.Name == name
-		return recs, nil
+		res.Duplicate, res.Delivered = dup, delivered
+		return waitRecs(recs, plain), err
 	})
 	return res, err
 }

@@ -72,6 +72,10 @@
 //	(*Index).NextDeadline(), Pending(run), Stats()
 //	(*Index).FireDue(ctx, runs, batch) error // record the due timeouts, earliest first, in durable batches
 //	NewRecord(link, kind, run, seq, head, fields) *record.Record // a wait, event or wake record to write
+//	// what to write, under the run's write mark (its newest seq and head, the clock's now):
+//	(*Index).DeclareRecords(link, run, seq, head, now, fields) (Wait, []*record.Record, error) // Run.Wait, Sleep; ErrOtherWait
+//	(*Index).WakeRecords(link, run, seq, head, now, reason, ifDue) (Wait, []*record.Record, error) // CancelWait, a timeout; ErrNoWait
+//	(*Index).EventRecords(link, run, seq, head, now, fields, digest, seal) (recs, duplicate, delivered, error) // SendEvent; ErrMismatch
 //
 // # Guarantees
 //
