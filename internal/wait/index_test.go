@@ -2,6 +2,7 @@ package wait
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"math/rand/v2"
@@ -11,6 +12,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -425,5 +427,69 @@ func TestCaptureDropsTaken(t *testing.T) {
 func TestEntrySize(t *testing.T) {
 	if n := unsafe.Sizeof(runWaits{}); n > 112 {
 		t.Fatalf("runWaits is %d bytes, more than 112", n)
+	}
+}
+
+// TestDecide: what DeclareRecords, WakeRecords and EventRecords decide to
+// write, applied, gives the outcomes the engine's API promises.
+func TestDecide(t *testing.T) {
+	link := func(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash { return chain.Hash{byte(seq)} }
+	x := New(nil)
+	if err := x.Load(listSource(nil)); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(recs []*record.Record) {
+		for _, r := range recs {
+			x.Apply(r, r.Wait.Payload)
+		}
+	}
+	plain := func(p []byte) func(uint64) ([]byte, error) { return func(uint64) ([]byte, error) { return p, nil } }
+	// A wait, declared again after the same atom: nothing more; another
+	// name: ErrOtherWait.
+	_, recs, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 10, record.WaitFields{Name: "go", Deadline: 50})
+	if err != nil || len(recs) != 1 || recs[0].Kind != record.KindWait || recs[0].Wait.At != 10 {
+		t.Fatalf("declare: %v %v", recs, err)
+	}
+	apply(recs)
+	if cur, recs, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 11, record.WaitFields{Name: "go"}); err != nil || recs != nil || cur.Declared != 10 {
+		t.Fatalf("declared again: %+v %v %v", cur, recs, err)
+	}
+	if cur, _, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 11, record.WaitFields{Name: "stop"}); !errors.Is(err, ErrOtherWait) || cur.Name != "go" {
+		t.Fatalf("another name: %+v %v", cur, err)
+	}
+	// A timeout before the deadline: nothing; no wait: ErrNoWait, or
+	// nothing with ifDue.
+	if _, recs, err := x.WakeRecords(link, "r", 3, chain.Hash{}, 20, record.WakeTimeout, false); err != nil || recs != nil {
+		t.Fatalf("a timeout not due: %v %v", recs, err)
+	}
+	if _, _, err := x.WakeRecords(link, "q", 0, chain.Hash{}, 20, record.WakeCancel, false); !errors.Is(err, ErrNoWait) {
+		t.Fatalf("a cancel of no wait: %v", err)
+	}
+	if _, recs, err := x.WakeRecords(link, "q", 0, chain.Hash{}, 20, record.WakeTimeout, true); err != nil || recs != nil {
+		t.Fatalf("ifDue with no wait: %v %v", recs, err)
+	}
+	// An event after the deadline: the timeout first, the event kept.
+	d := Digest("go", []byte("late"))
+	recs, dup, delivered, err := x.EventRecords(link, "r", 3, chain.Hash{}, 60, record.WaitFields{Name: "go", Sender: "s1"}, d, plain([]byte("late")))
+	if err != nil || dup || delivered || len(recs) != 2 || recs[0].Kind != record.KindWake || recs[1].Kind != record.KindEvent {
+		t.Fatalf("an event past the deadline: %v %v %v %v", recs, dup, delivered, err)
+	}
+	apply(recs)
+	if w, _ := x.Current("r", 3); w.Outcome != TimedOut || x.Stats().Pending != 1 {
+		t.Fatalf("after the timeout and the kept event: %+v %+v", w, x.Stats())
+	}
+	// The same sender again: a duplicate; with another payload: ErrMismatch.
+	if recs, dup, _, err := x.EventRecords(link, "r", 3, chain.Hash{}, 61, record.WaitFields{Name: "go", Sender: "s1"}, d, plain([]byte("late"))); err != nil || !dup || recs != nil {
+		t.Fatalf("a repeated event: %v %v %v", recs, dup, err)
+	}
+	if _, _, _, err := x.EventRecords(link, "r", 3, chain.Hash{}, 61, record.WaitFields{Name: "go", Sender: "s1"}, Digest("go", nil), plain(nil)); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another event of the sender: %v", err)
+	}
+	// An open wait takes an event of its name: delivered.
+	_, recs, _ = x.DeclareRecords(link, "p", 0, chain.Hash{}, 70, record.WaitFields{Name: "ok"})
+	apply(recs)
+	recs, _, delivered, err = x.EventRecords(link, "p", 0, chain.Hash{}, 71, record.WaitFields{Name: "ok", Sender: "h"}, Digest("ok", nil), plain(nil))
+	if err != nil || !delivered || len(recs) != 1 {
+		t.Fatalf("an event for the open wait: %v %v %v", recs, delivered, err)
 	}
 }
