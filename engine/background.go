@@ -414,6 +414,10 @@ func (db *DB) checkpoint(final bool) error {
 	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.sealer, record.PlaceInbox, gen, "inbox", db.opts.NoSync, false); err != nil {
 		return err
 	}
+	// WAITS likewise, after every run's row (waitcore.go).
+	if err := db.writeWaitsFile(gen, floor, caps); err != nil {
+		return err
+	}
 	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
 		Dict: db.curDict.Load()}
 	for _, c := range caps {

@@ -121,11 +121,18 @@ var capabilities = []capability{
 		failed:    func(a *Atom) { a.run.db.blobs.Release(a) },
 	},
 	{ // waits, events and timers (waits.go, waitcore.go; internal/wait)
-		name:    "waits",
-		kinds:   []record.Kind{record.KindWait, record.KindEvent, record.KindWake},
-		run:     "wait",
-		replay:  func(db *DB, r *Run, rec *record.Record) string { return db.replayWait(r, rec) },
+		name:   "waits",
+		kinds:  []record.Kind{record.KindWait, record.KindEvent, record.KindWake},
+		run:    "wait",
+		replay: func(db *DB, r *Run, rec *record.Record) string { return db.replayWait(r, rec) },
+		replayed: func(db *DB, rec *record.Record, _ []byte, _ bool) {
+			switch rec.Kind {
+			case record.KindEnd, record.KindDelete, record.KindErase:
+				db.waitGone(rec.Kind, rec.Run)
+			}
+		},
 		applied: func(r *Run, seq uint64) { r.waitTaken(seq) },
+		gone:    func(db *DB, k record.Kind, run string) { db.waitGone(k, run) },
 	},
 	{ // streams out of runs (streams.go; internal/stream)
 		name:  "stream",

@@ -37,6 +37,10 @@ type Stats struct {
 	// between runs was rebuilt from the log (missing, damaged, not of the
 	// CHECKPOINT Open used); "" if it was not, or is not loaded yet.
 	InboxRebuilt string
+	// WaitsRebuilt says why WAITS was not used and the index of waits was
+	// rebuilt from the whole log (missing, damaged, not of the CHECKPOINT
+	// Open used); "" if it was not, or is not loaded yet.
+	WaitsRebuilt string
 	// CheckpointMismatch describes how CHECKPOINT's table of runs
 	// disagreed with the log, found when a run it does not list was
 	// created (the log's runs were used); "" if it agreed or was not
@@ -76,6 +80,7 @@ func (db *DB) Stats() Stats {
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
 		InboxRebuilt:  db.msgs.Rebuilt(),
+		WaitsRebuilt:  db.waits.index(db).Rebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
 		SnapshotStore:      db.snaps.Err(),

@@ -8,12 +8,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/wait"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/seal"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -21,8 +24,8 @@ import (
 var ErrNoRun = errors.New("engine: no such run")
 
 // waitsReady makes the index of waits usable: on the first call after
-// Open, it builds it from the log (internal/wait, Load). Its error is
-// sticky.
+// Open, it loads it (internal/wait, Load: WAITS and the log's tail, or the
+// whole log). Its error is sticky.
 func (db *DB) waitsReady(ctx context.Context) error {
 	if err := db.checkOpen(); err != nil {
 		return err
@@ -30,71 +33,80 @@ func (db *DB) waitsReady(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	return db.waitsLoad()
+}
+
+// waitsLoad loads the index once, even while the DB closes (the final
+// checkpoint captures it).
+func (db *DB) waitsLoad() error {
 	s := &db.waits
+	x := s.index(db)
 	s.load.Do(func() {
-		x := wait.New(db.opts.Clock)
-		s.err = x.Load(waitSource{db})
-		s.idx = x
+		s.err = x.Load(wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
+			File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger})
 		s.ready.Store(x)
 	})
 	return s.err
 }
 
+// index returns the DB's index of waits, loaded or not.
+func (s *waitState) index(db *DB) *wait.Index {
+	s.made.Do(func() { s.idx = wait.New(db.opts.Clock) })
+	return s.idx
+}
+
+// waitsFrom tells the index, at Open, the checkpoint its load starts
+// from (cp nil: none, the whole log).
+func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
+	if cp == nil {
+		db.waits.index(db).From(0, wal.Pos{})
+		return
+	}
+	db.waits.index(db).From(cp.Gen, from)
+}
+
+// writeWaitsFile writes WAITS for the checkpoint of generation gen at
+// replay position floor, after every run's row is captured (caps, sorted
+// by id): a wait its run's row says an atom took, and a run that ended,
+// leave the index and the file. Its rename is made durable by
+// CHECKPOINT's directory fsync, as INBOX's is.
+func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) error {
+	if err := db.waitsLoad(); err != nil {
+		return fmt.Errorf("engine: checkpoint: waits: %w", err)
+	}
+	f, err := db.waits.idx.Capture(gen, floor, func(run string) (uint64, bool, bool) {
+		i, ok := slices.BinarySearchFunc(caps, run, func(c *capturedRun, id string) int { return strings.Compare(c.Meta.ID, id) })
+		if !ok {
+			return 0, false, false
+		}
+		return caps[i].Meta.LastSeq, caps[i].Meta.Status != 0, true
+	})
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: waits: %w", err)
+	}
+	return checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), f.Marshal(), db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false)
+}
+
 // waitIndex returns the index once it is loaded, else nil.
 func (db *DB) waitIndex() *wait.Index { return db.waits.ready.Load() }
 
-// waitSource is the DB as the index's Source.
-type waitSource struct{ db *DB }
-
-// Scan reads the whole log, decoding only the records of waits.
-func (s waitSource) Scan(fn func(*record.Record, []byte) error) error {
-	db := s.db
-	dec := db.decoder(false)
-	dec.Skip = func(k record.Kind, _ []byte) bool {
-		return k != record.KindWait && k != record.KindEvent && k != record.KindWake
+// waitGone is the gone hook, and the replayed one's for an end or a
+// deletion (k): nothing of run waits any more. Before the index is
+// loaded only a deletion is noted for it (an erased run's kept events
+// must not reach WAITS); an end is left to the next capture, which drops
+// a run its row says ended, so that ends do not pile up in memory in a
+// store whose waits are never used.
+func (db *DB) waitGone(k record.Kind, run string) {
+	if k == record.KindEnd && db.waitIndex() == nil {
+		return
 	}
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
-	if err != nil {
-		return fmt.Errorf("engine: waits: read the log: %w", err)
-	}
-	defer c.Close()
-	for c.Next() {
-		r := c.Record()
-		payload, err := db.eventPayload(r)
-		if err != nil {
-			return err
-		}
-		if err := fn(r, payload); err != nil {
-			return err
-		}
-	}
-	return c.Err()
-}
-
-// eventPayload returns the plaintext payload of an event record (nil for
-// the other kinds, and for an event whose run's data key was erased).
-func (db *DB) eventPayload(r *record.Record) ([]byte, error) {
-	if r.Kind != record.KindEvent || r.Wait == nil {
-		return nil, nil
-	}
-	if db.sealer == nil {
-		return r.Wait.Payload, nil
-	}
-	plain, err := db.sealer.Open(nil, r.Wait.Payload, record.KindEvent, r.Run, r.Seq)
-	switch {
-	case errors.Is(err, seal.ErrErased):
-		return nil, nil // the run was erased: nothing of it waits
-	case err != nil:
-		return nil, &CorruptionError{File: db.segmentFile(r.Pos.Segment), Offset: r.Pos.Offset, Run: r.Run, Seq: r.Seq,
-			Reason: fmt.Sprintf("event %q of sender %q: its payload does not open: %v", r.Wait.Name, r.Wait.Sender, err), Err: err}
-	}
-	return plain, nil
+	db.waits.index(db).Gone(run)
 }
 
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run (r): it follows the run's last atom, or an earlier one,
-// with that atom's head, and its link is its own. The index is built
-// from the log on first use, not here.
+// with that atom's head, and its link is its own. The index is loaded on
+// first use, not here.
 func (db *DB) replayWait(r *Run, rec *record.Record) string {
 	if link := db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload); link != rec.Head {
 		return fmt.Sprintf("the %s record's link %x is not its own (%x)", rec.Kind, rec.Head[:8], link[:8])
@@ -106,6 +118,20 @@ func (db *DB) replayWait(r *Run, rec *record.Record) string {
 		return fmt.Sprintf("a %s record names head %x at seq %d, the run's is %x", rec.Kind, rec.Final[:8], rec.Seq, r.mu.head[:8])
 	}
 	return ""
+}
+
+// currentWait is the run's wait after its last atom, if it has one and
+// the run has not ended (the index loaded).
+func (r *Run) currentWait() (wait.Wait, bool) {
+	x := r.db.waits.idx
+	r.mu.Lock()
+	last, ended := r.mu.lastSeq, r.mu.end != nil
+	r.mu.Unlock()
+	if ended {
+		x.Gone(r.id)
+		return wait.Wait{}, false
+	}
+	return x.Current(r.id, last)
 }
 
 // waitTaken is the applied hook: an atom at seq of r is part of the
@@ -182,13 +208,17 @@ type waitRec struct {
 	plain []byte
 }
 
-// waitRecord builds a wait, event or wake record of run at seq, whose
-// head is head.
-func (db *DB) waitRecord(k record.Kind, run string, seq uint64, head chain.Hash, w *record.WaitFields) *record.Record {
-	payload := record.AppendWaitPayload(nil, k, w)
-	link := db.hasher.Link(run, seq, head, payload)
-	raw := record.AppendWaitRecord(nil, k, run, seq, head, link, w)
-	return &record.Record{Kind: k, Raw: raw, Run: run, Seq: seq, Final: head, Head: link, Payload: payload, Wait: w}
+// waitRecs is recs (internal/wait's) to write; plain, an event's
+// plaintext payload.
+func waitRecs(recs []*record.Record, plain []byte) []waitRec {
+	out := make([]waitRec, len(recs))
+	for i, rec := range recs {
+		out[i].rec = rec
+		if rec.Kind == record.KindEvent {
+			out[i].plain = plain
+		}
+	}
+	return out
 }
 
 // writeWaits writes the records build returns for r, durably, under the
@@ -238,9 +268,11 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 	for i, w := range recs {
 		raws[i] = w.rec.Raw
 	}
+	// Untracked once the index reflects them: a checkpoint's WAITS holds
+	// every record below its replay position.
 	tok := db.track()
+	defer db.untrack(tok)
 	poss, err := db.appendBatch(ctx, raws)
-	db.untrack(tok)
 	if err != nil {
 		return fmt.Errorf("engine: run %q: write a %s record: %w", r.id, recs[0].rec.Kind, err)
 	}
@@ -284,15 +316,12 @@ func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) 
 		}
 		return nil
 	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		if cur, ok := x.Current(r.id, seq); ok && cur.Seq == seq {
-			if cur.Name != name {
-				return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
-			}
-			out = cur
-			return nil, nil
+		cur, recs, err := x.DeclareRecords(db.hasher.Link, r.id, seq, head, now, *w)
+		if errors.Is(err, wait.ErrOtherWait) {
+			return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
 		}
-		w.At = now
-		return []waitRec{{rec: db.waitRecord(record.KindWait, r.id, seq, head, w)}}, nil
+		out = cur
+		return waitRecs(recs, nil), err
 	})
 	if err != nil {
 		return Wait{}, err
@@ -315,21 +344,12 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 	x := db.waitIndex()
 	var out wait.Wait
 	err := r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		cur, ok := x.Current(r.id, seq)
-		switch {
-		case !ok || cur.Seq != seq:
-			if ifDue {
-				return nil, nil
-			}
+		cur, recs, err := x.WakeRecords(db.hasher.Link, r.id, seq, head, now, reason, ifDue)
+		if errors.Is(err, wait.ErrNoWait) {
 			return nil, fmt.Errorf("%w: run %q", ErrNoWait, r.id)
-		case cur.Outcome != WaitOpen:
-			out = cur
-			return nil, nil
-		case reason == record.WakeTimeout && (cur.Deadline == 0 || cur.Deadline > now):
-			out = cur
-			return nil, nil
 		}
-		return []waitRec{{rec: db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: reason})}}, nil
+		out = cur
+		return waitRecs(recs, nil), err
 	})
 	if err != nil {
 		return Wait{}, err
@@ -340,83 +360,71 @@ func (r *Run) wake(ctx context.Context, reason uint8, ifDue bool) (Wait, error) 
 	return exportWait(&out), nil
 }
 
-// fireDue records the timeout of every open wait whose deadline passed,
-// earliest first, up to maxFireBatch in one durable batch of wake
-// records (one fsync for them all): it holds the write mark of each of
-// their runs for the batch. One fireDue at a time (waitState.fire), so
-// that no two callers each hold marks the other waits for.
+// fireDue records the timeout of every open wait whose deadline passed
+// (internal/wait, FireDue), in batches of up to maxFireBatch wake records,
+// one fsync each.
 func (db *DB) fireDue(ctx context.Context) error {
-	s := &db.waits
-	x := db.waitIndex()
-	s.fire.Lock()
-	defer s.fire.Unlock()
-	for {
-		now := x.Now()
-		due := x.Due(now, maxFireBatch)
-		if len(due) == 0 {
-			return nil
-		}
-		var held []*Run
-		var recs []*record.Record
-		release := func() {
-			for _, r := range held {
-				r.mu.Lock()
-				r.endWriteLocked()
-				r.mu.Unlock()
-			}
-		}
-		for i := range due {
-			w := &due[i]
-			r, err := db.waitRun(w.Run)
-			if err != nil {
-				x.Gone(w.Run)
-				continue
-			}
-			if err := r.lockIdle(ctx); err != nil {
-				release()
-				return err
-			}
-			if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
-				r.mu.Unlock()
-				x.Gone(w.Run)
-				continue
-			}
-			seq, head := r.lastLinkLocked()
-			cur, ok := x.Current(r.id, seq)
-			if !ok || cur.Seq != seq || cur.Outcome != WaitOpen || cur.Deadline == 0 || cur.Deadline > now {
-				r.mu.Unlock()
-				x.Taken(r.id, seq) // an atom went on after it
-				continue
-			}
-			r.startWriteLocked()
-			r.mu.Unlock()
-			held = append(held, r)
-			recs = append(recs, db.waitRecord(record.KindWake, r.id, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout}))
-		}
-		if len(recs) > 0 {
-			raws := make([][]byte, len(recs))
-			for i, rec := range recs {
-				raws[i] = rec.Raw
-			}
-			tok := db.track()
-			poss, err := db.appendBatch(ctx, raws)
-			db.untrack(tok)
-			if err != nil {
-				release()
-				return fmt.Errorf("engine: record %d timeouts: %w", len(recs), err)
-			}
-			obs, _ := db.opts.Observer.(WaitObserver)
-			for i, rec := range recs {
-				rec.Pos = poss[i]
-				x.Apply(rec, nil)
-				if obs != nil {
-					cur, _ := x.Current(rec.Run, rec.Seq)
-					obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
-				}
-			}
-			release()
-			db.waitsChanged()
-		}
+	return db.waitIndex().FireDue(ctx, &waitRuns{db: db, held: map[string]*Run{}}, maxFireBatch)
+}
+
+// waitRuns is the DB as FireDue's Runs.
+type waitRuns struct {
+	db   *DB
+	held map[string]*Run
+}
+
+// Hold implements wait.Runs.
+func (h *waitRuns) Hold(ctx context.Context, run string) (uint64, chain.Hash, bool, error) {
+	r, err := h.db.waitRun(run)
+	if err != nil {
+		return 0, chain.Hash{}, false, nil
+	}
+	if err := r.lockIdle(ctx); err != nil {
+		return 0, chain.Hash{}, false, err
+	}
+	if r.mu.end != nil || r.mu.ending || r.mu.broken != nil {
+		r.mu.Unlock()
+		return 0, chain.Hash{}, false, nil
+	}
+	seq, head := r.lastLinkLocked()
+	r.startWriteLocked()
+	r.mu.Unlock()
+	h.held[run] = r
+	return seq, head, true, nil
+}
+
+// Release implements wait.Runs.
+func (h *waitRuns) Release(run string) {
+	r := h.held[run]
+	delete(h.held, run)
+	r.mu.Lock()
+	r.endWriteLocked()
+	r.mu.Unlock()
+}
+
+// Append implements wait.Runs: tracked (the checkpoint's replay position
+// stays below the records) until done.
+func (h *waitRuns) Append(ctx context.Context, raws [][]byte) ([]wal.Pos, func(), error) {
+	db := h.db
+	tok := db.track()
+	poss, err := db.appendBatch(ctx, raws)
+	if err != nil {
+		db.untrack(tok)
+		return nil, nil, err
+	}
+	return poss, func() { db.untrack(tok); db.waitsChanged() }, nil
+}
+
+// Link implements wait.Runs.
+func (h *waitRuns) Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash {
+	return h.db.hasher.Link(run, seq, head, payload)
+}
+
+// Recorded implements wait.Runs: the observer.
+func (h *waitRuns) Recorded(rec *record.Record) {
+	if obs, ok := h.db.opts.Observer.(WaitObserver); ok {
+		cur, _ := h.db.waitIndex().Current(rec.Run, rec.Seq)
+		obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
 	}
 }
 

@@ -132,13 +132,14 @@ func (r *Run) Sleep(ctx context.Context, until time.Time) (Wait, error) {
 	return r.declareWait(ctx, "", until)
 }
 
-// CurrentWait returns the run's wait after its last atom, if it has one.
+// CurrentWait returns the run's wait after its last atom, if it has one
+// (a run that ended has none).
 func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
 	db := r.db
 	if err := db.waitsReady(ctx); err != nil {
 		return Wait{}, false, err
 	}
-	w, ok := db.waits.idx.Current(r.id, r.LastSeq())
+	w, ok := r.currentWait()
 	if !ok {
 		return Wait{}, false, nil
 	}
@@ -163,7 +164,7 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 			return Wait{}, err
 		}
 		changed := db.ReadyChanged()
-		w, ok := db.waits.idx.Current(r.id, r.LastSeq())
+		w, ok := r.currentWait()
 		switch {
 		case !ok:
 			return Wait{}, fmt.Errorf("%w: run %q", ErrNoWait, r.id)
@@ -242,37 +243,23 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 	}
 	digest := wait.Digest(name, payload)
 	var res SendResult
+	plain := append([]byte(nil), payload...)
 	err = r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		if d, ok := db.waits.idx.Sent(run, sender); ok {
-			if d != digest {
-				return nil, fmt.Errorf("%w: run %q, sender %q", ErrEventMismatch, run, sender)
+		recs, dup, delivered, err := db.waits.idx.EventRecords(db.hasher.Link, run, seq, head, now, *w, digest, func(seq uint64) ([]byte, error) {
+			if db.sealer == nil {
+				return plain, nil
 			}
-			res.Duplicate = true
-			return nil, nil
-		}
-		var recs []waitRec
-		cur, ok := db.waits.idx.Current(run, seq)
-		if ok && cur.Outcome == WaitOpen && cur.Deadline != 0 && cur.Deadline <= now {
-			recs = append(recs, waitRec{rec: db.waitRecord(record.KindWake, run, seq, head, &record.WaitFields{At: now, Reason: record.WakeTimeout})})
-			ok = false
-		}
-		ev := *w
-		ev.At = now
-		if db.sealer != nil {
-			sealed, err := db.sealer.Seal(nil, payload, record.KindEvent, run, seq)
+			sealed, err := db.sealer.Seal(nil, plain, record.KindEvent, run, seq)
 			if err != nil {
 				return nil, fmt.Errorf("engine: event to run %q: %w", run, err)
 			}
-			ev.Payload = sealed
-		} else {
-			ev.Payload = append([]byte(nil), payload...)
+			return sealed, nil
+		})
+		if errors.Is(err, wait.ErrMismatch) {
+			return nil, fmt.Errorf("%w: run %q, sender %q", ErrEventMismatch, run, sender)
 		}
-		recs = append(recs, waitRec{rec: db.waitRecord(record.KindEvent, run, seq, head, &ev), plain: ev.Payload})
-		if db.sealer != nil {
-			recs[len(recs)-1].plain = append([]byte(nil), payload...)
-		}
-		res.Delivered = ok && cur.Outcome == WaitOpen && cur.Name == name
-		return recs, nil
+		res.Duplicate, res.Delivered = dup, delivered
+		return waitRecs(recs, plain), err
 	})
 	return res, err
 }
@@ -380,11 +367,11 @@ type WaitObserver interface {
 
 // waitState is the DB's state of waits (capabilityState.waits).
 type waitState struct {
+	made  sync.Once
 	load  sync.Once
-	idx   *wait.Index                // set by the first waitsReady, with err
+	idx   *wait.Index                // made on first need (index), loaded by waitsLoad
 	err   error                      // the load's, sticky
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
-	fire  sync.Mutex                 // one fireDue at a time
 	mu    struct {
 		sync.Mutex
 		changed chan struct{} // closed when a wait ends or the earliest deadline comes

@@ -13,12 +13,13 @@ import (
 )
 
 // The power-loss suite of waits: a run waits for an approval that comes
-// during the wait and acts on it, a timer expires, a run takes an event
-// sent before its wait; the power is cut at every filesystem operation
-// of that (sampled without -long), the survivor resumes it all, with the
-// clock moved back to before every deadline, and: each event is delivered
-// to one wait and acted on by one atom, each timeout is in the log once,
-// nothing acknowledged is lost, and verify passes.
+// during the wait and acts on it (an engine checkpoint, and its WAITS, in
+// between), a timer expires, a run takes an event sent before its wait;
+// the power is cut at every filesystem operation of that (sampled
+// without -long), the survivor resumes it all, with the clock moved back
+// to before every deadline, and: each event is delivered to one wait and
+// acted on by one atom, each timeout is in the log once, nothing
+// acknowledged is lost, and verify passes.
 
 // waitsRound runs the sequence, or resumes it: every step is idempotent
 // (a wait after the same atom, a sender id, a commit that is there). acked
@@ -46,6 +47,11 @@ func waitsRound(db *DB, clock *fakeClock, acked map[string]bool, cut *powerCut) 
 			return err
 		}
 		if _, err := db.SendEvent(ctx, "h", "approval", "alice", []byte("approved")); ack("h-event", err) != nil {
+			return err
+		}
+		// An engine checkpoint between the event and its taking: WAITS
+		// holds the delivered wait, the survivor loads it with the tail.
+		if err := db.checkpoint(false); err != nil {
 			return err
 		}
 		a, err := h.Begin(ctx)

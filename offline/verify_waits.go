@@ -32,7 +32,8 @@ import (
 type verifyWaits struct {
 	runs    map[string]*verifyWaitRun
 	orphans []verifyWaitOrphan
-	n       [3]int // wait, event and wake records read
+	n       [3]int           // wait, event and wake records read
+	recs    []*record.Record // copies, for the check of WAITS (verify_waitsfile.go)
 }
 
 type verifyWaitRun struct {
@@ -59,6 +60,7 @@ func (vr *verifyRun) waitRecord(r *record.Record, loc string) {
 		vw.runs = map[string]*verifyWaitRun{}
 	}
 	vw.n[r.Kind-record.KindWait]++
+	vr.noteWaitRecord(r)
 	w := r.Wait
 	if link := vr.hasher.Link(r.Run, r.Seq, r.Final, r.Payload); link != r.Head {
 		vr.extra = append(vr.extra, chain.Failure{Kind: chain.KindLinkMismatch, RunID: r.Run, Seq: r.Seq, Expected: link, Actual: r.Head,
@@ -140,8 +142,9 @@ func (vr *verifyRun) waitRecord(r *record.Record, loc string) {
 }
 
 // finishWaits reports the records of runs the log does not create, but
-// for deleted runs.
+// for deleted runs, and checks WAITS (verify_waitsfile.go).
 func (vr *verifyRun) finishWaits() {
+	vr.checkWaitsFile()
 	for _, o := range vr.waits.orphans {
 		if d := vr.deletions[o.run]; d == nil || !d.valid {
 			vr.fail(o.run, o.seq, o.loc, "a wait record of run %q, which the log does not create", o.run)

@@ -13,8 +13,8 @@ package record
 //	rollback   11 | ... | varint started | sealed(uvarint n | n x undo)
 //
 // The derived files seal what holds agent data too: the compressed frame
-// of a frame file and of a snapshot (PlaceFrame), and the ledger's table
-// and INBOX, whole (PlaceLedgerTable, PlaceInbox).
+// of a frame file and of a snapshot (PlaceFrame), and the ledger's table,
+// INBOX and WAITS, whole (PlaceLedgerTable, PlaceInbox, PlaceWaits).
 //
 // Run ids, seqs, heads, kinds, statuses and times stay in the clear: verify
 // checks the chain without any key. The chain links each record over its
@@ -49,17 +49,18 @@ import (
 // at its run and seq. It is no record kind: the derived files seal with it.
 const PlaceFrame Kind = 0xf0
 
-// PlaceLedgerTable and PlaceInbox are the kinds of the places of the
-// ledger's table and of INBOX, each sealed whole with the store's key (they
-// hold every run's), at the run "" and the checkpoint generation that
-// wrote them (CHECKPOINT names it).
+// PlaceLedgerTable, PlaceInbox and PlaceWaits are the kinds of the places
+// of the ledger's table, of INBOX and of WAITS, each sealed whole with the
+// store's key (they hold every run's), at the run "" and the checkpoint
+// generation that wrote them (CHECKPOINT names it).
 const (
 	PlaceLedgerTable Kind = 0xf1
 	PlaceInbox       Kind = 0xf2
+	PlaceWaits       Kind = 0xf5
 )
 
 // SealStoreFile seals b, a derived file of the store (PlaceLedgerTable,
-// PlaceInbox) of checkpoint generation gen, with the store's key.
+// PlaceInbox, PlaceWaits) of checkpoint generation gen, with the store's key.
 func (s *Sealer) SealStoreFile(b []byte, k Kind, gen uint64) ([]byte, error) {
 	return s.Seal(nil, b, k, "", gen)
 }

@@ -3,32 +3,63 @@
 // for which event or until when, the events no wait took yet, and which
 // runs are ready (their wait ended by an event or a timeout, and no atom
 // of theirs took it yet). The log holds it all, in three record kinds
-// (record/wait.go: wait, event, wake); the index is derived, built once
-// from the log (Load) and kept up to date by the engine as it appends
-// (Apply), so that the host learns which runs are ready, and which waits
-// are due, at the cost of those runs only: a heap of the open waits by
-// deadline and a list of the ready ones, in the order they ended.
+// (record/wait.go: wait, event, wake); the index is derived: the engine
+// checkpoint saves it as WAITS (layout/waits.go, Capture), the first use
+// after Open loads it (Load: WAITS and the log's records after its
+// replay position, or the whole log), and the engine keeps it up to date
+// as it appends (Apply), so that the host learns which runs are ready,
+// and which waits are due, at the cost of those runs only: a heap of the
+// open waits by deadline and a list of the ready ones, in the order they
+// ended.
 //
-// It knows nothing of runs' locks, frames or the log's files: package
-// engine conducts it (engine/waits.go) and reads the log for it (Source).
+// It knows nothing of runs' locks or frames: package engine conducts it
+// (engine/waits.go, the API; engine/waitcore.go, the adapter), hands it
+// the store's files, keys and decoder (LogSource, the Source over them)
+// and the runs' write marks and the log's appends (Runs, for FireDue).
 //
 // # The interface
 //
-// What the engine implements for the index (its adapter over the DB):
+// What the engine hands the index (LogSource implements Source over the
+// store's files; the engine's adapter implements Runs over the DB):
 //
 //	type Source interface {
-//		// Scan calls fn with each wait, event and wake record of the log,
-//		// in the log's order, and payload, an event's plaintext payload
-//		// (opened, in an encrypted store); it stops at fn's first error.
-//		Scan(fn func(rec *record.Record, payload []byte) error) error
+//		// WaitsFile returns WAITS's name and bytes, opened when the store
+//		// seals it, as written by the checkpoint of generation gen. A
+//		// missing file is an error matching fs.ErrNotExist.
+//		WaitsFile(gen uint64) (name string, b []byte, err error)
+//		// Scan calls fn with each wait, event and wake record of the log
+//		// from position from, in the log's order, with its Pos, and
+//		// payload, an event's plaintext payload (opened, in an encrypted
+//		// store; nil if its run was erased); it stops at fn's first error.
+//		Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
+//		// Rebuilding is told why WAITS is not used, before the index is
+//		// built from the whole log instead.
+//		Rebuilding(why string)
+//	}
+//
+//	type Runs interface {
+//		// Hold takes run's write mark once no atom of it runs, and
+//		// returns the run's newest seq and head in the log; ok false:
+//		// the run does not exist, ended, is ending or is broken.
+//		Hold(ctx context.Context, run string) (seq uint64, head chain.Hash, ok bool, err error)
+//		Release(run string)
+//		// Append writes the records durably, in one batch; done is
+//		// called once the index applied them (the engine untracks them).
+//		Append(ctx context.Context, raws [][]byte) (poss []wal.Pos, done func(), err error)
+//		Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash
+//		Recorded(rec *record.Record) // the observer
 //	}
 //
 // What the engine calls, whole. Lock order: the run's lock (or its write
-// mark), then the index's own mutex; Source.Scan is called with the
-// index's mutex held and takes none of the engine's locks but the log's.
+// mark), then the index's own mutex; the Source's methods and Capture's
+// row are called with the index's mutex held and take none of the
+// engine's locks but the log's.
 //
 //	New(clock) *Index                       // clock: Options.Clock
-//	(*Index).Load(src) error                // once, before any other use; sticky error
+//	(*Index).From(gen, replay)              // at Open: CHECKPOINT's generation (0: none) and replay position
+//	(*Index).Load(src) error                // once, before any other use but Gone; sticky error
+//	(*Index).Rebuilt() string               // why WAITS was not used ("": it was, or there was none)
+//	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS, after every run's row
 //	(*Index).Now() int64                    // max(clock, the latest time the log's wait records hold)
 //	(*Index).Apply(rec, payload)            // a wait, event or wake record, once durable, in the log's order per run
 //	(*Index).Sent(run, sender) (digest, ok) // what a sender sent the run before (SendEvent's idempotence)
@@ -36,19 +67,41 @@
 //	(*Index).Due(now, max) []Wait           // open waits past their deadline, earliest first
 //	(*Index).Ready(max) []Wait              // ended waits not taken, in the order they ended
 //	(*Index).Taken(run, seq)                // an atom at seq committed: the wait before it is taken
-//	(*Index).Gone(run)                      // the run ended or was deleted
+//	(*Index).Gone(run)                      // the run ended or was deleted (before Load: done after it)
 //	(*Index).Changed() <-chan struct{}      // closed when a wait ends next
 //	(*Index).NextDeadline(), Pending(run), Stats()
+//	(*Index).FireDue(ctx, runs, batch) error // record the due timeouts, earliest first, in durable batches
+//	NewRecord(link, kind, run, seq, head, fields) *record.Record // a wait, event or wake record to write
+//	// what to write, under the run's write mark (its newest seq and head, the clock's now):
+//	(*Index).DeclareRecords(link, run, seq, head, now, fields) (Wait, []*record.Record, error) // Run.Wait, Sleep; ErrOtherWait
+//	(*Index).WakeRecords(link, run, seq, head, now, reason, ifDue) (Wait, []*record.Record, error) // CancelWait, a timeout; ErrNoWait
+//	(*Index).EventRecords(link, run, seq, head, now, fields, digest, seal) (recs, duplicate, delivered, error) // SendEvent; ErrMismatch
 //
 // # Guarantees
 //
 //   - Apply is a function of the records and their order per run: the
-//     index the engine keeps as it appends and the one Load builds from
-//     the log after a restart are the same (an event is delivered to the
-//     same wait, a timeout ends the same wait).
+//     index the engine keeps as it appends and the one Load builds after
+//     a restart, from WAITS and the tail or from the whole log, are the
+//     same (an event is delivered to the same wait, a timeout ends the
+//     same wait), but for what Capture dropped (waits an atom took, runs
+//     that ended) and the order in the ready list of waits of different
+//     runs that ended at once.
 //   - Apply is idempotent: a wait at or before the run's last wait, an
 //     event of a sender already seen, a wake of a wait not open change
 //     nothing.
+//   - Load over WAITS applies each run's records after the run's mark
+//     only: WAITS, captured at any moment after its replay position,
+//     reflects a prefix of each run's records (the engine applies them in
+//     the log's order per run, and untracks a write, so that a checkpoint
+//     may take a replay position past it, only once it is applied), and
+//     the mark is the position of the prefix's last record. A run WAITS
+//     does not hold had nothing the tail's records before its mark could
+//     change but waits an atom took (Capture dropped them; applied again,
+//     they are stale, as Current, Ready and the engine's checks see).
+//   - WAITS is used only if it is sound (checksum, bounds, each event's
+//     digest its sender id's, no time past the file's latest) and names
+//     the checkpoint From named; else the whole log is read (Rebuilt
+//     says why).
 //   - An event matches the run's open wait of its name when it is applied,
 //     or is kept, in log order per name, for the next wait of that name;
 //     each event ends at most one wait, each wait takes at most one event
@@ -58,17 +111,21 @@
 //
 // # Caveats
 //
-// The index is in memory whole: each waiting run costs a Wait (about 150
-// bytes and its name), each event no wait took its payload, and each
-// sender id its digest while the run lives. Load reads the whole log
-// (skipping, undecoded, the records of other kinds) on the first use of
-// waits after Open; an engine checkpoint of the index, so that a restart
-// reads the log's tail only, is not there yet.
+// The index is in memory whole: each waiting run costs its entry (see
+// docs/DESIGN.md, "The index and its cost"), each event no wait took its
+// payload, and each sender id its digest while the run lives. Load reads
+// WAITS whole: its cost is the waiting runs', not the log's, but not yet
+// only the due ones'.
 package wait
 
-import "github.com/continuumdb/continuum/record"
+import (
+	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
+)
 
 // Source is what the index reads of the store (see the package doc).
 type Source interface {
-	Scan(fn func(rec *record.Record, payload []byte) error) error
+	WaitsFile(gen uint64) (name string, b []byte, err error)
+	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
+	Rebuilding(why string)
 }

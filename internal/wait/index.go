@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
 )
 
@@ -53,19 +54,67 @@ type Wait struct {
 	Name     string // "" for a timer
 	Declared int64  // unix ns
 	Deadline int64  // unix ns, 0: none
-	Outcome  Outcome
-	Event    *Event // Delivered: the event it took (shared: read only)
 	Ended    int64  // unix ns, the recorded reading of its end: the event's or the wake's time (the wait's own when it matched a kept event)
+	Event    *Event // Delivered: the event it took (shared: read only)
 
-	heapAt int           // its place in the deadline heap, -1 if not there
-	ready  *list.Element // its place in the ready list, nil if not there
+	ready   *list.Element // its place in the ready list, nil if not there
+	heapAt  int32         // its place in the deadline heap, -1 if not there
+	Outcome Outcome
 }
 
-// runWaits is what the index holds of one run.
+// runWaits is what the index holds of one run: one allocation of 112
+// bytes for a run that waits and has no kept event nor sender id.
 type runWaits struct {
-	wait    *Wait               // the run's last wait, nil: none
+	w    Wait     // the run's last wait, if w.Run != ""
+	more *runMore // nil: no kept event, no sender id
+	// mark is the log position of the run's last record applied: a Load
+	// over WAITS applies the run's records after it only.
+	mark wal.Pos
+}
+
+// runMore is what a run that took events holds besides its wait.
+type runMore struct {
 	pending map[string][]*Event // events no wait took yet, by name, in log order
 	senders map[string][32]byte // the digest of each sender id's event
+}
+
+// cur returns the run's last wait, nil: none. The pointer is the run's
+// entry's: the heap and the ready list hold it until dropLocked.
+func (rw *runWaits) cur() *Wait {
+	if rw.w.Run == "" {
+		return nil
+	}
+	return &rw.w
+}
+
+// kept returns the run's events no wait took (nil: none).
+func (rw *runWaits) kept() map[string][]*Event {
+	if rw.more == nil {
+		return nil
+	}
+	return rw.more.pending
+}
+
+// sent returns the run's sender ids' digests (nil: none).
+func (rw *runWaits) sent() map[string][32]byte {
+	if rw.more == nil {
+		return nil
+	}
+	return rw.more.senders
+}
+
+// extra returns rw.more, made if needed.
+func (rw *runWaits) extra() *runMore {
+	if rw.more == nil {
+		rw.more = &runMore{}
+	}
+	return rw.more
+}
+
+// empty reports whether rw holds nothing: no wait, no kept event, no
+// sender id.
+func (rw *runWaits) empty() bool {
+	return rw.w.Run == "" && len(rw.kept()) == 0 && len(rw.sent()) == 0
 }
 
 // Index is the waits of a store's runs. Its methods take its own mutex;
@@ -73,11 +122,16 @@ type runWaits struct {
 // log's for each run).
 type Index struct {
 	clock func() time.Time
+	fire  sync.Mutex // one FireDue at a time
 
 	mu struct {
 		sync.Mutex
 		loaded  bool
-		loadErr error // sticky
+		loadErr error    // sticky
+		gen     uint64   // the checkpoint Load starts from (From), 0: none
+		replay  wal.Pos  // its replay position
+		rebuilt string   // why WAITS was not used ("": it was, or there was none)
+		early   []string // runs Gone before Load: dropped once it is done
 		runs    map[string]*runWaits
 		timers  deadlines  // open waits with a deadline, earliest first
 		ready   *list.List // of *Wait: ended by an event or a timeout and not taken, in the order they ended
@@ -99,9 +153,20 @@ func New(clock func() time.Time) *Index {
 	return x
 }
 
-// Load builds the index from src once; later calls return the first
+// From sets where the next Load starts: WAITS of the checkpoint of
+// generation gen (0: none), whose replay position is replay.
+func (x *Index) From(gen uint64, replay wal.Pos) {
+	x.mu.Lock()
+	x.mu.gen, x.mu.replay = gen, replay
+	x.mu.Unlock()
+}
+
+// Load builds the index once: from WAITS (Source.WaitsFile) when From
+// named a checkpoint and the file is that checkpoint's and sound, then the
+// log's records of waits from its replay position, each run's after the
+// run's mark; else from the whole log. Later calls return the first
 // call's error. Nothing else of the index may be used before Load
-// returned nil.
+// returned nil, but Gone.
 func (x *Index) Load(src Source) error {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -109,17 +174,59 @@ func (x *Index) Load(src Source) error {
 		return x.mu.loadErr
 	}
 	x.mu.loaded = true
-	err := src.Scan(func(rec *record.Record, payload []byte) error {
+	var from wal.Pos
+	var marks map[string]wal.Pos // the marks of WAITS's runs
+	if x.mu.gen != 0 {
+		if why := x.loadFileLocked(src); why != "" {
+			x.resetLocked()
+			x.mu.rebuilt = why
+			src.Rebuilding(why)
+		} else {
+			from = x.mu.replay
+			marks = make(map[string]wal.Pos, len(x.mu.runs))
+			for id, rw := range x.mu.runs {
+				if !rw.mark.Less(from) {
+					marks[id] = rw.mark
+				}
+			}
+		}
+	}
+	err := src.Scan(from, func(rec *record.Record, payload []byte) error {
+		if m, ok := marks[rec.Run]; ok {
+			if !m.Less(rec.Pos) {
+				return nil // WAITS reflects it
+			}
+			delete(marks, rec.Run) // the run's records after the mark
+		}
 		x.applyLocked(rec, payload)
 		return nil
 	})
 	if err != nil {
 		x.mu.loadErr = fmt.Errorf("wait: load the waits from the log: %w", err)
-		x.mu.runs = map[string]*runWaits{}
-		x.mu.timers = nil
-		x.mu.ready.Init()
+		x.resetLocked()
+		return x.mu.loadErr
 	}
-	return x.mu.loadErr
+	for _, run := range x.mu.early {
+		x.goneLocked(run)
+	}
+	x.mu.early = nil
+	return nil
+}
+
+// resetLocked empties the index.
+func (x *Index) resetLocked() {
+	x.mu.runs = map[string]*runWaits{}
+	x.mu.timers = nil
+	x.mu.ready.Init()
+	x.mu.high = 0
+}
+
+// Rebuilt says why WAITS was not used, once the index is loaded ("": it
+// was, or From named no checkpoint).
+func (x *Index) Rebuilt() string {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mu.rebuilt
 }
 
 // Loaded reports whether Load ran.
@@ -159,7 +266,7 @@ func (x *Index) Sent(run, sender string) ([32]byte, bool) {
 	if rw == nil {
 		return [32]byte{}, false
 	}
-	d, ok := rw.senders[sender]
+	d, ok := rw.sent()[sender]
 	return d, ok
 }
 
@@ -170,10 +277,10 @@ func (x *Index) Current(run string, committed uint64) (Wait, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	rw := x.mu.runs[run]
-	if rw == nil || rw.wait == nil || rw.wait.Seq < committed {
+	if rw == nil || rw.w.Run == "" || rw.w.Seq < committed {
 		return Wait{}, false
 	}
-	return rw.wait.copy(), true
+	return rw.w.copy(), true
 }
 
 // Pending returns the events of run that no wait took, in the order a
@@ -186,7 +293,7 @@ func (x *Index) Pending(run string) []Event {
 		return nil
 	}
 	var out []Event
-	for _, es := range rw.pending {
+	for _, es := range rw.kept() {
 		for _, e := range es {
 			out = append(out, *e)
 		}
@@ -217,20 +324,21 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 		rw = &runWaits{}
 		x.mu.runs[rec.Run] = rw
 	}
+	rw.mark = rec.Pos
 	switch rec.Kind {
 	case record.KindWait:
-		if rw.wait != nil && rw.wait.Seq >= rec.Seq {
+		if cw := rw.cur(); cw != nil && cw.Seq >= rec.Seq {
 			return
 		}
-		x.dropLocked(rw.wait) // a later wait: the run's atoms took this one
-		nw := &Wait{Run: rec.Run, Seq: rec.Seq, Name: w.Name, Declared: w.At, Deadline: w.Deadline, heapAt: -1}
-		rw.wait = nw
-		if es := rw.pending[w.Name]; w.Name != "" && len(es) > 0 {
+		x.dropLocked(rw.cur()) // a later wait: the run's atoms took this one
+		rw.w = Wait{Run: rec.Run, Seq: rec.Seq, Name: w.Name, Declared: w.At, Deadline: w.Deadline, heapAt: -1}
+		nw := &rw.w
+		if es := rw.kept()[w.Name]; w.Name != "" && len(es) > 0 {
 			x.endLocked(nw, Delivered, w.At, es[0])
 			if len(es) == 1 {
-				delete(rw.pending, w.Name)
+				delete(rw.more.pending, w.Name)
 			} else {
-				rw.pending[w.Name] = es[1:]
+				rw.more.pending[w.Name] = es[1:]
 			}
 			return
 		}
@@ -238,25 +346,26 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 			heap.Push(&x.mu.timers, nw)
 		}
 	case record.KindEvent:
-		if _, ok := rw.senders[w.Sender]; ok {
+		if _, ok := rw.sent()[w.Sender]; ok {
 			return
 		}
-		if rw.senders == nil {
-			rw.senders = map[string][32]byte{}
+		m := rw.extra()
+		if m.senders == nil {
+			m.senders = map[string][32]byte{}
 		}
 		e := &Event{Run: rec.Run, Name: w.Name, Sender: w.Sender, Seq: rec.Seq, Sent: w.At,
 			Payload: append([]byte(nil), payload...), Digest: Digest(w.Name, payload)}
-		rw.senders[w.Sender] = e.Digest
-		if cw := rw.wait; cw != nil && cw.Outcome == Open && cw.Name == w.Name && cw.Seq == rec.Seq {
+		m.senders[w.Sender] = e.Digest
+		if cw := rw.cur(); cw != nil && cw.Outcome == Open && cw.Name == w.Name && cw.Seq == rec.Seq {
 			x.endLocked(cw, Delivered, w.At, e)
 			return
 		}
-		if rw.pending == nil {
-			rw.pending = map[string][]*Event{}
+		if m.pending == nil {
+			m.pending = map[string][]*Event{}
 		}
-		rw.pending[w.Name] = append(rw.pending[w.Name], e)
+		m.pending[w.Name] = append(m.pending[w.Name], e)
 	case record.KindWake:
-		cw := rw.wait
+		cw := rw.cur()
 		if cw == nil || cw.Seq != rec.Seq || cw.Outcome != Open {
 			return
 		}
@@ -272,7 +381,7 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 func (x *Index) endLocked(w *Wait, o Outcome, at int64, e *Event) {
 	w.Outcome, w.Ended, w.Event = o, at, e
 	if w.heapAt >= 0 {
-		heap.Remove(&x.mu.timers, w.heapAt)
+		heap.Remove(&x.mu.timers, int(w.heapAt))
 	}
 	if o != Cancelled {
 		w.ready = x.mu.ready.PushBack(w)
@@ -287,7 +396,7 @@ func (x *Index) dropLocked(w *Wait) {
 		return
 	}
 	if w.heapAt >= 0 {
-		heap.Remove(&x.mu.timers, w.heapAt)
+		heap.Remove(&x.mu.timers, int(w.heapAt))
 	}
 	if w.ready != nil {
 		x.mu.ready.Remove(w.ready)
@@ -300,26 +409,40 @@ func (x *Index) dropLocked(w *Wait) {
 func (x *Index) Taken(run string, seq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rw := x.mu.runs[run]
-	if rw == nil || rw.wait == nil || rw.wait.Seq >= seq {
+	if rw := x.mu.runs[run]; rw != nil {
+		x.takenLocked(run, rw, seq)
+	}
+}
+
+func (x *Index) takenLocked(run string, rw *runWaits, seq uint64) {
+	if rw.w.Run == "" || rw.w.Seq >= seq {
 		return
 	}
-	x.dropLocked(rw.wait)
-	rw.wait = nil
-	if len(rw.pending) == 0 && len(rw.senders) == 0 {
+	x.dropLocked(&rw.w)
+	rw.w = Wait{}
+	if rw.empty() {
 		delete(x.mu.runs, run)
 	}
 }
 
 // Gone says that run ended or was deleted: nothing of it waits any more.
+// Before Load, it is noted and done once Load is.
 func (x *Index) Gone(run string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	if !x.mu.loaded {
+		x.mu.early = append(x.mu.early, run)
+		return
+	}
+	x.goneLocked(run)
+}
+
+func (x *Index) goneLocked(run string) {
 	rw := x.mu.runs[run]
 	if rw == nil {
 		return
 	}
-	x.dropLocked(rw.wait)
+	x.dropLocked(rw.cur())
 	delete(x.mu.runs, run)
 }
 
@@ -340,7 +463,7 @@ func (x *Index) Due(now int64, max int) []Wait {
 	for len(walk) > 0 && len(out) < max {
 		w := heap.Pop(&walkHeap{&walk}).(*Wait)
 		out = append(out, w.copy())
-		for _, c := range [2]int{2*w.heapAt + 1, 2*w.heapAt + 2} {
+		for _, c := range [2]int{2*int(w.heapAt) + 1, 2*int(w.heapAt) + 2} {
 			if c < len(x.mu.timers) && x.mu.timers[c].Deadline <= now {
 				heap.Push(&walkHeap{&walk}, x.mu.timers[c])
 			}
@@ -390,10 +513,10 @@ func (x *Index) Stats() Stats {
 	defer x.mu.Unlock()
 	s := Stats{Runs: len(x.mu.runs), Open: len(x.mu.timers), Ready: x.mu.ready.Len(), Applied: x.mu.applied}
 	for _, rw := range x.mu.runs {
-		for _, es := range rw.pending {
+		for _, es := range rw.kept() {
 			s.Pending += len(es)
 		}
-		if rw.wait != nil && rw.wait.Outcome == Open && rw.wait.Deadline == 0 {
+		if rw.w.Run != "" && rw.w.Outcome == Open && rw.w.Deadline == 0 {
 			s.Open++
 		}
 	}
@@ -418,11 +541,11 @@ func (h deadlines) Less(i, j int) bool {
 }
 func (h deadlines) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
-	h[i].heapAt, h[j].heapAt = i, j
+	h[i].heapAt, h[j].heapAt = int32(i), int32(j)
 }
 func (h *deadlines) Push(v any) {
 	w := v.(*Wait)
-	w.heapAt = len(*h)
+	w.heapAt = int32(len(*h))
 	*h = append(*h, w)
 }
 func (h *deadlines) Pop() any {

@@ -1,13 +1,21 @@
 package wait
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/wal"
 )
 
 func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Record {
@@ -17,8 +25,17 @@ func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Rec
 // listSource is a Source over records in memory.
 type listSource []*record.Record
 
-func (s listSource) Scan(fn func(*record.Record, []byte) error) error {
+func (s listSource) WaitsFile(uint64) (string, []byte, error) {
+	return "", nil, fs.ErrNotExist
+}
+
+func (s listSource) Rebuilding(string) {}
+
+func (s listSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
 	for _, r := range s {
+		if r.Pos.Less(from) {
+			continue
+		}
 		var p []byte
 		if r.Kind == record.KindEvent {
 			p = r.Wait.Payload
@@ -185,8 +202,294 @@ func TestLoadError(t *testing.T) {
 	}
 }
 
-type errSource struct{}
+type errSource struct{ listSource }
 
-func (errSource) Scan(func(*record.Record, []byte) error) error {
+func (errSource) Scan(wal.Pos, func(*record.Record, []byte) error) error {
 	return fmt.Errorf("the log is unreadable")
+}
+
+// fileSource is a Source with a WAITS file (nil: missing) over records.
+type fileSource struct {
+	listSource
+	file    []byte
+	rebuilt *string
+}
+
+func (s fileSource) WaitsFile(uint64) (string, []byte, error) {
+	if s.file == nil {
+		return "", nil, fs.ErrNotExist
+	}
+	return "WAITS", s.file, nil
+}
+
+func (s fileSource) Rebuilding(why string) { *s.rebuilt = why }
+
+// dump is everything the index says, in a form to compare.
+func dump(x *Index, runs []string, senders []string) string {
+	var b strings.Builder
+	for _, run := range runs {
+		fmt.Fprintf(&b, "%s: %s", run, state(x, run, 0))
+		if w, ok := x.Current(run, 0); ok {
+			fmt.Fprintf(&b, " declared %d deadline %d ended %d", w.Declared, w.Deadline, w.Ended)
+			if e := w.Event; e != nil {
+				fmt.Fprintf(&b, " event %s/%s/%d/%d/%q/%x", e.Name, e.Sender, e.Seq, e.Sent, e.Payload, e.Digest[:4])
+			}
+		}
+		ps := x.Pending(run)
+		slices.SortStableFunc(ps, func(a, b Event) int { return strings.Compare(a.Name, b.Name) })
+		for _, e := range ps {
+			fmt.Fprintf(&b, " pending %s/%s/%q", e.Name, e.Sender, e.Payload)
+		}
+		for _, s := range senders {
+			if d, ok := x.Sent(run, s); ok {
+				fmt.Fprintf(&b, " sent %s %x", s, d[:4])
+			}
+		}
+		b.WriteByte('\n')
+	}
+	for _, w := range x.Ready(1 << 20) {
+		fmt.Fprintf(&b, "ready %s/%d ", w.Run, w.Seq)
+	}
+	for _, w := range x.Due(1<<62, 1<<20) {
+		fmt.Fprintf(&b, "due %s/%d ", w.Run, w.Seq)
+	}
+	s := x.Stats()
+	fmt.Fprintf(&b, "\nruns %d open %d ready %d pending %d now %d", s.Runs, s.Open, s.Ready, s.Pending, x.Now())
+	return b.String()
+}
+
+// randomRecords is a log of n records of waits of a few runs, each run's
+// as the engine writes them (a run's seq moves on between its waits).
+func randomRecords(rng *rand.Rand, n int) ([]*record.Record, []string, []string) {
+	runs := []string{"a", "b", "c", "d", "e"}
+	names := []string{"x", "y", ""}
+	seq := map[string]uint64{}
+	var recs []*record.Record
+	var senders []string
+	at := int64(100)
+	for i := range n {
+		run := runs[rng.IntN(len(runs))]
+		at += 1 + rng.Int64N(5)
+		var r *record.Record
+		switch k := rng.IntN(10); {
+		case k < 3:
+			name := names[rng.IntN(len(names))]
+			f := record.WaitFields{At: at, Name: name}
+			if name == "" || rng.IntN(2) == 0 {
+				f.Deadline = at + 1 + rng.Int64N(50)
+			}
+			r = rec(record.KindWait, run, seq[run], f)
+		case k < 7:
+			s := fmt.Sprintf("s%d", i)
+			senders = append(senders, s)
+			r = rec(record.KindEvent, run, seq[run], record.WaitFields{At: at, Name: names[rng.IntN(2)], Sender: s, Payload: []byte(fmt.Sprint("p", i))})
+		case k < 9:
+			reason := uint8(record.WakeTimeout)
+			if k == 8 {
+				reason = record.WakeCancel
+			}
+			r = rec(record.KindWake, run, seq[run], record.WaitFields{At: at, Reason: reason})
+		default:
+			seq[run]++ // an atom: the next wait follows it
+			continue
+		}
+		r.Pos = wal.Pos{Segment: 1 + uint64(i/50), Offset: int64(i%50) * 100}
+		recs = append(recs, r)
+	}
+	return recs, runs, senders
+}
+
+// TestCaptureLoad: WAITS captured at any point after its replay position,
+// while records keep coming, then loaded with the log from that position,
+// gives the index the whole log gives; a file damaged, of another
+// checkpoint or missing is rebuilt from the whole log, and says why.
+func TestCaptureLoad(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 2))
+	clock := func() time.Time { return time.Unix(0, 1) }
+	for round := range 300 {
+		recs, runs, senders := randomRecords(rng, 1+rng.IntN(120))
+		whole := New(clock)
+		if err := whole.Load(listSource(recs)); err != nil {
+			t.Fatal(err)
+		}
+		want := dump(whole, runs, senders)
+
+		// The checkpoint's replay position is at record f; WAITS is
+		// captured once the records before c (c >= f) are applied.
+		f := rng.IntN(len(recs) + 1)
+		c := f + rng.IntN(len(recs)-f+1)
+		replay := wal.Pos{Segment: 1 << 20}
+		if f < len(recs) {
+			replay = recs[f].Pos
+		}
+		live := New(clock)
+		if err := live.Load(listSource(nil)); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range recs[:c] {
+			live.Apply(r, r.Wait.Payload)
+		}
+		wf, err := live.Capture(7, replay, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		file := wf.Marshal()
+		parsed, err := layout.ParseWaits("WAITS", file)
+		if err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if again := parsed.Marshal(); !bytes.Equal(again, file) {
+			t.Fatalf("round %d: WAITS parsed and encoded again differs", round)
+		}
+
+		var why string
+		x := New(clock)
+		x.From(7, replay)
+		if err := x.Load(fileSource{listSource(recs), file, &why}); err != nil {
+			t.Fatal(err)
+		}
+		if why != "" || x.Rebuilt() != "" {
+			t.Fatalf("round %d: WAITS not used: %s", round, why)
+		}
+		if got := dump(x, runs, senders); got != want {
+			t.Fatalf("round %d (replay at record %d, captured at %d of %d): loaded from WAITS\n%s\nthe whole log\n%s", round, f, c, len(recs), got, want)
+		}
+
+		// Unusable files: the whole log decides.
+		bad := map[string][]byte{"missing": nil, "of another checkpoint": nil, "damaged": slices.Clone(file)}
+		bad["damaged"][rng.IntN(len(file))] ^= 1 << rng.IntN(8)
+		wf.Gen = 6
+		bad["of another checkpoint"] = wf.Marshal()
+		for what, b := range bad {
+			var why string
+			x := New(clock)
+			x.From(7, replay)
+			if err := x.Load(fileSource{listSource(recs), b, &why}); err != nil {
+				t.Fatal(err)
+			}
+			if why == "" || x.Rebuilt() != why {
+				t.Fatalf("round %d: a WAITS %s was used (%q)", round, what, x.Rebuilt())
+			}
+			if got := dump(x, runs, senders); got != want {
+				t.Fatalf("round %d: rebuilt after a WAITS %s (%s)\n%s\nwant\n%s", round, what, why, got, want)
+			}
+		}
+	}
+}
+
+// TestCaptureDropsTaken: Capture drops the waits CHECKPOINT's rows say an
+// atom took and the runs that ended, and keeps what idempotence needs (a
+// taken wait's run's senders); Gone before Load is done after it.
+func TestCaptureDropsTaken(t *testing.T) {
+	pos := func(i int) wal.Pos { return wal.Pos{Segment: 1, Offset: int64(i) * 10} }
+	recs := []*record.Record{
+		rec(record.KindWait, "taken", 0, record.WaitFields{At: 1, Name: "go"}),
+		rec(record.KindEvent, "taken", 0, record.WaitFields{At: 2, Name: "go", Sender: "s1"}),
+		rec(record.KindWait, "ended", 0, record.WaitFields{At: 3, Deadline: 9}),
+		rec(record.KindWait, "open", 2, record.WaitFields{At: 4, Deadline: 8}),
+		rec(record.KindWait, "gone", 0, record.WaitFields{At: 5, Name: "z"}),
+	}
+	for i, r := range recs {
+		r.Pos = pos(i + 1)
+	}
+	x := New(nil)
+	x.Gone("gone") // before Load: done after it
+	if err := x.Load(listSource(recs)); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := x.Current("gone", 0); ok {
+		t.Fatal("a run gone before Load waits")
+	}
+	rows := map[string][2]uint64{"taken": {1, 0}, "ended": {0, 1}, "open": {2, 0}}
+	wf, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
+		r, ok := rows[run]
+		return r[0], r[1] != 0, ok
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range wf.Runs {
+		got = append(got, fmt.Sprintf("%s wait %v senders %d", r.ID, r.Wait != nil, len(r.Senders)))
+	}
+	if want := []string{"open wait true senders 0", "taken wait false senders 1"}; !slices.Equal(got, want) {
+		t.Fatalf("WAITS holds %v, want %v", got, want)
+	}
+	if s := x.Stats(); s.Runs != 2 || s.Ready != 0 || s.Open != 1 {
+		t.Fatalf("the index after the capture: %+v", s)
+	}
+}
+
+// TestEntrySize: a waiting run's entry is one allocation of 112 bytes (a
+// size class of the Go allocator); a field more moves it to 128.
+func TestEntrySize(t *testing.T) {
+	if n := unsafe.Sizeof(runWaits{}); n > 112 {
+		t.Fatalf("runWaits is %d bytes, more than 112", n)
+	}
+}
+
+// TestDecide: what DeclareRecords, WakeRecords and EventRecords decide to
+// write, applied, gives the outcomes the engine's API promises.
+func TestDecide(t *testing.T) {
+	link := func(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash { return chain.Hash{byte(seq)} }
+	x := New(nil)
+	if err := x.Load(listSource(nil)); err != nil {
+		t.Fatal(err)
+	}
+	apply := func(recs []*record.Record) {
+		for _, r := range recs {
+			x.Apply(r, r.Wait.Payload)
+		}
+	}
+	plain := func(p []byte) func(uint64) ([]byte, error) { return func(uint64) ([]byte, error) { return p, nil } }
+	// A wait, declared again after the same atom: nothing more; another
+	// name: ErrOtherWait.
+	_, recs, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 10, record.WaitFields{Name: "go", Deadline: 50})
+	if err != nil || len(recs) != 1 || recs[0].Kind != record.KindWait || recs[0].Wait.At != 10 {
+		t.Fatalf("declare: %v %v", recs, err)
+	}
+	apply(recs)
+	if cur, recs, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 11, record.WaitFields{Name: "go"}); err != nil || recs != nil || cur.Declared != 10 {
+		t.Fatalf("declared again: %+v %v %v", cur, recs, err)
+	}
+	if cur, _, err := x.DeclareRecords(link, "r", 3, chain.Hash{}, 11, record.WaitFields{Name: "stop"}); !errors.Is(err, ErrOtherWait) || cur.Name != "go" {
+		t.Fatalf("another name: %+v %v", cur, err)
+	}
+	// A timeout before the deadline: nothing; no wait: ErrNoWait, or
+	// nothing with ifDue.
+	if _, recs, err := x.WakeRecords(link, "r", 3, chain.Hash{}, 20, record.WakeTimeout, false); err != nil || recs != nil {
+		t.Fatalf("a timeout not due: %v %v", recs, err)
+	}
+	if _, _, err := x.WakeRecords(link, "q", 0, chain.Hash{}, 20, record.WakeCancel, false); !errors.Is(err, ErrNoWait) {
+		t.Fatalf("a cancel of no wait: %v", err)
+	}
+	if _, recs, err := x.WakeRecords(link, "q", 0, chain.Hash{}, 20, record.WakeTimeout, true); err != nil || recs != nil {
+		t.Fatalf("ifDue with no wait: %v %v", recs, err)
+	}
+	// An event after the deadline: the timeout first, the event kept.
+	d := Digest("go", []byte("late"))
+	recs, dup, delivered, err := x.EventRecords(link, "r", 3, chain.Hash{}, 60, record.WaitFields{Name: "go", Sender: "s1"}, d, plain([]byte("late")))
+	if err != nil || dup || delivered || len(recs) != 2 || recs[0].Kind != record.KindWake || recs[1].Kind != record.KindEvent {
+		t.Fatalf("an event past the deadline: %v %v %v %v", recs, dup, delivered, err)
+	}
+	apply(recs)
+	if w, _ := x.Current("r", 3); w.Outcome != TimedOut || x.Stats().Pending != 1 {
+		t.Fatalf("after the timeout and the kept event: %+v %+v", w, x.Stats())
+	}
+	// The same sender again: a duplicate; with another payload: ErrMismatch.
+	if recs, dup, _, err := x.EventRecords(link, "r", 3, chain.Hash{}, 61, record.WaitFields{Name: "go", Sender: "s1"}, d, plain([]byte("late"))); err != nil || !dup || recs != nil {
+		t.Fatalf("a repeated event: %v %v %v", recs, dup, err)
+	}
+	if _, _, _, err := x.EventRecords(link, "r", 3, chain.Hash{}, 61, record.WaitFields{Name: "go", Sender: "s1"}, Digest("go", nil), plain(nil)); !errors.Is(err, ErrMismatch) {
+		t.Fatalf("another event of the sender: %v", err)
+	}
+	// An open wait takes an event of its name: delivered.
+	_, recs, _ = x.DeclareRecords(link, "p", 0, chain.Hash{}, 70, record.WaitFields{Name: "ok"})
+	apply(recs)
+	recs, _, delivered, err = x.EventRecords(link, "p", 0, chain.Hash{}, 71, record.WaitFields{Name: "ok", Sender: "h"}, Digest("ok", nil), plain(nil))
+	if err != nil || !delivered || len(recs) != 1 {
+		t.Fatalf("an event for the open wait: %v %v %v", recs, delivered, err)
+	}
 }
