@@ -31,6 +31,13 @@ func TestPlanRetention(t *testing.T) {
 		{"checkpoint: new window goes to the store", true, 1010, 0, 990, 10, true, true, 990, 1010, 1010},
 		{"checkpoint at the latest seq", true, 20, 0, 20, 10, true, false, 20, 20, 20},
 		{"fork at its base", true, 7, 7, 0, 0, false, false, 0, 0, 7},
+		// The first window's base is the empty frame at seq 0: a
+		// checkpoint's frame file is its one copy, and the background
+		// snapshot before it goes.
+		{"first window: checkpoint", true, 30, 0, 20, 0, true, false, 20, 30, 30},
+		{"first window: first checkpoint", true, 30, 0, 0, 0, true, false, 0, 30, 30},
+		{"first window of a fork keeps its first", true, 30, 7, 20, 0, true, true, 20, 30, 30},
+		{"second window: checkpoint goes to the store", true, 1030, 0, 1020, 0, true, true, 1020, 1030, 1030},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cp := &Capture{Seq: c.seq, Frame: []byte{1}}
@@ -45,6 +52,32 @@ func TestPlanRetention(t *testing.T) {
 	cp.Plan(true, 0, 3, 1)
 	if cp.Snapshot || cp.Meta.SnapSeq != 3 || cp.Meta.FrameSeq != 2 {
 		t.Fatal("a capture without a frame was planned as a snapshot")
+	}
+}
+
+// TestZeroWindowFirst: a snapshot of a run's first window (not a fork's)
+// never becomes the window's first, which the retention policy would keep;
+// the first in-store snapshot of the next window does, and one of a fork's
+// first window too.
+func TestZeroWindowFirst(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		seq, base   uint64
+		windowFirst uint64
+	}{
+		{"first window", 50, 0, 0},
+		{"second window", 1050, 0, 1050},
+		{"fork's first window", 50, 7, 50},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			cp := &Capture{Seq: c.seq, Frame: []byte{1}}
+			cp.Plan(false, c.base, 0, 0)
+			var x Index
+			cp.Captured(&x, time.Unix(1, 0))
+			if x.SnapSeq != c.seq || x.WindowFirst != c.windowFirst {
+				t.Fatalf("after the snapshot at %d: snap seq %d, window first %d; want %d, %d", c.seq, x.SnapSeq, x.WindowFirst, c.seq, c.windowFirst)
+			}
+		})
 	}
 }
 
@@ -132,10 +165,12 @@ func TestWriter(t *testing.T) {
 	for i, run := range []string{"a", "b", "c"} {
 		f := &frame.Frame{Memory: map[string][]byte{}}
 		f.Objective = "objective of " + run
-		c := &Capture{Run: run, Seq: uint64(10 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
-			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(9 + i)}
+		// Past the first window, whose base is seq 0: the snapshot goes
+		// to the store besides the frame file.
+		c := &Capture{Run: run, Seq: uint64(1010 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
+			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(1009 + i)}
 		c.Plan(true, 0, 0, 0)
-		if err := c.Encode(true, w.Snapshots(), comp, nil); err != nil {
+		if err := c.Encode(true, w.Snapshots(), comp, 0, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Add(c, "/s/frames/"+run); err != nil {
@@ -196,7 +231,7 @@ func TestWriteSnapshotAndStoreFile(t *testing.T) {
 	f := &frame.Frame{Memory: map[string][]byte{"k": []byte("v")}}
 	c := &Capture{Run: "r", Seq: 3, Frame: frame.AppendFrame(nil, f), Positions: []wal.Pos{{Segment: 1}, {Segment: 1, Offset: 9}, {Segment: 1, Offset: 20}}}
 	c.Plan(false, 0, 0, 0)
-	if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), nil); err != nil {
+	if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), 0, nil); err != nil {
 		t.Fatal(err)
 	}
 	if c.Raw == nil || c.Frame != nil {
@@ -222,5 +257,54 @@ func TestWriteSnapshotAndStoreFile(t *testing.T) {
 		if b, err := layout.ReadFile(fs, name); err != nil || string(b) != "table" {
 			t.Fatalf("%s: %q, %v", name, b, err)
 		}
+	}
+}
+
+// TestFrameFileCodec: a checkpoint's frame file holds its frame in zstd
+// with the dictionary it is given (none when 0 or unknown), smaller than
+// s2 on agent text, and reads back; a frame file as stores wrote before
+// (s2, no dictionary) still reads back through the same decoder.
+func TestFrameFileCodec(t *testing.T) {
+	dicts := frame.NewDicts()
+	const dictID = 7
+	var content []byte
+	for i := 0; len(content) < 8<<10; i++ {
+		content = fmt.Appendf(content, "the agent deploys service-%d to region eu-%d and checks its logs; ", i%13, i%5)
+	}
+	if err := dicts.Add(dictID, content); err != nil {
+		t.Fatal(err)
+	}
+	comp := frame.NewCompressor(dicts)
+	f := &frame.Frame{Memory: map[string][]byte{}}
+	for i := range 200 {
+		f.Messages = append(f.Messages, frame.Message{Role: frame.RoleAssistant, Content: fmt.Sprintf("step %d: the agent deploys service-%d to region eu-%d and checks its logs", i, i%13, i%5)})
+	}
+	raw := frame.AppendFrame(nil, f)
+	for _, id := range []uint32{0, dictID, 99} {
+		c := &Capture{Run: "r", Seq: 200, Frame: raw}
+		c.Plan(true, 0, 0, 0)
+		if err := c.Encode(true, false, comp, id, nil); err != nil {
+			t.Fatal(err)
+		}
+		codec, got, err := frame.PeekCodec(c.Frame)
+		want := id
+		if id == 99 {
+			want = 0 // unknown: no dictionary
+		}
+		if err != nil || codec != frame.CodecZstd || got != want {
+			t.Fatalf("dictionary %d: frame in codec %v, dictionary %d (%v); want zstd, %d", id, codec, got, err, want)
+		}
+		if s2 := comp.CompressWith(nil, raw, frame.CodecS2, 0); len(c.Frame) >= len(s2) {
+			t.Errorf("dictionary %d: %d bytes in zstd, %d in s2", id, len(c.Frame), len(s2))
+		}
+		back, err := layout.DecodeFrame(comp, c.Frame, "r")
+		if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
+			t.Fatalf("dictionary %d: frame read back differs (%v)", id, err)
+		}
+	}
+	old := comp.CompressWith(nil, raw, frame.CodecS2, 0)
+	back, err := layout.DecodeFrame(frame.NewCompressor(frame.NewDicts()), old, "r")
+	if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
+		t.Fatalf("an s2 frame file's frame read back differs (%v)", err)
 	}
 }
