@@ -57,9 +57,9 @@ func TestForgedSnapshotStoreValues(t *testing.T) {
 		case "head":
 			// The run's newest state, its frame file, copied into the
 			// store under the seq before its own: its checksum is right
-			// for its key, its head is its own seq's. (The store keeps
-			// no snapshot of a run's first window of seqs: its base is
-			// seq 0, and its latest is the frame file.)
+			// for its key, its head is its own seq's. (What the store
+			// itself holds of the run depends on when the background
+			// took its snapshots; the latest is the frame file.)
 			data, err := layout.ReadFile(fs, dir+"/"+layout.FramesDir+"/"+layout.FrameFileBase(run))
 			if err != nil {
 				t.Fatal(err)

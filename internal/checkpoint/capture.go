@@ -16,8 +16,7 @@ import (
 // run, the snapshot store keeps the latest and the first of every window
 // of this many seqs, so StateAt replays at most about this many deltas
 // while snapshot storage grows with history/SnapshotSpan copies of the
-// frame, not history/50. The first window of a run that is not a fork
-// keeps none: its base is the empty frame at seq 0. When an engine checkpoint writes the run's frame
+// frame, not history/50. When an engine checkpoint writes the run's frame
 // file, that file is the latest: the frame is not stored a second time in
 // the snapshot store (unless it is the first of its window), and the
 // latest snapshot there is dropped as a newer one would drop it.
@@ -52,13 +51,6 @@ type Capture struct {
 	// newest snapshot, unless it is the first of its retention window
 	// (which the store keeps once the frame file has moved on).
 	InStore bool
-	// ZeroWindow is set by Plan when Seq is in the first retention window
-	// of a run that is not a fork: StateAt's base there is the empty frame
-	// at seq 0, so no snapshot of that window is kept as its first (a
-	// copy of the run's early state that cost, in a run of a few hundred
-	// atoms, a quarter of its frame file's bytes), and the one the
-	// checkpoint's frame file replaces goes.
-	ZeroWindow bool
 }
 
 // Plan applies the retention policy to a capture whose Frame is set (the
@@ -80,11 +72,7 @@ func (c *Capture) Plan(full bool, base, snapSeq, windowFirst uint64) {
 	default:
 		c.Snapshot = true
 		w := windowFirst
-		// The first window of a run that is not a fork has its base
-		// already, the empty frame at seq 0: none of its snapshots is
-		// kept for it (ZeroWindow).
-		c.ZeroWindow = base == 0 && c.Seq < SnapshotSpan
-		c.InStore = !full || (w == 0 && !c.ZeroWindow) || c.Seq/SnapshotSpan != w/SnapshotSpan
+		c.InStore = !full || w == 0 || c.Seq/SnapshotSpan != w/SnapshotSpan
 		// The latest snapshot in the store goes, unless its window keeps
 		// it: one at Seq too when the frame file takes its place (a
 		// snapshot at Seq that goes to the store replaces it).
@@ -125,12 +113,12 @@ func (c *Capture) Encode(full, snaps bool, comp *frame.Compressor, dictID uint32
 		c.Raw = raw
 	}
 	if toFile || (toStore && !plain) {
-		// zstd with the dictionary, not s2: the frame file is the one
-		// derived copy of a run's whole state at rest, and zstd takes
-		// about two thirds of s2's bytes on the agent workload's frames
-		// (228 against 336 bytes per atom in bench/peers's TestLogRatio)
-		// for about 1.2x its time to decompress on the restart's path
-		// (bench/RESULTS-bytes-2026-12-06.md). Its encoder costs more CPU
+		// zstd with the dictionary, not s2: the frame file is the largest
+		// derived file of a store at rest, and zstd takes about two
+		// thirds of s2's bytes on the agent workload's frames (228
+		// against 336 bytes per atom in bench/peers's TestLogRatio); what
+		// its slower decoder costs the restart's path is measured in
+		// bench/RESULTS-bytes-2026-12-06.md. Its encoder costs more CPU
 		// than s2's, in the background. Frame files written before, in
 		// s2, read as they always did: the codec byte says which.
 		c.Frame = comp.CompressWith(nil, raw, frame.CodecZstd, dictID)
@@ -186,7 +174,7 @@ func (c *Capture) Captured(x *Index, now time.Time) {
 	if c.Snapshot && c.Seq > x.SnapSeq {
 		x.SnapSeq, x.SnapTime = c.Seq, now
 		x.DeltaBytes, x.SnapFrameBytes = 0, c.FrameBytes
-		if w := x.WindowFirst; c.InStore && !c.ZeroWindow && (w == 0 || c.Seq/SnapshotSpan != w/SnapshotSpan) {
+		if w := x.WindowFirst; c.InStore && (w == 0 || c.Seq/SnapshotSpan != w/SnapshotSpan) {
 			x.WindowFirst = c.Seq
 		}
 	}

@@ -31,13 +31,6 @@ func TestPlanRetention(t *testing.T) {
 		{"checkpoint: new window goes to the store", true, 1010, 0, 990, 10, true, true, 990, 1010, 1010},
 		{"checkpoint at the latest seq", true, 20, 0, 20, 10, true, false, 20, 20, 20},
 		{"fork at its base", true, 7, 7, 0, 0, false, false, 0, 0, 7},
-		// The first window's base is the empty frame at seq 0: a
-		// checkpoint's frame file is its one copy, and the background
-		// snapshot before it goes.
-		{"first window: checkpoint", true, 30, 0, 20, 0, true, false, 20, 30, 30},
-		{"first window: first checkpoint", true, 30, 0, 0, 0, true, false, 0, 30, 30},
-		{"first window of a fork keeps its first", true, 30, 7, 20, 0, true, true, 20, 30, 30},
-		{"second window: checkpoint goes to the store", true, 1030, 0, 1020, 0, true, true, 1020, 1030, 1030},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			cp := &Capture{Seq: c.seq, Frame: []byte{1}}
@@ -52,32 +45,6 @@ func TestPlanRetention(t *testing.T) {
 	cp.Plan(true, 0, 3, 1)
 	if cp.Snapshot || cp.Meta.SnapSeq != 3 || cp.Meta.FrameSeq != 2 {
 		t.Fatal("a capture without a frame was planned as a snapshot")
-	}
-}
-
-// TestZeroWindowFirst: a snapshot of a run's first window (not a fork's)
-// never becomes the window's first, which the retention policy would keep;
-// the first in-store snapshot of the next window does, and one of a fork's
-// first window too.
-func TestZeroWindowFirst(t *testing.T) {
-	for _, c := range []struct {
-		name        string
-		seq, base   uint64
-		windowFirst uint64
-	}{
-		{"first window", 50, 0, 0},
-		{"second window", 1050, 0, 1050},
-		{"fork's first window", 50, 7, 50},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			cp := &Capture{Seq: c.seq, Frame: []byte{1}}
-			cp.Plan(false, c.base, 0, 0)
-			var x Index
-			cp.Captured(&x, time.Unix(1, 0))
-			if x.SnapSeq != c.seq || x.WindowFirst != c.windowFirst {
-				t.Fatalf("after the snapshot at %d: snap seq %d, window first %d; want %d, %d", c.seq, x.SnapSeq, x.WindowFirst, c.seq, c.windowFirst)
-			}
-		})
 	}
 }
 
@@ -165,10 +132,8 @@ func TestWriter(t *testing.T) {
 	for i, run := range []string{"a", "b", "c"} {
 		f := &frame.Frame{Memory: map[string][]byte{}}
 		f.Objective = "objective of " + run
-		// Past the first window, whose base is seq 0: the snapshot goes
-		// to the store besides the frame file.
-		c := &Capture{Run: run, Seq: uint64(1010 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
-			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(1009 + i)}
+		c := &Capture{Run: run, Seq: uint64(10 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
+			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(9 + i)}
 		c.Plan(true, 0, 0, 0)
 		if err := c.Encode(true, w.Snapshots(), comp, 0, nil); err != nil {
 			t.Fatal(err)
