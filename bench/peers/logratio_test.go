@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
@@ -81,6 +82,27 @@ func TestLogRatio(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// StateAt's latency at two seqs of every run, after a first call
+	// (Pebble opened, positions read): the derived state it starts from.
+	var stateAt []time.Duration
+	for r := range runs {
+		run, err := db.Run(ctx, fmt.Sprintf("run-%03d", r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range []uint64{uint64(atoms) / 2, uint64(atoms) * 5 / 6} {
+			if _, err := run.StateAt(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			if _, err := run.StateAt(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			stateAt = append(stateAt, time.Since(t0))
+		}
+	}
+	slices.Sort(stateAt)
+	t.Logf("StateAt at seqs %d and %d of each run, after a first call: median %v, max %v", atoms/2, atoms*5/6, stateAt[len(stateAt)/2], stateAt[len(stateAt)-1])
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -215,6 +237,7 @@ func breakdown(t *testing.T, dir string, comp *frame.Compressor, dictID uint32, 
 	// frames/
 	ents, _ := filepath.Glob(filepath.Join(dir, layout.FramesDir, "*"))
 	var stored, raw, s2d, zd, zb int64
+	var dec [2]time.Duration
 	zbest, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1))
 	if err != nil {
 		t.Fatal(err)
@@ -235,12 +258,29 @@ func breakdown(t *testing.T, dir string, comp *frame.Compressor, dictID uint32, 
 		}
 		stored += int64(len(b))
 		raw += int64(len(plain))
-		s2d += int64(len(comp.CompressWith(nil, plain, frame.CodecS2, dictID)))
-		zd += int64(len(comp.CompressWith(nil, plain, frame.CodecZstd, dictID)))
+		s2b := comp.CompressWith(nil, plain, frame.CodecS2, dictID)
+		zdb := comp.CompressWith(nil, plain, frame.CodecZstd, dictID)
+		s2d += int64(len(s2b))
+		zd += int64(len(zdb))
 		zb += int64(len(zbest.EncodeAll(plain, nil)))
+		// What a restart pays to decompress it, each way (best of 5).
+		for i, c := range [][]byte{ff.Frame, zdb} {
+			best := time.Duration(1 << 62)
+			for range 5 {
+				t0 := time.Now()
+				if _, err := comp.Decompress(nil, c); err != nil {
+					t.Fatal(err)
+				}
+				best = min(best, time.Since(t0))
+			}
+			dec[i] += best
+		}
 	}
 	t.Logf("frames/: %d files, %d bytes (%.0f per atom); raw frames %d (%.0f per atom); the raw frames with the dictionary: s2 %d (%.0f), zstd %d (%.0f); zstd best without: %d (%.0f)",
 		len(ents), stored, per(stored), raw, per(raw), s2d, per(s2d), zd, per(zd), zb, per(zb))
+	if len(ents) > 0 {
+		t.Logf("frames/: decompressing one takes %v as stored, %v in zstd with the dictionary (mean of the files, best of 5 each)", dec[0]/time.Duration(len(ents)), dec[1]/time.Duration(len(ents)))
+	}
 	// snapshots/: files by kind.
 	sdir := filepath.Join(dir, layout.SnapshotsDir)
 	kinds := map[string]int64{}
