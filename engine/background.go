@@ -195,7 +195,7 @@ func (r *Run) capture(db *DB, full, snaps, closeTails bool) (*capturedRun, error
 	if c == nil || err != nil {
 		return c, err
 	}
-	if err := c.Encode(full, snaps, db.comp, db.curDict.Load(), db.sealer); err != nil {
+	if err := c.Encode(full, snaps, db.comp, db.sealer); err != nil {
 		return nil, err
 	}
 	return c, nil

@@ -96,9 +96,8 @@ func (c *Capture) FileDue() bool { return c.Meta.FrameSeq == c.Seq && c.Seq > 0 
 // a sealer keeps the raw encoding (Raw), which the snapshot store cuts
 // into chunks shared with the run's other snapshots: a background
 // snapshot compresses nothing. The frame file, and an encrypted store's
-// snapshot, get the frame compressed with zstd and the store's current
-// dictionary dictID (0: none; an encrypted store has none), and sealed.
-func (c *Capture) Encode(full, snaps bool, comp *frame.Compressor, dictID uint32, sealer *record.Sealer) error {
+// snapshot, get the frame compressed with s2 (and sealed).
+func (c *Capture) Encode(full, snaps bool, comp *frame.Compressor, sealer *record.Sealer) error {
 	if c.Frame == nil {
 		return nil
 	}
@@ -113,15 +112,16 @@ func (c *Capture) Encode(full, snaps bool, comp *frame.Compressor, dictID uint32
 		c.Raw = raw
 	}
 	if toFile || (toStore && !plain) {
-		// zstd with the dictionary, not s2: the frame file is the largest
-		// derived file of a store at rest, and zstd takes about two
-		// thirds of s2's bytes on the agent workload's frames (228
-		// against 336 bytes per atom in bench/peers's TestLogRatio); what
-		// its slower decoder costs the restart's path is measured in
-		// bench/RESULTS-bytes-2026-12-06.md. Its encoder costs more CPU
-		// than s2's, in the background. Frame files written before, in
-		// s2, read as they always did: the codec byte says which.
-		c.Frame = comp.CompressWith(nil, raw, frame.CodecZstd, dictID)
+		// s2, not zstd: a restart decompresses the frame on its critical
+		// path. zstd with the store's dictionary takes about two thirds
+		// of s2's bytes on the agent workload's frames (228 against 336
+		// bytes per atom in bench/peers's TestLogRatio), but decodes at
+		// about 2.2x s2's CPU, and the first State of a run after a
+		// reopen took 1.25x as long (bench/RESULTS-bytes-2026-12-06.md),
+		// past the 1.2x allowed. No dictionary: on a whole frame s2
+		// gains little from it (332 against 336). Readers take either:
+		// the compressed record's codec byte says which.
+		c.Frame = comp.CompressWith(nil, raw, frame.CodecS2, 0)
 		if sealer != nil {
 			// One sealed frame serves the frame file and the snapshot.
 			var err error

@@ -135,7 +135,7 @@ func TestWriter(t *testing.T) {
 		c := &Capture{Run: run, Seq: uint64(10 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
 			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(9 + i)}
 		c.Plan(true, 0, 0, 0)
-		if err := c.Encode(true, w.Snapshots(), comp, 0, nil); err != nil {
+		if err := c.Encode(true, w.Snapshots(), comp, nil); err != nil {
 			t.Fatal(err)
 		}
 		if err := w.Add(c, "/s/frames/"+run); err != nil {
@@ -196,7 +196,7 @@ func TestWriteSnapshotAndStoreFile(t *testing.T) {
 	f := &frame.Frame{Memory: map[string][]byte{"k": []byte("v")}}
 	c := &Capture{Run: "r", Seq: 3, Frame: frame.AppendFrame(nil, f), Positions: []wal.Pos{{Segment: 1}, {Segment: 1, Offset: 9}, {Segment: 1, Offset: 20}}}
 	c.Plan(false, 0, 0, 0)
-	if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), 0, nil); err != nil {
+	if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), nil); err != nil {
 		t.Fatal(err)
 	}
 	if c.Raw == nil || c.Frame != nil {
@@ -225,10 +225,11 @@ func TestWriteSnapshotAndStoreFile(t *testing.T) {
 	}
 }
 
-// TestFrameFileCodec: a checkpoint's frame file holds its frame in zstd
-// with the dictionary it is given (none when 0 or unknown), smaller than
-// s2 on agent text, and reads back; a frame file as stores wrote before
-// (s2, no dictionary) still reads back through the same decoder.
+// TestFrameFileCodec: a checkpoint's frame file holds its frame in s2
+// without a dictionary (a restart decodes it on its path), and reads
+// back; a frame in zstd with a dictionary, as a writer that traded the
+// restart's CPU for bytes would store, reads back through the same
+// decoder.
 func TestFrameFileCodec(t *testing.T) {
 	dicts := frame.NewDicts()
 	const dictID = 7
@@ -245,31 +246,18 @@ func TestFrameFileCodec(t *testing.T) {
 		f.Messages = append(f.Messages, frame.Message{Role: frame.RoleAssistant, Content: fmt.Sprintf("step %d: the agent deploys service-%d to region eu-%d and checks its logs", i, i%13, i%5)})
 	}
 	raw := frame.AppendFrame(nil, f)
-	for _, id := range []uint32{0, dictID, 99} {
-		c := &Capture{Run: "r", Seq: 200, Frame: raw}
-		c.Plan(true, 0, 0, 0)
-		if err := c.Encode(true, false, comp, id, nil); err != nil {
-			t.Fatal(err)
-		}
-		codec, got, err := frame.PeekCodec(c.Frame)
-		want := id
-		if id == 99 {
-			want = 0 // unknown: no dictionary
-		}
-		if err != nil || codec != frame.CodecZstd || got != want {
-			t.Fatalf("dictionary %d: frame in codec %v, dictionary %d (%v); want zstd, %d", id, codec, got, err, want)
-		}
-		if s2 := comp.CompressWith(nil, raw, frame.CodecS2, 0); len(c.Frame) >= len(s2) {
-			t.Errorf("dictionary %d: %d bytes in zstd, %d in s2", id, len(c.Frame), len(s2))
-		}
-		back, err := layout.DecodeFrame(comp, c.Frame, "r")
-		if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
-			t.Fatalf("dictionary %d: frame read back differs (%v)", id, err)
-		}
+	c := &Capture{Run: "r", Seq: 200, Frame: raw}
+	c.Plan(true, 0, 0, 0)
+	if err := c.Encode(true, false, comp, nil); err != nil {
+		t.Fatal(err)
 	}
-	old := comp.CompressWith(nil, raw, frame.CodecS2, 0)
-	back, err := layout.DecodeFrame(frame.NewCompressor(frame.NewDicts()), old, "r")
-	if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
-		t.Fatalf("an s2 frame file's frame read back differs (%v)", err)
+	if codec, id, err := frame.PeekCodec(c.Frame); err != nil || codec != frame.CodecS2 || id != 0 {
+		t.Fatalf("frame in codec %v, dictionary %d (%v); want s2, none", codec, id, err)
+	}
+	for _, enc := range [][]byte{c.Frame, comp.CompressWith(nil, raw, frame.CodecZstd, dictID)} {
+		back, err := layout.DecodeFrame(comp, enc, "r")
+		if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
+			t.Fatalf("frame read back differs (%v)", err)
+		}
 	}
 }

@@ -19,7 +19,7 @@
 //	// Under the run's lock: fill a Capture from the run, then
 //	c.Plan(full, base, snapSeq, windowFirst) // retention: Snapshot, InStore, Drop, Meta seqs
 //	// Outside it:
-//	c.Encode(full, snaps, comp, dict, sealer) // zstd (and seal) only what takes it
+//	c.Encode(full, snaps, comp, sealer)      // s2 (and seal) only what takes it
 //	// A background snapshot:
 //	c.AddTo(batch); batch.Commit(false)
 //	// An engine checkpoint:
@@ -31,9 +31,8 @@
 //
 // What each promises:
 //   - Plan, Captured, Tail.Leave and SnapshotDue are pure: no I/O, no lock.
-//   - Encode compresses the frame file's frame with zstd and the store's
-//     dictionary, and seals it (record.PlaceFrame, the run and seq) when
-//     there is a sealer; its error names the run and seq.
+//   - Encode compresses with s2 and seals (record.PlaceFrame, the run and
+//     seq) when there is a sealer; its error names the run and seq.
 //   - Writer.Add queues the frame file (written by Finish, several at once
 //     on the operating system's filesystem) and commits a part of the
 //     snapshot batch, unsynced, each time it passes part bytes; Finish
