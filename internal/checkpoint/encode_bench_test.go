@@ -48,8 +48,8 @@ func agentFrame(tb testing.TB, atoms int) (raw []byte, dicts *frame.Dicts) {
 }
 
 // BenchmarkFrameFileCodec compares what a frame file's frame costs in s2
-// (the codec before 2026-12-06) and in zstd with the store's dictionary
-// (Encode's now): bytes, the checkpoint's CPU to compress, and the
+// (Encode's codec) and in zstd with the store's dictionary (a third fewer
+// bytes, measured and not taken: bench/RESULTS-bytes-2026-12-06.md): bytes, the checkpoint's CPU to compress, and the
 // restart's to decompress, for a 300-atom run of the agent workload.
 //
 //	go test -run '^$' -bench FrameFileCodec -count 5 ./internal/checkpoint
