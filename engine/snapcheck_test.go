@@ -9,8 +9,10 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/agent"
 	"github.com/continuumdb/continuum/internal/workload"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/snapshot"
 )
 
@@ -28,9 +30,10 @@ func TestForgedSnapshotStoreValues(t *testing.T) {
 		t.Fatal(err)
 	}
 	stepAtoms(t, db, 1, 30, 1, 3, agent.NewWorld(), map[string][]chain.Hash{})
-	// The "head" forgery copies a snapshot the background wrote: wait for
-	// one (on a busy machine Close may come first, and Close writes frame
-	// files, not snapshots). A hang guard, not a deadline the test counts on.
+	// The forgeries need the snapshot store and its atom positions, which
+	// the first background snapshot creates: wait for one (on a busy
+	// machine Close may come first, and Close writes frame files, not
+	// snapshots). A hang guard, not a deadline the test counts on.
 	for start := time.Now(); db.Stats().Snapshots == 0; time.Sleep(time.Millisecond) {
 		if time.Since(start) > 2*time.Minute {
 			t.Fatal("no background snapshot after two minutes")
@@ -52,16 +55,28 @@ func TestForgedSnapshotStoreValues(t *testing.T) {
 		b := st.NewBatch()
 		switch what {
 		case "head":
-			// The latest snapshot in the store copied under the seq
-			// before its own: its checksum is right for its new key, its
-			// head is its own seq's. (Which seq it is depends on when the
-			// background took the first snapshot of the run, the one the
-			// retention keeps; the latest frame is the frame file's.)
-			s, err := st.Latest(run)
+			// The run's newest state, its frame file, copied into the
+			// store under the seq before its own: its checksum is right
+			// for its key, its head is its own seq's. (What the store
+			// itself holds of the run depends on when the background
+			// took its snapshots; the latest is the frame file.)
+			data, err := layout.ReadFile(fs, dir+"/"+layout.FramesDir+"/"+layout.FrameFileBase(run))
 			if err != nil {
 				t.Fatal(err)
 			}
-			s.Seq--
+			ff, err := layout.ParseFrameFile(run, data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			dicts := frame.NewDicts()
+			if _, err := layout.LoadDicts(fs, dir, dicts); err != nil {
+				t.Fatal(err)
+			}
+			raw, err := frame.NewCompressor(dicts).Decompress(nil, ff.Frame)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &snapshot.Snapshot{RunID: run, Seq: ff.Seq - 1, Head: ff.Head, Frame: raw, Plain: true, Created: time.Now()}
 			if err := b.PutSnapshot(s); err != nil {
 				t.Fatal(err)
 			}

@@ -40,7 +40,59 @@ func (s *Store) maybeCompact() {
 		return
 	}
 	s.deadBytes.Add(-dead)
-	go s.compact()
+	go s.compact(dead)
+}
+
+// minCloseDeadBytes is the least Close compacts (compactAtClose).
+const minCloseDeadBytes = 64 << 10
+
+// compactAtClose compacts the snapshot and chunk keyspaces before Close
+// lets Pebble go, when the bytes deleted since the last compaction are at
+// least minCloseDeadBytes and a quarter of Pebble's files. Most of what an
+// engine writes here is dead by its Close: every background snapshot is
+// replaced by the next, and the final checkpoint drops the newest of each
+// run in favour of its frame file; left to the threshold of maybeCompact,
+// they stayed on disk at rest (in a store of 16 runs of 300 atoms, two
+// thirds of Pebble's files). The compaction rewrites at most four times
+// the bytes deleted since the last one, so Close pays at most that for
+// what the process wrote. It is bounded by half of CloseTimeout; one that
+// does not finish in time runs on inside Pebble, whose Close waits for it
+// (Close as a whole stays within about CloseTimeout). Its error is
+// counted, not returned: the data is whole either way. The caller holds
+// s.mu exclusively, with the store neither down nor failed.
+func (s *Store) compactAtClose() {
+	dead := s.deadBytes.Load()
+	if s.readOnly || dead < minCloseDeadBytes || uint64(dead)*4 < s.db.Metrics().DiskSpaceUsage() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), CloseTimeout/2)
+	defer cancel()
+	s.deadBytes.Add(-dead)
+	s.compactions.Add(1)
+	if err := s.compactSpaces(ctx, s.chunksDead.Swap(false)); err != nil {
+		s.backgroundErrors.Add(1)
+		s.logger.Debug("snapshot: compaction of replaced snapshots at Close", "dir", s.dir, "err", err)
+	}
+}
+
+// compactSpaces compacts the snapshot keyspace, and the chunk keyspace if
+// chunks says chunks were deleted. A panic of Pebble's is its error.
+func (s *Store) compactSpaces(ctx context.Context, chunks bool) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = pebbleFailure(r)
+		}
+	}()
+	spaces := []byte{spaceSnapshot}
+	if chunks {
+		spaces = append(spaces, spaceChunk)
+	}
+	for _, space := range spaces {
+		if err = s.db.Compact(ctx, []byte{space}, []byte{space + 1}, false); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // compact compacts the snapshot keyspace, holding s shared throughout, so
@@ -48,33 +100,25 @@ func (s *Store) maybeCompact() {
 // compaction Pebble has started still runs to its end, which Pebble's own
 // Close waits for). Its failure is the store's: Pebble reports a failed
 // compaction as a background error (which fails the store), and any other
-// error is counted.
-func (s *Store) compact() {
+// error is counted. One that Close cancels gives its dead bytes back to
+// the count, for Close's own (compactAtClose).
+func (s *Store) compact(dead int64) {
 	defer s.compacting.Store(false)
 	if err := s.acquire(); err != nil {
 		return
 	}
 	defer s.mu.RUnlock()
 	s.compactions.Add(1)
-	var err error
-	func() {
-		defer func() {
-			if r := recover(); r != nil {
-				err = pebbleFailure(r)
-			}
-		}()
-		// The snapshot keyspace, then the chunk keyspace if chunks were
-		// deleted since the last compaction.
-		spaces := []byte{spaceSnapshot}
-		if s.chunksDead.Swap(false) {
-			spaces = append(spaces, spaceChunk)
+	// The snapshot keyspace, then the chunk keyspace if chunks were
+	// deleted since the last compaction.
+	chunks := s.chunksDead.Swap(false)
+	err := s.compactSpaces(s.stop, chunks)
+	if errors.Is(err, context.Canceled) {
+		s.deadBytes.Add(dead)
+		if chunks {
+			s.chunksDead.Store(true)
 		}
-		for _, space := range spaces {
-			if err = s.db.Compact(s.stop, []byte{space}, []byte{space + 1}, false); err != nil {
-				return
-			}
-		}
-	}()
+	}
 	if err != nil && !errors.Is(err, context.Canceled) {
 		s.backgroundErrors.Add(1)
 		s.logger.Debug("snapshot: compaction of replaced snapshots", "dir", s.dir, "err", err)

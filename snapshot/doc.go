@@ -168,6 +168,12 @@
 //     are read.
 //   - Stats.Snapshots counts snapshots, not chunks; DiskBytes includes the
 //     chunks.
+//   - Space of replaced and deleted snapshots (and their chunks) comes back
+//     by compaction of their keyspaces (compact.go): in the background once
+//     what was deleted since the last one is half of Pebble's files, and by
+//     Close once it is a quarter of them (at least 64 KiB), so that a store
+//     at rest holds about its live snapshots. Close then rewrites up to four
+//     times the bytes deleted since the last compaction.
 //   - The snapshot count in Stats is kept exact by a read per distinct
 //     snapshot key at Commit (to tell a new snapshot from a replaced one);
 //     Commit is meant for the background, not the commit path.

@@ -566,7 +566,9 @@ func (s *Store) Stats() Stats {
 }
 
 // Close makes what was committed durable (it flushes Pebble's memtable, as
-// a synced Commit does), closes the store and waits for calls in flight.
+// a synced Commit does), compacts the snapshots replaced or deleted since
+// the last compaction when they are a quarter of Pebble's files or more
+// (compactAtClose), closes the store and waits for calls in flight.
 // It returns within about CloseTimeout whatever Pebble does. Calls after
 // Close return ErrClosed; a second Close returns ErrClosed. Closing a failed
 // store flushes nothing and returns nil (its failure is Stats.Failed).
@@ -583,6 +585,9 @@ func (s *Store) Close() error {
 		s.commitMu.Lock()
 		ferr = s.flush()
 		s.commitMu.Unlock()
+	}
+	if !s.mu.down && !s.readOnly && s.Err() == nil && ferr == nil {
+		s.compactAtClose()
 	}
 	s.mu.down = true
 	failed := s.Err() != nil

@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/binary"
 	"flag"
 	"fmt"
 	"io/fs"
+	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2"
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
@@ -78,6 +82,27 @@ func TestLogRatio(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// StateAt's latency at two seqs of every run, after a first call
+	// (Pebble opened, positions read): the derived state it starts from.
+	var stateAt []time.Duration
+	for r := range runs {
+		run, err := db.Run(ctx, fmt.Sprintf("run-%03d", r))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, seq := range []uint64{uint64(atoms) / 2, uint64(atoms) * 5 / 6} {
+			if _, err := run.StateAt(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			t0 := time.Now()
+			if _, err := run.StateAt(ctx, seq); err != nil {
+				t.Fatal(err)
+			}
+			stateAt = append(stateAt, time.Since(t0))
+		}
+	}
+	slices.Sort(stateAt)
+	t.Logf("StateAt at seqs %d and %d of each run, after a first call: median %v, max %v", atoms/2, atoms*5/6, stateAt[len(stateAt)/2], stateAt[len(stateAt)-1])
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -172,6 +197,7 @@ func TestLogRatio(t *testing.T) {
 	for _, k := range names {
 		t.Logf("  %-12s %10d bytes  %7.0f per atom", k, sizes[k], float64(sizes[k])/float64(runs*atoms))
 	}
+	breakdown(t, dir, comp, newest, runs*atoms)
 	t.Logf("bodies: %d bytes plain, %d stored (%.2fx)", plainN, storedN, float64(plainN)/float64(storedN))
 	for _, lv := range []zstd.EncoderLevel{zstd.SpeedFastest, zstd.SpeedDefault, zstd.SpeedBetterCompression, zstd.SpeedBestCompression} {
 		enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(lv), zstd.WithEncoderDict(dict), zstd.WithEncoderCRC(false),
@@ -199,6 +225,125 @@ func TestLogRatio(t *testing.T) {
 		n += int64(len(buf))
 	}
 	t.Logf("the log's codec again: %d bytes, %.1f µs CPU per body", n, float64((cpuNow()-c0).Microseconds())/float64(len(bodies)))
+}
+
+// breakdown logs where the store's derived bytes go: the frame files
+// (stored, raw, and what the raw frames take with the store's dictionary
+// under s2 and zstd), the snapshot store's files by kind and its live keys
+// by keyspace (snapshots per run, chunks, atom positions, metadata), and
+// the ledger table's entries.
+func breakdown(t *testing.T, dir string, comp *frame.Compressor, dictID uint32, atoms int) {
+	per := func(n int64) float64 { return float64(n) / float64(atoms) }
+	// frames/
+	ents, _ := filepath.Glob(filepath.Join(dir, layout.FramesDir, "*"))
+	var stored, raw, s2d, zd, zb int64
+	var dec [2]time.Duration
+	zbest, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedBestCompression), zstd.WithEncoderConcurrency(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ents {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ff, err := layout.ParseFrameFile(p, b)
+		if err != nil {
+			t.Logf("  frames: %s: %v", filepath.Base(p), err)
+			continue
+		}
+		plain, err := comp.Decompress(nil, ff.Frame)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stored += int64(len(b))
+		raw += int64(len(plain))
+		s2b := comp.CompressWith(nil, plain, frame.CodecS2, dictID)
+		zdb := comp.CompressWith(nil, plain, frame.CodecZstd, dictID)
+		s2d += int64(len(s2b))
+		zd += int64(len(zdb))
+		zb += int64(len(zbest.EncodeAll(plain, nil)))
+		// What a restart pays to decompress it, each way (best of 5).
+		for i, c := range [][]byte{ff.Frame, zdb} {
+			best := time.Duration(1 << 62)
+			for range 5 {
+				t0 := time.Now()
+				if _, err := comp.Decompress(nil, c); err != nil {
+					t.Fatal(err)
+				}
+				best = min(best, time.Since(t0))
+			}
+			dec[i] += best
+		}
+	}
+	t.Logf("frames/: %d files, %d bytes (%.0f per atom); raw frames %d (%.0f per atom); the raw frames with the dictionary: s2 %d (%.0f), zstd %d (%.0f); zstd best without: %d (%.0f)",
+		len(ents), stored, per(stored), raw, per(raw), s2d, per(s2d), zd, per(zd), zb, per(zb))
+	if len(ents) > 0 {
+		t.Logf("frames/: decompressing one takes %v as stored, %v in zstd with the dictionary (mean of the files, best of 5 each)", dec[0]/time.Duration(len(ents)), dec[1]/time.Duration(len(ents)))
+	}
+	// snapshots/: files by kind.
+	sdir := filepath.Join(dir, layout.SnapshotsDir)
+	kinds := map[string]int64{}
+	files, _ := os.ReadDir(sdir)
+	for _, f := range files {
+		fi, err := f.Info()
+		if err != nil || f.IsDir() {
+			continue
+		}
+		k := filepath.Ext(f.Name())
+		if i := strings.IndexByte(f.Name(), '-'); k == "" && i > 0 {
+			k = f.Name()[:i]
+		}
+		kinds[k] += fi.Size()
+	}
+	t.Logf("snapshots/ files by kind: %v", kinds)
+	db, err := pebble.Open(sdir, &pebble.Options{ReadOnly: true})
+	if err != nil {
+		t.Logf("snapshots/: %v", err)
+	} else {
+		defer db.Close()
+		it, err := db.NewIter(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type space struct{ n, key, val int64 }
+		spaces := map[byte]*space{}
+		perRun := map[string][]uint64{}
+		for it.First(); it.Valid(); it.Next() {
+			k := it.Key()
+			sp := spaces[k[0]]
+			if sp == nil {
+				sp = &space{}
+				spaces[k[0]] = sp
+			}
+			sp.n++
+			sp.key += int64(len(k))
+			sp.val += int64(len(it.Value()))
+			if k[0] == 's' && len(k) > 9 {
+				perRun[string(k[1:len(k)-8])] = append(perRun[string(k[1:len(k)-8])], binary.BigEndian.Uint64(k[len(k)-8:]))
+			}
+		}
+		it.Close()
+		for _, c := range []byte{'s', 'c', 'p', 'm', 0} {
+			if sp := spaces[c]; sp != nil {
+				t.Logf("  snapshots/ keyspace %q: %d keys, %d key bytes, %d value bytes (%.0f per atom)", c, sp.n, sp.key, sp.val, per(sp.key+sp.val))
+			}
+		}
+		n := 0
+		for r, seqs := range perRun {
+			if n++; n <= 3 {
+				t.Logf("  snapshots of run %q: %v", r[1:], seqs)
+			}
+		}
+	}
+	// ledger-*.tbl
+	tbls, _ := filepath.Glob(filepath.Join(dir, "ledger-*.tbl"))
+	for _, p := range tbls {
+		fi, err := os.Stat(p)
+		if err == nil {
+			t.Logf("%s: %d bytes, %d entries of 72 bytes", filepath.Base(p), fi.Size(), (fi.Size()-48)/72)
+		}
+	}
 }
 
 // cpuNow is the process's user and system CPU time.

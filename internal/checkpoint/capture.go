@@ -113,10 +113,14 @@ func (c *Capture) Encode(full, snaps bool, comp *frame.Compressor, sealer *recor
 	}
 	if toFile || (toStore && !plain) {
 		// s2, not zstd: a restart decompresses the frame on its critical
-		// path, and s2 decodes several times faster for a modest size cost.
-		// No dictionary: on a whole frame it gains little, and s2's
-		// dictionary encoder has no assembly path (measured: most of the
-		// engine's CPU per atom went to it).
+		// path. zstd with the store's dictionary takes about two thirds
+		// of s2's bytes on the agent workload's frames (228 against 336
+		// bytes per atom in bench/peers's TestLogRatio), but decodes at
+		// about 2.2x s2's CPU, and the first State of a run after a
+		// reopen took 1.25x as long (bench/RESULTS-bytes-2026-12-06.md),
+		// past the 1.2x allowed. No dictionary: on a whole frame s2
+		// gains little from it (332 against 336). Readers take either:
+		// the compressed record's codec byte says which.
 		c.Frame = comp.CompressWith(nil, raw, frame.CodecS2, 0)
 		if sealer != nil {
 			// One sealed frame serves the frame file and the snapshot.

@@ -224,3 +224,40 @@ func TestWriteSnapshotAndStoreFile(t *testing.T) {
 		}
 	}
 }
+
+// TestFrameFileCodec: a checkpoint's frame file holds its frame in s2
+// without a dictionary (a restart decodes it on its path), and reads
+// back; a frame in zstd with a dictionary, as a writer that traded the
+// restart's CPU for bytes would store, reads back through the same
+// decoder.
+func TestFrameFileCodec(t *testing.T) {
+	dicts := frame.NewDicts()
+	const dictID = 7
+	var content []byte
+	for i := 0; len(content) < 8<<10; i++ {
+		content = fmt.Appendf(content, "the agent deploys service-%d to region eu-%d and checks its logs; ", i%13, i%5)
+	}
+	if err := dicts.Add(dictID, content); err != nil {
+		t.Fatal(err)
+	}
+	comp := frame.NewCompressor(dicts)
+	f := &frame.Frame{Memory: map[string][]byte{}}
+	for i := range 200 {
+		f.Messages = append(f.Messages, frame.Message{Role: frame.RoleAssistant, Content: fmt.Sprintf("step %d: the agent deploys service-%d to region eu-%d and checks its logs", i, i%13, i%5)})
+	}
+	raw := frame.AppendFrame(nil, f)
+	c := &Capture{Run: "r", Seq: 200, Frame: raw}
+	c.Plan(true, 0, 0, 0)
+	if err := c.Encode(true, false, comp, nil); err != nil {
+		t.Fatal(err)
+	}
+	if codec, id, err := frame.PeekCodec(c.Frame); err != nil || codec != frame.CodecS2 || id != 0 {
+		t.Fatalf("frame in codec %v, dictionary %d (%v); want s2, none", codec, id, err)
+	}
+	for _, enc := range [][]byte{c.Frame, comp.CompressWith(nil, raw, frame.CodecZstd, dictID)} {
+		back, err := layout.DecodeFrame(comp, enc, "r")
+		if err != nil || !bytes.Equal(frame.AppendFrame(nil, back), raw) {
+			t.Fatalf("frame read back differs (%v)", err)
+		}
+	}
+}
