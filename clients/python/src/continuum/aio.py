@@ -37,7 +37,9 @@ async def _maybe_await(v: Any) -> Any:
 
 
 class AsyncClient:
-    """:class:`continuum.Client` for asyncio."""
+    """:class:`continuum.Client` for asyncio. With frames (``transport``
+    "auto" or "frames") the client's concurrent requests share one
+    connection, pipelined, answered in any order."""
 
     def __init__(
         self,
@@ -48,14 +50,15 @@ class AsyncClient:
         ca_file: Optional[str] = None,
         timeout: float = 60.0,
         retry_for: float = 30.0,
+        transport: str = "auto",
     ) -> None:
-        self._t = AsyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self._t = AsyncTransport(Endpoint.make(socket, url, token, ca_file, timeout), transport)
         self.retry_for = retry_for
 
     @classmethod
-    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "AsyncClient":
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0, transport: str = "auto") -> "AsyncClient":
         c = cls.__new__(cls)
-        c._t = AsyncTransport(endpoint_from_env(timeout))
+        c._t = AsyncTransport(endpoint_from_env(timeout), transport)
         c.retry_for = retry_for
         return c
 

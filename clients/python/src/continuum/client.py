@@ -49,6 +49,13 @@ class Client:
     while the server answers shutting_down, for up to ``retry_for``
     seconds (the protocol makes every request safe to repeat); then
     :class:`~continuum.errors.Unavailable` is raised.
+
+    ``transport``: "auto" (the default) sends requests in
+    continuum-frames/1, the binary framing of the same protocol, on a
+    pool of connections (one request in flight on each), and falls back to
+    HTTP/1.1, once for the client's life, if the server does not answer
+    the frames preface (an older continuumd); "frames" never falls back;
+    "http" uses HTTP/1.1 only. Blob transfers use HTTP in every case.
     """
 
     def __init__(
@@ -60,15 +67,16 @@ class Client:
         ca_file: Optional[str] = None,
         timeout: float = 60.0,
         retry_for: float = 30.0,
+        transport: str = "auto",
     ) -> None:
-        self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout), transport)
         self.retry_for = retry_for
         self._beats = _Heartbeats(self)
 
     @classmethod
-    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "Client":
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0, transport: str = "auto") -> "Client":
         c = cls.__new__(cls)
-        c._t = SyncTransport(endpoint_from_env(timeout))
+        c._t = SyncTransport(endpoint_from_env(timeout), transport)
         c.retry_for = retry_for
         c._beats = _Heartbeats(c)
         return c
