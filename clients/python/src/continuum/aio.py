@@ -9,7 +9,6 @@ import inspect
 import json
 import ssl
 import time
-import uuid
 from contextvars import Token
 from types import TracebackType
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -197,7 +196,7 @@ class AsyncRun:
         return f"AsyncRun({self.id!r})"
 
     def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         return body
@@ -233,7 +232,7 @@ class AsyncRun:
         """:meth:`continuum.Run.branch` for asyncio, begun at once: commit
         or fail it (its commit raises BranchConflict when it lost; branch
         again under the same name to retry)."""
-        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         r = await self.client._send(_core.Request("POST", f"{self._path}/branches", body))

@@ -7,7 +7,6 @@ import os
 import ssl
 import threading
 import time
-import uuid
 from contextvars import Token
 from types import TracebackType
 from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -372,7 +371,7 @@ class Run(RunStreams):
         return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
 
     def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         return body
@@ -469,7 +468,7 @@ class Run(RunStreams):
         ``allow_not_undone``."""
         send = self.client._send
         path = f"{self._path}/rollback"
-        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": uuid.uuid4().hex}
+        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": _wire.request_id()}
         r = send(_core.Request("POST", path, req))
         while True:
             status = r.get("status")
