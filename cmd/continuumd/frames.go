@@ -55,6 +55,9 @@ type framesServer struct {
 
 func newFramesServer(s *server, h http.Handler, sniff time.Duration) *framesServer {
 	fs := &framesServer{h: h, maxBody: s.cfg.maxBody, bodyTimeout: s.cfg.bodyTimeout, sniff: sniff, idle: framesIdle, log: s.log}
+	if s.cfg.framesIdle > 0 {
+		fs.idle = s.cfg.framesIdle
+	}
 	if fs.bodyTimeout <= 0 {
 		fs.bodyTimeout = time.Hour
 	}
@@ -532,6 +535,9 @@ func refuseFrames(c net.Conn, br *bufio.Reader, e *apiError) {
 	if _, err := io.ReadFull(br, p[:]); err != nil || string(p[:]) != wireframe.Preface {
 		return
 	}
+	if _, err := c.Write([]byte(wireframe.Preface)); err != nil {
+		return
+	}
 	var fixed [wireframe.FixedLen]byte
 	if _, err := io.ReadFull(br, fixed[:]); err != nil {
 		return
@@ -539,6 +545,5 @@ func refuseFrames(c net.Conn, br *bufio.Reader, e *apiError) {
 	_, id, _ := wireframe.Fixed(fixed[:])
 	w := &frameWriter{h: http.Header{}}
 	writeError(w, e)
-	out := append([]byte(wireframe.Preface), wireframe.AppendFrame(nil, id, wireframe.AppendAnswerHead(nil, w.status, w.h), w.body.Bytes())...)
-	c.Write(out)
+	c.Write(wireframe.AppendFrame(nil, id, wireframe.AppendAnswerHead(nil, w.status, w.h), w.body.Bytes()))
 }
