@@ -366,6 +366,36 @@ class SyncFramesTest(unittest.TestCase):
         self.assertEqual(fs.accepted, 2)
 
 
+@unittest.skipUnless(os.environ.get("CONTINUUMD_OLD_BIN"), "CONTINUUMD_OLD_BIN: a continuumd without frames (built from before them)")
+class OlderServerTest(unittest.TestCase):
+    """A real continuumd from before frames: its HTTP server answers the
+    preface with a 400 and closes; the client goes on over HTTP."""
+
+    def test_fallback_to_a_real_older_server(self) -> None:
+        old = os.environ["CONTINUUMD_OLD_BIN"]
+        saved = os.environ.get("CONTINUUMD_BIN")
+        os.environ["CONTINUUMD_BIN"] = old
+        try:
+            server = harness.Server()
+        finally:
+            if saved is None:
+                del os.environ["CONTINUUMD_BIN"]
+            else:
+                os.environ["CONTINUUMD_BIN"] = saved
+        self.addCleanup(server.close)
+        client = server.client(retry_for=5)
+        self.addCleanup(client.close)
+        run = client.run("old")
+        with run.atom() as atom:
+            atom.delta.set("k", "v")
+        self.assertEqual(run.state().text("k"), "v")
+        self.assertFalse(client._t.frames)
+        forced = server.client(retry_for=0.3, transport="frames")
+        self.addCleanup(forced.close)
+        with self.assertRaises(continuum.Unavailable):
+            forced.health()
+
+
 class AsyncFramesTest(unittest.IsolatedAsyncioTestCase):
     async def test_answers_out_of_order_on_one_connection(self) -> None:
         ids: List[int] = []
