@@ -275,6 +275,28 @@ class SyncFramesTest(unittest.TestCase):
         with self.assertRaises(EOFError):
             t.request("GET", "/v1/health", None)
 
+    def test_a_silent_server_times_out_and_the_next_request_gets_a_new_connection(self) -> None:
+        silent = threading.Event()
+        self.addCleanup(silent.set)
+
+        def h(c: Conn) -> None:
+            c.read_preface()
+            c.send(PREFACE)
+            c.read_frame()
+            c.send(answer(1, 200, {})[:5])  # part of the fixed part, then nothing
+            silent.wait(10)
+
+        fs = FakeServer(self, h, serve_frames)
+        t = _transport.SyncTransport(Endpoint.make(fs.path, None, None, None, 0.2))
+        self.addCleanup(t.close)
+        t0 = time.monotonic()
+        with self.assertRaises(TimeoutError):
+            t.request("GET", "/v1/a", None)
+        self.assertGreaterEqual(time.monotonic() - t0, 0.15)
+        self.assertEqual(json.loads(t.request("GET", "/v1/b", None)[1]), {"line": "GET /v1/b"})
+        self.assertEqual(fs.accepted, 2)
+        silent.set()
+
     def test_wrong_id_is_a_frame_error(self) -> None:
         def h(c: Conn) -> None:
             c.read_preface()
