@@ -37,7 +37,8 @@ It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
 of --token-file (which may do anything), or one of --tokens, each scoped
 to rights (read, write, erase, admin) and to runs (an id prefix);
 continuumd token makes them. The protocol is HTTP/JSON, described by openapi.json in the
-repository (cmd/continuumd). SIGTERM or SIGINT stops it gracefully: requests
+repository (cmd/continuumd); the same listeners serve it in binary frames
+too (continuum-frames/1: a connection whose first byte is 0x00). SIGTERM or SIGINT stops it gracefully: requests
 in progress are answered (commits included) before the store is closed; a
 second signal stops it at once.
 
@@ -369,7 +370,7 @@ func serve(c *config, log *slog.Logger) error {
 	}
 	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
 	for i, l := range listeners {
-		listeners[i] = newLimitListener(l, c.maxConns, hs.ReadHeaderTimeout)
+		listeners[i] = srv.listen(hs, l, c.maxConns)
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	go srv.reap(reapCtx)
@@ -423,9 +424,19 @@ func shutdown(srv *server, hs *http.Server, drain time.Duration, sigs <-chan os.
 		case <-ctx.Done():
 		}
 	}()
+	var framesErr chan error
+	if srv.frames != nil {
+		framesErr = make(chan error, 1)
+		go func() { framesErr <- srv.frames.shutdown(ctx) }()
+	}
 	if err := hs.Shutdown(ctx); err != nil {
 		log.Warn("continuumd: requests still in progress at the drain timeout; closing their connections", "err", err)
 		hs.Close()
+	}
+	if framesErr != nil {
+		if err := <-framesErr; err != nil {
+			log.Warn("continuumd: frames requests still in progress at the drain timeout; their connections were closed", "err", err)
+		}
 	}
 	srv.abandonAll()
 	srv.cancel()

@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // The tests in this file run the server as a process of its own: this test
@@ -121,6 +123,11 @@ func unixClient(t *testing.T, sock string) *testServer {
 	return ts
 }
 
+// framesUnixClient is unixClient over continuum-frames/1.
+func framesUnixClient(t *testing.T, sock string) *testServer {
+	return &testServer{t: t, sock: sock, closed: true, frames: true, cl: newFramesClient(sock)}
+}
+
 // TestServerKilledRestartsLikeTheLibrary: SIGKILL of the server between an
 // action's execute and its outcome, and after an outcome was
 // acknowledged: the restarted server reports the atom interrupted with
@@ -203,6 +210,12 @@ func (d *downstream) lookup(key string) (string, bool) {
 // is in the store, no key took effect twice, every in-doubt action was
 // reconciled, and the store verifies.
 func TestServerKilledUnderLoad(t *testing.T) {
+	for _, frames := range []bool{false, true} {
+		t.Run(transportName(frames), func(t *testing.T) { testServerKilledUnderLoad(t, frames) })
+	}
+}
+
+func testServerKilledUnderLoad(t *testing.T, frames bool) {
 	kills, clients, target := 10, 4, 20
 	if testing.Short() {
 		kills, clients, target = 4, 3, 5
@@ -285,6 +298,9 @@ func TestServerKilledUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cl := unixClient(t, sock)
+			if frames {
+				cl = framesUnixClient(t, sock)
+			}
 			for {
 				select {
 				case <-stop:
@@ -464,6 +480,17 @@ func TestTCPWithTokenAndTLS(t *testing.T) {
 	}
 	if s := get("tok-0123456789abcdef"); s != 200 {
 		t.Fatalf("TCP with the token: %d", s)
+	}
+	// Frames over TLS, with the token and without.
+	hc = &http.Client{Transport: &wireframe.Transport{Dial: func(ctx context.Context) (net.Conn, error) {
+		d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
+		return d.DialContext(ctx, "tcp", m[1])
+	}}, Timeout: hangGuard}
+	if s := get("tok-0123456789abcdef"); s != 200 {
+		t.Fatalf("frames over TLS with the token: %d", s)
+	}
+	if s := get(""); s != 401 {
+		t.Fatalf("frames over TLS without a token: %d", s)
 	}
 	// The socket takes the token too, when the server has one.
 	cl := unixClient(t, sock)

@@ -39,9 +39,13 @@ type serverConfig struct {
 	lease       time.Duration
 	minLease    time.Duration
 	maxLease    time.Duration
-	callWait    time.Duration // how long a request waits for a call to change before answering pending
-	retain      time.Duration // how long finished attempts are kept to answer repeated requests
-	reapEvery   time.Duration
+	// framesIdle closes a frames connection without a request in flight
+	// that sent nothing for this long (0: framesIdle, as HTTP's idle
+	// timeout).
+	framesIdle time.Duration
+	callWait   time.Duration // how long a request waits for a call to change before answering pending
+	retain     time.Duration // how long finished attempts are kept to answer repeated requests
+	reapEvery  time.Duration
 }
 
 // server serves one store over the protocol of openapi.json.
@@ -65,6 +69,10 @@ type server struct {
 	// scans holds one token per pass over the whole store running
 	// (maxStoreScans, handlers_verify.go).
 	scans chan struct{}
+
+	// frames serves the listeners' frames connections (frames.go); nil
+	// until listen.
+	frames *framesServer
 
 	// workers run the engine's Do of calls (which wait for the client's
 	// outcome, so each needs a goroutine of its own).

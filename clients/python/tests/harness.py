@@ -30,6 +30,11 @@ if SRC not in sys.path:
 
 _built: Optional[str] = None
 
+#: The transport of the clients Server.client and Server.async_client make
+#: ("auto": frames, the default; CONTINUUM_TRANSPORT=http runs every
+#: suite over HTTP/1.1). test_over_http sets it for the suites it repeats.
+TRANSPORT = os.environ.get("CONTINUUM_TRANSPORT") or "auto"
+
 
 def binary() -> str:
     global _built
@@ -118,12 +123,14 @@ class Server:
         import continuum
 
         kw.setdefault("token", self.token())
+        kw.setdefault("transport", TRANSPORT)
         return continuum.Client(socket=self.socket, **kw)
 
     def async_client(self, **kw: Any) -> Any:
         import continuum
 
         kw.setdefault("token", self.token())
+        kw.setdefault("transport", TRANSPORT)
         return continuum.AsyncClient(socket=self.socket, **kw)
 
 

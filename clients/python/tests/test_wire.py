@@ -54,6 +54,28 @@ class WireTest(unittest.TestCase):
         sent = continuum.Delta().add_subgoal("s", "").set("", "v").ops
         self.assertTrue(_wire.same_delta(sent, [{"op": "add_subgoal", "id": "s"}, {"op": "set", "value": "v"}]))
 
+    def test_request_ids_differ_across_seeds_and_forks(self) -> None:
+        import os
+        import random
+
+        random.seed(42)
+        a = _wire.request_id()
+        random.seed(42)
+        b = _wire.request_id()
+        self.assertNotEqual(a, b, "an agent's random.seed must not repeat the client's ids")
+        self.assertRegex(a, "^[0-9a-f]{32}$")
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(w, _wire.request_id().encode())
+            os._exit(0)
+        os.close(w)
+        os.waitpid(pid, 0)
+        with os.fdopen(r) as f:
+            child = f.read()
+        self.assertRegex(child, "^[0-9a-f]{32}$")
+        self.assertNotEqual(child, _wire.request_id(), "a forked child draws the ids its parent draws next")
+
     def test_errors_by_code(self) -> None:
         def err(status: int, code: str) -> continuum.APIError:
             return error_from_answer(status, {"error": {"code": code, "message": "m", "field": "f", "details": {"seq": 1}}})

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import base64
 import json
+import os
+import random
 from datetime import datetime
 from typing import Any, Dict, Mapping, MutableMapping, Optional, Union
 from urllib.parse import quote
@@ -60,8 +62,27 @@ def get_text(obj: Mapping[str, Any], name: str) -> str:
     return "" if b is None else b.decode("utf-8", errors="replace")
 
 
+#: One encoder for every request (json.dumps with arguments builds one per
+#: call).
+_encode = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False).encode
+
+
 def dumps(v: Any) -> bytes:
-    return json.dumps(v, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    return _encode(v).encode("utf-8")
+
+
+#: The generator of request ids: private (an agent's random.seed(42) must
+#: not make two processes' ids alike), seeded from os.urandom now and again
+#: in a forked child.
+_ids = random.Random()
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_ids.seed)
+
+
+def request_id() -> str:
+    """A request's id: 128 random bits, hex (a uuid4 costs a system call
+    per atom)."""
+    return "%032x" % _ids.getrandbits(128)
 
 
 def seg(s: str) -> str:

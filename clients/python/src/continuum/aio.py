@@ -9,7 +9,6 @@ import inspect
 import json
 import ssl
 import time
-import uuid
 from contextvars import Token
 from types import TracebackType
 from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -37,7 +36,9 @@ async def _maybe_await(v: Any) -> Any:
 
 
 class AsyncClient:
-    """:class:`continuum.Client` for asyncio."""
+    """:class:`continuum.Client` for asyncio. With frames (``transport``
+    "auto" or "frames") the client's concurrent requests share one
+    connection, pipelined, answered in any order."""
 
     def __init__(
         self,
@@ -48,14 +49,15 @@ class AsyncClient:
         ca_file: Optional[str] = None,
         timeout: float = 60.0,
         retry_for: float = 30.0,
+        transport: str = "auto",
     ) -> None:
-        self._t = AsyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self._t = AsyncTransport(Endpoint.make(socket, url, token, ca_file, timeout), transport)
         self.retry_for = retry_for
 
     @classmethod
-    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "AsyncClient":
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0, transport: str = "auto") -> "AsyncClient":
         c = cls.__new__(cls)
-        c._t = AsyncTransport(endpoint_from_env(timeout))
+        c._t = AsyncTransport(endpoint_from_env(timeout), transport)
         c.retry_for = retry_for
         return c
 
@@ -194,7 +196,7 @@ class AsyncRun:
         return f"AsyncRun({self.id!r})"
 
     def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         return body
@@ -230,7 +232,7 @@ class AsyncRun:
         """:meth:`continuum.Run.branch` for asyncio, begun at once: commit
         or fail it (its commit raises BranchConflict when it lost; branch
         again under the same name to retry)."""
-        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"name": name, "reads": list(reads), "request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         r = await self.client._send(_core.Request("POST", f"{self._path}/branches", body))

@@ -7,7 +7,6 @@ import os
 import ssl
 import threading
 import time
-import uuid
 from contextvars import Token
 from types import TracebackType
 from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
@@ -49,6 +48,13 @@ class Client:
     while the server answers shutting_down, for up to ``retry_for``
     seconds (the protocol makes every request safe to repeat); then
     :class:`~continuum.errors.Unavailable` is raised.
+
+    ``transport``: "auto" (the default) sends requests in
+    continuum-frames/1, the binary framing of the same protocol, on a
+    pool of connections (one request in flight on each), and falls back to
+    HTTP/1.1, once for the client's life, if the server does not answer
+    the frames preface (an older continuumd); "frames" never falls back;
+    "http" uses HTTP/1.1 only. Blob transfers use HTTP in every case.
     """
 
     def __init__(
@@ -60,15 +66,16 @@ class Client:
         ca_file: Optional[str] = None,
         timeout: float = 60.0,
         retry_for: float = 30.0,
+        transport: str = "auto",
     ) -> None:
-        self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout))
+        self._t = SyncTransport(Endpoint.make(socket, url, token, ca_file, timeout), transport)
         self.retry_for = retry_for
         self._beats = _Heartbeats(self)
 
     @classmethod
-    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0) -> "Client":
+    def from_env(cls, *, timeout: float = 60.0, retry_for: float = 30.0, transport: str = "auto") -> "Client":
         c = cls.__new__(cls)
-        c._t = SyncTransport(endpoint_from_env(timeout))
+        c._t = SyncTransport(endpoint_from_env(timeout), transport)
         c.retry_for = retry_for
         c._beats = _Heartbeats(c)
         return c
@@ -364,7 +371,7 @@ class Run(RunStreams):
         return _wire.run_info(self.client._send(_core.Request("POST", f"{self._path}/end", body)))
 
     def _begin_body(self, takeover: bool, lease: Optional[float]) -> Dict[str, Any]:
-        body: Dict[str, Any] = {"request_id": uuid.uuid4().hex, "takeover": takeover}
+        body: Dict[str, Any] = {"request_id": _wire.request_id(), "takeover": takeover}
         if lease is not None:
             body["lease_ms"] = int(lease * 1000)
         return body
@@ -461,7 +468,7 @@ class Run(RunStreams):
         ``allow_not_undone``."""
         send = self.client._send
         path = f"{self._path}/rollback"
-        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": uuid.uuid4().hex}
+        req = {"to": to, "allow_not_undone": allow_not_undone, "request_id": _wire.request_id()}
         r = send(_core.Request("POST", path, req))
         while True:
             status = r.get("status")
