@@ -1,7 +1,8 @@
 // Command continuumd serves one CONTINUUM store to agents written in any
 // language: the engine's contract (runs and their forks, atoms,
 // exactly-once actions, in-doubt reconciliation, state, verify) over
-// HTTP/JSON, on a Unix socket by default. The Python and TypeScript clients in clients/ speak it;
+// HTTP/JSON, or the same in binary frames (continuum-frames/1, below), on
+// a Unix socket by default. The Python and TypeScript clients in clients/ speak it;
 // curl does too:
 //
 //	continuumd --store ./agent-store            # serves ./agent-store.sock, mode 0600
@@ -227,6 +228,26 @@
 // FILE and --mutex-profile FILE write where its goroutines waited and
 // which mutexes they contended, at shutdown (bench/continuumd -profile
 // -contention).
+//
+// # continuum-frames/1
+//
+// The same listeners serve a binary framing of the same protocol
+// (frames.go, internal/wireframe; docs/DESIGN.md "continuum-frames/1"):
+// a connection whose first byte is 0x00 sends the 20-byte preface
+// "\x00continuum-frames/1\n", gets it back, and then carries requests
+// and answers in frames (u32 n, u32 id, u32 hlen, a head of HTTP's
+// request line or status and headers, the body), many at once, answered
+// in any order under the request's id. Each frame is served through the
+// same handler as HTTP (tokens, scopes, the rate limit on failed
+// authentication, every route, the JSON errors): only the carriage
+// differs. A connection reads at most 128 requests ahead of its answers;
+// answers ready together go out in one write. A frames connection counts
+// against --max-conns, a frame must arrive whole within --body-timeout
+// (408, then the connection closes), its head within 64 KiB (431) and its
+// body within --max-body (413); a frame whose lengths do not add up, or
+// that repeats the id of a request in flight, closes the connection. Blob
+// transfers are answered over frames only when they fit one frame (256
+// MiB): clients send them over HTTP.
 //
 // SIGTERM or SIGINT stops it gracefully: no new connection or attempt;
 // requests in progress are answered, commits included (up to

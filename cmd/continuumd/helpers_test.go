@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // testServer is the server in this process, over a real Unix socket, on a
@@ -33,7 +34,10 @@ type testServer struct {
 	// before start.
 	maxConns int
 	// h2c serves HTTP/2 without TLS too (--h2c), and the client speaks it.
-	h2c    bool
+	h2c bool
+	// frames has the client speak continuum-frames/1 (wireframe.Transport)
+	// instead of HTTP.
+	frames bool
 	closed bool
 }
 
@@ -93,7 +97,7 @@ func (ts *testServer) start() {
 	if maxConns == 0 {
 		maxConns = 1024
 	}
-	l = newLimitListener(l, maxConns, ts.hs.ReadHeaderTimeout)
+	l = ts.srv.listen(ts.hs, l, maxConns)
 	reapCtx, stop := context.WithCancel(context.Background())
 	go ts.srv.reap(reapCtx)
 	go func() {
@@ -101,6 +105,9 @@ func (ts *testServer) start() {
 		stop()
 	}()
 	ts.cl = newSocketClient(ts.sock, ts.h2c)
+	if ts.frames {
+		ts.cl = newFramesClient(ts.sock)
+	}
 	ts.closed = false
 }
 
@@ -116,6 +123,15 @@ func newSocketClient(sock string, h2c bool) *http.Client {
 		tr.Protocols.SetUnencryptedHTTP2(true)
 	}
 	return &http.Client{Transport: tr, Timeout: hangGuard}
+}
+
+// newFramesClient is a client of the Unix socket sock over
+// continuum-frames/1, one connection shared by its requests.
+func newFramesClient(sock string) *http.Client {
+	return &http.Client{Transport: &wireframe.Transport{Dial: func(ctx context.Context) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}, Timeout: hangGuard}
 }
 
 // stop shuts the server down as SIGTERM does (graceful: drain, abandon

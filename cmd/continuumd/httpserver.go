@@ -18,6 +18,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // maxHeaderBytes is the largest request header the server reads (431
@@ -90,11 +92,16 @@ func (l *limitListener) refuseConn(c net.Conn) {
 	defer c.Close()
 	c.SetDeadline(time.Now().Add(l.timeout))
 	br := bufio.NewReaderSize(io.LimitReader(c, maxHeaderBytes), 4096)
+	e := &apiError{Status: http.StatusServiceUnavailable, Code: codeTooManyConns,
+		Message: fmt.Sprintf("the server serves %d connections at once already (its --max-conns): retry later, or reuse a connection", cap(l.slots))}
+	if first, err := br.Peek(1); err == nil && first[0] == wireframe.Preface[0] {
+		refuseFrames(c, br, e)
+		return
+	}
 	if _, err := http.ReadRequest(br); err != nil {
 		return
 	}
-	writeRawError(c, &apiError{Status: http.StatusServiceUnavailable, Code: codeTooManyConns,
-		Message: fmt.Sprintf("the server serves %d connections at once already (its --max-conns): retry later, or reuse a connection", cap(l.slots))})
+	writeRawError(c, e)
 }
 
 // writeRawError writes e as a whole HTTP/1.1 answer on a connection that

@@ -369,7 +369,7 @@ func serve(c *config, log *slog.Logger) error {
 	}
 	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
 	for i, l := range listeners {
-		listeners[i] = newLimitListener(l, c.maxConns, hs.ReadHeaderTimeout)
+		listeners[i] = srv.listen(hs, l, c.maxConns)
 	}
 	reapCtx, stopReap := context.WithCancel(context.Background())
 	go srv.reap(reapCtx)
@@ -423,9 +423,19 @@ func shutdown(srv *server, hs *http.Server, drain time.Duration, sigs <-chan os.
 		case <-ctx.Done():
 		}
 	}()
+	var framesErr chan error
+	if srv.frames != nil {
+		framesErr = make(chan error, 1)
+		go func() { framesErr <- srv.frames.shutdown(ctx) }()
+	}
 	if err := hs.Shutdown(ctx); err != nil {
 		log.Warn("continuumd: requests still in progress at the drain timeout; closing their connections", "err", err)
 		hs.Close()
+	}
+	if framesErr != nil {
+		if err := <-framesErr; err != nil {
+			log.Warn("continuumd: frames requests still in progress at the drain timeout; their connections were closed", "err", err)
+		}
 	}
 	srv.abandonAll()
 	srv.cancel()

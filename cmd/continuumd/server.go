@@ -66,6 +66,10 @@ type server struct {
 	// (maxStoreScans, handlers_verify.go).
 	scans chan struct{}
 
+	// frames serves the listeners' frames connections (frames.go); nil
+	// until listen.
+	frames *framesServer
+
 	// workers run the engine's Do of calls (which wait for the client's
 	// outcome, so each needs a goroutine of its own).
 	workers workers
