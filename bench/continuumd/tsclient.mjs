@@ -6,6 +6,12 @@
 //     node tsclient.mjs CLIENTDIR SOCKET RUN ATOMS   # prints READY, waits for a line, runs, prints DONE and each atom's µs
 //
 // CLIENTDIR is the package's directory (clients/typescript, built).
+// CONTINUUM_BENCH_TRANSPORT=frames|http forces the client's transport (unset:
+// the client's default, frames with fallback to HTTP); a client that did not
+// end on the transport forced (or on frames by default) exits with an error. With
+// CONTINUUM_BENCH_CLIENT_CPU=1 each client writes to stderr, after DONE, a
+// line "tsclient RUN TRANSPORT cpu US us/atom": its own CPU time (user and
+// system, process.cpuUsage) from GO to DONE per atom.
 import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -17,11 +23,16 @@ const ARGS = { region: "eu-west-1", service: "checkout", replicas: 3 };
 const RESULT = '{"status":"ok","deployment":"d-1234","replicas":3}';
 const MESSAGE = "deployed checkout to eu-west-1, 3 replicas; next: verify health checks";
 
-const client = new Client({ socket });
+const transport = process.env.CONTINUUM_BENCH_TRANSPORT || undefined;
+if (transport !== undefined && transport !== "frames" && transport !== "http") {
+  throw new Error(`CONTINUUM_BENCH_TRANSPORT=${transport}: want frames or http`);
+}
+const client = new Client({ socket, ...(transport ? { transport } : {}) });
 const run = await client.run(runId);
 const lines = createInterface({ input: process.stdin })[Symbol.asyncIterator]();
 process.stdout.write("READY\n");
 await lines.next();
+const cpu0 = process.cpuUsage();
 const times = [];
 for (let i = 0; i < Number(n); i++) {
   const t0 = process.hrtime.bigint();
@@ -31,6 +42,11 @@ for (let i = 0; i < Number(n); i++) {
   });
   times.push((Number(process.hrtime.bigint() - t0) / 1e3).toFixed(1));
 }
+const cpu = process.cpuUsage(cpu0);
+if (client.transport !== (transport ?? "frames")) throw new Error(`the client ended on ${client.transport}, not ${transport ?? "frames"}`);
 process.stdout.write("DONE " + times.join(" ") + "\n");
+if (process.env.CONTINUUM_BENCH_CLIENT_CPU === "1") {
+  process.stderr.write(`tsclient ${runId} ${client.transport} cpu ${((cpu.user + cpu.system) / Number(n)).toFixed(1)} us/atom\n`);
+}
 client.close();
 process.stdin.destroy();
