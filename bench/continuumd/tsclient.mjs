@@ -10,8 +10,8 @@
 // the client's default, frames with fallback to HTTP); a client that did not
 // end on the transport forced (or on frames by default) exits with an error. With
 // CONTINUUM_BENCH_CLIENT_CPU=1 each client writes to stderr, after DONE, a
-// line "tsclient RUN TRANSPORT cpu US us/atom": its own CPU time (user and
-// system, process.cpuUsage) from GO to DONE per atom.
+// line "tsclient RUN TRANSPORT cpu US us/atom (user U, system S)": its own
+// CPU time (process.cpuUsage) from GO to DONE per atom.
 import { createInterface } from "node:readline";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -46,7 +46,8 @@ const cpu = process.cpuUsage(cpu0);
 if (client.transport !== (transport ?? "frames")) throw new Error(`the client ended on ${client.transport}, not ${transport ?? "frames"}`);
 process.stdout.write("DONE " + times.join(" ") + "\n");
 if (process.env.CONTINUUM_BENCH_CLIENT_CPU === "1") {
-  process.stderr.write(`tsclient ${runId} ${client.transport} cpu ${((cpu.user + cpu.system) / Number(n)).toFixed(1)} us/atom\n`);
+  const per = (us) => (us / Number(n)).toFixed(1);
+  process.stderr.write(`tsclient ${runId} ${client.transport} cpu ${per(cpu.user + cpu.system)} us/atom (user ${per(cpu.user)}, system ${per(cpu.system)})\n`);
 }
 client.close();
 process.stdin.destroy();

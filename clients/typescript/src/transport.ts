@@ -378,7 +378,8 @@ interface Pending {
   body: Uint8Array | undefined;
   resolve: (a: Answer) => void;
   reject: (e: Error) => void;
-  timer: NodeJS.Timeout;
+  /** When it times out (performance.now(), ms). */
+  deadline: number;
   /** The connection's count of reads when it was sent. */
   reads: number;
 }
@@ -410,13 +411,19 @@ class FramesConn {
   #reads = 0;
   #connected = false;
   #corked = false;
+  /**
+   * One timer for the requests in flight, set for the oldest one's
+   * deadline: requests are sent in order with the same timeout, so the
+   * map's order is their deadlines' (no timer set and cleared per request).
+   */
+  #timer: NodeJS.Timeout | undefined;
   dead = false;
   /** Past its last id: no new requests; closed once the last answer is in. */
   retired = false;
 
   constructor(
     readonly owner: Transport,
-    ep: Endpoint,
+    readonly ep: Endpoint,
   ) {
     this.sock = dial(ep);
     this.sock.once(ep.tls ? "secureConnect" : "connect", () => (this.#connected = true));
@@ -433,7 +440,7 @@ class FramesConn {
   }
 
   /** Sends one request; its promise settles with its answer, or a TransportError. */
-  send(method: string, path: string, head: string, body: Uint8Array | undefined, timeoutMs: number): Promise<Answer> {
+  send(method: string, path: string, head: string, body: Uint8Array | undefined): Promise<Answer> {
     const id = this.#next++;
     if (this.#next > maxId) {
       this.retired = true;
@@ -442,12 +449,17 @@ class FramesConn {
     const frame = encodeFrame(id, head, body);
     return new Promise((resolve, reject) => {
       if (this.#pending.size === 0) this.sock.ref();
-      this.#pending.set(id, { method, path, body, resolve, reject, reads: this.#reads, timer: setTimeout(() => this.#timeout(id, timeoutMs), timeoutMs) });
+      this.#pending.set(id, { method, path, body, resolve, reject, reads: this.#reads, deadline: performance.now() + this.ep.timeoutMs });
+      this.#timer ??= setTimeout(this.#expire, this.ep.timeoutMs).unref(); // the socket keeps the process alive while requests are in flight
       this.#write(frame);
     });
   }
 
-  /** Writes b with everything else written in this tick: one write, one system call. */
+  /**
+   * Writes b with everything else written in this tick: one write, one
+   * system call (16 requests at once: 9.4 µs of CPU per request against
+   * 13.2 µs written apart; scripts/transport-cpu.mjs).
+   */
   #write(b: Buffer): void {
     if (!this.#corked) {
       this.#corked = true;
@@ -522,7 +534,6 @@ class FramesConn {
       return this.#protocol(`answer ${id}: no status line: ${JSON.stringify(line)}`);
     }
     this.#pending.delete(id);
-    clearTimeout(p.timer);
     if (this.#pending.size === 0) {
       this.sock.unref();
       if (this.retired) this.close();
@@ -530,19 +541,26 @@ class FramesConn {
     p.resolve({ status: a * 100 + b * 10 + c, data: buf.subarray(bs, end) });
   }
 
-  #timeout(id: number, ms: number): void {
-    const p = this.#pending.get(id);
-    if (p === undefined) return;
-    const e = new Error(`no answer in ${ms} ms`);
-    if (p.reads === this.#reads) {
-      // nothing came on the connection since it was sent: the connection may be gone
-      this.#fail(e, true);
-      return;
+  /** The timer: fails the requests past their deadline, then is set for the next one's. */
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    const e = new Error(`no answer in ${this.ep.timeoutMs} ms`);
+    for (const [id, p] of this.#pending) {
+      if (p.deadline > now) {
+        this.#timer = setTimeout(this.#expire, Math.ceil(p.deadline - now)).unref();
+        return;
+      }
+      if (p.reads === this.#reads) {
+        // nothing came on the connection since it was sent: the connection may be gone
+        this.#fail(e, true);
+        return;
+      }
+      this.#pending.delete(id);
+      p.reject(transportError(p, e));
     }
-    this.#pending.delete(id);
-    if (this.#pending.size === 0) this.sock.unref();
-    p.reject(transportError(p, e));
-  }
+    this.sock.unref(); // none left in flight
+  };
 
   #protocol(msg: string): void {
     this.#fail(new Error(`the server's answer: ${msg}`), true);
@@ -557,7 +575,8 @@ class FramesConn {
     }
     const ps = [...this.#pending.values()];
     this.#pending.clear();
-    for (const p of ps) clearTimeout(p.timer);
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
     return ps;
   }
 
@@ -635,7 +654,7 @@ export class Transport {
       c = new FramesConn(this, this.ep);
       this.#frames.push(c);
     }
-    return c.send(method, path, method + " " + path + "\n" + this.#auth, body, this.ep.timeoutMs);
+    return c.send(method, path, method + " " + path + "\n" + this.#auth, body);
   }
 
   /** Drops a frames connection that ended or takes no new requests. */

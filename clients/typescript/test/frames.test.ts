@@ -8,6 +8,7 @@
 // fallback to HTTP by default, an error with transport "frames".
 
 import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import * as net from "node:net";
 import * as path from "node:path";
@@ -386,6 +387,51 @@ describe("transport: continuum-frames/1", () => {
       assert.equal(srv.conns(), 1);
     } finally {
       t.close();
+      await srv.stop();
+    }
+  });
+
+  test("requests time out each at its own deadline", async () => {
+    const srv = await framesServer((q) => (path1(q) === "/tick" ? answer(q.id, 200, "{}") : null));
+    const t = new Transport(endpoint({ socket: srv.file, timeoutMs: 300 }));
+    try {
+      const order: string[] = [];
+      const t0 = performance.now();
+      const a = t.request("GET", "/a").catch((e: Error) => (order.push("a"), e));
+      await new Promise((res) => setTimeout(res, 150));
+      const b = t.request("GET", "/b").catch((e: Error) => (order.push("b"), e));
+      await t.request("GET", "/tick"); // the connection is alive: each times out alone
+      const [ea, eb] = await Promise.all([a, b]);
+      const elapsed = performance.now() - t0;
+      assert.ok(ea instanceof TransportError && /^GET \/a: no answer in 300 ms/.test(ea.message), String(ea));
+      assert.ok(eb instanceof TransportError && /^GET \/b: no answer in 300 ms/.test(eb.message), String(eb));
+      assert.deepEqual(order, ["a", "b"]);
+      assert.ok(elapsed >= 440, `b timed out 300 ms after it was sent, 150 ms after a: ${elapsed} ms`);
+      assert.equal(srv.conns(), 1);
+    } finally {
+      t.close();
+      await srv.stop();
+    }
+  });
+
+  test("an idle frames connection does not keep the process alive", async () => {
+    const srv = await framesServer((q) => answer(q.id, 200, "{}"));
+    try {
+      const mod = new URL("../src/transport.js", import.meta.url).href;
+      const code = `const { Transport, endpoint } = await import(${JSON.stringify(mod)});
+        const t = new Transport(endpoint({ socket: ${JSON.stringify(srv.file)} }));
+        const r = await t.request("GET", "/v1/health");
+        await new Promise((res) => setImmediate(res));
+        console.log(r.status, t.current, JSON.stringify(process.getActiveResourcesInfo()));`;
+      const child = spawn(process.execPath, ["--input-type=module", "-e", code], { stdio: ["ignore", "pipe", "inherit"] });
+      let out = "";
+      child.stdout.on("data", (d: Buffer) => (out += d));
+      const code_ = await new Promise<number | null>((res) => child.on("exit", res));
+      assert.equal(code_, 0);
+      // nothing of the transport's keeps the loop alive (an unref'd socket or timer is not listed)
+      assert.equal(out.trim(), "200 frames []");
+      assert.equal(srv.conns(), 1);
+    } finally {
       await srv.stop();
     }
   });
