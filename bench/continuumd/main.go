@@ -20,6 +20,14 @@
 //     in-process's, divided by the client's requests per atom, is the
 //     overhead per request of that client's language.
 //
+// -transport http,frames (the default) runs every server kind of the
+// current binary over both transports side by side in each round: HTTP/1.1
+// and continuum-frames/1 (internal/wireframe's Transport; a Go client
+// process keeps -frames-conns connections and pipelines its goroutines'
+// requests on them). The Python and TypeScript clients are told the
+// transport by the environment variable CONTINUUM_BENCH_TRANSPORT (http
+// or frames).
+//
 // With -server-before BIN the kinds of a baseline server binary run
 // beside the current one's; with -python-before DIR the Python clients of
 // a baseline checkout (DIR = its clients/python/src) run beside the
@@ -82,6 +90,8 @@ var (
 	tcpFlag      = flag.Bool("tcp", false, "also measure loopback TCP")
 	h2cFlag      = flag.Bool("h2c", true, "also measure HTTP/2 without TLS on the Unix socket (continuumd --h2c)")
 	profileDir   = flag.String("profile", "", "directory: every continuumd started writes its CPU profile there (--cpu-profile)")
+	transports   = flag.String("transport", "http,frames", "the transports of the server kinds, comma-separated, side by side in every round: http (HTTP/1.1), frames (continuum-frames/1; the Python and TypeScript clients get CONTINUUM_BENCH_TRANSPORT)")
+	framesConns  = flag.Int("frames-conns", 1, "connections a Go client process keeps over frames (its goroutines pipeline on them)")
 	contention   = flag.Bool("contention", false, "with -profile: every continuumd writes its block and mutex profiles there too (--block-profile, --mutex-profile; they slow it)")
 )
 
@@ -167,19 +177,43 @@ func main() {
 		{"in-process", 0, latencyInProcess},
 		{"bare HTTP", 0, func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
 	}
+	var frameses []bool // the transports: false HTTP, true frames
+	for _, t := range strings.Split(*transports, ",") {
+		switch strings.TrimSpace(t) {
+		case "http":
+			frameses = append(frameses, false)
+		case "frames":
+			frameses = append(frameses, true)
+		default:
+			log.Fatalf("-transport %q: %q is neither http nor frames", *transports, t)
+		}
+	}
+	// suffix names a kind's transport when frames is measured.
+	suffix := func(frames bool) string {
+		if frames {
+			return ", frames"
+		}
+		return ""
+	}
 	if *serverBefore != "" {
 		kinds = append(kinds, server(how{bin: *serverBefore, name: "unix socket, 4 requests, server before"}, 4))
 	}
-	kinds = append(kinds, server(how{bin: bin, name: "unix socket, 4 requests"}, 4))
+	for _, fr := range frameses {
+		kinds = append(kinds, server(how{bin: bin, frames: fr, name: "unix socket, 4 requests" + suffix(fr)}, 4))
+	}
 	if *serverBefore != "" {
 		kinds = append(kinds, server(how{bin: *serverBefore, ride: true, name: "unix socket, 2 requests, server before"}, 2))
 	}
-	kinds = append(kinds, server(how{bin: bin, ride: true, name: "unix socket, 2 requests"}, 2))
+	for _, fr := range frameses {
+		kinds = append(kinds, server(how{bin: bin, ride: true, frames: fr, name: "unix socket, 2 requests" + suffix(fr)}, 2))
+	}
 	if *h2cFlag {
 		kinds = append(kinds, server(how{bin: bin, ride: true, h2c: true, name: "unix socket, 2 requests, h2c"}, 2))
 	}
 	if *tcpFlag {
-		kinds = append(kinds, server(how{bin: bin, tcp: true, name: "loopback TCP, 4 requests"}, 4))
+		for _, fr := range frameses {
+			kinds = append(kinds, server(how{bin: bin, tcp: true, frames: fr, name: "loopback TCP, 4 requests" + suffix(fr)}, 4))
+		}
 	}
 	type tkind struct {
 		name string
@@ -193,8 +227,12 @@ func main() {
 	if *serverBefore != "" {
 		tkinds = append(tkinds, tserver(how{bin: *serverBefore, ride: true, name: "go clients, 2 requests, server before"}, "go", 2))
 	}
-	tkinds = append(tkinds, tserver(how{bin: bin, name: "go clients, 4 requests"}, "go", 4),
-		tserver(how{bin: bin, ride: true, name: "go clients, 2 requests"}, "go", 2))
+	for _, fr := range frameses {
+		tkinds = append(tkinds, tserver(how{bin: bin, frames: fr, name: "go clients, 4 requests" + suffix(fr)}, "go", 4))
+	}
+	for _, fr := range frameses {
+		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, frames: fr, name: "go clients, 2 requests" + suffix(fr)}, "go", 2))
+	}
 	if *h2cFlag {
 		tkinds = append(tkinds, tserver(how{bin: bin, ride: true, h2c: true, name: "go clients, 2 requests, h2c"}, "go", 2))
 	}
@@ -206,13 +244,17 @@ func main() {
 		case *pythonBefore != "":
 			tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients, client before"}, "python-before", 3))
 		}
-		tkinds = append(tkinds, tserver(how{bin: bin, name: "python clients"}, "python", 2))
+		for _, fr := range frameses {
+			tkinds = append(tkinds, tserver(how{bin: bin, frames: fr, name: "python clients" + suffix(fr)}, "python", 2))
+		}
 	}
 	if *node != "" {
 		if *nodeBefore != "" {
 			tkinds = append(tkinds, tserver(how{bin: bin, name: "typescript clients, client before"}, "typescript-before", 2))
 		}
-		tkinds = append(tkinds, tserver(how{bin: bin, name: "typescript clients"}, "typescript", 2))
+		for _, fr := range frameses {
+			tkinds = append(tkinds, tserver(how{bin: bin, frames: fr, name: "typescript clients" + suffix(fr)}, "typescript", 2))
+		}
 	}
 	modes := []bool{true}
 	if *nosync {

@@ -22,6 +22,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // server is a continuumd process on a store.
@@ -44,7 +46,19 @@ type how struct {
 	tcp  bool // loopback TCP instead of the Unix socket
 	ride bool // 2 requests per atom instead of 4
 	h2c  bool // HTTP/2 without TLS (the server runs with --h2c)
-	name string
+	// frames: continuum-frames/1 (internal/wireframe) instead of HTTP;
+	// the Python and TypeScript clients are told by
+	// CONTINUUM_BENCH_TRANSPORT.
+	frames bool
+	name   string
+}
+
+// transport is the name of h's transport for the clients' scripts.
+func (h how) transport() string {
+	if h.frames {
+		return "frames"
+	}
+	return "http"
 }
 
 func startServer(h how, dir string, sync bool) (*server, error) {
@@ -100,6 +114,15 @@ func startServer(h how, dir string, sync bool) (*server, error) {
 		}
 	}
 	s.client = &http.Client{Transport: tr, Timeout: time.Minute}
+	if h.frames {
+		s.client.Transport = &wireframe.Transport{Conns: *framesConns, Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			if tcp {
+				return d.DialContext(ctx, "tcp", s.tcp)
+			}
+			return d.DialContext(ctx, "unix", s.sock)
+		}}
+	}
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := s.do("GET", "/v1/health", nil); err == nil {
 			return s, nil
@@ -196,6 +219,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 				pkg = *nodeBefore
 			}
 			cmd = exec.Command(*node, script, pkg, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
+			cmd.Env = append(os.Environ(), "CONTINUUM_BENCH_TRANSPORT="+h.transport())
 		} else {
 			script := filepath.Join(*repoFlag, "bench", "continuumd", "pyclient.py")
 			cmd = exec.Command(*python, script, s.sock, fmt.Sprint("t", i), strconv.Itoa(*perRun))
@@ -203,7 +227,7 @@ func throughputServer(h how, dir, clients string, n int) (tmeasure, error) {
 			if clients == "python-before" {
 				src = *pythonBefore
 			}
-			cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONDONTWRITEBYTECODE=1")
+			cmd.Env = append(os.Environ(), "PYTHONPATH="+src, "PYTHONDONTWRITEBYTECODE=1", "CONTINUUM_BENCH_TRANSPORT="+h.transport())
 		}
 		cmd.Stderr = os.Stderr
 		in, err := cmd.StdinPipe()

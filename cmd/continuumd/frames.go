@@ -55,6 +55,9 @@ type framesServer struct {
 
 func newFramesServer(s *server, h http.Handler, sniff time.Duration) *framesServer {
 	fs := &framesServer{h: h, maxBody: s.cfg.maxBody, bodyTimeout: s.cfg.bodyTimeout, sniff: sniff, idle: framesIdle, log: s.log}
+	if s.cfg.framesIdle > 0 {
+		fs.idle = s.cfg.framesIdle
+	}
 	if fs.bodyTimeout <= 0 {
 		fs.bodyTimeout = time.Hour
 	}
@@ -172,6 +175,9 @@ type framesConn struct {
 	slots chan struct{}
 	// handlers counts the requests being served.
 	handlers sync.WaitGroup
+	// jobs hands a request read to an idle worker (unbuffered: a send
+	// succeeds only if one waits).
+	jobs chan frameJob
 
 	mu struct {
 		sync.Mutex
@@ -188,7 +194,7 @@ func (fs *framesServer) serveConn(c net.Conn) {
 		c.Close() // not continuum-frames/1
 		return
 	}
-	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight)}
+	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob)}
 	fc.ctx, fc.cancel = context.WithCancel(context.Background())
 	fc.mu.ids = map[uint32]struct{}{}
 	fc.w = wireframe.NewWriter(c, fs.idle, fc.release)
@@ -342,7 +348,12 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 		body = buf.Bytes()
 	}
 	fc.handlers.Add(1)
-	go fc.dispatch(id, head, body)
+	job := frameJob{id, head, body}
+	select {
+	case fc.jobs <- job: // an idle worker takes it
+	default:
+		go fc.worker(job)
+	}
 	return false, false
 }
 
@@ -409,11 +420,43 @@ func (fc *framesConn) request(head, body []byte) (*http.Request, *apiError) {
 	return r.WithContext(fc.ctx), nil
 }
 
+// frameJob is a request read, to serve.
+type frameJob struct {
+	id         uint32
+	head, body []byte
+}
+
+// worker serves job, then the jobs handed to it while it waits idle,
+// until the connection ends: its stack, grown by the handlers, serves
+// the next request as HTTP's connection goroutine's does, instead of a
+// new goroutine growing one each time.
+func (fc *framesConn) worker(job frameJob) {
+	for {
+		fc.dispatch(job.id, job.head, job.body)
+		fc.handlers.Done()
+		select {
+		case job = <-fc.jobs:
+		case <-fc.ctx.Done():
+			return
+		}
+	}
+}
+
+// writerPool recycles frameWriters (their header maps and buffers).
+var writerPool = sync.Pool{New: func() any { return &frameWriter{h: http.Header{}} }}
+
 // dispatch serves one request through the server's handler and queues
 // its answer.
 func (fc *framesConn) dispatch(id uint32, head, body []byte) {
-	defer fc.handlers.Done()
-	w := &frameWriter{h: http.Header{}}
+	w := writerPool.Get().(*frameWriter)
+	defer func() {
+		clear(w.h)
+		w.status, w.over = 0, false
+		w.body.Reset()
+		if w.body.Cap() <= 64<<10 {
+			writerPool.Put(w)
+		}
+	}()
 	r, aerr := fc.request(head, body)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -421,7 +464,9 @@ func (fc *framesConn) dispatch(id uint32, head, body []byte) {
 		fc.serveHTTP(w, r)
 	}
 	if w.over {
-		w = &frameWriter{h: http.Header{}}
+		clear(w.h)
+		w.status, w.over = 0, false
+		w.body.Reset()
 		writeError(w, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge,
 			Message: fmt.Sprintf("the answer is larger than a frame carries (%d bytes): fetch it over HTTP", framesMaxAnswer)})
 	}
@@ -447,7 +492,9 @@ func (fc *framesConn) serveHTTP(w *frameWriter, r *http.Request) {
 		if p != http.ErrAbortHandler {
 			fc.fs.log.Error("continuumd: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
 		}
-		*w = frameWriter{h: http.Header{}}
+		clear(w.h)
+		w.status, w.over = 0, false
+		w.body.Reset()
 		writeError(w, &apiError{Status: http.StatusInternalServerError, Code: codeInternal,
 			Message: fmt.Sprintf("the server failed handling %s %s: %v", r.Method, r.URL.Path, p)})
 	}()
@@ -462,7 +509,8 @@ func (fc *framesConn) answerError(id uint32, e *apiError) {
 
 // answer queues the answer of request id.
 func (fc *framesConn) answer(id uint32, status int, h http.Header, body []byte) {
-	head := wireframe.AppendAnswerHead(make([]byte, 0, 64), status, h)
+	var hb [256]byte
+	head := wireframe.AppendAnswerHead(hb[:0], status, h)
 	fc.mu.Lock()
 	delete(fc.mu.ids, id)
 	fc.mu.Unlock()
@@ -532,6 +580,9 @@ func refuseFrames(c net.Conn, br *bufio.Reader, e *apiError) {
 	if _, err := io.ReadFull(br, p[:]); err != nil || string(p[:]) != wireframe.Preface {
 		return
 	}
+	if _, err := c.Write([]byte(wireframe.Preface)); err != nil {
+		return
+	}
 	var fixed [wireframe.FixedLen]byte
 	if _, err := io.ReadFull(br, fixed[:]); err != nil {
 		return
@@ -539,6 +590,5 @@ func refuseFrames(c net.Conn, br *bufio.Reader, e *apiError) {
 	_, id, _ := wireframe.Fixed(fixed[:])
 	w := &frameWriter{h: http.Header{}}
 	writeError(w, e)
-	out := append([]byte(wireframe.Preface), wireframe.AppendFrame(nil, id, wireframe.AppendAnswerHead(nil, w.status, w.h), w.body.Bytes())...)
-	c.Write(out)
+	c.Write(wireframe.AppendFrame(nil, id, wireframe.AppendAnswerHead(nil, w.status, w.h), w.body.Bytes()))
 }

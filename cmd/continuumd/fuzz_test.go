@@ -3,15 +3,23 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/engine"
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // fuzzRoutes are the endpoints that take a body, with the run "fz" and
@@ -127,6 +135,113 @@ func FuzzRequests(f *testing.F) {
 		}
 		if w.Header().Get("Content-Type") != "application/json" {
 			t.Fatalf("Content-Type %q", w.Header().Get("Content-Type"))
+		}
+	})
+}
+
+// FuzzFrames writes fuzzed bytes after the preface of a frames connection
+// to a server on a Unix socket (its store in memory, living as long as
+// the fuzz worker), then closes its side: the server must answer only
+// well-formed frames (a status, a JSON body, an error with one of its
+// codes), never panic, and close the connection.
+func FuzzFrames(f *testing.F) {
+	req := func(id uint32, method, target string, h http.Header, body string) []byte {
+		return wireframe.AppendFrame(nil, id, wireframe.AppendRequestHead(nil, method, target, h), []byte(body))
+	}
+	valid := req(1, "PUT", "/v1/runs/fz", nil, "")
+	pipelined := append(append(req(1, "PUT", "/v1/runs/fz", nil, ""), req(2, "POST", "/v1/runs/fz/attempts", http.Header{"Content-Type": {"application/json"}}, `{"takeover":true}`)...), req(3, "GET", "/v1/runs/fz/state", nil, "")...)
+	for _, s := range [][]byte{
+		valid,
+		pipelined,
+		append(slices.Clone(valid), valid...), // a repeated id while in flight, or not
+		req(4, "GET", "/v1/ready?wait_ms=100000", nil, ""),
+		req(5, "POST", "/v1/runs/fz/events", nil, `{"name":"x","sender":"s","payload":"p"}`),
+		req(6, "GET", "/v1/health", http.Header{"Authorization": {"Bearer nope"}}, ""),
+		req(7, "GET", "/v1/runs/fz/../x", nil, ""),
+		req(8, "POST", "/v1/runs/fz/attempts/att_x/blobs", http.Header{"Content-Type": {"text/plain"}}, "bytes"),
+		valid[:len(valid)-3],
+		wireframe.AppendFrame(nil, 9, []byte("GET /v1/health\nX: \x01\n"), nil),
+		wireframe.AppendFrame(nil, 10, []byte("\xff\xfe\n"), nil),
+		wireframe.AppendFrame(nil, 11, nil, []byte("{}")),
+		{0, 0, 0, 7, 0, 0, 0, 1, 0, 0, 0, 0},
+		{0, 0, 0, 12, 0, 0, 0, 1, 0, 0, 0, 9, 'G', 'E', 'T', ' '},
+		{0xff, 0xff, 0xff, 0xff, 0, 0, 0, 1, 0, 0, 0, 0},
+		{0, 1, 0, 12, 0, 0, 0, 1, 0, 1, 0, 4},
+		{},
+	} {
+		f.Add(s)
+	}
+	log := slog.New(slog.DiscardHandler)
+	fs := vfs.NewMem()
+	db, err := engine.Open("store", &engine.Options{FS: fs, NoSync: true, DictSamples: -1, Logger: log})
+	if err != nil {
+		f.Fatal(err)
+	}
+	cfg := testConfig("store")
+	cfg.fs, cfg.callWait, cfg.maxBody = fs, 20*time.Millisecond, 64<<10
+	srv := newServer(db, cfg, log)
+	hs := srv.httpServer(log)
+	dir, err := os.MkdirTemp("", "fz")
+	if err != nil {
+		f.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s.sock")
+	l, err := listenUnix(sock)
+	if err != nil {
+		f.Fatal(err)
+	}
+	go hs.Serve(srv.listen(hs, l, 1024))
+	f.Cleanup(func() {
+		shutdown(srv, hs, 5*time.Second, make(chan os.Signal), log)
+		os.RemoveAll(dir)
+	})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		go func() {
+			c.Write(append([]byte(wireframe.Preface), data...))
+			c.(*net.UnixConn).CloseWrite()
+		}()
+		c.SetReadDeadline(time.Now().Add(hangGuard))
+		out, err := io.ReadAll(c)
+		if err != nil && !errors.Is(err, syscall.ECONNRESET) {
+			t.Fatalf("the server did not close the connection: %v", err)
+		}
+		if !bytes.HasPrefix(out, []byte(wireframe.Preface)) {
+			t.Fatalf("no preface: %q", out)
+		}
+		out = out[len(wireframe.Preface):]
+		for len(out) > 0 {
+			if len(out) < wireframe.FixedLen {
+				t.Fatalf("a torn answer frame: %q", out)
+			}
+			n, id, hlen := wireframe.Fixed(out)
+			if n < 8 || hlen > n-8 || int(n)+4 > len(out) {
+				t.Fatalf("answer %d: a frame of %d bytes, head %d, with %d bytes left", id, n, hlen, len(out))
+			}
+			head, body := out[wireframe.FixedLen:wireframe.FixedLen+hlen], out[wireframe.FixedLen+hlen:4+n]
+			out = out[4+n:]
+			status, h, err := wireframe.ParseAnswerHead(head)
+			if err != nil {
+				t.Fatalf("answer %d: %v", id, err)
+			}
+			if h.Get("Content-Type") != "application/json" {
+				continue // a blob's bytes
+			}
+			var m map[string]any
+			if err := json.Unmarshal(body, &m); err != nil {
+				t.Fatalf("answer %d: not a JSON object: %d %q", id, status, body)
+			}
+			if status >= 400 {
+				e, _ := m["error"].(map[string]any)
+				code, _ := e["code"].(string)
+				if !slices.Contains(errorCodes, code) || status == 500 && code == codeInternal {
+					t.Fatalf("answer %d: %d %s", id, status, body)
+				}
+			}
 		}
 	})
 }

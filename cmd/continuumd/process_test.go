@@ -121,6 +121,11 @@ func unixClient(t *testing.T, sock string) *testServer {
 	return ts
 }
 
+// framesUnixClient is unixClient over continuum-frames/1.
+func framesUnixClient(t *testing.T, sock string) *testServer {
+	return &testServer{t: t, sock: sock, closed: true, frames: true, cl: newFramesClient(sock)}
+}
+
 // TestServerKilledRestartsLikeTheLibrary: SIGKILL of the server between an
 // action's execute and its outcome, and after an outcome was
 // acknowledged: the restarted server reports the atom interrupted with
@@ -203,6 +208,12 @@ func (d *downstream) lookup(key string) (string, bool) {
 // is in the store, no key took effect twice, every in-doubt action was
 // reconciled, and the store verifies.
 func TestServerKilledUnderLoad(t *testing.T) {
+	for _, frames := range []bool{false, true} {
+		t.Run(transportName(frames), func(t *testing.T) { testServerKilledUnderLoad(t, frames) })
+	}
+}
+
+func testServerKilledUnderLoad(t *testing.T, frames bool) {
 	kills, clients, target := 10, 4, 20
 	if testing.Short() {
 		kills, clients, target = 4, 3, 5
@@ -285,6 +296,9 @@ func TestServerKilledUnderLoad(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			cl := unixClient(t, sock)
+			if frames {
+				cl = framesUnixClient(t, sock)
+			}
 			for {
 				select {
 				case <-stop:

@@ -39,9 +39,13 @@ type serverConfig struct {
 	lease       time.Duration
 	minLease    time.Duration
 	maxLease    time.Duration
-	callWait    time.Duration // how long a request waits for a call to change before answering pending
-	retain      time.Duration // how long finished attempts are kept to answer repeated requests
-	reapEvery   time.Duration
+	// framesIdle closes a frames connection without a request in flight
+	// that sent nothing for this long (0: framesIdle, as HTTP's idle
+	// timeout).
+	framesIdle time.Duration
+	callWait   time.Duration // how long a request waits for a call to change before answering pending
+	retain     time.Duration // how long finished attempts are kept to answer repeated requests
+	reapEvery  time.Duration
 }
 
 // server serves one store over the protocol of openapi.json.

@@ -24,6 +24,12 @@ func makeToken(t *testing.T, file, name, rights, runs string) string {
 // it cannot read, list, write, fork into or erase another run, nor touch
 // the store; the --token-file token stays an admin's.
 func TestScopedTokens(t *testing.T) {
+	for _, frames := range []bool{false, true} {
+		t.Run(transportName(frames), func(t *testing.T) { testScopedTokens(t, frames) })
+	}
+}
+
+func testScopedTokens(t *testing.T, frames bool) {
 	file := filepath.Join(t.TempDir(), "tokens")
 	agent := makeToken(t, file, "agent7", "read,write", "agent-7-")
 	reader := makeToken(t, file, "reader", "read", "*")
@@ -41,6 +47,9 @@ func TestScopedTokens(t *testing.T) {
 	}
 	const admin = "admin-token-0123456789abcdef"
 	ts := startServer(t, "", func(c *serverConfig) { c.tokens, c.token = set, []byte(admin) })
+	if frames {
+		ts.useFrames()
+	}
 
 	ts.token = admin
 	ts.openRun("other")
@@ -125,8 +134,18 @@ func TestScopedTokens(t *testing.T) {
 // request from it is 429 auth_rate_limited, the right token's too, until
 // the bucket refills.
 func TestAuthRateLimit(t *testing.T) {
+	for _, frames := range []bool{false, true} {
+		t.Run(transportName(frames), func(t *testing.T) { testAuthRateLimit(t, frames) })
+	}
+	testAuthBuckets(t)
+}
+
+func testAuthRateLimit(t *testing.T, frames bool) {
 	const good = "good-token-0123456789abcdef"
 	ts := startServer(t, "", func(c *serverConfig) { c.token = []byte(good) })
+	if frames {
+		ts.useFrames()
+	}
 	ts.token = "wrong-token-0123456789abcdef"
 	for i := range authBurst {
 		if r := ts.do("GET", "/v1/health", nil); r.status != 401 {
@@ -143,8 +162,14 @@ func TestAuthRateLimit(t *testing.T) {
 	waitFor(t, 30*time.Second, "the failures' bucket to refill", func() bool {
 		return ts.do("GET", "/v1/health", nil).status == 200
 	})
+	ts.token = ""
+	if r := ts.do("GET", "/v1/health", nil); r.status != 401 || r.header.Get("Www-Authenticate") == "" {
+		t.Fatalf("no token: %s %v", r, r.header)
+	}
+}
 
-	// The bucket itself, on a clock of its own.
+// testAuthBuckets: the bucket itself, on a clock of its own.
+func testAuthBuckets(t *testing.T) {
 	var f authFailures
 	now := time.Unix(1000, 0)
 	for range authBurst {
