@@ -4,10 +4,12 @@
 // HTTP/1.1 as the connection's first byte says; this process sends POSTs
 // with a body of the size of an atom's commit, one at a time or CONC at
 // once, and measures its own CPU (process.cpuUsage) per request. The
-// transports alternate, ROUNDS rounds each; medians are printed. Run it
-// after a build (tsc -p .):
+// transports alternate, ROUNDS rounds each; medians are printed. With
+// POOL > 1 the requests go round-robin to POOL transports (connections) of
+// their own: a pool, against one pipelined connection. Run it after a
+// build (tsc -p .):
 //
-//     node scripts/transport-cpu.mjs [REQUESTS] [ROUNDS] [CONC]
+//     node scripts/transport-cpu.mjs [REQUESTS] [ROUNDS] [CONC] [POOL]
 import { spawn } from "node:child_process";
 import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -17,6 +19,7 @@ import { Transport, endpoint } from "../dist/src/transport.js";
 const n = Number(process.argv[2] ?? 20000);
 const rounds = Number(process.argv[3] ?? 5);
 const conc = Number(process.argv[4] ?? 1);
+const poolSize = Number(process.argv[5] ?? 1);
 
 const server = `
 const net = require("node:net");
@@ -60,7 +63,9 @@ const path = "/v1/runs/t1/attempts/att_0406594e6c03ddb23197ee4084b19a21/calls/0/
 const results = { frames: [], http: [] };
 for (let r = 0; r < rounds; r++) {
   for (const transport of ["frames", "http"]) {
-    const t = new Transport(endpoint({ socket: sock, transport }));
+    const pool = Array.from({ length: poolSize }, () => new Transport(endpoint({ socket: sock, transport })));
+    let next = 0;
+    const t = poolSize === 1 ? pool[0] : { request: (...a) => pool[next++ % poolSize].request(...a), close: () => pool.forEach((p) => p.close()) };
     for (let i = 0; i < 1000; i++) await t.request("POST", path, body); // warm
     const c0 = process.cpuUsage();
     const t0 = performance.now();
@@ -75,6 +80,6 @@ for (let r = 0; r < rounds; r++) {
   }
 }
 const med = (a) => a.slice().sort((x, y) => x - y)[Math.floor(a.length / 2)];
-console.log(`medians of ${rounds}, ${n} requests, ${conc} at once (node ${process.version}): frames ${med(results.frames).toFixed(1)} µs, http ${med(results.http).toFixed(1)} µs of CPU per request`);
+console.log(`medians of ${rounds}, ${n} requests, ${conc} at once on ${poolSize} transport(s) (node ${process.version}): frames ${med(results.frames).toFixed(1)} µs, http ${med(results.http).toFixed(1)} µs of CPU per request`);
 child.kill();
 rmSync(dir, { recursive: true, force: true });
