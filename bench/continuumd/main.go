@@ -26,7 +26,9 @@
 // process keeps -frames-conns connections and pipelines its goroutines'
 // requests on them). The Python and TypeScript clients are told the
 // transport by the environment variable CONTINUUM_BENCH_TRANSPORT (http
-// or frames).
+// or frames). "bare frames" is the floor of frames as "bare HTTP" is
+// HTTP's: a process answering each frame with a small JSON object as its
+// reader reads it.
 //
 // With -server-before BIN the kinds of a baseline server binary run
 // beside the current one's; with -python-before DIR the Python clients of
@@ -86,6 +88,7 @@ var (
 	pythonBefore = flag.String("python-before", "", "the src directory of a baseline clients/python (its 16 clients are measured beside the current ones; \"\": skip)")
 	repoFlag     = flag.String("repo", ".", "the repository's root (for clients/python and go build)")
 	helloFlag    = flag.String("serve-hello", "", "internal: serve a minimal HTTP handler on this Unix socket (the floor of any HTTP protocol)")
+	helloFrames  = flag.String("serve-hello-frames", "", "internal: serve a minimal continuum-frames/1 answerer on this Unix socket (the floor of frames)")
 	serverBefore = flag.String("server-before", "", "a baseline continuumd binary: its kinds run beside the current one's (\"\": skip)")
 	tcpFlag      = flag.Bool("tcp", false, "also measure loopback TCP")
 	h2cFlag      = flag.Bool("h2c", true, "also measure HTTP/2 without TLS on the Unix socket (continuumd --h2c)")
@@ -118,6 +121,10 @@ func main() {
 	log.SetFlags(0)
 	if *helloFlag != "" {
 		serveHello(*helloFlag)
+		return
+	}
+	if *helloFrames != "" {
+		serveHelloFrames(*helloFrames)
 		return
 	}
 	root := *dirFlag
@@ -175,7 +182,7 @@ func main() {
 	}
 	kinds := []kind{
 		{"in-process", 0, latencyInProcess},
-		{"bare HTTP", 0, func(dir string, sync bool) (measure, error) { return latencyHello(dir) }},
+		{"bare HTTP", 0, func(dir string, sync bool) (measure, error) { return latencyHello(dir, false) }},
 	}
 	var frameses []bool // the transports: false HTTP, true frames
 	for _, t := range strings.Split(*transports, ",") {
@@ -194,6 +201,9 @@ func main() {
 			return ", frames"
 		}
 		return ""
+	}
+	if slices.Contains(frameses, true) {
+		kinds = append(kinds, kind{"bare frames", 0, func(dir string, sync bool) (measure, error) { return latencyHello(dir, true) }})
 	}
 	if *serverBefore != "" {
 		kinds = append(kinds, server(how{bin: *serverBefore, name: "unix socket, 4 requests, server before"}, 4))
@@ -315,7 +325,7 @@ func main() {
 			p50 := median(p50s[key])
 			added := "-"
 			perReq := "-"
-			if k.name == "bare HTTP" {
+			if strings.HasPrefix(k.name, "bare ") {
 				perReq = fmt.Sprintf("%.0f µs (floor: 4 round trips)", p50/4)
 			} else if k.reqs > 0 {
 				added = fmt.Sprintf("%.0f µs", p50-base)

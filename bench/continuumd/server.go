@@ -305,15 +305,66 @@ func serveHello(sock string) {
 	}))
 }
 
+// serveHelloFrames is serveHello over continuum-frames/1: each frame
+// answered with the same small JSON object as it is read, by the
+// connection's reader itself (no goroutine in between): the floor of
+// frames between two processes.
+func serveHelloFrames(sock string) {
+	os.Remove(sock)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		log.Fatal(err)
+	}
+	body := []byte(`{"call":0,"status":"done","result":"ok"}` + "\n")
+	head := wireframe.AppendAnswerHead(nil, 200, http.Header{"Content-Type": {"application/json"}})
+	for {
+		c, err := l.Accept()
+		if err != nil {
+			log.Fatal(err)
+		}
+		go func() {
+			defer c.Close()
+			br := bufio.NewReaderSize(c, 64<<10)
+			var p [len(wireframe.Preface)]byte
+			if _, err := io.ReadFull(br, p[:]); err != nil || string(p[:]) != wireframe.Preface {
+				return
+			}
+			w := wireframe.NewWriter(c, 0, nil)
+			if w.Raw([]byte(wireframe.Preface)) != nil {
+				return
+			}
+			var fixed [wireframe.FixedLen]byte
+			for {
+				if _, err := io.ReadFull(br, fixed[:]); err != nil {
+					return
+				}
+				n, id, _ := wireframe.Fixed(fixed[:])
+				if n < 8 {
+					return
+				}
+				if _, err := br.Discard(int(n - 8)); err != nil {
+					return
+				}
+				if w.Frame(id, head, body) != nil {
+					return
+				}
+			}
+		}()
+	}
+}
+
 // latencyHello times 4 round trips (the requests of one atom, with bodies
 // of their sizes) to serveHello's process: what the HTTP stack and two
 // processes cost, with no server work.
-func latencyHello(dir string) (measure, error) {
+func latencyHello(dir string, frames bool) (measure, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return measure{}, err
 	}
 	sock := filepath.Join(dir, "h.sock")
 	cmd := exec.Command(os.Args[0], "-serve-hello", sock)
+	if frames {
+		cmd = exec.Command(os.Args[0], "-serve-hello-frames", sock)
+	}
 	cmd.Stderr = os.Stderr
 	if err := cmd.Start(); err != nil {
 		return measure{}, err
@@ -323,6 +374,12 @@ func latencyHello(dir string) (measure, error) {
 		var d net.Dialer
 		return d.DialContext(ctx, "unix", sock)
 	}}}}
+	if frames {
+		s.client.Transport = &wireframe.Transport{Dial: func(ctx context.Context) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", sock)
+		}}
+	}
 	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		if _, err := s.do("GET", "/", nil); err == nil {
 			break

@@ -296,7 +296,10 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 	fc.c.SetReadDeadline(time.Now().Add(fs.bodyTimeout))
 	var fixed [wireframe.FixedLen]byte
 	if _, err := io.ReadFull(br, fixed[:]); err != nil {
-		return true, true
+		// No id to answer under: a timeout closes after the answers in
+		// flight, a broken connection at once.
+		var ne net.Error
+		return !errors.As(err, &ne) || !ne.Timeout(), true
 	}
 	n, id, hlen := wireframe.Fixed(fixed[:])
 	switch {

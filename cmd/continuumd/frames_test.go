@@ -484,3 +484,25 @@ func TestServerKilledMidFrame(t *testing.T) {
 	}
 	t.Logf("%d kills, %d runs with acknowledged atoms", kills, len(acked))
 }
+
+// TestFramesShutdown: a graceful shutdown closes an idle frames
+// connection, answers the long poll in flight on another (the server
+// drains), then closes it; the store closes after.
+func TestFramesShutdown(t *testing.T) {
+	ts := startFramesServer(t, nil)
+	idle := dialFrames(t, ts.sock)
+	busy := dialFrames(t, ts.sock)
+	busy.request(1, "GET", "/v1/ready?wait_ms=100000", nil, nil)
+	onlyFramesConn(t, ts, busy)
+	done := make(chan struct{})
+	go func() {
+		ts.stop()
+		close(done)
+	}()
+	if a := busy.mustRead(); a.id != 1 || a.status != 200 {
+		t.Fatalf("the long poll at shutdown: %s", a)
+	}
+	busy.closed()
+	idle.closed()
+	<-done
+}

@@ -195,11 +195,15 @@ func (s *server) startRollback(j *rollbackJob, allow bool) {
 			}()
 			res, err = j.rs.run.Rollback(s.ctx, j.to, engine.RollbackOptions{Exec: func(u engine.Undo) ledger.Exec { return j.exec(s.ctx, u) }, AllowNotUndone: allow})
 		}()
+		// The run's state and the job's change together (rs.mu, then
+		// j.mu): a client woken by the job's end and sending its next
+		// request at once finds the run without a rollback running, not
+		// this one still (rollback_pending).
+		j.rs.mu.Lock()
 		j.mu.Lock()
 		j.mu.done, j.mu.res, j.mu.err, j.mu.step = true, res, err, nil
 		j.notifyLocked()
 		j.mu.Unlock()
-		j.rs.mu.Lock()
 		if j.rs.mu.rollback == j {
 			j.rs.mu.rollback = nil
 		}

@@ -37,7 +37,8 @@ It listens on a Unix socket (DIR.sock by default, mode 0600) and, with
 of --token-file (which may do anything), or one of --tokens, each scoped
 to rights (read, write, erase, admin) and to runs (an id prefix);
 continuumd token makes them. The protocol is HTTP/JSON, described by openapi.json in the
-repository (cmd/continuumd). SIGTERM or SIGINT stops it gracefully: requests
+repository (cmd/continuumd); the same listeners serve it in binary frames
+too (continuum-frames/1: a connection whose first byte is 0x00). SIGTERM or SIGINT stops it gracefully: requests
 in progress are answered (commits included) before the store is closed; a
 second signal stops it at once.
 

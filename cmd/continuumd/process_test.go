@@ -24,6 +24,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/continuumdb/continuum/internal/wireframe"
 )
 
 // The tests in this file run the server as a process of its own: this test
@@ -478,6 +480,17 @@ func TestTCPWithTokenAndTLS(t *testing.T) {
 	}
 	if s := get("tok-0123456789abcdef"); s != 200 {
 		t.Fatalf("TCP with the token: %d", s)
+	}
+	// Frames over TLS, with the token and without.
+	hc = &http.Client{Transport: &wireframe.Transport{Dial: func(ctx context.Context) (net.Conn, error) {
+		d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
+		return d.DialContext(ctx, "tcp", m[1])
+	}}, Timeout: hangGuard}
+	if s := get("tok-0123456789abcdef"); s != 200 {
+		t.Fatalf("frames over TLS with the token: %d", s)
+	}
+	if s := get(""); s != 401 {
+		t.Fatalf("frames over TLS without a token: %d", s)
 	}
 	// The socket takes the token too, when the server has one.
 	cl := unixClient(t, sock)
