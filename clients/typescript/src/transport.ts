@@ -9,8 +9,9 @@
  *   with the same id ("STATUS\n", headers, body). One connection carries
  *   all of a client's requests in flight, pipelined, answered in any
  *   order; requests written in one tick go out in one write. A server
- *   that closes before its preface or answers it with HTTP (an older
- *   continuumd) gets the same requests over HTTP, and HTTP from then on.
+ *   that answers the preface with HTTP, or closes two connections in a
+ *   row before it (an older continuumd), gets the same requests over
+ *   HTTP, and HTTP from then on. A body over 64 KiB goes over HTTP.
  * - HTTP/1.1 (transport "http", and blob transfers in blobs.ts): each
  *   request in one write (header and body together), answers with a
  *   Content-Length or chunked body, connections kept alive for the next
@@ -351,6 +352,15 @@ export const maxInFlight = 128;
 /** The largest answer frame read (n): past it the framing is not trusted. */
 const maxFrameBytes = 1 << 30;
 
+/**
+ * The largest request body sent in a frame; a larger one goes over HTTP.
+ * A frame longer than a head (64 KiB) and the server's --max-body (1 KiB
+ * to 128 MiB) is a protocol error that closes the connection, where HTTP
+ * answers 413 too_large: up to 64 KiB a body fits under any --max-body's
+ * limit, and gets its 413 in a frame when it is over.
+ */
+export const maxFrameBody = 64 << 10;
+
 /** The last id of a connection: after it the connection takes no new requests and closes once answered. */
 const maxId = 0xffffffff;
 
@@ -481,6 +491,7 @@ class FramesConn {
         return;
       }
       this.#preface += k;
+      if (this.#preface === PREFACE.length) this.owner.prefaced();
       if (k === d.length) return;
       d = d.subarray(k);
     }
@@ -615,20 +626,24 @@ function endpointKey(ep: Endpoint): string {
  * The requests of a Client to one endpoint. With transport "frames" or by
  * default, they go over continuum-frames/1: one connection carries every
  * request in flight, pipelined (another one opens only when one has
- * maxInFlight requests in flight). By default, a server that closes the
- * connection before its preface, or answers it with HTTP, is an older
- * continuumd: the requests on that connection are sent again over HTTP,
- * and the endpoint is served over HTTP from then on (remembered in this
- * process, once an HTTP answer confirms the server is up). With transport
- * "http", every request is HTTP/1.1.
+ * maxInFlight requests in flight); a body over maxFrameBody goes over
+ * HTTP. By default, a server that answers the preface with HTTP, or closes
+ * two connections in a row before its preface, is an older continuumd:
+ * the requests on that connection are sent again over HTTP, and the
+ * endpoint is served over HTTP from then on (remembered in this process;
+ * after closes, once an HTTP answer confirms the server is up). One close
+ * before the preface is a transport error (a server going down, or one
+ * that refused a frame). With transport "http", every request is HTTP/1.1.
  */
 export class Transport {
   readonly #http: HttpPool;
   readonly #frames: FramesConn[] = [];
   readonly #auth: string;
   readonly #key: string;
-  /** Requests went to HTTP after a frames connection closed before its preface; no answer yet. */
+  /** Requests went to HTTP after frames connections closed before their preface; no answer yet. */
   #probing = false;
+  /** Frames connections in a row the server closed before its preface. */
+  #closedEarly = 0;
 
   constructor(readonly ep: Endpoint) {
     this.#http = new HttpPool(ep);
@@ -642,7 +657,9 @@ export class Transport {
   }
 
   request(method: string, path: string, body?: Uint8Array): Promise<Answer> {
-    if (this.ep.transport === "http" || this.#probing || httpOnly.has(this.#key)) return this.#http.request(method, path, body);
+    if (this.ep.transport === "http" || this.#probing || httpOnly.has(this.#key) || (body !== undefined && body.length > maxFrameBody)) {
+      return this.#http.request(method, path, body);
+    }
     let c: FramesConn | undefined;
     for (const f of this.#frames) {
       if (f.inFlight < maxInFlight) {
@@ -663,14 +680,21 @@ export class Transport {
     if (i >= 0) this.#frames.splice(i, 1);
   }
 
+  /** A frames connection got the server's whole preface. */
+  prefaced(): void {
+    this.#closedEarly = 0;
+  }
+
   /**
    * Requests of a frames connection that got no preface: the server closed
    * it first, or (sure) answered with something else. With transport
-   * "frames" they fail; by default they are sent again over HTTP.
+   * "frames" they fail; by default they are sent again over HTTP when the
+   * server answered otherwise or closed a second connection in a row, and
+   * fail with TransportError (to be sent again) after a first close.
    */
   noPreface(ps: Pending[], sure: boolean, why: string): void {
     const e = new Error(why);
-    if (this.ep.transport === "frames") {
+    if (this.ep.transport === "frames" || (!sure && ++this.#closedEarly < 2)) {
       for (const p of ps) p.reject(sure ? new FramesUnsupported(`${p.method} ${p.path}: ${why}`) : transportError(p, e));
       return;
     }

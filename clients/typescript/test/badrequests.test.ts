@@ -47,6 +47,9 @@ describe("bad requests", () => {
     const client = server.client();
     const run = await client.run("huge-client");
     await assert.rejects(run.atom(async (atom) => void atom.delta.set("k", "z".repeat(100_000))), c.TooLarge);
+    // past --max-body and a frame's head: a frames server closes the connection; the client sends such bodies over HTTP, and gets 413
+    await assert.rejects(run.atom(async (atom) => void atom.delta.set("k", "z".repeat(300_000))), c.TooLarge);
+    assert.equal(client.transport, transport().transport ?? "frames");
     client.close();
   });
 

@@ -14,7 +14,7 @@ import * as net from "node:net";
 import * as path from "node:path";
 import { after, describe, test } from "node:test";
 import { Client, FramesUnsupported, Unavailable } from "../src/index.js";
-import { PREFACE, Transport, TransportError, encodeFrame, endpoint, maxInFlight } from "../src/transport.js";
+import { PREFACE, Transport, TransportError, encodeFrame, endpoint, maxFrameBody, maxInFlight } from "../src/transport.js";
 
 const dir = mkdtempSync("/tmp/cdts-frames-");
 after(() => rmSync(dir, { recursive: true, force: true }));
@@ -38,6 +38,7 @@ function answer(id: number, status: number | string, body = "", headers = "Conte
 }
 
 type Reply = Buffer | Buffer[] | null;
+type Preface = boolean | "split" | "close" | "http";
 
 /**
  * A frames server: a connection whose first byte is 0 must send the
@@ -48,7 +49,7 @@ type Reply = Buffer | Buffer[] | null;
  * or buffers written apart), or not at all (null). Other connections get
  * http(head) as HTTP/1.1, or are closed.
  */
-async function framesServer(reply: (req: Req, conn: number, s: net.Socket) => Reply, o: { preface?: boolean | "split" | "close" | "http"; http?: (head: string) => string } = {}) {
+async function framesServer(reply: (req: Req, conn: number, s: net.Socket) => Reply, o: { preface?: Preface | ((conn: number) => Preface); http?: (head: string) => string } = {}) {
   const file = path.join(dir, `f${nsock++}.sock`);
   let conns = 0;
   let httpConns = 0;
@@ -81,21 +82,22 @@ async function framesServer(reply: (req: Req, conn: number, s: net.Socket) => Re
           conn = conns++;
           raws[conn] = Buffer.from(buf);
           buf = buf.subarray(PREFACE.length);
-          if (o.preface === "close") {
+          const preface = typeof o.preface === "function" ? o.preface(conn) : o.preface;
+          if (preface === "close") {
             s.destroy();
             return;
           }
-          if (o.preface === "http") {
+          if (preface === "http") {
             s.end("HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\nConnection: close\r\n\r\n400 Bad Request");
             return;
           }
           kind = "frames";
-          if (o.preface === "split") {
+          if (preface === "split") {
             for (const b of PREFACE) {
               s.write(Buffer.from([b]));
               await pause();
             }
-          } else if (o.preface !== false) s.write(PREFACE);
+          } else if (preface !== false) s.write(PREFACE);
         }
       }
       if (kind === "http") {
@@ -452,10 +454,13 @@ describe("transport: continuum-frames/1", () => {
     }
   });
 
-  test("a server that closes after the preface (an older continuumd): HTTP for the requests and from then on; with transport frames, no fallback", async () => {
+  test("a server that closes after the preface twice in a row (an older continuumd): HTTP for the requests and from then on; with transport frames, no fallback", async () => {
     const srv = await framesServer(() => answer(1, 500, "{}"), { preface: "close", http: (head) => JSON.stringify({ over: "http", line: head.split("\r\n")[0] }) });
     const t = new Transport(endpoint({ socket: srv.file }));
     try {
+      // the first close is a transport error: a server going down closes connections too
+      await assert.rejects(t.request("GET", "/a"), (e: unknown) => e instanceof TransportError && /^GET \/a: the server closed the connection before the continuum-frames\/1 preface/.test(e.message));
+      assert.equal(t.current, "frames");
       const rs = await Promise.all([t.request("GET", "/a"), t.request("POST", "/b", Buffer.from("{}"))]);
       assert.deepEqual(rs.map(json), [
         { over: "http", line: "GET /a HTTP/1.1" },
@@ -463,12 +468,12 @@ describe("transport: continuum-frames/1", () => {
       ]);
       assert.equal(t.current, "http");
       assert.deepEqual(json(await t.request("GET", "/c")), { over: "http", line: "GET /c HTTP/1.1" });
-      assert.equal(srv.conns(), 1, "frames were tried once");
+      assert.equal(srv.conns(), 2, "frames were tried twice");
       // remembered for the endpoint: another Transport to it goes straight to HTTP
       const t2 = new Transport(endpoint({ socket: srv.file }));
       assert.deepEqual(json(await t2.request("GET", "/d")), { over: "http", line: "GET /d HTTP/1.1" });
       t2.close();
-      assert.equal(srv.conns(), 1);
+      assert.equal(srv.conns(), 2);
     } finally {
       t.close();
       await srv.stop();
@@ -488,6 +493,51 @@ describe("transport: continuum-frames/1", () => {
     } finally {
       forced.close();
       await srv2.stop();
+    }
+    // through Client by default: the first close retried, the second falls back, the request answered over HTTP
+    const srv3 = await framesServer(() => null, { preface: "close", http: () => '{"status":"ok"}' });
+    const c = new Client({ socket: srv3.file });
+    try {
+      assert.deepEqual(await c.health(), { status: "ok" });
+      assert.equal(c.transport, "http");
+      assert.equal(srv3.conns(), 2);
+    } finally {
+      c.close();
+      await srv3.stop();
+    }
+  });
+
+  test("a frames server that closes a connection before its preface now and then is not taken for an older one", async () => {
+    // connections 0 and 2 closed at once, 1 and 3 served: never two closes in a row
+    const srv = await framesServer((q) => answer(q.id, 200, "{}"), { preface: (conn) => (conn % 2 === 0 ? "close" : true), http: () => '{"over":"http"}' });
+    const t = new Transport(endpoint({ socket: srv.file }));
+    try {
+      for (let round = 0; round < 2; round++) {
+        await assert.rejects(t.request("GET", "/a"), TransportError);
+        assert.deepEqual(json(await t.request("GET", "/a")), {});
+        assert.equal(t.current, "frames");
+        t.close(); // the next request opens a new connection
+      }
+      assert.equal(srv.conns(), 4);
+      assert.equal(srv.httpConns(), 0);
+    } finally {
+      t.close();
+      await srv.stop();
+    }
+  });
+
+  test("a body over maxFrameBody goes over HTTP; up to it, in a frame", async () => {
+    const srv = await framesServer((q) => answer(q.id, 200, JSON.stringify({ over: "frames", n: q.body.length })), {
+      http: (head) => JSON.stringify({ over: "http", n: Number(/content-length: *(\d+)/i.exec(head)?.[1]) }),
+    });
+    const t = new Transport(endpoint({ socket: srv.file }));
+    try {
+      assert.deepEqual(json(await t.request("POST", "/a", Buffer.alloc(maxFrameBody, 97))), { over: "frames", n: maxFrameBody });
+      assert.deepEqual(json(await t.request("POST", "/a", Buffer.alloc(maxFrameBody + 1, 97))), { over: "http", n: maxFrameBody + 1 });
+      assert.equal(t.current, "frames");
+    } finally {
+      t.close();
+      await srv.stop();
     }
   });
 
