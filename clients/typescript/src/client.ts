@@ -139,9 +139,14 @@ export class Client {
     this.retryForMs = o.retryForMs ?? 30_000;
   }
 
-  /** The server named by CONTINUUMD_SOCKET, or CONTINUUMD_URL with CONTINUUMD_TOKEN and CONTINUUMD_CA. */
+  /**
+   * The server named by CONTINUUMD_SOCKET, or CONTINUUMD_URL with
+   * CONTINUUMD_TOKEN and CONTINUUMD_CA; CONTINUUMD_TRANSPORT ("frames" or
+   * "http") forces a transport unless o gives one.
+   */
   static fromEnv(o: Omit<ConnectOptions, "socket" | "url" | "token" | "caFile"> = {}): Client {
     const env = process.env;
+    if (o.transport === undefined && env.CONTINUUMD_TRANSPORT) o = { ...o, transport: env.CONTINUUMD_TRANSPORT as "frames" | "http" };
     if (env.CONTINUUMD_SOCKET) return new Client({ ...o, socket: env.CONTINUUMD_SOCKET, ...(env.CONTINUUMD_TOKEN ? { token: env.CONTINUUMD_TOKEN } : {}) });
     if (env.CONTINUUMD_URL) {
       return new Client({ ...o, url: env.CONTINUUMD_URL, ...(env.CONTINUUMD_TOKEN ? { token: env.CONTINUUMD_TOKEN } : {}), ...(env.CONTINUUMD_CA ? { caFile: env.CONTINUUMD_CA } : {}) });
@@ -151,6 +156,11 @@ export class Client {
 
   close(): void {
     this.#t.close();
+  }
+
+  /** The framing requests take now: "frames" (continuum-frames/1), or "http" (forced, or a server without frames). */
+  get transport(): "frames" | "http" {
+    return this.#t.current;
   }
 
   /** One protocol request, retried as the class says; an error answer is thrown as its APIError. */

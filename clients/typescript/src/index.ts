@@ -22,7 +22,7 @@ import "./streams.js"; // adds the stream methods to Run and Atom
 export { type StreamChunk, type StreamBatch, type StreamInfo, type ReadStreamOptions, type FollowOptions } from "./streams.js";
 export * from "./errors.js";
 export { tool, idempotencyKey, currentAtom, type ToolOptions } from "./tool.js";
-export { type ConnectOptions } from "./transport.js";
+export { type ConnectOptions, FramesUnsupported } from "./transport.js";
 export { type Wait, type WaitEvent, type WaitOutcome, type SendResult, type WaitOptions, type SleepOptions } from "./waits.js";
 export {
   type RunInfo, type Lease, type State, type Message, type Interrupted, type ActionState, type Committed, type AtomRecord,

@@ -1,24 +1,35 @@
 /**
- * HTTP/1.1 to continuumd over its Unix socket or TCP, with TLS for an
- * https URL: a small client of its own on node:net and node:tls rather
- * than node:http. node:http spent about 300 µs of CPU per request in this
- * process (its ClientRequest, agent and stream machinery) against about
- * 80 µs here, and an agent's atom is two or three requests: with several
- * agent processes on a machine, that CPU was what bounded their atoms/s
- * (bench/RESULTS-wire-2026-12-06.md). This client writes each request in
- * one write (header and body together), reads answers with a
- * Content-Length or chunked body, and keeps each connection alive for the
- * next request: one request at a time per connection, a new connection
- * for a request made while the others are busy, idle ones kept (and not
- * keeping the process alive) until the server closes them or close() is
- * called. A request on a connection the server closed fails like any
- * transport error and is sent again by the caller (every request of the
- * protocol may be repeated).
+ * The requests of a Client to continuumd over its Unix socket or TCP
+ * (TLS for an https URL), in one of the two framings of the protocol,
+ * each a small client of its own on node:net and node:tls:
+ *
+ * - continuum-frames/1 (the default; continuumd's binary framing):
+ *   after a 20-byte preface each way, a request is a frame (length, id,
+ *   head "METHOD TARGET\n" and header lines, body) and its answer a frame
+ *   with the same id ("STATUS\n", headers, body). One connection carries
+ *   all of a client's requests in flight, pipelined, answered in any
+ *   order; requests written in one tick go out in one write. A server
+ *   that answers the preface with HTTP, or closes two connections in a
+ *   row before it (an older continuumd), gets the same requests over
+ *   HTTP, and HTTP from then on. A body over 64 KiB goes over HTTP.
+ * - HTTP/1.1 (transport "http", and blob transfers in blobs.ts): each
+ *   request in one write (header and body together), answers with a
+ *   Content-Length or chunked body, connections kept alive for the next
+ *   request: one request at a time per connection, a new connection for a
+ *   request made while the others are busy, idle ones kept (and not
+ *   keeping the process alive) until the server closes them or close() is
+ *   called. node:http spent about 300 µs of CPU per request in this
+ *   process against about 80 µs here (bench/RESULTS-wire-2026-12-06.md).
+ *
+ * Either way a request that gets no answer (the connection broke, was
+ * closed, or the answer did not parse) fails with TransportError, and the
+ * caller sends it again (every request of the protocol may be repeated).
  */
 
 import * as net from "node:net";
 import * as tls from "node:tls";
 import { readFileSync } from "node:fs";
+import { ContinuumError } from "./errors.js";
 
 export interface Endpoint {
   socketPath?: string;
@@ -28,6 +39,8 @@ export interface Endpoint {
   ca?: Buffer;
   token?: string;
   timeoutMs: number;
+  /** Forced by the options; undefined: frames, falling back to HTTP for a server without them. */
+  transport?: "frames" | "http";
 }
 
 export interface ConnectOptions {
@@ -43,12 +56,20 @@ export interface ConnectOptions {
   timeoutMs?: number;
   /** How long requests are retried through transport errors and shutting_down, in milliseconds. Default 30 s. */
   retryForMs?: number;
+  /**
+   * "frames": continuum-frames/1 only; "http": HTTP/1.1 only. Default:
+   * frames, and HTTP for a server that does not speak them (an older
+   * continuumd). Blob transfers are HTTP whatever this says.
+   */
+  transport?: "frames" | "http";
 }
 
 export function endpoint(o: ConnectOptions): Endpoint {
   const timeoutMs = o.timeoutMs ?? 60_000;
   if ((o.socket === undefined) === (o.url === undefined)) throw new TypeError("give the server's socket path or its url, one of them");
-  if (o.socket !== undefined) return { socketPath: o.socket, host: "localhost", port: 0, tls: false, timeoutMs, ...(o.token ? { token: o.token } : {}) };
+  if (o.transport !== undefined && o.transport !== "frames" && o.transport !== "http") throw new TypeError(`transport ${JSON.stringify(o.transport)}: want "frames" or "http"`);
+  const transport = o.transport === undefined ? {} : { transport: o.transport };
+  if (o.socket !== undefined) return { socketPath: o.socket, host: "localhost", port: 0, tls: false, timeoutMs, ...(o.token ? { token: o.token } : {}), ...transport };
   const u = new URL(o.url!);
   if ((u.protocol !== "http:" && u.protocol !== "https:") || !u.hostname) throw new TypeError(`url ${o.url}: want http://HOST:PORT or https://HOST:PORT`);
   if (!o.token) throw new TypeError("a TCP server needs its bearer token (token)");
@@ -59,6 +80,7 @@ export function endpoint(o: ConnectOptions): Endpoint {
     tls,
     token: o.token,
     timeoutMs,
+    ...transport,
     ...(o.caFile ? { ca: readFileSync(o.caFile) } : {}),
   };
 }
@@ -98,13 +120,10 @@ class Conn {
   dead = false;
 
   constructor(
-    readonly owner: Transport,
+    readonly owner: HttpPool,
     ep: Endpoint,
   ) {
-    if (ep.socketPath) this.sock = net.connect({ path: ep.socketPath });
-    else if (ep.tls) this.sock = tls.connect({ host: ep.host, port: ep.port, ...(ep.ca ? { ca: ep.ca } : {}), ...(net.isIP(ep.host) ? {} : { servername: ep.host }) });
-    else this.sock = net.connect({ host: ep.host, port: ep.port, noDelay: true });
-    if (!ep.socketPath) this.sock.setNoDelay(true);
+    this.sock = dial(ep);
     this.sock.on("data", (d: Buffer) => this.#data(d));
     this.sock.on("end", () => this.#end());
     this.sock.on("error", (e) => this.#fail(e));
@@ -264,7 +283,8 @@ class Conn {
   }
 }
 
-export class Transport {
+/** HTTP/1.1 connections to one endpoint: one request at a time on each, idle ones kept. */
+export class HttpPool {
   /** Connections idle, the most recently used last. */
   readonly #idle: Conn[] = [];
   readonly #all = new Set<Conn>();
@@ -274,7 +294,7 @@ export class Transport {
     if (ep.token) this.#auth = "Authorization: Bearer " + ep.token + "\r\n";
   }
 
-  request(method: string, path: string, body?: Uint8Array): Promise<{ status: number; data: Buffer }> {
+  request(method: string, path: string, body?: Uint8Array): Promise<Answer> {
     const what = `${method} ${path}`;
     let head = `${method} ${path} HTTP/1.1\r\nHost: ${this.ep.socketPath ? "localhost" : hostHeader(this.ep)}\r\nAccept: application/json\r\n${this.#auth}`;
     if (body !== undefined) head += `Content-Type: application/json\r\nContent-Length: ${body.length}\r\n`;
@@ -311,6 +331,408 @@ export class Transport {
   close(): void {
     for (const c of [...this.#all]) c.close();
   }
+}
+
+/** An answer: its status and its body. */
+export interface Answer {
+  status: number;
+  data: Buffer;
+}
+
+/** The preface of continuum-frames/1 (a zero byte, then ASCII), written first by both sides. */
+export const PREFACE = Buffer.from("\x00continuum-frames/1\n", "latin1");
+
+/**
+ * The requests a server reads in flight on one frames connection (the
+ * spec's 128): a request beyond them goes on another connection, so that
+ * long polls holding ids never hold up the requests behind them.
+ */
+export const maxInFlight = 128;
+
+/** The largest answer frame read (n): past it the framing is not trusted. */
+const maxFrameBytes = 1 << 30;
+
+/**
+ * The largest request body sent in a frame; a larger one goes over HTTP.
+ * A frame longer than a head (64 KiB) and the server's --max-body (1 KiB
+ * to 128 MiB) is a protocol error that closes the connection, where HTTP
+ * answers 413 too_large: up to 64 KiB a body fits under any --max-body's
+ * limit, and gets its 413 in a frame when it is over.
+ */
+export const maxFrameBody = 64 << 10;
+
+/** The last id of a connection: after it the connection takes no new requests and closes once answered. */
+const maxId = 0xffffffff;
+
+/**
+ * One request frame in one buffer: n (u32 BE, the bytes after it), id
+ * (u32 BE), hlen (u32 BE), the head (UTF-8) and the body.
+ */
+export function encodeFrame(id: number, head: string, body?: Uint8Array): Buffer {
+  const hlen = Buffer.byteLength(head, "utf8");
+  const blen = body === undefined ? 0 : body.length;
+  if (8 + hlen + blen > maxId) throw new RangeError(`a request of ${hlen + blen} bytes does not fit a frame`);
+  const f = Buffer.allocUnsafe(12 + hlen + blen);
+  f.writeUInt32BE(8 + hlen + blen, 0);
+  f.writeUInt32BE(id, 4);
+  f.writeUInt32BE(hlen, 8);
+  f.write(head, 12, hlen, "utf8");
+  if (blen !== 0) f.set(body!, 12 + hlen);
+  return f;
+}
+
+/** A request sent on a frames connection, waiting for its answer. */
+interface Pending {
+  method: string;
+  path: string;
+  body: Uint8Array | undefined;
+  resolve: (a: Answer) => void;
+  reject: (e: Error) => void;
+  /** When it times out (performance.now(), ms). */
+  deadline: number;
+  /** The connection's count of reads when it was sent. */
+  reads: number;
+}
+
+function transportError(p: Pending, e: Error): TransportError {
+  return new TransportError(`${p.method} ${p.path}: ${e.message}`, e);
+}
+
+/**
+ * The server answered the preface with something else (an HTTP answer:
+ * an older continuumd), and the client was made with transport "frames".
+ */
+export class FramesUnsupported extends ContinuumError {}
+
+/**
+ * One continuum-frames/1 connection: requests are written as they come
+ * (those of one tick in one write), each with the next id, and answers
+ * are matched to them by id in whatever order they arrive. The server's
+ * preface is checked before the first answer.
+ */
+class FramesConn {
+  readonly sock: net.Socket;
+  readonly #pending = new Map<number, Pending>();
+  #next = 1;
+  #preface = 0; // bytes of the server's preface read and checked
+  #chunks: Buffer[] = []; // bytes of a frame not yet whole
+  #have = 0; // their length
+  #need = 4; // bytes needed before a frame can be parsed further
+  #reads = 0;
+  #connected = false;
+  #corked = false;
+  /**
+   * One timer for the requests in flight, set for the oldest one's
+   * deadline: requests are sent in order with the same timeout, so the
+   * map's order is their deadlines' (no timer set and cleared per request).
+   */
+  #timer: NodeJS.Timeout | undefined;
+  dead = false;
+  /** Past its last id: no new requests; closed once the last answer is in. */
+  retired = false;
+
+  constructor(
+    readonly owner: Transport,
+    readonly ep: Endpoint,
+  ) {
+    this.sock = dial(ep);
+    this.sock.once(ep.tls ? "secureConnect" : "connect", () => (this.#connected = true));
+    this.sock.on("data", (d: Buffer) => this.#data(d));
+    this.sock.on("end", () => this.#fail(new Error("the server closed the connection")));
+    this.sock.on("error", (e) => this.#fail(e));
+    this.sock.on("close", () => this.#fail(new Error("the server closed the connection")));
+    this.sock.unref(); // kept alive by requests in flight only
+    this.#write(PREFACE);
+  }
+
+  get inFlight(): number {
+    return this.#pending.size;
+  }
+
+  /** Sends one request; its promise settles with its answer, or a TransportError. */
+  send(method: string, path: string, head: string, body: Uint8Array | undefined): Promise<Answer> {
+    const id = this.#next++;
+    if (this.#next > maxId) {
+      this.retired = true;
+      this.owner.forget(this);
+    }
+    const frame = encodeFrame(id, head, body);
+    return new Promise((resolve, reject) => {
+      if (this.#pending.size === 0) this.sock.ref();
+      this.#pending.set(id, { method, path, body, resolve, reject, reads: this.#reads, deadline: performance.now() + this.ep.timeoutMs });
+      this.#timer ??= setTimeout(this.#expire, this.ep.timeoutMs).unref(); // the socket keeps the process alive while requests are in flight
+      this.#write(frame);
+    });
+  }
+
+  /**
+   * Writes b with everything else written in this tick: one write, one
+   * system call (16 requests at once: 9.4 µs of CPU per request against
+   * 13.2 µs written apart; scripts/transport-cpu.mjs).
+   */
+  #write(b: Buffer): void {
+    if (!this.#corked) {
+      this.#corked = true;
+      this.sock.cork();
+      process.nextTick(() => {
+        this.#corked = false;
+        this.sock.uncork();
+      });
+    }
+    this.sock.write(b);
+  }
+
+  #data(d: Buffer): void {
+    this.#reads++;
+    if (this.#preface < PREFACE.length) {
+      const k = Math.min(PREFACE.length - this.#preface, d.length);
+      if (PREFACE.compare(d, 0, k, this.#preface, this.#preface + k) !== 0) {
+        this.#notFrames(this.#preface === 0 ? d : Buffer.concat([PREFACE.subarray(0, this.#preface), d]));
+        return;
+      }
+      this.#preface += k;
+      if (this.#preface === PREFACE.length) this.owner.prefaced();
+      if (k === d.length) return;
+      d = d.subarray(k);
+    }
+    if (this.#have + d.length < this.#need) {
+      this.#chunks.push(d);
+      this.#have += d.length;
+      return;
+    }
+    let buf = d;
+    if (this.#have !== 0) {
+      this.#chunks.push(d);
+      buf = Buffer.concat(this.#chunks, this.#have + d.length);
+      this.#chunks = [];
+      this.#have = 0;
+    }
+    this.#need = 4;
+    let p = 0;
+    while (buf.length - p >= 4 && !this.dead) {
+      const n = buf.readUInt32BE(p);
+      if (n < 8 || n > maxFrameBytes) return this.#protocol(`a frame of ${n} bytes`);
+      if (buf.length - p - 4 < n) {
+        this.#need = 4 + n;
+        break;
+      }
+      const id = buf.readUInt32BE(p + 4);
+      const hlen = buf.readUInt32BE(p + 8);
+      if (hlen > n - 8) return this.#protocol(`a frame of ${n} bytes with a head of ${hlen}`);
+      const hs = p + 12;
+      p += 4 + n;
+      this.#answer(id, buf, hs, hs + hlen, p);
+    }
+    if (p < buf.length && !this.dead) {
+      this.#chunks.push(buf.subarray(p));
+      this.#have = buf.length - p;
+    }
+  }
+
+  /** The answer framed in buf: its head from hs, its body from bs to end. */
+  #answer(id: number, buf: Buffer, hs: number, bs: number, end: number): void {
+    const p = this.#pending.get(id);
+    if (p === undefined) {
+      if (id >= 1 && id < this.#next) return; // a request that timed out: its answer came late
+      return this.#protocol(`an answer to request ${id}, which was not sent`);
+    }
+    // "STATUS\n" (three digits), then header lines this client does not need
+    const a = buf[hs]! - 48;
+    const b = buf[hs + 1]! - 48;
+    const c = buf[hs + 2]! - 48;
+    if (bs - hs < 4 || buf[hs + 3] !== 10 || !(a >= 1 && a <= 5) || !(b >= 0 && b <= 9) || !(c >= 0 && c <= 9)) {
+      const line = buf.toString("latin1", hs, Math.min(bs, hs + 80)).split("\n")[0]!;
+      return this.#protocol(`answer ${id}: no status line: ${JSON.stringify(line)}`);
+    }
+    this.#pending.delete(id);
+    if (this.#pending.size === 0) {
+      this.sock.unref();
+      if (this.retired) this.close();
+    }
+    p.resolve({ status: a * 100 + b * 10 + c, data: buf.subarray(bs, end) });
+  }
+
+  /** The timer: fails the requests past their deadline, then is set for the next one's. */
+  readonly #expire = (): void => {
+    this.#timer = undefined;
+    const now = performance.now();
+    const e = new Error(`no answer in ${this.ep.timeoutMs} ms`);
+    for (const [id, p] of this.#pending) {
+      if (p.deadline > now) {
+        this.#timer = setTimeout(this.#expire, Math.ceil(p.deadline - now)).unref();
+        return;
+      }
+      if (p.reads === this.#reads) {
+        // nothing came on the connection since it was sent: the connection may be gone
+        this.#fail(e, true);
+        return;
+      }
+      this.#pending.delete(id);
+      p.reject(transportError(p, e));
+    }
+    this.sock.unref(); // none left in flight
+  };
+
+  #protocol(msg: string): void {
+    this.#fail(new Error(`the server's answer: ${msg}`), true);
+  }
+
+  /** Takes the requests in flight off a connection that ended. */
+  #end(): Pending[] {
+    if (!this.dead) {
+      this.dead = true;
+      this.owner.forget(this);
+      this.sock.destroy();
+    }
+    const ps = [...this.#pending.values()];
+    this.#pending.clear();
+    clearTimeout(this.#timer);
+    this.#timer = undefined;
+    return ps;
+  }
+
+  /** Ends the connection (ours: by this client); the requests in flight fail, or go to the Transport if the server closed before its preface. */
+  #fail(e: Error, ours = false): void {
+    const ps = this.#end();
+    if (ps.length === 0) return;
+    if (!ours && this.#connected && this.#reads === 0) {
+      this.owner.noPreface(ps, false, `the server closed the connection before the continuum-frames/1 preface (${e.message})`);
+      return;
+    }
+    for (const p of ps) p.reject(transportError(p, e));
+  }
+
+  /** The server answered the preface with other bytes: it does not speak frames. */
+  #notFrames(got: Buffer): void {
+    const ps = this.#end();
+    const start = got.toString("latin1", 0, Math.min(got.length, 40)).split("\r\n")[0]!;
+    this.owner.noPreface(ps, true, `the server does not speak continuum-frames/1: it answered ${JSON.stringify(start)}`);
+  }
+
+  close(): void {
+    this.#fail(new Error("the connection was closed"), true);
+  }
+}
+
+/** Endpoints (by key) found in this process not to speak continuum-frames/1: served over HTTP since. */
+const httpOnly = new Set<string>();
+
+function endpointKey(ep: Endpoint): string {
+  if (ep.socketPath !== undefined) return "unix:" + ep.socketPath;
+  return `${ep.tls ? "https" : "http"}://${net.isIPv6(ep.host) ? `[${ep.host}]` : ep.host}:${ep.port}`;
+}
+
+/**
+ * The requests of a Client to one endpoint. With transport "frames" or by
+ * default, they go over continuum-frames/1: one connection carries every
+ * request in flight, pipelined (another one opens only when one has
+ * maxInFlight requests in flight); a body over maxFrameBody goes over
+ * HTTP. By default, a server that answers the preface with HTTP, or closes
+ * two connections in a row before its preface, is an older continuumd:
+ * the requests on that connection are sent again over HTTP, and the
+ * endpoint is served over HTTP from then on (remembered in this process;
+ * after closes, once an HTTP answer confirms the server is up). One close
+ * before the preface is a transport error (a server going down, or one
+ * that refused a frame). With transport "http", every request is HTTP/1.1.
+ */
+export class Transport {
+  readonly #http: HttpPool;
+  readonly #frames: FramesConn[] = [];
+  readonly #auth: string;
+  readonly #key: string;
+  /** Requests went to HTTP after frames connections closed before their preface; no answer yet. */
+  #probing = false;
+  /** Frames connections in a row the server closed before its preface. */
+  #closedEarly = 0;
+
+  constructor(readonly ep: Endpoint) {
+    this.#http = new HttpPool(ep);
+    this.#auth = ep.token ? "Authorization: Bearer " + ep.token + "\n" : "";
+    this.#key = endpointKey(ep);
+  }
+
+  /** The transport requests take now: "frames" or "http". */
+  get current(): "frames" | "http" {
+    return this.ep.transport === "http" || this.#probing || httpOnly.has(this.#key) ? "http" : "frames";
+  }
+
+  request(method: string, path: string, body?: Uint8Array): Promise<Answer> {
+    if (this.ep.transport === "http" || this.#probing || httpOnly.has(this.#key) || (body !== undefined && body.length > maxFrameBody)) {
+      return this.#http.request(method, path, body);
+    }
+    let c: FramesConn | undefined;
+    for (const f of this.#frames) {
+      if (f.inFlight < maxInFlight) {
+        c = f;
+        break;
+      }
+    }
+    if (c === undefined) {
+      c = new FramesConn(this, this.ep);
+      this.#frames.push(c);
+    }
+    return c.send(method, path, method + " " + path + "\n" + this.#auth, body);
+  }
+
+  /** Drops a frames connection that ended or takes no new requests. */
+  forget(c: FramesConn): void {
+    const i = this.#frames.indexOf(c);
+    if (i >= 0) this.#frames.splice(i, 1);
+  }
+
+  /** A frames connection got the server's whole preface. */
+  prefaced(): void {
+    this.#closedEarly = 0;
+  }
+
+  /**
+   * Requests of a frames connection that got no preface: the server closed
+   * it first, or (sure) answered with something else. With transport
+   * "frames" they fail; by default they are sent again over HTTP when the
+   * server answered otherwise or closed a second connection in a row, and
+   * fail with TransportError (to be sent again) after a first close.
+   */
+  noPreface(ps: Pending[], sure: boolean, why: string): void {
+    const e = new Error(why);
+    if (this.ep.transport === "frames" || (!sure && ++this.#closedEarly < 2)) {
+      for (const p of ps) p.reject(sure ? new FramesUnsupported(`${p.method} ${p.path}: ${why}`) : transportError(p, e));
+      return;
+    }
+    if (sure) httpOnly.add(this.#key);
+    else this.#probing = true;
+    for (const p of ps) {
+      this.#http.request(p.method, p.path, p.body).then(
+        (a) => {
+          if (this.#probing) {
+            // an HTTP answer where frames got none: the server is up, and speaks HTTP only
+            httpOnly.add(this.#key);
+            this.#probing = false;
+          }
+          p.resolve(a);
+        },
+        (err: Error) => {
+          this.#probing = false; // no answer either way: try frames again next time
+          p.reject(err);
+        },
+      );
+    }
+  }
+
+  /** Closes every connection (requests in flight fail with TransportError); a later request opens a new one. */
+  close(): void {
+    for (const c of [...this.#frames]) c.close();
+    this.#http.close();
+  }
+}
+
+/** A new connection to the endpoint (Unix socket, TCP or TLS), without delay for small writes. */
+function dial(ep: Endpoint): net.Socket {
+  let sock: net.Socket;
+  if (ep.socketPath) sock = net.connect({ path: ep.socketPath });
+  else if (ep.tls) sock = tls.connect({ host: ep.host, port: ep.port, ...(ep.ca ? { ca: ep.ca } : {}), ...(net.isIP(ep.host) ? {} : { servername: ep.host }) });
+  else sock = net.connect({ host: ep.host, port: ep.port, noDelay: true });
+  if (!ep.socketPath) sock.setNoDelay(true);
+  return sock;
 }
 
 function hostHeader(ep: Endpoint): string {

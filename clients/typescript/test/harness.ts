@@ -75,6 +75,12 @@ export function raw(socketPath: string, method: string, p: string, body?: string
   });
 }
 
+/** The transport CONTINUUMD_TRANSPORT forces on the suites' clients ("frames" or "http"), as Client.fromEnv does for the children's. */
+export function transport(): { transport?: "frames" | "http" } {
+  const t = process.env.CONTINUUMD_TRANSPORT;
+  return t === "frames" || t === "http" ? { transport: t } : {};
+}
+
 /** continuumd on a store of its own, in a short temporary directory. */
 export class Server {
   readonly dir = mkdtempSync("/tmp/cdts-");
@@ -139,7 +145,7 @@ export class Server {
 
   client(retryForMs = 20_000): Client {
     const token = this.token();
-    return new Client({ socket: this.socket, retryForMs, ...(token ? { token } : {}) });
+    return new Client({ socket: this.socket, retryForMs, ...(token ? { token } : {}), ...transport() });
   }
 }
 

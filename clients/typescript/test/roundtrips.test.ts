@@ -24,6 +24,11 @@ describe("round trips", () => {
     return (await requests()) - before - 1; // without the stats request of before
   }
 
+  test("requests take continuum-frames/1 unless CONTINUUMD_TRANSPORT=http", async () => {
+    await client.health();
+    assert.equal(client.transport, process.env.CONTINUUMD_TRANSPORT === "http" ? "http" : "frames");
+  });
+
   test("an atom without actions is one request", async () => {
     const run = await client.run("ts-rt-none");
     const n = await counted(() => run.atom(async (atom) => void atom.delta.set("k", "v")));

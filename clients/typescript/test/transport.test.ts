@@ -1,4 +1,4 @@
-// The HTTP/1.1 transport against scripted servers on a Unix socket: how
+// The HTTP/1.1 transport (transport: "http") against scripted servers on a Unix socket: how
 // answers are framed (Content-Length, chunked, up to the connection's end,
 // interim 1xx), connections kept and reused, closed by the server while
 // idle or after an answer, malformed answers, a server that never answers,
@@ -69,10 +69,10 @@ async function scripted(reply: (req: Got, n: number, conn: number, sock: net.Soc
 
 const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
 
-describe("transport", () => {
+describe("transport: HTTP/1.1", () => {
   test("a request is one write of its header and body, and the connection is reused", async () => {
     const srv = await scripted((req) => ok(`{"echo":${JSON.stringify(req.body.toString())}}`));
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       for (let i = 0; i < 5; i++) {
         const body = Buffer.from(JSON.stringify({ i, s: "é" }));
@@ -97,7 +97,7 @@ describe("transport", () => {
 
   test("the bearer token is sent on every request", async () => {
     const srv = await scripted(() => ok("{}"));
-    const t = new Transport(endpoint({ socket: srv.file, token: "tok-123" }));
+    const t = new Transport(endpoint({ socket: srv.file, token: "tok-123", transport: "http" }));
     try {
       await t.request("GET", "/a");
       await t.request("POST", "/b", Buffer.from("{}"));
@@ -130,7 +130,7 @@ describe("transport", () => {
       }
       return ok("{}");
     });
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       let r = await t.request("GET", "/split");
       assert.equal(r.status, 201);
@@ -164,7 +164,7 @@ describe("transport", () => {
 
   test("Connection: close ends the connection after its answer; the next request opens another", async () => {
     const srv = await scripted((_req, n) => (n === 0 ? ok(`{"n":0}`, "Connection: close\r\n") : ok(`{"n":${n}}`)));
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       assert.deepEqual(JSON.parse((await t.request("GET", "/a")).data.toString()), { n: 0 });
       assert.deepEqual(JSON.parse((await t.request("GET", "/b")).data.toString()), { n: 0 });
@@ -177,7 +177,7 @@ describe("transport", () => {
 
   test("a connection the server closes while idle is dropped, not reused", async () => {
     const srv = await scripted(() => ok("{}"));
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       await t.request("GET", "/a");
       srv.closeAll();
@@ -197,7 +197,7 @@ describe("transport", () => {
       setTimeout(() => s.write(ok(JSON.stringify({ p }))), 30 - Number(p.slice(1)) * 5); // later requests answered first
       return null;
     });
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       const rs = await Promise.all([0, 1, 2, 3, 4].map((i) => t.request("GET", `/${i}`)));
       rs.forEach((r, i) => assert.deepEqual(JSON.parse(r.data.toString()), { p: `/${i}` }));
@@ -232,7 +232,7 @@ describe("transport", () => {
       }
       return ok("{}");
     });
-    const t = new Transport(endpoint({ socket: srv.file, timeoutMs: 300 }));
+    const t = new Transport(endpoint({ socket: srv.file, timeoutMs: 300, transport: "http" }));
     try {
       for (const [p, want] of [
         ["/garbage", /not an HTTP\/1\.x answer/],
@@ -262,7 +262,7 @@ describe("transport", () => {
 
   test("close fails the requests in flight; the transport opens a new connection afterwards", async () => {
     const srv = await scripted((req) => (req.head.startsWith("GET /slow") ? null : ok("{}")));
-    const t = new Transport(endpoint({ socket: srv.file }));
+    const t = new Transport(endpoint({ socket: srv.file, transport: "http" }));
     try {
       const slow = t.request("GET", "/slow");
       await new Promise((res) => setTimeout(res, 20));
