@@ -3,11 +3,12 @@
 // order (Plan), the rollback record it writes before the first
 // compensation runs (Record), the pending rollback that record starts
 // (Pending), and the replay of that record after a restart (Replay).
-// It writes nothing and runs nothing: package engine conducts it
-// (engine/rollback.go): it appends the record and waits for its fsync,
-// runs each compensation through the ledger as an action of the completing
-// atom, and commits that atom; docs/DESIGN.md, "Compensation and
-// rollback", has the rules and the crash safety of each step.
+// Conduct drives a rollback through those steps in their order over the
+// completing atom (Atom); it writes nothing and runs nothing itself: the
+// engine's Atom (engine/rollback.go) appends the record and waits for its
+// fsync, runs each compensation through the ledger as an action of the
+// completing atom, and commits that atom; docs/DESIGN.md, "Compensation
+// and rollback", has the rules and the crash safety of each step.
 //
 // # The interface with the engine
 //
@@ -32,6 +33,23 @@
 //	Record(sealer, run, seq, to, head, started, undo) // the record's bytes
 //	NewPending(rec, seq, to, head, undo, pin)         // pending once rec is durable
 //	Replay(rec, lastSeq, head, pending)      // a rollback record found in the log
+//
+// The rollback itself: Run.Rollback checks the run and begins the
+// completing atom at LastSeq+1, then calls
+//
+//	Conduct(ctx, atom, to, pending, allowNotUndone, errNotUndone) // plan or resume, compensate, complete
+//
+// over the engine's adapter of that atom, a runview.Run (its StateAt
+// gives the target state) and:
+//
+//	type Atom interface {
+//		runview.Run
+//		Seq() uint64                                                  // the completing atom's
+//		Plan(ctx context.Context, to uint64) ([]record.Undo, error)   // Plan over the run's Store
+//		Write(ctx context.Context, to uint64, undo []record.Undo) (*Pending, error) // the record, durable
+//		Compensate(ctx context.Context, u *record.Undo) ([]byte, error) // through the ledger, Do's rules
+//		Complete(ctx context.Context, f *frame.Frame) error           // commit the atom: the frame replaced by f
+//	}
 //
 // The run holds its *Pending (Run.mu.rollback) from the record's fsync to
 // the completing atom's, under the run's lock; a Pending is immutable.
