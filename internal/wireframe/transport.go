@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 )
 
 // ErrNoFrames is the error of a connection whose server closed it, or
@@ -75,7 +76,7 @@ func (t *Transport) conn(ctx context.Context) (*clientConn, error) {
 	c.mu.pending = map[uint32]chan answer{}
 	if err := c.w.Raw([]byte(Preface)); err != nil {
 		nc.Close()
-		return nil, err
+		return nil, fmt.Errorf("%w: writing the preface: %v", ErrNoFrames, err)
 	}
 	go c.read()
 	t.conns[i] = c
@@ -91,6 +92,10 @@ type answer struct {
 type clientConn struct {
 	c net.Conn
 	w *Writer
+	// prefaced: the server's preface was read (a write that fails before
+	// it leaves the verdict to the reader: ErrNoFrames from a server
+	// that closed or answered something else).
+	prefaced atomic.Bool
 
 	mu struct {
 		sync.Mutex
@@ -131,6 +136,7 @@ func (c *clientConn) read() {
 		c.fail(ErrNoFrames)
 		return
 	}
+	c.prefaced.Store(true)
 	var fixed [FixedLen]byte
 	for {
 		if _, err := io.ReadFull(br, fixed[:]); err != nil {
@@ -204,7 +210,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	c.mu.next = id
 	c.mu.pending[id] = ch
 	c.mu.Unlock()
-	if err := c.w.Frame(id, head, body); err != nil {
+	if err := c.w.Frame(id, head, body); err != nil && c.prefaced.Load() {
 		c.fail(fmt.Errorf("%w: %v", ErrClosed, err))
 	}
 	select {
