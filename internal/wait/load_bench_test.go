@@ -2,6 +2,7 @@ package wait
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 	"unsafe"
@@ -29,27 +30,32 @@ func sleepersFile(n int) []byte {
 // pays for the index.
 func BenchmarkLoadWaits(b *testing.B) {
 	file := sleepersFile(100000)
+	var ids []string // the store's strings, as the engine hands them out
+	for i := range 100000 {
+		ids = append(ids, fmt.Sprintf("run-%06d", i))
+	}
 	var why string
 	b.ReportAllocs()
 	for b.Loop() {
 		x := New(nil)
 		x.From(7, wal.Pos{Segment: 3, Offset: 4096})
-		if err := x.Load(fileSource{nil, file, &why}); err != nil || x.Rebuilt() != "" {
+		if err := x.Load(idSource{fileSource{nil, file, &why}, ids}); err != nil || x.Rebuilt() != "" {
 			b.Fatal(err, x.Rebuilt())
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100000, "ns/run")
 }
 
-// idSource is fileSource with the store's strings of the run ids.
+// idSource is fileSource with the store's strings of the run ids
+// (sorted).
 type idSource struct {
 	fileSource
-	ids map[string]string
+	ids []string
 }
 
 func (s idSource) RunID(id []byte) string {
-	if v, ok := s.ids[string(id)]; ok {
-		return v
+	if i, ok := slices.BinarySearch(s.ids, string(id)); ok {
+		return s.ids[i]
 	}
 	return string(id)
 }
@@ -66,13 +72,11 @@ func TestLoadSharesRunIDs(t *testing.T) {
 	if got := layout.WaitsRunCount(file[:12]); got != 0 {
 		t.Fatalf("WaitsRunCount of a cut file: %d, want 0", got)
 	}
-	ids := map[string]string{}
 	var runs []string
 	for i := range n {
-		id := fmt.Sprintf("run-%06d", i)
-		ids[id] = id
-		runs = append(runs, id)
+		runs = append(runs, fmt.Sprintf("run-%06d", i))
 	}
+	ids := runs
 	var why string
 	load := func(src Source) *Index {
 		x := New(func() time.Time { return time.Unix(0, 1_796_000_000_000_000_000) })
@@ -88,7 +92,8 @@ func TestLoadSharesRunIDs(t *testing.T) {
 		t.Fatalf("the two loads differ (%d and %d bytes of dump)", len(a), len(b))
 	}
 	for id, rw := range shared.mu.runs {
-		if unsafe.StringData(id) != unsafe.StringData(ids[id]) || unsafe.StringData(rw.w.Run) != unsafe.StringData(ids[id]) {
+		i, _ := slices.BinarySearch(ids, id)
+		if unsafe.StringData(id) != unsafe.StringData(ids[i]) || unsafe.StringData(rw.w.Run) != unsafe.StringData(ids[i]) {
 			t.Fatalf("run %q: the index holds a string of its own", id)
 		}
 	}
