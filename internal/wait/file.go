@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
@@ -151,11 +152,13 @@ func (x *Index) loadFileLocked(src Source) (map[string]wal.Pos, string) {
 	return l.marks, ""
 }
 
-// slabRuns is how many entries one allocation holds: a slab stays while
-// one of its entries does, so a load's entries cost one allocation per
-// slabRuns runs, and at worst, once all but one of a slab's runs left
-// the index, a slab's 7 KiB for that one.
-const slabRuns = 64
+// slabRuns is how many entries one allocation holds: as many as fill
+// 8 KiB, a size class of the Go allocator (73 of 112 bytes: 16 bytes
+// unused, where 64 would leave 1 KiB). A slab stays while one of its
+// entries does, so a load's entries cost one allocation per slabRuns
+// runs, and at worst, once all but one of a slab's runs left the index,
+// 8 KiB for that one.
+const slabRuns = 8192 / int(unsafe.Sizeof(runWaits{}))
 
 // fileLoad is the state of one load of WAITS.
 type fileLoad struct {
