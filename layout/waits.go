@@ -167,7 +167,7 @@ func appendWaitsEvent(b []byte, e *WaitsEvent) []byte {
 // *record.CorruptionError.
 func ParseWaits(name string, b []byte) (*Waits, error) {
 	var runs []WaitsRun
-	w, err := ScanWaits(name, b, func(r *WaitsRun) error {
+	w, err := ScanWaits(name, b, nil, func(r *WaitsRun) error {
 		c := *r
 		if r.Wait != nil {
 			x := *r.Wait
@@ -193,8 +193,11 @@ func ParseWaits(name string, b []byte) (*Waits, error) {
 // each run in the file's order, once the whole file's checksum is
 // checked, and stops at fn's first error, which it returns. r, and what
 // it points to, are reused by the next call: fn copies what it keeps
-// (payloads alias b). Runs of the result is nil.
-func ScanWaits(name string, b []byte, fn func(r *WaitsRun) error) (*Waits, error) {
+// (payloads alias b). Runs of the result is nil. id, if not nil, makes
+// each run's ID from its bytes (a checked run id, aliasing b): a caller
+// that holds the store's run ids already returns its own string, and
+// spares the copy.
+func ScanWaits(name string, b []byte, id func([]byte) string, fn func(r *WaitsRun) error) (*Waits, error) {
 	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
 		return nil, record.Corruptf(name, "not a waits file (bad magic or %d bytes)", len(b))
 	}
@@ -220,7 +223,14 @@ func ScanWaits(name string, b []byte, fn func(r *WaitsRun) error) (*Waits, error
 	var ev WaitsEvent
 	prev := ""
 	for k := uint64(0); k < n && d.Err() == nil; k++ {
-		r = WaitsRun{ID: d.RunID(), Pending: r.Pending[:0], Senders: r.Senders[:0]}
+		r = WaitsRun{Pending: r.Pending[:0], Senders: r.Senders[:0]}
+		if b := d.RunIDBytes(); d.Err() == nil {
+			if id != nil {
+				r.ID = id(b)
+			} else {
+				r.ID = string(b)
+			}
+		}
 		if d.Err() == nil && k > 0 && prev >= r.ID {
 			d.Fail("run %q follows run %q: the runs are not sorted, or one is there twice", r.ID, prev)
 		}
@@ -291,6 +301,25 @@ func ScanWaits(name string, b []byte, fn func(r *WaitsRun) error) (*Waits, error
 }
 
 // checkWaitsWait says what is wrong with a wait, "" if nothing.
+// WaitsRunCount returns the run count WAITS's header states (0 if b is
+// not a waits file), so that a reader can size its tables before
+// ScanWaits; it checks nothing else.
+func WaitsRunCount(b []byte) int {
+	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
+		return 0
+	}
+	d := record.NewFields(b[:len(b)-4], 10)
+	d.Uvarint("generation")
+	d.Uvarint("replay segment")
+	d.Uvarint("replay offset")
+	d.Varint("high")
+	n := d.Uvarint("run count")
+	if d.Err() != nil || n > uint64(len(b)) {
+		return 0
+	}
+	return int(n)
+}
+
 func checkWaitsWait(x *WaitsWait) string {
 	switch {
 	case x.Outcome > waitsMaxOutcome:

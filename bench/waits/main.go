@@ -12,8 +12,9 @@
 // DB.Ready (which loads the index of waits: WAITS and the log's tail, or
 // the whole log), with nothing due, its wall time and the process's CPU
 // time meanwhile (on a shared machine the steadier of the two; with
-// -settle, after Open's background work is over); beside it the same runs without
-// their waits. With -stores the two stores are kept and reused, so that
+// -settle, after Open's background work is over), and the heap it kept
+// per run (HeapAlloc after it less before it, two GCs each: the index's
+// cost per waiting run); beside it the same runs without their waits. With -stores the two stores are kept and reused, so that
 // two builds of the engine run in turn measure the same workload.
 //
 // Finding the due ones after a restart: with -due of the -runs sleeps
@@ -101,6 +102,7 @@ func main() {
 	}
 	type open struct {
 		heap          uint64
+		perRun        float64 // HeapAlloc after the first Ready less before it (two GCs each), per run
 		open, ready   time.Duration
 		readyCPU      time.Duration
 		readyNone     time.Duration
@@ -131,6 +133,11 @@ func main() {
 			}
 			o.open = time.Since(t)
 			time.Sleep(*settle)
+			var ms runtime.MemStats
+			runtime.GC()
+			runtime.GC()
+			runtime.ReadMemStats(&ms)
+			before := ms.HeapAlloc
 			t = time.Now()
 			c := cpuTime()
 			if ws, err := db.Ready(ctx, 0); err != nil || len(ws) != 0 {
@@ -139,9 +146,10 @@ func main() {
 			o.ready = time.Since(t)
 			o.readyCPU = cpuTime() - c
 			runtime.GC()
-			var ms runtime.MemStats
+			runtime.GC()
 			runtime.ReadMemStats(&ms)
 			o.heap = ms.HeapInuse
+			o.perRun = (float64(ms.HeapAlloc) - float64(before)) / float64(*runs)
 			t = time.Now()
 			if _, err := db.Ready(ctx, 0); err != nil {
 				log.Fatal(err)
@@ -178,6 +186,7 @@ func main() {
 		{"first Ready (loads the index), none due", func(o open) float64 { return ms(o.ready) }, "ms"},
 		{"its CPU time (the process's, user and system: Open's background work too)", func(o open) float64 { return ms(o.readyCPU) }, "ms"},
 		{"heap in use after it", func(o open) float64 { return float64(o.heap) / (1 << 20) }, "MiB"},
+		{"heap it kept, per run (HeapAlloc after less before, two GCs each; with -settle, Open's background work is over)", func(o open) float64 { return o.perRun }, "B"},
 		{"a second Ready, none due", func(o open) float64 { return ms(o.readyNone) }, "ms"},
 	} {
 		a, b := med(withW, m.f), med(without, m.f)

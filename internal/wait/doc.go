@@ -37,6 +37,9 @@
 //		Rebuilding(why string)
 //	}
 //
+// A Source may also hand out the store's strings of the run ids (RunIDs),
+// so that WAITS's load copies none.
+//
 //	type Runs interface {
 //		// Hold takes run's write mark once no atom of it runs, and
 //		// returns the run's newest seq and head in the log; ok false:
@@ -115,7 +118,9 @@
 // docs/DESIGN.md, "The index and its cost"), each event no wait took its
 // payload, and each sender id its digest while the run lives. Load reads
 // WAITS whole: its cost is the waiting runs', not the log's, but not yet
-// only the due ones'.
+// only the due ones'. It allocates nothing per run that only waits
+// (entries in slabs of 8 KiB, run ids from RunIDs): a slab is freed
+// with the last of its entries.
 package wait
 
 import (
@@ -128,4 +133,12 @@ type Source interface {
 	WaitsFile(gen uint64) (name string, b []byte, err error)
 	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
 	Rebuilding(why string)
+}
+
+// RunIDs is what a Source may implement to hand the load of WAITS the
+// store's own string of each run id (RunID gets the id's bytes, which it
+// must not keep; it returns a string that does not alias them), so that
+// the index holds no copy of its own. WAITS's runs come sorted by id.
+type RunIDs interface {
+	RunID(id []byte) string
 }

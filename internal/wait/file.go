@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"unsafe"
 
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
@@ -93,33 +94,32 @@ func fileEvent(e *Event) layout.WaitsEvent {
 // loadFileLocked reads WAITS into the index (empty), or says why it
 // cannot: the file is missing, damaged, of another checkpoint, or says
 // what the log's records could not have made (an event whose sender's
-// digest is not its own, a time past the file's latest).
-func (x *Index) loadFileLocked(src Source) string {
+// digest is not its own, a time past the file's latest). It returns the
+// marks of the runs whose mark is at or after the replay position (nil:
+// none), which the tail's replay needs.
+//
+// Its cost is decoding: one map insert per run, no allocation of its own
+// for a run that only waits (entries come from slabs, run ids from the
+// Source when it has them, wait names interned).
+func (x *Index) loadFileLocked(src Source) (map[string]wal.Pos, string) {
 	name, b, err := src.WaitsFile(x.mu.gen)
 	if layout.NotExist(err) {
-		return "it is missing"
+		return nil, "it is missing"
 	}
 	if err != nil {
-		return err.Error()
+		return nil, err.Error()
 	}
-	names := map[string]string{} // one string per name
-	intern := func(s string) string {
-		if v, ok := names[s]; ok {
-			return v
-		}
-		names[s] = s
-		return s
+	var id func([]byte) string
+	if ids, ok := src.(RunIDs); ok {
+		id = ids.RunID
 	}
-	type ranked struct {
-		w    *Wait
-		rank uint64
-	}
-	var ready []ranked
+	l := &fileLoad{x: x, names: map[string]string{"": ""}}
+	n := layout.WaitsRunCount(b)
+	x.mu.runs = make(map[string]*runWaits, n)
+	x.mu.timers = make(deadlines, 0, n)
 	var why string
-	var high int64
-	x.mu.runs = make(map[string]*runWaits, len(b)/48) // a waiting run takes about 40 bytes of WAITS
-	f, err := layout.ScanWaits(name, b, func(fr *layout.WaitsRun) error {
-		why = x.loadRunLocked(fr, intern, func(w *Wait, rank uint64) { ready = append(ready, ranked{w, rank}) }, &high)
+	f, err := layout.ScanWaits(name, b, id, func(fr *layout.WaitsRun) error {
+		why = l.run(fr)
 		if why != "" {
 			return errStop
 		}
@@ -127,16 +127,16 @@ func (x *Index) loadFileLocked(src Source) string {
 	})
 	switch {
 	case why != "":
-		return why
+		return nil, why
 	case err != nil:
-		return err.Error()
+		return nil, err.Error()
 	case f.Gen != x.mu.gen || f.Replay != x.mu.replay:
-		return fmt.Sprintf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", f.Gen, f.Replay, x.mu.gen, x.mu.replay)
-	case high > f.High:
-		return fmt.Sprintf("it holds a time, %d, after its latest, %d", high, f.High)
+		return nil, fmt.Sprintf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", f.Gen, f.Replay, x.mu.gen, x.mu.replay)
+	case l.high > f.High:
+		return nil, fmt.Sprintf("it holds a time, %d, after its latest, %d", l.high, f.High)
 	}
 	heap.Init(&x.mu.timers) // linear
-	slices.SortFunc(ready, func(a, b ranked) int {
+	slices.SortFunc(l.ready, func(a, b ranked) int {
 		switch {
 		case a.rank < b.rank:
 			return -1
@@ -145,21 +145,64 @@ func (x *Index) loadFileLocked(src Source) string {
 		}
 		return 0
 	})
-	for _, r := range ready {
+	for _, r := range l.ready {
 		r.w.ready = x.mu.ready.PushBack(r.w)
 	}
 	x.mu.high = f.High
-	return ""
+	return l.marks, ""
+}
+
+// slabRuns is how many entries one allocation holds: as many as fill
+// 8 KiB, a size class of the Go allocator (73 of 112 bytes: 16 bytes
+// unused, where 64 would leave 1 KiB). A slab stays while one of its
+// entries does, so a load's entries cost one allocation per slabRuns
+// runs, and at worst, once all but one of a slab's runs left the index,
+// 8 KiB for that one.
+const slabRuns = 8192 / int(unsafe.Sizeof(runWaits{}))
+
+// fileLoad is the state of one load of WAITS.
+type fileLoad struct {
+	x     *Index
+	names map[string]string // one string per wait or event name
+	slab  []runWaits
+	ready []ranked
+	high  int64
+	marks map[string]wal.Pos
+}
+
+type ranked struct {
+	w    *Wait
+	rank uint64
+}
+
+func (l *fileLoad) intern(s string) string {
+	if v, ok := l.names[s]; ok {
+		return v
+	}
+	l.names[s] = s
+	return s
 }
 
 // errStop stops a scan of WAITS whose content is refused.
 var errStop = errors.New("wait: WAITS refused")
 
-// loadRunLocked puts the run of WAITS fr (reused by the next call) in the
-// index, or says why the file is not usable; it raises *high to the
-// latest time the run holds.
-func (x *Index) loadRunLocked(fr *layout.WaitsRun, intern func(string) string, ready func(*Wait, uint64), high *int64) string {
-	rw := &runWaits{mark: fr.Mark} // fr.ID is there once: ScanWaits checks the order
+// run puts the run of WAITS fr (reused by the next call) in the index, or
+// says why the file is not usable; it raises l.high to the latest time
+// the run holds.
+func (l *fileLoad) run(fr *layout.WaitsRun) string {
+	x := l.x
+	if len(l.slab) == 0 {
+		l.slab = make([]runWaits, slabRuns)
+	}
+	rw := &l.slab[0] // fr.ID is there once: ScanWaits checks the order
+	l.slab = l.slab[1:]
+	rw.mark = fr.Mark
+	if !fr.Mark.Less(x.mu.replay) {
+		if l.marks == nil {
+			l.marks = map[string]wal.Pos{}
+		}
+		l.marks[fr.ID] = fr.Mark
+	}
 	if len(fr.Senders) > 0 {
 		rw.extra().senders = make(map[string][32]byte, len(fr.Senders))
 		for _, s := range fr.Senders {
@@ -167,19 +210,19 @@ func (x *Index) loadRunLocked(fr *layout.WaitsRun, intern func(string) string, r
 		}
 	}
 	event := func(fe *layout.WaitsEvent) (*Event, string) {
-		e := &Event{Run: fr.ID, Name: intern(fe.Name), Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
+		e := &Event{Run: fr.ID, Name: l.intern(fe.Name), Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
 			Payload: append([]byte(nil), fe.Payload...), Digest: Digest(fe.Name, fe.Payload)}
 		if d, ok := rw.sent()[e.Sender]; !ok || d != e.Digest {
 			return nil, fmt.Sprintf("run %q: the event of sender %q is not the one its sender id names", fr.ID, e.Sender)
 		}
-		*high = max(*high, e.Sent)
+		l.high = max(l.high, e.Sent)
 		return e, ""
 	}
 	if fw := fr.Wait; fw != nil {
-		rw.w = Wait{Run: fr.ID, Seq: fw.Seq, Name: intern(fw.Name), Declared: fw.Declared, Deadline: fw.Deadline,
+		rw.w = Wait{Run: fr.ID, Seq: fw.Seq, Name: l.intern(fw.Name), Declared: fw.Declared, Deadline: fw.Deadline,
 			Outcome: Outcome(fw.Outcome), Ended: fw.Ended, heapAt: -1}
 		w := &rw.w
-		*high = max(*high, w.Declared, w.Ended)
+		l.high = max(l.high, w.Declared, w.Ended)
 		if fw.Event != nil {
 			e, why := event(fw.Event)
 			if why != "" {
@@ -192,7 +235,7 @@ func (x *Index) loadRunLocked(fr *layout.WaitsRun, intern func(string) string, r
 			x.mu.timers = append(x.mu.timers, w)
 		}
 		if fw.Ready != 0 {
-			ready(w, fw.Ready)
+			l.ready = append(l.ready, ranked{w, fw.Ready})
 		}
 	}
 	for i := range fr.Pending {

@@ -175,20 +175,15 @@ func (x *Index) Load(src Source) error {
 	}
 	x.mu.loaded = true
 	var from wal.Pos
-	var marks map[string]wal.Pos // the marks of WAITS's runs
+	var marks map[string]wal.Pos // the marks of WAITS's runs at or after the replay position
 	if x.mu.gen != 0 {
-		if why := x.loadFileLocked(src); why != "" {
+		m, why := x.loadFileLocked(src)
+		if why != "" {
 			x.resetLocked()
 			x.mu.rebuilt = why
 			src.Rebuilding(why)
 		} else {
-			from = x.mu.replay
-			marks = make(map[string]wal.Pos, len(x.mu.runs))
-			for id, rw := range x.mu.runs {
-				if !rw.mark.Less(from) {
-					marks[id] = rw.mark
-				}
-			}
+			from, marks = x.mu.replay, m
 		}
 	}
 	err := src.Scan(from, func(rec *record.Record, payload []byte) error {

@@ -27,9 +27,25 @@ type LogSource struct {
 	File    func(seg uint64) string
 	Decoder func() *record.Decoder
 	Logger  *slog.Logger
+	// IDs, if not nil, returns the store's string of a run id (nil: none
+	// it holds), for RunID.
+	IDs func(id []byte) (string, bool)
 }
 
-var _ Source = LogSource{}
+var (
+	_ Source = LogSource{}
+	_ RunIDs = LogSource{}
+)
+
+// RunID implements RunIDs: the store's string of the id, else a copy.
+func (s LogSource) RunID(id []byte) string {
+	if s.IDs != nil {
+		if v, ok := s.IDs(id); ok {
+			return v
+		}
+	}
+	return string(id)
+}
 
 // WaitsFile implements Source.
 func (s LogSource) WaitsFile(gen uint64) (string, []byte, error) {
