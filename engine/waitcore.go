@@ -44,31 +44,11 @@ func (db *DB) waitsLoad() error {
 	s.load.Do(func() {
 		s.err = x.Load(wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
 			File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger,
-			IDs: waitsRunIDs(s.rows)})
+			IDs: wait.SortedIDs(s.rows)})
 		s.rows = nil
 		s.ready.Store(x)
 	})
 	return s.err
-}
-
-// waitsRunIDs returns the strings of the run ids of rows (sorted by id)
-// for the load of WAITS, whose runs come sorted too: a cursor that moves
-// forward, each id found in a step or a few (an id missing from rows,
-// or out of order, is a copy).
-func waitsRunIDs(rows []layout.CheckpointRun) func([]byte) (string, bool) {
-	if len(rows) == 0 {
-		return nil
-	}
-	i := 0
-	return func(id []byte) (string, bool) {
-		for i < len(rows) && rows[i].ID < string(id) {
-			i++
-		}
-		if i < len(rows) && rows[i].ID == string(id) {
-			return rows[i].ID, true
-		}
-		return "", false
-	}
 }
 
 // index returns the DB's index of waits, loaded or not.

@@ -375,7 +375,7 @@ type waitState struct {
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
 	// rows is CHECKPOINT's table of runs (sorted by id, immutable) until
 	// the index is loaded: the load takes each run id of WAITS from it
-	// (waitsRunIDs), so that the index holds no string of its own.
+	// (wait.SortedIDs), so that the index holds no string of its own.
 	rows []layout.CheckpointRun
 	mu   struct {
 		sync.Mutex

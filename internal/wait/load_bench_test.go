@@ -47,7 +47,7 @@ func BenchmarkLoadWaits(b *testing.B) {
 }
 
 // idSource is fileSource with the store's strings of the run ids
-// (sorted), handed out as the engine does (engine, waitsRunIDs): by a
+// (sorted), handed out as the engine does with SortedIDs: by a
 // cursor that moves forward with WAITS's sorted runs, back to the start
 // for the next load.
 type idSource struct {
@@ -117,4 +117,36 @@ func TestLoadSharesRunIDs(t *testing.T) {
 		t.Fatalf("a load of %d runs made %.0f allocations: more than one per 8 runs", n, allocs)
 	}
 	t.Logf("a load of %d sleeping runs: %.0f allocations", n, allocs)
+}
+
+// TestSortedIDs: the cursor hands out the rows' own strings for ids asked
+// in order, and answers false (a copy is made) for an id not in the rows
+// or asked out of order.
+func TestSortedIDs(t *testing.T) {
+	if SortedIDs(nil) != nil {
+		t.Fatal("SortedIDs of no rows: want nil (copy every id)")
+	}
+	rows := []layout.CheckpointRun{{ID: "a"}, {ID: "c"}, {ID: "e"}}
+	ids := SortedIDs(rows)
+	for _, c := range []struct {
+		id   string
+		want bool
+	}{{"a", true}, {"b", false}, {"c", true}, {"a", false}, {"e", true}, {"f", false}} {
+		got, ok := ids([]byte(c.id))
+		if ok != c.want || (ok && got != c.id) {
+			t.Fatalf("SortedIDs(%q) = %q, %v; want found %v", c.id, got, ok, c.want)
+		}
+		if ok && unsafe.StringData(got) != unsafe.StringData(rowID(rows, c.id)) {
+			t.Fatalf("SortedIDs(%q) is a copy, want the row's string", c.id)
+		}
+	}
+}
+
+func rowID(rows []layout.CheckpointRun, id string) string {
+	for _, r := range rows {
+		if r.ID == id {
+			return r.ID
+		}
+	}
+	return ""
 }

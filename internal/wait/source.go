@@ -47,6 +47,27 @@ func (s LogSource) RunID(id []byte) string {
 	return string(id)
 }
 
+// SortedIDs returns an IDs for LogSource over a checkpoint's rows (sorted
+// by id), for the load of WAITS, whose runs come sorted too: a cursor
+// that moves forward, each id found in a step or a few (an id missing
+// from rows, or out of order, answers false and is copied). It is for one
+// load: the cursor keeps its place.
+func SortedIDs(rows []layout.CheckpointRun) func(id []byte) (string, bool) {
+	if len(rows) == 0 {
+		return nil
+	}
+	i := 0
+	return func(id []byte) (string, bool) {
+		for i < len(rows) && rows[i].ID < string(id) {
+			i++
+		}
+		if i < len(rows) && rows[i].ID == string(id) {
+			return rows[i].ID, true
+		}
+		return "", false
+	}
+}
+
 // WaitsFile implements Source.
 func (s LogSource) WaitsFile(gen uint64) (string, []byte, error) {
 	b, err := layout.ReadFile(s.FS, s.Waits)
