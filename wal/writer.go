@@ -93,11 +93,12 @@ func (l *Log) maybePrepareSpare() {
 // AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
 // recs must not be modified until the Waiter is done.
 func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
-	return l.enqueue(&Waiter{recs: recs, done: make(chan struct{})})
+	return l.enqueue(&Waiter{recs: recs, done: make(chan struct{})}, true)
 }
 
-// enqueue checks w's records and queues them for the owner (AppendAsync).
-func (l *Log) enqueue(w *Waiter) *Waiter {
+// enqueue checks w's records and queues them, waking the owner goroutine
+// if wake is set.
+func (l *Log) enqueue(w *Waiter, wake bool) *Waiter {
 	recs := w.recs
 	if l.readOnly {
 		w.finish(ErrReadOnly)
@@ -133,11 +134,18 @@ func (l *Log) enqueue(w *Waiter) *Waiter {
 	l.q.pending = append(l.q.pending, w)
 	l.q.Unlock()
 	l.stats.appends.Add(1)
+	if wake {
+		l.signal()
+	}
+	return w
+}
+
+// signal tells the owner goroutine that something is pending.
+func (l *Log) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	return w
 }
 
 // Append writes one record and blocks until it is durable (or, with NoSync,
@@ -147,7 +155,30 @@ func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
 	w := &Waiter{done: make(chan struct{})}
 	w.rec[0] = rec
 	w.recs = w.rec[:]
-	pos, err := l.enqueue(w).Wait(ctx)
+	// A caller whose wait cannot be cut short (ctx without Done, as the
+	// engine's commit path passes) and that finds no group being written
+	// writes the pending group itself, its record with it: the hand-off
+	// to the owner goroutine and back, two goroutine wake-ups, is most of
+	// what an append costs beyond its write. With a group being written
+	// it leaves its record to the owner as any other append. Not with
+	// MinSyncInterval, whose wait only the owner keeps.
+	lead := ctx.Done() == nil && l.minSync == 0
+	l.enqueue(w, !lead)
+	if lead {
+		select {
+		case <-w.done: // refused, or already written
+		default:
+			if l.wmu.TryLock() {
+				// Whoever held wmu before either took w and completed it,
+				// or left it pending: writePending writes it.
+				l.writePending()
+				l.wmu.Unlock()
+			} else {
+				l.signal()
+			}
+		}
+	}
+	pos, err := w.Wait(ctx)
 	if err != nil {
 		return Pos{}, err
 	}
@@ -160,10 +191,11 @@ func (l *Log) AppendBatch(ctx context.Context, recs [][]byte) ([]Pos, error) {
 	return l.AppendAsync(recs...).Wait(ctx)
 }
 
-// run is the owner goroutine: it alone writes and syncs the active segment.
+// run is the owner goroutine: it writes what writers leave pending, and
+// exits once the log is closed and nothing is pending (with wmu held, so
+// that no Append is still writing).
 func (l *Log) run() {
 	defer close(l.ownerDone)
-	var spare []*Waiter
 	for {
 		<-l.wake
 		if l.minSync > 0 {
@@ -176,31 +208,39 @@ func (l *Log) run() {
 				}
 			}
 		}
-		l.q.Lock()
-		batch := l.q.pending
-		l.q.pending = spare[:0]
-		closed := l.q.closed
-		l.q.Unlock()
-		if len(batch) > 0 {
-			l.commit(batch)
-			clear(batch)
-		}
-		// batch's array becomes the next pending queue: never the one just
-		// handed to writers, even when batch was empty.
-		spare = batch
-		if closed {
+		l.wmu.Lock()
+		if l.writePending() {
 			l.q.Lock()
 			empty := len(l.q.pending) == 0
 			l.q.Unlock()
 			if empty {
+				l.wmu.Unlock()
 				return
 			}
-			select {
-			case l.wake <- struct{}{}:
-			default:
-			}
+			l.signal()
 		}
+		l.wmu.Unlock()
 	}
+}
+
+// writePending takes every pending append and commits them as one group
+// (wmu held). It reports whether the log is closed.
+func (l *Log) writePending() (closed bool) {
+	l.q.Lock()
+	batch := l.q.pending
+	closed = l.q.closed
+	if len(batch) > 0 {
+		// The last batch's array becomes the pending queue: never the
+		// one just taken.
+		l.q.pending = l.w.queue[:0]
+	}
+	l.q.Unlock()
+	if len(batch) > 0 {
+		l.commit(batch)
+		clear(batch)
+		l.w.queue = batch
+	}
+	return closed
 }
 
 func (l *Log) stickyErr() error {
