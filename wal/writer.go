@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -25,7 +26,19 @@ type Waiter struct {
 	// the common case takes no allocation for either.
 	rec [1][]byte
 	at  [1]Pos
+	// pooled marks an Append's own waiter, from appendWaiters: its done
+	// has room for one signal, which finish sends instead of closing done,
+	// and Append, its one reader, receives it and puts the waiter back.
+	pooled bool
 }
+
+// appendWaiters recycles Append's waiters and their channels: two
+// allocations fewer per record. A waiter goes back only after its signal
+// was received (the owner and any writer are done with it); one whose
+// Append stopped waiting (its ctx ended) is left to the collector.
+var appendWaiters = sync.Pool{New: func() any {
+	return &Waiter{done: make(chan struct{}, 1), pooled: true}
+}}
 
 // Wait blocks until the records are durable, the append failed, or ctx is
 // done. A ctx that ends first returns ctx.Err() but does not cancel the
@@ -53,6 +66,15 @@ func (w *Waiter) finish(err error) {
 	}
 	w.err = err
 	w.recs, w.rec[0] = nil, nil
+	w.signal()
+}
+
+// signal completes w: closes done, or sends its one signal if pooled.
+func (w *Waiter) signal() {
+	if w.pooled {
+		w.done <- struct{}{}
+		return
+	}
 	close(w.done)
 }
 
@@ -117,7 +139,7 @@ func (l *Log) enqueue(w *Waiter, wake bool) *Waiter {
 	}
 	if len(recs) == 0 {
 		w.pos = []Pos{}
-		close(w.done)
+		w.signal()
 		return w
 	}
 	l.q.Lock()
@@ -152,7 +174,7 @@ func (l *Log) signal() {
 // written). ctx bounds the wait only: when ctx ends first the record may
 // still become durable.
 func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
-	w := &Waiter{done: make(chan struct{})}
+	w := appendWaiters.Get().(*Waiter)
 	w.rec[0] = rec
 	w.recs = w.rec[:]
 	// A caller whose wait cannot be cut short (ctx without Done, as the
@@ -161,28 +183,37 @@ func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
 	// to the owner goroutine and back, two goroutine wake-ups, is most of
 	// what an append costs beyond its write. With a group being written
 	// it leaves its record to the owner as any other append. Not with
-	// MinSyncInterval, whose wait only the owner keeps.
+	// MinSyncInterval, whose wait only the owner keeps. (A record that
+	// enqueue refused leaves nothing pending: a writer then finds the
+	// queue empty, or writes other appends' records.)
 	lead := ctx.Done() == nil && l.minSync == 0
 	l.enqueue(w, !lead)
 	if lead {
-		select {
-		case <-w.done: // refused, or already written
-		default:
-			if l.wmu.TryLock() {
-				// Whoever held wmu before either took w and completed it,
-				// or left it pending: writePending writes it.
-				l.writePending()
-				l.wmu.Unlock()
-			} else {
-				l.signal()
-			}
+		if l.wmu.TryLock() {
+			// Whoever held wmu before either took w and completed it, or
+			// left it pending: writePending writes it.
+			l.writePending()
+			l.wmu.Unlock()
+		} else {
+			l.signal()
 		}
 	}
-	pos, err := w.Wait(ctx)
+	select {
+	case <-w.done:
+	default:
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return Pos{}, ctx.Err() // w stays with the owner, not pooled again
+		}
+	}
+	pos, err := w.at[0], w.err
+	w.pos, w.err, w.span, w.at[0] = nil, nil, 0, Pos{}
+	appendWaiters.Put(w)
 	if err != nil {
 		return Pos{}, err
 	}
-	return pos[0], nil
+	return pos, nil
 }
 
 // AppendBatch writes recs as one batch, all or nothing across a crash, and
