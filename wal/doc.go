@@ -1,8 +1,12 @@
 // Package wal is CONTINUUM's write-ahead log: the commit point of every atom,
 // intent and certificate. Records are appended by many goroutines at once; one
-// owner goroutine writes everything pending with one write and one fdatasync
-// (group commit) and then acknowledges it. Restart reads the log back with a
-// Reader from the engine's checkpoint.
+// writer at a time writes everything pending with one write and one fdatasync
+// (group commit) and then acknowledges it. The writer is the owner goroutine,
+// or an Append whose context has no Done channel that finds no group being
+// written: it writes the pending group itself, its own record with it, which
+// spares the two goroutine wake-ups of a hand-off to the owner and back (a
+// mutex, held by whichever writes, guards the active segment). Restart reads
+// the log back with a Reader from the engine's checkpoint.
 //
 // # Usage
 //

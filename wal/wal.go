@@ -231,7 +231,12 @@ type Log struct {
 	closing   chan struct{} // closed by Close: cuts a MinSyncInterval wait short
 	ownerDone chan struct{} // closed when the owner goroutine exits
 
-	// w is owned by the owner goroutine (and by Open before it starts).
+	// wmu is held by whoever writes the active segment: the owner
+	// goroutine, or an Append that found no group being written and writes
+	// its own (writer.go). It guards w once writing started; the owner
+	// holds it when it exits, so Close reads w after the last writer.
+	wmu sync.Mutex
+	// w is guarded by wmu (and owned by Open before the owner starts).
 	w struct {
 		f   vfs.File
 		seg uint64
@@ -244,8 +249,11 @@ type Log struct {
 		// synced is an offset up to which f is known durable; every record
 		// carries the value it had when the record was encoded. It equals
 		// off between flushes (without NoSync).
-		synced    int64
-		buf       []byte
+		synced int64
+		buf    []byte
+		// queue is the array of the last batch taken from q.pending,
+		// cleared: it becomes the next pending queue (writePending).
+		queue     []*Waiter
 		spare     chan error // result of the background spare preparation
 		preparing bool       // a prepareSpare is running; its result comes on spare
 		spareAt   int64      // the offset from which the spare is prepared (maybePrepareSpare)

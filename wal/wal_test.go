@@ -425,6 +425,76 @@ func TestConcurrentAppends(t *testing.T) {
 	}
 }
 
+// TestAppendRacesClose has appends that write their own group (a context
+// without Done), appends left to the owner (a cancellable context) and
+// AppendAsync race Close: each either fails with ErrClosed or returns a
+// position at which the record is found after a reopen, and no write
+// happens after Close (the race detector sees Close read the segment).
+func TestAppendRacesClose(t *testing.T) {
+	for round := range 20 {
+		fs := vfs.NewMem()
+		l := mustOpen(t, fs, Options{SegmentSize: 64 << 10})
+		cctx, cancel := context.WithCancel(context.Background())
+		const writers, each = 6, 60
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		acked := map[Pos][]byte{}
+		for w := range writers {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := range each {
+					r := rec(round*1000+w*each+i, 40+i%3*100)
+					var p Pos
+					var err error
+					switch w % 3 {
+					case 0:
+						p, err = l.Append(context.Background(), r)
+					case 1:
+						p, err = l.Append(cctx, r)
+					default:
+						var ps []Pos
+						ps, err = l.AppendAsync(r).Wait(context.Background())
+						if err == nil {
+							p = ps[0]
+						}
+					}
+					if errors.Is(err, ErrClosed) {
+						return
+					}
+					if err != nil {
+						t.Errorf("round %d writer %d append %d: %v", round, w, i, err)
+						return
+					}
+					mu.Lock()
+					acked[p] = r
+					mu.Unlock()
+				}
+			}()
+		}
+		time.Sleep(time.Duration(round%5) * 100 * time.Microsecond)
+		if err := l.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		wg.Wait()
+		cancel()
+		l = mustOpen(t, fs, Options{SegmentSize: 64 << 10})
+		recs, poss := readAll(t, l)
+		found := map[Pos][]byte{}
+		for i, p := range poss {
+			found[p] = recs[i]
+		}
+		for p, r := range acked {
+			if !bytes.Equal(found[p], r) {
+				t.Fatalf("round %d: record acknowledged at %v not found after reopen", round, p)
+			}
+		}
+		if err := l.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestMinSyncInterval(t *testing.T) {
 	fs := vfs.NewMem()
 	l := mustOpen(t, fs, Options{MinSyncInterval: 2 * time.Millisecond, SegmentSize: 64 << 10})

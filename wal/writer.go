@@ -3,6 +3,7 @@ package wal
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -25,7 +26,19 @@ type Waiter struct {
 	// the common case takes no allocation for either.
 	rec [1][]byte
 	at  [1]Pos
+	// pooled marks an Append's own waiter, from appendWaiters: its done
+	// has room for one signal, which finish sends instead of closing done,
+	// and Append, its one reader, receives it and puts the waiter back.
+	pooled bool
 }
+
+// appendWaiters recycles Append's waiters and their channels: two
+// allocations fewer per record. A waiter goes back only after its signal
+// was received (the owner and any writer are done with it); one whose
+// Append stopped waiting (its ctx ended) is left to the collector.
+var appendWaiters = sync.Pool{New: func() any {
+	return &Waiter{done: make(chan struct{}, 1), pooled: true}
+}}
 
 // Wait blocks until the records are durable, the append failed, or ctx is
 // done. A ctx that ends first returns ctx.Err() but does not cancel the
@@ -53,6 +66,15 @@ func (w *Waiter) finish(err error) {
 	}
 	w.err = err
 	w.recs, w.rec[0] = nil, nil
+	w.signal()
+}
+
+// signal completes w: closes done, or sends its one signal if pooled.
+func (w *Waiter) signal() {
+	if w.pooled {
+		w.done <- struct{}{}
+		return
+	}
 	close(w.done)
 }
 
@@ -93,11 +115,12 @@ func (l *Log) maybePrepareSpare() {
 // AppendAsync enqueues recs as one all-or-nothing batch and returns at once.
 // recs must not be modified until the Waiter is done.
 func (l *Log) AppendAsync(recs ...[]byte) *Waiter {
-	return l.enqueue(&Waiter{recs: recs, done: make(chan struct{})})
+	return l.enqueue(&Waiter{recs: recs, done: make(chan struct{})}, true)
 }
 
-// enqueue checks w's records and queues them for the owner (AppendAsync).
-func (l *Log) enqueue(w *Waiter) *Waiter {
+// enqueue checks w's records and queues them, waking the owner goroutine
+// if wake is set.
+func (l *Log) enqueue(w *Waiter, wake bool) *Waiter {
 	recs := w.recs
 	if l.readOnly {
 		w.finish(ErrReadOnly)
@@ -116,7 +139,7 @@ func (l *Log) enqueue(w *Waiter) *Waiter {
 	}
 	if len(recs) == 0 {
 		w.pos = []Pos{}
-		close(w.done)
+		w.signal()
 		return w
 	}
 	l.q.Lock()
@@ -133,25 +156,64 @@ func (l *Log) enqueue(w *Waiter) *Waiter {
 	l.q.pending = append(l.q.pending, w)
 	l.q.Unlock()
 	l.stats.appends.Add(1)
+	if wake {
+		l.signal()
+	}
+	return w
+}
+
+// signal tells the owner goroutine that something is pending.
+func (l *Log) signal() {
 	select {
 	case l.wake <- struct{}{}:
 	default:
 	}
-	return w
 }
 
 // Append writes one record and blocks until it is durable (or, with NoSync,
 // written). ctx bounds the wait only: when ctx ends first the record may
 // still become durable.
 func (l *Log) Append(ctx context.Context, rec []byte) (Pos, error) {
-	w := &Waiter{done: make(chan struct{})}
+	w := appendWaiters.Get().(*Waiter)
 	w.rec[0] = rec
 	w.recs = w.rec[:]
-	pos, err := l.enqueue(w).Wait(ctx)
+	// A caller whose wait cannot be cut short (ctx without Done, as the
+	// engine's commit path passes) and that finds no group being written
+	// writes the pending group itself, its record with it: the hand-off
+	// to the owner goroutine and back, two goroutine wake-ups, is most of
+	// what an append costs beyond its write. With a group being written
+	// it leaves its record to the owner as any other append. Not with
+	// MinSyncInterval, whose wait only the owner keeps. (A record that
+	// enqueue refused leaves nothing pending: a writer then finds the
+	// queue empty, or writes other appends' records.)
+	lead := ctx.Done() == nil && l.minSync == 0
+	l.enqueue(w, !lead)
+	if lead {
+		if l.wmu.TryLock() {
+			// Whoever held wmu before either took w and completed it, or
+			// left it pending: writePending writes it.
+			l.writePending()
+			l.wmu.Unlock()
+		} else {
+			l.signal()
+		}
+	}
+	select {
+	case <-w.done:
+	default:
+		select {
+		case <-w.done:
+		case <-ctx.Done():
+			return Pos{}, ctx.Err() // w stays with the owner, not pooled again
+		}
+	}
+	pos, err := w.at[0], w.err
+	w.pos, w.err, w.span, w.at[0] = nil, nil, 0, Pos{}
+	appendWaiters.Put(w)
 	if err != nil {
 		return Pos{}, err
 	}
-	return pos[0], nil
+	return pos, nil
 }
 
 // AppendBatch writes recs as one batch, all or nothing across a crash, and
@@ -160,10 +222,11 @@ func (l *Log) AppendBatch(ctx context.Context, recs [][]byte) ([]Pos, error) {
 	return l.AppendAsync(recs...).Wait(ctx)
 }
 
-// run is the owner goroutine: it alone writes and syncs the active segment.
+// run is the owner goroutine: it writes what writers leave pending, and
+// exits once the log is closed and nothing is pending (with wmu held, so
+// that no Append is still writing).
 func (l *Log) run() {
 	defer close(l.ownerDone)
-	var spare []*Waiter
 	for {
 		<-l.wake
 		if l.minSync > 0 {
@@ -176,31 +239,39 @@ func (l *Log) run() {
 				}
 			}
 		}
-		l.q.Lock()
-		batch := l.q.pending
-		l.q.pending = spare[:0]
-		closed := l.q.closed
-		l.q.Unlock()
-		if len(batch) > 0 {
-			l.commit(batch)
-			clear(batch)
-		}
-		// batch's array becomes the next pending queue: never the one just
-		// handed to writers, even when batch was empty.
-		spare = batch
-		if closed {
+		l.wmu.Lock()
+		if l.writePending() {
 			l.q.Lock()
 			empty := len(l.q.pending) == 0
 			l.q.Unlock()
 			if empty {
+				l.wmu.Unlock()
 				return
 			}
-			select {
-			case l.wake <- struct{}{}:
-			default:
-			}
+			l.signal()
 		}
+		l.wmu.Unlock()
 	}
+}
+
+// writePending takes every pending append and commits them as one group
+// (wmu held). It reports whether the log is closed.
+func (l *Log) writePending() (closed bool) {
+	l.q.Lock()
+	batch := l.q.pending
+	closed = l.q.closed
+	if len(batch) > 0 {
+		// The last batch's array becomes the pending queue: never the
+		// one just taken.
+		l.q.pending = l.w.queue[:0]
+	}
+	l.q.Unlock()
+	if len(batch) > 0 {
+		l.commit(batch)
+		clear(batch)
+		l.w.queue = batch
+	}
+	return closed
 }
 
 func (l *Log) stickyErr() error {
