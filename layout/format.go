@@ -65,7 +65,6 @@ package layout
 // re-indexed from the log.
 
 import (
-	"bytes"
 	"encoding/binary"
 	"math"
 	"strings"
@@ -369,15 +368,9 @@ func (f *FrameFile) Marshal() []byte {
 }
 
 func ParseFrameFile(name string, b []byte) (*FrameFile, error) {
-	if len(b) < 8+2+4 || string(b[:8]) != frameFileMagic {
-		return nil, record.Corruptf(name, "not a frame file (bad magic or %d bytes)", len(b))
-	}
-	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
-		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != frameFileVersion {
-		return nil, record.Corruptf(name, "unknown version %d", v)
+	body, err := checkedBody(name, b, frameFileMagic, 8+2+4, "a frame file", frameFileVersion)
+	if err != nil {
+		return nil, err
 	}
 	d := record.NewFields(body, 10)
 	f := &FrameFile{}
@@ -403,15 +396,9 @@ func MarshalDict(id uint32, dict []byte) []byte {
 }
 
 func ParseDict(name string, b []byte) (uint32, []byte, error) {
-	if len(b) < 8+2+4+4 || !bytes.Equal(b[:8], []byte(dictFileMagic)) {
-		return 0, nil, record.Corruptf(name, "not a dictionary file (bad magic or %d bytes)", len(b))
-	}
-	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
-		return 0, nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != dictFileVersion {
-		return 0, nil, record.Corruptf(name, "unknown version %d", v)
+	body, err := checkedBody(name, b, dictFileMagic, 8+2+4+4, "a dictionary file", dictFileVersion)
+	if err != nil {
+		return 0, nil, err
 	}
 	id := binary.LittleEndian.Uint32(b[10:])
 	d := record.NewFields(body, 14)
@@ -447,4 +434,23 @@ func DecodeRawFrame(raw []byte, where string) (*frame.Frame, error) {
 		f.Memory = map[string][]byte{}
 	}
 	return f, nil
+}
+
+// checkedBody checks a file laid out as an 8-byte magic, a 2-byte
+// version, its fields and a CRC-32C of all before it: at least min bytes,
+// the magic, the checksum and the version. It returns the file without
+// its checksum; damage is a *record.CorruptionError naming name and what
+// the file should have been ("a frame file").
+func checkedBody(name string, b []byte, magic string, min int, what string, version uint16) ([]byte, error) {
+	if len(b) < min || string(b[:8]) != magic {
+		return nil, record.Corruptf(name, "not %s (bad magic or %d bytes)", what, len(b))
+	}
+	body := b[:len(b)-4]
+	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
+		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
+	}
+	if v := binary.LittleEndian.Uint16(b[8:]); v != version {
+		return nil, record.Corruptf(name, "unknown version %d", v)
+	}
+	return body, nil
 }

@@ -111,15 +111,9 @@ func (i *Inbox) Marshal() []byte {
 // ParseInbox decodes INBOX (named name in errors). Damage is a
 // *record.CorruptionError.
 func ParseInbox(name string, b []byte) (*Inbox, error) {
-	if len(b) < len(inboxMagic)+2+4 || string(b[:8]) != inboxMagic {
-		return nil, record.Corruptf(name, "not an inbox file (bad magic or %d bytes)", len(b))
-	}
-	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
-		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != inboxVersion {
-		return nil, record.Corruptf(name, "unknown version %d", v)
+	body, err := checkedBody(name, b, inboxMagic, len(inboxMagic)+2+4, "an inbox file", inboxVersion)
+	if err != nil {
+		return nil, err
 	}
 	d := record.NewFields(body, 10)
 	in := &Inbox{Gen: d.Uvarint("generation")}

@@ -198,15 +198,9 @@ func ParseWaits(name string, b []byte) (*Waits, error) {
 // that holds the store's run ids already returns its own string, and
 // spares the copy.
 func ScanWaits(name string, b []byte, id func([]byte) string, fn func(r *WaitsRun) error) (*Waits, error) {
-	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
-		return nil, record.Corruptf(name, "not a waits file (bad magic or %d bytes)", len(b))
-	}
-	body := b[:len(b)-4]
-	if got, want := binary.LittleEndian.Uint32(b[len(b)-4:]), crc32c.Checksum(body); got != want {
-		return nil, record.Corruptf(name, "checksum mismatch (stored %08x, computed %08x)", got, want)
-	}
-	if v := binary.LittleEndian.Uint16(b[8:]); v != waitsVersion {
-		return nil, record.Corruptf(name, "unknown version %d", v)
+	body, err := checkedBody(name, b, waitsMagic, len(waitsMagic)+2+4, "a waits file", waitsVersion)
+	if err != nil {
+		return nil, err
 	}
 	d := record.NewFields(body, 10)
 	w := &Waits{Gen: d.Uvarint("generation")}
