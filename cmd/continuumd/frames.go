@@ -195,7 +195,7 @@ func (fs *framesServer) serveConn(c net.Conn) {
 		return
 	}
 	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob)}
-	fc.ctx, fc.cancel = context.WithCancel(context.Background())
+	fc.ctx, fc.cancel = context.WithCancel(withTLSConn(context.Background(), c))
 	fc.mu.ids = map[uint32]struct{}{}
 	fc.w = wireframe.NewWriter(c, fs.idle, fc.release)
 	fs.mu.Lock()

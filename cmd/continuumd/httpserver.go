@@ -8,6 +8,8 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,6 +35,7 @@ const maxHeaderBytes = 64 << 10
 func (s *server) httpServer(log *slog.Logger) *http.Server {
 	return &http.Server{
 		Handler:           s.handler(),
+		ConnContext:       withTLSConn,
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    maxHeaderBytes,
@@ -182,4 +185,49 @@ func (s *server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiE
 		return nil, badRequest("", "reading the request body: %v", err)
 	}
 	return b, nil
+}
+
+// tlsConnKey is the context key of a connection's *tls.Conn (set by
+// withTLSConn, and by the frames server for its connections).
+type tlsConnKey struct{}
+
+// withTLSConn is the http.Server's ConnContext: the *tls.Conn under c's
+// wrappers (the connection cap's, the sniffer's), which hide it from
+// net/http, so that withTLS can give the request its TLS state.
+func withTLSConn(ctx context.Context, c net.Conn) context.Context {
+	if tc := underTLS(c); tc != nil {
+		return context.WithValue(ctx, tlsConnKey{}, tc)
+	}
+	return ctx
+}
+
+// underTLS returns the *tls.Conn under c's wrappers, or nil.
+func underTLS(c net.Conn) *tls.Conn {
+	for {
+		switch x := c.(type) {
+		case *tls.Conn:
+			return x
+		case *peekedConn:
+			c = x.Conn
+		case *jsonErrorConn:
+			c = x.Conn
+		default:
+			return nil
+		}
+	}
+}
+
+// withTLS sets r.TLS, which net/http leaves nil behind the listener's
+// wrappers, from the connection's *tls.Conn: what reads it (the web
+// view's cookie is Secure over TLS) sees a TLS request as one.
+func withTLS(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.TLS == nil {
+			if tc, ok := r.Context().Value(tlsConnKey{}).(*tls.Conn); ok {
+				st := tc.ConnectionState()
+				r.TLS = &st
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
 }

@@ -368,7 +368,7 @@ func serve(c *config, log *slog.Logger) error {
 	if c.h2c {
 		serveH2C(hs)
 	}
-	hs.Handler = withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil)
+	hs.Handler = withTLS(withView(srv, hs.Handler, listeners, opts.Keyring, tlsConf != nil))
 	for i, l := range listeners {
 		listeners[i] = srv.listen(hs, l, c.maxConns)
 	}

@@ -481,6 +481,18 @@ func TestTCPWithTokenAndTLS(t *testing.T) {
 	if s := get("tok-0123456789abcdef"); s != 200 {
 		t.Fatalf("TCP with the token: %d", s)
 	}
+	// The web view's session cookie, set over TLS, is Secure: a browser
+	// never sends it over plain HTTP to the same host.
+	nc := &http.Client{Transport: hc.Transport, Timeout: hangGuard,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := nc.Get("https://" + m[1] + "/view/?token=tok-0123456789abcdef")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if cs := resp.Cookies(); len(cs) != 1 || !cs[0].Secure || !cs[0].HttpOnly {
+		t.Fatalf("the view's login over TLS: status %d, cookies %v; want one Secure, HttpOnly cookie", resp.StatusCode, resp.Header["Set-Cookie"])
+	}
 	// Frames over TLS, with the token and without.
 	hc = &http.Client{Transport: &wireframe.Transport{Dial: func(ctx context.Context) (net.Conn, error) {
 		d := tls.Dialer{Config: &tls.Config{RootCAs: pool, ServerName: "127.0.0.1"}}
@@ -496,7 +508,7 @@ func TestTCPWithTokenAndTLS(t *testing.T) {
 	cl := unixClient(t, sock)
 	wantError(t, cl.do("GET", "/v1/health", nil), 401, codeUnauthorized, "")
 	// Plain HTTP to the TLS port is not served.
-	resp, err := http.Get("http://" + m[1] + "/v1/health")
+	resp, err = http.Get("http://" + m[1] + "/v1/health")
 	if err == nil {
 		if resp.StatusCode < 400 {
 			t.Fatalf("plain HTTP answered %d", resp.StatusCode)
