@@ -537,3 +537,30 @@ func FuzzReadBlob(f *testing.F) {
 		}
 	})
 }
+
+// TestOpenOtherSize: a reference with a blob's hash but another size names
+// no blob (ErrNotFound, the caller's mistake), in a plaintext and a sealed
+// store alike; the blob's file is not reported damaged.
+func TestOpenOtherSize(t *testing.T) {
+	for _, sealed := range []bool{false, true} {
+		fs := vfs.NewMem()
+		s := Open(fs, Dir)
+		var sl Sealer
+		if sealed {
+			sl = newTestSealer(t, "run-a")
+		}
+		b := content(5, ChunkSize+123)
+		ref := put(t, s, sl, b)
+		for _, size := range []int64{0, 1, ref.Size - 1, ref.Size + 1, ref.Size + ChunkSize, 1 << 40} {
+			other := ref
+			other.Size = size
+			_, err := s.Open(other, sl)
+			if !errors.Is(err, ErrNotFound) || errors.Is(err, ErrCorrupt) {
+				t.Fatalf("sealed %v, size %d for a blob of %d: %v, want ErrNotFound", sealed, size, ref.Size, err)
+			}
+		}
+		if _, err := get(s, ref, sl); err != nil {
+			t.Fatalf("sealed %v: the right reference: %v", sealed, err)
+		}
+	}
+}

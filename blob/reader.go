@@ -45,7 +45,9 @@ func corrupt(name string, format string, args ...any) error {
 // Open opens the blob ref names, sealed with sealer (nil: plaintext). Its
 // header and trailer are checked against ref before Open returns: a
 // missing blob is an error matching ErrNotFound, one that disagrees with
-// ref or with itself ErrCorrupt, each naming the file.
+// ref's hash or with itself ErrCorrupt, each naming the file. A whole
+// blob of ref's hash but of another size than ref's is ErrNotFound: no
+// blob of that Ref exists.
 func (s *Store) Open(ref Ref, sealer Sealer) (*Reader, error) {
 	name := s.path(Name(ref.Hash, sealer))
 	f, err := s.fs.Open(name)
@@ -94,9 +96,8 @@ func (r *Reader) load() error {
 	size := binary.LittleEndian.Uint64(tb[0:])
 	count := binary.LittleEndian.Uint64(tb[8:])
 	stored := int64(binary.LittleEndian.Uint32(tb[16:]))
-	if size != uint64(r.ref.Size) || count != uint64(chunkCount(r.ref.Size)) {
-		return corrupt(r.name, "of %d bytes, its trailer says %d bytes in %d chunks, the reference %d bytes (cut short, or not this blob)",
-			fileSize, size, count, r.ref.Size)
+	if size > 1<<62 || count != uint64(chunkCount(int64(size))) {
+		return corrupt(r.name, "of %d bytes, its trailer says %d bytes in %d chunks", fileSize, size, count)
 	}
 	least, most := int64(count)*32, int64(count)*32
 	if r.sealer != nil {
@@ -123,8 +124,14 @@ func (r *Reader) load() error {
 			return corrupt(r.name, "trailer opens to %d bytes, want %d", len(list), count*32)
 		}
 	}
-	if treeHash(r.ref.Size, list) != r.ref.Hash {
+	if treeHash(int64(size), list) != r.ref.Hash {
 		return corrupt(r.name, "its chunk hashes are not those of %v", r.ref)
+	}
+	if int64(size) != r.ref.Size {
+		// The file is whole and is the blob of this hash: the reference
+		// names another size, so no blob of it exists (a caller's
+		// mistake, not damage).
+		return fmt.Errorf("%w: %s holds %d bytes, the reference %v names %d", ErrNotFound, r.name, size, r.ref, r.ref.Size)
 	}
 	r.list, r.off = list, headerLen
 	return nil

@@ -87,6 +87,9 @@ func TestBlobUploadDownload(t *testing.T) {
 	}
 	other := blob.Hash([]byte("other"))
 	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%x/5", other), nil), 404, codeBlobNotFound, "hash")
+	// The blob's hash with another size names no blob: the caller's
+	// mistake, not a damaged store.
+	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%s/%d", up.str("hash"), len(content)+1), nil), 404, codeBlobNotFound, "hash")
 	wantError(t, ts.do("GET", "/v1/runs/r/blobs/XYZ/5", nil), 400, codeBadRequest, "hash")
 	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%x/-1", other), nil), 400, codeBadRequest, "size")
 	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/nope/blobs/%x/5", other), nil), 404, codeRunNotFound, "run")
