@@ -178,11 +178,15 @@ type framesConn struct {
 	// jobs hands a request read to an idle worker (unbuffered: a send
 	// succeeds only if one waits).
 	jobs chan frameJob
+	// freed is signalled when a handler gives back the bytes of its
+	// request (mu.held).
+	freed chan struct{}
 
 	mu struct {
 		sync.Mutex
 		ids  map[uint32]struct{} // ids of the requests in flight
 		idle bool                // the reader waits for a frame's first byte
+		held int64               // bytes of the requests read and not yet served (at most budget())
 	}
 }
 
@@ -194,7 +198,7 @@ func (fs *framesServer) serveConn(c net.Conn) {
 		c.Close() // not continuum-frames/1
 		return
 	}
-	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob)}
+	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob), freed: make(chan struct{}, 1)}
 	fc.ctx, fc.cancel = context.WithCancel(withTLSConn(context.Background(), c))
 	fc.mu.ids = map[uint32]struct{}{}
 	fc.w = wireframe.NewWriter(c, fs.idle, fc.release)
@@ -327,6 +331,10 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 			Message: fmt.Sprintf("the request's head is %d bytes, larger than %d", hlen, wireframe.MaxHead)})
 		return false, false
 	}
+	if !fc.hold(int64(n)) {
+		return true, true
+	}
+	fc.c.SetReadDeadline(time.Now().Add(fs.bodyTimeout))
 	head := make([]byte, hlen)
 	if _, err := io.ReadFull(br, head); err != nil {
 		return fc.readFailed(id, err)
@@ -351,7 +359,7 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 		body = buf.Bytes()
 	}
 	fc.handlers.Add(1)
-	job := frameJob{id, head, body}
+	job := frameJob{id, int64(n), head, body}
 	select {
 	case fc.jobs <- job: // an idle worker takes it
 	default:
@@ -426,7 +434,52 @@ func (fc *framesConn) request(head, body []byte) (*http.Request, *apiError) {
 // frameJob is a request read, to serve.
 type frameJob struct {
 	id         uint32
+	n          int64 // the frame's bytes after its length, held until it is served
 	head, body []byte
+}
+
+// budget is how many bytes of requests a frames connection may hold read
+// and not yet served: one frame of the largest size and a MiB beside it,
+// so that one connection holds about what one HTTP connection may (its
+// 128 requests in flight are not 128 bodies of --max-body each), while
+// small requests still pipeline.
+func (fs *framesServer) budget() int64 { return wireframe.MaxHead + fs.maxBody + 8 + 1<<20 }
+
+// hold takes n bytes of fc's budget, waiting (and reading nothing more,
+// so that the client is held back by TCP) while the requests in flight
+// hold too many; always granted when none are held, so a frame of any
+// size the limits allow is read. It is false if fc ended meanwhile.
+func (fc *framesConn) hold(n int64) bool {
+	for !fc.take(n) {
+		select {
+		case <-fc.freed:
+		case <-fc.ctx.Done():
+			return false
+		}
+	}
+	return true
+}
+
+// take takes n bytes of fc's budget if they fit (or none are held).
+func (fc *framesConn) take(n int64) bool {
+	fc.mu.Lock()
+	defer fc.mu.Unlock()
+	if fc.mu.held != 0 && fc.mu.held+n > fc.fs.budget() {
+		return false
+	}
+	fc.mu.held += n
+	return true
+}
+
+// free gives back the n bytes of a request served.
+func (fc *framesConn) free(n int64) {
+	fc.mu.Lock()
+	fc.mu.held -= n
+	fc.mu.Unlock()
+	select {
+	case fc.freed <- struct{}{}:
+	default:
+	}
 }
 
 // worker serves job, then the jobs handed to it while it waits idle,
@@ -436,6 +489,7 @@ type frameJob struct {
 func (fc *framesConn) worker(job frameJob) {
 	for {
 		fc.dispatch(job.id, job.head, job.body)
+		fc.free(job.n)
 		fc.handlers.Done()
 		select {
 		case job = <-fc.jobs:
