@@ -65,6 +65,13 @@ type attempt struct {
 	pins sync.WaitGroup
 	// execs counts the goroutines running the engine's Do for its calls.
 	execs sync.WaitGroup
+	// appends are the chunks the attempt appended, per stream, in order
+	// (handlers_streams.go): an append repeated with its index is not
+	// appended twice.
+	appends struct {
+		sync.Mutex
+		sent map[string][]sentChunk
+	}
 
 	mu struct {
 		sync.Mutex

@@ -54,7 +54,8 @@ const (
 	codeCallMismatch     = "call_mismatch"        // 409: a repeated call differs from the first request of that number
 	codeCommitMismatch   = "commit_mismatch"      // 409: a repeated commit of a committed attempt carries another delta
 	codeSeqMismatch      = "seq_mismatch"         // 409: a begin's seq is not the run's next
-	codeOutOfOrder       = "out_of_order"         // 409: a call number past the next one
+	codeOutOfOrder       = "out_of_order"         // 409: a call number past the next one, or a stream append's index past the attempt's count
+	codeAppendMismatch   = "append_mismatch"      // 409: a repeated stream append (its index) carries another chunk than the one appended at that index
 	codeNotExecuting     = "not_executing"        // 409: an outcome for a call that is not waiting for one
 	codeNotInDoubt       = "not_in_doubt"         // 409: a resolution for a call that is not in doubt
 	codeCallsRunning     = "calls_running"        // 409: commit while a call is executing
@@ -86,7 +87,7 @@ const (
 var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeSeqMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeAppendMismatch, codeSeqMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeConflict, codeRollbackPending, codeNotUndone, codeRollbackNotFound, codeUnrelatedRuns, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,

@@ -10,6 +10,8 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
+	"hash/maphash"
 	"net/http"
 	"strconv"
 	"time"
@@ -34,7 +36,22 @@ type appendRequest struct {
 	Chunks     []chunkIn `json:"chunks"`
 	// Flush makes the answer wait until the chunks are durable.
 	Flush bool `json:"flush"`
+	// Index, if given, is how many chunks the attempt appended to the
+	// stream before these (the client's count): it makes the append
+	// idempotent. Chunks at indexes the attempt appended already are
+	// checked to be the same and not appended again (a repeat after a
+	// lost answer); an index past the attempt's count is out_of_order.
+	Index *uint64 `json:"index"`
 }
+
+// sentChunk is a chunk an attempt appended: its offset and a hash of its
+// data (streamSeed), for the check of a repeated append.
+type sentChunk struct {
+	off, sum uint64
+}
+
+// streamSeed seeds the hashes of sentChunk (they live in memory only).
+var streamSeed = maphash.MakeSeed()
 
 // chunkJSON is a chunk as a read answers it (engine.StreamChunk).
 type chunkJSON struct {
@@ -75,6 +92,14 @@ func (s *server) handleAppend(r *http.Request, body []byte) (int, any, *apiError
 		}
 		chunks = append(chunks, b)
 	}
+	for i, c := range chunks {
+		if len(c) > engine.MaxChunkSize {
+			// Refused before any is appended: a request is appended whole
+			// or not at all, but for a failure of the store.
+			return 0, nil, &apiError{Status: http.StatusRequestEntityTooLarge, Code: codeTooLarge, Field: "data",
+				Message: fmt.Sprintf("chunk %d is %d bytes, the limit is %d (engine.MaxChunkSize)", i, len(c), engine.MaxChunkSize)}
+		}
+	}
 	name := r.PathValue("stream")
 	a, aerr := s.attemptOf(r)
 	if aerr != nil {
@@ -84,28 +109,58 @@ func (s *server) handleAppend(r *http.Request, body []byte) (int, any, *apiError
 		return 0, nil, aerr
 	}
 	defer a.unpin()
-	var first uint64
-	for i, c := range chunks {
+	// One append of the attempt at a time, so that its count of chunks per
+	// stream is the order they were appended in.
+	a.appends.Lock()
+	defer a.appends.Unlock()
+	if a.appends.sent == nil {
+		a.appends.sent = map[string][]sentChunk{}
+	}
+	sent := a.appends.sent[name]
+	var first, last uint64
+	done := 0 // chunks of the request the attempt appended before
+	if req.Index != nil {
+		idx := *req.Index
+		if idx > uint64(len(sent)) {
+			return 0, nil, &apiError{Status: http.StatusConflict, Code: codeOutOfOrder, Field: "index",
+				Message: fmt.Sprintf("attempt %s appended %d chunks to stream %q: index %d would leave a gap (append from index %d)", a.token, len(sent), name, idx, len(sent))}
+		}
+		done = min(len(chunks), len(sent)-int(idx))
+		for i, c := range chunks[:done] {
+			if sent[int(idx)+i].sum != maphash.Bytes(streamSeed, c) {
+				return 0, nil, &apiError{Status: http.StatusConflict, Code: codeAppendMismatch, Field: "chunks",
+					Message: fmt.Sprintf("chunk %d differs from the chunk attempt %s appended to stream %q at index %d: an index names one chunk (repeat it unchanged, or append from index %d)", i, a.token, name, int(idx)+i, len(sent))}
+			}
+		}
+		if done > 0 {
+			first, last = sent[idx].off, sent[int(idx)+done-1].off
+		}
+	}
+	for i, c := range chunks[done:] {
 		off, err := a.atom.Append(s.ctx, name, c)
 		if err != nil {
-			if i > 0 {
+			a.appends.sent[name] = sent
+			if i+done > 0 {
 				// The earlier chunks are appended: say how far it went.
 				e := streamError(err)
-				e.Message = "chunk " + strconv.Itoa(i) + " (after " + strconv.Itoa(i) + " appended from offset " + strconv.FormatUint(first, 10) + "): " + e.Message
+				e.Message = "chunk " + strconv.Itoa(i+done) + " (after " + strconv.Itoa(i+done) + " appended from offset " + strconv.FormatUint(first, 10) + "): " + e.Message
 				return 0, nil, e
 			}
 			return 0, nil, streamError(err)
 		}
-		if i == 0 {
+		sent = append(sent, sentChunk{off, maphash.Bytes(streamSeed, c)})
+		if i+done == 0 {
 			first = off
 		}
+		last = off
 	}
+	a.appends.sent[name] = sent
 	if req.Flush {
 		if err := a.atom.FlushStreams(r.Context()); err != nil {
 			return 0, nil, engineError(err, "")
 		}
 	}
-	return 200, map[string]any{"stream": name, "offset": first, "next": first + uint64(len(chunks))}, nil
+	return 200, map[string]any{"stream": name, "offset": first, "next": last + 1}, nil
 }
 
 // streamError maps an error of Append or ReadStream.

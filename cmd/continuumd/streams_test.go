@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/continuumdb/continuum/engine"
 )
 
 // streamReader reads a stream over the wire and keeps what it read: a
@@ -174,5 +177,50 @@ func TestStreams(t *testing.T) {
 		if r.status != c.status || r.field() != c.field {
 			t.Errorf("append %v: %s, want %d field %q", c.body, r, c.status, c.field)
 		}
+	}
+}
+
+// TestStreamAppendIndex: an append with its index (the client's count of
+// the attempt's chunks to the stream) repeated after a lost answer
+// appends nothing twice, answers the same offsets, appends only the
+// chunks past the count, and refuses a gap (out_of_order) and another
+// chunk at an index appended already (append_mismatch), before appending
+// any; a chunk over the limit refuses the whole request.
+func TestStreamAppendIndex(t *testing.T) {
+	ts := startServer(t, "", func(c *serverConfig) { c.maxBody = 4 << 20 })
+	ts.openRun("r")
+	s, _ := ts.begin("r", nil)
+	chunk := func(d string) map[string]any { return map[string]any{"data": d} }
+	two := map[string]any{"index": 0, "chunks": []any{chunk("a"), chunk("b")}}
+	first := ts.must(200, "POST", s+"/streams/tok", two)
+	again := ts.must(200, "POST", s+"/streams/tok", two) // its answer was lost
+	if first.body["offset"] != float64(0) || first.body["next"] != float64(2) ||
+		again.body["offset"] != first.body["offset"] || again.body["next"] != first.body["next"] {
+		t.Fatalf("append %s, repeated %s", first, again)
+	}
+	// Overlapping the count: b is the one appended, c is new.
+	if a := ts.must(200, "POST", s+"/streams/tok", map[string]any{"index": 1, "chunks": []any{chunk("b"), chunk("c")}}); a.body["offset"] != float64(1) || a.body["next"] != float64(3) {
+		t.Fatalf("overlapping append: %s", a)
+	}
+	wantError(t, ts.do("POST", s+"/streams/tok", map[string]any{"index": 5, "data": "d"}), 409, codeOutOfOrder, "index")
+	wantError(t, ts.do("POST", s+"/streams/tok", map[string]any{"index": 2, "chunks": []any{chunk("x"), chunk("d")}}), 409, codeAppendMismatch, "chunks")
+	wantError(t, ts.do("POST", s+"/streams/tok", map[string]any{"index": 3, "chunks": []any{chunk("d"), chunk(strings.Repeat("z", engine.MaxChunkSize+1))}}), 413, codeTooLarge, "data")
+	// Without an index every request appends; the count goes on.
+	ts.must(200, "POST", s+"/streams/tok", map[string]any{"data": "d"})
+	if a := ts.must(200, "POST", s+"/streams/tok", map[string]any{"index": 4, "data": "e", "flush": true}); a.body["offset"] != float64(4) {
+		t.Fatalf("append after an unindexed one: %s", a)
+	}
+	// Another stream counts on its own.
+	if a := ts.must(200, "POST", s+"/streams/other", map[string]any{"index": 0, "data": "o"}); a.body["offset"] != float64(0) {
+		t.Fatalf("another stream: %s", a)
+	}
+	rd := &streamReader{ts: ts, path: "/v1/runs/r/streams/tok"}
+	rd.read(0)
+	var got []string
+	for _, c := range rd.got {
+		got = append(got, c["data"].(string))
+	}
+	if strings.Join(got, "") != "abcde" {
+		t.Fatalf("the stream holds %q, want each chunk once: abcde", got)
 	}
 }
