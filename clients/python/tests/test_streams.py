@@ -95,7 +95,67 @@ class StreamsTest(unittest.TestCase):
             self.assertEqual(c.status, want, f"seed {seed}: {c}")
 
 
+class _LoseAnswers:
+    """A transport whose answers to the first `n` stream appends are lost
+    after the server served them (a connection reset before the answer)."""
+
+    def __init__(self, t, n: int) -> None:
+        self.t, self.n = t, n
+
+    def __getattr__(self, name):
+        return getattr(self.t, name)
+
+    def _lost(self, method: str, path: str) -> bool:
+        if method == "POST" and "/streams/" in path and self.n > 0:
+            self.n -= 1
+            return True
+        return False
+
+
+class _LoseSync(_LoseAnswers):
+    def request(self, method, path, body):
+        out = self.t.request(method, path, body)
+        if self._lost(method, path):
+            raise ConnectionResetError("the answer was lost")
+        return out
+
+
+class _LoseAsync(_LoseAnswers):
+    async def request(self, method, path, body):
+        out = await self.t.request(method, path, body)
+        if self._lost(method, path):
+            raise ConnectionResetError("the answer was lost")
+        return out
+
+
+class AppendRetryTest(unittest.TestCase):
+    def test_retried_append_once(self) -> None:
+        """An append whose answer is lost is sent again by the client: each
+        chunk is in the stream once (the index makes the repeat a no-op)."""
+        _, client = harness.served(self)
+        run = client.run("ar")
+        atom = run.begin()
+        client._t = _LoseSync(client._t, 3)
+        self.assertEqual(atom.append("tok", "a"), 0)
+        self.assertEqual(atom.append("tok", "b", "c"), 1)
+        self.assertEqual(atom.append("other", "x"), 0)
+        self.assertEqual(atom.append("tok", "d", flush=True), 3)
+        atom.commit()
+        self.assertEqual([c.data for c in run.read_stream("tok").chunks], [b"a", b"b", b"c", b"d"])
+        self.assertEqual([c.data for c in run.read_stream("other").chunks], [b"x"])
+
+
 class AsyncStreamsTest(unittest.IsolatedAsyncioTestCase):
+    async def test_retried_append_once(self) -> None:
+        _, client = await self.served()
+        run = await client.run("aar")
+        atom = await run.begin()
+        client._t = _LoseAsync(client._t, 2)
+        self.assertEqual(await atom.append("tok", "a", "b"), 0)
+        self.assertEqual(await atom.append("tok", "c", flush=True), 2)
+        await atom.commit()
+        self.assertEqual([c.data for c in (await run.read_stream("tok")).chunks], [b"a", b"b", b"c"])
+
     async def served(self) -> "tuple[harness.Server, AsyncClient]":
         server = harness.Server()
         self.addCleanup(server.close)

@@ -113,11 +113,38 @@ Run.prototype.streams = async function (this: Run): Promise<StreamInfo[]> {
   return (r.streams as Obj[]).map((s) => ({ name: String(s.name), chunks: Number(s.chunks) }));
 };
 
+/**
+ * Per atom, the chunks its attempts appended to each stream (keyed by the
+ * attempt's path and the stream's name), sent as each append's index so
+ * that the client's retries after a lost answer never append a chunk
+ * twice, and the tail of its appends: one at a time, in the order made.
+ */
+const appended = new WeakMap<Atom, { counts: Map<string, number>; tail: Promise<unknown> }>();
+
 Atom.prototype.append = async function (this: Atom, name: string, chunks: Bytes | Bytes[], o: { flush?: boolean } = {}): Promise<number> {
   const list = Array.isArray(chunks) ? chunks : [chunks];
   if (list.length === 0) throw new TypeError("append: no chunk");
   await this.ready();
-  const body: Obj = { flush: o.flush === true };
+  let st = appended.get(this);
+  if (!st) {
+    st = { counts: new Map(), tail: Promise.resolve() };
+    appended.set(this, st);
+  }
+  const counts = st.counts;
+  const send = async (): Promise<number> => {
+    const key = `${this.path}\n${name}`;
+    const index = counts.get(key) ?? 0;
+    const r = await sendAppend(this, name, list, o.flush === true, index);
+    counts.set(key, index + list.length);
+    return r;
+  };
+  const p = st.tail.then(send, send);
+  st.tail = p.catch(() => undefined);
+  return p;
+};
+
+async function sendAppend(atom: Atom, name: string, list: Bytes[], flush: boolean, index: number): Promise<number> {
+  const body: Obj = { flush, index };
   if (list.length === 1) putBytes(body, "data", list[0]!);
   else {
     body.chunks = list.map((c) => {
@@ -126,6 +153,6 @@ Atom.prototype.append = async function (this: Atom, name: string, chunks: Bytes 
       return item;
     });
   }
-  const r = await this.run.client.request({ kind: "request", method: "POST", path: `${this.path}/streams/${seg(name)}`, body });
+  const r = await atom.run.client.request({ kind: "request", method: "POST", path: `${atom.path}/streams/${seg(name)}`, body });
   return Number(r.offset);
-};
+}

@@ -6,6 +6,7 @@
 import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 import * as c from "../src/index.js";
+import { Transport, TransportError } from "../src/transport.js";
 import { rng, seed, served } from "./harness.js";
 
 const text = (b: Uint8Array) => Buffer.from(b).toString("latin1");
@@ -77,5 +78,35 @@ describe("streams", () => {
     const again = (await run.readStream("tok")).chunks;
     assert.deepEqual(again.map((x) => text(x.data)), read.map((x) => text(x.data)), `seed ${s}`);
     for (const ch of again) assert.equal(ch.status, text(ch.data) === "retry" ? "committed" : "abandoned", `seed ${s}`);
+  });
+
+  test("an append whose answer is lost is sent again, and appended once", async () => {
+    const run = await client.run("ts-stream-retry");
+    const atom = await run.begin();
+    const real = Transport.prototype.request;
+    let lose = 3;
+    Transport.prototype.request = async function (this: Transport, method: string, path: string, body?: Uint8Array) {
+      const a = await real.call(this, method, path, body);
+      if (method === "POST" && path.includes("/streams/") && lose > 0) {
+        lose--;
+        throw new TransportError("the answer was lost");
+      }
+      return a;
+    };
+    try {
+      // Two made at once: sent one after the other, each once.
+      const [first, second] = await Promise.all([atom.append("tok", ["a", "b"]), atom.append("tok", "c")]);
+      assert.equal(first, 0);
+      assert.equal(second, 2);
+      assert.equal(await atom.append("other", "x"), 0);
+      assert.equal(await atom.append("tok", "d", { flush: true }), 3);
+    } finally {
+      Transport.prototype.request = real;
+    }
+    assert.equal(lose, 0);
+    atom.delta.set("k", "v");
+    await atom.commit();
+    assert.deepEqual((await run.readStream("tok")).chunks.map((x) => text(x.data)), ["a", "b", "c", "d"]);
+    assert.deepEqual((await run.readStream("other")).chunks.map((x) => text(x.data)), ["x"]);
   });
 });

@@ -350,6 +350,8 @@ class AsyncAtom:
         self.committed: Optional[Committed] = None
         self._calls = 0
         self._order = asyncio.Lock()
+        # Chunks appended per (attempt path, stream): append's index.
+        self._appended: Dict[Tuple[str, str], int] = {}
         self._token: Optional[Token[Any]] = None
         self._beat: Optional[asyncio.Task[None]] = None
         self._pending: Optional[_Pending] = None
@@ -622,7 +624,12 @@ class AsyncAtom:
                     raise RuntimeError("atom.append: the atom committed already")
                 self._set(await self.run.client._send(_core.Request("POST", self._begins, self._body)))
             await self._flush(self._take_pending())
-            a = await self.run.client._send(_streams.append_request(self._path, name, chunks, flush))
+            # The attempt's count of chunks to the stream, sent as the
+            # index: the client's retries never append one twice.
+            key = (self._path, name)
+            index = self._appended.get(key, 0)
+            a = await self.run.client._send(_streams.append_request(self._path, name, chunks, flush, index))
+            self._appended[key] = index + len(chunks)
         return int(a["offset"])
 
     async def heartbeat(self) -> None:

@@ -594,6 +594,9 @@ class Atom(AtomStreams):
         self.committed: Optional[Committed] = None
         self._calls = 0
         self._order = threading.Lock()
+        # Chunks appended per (attempt path, stream): streams.AtomStreams.append.
+        self._appends_lock = threading.Lock()
+        self._appended: Dict[Tuple[str, str], int] = {}
         self._token: Optional[Token[Any]] = None
         self._body = body or {}
         self._begun = False

@@ -91,10 +91,15 @@ def infos_of(a: Mapping[str, Any]) -> List[StreamInfo]:
     return [StreamInfo(str(s["name"]), int(s["chunks"])) for s in a["streams"]]
 
 
-def append_request(attempt_path: str, name: str, chunks: Sequence[BytesLike], flush: bool) -> _core.Request:
+def append_request(attempt_path: str, name: str, chunks: Sequence[BytesLike], flush: bool, index: Optional[int] = None) -> _core.Request:
+    """The append of chunks; index (the count of the chunks this attempt
+    appended to the stream before) makes a repeat of it after a lost
+    answer append nothing twice."""
     if not chunks:
         raise ValueError("append: no chunk")
     body: Dict[str, Any] = {"flush": flush}
+    if index is not None:
+        body["index"] = index
     if len(chunks) == 1:
         _wire.put_bytes(body, "data", chunks[0])
     else:
@@ -153,5 +158,11 @@ class AtomStreams:
             raise ValueError("append: no chunk")
         self._flush(self._take_pending())
         self._ensure()
-        a = self.run.client._send(append_request(self._path, name, chunks, flush))
+        with self._appends_lock:
+            # The attempt's count of chunks to the stream: sent as the
+            # index, so the client's retries never append one twice.
+            key = (self._path, name)
+            index = self._appended.get(key, 0)
+            a = self.run.client._send(append_request(self._path, name, chunks, flush, index))
+            self._appended[key] = index + len(chunks)
         return int(a["offset"])
