@@ -283,24 +283,16 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 	return poss, nil
 }
 
-// applyDeletionLocked is the replay of a delete or erase record: the run,
-// if built, is withdrawn and its id marked deleted. It returns why the
-// record does not fit the run, or "".
+// applyDeletionLocked is the replay of a delete or erase record
+// (retention.Registry.Replay): a run built is withdrawn.
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
-	d := retention.GoneOf(rec)
-	if prev, _ := db.mu.deleted.Get(rec.Run); prev != nil {
-		return db.mu.deleted.Merge(rec.Run, d) // an erasure of a run deleted earlier
+	r := db.runLocked(rec.Run)
+	if r == nil {
+		return db.mu.deleted.Replay(rec, nil, "")
 	}
-	if r := db.runLocked(rec.Run); r != nil {
-		d.Parent = r.parent
-		r.mu.Lock()
-		seq, head, ended := r.chainHeadLocked()
-		r.mu.Unlock()
-		if why := retention.Misfit(rec, seq, head, ended); why != "" {
-			return why
-		}
+	why := db.mu.deleted.Replay(rec, (*capView)(r), r.parent)
+	if why == "" {
 		db.withdrawLocked(false, r)
 	}
-	db.mu.deleted.Mark(rec.Run, d)
-	return ""
+	return why
 }

@@ -3,17 +3,15 @@ package engine
 // Erasing one memory key across a run, and the values of erasable memory
 // keys (Options.ErasableKeys) sealed with a data key of their own
 // (docs/DESIGN.md, "Erasing a memory key"): internal/erasure holds both;
-// this file is the API, the hooks of the commit path and the reads, and
-// the DB as the package's Store (eraseStore).
+// this file is the API and the DB as the package's Store (eraseStore);
+// hooks.go's prepare hook seals (Eraser.Seal), the reads open (Open).
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
-	"github.com/continuumdb/continuum/frame"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
@@ -68,32 +66,6 @@ func newEraser(db *DB) *erasing.Eraser {
 	return erasing.New(erasing.Config{Store: eraseStore{db}, ErasableKeys: db.opts.ErasableKeys,
 		ErrInvalidDelta: ErrInvalidDelta, ErrInvalidOptions: ErrInvalidOptions, ErrNotErasable: ErrNotErasable,
 		ErrNothingToErase: ErrNothingToErase, ErrClosed: ErrClosed, Refusals: retentionErrs})
-}
-
-// sealMemory is the prepare hook: erasure.Eraser.Seal.
-func (db *DB) sealMemory(run string, d *frame.Delta, own bool) (*frame.Delta, error) {
-	return db.eraser.Seal(run, d, own)
-}
-
-// unseal returns f with its sealed memory values opened (erasure.Eraser.Open).
-func (db *DB) unseal(f *frame.Frame) (*frame.Frame, error) { return db.eraser.Open(f) }
-
-// checkSealedKeys is erasure.Eraser.CheckSealed of run's frame f.
-func (db *DB) checkSealedKeys(run string, f *frame.Frame) error {
-	return db.eraser.CheckSealed(run, f)
-}
-
-// healKeyErasures drops the data keys that erase-key records of the log
-// (es) name and an older KEYS still holds live, once the log's records are
-// all known (checkRegistry).
-func (db *DB) healKeyErasures(es []erasing.KeyErasure) {
-	keys, err := db.eraser.Heal(es)
-	if len(keys) > 0 {
-		db.logger.Warn("engine: KEYS still held data keys of erased memory keys (it is older than their erasure); erased them again", "keys", keys, "err", err)
-	}
-	if err != nil {
-		db.setBackgroundErr(fmt.Errorf("engine: erase again the data keys of erased memory keys that an older KEYS holds: %w", err))
-	}
 }
 
 // eraseStore is the DB as package internal/erasure's Store: its KEYS
