@@ -41,21 +41,11 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	if err := db.checkOpen(); err != nil {
 		return DeletedRun{}, err
 	}
-	if err := db.eraser.Erase(ctx, (*eraseRuns)(db), id, reason, db.bg.stop); err != nil {
+	d, err := db.eraser.Erase(ctx, (*eraseRuns)(db), id, reason, db.bg.stop)
+	if err != nil {
 		return DeletedRun{}, err
 	}
-	if d := db.gone(id); d != nil && d.Erasure != nil {
-		return deletedRun(id, d), nil
-	}
-	return DeletedRun{}, fmt.Errorf("engine: erase run %q: the erasure is not in the registry of deleted runs", id)
-}
-
-// gone returns the deletion of run id, if it is durable.
-func (db *DB) gone(id string) *retention.Gone {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	d, _ := db.mu.deleted.Get(id)
-	return d
+	return deletedRun(id, d), nil
 }
 
 // finishErasures finishes, at Open, the erasures a crash interrupted: a
@@ -110,9 +100,11 @@ func (h *eraseRuns) Lock()                 { h.gc.Lock() }
 func (h *eraseRuns) Unlock()               { h.gc.Unlock() }
 func (h *eraseRuns) Table() retention.Runs { return (*tableRuns)(h) }
 
-func (h *eraseRuns) Erased(run string) bool {
-	d := (*DB)(h).gone(run)
-	return d != nil && d.Erasure != nil
+func (h *eraseRuns) Deletion(run string) *retention.Gone {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	d, _ := h.mu.deleted.Get(run)
+	return d
 }
 
 func (h *eraseRuns) Finish(ctx context.Context, run string) error {

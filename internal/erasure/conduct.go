@@ -37,22 +37,29 @@ type Runs interface {
 
 // Erase is engine.DB.Erase: it checks the request and queues the erasure
 // (Do) on the goroutine that serves Jobs, where it runs to its end
-// whatever ctx does (EraseRun).
-func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-chan struct{}) error {
+// whatever ctx does (EraseRun). It returns the run's deletion and erasure
+// as the registry holds them.
+func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-chan struct{}) (*retention.Gone, error) {
 	if e.cfg.Store.Sealer() == nil {
-		return fmt.Errorf("%w: erase run %q: the store is not encrypted, so no key can be shredded; delete the run and collect with Options.CompactDead to reclaim its records", offline.ErrKeyring, run)
+		return nil, fmt.Errorf("%w: erase run %q: the store is not encrypted, so no key can be shredded; delete the run and collect with Options.CompactDead to reclaim its records", offline.ErrKeyring, run)
 	}
 	reason, err := e.Reason("erase", reason)
 	if err == nil {
 		err = ctx.Err()
 	}
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if qerr := e.Do(ctx, stop, e.cfg.ErrClosed, func() { err = e.EraseRun(context.WithoutCancel(ctx), rs, run, reason) }); qerr != nil {
-		return qerr
+		return nil, qerr
 	}
-	return err
+	if err != nil {
+		return nil, err
+	}
+	if d := rs.Deletion(run); d != nil && d.Erasure != nil {
+		return d, nil
+	}
+	return nil, fmt.Errorf("engine: erase run %q: the erasure is not in the registry of deleted runs", run)
 }
 
 // EraseRun erases run: steps 1 and 2 (Begin: KEYS marks its keys, the

@@ -56,11 +56,11 @@ func ended(id, parent string) retention.Candidate {
 func (t *table) Ready(context.Context) error { return nil }
 func (t *table) Lock()                       { t.locked = true }
 func (t *table) Unlock()                     { t.locked = false }
-func (t *table) Erased(run string) bool {
+func (t *table) Table() retention.Runs       { return t }
+func (t *table) Deletion(run string) *retention.Gone {
 	g, _ := t.reg.Get(run)
-	return g != nil && g.Erasure != nil
+	return g
 }
-func (t *table) Table() retention.Runs { return t }
 func (t *table) Track() func() {
 	t.tracked++
 	return func() { t.tracked--; t.events = append(t.events, "untrack") }
@@ -200,7 +200,7 @@ func TestEraseRun(t *testing.T) {
 func TestEraseChecks(t *testing.T) {
 	ctx := context.Background()
 	plain := newEraser(newStore(t, false), "m")
-	if err := plain.Erase(ctx, newTable(plain), "r", "", nil); !errors.Is(err, offline.ErrKeyring) {
+	if _, err := plain.Erase(ctx, newTable(plain), "r", "", nil); !errors.Is(err, offline.ErrKeyring) {
 		t.Fatalf("erase in a plaintext store: %v", err)
 	}
 	if _, err := plain.EraseKey(ctx, keyRuns{}, "r", "m", ""); !errors.Is(err, offline.ErrKeyring) {
@@ -209,14 +209,22 @@ func TestEraseChecks(t *testing.T) {
 	s := newStore(t, true)
 	e := newEraser(s, "m")
 	long := string(make([]byte, record.MaxDeleteReason+1))
-	if err := e.Erase(ctx, newTable(e), "r", long, nil); !errors.Is(err, errInvalidOptions) {
+	if _, err := e.Erase(ctx, newTable(e), "r", long, nil); !errors.Is(err, errInvalidOptions) {
 		t.Fatalf("a long reason: %v", err)
 	}
 	stop := make(chan struct{})
 	close(stop)
-	if err := e.Erase(ctx, newTable(e), "r", "", stop); !errors.Is(err, errClosed) {
+	if _, err := e.Erase(ctx, newTable(e), "r", "", stop); !errors.Is(err, errClosed) {
 		t.Fatalf("a closing store: %v", err)
 	}
+	// Served by the Jobs goroutine: the erasure as the registry holds it.
+	runWith(t, s, e, "q", "m", []byte("v"))
+	go func() { job := <-e.Jobs(); job() }()
+	d, err := e.Erase(ctx, newTable(e, ended("q", "")), "q", "", make(chan struct{}))
+	if err != nil || d == nil || d.Erasure == nil || d.Erasure.Reason != "erased by request" || e.Live("q") {
+		t.Fatalf("erase: %+v, %v, live %v", d, err, e.Live("q"))
+	}
+	s.recs = nil
 	if _, err := e.EraseKey(ctx, keyRuns{deleted: true}, "r", "m", ""); !errors.Is(err, refusals.Deleted) {
 		t.Fatalf("erase key of a deleted run: %v", err)
 	}

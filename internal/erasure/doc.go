@@ -42,7 +42,7 @@
 //
 //	Ready(ctx) error          // ledger loaded, deletions known, directories durable
 //	Lock(), Unlock()          // one at a time with deletions and collections
-//	Erased(run) bool          // the log holds run's erase record
+//	Deletion(run) *retention.Gone // run's durable deletion, with its erasure if the log holds its erase record
 //	Finish(ctx, run) error    // steps 3 to 5 (the engine calls Eraser.Finish)
 //
 // A run's erasure (conduct.go) takes the run out of the engine's table
