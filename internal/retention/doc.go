@@ -38,8 +38,8 @@
 //	Delete(ctx, gc, runs, sel, errs, sign) // DB.DeleteRuns: the whole deletion over Runs
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
 //	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint
-//	Misfit                               // replay: a delete record that does not fit its run
 //	Registry, GoneOf, Merge              // the deleted runs by id (under the engine's DB mutex): each one's delete and erase records, merged
+//	(*Registry).Replay, Misfit           // replay: a delete or erase record applied, or why it does not fit its run
 //	(*GC).Orphan, CheckOrphans, Trimmed  // replay of a log garbage collection trimmed
 //	RemoveLeftovers                      // writable Open: temporary files, unnamed ledger tables
 //
