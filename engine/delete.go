@@ -90,7 +90,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, s := range o.Status {
 		sel.Status = append(sel.Status, retention.Status{Name: s.String(), Final: s >= StatusCompleted && s <= StatusCancelled})
 	}
-	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, db.signing())
+	sign := retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
+	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, sign)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
@@ -131,12 +132,6 @@ func deletedRun(id string, d *retention.Gone) DeletedRun {
 
 // retentionErrs are the sentinels package retention's refusals match.
 var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
-
-// signing is what the store's delete and erase records are linked and
-// signed with.
-func (db *DB) signing() retention.Signing {
-	return retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
-}
 
 // deletionNote is the chain checkpoint of d's link, signed when the store
 // has a signing key.

@@ -64,7 +64,7 @@ func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-
 
 // EraseRun erases run: steps 1 and 2 (Begin: KEYS marks its keys, the
 // erase record durable) once the run is out of the table, then the
-// engine's steps 3 to 5 (Runs.Finish). A run erased already is finished
+// steps 3 to 5 (Runs.Finish, which calls Finish). A run erased already is finished
 // only if KEYS holds its key again (a KEYS older than the erasure). An
 // error before the erase record is durable leaves the run as it was; one
 // after it is finished by the next Open (Pending).

@@ -29,9 +29,9 @@ type Resumer interface {
 	// runs, with its erasure if the log holds its erase record; nil if
 	// none.
 	Deletion(run string) *retention.Gone
-	// Finish does the engine's steps 3 to 5 of run's erasure, whose erase
-	// record is durable: the ledger, a checkpoint, the derived files, then
-	// DropRun.
+	// Finish does steps 3 to 5 of run's erasure, whose erase record is
+	// durable: the ledger, a checkpoint, the derived files, then DropRun
+	// (the engine calls Eraser.Finish over its Finisher).
 	Finish(ctx context.Context, run string) error
 }
 
