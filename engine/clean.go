@@ -12,19 +12,12 @@ import (
 )
 
 // The clean-close mark (layout.CleanName) spares the first write after a
-// restart the fsyncs of the store's five directories (startDirSyncs), the
-// look for leftovers of failed writes, and the fdatasync of the log's
-// newest segment (wal.Options.AtRest). Why that is safe, step by step, is
-// in docs/DESIGN.md ("Crash safety, operation by operation", the
-// clean-close mark). In short: a clean Close creates it last, unsynced; a
-// writable Open removes it before its first write, and a failure to
-// remove it fails Open; a failed write or fsync anywhere, or NoSync,
-// leaves no mark.
+// restart the directories' fsyncs (startDirSyncs), the look for leftovers
+// and the fdatasync of the newest segment; docs/DESIGN.md ("Crash safety,
+// operation by operation") says why that is safe.
 
-// takeCleanMark removes the clean-close mark, if there is one, before
-// Open's first write, and notes that the directories need no fsync. Open
-// calls it for an existing store only, after mkdirs: a directory mkdirs
-// created needs its fsync whatever the mark says.
+// takeCleanMark removes the mark Open found before its first write, and
+// notes that the directories need no fsync unless mkdirs created one.
 func (db *DB) takeCleanMark() error {
 	name := db.path(layout.CleanName)
 	if !db.cleanMark {
@@ -40,19 +33,16 @@ func (db *DB) takeCleanMark() error {
 	return nil
 }
 
-// hasCleanMark reports whether the store has its clean-close mark. A
-// Stat, not a Remove: not every vfs.FS reports a missing file to Remove
-// (errorfs does not), and Open writes nothing before it has validated
-// the store. An error other than a missing file counts as no mark.
+// hasCleanMark reports whether the store has its clean-close mark (a Stat:
+// errorfs's Remove reports no missing file; any error counts as no mark).
 func (db *DB) hasCleanMark() bool {
 	_, err := db.fs.Stat(db.path(layout.CleanName))
 	return err == nil
 }
 
-// markClean creates the clean-close mark at the end of a Close whose every
-// step succeeded, if the store's entries are all durable: the directories
-// were fsynced by this process, or needed no fsync since a clean Close.
-// The caller has settled the directory fsyncs (settleDirSyncs).
+// markClean creates the mark at the end of a Close whose every step
+// succeeded, once the directory fsyncs are settled (settleDirSyncs), if
+// no write or fsync failed and the store's entries are all durable.
 func (db *DB) markClean() {
 	if db.opts.NoSync || db.dirsErr != nil {
 		return // NoSync, fsyncs that failed, or never started (ErrClosed)
@@ -70,12 +60,10 @@ func (db *DB) markClean() {
 }
 
 // Close writes a final engine checkpoint (so that the next Open replays
-// nothing), closes Pebble and the log, and releases the lock. A store
-// without a snapshot store is checkpointed without one: the Open that
-// later creates it indexes the log into it. Atoms still running are
-// abandoned: they never happened, and their actions stay in the ledger.
-// Close is idempotent; it returns the first error of background work, if
-// any.
+// nothing), closes Pebble and the log, and releases the lock. Atoms still
+// running are abandoned: they never happened, and their actions stay in
+// the ledger. Close is idempotent; it returns the first error of
+// background work, if any.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
@@ -95,10 +83,8 @@ func (db *DB) Close() error {
 		errs = append(errs, err)
 	}
 	// The final checkpoint needs the ledger table loaded (it rewrites it).
-	// A store opened from a checkpoint with nothing to replay, and written
-	// nothing since, is left as it is: its CHECKPOINT is still exact.
-	// A store without a snapshot store gets none from Close
-	// (skipAbsentSnapshots): the checkpoint goes without its batch.
+	// A store written nothing since an Open that replayed nothing keeps
+	// its CHECKPOINT, still exact.
 	if db.unchanged() {
 		db.logger.Debug("engine: close: nothing written since open; CHECKPOINT kept")
 	} else if err := db.waitLedger(context.Background()); err != nil {

@@ -1,14 +1,8 @@
 package engine
 
-// Retention, part one: deleting ended runs. A deletion is a record of the
-// log (record.KindDelete), the run's deletion link: it extends the run's
-// chain past its end (seq = the end's seq + 1) over the deletion's time
-// and reason, and carries a chain checkpoint of that link, signed when the
-// store has a signing key. From the moment it is durable the run is gone
-// from the API (Runs, Run, Fork) for good, its id is never created again,
-// and its records are dead: garbage collection (gc.go) reclaims them. The
-// delete record itself is never reclaimed, so verify can tell a run
-// deleted by policy from one whose records vanished.
+// Deleting ended runs (docs/DESIGN.md, "Retention"): internal/retention
+// conducts it (retention.Delete); this file is the API and tableRuns, the
+// DB's table of runs as retention.Runs (and erasure.KeyRuns).
 
 import (
 	"context"
@@ -29,13 +23,11 @@ var (
 	// only ended runs are deleted (End it first).
 	ErrRunNotEnded = errors.New("engine: run has not ended")
 	// ErrRunHasForks is returned by Delete of a run with a fork that is
-	// not deleted with it: a fork's StateAt below its fork point reads the
-	// parent's history, and its repeated actions the parent's
-	// certificates. Delete the forks with it (in the same call) or first.
+	// not deleted with it (in the same call, or before): the fork reads
+	// the parent's history and certificates.
 	ErrRunHasForks = errors.New("engine: run has forks that are not deleted")
 	// ErrRunDeleted is returned by Run and Fork for the id of a deleted
-	// run (a deleted id is never created again: its default idempotency
-	// keys, derived from it, stay used), and by Delete of one.
+	// run (a deleted id is never created again), and by Delete of one.
 	ErrRunDeleted = errors.New("engine: run was deleted")
 )
 
@@ -82,13 +74,11 @@ func (db *DB) Delete(ctx context.Context, ids ...string) ([]DeletedRun, error) {
 	return db.DeleteRuns(ctx, DeleteOptions{IDs: ids})
 }
 
-// DeleteRuns deletes the ended runs o selects, all of them or none: one
-// delete record per run, written together and durable when DeleteRuns
-// returns. A run a policy (Status, EndedBefore) selects is kept, not
-// refused, while a fork of it that the policy does not select lives. The
-// runs are gone from Runs, Run and Fork at once; the space of their
-// records is reclaimed by GC. A *Run of a deleted run that a caller still
-// holds keeps its state in memory, and can neither Begin nor End.
+// DeleteRuns deletes the ended runs o selects, all or none, with one
+// delete record each, durable when it returns; the runs are gone from
+// Runs, Run and Fork at once, and GC reclaims their records. A run a
+// policy selects is kept while a fork of it lives. A *Run of a deleted
+// run still held keeps its state in memory, and can neither Begin nor End.
 func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, error) {
 	if err := db.checkOpen(); err != nil {
 		return nil, err
@@ -100,7 +90,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, s := range o.Status {
 		sel.Status = append(sel.Status, retention.Status{Name: s.String(), Final: s >= StatusCompleted && s <= StatusCancelled})
 	}
-	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, db.signing())
+	sign := retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
+	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, sign)
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
@@ -111,26 +102,55 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	return out, nil
 }
 
-// signing is what the store's delete and erase records are linked and
-// signed with.
-func (db *DB) signing() retention.Signing {
-	return retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
+// Deleted lists the runs the store deleted (and erased), sorted by id, as
+// their delete and erase records say.
+func (db *DB) Deleted() ([]DeletedRun, error) {
+	if err := db.checkRegistry(); err != nil {
+		return nil, err
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, ErrClosed
+	}
+	ids, gone := db.mu.deleted.Sorted()
+	out := make([]DeletedRun, len(ids))
+	for i, id := range ids {
+		out[i] = deletedRun(id, gone[i])
+	}
+	return out, nil
 }
 
-// tableRuns is the DB's table of runs as retention.Runs: what a deletion
-// or an erasure takes runs out of (runs.go keeps the table).
+// deletedRun is d, the deletion of run id, as DeletedRun lists it.
+func deletedRun(id string, d *retention.Gone) DeletedRun {
+	out := DeletedRun{ID: id, Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+	if e := d.Erasure; e != nil {
+		out.Erasure = &Erasure{Seq: e.Seq, Head: e.Head, At: e.At, Reason: e.Reason}
+	}
+	return out
+}
+
+// retentionErrs are the sentinels package retention's refusals match.
+var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
+
+// deletionNote is the chain checkpoint of d's link, signed when the store
+// has a signing key.
+func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
+	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
+}
+
+// tableRuns is the DB's table of runs (runs.go) as retention.Runs, what a
+// deletion or an erasure takes runs out of, and as erasure.KeyRuns.
 type tableRuns DB
 
 func (t *tableRuns) Ready(ctx context.Context) error {
 	db := (*DB)(t)
-	// The deleted runs before CHECKPOINT's replay position are known
-	// once the log there was read.
 	if err := db.checkRegistry(); err != nil {
 		return err
 	}
 	db.startDirSyncs()
 	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: delete: the log failed earlier; reopen the store: %w", err)
+		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
 	}
 	return nil
 }
@@ -140,7 +160,7 @@ func (t *tableRuns) Track() func() {
 	return func() { (*DB)(t).untrack(tok) }
 }
 
-func (t *tableRuns) Take(choose func([]retention.Candidate, func(string) bool) ([]string, error)) ([]runview.Run, error) {
+func (t *tableRuns) Take(choose func([]retention.Candidate, *retention.Registry) ([]string, error)) ([]runview.Run, error) {
 	db := (*DB)(t)
 	db.mu.Lock()
 	defer db.mu.Unlock()
@@ -152,16 +172,18 @@ func (t *tableRuns) Take(choose func([]retention.Candidate, func(string) bool) (
 	for _, r := range db.mu.runs {
 		cands = append(cands, candidate(r))
 	}
-	ids, err := choose(cands, db.deletedLocked)
+	ids, err := choose(cands, &db.mu.deleted)
 	if err != nil {
 		return nil, err
 	}
 	chosen := make([]*Run, len(ids))
+	out := make([]runview.Run, len(ids))
 	for i, id := range ids {
 		chosen[i] = db.mu.runs[id]
+		out[i] = (*capView)(chosen[i])
 	}
 	db.withdrawLocked(true, chosen...)
-	return views(chosen), nil
+	return out, nil
 }
 
 func (t *tableRuns) Append(ctx context.Context, recs [][]byte) error {
@@ -171,24 +193,35 @@ func (t *tableRuns) Append(ctx context.Context, recs [][]byte) error {
 
 func (t *tableRuns) Restore(runs []runview.Run) { (*DB)(t).restoreRuns(unviews(runs)...) }
 
-func (t *tableRuns) Gone(runs []runview.Run, gone []*retention.Gone) {
-	db, rs := (*DB)(t), unviews(runs)
+func (t *tableRuns) Gone(k record.Kind, ids []string, gone []*retention.Gone, runs []runview.Run) {
+	db := (*DB)(t)
 	db.mu.Lock()
-	for i, r := range rs {
-		gone[i].Parent = r.parent
-		db.mu.deleted.Mark(r.id, gone[i])
+	for i, id := range ids {
+		db.mu.deleted.Mark(id, gone[i])
 	}
 	db.mu.Unlock()
-	db.withdrawn(record.KindDelete, ErrRunDeleted, rs...)
+	err := ErrRunDeleted
+	if k == record.KindErase {
+		err = ErrRunErased
+	}
+	db.withdrawn(k, err, unviews(runs)...)
 }
 
-// views and unviews convert runs to and from their capView.
-func views(rs []*Run) []runview.Run {
-	out := make([]runview.Run, len(rs))
-	for i, r := range rs {
-		out[i] = (*capView)(r)
+// Find is erasure.KeyRuns's: run id, or whether it is deleted.
+func (t *tableRuns) Find(id string) (runview.Run, bool, error) {
+	db := (*DB)(t)
+	if err := db.logFailed(); err != nil {
+		return nil, false, fmt.Errorf("engine: erase key: the log failed earlier; reopen the store: %w", err)
 	}
-	return out
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.mu.closed {
+		return nil, false, ErrClosed
+	}
+	if r := db.runLocked(id); r != nil && !db.deletedLocked(id) {
+		return (*capView)(r), false, nil
+	}
+	return nil, db.deletedLocked(id), nil
 }
 
 func unviews(vs []runview.Run) []*Run {
@@ -198,9 +231,6 @@ func unviews(vs []runview.Run) []*Run {
 	}
 	return out
 }
-
-// retentionErrs are the sentinels package retention's refusals match.
-var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
 
 // candidate is r as package retention's choice of runs sees it.
 func candidate(r *Run) retention.Candidate {
@@ -212,33 +242,15 @@ func candidate(r *Run) retention.Candidate {
 			c.Creating = true
 		}
 	}
-	if e, ok := endedInfo(r); ok {
-		c.Ended, c.Status, c.EndedAt = true, e.status.String(), e.at
-	}
-	return c
-}
-
-// deletableLocked says why run r cannot be deleted (or erased: verb) now,
-// or nil.
-func deletableLocked(r *Run, verb string) error {
-	return retention.Deletable(candidate(r), verb, retentionErrs)
-}
-
-// endedInfo returns how r ended, if it did and the end is durable.
-func endedInfo(r *Run) (*runEnd, bool) {
 	if r.createErr != nil {
-		return nil, false
+		return c
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	e := r.mu.end
-	return e, e != nil && r.mu.broken == nil
-}
-
-// deletionNote is the chain checkpoint of d's link, signed when the store
-// has a signing key.
-func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
-	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
+	if e := r.mu.end; e != nil && r.mu.broken == nil {
+		c.Ended, c.Status, c.EndedAt = true, e.status.String(), e.at
+	}
+	r.mu.Unlock()
+	return c
 }
 
 // appendBatch writes recs durably, all or none, like append.
@@ -266,44 +278,16 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 	return poss, nil
 }
 
-// applyDeletionLocked applies a delete or erase record read from the log
-// (replay): the run, if built, is withdrawn and its id marked deleted. It
-// returns why the record does not fit the run, or "".
+// applyDeletionLocked is the replay of a delete or erase record
+// (retention.Registry.Replay): a run built is withdrawn.
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
-	d := retention.GoneOf(rec)
-	if prev, _ := db.mu.deleted.Get(rec.Run); prev != nil {
-		// An erasure of a run deleted earlier in the log.
-		return db.mu.deleted.Merge(rec.Run, d)
+	r := db.runLocked(rec.Run)
+	if r == nil {
+		return db.mu.deleted.Replay(rec, nil, "")
 	}
-	if r := db.runLocked(rec.Run); r != nil {
-		d.Parent = r.parent
-		r.mu.Lock()
-		seq, head, ended := r.chainHeadLocked()
-		r.mu.Unlock()
-		if why := retention.Misfit(rec, seq, head, ended); why != "" {
-			return why
-		}
+	why := db.mu.deleted.Replay(rec, (*capView)(r), r.parent)
+	if why == "" {
 		db.withdrawLocked(false, r)
 	}
-	db.mu.deleted.Mark(rec.Run, d)
-	return ""
-}
-
-// Deleted lists the runs the store deleted (and erased), sorted by id, as
-// their delete and erase records say.
-func (db *DB) Deleted() ([]DeletedRun, error) {
-	if err := db.checkRegistry(); err != nil {
-		return nil, err
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.closed {
-		return nil, ErrClosed
-	}
-	ids, gone := db.mu.deleted.Sorted()
-	out := make([]DeletedRun, len(ids))
-	for i, id := range ids {
-		out[i] = deletedRun(id, gone[i])
-	}
-	return out, nil
+	return why
 }

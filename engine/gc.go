@@ -1,11 +1,10 @@
 package engine
 
-// Retention, part two: garbage collection, conducted. Package retention
-// holds the logic (what is dead, the plan, the steps and their crash
-// safety, compaction in place: internal/retention/doc.go); this file is
-// the public API (GC, GCStats) and gcCore, the retention.Core the
-// collection runs over, on the background goroutine that owns the engine
-// checkpoints.
+// Garbage collection (docs/DESIGN.md, "Retention: deleting runs and
+// garbage collection"): internal/retention holds it (what is dead, the
+// plan, the steps and their crash safety); this file is the API and
+// gcCore, the retention.Core it runs over on the background goroutine
+// (and the erasure's Finisher).
 
 import (
 	"context"
@@ -24,8 +23,8 @@ type GCStats struct {
 	Segments int    // segment files removed (the dead prefix)
 	Bytes    int64  // their size: the disk space reclaimed by removal
 	Floor    uint64 // the first segment the log now keeps
-	// Compacted segments were rewritten with their live records only
-	// (internal/retention), Emptied of them were wholly dead (a stub is left), and
+	// Compacted segments were rewritten with their live records only,
+	// Emptied of them were wholly dead (a stub is left), and
 	// CompactedBytes is the disk space that reclaimed.
 	Compacted      int
 	Emptied        int
@@ -35,14 +34,11 @@ type GCStats struct {
 	Duration       time.Duration // wall time
 }
 
-// GC reclaims the space of dead records (see the file's comment: the
-// records of deleted runs, superseded store heads) by removing the dead
-// prefix of the log, and returns what it removed. It runs beside
-// commits, which never wait for it; Deletes wait for it, and snapshots
-// and engine checkpoints run after it. A failure leaves the store as a
-// crash at that point would: nothing live is touched. After the
-// collection it sweeps the blobs no remaining record references
-// (SweepBlobs, engine/blobs.go).
+// GC reclaims the space of dead records (those of deleted runs,
+// superseded store heads) and returns what it removed, then sweeps the
+// blobs no record references (SweepBlobs). Commits go on beside it;
+// Deletes wait for it. A failure leaves the store as a crash at that
+// point would: nothing live is touched.
 func (db *DB) GC(ctx context.Context) (GCStats, error) {
 	if err := db.checkOpen(); err != nil {
 		return GCStats{}, err
@@ -60,9 +56,8 @@ func (db *DB) gcEnv() retention.Env {
 		FS: db.fs, Dir: db.dir, StoreID: db.storeID, NoSync: db.opts.NoSync, CompactDead: db.opts.CompactDead, Logger: db.logger}
 }
 
-// gcCore is the retention.Core of a DB (internal/retention/doc.go says
-// what each method promises). Its methods run on the background
-// goroutine.
+// gcCore is the DB as retention.Core and erasure.Finisher (their doc.go
+// say what each method promises), on the background goroutine.
 type gcCore struct{ db *DB }
 
 var _ retention.Core = gcCore{}
@@ -102,53 +97,54 @@ func (c gcCore) Deleted() map[string]bool {
 	return c.db.mu.deleted.Durable()
 }
 
+// DropDerived removes the frame files of runs (a failure is only logged)
+// and their snapshots, unless the snapshot store is absent or not usable
+// (its own error says so).
 func (c gcCore) DropDerived(ctx context.Context, runs map[string]bool) error {
-	c.db.removeDeletedFrames(runs)
-	return c.db.dropDeletedSnapshots(ctx, runs)
+	db := c.db
+	if retention.RemoveFrames(db.fs, db.path(layout.FramesDir), runs, db.frameFileName, db.opts.NoSync, db.logger) {
+		db.unclean.Store(true)
+	}
+	if !db.snaps.Exists() {
+		return nil // never created: no snapshot to delete (and none is created for it)
+	}
+	if snaps, err := db.snaps.Usable(ctx); err == nil && snaps != nil {
+		return retention.DropSnapshots(snaps, runs, db.opts.NoSync)
+	}
+	return nil
 }
 
 func (c gcCore) Forget(fps []ledger.Fingerprint) int { return c.db.ledger.Forget(fps) }
 
 func (c gcCore) Closed() error { return c.db.checkOpen() }
 
-// removeDeletedFrames removes the frame files of deleted runs (derived:
-// nothing reads them; a failure is logged: retention.RemoveFrames).
-func (db *DB) removeDeletedFrames(deleted map[string]bool) {
-	if retention.RemoveFrames(db.fs, db.path(layout.FramesDir), deleted, db.frameFileName, db.opts.NoSync, db.logger) {
-		db.unclean.Store(true)
-	}
-}
-
-// dropDeletedSnapshots deletes the snapshots of deleted runs from the
-// snapshot store (retention.DropSnapshots). A snapshot store that is not
-// usable is left alone.
-func (db *DB) dropDeletedSnapshots(ctx context.Context, deleted map[string]bool) error {
-	if !db.snapshotsExist() {
-		return nil // never created: no snapshot to delete (and none is created for it)
-	}
-	snaps, err := db.usableSnapshots(ctx)
-	if err != nil || snaps == nil {
-		return nil // the store failed or is absent: its own error says so (Stats)
-	}
-	return retention.DropSnapshots(snaps, deleted, db.opts.NoSync)
+func (c gcCore) LedgerRecords() (*record.Cursor, func(sealed, into *record.Record) error, error) {
+	db := c.db
+	cheap := db.decoder(false) // leaves the ledger's records sealed
+	cheap.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
+	full := db.decoder(true)
+	cur, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, cheap)
+	return cur, func(sealed, r *record.Record) error {
+		return full.Decode(sealed.Raw, sealed.Pos, db.segmentFile(sealed.Pos.Segment), r)
+	}, err
 }
 
 // logTrimmed reports whether garbage collection removed records from the
 // log (retention.Trimmed).
 func (db *DB) logTrimmed() bool { return retention.Trimmed(db.log) }
 
-// orphan returns err, the damage of a record of run whose creation record
-// is not in the log, or notes it for checkOrphans when the log was
-// trimmed (retention.GC.Orphan).
+// orphan is retention.GC.Orphan: err, the damage of a record of run whose
+// creation record is not in the log, or nil and noted if the log was
+// trimmed.
 func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTrimmed(), run, err) }
 
 // checkOrphans returns the damage of the first orphan record (by run id)
 // of a run the log does not delete.
 func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
 
-// removeLeftovers removes the temporary files of the store's directory,
-// frames/ and dicts/, and, when Open found a valid CHECKPOINT (cp), the
-// ledger tables other than the one it names (retention.RemoveLeftovers).
+// removeLeftovers is retention.RemoveLeftovers over the store's directory,
+// frames/ and dicts/, keeping the ledger table a valid CHECKPOINT (cp)
+// names.
 func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 	var keep *uint64
 	if cp != nil {

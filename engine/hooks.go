@@ -63,7 +63,7 @@ var capabilities = []capability{
 		kinds:  []record.Kind{record.KindEraseKey},
 		replay: func(db *DB, _ *Run, rec *record.Record) string { db.eraser.Replayed(rec); return "" },
 		prepare: func(a *Atom, d *frame.Delta, own bool) (*frame.Delta, error) {
-			return a.run.db.sealMemory(a.run.id, d, own)
+			return a.run.db.eraser.Seal(a.run.id, d, own)
 		},
 	},
 	{ // deletions and erasures of runs as retention sees them (delete.go; internal/retention)

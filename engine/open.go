@@ -156,7 +156,7 @@ func (db *DB) open() error {
 	}
 	if err == nil {
 		if dmg := db.log.Recovery().Damage; dmg != nil {
-			err = db.logDamage(dmg, db.replayedSeqs())
+			err = record.LogDamage(db.log, dmg, db.replayedSeqs())
 		}
 	}
 	if err == nil && !fresh {

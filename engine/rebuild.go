@@ -1,12 +1,7 @@
 package engine
 
-// Derived files rebuilt from the log, and log damage named by run and seq.
-//
-// The log is the truth (I9). A frame file, the ledger table or CHECKPOINT
-// that is damaged, missing, stale or disagrees with the log is set aside
-// and what it held is rebuilt from the log: a slower restart, never a
-// different answer. Damage to the log itself is the opposite case: it is
-// refused, naming the segment, the offset and the run and seq it reaches.
+// Derived files rebuilt from the log, and log damage named by run and seq
+// (docs/DESIGN.md, "The log is the truth (I9), in full").
 
 import (
 	"fmt"
@@ -19,10 +14,8 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// segmentFile is the path of a log segment. The callers that decode record
-// after record (StateAt's replay, the journal, compaction) name one segment
-// many times in a row, for an error they will likely not report: the last
-// name built is kept.
+// segmentFile is the path of a log segment; the last one built is kept
+// (callers that decode record after record name one segment many times).
 func (db *DB) segmentFile(seg uint64) string {
 	if n := db.lastSegName.Load(); n != nil && n.seg == seg {
 		return n.name
@@ -38,14 +31,6 @@ type segName struct {
 	name string
 }
 
-// logDamage turns an error met reading the log into a corruption error
-// naming the segment, the offset and the run and seq the damage reaches
-// (record.LogDamage); before holds the last seq of each run read before
-// it (nil: unknown).
-func (db *DB) logDamage(err error, before map[string]uint64) error {
-	return record.LogDamage(db.log, err, before)
-}
-
 // replayedSeqs returns, during Open's replay, the last seq of every run
 // known so far: built, or still a row of CHECKPOINT.
 func (db *DB) replayedSeqs() map[string]uint64 {
@@ -59,10 +44,9 @@ func (db *DB) replayedSeqs() map[string]uint64 {
 	return m
 }
 
-// rebuildFrame builds the frame of run as of seq last from the log alone,
-// from f, its frame at base (the empty frame at 0; a fork's parent's state
-// at its fork point): every atom of the run after base must be there in
-// order, and the last one's head must be head. It reads the whole log.
+// rebuildFrame builds run's frame at seq last from the log alone, from f,
+// its frame at base (checkpoint.ReplayRun: every atom after base in
+// order, the last one's head head). It reads the whole log.
 func (db *DB) rebuildFrame(run string, base uint64, f *frame.Frame, last uint64, head chain.Hash) (*frame.Frame, error) {
 	dec := db.decoder(false)
 	dec.Skip = func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }

@@ -61,8 +61,8 @@ func (db *DB) checkRegistry() error {
 		rc.mismatch = db.reconcileLocked(rc.rows, runs)
 		db.mu.Unlock()
 		rc.checked.Store(true)
-		db.healErasures()               // erase.go
-		db.healKeyErasures(keyErasures) // erasekey.go
+		db.healErasures() // erase.go
+		db.eraser.HealKeys(keyErasures, db.logger, db.setBackgroundErr)
 		if rc.mismatch != "" {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
 				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)

@@ -307,7 +307,7 @@ func (r *Run) StateE() (*frame.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.db.unseal(f)
+	return r.db.eraser.Open(f)
 }
 
 func (r *Run) state() (*frame.Frame, error) {

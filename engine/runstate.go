@@ -93,7 +93,7 @@ func (r *Run) materializeLocked() error {
 		// (framecache.go).
 		r.mu.frameSum, r.mu.frameSumSeq = sum, seq
 	}
-	if err := r.db.checkSealedKeys(r.id, f); err != nil {
+	if err := r.db.eraser.CheckSealed(r.id, f); err != nil {
 		return err
 	}
 	r.mu.frame = f
@@ -266,7 +266,7 @@ func (r *Run) StateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	if err != nil {
 		return nil, err
 	}
-	return r.db.unseal(f)
+	return r.db.eraser.Open(f)
 }
 
 // stateAt is StateAt for the engine's own use: it also serves the final

@@ -1,11 +1,9 @@
 package engine
 
-// The snapshot store's lifecycle (created on first need, opened in the
-// background, checked against CHECKPOINT's generation, re-indexed or
-// rebuilt from the log, moved aside when damaged) is package
-// internal/snapindex's; this file is its hook: the Keeper's Host over the
-// runs and the log, and Close's choice of creating the store for its
-// final checkpoint.
+// The snapshot store over its lifecycle is internal/snapindex's; this
+// file is its Host over the runs and the log, and Close's choice of
+// creating the store for its final checkpoint (docs/DESIGN.md, "Write
+// path": the runs Close leaves to their tails).
 
 import (
 	"context"
@@ -17,16 +15,12 @@ import (
 )
 
 // snapshotMemTable is Pebble's memtable size (0: snapshot's default); a
-// test makes it small, so that Pebble flushes between the parts of a
-// checkpoint's batch.
+// test makes it small, so that Pebble flushes inside a checkpoint's batch.
 var snapshotMemTable uint64
 
-// snapshotsOnNeed is false only in the benchmark that measures the
-// earlier behaviour beside it (BenchmarkNewStore: Pebble created a moment
-// after Open and by Close, whether needed or not). The store is otherwise
-// created by the first snapshot, StateAt or background engine checkpoint
-// that asks for it: a store whose runs or sessions are short never pays
-// for Pebble's files and the two dozen fsyncs of its creation.
+// snapshotsOnNeed is false only in BenchmarkNewStore's baseline (Pebble
+// created at Open whether needed or not); otherwise the store is created
+// by the first snapshot, StateAt or background checkpoint that needs it.
 var snapshotsOnNeed = true
 
 // startSnapIndex creates the snapshot store's Keeper, once Open's recovery
@@ -60,17 +54,12 @@ func (h snapHost) Unclean()                  { h.db.unclean.Store(true) }
 // snapshots waits for Pebble and returns it (snapindex.Keeper.Get).
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) { return db.snaps.Get(ctx) }
 
-// usableSnapshots returns the snapshot store, or nil if there is none to
-// use (snapindex.Keeper.Usable).
+// usableSnapshots is snapindex.Keeper.Usable: nil if there is none to use.
 func (db *DB) usableSnapshots(ctx context.Context) (*snapshot.Store, error) {
 	return db.snaps.Usable(ctx)
 }
 
-// snapshotsExist reports whether the store has a snapshot store directory.
-func (db *DB) snapshotsExist() bool { return db.snaps.Exists() }
-
-// closeSnapshots closes Pebble if it was opened, and makes sure it is
-// never opened afterwards.
+// closeSnapshots closes Pebble if it was opened; it is never opened after.
 func (db *DB) closeSnapshots() error {
 	if db.snaps == nil {
 		return nil // Open failed before the Keeper existed
@@ -79,32 +68,21 @@ func (db *DB) closeSnapshots() error {
 }
 
 // skipAbsentSnapshots, called by Close once the background work has
-// stopped, settles the snapshot store as closed if nothing has started
-// opening it and it does not exist: the final checkpoint then goes without
-// its batch instead of creating the store.
-//
-// Unless many runs would be left to their tails (tailRunsForStore): a
-// store with no checkpoint yet then gets its snapshot store created for
-// the final checkpoint's batch, which holds their atoms' positions (the
-// atom index), instead of a frame file for each of them (tailLocked).
-// Created before any checkpoint, it needs no re-index of the log; a store
-// checkpointed before goes without it, as before, since creating it would
-// re-index the whole log.
+// stopped, lets the final checkpoint go without its batch rather than
+// create an absent snapshot store (snapindex.Keeper.SkipAbsent), unless
+// the store has no checkpoint yet and tailRunsForStore runs or more to
+// leave to their tails: then it is created for their atoms' positions.
 func (db *DB) skipAbsentSnapshots() {
 	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && db.tailRuns(tailRunsForStore) >= tailRunsForStore })
 }
 
 // tailRunsForStore is how many runs Close must have to leave to their
-// tails to leave any (checkpoint), and to create the snapshot store for
-// them (skipAbsentSnapshots): below it, writing their frame files costs
-// a few milliseconds, less than creating Pebble (a few tens of
-// milliseconds of files and fsyncs), and their first use after the next
-// Open does not wait for Pebble to open.
-var tailRunsForStore = 64 // a variable for the power-loss test of tails
+// tails to leave any, and to create the snapshot store for them; a
+// variable for the power-loss test of tails.
+var tailRunsForStore = 64
 
-// tailRuns counts, up to max, the runs Close would write a frame file
-// for unless it leaves them to their tails (tailLocked): those it may
-// leave so and a background checkpoint would not.
+// tailRuns counts, up to max, the runs Close may leave to their tails
+// (tailLocked) and a background checkpoint would not.
 func (db *DB) tailRuns(max int) int {
 	n := 0
 	for _, r := range db.runList() {

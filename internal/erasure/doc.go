@@ -6,9 +6,11 @@
 // keys of a run (the values sealed with that key's data keys), seals the
 // values of erasable memory keys before they enter a delta, and opens them
 // on the way out. It knows the steps of an erasure, their order and what
-// each leaves after a crash; package engine conducts it (engine/erase.go,
-// engine/erasekey.go): it withdraws a run, tracks the writes for its
-// engine checkpoints, and rewrites its derived files between the steps.
+// each leaves after a crash, and conducts a run's erasure and a memory
+// key's over small interfaces of the engine (engine/erase.go,
+// engine/erasekey.go), which keeps the public API: a run is taken out of
+// the engine's table as a deletion takes it (retention.Runs), and the
+// engine's checkpoints and derived files are reached through Finisher.
 //
 // The interface the engine gives it, whole (Store):
 //
@@ -28,11 +30,11 @@
 //	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
 //	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
 //	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)
-//	Erase (bg goroutine)  EraseRun(ctx, runs, run, reason)  (a run's erasure, steps 1 to 5 in order, over Runs)
-//	                      Actions, DropRun                  (step 3's input, step 5: Runs.Finish calls them)
+//	DB.Erase              Erase(ctx, runs, run, reason, stop) (checks, then EraseRun on the bg goroutine)
+//	                      EraseRun(ctx, runs, run, reason)  (steps 1 to 5 in order, over Runs)
+//	Resumer.Finish        Finish(ctx, finisher, run)        (steps 3 to 5, over Finisher)
 //	Open                  ResumePending (Resume of each)    (an interrupted erasure finished or undone)
-//	Erase                 Live, DropRun                     (an erasure finished meanwhile, its keys)
-//	EraseKey              Retire, RecordKey                 (a memory key's erasure, steps 1 to 3)
+//	DB.EraseKey           EraseKey(ctx, keyRuns, run, key, reason) (a memory key's erasure, steps 1 to 3)
 //	registry check        HealStale, Heal                   (a KEYS older than the log's erasures)
 //
 // Resuming a run's erasure (resume.go) calls back into the engine through
@@ -40,26 +42,33 @@
 //
 //	Ready(ctx) error          // ledger loaded, deletions known, directories durable
 //	Lock(), Unlock()          // one at a time with deletions and collections
-//	Erased(run) bool          // the log holds run's erase record
-//	Finish(ctx, run) error    // the engine's steps 3 to 5
+//	Deletion(run) *retention.Gone // run's durable deletion, with its erasure if the log holds its erase record
+//	Finish(ctx, run) error    // steps 3 to 5 (the engine calls Eraser.Finish)
 //
 // A run's erasure (conduct.go) takes the run out of the engine's table
 // through Runs, a Resumer and:
 //
-//	Track() (release func())  // the replay position held below the withdrawal and the record
-//	Target(run) (seq, final, done, err) // under the table's lock: a live run withdrawn, or its deletion's link
-//	Restore(run)              // the erasure did not happen: a live run is back
-//	Recorded(run, er)         // the erase record is durable: the registry marks it, the run's withdrawal finishes
+//	Table() retention.Runs    // the table a deletion takes runs from: Ready, Track, Take, Restore, Gone(KindErase, ...)
 //	Unclean(run, err)         // the mark of a failed erasure stayed (the next Open removes it)
+//
+// Steps 3 and 4 reach the engine through Finisher (retention.Core's
+// methods of those names, and the log's ledger records):
+//
+//	Forget(fps) int; Checkpoint() (wal.Pos, error); DropDerived(ctx, runs) error; Closed() error
+//	LedgerRecords() (cursor, open, error) // the log's intents and certificates, still sealed; open decodes one
+//
+// A memory key's erasure finds its run through KeyRuns:
+//
+//	Find(run) (runview.Run, deleted bool, error) // under the table's lock; an error if the log failed or the store closed
+//	Track() (release func())  // the replay position held below the erase-key record
 //
 // Usage (what package engine does, in short):
 //
 //	e := erasure.New(erasure.Config{Store: store, ErasableKeys: []string{"pii.*"}, ...})
 //	d, err := e.Seal(run, delta, false)   // Commit: pii.* values sealed with their own keys
-//	nos, err := e.Retire(run, "pii.mail") // EraseKey, tracked by the engine:
-//	k, err := e.RecordKey(ctx, run, "pii.mail", reason, seq, head, nos)
-//	err = e.EraseRun(ctx, runs, run, reason) // Erase: Begin once the run is withdrawn, then runs.Finish:
-//	// the engine forgets the run's actions (e.Actions), checkpoints, removes its files, e.DropRun(run)
+//	k, err := e.EraseKey(ctx, keyRuns, run, "pii.mail", reason) // DB.EraseKey
+//	err = e.Erase(ctx, runs, run, reason, stop) // DB.Erase: EraseRun on the bg goroutine, then
+//	// runs.Finish calls e.Finish(ctx, finisher, run): the ledger, a checkpoint, the files, the keys
 //
 // # Guarantees
 //

@@ -3,6 +3,7 @@ package erasure
 import (
 	"fmt"
 
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -19,8 +20,11 @@ type Config struct {
 	// does not apply (engine.ErrInvalidDelta), an argument out of bounds
 	// (engine.ErrInvalidOptions), a memory key never sealed with its own
 	// key (engine.ErrNotErasable), one erased already
-	// (engine.ErrNothingToErase).
-	ErrInvalidDelta, ErrInvalidOptions, ErrNotErasable, ErrNothingToErase error
+	// (engine.ErrNothingToErase), the store closing (engine.ErrClosed).
+	ErrInvalidDelta, ErrInvalidOptions, ErrNotErasable, ErrNothingToErase, ErrClosed error
+	// Refusals are the sentinels a run's erasure refuses with (the run
+	// active, forked, deleted), a deletion's.
+	Refusals retention.Errors
 }
 
 // Eraser is a store's erasure capability: one per DB, made at Open before

@@ -11,6 +11,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
@@ -22,6 +23,9 @@ var (
 	errInvalidOptions = errors.New("test: invalid options")
 	errNotErasable    = errors.New("test: not erasable")
 	errNothing        = errors.New("test: nothing to erase")
+	errClosed         = errors.New("test: closed")
+	refusals          = retention.Errors{NotEnded: errors.New("test: not ended"), HasForks: errors.New("test: has forks"),
+		Deleted: errors.New("test: deleted"), Invalid: errInvalidOptions}
 )
 
 // store is a Store in memory: a real key table and keys, KEYS's writes
@@ -122,7 +126,8 @@ func (s *store) Append(_ context.Context, rec []byte) error {
 
 func newEraser(s *store, erasable ...string) *Eraser {
 	return New(Config{Store: s, ErasableKeys: erasable, ErrInvalidDelta: errInvalidDelta,
-		ErrInvalidOptions: errInvalidOptions, ErrNotErasable: errNotErasable, ErrNothingToErase: errNothing})
+		ErrInvalidOptions: errInvalidOptions, ErrNotErasable: errNotErasable, ErrNothingToErase: errNothing,
+		ErrClosed: errClosed, Refusals: refusals})
 }
 
 // runWith gives run a data key and returns a frame with value v of memory

@@ -26,6 +26,7 @@ package erasure
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -126,6 +127,18 @@ func (e *Eraser) Heal(es []KeyErasure) ([]string, error) {
 		return nil, nil
 	}
 	return keys, e.DropNos(nos)
+}
+
+// HealKeys is Heal once the log's records are all known, its keys logged
+// to logger and its error handed to fail.
+func (e *Eraser) HealKeys(es []KeyErasure, logger *slog.Logger, fail func(error)) {
+	keys, err := e.Heal(es)
+	if len(keys) > 0 {
+		logger.Warn("engine: KEYS still held data keys of erased memory keys (it is older than their erasure); erased them again", "keys", keys, "err", err)
+	}
+	if err != nil {
+		fail(fmt.Errorf("engine: erase again the data keys of erased memory keys that an older KEYS holds: %w", err))
+	}
 }
 
 // LiveNamed returns the data keys that the erase-key records es name and

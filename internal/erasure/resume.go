@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+
+	"github.com/continuumdb/continuum/internal/retention"
 )
 
 // Resumer is what resuming an erasure needs of the engine. Its methods are
@@ -23,11 +25,13 @@ type Resumer interface {
 	// collection (the engine's GC lock).
 	Lock()
 	Unlock()
-	// Erased reports whether the log holds run's erase record.
-	Erased(run string) bool
-	// Finish does the engine's steps 3 to 5 of run's erasure, whose erase
-	// record is durable: the ledger, a checkpoint, the derived files, then
-	// DropRun.
+	// Deletion returns run's durable deletion in the registry of deleted
+	// runs, with its erasure if the log holds its erase record; nil if
+	// none.
+	Deletion(run string) *retention.Gone
+	// Finish does steps 3 to 5 of run's erasure, whose erase record is
+	// durable: the ledger, a checkpoint, the derived files, then DropRun
+	// (the engine calls Eraser.Finish over its Finisher).
 	Finish(ctx context.Context, run string) error
 }
 
@@ -38,7 +42,7 @@ func (e *Eraser) Resume(ctx context.Context, h Resumer, run string, logger *slog
 	}
 	h.Lock()
 	defer h.Unlock()
-	if !h.Erased(run) {
+	if d := h.Deletion(run); d == nil || d.Erasure == nil {
 		logger.Info("engine: an erasure interrupted before its erase record was durable did not happen; its run keeps its key", "run", run)
 		return e.Unmark(run)
 	}

@@ -22,8 +22,8 @@ package erasure
 //  4. The run's frame file and snapshots are removed.
 //  5. KEYS drops the keys (DropRun). The erasure is acknowledged here.
 //
-// Steps 3 and 4 are the engine's (its ledger, checkpoints and derived
-// files). A crash before 2 leaves a mark and no erase record: Open
+// Steps 3 and 4 reach the engine's ledger, checkpoints and derived files
+// through Finisher (Finish, conduct.go). A crash before 2 leaves a mark and no erase record: Open
 // removes the mark (Unmark; the erasure never happened, and was never
 // acknowledged). A crash after 2 leaves the erase record and the mark
 // (Pending): Open does 3 to 5 before it returns. After 5 the run is erased

@@ -16,15 +16,16 @@
 //	Forget(fps) int                      // the ledger forgets fps (in memory)
 //	Closed() error                       // ErrClosed once the DB is closed
 //
-// A deletion takes runs out of the store's table through Runs, whose
-// runs are runview.Runs (ChainHead gives each delete record its link):
+// A deletion, and a run's erasure (internal/erasure), take runs out of
+// the store's table through Runs, whose runs are runview.Runs (ChainHead
+// gives each delete or erase record its link):
 //
 //	Ready(ctx) error                     // log usable, the log's deletions known; directories' fsyncs started
 //	Track() (release func())             // the replay position held below the records and the withdrawal
-//	Take(choose) ([]runview.Run, error)  // under the table's lock: choose among the runs, the chosen withdrawn at once
+//	Take(choose) ([]runview.Run, error)  // under the table's lock: choose among the runs (and the Registry), the chosen withdrawn at once
 //	Append(ctx, recs) error              // the delete records, durable, all or none
 //	Restore(runs)                        // the records failed: the runs are back
-//	Gone(runs, gone)                     // the deletions are durable: registry marked, handles withdrawn
+//	Gone(kind, ids, gone, runs)          // the deletions (or erasure) durable: registry marked, handles withdrawn
 //
 // Core's methods are called on the engine's background goroutine (it owns
 // the engine checkpoints), under GC's lock but Ready; nothing of the
@@ -37,8 +38,8 @@
 //	Delete(ctx, gc, runs, sel, errs, sign) // DB.DeleteRuns: the whole deletion over Runs
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
 //	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint
-//	Misfit                               // replay: a delete record that does not fit its run
 //	Registry, GoneOf, Merge              // the deleted runs by id (under the engine's DB mutex): each one's delete and erase records, merged
+//	(*Registry).Replay, Misfit           // replay: a delete or erase record applied, or why it does not fit its run
 //	(*GC).Orphan, CheckOrphans, Trimmed  // replay of a log garbage collection trimmed
 //	RemoveLeftovers                      // writable Open: temporary files, unnamed ledger tables
 //

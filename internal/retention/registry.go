@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -194,3 +195,24 @@ func (r *Registry) Sorted() (ids []string, gone []*Gone) {
 
 // Len is the number of runs deleted or being deleted.
 func (r *Registry) Len() int { return len(r.m) }
+
+// Replay applies rec, a delete or erase record the replay read, to the
+// registry, and returns why it does not fit, or "": an erasure of a run
+// deleted earlier in the log is merged with its deletion; otherwise, when
+// the run is built (run, its parent), the record must follow its end.
+// The caller withdraws run when it fits.
+func (r *Registry) Replay(rec *record.Record, run runview.Run, parent string) (why string) {
+	d := GoneOf(rec)
+	if prev, _ := r.Get(rec.Run); prev != nil {
+		return r.Merge(rec.Run, d)
+	}
+	if run != nil {
+		d.Parent = parent
+		seq, head, ended := run.ChainHead()
+		if why := Misfit(rec, seq, head, ended); why != "" {
+			return why
+		}
+	}
+	r.Mark(rec.Run, d)
+	return ""
+}

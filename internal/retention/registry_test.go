@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/record"
 )
 
 func TestMergeGone(t *testing.T) {
@@ -81,5 +82,37 @@ func TestRegistry(t *testing.T) {
 	}
 	if f := r.ForksOf("root"); len(f) != 1 || f[0] != "a" {
 		t.Fatalf("ForksOf: %v", f)
+	}
+}
+
+// TestRegistryReplay: a delete record that follows the run's end is
+// marked with the run's parent; one that does not, or of an active run,
+// is refused and marks nothing; an erase record after a deletion merges.
+func TestRegistryReplay(t *testing.T) {
+	at := time.Unix(100, 0).UnixNano()
+	run := &fakeRun{id: "r", last: 3} // ends at seq 4 with head {3}
+	del := &record.Record{Kind: record.KindDelete, Run: "r", Seq: 5, Final: chain.Hash{3}, Head: chain.Hash{7}, Deleted: at}
+	var reg Registry
+	bad := *del
+	bad.Seq = 6
+	if why := reg.Replay(&bad, run, "p"); !strings.Contains(why, "ends at seq 4") || reg.Has("r") {
+		t.Fatalf("a deletion past the end: %q, marked %v", why, reg.Has("r"))
+	}
+	if why := reg.Replay(del, run, "p"); why != "" {
+		t.Fatal(why)
+	}
+	if g, _ := reg.Get("r"); g == nil || g.Seq != 5 || g.Parent != "p" || g.Erasure != nil {
+		t.Fatalf("marked %+v", g)
+	}
+	era := &record.Record{Kind: record.KindErase, Run: "r", Seq: 6, Final: chain.Hash{7}, Head: chain.Hash{8}, Deleted: at, Reason: "gdpr"}
+	if why := reg.Replay(era, nil, ""); why != "" {
+		t.Fatal(why)
+	}
+	if g, _ := reg.Get("r"); g == nil || g.Seq != 5 || g.Erasure == nil || g.Erasure.Seq != 6 {
+		t.Fatalf("merged %+v", g)
+	}
+	// A run the replay has not built: marked as the record says.
+	if why := reg.Replay(&record.Record{Kind: record.KindDelete, Run: "x", Seq: 2, Deleted: at}, nil, ""); why != "" || !reg.Has("x") {
+		t.Fatalf("an unbuilt run: %q", why)
 	}
 }

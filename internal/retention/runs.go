@@ -7,6 +7,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/runview"
+	"github.com/continuumdb/continuum/record"
 )
 
 // Runs is the store's table of runs as a deletion (or an erasure) takes
@@ -24,19 +25,20 @@ type Runs interface {
 	// withdrawal are one write for the checkpoint.
 	Track() (release func())
 	// Take, under the table's lock, hands choose every run of the store
-	// (as a Candidate) and whether an id is deleted or being deleted,
-	// and withdraws at once the runs choose returns, their ids marked
-	// being deleted: Run and Fork of them fail from then on. An error is
+	// (as a Candidate) and the registry of deleted runs (to read), and
+	// withdraws at once the runs choose returns, their ids marked being
+	// deleted: Run and Fork of them fail from then on. An error is
 	// choose's, or the store's being closed.
-	Take(choose func(runs []Candidate, deleted func(id string) bool) ([]string, error)) ([]runview.Run, error)
+	Take(choose func(runs []Candidate, deleted *Registry) ([]string, error)) ([]runview.Run, error)
 	// Append writes recs durably, all or none.
 	Append(ctx context.Context, recs [][]byte) error
 	// Restore puts back runs Take withdrew, whose records failed.
 	Restore(runs []runview.Run)
-	// Gone records the deletions of runs as durable (gone[i] is runs[i]'s;
-	// the engine sets its Parent) and finishes their withdrawal: a handle
-	// a caller kept serves nothing more.
-	Gone(runs []runview.Run, gone []*Gone)
+	// Gone records the deletions (k: record.KindDelete) or erasures
+	// (KindErase) of ids as durable, gone[i] ids[i]'s, in the registry,
+	// and finishes the withdrawal of runs (those of them Take withdrew): a
+	// handle a caller kept serves nothing more.
+	Gone(k record.Kind, ids []string, gone []*Gone, runs []runview.Run)
 }
 
 // Signing is what a delete record's link and note are made with: the
@@ -64,8 +66,15 @@ func Delete(ctx context.Context, gc *GC, runs Runs, sel Selection, errs Errors, 
 	defer gc.Unlock()
 	release := runs.Track()
 	defer release()
-	chosen, err := runs.Take(func(c []Candidate, deleted func(string) bool) ([]string, error) {
-		return Choose(sel, c, deleted, errs)
+	parents := map[string]string{}
+	chosen, err := runs.Take(func(c []Candidate, deleted *Registry) ([]string, error) {
+		ids, err := Choose(sel, c, deleted.Has, errs)
+		for _, c := range c {
+			if c.Parent != "" && len(ids) > 0 {
+				parents[c.ID] = c.Parent // a Gone's Parent
+			}
+		}
+		return ids, err
 	})
 	if err != nil || len(chosen) == 0 {
 		return nil, err
@@ -88,10 +97,10 @@ func Delete(ctx context.Context, gc *GC, runs Runs, sel Selection, errs Errors, 
 		runs.Restore(chosen)
 		return nil, fmt.Errorf("engine: delete %d runs: %w", len(chosen), err)
 	}
-	gone := make([]*Gone, len(out))
+	ids, gone := make([]string, len(out)), make([]*Gone, len(out))
 	for i, d := range out {
-		gone[i] = &Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason}
+		ids[i], gone[i] = d.Run, &Gone{Seq: d.Seq, Final: d.Final, Head: d.Head, At: d.At, Reason: d.Reason, Parent: parents[d.Run]}
 	}
-	runs.Gone(chosen, gone)
+	runs.Gone(record.KindDelete, ids, gone, chosen)
 	return out, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/runview"
+	"github.com/continuumdb/continuum/record"
 )
 
 type fakeRun struct {
@@ -44,7 +45,7 @@ type fakeTable struct {
 func (t *fakeTable) Ready(context.Context) error { return nil }
 func (t *fakeTable) Track() func()               { t.tracked++; return func() { t.tracked-- } }
 
-func (t *fakeTable) Take(choose func([]Candidate, func(string) bool) ([]string, error)) ([]runview.Run, error) {
+func (t *fakeTable) Take(choose func([]Candidate, *Registry) ([]string, error)) ([]runview.Run, error) {
 	if t.gc.mu.TryLock() {
 		t.gc.mu.Unlock()
 		return nil, errors.New("Take without GC's lock")
@@ -53,7 +54,11 @@ func (t *fakeTable) Take(choose func([]Candidate, func(string) bool) ([]string, 
 	for id := range t.runs {
 		cands = append(cands, Candidate{ID: id, Parent: t.parents[id], Ended: true, Status: "completed", EndedAt: time.Unix(100, 0)})
 	}
-	ids, err := choose(cands, func(id string) bool { return t.gone[id] != nil })
+	var reg Registry
+	for id, g := range t.gone {
+		reg.Mark(id, g)
+	}
+	ids, err := choose(cands, &reg)
 	if err != nil {
 		return nil, err
 	}
@@ -84,9 +89,12 @@ func (t *fakeTable) Restore(rs []runview.Run) {
 	}
 }
 
-func (t *fakeTable) Gone(rs []runview.Run, g []*Gone) {
-	for i, r := range rs {
-		t.gone[r.ID()] = g[i]
+func (t *fakeTable) Gone(k record.Kind, ids []string, g []*Gone, rs []runview.Run) {
+	if k != record.KindDelete || len(ids) != len(rs) {
+		panic(fmt.Sprintf("Gone of kind %v, %d ids, %d runs", k, len(ids), len(rs)))
+	}
+	for i, id := range ids {
+		t.gone[id] = g[i]
 	}
 }
 
@@ -120,7 +128,7 @@ func TestDeleteConducted(t *testing.T) {
 	for _, d := range ds {
 		g := tb.gone[d.Run]
 		want := uint64(map[string]uint64{"a": 4, "b": 5, "c": 6}[d.Run]) + 1
-		if d.Seq != want || g.Seq != d.Seq || g.Head != d.Head || g.Final != d.Final || d.Reason != "why" {
+		if d.Seq != want || g.Seq != d.Seq || g.Head != d.Head || g.Final != d.Final || d.Reason != "why" || g.Parent != tb.parents[d.Run] {
 			t.Fatalf("deletion %+v, gone %+v: want the link after the end at seq %d", d, g, want-1)
 		}
 	}
