@@ -22,6 +22,8 @@ type (
 	queuedBranch = branch.Commit[*branchCommit] // a branch's commit in the run's queue
 )
 
+var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending}
+
 // branchCommit is what the engine holds for a branch's commit from the
 // moment its record is appended until it is applied (or failed).
 type branchCommit struct {
@@ -68,17 +70,15 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 		return nil, err
 	}
 	defer r.mu.Unlock()
-	switch {
-	case r.mu.atom != nil:
-		return nil, fmt.Errorf("%w: run %q seq %d (Begin's atom): commit or fail it before branching", ErrAtomInProgress, r.id, r.mu.atom.seq)
-	case r.mu.interruptedSeq != 0:
-		return nil, fmt.Errorf("%w: run %q seq %d was interrupted by a crash: Begin it again, and commit or fail it, before branching",
-			ErrAtomInProgress, r.id, r.mu.interruptedSeq)
-	case r.mu.end != nil || r.mu.ending:
-		return nil, fmt.Errorf("%w: run %q takes no more atoms", ErrRunEnded, r.id)
-	case r.mu.rollback != nil:
-		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, r.mu.rollback.To, r.mu.rollback.To)
+	st := branch.State{Run: r.id, Interrupted: r.mu.interruptedSeq, Ended: r.mu.end != nil || r.mu.ending}
+	if r.mu.atom != nil {
+		st.Running = r.mu.atom.seq
+	}
+	if rb := r.mu.rollback; rb != nil {
+		st.Rollback, st.To = true, rb.To
+	}
+	if err := branch.Start(st, branchErrs); err != nil {
+		return nil, err
 	}
 	if err := r.materializeLocked(); err != nil {
 		return nil, err

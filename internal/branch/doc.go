@@ -26,6 +26,7 @@
 // and calls, in a branch's life:
 //
 //	Check(run, name, reads)             // Branch's arguments, before any lock
+//	Start(state, errs)                  // the run may branch (its State, the engine's sentinels)
 //	NewSet[P](tail, window)             // the first branch of a run
 //	(*Set).Begin(name, base, reads)     // a live branch, nil if the name is taken
 //	(*Set).Conflict(b, writes)          // the conflict rule at Commit: *Conflict or nil
