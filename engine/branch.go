@@ -17,24 +17,12 @@ import (
 )
 
 type (
-	atomBranch   = branch.Branch                // Atom.branch
-	branchSet    = branch.Set[*branchCommit]    // Run.mu.br: the run's branches in flight
-	queuedBranch = branch.Commit[*branchCommit] // a branch's commit in the run's queue
+	atomBranch   = branch.Branch              // Atom.branch
+	branchSet    = branch.Set[*branchAtom]    // Run.mu.br: the run's branches in flight
+	queuedBranch = branch.Commit[*branchAtom] // a branch's commit in the run's queue
 )
 
 var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending}
-
-// branchCommit is what the engine holds for a branch's commit from the
-// moment its record is appended until it is applied (or failed).
-type branchCommit struct {
-	a   *Atom
-	d   *frame.Delta
-	c   pendingCommit
-	enc encodedAtom
-	buf *encBuf // holds enc until the log wrote it
-	w   *wal.Waiter
-	tok uint64 // db.track's
-}
 
 // Branch begins a branch of the run named name: an atom that reads the
 // state as of the run's LastSeq (Atom.Base) and takes its seq only when
@@ -85,7 +73,7 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	}
 	br := r.mu.br
 	if br == nil {
-		br = branch.NewSet[*branchCommit](branch.Tail{Seq: r.mu.lastSeq, Head: r.mu.head, Bound: r.frameBoundLocked()}, branchWindow)
+		br = branch.NewSet[*branchAtom](branch.Tail{Seq: r.mu.lastSeq, Head: r.mu.head, Bound: r.frameBoundLocked()}, branchWindow)
 		r.mu.br = br
 	}
 	if err := br.Failed(); err != nil {
@@ -181,31 +169,35 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	start := a.commitStart()
 	base := record.AppendBranchBase(nil, &record.BranchBase{Base: b.Base, Branch: b.Name, Reads: b.Reads})
 	x := &branchAtom{a: a, d: d, buf: getBuf(), ext: []record.AtomExt{{Tag: record.ExtTagBase, Data: base}}}
-	q, err := branch.Conduct(ctx, branch.Atom[*branchCommit](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize)
+	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize)
 	if q == nil {
 		putBuf(x.buf) // no record of it was appended
 	}
 	if err != nil {
 		return err
 	}
-	bc := q.Payload
 	db.counters.atoms.Add(1)
-	db.sample(bc.enc.body)
-	a.observeCommit(start, len(bc.enc.rec), bc.enc.deltaLen, len(bc.c.actions))
-	putBuf(bc.buf)
+	db.sample(x.enc.body)
+	a.observeCommit(start, len(x.enc.rec), x.enc.deltaLen, len(x.actions))
+	putBuf(x.buf)
 	return nil
 }
 
-// branchAtom is a branch's commit of d as branch.Conduct drives it, and
-// its run as the run's branch.Core.
+// branchAtom is a branch's commit of d as branch.Conduct drives it (its
+// run as the run's branch.Core), and, from the moment its record is
+// appended until it is applied or failed, the commit's payload in the
+// run's queue.
 type branchAtom struct {
 	a       *Atom
 	d       *frame.Delta
 	ext     []record.AtomExt
-	buf     *encBuf
-	enc     encodedAtom  // the body encoded and compressed in buf
+	buf     *encBuf      // holds enc until the log wrote it
+	enc     encodedAtom  // the body encoded and compressed in buf; the record once appended
 	actions []atomAction // the actions enc lists
 	encoded bool
+	c       pendingCommit // once appended
+	w       *wal.Waiter
+	tok     uint64 // db.track's
 }
 
 func (x *branchAtom) Encode() error {
@@ -280,20 +272,20 @@ func (x *branchAtom) FrameBoundLocked(seq uint64) (int64, error) {
 	return x.a.run.checkFrameSizeLocked(x.d, seq)
 }
 
-func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*branchCommit, chain.Hash, error) {
+func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*branchAtom, chain.Hash, error) {
 	a, r, db := x.a, x.a.run, x.a.run.db
 	if err := db.sealAtom(x.buf, &x.enc, r.id, seq, prev); err != nil {
 		return nil, chain.Hash{}, err
 	}
-	bc := &branchCommit{a: a, d: x.d, c: pendingCommit{prev: prev, actions: x.actions, sizeBound: bound}, enc: x.enc, buf: x.buf}
-	bc.tok = db.track()
-	bc.w = db.log.AppendAsync(x.enc.rec)
+	x.c = pendingCommit{prev: prev, actions: x.actions, sizeBound: bound}
+	x.tok = db.track()
+	x.w = db.log.AppendAsync(x.enc.rec)
 	select {
-	case <-bc.w.Done():
+	case <-x.w.Done():
 		// Written already, or refused (too large for a segment, the log
 		// closed or failed): in either case nothing is chained to it yet.
-		if _, err := bc.w.Wait(context.Background()); err != nil {
-			db.untrack(bc.tok)
+		if _, err := x.w.Wait(context.Background()); err != nil {
+			db.untrack(x.tok)
 			return nil, chain.Hash{}, db.branchLogError(err, fmt.Sprintf("engine: commit run %q branch %q", r.id, a.branch.Name))
 		}
 	default:
@@ -301,7 +293,7 @@ func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*br
 	a.mu.Lock()
 	a.mu.done = true // no Do after this: the record lists its actions
 	a.mu.Unlock()
-	return bc, x.enc.head, nil
+	return x, x.enc.head, nil
 }
 
 func (x *branchAtom) LastSeqLocked() uint64 { return x.a.run.mu.lastSeq }
@@ -357,8 +349,8 @@ func (x *branchAtom) Durable(q *queuedBranch) bool {
 }
 
 func (x *branchAtom) Apply(q *queuedBranch) error {
-	bc := q.Payload
-	return bc.a.publishLocked(q.Seq, bc.d, bc.c, bc.enc.head, q.Pos, bc.enc.grown)
+	p := q.Payload
+	return p.a.publishLocked(q.Seq, p.d, p.c, p.enc.head, q.Pos, p.enc.grown)
 }
 
 func (x *branchAtom) Release(q *queuedBranch) { x.a.run.db.untrack(q.Payload.tok) }
