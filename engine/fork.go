@@ -1,14 +1,11 @@
 package engine
 
-// Forks: a run that starts from another run's state at a committed seq.
-// Its creation record (record.KindFork) commits to the parent, the fork
-// point and the parent's head there, and its chain starts at the fork
-// point with chain.Hasher.ForkGenesis over them. The seqs up to the fork
-// point are the parent's: StateAt answers them from the parent's history,
-// and the fork's own atoms begin at the fork point + 1. An action the fork
-// repeats at the same position, with the same tool and sanitized args,
-// gets the key the lineage used there, and so its certificate (I10);
-// see package internal/lineage (lineage.go asks it, capView is its Run).
+// Forks and lineage (docs/DESIGN.md, "Lifecycle and forks"): a fork's
+// creation record (record.KindFork) commits to the parent, the fork point
+// and the parent's head there; its chain starts with
+// chain.Hasher.ForkGenesis over them. Package internal/lineage walks a
+// lineage and gives a fork's repeated action its ancestor's key (I10);
+// capView is its Run, and ledgerView its Ledger.
 
 import (
 	"context"
@@ -19,6 +16,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/lineage"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -51,15 +49,12 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 		return nil, fmt.Errorf("%w: fork of run %q at seq %d, its last committed seq is %d", ErrSeqOutOfRange, src, at, last)
 	}
 	if at < parent.base {
-		// The parent's state there is its own parent's: fork from there,
-		// so that a lineage's links always name the run whose chain holds
-		// the fork point.
+		// The parent's state there is its own parent's: a lineage's links
+		// always name the run whose chain holds the fork point.
 		return db.Fork(ctx, parent.parent, at, id)
 	}
-	// The fork's state is built on its first use (materializeLocked, from
-	// the parent's StateAt(at)), not here: Fork costs one record and its
-	// fsync whatever the history, and a fork at a past seq that is never
-	// read never replays it.
+	// The fork's state is built on its first use (materializeLocked), not
+	// here: Fork costs one record and its fsync whatever the history.
 	parentHead, err := parent.headAt(ctx, at)
 	if err != nil {
 		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
@@ -126,8 +121,7 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 
 // parentRun returns the run this fork was forked from, its lineage
 // checked (lineage.Parent). It takes no lock: a run's parent is set when
-// the run is built, and again only by the reconciliation of CHECKPOINT's
-// table with the log.
+// it is built, and again only by CHECKPOINT's reconciliation with the log.
 func (r *Run) parentRun() (*Run, error) {
 	p, err := lineage.Parent((*capView)(r))
 	if err != nil {
@@ -149,9 +143,7 @@ func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 	return p.stateAt(ctx, r.base)
 }
 
-// headAt returns the run's chain head at seq (base <= seq <= LastSeq):
-// its genesis (or fork genesis) at its base, its last head, or the head
-// the atom record at seq carries.
+// headAt returns the run's chain head at seq (base <= seq <= LastSeq).
 func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	r.mu.Lock()
 	last, head := r.mu.lastSeq, r.mu.head
@@ -176,4 +168,53 @@ func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 		return chain.Hash{}, err
 	}
 	return a.Head, nil
+}
+
+// lineageIntent returns in (a default-key intent of this atom) with the
+// key the nearest run of its lineage used for the same action at the
+// same position (lineage.Key, lineage.BranchKey), or in itself.
+func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
+	if a.branch != nil {
+		return lineage.BranchKey((*capView)(a.run), a.branch.Name, in, (*ledgerView)(a.run.db))
+	}
+	return lineage.Key(ctx, (*capView)(a.run), a.seq, in, (*ledgerView)(a.run.db))
+}
+
+// actionsAt returns the actions of the run's atom seq (committed, or in
+// flight) with call index index, and may return more of that atom's
+// (lineage.Run's Actions); the ledger is loaded when it returns.
+func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error) {
+	r.mu.Lock()
+	last := r.mu.lastSeq
+	var fps []ledger.Fingerprint
+	switch {
+	case seq <= r.base || seq > last+1:
+		r.mu.Unlock()
+		return nil, nil
+	case seq == last+1: // the atom in flight: running now, or interrupted by a crash
+		if at := r.mu.atom; at != nil {
+			at.mu.Lock()
+			for _, x := range at.mu.actions {
+				if x.index == index {
+					fps = append(fps, x.fp)
+				}
+			}
+			at.mu.Unlock()
+		}
+		if r.mu.interruptedSeq == seq {
+			for _, x := range r.mu.inflight {
+				if x.Index == index {
+					fps = append(fps, x.FP)
+				}
+			}
+		}
+	}
+	r.mu.Unlock()
+	if seq <= last {
+		var err error
+		if _, fps, err = r.committedActions(ctx, seq, r.db.decoder(false), nil); err != nil {
+			return nil, err
+		}
+	}
+	return fps, r.db.waitLedger(ctx)
 }

@@ -1,13 +1,8 @@
 package engine
 
-// Rollback: returning a run to the state of an earlier seq and undoing,
-// newest first, the effects of the actions certified after it (a saga's
-// compensations). The record and its rules are record/rollback.go's; the
-// plan and the pending rollback are internal/saga's. Its crash safety step
-// by step (plan, the record's fsync, each compensation through the ledger,
-// the completing atom) and the pin that keeps a pending rollback's record
-// in the replayed tail are in docs/DESIGN.md ("Compensation and
-// rollback").
+// Rollback with compensations (docs/DESIGN.md, "Compensation and
+// rollback"): internal/saga checks, plans and conducts it; this file
+// begins the completing atom and adapts it (rollbackAtom, sagaStore).
 
 import (
 	"context"
@@ -18,7 +13,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/saga"
-	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -69,31 +63,25 @@ type RollbackResult struct {
 // completing atom is not (Run.mu.rollback).
 type pendingRollback = saga.Pending
 
-// Rollback returns the run to its state at seq to, undoing the actions
-// certified after it: it runs the compensation (ledger.Action.Compensate)
-// of each action this run certified after to, newest first, each through
-// the ledger exactly once, then commits an atom at LastSeq+1 whose delta
-// replaces the frame with StateAt(to). History is kept: StateAt of the
-// seqs in between still reads them. A compensation's key is its
-// Compensate's, or ledger.CompensationKey of the undone action's
-// fingerprint, so every rollback that reaches an action runs its
-// compensation with the same key.
+var sagaErrs = saga.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, NotInDoubt: ErrNotInDoubt,
+	RollbackPending: ErrRollbackPending, SeqOutOfRange: ErrSeqOutOfRange}
+
+// Rollback returns the run to its state at seq to: it runs the
+// compensation (ledger.Action.Compensate) of each action the run
+// certified after to, newest first, each exactly once through the
+// ledger, then commits an atom at LastSeq+1 whose state is StateAt(to);
+// history is kept. Once its record is durable the rollback is pending
+// (PendingRollback) until that atom commits, and Rollback with the same
+// to resumes it (RollbackResult.Resumed). docs/DESIGN.md ("Run.Rollback's
+// contract in full") has which actions it undoes and the in-doubt rules.
 //
-// A certified action without a compensation is reported in
-// RollbackResult.NotUndone and refuses the rollback (ErrNotUndone, nothing
-// written) unless opts.AllowNotUndone. An in-doubt compensation follows
-// Do's rules: an idempotent one is run again with the same key; another
-// fails Rollback with an error matching ledger.ErrInDoubt, settled by
-// ResolveCompensation or ResolveCompensationFailed. Once its record is
-// durable the rollback is pending until its atom commits: Begin and End
-// fail with ErrRollbackPending, and Rollback with the same to resumes it
-// (RollbackResult.Resumed), running only what is not certified yet.
-//
-// to must be below LastSeq and, for a fork, at or after its fork point
-// (ErrSeqOutOfRange). Rollback fails with ErrAtomInProgress while an atom
-// or a branch runs, ErrRunEnded once the run ended, and ErrInDoubt while
-// an action of the atom a crash interrupted is in doubt. docs/DESIGN.md
-// ("Compensation and rollback") has which actions it undoes exactly.
+// Errors: ErrInvalidOptions (no opts.Exec); ErrNotUndone (an action
+// without a compensation and no opts.AllowNotUndone: nothing written);
+// ErrSeqOutOfRange (to not below LastSeq, or before a fork's fork
+// point); ErrAtomInProgress (an atom or a branch runs); ErrRunEnded;
+// ErrRollbackPending (a rollback to another target is pending);
+// ledger.ErrInDoubt (a compensation, or an action of an interrupted
+// atom, in doubt: ResolveCompensation settles the former).
 func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*RollbackResult, error) {
 	db := r.db
 	if err := db.checkOpen(); err != nil {
@@ -112,66 +100,92 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 	if err := db.logFailed(); err != nil {
 		return nil, fmt.Errorf("engine: rollback of run %q: the log failed earlier; reopen the store: %w", r.id, err)
 	}
-	a, start, err := r.startRollback(ctx, to, true)
+	x, err := r.startRollback(ctx, to, true)
 	if err != nil {
 		return nil, err
 	}
-	res, err := saga.Conduct(ctx, &rollbackAtom{capView: (*capView)(r), a: a, st: start, exec: opts.Exec}, to, start.pending, opts.AllowNotUndone, ErrNotUndone)
+	x.exec = opts.Exec
+	res, err := saga.Conduct(ctx, x, to, x.pending, opts.AllowNotUndone, ErrNotUndone)
 	if err != nil {
-		r.releaseRollbackAtom(a)
+		r.releaseRollbackAtom(x.a)
 	}
 	return (*RollbackResult)(res), err
 }
 
-// rollbackStart is what startRollback took from the run.
-type rollbackStart struct {
-	pending  *pendingRollback // the pending rollback to resume; nil: a new one
-	head     chain.Hash       // h(a.seq-1)
-	inflight []layout.InflightAction
+// PendingRollback reports the rollback of the run that is begun and not
+// finished, and its target: after a restart, an agent that finds one
+// calls Rollback(ctx, to, opts) before anything else (Begin and End fail
+// with ErrRollbackPending meanwhile).
+func (r *Run) PendingRollback() (to uint64, pending bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rb := r.mu.rollback; rb != nil {
+		return rb.To, true
+	}
+	return 0, false
 }
 
-// startRollback makes atom a, at LastSeq+1, the run's running atom for a
-// rollback to to (or, with fresh false, for settling a compensation of
-// the pending rollback), after the checks Rollback documents.
-func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*Atom, rollbackStart, error) {
+// ResolveCompensation settles a compensation of the pending rollback that
+// Rollback reported in doubt as e: it happened, with result, which the
+// resumed Rollback takes without running it again.
+// ResolveCompensationFailed records that it did not happen: the resumed
+// Rollback runs it again, with the same key. Both fail with
+// ErrNotInDoubt when the run has no pending rollback or e is not one of
+// its compensations in doubt.
+func (r *Run) ResolveCompensation(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
+	return r.settleCompensation(ctx, func(a *Atom) error { return a.ResolveInDoubt(ctx, e, result) })
+}
+
+// ResolveCompensationFailed: see ResolveCompensation.
+func (r *Run) ResolveCompensationFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
+	return r.settleCompensation(ctx, func(a *Atom) error { return a.ResolveInDoubtFailed(ctx, e, reason) })
+}
+
+// settleCompensation runs settle over the atom of the pending rollback.
+func (r *Run) settleCompensation(ctx context.Context, settle func(*Atom) error) error {
+	if err := r.db.checkOpen(); err != nil {
+		return err
+	}
+	x, err := r.startRollback(ctx, 0, false)
+	if err != nil {
+		return err
+	}
+	defer r.releaseRollbackAtom(x.a)
+	return settle(x.a)
+}
+
+// startRollback makes atom LastSeq+1 the run's running atom for a
+// rollback to to (fresh), or to settle a compensation of the pending
+// rollback, after saga.Start's checks.
+func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollbackAtom, error) {
 	if err := r.lockIdle(ctx); err != nil {
-		return nil, rollbackStart{}, err
+		return nil, err
 	}
 	defer r.mu.Unlock()
-	var st rollbackStart
-	switch rb := r.mu.rollback; {
-	case r.mu.broken != nil:
-		return nil, st, r.mu.broken
-	case r.mu.end != nil || r.mu.ending:
-		return nil, st, fmt.Errorf("%w: rollback of run %q: the run has ended", ErrRunEnded, r.id)
-	case r.mu.atom != nil:
-		return nil, st, fmt.Errorf("%w: rollback of run %q: seq %d is running; commit or fail it first", ErrAtomInProgress, r.id, r.mu.atom.seq)
-	case r.mu.br != nil:
-		return nil, st, fmt.Errorf("%w: rollback of run %q: branches are in flight; commit or fail them first", ErrAtomInProgress, r.id)
-	case !fresh && rb == nil:
-		return nil, st, fmt.Errorf("%w: run %q has no pending rollback", ErrNotInDoubt, r.id)
-	case rb != nil && fresh && rb.To != to:
-		return nil, st, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished (call Rollback with to = %d); a rollback to seq %d must wait for it",
-			ErrRollbackPending, r.id, rb.To, rb.To, to)
-	case rb == nil && (to >= r.mu.lastSeq || to < r.base):
-		return nil, st, fmt.Errorf("%w: rollback of run %q to seq %d: the target must be below the last seq %d and at or after the fork point %d",
-			ErrSeqOutOfRange, r.id, to, r.mu.lastSeq, r.base)
+	st := saga.State{Run: r.id, Broken: r.mu.broken, Ended: r.mu.end != nil || r.mu.ending, Branches: r.mu.br != nil,
+		Pending: r.mu.rollback, LastSeq: r.mu.lastSeq, Base: r.base}
+	if r.mu.atom != nil {
+		st.Running = r.mu.atom.seq
+	}
+	if err := saga.Start(st, to, fresh, sagaErrs); err != nil {
+		return nil, err
 	}
 	if err := r.materializeLocked(); err != nil {
-		return nil, st, err
+		return nil, err
 	}
 	seq := r.mu.lastSeq + 1
-	a := &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq}
-	if rb := r.mu.rollback; rb != nil {
-		a.seal = rb.Seal[:]
-		st.pending = rb
+	x := &rollbackAtom{capView: (*capView)(r), a: &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq},
+		pending: r.mu.rollback, head: r.mu.head}
+	if x.pending != nil {
+		x.a.seal = x.pending.Seal[:]
 	}
-	st.head = r.mu.head
-	if r.mu.interruptedSeq == seq {
-		st.inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
+	if x.a.resumed {
+		for _, in := range r.mu.inflight {
+			x.inflight = append(x.inflight, in.FP)
+		}
 	}
-	r.mu.atom = a
-	return a, st, nil
+	r.mu.atom = x.a
+	return x, nil
 }
 
 // releaseRollbackAtom ends atom a of a rollback that did not complete,
@@ -191,43 +205,40 @@ func (r *Run) releaseRollbackAtom(a *Atom) {
 // rollbackAtom is the atom of a rollback as saga.Conduct drives it.
 type rollbackAtom struct {
 	*capView
-	a    *Atom
-	st   rollbackStart
-	exec func(Undo) ledger.Exec
+	a        *Atom
+	pending  *pendingRollback     // the pending rollback to resume; nil: a new one
+	head     chain.Hash           // h(a.seq-1)
+	inflight []ledger.Fingerprint // the actions of the atom a crash interrupted at a.seq
+	exec     func(Undo) ledger.Exec
 }
 
 func (x *rollbackAtom) Seq() uint64 { return x.a.seq }
 
 func (x *rollbackAtom) Plan(ctx context.Context, to uint64) ([]record.Undo, error) {
-	return (*Run)(x.capView).planRollback(ctx, to, x.a.seq, x.st.inflight)
+	db := x.db
+	if err := db.waitLedger(ctx); err != nil {
+		return nil, err
+	}
+	st := &sagaStore{ledgerView: (*ledgerView)(db), r: (*Run)(x.capView), dec: db.decoder(false)}
+	undo, err := saga.Plan(ctx, st, x.id, to, x.a.seq, x.inflight)
+	if tm := (*saga.TooManyError)(nil); errors.As(err, &tm) {
+		return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
+	}
+	return undo, err
 }
 
+// Write appends the rollback record and waits for its fsync; it is
+// tracked from before the append to the completing atom's commit, so the
+// replay floor stays at or below the record (the pin).
 func (x *rollbackAtom) Write(ctx context.Context, to uint64, undo []record.Undo) (*pendingRollback, error) {
-	return (*Run)(x.capView).writeRollback(ctx, x.a, to, x.st.head, undo)
-}
-
-func (x *rollbackAtom) Compensate(ctx context.Context, u *Undo) ([]byte, error) {
-	return x.a.compensate(ctx, u, x.exec)
-}
-
-func (x *rollbackAtom) Complete(ctx context.Context, f *frame.Frame) error {
-	return x.a.commit(ctx, new(frame.Delta).ReplaceFrame(f), true)
-}
-
-// writeRollback appends the rollback record of atom a and waits for its
-// fsync; the rollback is then pending (see the file's comment).
-func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.Hash, undo []record.Undo) (*pendingRollback, error) {
-	db := r.db
-	started := time.Now().UnixNano()
-	rec, err := saga.Record(db.sealer, r.id, a.seq, to, head, started, undo)
+	r, db, seq := (*Run)(x.capView), x.db, x.a.seq
+	rec, err := saga.Record(db.sealer, r.id, seq, to, x.head, time.Now().UnixNano(), undo)
 	if err != nil {
 		return nil, err
 	}
-	if err := checkRecordSize(r.id, a.seq, "the rollback record", rec); err != nil {
+	if err := checkRecordSize(r.id, seq, "the rollback record", rec); err != nil {
 		return nil, err
 	}
-	// Tracked from before the append to the completing atom's commit: the
-	// replay floor stays at or below the record (the pin).
 	tok := db.track()
 	written := rec
 	if forgeRollbackRecord != nil {
@@ -237,18 +248,18 @@ func (r *Run) writeRollback(ctx context.Context, a *Atom, to uint64, head chain.
 		db.untrack(tok)
 		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", r.id, to, err)
 	}
-	rb := saga.NewPending(rec, a.seq, to, head, undo, tok)
+	rb := saga.NewPending(rec, seq, to, x.head, undo, tok)
 	r.mu.Lock()
 	r.mu.rollback = rb
 	r.mu.Unlock()
-	a.seal = rb.Seal[:] // before the atom's first action: nothing reads it concurrently
+	x.a.seal = rb.Seal[:] // before the atom's first action: nothing reads it concurrently
 	return rb, nil
 }
 
-// compensate runs compensation u.Compensation through the ledger as an
-// action of a (Do's rules, with the compensation's intent).
-func (a *Atom) compensate(ctx context.Context, u *Undo, execFor func(Undo) ledger.Exec) ([]byte, error) {
-	db := a.run.db
+// Compensate runs u.Compensation through the ledger as an action of the
+// atom (Do's rules, with the compensation's intent).
+func (x *rollbackAtom) Compensate(ctx context.Context, u *Undo) ([]byte, error) {
+	a, db := x.a, x.db
 	if err := db.checkOpen(); err != nil {
 		return nil, err
 	}
@@ -260,23 +271,55 @@ func (a *Atom) compensate(ctx context.Context, u *Undo, execFor func(Undo) ledge
 		return nil, err
 	}
 	if done {
-		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
+		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, x.id, a.seq)
 	}
-	in, err := ledger.CompensationIntent(u.Compensation, u.Action, a.run.id, a.seq, index)
+	in, exec, err := saga.Compensation(db.ledger, u, x.id, a.seq, index, x.exec)
 	if err != nil {
 		return nil, err
 	}
-	var exec ledger.Exec
-	if e, ok := db.ledger.Lookup(in.Fingerprint); !ok || !(e.Status == ledger.StatusDone || e.Status == ledger.StatusResolved) {
-		if exec = execFor(*u); exec == nil {
-			return nil, fmt.Errorf("engine: RollbackOptions.Exec gave no exec for tool %q", u.Compensation.Tool)
-		}
-	} else {
-		exec = func(context.Context, string) ([]byte, error) {
-			return nil, errors.New("engine: a certified compensation was asked to run again") // never called: the ledger has its certificate
-		}
-	}
 	return a.doIntent(ctx, in, false, exec)
+}
+
+func (x *rollbackAtom) Complete(ctx context.Context, f *frame.Frame) error {
+	return x.a.commit(ctx, new(frame.Delta).ReplaceFrame(f), true)
+}
+
+// sagaStore is run r's history as saga.Plan reads it. One plan's: it
+// reuses its decoder's buffer from one atom to the next.
+type sagaStore struct {
+	*ledgerView
+	r   *Run
+	dec *record.Decoder
+	buf []byte // the decoded body of the last atom read
+}
+
+// Actions reads committed atom seq from the log; the slice it returns is
+// valid until the next call.
+func (s *sagaStore) Actions(ctx context.Context, seq uint64) (fps []ledger.Fingerprint, err error) {
+	s.buf, fps, err = s.r.committedActions(ctx, seq, s.dec, s.buf)
+	return fps, err
+}
+
+// Certified reads the log from atom to's record (the run's start when to
+// is its fork point) to its end.
+func (s *sagaStore) Certified(ctx context.Context, to uint64) ([]saga.Certified, error) {
+	r, db := s.r, s.r.db
+	from := wal.Pos{}
+	if to > r.base {
+		p, err := r.committedAtomPos(ctx, to)
+		if err != nil {
+			return nil, fmt.Errorf("atom %d: %w", to, err)
+		}
+		from = p
+	}
+	dec := db.decoder(true)
+	dec.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindCert }
+	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	return saga.ScanCertified(ctx, c, r.id, to)
 }
 
 // completeRollbackLocked ends the pending rollback that atom seq
@@ -289,9 +332,7 @@ func (r *Run) completeRollbackLocked(seq uint64) {
 }
 
 // replayRollback applies a rollback record found in the log (recovery,
-// saga.Replay): a record of the run's next seq, from its current head, is
-// pending until its atom is replayed, and pins the replay floor again
-// (pos); one of a seq the run has already committed is reflected.
+// saga.Replay); a pending one pins the replay floor at pos again.
 func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
 	rb, why := saga.Replay(rec, r.mu.lastSeq, r.mu.head, r.mu.rollback)
 	if rb != nil {
@@ -299,57 +340,6 @@ func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
 		r.mu.rollback = rb
 	}
 	return why
-}
-
-// PendingRollback reports the rollback of the run that is begun and not
-// finished (its record is durable, its completing atom is not): its
-// target, which Rollback takes to resume it. After a restart, an agent
-// that finds one calls Rollback(ctx, to, opts) before anything else:
-// Begin and End fail with ErrRollbackPending meanwhile.
-func (r *Run) PendingRollback() (to uint64, pending bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if rb := r.mu.rollback; rb != nil {
-		return rb.To, true
-	}
-	return 0, false
-}
-
-// ResolveCompensation settles a compensation of the pending rollback that
-// Rollback reported in doubt as e (an *ledger.InDoubtError): the agent
-// asked the downstream, with e.Key, and found the compensation happened,
-// with result. The resumed Rollback then takes result and does not run it
-// again. ResolveCompensationFailed records instead that it did not
-// happen: the resumed Rollback runs it again, with the same key. Both fail
-// with ErrNotInDoubt when the run has no pending rollback or e is not one
-// of its compensations in doubt.
-func (r *Run) ResolveCompensation(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
-	a, err := r.compensationAtom(ctx)
-	if err != nil {
-		return err
-	}
-	defer r.releaseRollbackAtom(a)
-	return a.ResolveInDoubt(ctx, e, result)
-}
-
-// ResolveCompensationFailed: see ResolveCompensation.
-func (r *Run) ResolveCompensationFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
-	a, err := r.compensationAtom(ctx)
-	if err != nil {
-		return err
-	}
-	defer r.releaseRollbackAtom(a)
-	return a.ResolveInDoubtFailed(ctx, e, reason)
-}
-
-// compensationAtom is the atom of the pending rollback, to settle one of
-// its compensations through.
-func (r *Run) compensationAtom(ctx context.Context) (*Atom, error) {
-	if err := r.db.checkOpen(); err != nil {
-		return nil, err
-	}
-	a, _, err := r.startRollback(ctx, 0, false)
-	return a, err
 }
 
 // forgeRollbackRecord, set, replaces the rollback record the log gets
@@ -369,4 +359,16 @@ func (db *DB) pin(pos wal.Pos) uint64 {
 	db.active.next++
 	db.active.pos[db.active.next] = pos
 	return db.active.next
+}
+
+// ledgerView is the store's ledger as saga's Store and lineage's Ledger
+// read it: its entries and the intents and certificates they locate.
+type ledgerView DB
+
+func (l *ledgerView) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) { return l.ledger.Lookup(fp) }
+
+func (l *ledgerView) Intent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
+
+func (l *ledgerView) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	return (*DB)(l).readCertificate(loc)
 }

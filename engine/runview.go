@@ -49,7 +49,7 @@ func (v *capView) BaseFrame(ctx context.Context) (*frame.Frame, error) {
 	return (*Run)(v).baseFrame(ctx)
 }
 
-// Link, Intents and Where make it a lineage.Run.
+// Link, Actions and Where make it a lineage.Run.
 func (v *capView) Link() (string, uint64, lineage.Run) {
 	if p := v.parentRef.Load(); p != nil {
 		return v.parent, v.base, (*capView)(p)
@@ -57,7 +57,7 @@ func (v *capView) Link() (string, uint64, lineage.Run) {
 	return v.parent, v.base, nil
 }
 
-func (v *capView) Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
+func (v *capView) Actions(ctx context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error) {
 	return (*Run)(v).actionsAt(ctx, seq, index)
 }
 

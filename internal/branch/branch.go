@@ -311,3 +311,39 @@ func OtherKey(run, name, key string) bool {
 	mine := ledger.BranchKey(run, name, 0)
 	return strings.HasPrefix(key, prefix) && !strings.HasPrefix(key, mine[:len(mine)-1])
 }
+
+// Errors are the engine's sentinels that Start's refusals match
+// (errors.Is), so that their names and texts stay the engine's.
+type Errors struct {
+	AtomInProgress, RunEnded, RollbackPending error
+}
+
+// State is what Start checks of a run, read under the run's lock.
+type State struct {
+	Run         string
+	Running     uint64 // the seq of the atom of Begin running, 0 if none
+	Interrupted uint64 // the seq of the atom a crash interrupted, until begun again; 0 if none
+	Ended       bool   // the run ended, or its end is being written
+	Rollback    bool   // a rollback of the run is pending, to seq To
+	To          uint64
+}
+
+// Start checks that run st may begin a branch: not while an atom of Begin
+// runs or a crash's interrupted atom waits to be begun again
+// (errs.AtomInProgress), once the run ended (errs.RunEnded), nor while a
+// rollback is pending (errs.RollbackPending).
+func Start(st State, errs Errors) error {
+	switch {
+	case st.Running != 0:
+		return fmt.Errorf("%w: run %q seq %d (Begin's atom): commit or fail it before branching", errs.AtomInProgress, st.Run, st.Running)
+	case st.Interrupted != 0:
+		return fmt.Errorf("%w: run %q seq %d was interrupted by a crash: Begin it again, and commit or fail it, before branching",
+			errs.AtomInProgress, st.Run, st.Interrupted)
+	case st.Ended:
+		return fmt.Errorf("%w: run %q takes no more atoms", errs.RunEnded, st.Run)
+	case st.Rollback:
+		return fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
+			errs.RollbackPending, st.Run, st.To, st.To)
+	}
+	return nil
+}

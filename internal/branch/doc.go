@@ -4,9 +4,11 @@
 // commits whose records are in the log and not yet applied, the write sets
 // of the atoms after the oldest base a branch may still have (the conflict
 // window), the conflict rule, and the order in which commits are applied
-// or failed. It writes nothing and reads no log: package engine conducts it
-// (engine/branch.go), encodes and appends each branch's record, and applies
-// each commit to the run's state when the Set hands it over.
+// or failed, and the steps of a branch's commit in their order (Conduct).
+// It writes nothing and reads no log: the engine's adapter of a commit
+// (engine/branch.go's branchAtom) encodes and appends each branch's
+// record, and applies each commit to the run's state when the Set hands
+// it over.
 //
 // # The interface with the engine
 //
@@ -24,6 +26,7 @@
 // and calls, in a branch's life:
 //
 //	Check(run, name, reads)             // Branch's arguments, before any lock
+//	Start(state, errs)                  // the run may branch (its State, the engine's sentinels)
 //	NewSet[P](tail, window)             // the first branch of a run
 //	(*Set).Begin(name, base, reads)     // a live branch, nil if the name is taken
 //	(*Set).Conflict(b, writes)          // the conflict rule at Commit: *Conflict or nil
@@ -34,6 +37,25 @@
 //	(*Set).End(b, lastSeq)              // Fail or a conflict: the branch is over
 //	(*Set).Idle()                       // no branch in flight: the run drops its Set
 //	OtherKey(run, name, key)            // key is another branch's default key
+//
+// A branch's Commit is Conduct over the engine's Atom (the run's Core,
+// plus the steps only the engine can take):
+//
+//	type Atom[P any] interface {
+//		Core[P]
+//		Encode() error                                  // the record's body, with the actions held now
+//		Lock() *Set[P]                                  // the run's lock, and its Set
+//		Unlock()                                        // drops an Idle Set, releases the lock
+//		ReadyLocked(s *Set[P]) (wait <-chan struct{}, stale bool, err error) // may it take a seq now?
+//		CheckLocked(c *Conflict) error                  // the run, the conflict found, the delta
+//		FrameBoundLocked(seq uint64) (int64, error)     // the frame's exact size after the delta
+//		AppendLocked(seq uint64, prev chain.Hash, bound int64) (P, chain.Hash, error) // link, append, atom done
+//		LastSeqLocked() uint64                          // the run's last seq applied
+//		Wait(c *Commit[P]) error                        // the log's outcome on c's record
+//		FailLocked(c *Commit[P], err error) error       // the error c fails with
+//	}
+//
+//	Conduct(ctx, atom, b, writes, deltaBound, limit) // encode, check, enqueue in seq order, wait, publish or fail
 //
 // Durability: Enqueue is called after the record is in the log's queue;
 // Publish applies a commit only once Core.Durable says its record is

@@ -34,21 +34,33 @@
 //		// Set when the run is built (and by the reconciliation of
 //		// CHECKPOINT with the log); it takes no lock.
 //		Link() (parent string, at uint64, held Run)
-//		// Intents returns the intents of the run's actions with call
-//		// index index in its atom seq, committed or in flight (read from
-//		// the ledger); none at or before the run's fork point.
-//		Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error)
+//		// Actions returns the actions (fingerprints) of the run's atom
+//		// seq, committed or in flight, with call index index; it may
+//		// return more of that atom's, which Intents filters out. None at
+//		// or before the run's fork point. The ledger is loaded when it
+//		// returns.
+//		Actions(ctx context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error)
 //		// Where names the log and CHECKPOINT, for the errors of a damaged
 //		// lineage; called only to report one.
 //		Where() (log, checkpoint string)
 //	}
 //
-// and the store's ledger (*ledger.Ledger) as a Ledger (Lookup). What the
-// engine calls:
+// and the store's ledger as a Ledger (engine/rollback.go's ledgerView):
 //
-//	Parent(r) (Run, error)                        // r's parent, its lineage checked
-//	Key(ctx, r, seq, in) (*ledger.Intent, error)  // a default-key Do of r's atom seq
+//	type Ledger interface {
+//		Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) // the ledger's entry
+//		Intent(loc ledger.Loc) (*ledger.Intent, error)     // the intent record at loc
+//	}
+//
+// What the engine calls:
+//
+//	Parent(r) (Run, error)                           // r's parent, its lineage checked
+//	Key(ctx, r, seq, in, l) (*ledger.Intent, error)  // a default-key Do of r's atom seq
 //	BranchKey(r, branch, in, l) (*ledger.Intent, error) // a branch's default-key Do
+//
+// Key reads the parent's intents at the position with Intents(ctx, p, l,
+// seq, index): Actions, then each action's intent in l, kept if it is of
+// that seq and index.
 //
 // # Guarantees
 //

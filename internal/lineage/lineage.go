@@ -18,13 +18,15 @@ const MaxDepth = 1 << 12
 type Run interface {
 	runview.Run
 	Link() (parent string, at uint64, held Run)
-	Intents(ctx context.Context, seq uint64, index uint32) ([]*ledger.Intent, error)
+	Actions(ctx context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error)
 	Where() (log, checkpoint string)
 }
 
-// Ledger is the store's ledger as BranchKey reads it.
+// Ledger is the store's ledger as Key and BranchKey read it: its
+// entries, and the intent records they locate.
 type Ledger interface {
 	Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)
+	Intent(loc ledger.Loc) (*ledger.Intent, error)
 }
 
 // Parent returns the run r was forked from (r is a fork). The log cannot
@@ -50,9 +52,9 @@ func Parent(r Run) (Run, error) {
 }
 
 // Key returns in, a default-key intent of run r's atom seq, with the key
-// r's parent used at the same seq and call index for the same action, or
-// in itself.
-func Key(ctx context.Context, r Run, seq uint64, in *ledger.Intent) (*ledger.Intent, error) {
+// r's parent used at the same seq and call index for the same action
+// (its intent in l), or in itself.
+func Key(ctx context.Context, r Run, seq uint64, in *ledger.Intent, l Ledger) (*ledger.Intent, error) {
 	parent, at, _ := r.Link()
 	if parent == "" || seq <= at {
 		return in, nil
@@ -61,7 +63,7 @@ func Key(ctx context.Context, r Run, seq uint64, in *ledger.Intent) (*ledger.Int
 	if err != nil {
 		return nil, err
 	}
-	pins, err := p.Intents(ctx, seq, in.Index)
+	pins, err := Intents(ctx, p, l, seq, in.Index)
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d call %d: the action of parent %q at this position: %w", r.ID(), seq, in.Index, p.ID(), err)
 	}
@@ -70,6 +72,32 @@ func Key(ctx context.Context, r Run, seq uint64, in *ledger.Intent) (*ledger.Int
 		return in, nil
 	}
 	return in.WithKey(pin.Key, in.Index), nil
+}
+
+// Intents returns the intents, read through l, of run r's actions with
+// call index index in its atom seq (committed or in flight): a
+// default-key action and the explicit-key ones made just before it share
+// an index. An action the ledger has no intent of is left out.
+func Intents(ctx context.Context, r Run, l Ledger, seq uint64, index uint32) ([]*ledger.Intent, error) {
+	fps, err := r.Actions(ctx, seq, index)
+	if err != nil {
+		return nil, err
+	}
+	var out []*ledger.Intent
+	for _, fp := range fps {
+		e, ok := l.Lookup(fp)
+		if !ok || e.IntentLoc == (ledger.Loc{}) {
+			continue
+		}
+		in, err := l.Intent(e.IntentLoc)
+		if err != nil {
+			return nil, err
+		}
+		if in.Index == index && in.Seq == seq {
+			out = append(out, in)
+		}
+	}
+	return out, nil
 }
 
 // Repeated returns the intent of pins (an ancestor's actions at in's

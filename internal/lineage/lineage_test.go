@@ -38,12 +38,56 @@ func (r *run) Link() (string, uint64, Run) {
 	return r.parent, r.at, r.held
 }
 
-func (r *run) Intents(_ context.Context, seq uint64, index uint32) ([]*ledger.Intent, error) {
+func (r *run) Actions(_ context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error) {
 	r.asked++
-	return r.intents[[2]uint64{seq, uint64(index)}], r.err
+	// First the actions of the atom's other positions, and one the ledger
+	// holds no intent of (Actions may list more than the position's):
+	// Intents leaves them out.
+	fps := []ledger.Fingerprint{{0xee}}
+	for k, ins := range r.intents {
+		if k[0] == seq && k[1] != uint64(index) {
+			for _, in := range ins {
+				fps = append(fps, in.Fingerprint)
+			}
+		}
+	}
+	for _, in := range r.intents[[2]uint64{seq, uint64(index)}] {
+		fps = append(fps, in.Fingerprint)
+	}
+	return fps, r.err
 }
 
 func (r *run) Where() (string, string) { return "/s/wal", "/s/CHECKPOINT" }
+
+// book is a fake Ledger over the intents of runs: the intent at Offset i
+// is ins[i-1].
+type book struct{ ins []*ledger.Intent }
+
+func bookOf(runs ...*run) *book {
+	b := &book{}
+	for _, r := range runs {
+		for _, ins := range r.intents {
+			b.ins = append(b.ins, ins...)
+		}
+	}
+	return b
+}
+
+func (b *book) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
+	for i, in := range b.ins {
+		if in.Fingerprint == fp {
+			return ledger.Entry{Fingerprint: fp, Status: ledger.StatusIntent, IntentLoc: ledger.Loc{Segment: 1, Offset: int64(i) + 1}}, true
+		}
+	}
+	return ledger.Entry{}, false
+}
+
+func (b *book) Intent(loc ledger.Loc) (*ledger.Intent, error) {
+	if loc.Offset < 1 || loc.Offset > int64(len(b.ins)) {
+		return nil, errors.New("no intent there")
+	}
+	return b.ins[loc.Offset-1], nil
+}
 
 func fork(id string, p *run, at uint64) *run { return &run{id: id, parent: p.id, at: at, held: p} }
 
@@ -112,9 +156,10 @@ func TestKey(t *testing.T) {
 	root.did(intent(t, ledger.Action{Tool: "charge", Args: []byte(`{"n":1}`), Key: "explicit"}, "root", 3, 1))
 	root.did(intent(t, email, "root", 3, 1))
 	f := fork("f", root, 2)
+	l := bookOf(root)
 
 	in := intent(t, email, "f", 3, 0)
-	got, err := Key(ctx, f, 3, in)
+	got, err := Key(ctx, f, 3, in, l)
 	if err != nil || got.Key != ledger.DefaultKey("root", 3, 0) || got.Index != 0 || got.RunID != "f" {
 		t.Fatalf("a repeat: %+v, %v", got, err)
 	}
@@ -123,7 +168,7 @@ func TestKey(t *testing.T) {
 	}
 	// Index 1 shares its position with an explicit-key action: the
 	// default-key email there is the one repeated.
-	if got, _ := Key(ctx, f, 3, intent(t, email, "f", 3, 1)); got.Key != ledger.DefaultKey("root", 3, 1) {
+	if got, _ := Key(ctx, f, 3, intent(t, email, "f", 3, 1), l); got.Key != ledger.DefaultKey("root", 3, 1) {
 		t.Fatalf("at a shared index: %q", got.Key)
 	}
 	for name, act := range map[string]ledger.Action{
@@ -133,7 +178,7 @@ func TestKey(t *testing.T) {
 			Compensate: &ledger.Action{Tool: "unsend", Args: []byte(`{}`)}},
 	} {
 		in := intent(t, act, "f", 3, 0)
-		if got, err := Key(ctx, f, 3, in); err != nil || got != in {
+		if got, err := Key(ctx, f, 3, in, l); err != nil || got != in {
 			t.Fatalf("%s: %+v, %v", name, got, err)
 		}
 	}
@@ -145,7 +190,7 @@ func TestKey(t *testing.T) {
 		seq uint64
 	}{{f, 2}, {root, 3}} {
 		in := intent(t, email, c.r.id, c.seq, 0)
-		if got, err := Key(ctx, c.r, c.seq, in); err != nil || got != in {
+		if got, err := Key(ctx, c.r, c.seq, in, l); err != nil || got != in {
 			t.Fatalf("run %s seq %d: %+v, %v", c.r.id, c.seq, got, err)
 		}
 	}
@@ -154,7 +199,7 @@ func TestKey(t *testing.T) {
 	}
 	// The parent's error names the position.
 	root.err = errors.New("disk on fire")
-	if _, err := Key(ctx, f, 3, in); err == nil || !strings.Contains(err.Error(), `run "f" seq 3 call 0: the action of parent "root"`) || !errors.Is(err, root.err) {
+	if _, err := Key(ctx, f, 3, in, l); err == nil || !strings.Contains(err.Error(), `run "f" seq 3 call 0: the action of parent "root"`) || !errors.Is(err, root.err) {
 		t.Fatalf("the parent's error: %v", err)
 	}
 }
@@ -165,6 +210,10 @@ type ledgerOf map[ledger.Fingerprint]ledger.Status
 func (l ledgerOf) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
 	s, ok := l[fp]
 	return ledger.Entry{Status: s}, ok
+}
+
+func (l ledgerOf) Intent(ledger.Loc) (*ledger.Intent, error) {
+	return nil, errors.New("BranchKey reads no intent")
 }
 
 // TestBranchKey: a branch's action takes the branch key of the nearest

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
@@ -104,5 +105,90 @@ func TestConduct(t *testing.T) {
 	res, err = Conduct(ctx, b, 3, pending, false, errNotUndone)
 	if err != nil || b.planned != 0 || b.written != nil || !res.Resumed || !slices.Equal(b.ran, []uint64{8, 4}) || b.completed == nil {
 		t.Fatalf("resumed: err %v, planned %d, written %v, ran %v, %+v", err, b.planned, b.written, b.ran, res)
+	}
+}
+
+// TestStart: each refusal matches its sentinel, in the order Start
+// checks them, and a rollback that may begin or resume passes.
+func TestStart(t *testing.T) {
+	errs := Errors{RunEnded: errors.New("ended"), AtomInProgress: errors.New("in progress"), NotInDoubt: errors.New("not in doubt"),
+		RollbackPending: errors.New("pending"), SeqOutOfRange: errors.New("out of range")}
+	broken := errors.New("broken")
+	idle := State{Run: "r", LastSeq: 10, Base: 2}
+	pend := &Pending{Seq: 11, To: 5}
+	with := func(f func(*State)) State { s := idle; f(&s); return s }
+	for _, c := range []struct {
+		name  string
+		st    State
+		to    uint64
+		fresh bool
+		want  error
+	}{
+		{"a rollback", idle, 5, true, nil},
+		{"to the fork point", idle, 2, true, nil},
+		{"to the last seq", idle, 10, true, errs.SeqOutOfRange},
+		{"before the fork point", idle, 1, true, errs.SeqOutOfRange},
+		{"broken first", with(func(s *State) { s.Broken, s.Ended = broken, true }), 5, true, broken},
+		{"ended", with(func(s *State) { s.Ended, s.Running = true, 11 }), 5, true, errs.RunEnded},
+		{"an atom running", with(func(s *State) { s.Running, s.Branches = 11, true }), 5, true, errs.AtomInProgress},
+		{"branches", with(func(s *State) { s.Branches = true }), 5, true, errs.AtomInProgress},
+		{"nothing to settle", idle, 0, false, errs.NotInDoubt},
+		{"settle", with(func(s *State) { s.Pending = pend }), 0, false, nil},
+		{"resume", with(func(s *State) { s.Pending = pend }), 5, true, nil},
+		{"another target pending", with(func(s *State) { s.Pending = pend }), 4, true, errs.RollbackPending},
+		{"a pending one past the range", with(func(s *State) { s.Pending, s.LastSeq = pend, 5 }), 5, true, nil},
+	} {
+		err := Start(c.st, c.to, c.fresh, errs)
+		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
+			t.Errorf("%s: %v, want %v", c.name, err, c.want)
+		}
+	}
+}
+
+type lookupOf map[ledger.Fingerprint]ledger.Status
+
+func (l lookupOf) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
+	s, ok := l[fp]
+	return ledger.Entry{Fingerprint: fp, Status: s}, ok
+}
+
+// TestCompensation: the intent is the compensation's, the exec execFor's
+// until the ledger certified it, and one execFor does not give refuses.
+func TestCompensation(t *testing.T) {
+	u := undo(7, true)
+	asked := 0
+	execFor := func(x record.Undo) ledger.Exec {
+		asked++
+		if x.Compensation.Tool != "undo" {
+			return nil
+		}
+		return func(context.Context, string) ([]byte, error) { return []byte("ran"), nil }
+	}
+	in, exec, err := Compensation(lookupOf{}, &u, "r", 10, 2, execFor)
+	if err != nil || in.Tool != "undo" || in.Key != "k7" || in.Undoes != u.Action || in.Seq != 10 || in.Index != 2 || asked != 1 {
+		t.Fatalf("a compensation to run: %+v, %v (asked %d)", in, err, asked)
+	}
+	if out, _ := exec(context.Background(), in.Key); string(out) != "ran" {
+		t.Fatalf("not execFor's exec: %q", out)
+	}
+	for _, s := range []ledger.Status{ledger.StatusIntent, ledger.StatusFailed} {
+		if _, _, err := Compensation(lookupOf{in.Fingerprint: s}, &u, "r", 10, 2, execFor); err != nil || asked != 2 {
+			t.Fatalf("%s in the ledger: %v, asked %d", s, err, asked)
+		}
+		asked = 1
+	}
+	for _, s := range []ledger.Status{ledger.StatusDone, ledger.StatusResolved} {
+		_, exec, err := Compensation(lookupOf{in.Fingerprint: s}, &u, "r", 10, 2, execFor)
+		if err != nil || asked != 1 {
+			t.Fatalf("%s: %v, asked %d", s, err, asked)
+		}
+		if _, err := exec(context.Background(), in.Key); err == nil {
+			t.Fatalf("%s: the exec of a certified compensation ran", s)
+		}
+	}
+	other := u
+	other.Compensation = &ledger.Compensation{Tool: "unknown", Key: "k"}
+	if _, _, err := Compensation(lookupOf{}, &other, "r", 10, 2, execFor); err == nil || !strings.Contains(err.Error(), `"unknown"`) {
+		t.Fatalf("no exec: %v", err)
 	}
 }

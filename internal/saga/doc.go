@@ -3,7 +3,8 @@
 // order (Plan), the rollback record it writes before the first
 // compensation runs (Record), the pending rollback that record starts
 // (Pending), and the replay of that record after a restart (Replay).
-// Conduct drives a rollback through those steps in their order over the
+// Start checks that a run may begin a rollback, and Compensation builds
+// each compensation's intent and chooses its exec. Conduct drives a rollback through those steps in their order over the
 // completing atom (Atom); it writes nothing and runs nothing itself: the
 // engine's Atom (engine/rollback.go) appends the record and waits for its
 // fsync, runs each compensation through the ledger as an action of the
@@ -13,7 +14,7 @@
 // # The interface with the engine
 //
 // Planning reads the run's history through Store, which the engine
-// implements over one run (engine/rollback_plan.go):
+// implements over one run (engine/rollback.go's sagaStore):
 //
 //	type Store interface {
 //		Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)           // the ledger's entry
@@ -34,8 +35,12 @@
 //	NewPending(rec, seq, to, head, undo, pin)         // pending once rec is durable
 //	Replay(rec, lastSeq, head, pending)      // a rollback record found in the log
 //
-// The rollback itself: Run.Rollback checks the run and begins the
-// completing atom at LastSeq+1, then calls
+// The rollback itself: Run.Rollback reads the run's State under its
+// lock and checks it,
+//
+//	Start(state, to, fresh, errs)  // the engine's sentinels in errs (Errors)
+//
+// begins the completing atom at LastSeq+1, then calls
 //
 //	Conduct(ctx, atom, to, pending, allowNotUndone, errNotUndone) // plan or resume, compensate, complete
 //
@@ -51,8 +56,13 @@
 //		Complete(ctx context.Context, f *frame.Frame) error           // commit the atom: the frame replaced by f
 //	}
 //
-// The run holds its *Pending (Run.mu.rollback) from the record's fsync to
-// the completing atom's, under the run's lock; a Pending is immutable.
+// The engine's Compensate builds the compensation's intent and exec with
+//
+//	Compensation(ledger, u, run, seq, index, execFor) // the intent, and execFor's exec unless certified
+//
+// and runs it as Do does. The run holds its *Pending (Run.mu.rollback)
+// from the record's fsync to the completing atom's, under the run's lock;
+// a Pending is immutable.
 //
 // # Caveats
 //
