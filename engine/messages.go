@@ -104,13 +104,18 @@ func (a *Atom) runningLocked() error {
 	if a.branch != nil {
 		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.Name)
 	}
-	a.mu.Lock()
-	done := a.mu.done || a.run.mu.atom != a
-	a.mu.Unlock()
-	if done {
+	if a.doneLocked() {
 		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
 	return nil
+}
+
+// doneLocked says the atom committed, failed, or is no longer its run's
+// running atom. The run's mu is held.
+func (a *Atom) doneLocked() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.done || a.run.mu.atom != a
 }
 
 // Receive returns the next message of the run's inbox, waiting for one
