@@ -52,12 +52,8 @@ func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
-	if err := record.CheckRunID(to); err != nil {
-		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", r.id, a.seq, to, err)
-	}
-	if len(payload) > MaxMessageSize {
-		return fmt.Errorf("%w: run %q seq %d: a payload of %d bytes to %q, the limit is %d (engine.MaxMessageSize)",
-			ErrMessageTooLarge, r.id, a.seq, len(payload), to, MaxMessageSize)
+	if err := mailbox.CheckSend(r.id, a.seq, to, len(payload), ErrMessageTooLarge); err != nil {
+		return err
 	}
 	if err := db.receiverOpen(to); err != nil {
 		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", r.id, a.seq, to, err)

@@ -202,15 +202,7 @@ func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
 
 // healStreamsMarker writes STREAMS if the log holds stream records and the
 // store lacks it.
-func (db *DB) healStreamsMarker() {
-	wrote, err := db.streams.Heal()
-	switch {
-	case err != nil:
-		db.logger.Warn("engine: the log holds stream records and STREAMS is missing; it could not be written", "file", db.path(streamsName), "err", err)
-	case wrote:
-		db.logger.Warn("engine: the log holds stream records and STREAMS was missing; written again", "file", db.path(streamsName))
-	}
-}
+func (db *DB) healStreamsMarker() { db.streams.Heal(db.logger) }
 
 // streamSource is the DB as the stream index's Source and Log.
 type streamSource struct{ db *DB }

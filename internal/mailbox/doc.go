@@ -51,6 +51,7 @@
 //	(*Box).Replayed(rec, body, reflected)      // an atom, end or deletion of the replayed tail
 //	(*Box).Load() error                        // build the inbox now (else on first use); sticky error
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)
+//	CheckSend(run, seq, to, n, tooLarge) error // Atom.Send's checks
 //	(*Draft).Send(to, payload)                 // payload copied
 //	(*Draft).Counts() (sent, received int)
 //	(*Box).Receive(to, from, d, wait)          // claim the next message, or a channel closed on arrival

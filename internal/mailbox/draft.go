@@ -168,3 +168,17 @@ func (b *Box) Next(ctx context.Context, rc Receiver, to, from string, d *Draft, 
 		}
 	}
 }
+
+// CheckSend says why run's seq cannot send a payload of n bytes to run
+// to, or nil; tooLarge is the error a payload over record.MaxMessageSize
+// wraps.
+func CheckSend(run string, seq uint64, to string, n int, tooLarge error) error {
+	if err := record.CheckRunID(to); err != nil {
+		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", run, seq, to, err)
+	}
+	if n > record.MaxMessageSize {
+		return fmt.Errorf("%w: run %q seq %d: a payload of %d bytes to %q, the limit is %d (engine.MaxMessageSize)",
+			tooLarge, run, seq, n, to, record.MaxMessageSize)
+	}
+	return nil
+}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -74,5 +75,18 @@ func TestNext(t *testing.T) {
 	rc.refuse = errors.New("done")
 	if _, _, err := b.Next(ctx, rc, "r", "", &d, true); err != rc.refuse {
 		t.Fatalf("Next refused: %v", err)
+	}
+}
+
+func TestCheckSend(t *testing.T) {
+	big := errors.New("big")
+	if err := CheckSend("a", 1, "b", record.MaxMessageSize, big); err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckSend("a", 1, "b", record.MaxMessageSize+1, big); !errors.Is(err, big) {
+		t.Fatalf("an oversized payload: %v", err)
+	}
+	if err := CheckSend("a", 1, "", 1, big); err == nil || errors.Is(err, big) {
+		t.Fatalf("an invalid run id: %v", err)
 	}
 }

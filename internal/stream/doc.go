@@ -20,6 +20,7 @@
 //
 //	NewStreams(Source, fs, marker, noSync) *Streams
 //	(*Streams).Index() *Index; Used() bool; Mark() error // Mark before an atom's first chunk
+//	(*Streams).Seen(); Heal(logger)                      // the log holds streams; write a missing marker
 //	CheckChunk(run, seq, name, n, tooLarge) error         // Atom.Append's checks of a chunk
 //	(*Streams).Write(ctx, key, run, seq, name, chunk, sealer, Log) (off, attempt, error) // under the run's lock
 //	(*Streams).Attempt(key, run, seq) (uint64, error)    // under the run's lock, before Index.Append
