@@ -42,12 +42,9 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 // the intent of the action e reports, in doubt in this atom.
 func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*ledger.Intent, error) {
 	db := a.run.db
-	if e == nil {
-		return nil, fmt.Errorf("%w: nil InDoubtError (run %q seq %d)", ErrNotInDoubt, a.run.id, a.seq)
-	}
-	if e.RunID != a.run.id || e.Seq != a.seq || a.branch != nil && a.otherBranchKey(e.Key) {
-		return nil, fmt.Errorf("%w: the InDoubtError names run %q seq %d, this atom is run %q seq %d",
-			ErrNotInDoubt, e.RunID, e.Seq, a.run.id, a.seq)
+	other := func(key string) bool { return a.branch != nil && a.otherBranchKey(key) }
+	if err := settle.Names(e, a.run.id, a.seq, other, settleErrs); err != nil {
+		return nil, err
 	}
 	if err := db.checkOpen(); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@
 // What the engine calls, whole:
 //
 //	DefaultKey(run, seq, in, last, intent, l, errs) (*ledger.Intent, error) // the one in-doubt call of in's tool and args
+//	Names(e, run, seq, other, errs) error                         // e names an action of this atom
 //	InDoubt(e, l, errs) (*ledger.Intent, error)                   // the intent of e's action, still in doubt
 //
 // intent(i) builds the candidate intent at default-key index i (in's

@@ -59,3 +59,16 @@ func InDoubt(e *ledger.InDoubtError, l *ledger.Ledger, errs Errors) (*ledger.Int
 	}
 	return &ledger.Intent{Fingerprint: e.Fingerprint, RunID: e.RunID, Seq: e.Seq, Index: e.Index, Tool: e.Tool, Key: e.Key}, nil
 }
+
+// Names says why e does not name an action of the atom of run at seq, or
+// nil; other says a key is another branch's (an atom of a branch).
+func Names(e *ledger.InDoubtError, run string, seq uint64, other func(key string) bool, errs Errors) error {
+	if e == nil {
+		return fmt.Errorf("%w: nil InDoubtError (run %q seq %d)", errs.NotInDoubt, run, seq)
+	}
+	if e.RunID != run || e.Seq != seq || other(e.Key) {
+		return fmt.Errorf("%w: the InDoubtError names run %q seq %d, this atom is run %q seq %d",
+			errs.NotInDoubt, e.RunID, e.Seq, run, seq)
+	}
+	return nil
+}

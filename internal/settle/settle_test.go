@@ -81,3 +81,25 @@ func TestInDoubt(t *testing.T) {
 		t.Fatalf("InDoubt = %+v, %v", got, err)
 	}
 }
+
+func TestNames(t *testing.T) {
+	none := func(string) bool { return false }
+	e := &ledger.InDoubtError{RunID: "r", Seq: 2, Key: "k"}
+	for _, tc := range []struct {
+		e     *ledger.InDoubtError
+		run   string
+		seq   uint64
+		other func(string) bool
+		ok    bool
+	}{
+		{e, "r", 2, none, true},
+		{nil, "r", 2, none, false},
+		{e, "s", 2, none, false},
+		{e, "r", 3, none, false},
+		{e, "r", 2, func(k string) bool { return k == "k" }, false},
+	} {
+		if err := Names(tc.e, tc.run, tc.seq, tc.other, errs); (err == nil) != tc.ok || (err != nil && !errors.Is(err, errNot)) {
+			t.Errorf("Names(%+v, %q, %d) = %v, want ok %v", tc.e, tc.run, tc.seq, err, tc.ok)
+		}
+	}
+}
