@@ -2,23 +2,18 @@ package engine
 
 // Blobs: large values outside the log (docs/DESIGN.md, "Blobs: large
 // values outside the log"). Package blob holds the format and the files,
-// internal/blobs the bookkeeping (which values go to blobs, the blobs
-// atoms in flight hold, a sweep's live set); this file is the public
-// methods and blobCore, the DB as internal/blobs' Core.
+// internal/blobs the bookkeeping; this file is the public methods and
+// blobCore, the DB as internal/blobs' Core.
 
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/blobs"
-	"github.com/continuumdb/continuum/offline"
-	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // OpenBlob opens the blob ref names, as run id sees it (under its keys, or
@@ -39,25 +34,10 @@ func (r *Run) OpenBlob(ctx context.Context, ref blob.Ref) (io.ReadCloser, error)
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	db := r.db
-	if err := db.checkOpen(); err != nil {
+	if err := r.db.checkOpen(); err != nil {
 		return nil, err
 	}
-	c := blobCore{db}
-	var first error
-	for _, s := range c.Readers(r.id) {
-		br, err := c.Store().Open(ref, s)
-		if err == nil {
-			return br, nil
-		}
-		if first == nil || (errors.Is(first, blob.ErrNotFound) && !errors.Is(err, blob.ErrNotFound)) {
-			first = err
-		}
-	}
-	if first == nil {
-		first = fmt.Errorf("%w: run %q has no data key left to read %v (erased)", blob.ErrNotFound, r.id, ref)
-	}
-	return nil, fmt.Errorf("engine: run %q: %w", r.id, first)
+	return r.db.blobs.Open(r.id, ref)
 }
 
 // OpenValue opens a value of r's state (a memory value, a tool output, a
@@ -71,12 +51,10 @@ func (r *Run) OpenValue(ctx context.Context, v []byte) (io.ReadCloser, error) {
 }
 
 // PutBlob writes what src yields as a blob of media type media ("" when
-// unknown), in chunks (never whole in memory), durably, and returns its
-// Ref: put blob.Value(ref) in the atom's delta (a memory value, a tool
-// output, a message text) to reference it. The blob is kept while the
-// atom is in flight and afterwards as long as a record references it; an
-// atom that fails or never commits leaves it to the next GC. The same
-// bytes under the same key are stored once.
+// unknown), in chunks, durably, and returns its Ref: put blob.Value(ref)
+// in the atom's delta to reference it. The blob is kept while the atom is
+// in flight and afterwards while a record references it; the same bytes
+// under the same key are stored once.
 func (a *Atom) PutBlob(ctx context.Context, media string, src io.Reader) (blob.Ref, error) {
 	db := a.run.db
 	if err := db.checkOpen(); err != nil {
@@ -85,13 +63,21 @@ func (a *Atom) PutBlob(ctx context.Context, media string, src io.Reader) (blob.R
 	return db.blobs.Write(ctx, a.blobHolder(), media, src)
 }
 
-// blobHolder is a as internal/blobs holds blobs for it.
-func (a *Atom) blobHolder() blobs.Holder {
-	return blobs.Holder{Key: a, Run: a.run.id, Seq: a.seq}
+// SweepBlobs removes the blobs no record of the log references and no
+// atom in flight holds, and the temporary files of blob writes a crash
+// interrupted; GC calls it after its collection. It returns how many files
+// it removed and their bytes.
+func (db *DB) SweepBlobs(ctx context.Context) (files int, bytes int64, err error) {
+	if err := db.checkOpen(); err != nil {
+		return 0, 0, err
+	}
+	return db.blobs.Sweep(ctx)
 }
 
-// blobDelta is the capability's prepare hook (hooks.go): d with its large
-// values in blobs.
+func (a *Atom) blobHolder() blobs.Holder { return blobs.Holder{Key: a, Run: a.run.id, Seq: a.seq} }
+
+// blobDelta is the capability's prepare hook: d with its large values in
+// blobs.
 func (db *DB) blobDelta(a *Atom, d *frame.Delta) (*frame.Delta, error) {
 	h := a.blobHolder()
 	return d.MapValues(func(v []byte) (string, bool, error) {
@@ -99,8 +85,7 @@ func (db *DB) blobDelta(a *Atom, d *frame.Delta) (*frame.Delta, error) {
 	})
 }
 
-// blobResult is the result exec returned as Do certifies it: in a blob
-// when it is above Options.BlobThreshold.
+// blobResult is a result of Do, in a blob when above BlobThreshold.
 func (db *DB) blobResult(ctx context.Context, a *Atom, res []byte) ([]byte, error) {
 	v, ok, err := db.blobs.Value(ctx, a.blobHolder(), res)
 	if err != nil || !ok {
@@ -109,27 +94,13 @@ func (db *DB) blobResult(ctx context.Context, a *Atom, res []byte) ([]byte, erro
 	return []byte(v), nil
 }
 
-// SweepBlobs removes the blobs no record of the log references and no
-// atom in flight holds, and the temporary files of blob writes a crash
-// interrupted that are not in progress now; GC calls it after its
-// collection. It returns how many files it removed and their bytes.
-func (db *DB) SweepBlobs(ctx context.Context) (files int, bytes int64, err error) {
-	if err := db.checkOpen(); err != nil {
-		return 0, 0, err
-	}
-	return db.blobs.Sweep(ctx)
-}
-
-// liveBlobs adds to live the names of the blobs the records of the log
-// reference.
+// liveBlobs adds to live the names of the blobs the log references.
 func (db *DB) liveBlobs(ctx context.Context, live map[string]bool) error {
 	return db.blobs.Live(ctx, live)
 }
 
 // blobCore is the DB as internal/blobs' Core.
 type blobCore struct{ db *DB }
-
-var _ blobs.Core = blobCore{}
 
 func (c blobCore) Store() *blob.Store { return blob.Open(c.db.fs, c.db.path(blob.Dir)) }
 
@@ -144,8 +115,7 @@ func (c blobCore) Sealer(run string) (blob.Sealer, error) {
 	return s[0], nil
 }
 
-// Readers: each data key of the run, then those of the runs it was forked
-// from (a fork's frame holds its ancestors' references).
+// Readers: each data key of the run, then its ancestors'.
 func (c blobCore) Readers(run string) []blob.Sealer {
 	db := c.db
 	if db.sealer == nil {
@@ -169,47 +139,22 @@ func (c blobCore) Readers(run string) []blob.Sealer {
 	return out
 }
 
-// References reads the whole log; a deleted run's records count only if
-// it is an ancestor of a run not deleted.
 func (c blobCore) References(ctx context.Context, fn func(run string, ref blob.Ref)) error {
 	db := c.db
-	dec := db.decoder(true)
-	cur, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
-	if err != nil {
-		return fmt.Errorf("engine: sweep blobs: %w", err)
-	}
-	defer cur.Close()
-	dead := db.deadForBlobs()
-	n := 0
-	for cur.Next() {
-		if n++; n%1024 == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-		}
-		rec := cur.Record()
-		if dead[rec.Run] {
-			continue
-		}
-		if err := offline.RecordBlobRefs(dec, rec, db.segmentFile(rec.Pos.Segment), fn); err != nil {
-			return fmt.Errorf("engine: sweep blobs: %w", err)
-		}
-	}
-	if err := cur.Err(); err != nil {
-		return fmt.Errorf("engine: sweep blobs: %w", err)
-	}
-	return nil
+	return blobs.LogReferences(ctx, db.log, db.segmentFile, db.decoder(true), db.deadForBlobs, fn)
 }
 
-// deadForBlobs returns the deleted runs whose records keep no blob alive:
-// every deleted run but the ancestors of a run not deleted (a fork's state
-// holds its ancestors' references).
+// deadForBlobs is blobs.Dead of the store's deleted runs.
 func (db *DB) deadForBlobs() map[string]bool {
 	dead := gcCore{db}.Deleted()
 	live := db.runList()
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	parentOf := func(id string) string {
+	parents := make([]string, len(live))
+	for i, r := range live {
+		parents[i] = r.parent
+	}
+	return blobs.Dead(dead, parents, func(id string) string {
 		if r := db.runLocked(id); r != nil {
 			return r.parent
 		}
@@ -217,11 +162,5 @@ func (db *DB) deadForBlobs() map[string]bool {
 			return d.Parent
 		}
 		return ""
-	}
-	for _, r := range live {
-		for id := r.parent; id != "" && dead[id]; id = parentOf(id) {
-			delete(dead, id)
-		}
-	}
-	return dead
+	})
 }

@@ -54,7 +54,7 @@ type DB struct {
 	}
 
 	// relaxed counts the relaxed-mode ledger records not yet durable and
-	// applied; Add happens under the ledger's gate (see journal.write).
+	// applied; Add happens under the ledger's gate (internal/journal).
 	relaxed sync.WaitGroup
 
 	mu struct {

@@ -1,9 +1,9 @@
 package engine
 
-// Messages between the runs of a store: the API (docs/DESIGN.md, "The
-// engine's API", "Messages between runs"), over package internal/mailbox,
-// which holds the inbox and reads the store for it (mailbox.LogSource,
-// given at the replay: recovery.go).
+// Messages between the runs of a store (docs/DESIGN.md, "Messages between
+// runs"): the API over internal/mailbox, which holds the inbox;
+// mailbox.LogSource reads the store for it (given at the replay:
+// recovery.go), receiver is its Receiver.
 
 import (
 	"context"
@@ -41,28 +41,19 @@ const (
 	MaxMessagesPerAtom = record.MaxMessagesPerAtom
 )
 
-// Send sends payload to run to, as part of this atom: the message exists
-// if and only if the atom commits (it is in the atom's own record), and
-// run to sees it in its inbox from the moment Commit returns, after every
-// message the same sender sent it before. The payload is copied.
-//
-// The receiving run need not exist yet: the message waits for a run of
-// that id. A run that has ended (or was deleted) takes no message: Send
-// fails with an error matching ErrRunEnded (ErrRunDeleted). A run that
-// ends after Send, before it consumed the message, never gets it (see
-// docs/DESIGN.md, "The engine's API", "Messages between runs"). A message to the sending run
-// itself is consumed by one of its later atoms.
+// Send sends payload (copied) to run to as part of this atom: the message
+// exists if and only if the atom commits, and run to sees it in its inbox
+// from the moment Commit returns, after every message the same sender sent
+// it before. Run to need not exist yet. Errors: ErrRunEnded and
+// ErrRunDeleted (run to takes no message), ErrMessageTooLarge,
+// ErrBranchMessage, ErrAtomDone.
 func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	r, db := a.run, a.run.db
 	if err := db.checkOpen(); err != nil {
 		return err
 	}
-	if err := record.CheckRunID(to); err != nil {
-		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", r.id, a.seq, to, err)
-	}
-	if len(payload) > MaxMessageSize {
-		return fmt.Errorf("%w: run %q seq %d: a payload of %d bytes to %q, the limit is %d (engine.MaxMessageSize)",
-			ErrMessageTooLarge, r.id, a.seq, len(payload), to, MaxMessageSize)
+	if err := mailbox.CheckSend(r.id, a.seq, to, len(payload), ErrMessageTooLarge); err != nil {
+		return err
 	}
 	if err := db.receiverOpen(to); err != nil {
 		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", r.id, a.seq, to, err)
@@ -104,24 +95,27 @@ func (a *Atom) runningLocked() error {
 	if a.branch != nil {
 		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.Name)
 	}
-	a.mu.Lock()
-	done := a.mu.done || a.run.mu.atom != a
-	a.mu.Unlock()
-	if done {
+	if a.doneLocked() {
 		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
 	return nil
 }
 
+// doneLocked says the atom committed, failed, or is no longer its run's
+// running atom. The run's mu is held.
+func (a *Atom) doneLocked() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.mu.done || a.run.mu.atom != a
+}
+
 // Receive returns the next message of the run's inbox, waiting for one
-// until ctx ends: the oldest one not consumed yet nor received by this
-// atom, oldest by the log position of the atom that sent it (so each
-// sender's in the order sent). The message is consumed when this atom
-// commits, as part of its record: after a crash before that, or a Fail,
-// it is in the inbox again, and a Receive of a later attempt gets it
-// again. A run's messages are consumed once, in order per sender.
+// until ctx ends: the oldest (by its sending atom's place in the log) not
+// consumed yet nor received by this atom. It is consumed when this atom
+// commits; after a Fail or a crash a later attempt receives it again.
 func (a *Atom) Receive(ctx context.Context) (Message, error) {
-	return a.receive(ctx, "", false)
+	m, _, err := a.receive(ctx, "", true)
+	return m, err
 }
 
 // ReceiveFrom is Receive of the messages of one sender, run from.
@@ -129,62 +123,48 @@ func (a *Atom) ReceiveFrom(ctx context.Context, from string) (Message, error) {
 	if err := record.CheckRunID(from); err != nil {
 		return Message{}, fmt.Errorf("engine: run %q seq %d: receive from %q: %w", a.run.id, a.seq, from, err)
 	}
-	return a.receive(ctx, from, false)
+	m, _, err := a.receive(ctx, from, true)
+	return m, err
 }
 
 // TryReceive is Receive without the wait: ok is false when the inbox has
 // no message for the atom now.
 func (a *Atom) TryReceive(ctx context.Context) (m Message, ok bool, err error) {
-	m, err = a.receive(ctx, "", true)
-	if errors.Is(err, errNoMessage) {
-		return Message{}, false, nil
-	}
-	return m, err == nil, err
+	return a.receive(ctx, "", false)
 }
 
-var errNoMessage = errors.New("engine: no message")
-
-func (a *Atom) receive(ctx context.Context, from string, try bool) (Message, error) {
-	r, db := a.run, a.run.db
-	for {
-		if err := db.checkOpen(); err != nil {
-			return Message{}, err
-		}
-		if err := r.lockIdle(ctx); err != nil {
-			return Message{}, err
-		}
-		if err := a.runningLocked(); err != nil {
-			r.mu.Unlock()
-			return Message{}, err
-		}
-		if _, n := a.msgs.Counts(); n >= MaxMessagesPerAtom {
-			r.mu.Unlock()
-			return Message{}, fmt.Errorf("%w: run %q seq %d: an atom receives at most %d messages", ErrMessageTooLarge, r.id, a.seq, MaxMessagesPerAtom)
-		}
-		m, ok, wake, err := db.msgs.Receive(r.id, from, &a.msgs, !try)
-		r.mu.Unlock()
-		switch {
-		case err != nil:
-			return Message{}, err
-		case ok:
-			return Message(m), nil
-		case try:
-			return Message{}, errNoMessage
-		}
-		select {
-		case <-wake:
-		case <-ctx.Done():
-			return Message{}, ctx.Err()
-		case <-db.bg.stop:
-			return Message{}, ErrClosed
-		}
-	}
+func (a *Atom) receive(ctx context.Context, from string, wait bool) (Message, bool, error) {
+	m, ok, err := a.run.db.msgs.Next(ctx, (*receiver)(a), a.run.id, from, &a.msgs, wait)
+	return Message(m), ok, err
 }
+
+// receiver is an atom as the mailbox receives for it.
+type receiver Atom
+
+func (x *receiver) Lock(ctx context.Context) error {
+	a := (*Atom)(x)
+	if err := a.run.db.checkOpen(); err != nil {
+		return err
+	}
+	if err := a.run.lockIdle(ctx); err != nil {
+		return err
+	}
+	err := a.runningLocked()
+	if _, n := a.msgs.Counts(); err == nil && n >= MaxMessagesPerAtom {
+		err = fmt.Errorf("%w: run %q seq %d: an atom receives at most %d messages", ErrMessageTooLarge, a.run.id, a.seq, MaxMessagesPerAtom)
+	}
+	if err != nil {
+		a.run.mu.Unlock()
+	}
+	return err
+}
+
+func (x *receiver) Unlock()                            { x.run.mu.Unlock() }
+func (x *receiver) Stopping() (<-chan struct{}, error) { return x.run.db.bg.stop, ErrClosed }
 
 // Inbox returns the messages sent to the run and not consumed yet, in the
-// order Receive would return them; a message received by the running
-// atom is listed too (it is consumed only when that atom commits). An
-// ended run's inbox is empty: nothing is delivered to it.
+// order Receive would return them, those the running atom received too.
+// An ended run's inbox is empty.
 func (r *Run) Inbox(ctx context.Context) ([]Message, error) {
 	if err := r.db.checkOpen(); err != nil {
 		return nil, err
@@ -203,9 +183,8 @@ func (r *Run) Inbox(ctx context.Context) ([]Message, error) {
 	return out, nil
 }
 
-// messageExts builds the extensions of an atom's record that carry what
-// it sent and consumed, in b's buffers; nil when there are none (the
-// atom's body is then version 1, as before messages existed).
+// messageExts builds, in b's buffers, the extensions of an atom's record
+// that carry what it sent and consumed; nil for none (a version 1 body).
 func (b *encBuf) messageExts(sent []record.SentMessage, consumed []MessageID) []record.AtomExt {
 	if len(sent) == 0 && len(consumed) == 0 {
 		return nil

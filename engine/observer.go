@@ -1,71 +1,54 @@
 package engine
 
+// The observation hook (docs/DESIGN.md, "Observation"): Options.Observer
+// is told what the engine does as it does it; internal/observe decides
+// how an action ended.
+
 import (
 	"context"
-	"errors"
-	"fmt"
 	"time"
 
+	"github.com/continuumdb/continuum/internal/observe"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// The observation hook: Options.Observer is told what the engine does as
-// it does it, for metrics and traces. The engine links no metrics or
-// tracing library; the nested module github.com/continuumdb/continuum/otel
-// implements Observer on OpenTelemetry. A nil Observer costs a nil check
-// per event.
-
-// Observer receives the engine's events. A DB calls it from the goroutine
-// that does the work, synchronously: Begin under its run's lock,
-// GroupCommitted on the log's writer goroutine (the next group commit
-// waits for it). Its methods must therefore return quickly, must not block,
-// and must not call the DB. One Observer may serve several DBs; its
-// methods may be called concurrently.
-//
-// Events are reported once the work they describe is done: an atom's
-// Committed once its record is durable and applied, before Commit returns;
-// GroupCommitted before the appends of the group return.
+// Observer receives the engine's events, for metrics and traces (the
+// nested module otel implements it on OpenTelemetry). A DB calls it
+// synchronously from the goroutine doing the work, once the work is done:
+// its methods must return quickly, must not block and must not call the
+// DB; they may be called concurrently. docs/DESIGN.md, "Observation", has
+// when each is called.
 type Observer interface {
-	// Opened is called once, when Open succeeds, with what DB.Stats().Open
-	// then returns: Open's wall time and the log records it replayed.
+	// Opened: Open succeeded; what DB.Stats().Open then returns.
 	Opened(OpenInfo)
-	// AtomBegun is called when Begin returns an atom. ctx is Begin's. The
-	// AtomObserver returned receives the atom's events (nil: none).
+	// AtomBegun: Begin returns an atom (ctx is Begin's); the AtomObserver
+	// returned receives its events (nil: none).
 	AtomBegun(ctx context.Context, ev AtomEvent) AtomObserver
-	// GroupCommitted is called for every group commit of the log: the
-	// appends it made durable with one write and its fdatasyncs.
+	// GroupCommitted: a group commit of the log, on its writer goroutine.
 	GroupCommitted(wal.GroupCommit)
-	// SnapshotWritten is called when a background snapshot of a run is in
-	// the snapshot store.
+	// SnapshotWritten: a background snapshot of a run is stored.
 	SnapshotWritten(SnapshotEvent)
 }
 
-// AtomObserver receives the events of one atom, from the goroutines that
-// call the atom's methods.
+// AtomObserver receives the events of one atom.
 type AtomObserver interface {
-	// ActionStarted is called when a Do or a Resolve of the atom goes to
-	// the ledger (a call refused before that, an invalid action or a done
-	// atom, is not reported). ctx is the call's; the context returned,
-	// ctx itself or one derived from it (never nil), is the one the call
-	// goes on with, and the one exec is called with: an observer that
-	// starts a span returns ctx with it, so that what exec does is traced
-	// under the action. The ActionObserver returned is told
-	// the call's outcome (nil: it is not).
+	// ActionStarted: a Do or Resolve of the atom goes to the ledger. The
+	// context returned (ctx or one derived from it, never nil) is the one
+	// the call and its exec go on with; the ActionObserver is told the
+	// call's outcome (nil: it is not).
 	ActionStarted(ctx context.Context, ev ActionEvent) (context.Context, ActionObserver)
-	// Committed is called when Commit made the atom durable, before Commit
-	// returns.
+	// Committed: Commit made the atom durable, before Commit returns.
 	Committed(CommitEvent)
-	// Failed is called when Fail recorded the atom's failure durably, with
-	// the reason as recorded (cut to record.MaxFailReason bytes).
+	// Failed: Fail recorded the atom's failure durably, with the reason
+	// as recorded.
 	Failed(reason string)
 }
 
 // ActionObserver is told how one Do or Resolve call ended.
 type ActionObserver interface {
 	// ActionEnded is called once, before the call returns, with its
-	// outcome and the error it returns (nil for ActionExecuted,
-	// ActionCached, ActionResolved and ActionResolvedFailed).
+	// outcome and the error it returns.
 	ActionEnded(outcome ActionOutcome, err error)
 }
 
@@ -78,10 +61,8 @@ type AtomEvent struct {
 	Interrupted bool
 }
 
-// ActionEvent names the action of a Do or Resolve call, as the ledger
-// records it: tool, idempotency key (the default key filled in), its index
-// among the atom's default-key calls, and its fingerprint. Its args are not
-// given: they may hold what Redact keeps out of the store.
+// ActionEvent names the action of a Do or Resolve call as the ledger
+// records it (the default key filled in; no args).
 type ActionEvent struct {
 	Tool        string
 	Key         string
@@ -99,47 +80,26 @@ type ActionOutcome uint8
 const (
 	// ActionExecuted: Do called exec and certified its result.
 	ActionExecuted ActionOutcome = iota + 1
-	// ActionCached: Do returned a certified result without calling exec
-	// (an earlier call, before a crash or not, or another goroutine's
-	// concurrent call, certified it).
+	// ActionCached: Do returned a certified result without calling exec.
 	ActionCached
-	// ActionInDoubt: Do found an intent without a certificate for an
-	// action not declared idempotent and returned ledger.ErrInDoubt.
+	// ActionInDoubt: Do returned ledger.ErrInDoubt.
 	ActionInDoubt
-	// ActionFailed: the call returned any other error: exec's (recorded as
-	// failed), or the store's.
+	// ActionFailed: the call returned any other error.
 	ActionFailed
-	// ActionResolved: Resolve or ResolveInDoubt certified the result the
-	// agent learned from the downstream.
+	// ActionResolved: Resolve or ResolveInDoubt certified a result.
 	ActionResolved
 	// ActionResolvedFailed: ResolveFailed or ResolveInDoubtFailed closed
 	// the action as not done.
 	ActionResolvedFailed
-	// ActionGaveUp: the action's retry policy gave it up (attempts
-	// exhausted, deadline passed, a permanent error), now or in an
-	// earlier call: Do returned a *ledger.GaveUpError.
+	// ActionGaveUp: the action's retry policy gave it up: Do returned a
+	// *ledger.GaveUpError.
 	ActionGaveUp
 )
 
-func (o ActionOutcome) String() string {
-	switch o {
-	case ActionExecuted:
-		return "executed"
-	case ActionCached:
-		return "cached"
-	case ActionInDoubt:
-		return "in_doubt"
-	case ActionFailed:
-		return "failed"
-	case ActionResolved:
-		return "resolved"
-	case ActionResolvedFailed:
-		return "resolved_failed"
-	case ActionGaveUp:
-		return "gave_up"
-	}
-	return fmt.Sprintf("ActionOutcome(%d)", uint8(o))
-}
+// The values are internal/observe's (a compile error if they part).
+var _ = [1]struct{}{}[ActionGaveUp-ActionOutcome(observe.GaveUp)+ActionExecuted-ActionOutcome(observe.Executed)]
+
+func (o ActionOutcome) String() string { return observe.Outcome(o).String() }
 
 // CommitEvent describes a committed atom.
 type CommitEvent struct {
@@ -157,15 +117,12 @@ type CommitEvent struct {
 type SnapshotEvent struct {
 	Run string
 	Seq uint64 // the seq whose frame the snapshot holds
-	// Previous is the seq of the run's previous snapshot (0: none), and
-	// Head the run's last seq once this one was stored: Head - Previous
-	// atoms were not covered by a snapshot just before it landed (what a
-	// read of the run's state at its head would have replayed).
+	// Previous is the seq of the run's previous snapshot (0: none), Head
+	// the run's last seq once this one was stored.
 	Previous uint64
 	Head     uint64
 }
 
-// observeOpen reports a successful Open.
 func (db *DB) observeOpen() {
 	if o := db.opts.Observer; o != nil {
 		o.Opened(db.openInfo)
@@ -180,17 +137,16 @@ func (db *DB) groupCommitHook() func(wal.GroupCommit) {
 	return nil
 }
 
-// observeBegin gives a just-begun atom its AtomObserver (Begin, under the
-// run's lock).
+// observeBegin gives a just-begun atom its AtomObserver (under the run's
+// lock).
 func (db *DB) observeBegin(ctx context.Context, a *Atom) {
 	if o := db.opts.Observer; o != nil {
 		a.obs = o.AtomBegun(ctx, AtomEvent{Run: a.run.id, Seq: a.seq, Interrupted: a.resumed})
 	}
 }
 
-// observeAction reports that a Do (resolve false) or Resolve of in goes to
-// the ledger; it returns the context to go on with and the call's
-// ActionObserver.
+// observeAction reports a Do (resolve false) or Resolve of in going to the
+// ledger: the context to go on with, and the call's ActionObserver.
 func (a *Atom) observeAction(ctx context.Context, in *ledger.Intent, idempotent, resolve bool) (context.Context, ActionObserver) {
 	if a.obs == nil {
 		return ctx, nil
@@ -199,39 +155,21 @@ func (a *Atom) observeAction(ctx context.Context, in *ledger.Intent, idempotent,
 		Fingerprint: in.Fingerprint, Idempotent: idempotent, Resolve: resolve, Retry: in.Retry})
 }
 
-// doEnded reports how a Do ended: ran says whether exec was called, err is
-// the ledger's error.
+// doEnded reports how a Do ended: ran says whether exec was called.
 func doEnded(o ActionObserver, ran bool, err error) {
-	if o == nil {
-		return
-	}
-	switch {
-	case err == nil && ran:
-		o.ActionEnded(ActionExecuted, nil)
-	case err == nil:
-		o.ActionEnded(ActionCached, nil)
-	case errors.Is(err, ledger.ErrInDoubt):
-		o.ActionEnded(ActionInDoubt, err)
-	case gaveUp(err):
-		o.ActionEnded(ActionGaveUp, err)
-	default:
-		o.ActionEnded(ActionFailed, err)
+	if o != nil {
+		o.ActionEnded(ActionOutcome(observe.OfDo(ran, err)), err)
 	}
 }
 
-// resolveEnded reports how a Resolve ended: outcome if err is nil,
-// ActionFailed otherwise.
+// resolveEnded reports how a Resolve ended: outcome, or ActionFailed.
 func resolveEnded(o ActionObserver, outcome ActionOutcome, err error) {
-	if o == nil {
-		return
+	if o != nil {
+		o.ActionEnded(ActionOutcome(observe.OfResolve(observe.Outcome(outcome), err)), err)
 	}
-	if err != nil {
-		outcome = ActionFailed
-	}
-	o.ActionEnded(outcome, err)
 }
 
-// commitStart is the start time of a Commit when the atom is observed.
+// commitStart is a Commit's start time when the atom is observed.
 func (a *Atom) commitStart() time.Time {
 	if a.obs == nil {
 		return time.Time{}
@@ -239,23 +177,20 @@ func (a *Atom) commitStart() time.Time {
 	return time.Now()
 }
 
-// observeCommit reports a committed atom whose Commit started at start.
 func (a *Atom) observeCommit(start time.Time, recBytes, deltaBytes, actions int) {
 	if a.obs != nil {
 		a.obs.Committed(CommitEvent{Duration: time.Since(start), Bytes: recBytes, DeltaBytes: deltaBytes, Actions: actions})
 	}
 }
 
-// observeFail reports a failed atom.
 func (a *Atom) observeFail(reason string) {
 	if a.obs != nil {
 		a.obs.Failed(reason)
 	}
 }
 
-// observeSnapshot reports the snapshot c of r, about to be recorded as the
-// run's latest (runSnapshot, before captured). The run's lock is held only
-// to read its seqs, never while the Observer runs.
+// observeSnapshot reports the snapshot c of r before it is recorded as
+// the run's latest; the run's lock is not held while the Observer runs.
 func (db *DB) observeSnapshot(r *Run, c *capturedRun) {
 	o := db.opts.Observer
 	if o == nil || !c.Snapshot {

@@ -1,28 +1,28 @@
 package engine
 
-// Resolve and its family: settling an in-doubt action with the outcome the
-// agent learned from the downstream.
+// The Resolve family: settling an in-doubt action with the outcome the
+// agent learned from the downstream (docs/DESIGN.md, "Settling an action
+// in doubt"); internal/settle finds the action a call names.
 
 import (
 	"context"
 	"fmt"
 
+	"github.com/continuumdb/continuum/internal/settle"
 	"github.com/continuumdb/continuum/ledger"
 )
 
-// prepareResolve is prepare for Resolve and ResolveFailed. An action with
-// an explicit key is named by it. An action with a default key names the
-// in-doubt default-key action of this atom with the same tool and
-// sanitized args (contract v1): the one Do just reported, one the crash
-// interrupted, or the atom's next default-key Do. Exactly one must match:
-// none is ErrNotInDoubt, two or more (the atom made the same call twice
-// and both are in doubt) is ErrAmbiguousResolve.
+var settleErrs = settle.Errors{NotInDoubt: ErrNotInDoubt, Ambiguous: ErrAmbiguousResolve}
+
+// prepareResolve is prepare for Resolve and ResolveFailed: an explicit
+// key names the action; a default key, the one in-doubt default-key call
+// of the atom with the same tool and args (settle.DefaultKey), among its
+// calls so far, the crash's and its next.
 func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
 	in, err := a.prepare(ctx, act, false)
 	if err != nil || act.Key != "" {
 		return in, err
 	}
-	db := a.run.db
 	a.mu.Lock()
 	last := a.mu.calls // the next default-key Do's index is a candidate too
 	a.mu.Unlock()
@@ -33,46 +33,18 @@ func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.I
 		}
 	}
 	a.run.mu.Unlock()
-	var found []*ledger.Intent
-	for i := uint32(0); i <= last; i++ {
-		c := in
-		if i != in.Index {
-			var err error
-			if c, err = a.lineageIntent(ctx, a.withDefaultKey(in, i)); err != nil {
-				return nil, err
-			}
-		}
-		if e, ok := db.ledger.Lookup(c.Fingerprint); ok && e.Status == ledger.StatusIntent && !e.InFlight {
-			found = append(found, c)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return nil, fmt.Errorf("%w: no default-key call of %q with these args is in doubt in run %q seq %d "+
-			"(calls 0..%d checked); an action with an explicit key is resolved with that key",
-			ErrNotInDoubt, act.Tool, a.run.id, a.seq, last)
-	}
-	keys := make([]string, len(found))
-	for i, c := range found {
-		keys[i] = c.Key
-	}
-	return nil, fmt.Errorf("%w: %d default-key calls of %q with these args are in doubt in run %q seq %d (keys %q); "+
-		"use ResolveInDoubt with the InDoubtError of the one to settle, or Resolve with its key",
-		ErrAmbiguousResolve, len(found), act.Tool, a.run.id, a.seq, keys)
+	return settle.DefaultKey(a.run.id, a.seq, in, last, func(i uint32) (*ledger.Intent, error) {
+		return a.lineageIntent(ctx, a.withDefaultKey(in, i))
+	}, a.run.db.ledger, settleErrs)
 }
 
 // prepareInDoubt is prepare for ResolveInDoubt and ResolveInDoubtFailed:
-// the intent of the action e reports, which must be in doubt in this atom.
+// the intent of the action e reports, in doubt in this atom.
 func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*ledger.Intent, error) {
 	db := a.run.db
-	if e == nil {
-		return nil, fmt.Errorf("%w: nil InDoubtError (run %q seq %d)", ErrNotInDoubt, a.run.id, a.seq)
-	}
-	if e.RunID != a.run.id || e.Seq != a.seq || a.branch != nil && a.otherBranchKey(e.Key) {
-		return nil, fmt.Errorf("%w: the InDoubtError names run %q seq %d, this atom is run %q seq %d",
-			ErrNotInDoubt, e.RunID, e.Seq, a.run.id, a.seq)
+	other := func(key string) bool { return a.branch != nil && a.otherBranchKey(key) }
+	if err := settle.Names(e, a.run.id, a.seq, other, settleErrs); err != nil {
+		return nil, err
 	}
 	if err := db.checkOpen(); err != nil {
 		return nil, err
@@ -87,27 +59,15 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 	if err := db.waitLedger(ctx); err != nil {
 		return nil, err
 	}
-	if en, ok := db.ledger.Lookup(e.Fingerprint); !ok || en.Status != ledger.StatusIntent {
-		return nil, fmt.Errorf("%w: %q with key %q (fingerprint %s) in run %q seq %d",
-			ErrNotInDoubt, e.Tool, e.Key, e.Fingerprint.String()[:16], a.run.id, a.seq)
-	}
-	return &ledger.Intent{Fingerprint: e.Fingerprint, RunID: e.RunID, Seq: e.Seq, Index: e.Index, Tool: e.Tool, Key: e.Key}, nil
+	return settle.InDoubt(e, db.ledger, settleErrs)
 }
 
-// Resolve records the outcome of an in-doubt action that the agent found by
-// asking the downstream: from then on Do of that action returns result
-// without calling exec. The action is matched by fingerprint, so it must be
-// the same action (tool, args, key) that Do reported in doubt. With an
-// explicit key it names the action with that key. With a default key
-// (Action.Key empty) it names the in-doubt default-key action of this atom
-// with the same tool and sanitized args: the one Do just reported
-// (Do -> ErrInDoubt -> ask the downstream -> Resolve(act)), one the crash
-// interrupted, or the atom's next default-key Do. If none is in doubt it
-// fails with ErrNotInDoubt rather than certify an action that was never
-// dispatched (and leave the real one in doubt, for a later Do to run
-// again); if two are (the atom made the same call twice), it fails with
-// ErrAmbiguousResolve, and the agent settles each with ResolveInDoubt.
-// Resolve takes no default-key index: later default keys never move.
+// Resolve records that an in-doubt action took effect with result (the
+// agent asked the downstream): from then on Do of it returns result
+// without calling exec. An explicit key names the action; a default key
+// names the one in-doubt default-key call of this atom with the same tool
+// and args. Errors: ErrNotInDoubt (none is in doubt), ErrAmbiguousResolve
+// (several are: settle each with ResolveInDoubt), ErrAtomDone.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	in, err := a.prepareResolve(ctx, act)
 	if err != nil {
@@ -116,10 +76,9 @@ func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) er
 	return a.resolve(ctx, in, result)
 }
 
-// ResolveFailed records that an in-doubt action did not take effect (the
-// agent asked the downstream and found no trace of it): the action is
-// closed as failed, and a later Do calls exec again with the same key. The
-// action is named as for Resolve.
+// ResolveFailed records that an in-doubt action did not take effect: it
+// is closed as failed, and a later Do calls exec again with the same key.
+// The action is named, and the errors are, as for Resolve.
 func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
 	in, err := a.prepareResolve(ctx, act)
 	if err != nil {
@@ -128,12 +87,10 @@ func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason stri
 	return a.resolveFailed(ctx, in, reason)
 }
 
-// ResolveInDoubt is Resolve of the action that Do reported in doubt as e,
-// which it names exactly (by fingerprint): the agent need not rebuild the
-// action or its key. The action counts as done in this atom with result,
-// which the agent goes on with; a Do of the same action (its key: e.Key)
-// returns result too. It fails with ErrNotInDoubt if e is of another atom
-// or its action is no longer in doubt.
+// ResolveInDoubt is Resolve of the action Do reported in doubt as e,
+// named exactly: it counts as done in this atom with result, and a Do of
+// it (key e.Key) returns result. ErrNotInDoubt if e is of another atom or
+// its action is no longer in doubt.
 //
 //	out, err := atom.Do(ctx, act, exec)
 //	var doubt *ledger.InDoubtError
@@ -150,9 +107,8 @@ func (a *Atom) ResolveInDoubt(ctx context.Context, e *ledger.InDoubtError, resul
 	return a.resolve(ctx, in, result)
 }
 
-// ResolveInDoubtFailed is ResolveFailed of the action that Do reported in
-// doubt as e. To try the action again, the agent calls Do with Key set to
-// e.Key: exec is then called with that key, and no later default key moves.
+// ResolveInDoubtFailed is ResolveFailed of the action Do reported in
+// doubt as e. A Do with Key e.Key tries it again.
 func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
 	in, err := a.prepareInDoubt(ctx, e)
 	if err != nil {
@@ -177,12 +133,13 @@ func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason stri
 	db := a.run.db
 	// Not before an earlier writer's call of it is over (fencing.go): the
 	// agent would run it again on the strength of this resolution.
-	if err := db.waitInDoubt(ctx, in); err != nil {
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
+	err := db.waitInDoubt(ctx, in)
+	if err == nil {
+		var obs ActionObserver
+		ctx, obs = a.observeAction(ctx, in, false, true)
+		err = db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
+		resolveEnded(obs, ActionResolvedFailed, err)
 	}
-	ctx, obs := a.observeAction(ctx, in, false, true)
-	err := db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
-	resolveEnded(obs, ActionResolvedFailed, err)
 	if err != nil {
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
 	}

@@ -138,3 +138,12 @@ func TestSetWriteCanceled(t *testing.T) {
 		t.Fatal("a canceled write left a blob")
 	}
 }
+
+func TestDead(t *testing.T) {
+	// a <- b (deleted) <- c (deleted) <- d (live); e deleted, no live child.
+	parent := map[string]string{"b": "a", "c": "b", "d": "c"}
+	dead := Dead(map[string]bool{"b": true, "c": true, "e": true}, []string{"c", ""}, func(id string) string { return parent[id] })
+	if len(dead) != 1 || !dead["e"] {
+		t.Fatalf("Dead = %v, want only e (b and c are ancestors of the live d)", dead)
+	}
+}

@@ -24,6 +24,9 @@
 //	(*Set).Release(key)                                    // the atom committed or failed
 //	(*Set).Sweep(ctx) (files, bytes, error)                // remove what nothing references or holds
 //	(*Set).Live(ctx, live) error                           // add the names the log references
+//	(*Set).Open(run, ref) (io.ReadCloser, error)           // read a blob under run's readers, checked
+//	LogReferences(ctx, log, file, dec, dead, fn) error     // Core.References over the log's cursor
+//	Dead(deleted, parents, parentOf) map[string]bool       // deleted runs that keep no blob alive
 //
 // # Guarantees
 //

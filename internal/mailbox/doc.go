@@ -34,6 +34,14 @@
 //		Rebuilding(why string)
 //	}
 //
+// and, for a receive that waits, over one running atom:
+//
+//	type Receiver interface {
+//		Lock(ctx context.Context) error    // the run's lock, or why the atom receives no more
+//		Unlock()
+//		Stopping() (<-chan struct{}, error) // closed when the store closes; the receive's error then
+//	}
+//
 // What the engine calls, whole. Lock order: the run's lock, then the
 // Box's (its own mutex); a Source's methods are called with the Box's
 // lock held and take none of the engine's locks but the log's.
@@ -43,9 +51,11 @@
 //	(*Box).Replayed(rec, body, reflected)      // an atom, end or deletion of the replayed tail
 //	(*Box).Load() error                        // build the inbox now (else on first use); sticky error
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)
+//	CheckSend(run, seq, to, n, tooLarge) error // Atom.Send's checks
 //	(*Draft).Send(to, payload)                 // payload copied
 //	(*Draft).Counts() (sent, received int)
 //	(*Box).Receive(to, from, d, wait)          // claim the next message, or a channel closed on arrival
+//	(*Box).Next(ctx, rc, to, from, d, wait)    // Receive for a Receiver, waiting for a message if wait
 //	(*Box).Consumable(run, seq, d) error       // the check before commit: received in order, still there
 //	(*Draft).Record() (sent, consumed)         // the atom record's data (AppendExts encodes it)
 //	(*Box).Publish(run, seq, at, sent, consumed) // after the atom's record is durable at at

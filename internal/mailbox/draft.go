@@ -1,6 +1,7 @@
 package mailbox
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/continuumdb/continuum/record"
@@ -126,4 +127,58 @@ func (b *Box) Release(run string, d *Draft) {
 	}
 	b.mu.Unlock()
 	d.received = nil
+}
+
+// Receiver is a running atom as Next receives for it (the engine's
+// adapter over its atom).
+type Receiver interface {
+	// Lock takes the atom's run's lock, waiting until ctx ends, and says
+	// why the atom can receive no more (the lock then not held), or nil.
+	Lock(ctx context.Context) error
+	// Unlock releases the run's lock.
+	Unlock()
+	// Stopping returns a channel closed when the store closes, and the
+	// error a receive waiting on it then returns.
+	Stopping() (<-chan struct{}, error)
+}
+
+// Next is Receive for rc, whose Draft is d, under its run's lock: with
+// wait it waits, until ctx ends or the store closes, for a message; ok is
+// false only without wait, when there is none now.
+func (b *Box) Next(ctx context.Context, rc Receiver, to, from string, d *Draft, wait bool) (Message, bool, error) {
+	for {
+		if err := rc.Lock(ctx); err != nil {
+			return Message{}, false, err
+		}
+		m, ok, wake, err := b.Receive(to, from, d, wait)
+		rc.Unlock()
+		switch {
+		case err != nil:
+			return Message{}, false, err
+		case ok || !wait:
+			return m, ok, nil
+		}
+		stop, stopErr := rc.Stopping()
+		select {
+		case <-wake:
+		case <-ctx.Done():
+			return Message{}, false, ctx.Err()
+		case <-stop:
+			return Message{}, false, stopErr
+		}
+	}
+}
+
+// CheckSend says why run's seq cannot send a payload of n bytes to run
+// to, or nil; tooLarge is the error a payload over record.MaxMessageSize
+// wraps.
+func CheckSend(run string, seq uint64, to string, n int, tooLarge error) error {
+	if err := record.CheckRunID(to); err != nil {
+		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", run, seq, to, err)
+	}
+	if n > record.MaxMessageSize {
+		return fmt.Errorf("%w: run %q seq %d: a payload of %d bytes to %q, the limit is %d (engine.MaxMessageSize)",
+			tooLarge, run, seq, n, to, record.MaxMessageSize)
+	}
+	return nil
 }

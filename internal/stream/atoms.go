@@ -2,6 +2,7 @@ package stream
 
 import (
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 
@@ -83,20 +84,22 @@ func (s *Streams) Seen() {
 }
 
 // Heal writes the marker file if the log holds a stream record (Seen)
-// and the store lacks it; it reports whether it wrote it.
-func (s *Streams) Heal() (bool, error) {
+// and the store lacks it, and logs to logger that it was missing (and
+// whether writing it failed).
+func (s *Streams) Heal(logger *slog.Logger) {
 	if !s.seen.Load() {
-		return false, nil
+		return
 	}
 	if _, err := s.fs.Stat(s.marker); err == nil {
-		return false, nil
+		return
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.writeMarker(); err != nil {
-		return false, err
+		logger.Warn("engine: the log holds stream records and STREAMS is missing; it could not be written", "file", s.marker, "err", err)
+		return
 	}
-	return true, nil
+	logger.Warn("engine: the log holds stream records and STREAMS was missing; written again", "file", s.marker)
 }
 
 func (s *Streams) writeMarker() error {

@@ -20,6 +20,9 @@
 //
 //	NewStreams(Source, fs, marker, noSync) *Streams
 //	(*Streams).Index() *Index; Used() bool; Mark() error // Mark before an atom's first chunk
+//	(*Streams).Seen(); Heal(logger)                      // the log holds streams; write a missing marker
+//	CheckChunk(run, seq, name, n, tooLarge) error         // Atom.Append's checks of a chunk
+//	(*Streams).Write(ctx, key, run, seq, name, chunk, sealer, Log) (off, attempt, error) // under the run's lock
 //	(*Streams).Attempt(key, run, seq) (uint64, error)    // under the run's lock, before Index.Append
 //	(*Streams).Appended(key, run, name); Last(key)       // the last append's Waiter (Atom.FlushStreams)
 //	(*Streams).Check(key, run, seq, abandon) error       // before an atom's record: abandon enqueues the abandon record
@@ -39,6 +42,14 @@
 //		// Data returns the data of the chunk record at pos (opened, in
 //		// an encrypted store). The caller owns it.
 //		Data(pos wal.Pos) ([]byte, error)
+//	}
+//
+// LogSource is that Source over the log's files and decoder the engine
+// hands it. Write appends a chunk's record through a Log:
+//
+//	type Log interface {
+//		AppendAsync(rec []byte) *wal.Waiter // enqueue
+//		Appended(n int)                     // count the bytes appended
 //	}
 //
 // and, for a read that follows a stream at its tail, over one run:
@@ -61,7 +72,7 @@
 //	(*Index).Failed(run, seq)                     // the atom's fail record is durable
 //	(*Index).Gone(kind, run)                      // the run ended (KindEnd) or was deleted
 //	(*Index).Read(run, stream, from, max, maxBytes) (Batch, error) // what is durable from offset from
-//	(*Index).Follow(ctx, rd, run, stream, from, max, maxBytes, wait) // Read, waiting at the tail (Run.ReadStream)
+//	(*Index).Follow(ctx, rd, run, stream, from, max, maxBytes, wait) // Read, waiting at the tail (Run.ReadStream; 0: defaults)
 //	(*Index).Status(run, seq, attempt) Status
 //	(*Index).Streams(run) []Info
 //	(*Index).LastWaiter(run, stream) *wal.Waiter   // the last chunk's append, if not durable yet

@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"fmt"
+
+	"github.com/continuumdb/continuum/record"
 )
 
 // Reader is a run as a read that follows one of its streams sees it (the
@@ -19,12 +21,22 @@ type Reader interface {
 }
 
 // Follow returns what Read returns of stream name of run rd from offset
-// from, at most max chunks and maxBytes of data past the first; with wait
+// from, at most max chunks (0: 1000) and maxBytes (0: 4 MiB) of data past
+// the first, after checking name (record.CheckStreamName); with wait
 // it waits, until ctx ends or the store closes, for at least one chunk or
 // the stream's end when there is none from the offset now. A run that
 // ended before the read has every chunk durable (its end record follows
 // them): an empty batch of it is the stream's end.
 func (x *Index) Follow(ctx context.Context, rd Reader, run, name string, from uint64, max, maxBytes int, wait bool) (Batch, error) {
+	if max <= 0 {
+		max = 1000
+	}
+	if maxBytes <= 0 {
+		maxBytes = 4 << 20
+	}
+	if err := record.CheckStreamName(name); err != nil {
+		return Batch{}, fmt.Errorf("engine: run %q: read stream: %w", run, err)
+	}
 	for {
 		if err := rd.Live(); err != nil {
 			return Batch{}, err
