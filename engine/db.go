@@ -425,7 +425,11 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 	if err := ctx.Err(); err != nil {
 		return wal.Pos{}, err
 	}
-	pos, err := db.log.Append(context.WithoutCancel(ctx), rec)
+	// Not cancelled by ctx once written (ctx was checked above): a record
+	// handed to the log may become durable anyway. wal.Log.Append reads
+	// only its ctx's Done, and one without (Background; WithoutCancel
+	// would allocate per record) lets it write an idle log's group itself.
+	pos, err := db.log.Append(context.Background(), rec)
 	if err == nil {
 		// The record is durable only if the directories leading to it are.
 		err = db.dirsDurable()

@@ -65,7 +65,8 @@ func (d *Delta) ReferResults(results [][]byte) *Delta {
 				continue
 			}
 			n = *o
-			n.ext = e
+			n.ext = new(msgExt)
+			*n.ext = e
 			if e.contentRef != 0 {
 				n.s2 = ""
 			}
@@ -84,8 +85,9 @@ func (d *Delta) ReferResults(results [][]byte) *Delta {
 }
 
 // referMessage returns the extension of message op o with the references
-// match finds, and whether it found any.
-func referMessage(o *op, match func(string) uint64) (*msgExt, bool) {
+// match finds, and whether it found any. It returns the extension by value:
+// only a message that takes a reference costs its caller an allocation.
+func referMessage(o *op, match func(string) uint64) (msgExt, bool) {
 	var e msgExt
 	if o.ext != nil {
 		e = *o.ext
@@ -117,7 +119,7 @@ func referMessage(o *op, match func(string) uint64) (*msgExt, bool) {
 		e.partRefs[j] = r
 		found = true
 	}
-	return &e, found
+	return e, found
 }
 
 // Refs returns the indexes of the certified results d refers to, in the
