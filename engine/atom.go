@@ -54,7 +54,18 @@ type Atom struct {
 		// exec runs lists them with the interrupted atom (Run.Interrupted
 		// after a restart), as a replay of their intents would.
 		started []layout.InflightAction
+		// actions1 and started1 back actions and started for an atom of
+		// one action, the common case: no allocation for either.
+		actions1 [1]atomAction
+		started1 [1]layout.InflightAction
 	}
+	// hookArg is the capability hooks' argument (checkCommitLocked,
+	// publishedLocked): a pointer into the atom, which is on the heap
+	// already, rather than to a copy that passing it to the hooks'
+	// function values would move to the heap on every Commit. Written
+	// only by the atom's one Commit in progress (Run.mu.writing), under
+	// the run's lock.
+	hookArg pendingCommit
 }
 
 // noteStarted records that in's intent is written (see started).
@@ -65,6 +76,9 @@ func (a *Atom) noteStarted(in *ledger.Intent) {
 		if s.FP == in.Fingerprint {
 			return
 		}
+	}
+	if a.mu.started == nil {
+		a.mu.started = a.mu.started1[:0]
 	}
 	a.mu.started = append(a.mu.started, layout.InflightAction{Index: in.Index, FP: in.Fingerprint})
 }
@@ -234,6 +248,9 @@ func (a *Atom) record(in *ledger.Intent, result []byte) {
 		if act.fp == in.Fingerprint {
 			return
 		}
+	}
+	if a.mu.actions == nil {
+		a.mu.actions = a.mu.actions1[:0]
 	}
 	a.mu.actions = append(a.mu.actions, atomAction{index: in.Index, fp: in.Fingerprint, result: result})
 }

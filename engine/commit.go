@@ -140,12 +140,12 @@ func (a *Atom) startCommit(ctx context.Context, d *frame.Delta) (pendingCommit, 
 		return pendingCommit{}, err
 	}
 	n := len(a.mu.actions)
-	c := pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
-	if err := a.checkCommitLocked(&c); err != nil {
+	a.hookArg = pendingCommit{prev: r.mu.head, actions: a.mu.actions[:n:n], sizeBound: sizeBound}
+	if err := a.checkCommitLocked(&a.hookArg); err != nil {
 		return pendingCommit{}, err
 	}
 	r.startWriteLocked()
-	return c, nil
+	return a.hookArg, nil
 }
 
 // publishLocked applies the atom, whose record is durable at pos as seq
@@ -175,7 +175,8 @@ func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head c
 	r.mu.head = head
 	r.mu.positions = append(r.mu.positions, pos)
 	r.mu.deltaBytes += int64(deltaLen)
-	a.publishedLocked(seq, pos, &c)
+	a.hookArg = c
+	a.publishedLocked(seq, pos, &a.hookArg)
 	r.mu.atom = nil
 	if r.mu.interruptedSeq == seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil

@@ -418,14 +418,18 @@ func (db *DB) replayFloor() wal.Pos {
 	return floor
 }
 
-// append writes one record durably (or, with NoSync, to the file).
-// Cancelling ctx abandons the wait, not the write: only its enqueueing is
-// conditional on ctx.
+// append writes one record durably (or, with NoSync, to the file). Only
+// its enqueueing is conditional on ctx: once the record is handed to the
+// log, append waits for the outcome whatever ctx does, since the record
+// may become durable anyway.
 func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 	if err := ctx.Err(); err != nil {
 		return wal.Pos{}, err
 	}
-	pos, err := db.log.Append(context.WithoutCancel(ctx), rec)
+	// wal.Log.Append reads only its ctx's Done, and one without
+	// (Background; WithoutCancel would allocate per record) also lets it
+	// write an idle log's group itself.
+	pos, err := db.log.Append(context.Background(), rec)
 	if err == nil {
 		// The record is durable only if the directories leading to it are.
 		err = db.dirsDurable()

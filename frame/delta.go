@@ -127,7 +127,15 @@ func cloneNonEmpty(b []byte) []byte {
 	return bytes.Clone(b)
 }
 
+// deltaOps is the room a Delta's first op reserves: an agent's delta
+// holds a few ops (a message or two, a memory key), which then take one
+// allocation rather than one per doubling (1, 2, 4).
+const deltaOps = 4
+
 func (d *Delta) add(o op) *Delta {
+	if d.ops == nil {
+		d.ops = make([]op, 0, deltaOps)
+	}
 	d.ops = append(d.ops, o)
 	return d
 }

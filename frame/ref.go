@@ -48,7 +48,7 @@ func (d *Delta) ReferResults(results [][]byte) *Delta {
 		}
 		return 0
 	}
-	var out *Delta
+	var out *referred
 	for i := range d.ops {
 		o := &d.ops[i]
 		var n op
@@ -64,8 +64,11 @@ func (d *Delta) ReferResults(results [][]byte) *Delta {
 			if !ok {
 				continue
 			}
+			if out == nil {
+				out = newReferred(d)
+			}
 			n = *o
-			n.ext = e
+			n.ext = out.newExt(e)
 			if e.contentRef != 0 {
 				n.s2 = ""
 			}
@@ -73,19 +76,46 @@ func (d *Delta) ReferResults(results [][]byte) *Delta {
 			continue
 		}
 		if out == nil {
-			out = &Delta{ops: append([]op(nil), d.ops...)}
+			out = newReferred(d)
 		}
-		out.ops[i] = n
+		out.d.ops[i] = n
 	}
 	if out == nil {
 		return d
 	}
-	return out
+	return &out.d
+}
+
+// referred is the delta ReferResults returns, with room for its first
+// message extension: one allocation fewer for an agent's delta (one
+// message answering a tool).
+type referred struct {
+	d    Delta
+	ext  msgExt
+	used bool // ext is taken
+}
+
+// newReferred returns a referred holding a copy of d's ops.
+func newReferred(d *Delta) *referred {
+	return &referred{d: Delta{ops: append([]op(nil), d.ops...)}}
+}
+
+// newExt returns e at an address of its own: r's room the first time.
+func (r *referred) newExt(e msgExt) *msgExt {
+	if !r.used {
+		r.used = true
+		r.ext = e
+		return &r.ext
+	}
+	p := new(msgExt)
+	*p = e
+	return p
 }
 
 // referMessage returns the extension of message op o with the references
-// match finds, and whether it found any.
-func referMessage(o *op, match func(string) uint64) (*msgExt, bool) {
+// match finds, and whether it found any. It returns the extension by value:
+// only a message that takes a reference costs its caller an allocation.
+func referMessage(o *op, match func(string) uint64) (msgExt, bool) {
 	var e msgExt
 	if o.ext != nil {
 		e = *o.ext
@@ -117,7 +147,7 @@ func referMessage(o *op, match func(string) uint64) (*msgExt, bool) {
 		e.partRefs[j] = r
 		found = true
 	}
-	return &e, found
+	return e, found
 }
 
 // Refs returns the indexes of the certified results d refers to, in the

@@ -259,6 +259,12 @@ type Log struct {
 		spareAt   int64      // the offset from which the spare is prepared (maybePrepareSpare)
 		haveSpare bool       // a complete spare file exists (checked again before use)
 		lastSync  time.Time
+		// durables is the rest of a block of Pos values that flush
+		// publishes as durable, one per group commit (storeDurable):
+		// each is written once, before it is published, and never
+		// again, so that a reader may hold it, for one allocation per
+		// block rather than per group.
+		durables []Pos
 	}
 
 	// segs lists the segment files, oldest first; the last one is active

@@ -376,8 +376,7 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 			return false
 		}
 	}
-	d := Pos{l.w.seg, l.w.off}
-	l.durable.Store(&d)
+	l.storeDurable(Pos{l.w.seg, l.w.off})
 	var recs, bytes int64
 	for _, w := range ws {
 		recs += int64(len(w.recs))
@@ -394,6 +393,19 @@ func (l *Log) flush(buf []byte, ws []*Waiter) bool {
 		w.finish(nil)
 	}
 	return true
+}
+
+// storeDurable publishes p as the durable end, from a block of Pos values
+// (w.durables; wmu held).
+func (l *Log) storeDurable(p Pos) {
+	const block = 64
+	if len(l.w.durables) == 0 {
+		l.w.durables = make([]Pos, block)
+	}
+	d := &l.w.durables[0]
+	l.w.durables = l.w.durables[1:]
+	*d = p
+	l.durable.Store(d)
 }
 
 // replicateGroup hands the records of ws, durable here, to
