@@ -17,6 +17,7 @@ import tempfile
 import threading
 import time
 import unittest
+from unittest import mock
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import harness  # noqa: F401
@@ -535,6 +536,131 @@ class AsyncFramesTest(unittest.IsolatedAsyncioTestCase):
             self.assertEqual(fs.accepted, 1)
         finally:
             await t.close()
+
+    async def _connection_of(self, t: "_transport.AsyncTransport") -> "_transport._AsyncFrames":
+        """t's frames connection, once a request opened it."""
+        while t._conn is None:
+            await asyncio.sleep(0.001)
+        return t._conn
+
+    async def test_a_malformed_answer_head_fails_its_request_with_the_others(self) -> None:
+        # The frame of request a has a head without a status line: the
+        # framing cannot be trusted, the connection is dropped, and every
+        # request in flight fails, a's too. (a's future was taken off the
+        # connection's requests before its head was parsed: the reader
+        # failed b and ended, and a waited for ever, its timer finding
+        # nothing to expire.)
+        release = threading.Event()
+
+        def h(c: Conn) -> None:
+            c.read_preface()
+            c.send(PREFACE)
+            a, _ = c.read_frame(), c.read_frame()
+            head = b"OK\n"
+            c.send(struct.pack(">III", 8 + len(head), a[0], len(head)) + head)
+            release.wait(30)
+
+        fs = FakeServer(self, h)
+        self.addCleanup(release.set)  # before the server's close, which joins h
+        t = _transport.AsyncTransport(Endpoint.make(fs.path, None, None, None, 60), "frames")
+        try:
+            ra = asyncio.ensure_future(t.request("GET", "/v1/a", None))
+            rb = asyncio.ensure_future(t.request("GET", "/v1/b", None))
+            conn = await self._connection_of(t)
+            await conn.task  # the reader ended: nothing may wait on the connection now
+            await asyncio.sleep(0)
+            self.assertIsInstance(conn.error, FrameError)
+            self.assertEqual([ra.done(), rb.done()], [True, True], "a request still waits on a connection that died")
+            for r in (ra, rb):
+                self.assertIsInstance(r.exception(), FrameError)
+        finally:
+            await t.close()
+
+    async def test_a_request_sent_after_the_server_closed_fails_at_once(self) -> None:
+        # The server answers a, then closes. A request written into the
+        # connection after its reader saw the end must fail at once, not
+        # wait for its timeout (60 s here); the transport's next request
+        # goes on a new connection.
+        def h(c: Conn) -> None:
+            c.read_preface()
+            c.send(PREFACE)
+            fid, line, _, _ = c.read_frame()
+            c.send(answer(fid, 200, {"line": line}))
+
+        fs = FakeServer(self, h, serve_frames)
+        t = _transport.AsyncTransport(Endpoint.make(fs.path, None, None, None, 60), "frames")
+        try:
+            ra = asyncio.ensure_future(t.request("GET", "/v1/a", None))
+            conn = await self._connection_of(t)
+            self.assertEqual((await ra)[0], 200)
+            await conn.task  # the reader saw the end of the connection
+            with self.assertRaises(EOFError):
+                await conn.request("GET", "/v1/b", None, 60)
+            self.assertEqual(conn.pending, {})
+            got = await t.request("GET", "/v1/c", None)
+            self.assertEqual(json.loads(got[1]), {"line": "GET /v1/c"})
+            self.assertEqual(fs.accepted, 2)
+        finally:
+            await t.close()
+
+    async def test_a_request_cancelled_while_it_opens_the_connection_fails_no_other(self) -> None:
+        # a opens the connection (its dial held until released), b waits for
+        # it; a is cancelled (an atom's heartbeat stopped at its commit, a
+        # caller's timeout). b must get the connection: it used to get a's
+        # CancelledError, which no retry rule catches, as if b had been
+        # cancelled.
+        fs = FakeServer(self, serve_frames)
+        gate = asyncio.Event()
+        dials = 0
+        real = _transport._dial
+
+        async def held(ep: Endpoint) -> Any:
+            nonlocal dials
+            dials += 1
+            await gate.wait()
+            return await real(ep)
+
+        with mock.patch.object(_transport, "_dial", held):
+            t = _transport.AsyncTransport(Endpoint.make(fs.path, None, None, None, 60), "frames")
+            try:
+                a = asyncio.ensure_future(t.request("GET", "/v1/a", None))
+                while dials == 0:
+                    await asyncio.sleep(0)
+                b = asyncio.ensure_future(t.request("GET", "/v1/b", None))
+                await asyncio.sleep(0)
+                a.cancel()
+                with self.assertRaises(asyncio.CancelledError):
+                    await a
+                gate.set()
+                st, body = await b
+                self.assertEqual((st, json.loads(body)), (200, {"line": "GET /v1/b"}))
+                self.assertEqual((dials, fs.accepted), (1, 1))
+            finally:
+                await t.close()
+
+    async def test_close_while_the_connection_opens(self) -> None:
+        # close() during a dial: the request waiting for it fails with a
+        # transport error (not a CancelledError it never asked for), and
+        # no connection is left open behind the closed client.
+        fs = FakeServer(self, serve_frames)
+        gate = asyncio.Event()
+        real = _transport._dial
+
+        async def held(ep: Endpoint) -> Any:
+            await gate.wait()
+            return await real(ep)
+
+        with mock.patch.object(_transport, "_dial", held):
+            t = _transport.AsyncTransport(Endpoint.make(fs.path, None, None, None, 60), "frames")
+            a = asyncio.ensure_future(t.request("GET", "/v1/a", None))
+            while t._opening is None:
+                await asyncio.sleep(0)
+            await t.close()
+            gate.set()  # a dial still under way would go on now
+            with self.assertRaises(EOFError):
+                await a
+            self.assertIsNone(t._conn)
+            self.assertIsNone(t._opening)
 
 
 if __name__ == "__main__":

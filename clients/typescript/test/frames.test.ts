@@ -9,16 +9,11 @@
 
 import assert from "node:assert/strict";
 import { spawn } from "node:child_process";
-import { mkdtempSync, rmSync } from "node:fs";
-import * as net from "node:net";
-import * as path from "node:path";
-import { after, describe, test } from "node:test";
+import type * as net from "node:net";
+import { describe, test } from "node:test";
 import { Client, FramesUnsupported, Unavailable } from "../src/index.js";
 import { PREFACE, Transport, TransportError, encodeFrame, endpoint, maxFrameBody, maxInFlight } from "../src/transport.js";
-
-const dir = mkdtempSync("/tmp/cdts-frames-");
-after(() => rmSync(dir, { recursive: true, force: true }));
-let nsock = 0;
+import { listenUnix } from "./scripted.js";
 
 interface Req {
   id: number;
@@ -50,15 +45,11 @@ type Preface = boolean | "split" | "close" | "http";
  * http(head) as HTTP/1.1, or are closed.
  */
 async function framesServer(reply: (req: Req, conn: number, s: net.Socket) => Reply, o: { preface?: Preface | ((conn: number) => Preface); http?: (head: string) => string } = {}) {
-  const file = path.join(dir, `f${nsock++}.sock`);
   let conns = 0;
   let httpConns = 0;
   const requests: Req[] = [];
   const raws: Buffer[] = [];
-  const sockets = new Set<net.Socket>();
-  const srv = net.createServer((s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
+  const srv = await listenUnix((s) => {
     s.on("error", () => {});
     let buf = Buffer.alloc(0);
     let kind: "?" | "frames" | "http" = "?";
@@ -134,20 +125,13 @@ async function framesServer(reply: (req: Req, conn: number, s: net.Socket) => Re
       }
     };
   });
-  await new Promise<void>((res) => srv.listen(file, res));
   return {
-    file,
+    ...srv,
     requests,
     /** The bytes of each frames connection up to its first read (the preface and what came with it). */
     raws,
     conns: () => conns,
     httpConns: () => httpConns,
-    closeAll: () => sockets.forEach((s) => s.destroy()),
-    stop: () =>
-      new Promise<void>((res) => {
-        sockets.forEach((s) => s.destroy());
-        srv.close(() => res());
-      }),
   };
 }
 

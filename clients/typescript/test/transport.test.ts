@@ -5,15 +5,11 @@
 // and requests at once on connections of their own.
 
 import assert from "node:assert/strict";
-import { mkdtempSync, rmSync } from "node:fs";
-import * as net from "node:net";
+import type * as net from "node:net";
 import * as path from "node:path";
-import { after, describe, test } from "node:test";
+import { describe, test } from "node:test";
 import { Transport, TransportError, endpoint } from "../src/transport.js";
-
-const dir = mkdtempSync("/tmp/cdts-transport-");
-after(() => rmSync(dir, { recursive: true, force: true }));
-let nsock = 0;
+import { listenUnix, socketDir } from "./scripted.js";
 
 interface Got {
   head: string;
@@ -27,13 +23,9 @@ interface Got {
  * apart), or not at all (null).
  */
 async function scripted(reply: (req: Got, n: number, conn: number, sock: net.Socket) => string | string[] | null) {
-  const file = path.join(dir, `s${nsock++}.sock`);
   let conns = 0;
   const requests: Got[] = [];
-  const sockets = new Set<net.Socket>();
-  const srv = net.createServer((s) => {
-    sockets.add(s);
-    s.on("close", () => sockets.delete(s));
+  const srv = await listenUnix((s) => {
     const conn = conns++;
     let n = 0;
     let buf = Buffer.alloc(0);
@@ -57,14 +49,7 @@ async function scripted(reply: (req: Got, n: number, conn: number, sock: net.Soc
       }
     });
   });
-  await new Promise<void>((res) => srv.listen(file, res));
-  return {
-    file,
-    requests,
-    conns: () => conns,
-    closeAll: () => sockets.forEach((s) => s.destroy()),
-    stop: () => new Promise<void>((res) => { sockets.forEach((s) => s.destroy()); srv.close(() => res()); }),
-  };
+  return { ...srv, requests, conns: () => conns };
 }
 
 const ok = (body: string, extra = "") => `HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: ${Buffer.byteLength(body)}\r\n${extra}\r\n${body}`;
@@ -256,7 +241,7 @@ describe("transport: HTTP/1.1", () => {
       t.close();
       await srv.stop();
     }
-    const none = new Transport(endpoint({ socket: path.join(dir, "nobody.sock") }));
+    const none = new Transport(endpoint({ socket: path.join(socketDir, "nobody.sock") }));
     await assert.rejects(none.request("GET", "/"), (e: unknown) => e instanceof TransportError && /ENOENT/.test(e.message));
   });
 

@@ -18,7 +18,13 @@ streams for the asyncio one; connections kept alive and pooled.
 
 A request on a connection that breaks (the server closed it, restarted,
 was killed) fails like any transport error, and the caller retries it:
-every request of the protocol may be repeated. A server that does not
+every request of the protocol may be repeated. Over frames every request
+in flight on a connection fails at once when it breaks or brings a frame
+that breaks the framing (a malformed head included), and a connection
+that broke takes no new request; the asyncio transport opens the next
+connection in a task of its own that the waiting requests share, so that
+one of them cancelled (an atom's heartbeat stopped) fails none of the
+others. A server that does not
 answer the frames preface (an older continuumd: it closes, or answers
 HTTP's 400) has the client fall back to HTTP, once, and remember it for
 the client's life; transport="frames" fails instead."""
@@ -235,6 +241,17 @@ class _SyncHTTP:
             c.close()
 
 
+async def _dial(ep: Endpoint) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """A new connection of the asyncio transports to the server (TLS set
+    up on TCP when asked), within the endpoint's timeout."""
+    if ep.socket_path is not None:
+        return await asyncio.wait_for(asyncio.open_unix_connection(ep.socket_path), ep.timeout)
+    return await asyncio.wait_for(
+        asyncio.open_connection(ep.host, ep.port, ssl=ep.ssl_context, server_hostname=ep.host if ep.ssl_context else None),
+        ep.timeout,
+    )
+
+
 class _AsyncHTTP:
     """HTTP/1.1 over asyncio streams: the request with Content-Length, the
     answer with Content-Length, chunked, or until the connection closes."""
@@ -249,13 +266,7 @@ class _AsyncHTTP:
             if not w.is_closing() and not r.at_eof():
                 return r, w
             w.close()
-        ep = self.ep
-        if ep.socket_path is not None:
-            return await asyncio.wait_for(asyncio.open_unix_connection(ep.socket_path), ep.timeout)
-        return await asyncio.wait_for(
-            asyncio.open_connection(ep.host, ep.port, ssl=ep.ssl_context, server_hostname=ep.host if ep.ssl_context else None),
-            ep.timeout,
-        )
+        return await _dial(self.ep)
 
     async def request(self, method: str, path: str, body: Optional[bytes]) -> Tuple[int, bytes]:
         r, w = await self._connection()
@@ -581,9 +592,12 @@ class _AsyncFrames:
                 fid, hlen, size = parse_fixed(fixed)
                 rest = await r.readexactly(size)
                 self.received += 1
+                # The head is parsed before the request is taken off
+                # pending: a malformed one fails it with the others.
+                status = parse_answer_head(rest[:hlen])
                 fut = self.pending.pop(fid, None)
                 if fut is not None and not fut.done():
-                    fut.set_result((parse_answer_head(rest[:hlen]), rest[hlen:]))
+                    fut.set_result((status, rest[hlen:]))
                 # else: the answer of a request given up (timed out, cancelled)
         except asyncio.IncompleteReadError as e:
             what = "in the middle of an answer" if e.partial else "with requests in flight" if self.pending else "while idle"
@@ -615,7 +629,7 @@ class AsyncTransport:
         self.transport = check_transport(transport)
         self._http = _AsyncHTTP(ep)
         self._conn: Optional[_AsyncFrames] = None
-        self._opening: Optional["asyncio.Future[_AsyncFrames]"] = None
+        self._opening: Optional["asyncio.Task[_AsyncFrames]"] = None
         self._suspect = False
         self._no_frames = transport == "http"
 
@@ -628,31 +642,28 @@ class AsyncTransport:
         c = self._conn
         if c is not None and c.error is None:
             return c
-        if self._opening is None:
-            # One coroutine opens the connection; the others wait for it.
-            self._opening = asyncio.get_running_loop().create_future()
-            opening = self._opening
-            try:
-                r, w = await self._open()
-                c = _AsyncFrames(self.ep, r, w, self._suspect)
-            except BaseException as e:
-                self._opening = None
-                opening.set_exception(e)
-                opening.exception()  # retrieved: the waiters, if any, raise it too
-                raise
-            self._conn, self._opening = c, None
-            opening.set_result(c)
-            return c
-        return await asyncio.shield(self._opening)
+        opening = self._opening
+        if opening is None:
+            # A task of its own opens the connection, and the requests
+            # wait for it: one of them cancelled (a heartbeat stopped, a
+            # caller's timeout) fails none of the others.
+            opening = self._opening = asyncio.get_running_loop().create_task(self._open())
+        try:
+            return await asyncio.shield(opening)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if opening.cancelled() and task is not None and not task.cancelling():
+                # close() gave the opening up, not this request's caller.
+                raise EOFError("the client closed the frames connection being opened") from None
+            raise
 
-    async def _open(self) -> Tuple[asyncio.StreamReader, asyncio.StreamWriter]:
-        ep = self.ep
-        if ep.socket_path is not None:
-            return await asyncio.wait_for(asyncio.open_unix_connection(ep.socket_path), ep.timeout)
-        return await asyncio.wait_for(
-            asyncio.open_connection(ep.host, ep.port, ssl=ep.ssl_context, server_hostname=ep.host if ep.ssl_context else None),
-            ep.timeout,
-        )
+    async def _open(self) -> _AsyncFrames:
+        try:
+            r, w = await _dial(self.ep)
+            c = self._conn = _AsyncFrames(self.ep, r, w, self._suspect)
+            return c
+        finally:
+            self._opening = None
 
     async def request(self, method: str, path: str, body: Optional[bytes]) -> Tuple[int, bytes]:
         while not self._no_frames:
@@ -673,6 +684,14 @@ class AsyncTransport:
         return await self._http.request(method, path, body)
 
     async def close(self) -> None:
+        opening = self._opening
+        if opening is not None:
+            opening.cancel()
+            await asyncio.wait([opening])  # given up; a connection it opened is closed below
+            if not opening.cancelled():
+                opening.exception()  # retrieved: the dial's error is of no use now
+            if self._opening is opening:
+                self._opening = None  # cancelled before it began
         c, self._conn = self._conn, None
         if c is not None:
             await c.close()
