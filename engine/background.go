@@ -371,15 +371,13 @@ func (db *DB) writeChainCheckpointLocked(r *Run) {
 	if seq == 0 || seq == r.mu.ckptSeq {
 		return
 	}
-	c := chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: seq, Head: head, Final: final}
-	rec, err := checkpoint.ChainRecord(db.signer, c)
+	n, err := checkpoint.AppendChain(db.log, db.signer, chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: seq, Head: head, Final: final})
 	if err != nil {
-		db.setBackgroundErr(fmt.Errorf("engine: sign checkpoint of run %q at %d: %w", r.id, c.Seq, err))
+		db.setBackgroundErr(err)
 		return
 	}
-	db.log.AppendAsync(rec)
-	db.noteAppended(len(rec))
-	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = c.Seq, c.Head, time.Now()
+	db.noteAppended(n)
+	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = seq, head, time.Now()
 }
 
 func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
@@ -391,19 +389,5 @@ func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 		}
 		r.mu.Unlock()
 	}
-	if len(h.Runs) == 0 {
-		return nil
-	}
-	rec, err := checkpoint.StoreHeadRecord(db.signer, h)
-	if err != nil {
-		return fmt.Errorf("engine: sign store head: %w", err)
-	}
-	w := db.log.AppendAsync(rec)
-	if !wait {
-		return nil
-	}
-	if _, err := w.Wait(context.Background()); err != nil {
-		return fmt.Errorf("engine: store head: %w", err)
-	}
-	return nil
+	return checkpoint.AppendStoreHead(db.log, db.signer, h, wait)
 }
