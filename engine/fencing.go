@@ -17,7 +17,8 @@ type Fence = fence.Fence
 
 // FencedReplicator is a Replicator whose writer holds the store by a
 // lease (package replicate's): the DB asks it for its Fence once, at
-// Open. Any other Replicator leaves the DB fenced as a local store is.
+// Open, after ReplicateFile. Any other Replicator leaves the DB fenced as
+// a local store is.
 type FencedReplicator interface {
 	Replicator
 	Fence() Fence
