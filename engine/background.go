@@ -64,7 +64,6 @@ func (db *DB) background() {
 			db.sweep()
 			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {
 				db.backgroundCheckpoint() // idle unwritten frames past the frame cache
-
 			}
 		}
 	}
