@@ -98,9 +98,9 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 // the log, or another copy's, with which the run's records would read as
 // damage.
 func (db *DB) checkRunKeys() error {
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	id := db.keys.Lacking(func(yield func(string) bool) {
+	id := db.keys.Lacking(func(yield func(string) bool) { // KEYS read first, then db.mu taken
+		db.mu.Lock()
+		defer db.mu.Unlock()
 		for i := range db.mu.lazy {
 			if !yield(db.mu.lazy[i].ID) {
 				return

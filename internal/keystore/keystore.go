@@ -193,7 +193,8 @@ func (s *Store) Replace(next *seal.Table) error {
 
 // Lacking returns the first of ids that has no entry in the table (""
 // if none): a scope whose data key KEYS lacks. An erased scope's entry
-// stays, and counts.
+// stays, and counts. The table is read, and its mutex released, before
+// ids is ranged over.
 func (s *Store) Lacking(ids iter.Seq[string]) string {
 	has := map[string]bool{}
 	for _, e := range s.Entries() {
