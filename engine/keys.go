@@ -1,10 +1,7 @@
 package engine
 
-// The keys of an encrypted store (Options.Keyring; docs/DESIGN.md,
-// "Encryption at rest"): KEYS (package internal/keystore) read and opened
-// at Open before any record is read, a data key added (and KEYS made
-// durable) before a run's creation record, Rekey, and the check that KEYS
-// holds the key of every run the store holds.
+// The keys of an encrypted store (internal/keystore; docs/DESIGN.md,
+// "Encryption at rest").
 
 import (
 	"errors"
@@ -24,40 +21,27 @@ import (
 // seal.ErrWrongKey instead.
 var ErrKeyring = offline.ErrKeyring
 
-// openKeys reads KEYS of an existing encrypted store and unwraps its data
-// keys with the keyring: a missing or wrong user key fails here, before
-// any record is read.
+// openKeys reads KEYS of an existing encrypted store with the keyring,
+// before any record is read.
 func (db *DB) openKeys() error {
-	ks, err := keystore.Open(db.fs, db.path(layout.KeysName), db.path(layout.StoreName), db.storeID, db.opts.Keyring, db.opts.NoSync)
-	if err != nil {
-		return err
-	}
-	db.setKeys(ks)
-	return nil
+	return db.setKeys(keystore.Open(db.fs, db.path(layout.KeysName), db.path(layout.StoreName), db.storeID, db.opts.Keyring, db.opts.NoSync))
 }
 
-// createKeys writes KEYS of a new encrypted store, with its store key,
-// before STORE (writeStoreFile): a store whose STORE says it is encrypted
-// has its key table.
+// createKeys writes KEYS of a new encrypted store, before STORE.
 func (db *DB) createKeys() error {
-	ks, err := keystore.Create(db.fs, db.path(layout.KeysName), db.storeID, db.opts.Keyring, db.opts.NoSync)
-	if err != nil {
-		return err
+	return db.setKeys(keystore.Create(db.fs, db.path(layout.KeysName), db.storeID, db.opts.Keyring, db.opts.NoSync))
+}
+
+func (db *DB) setKeys(ks *keystore.Store, err error) error {
+	if err == nil {
+		db.keys = ks
+		db.sealer = &record.Sealer{Store: db.storeID, Keys: ks.Keys(), KeysFile: ks.Name()}
 	}
-	db.setKeys(ks)
-	return nil
+	return err
 }
 
-func (db *DB) setKeys(ks *keystore.Store) {
-	db.keys = ks
-	db.sealer = &record.Sealer{Store: db.storeID, Keys: ks.Keys(), KeysFile: ks.Name()}
-}
-
-// runKey returns the data key of run id, adding one (and making KEYS
-// durable) if it has none: called before the run's creation record is
-// appended, so that nothing of the run is sealed with a key KEYS lacks.
-// A run whose creation failed after its key was added keeps the key for
-// its next attempt.
+// runKey returns the data key of run id, adding one (KEYS made durable)
+// before the run's creation record is appended.
 func (db *DB) runKey(id string) (*seal.Key, error) {
 	if err := db.keys.Add(id); err != nil {
 		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
@@ -110,30 +94,27 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 }
 
 // checkRunKeys refuses a KEYS that lacks the data key of a run the store
-// holds (a CHECKPOINT row or a run replayed from the log): a KEYS older
-// than the log, or another copy's. Without it the run's sealed records
-// would read as damage; Open says what is wrong instead. An erased run's
-// key counts: its entry stays.
+// holds (a CHECKPOINT row or a run replayed from the log): one older than
+// the log, or another copy's, with which the run's records would read as
+// damage.
 func (db *DB) checkRunKeys() error {
-	has := map[string]bool{}
-	for _, e := range db.keys.Entries() {
-		has[e.Scope] = true
-	}
-	missing := func(id string) error {
-		return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
-			ErrCorrupt, db.path(layout.KeysName), id)
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	for i := range db.mu.lazy {
-		if id := db.mu.lazy[i].ID; !has[id] {
-			return missing(id)
+	id := db.keys.Lacking(func(yield func(string) bool) { // KEYS read first, then db.mu taken
+		db.mu.Lock()
+		defer db.mu.Unlock()
+		for i := range db.mu.lazy {
+			if !yield(db.mu.lazy[i].ID) {
+				return
+			}
 		}
-	}
-	for id := range db.mu.runs {
-		if !has[id] {
-			return missing(id)
+		for id := range db.mu.runs {
+			if !yield(id) {
+				return
+			}
 		}
+	})
+	if id == "" {
+		return nil
 	}
-	return nil
+	return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
+		ErrCorrupt, db.path(layout.KeysName), id)
 }

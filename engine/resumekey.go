@@ -1,20 +1,14 @@
 package engine
 
-// A resumed atom whose default-key call differs from the interrupted
-// attempt's call at the same index: refused (ErrActionChanged) while the
-// old call is in doubt, then run at that index with a key no earlier call
-// used (the default key, "~" and 16 hex digits of its fingerprint), so
-// that the calls after it keep the interrupted attempt's keys. The rule
-// and why are in docs/DESIGN.md ("The engine's API, section by section",
-// Caveats).
+// A resumed atom's default-key call that differs from the interrupted
+// attempt's at its index (internal/resumekey decides).
 
 import (
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/continuumdb/continuum/internal/resumekey"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -45,19 +39,11 @@ func (e *ActionChangedError) Error() string {
 
 func (e *ActionChangedError) Is(target error) bool { return target == ErrActionChanged }
 
-// replacementKey is the key of a call at index whose default key an
-// earlier, different call of the interrupted attempt used.
-func replacementKey(in *ledger.Intent) string {
-	return in.Key + "~" + hex.EncodeToString(in.Fingerprint[:8])
-}
-
-// resumedCall checks in, the intent of a default-key Do of a resumed atom
-// (not a branch) at in.Index, against the interrupted attempt's calls at
-// that index (the run's inflight list). It returns in unchanged if none
-// differs from it, an *ActionChangedError if one that differs is in
-// doubt, and otherwise in with its replacement key.
+// resumedCall checks in, a default-key Do of a resumed atom (not a
+// branch), against the interrupted attempt's calls at its index
+// (resumekey.Check).
 func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
-	r, db := a.run, a.run.db
+	r := a.run
 	r.mu.Lock()
 	var olds []layout.InflightAction
 	if r.mu.interruptedSeq == a.seq {
@@ -68,40 +54,24 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 		}
 	}
 	r.mu.Unlock()
-	if len(olds) == 0 {
-		return in, nil
+	use, old, err := resumekey.Check(in, olds, resumeLedger{r.db})
+	if err != nil {
+		return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}
-	repl := in.WithKey(replacementKey(in), in.Index)
-	settled := false // a different call settled at this index: in needs repl's key
-	for _, x := range olds {
-		if x.FP == in.Fingerprint || x.FP == repl.Fingerprint {
-			continue // the same call again: the ledger's rules apply
-		}
-		e, ok := db.ledger.Lookup(x.FP)
-		if !ok || e.IntentLoc == (ledger.Loc{}) {
-			continue
-		}
-		old, err := db.readIntent(e.IntentLoc)
-		if err != nil {
-			return nil, fmt.Errorf("engine: run %q seq %d: intent of interrupted call %d: %w", r.id, a.seq, x.Index, err)
-		}
-		if old.Key != in.Key && !strings.HasPrefix(old.Key, in.Key+"~") {
-			continue // an explicit key: it numbers no call
-		}
-		if e.Status == ledger.StatusIntent && !e.InFlight {
-			return nil, &ActionChangedError{Run: r.id, Seq: a.seq, Index: in.Index, OldTool: old.Tool, NewTool: in.Tool,
-				InDoubt: &ledger.InDoubtError{Key: old.Key, Tool: old.Tool, RunID: old.RunID, Seq: old.Seq, Index: old.Index,
-					Fingerprint: x.FP}}
-		}
-		if old.Key == in.Key {
-			settled = true
-		}
+	if old != nil {
+		return nil, &ActionChangedError{Run: r.id, Seq: a.seq, Index: in.Index, OldTool: old.Tool, NewTool: in.Tool, InDoubt: old}
 	}
-	if settled {
-		return repl, nil
-	}
-	return in, nil
+	return use, nil
 }
+
+// resumeLedger is resumekey's Ledger: the ledger and the log.
+type resumeLedger struct{ db *DB }
+
+func (l resumeLedger) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
+	return l.db.ledger.Lookup(fp)
+}
+
+func (l resumeLedger) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) { return l.db.readIntent(loc) }
 
 // untakeIndex gives back index, taken by a Do refused before it wrote an
 // intent, so that the atom's next default-key Do, of any action, takes it.

@@ -261,3 +261,38 @@ func TestFrameFileCodec(t *testing.T) {
 		}
 	}
 }
+
+func TestSweepInterval(t *testing.T) {
+	for _, c := range []struct{ snap, ckpt, want time.Duration }{
+		{0, 0, time.Second},
+		{2 * time.Second, 0, time.Second},
+		{300 * time.Millisecond, 0, 300 * time.Millisecond},
+		{300 * time.Millisecond, 100 * time.Millisecond, 100 * time.Millisecond},
+		{0, 50 * time.Millisecond, 50 * time.Millisecond},
+	} {
+		if got := SweepInterval(c.snap, c.ckpt); got != c.want {
+			t.Errorf("SweepInterval(%v, %v) = %v, want %v", c.snap, c.ckpt, got, c.want)
+		}
+	}
+}
+
+func TestFrameDue(t *testing.T) {
+	for _, c := range []struct {
+		name        string
+		f           Frame
+		full, snaps bool
+		want        bool
+	}{
+		{"snapshot of a moved run", Frame{LastSeq: 5, SnapSeq: 3, FrameSeq: 5}, false, true, true},
+		{"snapshot of an unmoved run", Frame{LastSeq: 5, SnapSeq: 5}, false, true, false},
+		{"checkpoint without a store, stale file", Frame{LastSeq: 5, SnapSeq: 0, FrameSeq: 4}, true, false, true},
+		{"checkpoint without a store, current file", Frame{LastSeq: 5, SnapSeq: 0, FrameSeq: 5}, true, false, false},
+		{"left to its tail", Frame{LastSeq: 5, SnapSeq: 3, FrameSeq: 3, Tail: true}, true, true, false},
+		{"unread fork", Frame{LastSeq: 5, FrameSeq: 0, Unread: true}, true, true, false},
+		{"empty run", Frame{}, true, true, false},
+	} {
+		if got := c.f.FrameDue(c.full, c.snaps); got != c.want {
+			t.Errorf("%s: FrameDue = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

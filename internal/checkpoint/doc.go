@@ -16,7 +16,9 @@
 // The engine's background goroutine (engine/background.go, the scheduler)
 // conducts it:
 //
-//	// Under the run's lock: fill a Capture from the run, then
+//	tick := SweepInterval(snapshotInterval, checkpointInterval) // the time triggers' period
+//	// Under the run's lock: fill a Capture from the run, its frame only if
+//	Frame{...}.FrameDue(full, snaps)         // the snapshot or frame file is stale
 //	c.Plan(full, base, snapSeq, windowFirst) // retention: Snapshot, InStore, Drop, Meta seqs
 //	// Outside it:
 //	c.Encode(full, snaps, comp, sealer)      // s2 (and seal) only what takes it
@@ -28,9 +30,14 @@
 //	stored, err := w.Finish(gen)             // frame files synced, then the batch, synced
 //	// Once durable (stored, for the snapshot), under the run's lock:
 //	c.Captured(&index, now)
+//	WriteLedgerTable(fs, name, table, sealer, gen, noSync) // then INBOX, WAITS, CHECKPOINT (the engine's)
+//	// The chain anchors, into the log:
+//	AppendChain(log, signer, c)              // a run's chain checkpoint, not waited for
+//	AppendStoreHead(log, signer, h, wait)    // every run's latest anchor
 //
 // What each promises:
-//   - Plan, Captured, Tail.Leave and SnapshotDue are pure: no I/O, no lock.
+//   - Plan, Captured, Tail.Leave, SnapshotDue, SweepInterval and
+//     Frame.FrameDue are pure: no I/O, no lock.
 //   - Encode compresses with s2 and seals (record.PlaceFrame, the run and
 //     seq) when there is a sealer; its error names the run and seq.
 //   - Writer.Add queues the frame file (written by Finish, several at once
@@ -46,6 +53,10 @@
 //     loaded nor rebuilt), and Rebuilt why the file was not used.
 //   - ChainRecord and StoreHeadRecord sign with the store's key when there
 //     is one; the records are byte for byte those of record.AppendNote.
+//     AppendChain and AppendStoreHead append them (a store head that lists
+//     no run is not written); their errors say what was being signed.
+//   - WriteLedgerTable writes a copy of the table (the ledger searches it
+//     in place), sealed in an encrypted store, atomically.
 //
 // # Crash safety
 //

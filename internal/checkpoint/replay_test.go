@@ -65,3 +65,42 @@ func TestReplayRun(t *testing.T) {
 		}
 	}
 }
+
+// TestAppendChainAndStoreHead: the records appended are ChainRecord's and
+// StoreHeadRecord's; an empty store head is not written.
+func TestAppendChainAndStoreHead(t *testing.T) {
+	l, err := wal.Open("/wal", &wal.Options{FS: vfs.NewMem(), NoSync: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	c := chain.Checkpoint{StoreID: "s", RunID: "r", Seq: 3, Head: chain.Hash{1}}
+	n, err := AppendChain(l, nil, c)
+	want, _ := ChainRecord(nil, c)
+	if err != nil || n != len(want) {
+		t.Fatalf("AppendChain: %d, %v; want %d", n, err, len(want))
+	}
+	if err := AppendStoreHead(l, nil, chain.StoreHead{StoreID: "s"}, true); err != nil {
+		t.Fatal(err)
+	}
+	h := chain.StoreHead{StoreID: "s", Runs: []chain.RunHead{{RunID: "r", Seq: 3, Head: chain.Hash{1}}}}
+	if err := AppendStoreHead(l, nil, h, true); err != nil {
+		t.Fatal(err)
+	}
+	wantHead, _ := StoreHeadRecord(nil, h)
+	cur, err := record.NewCursor(l, wal.SegmentName, wal.Pos{}, &record.Decoder{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cur.Close()
+	var kinds []record.Kind
+	for cur.Next() {
+		kinds = append(kinds, cur.Record().Kind)
+	}
+	if err := cur.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(kinds) != 2 || kinds[0] != record.KindCheckpoint || kinds[1] != record.KindStoreHead {
+		t.Fatalf("records %v, want a checkpoint and one store head (%d bytes)", kinds, len(wantHead))
+	}
+}

@@ -17,6 +17,8 @@
 //	(*Fence).Exec(ctx, lost, key, exec) // run exec; late: why it may not count
 //	Guarded(ctx, f, in, prior, key, exec) // an action's exec under f, whole: the errors the ledger records
 //	WaitInDoubt(ctx, f, in, inDoubt)    // an in-doubt action waits for InDoubtAfter
+//	WaitLedger(ctx, f, in, l)           // WaitInDoubt, the ledger telling what is in doubt
+//	Prior(l, in) bool                   // an intent or a failure of in in the ledger l
 //
 // # Caveats
 //

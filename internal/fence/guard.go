@@ -65,3 +65,19 @@ func WaitInDoubt(ctx context.Context, f *Fence, in *ledger.Intent, inDoubt func(
 	}
 	return nil
 }
+
+// Prior reports whether in's action has a record in l that is not a
+// certificate of its outcome: an intent (in doubt) or a failure.
+func Prior(l *ledger.Ledger, in *ledger.Intent) bool {
+	e, ok := l.Lookup(in.Fingerprint)
+	return ok && (e.Status == ledger.StatusIntent || e.Status == ledger.StatusFailed)
+}
+
+// WaitLedger is WaitInDoubt with l telling whether in's action is in
+// doubt (an intent without a certificate).
+func WaitLedger(ctx context.Context, f *Fence, in *ledger.Intent, l *ledger.Ledger) error {
+	return WaitInDoubt(ctx, f, in, func() bool {
+		e, ok := l.Lookup(in.Fingerprint)
+		return ok && e.Status == ledger.StatusIntent
+	})
+}

@@ -2,6 +2,7 @@ package keystore
 
 import (
 	"fmt"
+	"iter"
 	"slices"
 	"sync"
 
@@ -188,4 +189,21 @@ func (s *Store) Replace(next *seal.Table) error {
 	}
 	s.table = next
 	return nil
+}
+
+// Lacking returns the first of ids that has no entry in the table (""
+// if none): a scope whose data key KEYS lacks. An erased scope's entry
+// stays, and counts. The table is read, and its mutex released, before
+// ids is ranged over.
+func (s *Store) Lacking(ids iter.Seq[string]) string {
+	has := map[string]bool{}
+	for _, e := range s.Entries() {
+		has[e.Scope] = true
+	}
+	for id := range ids {
+		if !has[id] {
+			return id
+		}
+	}
+	return ""
 }

@@ -3,6 +3,7 @@ package keystore
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 
@@ -106,5 +107,26 @@ func TestRekeyAndReplace(t *testing.T) {
 		if e.Scope == "r" && !e.Erased {
 			t.Fatal("the erased key is live after a reopen")
 		}
+	}
+}
+
+func TestLacking(t *testing.T) {
+	s, err := Create(vfs.NewMem(), "KEYS", [16]byte{4}, ring(t, "a", "a"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, scope := range []string{"run-1", "run-2"} {
+		if err := s.Add(scope); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if id := s.Lacking(slices.Values([]string{"run-1", "run-2"})); id != "" {
+		t.Fatalf("Lacking = %q with every key", id)
+	}
+	if id := s.Lacking(slices.Values([]string{"run-1", "run-3", "run-4"})); id != "run-3" {
+		t.Fatalf("Lacking = %q, want run-3", id)
+	}
+	if id := s.Lacking(slices.Values([]string(nil))); id != "" {
+		t.Fatalf("Lacking of nothing = %q", id)
 	}
 }

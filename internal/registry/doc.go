@@ -9,9 +9,9 @@
 // log before the replay position once (record headers only, no
 // decompression: Scan) and reconciles the table with it, trusting the
 // log: rows of runs the log does not hold are dropped, rows whose last
-// seq, head, nonce or end differ (Run.Disagrees) are rebuilt from the log,
-// runs it omits are added. The reconciliation itself is the engine's
-// (engine/registry.go): it changes the engine's runs.
+// seq, head, nonce or end differ (Disagrees) are rebuilt from the log,
+// runs it omits are added. Reconcile decides; the engine's table of runs
+// (Table, engine/registry.go) makes the changes.
 //
 // # The interface to the engine
 //
@@ -35,7 +35,24 @@
 //		Closed() error
 //	}
 //
-// Host's methods are called on Scan's goroutine, in log order.
+// Host's methods are called on Scan's goroutine, in log order. Collector
+// is the Host the engine uses: it gathers the deletions into a
+// retention.Registry and the erase-key records.
+//
+// Reconcile changes the engine's runs through (called under the engine's
+// lock):
+//
+//	type Table interface {
+//		Deleted(id string) bool // the engine's deletions hold id
+//		Built(id string) bool   // id is built, not a row waiting for use
+//		Rebuild(id string, lr *Run) // drop the row; build from lr if not nil
+//		Add(id string, lr *Run)     // a run CHECKPOINT does not list
+//		// Fix: a built run whose row was wrong: withdrawn and broken (lr
+//		// nil), rebuilt from lr if it has not moved since Open, else broken
+//		// with err.
+//		Fix(id string, c *layout.CheckpointRun, lr *Run, err error)
+//		Relink() // point every fork at the parent the table now holds
+//	}
 //
 // # Guarantees
 //

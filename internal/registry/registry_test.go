@@ -3,6 +3,7 @@ package registry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -142,5 +143,62 @@ func TestScanDamage(t *testing.T) {
 	closed := errors.New("closed")
 	if _, err := scan(t, &host{deleted: map[string]bool{}, closed: closed}, false, atom("z", 1)); !errors.Is(err, closed) {
 		t.Fatalf("a scan while closing: %v", err)
+	}
+}
+
+// fakeTable records what Reconcile asks of the engine's table.
+type fakeTable struct {
+	built, deleted map[string]bool
+	calls          []string
+}
+
+func (t *fakeTable) Deleted(id string) bool { return t.deleted[id] }
+func (t *fakeTable) Built(id string) bool   { return t.built[id] }
+func (t *fakeTable) Rebuild(id string, lr *Run) {
+	t.calls = append(t.calls, fmt.Sprintf("rebuild %s %v", id, lr != nil))
+}
+func (t *fakeTable) Add(id string, lr *Run) { t.calls = append(t.calls, "add "+id) }
+func (t *fakeTable) Fix(id string, c *layout.CheckpointRun, lr *Run, err error) {
+	t.calls = append(t.calls, fmt.Sprintf("fix %s %v %v", id, lr != nil, err))
+}
+func (t *fakeTable) Relink() { t.calls = append(t.calls, "relink") }
+
+func TestReconcile(t *testing.T) {
+	right := &Run{Nonce: chain.Nonce{1}, Created: 5, Last: 3, Head: chain.Hash{3}}
+	rows := []layout.CheckpointRun{
+		{ID: "ok", Nonce: chain.Nonce{1}, Created: 5, LastSeq: 3, Head: chain.Hash{3}},
+		{ID: "gone-row", LastSeq: 1},   // not in the log, not built
+		{ID: "gone-built", LastSeq: 1}, // not in the log, built
+		{ID: "deleted", LastSeq: 1},    // deleted after the replay position
+		{ID: "wrong-seq", Nonce: chain.Nonce{1}, Created: 5, LastSeq: 9, Head: chain.Hash{3}}, // built
+		{ID: "wrong-row", Nonce: chain.Nonce{2}, Created: 5, LastSeq: 3, Head: chain.Hash{3}}, // not built
+	}
+	log := map[string]*Run{"ok": right, "wrong-seq": right, "wrong-row": right, "extra": right, "again": right}
+	tb := &fakeTable{built: map[string]bool{"gone-built": true, "wrong-seq": true, "again": true}, deleted: map[string]bool{"deleted": true}}
+	got := Reconcile(rows, log, tb, func(id, why string) error { return fmt.Errorf("broken %s", id) })
+	want := []string{"rebuild gone-row false", "fix gone-built false broken gone-built", "fix wrong-seq true broken wrong-seq",
+		"rebuild wrong-row true", "add extra", "relink"}
+	if fmt.Sprint(tb.calls) != fmt.Sprint(want) {
+		t.Fatalf("calls %q, want %q", tb.calls, want)
+	}
+	for _, id := range []string{"gone-row", "gone-built", "wrong-seq", "wrong-row", "extra"} {
+		if !strings.Contains(got, fmt.Sprintf("%q", id)) {
+			t.Errorf("mismatch %q does not name %s", got, id)
+		}
+	}
+	if strings.Contains(got, `"ok"`) || strings.Contains(got, `"deleted"`) || strings.Contains(got, `"again"`) {
+		t.Errorf("mismatch %q names a run that agrees", got)
+	}
+	// More than 8 disagreements: the first 8, then how many more.
+	var many []layout.CheckpointRun
+	for i := 0; i < 11; i++ {
+		many = append(many, layout.CheckpointRun{ID: fmt.Sprintf("r%02d", i)})
+	}
+	tb = &fakeTable{}
+	if got := Reconcile(many, nil, tb, func(id, why string) error { return nil }); !strings.HasSuffix(got, "; and 3 more") {
+		t.Errorf("11 disagreements: %q", got)
+	}
+	if got := Reconcile(rows[:1], log, &fakeTable{built: map[string]bool{"extra": true, "wrong-seq": true, "wrong-row": true, "again": true}}, nil); got != "" {
+		t.Errorf("agreeing rows: %q", got)
 	}
 }

@@ -1,0 +1,61 @@
+package resumekey
+
+import (
+	"encoding/hex"
+	"fmt"
+	"strings"
+
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// Ledger is what Check reads of the ledger (see the package's doc).
+type Ledger interface {
+	Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)
+	ReadIntent(loc ledger.Loc) (*ledger.Intent, error)
+}
+
+// ReplacementKey is the key of the call in at its index whose default key
+// an earlier, different call of the interrupted attempt used.
+func ReplacementKey(in *ledger.Intent) string {
+	return in.Key + "~" + hex.EncodeToString(in.Fingerprint[:8])
+}
+
+// Check checks in, the intent of a default-key call of a resumed atom,
+// against olds, the interrupted attempt's calls at in.Index. It returns
+// the intent to use, or the old call in doubt (changed, with its tool in
+// changed.Tool), or the error of reading an old call's intent.
+func Check(in *ledger.Intent, olds []layout.InflightAction, l Ledger) (use *ledger.Intent, changed *ledger.InDoubtError, err error) {
+	if len(olds) == 0 {
+		return in, nil, nil
+	}
+	repl := in.WithKey(ReplacementKey(in), in.Index)
+	settled := false // a different call settled at this index: in needs repl's key
+	for _, x := range olds {
+		if x.FP == in.Fingerprint || x.FP == repl.Fingerprint {
+			continue // the same call again: the ledger's rules apply
+		}
+		e, ok := l.Lookup(x.FP)
+		if !ok || e.IntentLoc == (ledger.Loc{}) {
+			continue
+		}
+		old, err := l.ReadIntent(e.IntentLoc)
+		if err != nil {
+			return nil, nil, fmt.Errorf("intent of interrupted call %d: %w", x.Index, err)
+		}
+		if old.Key != in.Key && !strings.HasPrefix(old.Key, in.Key+"~") {
+			continue // an explicit key: it numbers no call
+		}
+		if e.Status == ledger.StatusIntent && !e.InFlight {
+			return nil, &ledger.InDoubtError{Key: old.Key, Tool: old.Tool, RunID: old.RunID, Seq: old.Seq, Index: old.Index,
+				Fingerprint: x.FP}, nil
+		}
+		if old.Key == in.Key {
+			settled = true
+		}
+	}
+	if settled {
+		return repl, nil, nil
+	}
+	return in, nil, nil
+}

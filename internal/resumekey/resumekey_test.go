@@ -1,0 +1,92 @@
+package resumekey
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
+)
+
+// fakeLedger holds entries and the intents at their locations.
+type fakeLedger struct {
+	entries map[ledger.Fingerprint]ledger.Entry
+	intents map[ledger.Loc]*ledger.Intent
+	readErr error
+}
+
+func (l *fakeLedger) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
+	e, ok := l.entries[fp]
+	return e, ok
+}
+
+func (l *fakeLedger) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	if l.readErr != nil {
+		return nil, l.readErr
+	}
+	return l.intents[loc], nil
+}
+
+func intent(t *testing.T, tool, key string) *ledger.Intent {
+	t.Helper()
+	in, err := ledger.NewIntent(ledger.Action{Tool: tool, Args: []byte(`{}`), Key: key}, "run", 3, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return in
+}
+
+func TestCheck(t *testing.T) {
+	newCall := intent(t, "charge", "")
+	oldCall := intent(t, "refund", "") // same default key, another action
+	explicit := intent(t, "mail", "my-key")
+	loc, loc2 := ledger.Loc{Segment: 1, Offset: 10}, ledger.Loc{Segment: 1, Offset: 20}
+	l := &fakeLedger{
+		entries: map[ledger.Fingerprint]ledger.Entry{},
+		intents: map[ledger.Loc]*ledger.Intent{loc: oldCall, loc2: explicit},
+	}
+	olds := []layout.InflightAction{{Index: 1, FP: oldCall.Fingerprint}}
+
+	// No earlier call at the index, or only the same call: unchanged.
+	if use, old, err := Check(newCall, nil, l); use != newCall || old != nil || err != nil {
+		t.Fatalf("no olds: %v %v %v", use, old, err)
+	}
+	if use, old, err := Check(newCall, []layout.InflightAction{{Index: 1, FP: newCall.Fingerprint}}, l); use != newCall || old != nil || err != nil {
+		t.Fatalf("same call: %v %v %v", use, old, err)
+	}
+	// The old call unknown to the ledger: unchanged.
+	if use, _, _ := Check(newCall, olds, l); use != newCall {
+		t.Fatal("an old call without an entry changed the key")
+	}
+	// In doubt: refused, naming the old call.
+	l.entries[oldCall.Fingerprint] = ledger.Entry{Status: ledger.StatusIntent, IntentLoc: loc}
+	use, old, err := Check(newCall, olds, l)
+	if use != nil || err != nil || old == nil || old.Tool != "refund" || old.Key != oldCall.Key || old.Fingerprint != oldCall.Fingerprint {
+		t.Fatalf("in doubt: %v %+v %v", use, old, err)
+	}
+	// Its exec running: not refused; the new call takes another key.
+	l.entries[oldCall.Fingerprint] = ledger.Entry{Status: ledger.StatusIntent, IntentLoc: loc, InFlight: true}
+	if use, old, _ := Check(newCall, olds, l); use == nil || use.Key != ReplacementKey(newCall) || old != nil {
+		t.Fatalf("in flight: %v %v", use, old)
+	}
+	// Settled: the replacement key, at the same index.
+	l.entries[oldCall.Fingerprint] = ledger.Entry{Status: ledger.StatusDone, IntentLoc: loc}
+	use, old, err = Check(newCall, olds, l)
+	if err != nil || old != nil || use == newCall || use.Key != ReplacementKey(newCall) || use.Index != newCall.Index {
+		t.Fatalf("settled: %+v %v %v", use, old, err)
+	}
+	// The replacement called again: the ledger's rules apply.
+	if use2, _, _ := Check(newCall, []layout.InflightAction{{Index: 1, FP: use.Fingerprint}}, l); use2 != newCall {
+		t.Fatal("the replacement's own call was taken for another")
+	}
+	// An explicit key numbers no call.
+	l.entries[explicit.Fingerprint] = ledger.Entry{Status: ledger.StatusIntent, IntentLoc: loc2}
+	if use, old, _ := Check(newCall, []layout.InflightAction{{Index: 1, FP: explicit.Fingerprint}}, l); use != newCall || old != nil {
+		t.Fatalf("explicit key: %v %v", use, old)
+	}
+	// A log that cannot be read: the error names the call.
+	l.readErr = errors.New("disk gone")
+	if _, _, err := Check(newCall, olds, l); !errors.Is(err, l.readErr) {
+		t.Fatalf("read error: %v", err)
+	}
+}
