@@ -134,11 +134,3 @@ type Source interface {
 	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
 	Rebuilding(why string)
 }
-
-// RunIDs is what a Source may implement to hand the load of WAITS the
-// store's own string of each run id (RunID gets the id's bytes, which it
-// must not keep; it returns a string that does not alias them), so that
-// the index holds no copy of its own. WAITS's runs come sorted by id.
-type RunIDs interface {
-	RunID(id []byte) string
-}

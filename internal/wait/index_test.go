@@ -331,11 +331,10 @@ func TestCaptureLoad(t *testing.T) {
 		for _, r := range recs[:c] {
 			live.Apply(r, r.Wait.Payload)
 		}
-		wf, err := live.Capture(7, replay, nil)
+		file, err := live.Capture(7, replay, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := wf.Marshal()
 		parsed, err := layout.ParseWaits("WAITS", file)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -360,8 +359,8 @@ func TestCaptureLoad(t *testing.T) {
 		// Unusable files: the whole log decides.
 		bad := map[string][]byte{"missing": nil, "of another checkpoint": nil, "damaged": slices.Clone(file)}
 		bad["damaged"][rng.IntN(len(file))] ^= 1 << rng.IntN(8)
-		wf.Gen = 6
-		bad["of another checkpoint"] = wf.Marshal()
+		parsed.Gen = 6
+		bad["of another checkpoint"] = parsed.Marshal()
 		for what, b := range bad {
 			var why string
 			x := New(clock)
@@ -403,10 +402,14 @@ func TestCaptureDropsTaken(t *testing.T) {
 		t.Fatal("a run gone before Load waits")
 	}
 	rows := map[string][2]uint64{"taken": {1, 0}, "ended": {0, 1}, "open": {2, 0}}
-	wf, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
+	file, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
 		r, ok := rows[run]
 		return r[0], r[1] != 0, ok
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := layout.ParseWaits("WAITS", file)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,7 +16,7 @@ import (
 )
 
 // LogSource is a store as the index reads it: WAITS (Waits, opened with
-// Sealer when the store seals) and the log (Log, its segments' names
+// Sealer when the store seals, else mapped when Map) and the log (Log, its segments' names
 // File, its records decoded by Decoder without the ledger's records
 // opened; an event's payload opened with Sealer).
 type LogSource struct {
@@ -27,45 +27,28 @@ type LogSource struct {
 	File    func(seg uint64) string
 	Decoder func() *record.Decoder
 	Logger  *slog.Logger
-	// IDs, if not nil, returns the store's string of a run id (nil: none
-	// it holds), for RunID.
-	IDs func(id []byte) (string, bool)
+	// Map says the store's files are the operating system's (FS is
+	// vfs.Default), so that WAITS, when the store does not seal it, can
+	// be mapped read only (MapWaitsFile) rather than read into the heap.
+	Map bool
 }
 
 var (
 	_ Source = LogSource{}
-	_ RunIDs = LogSource{}
+	_ Mapper = LogSource{}
 )
 
-// RunID implements RunIDs: the store's string of the id, else a copy.
-func (s LogSource) RunID(id []byte) string {
-	if s.IDs != nil {
-		if v, ok := s.IDs(id); ok {
-			return v
+// MapWaitsFile implements Mapper: WAITS mapped read only, if Map and
+// the store does not seal it (and the system maps files: unix); else
+// read as WaitsFile reads it (release nil).
+func (s LogSource) MapWaitsFile(gen uint64) (string, []byte, func(), error) {
+	if s.Map && s.Sealer == nil {
+		if b, release, err := mapFile(s.Waits); err != errNoMap {
+			return s.Waits, b, release, err
 		}
 	}
-	return string(id)
-}
-
-// SortedIDs returns an IDs for LogSource over a checkpoint's rows (sorted
-// by id), for the load of WAITS, whose runs come sorted too: a cursor
-// that moves forward, each id found in a step or a few (an id missing
-// from rows, or out of order, answers false and is copied). It is for one
-// load: the cursor keeps its place.
-func SortedIDs(rows []layout.CheckpointRun) func(id []byte) (string, bool) {
-	if len(rows) == 0 {
-		return nil
-	}
-	i := 0
-	return func(id []byte) (string, bool) {
-		for i < len(rows) && rows[i].ID < string(id) {
-			i++
-		}
-		if i < len(rows) && rows[i].ID == string(id) {
-			return rows[i].ID, true
-		}
-		return "", false
-	}
+	name, b, err := s.WaitsFile(gen)
+	return name, b, nil, err
 }
 
 // WaitsFile implements Source.
