@@ -18,9 +18,13 @@
 // two builds of the engine run in turn measure the same workload.
 //
 // Finding the due ones after a restart: with -due of the -runs sleeps
-// past the clock, DB.Ready records their timeouts (wake records, in
-// batches) and lists them, earliest first; the time of that Ready, and
-// of the next one, with none due.
+// past the clock (0 allowed), the first DB.Ready after Open (with
+// -settle, once Open's background work is over) loads the index of
+// waits, records the due ones' timeouts (wake records, in batches) and
+// lists them, earliest first: its wall time and the process's CPU time
+// meanwhile (the figure that should grow with the due runs, not the
+// waiting ones); then the next Ready, with none due. -heap=false skips
+// the restarts beside the idle runs (for runs at several -due).
 //
 // Usage:
 //
@@ -46,15 +50,16 @@ import (
 )
 
 var (
-	dir    = flag.String("dir", os.TempDir(), "where the stores go")
-	runs   = flag.Int("runs", 100000, "waiting runs in the big store")
-	due    = flag.Int("due", 1000, "of them, due at the restart")
-	events = flag.Int("events", 400, "latency samples per round")
-	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
-	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
-	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
-	settle = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
-	stores = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
+	dir      = flag.String("dir", os.TempDir(), "where the stores go")
+	runs     = flag.Int("runs", 100000, "waiting runs in the big store")
+	due      = flag.Int("due", 1000, "of them, due at the restart")
+	events   = flag.Int("events", 400, "latency samples per round")
+	rounds   = flag.Int("rounds", 3, "alternating rounds of each comparison")
+	skip     = flag.Bool("nolatency", false, "skip the latency comparison")
+	prof     = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
+	settle   = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
+	heapRows = flag.Bool("heap", true, "measure the restarts beside the idle runs (heap per run, Open)")
+	stores   = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
 var ctx = context.Background()
@@ -100,14 +105,8 @@ func main() {
 		build(big, clock, true)
 		build(plain, clock, false)
 	}
-	type open struct {
-		heap          uint64
-		perRun        float64 // HeapAlloc after the first Ready less before it (two GCs each), per run
-		open, ready   time.Duration
-		readyCPU      time.Duration
-		readyNone     time.Duration
-		readyDue      time.Duration
-		listed, dueOK int
+	if st, err := os.Stat(filepath.Join(big, "WAITS")); err == nil {
+		fmt.Printf("WAITS of the waiting runs' store: %d bytes, %.1f B per waiting run\n\n", st.Size(), float64(st.Size())/float64(*runs))
 	}
 	var withW, without []open
 	if *prof != "" {
@@ -117,7 +116,7 @@ func main() {
 		}
 		pprof.StartCPUProfile(f)
 	}
-	for range *rounds {
+	for range *rounds * b2i(*heapRows) {
 		for _, waits := range []bool{true, false} {
 			d := plain
 			if waits {
@@ -166,6 +165,85 @@ func main() {
 	if *prof != "" {
 		pprof.StopCPUProfile()
 	}
+	if *heapRows {
+		report(withW, without)
+	}
+
+	// 3. Finding the due ones: a restart at a time when -due are past.
+	var dueT, dueCPU, noneT []time.Duration
+	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
+	for range *rounds {
+		// Each round on a copy: its timeouts are written.
+		cp := filepath.Join(root, "due")
+		os.RemoveAll(cp)
+		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
+			log.Fatal(err)
+		}
+		db, err := engine.Open(cp, &engine.Options{Logger: quiet(), Clock: func() time.Time { return at }})
+		if err != nil {
+			log.Fatal(err)
+		}
+		time.Sleep(*settle)
+		t := time.Now()
+		c := cpuTime()
+		ws, err := db.Ready(ctx, 0) // loads the index, records the timeouts, lists them
+		dueCPU = append(dueCPU, cpuTime()-c)
+		dueT = append(dueT, time.Since(t))
+		if err != nil || len(ws) != *due {
+			log.Fatalf("ready: %d, %v; want %d", len(ws), err, *due)
+		}
+		for i := 1; i < len(ws); i++ {
+			if ws[i].Deadline.Before(ws[i-1].Deadline) {
+				log.Fatalf("woke out of order: %v after %v", ws[i].Deadline, ws[i-1].Deadline)
+			}
+		}
+		t = time.Now()
+		if _, err := db.Ready(ctx, 0); err != nil {
+			log.Fatal(err)
+		}
+		noneT = append(noneT, time.Since(t))
+		db.Close()
+		os.RemoveAll(cp)
+	}
+	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d; per round) | median | per due run | rounds |\n", *runs, *due, *rounds)
+	fmt.Println("| --- | ---: | ---: | --- |")
+	perDue := func(d time.Duration) string {
+		if *due == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.1f µs", float64(d)/1e3/float64(*due))
+	}
+	for _, r := range []struct {
+		name string
+		v    []time.Duration
+	}{
+		{fmt.Sprintf("first Ready: loads the index, records %d timeouts (batches of up to 1024, one fsync each), lists them in order: wall", *due), dueT},
+		{"the same: the process's CPU time", dueCPU},
+		{fmt.Sprintf("the next Ready (the %d listed again, none due): wall", *due), noneT},
+	} {
+		per := ""
+		for _, d := range r.v {
+			per += fmt.Sprintf("%.2f ", ms(d))
+		}
+		v := slices.Clone(r.v)
+		slices.Sort(v)
+		fmt.Printf("| %s | %.2f ms | %s | %s|\n", r.name, ms(v[len(v)/2]), perDue(v[len(v)/2]), per)
+	}
+}
+
+// open is what one restart of a big store measured.
+type open struct {
+	heap          uint64
+	perRun        float64 // HeapAlloc after the first Ready less before it (two GCs each), per run
+	open, ready   time.Duration
+	readyCPU      time.Duration
+	readyNone     time.Duration
+	readyDue      time.Duration
+	listed, dueOK int
+}
+
+// report prints the restarts' table: the waiting runs beside the idle.
+func report(withW, without []open) {
 	med := func(os []open, f func(open) float64) float64 {
 		v := make([]float64, len(os))
 		for i, o := range os {
@@ -174,7 +252,6 @@ func main() {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	fmt.Printf("| %d runs, restart (medians of %d alternating rounds) | waiting (a sleep each) | idle (baseline) | ratio |\n", *runs, *rounds)
 	fmt.Println("| --- | ---: | ---: | ---: |")
 	for _, m := range []struct {
@@ -193,49 +270,6 @@ func main() {
 		fmt.Printf("| %s | %.1f %s | %.1f %s | %.2fx |\n", m.name, a, m.unit, b, m.unit, a/b)
 	}
 	fmt.Println()
-
-	// 3. Finding the due ones: a restart at a time when -due are past.
-	var dueT, noneT []time.Duration
-	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
-	for range *rounds {
-		// Each round on a copy: its timeouts are written.
-		cp := filepath.Join(root, "due")
-		os.RemoveAll(cp)
-		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
-			log.Fatal(err)
-		}
-		db, err := engine.Open(cp, &engine.Options{Logger: quiet(), Clock: func() time.Time { return at }})
-		if err != nil {
-			log.Fatal(err)
-		}
-		if _, _, err := db.NextDeadline(ctx); err != nil { // the index, built before the clock starts
-			log.Fatal(err)
-		}
-		t := time.Now()
-		ws, err := db.Ready(ctx, 0)
-		dueT = append(dueT, time.Since(t))
-		if err != nil || len(ws) != *due {
-			log.Fatalf("ready: %d, %v; want %d", len(ws), err, *due)
-		}
-		for i := 1; i < len(ws); i++ {
-			if ws[i].Deadline.Before(ws[i-1].Deadline) {
-				log.Fatalf("woke out of order: %v after %v", ws[i].Deadline, ws[i-1].Deadline)
-			}
-		}
-		t = time.Now()
-		if _, err := db.Ready(ctx, 0); err != nil {
-			log.Fatal(err)
-		}
-		noneT = append(noneT, time.Since(t))
-		db.Close()
-		os.RemoveAll(cp)
-	}
-	slices.Sort(dueT)
-	slices.Sort(noneT)
-	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d) | time | per due run |\n", *runs, *due, *rounds)
-	fmt.Println("| --- | ---: | ---: |")
-	fmt.Printf("| Ready: records %d timeouts (in batches of up to 1024, one fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
-	fmt.Printf("| the next Ready (the %d listed again, none due) | %.2f ms | |\n", *due, ms(noneT[len(noneT)/2]))
 }
 
 // cpuTime is the process's CPU time so far, user and system.
