@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -22,29 +21,13 @@ func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Rec
 	return &record.Record{Kind: k, Run: run, Seq: seq, Wait: &w}
 }
 
-// listSource is a Source over records in memory.
-type listSource []*record.Record
+// listSource is the Source of a log of records, without WAITS.
+func listSource(recs []*record.Record) RecordSource { return RecordSource{Records: recs} }
 
-func (s listSource) WaitsFile(uint64) (string, []byte, error) {
-	return "", nil, fs.ErrNotExist
-}
-
-func (s listSource) Rebuilding(string) {}
-
-func (s listSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
-	for _, r := range s {
-		if r.Pos.Less(from) {
-			continue
-		}
-		var p []byte
-		if r.Kind == record.KindEvent {
-			p = r.Wait.Payload
-		}
-		if err := fn(r, p); err != nil {
-			return err
-		}
-	}
-	return nil
+// fileSource is the Source of a log of records and WAITS (nil: missing);
+// it notes why WAITS is not used in *rebuilt.
+func fileSource(recs []*record.Record, file []byte, rebuilt *string) RecordSource {
+	return RecordSource{Name: "WAITS", File: file, Records: recs, Rebuilt: func(why string) { *rebuilt = why }}
 }
 
 func state(x *Index, run string, committed uint64) string {
@@ -202,27 +185,11 @@ func TestLoadError(t *testing.T) {
 	}
 }
 
-type errSource struct{ listSource }
+type errSource struct{ RecordSource }
 
 func (errSource) Scan(wal.Pos, func(*record.Record, []byte) error) error {
 	return fmt.Errorf("the log is unreadable")
 }
-
-// fileSource is a Source with a WAITS file (nil: missing) over records.
-type fileSource struct {
-	listSource
-	file    []byte
-	rebuilt *string
-}
-
-func (s fileSource) WaitsFile(uint64) (string, []byte, error) {
-	if s.file == nil {
-		return "", nil, fs.ErrNotExist
-	}
-	return "WAITS", s.file, nil
-}
-
-func (s fileSource) Rebuilding(why string) { *s.rebuilt = why }
 
 // dump is everything the index says, in a form to compare.
 func dump(x *Index, runs []string, senders []string) string {
@@ -346,7 +313,7 @@ func TestCaptureLoad(t *testing.T) {
 		var why string
 		x := New(clock)
 		x.From(7, replay)
-		if err := x.Load(fileSource{listSource(recs), file, &why}); err != nil {
+		if err := x.Load(fileSource(recs, file, &why)); err != nil {
 			t.Fatal(err)
 		}
 		if why != "" || x.Rebuilt() != "" {
@@ -365,7 +332,7 @@ func TestCaptureLoad(t *testing.T) {
 			var why string
 			x := New(clock)
 			x.From(7, replay)
-			if err := x.Load(fileSource{listSource(recs), b, &why}); err != nil {
+			if err := x.Load(fileSource(recs, b, &why)); err != nil {
 				t.Fatal(err)
 			}
 			if why == "" || x.Rebuilt() != why {

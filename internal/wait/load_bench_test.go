@@ -29,7 +29,7 @@ func loadFile(tb testing.TB, file []byte, clock func() time.Time) *Index {
 	var why string
 	x := New(clock)
 	x.From(7, wal.Pos{Segment: 3, Offset: 4096})
-	if err := x.Load(fileSource{nil, file, &why}); err != nil || x.Rebuilt() != "" {
+	if err := x.Load(fileSource(nil, file, &why)); err != nil || x.Rebuilt() != "" {
 		tb.Fatalf("load: %v, rebuilt: %q", err, x.Rebuilt())
 	}
 	return x

@@ -6,6 +6,7 @@ package wait
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -108,4 +109,51 @@ func (s LogSource) EventPayload(r *record.Record) ([]byte, error) {
 			Reason: fmt.Sprintf("event %q of sender %q: its payload does not open: %v", r.Wait.Name, r.Wait.Sender, err), Err: err}
 	}
 	return plain, nil
+}
+
+// RecordSource is a Source over what is in memory: the log's records of
+// waits (Records, in the log's order, each with its Pos; an event's
+// Wait.Payload its plaintext, nil where it cannot be read) and WAITS's
+// bytes (File, named Name; nil: missing). It is what verify holds of a
+// store (offline/verify_waitsfile.go), and what tests build.
+type RecordSource struct {
+	Name    string
+	File    []byte
+	Records []*record.Record
+	// Rebuilt, if not nil, is told why WAITS is not used (Rebuilding).
+	Rebuilt func(why string)
+}
+
+var _ Source = RecordSource{}
+
+// WaitsFile implements Source.
+func (s RecordSource) WaitsFile(uint64) (string, []byte, error) {
+	if s.File == nil {
+		return s.Name, nil, fs.ErrNotExist
+	}
+	return s.Name, s.File, nil
+}
+
+// Scan implements Source: the records at or after from.
+func (s RecordSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
+	for _, r := range s.Records {
+		if r.Pos.Less(from) {
+			continue
+		}
+		var p []byte
+		if r.Kind == record.KindEvent && r.Wait != nil {
+			p = r.Wait.Payload
+		}
+		if err := fn(r, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rebuilding implements Source.
+func (s RecordSource) Rebuilding(why string) {
+	if s.Rebuilt != nil {
+		s.Rebuilt(why)
+	}
 }
