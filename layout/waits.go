@@ -35,8 +35,11 @@ package layout
 // sealed whole with the store's key when the store seals
 // (record.PlaceWaits).
 //
-// A WAITS that is missing, damaged or of another checkpoint is rebuilt
-// from the whole log (internal/wait, Load).
+// The engine writes version 2 (below: the same entries, in a table read
+// in place); version 1 is still read (ParseWaits, ScanWaits). A WAITS
+// that is missing, damaged or of another checkpoint is rebuilt from the
+// whole log (internal/wait, Load), as is one whose damage a read meets
+// later.
 
 import (
 	"encoding/binary"
@@ -321,25 +324,6 @@ func readWaitsRun(d *record.Fields, limit int, id func([]byte) string, r *WaitsR
 }
 
 // checkWaitsWait says what is wrong with a wait, "" if nothing.
-// WaitsRunCount returns the run count WAITS's header states (0 if b is
-// not a waits file), so that a reader can size its tables before
-// ScanWaits; it checks nothing else.
-func WaitsRunCount(b []byte) int {
-	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
-		return 0
-	}
-	d := record.NewFields(b[:len(b)-4], 10)
-	d.Uvarint("generation")
-	d.Uvarint("replay segment")
-	d.Uvarint("replay offset")
-	d.Varint("high")
-	n := d.Uvarint("run count")
-	if d.Err() != nil || n > uint64(len(b)) {
-		return 0
-	}
-	return int(n)
-}
-
 func checkWaitsWait(x *WaitsWait) string {
 	switch {
 	case x.Outcome > waitsMaxOutcome:
