@@ -26,6 +26,10 @@
 // waiting ones); then the next Ready, with none due. -heap=false skips
 // the restarts beside the idle runs (for runs at several -due).
 //
+// With -encrypt the big stores are encrypted at rest (a Keyring): WAITS
+// is sealed whole, and the index opens it whole into the heap, where a
+// plaintext store's is mapped from its file.
+//
 // Usage:
 //
 //	go run ./bench/waits -dir /work/tmp-bench -runs 100000 -due 1000 -events 400 -rounds 3
@@ -47,6 +51,7 @@ import (
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/seal"
 )
 
 var (
@@ -59,6 +64,7 @@ var (
 	prof     = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
 	settle   = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
 	heapRows = flag.Bool("heap", true, "measure the restarts beside the idle runs (heap per run, Open)")
+	encrypt  = flag.Bool("encrypt", false, "the big stores encrypted at rest (a Keyring): WAITS sealed, opened whole into the heap")
 	stores   = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
@@ -109,7 +115,7 @@ func main() {
 		fmt.Printf("WAITS of the waiting runs' store: %d bytes, %.1f B per waiting run\n\n", st.Size(), float64(st.Size())/float64(*runs))
 	}
 	var withW, without []open
-	if *prof != "" {
+	if *prof != "" && *heapRows {
 		f, err := os.Create(*prof)
 		if err != nil {
 			log.Fatal(err)
@@ -126,7 +132,7 @@ func main() {
 			now := clock.Add(-time.Hour) // before every deadline
 			runtime.GC()
 			t := time.Now()
-			db, err := engine.Open(d, &engine.Options{Logger: quiet(), Clock: func() time.Time { return now }})
+			db, err := engine.Open(d, keyed(&engine.Options{Logger: quiet(), Clock: func() time.Time { return now }}))
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -162,7 +168,7 @@ func main() {
 			db.Close()
 		}
 	}
-	if *prof != "" {
+	if *prof != "" && *heapRows {
 		pprof.StopCPUProfile()
 	}
 	if *heapRows {
@@ -170,6 +176,14 @@ func main() {
 	}
 
 	// 3. Finding the due ones: a restart at a time when -due are past.
+	if *prof != "" && !*heapRows { // the profile is of the restarts below
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
 	var dueT, dueCPU, noneT []time.Duration
 	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
 	for range *rounds {
@@ -179,7 +193,7 @@ func main() {
 		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
 			log.Fatal(err)
 		}
-		db, err := engine.Open(cp, &engine.Options{Logger: quiet(), Clock: func() time.Time { return at }})
+		db, err := engine.Open(cp, keyed(&engine.Options{Logger: quiet(), Clock: func() time.Time { return at }}))
 		if err != nil {
 			log.Fatal(err)
 		}
@@ -270,6 +284,19 @@ func report(withW, without []open) {
 		fmt.Printf("| %s | %.1f %s | %.1f %s | %.2fx |\n", m.name, a, m.unit, b, m.unit, a/b)
 	}
 	fmt.Println()
+}
+
+// keyed sets o's Keyring when -encrypt (a fixed key: the bench measures
+// the cost, not the secrecy).
+func keyed(o *engine.Options) *engine.Options {
+	if *encrypt {
+		k, err := seal.NewKeyring(map[string][]byte{"bench": make([]byte, 32)}, "bench")
+		if err != nil {
+			log.Fatal(err)
+		}
+		o.Keyring = k
+	}
+	return o
 }
 
 // cpuTime is the process's CPU time so far, user and system.
@@ -416,7 +443,7 @@ func messageLatency(d string) []time.Duration {
 // Built without fsync (durability is not what is measured), closed
 // cleanly.
 func build(d string, clock time.Time, waits bool) {
-	db, err := engine.Open(d, &engine.Options{Logger: quiet(), NoSync: true, Clock: func() time.Time { return clock.Add(-time.Hour) }})
+	db, err := engine.Open(d, keyed(&engine.Options{Logger: quiet(), NoSync: true, Clock: func() time.Time { return clock.Add(-time.Hour) }}))
 	if err != nil {
 		log.Fatal(err)
 	}
