@@ -93,8 +93,18 @@ func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) err
 	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), b, db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false); err != nil {
 		return err
 	}
-	db.waits.idx.Installed(gen) // read from the file, mapped, from now on
+	if !db.closed.Load() { // Close's own checkpoint: no mapping to release just after
+		db.waits.idx.Installed(gen) // read from the file, mapped, from now on
+	}
 	return nil
+}
+
+// waitsClose lets go of the index's table (WAITS, mapped) at Close, so
+// that nothing of the store's files stays mapped after it.
+func (db *DB) waitsClose() {
+	if x := db.waitIndex(); x != nil {
+		x.Close()
+	}
 }
 
 // waitIndex returns the index once it is loaded, else nil.

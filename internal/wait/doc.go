@@ -78,6 +78,7 @@
 //	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS (bytes), after every run's row; it becomes the table
 //	(*Index).Installed(gen)                 // WAITS of gen is durable: read it, mapped, from now on
 //	(*Index).Err() error                    // sticky: the load's, or a rebuild's after damage met late
+//	(*Index).Close()                        // at the DB's Close: the table let go of (unmapped)
 //	(*Index).Now() int64                    // max(clock, the latest time the log's wait records hold)
 //	(*Index).Apply(rec, payload)            // a wait, event or wake record, once durable, in the log's order per run
 //	(*Index).Sent(run, sender) (digest, ok) // what a sender sent the run before (SendEvent's idempotence)

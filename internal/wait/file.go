@@ -5,6 +5,7 @@ package wait
 // overlay of what changed since (x.mu.runs).
 
 import (
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -308,6 +309,18 @@ func (x *Index) Installed(gen uint64) {
 		return
 	}
 	tb.t, tb.release = t, unmapOnce(t, release)
+}
+
+// ErrClosed is the index's error once Close let go of it.
+var ErrClosed = errors.New("wait: the index is closed")
+
+// Close lets go of the table (unmaps WAITS) and empties the index: its
+// queries answer nothing and its error is ErrClosed. For the DB's Close.
+func (x *Index) Close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.resetLocked()
+	x.mu.loadErr = ErrClosed
 }
 
 // decodeLocked returns the table's run i as an entry of the index (not
