@@ -703,12 +703,26 @@ func (t *WaitsTable) RunID(i int) ([]byte, error) {
 	return id, nil
 }
 
+// rawRunID returns run i's id as its entry's first field holds it,
+// unchecked but for its bounds (Run checks it), for Find's comparisons.
+func (t *WaitsTable) rawRunID(i int) ([]byte, error) {
+	b, err := t.entry(i)
+	if err != nil {
+		return nil, err
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, record.Corruptf(t.name, "run %d: its id's length is out of its entry", i)
+	}
+	return b[k : k+int(n)], nil
+}
+
 // Find returns the index of the run id (ok false: the table has none).
 func (t *WaitsTable) Find(id string) (i int, ok bool, err error) {
 	lo, hi := 0, t.Runs
 	for lo < hi {
 		m := int(uint(lo+hi) >> 1)
-		b, err := t.RunID(m)
+		b, err := t.rawRunID(m)
 		if err != nil {
 			return 0, false, err
 		}

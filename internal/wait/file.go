@@ -45,6 +45,15 @@ type table struct {
 	dlStart int      // the deadline entries before it are all of overlaid runs
 	rdStart int      // the ready entries before it are all dead (overlaid, not ready from the table)
 	live    Stats    // the counts of the runs not overlaid (Applied unused)
+	// peeked is the last run peekLocked decoded from the table (not
+	// overlaid: overlaying it clears this), so that entryLocked of the
+	// same run does not decode it again; nobody changes a peeked entry.
+	peeked peeked
+}
+
+type peeked struct {
+	i  int
+	rw *runWaits
 }
 
 func newTable(t *layout.WaitsTable, release func()) *table {
@@ -423,7 +432,14 @@ func (x *Index) peekLocked(run string) (*runWaits, error) {
 	if err != nil || !ok {
 		return nil, err
 	}
-	return x.decodeLocked(i)
+	if p := &x.mu.table.peeked; p.rw != nil && p.i == i {
+		return p.rw, nil
+	}
+	rw, err := x.decodeLocked(i)
+	if err == nil {
+		x.mu.table.peeked = peeked{i, rw}
+	}
+	return rw, err
 }
 
 // overlayLocked marks the table's run i overlaid, with rw (nil: it
@@ -431,6 +447,9 @@ func (x *Index) peekLocked(run string) (*runWaits, error) {
 func (x *Index) overlayLocked(i int, run string, rw *runWaits) {
 	tb := x.mu.table
 	tb.over[i/64] |= 1 << (i % 64)
+	if tb.peeked.i == i {
+		tb.peeked = peeked{}
+	}
 	if rw == nil {
 		return
 	}
@@ -464,10 +483,13 @@ func (x *Index) entryLocked(run string) (*runWaits, error) {
 			return nil, err
 		}
 		if ok && !tb.overlaid(i) {
-			rw, err := x.decodeLocked(i)
-			if err != nil {
-				return nil, err
+			rw := tb.peeked.rw // the run just peeked at, decoded already (FireDue: Current, then Apply)
+			if rw == nil || tb.peeked.i != i {
+				if rw, err = x.decodeLocked(i); err != nil {
+					return nil, err
+				}
 			}
+			tb.peeked = peeked{}
 			x.overlayLocked(i, run, rw)
 			return rw, nil
 		}
