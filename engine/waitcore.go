@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/wait"
@@ -33,7 +34,10 @@ func (db *DB) waitsReady(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	return db.waitsLoad()
+	if err := db.waitsLoad(); err != nil {
+		return err
+	}
+	return db.waits.idx.Err() // a rebuild's, after a damaged WAITS met late
 }
 
 // waitsLoad loads the index once, even while the DB closes (the final
@@ -44,8 +48,7 @@ func (db *DB) waitsLoad() error {
 	s.load.Do(func() {
 		s.err = x.Load(wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
 			File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger,
-			IDs: wait.SortedIDs(s.rows)})
-		s.rows = nil
+			Map: db.opts.FS == vfs.Default})
 		s.ready.Store(x)
 	})
 	return s.err
@@ -62,23 +65,22 @@ func (s *waitState) index(db *DB) *wait.Index {
 func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
 	if cp == nil {
 		db.waits.index(db).From(0, wal.Pos{})
-		db.waits.rows = nil
 		return
 	}
 	db.waits.index(db).From(cp.Gen, from)
-	db.waits.rows = cp.Runs
 }
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
 // replay position floor, after every run's row is captured (caps, sorted
 // by id): a wait its run's row says an atom took, and a run that ended,
-// leave the index and the file. Its rename is made durable by
+// leave the index and the file; the file becomes the index's table.
+// Its rename is made durable by
 // CHECKPOINT's directory fsync, as INBOX's is.
 func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) error {
 	if err := db.waitsLoad(); err != nil {
 		return fmt.Errorf("engine: checkpoint: waits: %w", err)
 	}
-	f, err := db.waits.idx.Capture(gen, floor, func(run string) (uint64, bool, bool) {
+	b, err := db.waits.idx.Capture(gen, floor, func(run string) (uint64, bool, bool) {
 		i, ok := slices.BinarySearchFunc(caps, run, func(c *capturedRun, id string) int { return strings.Compare(c.Meta.ID, id) })
 		if !ok {
 			return 0, false, false
@@ -88,7 +90,21 @@ func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) err
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: waits: %w", err)
 	}
-	return checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), f.Marshal(), db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false)
+	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), b, db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false); err != nil {
+		return err
+	}
+	if !db.closed.Load() { // Close's own checkpoint: no mapping to release just after
+		db.waits.idx.Installed(gen) // read from the file, mapped, from now on
+	}
+	return nil
+}
+
+// waitsClose lets go of the index's table (WAITS, mapped) at Close, so
+// that nothing of the store's files stays mapped after it.
+func (db *DB) waitsClose() {
+	if x := db.waitIndex(); x != nil {
+		x.Close()
+	}
 }
 
 // waitIndex returns the index once it is loaded, else nil.

@@ -14,7 +14,6 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/wait"
-	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -373,11 +372,7 @@ type waitState struct {
 	idx   *wait.Index                // made on first need (index), loaded by waitsLoad
 	err   error                      // the load's, sticky
 	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
-	// rows is CHECKPOINT's table of runs (sorted by id, immutable) until
-	// the index is loaded: the load takes each run id of WAITS from it
-	// (wait.SortedIDs), so that the index holds no string of its own.
-	rows []layout.CheckpointRun
-	mu   struct {
+	mu    struct {
 		sync.Mutex
 		changed chan struct{} // closed when a wait ends or the earliest deadline comes
 		timer   *time.Timer

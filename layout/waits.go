@@ -35,13 +35,17 @@ package layout
 // sealed whole with the store's key when the store seals
 // (record.PlaceWaits).
 //
-// A WAITS that is missing, damaged or of another checkpoint is rebuilt
-// from the whole log (internal/wait, Load).
+// The engine writes version 2 (below: the same entries, in a table read
+// in place); version 1 is still read (ParseWaits, ScanWaits). A WAITS
+// that is missing, damaged or of another checkpoint is rebuilt from the
+// whole log (internal/wait, Load), as is one whose damage a read meets
+// later.
 
 import (
 	"encoding/binary"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/continuumdb/continuum/internal/crc32c"
 	"github.com/continuumdb/continuum/record"
@@ -63,10 +67,12 @@ const (
 
 // Waits is the content of WAITS.
 type Waits struct {
-	Gen    uint64
-	Replay wal.Pos
-	High   int64      // unix ns: the latest time a record of waits held
-	Runs   []WaitsRun // sorted by ID
+	// Version is the file's format: 1 (or 0, when encoding) or 2.
+	Version uint16
+	Gen     uint64
+	Replay  wal.Pos
+	High    int64      // unix ns: the latest time a record of waits held
+	Runs    []WaitsRun // sorted by ID
 }
 
 // WaitsRun is what the index holds of one run.
@@ -106,8 +112,12 @@ type WaitsSender struct {
 	Digest [32]byte
 }
 
-// Marshal encodes w.
+// Marshal encodes w in its version (0 or 1: version 1; 2: version 2,
+// MarshalTable).
 func (w *Waits) Marshal() []byte {
+	if w.Version == waitsVersion2 {
+		return w.MarshalTable()
+	}
 	b := make([]byte, 0, 64+len(w.Runs)*48)
 	b = append(b, waitsMagic...)
 	b = binary.LittleEndian.AppendUint16(b, waitsVersion)
@@ -117,7 +127,14 @@ func (w *Waits) Marshal() []byte {
 	b = binary.AppendVarint(b, w.High)
 	b = binary.AppendUvarint(b, uint64(len(w.Runs)))
 	for i := range w.Runs {
-		r := &w.Runs[i]
+		b = appendWaitsRun(b, &w.Runs[i])
+	}
+	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
+}
+
+// appendWaitsRun appends a run's entry, the same in both versions.
+func appendWaitsRun(b []byte, r *WaitsRun) []byte {
+	{
 		b = record.AppendString(b, r.ID)
 		b = binary.AppendUvarint(b, r.Mark.Segment)
 		b = binary.AppendUvarint(b, uint64(r.Mark.Offset))
@@ -146,7 +163,7 @@ func (w *Waits) Marshal() []byte {
 			b = append(b, s.Digest[:]...)
 		}
 	}
-	return binary.LittleEndian.AppendUint32(b, crc32c.Checksum(b))
+	return b
 }
 
 func appendWaitsEvent(b []byte, e *WaitsEvent) []byte {
@@ -166,6 +183,9 @@ func appendWaitsEvent(b []byte, e *WaitsEvent) []byte {
 // and place in the ready list, no place twice. Damage is a
 // *record.CorruptionError.
 func ParseWaits(name string, b []byte) (*Waits, error) {
+	if WaitsVersion(b) == waitsVersion2 {
+		return parseWaitsTable(name, b)
+	}
 	var runs []WaitsRun
 	w, err := ScanWaits(name, b, nil, func(r *WaitsRun) error {
 		c := *r
@@ -185,7 +205,7 @@ func ParseWaits(name string, b []byte) (*Waits, error) {
 	if err != nil {
 		return nil, err
 	}
-	w.Runs = runs
+	w.Runs, w.Version = runs, waitsVersion
 	return w, nil
 }
 
@@ -217,70 +237,19 @@ func ScanWaits(name string, b []byte, id func([]byte) string, fn func(r *WaitsRu
 	var ev WaitsEvent
 	prev := ""
 	for k := uint64(0); k < n && d.Err() == nil; k++ {
-		r = WaitsRun{Pending: r.Pending[:0], Senders: r.Senders[:0]}
-		if b := d.RunIDBytes(); d.Err() == nil {
-			if id != nil {
-				r.ID = id(b)
-			} else {
-				r.ID = string(b)
-			}
-		}
+		readWaitsRun(d, len(body), id, &r, &x, &ev)
 		if d.Err() == nil && k > 0 && prev >= r.ID {
 			d.Fail("run %q follows run %q: the runs are not sorted, or one is there twice", r.ID, prev)
 		}
 		prev = r.ID
-		r.Mark.Segment = d.Uvarint("mark segment")
-		r.Mark.Offset = offset(d, "mark offset")
-		switch d.Byte("wait flag") {
-		case 0:
-		case 1:
-			x = WaitsWait{Seq: d.Uvarint("wait seq"), Name: waitsString(d, "wait name", record.MaxWaitName)}
-			x.Declared = d.Varint("declared")
-			x.Deadline = d.Varint("deadline")
-			x.Outcome = d.Byte("outcome")
-			x.Ended = d.Varint("ended")
-			x.Ready = d.Uvarint("ready place")
-			if x.Outcome == waitsDelivered {
-				ev = waitsEvent(d)
-				x.Event = &ev
+		if d.Err() == nil && r.Wait != nil && r.Wait.Ready != 0 {
+			if ready == nil {
+				ready = map[uint64]string{}
 			}
-			if d.Err() == nil {
-				if why := checkWaitsWait(&x); why != "" {
-					d.Fail("run %q: the wait after seq %d: %s", r.ID, x.Seq, why)
-				} else if x.Ready != 0 {
-					if ready == nil {
-						ready = map[uint64]string{}
-					}
-					if other, ok := ready[x.Ready]; ok {
-						d.Fail("runs %q and %q are both at place %d of the ready list", other, r.ID, x.Ready)
-					}
-					ready[x.Ready] = r.ID
-				}
+			if other, ok := ready[x.Ready]; ok {
+				d.Fail("runs %q and %q are both at place %d of the ready list", other, r.ID, x.Ready)
 			}
-			r.Wait = &x
-		default:
-			if d.Err() == nil {
-				d.Fail("run %q: wait flag is neither 0 nor 1", r.ID)
-			}
-		}
-		m := d.Uvarint("pending count")
-		if d.Err() == nil && m > uint64(len(body)) {
-			d.Fail("pending count %d exceeds the file", m)
-		}
-		for j := uint64(0); j < m && d.Err() == nil; j++ {
-			r.Pending = append(r.Pending, waitsEvent(d))
-		}
-		m = d.Uvarint("sender count")
-		if d.Err() == nil && m > uint64(len(body)) {
-			d.Fail("sender count %d exceeds the file", m)
-		}
-		for j := uint64(0); j < m && d.Err() == nil; j++ {
-			s := WaitsSender{ID: waitsString(d, "sender id", record.MaxSenderID)}
-			s.Digest = d.Hash("digest")
-			if d.Err() == nil && j > 0 && r.Senders[j-1].ID >= s.ID {
-				d.Fail("run %q: sender %q follows %q: not sorted, or there twice", r.ID, s.ID, r.Senders[j-1].ID)
-			}
-			r.Senders = append(r.Senders, s)
+			ready[x.Ready] = r.ID
 		}
 		if d.Err() == nil {
 			if err := fn(&r); err != nil {
@@ -294,26 +263,67 @@ func ScanWaits(name string, b []byte, id func([]byte) string, fn func(r *WaitsRu
 	return w, nil
 }
 
-// checkWaitsWait says what is wrong with a wait, "" if nothing.
-// WaitsRunCount returns the run count WAITS's header states (0 if b is
-// not a waits file), so that a reader can size its tables before
-// ScanWaits; it checks nothing else.
-func WaitsRunCount(b []byte) int {
-	if len(b) < len(waitsMagic)+2+4 || string(b[:8]) != waitsMagic {
-		return 0
+// readWaitsRun decodes one run's entry (the same in both versions) into
+// r, reusing r's slices, x and ev; id, if not nil, makes the run's ID from
+// its checked bytes; limit bounds its counts. It checks the entry alone: its wait's rules, its
+// sender ids sorted.
+func readWaitsRun(d *record.Fields, limit int, id func([]byte) string, r *WaitsRun, x *WaitsWait, ev *WaitsEvent) {
+	*r = WaitsRun{Pending: r.Pending[:0], Senders: r.Senders[:0]}
+	if b := d.RunIDBytes(); d.Err() == nil {
+		if id != nil {
+			r.ID = id(b)
+		} else {
+			r.ID = string(b)
+		}
 	}
-	d := record.NewFields(b[:len(b)-4], 10)
-	d.Uvarint("generation")
-	d.Uvarint("replay segment")
-	d.Uvarint("replay offset")
-	d.Varint("high")
-	n := d.Uvarint("run count")
-	if d.Err() != nil || n > uint64(len(b)) {
-		return 0
+	r.Mark.Segment = d.Uvarint("mark segment")
+	r.Mark.Offset = offset(d, "mark offset")
+	switch d.Byte("wait flag") {
+	case 0:
+	case 1:
+		*x = WaitsWait{Seq: d.Uvarint("wait seq"), Name: waitsString(d, "wait name", record.MaxWaitName)}
+		x.Declared = d.Varint("declared")
+		x.Deadline = d.Varint("deadline")
+		x.Outcome = d.Byte("outcome")
+		x.Ended = d.Varint("ended")
+		x.Ready = d.Uvarint("ready place")
+		if x.Outcome == waitsDelivered {
+			*ev = waitsEvent(d)
+			x.Event = ev
+		}
+		if d.Err() == nil {
+			if why := checkWaitsWait(x); why != "" {
+				d.Fail("run %q: the wait after seq %d: %s", r.ID, x.Seq, why)
+			}
+		}
+		r.Wait = x
+	default:
+		if d.Err() == nil {
+			d.Fail("run %q: wait flag is neither 0 nor 1", r.ID)
+		}
 	}
-	return int(n)
+	m := d.Uvarint("pending count")
+	if d.Err() == nil && m > uint64(limit) {
+		d.Fail("pending count %d exceeds the file", m)
+	}
+	for j := uint64(0); j < m && d.Err() == nil; j++ {
+		r.Pending = append(r.Pending, waitsEvent(d))
+	}
+	m = d.Uvarint("sender count")
+	if d.Err() == nil && m > uint64(limit) {
+		d.Fail("sender count %d exceeds the file", m)
+	}
+	for j := uint64(0); j < m && d.Err() == nil; j++ {
+		s := WaitsSender{ID: waitsString(d, "sender id", record.MaxSenderID)}
+		s.Digest = d.Hash("digest")
+		if d.Err() == nil && j > 0 && r.Senders[j-1].ID >= s.ID {
+			d.Fail("run %q: sender %q follows %q: not sorted, or there twice", r.ID, s.ID, r.Senders[j-1].ID)
+		}
+		r.Senders = append(r.Senders, s)
+	}
 }
 
+// checkWaitsWait says what is wrong with a wait, "" if nothing.
 func checkWaitsWait(x *WaitsWait) string {
 	switch {
 	case x.Outcome > waitsMaxOutcome:
@@ -347,4 +357,441 @@ func waitsEvent(d *record.Fields) WaitsEvent {
 
 func waitsString(d *record.Fields, what string, max int) string {
 	return string(d.Bytes(what, max))
+}
+
+// WAITS, version 2: a table read in place (internal/wait reads it without
+// decoding it whole: a lookup by run is a binary search, the due waits a
+// walk of the deadline section from its start, the ready ones of the
+// ready section). All integers little-endian.
+//
+//	header (80 bytes, at 0):
+//	  "CNTMWAIT" | version u16 = 2 | 0 u16 | nruns u32 |
+//	  gen u64 | replay segment u64 | replay offset u64 | high i64 |
+//	  ndeadlines u32 | nready u32 | nopen u32 | npending u32 |
+//	  end u64 | crc32c u32 of the 72 bytes before | 0 u32
+//	deadlines (at 80):        ndeadlines x (deadline i64 | run u32)
+//	runs:                     nruns x (offset u64 of the run's entry)
+//	ready:                    nready x (run u32)
+//	entries (up to end):      nruns x run (as in version 1), in the runs' order
+//	checksums (at end):       nblocks x crc32c u32, of each 4 KiB block of the bytes before end
+//	crc32c u32 of the checksums
+//
+// A run is its index in the runs section: runs are sorted by id, each
+// once; the entry of run i runs from its offset to the next run's (the
+// last one's to end). The deadline section lists the open waits with a
+// deadline, sorted by (deadline, run); the ready section the runs whose
+// wait ended by an event or a timeout and no atom took, in the order of
+// their wait's ready place (each such wait's place is its rank, from 1:
+// the places are those of version 1). nopen counts the open waits without
+// a deadline, npending the events no wait took, nblocks is end/4096
+// rounded up. The header and the checksums are checked when the table is
+// opened (OpenWaitsTable: 80 bytes and 4 bytes per 4 KiB); each block of
+// the rest when it is first read, so that the cost of a read is the
+// bytes it reads. ParseWaits checks a version 2 file whole, and that it
+// is the one encoding of its content (MarshalTable's).
+
+const (
+	waitsVersion2 = 2
+	waitsHeader2  = 80
+	// WaitsBlock is the span of one checksum of WAITS version 2.
+	WaitsBlock = 4096
+	waitsDL    = 12 // a deadline entry
+)
+
+// MarshalTable encodes w as WAITS version 2 (its runs sorted by ID, each
+// wait's ready place distinct: what ParseWaits checks).
+func (w *Waits) MarshalTable() []byte {
+	t := NewWaitsBuilder(w.Gen, w.Replay, w.High)
+	for i := range w.Runs {
+		t.Add(&w.Runs[i])
+	}
+	return t.Bytes()
+}
+
+// WaitsBuilder writes WAITS version 2 from runs added in the order of
+// their ids (streaming: only the entries' bytes and the two small
+// sections are held until Bytes).
+type WaitsBuilder struct {
+	gen           uint64
+	replay        wal.Pos
+	high          int64
+	ents          []byte   // the entries
+	offs          []uint64 // of each run's entry in ents
+	dl            []waitsDeadline
+	ready         []waitsRank
+	open, pending int
+}
+
+type waitsDeadline struct {
+	at  int64
+	run uint32
+}
+
+type waitsRank struct {
+	rank uint64
+	run  uint32
+}
+
+// NewWaitsBuilder starts WAITS version 2 for the checkpoint of generation
+// gen at replay position replay, whose records of waits held times up to
+// high.
+func NewWaitsBuilder(gen uint64, replay wal.Pos, high int64) *WaitsBuilder {
+	return &WaitsBuilder{gen: gen, replay: replay, high: high}
+}
+
+// Add appends run r, whose id follows the last one added.
+func (t *WaitsBuilder) Add(r *WaitsRun) {
+	i := uint32(len(t.offs))
+	t.offs = append(t.offs, uint64(len(t.ents)))
+	t.ents = appendWaitsRun(t.ents, r)
+	t.pending += len(r.Pending)
+	if x := r.Wait; x != nil {
+		switch {
+		case x.Outcome == 0 && x.Deadline != 0:
+			t.dl = append(t.dl, waitsDeadline{x.Deadline, i})
+		case x.Outcome == 0:
+			t.open++
+		}
+		if x.Ready != 0 {
+			t.ready = append(t.ready, waitsRank{x.Ready, i})
+		}
+	}
+}
+
+// Bytes returns the file.
+func (t *WaitsBuilder) Bytes() []byte {
+	slices.SortFunc(t.dl, func(a, b waitsDeadline) int {
+		if a.at != b.at {
+			return cmpInt(a.at, b.at)
+		}
+		return cmpInt(a.run, b.run)
+	})
+	slices.SortStableFunc(t.ready, func(a, b waitsRank) int { return cmpInt(a.rank, b.rank) })
+	at := waitsHeader2 + waitsDL*len(t.dl) + 8*len(t.offs) + 4*len(t.ready)
+	end := at + len(t.ents)
+	nblocks := (end + WaitsBlock - 1) / WaitsBlock
+	b := make([]byte, waitsHeader2, end+4*nblocks+4)
+	copy(b, waitsMagic)
+	le := binary.LittleEndian
+	le.PutUint16(b[8:], waitsVersion2)
+	le.PutUint32(b[12:], uint32(len(t.offs)))
+	le.PutUint64(b[16:], t.gen)
+	le.PutUint64(b[24:], t.replay.Segment)
+	le.PutUint64(b[32:], uint64(t.replay.Offset))
+	le.PutUint64(b[40:], uint64(t.high))
+	le.PutUint32(b[48:], uint32(len(t.dl)))
+	le.PutUint32(b[52:], uint32(len(t.ready)))
+	le.PutUint32(b[56:], uint32(t.open))
+	le.PutUint32(b[60:], uint32(t.pending))
+	le.PutUint64(b[64:], uint64(end))
+	le.PutUint32(b[72:], crc32c.Checksum(b[:72]))
+	for _, d := range t.dl {
+		b = le.AppendUint64(b, uint64(d.at))
+		b = le.AppendUint32(b, d.run)
+	}
+	for _, o := range t.offs {
+		b = le.AppendUint64(b, uint64(at)+o)
+	}
+	for _, r := range t.ready {
+		b = le.AppendUint32(b, r.run)
+	}
+	b = append(b, t.ents...)
+	sums := len(b)
+	for k := 0; k < end; k += WaitsBlock {
+		b = le.AppendUint32(b, crc32c.Checksum(b[k:min(k+WaitsBlock, end)]))
+	}
+	return le.AppendUint32(b, crc32c.Checksum(b[sums:]))
+}
+
+func cmpInt[T int64 | uint32 | uint64](a, b T) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// WaitsVersion returns the version WAITS's header states (0: not a
+// waits file); it checks nothing else.
+func WaitsVersion(b []byte) uint16 {
+	if len(b) < len(waitsMagic)+2 || string(b[:8]) != waitsMagic {
+		return 0
+	}
+	return binary.LittleEndian.Uint16(b[8:])
+}
+
+// WaitsTable is WAITS version 2 read in place. Its methods read the
+// bytes they need, each 4 KiB block checked against its checksum when
+// first read: damage is a *record.CorruptionError from the read that
+// meets it, whenever that is. It is not safe for concurrent use (it notes
+// which blocks it checked): its owner serializes the calls. What it
+// returns aliases the file's bytes unless said.
+type WaitsTable struct {
+	name     string
+	b        []byte
+	Gen      uint64
+	Replay   wal.Pos
+	High     int64
+	Runs     int // runs in the table
+	Timers   int // open waits with a deadline (the deadline section)
+	ReadyLen int // the ready section's length
+	Open     int // open waits without a deadline
+	Pending  int // events no wait took
+	runsAt   int
+	readyAt  int
+	entsAt   int
+	end      int
+	checked  []uint64 // bit k: block k was checked
+}
+
+// OpenWaitsTable opens WAITS version 2 (named name in errors): it checks
+// the header, the sections' bounds and the checksums' own checksum, not
+// the blocks (each is checked when first read).
+func OpenWaitsTable(name string, b []byte) (*WaitsTable, error) {
+	if len(b) < waitsHeader2+4 || string(b[:8]) != waitsMagic {
+		return nil, record.Corruptf(name, "not a waits file (bad magic or %d bytes)", len(b))
+	}
+	le := binary.LittleEndian
+	if v := le.Uint16(b[8:]); v != waitsVersion2 {
+		return nil, record.Corruptf(name, "version %d, not 2", v)
+	}
+	if got, want := le.Uint32(b[72:]), crc32c.Checksum(b[:72]); got != want {
+		return nil, record.Corruptf(name, "header checksum mismatch (stored %08x, computed %08x)", got, want)
+	}
+	if le.Uint16(b[10:]) != 0 || le.Uint32(b[76:]) != 0 {
+		return nil, record.Corruptf(name, "header: reserved bytes are not zero")
+	}
+	t := &WaitsTable{name: name, b: b, Gen: le.Uint64(b[16:]), High: int64(le.Uint64(b[40:])),
+		Runs: int(le.Uint32(b[12:])), Timers: int(le.Uint32(b[48:])), ReadyLen: int(le.Uint32(b[52:])),
+		Open: int(le.Uint32(b[56:])), Pending: int(le.Uint32(b[60:]))}
+	t.Replay.Segment = le.Uint64(b[24:])
+	off := le.Uint64(b[32:])
+	end := le.Uint64(b[64:])
+	if off > 1<<62 || end > uint64(len(b)) {
+		return nil, record.Corruptf(name, "header: replay offset %d or end %d out of bounds", off, end)
+	}
+	t.Replay.Offset = int64(off)
+	t.end = int(end)
+	t.runsAt = waitsHeader2 + waitsDL*t.Timers
+	t.readyAt = t.runsAt + 8*t.Runs
+	t.entsAt = t.readyAt + 4*t.ReadyLen
+	nblocks := (t.end + WaitsBlock - 1) / WaitsBlock
+	switch {
+	case t.entsAt > t.end:
+		return nil, record.Corruptf(name, "header: %d runs, %d deadlines and %d ready need %d bytes, the entries end at %d",
+			t.Runs, t.Timers, t.ReadyLen, t.entsAt, t.end)
+	case t.Timers+t.Open > t.Runs || t.ReadyLen > t.Runs:
+		return nil, record.Corruptf(name, "header: %d open waits and %d ready, of %d runs", t.Timers+t.Open, t.ReadyLen, t.Runs)
+	case t.Runs > 0 && t.entsAt == t.end:
+		return nil, record.Corruptf(name, "header: %d runs and no entry", t.Runs)
+	case len(b) != t.end+4*nblocks+4:
+		return nil, record.Corruptf(name, "%d bytes, where the header says %d", len(b), t.end+4*nblocks+4)
+	}
+	if got, want := le.Uint32(b[len(b)-4:]), crc32c.Checksum(b[t.end:len(b)-4]); got != want {
+		return nil, record.Corruptf(name, "checksums' checksum mismatch (stored %08x, computed %08x)", got, want)
+	}
+	t.checked = make([]uint64, (nblocks+63)/64)
+	if _, err := t.span(0, waitsHeader2); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// Size is the file's length in bytes.
+func (t *WaitsTable) Size() int { return len(t.b) }
+
+// Bytes returns the file.
+func (t *WaitsTable) Bytes() []byte { return t.b }
+
+// Same reports whether u holds the same file as t (its length and
+// checksums), so that a reader may switch to u's bytes, read from disk
+// again, and keep what it knows.
+func (t *WaitsTable) Same(u *WaitsTable) bool {
+	return len(t.b) == len(u.b) && string(t.b[t.end:]) == string(u.b[u.end:]) && string(t.b[:waitsHeader2]) == string(u.b[:waitsHeader2])
+}
+
+// span returns b[from:to], each block it covers checked once.
+func (t *WaitsTable) span(from, to int) ([]byte, error) {
+	if from < 0 || to < from || to > t.end {
+		return nil, record.Corruptf(t.name, "a read of bytes %d to %d, past the entries' end %d", from, to, t.end)
+	}
+	if from == to {
+		return nil, nil
+	}
+	for k := from / WaitsBlock; k*WaitsBlock < to; k++ {
+		if t.checked[k/64]&(1<<(k%64)) != 0 {
+			continue
+		}
+		lo, hi := k*WaitsBlock, min((k+1)*WaitsBlock, t.end)
+		want := binary.LittleEndian.Uint32(t.b[t.end+4*k:])
+		if got := crc32c.Checksum(t.b[lo:hi]); got != want {
+			return nil, record.Corruptf(t.name, "block %d (bytes %d to %d): checksum mismatch (stored %08x, computed %08x)", k, lo, hi, want, got)
+		}
+		t.checked[k/64] |= 1 << (k % 64)
+	}
+	return t.b[from:to:to], nil
+}
+
+// Deadline returns the k-th entry of the deadline section: a deadline
+// and the run whose open wait has it.
+func (t *WaitsTable) Deadline(k int) (int64, int, error) {
+	if k < 0 || k >= t.Timers {
+		return 0, 0, record.Corruptf(t.name, "deadline %d of %d", k, t.Timers)
+	}
+	b, err := t.span(waitsHeader2+waitsDL*k, waitsHeader2+waitsDL*(k+1))
+	if err != nil {
+		return 0, 0, err
+	}
+	run := int(binary.LittleEndian.Uint32(b[8:]))
+	if run >= t.Runs {
+		return 0, 0, record.Corruptf(t.name, "deadline %d names run %d of %d", k, run, t.Runs)
+	}
+	return int64(binary.LittleEndian.Uint64(b)), run, nil
+}
+
+// ReadyRun returns the run at place k (from 0) of the ready section.
+func (t *WaitsTable) ReadyRun(k int) (int, error) {
+	if k < 0 || k >= t.ReadyLen {
+		return 0, record.Corruptf(t.name, "ready place %d of %d", k, t.ReadyLen)
+	}
+	b, err := t.span(t.readyAt+4*k, t.readyAt+4*k+4)
+	if err != nil {
+		return 0, err
+	}
+	run := int(binary.LittleEndian.Uint32(b))
+	if run >= t.Runs {
+		return 0, record.Corruptf(t.name, "ready place %d names run %d of %d", k, run, t.Runs)
+	}
+	return run, nil
+}
+
+// entry returns run i's entry.
+func (t *WaitsTable) entry(i int) ([]byte, error) {
+	if i < 0 || i >= t.Runs {
+		return nil, record.Corruptf(t.name, "run %d of %d", i, t.Runs)
+	}
+	b, err := t.span(t.runsAt+8*i, t.runsAt+8*i+8)
+	if err != nil {
+		return nil, err
+	}
+	from, to := binary.LittleEndian.Uint64(b), uint64(t.end)
+	if i+1 < t.Runs {
+		if b, err = t.span(t.runsAt+8*i+8, t.runsAt+8*i+16); err != nil {
+			return nil, err
+		}
+		to = binary.LittleEndian.Uint64(b)
+	}
+	if from < uint64(t.entsAt) || to <= from || to > uint64(t.end) {
+		return nil, record.Corruptf(t.name, "run %d: its entry at bytes %d to %d is out of the entries (%d to %d)", i, from, to, t.entsAt, t.end)
+	}
+	return t.span(int(from), int(to))
+}
+
+// RunID returns run i's id (aliasing the file).
+func (t *WaitsTable) RunID(i int) ([]byte, error) {
+	b, err := t.entry(i)
+	if err != nil {
+		return nil, err
+	}
+	d := record.NewFields(b, 0)
+	id := d.RunIDBytes()
+	if d.Err() != nil {
+		return nil, record.Corruptf(t.name, "run %d: %v", i, d.Err())
+	}
+	return id, nil
+}
+
+// rawRunID returns run i's id as its entry's first field holds it,
+// unchecked but for its bounds (Run checks it), for Find's comparisons.
+func (t *WaitsTable) rawRunID(i int) ([]byte, error) {
+	b, err := t.entry(i)
+	if err != nil {
+		return nil, err
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > uint64(len(b)-k) {
+		return nil, record.Corruptf(t.name, "run %d: its id's length is out of its entry", i)
+	}
+	return b[k : k+int(n)], nil
+}
+
+// Find returns the index of the run id (ok false: the table has none).
+func (t *WaitsTable) Find(id string) (i int, ok bool, err error) {
+	lo, hi := 0, t.Runs
+	for lo < hi {
+		m := int(uint(lo+hi) >> 1)
+		b, err := t.rawRunID(m)
+		if err != nil {
+			return 0, false, err
+		}
+		switch c := strings.Compare(string(b), id); {
+		case c == 0:
+			return m, true, nil
+		case c < 0:
+			lo = m + 1
+		default:
+			hi = m
+		}
+	}
+	return lo, false, nil
+}
+
+// Run decodes run i's entry into r (reusing r's slices, and r.Wait if
+// set; payloads alias the file), its ID made by id (nil: a copy). It
+// checks the entry alone, as ParseWaits checks each.
+func (t *WaitsTable) Run(i int, id func([]byte) string, r *WaitsRun) error {
+	b, err := t.entry(i)
+	if err != nil {
+		return err
+	}
+	x := r.Wait
+	if x == nil {
+		x = new(WaitsWait)
+	}
+	ev := x.Event
+	if ev == nil {
+		ev = new(WaitsEvent)
+	}
+	d := record.NewFields(b, 0)
+	readWaitsRun(d, len(b), id, r, x, ev)
+	if err := d.Done("run entry"); err != nil {
+		return record.Corruptf(t.name, "run %d: %v", i, err)
+	}
+	return nil
+}
+
+// parseWaitsTable is ParseWaits of version 2: every block, every entry,
+// the sections against the entries (MarshalTable of the content must be
+// the file).
+func parseWaitsTable(name string, b []byte) (*Waits, error) {
+	t, err := OpenWaitsTable(name, b)
+	if err != nil {
+		return nil, err
+	}
+	w := &Waits{Version: waitsVersion2, Gen: t.Gen, Replay: t.Replay, High: t.High, Runs: make([]WaitsRun, t.Runs)}
+	ready := map[uint64]bool{}
+	for i := range w.Runs {
+		r := &w.Runs[i]
+		if err := t.Run(i, nil, r); err != nil {
+			return nil, err
+		}
+		if i > 0 && w.Runs[i-1].ID >= r.ID {
+			return nil, record.Corruptf(name, "run %q follows run %q: the runs are not sorted, or one is there twice", r.ID, w.Runs[i-1].ID)
+		}
+		if r.Wait != nil && r.Wait.Ready != 0 {
+			if ready[r.Wait.Ready] {
+				return nil, record.Corruptf(name, "run %q: two waits at place %d of the ready list", r.ID, r.Wait.Ready)
+			}
+			ready[r.Wait.Ready] = true
+		}
+	}
+	if _, err := t.span(0, t.end); err != nil {
+		return nil, err
+	}
+	if string(w.MarshalTable()) != string(b) {
+		return nil, record.Corruptf(name, "its sections do not list its entries' waits (deadlines, ready places, counts)")
+	}
+	return w, nil
 }

@@ -14,7 +14,6 @@ package offline
 
 import (
 	"fmt"
-	"io/fs"
 	"slices"
 	"strings"
 
@@ -22,7 +21,6 @@ import (
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // noteWaitRecord keeps a copy of a record of waits for the check of
@@ -44,39 +42,6 @@ func (vr *verifyRun) noteWaitRecord(r *record.Record) {
 	vr.waits.recs = append(vr.waits.recs, &record.Record{Kind: r.Kind, Run: r.Run, Seq: r.Seq, Pos: r.Pos, Wait: &w})
 }
 
-// waitsFileSource is the records verify kept, and WAITS, as the index's
-// Source.
-type waitsFileSource struct {
-	name string
-	file []byte // nil: none
-	recs []*record.Record
-}
-
-func (s waitsFileSource) WaitsFile(uint64) (string, []byte, error) {
-	if s.file == nil {
-		return s.name, nil, fs.ErrNotExist
-	}
-	return s.name, s.file, nil
-}
-
-func (s waitsFileSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
-	for _, r := range s.recs {
-		if r.Pos.Less(from) {
-			continue
-		}
-		var p []byte
-		if r.Kind == record.KindEvent {
-			p = r.Wait.Payload
-		}
-		if err := fn(r, p); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (waitsFileSource) Rebuilding(string) {}
-
 // checkWaitsFile compares WAITS and the tail with the whole log.
 func (vr *verifyRun) checkWaitsFile() {
 	dc := vr.dc
@@ -94,11 +59,11 @@ func (vr *verifyRun) checkWaitsFile() {
 	recs := vr.waits.recs
 	loaded := wait.New(nil)
 	loaded.From(dc.cp.Gen, dc.replay)
-	if err := loaded.Load(waitsFileSource{name, b, recs}); err != nil || loaded.Rebuilt() != "" {
+	if err := loaded.Load(wait.RecordSource{Name: name, File: b, Records: recs}); err != nil || loaded.Rebuilt() != "" {
 		return // the engine would not use it
 	}
 	whole := wait.New(nil)
-	if err := whole.Load(waitsFileSource{name, nil, recs}); err != nil {
+	if err := whole.Load(wait.RecordSource{Name: name, Records: recs}); err != nil {
 		return
 	}
 	full := !vr.db.sealed || vr.db.sealer != nil

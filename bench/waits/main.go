@@ -18,9 +18,19 @@
 // two builds of the engine run in turn measure the same workload.
 //
 // Finding the due ones after a restart: with -due of the -runs sleeps
-// past the clock, DB.Ready records their timeouts (wake records, in
-// batches) and lists them, earliest first; the time of that Ready, and
-// of the next one, with none due.
+// past the clock (0 allowed), the first DB.Ready after Open (with
+// -settle, once Open's background work is over) loads the index of
+// waits, records the due ones' timeouts (wake records, in batches) and
+// lists them, earliest first: its wall time, the process's CPU time
+// meanwhile, and the CPU time of the thread that called it (its own
+// work, without the background's nor the log writer's: the figure that
+// should grow with the due runs, not the waiting ones); then the next
+// Ready, with none due. -heap=false skips
+// the restarts beside the idle runs (for runs at several -due).
+//
+// With -encrypt the big stores are encrypted at rest (a Keyring): WAITS
+// is sealed whole, and the index opens it whole into the heap, where a
+// plaintext store's is mapped from its file.
 //
 // Usage:
 //
@@ -43,18 +53,21 @@ import (
 
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/seal"
 )
 
 var (
-	dir    = flag.String("dir", os.TempDir(), "where the stores go")
-	runs   = flag.Int("runs", 100000, "waiting runs in the big store")
-	due    = flag.Int("due", 1000, "of them, due at the restart")
-	events = flag.Int("events", 400, "latency samples per round")
-	rounds = flag.Int("rounds", 3, "alternating rounds of each comparison")
-	skip   = flag.Bool("nolatency", false, "skip the latency comparison")
-	prof   = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
-	settle = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
-	stores = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
+	dir      = flag.String("dir", os.TempDir(), "where the stores go")
+	runs     = flag.Int("runs", 100000, "waiting runs in the big store")
+	due      = flag.Int("due", 1000, "of them, due at the restart")
+	events   = flag.Int("events", 400, "latency samples per round")
+	rounds   = flag.Int("rounds", 3, "alternating rounds of each comparison")
+	skip     = flag.Bool("nolatency", false, "skip the latency comparison")
+	prof     = flag.String("cpuprofile", "", "write a CPU profile of the restarts of the big store to `file`")
+	settle   = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
+	heapRows = flag.Bool("heap", true, "measure the restarts beside the idle runs (heap per run, Open)")
+	encrypt  = flag.Bool("encrypt", false, "the big stores encrypted at rest (a Keyring): WAITS sealed, opened whole into the heap")
+	stores   = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
 var ctx = context.Background()
@@ -100,24 +113,18 @@ func main() {
 		build(big, clock, true)
 		build(plain, clock, false)
 	}
-	type open struct {
-		heap          uint64
-		perRun        float64 // HeapAlloc after the first Ready less before it (two GCs each), per run
-		open, ready   time.Duration
-		readyCPU      time.Duration
-		readyNone     time.Duration
-		readyDue      time.Duration
-		listed, dueOK int
+	if st, err := os.Stat(filepath.Join(big, "WAITS")); err == nil {
+		fmt.Printf("WAITS of the waiting runs' store: %d bytes, %.1f B per waiting run\n\n", st.Size(), float64(st.Size())/float64(*runs))
 	}
 	var withW, without []open
-	if *prof != "" {
+	if *prof != "" && *heapRows {
 		f, err := os.Create(*prof)
 		if err != nil {
 			log.Fatal(err)
 		}
 		pprof.StartCPUProfile(f)
 	}
-	for range *rounds {
+	for range *rounds * b2i(*heapRows) {
 		for _, waits := range []bool{true, false} {
 			d := plain
 			if waits {
@@ -127,7 +134,7 @@ func main() {
 			now := clock.Add(-time.Hour) // before every deadline
 			runtime.GC()
 			t := time.Now()
-			db, err := engine.Open(d, &engine.Options{Logger: quiet(), Clock: func() time.Time { return now }})
+			db, err := engine.Open(d, keyed(&engine.Options{Logger: quiet(), Clock: func() time.Time { return now }}))
 			if err != nil {
 				log.Fatal(err)
 			}
@@ -163,9 +170,100 @@ func main() {
 			db.Close()
 		}
 	}
-	if *prof != "" {
+	if *prof != "" && *heapRows {
 		pprof.StopCPUProfile()
 	}
+	if *heapRows {
+		report(withW, without)
+	}
+
+	// 3. Finding the due ones: a restart at a time when -due are past.
+	if *prof != "" && !*heapRows { // the profile is of the restarts below
+		f, err := os.Create(*prof)
+		if err != nil {
+			log.Fatal(err)
+		}
+		pprof.StartCPUProfile(f)
+		defer pprof.StopCPUProfile()
+	}
+	var dueT, dueCPU, dueThread, noneT []time.Duration
+	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
+	for range *rounds {
+		// Each round on a copy: its timeouts are written.
+		cp := filepath.Join(root, "due")
+		os.RemoveAll(cp)
+		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
+			log.Fatal(err)
+		}
+		db, err := engine.Open(cp, keyed(&engine.Options{Logger: quiet(), Clock: func() time.Time { return at }}))
+		if err != nil {
+			log.Fatal(err)
+		}
+		time.Sleep(*settle)
+		runtime.LockOSThread() // the calling thread's CPU time: the Ready's own work
+		t := time.Now()
+		c, th := cpuTime(), threadTime()
+		ws, err := db.Ready(ctx, 0) // loads the index, records the timeouts, lists them
+		dueThread = append(dueThread, threadTime()-th)
+		dueCPU = append(dueCPU, cpuTime()-c)
+		dueT = append(dueT, time.Since(t))
+		runtime.UnlockOSThread()
+		if err != nil || len(ws) != *due {
+			log.Fatalf("ready: %d, %v; want %d", len(ws), err, *due)
+		}
+		for i := 1; i < len(ws); i++ {
+			if ws[i].Deadline.Before(ws[i-1].Deadline) {
+				log.Fatalf("woke out of order: %v after %v", ws[i].Deadline, ws[i-1].Deadline)
+			}
+		}
+		t = time.Now()
+		if _, err := db.Ready(ctx, 0); err != nil {
+			log.Fatal(err)
+		}
+		noneT = append(noneT, time.Since(t))
+		db.Close()
+		os.RemoveAll(cp)
+	}
+	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d; per round) | median | per due run | rounds |\n", *runs, *due, *rounds)
+	fmt.Println("| --- | ---: | ---: | --- |")
+	perDue := func(d time.Duration) string {
+		if *due == 0 {
+			return ""
+		}
+		return fmt.Sprintf("%.1f µs", float64(d)/1e3/float64(*due))
+	}
+	for _, r := range []struct {
+		name string
+		v    []time.Duration
+	}{
+		{fmt.Sprintf("first Ready: loads the index, records %d timeouts (batches of up to 1024, one fsync each), lists them in order: wall", *due), dueT},
+		{"the same: the process's CPU time (with Open's background work, e.g. the periodic sweep of the runs, and the log writer's)", dueCPU},
+		{"the same: the CPU time of the thread that called Ready (its own work: the load, Due, the records, Apply; not the log writer's fsync)", dueThread},
+		{fmt.Sprintf("the next Ready (the %d listed again, none due): wall", *due), noneT},
+	} {
+		per := ""
+		for _, d := range r.v {
+			per += fmt.Sprintf("%.2f ", ms(d))
+		}
+		v := slices.Clone(r.v)
+		slices.Sort(v)
+		fmt.Printf("| %s | %.2f ms | %s | %s|\n", r.name, ms(v[len(v)/2]), perDue(v[len(v)/2]), per)
+	}
+}
+
+// open is what one restart of a big store measured.
+type open struct {
+	heap          uint64
+	perRun        float64 // HeapAlloc after the first Ready less before it (two GCs each), per run
+	open, ready   time.Duration
+	readyCPU      time.Duration
+	readyNone     time.Duration
+	readyDue      time.Duration
+	listed, dueOK int
+}
+
+// report prints the restarts' table: the waiting runs beside the idle.
+func report(withW, without []open) {
 	med := func(os []open, f func(open) float64) float64 {
 		v := make([]float64, len(os))
 		for i, o := range os {
@@ -174,7 +272,6 @@ func main() {
 		slices.Sort(v)
 		return v[len(v)/2]
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / 1e6 }
 	fmt.Printf("| %d runs, restart (medians of %d alternating rounds) | waiting (a sleep each) | idle (baseline) | ratio |\n", *runs, *rounds)
 	fmt.Println("| --- | ---: | ---: | ---: |")
 	for _, m := range []struct {
@@ -193,49 +290,33 @@ func main() {
 		fmt.Printf("| %s | %.1f %s | %.1f %s | %.2fx |\n", m.name, a, m.unit, b, m.unit, a/b)
 	}
 	fmt.Println()
+}
 
-	// 3. Finding the due ones: a restart at a time when -due are past.
-	var dueT, noneT []time.Duration
-	at := clock.Add(time.Duration(*due) * time.Second) // deadlines are clock + 1s .. + runs s
-	for range *rounds {
-		// Each round on a copy: its timeouts are written.
-		cp := filepath.Join(root, "due")
-		os.RemoveAll(cp)
-		if err := os.CopyFS(cp, os.DirFS(big)); err != nil {
-			log.Fatal(err)
-		}
-		db, err := engine.Open(cp, &engine.Options{Logger: quiet(), Clock: func() time.Time { return at }})
+// keyed sets o's Keyring when -encrypt (a fixed key: the bench measures
+// the cost, not the secrecy).
+func keyed(o *engine.Options) *engine.Options {
+	if *encrypt {
+		k, err := seal.NewKeyring(map[string][]byte{"bench": make([]byte, 32)}, "bench")
 		if err != nil {
 			log.Fatal(err)
 		}
-		if _, _, err := db.NextDeadline(ctx); err != nil { // the index, built before the clock starts
-			log.Fatal(err)
-		}
-		t := time.Now()
-		ws, err := db.Ready(ctx, 0)
-		dueT = append(dueT, time.Since(t))
-		if err != nil || len(ws) != *due {
-			log.Fatalf("ready: %d, %v; want %d", len(ws), err, *due)
-		}
-		for i := 1; i < len(ws); i++ {
-			if ws[i].Deadline.Before(ws[i-1].Deadline) {
-				log.Fatalf("woke out of order: %v after %v", ws[i].Deadline, ws[i-1].Deadline)
-			}
-		}
-		t = time.Now()
-		if _, err := db.Ready(ctx, 0); err != nil {
-			log.Fatal(err)
-		}
-		noneT = append(noneT, time.Since(t))
-		db.Close()
-		os.RemoveAll(cp)
+		o.Keyring = k
 	}
-	slices.Sort(dueT)
-	slices.Sort(noneT)
-	fmt.Printf("| restart of %d sleeping runs, %d due (medians of %d) | time | per due run |\n", *runs, *due, *rounds)
-	fmt.Println("| --- | ---: | ---: |")
-	fmt.Printf("| Ready: records %d timeouts (in batches of up to 1024, one fsync each) and lists them in order | %.1f ms | %.1f µs |\n", *due, ms(dueT[len(dueT)/2]), float64(dueT[len(dueT)/2])/1e3/float64(*due))
-	fmt.Printf("| the next Ready (the %d listed again, none due) | %.2f ms | |\n", *due, ms(noneT[len(noneT)/2]))
+	return o
+}
+
+// threadTime is the calling thread's CPU time so far (linux; elsewhere
+// the process's).
+func threadTime() time.Duration {
+	who := syscall.RUSAGE_SELF
+	if runtime.GOOS == "linux" {
+		who = 1 // RUSAGE_THREAD
+	}
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(who, &ru); err != nil {
+		log.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // cpuTime is the process's CPU time so far, user and system.
@@ -382,7 +463,7 @@ func messageLatency(d string) []time.Duration {
 // Built without fsync (durability is not what is measured), closed
 // cleanly.
 func build(d string, clock time.Time, waits bool) {
-	db, err := engine.Open(d, &engine.Options{Logger: quiet(), NoSync: true, Clock: func() time.Time { return clock.Add(-time.Hour) }})
+	db, err := engine.Open(d, keyed(&engine.Options{Logger: quiet(), NoSync: true, Clock: func() time.Time { return clock.Add(-time.Hour) }}))
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -8,13 +8,26 @@
 // after Open loads it (Load: WAITS and the log's records after its
 // replay position, or the whole log), and the engine keeps it up to date
 // as it appends (Apply), so that the host learns which runs are ready,
-// and which waits are due, at the cost of those runs only: a heap of the
-// open waits by deadline and a list of the ready ones, in the order they
-// ended.
+// and which waits are due, at the cost of those runs only.
+//
+// The index is a table and an overlay (file.go), as an sstable under a
+// memtable. The table is WAITS version 2 read in place (mapped read only
+// when the Source can, Mapper; else its bytes held once): its deadline
+// section (the open waits with a deadline, by deadline then run), its
+// runs (sorted by id, an offset each into their entries) and its ready
+// section (in the order the waits ended). The overlay is what changed
+// since: the entry of each run a record, Taken or Gone touched (copied
+// from the table's on first touch; the table's is then dead, one bit per
+// table run says so), a heap of its open waits by deadline, a list of
+// its ended ones not taken. Every query asks the overlay, then the
+// table (a binary search by run; Due walks the deadline section from its
+// start merged with the heap; Ready the ready section, then the list).
+// Capture merges both into the next table, which replaces the old one.
 //
 // It knows nothing of runs' locks or frames: package engine conducts it
 // (engine/waits.go, the API; engine/waitcore.go, the adapter), hands it
-// the store's files, keys and decoder (LogSource, the Source over them)
+// the store's files, keys and decoder (LogSource, the Source over them;
+// RecordSource is one over records in memory, for verify and the tests)
 // and the runs' write marks and the log's appends (Runs, for FireDue).
 //
 // # The interface
@@ -37,8 +50,8 @@
 //		Rebuilding(why string)
 //	}
 //
-// A Source may also hand out the store's strings of the run ids (RunIDs),
-// so that WAITS's load copies none.
+// A Source may also map WAITS (Mapper: MapWaitsFile, the bytes and how
+// to unmap them), so that the table is no part of the heap.
 //
 //	type Runs interface {
 //		// Hold takes run's write mark once no atom of it runs, and
@@ -62,7 +75,10 @@
 //	(*Index).From(gen, replay)              // at Open: CHECKPOINT's generation (0: none) and replay position
 //	(*Index).Load(src) error                // once, before any other use but Gone; sticky error
 //	(*Index).Rebuilt() string               // why WAITS was not used ("": it was, or there was none)
-//	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS, after every run's row
+//	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS (bytes), after every run's row; it becomes the table
+//	(*Index).Installed(gen)                 // WAITS of gen is durable: read it, mapped, from now on
+//	(*Index).Err() error                    // sticky: the load's, or a rebuild's after damage met late
+//	(*Index).Close()                        // at the DB's Close: the table let go of (unmapped)
 //	(*Index).Now() int64                    // max(clock, the latest time the log's wait records hold)
 //	(*Index).Apply(rec, payload)            // a wait, event or wake record, once durable, in the log's order per run
 //	(*Index).Sent(run, sender) (digest, ok) // what a sender sent the run before (SendEvent's idempotence)
@@ -101,26 +117,40 @@
 //     does not hold had nothing the tail's records before its mark could
 //     change but waits an atom took (Capture dropped them; applied again,
 //     they are stale, as Current, Ready and the engine's checks see).
-//   - WAITS is used only if it is sound (checksum, bounds, each event's
-//     digest its sender id's, no time past the file's latest) and names
-//     the checkpoint From named; else the whole log is read (Rebuilt
-//     says why).
+//   - WAITS is used only if it names the checkpoint From named and its
+//     header and checksums are sound; each 4 KiB block is checked when
+//     first read, each entry when decoded (bounds, each event's digest
+//     its sender id's, no time past the file's latest, its sections
+//     agreeing with it). Damage met at the load, or by any later query,
+//     is never answered: the index is rebuilt from the whole log there
+//     and then (Rebuilt says why) and the query answered from it.
+//   - The table and the overlay answer as one index that applied every
+//     record, Taken and Gone (TestTableOverlay).
 //   - An event matches the run's open wait of its name when it is applied,
 //     or is kept, in log order per name, for the next wait of that name;
 //     each event ends at most one wait, each wait takes at most one event
 //     or one wake.
-//   - Due and Ready cost the due and ready waits (and a heap's logarithm),
-//     not the store's runs.
+//   - Load costs WAITS's header, its checksums and the log's tail; Due
+//     and Ready cost the due and ready waits (each decoded once, a
+//     heap's logarithm, and the table's waits the overlay ended since it
+//     was written, passed once), not the store's runs.
 //
 // # Caveats
 //
-// The index is in memory whole: each waiting run costs its entry (see
-// docs/DESIGN.md, "The index and its cost"), each event no wait took its
-// payload, and each sender id its digest while the run lives. Load reads
-// WAITS whole: its cost is the waiting runs', not the log's, but not yet
-// only the due ones'. It allocates nothing per run that only waits
-// (entries in slabs of 8 KiB, run ids from RunIDs): a slab is freed
-// with the last of its entries.
+// The overlay is in memory whole: each run it holds costs its entry (112
+// bytes and a map slot; see docs/DESIGN.md, "The index and its cost"),
+// each event no wait took its payload, and each sender id its digest,
+// until the next Capture writes them into the table. A waiting run only
+// in the table costs one bit of heap; the table is the page cache's when
+// mapped, the heap's when read (an encrypted store: WAITS is sealed
+// whole, and opened whole into one buffer). A lookup by run (Current,
+// Sent, Taken on each atom's commit) is a binary search over the table.
+// Capture, at each engine checkpoint, reads the whole table. A rebuild
+// after damage met late runs under the index's mutex and reads the
+// whole log; the runs Gone since the table are dropped again, those
+// that ended before it are left to the engine's checks, as after any
+// rebuild. A forged but self-consistent entry is answered until verify
+// compares WAITS with the log.
 package wait
 
 import (
@@ -133,12 +163,4 @@ type Source interface {
 	WaitsFile(gen uint64) (name string, b []byte, err error)
 	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
 	Rebuilding(why string)
-}
-
-// RunIDs is what a Source may implement to hand the load of WAITS the
-// store's own string of each run id (RunID gets the id's bytes, which it
-// must not keep; it returns a string that does not alias them), so that
-// the index holds no copy of its own. WAITS's runs come sorted by id.
-type RunIDs interface {
-	RunID(id []byte) string
 }

@@ -1,15 +1,16 @@
 package wait
 
-// WAITS (layout/waits.go): the index as the engine checkpoint saves it,
-// and its load.
+// WAITS (layout/waits.go): the index as the engine checkpoint saves it
+// (Capture), and the table the index reads it as, in place, under an
+// overlay of what changed since (x.mu.runs).
 
 import (
-	"container/heap"
 	"errors"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
-	"unsafe"
+	"sync"
 
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
@@ -19,229 +20,368 @@ import (
 // ended (ok false: it has no row).
 type Row func(run string) (last uint64, ended, ok bool)
 
-// Capture returns WAITS for the checkpoint of generation gen at replay
-// position replay. The engine calls it with the index loaded, after
-// every run's row is captured (row): a wait before its run's last seq
-// was taken, and a run that ended waits no more; both leave the index
-// here, so that the file, and the memory, hold the waits that matter.
-func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) (*layout.Waits, error) {
+// Mapper is what a Source may implement to hand WAITS's bytes mapped
+// from its file, read only, rather than read into memory (so that they
+// are no part of the heap): release unmaps them, once the index no
+// longer reads them (nil: nothing to release). Like WaitsFile, a missing
+// file is an error matching fs.ErrNotExist.
+type Mapper interface {
+	MapWaitsFile(gen uint64) (name string, b []byte, release func(), err error)
+}
+
+// table is WAITS version 2 as the index reads it, and which of its runs
+// the overlay holds. Guarded by the index's mutex, as all of x.mu.
+//
+// A run of the table is "overlaid" once anything changed it (Apply,
+// Taken, Gone, a load's replay of the tail): the overlay (x.mu.runs)
+// then holds its entry, copied from the table and changed there, or
+// nothing if it left; the table's entry of an overlaid run is dead to
+// every query. The overlay's set only grows until Capture writes the
+// next table, which replaces this one and empties the overlay.
+type table struct {
+	t       *layout.WaitsTable
+	release func()   // unmaps t's bytes (nil: they are the heap's)
+	over    []uint64 // bit i: run i is overlaid
+	dlStart int      // the deadline entries before it are all of overlaid runs
+	rdStart int      // the ready entries before it are all dead (overlaid, not ready from the table)
+	live    Stats    // the counts of the runs not overlaid (Applied unused)
+	// peeked is the last run peekLocked decoded from the table (not
+	// overlaid: overlaying it clears this), so that entryLocked of the
+	// same run does not decode it again; nobody changes a peeked entry.
+	peeked peeked
+}
+
+type peeked struct {
+	i  int
+	rw *runWaits
+}
+
+func newTable(t *layout.WaitsTable, release func()) *table {
+	return &table{t: t, release: unmapOnce(t, release), over: make([]uint64, (t.Runs+63)/64),
+		live: Stats{Runs: t.Runs, Open: t.Timers + t.Open, Ready: t.ReadyLen, Pending: t.Pending}}
+}
+
+func (tb *table) overlaid(i int) bool { return tb.over[i/64]&(1<<(i%64)) != 0 }
+
+// unmapOnce returns release made idempotent, and called too once t is
+// unreachable (an index dropped without a Capture after it: a DB closed),
+// nil if release is.
+func unmapOnce(t *layout.WaitsTable, release func()) func() {
+	if release == nil {
+		return nil
+	}
+	release = sync.OnceFunc(release)
+	runtime.AddCleanup(t, func(f func()) { f() }, release)
+	return release
+}
+
+// free lets go of the table's bytes.
+func (tb *table) free() {
+	if tb != nil && tb.release != nil {
+		tb.release()
+		tb.release = nil
+	}
+}
+
+// Capture returns WAITS (version 2) for the checkpoint of generation gen
+// at replay position replay, and makes it the index's table, the overlay
+// emptied. The engine calls it with the index loaded, after every run's
+// row is captured (row): a wait before its run's last seq was taken, and
+// a run that ended waits no more; both leave the index here, so that the
+// file, and the memory, hold the waits that matter. It merges the table
+// and the overlay in the runs' order, streaming; its cost is the table's
+// runs and the overlay's.
+func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) ([]byte, error) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	if !x.mu.loaded || x.mu.loadErr != nil {
 		return nil, fmt.Errorf("wait: capture of an index not loaded (%v)", x.mu.loadErr)
 	}
-	ids := make([]string, 0, len(x.mu.runs))
-	for id, rw := range x.mu.runs {
-		if row != nil {
-			if last, ended, ok := row(id); ok {
-				if ended {
-					x.goneLocked(id)
+	b, err := x.captureLocked(gen, replay, row)
+	if err != nil {
+		x.rebuildLocked(err)
+		if x.mu.loadErr != nil {
+			return nil, x.mu.loadErr
+		}
+		if b, err = x.captureLocked(gen, replay, row); err != nil {
+			return nil, err
+		}
+	}
+	t, err := layout.OpenWaitsTable(layout.WaitsName, b)
+	if err != nil {
+		return nil, fmt.Errorf("wait: capture: the table written does not open: %w", err)
+	}
+	x.installLocked(newTable(t, nil))
+	return b, nil
+}
+
+// installLocked makes tb the index's table, the overlay empty.
+func (x *Index) installLocked(tb *table) {
+	x.mu.table.free()
+	x.mu.table = tb
+	x.mu.runs = map[string]*runWaits{}
+	x.mu.timers = nil
+	x.mu.ready.Init()
+	x.mu.treadyN = 0
+	x.mu.goneSince = nil
+}
+
+// captureLocked writes the next table: the table's runs not overlaid
+// and the overlay's, merged by id.
+func (x *Index) captureLocked(gen uint64, replay wal.Pos, row Row) ([]byte, error) {
+	tb := x.mu.table
+	// The ready list's order: the table's live entries, then the overlay's.
+	rank := map[string]uint64{}
+	var n uint64
+	if tb != nil {
+		for k := tb.rdStart; k < tb.t.ReadyLen; k++ {
+			i, err := tb.t.ReadyRun(k)
+			if err != nil {
+				return nil, err
+			}
+			id, err := tb.t.RunID(i)
+			if err != nil {
+				return nil, err
+			}
+			if tb.overlaid(i) {
+				if rw := x.mu.runs[string(id)]; rw == nil || !rw.w.tready {
 					continue
 				}
-				if rw.w.Run != "" && rw.w.Seq < last {
-					x.takenLocked(id, rw, last)
-					if x.mu.runs[id] == nil {
-						continue
+			}
+			n++
+			rank[string(id)] = n
+		}
+	}
+	for e := x.mu.ready.Front(); e != nil; e = e.Next() {
+		n++
+		rank[e.Value.(*Wait).Run] = n
+	}
+	ids := make([]string, 0, len(x.mu.runs))
+	for id := range x.mu.runs {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	out := layout.NewWaitsBuilder(gen, replay, x.mu.high)
+	var fr layout.WaitsRun
+	add := func(fr *layout.WaitsRun) {
+		if row != nil {
+			if last, ended, ok := row(fr.ID); ok {
+				if ended {
+					return
+				}
+				if fr.Wait != nil && fr.Wait.Seq < last {
+					fr.Wait = nil // taken, and the run left if nothing else of it is kept
+					if len(fr.Pending) == 0 && len(fr.Senders) == 0 {
+						return
 					}
 				}
 			}
 		}
-		ids = append(ids, id)
+		if fr.Wait != nil {
+			fr.Wait.Ready = rank[fr.ID]
+		}
+		out.Add(fr)
 	}
-	slices.Sort(ids)
-	rank := make(map[*Wait]uint64, x.mu.ready.Len())
-	i := uint64(0)
-	for e := x.mu.ready.Front(); e != nil; e = e.Next() {
-		i++
-		rank[e.Value.(*Wait)] = i
+	k, prev := 0, ""
+	var or layout.WaitsRun
+	emitOverlay := func(upTo string, all bool) {
+		for ; k < len(ids) && (all || ids[k] < upTo); k++ {
+			fileRun(ids[k], x.mu.runs[ids[k]], &or)
+			add(&or)
+		}
 	}
-	f := &layout.Waits{Gen: gen, Replay: replay, High: x.mu.high, Runs: make([]layout.WaitsRun, len(ids))}
-	for k, id := range ids {
-		rw := x.mu.runs[id]
-		fr := &f.Runs[k]
-		fr.ID, fr.Mark = id, rw.mark
-		if w := rw.cur(); w != nil {
-			fw := &layout.WaitsWait{Seq: w.Seq, Name: w.Name, Declared: w.Declared, Deadline: w.Deadline,
-				Outcome: uint8(w.Outcome), Ended: w.Ended, Ready: rank[w]}
-			if w.Event != nil {
-				e := fileEvent(w.Event)
-				fw.Event = &e
+	if tb != nil {
+		for i := range tb.t.Runs {
+			if err := tb.t.Run(i, nil, &fr); err != nil {
+				return nil, err
 			}
-			fr.Wait = fw
-		}
-		names := make([]string, 0, len(rw.kept()))
-		for name := range rw.kept() {
-			names = append(names, name)
-		}
-		slices.Sort(names)
-		for _, name := range names {
-			for _, e := range rw.kept()[name] {
-				fr.Pending = append(fr.Pending, fileEvent(e))
+			if i > 0 && fr.ID <= prev {
+				return nil, fmt.Errorf("wait: %s: run %q follows run %q: the runs are not sorted", layout.WaitsName, fr.ID, prev)
 			}
+			prev = fr.ID
+			emitOverlay(fr.ID, false)
+			if tb.overlaid(i) {
+				continue
+			}
+			if k < len(ids) && ids[k] == fr.ID {
+				return nil, fmt.Errorf("wait: %s: run %q is in the overlay but not marked so", layout.WaitsName, fr.ID)
+			}
+			add(&fr)
 		}
-		for s, d := range rw.sent() {
-			fr.Senders = append(fr.Senders, layout.WaitsSender{ID: s, Digest: d})
-		}
-		slices.SortFunc(fr.Senders, func(a, b layout.WaitsSender) int { return strings.Compare(a.ID, b.ID) })
 	}
-	return f, nil
+	emitOverlay("", true)
+	return out.Bytes(), nil
+}
+
+// fileRun fills fr (reused) with the overlay's entry rw of run id.
+func fileRun(id string, rw *runWaits, fr *layout.WaitsRun) {
+	*fr = layout.WaitsRun{ID: id, Mark: rw.mark, Pending: fr.Pending[:0], Senders: fr.Senders[:0]}
+	if w := rw.cur(); w != nil {
+		fw := &layout.WaitsWait{Seq: w.Seq, Name: w.Name, Declared: w.Declared, Deadline: w.Deadline,
+			Outcome: uint8(w.Outcome), Ended: w.Ended}
+		if w.Event != nil {
+			e := fileEvent(w.Event)
+			fw.Event = &e
+		}
+		fr.Wait = fw
+	}
+	names := make([]string, 0, len(rw.kept()))
+	for name := range rw.kept() {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		for _, e := range rw.kept()[name] {
+			fr.Pending = append(fr.Pending, fileEvent(e))
+		}
+	}
+	for s, d := range rw.sent() {
+		fr.Senders = append(fr.Senders, layout.WaitsSender{ID: s, Digest: d})
+	}
+	slices.SortFunc(fr.Senders, func(a, b layout.WaitsSender) int { return strings.Compare(a.ID, b.ID) })
 }
 
 func fileEvent(e *Event) layout.WaitsEvent {
 	return layout.WaitsEvent{Name: e.Name, Sender: e.Sender, Seq: e.Seq, Sent: e.Sent, Payload: e.Payload}
 }
 
-// loadFileLocked reads WAITS into the index (empty), or says why it
-// cannot: the file is missing, damaged, of another checkpoint, or says
-// what the log's records could not have made (an event whose sender's
-// digest is not its own, a time past the file's latest). It returns the
-// marks of the runs whose mark is at or after the replay position (nil:
-// none), which the tail's replay needs.
-//
-// Its cost is decoding: one map insert per run, no allocation of its own
-// for a run that only waits (entries come from slabs, run ids from the
-// Source when it has them, wait names interned).
-func (x *Index) loadFileLocked(src Source) (map[string]wal.Pos, string) {
-	name, b, err := src.WaitsFile(x.mu.gen)
+// openFileLocked opens WAITS as the index's table (version 1 is decoded
+// and encoded as version 2 once, in memory), or says why it cannot: the
+// file is missing, damaged or of another checkpoint. What each run's
+// entry says (its event's digest its sender id's, no time past the
+// file's latest) is checked when the entry is first read.
+func (x *Index) openFileLocked(src Source) string {
+	var name string
+	var b []byte
+	var release func()
+	var err error
+	if m, ok := src.(Mapper); ok {
+		name, b, release, err = m.MapWaitsFile(x.mu.gen)
+	} else {
+		name, b, err = src.WaitsFile(x.mu.gen)
+	}
 	if layout.NotExist(err) {
-		return nil, "it is missing"
+		return "it is missing"
 	}
 	if err != nil {
-		return nil, err.Error()
+		return err.Error()
 	}
-	var id func([]byte) string
-	if ids, ok := src.(RunIDs); ok {
-		id = ids.RunID
-	}
-	l := &fileLoad{x: x, names: map[string]string{"": ""}}
-	n := layout.WaitsRunCount(b)
-	x.mu.runs = make(map[string]*runWaits, n)
-	x.mu.timers = make(deadlines, 0, n)
-	var why string
-	f, err := layout.ScanWaits(name, b, id, func(fr *layout.WaitsRun) error {
-		why = l.run(fr)
-		if why != "" {
-			return errStop
+	if layout.WaitsVersion(b) != 2 {
+		w, err := layout.ParseWaits(name, b)
+		if release != nil {
+			release()
+			release = nil
 		}
-		return nil
-	})
+		if err != nil {
+			return err.Error()
+		}
+		b = w.MarshalTable()
+	}
+	t, err := layout.OpenWaitsTable(name, b)
 	switch {
-	case why != "":
-		return nil, why
 	case err != nil:
-		return nil, err.Error()
-	case f.Gen != x.mu.gen || f.Replay != x.mu.replay:
-		return nil, fmt.Sprintf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", f.Gen, f.Replay, x.mu.gen, x.mu.replay)
-	case l.high > f.High:
-		return nil, fmt.Sprintf("it holds a time, %d, after its latest, %d", l.high, f.High)
+	case t.Gen != x.mu.gen || t.Replay != x.mu.replay:
+		err = fmt.Errorf("it was written by checkpoint %d at %v, CHECKPOINT is %d at %v", t.Gen, t.Replay, x.mu.gen, x.mu.replay)
 	}
-	heap.Init(&x.mu.timers) // linear
-	slices.SortFunc(l.ready, func(a, b ranked) int {
-		switch {
-		case a.rank < b.rank:
-			return -1
-		case a.rank > b.rank:
-			return 1
+	if err != nil {
+		if release != nil {
+			release()
 		}
-		return 0
-	})
-	for _, r := range l.ready {
-		r.w.ready = x.mu.ready.PushBack(r.w)
+		return err.Error()
 	}
-	x.mu.high = f.High
-	return l.marks, ""
+	x.mu.table = newTable(t, release)
+	x.mu.high = t.High
+	return ""
 }
 
-// slabRuns is how many entries one allocation holds: as many as fill
-// 8 KiB, a size class of the Go allocator (73 of 112 bytes: 16 bytes
-// unused, where 64 would leave 1 KiB). A slab stays while one of its
-// entries does, so a load's entries cost one allocation per slabRuns
-// runs, and at worst, once all but one of a slab's runs left the index,
-// 8 KiB for that one.
-const slabRuns = 8192 / int(unsafe.Sizeof(runWaits{}))
-
-// fileLoad is the state of one load of WAITS.
-type fileLoad struct {
-	x     *Index
-	names map[string]string // one string per wait or event name
-	slab  []runWaits
-	ready []ranked
-	high  int64
-	marks map[string]wal.Pos
-}
-
-type ranked struct {
-	w    *Wait
-	rank uint64
-}
-
-func (l *fileLoad) intern(s string) string {
-	if v, ok := l.names[s]; ok {
-		return v
+// Installed says that WAITS of generation gen, as the last Capture
+// returned it, is durable in its file: if the Source maps the file
+// (Mapper), the index reads the file's bytes from now on, and lets go of
+// its own copy. Nothing changes if the file is not that table.
+func (x *Index) Installed(gen uint64) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	m, ok := x.mu.src.(Mapper)
+	tb := x.mu.table
+	if !ok || tb == nil || tb.release != nil || tb.t.Gen != gen {
+		return
 	}
-	l.names[s] = s
-	return s
-}
-
-// errStop stops a scan of WAITS whose content is refused.
-var errStop = errors.New("wait: WAITS refused")
-
-// run puts the run of WAITS fr (reused by the next call) in the index, or
-// says why the file is not usable; it raises l.high to the latest time
-// the run holds.
-func (l *fileLoad) run(fr *layout.WaitsRun) string {
-	x := l.x
-	if len(l.slab) == 0 {
-		l.slab = make([]runWaits, slabRuns)
+	_, b, release, err := m.MapWaitsFile(gen)
+	if err != nil {
+		return
 	}
-	rw := &l.slab[0] // fr.ID is there once: ScanWaits checks the order
-	l.slab = l.slab[1:]
-	rw.mark = fr.Mark
-	if !fr.Mark.Less(x.mu.replay) {
-		if l.marks == nil {
-			l.marks = map[string]wal.Pos{}
+	t, err := layout.OpenWaitsTable(layout.WaitsName, b)
+	if err != nil || release == nil || !t.Same(tb.t) {
+		if release != nil {
+			release()
 		}
-		l.marks[fr.ID] = fr.Mark
+		return
 	}
+	tb.t, tb.release = t, unmapOnce(t, release)
+}
+
+// ErrClosed is the index's error once Close let go of it.
+var ErrClosed = errors.New("wait: the index is closed")
+
+// Close lets go of the table (unmaps WAITS) and empties the index: its
+// queries answer nothing and its error is ErrClosed. For the DB's Close.
+func (x *Index) Close() {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	x.resetLocked()
+	x.mu.loadErr = ErrClosed
+}
+
+// decodeLocked returns the table's run i as an entry of the index (not
+// in the overlay), or the damage that makes the table unusable: the
+// entry's own, an event whose digest is not its sender id's, a time past
+// the file's latest.
+func (x *Index) decodeLocked(i int) (*runWaits, error) {
+	tb := x.mu.table
+	var fr layout.WaitsRun
+	if err := tb.t.Run(i, nil, &fr); err != nil {
+		return nil, err
+	}
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("wait: %s: run %q: %s", layout.WaitsName, fr.ID, fmt.Sprintf(format, args...))
+	}
+	rw := &runWaits{mark: fr.Mark}
 	if len(fr.Senders) > 0 {
 		rw.extra().senders = make(map[string][32]byte, len(fr.Senders))
 		for _, s := range fr.Senders {
 			rw.more.senders[s.ID] = s.Digest
 		}
 	}
-	event := func(fe *layout.WaitsEvent) (*Event, string) {
-		e := &Event{Run: fr.ID, Name: l.intern(fe.Name), Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
+	high := tb.t.High
+	event := func(fe *layout.WaitsEvent) (*Event, error) {
+		e := &Event{Run: fr.ID, Name: fe.Name, Sender: fe.Sender, Seq: fe.Seq, Sent: fe.Sent,
 			Payload: append([]byte(nil), fe.Payload...), Digest: Digest(fe.Name, fe.Payload)}
 		if d, ok := rw.sent()[e.Sender]; !ok || d != e.Digest {
-			return nil, fmt.Sprintf("run %q: the event of sender %q is not the one its sender id names", fr.ID, e.Sender)
+			return nil, bad("the event of sender %q is not the one its sender id names", e.Sender)
 		}
-		l.high = max(l.high, e.Sent)
-		return e, ""
+		if e.Sent > high {
+			return nil, bad("an event sent at %d, after the file's latest time, %d", e.Sent, high)
+		}
+		return e, nil
 	}
 	if fw := fr.Wait; fw != nil {
-		rw.w = Wait{Run: fr.ID, Seq: fw.Seq, Name: l.intern(fw.Name), Declared: fw.Declared, Deadline: fw.Deadline,
-			Outcome: Outcome(fw.Outcome), Ended: fw.Ended, heapAt: -1}
-		w := &rw.w
-		l.high = max(l.high, w.Declared, w.Ended)
+		rw.w = Wait{Run: fr.ID, Seq: fw.Seq, Name: fw.Name, Declared: fw.Declared, Deadline: fw.Deadline,
+			Outcome: Outcome(fw.Outcome), Ended: fw.Ended, heapAt: -1, tready: fw.Ready != 0}
+		if max(fw.Declared, fw.Ended) > high {
+			return nil, bad("a wait of time %d, after the file's latest, %d", max(fw.Declared, fw.Ended), high)
+		}
 		if fw.Event != nil {
-			e, why := event(fw.Event)
-			if why != "" {
-				return why
+			e, err := event(fw.Event)
+			if err != nil {
+				return nil, err
 			}
-			w.Event = e
-		}
-		if w.Outcome == Open && w.Deadline != 0 {
-			w.heapAt = int32(len(x.mu.timers))
-			x.mu.timers = append(x.mu.timers, w)
-		}
-		if fw.Ready != 0 {
-			l.ready = append(l.ready, ranked{w, fw.Ready})
+			rw.w.Event = e
 		}
 	}
-	for i := range fr.Pending {
-		e, why := event(&fr.Pending[i])
-		if why != "" {
-			return why
+	for k := range fr.Pending {
+		e, err := event(&fr.Pending[k])
+		if err != nil {
+			return nil, err
 		}
 		m := rw.extra()
 		if m.pending == nil {
@@ -249,6 +389,206 @@ func (l *fileLoad) run(fr *layout.WaitsRun) string {
 		}
 		m.pending[e.Name] = append(m.pending[e.Name], e)
 	}
-	x.mu.runs[fr.ID] = rw
-	return ""
+	return rw, nil
+}
+
+// counts is what rw adds to the index's Stats.
+func (rw *runWaits) counts() Stats {
+	s := Stats{Runs: 1}
+	if rw.w.Run != "" && rw.w.Outcome == Open {
+		s.Open = 1
+	}
+	if rw.w.tready {
+		s.Ready = 1
+	}
+	for _, es := range rw.kept() {
+		s.Pending += len(es)
+	}
+	return s
+}
+
+// findLocked returns the table's index of run, if the table holds it and
+// it is not overlaid.
+func (x *Index) findLocked(run string) (int, bool, error) {
+	tb := x.mu.table
+	if tb == nil {
+		return 0, false, nil
+	}
+	i, ok, err := tb.t.Find(run)
+	if err != nil || !ok || tb.overlaid(i) {
+		return 0, false, err
+	}
+	return i, true, nil
+}
+
+// peekLocked returns what the index holds of run, from the overlay or
+// decoded from the table (then not the overlay's: not to be changed);
+// nil: nothing.
+func (x *Index) peekLocked(run string) (*runWaits, error) {
+	if rw := x.mu.runs[run]; rw != nil {
+		return rw, nil
+	}
+	i, ok, err := x.findLocked(run)
+	if err != nil || !ok {
+		return nil, err
+	}
+	if p := &x.mu.table.peeked; p.rw != nil && p.i == i {
+		return p.rw, nil
+	}
+	rw, err := x.decodeLocked(i)
+	if err == nil {
+		x.mu.table.peeked = peeked{i, rw}
+	}
+	return rw, err
+}
+
+// overlayLocked marks the table's run i overlaid, with rw (nil: it
+// left) its entry in the overlay.
+func (x *Index) overlayLocked(i int, run string, rw *runWaits) {
+	tb := x.mu.table
+	tb.over[i/64] |= 1 << (i % 64)
+	if tb.peeked.i == i {
+		tb.peeked = peeked{}
+	}
+	if rw == nil {
+		return
+	}
+	c := rw.counts()
+	tb.live.Runs -= c.Runs
+	tb.live.Open -= c.Open
+	tb.live.Ready -= c.Ready
+	tb.live.Pending -= c.Pending
+	x.mu.runs[run] = rw
+	if w := rw.cur(); w != nil {
+		w.Run = run
+		if w.Outcome == Open && w.Deadline != 0 {
+			x.pushTimerLocked(w)
+		}
+		if w.tready {
+			x.mu.treadyN++
+		}
+	}
+}
+
+// entryLocked returns run's entry in the overlay, made (from the table's,
+// if it holds the run) if needed.
+func (x *Index) entryLocked(run string) (*runWaits, error) {
+	if rw := x.mu.runs[run]; rw != nil {
+		return rw, nil
+	}
+	tb := x.mu.table
+	if tb != nil {
+		i, ok, err := tb.t.Find(run)
+		if err != nil {
+			return nil, err
+		}
+		if ok && !tb.overlaid(i) {
+			rw := tb.peeked.rw // the run just peeked at, decoded already (FireDue: Current, then Apply)
+			if rw == nil || tb.peeked.i != i {
+				if rw, err = x.decodeLocked(i); err != nil {
+					return nil, err
+				}
+			}
+			tb.peeked = peeked{}
+			x.overlayLocked(i, run, rw)
+			return rw, nil
+		}
+	}
+	rw := &runWaits{}
+	x.mu.runs[run] = rw
+	return rw, nil
+}
+
+// tableDueLocked returns the table's open waits not overlaid whose
+// deadline is at or before now, up to max, in the section's order.
+func (x *Index) tableDueLocked(now int64, max int) ([]Wait, error) {
+	tb := x.mu.table
+	if tb == nil {
+		return nil, nil
+	}
+	var out []Wait
+	for k := tb.dlStart; k < tb.t.Timers && len(out) < max; k++ {
+		at, i, err := tb.t.Deadline(k)
+		if err != nil {
+			return nil, err
+		}
+		if tb.overlaid(i) {
+			if k == tb.dlStart {
+				tb.dlStart++
+			}
+			continue
+		}
+		if at > now {
+			break
+		}
+		rw, err := x.decodeLocked(i)
+		if err != nil {
+			return nil, err
+		}
+		if rw.w.Run == "" || rw.w.Outcome != Open || rw.w.Deadline != at {
+			return nil, fmt.Errorf("wait: %s: deadline entry %d says run %q waits until %d; its entry says otherwise", layout.WaitsName, k, rw.w.Run, at)
+		}
+		if n := len(out); n > 0 && out[n-1].Deadline == at && out[n-1].Run >= rw.w.Run {
+			return nil, fmt.Errorf("wait: %s: deadline entry %d is out of order", layout.WaitsName, k)
+		}
+		out = append(out, rw.w.copy())
+	}
+	return out, nil
+}
+
+// tableNextLocked returns the earliest deadline of the table's open waits
+// not overlaid.
+func (x *Index) tableNextLocked() (int64, bool, error) {
+	tb := x.mu.table
+	if tb == nil {
+		return 0, false, nil
+	}
+	for ; tb.dlStart < tb.t.Timers; tb.dlStart++ {
+		at, i, err := tb.t.Deadline(tb.dlStart)
+		if err != nil {
+			return 0, false, err
+		}
+		if !tb.overlaid(i) {
+			return at, true, nil
+		}
+	}
+	return 0, false, nil
+}
+
+// tableReadyLocked returns up to max of the table's ready waits still
+// ready (not overlaid, or overlaid and not taken), in the section's
+// order.
+func (x *Index) tableReadyLocked(max int) ([]Wait, error) {
+	tb := x.mu.table
+	if tb == nil {
+		return nil, nil
+	}
+	var out []Wait
+	for k := tb.rdStart; k < tb.t.ReadyLen && len(out) < max; k++ {
+		i, err := tb.t.ReadyRun(k)
+		if err != nil {
+			return nil, err
+		}
+		if tb.overlaid(i) {
+			id, err := tb.t.RunID(i)
+			if err != nil {
+				return nil, err
+			}
+			if rw := x.mu.runs[string(id)]; rw != nil && rw.w.tready {
+				out = append(out, rw.w.copy())
+			} else if k == tb.rdStart {
+				tb.rdStart++
+			}
+			continue
+		}
+		rw, err := x.decodeLocked(i)
+		if err != nil {
+			return nil, err
+		}
+		if !rw.w.tready {
+			return nil, fmt.Errorf("wait: %s: ready entry %d names run %q, whose wait is not ready", layout.WaitsName, k, rw.w.Run)
+		}
+		out = append(out, rw.w.copy())
+	}
+	return out, nil
 }

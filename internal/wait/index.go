@@ -60,6 +60,7 @@ type Wait struct {
 	ready   *list.Element // its place in the ready list, nil if not there
 	heapAt  int32         // its place in the deadline heap, -1 if not there
 	Outcome Outcome
+	tready  bool // ready in the table's ready section, and still so (its place there is its place in the list)
 }
 
 // runWaits is what the index holds of one run: one allocation of 112
@@ -132,12 +133,22 @@ type Index struct {
 		replay  wal.Pos  // its replay position
 		rebuilt string   // why WAITS was not used ("": it was, or there was none)
 		early   []string // runs Gone before Load: dropped once it is done
-		runs    map[string]*runWaits
-		timers  deadlines  // open waits with a deadline, earliest first
-		ready   *list.List // of *Wait: ended by an event or a timeout and not taken, in the order they ended
-		high    int64      // the highest time any applied record holds: the clock's floor
-		changed chan struct{}
-		applied uint64 // records applied, for the tests and the observer
+		src     Source   // Load's, for a rebuild from the log when the table turns out damaged
+		// table is WAITS as last loaded or captured (nil: none), read in
+		// place; runs, timers and ready are the overlay: what changed
+		// since (file.go, table).
+		table  *table
+		runs   map[string]*runWaits
+		timers deadlines  // the overlay's open waits with a deadline, earliest first
+		ready  *list.List // of *Wait: the overlay's waits ended by an event or a timeout and not taken, in the order they ended, after the table's
+		// treadyN counts the overlay's waits ready from the table (tready).
+		treadyN int
+		// goneSince are the runs Gone since the table, done again after
+		// a rebuild from the log.
+		goneSince []string
+		high      int64 // the highest time any applied record holds: the clock's floor
+		changed   chan struct{}
+		applied   uint64 // records applied, for the tests and the observer
 	}
 }
 
@@ -174,46 +185,95 @@ func (x *Index) Load(src Source) error {
 		return x.mu.loadErr
 	}
 	x.mu.loaded = true
+	x.mu.src = src
 	var from wal.Pos
-	var marks map[string]wal.Pos // the marks of WAITS's runs at or after the replay position
 	if x.mu.gen != 0 {
-		m, why := x.loadFileLocked(src)
-		if why != "" {
+		if why := x.openFileLocked(src); why != "" {
 			x.resetLocked()
 			x.mu.rebuilt = why
 			src.Rebuilding(why)
 		} else {
-			from, marks = x.mu.replay, m
+			from = x.mu.replay
 		}
 	}
+	var damage error
 	err := src.Scan(from, func(rec *record.Record, payload []byte) error {
-		if m, ok := marks[rec.Run]; ok {
-			if !m.Less(rec.Pos) {
-				return nil // WAITS reflects it
+		if x.mu.runs[rec.Run] == nil { // not changed by the tail yet
+			rw, err := x.peekLocked(rec.Run)
+			if err != nil {
+				damage = err
+				return err
 			}
-			delete(marks, rec.Run) // the run's records after the mark
+			if rw != nil && !rw.mark.Less(rec.Pos) {
+				return nil // WAITS reflects it: the run's records after its mark only
+			}
 		}
-		x.applyLocked(rec, payload)
+		if err := x.applyLocked(rec, payload); err != nil {
+			damage = err
+			return err
+		}
 		return nil
 	})
+	if damage != nil {
+		x.rebuildLocked(damage)
+		err = x.mu.loadErr
+	}
 	if err != nil {
 		x.mu.loadErr = fmt.Errorf("wait: load the waits from the log: %w", err)
 		x.resetLocked()
 		return x.mu.loadErr
 	}
 	for _, run := range x.mu.early {
-		x.goneLocked(run)
+		x.must(func() error { return x.goneLocked(run) })
 	}
 	x.mu.early = nil
-	return nil
+	return x.mu.loadErr
 }
 
 // resetLocked empties the index.
 func (x *Index) resetLocked() {
-	x.mu.runs = map[string]*runWaits{}
-	x.mu.timers = nil
-	x.mu.ready.Init()
+	x.installLocked(nil)
 	x.mu.high = 0
+}
+
+// rebuildLocked builds the index from the whole log (the Source's) after
+// the table turned out damaged (damage): a table is used only as long as
+// every part of it read is sound, and never for a wrong answer. The
+// runs gone since the table are gone again; a failed read of the log
+// is the index's sticky error (Err).
+func (x *Index) rebuildLocked(damage error) {
+	gone := x.mu.goneSince
+	x.resetLocked()
+	why := fmt.Sprintf("it is damaged: %v", damage)
+	x.mu.rebuilt = why
+	x.mu.src.Rebuilding(why)
+	err := x.mu.src.Scan(wal.Pos{}, func(rec *record.Record, payload []byte) error {
+		return x.applyLocked(rec, payload) // no table: no error
+	})
+	if err != nil {
+		x.resetLocked()
+		x.mu.loadErr = fmt.Errorf("wait: rebuild the waits from the log: %w", err)
+		return
+	}
+	for _, run := range gone {
+		x.goneLocked(run)
+	}
+}
+
+// Err returns the index's sticky error: its load's, or a rebuild's.
+func (x *Index) Err() error {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return x.mu.loadErr
+}
+
+// must runs f, and once again after a rebuild from the log if f met a
+// damaged table (with no table, f meets none).
+func (x *Index) must(f func() error) {
+	if err := f(); err != nil {
+		x.rebuildLocked(err)
+		f()
+	}
 }
 
 // Rebuilt says why WAITS was not used, once the index is loaded ("": it
@@ -257,11 +317,15 @@ func Digest(name string, payload []byte) [32]byte {
 func (x *Index) Sent(run, sender string) ([32]byte, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rw := x.mu.runs[run]
-	if rw == nil {
-		return [32]byte{}, false
-	}
-	d, ok := rw.sent()[sender]
+	var d [32]byte
+	var ok bool
+	x.must(func() error {
+		rw, err := x.peekLocked(run)
+		if rw != nil {
+			d, ok = rw.sent()[sender]
+		}
+		return err
+	})
 	return d, ok
 }
 
@@ -271,11 +335,16 @@ func (x *Index) Sent(run, sender string) ([32]byte, bool) {
 func (x *Index) Current(run string, committed uint64) (Wait, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rw := x.mu.runs[run]
-	if rw == nil || rw.w.Run == "" || rw.w.Seq < committed {
-		return Wait{}, false
-	}
-	return rw.w.copy(), true
+	var w Wait
+	var ok bool
+	x.must(func() error {
+		rw, err := x.peekLocked(run)
+		if rw != nil && rw.w.Run != "" && rw.w.Seq >= committed {
+			w, ok = rw.w.copy(), true
+		}
+		return err
+	})
+	return w, ok
 }
 
 // Pending returns the events of run that no wait took, in the order a
@@ -283,16 +352,18 @@ func (x *Index) Current(run string, committed uint64) (Wait, bool) {
 func (x *Index) Pending(run string) []Event {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	rw := x.mu.runs[run]
-	if rw == nil {
-		return nil
-	}
 	var out []Event
-	for _, es := range rw.kept() {
-		for _, e := range es {
-			out = append(out, *e)
+	x.must(func() error {
+		rw, err := x.peekLocked(run)
+		if rw != nil {
+			for _, es := range rw.kept() {
+				for _, e := range es {
+					out = append(out, *e)
+				}
+			}
 		}
-	}
+		return err
+	})
 	return out
 }
 
@@ -304,26 +375,27 @@ func (x *Index) Pending(run string) []Event {
 func (x *Index) Apply(rec *record.Record, payload []byte) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	x.applyLocked(rec, payload)
+	x.must(func() error { return x.applyLocked(rec, payload) })
 }
 
-func (x *Index) applyLocked(rec *record.Record, payload []byte) {
+// applyLocked applies rec to the overlay; its error is the table's
+// damage met (nothing applied).
+func (x *Index) applyLocked(rec *record.Record, payload []byte) error {
 	w := rec.Wait
 	if w == nil {
-		return
+		return nil
+	}
+	rw, err := x.entryLocked(rec.Run)
+	if err != nil {
+		return err
 	}
 	x.mu.high = max(x.mu.high, w.At)
 	x.mu.applied++
-	rw := x.mu.runs[rec.Run]
-	if rw == nil {
-		rw = &runWaits{}
-		x.mu.runs[rec.Run] = rw
-	}
 	rw.mark = rec.Pos
 	switch rec.Kind {
 	case record.KindWait:
 		if cw := rw.cur(); cw != nil && cw.Seq >= rec.Seq {
-			return
+			return nil
 		}
 		x.dropLocked(rw.cur()) // a later wait: the run's atoms took this one
 		rw.w = Wait{Run: rec.Run, Seq: rec.Seq, Name: w.Name, Declared: w.At, Deadline: w.Deadline, heapAt: -1}
@@ -335,14 +407,14 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 			} else {
 				rw.more.pending[w.Name] = es[1:]
 			}
-			return
+			return nil
 		}
 		if nw.Deadline != 0 {
-			heap.Push(&x.mu.timers, nw)
+			x.pushTimerLocked(nw)
 		}
 	case record.KindEvent:
 		if _, ok := rw.sent()[w.Sender]; ok {
-			return
+			return nil
 		}
 		m := rw.extra()
 		if m.senders == nil {
@@ -353,7 +425,7 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 		m.senders[w.Sender] = e.Digest
 		if cw := rw.cur(); cw != nil && cw.Outcome == Open && cw.Name == w.Name && cw.Seq == rec.Seq {
 			x.endLocked(cw, Delivered, w.At, e)
-			return
+			return nil
 		}
 		if m.pending == nil {
 			m.pending = map[string][]*Event{}
@@ -362,7 +434,7 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 	case record.KindWake:
 		cw := rw.cur()
 		if cw == nil || cw.Seq != rec.Seq || cw.Outcome != Open {
-			return
+			return nil
 		}
 		o := TimedOut
 		if w.Reason == record.WakeCancel {
@@ -370,6 +442,7 @@ func (x *Index) applyLocked(rec *record.Record, payload []byte) {
 		}
 		x.endLocked(cw, o, w.At, nil)
 	}
+	return nil
 }
 
 // endLocked ends the open wait w.
@@ -385,10 +458,17 @@ func (x *Index) endLocked(w *Wait, o Outcome, at int64, e *Event) {
 	x.mu.changed = make(chan struct{})
 }
 
+// pushTimerLocked puts the open wait w in the overlay's deadline heap.
+func (x *Index) pushTimerLocked(w *Wait) { heap.Push(&x.mu.timers, w) }
+
 // dropLocked takes w (nil: none) out of the heap and the ready list.
 func (x *Index) dropLocked(w *Wait) {
 	if w == nil {
 		return
+	}
+	if w.tready {
+		w.tready = false
+		x.mu.treadyN--
 	}
 	if w.heapAt >= 0 {
 		heap.Remove(&x.mu.timers, int(w.heapAt))
@@ -404,9 +484,17 @@ func (x *Index) dropLocked(w *Wait) {
 func (x *Index) Taken(run string, seq uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if rw := x.mu.runs[run]; rw != nil {
+	x.must(func() error {
+		rw, err := x.peekLocked(run)
+		if err != nil || rw == nil || rw.w.Run == "" || rw.w.Seq >= seq {
+			return err
+		}
+		if rw, err = x.entryLocked(run); err != nil {
+			return err
+		}
 		x.takenLocked(run, rw, seq)
-	}
+		return nil
+	})
 }
 
 func (x *Index) takenLocked(run string, rw *runWaits, seq uint64) {
@@ -429,24 +517,63 @@ func (x *Index) Gone(run string) {
 		x.mu.early = append(x.mu.early, run)
 		return
 	}
-	x.goneLocked(run)
+	x.must(func() error { return x.goneLocked(run) })
 }
 
-func (x *Index) goneLocked(run string) {
+func (x *Index) goneLocked(run string) error {
+	if x.mu.table != nil {
+		x.mu.goneSince = append(x.mu.goneSince, run)
+		i, ok, err := x.findLocked(run)
+		if err != nil {
+			return err
+		}
+		if ok {
+			rw, err := x.decodeLocked(i)
+			if err != nil {
+				return err
+			}
+			x.overlayLocked(i, run, rw)
+		}
+	}
 	rw := x.mu.runs[run]
 	if rw == nil {
-		return
+		return nil
 	}
 	x.dropLocked(rw.cur())
 	delete(x.mu.runs, run)
+	return nil
 }
 
 // Due returns copies of up to max open waits whose deadline is at or
-// before now, earliest first (the heap's order: the cost is that of the
-// due ones).
+// before now, earliest first (then by run): the table's deadline section
+// walked from its start and the overlay's heap, merged; the cost is that
+// of the due ones, and of the table's waits the overlay ended since the
+// table was written (passed once).
 func (x *Index) Due(now int64, max int) []Wait {
 	x.mu.Lock()
 	defer x.mu.Unlock()
+	var out []Wait
+	x.must(func() error {
+		t, err := x.tableDueLocked(now, max)
+		if err != nil {
+			return err
+		}
+		o := x.overlayDueLocked(now, max)
+		out = make([]Wait, 0, min(max, len(t)+len(o)))
+		for len(out) < max && (len(t) > 0 || len(o) > 0) {
+			if len(o) == 0 || len(t) > 0 && (t[0].Deadline < o[0].Deadline || t[0].Deadline == o[0].Deadline && t[0].Run < o[0].Run) {
+				out, t = append(out, t[0]), t[1:]
+			} else {
+				out, o = append(out, o[0]), o[1:]
+			}
+		}
+		return nil
+	})
+	return out
+}
+
+// overlayDueLocked is Due of the overlay's heap.
+func (x *Index) overlayDueLocked(now int64, max int) []Wait {
 	var out []Wait
 	// The heap's root is the earliest; the due ones are a subtree at the
 	// root, walked in order of deadline without popping them (they stay
@@ -471,21 +598,39 @@ func (x *Index) Due(now int64, max int) []Wait {
 func (x *Index) NextDeadline() (int64, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	if len(x.mu.timers) == 0 {
-		return 0, false
-	}
-	return x.mu.timers[0].Deadline, true
+	var at int64
+	var ok bool
+	x.must(func() error {
+		t, tok, err := x.tableNextLocked()
+		if err != nil {
+			return err
+		}
+		at, ok = t, tok
+		if len(x.mu.timers) > 0 && (!ok || x.mu.timers[0].Deadline < at) {
+			at, ok = x.mu.timers[0].Deadline, true
+		}
+		return nil
+	})
+	return at, ok
 }
 
 // Ready returns copies of up to max waits that ended by an event or a
-// timeout and that no atom took, in the order they ended.
+// timeout and that no atom took, in the order they ended: the table's
+// ready section's, then the overlay's list.
 func (x *Index) Ready(max int) []Wait {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	var out []Wait
-	for e := x.mu.ready.Front(); e != nil && len(out) < max; e = e.Next() {
-		out = append(out, e.Value.(*Wait).copy())
-	}
+	x.must(func() error {
+		var err error
+		if out, err = x.tableReadyLocked(max); err != nil {
+			return err
+		}
+		for e := x.mu.ready.Front(); e != nil && len(out) < max; e = e.Next() {
+			out = append(out, e.Value.(*Wait).copy())
+		}
+		return nil
+	})
 	return out
 }
 
@@ -506,7 +651,13 @@ type Stats struct {
 func (x *Index) Stats() Stats {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	s := Stats{Runs: len(x.mu.runs), Open: len(x.mu.timers), Ready: x.mu.ready.Len(), Applied: x.mu.applied}
+	s := Stats{Runs: len(x.mu.runs), Open: len(x.mu.timers), Ready: x.mu.ready.Len() + x.mu.treadyN, Applied: x.mu.applied}
+	if tb := x.mu.table; tb != nil {
+		s.Runs += tb.live.Runs
+		s.Open += tb.live.Open
+		s.Ready += tb.live.Ready
+		s.Pending += tb.live.Pending
+	}
 	for _, rw := range x.mu.runs {
 		for _, es := range rw.kept() {
 			s.Pending += len(es)
@@ -520,7 +671,7 @@ func (x *Index) Stats() Stats {
 
 func (w *Wait) copy() Wait {
 	c := *w
-	c.heapAt, c.ready = -1, nil
+	c.heapAt, c.ready, c.tready = -1, nil, false
 	return c
 }
 

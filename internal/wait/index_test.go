@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"io/fs"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -22,29 +21,13 @@ func rec(k record.Kind, run string, seq uint64, w record.WaitFields) *record.Rec
 	return &record.Record{Kind: k, Run: run, Seq: seq, Wait: &w}
 }
 
-// listSource is a Source over records in memory.
-type listSource []*record.Record
+// listSource is the Source of a log of records, without WAITS.
+func listSource(recs []*record.Record) RecordSource { return RecordSource{Records: recs} }
 
-func (s listSource) WaitsFile(uint64) (string, []byte, error) {
-	return "", nil, fs.ErrNotExist
-}
-
-func (s listSource) Rebuilding(string) {}
-
-func (s listSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
-	for _, r := range s {
-		if r.Pos.Less(from) {
-			continue
-		}
-		var p []byte
-		if r.Kind == record.KindEvent {
-			p = r.Wait.Payload
-		}
-		if err := fn(r, p); err != nil {
-			return err
-		}
-	}
-	return nil
+// fileSource is the Source of a log of records and WAITS (nil: missing);
+// it notes why WAITS is not used in *rebuilt.
+func fileSource(recs []*record.Record, file []byte, rebuilt *string) RecordSource {
+	return RecordSource{Name: "WAITS", File: file, Records: recs, Rebuilt: func(why string) { *rebuilt = why }}
 }
 
 func state(x *Index, run string, committed uint64) string {
@@ -202,27 +185,11 @@ func TestLoadError(t *testing.T) {
 	}
 }
 
-type errSource struct{ listSource }
+type errSource struct{ RecordSource }
 
 func (errSource) Scan(wal.Pos, func(*record.Record, []byte) error) error {
 	return fmt.Errorf("the log is unreadable")
 }
-
-// fileSource is a Source with a WAITS file (nil: missing) over records.
-type fileSource struct {
-	listSource
-	file    []byte
-	rebuilt *string
-}
-
-func (s fileSource) WaitsFile(uint64) (string, []byte, error) {
-	if s.file == nil {
-		return "", nil, fs.ErrNotExist
-	}
-	return "WAITS", s.file, nil
-}
-
-func (s fileSource) Rebuilding(why string) { *s.rebuilt = why }
 
 // dump is everything the index says, in a form to compare.
 func dump(x *Index, runs []string, senders []string) string {
@@ -331,11 +298,10 @@ func TestCaptureLoad(t *testing.T) {
 		for _, r := range recs[:c] {
 			live.Apply(r, r.Wait.Payload)
 		}
-		wf, err := live.Capture(7, replay, nil)
+		file, err := live.Capture(7, replay, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		file := wf.Marshal()
 		parsed, err := layout.ParseWaits("WAITS", file)
 		if err != nil {
 			t.Fatalf("round %d: %v", round, err)
@@ -347,7 +313,7 @@ func TestCaptureLoad(t *testing.T) {
 		var why string
 		x := New(clock)
 		x.From(7, replay)
-		if err := x.Load(fileSource{listSource(recs), file, &why}); err != nil {
+		if err := x.Load(fileSource(recs, file, &why)); err != nil {
 			t.Fatal(err)
 		}
 		if why != "" || x.Rebuilt() != "" {
@@ -360,13 +326,13 @@ func TestCaptureLoad(t *testing.T) {
 		// Unusable files: the whole log decides.
 		bad := map[string][]byte{"missing": nil, "of another checkpoint": nil, "damaged": slices.Clone(file)}
 		bad["damaged"][rng.IntN(len(file))] ^= 1 << rng.IntN(8)
-		wf.Gen = 6
-		bad["of another checkpoint"] = wf.Marshal()
+		parsed.Gen = 6
+		bad["of another checkpoint"] = parsed.Marshal()
 		for what, b := range bad {
 			var why string
 			x := New(clock)
 			x.From(7, replay)
-			if err := x.Load(fileSource{listSource(recs), b, &why}); err != nil {
+			if err := x.Load(fileSource(recs, b, &why)); err != nil {
 				t.Fatal(err)
 			}
 			if why == "" || x.Rebuilt() != why {
@@ -403,10 +369,14 @@ func TestCaptureDropsTaken(t *testing.T) {
 		t.Fatal("a run gone before Load waits")
 	}
 	rows := map[string][2]uint64{"taken": {1, 0}, "ended": {0, 1}, "open": {2, 0}}
-	wf, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
+	file, err := x.Capture(3, pos(1), func(run string) (uint64, bool, bool) {
 		r, ok := rows[run]
 		return r[0], r[1] != 0, ok
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wf, err := layout.ParseWaits("WAITS", file)
 	if err != nil {
 		t.Fatal(err)
 	}

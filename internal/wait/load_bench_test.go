@@ -2,151 +2,98 @@ package wait
 
 import (
 	"fmt"
-	"slices"
+	"runtime"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// sleepersFile is WAITS of n runs, each asleep until a time of its own
-// (1 s .. n s after t0, in an order unlike the ids), as bench/waits
-// builds them.
-func sleepersFile(n int) []byte {
-	const t0 = int64(1_796_000_000_000_000_000)
-	f := &layout.Waits{Gen: 7, Replay: wal.Pos{Segment: 3, Offset: 4096}, High: t0, Runs: make([]layout.WaitsRun, n)}
+const sleepT0 = int64(1_796_000_000_000_000_000)
+
+// sleepers is WAITS of n runs, each asleep until a time of its own
+// (1 s .. n s after sleepT0, in an order unlike the ids), as bench/waits
+// builds them, in version v.
+func sleepers(n int, v uint16) []byte {
+	f := &layout.Waits{Version: v, Gen: 7, Replay: wal.Pos{Segment: 3, Offset: 4096}, High: sleepT0, Runs: make([]layout.WaitsRun, n)}
 	for i := range n {
 		k := int64((i*7919)%n + 1)
 		f.Runs[i] = layout.WaitsRun{ID: fmt.Sprintf("run-%06d", i), Mark: wal.Pos{Segment: 2, Offset: int64(100 * i)},
-			Wait: &layout.WaitsWait{Seq: 1, Declared: t0 - 1, Deadline: t0 + k*1e9}}
+			Wait: &layout.WaitsWait{Seq: 1, Declared: sleepT0 - 1, Deadline: sleepT0 + k*1e9}}
 	}
 	return f.Marshal()
 }
 
-// BenchmarkLoadWaits: the load of the index from WAITS of 100,000
-// sleeping runs and an empty tail, what the first Ready after a restart
-// pays for the index.
-func BenchmarkLoadWaits(b *testing.B) {
-	file := sleepersFile(100000)
-	var ids []string // the store's strings, as the engine hands them out
-	for i := range 100000 {
-		ids = append(ids, fmt.Sprintf("run-%06d", i))
-	}
+func loadFile(tb testing.TB, file []byte, clock func() time.Time) *Index {
 	var why string
-	b.ReportAllocs()
-	for b.Loop() {
-		x := New(nil)
-		x.From(7, wal.Pos{Segment: 3, Offset: 4096})
-		if err := x.Load(idSource{fileSource{nil, file, &why}, ids, new(int)}); err != nil || x.Rebuilt() != "" {
-			b.Fatal(err, x.Rebuilt())
-		}
+	x := New(clock)
+	x.From(7, wal.Pos{Segment: 3, Offset: 4096})
+	if err := x.Load(fileSource(nil, file, &why)); err != nil || x.Rebuilt() != "" {
+		tb.Fatalf("load: %v, rebuilt: %q", err, x.Rebuilt())
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/100000, "ns/run")
+	return x
 }
 
-// idSource is fileSource with the store's strings of the run ids
-// (sorted), handed out as the engine does with SortedIDs: by a
-// cursor that moves forward with WAITS's sorted runs, back to the start
-// for the next load.
-type idSource struct {
-	fileSource
-	ids []string
-	at  *int
+// BenchmarkLoadWaits: the load of the index from WAITS of 100,000
+// sleeping runs and an empty tail, then the first Due with none due or
+// some: what the first Ready after a restart pays for the index.
+func BenchmarkLoadWaits(b *testing.B) {
+	file := sleepers(100000, 2)
+	for _, due := range []int{0, 10, 1000, 10000} {
+		b.Run(fmt.Sprintf("due=%d", due), func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				x := loadFile(b, file, nil)
+				if got := len(x.Due(sleepT0+int64(due)*1e9, 1<<30)); got != due {
+					b.Fatalf("%d due, want %d", got, due)
+				}
+			}
+		})
+	}
 }
 
-func (s idSource) RunID(id []byte) string {
-	i := *s.at
-	if i > 0 && i <= len(s.ids) && s.ids[i-1] >= string(id) {
-		i = 0 // a new load
-	}
-	for i < len(s.ids) && s.ids[i] < string(id) {
-		i++
-	}
-	*s.at = i
-	if i < len(s.ids) && s.ids[i] == string(id) {
-		*s.at = i + 1
-		return s.ids[i]
-	}
-	return string(id)
-}
-
-// TestLoadSharesRunIDs: a load of WAITS holds the Source's strings of the
-// run ids, allocates no entry of its own per run (slabs), and is the
-// same index as a load that copies them.
-func TestLoadSharesRunIDs(t *testing.T) {
-	const n = 2000
-	file := sleepersFile(n)
-	if got := layout.WaitsRunCount(file); got != n {
-		t.Fatalf("WaitsRunCount: %d, want %d", got, n)
-	}
-	if got := layout.WaitsRunCount(file[:12]); got != 0 {
-		t.Fatalf("WaitsRunCount of a cut file: %d, want 0", got)
-	}
+// TestLoadInPlace: a load of WAITS version 2 reads it in place: its
+// allocations and the heap it keeps do not grow with the runs, a Due
+// decodes the due ones only; and it is the index a load of the same
+// content as version 1 (decoded whole) is.
+func TestLoadInPlace(t *testing.T) {
+	const n = 20000
+	clock := func() time.Time { return time.Unix(0, sleepT0) }
 	var runs []string
 	for i := range n {
 		runs = append(runs, fmt.Sprintf("run-%06d", i))
 	}
-	ids := runs
-	var why string
-	load := func(src Source) *Index {
-		x := New(func() time.Time { return time.Unix(0, 1_796_000_000_000_000_000) })
-		x.From(7, wal.Pos{Segment: 3, Offset: 4096})
-		if err := x.Load(src); err != nil || x.Rebuilt() != "" {
-			t.Fatalf("load: %v, rebuilt: %q", err, x.Rebuilt())
+	v1, v2 := loadFile(t, sleepers(n, 1), clock), loadFile(t, sleepers(n, 2), clock)
+	if a, b := dump(v1, runs, nil), dump(v2, runs, nil); a != b {
+		t.Fatalf("the loads of version 1 and 2 differ (%d and %d bytes of dump)", len(a), len(b))
+	}
+	file := sleepers(n, 2)
+	allocs := testing.AllocsPerRun(3, func() { loadFile(t, file, clock) })
+	if allocs > 40 {
+		t.Fatalf("a load of %d runs made %.0f allocations, want a few", n, allocs)
+	}
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	x := loadFile(t, file, clock)
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	if per := (float64(after.HeapAlloc) - float64(before.HeapAlloc)) / n; per > 2 {
+		t.Errorf("the index holds %.1f B of heap per waiting run, besides the file's bytes; want under 2", per)
+	}
+	runtime.KeepAlive(x)
+	for _, due := range []int{10, 100} {
+		a := testing.AllocsPerRun(3, func() {
+			if got := x.Due(sleepT0+int64(due)*1e9, 1<<30); len(got) != due {
+				t.Fatalf("%d due, want %d", len(got), due)
+			}
+		})
+		if a > float64(10*due+20) {
+			t.Fatalf("a Due of %d made %.0f allocations", due, a)
 		}
-		return x
 	}
-	shared := load(idSource{fileSource{nil, file, &why}, ids, new(int)})
-	copied := load(fileSource{nil, file, &why})
-	if a, b := dump(shared, runs, nil), dump(copied, runs, nil); a != b {
-		t.Fatalf("the two loads differ (%d and %d bytes of dump)", len(a), len(b))
-	}
-	for id, rw := range shared.mu.runs {
-		i, _ := slices.BinarySearch(ids, id)
-		if unsafe.StringData(id) != unsafe.StringData(ids[i]) || unsafe.StringData(rw.w.Run) != unsafe.StringData(ids[i]) {
-			t.Fatalf("run %q: the index holds a string of its own", id)
-		}
-	}
-	if d, ok := shared.NextDeadline(); !ok || d != 1_796_000_000_000_000_000+1e9 {
+	if d, ok := x.NextDeadline(); !ok || d != sleepT0+1e9 {
 		t.Fatalf("the earliest deadline: %d %v", d, ok)
 	}
-	allocs := testing.AllocsPerRun(3, func() { load(idSource{fileSource{nil, file, &why}, ids, new(int)}) })
-	if allocs > n/8 {
-		t.Fatalf("a load of %d runs made %.0f allocations: more than one per 8 runs", n, allocs)
-	}
-	t.Logf("a load of %d sleeping runs: %.0f allocations", n, allocs)
-}
-
-// TestSortedIDs: the cursor hands out the rows' own strings for ids asked
-// in order, and answers false (a copy is made) for an id not in the rows
-// or asked out of order.
-func TestSortedIDs(t *testing.T) {
-	if SortedIDs(nil) != nil {
-		t.Fatal("SortedIDs of no rows: want nil (copy every id)")
-	}
-	rows := []layout.CheckpointRun{{ID: "a"}, {ID: "c"}, {ID: "e"}}
-	ids := SortedIDs(rows)
-	for _, c := range []struct {
-		id   string
-		want bool
-	}{{"a", true}, {"b", false}, {"c", true}, {"a", false}, {"e", true}, {"f", false}} {
-		got, ok := ids([]byte(c.id))
-		if ok != c.want || (ok && got != c.id) {
-			t.Fatalf("SortedIDs(%q) = %q, %v; want found %v", c.id, got, ok, c.want)
-		}
-		if ok && unsafe.StringData(got) != unsafe.StringData(rowID(rows, c.id)) {
-			t.Fatalf("SortedIDs(%q) is a copy, want the row's string", c.id)
-		}
-	}
-}
-
-func rowID(rows []layout.CheckpointRun, id string) string {
-	for _, r := range rows {
-		if r.ID == id {
-			return r.ID
-		}
-	}
-	return ""
 }

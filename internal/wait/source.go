@@ -6,6 +6,7 @@ package wait
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -16,7 +17,7 @@ import (
 )
 
 // LogSource is a store as the index reads it: WAITS (Waits, opened with
-// Sealer when the store seals) and the log (Log, its segments' names
+// Sealer when the store seals, else mapped when Map) and the log (Log, its segments' names
 // File, its records decoded by Decoder without the ledger's records
 // opened; an event's payload opened with Sealer).
 type LogSource struct {
@@ -27,45 +28,28 @@ type LogSource struct {
 	File    func(seg uint64) string
 	Decoder func() *record.Decoder
 	Logger  *slog.Logger
-	// IDs, if not nil, returns the store's string of a run id (nil: none
-	// it holds), for RunID.
-	IDs func(id []byte) (string, bool)
+	// Map says the store's files are the operating system's (FS is
+	// vfs.Default), so that WAITS, when the store does not seal it, can
+	// be mapped read only (MapWaitsFile) rather than read into the heap.
+	Map bool
 }
 
 var (
 	_ Source = LogSource{}
-	_ RunIDs = LogSource{}
+	_ Mapper = LogSource{}
 )
 
-// RunID implements RunIDs: the store's string of the id, else a copy.
-func (s LogSource) RunID(id []byte) string {
-	if s.IDs != nil {
-		if v, ok := s.IDs(id); ok {
-			return v
+// MapWaitsFile implements Mapper: WAITS mapped read only, if Map and
+// the store does not seal it (and the system maps files: unix); else
+// read as WaitsFile reads it (release nil).
+func (s LogSource) MapWaitsFile(gen uint64) (string, []byte, func(), error) {
+	if s.Map && s.Sealer == nil {
+		if b, release, err := mapFile(s.Waits); err != errNoMap {
+			return s.Waits, b, release, err
 		}
 	}
-	return string(id)
-}
-
-// SortedIDs returns an IDs for LogSource over a checkpoint's rows (sorted
-// by id), for the load of WAITS, whose runs come sorted too: a cursor
-// that moves forward, each id found in a step or a few (an id missing
-// from rows, or out of order, answers false and is copied). It is for one
-// load: the cursor keeps its place.
-func SortedIDs(rows []layout.CheckpointRun) func(id []byte) (string, bool) {
-	if len(rows) == 0 {
-		return nil
-	}
-	i := 0
-	return func(id []byte) (string, bool) {
-		for i < len(rows) && rows[i].ID < string(id) {
-			i++
-		}
-		if i < len(rows) && rows[i].ID == string(id) {
-			return rows[i].ID, true
-		}
-		return "", false
-	}
+	name, b, err := s.WaitsFile(gen)
+	return name, b, nil, err
 }
 
 // WaitsFile implements Source.
@@ -125,4 +109,51 @@ func (s LogSource) EventPayload(r *record.Record) ([]byte, error) {
 			Reason: fmt.Sprintf("event %q of sender %q: its payload does not open: %v", r.Wait.Name, r.Wait.Sender, err), Err: err}
 	}
 	return plain, nil
+}
+
+// RecordSource is a Source over what is in memory: the log's records of
+// waits (Records, in the log's order, each with its Pos; an event's
+// Wait.Payload its plaintext, nil where it cannot be read) and WAITS's
+// bytes (File, named Name; nil: missing). It is what verify holds of a
+// store (offline/verify_waitsfile.go), and what tests build.
+type RecordSource struct {
+	Name    string
+	File    []byte
+	Records []*record.Record
+	// Rebuilt, if not nil, is told why WAITS is not used (Rebuilding).
+	Rebuilt func(why string)
+}
+
+var _ Source = RecordSource{}
+
+// WaitsFile implements Source.
+func (s RecordSource) WaitsFile(uint64) (string, []byte, error) {
+	if s.File == nil {
+		return s.Name, nil, fs.ErrNotExist
+	}
+	return s.Name, s.File, nil
+}
+
+// Scan implements Source: the records at or after from.
+func (s RecordSource) Scan(from wal.Pos, fn func(*record.Record, []byte) error) error {
+	for _, r := range s.Records {
+		if r.Pos.Less(from) {
+			continue
+		}
+		var p []byte
+		if r.Kind == record.KindEvent && r.Wait != nil {
+			p = r.Wait.Payload
+		}
+		if err := fn(r, p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Rebuilding implements Source.
+func (s RecordSource) Rebuilding(why string) {
+	if s.Rebuilt != nil {
+		s.Rebuilt(why)
+	}
 }
