@@ -306,9 +306,9 @@
 //   - The stream keeps every message (no limits: that is what makes it
 //     the store's truth); the engine's garbage collection frees local
 //     segments only, and local blobs: the blob bucket keeps every blob.
-//   - Blobs are fetched after the log, one at a time, each read twice
-//     (the object's digest, then VerifyAs): a restore's time grows with
-//     the blobs' bytes. A replicated store is never encrypted (the engine
+//   - Blobs are fetched after the log, one at a time, each checked as it
+//     is read from the bucket (the object's digest) and read again from
+//     disk (VerifyAs): a restore's time grows with the blobs' bytes. A replicated store is never encrypted (the engine
 //     refuses a keyring with a Replicator), so every blob is plaintext
 //     and checkable by its name.
 //   - A file (STORE, a dictionary) must fit in one message (the
