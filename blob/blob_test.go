@@ -608,6 +608,22 @@ func TestVerifyAs(t *testing.T) {
 			}
 		}
 	}
+	// A sealed blob cannot be checked by its name (a keyed MAC).
+	sl := newTestSealer(t, "verifyas")
+	w, err := s.Create(sl, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	sref, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn := Name(sref.Hash, sl); s.VerifyAs(sn, sn) == nil {
+		t.Fatal("a sealed blob checks out by its name")
+	}
 	if err := s.VerifyAs("missing", Name(Hash(nil), nil)); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("a missing file: %v", err)
 	}
