@@ -311,6 +311,10 @@
 //     disk (VerifyAs): a restore's time grows with the blobs' bytes. A replicated store is never encrypted (the engine
 //     refuses a keyring with a Replicator), so every blob is plaintext
 //     and checkable by its name.
+//   - A blob's put, whole, must finish within Config.Timeout, and puts
+//     are one at a time per Replicator: a blob of gigabytes on a slow link
+//     needs a longer Timeout, and concurrent PutBlobs wait for each other
+//     while they ship.
 //   - A file (STORE, a dictionary) must fit in one message (the
 //     server's max_payload, 1 MiB by default, less 1 KiB for headers);
 //     a group of any size is split into parts.
