@@ -564,3 +564,70 @@ func TestOpenOtherSize(t *testing.T) {
 		}
 	}
 }
+
+// TestVerifyAs: a plaintext blob file checks out as the name it was
+// committed under, and as no other; a damaged copy, a sealed blob and a
+// file that is no blob are refused.
+func TestVerifyAs(t *testing.T) {
+	fs := vfs.NewMem()
+	s := Open(fs, "b")
+	for _, n := range []int{0, 1, ChunkSize + 7} {
+		data := bytes.Repeat([]byte{byte(n)}, n)
+		w, err := s.Create(nil, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := w.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		ref, err := w.Commit()
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := Name(ref.Hash, nil)
+		if err := s.VerifyAs(name, name); err != nil {
+			t.Fatalf("%d bytes: %v", n, err)
+		}
+		other := Name(Hash(append(data, 'x')), nil)
+		if err := s.VerifyAs(name, other); !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("%d bytes checked as another name: %v, want ErrCorrupt", n, err)
+		}
+		b, _ := fs.Open("b/" + name)
+		st, _ := b.Stat()
+		raw := make([]byte, st.Size())
+		b.ReadAt(raw, 0)
+		b.Close()
+		for _, at := range []int{0, len(raw) / 2, len(raw) - 1} {
+			bad := bytes.Clone(raw)
+			bad[at] ^= 1
+			f, _ := fs.Create("b/bad", vfs.WriteCategoryUnspecified)
+			f.Write(bad)
+			f.Close()
+			if err := s.VerifyAs("bad", name); err == nil {
+				t.Fatalf("%d bytes, byte %d flipped: checks out", n, at)
+			}
+		}
+	}
+	// A sealed blob cannot be checked by its name (a keyed MAC).
+	sl := newTestSealer(t, "verifyas")
+	w, err := s.Create(sl, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write([]byte("sealed")); err != nil {
+		t.Fatal(err)
+	}
+	sref, err := w.Commit()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sn := Name(sref.Hash, sl); s.VerifyAs(sn, sn) == nil {
+		t.Fatal("a sealed blob checks out by its name")
+	}
+	if err := s.VerifyAs("missing", Name(Hash(nil), nil)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("a missing file: %v", err)
+	}
+	if err := s.VerifyAs("bad", "../x"); err == nil {
+		t.Fatal("a name that is no blob's checks out")
+	}
+}

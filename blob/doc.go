@@ -64,7 +64,8 @@
 // a value above Options.BlobThreshold to a blob and puts its reference
 // value in the record; offline.RecordBlobRefs finds them in the log.
 //
-// The interface to the core is Store (Create, Open, Verify, Sweep, Names)
+// The interface to the core is Store (Create, Open, Verify, Sweep, Names;
+// VerifyAs for a copy checked by its name, as a restore from a replica does)
 // and Sealer, which record.BlobSealer implements over a run's data key
 // (the name a MAC under a key derived from it: seal.Key.NameOf).
 package blob

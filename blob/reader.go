@@ -3,6 +3,7 @@ package blob
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -313,4 +314,46 @@ func (s *Store) Names(fn func(name string) error) error {
 		}
 	}
 	return nil
+}
+
+// VerifyAs reads the file file of the store's directory whole, checking
+// that it is the plaintext blob the committed blob file name names (its
+// hash, with the size its trailer gives): nil means it may be renamed to
+// name. A sealed blob, named by a keyed MAC, cannot be checked without its
+// key and is refused (ErrCorrupt). Errors name the file and say why.
+func (s *Store) VerifyAs(file, name string) error {
+	if !isBlobName(name) {
+		return fmt.Errorf("blob: %q is not a blob file's name", name)
+	}
+	var ref Ref
+	if _, err := hex.Decode(ref.Hash[:], []byte(name)); err != nil {
+		return fmt.Errorf("blob: %q is not a blob file's name: %w", name, err)
+	}
+	p := s.path(file)
+	f, err := s.fs.Open(p)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("%w: %s", ErrNotFound, p)
+		}
+		return fmt.Errorf("blob: open %s: %w", p, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("blob: stat %s: %w", p, err)
+	}
+	if st.Size() >= headerLen+trailerTail {
+		var tb [trailerTail]byte
+		if _, err := f.ReadAt(tb[:], st.Size()-trailerTail); err != nil {
+			return fmt.Errorf("blob: read %s: %w", p, err)
+		}
+		ref.Size = int64(binary.LittleEndian.Uint64(tb[:]) & (1<<62 - 1))
+	}
+	r := &Reader{name: p, f: f, ref: ref}
+	if err := r.load(); err != nil {
+		return err
+	}
+	r.h = newChunkHasher()
+	_, err = io.Copy(io.Discard, r)
+	return err
 }

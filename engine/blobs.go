@@ -104,6 +104,8 @@ type blobCore struct{ db *DB }
 
 func (c blobCore) Store() *blob.Store { return blob.Open(c.db.fs, c.db.path(blob.Dir)) }
 
+func (c blobCore) Ship(name string) error { return c.db.replicateBlob(name) }
+
 func (c blobCore) Sealer(run string) (blob.Sealer, error) {
 	if c.db.sealer == nil {
 		return nil, nil

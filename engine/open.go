@@ -185,6 +185,9 @@ func (db *DB) open() error {
 		err = db.replicateFiles()
 	}
 	if err == nil {
+		err = db.replicateBlobs()
+	}
+	if err == nil {
 		db.fence = db.openFence()
 	}
 	db.recoverErr = err

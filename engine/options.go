@@ -165,7 +165,9 @@ type Options struct {
 	// durable here and the Replicator acknowledged them; its error fails
 	// the write and every later one (see Replicator). The nested module
 	// github.com/continuumdb/continuum/replicate implements it on NATS
-	// JetStream. Default nil: the store is local. Not with Keyring: an
+	// JetStream. A Replicator that is also a BlobReplicator is given the
+	// store's blobs too; with one that is not, a replica holds references
+	// to blobs it lacks. Default nil: the store is local. Not with Keyring: an
 	// encrypted store cannot be replicated yet (its key table is not
 	// shipped), and Open refuses the two together (ErrInvalidOptions).
 	Replicator Replicator

@@ -4,6 +4,8 @@ package engine
 // internal/replication is its plumbing.
 
 import (
+	"io"
+
 	"github.com/continuumdb/continuum/internal/replication"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -45,6 +47,33 @@ type PositionedReplicator interface {
 	ReplicateAt(start wal.Pos, appends [][][]byte) error
 }
 
+// BlobReplicator is a Replicator that also ships the store's blobs
+// (package blob; docs/DESIGN.md "Blobs"), which are truth but not in the
+// log. Without it a replica holds references to blobs it lacks.
+//
+// ReplicateBlob is given a committed blob file by its slash-separated
+// name in the store's directory ("blobs/<hex>"), its size in bytes, and
+// open, which yields its content as a stream (the blob may be far larger
+// than memory; open may be called again for a retry, and the caller
+// closes what it returns). It returns nil once the replica holds the file
+// durably. A blob file's content never changes: a name the replica holds
+// whole needs no second copy, and ReplicateBlob may return nil at once
+// for it.
+//
+// The DB calls it from Atom.PutBlob (and the blob a large value of a
+// commit or a tool's result becomes) once the blob is durable here and
+// before its Ref is handed out: an error fails the put, and the blob,
+// which nothing references, stays here until a sweep. It is not called
+// again for a put of bytes already stored and shipped since Open. At
+// every Open the DB gives it every blob file of the store before it
+// serves (the replica may lack one that a crash kept from it after its
+// local commit, or a store's from before it was replicated): an error
+// fails Open. A blob a sweep removes here is kept on the replica.
+type BlobReplicator interface {
+	Replicator
+	ReplicateBlob(name string, size int64, open func() (io.ReadCloser, error)) error
+}
+
 // replicateHook is the log's Options.Replicate, or nil.
 func (db *DB) replicateHook() func([][][]byte) error {
 	return replication.Hook(db.opts.Replicator, func() wal.Pos { return db.log.End() })
@@ -56,4 +85,19 @@ func (db *DB) replicateFiles() error { return replication.Files(db.opts.Replicat
 // replicateDict gives the Replicator a new dictionary file.
 func (db *DB) replicateDict(id uint32, data []byte) error {
 	return replication.Dict(db.opts.Replicator, id, data)
+}
+
+// replicateBlob gives the Replicator, if it is a BlobReplicator, the blob
+// file name (in blobs/).
+func (db *DB) replicateBlob(name string) error {
+	return replication.Blob(db.opts.Replicator, db.fs, db.dir, name)
+}
+
+// replicateBlobs gives the Replicator, if it is a BlobReplicator, every
+// blob file of the store (Open).
+func (db *DB) replicateBlobs() error {
+	if !replication.Blobs(db.opts.Replicator) {
+		return nil
+	}
+	return db.blobs.ShipAll()
 }

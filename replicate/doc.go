@@ -70,6 +70,37 @@
 //   - a copy that cannot be caught up is replaced (PathReplaced);
 //   - any other non-empty dir is refused.
 //
+// Then, whichever way, dir gets every blob it lacks (RestoreInfo.Blobs).
+//
+// # Blobs
+//
+// The Replicator is an engine.BlobReplicator: the engine gives it each
+// new blob file before PutBlob hands out its Ref, and every blob file at
+// Open. ReplicateBlob puts the file, streamed, into the JetStream Object
+// Store bucket named after the store's stream (CONTINUUM_<store>; created
+// with Config.Replicas on file storage, refused with ErrUnsafeStream
+// otherwise) under its name in the store ("blobs/<hex>"), and returns once
+// the object's chunks and then its metadata are acknowledged. The bucket
+// is listed once per Replicator: a name it holds with the file's size is
+// not put again (a blob file never changes), so Open's shipping of every
+// blob costs one listing. A put that fails (Config.Timeout, or a limit of
+// the bucket) fails the PutBlob; the object it may have left (nats.go
+// publishes the metadata before every chunk is acknowledged) is deleted.
+// A blob the engine sweeps is kept in the bucket.
+//
+// After the log, Open writes every object of the bucket that dir's
+// blobs/ lacks into it: through a temporary file (blobs/tmp-restore-*,
+// which the engine's sweep removes if a crash leaves it), read through
+// the object's digest check, fsynced, checked against the hash its name is
+// (blob.Store.VerifyAs: every chunk against the trailer, the trailer
+// against the name), renamed; blobs/ is fsynced after. A crash meanwhile
+// leaves a whole copy of the log whose next Open catches up and fetches
+// the rest. An object that is not the blob its name says is skipped
+// (RestoreInfo.BlobsDamaged, logged): it can only be a failed put's
+// leftover, never a referenced blob, since a Ref is handed out only once
+// its object is whole; Verify of the store would name any referenced
+// blob missing.
+//
 // # The local copy
 //
 // The local store stays the fast path: a node reads and restarts from its
@@ -274,7 +305,16 @@
 //     stream, and compares, at most that much of its own history again.
 //   - The stream keeps every message (no limits: that is what makes it
 //     the store's truth); the engine's garbage collection frees local
-//     segments only.
+//     segments only, and local blobs: the blob bucket keeps every blob.
+//   - Blobs are fetched after the log, one at a time, each checked as it
+//     is read from the bucket (the object's digest) and read again from
+//     disk (VerifyAs): a restore's time grows with the blobs' bytes. A replicated store is never encrypted (the engine
+//     refuses a keyring with a Replicator), so every blob is plaintext
+//     and checkable by its name.
+//   - A blob's put, whole, must finish within Config.Timeout, and puts
+//     are one at a time per Replicator: a blob of gigabytes on a slow link
+//     needs a longer Timeout, and concurrent PutBlobs wait for each other
+//     while they ship.
 //   - A file (STORE, a dictionary) must fit in one message (the
 //     server's max_payload, 1 MiB by default, less 1 KiB for headers);
 //     a group of any size is split into parts.

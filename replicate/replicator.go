@@ -194,6 +194,12 @@ type Replicator struct {
 	closed  sync.Once
 
 	restored RestoreInfo
+
+	// blobMu serialises ReplicateBlob; blobs is the store's blob bucket
+	// once opened, blobHeld the size of each object it holds (blobs.go).
+	blobMu   sync.Mutex
+	blobs    jetstream.ObjectStore
+	blobHeld map[string]int64
 }
 
 // RestoreInfo is what Open did to bring the local directory up to the
@@ -212,8 +218,12 @@ type RestoreInfo struct {
 	Appends  int // log appends among them
 	Records  int // log records among them
 	Files    int // files written (STORE, dictionaries)
-	Cut      int // records the stream never acknowledged, cut from the local copy's log
-	Dropped  int // parts of groups a fence cut, dropped
+	Blobs    int // blob files fetched from the store's blob bucket
+	// BlobsDamaged counts the objects of the blob bucket skipped for not
+	// holding the blob their name says (a failed put's leftovers).
+	BlobsDamaged int
+	Cut          int // records the stream never acknowledged, cut from the local copy's log
+	Dropped      int // parts of groups a fence cut, dropped
 	// InDoubtAfter is when every exec of the earlier writers is over: an
 	// action they left in doubt is executed again only from then on
 	// (zero: at once; see Failure semantics).
@@ -346,7 +356,19 @@ func Open(ctx context.Context, dir string, cfg Config) (*Replicator, error) {
 // bringUp brings dir up to the stream before this writer's fence: from
 // the local copy lc when there is one (nil: none), else from the whole
 // stream.
+//
+// Then dir gets every blob of the store's blob bucket it lacks
+// (fetchBlobs): a crash before that ends leaves a whole local copy that
+// the next Open catches up and fetches the rest into.
 func (r *Replicator) bringUp(ctx context.Context, s jetstream.Stream, dir string, lc *localCopy) error {
+	if err := r.bringUpLog(ctx, s, dir, lc); err != nil {
+		return err
+	}
+	return r.fetchBlobs(ctx, dir)
+}
+
+// bringUpLog is bringUp but for the blobs.
+func (r *Replicator) bringUpLog(ctx context.Context, s jetstream.Stream, dir string, lc *localCopy) error {
 	if lc == nil {
 		r.restored.Path = PathRestored
 		return r.restore(ctx, s, dir)

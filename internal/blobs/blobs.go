@@ -23,6 +23,10 @@ type Core interface {
 	// References calls fn with every blob reference the log's records of
 	// live runs hold, and the run each is read as.
 	References(ctx context.Context, fn func(run string, ref blob.Ref)) error
+	// Ship gives the committed blob file name to the store's replica and
+	// returns nil once the replica holds it durably; nil at once when the
+	// store is not replicated or its Replicator ships no blobs.
+	Ship(name string) error
 }
 
 // Holder is an atom in flight that writes or keeps blobs: Key is what it
@@ -53,6 +57,12 @@ type Set struct {
 	commit sync.RWMutex
 	// sweep serializes sweeps.
 	sweep sync.Mutex
+
+	// shipped holds the blob file names Core.Ship took since the Set was
+	// made (Open ships every blob file: ShipAll), so that a put of bytes
+	// already stored ships nothing; a sweep forgets the names it removes.
+	shipMu  sync.Mutex
+	shipped map[string]bool
 }
 
 // New returns the Set over core; values above threshold bytes (if > 0)
@@ -108,13 +118,51 @@ func (s *Set) Write(ctx context.Context, h Holder, media string, src io.Reader) 
 		}
 	}
 	s.commit.RLock()
-	defer s.commit.RUnlock()
 	ref, err := w.Commit()
 	if err != nil {
+		s.commit.RUnlock()
 		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", h.Run, h.Seq, err)
 	}
-	s.hold(h.Key, blob.Name(ref.Hash, sl))
+	name := blob.Name(ref.Hash, sl)
+	s.hold(h.Key, name)
+	s.commit.RUnlock()
+	// Held for h, the blob is safe from a sweep while it is shipped, with
+	// no lock held: a slow replica stalls neither sweeps nor other
+	// writers. On an error the Ref is never handed out: nothing will
+	// reference the blob, which stays here until a sweep after h's
+	// release.
+	if err := s.ship(name); err != nil {
+		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: blob %s: %w", h.Run, h.Seq, ref, err)
+	}
 	return ref, nil
+}
+
+// ship gives the blob file name to Core.Ship unless it took it already.
+func (s *Set) ship(name string) error {
+	s.shipMu.Lock()
+	done := s.shipped[name]
+	s.shipMu.Unlock()
+	if done {
+		return nil
+	}
+	if err := s.core.Ship(name); err != nil {
+		return err
+	}
+	s.shipMu.Lock()
+	if s.shipped == nil {
+		s.shipped = map[string]bool{}
+	}
+	s.shipped[name] = true
+	s.shipMu.Unlock()
+	return nil
+}
+
+// ShipAll gives every committed blob file of the store to Core.Ship (at
+// Open, before the DB serves: the replica may lack blobs a crash kept
+// from it, or a store's from before it was replicated). The Replicator
+// skips those its replica holds.
+func (s *Set) ShipAll() error {
+	return s.core.Store().Names(s.ship)
 }
 
 // Release forgets the blobs held for key, whose atom committed (its
@@ -222,7 +270,15 @@ func (s *Set) Sweep(ctx context.Context) (files int, n int64, err error) {
 	// aborted write's; with one, they wait for a later sweep.
 	temps := s.writing == 0
 	s.mu.Unlock()
-	return s.core.Store().Sweep(func(name string) bool { return live[name] }, temps)
+	return s.core.Store().Sweep(func(name string) bool {
+		if live[name] {
+			return true
+		}
+		s.shipMu.Lock()
+		delete(s.shipped, name) // removed: a later put of its bytes ships it again
+		s.shipMu.Unlock()
+		return false
+	}, temps)
 }
 
 // Live adds to live the file names of the blobs the log's records

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -18,6 +19,19 @@ type fakeCore struct {
 	refs []blob.Ref
 	// during, if set, runs inside References (a sweep's scan).
 	during func()
+	// shipped lists the names Ship was given; shipErr is what it returns.
+	shipped []string
+	shipErr error
+}
+
+func (c *fakeCore) Ship(name string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, err := c.fs.Stat(c.fs.PathJoin("blobs", name)); err != nil {
+		return fmt.Errorf("shipped before it is committed: %w", err)
+	}
+	c.shipped = append(c.shipped, name)
+	return c.shipErr
 }
 
 func (c *fakeCore) Store() *blob.Store                 { return blob.Open(c.fs, "blobs") }
@@ -145,5 +159,70 @@ func TestDead(t *testing.T) {
 	dead := Dead(map[string]bool{"b": true, "c": true, "e": true}, []string{"c", ""}, func(id string) string { return parent[id] })
 	if len(dead) != 1 || !dead["e"] {
 		t.Fatalf("Dead = %v, want only e (b and c are ancestors of the live d)", dead)
+	}
+}
+
+// TestSetShip: a new blob is shipped once, after it is durable and before
+// Write returns; a put of bytes already shipped ships nothing; a failed
+// ship fails Write and leaves the blob held, then swept once released;
+// ShipAll ships every blob file; a swept blob's bytes ship again.
+func TestSetShip(t *testing.T) {
+	c := &fakeCore{fs: vfs.NewMem()}
+	s := New(c, 0)
+	ctx := context.Background()
+	h := Holder{Key: 1, Run: "r", Seq: 1}
+	data := bytes.Repeat([]byte("ship"), 1000)
+	name := blob.Name(blob.Hash(data), nil)
+	boom := errors.New("replica down")
+	c.shipErr = boom
+	if _, err := s.Write(ctx, h, "", bytes.NewReader(data)); !errors.Is(err, boom) {
+		t.Fatalf("Write with a failing Ship: %v, want %v", err, boom)
+	}
+	if len(c.shipped) != 1 || c.shipped[0] != name || !names(t, c)[name] {
+		t.Fatalf("failed ship: shipped %v, blob present %v", c.shipped, names(t, c)[name])
+	}
+	if f, _, err := s.Sweep(ctx); err != nil || f != 0 {
+		t.Fatalf("a sweep while the failed put's atom holds it removed %d (%v)", f, err)
+	}
+	s.Release(h.Key)
+	if f, _, err := s.Sweep(ctx); err != nil || f != 1 || names(t, c)[name] {
+		t.Fatalf("a sweep after its release removed %d (%v)", f, err)
+	}
+	c.shipErr = nil
+	c.shipped = nil
+	ref, err := s.Write(ctx, h, "", bytes.NewReader(data))
+	if err != nil || blob.Name(ref.Hash, nil) != name {
+		t.Fatalf("Write: %v %v", ref, err)
+	}
+	// Ship ran once the file was committed (fakeCore.Ship checks).
+	if len(c.shipped) != 1 || c.shipped[0] != name {
+		t.Fatalf("shipped %v, want [%s]", c.shipped, name)
+	}
+	if _, err := s.Write(ctx, Holder{Key: 2, Run: "r", Seq: 2}, "", bytes.NewReader(data)); err != nil || len(c.shipped) != 1 {
+		t.Fatalf("a put of the same bytes: %v, shipped %v", err, c.shipped)
+	}
+	other := []byte("other")
+	if _, err := s.Write(ctx, h, "", bytes.NewReader(other)); err != nil || len(c.shipped) != 2 {
+		t.Fatalf("a put of other bytes: %v, shipped %v", err, c.shipped)
+	}
+	// A new Set (a new Open) ships every blob file.
+	c.shipped = nil
+	if err := New(c, 0).ShipAll(); err != nil || len(c.shipped) != 2 {
+		t.Fatalf("ShipAll: %v, shipped %v", err, c.shipped)
+	}
+	c.shipErr = boom
+	if err := New(c, 0).ShipAll(); !errors.Is(err, boom) {
+		t.Fatalf("ShipAll with a failing Ship: %v", err)
+	}
+	c.shipErr = nil
+	// Swept, then put again: shipped again.
+	s.Release(1)
+	s.Release(2)
+	if f, _, err := s.Sweep(ctx); err != nil || f != 2 {
+		t.Fatalf("sweep: %d %v", f, err)
+	}
+	c.shipped = nil
+	if _, err := s.Write(ctx, h, "", bytes.NewReader(data)); err != nil || len(c.shipped) != 1 {
+		t.Fatalf("a put of swept bytes: %v, shipped %v", err, c.shipped)
 	}
 }

@@ -14,6 +14,7 @@
 //	Sealer(run) (blob.Sealer, error)           // the sealer run's new blobs are written with (nil: plaintext)
 //	Readers(run) []blob.Sealer                 // the sealers a blob run references may be under
 //	References(ctx, fn func(run, blob.Ref)) error // every reference the log's records of live runs hold
+//	Ship(name) error                           // give a committed blob file to the replica (nil: not replicated)
 //
 // What the engine calls, whole. An atom in flight is a Holder: the key it
 // is held under (any comparable value), its run and seq.
@@ -25,6 +26,7 @@
 //	(*Set).Sweep(ctx) (files, bytes, error)                // remove what nothing references or holds
 //	(*Set).Live(ctx, live) error                           // add the names the log references
 //	(*Set).Open(run, ref) (io.ReadCloser, error)           // read a blob under run's readers, checked
+//	(*Set).ShipAll() error                                 // Open: Ship every committed blob file
 //	LogReferences(ctx, log, file, dec, dead, fn) error     // Core.References over the log's cursor
 //	Dead(deleted, parents, parentOf) map[string]bool       // deleted runs that keep no blob alive
 //
@@ -42,4 +44,11 @@
 // holds no lock: a slow upload never stalls a sweep, nor, through one
 // waiting, other writers. With a write in progress a sweep leaves
 // temporary files to a later sweep.
+//
+// Write ships a new blob (Core.Ship) once it is committed and held, with
+// no lock held, before it returns the Ref: a failed ship fails the Write,
+// and the blob, referenced by nothing, stays held until its atom's release
+// and then goes with a sweep. A name shipped since the Set was made (by
+// Write or ShipAll) is not shipped again; a sweep forgets the names it
+// removes.
 package blobs

@@ -17,6 +17,8 @@
 //	Hook(r, end) func([][][]byte) error // wal.Options.Replicate; nil for a nil r
 //	Files(r, fs, dir) error             // Open: STORE and every dictionary, in name order
 //	Dict(r, id, data) error             // a new dictionary, durable here, before records use it
+//	Blobs(r) bool                       // r ships blobs (a BlobReplicator)
+//	Blob(r, fs, dir, name) error        // a committed blob file, streamed, if r ships blobs
 //
 // # Guarantees
 //
@@ -29,6 +31,9 @@
 //     slash-separated name in the store's directory, in name order; a
 //     store without a dictionary directory gives STORE alone. Errors name
 //     the file.
+//   - Blob gives a BlobReplicator "blobs/<name>", the file's size and a
+//     function that opens it (a stream: a blob may exceed memory; it may
+//     be called again for a retry). Errors name the file.
 //   - A nil Replicator is no replication: Hook returns nil, Files and
 //     Dict do nothing.
 //

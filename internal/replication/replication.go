@@ -2,10 +2,12 @@ package replication
 
 import (
 	"fmt"
+	"io"
 	"sort"
 	"strings"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -73,6 +75,45 @@ func Dict(r Replicator, id uint32, data []byte) error {
 	}
 	if err := r.ReplicateFile(layout.DictsDir+"/"+layout.DictFileName(id), data); err != nil {
 		return fmt.Errorf("engine: replicate dictionary %d: %w", id, err)
+	}
+	return nil
+}
+
+// BlobReplicator is engine.BlobReplicator's method set.
+type BlobReplicator interface {
+	ReplicateBlob(name string, size int64, open func() (io.ReadCloser, error)) error
+}
+
+// Blobs reports whether r ships blobs (a BlobReplicator).
+func Blobs(r Replicator) bool {
+	_, ok := r.(BlobReplicator)
+	return ok
+}
+
+// Blob gives r, if it is a BlobReplicator, the blob file name (a name in
+// the store's blob directory blobDir, dir/blobs) of the store in dir: by
+// its slash-separated name in the store's directory, its size, and a
+// function that opens it for a stream of its bytes (it may be called
+// again, for a retry).
+func Blob(r Replicator, fs vfs.FS, dir, name string) error {
+	br, ok := r.(BlobReplicator)
+	if !ok {
+		return nil
+	}
+	p := fs.PathJoin(dir, blob.Dir, name)
+	st, err := fs.Stat(p)
+	if err != nil {
+		return fmt.Errorf("engine: replicate blob %s: %w", p, layout.UnwrapPathErr(err))
+	}
+	open := func() (io.ReadCloser, error) {
+		f, err := fs.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("engine: replicate blob %s: %w", p, layout.UnwrapPathErr(err))
+		}
+		return f, nil
+	}
+	if err := br.ReplicateBlob(blob.Dir+"/"+name, st.Size(), open); err != nil {
+		return fmt.Errorf("engine: replicate blob %s: %w", p, err)
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package replication
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"strings"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -104,5 +107,58 @@ func TestFiles(t *testing.T) {
 	}
 	if err := Dict(nil, 7, nil); err != nil {
 		t.Fatal(err)
+	}
+}
+
+type blobRep struct {
+	rep
+	got map[string]string
+}
+
+func (r *blobRep) ReplicateBlob(name string, size int64, open func() (io.ReadCloser, error)) error {
+	f, err := open()
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(f)
+	if err != nil {
+		return err
+	}
+	if int64(len(b)) != size {
+		return fmt.Errorf("%s: %d bytes, size %d", name, len(b), size)
+	}
+	if r.got == nil {
+		r.got = map[string]string{}
+	}
+	r.got[name] = string(b)
+	return r.fail
+}
+
+func TestBlob(t *testing.T) {
+	fs := vfs.NewMem()
+	if err := fs.MkdirAll("/s/"+blob.Dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	big := strings.Repeat("b", 200<<10)
+	write(t, fs, "/s/"+blob.Dir+"/ab", big)
+	var plain rep
+	if Blobs(&plain) || Blob(&plain, fs, "/s", "ab") != nil || Blobs(nil) || Blob(nil, fs, "/s", "ab") != nil {
+		t.Fatal("a Replicator that ships no blobs was given one")
+	}
+	var r blobRep
+	if !Blobs(&r) {
+		t.Fatal("Blobs of a BlobReplicator is false")
+	}
+	if err := Blob(&r, fs, "/s", "ab"); err != nil || r.got[blob.Dir+"/ab"] != big {
+		t.Fatalf("Blob: %v, got %d bytes", err, len(r.got[blob.Dir+"/ab"]))
+	}
+	if err := Blob(&r, fs, "/s", "missing"); err == nil || !strings.Contains(err.Error(), "/s/"+blob.Dir+"/missing") {
+		t.Fatalf("Blob of a missing file: %v, want an error naming it", err)
+	}
+	boom := errors.New("boom")
+	r.fail = boom
+	if err := Blob(&r, fs, "/s", "ab"); !errors.Is(err, boom) || !strings.Contains(err.Error(), "/s/"+blob.Dir+"/ab") {
+		t.Fatalf("Blob with a failing Replicator: %v", err)
 	}
 }
