@@ -155,16 +155,7 @@ func TestSIGKILLBlobs(t *testing.T) {
 	rb, dbb, dirb := open(t, c, "kill9b", "b", 1, false)
 	t.Logf("node b after the SIGKILL: %+v", rb.Restored())
 	check(dbb, "node b")
-	if err := dbb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Fatalf("verify of node b's store: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbb, rb, dirb, "verify of node b's store")
 
 	// The crash window made sure of: a blob durable in the killed node's
 	// copy, never shipped (never referenced). Its reopen ships it.
@@ -185,14 +176,5 @@ func TestSIGKILLBlobs(t *testing.T) {
 	if _, err := rc.blobs.GetInfo(ctx, blob.Dir+"/"+blob.Name(orphan.Hash, nil)); err != nil {
 		t.Fatalf("a blob the replica lacked, after the reopen: %v", err)
 	}
-	if err := dbc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err = engine.Verify(ctx, childDir, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Fatalf("verify of the killed node's copy: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbc, rc, childDir, "verify of the killed node's copy")
 }

@@ -135,16 +135,7 @@ func TestBlobsRestored(t *testing.T) {
 	if err := ab.Commit(ctx, new(frame.Delta).Set("after", []byte("the failed put"))); err != nil {
 		t.Fatal(err)
 	}
-	if err := dbb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Fatalf("verify of the restored store: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbb, rb, dirb, "verify of the restored store")
 
 	// An object that is not the blob its name says (a failed put's
 	// leftover whose delete failed) is skipped by a restore.
@@ -165,14 +156,5 @@ func TestBlobsRestored(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkBlobs(t, runc, want)
-	if err := dbc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err = engine.Verify(ctx, dirc, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Fatalf("verify of the second restored store: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbc, rc, dirc, "verify of the second restored store")
 }

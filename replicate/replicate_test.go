@@ -248,6 +248,22 @@ func TestRefusesUnsafeStream(t *testing.T) {
 }
 
 // open opens a replicated store for node in a new directory.
+// closeAndVerify closes db and its replicator r, then verifies dir's store
+// deeply: what is the check of a store a test ends with.
+func closeAndVerify(t *testing.T, db *engine.DB, r *Replicator, dir, what string) {
+	t.Helper()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Close(); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := engine.Verify(context.Background(), dir, &engine.VerifyOptions{Deep: true})
+	if err != nil || !rep.OK {
+		t.Fatalf("%s: %v %+v", what, err, rep)
+	}
+}
+
 func open(t *testing.T, c *cluster, store, node string, i int, takeover bool) (*Replicator, *engine.DB, string) {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), node)
@@ -368,16 +384,7 @@ func TestFailover(t *testing.T) {
 		n[id] = run.LastSeq()
 	}
 	converged(t, dbd, reference(t, runs, n))
-	if err := dbd.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rd.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := engine.Verify(ctx, dird, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Errorf("verify of the store rebuilt from the stream: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbd, rd, dird, "verify of the store rebuilt from the stream")
 }
 
 // TestFencedWriterUnderLoad: sixteen runs commit concurrently on node a
@@ -466,16 +473,7 @@ func TestFencedWriterUnderLoad(t *testing.T) {
 		t.Errorf("duplicate effects: %v", dup)
 	}
 	converged(t, dbb, reference(t, ids, n))
-	if err := dbb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Errorf("verify of the new writer's store: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbb, rb, dirb, "verify of the new writer's store")
 }
 
 // TestJetStreamNodeKilled: the node leading the stream is killed while

@@ -163,16 +163,7 @@ func TestSIGKILLWriter(t *testing.T) {
 	}
 	ids := []string{"run-0", "run-1", "run-2", "run-3"}
 	converged(t, dbb, reference(t, ids, n))
-	if err := dbb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rb.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err := engine.Verify(ctx, dirb, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Errorf("verify after the SIGKILL and the failover: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbb, rb, dirb, "verify after the SIGKILL and the failover")
 
 	// The killed node comes back and opens its own copy: it left REPLICA
 	// as of at most markEvery before the kill, and a log that may end with
@@ -201,14 +192,5 @@ func TestSIGKILLWriter(t *testing.T) {
 		t.Errorf("duplicate effects: %v", dup)
 	}
 	converged(t, dbc, reference(t, ids, n))
-	if err := dbc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if err := rc.Close(); err != nil {
-		t.Fatal(err)
-	}
-	rep, err = engine.Verify(ctx, childDir, &engine.VerifyOptions{Deep: true})
-	if err != nil || !rep.OK {
-		t.Errorf("verify of the killed node's copy: %v %+v", err, rep)
-	}
+	closeAndVerify(t, dbc, rc, childDir, "verify of the killed node's copy")
 }
