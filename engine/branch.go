@@ -88,16 +88,6 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	return a, nil
 }
 
-// frameBoundLocked is the size bound of the run's frame as of lastSeq
-// (checkFrameSizeLocked's).
-func (r *Run) frameBoundLocked() int64 {
-	if r.mu.sizeFrame != r.mu.frame || r.mu.sizeSeq != r.mu.lastSeq {
-		r.mu.sizeBound = int64(frame.EncodedFrameSize(r.mu.frame))
-		r.mu.sizeFrame, r.mu.sizeSeq = r.mu.frame, r.mu.lastSeq
-	}
-	return r.mu.sizeBound
-}
-
 // Base returns the seq whose state the atom reads: a branch's base, or
 // Seq-1 for an atom of Begin. The branch reads it with Run.StateAt.
 func (a *Atom) Base() uint64 {

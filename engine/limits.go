@@ -71,16 +71,11 @@ func tooLarge(run string, seq uint64, what string, size int) error {
 // Only a frame whose bound passes the limit is measured exactly, on a copy
 // with d applied.
 func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
-	f := r.mu.frame
-	if r.mu.sizeFrame != f || r.mu.sizeSeq != r.mu.lastSeq {
-		r.mu.sizeBound = int64(frame.EncodedFrameSize(f))
-		r.mu.sizeFrame, r.mu.sizeSeq = f, r.mu.lastSeq
-	}
-	bound := r.mu.sizeBound + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
+	bound := r.frameBoundLocked() + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
 	if bound <= MaxSize {
 		return bound, nil
 	}
-	next := f.Clone()
+	next := r.mu.frame.Clone()
 	if err := next.Apply(d); err != nil {
 		return 0, fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, seq, err)
 	}
@@ -89,6 +84,16 @@ func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
 		return 0, tooLarge(r.id, seq, "the frame after this delta", int(exact))
 	}
 	return exact, nil
+}
+
+// frameBoundLocked is the size bound of the run's frame as of lastSeq:
+// its exact size, measured once per frame and seq.
+func (r *Run) frameBoundLocked() int64 {
+	if r.mu.sizeFrame != r.mu.frame || r.mu.sizeSeq != r.mu.lastSeq {
+		r.mu.sizeBound = int64(frame.EncodedFrameSize(r.mu.frame))
+		r.mu.sizeFrame, r.mu.sizeSeq = r.mu.frame, r.mu.lastSeq
+	}
+	return r.mu.sizeBound
 }
 
 // noteFrameSizeLocked records the size bound of the frame as of seq, which
