@@ -16,7 +16,7 @@ const module = "github.com/continuumdb/continuum"
 // never import engine (or anything above it): engine conducts, they don't.
 // Of the module's packages they import only lower ones, so a helper package
 // that a lower package uses is registered here.
-var lower = []string{"wal", "frame", "chain", "ledger", "snapshot", "record", "layout", "offline", "blob", "internal/crc32c", "internal/durable", "internal/privfs", "internal/runid", "internal/crashmem", "internal/fence", "seal", "internal/branch", "internal/saga", "internal/lineage", "internal/mailbox", "internal/retention", "internal/erasure", "internal/dicttrain", "internal/snapindex", "internal/checkpoint", "internal/registry", "internal/retry", "internal/wait", "internal/keystore", "internal/stream", "internal/blobs", "internal/runview", "internal/history", "internal/journal", "internal/replication", "internal/settle", "internal/observe", "internal/resumekey"}
+var lower = []string{"wal", "frame", "chain", "ledger", "snapshot", "record", "layout", "offline", "blob", "internal/crc32c", "internal/durable", "internal/privfs", "internal/runid", "internal/crashmem", "internal/fence", "seal", "internal/branch", "internal/saga", "internal/lineage", "internal/mailbox", "internal/retention", "internal/erasure", "internal/dicttrain", "internal/snapindex", "internal/checkpoint", "internal/registry", "internal/retry", "internal/wait", "internal/keystore", "internal/stream", "internal/blobs", "internal/runview", "internal/history", "internal/journal", "internal/replication", "internal/settle", "internal/observe", "internal/resumekey", "internal/lifecycle"}
 
 // isLower reports whether the package in dir (slash-separated, relative to
 // the module root) is a lower package.

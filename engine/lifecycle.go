@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/lifecycle"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -27,19 +28,7 @@ const (
 	StatusCancelled
 )
 
-func (s Status) String() string {
-	switch s {
-	case StatusActive:
-		return "active"
-	case StatusCompleted:
-		return "completed"
-	case StatusFailed:
-		return "failed"
-	case StatusCancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("status-%d", uint8(s))
-}
+func (s Status) String() string { return lifecycle.StatusName(uint8(s)) }
 
 // ErrRunEnded is returned by Begin and End of a run that ended (match it
 // with errors.Is; the error names the run and its status).
@@ -94,12 +83,8 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s < StatusCompleted || s > StatusCancelled {
-		return fmt.Errorf("engine: end run %q: status %v is not a final status", r.id, s)
-	}
-	if len(result) > MaxEndResult {
-		return fmt.Errorf("%w: end run %q: result of %d bytes, the limit is %d (engine.MaxEndResult); nothing was written",
-			ErrTooLarge, r.id, len(result), MaxEndResult)
+	if err := lifecycle.Check(r.id, uint8(s), len(result), ErrTooLarge); err != nil {
+		return err
 	}
 	if err := r.waitCreated(ctx); err != nil {
 		return err
@@ -118,21 +103,10 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		return err
 	}
 	now := time.Now()
-	seq := r.mu.lastSeq + 1
-	stored := result
-	if db.sealer != nil {
-		// The chain links the end over its stored, sealed result.
-		var err error
-		if stored, err = db.sealer.Seal(nil, result, record.KindEnd, r.id, seq); err != nil {
-			r.mu.Unlock()
-			return fmt.Errorf("engine: end run %q: %w", r.id, err)
-		}
-	}
-	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), stored)
-	head := db.hasher.Link(r.id, seq, r.mu.head, payload)
-	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), stored)
-	if db.sealer == nil {
-		stored = nil
+	rec, head, stored, err := lifecycle.Record(db.hasher, db.sealer, r.id, r.mu.lastSeq+1, r.mu.head, uint8(s), now.UnixNano(), result)
+	if err != nil {
+		r.mu.Unlock()
+		return err
 	}
 	// The run refuses Begin and a second End while the end is written, and
 	// readers keep the last committed view: nothing holds r.mu across the
@@ -141,7 +115,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	tok := db.track()
 	r.mu.Unlock()
 
-	_, err := db.append(ctx, rec)
+	_, err = db.append(ctx, rec)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,23 +131,19 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	return nil
 }
 
-// endableLocked says why the run cannot end now, or nil.
+// endableLocked says why the run cannot end now, or nil (lifecycle.Endable).
 func (r *Run) endableLocked() error {
-	switch {
-	case r.mu.broken != nil:
-		return r.mu.broken
-	case r.mu.end != nil:
-		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, r.mu.end.status)
-	case r.mu.ending:
-		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
-	case r.mu.atom != nil:
-		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
-	case r.mu.rollback != nil:
-		return fmt.Errorf("%w: run %q: finish the rollback to seq %d before End", ErrRollbackPending, r.id, r.mu.rollback.To)
-	case r.mu.br != nil:
-		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before End", ErrAtomInProgress, r.id)
+	st := lifecycle.State{Run: r.id, Broken: r.mu.broken, Ending: r.mu.ending, Branches: r.mu.br != nil}
+	if e := r.mu.end; e != nil {
+		st.Ended = e.status.String()
 	}
-	return nil
+	if r.mu.atom != nil {
+		st.Running = r.mu.atom.seq
+	}
+	if rb := r.mu.rollback; rb != nil {
+		st.Rollback, st.To = true, rb.To
+	}
+	return lifecycle.Endable(st, lifecycle.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, RollbackPending: ErrRollbackPending})
 }
 
 // chainHeadLocked returns the seq and head of the run's last chain link:
