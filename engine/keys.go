@@ -94,11 +94,9 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 }
 
 // checkRunKeys refuses a KEYS that lacks the data key of a run the store
-// holds (a CHECKPOINT row or a run replayed from the log): one older than
-// the log, or another copy's, with which the run's records would read as
-// damage.
+// holds (keystore.Store.CheckHeld).
 func (db *DB) checkRunKeys() error {
-	id := db.keys.Lacking(func(yield func(string) bool) { // KEYS read first, then db.mu taken
+	return db.keys.CheckHeld(func(yield func(string) bool) { // KEYS read first, then db.mu taken
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		for i := range db.mu.lazy {
@@ -111,10 +109,5 @@ func (db *DB) checkRunKeys() error {
 				return
 			}
 		}
-	})
-	if id == "" {
-		return nil
-	}
-	return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
-		ErrCorrupt, db.path(layout.KeysName), id)
+	}, ErrCorrupt)
 }

@@ -54,7 +54,7 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 		}
 	}
 	r.mu.Unlock()
-	use, old, err := resumekey.Check(in, olds, resumeLedger{r.db})
+	use, old, err := resumekey.Check(in, olds, (*ledgerView)(r.db))
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}
@@ -63,15 +63,6 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 	}
 	return use, nil
 }
-
-// resumeLedger is resumekey's Ledger: the ledger and the log.
-type resumeLedger struct{ db *DB }
-
-func (l resumeLedger) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
-	return l.db.ledger.Lookup(fp)
-}
-
-func (l resumeLedger) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) { return l.db.readIntent(loc) }
 
 // untakeIndex gives back index, taken by a Do refused before it wrote an
 // intent, so that the atom's next default-key Do, of any action, takes it.

@@ -361,13 +361,16 @@ func (db *DB) pin(pos wal.Pos) uint64 {
 	return db.active.next
 }
 
-// ledgerView is the store's ledger as saga's Store and lineage's Ledger
-// read it: its entries and the intents and certificates they locate.
+// ledgerView is the store's ledger as saga's Store, lineage's Ledger and
+// resumekey's Ledger read it: its entries and the intents and
+// certificates they locate.
 type ledgerView DB
 
 func (l *ledgerView) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) { return l.ledger.Lookup(fp) }
 
 func (l *ledgerView) Intent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
+
+func (l *ledgerView) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
 
 func (l *ledgerView) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return (*DB)(l).readCertificate(loc)
