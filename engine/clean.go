@@ -11,13 +11,10 @@ import (
 	"github.com/continuumdb/continuum/layout"
 )
 
-// The clean-close mark (layout.CleanName) spares the first write after a
-// restart the directories' fsyncs (startDirSyncs), the look for leftovers
-// and the fdatasync of the newest segment; docs/DESIGN.md ("Crash safety,
-// operation by operation") says why that is safe.
+// The clean-close mark (layout.CleanName; docs/DESIGN.md, "Crash safety,
+// operation by operation").
 
-// takeCleanMark removes the mark Open found before its first write, and
-// notes that the directories need no fsync unless mkdirs created one.
+// takeCleanMark removes the mark Open found, before its first write.
 func (db *DB) takeCleanMark() error {
 	name := db.path(layout.CleanName)
 	if !db.cleanMark {
@@ -33,16 +30,14 @@ func (db *DB) takeCleanMark() error {
 	return nil
 }
 
-// hasCleanMark reports whether the store has its clean-close mark (a Stat:
-// errorfs's Remove reports no missing file; any error counts as no mark).
+// hasCleanMark reports whether the mark is there (any error: no).
 func (db *DB) hasCleanMark() bool {
 	_, err := db.fs.Stat(db.path(layout.CleanName))
 	return err == nil
 }
 
-// markClean creates the mark at the end of a Close whose every step
-// succeeded, once the directory fsyncs are settled (settleDirSyncs), if
-// no write or fsync failed and the store's entries are all durable.
+// markClean creates the mark at the end of a Close whose every step,
+// write and fsync succeeded.
 func (db *DB) markClean() {
 	if db.opts.NoSync || db.dirsErr != nil {
 		return // NoSync, fsyncs that failed, or never started (ErrClosed)
@@ -59,11 +54,9 @@ func (db *DB) markClean() {
 	}
 }
 
-// Close writes a final engine checkpoint (so that the next Open replays
-// nothing), closes Pebble and the log, and releases the lock. Atoms still
-// running are abandoned: they never happened, and their actions stay in
-// the ledger. Close is idempotent; it returns the first error of
-// background work, if any.
+// Close writes a final checkpoint, closes the store and releases its lock;
+// atoms still running never happened (their actions stay in the ledger).
+// Idempotent; it returns background work's first error, if any.
 func (db *DB) Close() error {
 	db.mu.Lock()
 	if db.mu.closed {
@@ -82,9 +75,8 @@ func (db *DB) Close() error {
 	if err := db.backgroundErr(); err != nil {
 		errs = append(errs, err)
 	}
-	// The final checkpoint needs the ledger table loaded (it rewrites it).
-	// A store written nothing since an Open that replayed nothing keeps
-	// its CHECKPOINT, still exact.
+	// The final checkpoint rewrites the ledger table, loaded; a store
+	// unchanged since Open keeps its CHECKPOINT.
 	if db.unchanged() {
 		db.logger.Debug("engine: close: nothing written since open; CHECKPOINT kept")
 	} else if err := db.waitLedger(context.Background()); err != nil {

@@ -1,10 +1,7 @@
 package engine
 
-// A run's lifecycle: active until End, then completed, failed or cancelled
-// for good. The end is a record of the log and the last link of the run's
-// chain (record.KindEnd), so its status, time and result are as
-// tamper-evident as any atom; with a signing key, a final chain checkpoint
-// signed at the end's link covers them.
+// A run's lifecycle (docs/DESIGN.md, "Lifecycle and forks";
+// internal/lifecycle decides).
 
 import (
 	"context"
@@ -67,14 +64,10 @@ func (r *Run) Status() Status {
 	return StatusActive
 }
 
-// End ends the run with status s (StatusCompleted, StatusFailed or
-// StatusCancelled) and result (at most MaxEndResult bytes; the run's
-// outcome for whoever lists it, nil for none). The end is durable when End
-// returns nil, and final: Begin then fails with ErrRunEnded, and so does a
-// second End. An atom in flight makes End fail with ErrAtomInProgress:
-// commit or fail it first. A wait, event or wake record of the run being
-// written (waits.go) is waited for: the end follows it in the log. After End, Head is the end's link and, with a
-// signing key, a signed final checkpoint covers it.
+// End ends the run with a final status s and result (at most
+// MaxEndResult bytes), durably and for good; a wait, event or wake record
+// being written goes first. Errors: ErrRunEnded, ErrAtomInProgress (an
+// atom or branch in flight), ErrRollbackPending, ErrTooLarge.
 func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	db := r.db
 	if err := db.checkOpen(); err != nil {
@@ -108,9 +101,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		r.mu.Unlock()
 		return err
 	}
-	// The run refuses Begin and a second End while the end is written, and
-	// readers keep the last committed view: nothing holds r.mu across the
-	// fsync.
+	// Ending: no Begin or End meanwhile; r.mu is not held over the fsync.
 	r.mu.ending = true
 	tok := db.track()
 	r.mu.Unlock()
@@ -146,8 +137,7 @@ func (r *Run) endableLocked() error {
 	return lifecycle.Endable(st, lifecycle.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, RollbackPending: ErrRollbackPending})
 }
 
-// chainHeadLocked returns the seq and head of the run's last chain link:
-// its end's once ended, else its last atom's.
+// chainHeadLocked returns the seq and head of the run's last link.
 func (r *Run) chainHeadLocked() (uint64, chain.Hash, bool) {
 	if e := r.mu.end; e != nil {
 		return r.mu.lastSeq + 1, e.head, true

@@ -342,7 +342,9 @@ func (l *ledgerView) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) { return
 
 func (l *ledgerView) Intent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
 
-func (l *ledgerView) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
+func (l *ledgerView) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	return (*DB)(l).readIntent(loc)
+}
 
 func (l *ledgerView) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return (*DB)(l).readCertificate(loc)
