@@ -45,9 +45,8 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 		return nil, err
 	}
 	r.touch() // the frame cache keeps recently used frames
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return nil, fmt.Errorf("engine: branch run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("branch run", r.id); err != nil {
+		return nil, err
 	}
 	if err := r.lockIdle(ctx); err != nil {
 		return nil, err

@@ -139,11 +139,7 @@ func (t *tableRuns) Ready(ctx context.Context) error {
 	if err := db.checkRegistry(); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
-	}
-	return nil
+	return db.writable("", "")
 }
 
 func (t *tableRuns) Track() func() {

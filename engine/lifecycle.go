@@ -82,9 +82,8 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err := r.waitCreated(ctx); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: end run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("end run", r.id); err != nil {
+		return err
 	}
 	// Once a record of the run being written (a wait's, an event's) is
 	// in the log: the end comes after it.

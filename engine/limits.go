@@ -90,6 +90,19 @@ func checkRecordSize(run string, seq uint64, what string, body []byte) error {
 	return nil
 }
 
+// writable starts the directories' fsyncs, which a first write waits for,
+// and refuses a write (what of run, if named) once the log failed.
+func (db *DB) writable(what, run string) error {
+	db.startDirSyncs()
+	if err := db.logFailed(); err != nil {
+		if what != "" {
+			return fmt.Errorf("engine: %s %q: the log failed earlier; reopen the store: %w", what, run, err)
+		}
+		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
+	}
+	return nil
+}
+
 // tooLargeForLog reports whether err is the log's refusal of a record or
 // batch that does not fit (a segment smaller than the record): nothing was
 // written, and the log is as usable as before.

@@ -81,9 +81,8 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 	if err := r.waitCreated(ctx); err != nil {
 		return nil, err
 	}
-	db.startDirSyncs() // the rollback's first write waits for them
-	if err := db.logFailed(); err != nil {
-		return nil, fmt.Errorf("engine: rollback of run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("rollback of run", r.id); err != nil {
+		return nil, err
 	}
 	x, err := r.startRollback(ctx, to, true)
 	if err != nil {
