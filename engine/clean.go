@@ -4,10 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
-	"github.com/continuumdb/continuum/internal/durable"
 	"github.com/continuumdb/continuum/layout"
 )
 
@@ -16,12 +13,11 @@ import (
 
 // takeCleanMark removes the mark Open found, before its first write.
 func (db *DB) takeCleanMark() error {
-	name := db.path(layout.CleanName)
 	if !db.cleanMark {
 		return nil
 	}
-	if err := db.fs.Remove(name); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("engine: open: remove the clean-close mark %s: %w", name, layout.UnwrapPathErr(err))
+	if err := layout.RemoveCleanMark(db.fs, db.dir); err != nil {
+		return fmt.Errorf("engine: open: %w", err)
 	}
 	if !db.madeDirs {
 		db.openInfo.CleanStart = true
@@ -30,11 +26,7 @@ func (db *DB) takeCleanMark() error {
 	return nil
 }
 
-// hasCleanMark reports whether the mark is there (any error: no).
-func (db *DB) hasCleanMark() bool {
-	_, err := db.fs.Stat(db.path(layout.CleanName))
-	return err == nil
-}
+func (db *DB) hasCleanMark() bool { return layout.HasCleanMark(db.fs, db.dir) }
 
 // markClean creates the mark at the end of a Close whose every step,
 // write and fsync succeeded.
@@ -45,12 +37,8 @@ func (db *DB) markClean() {
 	if db.unclean.Load() || db.log.Stats().SpareFailures > 0 {
 		return // a write or sync that failed and was only logged
 	}
-	f, err := durable.Create(db.fs, db.path(layout.CleanName), vfs.WriteCategoryUnspecified)
-	if err == nil {
-		err = f.Close()
-	}
-	if err != nil {
-		db.logger.Warn("engine: close: the clean-close mark could not be created; the next Open fsyncs the store's directories", "file", db.path(layout.CleanName), "err", err)
+	if err := layout.CreateCleanMark(db.fs, db.dir); err != nil {
+		db.logger.Warn("engine: close: the clean-close mark could not be created; the next Open fsyncs the store's directories", "err", err)
 	}
 }
 
