@@ -28,7 +28,7 @@ type fakeCore struct {
 	inShip  func(name string)
 }
 
-func (c *fakeCore) Ships() bool            { return !c.noShips }
+func (c *fakeCore) Ships() bool           { return !c.noShips }
 func (c *fakeCore) Dir() (vfs.FS, string) { return c.fs, "blobs" }
 
 func (c *fakeCore) Ship(name string) error {
