@@ -132,11 +132,17 @@ func (r *Replicator) ReplicateBlob(name string, size int64, open func() (io.Read
 			// refused) leaves an object whose chunks are purged: it goes,
 			// so that neither a later writer's check nor a restore
 			// takes it for the blob.
-			dctx, dcancel := context.WithTimeout(context.Background(), apiAttempt)
-			if derr := obs.Delete(dctx, name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
+			// Retried as any API call (a busy cluster times one out); a
+			// leftover is still never trusted (blobWholeLocked).
+			derr := retry(context.Background(), r.cfg.Timeout, func(ctx context.Context) error {
+				if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+					return err
+				}
+				return nil
+			})
+			if derr != nil {
 				r.cfg.Logger.Warn("replicate: a failed blob put's object could not be deleted", "store", r.cfg.Store, "blob", name, "err", derr)
 			}
-			dcancel()
 			return fmt.Errorf("replicate: store %s: put %s into bucket %s: %w", r.cfg.Store, name, blobBucket(r.cfg.Store), err)
 		}
 		select {

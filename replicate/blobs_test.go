@@ -132,7 +132,11 @@ func TestBlobsRestored(t *testing.T) {
 		t.Fatalf("PutBlob into a full bucket: %v, want an error saying replicate", err)
 	}
 	t.Logf("PutBlob into a full bucket failed after %v: %v", time.Since(t0), err)
-	if _, err := obs.GetInfo(ctx, blob.Dir+"/"+blob.Name(blob.Hash(big), nil)); !errors.Is(err, jetstream.ErrObjectNotFound) {
+	err = retry(ctx, time.Minute, func(ctx context.Context) error { // a busy cluster may time a lookup out
+		_, err := obs.GetInfo(ctx, blob.Dir+"/"+blob.Name(blob.Hash(big), nil))
+		return err
+	})
+	if !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("the failed put's object: %v, want it deleted", err)
 	}
 	if err := ab.Commit(ctx, new(frame.Delta).Set("after", []byte("the failed put"))); err != nil {
