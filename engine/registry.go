@@ -28,6 +28,12 @@ type registryCheck struct {
 	mismatch string      // the disagreements found; set inside once
 }
 
+// registryCheckHold (tests) is called by the background goroutine that
+// runs the check a moment after Open, before it does: a test holds the
+// check back by blocking in it, so that the calls it makes meet the
+// window between Open and the check.
+var registryCheckHold func(db *DB)
+
 // checkRegistry runs the comparison once, without db.mu held.
 func (db *DB) checkRegistry() error {
 	rc := db.reg
