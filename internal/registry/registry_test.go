@@ -27,9 +27,10 @@ func (h *host) Deleted(r *record.Record, parent string) string {
 	h.deleted[r.Run] = true
 	return ""
 }
-func (h *host) KeyErased(*record.Record)  {}
-func (h *host) IsDeleted(run string) bool { return h.deleted[run] }
-func (h *host) Closed() error             { return h.closed }
+func (h *host) KeyErased(*record.Record)   {}
+func (h *host) IsDeleted(run string) bool  { return h.deleted[run] }
+func (h *host) Closed() error              { return h.closed }
+func (h *host) Other(*record.Record) error { return nil }
 
 // scan writes recs to a new log and scans it whole (to: its end).
 func scan(t *testing.T, h *host, trimmed bool, recs ...[]byte) (map[string]*Run, error) {

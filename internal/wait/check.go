@@ -159,10 +159,10 @@ func compareIndexes(got, want *Index, live Live) string {
 		return out
 	}
 	if g, w := listed(got.Ready(math.MaxInt)), listed(want.Ready(math.MaxInt)); !slices.Equal(g, w) {
-		diffs = append(diffs, fmt.Sprintf("WAITS lists %d waits ready, the log %d", len(g), len(w)))
+		diffs = append(diffs, fmt.Sprintf("WAITS lists %d waits ready (run/seq@deadline) %s, the log %d %s", len(g), some(g), len(w), some(w)))
 	}
 	if g, w := listed(got.Due(math.MaxInt64, math.MaxInt)), listed(want.Due(math.MaxInt64, math.MaxInt)); !slices.Equal(g, w) {
-		diffs = append(diffs, fmt.Sprintf("WAITS lists %d open waits by deadline, the log %d", len(g), len(w)))
+		diffs = append(diffs, fmt.Sprintf("WAITS lists %d open waits by deadline (run/seq@deadline) %s, the log %d %s", len(g), some(g), len(w), some(w)))
 	}
 	if len(diffs) > 8 {
 		diffs = append(diffs[:8], fmt.Sprintf("and %d more", len(diffs)-8))
@@ -198,6 +198,14 @@ func runView(x *Index, run string, last uint64) (string, error) {
 		fmt.Fprintf(&b, ", sender %q (%x)", s.ID, s.Digest[:8])
 	}
 	return b.String(), nil
+}
+
+// some is up to 4 of ss, and how many more.
+func some(ss []string) string {
+	if len(ss) <= 4 {
+		return fmt.Sprint(ss)
+	}
+	return fmt.Sprintf("%v and %d more", ss[:4], len(ss)-4)
 }
 
 // short is the first 8 bytes of a digest.
