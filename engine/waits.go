@@ -297,11 +297,16 @@ func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
 	if err := db.waitsReady(ctx); err != nil {
 		return nil, err
 	}
-	if x := db.waits.idx; len(x.Due(x.Now(), 1)) > 0 || len(x.Ready(1)) > 0 {
-		// Timeouts to record, or runs to list: on the log's word (a
-		// Ready with nothing due nor ready does not wait for the check).
-		if err := db.waitsTrusted(); err != nil {
-			return nil, err
+	if x := db.waits.idx; db.waitsUnchecked() {
+		// Timeouts to record, and runs to list, on the log's word: the
+		// due ones checked one by one against the log (dueInLog); runs
+		// WAITS lists ready, or too many due, wait for the check of WAITS.
+		// A Ready with nothing due nor ready waits for nothing.
+		due := x.Due(x.Now(), maxDueInLog)
+		if len(x.Ready(1)) > 0 || len(due) == maxDueInLog || !db.dueInLog(due) {
+			if err := db.waitsTrusted(); err != nil {
+				return nil, err
+			}
 		}
 	}
 	if err := db.fireDue(ctx); err != nil {

@@ -127,3 +127,60 @@ func TestWaitsForgedSound(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitsDueBeforeCheck: before the check of WAITS against the log
+// ends, a Ready records the due timeouts WAITS gives once each is checked
+// against its record in the log (one read per due wait), without waiting
+// for the check (the first Ready after a restart costs the due ones);
+// a due wait whose record says otherwise makes it wait for the check.
+func TestWaitsDueBeforeCheck(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	clock := &fakeClock{now: t0}
+	db := openTest(t, base, waitOptions(base, clock))
+	for i := range 4 {
+		id := fmt.Sprintf("sleeper%d", i)
+		openRun(t, db, id)
+		if _, err := mustRun(db, id).Sleep(ctx, t0.Add(time.Duration(i+1)*time.Hour)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	clock.Set(t0.Add(2*time.Hour + time.Minute)) // sleeper0 and sleeper1 due
+	for _, forged := range []bool{false, true} {
+		t.Run(fmt.Sprintf("forged=%v", forged), func(t *testing.T) {
+			fs := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+			if forged { // sleeper2's deadline moved to before the clock
+				b, err := layout.ReadFile(fs, "store/"+layout.WaitsName)
+				if err != nil {
+					t.Fatal(err)
+				}
+				f, err := layout.ParseWaits("WAITS", b)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range f.Runs {
+					if f.Runs[i].ID == "sleeper2" {
+						f.Runs[i].Wait.Deadline = t0.Add(time.Hour).UnixNano()
+					}
+				}
+				if err := layout.WriteFileAtomic(fs, "store/"+layout.WaitsName, f.Marshal(), false); err != nil {
+					t.Fatal(err)
+				}
+			}
+			holdRegistryCheck(t)
+			db, err := Open("store", waitOptions(fs, clock))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer db.Close()
+			if got := fmt.Sprint(readyRuns(t, db)); got != "[sleeper0/0/timed out sleeper1/0/timed out]" {
+				t.Fatalf("Ready: %s", got)
+			}
+			if checked := db.reg.waitsDone.Load(); checked != forged {
+				t.Fatalf("the check of WAITS ran: %v; want %v (forged %v)", checked, forged, forged)
+			}
+		})
+	}
+}

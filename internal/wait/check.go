@@ -255,3 +255,23 @@ func (x *Index) FromFile() bool {
 	defer x.mu.Unlock()
 	return x.mu.gen != 0 && x.mu.rebuilt == "" && x.mu.loadErr == nil
 }
+
+// Mark returns the log position of the last record of run the index
+// reflects (its entry's mark, the table's or the overlay's); ok false:
+// the index holds nothing of run. A caller that reads the record there
+// checks a single answer against the log without the whole check
+// (engine/registry.go, waitInLog).
+func (x *Index) Mark(run string) (wal.Pos, bool) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	var p wal.Pos
+	var ok bool
+	x.must(func() error {
+		rw, err := x.peekLocked(run)
+		if rw != nil {
+			p, ok = rw.mark, true
+		}
+		return err
+	})
+	return p, ok
+}
