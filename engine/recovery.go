@@ -349,33 +349,8 @@ func (db *DB) frameFileName(run string) string {
 	return db.path(layout.FramesDir, layout.FrameFileBase(run))
 }
 
-// readFrameFile returns the frame stored in the run's frame file and its
-// seq, or an empty frame at seq 0 if the run has none.
-func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
-	name := db.frameFileName(run)
-	b, err := layout.ReadFile(db.fs, name)
-	if layout.NotExist(err) {
-		return newFrame(), 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("engine: read %s: %w", name, err)
-	}
-	ff, err := layout.ParseFrameFile(name, b)
-	if err != nil {
-		return nil, 0, err
-	}
-	if ff.Run != run {
-		return nil, 0, record.Corruptf(name, "holds run %q, want %q", ff.Run, run)
-	}
-	f, err := db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
-	if err != nil {
-		return nil, 0, err
-	}
-	return f, ff.Seq, nil
-}
-
-// In an encrypted store the frame is sealed (record.PlaceFrame), for run
-// at seq.
+// decodeFrame decodes a stored frame of run at seq, opening it first in an
+// encrypted store (record.PlaceFrame).
 func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
 	if db.sealer != nil {
 		var err error
