@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
@@ -65,17 +63,8 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	if cp != nil {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
-		// Checkpoints list the runs sorted by id; a table that is not is
-		// sorted here (linear when it already is).
-		slices.SortFunc(cp.Runs, func(a, b layout.CheckpointRun) int { return strings.Compare(a.ID, b.ID) })
-		for i := range cp.Runs {
-			c := &cp.Runs[i]
-			if i > 0 && c.ID == cp.Runs[i-1].ID {
-				return mismatchf("run %q is listed twice", c.ID)
-			}
-			if c.IndexedSeq != c.LastSeq {
-				return mismatchf("run %q: atoms %d..%d have no log position", c.ID, c.IndexedSeq+1, c.LastSeq)
-			}
+		if why := cp.SortRuns(); why != "" {
+			return &checkpointMismatch{reason: why}
 		}
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
@@ -135,7 +124,7 @@ func (db *DB) runLocked(id string) *Run {
 	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
 		return nil
 	}
-	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
+	i, ok := layout.FindRun(db.mu.lazy, id)
 	if !ok {
 		return nil
 	}
