@@ -2,8 +2,8 @@ package engine
 
 import (
 	"errors"
-	"syscall"
 
+	"github.com/continuumdb/continuum/internal/durable"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
@@ -89,34 +89,5 @@ var (
 // and the cause. It is record.CorruptionError, and matches ErrCorrupt.
 type CorruptionError = record.CorruptionError
 
-// advisedError is an I/O error with what to do about it.
-type advisedError struct {
-	err  error
-	what string
-}
-
-func (e *advisedError) Error() string { return e.err.Error() + " (" + e.what + ")" }
-func (e *advisedError) Unwrap() error { return e.err }
-
-// advise adds to an I/O error of the store what to do about it, when
-// there is something to do: a full disk, a failing device, a read-only
-// filesystem. Other errors, and errors advised already, are returned as
-// they are.
-func advise(err error) error {
-	var a *advisedError
-	if err == nil || errors.As(err, &a) {
-		return err
-	}
-	var what string
-	switch {
-	case errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT):
-		what = "the disk is full: free space, then Close the store and open it again; nothing acknowledged is lost"
-	case errors.Is(err, syscall.EIO):
-		what = "an I/O error from the device: check it, then Close the store and open it again; nothing acknowledged is lost"
-	case errors.Is(err, syscall.EROFS):
-		what = "the filesystem became read-only: remount it read-write, then open the store again"
-	default:
-		return err
-	}
-	return &advisedError{err: err, what: what}
-}
+// advise adds to an I/O error what to do about it (durable.Advise).
+func advise(err error) error { return durable.Advise(err) }

@@ -166,24 +166,15 @@ var replayOwner = func() map[record.Kind]*capability {
 
 // replayCapability replays rec, of a kind c owns (see capability.kinds).
 func (db *DB) replayCapability(c *capability, rec *record.Record, fromCheckpoint bool) error {
-	pos := rec.Pos
-	fail := func(why string) error {
-		if fromCheckpoint {
-			return mismatchf("run %q: %s (%v)", rec.Run, why, pos)
-		}
-		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: rec.Run, Seq: rec.Seq, Reason: why}
-	}
 	var r *Run
 	if c.run != "" {
 		if r = db.runLocked(rec.Run); r == nil {
-			if fromCheckpoint {
-				return mismatchf("the log has a %s of run %q at %v, a run it does not list", c.run, rec.Run, pos)
-			}
-			return db.orphan(rec.Run, fail(c.run+" of a run whose creation record is not in the log"))
+			return db.refuseRecord(rec, fromCheckpoint, true, fmt.Sprintf("the log has a %s of run %q at %v, a run it does not list", c.run, rec.Run, rec.Pos),
+				rec.Seq, c.run+" of a run whose creation record is not in the log")
 		}
 	}
 	if why := c.replay(db, r, rec); why != "" {
-		return fail(why)
+		return db.refuseRecord(rec, fromCheckpoint, false, fmt.Sprintf("run %q: %s (%v)", rec.Run, why, rec.Pos), rec.Seq, why)
 	}
 	db.replayed(rec, nil, false)
 	return nil

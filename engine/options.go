@@ -13,30 +13,19 @@ import (
 	"github.com/continuumdb/continuum/seal"
 )
 
-// Durability selects how many fsync waits an atom costs. See the
-// repository's docs/DESIGN.md, "Fsyncs per atom".
+// Durability selects how many fsync waits an atom costs (docs/DESIGN.md,
+// "Options" and "Fsyncs per atom").
 type Durability uint8
 
 const (
 	// Strict (the default): an intent is durable before exec is called, a
-	// certificate is durable before Do returns, a delta is durable before
-	// Commit returns. Three fsync waits per atom with one action, each shared
-	// with every concurrent run by group commit.
+	// certificate before Do returns, a delta before Commit returns.
 	Strict Durability = iota
-	// Relaxed lets certificates ride with the atom's commit (Do returns once
-	// the certificate is written to the log, before its fsync) and skips the
-	// intent fsync for actions declared idempotent. Commit still waits for
-	// one fsync, which makes everything written before it durable too,
-	// because the log is one ordered file.
-	//
-	// What it changes after a crash: a result returned by Do in an atom that
-	// then did not commit may be lost, so the action is in doubt (or, for an
-	// idempotent action whose intent was lost as well, simply absent) and is
-	// re-executed with the same idempotency key when the atom is retried.
-	// Non-idempotent actions still get a durable intent before exec, so they
-	// are never executed twice: they come back as ledger.ErrInDoubt. The
-	// agent must therefore not act on a result outside the store (tell a
-	// user, call another system) before the atom commits.
+	// Relaxed: a certificate rides with the atom's commit fsync, and an
+	// idempotent action's intent is not waited for. After a crash a result
+	// Do returned in an atom that did not commit may come back in doubt
+	// (or be re-executed, if idempotent): act on a result outside the
+	// store only once the atom committed.
 	Relaxed
 )
 
@@ -51,7 +40,7 @@ func (d Durability) String() string {
 }
 
 // Options configure a DB. The zero value (or a nil *Options) means defaults,
-// documented field by field.
+// documented field by field; docs/DESIGN.md, "Options", has each in full.
 type Options struct {
 	// FS is the filesystem every file of the store goes through. Default:
 	// the operating system's (vfs.Default). Tests pass vfs.NewCrashableMem
@@ -64,42 +53,25 @@ type Options struct {
 	// often. Default 10 minutes; negative disables the time trigger.
 	SnapshotInterval time.Duration
 	// SegmentSize is the largest size of a log segment. Default 64 MiB.
-	// Segments are preallocated (zero-filled) as the log grows: a new
-	// store's first one takes wal.MinPrealloc (64 KiB), and each next one
-	// twice its predecessor, up to SegmentSize.
 	SegmentSize int64
 	// NoSync skips every fsync. Unsafe: a machine crash loses acknowledged
 	// atoms. For tests and benchmarks only.
 	NoSync bool
 	// SigningKey, when set, signs the chain checkpoints and store heads
-	// (Ed25519) under the store's origin, DB.Origin(): "continuum-" and the
-	// first 16 hex digits of the store id. Verification takes the public
-	// key from the user, never from the store, in a public key file that
-	// names that origin (chain.MarshalPublicKey(db.Origin(), pub)); verify
-	// fails a key file of another origin.
-	//
-	// `continuumctl keygen --store DIR --out FILE` writes a signing key
-	// file for the store (read it with chain.ParseSigningKey) and FILE.pub.
-	// Sign from the store's first run on: a checkpoint written without the
-	// key is unsigned, and verify with the public key reports it as a bad
-	// signature. Keep the key outside the store. See ExampleOptions_signingKey.
+	// (Ed25519) under DB.Origin(); verify takes the public key from the
+	// user. Sign from the store's first run on. See ExampleOptions_signingKey.
 	SigningKey ed25519.PrivateKey
 	// Logger receives the engine's log. Default: slog.Default().
 	Logger *slog.Logger
 
-	// ChainKey, when set (32 bytes), switches the hash chain to keyed mode:
-	// without the key nobody can recompute a valid chain, so rewriting a run
-	// and every later hash is detected. Keep it outside the store; verify
-	// needs it too.
+	// ChainKey, when set (32 bytes), keys the hash chain: without it nobody
+	// can recompute a valid chain. Keep it outside the store; verify needs it.
 	ChainKey []byte
-	// Keyring, when set, encrypts the store at rest (AES-256-GCM, package
-	// seal): a new store is created encrypted, with its key table KEYS
-	// (data keys wrapped by the keyring's keys); an existing one must have
-	// been created with a keyring, and Open fails if this one lacks a key
-	// the store needs (seal.ErrUnknownKey) or holds a wrong one
-	// (seal.ErrWrongKey). See the package documentation, "Encryption at
-	// rest". Nil: a plaintext store (and an encrypted one is refused,
-	// ErrKeyring).
+	// Keyring, when set, encrypts the store at rest (package seal; the
+	// package documentation, "Encryption at rest"). Open fails on a key
+	// the store needs and the keyring lacks (seal.ErrUnknownKey) or holds
+	// wrong (seal.ErrWrongKey). Nil: a plaintext store (an encrypted one
+	// is refused, ErrKeyring).
 	Keyring seal.Keyring
 	// Durability is Strict (default) or Relaxed.
 	Durability Durability
@@ -109,13 +81,9 @@ type Options struct {
 	// CheckpointInterval writes a chain checkpoint of every run with new
 	// atoms at least this often. Default 1 minute.
 	CheckpointInterval time.Duration
-	// RestartTail bounds the log written since the last engine checkpoint:
-	// once this many bytes were appended, a background engine checkpoint
-	// lets the next Open replay less. It bounds restart time after a crash
-	// (replay reads about 1 GB/s) against write amplification: a checkpoint
-	// rewrites the frame file of every run that changed since the last one.
-	// Default 16 MiB; negative disables these checkpoints (Close still
-	// writes one).
+	// RestartTail bounds the log written since the last engine checkpoint,
+	// so what the next Open replays. Default 16 MiB; negative disables
+	// these checkpoints (Close still writes one).
 	RestartTail int64
 	// MinSyncInterval is passed to the log: a minimum time between fsyncs,
 	// for throughput-bound users. Default 0 (sync at once).
@@ -126,76 +94,39 @@ type Options struct {
 	DictSamples int
 	// DictSize is the size of a trained dictionary. Default 16 KiB.
 	DictSize int
-	// Nonces is where run nonces come from. Default: crypto/rand. Tests set
-	// it to a deterministic source so that two stores given the same runs
-	// compute the same chain heads; a predictable nonce does not weaken
-	// tamper evidence (the chain still binds every record), but it lets
-	// anyone who knows the run id compute h(0).
+	// Nonces is where run nonces come from. Default: crypto/rand; tests
+	// set a deterministic source.
 	Nonces io.Reader
 	// FrameCache bounds the heap the frames of idle runs hold in memory
-	// (estimated by frame.HeapSize: the frames' bytes and the arrays of
-	// their messages, subgoals and calls at their capacity). A run's frame stays in memory while the
-	// run is in use; once an engine checkpoint has written it to the run's
-	// frame file (and its snapshot), an idle run's frame may be dropped,
-	// least recently used first, until the resident frames fit, and is
-	// read back from the frame file on the run's next use. So memory is
-	// this budget plus the frames of the runs that changed since the last
-	// engine checkpoint (RestartTail bounds their log, not their frames).
-	// Default 64 MiB; negative keeps every frame.
+	// (frame.HeapSize); an idle run's frame written by an engine checkpoint
+	// may be dropped and read back on its next use. Default 64 MiB;
+	// negative keeps every frame.
 	FrameCache int64
-	// BlobThreshold, when positive, moves every value of a delta longer
-	// than it (a memory value, a tool output, a message's content or part
-	// text) and every result of Do longer than it out of the log into a
-	// blob (package blob; engine/blobs.go), written durably before the
-	// record, which holds its reference value (blob.Value) in its place:
-	// the frame and the log stay small however large an agent's outputs.
-	// Read such a value with Run.OpenValue or Run.OpenBlob; write one
-	// from a stream with Atom.PutBlob. Default 0: values stay inline
-	// (PutBlob and reference values still work). Negative is invalid.
+	// BlobThreshold, when positive, moves every value of a delta and every
+	// result of Do longer than it out of the log into a blob, read with
+	// Run.OpenValue or Run.OpenBlob. Default 0: values stay inline.
+	// Negative is invalid.
 	BlobThreshold int
-	// Observer, when set, is told what the engine does as it does it
-	// (atoms and their actions, group commits, Open, snapshots), for
-	// metrics and traces: see Observer, and the nested module
-	// github.com/continuumdb/continuum/otel for OpenTelemetry. Default
-	// nil: nothing is reported.
+	// Observer, when set, is told what the engine does as it does it, for
+	// metrics and traces (see Observer). Default nil: nothing is reported.
 	Observer Observer
-	// Replicator, when set, puts the store in replicated mode: every group
-	// commit of the log is shipped to it once durable here, and a Commit,
-	// Do, Resolve (or any other write) returns only once its records are
-	// durable here and the Replicator acknowledged them; its error fails
-	// the write and every later one (see Replicator). The nested module
-	// github.com/continuumdb/continuum/replicate implements it on NATS
-	// JetStream. A Replicator that is also a BlobReplicator is given the
-	// store's blobs too; with one that is not, a replica holds references
-	// to blobs it lacks. Default nil: the store is local. Not with Keyring: an
-	// encrypted store cannot be replicated yet (its key table is not
-	// shipped), and Open refuses the two together (ErrInvalidOptions).
+	// Replicator, when set, puts the store in replicated mode: a write
+	// returns once its records are durable here and the Replicator
+	// acknowledged them; its error fails the write and every later one
+	// (see Replicator). Not with Keyring (ErrInvalidOptions).
 	Replicator Replicator
 	// CompactDead is the fraction of a sealed segment's bytes that must
-	// be dead for DB.GC to compact it: rewrite it with its live records
-	// only, at their positions (internal/retention). A segment wholly dead
-	// is always reclaimed, and so is one where what is left of a deleted
-	// run begins, when that run goes on in later segments (so that they
-	// can go). Default 0.5; negative: only those; at most 1.
+	// be dead for DB.GC to compact it. Default 0.5; negative: only the
+	// segments always reclaimed; at most 1.
 	CompactDead float64
 	// ErasableKeys names the memory keys whose values DB.EraseKey can
-	// erase, in an encrypted store (Keyring set): each value written to
-	// one is sealed with a data key of its own, one per run and memory
-	// key, added to KEYS (durably) before the first atom that writes the
-	// key, so that erasing the key drops those keys only (erasekey.go). A
-	// name ending in "*" matches every key that starts with what comes
-	// before it ("pii/*"; "*" alone: every key). It applies to the values written while it is
-	// set: a value written while its key was not erasable is sealed with
-	// its run's key alone, and erased only with the run (DB.Erase).
-	// Default none. An erasable key costs a KEYS write (two fsyncs) the
-	// first time a run writes it, and a seal per value written.
+	// erase, in an encrypted store (Keyring set); a name ending in "*"
+	// matches every key it prefixes. It applies to the values written
+	// while it is set. Default none.
 	ErasableKeys []string
 
-	// Clock is the wall clock of waits and timers (waits.go): the time
-	// recorded in their records and the reading a deadline is compared
-	// with. Nil: time.Now. The engine never compares a deadline with a
-	// reading earlier than the latest one its wait records hold, so a
-	// clock that moves back neither ends a wait twice nor un-ends one.
+	// Clock is the wall clock of waits and timers. Nil: time.Now. A clock
+	// that moves back neither ends a wait twice nor un-ends one.
 	Clock func() time.Time
 }
 
@@ -229,36 +160,16 @@ func (o *Options) withDefaults() (Options, error) {
 	if r.Logger == nil {
 		r.Logger = slog.Default()
 	}
-	if r.SnapshotEvery == 0 {
-		r.SnapshotEvery = defaultSnapshotEvery
-	}
-	if r.SnapshotInterval == 0 {
-		r.SnapshotInterval = defaultSnapshotInterval
-	}
-	if r.SegmentSize == 0 {
-		r.SegmentSize = defaultSegmentSize
-	}
-	if r.CheckpointEvery == 0 {
-		r.CheckpointEvery = defaultCheckpointEvery
-	}
-	if r.CheckpointInterval == 0 {
-		r.CheckpointInterval = defaultCheckpointInterval
-	}
-	if r.FrameCache == 0 {
-		r.FrameCache = defaultFrameCache
-	}
-	if r.RestartTail == 0 {
-		r.RestartTail = defaultRestartTail
-	}
-	if r.DictSamples == 0 {
-		r.DictSamples = defaultDictSamples
-	}
-	if r.DictSize == 0 {
-		r.DictSize = defaultDictSize
-	}
-	if r.CompactDead == 0 {
-		r.CompactDead = defaultCompactDead
-	}
+	orDefault(&r.SnapshotEvery, defaultSnapshotEvery)
+	orDefault(&r.SnapshotInterval, defaultSnapshotInterval)
+	orDefault(&r.SegmentSize, defaultSegmentSize)
+	orDefault(&r.CheckpointEvery, defaultCheckpointEvery)
+	orDefault(&r.CheckpointInterval, defaultCheckpointInterval)
+	orDefault(&r.FrameCache, defaultFrameCache)
+	orDefault(&r.RestartTail, defaultRestartTail)
+	orDefault(&r.DictSamples, defaultDictSamples)
+	orDefault(&r.DictSize, defaultDictSize)
+	orDefault(&r.CompactDead, defaultCompactDead)
 	bad := func(field string, format string, args ...any) (Options, error) {
 		return Options{}, fmt.Errorf("%w: %s: %s", ErrInvalidOptions, field, fmt.Sprintf(format, args...))
 	}
@@ -294,4 +205,12 @@ func (o *Options) withDefaults() (Options, error) {
 		return bad("Replicator", "an encrypted store (Keyring set) cannot be replicated: its key table, KEYS, is not shipped")
 	}
 	return r, nil
+}
+
+// orDefault sets *p to def if it is the zero value.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

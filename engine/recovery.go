@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
@@ -65,17 +63,8 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	if cp != nil {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
-		// Checkpoints list the runs sorted by id; a table that is not is
-		// sorted here (linear when it already is).
-		slices.SortFunc(cp.Runs, func(a, b layout.CheckpointRun) int { return strings.Compare(a.ID, b.ID) })
-		for i := range cp.Runs {
-			c := &cp.Runs[i]
-			if i > 0 && c.ID == cp.Runs[i-1].ID {
-				return mismatchf("run %q is listed twice", c.ID)
-			}
-			if c.IndexedSeq != c.LastSeq {
-				return mismatchf("run %q: atoms %d..%d have no log position", c.ID, c.IndexedSeq+1, c.LastSeq)
-			}
+		if why := cp.SortRuns(); why != "" {
+			return &checkpointMismatch{reason: why}
 		}
 		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
 	}
@@ -135,7 +124,7 @@ func (db *DB) runLocked(id string) *Run {
 	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
 		return nil
 	}
-	i, ok := slices.BinarySearchFunc(db.mu.lazy, id, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
+	i, ok := layout.FindRun(db.mu.lazy, id)
 	if !ok {
 		return nil
 	}
@@ -203,34 +192,28 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 // from CHECKPOINT: a disagreement with it is then a *checkpointMismatch.
 func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 	pos := rec.Pos
-	damage := func(run string, seq uint64, reason string) error {
-		return &CorruptionError{File: db.segmentFile(pos.Segment), Offset: pos.Offset, Run: run, Seq: seq, Reason: reason}
+	// refuse is rec disagreeing with the runs: mismatch (with runs from
+	// CHECKPOINT), or damage at seq, an orphan's if orphan.
+	refuse := func(orphan bool, mismatch string, seq uint64, why string) error {
+		return db.refuseRecord(rec, fromCheckpoint, orphan, mismatch, seq, why)
 	}
 	switch rec.Kind {
 	case record.KindFork:
 		if r := db.runLocked(rec.Run); r == nil {
 			p := db.runLocked(rec.Parent)
 			if p == nil {
-				if fromCheckpoint {
-					return mismatchf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos)
-				}
-				return db.orphan(rec.Run, damage(rec.Run, rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent)))
+				return refuse(true, fmt.Sprintf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos),
+					rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent))
 			}
 			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, p, rec.Seq, rec.ParentHead)
 		} else if r.nonce != rec.Nonce || r.parent != rec.Parent || r.base != rec.Seq {
-			if fromCheckpoint {
-				return mismatchf("run %q is forked otherwise in the log (%v)", rec.Run, pos)
-			}
-			return damage(rec.Run, 0, "the run is created a second time")
+			return refuse(false, fmt.Sprintf("run %q is forked otherwise in the log (%v)", rec.Run, pos), 0, "the run is created a second time")
 		}
 	case record.KindRun:
 		if r := db.runLocked(rec.Run); r == nil {
 			db.mu.runs[rec.Run] = newRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created))
 		} else if r.nonce != rec.Nonce || r.parent != "" {
-			if fromCheckpoint {
-				return mismatchf("run %q has another nonce in the log (%v)", rec.Run, pos)
-			}
-			return damage(rec.Run, 0, "the run is created a second time")
+			return refuse(false, fmt.Sprintf("run %q has another nonce in the log (%v)", rec.Run, pos), 0, "the run is created a second time")
 		}
 	case record.KindIntent:
 		in := rec.Intent // the ledger keeps no args
@@ -254,20 +237,16 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		// The body is decompressed later, when a frame is needed.
 		r := db.runLocked(rec.Run)
 		if r == nil {
-			if fromCheckpoint {
-				return mismatchf("the log has atom %d of run %q at %v, a run it does not list", rec.Seq, rec.Run, pos)
-			}
-			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "atom of a run whose creation record is not in the log"))
+			return refuse(true, fmt.Sprintf("the log has atom %d of run %q at %v, a run it does not list", rec.Seq, rec.Run, pos),
+				rec.Seq, "atom of a run whose creation record is not in the log")
 		}
 		if e := r.mu.end; e != nil && rec.Seq > r.mu.lastSeq {
-			return damage(rec.Run, rec.Seq, fmt.Sprintf("atom after the run ended (%v) at seq %d", e.status, r.mu.lastSeq+1))
+			return db.refuseRecord(rec, false, false, "", rec.Seq, fmt.Sprintf("atom after the run ended (%v) at seq %d", e.status, r.mu.lastSeq+1))
 		}
 		switch {
 		case rec.Seq == r.mu.lastSeq && rec.Head != r.mu.head:
-			if fromCheckpoint {
-				return mismatchf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", rec.Run, rec.Seq, rec.Head[:8], r.mu.head[:8])
-			}
-			return damage(rec.Run, rec.Seq, "the seq is in the log twice")
+			return refuse(false, fmt.Sprintf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", rec.Run, rec.Seq, rec.Head[:8], r.mu.head[:8]),
+				rec.Seq, "the seq is in the log twice")
 		case rec.Seq <= r.mu.lastSeq:
 			// Reflected by the checkpoint already (and by its INBOX).
 			db.replayed(rec, nil, true)
@@ -283,10 +262,8 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			r.appliedLocked(rec.Seq)
 		default:
-			if fromCheckpoint {
-				return mismatchf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq)
-			}
-			return damage(rec.Run, r.mu.lastSeq+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", rec.Seq, r.mu.lastSeq))
+			return refuse(false, fmt.Sprintf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq),
+				r.mu.lastSeq+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", rec.Seq, r.mu.lastSeq))
 		}
 	case record.KindFail:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq == r.mu.lastSeq+1 {
@@ -296,24 +273,18 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		r := db.runLocked(rec.Run)
 		switch {
 		case r == nil:
-			if fromCheckpoint {
-				return mismatchf("the log ends run %q at %v, a run it does not list", rec.Run, pos)
-			}
-			return db.orphan(rec.Run, damage(rec.Run, rec.Seq, "end of a run whose creation record is not in the log"))
+			return refuse(true, fmt.Sprintf("the log ends run %q at %v, a run it does not list", rec.Run, pos),
+				rec.Seq, "end of a run whose creation record is not in the log")
 		case r.mu.end != nil:
 			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
 				db.replayed(rec, nil, true) // for a rebuild of the inbox
 				break                       // reflected by the checkpoint already
 			}
-			if fromCheckpoint {
-				return mismatchf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8])
-			}
-			return damage(rec.Run, rec.Seq, "the run ends a second time")
+			return refuse(false, fmt.Sprintf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8]),
+				rec.Seq, "the run ends a second time")
 		case rec.Seq != r.mu.lastSeq+1:
-			if fromCheckpoint {
-				return mismatchf("run %q: the log ends it at seq %d, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, r.mu.lastSeq)
-			}
-			return damage(rec.Run, rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
+			return refuse(false, fmt.Sprintf("run %q: the log ends it at seq %d, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, r.mu.lastSeq),
+				rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
 		default:
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
@@ -325,6 +296,21 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 	}
 	return nil
+}
+
+// refuseRecord is rec disagreeing with the runs replayed so far: with runs
+// from CHECKPOINT, a *checkpointMismatch saying mismatch; otherwise damage
+// at rec for its run at seq (why), set aside as an orphan's if orphan and
+// the log's start was trimmed (retention.GC.Orphan).
+func (db *DB) refuseRecord(rec *record.Record, fromCheckpoint, orphan bool, mismatch string, seq uint64, why string) error {
+	if fromCheckpoint {
+		return &checkpointMismatch{reason: mismatch}
+	}
+	err := &CorruptionError{File: db.segmentFile(rec.Pos.Segment), Offset: rec.Pos.Offset, Run: rec.Run, Seq: seq, Reason: why}
+	if orphan {
+		return db.orphan(rec.Run, err)
+	}
+	return err
 }
 
 // decoder returns a decoder of the log's records with the store's
@@ -352,33 +338,8 @@ func (db *DB) frameFileName(run string) string {
 	return db.path(layout.FramesDir, layout.FrameFileBase(run))
 }
 
-// readFrameFile returns the frame stored in the run's frame file and its
-// seq, or an empty frame at seq 0 if the run has none.
-func (db *DB) readFrameFile(run string) (*frame.Frame, uint64, error) {
-	name := db.frameFileName(run)
-	b, err := layout.ReadFile(db.fs, name)
-	if layout.NotExist(err) {
-		return newFrame(), 0, nil
-	}
-	if err != nil {
-		return nil, 0, fmt.Errorf("engine: read %s: %w", name, err)
-	}
-	ff, err := layout.ParseFrameFile(name, b)
-	if err != nil {
-		return nil, 0, err
-	}
-	if ff.Run != run {
-		return nil, 0, record.Corruptf(name, "holds run %q, want %q", ff.Run, run)
-	}
-	f, err := db.decodeFrame(ff.Frame, ff.Run, ff.Seq, name)
-	if err != nil {
-		return nil, 0, err
-	}
-	return f, ff.Seq, nil
-}
-
-// In an encrypted store the frame is sealed (record.PlaceFrame), for run
-// at seq.
+// decodeFrame decodes a stored frame of run at seq, opening it first in an
+// encrypted store (record.PlaceFrame).
 func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
 	if db.sealer != nil {
 		var err error

@@ -98,27 +98,13 @@ const (
 	MaxEventSize = 1 << 20
 )
 
-// Wait declares that the run waits for an event named name (SendEvent),
-// until deadline (zero: no deadline). The wait follows the run's last
-// atom: it is durable, as a wait record of the log, when Wait returns,
-// and it ends once, by the first event of its name sent to the run after
-// the run's previous wait of that name ended (an event sent before this
-// wait, and that no wait took, ends it at once), or by its deadline
-// passing first, which a wake record of the log then says, once. No
-// atom may be running, nor a branch (ErrAtomInProgress); a run waiting
-// holds no goroutine, and, in memory, only its entry in the store's
-// index of waits.
-//
-// The run learns the outcome in its next atom (Atom.WaitOutcome); that
-// atom's commit takes it: until then, across restarts and crashes, the
-// wait and its outcome are the run's, and DB.Ready lists the run. A commit
-// while the wait is open withdraws it (an event of its name sent later is
-// kept for a later wait).
-//
-// Wait is idempotent after the same atom: a second Wait with the same
-// name returns the wait the run has (with its own deadline and outcome),
-// so a host that restarts between an atom and its wait declares it again
-// safely. Another name fails with ErrWaitExists.
+// Wait declares, durably when it returns, that the run waits after its
+// last atom for an event named name (SendEvent) until deadline (zero:
+// none); it ends once, by an event or its deadline, and the next atom
+// reads how (Atom.WaitOutcome). A second Wait with the same name returns
+// the run's wait (docs/DESIGN.md, "Waits, events and timers"). Errors:
+// ErrWaitExists (another name), ErrAtomInProgress (an atom or a branch
+// is running).
 func (r *Run) Wait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
 	if err := r.db.waitsTrusted(); err != nil {
 		return Wait{}, err
@@ -199,11 +185,9 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 }
 
 // WaitOutcome returns the wait the atom follows (the run's wait after
-// seq a.Seq()-1) once it has ended: the atom acts on it, and its commit
-// takes it. Before that commit, after a crash or a Fail, the next attempt
-// gets the same wait and outcome: an event is delivered to one wait, and
-// acted on by the one atom that commits after it. A wait still open
-// returns ErrWaitNotEnded; none, ErrNoWait.
+// seq a.Seq()-1) once it has ended; the atom's commit takes it, and until
+// then every attempt gets the same outcome. Errors: ErrWaitNotEnded (still
+// open), ErrNoWait.
 func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 	db := a.run.db
 	if err := db.waitsReady(ctx); err != nil {
@@ -222,19 +206,13 @@ func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 	return exportWait(&w), nil
 }
 
-// SendEvent sends an event named name, with payload, to run: durably (an
-// event record of the log, linked beside the run's chain) when it
-// returns. It ends the run's open wait of that name, or is kept for the
-// run's next wait of that name (events of one name are taken in the order
-// sent). A wait whose deadline has passed takes no event: SendEvent then
-// records its timeout first.
-//
-// sender is the sender's id for the event, unique per run: a second
-// SendEvent of the same sender id to the same run writes nothing and says
-// Duplicate (the same name and payload) or fails with ErrEventMismatch
-// (another). A run that ended, or was deleted, takes no event
-// (ErrRunEnded, ErrRunDeleted); one that does not exist fails with
-// ErrNoRun. The payload is copied.
+// SendEvent sends an event named name, with payload (copied), to run,
+// durably when it returns: it ends the run's open wait of that name or is
+// kept for its next one (docs/DESIGN.md, "Waits, events and timers").
+// sender is the event's id within the run: a repeat writes nothing and
+// says Duplicate. Errors: ErrEventMismatch (the sender id sent another
+// event), ErrRunEnded, ErrRunDeleted, ErrNoRun, ErrTooLarge (payload over
+// MaxEventSize), ErrInvalidOptions (a bad name or sender id).
 func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload []byte) (SendResult, error) {
 	if err := db.checkOpen(); err != nil {
 		return SendResult{}, err
@@ -282,14 +260,10 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 	return res, err
 }
 
-// Ready returns up to max waits (max <= 0: all) that ended by an event or
-// a timeout and that no atom of their run took yet, in the order they
-// ended: the runs to resume. It first records the timeout of every wait
-// whose deadline has passed (by the store's clock), earliest first. Its
-// cost is that of the due and ready waits, not of the store's runs. A run
-// stays listed until an atom of it commits: the host that resumes a run
-// is the one that lists it, and one resumption at a time per run is its
-// duty (Begin refuses a second running atom).
+// Ready returns up to max waits (max <= 0: all) that ended and that no
+// atom of their run took yet, in the order they ended: the runs to
+// resume, each listed until an atom of it commits. It first records every
+// due timeout (docs/DESIGN.md, "Waits, events and timers").
 func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
 	if max <= 0 {
 		max = int(^uint(0) >> 1)

@@ -3,6 +3,7 @@
 // once: a file is created with the store's mode, FileMode (0600), a
 // directory with DirMode (0700), and an entry created, renamed or removed
 // in a directory is durable once that directory is fsynced (SyncDir).
+// Advise says what to do about an I/O error that failed a write.
 //
 // Modes are set only on the operating system's filesystem (a vfs.FS whose
 // vfs.Root is vfs.Default): in-memory and fault-injecting filesystems have
