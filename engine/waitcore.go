@@ -90,11 +90,16 @@ func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) err
 	if err != nil {
 		return fmt.Errorf("engine: checkpoint: waits: %w", err)
 	}
-	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), b, db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false); err != nil {
+	if db.sealer != nil { // sealed per block, read so (internal/wait, LogSource)
+		if b, err = layout.SealWaits(b, db.sealer, gen); err != nil {
+			return fmt.Errorf("engine: checkpoint: waits: %w", err)
+		}
+	}
+	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), b, nil, record.PlaceWaits, gen, "waits", db.opts.NoSync, false); err != nil {
 		return err
 	}
 	if !db.closed.Load() { // Close's own checkpoint: no mapping to release just after
-		db.waits.idx.Installed(gen) // read from the file, mapped, from now on
+		db.waits.idx.Installed(gen) // read from the file (mapped, or block by block) from now on
 	}
 	return nil
 }

@@ -306,7 +306,7 @@ func TestWaitsFileErased(t *testing.T) {
 	}
 	var plain []byte
 	for gen := uint64(1); gen < 16 && plain == nil; gen++ {
-		plain, _ = sealer.OpenStoreFile(b, record.PlaceWaits, gen)
+		plain, _ = layout.UnsealWaits(layout.WaitsName, b, sealer, gen)
 	}
 	if plain == nil {
 		t.Fatal("WAITS does not open with the store's key: the check is blind")

@@ -6,6 +6,7 @@ package wait
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 
@@ -16,8 +17,9 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// LogSource is a store as the index reads it: WAITS (Waits, opened with
-// Sealer when the store seals, else mapped when Map) and the log (Log, its segments' names
+// LogSource is a store as the index reads it: WAITS (Waits: when the
+// store seals it, read block by block and each opened with Sealer, or,
+// sealed whole before 2026-12, opened whole; else mapped when Map) and the log (Log, its segments' names
 // File, its records decoded by Decoder without the ledger's records
 // opened; an event's payload opened with Sealer).
 type LogSource struct {
@@ -35,9 +37,42 @@ type LogSource struct {
 }
 
 var (
-	_ Source = LogSource{}
-	_ Mapper = LogSource{}
+	_ Source      = LogSource{}
+	_ Mapper      = LogSource{}
+	_ TableOpener = LogSource{}
 )
+
+// OpenWaitsTable implements TableOpener: in an encrypted store, WAITS
+// sealed per block (version 3) is opened as a table read from the file
+// with pread, block by block (layout.OpenSealedWaits), the file kept
+// open until release; any other WAITS is ErrNotTable.
+func (s LogSource) OpenWaitsTable(gen uint64) (*layout.WaitsTable, func(), error) {
+	if s.Sealer == nil {
+		return nil, nil, ErrNotTable
+	}
+	f, err := s.FS.Open(s.Waits)
+	if err != nil {
+		return nil, nil, err
+	}
+	var head [10]byte
+	st, err := f.Stat()
+	if err == nil {
+		_, err = f.ReadAt(head[:], 0)
+	}
+	if err != nil || layout.WaitsVersion(head[:]) != 3 {
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, fmt.Errorf("wait: read %s: %w", s.Waits, err)
+		}
+		return nil, nil, ErrNotTable // sealed whole: WaitsFile opens it
+	}
+	t, err := layout.OpenSealedWaits(s.Waits, f, st.Size(), s.Sealer, gen)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return t, func() { f.Close() }, nil
+}
 
 // MapWaitsFile implements Mapper: WAITS mapped read only, if Map and
 // the store does not seal it (and the system maps files: unix); else
