@@ -19,19 +19,21 @@ import (
 // sealed whole, the old way, opened whole).
 type sealedSource struct {
 	RecordSource
-	s *record.Sealer
+	s    *record.Sealer
+	file *[]byte // WAITS as stored
 }
 
 func (s sealedSource) OpenWaitsTable(gen uint64) (*layout.WaitsTable, func(), error) {
-	if layout.WaitsVersion(s.File) != 3 {
+	b := *s.file
+	if layout.WaitsVersion(b) != 3 {
 		return nil, nil, ErrNotTable
 	}
-	t, err := layout.OpenSealedWaits(s.Name, bytes.NewReader(s.File), int64(len(s.File)), s.s, gen)
+	t, err := layout.OpenSealedWaits(s.Name, bytes.NewReader(b), int64(len(b)), s.s, gen)
 	return t, func() {}, err
 }
 
 func (s sealedSource) WaitsFile(gen uint64) (string, []byte, error) {
-	b, err := s.s.OpenStoreFile(s.File, record.PlaceWaits, gen)
+	b, err := s.s.OpenStoreFile(*s.file, record.PlaceWaits, gen)
 	return s.Name, b, err
 }
 
@@ -102,7 +104,7 @@ func TestTableSealed(t *testing.T) {
 		var why string
 		x := New(fixedClock)
 		x.From(3, wal.Pos{Segment: 2})
-		if err := x.Load(sealedSource{fileSource(recs, b, &why), s}); err != nil {
+		if err := x.Load(sealedSource{fileSource(recs, b, &why), s, &b}); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 		for range 5 {
@@ -161,5 +163,45 @@ func TestTableSealed(t *testing.T) {
 		b := bytes.Clone(good)
 		b[at] ^= 1 << rng.IntN(8)
 		load(fmt.Sprintf("header byte %d flipped", at), b, true)
+	}
+}
+
+// TestInstalledSealed: once a capture of an encrypted store's index is
+// written (sealed per block), Installed makes the index read the file,
+// block by block, and let go of its copy; not if the file is another.
+func TestInstalledSealed(t *testing.T) {
+	s := testSealer(t)
+	recs, runs, _ := sleepersLog(t, 2000)
+	whole := New(fixedClock)
+	if err := whole.Load(listSource(recs)); err != nil {
+		t.Fatal(err)
+	}
+	want := dump(whole, runs, nil)
+	var file []byte
+	x := New(fixedClock)
+	if err := x.Load(sealedSource{listSource(recs), s, &file}); err != nil {
+		t.Fatal(err)
+	}
+	for gen := uint64(4); gen < 7; gen++ {
+		b, err := x.Capture(gen, wal.Pos{Segment: 2}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if gen == 5 { // the file is not the capture's: kept in memory
+			b = append(b[:len(b):len(b)], 0)
+		}
+		if file, err = layout.SealWaits(b, s, gen); err != nil {
+			t.Fatal(err)
+		}
+		x.Installed(gen)
+		x.mu.Lock()
+		fromFile := x.mu.table.t.Bytes() == nil
+		x.mu.Unlock()
+		if fromFile != (gen != 5) {
+			t.Fatalf("gen %d: the table read from the file: %v", gen, fromFile)
+		}
+		if got := dump(x, runs, nil); got != want {
+			t.Fatalf("gen %d: %s", gen, firstDiff(got, want))
+		}
 	}
 }
