@@ -773,15 +773,37 @@ func (t *WaitsTable) rawRunID(i int) ([]byte, error) {
 }
 
 // Find returns the index of the run id (ok false: the table has none).
+// A sealed table keeps the ids its searches' first waitsFenceDepth probes
+// read (at most 2^waitsFenceDepth - 1 of them: those probes are the same
+// for every search), so that a search opens only the blocks of its last
+// probes, which lie close together.
 func (t *WaitsTable) Find(id string) (i int, ok bool, err error) {
 	lo, hi := 0, t.Runs
-	for lo < hi {
+	for depth := 0; lo < hi; depth++ {
 		m := int(uint(lo+hi) >> 1)
-		b, err := t.rawRunID(m)
-		if err != nil {
-			return 0, false, err
+		var c int
+		if sb := t.sealed; sb != nil && depth < waitsFenceDepth {
+			rid, ok := sb.fence[m]
+			if !ok {
+				b, err := t.rawRunID(m)
+				if err != nil {
+					return 0, false, err
+				}
+				rid = string(b)
+				if sb.fence == nil {
+					sb.fence = map[int]string{}
+				}
+				sb.fence[m] = rid
+			}
+			c = strings.Compare(rid, id)
+		} else {
+			b, err := t.rawRunID(m)
+			if err != nil {
+				return 0, false, err
+			}
+			c = strings.Compare(string(b), id)
 		}
-		switch c := strings.Compare(string(b), id); {
+		switch {
 		case c == 0:
 			return m, true, nil
 		case c < 0:

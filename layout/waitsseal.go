@@ -30,7 +30,8 @@ package layout
 // opens about two blocks per probe, each 4 KiB of AES-GCM (a few µs), and
 // a block adds 30 bytes of seal (0.7%). The reader keeps the last
 // waitsCacheBlocks blocks it opened (waitsCacheBlocks x 4 KiB of
-// plaintext, whatever the table's size).
+// plaintext, whatever the table's size), and the ids the first
+// waitsFenceDepth probes of its searches by run read (at most 1,023).
 
 import (
 	"crypto/rand"
@@ -55,6 +56,13 @@ const (
 	// deadlines', the ready list's, a capture's of the entries), at 64
 	// KiB of plaintext.
 	waitsCacheBlocks = 16
+	// waitsFenceDepth is how many of a search by run's first probes a
+	// sealed table answers from the ids it keeps (WaitsTable.Find): at
+	// most 1,023 ids, some 30 KiB, whatever the runs. Below it, at
+	// 100,000 runs, a search's remaining probes span about 100 runs, an
+	// entries' block and an offsets' one, where each of its 17 probes
+	// would otherwise open two blocks, the cache too small for them.
+	waitsFenceDepth = 10
 )
 
 // SealWaits seals table, WAITS version 2 of checkpoint generation gen,
@@ -166,6 +174,7 @@ type sealedBlocks struct {
 	buf     []byte // a sealed block, read (reused)
 	tick    uint64
 	cache   [waitsCacheBlocks]cachedBlock
+	fence   map[int]string // run index -> id, of the first probes of searches (Find)
 }
 
 // cachedBlock is an opened block; its bytes are never reused (what a read

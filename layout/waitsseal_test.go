@@ -133,6 +133,9 @@ func TestSealedWaitsRoundTrip(t *testing.T) {
 		if open > waitsCacheBlocks || (len(table) > 2*waitsCacheBlocks*WaitsBlock && open != waitsCacheBlocks) {
 			t.Fatalf("%d runs: %d blocks cached", n, open)
 		}
+		if k := len(tb.sealed.fence); k > 1<<waitsFenceDepth-1 || k > n {
+			t.Fatalf("%d runs: %d ids kept for searches", n, k)
+		}
 		if other, err := openSealed(sealed, s, w.Gen); err != nil || !tb.Same(other) {
 			t.Fatalf("%d runs: the same file is not Same (%v)", n, err)
 		}
