@@ -7,20 +7,10 @@ import (
 	"github.com/continuumdb/continuum/ledger"
 )
 
-// ActionError is the error Do returns when an action did not complete:
-// its exec failed, or the ledger could not record it. It says where: the
-// run, the seq, and the action's key; the cause's own message names the
-// tool. Err is the cause, so errors.Is and errors.As see through to the
-// exec's own error:
-//
-//	out, err := atom.Do(ctx, act, exec)
-//	var ae *engine.ActionError
-//	if errors.As(err, &ae) && errors.Is(err, errThrottled) { // errThrottled: what exec returned
-//		log.Printf("run %s seq %d: %s throttled, key %s", ae.RunID, ae.Seq, ae.Tool, ae.Key)
-//	}
-//
-// An action in doubt is reported as a *ledger.InDoubtError instead, which
-// names the same things itself.
+// ActionError is Do's error for an action that did not complete (its exec
+// failed, or the ledger could not record it): where, and the cause in Err,
+// which errors.Is and errors.As see through. An action in doubt is a
+// *ledger.InDoubtError instead.
 type ActionError struct {
 	RunID string
 	Seq   uint64
@@ -37,9 +27,8 @@ func (e *ActionError) Error() string {
 // Unwrap returns the cause: the exec's error, as the ledger wrapped it.
 func (e *ActionError) Unwrap() error { return e.Err }
 
-// actionError wraps err, returned by the ledger for the action of in, in
-// an *ActionError; an *ledger.InDoubtError, which says all of it already,
-// is returned as it is.
+// actionError wraps the ledger's err for in in an *ActionError, but for an
+// *ledger.InDoubtError.
 func actionError(in *ledger.Intent, err error) error {
 	if _, ok := errors.AsType[*ledger.InDoubtError](err); ok {
 		return err

@@ -302,10 +302,11 @@ func (a *Atom) Do(ctx context.Context, act ledger.Action, exec ledger.Exec) ([]b
 // key, whose index a failed call gives back.
 func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool, exec ledger.Exec) ([]byte, error) {
 	db := a.run.db
-	j := &journal{db: db, atom: a}
+	var j ledger.Journal = (*strictJournal)(a)
 	if db.opts.Durability == Relaxed {
-		j.relaxed, j.landed = true, make(chan struct{})
-		defer close(j.landed)
+		rj := &journal{db: db, atom: a, relaxed: true, landed: make(chan struct{})}
+		defer close(rj.landed)
+		j = rj
 	}
 	ctx, obs := a.observeAction(ctx, in, in.Idempotent, false)
 	var ran bool
@@ -346,4 +347,29 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	}
 	a.record(in, recorded) // only hashed at Commit, never changed
 	return append([]byte(nil), result...), nil
+}
+
+// strictJournal is the ledger's Journal for a Do of atom a in a strict
+// store: journal.go's journal{db, atom: a}, made on the stack by each
+// call. A *Atom converts to it for nothing, where a journal per Do was an
+// allocation.
+type strictJournal Atom
+
+func (s *strictJournal) journal() journal {
+	a := (*Atom)(s)
+	return journal{db: a.run.db, atom: a}
+}
+
+func (s *strictJournal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
+	j := s.journal()
+	return j.WriteIntent(ctx, in)
+}
+
+func (s *strictJournal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
+	j := s.journal()
+	return j.WriteCertificate(ctx, c)
+}
+
+func (s *strictJournal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
+	return (*Atom)(s).run.db.readCertificate(loc)
 }

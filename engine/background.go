@@ -46,6 +46,9 @@ func (db *DB) background() {
 			db.bg.wg.Add(1)
 			go func() {
 				defer db.bg.wg.Done()
+				if registryCheckHold != nil {
+					registryCheckHold(db)
+				}
 				if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
 					db.setBackgroundErr(err)
 					return

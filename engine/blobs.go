@@ -11,9 +11,11 @@ import (
 	"fmt"
 	"io"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/blobs"
+	"github.com/continuumdb/continuum/internal/replication"
 )
 
 // OpenBlob opens the blob ref names, as run id sees it (under its keys, or
@@ -105,6 +107,10 @@ type blobCore struct{ db *DB }
 func (c blobCore) Store() *blob.Store { return blob.Open(c.db.fs, c.db.path(blob.Dir)) }
 
 func (c blobCore) Ship(name string) error { return c.db.replicateBlob(name) }
+
+func (c blobCore) Ships() bool { return replication.Blobs(c.db.opts.Replicator) }
+
+func (c blobCore) Dir() (vfs.FS, string) { return c.db.fs, c.db.path(blob.Dir) }
 
 func (c blobCore) Sealer(run string) (blob.Sealer, error) {
 	if c.db.sealer == nil {

@@ -1,8 +1,7 @@
 package engine
 
-// Branches (docs/DESIGN.md, "Branches"): package internal/branch holds
-// the rules, the bookkeeping and a commit's steps (branch.Conduct); this
-// file begins a branch and adapts its commit (branchAtom).
+// Branches (docs/DESIGN.md, "Branches"): internal/branch conducts a
+// commit over branchAtom.
 
 import (
 	"context"
@@ -24,15 +23,11 @@ type (
 
 var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending}
 
-// Branch begins a branch of the run named name: an atom that reads the
-// state as of the run's LastSeq (Atom.Base) and takes its seq only when
-// it commits, so that several branches of one run are in flight at once;
-// reads names what it reads beyond what its delta writes. Its Commit
-// fails with an error matching ErrConflict, applying nothing, if an atom
-// committed after its base wrote what it writes or reads. Its default
-// keys derive from the run, its name and the call's index
-// (ledger.BranchKey): Branch again with the same name retries the same
-// piece of work, with the certified results of the earlier attempt.
+// Branch begins branch name of the run: an atom that reads the state at
+// LastSeq (Atom.Base) and takes its seq when it commits; reads names what
+// it reads beyond what it writes. Its Commit fails with ErrConflict if an
+// atom committed after its base wrote what it writes or reads. Branch
+// again with the same name retries with the same keys (ledger.BranchKey).
 // docs/DESIGN.md ("Branches") has the rules.
 //
 // Errors: ErrAtomInProgress (an atom of Begin runs, a crash's interrupted
@@ -50,9 +45,8 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 		return nil, err
 	}
 	r.touch() // the frame cache keeps recently used frames
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return nil, fmt.Errorf("engine: branch run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("branch run", r.id); err != nil {
+		return nil, err
 	}
 	if err := r.lockIdle(ctx); err != nil {
 		return nil, err
@@ -88,16 +82,6 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	return a, nil
 }
 
-// frameBoundLocked is the size bound of the run's frame as of lastSeq
-// (checkFrameSizeLocked's).
-func (r *Run) frameBoundLocked() int64 {
-	if r.mu.sizeFrame != r.mu.frame || r.mu.sizeSeq != r.mu.lastSeq {
-		r.mu.sizeBound = int64(frame.EncodedFrameSize(r.mu.frame))
-		r.mu.sizeFrame, r.mu.sizeSeq = r.mu.frame, r.mu.lastSeq
-	}
-	return r.mu.sizeBound
-}
-
 // Base returns the seq whose state the atom reads: a branch's base, or
 // Seq-1 for an atom of Begin. The branch reads it with Run.StateAt.
 func (a *Atom) Base() uint64 {
@@ -115,9 +99,8 @@ func (a *Atom) Branch() string {
 	return ""
 }
 
-// withDefaultKey returns in (an intent of this atom's) with the default
-// key of call index index: the run's DefaultKey at the atom's seq, or a
-// branch's BranchKey.
+// withDefaultKey returns in with call index's default key (a branch's
+// BranchKey).
 func (a *Atom) withDefaultKey(in *ledger.Intent, index uint32) *ledger.Intent {
 	if a.branch != nil {
 		return in.WithKey(ledger.BranchKey(a.run.id, a.branch.Name, int(index)), index)
@@ -147,8 +130,7 @@ func (a *Atom) endBranchLocked(br *branchSet) {
 	a.run.branchIdleLocked()
 }
 
-// failBranch is Fail of a branch: it ends the branch, which reserved no
-// seq, without a record.
+// failBranch is Fail of a branch: no seq, no record.
 func (a *Atom) failBranch(reason string) error {
 	r := a.run
 	r.mu.Lock()
@@ -183,10 +165,8 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	return nil
 }
 
-// branchAtom is a branch's commit of d as branch.Conduct drives it (its
-// run as the run's branch.Core), and, from the moment its record is
-// appended until it is applied or failed, the commit's payload in the
-// run's queue.
+// branchAtom is a branch's commit of d as branch.Conduct drives it, and
+// once appended the payload of the run's queue.
 type branchAtom struct {
 	a       *Atom
 	d       *frame.Delta
@@ -231,9 +211,8 @@ func (x *branchAtom) Unlock() {
 func (x *branchAtom) ReadyLocked(br *branchSet) (<-chan struct{}, bool, error) {
 	a, r := x.a, x.a.run
 	if r.mu.writing {
-		// A record of the run is being written under its write mark (a
-		// wait's, an event's, a wake's: they name the run's newest record
-		// appended): this one takes its seq after it is in the log.
+		// A wait's, event's or wake's record is being written: this one
+		// takes its seq after it.
 		if r.mu.idle == nil {
 			r.mu.idle = make(chan struct{})
 		}
@@ -282,8 +261,7 @@ func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*br
 	x.w = db.log.AppendAsync(x.enc.rec)
 	select {
 	case <-x.w.Done():
-		// Written already, or refused (too large for a segment, the log
-		// closed or failed): in either case nothing is chained to it yet.
+		// Written already, or refused: nothing is chained to it yet.
 		if _, err := x.w.Wait(context.Background()); err != nil {
 			db.untrack(x.tok)
 			return nil, chain.Hash{}, db.branchLogError(err, fmt.Sprintf("engine: commit run %q branch %q", r.id, a.branch.Name))
@@ -309,8 +287,8 @@ func (x *branchAtom) FailLocked(q *queuedBranch, err error) error {
 	return x.a.run.db.branchLogError(err, fmt.Sprintf("engine: commit run %q branch %q (seq %d)", x.a.run.id, x.a.branch.Name, q.Seq))
 }
 
-// branchLogError is the error of a branch's record (where) that the log
-// refused as too large, or failed: the log's failure, final.
+// branchLogError is the error of a branch's record the log refused as
+// too large, or failed (final).
 func (db *DB) branchLogError(err error, where string) error {
 	if tooLargeForLog(err) {
 		return fmt.Errorf("%w: %s: %w", ErrTooLarge, where, err)
@@ -320,10 +298,8 @@ func (db *DB) branchLogError(err error, where string) error {
 	return fmt.Errorf("%s: %w", where, err)
 }
 
-// Durable reports whether q's record is durable already, and marks it so:
-// the commit that publishes the records before it publishes it too, in
-// the same hold of the run's lock, rather than wait for q's own goroutine
-// to be scheduled. A failure is left to that goroutine to report.
+// Durable reports, and marks, whether q's record is durable already, so
+// the commit before it publishes it too; a failure is q's to report.
 func (x *branchAtom) Durable(q *queuedBranch) bool {
 	db := x.a.run.db
 	select {

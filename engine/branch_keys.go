@@ -9,10 +9,8 @@ import (
 	"github.com/continuumdb/continuum/record"
 )
 
-// StateKey names a part of a run's frame that an atom reads or writes, the
-// unit of a branch's conflicts: the objective, one subgoal (by id), one
-// memory key, the scratchpad, the conversation (every message), one
-// pending action (by call id), or the whole frame.
+// StateKey names a part of a run's frame an atom reads or writes, the
+// unit of a branch's conflicts.
 type StateKey = record.StateKey
 
 // ObjectiveKey names the frame's objective.
@@ -38,24 +36,20 @@ func PendingKey(callID string) StateKey { return StateKey{Kind: record.KeyPendin
 func FrameKey() StateKey { return StateKey{Kind: record.KeyFrame} }
 
 // MaxBranchWindow bounds the atoms after a branch's base whose write sets
-// a run keeps in memory: a branch whose base is more than this many atoms
-// behind the newest one conflicts (a *ConflictError with Lost set), as if
-// one of them had written what it reads.
+// a run keeps: a base further behind conflicts (ConflictError.Lost).
 const MaxBranchWindow = record.MaxBranchLag
 
 // branchWindow is MaxBranchWindow; tests make it small.
 var branchWindow = MaxBranchWindow
 
 // ConflictError is the error of a branch's Commit that lost to an atom
-// committed after its base; it matches ErrConflict. Nothing was written,
-// and the branch is over: Branch with the same name begins its retry.
+// committed after its base (ErrConflict): nothing written, the branch over.
 type ConflictError struct {
 	Run    string
 	Branch string
 	Base   uint64
-	// Seq is the atom after Base that wrote Key, which the branch wrote or
-	// declared it reads. With Lost set, Seq is the oldest atom whose write
-	// set the run still holds, and Base is before it (MaxBranchWindow).
+	// Seq is the atom that wrote Key; with Lost, the oldest atom whose
+	// write set the run holds, Base being before it (MaxBranchWindow).
 	Seq  uint64
 	Key  StateKey
 	Lost bool

@@ -9,7 +9,6 @@ import (
 	"github.com/continuumdb/continuum/internal/stream"
 	"log/slog"
 	"slices"
-	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
 	"github.com/continuumdb/continuum/internal/retention"
+	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -65,7 +65,7 @@ type DB struct {
 		// CHECKPOINT's table in lazy (sorted by id) until a caller asks for
 		// one (runLocked) or for all of them (allRunsLocked). Every access
 		// to a run by id goes through runLocked.
-		runs     map[string]*Run
+		runs     runtable.Table[*Run]
 		lazy     []layout.CheckpointRun
 		lazyLeft int // rows of lazy not built yet
 		// dropped names rows of lazy that the log showed wrong (registry.go):
@@ -354,12 +354,8 @@ func (db *DB) Runs(status ...Status) ([]RunInfo, error) {
 		return nil, ErrClosed
 	}
 	db.allRunsLocked()
-	runs := make([]*Run, 0, len(db.mu.runs))
-	for _, r := range db.mu.runs {
-		runs = append(runs, r)
-	}
+	runs := db.mu.runs.Sorted()
 	db.mu.Unlock()
-	sort.Slice(runs, func(i, j int) bool { return runs[i].id < runs[j].id })
 	infos := make([]RunInfo, 0, len(runs))
 	for _, r := range runs {
 		if r.waitCreated(context.Background()) != nil {
@@ -374,16 +370,12 @@ func (db *DB) Runs(status ...Status) ([]RunInfo, error) {
 	return infos, nil
 }
 
+// runList returns every run of the store, sorted by id.
 func (db *DB) runList() []*Run {
 	db.mu.Lock()
 	defer db.mu.Unlock()
 	db.allRunsLocked()
-	runs := make([]*Run, 0, len(db.mu.runs))
-	for _, r := range db.mu.runs {
-		runs = append(runs, r)
-	}
-	sort.Slice(runs, func(i, j int) bool { return runs[i].id < runs[j].id })
-	return runs
+	return db.mu.runs.Sorted()
 }
 
 // track registers a log write about to happen; the engine checkpoint replays

@@ -1,8 +1,7 @@
 package engine
 
-// Deleting ended runs (docs/DESIGN.md, "Retention"): internal/retention
-// conducts it (retention.Delete); this file is the API and tableRuns, the
-// DB's table of runs as retention.Runs (and erasure.KeyRuns).
+// Deleting ended runs (docs/DESIGN.md, "Retention"): retention.Delete
+// over tableRuns.
 
 import (
 	"context"
@@ -34,21 +33,18 @@ var (
 // MaxDeleteReason bounds DeleteOptions.Reason, in bytes.
 const MaxDeleteReason = record.MaxDeleteReason
 
-// DeleteOptions select the ended runs DeleteRuns deletes: the runs IDs
-// names, or, when IDs is empty, every ended run that matches Status and
-// EndedBefore (at least one of the two must be set).
+// DeleteOptions select the ended runs DeleteRuns deletes: IDs, or every
+// one matching Status and EndedBefore (one of them set).
 type DeleteOptions struct {
-	// IDs names the runs to delete. Each must exist and have ended, and
-	// its forks must be deleted with it (or before): otherwise DeleteRuns
-	// fails, naming the run, and deletes nothing.
+	// IDs names the runs to delete: ended, their forks deleted with
+	// them or before, or DeleteRuns deletes nothing.
 	IDs []string
 	// Status selects runs that ended with one of these statuses
 	// (StatusCompleted, StatusFailed, StatusCancelled); empty: any.
 	Status []Status
 	// EndedBefore selects runs that ended before it; zero: any time.
 	EndedBefore time.Time
-	// Reason is recorded in each delete record (at most MaxDeleteReason
-	// bytes); "" records what selected the run.
+	// Reason is recorded (at most MaxDeleteReason bytes; "": the selection).
 	Reason string
 }
 
@@ -60,8 +56,8 @@ type DeletedRun struct {
 	Head   chain.Hash // the deletion's link
 	At     time.Time
 	Reason string
-	// Erasure is the run's erasure, if it was erased (Erase): after its
-	// deletion (Seq and Erasure.Seq differ), or by it (the same record).
+	// Erasure is the run's erasure (Erase), if any: after its deletion,
+	// or by it (Erasure.Seq == Seq).
 	Erasure *Erasure
 }
 
@@ -74,11 +70,9 @@ func (db *DB) Delete(ctx context.Context, ids ...string) ([]DeletedRun, error) {
 	return db.DeleteRuns(ctx, DeleteOptions{IDs: ids})
 }
 
-// DeleteRuns deletes the ended runs o selects, all or none, with one
-// delete record each, durable when it returns; the runs are gone from
-// Runs, Run and Fork at once, and GC reclaims their records. A run a
-// policy selects is kept while a fork of it lives. A *Run of a deleted
-// run still held keeps its state in memory, and can neither Begin nor End.
+// DeleteRuns deletes the ended runs o selects, all or none, durable when it
+// returns (docs/DESIGN.md, "Retention"). Errors: ErrRunNotEnded,
+// ErrRunHasForks, ErrRunDeleted, ErrInvalidOptions.
 func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, error) {
 	if err := db.checkOpen(); err != nil {
 		return nil, err
@@ -102,8 +96,7 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	return out, nil
 }
 
-// Deleted lists the runs the store deleted (and erased), sorted by id, as
-// their delete and erase records say.
+// Deleted lists the runs the store deleted (and erased), by id.
 func (db *DB) Deleted() ([]DeletedRun, error) {
 	if err := db.checkRegistry(); err != nil {
 		return nil, err
@@ -133,14 +126,12 @@ func deletedRun(id string, d *retention.Gone) DeletedRun {
 // retentionErrs are the sentinels package retention's refusals match.
 var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
 
-// deletionNote is the chain checkpoint of d's link, signed when the store
-// has a signing key.
+// deletionNote is the (signed) chain checkpoint of d's link.
 func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
 	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
 }
 
-// tableRuns is the DB's table of runs (runs.go) as retention.Runs, what a
-// deletion or an erasure takes runs out of, and as erasure.KeyRuns.
+// tableRuns is the DB's table of runs as retention.Runs and erasure.KeyRuns.
 type tableRuns DB
 
 func (t *tableRuns) Ready(ctx context.Context) error {
@@ -148,11 +139,7 @@ func (t *tableRuns) Ready(ctx context.Context) error {
 	if err := db.checkRegistry(); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
-	}
-	return nil
+	return db.writable("", "")
 }
 
 func (t *tableRuns) Track() func() {
@@ -278,8 +265,7 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 	return poss, nil
 }
 
-// applyDeletionLocked is the replay of a delete or erase record
-// (retention.Registry.Replay): a run built is withdrawn.
+// applyDeletionLocked replays a delete or erase record (Registry.Replay).
 func (db *DB) applyDeletionLocked(rec *record.Record) string {
 	r := db.runLocked(rec.Run)
 	if r == nil {

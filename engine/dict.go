@@ -1,8 +1,6 @@
 package engine
 
-// Compression dictionaries: package internal/dicttrain collects the first
-// record bodies, trains the store's dictionary from them in the
-// background, and selects it (curDict) once it is durable and replicated.
+// Compression dictionaries: internal/dicttrain's, over dictHost.
 
 import (
 	"github.com/continuumdb/continuum/internal/dicttrain"

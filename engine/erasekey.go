@@ -57,6 +57,11 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 	if err := db.checkOpen(); err != nil {
 		return ErasedKey{}, err
 	}
+	// "No such run" is decided on the log's deletions: those before
+	// CHECKPOINT's replay position are known once the check has run.
+	if err := db.checkRegistry(); err != nil {
+		return ErasedKey{}, err
+	}
 	k, err := db.eraser.EraseKey(ctx, (*tableRuns)(db), id, key, reason)
 	return ErasedKey(k), err
 }

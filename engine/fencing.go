@@ -1,7 +1,6 @@
 package engine
 
-// Fencing: the writer's epoch reaches every exec (internal/fence;
-// docs/DESIGN.md, the write path's fencing).
+// Fencing (internal/fence; docs/DESIGN.md, the write path's fencing).
 
 import (
 	"context"
@@ -11,38 +10,29 @@ import (
 )
 
 // Fence is what a writer holds the store by, as a FencedReplicator
-// describes it to the DB at Open (package internal/fence documents each
-// field: Token, Lost, Held, CallBound, InDoubtAfter).
+// describes it at Open (internal/fence documents its fields).
 type Fence = fence.Fence
 
 // FencedReplicator is a Replicator whose writer holds the store by a
-// lease (package replicate's): the DB asks it for its Fence once, at
-// Open, after ReplicateFile. Any other Replicator leaves the DB fenced as
-// a local store is.
+// lease: the DB asks it for its Fence once, at Open, after ReplicateFile.
 type FencedReplicator interface {
 	Replicator
 	Fence() Fence
 }
 
 // ErrCallBound is matched by the error of a Do whose exec ran past
-// Fence.CallBound: its context was cancelled, and what it returned was
-// not certified (the error also matches ledger.ErrInDoubt).
+// Fence.CallBound: not certified (it also matches ledger.ErrInDoubt).
 var ErrCallBound = fence.ErrCallBound
 
 // ErrLeaseLost is matched by the error of a Do whose writer lost its
-// lease (or could not prove it held it) before or while its exec ran: the
-// exec's context was cancelled and what it returned was not certified (in
-// doubt, unless exec was never called). A writer another node replaced
-// gets ErrFenced next; one whose renewal was only late may hold it again.
+// lease (or could not prove it held it) before or while its exec ran:
+// not certified (in doubt, unless exec was never called).
 var ErrLeaseLost = fence.ErrLeaseLost
 
 // FencingToken returns the fencing token of the writer that called exec
-// with ctx (or a context derived from it), and whether ctx carries one,
-// to pass downstream with the idempotency key: a downstream that refuses
-// a token smaller than the largest it saw never acts for a replaced
-// writer. A replicated store's token is its writer's lease epoch; a
-// local store's, the log's end at Open (segment << 32 | offset). Tokens
-// are not comparable across a store's change from local to replicated.
+// with ctx (or a context derived from it), and whether ctx carries one, to
+// pass downstream with the idempotency key (docs/DESIGN.md, the write
+// path's fencing, has what a token is).
 func FencingToken(ctx context.Context) (uint64, bool) {
 	return fence.Token(ctx)
 }
@@ -51,8 +41,8 @@ func FencingToken(ctx context.Context) (uint64, bool) {
 // FencingToken).
 func (db *DB) FencingToken() uint64 { return db.fence.Token }
 
-// openFence is the DB's Fence: its FencedReplicator's, or a local
-// store's, whose token is the log's end at Open.
+// openFence is the FencedReplicator's Fence, or a local store's (the
+// log's end at Open).
 func (db *DB) openFence() Fence {
 	if fr, ok := db.opts.Replicator.(FencedReplicator); ok {
 		return fr.Fence()

@@ -1,11 +1,7 @@
 package engine
 
-// Forks and lineage (docs/DESIGN.md, "Lifecycle and forks"): a fork's
-// creation record (record.KindFork) commits to the parent, the fork point
-// and the parent's head there; its chain starts with
-// chain.Hasher.ForkGenesis over them. Package internal/lineage walks a
-// lineage and gives a fork's repeated action its ancestor's key (I10);
-// capView is its Run, and ledgerView its Ledger.
+// Forks (docs/DESIGN.md, "Lifecycle and forks"); internal/lineage walks a
+// lineage over capView and ledgerView.
 
 import (
 	"context"
@@ -23,14 +19,9 @@ import (
 // ErrRunExists is returned by Fork for an id that names a run already.
 var ErrRunExists = errors.New("engine: run exists")
 
-// Fork creates run id from run src's state at seq at (0 <= at <=
-// src.LastSeq): its state at at equals src.StateAt(at), StateAt(k <= at)
-// answers from src's history, its first atom is at+1, and its chain begins
-// with a record committing to (src, at, src's head at at). The fork is
-// durable when Fork returns. Fork refuses an id that exists
-// (ErrRunExists), an unknown src, and at beyond src's last seq
-// (ErrSeqOutOfRange: an atom in flight is not committed). src may be a
-// fork, and may have ended.
+// Fork creates run id from run src's state at committed seq at, durable
+// when it returns; its first atom is at+1. Errors: ErrRunExists,
+// ErrRunDeleted, ErrSeqOutOfRange (at past src's LastSeq), an unknown src.
 func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run, error) {
 	if err := record.CheckRunID(id); err != nil {
 		return nil, err
@@ -48,13 +39,10 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 	if last := parent.LastSeq(); at > last {
 		return nil, fmt.Errorf("%w: fork of run %q at seq %d, its last committed seq is %d", ErrSeqOutOfRange, src, at, last)
 	}
-	if at < parent.base {
-		// The parent's state there is its own parent's: a lineage's links
-		// always name the run whose chain holds the fork point.
+	if at < parent.base { // a link names the run whose chain holds the fork point
 		return db.Fork(ctx, parent.parent, at, id)
 	}
-	// The fork's state is built on its first use (materializeLocked), not
-	// here: Fork costs one record and its fsync whatever the history.
+	// The fork's state is built on its first use (materializeLocked).
 	parentHead, err := parent.headAt(ctx, at)
 	if err != nil {
 		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
@@ -105,9 +93,8 @@ func (db *DB) existingRun(ctx context.Context, id string) (*Run, error) {
 	return r, nil
 }
 
-// newForkRun is newRun for a run forked from parent at seq at, where the
-// parent's head was parentHead. Its frame is built on first use: the
-// parent's state at at (baseFrame), or its frame file after a restart.
+// newForkRun is newRun for a run forked from parent at seq at (head
+// parentHead); its frame is built on first use.
 func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent string, parentRef *Run, at uint64, parentHead chain.Hash) *Run {
 	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, base: at}
 	r.parentRef.Store(parentRef)
@@ -119,9 +106,7 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// parentRun returns the run this fork was forked from, its lineage
-// checked (lineage.Parent). It takes no lock: a run's parent is set when
-// it is built, and again only by CHECKPOINT's reconciliation with the log.
+// parentRun returns the fork's parent, its lineage checked (lineage.Parent).
 func (r *Run) parentRun() (*Run, error) {
 	p, err := lineage.Parent((*capView)(r))
 	if err != nil {
@@ -130,8 +115,7 @@ func (r *Run) parentRun() (*Run, error) {
 	return (*Run)(p.(*capView)), nil
 }
 
-// baseFrame returns the run's state at its base: the empty frame, or, for
-// a fork, its parent's state at the fork point.
+// baseFrame returns the run's state at its base (a fork's parent's).
 func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 	if r.parent == "" {
 		return newFrame(), nil
@@ -170,9 +154,8 @@ func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 	return a.Head, nil
 }
 
-// lineageIntent returns in (a default-key intent of this atom) with the
-// key the nearest run of its lineage used for the same action at the
-// same position (lineage.Key, lineage.BranchKey), or in itself.
+// lineageIntent returns default-key intent in with its lineage's key
+// (lineage.Key, lineage.BranchKey), or in itself.
 func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	if a.branch != nil {
 		return lineage.BranchKey((*capView)(a.run), a.branch.Name, in, (*ledgerView)(a.run.db))
@@ -180,9 +163,8 @@ func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.In
 	return lineage.Key(ctx, (*capView)(a.run), a.seq, in, (*ledgerView)(a.run.db))
 }
 
-// actionsAt returns the actions of the run's atom seq (committed, or in
-// flight) with call index index, and may return more of that atom's
-// (lineage.Run's Actions); the ledger is loaded when it returns.
+// actionsAt is lineage.Run's Actions: atom seq's actions (committed or in
+// flight) at call index, maybe more; the ledger loaded.
 func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]ledger.Fingerprint, error) {
 	r.mu.Lock()
 	last := r.mu.lastSeq

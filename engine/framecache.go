@@ -1,11 +1,10 @@
 package engine
 
 import (
-	"cmp"
-	"slices"
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/runstate"
 )
 
 // The frame cache: a run keeps its frame in memory while it is in use, and
@@ -51,54 +50,34 @@ func (r *Run) droppableLocked() bool {
 const frameCheckpointGap = 10 * time.Second
 
 // dropIdleFrames drops the frames of idle runs, least recently used
-// first, until the resident frames fit in Options.FrameCache. It runs on
-// the background goroutine, after each engine checkpoint and each sweep.
-// It reports whether they still do not fit while some idle run keeps its
-// frame only because no checkpoint has written it yet.
+// first, until the resident frames fit in Options.FrameCache
+// (runstate.Drop). It runs on the background goroutine, after each engine
+// checkpoint and each sweep. It reports whether they still do not fit
+// while some idle run keeps its frame only because no checkpoint has
+// written it yet.
 func (db *DB) dropIdleFrames() (unwritten bool) {
 	budget := db.frameBudget.Load()
 	if budget < 0 {
 		return false
 	}
-	type cand struct {
-		r     *Run
-		use   int64
-		bytes int64
-	}
-	var total int64
-	var cands []cand
-	for _, r := range db.runList() {
+	return runstate.Drop(db.runList(), budget, func(r *Run) (runstate.Resident, bool) {
 		r.mu.Lock()
-		if r.mu.frame != nil {
-			n := r.residentBytesLocked()
-			total += n
-			if r.droppableLocked() {
-				cands = append(cands, cand{r, r.lastUse.Load(), n})
-			} else if r.idleLocked() && r.mu.frameSumSeq != r.mu.lastSeq {
-				unwritten = true // a checkpoint would write it
-			}
+		defer r.mu.Unlock()
+		if r.mu.frame == nil {
+			return runstate.Resident{}, false
 		}
-		r.mu.Unlock()
-	}
-	if total <= budget {
-		return false
-	}
-	slices.SortFunc(cands, func(a, b cand) int { return cmp.Compare(a.use, b.use) })
-	for _, c := range cands {
-		if total <= budget {
-			break
-		}
-		r := c.r
+		return runstate.Resident{Use: r.lastUse.Load(), Bytes: r.residentBytesLocked(), Droppable: r.droppableLocked(),
+			Unwritten: r.idleLocked() && r.mu.frameSumSeq != r.mu.lastSeq}, true
+	}, func(r *Run, use int64) bool {
 		r.mu.Lock()
-		// Used or changed since the scan: keep it.
-		if r.droppableLocked() && r.lastUse.Load() == c.use {
-			r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
-			total -= c.bytes
-			db.counters.framesDropped.Add(1)
+		defer r.mu.Unlock()
+		if !r.droppableLocked() || r.lastUse.Load() != use { // used or changed since the scan: keep it
+			return false
 		}
-		r.mu.Unlock()
-	}
-	return unwritten && total > budget
+		r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
+		db.counters.framesDropped.Add(1)
+		return true
+	})
 }
 
 // residentBytesLocked is the heap r's frame holds (r.mu.frame != nil),

@@ -1,10 +1,7 @@
 package engine
 
-// Garbage collection (docs/DESIGN.md, "Retention: deleting runs and
-// garbage collection"): internal/retention holds it (what is dead, the
-// plan, the steps and their crash safety); this file is the API and
-// gcCore, the retention.Core it runs over on the background goroutine
-// (and the erasure's Finisher).
+// Garbage collection (docs/DESIGN.md, "Retention"): internal/retention's,
+// over gcCore.
 
 import (
 	"context"
@@ -34,11 +31,8 @@ type GCStats struct {
 	Duration       time.Duration // wall time
 }
 
-// GC reclaims the space of dead records (those of deleted runs,
-// superseded store heads) and returns what it removed, then sweeps the
-// blobs no record references (SweepBlobs). Commits go on beside it;
-// Deletes wait for it. A failure leaves the store as a crash at that
-// point would: nothing live is touched.
+// GC reclaims the space of dead records, then sweeps the blobs
+// (SweepBlobs); Commits go on beside it (docs/DESIGN.md, "Retention").
 func (db *DB) GC(ctx context.Context) (GCStats, error) {
 	if err := db.checkOpen(); err != nil {
 		return GCStats{}, err
@@ -56,8 +50,7 @@ func (db *DB) gcEnv() retention.Env {
 		FS: db.fs, Dir: db.dir, StoreID: db.storeID, NoSync: db.opts.NoSync, CompactDead: db.opts.CompactDead, Logger: db.logger}
 }
 
-// gcCore is the DB as retention.Core and erasure.Finisher (their doc.go
-// say what each method promises), on the background goroutine.
+// gcCore is the DB as retention.Core and erasure.Finisher (their doc.go).
 type gcCore struct{ db *DB }
 
 var _ retention.Core = gcCore{}
@@ -97,9 +90,8 @@ func (c gcCore) Deleted() map[string]bool {
 	return c.db.mu.deleted.Durable()
 }
 
-// DropDerived removes the frame files of runs (a failure is only logged)
-// and their snapshots, unless the snapshot store is absent or not usable
-// (its own error says so).
+// DropDerived removes runs' frame files and snapshots, if there is a
+// usable snapshot store.
 func (c gcCore) DropDerived(ctx context.Context, runs map[string]bool) error {
 	db := c.db
 	if retention.RemoveFrames(db.fs, db.path(layout.FramesDir), runs, db.frameFileName, db.opts.NoSync, db.logger) {
@@ -133,18 +125,13 @@ func (c gcCore) LedgerRecords() (*record.Cursor, func(sealed, into *record.Recor
 // log (retention.Trimmed).
 func (db *DB) logTrimmed() bool { return retention.Trimmed(db.log) }
 
-// orphan is retention.GC.Orphan: err, the damage of a record of run whose
-// creation record is not in the log, or nil and noted if the log was
-// trimmed.
+// orphan is retention.GC.Orphan.
 func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTrimmed(), run, err) }
 
-// checkOrphans returns the damage of the first orphan record (by run id)
-// of a run the log does not delete.
+// checkOrphans is retention.GC.CheckOrphans.
 func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
 
-// removeLeftovers is retention.RemoveLeftovers over the store's directory,
-// frames/ and dicts/, keeping the ledger table a valid CHECKPOINT (cp)
-// names.
+// removeLeftovers is retention.RemoveLeftovers, keeping cp's ledger table.
 func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 	var keep *uint64
 	if cp != nil {

@@ -13,9 +13,8 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// journal is the ledger's journal of one ledger call (internal/journal):
-// relaxed with landed closed when the call returned; atom, if set, is told
-// of each intent written (Atom.noteStarted).
+// journal is one ledger call's journal (internal/journal); atom, if set,
+// is told of each intent written.
 type journal struct {
 	db      *DB
 	relaxed bool
@@ -51,8 +50,7 @@ func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
 	return jrn.ReadIntent(journalCore{db}, loc)
 }
 
-// applyAtomBody applies atom record a's delta to f, its certified results
-// resolved from the ledger; file names a's segment in errors.
+// applyAtomBody applies atom record a's delta to f (record.ApplyAtom).
 func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
 	return record.ApplyAtom(db.comp, f, a, file, db.certifiedResult)
 }

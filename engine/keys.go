@@ -15,10 +15,8 @@ import (
 )
 
 // ErrKeyring is returned by Open when the store and Options.Keyring do not
-// match: an encrypted store opened without a keyring, or a plaintext one
-// with a keyring. A keyring that lacks a key the store needs, or whose key
-// does not open it, is an error matching seal.ErrUnknownKey or
-// seal.ErrWrongKey instead.
+// match (one without the other); a key missing or wrong is
+// seal.ErrUnknownKey or seal.ErrWrongKey instead.
 var ErrKeyring = offline.ErrKeyring
 
 // openKeys reads KEYS of an existing encrypted store with the keyring,
@@ -40,8 +38,7 @@ func (db *DB) setKeys(ks *keystore.Store, err error) error {
 	return err
 }
 
-// runKey returns the data key of run id, adding one (KEYS made durable)
-// before the run's creation record is appended.
+// runKey returns run id's data key, added durably if new.
 func (db *DB) runKey(id string) (*seal.Key, error) {
 	if err := db.keys.Add(id); err != nil {
 		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
@@ -50,11 +47,9 @@ func (db *DB) runKey(id string) (*seal.Key, error) {
 	return k, nil
 }
 
-// Rekey re-wraps every data key of an encrypted store that the keyring's
-// current key did not wrap, with the current key, and makes KEYS durable:
-// after it the keyring's older keys can be retired. The sealed data is
-// not touched. It returns how many keys it re-wrapped; on a plaintext
-// store it fails with ErrKeyring.
+// Rekey re-wraps with the keyring's current key every data key another
+// wrapped, durably, and returns how many; the keyring's older keys can
+// then be retired. A plaintext store: ErrKeyring.
 func (db *DB) Rekey() (int, error) {
 	if err := db.checkOpen(); err != nil {
 		return 0, err
@@ -78,10 +73,8 @@ func (db *DB) KeyEntries() []seal.Entry {
 	return db.keys.Entries()
 }
 
-// openRowResult opens the sealed end result of run (ended at seq) that
-// CHECKPOINT's row holds. A result that does not open (the run was
-// erased, or CHECKPOINT was changed: the comparison of the rows with the
-// log reports that) is served as none.
+// openRowResult opens CHECKPOINT's sealed end result of run (ended at
+// seq); one that does not open is served as none.
 func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 	plain, err := db.sealer.Open(nil, stored, record.KindEnd, run, seq)
 	if err != nil {
@@ -94,11 +87,9 @@ func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
 }
 
 // checkRunKeys refuses a KEYS that lacks the data key of a run the store
-// holds (a CHECKPOINT row or a run replayed from the log): one older than
-// the log, or another copy's, with which the run's records would read as
-// damage.
+// holds (keystore.Store.CheckHeld).
 func (db *DB) checkRunKeys() error {
-	id := db.keys.Lacking(func(yield func(string) bool) { // KEYS read first, then db.mu taken
+	return db.keys.CheckHeld(func(yield func(string) bool) { // KEYS read first, then db.mu taken
 		db.mu.Lock()
 		defer db.mu.Unlock()
 		for i := range db.mu.lazy {
@@ -111,10 +102,5 @@ func (db *DB) checkRunKeys() error {
 				return
 			}
 		}
-	})
-	if id == "" {
-		return nil
-	}
-	return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
-		ErrCorrupt, db.path(layout.KeysName), id)
+	}, ErrCorrupt)
 }

@@ -1,8 +1,6 @@
 package engine
 
-// The ledger's persisted table: loaded in the background after Open, from
-// the file CHECKPOINT names, or rebuilt from the log
-// (internal/checkpoint's LedgerTable).
+// The ledger's persisted table (internal/checkpoint's LedgerTable).
 
 import (
 	"context"
@@ -12,8 +10,7 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// deferLedgerTable sets up the load of the table of checkpoint generation
-// gen, taken at log position at, into the ledger Open's replay built.
+// deferLedgerTable sets up the load of generation gen's table (taken at at).
 func (db *DB) deferLedgerTable(gen uint64, at wal.Pos) {
 	db.ledgerTable.Defer(checkpoint.LedgerTableSource{FS: db.fs, Name: db.ledgerTableName(gen), Gen: gen, At: at,
 		Sealer: db.sealer, Logger: db.logger, Log: db.log, SegmentFile: db.segmentFile, Decoder: db.decoder(true)}, db.ledger)

@@ -1,10 +1,7 @@
 package engine
 
-// A run's lifecycle: active until End, then completed, failed or cancelled
-// for good. The end is a record of the log and the last link of the run's
-// chain (record.KindEnd), so its status, time and result are as
-// tamper-evident as any atom; with a signing key, a final chain checkpoint
-// signed at the end's link covers them.
+// A run's lifecycle (docs/DESIGN.md, "Lifecycle and forks";
+// internal/lifecycle decides).
 
 import (
 	"context"
@@ -13,6 +10,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/lifecycle"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -27,19 +25,7 @@ const (
 	StatusCancelled
 )
 
-func (s Status) String() string {
-	switch s {
-	case StatusActive:
-		return "active"
-	case StatusCompleted:
-		return "completed"
-	case StatusFailed:
-		return "failed"
-	case StatusCancelled:
-		return "cancelled"
-	}
-	return fmt.Sprintf("status-%d", uint8(s))
-}
+func (s Status) String() string { return lifecycle.StatusName(uint8(s)) }
 
 // ErrRunEnded is returned by Begin and End of a run that ended (match it
 // with errors.Is; the error names the run and its status).
@@ -78,14 +64,10 @@ func (r *Run) Status() Status {
 	return StatusActive
 }
 
-// End ends the run with status s (StatusCompleted, StatusFailed or
-// StatusCancelled) and result (at most MaxEndResult bytes; the run's
-// outcome for whoever lists it, nil for none). The end is durable when End
-// returns nil, and final: Begin then fails with ErrRunEnded, and so does a
-// second End. An atom in flight makes End fail with ErrAtomInProgress:
-// commit or fail it first. A wait, event or wake record of the run being
-// written (waits.go) is waited for: the end follows it in the log. After End, Head is the end's link and, with a
-// signing key, a signed final checkpoint covers it.
+// End ends the run with a final status s and result (at most
+// MaxEndResult bytes), durably and for good; a wait, event or wake record
+// being written goes first. Errors: ErrRunEnded, ErrAtomInProgress (an
+// atom or branch in flight), ErrRollbackPending, ErrTooLarge.
 func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	db := r.db
 	if err := db.checkOpen(); err != nil {
@@ -94,19 +76,14 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	if s < StatusCompleted || s > StatusCancelled {
-		return fmt.Errorf("engine: end run %q: status %v is not a final status", r.id, s)
-	}
-	if len(result) > MaxEndResult {
-		return fmt.Errorf("%w: end run %q: result of %d bytes, the limit is %d (engine.MaxEndResult); nothing was written",
-			ErrTooLarge, r.id, len(result), MaxEndResult)
+	if err := lifecycle.Check(r.id, uint8(s), len(result), ErrTooLarge); err != nil {
+		return err
 	}
 	if err := r.waitCreated(ctx); err != nil {
 		return err
 	}
-	db.startDirSyncs()
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: end run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("end run", r.id); err != nil {
+		return err
 	}
 	// Once a record of the run being written (a wait's, an event's) is
 	// in the log: the end comes after it.
@@ -118,30 +95,17 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		return err
 	}
 	now := time.Now()
-	seq := r.mu.lastSeq + 1
-	stored := result
-	if db.sealer != nil {
-		// The chain links the end over its stored, sealed result.
-		var err error
-		if stored, err = db.sealer.Seal(nil, result, record.KindEnd, r.id, seq); err != nil {
-			r.mu.Unlock()
-			return fmt.Errorf("engine: end run %q: %w", r.id, err)
-		}
+	rec, head, stored, err := lifecycle.Record(db.hasher, db.sealer, r.id, r.mu.lastSeq+1, r.mu.head, uint8(s), now.UnixNano(), result)
+	if err != nil {
+		r.mu.Unlock()
+		return err
 	}
-	payload := record.AppendEndPayload(nil, uint8(s), now.UnixNano(), stored)
-	head := db.hasher.Link(r.id, seq, r.mu.head, payload)
-	rec := record.AppendEnd(nil, r.id, seq, head, uint8(s), now.UnixNano(), stored)
-	if db.sealer == nil {
-		stored = nil
-	}
-	// The run refuses Begin and a second End while the end is written, and
-	// readers keep the last committed view: nothing holds r.mu across the
-	// fsync.
+	// Ending: no Begin or End meanwhile; r.mu is not held over the fsync.
 	r.mu.ending = true
 	tok := db.track()
 	r.mu.Unlock()
 
-	_, err := db.append(ctx, rec)
+	_, err = db.append(ctx, rec)
 
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -157,27 +121,22 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	return nil
 }
 
-// endableLocked says why the run cannot end now, or nil.
+// endableLocked says why the run cannot end now, or nil (lifecycle.Endable).
 func (r *Run) endableLocked() error {
-	switch {
-	case r.mu.broken != nil:
-		return r.mu.broken
-	case r.mu.end != nil:
-		return fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, r.mu.end.status)
-	case r.mu.ending:
-		return fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
-	case r.mu.atom != nil:
-		return fmt.Errorf("%w: run %q seq %d: commit or fail it before End", ErrAtomInProgress, r.id, r.mu.atom.seq)
-	case r.mu.rollback != nil:
-		return fmt.Errorf("%w: run %q: finish the rollback to seq %d before End", ErrRollbackPending, r.id, r.mu.rollback.To)
-	case r.mu.br != nil:
-		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before End", ErrAtomInProgress, r.id)
+	st := lifecycle.State{Run: r.id, Broken: r.mu.broken, Ending: r.mu.ending, Branches: r.mu.br != nil}
+	if e := r.mu.end; e != nil {
+		st.Ended = e.status.String()
 	}
-	return nil
+	if r.mu.atom != nil {
+		st.Running = r.mu.atom.seq
+	}
+	if rb := r.mu.rollback; rb != nil {
+		st.Rollback, st.To = true, rb.To
+	}
+	return lifecycle.Endable(st, lifecycle.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, RollbackPending: ErrRollbackPending})
 }
 
-// chainHeadLocked returns the seq and head of the run's last chain link:
-// its end's once ended, else its last atom's.
+// chainHeadLocked returns the seq and head of the run's last link.
 func (r *Run) chainHeadLocked() (uint64, chain.Hash, bool) {
 	if e := r.mu.end; e != nil {
 		return r.mu.lastSeq + 1, e.head, true

@@ -1,8 +1,7 @@
 package engine
 
-// Size limits. What Commit, Do and Resolve accept, the engine reads back:
-// every limit is checked when a record is written, before anything is
-// appended, so that no acknowledged record or frame is refused when read.
+// Size limits, checked before anything is appended (docs/DESIGN.md,
+// "Guarantees").
 
 import (
 	"errors"
@@ -13,37 +12,20 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// MaxSize is the one size limit of the engine, 63 MiB: the encoded size of
-// a record's body (an atom's delta and action fingerprints, an action's
-// intent or certificate with its result) and the encoded size of a run's
-// frame (frame.EncodedFrameSize: the state a snapshot or frame file holds).
-// It sits below frame.MaxDecompressedSize (what the reader accepts) and
-// wal.MaxRecordSize (what a log record holds) with room for the record's
-// header and compression framing.
-//
-// A Commit whose delta is larger, or that would grow the frame past it,
-// fails with ErrTooLarge and writes nothing; the atom stays running and can
-// commit a smaller delta. A frame near the limit can always shrink (a
-// Delete, DropMessages or ClearScratch commits). A store with a
-// SegmentSize below 64 MiB is further limited by the segment: a record
-// must fit in one.
 // MaxRunIDLen bounds a run id, in bytes (record.CheckRunID is the rule).
 const MaxRunIDLen = record.MaxRunIDLen
 
+// MaxSize is the one size limit, 63 MiB: a record's body and a run's
+// encoded frame (frame.EncodedFrameSize). A Commit past it fails with
+// ErrTooLarge and writes nothing; the atom stays running. A store whose
+// SegmentSize is below 64 MiB is further limited by the segment.
+// docs/DESIGN.md ("Guarantees") has the rest.
 const MaxSize = 63 << 20
 
-// MaxResultSize bounds an action's result (Do, Resolve): its certificate,
-// which adds the run id, the fingerprint and a few varints, must stay
-// within MaxSize.
-//
-// Do checks the action's intent before exec, so an oversized action is
-// refused with nothing run. A result found too large after exec cannot be
-// certified as it is; Do then certifies the action as failed, with a
-// reason that says the result was too large, and returns an error matching
-// ErrTooLarge. The action is not left in doubt: a later Do of it calls exec
-// again with the same idempotency key (the downstream sees the key twice),
-// so a tool whose result may be this large should return a reference to
-// it (a file, an object name) instead.
+// MaxResultSize bounds an action's result (Do, Resolve). An intent past it
+// is refused before exec; a result past it certifies the action as
+// failed, the error matching ErrTooLarge (not in doubt: a later Do calls
+// exec again with the same key).
 const MaxResultSize = MaxSize - 1<<10
 
 // maxResult is MaxResultSize, or less in a store whose segments are
@@ -64,23 +46,15 @@ func tooLarge(run string, seq uint64, what string, size int) error {
 
 // checkFrameSizeLocked returns an ErrTooLarge error if applying d (which
 // CanApply accepted) would grow r's frame past MaxSize, and otherwise the
-// frame's size bound after d, to be recorded by noteFrameSizeLocked once
-// d applied. The bound is the frame's exact size when it was last measured
-// plus the encoded size of every delta since: no op grows a frame by more
-// than its own encoding plus the count varint it may lengthen (2 bytes).
-// Only a frame whose bound passes the limit is measured exactly, on a copy
-// with d applied.
+// frame's size bound after d (noteFrameSizeLocked's): the last exact size
+// plus each delta's encoding and 2 bytes an op, measured exactly only past
+// the limit.
 func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
-	f := r.mu.frame
-	if r.mu.sizeFrame != f || r.mu.sizeSeq != r.mu.lastSeq {
-		r.mu.sizeBound = int64(frame.EncodedFrameSize(f))
-		r.mu.sizeFrame, r.mu.sizeSeq = f, r.mu.lastSeq
-	}
-	bound := r.mu.sizeBound + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
+	bound := r.frameBoundLocked() + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
 	if bound <= MaxSize {
 		return bound, nil
 	}
-	next := f.Clone()
+	next := r.mu.frame.Clone()
 	if err := next.Apply(d); err != nil {
 		return 0, fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, seq, err)
 	}
@@ -89,6 +63,16 @@ func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
 		return 0, tooLarge(r.id, seq, "the frame after this delta", int(exact))
 	}
 	return exact, nil
+}
+
+// frameBoundLocked is the size bound of the run's frame as of lastSeq:
+// its exact size, measured once per frame and seq.
+func (r *Run) frameBoundLocked() int64 {
+	if r.mu.sizeFrame != r.mu.frame || r.mu.sizeSeq != r.mu.lastSeq {
+		r.mu.sizeBound = int64(frame.EncodedFrameSize(r.mu.frame))
+		r.mu.sizeFrame, r.mu.sizeSeq = r.mu.frame, r.mu.lastSeq
+	}
+	return r.mu.sizeBound
 }
 
 // noteFrameSizeLocked records the size bound of the frame as of seq, which
@@ -102,6 +86,19 @@ func (r *Run) noteFrameSizeLocked(bound int64) {
 func checkRecordSize(run string, seq uint64, what string, body []byte) error {
 	if len(body) > MaxSize {
 		return tooLarge(run, seq, what, len(body))
+	}
+	return nil
+}
+
+// writable starts the directories' fsyncs, which a first write waits for,
+// and refuses a write (what of run, if named) once the log failed.
+func (db *DB) writable(what, run string) error {
+	db.startDirSyncs()
+	if err := db.logFailed(); err != nil {
+		if what != "" {
+			return fmt.Errorf("engine: %s %q: the log failed earlier; reopen the store: %w", what, run, err)
+		}
+		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
 	}
 	return nil
 }

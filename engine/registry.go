@@ -12,6 +12,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/registry"
+	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -26,7 +27,20 @@ type registryCheck struct {
 	checked  atomic.Bool // once has run
 	err      error       // set inside once
 	mismatch string      // the disagreements found; set inside once
+	// waits is the log's side of the check of WAITS (wait.Check), filled
+	// by the same read of the log; nil: WAITS is not the index's source.
+	waits *wait.Check
+	// waitsMismatch is how WAITS disagreed with the log (the index was
+	// rebuilt from the log); set inside once, read once waitsDone.
+	waitsMismatch string
+	waitsDone     atomic.Bool // the check of WAITS ran (or had nothing to check)
 }
+
+// registryCheckHold (tests) is called by the background goroutine that
+// runs the check a moment after Open, before it does: a test holds the
+// check back by blocking in it, so that the calls it makes meet the
+// window between Open and the check.
+var registryCheckHold func(db *DB)
 
 // checkRegistry runs the comparison once, without db.mu held.
 func (db *DB) checkRegistry() error {
@@ -35,6 +49,10 @@ func (db *DB) checkRegistry() error {
 		return nil
 	}
 	rc.once.Do(func() {
+		defer rc.waitsDone.Store(true)
+		if db.waits.index(db).FromFile() {
+			rc.waits = wait.NewCheck(rc.to)
+		}
 		runs, found, err := db.logRunsBefore(rc.to)
 		if err != nil {
 			rc.err = err
@@ -58,8 +76,126 @@ func (db *DB) checkRegistry() error {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
 				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)
 		}
+		if rc.waits != nil {
+			rc.err = db.checkWaitsFile(rc, runs, found)
+			rc.waits = nil // the log's copy of the waits: no longer needed
+		}
 	})
 	return rc.err
+}
+
+// checkWaitsFile compares the index of waits' table (WAITS as Open
+// loaded it, internal/wait CheckTable) with the log's records of waits
+// that the registry's read of the log gathered (rc.waits), for the runs
+// the log says live; on any disagreement, the index is rebuilt from the
+// log (Distrust) and the disagreement warned of and kept for Stats.
+func (db *DB) checkWaitsFile(rc *registryCheck, runs map[string]*registry.Run, found *registry.Collector) error {
+	if err := db.waitsLoad(); err != nil {
+		return nil // the index's sticky error: every use of it returns it
+	}
+	x := db.waits.idx
+	live := func(id string) (uint64, bool) {
+		lr := runs[id]
+		if lr == nil || lr.End != nil || lr.EndAfter != nil || found.Gone.Has(id) {
+			return 0, false
+		}
+		return lr.Last + uint64(len(lr.After)), true
+	}
+	// The records of waits appended since the read of the log ended.
+	more := func(c *wait.Check) error {
+		from, ok := c.Last()
+		if !ok {
+			from = rc.to
+		}
+		return db.waitsSource().Scan(from, func(r *record.Record, payload []byte) error {
+			c.Add(r, payload)
+			return nil
+		})
+	}
+	diff, err := x.CheckTable(rc.waits, live, more)
+	if err != nil {
+		return fmt.Errorf("engine: check WAITS against the log: %w", err)
+	}
+	if diff == "" {
+		return nil
+	}
+	rc.waitsMismatch = diff
+	x.Distrust(diff) // warns, through the Source (Rebuilding)
+	db.waitsChanged()
+	return x.Err()
+}
+
+// waitsSource is the store as the index of waits reads it (as
+// waitsLoad hands it), for the check's read of the records of waits.
+func (db *DB) waitsSource() wait.LogSource {
+	return wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
+		File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger}
+}
+
+// waitsMismatch returns how WAITS disagreed with the log, once the check
+// ran ("" if it agreed, or was not compared).
+func (db *DB) waitsMismatch() string {
+	if db.reg == nil || !db.reg.waitsDone.Load() {
+		return ""
+	}
+	return db.reg.waitsMismatch
+}
+
+// waitsUnchecked reports whether the index of waits may answer on WAITS's
+// word: it is (or will be) loaded from WAITS, and the check against the
+// log has not ended.
+func (db *DB) waitsUnchecked() bool {
+	rc := db.reg
+	return rc != nil && !rc.waitsDone.Load() && db.waits.index(db).FromFile()
+}
+
+// maxDueInLog bounds the due waits a Ready checks one by one against the
+// log before the check of WAITS ended; past it, it waits for the check.
+const maxDueInLog = 4096
+
+// dueInLog reports whether each open wait of ws (Due's) is the log's: the
+// record at its run's mark (the last record the index reflects of the
+// run) is the wait's own record, with its name, time and deadline. One
+// read of the log per wait: the first Ready after a restart records the
+// due timeouts on the log's word at the cost of the due ones, not of the
+// whole check. (What it cannot see: a wait the log ended, reopened by a
+// forger who also moved its run's mark back to the wait's record; the
+// check a moment after Open finds that.)
+func (db *DB) dueInLog(ws []wait.Wait) bool {
+	x := db.waits.idx
+	dec := db.decoder(false)
+	var r record.Record
+	for i := range ws {
+		w := &ws[i]
+		pos, ok := x.Mark(w.Run)
+		if !ok || w.Outcome != wait.Open {
+			return false
+		}
+		raw, err := db.log.ReadAt(pos)
+		if err != nil {
+			return false
+		}
+		if err := dec.Decode(raw, pos, db.segmentFile(pos.Segment), &r); err != nil {
+			return false
+		}
+		if r.Kind != record.KindWait || r.Wait == nil || r.Run != w.Run || r.Seq != w.Seq ||
+			r.Wait.Name != w.Name || r.Wait.At != w.Declared || r.Wait.Deadline != w.Deadline {
+			return false
+		}
+	}
+	return true
+}
+
+// waitsTrusted returns once what the index of waits decides is the log's
+// word: at once when the index was built from the log, or once the check
+// of WAITS against the log (checkRegistry) ran. Every call that writes a
+// record of waits, or hands an atom the wait it takes, waits for it
+// first, so that no record is decided on a forged WAITS's word.
+func (db *DB) waitsTrusted() error {
+	if !db.waitsUnchecked() {
+		return nil
+	}
+	return db.checkRegistry()
 }
 
 // registryMismatch returns what checkRegistry found, once it ran.
@@ -74,9 +210,14 @@ func (db *DB) registryMismatch() string {
 // before to, and the erase-key records of the whole log (registry.Scan).
 func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Collector, error) {
 	dec := db.decoder(false)
+	wc := db.reg.waits
+	src := db.waitsSource()
 	dec.Skip = func(k record.Kind, raw []byte) bool {
 		if k == record.KindStreamChunk || k == record.KindStreamAbandon {
 			db.streams.Seen() // the log before the replay holds streams
+		}
+		if wc != nil && (k == record.KindWait || k == record.KindEvent || k == record.KindWake) {
+			return false // for the check of WAITS, in the same read
 		}
 		return registry.Skip(k, raw)
 	}
@@ -91,6 +232,16 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Col
 		}
 		return nil
 	}}
+	if wc != nil {
+		h.Others = func(r *record.Record) error {
+			payload, err := src.EventPayload(r)
+			if err != nil {
+				return err
+			}
+			wc.Add(r, payload)
+			return nil
+		}
+	}
 	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
 	return runs, h, err
 }

@@ -64,11 +64,15 @@ type PositionedReplicator interface {
 // commit or a tool's result becomes) once the blob is durable here and
 // before its Ref is handed out: an error fails the put, and the blob,
 // which nothing references, stays here until a sweep. It is not called
-// again for a put of bytes already stored and shipped since Open. At
-// every Open the DB gives it every blob file of the store before it
-// serves (the replica may lack one that a crash kept from it after its
-// local commit, or a store's from before it was replicated): an error
-// fails Open. A blob a sweep removes here is kept on the replica.
+// again for a put of bytes already stored and shipped. Once it returned
+// nil, the blob's name is written to the store's mark of shipped blobs
+// (blobs/SHIPPED, fsynced; internal/blobs, "Shipping"). At every Open
+// the DB gives it, before it serves, every blob file of the store the
+// mark does not name (one a crash kept from the replica between its local
+// commit and its mark, or a store's from before it was replicated), and
+// no other: an error fails Open. The mark trusts the replica: a store
+// handed to a Replicator of another replica must have blobs/SHIPPED
+// removed first. A blob a sweep removes here is kept on the replica.
 type BlobReplicator interface {
 	Replicator
 	ReplicateBlob(name string, size int64, open func() (io.ReadCloser, error)) error
@@ -94,10 +98,9 @@ func (db *DB) replicateBlob(name string) error {
 }
 
 // replicateBlobs gives the Replicator, if it is a BlobReplicator, every
-// blob file of the store (Open).
+// blob file of the store that the mark of shipped blobs does not name
+// (Open; internal/blobs, "Shipping").
 func (db *DB) replicateBlobs() error {
-	if !replication.Blobs(db.opts.Replicator) {
-		return nil
-	}
-	return db.blobs.ShipAll()
+	_, err := db.blobs.ShipAll()
+	return err
 }

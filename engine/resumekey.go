@@ -1,7 +1,6 @@
 package engine
 
-// A resumed atom's default-key call that differs from the interrupted
-// attempt's at its index (internal/resumekey decides).
+// A resumed atom's changed call (internal/resumekey decides).
 
 import (
 	"context"
@@ -14,13 +13,11 @@ import (
 )
 
 // ErrActionChanged is matched by the *ActionChangedError of a resumed
-// atom's default-key Do whose action differs from the interrupted
-// attempt's in-doubt call at the same index.
+// atom's default-key Do unlike the in-doubt call at its index.
 var ErrActionChanged = errors.New("engine: a resumed atom's call differs from the in-doubt call at its index")
 
-// ActionChangedError says which call of a resumed atom differs from which
-// in-doubt call of the interrupted attempt. InDoubt is the old call, for
-// ResolveInDoubt or ResolveInDoubtFailed.
+// ActionChangedError names a resumed atom's call and the in-doubt call
+// (InDoubt, to settle) it differs from.
 type ActionChangedError struct {
 	Run     string
 	Seq     uint64
@@ -39,9 +36,7 @@ func (e *ActionChangedError) Error() string {
 
 func (e *ActionChangedError) Is(target error) bool { return target == ErrActionChanged }
 
-// resumedCall checks in, a default-key Do of a resumed atom (not a
-// branch), against the interrupted attempt's calls at its index
-// (resumekey.Check).
+// resumedCall is resumekey.Check of a resumed atom's default-key Do.
 func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	r := a.run
 	r.mu.Lock()
@@ -54,7 +49,7 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 		}
 	}
 	r.mu.Unlock()
-	use, old, err := resumekey.Check(in, olds, resumeLedger{r.db})
+	use, old, err := resumekey.Check(in, olds, (*ledgerView)(r.db))
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}
@@ -64,17 +59,7 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 	return use, nil
 }
 
-// resumeLedger is resumekey's Ledger: the ledger and the log.
-type resumeLedger struct{ db *DB }
-
-func (l resumeLedger) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
-	return l.db.ledger.Lookup(fp)
-}
-
-func (l resumeLedger) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) { return l.db.readIntent(loc) }
-
-// untakeIndex gives back index, taken by a Do refused before it wrote an
-// intent, so that the atom's next default-key Do, of any action, takes it.
+// untakeIndex gives back the index of a Do refused before its intent.
 func (a *Atom) untakeIndex(index uint32) {
 	a.mu.Lock()
 	defer a.mu.Unlock()

@@ -1,8 +1,7 @@
 package engine
 
-// Rollback with compensations (docs/DESIGN.md, "Compensation and
-// rollback"): internal/saga checks, plans and conducts it; this file
-// begins the completing atom and adapts it (rollbackAtom, sagaStore).
+// Rollback (docs/DESIGN.md, "Compensation and rollback"): internal/saga
+// conducts it over rollbackAtom and sagaStore.
 
 import (
 	"context"
@@ -18,27 +17,19 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// Undo is one certified action a rollback reaches: the atom that
-// performed it (Seq), its fingerprint and tool, and its compensation as
-// its intent recorded it, with the key the compensation runs with (never
-// empty). A nil Compensation: the action has none, and the rollback does
-// not undo it.
+// Undo is one certified action a rollback reaches, with its compensation
+// (nil: none) and the key that runs with (record.Undo).
 type Undo = record.Undo
 
 // RollbackOptions are the options of Run.Rollback.
 type RollbackOptions struct {
-	// Exec returns the exec that performs compensation u.Compensation
-	// (u.Compensation.Tool, with its recorded args), undoing action
-	// u.Action of seq u.Seq; it receives the compensation's idempotency
-	// key. Required. It is asked only for compensations the rollback
-	// still has to run (not for certified ones), and may return nil for
-	// a tool it does not know: the rollback then stops with an error
-	// before that compensation's intent is written.
+	// Exec returns the exec of compensation u.Compensation (required),
+	// asked only for those still to run; nil for a tool it does not know
+	// stops the rollback before that compensation's intent is written.
 	Exec func(u Undo) ledger.Exec
-	// AllowNotUndone lets the rollback proceed when some certified
-	// action it reaches has no compensation: their effects stay, and
-	// RollbackResult.NotUndone lists them. Without it such a rollback
-	// fails with ErrNotUndone and writes nothing.
+	// AllowNotUndone lets actions without a compensation stay undone
+	// (RollbackResult.NotUndone); without it they fail the rollback
+	// with ErrNotUndone, nothing written.
 	AllowNotUndone bool
 }
 
@@ -46,16 +37,13 @@ type RollbackOptions struct {
 type RollbackResult struct {
 	To  uint64 // the seq the run was rolled back to
 	Seq uint64 // the atom that completed the rollback: the run's LastSeq after it
-	// Undone lists the actions compensated, in the order the compensations
-	// ran (newest action first), and Results their compensations' results
-	// (Results[i] is Undone[i]'s, the certificate's on a resumed rollback).
+	// Undone lists the actions compensated, newest first; Results[i] is
+	// Undone[i]'s compensation's result.
 	Undone  []Undo
 	Results [][]byte
-	// NotUndone lists the certified actions that have no compensation,
-	// newest first: their effects stay (see AllowNotUndone).
+	// NotUndone lists the actions without a compensation, newest first.
 	NotUndone []Undo
-	// Resumed says that the rollback's record was written earlier, by a
-	// Rollback call that did not finish (an error, or a crash).
+	// Resumed: the record was written by an earlier call (an error, a crash).
 	Resumed bool
 }
 
@@ -66,14 +54,11 @@ type pendingRollback = saga.Pending
 var sagaErrs = saga.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, NotInDoubt: ErrNotInDoubt,
 	RollbackPending: ErrRollbackPending, SeqOutOfRange: ErrSeqOutOfRange}
 
-// Rollback returns the run to its state at seq to: it runs the
-// compensation (ledger.Action.Compensate) of each action the run
-// certified after to, newest first, each exactly once through the
-// ledger, then commits an atom at LastSeq+1 whose state is StateAt(to);
-// history is kept. Once its record is durable the rollback is pending
-// (PendingRollback) until that atom commits, and Rollback with the same
-// to resumes it (RollbackResult.Resumed). docs/DESIGN.md ("Run.Rollback's
-// contract in full") has which actions it undoes and the in-doubt rules.
+// Rollback returns the run to its state at seq to: the compensations of
+// the actions certified after to, newest first, each once, then an atom at
+// LastSeq+1 with StateAt(to). Pending (PendingRollback) once its record is
+// durable; Rollback with the same to resumes it. docs/DESIGN.md
+// ("Run.Rollback's contract in full") has the rest.
 //
 // Errors: ErrInvalidOptions (no opts.Exec); ErrNotUndone (an action
 // without a compensation and no opts.AllowNotUndone: nothing written);
@@ -96,9 +81,8 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 	if err := r.waitCreated(ctx); err != nil {
 		return nil, err
 	}
-	db.startDirSyncs() // the rollback's first write waits for them
-	if err := db.logFailed(); err != nil {
-		return nil, fmt.Errorf("engine: rollback of run %q: the log failed earlier; reopen the store: %w", r.id, err)
+	if err := db.writable("rollback of run", r.id); err != nil {
+		return nil, err
 	}
 	x, err := r.startRollback(ctx, to, true)
 	if err != nil {
@@ -112,10 +96,9 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 	return (*RollbackResult)(res), err
 }
 
-// PendingRollback reports the rollback of the run that is begun and not
-// finished, and its target: after a restart, an agent that finds one
-// calls Rollback(ctx, to, opts) before anything else (Begin and End fail
-// with ErrRollbackPending meanwhile).
+// PendingRollback reports the run's rollback begun and not finished, and
+// its target, to resume with Rollback (Begin and End fail with
+// ErrRollbackPending meanwhile).
 func (r *Run) PendingRollback() (to uint64, pending bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -125,13 +108,10 @@ func (r *Run) PendingRollback() (to uint64, pending bool) {
 	return 0, false
 }
 
-// ResolveCompensation settles a compensation of the pending rollback that
-// Rollback reported in doubt as e: it happened, with result, which the
-// resumed Rollback takes without running it again.
-// ResolveCompensationFailed records that it did not happen: the resumed
-// Rollback runs it again, with the same key. Both fail with
-// ErrNotInDoubt when the run has no pending rollback or e is not one of
-// its compensations in doubt.
+// ResolveCompensation settles the pending rollback's compensation in doubt
+// e as done, with result; ResolveCompensationFailed as not done (the
+// resumed Rollback runs it again, same key). Both fail with ErrNotInDoubt
+// when e is not one of its compensations in doubt.
 func (r *Run) ResolveCompensation(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
 	return r.settleCompensation(ctx, func(a *Atom) error { return a.ResolveInDoubt(ctx, e, result) })
 }
@@ -155,8 +135,7 @@ func (r *Run) settleCompensation(ctx context.Context, settle func(*Atom) error) 
 }
 
 // startRollback makes atom LastSeq+1 the run's running atom for a
-// rollback to to (fresh), or to settle a compensation of the pending
-// rollback, after saga.Start's checks.
+// rollback (fresh) or a settling, after saga.Start's checks.
 func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollbackAtom, error) {
 	if err := r.lockIdle(ctx); err != nil {
 		return nil, err
@@ -189,8 +168,7 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollba
 }
 
 // releaseRollbackAtom ends atom a of a rollback that did not complete,
-// without a record: the rollback stays pending (its record is durable) or,
-// if its record was never written, never happened.
+// without a record.
 func (r *Run) releaseRollbackAtom(a *Atom) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -227,9 +205,8 @@ func (x *rollbackAtom) Plan(ctx context.Context, to uint64) ([]record.Undo, erro
 	return undo, err
 }
 
-// Write appends the rollback record and waits for its fsync; it is
-// tracked from before the append to the completing atom's commit, so the
-// replay floor stays at or below the record (the pin).
+// Write appends the rollback record, durably; tracked until the
+// completing atom commits (the replay floor's pin).
 func (x *rollbackAtom) Write(ctx context.Context, to uint64, undo []record.Undo) (*pendingRollback, error) {
 	r, db, seq := (*Run)(x.capView), x.db, x.a.seq
 	rec, err := saga.Record(db.sealer, r.id, seq, to, x.head, time.Now().UnixNano(), undo)
@@ -284,8 +261,7 @@ func (x *rollbackAtom) Complete(ctx context.Context, f *frame.Frame) error {
 	return x.a.commit(ctx, new(frame.Delta).ReplaceFrame(f), true)
 }
 
-// sagaStore is run r's history as saga.Plan reads it. One plan's: it
-// reuses its decoder's buffer from one atom to the next.
+// sagaStore is run r's history as saga.Plan reads it, one plan's.
 type sagaStore struct {
 	*ledgerView
 	r   *Run
@@ -293,15 +269,13 @@ type sagaStore struct {
 	buf []byte // the decoded body of the last atom read
 }
 
-// Actions reads committed atom seq from the log; the slice it returns is
-// valid until the next call.
+// Actions reads committed atom seq; valid until the next call.
 func (s *sagaStore) Actions(ctx context.Context, seq uint64) (fps []ledger.Fingerprint, err error) {
 	s.buf, fps, err = s.r.committedActions(ctx, seq, s.dec, s.buf)
 	return fps, err
 }
 
-// Certified reads the log from atom to's record (the run's start when to
-// is its fork point) to its end.
+// Certified reads the log from atom to's record (or the run's start).
 func (s *sagaStore) Certified(ctx context.Context, to uint64) ([]saga.Certified, error) {
 	r, db := s.r, s.r.db
 	from := wal.Pos{}
@@ -342,14 +316,11 @@ func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
 	return why
 }
 
-// forgeRollbackRecord, set, replaces the rollback record the log gets
-// with what it returns, while the completing atom is sealed over the
-// original: what a rewrite of the record in the log leaves. Tests of
-// tamper evidence only.
+// forgeRollbackRecord, set by tamper tests, replaces the record the log
+// gets; the completing atom is sealed over the original.
 var forgeRollbackRecord func(rec []byte) []byte
 
-// pin holds the replay floor at or below pos until untrack(token): what a
-// pending rollback's record, replayed from pos, needs.
+// pin holds the replay floor at or below pos until untrack(token).
 func (db *DB) pin(pos wal.Pos) uint64 {
 	db.active.Lock()
 	defer db.active.Unlock()
@@ -361,13 +332,18 @@ func (db *DB) pin(pos wal.Pos) uint64 {
 	return db.active.next
 }
 
-// ledgerView is the store's ledger as saga's Store and lineage's Ledger
-// read it: its entries and the intents and certificates they locate.
+// ledgerView is the store's ledger as saga's Store, lineage's Ledger and
+// resumekey's Ledger read it: its entries and the intents and
+// certificates they locate.
 type ledgerView DB
 
 func (l *ledgerView) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) { return l.ledger.Lookup(fp) }
 
 func (l *ledgerView) Intent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
+
+func (l *ledgerView) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	return (*DB)(l).readIntent(loc)
+}
 
 func (l *ledgerView) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return (*DB)(l).readCertificate(loc)

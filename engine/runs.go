@@ -1,11 +1,11 @@
 package engine
 
-// The store's table of runs (db.mu.runs) as runs enter and leave it: the
-// one path that creates a run (Run, Fork) and the one that withdraws runs
-// (Delete, Erase, the replay of their records, a failed creation, the
-// reconciliation of CHECKPOINT with the log). The capabilities decide
-// which runs; these keep the table, the registry of deleted ids and a
-// handle a caller kept consistent.
+// The store's table of runs (db.mu.runs, internal/runtable) as runs enter
+// and leave it: the one path that creates a run (Run, Fork) and the one
+// that withdraws runs (Delete, Erase, the replay of their records, a
+// failed creation, the reconciliation of CHECKPOINT with the log). The
+// capabilities decide which runs; these keep the table, the registry of
+// deleted ids and a handle a caller kept consistent.
 
 import (
 	"context"
@@ -30,7 +30,7 @@ func (db *DB) nonceLocked(id string) (chain.Nonce, error) {
 // (waitCreated) instead of racing; create then writes its record.
 func (db *DB) publishLocked(r *Run) {
 	r.created = make(chan struct{})
-	db.mu.runs[r.id] = r
+	db.mu.runs.Publish(r)
 }
 
 // create makes rec, the creation record of r (published), durable: r's
@@ -64,12 +64,7 @@ func (db *DB) create(ctx context.Context, r *Run, rec []byte, what string) (*Run
 // restoreRuns puts them back if the record fails, withdrawn finishes it
 // once it is durable.
 func (db *DB) withdrawLocked(deleting bool, runs ...*Run) {
-	for _, r := range runs {
-		delete(db.mu.runs, r.id)
-		if deleting {
-			db.mu.deleted.Mark(r.id, nil)
-		}
-	}
+	db.mu.runs.Withdraw(&db.mu.deleted, deleting, runs...)
 }
 
 // deletedLocked reports whether id names a deleted run, or one being
@@ -80,10 +75,7 @@ func (db *DB) deletedLocked(id string) bool { return db.mu.deleted.Has(id) }
 func (db *DB) restoreRuns(runs ...*Run) {
 	db.mu.Lock()
 	defer db.mu.Unlock()
-	for _, r := range runs {
-		db.mu.deleted.Unmark(r.id)
-		db.mu.runs[r.id] = r
-	}
+	db.mu.runs.Restore(&db.mu.deleted, runs...)
 }
 
 // withdrawn finishes the withdrawal of runs whose deletion or erasure

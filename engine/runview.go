@@ -3,16 +3,20 @@ package engine
 // The run as the capabilities see it: capView, the one adapter of a run,
 // is a runview.Run and what history, lineage and saga (through
 // rollback.go's rollbackAtom) ask of a run beyond it; histStore is the
-// DB as package internal/history reads a run's state at an earlier seq.
+// DB as internal/history reads a run's earlier state and internal/runstate
+// builds its frame after a restart.
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/lineage"
+	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/internal/snapindex"
 	"github.com/continuumdb/continuum/layout"
@@ -67,10 +71,8 @@ func (v *capView) Where() (string, string) {
 
 func (v *capView) Scanned() *history.Scanned { return &v.scanned }
 
-// FrameFile reads the run's frame file for a state at seq: its frame, seq
-// and head when it is sound (frameFileLocked's checks) and at or below
-// seq; nil when it is not (moved past seq by a checkpoint since, missing
-// or damaged: materializeLocked rebuilds it when the run next needs it).
+// FrameFile reads the run's frame file for a state at seq
+// (runstate.ReadFile); nil when the run is gone.
 func (v *capView) FrameFile(seq uint64) (*frame.Frame, uint64, chain.Hash) {
 	r := (*Run)(v)
 	r.mu.Lock()
@@ -78,17 +80,17 @@ func (v *capView) FrameFile(seq uint64) (*frame.Frame, uint64, chain.Hash) {
 	if r.mu.gone != nil || r.mu.frameSeq <= r.base || r.mu.frameSeq > seq {
 		return nil, 0, chain.Hash{}
 	}
-	f, at, head, _, why, err := r.frameFileLocked()
-	if err != nil || why != "" || f == nil || at <= r.base || at > seq {
-		return nil, 0, chain.Hash{}
-	}
-	return f, at, head
+	return runstate.ReadFile((*histStore)(r.db), r.restartLocked(), seq)
 }
 
-// histStore is the DB as package internal/history's Store.
+// histStore is the DB as package internal/history's Store and
+// internal/runstate's Core.
 type histStore DB
 
-var _ history.Store = (*histStore)(nil)
+var (
+	_ history.Store = (*histStore)(nil)
+	_ runstate.Core = (*histStore)(nil)
+)
 
 func (s *histStore) db() *DB { return (*DB)(s) }
 
@@ -136,6 +138,47 @@ func (s *histStore) SnapshotFrame(snap *snapshot.Snapshot, run string, seq uint6
 		return nil, record.Corruptf(where, "frame: %d bytes, over the %d-byte limit", len(snap.Frame), frame.MaxDecompressedSize)
 	}
 	return layout.DecodeRawFrame(snap.Frame, where) // the store's buffer, ours alone
+}
+
+func (s *histStore) ReadFrameFile(run string) (string, []byte, error) {
+	name := s.db().frameFileName(run)
+	b, err := layout.ReadFile(s.fs, name)
+	return name, b, err
+}
+
+func (s *histStore) DecodeFrame(b []byte, run string, seq uint64, where string) (*frame.Frame, error) {
+	return s.db().decodeFrame(b, run, seq, where)
+}
+
+// ApplyReplayed names the log's directory for damage: an atom replayed at
+// Open keeps its body alone, not its segment.
+func (s *histStore) ApplyReplayed(f *frame.Frame, a *record.Record) error {
+	return s.db().applyAtomBody(f, a, func(uint64) string { return s.LogDir() })
+}
+
+// Rebuild builds run's frame at seq last from the log alone, from f, its
+// frame at base (checkpoint.ReplayRun). It reads the whole log.
+func (s *histStore) Rebuild(run string, base uint64, f *frame.Frame, last uint64, head chain.Hash) (*frame.Frame, error) {
+	db := s.db()
+	dec := db.decoder(false)
+	dec.Skip = func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }
+	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
+	if err != nil {
+		return nil, fmt.Errorf("engine: rebuild frame of run %q: %w", run, err)
+	}
+	defer c.Close()
+	err = checkpoint.ReplayRun(c, run, base, last, head, s.LogDir(), db.segmentFile,
+		func(a *record.Record) error { return db.applyAtomBody(f, a, db.segmentFile) })
+	if err != nil {
+		return nil, err
+	}
+	return f, nil // with no atom after base (a fork with none of its own), f is the frame
+}
+
+func (s *histStore) FrameRebuilt(run, why string) {
+	s.counters.framesRebuilt.Add(1)
+	s.logger.Warn("engine: frame file not used; rebuilding the run's frame from the log",
+		"run", run, "file", s.db().frameFileName(run), "reason", why)
 }
 
 // readAtom reads the atom record at p and checks that it is run's atom at

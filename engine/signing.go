@@ -1,12 +1,9 @@
 package engine
 
 import (
-	"encoding/hex"
-	"fmt"
-
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
-	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/offline"
 )
 
 // Origin returns the store's origin: the signer name its checkpoints and
@@ -20,21 +17,4 @@ func (db *DB) Origin() string { return chain.OriginName(db.StoreID()) }
 // reading only its STORE file: it takes no lock and may run beside the
 // process that has the store open. fs nil means the operating system's
 // filesystem. A directory without a store fails with ErrNotAStore.
-func StoreOrigin(dir string, fs vfs.FS) (string, error) {
-	if fs == nil {
-		fs = vfs.Default
-	}
-	name := fs.PathJoin(dir, layout.StoreName)
-	b, err := layout.ReadFile(fs, name)
-	if layout.NotExist(err) {
-		return "", fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
-	}
-	if err != nil {
-		return "", fmt.Errorf("engine: read %s: %w", name, err)
-	}
-	sf, err := layout.ParseStore(name, b)
-	if err != nil {
-		return "", err
-	}
-	return chain.OriginName(hex.EncodeToString(sf.ID[:])), nil
-}
+func StoreOrigin(dir string, fs vfs.FS) (string, error) { return offline.StoreOrigin(dir, fs) }

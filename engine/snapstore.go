@@ -1,9 +1,7 @@
 package engine
 
-// The snapshot store over its lifecycle is internal/snapindex's; this
-// file is its Host over the runs and the log, and Close's choice of
-// creating the store for its final checkpoint (docs/DESIGN.md, "Write
-// path": the runs Close leaves to their tails).
+// The snapshot store's Host (internal/snapindex) and Close's choice of
+// creating it (docs/DESIGN.md, "Write path").
 
 import (
 	"context"
@@ -14,13 +12,10 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// snapshotMemTable is Pebble's memtable size (0: snapshot's default); a
-// test makes it small, so that Pebble flushes inside a checkpoint's batch.
+// snapshotMemTable is Pebble's memtable size (0: default); tests shrink it.
 var snapshotMemTable uint64
 
-// snapshotsOnNeed is false only in BenchmarkNewStore's baseline (Pebble
-// created at Open whether needed or not); otherwise the store is created
-// by the first snapshot, StateAt or background checkpoint that needs it.
+// snapshotsOnNeed is false only in BenchmarkNewStore's baseline.
 var snapshotsOnNeed = true
 
 // startSnapIndex creates the snapshot store's Keeper, once Open's recovery
@@ -67,22 +62,17 @@ func (db *DB) closeSnapshots() error {
 	return db.snaps.Close()
 }
 
-// skipAbsentSnapshots, called by Close once the background work has
-// stopped, lets the final checkpoint go without its batch rather than
-// create an absent snapshot store (snapindex.Keeper.SkipAbsent), unless
-// the store has no checkpoint yet and tailRunsForStore runs or more to
-// leave to their tails: then it is created for their atoms' positions.
+// skipAbsentSnapshots lets Close's checkpoint skip an absent snapshot
+// store (Keeper.SkipAbsent) unless a first checkpoint leaves
+// tailRunsForStore runs or more to their tails.
 func (db *DB) skipAbsentSnapshots() {
 	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && db.tailRuns(tailRunsForStore) >= tailRunsForStore })
 }
 
-// tailRunsForStore is how many runs Close must have to leave to their
-// tails to leave any, and to create the snapshot store for them; a
-// variable for the power-loss test of tails.
+// tailRunsForStore: see skipAbsentSnapshots; a test sets it.
 var tailRunsForStore = 64
 
-// tailRuns counts, up to max, the runs Close may leave to their tails
-// (tailLocked) and a background checkpoint would not.
+// tailRuns counts, up to max, the runs only Close leaves to their tails.
 func (db *DB) tailRuns(max int) int {
 	n := 0
 	for _, r := range db.runList() {

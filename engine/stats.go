@@ -46,6 +46,11 @@ type Stats struct {
 	// created (the log's runs were used); "" if it agreed or was not
 	// compared.
 	CheckpointMismatch string
+	// WaitsMismatch describes how WAITS (a table the checksums and the
+	// checkpoint it names let through) disagreed with the log, found by
+	// the check a moment after Open (the index of waits was rebuilt from
+	// the log); "" if it agreed or was not compared.
+	WaitsMismatch string
 	// SnapshotStore is why the snapshot store is out of use, or nil: it
 	// failed to open, or failed since (a failed write, damage, a value
 	// that disagreed with the log). Snapshots then stop, StateAt is served
@@ -83,6 +88,7 @@ func (db *DB) Stats() Stats {
 		WaitsRebuilt:  db.waits.index(db).Rebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
+		WaitsMismatch:      db.waitsMismatch(),
 		SnapshotStore:      db.snaps.Err(),
 		SnapshotMismatches: db.snaps.Mismatches(),
 	}

@@ -1,8 +1,7 @@
 package engine
 
-// Streams out of runs (docs/DESIGN.md, "Streams of a run"): the API over
-// internal/stream; streamSource is its Source and Log, streamReader its
-// Reader.
+// Streams out of runs (docs/DESIGN.md, "Streams of a run") over
+// internal/stream.
 
 import (
 	"context"
@@ -14,9 +13,7 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// ChunkStatus is how the attempt that appended a chunk ended, as the log
-// says so far: ChunkOpen, then once ChunkCommitted, ChunkFailed or
-// ChunkAbandoned.
+// ChunkStatus is how the attempt that appended a chunk ended, so far.
 type ChunkStatus = stream.Status
 
 // The statuses of a chunk's attempt.
@@ -27,17 +24,14 @@ const (
 	ChunkAbandoned = stream.Abandoned // the attempt stopped (a crash) and a later one ran, or the run ended
 )
 
-// StreamChunk is one chunk of a stream: its offset in the stream, the seq
-// and attempt (from 1) of the atom that appended it, the attempt's status
-// when read, and its data (the caller's).
+// StreamChunk is one chunk of a stream (stream.Chunk).
 type StreamChunk = stream.Chunk
 
 // StreamInfo names a stream of a run and counts its durable chunks.
 type StreamInfo = stream.Info
 
-// StreamBatch is what ReadStream returns: chunks from the offset asked
-// for, the offset to read from next, and whether the stream has ended
-// (the run ended and every chunk was read).
+// StreamBatch is what ReadStream returns: chunks, the offset to read
+// next, and whether the stream ended (the run ended, every chunk read).
 type StreamBatch struct {
 	Chunks []StreamChunk
 	Next   uint64
@@ -55,20 +49,17 @@ const (
 // branch streams nothing (it has no seq until it commits).
 var ErrBranchStream = errors.New("engine: a branch appends to no stream")
 
-// ErrInvalidStreamName is what the errors of a stream name that
-// record.CheckStreamName refuses wrap.
+// ErrInvalidStreamName is wrapped by the errors of a bad stream name.
 var ErrInvalidStreamName = record.ErrInvalidStreamName
 
 // streamsName is the store file whose presence says the log may hold
 // stream chunks (stream.Streams.Used).
 const streamsName = "STREAMS"
 
-// Append appends chunk (copied) to stream name of the atom's run, while
-// the atom runs, and returns its offset in the stream. The chunk is
-// readable and durable at the log's next group commit after Append
-// returns (FlushStreams waits for it); one lost in a crash was never read.
-// Errors: ErrBranchStream, ErrInvalidStreamName, ErrTooLarge (over
-// MaxChunkSize), ErrAtomDone.
+// Append appends chunk (copied) to stream name of the running atom's run
+// and returns its offset; durable and readable at the next group commit
+// (FlushStreams). Errors: ErrBranchStream, ErrInvalidStreamName,
+// ErrTooLarge (over MaxChunkSize), ErrAtomDone.
 func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, error) {
 	r, db := a.run, a.run.db
 	if err := db.checkOpen(); err != nil {
@@ -110,11 +101,8 @@ func (a *Atom) FlushStreams(ctx context.Context) error {
 	return err
 }
 
-// StreamObserver is an AtomObserver that also wants the atom's chunks:
-// an AtomObserver (Observer.AtomBegun's) that implements it is told of
-// each chunk Append enqueued, synchronously, under the run's lock (return
-// quickly; do not call the DB). It is apart from AtomObserver so that
-// observers written before streams still compile.
+// StreamObserver, implemented by an AtomObserver, is told of each chunk
+// Append enqueued, under the run's lock (return quickly; no DB calls).
 type StreamObserver interface {
 	ChunkAppended(StreamEvent)
 }
@@ -138,11 +126,8 @@ type ReadStreamOptions struct {
 	Wait bool
 }
 
-// ReadStream returns the durable chunks of stream name of the run from
-// offset from, in offset order, each with its attempt's status now. A
-// reader that resumes from its last batch's Next sees every chunk once,
-// across its own crash and the writer's. A stream never appended to reads
-// as empty (and as ended once the run has ended).
+// ReadStream returns the durable chunks of stream name from offset from,
+// each with its attempt's status; resumed from Next, every chunk once.
 func (r *Run) ReadStream(ctx context.Context, name string, from uint64, opts *ReadStreamOptions) (StreamBatch, error) {
 	var o ReadStreamOptions
 	if opts != nil {
@@ -182,8 +167,7 @@ func (s *streamReader) Live() error {
 func (s *streamReader) Ended() bool                        { return (*Run)(s).Status() != StatusActive }
 func (s *streamReader) Stopping() (<-chan struct{}, error) { return s.db.bg.stop, ErrClosed }
 
-// streamCheck is the capability's check hook (stream.Streams.Check): the
-// abandon record goes before the atom's in the one ordered log.
+// streamCheck is the check hook (stream.Streams.Check).
 func (db *DB) streamCheck(a *Atom) error {
 	if a.branch != nil {
 		return nil
@@ -200,8 +184,7 @@ func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
 	}
 }
 
-// healStreamsMarker writes STREAMS if the log holds stream records and the
-// store lacks it.
+// healStreamsMarker is stream.Streams.Heal.
 func (db *DB) healStreamsMarker() { db.streams.Heal(db.logger) }
 
 // streamSource is the DB as the stream index's Source and Log.

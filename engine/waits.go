@@ -120,6 +120,9 @@ const (
 // so a host that restarts between an atom and its wait declares it again
 // safely. Another name fails with ErrWaitExists.
 func (r *Run) Wait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
+	if err := r.db.waitsTrusted(); err != nil {
+		return Wait{}, err
+	}
 	return r.declareWait(ctx, name, deadline)
 }
 
@@ -128,6 +131,9 @@ func (r *Run) Wait(ctx context.Context, name string, deadline time.Time) (Wait, 
 func (r *Run) Sleep(ctx context.Context, until time.Time) (Wait, error) {
 	if until.IsZero() {
 		return Wait{}, fmt.Errorf("%w: run %q: a sleep needs a time", ErrInvalidOptions, r.id)
+	}
+	if err := r.db.waitsTrusted(); err != nil {
+		return Wait{}, err
 	}
 	return r.declareWait(ctx, "", until)
 }
@@ -150,6 +156,9 @@ func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
 // the run then goes on without it. A wait that ended already is returned
 // as it is.
 func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
+	if err := r.db.waitsTrusted(); err != nil {
+		return Wait{}, err
+	}
 	return r.wake(ctx, record.WakeCancel, false)
 }
 
@@ -159,6 +168,9 @@ func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
 // many runs uses Ready and ReadyChanged.
 func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 	db := r.db
+	if err := db.waitsTrusted(); err != nil {
+		return Wait{}, err
+	}
 	for {
 		if err := db.waitsReady(ctx); err != nil {
 			return Wait{}, err
@@ -195,6 +207,9 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 	db := a.run.db
 	if err := db.waitsReady(ctx); err != nil {
+		return Wait{}, err
+	}
+	if err := db.waitsTrusted(); err != nil {
 		return Wait{}, err
 	}
 	w, ok := db.waits.idx.Current(a.run.id, a.seq-1)
@@ -235,6 +250,9 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 		return SendResult{}, err
 	}
 	if err := db.waitsReady(ctx); err != nil {
+		return SendResult{}, err
+	}
+	if err := db.waitsTrusted(); err != nil {
 		return SendResult{}, err
 	}
 	r, err := db.waitRun(run)
@@ -278,6 +296,18 @@ func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
 	}
 	if err := db.waitsReady(ctx); err != nil {
 		return nil, err
+	}
+	if x := db.waits.idx; db.waitsUnchecked() {
+		// Timeouts to record, and runs to list, on the log's word: the
+		// due ones checked one by one against the log (dueInLog); runs
+		// WAITS lists ready, or too many due, wait for the check of WAITS.
+		// A Ready with nothing due nor ready waits for nothing.
+		due := x.Due(x.Now(), maxDueInLog)
+		if len(x.Ready(1)) > 0 || len(due) == maxDueInLog || !db.dueInLog(due) {
+			if err := db.waitsTrusted(); err != nil {
+				return nil, err
+			}
+		}
 	}
 	if err := db.fireDue(ctx); err != nil {
 		return nil, err

@@ -88,6 +88,17 @@ func appendCanonical(dst, args []byte, redact []string) ([]byte, error) {
 	if len(args) == 0 {
 		return append(dst, "null"...), nil
 	}
+	if len(ptrs) == 0 {
+		if out, ok := appendFast(dst, args); ok { // canonical_fast.go
+			return out, nil
+		}
+	}
+	return appendParsed(dst, args, ptrs)
+}
+
+// appendParsed is appendCanonical's way for any document: parsed into
+// nodes, redacted, written in the canonical form.
+func appendParsed(dst, args []byte, ptrs [][]string) ([]byte, error) {
 	p := parserPool.Get().(*parser)
 	defer p.release()
 	p.in = args

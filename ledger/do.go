@@ -98,9 +98,13 @@ func (l *Ledger) do(ctx context.Context, j Journal, in *Intent, exec Exec) (resu
 	cur, p, _ := l.lookupLocked(&fp)
 	if cur.flight != nil {
 		f := cur.flight
+		if f.done == nil { // the first to wait for it makes the channel
+			f.done = make(chan struct{})
+		}
+		done := f.done
 		l.mu.Unlock()
 		select {
-		case <-f.done:
+		case <-done:
 			return bytes.Clone(f.result), nil, f.err
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
@@ -118,7 +122,7 @@ func (l *Ledger) do(ctx context.Context, j Journal, in *Intent, exec Exec) (resu
 		return nil, nil, &InDoubtError{Key: in.Key, Tool: in.Tool, RunID: in.RunID, Seq: in.Seq, Index: in.Index, Fingerprint: fp}
 	}
 	e := l.ensureLocked(&fp, cur, p)
-	f := &flight{done: make(chan struct{})}
+	f := &flight{}
 	e.flight = f
 	l.mu.Unlock()
 	if in.Retry != nil {
@@ -197,7 +201,7 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 			c.Result = []byte{}
 		}
 	}
-	l.journal(func() (Loc, error) { return j.WriteCertificate(context.WithoutCancel(ctx), c) }, func(loc Loc, werr error) {
+	l.journal(func() (Loc, error) { return j.WriteCertificate(uncancelled(ctx), c) }, func(loc Loc, werr error) {
 		switch {
 		case werr != nil && execErr != nil:
 			err = fmt.Errorf("ledger: tool %q failed (%w) and recording the failure failed too (%w); the action is in doubt",
@@ -219,6 +223,20 @@ func (l *Ledger) run(ctx context.Context, j Journal, in *Intent, exec Exec, e *e
 		landed = true
 	})
 	return result, recorded, err
+}
+
+// uncancelled is ctx without its cancellation (context.WithoutCancel),
+// or ctx itself when nothing can cancel it (no Done channel): a
+// certificate is written whatever the caller's context does, and a
+// context nothing can cancel (context.Background, the usual one of an
+// agent's loop) needs no wrapper, which would allocate.
+func uncancelled(ctx context.Context) context.Context {
+	if ctx.Done() == nil {
+		if _, ok := ctx.Deadline(); !ok {
+			return ctx
+		}
+	}
+	return context.WithoutCancel(ctx)
 }
 
 // journal runs one Journal write and applies its outcome to the index with
@@ -275,7 +293,7 @@ func (l *Ledger) resolve(ctx context.Context, j Journal, in *Intent, st Status, 
 		return fmt.Errorf("%w: tool %q, fingerprint %s is %s", ErrAlreadyCertified, in.Tool, fp, cur.status)
 	}
 	e := l.ensureLocked(&fp, cur, p)
-	f := &flight{done: make(chan struct{})}
+	f := &flight{}
 	e.flight = f
 	l.mu.Unlock()
 

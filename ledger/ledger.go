@@ -63,7 +63,10 @@ type entry struct {
 }
 
 // flight is one run of an action in this process. result and err are set
-// before done is closed and never change afterwards.
+// before done is closed and never change afterwards. done is made by the
+// first goroutine that waits for the flight (under the ledger's mutex, as
+// landing is), so that a run nobody waits for, nearly every one, makes no
+// channel.
 type flight struct {
 	done   chan struct{}
 	result []byte
@@ -134,7 +137,9 @@ func (l *Ledger) ensureLocked(fp *Fingerprint, cur entry, p *entry) *entry {
 func (l *Ledger) landLocked(fp *Fingerprint, e *entry, f *flight, result []byte, err error) {
 	f.result, f.err = result, err
 	e.flight = nil
-	close(f.done)
+	if f.done != nil {
+		close(f.done)
+	}
 	if e.status == StatusNone {
 		if _, inTable := l.mu.table.find(fp); !inTable {
 			delete(l.mu.entries, *fp)

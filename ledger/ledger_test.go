@@ -712,3 +712,27 @@ func TestZeroLedger(t *testing.T) {
 		}
 	}
 }
+
+// TestUncancelled: a certificate's context cannot be cancelled, and one
+// nothing could cancel is passed on as it is.
+func TestUncancelled(t *testing.T) {
+	bg := context.Background()
+	if got := uncancelled(bg); got != bg {
+		t.Fatalf("uncancelled(Background) = %v, want Background itself", got)
+	}
+	type key struct{}
+	ctx, cancel := context.WithCancel(context.WithValue(bg, key{}, "v"))
+	cancel()
+	got := uncancelled(ctx)
+	if got.Err() != nil || got.Done() != nil || got.Value(key{}) != "v" {
+		t.Fatalf("uncancelled of a cancelled context: Err %v, Done %v, value %v", got.Err(), got.Done(), got.Value(key{}))
+	}
+	dl, cancel2 := context.WithDeadline(bg, time.Now().Add(-time.Second))
+	defer cancel2()
+	if got := uncancelled(dl); got.Err() != nil {
+		t.Fatalf("uncancelled of an expired context: %v", got.Err())
+	}
+	if _, ok := uncancelled(dl).Deadline(); ok {
+		t.Fatal("uncancelled keeps the deadline")
+	}
+}

@@ -234,7 +234,7 @@ func (l *Ledger) runRetry(ctx context.Context, j Journal, in *Intent, exec Exec,
 		c := &Certificate{Fingerprint: fp, RunID: in.RunID, Seq: in.Seq, Index: in.Index, ExplicitKey: in.ExplicitKey(),
 			Status: StatusFailed, Err: in.scrub.text(execErr.Error()),
 			Attempt: &Attempt{Number: t.st.Attempts, First: unixNanos(t.st.First), At: unixNanos(failed), Next: unixNanos(next), GaveUp: GiveUp(reason)}}
-		l.journal(func() (Loc, error) { return j.WriteCertificate(context.WithoutCancel(ctx), c) }, func(loc Loc, w error) {
+		l.journal(func() (Loc, error) { return j.WriteCertificate(uncancelled(ctx), c) }, func(loc Loc, w error) {
 			if werr = w; w == nil {
 				e.status, e.certLoc, e.result, e.tries = StatusFailed, loc, nil, certTries(c, nil)
 			}
@@ -272,7 +272,7 @@ func (l *Ledger) giveUp(ctx context.Context, j Journal, in *Intent, e *entry, f 
 		c.Attempt.First = c.Attempt.At // given up before any attempt
 	}
 	var err error
-	l.journal(func() (Loc, error) { return j.WriteCertificate(context.WithoutCancel(ctx), c) }, func(loc Loc, werr error) {
+	l.journal(func() (Loc, error) { return j.WriteCertificate(uncancelled(ctx), c) }, func(loc Loc, werr error) {
 		*landed = true
 		if werr != nil {
 			err = fmt.Errorf("ledger: tool %q: recording that it is given up (%s after %d attempts): %w", in.Tool, reason, t.st.Attempts, werr)
@@ -295,7 +295,7 @@ func (l *Ledger) certifyDone(ctx context.Context, j Journal, in *Intent, e *entr
 	if c.Result == nil {
 		c.Result = []byte{}
 	}
-	l.journal(func() (Loc, error) { return j.WriteCertificate(context.WithoutCancel(ctx), c) }, func(loc Loc, werr error) {
+	l.journal(func() (Loc, error) { return j.WriteCertificate(uncancelled(ctx), c) }, func(loc Loc, werr error) {
 		*landed = true
 		if werr != nil {
 			err = fmt.Errorf("ledger: tool %q succeeded but writing its certificate failed: %w; the action is in doubt", in.Tool, werr)

@@ -36,6 +36,9 @@ type scrubber struct {
 // checked) named by redact, and parses resultPtrs. It fails only for a
 // malformed result pointer (ErrBadPointer).
 func newScrubber(args []byte, redact, resultPtrs []string) (*scrubber, error) {
+	if len(redact) == 0 && len(resultPtrs) == 0 {
+		return nil, nil // nothing to scrub, as below, without the allocation
+	}
 	s := &scrubber{}
 	for _, p := range resultPtrs {
 		toks, err := parsePointer(p)

@@ -9,7 +9,6 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/internal/privfs"
-	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -39,15 +38,7 @@ func OpenBlob(dir string, ref blob.Ref, opts *BlobOptions) (io.ReadCloser, error
 		o.FS = vfs.Default
 	}
 	fs := privfs.Confine(o.FS, dir)
-	storeName := fs.PathJoin(dir, layout.StoreName)
-	b, err := layout.ReadFile(fs, storeName)
-	if err != nil {
-		if layout.NotExist(err) {
-			return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
-		}
-		return nil, err
-	}
-	sf, err := layout.ParseStore(storeName, b)
+	sf, err := readStoreFile(fs, dir)
 	if err != nil {
 		return nil, err
 	}

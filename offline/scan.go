@@ -66,14 +66,7 @@ func openReadOnly(dir string, fs vfs.FS, budget *frame.Budget, ring seal.Keyring
 		return nil, fmt.Errorf("engine: %s: %w", dir, err)
 	}
 	storeName := fs.PathJoin(dir, layout.StoreName)
-	b, err := layout.ReadFile(fs, storeName)
-	if layout.NotExist(err) {
-		return nil, fmt.Errorf("%w: %s has no %s file", ErrNotAStore, dir, layout.StoreName)
-	}
-	if err != nil {
-		return nil, fmt.Errorf("engine: read %s: %w", storeName, err)
-	}
-	sf, err := layout.ParseStore(storeName, b)
+	sf, err := readStoreFile(fs, dir)
 	if err != nil {
 		return nil, err
 	}

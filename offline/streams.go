@@ -105,46 +105,81 @@ func (in *Inspector) Streams(run string) ([]StreamSummary, error) {
 	return out, nil
 }
 
-// ExportStream writes the chunks of stream name of run from offset from
-// as JSON Lines (ExportedChunk), and returns how many it wrote.
-func (in *Inspector) ExportStream(ctx context.Context, w io.Writer, run, name string, from uint64) (int, error) {
+// StreamChunks returns the chunks of stream name of run from offset from:
+// up to max of them (max <= 0: 1024), with at most maxBytes of data in all
+// (maxBytes <= 0: 8 MiB) but at least one chunk, and the offset to read
+// from next (from, when there was none).
+func (in *Inspector) StreamChunks(run, name string, from uint64, max, maxBytes int) ([]ExportedChunk, uint64, error) {
+	return in.streamChunks("offline", run, name, from, max, maxBytes)
+}
+
+// streamChunks is StreamChunks, its errors prefixed with op.
+func (in *Inspector) streamChunks(op, run, name string, from uint64, max, maxBytes int) ([]ExportedChunk, uint64, error) {
 	if in.runs[run] == nil {
-		return 0, fmt.Errorf("offline: export: store %s has no run %q", in.st.db.dir, run)
+		return nil, from, fmt.Errorf("%s: store %s has no run %q", op, in.st.db.dir, run)
 	}
 	if err := record.CheckStreamName(name); err != nil {
-		return 0, fmt.Errorf("offline: export: %w", err)
+		return nil, from, fmt.Errorf("%s: %w", op, err)
+	}
+	if max <= 0 {
+		max = 1024
+	}
+	if maxBytes <= 0 {
+		maxBytes = 8 << 20
 	}
 	x, err := in.streams()
 	if err != nil {
-		return 0, err
+		return nil, from, err
 	}
+	b, err := x.Read(run, name, from, max, maxBytes)
+	if err != nil {
+		return nil, from, err
+	}
+	out := make([]ExportedChunk, len(b.Chunks))
+	for i, c := range b.Chunks {
+		out[i] = ExportedChunk{Run: run, Stream: name, Offset: c.Offset, Seq: c.Seq, Attempt: c.Attempt, Status: c.Status.String()}
+		if c.Data != nil {
+			d := exportedData(c.Data)
+			out[i].Data = &d
+		}
+	}
+	return out, b.Next, nil
+}
+
+// Bytes returns the chunk's data, nil when it was not opened.
+func (c ExportedChunk) Bytes() []byte {
+	if c.Data == nil {
+		return nil
+	}
+	return *c.Data
+}
+
+// ExportStream writes the chunks of stream name of run from offset from
+// as JSON Lines (ExportedChunk), and returns how many it wrote.
+func (in *Inspector) ExportStream(ctx context.Context, w io.Writer, run, name string, from uint64) (int, error) {
 	bw := bufio.NewWriter(w)
 	enc := json.NewEncoder(bw)
 	n := 0
 	for {
 		if err := ctx.Err(); err != nil {
+			bw.Flush()
 			return n, err
 		}
-		b, err := x.Read(run, name, from, 1024, 8<<20)
+		chunks, next, err := in.streamChunks("offline: export", run, name, from, 1024, 8<<20)
 		if err != nil {
 			bw.Flush()
 			return n, err
 		}
-		if len(b.Chunks) == 0 {
+		if len(chunks) == 0 {
 			break
 		}
-		for _, c := range b.Chunks {
-			line := ExportedChunk{Run: run, Stream: name, Offset: c.Offset, Seq: c.Seq, Attempt: c.Attempt, Status: c.Status.String()}
-			if c.Data != nil {
-				d := exportedData(c.Data)
-				line.Data = &d
-			}
-			if err := enc.Encode(line); err != nil {
+		for _, c := range chunks {
+			if err := enc.Encode(c); err != nil {
 				return n, fmt.Errorf("offline: export: write run %q stream %q offset %d: %w", run, name, c.Offset, err)
 			}
 			n++
 		}
-		from = b.Next
+		from = next
 	}
 	if err := bw.Flush(); err != nil {
 		return n, fmt.Errorf("offline: export: write: %w", err)

@@ -42,8 +42,7 @@ func blobObject(name string) bool {
 }
 
 // blobStoreLocked returns the store's blob bucket, created with the
-// stream's replicas on file storage if it is missing, and the sizes of the
-// objects it holds, listed once (under blobMu).
+// stream's replicas on file storage if it is missing (under blobMu).
 func (r *Replicator) blobStoreLocked(ctx context.Context) (jetstream.ObjectStore, error) {
 	if r.blobs != nil {
 		return r.blobs, nil
@@ -75,27 +74,13 @@ func (r *Replicator) blobStoreLocked(ctx context.Context) (jetstream.ObjectStore
 		return nil, fmt.Errorf("%w: blob bucket %s has %d replicas on %s storage (at least %d on file needed)",
 			ErrUnsafeStream, bucket, st.Replicas(), st.Storage(), MinReplicas)
 	}
-	held := map[string]int64{}
-	err = retry(ctx, r.cfg.Timeout, func(ctx context.Context) error {
-		infos, err := obs.List(ctx)
-		if errors.Is(err, jetstream.ErrNoObjectsFound) {
-			return nil
-		}
-		for _, in := range infos {
-			held[in.Name] = int64(in.Size)
-		}
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("replicate: list blob bucket %s: %w", bucket, err)
-	}
-	r.blobs, r.blobHeld = obs, held
+	r.blobs, r.blobHeld = obs, map[string]int64{}
 	return obs, nil
 }
 
 // ReplicateBlob puts the blob file name of size bytes (engine.
 // BlobReplicator) into the store's blob bucket, streamed from open, unless
-// the bucket holds an object of its name and size. It returns once the
+// the bucket holds it whole (blobWholeLocked). It returns once the
 // object is acknowledged whole (its chunks and then its metadata, each
 // stored by the bucket's replicas), retrying until Config.Timeout. A
 // fenced writer's call fails with ErrFenced.
@@ -115,6 +100,14 @@ func (r *Replicator) ReplicateBlob(name string, size int64, open func() (io.Read
 		return err
 	}
 	if n, ok := r.blobHeld[name]; ok && n == size {
+		return nil
+	}
+	whole, err := r.blobWholeLocked(ctx, obs, name, size)
+	if err != nil {
+		return err
+	}
+	if whole {
+		r.blobHeld[name] = size
 		return nil
 	}
 	for {
@@ -137,13 +130,19 @@ func (r *Replicator) ReplicateBlob(name string, size int64, open func() (io.Read
 		if !retryable(err) || storeFailed(err) || ctx.Err() != nil {
 			// A Put that failed after its metadata landed (a chunk
 			// refused) leaves an object whose chunks are purged: it goes,
-			// so that neither a later writer's listing nor a restore
+			// so that neither a later writer's check nor a restore
 			// takes it for the blob.
-			dctx, dcancel := context.WithTimeout(context.Background(), apiAttempt)
-			if derr := obs.Delete(dctx, name); derr != nil && !errors.Is(derr, jetstream.ErrObjectNotFound) {
+			// Retried as any API call (a busy cluster times one out); a
+			// leftover is still never trusted (blobWholeLocked).
+			derr := retry(context.Background(), r.cfg.Timeout, func(ctx context.Context) error {
+				if err := obs.Delete(ctx, name); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+					return err
+				}
+				return nil
+			})
+			if derr != nil {
 				r.cfg.Logger.Warn("replicate: a failed blob put's object could not be deleted", "store", r.cfg.Store, "blob", name, "err", derr)
 			}
-			dcancel()
 			return fmt.Errorf("replicate: store %s: put %s into bucket %s: %w", r.cfg.Store, name, blobBucket(r.cfg.Store), err)
 		}
 		select {
@@ -152,6 +151,79 @@ func (r *Replicator) ReplicateBlob(name string, size int64, open func() (io.Read
 		}
 	}
 }
+
+// blobWholeLocked reports whether the bucket holds object name whole, of
+// size bytes: its metadata (looked up by name: no listing of the bucket)
+// gives that size, every chunk it counts is stored, and its chunks read
+// back through the digest the metadata keeps (nats.go checks it at the
+// end of the read). A failed put can leave metadata without its chunks
+// (nats.go publishes it before every chunk is acknowledged) if deleting
+// it failed too: that object is put again, never trusted by its name and
+// size. Errors other than a missing object or a mismatch are the
+// lookup's, after retries.
+func (r *Replicator) blobWholeLocked(ctx context.Context, obs jetstream.ObjectStore, name string, size int64) (bool, error) {
+	bucket := blobBucket(r.cfg.Store)
+	var info *jetstream.ObjectInfo
+	err := retry(ctx, r.cfg.Timeout, func(ctx context.Context) (err error) {
+		info, err = obs.GetInfo(ctx, name)
+		if errors.Is(err, jetstream.ErrObjectNotFound) {
+			info, err = nil, nil
+		}
+		return err
+	})
+	if err != nil {
+		return false, fmt.Errorf("replicate: store %s: look up %s in bucket %s: %w", r.cfg.Store, name, bucket, err)
+	}
+	if info == nil || info.Deleted || int64(info.Size) != size || info.NUID == "" {
+		return false, nil
+	}
+	// Every chunk the metadata counts is stored: a read of an object
+	// missing some would wait for them until the timeout.
+	subj := fmt.Sprintf(objChunkSubject, bucket, info.NUID)
+	var stored uint64
+	err = retry(ctx, r.cfg.Timeout, func(ctx context.Context) error {
+		st, err := r.js.Stream(ctx, fmt.Sprintf(objStreamName, bucket))
+		if err != nil {
+			return err
+		}
+		si, err := st.Info(ctx, jetstream.WithSubjectFilter(subj))
+		if err != nil {
+			return err
+		}
+		stored = si.State.Subjects[subj]
+		return nil
+	})
+	if err != nil {
+		return false, fmt.Errorf("replicate: store %s: count the chunks of %s in bucket %s: %w", r.cfg.Store, name, bucket, err)
+	}
+	if stored != uint64(info.Chunks) {
+		r.cfg.Logger.Warn("replicate: a blob object lacks chunks: put again", "store", r.cfg.Store, "blob", name, "chunks", info.Chunks, "stored", stored)
+		return false, nil
+	}
+	// One read, within the put's time (Config.Timeout), as a put is: a
+	// large object outlasts an API call's attempt.
+	var n int64
+	res, err := obs.Get(ctx, name)
+	if err == nil {
+		n, err = io.Copy(io.Discard, res)
+		res.Close()
+	}
+	if errors.Is(err, jetstream.ErrDigestMismatch) || (err == nil && n != size) {
+		r.cfg.Logger.Warn("replicate: a blob object is not what its metadata says: put again", "store", r.cfg.Store, "blob", name, "err", err, "bytes", n)
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("replicate: store %s: read %s back from bucket %s: %w", r.cfg.Store, name, bucket, err)
+	}
+	return true, nil
+}
+
+// The names nats.go gives an Object Store bucket's stream and an object's
+// chunk subject (its objNameTmpl and objChunksPreTmpl).
+const (
+	objStreamName   = "OBJ_%s"
+	objChunkSubject = "$O.%s.C.%s"
+)
 
 // fetchBlobs writes every object of the store's blob bucket that dir's
 // blobs/ lacks into it (a restore, or a copy caught up from the stream:

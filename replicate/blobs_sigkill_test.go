@@ -12,13 +12,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/engine"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/nats-io/nats.go"
 )
 
 // The writer child of TestSIGKILLBlobs: it runs when the test binary is
@@ -48,19 +46,7 @@ func blobWriter(urls, dir string) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	nc, err := nats.Connect(urls, nats.UserInfo("app", "app"))
-	if err != nil {
-		return fail(err)
-	}
-	sys, err := nats.Connect(urls, nats.UserInfo("sys", "sys"))
-	if err != nil {
-		return fail(err)
-	}
-	r, err := Open(ctx, dir, Config{Conn: nc, SystemConn: sys, Store: "kill9b", Node: "child", LeaseTTL: 600 * time.Millisecond})
-	if err != nil {
-		return fail(err)
-	}
-	db, err := engine.Open(dir, engineOptions(r))
+	db, err := openChild(urls, dir, "kill9b")
 	if err != nil {
 		return fail(err)
 	}

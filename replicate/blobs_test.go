@@ -2,10 +2,13 @@ package replicate
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"math/rand"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -129,7 +132,11 @@ func TestBlobsRestored(t *testing.T) {
 		t.Fatalf("PutBlob into a full bucket: %v, want an error saying replicate", err)
 	}
 	t.Logf("PutBlob into a full bucket failed after %v: %v", time.Since(t0), err)
-	if _, err := obs.GetInfo(ctx, blob.Dir+"/"+blob.Name(blob.Hash(big), nil)); !errors.Is(err, jetstream.ErrObjectNotFound) {
+	err = retry(ctx, time.Minute, func(ctx context.Context) error { // a busy cluster may time a lookup out
+		_, err := obs.GetInfo(ctx, blob.Dir+"/"+blob.Name(blob.Hash(big), nil))
+		return err
+	})
+	if !errors.Is(err, jetstream.ErrObjectNotFound) {
 		t.Fatalf("the failed put's object: %v, want it deleted", err)
 	}
 	if err := ab.Commit(ctx, new(frame.Delta).Set("after", []byte("the failed put"))); err != nil {
@@ -157,4 +164,103 @@ func TestBlobsRestored(t *testing.T) {
 	}
 	checkBlobs(t, runc, want)
 	closeAndVerify(t, dbc, rc, dirc, "verify of the second restored store")
+}
+
+// TestBlobJunkObject: an object a failed put left (its metadata, with the
+// blob's name and size and digest, but not its chunks), whose delete
+// failed too, is not taken for the blob: the next ReplicateBlob of that
+// name, from a new Replicator (Open ships the blob again once the mark of
+// shipped blobs is gone), checks the object and puts the blob again. The
+// engine's mark makes the Open after ship nothing.
+func TestBlobJunkObject(t *testing.T) {
+	c := newCluster(t, true)
+	seed := rand.Int63()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewSource(seed))
+
+	ra, dba, dir := open(t, c, "junk", "a", 0, false)
+	run, err := dba.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := putBlobs(t, run, rng, blob.ChunkSize+blob.ChunkSize/2)
+	if err := dba.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	names, err := os.ReadDir(filepath.Join(dir, blob.Dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var name string
+	for _, e := range names {
+		if len(e.Name()) == 64 {
+			name = blob.Dir + "/" + e.Name()
+		}
+	}
+	local, err := os.ReadFile(filepath.Join(dir, name))
+	if err != nil || name == "" {
+		t.Fatalf("the blob file %q: %v", name, err)
+	}
+
+	// The junk: the object's chunks purged, its metadata left.
+	js, err := jetstream.New(c.connect("app", 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs, err := js.ObjectStore(ctx, blobBucket("junk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := obs.GetInfo(ctx, name)
+	if err != nil || int64(info.Size) != int64(len(local)) {
+		t.Fatalf("the object: %+v %v, want %d bytes", info, err, len(local))
+	}
+	st, err := js.Stream(ctx, fmt.Sprintf(objStreamName, blobBucket("junk")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Purge(ctx, jetstream.WithPurgeSubject(fmt.Sprintf(objChunkSubject, blobBucket("junk"), info.NUID))); err != nil {
+		t.Fatal(err)
+	}
+
+	// Open with the mark: nothing shipped, the junk untouched.
+	ra, dba = openAt(t, c, "junk", "a", 0, false, dir)
+	if err := dba.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := ra.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if again, err := obs.GetInfo(ctx, name); err != nil || again.NUID != info.NUID {
+		t.Fatalf("an Open whose blobs are all marked touched the object: %+v %v", again, err)
+	}
+
+	// Without the mark: shipped again, the junk found and replaced.
+	if err := os.Remove(filepath.Join(dir, blob.Dir, "SHIPPED")); err != nil {
+		t.Fatal(err)
+	}
+	ra, dba = openAt(t, c, "junk", "a", 0, false, dir)
+	if again, err := obs.GetInfo(ctx, name); err != nil || again.NUID == info.NUID {
+		t.Fatalf("the junk object is still there after Open shipped its blob: %+v %v", again, err)
+	}
+	rctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	res, err := obs.Get(rctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(res)
+	res.Close()
+	if err != nil || !bytes.Equal(got, local) {
+		t.Fatalf("the object read back: %d bytes (%v), want the file's %d", len(got), err, len(local))
+	}
+	run, err = dba.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	checkBlobs(t, run, want)
+	closeAndVerify(t, dba, ra, dir, "verify after the junk object was replaced")
 }

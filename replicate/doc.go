@@ -80,13 +80,21 @@
 // Store bucket named after the store's stream (CONTINUUM_<store>; created
 // with Config.Replicas on file storage, refused with ErrUnsafeStream
 // otherwise) under its name in the store ("blobs/<hex>"), and returns once
-// the object's chunks and then its metadata are acknowledged. The bucket
-// is listed once per Replicator: a name it holds with the file's size is
-// not put again (a blob file never changes), so Open's shipping of every
-// blob costs one listing. A put that fails (Config.Timeout, or a limit of
-// the bucket) fails the PutBlob; the object it may have left (nats.go
-// publishes the metadata before every chunk is acknowledged) is deleted.
-// A blob the engine sweeps is kept in the bucket.
+// the object's chunks and then its metadata are acknowledged. The engine
+// gives it a blob only if its mark of shipped blobs (blobs/SHIPPED) lacks
+// it: an Open whose blobs were all shipped calls no ReplicateBlob and
+// lists nothing. A blob file never changes, so an object of its name is
+// not put again if it is whole: its metadata (looked up by name; the
+// bucket is never listed) gives the file's size, the bucket's stream
+// holds as many chunks as the metadata counts, and the chunks read back
+// through the digest the metadata keeps; a name found whole or put is
+// remembered for the Replicator's life. A put that fails
+// (Config.Timeout, or a limit of the bucket) fails the PutBlob; the
+// object it may have left (nats.go publishes the metadata before every
+// chunk is acknowledged) is deleted, and if its delete fails too, the
+// check finds it lacking and a later ship puts the blob again. The check
+// reads the object whole, once per name and Replicator, within
+// Config.Timeout. A blob the engine sweeps is kept in the bucket.
 //
 // After the log, Open writes every object of the bucket that dir's
 // blobs/ lacks into it: through a temporary file (blobs/tmp-restore-*,

@@ -196,7 +196,8 @@ type Replicator struct {
 	restored RestoreInfo
 
 	// blobMu serialises ReplicateBlob; blobs is the store's blob bucket
-	// once opened, blobHeld the size of each object it holds (blobs.go).
+	// once opened, blobHeld the size of each object this Replicator put
+	// or found whole (blobs.go).
 	blobMu   sync.Mutex
 	blobs    jetstream.ObjectStore
 	blobHeld map[string]int64

@@ -29,24 +29,31 @@ func init() {
 	os.Exit(childWriter(urls, os.Getenv("CONTINUUM_REPLICATE_DIR")))
 }
 
+// openChild is a writer child's set-up: it connects to the cluster at
+// urls (as the application and as the system account), opens store in
+// dir as node "child", and opens the engine over it.
+func openChild(urls, dir, store string) (*engine.DB, error) {
+	nc, err := nats.Connect(urls, nats.UserInfo("app", "app"))
+	if err != nil {
+		return nil, err
+	}
+	sys, err := nats.Connect(urls, nats.UserInfo("sys", "sys"))
+	if err != nil {
+		return nil, err
+	}
+	r, err := Open(ctx, dir, Config{Conn: nc, SystemConn: sys, Store: store, Node: "child", LeaseTTL: 600 * time.Millisecond})
+	if err != nil {
+		return nil, err
+	}
+	return engine.Open(dir, engineOptions(r))
+}
+
 func childWriter(urls, dir string) int {
 	fail := func(err error) int {
 		fmt.Println("error", err)
 		return 1
 	}
-	nc, err := nats.Connect(urls, nats.UserInfo("app", "app"))
-	if err != nil {
-		return fail(err)
-	}
-	sys, err := nats.Connect(urls, nats.UserInfo("sys", "sys"))
-	if err != nil {
-		return fail(err)
-	}
-	r, err := Open(ctx, dir, Config{Conn: nc, SystemConn: sys, Store: "kill9", Node: "child", LeaseTTL: 600 * time.Millisecond})
-	if err != nil {
-		return fail(err)
-	}
-	db, err := engine.Open(dir, engineOptions(r))
+	db, err := openChild(urls, dir, "kill9")
 	if err != nil {
 		return fail(err)
 	}

@@ -1,6 +1,8 @@
 // Package webview serves a read-only web view of a store: its runs, a
 // run's timeline, the frame at any seq with a diff between two states, the
-// lineage of forks and the branch DAG, the ledger, and verify's result.
+// lineage of forks and the branch DAG, the ledger, a run's waits with
+// their events and outcomes, its streams out chunk by chunk with each
+// attempt's status, and verify's result.
 //
 // It reads the store with package offline (Inspect, Verify), so it takes
 // no lock and runs beside a live agent: it never writes a byte of the
@@ -36,8 +38,9 @@
 //     (200 in the branch DAG, 100 in the ledger), values folded past 240
 //     bytes and cut at 16 KiB, at most 300 messages and 1000 memory keys
 //     of a frame, 2000 runs of the lineage tree, 100 forks in a run's
-//     header, 500 intact runs on the verify page (each page says what it
-//     left out); the reader's decompression budget
+//     header, 500 intact runs on the verify page, 200 waits and 200
+//     pending events of a run, 100 chunks (1 MiB) of a stream a page
+//     (each page says what it left out); the reader's decompression budget
 //     (offline.InspectOptions.Budget) bounds what a hostile store makes
 //     it decompress, and Options.RequestTimeout the time of one page.
 //   - Access: a View with a Token accepts it as a bearer token or once in

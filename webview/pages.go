@@ -191,6 +191,10 @@ type runRow struct {
 	Waiting            int    // actions of the running or interrupted atom
 	Unfinished         string // "running 7", "interrupted 7" or ""
 	Rollbacks          int
+	// WaitsFor names the event the run's open wait waits for ("the
+	// clock" for a timer); Ready says how its wait ended when no atom took
+	// it yet ("delivered", "timed out", "cancelled"): the run is to resume.
+	WaitsFor, Ready string
 }
 
 func newRunRow(r offline.RunSummary) runRow {
@@ -198,6 +202,16 @@ func newRunRow(r offline.RunSummary) runRow {
 		Created: r.Created, Ended: r.Ended, InDoubt: len(r.InDoubt), Waiting: len(r.AtomActions), Rollbacks: len(r.Rollbacks)}
 	if row.LastSeq == 0 && r.Parent != "" {
 		row.LastSeq = r.ForkedAt
+	}
+	if n := len(r.Waits); n > 0 && !r.Waits[n-1].Taken {
+		switch w := r.Waits[n-1]; {
+		case w.Outcome == "open" && w.Name == "":
+			row.WaitsFor = "the clock"
+		case w.Outcome == "open":
+			row.WaitsFor = w.Name
+		case w.Outcome != "withdrawn":
+			row.Ready = w.Outcome
+		}
 	}
 	switch {
 	case r.Running != 0:

@@ -342,6 +342,10 @@ func (v *View) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		status = p.framePage()
 	case "ledger":
 		status = p.ledgerPage()
+	case "waits":
+		status = p.waitsPage()
+	case "stream":
+		status = p.streamPage()
 	case "dag":
 		status = p.dagPage()
 	case "lineage":

@@ -286,7 +286,8 @@ func TestXSSCorpusIsText(t *testing.T) {
 	v, _ := newView(t, webview.Options{Dir: dir})
 	id := url.QueryEscape(demo.XSSRun)
 	for _, p := range []string{"/", "/?q=" + url.QueryEscape("<script>"), "/run?id=" + id, "/frame?id=" + id, "/frame?id=" + id + "&seq=1&against=0",
-		"/ledger?id=" + id, "/dag?id=" + id, "/lineage?id=" + id, "/verify", "/run?id=" + url.QueryEscape("<script>x</script>")} {
+		"/ledger?id=" + id, "/dag?id=" + id, "/lineage?id=" + id, "/verify", "/run?id=" + url.QueryEscape("<script>x</script>"),
+		"/waits?id=" + demo.WaitsRun, "/stream?id=" + demo.WaitsRun + "&name=tokens", "/waits?id=" + id} {
 		_, body, _ := get(t, v, p)
 		if n := strings.Count(strings.ToLower(body), "<script"); n != 1 {
 			t.Errorf("%s: %d script elements, want the view's own one", p, n)
@@ -382,7 +383,7 @@ func TestEncryptedStore(t *testing.T) {
 		t.Errorf("verify without the keyring: %d", code)
 	}
 	v, _ = newView(t, webview.Options{Dir: dir, Keyring: demo.Keyring()})
-	for _, p := range []string{"/frame?id=pii", "/frame?id=pii&seq=1&against=0", "/run?id=pii", "/ledger?id=pii"} {
+	for _, p := range []string{"/frame?id=pii", "/frame?id=pii&seq=1&against=0", "/run?id=pii", "/ledger?id=pii", "/waits?id=" + demo.WaitsRun, "/stream?id=" + demo.WaitsRun + "&name=tokens"} {
 		code, body, _ := get(t, v, p)
 		if code != 200 {
 			t.Fatalf("%s: %d %s", p, code, body)
@@ -390,6 +391,13 @@ func TestEncryptedStore(t *testing.T) {
 		if strings.Contains(body, demo.Erased) {
 			t.Errorf("%s shows an erased value", p)
 		}
+	}
+	// the sealed events and chunks, opened by the keyring
+	if _, body, _ := get(t, v, "/waits?id="+demo.WaitsRun); !strings.Contains(body, `<span class="sender">alice@console-7</span>`) || !strings.Contains(body, "&#34;approved&#34;: true") || strings.Contains(body, "sealed payload") {
+		t.Errorf("waits of the encrypted store: the event's payload is not shown")
+	}
+	if _, body, _ := get(t, v, "/stream?id="+demo.WaitsRun+"&name=tokens"); !strings.Contains(body, `<code class="val">logs-2019</code>`) || strings.Contains(body, "sealed, not shown") {
+		t.Errorf("stream of the encrypted store: a chunk is not shown")
 	}
 	_, body, _ = get(t, v, "/frame?id=pii")
 	if !strings.Contains(body, `<td class="k">email</td><td><span class="erased">erased</span>`) || !strings.Contains(body, "Alice") {
@@ -468,7 +476,8 @@ func TestHostileStore(t *testing.T) {
 			t.Fatalf("seed %d round %d: New: %v", seed, round, err)
 		}
 		for _, p := range []string{"/", "/run?id=agent-1", "/frame?id=agent-1", "/frame?id=agent-1&seq=3&against=1", "/ledger?id=deploy-rb",
-			"/dag?id=planner", "/lineage", "/verify", "/run?id=" + url.QueryEscape(demo.XSSRun)} {
+			"/dag?id=planner", "/lineage", "/verify", "/run?id=" + url.QueryEscape(demo.XSSRun),
+			"/waits?id=" + demo.WaitsRun, "/stream?id=" + demo.WaitsRun + "&name=tokens"} {
 			r := httptest.NewRequest("GET", p, nil)
 			w := httptest.NewRecorder()
 			v.ServeHTTP(w, r)

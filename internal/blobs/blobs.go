@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync"
 
+	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 )
 
@@ -27,6 +28,12 @@ type Core interface {
 	// returns nil once the replica holds it durably; nil at once when the
 	// store is not replicated or its Replicator ships no blobs.
 	Ship(name string) error
+	// Ships reports whether Ship gives blobs to a replica (the Set then
+	// keeps its mark of shipped blobs).
+	Ships() bool
+	// Dir is the store's filesystem and blob directory (Store's), where
+	// the Set keeps its mark of shipped blobs (MarkName).
+	Dir() (vfs.FS, string)
 }
 
 // Holder is an atom in flight that writes or keeps blobs: Key is what it
@@ -58,17 +65,21 @@ type Set struct {
 	// sweep serializes sweeps.
 	sweep sync.Mutex
 
-	// shipped holds the blob file names Core.Ship took since the Set was
-	// made (Open ships every blob file: ShipAll), so that a put of bytes
+	// shipped holds the blob file names the replica holds: marked at Open
+	// (ShipAll) or taken by Core.Ship since, so that a put of bytes
 	// already stored ships nothing; a sweep forgets the names it removes.
 	shipMu  sync.Mutex
 	shipped map[string]bool
+	// mark is the durable record of the names Core.Ship took (mark.go),
+	// kept when Core.Ships.
+	mark *mark
 }
 
 // New returns the Set over core; values above threshold bytes (if > 0)
 // go to blobs.
 func New(core Core, threshold int) *Set {
-	return &Set{core: core, threshold: threshold}
+	fs, dir := core.Dir()
+	return &Set{core: core, threshold: threshold, mark: &mark{fs: fs, dir: dir}}
 }
 
 // Write writes what src yields as a blob of media type media ("" when
@@ -148,6 +159,12 @@ func (s *Set) ship(name string) error {
 	if err := s.core.Ship(name); err != nil {
 		return err
 	}
+	if s.core.Ships() {
+		// Acknowledged: marked, so that no later Open ships it again.
+		if err := s.mark.add(name); err != nil {
+			return err
+		}
+	}
 	s.shipMu.Lock()
 	if s.shipped == nil {
 		s.shipped = map[string]bool{}
@@ -157,12 +174,59 @@ func (s *Set) ship(name string) error {
 	return nil
 }
 
-// ShipAll gives every committed blob file of the store to Core.Ship (at
-// Open, before the DB serves: the replica may lack blobs a crash kept
-// from it, or a store's from before it was replicated). The Replicator
-// skips those its replica holds.
-func (s *Set) ShipAll() error {
-	return s.core.Store().Names(s.ship)
+// ShipAll gives Core.Ship every committed blob file of the store that
+// the mark does not name (at Open, before the DB serves: the replica may
+// lack a blob a crash kept from it between its commit here and the mark,
+// or a store's from before it was replicated), and returns how many it
+// gave. It lists the blob directory and reads the mark; a mark that names
+// blobs no longer here, or is damaged, is rewritten first with the names
+// it holds of blobs still here. It does nothing when Core.Ships is false.
+func (s *Set) ShipAll() (int, error) {
+	if !s.core.Ships() {
+		return 0, nil
+	}
+	marked, rewrite, err := s.mark.read()
+	if err != nil {
+		return 0, err
+	}
+	var here, todo []string
+	if err := s.core.Store().Names(func(n string) error {
+		if marked[n] {
+			here = append(here, n)
+		} else {
+			todo = append(todo, n)
+		}
+		return nil
+	}); err != nil {
+		return 0, err
+	}
+	if len(here) == 0 && len(todo) == 0 {
+		return 0, nil // no blob: the mark waits for the first
+	}
+	s.shipMu.Lock()
+	if s.shipped == nil {
+		s.shipped = map[string]bool{}
+	}
+	for _, n := range here {
+		s.shipped[n] = true
+	}
+	s.shipMu.Unlock()
+	s.mark.mu.Lock()
+	if rewrite || len(here) != len(marked) {
+		err = s.mark.rewriteLocked(here)
+	} else {
+		s.mark.size = int64(markHeaderLen + len(here)*markEntryLen)
+	}
+	s.mark.mu.Unlock()
+	if err != nil {
+		return 0, err
+	}
+	for _, n := range todo {
+		if err := s.ship(n); err != nil {
+			return 0, err
+		}
+	}
+	return len(todo), nil
 }
 
 // Release forgets the blobs held for key, whose atom committed (its

@@ -15,6 +15,8 @@
 //	Readers(run) []blob.Sealer                 // the sealers a blob run references may be under
 //	References(ctx, fn func(run, blob.Ref)) error // every reference the log's records of live runs hold
 //	Ship(name) error                           // give a committed blob file to the replica (nil: not replicated)
+//	Ships() bool                               // Ship gives blobs to a replica
+//	Dir() (vfs.FS, string)                     // the store's FS and blob directory (the mark's)
 //
 // What the engine calls, whole. An atom in flight is a Holder: the key it
 // is held under (any comparable value), its run and seq.
@@ -26,7 +28,7 @@
 //	(*Set).Sweep(ctx) (files, bytes, error)                // remove what nothing references or holds
 //	(*Set).Live(ctx, live) error                           // add the names the log references
 //	(*Set).Open(run, ref) (io.ReadCloser, error)           // read a blob under run's readers, checked
-//	(*Set).ShipAll() error                                 // Open: Ship every committed blob file
+//	(*Set).ShipAll() (int, error)                          // Open: Ship every committed blob file not marked
 //	LogReferences(ctx, log, file, dec, dead, fn) error     // Core.References over the log's cursor
 //	Dead(deleted, parents, parentOf) map[string]bool       // deleted runs that keep no blob alive
 //
@@ -45,10 +47,38 @@
 // waiting, other writers. With a write in progress a sweep leaves
 // temporary files to a later sweep.
 //
+// # Shipping
+//
 // Write ships a new blob (Core.Ship) once it is committed and held, with
 // no lock held, before it returns the Ref: a failed ship fails the Write,
 // and the blob, referenced by nothing, stays held until its atom's release
 // and then goes with a sweep. A name shipped since the Set was made (by
 // Write or ShipAll) is not shipped again; a sweep forgets the names it
 // removes.
+//
+// When Core.Ships, each name the replica acknowledged is then appended to
+// the mark of shipped blobs, blobs/SHIPPED (mark.go: fixed entries with a
+// CRC each), and the mark fsynced, before Write returns: the mark only
+// ever names blobs the replica holds. ShipAll, at Open, reads the mark,
+// lists blobs/ and ships only the names the mark lacks: those a crash
+// kept from the replica between their commit here and their mark (no
+// record references one: its Ref was never handed out), and those of a
+// store that was not replicated when they were written. Open's cost is
+// then a listing of blobs/ and a read of the mark, plus a ship per blob
+// that may not have been shipped; a store whose blobs are all marked
+// calls no Replicator. A mark that is cut short or damaged loses the
+// names from the damage on (they are shipped again); one that names blobs
+// a sweep removed, or a name twice, is rewritten at Open (temporary file,
+// fsync, rename, fsync of blobs/). A mark write that fails fails the
+// Write and, being final, every later one, until the store is opened
+// again.
+//
+// # Caveats
+//
+// The mark trusts the replica: a name it holds is never given to a
+// Replicator again. A store handed to a Replicator of another replica (a
+// new destination, or a replica that lost what it acknowledged) must lose
+// its mark first (remove blobs/SHIPPED): its next Open then ships every
+// blob. The nested module replicate refuses a store directory that is not
+// its own stream's copy, so its Replicators share one replica.
 package blobs

@@ -191,6 +191,17 @@ func (s *Store) Replace(next *seal.Table) error {
 	return nil
 }
 
+// CheckHeld refuses (an error matching corrupt) a KEYS that lacks the
+// data key of one of ids, scopes the store holds: one older than the log,
+// or another copy's, with which those scopes' records would read as damage.
+func (s *Store) CheckHeld(ids iter.Seq[string], corrupt error) error {
+	if id := s.Lacking(ids); id != "" {
+		return fmt.Errorf("%w: %s has no data key of run %q, which the store holds: it is older than the log, or not this store's (restore the KEYS saved with the log)",
+			corrupt, s.Name(), id)
+	}
+	return nil
+}
+
 // Lacking returns the first of ids that has no entry in the table (""
 // if none): a scope whose data key KEYS lacks. An erased scope's entry
 // stays, and counts. The table is read, and its mutex released, before

@@ -33,6 +33,12 @@
 //		// Closed returns the engine's ErrClosed once it is closing (the
 //		// scan stops: Close does not wait for a whole read), nil before.
 //		Closed() error
+//		// Other is handed each record of a kind Scan does not read
+//		// itself that the cursor's Skip let through: the engine reads
+//		// the log once, a moment after Open, for the check of
+//		// CHECKPOINT's runs and of WAITS (its records of waits) at once.
+//		// Its error stops the scan.
+//		Other(r *record.Record) error
 //	}
 //
 // Host's methods are called on Scan's goroutine, in log order. Collector

@@ -84,11 +84,22 @@ func Reconcile(rows []layout.CheckpointRun, log map[string]*Run, t Table, broken
 // Collector is the Host of a Scan that gathers what it meets of the
 // other capabilities: the deletions (Gone, retention's registry) and the
 // erase-key records (KeyErasures, of the whole log). Stop returns the
-// engine's ErrClosed once it is closing (nil: never stops).
+// engine's ErrClosed once it is closing (nil: never stops). Others, if
+// not nil, is handed the records of other kinds the cursor's Skip let
+// through (nil: they are ignored).
 type Collector struct {
 	Gone        retention.Registry
 	KeyErasures []erasure.KeyErasure
 	Stop        func() error
+	Others      func(r *record.Record) error
+}
+
+// Other hands r to Others.
+func (h *Collector) Other(r *record.Record) error {
+	if h.Others == nil {
+		return nil
+	}
+	return h.Others(r)
 }
 
 // Deleted merges r, a delete or erase record, into Gone.

@@ -17,6 +17,7 @@ type Host interface {
 	KeyErased(r *record.Record)
 	IsDeleted(run string) bool
 	Closed() error
+	Other(r *record.Record) error
 }
 
 // End is a run's end as the log holds it.
@@ -112,8 +113,11 @@ func Disagrees(c *layout.CheckpointRun, lr *Run) string {
 
 // Skip is the cursor's Skip for Scan: the run, fork, atom, end, delete,
 // erase and erase-key records are read.
-func Skip(k record.Kind, _ []byte) bool {
-	return k != record.KindRun && k != record.KindAtom && k != record.KindEnd && k != record.KindFork && !k.Deletes() && k != record.KindEraseKey
+func Skip(k record.Kind, _ []byte) bool { return !scanned(k) }
+
+// scanned reports whether Scan reads records of kind k itself.
+func scanned(k record.Kind) bool {
+	return k == record.KindRun || k == record.KindAtom || k == record.KindEnd || k == record.KindFork || k.Deletes() || k == record.KindEraseKey
 }
 
 // Scan reads c (a cursor over the whole log, its Skip set to Skip) for the
@@ -133,6 +137,14 @@ func Scan(c *record.Cursor, to wal.Pos, hasher *chain.Hasher, file func(seg uint
 			}
 		}
 		r := c.Record()
+		if !scanned(r.Kind) {
+			// A record the cursor's Skip let through for another
+			// capability's check, in the same pass.
+			if err := h.Other(r); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if r.Kind == record.KindEraseKey {
 			h.KeyErased(r)
 			continue

@@ -18,6 +18,10 @@ import (
 type host struct {
 	deleted map[string]bool
 	closed  error
+	// others are the records of other kinds Scan handed over; otherErr
+	// is what Other returns.
+	others   []string
+	otherErr error
 }
 
 func (h *host) Deleted(r *record.Record, parent string) string {
@@ -30,9 +34,19 @@ func (h *host) Deleted(r *record.Record, parent string) string {
 func (h *host) KeyErased(*record.Record)  {}
 func (h *host) IsDeleted(run string) bool { return h.deleted[run] }
 func (h *host) Closed() error             { return h.closed }
+func (h *host) Other(r *record.Record) error {
+	h.others = append(h.others, fmt.Sprintf("%v %s/%d", r.Kind, r.Run, r.Seq))
+	return h.otherErr
+}
 
 // scan writes recs to a new log and scans it whole (to: its end).
 func scan(t *testing.T, h *host, trimmed bool, recs ...[]byte) (map[string]*Run, error) {
+	t.Helper()
+	return scanSkip(t, h, trimmed, Skip, recs...)
+}
+
+// scanSkip is scan with the cursor's Skip skip.
+func scanSkip(t *testing.T, h *host, trimmed bool, skip func(record.Kind, []byte) bool, recs ...[]byte) (map[string]*Run, error) {
 	t.Helper()
 	l, err := wal.Open("/wal", &wal.Options{FS: vfs.NewMem(), NoSync: true})
 	if err != nil {
@@ -47,7 +61,7 @@ func scan(t *testing.T, h *host, trimmed bool, recs ...[]byte) (map[string]*Run,
 		}
 		end = wal.Pos{Segment: p.Segment, Offset: p.Offset + 1}
 	}
-	c, err := record.NewCursor(l, wal.SegmentName, wal.Pos{}, &record.Decoder{Skip: Skip})
+	c, err := record.NewCursor(l, wal.SegmentName, wal.Pos{}, &record.Decoder{Skip: skip})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,5 +214,38 @@ func TestReconcile(t *testing.T) {
 	}
 	if got := Reconcile(rows[:1], log, &fakeTable{built: map[string]bool{"extra": true, "wrong-seq": true, "wrong-row": true, "again": true}}, nil); got != "" {
 		t.Errorf("agreeing rows: %q", got)
+	}
+}
+
+// TestScanOthers: the records of other kinds the cursor's Skip lets
+// through (the engine's records of waits, for the check of WAITS in the
+// same read) are handed to Host.Other in the log's order, before and
+// after the replay position, and change nothing of the runs; Other's
+// error stops the scan.
+func TestScanOthers(t *testing.T) {
+	waitRec := func(run string, seq uint64) []byte {
+		return record.AppendWaitRecord(nil, record.KindWait, run, seq, chain.Hash{}, chain.Hash{byte(seq)}, &record.WaitFields{Name: "go", At: 1})
+	}
+	skip := func(k record.Kind, raw []byte) bool { return k != record.KindWait && Skip(k, raw) }
+	recs := [][]byte{record.AppendRun(nil, "a", chain.Nonce{1}, 10), atom("a", 1), waitRec("a", 1), atom("a", 2), waitRec("a", 2)}
+	h := &host{deleted: map[string]bool{}}
+	runs, err := scanSkip(t, h, false, skip, recs...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := fmt.Sprint(h.others); got != "[wait a/1 wait a/2]" {
+		t.Fatalf("Other was handed %s", got)
+	}
+	if a := runs["a"]; a == nil || a.Last != 2 {
+		t.Fatalf("runs %+v", runs)
+	}
+	// Skip as Scan's own: nothing else is handed over.
+	h = &host{deleted: map[string]bool{}}
+	if _, err := scan(t, h, false, recs...); err != nil || len(h.others) != 0 {
+		t.Fatalf("with Skip: %v, others %v", err, h.others)
+	}
+	h = &host{deleted: map[string]bool{}, otherErr: errors.New("stop")}
+	if _, err := scanSkip(t, h, false, skip, recs...); err == nil || err.Error() != "stop" {
+		t.Fatalf("Other's error: %v", err)
 	}
 }

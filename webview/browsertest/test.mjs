@@ -206,6 +206,37 @@ await check("ledger: in doubt, compensated", async () => {
   await snap("ledger-in-doubt");
 });
 
+await check("waits and streams of a run against inspect --json and export --stream", async () => {
+  const want = ctlJSON("inspect", STORE, "approval", "--json");
+  await page.goto(`${base}waits?id=approval`);
+  const rows = page.locator("table.waits tbody tr");
+  assert.equal(await rows.count(), want.run.waits.length);
+  for (const w of want.run.waits) {
+    const row = page.locator(`table.waits tr[data-seq="${w.seq}"]`);
+    assert.equal(await row.locator(".outcome").innerText(), w.outcome, `wait after seq ${w.seq}`);
+    if (w.event) assert.equal(await row.locator(".sender").innerText(), w.event.sender);
+  }
+  const pend = await page.locator("#pending li").allInnerTexts();
+  assert.deepEqual(pend.map((t) => t.includes(want.run.pending_events[0].sender)), [true]);
+  for (const s of want.streams) {
+    assert.equal(Number(await page.locator(`tr[data-stream="${s.name}"] td.num`).innerText()), s.chunks, `stream ${s.name}`);
+  }
+  assert.equal(await page.locator("#run-waitsfor").innerText(), want.run.waits.at(-1).name);
+  await snap("waits");
+  await noXSS("waits");
+  await page.locator('tr[data-stream="tokens"] a').click();
+  await page.waitForURL(/stream\?/);
+  const chunks = execFileSync(CTL, ["export", STORE, "--run", "approval", "--stream", "tokens"], { encoding: "utf8" }).trim().split("\n").map((l) => JSON.parse(l));
+  assert.equal(await page.locator("li.chunk").count(), chunks.length);
+  for (const c of chunks) {
+    const li = page.locator(`li.chunk[data-offset="${c.offset}"]`);
+    assert.equal(await li.locator(".status").innerText(), c.status, `chunk ${c.offset}`);
+    assert.equal(await li.locator("code.val").innerText(), c.data, `chunk ${c.offset}`);
+  }
+  await snap("stream");
+  await noXSS("stream");
+});
+
 await check("lineage tree and branch DAG", async () => {
   await page.goto(`${base}lineage`);
   const tree = page.locator("#tree");

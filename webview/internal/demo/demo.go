@@ -1,9 +1,11 @@
 // Package demo writes the stores the web view is tested and measured on,
 // through the engine's public API only: an agent's conversation with tool
 // calls, results and errors, branches, a fork, a rollback with
-// compensations, messages between runs, an erased memory key, an XSS
-// corpus in messages, tool names and run ids, many runs, one long run, and
-// a live agent that keeps committing.
+// compensations, messages between runs, an erased memory key, waits for
+// events and the clock with their events and timeouts, streams out (with a
+// failed attempt's chunks), an XSS corpus in messages, tool names, run
+// ids, events and chunks, many runs, one long run, and a live agent that
+// keeps committing.
 package demo
 
 import (
@@ -93,6 +95,9 @@ func Build(ctx context.Context, dir string, ring seal.Keyring) error {
 	}
 	if err := buildXSS(ctx, db); err != nil {
 		return fmt.Errorf("xss: %w", err)
+	}
+	if err := buildWaits(ctx, db, WaitsRun); err != nil {
+		return fmt.Errorf("%s: %w", WaitsRun, err)
 	}
 	if ring != nil {
 		r, err := db.Run(ctx, "pii")
@@ -280,6 +285,85 @@ func buildXSS(ctx context.Context, db *engine.DB) error {
 		return err
 	}
 	return a.Commit(ctx, d)
+}
+
+// WaitsRun is the id of the run that waits for a human and streams its
+// output.
+const WaitsRun = "approval"
+
+// buildWaits writes a run that streams tokens (an attempt that failed
+// after its first chunks, then the one that committed), waits for a
+// human's approval that an event delivers, sleeps past a timer's
+// deadline (a timeout), and is left waiting for a review with a deadline,
+// with an event of another name kept for a later wait. The event payloads
+// and a chunk carry the XSS corpus.
+func buildWaits(ctx context.Context, db *engine.DB, id string) error {
+	r, err := db.Run(ctx, id)
+	if err != nil {
+		return err
+	}
+	a, err := r.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	for _, tok := range []string{"Deleting ", "the "} {
+		if _, err := a.Append(ctx, "tokens", []byte(tok)); err != nil {
+			return err
+		}
+	}
+	if err := a.Fail(ctx, "the model's connection dropped"); err != nil {
+		return err
+	}
+	if a, err = r.Begin(ctx); err != nil {
+		return err
+	}
+	for _, tok := range []string{"I will ", "delete ", "bucket ", "logs-2019", XSS[0]} {
+		if _, err := a.Append(ctx, "tokens", []byte(tok)); err != nil {
+			return err
+		}
+	}
+	if _, err := a.Append(ctx, "progress", []byte(`{"step":1,"of":3}`)); err != nil {
+		return err
+	}
+	if err := a.Commit(ctx, new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant,
+		Content: "I will delete bucket logs-2019. Asking for approval first."})); err != nil {
+		return err
+	}
+	if _, err := r.Wait(ctx, "approval", time.Now().Add(24*time.Hour)); err != nil {
+		return err
+	}
+	if _, err := db.SendEvent(ctx, id, "approval", "alice@console-7", []byte(`{"approved":true,"by":"alice","note":`+fmt.Sprintf("%q", XSS[1])+`}`)); err != nil {
+		return err
+	}
+	if a, err = r.Begin(ctx); err != nil {
+		return err
+	}
+	if _, err := a.WaitOutcome(ctx); err != nil {
+		return err
+	}
+	if err := a.Commit(ctx, new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: "Approved by alice: bucket deleted."})); err != nil {
+		return err
+	}
+	if _, err := r.Sleep(ctx, time.Now().Add(-time.Second)); err != nil {
+		return err
+	}
+	if _, err := db.Ready(ctx, 0); err != nil { // records the timer's timeout
+		return err
+	}
+	if a, err = r.Begin(ctx); err != nil {
+		return err
+	}
+	if _, err := a.WaitOutcome(ctx); err != nil {
+		return err
+	}
+	if err := a.Commit(ctx, new(frame.Delta).Set("cooldown", []byte("done"))); err != nil {
+		return err
+	}
+	if _, err := db.SendEvent(ctx, id, "comment", "bob-"+XSS[2], []byte(XSS[5])); err != nil {
+		return err
+	}
+	_, err = r.Wait(ctx, "review", time.Now().Add(48*time.Hour))
+	return err
 }
 
 // Many writes n runs of atoms each (ids "run-000000" on) in dir.

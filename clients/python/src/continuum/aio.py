@@ -1,6 +1,8 @@
 """The asyncio client: the same shape as the synchronous one, with
 coroutines. ``execute`` and ``reconcile`` functions may be coroutine
-functions or plain ones."""
+functions or plain ones. Blobs: :func:`put_blob` and :func:`open_blob`
+(with :func:`parse_ref` and :class:`BlobRef`), :mod:`continuum.blobs`'s
+functions as coroutines, streamed the same way."""
 
 from __future__ import annotations
 
@@ -15,15 +17,17 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Dict, Generator, Lis
 
 from . import _core, _tool, _wire, waits
 from . import streams as _streams
+from ._aio_blobs import AsyncBlobReader, open_blob, put_blob
 from ._retry import RetryPolicy, retry_body
 from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
 from ._wire import BytesLike, seg
 from .client import endpoint_from_env
+from .blobs import BlobRef, parse_ref
 from .delta import Delta
 from .errors import APIError, AttemptLost, ContinuumError, InDoubt, NotFound, ServerError, ShuttingDown, Unavailable, error_from_answer
 from .types import AtomRecord, Committed, DeletedRun, DidNotHappen, ErasedKey, Happened, Interrupted, RunInfo, State
 
-__all__ = ["AsyncClient", "AsyncRun", "AsyncAtom"]
+__all__ = ["AsyncClient", "AsyncRun", "AsyncAtom", "put_blob", "open_blob", "parse_ref", "BlobRef", "AsyncBlobReader"]
 
 T = TypeVar("T")
 max_ = max  # the builtin, where a parameter is named max
