@@ -391,8 +391,13 @@ func TestWaitsFileSealed(t *testing.T) {
 		if got := waitsView(t, db, runs...); got != want {
 			t.Fatalf("%s: after the restart:\n%s\nwant\n%s", name, got, want)
 		}
+		if err := db.waitsTrusted(); err != nil { // the check of WAITS against the log ran
+			t.Fatal(err)
+		}
 		why := db.Stats().WaitsRebuilt
 		switch {
+		case db.Stats().WaitsMismatch != "":
+			t.Fatalf("%s: the check against the log says %q", name, db.Stats().WaitsMismatch)
 		case !strings.Contains(name, "flipped") && why != "",
 			name == "block 0 flipped" && !strings.Contains(why, "does not open"),
 			why != "" && !strings.Contains(why, "does not open"):

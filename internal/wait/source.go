@@ -152,14 +152,29 @@ func (s LogSource) EventPayload(r *record.Record) ([]byte, error) {
 // bytes (File, named Name; nil: missing). It is what verify holds of a
 // store (offline/verify_waitsfile.go), and what tests build.
 type RecordSource struct {
-	Name    string
-	File    []byte
+	Name string
+	File []byte
+	// Table, if not nil, is WAITS opened already (what OpenWaitsTable
+	// returns, File unread): a sealed table holds no bytes to hand.
+	Table   *layout.WaitsTable
 	Records []*record.Record
 	// Rebuilt, if not nil, is told why WAITS is not used (Rebuilding).
 	Rebuilt func(why string)
 }
 
-var _ Source = RecordSource{}
+var (
+	_ Source      = RecordSource{}
+	_ TableOpener = RecordSource{}
+)
+
+// OpenWaitsTable implements TableOpener: Table, if set (release nil);
+// else ErrNotTable (File is read).
+func (s RecordSource) OpenWaitsTable(uint64) (*layout.WaitsTable, func(), error) {
+	if s.Table == nil {
+		return nil, nil, ErrNotTable
+	}
+	return s.Table, nil, nil
+}
 
 // WaitsFile implements Source.
 func (s RecordSource) WaitsFile(uint64) (string, []byte, error) {
