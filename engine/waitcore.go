@@ -14,7 +14,6 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
-	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
@@ -71,32 +70,22 @@ func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
 }
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
-// replay position floor, after every run's row is captured (caps, sorted
-// by id): a wait its run's row says an atom took, and a run that ended,
-// leave the index and the file; the file becomes the index's table.
-// Its rename is made durable by
-// CHECKPOINT's directory fsync, as INBOX's is.
+// replay position floor (internal/wait, WriteFile), after every run's row
+// is captured (caps, sorted by id): a wait its run's row says an atom
+// took, and a run that ended, leave the index and the file; the file
+// becomes the index's table, read from the file but after Close's own
+// checkpoint. CHECKPOINT's directory fsync makes its rename durable.
 func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) error {
 	if err := db.waitsLoad(); err != nil {
 		return fmt.Errorf("engine: checkpoint: waits: %w", err)
 	}
-	b, err := db.waits.idx.Capture(gen, floor, func(run string) (uint64, bool, bool) {
+	return db.waits.idx.WriteFile(db.fs, db.path(layout.WaitsName), db.sealer, gen, floor, func(run string) (uint64, bool, bool) {
 		i, ok := slices.BinarySearchFunc(caps, run, func(c *capturedRun, id string) int { return strings.Compare(c.Meta.ID, id) })
 		if !ok {
 			return 0, false, false
 		}
 		return caps[i].Meta.LastSeq, caps[i].Meta.Status != 0, true
-	})
-	if err != nil {
-		return fmt.Errorf("engine: checkpoint: waits: %w", err)
-	}
-	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.WaitsName), b, db.sealer, record.PlaceWaits, gen, "waits", db.opts.NoSync, false); err != nil {
-		return err
-	}
-	if !db.closed.Load() { // Close's own checkpoint: no mapping to release just after
-		db.waits.idx.Installed(gen) // read from the file, mapped, from now on
-	}
-	return nil
+	}, db.opts.NoSync, !db.closed.Load())
 }
 
 // waitsClose lets go of the index's table (WAITS, mapped) at Close, so
@@ -124,20 +113,10 @@ func (db *DB) waitGone(k record.Kind, run string) {
 }
 
 // replayWait checks a wait, event or wake record of Open's replay
-// against its run (r): it follows the run's last atom, or an earlier one,
-// with that atom's head, and its link is its own. The index is loaded on
-// first use, not here.
+// against its run r (internal/wait, CheckReplayed). The index is loaded
+// on first use, not here.
 func (db *DB) replayWait(r *Run, rec *record.Record) string {
-	if link := db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload); link != rec.Head {
-		return fmt.Sprintf("the %s record's link %x is not its own (%x)", rec.Kind, rec.Head[:8], link[:8])
-	}
-	switch {
-	case rec.Seq > r.mu.lastSeq:
-		return fmt.Sprintf("a %s record after seq %d, and the run's last atom is %d", rec.Kind, rec.Seq, r.mu.lastSeq)
-	case rec.Seq == r.mu.lastSeq && rec.Final != r.mu.head && r.mu.end == nil:
-		return fmt.Sprintf("a %s record names head %x at seq %d, the run's is %x", rec.Kind, rec.Final[:8], rec.Seq, r.mu.head[:8])
-	}
-	return ""
+	return wait.CheckReplayed(rec, db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload), r.mu.lastSeq, r.mu.head, r.mu.end != nil)
 }
 
 // currentWait is the run's wait after its last atom, if it has one and
@@ -190,24 +169,14 @@ func (db *DB) waitRun(id string) (*Run, error) {
 // moved on (an atom took it) or ended, or is gone; the index then forgets
 // it.
 func (db *DB) waitStale(w *wait.Wait) bool {
-	x := db.waitIndex()
 	r, err := db.waitRun(w.Run)
 	if err != nil {
-		x.Gone(w.Run)
-		return true
+		return db.waitIndex().Stale(w, 0, false, true)
 	}
 	r.mu.Lock()
 	last, ended := r.mu.lastSeq, r.mu.end != nil
 	r.mu.Unlock()
-	switch {
-	case ended:
-		x.Gone(w.Run)
-		return true
-	case last > w.Seq:
-		x.Taken(w.Run, last)
-		return true
-	}
-	return false
+	return db.waitIndex().Stale(w, last, ended, false)
 }
 
 // lastLinkLocked returns the seq and head of the run's newest atom in the
@@ -222,24 +191,10 @@ func (r *Run) lastLinkLocked() (uint64, chain.Hash) {
 	return r.mu.lastSeq, r.mu.head
 }
 
-// waitRec is a record of waits to write, and an event's plaintext.
-type waitRec struct {
-	rec   *record.Record
-	plain []byte
-}
+// waitRec is a record of waits to write, with an event's plaintext.
+type waitRec = wait.Rec
 
-// waitRecs is recs (internal/wait's) to write; plain, an event's
-// plaintext payload.
-func waitRecs(recs []*record.Record, plain []byte) []waitRec {
-	out := make([]waitRec, len(recs))
-	for i, rec := range recs {
-		out[i].rec = rec
-		if rec.Kind == record.KindEvent {
-			out[i].plain = plain
-		}
-	}
-	return out
-}
+var waitRecs = wait.Recs
 
 // writeWaits writes the records build returns for r, durably, under the
 // run's write mark (so that they and the run's atoms and end are in the
@@ -286,7 +241,7 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 	}
 	raws := make([][]byte, len(recs))
 	for i, w := range recs {
-		raws[i] = w.rec.Raw
+		raws[i] = w.Rec.Raw
 	}
 	// Untracked once the index reflects them: a checkpoint's WAITS holds
 	// every record below its replay position.
@@ -294,16 +249,12 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 	defer db.untrack(tok)
 	poss, err := db.appendBatch(ctx, raws)
 	if err != nil {
-		return fmt.Errorf("engine: run %q: write a %s record: %w", r.id, recs[0].rec.Kind, err)
+		return fmt.Errorf("engine: run %q: write a %s record: %w", r.id, recs[0].Rec.Kind, err)
 	}
-	obs, _ := db.opts.Observer.(WaitObserver)
 	for i, w := range recs {
-		w.rec.Pos = poss[i]
-		x.Apply(w.rec, w.plain)
-		if obs != nil {
-			cur, _ := x.Current(r.id, seq)
-			obs.WaitRecorded(w.rec.Kind, r.id, seq, exportWait(&cur))
-		}
+		w.Rec.Pos = poss[i]
+		x.Apply(w.Rec, w.Plain)
+		db.waitObserved(w.Rec.Kind, r.id, seq)
 	}
 	db.waitsChanged()
 	return nil
@@ -312,22 +263,16 @@ func (r *Run) writeWaits(ctx context.Context, locked func() error, build func(se
 // declareWait is Wait and Sleep.
 func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
 	db := r.db
-	w := &record.WaitFields{Name: name}
-	if !deadline.IsZero() {
-		w.Deadline = deadline.UnixNano()
-		if w.Deadline <= 0 {
-			return Wait{}, fmt.Errorf("%w: run %q: a deadline at or before 1970 (%v)", ErrInvalidOptions, r.id, deadline)
-		}
-	}
-	if err := record.CheckWaitFields(record.KindWait, w); err != nil {
-		return Wait{}, fmt.Errorf("%w: run %q: wait: %v", ErrInvalidOptions, r.id, err)
+	w, err := wait.DeclareFields(name, deadline)
+	if err != nil {
+		return Wait{}, fmt.Errorf("%w: run %q: %v", ErrInvalidOptions, r.id, err)
 	}
 	if err := db.waitsReady(ctx); err != nil {
 		return Wait{}, err
 	}
 	x := db.waitIndex()
 	var out wait.Wait
-	err := r.writeWaits(ctx, func() error {
+	err = r.writeWaits(ctx, func() error {
 		switch {
 		case r.mu.atom != nil:
 			return fmt.Errorf("%w: run %q: commit or fail it before the run waits", ErrAtomInProgress, r.id)
@@ -336,7 +281,7 @@ func (r *Run) declareWait(ctx context.Context, name string, deadline time.Time) 
 		}
 		return nil
 	}, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		cur, recs, err := x.DeclareRecords(db.hasher.Link, r.id, seq, head, now, *w)
+		cur, recs, err := x.DeclareRecords(db.hasher.Link, r.id, seq, head, now, w)
 		if errors.Is(err, wait.ErrOtherWait) {
 			return nil, fmt.Errorf("%w: run %q waits after seq %d for %q, not %q", ErrWaitExists, r.id, seq, cur.Name, name)
 		}
@@ -441,10 +386,14 @@ func (h *waitRuns) Link(run string, seq uint64, head chain.Hash, payload []byte)
 }
 
 // Recorded implements wait.Runs: the observer.
-func (h *waitRuns) Recorded(rec *record.Record) {
-	if obs, ok := h.db.opts.Observer.(WaitObserver); ok {
-		cur, _ := h.db.waitIndex().Current(rec.Run, rec.Seq)
-		obs.WaitRecorded(rec.Kind, rec.Run, rec.Seq, exportWait(&cur))
+func (h *waitRuns) Recorded(rec *record.Record) { h.db.waitObserved(rec.Kind, rec.Run, rec.Seq) }
+
+// waitObserved tells the observer (a WaitObserver) of a record of kind k
+// of run after seq, written and applied.
+func (db *DB) waitObserved(k record.Kind, run string, seq uint64) {
+	if obs, ok := db.opts.Observer.(WaitObserver); ok {
+		cur, _ := db.waitIndex().Current(run, seq)
+		obs.WaitRecorded(k, run, seq, exportWait(&cur))
 	}
 }
 

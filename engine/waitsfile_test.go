@@ -1,7 +1,10 @@
 package engine
 
 import (
+	"encoding/binary"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -316,7 +319,7 @@ func TestWaitsFileErased(t *testing.T) {
 	}
 	var plain []byte
 	for gen := uint64(1); gen < 16 && plain == nil; gen++ {
-		plain, _ = sealer.OpenStoreFile(b, record.PlaceWaits, gen)
+		plain, _ = layout.UnsealWaits(layout.WaitsName, b, sealer, gen)
 	}
 	if plain == nil {
 		t.Fatal("WAITS does not open with the store's key: the check is blind")
@@ -324,5 +327,88 @@ func TestWaitsFileErased(t *testing.T) {
 	if !strings.Contains(string(plain), other) || strings.Contains(string(plain), secret) || strings.Contains(string(plain), "gone") {
 		t.Fatalf("WAITS after the erasure: holds kept's event %v, gone's event %v, gone's id %v",
 			strings.Contains(string(plain), other), strings.Contains(string(plain), secret), strings.Contains(string(plain), "gone"))
+	}
+}
+
+// TestWaitsFileSealed: an encrypted store writes WAITS sealed per block
+// (version 3, nothing of it in the clear) and reads it in place after a
+// restart; one sealed whole (written the old way) loads too; one with a
+// block changed answers as the log does (rebuilt once the block is met:
+// the first block at the load); verify agrees with each.
+func TestWaitsFileSealed(t *testing.T) {
+	base := vfs.NewCrashableMem()
+	clock := &fakeClock{now: t0}
+	opts := waitOptions(base, clock)
+	opts.Keyring = testRing(t, "k1", "k1")
+	db := openTest(t, base, opts)
+	var runs []string
+	for i := range 300 {
+		runs = append(runs, fmt.Sprintf("run-%03d", i))
+		if _, err := openRun(t, db, runs[i]).Sleep(ctx, t0.Add(time.Duration(1+(i*7)%300)*time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := db.SendEvent(ctx, "run-005", "go", "s1", []byte("secret-4711")); err != nil {
+		t.Fatal(err)
+	}
+	want, storeID := waitsView(t, db, runs...), db.storeID
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	crashed := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+	sealer, _ := storeSealer(t, crashed, "store", storeID, opts.Keyring)
+	b, err := layout.ReadFile(crashed, "store/"+layout.WaitsName)
+	if err != nil || layout.WaitsVersion(b) != 3 || strings.Contains(string(b), "secret-4711") || strings.Contains(string(b), "run-005") {
+		t.Fatalf("WAITS: version %d (want 3), in the clear: %v (%v)", layout.WaitsVersion(b), strings.Contains(string(b), "run-005"), err)
+	}
+	var plain []byte
+	gen := uint64(1)
+	for ; gen < 16 && plain == nil; gen++ {
+		plain, _ = layout.UnsealWaits(layout.WaitsName, b, sealer, gen)
+	}
+	old, err := sealer.SealStoreFile(plain, record.PlaceWaits, gen-1)
+	if plain == nil || err != nil {
+		t.Fatalf("WAITS does not unseal (%v)", err)
+	}
+	files := map[string][]byte{"as written": b, "sealed whole (the old way)": old}
+	full := record.SealedLen(layout.WaitsBlock, binary.LittleEndian.Uint64(b[32:]))
+	for k := 0; k*layout.WaitsBlock < int(binary.LittleEndian.Uint64(plain[64:])); k++ {
+		c := slices.Clone(b)
+		c[64+k*full+30] ^= 4
+		files[fmt.Sprintf("block %d flipped", k)] = c
+	}
+	if len(files) < 5 {
+		t.Fatalf("WAITS of %d bytes: too few blocks to test", len(plain))
+	}
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		fs := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		if err := layout.WriteFileAtomic(fs, "store/"+layout.WaitsName, files[name], false); err != nil {
+			t.Fatal(err)
+		}
+		o := waitOptions(fs, clock)
+		o.Keyring = opts.Keyring
+		db := openTest(t, fs, o)
+		if got := waitsView(t, db, runs...); got != want {
+			t.Fatalf("%s: after the restart:\n%s\nwant\n%s", name, got, want)
+		}
+		if err := db.waitsTrusted(); err != nil { // the check of WAITS against the log ran
+			t.Fatal(err)
+		}
+		why := db.Stats().WaitsRebuilt
+		switch {
+		case db.Stats().WaitsMismatch != "":
+			t.Fatalf("%s: the check against the log says %q", name, db.Stats().WaitsMismatch)
+		case !strings.Contains(name, "flipped") && why != "",
+			name == "block 0 flipped" && !strings.Contains(why, "does not open"),
+			why != "" && !strings.Contains(why, "does not open"):
+			t.Fatalf("%s: WaitsRebuilt %q", name, why)
+		}
+		if err := db.Close(); err != nil {
+			t.Fatal(err)
+		}
+		rep, err := Verify(ctx, "store", &VerifyOptions{FS: fs, Deep: true, Keyring: opts.Keyring})
+		if err != nil || !rep.OK {
+			t.Fatalf("%s: verify: %v %v", name, err, rep.Failures)
+		}
 	}
 }

@@ -31,9 +31,9 @@ package layout
 // event of, sorted, with its event's digest (internal/wait.Digest).
 // High is the latest time the log's records of waits held when it was
 // captured (the index's clock never reads earlier). Runs are sorted by
-// id, each once. Payloads are plaintext: the file is
-// sealed whole with the store's key when the store seals
-// (record.PlaceWaits).
+// id, each once. Payloads are plaintext: an encrypted store seals the
+// file, per block (version 3, waitsseal.go; until 2026-12 whole, with
+// record.PlaceWaits, still read).
 //
 // The engine writes version 2 (below: the same entries, in a table read
 // in place); version 1 is still read (ParseWaits, ScanWaits). A WAITS
@@ -183,8 +183,11 @@ func appendWaitsEvent(b []byte, e *WaitsEvent) []byte {
 // and place in the ready list, no place twice. Damage is a
 // *record.CorruptionError.
 func ParseWaits(name string, b []byte) (*Waits, error) {
-	if WaitsVersion(b) == waitsVersion2 {
+	switch WaitsVersion(b) {
+	case waitsVersion2:
 		return parseWaitsTable(name, b)
+	case waitsVersion3:
+		return nil, record.Corruptf(name, "sealed per block (version 3): UnsealWaits opens it")
 	}
 	var runs []WaitsRun
 	w, err := ScanWaits(name, b, nil, func(r *WaitsRun) error {
@@ -543,7 +546,11 @@ type WaitsTable struct {
 	readyAt  int
 	entsAt   int
 	end      int
-	checked  []uint64 // bit k: block k was checked
+	size     int      // the table's length (a sealed file's: its plaintext's)
+	checked  []uint64 // bit k: block k was checked (b only)
+	// sealed, if not nil, reads the table from a file sealed per block
+	// (version 3, OpenSealedWaits); then b is nil.
+	sealed *sealedBlocks
 }
 
 // OpenWaitsTable opens WAITS version 2 (named name in errors): it checks
@@ -553,24 +560,40 @@ func OpenWaitsTable(name string, b []byte) (*WaitsTable, error) {
 	if len(b) < waitsHeader2+4 || string(b[:8]) != waitsMagic {
 		return nil, record.Corruptf(name, "not a waits file (bad magic or %d bytes)", len(b))
 	}
+	t := &WaitsTable{name: name, b: b, size: len(b)}
+	if err := t.open(b[:waitsHeader2]); err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+// open reads the header h (the table's first 80 bytes) and checks it
+// against the table's length; for a table in b, the checksums' checksum
+// and the first block too (a sealed table's blocks are authenticated
+// when opened: the header came from its first).
+func (t *WaitsTable) open(h []byte) error {
+	name := t.name
+	if string(h[:8]) != waitsMagic {
+		return record.Corruptf(name, "not a waits file (bad magic)")
+	}
 	le := binary.LittleEndian
-	if v := le.Uint16(b[8:]); v != waitsVersion2 {
-		return nil, record.Corruptf(name, "version %d, not 2", v)
+	if v := le.Uint16(h[8:]); v != waitsVersion2 {
+		return record.Corruptf(name, "version %d, not 2", v)
 	}
-	if got, want := le.Uint32(b[72:]), crc32c.Checksum(b[:72]); got != want {
-		return nil, record.Corruptf(name, "header checksum mismatch (stored %08x, computed %08x)", got, want)
+	if got, want := le.Uint32(h[72:]), crc32c.Checksum(h[:72]); got != want {
+		return record.Corruptf(name, "header checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
-	if le.Uint16(b[10:]) != 0 || le.Uint32(b[76:]) != 0 {
-		return nil, record.Corruptf(name, "header: reserved bytes are not zero")
+	if le.Uint16(h[10:]) != 0 || le.Uint32(h[76:]) != 0 {
+		return record.Corruptf(name, "header: reserved bytes are not zero")
 	}
-	t := &WaitsTable{name: name, b: b, Gen: le.Uint64(b[16:]), High: int64(le.Uint64(b[40:])),
-		Runs: int(le.Uint32(b[12:])), Timers: int(le.Uint32(b[48:])), ReadyLen: int(le.Uint32(b[52:])),
-		Open: int(le.Uint32(b[56:])), Pending: int(le.Uint32(b[60:]))}
-	t.Replay.Segment = le.Uint64(b[24:])
-	off := le.Uint64(b[32:])
-	end := le.Uint64(b[64:])
-	if off > 1<<62 || end > uint64(len(b)) {
-		return nil, record.Corruptf(name, "header: replay offset %d or end %d out of bounds", off, end)
+	t.Gen, t.High = le.Uint64(h[16:]), int64(le.Uint64(h[40:]))
+	t.Runs, t.Timers, t.ReadyLen = int(le.Uint32(h[12:])), int(le.Uint32(h[48:])), int(le.Uint32(h[52:]))
+	t.Open, t.Pending = int(le.Uint32(h[56:])), int(le.Uint32(h[60:]))
+	t.Replay.Segment = le.Uint64(h[24:])
+	off := le.Uint64(h[32:])
+	end := le.Uint64(h[64:])
+	if off > 1<<62 || end > uint64(t.size) {
+		return record.Corruptf(name, "header: replay offset %d or end %d out of bounds", off, end)
 	}
 	t.Replay.Offset = int64(off)
 	t.end = int(end)
@@ -580,45 +603,77 @@ func OpenWaitsTable(name string, b []byte) (*WaitsTable, error) {
 	nblocks := (t.end + WaitsBlock - 1) / WaitsBlock
 	switch {
 	case t.entsAt > t.end:
-		return nil, record.Corruptf(name, "header: %d runs, %d deadlines and %d ready need %d bytes, the entries end at %d",
+		return record.Corruptf(name, "header: %d runs, %d deadlines and %d ready need %d bytes, the entries end at %d",
 			t.Runs, t.Timers, t.ReadyLen, t.entsAt, t.end)
 	case t.Timers+t.Open > t.Runs || t.ReadyLen > t.Runs:
-		return nil, record.Corruptf(name, "header: %d open waits and %d ready, of %d runs", t.Timers+t.Open, t.ReadyLen, t.Runs)
+		return record.Corruptf(name, "header: %d open waits and %d ready, of %d runs", t.Timers+t.Open, t.ReadyLen, t.Runs)
 	case t.Runs > 0 && t.entsAt == t.end:
-		return nil, record.Corruptf(name, "header: %d runs and no entry", t.Runs)
-	case len(b) != t.end+4*nblocks+4:
-		return nil, record.Corruptf(name, "%d bytes, where the header says %d", len(b), t.end+4*nblocks+4)
+		return record.Corruptf(name, "header: %d runs and no entry", t.Runs)
+	case t.size != t.end+4*nblocks+4:
+		return record.Corruptf(name, "%d bytes, where the header says %d", t.size, t.end+4*nblocks+4)
 	}
+	if t.sealed != nil {
+		return nil
+	}
+	b := t.b
 	if got, want := le.Uint32(b[len(b)-4:]), crc32c.Checksum(b[t.end:len(b)-4]); got != want {
-		return nil, record.Corruptf(name, "checksums' checksum mismatch (stored %08x, computed %08x)", got, want)
+		return record.Corruptf(name, "checksums' checksum mismatch (stored %08x, computed %08x)", got, want)
 	}
 	t.checked = make([]uint64, (nblocks+63)/64)
-	if _, err := t.span(0, waitsHeader2); err != nil {
-		return nil, err
-	}
-	return t, nil
+	_, err := t.span(0, waitsHeader2)
+	return err
 }
 
-// Size is the file's length in bytes.
-func (t *WaitsTable) Size() int { return len(t.b) }
+// Size is the table's length in bytes (a sealed file's: its
+// plaintext's).
+func (t *WaitsTable) Size() int { return t.size }
 
-// Bytes returns the file.
+// Bytes returns the file (nil for a sealed one: OpenSealedWaits).
 func (t *WaitsTable) Bytes() []byte { return t.b }
 
-// Same reports whether u holds the same file as t (its length and
-// checksums), so that a reader may switch to u's bytes, read from disk
-// again, and keep what it knows.
+// Same reports whether u holds the same table as t (its length, header
+// and checksums), so that a reader may switch to u, read from disk again,
+// and keep what it knows. A sealed table's header and checksums are read
+// (and their blocks opened) to compare them; a read that fails is no
+// sameness.
 func (t *WaitsTable) Same(u *WaitsTable) bool {
-	return len(t.b) == len(u.b) && string(t.b[t.end:]) == string(u.b[u.end:]) && string(t.b[:waitsHeader2]) == string(u.b[:waitsHeader2])
+	if t.size != u.size || t.end != u.end {
+		return false
+	}
+	for _, r := range [][2]int{{0, waitsHeader2}, {t.end, t.size}} {
+		a, err := t.raw(r[0], r[1])
+		if err != nil {
+			return false
+		}
+		b, err := u.raw(r[0], r[1])
+		if err != nil || string(a) != string(b) {
+			return false
+		}
+	}
+	return true
 }
 
-// span returns b[from:to], each block it covers checked once.
+// raw returns the table's bytes from to to, unchecked but for a sealed
+// table's blocks' seals.
+func (t *WaitsTable) raw(from, to int) ([]byte, error) {
+	if t.sealed != nil {
+		return t.sealed.read(from, to)
+	}
+	return t.b[from:to:to], nil
+}
+
+// span returns the table's bytes from to to (before the entries' end),
+// each block it covers checked once (a sealed table's opened, which
+// authenticates it, when not in its cache).
 func (t *WaitsTable) span(from, to int) ([]byte, error) {
 	if from < 0 || to < from || to > t.end {
 		return nil, record.Corruptf(t.name, "a read of bytes %d to %d, past the entries' end %d", from, to, t.end)
 	}
 	if from == to {
 		return nil, nil
+	}
+	if t.sealed != nil {
+		return t.sealed.read(from, to)
 	}
 	for k := from / WaitsBlock; k*WaitsBlock < to; k++ {
 		if t.checked[k/64]&(1<<(k%64)) != 0 {
@@ -718,15 +773,37 @@ func (t *WaitsTable) rawRunID(i int) ([]byte, error) {
 }
 
 // Find returns the index of the run id (ok false: the table has none).
+// A sealed table keeps the ids its searches' first waitsFenceDepth probes
+// read (at most 2^waitsFenceDepth - 1 of them: those probes are the same
+// for every search), so that a search opens only the blocks of its last
+// probes, which lie close together.
 func (t *WaitsTable) Find(id string) (i int, ok bool, err error) {
 	lo, hi := 0, t.Runs
-	for lo < hi {
+	for depth := 0; lo < hi; depth++ {
 		m := int(uint(lo+hi) >> 1)
-		b, err := t.rawRunID(m)
-		if err != nil {
-			return 0, false, err
+		var c int
+		if sb := t.sealed; sb != nil && depth < waitsFenceDepth {
+			rid, ok := sb.fence[m]
+			if !ok {
+				b, err := t.rawRunID(m)
+				if err != nil {
+					return 0, false, err
+				}
+				rid = string(b)
+				if sb.fence == nil {
+					sb.fence = map[int]string{}
+				}
+				sb.fence[m] = rid
+			}
+			c = strings.Compare(rid, id)
+		} else {
+			b, err := t.rawRunID(m)
+			if err != nil {
+				return 0, false, err
+			}
+			c = strings.Compare(string(b), id)
 		}
-		switch c := strings.Compare(string(b), id); {
+		switch {
 		case c == 0:
 			return m, true, nil
 		case c < 0:

@@ -53,7 +53,7 @@ func (vr *verifyRun) checkWaitsFile() {
 	if err != nil {
 		return
 	}
-	if b = vr.db.openStoreFile(b, record.PlaceWaits, dc.cp.Gen); b == nil {
+	if b = vr.db.openWaitsFile(name, b, dc.cp.Gen); b == nil {
 		return
 	}
 	recs := vr.waits.recs
@@ -137,4 +137,20 @@ func waitsView(x *wait.Index, run string, last uint64, senders []string, full bo
 		}
 	}
 	return b.String()
+}
+
+// openWaitsFile is openStoreFile of WAITS, which an encrypted store seals
+// per block (layout.UnsealWaits; or whole, before 2026-12).
+func (db *store) openWaitsFile(name string, b []byte, gen uint64) []byte {
+	if !db.sealed {
+		return b
+	}
+	if db.sealer == nil {
+		return nil
+	}
+	plain, err := layout.UnsealWaits(name, b, db.sealer, gen)
+	if err != nil {
+		return nil
+	}
+	return plain
 }

@@ -14,7 +14,8 @@ package record
 //
 // The derived files seal what holds agent data too: the compressed frame
 // of a frame file and of a snapshot (PlaceFrame), and the ledger's table,
-// INBOX and WAITS, whole (PlaceLedgerTable, PlaceInbox, PlaceWaits).
+// INBOX and WAITS, whole (PlaceLedgerTable, PlaceInbox, PlaceWaits); WAITS
+// since 2026-12 per block instead (seal_block.go, PlaceWaitsBlock).
 //
 // Run ids, seqs, heads, kinds, statuses and times stay in the clear: verify
 // checks the chain without any key. The chain links each record over its

@@ -29,8 +29,13 @@
 // the restarts beside the idle runs (for runs at several -due).
 //
 // With -encrypt the big stores are encrypted at rest (a Keyring): WAITS
-// is sealed whole, and the index opens it whole into the heap, where a
-// plaintext store's is mapped from its file.
+// is sealed per 4 KiB block, read with pread and each block opened on its
+// first read (until 2026-12 it was sealed whole, and the index opened it
+// whole into the heap), where a plaintext store's is mapped from its
+// file. The big stores' runs are created by -workers goroutines at once:
+// in an encrypted store each new run adds a data key and rewrites KEYS,
+// and the runs created at once share a write (one at a time, 100,000
+// runs cost 100,000 rewrites of a growing KEYS: hours).
 //
 // Usage:
 //
@@ -48,6 +53,7 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
+	"sync"
 	"syscall"
 	"time"
 
@@ -67,6 +73,7 @@ var (
 	settle   = flag.Duration("settle", 0, "after each Open of the big stores, wait this long before the first Ready (Open's background work, the check of the run table, is then over)")
 	heapRows = flag.Bool("heap", true, "measure the restarts beside the idle runs (heap per run, Open)")
 	encrypt  = flag.Bool("encrypt", false, "the big stores encrypted at rest (a Keyring): WAITS sealed, opened whole into the heap")
+	workers  = flag.Int("workers", 64, "goroutines that create the big stores' runs (in an encrypted store, the data keys of runs created at once share one write of KEYS)")
 	stores   = flag.String("stores", "", "keep the big stores in `dir` and reuse them (built there if absent), so that two builds of the engine, run in turn, measure the same workload")
 )
 
@@ -468,18 +475,24 @@ func build(d string, clock time.Time, waits bool) {
 		log.Fatal(err)
 	}
 	n := *runs
-	for i := range n {
-		r, err := db.Run(ctx, fmt.Sprintf("run-%06d", i))
-		if err != nil {
-			log.Fatal(err)
-		}
-		if waits {
-			k := (i*7919)%n + 1 // a permutation of 1..n (7919 is prime, n not its multiple)
-			if _, err := r.Sleep(ctx, clock.Add(time.Duration(k)*time.Second)); err != nil {
-				log.Fatal(err)
+	var wg sync.WaitGroup
+	for w := range max(*workers, 1) {
+		wg.Go(func() {
+			for i := w; i < n; i += max(*workers, 1) {
+				r, err := db.Run(ctx, fmt.Sprintf("run-%06d", i))
+				if err != nil {
+					log.Fatal(err)
+				}
+				if waits {
+					k := (i*7919)%n + 1 // a permutation of 1..n (7919 is prime, n not its multiple)
+					if _, err := r.Sleep(ctx, clock.Add(time.Duration(k)*time.Second)); err != nil {
+						log.Fatal(err)
+					}
+				}
 			}
-		}
+		})
 	}
+	wg.Wait()
 	if err := db.Close(); err != nil {
 		log.Fatal(err)
 	}

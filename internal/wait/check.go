@@ -97,7 +97,7 @@ func (x *Index) CheckTable(c *Check, live Live, more func(c *Check) error) (stri
 	loaded.From(t.Gen, t.Replay)
 	// The table's bytes are the index's until its next install, which
 	// needs the mutex held here.
-	src := RecordSource{Name: layout.WaitsName, File: t.Bytes(), Records: c.tail, Rebuilt: func(why string) { damaged = why }}
+	src := RecordSource{Name: layout.WaitsName, File: t.Bytes(), Table: t, Records: c.tail, Rebuilt: func(why string) { damaged = why }}
 	if err := loaded.Load(src); err != nil {
 		return "", err
 	}

@@ -12,7 +12,9 @@
 //
 // The index is a table and an overlay (file.go), as an sstable under a
 // memtable. The table is WAITS version 2 read in place (mapped read only
-// when the Source can, Mapper; else its bytes held once): its deadline
+// when the Source can, Mapper; in an encrypted store, sealed per block,
+// read from the file block by block, TableOpener, each block opened on
+// its first read and kept among the last 16; else its bytes held once): its deadline
 // section (the open waits with a deadline, by deadline then run), its
 // runs (sorted by id, an offset each into their entries) and its ready
 // section (in the order the waits ended). The overlay is what changed
@@ -27,6 +29,8 @@
 // It knows nothing of runs' locks or frames: package engine conducts it
 // (engine/waits.go, the API; engine/waitcore.go, the adapter), hands it
 // the store's files, keys and decoder (LogSource, the Source over them;
+// WriteFile writes WAITS at each checkpoint, sealed per block when the
+// store seals;
 // RecordSource is one over records in memory, for verify and the tests)
 // and the runs' write marks and the log's appends (Runs, for FireDue).
 //
@@ -51,7 +55,10 @@
 //	}
 //
 // A Source may also map WAITS (Mapper: MapWaitsFile, the bytes and how
-// to unmap them), so that the table is no part of the heap.
+// to unmap them), so that the table is no part of the heap, or open it
+// as a table itself (TableOpener: OpenWaitsTable, an encrypted store's
+// WAITS sealed per block, read with pread; ErrNotTable for a file of
+// another form, read through WaitsFile or MapWaitsFile).
 //
 //	type Runs interface {
 //		// Hold takes run's write mark once no atom of it runs, and
@@ -76,7 +83,8 @@
 //	(*Index).Load(src) error                // once, before any other use but Gone; sticky error
 //	(*Index).Rebuilt() string               // why WAITS was not used ("": it was, or there was none)
 //	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS (bytes), after every run's row; it becomes the table
-//	(*Index).Installed(gen)                 // WAITS of gen is durable: read it, mapped, from now on
+//	(*Index).Installed(gen)                 // WAITS of gen is durable: read it from its file (mapped, or block by block) from now on
+//	(*Index).WriteFile(fs, path, sealer, gen, replay, row, noSync, install) // Capture, sealed per block if sealer, written, Installed
 //	(*Index).Err() error                    // sticky: the load's, or a rebuild's after damage met late
 //	(*Index).Close()                        // at the DB's Close: the table let go of (unmapped)
 //	(*Index).Now() int64                    // max(clock, the latest time the log's wait records hold)
@@ -142,8 +150,11 @@
 // each event no wait took its payload, and each sender id its digest,
 // until the next Capture writes them into the table. A waiting run only
 // in the table costs one bit of heap; the table is the page cache's when
-// mapped, the heap's when read (an encrypted store: WAITS is sealed
-// whole, and opened whole into one buffer). A lookup by run (Current,
+// mapped, the heap's when read; an encrypted store's, sealed per block,
+// costs the heap its cache of 16 opened 4 KiB blocks, whatever the
+// runs, and each read that misses the cache a block's opening (a WAITS
+// sealed whole before 2026-12 is opened whole into one buffer, until the
+// next checkpoint writes it per block). A lookup by run (Current,
 // Sent, Taken on each atom's commit) is a binary search over the table.
 // Capture, at each engine checkpoint, reads the whole table. A rebuild
 // after damage met late runs under the index's mutex and reads the

@@ -29,6 +29,22 @@ type Mapper interface {
 	MapWaitsFile(gen uint64) (name string, b []byte, release func(), err error)
 }
 
+// TableOpener is what a Source may implement to open WAITS as a table
+// read from its file (an encrypted store's, sealed per block:
+// layout.OpenSealedWaits), its blocks read as the index needs them:
+// release lets go of the file. An error matching ErrNotTable says the
+// file is of a form the index reads from its bytes (Mapper, WaitsFile):
+// the store does not seal it, or sealed it whole (written before
+// 2026-12). Like WaitsFile, a missing file is an error matching
+// fs.ErrNotExist.
+type TableOpener interface {
+	OpenWaitsTable(gen uint64) (t *layout.WaitsTable, release func(), err error)
+}
+
+// ErrNotTable is TableOpener's error for a WAITS it does not open as a
+// table.
+var ErrNotTable = errors.New("wait: WAITS is not a table sealed per block")
+
 // table is WAITS version 2 as the index reads it, and which of its runs
 // the overlay holds. Guarded by the index's mutex, as all of x.mu.
 //
@@ -251,33 +267,10 @@ func fileEvent(e *Event) layout.WaitsEvent {
 // entry says (its event's digest its sender id's, no time past the
 // file's latest) is checked when the entry is first read.
 func (x *Index) openFileLocked(src Source) string {
-	var name string
-	var b []byte
-	var release func()
-	var err error
-	if m, ok := src.(Mapper); ok {
-		name, b, release, err = m.MapWaitsFile(x.mu.gen)
-	} else {
-		name, b, err = src.WaitsFile(x.mu.gen)
-	}
+	t, release, err := openTable(src, x.mu.gen)
 	if layout.NotExist(err) {
 		return "it is missing"
 	}
-	if err != nil {
-		return err.Error()
-	}
-	if layout.WaitsVersion(b) != 2 {
-		w, err := layout.ParseWaits(name, b)
-		if release != nil {
-			release()
-			release = nil
-		}
-		if err != nil {
-			return err.Error()
-		}
-		b = w.MarshalTable()
-	}
-	t, err := layout.OpenWaitsTable(name, b)
 	switch {
 	case err != nil:
 	case t.Gen != x.mu.gen || t.Replay != x.mu.replay:
@@ -294,23 +287,63 @@ func (x *Index) openFileLocked(src Source) string {
 	return ""
 }
 
+// openTable opens the Source's WAITS of generation gen as a table: as
+// the Source opens it (TableOpener), else from its bytes, mapped
+// (Mapper) or read (version 1 is decoded and encoded as version 2 once,
+// in memory).
+func openTable(src Source, gen uint64) (*layout.WaitsTable, func(), error) {
+	if o, ok := src.(TableOpener); ok {
+		t, release, err := o.OpenWaitsTable(gen)
+		if !errors.Is(err, ErrNotTable) {
+			return t, release, err
+		}
+	}
+	var name string
+	var b []byte
+	var release func()
+	var err error
+	if m, ok := src.(Mapper); ok {
+		name, b, release, err = m.MapWaitsFile(gen)
+	} else {
+		name, b, err = src.WaitsFile(gen)
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	if layout.WaitsVersion(b) != 2 {
+		w, err := layout.ParseWaits(name, b)
+		if release != nil {
+			release()
+			release = nil
+		}
+		if err != nil {
+			return nil, nil, err
+		}
+		b = w.MarshalTable()
+	}
+	t, err := layout.OpenWaitsTable(name, b)
+	if err != nil && release != nil {
+		release()
+		release = nil
+	}
+	return t, release, err
+}
+
 // Installed says that WAITS of generation gen, as the last Capture
-// returned it, is durable in its file: if the Source maps the file
-// (Mapper), the index reads the file's bytes from now on, and lets go of
-// its own copy. Nothing changes if the file is not that table.
+// returned it, is durable in its file: if the Source opens the file as a
+// table (TableOpener: sealed per block) or maps it (Mapper), the index
+// reads the file from now on, and lets go of its own copy. Nothing
+// changes if the file is not that table.
 func (x *Index) Installed(gen uint64) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	m, ok := x.mu.src.(Mapper)
 	tb := x.mu.table
-	if !ok || tb == nil || tb.release != nil || tb.t.Gen != gen {
+	_, opens := x.mu.src.(TableOpener)
+	_, maps := x.mu.src.(Mapper)
+	if !opens && !maps || tb == nil || tb.release != nil || tb.t.Gen != gen {
 		return
 	}
-	_, b, release, err := m.MapWaitsFile(gen)
-	if err != nil {
-		return
-	}
-	t, err := layout.OpenWaitsTable(layout.WaitsName, b)
+	t, release, err := openTable(x.mu.src, gen)
 	if err != nil || release == nil || !t.Same(tb.t) {
 		if release != nil {
 			release()

@@ -6,6 +6,7 @@ package wait
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 
@@ -16,8 +17,9 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// LogSource is a store as the index reads it: WAITS (Waits, opened with
-// Sealer when the store seals, else mapped when Map) and the log (Log, its segments' names
+// LogSource is a store as the index reads it: WAITS (Waits: when the
+// store seals it, read block by block and each opened with Sealer, or,
+// sealed whole before 2026-12, opened whole; else mapped when Map) and the log (Log, its segments' names
 // File, its records decoded by Decoder without the ledger's records
 // opened; an event's payload opened with Sealer).
 type LogSource struct {
@@ -35,9 +37,42 @@ type LogSource struct {
 }
 
 var (
-	_ Source = LogSource{}
-	_ Mapper = LogSource{}
+	_ Source      = LogSource{}
+	_ Mapper      = LogSource{}
+	_ TableOpener = LogSource{}
 )
+
+// OpenWaitsTable implements TableOpener: in an encrypted store, WAITS
+// sealed per block (version 3) is opened as a table read from the file
+// with pread, block by block (layout.OpenSealedWaits), the file kept
+// open until release; any other WAITS is ErrNotTable.
+func (s LogSource) OpenWaitsTable(gen uint64) (*layout.WaitsTable, func(), error) {
+	if s.Sealer == nil {
+		return nil, nil, ErrNotTable
+	}
+	f, err := s.FS.Open(s.Waits)
+	if err != nil {
+		return nil, nil, err
+	}
+	var head [10]byte
+	st, err := f.Stat()
+	if err == nil {
+		_, err = f.ReadAt(head[:], 0)
+	}
+	if err != nil || layout.WaitsVersion(head[:]) != 3 {
+		f.Close()
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, nil, fmt.Errorf("wait: read %s: %w", s.Waits, err)
+		}
+		return nil, nil, ErrNotTable // sealed whole: WaitsFile opens it
+	}
+	t, err := layout.OpenSealedWaits(s.Waits, f, st.Size(), s.Sealer, gen)
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return t, func() { f.Close() }, nil
+}
 
 // MapWaitsFile implements Mapper: WAITS mapped read only, if Map and
 // the store does not seal it (and the system maps files: unix); else
@@ -117,14 +152,29 @@ func (s LogSource) EventPayload(r *record.Record) ([]byte, error) {
 // bytes (File, named Name; nil: missing). It is what verify holds of a
 // store (offline/verify_waitsfile.go), and what tests build.
 type RecordSource struct {
-	Name    string
-	File    []byte
+	Name string
+	File []byte
+	// Table, if not nil, is WAITS opened already (what OpenWaitsTable
+	// returns, File unread): a sealed table holds no bytes to hand.
+	Table   *layout.WaitsTable
 	Records []*record.Record
 	// Rebuilt, if not nil, is told why WAITS is not used (Rebuilding).
 	Rebuilt func(why string)
 }
 
-var _ Source = RecordSource{}
+var (
+	_ Source      = RecordSource{}
+	_ TableOpener = RecordSource{}
+)
+
+// OpenWaitsTable implements TableOpener: Table, if set (release nil);
+// else ErrNotTable (File is read).
+func (s RecordSource) OpenWaitsTable(uint64) (*layout.WaitsTable, func(), error) {
+	if s.Table == nil {
+		return nil, nil, ErrNotTable
+	}
+	return s.Table, nil, nil
+}
 
 // WaitsFile implements Source.
 func (s RecordSource) WaitsFile(uint64) (string, []byte, error) {
