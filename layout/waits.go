@@ -772,6 +772,26 @@ func (t *WaitsTable) rawRunID(i int) ([]byte, error) {
 	return b[k : k+int(n)], nil
 }
 
+// compareID is strings.Compare(string(b), s) without the conversion's
+// allocation (one per probe: Find runs on every commit's Taken).
+func compareID(b []byte, s string) int {
+	for i := range min(len(b), len(s)) {
+		if b[i] != s[i] {
+			if b[i] < s[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	switch {
+	case len(b) < len(s):
+		return -1
+	case len(b) > len(s):
+		return 1
+	}
+	return 0
+}
+
 // Find returns the index of the run id (ok false: the table has none).
 // A sealed table keeps the ids its searches' first waitsFenceDepth probes
 // read (at most 2^waitsFenceDepth - 1 of them: those probes are the same
@@ -801,7 +821,7 @@ func (t *WaitsTable) Find(id string) (i int, ok bool, err error) {
 			if err != nil {
 				return 0, false, err
 			}
-			c = strings.Compare(string(b), id)
+			c = compareID(b, id)
 		}
 		switch {
 		case c == 0:
