@@ -160,8 +160,10 @@
 // after damage met late runs under the index's mutex and reads the
 // whole log; the runs Gone since the table are dropped again, those
 // that ended before it are left to the engine's checks, as after any
-// rebuild. A forged but self-consistent entry is answered until verify
-// compares WAITS with the log.
+// rebuild. A forged but self-consistent entry is answered until the
+// engine's check a moment after Open compares the table with the log
+// (CheckTable; Distrust then rebuilds the index); until then the engine
+// writes no record of waits on the table's word.
 package wait
 
 import (
