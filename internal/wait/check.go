@@ -228,20 +228,8 @@ func (x *Index) Distrust(why string) {
 	if x.mu.loadErr != nil || x.mu.src == nil {
 		return
 	}
-	gone := x.mu.goneSince
-	x.resetLocked()
-	x.mu.rebuilt = why
-	x.mu.src.Rebuilding(why)
-	err := x.mu.src.Scan(wal.Pos{}, func(rec *record.Record, payload []byte) error {
-		return x.applyLocked(rec, payload) // no table: no error
-	})
-	if err != nil {
-		x.resetLocked()
-		x.mu.loadErr = fmt.Errorf("wait: rebuild the waits from the log: %w", err)
+	if !x.rebuildFromLogLocked(why) {
 		return
-	}
-	for _, run := range gone {
-		x.goneLocked(run)
 	}
 	close(x.mu.changed)
 	x.mu.changed = make(chan struct{})

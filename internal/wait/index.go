@@ -242,9 +242,14 @@ func (x *Index) resetLocked() {
 // runs gone since the table are gone again; a failed read of the log
 // is the index's sticky error (Err).
 func (x *Index) rebuildLocked(damage error) {
+	x.rebuildFromLogLocked(fmt.Sprintf("it is damaged: %v", damage))
+}
+
+// rebuildFromLogLocked is the rebuild, why saying what made it (Rebuilt);
+// false: the log's read failed (the index's sticky error).
+func (x *Index) rebuildFromLogLocked(why string) bool {
 	gone := x.mu.goneSince
 	x.resetLocked()
-	why := fmt.Sprintf("it is damaged: %v", damage)
 	x.mu.rebuilt = why
 	x.mu.src.Rebuilding(why)
 	err := x.mu.src.Scan(wal.Pos{}, func(rec *record.Record, payload []byte) error {
@@ -253,11 +258,12 @@ func (x *Index) rebuildLocked(damage error) {
 	if err != nil {
 		x.resetLocked()
 		x.mu.loadErr = fmt.Errorf("wait: rebuild the waits from the log: %w", err)
-		return
+		return false
 	}
 	for _, run := range gone {
 		x.goneLocked(run)
 	}
+	return true
 }
 
 // Err returns the index's sticky error: its load's, or a rebuild's.
