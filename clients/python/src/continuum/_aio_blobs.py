@@ -10,10 +10,9 @@ from __future__ import annotations
 import asyncio
 import json
 from typing import IO, Any, AsyncIterable, AsyncIterator, Dict, Iterable, Optional, Tuple, Union
-from urllib.parse import quote
 
 from ._transport import _dial
-from .blobs import _PIECE, BlobRef, parse_ref
+from .blobs import _PIECE, BlobRef, _blob_path
 from .errors import ContinuumError, error_from_answer
 
 __all__ = ["put_blob", "open_blob", "AsyncBlobReader"]
@@ -236,14 +235,7 @@ async def open_blob(client: Any, run: str, ref: Union[BlobRef, str]) -> AsyncBlo
     """:func:`continuum.blobs.open_blob` for asyncio: opens the blob ref
     (a BlobRef, or a reference value) that run references, for streamed
     reading."""
-    if isinstance(ref, str):
-        r = parse_ref(ref)
-        if r is None:
-            raise ValueError("not a reference value")
-        ref = r
-    path = f"/v1/runs/{quote(run, safe='')}/blobs/{ref.hash}/{ref.size}"
-    if ref.media_type:
-        path += "?media_type=" + quote(ref.media_type, safe="")
+    ref, path = _blob_path(run, ref)
     c = _Conn(client)
     try:
         await c.open()

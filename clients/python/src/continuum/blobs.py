@@ -35,7 +35,7 @@ import json
 import re
 import socket
 from dataclasses import dataclass
-from typing import IO, Any, Iterable, Optional, Union
+from typing import IO, Any, Iterable, Optional, Tuple, Union
 from urllib.parse import quote
 
 from .errors import ContinuumError, error_from_answer
@@ -203,9 +203,9 @@ class BlobReader(io.RawIOBase):
         super().close()
 
 
-def open_blob(client: Any, run: str, ref: Union[BlobRef, str]) -> BlobReader:
-    """Opens the blob ref (a BlobRef, or a reference value) that run
-    references, for streamed reading."""
+def _blob_path(run: str, ref: Union[BlobRef, str]) -> Tuple[BlobRef, str]:
+    """Blob ref (a BlobRef, or a reference value) of run and the path that
+    reads it; ValueError for a string that is no reference value."""
     if isinstance(ref, str):
         r = parse_ref(ref)
         if r is None:
@@ -214,6 +214,13 @@ def open_blob(client: Any, run: str, ref: Union[BlobRef, str]) -> BlobReader:
     path = f"/v1/runs/{quote(run, safe='')}/blobs/{ref.hash}/{ref.size}"
     if ref.media_type:
         path += "?media_type=" + quote(ref.media_type, safe="")
+    return ref, path
+
+
+def open_blob(client: Any, run: str, ref: Union[BlobRef, str]) -> BlobReader:
+    """Opens the blob ref (a BlobRef, or a reference value) that run
+    references, for streamed reading."""
+    ref, path = _blob_path(run, ref)
     conn = _connection(client)
     try:
         conn.request("GET", path, headers=_headers(client))
