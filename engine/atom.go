@@ -373,3 +373,15 @@ func (s *strictJournal) WriteCertificate(ctx context.Context, c *ledger.Certific
 func (s *strictJournal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return (*Atom)(s).run.db.readCertificate(loc)
 }
+
+// ReadIntent reads back the intent at loc: a retried action's attempts
+// are counted from its last intent (ledger.IntentReader).
+func (s *strictJournal) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
+	return (*Atom)(s).run.db.readIntent(loc)
+}
+
+// Both journals read intents back, or a retry policy's schedule is lost.
+var (
+	_ ledger.IntentReader = (*strictJournal)(nil)
+	_ ledger.IntentReader = (*journal)(nil)
+)
