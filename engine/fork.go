@@ -45,6 +45,12 @@ func (db *DB) Fork(ctx context.Context, src string, at uint64, id string) (*Run,
 	// The fork's state is built on its first use (materializeLocked).
 	parentHead, err := parent.headAt(ctx, at)
 	if err != nil {
+		db.mu.Lock()
+		gone := db.deletedLocked(src)
+		db.mu.Unlock()
+		if gone { // deleted meanwhile, its records perhaps reclaimed by a GC
+			return nil, fmt.Errorf("%w: fork %q of run %q: it was deleted", ErrRunDeleted, id, src)
+		}
 		return nil, fmt.Errorf("engine: fork %q of run %q at seq %d: %w", id, src, at, err)
 	}
 
