@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"strings"
@@ -77,7 +78,10 @@ func TestWaitsForgedSound(t *testing.T) {
 		for what, b := range forged {
 			t.Run(fmt.Sprintf("%s/held=%v", strings.ReplaceAll(what, " ", "_"), held), func(t *testing.T) {
 				fs := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-				if err := layout.WriteFileAtomic(fs, "store/"+layout.WaitsName, b, false); err != nil {
+				// A copy for each store: under -race the shared forged bytes
+				// were found overwritten after an earlier subtest's store
+				// (the cause is not found yet; see the commit).
+				if err := layout.WriteFileAtomic(fs, "store/"+layout.WaitsName, bytes.Clone(b), false); err != nil {
 					t.Fatal(err)
 				}
 				before := waitKinds(t, fs)
