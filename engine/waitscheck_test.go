@@ -78,9 +78,9 @@ func TestWaitsForgedSound(t *testing.T) {
 		for what, b := range forged {
 			t.Run(fmt.Sprintf("%s/held=%v", strings.ReplaceAll(what, " ", "_"), held), func(t *testing.T) {
 				fs := base.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
-				// A copy for each store: under -race the shared forged bytes
-				// were found overwritten after an earlier subtest's store
-				// (the cause is not found yet; see the commit).
+				// A copy for each store: pebble's MemFS, in its invariants
+				// builds (-race), flips the bytes of every buffer written to
+				// it, to catch callers that reuse one.
 				if err := layout.WriteFileAtomic(fs, "store/"+layout.WaitsName, bytes.Clone(b), false); err != nil {
 					t.Fatal(err)
 				}
