@@ -125,13 +125,6 @@ func (db *DB) checkWaitsFile(rc *registryCheck, runs map[string]*registry.Run, f
 	return x.Err()
 }
 
-// waitsSource is the store as the index of waits reads it (as
-// waitsLoad hands it), for the check's read of the records of waits.
-func (db *DB) waitsSource() wait.LogSource {
-	return wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
-		File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger}
-}
-
 // waitsMismatch returns how WAITS disagreed with the log, once the check
 // ran ("" if it agreed, or was not compared).
 func (db *DB) waitsMismatch() string {

@@ -45,9 +45,7 @@ func (db *DB) waitsLoad() error {
 	s := &db.waits
 	x := s.index(db)
 	s.load.Do(func() {
-		s.err = x.Load(wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
-			File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger,
-			Map: db.opts.FS == vfs.Default})
+		s.err = x.Load(db.waitsSource())
 		s.ready.Store(x)
 	})
 	return s.err
@@ -452,4 +450,12 @@ func exportWait(w *wait.Wait) Wait {
 			Payload: append([]byte(nil), e.Payload...)}
 	}
 	return out
+}
+
+// waitsSource is the store as the index of waits reads it (as
+// waitsLoad hands it), and for the check's read of the records of waits.
+func (db *DB) waitsSource() wait.LogSource {
+	return wait.LogSource{FS: db.fs, Waits: db.path(layout.WaitsName), Sealer: db.sealer, Log: db.log,
+		File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger,
+		Map: db.opts.FS == vfs.Default}
 }
