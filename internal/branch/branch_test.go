@@ -257,3 +257,20 @@ func TestStart(t *testing.T) {
 		}
 	}
 }
+
+// TestWithKey: a branch's calls take its BranchKey, an atom of Begin's
+// the run's default key.
+func TestWithKey(t *testing.T) {
+	in := &ledger.Intent{Tool: "t"}
+	s := NewSet[string]("r", Tail{}, 8)
+	b, err := s.Open("a", 0, nil, Errors{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := WithKey(in, b, 3); got.Key != ledger.BranchKey("r", "a", 3) || got.Index != 3 {
+		t.Fatalf("a branch's key: %q, index %d", got.Key, got.Index)
+	}
+	if got, want := WithKey(in, nil, 3), in.WithDefaultKey(3); got.Key != want.Key || got.Index != want.Index {
+		t.Fatalf("an atom of Begin's key: %q, want %q", got.Key, want.Key)
+	}
+}
