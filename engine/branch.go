@@ -21,7 +21,11 @@ type (
 	queuedBranch = branch.Commit[*branchAtom] // a branch's commit in the run's queue
 )
 
-var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending}
+// branchErrs are internal/branch's refusals as the engine's errors.
+var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending,
+	AtomDone: ErrAtomDone, InvalidDelta: ErrInvalidDelta, Conflict: func(b *atomBranch, c *branch.Conflict) error {
+		return &ConflictError{Run: b.Run, Branch: b.Name, Base: b.Base, Seq: c.Seq, Key: c.Key, Lost: c.Lost}
+	}}
 
 // Branch begins branch name of the run: an atom that reads the state at
 // LastSeq (Atom.Base) and takes its seq when it commits; reads names what
@@ -48,36 +52,12 @@ func (r *Run) Branch(ctx context.Context, name string, reads ...StateKey) (*Atom
 	if err := db.writable("branch run", r.id); err != nil {
 		return nil, err
 	}
-	if err := r.lockIdle(ctx); err != nil {
+	a := &Atom{run: r}
+	b, err := branch.Begin(ctx, branch.Atom[*branchAtom](&branchAtom{a: a}), name, reads, branchWindow, branchErrs)
+	if err != nil {
 		return nil, err
 	}
-	defer r.mu.Unlock()
-	st := branch.State{Run: r.id, Interrupted: r.mu.interruptedSeq, Ended: r.mu.end != nil || r.mu.ending}
-	if r.mu.atom != nil {
-		st.Running = r.mu.atom.seq
-	}
-	if rb := r.mu.rollback; rb != nil {
-		st.Rollback, st.To = true, rb.To
-	}
-	if err := branch.Start(st, branchErrs); err != nil {
-		return nil, err
-	}
-	if err := r.materializeLocked(); err != nil {
-		return nil, err
-	}
-	br := r.mu.br
-	if br == nil {
-		br = branch.NewSet[*branchAtom](branch.Tail{Seq: r.mu.lastSeq, Head: r.mu.head, Bound: r.frameBoundLocked()}, branchWindow)
-		r.mu.br = br
-	}
-	if err := br.Failed(); err != nil {
-		return nil, err
-	}
-	b := br.Begin(name, r.mu.lastSeq, reads)
-	if b == nil {
-		return nil, fmt.Errorf("%w: run %q branch %q is in flight", ErrAtomInProgress, r.id, name)
-	}
-	a := &Atom{run: r, branch: b}
+	a.branch = b
 	db.observeBegin(ctx, a)
 	return a, nil
 }
@@ -102,47 +82,16 @@ func (a *Atom) Branch() string {
 // withDefaultKey returns in with call index's default key (a branch's
 // BranchKey).
 func (a *Atom) withDefaultKey(in *ledger.Intent, index uint32) *ledger.Intent {
-	if a.branch != nil {
-		return in.WithKey(ledger.BranchKey(a.run.id, a.branch.Name, int(index)), index)
-	}
-	return in.WithDefaultKey(index)
+	return branch.WithKey(in, a.branch, index)
 }
 
 // otherBranchKey reports whether key is a default key of another branch
 // of the run than a's.
-func (a *Atom) otherBranchKey(key string) bool {
-	return branch.OtherKey(a.run.id, a.branch.Name, key)
-}
-
-// branchIdleLocked drops the run's branch set once no branch is in flight.
-func (r *Run) branchIdleLocked() {
-	if br := r.mu.br; br != nil && br.Idle() {
-		r.mu.br = nil
-	}
-}
-
-// endBranchLocked ends branch a without a commit: its name is free again.
-func (a *Atom) endBranchLocked(br *branchSet) {
-	br.End(a.branch, a.run.mu.lastSeq)
-	a.mu.Lock()
-	a.mu.done = true
-	a.mu.Unlock()
-	a.run.branchIdleLocked()
-}
+func (a *Atom) otherBranchKey(key string) bool { return branch.OtherKey(a.run.id, a.branch.Name, key) }
 
 // failBranch is Fail of a branch: no seq, no record.
 func (a *Atom) failBranch(reason string) error {
-	r := a.run
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	br := r.mu.br
-	if br == nil || !br.Live(a.branch) {
-		return fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, a.branch.Name)
-	}
-	a.endBranchLocked(br)
-	r.db.counters.fails.Add(1)
-	a.observeFail(reason)
-	return nil
+	return branch.Fail[*branchAtom](&branchAtom{a: a}, a.branch, reason, branchErrs)
 }
 
 // commitBranch is Commit of a branch: branch.Conduct over a branchAtom.
@@ -151,7 +100,7 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	start := a.commitStart()
 	base := record.AppendBranchBase(nil, &record.BranchBase{Base: b.Base, Branch: b.Name, Reads: b.Reads})
 	x := &branchAtom{a: a, d: d, buf: getBuf(), ext: []record.AtomExt{{Tag: record.ExtTagBase, Data: base}}}
-	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize)
+	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize, branchErrs)
 	if q == nil {
 		putBuf(x.buf) // no record of it was appended
 	}
@@ -165,90 +114,88 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	return nil
 }
 
-// branchAtom is a branch's commit of d as branch.Conduct drives it, and
-// once appended the payload of the run's queue.
+// branchAtom is internal/branch's Atom: a branch's commit of d, and once
+// appended the payload of the run's queue.
 type branchAtom struct {
 	a       *Atom
 	d       *frame.Delta
 	ext     []record.AtomExt
-	buf     *encBuf      // holds enc until the log wrote it
-	enc     encodedAtom  // the body encoded and compressed in buf; the record once appended
-	actions []atomAction // the actions enc lists
-	encoded bool
+	buf     *encBuf       // holds enc until the log wrote it
+	enc     encodedAtom   // the body encoded and compressed in buf; the record once appended
+	actions []atomAction  // the actions enc lists
 	c       pendingCommit // once appended
 	w       *wal.Waiter
 	tok     uint64 // db.track's
 }
 
-func (x *branchAtom) Encode() error {
+func (x *branchAtom) Encode(have int) (int, error) {
 	a, db := x.a, x.a.run.db
 	a.mu.Lock()
 	n := len(a.mu.actions)
 	actions := a.mu.actions[:n:n]
 	a.mu.Unlock()
-	if x.encoded && n == len(x.actions) {
-		return nil
+	if n == have {
+		return n, nil
 	}
 	enc, err := db.encodeAtomBody(x.buf, a.run.id, 0, actions, x.d, x.ext, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	db.compressAtomBody(x.buf, enc)
-	x.enc, x.actions, x.encoded = enc, actions, true
-	return nil
+	x.enc, x.actions = enc, actions
+	return n, nil
 }
 
-func (x *branchAtom) Lock() *branchSet {
-	x.a.run.mu.Lock()
-	return x.a.run.mu.br
-}
-
-func (x *branchAtom) Unlock() {
-	x.a.run.branchIdleLocked()
-	x.a.run.mu.Unlock()
-}
-
-func (x *branchAtom) ReadyLocked(br *branchSet) (<-chan struct{}, bool, error) {
+func (x *branchAtom) Lock() (*branchSet, branch.Now) {
 	a, r := x.a, x.a.run
-	if r.mu.writing {
-		// A wait's, event's or wake's record is being written: this one
-		// takes its seq after it.
+	r.mu.Lock()
+	now := branch.Now{State: branch.State{Run: r.id, Interrupted: r.mu.interruptedSeq, Ended: r.mu.end != nil || r.mu.ending},
+		Broken: r.mu.broken, LastSeq: r.mu.lastSeq}
+	if r.mu.atom != nil {
+		now.Running = r.mu.atom.seq
+	}
+	if rb := r.mu.rollback; rb != nil {
+		now.Rollback, now.To = true, rb.To
+	}
+	if r.mu.writing { // a wait's, event's or wake's record: this one takes its seq after it
 		if r.mu.idle == nil {
 			r.mu.idle = make(chan struct{})
 		}
-		return r.mu.idle, false, nil
+		now.Writing = r.mu.idle
 	}
 	a.mu.Lock()
-	done, n := a.mu.done, len(a.mu.actions)
+	now.Actions, now.Done = len(a.mu.actions), a.mu.done
 	a.mu.Unlock()
-	if done || br == nil || !br.Live(a.branch) {
-		return nil, false, fmt.Errorf("%w: run %q branch %q", ErrAtomDone, r.id, a.branch.Name)
-	}
-	return nil, n != len(x.actions), nil
+	return r.mu.br, now
 }
 
-func (x *branchAtom) CheckLocked(c *branch.Conflict) error {
-	a, r, b := x.a, x.a.run, x.a.branch
-	if r.mu.broken != nil {
-		return r.mu.broken
-	}
-	if err := r.materializeLocked(); err != nil {
-		return err
-	}
-	if c != nil {
-		err := &ConflictError{Run: r.id, Branch: b.Name, Base: b.Base, Seq: c.Seq, Key: c.Key, Lost: c.Lost}
-		a.endBranchLocked(r.mu.br)
-		a.observeFail(err.Error())
-		return err
-	}
-	if err := r.mu.frame.CanApply(x.d); err != nil {
-		return fmt.Errorf("%w: run %q branch %q: %v", ErrInvalidDelta, r.id, b.Name, err)
-	}
-	return nil
+func (x *branchAtom) Unlock(br *branchSet) {
+	x.a.run.mu.br = br
+	x.a.run.mu.Unlock()
 }
+
+func (x *branchAtom) CheckLocked() error { return x.a.run.materializeLocked() }
+
+func (x *branchAtom) TailLocked() branch.Tail {
+	r := x.a.run
+	return branch.Tail{Seq: r.mu.lastSeq, Head: r.mu.head, Bound: r.frameBoundLocked()}
+}
+
+func (x *branchAtom) CanApplyLocked() error { return x.a.run.mu.frame.CanApply(x.d) }
 
 func (x *branchAtom) FrameBoundLocked(seq uint64) (int64, error) {
 	return x.a.run.checkFrameSizeLocked(x.d, seq)
+}
+
+func (x *branchAtom) EndLocked(reason string, fail bool) {
+	a := x.a
+	a.mu.Lock()
+	a.mu.done = true
+	a.mu.Unlock()
+	if fail {
+		a.run.db.counters.fails.Add(1)
+	}
+	a.observeFail(reason)
 }
 
 func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*branchAtom, chain.Hash, error) {
@@ -273,8 +220,6 @@ func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*br
 	a.mu.Unlock()
 	return x, x.enc.head, nil
 }
-
-func (x *branchAtom) LastSeqLocked() uint64 { return x.a.run.mu.lastSeq }
 
 func (x *branchAtom) Wait(q *queuedBranch) error {
 	if _, err := q.Payload.w.Wait(context.Background()); err != nil {

@@ -4,8 +4,7 @@ package engine
 // writes (StateKey), and the error of a Commit that lost (ConflictError).
 
 import (
-	"fmt"
-
+	"github.com/continuumdb/continuum/internal/branch"
 	"github.com/continuumdb/continuum/record"
 )
 
@@ -56,12 +55,7 @@ type ConflictError struct {
 }
 
 func (e *ConflictError) Error() string {
-	if e.Lost {
-		return fmt.Sprintf("engine: conflict: run %q branch %q: its base seq %d is older than the atoms whose writes the run keeps (from seq %d, MaxBranchWindow); branch it again",
-			e.Run, e.Branch, e.Base, e.Seq)
-	}
-	return fmt.Sprintf("engine: conflict: run %q branch %q (base seq %d): atom %d, committed after its base, wrote %s; branch it again",
-		e.Run, e.Branch, e.Base, e.Seq, e.Key)
+	return branch.Conflict{Seq: e.Seq, Key: e.Key, Lost: e.Lost}.Describe(e.Run, e.Branch, e.Base)
 }
 
 // Is makes a ConflictError match ErrConflict.

@@ -13,9 +13,10 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// Branch is one branch of a run: what Run.Branch began. Name, Base and
-// Reads are immutable.
+// Branch is one branch of a run: what Run.Branch began. Run, Name, Base
+// and Reads are immutable.
 type Branch struct {
+	Run   string // the run's id
 	Name  string
 	Base  uint64            // the run's last seq when the branch began: the state it reads
 	Reads []record.StateKey // declared, sorted, unique; immutable
@@ -61,6 +62,17 @@ type Conflict struct {
 	Seq  uint64
 	Key  record.StateKey
 	Lost bool
+}
+
+// Describe is the text of the error of branch name of run, based at
+// base, that lost to c (engine.ConflictError's).
+func (c Conflict) Describe(run, name string, base uint64) string {
+	if c.Lost {
+		return fmt.Sprintf("engine: conflict: run %q branch %q: its base seq %d is older than the atoms whose writes the run keeps (from seq %d, MaxBranchWindow); branch it again",
+			run, name, base, c.Seq)
+	}
+	return fmt.Sprintf("engine: conflict: run %q branch %q (base seq %d): atom %d, committed after its base, wrote %s; branch it again",
+		run, name, base, c.Seq, c.Key)
 }
 
 // Commit is one branch's commit from the moment its record is appended
@@ -128,7 +140,8 @@ type atomWrites struct {
 // without branches keeps none of it. Not safe for concurrent use: the
 // run's lock guards it.
 type Set[P any] struct {
-	window int // the write sets kept at most (engine.MaxBranchWindow)
+	run    string // the run's id
+	window int    // the write sets kept at most (engine.MaxBranchWindow)
 	// live holds the branches begun and not yet committing, by name.
 	live map[string]*Branch
 	// queue holds the commits whose record is appended and not yet
@@ -147,10 +160,22 @@ type Set[P any] struct {
 	failed error
 }
 
-// NewSet returns the Set of a run whose newest record is tail (its last
+// NewSet returns the Set of run whose newest record is tail (its last
 // seq, head and frame size bound), keeping at most window write sets.
-func NewSet[P any](tail Tail, window int) *Set[P] {
-	return &Set[P]{live: map[string]*Branch{}, tail: tail, winBase: tail.Seq, window: window}
+func NewSet[P any](run string, tail Tail, window int) *Set[P] {
+	return &Set[P]{run: run, live: map[string]*Branch{}, tail: tail, winBase: tail.Seq, window: window}
+}
+
+// Open is Begin for Run.Branch: the Set's Failed error, or
+// errs.AtomInProgress if a branch of that name is in flight.
+func (s *Set[P]) Open(name string, base uint64, reads []record.StateKey, errs Errors) (*Branch, error) {
+	if s.failed != nil {
+		return nil, s.failed
+	}
+	if b := s.Begin(name, base, reads); b != nil {
+		return b, nil
+	}
+	return nil, fmt.Errorf("%w: run %q branch %q is in flight", errs.AtomInProgress, s.run, name)
 }
 
 // Begin begins the branch name at base (the run's last seq), which
@@ -164,7 +189,7 @@ func (s *Set[P]) Begin(name string, base uint64, reads []record.StateKey) *Branc
 	if len(reads) > 0 {
 		sorted = record.SortStateKeys(slices.Clone(reads))
 	}
-	b := &Branch{Name: name, Base: base, Reads: sorted}
+	b := &Branch{Run: s.run, Name: name, Base: base, Reads: sorted}
 	s.live[name] = b
 	return b
 }
@@ -186,6 +211,14 @@ func (s *Set[P]) Tail() Tail { return s.tail }
 // may drop the Set.
 func (s *Set[P]) Idle() bool {
 	return len(s.live) == 0 && len(s.queue) == 0 && s.failed == nil
+}
+
+// kept is s unless it is nil or Idle: what the run keeps as its Set.
+func (s *Set[P]) kept() *Set[P] {
+	if s == nil || s.Idle() {
+		return nil
+	}
+	return s
 }
 
 // Conflict is the conflict rule: the conflict of branch b, which writes
@@ -304,6 +337,16 @@ func (s *Set[P]) trim(lastSeq uint64) {
 	s.winBase = max(s.winBase, min(floor, s.tail.Seq))
 }
 
+// WithKey returns in with call index's default key: branch b's
+// (ledger.BranchKey), or with b nil (an atom of Begin) the run's
+// (ledger.Intent.WithDefaultKey).
+func WithKey(in *ledger.Intent, b *Branch, index uint32) *ledger.Intent {
+	if b == nil {
+		return in.WithDefaultKey(index)
+	}
+	return in.WithKey(ledger.BranchKey(b.Run, b.Name, int(index)), index)
+}
+
 // OtherKey reports whether key is a default idempotency key
 // (ledger.BranchKey) of a branch of run other than the branch name.
 func OtherKey(run, name, key string) bool {
@@ -312,10 +355,13 @@ func OtherKey(run, name, key string) bool {
 	return strings.HasPrefix(key, prefix) && !strings.HasPrefix(key, mine[:len(mine)-1])
 }
 
-// Errors are the engine's sentinels that Start's refusals match
-// (errors.Is), so that their names and texts stay the engine's.
+// Errors are the engine's sentinels that the refusals of Start, Open,
+// Conduct and Fail match (errors.Is), so that their names and texts stay
+// the engine's; Conflict makes the engine's error of a branch that lost
+// to c.
 type Errors struct {
-	AtomInProgress, RunEnded, RollbackPending error
+	AtomInProgress, RunEnded, RollbackPending, AtomDone, InvalidDelta error
+	Conflict                                                          func(b *Branch, c *Conflict) error
 }
 
 // State is what Start checks of a run, read under the run's lock.

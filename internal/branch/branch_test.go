@@ -64,7 +64,7 @@ func TestCheck(t *testing.T) {
 }
 
 func TestBeginNames(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 4}, 8)
+	s := NewSet[string]("r", Tail{Seq: 4}, 8)
 	a := s.Begin("a", 4, []record.StateKey{mem("z"), mem("b")})
 	if a == nil || a.Base != 4 || a.Reads[0] != mem("b") {
 		t.Fatalf("Begin: %+v", a)
@@ -89,7 +89,7 @@ func TestBeginNames(t *testing.T) {
 }
 
 func TestConflictRule(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 10}, 8)
+	s := NewSet[string]("r", Tail{Seq: 10}, 8)
 	old := s.Begin("old", 10, []record.StateKey{mem("read")})
 	other := s.Begin("other", 10, nil)
 	first := s.Begin("first", 10, nil)
@@ -111,7 +111,7 @@ func TestConflictRule(t *testing.T) {
 }
 
 func TestWindow(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 0}, 3)
+	s := NewSet[string]("r", Tail{Seq: 0}, 3)
 	slow := s.Begin("slow", 0, nil)
 	for i := range 5 {
 		b := s.Begin("w", uint64(i), nil)
@@ -136,7 +136,7 @@ func TestWindow(t *testing.T) {
 }
 
 func TestPublishInOrder(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 0}, 8)
+	s := NewSet[string]("r", Tail{Seq: 0}, 8)
 	var cs []*Commit[string]
 	for _, n := range []string{"a", "b", "c"} {
 		cs = append(cs, s.Enqueue(s.Begin(n, 0, nil), nil, chain.Hash{}, 0, 0, n))
@@ -168,7 +168,7 @@ func TestPublishInOrder(t *testing.T) {
 }
 
 func TestFailChain(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 0}, 8)
+	s := NewSet[string]("r", Tail{Seq: 0}, 8)
 	var cs []*Commit[string]
 	for _, n := range []string{"a", "b", "c"} {
 		cs = append(cs, s.Enqueue(s.Begin(n, 0, nil), nil, chain.Hash{}, 0, 0, n))
@@ -189,7 +189,7 @@ func TestFailChain(t *testing.T) {
 }
 
 func TestApplyFailureFailsTheRest(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 0}, 8)
+	s := NewSet[string]("r", Tail{Seq: 0}, 8)
 	var cs []*Commit[string]
 	for _, n := range []string{"a", "b", "c"} {
 		cs = append(cs, s.Enqueue(s.Begin(n, 0, nil), nil, chain.Hash{}, 0, 0, n))
@@ -205,7 +205,7 @@ func TestApplyFailureFailsTheRest(t *testing.T) {
 }
 
 func TestBound(t *testing.T) {
-	s := NewSet[string](Tail{Seq: 0, Bound: 100}, 8)
+	s := NewSet[string]("r", Tail{Seq: 0, Bound: 100}, 8)
 	if b, w := s.Bound(50, 1000); b != 150 || w != nil {
 		t.Fatalf("Bound: %d %v", b, w)
 	}
@@ -255,5 +255,22 @@ func TestStart(t *testing.T) {
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
 			t.Errorf("%+v: %v, want %v", c.st, err, c.want)
 		}
+	}
+}
+
+// TestWithKey: a branch's calls take its BranchKey, an atom of Begin's
+// the run's default key.
+func TestWithKey(t *testing.T) {
+	in := &ledger.Intent{Tool: "t"}
+	s := NewSet[string]("r", Tail{}, 8)
+	b, err := s.Open("a", 0, nil, Errors{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := WithKey(in, b, 3); got.Key != ledger.BranchKey("r", "a", 3) || got.Index != 3 {
+		t.Fatalf("a branch's key: %q, index %d", got.Key, got.Index)
+	}
+	if got, want := WithKey(in, nil, 3), in.WithDefaultKey(3); got.Key != want.Key || got.Index != want.Index {
+		t.Fatalf("an atom of Begin's key: %q, want %q", got.Key, want.Key)
 	}
 }

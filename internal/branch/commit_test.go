@@ -14,8 +14,11 @@ import (
 )
 
 var (
-	errDone     = errors.New("atom done")
-	errTooLarge = errors.New("too large")
+	errDone       = errors.New("atom done")
+	errTooLarge   = errors.New("too large")
+	errInvalid    = errors.New("invalid delta")
+	errInProgress = errors.New("in progress")
+	errEnded      = errors.New("ended")
 )
 
 // crun is a run as Conduct's Atoms see it: its lock, its Set, and a log
@@ -30,23 +33,23 @@ type crun struct {
 	exact    int64         // FrameBoundLocked's
 	bounded  []uint64      // the seqs FrameBoundLocked was asked for
 	released map[uint64]int
+	broken   error // the run's state untrusted
+	unbuilt  error // CheckLocked's
+	ended    bool  // the run ended
 }
 
 func newRun() *crun {
-	return &crun{set: NewSet[*logRec](Tail{}, 8), appended: make(chan *logRec, 16), released: map[uint64]int{}}
+	return &crun{appended: make(chan *logRec, 16), released: map[uint64]int{}}
 }
 
 func (r *crun) begin(t *testing.T, name string, writes ...string) *catom {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.set == nil {
-		r.set = NewSet[*logRec](Tail{Seq: r.lastSeq, Head: chain.Hash{byte(r.lastSeq)}}, 8)
+	t.Helper()
+	a := &catom{r: r}
+	b, err := Begin[*logRec](context.Background(), a, name, nil, 8, errs)
+	if err != nil {
+		t.Fatalf("branch %q: %v", name, err)
 	}
-	b := r.set.Begin(name, r.lastSeq, nil)
-	if b == nil {
-		t.Fatalf("branch %q in flight", name)
-	}
-	a := &catom{r: r, b: b, encoded: -1}
+	a.b = b
 	for _, k := range writes {
 		a.writes = append(a.writes, mem(k))
 	}
@@ -71,13 +74,20 @@ type catom struct {
 	actions   atomic.Int32 // the actions the atom holds
 	encoded   int32        // the actions its body lists
 	encodes   int
-	done      bool  // r.mu
-	doAtReady bool  // a Do records an action between Encode and ReadyLocked, once
-	appendErr error // AppendLocked's
+	done      bool     // r.mu
+	doAtReady bool     // a Do records an action between Encode and the check under the lock, once
+	appendErr error    // AppendLocked's
+	invalid   bool     // CanApplyLocked refuses the delta
+	ended     []string // EndLocked's reasons
 }
 
+// errs are Conduct's and Fail's errors over catom.
+var errs = Errors{AtomInProgress: errInProgress, RunEnded: errEnded, AtomDone: errDone, InvalidDelta: errInvalid, Conflict: func(b *Branch, c *Conflict) error {
+	return fmt.Errorf("conflict at seq %d on %s", c.Seq, c.Key)
+}}
+
 func (a *catom) commit(ctx context.Context, deltaBound, limit int64) (*Commit[*logRec], error) {
-	return Conduct[*logRec](ctx, a, a.b, record.SortStateKeys(a.writes), deltaBound, limit)
+	return Conduct[*logRec](ctx, a, a.b, record.SortStateKeys(a.writes), deltaBound, limit, errs)
 }
 
 func (a *catom) Durable(c *Commit[*logRec]) bool {
@@ -104,47 +114,45 @@ func (a *catom) Apply(c *Commit[*logRec]) error {
 func (a *catom) Release(c *Commit[*logRec]) { a.r.released[c.Seq]++ }
 func (a *catom) Committed(*Commit[*logRec]) {}
 
-func (a *catom) Encode() error {
-	if n := a.actions.Load(); n != a.encoded {
-		a.encoded = n
+func (a *catom) Encode(have int) (int, error) {
+	n := int(a.actions.Load())
+	if n != have {
 		a.encodes++
 	}
-	return nil
+	return n, nil
 }
 
-func (a *catom) Lock() *Set[*logRec] { a.r.mu.Lock(); return a.r.set }
-
-func (a *catom) Unlock() {
-	if a.r.set != nil && a.r.set.Idle() {
-		a.r.set = nil
-	}
-	a.r.mu.Unlock()
-}
-
-func (a *catom) ReadyLocked(s *Set[*logRec]) (<-chan struct{}, bool, error) {
+func (a *catom) Lock() (*Set[*logRec], Now) {
+	a.r.mu.Lock()
+	now := Now{State: State{Run: "r", Ended: a.r.ended}, Broken: a.r.broken, LastSeq: a.r.lastSeq, Done: a.done}
 	if w := a.r.writing; w != nil {
 		select {
 		case <-w:
 			a.r.writing = nil
 		default:
-			return w, false, nil
+			now.Writing = w
 		}
 	}
-	if a.doAtReady {
+	if a.doAtReady && now.Writing == nil {
 		a.doAtReady = false
 		a.actions.Add(1)
 	}
-	if a.done || s == nil || !s.Live(a.b) {
-		return nil, false, errDone
-	}
-	return nil, a.actions.Load() != a.encoded, nil
+	now.Actions = int(a.actions.Load())
+	return a.r.set, now
 }
 
-func (a *catom) CheckLocked(c *Conflict) error {
-	if c != nil {
-		a.r.set.End(a.b, a.r.lastSeq)
-		a.done = true
-		return fmt.Errorf("conflict at seq %d on %s", c.Seq, c.Key)
+func (a *catom) Unlock(s *Set[*logRec]) {
+	a.r.set = s
+	a.r.mu.Unlock()
+}
+
+func (a *catom) CheckLocked() error { return a.r.unbuilt }
+
+func (a *catom) TailLocked() Tail { return Tail{Seq: a.r.lastSeq, Head: chain.Hash{byte(a.r.lastSeq)}} }
+
+func (a *catom) CanApplyLocked() error {
+	if a.invalid {
+		return errors.New("no such subgoal")
 	}
 	return nil
 }
@@ -170,7 +178,10 @@ func (a *catom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*logRec,
 	return l, chain.Hash{byte(seq)}, nil
 }
 
-func (a *catom) LastSeqLocked() uint64 { return a.r.lastSeq }
+func (a *catom) EndLocked(reason string, fail bool) {
+	a.done = true
+	a.ended = append(a.ended, fmt.Sprintf("%s fail=%v", reason, fail))
+}
 
 func (a *catom) Wait(c *Commit[*logRec]) error {
 	<-c.Payload.settled
@@ -309,15 +320,15 @@ func TestConductFailure(t *testing.T) {
 func TestConductWaits(t *testing.T) {
 	ctx := context.Background()
 	r := newRun()
-	r.writing = make(chan struct{})
 	a := r.begin(t, "a", "x")
+	r.writing = make(chan struct{})
 	cctx, cancel := context.WithCancel(ctx)
 	out := a.start(cctx, 10, 1000)
 	cancel()
 	if o := <-out; !errors.Is(o.err, context.Canceled) || o.c != nil || len(r.appended) != 0 {
 		t.Fatalf("cancelled under the write mark: %v", o.err)
 	}
-	a.doAtReady = true
+	a.doAtReady, a.encodes = true, 0 // each Commit encodes its body anew
 	out = a.start(ctx, 10, 1000)
 	close(r.writing)
 	r.next(t, out).settle(nil)
@@ -350,5 +361,91 @@ func TestConductWaits(t *testing.T) {
 	d := r.begin(t, "d", "w")
 	if _, err := d.commit(ctx, 2000, 1000); !errors.Is(err, errTooLarge) || len(r.appended) != 0 {
 		t.Fatalf("a frame past the limit: %v", err)
+	}
+}
+
+// TestConductRefusals: a broken run, a delta the frame refuses and a
+// conflict append nothing; the first two leave the branch live, the
+// conflict ends it (EndLocked, not a Fail).
+func TestConductRefusals(t *testing.T) {
+	ctx := context.Background()
+	r := newRun()
+	a := r.begin(t, "a", "x")
+	r.broken = errors.New("state untrusted")
+	if c, err := a.commit(ctx, 10, 1000); c != nil || err != r.broken {
+		t.Fatalf("a broken run: %v, %v", c, err)
+	}
+	r.broken = nil
+	a.invalid = true
+	if _, err := a.commit(ctx, 10, 1000); !errors.Is(err, errInvalid) || err.Error() != `invalid delta: run "r" branch "a": no such subgoal` {
+		t.Fatalf("an invalid delta: %v", err)
+	}
+	if len(r.appended) != 0 || !r.set.Live(a.b) || a.done {
+		t.Fatal("a refused commit appended, or ended its branch")
+	}
+	b := r.begin(t, "b", "x")
+	a.invalid = false
+	out := a.start(ctx, 10, 1000)
+	r.next(t, out).settle(nil)
+	if o := <-out; o.err != nil {
+		t.Fatal(o.err)
+	}
+	if _, err := b.commit(ctx, 10, 1000); err == nil || !slices.Equal(b.ended, []string{"conflict at seq 1 on memory:x fail=false"}) {
+		t.Fatalf("the loser: %v, ended %v", err, b.ended)
+	}
+}
+
+// TestFail: Fail ends a live branch (its name free again) and refuses one
+// that is not live.
+func TestFail(t *testing.T) {
+	r := newRun()
+	a := r.begin(t, "a")
+	if err := Fail[*logRec](a, a.b, "gave up", errs); err != nil || !a.done || !slices.Equal(a.ended, []string{"gave up fail=true"}) {
+		t.Fatalf("Fail: %v, ended %v", err, a.ended)
+	}
+	if r.set != nil {
+		t.Fatal("the run kept its Set with no branch in flight")
+	}
+	if err := Fail[*logRec](a, a.b, "again", errs); !errors.Is(err, errDone) || err.Error() != `atom done: run "r" branch "a"` {
+		t.Fatalf("Fail of a branch over: %v", err)
+	}
+	r.begin(t, "a") // the name is free
+}
+
+// TestBegin: Begin waits for a record written under the run's write mark
+// (or gives up with ctx), refuses with the run's and the Set's errors,
+// makes the run's Set from its tail, and refuses a name in flight.
+func TestBegin(t *testing.T) {
+	ctx := context.Background()
+	r := newRun()
+	r.lastSeq = 3
+	r.writing = make(chan struct{})
+	cctx, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := Begin[*logRec](cctx, &catom{r: r}, "a", nil, 8, errs); !errors.Is(err, context.Canceled) || r.set != nil {
+		t.Fatalf("cancelled under the write mark: %v", err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := Begin[*logRec](ctx, &catom{r: r}, "a", nil, 8, errs)
+		done <- err
+	}()
+	close(r.writing)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	if r.set == nil || r.set.Tail().Seq != 3 {
+		t.Fatal("no Set from the run's tail")
+	}
+	if _, err := Begin[*logRec](ctx, &catom{r: r}, "a", nil, 8, errs); !errors.Is(err, errInProgress) || err.Error() != `in progress: run "r" branch "a" is in flight` {
+		t.Fatalf("a name in flight: %v", err)
+	}
+	r.unbuilt = errors.New("no frame")
+	if _, err := Begin[*logRec](ctx, &catom{r: r}, "b", nil, 8, errs); err != r.unbuilt {
+		t.Fatalf("a run whose frame cannot be built: %v", err)
+	}
+	r.ended = true
+	if _, err := Begin[*logRec](ctx, &catom{r: r}, "b", nil, 8, errs); !errors.Is(err, errEnded) {
+		t.Fatalf("an ended run: %v", err)
 	}
 }

@@ -56,7 +56,7 @@ func TestSetRandom(t *testing.T) {
 	keys := []record.StateKey{mem("a"), mem("b"), mem("c"), {Kind: record.KeyScratchpad}}
 	for round := range 200 {
 		m := &modelCore{t: t, durable: map[uint64]bool{}, released: map[uint64]int{}}
-		s := NewSet[int](Tail{}, 4)
+		s := NewSet[int]("r", Tail{}, 4)
 		history := map[uint64][]record.StateKey{} // seq -> writes of every record enqueued
 		var live []*Branch
 		var commits []*Commit[int]
