@@ -46,20 +46,26 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 	if err := settle.Names(e, a.run.id, a.seq, other, settleErrs); err != nil {
 		return nil, err
 	}
-	if err := db.checkOpen(); err != nil {
-		return nil, err
-	}
-	done, _, err := a.takeIndex(ctx, ledger.Fingerprint{}, false)
-	if err != nil {
-		return nil, err
-	}
-	if done {
-		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
-	}
-	if err := db.waitLedger(ctx); err != nil {
+	if _, err := a.nextIndex(ctx); err != nil {
 		return nil, err
 	}
 	return settle.InDoubt(e, db.ledger, settleErrs)
+}
+
+// nextIndex is the index of the atom's next default-key call, taking none,
+// once the store is open and the ledger loaded: ErrAtomDone if the atom is.
+func (a *Atom) nextIndex(ctx context.Context) (uint32, error) {
+	if err := a.run.db.checkOpen(); err != nil {
+		return 0, err
+	}
+	done, index, err := a.takeIndex(ctx, ledger.Fingerprint{}, false)
+	if err != nil {
+		return 0, err
+	}
+	if done {
+		return 0, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
+	}
+	return index, a.run.db.waitLedger(ctx)
 }
 
 // Resolve records that an in-doubt action took effect with result (the
@@ -70,10 +76,7 @@ func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*led
 // (several are: settle each with ResolveInDoubt), ErrAtomDone.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
 	in, err := a.prepareResolve(ctx, act)
-	if err != nil {
-		return err
-	}
-	return a.resolve(ctx, in, result)
+	return a.settle(ctx, in, err, result, nil)
 }
 
 // ResolveFailed records that an in-doubt action did not take effect: it
@@ -81,10 +84,7 @@ func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) er
 // The action is named, and the errors are, as for Resolve.
 func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
 	in, err := a.prepareResolve(ctx, act)
-	if err != nil {
-		return err
-	}
-	return a.resolveFailed(ctx, in, reason)
+	return a.settle(ctx, in, err, nil, &reason)
 }
 
 // ResolveInDoubt is Resolve of the action Do reported in doubt as e,
@@ -101,47 +101,46 @@ func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason stri
 //	}
 func (a *Atom) ResolveInDoubt(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
 	in, err := a.prepareInDoubt(ctx, e)
-	if err != nil {
-		return err
-	}
-	return a.resolve(ctx, in, result)
+	return a.settle(ctx, in, err, result, nil)
 }
 
 // ResolveInDoubtFailed is ResolveFailed of the action Do reported in
 // doubt as e. A Do with Key e.Key tries it again.
 func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
 	in, err := a.prepareInDoubt(ctx, e)
+	return a.settle(ctx, in, err, nil, &reason)
+}
+
+// settle records the outcome of in, prepared unless err: done with result,
+// or, with failed set, not done for the reason *failed. A failed one waits
+// until no earlier writer's call of it runs (fencing.go): the agent would
+// run it again on the strength of this resolution.
+func (a *Atom) settle(ctx context.Context, in *ledger.Intent, err error, result []byte, failed *string) error {
 	if err != nil {
 		return err
 	}
-	return a.resolveFailed(ctx, in, reason)
-}
-
-func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) error {
-	db := a.run.db
-	ctx, obs := a.observeAction(ctx, in, false, true)
-	err := db.ledger.Resolve(ctx, &journal{db: db}, in, result)
-	resolveEnded(obs, ActionResolved, err)
-	if err != nil {
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
+	db, j, outcome := a.run.db, &journal{db: a.run.db}, ActionResolved
+	if failed != nil {
+		outcome = ActionResolvedFailed
+		err = db.waitInDoubt(ctx, in)
 	}
-	a.record(in, append([]byte(nil), result...))
-	return nil
-}
-
-func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason string) error {
-	db := a.run.db
-	// Not before an earlier writer's call of it is over (fencing.go): the
-	// agent would run it again on the strength of this resolution.
-	err := db.waitInDoubt(ctx, in)
 	if err == nil {
 		var obs ActionObserver
 		ctx, obs = a.observeAction(ctx, in, false, true)
-		err = db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
-		resolveEnded(obs, ActionResolvedFailed, err)
+		if failed != nil {
+			err = db.ledger.ResolveFailed(ctx, j, in, *failed)
+		} else {
+			err = db.ledger.Resolve(ctx, j, in, result)
+		}
+		resolveEnded(obs, outcome, err)
 	}
-	if err != nil {
+	switch {
+	case err != nil && failed != nil:
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
+	case err != nil:
+		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
+	case failed == nil:
+		a.record(in, append([]byte(nil), result...))
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/continuumdb/continuum/internal/resumekey"
 	"github.com/continuumdb/continuum/layout"
@@ -40,16 +41,12 @@ func (e *ActionChangedError) Is(target error) bool { return target == ErrActionC
 func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	r := a.run
 	r.mu.Lock()
-	var olds []layout.InflightAction
+	var inflight []layout.InflightAction
 	if r.mu.interruptedSeq == a.seq {
-		for _, x := range r.mu.inflight {
-			if x.Index == in.Index {
-				olds = append(olds, x)
-			}
-		}
+		inflight = slices.Clone(r.mu.inflight)
 	}
 	r.mu.Unlock()
-	use, old, err := resumekey.Check(in, olds, (*ledgerView)(r.db))
+	use, old, err := resumekey.Check(in, inflight, (*ledgerView)(r.db))
 	if err != nil {
 		return nil, fmt.Errorf("engine: run %q seq %d: %w", r.id, a.seq, err)
 	}

@@ -1,17 +1,16 @@
 package engine
 
 // Rollback (docs/DESIGN.md, "Compensation and rollback"): internal/saga
-// conducts it over rollbackAtom and sagaStore.
+// conducts it over rollbackAtom.
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"time"
+	"slices"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/saga"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -52,7 +51,7 @@ type RollbackResult struct {
 type pendingRollback = saga.Pending
 
 var sagaErrs = saga.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, NotInDoubt: ErrNotInDoubt,
-	RollbackPending: ErrRollbackPending, SeqOutOfRange: ErrSeqOutOfRange}
+	RollbackPending: ErrRollbackPending, SeqOutOfRange: ErrSeqOutOfRange, NotUndone: ErrNotUndone, TooLarge: ErrTooLarge}
 
 // Rollback returns the run to its state at seq to: the compensations of
 // the actions certified after to, newest first, each once, then an atom at
@@ -89,7 +88,10 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 		return nil, err
 	}
 	x.exec = opts.Exec
-	res, err := saga.Conduct(ctx, x, to, x.pending, opts.AllowNotUndone, ErrNotUndone)
+	var res *saga.Result
+	if err = db.waitLedger(ctx); err == nil {
+		res, err = saga.Conduct(ctx, x, to, x.pending, x.inflight, opts.AllowNotUndone, sagaErrs)
+	}
 	if err != nil {
 		r.releaseRollbackAtom(x.a)
 	}
@@ -123,9 +125,6 @@ func (r *Run) ResolveCompensationFailed(ctx context.Context, e *ledger.InDoubtEr
 
 // settleCompensation runs settle over the atom of the pending rollback.
 func (r *Run) settleCompensation(ctx context.Context, settle func(*Atom) error) error {
-	if err := r.db.checkOpen(); err != nil {
-		return err
-	}
 	x, err := r.startRollback(ctx, 0, false)
 	if err != nil {
 		return err
@@ -135,8 +134,12 @@ func (r *Run) settleCompensation(ctx context.Context, settle func(*Atom) error) 
 }
 
 // startRollback makes atom LastSeq+1 the run's running atom for a
-// rollback (fresh) or a settling, after saga.Start's checks.
+// rollback (fresh) or a settling, once the store is open, after
+// saga.Start's checks.
 func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollbackAtom, error) {
+	if err := r.db.checkOpen(); err != nil {
+		return nil, err
+	}
 	if err := r.lockIdle(ctx); err != nil {
 		return nil, err
 	}
@@ -153,15 +156,13 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollba
 		return nil, err
 	}
 	seq := r.mu.lastSeq + 1
-	x := &rollbackAtom{capView: (*capView)(r), a: &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq},
-		pending: r.mu.rollback, head: r.mu.head}
+	x := &rollbackAtom{capView: (*capView)(r), ledgerView: (*ledgerView)(r.db), a: &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq},
+		pending: r.mu.rollback, dec: r.db.decoder(false)}
 	if x.pending != nil {
 		x.a.seal = x.pending.Seal[:]
 	}
 	if x.a.resumed {
-		for _, in := range r.mu.inflight {
-			x.inflight = append(x.inflight, in.FP)
-		}
+		x.inflight = slices.Clone(r.mu.inflight)
 	}
 	r.mu.atom = x.a
 	return x, nil
@@ -180,104 +181,75 @@ func (r *Run) releaseRollbackAtom(a *Atom) {
 	}
 }
 
-// rollbackAtom is the atom of a rollback as saga.Conduct drives it.
+// rollbackAtom is the atom of a rollback as saga.Conduct drives it, and
+// its run's history as saga.Plan reads it (a saga.Store).
 type rollbackAtom struct {
 	*capView
+	*ledgerView
 	a        *Atom
-	pending  *pendingRollback     // the pending rollback to resume; nil: a new one
-	head     chain.Hash           // h(a.seq-1)
-	inflight []ledger.Fingerprint // the actions of the atom a crash interrupted at a.seq
+	pending  *pendingRollback        // the pending rollback to resume; nil: a new one
+	inflight []layout.InflightAction // the actions of the atom a crash interrupted at a.seq
 	exec     func(Undo) ledger.Exec
+	dec      *record.Decoder
+	buf      []byte // the decoded body of the last atom Actions read
 }
 
 func (x *rollbackAtom) Seq() uint64 { return x.a.seq }
 
-func (x *rollbackAtom) Plan(ctx context.Context, to uint64) ([]record.Undo, error) {
-	db := x.db
-	if err := db.waitLedger(ctx); err != nil {
-		return nil, err
-	}
-	st := &sagaStore{ledgerView: (*ledgerView)(db), r: (*Run)(x.capView), dec: db.decoder(false)}
-	undo, err := saga.Plan(ctx, st, x.id, to, x.a.seq, x.inflight)
-	if tm := (*saga.TooManyError)(nil); errors.As(err, &tm) {
-		return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
-	}
-	return undo, err
-}
+func (x *rollbackAtom) Sealer() *record.Sealer { return x.db.sealer }
 
-// Write appends the rollback record, durably; tracked until the
+// Append appends the rollback record, durably; tracked until the
 // completing atom commits (the replay floor's pin).
-func (x *rollbackAtom) Write(ctx context.Context, to uint64, undo []record.Undo) (*pendingRollback, error) {
-	r, db, seq := (*Run)(x.capView), x.db, x.a.seq
-	rec, err := saga.Record(db.sealer, r.id, seq, to, x.head, time.Now().UnixNano(), undo)
-	if err != nil {
-		return nil, err
+func (x *rollbackAtom) Append(ctx context.Context, rec []byte) (uint64, error) {
+	if err := checkRecordSize(x.id, x.a.seq, "the rollback record", rec); err != nil {
+		return 0, err
 	}
-	if err := checkRecordSize(r.id, seq, "the rollback record", rec); err != nil {
-		return nil, err
-	}
-	tok := db.track()
-	written := rec
+	tok, written := x.db.track(), rec
 	if forgeRollbackRecord != nil {
 		written = forgeRollbackRecord(rec)
 	}
-	if _, err := db.append(ctx, written); err != nil {
-		db.untrack(tok)
-		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", r.id, to, err)
+	if _, err := x.db.append(ctx, written); err != nil {
+		x.db.untrack(tok)
+		return 0, err
 	}
-	rb := saga.NewPending(rec, seq, to, x.head, undo, tok)
+	return tok, nil
+}
+
+func (x *rollbackAtom) Pend(rb *pendingRollback) {
+	r := (*Run)(x.capView)
 	r.mu.Lock()
 	r.mu.rollback = rb
 	r.mu.Unlock()
 	x.a.seal = rb.Seal[:] // before the atom's first action: nothing reads it concurrently
-	return rb, nil
 }
 
 // Compensate runs u.Compensation through the ledger as an action of the
 // atom (Do's rules, with the compensation's intent).
 func (x *rollbackAtom) Compensate(ctx context.Context, u *Undo) ([]byte, error) {
-	a, db := x.a, x.db
-	if err := db.checkOpen(); err != nil {
-		return nil, err
-	}
-	if err := db.waitLedger(ctx); err != nil {
-		return nil, err
-	}
-	done, index, err := a.takeIndex(ctx, ledger.Fingerprint{}, false)
+	index, err := x.a.nextIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if done {
-		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, x.id, a.seq)
-	}
-	in, exec, err := saga.Compensation(db.ledger, u, x.id, a.seq, index, x.exec)
+	in, exec, err := saga.Compensation(x.db.ledger, u, x.id, x.a.seq, index, x.exec)
 	if err != nil {
 		return nil, err
 	}
-	return a.doIntent(ctx, in, false, exec)
+	return x.a.doIntent(ctx, in, false, exec)
 }
 
 func (x *rollbackAtom) Complete(ctx context.Context, f *frame.Frame) error {
 	return x.a.commit(ctx, new(frame.Delta).ReplaceFrame(f), true)
 }
 
-// sagaStore is run r's history as saga.Plan reads it, one plan's.
-type sagaStore struct {
-	*ledgerView
-	r   *Run
-	dec *record.Decoder
-	buf []byte // the decoded body of the last atom read
-}
-
 // Actions reads committed atom seq; valid until the next call.
-func (s *sagaStore) Actions(ctx context.Context, seq uint64) (fps []ledger.Fingerprint, err error) {
-	s.buf, fps, err = s.r.committedActions(ctx, seq, s.dec, s.buf)
+func (x *rollbackAtom) Actions(ctx context.Context, seq uint64) (fps []ledger.Fingerprint, err error) {
+	x.buf, fps, err = (*Run)(x.capView).committedActions(ctx, seq, x.dec, x.buf)
 	return fps, err
 }
 
 // Certified reads the log from atom to's record (or the run's start).
-func (s *sagaStore) Certified(ctx context.Context, to uint64) ([]saga.Certified, error) {
-	r, db := s.r, s.r.db
+func (x *rollbackAtom) Certified(ctx context.Context, to uint64) ([]saga.Certified, error) {
+	r, db := (*Run)(x.capView), x.db
 	from := wal.Pos{}
 	if to > r.base {
 		p, err := r.committedAtomPos(ctx, to)
@@ -340,10 +312,6 @@ type ledgerView DB
 func (l *ledgerView) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) { return l.ledger.Lookup(fp) }
 
 func (l *ledgerView) Intent(loc ledger.Loc) (*ledger.Intent, error) { return (*DB)(l).readIntent(loc) }
-
-func (l *ledgerView) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
-	return (*DB)(l).readIntent(loc)
-}
 
 func (l *ledgerView) Certificate(loc ledger.Loc) (*ledger.Certificate, error) {
 	return (*DB)(l).readCertificate(loc)

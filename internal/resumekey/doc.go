@@ -9,14 +9,15 @@
 // # The interface to the engine
 //
 // The engine hands Check the intent of the new call, the interrupted
-// attempt's calls at its index (the run's inflight list, under the run's
-// lock) and the ledger, read through:
+// attempt's calls (a copy of the run's inflight list, taken under the
+// run's lock; those at the call's index count) and the ledger, read
+// through (engine/rollback.go's ledgerView):
 //
 //	type Ledger interface {
 //		// Lookup returns the ledger's entry of an action's fingerprint.
 //		Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)
-//		// ReadIntent reads the intent record at loc from the log.
-//		ReadIntent(loc ledger.Loc) (*ledger.Intent, error)
+//		// Intent reads the intent record at loc from the log.
+//		Intent(loc ledger.Loc) (*ledger.Intent, error)
 //	}
 //
 // # Guarantees
@@ -28,7 +29,7 @@
 //     wraps it in its ActionChangedError) while one is in doubt and no
 //     exec of it is running.
 //   - A call made with an explicit key numbers no call: it is ignored.
-//   - ReadIntent's error is returned wrapped, naming the old call's index.
+//   - Intent's error is returned wrapped, naming the old call's index.
 //
 // # Caveats
 //

@@ -3,6 +3,7 @@ package resumekey
 import (
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/continuumdb/continuum/layout"
@@ -12,7 +13,7 @@ import (
 // Ledger is what Check reads of the ledger (see the package's doc).
 type Ledger interface {
 	Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)
-	ReadIntent(loc ledger.Loc) (*ledger.Intent, error)
+	Intent(loc ledger.Loc) (*ledger.Intent, error)
 }
 
 // ReplacementKey is the key of the call in at its index whose default key
@@ -22,24 +23,25 @@ func ReplacementKey(in *ledger.Intent) string {
 }
 
 // Check checks in, the intent of a default-key call of a resumed atom,
-// against olds, the interrupted attempt's calls at in.Index. It returns
+// against the interrupted attempt's calls (inflight: those at in.Index
+// count). It returns
 // the intent to use, or the old call in doubt (changed, with its tool in
 // changed.Tool), or the error of reading an old call's intent.
-func Check(in *ledger.Intent, olds []layout.InflightAction, l Ledger) (use *ledger.Intent, changed *ledger.InDoubtError, err error) {
-	if len(olds) == 0 {
+func Check(in *ledger.Intent, inflight []layout.InflightAction, l Ledger) (use *ledger.Intent, changed *ledger.InDoubtError, err error) {
+	if !slices.ContainsFunc(inflight, func(x layout.InflightAction) bool { return x.Index == in.Index }) {
 		return in, nil, nil
 	}
 	repl := in.WithKey(ReplacementKey(in), in.Index)
 	settled := false // a different call settled at this index: in needs repl's key
-	for _, x := range olds {
-		if x.FP == in.Fingerprint || x.FP == repl.Fingerprint {
+	for _, x := range inflight {
+		if x.Index != in.Index || x.FP == in.Fingerprint || x.FP == repl.Fingerprint {
 			continue // the same call again: the ledger's rules apply
 		}
 		e, ok := l.Lookup(x.FP)
 		if !ok || e.IntentLoc == (ledger.Loc{}) {
 			continue
 		}
-		old, err := l.ReadIntent(e.IntentLoc)
+		old, err := l.Intent(e.IntentLoc)
 		if err != nil {
 			return nil, nil, fmt.Errorf("intent of interrupted call %d: %w", x.Index, err)
 		}

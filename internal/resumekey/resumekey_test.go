@@ -20,7 +20,7 @@ func (l *fakeLedger) Lookup(fp ledger.Fingerprint) (ledger.Entry, bool) {
 	return e, ok
 }
 
-func (l *fakeLedger) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
+func (l *fakeLedger) Intent(loc ledger.Loc) (*ledger.Intent, error) {
 	if l.readErr != nil {
 		return nil, l.readErr
 	}
@@ -63,6 +63,10 @@ func TestCheck(t *testing.T) {
 	use, old, err := Check(newCall, olds, l)
 	if use != nil || err != nil || old == nil || old.Tool != "refund" || old.Key != oldCall.Key || old.Fingerprint != oldCall.Fingerprint {
 		t.Fatalf("in doubt: %v %+v %v", use, old, err)
+	}
+	// The same call in doubt at another index: not this call's.
+	if use, old, err := Check(newCall, []layout.InflightAction{{Index: 0, FP: oldCall.Fingerprint}}, l); use != newCall || old != nil || err != nil {
+		t.Fatalf("another index: %v %v %v", use, old, err)
 	}
 	// Its exec running: not refused; the new call takes another key.
 	l.entries[oldCall.Fingerprint] = ledger.Entry{Status: ledger.StatusIntent, IntentLoc: loc, InFlight: true}

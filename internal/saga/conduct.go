@@ -4,30 +4,36 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/runview"
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 )
 
 // Atom is the atom that completes a rollback, as Conduct drives it: the
-// engine's adapter over the run (a runview.Run: its StateAt gives the
-// target state) and the atom the engine began for the rollback at the
-// run's LastSeq+1.
+// engine's adapter over the run (a runview.Run: its ChainHead is the head
+// the rollback begins from, its StateAt gives the target state; a Store:
+// its history, which Plan reads) and the atom the engine began for the
+// rollback at the run's LastSeq+1.
 type Atom interface {
 	runview.Run
+	Store
 	// Seq is the atom's seq.
 	Seq() uint64
-	// Plan lists what a rollback to to undoes, newest first (Plan over
-	// the run's Store); it writes nothing.
-	Plan(ctx context.Context, to uint64) ([]record.Undo, error)
-	// Write appends the rollback record and waits for its fsync: the
-	// rollback is pending from then (the Pending returned).
-	Write(ctx context.Context, to uint64, undo []record.Undo) (*Pending, error)
+	// Sealer is the store's sealer, nil if it is not encrypted.
+	Sealer() *record.Sealer
+	// Append appends the rollback record rec and waits for its fsync; pin
+	// is the engine's hold on the replay floor at or below it.
+	Append(ctx context.Context, rec []byte) (pin uint64, err error)
+	// Pend makes p the run's pending rollback and chains the atom over
+	// p.Seal (under the run's lock, before the atom's first action).
+	Pend(p *Pending)
 	// Compensate runs compensation u.Compensation through the ledger as
 	// an action of the atom, under Do's rules: a certified one returns
-	// its certificate's result without running.
+	// its certificate's result without running (Compensation builds it).
 	Compensate(ctx context.Context, u *record.Undo) ([]byte, error)
 	// Complete commits the atom with a delta that replaces the run's
 	// frame with f.
@@ -45,20 +51,29 @@ type Result struct {
 }
 
 // Conduct rolls a's run back to to: with pending nil it plans the
-// rollback and refuses it, writing nothing, when a certified action it
-// reaches has no compensation and allowNotUndone is false (an error
-// matching errNotUndone); it then writes the rollback record. With
-// pending set (a rollback whose record is durable) it resumes it. Either
-// way it runs each compensation in the plan's order, newest action
-// first, and commits the completing atom with the state at to. An error
-// after the record is durable leaves the rollback pending: Conduct with
-// that Pending resumes it, running only what is not certified yet.
-func Conduct(ctx context.Context, a Atom, to uint64, pending *Pending, allowNotUndone bool, errNotUndone error) (*Result, error) {
-	run := a.ID()
-	res := &Result{To: to, Seq: a.Seq(), Resumed: pending != nil}
+// rollback (Plan over a, the interrupted atom's actions inflight; more
+// actions than a record holds match errs.TooLarge) and refuses it,
+// writing nothing, when a certified action it reaches has no
+// compensation and allowNotUndone is false (an error matching
+// errs.NotUndone); it then writes the rollback record. With pending set (a
+// rollback whose record is durable) it resumes it. Either way it runs
+// each compensation in the plan's order, newest action first, and commits
+// the completing atom with the state at to. An error after the record is
+// durable leaves the rollback pending: Conduct with that Pending resumes
+// it, running only what is not certified yet. The ledger must be loaded.
+func Conduct(ctx context.Context, a Atom, to uint64, pending *Pending, inflight []layout.InflightAction, allowNotUndone bool, errs Errors) (*Result, error) {
+	run, seq := a.ID(), a.Seq()
+	res := &Result{To: to, Seq: seq, Resumed: pending != nil}
 	rb := pending
 	if rb == nil {
-		undo, err := a.Plan(ctx, to)
+		fps := make([]ledger.Fingerprint, len(inflight))
+		for i, x := range inflight {
+			fps[i] = x.FP
+		}
+		undo, err := Plan(ctx, a, run, to, seq, fps)
+		if tm := (*TooManyError)(nil); errors.As(err, &tm) {
+			return nil, fmt.Errorf("%w: %w", errs.TooLarge, err)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -66,9 +81,9 @@ func Conduct(ctx context.Context, a Atom, to uint64, pending *Pending, allowNotU
 		if len(res.NotUndone) > 0 && !allowNotUndone {
 			u := res.NotUndone[0]
 			return res, fmt.Errorf("%w: rollback of run %q to seq %d: %d certified actions have no compensation, the newest %q of seq %d (fingerprint %s); nothing was written (RollbackOptions.AllowNotUndone lets the rollback leave them)",
-				errNotUndone, run, to, len(res.NotUndone), u.Tool, u.Seq, u.Action.String()[:16])
+				errs.NotUndone, run, to, len(res.NotUndone), u.Tool, u.Seq, u.Action.String()[:16])
 		}
-		if rb, err = a.Write(ctx, to, undo); err != nil {
+		if rb, err = write(ctx, a, to, undo); err != nil {
 			return nil, err
 		}
 	} else {
@@ -97,10 +112,29 @@ func Conduct(ctx context.Context, a Atom, to uint64, pending *Pending, allowNotU
 	return res, nil
 }
 
-// Errors are the engine's sentinels that Start's refusals match
-// (errors.Is), so that their names and texts stay the engine's.
+// write writes the rollback record of a rollback to to that undoes undo:
+// the rollback is pending once it returns.
+func write(ctx context.Context, a Atom, to uint64, undo []record.Undo) (*Pending, error) {
+	run, seq := a.ID(), a.Seq()
+	_, head, _ := a.ChainHead() // h(seq-1): the atom runs, the run has not ended
+	rec, err := Record(a.Sealer(), run, seq, to, head, time.Now().UnixNano(), undo)
+	if err != nil {
+		return nil, err
+	}
+	pin, err := a.Append(ctx, rec)
+	if err != nil {
+		return nil, fmt.Errorf("engine: rollback of run %q to seq %d: writing its record: %w", run, to, err)
+	}
+	rb := NewPending(rec, seq, to, head, undo, pin)
+	a.Pend(rb)
+	return rb, nil
+}
+
+// Errors are the engine's sentinels that Start's refusals and Conduct's
+// match (errors.Is), so that their names and texts stay the engine's.
 type Errors struct {
 	RunEnded, AtomInProgress, NotInDoubt, RollbackPending, SeqOutOfRange error
+	NotUndone, TooLarge                                                  error // Conduct's
 }
 
 // State is what Start checks of a run, read under the run's lock.

@@ -16,34 +16,34 @@ import (
 
 var errNotUndone = errors.New("not undone")
 
-// fakeAtom records what Conduct asked of it.
+// fakeAtom records what Conduct asked of it; its history is the Store.
 type fakeAtom struct {
-	plan      []record.Undo
-	planned   int
-	written   []record.Undo
-	ran       []uint64 // the seqs of the actions compensated, in order
-	failAt    uint64   // Compensate of the action of this seq fails
+	*history
+	rec       []byte        // the record appended
+	pending   *Pending      // Pend's
+	written   []record.Undo // its undo list
+	ran       []uint64      // the seqs of the actions compensated, in order
+	failAt    uint64        // Compensate of the action of this seq fails
 	completed *frame.Frame
 }
 
 func (a *fakeAtom) ID() string                            { return "r" }
 func (a *fakeAtom) Base() uint64                          { return 0 }
-func (a *fakeAtom) ChainHead() (uint64, chain.Hash, bool) { return 9, chain.Hash{}, false }
+func (a *fakeAtom) ChainHead() (uint64, chain.Hash, bool) { return 9, chain.Hash{9}, false }
 func (a *fakeAtom) Seq() uint64                           { return 10 }
 
 func (a *fakeAtom) StateAt(_ context.Context, seq uint64) (*frame.Frame, error) {
 	return &frame.Frame{Memory: map[string][]byte{"at": []byte(fmt.Sprint(seq))}}, nil
 }
 
-func (a *fakeAtom) Plan(context.Context, uint64) ([]record.Undo, error) {
-	a.planned++
-	return a.plan, nil
+func (a *fakeAtom) Sealer() *record.Sealer { return nil }
+
+func (a *fakeAtom) Append(_ context.Context, rec []byte) (uint64, error) {
+	a.rec = rec
+	return 7, nil
 }
 
-func (a *fakeAtom) Write(_ context.Context, to uint64, undo []record.Undo) (*Pending, error) {
-	a.written = undo
-	return &Pending{Seq: 10, To: to, Undo: undo}, nil
-}
+func (a *fakeAtom) Pend(p *Pending) { a.pending, a.written = p, p.Undo }
 
 func (a *fakeAtom) Compensate(_ context.Context, u *record.Undo) ([]byte, error) {
 	if u.Seq == a.failAt {
@@ -56,6 +56,20 @@ func (a *fakeAtom) Compensate(_ context.Context, u *record.Undo) ([]byte, error)
 func (a *fakeAtom) Complete(_ context.Context, f *frame.Frame) error {
 	a.completed = f
 	return nil
+}
+
+// planned is a history whose rollback to 3 from seq 10 undoes the actions
+// of seqs 8 and 4 and leaves seq 6's, which has no compensation.
+func planned() *history {
+	h := newHistory()
+	for _, s := range []uint64{8, 6, 4} {
+		var c *ledger.Compensation
+		if s != 6 {
+			c = comp("undo")
+		}
+		h.atoms[s] = []ledger.Fingerprint{h.act(fmt.Sprint("a", s), "r", s, ledger.StatusDone, c)}
+	}
+	return h
 }
 
 func undo(seq uint64, comp bool) record.Undo {
@@ -72,10 +86,10 @@ func undo(seq uint64, comp bool) record.Undo {
 // it pending, and a resume neither plans nor writes again.
 func TestConduct(t *testing.T) {
 	ctx := context.Background()
-	plan := []record.Undo{undo(8, true), undo(6, false), undo(4, true)}
+	errs := Errors{NotUndone: errNotUndone, TooLarge: errors.New("too large")}
 
-	a := &fakeAtom{plan: plan}
-	res, err := Conduct(ctx, a, 3, nil, false, errNotUndone)
+	a := &fakeAtom{history: planned()}
+	res, err := Conduct(ctx, a, 3, nil, nil, false, errs)
 	if !errors.Is(err, errNotUndone) || a.written != nil || a.ran != nil || a.completed != nil {
 		t.Fatalf("a plan with an action not undone: err %v, written %v, ran %v", err, a.written, a.ran)
 	}
@@ -83,8 +97,8 @@ func TestConduct(t *testing.T) {
 		t.Fatalf("NotUndone %+v", res.NotUndone)
 	}
 
-	a = &fakeAtom{plan: plan}
-	res, err = Conduct(ctx, a, 3, nil, true, errNotUndone)
+	a = &fakeAtom{history: planned()}
+	res, err = Conduct(ctx, a, 3, nil, nil, true, errs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,17 +108,20 @@ func TestConduct(t *testing.T) {
 	if res.To != 3 || res.Seq != 10 || res.Resumed || len(res.Undone) != 2 || string(res.Results[1]) != "undid 4" || len(res.NotUndone) != 1 {
 		t.Fatalf("result %+v", res)
 	}
+	if p := a.pending; p.Seq != 10 || p.To != 3 || p.Head != (chain.Hash{9}) || p.Pin != 7 || p.Seal != record.RollbackSeal(a.rec) {
+		t.Fatalf("pending %+v", p)
+	}
 
-	a = &fakeAtom{plan: plan, failAt: 4}
-	res, err = Conduct(ctx, a, 3, nil, true, errNotUndone)
+	a = &fakeAtom{history: planned(), failAt: 4}
+	res, err = Conduct(ctx, a, 3, nil, nil, true, errs)
 	if err == nil || a.completed != nil || len(res.Undone) != 1 {
 		t.Fatalf("a failed compensation: err %v, completed %v, undone %v", err, a.completed, res.Undone)
 	}
 	pending := &Pending{Seq: 10, To: 3, Undo: a.written}
-	b := &fakeAtom{}
-	res, err = Conduct(ctx, b, 3, pending, false, errNotUndone)
-	if err != nil || b.planned != 0 || b.written != nil || !res.Resumed || !slices.Equal(b.ran, []uint64{8, 4}) || b.completed == nil {
-		t.Fatalf("resumed: err %v, planned %d, written %v, ran %v, %+v", err, b.planned, b.written, b.ran, res)
+	b := &fakeAtom{history: newHistory()}
+	res, err = Conduct(ctx, b, 3, pending, nil, false, errs)
+	if err != nil || len(b.reads) != 0 || b.written != nil || !res.Resumed || !slices.Equal(b.ran, []uint64{8, 4}) || b.completed == nil {
+		t.Fatalf("resumed: err %v, read %v, written %v, ran %v, %+v", err, b.reads, b.written, b.ran, res)
 	}
 }
 

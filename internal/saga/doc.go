@@ -4,17 +4,17 @@
 // compensation runs (Record), the pending rollback that record starts
 // (Pending), and the replay of that record after a restart (Replay).
 // Start checks that a run may begin a rollback, and Compensation builds
-// each compensation's intent and chooses its exec. Conduct drives a rollback through those steps in their order over the
-// completing atom (Atom); it writes nothing and runs nothing itself: the
-// engine's Atom (engine/rollback.go) appends the record and waits for its
-// fsync, runs each compensation through the ledger as an action of the
-// completing atom, and commits that atom; docs/DESIGN.md, "Compensation
+// each compensation's intent and chooses its exec. Conduct drives a
+// rollback through those steps in their order over the completing atom
+// (Atom); it writes nothing and runs nothing itself: the engine's Atom
+// (engine/rollback.go) appends the record and waits for its fsync, runs
+// each compensation through the ledger as an action of the completing
+// atom, and commits that atom; docs/DESIGN.md, "Compensation
 // and rollback", has the rules and the crash safety of each step.
 //
 // # The interface with the engine
 //
-// Planning reads the run's history through Store, which the engine
-// implements over one run (engine/rollback.go's sagaStore):
+// Planning reads the run's history through Store:
 //
 //	type Store interface {
 //		Lookup(fp ledger.Fingerprint) (ledger.Entry, bool)           // the ledger's entry
@@ -25,15 +25,11 @@
 //	}
 //
 // ScanCertified is Certified over a cursor of the log the engine opens.
-//
 // The ledger must be loaded before Plan is called; Store reads only what
-// is durable. The engine calls, in a rollback's life:
+// is durable. Replay is what recovery calls of a rollback record found in
+// the log:
 //
-//	Plan(ctx, store, run, to, seq, inflight) // what to undo, newest first; writes nothing
-//	NotUndone(undo)                          // the actions without a compensation
-//	Record(sealer, run, seq, to, head, started, undo) // the record's bytes
-//	NewPending(rec, seq, to, head, undo, pin)         // pending once rec is durable
-//	Replay(rec, lastSeq, head, pending)      // a rollback record found in the log
+//	Replay(rec, lastSeq, head, pending) // a pending rollback, or why rec contradicts the run
 //
 // The rollback itself: Run.Rollback reads the run's State under its
 // lock and checks it,
@@ -42,21 +38,27 @@
 //
 // begins the completing atom at LastSeq+1, then calls
 //
-//	Conduct(ctx, atom, to, pending, allowNotUndone, errNotUndone) // plan or resume, compensate, complete
+//	Conduct(ctx, atom, to, pending, inflight, allowNotUndone, errs) // plan or resume, compensate, complete
 //
-// over the engine's adapter of that atom, a runview.Run (its StateAt
-// gives the target state) and:
+// over the engine's one adapter of that atom and its run
+// (engine/rollback.go's rollbackAtom), a runview.Run (its ChainHead is
+// the head the rollback begins from, its StateAt the target state), a
+// Store, and:
 //
 //	type Atom interface {
 //		runview.Run
-//		Seq() uint64                                                  // the completing atom's
-//		Plan(ctx context.Context, to uint64) ([]record.Undo, error)   // Plan over the run's Store
-//		Write(ctx context.Context, to uint64, undo []record.Undo) (*Pending, error) // the record, durable
+//		Store
+//		Seq() uint64                                         // the completing atom's
+//		Sealer() *record.Sealer                              // the store's, nil if not encrypted
+//		Append(ctx context.Context, rec []byte) (pin uint64, err error) // the record, durable, the replay floor pinned
+//		Pend(p *Pending)                                     // p pending in the run, the atom chained over p.Seal
 //		Compensate(ctx context.Context, u *record.Undo) ([]byte, error) // through the ledger, Do's rules
-//		Complete(ctx context.Context, f *frame.Frame) error           // commit the atom: the frame replaced by f
+//		Complete(ctx context.Context, f *frame.Frame) error  // commit the atom: the frame replaced by f
 //	}
 //
-// The engine's Compensate builds the compensation's intent and exec with
+// Conduct plans with Plan, builds the record with Record and its
+// Pending with NewPending; the engine's Compensate builds the
+// compensation's intent and exec with
 //
 //	Compensation(ledger, u, run, seq, index, execFor) // the intent, and execFor's exec unless certified
 //
