@@ -323,7 +323,7 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 		ran = true
 		res, err := db.fencedExec(ctx, in, prior, key, exec)
 		if err == nil {
-			res, err = db.blobResult(ctx, a, res) // blobs.go
+			res, err = db.blobs.Result(ctx, a.blobHolder(), res) // blobs.go
 		}
 		if err == nil && len(res) > db.maxResult() {
 			// Too large to certify: certify a failure that says so rather

@@ -8,12 +8,9 @@ package engine
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
 
-	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
-	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/blobs"
 	"github.com/continuumdb/continuum/internal/replication"
 )
@@ -78,73 +75,37 @@ func (db *DB) SweepBlobs(ctx context.Context) (files int, bytes int64, err error
 
 func (a *Atom) blobHolder() blobs.Holder { return blobs.Holder{Key: a, Run: a.run.id, Seq: a.seq} }
 
-// blobDelta is the capability's prepare hook: d with its large values in
-// blobs.
-func (db *DB) blobDelta(a *Atom, d *frame.Delta) (*frame.Delta, error) {
-	h := a.blobHolder()
-	return d.MapValues(func(v []byte) (string, bool, error) {
-		return db.blobs.Value(context.Background(), h, v)
-	})
-}
-
-// blobResult is a result of Do, in a blob when above BlobThreshold.
-func (db *DB) blobResult(ctx context.Context, a *Atom, res []byte) ([]byte, error) {
-	v, ok, err := db.blobs.Value(ctx, a.blobHolder(), res)
-	if err != nil || !ok {
-		return res, err
+// newBlobs makes the DB's blobs.Set: blobCore, the store's blob directory,
+// and the Replicator's ReplicateBlob if it ships blobs.
+func newBlobs(db *DB) *blobs.Set {
+	cfg := blobs.Config{FS: db.fs, Dir: db.path(blob.Dir), Threshold: db.opts.BlobThreshold}
+	if rep := db.opts.Replicator; replication.Blobs(rep) {
+		cfg.Ship = func(name string) error { return replication.Blob(rep, db.fs, db.dir, name) }
 	}
-	return []byte(v), nil
-}
-
-// liveBlobs adds to live the names of the blobs the log references.
-func (db *DB) liveBlobs(ctx context.Context, live map[string]bool) error {
-	return db.blobs.Live(ctx, live)
+	return blobs.New(blobCore{db}, cfg)
 }
 
 // blobCore is the DB as internal/blobs' Core.
 type blobCore struct{ db *DB }
 
-func (c blobCore) Store() *blob.Store { return blob.Open(c.db.fs, c.db.path(blob.Dir)) }
-
-func (c blobCore) Ship(name string) error { return c.db.replicateBlob(name) }
-
-func (c blobCore) Ships() bool { return replication.Blobs(c.db.opts.Replicator) }
-
-func (c blobCore) Dir() (vfs.FS, string) { return c.db.fs, c.db.path(blob.Dir) }
-
-func (c blobCore) Sealer(run string) (blob.Sealer, error) {
+func (c blobCore) Sealers(run string) ([]blob.Sealer, bool) {
 	if c.db.sealer == nil {
-		return nil, nil
-	}
-	s := c.db.sealer.BlobSealers(run)
-	if len(s) == 0 {
-		return nil, fmt.Errorf("engine: run %q has no data key for its blobs (erased?)", run)
-	}
-	return s[0], nil
-}
-
-// Readers: each data key of the run, then its ancestors'.
-func (c blobCore) Readers(run string) []blob.Sealer {
-	db := c.db
-	if db.sealer == nil {
-		return []blob.Sealer{nil}
+		return nil, false
 	}
 	var out []blob.Sealer
-	seen := map[string]bool{}
-	for id := run; id != "" && !seen[id]; {
-		seen[id] = true
-		for _, s := range db.sealer.BlobSealers(id) {
-			out = append(out, s)
-		}
-		db.mu.Lock()
-		p := db.runLocked(id)
-		db.mu.Unlock()
-		if p == nil {
-			break
-		}
-		id = p.parent
+	for _, s := range c.db.sealer.BlobSealers(run) {
+		out = append(out, s)
 	}
-	return out
+	return out, true
+}
+
+func (c blobCore) Parent(run string) (string, bool) {
+	c.db.mu.Lock()
+	defer c.db.mu.Unlock()
+	if r := c.db.runLocked(run); r != nil {
+		return r.parent, true
+	}
+	return "", false
 }
 
 func (c blobCore) References(ctx context.Context, fn func(run string, ref blob.Ref)) error {

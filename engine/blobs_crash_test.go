@@ -118,7 +118,7 @@ func TestBlobPowerLoss(t *testing.T) {
 			fail("GC: %v", err)
 		}
 		live := map[string]bool{}
-		if err := db.liveBlobs(ctx, live); err != nil {
+		if err := db.blobs.Live(ctx, live); err != nil {
 			fail("live blobs: %v", err)
 		}
 		if err := db.Close(); err != nil {

@@ -261,8 +261,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.active.pos = map[uint64]wal.Pos{}
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
-	db.blobs = blobs.New(blobCore{db}, o.BlobThreshold)
-	db.streams = stream.NewStreams(streamSource{db}, db.fs, db.path(streamsName), o.NoSync)
+	db.blobs = newBlobs(db)
+	db.streams = stream.NewStreams(func() stream.Source { return db.streamLog() }, db.fs, db.path(streamsName), o.NoSync)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start
 	if err := db.open(); err != nil {

@@ -4,6 +4,7 @@ package engine
 
 import (
 	"github.com/continuumdb/continuum/internal/dicttrain"
+	"github.com/continuumdb/continuum/internal/replication"
 )
 
 // loadDicts registers every dictionary of the store and selects the newest
@@ -23,4 +24,6 @@ func (db *DB) sample(body []byte) { db.dict.Sample(body) }
 // dictHost is the trainer's Host: the Replicator.
 type dictHost struct{ db *DB }
 
-func (h dictHost) Replicate(id uint32, data []byte) error { return h.db.replicateDict(id, data) }
+func (h dictHost) Replicate(id uint32, data []byte) error {
+	return replication.Dict(h.db.opts.Replicator, id, data)
+}

@@ -328,7 +328,7 @@ func fzReplayDB(s *fzStore) (*DB, error) {
 	db.comp = frame.NewCompressor(db.dicts)
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
-	db.streams = stream.NewStreams(streamSource{db}, db.fs, db.path(streamsName), true)
+	db.streams = stream.NewStreams(func() stream.Source { return db.streamLog() }, db.fs, db.path(streamsName), true)
 	return db, nil
 }
 

@@ -115,7 +115,7 @@ var capabilities = []capability{
 	{ // large values in blobs outside the log (blobs.go; package blob)
 		name: "blobs",
 		prepare: func(a *Atom, d *frame.Delta, _ bool) (*frame.Delta, error) {
-			return a.run.db.blobDelta(a, d)
+			return a.run.db.blobs.Delta(a.blobHolder(), d)
 		},
 		published: func(a *Atom, _ uint64, _ wal.Pos, _ *pendingCommit) { a.run.db.blobs.Release(a) },
 		failed:    func(a *Atom) { a.run.db.blobs.Release(a) },

@@ -65,11 +65,7 @@ func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	if err := a.runningLocked(); err != nil {
 		return err
 	}
-	if n, _ := a.msgs.Counts(); n >= MaxMessagesPerAtom {
-		return fmt.Errorf("%w: run %q seq %d: an atom sends at most %d messages", ErrMessageTooLarge, r.id, a.seq, MaxMessagesPerAtom)
-	}
-	a.msgs.Send(to, payload)
-	return nil
+	return a.msgs.Add(r.id, a.seq, to, payload, ErrMessageTooLarge)
 }
 
 // receiverOpen says why run to takes no messages, or nil.
@@ -159,8 +155,8 @@ func (x *receiver) Lock(ctx context.Context) error {
 		return err
 	}
 	err := a.runningLocked()
-	if _, n := a.msgs.Counts(); err == nil && n >= MaxMessagesPerAtom {
-		err = fmt.Errorf("%w: run %q seq %d: an atom receives at most %d messages", ErrMessageTooLarge, a.run.id, a.seq, MaxMessagesPerAtom)
+	if err == nil {
+		err = a.msgs.Receivable(a.run.id, a.seq, ErrMessageTooLarge)
 	}
 	if err != nil {
 		a.run.mu.Unlock()

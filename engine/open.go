@@ -182,10 +182,7 @@ func (db *DB) open() error {
 		err = db.writeStoreFile()
 	}
 	if err == nil {
-		err = db.replicateFiles()
-	}
-	if err == nil {
-		err = db.replicateBlobs()
+		err = db.replicateOpen() // replicator.go
 	}
 	if err == nil {
 		db.fence = db.openFence()

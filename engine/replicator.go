@@ -83,24 +83,14 @@ func (db *DB) replicateHook() func([][][]byte) error {
 	return replication.Hook(db.opts.Replicator, func() wal.Pos { return db.log.End() })
 }
 
-// replicateFiles gives the Replicator STORE and every dictionary (Open).
-func (db *DB) replicateFiles() error { return replication.Files(db.opts.Replicator, db.fs, db.dir) }
-
-// replicateDict gives the Replicator a new dictionary file.
-func (db *DB) replicateDict(id uint32, data []byte) error {
-	return replication.Dict(db.opts.Replicator, id, data)
-}
-
-// replicateBlob gives the Replicator, if it is a BlobReplicator, the blob
-// file name (in blobs/).
-func (db *DB) replicateBlob(name string) error {
-	return replication.Blob(db.opts.Replicator, db.fs, db.dir, name)
-}
-
-// replicateBlobs gives the Replicator, if it is a BlobReplicator, every
-// blob file of the store that the mark of shipped blobs does not name
-// (Open; internal/blobs, "Shipping").
-func (db *DB) replicateBlobs() error {
+// replicateOpen gives the Replicator, at Open, STORE and every
+// dictionary, then, if it is a BlobReplicator, every blob file of the
+// store that the mark of shipped blobs does not name (internal/blobs,
+// "Shipping").
+func (db *DB) replicateOpen() error {
+	if err := replication.Files(db.opts.Replicator, db.fs, db.dir); err != nil {
+		return err
+	}
 	_, err := db.blobs.ShipAll()
 	return err
 }

@@ -81,7 +81,7 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 	if a.doneLocked() {
 		return 0, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
 	}
-	off, attempt, err := db.streams.Write(ctx, a, r.id, a.seq, name, chunk, db.sealer, streamSource{db})
+	off, attempt, err := db.streams.Write(ctx, a, r.id, a.seq, name, chunk, db.sealer, db.streamLog())
 	if err != nil {
 		return 0, err
 	}
@@ -187,15 +187,8 @@ func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
 // healStreamsMarker is stream.Streams.Heal.
 func (db *DB) healStreamsMarker() { db.streams.Heal(db.logger) }
 
-// streamSource is the DB as the stream index's Source and Log.
-type streamSource struct{ db *DB }
-
-func (s streamSource) log() stream.LogSource {
-	return stream.LogSource{Log: s.db.log, File: s.db.segmentFile, Decoder: func() *record.Decoder { return s.db.decoder(false) },
-		Sealed: s.db.sealer != nil, ErrDeleted: ErrRunDeleted}
+// streamLog is the log as the stream capability reads and appends to it.
+func (db *DB) streamLog() stream.LogSource {
+	return stream.LogSource{Log: db.log, File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) },
+		Sealed: db.sealer != nil, ErrDeleted: ErrRunDeleted, Counted: db.noteAppended}
 }
-
-func (s streamSource) Scan(fn func(*record.Record) error) (wal.Pos, error) { return s.log().Scan(fn) }
-func (s streamSource) Data(pos wal.Pos) ([]byte, error)                    { return s.log().Data(pos) }
-func (s streamSource) AppendAsync(rec []byte) *wal.Waiter                  { return s.db.log.AppendAsync(rec) }
-func (s streamSource) Appended(n int)                                      { s.db.noteAppended(n) }

@@ -9,31 +9,35 @@ import (
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
+	"github.com/continuumdb/continuum/frame"
 )
 
 // Core is what the engine implements for a Set (doc.go).
 type Core interface {
-	// Store is the store's blob directory.
-	Store() *blob.Store
-	// Sealer is the sealer run's new blobs are written with: nil in a
-	// plaintext store, an error if the run has no data key left.
-	Sealer(run string) (blob.Sealer, error)
-	// Readers are the sealers a blob run references may be under (one
-	// nil sealer in a plaintext store).
-	Readers(run string) []blob.Sealer
+	// Sealers returns the data keys run's blobs are sealed under, the
+	// one new blobs are written with first; sealed is false in a
+	// plaintext store (s is then nil).
+	Sealers(run string) (s []blob.Sealer, sealed bool)
+	// Parent returns the parent of run ("" for a run that is no fork)
+	// and whether the store holds run.
+	Parent(run string) (parent string, held bool)
 	// References calls fn with every blob reference the log's records of
 	// live runs hold, and the run each is read as.
 	References(ctx context.Context, fn func(run string, ref blob.Ref)) error
+}
+
+// Config is what a Set is given once, when it is made.
+type Config struct {
+	// FS and Dir are the store's filesystem and blob directory, where the
+	// Set also keeps its mark of shipped blobs (MarkName).
+	FS  vfs.FS
+	Dir string
+	// Threshold: values above it (if > 0) go to blobs.
+	Threshold int
 	// Ship gives the committed blob file name to the store's replica and
-	// returns nil once the replica holds it durably; nil at once when the
-	// store is not replicated or its Replicator ships no blobs.
-	Ship(name string) error
-	// Ships reports whether Ship gives blobs to a replica (the Set then
-	// keeps its mark of shipped blobs).
-	Ships() bool
-	// Dir is the store's filesystem and blob directory (Store's), where
-	// the Set keeps its mark of shipped blobs (MarkName).
-	Dir() (vfs.FS, string)
+	// returns nil once the replica holds it durably; nil when the store
+	// ships no blobs (no mark is then kept).
+	Ship func(name string) error
 }
 
 // Holder is an atom in flight that writes or keeps blobs: Key is what it
@@ -46,8 +50,9 @@ type Holder struct {
 
 // Set is the blob capability's state (doc.go, "Guarantees").
 type Set struct {
-	core      Core
-	threshold int
+	core  Core
+	cfg   Config
+	store *blob.Store
 
 	mu sync.Mutex
 	// pending counts, per blob file name, the atoms in flight that wrote
@@ -71,22 +76,55 @@ type Set struct {
 	shipMu  sync.Mutex
 	shipped map[string]bool
 	// mark is the durable record of the names Core.Ship took (mark.go),
-	// kept when Core.Ships.
+	// kept when Config.Ship is set.
 	mark *mark
 }
 
-// New returns the Set over core; values above threshold bytes (if > 0)
-// go to blobs.
-func New(core Core, threshold int) *Set {
-	fs, dir := core.Dir()
-	return &Set{core: core, threshold: threshold, mark: &mark{fs: fs, dir: dir}}
+// New returns the Set over core and cfg.
+func New(core Core, cfg Config) *Set {
+	return &Set{core: core, cfg: cfg, store: blob.Open(cfg.FS, cfg.Dir), mark: &mark{fs: cfg.FS, dir: cfg.Dir}}
+}
+
+// sealer is the sealer run's new blobs are written with: nil in a
+// plaintext store, an error if the run has no data key left.
+func (s *Set) sealer(run string) (blob.Sealer, error) {
+	sl, sealed := s.core.Sealers(run)
+	if !sealed {
+		return nil, nil
+	}
+	if len(sl) == 0 {
+		return nil, fmt.Errorf("engine: run %q has no data key for its blobs (erased?)", run)
+	}
+	return sl[0], nil
+}
+
+// readers are the sealers a blob run references may be under: each data
+// key of the run, then its ancestors' (one nil sealer in a plaintext
+// store).
+func (s *Set) readers(run string) []blob.Sealer {
+	var out []blob.Sealer
+	seen := map[string]bool{}
+	for id := run; id != "" && !seen[id]; {
+		seen[id] = true
+		sl, sealed := s.core.Sealers(id)
+		if !sealed {
+			return []blob.Sealer{nil}
+		}
+		out = append(out, sl...)
+		p, held := s.core.Parent(id)
+		if !held {
+			break
+		}
+		id = p
+	}
+	return out
 }
 
 // Write writes what src yields as a blob of media type media ("" when
 // unknown) of h's run, in chunks, durably, and holds it for h until
 // Release(h.Key).
 func (s *Set) Write(ctx context.Context, h Holder, media string, src io.Reader) (blob.Ref, error) {
-	sl, err := s.core.Sealer(h.Run)
+	sl, err := s.sealer(h.Run)
 	if err != nil {
 		return blob.Ref{}, err
 	}
@@ -102,7 +140,7 @@ func (s *Set) Write(ctx context.Context, h Holder, media string, src io.Reader) 
 		s.writing--
 		s.mu.Unlock()
 	}()
-	w, err := s.core.Store().Create(sl, media)
+	w, err := s.store.Create(sl, media)
 	s.commit.RUnlock()
 	if err != nil {
 		return blob.Ref{}, fmt.Errorf("engine: run %q seq %d: %w", h.Run, h.Seq, err)
@@ -156,10 +194,10 @@ func (s *Set) ship(name string) error {
 	if done {
 		return nil
 	}
-	if err := s.core.Ship(name); err != nil {
-		return err
-	}
-	if s.core.Ships() {
+	if s.cfg.Ship != nil {
+		if err := s.cfg.Ship(name); err != nil {
+			return err
+		}
 		// Acknowledged: marked, so that no later Open ships it again.
 		if err := s.mark.add(name); err != nil {
 			return err
@@ -180,9 +218,9 @@ func (s *Set) ship(name string) error {
 // or a store's from before it was replicated), and returns how many it
 // gave. It lists the blob directory and reads the mark; a mark that names
 // blobs no longer here, or is damaged, is rewritten first with the names
-// it holds of blobs still here. It does nothing when Core.Ships is false.
+// it holds of blobs still here. It does nothing without a Config.Ship.
 func (s *Set) ShipAll() (int, error) {
-	if !s.core.Ships() {
+	if s.cfg.Ship == nil {
 		return 0, nil
 	}
 	marked, rewrite, err := s.mark.read()
@@ -190,7 +228,7 @@ func (s *Set) ShipAll() (int, error) {
 		return 0, err
 	}
 	var here, todo []string
-	if err := s.core.Store().Names(func(n string) error {
+	if err := s.store.Names(func(n string) error {
 		if marked[n] {
 			here = append(here, n)
 		} else {
@@ -253,8 +291,8 @@ func (s *Set) Release(key any) {
 func (s *Set) keep(h Holder, ref blob.Ref) bool {
 	s.commit.RLock()
 	defer s.commit.RUnlock()
-	st := s.core.Store()
-	for _, sl := range s.core.Readers(h.Run) {
+	st := s.store
+	for _, sl := range s.readers(h.Run) {
 		br, err := st.Open(ref, sl)
 		if err != nil {
 			continue
@@ -284,7 +322,7 @@ func (s *Set) hold(key any, name string) {
 // reference value of a new blob of v's bytes.
 func (s *Set) Value(ctx context.Context, h Holder, v []byte) (string, bool, error) {
 	prefixed := blob.HasValuePrefix(v)
-	if !prefixed && (s.threshold <= 0 || len(v) <= s.threshold) {
+	if !prefixed && (s.cfg.Threshold <= 0 || len(v) <= s.cfg.Threshold) {
 		return "", false, nil
 	}
 	if prefixed {
@@ -297,6 +335,24 @@ func (s *Set) Value(ctx context.Context, h Holder, v []byte) (string, bool, erro
 		return "", false, err
 	}
 	return blob.Value(ref), true, nil
+}
+
+// Delta returns d with each value Value puts in a blob for h replaced by
+// its reference value.
+func (s *Set) Delta(h Holder, d *frame.Delta) (*frame.Delta, error) {
+	return d.MapValues(func(v []byte) (string, bool, error) {
+		return s.Value(context.Background(), h, v)
+	})
+}
+
+// Result is a Do result res of h's as its certificate holds it: the
+// reference value of a blob if Value puts res in one, else res.
+func (s *Set) Result(ctx context.Context, h Holder, res []byte) ([]byte, error) {
+	v, ok, err := s.Value(ctx, h, res)
+	if err != nil || !ok {
+		return res, err
+	}
+	return []byte(v), nil
 }
 
 // Sweep removes the blobs no record of the log references and no atom in
@@ -334,7 +390,7 @@ func (s *Set) Sweep(ctx context.Context) (files int, n int64, err error) {
 	// aborted write's; with one, they wait for a later sweep.
 	temps := s.writing == 0
 	s.mu.Unlock()
-	return s.core.Store().Sweep(func(name string) bool {
+	return s.store.Sweep(func(name string) bool {
 		if live[name] {
 			return true
 		}
@@ -352,7 +408,7 @@ func (s *Set) Live(ctx context.Context, live map[string]bool) error {
 	return s.core.References(ctx, func(run string, ref blob.Ref) {
 		sl, ok := readers[run]
 		if !ok {
-			sl = s.core.Readers(run)
+			sl = s.readers(run)
 			readers[run] = sl
 		}
 		for _, x := range sl {

@@ -28,8 +28,15 @@ type fakeCore struct {
 	inShip  func(name string)
 }
 
-func (c *fakeCore) Ships() bool           { return !c.noShips }
-func (c *fakeCore) Dir() (vfs.FS, string) { return c.fs, "blobs" }
+// newSet is New over c: values above threshold (if > 0) go to blobs;
+// c ships them unless noShips.
+func newSet(c *fakeCore, threshold int) *Set {
+	cfg := Config{FS: c.fs, Dir: "blobs", Threshold: threshold, Ship: c.Ship}
+	if c.noShips {
+		cfg.Ship = nil
+	}
+	return New(c, cfg)
+}
 
 func (c *fakeCore) Ship(name string) error {
 	c.mu.Lock()
@@ -44,9 +51,9 @@ func (c *fakeCore) Ship(name string) error {
 	return c.shipErr
 }
 
-func (c *fakeCore) Store() *blob.Store                 { return blob.Open(c.fs, "blobs") }
-func (c *fakeCore) Sealer(string) (blob.Sealer, error) { return nil, nil }
-func (c *fakeCore) Readers(string) []blob.Sealer       { return []blob.Sealer{nil} }
+func (c *fakeCore) Store() *blob.Store                   { return blob.Open(c.fs, "blobs") }
+func (c *fakeCore) Sealers(string) ([]blob.Sealer, bool) { return nil, false }
+func (c *fakeCore) Parent(string) (string, bool)         { return "", true }
 func (c *fakeCore) References(ctx context.Context, fn func(string, blob.Ref)) error {
 	c.mu.Lock()
 	refs := append([]blob.Ref(nil), c.refs...)
@@ -72,7 +79,7 @@ func names(t *testing.T, c *fakeCore) map[string]bool {
 
 func TestSetValueThreshold(t *testing.T) {
 	c := &fakeCore{fs: vfs.NewMem()}
-	s := New(c, 8)
+	s := newSet(c, 8)
 	ctx := context.Background()
 	h := Holder{Key: 1, Run: "r", Seq: 1}
 	if v, ok, err := s.Value(ctx, h, []byte("small")); err != nil || ok || v != "" {
@@ -101,7 +108,7 @@ func TestSetValueThreshold(t *testing.T) {
 
 func TestSetSweepKeepsHeldAndReferenced(t *testing.T) {
 	c := &fakeCore{fs: vfs.NewMem()}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	ctx := context.Background()
 	put := func(key any, b string) blob.Ref {
 		ref, err := s.Write(ctx, Holder{Key: key, Run: "r", Seq: 1}, "", bytes.NewReader([]byte(b)))
@@ -131,7 +138,7 @@ func TestSetSweepKeepsHeldAndReferenced(t *testing.T) {
 // appended after the scan) survives the sweep.
 func TestSetSweepKeepsReleasedDuringScan(t *testing.T) {
 	c := &fakeCore{fs: vfs.NewMem()}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	ctx := context.Background()
 	var ref blob.Ref
 	c.during = func() {
@@ -152,7 +159,7 @@ func TestSetSweepKeepsReleasedDuringScan(t *testing.T) {
 
 func TestSetWriteCanceled(t *testing.T) {
 	c := &fakeCore{fs: vfs.NewMem()}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	if _, err := s.Write(ctx, Holder{Key: 1, Run: "r"}, "", bytes.NewReader([]byte("x"))); !errors.Is(err, context.Canceled) {
@@ -179,7 +186,7 @@ func TestDead(t *testing.T) {
 // again.
 func TestSetShip(t *testing.T) {
 	c := &fakeCore{fs: vfs.NewMem()}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	ctx := context.Background()
 	h := Holder{Key: 1, Run: "r", Seq: 1}
 	data := bytes.Repeat([]byte("ship"), 1000)
@@ -218,7 +225,7 @@ func TestSetShip(t *testing.T) {
 	}
 	// A new Set (a new Open) ships nothing: both are marked.
 	c.shipped = nil
-	if n, err := New(c, 0).ShipAll(); err != nil || n != 0 || len(c.shipped) != 0 {
+	if n, err := newSet(c, 0).ShipAll(); err != nil || n != 0 || len(c.shipped) != 0 {
 		t.Fatalf("ShipAll: %d, %v, shipped %v", n, err, c.shipped)
 	}
 	// Swept, then put again: shipped again.

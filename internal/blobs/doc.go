@@ -8,22 +8,27 @@
 //
 // # The interface
 //
-// What the engine implements (Core):
+// What the engine implements (Core), over its table of runs and its log:
 //
-//	Store() *blob.Store                        // the store's blob directory
-//	Sealer(run) (blob.Sealer, error)           // the sealer run's new blobs are written with (nil: plaintext)
-//	Readers(run) []blob.Sealer                 // the sealers a blob run references may be under
+//	Sealers(run) (s []blob.Sealer, sealed bool) // run's data keys for blobs, the newest first (sealed false: plaintext)
+//	Parent(run) (parent string, held bool)      // run's parent, if the store holds run
 //	References(ctx, fn func(run, blob.Ref)) error // every reference the log's records of live runs hold
-//	Ship(name) error                           // give a committed blob file to the replica (nil: not replicated)
-//	Ships() bool                               // Ship gives blobs to a replica
-//	Dir() (vfs.FS, string)                     // the store's FS and blob directory (the mark's)
+//
+// and what it gives once (Config): the store's FS and blob directory
+// (the mark's too), the threshold above which a value goes to a blob,
+// and Ship, which gives a committed blob file to the replica (nil: the
+// store ships no blobs). The Set decides the sealer a run's new blobs
+// are written with (an error if the run has none left) and those a blob
+// it references may be under (its keys, then its ancestors').
 //
 // What the engine calls, whole. An atom in flight is a Holder: the key it
 // is held under (any comparable value), its run and seq.
 //
-//	New(Core, threshold) *Set
+//	New(Core, Config) *Set
 //	(*Set).Write(ctx, Holder, media, src) (blob.Ref, error) // a blob from src, held for the atom
 //	(*Set).Value(ctx, Holder, v) (string, bool, error)     // v as a record of the atom holds it
+//	(*Set).Delta(Holder, d) (*frame.Delta, error)          // a delta's values, through Value (the prepare hook)
+//	(*Set).Result(ctx, Holder, res) ([]byte, error)        // a Do result, through Value
 //	(*Set).Release(key)                                    // the atom committed or failed
 //	(*Set).Sweep(ctx) (files, bytes, error)                // remove what nothing references or holds
 //	(*Set).Live(ctx, live) error                           // add the names the log references
@@ -49,14 +54,14 @@
 //
 // # Shipping
 //
-// Write ships a new blob (Core.Ship) once it is committed and held, with
+// Write ships a new blob (Config.Ship) once it is committed and held, with
 // no lock held, before it returns the Ref: a failed ship fails the Write,
 // and the blob, referenced by nothing, stays held until its atom's release
 // and then goes with a sweep. A name shipped since the Set was made (by
 // Write or ShipAll) is not shipped again; a sweep forgets the names it
 // removes.
 //
-// When Core.Ships, each name the replica acknowledged is then appended to
+// With a Config.Ship, each name the replica acknowledged is then appended to
 // the mark of shipped blobs, blobs/SHIPPED (mark.go: fixed entries with a
 // CRC each), and the mark fsynced, before Write returns: the mark only
 // ever names blobs the replica holds. ShipAll, at Open, reads the mark,

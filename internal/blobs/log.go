@@ -16,14 +16,14 @@ import (
 )
 
 // Open opens the blob ref names, as run reads it, under the first of
-// Core.Readers(run) that opens it: a blob missing under every sealer
+// the run's readers (its data keys, then its ancestors') that opens it: a blob missing under every sealer
 // matches blob.ErrNotFound, one damaged under one of them blob.ErrCorrupt
 // (the first error that is not ErrNotFound wins). A run with no sealer
 // left (erased) matches blob.ErrNotFound. The caller closes it.
 func (s *Set) Open(run string, ref blob.Ref) (io.ReadCloser, error) {
 	var first error
-	st := s.core.Store()
-	for _, sl := range s.core.Readers(run) {
+	st := s.store
+	for _, sl := range s.readers(run) {
 		br, err := st.Open(ref, sl)
 		if err == nil {
 			return br, nil

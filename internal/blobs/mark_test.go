@@ -20,7 +20,7 @@ import (
 func TestShipMarkCrash(t *testing.T) {
 	fs := vfs.NewCrashableMem()
 	c := &fakeCore{fs: fs}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	if n, err := s.ShipAll(); err != nil || n != 0 {
 		t.Fatalf("ShipAll of a store without blobs: %d, %v", n, err)
 	}
@@ -43,15 +43,15 @@ func TestShipMarkCrash(t *testing.T) {
 
 	nameB := blob.Name(blob.Hash(b), nil)
 	c1 := &fakeCore{fs: inShip}
-	if n, err := New(c1, 0).ShipAll(); err != nil || n != 1 || !slices.Equal(c1.shipped, []string{nameB}) {
+	if n, err := newSet(c1, 0).ShipAll(); err != nil || n != 1 || !slices.Equal(c1.shipped, []string{nameB}) {
 		t.Fatalf("Open after a crash before the mark: shipped %d %v (%v), want [%s]", n, c1.shipped, err, nameB)
 	}
 	c1.shipped = nil
-	if n, err := New(c1, 0).ShipAll(); err != nil || n != 0 {
+	if n, err := newSet(c1, 0).ShipAll(); err != nil || n != 0 {
 		t.Fatalf("the next Open shipped %d %v (%v), want none", n, c1.shipped, err)
 	}
 	c2 := &fakeCore{fs: after}
-	if n, err := New(c2, 0).ShipAll(); err != nil || n != 0 || len(c2.shipped) != 0 {
+	if n, err := newSet(c2, 0).ShipAll(); err != nil || n != 0 || len(c2.shipped) != 0 {
 		t.Fatalf("Open after a crash after Write: shipped %d %v (%v), want none", n, c2.shipped, err)
 	}
 }
@@ -64,7 +64,7 @@ func TestShipMarkRepair(t *testing.T) {
 	ctx := context.Background()
 	fs := vfs.NewMem()
 	c := &fakeCore{fs: fs}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	for i := range 3 {
 		data := bytes.Repeat([]byte{byte('a' + i)}, 3000)
 		if _, err := s.Write(ctx, Holder{Key: i, Run: "r", Seq: uint64(i)}, "", bytes.NewReader(data)); err != nil {
@@ -96,7 +96,7 @@ func TestShipMarkRepair(t *testing.T) {
 	open := func(what string, want int) {
 		t.Helper()
 		c.shipped = nil
-		n, err := New(c, 0).ShipAll()
+		n, err := newSet(c, 0).ShipAll()
 		if err != nil || n != want || len(c.shipped) != want {
 			t.Fatalf("%s: ShipAll shipped %d %v (%v), want %d", what, n, c.shipped, err, want)
 		}
@@ -104,7 +104,7 @@ func TestShipMarkRepair(t *testing.T) {
 			t.Fatalf("%s: the mark has %d bytes after Open, want %d (rewritten)", what, size(), full)
 		}
 		c.shipped = nil
-		if n, err := New(c, 0).ShipAll(); err != nil || n != 0 {
+		if n, err := newSet(c, 0).ShipAll(); err != nil || n != 0 {
 			t.Fatalf("%s: the Open after shipped %d %v (%v)", what, n, c.shipped, err)
 		}
 	}
@@ -133,7 +133,7 @@ func TestShipMarkRepair(t *testing.T) {
 		t.Fatalf("sweep removed %d (%v), want 2", f, err)
 	}
 	c.shipped = nil
-	if n, err := New(c, 0).ShipAll(); err != nil || n != 0 {
+	if n, err := newSet(c, 0).ShipAll(); err != nil || n != 0 {
 		t.Fatalf("Open after a sweep shipped %d (%v)", n, err)
 	}
 	if size() != markHeaderLen+markEntryLen {
@@ -143,11 +143,11 @@ func TestShipMarkRepair(t *testing.T) {
 	// No Replicator that ships blobs: no mark read, written or needed.
 	fs2 := vfs.NewMem()
 	c2 := &fakeCore{fs: fs2, noShips: true}
-	s2 := New(c2, 0)
+	s2 := newSet(c2, 0)
 	if _, err := s2.Write(ctx, Holder{Key: 1, Run: "r"}, "", bytes.NewReader(keep)); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := New(c2, 0).ShipAll(); err != nil || n != 0 {
+	if n, err := newSet(c2, 0).ShipAll(); err != nil || n != 0 {
 		t.Fatalf("ShipAll without a blob replica: %d, %v", n, err)
 	}
 	if _, err := fs2.Stat("blobs/" + MarkName); err == nil {
@@ -155,10 +155,10 @@ func TestShipMarkRepair(t *testing.T) {
 	}
 	// Replicated later: its blob is shipped once, then marked.
 	c2.noShips = false
-	if n, err := New(c2, 0).ShipAll(); err != nil || n != 1 {
+	if n, err := newSet(c2, 0).ShipAll(); err != nil || n != 1 {
 		t.Fatalf("the first replicated Open shipped %d (%v), want 1", n, err)
 	}
-	if n, err := New(c2, 0).ShipAll(); err != nil || n != 0 {
+	if n, err := newSet(c2, 0).ShipAll(); err != nil || n != 0 {
 		t.Fatalf("the second shipped %d (%v), want 0", n, err)
 	}
 }
@@ -183,7 +183,7 @@ func TestShipMarkFailure(t *testing.T) {
 	ctx := context.Background()
 	ffs := &failRW{FS: vfs.NewMem()}
 	c := &fakeCore{fs: ffs}
-	s := New(c, 0)
+	s := newSet(c, 0)
 	h := Holder{Key: 1, Run: "r", Seq: 1}
 	if _, err := s.Write(ctx, h, "", strings.NewReader(strings.Repeat("x", 2000))); err != nil {
 		t.Fatal(err)
@@ -198,7 +198,7 @@ func TestShipMarkFailure(t *testing.T) {
 		t.Fatalf("the next Write after a failed mark: %v, want the first error, final", err)
 	}
 	c.shipped = nil
-	if n, err := New(c, 0).ShipAll(); err != nil || n != 2 {
+	if n, err := newSet(c, 0).ShipAll(); err != nil || n != 2 {
 		t.Fatalf("Open after the failed mark shipped %d %v (%v), want the 2 unmarked", n, c.shipped, err)
 	}
 }

@@ -53,6 +53,8 @@
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)
 //	CheckSend(run, seq, to, n, tooLarge) error // Atom.Send's checks
 //	(*Draft).Send(to, payload)                 // payload copied
+//	(*Draft).Add(run, seq, to, payload, tooLarge) error // Send within MaxMessagesPerAtom
+//	(*Draft).Receivable(run, seq, tooLarge) error       // a receive within MaxMessagesPerAtom (Receiver.Lock)
 //	(*Draft).Counts() (sent, received int)
 //	(*Box).Receive(to, from, d, wait)          // claim the next message, or a channel closed on arrival
 //	(*Box).Next(ctx, rc, to, from, d, wait)    // Receive for a Receiver, waiting for a message if wait

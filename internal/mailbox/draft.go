@@ -20,6 +20,26 @@ func (d *Draft) Send(to string, payload []byte) {
 	d.sent = append(d.sent, record.SentMessage{To: to, Payload: clone(payload)})
 }
 
+// Add is Send of the atom run's seq, which sends at most
+// record.MaxMessagesPerAtom: past them it adds nothing and returns
+// tooLarge, wrapped.
+func (d *Draft) Add(run string, seq uint64, to string, payload []byte, tooLarge error) error {
+	if len(d.sent) >= record.MaxMessagesPerAtom {
+		return fmt.Errorf("%w: run %q seq %d: an atom sends at most %d messages", tooLarge, run, seq, record.MaxMessagesPerAtom)
+	}
+	d.Send(to, payload)
+	return nil
+}
+
+// Receivable says why the atom run's seq may receive no more: it received
+// record.MaxMessagesPerAtom (tooLarge, wrapped); or nil.
+func (d *Draft) Receivable(run string, seq uint64, tooLarge error) error {
+	if len(d.received) >= record.MaxMessagesPerAtom {
+		return fmt.Errorf("%w: run %q seq %d: an atom receives at most %d messages", tooLarge, run, seq, record.MaxMessagesPerAtom)
+	}
+	return nil
+}
+
 // Counts returns how many messages the Draft sent and received.
 func (d *Draft) Counts() (sent, received int) { return len(d.sent), len(d.received) }
 

@@ -19,7 +19,7 @@ import (
 // last append of each atom in flight that appended a chunk, by the key
 // the engine gives the atom.
 type Streams struct {
-	src    Source
+	src    func() Source
 	fs     vfs.FS
 	marker string
 	noSync bool
@@ -41,16 +41,18 @@ type atomState struct {
 	last    *wal.Waiter // guarded by Streams.mu
 }
 
-// NewStreams returns the state of a store whose Index reads src and
-// whose marker file, written before its first chunk, is marker in fs.
-func NewStreams(src Source, fs vfs.FS, marker string, noSync bool) *Streams {
+// NewStreams returns the state of a store whose Index reads the Source
+// src returns (called once, on the Index's first use: a LogSource over
+// the log then open) and whose marker file, written before its first
+// chunk, is marker in fs.
+func NewStreams(src func() Source, fs vfs.FS, marker string, noSync bool) *Streams {
 	return &Streams{src: src, fs: fs, marker: marker, noSync: noSync}
 }
 
 // Index returns the index, made on first use (loaded on its own first
 // use).
 func (s *Streams) Index() *Index {
-	s.once.Do(func() { s.index = New(s.src) })
+	s.once.Do(func() { s.index = New(s.src()) })
 	return s.index
 }
 

@@ -16,7 +16,7 @@ import (
 func TestStreamsBookkeeping(t *testing.T) {
 	fs := vfs.NewMem()
 	l := openLog(t, fs)
-	s := NewStreams(logSource{t, l}, fs, "STREAMS", false)
+	s := NewStreams(func() Source { return logSource{t, l} }, fs, "STREAMS", false)
 	ctx := context.Background()
 	if s.Used() {
 		t.Fatal("a store without its marker is used")
@@ -24,7 +24,7 @@ func TestStreamsBookkeeping(t *testing.T) {
 	if err := s.Mark(); err != nil {
 		t.Fatal(err)
 	}
-	if !s.Used() || !NewStreams(logSource{t, l}, fs, "STREAMS", false).Used() {
+	if !s.Used() || !NewStreams(func() Source { return logSource{t, l} }, fs, "STREAMS", false).Used() {
 		t.Fatal("after Mark, the store is not used")
 	}
 	// Attempt 1 of seq 1 appends twice, then crashes (never Done).

@@ -18,7 +18,7 @@
 // flight that appended a chunk (by a key the engine gives it: its
 // attempt, its last append's Waiter). The engine calls, whole:
 //
-//	NewStreams(Source, fs, marker, noSync) *Streams
+//	NewStreams(func() Source, fs, marker, noSync) *Streams // the Source made on the Index's first use
 //	(*Streams).Index() *Index; Used() bool; Mark() error // Mark before an atom's first chunk
 //	(*Streams).Seen(); Heal(logger)                      // the log holds streams; write a missing marker
 //	CheckChunk(run, seq, name, n, tooLarge) error         // Atom.Append's checks of a chunk
@@ -45,7 +45,7 @@
 //	}
 //
 // LogSource is that Source over the log's files and decoder the engine
-// hands it. Write appends a chunk's record through a Log:
+// hands it, and the Log Write appends a chunk's record through:
 //
 //	type Log interface {
 //		AppendAsync(rec []byte) *wal.Waiter // enqueue

@@ -72,20 +72,35 @@ func (s *Streams) Write(ctx context.Context, key any, run string, seq uint64, na
 	return off, attempt, nil
 }
 
-// LogSource is the Source of a store over its log: its segments' names
-// File, its records decoded by Decoder (without the ledger's records)
-// for a chunk's data; Sealed says the store seals its records (a scan
-// leaves them sealed); ErrDeleted is what the data of an erased run's
-// chunk fails with.
+// LogSource is the Source of a store over its log, and the Log Write
+// appends to: its segments' names File, its records decoded by Decoder
+// (without the ledger's records) for a chunk's data; Sealed says the
+// store seals its records (a scan leaves them sealed); ErrDeleted is what
+// the data of an erased run's chunk fails with; Counted, if set, counts
+// the bytes appended.
 type LogSource struct {
 	Log        *wal.Log
 	File       func(seg uint64) string
 	Decoder    func() *record.Decoder
 	Sealed     bool
 	ErrDeleted error
+	Counted    func(n int)
 }
 
-var _ Source = LogSource{}
+var (
+	_ Source = LogSource{}
+	_ Log    = LogSource{}
+)
+
+// AppendAsync implements Log.
+func (s LogSource) AppendAsync(rec []byte) *wal.Waiter { return s.Log.AppendAsync(rec) }
+
+// Appended implements Log.
+func (s LogSource) Appended(n int) {
+	if s.Counted != nil {
+		s.Counted(n)
+	}
+}
 
 // Scan implements Source: the records up to the log's end when it starts.
 func (s LogSource) Scan(fn func(*record.Record) error) (wal.Pos, error) {

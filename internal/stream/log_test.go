@@ -48,7 +48,7 @@ func TestWriteLogSource(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := LogSource{Log: l, File: wal.SegmentName, Decoder: func() *record.Decoder { return &record.Decoder{} }, ErrDeleted: errors.New("deleted")}
-	s := NewStreams(src, fs, "/STREAMS", true)
+	s := NewStreams(func() Source { return src }, fs, "/STREAMS", true)
 	if err := s.Mark(); err != nil {
 		t.Fatal(err)
 	}
@@ -81,6 +81,12 @@ func TestWriteLogSource(t *testing.T) {
 		return nil
 	}); err != nil || chunks != 2 {
 		t.Fatalf("Scan: %d chunks, %v", chunks, err)
+	}
+	// LogSource is itself a Log: it appends and counts through Counted.
+	counted := 0
+	src.Counted = func(n int) { counted += n }
+	if off, _, err := s.Write(ctx, key, "r", 1, "out", []byte("e"), nil, src); err != nil || off != 2 || counted == 0 {
+		t.Fatalf("Write through LogSource = %d, %v, %d bytes counted; want offset 2, counted", off, err, counted)
 	}
 	l.Close()
 	if _, _, err := s.Write(ctx, key, "r", 1, "out", []byte("d"), nil, log); err == nil || !strings.Contains(err.Error(), `append to stream "out"`) {
