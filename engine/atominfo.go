@@ -100,5 +100,5 @@ func (r *Run) committedAtomPos(ctx context.Context, seq uint64) (wal.Pos, error)
 	if inMem {
 		return pos, nil
 	}
-	return history.AtomPosition(ctx, (*histStore)(r.db), (*capView)(r), seq)
+	return history.AtomPosition(ctx, r.db.stateStore(), (*capView)(r), seq)
 }

@@ -6,7 +6,6 @@ package engine
 import (
 	"context"
 
-	"github.com/continuumdb/continuum/frame"
 	jrn "github.com/continuumdb/continuum/internal/journal"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -48,15 +47,6 @@ func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
 
 func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
 	return jrn.ReadIntent(journalCore{db}, loc)
-}
-
-// applyAtomBody applies atom record a's delta to f (record.ApplyAtom).
-func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
-	return record.ApplyAtom(db.comp, f, a, file, db.certifiedResult)
-}
-
-func (db *DB) certifiedResult(fp ledger.Fingerprint) ([]byte, error) {
-	return jrn.CertifiedResult(journalCore{db}, fp)
 }
 
 // journalCore is the DB as internal/journal's Core.
