@@ -120,7 +120,7 @@ func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError,
 func (a *Atom) resolve(ctx context.Context, in *ledger.Intent, result []byte) error {
 	db := a.run.db
 	ctx, obs := a.observeAction(ctx, in, false, true)
-	err := db.ledger.Resolve(ctx, &journal{db: db}, in, result)
+	err := db.ledger.Resolve(ctx, db.journal(), in, result)
 	resolveEnded(obs, ActionResolved, err)
 	if err != nil {
 		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
@@ -137,7 +137,7 @@ func (a *Atom) resolveFailed(ctx context.Context, in *ledger.Intent, reason stri
 	if err == nil {
 		var obs ActionObserver
 		ctx, obs = a.observeAction(ctx, in, false, true)
-		err = db.ledger.ResolveFailed(ctx, &journal{db: db}, in, reason)
+		err = db.ledger.ResolveFailed(ctx, db.journal(), in, reason)
 		resolveEnded(obs, ActionResolvedFailed, err)
 	}
 	if err != nil {
