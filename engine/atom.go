@@ -6,6 +6,7 @@ import (
 	"slices"
 	"sync"
 
+	jrn "github.com/continuumdb/continuum/internal/journal"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -304,8 +305,10 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 	db := a.run.db
 	var j ledger.Journal = (*strictJournal)(a)
 	if db.opts.Durability == Relaxed {
-		rj := &journal{db: db, atom: a, relaxed: true, landed: make(chan struct{})}
-		defer close(rj.landed)
+		landed := make(chan struct{})
+		defer close(landed)
+		rj := &relaxedJournal{Journal: db.journal(), a: a}
+		rj.Relaxed, rj.Landed = true, landed
 		j = rj
 	}
 	ctx, obs := a.observeAction(ctx, in, in.Idempotent, false)
@@ -350,24 +353,22 @@ func (a *Atom) doIntent(ctx context.Context, in *ledger.Intent, defaultKey bool,
 }
 
 // strictJournal is the ledger's Journal for a Do of atom a in a strict
-// store: journal.go's journal{db, atom: a}, made on the stack by each
-// call. A *Atom converts to it for nothing, where a journal per Do was an
-// allocation.
+// store: the DB's journal (journal.go), told to the atom of each intent
+// written. A *Atom converts to it for nothing, where a journal per Do was
+// an allocation.
 type strictJournal Atom
 
-func (s *strictJournal) journal() journal {
-	a := (*Atom)(s)
-	return journal{db: a.run.db, atom: a}
-}
-
 func (s *strictJournal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	j := s.journal()
-	return j.WriteIntent(ctx, in)
+	a := (*Atom)(s)
+	loc, err := a.run.db.journal().WriteIntent(ctx, in)
+	if err == nil {
+		a.noteStarted(in)
+	}
+	return loc, err
 }
 
 func (s *strictJournal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	j := s.journal()
-	return j.WriteCertificate(ctx, c)
+	return (*Atom)(s).run.db.journal().WriteCertificate(ctx, c)
 }
 
 func (s *strictJournal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
@@ -380,8 +381,24 @@ func (s *strictJournal) ReadIntent(loc ledger.Loc) (*ledger.Intent, error) {
 	return (*Atom)(s).run.db.readIntent(loc)
 }
 
+// relaxedJournal is the ledger's Journal for a Do of atom a in a relaxed
+// store: the DB's journal, relaxed, told to the atom of each intent
+// written.
+type relaxedJournal struct {
+	jrn.Journal
+	a *Atom
+}
+
+func (j *relaxedJournal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
+	loc, err := j.Journal.WriteIntent(ctx, in)
+	if err == nil {
+		j.a.noteStarted(in)
+	}
+	return loc, err
+}
+
 // Both journals read intents back, or a retry policy's schedule is lost.
 var (
 	_ ledger.IntentReader = (*strictJournal)(nil)
-	_ ledger.IntentReader = (*journal)(nil)
+	_ ledger.IntentReader = (*relaxedJournal)(nil)
 )

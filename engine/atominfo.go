@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/internal/history"
+	jrn "github.com/continuumdb/continuum/internal/journal"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/offline"
 	"github.com/continuumdb/continuum/record"
@@ -34,27 +35,15 @@ func (r *Run) Atom(ctx context.Context, seq uint64) (*AtomInfo, error) {
 		return nil, err
 	}
 	return offline.ReadAtomInfo(db.comp, db.sealer, db.log, db.segmentFile, pos, r.id, seq, func(fp ledger.Fingerprint) (ActionInfo, error) {
-		info := ActionInfo{Fingerprint: fp}
-		e, ok := db.ledger.Lookup(fp)
-		if !ok {
-			return info, nil
+		e, in, c, err := jrn.Action(journalCore{db}, fp)
+		info := ActionInfo{Fingerprint: fp, Status: e.Status}
+		if in != nil {
+			info.SetIntent(in, e.IntentLoc)
 		}
-		info.Status = e.Status
-		if e.IntentLoc != (ledger.Loc{}) {
-			i, err := db.readIntent(e.IntentLoc)
-			if err != nil {
-				return info, err
-			}
-			info.SetIntent(i, e.IntentLoc)
-		}
-		if e.CertLoc != (ledger.Loc{}) {
-			c, err := db.readCertificate(e.CertLoc)
-			if err != nil {
-				return info, err
-			}
+		if c != nil {
 			info.SetCert(c, e.CertLoc)
 		}
-		return info, nil
+		return info, err
 	})
 }
 
@@ -100,5 +89,5 @@ func (r *Run) committedAtomPos(ctx context.Context, seq uint64) (wal.Pos, error)
 	if inMem {
 		return pos, nil
 	}
-	return history.AtomPosition(ctx, (*histStore)(r.db), (*capView)(r), seq)
+	return history.AtomPosition(ctx, r.db.stateStore(), (*capView)(r), seq)
 }

@@ -6,40 +6,16 @@ package engine
 import (
 	"context"
 
-	"github.com/continuumdb/continuum/frame"
 	jrn "github.com/continuumdb/continuum/internal/journal"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
-// journal is one ledger call's journal (internal/journal); atom, if set,
-// is told of each intent written.
-type journal struct {
-	db      *DB
-	relaxed bool
-	landed  chan struct{}
-	atom    *Atom
-}
-
-func (j *journal) j() jrn.Journal {
-	return jrn.Journal{Core: journalCore{j.db}, Relaxed: j.relaxed, Landed: j.landed, Max: MaxSize, ErrTooLarge: ErrTooLarge}
-}
-
-func (j *journal) WriteIntent(ctx context.Context, in *ledger.Intent) (ledger.Loc, error) {
-	loc, err := j.j().WriteIntent(ctx, in)
-	if err == nil && j.atom != nil {
-		j.atom.noteStarted(in)
-	}
-	return loc, err
-}
-
-func (j *journal) WriteCertificate(ctx context.Context, c *ledger.Certificate) (ledger.Loc, error) {
-	return j.j().WriteCertificate(ctx, c)
-}
-
-func (j *journal) ReadCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
-	return j.db.readCertificate(loc)
+// journal is the journal of one ledger call (internal/journal), strict;
+// a relaxed Do's sets Relaxed and Landed (atom.go).
+func (db *DB) journal() jrn.Journal {
+	return jrn.Journal{Core: journalCore{db}, Max: MaxSize, ErrTooLarge: ErrTooLarge}
 }
 
 func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
@@ -48,15 +24,6 @@ func (db *DB) readCertificate(loc ledger.Loc) (*ledger.Certificate, error) {
 
 func (db *DB) readIntent(loc ledger.Loc) (*ledger.Intent, error) {
 	return jrn.ReadIntent(journalCore{db}, loc)
-}
-
-// applyAtomBody applies atom record a's delta to f (record.ApplyAtom).
-func (db *DB) applyAtomBody(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
-	return record.ApplyAtom(db.comp, f, a, file, db.certifiedResult)
-}
-
-func (db *DB) certifiedResult(fp ledger.Fingerprint) ([]byte, error) {
-	return jrn.CertifiedResult(journalCore{db}, fp)
 }
 
 // journalCore is the DB as internal/journal's Core.

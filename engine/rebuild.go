@@ -2,7 +2,7 @@ package engine
 
 // A segment's path, and the runs' last seqs during Open's replay, for log
 // damage named by run and seq (docs/DESIGN.md, "The log is the truth
-// (I9), in full"). A run's frame rebuilt from the log: histStore.Rebuild.
+// (I9), in full"). A run's frame rebuilt from the log: runstate.Store.Rebuild.
 
 import (
 	"github.com/continuumdb/continuum/layout"

@@ -119,7 +119,7 @@ func (a *Atom) settle(ctx context.Context, in *ledger.Intent, err error, result 
 	if err != nil {
 		return err
 	}
-	db, j, outcome := a.run.db, &journal{db: a.run.db}, ActionResolved
+	db, outcome := a.run.db, ActionResolved
 	if failed != nil {
 		outcome = ActionResolvedFailed
 		err = db.waitInDoubt(ctx, in)
@@ -128,9 +128,9 @@ func (a *Atom) settle(ctx context.Context, in *ledger.Intent, err error, result 
 		var obs ActionObserver
 		ctx, obs = a.observeAction(ctx, in, false, true)
 		if failed != nil {
-			err = db.ledger.ResolveFailed(ctx, j, in, *failed)
+			err = db.ledger.ResolveFailed(ctx, db.journal(), in, *failed)
 		} else {
-			err = db.ledger.Resolve(ctx, j, in, result)
+			err = db.ledger.Resolve(ctx, db.journal(), in, result)
 		}
 		resolveEnded(obs, outcome, err)
 	}

@@ -311,7 +311,7 @@ func TestRetryVerifyInvariants(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			j := &journal{db: db}
+			j := db.journal()
 			for _, r := range tc.recs(in) {
 				switch r := r.(type) {
 				case *ledger.Intent:

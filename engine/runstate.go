@@ -29,7 +29,7 @@ func (r *Run) materializeLocked() error {
 	if r.mu.frame != nil {
 		return nil
 	}
-	b, err := runstate.Materialize((*histStore)(r.db), r.restartLocked())
+	b, err := runstate.Materialize(r.db.stateStore(), r.restartLocked())
 	if b.Rebuilt {
 		r.mu.frameSeq, r.mu.frameHead, r.mu.frameSumSeq = 0, chain.Hash{}, 0
 	}
@@ -108,5 +108,5 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	case seq == r.base:
 		return r.baseFrame(ctx)
 	}
-	return history.State(ctx, (*histStore)(r.db), (*capView)(r), seq, indexed, fileSeq, mem)
+	return history.State(ctx, r.db.stateStore(), (*capView)(r), seq, indexed, fileSeq, mem)
 }

@@ -2,18 +2,15 @@ package engine
 
 // The run as the capabilities see it: capView, the one adapter of a run,
 // is a runview.Run and what history, lineage and saga (through
-// rollback.go's rollbackAtom) ask of a run beyond it; histStore is the
-// DB as internal/history reads a run's earlier state and internal/runstate
-// builds its frame after a restart.
+// rollback.go's rollbackAtom) ask of a run beyond it; stateStore gives
+// internal/history and internal/runstate the store's files
+// (runstate.Store).
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/lineage"
 	"github.com/continuumdb/continuum/internal/runstate"
@@ -22,7 +19,6 @@ import (
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -80,105 +76,15 @@ func (v *capView) FrameFile(seq uint64) (*frame.Frame, uint64, chain.Hash) {
 	if r.mu.gone != nil || r.mu.frameSeq <= r.base || r.mu.frameSeq > seq {
 		return nil, 0, chain.Hash{}
 	}
-	return runstate.ReadFile((*histStore)(r.db), r.restartLocked(), seq)
+	return runstate.ReadFile(r.db.stateStore(), r.restartLocked(), seq)
 }
 
-// histStore is the DB as package internal/history's Store and
-// internal/runstate's Core.
-type histStore DB
-
-var (
-	_ history.Store = (*histStore)(nil)
-	_ runstate.Core = (*histStore)(nil)
-)
-
-func (s *histStore) db() *DB { return (*DB)(s) }
-
-func (s *histStore) Snapshots(ctx context.Context) (*snapshot.Store, error) {
-	return s.db().usableSnapshots(ctx)
-}
-
-func (s *histStore) Mismatch(st *snapshot.Store, run string, seq uint64, err error) {
-	s.snaps.Mismatch(st, run, seq, err)
-}
-
-func (s *histStore) ScanPositions(ctx context.Context, run string, base, n uint64) ([]wal.Pos, error) {
-	return s.snaps.ScanPositions(ctx, run, base, n)
-}
-
-func (s *histStore) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	return s.db().readAtom(p, run, seq)
-}
-
-func (s *histStore) Apply(f *frame.Frame, a *record.Record) error {
-	return s.db().applyAtomBody(f, a, s.db().segmentFile)
-}
-
-func (s *histStore) LogDir() string { return s.db().path(layout.WALDir) }
-func (s *histStore) Warn(msg string, args ...any) {
-	s.logger.Log(context.Background(), slog.LevelWarn, msg, args...)
-}
-
-// SnapshotFrame decodes the frame of snap, the run's snapshot at seq: a
-// plain one (the raw encoding, reassembled from the store's chunks, whose
-// hashes the store checked) is decoded in place, without a copy; an
-// opaque one is decompressed (and opened, in an encrypted store) as a
-// frame file's is. A plain snapshot in an encrypted store, or one over
-// frame.MaxDecompressedSize (what no frame file's frame may decompress
-// to), is damage.
-func (s *histStore) SnapshotFrame(snap *snapshot.Snapshot, run string, seq uint64) (*frame.Frame, error) {
-	where := "snapshot of run " + run
-	if !snap.Plain {
-		return s.db().decodeFrame(snap.Frame, run, seq, where)
-	}
-	if s.sealer != nil {
-		return nil, record.Corruptf(where, "frame: stored in the clear in an encrypted store")
-	}
-	if len(snap.Frame) > frame.MaxDecompressedSize {
-		return nil, record.Corruptf(where, "frame: %d bytes, over the %d-byte limit", len(snap.Frame), frame.MaxDecompressedSize)
-	}
-	return layout.DecodeRawFrame(snap.Frame, where) // the store's buffer, ours alone
-}
-
-func (s *histStore) ReadFrameFile(run string) (string, []byte, error) {
-	name := s.db().frameFileName(run)
-	b, err := layout.ReadFile(s.fs, name)
-	return name, b, err
-}
-
-func (s *histStore) DecodeFrame(b []byte, run string, seq uint64, where string) (*frame.Frame, error) {
-	return s.db().decodeFrame(b, run, seq, where)
-}
-
-// ApplyReplayed names the log's directory for damage: an atom replayed at
-// Open keeps its body alone, not its segment.
-func (s *histStore) ApplyReplayed(f *frame.Frame, a *record.Record) error {
-	return s.db().applyAtomBody(f, a, func(uint64) string { return s.LogDir() })
-}
-
-// Rebuild builds run's frame at seq last from the log alone, from f, its
-// frame at base (checkpoint.ReplayRun). It reads the whole log.
-func (s *histStore) Rebuild(run string, base uint64, f *frame.Frame, last uint64, head chain.Hash) (*frame.Frame, error) {
-	db := s.db()
-	dec := db.decoder(false)
-	dec.Skip = func(k record.Kind, id []byte) bool { return k != record.KindAtom || string(id) != run }
-	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
-	if err != nil {
-		return nil, fmt.Errorf("engine: rebuild frame of run %q: %w", run, err)
-	}
-	defer c.Close()
-	err = checkpoint.ReplayRun(c, run, base, last, head, s.LogDir(), db.segmentFile,
-		func(a *record.Record) error { return db.applyAtomBody(f, a, db.segmentFile) })
-	if err != nil {
-		return nil, err
-	}
-	return f, nil // with no atom after base (a fork with none of its own), f is the frame
-}
-
-func (s *histStore) FrameRebuilt(run, why string) {
-	s.counters.framesRebuilt.Add(1)
-	s.logger.Warn("engine: frame file not used; rebuilding the run's frame from the log",
-		"run", run, "file", s.db().frameFileName(run), "reason", why)
+// stateStore is the DB as internal/history's Store and internal/runstate's
+// Core: the store's files, given as values.
+func (db *DB) stateStore() *runstate.Store {
+	return &runstate.Store{FS: db.fs, Dir: db.dir, Log: db.log, Snaps: db.snaps, Sealer: db.sealer, Comp: db.comp,
+		File: db.segmentFile, Decoder: db.decoder(false), Decode: db.decodeFrame, Journal: journalCore{db},
+		Logger: db.logger, Rebuilt: &db.counters.framesRebuilt}
 }
 
 // readAtom reads the atom record at p and checks that it is run's atom at

@@ -12,7 +12,8 @@
 //
 // # The interface
 //
-// What the engine implements over the DB (engine/runview.go's histStore):
+// What the engine provides (internal/runstate's Store, over the values
+// engine/runview.go's stateStore hands it):
 //
 //	type Store interface {
 //		// Snapshots returns the snapshot store, or nil when there is none

@@ -49,6 +49,7 @@
 //	(Journal).ReadCertificate(loc); ReadIntent(loc)    // ledger.Journal, ledger.IntentReader
 //	ReadCertificate(core, loc); ReadIntent(core, loc)  // a record the ledger's index names
 //	CertifiedResult(core, fp) ([]byte, error)          // an atom delta's certified result
+//	Action(core, fp)                                   // fp's ledger entry, its intent and certificate read back
 //
 // # Guarantees
 //

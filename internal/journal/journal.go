@@ -188,6 +188,24 @@ func ReadIntent(core Core, loc ledger.Loc) (*ledger.Intent, error) {
 	return r.Intent, nil
 }
 
+// Action returns the ledger's entry of action fp (the zero Entry when the
+// ledger knows none) and the intent and certificate it locates, read back
+// (nil where it locates none). An error is a read's.
+func Action(core Core, fp ledger.Fingerprint) (e ledger.Entry, in *ledger.Intent, c *ledger.Certificate, err error) {
+	e, _ = core.Ledger().Lookup(fp)
+	if e.IntentLoc != (ledger.Loc{}) {
+		if in, err = ReadIntent(core, e.IntentLoc); err != nil {
+			return e, nil, nil, err
+		}
+	}
+	if e.CertLoc != (ledger.Loc{}) {
+		if c, err = ReadCertificate(core, e.CertLoc); err != nil {
+			return e, in, nil, err
+		}
+	}
+	return e, in, c, nil
+}
+
 // CertifiedResult returns the certified result of action fp, for an
 // atom's delta that refers to it: the ledger's copy in memory, or the
 // certificate the ledger's index locates in the log. A certificate the

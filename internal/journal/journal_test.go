@@ -94,6 +94,14 @@ func TestStrict(t *testing.T) {
 	if _, err := ReadIntent(c, e.CertLoc); !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), "not the intent") {
 		t.Fatalf("ReadIntent of a certificate: %v, want corruption", err)
 	}
+	// Action reads back what the ledger locates; an unknown action is none.
+	if e2, i2, c2, err := Action(c, in.Fingerprint); err != nil || e2.Status != ledger.StatusDone ||
+		i2 == nil || i2.Fingerprint != in.Fingerprint || c2 == nil || string(c2.Result) != `"out"` {
+		t.Fatalf("Action = %+v, %+v, %+v, %v", e2, i2, c2, err)
+	}
+	if e2, i2, c2, err := Action(c, intent(t, "unknown", false).Fingerprint); err != nil || e2.Status != ledger.StatusNone || e2.IntentLoc != (ledger.Loc{}) || i2 != nil || c2 != nil {
+		t.Fatalf("Action of an unknown action = %+v, %+v, %+v, %v", e2, i2, c2, err)
+	}
 	// A ledger that holds the location only reads the result from the log.
 	c.l = ledger.New()
 	c.l.ApplyCertificate(cert, e.CertLoc, false)

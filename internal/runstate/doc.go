@@ -10,8 +10,12 @@
 //
 // # The interface
 //
-// What the engine implements over the DB (engine/runview.go's histStore,
-// which is also internal/history's Store):
+// What the package reads of the store (Core, which is also
+// internal/history's Store). Store implements it over the store's files;
+// the engine hands it the values once per read (engine/runview.go's
+// stateStore: its filesystem and directory, log, snapshot Keeper, sealer,
+// compressor, record decoder, frame decoder, journal.Core, logger and a
+// counter of frames rebuilt):
 //
 //	type Core interface {
 //		history.Store // ReadAtom, Snapshots, Mismatch, Apply, LogDir, Warn, ...
@@ -33,6 +37,7 @@
 //
 // What the engine calls:
 //
+//	Store{FS, Dir, Log, Snaps, ...}  // Core over the store's files
 //	Materialize(core, run)       // the frame at run.LastSeq (Built), or why not
 //	ReadFile(core, run)          // the frame file alone, checked (history's FrameFile)
 //	Drop(runs, budget, scan, drop) // the frame cache's sweep
