@@ -248,7 +248,7 @@ func (x *Index) FromFile() bool {
 // reflects (its entry's mark, the table's or the overlay's); ok false:
 // the index holds nothing of run. A caller that reads the record there
 // checks a single answer against the log without the whole check
-// (engine/registry.go, waitInLog).
+// (Waits.dueInLog).
 func (x *Index) Mark(run string) (wal.Pos, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
