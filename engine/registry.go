@@ -85,44 +85,20 @@ func (db *DB) checkRegistry() error {
 }
 
 // checkWaitsFile compares the index of waits' table (WAITS as Open
-// loaded it, internal/wait CheckTable) with the log's records of waits
-// that the registry's read of the log gathered (rc.waits), for the runs
-// the log says live; on any disagreement, the index is rebuilt from the
-// log (Distrust) and the disagreement warned of and kept for Stats.
+// loaded it) with the log's records of waits that the registry's read of
+// the log gathered (rc.waits), for the runs the log says live
+// (wait.Waits.CheckFile: on any disagreement, the index is rebuilt from
+// the log); the disagreement is kept for Stats.
 func (db *DB) checkWaitsFile(rc *registryCheck, runs map[string]*registry.Run, found *registry.Collector) error {
-	if err := db.waitsLoad(); err != nil {
-		return nil // the index's sticky error: every use of it returns it
-	}
-	x := db.waits.idx
-	live := func(id string) (uint64, bool) {
+	diff, err := db.waits.of(db).CheckFile(rc.waits, rc.to, func(id string) (uint64, bool) {
 		lr := runs[id]
 		if lr == nil || lr.End != nil || lr.EndAfter != nil || found.Gone.Has(id) {
 			return 0, false
 		}
 		return lr.Last + uint64(len(lr.After)), true
-	}
-	// The records of waits appended since the read of the log ended.
-	more := func(c *wait.Check) error {
-		from, ok := c.Last()
-		if !ok {
-			from = rc.to
-		}
-		return db.waitsSource().Scan(from, func(r *record.Record, payload []byte) error {
-			c.Add(r, payload)
-			return nil
-		})
-	}
-	diff, err := x.CheckTable(rc.waits, live, more)
-	if err != nil {
-		return fmt.Errorf("engine: check WAITS against the log: %w", err)
-	}
-	if diff == "" {
-		return nil
-	}
+	})
 	rc.waitsMismatch = diff
-	x.Distrust(diff) // warns, through the Source (Rebuilding)
-	db.waitsChanged()
-	return x.Err()
+	return err
 }
 
 // waitsMismatch returns how WAITS disagreed with the log, once the check
@@ -132,63 +108,6 @@ func (db *DB) waitsMismatch() string {
 		return ""
 	}
 	return db.reg.waitsMismatch
-}
-
-// waitsUnchecked reports whether the index of waits may answer on WAITS's
-// word: it is (or will be) loaded from WAITS, and the check against the
-// log has not ended.
-func (db *DB) waitsUnchecked() bool {
-	rc := db.reg
-	return rc != nil && !rc.waitsDone.Load() && db.waits.index(db).FromFile()
-}
-
-// maxDueInLog bounds the due waits a Ready checks one by one against the
-// log before the check of WAITS ended; past it, it waits for the check.
-const maxDueInLog = 4096
-
-// dueInLog reports whether each open wait of ws (Due's) is the log's: the
-// record at its run's mark (the last record the index reflects of the
-// run) is the wait's own record, with its name, time and deadline. One
-// read of the log per wait: the first Ready after a restart records the
-// due timeouts on the log's word at the cost of the due ones, not of the
-// whole check. (What it cannot see: a wait the log ended, reopened by a
-// forger who also moved its run's mark back to the wait's record; the
-// check a moment after Open finds that.)
-func (db *DB) dueInLog(ws []wait.Wait) bool {
-	x := db.waits.idx
-	dec := db.decoder(false)
-	var r record.Record
-	for i := range ws {
-		w := &ws[i]
-		pos, ok := x.Mark(w.Run)
-		if !ok || w.Outcome != wait.Open {
-			return false
-		}
-		raw, err := db.log.ReadAt(pos)
-		if err != nil {
-			return false
-		}
-		if err := dec.Decode(raw, pos, db.segmentFile(pos.Segment), &r); err != nil {
-			return false
-		}
-		if r.Kind != record.KindWait || r.Wait == nil || r.Run != w.Run || r.Seq != w.Seq ||
-			r.Wait.Name != w.Name || r.Wait.At != w.Declared || r.Wait.Deadline != w.Deadline {
-			return false
-		}
-	}
-	return true
-}
-
-// waitsTrusted returns once what the index of waits decides is the log's
-// word: at once when the index was built from the log, or once the check
-// of WAITS against the log (checkRegistry) ran. Every call that writes a
-// record of waits, or hands an atom the wait it takes, waits for it
-// first, so that no record is decided on a forged WAITS's word.
-func (db *DB) waitsTrusted() error {
-	if !db.waitsUnchecked() {
-		return nil
-	}
-	return db.checkRegistry()
 }
 
 // registryMismatch returns what checkRegistry found, once it ran.

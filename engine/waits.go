@@ -1,18 +1,16 @@
 package engine
 
 // Waits and timers: the API (engine/doc.go, "Waits and timers";
-// docs/DESIGN.md, "Waits and timers"), over package internal/wait, which
-// holds the index; this file is also the index's Source over the DB.
+// docs/DESIGN.md, "Waits and timers"): each a few lines over
+// internal/wait's Waits, which holds the index and conducts it
+// (waitcore.go adapts the DB to it).
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/record"
 )
@@ -106,10 +104,7 @@ const (
 // ErrWaitExists (another name), ErrAtomInProgress (an atom or a branch
 // is running).
 func (r *Run) Wait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
-	if err := r.db.waitsTrusted(); err != nil {
-		return Wait{}, err
-	}
-	return r.declareWait(ctx, name, deadline)
+	return exported(r.db.waits.of(r.db).Declare(ctx, waitRun{r}, name, deadline))
 }
 
 // Sleep is a wait for the clock only, until t: a timer. It ends, as
@@ -118,22 +113,15 @@ func (r *Run) Sleep(ctx context.Context, until time.Time) (Wait, error) {
 	if until.IsZero() {
 		return Wait{}, fmt.Errorf("%w: run %q: a sleep needs a time", ErrInvalidOptions, r.id)
 	}
-	if err := r.db.waitsTrusted(); err != nil {
-		return Wait{}, err
-	}
-	return r.declareWait(ctx, "", until)
+	return exported(r.db.waits.of(r.db).Declare(ctx, waitRun{r}, "", until))
 }
 
 // CurrentWait returns the run's wait after its last atom, if it has one
 // (a run that ended has none).
 func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
-	db := r.db
-	if err := db.waitsReady(ctx); err != nil {
+	w, ok, err := r.db.waits.of(r.db).Current(ctx, waitRun{r})
+	if !ok || err != nil {
 		return Wait{}, false, err
-	}
-	w, ok := r.currentWait()
-	if !ok {
-		return Wait{}, false, nil
 	}
 	return exportWait(&w), true, nil
 }
@@ -142,10 +130,7 @@ func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
 // the run then goes on without it. A wait that ended already is returned
 // as it is.
 func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
-	if err := r.db.waitsTrusted(); err != nil {
-		return Wait{}, err
-	}
-	return r.wake(ctx, record.WakeCancel, false)
+	return exported(r.db.waits.of(r.db).Cancel(ctx, waitRun{r}))
 }
 
 // WaitEnded blocks until the run's wait after its last atom has ended (it
@@ -153,35 +138,7 @@ func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
 // it. It is for a caller that holds a goroutine per run anyway; a host of
 // many runs uses Ready and ReadyChanged.
 func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
-	db := r.db
-	if err := db.waitsTrusted(); err != nil {
-		return Wait{}, err
-	}
-	for {
-		if err := db.waitsReady(ctx); err != nil {
-			return Wait{}, err
-		}
-		changed := db.ReadyChanged()
-		w, ok := r.currentWait()
-		switch {
-		case !ok:
-			return Wait{}, fmt.Errorf("%w: run %q", ErrNoWait, r.id)
-		case w.Outcome != WaitOpen:
-			return exportWait(&w), nil
-		case w.Deadline != 0 && w.Deadline <= db.waits.idx.Now():
-			if _, err := r.wake(ctx, record.WakeTimeout, true); err != nil {
-				return Wait{}, err
-			}
-			continue
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return Wait{}, ctx.Err()
-		case <-db.bg.stop:
-			return Wait{}, ErrClosed
-		}
-	}
+	return exported(r.db.waits.of(r.db).Ended(ctx, waitRun{r}, r.db.bg.stop))
 }
 
 // WaitOutcome returns the wait the atom follows (the run's wait after
@@ -189,21 +146,7 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 // then every attempt gets the same outcome. Errors: ErrWaitNotEnded (still
 // open), ErrNoWait.
 func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
-	db := a.run.db
-	if err := db.waitsReady(ctx); err != nil {
-		return Wait{}, err
-	}
-	if err := db.waitsTrusted(); err != nil {
-		return Wait{}, err
-	}
-	w, ok := db.waits.idx.Current(a.run.id, a.seq-1)
-	switch {
-	case !ok || w.Seq != a.seq-1:
-		return Wait{}, fmt.Errorf("%w: run %q seq %d", ErrNoWait, a.run.id, a.seq-1)
-	case w.Outcome == WaitOpen:
-		return exportWait(&w), fmt.Errorf("%w: run %q: the wait for %q after seq %d", ErrWaitNotEnded, a.run.id, w.Name, w.Seq)
-	}
-	return exportWait(&w), nil
+	return exported(a.run.db.waits.of(a.run.db).Outcome(ctx, a.run.id, a.seq-1))
 }
 
 // SendEvent sends an event named name, with payload (copied), to run,
@@ -214,50 +157,8 @@ func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 // event), ErrRunEnded, ErrRunDeleted, ErrNoRun, ErrTooLarge (payload over
 // MaxEventSize), ErrInvalidOptions (a bad name or sender id).
 func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload []byte) (SendResult, error) {
-	if err := db.checkOpen(); err != nil {
-		return SendResult{}, err
-	}
-	w := &record.WaitFields{Name: name, Sender: sender, Payload: payload}
-	if len(payload) > MaxEventSize {
-		return SendResult{}, fmt.Errorf("%w: run %q: an event payload of %d bytes, the limit is %d (engine.MaxEventSize)", ErrTooLarge, run, len(payload), MaxEventSize)
-	}
-	if err := record.CheckWaitFields(record.KindEvent, w); err != nil {
-		return SendResult{}, fmt.Errorf("%w: run %q: event: %v", ErrInvalidOptions, run, err)
-	}
-	if err := record.CheckRunID(run); err != nil {
-		return SendResult{}, err
-	}
-	if err := db.waitsReady(ctx); err != nil {
-		return SendResult{}, err
-	}
-	if err := db.waitsTrusted(); err != nil {
-		return SendResult{}, err
-	}
-	r, err := db.waitRun(run)
-	if err != nil {
-		return SendResult{}, err
-	}
-	digest := wait.Digest(name, payload)
-	var res SendResult
-	plain := append([]byte(nil), payload...)
-	err = r.writeWaits(ctx, nil, func(seq uint64, head chain.Hash, now int64) ([]waitRec, error) {
-		recs, dup, delivered, err := db.waits.idx.EventRecords(db.hasher.Link, run, seq, head, now, *w, digest, func(seq uint64) ([]byte, error) {
-			if db.sealer == nil {
-				return plain, nil
-			}
-			sealed, err := db.sealer.Seal(nil, plain, record.KindEvent, run, seq)
-			if err != nil {
-				return nil, fmt.Errorf("engine: event to run %q: %w", run, err)
-			}
-			return sealed, nil
-		})
-		if errors.Is(err, wait.ErrMismatch) {
-			return nil, fmt.Errorf("%w: run %q, sender %q", ErrEventMismatch, run, sender)
-		}
-		res.Duplicate, res.Delivered = dup, delivered
-		return waitRecs(recs, plain), err
-	})
-	return res, err
+	dup, delivered, err := db.waits.of(db).Send(ctx, run, name, sender, payload)
+	return SendResult{Duplicate: dup, Delivered: delivered}, err
 }
 
 // Ready returns up to max waits (max <= 0: all) that ended and that no
@@ -265,52 +166,13 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 // resume, each listed until an atom of it commits. It first records every
 // due timeout (docs/DESIGN.md, "Waits, events and timers").
 func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
-	if max <= 0 {
-		max = int(^uint(0) >> 1)
-	}
-	if err := db.waitsReady(ctx); err != nil {
-		return nil, err
-	}
-	if x := db.waits.idx; db.waitsUnchecked() {
-		// Timeouts to record, and runs to list, on the log's word: the
-		// due ones checked one by one against the log (dueInLog); runs
-		// WAITS lists ready, or too many due, wait for the check of WAITS.
-		// A Ready with nothing due nor ready waits for nothing.
-		due := x.Due(x.Now(), maxDueInLog)
-		if len(x.Ready(1)) > 0 || len(due) == maxDueInLog || !db.dueInLog(due) {
-			if err := db.waitsTrusted(); err != nil {
-				return nil, err
-			}
-		}
-	}
-	if err := db.fireDue(ctx); err != nil {
+	ws, err := db.waits.of(db).Ready(ctx, max)
+	if err != nil {
 		return nil, err
 	}
 	var out []Wait
-	seen := map[string]bool{}
-	for len(out) < max {
-		// Stale waits (an atom took them, or their run ended) leave the
-		// index as they are met; the next round reads past them.
-		ws := db.waits.idx.Ready(len(out) + min(max-len(out), 1<<16) + 16)
-		stale := 0
-		for i := range ws {
-			w := &ws[i]
-			if len(out) == max {
-				break
-			}
-			if seen[w.Run] {
-				continue
-			}
-			if db.waitStale(w) {
-				stale++
-				continue
-			}
-			seen[w.Run] = true
-			out = append(out, exportWait(w))
-		}
-		if stale == 0 {
-			break
-		}
+	for i := range ws {
+		out = append(out, exportWait(&ws[i]))
 	}
 	return out, nil
 }
@@ -319,25 +181,13 @@ func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
 // ended, or the earliest deadline of an open wait came (by the wall
 // clock's timer: with Options.Clock injected, the caller drives Ready).
 // Take the channel before calling Ready, then block on it.
-func (db *DB) ReadyChanged() <-chan struct{} {
-	s := &db.waits
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.mu.changed == nil {
-		s.mu.changed = make(chan struct{})
-	}
-	db.armWaitTimerLocked()
-	return s.mu.changed
-}
+func (db *DB) ReadyChanged() <-chan struct{} { return db.waits.ReadyChanged() }
 
 // NextDeadline returns the earliest deadline of an open wait.
 func (db *DB) NextDeadline(ctx context.Context) (time.Time, bool, error) {
-	if err := db.waitsReady(ctx); err != nil {
+	at, ok, err := db.waits.of(db).NextDeadline(ctx)
+	if !ok || err != nil {
 		return time.Time{}, false, err
-	}
-	at, ok := db.waits.idx.NextDeadline()
-	if !ok {
-		return time.Time{}, false, nil
 	}
 	return time.Unix(0, at), true, nil
 }
@@ -352,10 +202,10 @@ type WaitStats struct {
 
 // WaitStats returns the counts of the store's index of waits.
 func (db *DB) WaitStats(ctx context.Context) (WaitStats, error) {
-	if err := db.waitsReady(ctx); err != nil {
+	s, err := db.waits.of(db).Stats(ctx)
+	if err != nil {
 		return WaitStats{}, err
 	}
-	s := db.waits.idx.Stats()
 	return WaitStats{Runs: s.Runs, Open: s.Open, Ready: s.Ready, Pending: s.Pending}, nil
 }
 
@@ -367,19 +217,4 @@ func (db *DB) WaitStats(ctx context.Context) (WaitStats, error) {
 // the DB.
 type WaitObserver interface {
 	WaitRecorded(kind record.Kind, run string, seq uint64, w Wait)
-}
-
-// waitState is the DB's state of waits (capabilityState.waits).
-type waitState struct {
-	made  sync.Once
-	load  sync.Once
-	idx   *wait.Index                // made on first need (index), loaded by waitsLoad
-	err   error                      // the load's, sticky
-	ready atomic.Pointer[wait.Index] // idx once loaded: nil before
-	mu    struct {
-		sync.Mutex
-		changed chan struct{} // closed when a wait ends or the earliest deadline comes
-		timer   *time.Timer
-		timerAt int64 // the deadline the timer is armed for
-	}
 }

@@ -251,7 +251,7 @@ func TestWaitsFileTailOnly(t *testing.T) {
 	if _, err := db.Ready(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if s := db.waits.idx.Stats(); s.Applied != 0 || s.Open != n {
+	if s := db.waits.Index().Stats(); s.Applied != 0 || s.Open != n {
 		t.Fatalf("a restart with nothing after the checkpoint applied %d records (%d open waits)", s.Applied, s.Open)
 	}
 	if _, err := db.SendEvent(ctx, "r00", "x", "s", nil); err != nil {
@@ -262,7 +262,7 @@ func TestWaitsFileTailOnly(t *testing.T) {
 	if _, err := db.Ready(ctx, 0); err != nil {
 		t.Fatal(err)
 	}
-	if s := db.waits.idx.Stats(); s.Applied != 0 || s.Open != n || s.Pending != 1 {
+	if s := db.waits.Index().Stats(); s.Applied != 0 || s.Open != n || s.Pending != 1 {
 		t.Fatalf("after a second restart: %+v", s)
 	}
 	// The clock passes the first deadlines: they wake in order.
@@ -391,7 +391,7 @@ func TestWaitsFileSealed(t *testing.T) {
 		if got := waitsView(t, db, runs...); got != want {
 			t.Fatalf("%s: after the restart:\n%s\nwant\n%s", name, got, want)
 		}
-		if err := db.waitsTrusted(); err != nil { // the check of WAITS against the log ran
+		if err := db.waits.of(db).Trusted(); err != nil { // the check of WAITS against the log ran
 			t.Fatal(err)
 		}
 		why := db.Stats().WaitsRebuilt

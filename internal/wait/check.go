@@ -3,7 +3,10 @@ package wait
 // The check of the index's table (WAITS as Open loaded it, or as a
 // Capture since wrote it) against the log, a moment after Open: a WAITS
 // forged with its checksums recomputed is self-consistent, and only the
-// log shows it (docs/DESIGN.md, "The log is the truth (I9), in full").
+// log shows it (docs/DESIGN.md, "The log is the truth (I9), in full");
+// and Waits's side of it: CheckFile, Trusted (no record decided on the
+// table's word before the check), the first Ready's due waits read back
+// from the log one by one (dueInLog).
 
 import (
 	"bytes"
@@ -248,7 +251,7 @@ func (x *Index) FromFile() bool {
 // reflects (its entry's mark, the table's or the overlay's); ok false:
 // the index holds nothing of run. A caller that reads the record there
 // checks a single answer against the log without the whole check
-// (engine/registry.go, waitInLog).
+// (Waits.dueInLog).
 func (x *Index) Mark(run string) (wal.Pos, bool) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -262,4 +265,91 @@ func (x *Index) Mark(run string) (wal.Pos, bool) {
 		return err
 	})
 	return p, ok
+}
+
+// maxDueInLog bounds the due waits a Ready checks one by one against the
+// log before the check of WAITS ended; past it, it waits for the check.
+const maxDueInLog = 4096
+
+// unchecked reports whether the index may answer on WAITS's word: it is
+// (or will be) loaded from WAITS, and the check against the log has not
+// ended.
+func (w *Waits) unchecked() bool { return w.core.Checking() && w.idx.FromFile() }
+
+// Trusted returns once what the index decides is the log's word: at once
+// when the index was built from the log, or once the check of WAITS
+// against the log (Core.CheckLog) ran. Every call that writes a record of
+// waits, or hands an atom the wait it takes, waits for it first, so that
+// no record is decided on a forged WAITS's word.
+func (w *Waits) Trusted() error {
+	if !w.unchecked() {
+		return nil
+	}
+	return w.core.CheckLog()
+}
+
+// dueInLog reports whether each open wait of ws (Due's) is the log's: the
+// record at its run's mark (the last record the index reflects of the
+// run) is the wait's own record, with its name, time and deadline. One
+// read of the log per wait: the first Ready after a restart records the
+// due timeouts on the log's word at the cost of the due ones, not of the
+// whole check. (What it cannot see: a wait the log ended, reopened by a
+// forger who also moved its run's mark back to the wait's record; the
+// check a moment after Open finds that.)
+func (w *Waits) dueInLog(ws []Wait) bool {
+	src := w.core.Source()
+	dec := src.Decoder()
+	var r record.Record
+	for i := range ws {
+		d := &ws[i]
+		pos, ok := w.idx.Mark(d.Run)
+		if !ok || d.Outcome != Open {
+			return false
+		}
+		raw, err := src.Log.ReadAt(pos)
+		if err != nil {
+			return false
+		}
+		if err := dec.Decode(raw, pos, src.File(pos.Segment), &r); err != nil {
+			return false
+		}
+		if r.Kind != record.KindWait || r.Wait == nil || r.Run != d.Run || r.Seq != d.Seq ||
+			r.Wait.Name != d.Name || r.Wait.At != d.Declared || r.Wait.Deadline != d.Deadline {
+			return false
+		}
+	}
+	return true
+}
+
+// CheckFile compares the index's table (WAITS as Open loaded it,
+// CheckTable) with c, the log's records of waits up to its last, and
+// those appended since (read through the Source from c's last, or from
+// replay, CHECKPOINT's replay position), for the runs live says live; on
+// any disagreement, which it returns, the index is rebuilt from the log
+// (Distrust, which warns through the Source). An index whose load failed
+// is not compared: every use of it returns its error.
+func (w *Waits) CheckFile(c *Check, replay wal.Pos, live Live) (string, error) {
+	if err := w.Load(); err != nil {
+		return "", nil
+	}
+	more := func(c *Check) error {
+		from, ok := c.Last()
+		if !ok {
+			from = replay
+		}
+		return w.core.Source().Scan(from, func(r *record.Record, payload []byte) error {
+			c.Add(r, payload)
+			return nil
+		})
+	}
+	diff, err := w.idx.CheckTable(c, live, more)
+	if err != nil {
+		return "", fmt.Errorf("engine: check WAITS against the log: %w", err)
+	}
+	if diff == "" {
+		return "", nil
+	}
+	w.idx.Distrust(diff)
+	w.changed()
+	return diff, w.idx.Err()
 }

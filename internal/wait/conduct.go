@@ -1,9 +1,8 @@
 package wait
 
-// What the engine's conduct of waits (engine/waitcore.go) hands to this
-// package: WAITS's writing at a checkpoint, the check of a replayed
-// record against its run, the records to write with an event's
-// plaintext.
+// The pieces of the conduct of waits (Waits, and the engine's replay):
+// WAITS's writing at a checkpoint, the check of a replayed record against
+// its run, the records to write with an event's plaintext.
 
 import (
 	"fmt"

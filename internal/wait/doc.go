@@ -26,18 +26,22 @@
 // start merged with the heap; Ready the ready section, then the list).
 // Capture merges both into the next table, which replaces the old one.
 //
-// It knows nothing of runs' locks or frames: package engine conducts it
-// (engine/waits.go, the API; engine/waitcore.go, the adapter), hands it
-// the store's files, keys and decoder (LogSource, the Source over them;
-// WriteFile writes WAITS at each checkpoint, sealed per block when the
-// store seals;
-// RecordSource is one over records in memory, for verify and the tests)
-// and the runs' write marks and the log's appends (Runs, for FireDue).
+// It knows nothing of runs' locks or frames: Waits (waits.go) conducts
+// it for the engine's API (engine/waits.go, a few lines a method): the
+// load on first use, the records of waits written under their run's
+// write mark, the due timeouts fired in batches, the list of ready runs,
+// the wake-ups of ReadyChanged, the check of WAITS against the log. It
+// reaches the engine through Core and Run (engine/waitcore.go's waitCore
+// and waitRun), which hand it the store's files, keys and decoder
+// (LogSource, the Source over them; WriteFile writes WAITS at each
+// checkpoint, sealed per block when the store seals; RecordSource is one
+// over records in memory, for verify and the tests), the runs' write
+// marks and the log's appends.
 //
 // # The interface
 //
 // What the engine hands the index (LogSource implements Source over the
-// store's files; the engine's adapter implements Runs over the DB):
+// store's files):
 //
 //	type Source interface {
 //		// WaitsFile returns WAITS's name and bytes, opened when the store
@@ -60,21 +64,57 @@
 // WAITS sealed per block, read with pread; ErrNotTable for a file of
 // another form, read through WaitsFile or MapWaitsFile).
 //
-//	type Runs interface {
-//		// Hold takes run's write mark once no atom of it runs, and
-//		// returns the run's newest seq and head in the log; ok false:
-//		// the run does not exist, ended, is ending or is broken.
-//		Hold(ctx context.Context, run string) (seq uint64, head chain.Hash, ok bool, err error)
-//		Release(run string)
-//		// Append writes the records durably, in one batch; done is
-//		// called once the index applied them (the engine untracks them).
+// What Waits needs of the engine, bound once (Waits.Bind, with the clock
+// and the engine's sentinels, Errors):
+//
+//	type Core interface {
+//		// Open returns the store's error once it is closed, else nil.
+//		Open() error
+//		// Run returns run id, which exists and is not deleted (else the
+//		// error to return: no such run, deleted).
+//		Run(id string) (Run, error)
+//		// Append writes the records durably, in one batch, and returns
+//		// their positions; the checkpoint's replay position stays below
+//		// them until done is called, once the index applied them.
 //		Append(ctx context.Context, raws [][]byte) (poss []wal.Pos, done func(), err error)
+//		// Link is the chain's link of a record (chain.Hasher.Link).
 //		Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash
-//		Recorded(rec *record.Record) // the observer
+//		// Source is the store's files, keys and decoder: the index's
+//		// load, WAITS's path and sealer, an event's sealing, the log's
+//		// reads of the check.
+//		Source() LogSource
+//		// Recorded is told of each record written and applied (the
+//		// observer); the index is loaded.
+//		Recorded(k record.Kind, run string, seq uint64)
+//		// Checking reports whether the check of WAITS against the log
+//		// is set up and has not ended; CheckLog runs it, once (it calls
+//		// Waits.CheckFile), and returns its error.
+//		Checking() bool
+//		CheckLog() error
 //	}
 //
-// What the engine calls, whole. Lock order: the run's lock (or its write
-// mark), then the index's own mutex; the Source's methods and Capture's
+//	type Run interface {
+//		ID() string
+//		// Hold waits until no atom of the run writes (err: ctx's), then
+//		// takes the run's write mark and returns the seq and head of its
+//		// newest atom in the log (a branch's, if newer); refused, with
+//		// nothing held, says why it takes no record: it ended, is ending
+//		// or is broken, or (declare) an atom or a branch of it runs.
+//		Hold(ctx context.Context, declare bool) (seq uint64, head chain.Hash, refused, err error)
+//		// Release gives back what Hold took.
+//		Release()
+//		// Last returns the run's last seq and whether it ended.
+//		Last() (seq uint64, ended bool)
+//	}
+//
+// What the engine calls of Waits: Bind, Index, Loaded, Use, Load, Close,
+// Gone, Taken, WriteFile, CheckFile, Trusted, and one method per API
+// call: Declare (Run.Wait, Sleep), Current, Cancel, Ended (WaitEnded),
+// Outcome (Atom.WaitOutcome), Send (SendEvent), Ready (it fires the due
+// timeouts first, in batches of 1,024 wake records, one fsync each),
+// ReadyChanged, NextDeadline, Stats. And of the index, whole (Waits
+// calls most of it). Lock order: the run's lock (or its write mark),
+// then the index's own mutex; the Source's methods and Capture's
 // row are called with the index's mutex held and take none of the
 // engine's locks but the log's.
 //
@@ -97,7 +137,6 @@
 //	(*Index).Gone(run)                      // the run ended or was deleted (before Load: done after it)
 //	(*Index).Changed() <-chan struct{}      // closed when a wait ends next
 //	(*Index).NextDeadline(), Pending(run), Stats()
-//	(*Index).FireDue(ctx, runs, batch) error // record the due timeouts, earliest first, in durable batches
 //	NewRecord(link, kind, run, seq, head, fields) *record.Record // a wait, event or wake record to write
 //	// what to write, under the run's write mark (its newest seq and head, the clock's now):
 //	(*Index).DeclareRecords(link, run, seq, head, now, fields) (Wait, []*record.Record, error) // Run.Wait, Sleep; ErrOtherWait
@@ -167,6 +206,9 @@
 package wait
 
 import (
+	"context"
+
+	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -176,4 +218,26 @@ type Source interface {
 	WaitsFile(gen uint64) (name string, b []byte, err error)
 	Scan(from wal.Pos, fn func(rec *record.Record, payload []byte) error) error
 	Rebuilding(why string)
+}
+
+// Core is what Waits needs of the engine beside its runs (see the
+// package doc).
+type Core interface {
+	Open() error
+	Run(id string) (Run, error)
+	Append(ctx context.Context, raws [][]byte) (poss []wal.Pos, done func(), err error)
+	Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash
+	Source() LogSource
+	Recorded(k record.Kind, run string, seq uint64)
+	Checking() bool
+	CheckLog() error
+}
+
+// Run is one of the store's runs as Waits writes its records (see the
+// package doc).
+type Run interface {
+	ID() string
+	Hold(ctx context.Context, declare bool) (seq uint64, head chain.Hash, refused, err error)
+	Release()
+	Last() (seq uint64, ended bool)
 }
