@@ -126,11 +126,6 @@ func deletedRun(id string, d *retention.Gone) DeletedRun {
 // retentionErrs are the sentinels package retention's refusals match.
 var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
 
-// deletionNote is the (signed) chain checkpoint of d's link.
-func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
-	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
-}
-
 // tableRuns is the DB's table of runs as retention.Runs and erasure.KeyRuns.
 type tableRuns DB
 
@@ -250,12 +245,7 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 		err = db.dirsDurable()
 	}
 	if err != nil {
-		if tooLargeForLog(err) {
-			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		err = advise(err)
-		db.failLog(err)
-		return nil, err
+		return nil, db.logError(err, "")
 	}
 	n := 0
 	for _, r := range recs {
