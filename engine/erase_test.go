@@ -675,7 +675,7 @@ func TestEraseTamper(t *testing.T) {
 		if _, err := db.Erase(ctx, "gone", ""); err != nil {
 			t.Fatal(err)
 		}
-		if db.keyLive("gone") {
+		if db.eraser.Live("gone") {
 			t.Fatal("Erase of an erased run left KEYS's older key live")
 		}
 		if err := db.Close(); err != nil {
@@ -689,7 +689,7 @@ func TestEraseTamper(t *testing.T) {
 		if err := db.checkRegistry(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; db.keyLive("gone"); i++ {
+		for i := 0; db.eraser.Live("gone"); i++ {
 			if i == 1000 {
 				t.Fatal("the engine did not erase the key of an erased run that an older KEYS holds")
 			}

@@ -20,16 +20,16 @@ import (
 )
 
 // Runs is what a run's erasure needs of the engine beyond a Resumer's
-// (engine/erase.go's eraseRuns). Its methods are called on the goroutine
-// that serves Jobs.
+// (engine/gc.go's gcCore). Its methods are called on the goroutine that
+// serves Jobs.
 type Runs interface {
 	Resumer
-	// Table is the store's table of runs: its Ready is called after the
-	// Resumer's, its Track, Take, Restore and Gone with the Resumer's lock
+	// Runs is the store's table of runs: its Writable is called after
+	// Loaded, its Track, Take, Restore and Gone with the Resumer's lock
 	// held. Take hands out the run, ended, as a deletion takes it, so
 	// that no fork of it appears before its erase record; Gone with
 	// record.KindErase finishes its withdrawal.
-	Table() retention.Runs
+	retention.Runs
 	// Unclean reports that the mark of an erasure that failed could not
 	// be removed (the next Open removes it).
 	Unclean(run string, err error)
@@ -69,11 +69,11 @@ func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-
 // error before the erase record is durable leaves the run as it was; one
 // after it is finished by the next Open (Pending).
 func (e *Eraser) EraseRun(ctx context.Context, rs Runs, run, reason string) error {
-	if err := rs.Ready(ctx); err != nil {
+	if err := rs.Loaded(ctx); err != nil {
 		return err
 	}
-	t := rs.Table()
-	if err := t.Ready(ctx); err != nil {
+	t := retention.Runs(rs)
+	if err := t.Writable(ctx); err != nil {
 		return err
 	}
 	rs.Lock()
@@ -188,8 +188,8 @@ func (e *Eraser) target(t retention.Runs, run string) (target, error) {
 }
 
 // Finisher is what steps 3 and 4 of a run's erasure need of the engine:
-// retention.Core's methods of those names (engine/gc.go's gcCore) and a
-// read of the log's ledger records.
+// retention.Core's methods of those names and a read of the log's ledger
+// records (retention.GC.LedgerRecords; engine/gc.go's gcCore forwards it).
 type Finisher interface {
 	Forget(fps []ledger.Fingerprint) int
 	Checkpoint() (wal.Pos, error)

@@ -53,10 +53,11 @@ func ended(id, parent string) retention.Candidate {
 	return retention.Candidate{ID: id, Parent: parent, Ended: true, Status: "completed"}
 }
 
-func (t *table) Ready(context.Context) error { return nil }
-func (t *table) Lock()                       { t.locked = true }
-func (t *table) Unlock()                     { t.locked = false }
-func (t *table) Table() retention.Runs       { return t }
+func (t *table) Loaded(context.Context) error   { return nil }
+func (t *table) Writable(context.Context) error { return nil }
+func (t *table) Lock()                          { t.locked = true }
+func (t *table) Unlock()                        { t.locked = false }
+func (t *table) Erased() []string               { return t.reg.Erased() }
 func (t *table) Deletion(run string) *retention.Gone {
 	g, _ := t.reg.Get(run)
 	return g

@@ -3,8 +3,9 @@
 // dead records (the dead prefix, compaction of segments in place), the
 // orphan rule of a replay of a trimmed log, and the removal of the
 // leftovers of failed writes. It knows nothing of the engine's runs or
-// locks: package engine implements Core (engine/gc.go) and Runs
-// (engine/delete.go) over its DB, and keeps the public API.
+// locks: package engine implements Core and Runs over its DB with one
+// adapter (engine/gc.go's gcCore, which is erasure's too), and keeps the
+// public API.
 //
 // The interface the engine implements, whole (Core):
 //
@@ -20,7 +21,7 @@
 // the store's table through Runs, whose runs are runview.Runs (ChainHead
 // gives each delete or erase record its link):
 //
-//	Ready(ctx) error                     // log usable, the log's deletions known; directories' fsyncs started
+//	Writable(ctx) error                  // log usable, the log's deletions known; directories' fsyncs started
 //	Track() (release func())             // the replay position held below the records and the withdrawal
 //	Take(choose) ([]runview.Run, error)  // under the table's lock: choose among the runs (and the Registry), the chosen withdrawn at once
 //	Append(ctx, recs) error              // the delete records, durable, all or none
@@ -36,8 +37,9 @@
 //	(*GC).Jobs(), (*Job).Run(gc, core)   // the background goroutine serves the queue
 //	(*GC).Lock(), Unlock()               // Delete and Erase: one at a time with a collection
 //	Delete(ctx, gc, runs, sel, errs, sign) // DB.DeleteRuns: the whole deletion over Runs
+//	(*GC).DropDerived, LedgerRecords     // Core's and erasure's: deleted runs' frame files and snapshots, the log's ledger records (over Env)
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
-//	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint
+//	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint (Signing.Note)
 //	Registry, GoneOf, Merge              // the deleted runs by id (under the engine's DB mutex): each one's delete and erase records, merged
 //	(*Registry).Replay, Misfit           // replay: a delete or erase record applied, or why it does not fit its run
 //	(*GC).Orphan, CheckOrphans, Trimmed  // replay of a log garbage collection trimmed

@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -60,6 +62,27 @@ type Env struct {
 	NoSync      bool
 	CompactDead float64 // Options.CompactDead (< 0: only wholly dead segments)
 	Logger      *slog.Logger
+
+	// What DropDerived and LedgerRecords use: a new decoder that leaves
+	// the ledger's records sealed; the frames directory and a run's frame
+	// file in it; the snapshot store (engine's snapindex.Keeper); the
+	// flag that keeps a store that failed to remove one from its
+	// clean-close mark.
+	Sealed    func() *record.Decoder
+	Frames    string
+	FrameFile func(run string) string
+	Snaps     Snapshots
+	Unclean   *atomic.Bool
+}
+
+// Snapshots is the store's snapshot store over its lifecycle.
+type Snapshots interface {
+	// Exists reports whether the store has a snapshot store (else none
+	// is created for a deletion).
+	Exists() bool
+	// Usable returns the snapshot store, opened, or nil or an error if it
+	// cannot be used.
+	Usable(ctx context.Context) (*snapshot.Store, error)
 }
 
 // Stats is what one garbage collection did (engine.GCStats, field for
