@@ -6,7 +6,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -178,9 +177,6 @@ func (c gcCore) Gone(k record.Kind, ids []string, gone []*retention.Gone, runs [
 
 // Find is erasure.KeyRuns's: run id, or whether it is deleted.
 func (c gcCore) Find(id string) (runview.Run, bool, error) {
-	if err := c.logFailed(); err != nil {
-		return nil, false, fmt.Errorf("engine: erase key: the log failed earlier; reopen the store: %w", err)
-	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.mu.closed {

@@ -5,7 +5,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	erasing "github.com/continuumdb/continuum/internal/erasure"
@@ -68,33 +67,10 @@ var (
 	_ erasing.KeyRuns  = gcCore{}
 )
 
-func (c gcCore) Ready(ctx context.Context) error {
-	if err := c.logFailed(); err != nil {
-		return fmt.Errorf("the log failed earlier; reopen the store: %w", err)
-	}
-	if err := c.waitLedger(ctx); err != nil {
-		return err
-	}
-	return c.checkRegistry()
-}
-
-func (c gcCore) Writable(context.Context) error {
-	if err := c.checkRegistry(); err != nil {
-		return err
-	}
-	return c.writable("", "")
-}
-
-func (c gcCore) Loaded(ctx context.Context) error {
-	if err := c.waitLedger(ctx); err != nil {
-		return err
-	}
-	if err := c.checkRegistry(); err != nil {
-		return err
-	}
-	c.startDirSyncs()
-	return nil
-}
+func (c gcCore) LogFailed() error                     { return c.logFailed() }
+func (c gcCore) WaitLedger(ctx context.Context) error { return c.waitLedger(ctx) }
+func (c gcCore) CheckRegistry() error                 { return c.checkRegistry() }
+func (c gcCore) StartDirSyncs()                       { c.startDirSyncs() }
 
 func (c gcCore) Checkpoint() (wal.Pos, error) {
 	err := c.checkpoint(false)

@@ -24,8 +24,8 @@ import (
 // serves Jobs.
 type Runs interface {
 	Resumer
-	// Runs is the store's table of runs: its Writable is called after
-	// Loaded, its Track, Take, Restore and Gone with the Resumer's lock
+	// Runs is the store's table of runs (retention.Writable is checked
+	// after Loaded), its Track, Take, Restore and Gone with the Resumer's lock
 	// held. Take hands out the run, ended, as a deletion takes it, so
 	// that no fork of it appears before its erase record; Gone with
 	// record.KindErase finishes its withdrawal.
@@ -69,11 +69,11 @@ func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-
 // error before the erase record is durable leaves the run as it was; one
 // after it is finished by the next Open (Pending).
 func (e *Eraser) EraseRun(ctx context.Context, rs Runs, run, reason string) error {
-	if err := rs.Loaded(ctx); err != nil {
+	if err := Loaded(ctx, rs); err != nil {
 		return err
 	}
 	t := retention.Runs(rs)
-	if err := t.Writable(ctx); err != nil {
+	if err := retention.Writable(t); err != nil {
 		return err
 	}
 	rs.Lock()
@@ -238,9 +238,11 @@ func (e *Eraser) Finish(ctx context.Context, f Finisher, run string) error {
 // runs.
 type KeyRuns interface {
 	// Find returns run, or deleted if the store deleted it (nil and false:
-	// no such run), under the table's lock; an error if the log failed
-	// earlier or the store is closed.
+	// no such run), under the table's lock; an error if the store is
+	// closed.
 	Find(run string) (r runview.Run, deleted bool, err error)
+	// LogFailed returns the log's first failure, if any (retention.Health's).
+	LogFailed() error
 	// Track holds the engine checkpoint's replay position at or below the
 	// erase-key record until release.
 	Track() (release func())
@@ -262,6 +264,9 @@ func (e *Eraser) EraseKey(ctx context.Context, rs KeyRuns, run, key, reason stri
 	}
 	if err != nil {
 		return ErasedKey{}, err
+	}
+	if err := rs.LogFailed(); err != nil {
+		return ErasedKey{}, fmt.Errorf("engine: erase key: the log failed earlier; reopen the store: %w", err)
 	}
 	r, deleted, err := rs.Find(run)
 	switch {

@@ -36,14 +36,14 @@
 // Resuming a run's erasure (resume.go) calls back into the engine through
 // Resumer, on the goroutine that serves Jobs:
 //
-//	Loaded(ctx) error         // ledger loaded, deletions known, directories durable
+//	retention.Health          // checked by Loaded: ledger loaded, deletions known, directories' fsyncs started
 //	Lock(), Unlock()          // one at a time with deletions and collections
 //	Deletion(run) *retention.Gone // run's durable deletion, with its erasure if the log holds its erase record
 //	Finish(ctx, run) error    // steps 3 to 5 (the engine calls Eraser.Finish)
 //
 // A run's erasure (conduct.go) takes the run out of the engine's table
 // through Runs: a Resumer, the table a deletion takes runs from
-// (retention.Runs: Writable, Track, Take, Restore, Gone(KindErase, ...)) and
+// (retention.Runs: Health, Track, Take, Restore, Gone(KindErase, ...)) and
 //
 //	Unclean(run, err)         // the mark of a failed erasure stayed (the next Open removes it)
 //
@@ -57,8 +57,9 @@
 // implements Store, Runs, Finisher and KeyRuns with one adapter, with
 // retention.Core):
 //
-//	Find(run) (runview.Run, deleted bool, error) // under the table's lock; an error if the log failed or the store closed
+//	Find(run) (runview.Run, deleted bool, error) // under the table's lock; an error if the store is closed
 //	Track() (release func())  // the replay position held below the erase-key record
+//	LogFailed() error         // the log's first failure, if any (no erasure of a key then)
 //
 // Usage (what package engine does, in short):
 //

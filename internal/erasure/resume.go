@@ -19,9 +19,10 @@ import (
 // Resumer is what resuming an erasure needs of the engine. Its methods are
 // called on the goroutine that serves Jobs.
 type Resumer interface {
-	// Loaded returns once the ledger is loaded and the deletions the log
-	// holds are all known, and the store's directories are durable.
-	Loaded(ctx context.Context) error
+	// Health: a resumption starts once the ledger is loaded and the
+	// deletions the log holds are all known, the directories' fsyncs
+	// started (Loaded).
+	retention.Health
 	// Lock and Unlock order the resumption with deletions and garbage
 	// collection (the engine's GC lock).
 	Lock()
@@ -38,9 +39,22 @@ type Resumer interface {
 	Finish(ctx context.Context, run string) error
 }
 
+// Loaded returns once the ledger is loaded and the deletions the log
+// holds are all known, or why not; it starts the directories' fsyncs.
+func Loaded(ctx context.Context, h retention.Health) error {
+	if err := h.WaitLedger(ctx); err != nil {
+		return err
+	}
+	if err := h.CheckRegistry(); err != nil {
+		return err
+	}
+	h.StartDirSyncs()
+	return nil
+}
+
 // Resume finishes or undoes the interrupted erasure of run.
 func (e *Eraser) Resume(ctx context.Context, h Resumer, run string, logger *slog.Logger) error {
-	if err := h.Loaded(ctx); err != nil {
+	if err := Loaded(ctx, h); err != nil {
 		return err
 	}
 	h.Lock()

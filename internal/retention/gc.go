@@ -17,15 +17,30 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
+// Health is what the engine reports of its state, from which a
+// collection, a deletion and an erasure decide whether they may start.
+type Health interface {
+	// LogFailed returns the log's first failure (final: the store writes
+	// nothing more until it is reopened), or nil.
+	LogFailed() error
+	// WaitLedger returns once the ledger is loaded, or why it failed to.
+	WaitLedger(ctx context.Context) error
+	// CheckRegistry returns nil once the deleted runs before CHECKPOINT's
+	// replay position are known, or why they cannot be (CHECKPOINT's runs
+	// disagree with the log, or it could not be read).
+	CheckRegistry() error
+	// StartDirSyncs starts the fsyncs of the store's directories, which
+	// a record waits for before it is durable.
+	StartDirSyncs()
+}
+
 // Core is what a collection needs of the engine: the interface package
 // engine implements over its DB (the adapter), described whole in the
-// package's comment.
+// package's comment. A collection starts (before GC's lock) only if the
+// log has not failed, the ledger is loaded and the deleted runs are known
+// (Health).
 type Core interface {
-	// Ready returns why no collection may run now (the log failed, the
-	// ledger failed to load, CHECKPOINT's runs disagree with the log),
-	// or nil once the ledger is loaded and the deleted runs before the
-	// replay position are known. Called before GC's lock is taken.
-	Ready(ctx context.Context) error
+	Health
 	// Checkpoint writes an engine checkpoint (CHECKPOINT and the ledger
 	// table, durable) and returns its replay position. Called on the
 	// goroutine that owns the engine's checkpoints.
@@ -193,7 +208,13 @@ func (g *GC) Collect(ctx context.Context, core Core) (Stats, error) {
 
 func (g *GC) collect(ctx context.Context, core Core) (Stats, error) {
 	var st Stats
-	if err := core.Ready(ctx); err != nil {
+	if err := core.LogFailed(); err != nil {
+		return st, fmt.Errorf("the log failed earlier; reopen the store: %w", err)
+	}
+	if err := core.WaitLedger(ctx); err != nil {
+		return st, err
+	}
+	if err := core.CheckRegistry(); err != nil {
 		return st, err
 	}
 	g.mu.Lock()

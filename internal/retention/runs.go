@@ -15,11 +15,10 @@ import (
 // gcCore, also its Core). The runs it hands out are runview.Runs (ChainHead gives a
 // deletion its link).
 type Runs interface {
-	// Writable returns why no deletion may start now (the log failed
-	// earlier, the log's deleted runs before CHECKPOINT's replay
-	// position unknown because it could not be read); it starts the
-	// fsyncs of the store's directories, which the records wait for.
-	Writable(ctx context.Context) error
+	// A deletion starts only once the deleted runs are known, the
+	// directories' fsyncs started (the records wait for them) and if the
+	// log has not failed (Writable).
+	Health
 	// Track holds the engine checkpoint's replay position at or below
 	// the writes about to happen until release: the records and the
 	// withdrawal are one write for the checkpoint.
@@ -39,6 +38,20 @@ type Runs interface {
 	// and finishes the withdrawal of runs (those of them Take withdrew): a
 	// handle a caller kept serves nothing more.
 	Gone(k record.Kind, ids []string, gone []*Gone, runs []runview.Run)
+}
+
+// Writable returns why no deletion (or erasure) may write its records
+// now: the deleted runs before CHECKPOINT's replay position unknown, or
+// the log failed earlier; it starts the directories' fsyncs.
+func Writable(h Health) error {
+	if err := h.CheckRegistry(); err != nil {
+		return err
+	}
+	h.StartDirSyncs()
+	if err := h.LogFailed(); err != nil {
+		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
+	}
+	return nil
 }
 
 // Signing is what a delete or erase record's link and note are made
@@ -70,7 +83,7 @@ func Delete(ctx context.Context, gc *GC, runs Runs, sel Selection, errs Errors, 
 	if err := sel.Check(errs); err != nil {
 		return nil, err
 	}
-	if err := runs.Writable(ctx); err != nil {
+	if err := Writable(runs); err != nil {
 		return nil, err
 	}
 	gc.Lock()
