@@ -234,14 +234,7 @@ func (x *branchAtom) FailLocked(q *queuedBranch, err error) error {
 
 // branchLogError is the error of a branch's record the log refused as
 // too large, or failed (final).
-func (db *DB) branchLogError(err error, where string) error {
-	if tooLargeForLog(err) {
-		return fmt.Errorf("%w: %s: %w", ErrTooLarge, where, err)
-	}
-	err = advise(err)
-	db.failLog(err)
-	return fmt.Errorf("%s: %w", where, err)
-}
+func (db *DB) branchLogError(err error, where string) error { return db.logError(err, where) }
 
 // Durable reports, and marks, whether q's record is durable already, so
 // the commit before it publishes it too; a failure is q's to report.

@@ -427,17 +427,30 @@ func (db *DB) append(ctx context.Context, rec []byte) (wal.Pos, error) {
 		err = db.dirsDurable()
 	}
 	if err != nil {
-		if tooLargeForLog(err) {
-			// Refused before anything was written: the log is as usable
-			// as before, and the caller's state unchanged.
-			return pos, fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		err = advise(err)
-		db.failLog(err)
-		return pos, err
+		return pos, db.logError(err, "")
 	}
 	db.noteAppended(len(rec))
 	return pos, nil
+}
+
+// logError is the error of a write the log refused or failed, after
+// where (if not ""): a record or batch too large for the log was refused
+// before anything was written (ErrTooLarge: the log is as usable as
+// before, the caller's state unchanged); any other failure is final for
+// the log (failLog), with what to do about it (advise).
+func (db *DB) logError(err error, where string) error {
+	if where != "" {
+		where += ": "
+	}
+	if tooLargeForLog(err) {
+		return fmt.Errorf("%w: %s%w", ErrTooLarge, where, err)
+	}
+	err = advise(err)
+	db.failLog(err)
+	if where == "" {
+		return err
+	}
+	return fmt.Errorf("%s%w", where, err)
 }
 
 // failLog records that the log failed a write or sync (I8: final for the

@@ -1,12 +1,11 @@
 package engine
 
 // Deleting ended runs (docs/DESIGN.md, "Retention"): retention.Delete
-// over tableRuns.
+// over gcCore (gc.go), its table of runs here.
 
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
@@ -84,8 +83,8 @@ func (db *DB) DeleteRuns(ctx context.Context, o DeleteOptions) ([]DeletedRun, er
 	for _, s := range o.Status {
 		sel.Status = append(sel.Status, retention.Status{Name: s.String(), Final: s >= StatusCompleted && s <= StatusCancelled})
 	}
-	sign := retention.Signing{Hasher: db.hasher, StoreID: db.StoreID(), Signer: db.signer}
-	ds, err := retention.Delete(ctx, &db.gc, (*tableRuns)(db), sel, retentionErrs, sign)
+	c := gcCore{db}
+	ds, err := retention.Delete(ctx, &db.gc, c, sel, retentionErrs, c.Signing())
 	if err != nil || len(ds) == 0 {
 		return nil, err
 	}
@@ -126,89 +125,67 @@ func deletedRun(id string, d *retention.Gone) DeletedRun {
 // retentionErrs are the sentinels package retention's refusals match.
 var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
 
-// deletionNote is the (signed) chain checkpoint of d's link.
-func (db *DB) deletionNote(d DeletedRun) ([]byte, error) {
-	return retention.Note(db.StoreID(), db.signer, d.ID, d.Seq, d.Head)
+func (c gcCore) Track() func() {
+	tok := c.track()
+	return func() { c.untrack(tok) }
 }
 
-// tableRuns is the DB's table of runs as retention.Runs and erasure.KeyRuns.
-type tableRuns DB
-
-func (t *tableRuns) Ready(ctx context.Context) error {
-	db := (*DB)(t)
-	if err := db.checkRegistry(); err != nil {
-		return err
-	}
-	return db.writable("", "")
-}
-
-func (t *tableRuns) Track() func() {
-	tok := (*DB)(t).track()
-	return func() { (*DB)(t).untrack(tok) }
-}
-
-func (t *tableRuns) Take(choose func([]retention.Candidate, *retention.Registry) ([]string, error)) ([]runview.Run, error) {
-	db := (*DB)(t)
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.closed {
+func (c gcCore) Take(choose func([]retention.Candidate, *retention.Registry) ([]string, error)) ([]runview.Run, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
 		return nil, ErrClosed
 	}
-	db.allRunsLocked()
-	cands := make([]retention.Candidate, 0, len(db.mu.runs))
-	for _, r := range db.mu.runs {
+	c.allRunsLocked()
+	cands := make([]retention.Candidate, 0, len(c.mu.runs))
+	for _, r := range c.mu.runs {
 		cands = append(cands, candidate(r))
 	}
-	ids, err := choose(cands, &db.mu.deleted)
+	ids, err := choose(cands, &c.mu.deleted)
 	if err != nil {
 		return nil, err
 	}
 	chosen := make([]*Run, len(ids))
 	out := make([]runview.Run, len(ids))
 	for i, id := range ids {
-		chosen[i] = db.mu.runs[id]
+		chosen[i] = c.mu.runs[id]
 		out[i] = (*capView)(chosen[i])
 	}
-	db.withdrawLocked(true, chosen...)
+	c.withdrawLocked(true, chosen...)
 	return out, nil
 }
 
-func (t *tableRuns) Append(ctx context.Context, recs [][]byte) error {
-	_, err := (*DB)(t).appendBatch(ctx, recs)
+func (c gcCore) Append(ctx context.Context, recs [][]byte) error {
+	_, err := c.appendBatch(ctx, recs)
 	return err
 }
 
-func (t *tableRuns) Restore(runs []runview.Run) { (*DB)(t).restoreRuns(unviews(runs)...) }
+func (c gcCore) Restore(runs []runview.Run) { c.restoreRuns(unviews(runs)...) }
 
-func (t *tableRuns) Gone(k record.Kind, ids []string, gone []*retention.Gone, runs []runview.Run) {
-	db := (*DB)(t)
-	db.mu.Lock()
+func (c gcCore) Gone(k record.Kind, ids []string, gone []*retention.Gone, runs []runview.Run) {
+	c.mu.Lock()
 	for i, id := range ids {
-		db.mu.deleted.Mark(id, gone[i])
+		c.mu.deleted.Mark(id, gone[i])
 	}
-	db.mu.Unlock()
+	c.mu.Unlock()
 	err := ErrRunDeleted
 	if k == record.KindErase {
 		err = ErrRunErased
 	}
-	db.withdrawn(k, err, unviews(runs)...)
+	c.withdrawn(k, err, unviews(runs)...)
 }
 
 // Find is erasure.KeyRuns's: run id, or whether it is deleted.
-func (t *tableRuns) Find(id string) (runview.Run, bool, error) {
-	db := (*DB)(t)
-	if err := db.logFailed(); err != nil {
-		return nil, false, fmt.Errorf("engine: erase key: the log failed earlier; reopen the store: %w", err)
-	}
-	db.mu.Lock()
-	defer db.mu.Unlock()
-	if db.mu.closed {
+func (c gcCore) Find(id string) (runview.Run, bool, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.mu.closed {
 		return nil, false, ErrClosed
 	}
-	if r := db.runLocked(id); r != nil && !db.deletedLocked(id) {
+	if r := c.runLocked(id); r != nil && !c.deletedLocked(id) {
 		return (*capView)(r), false, nil
 	}
-	return nil, db.deletedLocked(id), nil
+	return nil, c.deletedLocked(id), nil
 }
 
 func unviews(vs []runview.Run) []*Run {
@@ -250,12 +227,7 @@ func (db *DB) appendBatch(ctx context.Context, recs [][]byte) ([]wal.Pos, error)
 		err = db.dirsDurable()
 	}
 	if err != nil {
-		if tooLargeForLog(err) {
-			return nil, fmt.Errorf("%w: %w", ErrTooLarge, err)
-		}
-		err = advise(err)
-		db.failLog(err)
-		return nil, err
+		return nil, db.logError(err, "")
 	}
 	n := 0
 	for _, r := range recs {

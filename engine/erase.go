@@ -1,9 +1,9 @@
 package engine
 
 // Erasing a run (crypto-shredding; docs/DESIGN.md, "Erasing a run"):
-// internal/erasure conducts it (Eraser.Erase, EraseRun, Finish); this file
-// is the API, eraseRuns (the DB as its Runs and Resumer) and the
-// resumption at Open of the erasures a crash interrupted.
+// internal/erasure conducts it (Eraser.Erase, EraseRun, Finish) over
+// gcCore (gc.go); this file is the API and the resumption at Open of the
+// erasures a crash interrupted.
 
 import (
 	"context"
@@ -11,8 +11,6 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/chain"
-	"github.com/continuumdb/continuum/internal/retention"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // ErrRunErased is returned by Run and Fork for the id of an erased run
@@ -41,7 +39,7 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	if err := db.checkOpen(); err != nil {
 		return DeletedRun{}, err
 	}
-	d, err := db.eraser.Erase(ctx, (*eraseRuns)(db), id, reason, db.bg.stop)
+	d, err := db.eraser.Erase(ctx, gcCore{db}, id, reason, db.bg.stop)
 	if err != nil {
 		return DeletedRun{}, err
 	}
@@ -50,68 +48,13 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 
 // finishErasures finishes, at Open, the erasures a crash interrupted: a
 // key marked erasing whose run has an erase record has its erasure
-// finished; one whose run has none is live again.
+// finished; one whose run has none is live again. If the replay read the
+// whole log, every erasure is known: healErasures starts.
 func (db *DB) finishErasures() error {
-	if db.keys == nil {
-		return nil
-	}
-	if db.reg == nil {
-		// The replay read the whole log: every erasure is known.
-		defer db.healErasures()
-	}
-	return db.eraser.ResumePending((*eraseRuns)(db), db.bg.stop, ErrClosed, db.logger)
+	return db.eraser.ResumePending(gcCore{db}, db.bg.stop, db.reg == nil)
 }
-
-// keyLive reports whether KEYS holds a data key of run id that is not
-// erased.
-func (db *DB) keyLive(id string) bool { return db.eraser.Live(id) }
 
 // healErasures finishes in the background the erasures of runs the log
 // erases whose key KEYS holds live (a KEYS older than the erasure, restored
 // from a copy), once the log's deletions are all known (checkRegistry).
-func (db *DB) healErasures() {
-	if db.keys == nil {
-		return
-	}
-	db.mu.Lock()
-	erased := db.mu.deleted.Erased()
-	db.mu.Unlock()
-	db.eraser.HealStale((*eraseRuns)(db), erased, db.bg.stop, ErrClosed, db.logger, db.setBackgroundErr, ErrClosed, wal.ErrClosed)
-}
-
-// eraseRuns is the DB as the erasure's Runs and Resumer
-// (internal/erasure's conduct.go and resume.go), on the background
-// goroutine.
-type eraseRuns DB
-
-func (h *eraseRuns) Ready(ctx context.Context) error {
-	db := (*DB)(h)
-	if err := db.waitLedger(ctx); err != nil {
-		return err
-	}
-	if err := db.checkRegistry(); err != nil {
-		return err
-	}
-	db.startDirSyncs()
-	return nil
-}
-
-func (h *eraseRuns) Lock()                 { h.gc.Lock() }
-func (h *eraseRuns) Unlock()               { h.gc.Unlock() }
-func (h *eraseRuns) Table() retention.Runs { return (*tableRuns)(h) }
-
-func (h *eraseRuns) Deletion(run string) *retention.Gone {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	d, _ := h.mu.deleted.Get(run)
-	return d
-}
-
-func (h *eraseRuns) Finish(ctx context.Context, run string) error {
-	return h.eraser.Finish(ctx, gcCore{(*DB)(h)}, run)
-}
-
-func (h *eraseRuns) Unclean(id string, err error) {
-	h.unclean.Store(true)
-	h.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", err)
-}
+func (db *DB) healErasures() { db.eraser.HealStale(gcCore{db}, db.bg.stop) }

@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -600,11 +601,11 @@ func TestEraseTamper(t *testing.T) {
 			var rec []byte
 			if asErase {
 				head := db.hasher.Link("r", seq+1, final, record.AppendDeletePayload(nil, at, "x"))
-				note, _ := db.deletionNote(DeletedRun{ID: "r", Seq: seq + 1, Head: head})
+				note, _ := retention.Note(db.StoreID(), db.signer, "r", seq+1, head)
 				rec = record.AppendErase(nil, "r", seq+1, final, head, at, "x", note)
 			} else {
 				head := db.hasher.Link("r", seq+1, final, record.AppendErasePayload(nil, at, "x"))
-				note, _ := db.deletionNote(DeletedRun{ID: "r", Seq: seq + 1, Head: head})
+				note, _ := retention.Note(db.StoreID(), db.signer, "r", seq+1, head)
 				rec = record.AppendDelete(nil, "r", seq+1, final, head, at, "x", note)
 			}
 			if _, err := db.append(ctx, rec); err != nil {
@@ -674,7 +675,7 @@ func TestEraseTamper(t *testing.T) {
 		if _, err := db.Erase(ctx, "gone", ""); err != nil {
 			t.Fatal(err)
 		}
-		if db.keyLive("gone") {
+		if db.eraser.Live("gone") {
 			t.Fatal("Erase of an erased run left KEYS's older key live")
 		}
 		if err := db.Close(); err != nil {
@@ -688,7 +689,7 @@ func TestEraseTamper(t *testing.T) {
 		if err := db.checkRegistry(); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; db.keyLive("gone"); i++ {
+		for i := 0; db.eraser.Live("gone"); i++ {
 			if i == 1000 {
 				t.Fatal("the engine did not erase the key of an erased run that an older KEYS holds")
 			}

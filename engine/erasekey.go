@@ -3,7 +3,7 @@ package engine
 // Erasing one memory key across a run, and the values of erasable memory
 // keys (Options.ErasableKeys) sealed with a data key of their own
 // (docs/DESIGN.md, "Erasing a memory key"): internal/erasure holds both;
-// this file is the API and the DB as the package's Store (eraseStore);
+// this file is the API, and gcCore (gc.go) is the package's Store;
 // hooks.go's prepare hook seals (Eraser.Seal), the reads open (Open).
 
 import (
@@ -14,7 +14,6 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/record"
-	"github.com/continuumdb/continuum/seal"
 )
 
 // ErrNotErasable is returned by EraseKey for a memory key of a run whose
@@ -62,40 +61,14 @@ func (db *DB) EraseKey(ctx context.Context, id, key, reason string) (ErasedKey, 
 	if err := db.checkRegistry(); err != nil {
 		return ErasedKey{}, err
 	}
-	k, err := db.eraser.EraseKey(ctx, (*tableRuns)(db), id, key, reason)
+	k, err := db.eraser.EraseKey(ctx, gcCore{db}, id, key, reason)
 	return ErasedKey(k), err
 }
 
-// newEraser is the DB's erasure capability, over the DB (eraseStore).
+// newEraser is the DB's erasure capability, over the DB (gcCore).
 func newEraser(db *DB) *erasing.Eraser {
-	return erasing.New(erasing.Config{Store: eraseStore{db}, ErasableKeys: db.opts.ErasableKeys,
+	return erasing.New(erasing.Config{Store: gcCore{db}, ErasableKeys: db.opts.ErasableKeys,
 		ErrInvalidDelta: ErrInvalidDelta, ErrInvalidOptions: ErrInvalidOptions, ErrNotErasable: ErrNotErasable,
-		ErrNothingToErase: ErrNothingToErase, ErrClosed: ErrClosed, Refusals: retentionErrs})
-}
-
-// eraseStore is the DB as package internal/erasure's Store: its KEYS
-// (keys.go), sealer, chain and log.
-type eraseStore struct{ db *DB }
-
-func (s eraseStore) LockKeys() (*seal.Table, *seal.Keys) { return s.db.keys.Lock() }
-func (s eraseStore) UnlockKeys()                         { s.db.keys.Unlock() }
-func (s eraseStore) ReplaceKeys(next *seal.Table) error  { return s.db.keys.Replace(next) }
-func (s eraseStore) AddKey(scope string) error           { return s.db.keys.Add(scope) }
-func (s eraseStore) Sealer() *record.Sealer              { return s.db.sealer }
-
-func (s eraseStore) Link(run string, seq uint64, prev chain.Hash, payload []byte) chain.Hash {
-	return s.db.hasher.Link(run, seq, prev, payload)
-}
-
-func (s eraseStore) Note(run string, seq uint64, head chain.Hash, final bool) ([]byte, error) {
-	c := chain.Checkpoint{StoreID: s.db.StoreID(), RunID: run, Seq: seq, Head: head, Final: final}
-	if s.db.signer == nil {
-		return chain.MarshalCheckpoint(c), nil
-	}
-	return s.db.signer.SignCheckpoint(c)
-}
-
-func (s eraseStore) Append(ctx context.Context, rec []byte) error {
-	_, err := s.db.append(ctx, rec)
-	return err
+		ErrNothingToErase: ErrNothingToErase, ErrClosed: ErrClosed, Refusals: retentionErrs,
+		Logger: db.logger, Fail: db.setBackgroundErr})
 }

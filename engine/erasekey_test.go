@@ -413,7 +413,7 @@ func TestEraseKeyTamper(t *testing.T) {
 		at := time.Now().UnixNano()
 		// Its link covers another reason than the one it holds.
 		link := db.hasher.Link("r", seq, head, record.AppendEraseKeyPayload(nil, at, "email", nos, "the real reason"))
-		note, _ := eraseStore{db}.Note("r", seq, link, false)
+		note, _ := gcCore{db}.Signing().Note("r", seq, link, false)
 		if _, err := db.append(ctx, record.AppendEraseKey(nil, "r", seq, head, link, at, "email", nos, "a forged reason", note)); err != nil {
 			t.Fatal(err)
 		}
@@ -436,7 +436,7 @@ func TestEraseKeyTamper(t *testing.T) {
 		nos := []uint64{keyNo(db, "pii/ssn")} // the record says "email"
 		at := time.Now().UnixNano()
 		link := db.hasher.Link("r", seq, head, record.AppendEraseKeyPayload(nil, at, "email", nos, "x"))
-		note, _ := eraseStore{db}.Note("r", seq, link, false)
+		note, _ := gcCore{db}.Signing().Note("r", seq, link, false)
 		if _, err := db.append(ctx, record.AppendEraseKey(nil, "r", seq, head, link, at, "email", nos, "x", note)); err != nil {
 			t.Fatal(err)
 		}

@@ -1,13 +1,13 @@
 package engine
 
 // Garbage collection (docs/DESIGN.md, "Retention"): internal/retention's,
-// over gcCore.
+// over gcCore, the one adapter of retention and erasure.
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -44,34 +44,41 @@ func (db *DB) GC(ctx context.Context) (GCStats, error) {
 	return GCStats(st), err
 }
 
-// gcEnv is what the collection reads the log and writes RETENTION with.
+// gcEnv is what the collection reads the log and writes RETENTION with,
+// and what it removes the derived files of deleted runs with.
 func (db *DB) gcEnv() retention.Env {
 	return retention.Env{Log: db.log, File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(true) },
-		FS: db.fs, Dir: db.dir, StoreID: db.storeID, NoSync: db.opts.NoSync, CompactDead: db.opts.CompactDead, Logger: db.logger}
+		FS: db.fs, Dir: db.dir, StoreID: db.storeID, NoSync: db.opts.NoSync, CompactDead: db.opts.CompactDead, Logger: db.logger,
+		Sealed: func() *record.Decoder { return db.decoder(false) }, Frames: db.path(layout.FramesDir),
+		FrameFile: db.frameFileName, Snaps: db.snaps, Unclean: &db.unclean}
 }
 
-// gcCore is the DB as retention.Core and erasure.Finisher (their doc.go).
-type gcCore struct{ db *DB }
+// gcCore is the DB as the one core of retention and erasure: retention's
+// Core and Runs, erasure's Store, Runs (and Resumer), Finisher and KeyRuns
+// (their doc.go). The derived files and the log's ledger records are
+// retention.GC's (over gcEnv).
+type gcCore struct{ *DB }
 
-var _ retention.Core = gcCore{}
+var (
+	_ retention.Core   = gcCore{}
+	_ erasing.Store    = gcCore{}
+	_ erasing.Runs     = gcCore{}
+	_ erasing.Finisher = gcCore{}
+	_ erasing.KeyRuns  = gcCore{}
+)
 
-func (c gcCore) Ready(ctx context.Context) error {
-	if err := c.db.logFailed(); err != nil {
-		return fmt.Errorf("the log failed earlier; reopen the store: %w", err)
-	}
-	if err := c.db.waitLedger(ctx); err != nil {
-		return err
-	}
-	return c.db.checkRegistry()
-}
+func (c gcCore) LogFailed() error                     { return c.logFailed() }
+func (c gcCore) WaitLedger(ctx context.Context) error { return c.waitLedger(ctx) }
+func (c gcCore) CheckRegistry() error                 { return c.checkRegistry() }
+func (c gcCore) StartDirSyncs()                       { c.startDirSyncs() }
 
 func (c gcCore) Checkpoint() (wal.Pos, error) {
-	err := c.db.checkpoint(false)
-	return c.db.bg.replay, err
+	err := c.checkpoint(false)
+	return c.bg.replay, err
 }
 
 func (c gcCore) StoreHead() (bool, error) {
-	live := c.db.runList()
+	live := c.runList()
 	headAfter := false
 	for _, r := range live {
 		r.mu.Lock()
@@ -81,44 +88,51 @@ func (c gcCore) StoreHead() (bool, error) {
 	if !headAfter {
 		return false, nil
 	}
-	return true, c.db.writeStoreHead(live, true)
+	return true, c.writeStoreHead(live, true)
 }
 
 func (c gcCore) Deleted() map[string]bool {
-	c.db.mu.Lock()
-	defer c.db.mu.Unlock()
-	return c.db.mu.deleted.Durable()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.deleted.Durable()
 }
 
-// DropDerived removes runs' frame files and snapshots, if there is a
-// usable snapshot store.
+func (c gcCore) Erased() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.mu.deleted.Erased()
+}
+
+func (c gcCore) Deletion(run string) *retention.Gone {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	d, _ := c.mu.deleted.Get(run)
+	return d
+}
+
 func (c gcCore) DropDerived(ctx context.Context, runs map[string]bool) error {
-	db := c.db
-	if retention.RemoveFrames(db.fs, db.path(layout.FramesDir), runs, db.frameFileName, db.opts.NoSync, db.logger) {
-		db.unclean.Store(true)
-	}
-	if !db.snaps.Exists() {
-		return nil // never created: no snapshot to delete (and none is created for it)
-	}
-	if snaps, err := db.snaps.Usable(ctx); err == nil && snaps != nil {
-		return retention.DropSnapshots(snaps, runs, db.opts.NoSync)
-	}
-	return nil
+	return c.gc.DropDerived(ctx, runs)
 }
-
-func (c gcCore) Forget(fps []ledger.Fingerprint) int { return c.db.ledger.Forget(fps) }
-
-func (c gcCore) Closed() error { return c.db.checkOpen() }
 
 func (c gcCore) LedgerRecords() (*record.Cursor, func(sealed, into *record.Record) error, error) {
-	db := c.db
-	cheap := db.decoder(false) // leaves the ledger's records sealed
-	cheap.Skip = func(k record.Kind, _ []byte) bool { return k != record.KindIntent && k != record.KindCert }
-	full := db.decoder(true)
-	cur, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, cheap)
-	return cur, func(sealed, r *record.Record) error {
-		return full.Decode(sealed.Raw, sealed.Pos, db.segmentFile(sealed.Pos.Segment), r)
-	}, err
+	return c.gc.LedgerRecords()
+}
+
+func (c gcCore) Forget(fps []ledger.Fingerprint) int          { return c.ledger.Forget(fps) }
+func (c gcCore) Closed() error                                { return c.checkOpen() }
+func (c gcCore) Lock()                                        { c.gc.Lock() }
+func (c gcCore) Unlock()                                      { c.gc.Unlock() }
+func (c gcCore) Finish(ctx context.Context, run string) error { return c.eraser.Finish(ctx, c, run) }
+func (c gcCore) Keys() erasing.Keys                           { return c.keys }
+func (c gcCore) Sealer() *record.Sealer                       { return c.sealer }
+
+func (c gcCore) Signing() retention.Signing {
+	return retention.Signing{Hasher: c.hasher, StoreID: c.StoreID(), Signer: c.signer}
+}
+
+func (c gcCore) Unclean(id string, err error) {
+	c.unclean.Store(true)
+	c.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", err)
 }
 
 // logTrimmed reports whether garbage collection removed records from the
@@ -133,9 +147,5 @@ func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked)
 
 // removeLeftovers is retention.RemoveLeftovers, keeping cp's ledger table.
 func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
-	var keep *uint64
-	if cp != nil {
-		keep = &cp.LedgerGen
-	}
-	return retention.RemoveLeftovers(db.fs, db.dir, []string{db.path(layout.FramesDir), db.path(layout.DictsDir)}, keep)
+	return retention.RemoveLeftovers(db.fs, db.dir, []string{db.path(layout.FramesDir), db.path(layout.DictsDir)}, cp)
 }

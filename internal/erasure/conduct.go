@@ -20,16 +20,16 @@ import (
 )
 
 // Runs is what a run's erasure needs of the engine beyond a Resumer's
-// (engine/erase.go's eraseRuns). Its methods are called on the goroutine
-// that serves Jobs.
+// (engine/gc.go's gcCore). Its methods are called on the goroutine that
+// serves Jobs.
 type Runs interface {
 	Resumer
-	// Table is the store's table of runs: its Ready is called after the
-	// Resumer's, its Track, Take, Restore and Gone with the Resumer's lock
+	// Runs is the store's table of runs (retention.Writable is checked
+	// after Loaded), its Track, Take, Restore and Gone with the Resumer's lock
 	// held. Take hands out the run, ended, as a deletion takes it, so
 	// that no fork of it appears before its erase record; Gone with
 	// record.KindErase finishes its withdrawal.
-	Table() retention.Runs
+	retention.Runs
 	// Unclean reports that the mark of an erasure that failed could not
 	// be removed (the next Open removes it).
 	Unclean(run string, err error)
@@ -69,11 +69,11 @@ func (e *Eraser) Erase(ctx context.Context, rs Runs, run, reason string, stop <-
 // error before the erase record is durable leaves the run as it was; one
 // after it is finished by the next Open (Pending).
 func (e *Eraser) EraseRun(ctx context.Context, rs Runs, run, reason string) error {
-	if err := rs.Ready(ctx); err != nil {
+	if err := Loaded(ctx, rs); err != nil {
 		return err
 	}
-	t := rs.Table()
-	if err := t.Ready(ctx); err != nil {
+	t := retention.Runs(rs)
+	if err := retention.Writable(t); err != nil {
 		return err
 	}
 	rs.Lock()
@@ -188,8 +188,8 @@ func (e *Eraser) target(t retention.Runs, run string) (target, error) {
 }
 
 // Finisher is what steps 3 and 4 of a run's erasure need of the engine:
-// retention.Core's methods of those names (engine/gc.go's gcCore) and a
-// read of the log's ledger records.
+// retention.Core's methods of those names and a read of the log's ledger
+// records (retention.GC.LedgerRecords; engine/gc.go's gcCore forwards it).
 type Finisher interface {
 	Forget(fps []ledger.Fingerprint) int
 	Checkpoint() (wal.Pos, error)
@@ -238,9 +238,11 @@ func (e *Eraser) Finish(ctx context.Context, f Finisher, run string) error {
 // runs.
 type KeyRuns interface {
 	// Find returns run, or deleted if the store deleted it (nil and false:
-	// no such run), under the table's lock; an error if the log failed
-	// earlier or the store is closed.
+	// no such run), under the table's lock; an error if the store is
+	// closed.
 	Find(run string) (r runview.Run, deleted bool, err error)
+	// LogFailed returns the log's first failure, if any (retention.Health's).
+	LogFailed() error
 	// Track holds the engine checkpoint's replay position at or below the
 	// erase-key record until release.
 	Track() (release func())
@@ -262,6 +264,9 @@ func (e *Eraser) EraseKey(ctx context.Context, rs KeyRuns, run, key, reason stri
 	}
 	if err != nil {
 		return ErasedKey{}, err
+	}
+	if err := rs.LogFailed(); err != nil {
+		return ErasedKey{}, fmt.Errorf("engine: erase key: the log failed earlier; reopen the store: %w", err)
 	}
 	r, deleted, err := rs.Find(run)
 	switch {

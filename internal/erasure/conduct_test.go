@@ -53,10 +53,13 @@ func ended(id, parent string) retention.Candidate {
 	return retention.Candidate{ID: id, Parent: parent, Ended: true, Status: "completed"}
 }
 
-func (t *table) Ready(context.Context) error { return nil }
-func (t *table) Lock()                       { t.locked = true }
-func (t *table) Unlock()                     { t.locked = false }
-func (t *table) Table() retention.Runs       { return t }
+func (t *table) LogFailed() error                 { return nil }
+func (t *table) WaitLedger(context.Context) error { return nil }
+func (t *table) CheckRegistry() error             { return nil }
+func (t *table) StartDirSyncs()                   {}
+func (t *table) Lock()                            { t.locked = true }
+func (t *table) Unlock()                          { t.locked = false }
+func (t *table) Erased() []string                 { return t.reg.Erased() }
 func (t *table) Deletion(run string) *retention.Gone {
 	g, _ := t.reg.Get(run)
 	return g
@@ -248,3 +251,4 @@ type keyRuns struct {
 
 func (k keyRuns) Find(string) (runview.Run, bool, error) { return k.run, k.deleted, nil }
 func (k keyRuns) Track() func()                          { return func() {} }
+func (k keyRuns) LogFailed() error                       { return nil }

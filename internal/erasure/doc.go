@@ -12,16 +12,12 @@
 // the engine's table as a deletion takes it (retention.Runs), and the
 // engine's checkpoints and derived files are reached through Finisher.
 //
-// The interface the engine gives it, whole (Store):
+// The interface the engine gives it, whole (Store, and its Keys):
 //
-//	LockKeys() (*seal.Table, *seal.Keys) // KEYS's mutex taken: the table, the unwrapped keys
-//	UnlockKeys()                         // the mutex released
-//	ReplaceKeys(next) error              // mutex held: next written durably, then the table
-//	AddKey(scope) error                  // a live data key for scope, KEYS durable first
+//	Keys() Keys                          // KEYS: Lock() (table, keys), Unlock(), Replace(next) error (mutex held: next durable, then the table), Add(scope) error (a live data key, KEYS durable first)
 //	Sealer() *record.Sealer              // the store's payload sealer; nil: plaintext
-//	Link(run, seq, prev, payload) chain.Hash
-//	Note(run, seq, head, final) ([]byte, error) // the link's chain checkpoint, signed if the store signs
-//	Append(ctx, rec) error               // one record, durable when it returns
+//	Signing() retention.Signing          // the hasher (links), store id and signing key (notes: Signing.Note)
+//	Append(ctx, recs) error              // records, durable when it returns, all or none
 //
 // and what the engine calls, by hook:
 //
@@ -40,27 +36,30 @@
 // Resuming a run's erasure (resume.go) calls back into the engine through
 // Resumer, on the goroutine that serves Jobs:
 //
-//	Ready(ctx) error          // ledger loaded, deletions known, directories durable
+//	retention.Health          // checked by Loaded: ledger loaded, deletions known, directories' fsyncs started
 //	Lock(), Unlock()          // one at a time with deletions and collections
 //	Deletion(run) *retention.Gone // run's durable deletion, with its erasure if the log holds its erase record
 //	Finish(ctx, run) error    // steps 3 to 5 (the engine calls Eraser.Finish)
 //
 // A run's erasure (conduct.go) takes the run out of the engine's table
-// through Runs, a Resumer and:
+// through Runs: a Resumer, the table a deletion takes runs from
+// (retention.Runs: Health, Track, Take, Restore, Gone(KindErase, ...)) and
 //
-//	Table() retention.Runs    // the table a deletion takes runs from: Ready, Track, Take, Restore, Gone(KindErase, ...)
 //	Unclean(run, err)         // the mark of a failed erasure stayed (the next Open removes it)
 //
 // Steps 3 and 4 reach the engine through Finisher (retention.Core's
 // methods of those names, and the log's ledger records):
 //
 //	Forget(fps) int; Checkpoint() (wal.Pos, error); DropDerived(ctx, runs) error; Closed() error
-//	LedgerRecords() (cursor, open, error) // the log's intents and certificates, still sealed; open decodes one
+//	LedgerRecords() (cursor, open, error) // the log's intents and certificates, still sealed; open decodes one (retention.GC's)
 //
-// A memory key's erasure finds its run through KeyRuns:
+// A memory key's erasure finds its run through KeyRuns (the engine
+// implements Store, Runs, Finisher and KeyRuns with one adapter, with
+// retention.Core):
 //
-//	Find(run) (runview.Run, deleted bool, error) // under the table's lock; an error if the log failed or the store closed
+//	Find(run) (runview.Run, deleted bool, error) // under the table's lock; an error if the store is closed
 //	Track() (release func())  // the replay position held below the erase-key record
+//	LogFailed() error         // the log's first failure, if any (no erasure of a key then)
 //
 // Usage (what package engine does, in short):
 //
@@ -98,41 +97,44 @@ package erasure
 import (
 	"context"
 
-	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
 
 // Store is what an erasure needs of the store it erases in: package
-// engine's DB, through its adapter (eraseStore, engine/erasekey.go).
-// The methods are safe for concurrent use.
+// engine's DB, through its one adapter of the retention side (gcCore,
+// engine/gc.go). The methods are safe for concurrent use.
 type Store interface {
-	// LockKeys takes the mutex that orders every change of the key table
-	// and every write of KEYS, and returns the table (immutable: Clone it
-	// to change it) and the unwrapped data keys (safe for concurrent use).
-	// It is called only for an encrypted store (Sealer not nil).
-	LockKeys() (*seal.Table, *seal.Keys)
-	// UnlockKeys releases the mutex LockKeys took.
-	UnlockKeys()
-	// ReplaceKeys, with the mutex held, writes next as KEYS, durably (file
-	// and directory fsync), and then makes it the table. On an error the
-	// table is unchanged.
-	ReplaceKeys(next *seal.Table) error
-	// AddKey makes sure scope has a live data key, adding one if not, and
-	// then KEYS is durable before it returns. It takes the mutex itself.
-	AddKey(scope string) error
+	// Keys is the key table (KEYS, engine's keystore.Store); it is called
+	// only for an encrypted store (Sealer not nil).
+	Keys() Keys
 	// Sealer seals and opens the store's payloads with its data keys; nil
 	// for a plaintext store.
 	Sealer() *record.Sealer
-	// Link is the chain link of run's record at seq, after prev, over
-	// payload (chain.Hasher.Link with the run's nonce).
-	Link(run string, seq uint64, prev chain.Hash, payload []byte) chain.Hash
-	// Note is the chain checkpoint of run's link head at seq, signed when
-	// the store has a signing key; final marks the run's last link (a
-	// deletion's or an erasure's).
-	Note(run string, seq uint64, head chain.Hash, final bool) ([]byte, error)
-	// Append appends rec to the log and returns once it is durable; an
-	// error of the log's write or fsync stops the store's writes until it
-	// is reopened (the engine's rule), and rec was not acknowledged.
-	Append(ctx context.Context, rec []byte) error
+	// Signing is what an erasure's link and its chain checkpoint are made
+	// with: the store's hasher (the run's nonce), id and signing key.
+	Signing() retention.Signing
+	// Append appends recs to the log and returns once they are durable,
+	// all or none; an error of the log's write or fsync stops the store's
+	// writes until it is reopened (the engine's rule), and recs were not
+	// acknowledged.
+	Append(ctx context.Context, recs [][]byte) error
+}
+
+// Keys is the store's key table. Its methods are safe for concurrent use.
+type Keys interface {
+	// Lock takes the mutex that orders every change of the key table and
+	// every write of KEYS, and returns the table (immutable: Clone it to
+	// change it) and the unwrapped data keys (safe for concurrent use).
+	Lock() (*seal.Table, *seal.Keys)
+	// Unlock releases the mutex Lock took.
+	Unlock()
+	// Replace, with the mutex held, writes next as KEYS, durably (file
+	// and directory fsync), and then makes it the table. On an error the
+	// table is unchanged.
+	Replace(next *seal.Table) error
+	// Add makes sure scope has a live data key, adding one if not, and
+	// then KEYS is durable before it returns. It takes the mutex itself.
+	Add(scope string) error
 }

@@ -2,6 +2,7 @@ package erasure
 
 import (
 	"fmt"
+	"log/slog"
 
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/record"
@@ -25,6 +26,11 @@ type Config struct {
 	// Refusals are the sentinels a run's erasure refuses with (the run
 	// active, forked, deleted), a deletion's.
 	Refusals retention.Errors
+	// Logger is the store's; Fail hands the store a background error
+	// (the engine's sticky one), for the erasures resumed and healed
+	// (ResumePending, HealStale).
+	Logger *slog.Logger
+	Fail   func(error)
 }
 
 // Eraser is a store's erasure capability: one per DB, made at Open before

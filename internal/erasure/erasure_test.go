@@ -39,7 +39,7 @@ type store struct {
 	locked   bool
 	table    *seal.Table
 	written  int   // KEYS writes
-	failKeys error // the next ReplaceKeys fails with it
+	failKeys error // the next Replace fails with it
 	recs     [][]byte
 	failLog  error
 }
@@ -64,17 +64,19 @@ func newStore(t *testing.T, encrypted bool) *store {
 	return s
 }
 
-func (s *store) LockKeys() (*seal.Table, *seal.Keys) {
+func (s *store) Keys() Keys { return s }
+
+func (s *store) Lock() (*seal.Table, *seal.Keys) {
 	s.mu.Lock()
 	s.locked = true
 	return s.table, s.sealer.Keys
 }
 
-func (s *store) UnlockKeys() { s.locked = false; s.mu.Unlock() }
+func (s *store) Unlock() { s.locked = false; s.mu.Unlock() }
 
-func (s *store) ReplaceKeys(next *seal.Table) error {
+func (s *store) Replace(next *seal.Table) error {
 	if !s.locked {
-		s.t.Error("ReplaceKeys without the mutex")
+		s.t.Error("Replace without the mutex")
 	}
 	if err := s.failKeys; err != nil {
 		s.failKeys = nil
@@ -85,7 +87,7 @@ func (s *store) ReplaceKeys(next *seal.Table) error {
 	return nil
 }
 
-func (s *store) AddKey(scope string) error {
+func (s *store) Add(scope string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if _, ok := s.sealer.Keys.Scope(scope); ok {
@@ -104,23 +106,20 @@ func (s *store) AddKey(scope string) error {
 
 func (s *store) Sealer() *record.Sealer { return s.sealer }
 
-func (s *store) Link(run string, seq uint64, prev chain.Hash, payload []byte) chain.Hash {
+// Signing links with an unkeyed hasher; notes are unsigned, of store "".
+func (s *store) Signing() retention.Signing {
 	h, err := chain.NewHasher(nil)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	return h.Link(run, seq, prev, payload)
+	return retention.Signing{Hasher: h}
 }
 
-func (s *store) Note(run string, seq uint64, head chain.Hash, final bool) ([]byte, error) {
-	return chain.MarshalCheckpoint(chain.Checkpoint{RunID: run, Seq: seq, Head: head, Final: final}), nil
-}
-
-func (s *store) Append(_ context.Context, rec []byte) error {
+func (s *store) Append(_ context.Context, recs [][]byte) error {
 	if err := s.failLog; err != nil {
 		return err
 	}
-	s.recs = append(s.recs, rec)
+	s.recs = append(s.recs, recs...)
 	return nil
 }
 
@@ -134,7 +133,7 @@ func newEraser(s *store, erasable ...string) *Eraser {
 // key key sealed, as a commit leaves it.
 func runWith(t *testing.T, s *store, e *Eraser, run, key string, v []byte) *frame.Frame {
 	t.Helper()
-	if err := s.AddKey(run); err != nil {
+	if err := s.Add(run); err != nil {
 		t.Fatal(err)
 	}
 	d, err := e.Seal(run, new(frame.Delta).Set(key, v).Set("plain", []byte("p")), false)
@@ -302,7 +301,7 @@ func TestRunSteps(t *testing.T) {
 		t.Fatalf("the erase record reads back as %+v", rec)
 	}
 	payload := record.AppendErasePayload(nil, er.At.UnixNano(), "why")
-	if want := s.Link("r", 4, chain.Hash{1}, payload); er.Head != want {
+	if want := s.Signing().Hasher.Link("r", 4, chain.Hash{1}, payload); er.Head != want {
 		t.Fatal("the erasure's link is not over its payload")
 	}
 

@@ -76,12 +76,13 @@ func (e *Eraser) CheckKey(key string) error {
 func (e *Eraser) RecordKey(ctx context.Context, run, key, reason string, seq uint64, head chain.Hash, nos []uint64) (ErasedKey, error) {
 	s := e.cfg.Store
 	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
-	link := s.Link(run, seq, head, record.AppendEraseKeyPayload(nil, now.UnixNano(), key, nos, reason))
-	note, err := s.Note(run, seq, link, false)
+	sign := s.Signing()
+	link := sign.Hasher.Link(run, seq, head, record.AppendEraseKeyPayload(nil, now.UnixNano(), key, nos, reason))
+	note, err := sign.Note(run, seq, link, false)
 	if err != nil {
 		err = fmt.Errorf("engine: sign the erasure of a memory key of run %q: %w", run, err)
 	} else {
-		err = s.Append(ctx, record.AppendEraseKey(nil, run, seq, head, link, now.UnixNano(), key, nos, reason, note))
+		err = s.Append(ctx, [][]byte{record.AppendEraseKey(nil, run, seq, head, link, now.UnixNano(), key, nos, reason, note)})
 	}
 	if err != nil {
 		// Not durable: nothing is erased. The retired keys still open what

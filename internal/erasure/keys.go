@@ -2,7 +2,7 @@ package erasure
 
 // The erasure's changes of KEYS, all through change: it takes the Store's
 // mutex, changes a clone of the table, writes it durably
-// (Store.ReplaceKeys), and only then drops keys from memory: a failed
+// (Keys.Replace), and only then drops keys from memory: a failed
 // write changes nothing. A plaintext
 // store has no KEYS: a change fails with offline.ErrKeyring (the engine
 // refuses an erasure there before), a read finds no key.
@@ -62,7 +62,7 @@ func (e *Eraser) DropNos(nos []uint64) error {
 
 // change is every change of KEYS: with the Store's mutex held, edit
 // changes a clone of the table and says whether there is anything to
-// write; the clone is written durably (Store.ReplaceKeys), and only then
+// write; the clone is written durably (Keys.Replace), and only then
 // is drop (if any) applied to the keys in memory. An error of edit or of
 // the write changes nothing.
 func (e *Eraser) change(edit func(next *seal.Table) (write bool, drop func(*seal.Keys), err error)) error {
@@ -71,13 +71,13 @@ func (e *Eraser) change(edit func(next *seal.Table) (write bool, drop func(*seal
 	if err != nil {
 		return err
 	}
-	defer s.UnlockKeys()
+	defer s.Keys().Unlock()
 	next := t.Clone()
 	write, drop, err := edit(next)
 	if err != nil || !write {
 		return err
 	}
-	if err := s.ReplaceKeys(next); err != nil {
+	if err := s.Keys().Replace(next); err != nil {
 		return err
 	}
 	if drop != nil {
@@ -124,7 +124,7 @@ func (e *Eraser) Pending() []string {
 	if err != nil {
 		return nil
 	}
-	defer e.cfg.Store.UnlockKeys()
+	defer e.cfg.Store.Keys().Unlock()
 	var runs []string
 	for _, scope := range t.Erasing() {
 		if run := seal.RunOf(scope); !slices.Contains(runs, run) {
@@ -160,7 +160,7 @@ func (e *Eraser) Retire(run, key string) ([]uint64, error) {
 	if len(nos) > 0 {
 		keys.Retire(scope)
 	}
-	s.UnlockKeys()
+	s.Keys().Unlock()
 	switch {
 	case !everSealed:
 		return nil, fmt.Errorf("%w: run %q memory key %q: no value of it was sealed with a key of its own (list it in Options.ErasableKeys before it is written; erase the run whole otherwise)", e.cfg.ErrNotErasable, run, key)
@@ -188,16 +188,16 @@ func (e *Eraser) entries() []seal.Entry {
 	if err != nil {
 		return nil
 	}
-	defer e.cfg.Store.UnlockKeys()
+	defer e.cfg.Store.Keys().Unlock()
 	return t.Entries()
 }
 
-// lock takes KEYS's mutex (Store.LockKeys), or fails with
+// lock takes KEYS's mutex (Keys.Lock), or fails with
 // offline.ErrKeyring for a plaintext store, which has no KEYS.
 func (e *Eraser) lock() (*seal.Table, *seal.Keys, error) {
 	if e.cfg.Store.Sealer() == nil {
 		return nil, nil, fmt.Errorf("%w: the store is not encrypted, so it has no data key to erase", offline.ErrKeyring)
 	}
-	t, keys := e.cfg.Store.LockKeys()
+	t, keys := e.cfg.Store.Keys().Lock()
 	return t, keys, nil
 }

@@ -104,7 +104,7 @@ func (e *Eraser) memoryKey(run, key string) error {
 	if len(key) > record.MaxMemoryKeyLen {
 		return fmt.Errorf("%w: run %q: erasable memory key of %d bytes, the limit is %d (engine.MaxMemoryKeyLen)", e.cfg.ErrInvalidDelta, run, len(key), record.MaxMemoryKeyLen)
 	}
-	if err := e.cfg.Store.AddKey(seal.MemoryScope(run, key)); err != nil {
+	if err := e.cfg.Store.Keys().Add(seal.MemoryScope(run, key)); err != nil {
 		return fmt.Errorf("engine: run %q: data key of memory key %q: %w", run, key, err)
 	}
 	return nil

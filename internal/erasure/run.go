@@ -72,12 +72,13 @@ func (e *Eraser) Record(ctx context.Context, run string, seq uint64, final chain
 	s := e.cfg.Store
 	now := time.Unix(0, time.Now().UnixNano()) // as a restart reads it back
 	er := Erased{Seq: seq, At: now, Reason: reason}
-	er.Head = s.Link(run, seq, final, record.AppendErasePayload(nil, now.UnixNano(), reason))
-	note, err := s.Note(run, seq, er.Head, true)
+	sign := s.Signing()
+	er.Head = sign.Hasher.Link(run, seq, final, record.AppendErasePayload(nil, now.UnixNano(), reason))
+	note, err := sign.Note(run, seq, er.Head, true)
 	if err != nil {
 		return Erased{}, fmt.Errorf("engine: sign the deletion of run %q: %w", run, err)
 	}
-	if err := s.Append(ctx, record.AppendErase(nil, run, seq, final, er.Head, now.UnixNano(), reason, note)); err != nil {
+	if err := s.Append(ctx, [][]byte{record.AppendErase(nil, run, seq, final, er.Head, now.UnixNano(), reason, note)}); err != nil {
 		return Erased{}, err
 	}
 	return er, nil

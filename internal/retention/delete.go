@@ -187,11 +187,7 @@ func (d Deletion) Record(storeID string, s *chain.Signer) ([]byte, error) {
 // Note is the final chain checkpoint of a deletion's (or erasure's) link
 // head at seq of run, signed with s when it is not nil.
 func Note(storeID string, s *chain.Signer, run string, seq uint64, head chain.Hash) ([]byte, error) {
-	c := chain.Checkpoint{StoreID: storeID, RunID: run, Seq: seq, Head: head, Final: true}
-	if s == nil {
-		return chain.MarshalCheckpoint(c), nil
-	}
-	b, err := s.SignCheckpoint(c)
+	b, err := Signing{StoreID: storeID, Signer: s}.Note(run, seq, head, true)
 	if err != nil {
 		return nil, fmt.Errorf("engine: sign the deletion of run %q: %w", run, err)
 	}

@@ -3,12 +3,17 @@
 // dead records (the dead prefix, compaction of segments in place), the
 // orphan rule of a replay of a trimmed log, and the removal of the
 // leftovers of failed writes. It knows nothing of the engine's runs or
-// locks: package engine implements Core (engine/gc.go) and Runs
-// (engine/delete.go) over its DB, and keeps the public API.
+// locks: package engine implements Core and Runs over its DB with one
+// adapter (engine/gc.go's gcCore, which is erasure's too), and keeps the
+// public API.
 //
-// The interface the engine implements, whole (Core):
+// The interface the engine implements, whole (Core), over the facts of
+// its state a collection, a deletion and an erasure start on (Health):
 //
-//	Ready(ctx) error                     // log, ledger and registry usable; before GC's lock
+//	LogFailed() error                    // Health: the log's first failure (final), if any
+//	WaitLedger(ctx) error                // Health: the ledger loaded, or why not
+//	CheckRegistry() error                // Health: the deleted runs before CHECKPOINT's replay position known, or why not
+//	StartDirSyncs()                      // Health: the directories' fsyncs started (records wait for them)
 //	Checkpoint() (wal.Pos, error)        // a durable engine checkpoint; its replay position
 //	StoreHead() (bool, error)            // a durable store head of the live runs, if any has a chain checkpoint
 //	Deleted() map[string]bool            // the runs whose delete or erase record is durable
@@ -20,7 +25,7 @@
 // the store's table through Runs, whose runs are runview.Runs (ChainHead
 // gives each delete or erase record its link):
 //
-//	Ready(ctx) error                     // log usable, the log's deletions known; directories' fsyncs started
+//	Health                               // checked by Writable: the log's deletions known, directories' fsyncs started, the log not failed
 //	Track() (release func())             // the replay position held below the records and the withdrawal
 //	Take(choose) ([]runview.Run, error)  // under the table's lock: choose among the runs (and the Registry), the chosen withdrawn at once
 //	Append(ctx, recs) error              // the delete records, durable, all or none
@@ -28,7 +33,7 @@
 //	Gone(kind, ids, gone, runs)          // the deletions (or erasure) durable: registry marked, handles withdrawn
 //
 // Core's methods are called on the engine's background goroutine (it owns
-// the engine checkpoints), under GC's lock but Ready; nothing of the
+// the engine checkpoints), under GC's lock but Health's; nothing of the
 // engine's is held when they are called. What the engine calls:
 //
 //	(*GC).Start(Env)                     // at Open, before the background goroutine
@@ -36,8 +41,9 @@
 //	(*GC).Jobs(), (*Job).Run(gc, core)   // the background goroutine serves the queue
 //	(*GC).Lock(), Unlock()               // Delete and Erase: one at a time with a collection
 //	Delete(ctx, gc, runs, sel, errs, sign) // DB.DeleteRuns: the whole deletion over Runs
+//	(*GC).DropDerived, LedgerRecords     // Core's and erasure's: deleted runs' frame files and snapshots, the log's ledger records (over Env)
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
-//	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint
+//	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint (Signing.Note)
 //	Registry, GoneOf, Merge              // the deleted runs by id (under the engine's DB mutex): each one's delete and erase records, merged
 //	(*Registry).Replay, Misfit           // replay: a delete or erase record applied, or why it does not fit its run
 //	(*GC).Orphan, CheckOrphans, Trimmed  // replay of a log garbage collection trimmed

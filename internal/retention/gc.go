@@ -6,24 +6,41 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
+	"github.com/continuumdb/continuum/snapshot"
 	"github.com/continuumdb/continuum/wal"
 )
 
+// Health is what the engine reports of its state, from which a
+// collection, a deletion and an erasure decide whether they may start.
+type Health interface {
+	// LogFailed returns the log's first failure (final: the store writes
+	// nothing more until it is reopened), or nil.
+	LogFailed() error
+	// WaitLedger returns once the ledger is loaded, or why it failed to.
+	WaitLedger(ctx context.Context) error
+	// CheckRegistry returns nil once the deleted runs before CHECKPOINT's
+	// replay position are known, or why they cannot be (CHECKPOINT's runs
+	// disagree with the log, or it could not be read).
+	CheckRegistry() error
+	// StartDirSyncs starts the fsyncs of the store's directories, which
+	// a record waits for before it is durable.
+	StartDirSyncs()
+}
+
 // Core is what a collection needs of the engine: the interface package
 // engine implements over its DB (the adapter), described whole in the
-// package's comment.
+// package's comment. A collection starts (before GC's lock) only if the
+// log has not failed, the ledger is loaded and the deleted runs are known
+// (Health).
 type Core interface {
-	// Ready returns why no collection may run now (the log failed, the
-	// ledger failed to load, CHECKPOINT's runs disagree with the log),
-	// or nil once the ledger is loaded and the deleted runs before the
-	// replay position are known. Called before GC's lock is taken.
-	Ready(ctx context.Context) error
+	Health
 	// Checkpoint writes an engine checkpoint (CHECKPOINT and the ledger
 	// table, durable) and returns its replay position. Called on the
 	// goroutine that owns the engine's checkpoints.
@@ -60,6 +77,27 @@ type Env struct {
 	NoSync      bool
 	CompactDead float64 // Options.CompactDead (< 0: only wholly dead segments)
 	Logger      *slog.Logger
+
+	// What DropDerived and LedgerRecords use: a new decoder that leaves
+	// the ledger's records sealed; the frames directory and a run's frame
+	// file in it; the snapshot store (engine's snapindex.Keeper); the
+	// flag that keeps a store that failed to remove one from its
+	// clean-close mark.
+	Sealed    func() *record.Decoder
+	Frames    string
+	FrameFile func(run string) string
+	Snaps     Snapshots
+	Unclean   *atomic.Bool
+}
+
+// Snapshots is the store's snapshot store over its lifecycle.
+type Snapshots interface {
+	// Exists reports whether the store has a snapshot store (else none
+	// is created for a deletion).
+	Exists() bool
+	// Usable returns the snapshot store, opened, or nil or an error if it
+	// cannot be used.
+	Usable(ctx context.Context) (*snapshot.Store, error)
 }
 
 // Stats is what one garbage collection did (engine.GCStats, field for
@@ -170,7 +208,13 @@ func (g *GC) Collect(ctx context.Context, core Core) (Stats, error) {
 
 func (g *GC) collect(ctx context.Context, core Core) (Stats, error) {
 	var st Stats
-	if err := core.Ready(ctx); err != nil {
+	if err := core.LogFailed(); err != nil {
+		return st, fmt.Errorf("the log failed earlier; reopen the store: %w", err)
+	}
+	if err := core.WaitLedger(ctx); err != nil {
+		return st, err
+	}
+	if err := core.CheckRegistry(); err != nil {
 		return st, err
 	}
 	g.mu.Lock()

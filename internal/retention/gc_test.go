@@ -29,7 +29,11 @@ type fakeCore struct {
 	forgot  []ledger.Fingerprint
 }
 
-func (c *fakeCore) Ready(context.Context) error { c.calls = append(c.calls, "ready"); return c.ready }
+// LogFailed is the first of Health's checks: it records "ready".
+func (c *fakeCore) LogFailed() error                 { c.calls = append(c.calls, "ready"); return c.ready }
+func (c *fakeCore) WaitLedger(context.Context) error { return nil }
+func (c *fakeCore) CheckRegistry() error             { return nil }
+func (c *fakeCore) StartDirSyncs()                   {}
 func (c *fakeCore) Checkpoint() (wal.Pos, error) {
 	c.calls = append(c.calls, "checkpoint")
 	return c.log.End(), nil

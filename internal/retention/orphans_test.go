@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/layout"
 )
 
 // TestOrphans: in a log that is not trimmed an orphan record is damage at
@@ -80,7 +81,7 @@ func TestRemoveLeftovers(t *testing.T) {
 		t.Fatalf("without a CHECKPOINT: %d, %v; left %v", n, err, got)
 	}
 	gen := uint64(2)
-	n, err = RemoveLeftovers(fs, "store", subdirs, &gen)
+	n, err = RemoveLeftovers(fs, "store", subdirs, &layout.Checkpoint{LedgerGen: gen})
 	got = list()
 	if err != nil || n != 1 || got["store/ledger-000001.tbl"] || !got["store/ledger-000002.tbl"] || !got["store/STORE"] || !got["store/frames/a"] || !got["store/frames/ledger-000001.tbl"] {
 		t.Fatalf("with CHECKPOINT naming table 2: %d, %v; left %v", n, err, got)

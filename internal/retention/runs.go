@@ -11,15 +11,14 @@ import (
 )
 
 // Runs is the store's table of runs as a deletion (or an erasure) takes
-// runs out of it: the engine's adapter over its DB (engine/delete.go's
-// tableRuns). The runs it hands out are runview.Runs (ChainHead gives a
+// runs out of it: the engine's adapter over its DB (engine/gc.go's
+// gcCore, also its Core). The runs it hands out are runview.Runs (ChainHead gives a
 // deletion its link).
 type Runs interface {
-	// Ready returns why no deletion may start now (the log failed
-	// earlier, the log's deleted runs before CHECKPOINT's replay
-	// position unknown because it could not be read); it starts the
-	// fsyncs of the store's directories, which the records wait for.
-	Ready(ctx context.Context) error
+	// A deletion starts only once the deleted runs are known, the
+	// directories' fsyncs started (the records wait for them) and if the
+	// log has not failed (Writable).
+	Health
 	// Track holds the engine checkpoint's replay position at or below
 	// the writes about to happen until release: the records and the
 	// withdrawal are one write for the checkpoint.
@@ -41,12 +40,37 @@ type Runs interface {
 	Gone(k record.Kind, ids []string, gone []*Gone, runs []runview.Run)
 }
 
-// Signing is what a delete record's link and note are made with: the
-// store's hasher, id and signing key (nil: notes unsigned).
+// Writable returns why no deletion (or erasure) may write its records
+// now: the deleted runs before CHECKPOINT's replay position unknown, or
+// the log failed earlier; it starts the directories' fsyncs.
+func Writable(h Health) error {
+	if err := h.CheckRegistry(); err != nil {
+		return err
+	}
+	h.StartDirSyncs()
+	if err := h.LogFailed(); err != nil {
+		return fmt.Errorf("engine: the log failed earlier; reopen the store: %w", err)
+	}
+	return nil
+}
+
+// Signing is what a delete or erase record's link and note are made
+// with: the store's hasher, id and signing key (nil: notes unsigned).
 type Signing struct {
 	Hasher  *chain.Hasher
 	StoreID string
 	Signer  *chain.Signer
+}
+
+// Note is the chain checkpoint of run's link head at seq, signed when
+// s.Signer is not nil; final marks the run's last link (a deletion's or
+// an erasure's). An error is the signer's.
+func (s Signing) Note(run string, seq uint64, head chain.Hash, final bool) ([]byte, error) {
+	c := chain.Checkpoint{StoreID: s.StoreID, RunID: run, Seq: seq, Head: head, Final: final}
+	if s.Signer == nil {
+		return chain.MarshalCheckpoint(c), nil
+	}
+	return s.Signer.SignCheckpoint(c)
 }
 
 // Delete deletes the runs sel selects, all of them or none: it waits for
@@ -59,7 +83,7 @@ func Delete(ctx context.Context, gc *GC, runs Runs, sel Selection, errs Errors, 
 	if err := sel.Check(errs); err != nil {
 		return nil, err
 	}
-	if err := runs.Ready(ctx); err != nil {
+	if err := Writable(runs); err != nil {
 		return nil, err
 	}
 	gc.Lock()

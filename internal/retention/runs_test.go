@@ -42,8 +42,11 @@ type fakeTable struct {
 	tracked   int
 }
 
-func (t *fakeTable) Ready(context.Context) error { return nil }
-func (t *fakeTable) Track() func()               { t.tracked++; return func() { t.tracked-- } }
+func (t *fakeTable) LogFailed() error                 { return nil }
+func (t *fakeTable) WaitLedger(context.Context) error { return nil }
+func (t *fakeTable) CheckRegistry() error             { return nil }
+func (t *fakeTable) StartDirSyncs()                   {}
+func (t *fakeTable) Track() func()                    { t.tracked++; return func() { t.tracked-- } }
 
 func (t *fakeTable) Take(choose func([]Candidate, *Registry) ([]string, error)) ([]runview.Run, error) {
 	if t.gc.mu.TryLock() {
