@@ -20,14 +20,6 @@ import (
 // and its snapshot is in the snapshot store at that seq (snapSeq), so the
 // next checkpoint has nothing to capture and does not read it back.
 
-// notedFrameFileLocked records what a checkpoint wrote for r: the frame
-// file at c.seq (its BLAKE3) and the frame's encoded size.
-func (r *Run) notedFrameFileLocked(c *capturedRun) {
-	if c.FileSum != ([32]byte{}) && c.Meta.FrameSeq == c.Seq {
-		r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.FileSum, c.Seq, c.Head
-	}
-}
-
 // touch marks r as used now.
 func (r *Run) touch() { r.lastUse.Store(r.db.useTick.Add(1)) }
 

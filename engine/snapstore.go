@@ -22,13 +22,10 @@ var snapshotsOnNeed = true
 // has succeeded.
 func (db *DB) startSnapIndex() {
 	db.snaps = snapindex.New(snapindex.Config{FS: db.fs, Dir: db.dir, NoSync: db.opts.NoSync, Logger: db.logger,
-		MemTableSize: snapshotMemTable, OnNeed: snapshotsOnNeed, CheckpointGen: db.openGen, Closed: ErrClosed}, snapHost{db})
+		MemTableSize: snapshotMemTable, OnNeed: snapshotsOnNeed, CheckpointGen: db.openGen, Closed: ErrClosed}, bgCore{db})
 }
 
-// snapHost is the Keeper's Host (internal/snapindex's doc).
-type snapHost struct{ db *DB }
-
-func (h snapHost) ResetIndexed() map[string]uint64 {
+func (h bgCore) ResetIndexed() map[string]uint64 {
 	want := map[string]uint64{}
 	for _, r := range h.db.runList() {
 		r.mu.Lock()
@@ -39,12 +36,12 @@ func (h snapHost) ResetIndexed() map[string]uint64 {
 	return want
 }
 
-func (h snapHost) Cursor(dec *record.Decoder) (*record.Cursor, error) {
+func (h bgCore) Cursor(dec *record.Decoder) (*record.Cursor, error) {
 	return record.NewCursor(h.db.log, h.db.segmentFile, wal.Pos{}, dec)
 }
 
-func (h snapHost) Stopping() <-chan struct{} { return h.db.bg.stop }
-func (h snapHost) Unclean()                  { h.db.unclean.Store(true) }
+func (h bgCore) Stopping() <-chan struct{} { return h.db.bg.stop }
+func (h bgCore) Unclean()                  { h.db.unclean.Store(true) }
 
 // snapshots waits for Pebble and returns it (snapindex.Keeper.Get).
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) { return db.snaps.Get(ctx) }
