@@ -107,7 +107,7 @@ func (k bgCore) Store() (checkpoint.Store, error) {
 		return checkpoint.Store{}, fmt.Errorf("engine: no checkpoint: %w", err)
 	}
 	return checkpoint.Store{FS: db.fs, Dir: db.dir, NoSync: db.opts.NoSync, Part: checkpointBatchPart, Comp: db.comp,
-		Sealer: db.sealer, ID: db.storeID, Dict: db.curDict.Load(), Gen: db.bg.gen, LedgerGen: db.bg.ledgerGn,
+		Sealer: db.sealer, ID: db.storeID, Dict: &db.curDict, Gen: db.bg.gen, LedgerGen: db.bg.ledgerGn,
 		Logger: db.logger, Unclean: func() { db.unclean.Store(true) }}, nil
 }
 
@@ -146,7 +146,22 @@ func (k bgCore) Mark(gen uint64) ([]byte, wal.Pos, error) {
 	return table, floor, nil
 }
 
-func (k bgCore) CloseTails() bool { return k.db.tailRuns(tailRunsForStore) >= tailRunsForStore }
+// CloseTails counts the runs only Close leaves to their tails, up to
+// tailRunsForStore (snapstore.go).
+func (k bgCore) CloseTails() bool {
+	n := 0
+	for _, r := range k.db.runList() {
+		r.mu.Lock()
+		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
+			n++
+		}
+		r.mu.Unlock()
+		if n >= tailRunsForStore {
+			break
+		}
+	}
+	return n >= tailRunsForStore
+}
 
 func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Capture, error) {
 	if full && r.waitCreated(context.Background()) != nil {
@@ -154,7 +169,42 @@ func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Captu
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.captureLocked(full, snaps, closeTails)
+	if r.mu.gone != nil || !full && r.mu.lastSeq == r.mu.snapSeq {
+		return nil, nil // deleted since it was queued or listed (nothing of it is written), or unchanged
+	}
+	c := &checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}
+	f := checkpoint.Frame{LastSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, FrameSeq: r.mu.frameSeq,
+		Unread: r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != "", Tail: full && snaps && r.tailLocked(closeTails)}
+	if f.FrameDue(full, snaps) {
+		if err := r.materializeLocked(); err != nil {
+			return nil, err
+		}
+		c.Frame = frame.AppendFrame(nil, r.mu.frame)
+		c.FrameBytes = int64(len(c.Frame))
+	}
+	c.Positions = append([]wal.Pos(nil), r.mu.positions...)
+	c.Meta = layout.CheckpointRun{
+		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
+		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
+	}
+	if e := r.mu.end; e != nil {
+		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
+	}
+	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
+	c.Plan(full, r.base, r.mu.snapSeq, r.mu.windowFirst)
+	if r.mu.interruptedSeq != 0 {
+		c.Meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
+	} else if a := r.mu.atom; a != nil {
+		a.mu.Lock() // its actions with an intent or a certificate in the log
+		c.Meta.Inflight = append(c.Meta.Inflight, a.mu.started...)
+		for _, act := range a.mu.actions {
+			if !slices.ContainsFunc(a.mu.started, func(s layout.InflightAction) bool { return s.FP == act.fp }) {
+				c.Meta.Inflight = append(c.Meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
+			}
+		}
+		a.mu.Unlock()
+	}
+	return c, nil
 }
 
 func (k bgCore) Idle(r *Run) {
@@ -212,49 +262,6 @@ func (k bgCore) Written(gen uint64, floor wal.Pos) {
 
 func (k bgCore) DropFrames() bool { return k.db.dropIdleFrames() }
 func (k bgCore) Fail(err error)   { k.db.setBackgroundErr(err) }
-
-// captureLocked is bgCore.Capture under r's lock.
-func (r *Run) captureLocked(full, snaps, closeTails bool) (*checkpoint.Capture, error) {
-	if r.mu.gone != nil {
-		return nil, nil // deleted since it was queued or listed: nothing of it is written
-	}
-	if !full && r.mu.lastSeq == r.mu.snapSeq {
-		return nil, nil
-	}
-	c := &checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}
-	f := checkpoint.Frame{LastSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, FrameSeq: r.mu.frameSeq,
-		Unread: r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != "", Tail: full && snaps && r.tailLocked(closeTails)}
-	if f.FrameDue(full, snaps) {
-		if err := r.materializeLocked(); err != nil {
-			return nil, err
-		}
-		c.Frame = frame.AppendFrame(nil, r.mu.frame)
-		c.FrameBytes = int64(len(c.Frame))
-	}
-	c.Positions = append([]wal.Pos(nil), r.mu.positions...)
-	c.Meta = layout.CheckpointRun{
-		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
-		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
-	}
-	if e := r.mu.end; e != nil {
-		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
-	}
-	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
-	c.Plan(full, r.base, r.mu.snapSeq, r.mu.windowFirst)
-	if r.mu.interruptedSeq != 0 {
-		c.Meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
-	} else if a := r.mu.atom; a != nil {
-		a.mu.Lock() // its actions with an intent or a certificate in the log
-		c.Meta.Inflight = append(c.Meta.Inflight, a.mu.started...)
-		for _, act := range a.mu.actions {
-			if !slices.ContainsFunc(a.mu.started, func(s layout.InflightAction) bool { return s.FP == act.fp }) {
-				c.Meta.Inflight = append(c.Meta.Inflight, layout.InflightAction{Index: act.index, FP: act.fp})
-			}
-		}
-		a.mu.Unlock()
-	}
-	return c, nil
-}
 
 // maxTailAtoms is how many atoms past its frame file a checkpoint may
 // leave a run (checkpoint.Tail); a variable for the tests.

@@ -63,24 +63,8 @@ func (db *DB) closeSnapshots() error {
 // store (Keeper.SkipAbsent) unless a first checkpoint leaves
 // tailRunsForStore runs or more to their tails.
 func (db *DB) skipAbsentSnapshots() {
-	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && db.tailRuns(tailRunsForStore) >= tailRunsForStore })
+	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && bgCore{db}.CloseTails() })
 }
 
 // tailRunsForStore: see skipAbsentSnapshots; a test sets it.
 var tailRunsForStore = 64
-
-// tailRuns counts, up to max, the runs only Close leaves to their tails.
-func (db *DB) tailRuns(max int) int {
-	n := 0
-	for _, r := range db.runList() {
-		r.mu.Lock()
-		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
-			n++
-		}
-		r.mu.Unlock()
-		if n >= max {
-			break
-		}
-	}
-	return n
-}

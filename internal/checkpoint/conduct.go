@@ -3,6 +3,7 @@ package checkpoint
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
@@ -77,7 +78,7 @@ type Store struct {
 	Comp      *frame.Compressor
 	Sealer    *record.Sealer // nil: a plaintext store
 	ID        [16]byte       // STORE's
-	Dict      uint32         // the dictionary new records are compressed with
+	Dict      *atomic.Uint32 // the dictionary new records are compressed with, read for CHECKPOINT
 	Gen       uint64         // the last checkpoint's generation (0: none)
 	LedgerGen uint64         // the generation of the ledger table on disk (0: none)
 	Logger    *slog.Logger
@@ -163,7 +164,7 @@ func Write[R any](core Core[R], final bool) error {
 	if err := core.WriteFiles(gen, floor, rows); err != nil {
 		return err
 	}
-	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: st.ID, Dict: st.Dict, Runs: rows}
+	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: st.ID, Dict: st.Dict.Load(), Runs: rows}
 	if err := layout.WriteFileAtomic(st.FS, st.path(layout.CheckpointName), cp.Marshal(), st.NoSync); err != nil {
 		return err
 	}

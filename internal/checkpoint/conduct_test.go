@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -31,7 +32,7 @@ func (f *fakeCore) call(format string, args ...any) {
 }
 
 func (f *fakeCore) Store() (Store, error) {
-	return Store{FS: f.fs, Dir: "store", Part: 1 << 20, Comp: frame.NewCompressor(nil), Gen: f.gen, LedgerGen: f.lgen,
+	return Store{FS: f.fs, Dir: "store", Part: 1 << 20, Comp: frame.NewCompressor(nil), Dict: new(atomic.Uint32), Gen: f.gen, LedgerGen: f.lgen,
 		Logger: slog.New(slog.DiscardHandler), Unclean: func() { f.call("unclean") }}, nil
 }
 func (f *fakeCore) Snapshots() (*snapshot.Store, error) { return nil, nil }

@@ -61,6 +61,17 @@
 // waited for) and AppendStoreHead (every run's latest anchor).
 //
 // What each promises:
+//   - Write writes CHECKPOINT only after every file it names is written
+//     (frame files and frames/ synced, the snapshot batch synced, the
+//     ledger table atomically, INBOX and WAITS renamed), and calls
+//     Core.Written only once CHECKPOINT is durable; an error at any step
+//     returns before CHECKPOINT, which stays the last one. The previous
+//     ledger table is removed after, a failure to do so logged and
+//     Store.Unclean called.
+//   - Snapshot's error is the engine's only: a run gone or unchanged, or
+//     a snapshot store out of use, writes nothing and is no error.
+//   - Background returns once Schedule.Stop is closed; it runs one thing
+//     at a time, Schedule.Start once.
 //   - Plan, Captured, Tail.Leave, SnapshotDue, SweepInterval and
 //     Frame.FrameDue are pure: no I/O, no lock.
 //   - Encode compresses with s2 and seals (record.PlaceFrame, the run and
@@ -85,8 +96,8 @@
 //
 // # Crash safety
 //
-// CHECKPOINT, written by the engine after Finish, is the commit point of
-// an engine checkpoint. Frame files and snapshot parts written before a
+// CHECKPOINT, written by Write after Finish and Core.WriteFiles, is the
+// commit point of an engine checkpoint. Frame files and snapshot parts written before a
 // crash that CHECKPOINT does not yet name are harmless: frame files carry
 // their own seq, and a snapshot store older than CHECKPOINT's generation
 // is re-indexed from the log (package snapindex).
