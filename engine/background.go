@@ -10,6 +10,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/checkpoint"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -21,67 +22,39 @@ func (db *DB) snapshotPolicy() snapshot.Policy {
 	return snapshot.Policy{Every: db.opts.SnapshotEvery, Interval: db.opts.SnapshotInterval}
 }
 
-// background runs the work off the commit path: snapshots, engine
-// checkpoints, timed chain checkpoints; its errors are sticky.
+// background is the goroutine of the work off the commit path
+// (checkpoint.Background): snapshots, engine checkpoints, timed chain
+// checkpoints, collections, erasures; its errors are sticky.
 func (db *DB) background() {
 	defer db.bg.wg.Done()
-	tick := time.NewTicker(checkpoint.SweepInterval(db.opts.SnapshotInterval, db.opts.CheckpointInterval))
-	defer tick.Stop()
-	// Pebble and the ledger's table wait for the restart to be over.
-	lazy := time.NewTimer(pebbleDelay)
-	defer lazy.Stop()
-	for {
-		select {
-		case <-db.bg.stop:
-			return
-		case <-lazy.C:
-			db.startDirSyncs()
-			db.startLedger()
-			db.snaps.Start()
-			db.bg.wg.Add(1)
-			go func() {
-				defer db.bg.wg.Done()
-				db.msgs.Load() // lets go of the tail's bodies; its error is sticky
-			}()
-			db.bg.wg.Add(1)
-			go func() {
-				defer db.bg.wg.Done()
-				if registryCheckHold != nil {
-					registryCheckHold(db)
-				}
-				if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
-					db.setBackgroundErr(err)
-					return
-				}
-				db.healStreamsMarker() // streams.go
-			}()
-		case r := <-db.bg.snapJobs:
-			db.runSnapshot(r)
-		case <-db.bg.ckptReq:
-			db.backgroundCheckpoint()
-		case job := <-db.gc.Jobs():
-			job.Run(&db.gc, gcCore{db})
-		case job := <-db.eraser.Jobs():
-			job() // an erasure (erase.go)
-		case <-tick.C:
-			db.sweep()
-			if db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap {
-				db.backgroundCheckpoint() // idle unwritten frames past the frame cache
-			}
-		}
-	}
+	checkpoint.Background(bgCore{db}, checkpoint.Schedule[*Run, *retention.Job]{Stop: db.bg.stop, Lazy: pebbleDelay, Start: db.startDeferred,
+		Snapshots: db.bg.snapJobs, Checkpoints: db.bg.ckptReq, Ready: func() error { return db.waitLedger(context.Background()) },
+		Collections: db.gc.Jobs(), Collect: func(job *retention.Job) { job.Run(&db.gc, gcCore{db}) }, Jobs: db.eraser.Jobs(),
+		Tick: checkpoint.SweepInterval(db.opts.SnapshotInterval, db.opts.CheckpointInterval), Sweep: db.sweep, Comp: db.comp, Sealer: db.sealer})
 }
 
-// backgroundCheckpoint writes an engine checkpoint once the ledger's
-// table is loaded; its error is sticky.
-func (db *DB) backgroundCheckpoint() {
-	err := db.waitLedger(context.Background())
-	if err == nil {
-		err = db.checkpoint(false)
-	}
-	if err != nil {
-		db.setBackgroundErr(err)
-	}
+// startDeferred starts what waits for the restart to be over: Pebble, the
+// ledger's table, the inbox's load, the check of the registry.
+func (db *DB) startDeferred() {
+	db.startDirSyncs()
+	db.startLedger()
+	db.snaps.Start()
+	db.bg.wg.Add(2)
+	go func() {
+		defer db.bg.wg.Done()
+		db.msgs.Load() // lets go of the tail's bodies; its error is sticky
+	}()
+	go func() {
+		defer db.bg.wg.Done()
+		if registryCheckHold != nil {
+			registryCheckHold(db)
+		}
+		if err := db.checkRegistry(); err != nil && !errors.Is(err, wal.ErrClosed) && !errors.Is(err, ErrClosed) {
+			db.setBackgroundErr(err)
+			return
+		}
+		db.healStreamsMarker() // streams.go
+	}()
 }
 
 // checkpointWaiting (tests) is called as a checkpoint waits for the
@@ -96,8 +69,9 @@ const pebbleDelay = 200 * time.Millisecond
 var checkpointBatchPart = 1 << 20
 
 // sweep applies the time triggers: snapshots past SnapshotInterval,
-// chain checkpoints past CheckpointInterval.
-func (db *DB) sweep() {
+// chain checkpoints past CheckpointInterval; an engine checkpoint is due
+// when idle frames past the frame cache wait for one.
+func (db *DB) sweep() (due bool) {
 	for _, r := range db.runList() {
 		r.mu.Lock()
 		if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && r.snapshotDueLocked(int(r.mu.lastSeq-r.mu.snapSeq)) {
@@ -112,71 +86,93 @@ func (db *DB) sweep() {
 		}
 		r.mu.Unlock()
 	}
+	return db.dropIdleFrames() && time.Since(db.bg.ckptAt) >= frameCheckpointGap
 }
 
-// runSnapshot writes one snapshot of r into Pebble, with the log positions
-// of its atoms since the last one.
-func (db *DB) runSnapshot(r *Run) {
-	snaps, _ := db.usableSnapshots(context.Background())
-	// After a Commit in flight: the snapshot covers its atom
-	// (docs/DESIGN.md, write path).
-	if r.lockIdle(context.Background()) != nil {
-		return // not reached: the context never ends
+// checkpoint writes an engine checkpoint (checkpoint.Write); final is set
+// by Close.
+func (db *DB) checkpoint(final bool) error { return checkpoint.Write(bgCore{db}, final) }
+
+// bgCore is the engine as the background work reaches it: internal/
+// checkpoint's Core, internal/snapindex's Host (snapstore.go) and
+// internal/dicttrain's (dict.go).
+type bgCore struct{ db *DB }
+
+func (k bgCore) Store() (checkpoint.Store, error) {
+	db := k.db
+	if err := db.logFailed(); err != nil {
+		return checkpoint.Store{}, fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
 	}
-	r.mu.snapQueued = false
+	if err := db.dirsDurable(); err != nil {
+		return checkpoint.Store{}, fmt.Errorf("engine: no checkpoint: %w", err)
+	}
+	return checkpoint.Store{FS: db.fs, Dir: db.dir, NoSync: db.opts.NoSync, Part: checkpointBatchPart, Comp: db.comp,
+		Sealer: db.sealer, ID: db.storeID, Dict: &db.curDict, Gen: db.bg.gen, LedgerGen: db.bg.ledgerGn,
+		Logger: db.logger, Unclean: func() { db.unclean.Store(true) }}, nil
+}
+
+func (k bgCore) Snapshots() (*snapshot.Store, error) {
+	return k.db.usableSnapshots(context.Background())
+}
+
+func (k bgCore) Runs() []*Run { return k.db.runList() }
+
+func (k bgCore) Anchor(r *Run) error {
+	if err := r.lockIdle(context.Background()); err != nil {
+		return err
+	}
+	k.db.writeChainCheckpointLocked(r)
 	r.mu.Unlock()
-	if snaps == nil {
-		return // out of use, reported once (Stats.SnapshotStore); StateAt reads the log
-	}
-	c, err := r.capture(db, false, true, false)
-	if err != nil {
-		db.setBackgroundErr(err)
-		return
-	}
-	if c == nil {
-		return
-	}
-	if ok, err := c.WriteSnapshot(snaps); !ok {
-		if err != nil {
-			db.setBackgroundErr(err)
+	return nil
+}
+
+func (k bgCore) StoreHead(runs []*Run, wait bool) error { return k.db.writeStoreHead(runs, wait) }
+
+func (k bgCore) Mark(gen uint64) ([]byte, wal.Pos, error) {
+	db := k.db
+	var floor wal.Pos
+	table := db.ledger.CheckpointAt(nil, func() ledger.TableOrigin {
+		if checkpointWaiting != nil {
+			checkpointWaiting()
 		}
-		return
+		db.relaxed.Wait()
+		floor = db.replayFloor()
+		return ledger.TableOrigin{Gen: gen, Pos: floor}
+	})
+	if err := db.logFailed(); err != nil {
+		return nil, floor, fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
 	}
-	db.observeSnapshot(r, c)
-	r.captured(c)
-	db.counters.snapshots.Add(1)
+	db.tailBytes.Store(0)
+	return table, floor, nil
 }
 
-// capturedRun is a run's state taken for a snapshot or checkpoint
-// (internal/checkpoint's Capture) and the run it is of.
-type capturedRun struct {
-	checkpoint.Capture
-	run *Run
+// CloseTails counts the runs only Close leaves to their tails, up to
+// tailRunsForStore (snapstore.go).
+func (k bgCore) CloseTails() bool {
+	n := 0
+	for _, r := range k.db.runList() {
+		r.mu.Lock()
+		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
+			n++
+		}
+		r.mu.Unlock()
+		if n >= tailRunsForStore {
+			break
+		}
+	}
+	return n >= tailRunsForStore
 }
 
-// capture takes r's state: nil for a snapshot (full=false) of an
-// unchanged run; the frame is encoded under r's lock, compressed outside.
-func (r *Run) capture(db *DB, full, snaps, closeTails bool) (*capturedRun, error) {
-	r.mu.Lock()
-	c, err := r.captureLocked(full, snaps, closeTails)
-	r.mu.Unlock()
-	if c == nil || err != nil {
-		return c, err
-	}
-	if err := c.Encode(full, snaps, db.comp, db.sealer); err != nil {
-		return nil, err
-	}
-	return c, nil
-}
-
-func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) {
-	if r.mu.gone != nil {
-		return nil, nil // deleted since it was queued or listed: nothing of it is written
-	}
-	if !full && r.mu.lastSeq == r.mu.snapSeq {
+func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Capture, error) {
+	if full && r.waitCreated(context.Background()) != nil {
 		return nil, nil
 	}
-	c := &capturedRun{run: r, Capture: checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.mu.gone != nil || !full && r.mu.lastSeq == r.mu.snapSeq {
+		return nil, nil // deleted since it was queued or listed (nothing of it is written), or unchanged
+	}
+	c := &checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}
 	f := checkpoint.Frame{LastSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, FrameSeq: r.mu.frameSeq,
 		Unread: r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != "", Tail: full && snaps && r.tailLocked(closeTails)}
 	if f.FrameDue(full, snaps) {
@@ -211,6 +207,62 @@ func (r *Run) captureLocked(full, snaps, closeTails bool) (*capturedRun, error) 
 	return c, nil
 }
 
+func (k bgCore) Idle(r *Run) {
+	if r.lockIdle(context.Background()) != nil {
+		return // not reached: the context never ends
+	}
+	r.mu.snapQueued = false
+	r.mu.Unlock()
+}
+
+func (k bgCore) Captured(r *Run, c *checkpoint.Capture, stored, full bool) {
+	if !full {
+		k.db.observeSnapshot(r, c)
+	}
+	r.mu.Lock()
+	if stored {
+		x := checkpoint.Index{SnapSeq: r.mu.snapSeq, SnapTime: r.mu.snapTime, WindowFirst: r.mu.windowFirst, DeltaBytes: r.mu.deltaBytes,
+			SnapFrameBytes: r.mu.snapFrameBytes, IndexedSeq: r.mu.indexedSeq, Positions: r.mu.positions}
+		c.Captured(&x, time.Now())
+		r.mu.snapSeq, r.mu.snapTime, r.mu.windowFirst, r.mu.deltaBytes = x.SnapSeq, x.SnapTime, x.WindowFirst, x.DeltaBytes
+		r.mu.snapFrameBytes, r.mu.indexedSeq, r.mu.positions = x.SnapFrameBytes, x.IndexedSeq, x.Positions
+	}
+	if full {
+		r.mu.frameSeq = max(r.mu.frameSeq, c.Meta.FrameSeq)
+		if c.FileSum != ([32]byte{}) && c.Meta.FrameSeq == c.Seq { // the frame cache reads it back (framecache.go)
+			r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.FileSum, c.Seq, c.Head
+		}
+	}
+	r.mu.Unlock()
+	if !full {
+		k.db.counters.snapshots.Add(1)
+	}
+}
+
+// WriteFiles writes INBOX (internal/mailbox) and WAITS (waitcore.go).
+func (k bgCore) WriteFiles(gen uint64, floor wal.Pos, rows []layout.CheckpointRun) error {
+	db := k.db
+	inbox, err := db.msgs.Capture(gen, floor)
+	if err != nil {
+		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
+	}
+	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.sealer, record.PlaceInbox, gen, "inbox", db.opts.NoSync, false); err != nil {
+		return err
+	}
+	return db.writeWaitsFile(gen, floor, rows)
+}
+
+func (k bgCore) Written(gen uint64, floor wal.Pos) {
+	db := k.db
+	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
+	db.msgs.Written(gen, floor)
+	db.counters.checkpoints.Add(1)
+	db.bg.ckptAt = time.Now()
+}
+
+func (k bgCore) DropFrames() bool { return k.db.dropIdleFrames() }
+func (k bgCore) Fail(err error)   { k.db.setBackgroundErr(err) }
+
 // maxTailAtoms is how many atoms past its frame file a checkpoint may
 // leave a run (checkpoint.Tail); a variable for the tests.
 var maxTailAtoms uint64 = 16
@@ -221,149 +273,6 @@ func (r *Run) tailLocked(closeTails bool) bool {
 	return checkpoint.Tail{Fork: r.parent != "", LastSeq: r.mu.lastSeq, FrameSeq: r.mu.frameSeq,
 		Indexed: r.mu.indexedSeq + uint64(len(r.mu.positions)), Resident: r.mu.frame != nil, Pending: len(r.mu.pending) > 0,
 		MaxAtoms: maxTailAtoms, CloseTails: closeTails}.Leave()
-}
-
-// captured records that c is durable in Pebble (for a checkpoint, also in
-// the run's frame file).
-func (r *Run) captured(c *capturedRun) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	x := checkpoint.Index{SnapSeq: r.mu.snapSeq, SnapTime: r.mu.snapTime, WindowFirst: r.mu.windowFirst, DeltaBytes: r.mu.deltaBytes,
-		SnapFrameBytes: r.mu.snapFrameBytes, IndexedSeq: r.mu.indexedSeq, Positions: r.mu.positions}
-	c.Captured(&x, time.Now())
-	r.mu.snapSeq, r.mu.snapTime, r.mu.windowFirst, r.mu.deltaBytes = x.SnapSeq, x.SnapTime, x.WindowFirst, x.DeltaBytes
-	r.mu.snapFrameBytes, r.mu.indexedSeq, r.mu.positions = x.SnapFrameBytes, x.IndexedSeq, x.Positions
-}
-
-// checkpoint writes an engine checkpoint (docs/DESIGN.md): frame files,
-// the snapshot batch, the ledger table, INBOX, WAITS, then CHECKPOINT, the
-// commit point. final is set by Close.
-func (db *DB) checkpoint(final bool) error {
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
-	}
-	if err := db.dirsDurable(); err != nil {
-		return fmt.Errorf("engine: no checkpoint: %w", err)
-	}
-	// Without a usable snapshot store it goes on; the next Open re-indexes.
-	snaps, err := db.usableSnapshots(context.Background())
-	if err != nil {
-		return fmt.Errorf("engine: checkpoint: %w", err)
-	}
-	if final {
-		// Every run anchored, after its Commit in flight, and a store
-		// head, before the replay position: Close leaves nothing to replay.
-		runs := db.runList()
-		for _, r := range runs {
-			if err := r.lockIdle(context.Background()); err != nil {
-				return err
-			}
-			db.writeChainCheckpointLocked(r)
-			r.mu.Unlock()
-		}
-		if err := db.writeStoreHead(runs, true); err != nil {
-			return err
-		}
-	}
-	// The ledger table and the replay position together (the ledger's
-	// journal held back); every run is captured after, at or past it.
-	var floor wal.Pos
-	gen := db.bg.gen + 1
-	table := db.ledger.CheckpointAt(nil, func() ledger.TableOrigin {
-		if checkpointWaiting != nil {
-			checkpointWaiting()
-		}
-		db.relaxed.Wait()
-		floor = db.replayFloor()
-		return ledger.TableOrigin{Gen: gen, Pos: floor}
-	})
-	// A relaxed certificate whose write failed meanwhile has no location
-	// in the table: nothing that names the table may be written.
-	if err := db.logFailed(); err != nil {
-		return fmt.Errorf("engine: no checkpoint after the log failed: %w", err)
-	}
-	db.tailBytes.Store(0)
-	runs := db.runList()
-	// Close leaves runs to their tails only when there are many.
-	closeTails := final && db.tailRuns(tailRunsForStore) >= tailRunsForStore
-	caps := make([]*capturedRun, 0, len(runs))
-	w := checkpoint.NewWriter(db.fs, db.path(layout.FramesDir), db.opts.NoSync, snaps, checkpointBatchPart)
-	defer w.Discard()
-	for _, r := range runs {
-		if r.waitCreated(context.Background()) != nil {
-			continue
-		}
-		c, err := r.capture(db, true, w.Snapshots(), closeTails)
-		if err != nil {
-			return err
-		}
-		if c == nil {
-			continue // deleted since the list was taken
-		}
-		if err := w.Add(&c.Capture, db.frameFileName(r.id)); err != nil {
-			return err
-		}
-		caps = append(caps, c)
-	}
-	stored, err := w.Finish(gen) // the snapshot store holds the batch of gen
-	if err != nil {
-		return err
-	}
-	for _, c := range caps {
-		if stored {
-			c.run.captured(c)
-		}
-		c.run.mu.Lock()
-		if c.Meta.FrameSeq > c.run.mu.frameSeq {
-			c.run.mu.frameSeq = c.Meta.FrameSeq
-		}
-		c.run.notedFrameFileLocked(c)
-		c.run.mu.Unlock()
-	}
-
-	if err := checkpoint.WriteLedgerTable(db.fs, db.ledgerTableName(gen), table, db.sealer, gen, db.opts.NoSync); err != nil {
-		return err
-	}
-	// INBOX after every run, made durable by CHECKPOINT's directory fsync.
-	inbox, err := db.msgs.Capture(gen, floor)
-	if err != nil {
-		return fmt.Errorf("engine: checkpoint: inbox: %w", err)
-	}
-	if err := checkpoint.WriteStoreFile(db.fs, db.path(layout.InboxName), inbox.Marshal(), db.sealer, record.PlaceInbox, gen, "inbox", db.opts.NoSync, false); err != nil {
-		return err
-	}
-	// WAITS likewise, after every run's row (waitcore.go).
-	if err := db.writeWaitsFile(gen, floor, caps); err != nil {
-		return err
-	}
-	cp := layout.Checkpoint{Gen: gen, Replay: floor, LedgerGen: gen, StoreID: db.storeID,
-		Dict: db.curDict.Load()}
-	for _, c := range caps {
-		cp.Runs = append(cp.Runs, c.Meta)
-	}
-	if err := layout.WriteFileAtomic(db.fs, db.path(layout.CheckpointName), cp.Marshal(), db.opts.NoSync); err != nil {
-		return err
-	}
-	old := db.bg.ledgerGn
-	db.bg.gen, db.bg.ledgerGn, db.bg.replay = gen, gen, floor
-	db.msgs.Written(gen, floor)
-	if old != 0 && old != gen {
-		if err := db.fs.Remove(db.ledgerTableName(old)); err != nil && !layout.NotExist(err) {
-			db.unclean.Store(true)
-			db.logger.Warn("engine: remove old ledger table", "err", err)
-		}
-	}
-	db.counters.checkpoints.Add(1)
-	db.bg.ckptAt = time.Now()
-
-	if final {
-		return nil // the store head went out first
-	}
-	if err := db.writeStoreHead(runs, false); err != nil {
-		return err
-	}
-	db.dropIdleFrames()
-	return nil
 }
 
 // writeChainCheckpointLocked appends a chain checkpoint of r at its last

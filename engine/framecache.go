@@ -10,23 +10,10 @@ import (
 // The frame cache: a run keeps its frame in memory while it is in use, and
 // an idle run's frame is dropped, least recently used first, once the
 // resident frames exceed Options.FrameCache; the run's next use reads it
-// back from its frame file (materializeLocked), as after a restart.
-//
-// Only a frame that can come back exactly is dropped: the run is idle (no
-// atom running, no write in flight, no replayed atoms pending), its frame
-// file is one this process wrote at the run's last seq (frameSumSeq), so
-// reading it back is checked against that file's BLAKE3 (frameFileLocked:
-// any other content, damaged or replaced, is rebuilt from the log instead),
-// and its snapshot is in the snapshot store at that seq (snapSeq), so the
-// next checkpoint has nothing to capture and does not read it back.
-
-// notedFrameFileLocked records what a checkpoint wrote for r: the frame
-// file at c.seq (its BLAKE3) and the frame's encoded size.
-func (r *Run) notedFrameFileLocked(c *capturedRun) {
-	if c.FileSum != ([32]byte{}) && c.Meta.FrameSeq == c.Seq {
-		r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.FileSum, c.Seq, c.Head
-	}
-}
+// back from its frame file (materializeLocked), as after a restart. Only
+// a frame that can come back exactly is dropped (runstate.Frame.Resident):
+// its frame file is one this process wrote (frameSumSeq, its BLAKE3
+// checked by frameFileLocked) and its snapshot is at the same seq.
 
 // touch marks r as used now.
 func (r *Run) touch() { r.lastUse.Store(r.db.useTick.Add(1)) }
@@ -39,19 +26,13 @@ func (r *Run) idleLocked() bool {
 		len(r.mu.pending) == 0 && r.mu.lastSeq > r.base
 }
 
-// droppableLocked reports whether r's frame may leave memory: it is idle
-// and can be read back exactly from its frame file.
-func (r *Run) droppableLocked() bool {
-	return r.idleLocked() && r.mu.frameSumSeq == r.mu.lastSeq && r.mu.frameSeq == r.mu.lastSeq && r.mu.snapSeq == r.mu.lastSeq
-}
-
 // frameCheckpointGap is how long after an engine checkpoint the sweep
 // writes another one for the frame cache's sake (dropIdleFrames).
 const frameCheckpointGap = 10 * time.Second
 
 // dropIdleFrames drops the frames of idle runs, least recently used
 // first, until the resident frames fit in Options.FrameCache
-// (runstate.Drop). It runs on the background goroutine, after each engine
+// (runstate.Sweep). It runs on the background goroutine, after each engine
 // checkpoint and each sweep. It reports whether they still do not fit
 // while some idle run keeps its frame only because no checkpoint has
 // written it yet.
@@ -60,19 +41,12 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 	if budget < 0 {
 		return false
 	}
-	return runstate.Drop(db.runList(), budget, func(r *Run) (runstate.Resident, bool) {
+	return runstate.Sweep(db.runList(), budget, func(r *Run, drop func(runstate.Frame) bool) bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if r.mu.frame == nil {
-			return runstate.Resident{}, false
-		}
-		return runstate.Resident{Use: r.lastUse.Load(), Bytes: r.residentBytesLocked(), Droppable: r.droppableLocked(),
-			Unwritten: r.idleLocked() && r.mu.frameSumSeq != r.mu.lastSeq}, true
-	}, func(r *Run, use int64) bool {
-		r.mu.Lock()
-		defer r.mu.Unlock()
-		if !r.droppableLocked() || r.lastUse.Load() != use { // used or changed since the scan: keep it
-			return false
+		if r.mu.frame == nil || !drop(runstate.Frame{Use: r.lastUse.Load(), Bytes: r.residentBytesLocked(), Idle: r.idleLocked(),
+			LastSeq: r.mu.lastSeq, FileSeq: r.mu.frameSumSeq, FrameSeq: r.mu.frameSeq, SnapSeq: r.mu.snapSeq}) {
+			return false // none, or used or changed since the scan: kept
 		}
 		r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
 		db.counters.framesDropped.Add(1)

@@ -8,6 +8,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/observe"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
@@ -191,7 +192,7 @@ func (a *Atom) observeFail(reason string) {
 
 // observeSnapshot reports the snapshot c of r before it is recorded as
 // the run's latest; the run's lock is not held while the Observer runs.
-func (db *DB) observeSnapshot(r *Run, c *capturedRun) {
+func (db *DB) observeSnapshot(r *Run, c *checkpoint.Capture) {
 	o := db.opts.Observer
 	if o == nil || !c.Snapshot {
 		return

@@ -22,13 +22,10 @@ var snapshotsOnNeed = true
 // has succeeded.
 func (db *DB) startSnapIndex() {
 	db.snaps = snapindex.New(snapindex.Config{FS: db.fs, Dir: db.dir, NoSync: db.opts.NoSync, Logger: db.logger,
-		MemTableSize: snapshotMemTable, OnNeed: snapshotsOnNeed, CheckpointGen: db.openGen, Closed: ErrClosed}, snapHost{db})
+		MemTableSize: snapshotMemTable, OnNeed: snapshotsOnNeed, CheckpointGen: db.openGen, Closed: ErrClosed}, bgCore{db})
 }
 
-// snapHost is the Keeper's Host (internal/snapindex's doc).
-type snapHost struct{ db *DB }
-
-func (h snapHost) ResetIndexed() map[string]uint64 {
+func (h bgCore) ResetIndexed() map[string]uint64 {
 	want := map[string]uint64{}
 	for _, r := range h.db.runList() {
 		r.mu.Lock()
@@ -39,12 +36,12 @@ func (h snapHost) ResetIndexed() map[string]uint64 {
 	return want
 }
 
-func (h snapHost) Cursor(dec *record.Decoder) (*record.Cursor, error) {
+func (h bgCore) Cursor(dec *record.Decoder) (*record.Cursor, error) {
 	return record.NewCursor(h.db.log, h.db.segmentFile, wal.Pos{}, dec)
 }
 
-func (h snapHost) Stopping() <-chan struct{} { return h.db.bg.stop }
-func (h snapHost) Unclean()                  { h.db.unclean.Store(true) }
+func (h bgCore) Stopping() <-chan struct{} { return h.db.bg.stop }
+func (h bgCore) Unclean()                  { h.db.unclean.Store(true) }
 
 // snapshots waits for Pebble and returns it (snapindex.Keeper.Get).
 func (db *DB) snapshots(ctx context.Context) (*snapshot.Store, error) { return db.snaps.Get(ctx) }
@@ -66,24 +63,8 @@ func (db *DB) closeSnapshots() error {
 // store (Keeper.SkipAbsent) unless a first checkpoint leaves
 // tailRunsForStore runs or more to their tails.
 func (db *DB) skipAbsentSnapshots() {
-	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && db.tailRuns(tailRunsForStore) >= tailRunsForStore })
+	db.snaps.SkipAbsent(func() bool { return db.openGen == 0 && bgCore{db}.CloseTails() })
 }
 
 // tailRunsForStore: see skipAbsentSnapshots; a test sets it.
 var tailRunsForStore = 64
-
-// tailRuns counts, up to max, the runs only Close leaves to their tails.
-func (db *DB) tailRuns(max int) int {
-	n := 0
-	for _, r := range db.runList() {
-		r.mu.Lock()
-		if r.mu.gone == nil && r.tailLocked(true) && !r.tailLocked(false) {
-			n++
-		}
-		r.mu.Unlock()
-		if n >= max {
-			break
-		}
-	}
-	return n
-}

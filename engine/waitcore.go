@@ -49,17 +49,17 @@ func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
 // replay position floor (internal/wait, WriteFile), after every run's row
-// is captured (caps, sorted by id): a wait its run's row says an atom
+// is captured (rows, sorted by id): a wait its run's row says an atom
 // took, and a run that ended, leave the index and the file; the file
 // becomes the index's table, read from the file but after Close's own
 // checkpoint. CHECKPOINT's directory fsync makes its rename durable.
-func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, caps []*capturedRun) error {
+func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, rows []layout.CheckpointRun) error {
 	return db.waits.of(db).WriteFile(gen, floor, func(run string) (uint64, bool, bool) {
-		i, ok := slices.BinarySearchFunc(caps, run, func(c *capturedRun, id string) int { return strings.Compare(c.Meta.ID, id) })
+		i, ok := slices.BinarySearchFunc(rows, run, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
 		if !ok {
 			return 0, false, false
 		}
-		return caps[i].Meta.LastSeq, caps[i].Meta.Status != 0, true
+		return rows[i].LastSeq, rows[i].Status != 0, true
 	}, db.opts.NoSync, !db.closed.Load())
 }
 

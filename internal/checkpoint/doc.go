@@ -1,6 +1,7 @@
 // Package checkpoint holds what the engine's background snapshots and
 // engine checkpoints decide and write, apart from the runs they read:
-// the snapshot retention policy, when a snapshot is due, which runs a
+// the background goroutine's schedule, the steps of a snapshot and of a
+// checkpoint in their order, the snapshot retention policy, when a snapshot is due, which runs a
 // checkpoint may leave to their tails, the preparation of a run's frame
 // for its frame file and its snapshot, the writing of a checkpoint's frame
 // files and of its snapshot batch (in parts), the log records of chain
@@ -12,30 +13,65 @@
 //
 // # The interface to the engine
 //
-// The package takes and gives plain data; it calls nothing of the engine.
-// The engine's background goroutine (engine/background.go, the scheduler)
-// conducts it:
+// The package conducts the engine's background goroutine (Background: its
+// schedule), its background snapshots (Snapshot) and its engine
+// checkpoints (Write), and reaches the engine through one interface, R
+// being the engine's run; each method takes the locks it needs:
 //
-//	tick := SweepInterval(snapshotInterval, checkpointInterval) // the time triggers' period
-//	// Under the run's lock: fill a Capture from the run, its frame only if
-//	Frame{...}.FrameDue(full, snaps)         // the snapshot or frame file is stale
-//	c.Plan(full, base, snapSeq, windowFirst) // retention: Snapshot, InStore, Drop, Meta seqs
-//	// Outside it:
-//	c.Encode(full, snaps, comp, sealer)      // s2 (and seal) only what takes it
-//	// A background snapshot:
-//	c.AddTo(batch); batch.Commit(false)
-//	// An engine checkpoint:
+//	type Core[R any] interface {
+//		Store() (Store, error)               // what a checkpoint writes with, or why none may be written
+//		Snapshots() (*snapshot.Store, error) // nil: none usable, the checkpoint goes on without it
+//		Runs() []R                           // the runs to capture, sorted by id
+//		Anchor(r R) error                    // r's chain checkpoint, after its Commit in flight (Close's)
+//		StoreHead(runs []R, wait bool) error // every run's latest anchor
+//		Mark(gen uint64) (table []byte, floor wal.Pos, err error) // the ledger table and the log position
+//		CloseTails() bool                    // Close leaves runs to their tails
+//		Capture(r R, full, snaps, closeTails bool) (*Capture, error) // r's capture under its lock
+//		Idle(r R)                            // after r's Commit in flight; its queued snapshot taken
+//		Captured(r R, c *Capture, stored, full bool) // what c made durable, under r's lock
+//		WriteFiles(gen uint64, floor wal.Pos, rows []layout.CheckpointRun) error // INBOX, WAITS
+//		Written(gen uint64, floor wal.Pos)   // CHECKPOINT of gen is durable
+//		DropFrames() (unwritten bool)        // the frame cache's sweep
+//		Fail(err error)                      // the sticky error of background work
+//	}
+//
+// The engine starts one goroutine that runs Background (its Schedule: the
+// channels of queued snapshots, checkpoint requests, collections and
+// other jobs, the sweep's period and its time triggers) until Close, and
+// calls Write itself for Close's checkpoint (final) and a collection's.
+// The steps each one takes, in order:
+//
+//	// Write: Store, Snapshots; Close's: Anchor each run, StoreHead(wait)
+//	table, floor, err := core.Mark(gen)      // gen: the last one's + 1
 //	w := NewWriter(fs, framesDir, noSync, snaps, part)
-//	w.Add(c, frameFileName)                  // for each run
+//	c := core.Capture(r, true, ...); c.Encode(...); w.Add(c, frameFileName) // each run
 //	stored, err := w.Finish(gen)             // frame files synced, then the batch, synced
-//	// Once durable (stored, for the snapshot), under the run's lock:
-//	c.Captured(&index, now)
-//	WriteLedgerTable(fs, name, table, sealer, gen, noSync) // then INBOX, WAITS, CHECKPOINT (the engine's)
-//	// The chain anchors, into the log:
-//	AppendChain(log, signer, c)              // a run's chain checkpoint, not waited for
-//	AppendStoreHead(log, signer, h, wait)    // every run's latest anchor
+//	core.Captured(r, c, stored, true)        // each run
+//	WriteLedgerTable(...); core.WriteFiles(gen, floor, rows); CHECKPOINT, atomically
+//	core.Written(gen, floor)                 // then the old ledger table removed
+//	core.StoreHead(runs, false); core.DropFrames() // not Close's
+//	// Snapshot: Snapshots, Idle(r), Capture(r, false, ...), Encode,
+//	c.WriteSnapshot(snaps); core.Captured(r, c, true, false)
+//
+// Under the run's lock, Capture fills a Capture from the run, its frame
+// only if Frame{...}.FrameDue(full, snaps), then calls
+// c.Plan(full, base, snapSeq, windowFirst) (retention: Snapshot, InStore,
+// Drop, Meta seqs); Captured applies c.Captured(&index, now). The chain
+// anchors go into the log with AppendChain (a run's chain checkpoint, not
+// waited for) and AppendStoreHead (every run's latest anchor).
 //
 // What each promises:
+//   - Write writes CHECKPOINT only after every file it names is written
+//     (frame files and frames/ synced, the snapshot batch synced, the
+//     ledger table atomically, INBOX and WAITS renamed), and calls
+//     Core.Written only once CHECKPOINT is durable; an error at any step
+//     returns before CHECKPOINT, which stays the last one. The previous
+//     ledger table is removed after, a failure to do so logged and
+//     Store.Unclean called.
+//   - Snapshot's error is the engine's only: a run gone or unchanged, or
+//     a snapshot store out of use, writes nothing and is no error.
+//   - Background returns once Schedule.Stop is closed; it runs one thing
+//     at a time, Schedule.Start once.
 //   - Plan, Captured, Tail.Leave, SnapshotDue, SweepInterval and
 //     Frame.FrameDue are pure: no I/O, no lock.
 //   - Encode compresses with s2 and seals (record.PlaceFrame, the run and
@@ -60,8 +96,8 @@
 //
 // # Crash safety
 //
-// CHECKPOINT, written by the engine after Finish, is the commit point of
-// an engine checkpoint. Frame files and snapshot parts written before a
+// CHECKPOINT, written by Write after Finish and Core.WriteFiles, is the
+// commit point of an engine checkpoint. Frame files and snapshot parts written before a
 // crash that CHECKPOINT does not yet name are harmless: frame files carry
 // their own seq, and a snapshot store older than CHECKPOINT's generation
 // is re-indexed from the log (package snapindex).
@@ -71,4 +107,7 @@
 //   - A Capture's Positions must be the caller's own copy: Writer.Add puts
 //     them in the batch, Captured keeps a new slice.
 //   - Discard must be called after NewWriter, whatever happened.
+//   - Write and Snapshot run on one goroutine at a time (Background's, or
+//     Close's once Background has returned): the generation they write
+//     is the last one's plus one.
 package checkpoint

@@ -5,8 +5,70 @@ import (
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/record"
 )
+
+// Schedule is what the engine's background goroutine waits for and runs
+// (Background); R is the engine's run, J a collection's job.
+type Schedule[R, J any] struct {
+	Stop        <-chan struct{} // closed at Close: Background returns
+	Lazy        time.Duration   // how long after Background starts Start runs
+	Start       func()          // the work a restart defers (the snapshot store, the ledger's table)
+	Snapshots   <-chan R        // runs queued for a background snapshot
+	Checkpoints <-chan struct{} // requests for an engine checkpoint
+	Ready       func() error    // waits until a checkpoint may be written (the ledger's table loaded)
+	Collections <-chan J        // collections (retention), run by Collect
+	Collect     func(J)
+	Jobs        <-chan func() // other work run as it comes (an erasure)
+	Tick        time.Duration // the sweep's period (SweepInterval)
+	// Sweep applies the time triggers and reports whether an engine
+	// checkpoint is due (for the frame cache's sake).
+	Sweep  func() (checkpoint bool)
+	Comp   *frame.Compressor // a snapshot's frame encoding (Capture.Encode)
+	Sealer *record.Sealer
+}
+
+// Background is the engine's background goroutine: it serves s until
+// s.Stop is closed. The errors of its snapshots and checkpoints go to
+// core.Fail.
+func Background[R, J any](core Core[R], s Schedule[R, J]) {
+	tick := time.NewTicker(s.Tick)
+	defer tick.Stop()
+	lazy := time.NewTimer(s.Lazy)
+	defer lazy.Stop()
+	checkpoint := func() {
+		err := s.Ready()
+		if err == nil {
+			err = Write(core, false)
+		}
+		if err != nil {
+			core.Fail(err)
+		}
+	}
+	for {
+		select {
+		case <-s.Stop:
+			return
+		case <-lazy.C:
+			s.Start()
+		case r := <-s.Snapshots:
+			if err := Snapshot(core, r, s.Comp, s.Sealer); err != nil {
+				core.Fail(err)
+			}
+		case <-s.Checkpoints:
+			checkpoint()
+		case j := <-s.Collections:
+			s.Collect(j)
+		case job := <-s.Jobs:
+			job()
+		case <-tick.C:
+			if s.Sweep() {
+				checkpoint()
+			}
+		}
+	}
+}
 
 // SweepInterval is how often the engine's background goroutine applies
 // the time triggers: every second, or the shorter of the snapshot and

@@ -40,7 +40,7 @@
 //	Store{FS, Dir, Log, Snaps, ...}  // Core over the store's files
 //	Materialize(core, run)       // the frame at run.LastSeq (Built), or why not
 //	ReadFile(core, run)          // the frame file alone, checked (history's FrameFile)
-//	Drop(runs, budget, scan, drop) // the frame cache's sweep
+//	Sweep(runs, budget, visit)     // the frame cache's sweep: Drop over one visit of a run's Frame, under its lock
 //
 // # Guarantees
 //
