@@ -54,7 +54,7 @@ func (db *DB) ignoreCheckpoint(why string) {
 	db.openInfo.Replayed, db.openInfo.ReplayedBytes, db.openInfo.Interrupted = 0, 0, 0
 	db.openGen, db.bg.ledgerGn = 0, 0
 	db.mu.runs = map[string]*Run{}
-	db.mu.lazy, db.mu.lazyLeft = nil, 0
+	db.mu.lazy.Reset()
 	db.ledger = ledger.New()
 }
 
@@ -66,7 +66,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		if why := cp.SortRuns(); why != "" {
 			return &checkpointMismatch{reason: why}
 		}
-		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
+		db.mu.lazy.Load(cp.Runs, time.Now())
 	}
 
 	db.msgs.Reset(mailbox.LogSource{FS: db.fs, Inbox: db.path(layout.InboxName), Sealer: db.sealer, Log: db.log,
@@ -106,9 +106,9 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 			db.openInfo.Interrupted++
 		}
 	}
-	for i := range db.mu.lazy {
-		c := &db.mu.lazy[i]
-		if _, built := db.mu.runs[c.ID]; !built && len(c.Inflight) > 0 {
+	rows := db.mu.lazy.Rows()
+	for i := range rows {
+		if _, built := db.mu.runs[rows[i].ID]; !built && len(rows[i].Inflight) > 0 {
 			db.openInfo.Interrupted++
 		}
 	}
@@ -121,39 +121,24 @@ func (db *DB) runLocked(id string) *Run {
 	if r, ok := db.mu.runs[id]; ok {
 		return r
 	}
-	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
-		return nil
-	}
-	i, ok := layout.FindRun(db.mu.lazy, id)
-	if !ok {
+	c := db.mu.lazy.Take(id, &db.mu.deleted)
+	if c == nil {
 		return nil
 	}
 	r := new(Run)
-	c := &db.mu.lazy[i]
 	db.mu.runs[id] = r // before its parent is built: a cycle of rows ends here
-	if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
-		db.mu.lazy = nil
-	}
 	db.fillRun(r, c)
 	return r
 }
 
 // allRunsLocked builds every run of the CHECKPOINT's table not built yet.
 func (db *DB) allRunsLocked() {
-	if db.mu.lazyLeft == 0 {
-		return
-	}
-	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
-	for i := range db.mu.lazy {
-		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] && !db.deletedLocked(c.ID) {
-			r := &runs[len(runs)-db.mu.lazyLeft]
-			db.fillRun(r, c)
-			db.mu.runs[c.ID] = r
-			db.mu.lazyLeft--
-		}
-	}
-	db.mu.lazy = nil
+	runs := make([]Run, db.mu.lazy.Left()) // one allocation for all of them
+	built := func(id string) bool { _, ok := db.mu.runs[id]; return ok }
+	db.mu.lazy.TakeAll(&db.mu.deleted, built, func(i int, c *layout.CheckpointRun) {
+		db.fillRun(&runs[i], c)
+		db.mu.runs[c.ID] = &runs[i]
+	})
 }
 
 // fillRun sets r to the run c describes, as of the checkpoint. Not newRun:
@@ -164,7 +149,7 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	if c.Parent != "" {
 		r.parentRef.Store(db.runLocked(c.Parent)) // nil: reported when the state is needed
 	}
-	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
+	r.mu.snapTime, r.mu.ckptTime = db.mu.lazy.At(), db.mu.lazy.At()
 	if c.LastSeq == 0 && c.Parent == "" {
 		r.mu.frame = newFrame()
 	}

@@ -255,7 +255,7 @@ func (t regTable) Deleted(id string) bool { return t.db.deletedLocked(id) }
 func (t regTable) Built(id string) bool { _, ok := t.db.mu.runs[id]; return ok }
 
 func (t regTable) Rebuild(id string, lr *registry.Run) {
-	t.db.dropLazyLocked(id)
+	t.db.mu.lazy.Drop(id)
 	if lr != nil {
 		t.Add(id, lr)
 	}
@@ -290,19 +290,6 @@ func (t regTable) Relink() {
 		}
 		if p := t.db.mu.runs[r.parent]; p != nil && p != r.parentRef.Load() {
 			r.parentRef.Store(p)
-		}
-	}
-}
-
-// dropLazyLocked removes the not yet built row id from the lazy table.
-func (db *DB) dropLazyLocked(id string) {
-	if db.mu.dropped == nil {
-		db.mu.dropped = map[string]bool{}
-	}
-	if !db.mu.dropped[id] && db.mu.lazyLeft > 0 {
-		db.mu.dropped[id] = true
-		if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
-			db.mu.lazy = nil
 		}
 	}
 }
