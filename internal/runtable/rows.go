@@ -86,6 +86,18 @@ func (l *Rows) TakeAll(deleted *retention.Registry, built func(id string) bool, 
 	l.rows = nil
 }
 
+// Interrupted counts the rows of runs not built (built) whose last atom
+// was interrupted (actions in flight).
+func (l *Rows) Interrupted(built func(id string) bool) int {
+	n := 0
+	for i := range l.rows {
+		if len(l.rows[i].Inflight) > 0 && !built(l.rows[i].ID) {
+			n++
+		}
+	}
+	return n
+}
+
 // Drop marks the row of run id, not taken, wrong: it is never taken.
 func (l *Rows) Drop(id string) {
 	if l.dropped == nil {

@@ -85,3 +85,33 @@ func TestRowsTakeAll(t *testing.T) {
 		t.Fatal("Reset left a row")
 	}
 }
+
+func TestRowsInterrupted(t *testing.T) {
+	var l Rows
+	rows := rowsOf("a", "b", "c")
+	rows[0].Inflight = []layout.InflightAction{{Index: 1}}
+	rows[2].Inflight = []layout.InflightAction{{Index: 2}}
+	l.Load(rows, time.Time{})
+	if n := l.Interrupted(func(id string) bool { return id == "c" }); n != 1 {
+		t.Fatalf("Interrupted = %d, want 1 (a; c is built, b has none in flight)", n)
+	}
+}
+
+func TestFromRow(t *testing.T) {
+	c := &layout.CheckpointRun{ID: "r", LastSeq: 7, FrameSeq: 7, IndexedSeq: 5, SnapSeq: 4, Inflight: []layout.InflightAction{{Index: 3}}}
+	c.Head[0] = 9
+	s := FromRow(c)
+	if s.Empty || s.Last != 7 || s.Head != c.Head || s.FrameHead != c.Head || s.IndexedSeq != 5 || s.SnapSeq != 4 || s.Interrupted != 8 || len(s.Inflight) != 1 {
+		t.Fatalf("FromRow = %+v", s)
+	}
+	c.FrameSeq, c.Inflight = 6, nil
+	if s := FromRow(c); s.FrameHead != ([32]byte{}) || s.Interrupted != 0 || s.Inflight != nil {
+		t.Fatalf("a frame file below the last seq, nothing in flight: %+v", s)
+	}
+	if s := FromRow(&layout.CheckpointRun{ID: "e"}); !s.Empty {
+		t.Fatal("a run without atoms: not Empty")
+	}
+	if s := FromRow(&layout.CheckpointRun{ID: "f", Parent: "p", ForkedAt: 3, LastSeq: 0}); s.Empty {
+		t.Fatal("a fork: Empty")
+	}
+}
