@@ -30,10 +30,7 @@ type segName struct {
 // known so far: built, or still a row of CHECKPOINT.
 func (db *DB) replayedSeqs() map[string]uint64 {
 	m := make(map[string]uint64, len(db.mu.runs)+db.mu.lazy.Left())
-	rows := db.mu.lazy.Rows()
-	for i := range rows {
-		m[rows[i].ID] = rows[i].LastSeq
-	}
+	db.mu.lazy.LastSeqs(m)
 	for id, r := range db.mu.runs {
 		m[id] = r.mu.lastSeq
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/registry"
+	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -294,16 +295,12 @@ func (r *Run) replayedLocked() *registry.Replayed {
 	return st
 }
 
-// noteInflight records an action of the atom at lastSeq+1 found in the log:
-// if nothing commits that seq, it was interrupted.
+// noteInflight records an action of the atom at lastSeq+1 found in the log
+// (runtable.NoteInflight): if nothing commits that seq, it was interrupted.
 func (r *Run) noteInflight(index uint32, fp ledger.Fingerprint) {
-	for _, a := range r.mu.inflight {
-		if a.FP == fp {
-			return
-		}
+	if in, added := runtable.NoteInflight(r.mu.inflight, index, fp); added {
+		r.mu.inflight, r.mu.interruptedSeq = in, r.mu.lastSeq+1
 	}
-	r.mu.inflight = append(r.mu.inflight, layout.InflightAction{Index: index, FP: fp})
-	r.mu.interruptedSeq = r.mu.lastSeq + 1
 }
 
 // frameFileName is the frame file of a run.
@@ -312,13 +309,7 @@ func (db *DB) frameFileName(run string) string {
 }
 
 // decodeFrame decodes a stored frame of run at seq, opening it first in an
-// encrypted store (record.PlaceFrame).
+// encrypted store (runstate.DecodeFrame).
 func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
-	if db.sealer != nil {
-		var err error
-		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
-			return nil, record.Corruptf(where, "frame: %v", err)
-		}
-	}
-	return layout.DecodeFrame(db.comp, compressed, where)
+	return runstate.DecodeFrame(db.comp, db.sealer, compressed, run, seq, where)
 }

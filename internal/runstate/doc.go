@@ -36,6 +36,7 @@
 //	Materialize(core, run)       // the frame at run.LastSeq (Built), or why not
 //	ReadFile(core, run)          // the frame file alone, checked (history's FrameFile)
 //	Drop(runs, budget, scan, drop) // the frame cache's sweep
+//	DecodeFrame(comp, sealer, b, run, seq, where) // a stored frame opened and decoded (Core.DecodeFrame's body)
 //
 // # Guarantees
 //

@@ -86,6 +86,13 @@ func (l *Rows) TakeAll(deleted *retention.Registry, built func(id string) bool, 
 	l.rows = nil
 }
 
+// LastSeqs sets m[id] to the last seq of each row Open read, taken or not.
+func (l *Rows) LastSeqs(m map[string]uint64) {
+	for i := range l.rows {
+		m[l.rows[i].ID] = l.rows[i].LastSeq
+	}
+}
+
 // Interrupted counts the rows of runs not built (built) whose last atom
 // was interrupted (actions in flight).
 func (l *Rows) Interrupted(built func(id string) bool) int {

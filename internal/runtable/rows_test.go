@@ -115,3 +115,30 @@ func TestFromRow(t *testing.T) {
 		t.Fatal("a fork: Empty")
 	}
 }
+
+func TestRowsLastSeqs(t *testing.T) {
+	var l Rows
+	rows := rowsOf("a", "b")
+	rows[0].LastSeq, rows[1].LastSeq = 3, 5
+	l.Load(rows, time.Time{})
+	l.Take("a", &retention.Registry{})
+	m := map[string]uint64{"c": 1}
+	l.LastSeqs(m)
+	if len(m) != 3 || m["a"] != 3 || m["b"] != 5 || m["c"] != 1 {
+		t.Fatalf("LastSeqs = %v", m)
+	}
+}
+
+func TestNoteInflight(t *testing.T) {
+	var in []layout.InflightAction
+	in, added := NoteInflight(in, 0, [32]byte{1})
+	if !added || len(in) != 1 {
+		t.Fatalf("first action: %v %v", in, added)
+	}
+	if in, added = NoteInflight(in, 0, [32]byte{1}); added || len(in) != 1 {
+		t.Fatalf("its certificate, the same fingerprint: %v %v", in, added)
+	}
+	if in, added = NoteInflight(in, 1, [32]byte{2}); !added || len(in) != 2 || in[1].Index != 1 {
+		t.Fatalf("a second action: %v %v", in, added)
+	}
+}

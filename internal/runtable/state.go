@@ -3,6 +3,7 @@ package runtable
 import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -36,4 +37,17 @@ func FromRow(c *layout.CheckpointRun) State {
 		s.Inflight, s.Interrupted = c.Inflight, c.LastSeq+1
 	}
 	return s
+}
+
+// NoteInflight adds the action (index, fp) of the atom after a run's last,
+// found in the log's tail, to inflight, the actions in flight of that
+// atom, unless an action of fp is there (added false): if nothing commits
+// the atom, it was interrupted.
+func NoteInflight(inflight []layout.InflightAction, index uint32, fp ledger.Fingerprint) (_ []layout.InflightAction, added bool) {
+	for _, a := range inflight {
+		if a.FP == fp {
+			return inflight, false
+		}
+	}
+	return append(inflight, layout.InflightAction{Index: index, FP: fp}), true
 }
