@@ -62,16 +62,11 @@ type DB struct {
 		closed bool
 		// runs holds the runs built so far. A restart builds a Run only for
 		// the runs its log tail touches; the others stay as rows of the
-		// CHECKPOINT's table in lazy (sorted by id) until a caller asks for
-		// one (runLocked) or for all of them (allRunsLocked). Every access
-		// to a run by id goes through runLocked.
-		runs     runtable.Table[*Run]
-		lazy     []layout.CheckpointRun
-		lazyLeft int // rows of lazy not built yet
-		// dropped names rows of lazy that the log showed wrong (registry.go):
-		// never built from lazy.
-		dropped  map[string]bool
-		lazyTime time.Time // when Open read them: the runs' clocks start there
+		// CHECKPOINT's table in lazy until a caller asks for one
+		// (runLocked) or for all of them (allRunsLocked). Every access to
+		// a run by id goes through runLocked.
+		runs runtable.Table[*Run]
+		lazy runtable.Rows
 		// deleted holds the runs the log deletes (delete.go): never built
 		// nor created again.
 		deleted retention.Registry

@@ -22,4 +22,6 @@ func (db *DB) loadDicts() error {
 func (db *DB) sample(body []byte) { db.dict.Sample(body) }
 
 // Replicate is the trainer's Host's: the Replicator.
-func (h bgCore) Replicate(id uint32, data []byte) error { return replication.Dict(h.db.opts.Replicator, id, data) }
+func (h bgCore) Replicate(id uint32, data []byte) error {
+	return replication.Dict(h.db.opts.Replicator, id, data)
+}

@@ -521,7 +521,7 @@ func TestRunsBuiltOnFirstUse(t *testing.T) {
 	for round := range 2 {
 		db := openTest(t, fs, opts)
 		db.mu.Lock()
-		built, lazy := len(db.mu.runs), db.mu.lazyLeft
+		built, lazy := len(db.mu.runs), db.mu.lazy.Left()
 		db.mu.Unlock()
 		if built != 0 || lazy != n {
 			t.Fatalf("round %d: after Open %d runs built, %d not, want 0 and %d", round, built, lazy, n)

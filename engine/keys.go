@@ -92,8 +92,8 @@ func (db *DB) checkRunKeys() error {
 	return db.keys.CheckHeld(func(yield func(string) bool) { // KEYS read first, then db.mu taken
 		db.mu.Lock()
 		defer db.mu.Unlock()
-		for i := range db.mu.lazy {
-			if !yield(db.mu.lazy[i].ID) {
+		for id := range db.mu.lazy.IDs() {
+			if !yield(id) {
 				return
 			}
 		}

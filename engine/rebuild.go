@@ -29,10 +29,8 @@ type segName struct {
 // replayedSeqs returns, during Open's replay, the last seq of every run
 // known so far: built, or still a row of CHECKPOINT.
 func (db *DB) replayedSeqs() map[string]uint64 {
-	m := make(map[string]uint64, len(db.mu.runs)+db.mu.lazyLeft)
-	for i := range db.mu.lazy {
-		m[db.mu.lazy[i].ID] = db.mu.lazy[i].LastSeq
-	}
+	m := make(map[string]uint64, len(db.mu.runs)+db.mu.lazy.Left())
+	db.mu.lazy.LastSeqs(m)
 	for id, r := range db.mu.runs {
 		m[id] = r.mu.lastSeq
 	}

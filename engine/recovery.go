@@ -8,6 +8,9 @@ import (
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/mailbox"
+	"github.com/continuumdb/continuum/internal/registry"
+	"github.com/continuumdb/continuum/internal/runstate"
+	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -27,22 +30,13 @@ import (
 func (db *DB) recover(cp *layout.Checkpoint, from wal.Pos) error {
 	if cp != nil {
 		err := db.replayFrom(cp, from)
-		var m *checkpointMismatch
+		var m *registry.Mismatch
 		if !errors.As(err, &m) {
 			return err
 		}
 		db.ignoreCheckpoint(m.Error())
 	}
 	return db.replayFrom(nil, wal.Pos{})
-}
-
-// checkpointMismatch is a disagreement between CHECKPOINT and the log.
-type checkpointMismatch struct{ reason string }
-
-func (e *checkpointMismatch) Error() string { return e.reason }
-
-func mismatchf(format string, args ...any) error {
-	return &checkpointMismatch{reason: fmt.Sprintf(format, args...)}
 }
 
 // ignoreCheckpoint drops what was built from CHECKPOINT before a whole
@@ -54,7 +48,7 @@ func (db *DB) ignoreCheckpoint(why string) {
 	db.openInfo.Replayed, db.openInfo.ReplayedBytes, db.openInfo.Interrupted = 0, 0, 0
 	db.openGen, db.bg.ledgerGn = 0, 0
 	db.mu.runs = map[string]*Run{}
-	db.mu.lazy, db.mu.lazyLeft = nil, 0
+	db.mu.lazy.Reset()
 	db.ledger = ledger.New()
 }
 
@@ -64,9 +58,9 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 		// The runs are built on first use (runLocked): a restart pays for
 		// the runs its tail touches, not for every run of the store.
 		if why := cp.SortRuns(); why != "" {
-			return &checkpointMismatch{reason: why}
+			return &registry.Mismatch{Reason: why}
 		}
-		db.mu.lazy, db.mu.lazyLeft, db.mu.lazyTime = cp.Runs, len(cp.Runs), time.Now()
+		db.mu.lazy.Load(cp.Runs, time.Now())
 	}
 
 	db.msgs.Reset(mailbox.LogSource{FS: db.fs, Inbox: db.path(layout.InboxName), Sealer: db.sealer, Log: db.log,
@@ -79,7 +73,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	c, err := record.NewCursor(db.log, db.segmentFile, from, dec)
 	if err != nil {
 		if cp != nil {
-			return mismatchf("replay position %v: %v", from, err)
+			return registry.Mismatchf("replay position %v: %v", from, err)
 		}
 		return fmt.Errorf("engine: replay from %v: %w", from, err)
 	}
@@ -106,12 +100,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 			db.openInfo.Interrupted++
 		}
 	}
-	for i := range db.mu.lazy {
-		c := &db.mu.lazy[i]
-		if _, built := db.mu.runs[c.ID]; !built && len(c.Inflight) > 0 {
-			db.openInfo.Interrupted++
-		}
-	}
+	db.openInfo.Interrupted += db.mu.lazy.Interrupted(db.builtLocked)
 	return nil
 }
 
@@ -121,40 +110,27 @@ func (db *DB) runLocked(id string) *Run {
 	if r, ok := db.mu.runs[id]; ok {
 		return r
 	}
-	if db.mu.lazyLeft == 0 || db.mu.dropped[id] || db.deletedLocked(id) {
-		return nil
-	}
-	i, ok := layout.FindRun(db.mu.lazy, id)
-	if !ok {
+	c := db.mu.lazy.Take(id, &db.mu.deleted)
+	if c == nil {
 		return nil
 	}
 	r := new(Run)
-	c := &db.mu.lazy[i]
 	db.mu.runs[id] = r // before its parent is built: a cycle of rows ends here
-	if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
-		db.mu.lazy = nil
-	}
 	db.fillRun(r, c)
 	return r
 }
 
 // allRunsLocked builds every run of the CHECKPOINT's table not built yet.
 func (db *DB) allRunsLocked() {
-	if db.mu.lazyLeft == 0 {
-		return
-	}
-	runs := make([]Run, db.mu.lazyLeft) // one allocation for all of them
-	for i := range db.mu.lazy {
-		c := &db.mu.lazy[i]
-		if _, ok := db.mu.runs[c.ID]; !ok && !db.mu.dropped[c.ID] && !db.deletedLocked(c.ID) {
-			r := &runs[len(runs)-db.mu.lazyLeft]
-			db.fillRun(r, c)
-			db.mu.runs[c.ID] = r
-			db.mu.lazyLeft--
-		}
-	}
-	db.mu.lazy = nil
+	runs := make([]Run, db.mu.lazy.Left()) // one allocation for all of them
+	db.mu.lazy.TakeAll(&db.mu.deleted, db.builtLocked, func(i int, c *layout.CheckpointRun) {
+		db.fillRun(&runs[i], c)
+		db.mu.runs[c.ID] = &runs[i]
+	})
 }
+
+// builtLocked reports whether run id is built (not a row of lazy).
+func (db *DB) builtLocked(id string) bool { _, ok := db.mu.runs[id]; return ok }
 
 // fillRun sets r to the run c describes, as of the checkpoint. Not newRun:
 // a run with atoms needs neither its genesis hash nor an empty frame.
@@ -164,56 +140,54 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	if c.Parent != "" {
 		r.parentRef.Store(db.runLocked(c.Parent)) // nil: reported when the state is needed
 	}
-	r.mu.snapTime, r.mu.ckptTime = db.mu.lazyTime, db.mu.lazyTime
-	if c.LastSeq == 0 && c.Parent == "" {
-		r.mu.frame = newFrame()
-	}
-	r.mu.lastSeq, r.mu.head = c.LastSeq, c.Head
-	r.mu.frameSeq, r.mu.indexedSeq, r.mu.snapSeq = c.FrameSeq, c.IndexedSeq, c.SnapSeq
-	if c.FrameSeq == c.LastSeq {
-		r.mu.frameHead = c.Head // a checkpoint's frame files are at the run's last seq
-	}
-	r.mu.ckptRowHead = c.Head
-	r.mu.windowFirst = c.SnapSeq
+	r.mu.snapTime, r.mu.ckptTime = db.mu.lazy.At(), db.mu.lazy.At()
 	r.mu.ckptSeq, r.mu.ckptHead = c.CkptSeq, c.CkptHead
-	if len(c.Inflight) > 0 {
-		r.mu.inflight = c.Inflight
-		r.mu.interruptedSeq = c.LastSeq + 1
-	}
+	var end *runEnd
 	if c.Status != 0 {
-		r.mu.end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
+		end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
 		if db.sealer != nil {
-			r.mu.end.result, r.mu.end.stored = db.openRowResult(r.id, c.LastSeq+1, c.Result), c.Result
+			end.result, end.stored = db.openRowResult(c.ID, c.LastSeq+1, c.Result), c.Result
 		}
 	}
+	r.setStateLocked(runtable.FromRow(c), end)
+}
+
+// setStateLocked sets r's state to s, ended by end (nil: not ended), as a
+// restart finds it: CHECKPOINT's row (fillRun) or the log's (the
+// reconciliation, registry.go).
+func (r *Run) setStateLocked(s runtable.State, end *runEnd) {
+	r.mu.frame, r.mu.pending = nil, nil
+	if s.Empty {
+		r.mu.frame = newFrame()
+	}
+	r.mu.lastSeq, r.mu.head, r.mu.ckptRowHead = s.Last, s.Head, s.Head
+	r.mu.frameSeq, r.mu.frameHead, r.mu.frameSumSeq = s.FrameSeq, s.FrameHead, 0
+	r.mu.indexedSeq, r.mu.positions = s.IndexedSeq, s.Positions
+	r.mu.snapSeq, r.mu.windowFirst = s.SnapSeq, s.SnapSeq
+	r.mu.inflight, r.mu.interruptedSeq = s.Inflight, s.Interrupted
+	r.mu.end = end
 }
 
 // replay applies one record of the log. fromCheckpoint says the runs came
-// from CHECKPOINT: a disagreement with it is then a *checkpointMismatch.
+// from CHECKPOINT: a disagreement with it is then a *registry.Mismatch.
+// Whether a run, fork, atom or end record is refused is registry's
+// decision (CheckCreated, CheckAtom, CheckEnd, Unlisted).
 func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 	pos := rec.Pos
-	// refuse is rec disagreeing with the runs: mismatch (with runs from
-	// CHECKPOINT), or damage at seq, an orphan's if orphan.
-	refuse := func(orphan bool, mismatch string, seq uint64, why string) error {
-		return db.refuseRecord(rec, fromCheckpoint, orphan, mismatch, seq, why)
-	}
 	switch rec.Kind {
-	case record.KindFork:
-		if r := db.runLocked(rec.Run); r == nil {
+	case record.KindFork, record.KindRun:
+		r := db.runLocked(rec.Run)
+		switch {
+		case r != nil:
+			return db.refuse(rec, fromCheckpoint, registry.CheckCreated(rec, r.replayedLocked()))
+		case rec.Kind == record.KindRun:
+			db.mu.runs[rec.Run] = newRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created))
+		default:
 			p := db.runLocked(rec.Parent)
 			if p == nil {
-				return refuse(true, fmt.Sprintf("the log forks run %q from run %q at %v, a run it does not list", rec.Run, rec.Parent, pos),
-					rec.Seq, fmt.Sprintf("forked from run %q, whose creation record is not before it", rec.Parent))
+				return db.refuse(rec, fromCheckpoint, registry.Unlisted(rec))
 			}
 			db.mu.runs[rec.Run] = newForkRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created), rec.Parent, p, rec.Seq, rec.ParentHead)
-		} else if r.nonce != rec.Nonce || r.parent != rec.Parent || r.base != rec.Seq {
-			return refuse(false, fmt.Sprintf("run %q is forked otherwise in the log (%v)", rec.Run, pos), 0, "the run is created a second time")
-		}
-	case record.KindRun:
-		if r := db.runLocked(rec.Run); r == nil {
-			db.mu.runs[rec.Run] = newRun(db, rec.Run, rec.Nonce, time.Unix(0, rec.Created))
-		} else if r.nonce != rec.Nonce || r.parent != "" {
-			return refuse(false, fmt.Sprintf("run %q has another nonce in the log (%v)", rec.Run, pos), 0, "the run is created a second time")
 		}
 	case record.KindIntent:
 		in := rec.Intent // the ledger keeps no args
@@ -236,21 +210,12 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 	case record.KindAtom:
 		// The body is decompressed later, when a frame is needed.
 		r := db.runLocked(rec.Run)
-		if r == nil {
-			return refuse(true, fmt.Sprintf("the log has atom %d of run %q at %v, a run it does not list", rec.Seq, rec.Run, pos),
-				rec.Seq, "atom of a run whose creation record is not in the log")
-		}
-		if e := r.mu.end; e != nil && rec.Seq > r.mu.lastSeq {
-			return db.refuseRecord(rec, false, false, "", rec.Seq, fmt.Sprintf("atom after the run ended (%v) at seq %d", e.status, r.mu.lastSeq+1))
-		}
-		switch {
-		case rec.Seq == r.mu.lastSeq && rec.Head != r.mu.head:
-			return refuse(false, fmt.Sprintf("run %q seq %d: the log's head %x differs from CHECKPOINT's %x", rec.Run, rec.Seq, rec.Head[:8], r.mu.head[:8]),
-				rec.Seq, "the seq is in the log twice")
-		case rec.Seq <= r.mu.lastSeq:
-			// Reflected by the checkpoint already (and by its INBOX).
-			db.replayed(rec, nil, true)
-		case rec.Seq == r.mu.lastSeq+1:
+		switch step, no := registry.CheckAtom(rec, r.replayedLocked()); {
+		case no != nil:
+			return db.refuse(rec, fromCheckpoint, no)
+		case step == registry.Reflected:
+			db.replayed(rec, nil, true) // reflected by CHECKPOINT (and its INBOX)
+		default:
 			if r.mu.frame != nil && r.mu.lastSeq == r.base && len(r.mu.pending) == 0 {
 				r.mu.frame = nil // rebuilt from the pending atoms when needed
 			}
@@ -261,9 +226,6 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.positions = append(r.mu.positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			r.appliedLocked(rec.Seq)
-		default:
-			return refuse(false, fmt.Sprintf("run %q: the log has seq %d at %v, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, pos, r.mu.lastSeq),
-				r.mu.lastSeq+1, fmt.Sprintf("seq %d follows seq %d: the atoms between them are missing", rec.Seq, r.mu.lastSeq))
 		}
 	case record.KindFail:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq == r.mu.lastSeq+1 {
@@ -271,20 +233,11 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		}
 	case record.KindEnd:
 		r := db.runLocked(rec.Run)
-		switch {
-		case r == nil:
-			return refuse(true, fmt.Sprintf("the log ends run %q at %v, a run it does not list", rec.Run, pos),
-				rec.Seq, "end of a run whose creation record is not in the log")
-		case r.mu.end != nil:
-			if rec.Seq == r.mu.lastSeq+1 && rec.Head == r.mu.end.head {
-				db.replayed(rec, nil, true) // for a rebuild of the inbox
-				break                       // reflected by the checkpoint already
-			}
-			return refuse(false, fmt.Sprintf("run %q: the log ends it at %v, CHECKPOINT says it ended with head %x", rec.Run, pos, r.mu.end.head[:8]),
-				rec.Seq, "the run ends a second time")
-		case rec.Seq != r.mu.lastSeq+1:
-			return refuse(false, fmt.Sprintf("run %q: the log ends it at seq %d, CHECKPOINT's last seq is %d", rec.Run, rec.Seq, r.mu.lastSeq),
-				rec.Seq, fmt.Sprintf("the end at seq %d does not follow the run's last atom %d", rec.Seq, r.mu.lastSeq))
+		switch step, no := registry.CheckEnd(rec, r.replayedLocked()); {
+		case no != nil:
+			return db.refuse(rec, fromCheckpoint, no)
+		case step == registry.Reflected:
+			db.replayed(rec, nil, true) // for a rebuild of the inbox
 		default:
 			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
@@ -298,13 +251,21 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 	return nil
 }
 
+// refuse returns no's error for rec (refuseRecord), nil if no is nil.
+func (db *DB) refuse(rec *record.Record, fromCheckpoint bool, no *registry.Refusal) error {
+	if no == nil {
+		return nil
+	}
+	return db.refuseRecord(rec, fromCheckpoint && no.Mismatch != "", no.Orphan, no.Mismatch, no.Seq, no.Why)
+}
+
 // refuseRecord is rec disagreeing with the runs replayed so far: with runs
-// from CHECKPOINT, a *checkpointMismatch saying mismatch; otherwise damage
+// from CHECKPOINT, a *registry.Mismatch saying mismatch; otherwise damage
 // at rec for its run at seq (why), set aside as an orphan's if orphan and
 // the log's start was trimmed (retention.GC.Orphan).
 func (db *DB) refuseRecord(rec *record.Record, fromCheckpoint, orphan bool, mismatch string, seq uint64, why string) error {
 	if fromCheckpoint {
-		return &checkpointMismatch{reason: mismatch}
+		return &registry.Mismatch{Reason: mismatch}
 	}
 	err := &CorruptionError{File: db.segmentFile(rec.Pos.Segment), Offset: rec.Pos.Offset, Run: rec.Run, Seq: seq, Reason: why}
 	if orphan {
@@ -321,16 +282,25 @@ func (db *DB) decoder(ledgerRecords bool) *record.Decoder {
 		DictFile: func(id uint32) string { return db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(id)) }}
 }
 
-// noteInflight records an action of the atom at lastSeq+1 found in the log:
-// if nothing commits that seq, it was interrupted.
-func (r *Run) noteInflight(index uint32, fp ledger.Fingerprint) {
-	for _, a := range r.mu.inflight {
-		if a.FP == fp {
-			return
-		}
+// replayedLocked is what the replay holds of r (nil: none), for
+// registry's checks of its records.
+func (r *Run) replayedLocked() *registry.Replayed {
+	if r == nil {
+		return nil
 	}
-	r.mu.inflight = append(r.mu.inflight, layout.InflightAction{Index: index, FP: fp})
-	r.mu.interruptedSeq = r.mu.lastSeq + 1
+	st := &registry.Replayed{Nonce: r.nonce, Parent: r.parent, Base: r.base, Last: r.mu.lastSeq, Head: r.mu.head}
+	if e := r.mu.end; e != nil {
+		st.Ended, st.Status, st.EndAt = true, uint8(e.status), e.head
+	}
+	return st
+}
+
+// noteInflight records an action of the atom at lastSeq+1 found in the log
+// (runtable.NoteInflight): if nothing commits that seq, it was interrupted.
+func (r *Run) noteInflight(index uint32, fp ledger.Fingerprint) {
+	if in, added := runtable.NoteInflight(r.mu.inflight, index, fp); added {
+		r.mu.inflight, r.mu.interruptedSeq = in, r.mu.lastSeq+1
+	}
 }
 
 // frameFileName is the frame file of a run.
@@ -339,13 +309,7 @@ func (db *DB) frameFileName(run string) string {
 }
 
 // decodeFrame decodes a stored frame of run at seq, opening it first in an
-// encrypted store (record.PlaceFrame).
+// encrypted store (runstate.DecodeFrame).
 func (db *DB) decodeFrame(compressed []byte, run string, seq uint64, where string) (*frame.Frame, error) {
-	if db.sealer != nil {
-		var err error
-		if compressed, err = db.sealer.OpenFrame(compressed, run, seq); err != nil {
-			return nil, record.Corruptf(where, "frame: %v", err)
-		}
-	}
-	return layout.DecodeFrame(db.comp, compressed, where)
+	return runstate.DecodeFrame(db.comp, db.sealer, compressed, run, seq, where)
 }

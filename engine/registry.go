@@ -10,7 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
@@ -59,16 +58,15 @@ func (db *DB) checkRegistry() error {
 			return
 		}
 		db.mu.Lock()
-		ids, gone := found.Gone.Sorted()
-		for i, id := range ids {
-			if why := db.mu.deleted.Merge(id, gone[i]); why != "" {
-				db.mu.Unlock()
-				rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
-				return
-			}
-		}
-		rc.mismatch = db.reconcileLocked(rc.rows, runs)
+		mismatch, why := registry.Settle(rc.rows, runs, found, &db.mu.deleted, regTable{db}, func(id, why string) error {
+			return &CorruptionError{File: db.path(layout.CheckpointName), Run: id, Reason: why + "; reopen the store"}
+		})
 		db.mu.Unlock()
+		if why != "" {
+			rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
+			return
+		}
+		rc.mismatch = mismatch
 		rc.checked.Store(true)
 		db.healErasures() // erase.go
 		db.eraser.HealKeys(found.KeyErasures, db.logger, db.setBackgroundErr)
@@ -138,12 +136,7 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Col
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
 	}
 	defer c.Close()
-	h := &registry.Collector{Stop: func() error {
-		if db.closed.Load() {
-			return ErrClosed
-		}
-		return nil
-	}}
+	h := &registry.Collector{Stop: db.checkOpen}
 	if wc != nil {
 		h.Others = func(r *record.Record) error {
 			payload, err := src.EventPayload(r)
@@ -158,27 +151,14 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Col
 	return runs, h, err
 }
 
-// reconcileLocked makes the runs agree with the log's
-// (registry.Reconcile) and describes what differed.
-func (db *DB) reconcileLocked(rows []layout.CheckpointRun, log map[string]*registry.Run) string {
-	return registry.Reconcile(rows, log, regTable{db}, func(id, why string) error {
-		return &CorruptionError{File: db.path(layout.CheckpointName), Run: id, Reason: why + "; reopen the store"}
-	})
-}
-
 // regTable is the reconciliation's registry.Table: db's runs, db.mu held.
 type regTable struct{ db *DB }
 
 func (t regTable) Deleted(id string) bool { return t.db.deletedLocked(id) }
 
-func (t regTable) Built(id string) bool { _, ok := t.db.mu.runs[id]; return ok }
+func (t regTable) Built(id string) bool { return t.db.builtLocked(id) }
 
-func (t regTable) Rebuild(id string, lr *registry.Run) {
-	t.db.dropLazyLocked(id)
-	if lr != nil {
-		t.Add(id, lr)
-	}
-}
+func (t regTable) Drop(id string) { t.db.mu.lazy.Drop(id) }
 
 func (t regTable) Add(id string, lr *registry.Run) { t.db.mu.runs[id] = t.db.runFromLog(id, lr) }
 
@@ -197,7 +177,7 @@ func (t regTable) Fix(id string, c *layout.CheckpointRun, lr *registry.Run, err 
 		(r.mu.end != nil) != (lr.End != nil) || r.parent != lr.Parent || r.base != lr.Base {
 		r.mu.broken = err
 	} else {
-		r.resetFromLogLocked(lr)
+		r.setStateLocked(lr.State(), endFromLog(lr.End))
 	}
 	r.mu.Unlock()
 }
@@ -213,19 +193,6 @@ func (t regTable) Relink() {
 	}
 }
 
-// dropLazyLocked removes the not yet built row id from the lazy table.
-func (db *DB) dropLazyLocked(id string) {
-	if db.mu.dropped == nil {
-		db.mu.dropped = map[string]bool{}
-	}
-	if !db.mu.dropped[id] && db.mu.lazyLeft > 0 {
-		db.mu.dropped[id] = true
-		if db.mu.lazyLeft--; db.mu.lazyLeft == 0 {
-			db.mu.lazy = nil
-		}
-	}
-}
-
 // runFromLog builds a run from what the log holds of it: its frame is
 // rebuilt from the log on first use, StateAt reads the atoms' positions.
 func (db *DB) runFromLog(id string, lr *registry.Run) *Run {
@@ -235,27 +202,8 @@ func (db *DB) runFromLog(id string, lr *registry.Run) *Run {
 	}
 	now := time.Now()
 	r.mu.snapTime, r.mu.ckptTime = now, now
-	r.resetFromLogLocked(lr)
+	r.setStateLocked(lr.State(), endFromLog(lr.End))
 	return r
-}
-
-// resetFromLogLocked sets r's state to the log's; r.nonce must be lr's.
-func (r *Run) resetFromLogLocked(lr *registry.Run) {
-	r.mu.frame, r.mu.pending = nil, nil
-	switch {
-	case lr.Last == 0 && lr.Parent == "":
-		r.mu.frame = newFrame()
-		r.mu.head = r.db.hasher.Genesis(r.id, lr.Nonce)
-	default:
-		r.mu.head = lr.Head // a fork's genesis when it has no atom yet
-	}
-	r.mu.lastSeq, r.mu.ckptRowHead = lr.Last, r.mu.head
-	r.mu.frameSeq, r.mu.frameHead = 0, chain.Hash{}
-	r.mu.frameSumSeq = 0
-	r.mu.indexedSeq, r.mu.positions = r.base, append([]wal.Pos(nil), lr.Pos...)
-	r.mu.snapSeq, r.mu.windowFirst = r.base, r.base
-	r.mu.inflight, r.mu.interruptedSeq = nil, 0
-	r.mu.end = endFromLog(lr.End)
 }
 
 // endFromLog is the run's end e as the log holds it (nil: none).

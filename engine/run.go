@@ -33,7 +33,7 @@ type Run struct {
 	// that is no fork). baseHead is its chain's head at base: the fork
 	// genesis. Immutable.
 	parent    string
-	parentRef atomic.Pointer[Run] // the run parent names, once built (set again by reconcileLocked)
+	parentRef atomic.Pointer[Run] // the run parent names, once built (set again by the reconciliation)
 	base      uint64
 	baseHead  chain.Hash
 

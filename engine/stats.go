@@ -65,7 +65,7 @@ type Stats struct {
 // Stats returns the DB's counters.
 func (db *DB) Stats() Stats {
 	db.mu.Lock()
-	runs := len(db.mu.runs) + db.mu.lazyLeft
+	runs := len(db.mu.runs) + db.mu.lazy.Left()
 	db.mu.Unlock()
 	return Stats{
 		Open:          db.openInfo,

@@ -45,20 +45,31 @@
 // is the Host the engine uses: it gathers the deletions into a
 // retention.Registry and the erase-key records.
 //
+// Settle merges the deletions a Scan found into the engine's, then
 // Reconcile changes the engine's runs through (called under the engine's
 // lock):
 //
 //	type Table interface {
 //		Deleted(id string) bool // the engine's deletions hold id
 //		Built(id string) bool   // id is built, not a row waiting for use
-//		Rebuild(id string, lr *Run) // drop the row; build from lr if not nil
-//		Add(id string, lr *Run)     // a run CHECKPOINT does not list
+//		Drop(id string)         // a row not built: never built from it
+//		Add(id string, lr *Run) // build from lr (not listed, or dropped)
 //		// Fix: a built run whose row was wrong: withdrawn and broken (lr
 //		// nil), rebuilt from lr if it has not moved since Open, else broken
 //		// with err.
 //		Fix(id string, c *layout.CheckpointRun, lr *Run, err error)
 //		Relink() // point every fork at the parent the table now holds
 //	}
+//
+// Open's replay of the log's tail asks the package, for each run, fork,
+// atom and end record, whether it fits the runs replayed so far (a
+// Replayed: the run's nonce, fork, last seq, head and end):
+// CheckCreated, CheckAtom, CheckEnd, Unlisted decide the Step (apply it,
+// or CHECKPOINT reflects it already) or the Refusal: a *Mismatch with
+// runs from CHECKPOINT (which is then set aside), damage at the record
+// otherwise. The engine applies the step (engine/recovery.go's replay).
+// A run rebuilt from the log takes its State (Run.State, a
+// runtable.State).
 //
 // # Guarantees
 //

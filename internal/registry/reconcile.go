@@ -19,10 +19,10 @@ type Table interface {
 	// Built reports whether run id is built (not a row of CHECKPOINT
 	// waiting for its first use).
 	Built(id string) bool
-	// Rebuild drops the row of run id, not built, and builds the run from
-	// the log's lr if lr is not nil.
-	Rebuild(id string, lr *Run)
-	// Add builds run id, which CHECKPOINT does not list, from lr.
+	// Drop drops the row of run id, not built: it is never built from it.
+	Drop(id string)
+	// Add builds run id from lr: CHECKPOINT does not list it, or its row
+	// was dropped.
 	Add(id string, lr *Run)
 	// Fix handles run id, built from row c, which disagrees with the log
 	// (err says so): withdrawn and broken if the log does not hold it (lr
@@ -31,6 +31,21 @@ type Table interface {
 	Fix(id string, c *layout.CheckpointRun, lr *Run, err error)
 	// Relink points every fork at the parent the table now holds.
 	Relink()
+}
+
+// Settle merges the deletions a Scan found (found.Gone) into deleted, the
+// engine's, then makes t's runs agree with the log's (Reconcile), all
+// under the engine's lock. A deletion that disagrees with one deleted
+// holds is returned as why, before t changes (the deletions merged before
+// it stay); else mismatch is Reconcile's.
+func Settle(rows []layout.CheckpointRun, log map[string]*Run, found *Collector, deleted *retention.Registry, t Table, broken func(id, why string) error) (mismatch, why string) {
+	ids, gone := found.Gone.Sorted()
+	for i, id := range ids {
+		if why := deleted.Merge(id, gone[i]); why != "" {
+			return "", why
+		}
+	}
+	return Reconcile(rows, log, t, broken), ""
 }
 
 // Reconcile makes t's runs agree with the log's (log, from Scan) where
@@ -60,7 +75,10 @@ func Reconcile(rows []layout.CheckpointRun, log map[string]*Run, t Table, broken
 		if t.Built(c.ID) {
 			t.Fix(c.ID, c, lr, broken(c.ID, why))
 		} else {
-			t.Rebuild(c.ID, lr)
+			t.Drop(c.ID)
+			if lr != nil {
+				t.Add(c.ID, lr)
+			}
 		}
 	}
 	for id, lr := range log {

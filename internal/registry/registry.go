@@ -6,6 +6,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/internal/retention"
+	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -64,6 +65,14 @@ type Run struct {
 	// the position.
 	After    []chain.Hash
 	EndAfter *End
+}
+
+// State is the state the log gives the run: no frame file, its atoms'
+// positions from the log (the State's copy), its snapshots and atom index
+// from its fork point; Head is h(0) for a run without atoms.
+func (lr *Run) State() runtable.State {
+	return runtable.State{Empty: lr.Last == 0 && lr.Parent == "", Last: lr.Last, Head: lr.Head,
+		IndexedSeq: lr.Base, Positions: append([]wal.Pos(nil), lr.Pos...), SnapSeq: lr.Base}
 }
 
 // listedRight reports whether CHECKPOINT's row c says of the run what the

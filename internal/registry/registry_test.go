@@ -10,6 +10,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -168,9 +169,7 @@ type fakeTable struct {
 
 func (t *fakeTable) Deleted(id string) bool { return t.deleted[id] }
 func (t *fakeTable) Built(id string) bool   { return t.built[id] }
-func (t *fakeTable) Rebuild(id string, lr *Run) {
-	t.calls = append(t.calls, fmt.Sprintf("rebuild %s %v", id, lr != nil))
-}
+func (t *fakeTable) Drop(id string)         { t.calls = append(t.calls, "drop "+id) }
 func (t *fakeTable) Add(id string, lr *Run) { t.calls = append(t.calls, "add "+id) }
 func (t *fakeTable) Fix(id string, c *layout.CheckpointRun, lr *Run, err error) {
 	t.calls = append(t.calls, fmt.Sprintf("fix %s %v %v", id, lr != nil, err))
@@ -190,8 +189,8 @@ func TestReconcile(t *testing.T) {
 	log := map[string]*Run{"ok": right, "wrong-seq": right, "wrong-row": right, "extra": right, "again": right}
 	tb := &fakeTable{built: map[string]bool{"gone-built": true, "wrong-seq": true, "again": true}, deleted: map[string]bool{"deleted": true}}
 	got := Reconcile(rows, log, tb, func(id, why string) error { return fmt.Errorf("broken %s", id) })
-	want := []string{"rebuild gone-row false", "fix gone-built false broken gone-built", "fix wrong-seq true broken wrong-seq",
-		"rebuild wrong-row true", "add extra", "relink"}
+	want := []string{"drop gone-row", "fix gone-built false broken gone-built", "fix wrong-seq true broken wrong-seq",
+		"drop wrong-row", "add wrong-row", "add extra", "relink"}
 	if fmt.Sprint(tb.calls) != fmt.Sprint(want) {
 		t.Fatalf("calls %q, want %q", tb.calls, want)
 	}
@@ -247,5 +246,26 @@ func TestScanOthers(t *testing.T) {
 	h = &host{deleted: map[string]bool{}, otherErr: errors.New("stop")}
 	if _, err := scanSkip(t, h, false, skip, recs...); err == nil || err.Error() != "stop" {
 		t.Fatalf("Other's error: %v", err)
+	}
+}
+
+// TestSettle: the scan's deletions are merged into the engine's before
+// the table changes; one that disagrees stops it there.
+func TestSettle(t *testing.T) {
+	rows := []layout.CheckpointRun{{ID: "gone-row", LastSeq: 1}}
+	broken := func(id, why string) error { return nil }
+	found := &Collector{}
+	found.Gone.Mark("d", &retention.Gone{Seq: 5})
+	var deleted retention.Registry
+	tb := &fakeTable{deleted: map[string]bool{}}
+	mismatch, why := Settle(rows, nil, found, &deleted, tb, broken)
+	if why != "" || !deleted.Has("d") || !strings.Contains(mismatch, "gone-row") || fmt.Sprint(tb.calls) != "[drop gone-row relink]" {
+		t.Fatalf("Settle = %q, %q; deleted d %v; calls %v", mismatch, why, deleted.Has("d"), tb.calls)
+	}
+	found = &Collector{}
+	found.Gone.Mark("d", &retention.Gone{Seq: 6})
+	tb = &fakeTable{deleted: map[string]bool{}}
+	if mismatch, why := Settle(rows, nil, found, &deleted, tb, broken); why == "" || mismatch != "" || len(tb.calls) != 0 {
+		t.Fatalf("a second deletion of d at another seq: Settle = %q, %q; calls %v", mismatch, why, tb.calls)
 	}
 }

@@ -41,6 +41,7 @@
 //	Materialize(core, run)       // the frame at run.LastSeq (Built), or why not
 //	ReadFile(core, run)          // the frame file alone, checked (history's FrameFile)
 //	Sweep(runs, budget, visit)     // the frame cache's sweep: Drop over one visit of a run's Frame, under its lock
+//	DecodeFrame(comp, sealer, b, run, seq, where) // a stored frame opened and decoded (Core.DecodeFrame's body)
 //
 // # Guarantees
 //

@@ -16,6 +16,15 @@
 //		ID() string
 //	}
 //
+// After a restart, the runs the log's tail did not touch are rows of
+// CHECKPOINT (Rows) that the engine builds on first need (Take: one row,
+// TakeAll: every row left; engine/recovery.go's runLocked and
+// allRunsLocked), under the same lock; a row the log showed wrong (Drop,
+// the reconciliation) or of a run deleted is never taken. A run built
+// after a restart is set to a State, from its row (FromRow) or from the
+// log (internal/registry), in one place (engine/recovery.go's
+// setStateLocked).
+//
 // # Guarantees
 //
 //   - Withdraw with deleting marks every id before the caller releases
@@ -23,10 +32,11 @@
 //     marked.
 //   - Restore is Withdraw's exact inverse: the runs back under their ids,
 //     their marks removed.
+//   - A row is taken at most once.
 //
 // # Caveats
 //
-// The table holds the runs built so far: after a restart, the runs the
-// log's tail did not touch are rows of CHECKPOINT that the engine builds
-// on first need (engine/recovery.go's runLocked), not entries here.
+// The table holds the runs built so far, not the rows left: a run is in
+// one or the other. A row of a run deleted before it was taken stays
+// counted in Rows.Left.
 package runtable
