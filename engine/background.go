@@ -74,13 +74,7 @@ var checkpointBatchPart = 1 << 20
 func (db *DB) sweep() (due bool) {
 	for _, r := range db.runList() {
 		r.mu.Lock()
-		if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && r.snapshotDueLocked(int(r.mu.lastSeq-r.mu.snapSeq)) {
-			select {
-			case db.bg.snapJobs <- r:
-				r.mu.snapQueued = true
-			default:
-			}
-		}
+		r.queueSnapshotLocked()
 		if ci := db.opts.CheckpointInterval; ci > 0 && r.mu.lastSeq > r.mu.ckptSeq && time.Since(r.mu.ckptTime) >= ci {
 			db.writeChainCheckpointLocked(r)
 		}

@@ -22,7 +22,7 @@ type (
 )
 
 // branchErrs are internal/branch's refusals as the engine's errors.
-var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded, RollbackPending: ErrRollbackPending,
+var branchErrs = branch.Errors{AtomInProgress: ErrAtomInProgress, RunEnded: ErrRunEnded,
 	AtomDone: ErrAtomDone, InvalidDelta: ErrInvalidDelta, Conflict: func(b *atomBranch, c *branch.Conflict) error {
 		return &ConflictError{Run: b.Run, Branch: b.Name, Base: b.Base, Seq: c.Seq, Key: c.Key, Lost: c.Lost}
 	}}
@@ -149,13 +149,10 @@ func (x *branchAtom) Encode(have int) (int, error) {
 func (x *branchAtom) Lock() (*branchSet, branch.Now) {
 	a, r := x.a, x.a.run
 	r.mu.Lock()
-	now := branch.Now{State: branch.State{Run: r.id, Interrupted: r.mu.interruptedSeq, Ended: r.mu.end != nil || r.mu.ending},
-		Broken: r.mu.broken, LastSeq: r.mu.lastSeq}
+	now := branch.Now{State: branch.State{Run: r.id, Interrupted: r.mu.interruptedSeq, Ended: r.mu.end != nil || r.mu.ending,
+		Rollback: r.rollbackPendingLocked()}, Broken: r.mu.broken, LastSeq: r.mu.lastSeq}
 	if r.mu.atom != nil {
 		now.Running = r.mu.atom.seq
-	}
-	if rb := r.mu.rollback; rb != nil {
-		now.Rollback, now.To = true, rb.To
 	}
 	if r.mu.writing { // a wait's, event's or wake's record: this one takes its seq after it
 		if r.mu.idle == nil {

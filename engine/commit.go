@@ -253,17 +253,21 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 // afterCommitLocked schedules the background work an atom may make due: a
 // snapshot, a chain checkpoint.
 func (r *Run) afterCommitLocked() {
-	db := r.db
-	since := int(r.mu.lastSeq - r.mu.snapSeq)
-	if !r.mu.snapQueued && r.snapshotDueLocked(since) {
+	r.queueSnapshotLocked()
+	if every := r.db.opts.CheckpointEvery; every > 0 && r.mu.lastSeq%uint64(every) == 0 {
+		r.db.writeChainCheckpointLocked(r)
+	}
+}
+
+// queueSnapshotLocked queues the run's snapshot when atoms since the last
+// one make it due (snapshotDueLocked) and none is queued yet.
+func (r *Run) queueSnapshotLocked() {
+	if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && r.snapshotDueLocked(int(r.mu.lastSeq-r.mu.snapSeq)) {
 		select {
-		case db.bg.snapJobs <- r:
+		case r.db.bg.snapJobs <- r:
 			r.mu.snapQueued = true
 		default: // the queue is full: the periodic sweep picks it up
 		}
-	}
-	if every := db.opts.CheckpointEvery; every > 0 && r.mu.lastSeq%uint64(every) == 0 {
-		db.writeChainCheckpointLocked(r)
 	}
 }
 

@@ -312,7 +312,7 @@ func (db *DB) Run(ctx context.Context, id string) (*Run, error) {
 		db.mu.Unlock()
 		return r, r.waitCreated(ctx)
 	}
-	if db.reg != nil && !db.reg.checked.Load() {
+	if db.registryUnchecked() {
 		// Never create a run that the log holds and CHECKPOINT omits.
 		db.mu.Unlock()
 		if err := db.checkRegistry(); err != nil {

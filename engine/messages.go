@@ -74,7 +74,7 @@ func (db *DB) receiverOpen(to string) error {
 	deleted := db.deletedLocked(to)
 	r := db.runLocked(to)
 	db.mu.Unlock()
-	if !deleted && r == nil && db.reg != nil && !db.reg.checked.Load() {
+	if !deleted && r == nil && db.registryUnchecked() {
 		// A run deleted before CHECKPOINT's replay position (or one the
 		// log holds and CHECKPOINT omits) is known once the log's table
 		// of runs is checked: decide on it, not on CHECKPOINT's word.

@@ -108,6 +108,10 @@ func (db *DB) waitsMismatch() string {
 	return db.reg.waitsMismatch
 }
 
+// registryUnchecked reports whether CHECKPOINT's runs are still to be
+// checked against the log (checkRegistry has not run).
+func (db *DB) registryUnchecked() bool { return db.reg != nil && !db.reg.checked.Load() }
+
 // registryMismatch returns what checkRegistry found, once it ran.
 func (db *DB) registryMismatch() string {
 	if db.reg == nil || !db.reg.checked.Load() {

@@ -386,9 +386,8 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if r.mu.atom != nil {
 		return nil, fmt.Errorf("%w: run %q seq %d", ErrAtomInProgress, r.id, r.mu.atom.seq)
 	}
-	if rb := r.mu.rollback; rb != nil {
-		return nil, fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, rb.To, rb.To)
+	if err := r.rollbackPendingLocked(); err != nil {
+		return nil, err
 	}
 	if br := r.mu.br; br != nil {
 		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, br.Len())
@@ -407,4 +406,15 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	r.mu.atom = a
 	r.db.observeBegin(ctx, a)
 	return a, nil
+}
+
+// rollbackPendingLocked returns ErrRollbackPending naming the target of
+// the run's pending rollback, or nil if none: no atom begins until
+// Rollback finishes it.
+func (r *Run) rollbackPendingLocked() error {
+	if rb := r.mu.rollback; rb != nil {
+		return fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
+			ErrRollbackPending, r.id, rb.To, rb.To)
+	}
+	return nil
 }

@@ -96,7 +96,7 @@ func (c waitCore) Run(id string) (wait.Run, error) {
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
 	}
 	r := db.runLocked(id)
-	if r == nil && db.reg != nil && !db.reg.checked.Load() {
+	if r == nil && db.registryUnchecked() {
 		// A run the log holds and CHECKPOINT omits exists too (as in
 		// DB.Run): known once the log's table of runs is checked.
 		db.mu.Unlock()

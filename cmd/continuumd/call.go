@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/continuumdb/continuum/internal/branch"
 	"github.com/continuumdb/continuum/ledger"
 )
 
@@ -50,7 +51,7 @@ func (a *attempt) callFor(n int, req *callRequest) (*call, *apiError) {
 	}
 	if in, err := ledger.NewIntent(act, a.rs.id, a.seq, index); err == nil {
 		if a.branch != "" && act.Key == "" {
-			in = in.WithKey(ledger.BranchKey(a.rs.id, a.branch, int(index)), index) // the engine's withDefaultKey
+			in = branch.WithKey(in, &branch.Branch{Run: a.rs.id, Name: a.branch}, index) // as the engine keys a branch's call
 		}
 		c.in = in
 	}

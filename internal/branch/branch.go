@@ -360,8 +360,8 @@ func OtherKey(run, name, key string) bool {
 // the engine's; Conflict makes the engine's error of a branch that lost
 // to c.
 type Errors struct {
-	AtomInProgress, RunEnded, RollbackPending, AtomDone, InvalidDelta error
-	Conflict                                                          func(b *Branch, c *Conflict) error
+	AtomInProgress, RunEnded, AtomDone, InvalidDelta error
+	Conflict                                         func(b *Branch, c *Conflict) error
 }
 
 // State is what Start checks of a run, read under the run's lock.
@@ -370,14 +370,13 @@ type State struct {
 	Running     uint64 // the seq of the atom of Begin running, 0 if none
 	Interrupted uint64 // the seq of the atom a crash interrupted, until begun again; 0 if none
 	Ended       bool   // the run ended, or its end is being written
-	Rollback    bool   // a rollback of the run is pending, to seq To
-	To          uint64
+	Rollback    error  // the engine's refusal while a rollback of the run is pending; nil if none
 }
 
 // Start checks that run st may begin a branch: not while an atom of Begin
 // runs or a crash's interrupted atom waits to be begun again
 // (errs.AtomInProgress), once the run ended (errs.RunEnded), nor while a
-// rollback is pending (errs.RollbackPending).
+// rollback is pending (st.Rollback).
 func Start(st State, errs Errors) error {
 	switch {
 	case st.Running != 0:
@@ -387,9 +386,8 @@ func Start(st State, errs Errors) error {
 			errs.AtomInProgress, st.Run, st.Interrupted)
 	case st.Ended:
 		return fmt.Errorf("%w: run %q takes no more atoms", errs.RunEnded, st.Run)
-	case st.Rollback:
-		return fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			errs.RollbackPending, st.Run, st.To, st.To)
+	case st.Rollback != nil:
+		return st.Rollback
 	}
 	return nil
 }

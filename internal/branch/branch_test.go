@@ -240,16 +240,17 @@ func TestOtherKey(t *testing.T) {
 // TestStart: each refusal matches its sentinel, in the order Start
 // checks them; an idle run passes.
 func TestStart(t *testing.T) {
-	errs := Errors{AtomInProgress: errors.New("in progress"), RunEnded: errors.New("ended"), RollbackPending: errors.New("pending")}
+	errs := Errors{AtomInProgress: errors.New("in progress"), RunEnded: errors.New("ended")}
+	pending := errors.New("pending")
 	for _, c := range []struct {
 		st   State
 		want error
 	}{
 		{State{Run: "r"}, nil},
-		{State{Run: "r", Running: 4, Interrupted: 4, Ended: true, Rollback: true}, errs.AtomInProgress},
+		{State{Run: "r", Running: 4, Interrupted: 4, Ended: true, Rollback: pending}, errs.AtomInProgress},
 		{State{Run: "r", Interrupted: 4, Ended: true}, errs.AtomInProgress},
-		{State{Run: "r", Ended: true, Rollback: true}, errs.RunEnded},
-		{State{Run: "r", Rollback: true, To: 2}, errs.RollbackPending},
+		{State{Run: "r", Ended: true, Rollback: pending}, errs.RunEnded},
+		{State{Run: "r", Rollback: pending}, pending},
 	} {
 		err := Start(c.st, errs)
 		if c.want == nil && err != nil || c.want != nil && !errors.Is(err, c.want) {
