@@ -74,7 +74,7 @@ type Run struct {
 		frameHead  chain.Hash
 		indexedSeq uint64    // atoms up to here have their log position in Pebble
 		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
-		snapSeq    uint64    // latest snapshot: handed to Pebble, or the frame file written at it (captureLocked)
+		snapSeq    uint64    // latest snapshot: handed to Pebble, or the frame file written at it (bgCore.Capture)
 		// windowFirst is the snapshot the retention policy keeps for the
 		// current window (see checkpoint.SnapshotSpan); after a restart, the latest.
 		windowFirst uint64
