@@ -155,7 +155,8 @@ func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 // sender is the event's id within the run: a repeat writes nothing and
 // says Duplicate. Errors: ErrEventMismatch (the sender id sent another
 // event), ErrRunEnded, ErrRunDeleted, ErrNoRun, ErrTooLarge (payload over
-// MaxEventSize), ErrInvalidOptions (a bad name or sender id).
+// MaxEventSize), ErrInvalidOptions (a bad name or sender id); with an
+// error the SendResult is zero.
 func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload []byte) (SendResult, error) {
 	dup, delivered, err := db.waits.of(db).Send(ctx, run, name, sender, payload)
 	return SendResult{Duplicate: dup, Delivered: delivered}, err

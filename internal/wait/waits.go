@@ -308,7 +308,8 @@ func (w *Waits) Outcome(ctx context.Context, run string, seq uint64) (Wait, erro
 // Send is DB.SendEvent: an event named name from sender, with payload
 // (copied; sealed under the run's key when the Source has a Sealer), to
 // run. duplicate: the sender sent it before and nothing was written;
-// delivered: it ended the run's open wait of its name.
+// delivered: it ended the run's open wait of its name. Both are false
+// with an error.
 func (w *Waits) Send(ctx context.Context, run, name, sender string, payload []byte) (duplicate, delivered bool, err error) {
 	if err := w.core.Open(); err != nil {
 		return false, false, err
@@ -353,7 +354,11 @@ func (w *Waits) Send(ctx context.Context, run, name, sender string, payload []by
 		duplicate, delivered = dup, dlv
 		return Recs(recs, plain), err
 	})
-	return duplicate, delivered, err
+	if err != nil {
+		// Not delivered: the event's record is not in the log.
+		return false, false, err
+	}
+	return duplicate, delivered, nil
 }
 
 // Ready is DB.Ready: up to max waits (max <= 0: all) that ended and that

@@ -176,6 +176,25 @@ func TestWaitsConduct(t *testing.T) {
 	}
 }
 
+// TestSendFailed: an event whose record the log refused reports neither
+// delivered nor duplicate, and leaves the wait open for the same event
+// sent again.
+func TestSendFailed(t *testing.T) {
+	ctx := context.Background()
+	w, c, _ := newWaits(t, "a")
+	if _, err := w.Declare(ctx, c.runs["a"], "approve", time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	c.failNext = errors.New("disk full")
+	dup, delivered, err := w.Send(ctx, "a", "approve", "s1", []byte("yes"))
+	if err == nil || dup || delivered {
+		t.Fatalf("Send with a failing log: dup %v delivered %v, %v", dup, delivered, err)
+	}
+	if dup, delivered, err := w.Send(ctx, "a", "approve", "s1", []byte("yes")); err != nil || dup || !delivered {
+		t.Fatalf("Send again: dup %v delivered %v, %v", dup, delivered, err)
+	}
+}
+
 // TestWaitsFireDue: the due timeouts recorded in one batch, a refused
 // run's and a gone run's waits dropped, a wait an atom took left alone;
 // a failed append releases every run and records nothing.
