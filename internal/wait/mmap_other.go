@@ -2,10 +2,14 @@
 
 package wait
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/cockroachdb/pebble/v2/vfs"
+)
 
 // errNoMap: the file is not mapped (this system's files are read, not
 // mapped); the caller reads it instead.
 var errNoMap = errors.New("wait: not mapped")
 
-func mapFile(string) ([]byte, func(), error) { return nil, nil, errNoMap }
+func mapFile(vfs.FS, string) ([]byte, func(), error) { return nil, nil, errNoMap }

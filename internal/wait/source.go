@@ -79,7 +79,7 @@ func (s LogSource) OpenWaitsTable(gen uint64) (*layout.WaitsTable, func(), error
 // read as WaitsFile reads it (release nil).
 func (s LogSource) MapWaitsFile(gen uint64) (string, []byte, func(), error) {
 	if s.Map && s.Sealer == nil {
-		if b, release, err := mapFile(s.Waits); err != errNoMap {
+		if b, release, err := mapFile(s.FS, s.Waits); err != errNoMap {
 			return s.Waits, b, release, err
 		}
 	}
