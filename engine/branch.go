@@ -98,8 +98,7 @@ func (a *Atom) failBranch(reason string) error {
 func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	db, b := a.run.db, a.branch
 	start := a.commitStart()
-	base := record.AppendBranchBase(nil, &record.BranchBase{Base: b.Base, Branch: b.Name, Reads: b.Reads})
-	x := &branchAtom{a: a, d: d, buf: getBuf(), ext: []record.AtomExt{{Tag: record.ExtTagBase, Data: base}}}
+	x := &branchAtom{a: a, d: d, buf: getBuf(), ext: []record.AtomExt{b.Ext()}}
 	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize, branchErrs)
 	if q == nil {
 		putBuf(x.buf) // no record of it was appended
@@ -208,7 +207,7 @@ func (x *branchAtom) AppendLocked(seq uint64, prev chain.Hash, bound int64) (*br
 		// Written already, or refused: nothing is chained to it yet.
 		if _, err := x.w.Wait(context.Background()); err != nil {
 			db.untrack(x.tok)
-			return nil, chain.Hash{}, db.branchLogError(err, fmt.Sprintf("engine: commit run %q branch %q", r.id, a.branch.Name))
+			return nil, chain.Hash{}, db.logError(err, fmt.Sprintf("engine: commit run %q branch %q", r.id, a.branch.Name))
 		}
 	default:
 	}
@@ -226,12 +225,8 @@ func (x *branchAtom) Wait(q *queuedBranch) error {
 }
 
 func (x *branchAtom) FailLocked(q *queuedBranch, err error) error {
-	return x.a.run.db.branchLogError(err, fmt.Sprintf("engine: commit run %q branch %q (seq %d)", x.a.run.id, x.a.branch.Name, q.Seq))
+	return x.a.run.db.logError(err, fmt.Sprintf("engine: commit run %q branch %q (seq %d)", x.a.run.id, x.a.branch.Name, q.Seq))
 }
-
-// branchLogError is the error of a branch's record the log refused as
-// too large, or failed (final).
-func (db *DB) branchLogError(err error, where string) error { return db.logError(err, where) }
 
 // Durable reports, and marks, whether q's record is durable already, so
 // the commit before it publishes it too; a failure is q's to report.

@@ -225,9 +225,7 @@ func (r *Run) Info() RunInfo {
 	if r.mu.atom != nil {
 		info.Running = r.mu.atom.seq
 	}
-	if br := r.mu.br; br != nil {
-		info.Branches = br.Len()
-	}
+	info.Branches = r.mu.br.Len()
 	if e := r.mu.end; e != nil {
 		_, info.Head, _ = r.chainHeadLocked()
 		info.Status, info.Ended, info.Result = e.status, e.at, append([]byte(nil), e.result...)
@@ -389,8 +387,8 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if err := r.rollbackPendingLocked(); err != nil {
 		return nil, err
 	}
-	if br := r.mu.br; br != nil {
-		return nil, fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", ErrAtomInProgress, r.id, br.Len())
+	if err := r.mu.br.RefuseBegin(branchErrs); err != nil {
+		return nil, err
 	}
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"

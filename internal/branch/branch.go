@@ -28,6 +28,12 @@ type Branch struct {
 // Safe for concurrent use.
 func (b *Branch) Seq() uint64 { return b.seq.Load() }
 
+// Ext is the extension of the branch's record that names its base, its
+// name and its reads (record.ExtTagBase): the atom DAG's edge.
+func (b *Branch) Ext() record.AtomExt {
+	return record.AtomExt{Tag: record.ExtTagBase, Data: record.AppendBranchBase(nil, &record.BranchBase{Base: b.Base, Branch: b.Name, Reads: b.Reads})}
+}
+
 // Check checks the arguments of a branch of run: its name
 // (record.CheckBranchName) and its declared reads (at most
 // record.MaxBranchReads, each a valid key).
@@ -201,8 +207,24 @@ func (s *Set[P]) Failed() error { return s.failed }
 // Live reports whether b is live: begun, and neither committing nor over.
 func (s *Set[P]) Live(b *Branch) bool { return s.live[b.Name] == b }
 
-// Len is the number of branches in flight, committing ones included.
-func (s *Set[P]) Len() int { return len(s.live) + len(s.queue) }
+// Len is the number of branches in flight, committing ones included; 0
+// for a nil Set (a run without branches).
+func (s *Set[P]) Len() int {
+	if s == nil {
+		return 0
+	}
+	return len(s.live) + len(s.queue)
+}
+
+// RefuseBegin is the refusal of an atom of Begin while the run holds s
+// (errs.AtomInProgress): Begin and branches exclude each other, and the
+// run holds its Set while any branch is in flight. nil if s is nil.
+func (s *Set[P]) RefuseBegin(errs Errors) error {
+	if s == nil {
+		return nil
+	}
+	return fmt.Errorf("%w: run %q has %d branches in flight: Begin waits for them to commit or fail", errs.AtomInProgress, s.run, s.Len())
+}
 
 // Tail is the run's newest record appended.
 func (s *Set[P]) Tail() Tail { return s.tail }

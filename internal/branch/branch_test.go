@@ -275,3 +275,31 @@ func TestWithKey(t *testing.T) {
 		t.Fatalf("an atom of Begin's key: %q, want %q", got.Key, want.Key)
 	}
 }
+
+func TestRefuseBegin(t *testing.T) {
+	errs := Errors{AtomInProgress: errors.New("atom in progress")}
+	var none *Set[string]
+	if none.Len() != 0 || none.RefuseBegin(errs) != nil {
+		t.Fatalf("a run without a Set: len %d, refusal %v", none.Len(), none.RefuseBegin(errs))
+	}
+	s := NewSet[string]("r", Tail{Seq: 4}, 8)
+	s.Begin("a", 4, nil)
+	s.Enqueue(s.Begin("b", 4, nil), nil, chain.Hash{1}, 10, 4, "b")
+	err := s.RefuseBegin(errs)
+	if !errors.Is(err, errs.AtomInProgress) || err.Error() != `atom in progress: run "r" has 2 branches in flight: Begin waits for them to commit or fail` {
+		t.Fatalf("RefuseBegin: %v", err)
+	}
+}
+
+func TestExt(t *testing.T) {
+	s := NewSet[string]("r", Tail{Seq: 4}, 8)
+	b := s.Begin("plan", 4, []record.StateKey{mem("z"), mem("b")})
+	x := b.Ext()
+	if x.Tag != record.ExtTagBase {
+		t.Fatalf("tag %d", x.Tag)
+	}
+	got, err := record.DecodeBranchBase(x.Data)
+	if err != nil || got.Base != 4 || got.Branch != "plan" || len(got.Reads) != 2 || got.Reads[0] != mem("b") || got.Reads[1] != mem("z") {
+		t.Fatalf("DecodeBranchBase: %+v, %v", got, err)
+	}
+}

@@ -38,6 +38,9 @@
 //	(*Set).Fail(c, err, core)           // the log failed c's record: c and all after it fail
 //	(*Set).End(b, lastSeq)              // Fail or a conflict: the branch is over
 //	(*Set).Idle()                       // no branch in flight: the run drops its Set
+//	(*Set).Len()                        // the branches in flight (nil: 0), RunInfo.Branches
+//	(*Set).RefuseBegin(errs)            // Begin's refusal while the run holds its Set (nil: none)
+//	(*Branch).Ext()                     // the record's extension naming base, name, reads
 //	WithKey(intent, b, index)           // a call's default key: the branch's, or (b nil) the run's
 //	OtherKey(run, name, key)            // key is another branch's default key
 //	Conflict.Describe(run, name, base)  // the text of engine.ConflictError
