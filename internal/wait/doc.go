@@ -113,7 +113,10 @@
 // Outcome (Atom.WaitOutcome), Send (SendEvent), Ready (it fires the due
 // timeouts first, in batches of 1,024 wake records, one fsync each),
 // ReadyChanged, NextDeadline, Stats. And of the index, whole (Waits
-// calls most of it). Lock order: the run's lock (or its write mark),
+// calls most of it). Its Run's Hold reads the run's state into a Holding
+// and takes its refusal from Errors.Refused (the rules and their
+// errors are this package's); WriteFile's Row of CHECKPOINT's rows is
+// CheckpointRows. Lock order: the run's lock (or its write mark),
 // then the index's own mutex; the Source's methods and Capture's
 // row are called with the index's mutex held and take none of the
 // engine's locks but the log's.
