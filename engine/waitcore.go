@@ -81,23 +81,13 @@ func (c waitCore) Open() error { return c.db.checkOpen() }
 
 // Run returns run id, which must exist and not be deleted.
 func (c waitCore) Run(id string) (wait.Run, error) {
-	db := c.db
-	db.mu.Lock()
-	if db.deletedLocked(id) {
-		db.mu.Unlock()
+	r, deleted, err := c.db.knownRun(id) // messages.go
+	if err != nil {
+		return nil, err
+	}
+	if deleted {
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
 	}
-	r := db.runLocked(id)
-	if r == nil && db.registryUnchecked() {
-		// A run the log holds and CHECKPOINT omits exists too (as in
-		// DB.Run): known once the log's table of runs is checked.
-		db.mu.Unlock()
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
-		return c.Run(id)
-	}
-	db.mu.Unlock()
 	if r == nil {
 		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
 	}
