@@ -38,11 +38,7 @@ func (s *waitState) index(db *DB) *wait.Index { return s.of(db).Index() }
 // waitsFrom tells the index, at Open, the checkpoint its load starts
 // from (cp nil: none, the whole log).
 func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
-	if cp == nil {
-		db.waits.index(db).From(0, wal.Pos{})
-		return
-	}
-	db.waits.index(db).From(cp.Gen, from)
+	db.waits.index(db).FromCheckpoint(cp, from)
 }
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at

@@ -123,6 +123,7 @@
 //
 //	New(clock) *Index                       // clock: Options.Clock
 //	(*Index).From(gen, replay)              // at Open: CHECKPOINT's generation (0: none) and replay position
+//	(*Index).FromCheckpoint(cp, replay)     // From of CHECKPOINT cp (nil: none, the whole log)
 //	(*Index).Load(src) error                // once, before any other use but Gone; sticky error
 //	(*Index).Rebuilt() string               // why WAITS was not used ("": it was, or there was none)
 //	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS (bytes), after every run's row; it becomes the table

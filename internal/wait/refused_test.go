@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
 )
 
 type status string
@@ -52,5 +53,17 @@ func TestCheckpointRows(t *testing.T) {
 		if last != tc.last || ended != tc.ended || ok != tc.ok {
 			t.Errorf("row(%q) = %d %v %v, want %d %v %v", tc.run, last, ended, ok, tc.last, tc.ended, tc.ok)
 		}
+	}
+}
+
+func TestFromCheckpoint(t *testing.T) {
+	x := New(nil)
+	x.FromCheckpoint(&layout.Checkpoint{Gen: 4}, wal.Pos{Segment: 2, Offset: 9})
+	if x.mu.gen != 4 || x.mu.replay != (wal.Pos{Segment: 2, Offset: 9}) {
+		t.Fatalf("from a checkpoint: gen %d replay %v", x.mu.gen, x.mu.replay)
+	}
+	x.FromCheckpoint(nil, wal.Pos{Segment: 2, Offset: 9})
+	if x.mu.gen != 0 || x.mu.replay != (wal.Pos{}) {
+		t.Fatalf("from none: gen %d replay %v", x.mu.gen, x.mu.replay)
 	}
 }
