@@ -20,6 +20,8 @@ type FencedReplicator interface {
 	Fence() Fence
 }
 
+var _ fence.Holder = FencedReplicator(nil)
+
 // ErrCallBound is matched by the error of a Do whose exec ran past
 // Fence.CallBound: not certified (it also matches ledger.ErrInDoubt).
 var ErrCallBound = fence.ErrCallBound
@@ -42,13 +44,10 @@ func FencingToken(ctx context.Context) (uint64, bool) {
 func (db *DB) FencingToken() uint64 { return db.fence.Token }
 
 // openFence is the FencedReplicator's Fence, or a local store's (the
-// log's end at Open).
+// log's end at Open): fence.Open.
 func (db *DB) openFence() Fence {
-	if fr, ok := db.opts.Replicator.(FencedReplicator); ok {
-		return fr.Fence()
-	}
 	end := db.log.End()
-	return Fence{Token: end.Segment<<32 | uint64(end.Offset)}
+	return fence.Open(db.opts.Replicator, end.Segment, end.Offset)
 }
 
 func (db *DB) fencedExec(ctx context.Context, in *ledger.Intent, prior bool, key string, exec ledger.Exec) ([]byte, error) {

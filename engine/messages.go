@@ -68,30 +68,37 @@ func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
 	return a.msgs.Add(r.id, a.seq, to, payload, ErrMessageTooLarge)
 }
 
-// receiverOpen says why run to takes no messages, or nil.
+// receiverOpen says why run to takes no messages, or nil
+// (mailbox.Takes).
 func (db *DB) receiverOpen(to string) error {
-	db.mu.Lock()
-	deleted := db.deletedLocked(to)
-	r := db.runLocked(to)
-	db.mu.Unlock()
-	if !deleted && r == nil && db.registryUnchecked() {
-		// A run deleted before CHECKPOINT's replay position (or one the
-		// log holds and CHECKPOINT omits) is known once the log's table
-		// of runs is checked: decide on it, not on CHECKPOINT's word.
-		if err := db.checkRegistry(); err != nil {
-			return err
-		}
-		return db.receiverOpen(to)
+	r, deleted, err := db.knownRun(to)
+	if err != nil {
+		return err
 	}
-	if deleted {
-		return fmt.Errorf("%w: run %q", ErrRunDeleted, to)
-	}
+	var ended any
 	if r != nil {
 		if s := r.Status(); s != StatusActive {
-			return fmt.Errorf("%w: run %q is %v: it takes no messages", ErrRunEnded, to, s)
+			ended = s
 		}
 	}
-	return nil
+	return mailbox.Takes(to, deleted, ended, ErrRunDeleted, ErrRunEnded)
+}
+
+// knownRun returns run id, nil if the store holds none, and whether it
+// was deleted. A run deleted before CHECKPOINT's replay position (or one
+// the log holds and CHECKPOINT omits) is known once the log's table of
+// runs is checked: it decides on that, not on CHECKPOINT's word.
+func (db *DB) knownRun(id string) (r *Run, deleted bool, err error) {
+	db.mu.Lock()
+	r, deleted = db.runLocked(id), db.deletedLocked(id)
+	db.mu.Unlock()
+	if !deleted && r == nil && db.registryUnchecked() {
+		if err := db.checkRegistry(); err != nil {
+			return nil, false, err
+		}
+		return db.knownRun(id)
+	}
+	return r, deleted, nil
 }
 
 // runningLocked says why the atom can no longer send or receive, or nil.

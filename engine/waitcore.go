@@ -8,8 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -29,7 +27,7 @@ type waitState struct{ wait.Waits }
 
 // waitErrs are the engine's sentinels the conduct of waits returns.
 var waitErrs = wait.Errors{Closed: ErrClosed, Invalid: ErrInvalidOptions, TooLarge: ErrTooLarge, WaitExists: ErrWaitExists,
-	NoWait: ErrNoWait, NotEnded: ErrWaitNotEnded, Mismatch: ErrEventMismatch}
+	NoWait: ErrNoWait, NotEnded: ErrWaitNotEnded, Mismatch: ErrEventMismatch, RunEnded: ErrRunEnded, InProgress: ErrAtomInProgress}
 
 // of returns the conduct of waits, bound to db.
 func (s *waitState) of(db *DB) *wait.Waits { return s.Bind(waitCore{db}, db.opts.Clock, &waitErrs) }
@@ -40,11 +38,7 @@ func (s *waitState) index(db *DB) *wait.Index { return s.of(db).Index() }
 // waitsFrom tells the index, at Open, the checkpoint its load starts
 // from (cp nil: none, the whole log).
 func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
-	if cp == nil {
-		db.waits.index(db).From(0, wal.Pos{})
-		return
-	}
-	db.waits.index(db).From(cp.Gen, from)
+	db.waits.index(db).FromCheckpoint(cp, from)
 }
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
@@ -54,13 +48,7 @@ func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
 // becomes the index's table, read from the file but after Close's own
 // checkpoint. CHECKPOINT's directory fsync makes its rename durable.
 func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, rows []layout.CheckpointRun) error {
-	return db.waits.of(db).WriteFile(gen, floor, func(run string) (uint64, bool, bool) {
-		i, ok := slices.BinarySearchFunc(rows, run, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
-		if !ok {
-			return 0, false, false
-		}
-		return rows[i].LastSeq, rows[i].Status != 0, true
-	}, db.opts.NoSync, !db.closed.Load())
+	return db.waits.of(db).WriteFile(gen, floor, wait.CheckpointRows(rows), db.opts.NoSync, !db.closed.Load())
 }
 
 // waitsClose lets go of the index's table (WAITS, mapped) at Close, so
@@ -89,23 +77,13 @@ func (c waitCore) Open() error { return c.db.checkOpen() }
 
 // Run returns run id, which must exist and not be deleted.
 func (c waitCore) Run(id string) (wait.Run, error) {
-	db := c.db
-	db.mu.Lock()
-	if db.deletedLocked(id) {
-		db.mu.Unlock()
+	r, deleted, err := c.db.knownRun(id) // messages.go
+	if err != nil {
+		return nil, err
+	}
+	if deleted {
 		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
 	}
-	r := db.runLocked(id)
-	if r == nil && db.registryUnchecked() {
-		// A run the log holds and CHECKPOINT omits exists too (as in
-		// DB.Run): known once the log's table of runs is checked.
-		db.mu.Unlock()
-		if err := db.checkRegistry(); err != nil {
-			return nil, err
-		}
-		return c.Run(id)
-	}
-	db.mu.Unlock()
 	if r == nil {
 		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
 	}
@@ -155,27 +133,18 @@ func (h waitRun) ID() string { return h.r.id }
 // the seq and head of its newest atom in the log: its last one's, or,
 // with branches in flight, the newest a branch appended (applied or not),
 // so that a record of waits written now follows it in the log and names
-// it. refused: a broken run, an end, an ending, or (declare) an atom or
-// branches running.
+// it. refused (wait.Errors.Refused): a broken run, an end, an ending, or
+// (declare) an atom or branches running.
 func (h waitRun) Hold(ctx context.Context, declare bool) (uint64, chain.Hash, error, error) {
 	r := h.r
 	if err := r.lockIdle(ctx); err != nil {
 		return 0, chain.Hash{}, nil, err
 	}
-	var refused error
-	switch {
-	case r.mu.broken != nil:
-		refused = r.mu.broken
-	case r.mu.end != nil:
-		refused = fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, r.mu.end.status)
-	case r.mu.ending:
-		refused = fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
-	case declare && r.mu.atom != nil:
-		refused = fmt.Errorf("%w: run %q: commit or fail it before the run waits", ErrAtomInProgress, r.id)
-	case declare && r.mu.br != nil && !r.mu.br.Idle():
-		refused = fmt.Errorf("%w: run %q has branches in flight: commit or fail them before the run waits", ErrAtomInProgress, r.id)
+	st := wait.Holding{Broken: r.mu.broken, Ending: r.mu.ending, Atom: r.mu.atom != nil, Branches: r.mu.br != nil && !r.mu.br.Idle()}
+	if r.mu.end != nil {
+		st.Ended = r.mu.end.status
 	}
-	if refused != nil {
+	if refused := waitErrs.Refused(r.id, st, declare); refused != nil {
 		r.mu.Unlock()
 		return 0, chain.Hash{}, refused, nil
 	}

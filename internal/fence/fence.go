@@ -3,12 +3,14 @@
 // a channel closed when the writer loses its lease, a clock check that
 // answers at once after a pause of the process, and a bound on a call's
 // duration. It knows nothing of runs; package engine conducts it
-// (engine/fencing.go): it asks the Replicator for a Fence at Open, runs
-// each exec through Guarded (over Fence.Exec), and certifies nothing an
-// exec returns late.
+// (engine/fencing.go): it takes its Fence at Open (Open: the
+// Replicator's, a Holder, or the log's end as a local store's token),
+// runs each exec through Guarded (over Fence.Exec), and certifies
+// nothing an exec returns late.
 //
 // The interface the engine uses, whole:
 //
+//	Open(rep, segment, offset) Fence    // at Open: a Holder's Fence, else the log's end as the token
 //	Token(ctx) (uint64, bool)           // the token an exec's context carries
 //	(*Fence).Fenced() bool              // a lease or a wait to honour at all
 //	(*Fence).LostNow() <-chan struct{}  // the lease held now, or nil
@@ -206,4 +208,18 @@ func (c *execCtx) late() error {
 		return ErrCallBound
 	}
 	return nil
+}
+
+// Holder is a replicator whose writer holds the store by a lease
+// (engine.FencedReplicator): its Fence is asked for once, at Open.
+type Holder interface{ Fence() Fence }
+
+// Open returns the Fence a store is written under from Open on: rep's,
+// if rep is a Holder, else a local store's, whose token is the log's end
+// at Open (segment, offset), which every writer before it left smaller.
+func Open(rep any, segment uint64, offset int64) Fence {
+	if h, ok := rep.(Holder); ok {
+		return h.Fence()
+	}
+	return Fence{Token: segment<<32 | uint64(offset)}
 }

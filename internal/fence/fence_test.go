@@ -78,3 +78,21 @@ func TestWait(t *testing.T) {
 		t.Fatalf("ctx ended: %v, want its cause", err)
 	}
 }
+
+type holder struct{ f Fence }
+
+func (h holder) Fence() Fence { return h.f }
+
+// TestOpen: a Holder's Fence as it is; without one, the log's end at Open
+// as the token, which grows from one Open to the next.
+func TestOpen(t *testing.T) {
+	if f := Open(holder{Fence{Token: 9, CallBound: time.Second}}, 5, 100); f.Token != 9 || f.CallBound != time.Second {
+		t.Errorf("Holder: %+v", f)
+	}
+	if f := Open(nil, 2, 7); f.Token != 2<<32|7 || f.Fenced() {
+		t.Errorf("local: %+v fenced %v", f, f.Fenced())
+	}
+	if a, b := Open(struct{}{}, 1, 1<<31), Open(nil, 2, 0); a.Token >= b.Token {
+		t.Errorf("local tokens %d then %d do not grow", a.Token, b.Token)
+	}
+}

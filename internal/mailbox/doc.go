@@ -52,6 +52,7 @@
 //	(*Box).Load() error                        // build the inbox now (else on first use); sticky error
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)
 //	CheckSend(run, seq, to, n, tooLarge) error // Atom.Send's checks
+//	Takes(to, deleted, ended, errDeleted, errEnded) error // Atom.Send: whether run to takes messages
 //	(*Draft).Send(to, payload)                 // payload copied
 //	(*Draft).Add(run, seq, to, payload, tooLarge) error // Send within MaxMessagesPerAtom
 //	(*Draft).Receivable(run, seq, tooLarge) error       // a receive within MaxMessagesPerAtom (Receiver.Lock)

@@ -202,3 +202,17 @@ func CheckSend(run string, seq uint64, to string, n int, tooLarge error) error {
 	}
 	return nil
 }
+
+// Takes says why run to takes no message, or nil: deleted (errDeleted
+// wrapped), or ended, its status (printed in errEnded's text; nil while
+// it is active, or while the store has no run to, which a message may
+// precede).
+func Takes(to string, deleted bool, ended any, errDeleted, errEnded error) error {
+	if deleted {
+		return fmt.Errorf("%w: run %q", errDeleted, to)
+	}
+	if ended != nil {
+		return fmt.Errorf("%w: run %q is %v: it takes no messages", errEnded, to, ended)
+	}
+	return nil
+}

@@ -90,3 +90,16 @@ func TestCheckSend(t *testing.T) {
 		t.Fatalf("an invalid run id: %v", err)
 	}
 }
+
+func TestTakes(t *testing.T) {
+	gone, ended := errors.New("gone"), errors.New("ended")
+	if err := Takes("b", false, nil, gone, ended); err != nil {
+		t.Fatalf("an active run (or none yet): %v", err)
+	}
+	if err := Takes("b", true, "completed", gone, ended); !errors.Is(err, gone) || err.Error() != `gone: run "b"` {
+		t.Fatalf("a deleted run: %v", err)
+	}
+	if err := Takes("b", false, "completed", gone, ended); !errors.Is(err, ended) || err.Error() != `ended: run "b" is completed: it takes no messages` {
+		t.Fatalf("an ended run: %v", err)
+	}
+}

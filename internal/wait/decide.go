@@ -6,6 +6,7 @@ package wait
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/record"
@@ -82,4 +83,33 @@ func (x *Index) EventRecords(link LinkFunc, run string, seq uint64, head chain.H
 	w.At = now
 	recs = append(recs, NewRecord(link, record.KindEvent, run, seq, head, &w))
 	return recs, false, ok && cur.Outcome == Open && cur.Name == w.Name, nil
+}
+
+// Holding is what a run's state says of a record of waits now, as a Run's
+// Hold reads it under the run's lock.
+type Holding struct {
+	Broken   error // the run's in-memory state can no longer be trusted
+	Ended    any   // the run's end status (its name printed), nil while it runs
+	Ending   bool  // the run's end record is being written
+	Atom     bool  // an atom of the run runs
+	Branches bool  // branches of the run are in flight
+}
+
+// Refused says why run, in state h, takes no record of waits (declare: a
+// wait or a sleep, which also waits for its atom and branches to end), or
+// nil: h's Broken as it is, else e's RunEnded or InProgress.
+func (e *Errors) Refused(run string, h Holding, declare bool) error {
+	switch {
+	case h.Broken != nil:
+		return h.Broken
+	case h.Ended != nil:
+		return fmt.Errorf("%w: run %q is %v", e.RunEnded, run, h.Ended)
+	case h.Ending:
+		return fmt.Errorf("%w: run %q is ending", e.RunEnded, run)
+	case declare && h.Atom:
+		return fmt.Errorf("%w: run %q: commit or fail it before the run waits", e.InProgress, run)
+	case declare && h.Branches:
+		return fmt.Errorf("%w: run %q has branches in flight: commit or fail them before the run waits", e.InProgress, run)
+	}
+	return nil
 }

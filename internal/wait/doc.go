@@ -113,13 +113,17 @@
 // Outcome (Atom.WaitOutcome), Send (SendEvent), Ready (it fires the due
 // timeouts first, in batches of 1,024 wake records, one fsync each),
 // ReadyChanged, NextDeadline, Stats. And of the index, whole (Waits
-// calls most of it). Lock order: the run's lock (or its write mark),
+// calls most of it). Its Run's Hold reads the run's state into a Holding
+// and takes its refusal from Errors.Refused (the rules and their
+// errors are this package's); WriteFile's Row of CHECKPOINT's rows is
+// CheckpointRows. Lock order: the run's lock (or its write mark),
 // then the index's own mutex; the Source's methods and Capture's
 // row are called with the index's mutex held and take none of the
 // engine's locks but the log's.
 //
 //	New(clock) *Index                       // clock: Options.Clock
 //	(*Index).From(gen, replay)              // at Open: CHECKPOINT's generation (0: none) and replay position
+//	(*Index).FromCheckpoint(cp, replay)     // From of CHECKPOINT cp (nil: none, the whole log)
 //	(*Index).Load(src) error                // once, before any other use but Gone; sticky error
 //	(*Index).Rebuilt() string               // why WAITS was not used ("": it was, or there was none)
 //	(*Index).Capture(gen, replay, row)      // the engine checkpoint's WAITS (bytes), after every run's row; it becomes the table

@@ -20,6 +20,19 @@ import (
 // ended (ok false: it has no row).
 type Row func(run string) (last uint64, ended, ok bool)
 
+// CheckpointRows is the Row of a checkpoint's rows (sorted by id, as
+// CHECKPOINT holds them): a row's last seq, and ended for any status but
+// active (0).
+func CheckpointRows(rows []layout.CheckpointRun) Row {
+	return func(run string) (uint64, bool, bool) {
+		i, ok := slices.BinarySearchFunc(rows, run, func(c layout.CheckpointRun, id string) int { return strings.Compare(c.ID, id) })
+		if !ok {
+			return 0, false, false
+		}
+		return rows[i].LastSeq, rows[i].Status != 0, true
+	}
+}
+
 // Mapper is what a Source may implement to hand WAITS's bytes mapped
 // from its file, read only, rather than read into memory (so that they
 // are no part of the heap): release unmaps them, once the index no

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 	"github.com/zeebo/blake3"
@@ -170,6 +171,16 @@ func (x *Index) From(gen uint64, replay wal.Pos) {
 	x.mu.Lock()
 	x.mu.gen, x.mu.replay = gen, replay
 	x.mu.Unlock()
+}
+
+// FromCheckpoint is From at Open: CHECKPOINT cp's generation and from,
+// the replay position, or (cp nil: none) the whole log.
+func (x *Index) FromCheckpoint(cp *layout.Checkpoint, from wal.Pos) {
+	if cp == nil {
+		x.From(0, wal.Pos{})
+		return
+	}
+	x.From(cp.Gen, from)
 }
 
 // Load builds the index once: from WAITS (Source.WaitsFile) when From

@@ -27,6 +27,8 @@ type Errors struct {
 	NoWait     error // no wait after the run's last atom
 	NotEnded   error // Outcome: the wait is still open
 	Mismatch   error // Send: the sender id sent the run another event
+	RunEnded   error // Run.Hold: the run ended or is ending
+	InProgress error // Run.Hold (declare): an atom or a branch of the run runs
 }
 
 // MaxEventSize bounds an event's payload, in bytes (engine.MaxEventSize).
