@@ -130,11 +130,6 @@ func (c gcCore) Signing() retention.Signing {
 	return retention.Signing{Hasher: c.hasher, StoreID: c.StoreID(), Signer: c.signer}
 }
 
-func (c gcCore) Unclean(id string, err error) {
-	c.unclean.Store(true)
-	c.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", err)
-}
-
 // logTrimmed reports whether garbage collection removed records from the
 // log (retention.Trimmed).
 func (db *DB) logTrimmed() bool { return retention.Trimmed(db.log) }
