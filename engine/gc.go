@@ -134,12 +134,6 @@ func (c gcCore) Signing() retention.Signing {
 // log (retention.Trimmed).
 func (db *DB) logTrimmed() bool { return retention.Trimmed(db.log) }
 
-// orphan is retention.GC.Orphan.
-func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTrimmed(), run, err) }
-
-// checkOrphans is retention.GC.CheckOrphans.
-func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
-
 // removeLeftovers is retention.RemoveLeftovers, keeping cp's ledger table.
 func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {
 	return retention.RemoveLeftovers(db.fs, db.dir, []string{db.path(layout.FramesDir), db.path(layout.DictsDir)}, cp)
