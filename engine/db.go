@@ -265,8 +265,8 @@ func Open(dir string, opts *Options) (*DB, error) {
 		return nil, advise(err)
 	}
 	// An erasure a crash interrupted is finished (or undone) before the
-	// store serves anything (erase.go).
-	err = db.finishErasures()
+	// store serves anything; the stale ones healed if the replay read all.
+	err = db.eraser.ResumePending(gcCore{db}, db.bg.stop, db.reg == nil)
 	if err == nil {
 		err = db.eraser.FinishKeys()
 	}

@@ -123,7 +123,8 @@ func deletedRun(id string, d *retention.Gone) DeletedRun {
 }
 
 // retentionErrs are the sentinels package retention's refusals match.
-var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions}
+var retentionErrs = retention.Errors{NotEnded: ErrRunNotEnded, HasForks: ErrRunHasForks, Deleted: ErrRunDeleted, Invalid: ErrInvalidOptions,
+	Erased: ErrRunErased}
 
 func (c gcCore) Track() func() {
 	tok := c.track()
@@ -164,15 +165,9 @@ func (c gcCore) Restore(runs []runview.Run) { c.restoreRuns(unviews(runs)...) }
 
 func (c gcCore) Gone(k record.Kind, ids []string, gone []*retention.Gone, runs []runview.Run) {
 	c.mu.Lock()
-	for i, id := range ids {
-		c.mu.deleted.Mark(id, gone[i])
-	}
+	c.mu.deleted.MarkGone(ids, gone)
 	c.mu.Unlock()
-	err := ErrRunDeleted
-	if k == record.KindErase {
-		err = ErrRunErased
-	}
-	c.withdrawn(k, err, unviews(runs)...)
+	c.withdrawn(k, retentionErrs.Gone(k), unviews(runs)...)
 }
 
 // Find is erasure.KeyRuns's: run id, or whether it is deleted.

@@ -2,8 +2,8 @@ package engine
 
 // Erasing a run (crypto-shredding; docs/DESIGN.md, "Erasing a run"):
 // internal/erasure conducts it (Eraser.Erase, EraseRun, Finish) over
-// gcCore (gc.go); this file is the API and the resumption at Open of the
-// erasures a crash interrupted.
+// gcCore (gc.go), and resumes at Open the erasures a crash interrupted
+// (Eraser.ResumePending, HealStale); this file is the API.
 
 import (
 	"context"
@@ -45,16 +45,3 @@ func (db *DB) Erase(ctx context.Context, id, reason string) (DeletedRun, error) 
 	}
 	return deletedRun(id, d), nil
 }
-
-// finishErasures finishes, at Open, the erasures a crash interrupted: a
-// key marked erasing whose run has an erase record has its erasure
-// finished; one whose run has none is live again. If the replay read the
-// whole log, every erasure is known: healErasures starts.
-func (db *DB) finishErasures() error {
-	return db.eraser.ResumePending(gcCore{db}, db.bg.stop, db.reg == nil)
-}
-
-// healErasures finishes in the background the erasures of runs the log
-// erases whose key KEYS holds live (a KEYS older than the erasure, restored
-// from a copy), once the log's deletions are all known (checkRegistry).
-func (db *DB) healErasures() { db.eraser.HealStale(gcCore{db}, db.bg.stop) }

@@ -70,5 +70,5 @@ func newEraser(db *DB) *erasing.Eraser {
 	return erasing.New(erasing.Config{Store: gcCore{db}, ErasableKeys: db.opts.ErasableKeys,
 		ErrInvalidDelta: ErrInvalidDelta, ErrInvalidOptions: ErrInvalidOptions, ErrNotErasable: ErrNotErasable,
 		ErrNothingToErase: ErrNothingToErase, ErrClosed: ErrClosed, Refusals: retentionErrs,
-		Logger: db.logger, Fail: db.setBackgroundErr})
+		Logger: db.logger, Fail: db.setBackgroundErr, Unclean: &db.unclean})
 }

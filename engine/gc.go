@@ -130,20 +130,9 @@ func (c gcCore) Signing() retention.Signing {
 	return retention.Signing{Hasher: c.hasher, StoreID: c.StoreID(), Signer: c.signer}
 }
 
-func (c gcCore) Unclean(id string, err error) {
-	c.unclean.Store(true)
-	c.logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", id, "err", err)
-}
-
 // logTrimmed reports whether garbage collection removed records from the
 // log (retention.Trimmed).
 func (db *DB) logTrimmed() bool { return retention.Trimmed(db.log) }
-
-// orphan is retention.GC.Orphan.
-func (db *DB) orphan(run string, err error) error { return db.gc.Orphan(db.logTrimmed(), run, err) }
-
-// checkOrphans is retention.GC.CheckOrphans.
-func (db *DB) checkOrphans() error { return db.gc.CheckOrphans(db.deletedLocked) }
 
 // removeLeftovers is retention.RemoveLeftovers, keeping cp's ledger table.
 func (db *DB) removeLeftovers(cp *layout.Checkpoint) (int, error) {

@@ -91,7 +91,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 	if err := c.Err(); err != nil {
 		return err
 	}
-	if err := db.checkOrphans(); err != nil {
+	if err := db.gc.CheckOrphans(db.deletedLocked); err != nil {
 		return err
 	}
 	db.tailBytes.Store(db.openInfo.ReplayedBytes)
@@ -269,7 +269,7 @@ func (db *DB) refuseRecord(rec *record.Record, fromCheckpoint, orphan bool, mism
 	}
 	err := &CorruptionError{File: db.segmentFile(rec.Pos.Segment), Offset: rec.Pos.Offset, Run: rec.Run, Seq: seq, Reason: why}
 	if orphan {
-		return db.orphan(rec.Run, err)
+		return db.gc.Orphan(db.logTrimmed(), rec.Run, err)
 	}
 	return err
 }

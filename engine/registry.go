@@ -68,7 +68,7 @@ func (db *DB) checkRegistry() error {
 		}
 		rc.mismatch = mismatch
 		rc.checked.Store(true)
-		db.healErasures() // erase.go
+		db.eraser.HealStale(gcCore{db}, db.bg.stop) // erasures an older KEYS undid
 		db.eraser.HealKeys(found.KeyErasures, db.logger, db.setBackgroundErr)
 		if rc.mismatch != "" {
 			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",

@@ -30,9 +30,6 @@ type Runs interface {
 	// that no fork of it appears before its erase record; Gone with
 	// record.KindErase finishes its withdrawal.
 	retention.Runs
-	// Unclean reports that the mark of an erasure that failed could not
-	// be removed (the next Open removes it).
-	Unclean(run string, err error)
 }
 
 // Erase is engine.DB.Erase: it checks the request and queues the erasure
@@ -100,7 +97,8 @@ func (e *Eraser) EraseRun(ctx context.Context, rs Runs, run, reason string) erro
 	// 1. The mark. 2. The erase record.
 	er, err, uerr := e.Begin(ctx, run, tg.seq, tg.final, reason)
 	if uerr != nil {
-		rs.Unclean(run, uerr)
+		e.cfg.Unclean.Store(true)
+		e.cfg.Logger.Warn("engine: erase: remove the mark of an erasure that failed", "run", run, "err", uerr)
 	}
 	if err != nil {
 		if tg.live != nil {

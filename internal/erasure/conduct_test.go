@@ -1,10 +1,14 @@
 package erasure
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/continuumdb/continuum/chain"
@@ -41,7 +45,6 @@ type table struct {
 	restored []string
 	gone     map[string]*retention.Gone
 	finished int
-	unclean  bool
 	events   []string
 }
 
@@ -107,8 +110,6 @@ func (t *table) Gone(k record.Kind, ids []string, g []*retention.Gone, rs []runv
 	t.events = append(t.events, fmt.Sprintf("recorded %d live", len(rs)))
 }
 
-func (t *table) Unclean(string, error) { t.unclean = true }
-
 func (t *table) Finish(_ context.Context, run string) error {
 	t.finished++
 	t.events = append(t.events, "finish")
@@ -158,6 +159,22 @@ func TestEraseRun(t *testing.T) {
 		t.Fatalf("a failed record: %v, restored %v, gone %v, finished %d", err, tb.restored, tb.gone, tb.finished)
 	}
 	s.failLog = nil
+
+	// A failed record whose mark could not be removed: the run back, the
+	// next Open unclean (it removes the mark), a warning logged.
+	var unclean atomic.Bool
+	var logged bytes.Buffer
+	e.cfg.Unclean, e.cfg.Logger = &unclean, slog.New(slog.NewTextHandler(&logged, nil))
+	s.failLog, s.failKeysAfterLog = errors.New("log failed"), errors.New("disk full")
+	tb = newTable(e, ended("r", "p"))
+	if err := e.EraseRun(ctx, tb, "r", "why"); !errors.Is(err, s.failLog) || !slices.Equal(tb.restored, []string{"r"}) || len(tb.gone) != 0 ||
+		!unclean.Load() || !strings.Contains(logged.String(), "remove the mark of an erasure that failed") || !strings.Contains(logged.String(), "disk full") {
+		t.Fatalf("a failed record, the mark kept: %v, restored %v, gone %v, unclean %v, logged %q", err, tb.restored, tb.gone, unclean.Load(), logged.String())
+	}
+	s.failLog, s.failKeysAfterLog = nil, nil
+	if err := e.Unmark("r"); err != nil || !e.Live("r") {
+		t.Fatalf("the mark removed later: %v, live %v", err, e.Live("r"))
+	}
 
 	tb = newTable(e, ended("r", "p"))
 	if err := e.EraseRun(ctx, tb, "r", "why"); err != nil {

@@ -42,10 +42,10 @@
 //	Finish(ctx, run) error    // steps 3 to 5 (the engine calls Eraser.Finish)
 //
 // A run's erasure (conduct.go) takes the run out of the engine's table
-// through Runs: a Resumer, the table a deletion takes runs from
-// (retention.Runs: Health, Track, Take, Restore, Gone(KindErase, ...)) and
-//
-//	Unclean(run, err)         // the mark of a failed erasure stayed (the next Open removes it)
+// through Runs: a Resumer and the table a deletion takes runs from
+// (retention.Runs: Health, Track, Take, Restore, Gone(KindErase, ...)).
+// The mark of a failed erasure that could not be removed is logged and
+// makes the next Open unclean (Config.Unclean): that Open removes it.
 //
 // Steps 3 and 4 reach the engine through Finisher (retention.Core's
 // methods of those names, and the log's ledger records):

@@ -3,6 +3,7 @@ package erasure
 import (
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/record"
@@ -31,6 +32,10 @@ type Config struct {
 	// (ResumePending, HealStale).
 	Logger *slog.Logger
 	Fail   func(error)
+	// Unclean is the store's mark that its next Open is not clean: an
+	// erasure sets it, and logs a warning, when the mark of the erasure
+	// that failed could not be removed (the next Open removes it).
+	Unclean *atomic.Bool
 }
 
 // Eraser is a store's erasure capability: one per DB, made at Open before

@@ -42,6 +42,8 @@ type store struct {
 	failKeys error // the next Replace fails with it
 	recs     [][]byte
 	failLog  error
+	// failKeysAfterLog becomes failKeys when failLog fails an Append.
+	failKeysAfterLog error
 }
 
 func newStore(t *testing.T, encrypted bool) *store {
@@ -117,6 +119,7 @@ func (s *store) Signing() retention.Signing {
 
 func (s *store) Append(_ context.Context, recs [][]byte) error {
 	if err := s.failLog; err != nil {
+		s.failKeys = s.failKeysAfterLog
 		return err
 	}
 	s.recs = append(s.recs, recs...)

@@ -18,6 +18,17 @@ type Errors struct {
 	HasForks error // a named run with a fork not deleted with it
 	Deleted  error // a named run deleted already
 	Invalid  error // a selection that is not valid
+	Erased   error // a run erased (it matches Deleted too)
+}
+
+// Gone is the error a handle kept of a run matches once the record of
+// kind k took the run: Erased for an erase record, Deleted for a delete
+// record.
+func (e Errors) Gone(k record.Kind) error {
+	if k == record.KindErase {
+		return e.Erased
+	}
+	return e.Deleted
 }
 
 // Status is a run status as a selection names it: its name, and whether

@@ -17,8 +17,20 @@ var (
 	errHasForks = errors.New("has forks")
 	errDeleted  = errors.New("deleted")
 	errInvalid  = errors.New("invalid")
-	testErrs    = Errors{NotEnded: errNotEnded, HasForks: errHasForks, Deleted: errDeleted, Invalid: errInvalid}
+	errErased   = errors.New("erased")
+	testErrs    = Errors{NotEnded: errNotEnded, HasForks: errHasForks, Deleted: errDeleted, Invalid: errInvalid, Erased: errErased}
 )
+
+// TestErrorsGone: a handle kept of a run gone by a delete record matches
+// Deleted, by an erase record Erased.
+func TestErrorsGone(t *testing.T) {
+	if err := testErrs.Gone(record.KindDelete); err != errDeleted {
+		t.Errorf("a deletion: %v", err)
+	}
+	if err := testErrs.Gone(record.KindErase); err != errErased {
+		t.Errorf("an erasure: %v", err)
+	}
+}
 
 // TestSelectionCheck: a selection that selects nothing valid is refused,
 // matching the Invalid sentinel, and names why.

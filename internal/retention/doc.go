@@ -45,6 +45,7 @@
 //	Selection.Check, Choose, Deletable   // which runs a Delete takes, or why it refuses
 //	NewDeletion, Deletion.Record, Note   // the delete record and its (signed) checkpoint (Signing.Note)
 //	Registry, GoneOf, Merge              // the deleted runs by id (under the engine's DB mutex): each one's delete and erase records, merged
+//	(*Registry).MarkGone, Errors.Gone    // Runs.Gone: the durable deletions marked, the error a kept handle then matches
 //	(*Registry).Replay, Misfit           // replay: a delete or erase record applied, or why it does not fit its run
 //	(*GC).Orphan, CheckOrphans, Trimmed  // replay of a log garbage collection trimmed
 //	RemoveLeftovers                      // writable Open: temporary files, unnamed ledger tables

@@ -116,6 +116,14 @@ func (r *Registry) Mark(id string, g *Gone) {
 	r.m[id] = g
 }
 
+// MarkGone records the durable deletions (or erasures) of ids, gone[i]
+// ids[i]'s (Runs.Gone).
+func (r *Registry) MarkGone(ids []string, gone []*Gone) {
+	for i, id := range ids {
+		r.Mark(id, gone[i])
+	}
+}
+
 // Unmark forgets id (a deletion that failed before its record was
 // durable).
 func (r *Registry) Unmark(id string) { delete(r.m, id) }

@@ -83,6 +83,15 @@ func TestRegistry(t *testing.T) {
 	if f := r.ForksOf("root"); len(f) != 1 || f[0] != "a" {
 		t.Fatalf("ForksOf: %v", f)
 	}
+	// A batch made durable: each id marked with its own deletion.
+	r.Mark("d", nil)
+	r.MarkGone([]string{"d", "e"}, []*Gone{{Seq: 4, At: at}, {Seq: 5, At: at}})
+	if d, ok := r.Get("d"); !ok || d == nil || d.Seq != 4 {
+		t.Fatalf("MarkGone d: %+v", d)
+	}
+	if e, ok := r.Get("e"); !ok || e == nil || e.Seq != 5 {
+		t.Fatalf("MarkGone e: %+v", e)
+	}
 }
 
 // TestRegistryReplay: a delete record that follows the run's end is
