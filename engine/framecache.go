@@ -45,7 +45,7 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.mu.frame == nil || !drop(runstate.Frame{Use: r.lastUse.Load(), Bytes: r.residentBytesLocked(), Idle: r.idleLocked(),
-			LastSeq: r.mu.lastSeq, FileSeq: r.mu.frameSumSeq, FrameSeq: r.mu.frameSeq, SnapSeq: r.mu.snapSeq}) {
+			LastSeq: r.mu.lastSeq, FileSeq: r.mu.book.FrameSumSeq, FrameSeq: r.mu.book.FrameSeq, SnapSeq: r.mu.book.SnapSeq}) {
 			return false // none, or used or changed since the scan: kept
 		}
 		r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
