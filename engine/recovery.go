@@ -160,10 +160,8 @@ func (r *Run) setStateLocked(s runtable.State, end *runEnd) {
 	if s.Empty {
 		r.mu.frame = newFrame()
 	}
-	r.mu.lastSeq, r.mu.head, r.mu.book.CkptRowHead = s.Last, s.Head, s.Head
-	r.mu.book.FrameSeq, r.mu.book.FrameHead, r.mu.book.FrameSumSeq = s.FrameSeq, s.FrameHead, 0
-	r.mu.book.IndexedSeq, r.mu.book.Positions = s.IndexedSeq, s.Positions
-	r.mu.book.SnapSeq, r.mu.book.WindowFirst = s.SnapSeq, s.SnapSeq
+	r.mu.lastSeq, r.mu.head = s.Last, s.Head
+	r.mu.book.Restored(s.Head, s.FrameSeq, s.FrameHead, s.IndexedSeq, s.Positions, s.SnapSeq)
 	r.mu.inflight, r.mu.interruptedSeq = s.Inflight, s.Interrupted
 	r.mu.end = end
 }

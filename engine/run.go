@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
+	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -103,17 +104,9 @@ type Run struct {
 		// End refuse while it is set; the atom at its seq clears it.
 		rollback *pendingRollback
 
-		// sizeBound bounds the encoded size of frame as it was when
-		// sizeFrame was frame and sizeSeq was lastSeq (checkFrameSizeLocked);
-		// it is stale once either changed.
-		sizeBound int64
-		sizeFrame *frame.Frame
-		sizeSeq   uint64
-		// heapBytes is frame.HeapSize of frame as it was when heapFrame
-		// was frame and heapSeq lastSeq: what the frame cache counts.
-		heapBytes int64
-		heapFrame *frame.Frame
-		heapSeq   uint64
+		// sizes keeps frame's encoded size (checkFrameSizeLocked) and
+		// its heap (the frame cache's) as of lastSeq (runstate.Sizes).
+		sizes runstate.Sizes
 	}
 }
 

@@ -52,6 +52,20 @@ func (b *Book) Fork(at uint64, head chain.Hash) {
 	b.IndexedSeq, b.SnapSeq, b.WindowFirst = at, at, at
 }
 
+// Restored sets b to a run's as a restart finds it (CHECKPOINT's row, or
+// the log's): head is the run's head at the seq after which its atoms
+// were replayed from the log's tail; its frame file is at frameSeq, whose
+// head is frameHead (zero: to be checked), not one this process read or
+// wrote; the atom index holds its atoms up to indexedSeq, positions those
+// after it; its latest snapshot is at snapSeq, which also starts its
+// retention window. Its clocks and chain checkpoint stay as they are.
+func (b *Book) Restored(head chain.Hash, frameSeq uint64, frameHead chain.Hash, indexedSeq uint64, positions []wal.Pos, snapSeq uint64) {
+	b.CkptRowHead = head
+	b.FrameSeq, b.FrameHead, b.FrameSumSeq = frameSeq, frameHead, 0
+	b.IndexedSeq, b.Positions = indexedSeq, positions
+	b.SnapSeq, b.WindowFirst = snapSeq, snapSeq
+}
+
 // Applied notes the atom just committed: its position in the log and the
 // encoded size of its delta.
 func (b *Book) Applied(pos wal.Pos, deltaLen int) {

@@ -147,3 +147,22 @@ func TestBookDue(t *testing.T) {
 		}
 	}
 }
+
+func TestBookRestored(t *testing.T) {
+	t0 := time.Unix(5, 0)
+	b := Book{SnapQueued: true}
+	b.Start(t0)
+	b.Anchored(4, chain.Hash{4}, t0)
+	b.FileRead([32]byte{1}, 9)
+	pos := []wal.Pos{{Segment: 2, Offset: 8}}
+	b.Restored(chain.Hash{9}, 6, chain.Hash{6}, 7, pos, 5)
+	if b.CkptRowHead != (chain.Hash{9}) || b.FrameSeq != 6 || b.FrameHead != (chain.Hash{6}) || b.FrameSumSeq != 0 {
+		t.Fatalf("restored frame file: %+v", b)
+	}
+	if b.IndexedSeq != 7 || len(b.Positions) != 1 || b.SnapSeq != 5 || b.WindowFirst != 5 {
+		t.Fatalf("restored index: %+v", b.Index)
+	}
+	if b.CkptSeq != 4 || b.CkptTime != t0 || b.SnapTime != t0 {
+		t.Fatalf("restored changed the clocks or the anchor: %+v", b)
+	}
+}
