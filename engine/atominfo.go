@@ -71,16 +71,16 @@ func (r *Run) committedActions(ctx context.Context, seq uint64, dec *record.Deco
 // StateAt).
 func (r *Run) committedAtomPos(ctx context.Context, seq uint64) (wal.Pos, error) {
 	r.mu.Lock()
-	last, indexed := r.mu.lastSeq, r.mu.indexedSeq
+	last, indexed := r.mu.lastSeq, r.mu.book.IndexedSeq
 	var pos wal.Pos
 	inMem := seq > indexed && seq <= last
 	if inMem {
 		i := seq - indexed - 1
-		if i >= uint64(len(r.mu.positions)) {
+		if i >= uint64(len(r.mu.book.Positions)) {
 			r.mu.Unlock()
 			return wal.Pos{}, fmt.Errorf("engine: run %q: no log position for seq %d", r.id, seq)
 		}
-		pos = r.mu.positions[i]
+		pos = r.mu.book.Positions[i]
 	}
 	r.mu.Unlock()
 	if seq == 0 || seq > last {

@@ -75,7 +75,7 @@ func (db *DB) sweep() (due bool) {
 	for _, r := range db.runList() {
 		r.mu.Lock()
 		r.queueSnapshotLocked()
-		if ci := db.opts.CheckpointInterval; ci > 0 && r.mu.lastSeq > r.mu.ckptSeq && time.Since(r.mu.ckptTime) >= ci {
+		if r.mu.book.AnchorLate(r.mu.lastSeq, db.opts.CheckpointInterval) {
 			db.writeChainCheckpointLocked(r)
 		}
 		r.mu.Unlock()
@@ -163,29 +163,24 @@ func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Captu
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.gone != nil || !full && r.mu.lastSeq == r.mu.snapSeq {
+	if r.mu.gone != nil || !full && r.mu.lastSeq == r.mu.book.SnapSeq {
 		return nil, nil // deleted since it was queued or listed (nothing of it is written), or unchanged
 	}
-	c := &checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head, IndexedSeq: r.mu.indexedSeq}
-	f := checkpoint.Frame{LastSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, FrameSeq: r.mu.frameSeq,
-		Unread: r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != "", Tail: full && snaps && r.tailLocked(closeTails)}
-	if f.FrameDue(full, snaps) {
+	c := &checkpoint.Capture{Run: r.id, Seq: r.mu.lastSeq, Head: r.mu.head}
+	unread := r.mu.frame == nil && r.mu.lastSeq == r.base && r.parent != ""
+	if r.mu.book.Frame(r.mu.lastSeq, unread, full && snaps && r.tailLocked(closeTails)).FrameDue(full, snaps) {
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
 		}
 		c.Frame = frame.AppendFrame(nil, r.mu.frame)
 		c.FrameBytes = int64(len(c.Frame))
 	}
-	c.Positions = append([]wal.Pos(nil), r.mu.positions...)
-	c.Meta = layout.CheckpointRun{
-		ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head,
-		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
-	}
+	c.Meta = layout.CheckpointRun{ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head}
 	if e := r.mu.end; e != nil {
 		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
 	}
 	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
-	c.Plan(full, r.base, r.mu.snapSeq, r.mu.windowFirst)
+	r.mu.book.Capture(c, full, r.base)
 	if r.mu.interruptedSeq != 0 {
 		c.Meta.Inflight = append([]layout.InflightAction(nil), r.mu.inflight...)
 	} else if a := r.mu.atom; a != nil {
@@ -205,7 +200,7 @@ func (k bgCore) Idle(r *Run) {
 	if r.lockIdle(context.Background()) != nil {
 		return // not reached: the context never ends
 	}
-	r.mu.snapQueued = false
+	r.mu.book.SnapQueued = false
 	r.mu.Unlock()
 }
 
@@ -214,19 +209,7 @@ func (k bgCore) Captured(r *Run, c *checkpoint.Capture, stored, full bool) {
 		k.db.observeSnapshot(r, c)
 	}
 	r.mu.Lock()
-	if stored {
-		x := checkpoint.Index{SnapSeq: r.mu.snapSeq, SnapTime: r.mu.snapTime, WindowFirst: r.mu.windowFirst, DeltaBytes: r.mu.deltaBytes,
-			SnapFrameBytes: r.mu.snapFrameBytes, IndexedSeq: r.mu.indexedSeq, Positions: r.mu.positions}
-		c.Captured(&x, time.Now())
-		r.mu.snapSeq, r.mu.snapTime, r.mu.windowFirst, r.mu.deltaBytes = x.SnapSeq, x.SnapTime, x.WindowFirst, x.DeltaBytes
-		r.mu.snapFrameBytes, r.mu.indexedSeq, r.mu.positions = x.SnapFrameBytes, x.IndexedSeq, x.Positions
-	}
-	if full {
-		r.mu.frameSeq = max(r.mu.frameSeq, c.Meta.FrameSeq)
-		if c.FileSum != ([32]byte{}) && c.Meta.FrameSeq == c.Seq { // the frame cache reads it back (framecache.go)
-			r.mu.frameSum, r.mu.frameSumSeq, r.mu.frameHead = c.FileSum, c.Seq, c.Head
-		}
-	}
+	r.mu.book.Captured(c, stored, full, time.Now())
 	r.mu.Unlock()
 	if !full {
 		k.db.counters.snapshots.Add(1)
@@ -264,8 +247,8 @@ var maxTailAtoms uint64 = 16
 // tailLocked reports whether a checkpoint may leave r's frame file behind
 // (checkpoint.Tail.Leave).
 func (r *Run) tailLocked(closeTails bool) bool {
-	return checkpoint.Tail{Fork: r.parent != "", LastSeq: r.mu.lastSeq, FrameSeq: r.mu.frameSeq,
-		Indexed: r.mu.indexedSeq + uint64(len(r.mu.positions)), Resident: r.mu.frame != nil, Pending: len(r.mu.pending) > 0,
+	return checkpoint.Tail{Fork: r.parent != "", LastSeq: r.mu.lastSeq, FrameSeq: r.mu.book.FrameSeq,
+		Indexed: r.mu.book.IndexedSeq + uint64(len(r.mu.book.Positions)), Resident: r.mu.frame != nil, Pending: len(r.mu.pending) > 0,
 		MaxAtoms: maxTailAtoms, CloseTails: closeTails}.Leave()
 }
 
@@ -273,7 +256,7 @@ func (r *Run) tailLocked(closeTails bool) bool {
 // seq, without waiting for its fsync (the next commit's makes it durable).
 func (db *DB) writeChainCheckpointLocked(r *Run) {
 	seq, head, final := r.chainHeadLocked()
-	if seq == 0 || seq == r.mu.ckptSeq {
+	if !r.mu.book.AnchorDue(seq) {
 		return
 	}
 	n, err := checkpoint.AppendChain(db.log, db.signer, chain.Checkpoint{StoreID: db.StoreID(), RunID: r.id, Seq: seq, Head: head, Final: final})
@@ -282,15 +265,15 @@ func (db *DB) writeChainCheckpointLocked(r *Run) {
 		return
 	}
 	db.noteAppended(n)
-	r.mu.ckptSeq, r.mu.ckptHead, r.mu.ckptTime = seq, head, time.Now()
+	r.mu.book.Anchored(seq, head, time.Now())
 }
 
 func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 	h := chain.StoreHead{StoreID: db.StoreID()}
 	for _, r := range runs {
 		r.mu.Lock()
-		if r.mu.ckptSeq > 0 {
-			h.Runs = append(h.Runs, chain.RunHead{RunID: r.id, Seq: r.mu.ckptSeq, Head: r.mu.ckptHead})
+		if rh, ok := r.mu.book.RunHead(r.id); ok {
+			h.Runs = append(h.Runs, rh)
 		}
 		r.mu.Unlock()
 	}

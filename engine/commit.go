@@ -7,11 +7,9 @@ package engine
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
-	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -173,8 +171,7 @@ func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head c
 	r.appliedLocked(seq)
 	r.noteFrameSizeLocked(c.sizeBound)
 	r.mu.head = head
-	r.mu.positions = append(r.mu.positions, pos)
-	r.mu.deltaBytes += int64(deltaLen)
+	r.mu.book.Applied(pos, deltaLen)
 	a.hookArg = c
 	a.publishedLocked(seq, pos, &a.hookArg)
 	r.mu.atom = nil
@@ -262,10 +259,10 @@ func (r *Run) afterCommitLocked() {
 // queueSnapshotLocked queues the run's snapshot when atoms since the last
 // one make it due (snapshotDueLocked) and none is queued yet.
 func (r *Run) queueSnapshotLocked() {
-	if r.mu.lastSeq > r.mu.snapSeq && !r.mu.snapQueued && r.snapshotDueLocked(int(r.mu.lastSeq-r.mu.snapSeq)) {
+	if r.mu.book.QueueDue(r.db.snapshotPolicy(), r.mu.lastSeq) {
 		select {
 		case r.db.bg.snapJobs <- r:
-			r.mu.snapQueued = true
+			r.mu.book.SnapQueued = true
 		default: // the queue is full: the periodic sweep picks it up
 		}
 	}
@@ -276,5 +273,5 @@ func (r *Run) queueSnapshotLocked() {
 // frame, so that snapshotting a large frame every SnapshotEvery atoms never
 // costs more than a few times the bytes the atoms themselves wrote.
 func (r *Run) snapshotDueLocked(since int) bool {
-	return checkpoint.SnapshotDue(r.db.snapshotPolicy(), since, time.Since(r.mu.snapTime), r.mu.deltaBytes, r.mu.snapFrameBytes)
+	return r.mu.book.SnapshotDue(r.db.snapshotPolicy(), since)
 }

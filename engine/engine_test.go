@@ -428,8 +428,8 @@ func waitSnapshotIdle(t *testing.T, run *Run) {
 	deadline := time.Now().Add(time.Minute)
 	for {
 		run.mu.Lock()
-		last, snap := run.mu.lastSeq, run.mu.snapSeq
-		due := run.mu.snapQueued || last > snap && run.snapshotDueLocked(int(last-snap))
+		last, snap := run.mu.lastSeq, run.mu.book.SnapSeq
+		due := run.mu.book.SnapQueued || last > snap && run.snapshotDueLocked(int(last-snap))
 		run.mu.Unlock()
 		if !due {
 			return

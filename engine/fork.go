@@ -105,10 +105,9 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	r := &Run{db: db, id: id, nonce: nonce, createdAt: created, parent: parent, base: at}
 	r.parentRef.Store(parentRef)
 	r.baseHead = db.hasher.ForkGenesis(id, nonce, parent, at, parentHead)
-	r.mu.head, r.mu.lastSeq, r.mu.ckptRowHead = r.baseHead, at, r.baseHead
-	r.mu.indexedSeq, r.mu.snapSeq, r.mu.windowFirst = at, at, at
-	now := time.Now()
-	r.mu.snapTime, r.mu.ckptTime = now, now
+	r.mu.head, r.mu.lastSeq = r.baseHead, at
+	r.mu.book.Fork(at, r.baseHead)
+	r.mu.book.Start(time.Now())
 	return r
 }
 

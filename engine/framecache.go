@@ -3,7 +3,6 @@ package engine
 import (
 	"time"
 
-	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/runstate"
 )
 
@@ -45,22 +44,16 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		if r.mu.frame == nil || !drop(runstate.Frame{Use: r.lastUse.Load(), Bytes: r.residentBytesLocked(), Idle: r.idleLocked(),
-			LastSeq: r.mu.lastSeq, FileSeq: r.mu.frameSumSeq, FrameSeq: r.mu.frameSeq, SnapSeq: r.mu.snapSeq}) {
+			LastSeq: r.mu.lastSeq, FileSeq: r.mu.book.FrameSumSeq, FrameSeq: r.mu.book.FrameSeq, SnapSeq: r.mu.book.SnapSeq}) {
 			return false // none, or used or changed since the scan: kept
 		}
-		r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
+		r.mu.frame = nil
+		r.mu.sizes.Drop()
 		db.counters.framesDropped.Add(1)
 		return true
 	})
 }
 
-// residentBytesLocked is the heap r's frame holds (r.mu.frame != nil),
-// estimated by frame.HeapSize: measured again only once the frame or its
-// seq changed since it last was.
-func (r *Run) residentBytesLocked() int64 {
-	if r.mu.heapFrame != r.mu.frame || r.mu.heapSeq != r.mu.lastSeq {
-		r.mu.heapBytes = int64(frame.HeapSize(r.mu.frame))
-		r.mu.heapFrame, r.mu.heapSeq = r.mu.frame, r.mu.lastSeq
-	}
-	return r.mu.heapBytes
-}
+// residentBytesLocked is the heap r's frame holds (r.mu.frame != nil;
+// runstate.Sizes.Heap).
+func (r *Run) residentBytesLocked() int64 { return r.mu.sizes.Heap(r.mu.frame, r.mu.lastSeq) }

@@ -82,7 +82,7 @@ func (c gcCore) StoreHead() (bool, error) {
 	headAfter := false
 	for _, r := range live {
 		r.mu.Lock()
-		headAfter = headAfter || r.mu.ckptSeq > 0
+		headAfter = headAfter || r.mu.book.CkptSeq > 0
 		r.mu.Unlock()
 	}
 	if !headAfter {

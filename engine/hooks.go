@@ -106,8 +106,8 @@ var capabilities = []capability{
 		name:  "checkpoint",
 		kinds: []record.Kind{record.KindCheckpoint},
 		replay: func(db *DB, _ *Run, rec *record.Record) string {
-			if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.ckptSeq {
-				r.mu.ckptSeq, r.mu.ckptHead = rec.Seq, rec.Checkpoint.Head
+			if r := db.runLocked(rec.Run); r != nil && rec.Seq > r.mu.book.CkptSeq {
+				r.mu.book.CkptSeq, r.mu.book.CkptHead = rec.Seq, rec.Checkpoint.Head
 			}
 			return ""
 		},

@@ -66,19 +66,13 @@ func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
 }
 
 // frameBoundLocked is the size bound of the run's frame as of lastSeq:
-// its exact size, measured once per frame and seq.
-func (r *Run) frameBoundLocked() int64 {
-	if r.mu.sizeFrame != r.mu.frame || r.mu.sizeSeq != r.mu.lastSeq {
-		r.mu.sizeBound = int64(frame.EncodedFrameSize(r.mu.frame))
-		r.mu.sizeFrame, r.mu.sizeSeq = r.mu.frame, r.mu.lastSeq
-	}
-	return r.mu.sizeBound
-}
+// its exact size, measured once per frame and seq (runstate.Sizes).
+func (r *Run) frameBoundLocked() int64 { return r.mu.sizes.Encoded(r.mu.frame, r.mu.lastSeq) }
 
 // noteFrameSizeLocked records the size bound of the frame as of seq, which
 // just committed.
 func (r *Run) noteFrameSizeLocked(bound int64) {
-	r.mu.sizeBound, r.mu.sizeFrame, r.mu.sizeSeq = bound, r.mu.frame, r.mu.lastSeq
+	r.mu.sizes.NoteEncoded(bound, r.mu.frame, r.mu.lastSeq)
 }
 
 // checkRecordSize returns an ErrTooLarge error for a record body past

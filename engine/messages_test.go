@@ -228,7 +228,7 @@ func forgeAtom(t *testing.T, db *DB, r *Run, sent []record.SentMessage, consumed
 	}
 	r.mu.Lock()
 	r.mu.lastSeq, r.mu.head = seq, enc.head
-	r.mu.positions = append(r.mu.positions, pos)
+	r.mu.book.Positions = append(r.mu.book.Positions, pos)
 	r.mu.Unlock()
 }
 
@@ -449,7 +449,7 @@ func TestNoMessagesNoCost(t *testing.T) {
 	}
 	for seq, want := range map[uint64]byte{1: record.AtomBodyVersionExt, 2: record.AtomBodyVersion} {
 		r.mu.Lock()
-		pos := r.mu.positions[seq-1]
+		pos := r.mu.book.Positions[seq-1]
 		r.mu.Unlock()
 		raw, err := db.log.ReadAt(pos)
 		if err != nil {

@@ -198,7 +198,7 @@ func (db *DB) observeSnapshot(r *Run, c *checkpoint.Capture) {
 		return
 	}
 	r.mu.Lock()
-	ev := SnapshotEvent{Run: r.id, Seq: c.Seq, Previous: r.mu.snapSeq, Head: r.mu.lastSeq}
+	ev := SnapshotEvent{Run: r.id, Seq: c.Seq, Previous: r.mu.book.SnapSeq, Head: r.mu.lastSeq}
 	r.mu.Unlock()
 	o.SnapshotWritten(ev)
 }

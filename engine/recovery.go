@@ -140,8 +140,8 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	if c.Parent != "" {
 		r.parentRef.Store(db.runLocked(c.Parent)) // nil: reported when the state is needed
 	}
-	r.mu.snapTime, r.mu.ckptTime = db.mu.lazy.At(), db.mu.lazy.At()
-	r.mu.ckptSeq, r.mu.ckptHead = c.CkptSeq, c.CkptHead
+	r.mu.book.Start(db.mu.lazy.At())
+	r.mu.book.CkptSeq, r.mu.book.CkptHead = c.CkptSeq, c.CkptHead
 	var end *runEnd
 	if c.Status != 0 {
 		end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
@@ -160,10 +160,8 @@ func (r *Run) setStateLocked(s runtable.State, end *runEnd) {
 	if s.Empty {
 		r.mu.frame = newFrame()
 	}
-	r.mu.lastSeq, r.mu.head, r.mu.ckptRowHead = s.Last, s.Head, s.Head
-	r.mu.frameSeq, r.mu.frameHead, r.mu.frameSumSeq = s.FrameSeq, s.FrameHead, 0
-	r.mu.indexedSeq, r.mu.positions = s.IndexedSeq, s.Positions
-	r.mu.snapSeq, r.mu.windowFirst = s.SnapSeq, s.SnapSeq
+	r.mu.lastSeq, r.mu.head = s.Last, s.Head
+	r.mu.book.Restored(s.Head, s.FrameSeq, s.FrameHead, s.IndexedSeq, s.Positions, s.SnapSeq)
 	r.mu.inflight, r.mu.interruptedSeq = s.Inflight, s.Interrupted
 	r.mu.end = end
 }
@@ -223,7 +221,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.pending = append(r.mu.pending, pendingAtom{seq: rec.Seq, head: rec.Head, body: body})
 			db.replayed(rec, body, false)
 			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
-			r.mu.positions = append(r.mu.positions, pos)
+			r.mu.book.Positions = append(r.mu.book.Positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			r.appliedLocked(rec.Seq)
 		}

@@ -69,7 +69,7 @@ func commitWithResults(t *testing.T, db *DB, id string, n int) []*frame.Frame {
 func storedBody(t *testing.T, db *DB, run *Run, seq uint64) []byte {
 	t.Helper()
 	run.mu.Lock()
-	pos := run.mu.positions[seq-run.mu.indexedSeq-1]
+	pos := run.mu.book.Positions[seq-run.mu.book.IndexedSeq-1]
 	run.mu.Unlock()
 	a, err := db.readAtom(pos, run.id, seq)
 	if err != nil {

@@ -204,8 +204,7 @@ func (db *DB) runFromLog(id string, lr *registry.Run) *Run {
 	if lr.Parent != "" {
 		r = newForkRun(db, id, lr.Nonce, time.Unix(0, lr.Created), lr.Parent, db.runLocked(lr.Parent), lr.Base, lr.ParentHead)
 	}
-	now := time.Now()
-	r.mu.snapTime, r.mu.ckptTime = now, now
+	r.mu.book.Start(time.Now())
 	r.setStateLocked(lr.State(), endFromLog(lr.End))
 	return r
 }

@@ -9,10 +9,11 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
+	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
-	"github.com/continuumdb/continuum/wal"
 )
 
 // Run is one agent execution: an ordered, hash-chained sequence of atoms.
@@ -63,35 +64,10 @@ type Run struct {
 		// applied to a frame, ascending by seq. Owned by the run.
 		pending []pendingAtom
 
-		frameSeq uint64 // seq of the run's frame file on disk (0: none)
-		// frameSum is BLAKE3 of the frame file this process wrote at
-		// frameSumSeq (0: none): a frame dropped from memory is read back
-		// only from that very file (framecache.go).
-		frameSum    [32]byte
-		frameSumSeq uint64
-		// frameHead is h(frameSeq) as CHECKPOINT names it, the head the
-		// frame file must carry; zero when unknown.
-		frameHead  chain.Hash
-		indexedSeq uint64    // atoms up to here have their log position in Pebble
-		positions  []wal.Pos // positions of atoms indexedSeq+1 .. lastSeq
-		snapSeq    uint64    // latest snapshot: handed to Pebble, or the frame file written at it (bgCore.Capture)
-		// windowFirst is the snapshot the retention policy keeps for the
-		// current window (see checkpoint.SnapshotSpan); after a restart, the latest.
-		windowFirst uint64
-		snapTime    time.Time
-		snapQueued  bool
-		// deltaBytes counts the encoded deltas since the last snapshot, and
-		// snapFrameBytes is that snapshot's encoded frame size: together
-		// they keep snapshots of large frames from amplifying writes.
-		deltaBytes, snapFrameBytes int64
-
-		// ckptRowHead is the head CHECKPOINT names for the run at the seq
-		// just before the replayed atoms (pending), when there are some.
-		ckptRowHead chain.Hash
-
-		ckptSeq  uint64 // latest chain checkpoint written
-		ckptHead chain.Hash
-		ckptTime time.Time
+		// book is the run's bookkeeping of its snapshots, frame file and
+		// chain checkpoints (checkpoint.Book); its Positions are those of
+		// atoms IndexedSeq+1 .. lastSeq.
+		book checkpoint.Book
 
 		atom *Atom // the running atom of Begin, if any
 		// br holds the branches in flight and their commit pipeline, nil
@@ -128,17 +104,9 @@ type Run struct {
 		// End refuse while it is set; the atom at its seq clears it.
 		rollback *pendingRollback
 
-		// sizeBound bounds the encoded size of frame as it was when
-		// sizeFrame was frame and sizeSeq was lastSeq (checkFrameSizeLocked);
-		// it is stale once either changed.
-		sizeBound int64
-		sizeFrame *frame.Frame
-		sizeSeq   uint64
-		// heapBytes is frame.HeapSize of frame as it was when heapFrame
-		// was frame and heapSeq lastSeq: what the frame cache counts.
-		heapBytes int64
-		heapFrame *frame.Frame
-		heapSeq   uint64
+		// sizes keeps frame's encoded size (checkFrameSizeLocked) and
+		// its heap (the frame cache's) as of lastSeq (runstate.Sizes).
+		sizes runstate.Sizes
 	}
 }
 
@@ -152,8 +120,7 @@ func newRun(db *DB, id string, nonce chain.Nonce, created time.Time) *Run {
 	r := &Run{db: db, id: id, nonce: nonce, createdAt: created}
 	r.mu.head = db.hasher.Genesis(id, nonce)
 	r.mu.frame = newFrame()
-	now := time.Now()
-	r.mu.snapTime, r.mu.ckptTime = now, now
+	r.mu.book.Start(time.Now())
 	return r
 }
 
@@ -220,7 +187,7 @@ func (r *Run) Info() RunInfo {
 	defer r.mu.Unlock()
 	info := RunInfo{
 		ID: r.id, Created: r.createdAt, LastSeq: r.mu.lastSeq, Head: r.mu.head,
-		SnapshotSeq: r.mu.snapSeq, CheckpointSeq: r.mu.ckptSeq, Interrupted: r.mu.interruptedSeq,
+		SnapshotSeq: r.mu.book.SnapSeq, CheckpointSeq: r.mu.book.CkptSeq, Interrupted: r.mu.interruptedSeq,
 	}
 	if r.mu.atom != nil {
 		info.Running = r.mu.atom.seq

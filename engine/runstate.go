@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/runstate"
@@ -31,14 +30,12 @@ func (r *Run) materializeLocked() error {
 	}
 	b, err := runstate.Materialize(r.db.stateStore(), r.restartLocked())
 	if b.Rebuilt {
-		r.mu.frameSeq, r.mu.frameHead, r.mu.frameSumSeq = 0, chain.Hash{}, 0
+		r.mu.book.Rebuilt()
 	}
 	if err != nil {
 		return err
 	}
-	if b.SumSeq != 0 { // the frame is the file's: it can be dropped and read back (framecache.go)
-		r.mu.frameSum, r.mu.frameSumSeq = b.Sum, b.SumSeq
-	}
+	r.mu.book.FileRead(b.Sum, b.SumSeq) // the frame is the file's: it can be dropped and read back (framecache.go)
 	if err := r.db.eraser.CheckSealed(r.id, b.Frame); err != nil {
 		return err
 	}
@@ -54,8 +51,8 @@ func (r *Run) restartLocked() *runstate.Run {
 		pending[i] = runstate.Atom{Seq: p.seq, Head: p.head, Body: p.body}
 	}
 	return &runstate.Run{ID: r.id, Base: r.base, LastSeq: r.mu.lastSeq, Head: r.mu.head, Pending: pending,
-		FrameSeq: r.mu.frameSeq, FrameHead: r.mu.frameHead, FrameSum: r.mu.frameSum, FrameSumSeq: r.mu.frameSumSeq,
-		CkptRowHead: r.mu.ckptRowHead, IndexedSeq: r.mu.indexedSeq,
+		FrameSeq: r.mu.book.FrameSeq, FrameHead: r.mu.book.FrameHead, FrameSum: r.mu.book.FrameSum, FrameSumSeq: r.mu.book.FrameSumSeq,
+		CkptRowHead: r.mu.book.CkptRowHead, IndexedSeq: r.mu.book.IndexedSeq,
 		BaseFrame: func() (*frame.Frame, error) { return r.baseFrame(context.Background()) }}
 }
 
@@ -95,8 +92,8 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 		}
 		return r.mu.frame.Clone(), nil
 	}
-	indexed, fileSeq := r.mu.indexedSeq, r.mu.frameSeq
-	mem := append([]wal.Pos(nil), r.mu.positions...)
+	indexed, fileSeq := r.mu.book.IndexedSeq, r.mu.book.FrameSeq
+	mem := append([]wal.Pos(nil), r.mu.book.Positions...)
 	r.mu.Unlock()
 	switch {
 	case seq < r.base:

@@ -73,7 +73,7 @@ func (v *capView) FrameFile(seq uint64) (*frame.Frame, uint64, chain.Hash) {
 	r := (*Run)(v)
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.mu.gone != nil || r.mu.frameSeq <= r.base || r.mu.frameSeq > seq {
+	if r.mu.gone != nil || r.mu.book.FrameSeq <= r.base || r.mu.book.FrameSeq > seq {
 		return nil, 0, chain.Hash{}
 	}
 	return runstate.ReadFile(r.db.stateStore(), r.restartLocked(), seq)

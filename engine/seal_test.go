@@ -313,7 +313,7 @@ func forgeSealedAtom(t *testing.T, db *DB, r *Run, edit func(comp []byte) ([]byt
 	}
 	r.mu.Lock()
 	r.mu.lastSeq, r.mu.head = seq, head
-	r.mu.positions = append(r.mu.positions, pos)
+	r.mu.book.Positions = append(r.mu.book.Positions, pos)
 	r.mu.Unlock()
 }
 

@@ -29,8 +29,8 @@ func (h bgCore) ResetIndexed() map[string]uint64 {
 	want := map[string]uint64{}
 	for _, r := range h.db.runList() {
 		r.mu.Lock()
-		r.mu.snapSeq = 0
-		want[r.id] = r.mu.indexedSeq
+		r.mu.book.SnapSeq = 0
+		want[r.id] = r.mu.book.IndexedSeq
 		r.mu.Unlock()
 	}
 	return want

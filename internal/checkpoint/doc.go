@@ -53,12 +53,25 @@
 //	// Snapshot: Snapshots, Idle(r), Capture(r, false, ...), Encode,
 //	c.WriteSnapshot(snaps); core.Captured(r, c, true, false)
 //
+// Each run keeps its bookkeeping of snapshots, frame file and chain
+// checkpoints in a Book, held by value under the run's lock, which the
+// engine keeps; Book's methods are called with it held:
+//
+//	book.Start(now); book.Fork(at, head)   // a run created, loaded, forked
+//	book.Applied(pos, deltaLen)             // each atom committed
+//	book.QueueDue(policy, lastSeq)          // queue a snapshot (SnapshotDue)
+//	book.AnchorDue(seq); book.AnchorLate(lastSeq, interval); book.Anchored(seq, head, now)
+//	book.RunHead(run)                       // a store head's entry
+//	book.Rebuilt(); book.FileRead(sum, seq) // the frame built without, from, its file
+//
 // Under the run's lock, Capture fills a Capture from the run, its frame
-// only if Frame{...}.FrameDue(full, snaps), then calls
-// c.Plan(full, base, snapSeq, windowFirst) (retention: Snapshot, InStore,
-// Drop, Meta seqs); Captured applies c.Captured(&index, now). The chain
-// anchors go into the log with AppendChain (a run's chain checkpoint, not
-// waited for) and AppendStoreHead (every run's latest anchor).
+// only if book.Frame(lastSeq, unread, tail).FrameDue(full, snaps), then
+// calls book.Capture(c, full, base) (its positions and seqs, then
+// c.Plan: retention's Snapshot, InStore, Drop, Meta seqs); Captured calls
+// book.Captured(c, stored, full, now) (c.Captured on its Index, and the
+// frame file written). The chain anchors go into the log with
+// AppendChain (a run's chain checkpoint, not waited for) and
+// AppendStoreHead (every run's latest anchor).
 //
 // What each promises:
 //   - Write writes CHECKPOINT only after every file it names is written
@@ -72,8 +85,11 @@
 //     a snapshot store out of use, writes nothing and is no error.
 //   - Background returns once Schedule.Stop is closed; it runs one thing
 //     at a time, Schedule.Start once.
-//   - Plan, Captured, Tail.Leave, SnapshotDue, SweepInterval and
-//     Frame.FrameDue are pure: no I/O, no lock.
+//   - Plan, Captured, Tail.Leave, SnapshotDue, SweepInterval,
+//     Frame.FrameDue and Book's methods are pure: no I/O, no lock (Book's
+//     read the clock: SnapshotDue, AnchorLate); none of Book's allocates
+//     but Capture (its copy of the positions) and Applied (the positions
+//     grow).
 //   - Encode compresses with s2 and seals (record.PlaceFrame, the run and
 //     seq) when there is a sealer; its error names the run and seq.
 //   - Writer.Add queues the frame file (written by Finish, several at once

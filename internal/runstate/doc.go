@@ -3,7 +3,8 @@
 // log tail say of the run), then the atoms after it found through the atom
 // index, then the replayed tail; and, when the frame file cannot be used,
 // the run's base frame plus the log (docs/DESIGN.md, "Recovery"). It also
-// chooses which idle runs' frames the frame cache drops. It writes
+// chooses which idle runs' frames the frame cache drops, and keeps the
+// two measures of a run's frame that walk all of it (Sizes). It writes
 // nothing and holds no lock: package engine calls it with the run's lock
 // held (engine/runstate.go's materializeLocked), handing it a copy of what
 // the run knows (Run) and applying what it returns (Built).
@@ -42,6 +43,9 @@
 //	ReadFile(core, run)          // the frame file alone, checked (history's FrameFile)
 //	Sweep(runs, budget, visit)     // the frame cache's sweep: Drop over one visit of a run's Frame, under its lock
 //	DecodeFrame(comp, sealer, b, run, seq, where) // a stored frame opened and decoded (Core.DecodeFrame's body)
+//	var s Sizes                  // held in the run's fields, under its lock:
+//	s.Encoded(f, seq); s.Heap(f, seq) // its frame's encoded size and heap, measured once per frame and seq
+//	s.NoteEncoded(n, f, seq); s.Drop() // a size a commit computed; the frame dropped
 //
 // # Guarantees
 //
