@@ -130,9 +130,7 @@ func (r *Run) endableLocked() error {
 	if r.mu.atom != nil {
 		st.Running = r.mu.atom.seq
 	}
-	if rb := r.mu.rollback; rb != nil {
-		st.Rollback, st.To = true, rb.To
-	}
+	st.To, st.Rollback = r.mu.rollback.Target()
 	return lifecycle.Endable(st, lifecycle.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, RollbackPending: ErrRollbackPending})
 }
 

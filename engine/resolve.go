@@ -2,7 +2,7 @@ package engine
 
 // The Resolve family: settling an in-doubt action with the outcome the
 // agent learned from the downstream (docs/DESIGN.md, "Settling an action
-// in doubt"); internal/settle finds the action a call names.
+// in doubt"); internal/settle conducts it over resolvingAtom.
 
 import (
 	"context"
@@ -13,44 +13,6 @@ import (
 )
 
 var settleErrs = settle.Errors{NotInDoubt: ErrNotInDoubt, Ambiguous: ErrAmbiguousResolve}
-
-// prepareResolve is prepare for Resolve and ResolveFailed: an explicit
-// key names the action; a default key, the one in-doubt default-key call
-// of the atom with the same tool and args (settle.DefaultKey), among its
-// calls so far, the crash's and its next.
-func (a *Atom) prepareResolve(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
-	in, err := a.prepare(ctx, act, false)
-	if err != nil || act.Key != "" {
-		return in, err
-	}
-	a.mu.Lock()
-	last := a.mu.calls // the next default-key Do's index is a candidate too
-	a.mu.Unlock()
-	a.run.mu.Lock()
-	if a.branch == nil && a.run.mu.interruptedSeq == a.seq {
-		for _, x := range a.run.mu.inflight {
-			last = max(last, x.Index)
-		}
-	}
-	a.run.mu.Unlock()
-	return settle.DefaultKey(a.run.id, a.seq, in, last, func(i uint32) (*ledger.Intent, error) {
-		return a.lineageIntent(ctx, a.withDefaultKey(in, i))
-	}, a.run.db.ledger, settleErrs)
-}
-
-// prepareInDoubt is prepare for ResolveInDoubt and ResolveInDoubtFailed:
-// the intent of the action e reports, in doubt in this atom.
-func (a *Atom) prepareInDoubt(ctx context.Context, e *ledger.InDoubtError) (*ledger.Intent, error) {
-	db := a.run.db
-	other := func(key string) bool { return a.branch != nil && a.otherBranchKey(key) }
-	if err := settle.Names(e, a.run.id, a.seq, other, settleErrs); err != nil {
-		return nil, err
-	}
-	if _, err := a.nextIndex(ctx); err != nil {
-		return nil, err
-	}
-	return settle.InDoubt(e, db.ledger, settleErrs)
-}
 
 // nextIndex is the index of the atom's next default-key call, taking none,
 // once the store is open and the ledger loaded: ErrAtomDone if the atom is.
@@ -75,16 +37,14 @@ func (a *Atom) nextIndex(ctx context.Context) (uint32, error) {
 // and args. Errors: ErrNotInDoubt (none is in doubt), ErrAmbiguousResolve
 // (several are: settle each with ResolveInDoubt), ErrAtomDone.
 func (a *Atom) Resolve(ctx context.Context, act ledger.Action, result []byte) error {
-	in, err := a.prepareResolve(ctx, act)
-	return a.settle(ctx, in, err, result, nil)
+	return settle.Resolve(ctx, (*resolvingAtom)(a), act, result, nil, settleErrs)
 }
 
 // ResolveFailed records that an in-doubt action did not take effect: it
 // is closed as failed, and a later Do calls exec again with the same key.
 // The action is named, and the errors are, as for Resolve.
 func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason string) error {
-	in, err := a.prepareResolve(ctx, act)
-	return a.settle(ctx, in, err, nil, &reason)
+	return settle.Resolve(ctx, (*resolvingAtom)(a), act, nil, &reason, settleErrs)
 }
 
 // ResolveInDoubt is Resolve of the action Do reported in doubt as e,
@@ -100,47 +60,74 @@ func (a *Atom) ResolveFailed(ctx context.Context, act ledger.Action, reason stri
 //		}
 //	}
 func (a *Atom) ResolveInDoubt(ctx context.Context, e *ledger.InDoubtError, result []byte) error {
-	in, err := a.prepareInDoubt(ctx, e)
-	return a.settle(ctx, in, err, result, nil)
+	return settle.ResolveInDoubt(ctx, (*resolvingAtom)(a), e, result, nil, settleErrs)
 }
 
 // ResolveInDoubtFailed is ResolveFailed of the action Do reported in
 // doubt as e. A Do with Key e.Key tries it again.
 func (a *Atom) ResolveInDoubtFailed(ctx context.Context, e *ledger.InDoubtError, reason string) error {
-	in, err := a.prepareInDoubt(ctx, e)
-	return a.settle(ctx, in, err, nil, &reason)
+	return settle.ResolveInDoubt(ctx, (*resolvingAtom)(a), e, nil, &reason, settleErrs)
 }
 
-// settle records the outcome of in, prepared unless err: done with result,
-// or, with failed set, not done for the reason *failed. A failed one waits
-// until no earlier writer's call of it runs (fencing.go): the agent would
-// run it again on the strength of this resolution.
-func (a *Atom) settle(ctx context.Context, in *ledger.Intent, err error, result []byte, failed *string) error {
-	if err != nil {
-		return err
+// resolvingAtom is the atom as internal/settle's Atom.
+type resolvingAtom Atom
+
+func (x *resolvingAtom) ID() string  { return x.run.id }
+func (x *resolvingAtom) Seq() uint64 { return x.seq }
+
+func (x *resolvingAtom) Prepare(ctx context.Context, act ledger.Action) (*ledger.Intent, error) {
+	return (*Atom)(x).prepare(ctx, act, false)
+}
+
+// Last is the atom's next default-key index, or the highest of the calls
+// a crash interrupted at its seq (not a branch's).
+func (x *resolvingAtom) Last() uint32 {
+	x.mu.Lock()
+	last := x.mu.calls
+	x.mu.Unlock()
+	r := x.run
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if x.branch == nil && r.mu.interruptedSeq == x.seq {
+		for _, c := range r.mu.inflight {
+			last = max(last, c.Index)
+		}
 	}
-	db, outcome := a.run.db, ActionResolved
+	return last
+}
+
+func (x *resolvingAtom) Intent(ctx context.Context, in *ledger.Intent, i uint32) (*ledger.Intent, error) {
+	a := (*Atom)(x)
+	return a.lineageIntent(ctx, a.withDefaultKey(in, i))
+}
+
+func (x *resolvingAtom) Other(key string) bool {
+	return x.branch != nil && (*Atom)(x).otherBranchKey(key)
+}
+
+func (x *resolvingAtom) Ready(ctx context.Context) error {
+	_, err := (*Atom)(x).nextIndex(ctx)
+	return err
+}
+
+func (x *resolvingAtom) Ledger() *ledger.Ledger { return x.run.db.ledger }
+
+func (x *resolvingAtom) WaitInDoubt(ctx context.Context, in *ledger.Intent) error {
+	return x.run.db.waitInDoubt(ctx, in)
+}
+
+// Settle is the ledger's Resolve or ResolveFailed of in, observed.
+func (x *resolvingAtom) Settle(ctx context.Context, in *ledger.Intent, result []byte, failed *string) (err error) {
+	db, outcome := x.run.db, ActionResolved
+	ctx, obs := (*Atom)(x).observeAction(ctx, in, false, true)
 	if failed != nil {
 		outcome = ActionResolvedFailed
-		err = db.waitInDoubt(ctx, in)
+		err = db.ledger.ResolveFailed(ctx, db.journal(), in, *failed)
+	} else {
+		err = db.ledger.Resolve(ctx, db.journal(), in, result)
 	}
-	if err == nil {
-		var obs ActionObserver
-		ctx, obs = a.observeAction(ctx, in, false, true)
-		if failed != nil {
-			err = db.ledger.ResolveFailed(ctx, db.journal(), in, *failed)
-		} else {
-			err = db.ledger.Resolve(ctx, db.journal(), in, result)
-		}
-		resolveEnded(obs, outcome, err)
-	}
-	switch {
-	case err != nil && failed != nil:
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d as failed: %w", in.Tool, in.Key, a.run.id, a.seq, err)
-	case err != nil:
-		return fmt.Errorf("engine: resolve %q (key %q) in run %q seq %d: %w", in.Tool, in.Key, a.run.id, a.seq, err)
-	case failed == nil:
-		a.record(in, append([]byte(nil), result...))
-	}
-	return nil
+	resolveEnded(obs, outcome, err)
+	return err
 }
+
+func (x *resolvingAtom) Done(in *ledger.Intent, result []byte) { (*Atom)(x).record(in, result) }

@@ -46,10 +46,6 @@ type RollbackResult struct {
 	Resumed bool
 }
 
-// pendingRollback is a rollback whose record is durable and whose
-// completing atom is not (Run.mu.rollback).
-type pendingRollback = saga.Pending
-
 var sagaErrs = saga.Errors{RunEnded: ErrRunEnded, AtomInProgress: ErrAtomInProgress, NotInDoubt: ErrNotInDoubt,
 	RollbackPending: ErrRollbackPending, SeqOutOfRange: ErrSeqOutOfRange, NotUndone: ErrNotUndone, TooLarge: ErrTooLarge}
 
@@ -104,10 +100,7 @@ func (r *Run) Rollback(ctx context.Context, to uint64, opts RollbackOptions) (*R
 func (r *Run) PendingRollback() (to uint64, pending bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if rb := r.mu.rollback; rb != nil {
-		return rb.To, true
-	}
-	return 0, false
+	return r.mu.rollback.Target()
 }
 
 // ResolveCompensation settles the pending rollback's compensation in doubt
@@ -145,7 +138,7 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollba
 	}
 	defer r.mu.Unlock()
 	st := saga.State{Run: r.id, Broken: r.mu.broken, Ended: r.mu.end != nil || r.mu.ending, Branches: r.mu.br != nil,
-		Pending: r.mu.rollback, LastSeq: r.mu.lastSeq, Base: r.base}
+		Pending: r.mu.rollback.Pending(), LastSeq: r.mu.lastSeq, Base: r.base}
 	if r.mu.atom != nil {
 		st.Running = r.mu.atom.seq
 	}
@@ -157,7 +150,7 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollba
 	}
 	seq := r.mu.lastSeq + 1
 	x := &rollbackAtom{capView: (*capView)(r), ledgerView: (*ledgerView)(r.db), a: &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq},
-		pending: r.mu.rollback, dec: r.db.decoder(false)}
+		pending: r.mu.rollback.Pending(), dec: r.db.decoder(false)}
 	if x.pending != nil {
 		x.a.seal = x.pending.Seal[:]
 	}
@@ -187,7 +180,7 @@ type rollbackAtom struct {
 	*capView
 	*ledgerView
 	a        *Atom
-	pending  *pendingRollback        // the pending rollback to resume; nil: a new one
+	pending  *saga.Pending           // the pending rollback to resume; nil: a new one
 	inflight []layout.InflightAction // the actions of the atom a crash interrupted at a.seq
 	exec     func(Undo) ledger.Exec
 	dec      *record.Decoder
@@ -215,10 +208,10 @@ func (x *rollbackAtom) Append(ctx context.Context, rec []byte) (uint64, error) {
 	return tok, nil
 }
 
-func (x *rollbackAtom) Pend(rb *pendingRollback) {
+func (x *rollbackAtom) Pend(rb *saga.Pending) {
 	r := (*Run)(x.capView)
 	r.mu.Lock()
-	r.mu.rollback = rb
+	r.mu.rollback.Pend(rb)
 	r.mu.Unlock()
 	x.a.seal = rb.Seal[:] // before the atom's first action: nothing reads it concurrently
 }
@@ -269,23 +262,17 @@ func (x *rollbackAtom) Certified(ctx context.Context, to uint64) ([]saga.Certifi
 }
 
 // completeRollbackLocked ends the pending rollback that atom seq
-// completes, if any: its pin is released.
+// completes, if any (saga.Slot.Complete): its pin is released.
 func (r *Run) completeRollbackLocked(seq uint64) {
-	if rb := r.mu.rollback; rb != nil && rb.Seq == seq {
-		r.mu.rollback = nil
-		r.db.untrack(rb.Pin)
+	if pin, ok := r.mu.rollback.Complete(seq); ok {
+		r.db.untrack(pin)
 	}
 }
 
 // replayRollback applies a rollback record found in the log (recovery,
-// saga.Replay); a pending one pins the replay floor at pos again.
+// saga.Slot.Replay); a pending one pins the replay floor at pos again.
 func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
-	rb, why := saga.Replay(rec, r.mu.lastSeq, r.mu.head, r.mu.rollback)
-	if rb != nil {
-		rb.Pin = db.pin(pos)
-		r.mu.rollback = rb
-	}
-	return why
+	return r.mu.rollback.Replay(rec, r.mu.lastSeq, r.mu.head, func() uint64 { return db.pin(pos) })
 }
 
 // forgeRollbackRecord, set by tamper tests, replaces the record the log

@@ -12,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/runstate"
+	"github.com/continuumdb/continuum/internal/saga"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 )
@@ -102,7 +103,7 @@ type Run struct {
 		// rollback is the run's pending rollback (rollback.go): its record
 		// is durable and the atom at its seq, lastSeq+1, is not. Begin and
 		// End refuse while it is set; the atom at its seq clears it.
-		rollback *pendingRollback
+		rollback saga.Slot
 
 		// sizes keeps frame's encoded size (checkFrameSizeLocked) and
 		// its heap (the frame cache's) as of lastSeq (runstate.Sizes).
@@ -377,9 +378,5 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 // the run's pending rollback, or nil if none: no atom begins until
 // Rollback finishes it.
 func (r *Run) rollbackPendingLocked() error {
-	if rb := r.mu.rollback; rb != nil {
-		return fmt.Errorf("%w: run %q: the rollback to seq %d is not finished; Rollback(ctx, %d, opts) finishes it",
-			ErrRollbackPending, r.id, rb.To, rb.To)
-	}
-	return nil
+	return r.mu.rollback.Refuse(r.id, sagaErrs)
 }

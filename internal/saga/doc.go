@@ -2,7 +2,8 @@
 // which certified actions a rollback to an earlier seq undoes and in what
 // order (Plan), the rollback record it writes before the first
 // compensation runs (Record), the pending rollback that record starts
-// (Pending), and the replay of that record after a restart (Replay).
+// (Pending) and where the run keeps it (Slot), and the replay of that
+// record after a restart (Replay).
 // Start checks that a run may begin a rollback, and Compensation builds
 // each compensation's intent and chooses its exec. Conduct drives a
 // rollback through those steps in their order over the completing atom
@@ -62,9 +63,17 @@
 //
 //	Compensation(ledger, u, run, seq, index, execFor) // the intent, and execFor's exec unless certified
 //
-// and runs it as Do does. The run holds its *Pending (Run.mu.rollback)
-// from the record's fsync to the completing atom's, under the run's lock;
-// a Pending is immutable.
+// and runs it as Do does.
+//
+// The run keeps its pending rollback in a Slot (Run.mu.rollback), under
+// the run's lock, from the record's fsync to the completing atom's; a
+// Pending is immutable. The engine calls, the run's lock held:
+//
+//	slot.Pend(p)                          // Atom.Pend: the record is durable
+//	slot.Complete(seq)                    // the atom at seq applied: the Pin to release
+//	slot.Replay(rec, lastSeq, head, pin)  // recovery's replay of a rollback record
+//	slot.Refuse(run, errs)                // Begin's and a branch's refusal while pending
+//	slot.Target(), slot.Pending()         // PendingRollback, End's and Start's checks
 //
 // # Caveats
 //
