@@ -182,7 +182,7 @@ func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Captu
 		FrameSeq: r.mu.frameSeq, IndexedSeq: r.mu.lastSeq, SnapSeq: r.mu.snapSeq, CkptSeq: r.mu.ckptSeq, CkptHead: r.mu.ckptHead,
 	}
 	if e := r.mu.end; e != nil {
-		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
+		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = e.Status, e.At.UnixNano(), e.Head, e.RowResult()
 	}
 	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
 	c.Plan(full, r.base, r.mu.snapSeq, r.mu.windowFirst)

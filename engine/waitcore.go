@@ -167,7 +167,7 @@ func (h waitRun) Hold(ctx context.Context, declare bool) (uint64, chain.Hash, er
 	case r.mu.broken != nil:
 		refused = r.mu.broken
 	case r.mu.end != nil:
-		refused = fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, r.mu.end.status)
+		refused = fmt.Errorf("%w: run %q is %v", ErrRunEnded, r.id, Status(r.mu.end.Status))
 	case r.mu.ending:
 		refused = fmt.Errorf("%w: run %q is ending", ErrRunEnded, r.id)
 	case declare && r.mu.atom != nil:
