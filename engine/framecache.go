@@ -48,7 +48,8 @@ func (db *DB) dropIdleFrames() (unwritten bool) {
 			LastSeq: r.mu.lastSeq, FileSeq: r.mu.frameSumSeq, FrameSeq: r.mu.frameSeq, SnapSeq: r.mu.snapSeq}) {
 			return false // none, or used or changed since the scan: kept
 		}
-		r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
+		r.mu.frame, r.mu.heapFrame = nil, nil
+		r.mu.size.Forget()
 		db.counters.framesDropped.Add(1)
 		return true
 	})

@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/lifecycle"
+	"github.com/continuumdb/continuum/internal/limits"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/wal"
@@ -129,12 +130,9 @@ type Run struct {
 		// End refuse while it is set; the atom at its seq clears it.
 		rollback *pendingRollback
 
-		// sizeBound bounds the encoded size of frame as it was when
-		// sizeFrame was frame and sizeSeq was lastSeq (checkFrameSizeLocked);
-		// it is stale once either changed.
-		sizeBound int64
-		sizeFrame *frame.Frame
-		sizeSeq   uint64
+		// size bounds the encoded size of frame as of lastSeq
+		// (checkFrameSizeLocked); stale once either changed.
+		size limits.Frame
 		// heapBytes is frame.HeapSize of frame as it was when heapFrame
 		// was frame and heapSeq lastSeq: what the frame cache counts.
 		heapBytes int64

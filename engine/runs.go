@@ -96,6 +96,7 @@ func (r *Run) markGone(err error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.mu.gone = err
-	r.mu.frame, r.mu.sizeFrame, r.mu.heapFrame = nil, nil, nil
+	r.mu.frame, r.mu.heapFrame = nil, nil
+	r.mu.size.Forget()
 	r.mu.pending = nil
 }
