@@ -177,7 +177,7 @@ func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Captu
 	}
 	c.Meta = layout.CheckpointRun{ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head}
 	if e := r.mu.end; e != nil {
-		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = uint8(e.status), e.at.UnixNano(), e.head, e.rowResult()
+		c.Meta.Status, c.Meta.Ended, c.Meta.EndHead, c.Meta.Result = e.Status, e.At.UnixNano(), e.Head, e.RowResult()
 	}
 	c.Meta.Parent, c.Meta.ForkedAt, c.Meta.BaseHead = r.parent, r.base, r.baseHead
 	r.mu.book.Capture(c, full, r.base)

@@ -206,7 +206,7 @@ func candidate(r *Run) retention.Candidate {
 	}
 	r.mu.Lock()
 	if e := r.mu.end; e != nil && r.mu.broken == nil {
-		c.Ended, c.Status, c.EndedAt = true, e.status.String(), e.at
+		c.Ended, c.Status, c.EndedAt = true, e.StatusName(), e.At
 	}
 	r.mu.Unlock()
 	return c

@@ -92,15 +92,6 @@ func (db *DB) checkRunKeys() error {
 	return db.keys.CheckHeld(func(yield func(string) bool) { // KEYS read first, then db.mu taken
 		db.mu.Lock()
 		defer db.mu.Unlock()
-		for id := range db.mu.lazy.IDs() {
-			if !yield(id) {
-				return
-			}
-		}
-		for id := range db.mu.runs {
-			if !yield(id) {
-				return
-			}
-		}
+		db.mu.runs.IDs(&db.mu.lazy)(yield)
 	}, ErrCorrupt)
 }

@@ -34,32 +34,12 @@ var ErrRunEnded = errors.New("engine: run ended")
 // MaxEndResult bounds the result End records, in bytes.
 const MaxEndResult = record.MaxEndResult
 
-// runEnd is how a run ended. Immutable once set.
-type runEnd struct {
-	status Status
-	at     time.Time
-	result []byte
-	head   chain.Hash // h(lastSeq+1): the end record's link
-	// stored is the result as the end record stores it, sealed, in an
-	// encrypted store (nil otherwise): what CHECKPOINT's row holds there.
-	stored []byte
-}
-
-// rowResult is the result CHECKPOINT's row of the run holds: the end
-// record's stored result (sealed in an encrypted store).
-func (e *runEnd) rowResult() []byte {
-	if e.stored != nil {
-		return e.stored
-	}
-	return e.result
-}
-
 // Status returns the run's status: StatusActive until End.
 func (r *Run) Status() Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if e := r.mu.end; e != nil {
-		return e.status
+		return Status(e.Status)
 	}
 	return StatusActive
 }
@@ -94,8 +74,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 		r.mu.Unlock()
 		return err
 	}
-	now := time.Now()
-	rec, head, stored, err := lifecycle.Record(db.hasher, db.sealer, r.id, r.mu.lastSeq+1, r.mu.head, uint8(s), now.UnixNano(), result)
+	rec, end, err := lifecycle.Record(db.hasher, db.sealer, r.id, r.mu.lastSeq+1, r.mu.head, uint8(s), time.Now(), result)
 	if err != nil {
 		r.mu.Unlock()
 		return err
@@ -114,7 +93,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 	if err != nil {
 		return fmt.Errorf("engine: end run %q: %w", r.id, err)
 	}
-	r.mu.end = &runEnd{status: s, at: now, result: append([]byte(nil), result...), head: head, stored: stored}
+	r.mu.end = end
 	// Its inbox closes: nothing more is delivered to it.
 	db.publishRunGone(record.KindEnd, r.id)
 	db.writeChainCheckpointLocked(r) // final: it covers the end's link
@@ -125,7 +104,7 @@ func (r *Run) End(ctx context.Context, s Status, result []byte) error {
 func (r *Run) endableLocked() error {
 	st := lifecycle.State{Run: r.id, Broken: r.mu.broken, Ending: r.mu.ending, Branches: r.mu.br != nil}
 	if e := r.mu.end; e != nil {
-		st.Ended = e.status.String()
+		st.Ended = e.StatusName()
 	}
 	if r.mu.atom != nil {
 		st.Running = r.mu.atom.seq
@@ -136,8 +115,5 @@ func (r *Run) endableLocked() error {
 
 // chainHeadLocked returns the seq and head of the run's last link.
 func (r *Run) chainHeadLocked() (uint64, chain.Hash, bool) {
-	if e := r.mu.end; e != nil {
-		return r.mu.lastSeq + 1, e.head, true
-	}
-	return r.mu.lastSeq, r.mu.head, false
+	return lifecycle.ChainHead(r.mu.end, r.mu.lastSeq, r.mu.head)
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/limits"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -28,41 +29,26 @@ const MaxSize = 63 << 20
 // exec again with the same key).
 const MaxResultSize = MaxSize - 1<<10
 
+// The limits are internal/limits' (a compile error if they part).
+var _, _ = [1]struct{}{}[MaxSize-limits.MaxSize], [1]struct{}{}[MaxResultSize-limits.MaxResultSize]
+
 // maxResult is MaxResultSize, or less in a store whose segments are
-// smaller than a record of that size: a certificate must fit in one
-// segment with the segment's header, the record's framing, a seal and the
-// certificate's own fields (under 512 bytes with the longest run id).
-func (db *DB) maxResult() int {
-	return int(max(0, min(MaxResultSize, db.opts.SegmentSize-1<<10)))
-}
+// smaller than a record of that size (limits.MaxResult).
+func (db *DB) maxResult() int { return limits.MaxResult(db.opts.SegmentSize) }
+
+// sizeErrors are the sentinels of the size checks' errors.
+var sizeErrors = limits.Errors{TooLarge: ErrTooLarge, InvalidDelta: ErrInvalidDelta}
 
 // tooLarge is the error of a record or frame past MaxSize.
 func tooLarge(run string, seq uint64, what string, size int) error {
-	return fmt.Errorf("%w: run %q seq %d: %s is %d bytes, the limit is %d (engine.MaxSize); nothing was written; "+
-		"keep large values out of the frame: set Options.BlobThreshold (say 256 KiB) so that values above it go to blobs, "+
-		"or write one with Atom.PutBlob and put blob.Value(ref) in the delta",
-		ErrTooLarge, run, seq, what, size, MaxSize)
+	return limits.TooLarge(ErrTooLarge, run, seq, what, size)
 }
 
 // checkFrameSizeLocked returns an ErrTooLarge error if applying d (which
 // CanApply accepted) would grow r's frame past MaxSize, and otherwise the
-// frame's size bound after d (noteFrameSizeLocked's): the last exact size
-// plus each delta's encoding and 2 bytes an op, measured exactly only past
-// the limit.
+// frame's size bound after d (noteFrameSizeLocked's; limits.CheckFrame).
 func (r *Run) checkFrameSizeLocked(d *frame.Delta, seq uint64) (int64, error) {
-	bound := r.frameBoundLocked() + int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
-	if bound <= MaxSize {
-		return bound, nil
-	}
-	next := r.mu.frame.Clone()
-	if err := next.Apply(d); err != nil {
-		return 0, fmt.Errorf("%w: run %q seq %d: %v", ErrInvalidDelta, r.id, seq, err)
-	}
-	exact := int64(frame.EncodedFrameSize(next))
-	if exact > MaxSize {
-		return 0, tooLarge(r.id, seq, "the frame after this delta", int(exact))
-	}
-	return exact, nil
+	return limits.CheckFrame(r.frameBoundLocked(), r.mu.frame, d, r.id, seq, sizeErrors)
 }
 
 // frameBoundLocked is the size bound of the run's frame as of lastSeq:
@@ -78,10 +64,7 @@ func (r *Run) noteFrameSizeLocked(bound int64) {
 // checkRecordSize returns an ErrTooLarge error for a record body past
 // MaxSize.
 func checkRecordSize(run string, seq uint64, what string, body []byte) error {
-	if len(body) > MaxSize {
-		return tooLarge(run, seq, what, len(body))
-	}
-	return nil
+	return limits.CheckRecord(ErrTooLarge, run, seq, what, body)
 }
 
 // writable starts the directories' fsyncs, which a first write waits for,

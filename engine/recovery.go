@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/lifecycle"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/runstate"
@@ -142,11 +143,11 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 	}
 	r.mu.book.Start(db.mu.lazy.At())
 	r.mu.book.CkptSeq, r.mu.book.CkptHead = c.CkptSeq, c.CkptHead
-	var end *runEnd
+	var end *lifecycle.End
 	if c.Status != 0 {
-		end = &runEnd{status: Status(c.Status), at: time.Unix(0, c.Ended), result: c.Result, head: c.EndHead}
+		end = &lifecycle.End{Status: c.Status, At: time.Unix(0, c.Ended), Result: c.Result, Head: c.EndHead}
 		if db.sealer != nil {
-			end.result, end.stored = db.openRowResult(c.ID, c.LastSeq+1, c.Result), c.Result
+			end.Result, end.Stored = db.openRowResult(c.ID, c.LastSeq+1, c.Result), c.Result
 		}
 	}
 	r.setStateLocked(runtable.FromRow(c), end)
@@ -155,7 +156,7 @@ func (db *DB) fillRun(r *Run, c *layout.CheckpointRun) {
 // setStateLocked sets r's state to s, ended by end (nil: not ended), as a
 // restart finds it: CHECKPOINT's row (fillRun) or the log's (the
 // reconciliation, registry.go).
-func (r *Run) setStateLocked(s runtable.State, end *runEnd) {
+func (r *Run) setStateLocked(s runtable.State, end *lifecycle.End) {
 	r.mu.frame, r.mu.pending = nil, nil
 	if s.Empty {
 		r.mu.frame = newFrame()
@@ -237,7 +238,7 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 		case step == registry.Reflected:
 			db.replayed(rec, nil, true) // for a rebuild of the inbox
 		default:
-			r.mu.end = &runEnd{status: Status(rec.Status), at: time.Unix(0, rec.Ended), result: append([]byte(nil), rec.Result...), head: rec.Head, stored: bytes.Clone(rec.Stored)}
+			r.mu.end = &lifecycle.End{Status: rec.Status, At: time.Unix(0, rec.Ended), Result: append([]byte(nil), rec.Result...), Head: rec.Head, Stored: bytes.Clone(rec.Stored)}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 			db.replayed(rec, nil, false)
 		}
@@ -288,7 +289,7 @@ func (r *Run) replayedLocked() *registry.Replayed {
 	}
 	st := &registry.Replayed{Nonce: r.nonce, Parent: r.parent, Base: r.base, Last: r.mu.lastSeq, Head: r.mu.head}
 	if e := r.mu.end; e != nil {
-		st.Ended, st.Status, st.EndAt = true, uint8(e.status), e.head
+		st.Ended, st.Status, st.EndAt = true, e.Status, e.Head
 	}
 	return st
 }

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/continuumdb/continuum/internal/lifecycle"
 	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
@@ -210,9 +211,9 @@ func (db *DB) runFromLog(id string, lr *registry.Run) *Run {
 }
 
 // endFromLog is the run's end e as the log holds it (nil: none).
-func endFromLog(e *registry.End) *runEnd {
+func endFromLog(e *registry.End) *lifecycle.End {
 	if e == nil {
 		return nil
 	}
-	return &runEnd{status: Status(e.Status), at: time.Unix(0, e.Ended), result: e.Result, head: e.Head, stored: e.Stored}
+	return &lifecycle.End{Status: e.Status, At: time.Unix(0, e.Ended), Result: e.Result, Head: e.Head, Stored: e.Stored}
 }

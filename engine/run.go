@@ -11,6 +11,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
+	"github.com/continuumdb/continuum/internal/lifecycle"
 	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/internal/saga"
 	"github.com/continuumdb/continuum/layout"
@@ -77,7 +78,7 @@ type Run struct {
 		br *branchSet
 		// end is set once the run's end record is durable; ending while
 		// End writes it (Begin and End are refused meanwhile).
-		end    *runEnd
+		end    *lifecycle.End
 		ending bool
 		// writing is set while the Commit or Fail of atom writes its record
 		// and waits for the log's fsync, with mu released: until its outcome
@@ -196,7 +197,7 @@ func (r *Run) Info() RunInfo {
 	info.Branches = r.mu.br.Len()
 	if e := r.mu.end; e != nil {
 		_, info.Head, _ = r.chainHeadLocked()
-		info.Status, info.Ended, info.Result = e.status, e.at, append([]byte(nil), e.result...)
+		info.Status, info.Ended, info.Result = Status(e.Status), e.At, append([]byte(nil), e.Result...)
 	}
 	info.Parent, info.ForkedAt = r.parent, r.base
 	return info
@@ -361,7 +362,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 	if e := r.mu.end; e != nil || r.mu.ending {
 		st := "ending"
 		if e != nil {
-			st = e.status.String()
+			st = e.StatusName()
 		}
 		return nil, fmt.Errorf("%w: run %q is %s: it takes no more atoms", ErrRunEnded, r.id, st)
 	}

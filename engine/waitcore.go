@@ -142,7 +142,7 @@ func (h waitRun) Hold(ctx context.Context, declare bool) (uint64, chain.Hash, er
 	}
 	st := wait.Holding{Broken: r.mu.broken, Ending: r.mu.ending, Atom: r.mu.atom != nil, Branches: r.mu.br != nil && !r.mu.br.Idle()}
 	if r.mu.end != nil {
-		st.Ended = r.mu.end.status
+		st.Ended = Status(r.mu.end.Status)
 	}
 	if refused := waitErrs.Refused(r.id, st, declare); refused != nil {
 		r.mu.Unlock()

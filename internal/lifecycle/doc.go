@@ -9,7 +9,11 @@
 // None beyond values: the engine hands Check the arguments, Endable a
 // State read under the run's lock with its sentinels (Errors), and Record
 // the store's Hasher and Sealer (nil for a plaintext store); it appends
-// the record, and publishes the end once it is durable.
+// the record, and publishes the End Record returned once it is durable.
+// The run's end state is this package's End, held by the engine under the
+// run's lock (Run.mu.end; nil while active): its status, time, result,
+// link and stored result (RowResult: what CHECKPOINT's row holds), and
+// the run's last link with it (ChainHead).
 //
 // # Guarantees
 //
@@ -20,4 +24,5 @@
 //     or ending, an atom, a rollback or branches in flight), naming it.
 //   - Record links the end over the bytes the record stores: the chain
 //     verifies an encrypted store's end without its keys.
+//   - An End is immutable once set; it holds its own copy of the result.
 package lifecycle

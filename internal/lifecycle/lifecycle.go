@@ -2,6 +2,7 @@ package lifecycle
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/record"
@@ -82,20 +83,22 @@ func Endable(st State, e Errors) error {
 }
 
 // Record returns the end record of run at seq (its chain's previous head
-// prev) with status s at time at (Unix nanoseconds), its link, and the
-// result as the record stores it when sealer is set (nil otherwise): the
-// chain links the end over the stored bytes.
-func Record(h *chain.Hasher, sealer *record.Sealer, run string, seq uint64, prev chain.Hash, s uint8, at int64, result []byte) (rec []byte, head chain.Hash, stored []byte, err error) {
-	stored = result
+// prev) with status s at time at, and the End it makes once durable: its
+// link, and the result as the record stores it when sealer is set
+// (End.Stored, nil otherwise), the chain linking the end over the stored
+// bytes. The End holds its own copy of result.
+func Record(h *chain.Hasher, sealer *record.Sealer, run string, seq uint64, prev chain.Hash, s uint8, at time.Time, result []byte) (rec []byte, end *End, err error) {
+	stored := result
 	if sealer != nil {
 		if stored, err = sealer.Seal(nil, result, record.KindEnd, run, seq); err != nil {
-			return nil, chain.Hash{}, nil, fmt.Errorf("engine: end run %q: %w", run, err)
+			return nil, nil, fmt.Errorf("engine: end run %q: %w", run, err)
 		}
 	}
-	head = h.Link(run, seq, prev, record.AppendEndPayload(nil, s, at, stored))
-	rec = record.AppendEnd(nil, run, seq, head, s, at, stored)
+	nanos := at.UnixNano()
+	head := h.Link(run, seq, prev, record.AppendEndPayload(nil, s, nanos, stored))
+	rec = record.AppendEnd(nil, run, seq, head, s, nanos, stored)
 	if sealer == nil {
 		stored = nil
 	}
-	return rec, head, stored, nil
+	return rec, &End{Status: s, At: at, Result: append([]byte(nil), result...), Head: head, Stored: stored}, nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/record"
@@ -56,14 +57,41 @@ func TestRecordLinksStoredResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	prev := chain.Hash{1}
-	rec, head, stored, err := Record(h, nil, "run", 4, prev, Completed, 77, []byte("done"))
-	if err != nil || stored != nil {
-		t.Fatalf("plaintext: %v, stored %q", err, stored)
+	at := time.Unix(0, 77)
+	result := []byte("done")
+	rec, end, err := Record(h, nil, "run", 4, prev, Completed, at, result)
+	if err != nil || end.Stored != nil {
+		t.Fatalf("plaintext: %v, stored %q", err, end.Stored)
 	}
-	if want := h.Link("run", 4, prev, record.AppendEndPayload(nil, Completed, 77, []byte("done"))); head != want {
+	if want := h.Link("run", 4, prev, record.AppendEndPayload(nil, Completed, 77, []byte("done"))); end.Head != want {
 		t.Fatal("the link is not over the end's payload")
 	}
 	if !strings.Contains(string(rec), "done") {
 		t.Fatal("the record lacks the result")
+	}
+	if end.Status != Completed || !end.At.Equal(at) || string(end.Result) != "done" || end.StatusName() != "completed" {
+		t.Fatalf("end %+v", end)
+	}
+	result[0] = 'X'
+	if string(end.Result) != "done" || string(end.RowResult()) != "done" {
+		t.Fatal("the End shares the caller's result")
+	}
+}
+
+func TestEndRowResultAndChainHead(t *testing.T) {
+	head, endHead := chain.Hash{1}, chain.Hash{2}
+	if seq, h, final := ChainHead(nil, 5, head); seq != 5 || h != head || final {
+		t.Fatalf("active: %d %x %v", seq, h, final)
+	}
+	e := &End{Status: Failed, Result: []byte("plain"), Head: endHead}
+	if seq, h, final := ChainHead(e, 5, head); seq != 6 || h != endHead || !final {
+		t.Fatalf("ended: %d %x %v", seq, h, final)
+	}
+	if string(e.RowResult()) != "plain" {
+		t.Fatal("a plaintext store's row holds the result")
+	}
+	e.Stored = []byte("sealed")
+	if string(e.RowResult()) != "sealed" {
+		t.Fatal("an encrypted store's row holds the stored result")
 	}
 }

@@ -19,7 +19,8 @@
 // After a restart, the runs the log's tail did not touch are rows of
 // CHECKPOINT (Rows) that the engine builds on first need (Take: one row,
 // TakeAll: every row left; engine/recovery.go's runLocked and
-// allRunsLocked), under the same lock; a row the log showed wrong (Drop,
+// allRunsLocked), under the same lock (Table.IDs yields the ids of both,
+// for the check that KEYS holds every run's key); a row the log showed wrong (Drop,
 // the reconciliation) or of a run deleted is never taken. A run built
 // after a restart is set to a State, from its row (FromRow) or from the
 // log (internal/registry), in one place (engine/recovery.go's

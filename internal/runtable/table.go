@@ -1,6 +1,7 @@
 package runtable
 
 import (
+	"iter"
 	"sort"
 
 	"github.com/continuumdb/continuum/internal/retention"
@@ -25,6 +26,24 @@ func (t Table[R]) Sorted() []R {
 	}
 	sort.Slice(runs, func(i, j int) bool { return runs[i].ID() < runs[j].ID() })
 	return runs
+}
+
+// IDs yields the id of every run the store holds: those of rows (while
+// any is left, taken or not: an id may come twice), then the table's, in
+// no order. The caller holds the lock of both.
+func (t Table[R]) IDs(rows *Rows) iter.Seq[string] {
+	return func(yield func(string) bool) {
+		for id := range rows.IDs() {
+			if !yield(id) {
+				return
+			}
+		}
+		for id := range t {
+			if !yield(id) {
+				return
+			}
+		}
+	}
 }
 
 // Withdraw removes runs from the table. With deleting (a deletion or an
