@@ -22,6 +22,7 @@ import (
 	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/internal/snapindex"
@@ -151,7 +152,7 @@ type openState struct {
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).
-	reg *registryCheck
+	reg *registry.Check
 
 	openInfo OpenInfo
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -195,7 +196,7 @@ func (db *DB) open() error {
 	db.openAppends = db.log.Stats().Appends
 	db.startSnapIndex()
 	if cp != nil && db.openInfo.CheckpointIgnored == "" {
-		db.reg = &registryCheck{rows: cp.Runs, to: scanFrom}
+		db.reg = registry.NewCheck(cp.Runs, scanFrom)
 	}
 	if cp != nil && cp.LedgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
 		// Like Pebble, the table loads after the restart: on the first call

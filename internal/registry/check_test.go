@@ -1,0 +1,114 @@
+package registry
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/continuumdb/continuum/chain"
+	"github.com/continuumdb/continuum/internal/retention"
+	"github.com/continuumdb/continuum/internal/wait"
+	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/wal"
+)
+
+// fakeEngine is a Check's Engine that records the steps it is asked for.
+type fakeEngine struct {
+	fromFile bool
+	readErr  error
+	log      map[string]*Run
+	found    *Collector
+	mismatch string
+	why      string
+	waitsErr error
+	calls    []string
+	live     wait.Live // what CheckWaits was handed
+}
+
+func (e *fakeEngine) WaitsFromFile() bool { return e.fromFile }
+func (e *fakeEngine) ReadLog(to wal.Pos, waits *wait.Check) (map[string]*Run, *Collector, error) {
+	e.calls = append(e.calls, fmt.Sprintf("read %v waits=%v", to, waits != nil))
+	return e.log, e.found, e.readErr
+}
+func (e *fakeEngine) Settle(rows []layout.CheckpointRun, log map[string]*Run, found *Collector) (string, string) {
+	e.calls = append(e.calls, fmt.Sprintf("settle %d", len(rows)))
+	return e.mismatch, e.why
+}
+func (e *fakeEngine) Corrupt(why string) error { return errors.New("corrupt: " + why) }
+func (e *fakeEngine) Heal(*Collector)          { e.calls = append(e.calls, "heal") }
+func (e *fakeEngine) Disagreed(m string)       { e.calls = append(e.calls, "disagreed "+m) }
+func (e *fakeEngine) CheckWaits(waits *wait.Check, to wal.Pos, live wait.Live) (string, error) {
+	e.calls = append(e.calls, "waits")
+	e.live = live
+	return "waits differ", e.waitsErr
+}
+
+// TestCheck: a Check's steps in their order, run once; what it found is
+// read only once it got that far; a nil Check has nothing to check.
+func TestCheck(t *testing.T) {
+	var none *Check
+	if none.Run(&fakeEngine{}) != nil || none.Unchecked() || none.Checked() || none.WaitsDone() || none.Mismatch() != "" || none.WaitsMismatch() != "" {
+		t.Fatal("a nil Check is not empty")
+	}
+	rows := []layout.CheckpointRun{{ID: "a"}, {ID: "b"}}
+	to := wal.Pos{Segment: 1, Offset: 40}
+	for _, tc := range []struct {
+		name  string
+		e     *fakeEngine
+		err   string
+		calls string
+		// checked, mismatch, waits mismatch after the run
+		checked       bool
+		mismatch      string
+		waitsMismatch string
+	}{
+		{name: "agrees", e: &fakeEngine{found: &Collector{}},
+			calls: "[read 1:40 waits=false settle 2 heal]", checked: true},
+		{name: "disagrees", e: &fakeEngine{found: &Collector{}, mismatch: "row a"},
+			calls: "[read 1:40 waits=false settle 2 heal disagreed row a]", checked: true, mismatch: "row a"},
+		{name: "waits", e: &fakeEngine{fromFile: true, found: &Collector{}},
+			calls: "[read 1:40 waits=true settle 2 heal waits]", checked: true, waitsMismatch: "waits differ"},
+		{name: "waits fail", e: &fakeEngine{fromFile: true, found: &Collector{}, waitsErr: errors.New("no")}, err: "no",
+			calls: "[read 1:40 waits=true settle 2 heal waits]", checked: true, waitsMismatch: "waits differ"},
+		{name: "read fails", e: &fakeEngine{fromFile: true, readErr: errors.New("io")}, err: "io",
+			calls: "[read 1:40 waits=true]"},
+		{name: "deletions disagree", e: &fakeEngine{found: &Collector{}, why: "deleted twice", mismatch: "x"}, err: "corrupt: deleted twice",
+			calls: "[read 1:40 waits=false settle 2]"},
+	} {
+		c := NewCheck(rows, to)
+		if !c.Unchecked() || c.WaitsDone() {
+			t.Fatalf("%s: a new check is done", tc.name)
+		}
+		for i := 0; i < 2; i++ { // the second call returns the first's error
+			err := c.Run(tc.e)
+			if fmt.Sprint(err) != fmt.Sprint(tc.err) && !(tc.err == "" && err == nil) {
+				t.Fatalf("%s: Run #%d = %v, want %q", tc.name, i, err, tc.err)
+			}
+		}
+		if got := fmt.Sprint(tc.e.calls); got != tc.calls {
+			t.Errorf("%s: calls %s, want %s", tc.name, got, tc.calls)
+		}
+		if c.Checked() != tc.checked || c.Unchecked() == tc.checked || c.Mismatch() != tc.mismatch || c.WaitsMismatch() != tc.waitsMismatch || !c.WaitsDone() {
+			t.Errorf("%s: checked %v, mismatch %q, waits %q (done %v)", tc.name, c.Checked(), c.Mismatch(), c.WaitsMismatch(), c.WaitsDone())
+		}
+	}
+}
+
+// TestLive: the runs the check of WAITS compares are those the log holds
+// neither ended nor deleted, with their last seq in the whole log.
+func TestLive(t *testing.T) {
+	found := &Collector{}
+	found.Gone.Mark("deleted", &retention.Gone{Seq: 3})
+	live := found.Live(map[string]*Run{
+		"a":       {Last: 2, After: make([]chain.Hash, 3)},
+		"ended":   {Last: 1, End: &End{}},
+		"endsnow": {Last: 1, EndAfter: &End{}},
+		"deleted": {Last: 3},
+	})
+	for id, want := range map[string]string{"a": "5 true", "ended": "0 false", "endsnow": "0 false", "deleted": "0 false", "missing": "0 false"} {
+		last, ok := live(id)
+		if got := fmt.Sprint(last, ok); got != want {
+			t.Errorf("live(%s) = %s, want %s", id, got, want)
+		}
+	}
+}
