@@ -18,6 +18,7 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
+	"github.com/continuumdb/continuum/internal/durable"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/internal/mailbox"
@@ -131,11 +132,8 @@ type openState struct {
 	recovered  chan struct{}
 	recoverErr error
 
-	// dirsSynced is closed when the fsyncs of the store's directories have
-	// ended (startDirSyncs); dirsErr is set before that. dirsOnce starts them.
-	dirsSynced chan struct{}
-	dirsErr    error
-	dirsOnce   sync.Once
+	// dirSync is the fsyncs of the store's directories (startDirSyncs).
+	dirSync durable.DirSyncs
 	// madeDirs is set by mkdirs when it created a directory, whose entry
 	// needs an fsync whatever the clean-close mark says (clean.go).
 	// cleanMark is set by Open when it found the mark.
