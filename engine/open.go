@@ -75,11 +75,8 @@ func (db *DB) open() error {
 	if fresh && cp != nil {
 		return record.Corruptf(db.path(layout.StoreName), "missing, but %s exists", db.path(layout.CheckpointName))
 	}
-	if cp != nil && cp.Dict > db.curDict.Load() {
-		// The log may hold records compressed with it: log damage.
-		return record.Corruptf(db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(cp.Dict)),
-			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
-			db.path(layout.CheckpointName), cp.Gen)
+	if err := db.dict.CheckNewest(cp, db.path(layout.CheckpointName)); err != nil {
+		return err // a dictionary the log's records may need is missing
 	}
 	// After a clean Close there are no leftovers to look for (clean.go):
 	// three directory listings fewer on the restart path, one of frames/,
