@@ -77,16 +77,7 @@ func (db *DB) registryMismatch() string { return db.reg.Mismatch() }
 // wc, if not nil, is handed the log's records of waits.
 func (db *DB) logRunsBefore(to wal.Pos, wc *wait.Check) (map[string]*registry.Run, *registry.Collector, error) {
 	dec := db.decoder(false)
-	src := db.waitsSource()
-	dec.Skip = func(k record.Kind, raw []byte) bool {
-		if k == record.KindStreamChunk || k == record.KindStreamAbandon {
-			db.streams.Seen() // the log before the replay holds streams
-		}
-		if wc != nil && (k == record.KindWait || k == record.KindEvent || k == record.KindWake) {
-			return false // for the check of WAITS, in the same read
-		}
-		return registry.Skip(k, raw)
-	}
+	dec.Skip = registry.SkipFor(wc != nil, db.streams.Seen) // streams.go: the log before the replay holds streams
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
@@ -94,14 +85,7 @@ func (db *DB) logRunsBefore(to wal.Pos, wc *wait.Check) (map[string]*registry.Ru
 	defer c.Close()
 	h := &registry.Collector{Stop: db.checkOpen}
 	if wc != nil {
-		h.Others = func(r *record.Record) error {
-			payload, err := src.EventPayload(r)
-			if err != nil {
-				return err
-			}
-			wc.Add(r, payload)
-			return nil
-		}
+		h.Others = registry.AddWaits(wc, db.waitsSource().EventPayload)
 	}
 	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
 	return runs, h, err

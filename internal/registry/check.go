@@ -6,6 +6,7 @@ import (
 
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -138,5 +139,35 @@ func (h *Collector) Live(log map[string]*Run) wait.Live {
 			return 0, false
 		}
 		return lr.Last + uint64(len(lr.After)), true
+	}
+}
+
+// SkipFor is the Skip of the check's read of the log: Skip, except that
+// the records of waits are let through when waits is set (for the check
+// of WAITS, in the same read), and seen is called for each stream record
+// the read meets (the log before the replay holds streams).
+func SkipFor(waits bool, seen func()) func(record.Kind, []byte) bool {
+	return func(k record.Kind, raw []byte) bool {
+		if k == record.KindStreamChunk || k == record.KindStreamAbandon {
+			seen()
+		}
+		if waits && (k == record.KindWait || k == record.KindEvent || k == record.KindWake) {
+			return false
+		}
+		return Skip(k, raw)
+	}
+}
+
+// AddWaits is the Collector's Others of the check's read: each record of
+// waits is added to waits with its event's payload (payload's, which
+// opens it; its error stops the read).
+func AddWaits(waits *wait.Check, payload func(*record.Record) ([]byte, error)) func(*record.Record) error {
+	return func(r *record.Record) error {
+		p, err := payload(r)
+		if err != nil {
+			return err
+		}
+		waits.Add(r, p)
+		return nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
 )
 
@@ -110,5 +111,49 @@ func TestLive(t *testing.T) {
 		if got := fmt.Sprint(last, ok); got != want {
 			t.Errorf("live(%s) = %s, want %s", id, got, want)
 		}
+	}
+}
+
+// TestSkipFor: the check's read takes what Scan reads, and the records of
+// waits only for the check of WAITS; each stream record is noted.
+func TestSkipFor(t *testing.T) {
+	for _, waits := range []bool{false, true} {
+		seen := 0
+		skip := SkipFor(waits, func() { seen++ })
+		for _, k := range []record.Kind{record.KindRun, record.KindAtom, record.KindEnd, record.KindDelete} {
+			if skip(k, nil) != Skip(k, nil) {
+				t.Errorf("waits %v: kind %v skipped %v, Skip says %v", waits, k, skip(k, nil), Skip(k, nil))
+			}
+		}
+		for _, k := range []record.Kind{record.KindWait, record.KindEvent, record.KindWake} {
+			if skip(k, nil) == waits {
+				t.Errorf("waits %v: kind %v skipped %v", waits, k, skip(k, nil))
+			}
+		}
+		if skip(record.KindStreamChunk, nil) != Skip(record.KindStreamChunk, nil) || skip(record.KindStreamAbandon, nil) != Skip(record.KindStreamAbandon, nil) || seen != 2 {
+			t.Errorf("waits %v: stream records noted %d times, want 2", waits, seen)
+		}
+	}
+}
+
+// TestAddWaits: each record is added with its payload; a payload's error
+// stops the read and adds nothing.
+func TestAddWaits(t *testing.T) {
+	wc := wait.NewCheck(wal.Pos{})
+	fail := errors.New("cannot open")
+	add := AddWaits(wc, func(r *record.Record) ([]byte, error) {
+		if r.Run == "bad" {
+			return nil, fail
+		}
+		return []byte("p"), nil
+	})
+	rec := func(run string, off int64) *record.Record {
+		return &record.Record{Kind: record.KindWait, Run: run, Seq: 1, Pos: wal.Pos{Segment: 1, Offset: off}, Wait: &record.WaitFields{}}
+	}
+	if err := add(rec("a", 10)); err != nil || wc.Records() != 1 {
+		t.Fatalf("add = %v, %d records", err, wc.Records())
+	}
+	if err := add(rec("bad", 20)); err != fail || wc.Records() != 1 {
+		t.Fatalf("add of a record whose payload fails = %v, %d records", err, wc.Records())
 	}
 }

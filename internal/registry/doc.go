@@ -66,7 +66,9 @@
 // takes its steps in their order (the read, the deletions merged and the
 // runs reconciled, the healing the deletions allow, WAITS compared with
 // the same read's records of waits) and keeps what it found (Mismatch,
-// WaitsMismatch), over the engine's (engine/registry.go's regCheck):
+// WaitsMismatch), over the engine's (engine/registry.go's regCheck),
+// whose read takes SkipFor as its cursor's Skip and AddWaits as its
+// Collector's Others:
 //
 //	type Engine interface {
 //		WaitsFromFile() bool // the index of waits came from WAITS
