@@ -241,12 +241,7 @@ func (x *branchAtom) Durable(q *queuedBranch) bool {
 	if err != nil {
 		return false
 	}
-	select {
-	case <-db.dirsSynced:
-		if db.dirsErr != nil {
-			return false
-		}
-	default:
+	if !db.dirSync.Synced() {
 		return false
 	}
 	q.Durable, q.Pos = true, ps[0]

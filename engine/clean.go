@@ -21,7 +21,7 @@ func (db *DB) takeCleanMark() error {
 	}
 	if !db.madeDirs {
 		db.openInfo.CleanStart = true
-		db.dirsOnce.Do(func() { close(db.dirsSynced) })
+		db.dirSync.Skip()
 	}
 	return nil
 }
@@ -31,7 +31,7 @@ func (db *DB) hasCleanMark() bool { return layout.HasCleanMark(db.fs, db.dir) }
 // markClean creates the mark at the end of a Close whose every step,
 // write and fsync succeeded.
 func (db *DB) markClean() {
-	if db.opts.NoSync || db.dirsErr != nil {
+	if db.opts.NoSync || db.dirSync.Err() != nil {
 		return // NoSync, fsyncs that failed, or never started (ErrClosed)
 	}
 	if db.unclean.Load() || db.log.Stats().SpareFailures > 0 {

@@ -18,10 +18,12 @@ import (
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
+	"github.com/continuumdb/continuum/internal/durable"
 	erasing "github.com/continuumdb/continuum/internal/erasure"
 	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/internal/mailbox"
 	"github.com/continuumdb/continuum/internal/privfs"
+	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/internal/snapindex"
@@ -130,11 +132,8 @@ type openState struct {
 	recovered  chan struct{}
 	recoverErr error
 
-	// dirsSynced is closed when the fsyncs of the store's directories have
-	// ended (startDirSyncs); dirsErr is set before that. dirsOnce starts them.
-	dirsSynced chan struct{}
-	dirsErr    error
-	dirsOnce   sync.Once
+	// dirSync is the fsyncs of the store's directories (startDirSyncs).
+	dirSync durable.DirSyncs
 	// madeDirs is set by mkdirs when it created a directory, whose entry
 	// needs an fsync whatever the clean-close mark says (clean.go).
 	// cleanMark is set by Open when it found the mark.
@@ -151,7 +150,7 @@ type openState struct {
 
 	// reg compares CHECKPOINT's runs with the log before a run is created
 	// (nil: Open did not start from a CHECKPOINT).
-	reg *registryCheck
+	reg *registry.Check
 
 	openInfo OpenInfo
 }

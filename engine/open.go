@@ -13,6 +13,7 @@ import (
 
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/registry"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -36,7 +37,7 @@ func (db *DB) open() error {
 		return err
 	}
 	db.lock = lock
-	db.dirsSynced = make(chan struct{})
+	db.dirSync.Init()
 
 	fresh, err := db.openStoreFile()
 	if err != nil {
@@ -74,11 +75,8 @@ func (db *DB) open() error {
 	if fresh && cp != nil {
 		return record.Corruptf(db.path(layout.StoreName), "missing, but %s exists", db.path(layout.CheckpointName))
 	}
-	if cp != nil && cp.Dict > db.curDict.Load() {
-		// The log may hold records compressed with it: log damage.
-		return record.Corruptf(db.fs.PathJoin(db.path(layout.DictsDir), layout.DictFileName(cp.Dict)),
-			"missing: %s (generation %d) was written after it existed, and the log's records may need it",
-			db.path(layout.CheckpointName), cp.Gen)
+	if err := db.dict.CheckNewest(cp, db.path(layout.CheckpointName)); err != nil {
+		return err // a dictionary the log's records may need is missing
 	}
 	// After a clean Close there are no leftovers to look for (clean.go):
 	// three directory listings fewer on the restart path, one of frames/,
@@ -195,7 +193,7 @@ func (db *DB) open() error {
 	db.openAppends = db.log.Stats().Appends
 	db.startSnapIndex()
 	if cp != nil && db.openInfo.CheckpointIgnored == "" {
-		db.reg = &registryCheck{rows: cp.Runs, to: scanFrom}
+		db.reg = registry.NewCheck(cp.Runs, scanFrom)
 	}
 	if cp != nil && cp.LedgerGen != 0 && db.openInfo.CheckpointIgnored == "" {
 		// Like Pebble, the table loads after the restart: on the first call
@@ -256,7 +254,7 @@ func (db *DB) abandon() {
 		close(db.recovered)
 	}
 	db.closeSnapshots()
-	if db.dirsSynced != nil {
+	if db.dirSync.Ready() {
 		db.settleDirSyncs() // never leave fsyncs running past a failed Open
 	}
 	if db.lock != nil {
@@ -290,17 +288,9 @@ func (db *DB) dirs() []string {
 }
 
 // startDirSyncs starts, once, an fsync of every directory of dirs, in the
-// background, one after the other. Nothing is acknowledged before they
-// succeed: append and checkpoint wait for them (dirsDurable), and their
-// failure fails the log like a write error.
-//
-// They run at every Open, not only at the Open that creates the
-// directories: a process that met a failed fsync, or died before one, may
-// leave entries that exist only in the page cache (the store directory
-// itself, STORE, a dictionary, a segment), and the next Open would build on
-// them and acknowledge work whose files a power loss then takes away.
-//
-// An Open after a clean Close needs none of them: the clean-close mark
+// background (durable.DirSyncs): append and checkpoint wait for them
+// (dirsDurable), and their failure fails the log like a write error. An
+// Open after a clean Close needs none of them: the clean-close mark
 // (clean.go) says every entry is durable already.
 //
 // They start on the first Begin, append or checkpoint, or a moment after
@@ -308,40 +298,18 @@ func (db *DB) dirs() []string {
 // beside Open and State cost them 0.3 ms here even in the background.
 // An agent's first commit after a restart comes after its Begin and a
 // model call, by which time they are done.
-func (db *DB) startDirSyncs() {
-	db.dirsOnce.Do(func() {
-		if db.opts.NoSync {
-			close(db.dirsSynced)
-			return
-		}
-		dirs := db.dirs()
-		go func() {
-			defer close(db.dirsSynced)
-			var errs []error
-			for _, d := range dirs {
-				if err := layout.SyncDir(db.fs, d); err != nil {
-					errs = append(errs, err)
-				}
-			}
-			db.dirsErr = errors.Join(errs...)
-		}()
-	})
-}
+func (db *DB) startDirSyncs() { db.dirSync.Start(db.fs, db.opts.NoSync, db.dirs) }
 
 // settleDirSyncs waits for the directory fsyncs if they started, and
 // otherwise makes sure they never start: dirsDurable reports ErrClosed, so
 // nothing can be acknowledged any more.
-func (db *DB) settleDirSyncs() {
-	db.dirsOnce.Do(func() { db.dirsErr = ErrClosed; close(db.dirsSynced) })
-	<-db.dirsSynced
-}
+func (db *DB) settleDirSyncs() { db.dirSync.Settle(ErrClosed) }
 
 // dirsDurable starts the directory fsyncs if they have not started, waits
 // for them and returns their error.
 func (db *DB) dirsDurable() error {
 	db.startDirSyncs()
-	<-db.dirsSynced
-	return db.dirsErr
+	return db.dirSync.Wait()
 }
 
 // openStoreFile reads STORE, or decides that the store is new (fresh):

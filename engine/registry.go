@@ -6,8 +6,6 @@ package engine
 
 import (
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/internal/lifecycle"
@@ -18,124 +16,69 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// registryCheck is the one-time comparison of CHECKPOINT's runs with the
-// log, set up by an Open from a CHECKPOINT.
-type registryCheck struct {
-	rows     []layout.CheckpointRun // CHECKPOINT's table, sorted by id (immutable)
-	to       wal.Pos                // CHECKPOINT's replay position
-	once     sync.Once
-	checked  atomic.Bool // once has run
-	err      error       // set inside once
-	mismatch string      // the disagreements found; set inside once
-	// waits is the log's side of the check of WAITS (wait.Check), filled
-	// by the same read of the log; nil: WAITS is not the index's source.
-	waits *wait.Check
-	// waitsMismatch is how WAITS disagreed with the log (the index was
-	// rebuilt from the log); set inside once, read once waitsDone.
-	waitsMismatch string
-	waitsDone     atomic.Bool // the check of WAITS ran (or had nothing to check)
-}
-
 // registryCheckHold (tests) is called by the background goroutine that
 // runs the check a moment after Open, before it does: a test holds the
 // check back by blocking in it, so that the calls it makes meet the
 // window between Open and the check.
 var registryCheckHold func(db *DB)
 
-// checkRegistry runs the comparison once, without db.mu held.
-func (db *DB) checkRegistry() error {
-	rc := db.reg
-	if rc == nil {
-		return nil
-	}
-	rc.once.Do(func() {
-		defer rc.waitsDone.Store(true)
-		if db.waits.index(db).FromFile() {
-			rc.waits = wait.NewCheck(rc.to)
-		}
-		runs, found, err := db.logRunsBefore(rc.to)
-		if err != nil {
-			rc.err = err
-			return
-		}
-		db.mu.Lock()
-		mismatch, why := registry.Settle(rc.rows, runs, found, &db.mu.deleted, regTable{db}, func(id, why string) error {
-			return &CorruptionError{File: db.path(layout.CheckpointName), Run: id, Reason: why + "; reopen the store"}
-		})
-		db.mu.Unlock()
-		if why != "" {
-			rc.err = fmt.Errorf("%w: %s", ErrCorrupt, why)
-			return
-		}
-		rc.mismatch = mismatch
-		rc.checked.Store(true)
-		db.eraser.HealStale(gcCore{db}, db.bg.stop) // erasures an older KEYS undid
-		db.eraser.HealKeys(found.KeyErasures, db.logger, db.setBackgroundErr)
-		if rc.mismatch != "" {
-			db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
-				"file", db.path(layout.CheckpointName), "disagreements", rc.mismatch)
-		}
-		if rc.waits != nil {
-			rc.err = db.checkWaitsFile(rc, runs, found)
-			rc.waits = nil // the log's copy of the waits: no longer needed
-		}
-	})
-	return rc.err
+// checkRegistry runs the comparison once (registry.Check.Run), without
+// db.mu held.
+func (db *DB) checkRegistry() error { return db.reg.Run(regCheck{db}) }
+
+// regCheck is the registry check's registry.Engine: db.
+type regCheck struct{ db *DB }
+
+func (c regCheck) WaitsFromFile() bool { return c.db.waits.index(c.db).FromFile() }
+
+func (c regCheck) ReadLog(to wal.Pos, waits *wait.Check) (map[string]*registry.Run, *registry.Collector, error) {
+	return c.db.logRunsBefore(to, waits)
 }
 
-// checkWaitsFile compares the index of waits' table (WAITS as Open
-// loaded it) with the log's records of waits that the registry's read of
-// the log gathered (rc.waits), for the runs the log says live
-// (wait.Waits.CheckFile: on any disagreement, the index is rebuilt from
-// the log); the disagreement is kept for Stats.
-func (db *DB) checkWaitsFile(rc *registryCheck, runs map[string]*registry.Run, found *registry.Collector) error {
-	diff, err := db.waits.of(db).CheckFile(rc.waits, rc.to, func(id string) (uint64, bool) {
-		lr := runs[id]
-		if lr == nil || lr.End != nil || lr.EndAfter != nil || found.Gone.Has(id) {
-			return 0, false
-		}
-		return lr.Last + uint64(len(lr.After)), true
+func (c regCheck) Settle(rows []layout.CheckpointRun, runs map[string]*registry.Run, found *registry.Collector) (mismatch, why string) {
+	db := c.db
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	return registry.Settle(rows, runs, found, &db.mu.deleted, regTable{db}, func(id, why string) error {
+		return &CorruptionError{File: db.path(layout.CheckpointName), Run: id, Reason: why + "; reopen the store"}
 	})
-	rc.waitsMismatch = diff
-	return err
+}
+
+func (c regCheck) Corrupt(why string) error { return fmt.Errorf("%w: %s", ErrCorrupt, why) }
+
+func (c regCheck) Heal(found *registry.Collector) {
+	c.db.eraser.HealStale(gcCore{c.db}, c.db.bg.stop) // erasures an older KEYS undid
+	c.db.eraser.HealKeys(found.KeyErasures, c.db.logger, c.db.setBackgroundErr)
+}
+
+func (c regCheck) Disagreed(mismatch string) {
+	c.db.logger.Warn("engine: CHECKPOINT's runs disagree with the log; the log's are used",
+		"file", c.db.path(layout.CheckpointName), "disagreements", mismatch)
+}
+
+// CheckWaits: on any disagreement, the index of waits is rebuilt from
+// the log (wait.Waits.CheckFile); the disagreement is kept for Stats.
+func (c regCheck) CheckWaits(waits *wait.Check, to wal.Pos, live wait.Live) (string, error) {
+	return c.db.waits.of(c.db).CheckFile(waits, to, live)
 }
 
 // waitsMismatch returns how WAITS disagreed with the log, once the check
 // ran ("" if it agreed, or was not compared).
-func (db *DB) waitsMismatch() string {
-	if db.reg == nil || !db.reg.waitsDone.Load() {
-		return ""
-	}
-	return db.reg.waitsMismatch
-}
+func (db *DB) waitsMismatch() string { return db.reg.WaitsMismatch() }
 
 // registryUnchecked reports whether CHECKPOINT's runs are still to be
 // checked against the log (checkRegistry has not run).
-func (db *DB) registryUnchecked() bool { return db.reg != nil && !db.reg.checked.Load() }
+func (db *DB) registryUnchecked() bool { return db.reg.Unchecked() }
 
 // registryMismatch returns what checkRegistry found, once it ran.
-func (db *DB) registryMismatch() string {
-	if db.reg == nil || !db.reg.checked.Load() {
-		return ""
-	}
-	return db.reg.mismatch
-}
+func (db *DB) registryMismatch() string { return db.reg.Mismatch() }
 
 // logRunsBefore reads the run, atom, end and delete records of the log
-// before to, and the erase-key records of the whole log (registry.Scan).
-func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Collector, error) {
+// before to, and the erase-key records of the whole log (registry.Scan);
+// wc, if not nil, is handed the log's records of waits.
+func (db *DB) logRunsBefore(to wal.Pos, wc *wait.Check) (map[string]*registry.Run, *registry.Collector, error) {
 	dec := db.decoder(false)
-	wc := db.reg.waits
-	src := db.waitsSource()
-	dec.Skip = func(k record.Kind, raw []byte) bool {
-		if k == record.KindStreamChunk || k == record.KindStreamAbandon {
-			db.streams.Seen() // the log before the replay holds streams
-		}
-		if wc != nil && (k == record.KindWait || k == record.KindEvent || k == record.KindWake) {
-			return false // for the check of WAITS, in the same read
-		}
-		return registry.Skip(k, raw)
-	}
+	dec.Skip = registry.SkipFor(wc != nil, db.streams.Seen) // streams.go: the log before the replay holds streams
 	c, err := record.NewCursor(db.log, db.segmentFile, wal.Pos{}, dec)
 	if err != nil {
 		return nil, nil, fmt.Errorf("engine: read the log's runs: %w", err)
@@ -143,14 +86,7 @@ func (db *DB) logRunsBefore(to wal.Pos) (map[string]*registry.Run, *registry.Col
 	defer c.Close()
 	h := &registry.Collector{Stop: db.checkOpen}
 	if wc != nil {
-		h.Others = func(r *record.Record) error {
-			payload, err := src.EventPayload(r)
-			if err != nil {
-				return err
-			}
-			wc.Add(r, payload)
-			return nil
-		}
+		h.Others = registry.AddWaits(wc, db.waitsSource().EventPayload)
 	}
 	runs, err := registry.Scan(c, to, db.hasher, db.segmentFile, db.logTrimmed(), h)
 	return runs, h, err

@@ -50,7 +50,7 @@ func deletedBeforeReplay(t *testing.T, o func(vfs.FS) *Options) *DB {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	if db.reg == nil || db.reg.checked.Load() {
+	if db.reg == nil || db.reg.Checked() {
 		t.Fatal("the store did not open from a CHECKPOINT with its check pending: the test is blind")
 	}
 	return db
@@ -65,7 +65,7 @@ func TestEraseKeyBeforeRegistryCheck(t *testing.T) {
 	if _, err := db.EraseKey(ctx, "gone", "email", ""); !errors.Is(err, ErrRunDeleted) {
 		t.Fatalf("EraseKey of a run deleted before the replay position: %v, want ErrRunDeleted", err)
 	}
-	if !db.reg.checked.Load() {
+	if !db.reg.Checked() {
 		t.Fatal("EraseKey decided without the check")
 	}
 	if _, err := db.EraseKey(ctx, "kept", "email", ""); err != nil {

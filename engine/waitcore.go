@@ -120,7 +120,7 @@ func (c waitCore) Recorded(k record.Kind, run string, seq uint64) {
 
 // Checking reports whether the check of WAITS against the log
 // (checkRegistry's checkWaitsFile) is set up and has not ended.
-func (c waitCore) Checking() bool { rc := c.db.reg; return rc != nil && !rc.waitsDone.Load() }
+func (c waitCore) Checking() bool { rc := c.db.reg; return rc != nil && !rc.WaitsDone() }
 
 func (c waitCore) CheckLog() error { return c.db.checkRegistry() }
 

@@ -93,7 +93,7 @@ func TestWaitsForgedSound(t *testing.T) {
 					t.Fatal(err)
 				}
 				defer db.Close()
-				if held && db.reg.waitsDone.Load() {
+				if held && db.reg.WaitsDone() {
 					t.Fatal("the check ran before the test could hold it back: the test is blind")
 				}
 				// The decisions first, then what the store says.
@@ -182,7 +182,7 @@ func TestWaitsDueBeforeCheck(t *testing.T) {
 			if got := fmt.Sprint(readyRuns(t, db)); got != "[sleeper0/0/timed out sleeper1/0/timed out]" {
 				t.Fatalf("Ready: %s", got)
 			}
-			if checked := db.reg.waitsDone.Load(); checked != forged {
+			if checked := db.reg.WaitsDone(); checked != forged {
 				t.Fatalf("the check of WAITS ran: %v; want %v (forged %v)", checked, forged, forged)
 			}
 		})

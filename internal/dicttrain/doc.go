@@ -18,7 +18,8 @@
 // # The interface to the engine
 //
 // The engine creates one Trainer at Open (New), calls Load once before it
-// reads the log, Sample with each record body it writes (the atom and
+// reads the log (then CheckNewest: a CHECKPOINT written after a dictionary
+// Load did not find is log damage), Sample with each record body it writes (the atom and
 // ledger records), and Wait at Close. The Trainer reaches the engine
 // through one method:
 //

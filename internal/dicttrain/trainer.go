@@ -9,6 +9,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 )
 
 // MaxSample is the most of a record body a training sample keeps.
@@ -85,6 +86,19 @@ func (t *Trainer) Load() error {
 		t.mu.Unlock()
 	}
 	return nil
+}
+
+// CheckNewest refuses a store whose CHECKPOINT (cp, read from the file
+// name; nil: none) was written while a dictionary newer than every one
+// Load found existed: the log may hold records compressed with it, so
+// its loss is log damage (a *record.CorruptionError naming the missing
+// file), not a derived file's. Call it after Load.
+func (t *Trainer) CheckNewest(cp *layout.Checkpoint, name string) error {
+	if cp == nil || cp.Dict <= t.cfg.Current.Load() {
+		return nil
+	}
+	return record.Corruptf(t.cfg.FS.PathJoin(t.cfg.FS.PathJoin(t.cfg.Dir, layout.DictsDir), layout.DictFileName(cp.Dict)),
+		"missing: %s (generation %d) was written after it existed, and the log's records may need it", name, cp.Gen)
 }
 
 // Sample keeps a copy of a record body for training, until enough are

@@ -3,12 +3,14 @@ package dicttrain
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/layout"
+	"github.com/continuumdb/continuum/record"
 )
 
 type host struct {
@@ -101,5 +103,28 @@ func TestSampleCut(t *testing.T) {
 	defer tr.mu.Unlock()
 	if len(tr.mu.samples) != 1 || len(tr.mu.samples[0]) != MaxSample {
 		t.Fatalf("sample of %d bytes kept as %d", 3*MaxSample, len(tr.mu.samples[0]))
+	}
+}
+
+// TestCheckNewest: a CHECKPOINT written after a dictionary newer than the
+// store's newest is log damage naming the missing file; one that names
+// the newest, an older one or none, or no CHECKPOINT, is not.
+func TestCheckNewest(t *testing.T) {
+	fs := vfs.NewMem()
+	tr, cur, _ := newTrainer(t, fs, -1, false, &host{})
+	cur.Store(2)
+	for _, dict := range []uint32{0, 1, 2} {
+		if err := tr.CheckNewest(&layout.Checkpoint{Dict: dict, Gen: 7}, "/s/CHECKPOINT"); err != nil {
+			t.Fatalf("CHECKPOINT naming dictionary %d, the newest 2: %v", dict, err)
+		}
+	}
+	if err := tr.CheckNewest(nil, "/s/CHECKPOINT"); err != nil {
+		t.Fatalf("no CHECKPOINT: %v", err)
+	}
+	err := tr.CheckNewest(&layout.Checkpoint{Dict: 3, Gen: 7}, "/s/CHECKPOINT")
+	var ce *record.CorruptionError
+	want := "/s/" + layout.DictsDir + "/" + layout.DictFileName(3)
+	if !errors.As(err, &ce) || ce.File != want || !strings.Contains(err.Error(), "missing: /s/CHECKPOINT (generation 7) was written after it existed") {
+		t.Fatalf("CHECKPOINT naming dictionary 3, the newest 2: %v, want damage at %s", err, want)
 	}
 }

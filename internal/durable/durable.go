@@ -3,6 +3,8 @@
 // once: a file is created with the store's mode, FileMode (0600), a
 // directory with DirMode (0700), and an entry created, renamed or removed
 // in a directory is durable once that directory is fsynced (SyncDir).
+// DirSyncs is the fsyncs of a store's directories at each Open, started
+// once in the background and waited for before anything is acknowledged.
 // Advise says what to do about an I/O error that failed a write.
 //
 // Modes are set only on the operating system's filesystem (a vfs.FS whose

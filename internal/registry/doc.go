@@ -61,6 +61,25 @@
 //		Relink() // point every fork at the parent the table now holds
 //	}
 //
+// The whole check runs once per Open from a CHECKPOINT, a moment after
+// Open or before the first call that needs it: a Check (NewCheck, Run)
+// takes its steps in their order (the read, the deletions merged and the
+// runs reconciled, the healing the deletions allow, WAITS compared with
+// the same read's records of waits) and keeps what it found (Mismatch,
+// WaitsMismatch), over the engine's (engine/registry.go's regCheck),
+// whose read takes SkipFor as its cursor's Skip and AddWaits as its
+// Collector's Others:
+//
+//	type Engine interface {
+//		WaitsFromFile() bool // the index of waits came from WAITS
+//		ReadLog(to wal.Pos, waits *wait.Check) (map[string]*Run, *Collector, error)
+//		Settle(rows []layout.CheckpointRun, log map[string]*Run, found *Collector) (mismatch, why string) // under its lock
+//		Corrupt(why string) error // a deletion that disagrees
+//		Heal(found *Collector)    // erasures the deletions, now known, let finish
+//		Disagreed(mismatch string)
+//		CheckWaits(waits *wait.Check, to wal.Pos, live wait.Live) (string, error)
+//	}
+//
 // Open's replay of the log's tail asks the package, for each run, fork,
 // atom and end record, whether it fits the runs replayed so far (a
 // Replayed: the run's nonce, fork, last seq, head and end):
