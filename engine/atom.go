@@ -115,7 +115,7 @@ func (a *Atom) Resumed() bool { return a.Interrupted() }
 // fills in its default key, and waits for the ledger's table: it returns
 // the intent the ledger records for the action. For a Do (take), a default
 // key takes a default-key index (takeIndex says which); an explicit key
-// takes none, nor does a Resolve (take false: prepareResolve finds the
+// takes none, nor does a Resolve (take false: settle.Resolve finds the
 // index). The intent's Index is that index (for an explicit key: the
 // number of default-key Do calls before it).
 //

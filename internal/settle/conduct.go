@@ -8,7 +8,7 @@ import (
 )
 
 // Atom is the engine's atom as the Resolve family settles an action
-// through it (engine/resolve.go's settleAtom). Its methods take the
+// through it (engine/resolve.go's resolvingAtom). Its methods take the
 // atom's and the run's locks themselves.
 type Atom interface {
 	ID() string  // the run's
