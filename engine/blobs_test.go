@@ -14,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/blob"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/limits"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/seal"
 )
@@ -449,7 +450,7 @@ func readFile(t testing.TB, fs vfs.FS, name string) []byte {
 // TestBlobTooLargeAdvice: the error of a frame grown too large says what
 // to do.
 func TestBlobTooLargeAdvice(t *testing.T) {
-	err := tooLarge("r", 3, "the frame after this delta", MaxSize+1)
+	err := limits.TooLarge(ErrTooLarge, "r", 3, "the frame after this delta", MaxSize+1)
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "BlobThreshold") || !strings.Contains(err.Error(), "PutBlob") {
 		t.Fatalf("error %q", err)
 	}

@@ -39,11 +39,6 @@ func (db *DB) maxResult() int { return limits.MaxResult(db.opts.SegmentSize) }
 // sizeErrors are the sentinels of the size checks' errors.
 var sizeErrors = limits.Errors{TooLarge: ErrTooLarge, InvalidDelta: ErrInvalidDelta}
 
-// tooLarge is the error of a record or frame past MaxSize.
-func tooLarge(run string, seq uint64, what string, size int) error {
-	return limits.TooLarge(ErrTooLarge, run, seq, what, size)
-}
-
 // checkFrameSizeLocked returns an ErrTooLarge error if applying d (which
 // CanApply accepted) would grow r's frame past MaxSize, and otherwise the
 // frame's size bound after d (noteFrameSizeLocked's; limits.CheckFrame).
