@@ -172,7 +172,9 @@ func (k bgCore) Capture(r *Run, full, snaps, closeTails bool) (*checkpoint.Captu
 		if err := r.materializeLocked(); err != nil {
 			return nil, err
 		}
-		c.Frame = frame.AppendFrame(nil, r.mu.frame)
+		var start, end int
+		c.Frame, start, end = frame.AppendFrameMessages(nil, r.mu.frame)
+		c.Cuts = []int{start, end}
 		c.FrameBytes = int64(len(c.Frame))
 	}
 	c.Meta = layout.CheckpointRun{ID: r.id, Nonce: r.nonce, Created: r.createdAt.UnixNano(), LastSeq: r.mu.lastSeq, Head: r.mu.head}

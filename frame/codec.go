@@ -185,6 +185,17 @@ func frameTag(f *Frame) byte {
 // (for a part's field that its kind does not carry) returns a frame
 // without it. A nil frame encodes as an empty one.
 func AppendFrame(dst []byte, f *Frame) []byte {
+	dst, _, _ = AppendFrameMessages(dst, f)
+	return dst
+}
+
+// AppendFrameMessages is AppendFrame, and also says where the messages
+// lie in what it returns: out[start:end] are their encodings, one after
+// the other (start == end without messages). An agent's frame grows at
+// its messages while the parts before them change in place: a snapshot
+// store that cuts its chunks at start and end keeps the messages' chunks
+// from one snapshot to the next (snapshot.Snapshot.Cuts).
+func AppendFrameMessages(dst []byte, f *Frame) (out []byte, start, end int) {
 	if f == nil {
 		f = &Frame{}
 	}
@@ -199,11 +210,13 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	dst = appendMemory(dst, f.Memory)
 	dst = appendBytes(dst, f.Scratchpad)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Messages)))
+	start = len(dst)
 	var e msgExt
 	for i := range f.Messages {
 		m := &f.Messages[i]
 		dst = appendMessage(dst, uint8(m.Role), m.Content, m.Tool, m.CallID, frameExt(m, &e))
 	}
+	end = len(dst)
 	dst = binary.AppendUvarint(dst, uint64(len(f.Pending)))
 	for i := range f.Pending {
 		p := &f.Pending[i]
@@ -212,7 +225,7 @@ func AppendFrame(dst []byte, f *Frame) []byte {
 	if len(f.Sealed) > 0 {
 		dst = appendMemory(dst, f.Sealed)
 	}
-	return dst
+	return dst, start, end
 }
 
 // appendMemory appends the count of m and its entries in key order.

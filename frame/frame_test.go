@@ -69,6 +69,40 @@ func TestFrameRoundTrip(t *testing.T) {
 	}
 }
 
+// TestAppendFrameMessages checks that AppendFrameMessages writes
+// AppendFrame's bytes and that out[start:end] are the messages' encodings,
+// the same whatever else the frame holds.
+func TestAppendFrameMessages(t *testing.T) {
+	g := newGen(testSeed(t))
+	for _, n := range []int{0, 1, 5, 50, 200} {
+		f := g.frame(n)
+		out, start, end := AppendFrameMessages([]byte("prefix"), f)
+		if want := AppendFrame([]byte("prefix"), f); !bytes.Equal(out, want) {
+			t.Fatalf("n=%d: AppendFrameMessages wrote other bytes than AppendFrame", n)
+		}
+		if start < len("prefix") || end < start || end > len(out) {
+			t.Fatalf("n=%d: messages at [%d, %d) of %d bytes", n, start, end, len(out))
+		}
+		if len(f.Messages) == 0 && start != end {
+			t.Fatalf("n=%d: no messages, yet [%d, %d)", n, start, end)
+		}
+		// The messages alone, in a frame with nothing else: the same bytes.
+		only, s2, e2 := AppendFrameMessages(nil, &Frame{Messages: f.Messages})
+		if !bytes.Equal(out[start:end], only[s2:e2]) {
+			t.Fatalf("n=%d: the messages' bytes depend on the rest of the frame", n)
+		}
+		// Each message decodes from its own slice of them.
+		var cat []byte
+		for i := range f.Messages {
+			b, s, e := AppendFrameMessages(nil, &Frame{Messages: f.Messages[i : i+1]})
+			cat = append(cat, b[s:e]...)
+		}
+		if !bytes.Equal(cat, out[start:end]) {
+			t.Fatalf("n=%d: out[start:end] is not the messages' encodings in order", n)
+		}
+	}
+}
+
 func TestFrameDeterministicMapOrder(t *testing.T) {
 	keys := []string{"b", "a", "zz", "", "m", "aa"}
 	a := &Frame{Memory: map[string][]byte{}}

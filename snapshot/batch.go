@@ -77,11 +77,11 @@ func (b *Batch) chunksOf(runID string) *runChunks {
 // PutSnapshot adds s, keyed by its run and seq. A snapshot already stored
 // under that run and seq is replaced.
 //
-// A plain frame (s.Plain) is cut into chunks (ChunkBoundaries), and only
-// the chunks the run does not hold already, in the store or in this batch,
-// are written (compressed); the snapshot's value lists them. Looking them
-// up reads the store: a plain PutSnapshot is for the background, as Commit
-// is.
+// A plain frame (s.Plain) is cut into chunks (ChunkBoundariesAt, at
+// s.Cuts), and only the chunks the run does not hold already, in the
+// store or in this batch, are written (compressed); the snapshot's value
+// lists them. Looking them up reads the store: a plain PutSnapshot is for
+// the background, as Commit is.
 func (b *Batch) PutSnapshot(s *Snapshot) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -120,7 +120,7 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 // neither in the store nor in this batch, and returns the frame's chunk
 // references.
 func (b *Batch) putChunks(s *Snapshot) ([]ChunkRef, error) {
-	refs, ends := chunkFrame(s.Frame)
+	refs, ends := chunkFrame(s.Frame, s.Cuts)
 	rc := b.chunksOf(s.RunID)
 	st := b.s
 	if err := st.acquire(); err != nil {

@@ -71,6 +71,30 @@ func ChunkBoundaries(raw []byte) []int {
 	return ends
 }
 
+// ChunkBoundariesAt returns the end offsets of the chunks of raw cut at
+// cuts as well: each stretch between consecutive cuts (and before the
+// first, and after the last) is cut by ChunkBoundaries on its own, so a
+// chunk never spans a cut. Cuts not within raw, or not after the one
+// before, are ignored; without cuts it is ChunkBoundaries(raw).
+func ChunkBoundariesAt(raw []byte, cuts []int) []int {
+	var ends []int
+	start := 0
+	for i := 0; i <= len(cuts); i++ {
+		c := len(raw)
+		if i < len(cuts) {
+			c = cuts[i]
+		}
+		if c <= start || c > len(raw) {
+			continue
+		}
+		for start < c {
+			start += cutPoint(raw[start:c])
+			ends = append(ends, start)
+		}
+	}
+	return ends
+}
+
 // cutPoint returns the length of the chunk at the start of b.
 func cutPoint(b []byte) int {
 	if len(b) <= ChunkMinSize {
@@ -325,9 +349,9 @@ func valueVersion(val []byte) byte {
 	return val[4]
 }
 
-// chunkFrame splits raw into its chunks.
-func chunkFrame(raw []byte) (refs []ChunkRef, ends []int) {
-	ends = ChunkBoundaries(raw)
+// chunkFrame splits raw into its chunks, cut at cuts too.
+func chunkFrame(raw []byte, cuts []int) (refs []ChunkRef, ends []int) {
+	ends = ChunkBoundariesAt(raw, cuts)
 	refs = make([]ChunkRef, len(ends))
 	start := 0
 	for i, end := range ends {

@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func storedChunks(t *testing.T, st *Store, run string) (map[[ChunkHashLen]byte]b
 }
 
 func hashesOf(raw []byte) map[[ChunkHashLen]byte]bool {
-	refs, _ := chunkFrame(raw)
+	refs, _ := chunkFrame(raw, nil)
 	out := map[[ChunkHashLen]byte]bool{}
 	for _, r := range refs {
 		out[r.Hash] = true
@@ -166,7 +167,7 @@ func TestGoldenChunked(t *testing.T) {
 		s.Head[i] = byte(i)
 	}
 	raw := []byte("frame")
-	refs, _ := chunkFrame(raw)
+	refs, _ := chunkFrame(raw, nil)
 	wantVal := goldenhex.Decode(t, `
 		43 53 4e 50              # magic "CSNP"
 		02                       # value version 2: chunked
@@ -394,7 +395,7 @@ func TestChunkPinnedByOpenBatch(t *testing.T) {
 // for any damage: the engine serves from the log and rebuilds it).
 func TestChunkDamage(t *testing.T) {
 	f := randomFrame(10, 400<<10)
-	refs, ends := chunkFrame(f)
+	refs, ends := chunkFrame(f, nil)
 	if len(refs) < 3 {
 		t.Fatalf("%d chunks", len(refs))
 	}
@@ -486,5 +487,95 @@ func TestChunkedReadsDuringDeletes(t *testing.T) {
 	}
 	if have, _ := storedChunks(t, st, "run"); !sameSet(have, hashesOf(frameAt(40))) {
 		t.Errorf("%d chunks left, want the last frame's %d", len(have), len(hashesOf(frameAt(40))))
+	}
+}
+
+// TestChunkBoundariesAt checks the writer's cuts: without them the chunks
+// are ChunkBoundaries'; with them no chunk spans a cut, the stretches
+// between cuts are chunked as if alone, cuts out of order or out of raw are
+// ignored, and the cuts given are not changed.
+func TestChunkBoundariesAt(t *testing.T) {
+	raw := randomFrame(7, 600<<10)
+	if got, want := ChunkBoundariesAt(raw, nil), ChunkBoundaries(raw); !equalInts(got, want) {
+		t.Fatalf("no cuts: %v, want ChunkBoundaries' %v", got, want)
+	}
+	if got := ChunkBoundariesAt(nil, []int{0, 5}); len(got) != 0 {
+		t.Fatalf("an empty frame cuts at %v", got)
+	}
+	cuts := []int{3000, 200 << 10, 590 << 10}
+	keep := slices.Clone(cuts)
+	ends := ChunkBoundariesAt(raw, cuts)
+	if !equalInts(cuts, keep) {
+		t.Fatalf("cuts changed to %v", cuts)
+	}
+	for _, c := range cuts {
+		if !slices.Contains(ends, c) {
+			t.Errorf("no chunk ends at the cut %d: %v", c, ends)
+		}
+	}
+	// Each stretch is chunked on its own.
+	var want []int
+	start := 0
+	for _, c := range append(slices.Clone(cuts), len(raw)) {
+		for _, e := range ChunkBoundaries(raw[start:c]) {
+			want = append(want, start+e)
+		}
+		start = c
+	}
+	if !equalInts(ends, want) {
+		t.Errorf("cut at %v: %v, want %v", cuts, ends, want)
+	}
+	// Invalid cuts are ignored: a repeat, one going back, zero, negative,
+	// past the end, len(raw) itself (a cut there changes nothing).
+	odd := []int{-4, 0, 3000, 3000, 1000, 200 << 10, len(raw) + 1, 590 << 10, len(raw)}
+	if got := ChunkBoundariesAt(raw, odd); !equalInts(got, want) {
+		t.Errorf("cut at %v: %v, want %v", odd, got, want)
+	}
+	if got := ChunkBoundariesAt(raw, []int{len(raw) + 10}); !equalInts(got, ChunkBoundaries(raw)) {
+		t.Errorf("a cut past the end changed the chunks: %v", got)
+	}
+}
+
+// TestChunkCutsShare is what the cuts are for: a frame whose head (a
+// stand-in for memory) is rewritten at every snapshot while its body (the
+// messages) only grows. Without cuts, the head shares its chunk (at least
+// ChunkMinSize bytes) with the body's first bytes, which are stored again
+// at every snapshot; cut at the body's start, only the head's few bytes
+// are. Each snapshot reads back exactly, and a read's Cuts are nil.
+func TestChunkCutsShare(t *testing.T) {
+	const snaps = 12
+	stored := map[bool]int{}
+	for _, cut := range []bool{false, true} {
+		st := openMem(t, vfs.NewMem())
+		body := randomFrame(8, 300<<10)
+		frames := make([][]byte, 0, snaps)
+		for i := range snaps {
+			head := randomFrame(100+uint64(i), 3000)
+			raw := append(head, body...)
+			s := plainSnapshot("run", uint64(i+1), raw)
+			if cut {
+				s.Cuts = []int{len(head)}
+			}
+			putCommit(t, st, s)
+			frames = append(frames, raw)
+			body = append(body, randomFrame(200+uint64(i), 2<<10)...)
+		}
+		for i, raw := range frames {
+			mustRead(t, st, "run", uint64(i+1), raw)
+		}
+		got, err := st.AtOrBelow("run", snaps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got.Cuts != nil {
+			t.Errorf("a read returned Cuts %v", got.Cuts)
+		}
+		_, stored[cut] = storedChunks(t, st, "run")
+	}
+	t.Logf("%d snapshots: %d bytes of chunks without cuts, %d with", snaps, stored[false], stored[true])
+	// Each snapshot after the first stores its head's chunk again: with
+	// the cut 3,000 bytes, without it at least ChunkMinSize.
+	if saved := stored[false] - stored[true]; saved < (snaps-1)*(ChunkMinSize-3000) {
+		t.Errorf("the cut saved %d bytes of chunks over %d snapshots, want at least %d", saved, snaps, (snaps-1)*(ChunkMinSize-3000))
 	}
 }

@@ -43,7 +43,10 @@
 // of its bytes says (ChunkBoundaries: content-defined, between ChunkMinSize
 // and ChunkMaxSize, about ChunkAvgSize), and consecutive snapshots of a run
 // share every chunk but the last one or two and those where the frame
-// changed.
+// changed. The writer may add cuts of its own (Snapshot.Cuts): the engine
+// cuts where a frame's messages begin and end, so that the parts it
+// rewrites in place (memory, pending calls) never share a chunk with the
+// messages, which only grow.
 //
 //   - PutSnapshot of a plain frame writes only the chunks the run holds
 //     neither in the store (one Get each) nor in the batch; the snapshot's

@@ -115,7 +115,9 @@ const (
 
 	// ChunkMinSize, ChunkAvgSize and ChunkMaxSize bound the content-defined
 	// chunks of a plain frame: none is shorter than ChunkMinSize but the
-	// last (a frame under it is one chunk), they average about ChunkAvgSize,
+	// last, of the frame or of a stretch before one of the writer's cuts
+	// (Snapshot.Cuts; a frame under it is one chunk), they average about
+	// ChunkAvgSize,
 	// and none is longer than ChunkMaxSize (a chunk value of more is
 	// corruption).
 	ChunkMinSize = 16 << 10

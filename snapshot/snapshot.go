@@ -34,6 +34,16 @@ type Snapshot struct {
 	// the reassembled raw bytes. Ciphertext does not deduplicate: sealed
 	// frames go unchunked, Plain unset.
 	Plain bool
+	// Cuts, for a plain frame, are offsets in Frame where a chunk ends,
+	// in increasing order (those not within the frame, or not after the
+	// one before, are ignored): the caller's knowledge of its frame's
+	// layout, so that a part rewritten at every snapshot does not share
+	// a chunk with one that only grows (the engine cuts where a frame's
+	// messages begin and end: frame.AppendFrameMessages). Between cuts,
+	// chunks are content-defined (ChunkBoundariesAt). Cuts only decide
+	// which chunks deduplicate: they are not stored, and a read returns
+	// Cuts nil.
+	Cuts []int
 	// Created is when the snapshot was taken (kept to the nanosecond; the
 	// monotonic clock reading and the location are dropped).
 	Created time.Time

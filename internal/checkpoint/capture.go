@@ -37,8 +37,12 @@ type Capture struct {
 	// snapshot store chunks it). Both nil if the frame is unchanged since
 	// the last capture or nothing takes it; each set only when something
 	// takes it, and let go once written (Writer.Add).
-	Frame      []byte
-	Raw        []byte
+	Frame []byte
+	Raw   []byte
+	// Cuts are where the frame's messages begin and end in its raw
+	// encoding (frame.AppendFrameMessages), set with Frame: the snapshot
+	// store cuts Raw's chunks there too (snapshot.Snapshot.Cuts).
+	Cuts       []int
 	IndexedSeq uint64    // Positions are of atoms IndexedSeq+1..Seq
 	Positions  []wal.Pos // the caller's copy
 	Meta       layout.CheckpointRun
@@ -139,7 +143,7 @@ func (c *Capture) AddTo(b *snapshot.Batch) error {
 	if c.Snapshot && c.InStore && (c.Raw != nil || c.Frame != nil) {
 		s := &snapshot.Snapshot{RunID: c.Run, Seq: c.Seq, Head: c.Head, Frame: c.Frame, Created: time.Now()}
 		if c.Raw != nil {
-			s.Frame, s.Plain = c.Raw, true
+			s.Frame, s.Plain, s.Cuts = c.Raw, true, c.Cuts
 		}
 		if err := b.PutSnapshot(s); err != nil {
 			return err

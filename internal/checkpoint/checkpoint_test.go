@@ -296,3 +296,56 @@ func TestFrameDue(t *testing.T) {
 		}
 	}
 }
+
+// TestSnapshotCuts: a capture's Cuts reach the snapshot store. A run's
+// frame whose memory changes at every snapshot while its messages grow:
+// cut where the messages begin, a snapshot after the first writes the
+// changed memory and the messages' last chunk, not their first chunk
+// again with them.
+func TestSnapshotCuts(t *testing.T) {
+	committed := map[bool]uint64{}
+	for _, cut := range []bool{false, true} {
+		fs := vfs.NewMem()
+		snaps, err := snapshot.Open("/snapshots", &snapshot.Options{FS: fs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := &frame.Frame{Memory: map[string][]byte{}}
+		for i := range 40 {
+			// Messages of distinct bytes each, so that nothing but
+			// sharing chunks saves bytes.
+			m := make([]byte, 2000)
+			for j := range m {
+				m[j] = byte(i*7 + j*j>>3)
+			}
+			f.Messages = append(f.Messages, frame.Message{Role: frame.RoleTool, Content: fmt.Sprintf("%d %x", i, m)})
+		}
+		var first uint64
+		for seq := uint64(1); seq <= 6; seq++ {
+			f.Memory["step"] = fmt.Appendf(nil, "%d", seq)
+			f.Messages = append(f.Messages, frame.Message{Role: frame.RoleUser, Content: fmt.Sprintf("turn %d", seq)})
+			c := &Capture{Run: "r", Seq: seq}
+			var start, end int
+			c.Frame, start, end = frame.AppendFrameMessages(nil, f)
+			if cut {
+				c.Cuts = []int{start, end}
+			}
+			c.Plan(false, 0, 0, 0)
+			if err := c.Encode(false, true, frame.NewCompressor(frame.NewDicts()), nil); err != nil {
+				t.Fatal(err)
+			}
+			if ok, err := c.WriteSnapshot(snaps); !ok || err != nil {
+				t.Fatalf("WriteSnapshot: %v, %v", ok, err)
+			}
+			if seq == 1 {
+				first = snaps.Stats().BytesCommitted
+			}
+		}
+		committed[cut] = snaps.Stats().BytesCommitted - first
+		snaps.Close()
+	}
+	t.Logf("5 snapshots after the first commit %d bytes without cuts, %d with", committed[false], committed[true])
+	if committed[true]*2 > committed[false] {
+		t.Errorf("with cuts %d bytes, not under half of %d without", committed[true], committed[false])
+	}
+}
