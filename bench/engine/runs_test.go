@@ -19,7 +19,8 @@ import (
 // store with fsync on (default options otherwise): b.N atoms in all, each
 // one Do and one delta. atoms/s is the store's throughput, cpu-µs/atom the
 // process's CPU per atom (background work included), snapshots/katom the
-// background snapshots written per 1,000 atoms.
+// background snapshots written per 1,000 atoms, snapshots-B/atom the
+// snapshot store's files after Close.
 //
 //	go test -run '^$' -bench ConcurrentRuns -benchtime 19200x -count 5 ./bench/engine
 func BenchmarkConcurrentRuns(b *testing.B) {
@@ -28,7 +29,8 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	for _, mode := range []engine.Durability{engine.Strict, engine.Relaxed} {
 		b.Run(fmt.Sprintf("%v-%d", mode, runs), func(b *testing.B) {
-			db, err := engine.Open(filepath.Join(b.TempDir(), "s"), &engine.Options{Durability: mode, Logger: quiet})
+			dir := filepath.Join(b.TempDir(), "s")
+			db, err := engine.Open(dir, &engine.Options{Durability: mode, Logger: quiet})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -37,6 +39,10 @@ func BenchmarkConcurrentRuns(b *testing.B) {
 			b.ReportMetric(n/wall.Seconds(), "atoms/s")
 			b.ReportMetric(float64(cpu.Microseconds())/n, "cpu-µs/atom")
 			b.ReportMetric(float64(db.Stats().Snapshots)*1000/n, "snapshots/katom")
+			if err := db.Close(); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportMetric(float64(dirBytes(b, filepath.Join(dir, "snapshots")))/n, "snapshots-B/atom")
 		})
 	}
 }
