@@ -107,7 +107,11 @@ func (x *Index) CheckTable(c *Check, live Live, more func(c *Check) error) (stri
 	if damaged != "" {
 		return fmt.Sprintf("%s: %s", layout.WaitsName, damaged), nil
 	}
-	return compareIndexes(loaded, c.whole, live), nil
+	var diff string
+	if err := guard(func() error { diff = compareIndexes(loaded, c.whole, live); return nil }); err != nil {
+		return err.Error(), nil
+	}
+	return diff, nil
 }
 
 // compareIndexes describes where got (the table's side) and want (the

@@ -12,7 +12,8 @@
 //
 // The index is a table and an overlay (file.go), as an sstable under a
 // memtable. The table is WAITS version 2 read in place (mapped read only
-// when the Source can, Mapper; in an encrypted store, sealed per block,
+// when the Source can, Mapper: a read that faults, the file cut short
+// under the mapping, is damage, fault.go; in an encrypted store, sealed per block,
 // read from the file block by block, TableOpener, each block opened on
 // its first read and kept among the last 16; else its bytes held once): its deadline
 // section (the open waits with a deadline, by deadline then run), its

@@ -126,7 +126,8 @@ func (x *Index) Capture(gen uint64, replay wal.Pos, row Row) ([]byte, error) {
 	if !x.mu.loaded || x.mu.loadErr != nil {
 		return nil, fmt.Errorf("wait: capture of an index not loaded (%v)", x.mu.loadErr)
 	}
-	b, err := x.captureLocked(gen, replay, row)
+	var b []byte
+	err := guard(func() (err error) { b, err = x.captureLocked(gen, replay, row); return err })
 	if err != nil {
 		x.rebuildLocked(err)
 		if x.mu.loadErr != nil {
@@ -356,8 +357,16 @@ func (x *Index) Installed(gen uint64) {
 	if !opens && !maps || tb == nil || tb.release != nil || tb.t.Gen != gen {
 		return
 	}
-	t, release, err := openTable(x.mu.src, gen)
-	if err != nil || release == nil || !t.Same(tb.t) {
+	var t *layout.WaitsTable
+	var release func()
+	same := false
+	err := guard(func() (err error) {
+		if t, release, err = openTable(x.mu.src, gen); err == nil && release != nil {
+			same = t.Same(tb.t)
+		}
+		return err
+	})
+	if err != nil || release == nil || !same {
 		if release != nil {
 			release()
 		}

@@ -199,7 +199,11 @@ func (x *Index) Load(src Source) error {
 	x.mu.src = src
 	var from wal.Pos
 	if x.mu.gen != 0 {
-		if why := x.openFileLocked(src); why != "" {
+		var why string
+		if err := guard(func() error { why = x.openFileLocked(src); return nil }); err != nil {
+			why = err.Error()
+		}
+		if why != "" {
 			x.resetLocked()
 			x.mu.rebuilt = why
 			src.Rebuilding(why)
@@ -209,21 +213,22 @@ func (x *Index) Load(src Source) error {
 	}
 	var damage error
 	err := src.Scan(from, func(rec *record.Record, payload []byte) error {
-		if x.mu.runs[rec.Run] == nil { // not changed by the tail yet
-			rw, err := x.peekLocked(rec.Run)
-			if err != nil {
-				damage = err
-				return err
+		err := guard(func() error {
+			if x.mu.runs[rec.Run] == nil { // not changed by the tail yet
+				rw, err := x.peekLocked(rec.Run)
+				if err != nil {
+					return err
+				}
+				if rw != nil && !rw.mark.Less(rec.Pos) {
+					return nil // WAITS reflects it: the run's records after its mark only
+				}
 			}
-			if rw != nil && !rw.mark.Less(rec.Pos) {
-				return nil // WAITS reflects it: the run's records after its mark only
-			}
-		}
-		if err := x.applyLocked(rec, payload); err != nil {
+			return x.applyLocked(rec, payload)
+		})
+		if err != nil {
 			damage = err
-			return err
 		}
-		return nil
+		return err
 	})
 	if damage != nil {
 		x.rebuildLocked(damage)
@@ -285,9 +290,14 @@ func (x *Index) Err() error {
 }
 
 // must runs f, and once again after a rebuild from the log if f met a
-// damaged table (with no table, f meets none).
+// damaged table (with no table, f meets none), or a read of the mapped
+// table faulted (guard).
 func (x *Index) must(f func() error) {
-	if err := f(); err != nil {
+	g := f
+	if tb := x.mu.table; tb != nil && tb.t.Runs > 0 { // else nothing of the table is read
+		g = func() error { return guard(f) }
+	}
+	if err := g(); err != nil {
 		x.rebuildLocked(err)
 		f()
 	}
