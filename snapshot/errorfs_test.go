@@ -79,7 +79,14 @@ func TestFlushFailureIsFinal(t *testing.T) {
 					t.Fatal("the store did not fail after the injected failure")
 				}
 				// Writes racing with the failure (on Pebble's goroutines,
-				// before the fence recorded it) are as if before it.
+				// past the fence's check before it tripped) are as if
+				// before it: they are over once Pebble, which the failure
+				// closes, is closed.
+				select {
+				case <-st.pebbleClosed:
+				case <-time.After(time.Minute): // a hang guard, not a timing assertion
+					t.Fatal("Pebble was not closed after the failure")
+				}
 				after.Store(0)
 				b = st.NewBatch()
 				if err := b.PutMeta("k", []byte("v")); err != nil {

@@ -62,12 +62,14 @@ func (s *Store) fail(err error) {
 		s.logger.Debug("snapshot: later error of a failed store", "dir", s.dir, "err", err)
 		return
 	}
-	close(s.failedCh)
-	s.cancel()
-	s.logger.Error("snapshot: store failed; it is fenced off and closed, and answers nothing more", "dir", s.dir, "err", err)
+	// The fence first: once Failed says so, no operation that checks the
+	// fence from then on reaches the files.
 	if s.fence != nil {
 		s.fence.Trip(err)
 	}
+	close(s.failedCh)
+	s.cancel()
+	s.logger.Error("snapshot: store failed; it is fenced off and closed, and answers nothing more", "dir", s.dir, "err", err)
 	go s.shutdown()
 }
 
