@@ -214,11 +214,67 @@ func (p privateFS) Open(name string, opts ...vfs.OpenOption) (vfs.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, err := p.FS.Open(name, opts...)
+	if testBetweenCheckAndOpen != nil {
+		testBetweenCheckAndOpen(name)
+	}
+	var f vfs.File
+	if before != nil && p.FS == vfs.Default {
+		f, err = openRegular(name, opts)
+	} else {
+		f, err = p.FS.Open(name, opts...)
+	}
 	if err != nil {
 		return nil, err
 	}
 	return same(name, f, before, wantFile)
+}
+
+// testBetweenCheckAndOpen, if set (by a test), runs in Open between the
+// check of the entry and its open: where an attacker would swap it.
+var testBetweenCheckAndOpen func(name string)
+
+// openRegular opens name read only as Open of vfs.Default does, but with
+// O_NOFOLLOW and O_NONBLOCK: the entry's lstat said it is a regular file,
+// and if it was swapped for a named pipe since, the open returns at once
+// (a pipe opened for reading without O_NONBLOCK waits for a writer, for
+// good), and same refuses what it opened; a link swapped in fails the
+// open. On a regular file O_NONBLOCK changes nothing.
+func openRegular(name string, opts []vfs.OpenOption) (vfs.File, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NOFOLLOW|syscall.O_NONBLOCK|syscall.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, syscall.ELOOP) {
+			fi, lerr := os.Lstat(name)
+			if lerr == nil {
+				return nil, &UnsafeEntryError{Path: name, What: describe(name, fi.Mode()), Want: wantFile.String(), Replaced: true}
+			}
+		}
+		return nil, err
+	}
+	file := &readFile{File: f, name: name}
+	for _, o := range opts {
+		o.Apply(file)
+	}
+	return file, nil
+}
+
+// readFile is a file openRegular opened, as vfs.Default's Open returns
+// one: an *os.File and the few methods vfs.File adds.
+type readFile struct {
+	*os.File
+	name string
+}
+
+func (f *readFile) Preallocate(offset, length int64) error { return nil } // read only
+func (f *readFile) Prefetch(offset, length int64) error    { return nil } // the kernel's readahead
+func (f *readFile) SyncData() error                        { return f.Sync() }
+func (f *readFile) SyncTo(int64) (bool, error)             { return true, f.Sync() }
+
+func (f *readFile) Stat() (vfs.FileInfo, error) {
+	fi, err := f.File.Stat()
+	if err != nil {
+		return nil, err
+	}
+	return lstatInfo{FileInfo: fi, fs: vfs.Default, name: f.name}, nil
 }
 
 func (p privateFS) OpenDir(name string) (vfs.File, error) {

@@ -122,3 +122,101 @@ func TestStatFromLstat(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenSwappedAfterCheck: the entry is a regular file when Open checks
+// it and is swapped before Open opens it (the hook stands where an
+// attacker's rename would land). A named pipe swapped in is refused at
+// once, where an open for reading used to wait for a writer for good; a
+// symbolic link is not followed. Without a swap, the file opens with
+// Pebble's options and says what vfs.Default says of it.
+func TestOpenSwappedAfterCheck(t *testing.T) {
+	store := filepath.Join(t.TempDir(), "store")
+	if err := os.MkdirAll(store, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	outside := filepath.Join(filepath.Dir(store), "secret")
+	if err := os.WriteFile(outside, []byte("not the store's"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := Confine(vfs.Default, store)
+	name := filepath.Join(store, "000001.sst")
+	swaps := map[string]func(){
+		"fifo": func() {
+			if err := syscall.Mkfifo(name, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		},
+		"symlink": func() {
+			if err := os.Symlink(outside, name); err != nil {
+				t.Fatal(err)
+			}
+		},
+	}
+	for what, swap := range swaps {
+		t.Run(what, func(t *testing.T) {
+			if err := os.WriteFile(name, []byte("twelve bytes"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(name)
+			testBetweenCheckAndOpen = func(string) {
+				if err := os.Remove(name); err != nil {
+					t.Error(err)
+				}
+				swap()
+			}
+			defer func() { testBetweenCheckAndOpen = nil }()
+			type result struct {
+				f   vfs.File
+				err error
+			}
+			done := make(chan result, 1)
+			go func() {
+				f, err := fs.Open(name)
+				done <- result{f, err}
+			}()
+			var r result
+			select {
+			case r = <-done:
+			case <-time.After(time.Minute): // a hang guard, not a timing assertion
+				if w, err := os.OpenFile(name, os.O_WRONLY, 0); err == nil {
+					w.Close() // lets the blocked open return
+				}
+				<-done
+				t.Fatalf("Open blocked on the %s swapped in after its check", what)
+			}
+			if r.f != nil {
+				r.f.Close()
+			}
+			if !errors.Is(r.err, ErrUnsafeEntry) {
+				t.Fatalf("Open of a %s swapped in after its check = %v, want ErrUnsafeEntry", what, r.err)
+			}
+		})
+	}
+
+	if err := os.WriteFile(name, []byte("twelve bytes"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := fs.Open(name, vfs.RandomReadsOption, vfs.SequentialReadsOption)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, 6)
+	if n, err := f.ReadAt(buf, 6); n != 6 || err != nil || string(buf) != "bytes" && string(buf) != " bytes" {
+		t.Fatalf("ReadAt = %d %q %v", n, buf, err)
+	}
+	got, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := vfs.Default.Stat(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Size() != want.Size() || got.Mode() != want.Mode() || got.DeviceID() != want.DeviceID() {
+		t.Fatalf("Stat = %d %v %v, want %d %v %v", got.Size(), got.Mode(), got.DeviceID(), want.Size(), want.Mode(), want.DeviceID())
+	}
+	if f.Fd() == vfs.InvalidFd {
+		t.Fatal("no file descriptor")
+	}
+}
