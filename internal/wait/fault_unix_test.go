@@ -45,18 +45,7 @@ func TestTableTruncatedUnderMapping(t *testing.T) {
 	}
 	for name, query := range first {
 		t.Run(name, func(t *testing.T) {
-			path := filepath.Join(t.TempDir(), layout.WaitsName)
-			if err := os.WriteFile(path, file, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			b, release, err := mapFile(vfs.Default, path)
-			if errors.Is(err, errNoMap) {
-				t.Skip("this system does not map files")
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer release()
+			path, b := mapped(t, layout.WaitsName, file)
 			var why string
 			x := New(fixedClock)
 			x.From(3, wal.Pos{Segment: 2})
@@ -97,11 +86,12 @@ func TestTableTruncatedUnderMapping(t *testing.T) {
 
 var sink byte
 
-// TestGuard: a fault under guard is damage of WAITS; any other panic is
-// not caught.
-func TestGuard(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "f")
-	if err := os.WriteFile(path, make([]byte, 3*layout.WaitsBlock), 0o600); err != nil {
+// mapped writes data to a new file called name and maps it (mapFile), for
+// the test's time; it skips the test where files are not mapped.
+func mapped(t *testing.T, name string, data []byte) (path string, b []byte) {
+	t.Helper()
+	path = filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
 	b, release, err := mapFile(vfs.Default, path)
@@ -111,11 +101,18 @@ func TestGuard(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer release()
+	t.Cleanup(release)
+	return path, b
+}
+
+// TestGuard: a fault under guard is damage of WAITS; any other panic is
+// not caught.
+func TestGuard(t *testing.T) {
+	path, b := mapped(t, "f", make([]byte, 3*layout.WaitsBlock))
 	if err := os.Truncate(path, 0); err != nil {
 		t.Fatal(err)
 	}
-	err = guard(func() error { sink = b[2*layout.WaitsBlock]; return nil })
+	err := guard(func() error { sink = b[2*layout.WaitsBlock]; return nil })
 	if !errors.Is(err, record.ErrCorrupt) || !strings.Contains(err.Error(), "faulted") {
 		t.Fatalf("a fault under guard: %v", err)
 	}
