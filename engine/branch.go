@@ -10,6 +10,7 @@ import (
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/branch"
+	"github.com/continuumdb/continuum/internal/limits"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/wal"
@@ -99,7 +100,7 @@ func (a *Atom) commitBranch(ctx context.Context, d *frame.Delta) error {
 	db, b := a.run.db, a.branch
 	start := a.commitStart()
 	x := &branchAtom{a: a, d: d, buf: getBuf(), ext: []record.AtomExt{b.Ext()}}
-	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), int64(frame.EncodedDeltaSize(d))+2*int64(d.Len()), MaxSize, branchErrs)
+	q, err := branch.Conduct(ctx, branch.Atom[*branchAtom](x), b, record.DeltaWrites(d), limits.Growth(d), MaxSize, branchErrs)
 	if q == nil {
 		putBuf(x.buf) // no record of it was appended
 	}

@@ -42,13 +42,19 @@ func CheckRecord(tooLarge error, run string, seq uint64, what string, body []byt
 	return nil
 }
 
+// Growth bounds how many bytes applying d adds to a frame's encoding:
+// the delta's encoding and 2 bytes an op.
+func Growth(d *frame.Delta) int64 {
+	return int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
+}
+
 // CheckFrame returns an error matching e.TooLarge if applying d (which
 // CanApply accepted) to f, a run's frame whose encoded size is at most
 // bound, would grow it past MaxSize, and otherwise the frame's size bound
-// after d: bound plus the delta's encoding and 2 bytes an op, measured
-// exactly only past the limit. run and seq (the atom's) name the error.
+// after d: bound plus Growth(d), measured exactly only past the limit.
+// run and seq (the atom's) name the error.
 func CheckFrame(bound int64, f *frame.Frame, d *frame.Delta, run string, seq uint64, e Errors) (int64, error) {
-	bound += int64(frame.EncodedDeltaSize(d)) + 2*int64(d.Len())
+	bound += Growth(d)
 	if bound <= MaxSize {
 		return bound, nil
 	}

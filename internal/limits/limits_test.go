@@ -79,3 +79,40 @@ func TestCheckFrame(t *testing.T) {
 		t.Fatalf("a delta that does not apply: %v", err)
 	}
 }
+
+// TestGrowth: Growth(d) is at least what applying d adds to a frame's
+// encoding, for each kind of op on frames small and grown, and for many
+// ops in one delta (where the frame's counts grow their varints).
+func TestGrowth(t *testing.T) {
+	grown := newFrame()
+	for i := range 200 {
+		grown.Memory[strings.Repeat("k", i%7+1)+string(rune('a'+i%26))] = bytes.Repeat([]byte{byte(i)}, i)
+		grown.Messages = append(grown.Messages, frame.Message{Role: frame.RoleUser, Content: strings.Repeat("m", i)})
+	}
+	many := new(frame.Delta)
+	for i := range 300 {
+		many.AppendMessage(frame.Message{Role: frame.RoleTool, Content: "x", Tool: "t", CallID: string(rune('a' + i%26))})
+		many.AddSubgoal(strings.Repeat("g", i+1), "")
+	}
+	deltas := map[string]*frame.Delta{
+		"set":       new(frame.Delta).Set("a", []byte("1")).Set(strings.Repeat("b", 200), bytes.Repeat([]byte{2}, 300)),
+		"objective": new(frame.Delta).SetObjective(strings.Repeat("o", 130)),
+		"subgoal":   new(frame.Delta).AddSubgoal("s1", "text").SetSubgoalStatus("s1", frame.SubgoalDone),
+		"scratch":   new(frame.Delta).AppendScratch(bytes.Repeat([]byte{3}, 128)),
+		"message":   new(frame.Delta).AppendMessage(frame.Message{Role: frame.RoleAssistant, Content: strings.Repeat("c", 127)}),
+		"pending":   new(frame.Delta).AddPending(frame.Pending{CallID: "c1", Tool: "t"}),
+		"many":      many,
+	}
+	for name, d := range deltas {
+		for _, f := range []*frame.Frame{newFrame(), grown} {
+			next := f.Clone()
+			if err := next.Apply(d); err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+			added := int64(frame.EncodedFrameSize(next) - frame.EncodedFrameSize(f))
+			if g := Growth(d); added > g {
+				t.Errorf("%s on a frame of %d bytes: adds %d bytes, Growth says at most %d", name, frame.EncodedFrameSize(f), added, g)
+			}
+		}
+	}
+}
