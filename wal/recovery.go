@@ -495,13 +495,8 @@ func (l *Log) resume(id uint64, info *RecoveryInfo, end scanEnd) (bool, error) {
 // zeroRange writes zeros over [from, to) of segment id and syncs them
 // (unless NoSync).
 func (l *Log) zeroRange(f vfs.File, id uint64, from, to int64) error {
-	zeros := make([]byte, min(256<<10, to-from))
-	for off := from; off < to; off += int64(len(zeros)) {
-		n := min(int64(len(zeros)), to-off)
-		clear(zeros) // vfs writes may modify their argument
-		if _, err := f.WriteAt(zeros[:n], off); err != nil {
-			return fmt.Errorf("wal: zero stale bytes of segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
-		}
+	if off, err := writeZeros(f, from, to); err != nil {
+		return fmt.Errorf("wal: zero stale bytes of segment %d (%s) at offset %d: %w", id, l.path(segmentName(id)), off, unwrapPathErr(err))
 	}
 	if l.noSync {
 		return nil

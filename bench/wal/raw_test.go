@@ -33,7 +33,10 @@ func openRaw(dir string, size int64) (*raw, error) {
 	if err != nil {
 		return nil, err
 	}
-	zeros := make([]byte, 1<<20)
+	// Filled 64 KiB at a time, as the wal's segments are: each later
+	// small write into a file filled 1 MiB at a time costs 2.5x the CPU
+	// (BenchmarkOverwriteZeroFilled).
+	zeros := make([]byte, 64<<10)
 	for off := int64(0); off < size; off += int64(len(zeros)) {
 		if _, err := f.Write(zeros); err != nil {
 			return nil, err
