@@ -102,12 +102,7 @@ func TestCheckTableForged(t *testing.T) {
 	for what, edit := range forged {
 		t.Run(strings.ReplaceAll(what, " ", "_"), func(t *testing.T) {
 			b := forgeTable(t, file, edit)
-			var why string
-			x := New(fixedClock)
-			x.From(3, wal.Pos{Segment: 2})
-			if err := x.Load(fileSource(recs, b, &why)); err != nil {
-				t.Fatal(err)
-			}
+			x, why := loadFrom(t, fixedClock, 3, wal.Pos{Segment: 2}, recs, b)
 			if why != "" {
 				t.Fatalf("the forgery is not sound: %s", why)
 			}

@@ -30,6 +30,20 @@ func fileSource(recs []*record.Record, file []byte, rebuilt *string) RecordSourc
 	return RecordSource{Name: "WAITS", File: file, Records: recs, Rebuilt: func(why string) { *rebuilt = why }}
 }
 
+// loadFrom loads a new Index on clock from recs and the WAITS file b (nil:
+// missing), replaying from record gen at replay, and returns it with why
+// Load did not use WAITS ("" if it did); a later rebuild shows in
+// x.Rebuilt() only.
+func loadFrom(t testing.TB, clock func() time.Time, gen uint64, replay wal.Pos, recs []*record.Record, b []byte) (x *Index, why string) {
+	t.Helper()
+	x = New(clock)
+	x.From(gen, replay)
+	if err := x.Load(fileSource(recs, b, &why)); err != nil {
+		t.Fatal(err)
+	}
+	return x, why
+}
+
 func state(x *Index, run string, committed uint64) string {
 	w, ok := x.Current(run, committed)
 	if !ok {
@@ -310,12 +324,7 @@ func TestCaptureLoad(t *testing.T) {
 			t.Fatalf("round %d: WAITS parsed and encoded again differs", round)
 		}
 
-		var why string
-		x := New(clock)
-		x.From(7, replay)
-		if err := x.Load(fileSource(recs, file, &why)); err != nil {
-			t.Fatal(err)
-		}
+		x, why := loadFrom(t, clock, 7, replay, recs, file)
 		if why != "" || x.Rebuilt() != "" {
 			t.Fatalf("round %d: WAITS not used: %s", round, why)
 		}
@@ -329,12 +338,7 @@ func TestCaptureLoad(t *testing.T) {
 		parsed.Gen = 6
 		bad["of another checkpoint"] = parsed.Marshal()
 		for what, b := range bad {
-			var why string
-			x := New(clock)
-			x.From(7, replay)
-			if err := x.Load(fileSource(recs, b, &why)); err != nil {
-				t.Fatal(err)
-			}
+			x, why := loadFrom(t, clock, 7, replay, recs, b)
 			if why == "" || x.Rebuilt() != why {
 				t.Fatalf("round %d: a WAITS %s was used (%q)", round, what, x.Rebuilt())
 			}
