@@ -3,7 +3,9 @@
 // loop on a zero-filled file (the ceiling for this disk), and Pebble's own
 // WAL through Set with Sync. All three run on a real directory, each from a
 // fresh log. It also measures a writable Open of a log with a 10 MiB newest
-// segment, and the creation of a new log (open_test.go).
+// segment, and the creation of a new log (open_test.go), and the CPU of
+// a small write into a zero-filled file by the size of the writes that
+// filled it (zerofill_test.go).
 //
 //	go test -run '^$' -bench . -benchtime 20000x -count 5 ./bench/wal/
 package walbench
