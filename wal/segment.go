@@ -36,7 +36,7 @@ const zeroChunk = 64 << 10
 // aligned to zeroChunk. On failure it returns the offset of the write
 // that failed.
 func writeZeros(f vfs.File, from, to int64) (int64, error) {
-	zeros := make([]byte, zeroChunk)
+	zeros := make([]byte, max(0, min(zeroChunk, to-from)))
 	for off := from; off < to; {
 		n := min(zeroChunk-off%zeroChunk, to-off)
 		clear(zeros) // vfs writes may modify their argument

@@ -1,6 +1,7 @@
 package wal
 
 import (
+	"bytes"
 	"context"
 	"strings"
 	"sync"
@@ -112,5 +113,39 @@ func TestZeroFillWrites(t *testing.T) {
 		if covered[name] != want {
 			t.Errorf("%s: %d bytes of zeros written, want %d (all: %v)", name, covered[name], want, covered)
 		}
+	}
+}
+
+// TestWriteZeros: exactly [from, to) is zeroed, whatever its alignment,
+// and an empty or reversed range writes nothing.
+func TestWriteZeros(t *testing.T) {
+	const size = 3*64<<10 + 100
+	for _, r := range [][2]int64{{0, size}, {40, 64 << 10}, {65530, 65540}, {100, 100}, {7, 3}, {64 << 10, 2 * 64 << 10}, {1, size - 1}} {
+		mem := vfs.NewMem()
+		f, err := mem.Create("f", vfs.WriteCategoryUnspecified)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.WriteAt(bytes.Repeat([]byte{0xff}, size), 0); err != nil {
+			t.Fatal(err)
+		}
+		if off, err := writeZeros(f, r[0], r[1]); err != nil {
+			t.Fatalf("[%d, %d): at %d: %v", r[0], r[1], off, err)
+		}
+		got := make([]byte, size)
+		if _, err := f.ReadAt(got, 0); err != nil {
+			t.Fatal(err)
+		}
+		for i, b := range got {
+			if want := byte(0xff); int64(i) >= r[0] && int64(i) < r[1] {
+				want = 0
+				if b != want {
+					t.Fatalf("[%d, %d): byte %d is %#x, want 0", r[0], r[1], i, b)
+				}
+			} else if b != want {
+				t.Fatalf("[%d, %d): byte %d outside the range is %#x", r[0], r[1], i, b)
+			}
+		}
+		f.Close()
 	}
 }
