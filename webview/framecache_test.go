@@ -104,10 +104,22 @@ func TestFrameCacheBounds(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	t.Logf("seed %d", seed)
 	rng := rand.New(rand.NewPCG(seed, 2))
+	// A run's frame at a seq is one frame: a (run, seq) drawn again
+	// keeps the size it was first given.
+	type at struct {
+		k   frameKey
+		seq uint64
+	}
+	sizes := map[at]int{}
 	for i := range 400 {
 		k := frameKey{gen: uint64(rng.IntN(2)), run: fmt.Sprint("r", rng.IntN(12))}
 		seq := rng.Uint64N(3000)
-		f := &frame.Frame{Objective: big[:rng.IntN(len(big))]}
+		n, ok := sizes[at{k, seq}]
+		if !ok {
+			n = rng.IntN(len(big))
+			sizes[at{k, seq}] = n
+		}
+		f := &frame.Frame{Objective: big[:n]}
 		v.keepFrame(k, seq, f)
 		c := &v.mu.frames
 		if got, g := v.nearestFrame(k, seq); g == nil || got != seq || g.Objective != f.Objective {
