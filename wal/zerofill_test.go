@@ -11,8 +11,9 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 )
 
-// zeroWritesFS records every write of zeros into the log's files: the
-// file's name, offset and length.
+// zeroWritesFS records every write of zeros into the files it creates
+// (where a segment or a spare is zero-filled): the file's name, offset
+// and length.
 type zeroWritesFS struct {
 	vfs.FS
 	mu     sync.Mutex
@@ -28,14 +29,6 @@ func (z *zeroWritesFS) Unwrap() vfs.FS { return z.FS }
 
 func (z *zeroWritesFS) Create(name string, c vfs.DiskWriteCategory) (vfs.File, error) {
 	f, err := z.FS.Create(name, c)
-	if err != nil {
-		return nil, err
-	}
-	return &zeroWritesFile{File: f, fs: z, name: name}, nil
-}
-
-func (z *zeroWritesFS) OpenReadWrite(name string, c vfs.DiskWriteCategory, opts ...vfs.OpenOption) (vfs.File, error) {
-	f, err := z.FS.OpenReadWrite(name, c, opts...)
 	if err != nil {
 		return nil, err
 	}
