@@ -222,12 +222,13 @@ describe("contract", () => {
   test("step survives a server kill between an effect and its outcome", async () => {
     const run = await client.run("ts-step-kill");
     const effects: string[] = [];
+    let restarted: Promise<unknown> | undefined;
     const out = await run.step(async (atom) => {
       const r = await atom.do("charge", async (k) => {
         effects.push(k);
         if (effects.length === 1) {
           await server.kill();
-          setTimeout(() => void server.start(), 200);
+          restarted = sleep(200).then(() => server.start());
         }
         return "effect";
       });
@@ -237,6 +238,7 @@ describe("contract", () => {
     assert.equal(out, "effect");
     assert.equal(effects.length, 1);
     assert.equal((await run.atomAt(1)).actions[0]!.status, "resolved");
+    await restarted; // its health poll ends before a later test's kill
   });
 
   test("a run ends, durably, and takes no more atoms", async () => {

@@ -48,9 +48,12 @@ test("the server SIGKILLed during a backoff: the count and the wait go on", asyn
   const client = s.client(60_000);
   after(() => client.close());
   const backoff = 1500;
+  // The restart is awaited before the test goes on: a start still polling
+  // for health when the server is next killed would reject.
+  let restarted: Promise<unknown> | undefined;
   const t = flaky(1, (i) => {
     if (i === 1) {
-      void (async () => {
+      restarted = (async () => {
         await sleep(300);
         await s.kill();
         await s.start();
@@ -59,6 +62,7 @@ test("the server SIGKILLed during a backoff: the count and the wait go on", asyn
   });
   const run = await client.run("k");
   const out = await run.step((atom) => atom.do("http.post", t.exec, { args: { u: 3 }, idempotent: true, retry: { maxAttempts: 3, initialMs: backoff } }));
+  await restarted;
   assert.equal(new TextDecoder().decode(out), '"posted"');
   assert.equal(t.keys.length, 2, `executions ${t.keys}`);
   assert.ok(t.times[1]! - t.times[0]! >= backoff - 50, "the backoff was reset by the restart");
@@ -68,10 +72,11 @@ test("the server SIGKILLed during an attempt: it counts, and the action is given
   const s = await server();
   const client = s.client(60_000);
   after(() => client.close());
+  let restarted: Promise<unknown> | undefined;
   const t = flaky(100, async (i) => {
     if (i === 2) {
       await s.kill();
-      void s.start();
+      restarted = s.start();
     }
   });
   const retry = { maxAttempts: 2, initialMs: 10 };
@@ -81,6 +86,7 @@ test("the server SIGKILLed during an attempt: it counts, and the action is given
     (e: unknown) => e instanceof c.GaveUp && e.attempts === 2 && e.reason === "attempts exhausted",
   );
   assert.equal(t.keys.length, 2);
+  await restarted; // its health poll must end before this kill
   await s.kill();
   await s.start();
   await assert.rejects(
