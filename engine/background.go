@@ -120,7 +120,10 @@ func (k bgCore) Anchor(r *Run) error {
 	return nil
 }
 
-func (k bgCore) StoreHead(runs []*Run, wait bool) error { return k.db.writeStoreHead(runs, wait) }
+func (k bgCore) StoreHead(runs []*Run, wait bool) error {
+	_, err := k.db.writeStoreHead(runs, wait)
+	return err
+}
 
 func (k bgCore) Mark(gen uint64) ([]byte, wal.Pos, error) {
 	db := k.db
@@ -270,7 +273,9 @@ func (db *DB) writeChainCheckpointLocked(r *Run) {
 	r.mu.book.Anchored(seq, head, time.Now())
 }
 
-func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
+// writeStoreHead appends a store head of the chain checkpoints of runs,
+// durable if wait; none has one: nothing is written (wrote false).
+func (db *DB) writeStoreHead(runs []*Run, wait bool) (wrote bool, err error) {
 	h := chain.StoreHead{StoreID: db.StoreID()}
 	for _, r := range runs {
 		r.mu.Lock()
@@ -279,5 +284,5 @@ func (db *DB) writeStoreHead(runs []*Run, wait bool) error {
 		}
 		r.mu.Unlock()
 	}
-	return checkpoint.AppendStoreHead(db.log, db.signer, h, wait)
+	return len(h.Runs) > 0, checkpoint.AppendStoreHead(db.log, db.signer, h, wait)
 }

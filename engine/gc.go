@@ -77,19 +77,7 @@ func (c gcCore) Checkpoint() (wal.Pos, error) {
 	return c.bg.replay, err
 }
 
-func (c gcCore) StoreHead() (bool, error) {
-	live := c.runList()
-	headAfter := false
-	for _, r := range live {
-		r.mu.Lock()
-		headAfter = headAfter || r.mu.book.CkptSeq > 0
-		r.mu.Unlock()
-	}
-	if !headAfter {
-		return false, nil
-	}
-	return true, c.writeStoreHead(live, true)
-}
+func (c gcCore) StoreHead() (bool, error) { return c.writeStoreHead(c.runList(), true) }
 
 func (c gcCore) Deleted() map[string]bool {
 	c.mu.Lock()
