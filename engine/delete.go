@@ -197,12 +197,13 @@ func candidate(r *Run) retention.Candidate {
 	if r.created != nil {
 		select {
 		case <-r.created:
+			if r.createErr != nil {
+				return c
+			}
 		default:
-			c.Creating = true
+			c.Creating = true // createErr is create's until created closes
+			return c
 		}
-	}
-	if r.createErr != nil {
-		return c
 	}
 	r.mu.Lock()
 	if e := r.mu.end; e != nil && r.mu.broken == nil {
