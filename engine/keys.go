@@ -4,7 +4,6 @@ package engine
 // "Encryption at rest").
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/continuumdb/continuum/internal/keystore"
@@ -74,16 +73,9 @@ func (db *DB) KeyEntries() []seal.Entry {
 }
 
 // openRowResult opens CHECKPOINT's sealed end result of run (ended at
-// seq); one that does not open is served as none.
+// seq): Eraser.OpenResult (none once the run's key is erased).
 func (db *DB) openRowResult(run string, seq uint64, stored []byte) []byte {
-	plain, err := db.sealer.Open(nil, stored, record.KindEnd, run, seq)
-	if err != nil {
-		if !errors.Is(err, seal.ErrErased) {
-			db.logger.Warn("engine: CHECKPOINT: the end result of a run does not open", "run", run, "err", err)
-		}
-		return nil
-	}
-	return plain
+	return db.eraser.OpenResult(run, seq, stored)
 }
 
 // checkRunKeys refuses a KEYS that lacks the data key of a run the store

@@ -23,6 +23,7 @@
 //
 //	before every commit   Eraser.Seal(run, delta, own)      (values of erasable keys sealed)
 //	on the way out        Eraser.Open(frame), CheckSealed   (sealed values opened, or absent)
+//	a CHECKPOINT row      Eraser.OpenResult(run, seq, res)  (a run's end result opened, or none once erased)
 //	replay                Eraser.Replayed(rec)              (record.KindEraseKey)
 //	Open, after replay    Eraser.FinishKeys                 (interrupted key erasures finished)
 //	bg goroutine          Eraser.Jobs (it calls each)       (Do queues an erasure and waits for it)

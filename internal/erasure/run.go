@@ -31,6 +31,7 @@ package erasure
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -129,4 +130,24 @@ func (e *Eraser) Actions(run string, c *record.Cursor, open func(sealed *record.
 		}
 	}
 	return fps, c.Err()
+}
+
+// OpenResult opens run's end result (its end record at seq) as
+// CHECKPOINT's row holds it, sealed with the run's key. One that does not
+// open is served as none: silently once the run's key was erased (what an
+// erasure destroys reads as absent), with a warning otherwise. A
+// plaintext store's result is stored in the clear and returned as is.
+func (e *Eraser) OpenResult(run string, seq uint64, stored []byte) []byte {
+	sealer := e.cfg.Store.Sealer()
+	if sealer == nil {
+		return stored
+	}
+	plain, err := sealer.Open(nil, stored, record.KindEnd, run, seq)
+	if err != nil {
+		if !errors.Is(err, seal.ErrErased) {
+			e.cfg.Logger.Warn("engine: CHECKPOINT: the end result of a run does not open", "run", run, "err", err)
+		}
+		return nil
+	}
+	return plain
 }
