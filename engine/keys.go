@@ -9,7 +9,6 @@ import (
 	"github.com/continuumdb/continuum/internal/keystore"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/offline"
-	"github.com/continuumdb/continuum/record"
 	"github.com/continuumdb/continuum/seal"
 )
 
@@ -31,8 +30,7 @@ func (db *DB) createKeys() error {
 
 func (db *DB) setKeys(ks *keystore.Store, err error) error {
 	if err == nil {
-		db.keys = ks
-		db.sealer = &record.Sealer{Store: db.storeID, Keys: ks.Keys(), KeysFile: ks.Name()}
+		db.keys, db.sealer = ks, ks.Sealer()
 	}
 	return err
 }

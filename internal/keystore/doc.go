@@ -16,6 +16,7 @@
 //	ks, err = keystore.Open(fs, name, storeName, storeID, ring, noSync)
 //	err = ks.Add("run-7")           // durable in KEYS when it returns
 //	k, _ := ks.Keys().Scope("run-7") // the unwrapped key
+//	sealer := ks.Sealer()            // seals and opens the store's payloads with them
 //
 // # Guarantees
 //

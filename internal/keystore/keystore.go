@@ -87,6 +87,12 @@ func (s *Store) Name() string { return s.name }
 // concurrent use.
 func (s *Store) Keys() *seal.Keys { return s.keys }
 
+// Sealer is the store's payload sealer over these keys: bound to the
+// store's id, a key the table lacks reported as KEYS's damage.
+func (s *Store) Sealer() *record.Sealer {
+	return &record.Sealer{Store: s.storeID, Keys: s.keys, KeysFile: s.name}
+}
+
 // write replaces KEYS by t, durably (file and directory fsync).
 func (s *Store) write(t *seal.Table) error {
 	if err := layout.WriteFileAtomic(s.fs, s.name, layout.MarshalKeys(s.storeID, t), s.noSync); err != nil {
