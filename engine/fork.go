@@ -188,11 +188,9 @@ func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]ledger
 			}
 			at.mu.Unlock()
 		}
-		if r.mu.interruptedSeq == seq {
-			for _, x := range r.mu.inflight {
-				if x.Index == index {
-					fps = append(fps, x.FP)
-				}
+		for _, x := range r.interruptedLocked(seq) {
+			if x.Index == index {
+				fps = append(fps, x.FP)
 			}
 		}
 	}
