@@ -29,10 +29,11 @@ type ActionChangedError struct {
 }
 
 func (e *ActionChangedError) Error() string {
-	return fmt.Sprintf("engine: run %q seq %d: default-key call %d is %q, but the interrupted attempt's call %d, %q with key %q, "+
-		"is in doubt: settle it first (ResolveInDoubt if it happened, ResolveInDoubtFailed to abandon it), or call it again; "+
-		"once it is settled, the new call gets a key no earlier call used",
-		e.Run, e.Seq, e.Index, e.NewTool, e.Index, e.OldTool, e.InDoubt.Key)
+	var key string
+	if e.InDoubt != nil {
+		key = e.InDoubt.Key
+	}
+	return resumekey.Describe(e.Run, e.Seq, e.Index, e.OldTool, e.NewTool, key)
 }
 
 func (e *ActionChangedError) Is(target error) bool { return target == ErrActionChanged }
