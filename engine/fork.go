@@ -111,15 +111,6 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// parentRun returns the fork's parent, its lineage checked (lineage.Parent).
-func (r *Run) parentRun() (*Run, error) {
-	p, err := lineage.Parent((*capView)(r))
-	if err != nil {
-		return nil, err
-	}
-	return (*Run)(p.(*capView)), nil
-}
-
 // baseFrame returns the run's state at its base: a fork's parent's
 // (lineage.ParentState), empty for a run that is no fork.
 func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
