@@ -111,25 +111,13 @@ func newForkRun(db *DB, id string, nonce chain.Nonce, created time.Time, parent 
 	return r
 }
 
-// parentRun returns the fork's parent, its lineage checked (lineage.Parent).
-func (r *Run) parentRun() (*Run, error) {
-	p, err := lineage.Parent((*capView)(r))
-	if err != nil {
-		return nil, err
-	}
-	return (*Run)(p.(*capView)), nil
-}
-
-// baseFrame returns the run's state at its base (a fork's parent's).
+// baseFrame returns the run's state at its base: a fork's parent's
+// (lineage.ParentState), empty for a run that is no fork.
 func (r *Run) baseFrame(ctx context.Context) (*frame.Frame, error) {
 	if r.parent == "" {
 		return newFrame(), nil
 	}
-	p, err := r.parentRun()
-	if err != nil {
-		return nil, err
-	}
-	return p.stateAt(ctx, r.base)
+	return lineage.ParentState(ctx, (*capView)(r), r.base)
 }
 
 // headAt returns the run's chain head at seq (base <= seq <= LastSeq).
@@ -160,12 +148,9 @@ func (r *Run) headAt(ctx context.Context, seq uint64) (chain.Hash, error) {
 }
 
 // lineageIntent returns default-key intent in with its lineage's key
-// (lineage.Key, lineage.BranchKey), or in itself.
+// (lineage.Intent), or in itself.
 func (a *Atom) lineageIntent(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
-	if a.branch != nil {
-		return lineage.BranchKey((*capView)(a.run), a.branch.Name, in, (*ledgerView)(a.run.db))
-	}
-	return lineage.Key(ctx, (*capView)(a.run), a.seq, in, (*ledgerView)(a.run.db))
+	return lineage.Intent(ctx, (*capView)(a.run), a.seq, a.Branch(), in, (*ledgerView)(a.run.db))
 }
 
 // actionsAt is lineage.Run's Actions: atom seq's actions (committed or in
@@ -188,11 +173,9 @@ func (r *Run) actionsAt(ctx context.Context, seq uint64, index uint32) ([]ledger
 			}
 			at.mu.Unlock()
 		}
-		if r.mu.interruptedSeq == seq {
-			for _, x := range r.mu.inflight {
-				if x.Index == index {
-					fps = append(fps, x.FP)
-				}
+		for _, x := range r.interruptedLocked(seq) {
+			if x.Index == index {
+				fps = append(fps, x.FP)
 			}
 		}
 	}

@@ -88,10 +88,8 @@ func (x *resolvingAtom) Last() uint32 {
 	r := x.run
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if x.branch == nil && r.mu.interruptedSeq == x.seq {
-		for _, c := range r.mu.inflight {
-			last = max(last, c.Index)
-		}
+	for _, c := range r.interruptedLocked(x.seq) { // none for a branch (seq 0)
+		last = max(last, c.Index)
 	}
 	return last
 }

@@ -29,10 +29,11 @@ type ActionChangedError struct {
 }
 
 func (e *ActionChangedError) Error() string {
-	return fmt.Sprintf("engine: run %q seq %d: default-key call %d is %q, but the interrupted attempt's call %d, %q with key %q, "+
-		"is in doubt: settle it first (ResolveInDoubt if it happened, ResolveInDoubtFailed to abandon it), or call it again; "+
-		"once it is settled, the new call gets a key no earlier call used",
-		e.Run, e.Seq, e.Index, e.NewTool, e.Index, e.OldTool, e.InDoubt.Key)
+	var key string
+	if e.InDoubt != nil {
+		key = e.InDoubt.Key
+	}
+	return resumekey.Describe(e.Run, e.Seq, e.Index, e.OldTool, e.NewTool, key)
 }
 
 func (e *ActionChangedError) Is(target error) bool { return target == ErrActionChanged }
@@ -41,10 +42,7 @@ func (e *ActionChangedError) Is(target error) bool { return target == ErrActionC
 func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Intent, error) {
 	r := a.run
 	r.mu.Lock()
-	var inflight []layout.InflightAction
-	if r.mu.interruptedSeq == a.seq {
-		inflight = slices.Clone(r.mu.inflight)
-	}
+	inflight := slices.Clone(r.interruptedLocked(a.seq))
 	r.mu.Unlock()
 	use, old, err := resumekey.Check(in, inflight, (*ledgerView)(r.db))
 	if err != nil {
@@ -54,6 +52,16 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 		return nil, &ActionChangedError{Run: r.id, Seq: a.seq, Index: in.Index, OldTool: old.Tool, NewTool: in.Tool, InDoubt: old}
 	}
 	return use, nil
+}
+
+// interruptedLocked returns the calls of atom seq that a crash
+// interrupted (the run's list, read only under r.mu), none if no crash
+// interrupted it; a branch (seq 0) has none.
+func (r *Run) interruptedLocked(seq uint64) []layout.InflightAction {
+	if seq == 0 || r.mu.interruptedSeq != seq {
+		return nil
+	}
+	return r.mu.inflight
 }
 
 // untakeIndex gives back the index of a Do refused before its intent.

@@ -121,3 +121,12 @@ func TestResumedCallSettledOld(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestActionChangedErrorZero: a zero ActionChangedError (no InDoubt) has a
+// text and matches ErrActionChanged, rather than panic.
+func TestActionChangedErrorZero(t *testing.T) {
+	var e ActionChangedError
+	if e.Error() == "" || !errors.Is(&e, ErrActionChanged) {
+		t.Fatalf("zero ActionChangedError: %q", e.Error())
+	}
+}

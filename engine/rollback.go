@@ -151,11 +151,9 @@ func (r *Run) startRollback(ctx context.Context, to uint64, fresh bool) (*rollba
 	seq := r.mu.lastSeq + 1
 	x := &rollbackAtom{capView: (*capView)(r), ledgerView: (*ledgerView)(r.db), a: &Atom{run: r, seq: seq, resumed: r.mu.interruptedSeq == seq},
 		pending: r.mu.rollback.Pending(), dec: r.db.decoder(false)}
+	x.inflight = slices.Clone(r.interruptedLocked(seq))
 	if x.pending != nil {
 		x.a.seal = x.pending.Seal[:]
-	}
-	if x.a.resumed {
-		x.inflight = slices.Clone(r.mu.inflight)
 	}
 	r.mu.atom = x.a
 	return x, nil

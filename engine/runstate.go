@@ -10,6 +10,7 @@ import (
 
 	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/history"
+	"github.com/continuumdb/continuum/internal/lineage"
 	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/wal"
 )
@@ -97,11 +98,7 @@ func (r *Run) stateAt(ctx context.Context, seq uint64) (*frame.Frame, error) {
 	r.mu.Unlock()
 	switch {
 	case seq < r.base:
-		p, err := r.parentRun()
-		if err != nil {
-			return nil, err
-		}
-		return p.stateAt(ctx, seq) // the parent's history
+		return lineage.ParentState(ctx, (*capView)(r), seq) // the parent's history
 	case seq == r.base:
 		return r.baseFrame(ctx)
 	}

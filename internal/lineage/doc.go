@@ -54,8 +54,13 @@
 //
 // What the engine calls:
 //
-//	Parent(r) (Run, error)                           // r's parent, its lineage checked
-//	Key(ctx, r, seq, in, l) (*ledger.Intent, error)  // a default-key Do of r's atom seq
+//	ParentState(ctx, r, seq) (*frame.Frame, error)             // a fork's state at or before its fork point: its parent's
+//	Intent(ctx, r, seq, branch, in, l) (*ledger.Intent, error) // a default-key Do's key: Key, or BranchKey for a branch
+//
+// over
+//
+//	Parent(r) (Run, error)                              // r's parent, its lineage checked
+//	Key(ctx, r, seq, in, l) (*ledger.Intent, error)     // a default-key Do of r's atom seq
 //	BranchKey(r, branch, in, l) (*ledger.Intent, error) // a branch's default-key Do
 //
 // Key reads the parent's intents at the position with Intents(ctx, p, l,

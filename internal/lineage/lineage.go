@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/continuumdb/continuum/frame"
 	"github.com/continuumdb/continuum/internal/runview"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -49,6 +50,26 @@ func Parent(r Run) (Run, error) {
 		_, _, x = x.Link()
 	}
 	return p, nil
+}
+
+// ParentState returns fork r's state at seq, at or before its fork point:
+// its parent's there (the parent from Parent, its lineage checked).
+func ParentState(ctx context.Context, r Run, seq uint64) (*frame.Frame, error) {
+	p, err := Parent(r)
+	if err != nil {
+		return nil, err
+	}
+	return p.StateAt(ctx, seq)
+}
+
+// Intent returns in, a default-key intent of run r's atom seq, or of its
+// branch named branch (branch != ""; its seq is then ignored), with the
+// key its lineage used for the same call (Key, BranchKey), or in itself.
+func Intent(ctx context.Context, r Run, seq uint64, branch string, in *ledger.Intent, l Ledger) (*ledger.Intent, error) {
+	if branch != "" {
+		return BranchKey(r, branch, in, l)
+	}
+	return Key(ctx, r, seq, in, l)
 }
 
 // Key returns in, a default-key intent of run r's atom seq, with the key

@@ -22,13 +22,17 @@ type run struct {
 	intents map[[2]uint64][]*ledger.Intent
 	err     error // of Intents
 	asked   int
+	states  map[uint64]*frame.Frame // StateAt's; none: an error
 }
 
 func (r *run) ID() string                            { return r.id }
 func (r *run) Base() uint64                          { return r.at }
 func (r *run) ChainHead() (uint64, chain.Hash, bool) { return 0, chain.Hash{}, false }
-func (r *run) StateAt(context.Context, uint64) (*frame.Frame, error) {
-	return nil, errors.New("lineage reads no state")
+func (r *run) StateAt(_ context.Context, seq uint64) (*frame.Frame, error) {
+	if f, ok := r.states[seq]; ok {
+		return f, nil
+	}
+	return nil, errors.New("lineage reads no state but ParentState's")
 }
 
 func (r *run) Link() (string, uint64, Run) {
@@ -244,5 +248,44 @@ func TestBranchKey(t *testing.T) {
 	broken := &run{id: "x", parent: "gone", at: 1}
 	if _, err := BranchKey(broken, "b", in, l); !errors.Is(err, record.ErrCorrupt) {
 		t.Fatalf("a broken lineage: %v", err)
+	}
+}
+
+// TestParentState: a fork's state at or before its fork point is its
+// parent's, asked of the parent; a broken lineage is damage, not a state.
+func TestParentState(t *testing.T) {
+	ctx := context.Background()
+	want := &frame.Frame{Objective: "root at 2"}
+	root := &run{id: "root", states: map[uint64]*frame.Frame{2: want}}
+	f := fork("f", root, 2)
+	if got, err := ParentState(ctx, f, 2); err != nil || got != want {
+		t.Fatalf("at the fork point: %v, %v", got, err)
+	}
+	if _, err := ParentState(ctx, f, 1); err == nil {
+		t.Fatal("a state the parent does not have")
+	}
+	broken := &run{id: "x", parent: "gone", at: 1}
+	if _, err := ParentState(ctx, broken, 1); !errors.Is(err, record.ErrCorrupt) {
+		t.Fatalf("a broken lineage: %v", err)
+	}
+}
+
+// TestIntent: a branch's call takes its key as BranchKey gives it, an
+// atom's as Key does.
+func TestIntent(t *testing.T) {
+	ctx := context.Background()
+	email := ledger.Action{Tool: "email", Args: []byte(`{"to":"a@b"}`)}
+	root := &run{id: "root"}
+	root.did(intent(t, email, "root", 3, 0))
+	f := fork("f", root, 2)
+	in := intent(t, email, "f", 3, 0)
+	if got, err := Intent(ctx, f, 3, "", in, bookOf(root)); err != nil || got.Key != ledger.DefaultKey("root", 3, 0) {
+		t.Fatalf("an atom's call: %+v, %v", got, err)
+	}
+	bin := intent(t, email, "f", 0, 0).WithKey(ledger.BranchKey("f", "b", 0), 0)
+	atRoot := bin.WithKey(ledger.BranchKey("root", "b", 0), 0)
+	l := ledgerOf{atRoot.Fingerprint: ledger.StatusDone}
+	if got, err := Intent(ctx, f, 3, "b", bin, l); err != nil || got.Key != atRoot.Key {
+		t.Fatalf("a branch's call: %+v, %v", got, err)
 	}
 }

@@ -20,6 +20,10 @@
 //		Intent(loc ledger.Loc) (*ledger.Intent, error)
 //	}
 //
+// and words the engine's ActionChangedError with
+//
+//	Describe(run, seq, index, oldTool, newTool, key) string
+//
 // # Guarantees
 //
 //   - Check returns the intent unchanged when no earlier call at its

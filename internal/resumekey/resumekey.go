@@ -61,3 +61,14 @@ func Check(in *ledger.Intent, inflight []layout.InflightAction, l Ledger) (use *
 	}
 	return in, nil, nil
 }
+
+// Describe is the text of the error of a resumed atom's default-key call
+// newTool (engine.ActionChangedError's) at index of run's atom seq, which
+// differs from the interrupted attempt's call oldTool at that index, in
+// doubt under key (the old call's InDoubtError.Key).
+func Describe(run string, seq uint64, index uint32, oldTool, newTool, key string) string {
+	return fmt.Sprintf("engine: run %q seq %d: default-key call %d is %q, but the interrupted attempt's call %d, %q with key %q, "+
+		"is in doubt: settle it first (ResolveInDoubt if it happened, ResolveInDoubtFailed to abandon it), or call it again; "+
+		"once it is settled, the new call gets a key no earlier call used",
+		run, seq, index, newTool, index, oldTool, key)
+}

@@ -2,6 +2,7 @@ package resumekey
 
 import (
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/continuumdb/continuum/layout"
@@ -92,5 +93,16 @@ func TestCheck(t *testing.T) {
 	l.readErr = errors.New("disk gone")
 	if _, _, err := Check(newCall, olds, l); !errors.Is(err, l.readErr) {
 		t.Fatalf("read error: %v", err)
+	}
+}
+
+// TestDescribe: the text names the run, the seq, the index, both tools and
+// the old call's key, and how to settle it.
+func TestDescribe(t *testing.T) {
+	got := Describe("r1", 7, 2, "email.send", "sms.send", "r1/7/2")
+	for _, want := range []string{`run "r1" seq 7`, `call 2 is "sms.send"`, `call 2, "email.send" with key "r1/7/2"`, "ResolveInDoubtFailed"} {
+		if !strings.Contains(got, want) {
+			t.Errorf("Describe: %q lacks %q", got, want)
+		}
 	}
 }
