@@ -120,13 +120,14 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 // neither in the store nor in this batch, and returns the frame's chunk
 // references.
 func (b *Batch) putChunks(s *Snapshot) ([]ChunkRef, error) {
-	refs, ends := chunkFrame(s.Frame, s.Cuts)
-	rc := b.chunksOf(s.RunID)
 	st := b.s
 	if err := st.acquire(); err != nil {
 		return nil, err
 	}
 	defer st.mu.RUnlock()
+	// Under the store's shared lock: Close clears the memo after.
+	refs, ends := st.memo.chunk(s.RunID, s.Frame, s.Cuts)
+	rc := b.chunksOf(s.RunID)
 	var key []byte
 	start := 0
 	for i, r := range refs {
