@@ -30,8 +30,9 @@ var (
 	chunkMemoMax = 32 << 20
 )
 
-// chunkMemo is the chunking of a run's last plain snapshot: a copy of its
-// frame, the cuts it was put with, and chunkFrame's result for them.
+// chunkMemo is the chunking of a run's last plain snapshot: its frame (the
+// caller's bytes, not a copy), the cuts it was put with, and chunkFrame's
+// result for them.
 type chunkMemo struct {
 	raw  []byte
 	cuts []int
@@ -40,7 +41,7 @@ type chunkMemo struct {
 }
 
 // size is what m holds in memory, about.
-func (m *chunkMemo) size() int { return cap(m.raw) + 8*(cap(m.cuts)+cap(m.ends)) + 40*cap(m.refs) }
+func (m *chunkMemo) size() int { return len(m.raw) + 8*(cap(m.cuts)+cap(m.ends)) + 40*cap(m.refs) }
 
 // chunkMemos holds each run's chunkMemo (Store.memo).
 type chunkMemos struct {
@@ -65,9 +66,10 @@ func (c *chunkMemos) chunk(run string, raw []byte, cuts []int) (refs []ChunkRef,
 	if m == nil {
 		m = &chunkMemo{}
 	}
-	// refs and ends are returned, and the caller keeps refs (Batch's
-	// puts): the memo keeps its own copies.
-	m.raw = append(m.raw[:0], raw...)
+	// raw is the caller's, kept without a copy (PutSnapshot's contract:
+	// the frame is not changed after); refs and ends are returned, and
+	// the caller keeps refs (Batch's puts): the memo keeps its own copies.
+	m.raw = raw
 	m.cuts = append(m.cuts[:0], cuts...)
 	m.ends = append(m.ends[:0], ends...)
 	m.refs = append(m.refs[:0], refs...)
