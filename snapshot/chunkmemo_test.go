@@ -200,7 +200,7 @@ func TestChunkMemoBounds(t *testing.T) {
 }
 
 // BenchmarkPutGrowingFrame: a run's snapshot of a frame of 1, 4 or 16 MiB
-// that has grown by 16 KiB of messages since its last snapshot, put and
+// that has grown by a quarter since its last snapshot, put and
 // committed, with the memo of the last one (memo) and without (cut
 // afresh: the memo bounded to nothing), in alternated rounds
 // (-count). CPU per snapshot is the figure (the store is in memory).
@@ -224,7 +224,7 @@ func BenchmarkPutGrowingFrame(b *testing.B) {
 				defer st.Close()
 				frames := make([][]byte, 2)
 				for i := range frames {
-					frames[i] = slices.Concat(base, randomFrame(uint64(100+i), 16<<10))
+					frames[i] = slices.Concat(base, randomFrame(uint64(100+i), growth(mib)))
 				}
 				put := func(seq uint64, f []byte) {
 					bt := st.NewBatch()
@@ -247,3 +247,8 @@ func BenchmarkPutGrowingFrame(b *testing.B) {
 		}
 	}
 }
+
+// growth is what a frame of mib MiB grows by between two snapshots in the
+// benchmark: the engine waits for a quarter of the frame
+// (checkpoint.SnapshotDue).
+func growth(mib int) int { return mib << 20 / 4 }
