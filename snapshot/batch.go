@@ -81,7 +81,10 @@ func (b *Batch) chunksOf(runID string) *runChunks {
 // s.Cuts), and only the chunks the run does not hold already, in the
 // store or in this batch, are written (compressed); the snapshot's value
 // lists them. Looking them up reads the store: a plain PutSnapshot is for
-// the background, as Commit is.
+// the background, as Commit is. The store keeps a plain frame of 64 KiB or
+// more (chunkmemo.go: the next snapshot of the run cuts only what changed)
+// until the run's next plain PutSnapshot, DeleteRun or Close: the caller
+// must not change s.Frame after the call.
 func (b *Batch) PutSnapshot(s *Snapshot) error {
 	if err := b.usable(); err != nil {
 		return err
@@ -120,13 +123,14 @@ func (b *Batch) PutSnapshot(s *Snapshot) error {
 // neither in the store nor in this batch, and returns the frame's chunk
 // references.
 func (b *Batch) putChunks(s *Snapshot) ([]ChunkRef, error) {
-	refs, ends := chunkFrame(s.Frame, s.Cuts)
-	rc := b.chunksOf(s.RunID)
 	st := b.s
 	if err := st.acquire(); err != nil {
 		return nil, err
 	}
 	defer st.mu.RUnlock()
+	// Under the store's shared lock: Close clears the memo after.
+	refs, ends := st.memo.chunk(s.RunID, s.Frame, s.Cuts)
+	rc := b.chunksOf(s.RunID)
 	var key []byte
 	start := 0
 	for i, r := range refs {

@@ -169,6 +169,11 @@
 //     and a BLAKE3 per chunk, and allocates the frame's length, as claimed
 //     by its checksummed value (at most MaxFrameSize), before the chunks
 //     are read.
+//   - The store holds each run's last plain frame put, the caller's bytes,
+//     which must not change after PutSnapshot (frames of 64 KiB or more,
+//     at most 32 MiB in all; dropped by DeleteRun and Close), so that the
+//     next snapshot of the run cuts and hashes only what changed: memory
+//     for CPU (chunkmemo.go).
 //   - Stats.Snapshots counts snapshots, not chunks; DiskBytes includes the
 //     chunks.
 //   - Space of replaced and deleted snapshots (and their chunks) comes back

@@ -126,6 +126,10 @@ type Store struct {
 		m map[string]int
 	}
 
+	// memo keeps the chunking of each run's last plain snapshot put, for
+	// the next one's (chunkmemo.go); dropped with the run's snapshots.
+	memo chunkMemos
+
 	// dirty is set by a commit not yet flushed, for Close.
 	dirty atomic.Bool
 
@@ -405,6 +409,7 @@ func (s *Store) DeleteRun(runID string) error {
 	if s.readOnly {
 		return ErrReadOnly
 	}
+	s.memo.drop(runID)
 	if err := s.acquire(); err != nil {
 		return err
 	}
@@ -580,6 +585,7 @@ func (s *Store) Close() error {
 		return ErrClosed
 	}
 	s.mu.closed = true
+	s.memo.clear()
 	var ferr error
 	if !s.mu.down && !s.readOnly && s.Err() == nil && s.dirty.Load() {
 		s.commitMu.Lock()
