@@ -86,14 +86,6 @@ func (db *DB) knownRun(id string) (r *Run, deleted bool, err error) {
 	return r, deleted, nil
 }
 
-// doneLocked says the atom committed, failed, or is no longer its run's
-// running atom. The run's mu is held.
-func (a *Atom) doneLocked() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.mu.done || a.run.mu.atom != a
-}
-
 // Receive returns the next message of the run's inbox, waiting for one
 // until ctx ends: the oldest (by its sending atom's place in the log) not
 // consumed yet nor received by this atom. It is consumed when this atom
@@ -148,7 +140,10 @@ func (x *liveAtom) Lock(ctx context.Context) error {
 	if err := a.run.lockIdle(ctx); err != nil {
 		return err
 	}
-	if a.doneLocked() {
+	a.mu.Lock()
+	done := a.mu.done || a.run.mu.atom != a // it committed, failed, or another atom runs
+	a.mu.Unlock()
+	if done {
 		a.run.mu.Unlock()
 		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}

@@ -25,12 +25,6 @@ var waitErrs = wait.Errors{Closed: ErrClosed, Invalid: ErrInvalidOptions, TooLar
 	NoWait: ErrNoWait, NotEnded: ErrWaitNotEnded, Mismatch: ErrEventMismatch, RunEnded: ErrRunEnded, InProgress: ErrAtomInProgress,
 	NoRun: ErrNoRun, Deleted: ErrRunDeleted}
 
-// waitsFrom tells the index, at Open, the checkpoint its load starts
-// from (cp nil: none, the whole log).
-func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
-	db.waits.Index().FromCheckpoint(cp, from)
-}
-
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
 // replay position floor (internal/wait, WriteFile), after every run's row
 // is captured (rows, sorted by id): a wait its run's row says an atom
@@ -41,24 +35,12 @@ func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, rows []layout.Checkpoint
 	return db.waits.WriteFile(gen, floor, wait.CheckpointRows(rows), db.opts.NoSync, !db.closed.Load())
 }
 
-// waitsClose lets go of the index's table (WAITS, mapped) at Close, so
-// that nothing of the store's files stays mapped after it.
-func (db *DB) waitsClose() { db.waits.Close() }
-
-// waitGone is the gone hook, and the replayed one's for an end or a
-// deletion (k): nothing of run waits any more (wait.Waits.Gone).
-func (db *DB) waitGone(k record.Kind, run string) { db.waits.Gone(k, run) }
-
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run r (internal/wait, CheckReplayed). The index is loaded
 // on first use, not here.
 func (db *DB) replayWait(r *Run, rec *record.Record) string {
 	return wait.CheckReplayed(rec, db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload), r.mu.lastSeq, r.mu.head, r.mu.end != nil)
 }
-
-// waitTaken is the applied hook: an atom at seq of r is part of the
-// run's state, so the wait before it is taken.
-func (r *Run) waitTaken(seq uint64) { r.db.waits.Taken(r.id, seq) }
 
 // waitCore is the DB as the conduct of waits' Core.
 type waitCore struct{ db *DB }
