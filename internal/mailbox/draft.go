@@ -167,7 +167,7 @@ type Atom interface {
 	Stopping() (<-chan struct{}, error)
 	// Peer returns how the store holds run to, for Takes: deleted, or
 	// ended (its status; nil while it is active, or while the store has
-	// no run to).
+	// no run to). Send calls it without the atom's run's lock.
 	Peer(to string) (deleted bool, ended any, err error)
 }
 
