@@ -81,7 +81,7 @@ func (db *DB) Close() error {
 	if err := db.log.Close(); err != nil {
 		errs = append(errs, fmt.Errorf("engine: close log: %w", err))
 	}
-	db.waitsClose() // waitcore.go: WAITS unmapped
+	db.waits.Close() // internal/wait: WAITS unmapped
 	// If the fsyncs started, their error, if any, failed the checkpoint.
 	db.settleDirSyncs()
 	if len(errs) == 0 {

@@ -27,6 +27,7 @@ import (
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/internal/snapindex"
+	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/record"
@@ -197,9 +198,10 @@ type capabilityState struct {
 	// blobs is what the engine keeps of blobs: the blobs atoms in flight
 	// hold, and sweeps (blobs.go; internal/blobs).
 	blobs *blobs.Set
-	// waits is the index of the runs' waits, loaded on first use
-	// (waits.go, waitcore.go; internal/wait).
-	waits waitState
+	// waits is the index of the runs' waits and its conduct, bound to
+	// the DB by Open, loaded on first use (waits.go, waitcore.go;
+	// internal/wait).
+	waits wait.Waits
 }
 
 const (
@@ -256,6 +258,7 @@ func Open(dir string, opts *Options) (*DB, error) {
 	db.mu.runs = map[string]*Run{}
 	db.eraser = newEraser(db)
 	db.blobs = newBlobs(db)
+	db.waits.Bind(waitCore{db}, o.Clock, &waitErrs)
 	db.streams = stream.NewStreams(func() stream.Source { return db.streamLog() }, db.fs, db.path(streamsName), o.NoSync)
 	db.frameBudget.Store(o.FrameCache)
 	db.bg.ckptAt = start

@@ -128,11 +128,11 @@ var capabilities = []capability{
 		replayed: func(db *DB, rec *record.Record, _ []byte, _ bool) {
 			switch rec.Kind {
 			case record.KindEnd, record.KindDelete, record.KindErase:
-				db.waitGone(rec.Kind, rec.Run)
+				db.waits.Gone(rec.Kind, rec.Run)
 			}
 		},
-		applied: func(r *Run, seq uint64) { r.waitTaken(seq) },
-		gone:    func(db *DB, k record.Kind, run string) { db.waitGone(k, run) },
+		applied: func(r *Run, seq uint64) { r.db.waits.Taken(r.id, seq) }, // the wait before the atom is taken
+		gone:    func(db *DB, k record.Kind, run string) { db.waits.Gone(k, run) },
 	},
 	{ // streams out of runs (streams.go; internal/stream)
 		name:  "stream",

@@ -3,7 +3,7 @@ package engine
 // Messages between the runs of a store (docs/DESIGN.md, "Messages between
 // runs"): the API over internal/mailbox, which holds the inbox;
 // mailbox.LogSource reads the store for it (given at the replay:
-// recovery.go), receiver is its Receiver.
+// recovery.go), liveAtom is its Atom.
 
 import (
 	"context"
@@ -48,40 +48,25 @@ const (
 // ErrRunDeleted (run to takes no message), ErrMessageTooLarge,
 // ErrBranchMessage, ErrAtomDone.
 func (a *Atom) Send(ctx context.Context, to string, payload []byte) error {
-	r, db := a.run, a.run.db
-	if err := db.checkOpen(); err != nil {
+	if err := a.messaging(); err != nil {
 		return err
 	}
-	if err := mailbox.CheckSend(r.id, a.seq, to, len(payload), ErrMessageTooLarge); err != nil {
-		return err
-	}
-	if err := db.receiverOpen(to); err != nil {
-		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", r.id, a.seq, to, err)
-	}
-	if err := r.lockIdle(ctx); err != nil {
-		return err
-	}
-	defer r.mu.Unlock()
-	if err := a.runningLocked(); err != nil {
-		return err
-	}
-	return a.msgs.Add(r.id, a.seq, to, payload, ErrMessageTooLarge)
+	return mailbox.Send(ctx, (*liveAtom)(a), to, payload, &msgErrs)
 }
 
-// receiverOpen says why run to takes no messages, or nil
-// (mailbox.Takes).
-func (db *DB) receiverOpen(to string) error {
-	r, deleted, err := db.knownRun(to)
-	if err != nil {
+// msgErrs are the engine's sentinels the mailbox's conduct returns.
+var msgErrs = mailbox.Errors{TooLarge: ErrMessageTooLarge, Deleted: ErrRunDeleted, Ended: ErrRunEnded}
+
+// messaging says why the atom sends and receives no message at all: the
+// store closed, or it is a branch's.
+func (a *Atom) messaging() error {
+	if err := a.run.db.checkOpen(); err != nil {
 		return err
 	}
-	var ended any
-	if r != nil {
-		if s := r.Status(); s != StatusActive {
-			ended = s
-		}
+	if a.branch != nil {
+		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.Name)
 	}
-	return mailbox.Takes(to, deleted, ended, ErrRunDeleted, ErrRunEnded)
+	return nil
 }
 
 // knownRun returns run id, nil if the store holds none, and whether it
@@ -99,26 +84,6 @@ func (db *DB) knownRun(id string) (r *Run, deleted bool, err error) {
 		return db.knownRun(id)
 	}
 	return r, deleted, nil
-}
-
-// runningLocked says why the atom can no longer send or receive, or nil.
-// The run's mu is held.
-func (a *Atom) runningLocked() error {
-	if a.branch != nil {
-		return fmt.Errorf("%w: run %q branch %q", ErrBranchMessage, a.run.id, a.branch.Name)
-	}
-	if a.doneLocked() {
-		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
-	}
-	return nil
-}
-
-// doneLocked says the atom committed, failed, or is no longer its run's
-// running atom. The run's mu is held.
-func (a *Atom) doneLocked() bool {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.mu.done || a.run.mu.atom != a
 }
 
 // Receive returns the next message of the run's inbox, waiting for one
@@ -146,14 +111,28 @@ func (a *Atom) TryReceive(ctx context.Context) (m Message, ok bool, err error) {
 }
 
 func (a *Atom) receive(ctx context.Context, from string, wait bool) (Message, bool, error) {
-	m, ok, err := a.run.db.msgs.Next(ctx, (*receiver)(a), a.run.id, from, &a.msgs, wait)
+	if err := a.messaging(); err != nil {
+		return Message{}, false, err
+	}
+	m, ok, err := a.run.db.msgs.Next(ctx, (*liveAtom)(a), from, wait, &msgErrs)
 	return Message(m), ok, err
 }
 
-// receiver is an atom as the mailbox receives for it.
-type receiver Atom
+// liveAtom is an atom in flight as internal/mailbox sends and receives
+// for it (mailbox.Atom) and internal/stream appends for it (stream.Atom,
+// streams.go), each call under its run's lock; the key the Streams keep
+// its attempt under.
+type liveAtom Atom
 
-func (x *receiver) Lock(ctx context.Context) error {
+func (x *liveAtom) ID() (string, uint64)               { return x.run.id, x.seq }
+func (x *liveAtom) Draft() *mailbox.Draft              { return &x.msgs }
+func (x *liveAtom) Unlock()                            { x.run.mu.Unlock() }
+func (x *liveAtom) Stopping() (<-chan struct{}, error) { return x.run.db.bg.stop, ErrClosed }
+
+// Lock takes the run's lock once no write of it runs, and says why the
+// atom acts no more (the lock then not held): the store closed, or the
+// atom committed, failed, or is no longer its run's running atom.
+func (x *liveAtom) Lock(ctx context.Context) error {
 	a := (*Atom)(x)
 	if err := a.run.db.checkOpen(); err != nil {
 		return err
@@ -161,18 +140,27 @@ func (x *receiver) Lock(ctx context.Context) error {
 	if err := a.run.lockIdle(ctx); err != nil {
 		return err
 	}
-	err := a.runningLocked()
-	if err == nil {
-		err = a.msgs.Receivable(a.run.id, a.seq, ErrMessageTooLarge)
-	}
-	if err != nil {
+	a.mu.Lock()
+	done := a.mu.done || a.run.mu.atom != a // it committed, failed, or another atom runs
+	a.mu.Unlock()
+	if done {
 		a.run.mu.Unlock()
+		return fmt.Errorf("%w: run %q seq %d", ErrAtomDone, a.run.id, a.seq)
 	}
-	return err
+	return nil
 }
 
-func (x *receiver) Unlock()                            { x.run.mu.Unlock() }
-func (x *receiver) Stopping() (<-chan struct{}, error) { return x.run.db.bg.stop, ErrClosed }
+// Peer is how the store holds run to (knownRun): deleted, or its status
+// once it ended.
+func (x *liveAtom) Peer(to string) (deleted bool, ended any, err error) {
+	r, deleted, err := x.run.db.knownRun(to)
+	if r != nil {
+		if s := r.Status(); s != StatusActive {
+			ended = s
+		}
+	}
+	return deleted, ended, err
+}
 
 // Inbox returns the messages sent to the run and not consumed yet, in the
 // order Receive would return them, those the running atom received too.

@@ -66,7 +66,7 @@ func (db *DB) replayFrom(cp *layout.Checkpoint, from wal.Pos) error {
 
 	db.msgs.Reset(mailbox.LogSource{FS: db.fs, Inbox: db.path(layout.InboxName), Sealer: db.sealer, Log: db.log,
 		File: db.segmentFile, Decoder: func() *record.Decoder { return db.decoder(false) }, Logger: db.logger}, cp, from)
-	db.waitsFrom(cp, from)
+	db.waits.Index().FromCheckpoint(cp, from) // the load of waits starts from cp
 	dec := db.decoder(true)
 	if db.replayComp != nil {
 		dec.Comp = db.replayComp // within Open's budget

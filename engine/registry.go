@@ -29,7 +29,7 @@ func (db *DB) checkRegistry() error { return db.reg.Run(regCheck{db}) }
 // regCheck is the registry check's registry.Engine: db.
 type regCheck struct{ db *DB }
 
-func (c regCheck) WaitsFromFile() bool { return c.db.waits.index(c.db).FromFile() }
+func (c regCheck) WaitsFromFile() bool { return c.db.waits.Index().FromFile() }
 
 func (c regCheck) ReadLog(to wal.Pos, waits *wait.Check) (map[string]*registry.Run, *registry.Collector, error) {
 	return c.db.logRunsBefore(to, waits)
@@ -59,7 +59,7 @@ func (c regCheck) Disagreed(mismatch string) {
 // CheckWaits: on any disagreement, the index of waits is rebuilt from
 // the log (wait.Waits.CheckFile); the disagreement is kept for Stats.
 func (c regCheck) CheckWaits(waits *wait.Check, to wal.Pos, live wait.Live) (string, error) {
-	return c.db.waits.of(c.db).CheckFile(waits, to, live)
+	return c.db.waits.CheckFile(waits, to, live)
 }
 
 // waitsMismatch returns how WAITS disagreed with the log, once the check

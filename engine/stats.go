@@ -85,7 +85,7 @@ func (db *DB) Stats() Stats {
 		FramesRebuilt: db.counters.framesRebuilt.Load(),
 		LedgerRebuilt: db.ledgerRebuiltWhy(),
 		InboxRebuilt:  db.msgs.Rebuilt(),
-		WaitsRebuilt:  db.waits.index(db).Rebuilt(),
+		WaitsRebuilt:  db.waits.Index().Rebuilt(),
 
 		CheckpointMismatch: db.registryMismatch(),
 		WaitsMismatch:      db.waitsMismatch(),

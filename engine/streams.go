@@ -68,32 +68,12 @@ func (a *Atom) Append(ctx context.Context, name string, chunk []byte) (uint64, e
 	if a.branch != nil {
 		return 0, fmt.Errorf("%w: run %q branch %q", ErrBranchStream, r.id, a.branch.Name)
 	}
-	if err := stream.CheckChunk(r.id, a.seq, name, len(chunk), ErrTooLarge); err != nil {
-		return 0, err
-	}
-	if err := db.streams.Mark(); err != nil {
-		return 0, err
-	}
-	if err := r.lockIdle(ctx); err != nil {
-		return 0, err
-	}
-	defer r.mu.Unlock()
-	if a.doneLocked() {
-		return 0, fmt.Errorf("%w: run %q seq %d", ErrAtomDone, r.id, a.seq)
-	}
-	off, attempt, err := db.streams.Write(ctx, a, r.id, a.seq, name, chunk, db.sealer, db.streamLog())
-	if err != nil {
-		return 0, err
-	}
-	if o, ok := a.obs.(StreamObserver); ok {
-		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: attempt, Bytes: len(chunk)})
-	}
-	return off, nil
+	return db.streams.Append(ctx, (*liveAtom)(a), r.id, a.seq, name, chunk, ErrTooLarge, db.sealer, db.streamLog())
 }
 
 // FlushStreams waits until every chunk the atom appended is durable.
 func (a *Atom) FlushStreams(ctx context.Context) error {
-	w := a.run.db.streams.Last(a)
+	w := a.run.db.streams.Last((*liveAtom)(a))
 	if w == nil {
 		return nil
 	}
@@ -105,6 +85,14 @@ func (a *Atom) FlushStreams(ctx context.Context) error {
 // Append enqueued, under the run's lock (return quickly; no DB calls).
 type StreamObserver interface {
 	ChunkAppended(StreamEvent)
+}
+
+// Appended tells the atom's observer (a StreamObserver) of a chunk
+// appended (stream.Atom; Lock and Unlock are messages.go's).
+func (x *liveAtom) Appended(name string, off, attempt uint64, n int) {
+	if o, ok := x.obs.(StreamObserver); ok {
+		o.ChunkAppended(StreamEvent{Stream: name, Offset: off, Attempt: attempt, Bytes: n})
+	}
 }
 
 // StreamEvent is one chunk an atom appended.
@@ -172,15 +160,13 @@ func (db *DB) streamCheck(a *Atom) error {
 	if a.branch != nil {
 		return nil
 	}
-	return db.streams.Check(a, a.run.id, a.seq, func(upTo uint64) {
-		db.log.AppendAsync(record.AppendStreamAbandon(nil, a.run.id, a.seq, upTo))
-	})
+	return db.streams.Check((*liveAtom)(a), a.run.id, a.seq, db.log)
 }
 
 // streamDone applies an atom's commit (at pos) or failure to the index.
 func (db *DB) streamDone(a *Atom, seq uint64, pos wal.Pos, failed bool) {
 	if a.branch == nil {
-		db.streams.Done(a, a.run.id, seq, pos, failed)
+		db.streams.Done((*liveAtom)(a), a.run.id, seq, pos, failed)
 	}
 }
 

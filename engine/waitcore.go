@@ -7,7 +7,6 @@ package engine
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
@@ -21,25 +20,10 @@ import (
 // ErrNoRun is returned by SendEvent for a run the store does not have.
 var ErrNoRun = errors.New("engine: no such run")
 
-// waitState is the DB's index of waits and its conduct
-// (capabilityState.waits), bound to the DB on first use (of).
-type waitState struct{ wait.Waits }
-
 // waitErrs are the engine's sentinels the conduct of waits returns.
 var waitErrs = wait.Errors{Closed: ErrClosed, Invalid: ErrInvalidOptions, TooLarge: ErrTooLarge, WaitExists: ErrWaitExists,
-	NoWait: ErrNoWait, NotEnded: ErrWaitNotEnded, Mismatch: ErrEventMismatch, RunEnded: ErrRunEnded, InProgress: ErrAtomInProgress}
-
-// of returns the conduct of waits, bound to db.
-func (s *waitState) of(db *DB) *wait.Waits { return s.Bind(waitCore{db}, db.opts.Clock, &waitErrs) }
-
-// index returns the DB's index of waits, loaded or not.
-func (s *waitState) index(db *DB) *wait.Index { return s.of(db).Index() }
-
-// waitsFrom tells the index, at Open, the checkpoint its load starts
-// from (cp nil: none, the whole log).
-func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
-	db.waits.index(db).FromCheckpoint(cp, from)
-}
+	NoWait: ErrNoWait, NotEnded: ErrWaitNotEnded, Mismatch: ErrEventMismatch, RunEnded: ErrRunEnded, InProgress: ErrAtomInProgress,
+	NoRun: ErrNoRun, Deleted: ErrRunDeleted}
 
 // writeWaitsFile writes WAITS for the checkpoint of generation gen at
 // replay position floor (internal/wait, WriteFile), after every run's row
@@ -48,16 +32,8 @@ func (db *DB) waitsFrom(cp *layout.Checkpoint, from wal.Pos) {
 // becomes the index's table, read from the file but after Close's own
 // checkpoint. CHECKPOINT's directory fsync makes its rename durable.
 func (db *DB) writeWaitsFile(gen uint64, floor wal.Pos, rows []layout.CheckpointRun) error {
-	return db.waits.of(db).WriteFile(gen, floor, wait.CheckpointRows(rows), db.opts.NoSync, !db.closed.Load())
+	return db.waits.WriteFile(gen, floor, wait.CheckpointRows(rows), db.opts.NoSync, !db.closed.Load())
 }
-
-// waitsClose lets go of the index's table (WAITS, mapped) at Close, so
-// that nothing of the store's files stays mapped after it.
-func (db *DB) waitsClose() { db.waits.Close() }
-
-// waitGone is the gone hook, and the replayed one's for an end or a
-// deletion (k): nothing of run waits any more (wait.Waits.Gone).
-func (db *DB) waitGone(k record.Kind, run string) { db.waits.of(db).Gone(k, run) }
 
 // replayWait checks a wait, event or wake record of Open's replay
 // against its run r (internal/wait, CheckReplayed). The index is loaded
@@ -66,28 +42,18 @@ func (db *DB) replayWait(r *Run, rec *record.Record) string {
 	return wait.CheckReplayed(rec, db.hasher.Link(rec.Run, rec.Seq, rec.Final, rec.Payload), r.mu.lastSeq, r.mu.head, r.mu.end != nil)
 }
 
-// waitTaken is the applied hook: an atom at seq of r is part of the
-// run's state, so the wait before it is taken.
-func (r *Run) waitTaken(seq uint64) { r.db.waits.Taken(r.id, seq) }
-
 // waitCore is the DB as the conduct of waits' Core.
 type waitCore struct{ db *DB }
 
 func (c waitCore) Open() error { return c.db.checkOpen() }
 
-// Run returns run id, which must exist and not be deleted.
-func (c waitCore) Run(id string) (wait.Run, error) {
+// Run returns run id (nil: none) and whether it was deleted.
+func (c waitCore) Run(id string) (wait.Run, bool, error) {
 	r, deleted, err := c.db.knownRun(id) // messages.go
-	if err != nil {
-		return nil, err
-	}
-	if deleted {
-		return nil, fmt.Errorf("%w: run %q", ErrRunDeleted, id)
-	}
 	if r == nil {
-		return nil, fmt.Errorf("%w: run %q", ErrNoRun, id)
+		return nil, deleted, err // a nil wait.Run, not a waitRun of none
 	}
-	return waitRun{r}, nil
+	return waitRun{r}, deleted, err
 }
 
 // Append writes raws in one durable batch, tracked (the checkpoint's

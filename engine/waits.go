@@ -104,7 +104,7 @@ const (
 // ErrWaitExists (another name), ErrAtomInProgress (an atom or a branch
 // is running).
 func (r *Run) Wait(ctx context.Context, name string, deadline time.Time) (Wait, error) {
-	return exported(r.db.waits.of(r.db).Declare(ctx, waitRun{r}, name, deadline))
+	return exported(r.db.waits.Declare(ctx, waitRun{r}, name, deadline))
 }
 
 // Sleep is a wait for the clock only, until t: a timer. It ends, as
@@ -113,13 +113,13 @@ func (r *Run) Sleep(ctx context.Context, until time.Time) (Wait, error) {
 	if until.IsZero() {
 		return Wait{}, fmt.Errorf("%w: run %q: a sleep needs a time", ErrInvalidOptions, r.id)
 	}
-	return exported(r.db.waits.of(r.db).Declare(ctx, waitRun{r}, "", until))
+	return exported(r.db.waits.Declare(ctx, waitRun{r}, "", until))
 }
 
 // CurrentWait returns the run's wait after its last atom, if it has one
 // (a run that ended has none).
 func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
-	w, ok, err := r.db.waits.of(r.db).Current(ctx, waitRun{r})
+	w, ok, err := r.db.waits.Current(ctx, waitRun{r})
 	if !ok || err != nil {
 		return Wait{}, false, err
 	}
@@ -130,7 +130,7 @@ func (r *Run) CurrentWait(ctx context.Context) (Wait, bool, error) {
 // the run then goes on without it. A wait that ended already is returned
 // as it is.
 func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
-	return exported(r.db.waits.of(r.db).Cancel(ctx, waitRun{r}))
+	return exported(r.db.waits.Cancel(ctx, waitRun{r}))
 }
 
 // WaitEnded blocks until the run's wait after its last atom has ended (it
@@ -138,7 +138,7 @@ func (r *Run) CancelWait(ctx context.Context) (Wait, error) {
 // it. It is for a caller that holds a goroutine per run anyway; a host of
 // many runs uses Ready and ReadyChanged.
 func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
-	return exported(r.db.waits.of(r.db).Ended(ctx, waitRun{r}, r.db.bg.stop))
+	return exported(r.db.waits.Ended(ctx, waitRun{r}, r.db.bg.stop))
 }
 
 // WaitOutcome returns the wait the atom follows (the run's wait after
@@ -146,7 +146,7 @@ func (r *Run) WaitEnded(ctx context.Context) (Wait, error) {
 // then every attempt gets the same outcome. Errors: ErrWaitNotEnded (still
 // open), ErrNoWait.
 func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
-	return exported(a.run.db.waits.of(a.run.db).Outcome(ctx, a.run.id, a.seq-1))
+	return exported(a.run.db.waits.Outcome(ctx, a.run.id, a.seq-1))
 }
 
 // SendEvent sends an event named name, with payload (copied), to run,
@@ -158,7 +158,7 @@ func (a *Atom) WaitOutcome(ctx context.Context) (Wait, error) {
 // MaxEventSize), ErrInvalidOptions (a bad name or sender id); with an
 // error the SendResult is zero.
 func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload []byte) (SendResult, error) {
-	dup, delivered, err := db.waits.of(db).Send(ctx, run, name, sender, payload)
+	dup, delivered, err := db.waits.Send(ctx, run, name, sender, payload)
 	return SendResult{Duplicate: dup, Delivered: delivered}, err
 }
 
@@ -167,7 +167,7 @@ func (db *DB) SendEvent(ctx context.Context, run, name, sender string, payload [
 // resume, each listed until an atom of it commits. It first records every
 // due timeout (docs/DESIGN.md, "Waits, events and timers").
 func (db *DB) Ready(ctx context.Context, max int) ([]Wait, error) {
-	ws, err := db.waits.of(db).Ready(ctx, max)
+	ws, err := db.waits.Ready(ctx, max)
 	if err != nil {
 		return nil, err
 	}
@@ -186,7 +186,7 @@ func (db *DB) ReadyChanged() <-chan struct{} { return db.waits.ReadyChanged() }
 
 // NextDeadline returns the earliest deadline of an open wait.
 func (db *DB) NextDeadline(ctx context.Context) (time.Time, bool, error) {
-	at, ok, err := db.waits.of(db).NextDeadline(ctx)
+	at, ok, err := db.waits.NextDeadline(ctx)
 	if !ok || err != nil {
 		return time.Time{}, false, err
 	}
@@ -203,7 +203,7 @@ type WaitStats struct {
 
 // WaitStats returns the counts of the store's index of waits.
 func (db *DB) WaitStats(ctx context.Context) (WaitStats, error) {
-	s, err := db.waits.of(db).Stats(ctx)
+	s, err := db.waits.Stats(ctx)
 	if err != nil {
 		return WaitStats{}, err
 	}

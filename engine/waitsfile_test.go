@@ -213,7 +213,7 @@ func TestWaitsFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !db.waits.index(db).FromFile() {
+	if !db.waits.Index().FromFile() {
 		t.Fatal("the forged WAITS is not one the engine would use: the check is blind")
 	}
 	if _, err := db.Ready(ctx, 0); err != nil {
@@ -391,7 +391,7 @@ func TestWaitsFileSealed(t *testing.T) {
 		if got := waitsView(t, db, runs...); got != want {
 			t.Fatalf("%s: after the restart:\n%s\nwant\n%s", name, got, want)
 		}
-		if err := db.waits.of(db).Trusted(); err != nil { // the check of WAITS against the log ran
+		if err := db.waits.Trusted(); err != nil { // the check of WAITS against the log ran
 			t.Fatal(err)
 		}
 		why := db.Stats().WaitsRebuilt

@@ -10,9 +10,9 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
-// BenchmarkWaitTaken: what the commit path's applied hook
-// (engine/waitcore.go, Run.waitTaken) costs each atom once the wait index
-// is loaded: wait.Index.Taken of a run that commits with no wait of its
+// BenchmarkWaitTaken: what the commit path's applied hook (engine/hooks.go,
+// the waits entry) costs each atom once the wait index is loaded:
+// wait.Index.Taken of a run that commits with no wait of its
 // own, beside 0 and 100,000 runs that wait (WAITS version 2, read in
 // place as Open loads it), and of runs that do wait (each call takes one
 // run's wait, as the atom after a wait does).

@@ -34,12 +34,16 @@
 //		Rebuilding(why string)
 //	}
 //
-// and, for a receive that waits, over one running atom:
+// and, for a send or a receive, one running atom (the engine's atom,
+// with the engine's sentinels handed in as Errors):
 //
-//	type Receiver interface {
-//		Lock(ctx context.Context) error    // the run's lock, or why the atom receives no more
+//	type Atom interface {
+//		ID() (run string, seq uint64)
+//		Draft() *Draft                      // the atom's, guarded by its run's lock
+//		Lock(ctx context.Context) error     // the run's lock, or why the atom sends and receives no more
 //		Unlock()
 //		Stopping() (<-chan struct{}, error) // closed when the store closes; the receive's error then
+//		Peer(to string) (deleted bool, ended any, err error) // how the store holds run to (Takes)
 //	}
 //
 // What the engine calls, whole. Lock order: the run's lock, then the
@@ -51,14 +55,15 @@
 //	(*Box).Replayed(rec, body, reflected)      // an atom, end or deletion of the replayed tail
 //	(*Box).Load() error                        // build the inbox now (else on first use); sticky error
 //	// an atom of Begin, under its run's lock (the Draft is the atom's)
-//	CheckSend(run, seq, to, n, tooLarge) error // Atom.Send's checks
-//	Takes(to, deleted, ended, errDeleted, errEnded) error // Atom.Send: whether run to takes messages
+//	Send(ctx, a, to, payload, errs) error      // Atom.Send: CheckSend, a.Peer and Takes, then Draft.Add under a.Lock
+//	CheckSend(run, seq, to, n, tooLarge) error // Send's checks of a message
+//	Takes(to, deleted, ended, errDeleted, errEnded) error // Send: whether run to takes messages
 //	(*Draft).Send(to, payload)                 // payload copied
 //	(*Draft).Add(run, seq, to, payload, tooLarge) error // Send within MaxMessagesPerAtom
-//	(*Draft).Receivable(run, seq, tooLarge) error       // a receive within MaxMessagesPerAtom (Receiver.Lock)
+//	(*Draft).Receivable(run, seq, tooLarge) error       // a receive within MaxMessagesPerAtom (Next, under a.Lock)
 //	(*Draft).Counts() (sent, received int)
 //	(*Box).Receive(to, from, d, wait)          // claim the next message, or a channel closed on arrival
-//	(*Box).Next(ctx, rc, to, from, d, wait)    // Receive for a Receiver, waiting for a message if wait
+//	(*Box).Next(ctx, a, from, wait, errs)      // Receive for an Atom, within its limit, waiting for a message if wait
 //	(*Box).Consumable(run, seq, d) error       // the check before commit: received in order, still there
 //	(*Draft).Record() (sent, consumed)         // the atom record's data (AppendExts encodes it)
 //	(*Box).Publish(run, seq, at, sent, consumed) // after the atom's record is durable at at

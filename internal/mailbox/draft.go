@@ -149,36 +149,83 @@ func (b *Box) Release(run string, d *Draft) {
 	d.received = nil
 }
 
-// Receiver is a running atom as Next receives for it (the engine's
+// Atom is a running atom as Send and Next act for it (the engine's
 // adapter over its atom).
-type Receiver interface {
+type Atom interface {
+	// ID returns the atom's run and seq.
+	ID() (run string, seq uint64)
+	// Draft returns the atom's Draft, guarded by its run's lock.
+	Draft() *Draft
 	// Lock takes the atom's run's lock, waiting until ctx ends, and says
-	// why the atom can receive no more (the lock then not held), or nil.
+	// why the atom sends and receives no more (the lock then not held),
+	// or nil.
 	Lock(ctx context.Context) error
 	// Unlock releases the run's lock.
 	Unlock()
 	// Stopping returns a channel closed when the store closes, and the
 	// error a receive waiting on it then returns.
 	Stopping() (<-chan struct{}, error)
+	// Peer returns how the store holds run to, for Takes: deleted, or
+	// ended (its status; nil while it is active, or while the store has
+	// no run to). Send calls it without the atom's run's lock.
+	Peer(to string) (deleted bool, ended any, err error)
 }
 
-// Next is Receive for rc, whose Draft is d, under its run's lock: with
-// wait it waits, until ctx ends or the store closes, for a message; ok is
-// false only without wait, when there is none now.
-func (b *Box) Next(ctx context.Context, rc Receiver, to, from string, d *Draft, wait bool) (Message, bool, error) {
+// Errors are the engine's sentinels the errors of Send and Next wrap.
+type Errors struct {
+	TooLarge error // a payload over record.MaxMessageSize, or a message past record.MaxMessagesPerAtom
+	Deleted  error // Send: run to was deleted
+	Ended    error // Send: run to ended
+}
+
+// Send is an atom's Send, in its order: the message's checks (CheckSend),
+// whether run to takes messages (a.Peer, Takes), then, under the atom's
+// run's lock (a.Lock), the message added to its Draft within
+// record.MaxMessagesPerAtom (Draft.Add). payload is copied.
+func Send(ctx context.Context, a Atom, to string, payload []byte, errs *Errors) error {
+	run, seq := a.ID()
+	if err := CheckSend(run, seq, to, len(payload), errs.TooLarge); err != nil {
+		return err
+	}
+	deleted, ended, err := a.Peer(to)
+	if err == nil {
+		err = Takes(to, deleted, ended, errs.Deleted, errs.Ended)
+	}
+	if err != nil {
+		return fmt.Errorf("engine: run %q seq %d: send to %q: %w", run, seq, to, err)
+	}
+	if err := a.Lock(ctx); err != nil {
+		return err
+	}
+	defer a.Unlock()
+	return a.Draft().Add(run, seq, to, payload, errs.TooLarge)
+}
+
+// Next is an atom's Receive (of sender from, or of any when from is ""):
+// under its run's lock (a.Lock), within record.MaxMessagesPerAtom
+// received (Draft.Receivable), Receive for its Draft; with wait it waits,
+// until ctx ends or the store closes, for a message, and takes the lock
+// again. ok is false only without wait, when there is none now.
+func (b *Box) Next(ctx context.Context, a Atom, from string, wait bool, errs *Errors) (Message, bool, error) {
+	run, seq := a.ID()
 	for {
-		if err := rc.Lock(ctx); err != nil {
+		if err := a.Lock(ctx); err != nil {
 			return Message{}, false, err
 		}
-		m, ok, wake, err := b.Receive(to, from, d, wait)
-		rc.Unlock()
+		d := a.Draft()
+		if err := d.Receivable(run, seq, errs.TooLarge); err != nil {
+			a.Unlock()
+			return Message{}, false, err
+		}
+		m, ok, wake, err := b.Receive(run, from, d, wait)
+		a.Unlock()
 		switch {
 		case err != nil:
 			return Message{}, false, err
 		case ok || !wait:
 			return m, ok, nil
 		}
-		stop, stopErr := rc.Stopping()
+		stop, stopErr := a.Stopping()
 		select {
 		case <-wake:
 		case <-ctx.Done():

@@ -175,10 +175,10 @@ func (s *Streams) Last(key any) *wal.Waiter {
 
 // Check runs before the atom key's record (run's seq) is written: an atom
 // that appended no chunk, of a seq whose earlier attempts did and are
-// open (they crashed), has abandon enqueue an abandon record of the
-// attempts up to upTo first, so that the log says its commit is not
+// open (they crashed), first enqueues to log an abandon record of the
+// attempts up to the last, so that the log says its commit is not
 // theirs.
-func (s *Streams) Check(key any, run string, seq uint64, abandon func(upTo uint64)) error {
+func (s *Streams) Check(key any, run string, seq uint64, log Enqueuer) error {
 	s.mu.Lock()
 	as := s.atoms[key]
 	s.mu.Unlock()
@@ -191,7 +191,7 @@ func (s *Streams) Check(key any, run string, seq uint64, abandon func(upTo uint6
 		return fmt.Errorf("engine: run %q seq %d: %w", run, seq, err)
 	}
 	if ok {
-		abandon(upTo)
+		log.AppendAsync(record.AppendStreamAbandon(nil, run, seq, upTo))
 		x.Abandoned(run, seq, upTo)
 	}
 	return nil

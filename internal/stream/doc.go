@@ -21,11 +21,12 @@
 //	NewStreams(func() Source, fs, marker, noSync) *Streams // the Source made on the Index's first use
 //	(*Streams).Index() *Index; Used() bool; Mark() error // Mark before an atom's first chunk
 //	(*Streams).Seen(); Heal(logger)                      // the log holds streams; write a missing marker
-//	CheckChunk(run, seq, name, n, tooLarge) error         // Atom.Append's checks of a chunk
+//	(*Streams).Append(ctx, a, run, seq, name, chunk, tooLarge, sealer, Log) (off, error) // Atom.Append: CheckChunk, Mark, then Write under a.Lock
+//	CheckChunk(run, seq, name, n, tooLarge) error         // Append's checks of a chunk
 //	(*Streams).Write(ctx, key, run, seq, name, chunk, sealer, Log) (off, attempt, error) // under the run's lock
 //	(*Streams).Attempt(key, run, seq) (uint64, error)    // under the run's lock, before Index.Append
 //	(*Streams).Appended(key, run, name); Last(key)       // the last append's Waiter (Atom.FlushStreams)
-//	(*Streams).Check(key, run, seq, abandon) error       // before an atom's record: abandon enqueues the abandon record
+//	(*Streams).Check(key, run, seq, Enqueuer) error      // before an atom's record: the abandon record enqueued, if due
 //	(*Streams).Done(key, run, seq, pos, failed)          // the atom's record or fail record is durable
 //	(*Streams).Gone(kind, run)                           // a run's end or deletion
 //
@@ -50,6 +51,17 @@
 //	type Log interface {
 //		AppendAsync(rec []byte) *wal.Waiter // enqueue
 //		Appended(n int)                     // count the bytes appended
+//	}
+//
+// an Enqueuer (the *wal.Log) Check enqueues an abandon record to; the
+// atom in flight Append appends for, which is also the key the Streams
+// keep its attempt under (the engine hands the same value to Last, Check
+// and Done):
+//
+//	type Atom interface {
+//		Lock(ctx context.Context) error // the run's lock, or why the atom appends no more
+//		Unlock()
+//		Appended(name string, off, attempt uint64, n int) // under the lock: the observer
 //	}
 //
 // and, for a read that follows a stream at its tail, over one run:

@@ -12,6 +12,13 @@ import (
 	"github.com/continuumdb/continuum/wal"
 )
 
+// Enqueuer is the engine's log (a *wal.Log) as Check enqueues an
+// abandon record to it.
+type Enqueuer interface {
+	// AppendAsync enqueues recs and returns their Waiter.
+	AppendAsync(recs ...[]byte) *wal.Waiter
+}
+
 // Log is the engine's log as Write appends chunks to it.
 type Log interface {
 	// AppendAsync enqueues rec and returns its Waiter.
@@ -32,6 +39,46 @@ func CheckChunk(run string, seq uint64, name string, n int, tooLarge error) erro
 			tooLarge, run, seq, n, name, record.MaxChunkSize)
 	}
 	return nil
+}
+
+// Atom is an atom in flight as Append appends for it (the engine's
+// adapter over its atom). It is also the key Streams keep the atom's
+// attempt and last append under: the engine hands the same value to
+// Last, Check and Done.
+type Atom interface {
+	// Lock takes the atom's run's lock, waiting until ctx ends, and says
+	// why the atom appends no more (the lock then not held), or nil.
+	Lock(ctx context.Context) error
+	// Unlock releases the run's lock.
+	Unlock()
+	// Appended is told of each chunk Append enqueued, under the run's
+	// lock (the observer): its stream, offset, attempt and data's length.
+	Appended(name string, off, attempt uint64, n int)
+}
+
+// Append is Atom.Append of a, run's seq, in its order: the chunk's checks
+// (CheckChunk; tooLarge is the error a chunk too large wraps), the marker
+// written before the store's first chunk (Mark), then, under the run's
+// lock (a.Lock), the chunk's record written (Write, sealed by sealer
+// unless nil, to log) and a told (a.Appended). It returns the chunk's
+// offset.
+func (s *Streams) Append(ctx context.Context, a Atom, run string, seq uint64, name string, chunk []byte, tooLarge error, sealer *record.Sealer, log Log) (uint64, error) {
+	if err := CheckChunk(run, seq, name, len(chunk), tooLarge); err != nil {
+		return 0, err
+	}
+	if err := s.Mark(); err != nil {
+		return 0, err
+	}
+	if err := a.Lock(ctx); err != nil {
+		return 0, err
+	}
+	defer a.Unlock()
+	off, attempt, err := s.Write(ctx, a, run, seq, name, chunk, sealer, log)
+	if err != nil {
+		return 0, err
+	}
+	a.Appended(name, off, attempt, len(chunk))
+	return off, nil
 }
 
 // Write appends chunk (copied) to stream name of run as the atom key's

@@ -71,9 +71,9 @@
 //	type Core interface {
 //		// Open returns the store's error once it is closed, else nil.
 //		Open() error
-//		// Run returns run id, which exists and is not deleted (else the
-//		// error to return: no such run, deleted).
-//		Run(id string) (Run, error)
+//		// Run returns run id (nil: the store has none), and whether it
+//		// was deleted; Waits returns Errors.NoRun or Errors.Deleted then.
+//		Run(id string) (r Run, deleted bool, err error)
 //		// Append writes the records durably, in one batch, and returns
 //		// their positions; the checkpoint's replay position stays below
 //		// them until done is called, once the index applied them.
@@ -229,7 +229,7 @@ type Source interface {
 // package doc).
 type Core interface {
 	Open() error
-	Run(id string) (Run, error)
+	Run(id string) (r Run, deleted bool, err error)
 	Append(ctx context.Context, raws [][]byte) (poss []wal.Pos, done func(), err error)
 	Link(run string, seq uint64, head chain.Hash, payload []byte) chain.Hash
 	Source() LogSource

@@ -52,7 +52,7 @@ func (w *Waits) fireDue(ctx context.Context) error {
 		}
 		for i := range due {
 			d := &due[i]
-			r, err := w.core.Run(d.Run)
+			r, err := w.run(d.Run)
 			if err != nil {
 				x.Gone(d.Run)
 				continue

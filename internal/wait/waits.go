@@ -29,14 +29,17 @@ type Errors struct {
 	Mismatch   error // Send: the sender id sent the run another event
 	RunEnded   error // Run.Hold: the run ended or is ending
 	InProgress error // Run.Hold (declare): an atom or a branch of the run runs
+	NoRun      error // Send: the store has no such run
+	Deleted    error // Send: the run was deleted
 }
 
 // MaxEventSize bounds an event's payload, in bytes (engine.MaxEventSize).
 const MaxEventSize = 1 << 20
 
 // Waits is the store's index of waits and its conduct. The zero value is
-// bound to its Core on first use (Bind); Loaded, Taken, Close and
-// ReadyChanged, which touch only a loaded index, need no Bind. Lock
+// bound to its Core by Bind before any other use (the engine binds it as
+// Open makes the DB); Loaded, Taken, Close and ReadyChanged, which touch
+// only a loaded index, would need no Bind. Lock
 // order: a run's write mark, then mu, then the index's mutex.
 type Waits struct {
 	made  sync.Once
@@ -91,6 +94,21 @@ func (w *Waits) Use(ctx context.Context) error {
 		return err
 	}
 	return w.idx.Err()
+}
+
+// run returns run id as the Core holds it, or why it takes nothing: the
+// store has no such run (Errors.NoRun), or it was deleted (Errors.Deleted).
+func (w *Waits) run(id string) (Run, error) {
+	r, deleted, err := w.core.Run(id)
+	switch {
+	case err != nil:
+		return nil, err
+	case deleted:
+		return nil, fmt.Errorf("%w: run %q", w.errs.Deleted, id)
+	case r == nil:
+		return nil, fmt.Errorf("%w: run %q", w.errs.NoRun, id)
+	}
+	return r, nil
 }
 
 // Close lets go of the index's table (WAITS, mapped), if it was loaded.
@@ -332,7 +350,7 @@ func (w *Waits) Send(ctx context.Context, run, name, sender string, payload []by
 	if err := w.Trusted(); err != nil {
 		return false, false, err
 	}
-	r, err := w.core.Run(run)
+	r, err := w.run(run)
 	if err != nil {
 		return false, false, err
 	}
@@ -420,7 +438,7 @@ func (w *Waits) Ready(ctx context.Context, max int) ([]Wait, error) {
 // stale reports whether rw is no wait to act on any more: its run moved
 // on (an atom took it) or ended, or is gone; the index then forgets it.
 func (w *Waits) stale(rw *Wait) bool {
-	r, err := w.core.Run(rw.Run)
+	r, err := w.run(rw.Run)
 	if err != nil {
 		return w.idx.Stale(rw, 0, false, true)
 	}

@@ -21,6 +21,8 @@ type fakeCore struct {
 	failNext error // the next Append's error
 	recorded []string
 	next     int64
+	deleted  map[string]bool // Run: a deleted run
+	runErr   error           // Run's error
 }
 
 type fakeRun struct {
@@ -54,15 +56,21 @@ func (r *fakeRun) Release() {
 
 func (r *fakeRun) Last() (uint64, bool) { return r.last, r.ended }
 
-var errGone = errors.New("no such run")
+var errLookup = errors.New("the table of runs is unreadable")
 
 func (c *fakeCore) Open() error { return nil }
 
-func (c *fakeCore) Run(id string) (Run, error) {
-	if r := c.runs[id]; r != nil {
-		return r, nil
+func (c *fakeCore) Run(id string) (Run, bool, error) {
+	if c.runErr != nil {
+		return nil, false, c.runErr
 	}
-	return nil, errGone
+	if r := c.runs[id]; r != nil {
+		return r, false, nil
+	}
+	if c.deleted[id] {
+		return nil, true, nil
+	}
+	return nil, false, nil
 }
 
 func (c *fakeCore) Append(_ context.Context, raws [][]byte) ([]wal.Pos, func(), error) {
@@ -94,7 +102,8 @@ func (c *fakeCore) Checking() bool  { return false }
 func (c *fakeCore) CheckLog() error { return nil }
 
 var testErrs = Errors{Closed: errors.New("closed"), Invalid: errors.New("invalid"), TooLarge: errors.New("too large"),
-	WaitExists: errors.New("wait exists"), NoWait: errors.New("no wait"), NotEnded: errors.New("not ended"), Mismatch: errors.New("mismatch")}
+	WaitExists: errors.New("wait exists"), NoWait: errors.New("no wait"), NotEnded: errors.New("not ended"), Mismatch: errors.New("mismatch"),
+	NoRun: errors.New("no such run"), Deleted: errors.New("run deleted")}
 
 // newWaits returns Waits over a fakeCore of runs ids, loaded from an
 // empty log, and the clock it reads (set *now).
@@ -149,9 +158,18 @@ func TestWaitsConduct(t *testing.T) {
 	if _, _, err := w.Send(ctx, "a", "approve", "s2", make([]byte, MaxEventSize+1)); !errors.Is(err, testErrs.TooLarge) {
 		t.Fatalf("Send of a large payload: %v", err)
 	}
-	if _, _, err := w.Send(ctx, "b", "approve", "s2", nil); !errors.Is(err, errGone) {
+	if _, _, err := w.Send(ctx, "b", "approve", "s2", nil); !errors.Is(err, testErrs.NoRun) {
 		t.Fatalf("Send to no run: %v", err)
 	}
+	c.deleted = map[string]bool{"b": true}
+	if _, _, err := w.Send(ctx, "b", "approve", "s2", nil); !errors.Is(err, testErrs.Deleted) || errors.Is(err, testErrs.NoRun) {
+		t.Fatalf("Send to a deleted run: %v", err)
+	}
+	c.runErr = errLookup
+	if _, _, err := w.Send(ctx, "b", "approve", "s2", nil); !errors.Is(err, errLookup) {
+		t.Fatalf("Send with the table of runs unreadable: %v", err)
+	}
+	c.deleted, c.runErr = nil, nil
 	out, err := w.Outcome(ctx, "a", 0)
 	if err != nil || out.Outcome != Delivered || out.Event == nil || string(out.Event.Payload) != "yes" {
 		t.Fatalf("Outcome: %+v, %v", out, err)
