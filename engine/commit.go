@@ -275,3 +275,42 @@ func (r *Run) queueSnapshotLocked() {
 func (r *Run) snapshotDueLocked(since int) bool {
 	return r.mu.book.SnapshotDue(r.db.snapshotPolicy(), since)
 }
+
+// track registers a log write about to happen; the engine checkpoint replays
+// from below every registered write until untrack. The returned token is
+// passed to untrack once the in-memory state reflects the write.
+func (db *DB) track() uint64 { return db.pin(db.log.End()) }
+
+// pin holds the replay floor at or below pos until untrack(token) (track,
+// and a pending rollback's record after a restart).
+func (db *DB) pin(pos wal.Pos) uint64 {
+	db.active.Lock()
+	defer db.active.Unlock()
+	if db.active.pos == nil { // a DB assembled by hand (replay fuzzing) has none yet
+		db.active.pos = map[uint64]wal.Pos{}
+	}
+	db.active.next++
+	db.active.pos[db.active.next] = pos
+	return db.active.next
+}
+
+func (db *DB) untrack(tok uint64) {
+	db.active.Lock()
+	delete(db.active.pos, tok)
+	db.active.Unlock()
+}
+
+// replayFloor returns a log position such that every record below it is
+// reflected in the in-memory state, or belongs to a write whose state the
+// caller will capture after waiting for it.
+func (db *DB) replayFloor() wal.Pos {
+	db.active.Lock()
+	defer db.active.Unlock()
+	floor := db.log.End()
+	for _, p := range db.active.pos {
+		if p.Less(floor) {
+			floor = p
+		}
+	}
+	return floor
+}

@@ -5,8 +5,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/continuumdb/continuum/internal/blobs"
-	"github.com/continuumdb/continuum/internal/stream"
 	"log/slog"
 	"slices"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"github.com/cockroachdb/pebble/v2/vfs"
 	"github.com/continuumdb/continuum/chain"
 	"github.com/continuumdb/continuum/frame"
+	"github.com/continuumdb/continuum/internal/blobs"
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/dicttrain"
 	"github.com/continuumdb/continuum/internal/durable"
@@ -27,6 +26,7 @@ import (
 	"github.com/continuumdb/continuum/internal/retention"
 	"github.com/continuumdb/continuum/internal/runtable"
 	"github.com/continuumdb/continuum/internal/snapindex"
+	"github.com/continuumdb/continuum/internal/stream"
 	"github.com/continuumdb/continuum/internal/wait"
 	"github.com/continuumdb/continuum/layout"
 	"github.com/continuumdb/continuum/ledger"
@@ -373,38 +373,6 @@ func (db *DB) runList() []*Run {
 	defer db.mu.Unlock()
 	db.allRunsLocked()
 	return db.mu.runs.Sorted()
-}
-
-// track registers a log write about to happen; the engine checkpoint replays
-// from below every registered write until untrack. The returned token is
-// passed to untrack once the in-memory state reflects the write.
-func (db *DB) track() uint64 {
-	db.active.Lock()
-	defer db.active.Unlock()
-	db.active.next++
-	db.active.pos[db.active.next] = db.log.End()
-	return db.active.next
-}
-
-func (db *DB) untrack(tok uint64) {
-	db.active.Lock()
-	delete(db.active.pos, tok)
-	db.active.Unlock()
-}
-
-// replayFloor returns a log position such that every record below it is
-// reflected in the in-memory state, or belongs to a write whose state the
-// caller will capture after waiting for it.
-func (db *DB) replayFloor() wal.Pos {
-	db.active.Lock()
-	defer db.active.Unlock()
-	floor := db.log.End()
-	for _, p := range db.active.pos {
-		if p.Less(floor) {
-			floor = p
-		}
-	}
-	return floor
 }
 
 // append writes one record durably (or, with NoSync, to the file). Only

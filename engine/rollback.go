@@ -277,18 +277,6 @@ func (db *DB) replayRollback(r *Run, rec *record.Record, pos wal.Pos) string {
 // gets; the completing atom is sealed over the original.
 var forgeRollbackRecord func(rec []byte) []byte
 
-// pin holds the replay floor at or below pos until untrack(token).
-func (db *DB) pin(pos wal.Pos) uint64 {
-	db.active.Lock()
-	defer db.active.Unlock()
-	if db.active.pos == nil { // a DB assembled by hand (replay fuzzing) has none yet
-		db.active.pos = map[uint64]wal.Pos{}
-	}
-	db.active.next++
-	db.active.pos[db.active.next] = pos
-	return db.active.next
-}
-
 // ledgerView is the store's ledger as saga's Store, lineage's Ledger and
 // resumekey's Ledger read it: its entries and the intents and
 // certificates they locate.
