@@ -35,13 +35,12 @@ func (db *DB) setKeys(ks *keystore.Store, err error) error {
 	return err
 }
 
-// runKey returns run id's data key, added durably if new.
-func (db *DB) runKey(id string) (*seal.Key, error) {
+// addRunKey adds run id's data key, durably, if it is new.
+func (db *DB) addRunKey(id string) error {
 	if err := db.keys.Add(id); err != nil {
-		return nil, fmt.Errorf("engine: run %q: data key: %w", id, err)
+		return fmt.Errorf("engine: run %q: data key: %w", id, err)
 	}
-	k, _ := db.keys.Keys().Scope(id)
-	return k, nil
+	return nil
 }
 
 // Rekey re-wraps with the keyring's current key every data key another

@@ -40,7 +40,7 @@ func (db *DB) publishLocked(r *Run) {
 func (db *DB) create(ctx context.Context, r *Run, rec []byte, what string) (*Run, error) {
 	var err error
 	if db.keys != nil {
-		_, err = db.runKey(r.id)
+		err = db.addRunKey(r.id)
 	}
 	if err == nil {
 		tok := db.track()
