@@ -111,11 +111,7 @@ func (c *chunkMemos) keep(run string, m *chunkMemo) {
 }
 
 // drop forgets run's memo (its snapshots are deleted).
-func (c *chunkMemos) drop(run string) {
-	if m := c.take(run); m != nil {
-		m.raw = nil
-	}
-}
+func (c *chunkMemos) drop(run string) { c.take(run) }
 
 // clear forgets every memo (Close).
 func (c *chunkMemos) clear() {
