@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -287,12 +286,12 @@ func TestSnapshotRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("snapshots kept: %v", seqs)
-	// Windows of 1000 seqs: the first snapshot of [0,1000), of
-	// [1000,2000) and of [2000,3000) are kept; every other one was
-	// dropped, and the latest, at 2600, is the frame file's alone.
-	if len(seqs) != 3 || seqs[0] >= 1000 || seqs[1] < 1000 || seqs[1] >= 2000 ||
-		seqs[2] < 2000 || seqs[2] >= 2600 {
-		t.Fatalf("snapshots kept: %v; want the first of each window of 1000 seqs, none at 2600 (the frame file's)", seqs)
+	// Windows of 1000 seqs: the first snapshot of [1000,2000) and of
+	// [2000,3000) are kept; every other one was dropped (the first
+	// window's first is the empty frame at seq 0), and the latest, at
+	// 2600, is the frame file's alone.
+	if len(seqs) != 2 || seqs[0] < 1000 || seqs[0] >= 2000 || seqs[1] < 2000 || seqs[1] >= 2600 {
+		t.Fatalf("snapshots kept: %v; want the first of each window of 1000 seqs after the first, none at 2600 (the frame file's)", seqs)
 	}
 	if ff := readFrameFileOf(t, fs, db2, "r"); ff.Seq != 2600 {
 		t.Fatalf("the frame file is at seq %d, want 2600", ff.Seq)
@@ -365,10 +364,11 @@ func TestStateAtFromFrameFile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// 40 is the first of its window; 80 was dropped by the checkpoint,
-	// and 120 is the frame file's only.
-	if seqs, err := snaps.Snapshots("r"); err != nil || !slices.Equal(seqs, []uint64{40}) {
-		t.Fatalf("snapshots %v (%v), want [40]", seqs, err)
+	// 40 was dropped by the snapshot at 80 (the first window's first is
+	// the empty frame at seq 0), 80 by the checkpoint, and 120 is the
+	// frame file's only.
+	if seqs, err := snaps.Snapshots("r"); err != nil || len(seqs) != 0 {
+		t.Fatalf("snapshots %v (%v), want none", seqs, err)
 	}
 	run := commitN(t, db, "r", 10) // 121..130, none of them in a snapshot
 	for _, seq := range []uint64{120, 125, 129} {
@@ -384,7 +384,7 @@ func TestStateAtFromFrameFile(t *testing.T) {
 			t.Fatalf("StateAt(%d) has %d messages", seq, len(f.Messages))
 		}
 	}
-	// Below the file, StateAt starts from the snapshot at 40, not the file.
+	// Below the file, StateAt starts from seq 0, not the file.
 	before := fs.n.Load()
 	if f, err := run.StateAt(ctx, 119); err != nil || len(f.Messages) != 119 {
 		t.Fatalf("StateAt(119): %v", err)
@@ -393,8 +393,8 @@ func TestStateAtFromFrameFile(t *testing.T) {
 		t.Errorf("StateAt(119) read the frame file at seq 120")
 	}
 
-	// A damaged frame file is not used: StateAt starts from the snapshot
-	// at 40 instead, and gives the log's frame all the same.
+	// A damaged frame file is not used: StateAt starts from seq 0
+	// instead, and gives the log's frame all the same.
 	name := db.frameFileName("r")
 	b, err := layout.ReadFile(mem, name)
 	if err != nil {

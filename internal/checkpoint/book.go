@@ -16,7 +16,8 @@ import (
 type Book struct {
 	// Index: the latest snapshot, its retention window, the deltas since
 	// it, the atoms' log positions not yet in the atom index. After a
-	// restart WindowFirst is the latest snapshot.
+	// restart WindowFirst is the latest snapshot (0 in the first window,
+	// which keeps none: SnapshotSpan).
 	Index
 	// SnapQueued is set while the run waits in the background goroutine's
 	// queue of snapshots; cleared as its snapshot starts (Core.Idle).
@@ -58,12 +59,16 @@ func (b *Book) Fork(at uint64, head chain.Hash) {
 // head is frameHead (zero: to be checked), not one this process read or
 // wrote; the atom index holds its atoms up to indexedSeq, positions those
 // after it; its latest snapshot is at snapSeq, which also starts its
-// retention window. Its clocks and chain checkpoint stay as they are.
+// retention window (it may be the first of a later window; in the first,
+// seq 0 is). Its clocks and chain checkpoint stay as they are.
 func (b *Book) Restored(head chain.Hash, frameSeq uint64, frameHead chain.Hash, indexedSeq uint64, positions []wal.Pos, snapSeq uint64) {
 	b.CkptRowHead = head
 	b.FrameSeq, b.FrameHead, b.FrameSumSeq = frameSeq, frameHead, 0
 	b.IndexedSeq, b.Positions = indexedSeq, positions
 	b.SnapSeq, b.WindowFirst = snapSeq, snapSeq
+	if snapSeq < SnapshotSpan {
+		b.WindowFirst = 0
+	}
 }
 
 // Applied notes the atom just committed: its position in the log and the

@@ -39,7 +39,9 @@ func TestBookCaptureAndCaptured(t *testing.T) {
 	b.Applied(wal.Pos{Segment: 1, Offset: 40}, 7) // an atom committed meanwhile
 	t1 := t0.Add(time.Second)
 	b.Captured(c, true, false, t1)
-	if b.SnapSeq != 3 || b.SnapTime != t1 || b.WindowFirst != 3 || b.DeltaBytes != 0 || b.SnapFrameBytes != 40 {
+	// The first window's first is the empty frame at 0: the snapshot at 3
+	// is not kept once a newer one replaces it.
+	if b.SnapSeq != 3 || b.SnapTime != t1 || b.WindowFirst != 0 || b.DeltaBytes != 0 || b.SnapFrameBytes != 40 {
 		t.Fatalf("captured: %+v", b.Index)
 	}
 	if b.IndexedSeq != 3 || len(b.Positions) != 1 || b.Positions[0].Offset != 40 {
@@ -50,10 +52,11 @@ func TestBookCaptureAndCaptured(t *testing.T) {
 	}
 
 	// A checkpoint at 4 whose snapshot store is out of use: the frame file
-	// only.
+	// only, which replaces the snapshot at 3 (the first window keeps
+	// none).
 	c = &Capture{Run: "r", Seq: 4, Head: chain.Hash{4}, Frame: []byte("f"), FrameBytes: 41}
 	b.Capture(c, true, 0)
-	if c.Meta.FrameSeq != 4 || c.Meta.SnapSeq != 4 || c.InStore || c.Drop != 0 {
+	if c.Meta.FrameSeq != 4 || c.Meta.SnapSeq != 4 || c.InStore || c.Drop != 3 {
 		t.Fatalf("checkpoint meta: %+v, drop %d", c.Meta, c.Drop)
 	}
 	c.FileSum = [32]byte{9}
@@ -159,10 +162,17 @@ func TestBookRestored(t *testing.T) {
 	if b.CkptRowHead != (chain.Hash{9}) || b.FrameSeq != 6 || b.FrameHead != (chain.Hash{6}) || b.FrameSumSeq != 0 {
 		t.Fatalf("restored frame file: %+v", b)
 	}
-	if b.IndexedSeq != 7 || len(b.Positions) != 1 || b.SnapSeq != 5 || b.WindowFirst != 5 {
+	// In the first window seq 0 is its first: the snapshot at 5 is
+	// dropped once replaced.
+	if b.IndexedSeq != 7 || len(b.Positions) != 1 || b.SnapSeq != 5 || b.WindowFirst != 0 {
 		t.Fatalf("restored index: %+v", b.Index)
 	}
 	if b.CkptSeq != 4 || b.CkptTime != t0 || b.SnapTime != t0 {
 		t.Fatalf("restored changed the clocks or the anchor: %+v", b)
+	}
+	// In a later window the latest snapshot may be its first: kept.
+	b.Restored(chain.Hash{9}, 1506, chain.Hash{6}, 1507, pos, 1505)
+	if b.SnapSeq != 1505 || b.WindowFirst != 1505 {
+		t.Fatalf("restored index in a later window: %+v", b.Index)
 	}
 }

@@ -16,7 +16,12 @@ import (
 // run, the snapshot store keeps the latest and the first of every window
 // of this many seqs, so StateAt replays at most about this many deltas
 // while snapshot storage grows with history/SnapshotSpan copies of the
-// frame, not history/50. When an engine checkpoint writes the run's frame
+// frame, not history/50. The first window, [0, SnapshotSpan), keeps no
+// snapshot once a newer one replaces it: the empty frame at seq 0 is its
+// first (for a fork, its base, whose state its parent gives, starts its
+// window the same way), and a replay from there is within the bound. A
+// run of fewer than SnapshotSpan atoms thus keeps no snapshot at rest
+// but its frame file. When an engine checkpoint writes the run's frame
 // file, that file is the latest: the frame is not stored a second time in
 // the snapshot store (unless it is the first of its window), and the
 // latest snapshot there is dropped as a newer one would drop it.
@@ -76,7 +81,7 @@ func (c *Capture) Plan(full bool, base, snapSeq, windowFirst uint64) {
 	default:
 		c.Snapshot = true
 		w := windowFirst
-		c.InStore = !full || w == 0 || c.Seq/SnapshotSpan != w/SnapshotSpan
+		c.InStore = !full || c.Seq/SnapshotSpan != w/SnapshotSpan
 		// The latest snapshot in the store goes, unless its window keeps
 		// it: one at Seq too when the frame file takes its place (a
 		// snapshot at Seq that goes to the store replaces it).
@@ -178,7 +183,7 @@ func (c *Capture) Captured(x *Index, now time.Time) {
 	if c.Snapshot && c.Seq > x.SnapSeq {
 		x.SnapSeq, x.SnapTime = c.Seq, now
 		x.DeltaBytes, x.SnapFrameBytes = 0, c.FrameBytes
-		if w := x.WindowFirst; c.InStore && (w == 0 || c.Seq/SnapshotSpan != w/SnapshotSpan) {
+		if w := x.WindowFirst; c.InStore && c.Seq/SnapshotSpan != w/SnapshotSpan {
 			x.WindowFirst = c.Seq
 		}
 	}

@@ -26,7 +26,10 @@ func TestPlanRetention(t *testing.T) {
 	}{
 		{"first snapshot", false, 10, 0, 0, 0, true, true, 0, 10, 0},
 		{"background drops the latest", false, 20, 0, 10, 5, true, true, 10, 20, 0},
-		{"background keeps the window's first", false, 20, 0, 10, 10, true, true, 0, 20, 0},
+		{"background keeps the window's first", false, 1020, 0, 1010, 1010, true, true, 0, 1020, 0},
+		{"the first window's first is seq 0", false, 20, 0, 10, 0, true, true, 10, 20, 0},
+		{"checkpoint in the first window: frame file only", true, 30, 0, 20, 0, true, false, 20, 30, 30},
+		{"fork: its base starts its window", true, 1030, 1000, 1020, 1000, true, false, 1020, 1030, 1030},
 		{"checkpoint: frame file replaces the latest", true, 30, 0, 20, 10, true, false, 20, 30, 30},
 		{"checkpoint: new window goes to the store", true, 1010, 0, 990, 10, true, true, 990, 1010, 1010},
 		{"checkpoint at the latest seq", true, 20, 0, 20, 10, true, false, 20, 20, 20},
@@ -132,8 +135,10 @@ func TestWriter(t *testing.T) {
 	for i, run := range []string{"a", "b", "c"} {
 		f := &frame.Frame{Memory: map[string][]byte{}}
 		f.Objective = "objective of " + run
-		c := &Capture{Run: run, Seq: uint64(10 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
-			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(9 + i)}
+		// Past the first window, whose checkpoints go to the frame file
+		// only: the first of a later window goes to the store too.
+		c := &Capture{Run: run, Seq: uint64(1010 + i), Head: chain.Hash{byte(i)}, Frame: frame.AppendFrame(nil, f),
+			Positions: []wal.Pos{{Segment: 1, Offset: int64(100 * i)}}, IndexedSeq: uint64(1009 + i)}
 		c.Plan(true, 0, 0, 0)
 		if err := c.Encode(true, w.Snapshots(), comp, nil); err != nil {
 			t.Fatal(err)
