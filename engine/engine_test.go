@@ -308,6 +308,76 @@ func TestSnapshotRetention(t *testing.T) {
 	}
 }
 
+// TestFirstWindowKeepsNoSnapshot: in the first retention window the empty
+// frame at seq 0 is the window's first, so each snapshot is dropped once
+// a newer one (or the frame file of an engine checkpoint) replaces it: a
+// run of fewer than 1,000 atoms keeps no snapshot at rest, and StateAt in
+// it replays from seq 0.
+func TestFirstWindowKeepsNoSnapshot(t *testing.T) {
+	fs := vfs.NewMem()
+	opts := testOptions(fs)
+	opts.SnapshotEvery = 40
+	db, err := Open("store", opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snapshotsOf := func(db *DB) []uint64 {
+		t.Helper()
+		snaps, err := db.snapshots(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs, err := snaps.Snapshots("r")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return seqs
+	}
+	var run *Run
+	latestOnly := func() {
+		t.Helper()
+		first := run.LastSeq()
+		for range 100 {
+			run = commitN(t, db, "r", 1)
+			waitSnapshotIdle(t, run)
+		}
+		if seqs := snapshotsOf(db); len(seqs) != 1 || seqs[0] <= first || seqs[0] > run.LastSeq() {
+			t.Fatalf("snapshots at seq %d: %v, want the latest only, after %d", run.LastSeq(), seqs, first)
+		}
+	}
+	run, err = db.Run(ctx, "r")
+	if err != nil {
+		t.Fatal(err)
+	}
+	latestOnly()
+	if err := db.checkpoint(false); err != nil {
+		t.Fatal(err)
+	}
+	if seqs := snapshotsOf(db); len(seqs) != 0 {
+		t.Fatalf("snapshots after a checkpoint at seq %d: %v, want none (the frame file is the latest)", run.LastSeq(), seqs)
+	}
+	latestOnly()
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db = openTest(t, fs, opts)
+	if seqs := snapshotsOf(db); len(seqs) != 0 {
+		t.Fatalf("snapshots after a reopen: %v, want none", seqs)
+	}
+	if run, err = db.Run(ctx, "r"); err != nil {
+		t.Fatal(err)
+	}
+	for _, seq := range []uint64{1, 45, 150, 199} {
+		f, err := run.StateAt(ctx, seq)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(f.Messages) != int(seq) || f.Messages[seq-1].Content != fmt.Sprint("atom ", seq) {
+			t.Fatalf("StateAt(%d): %d messages", seq, len(f.Messages))
+		}
+	}
+}
+
 // readFrameFileOf reads and parses run's frame file in db's store.
 func readFrameFileOf(t *testing.T, fs vfs.FS, db *DB, run string) *layout.FrameFile {
 	t.Helper()
