@@ -86,8 +86,10 @@
 // Checkpoint is how the engine persists the index: it calls mark (where the
 // engine notes its log position) while no journal write is in progress, so
 // the table holds exactly the records before the mark, and replay from the
-// mark misses none. CheckpointAt writes a table of version 2, which names
-// its origin (the checkpoint generation and log position mark returns):
+// mark misses none. CheckpointAt writes a table of version 3 (version 2's
+// in 48-byte entries; version 2 itself when a location does not fit them),
+// which names its origin (the checkpoint generation and log position mark
+// returns):
 // ReadTableOrigin tells a table written for another checkpoint (an older
 // copy swapped in) from the one wanted, before it is loaded; the engine
 // then rebuilds the table from the log instead.
@@ -138,8 +140,9 @@
 //     Checkpoint is the variant that orders itself against the journal.
 //   - LoadTable verifies the table in one linear pass (checksums, statuses,
 //     order) but allocates nothing per entry (only a fence of 8 bytes per
-//     64 entries): 72 bytes of table per entry to checksum, which is also
-//     what the engine had to read from disk.
+//     64 entries): 48 bytes of table per entry to checksum (72 in
+//     versions 1 and 2), which is also what the engine had to read from
+//     disk.
 //   - Checkpoint holds back journal writes (not execs) while it builds the
 //     table; a Journal method must never call Checkpoint (it would wait for
 //     itself), and an exec must never call Do for its own fingerprint.

@@ -135,6 +135,19 @@ import (
 //	position its records end at (every intent and certificate before it
 //	is reflected, none after). header crc is CRC-32C of the first 44
 //	bytes. The table is exactly 48 + 72*count bytes.
+//
+// Table version 3 (Ledger.CheckpointAt, from 2026-12-07) has version 2's
+// header (version 3, entry size 48) and entries of 48 bytes, strictly
+// ascending by fingerprint:
+//
+//	+-------------+------------------------+------------------+
+//	| fingerprint | intent loc             | cert loc         |
+//	|    32 B     | seg u32, status|off u32 | seg u32, off u32 |
+//	+-------------+------------------------+------------------+
+//	the intent's offset is in the low 30 bits of its word (a segment is
+//	at most 1 GiB) and the status less one in the top two. A table whose
+//	locations do not all fit is written as version 2. The table is
+//	exactly 48 + 48*count bytes.
 const (
 	fingerprintContext = "github.com/continuumdb/continuum 2026-11-29 ledger action fingerprint v1"
 
@@ -156,9 +169,11 @@ const (
 	tableMagic        = "CLDT"
 	tableVersion      = 1
 	tableVersion2     = 2
+	tableVersion3     = 3
 	tableHeaderSize   = 24
-	tableHeaderSizeV2 = 48
-	tableEntrySize    = 72
+	tableHeaderSizeV2 = 48 // versions 2 and 3
+	tableEntrySize    = 72 // versions 1 and 2
+	tableEntrySizeV3  = 48
 	tableStatusOff    = 32
 	tableIntentOff    = 40
 	tableCertOff      = 56

@@ -17,6 +17,16 @@ func goldenLedger() *Ledger {
 	return l
 }
 
+// goldenEntriesV3 are goldenEntries in version 3's 48 bytes.
+const goldenEntriesV3 = `
+	0102000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0102...
+	01000000 28000040                  # intent at 1:40; status done (2 - 1 in the top two bits)
+	01000000 80000000                  # certificate at 1:128
+	0a00000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0a...
+	02000000 28000000                  # intent at 2:40; status intent (in doubt)
+	00000000 00000000                  # no certificate
+`
+
 const goldenEntries = `
 	0102000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0102...
 	02 00000000000000                  # status done, reserved
@@ -28,10 +38,11 @@ const goldenEntries = `
 	0000000000000000 0000000000000000  # no certificate
 `
 
-// TestGoldenTable pins both table versions (format.go says they are
-// frozen): version 1 (AppendTable, Checkpoint) and version 2
-// (CheckpointAt), which names the checkpoint generation and log position
-// it derives from. Both stay readable.
+// TestGoldenTable pins the table versions (format.go says they are
+// frozen): version 1 (AppendTable, Checkpoint), version 2 (CheckpointAt
+// before 2026-12-07), which names the checkpoint generation and log
+// position it derives from, and version 3 (CheckpointAt), version 2 in
+// 48-byte entries. All stay readable.
 func TestGoldenTable(t *testing.T) {
 	v1 := goldenhex.Decode(t, `
 		434c4454           # "CLDT"
@@ -56,13 +67,24 @@ func TestGoldenTable(t *testing.T) {
 		t.Fatalf("version 1 table changed:\n got %x\nwant %x", got, v1)
 	}
 	origin := TableOrigin{Gen: 7, Pos: Loc{Segment: 3, Offset: 4096}}
-	if got := goldenLedger().CheckpointAt(nil, func() TableOrigin { return origin }); !bytes.Equal(got, v2) {
-		t.Fatalf("version 2 table changed:\n got %x\nwant %x", got, v2)
+	v3 := goldenhex.Decode(t, `
+		434c4454           # "CLDT"
+		0300               # version 3
+		3000               # entry size 48
+		0200000000000000   # 2 entries
+		0700000000000000   # checkpoint generation 7
+		0300000000000000   # log position: segment 3
+		0010000000000000   #               offset 4096
+		527ebef0           # body crc
+		d1bc58f1           # header crc of the 44 bytes before
+	`+goldenEntriesV3)
+	if got := goldenLedger().CheckpointAt(nil, func() TableOrigin { return origin }); !bytes.Equal(got, v3) {
+		t.Fatalf("version 3 table changed:\n got %x\nwant %x", got, v3)
 	}
 	for _, tc := range []struct {
 		b      []byte
 		origin TableOrigin
-	}{{v1, TableOrigin{}}, {v2, origin}} {
+	}{{v1, TableOrigin{}}, {v2, origin}, {v3, origin}} {
 		o, err := ReadTableOrigin(tc.b)
 		if err != nil || o != tc.origin {
 			t.Fatalf("ReadTableOrigin: %+v, %v; want %+v", o, err, tc.origin)
@@ -79,18 +101,21 @@ func TestGoldenTable(t *testing.T) {
 			t.Fatalf("entry read back as %+v", e)
 		}
 	}
-	// Every byte of a version 2 header is covered by its checksum.
-	for i := 0; i < tableHeaderSizeV2; i++ {
-		b := bytes.Clone(v2)
-		b[i] ^= 0x01
-		if err := New().LoadTable(b); err == nil {
-			t.Fatalf("a flipped byte %d of the header was accepted", i)
+	// Every byte of a version 2 and 3 header is covered by its checksum.
+	for _, v := range [][]byte{v2, v3} {
+		for i := 0; i < tableHeaderSizeV2; i++ {
+			b := bytes.Clone(v)
+			b[i] ^= 0x01
+			if err := New().LoadTable(b); err == nil {
+				t.Fatalf("version %d: a flipped byte %d of the header was accepted", v[4], i)
+			}
 		}
 	}
 }
 
 // TestGoldenTableStatuses pins the table's other two statuses, failed and
-// resolved, and locations whose offsets take more than one byte.
+// resolved, and locations whose offsets take more than one byte, in
+// version 3 (written) and version 2 (read).
 func TestGoldenTableStatuses(t *testing.T) {
 	failed, resolved := Fingerprint{0x0b}, Fingerprint{0x0c}
 	l := New()
@@ -99,6 +124,23 @@ func TestGoldenTableStatuses(t *testing.T) {
 	l.ApplyIntent(&Intent{Fingerprint: resolved}, Loc{Segment: 5, Offset: 40})
 	l.ApplyCertificate(&Certificate{Fingerprint: resolved, Status: StatusResolved}, Loc{Segment: 300, Offset: 70000}, false)
 	want := goldenhex.Decode(t, `
+		434c4454           # "CLDT"
+		0300               # version 3
+		3000               # entry size 48
+		0200000000000000   # 2 entries
+		0900000000000000   # checkpoint generation 9
+		2c01000000000000   # log position: segment 300
+		c011010000000000   #               offset 70080
+		2e0994fb           # body crc
+		11349bd0           # header crc of the 44 bytes before
+		0b00000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0b...
+		04000000 28000080                  # intent at 4:40; status failed (3 - 1 in the top two bits)
+		04000000 e8030000                  # certificate at 4:1000
+		0c00000000000000 0000000000000000 0000000000000000 0000000000000000 # fingerprint 0c...
+		05000000 280000c0                  # intent at 5:40; status resolved (4 - 1)
+		2c010000 70110100                  # certificate at 300:70000
+	`)
+	v2 := goldenhex.Decode(t, `
 		434c4454           # "CLDT"
 		0200               # version 2
 		4800               # entry size 72
@@ -121,25 +163,27 @@ func TestGoldenTableStatuses(t *testing.T) {
 	if got := l.CheckpointAt(nil, func() TableOrigin { return origin }); !bytes.Equal(got, want) {
 		t.Fatalf("table changed:\n got %x\nwant %x", got, want)
 	}
-	back := New()
-	if err := back.LoadTable(want); err != nil {
-		t.Fatal(err)
-	}
-	for _, c := range []struct {
-		fp           Fingerprint
-		status       Status
-		intent, cert Loc
-	}{
-		{failed, StatusFailed, Loc{Segment: 4, Offset: 40}, Loc{Segment: 4, Offset: 1000}},
-		{resolved, StatusResolved, Loc{Segment: 5, Offset: 40}, Loc{Segment: 300, Offset: 70000}},
-	} {
-		e, ok := back.Lookup(c.fp)
-		if !ok || e.Status != c.status || e.IntentLoc != c.intent || e.CertLoc != c.cert {
-			t.Fatalf("entry %x read back as %+v, %v", c.fp[:1], e, ok)
+	for _, b := range [][]byte{want, v2} {
+		back := New()
+		if err := back.LoadTable(b); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if o, err := ReadTableOrigin(want); err != nil || o != origin {
-		t.Fatalf("ReadTableOrigin: %+v, %v; want %+v", o, err, origin)
+		for _, c := range []struct {
+			fp           Fingerprint
+			status       Status
+			intent, cert Loc
+		}{
+			{failed, StatusFailed, Loc{Segment: 4, Offset: 40}, Loc{Segment: 4, Offset: 1000}},
+			{resolved, StatusResolved, Loc{Segment: 5, Offset: 40}, Loc{Segment: 300, Offset: 70000}},
+		} {
+			e, ok := back.Lookup(c.fp)
+			if !ok || e.Status != c.status || e.IntentLoc != c.intent || e.CertLoc != c.cert {
+				t.Fatalf("version %d: entry %x read back as %+v, %v", b[4], c.fp[:1], e, ok)
+			}
+		}
+		if o, err := ReadTableOrigin(b); err != nil || o != origin {
+			t.Fatalf("ReadTableOrigin: %+v, %v; want %+v", o, err, origin)
+		}
 	}
 }
 

@@ -568,3 +568,101 @@ func TestCheckpointWaitsForJournalWrite(t *testing.T) {
 		t.Fatalf("recovered from (table, mark %d): %v, want done", mark, e.Status)
 	}
 }
+
+// TestTableVersion3 round-trips CheckpointAt's tables: version 3 while
+// every location fits its 48-byte entries (offsets below 1 GiB, segments
+// in 32 bits), version 2 from the first that does not (what was written
+// before it widened), and a table of either version merged with new
+// entries by the next checkpoint.
+func TestTableVersion3(t *testing.T) {
+	seed := time.Now().UnixNano()
+	t.Logf("seed %d", seed)
+	rng := rand.New(rand.NewPCG(uint64(seed), 3))
+	origin := TableOrigin{Gen: 2, Pos: Loc{Segment: 9, Offset: 4096}}
+	mark := func() TableOrigin { return origin }
+	fits := func() Loc { return Loc{Segment: rng.Uint64N(math.MaxUint32 + 1), Offset: rng.Int64N(1 << 30)} }
+	for _, c := range []struct {
+		name    string
+		n       int
+		wide    Loc // the location of entry wideAt (Segment 0: none)
+		wideAt  int
+		version byte
+	}{
+		{"empty", 0, Loc{}, 0, 3},
+		{"fits", 500, Loc{}, 0, 3},
+		{"the largest that fits", 3, Loc{Segment: math.MaxUint32, Offset: 1<<30 - 1}, 1, 3},
+		{"an offset of 1 GiB", 300, Loc{Segment: 1, Offset: 1 << 30}, 150, 2},
+		{"a segment past 32 bits", 300, Loc{Segment: math.MaxUint32 + 1, Offset: 40}, 299, 2},
+		{"the first entry", 10, Loc{Segment: 1 << 40, Offset: 8}, 0, 2},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l := New()
+			want := map[Fingerprint]Entry{}
+			fps := make([]Fingerprint, c.n)
+			for i := range fps {
+				for k := range fps[i] {
+					fps[i][k] = byte(rng.Uint32())
+				}
+			}
+			slices.SortFunc(fps, func(a, b Fingerprint) int { return bytes.Compare(a[:], b[:]) })
+			for i, fp := range fps {
+				il, cl := fits(), fits()
+				if c.wide.Segment != 0 && i == c.wideAt {
+					cl = c.wide
+				}
+				st := Status(1 + rng.IntN(4))
+				if c.wide.Segment != 0 && i == c.wideAt {
+					st = StatusResolved // a certificate, at the location
+				}
+				l.ApplyIntent(&Intent{Fingerprint: fp}, il)
+				e := Entry{Fingerprint: fp, Status: st, IntentLoc: il}
+				if st != StatusIntent {
+					l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: st}, cl, false)
+					e.CertLoc = cl
+				}
+				want[fp] = e
+			}
+			check := func(what string, tbl []byte, version byte) {
+				t.Helper()
+				size := tableEntrySizeV3
+				if version == 2 {
+					size = tableEntrySize
+				}
+				if tbl[4] != version || len(tbl) != tableHeaderSizeV2+len(want)*size {
+					t.Fatalf("%s: version %d, %d bytes; want version %d, %d bytes", what, tbl[4], len(tbl), version, tableHeaderSizeV2+len(want)*size)
+				}
+				r := New()
+				if err := r.LoadTable(tbl); err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				if o, err := ReadTableOrigin(tbl); err != nil || o != origin {
+					t.Fatalf("%s: origin %+v, %v", what, o, err)
+				}
+				for fp, w := range want {
+					if got, ok := r.Lookup(fp); !ok || got.Status != w.Status || got.IntentLoc != w.IntentLoc || got.CertLoc != w.CertLoc {
+						t.Fatalf("%s: entry %x: %+v, %v; want %+v", what, fp[:4], got, ok, w)
+					}
+				}
+			}
+			tbl := bytes.Clone(l.CheckpointAt(nil, mark))
+			check("checkpoint", tbl, c.version)
+			// The next checkpoint merges the loaded table with new entries
+			// that fit: its version is the first's unless the new ones
+			// widen it.
+			r := New()
+			if err := r.LoadTable(tbl); err != nil {
+				t.Fatal(err)
+			}
+			for range 20 {
+				var fp Fingerprint
+				for k := range fp {
+					fp[k] = byte(rng.Uint32())
+				}
+				il := fits()
+				r.ApplyIntent(&Intent{Fingerprint: fp}, il)
+				want[fp] = Entry{Fingerprint: fp, Status: StatusIntent, IntentLoc: il}
+			}
+			check("merged", r.CheckpointAt(nil, mark), c.version)
+		})
+	}
+}

@@ -397,30 +397,37 @@ type tableEntry struct {
 }
 
 // tableView reads the entries of a table that LoadTable accepted (see
-// ledger/format.go: 72-byte entries after a 24- or 48-byte header, in
-// strictly ascending fingerprint order) in place: a table of n actions
-// costs no more than its bytes.
+// ledger/format.go: 72-byte entries after a 24- or 48-byte header, or, in
+// version 3, 48-byte entries after a 48-byte header, in strictly ascending
+// fingerprint order) in place: a table of n actions costs no more than its
+// bytes.
 type tableView struct {
-	b   []byte
-	hdr int
+	b          []byte
+	hdr, esize int
 }
 
-const tableEntrySize = 72
-
 func newTableView(b []byte) tableView {
-	hdr := 24
-	if binary.LittleEndian.Uint16(b[4:]) == 2 {
-		hdr = 48
+	switch binary.LittleEndian.Uint16(b[4:]) {
+	case 2:
+		return tableView{b: b, hdr: 48, esize: 72}
+	case 3:
+		return tableView{b: b, hdr: 48, esize: 48}
 	}
-	return tableView{b: b, hdr: hdr}
+	return tableView{b: b, hdr: 24, esize: 72}
 }
 
 // len is the number of entries.
-func (t tableView) len() int { return max(0, (len(t.b)-t.hdr)/tableEntrySize) }
+func (t tableView) len() int { return max(0, (len(t.b)-t.hdr)/t.esize) }
 
 // at returns entry i.
 func (t tableView) at(i int) tableEntry {
-	e := t.b[t.hdr+i*tableEntrySize : t.hdr+(i+1)*tableEntrySize]
+	e := t.b[t.hdr+i*t.esize : t.hdr+(i+1)*t.esize]
+	if t.esize == 48 { // the status in the top two bits of the intent's offset
+		u32 := func(i int) uint64 { return uint64(binary.LittleEndian.Uint32(e[i:])) }
+		io := u32(36)
+		return tableEntry{fp: ledger.Fingerprint(e[:32]), status: ledger.Status(io>>30) + ledger.StatusIntent,
+			intent: ledger.Loc{Segment: u32(32), Offset: int64(io & (1<<30 - 1))}, cert: ledger.Loc{Segment: u32(40), Offset: int64(u32(44))}}
+	}
 	loc := func(b []byte) ledger.Loc {
 		return ledger.Loc{Segment: binary.LittleEndian.Uint64(b), Offset: int64(binary.LittleEndian.Uint64(b[8:]))}
 	}
