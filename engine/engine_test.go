@@ -277,14 +277,7 @@ func TestSnapshotRetention(t *testing.T) {
 		t.Fatal(err)
 	}
 	db2 := openTest(t, fs, opts)
-	snaps, err := db2.snapshots(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	seqs, err := snaps.Snapshots("r")
-	if err != nil {
-		t.Fatal(err)
-	}
+	seqs := snapshotSeqs(t, db2, "r")
 	t.Logf("snapshots kept: %v", seqs)
 	// Windows of 1000 seqs: the first snapshot of [1000,2000) and of
 	// [2000,3000) are kept; every other one was dropped (the first
@@ -321,18 +314,7 @@ func TestFirstWindowKeepsNoSnapshot(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	snapshotsOf := func(db *DB) []uint64 {
-		t.Helper()
-		snaps, err := db.snapshots(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		seqs, err := snaps.Snapshots("r")
-		if err != nil {
-			t.Fatal(err)
-		}
-		return seqs
-	}
+	snapshotsOf := func(db *DB) []uint64 { return snapshotSeqs(t, db, "r") }
 	var run *Run
 	latestOnly := func() {
 		t.Helper()
@@ -376,6 +358,20 @@ func TestFirstWindowKeepsNoSnapshot(t *testing.T) {
 			t.Fatalf("StateAt(%d): %d messages", seq, len(f.Messages))
 		}
 	}
+}
+
+// snapshotSeqs returns the seqs of run's snapshots in db's snapshot store.
+func snapshotSeqs(t *testing.T, db *DB, run string) []uint64 {
+	t.Helper()
+	snaps, err := db.snapshots(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seqs, err := snaps.Snapshots(run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return seqs
 }
 
 // readFrameFileOf reads and parses run's frame file in db's store.
@@ -430,15 +426,11 @@ func TestStateAtFromFrameFile(t *testing.T) {
 	if ff := readFrameFileOf(t, fs, db, "r"); ff.Seq != 120 {
 		t.Fatalf("the frame file is at seq %d, want 120", ff.Seq)
 	}
-	snaps, err := db.snapshots(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 40 was dropped by the snapshot at 80 (the first window's first is
 	// the empty frame at seq 0), 80 by the checkpoint, and 120 is the
 	// frame file's only.
-	if seqs, err := snaps.Snapshots("r"); err != nil || len(seqs) != 0 {
-		t.Fatalf("snapshots %v (%v), want none", seqs, err)
+	if seqs := snapshotSeqs(t, db, "r"); len(seqs) != 0 {
+		t.Fatalf("snapshots %v, want none", seqs)
 	}
 	run := commitN(t, db, "r", 10) // 121..130, none of them in a snapshot
 	for _, seq := range []uint64{120, 125, 129} {

@@ -31,16 +31,22 @@ func randomLedger(rng *rand.Rand, n int) (*Ledger, map[Fingerprint]Entry) {
 		}
 		il := Loc{Segment: rng.Uint64N(100), Offset: rng.Int64()}
 		cl := Loc{Segment: rng.Uint64N(100), Offset: rng.Int64()}
-		st := Status(1 + rng.IntN(4))
-		l.ApplyIntent(&Intent{Fingerprint: fp}, il)
-		e := Entry{Fingerprint: fp, Status: st, IntentLoc: il}
-		if st != StatusIntent {
-			l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: st}, cl, false)
-			e.CertLoc = cl
-		}
-		want[fp] = e
+		applyEntry(l, want, fp, Status(1+rng.IntN(4)), il, cl)
 	}
 	return l, want
+}
+
+// applyEntry records an action of status st through the replay API, its
+// intent at il and (unless st is StatusIntent) its certificate at cl, and
+// what l must answer for it in want.
+func applyEntry(l *Ledger, want map[Fingerprint]Entry, fp Fingerprint, st Status, il, cl Loc) {
+	l.ApplyIntent(&Intent{Fingerprint: fp}, il)
+	e := Entry{Fingerprint: fp, Status: st, IntentLoc: il}
+	if st != StatusIntent {
+		l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: st}, cl, false)
+		e.CertLoc = cl
+	}
+	want[fp] = e
 }
 
 func TestTableRoundTrip(t *testing.T) {
@@ -614,13 +620,7 @@ func TestTableVersion3(t *testing.T) {
 				if c.wide.Segment != 0 && i == c.wideAt {
 					st = StatusResolved // a certificate, at the location
 				}
-				l.ApplyIntent(&Intent{Fingerprint: fp}, il)
-				e := Entry{Fingerprint: fp, Status: st, IntentLoc: il}
-				if st != StatusIntent {
-					l.ApplyCertificate(&Certificate{Fingerprint: fp, Status: st}, cl, false)
-					e.CertLoc = cl
-				}
-				want[fp] = e
+				applyEntry(l, want, fp, st, il, cl)
 			}
 			check := func(what string, tbl []byte, version byte) {
 				t.Helper()
