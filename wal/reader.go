@@ -334,7 +334,37 @@ func (r *Reader) Close() error {
 }
 
 // ReadAt returns a copy of the durable record that starts at pos.
-func (l *Log) ReadAt(pos Pos) ([]byte, error) {
+func (l *Log) ReadAt(pos Pos) ([]byte, error) { return l.readAt(pos, nil) }
+
+// A ReadCache holds the bytes of a segment that ReadAtCache read last,
+// for a reader of many records that lie near each other (a replay of a
+// run's atoms and the certificates they refer to, which the log holds in
+// order). Its zero value is ready to use; it is not safe for concurrent
+// use. It holds at most readCacheMax bytes.
+type ReadCache struct {
+	f    vfs.File    // the segment's handle the bytes were read through
+	cm   *compactMap // and its compaction map: a compaction changes both
+	seg  uint64      // the segment
+	phys int64       // the file offset of buf[0]
+	buf  []byte      // durable bytes of the segment from phys
+	next int         // the size of the next read: doubles up to readCacheMax
+	used int64       // the file offset past the records served from buf
+}
+
+// readCacheMax is the largest read of a ReadCache: a run's atoms in a log
+// shared by a few dozen runs lie some kilobytes apart.
+const readCacheMax = 64 << 10
+
+// ReadAtCache is ReadAt through c: a record that starts in the bytes c
+// holds is served from them (the rest of a longer one is read), and any
+// other is read with the bytes after it: 4 KiB at first (as ReadAt
+// reads), twice as many as the last read, up to 64 KiB, when the records
+// served from the bytes held reached their last quarter, half as many
+// (not below 4 KiB) when they used less than half. The record returned
+// is a copy either way, checked as ReadAt checks it.
+func (l *Log) ReadAtCache(pos Pos, c *ReadCache) ([]byte, error) { return l.readAt(pos, c) }
+
+func (l *Log) readAt(pos Pos, c *ReadCache) ([]byte, error) {
 	if l.isClosed() {
 		return nil, ErrClosed
 	}
@@ -369,15 +399,49 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	}
 	// One pread of the header and the first readAtChunk bytes; a record
 	// that does not fit gets a second one for the rest of its payload.
-	bp := readAtPool.Get().(*[]byte)
-	defer readAtPool.Put(bp)
-	want := min(readAtChunk, size-pos.Offset)
-	head := (*bp)[:want]
-	n, err := readFull(f, head, phys)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
+	// Through a cache that holds the header, no first pread: its bytes
+	// after the header stand for the first read's, all there was.
+	var head []byte
+	var want int64
+	var n int
+	if c != nil && c.f == f && c.cm == cm && c.seg == pos.Segment && phys >= c.phys && phys+RecordHeaderSize <= c.phys+int64(len(c.buf)) {
+		head = c.buf[phys-c.phys:]
+		n, want = len(head), int64(len(head))
+	} else {
+		var buf []byte
+		if c != nil {
+			// Reads grow while the records served from the bytes held
+			// reach to their end (a reader going through the log in
+			// order) and shrink to readAtChunk, ReadAt's read, while they
+			// use less than half of them (records read far apart).
+			switch used := c.used - c.phys; {
+			case used >= int64(len(c.buf))*3/4:
+				c.next = min(max(2*c.next, readAtChunk), readCacheMax)
+			case used < int64(len(c.buf))/2:
+				c.next = max(c.next/2, readAtChunk)
+			}
+			if cap(c.buf) < c.next {
+				c.buf = make([]byte, c.next)
+			}
+			c.f, c.cm, c.seg, c.phys, c.buf = nil, nil, 0, 0, c.buf[:c.next]
+			buf = c.buf
+		} else {
+			bp := readAtPool.Get().(*[]byte)
+			defer readAtPool.Put(bp)
+			buf = *bp
+		}
+		want = min(int64(len(buf)), size-pos.Offset)
+		head = buf[:want]
+		var err error
+		n, err = readFull(f, head, phys)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return nil, fmt.Errorf("wal: read segment %d (%s) at offset %d: %w", pos.Segment, l.path(segmentName(pos.Segment)), pos.Offset, unwrapPathErr(err))
+		}
+		head = head[:n]
+		if c != nil {
+			c.f, c.cm, c.seg, c.phys, c.buf, c.used = f, cm, pos.Segment, phys, head, phys
+		}
 	}
-	head = head[:n]
 	if n < RecordHeaderSize {
 		if n == 0 {
 			return nil, fmt.Errorf("%w: %v is past the end of segment %d", ErrBadPos, pos, pos.Segment)
@@ -413,6 +477,9 @@ func (l *Log) ReadAt(pos Pos) ([]byte, error) {
 	}
 	if !payloadOK(hb, seed, out, rh.crc) {
 		return nil, ce("record checksum mismatch")
+	}
+	if c != nil {
+		c.used = max(c.used, phys+RecordHeaderSize+int64(len(out)))
 	}
 	return out, nil
 }

@@ -44,7 +44,49 @@ type Store struct {
 	Logger  *slog.Logger
 	// Rebuilt counts the frames rebuilt from the log (FrameRebuilt).
 	Rebuilt *atomic.Int64
+	// Cache, if set, is what the reads of atoms and of the certificates
+	// their deltas refer to go through (wal.ReadCache): a replay reads
+	// them in log order, near each other. A Store with a Cache is for one
+	// goroutine at a time.
+	Cache  *wal.ReadCache
+	cached *cachedJournal // the readers through Cache, made on first use
 }
+
+// cachedLog reads the log through a ReadCache.
+type cachedLog struct {
+	log *wal.Log
+	c   *wal.ReadCache
+}
+
+func (l *cachedLog) ReadAt(p wal.Pos) ([]byte, error) { return l.log.ReadAtCache(p, l.c) }
+
+// reader is what the Store reads the log's records with.
+func (s *Store) reader() snapindex.LogReader {
+	if s.Cache == nil {
+		return s.Log
+	}
+	if s.cached == nil {
+		s.cached = &cachedJournal{s.Journal, cachedLog{s.Log, s.Cache}}
+	}
+	return &s.cached.log
+}
+
+// journal is s.Journal, its reads through the Store's cache.
+func (s *Store) journal() jrn.Core {
+	if s.Cache == nil {
+		return s.Journal
+	}
+	s.reader()
+	return s.cached
+}
+
+// cachedJournal is a journal's Core that reads through a cache.
+type cachedJournal struct {
+	jrn.Core
+	log cachedLog
+}
+
+func (j *cachedJournal) ReadAt(p wal.Pos) ([]byte, error) { return j.log.ReadAt(p) }
 
 var (
 	_ Core          = (*Store)(nil)
@@ -66,7 +108,7 @@ func (s *Store) ScanPositions(ctx context.Context, run string, base, n uint64) (
 
 // ReadAtom implements history.Store: snapindex.ReadAtom.
 func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	return snapindex.ReadAtom(s.Log, s.File, s.Sealer, p, run, seq)
+	return snapindex.ReadAtom(s.reader(), s.File, s.Sealer, p, run, seq)
 }
 
 // Apply implements history.Store: record.ApplyAtom, errors naming a's
@@ -74,7 +116,7 @@ func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, err
 func (s *Store) Apply(f *frame.Frame, a *record.Record) error { return s.apply(f, a, s.File) }
 
 func (s *Store) apply(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
-	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.Journal, fp) })
+	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.journal(), fp) })
 }
 
 // LogDir implements history.Store.

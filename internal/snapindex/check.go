@@ -92,11 +92,17 @@ func (k *Keeper) ScanPositions(ctx context.Context, run string, base, n uint64) 
 // other than the atom it is meant for.
 var ErrNotThisAtom = errors.New("the position does not hold the atom record of this run and seq")
 
+// LogReader reads a record of the log at its position: *wal.Log, or a
+// reader through a wal.ReadCache.
+type LogReader interface {
+	ReadAt(p wal.Pos) ([]byte, error)
+}
+
 // ReadAtom reads the atom record at p of log (file names its segments;
 // sealer opens a sealed store's records, nil in a plaintext one) and
 // checks that it is run's atom at seq: any other record, or one that does
 // not decode, is an error matching ErrNotThisAtom.
-func ReadAtom(log *wal.Log, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
+func ReadAtom(log LogReader, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
 	raw, err := log.ReadAt(p)
 	if err != nil {
 		return nil, err
