@@ -4,10 +4,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math/rand/v2"
+	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 
 	"github.com/cockroachdb/pebble/v2/vfs"
+	"github.com/cockroachdb/pebble/v2/vfs/errorfs"
 )
 
 // TestReadAtCache reads a log's records through one ReadCache in log
@@ -112,6 +117,55 @@ func TestReadAtCache(t *testing.T) {
 		}
 		if err != nil || !bytes.Equal(got, recs[i]) {
 			t.Fatalf("after the compaction: record %d at %v: %d bytes, %v", i, p, len(got), err)
+		}
+	}
+}
+
+// TestReadAtCacheReadError: a read through a ReadCache that fails returns
+// the cause with the segment named, leaves the cache holding nothing (the
+// bytes it held before are read again, not served), and once the reads
+// work again every record reads back whole.
+func TestReadAtCacheReadError(t *testing.T) {
+	var armed atomic.Bool
+	fs := errorfs.Wrap(vfs.NewMem(), errorfs.InjectorFunc(func(op errorfs.Op) error {
+		if armed.Load() && op.Kind == errorfs.OpFileReadAt {
+			return fmt.Errorf("injected on %s: %w", op.Path, syscall.EIO)
+		}
+		return nil
+	}))
+	l := mustOpen(t, fs, Options{SegmentSize: 1 << 20, InitialSegmentSize: 1 << 20}) // one segment
+	defer l.Close()
+	var recs [][]byte
+	var poss []Pos
+	for i := range 200 {
+		p, err := l.Append(context.Background(), rec(i, 700))
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, poss = append(recs, rec(i, 700)), append(poss, p)
+	}
+	if poss[0].Segment != poss[len(poss)-1].Segment {
+		t.Fatalf("the records span segments %d to %d", poss[0].Segment, poss[len(poss)-1].Segment)
+	}
+	c := &ReadCache{}
+	if _, err := l.ReadAtCache(poss[0], c); err != nil { // holds records 0 to about 5
+		t.Fatal(err)
+	}
+	armed.Store(true)
+	if got, err := l.ReadAtCache(poss[1], c); err != nil || !bytes.Equal(got, recs[1]) {
+		t.Fatalf("record 1 from the bytes held: %d bytes, %v", len(got), err)
+	}
+	_, err := l.ReadAtCache(poss[150], c)
+	if !errors.Is(err, syscall.EIO) || !strings.Contains(err.Error(), segmentName(poss[150].Segment)) {
+		t.Fatalf("a failed read: %v, want EIO naming segment %d", err, poss[150].Segment)
+	}
+	if _, err := l.ReadAtCache(poss[2], c); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("record 2 after a failed read: %v, want a read (EIO), not the bytes held before", err)
+	}
+	armed.Store(false)
+	for i, p := range poss {
+		if got, err := l.ReadAtCache(p, c); err != nil || !bytes.Equal(got, recs[i]) {
+			t.Fatalf("record %d after the reads work again: %d bytes, %v", i, len(got), err)
 		}
 	}
 }
