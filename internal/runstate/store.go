@@ -66,7 +66,7 @@ func (s *Store) reader() snapindex.LogReader {
 		return s.Log
 	}
 	if s.cached == nil {
-		s.cached = &cachedJournal{s.Journal, cachedLog{s.Log, s.Cache}}
+		s.cached = &cachedJournal{Core: s.Journal, log: cachedLog{s.Log, s.Cache}}
 	}
 	return &s.cached.log
 }
@@ -80,13 +80,25 @@ func (s *Store) journal() jrn.Core {
 	return s.cached
 }
 
-// cachedJournal is a journal's Core that reads through a cache.
+// cachedJournal is a journal's Core that reads through a cache and
+// decodes with one Decoder, made on first use: the Store's reads are one
+// after the other (a Decoder is no more than its settings and the
+// buffers of the last record it decoded), and a Decoder per certificate
+// read was two allocations of a replayed atom's two dozen.
 type cachedJournal struct {
 	jrn.Core
 	log cachedLog
+	dec *record.Decoder
 }
 
 func (j *cachedJournal) ReadAt(p wal.Pos) ([]byte, error) { return j.log.ReadAt(p) }
+
+func (j *cachedJournal) Decoder() *record.Decoder {
+	if j.dec == nil {
+		j.dec = j.Core.Decoder()
+	}
+	return j.dec
+}
 
 var (
 	_ Core          = (*Store)(nil)
