@@ -103,12 +103,24 @@ type LogReader interface {
 // checks that it is run's atom at seq: any other record, or one that does
 // not decode, is an error matching ErrNotThisAtom.
 func ReadAtom(log LogReader, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
+	return ReadAtomWith(log, AtomDecoder(sealer), file, p, run, seq)
+}
+
+// AtomDecoder is the Decoder ReadAtom decodes with: atoms, opened with
+// sealer in a sealed store.
+func AtomDecoder(sealer *record.Sealer) *record.Decoder {
+	return &record.Decoder{Sealed: sealer != nil, Sealer: sealer}
+}
+
+// ReadAtomWith is ReadAtom decoding with dec (AtomDecoder's), for a
+// reader of many atoms one after the other.
+func ReadAtomWith(log LogReader, dec *record.Decoder, file func(seg uint64) string, p wal.Pos, run string, seq uint64) (*record.Record, error) {
 	raw, err := log.ReadAt(p)
 	if err != nil {
 		return nil, err
 	}
 	a := &record.Record{}
-	if err := (&record.Decoder{Sealed: sealer != nil, Sealer: sealer}).Decode(raw, p, file(p.Segment), a); err != nil {
+	if err := dec.Decode(raw, p, file(p.Segment), a); err != nil {
 		return nil, fmt.Errorf("%w: %v: %v", ErrNotThisAtom, p, err)
 	}
 	if a.Kind != record.KindAtom {
