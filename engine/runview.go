@@ -80,12 +80,11 @@ func (v *capView) FrameFile(seq uint64) (*frame.Frame, uint64, chain.Hash) {
 }
 
 // stateStore is the DB as internal/history's Store and internal/runstate's
-// Core: the store's files, given as values, and a cache of the log's
-// bytes for the one read it serves (a replay reads atoms in log order).
+// Core: the store's files, given as values.
 func (db *DB) stateStore() *runstate.Store {
 	return &runstate.Store{FS: db.fs, Dir: db.dir, Log: db.log, Snaps: db.snaps, Sealer: db.sealer, Comp: db.comp,
 		File: db.segmentFile, Decoder: db.decoder(false), Decode: db.decodeFrame, Journal: journalCore{db},
-		Logger: db.logger, Rebuilt: &db.counters.framesRebuilt, Cache: new(wal.ReadCache)}
+		Logger: db.logger, Rebuilt: &db.counters.framesRebuilt}
 }
 
 // readAtom reads the atom record at p and checks that it is run's atom at

@@ -24,6 +24,12 @@ import (
 // snapshot store and its frame files, given as values by the engine
 // (engine/runview.go's stateStore). Each field is the engine's own; Store
 // only reads them.
+//
+// A Store serves one call of the engine's (a StateAt, a materialization,
+// a frame file read) on one goroutine: the engine makes one per call. Its
+// reads of atoms and of the certificates their deltas refer to go through
+// one wal.ReadCache, as a replay reads them in log order, near each
+// other, and decode with one record.Decoder each.
 type Store struct {
 	FS     vfs.FS
 	Dir    string // the store's directory
@@ -44,39 +50,22 @@ type Store struct {
 	Logger  *slog.Logger
 	// Rebuilt counts the frames rebuilt from the log (FrameRebuilt).
 	Rebuilt *atomic.Int64
-	// Cache, if set, is what the reads of atoms and of the certificates
-	// their deltas refer to go through (wal.ReadCache): a replay reads
-	// them in log order, near each other. A Store with a Cache is for one
-	// goroutine at a time.
-	Cache  *wal.ReadCache
-	cached *cachedJournal // the readers through Cache, made on first use
+	cached  *cachedJournal // the reads of one call, made on first use
 }
 
 // cachedLog reads the log through a ReadCache.
 type cachedLog struct {
 	log *wal.Log
-	c   *wal.ReadCache
+	c   wal.ReadCache
 }
 
-func (l *cachedLog) ReadAt(p wal.Pos) ([]byte, error) { return l.log.ReadAtCache(p, l.c) }
+func (l *cachedLog) ReadAt(p wal.Pos) ([]byte, error) { return l.log.ReadAtCache(p, &l.c) }
 
-// reader is what the Store reads the log's records with.
-func (s *Store) reader() snapindex.LogReader {
-	if s.Cache == nil {
-		return s.Log
-	}
+// reads is the Store's reads of the log, made on first use.
+func (s *Store) reads() *cachedJournal {
 	if s.cached == nil {
-		s.cached = &cachedJournal{Core: s.Journal, log: cachedLog{s.Log, s.Cache}}
+		s.cached = &cachedJournal{Core: s.Journal, log: cachedLog{log: s.Log}}
 	}
-	return &s.cached.log
-}
-
-// journal is s.Journal, its reads through the Store's cache.
-func (s *Store) journal() jrn.Core {
-	if s.Cache == nil {
-		return s.Journal
-	}
-	s.reader()
 	return s.cached
 }
 
@@ -122,14 +111,11 @@ func (s *Store) ScanPositions(ctx context.Context, run string, base, n uint64) (
 
 // ReadAtom implements history.Store: snapindex.ReadAtom.
 func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	if s.Cache == nil {
-		return snapindex.ReadAtom(s.Log, s.File, s.Sealer, p, run, seq)
+	c := s.reads()
+	if c.atoms == nil {
+		c.atoms = snapindex.AtomDecoder(s.Sealer)
 	}
-	s.reader()
-	if s.cached.atoms == nil {
-		s.cached.atoms = snapindex.AtomDecoder(s.Sealer)
-	}
-	return snapindex.ReadAtomWith(&s.cached.log, s.cached.atoms, s.File, p, run, seq)
+	return snapindex.ReadAtomWith(&c.log, c.atoms, s.File, p, run, seq)
 }
 
 // Apply implements history.Store: record.ApplyAtom, errors naming a's
@@ -137,7 +123,7 @@ func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, err
 func (s *Store) Apply(f *frame.Frame, a *record.Record) error { return s.apply(f, a, s.File) }
 
 func (s *Store) apply(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
-	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.journal(), fp) })
+	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.reads(), fp) })
 }
 
 // LogDir implements history.Store.

@@ -102,7 +102,7 @@ type LogReader interface {
 // sealer opens a sealed store's records, nil in a plaintext one) and
 // checks that it is run's atom at seq: any other record, or one that does
 // not decode, is an error matching ErrNotThisAtom.
-func ReadAtom(log LogReader, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
+func ReadAtom(log *wal.Log, file func(seg uint64) string, sealer *record.Sealer, p wal.Pos, run string, seq uint64) (*record.Record, error) {
 	return ReadAtomWith(log, AtomDecoder(sealer), file, p, run, seq)
 }
 
