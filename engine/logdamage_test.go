@@ -203,23 +203,44 @@ func TestLogDamageNamesRunAndSeq(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var target wal.Pos
-	var run string
-	var seq uint64
+	// The atom must not be its run's last: the damage is told to be that
+	// run's atom by the run's next atom, which skips its seq. Which atom
+	// opens the middle segment depends on the records' sizes (on when the
+	// background trained the dictionary), so the first one that has a
+	// successor is taken.
+	type atomAt struct {
+		pos wal.Pos
+		run string
+		seq uint64
+	}
+	var inMid []atomAt
+	last := map[string]uint64{}
 	for rd.Next() {
 		var a record.Record
 		if err := (&record.Decoder{}).Decode(rd.Record(), rd.Pos(), "", &a); err != nil {
 			t.Fatal(err)
 		}
-		if a.Kind == record.KindAtom && wal.SegmentName(rd.Pos().Segment) == mid[len("store/wal/"):] {
-			target, run, seq = rd.Pos(), a.Run, a.Seq
-			break
+		if a.Kind != record.KindAtom {
+			continue
+		}
+		last[a.Run] = max(last[a.Run], a.Seq)
+		if wal.SegmentName(rd.Pos().Segment) == mid[len("store/wal/"):] {
+			inMid = append(inMid, atomAt{rd.Pos(), a.Run, a.Seq})
 		}
 	}
 	rd.Close()
 	l.Close()
+	var target wal.Pos
+	var run string
+	var seq uint64
+	for _, a := range inMid {
+		if a.seq < last[a.run] {
+			target, run, seq = a.pos, a.run, a.seq
+			break
+		}
+	}
 	if run == "" {
-		t.Fatal("no atom in the middle segment")
+		t.Fatalf("no atom in the middle segment with a later atom of its run (%d atoms in it)", len(inMid))
 	}
 	b := bytes.Clone(files[mid])
 	b[int(target.Offset)+wal.RecordHeaderSize+40] ^= 0x04
