@@ -50,39 +50,32 @@ type Store struct {
 	Logger  *slog.Logger
 	// Rebuilt counts the frames rebuilt from the log (FrameRebuilt).
 	Rebuilt *atomic.Int64
-	cached  *cachedJournal // the reads of one call, made on first use
+	reads   cachedJournal // the reads of one call
 }
 
-// cachedLog reads the log through a ReadCache.
-type cachedLog struct {
-	log *wal.Log
-	c   wal.ReadCache
-}
-
-func (l *cachedLog) ReadAt(p wal.Pos) ([]byte, error) { return l.log.ReadAtCache(p, &l.c) }
-
-// reads is the Store's reads of the log, made on first use.
-func (s *Store) reads() *cachedJournal {
-	if s.cached == nil {
-		s.cached = &cachedJournal{Core: s.Journal, log: cachedLog{log: s.Log}}
-	}
-	return s.cached
-}
-
-// cachedJournal is a journal's Core that reads through a cache and
-// decodes with one Decoder, made on first use; atoms is the one the
-// Store reads atoms with. The Store's reads are one after the other (a
-// Decoder is no more than its settings and the buffers of the last
-// record it decoded), and a Decoder per read was three allocations of a
-// replayed atom's two dozen, one of them of about a kilobyte.
+// cachedJournal is a journal's Core that reads the log through one
+// ReadCache and decodes with one Decoder, made on first use; atoms is the
+// one the Store reads atoms with. The Store's reads are one after the
+// other (a Decoder is no more than its settings and the buffers of the
+// last record it decoded), and a Decoder per read was three allocations
+// of a replayed atom's two dozen, one of them of about a kilobyte.
 type cachedJournal struct {
 	jrn.Core
-	log   cachedLog
+	log   *wal.Log
+	c     wal.ReadCache
 	dec   *record.Decoder
 	atoms *record.Decoder
 }
 
-func (j *cachedJournal) ReadAt(p wal.Pos) ([]byte, error) { return j.log.ReadAt(p) }
+// journal is the Store's reads of the log, set up on first use.
+func (s *Store) journal() *cachedJournal {
+	if s.reads.log == nil {
+		s.reads.Core, s.reads.log = s.Journal, s.Log
+	}
+	return &s.reads
+}
+
+func (j *cachedJournal) ReadAt(p wal.Pos) ([]byte, error) { return j.log.ReadAtCache(p, &j.c) }
 
 func (j *cachedJournal) Decoder() *record.Decoder {
 	if j.dec == nil {
@@ -111,11 +104,11 @@ func (s *Store) ScanPositions(ctx context.Context, run string, base, n uint64) (
 
 // ReadAtom implements history.Store: snapindex.ReadAtom.
 func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, error) {
-	c := s.reads()
-	if c.atoms == nil {
-		c.atoms = snapindex.AtomDecoder(s.Sealer)
+	j := s.journal()
+	if j.atoms == nil {
+		j.atoms = snapindex.AtomDecoder(s.Sealer)
 	}
-	return snapindex.ReadAtomWith(&c.log, c.atoms, s.File, p, run, seq)
+	return snapindex.ReadAtomWith(j, j.atoms, s.File, p, run, seq)
 }
 
 // Apply implements history.Store: record.ApplyAtom, errors naming a's
@@ -123,7 +116,7 @@ func (s *Store) ReadAtom(p wal.Pos, run string, seq uint64) (*record.Record, err
 func (s *Store) Apply(f *frame.Frame, a *record.Record) error { return s.apply(f, a, s.File) }
 
 func (s *Store) apply(f *frame.Frame, a *record.Record, file func(seg uint64) string) error {
-	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.reads(), fp) })
+	return record.ApplyAtom(s.Comp, f, a, file, func(fp ledger.Fingerprint) ([]byte, error) { return jrn.CertifiedResult(s.journal(), fp) })
 }
 
 // LogDir implements history.Store.
