@@ -8,9 +8,15 @@
 // files.
 //
 //	go run ./bench/lines ./engine
+//
+// With -core, a comma-separated list of file names, two more rows add up
+// the files named (the core) and the others.
+//
+//	go run ./bench/lines -core db.go,run.go ./engine
 package main
 
 import (
+	"flag"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -22,20 +28,28 @@ import (
 )
 
 func main() {
-	if len(os.Args) != 2 {
-		fmt.Fprintln(os.Stderr, "usage: lines DIR")
+	coreList := flag.String("core", "", "comma-separated file names to add up as the core")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fmt.Fprintln(os.Stderr, "usage: lines [-core FILES] DIR")
 		os.Exit(2)
+	}
+	core := map[string]bool{}
+	if *coreList != "" {
+		for _, name := range strings.Split(*coreList, ",") {
+			core[name] = true
+		}
 	}
 	fset := token.NewFileSet()
 	notTest := func(fi os.FileInfo) bool { return !strings.HasSuffix(fi.Name(), "_test.go") }
-	pkgs, err := parser.ParseDir(fset, os.Args[1], notTest, parser.ParseComments)
+	pkgs, err := parser.ParseDir(fset, flag.Arg(0), notTest, parser.ParseComments)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	var files []string
 	per := map[string]*count{}
-	var sum count
+	var sum, inCore, others count
 	for _, pkg := range pkgs {
 		for name, f := range pkg.Files {
 			c := &count{lines: fset.File(f.Pos()).LineCount()}
@@ -44,11 +58,20 @@ func main() {
 			}
 			files = append(files, name)
 			per[name] = c
-			sum.lines += c.lines
-			sum.api += c.api
-			sum.bodies += c.bodies
-			sum.unexported += c.unexported
+			sum.plus(c)
+			if core[filepath.Base(name)] {
+				inCore.plus(c)
+				delete(core, filepath.Base(name))
+			} else {
+				others.plus(c)
+			}
 		}
+	}
+	if len(core) > 0 {
+		for name := range core {
+			fmt.Fprintf(os.Stderr, "lines: -core names %s, not a file of the package\n", name)
+		}
+		os.Exit(2)
 	}
 	sort.Strings(files)
 	row := func(name string, c *count) {
@@ -59,9 +82,20 @@ func main() {
 		row(filepath.Base(name), per[name])
 	}
 	row("total", &sum)
+	if *coreList != "" {
+		row("core", &inCore)
+		row("others", &others)
+	}
 }
 
 type count struct{ lines, api, bodies, unexported int }
+
+func (c *count) plus(d *count) {
+	c.lines += d.lines
+	c.api += d.api
+	c.bodies += d.bodies
+	c.unexported += d.unexported
+}
 
 // add counts declaration d of a file into c.
 func (c *count) add(fset *token.FileSet, d ast.Decl) {
