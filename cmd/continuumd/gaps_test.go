@@ -52,6 +52,10 @@ func TestUTF8Everywhere(t *testing.T) {
 		{"memory value", p + "/commit", `{"delta":[{"op":"set","key":"k","value":"` + bad + `"}]}`, "delta[0].value"},
 		{"fail reason", p + "/fail", `{"reason":"` + bad + `"}`, "reason"},
 		{"request id", "/v1/runs/r/attempts", `{"request_id":"` + bad + `"}`, "request_id"},
+		// The path named stays short: half a million levels deep, or a key
+		// of half a megabyte (fieldAt's bounds).
+		{"deep", "/v1/runs/r/attempts", `{"x":` + strings.Repeat("[", 1<<19) + bad, "x" + strings.Repeat("[0]", fieldDepth-1) + "..."},
+		{"long key", "/v1/runs/r/attempts", `{"` + strings.Repeat("k", 1<<19) + `":"` + bad + `"}`, strings.Repeat("k", fieldKey) + "..."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			wantError(t, ts.do("POST", tc.path, tc.body), 400, codeBadRequest, tc.field)

@@ -342,8 +342,19 @@ func loneSurrogate(body []byte) int {
 	return -1
 }
 
+// Bounds of fieldAt's path: deeper than fieldDepth levels it ends in
+// "..." (a body of a million "[" would otherwise be walked token by token
+// into a path of megabytes, in an error answer), and each key is cut to
+// fieldKey bytes.
+const (
+	fieldDepth = 32
+	fieldKey   = 64
+)
+
 // fieldAt returns the path of the JSON value of body that holds byte off
-// ("delta[2].key", "tool"), as far as the JSON before it is well formed.
+// ("delta[2].key", "tool"), as far as the JSON before it is well formed;
+// within fieldDepth levels (a deeper one ends the path in "...") and with
+// keys of at most fieldKey bytes.
 func fieldAt(body []byte, off int64) string {
 	type level struct {
 		array bool
@@ -362,7 +373,12 @@ func fieldAt(body []byte, off int64) string {
 				if b.Len() > 0 {
 					b.WriteByte('.')
 				}
-				b.WriteString(l.key)
+				if len(l.key) > fieldKey {
+					b.WriteString(strings.ToValidUTF8(l.key[:fieldKey], ""))
+					b.WriteString("...")
+				} else {
+					b.WriteString(l.key)
+				}
 			}
 		}
 		return b.String()
@@ -388,10 +404,11 @@ func fieldAt(body []byte, off int64) string {
 		switch t := tok.(type) {
 		case json.Delim:
 			switch t {
-			case '{':
-				stack = append(stack, level{inKey: true})
-			case '[':
-				stack = append(stack, level{array: true})
+			case '{', '[':
+				if len(stack) == fieldDepth {
+					return path() + "..."
+				}
+				stack = append(stack, level{array: t == '[', inKey: t == '{'})
 			default:
 				stack = stack[:len(stack)-1]
 				valueDone()
