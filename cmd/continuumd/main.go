@@ -460,9 +460,16 @@ func listenUnix(path string) (net.Listener, error) {
 		if st.Mode()&os.ModeSocket == 0 {
 			return nil, fmt.Errorf("--socket %s exists and is not a socket: remove it or choose another path", path)
 		}
-		if conn, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		conn, err := net.DialTimeout("unix", path, time.Second)
+		if err == nil {
 			conn.Close()
 			return nil, fmt.Errorf("--socket %s: another server is listening on it", path)
+		}
+		// Only a refused connection says nobody listens: a server whose
+		// queue of connections is full (EAGAIN) or that is too slow to
+		// accept is alive, and its socket is not to be removed.
+		if !errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, fmt.Errorf("--socket %s: a socket is there and whether a server listens on it cannot be told (%v): stop that server, or remove the socket if none runs", path, err)
 		}
 		if err := os.Remove(path); err != nil {
 			return nil, fmt.Errorf("--socket %s: removing the stale socket: %w", path, err)

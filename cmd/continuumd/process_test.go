@@ -10,6 +10,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	mrand "math/rand/v2"
@@ -585,4 +586,60 @@ func TestConfig(t *testing.T) {
 		!strings.Contains(stderr.String(), "not a socket") {
 		t.Errorf("a socket path that is a file: exit %d, %s", code, stderr.String())
 	}
+}
+
+// TestSocketOfABusyServer: a socket whose server does not accept (its
+// queue of connections full: a connect fails with EAGAIN, not
+// ECONNREFUSED) is a live server's: listenUnix refuses it and leaves the
+// file, where only a socket nobody listens on is replaced.
+func TestSocketOfABusyServer(t *testing.T) {
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "busy.sock")
+	fd, err := syscall.Socket(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	open := true
+	defer func() {
+		if open {
+			syscall.Close(fd)
+		}
+	}()
+	if err := syscall.Bind(fd, &syscall.SockaddrUnix{Name: sock}); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Listen(fd, 0); err != nil { // a queue of one, never accepted
+		t.Fatal(err)
+	}
+	// Fill the queue: connects succeed until it is full, then fail with
+	// EAGAIN.
+	var full error
+	for i := 0; i < 64 && full == nil; i++ {
+		c, err := net.DialTimeout("unix", sock, time.Second)
+		if err != nil {
+			full = err
+			break
+		}
+		defer c.Close()
+	}
+	if !errors.Is(full, syscall.EAGAIN) {
+		t.Skipf("the queue did not fill with EAGAIN here: %v", full)
+	}
+	if l, err := listenUnix(sock); err == nil || !strings.Contains(err.Error(), "cannot be told") {
+		if l != nil {
+			l.Close()
+		}
+		t.Fatalf("listenUnix over a busy server's socket: %v", err)
+	}
+	if st, err := os.Lstat(sock); err != nil || st.Mode()&os.ModeSocket == 0 {
+		t.Fatalf("the busy server's socket is gone: %v", err)
+	}
+	// Once nobody listens, the socket is stale and replaced.
+	syscall.Close(fd)
+	open = false
+	l, err := listenUnix(sock)
+	if err != nil {
+		t.Fatalf("listenUnix over a stale socket: %v", err)
+	}
+	l.Close()
 }
