@@ -19,7 +19,9 @@ import (
 	"net/http"
 	"net/url"
 	"runtime/debug"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/continuumdb/continuum/internal/wireframe"
@@ -33,6 +35,12 @@ const framesIdle = 2 * time.Minute
 // grows past it (a blob download) is answered 413 too_large instead, to
 // be fetched over HTTP, which streams it.
 const framesMaxAnswer = 256 << 20
+
+// framesSmallAnswer is how large an answer may grow without the
+// connection's one large-answer token (framesConn.large): the answers of
+// 128 requests in flight hold at most 128 of these, and one large answer
+// beside them, until each is written to the socket.
+const framesSmallAnswer = 64 << 10
 
 // framesServer serves the frames connections of the server's listeners.
 type framesServer struct {
@@ -181,6 +189,13 @@ type framesConn struct {
 	// freed is signalled when a handler gives back the bytes of its
 	// request (mu.held).
 	freed chan struct{}
+	// large is the token an answer takes to grow past framesSmallAnswer
+	// (capacity one), given back once its frame is written to the socket
+	// or dropped: a client that does not read its answers holds the
+	// connection to one large answer, not 128.
+	large chan struct{}
+	// largeWaiting counts the answers waiting for it (the tests read it).
+	largeWaiting atomic.Int32
 
 	mu struct {
 		sync.Mutex
@@ -198,7 +213,8 @@ func (fs *framesServer) serveConn(c net.Conn) {
 		c.Close() // not continuum-frames/1
 		return
 	}
-	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob), freed: make(chan struct{}, 1)}
+	fc := &framesConn{fs: fs, c: c, remote: c.RemoteAddr().String(), slots: make(chan struct{}, wireframe.MaxInFlight), jobs: make(chan frameJob), freed: make(chan struct{}, 1),
+		large: make(chan struct{}, 1)}
 	fc.ctx, fc.cancel = context.WithCancel(withTLSConn(context.Background(), c))
 	fc.mu.ids = map[uint32]struct{}{}
 	fc.w = wireframe.NewWriter(c, fs.idle, fc.release)
@@ -297,7 +313,10 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 			return false, true // shutdown, or idle with nothing in flight
 		}
 	}
-	fc.c.SetReadDeadline(time.Now().Add(fs.bodyTimeout))
+	// The frame must arrive whole within bodyTimeout of its first byte,
+	// the time spent waiting for the budget (hold) aside.
+	deadline := time.Now().Add(fs.bodyTimeout)
+	fc.c.SetReadDeadline(deadline)
 	var fixed [wireframe.FixedLen]byte
 	if _, err := io.ReadFull(br, fixed[:]); err != nil {
 		// No id to answer under: a timeout closes after the answers in
@@ -331,10 +350,11 @@ func (fc *framesConn) readFrame(br *bufio.Reader) (abort, stop bool) {
 			Message: fmt.Sprintf("the request's head is %d bytes, larger than %d", hlen, wireframe.MaxHead)})
 		return false, false
 	}
+	held := time.Now()
 	if !fc.hold(int64(n)) {
 		return true, true
 	}
-	fc.c.SetReadDeadline(time.Now().Add(fs.bodyTimeout))
+	fc.c.SetReadDeadline(deadline.Add(time.Since(held)))
 	head := make([]byte, hlen)
 	if _, err := io.ReadFull(br, head); err != nil {
 		return fc.readFailed(id, err)
@@ -388,14 +408,54 @@ type frameWriter struct {
 	status int
 	body   bytes.Buffer
 	over   bool // the body grew past framesMaxAnswer
+	// fc is the connection whose large-answer token the body takes to
+	// grow past framesSmallAnswer (nil: an answer of the server's own,
+	// small); large says it holds it.
+	fc    *framesConn
+	large bool
+	head  bool // the answer of a HEAD request: no body goes out
 }
 
 func (w *frameWriter) Header() http.Header { return w.h }
 
+// WriteHeader keeps the status. An answer that declares a Content-Length
+// past framesSmallAnswer takes the large-answer token here, before the
+// handler reads what it will write (a blob's chunks), and one past
+// framesMaxAnswer is refused at once (413, not 256 MiB read to be
+// dropped).
 func (w *frameWriter) WriteHeader(code int) {
-	if w.status == 0 {
-		w.status = code
+	if w.status != 0 {
+		return
 	}
+	w.status = code
+	if n, err := strconv.ParseInt(w.h.Get("Content-Length"), 10, 64); err == nil && !w.head {
+		switch {
+		case n > framesMaxAnswer:
+			w.over = true
+		case n > framesSmallAnswer:
+			w.takeLarge()
+		}
+	}
+}
+
+// takeLarge takes the connection's large-answer token, waiting for it,
+// unless w holds it or belongs to no connection; false if the connection
+// ended first.
+func (w *frameWriter) takeLarge() bool {
+	if w.large || w.fc == nil {
+		return true
+	}
+	if w.fc.ctx.Err() != nil {
+		return false // no answer goes out any more: none is built
+	}
+	w.fc.largeWaiting.Add(1)
+	select {
+	case w.fc.large <- struct{}{}:
+		w.large = true
+	case <-w.fc.ctx.Done():
+	}
+	w.fc.largeWaiting.Add(-1)
+	return w.large
 }
 
 func (w *frameWriter) Write(p []byte) (int, error) {
@@ -405,6 +465,9 @@ func (w *frameWriter) Write(p []byte) (int, error) {
 	if w.over || w.body.Len()+len(p) > framesMaxAnswer {
 		w.over = true
 		return 0, fmt.Errorf("continuumd: the answer is larger than a frame carries (%d bytes)", framesMaxAnswer)
+	}
+	if w.body.Len()+len(p) > framesSmallAnswer && (!w.takeLarge() || w.fc != nil && w.fc.ctx.Err() != nil) {
+		return 0, w.fc.ctx.Err() // the connection ended: no more of it is built
 	}
 	return w.body.Write(p)
 }
@@ -506,15 +569,17 @@ var writerPool = sync.Pool{New: func() any { return &frameWriter{h: http.Header{
 // its answer.
 func (fc *framesConn) dispatch(id uint32, head, body []byte) {
 	w := writerPool.Get().(*frameWriter)
+	w.fc = fc
 	defer func() {
 		clear(w.h)
-		w.status, w.over = 0, false
+		w.status, w.over, w.fc, w.large, w.head = 0, false, nil, false, false
 		w.body.Reset()
-		if w.body.Cap() <= 64<<10 {
+		if w.body.Cap() <= framesSmallAnswer {
 			writerPool.Put(w)
 		}
 	}()
 	r, aerr := fc.request(head, body)
+	w.head = r != nil && r.Method == http.MethodHead
 	if aerr != nil {
 		writeError(w, aerr)
 	} else {
@@ -534,8 +599,15 @@ func (fc *framesConn) dispatch(id uint32, head, body []byte) {
 	if r != nil && r.Method == http.MethodHead {
 		b = nil
 	}
-	fc.answer(id, w.status, w.h, b)
+	var done func()
+	if w.large {
+		done = fc.releaseLarge
+	}
+	fc.answer(id, w.status, w.h, b, done)
 }
+
+// releaseLarge gives back the large-answer token (frameWriter.Write).
+func (fc *framesConn) releaseLarge() { <-fc.large }
 
 // serveHTTP runs the handler; a panic that escapes it (the handlers'
 // wrappers recover their own) is a 500, and http.ErrAbortHandler (an
@@ -548,6 +620,8 @@ func (fc *framesConn) serveHTTP(w *frameWriter, r *http.Request) {
 		}
 		if p != http.ErrAbortHandler {
 			fc.fs.log.Error("continuumd: handler panicked", "method", r.Method, "path", r.URL.Path, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+		} else if w.over {
+			return // cut because it outgrew a frame: dispatch answers 413
 		}
 		clear(w.h)
 		w.status, w.over = 0, false
@@ -561,17 +635,18 @@ func (fc *framesConn) serveHTTP(w *frameWriter, r *http.Request) {
 func (fc *framesConn) answerError(id uint32, e *apiError) {
 	w := &frameWriter{h: http.Header{}}
 	writeError(w, e)
-	fc.answer(id, w.status, w.h, w.body.Bytes())
+	fc.answer(id, w.status, w.h, w.body.Bytes(), nil)
 }
 
-// answer queues the answer of request id.
-func (fc *framesConn) answer(id uint32, status int, h http.Header, body []byte) {
+// answer queues the answer of request id; done, when not nil, is called
+// once it is written or dropped.
+func (fc *framesConn) answer(id uint32, status int, h http.Header, body []byte, done func()) {
 	var hb [256]byte
 	head := wireframe.AppendAnswerHead(hb[:0], status, h)
 	fc.mu.Lock()
 	delete(fc.mu.ids, id)
 	fc.mu.Unlock()
-	if err := fc.w.Frame(id, head, body); err != nil {
+	if err := fc.w.FrameThen(id, head, body, done); err != nil {
 		fc.cancel()
 		fc.c.Close()
 	}

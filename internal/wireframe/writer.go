@@ -24,8 +24,11 @@ type Writer struct {
 		buf   []byte // frames queued, not yet handed to w.Write
 		k     int    // how many frames buf holds
 		spare []byte // the buffer of the last write, reused
-		busy  bool   // a goroutine is writing; it writes buf too before it returns
-		err   error  // sticky: the first write that failed
+		// dones holds the done funcs of FrameThen's frames in buf (nil
+		// when buf holds none); spareDones is the last write's, reused.
+		dones, spareDones []func()
+		busy              bool  // a goroutine is writing; it writes buf too before it returns
+		err               error // sticky: the first write that failed
 	}
 }
 
@@ -46,9 +49,34 @@ func (w *Writer) Raw(p []byte) error {
 // the error of the write that carried the frame when it was this call's,
 // else the Writer's sticky error at the time of the call.
 func (w *Writer) Frame(id uint32, head, body []byte) error {
+	return w.FrameThen(id, head, body, nil)
+}
+
+// FrameThen is Frame, and calls done (when not nil) once the frame is
+// written, or once it is dropped by a write that failed: when no byte of
+// it is held any more.
+func (w *Writer) FrameThen(id uint32, head, body []byte, done func()) error {
 	w.mu.Lock()
 	w.mu.buf = AppendFrame(w.mu.buf, id, head, body)
+	if done != nil {
+		w.mu.dones = append(w.mu.dones, done)
+	}
 	return w.flushLocked(1)
+}
+
+// finished calls the done funcs of frames written or dropped and gives
+// their slice back for reuse (w.mu not held).
+func (w *Writer) finished(dones []func()) {
+	if len(dones) == 0 {
+		return
+	}
+	for i, f := range dones {
+		f()
+		dones[i] = nil
+	}
+	w.mu.Lock()
+	w.mu.spareDones = dones[:0]
+	w.mu.Unlock()
 }
 
 type deadliner interface{ SetWriteDeadline(time.Time) error }
@@ -58,12 +86,13 @@ type deadliner interface{ SetWriteDeadline(time.Time) error }
 func (w *Writer) flushLocked(k int) error {
 	w.mu.k += k
 	if err := w.mu.err; err != nil {
-		n := w.mu.k
-		w.mu.buf, w.mu.k = w.mu.buf[:0], 0
+		n, dones := w.mu.k, w.mu.dones
+		w.mu.buf, w.mu.k, w.mu.dones = w.mu.buf[:0], 0, nil
 		w.mu.Unlock()
 		if w.written != nil && n > 0 {
 			w.written(n) // frames never written: their slots are freed all the same
 		}
+		w.finished(dones)
 		return err
 	}
 	if w.mu.busy {
@@ -72,8 +101,9 @@ func (w *Writer) flushLocked(k int) error {
 	}
 	w.mu.busy = true
 	for {
-		out, n := w.mu.buf, w.mu.k
-		w.mu.buf, w.mu.k = w.mu.spare[:0], 0
+		out, n, dones := w.mu.buf, w.mu.k, w.mu.dones
+		w.mu.buf, w.mu.k, w.mu.dones = w.mu.spare[:0], 0, w.mu.spareDones
+		w.mu.spareDones = nil
 		w.mu.Unlock()
 		if d, ok := w.w.(deadliner); ok && w.timeout > 0 {
 			d.SetWriteDeadline(time.Now().Add(w.timeout))
@@ -82,6 +112,7 @@ func (w *Writer) flushLocked(k int) error {
 		if w.written != nil && n > 0 {
 			w.written(n)
 		}
+		w.finished(dones)
 		w.mu.Lock()
 		if cap(out) <= 1<<20 { // a large burst's buffer is not kept
 			w.mu.spare = out[:0]
@@ -92,12 +123,15 @@ func (w *Writer) flushLocked(k int) error {
 			w.mu.err = err
 		}
 		if len(w.mu.buf) == 0 || w.mu.err != nil {
-			if w.mu.err != nil && w.written != nil && w.mu.k > 0 {
-				n := w.mu.k
-				w.mu.buf, w.mu.k = w.mu.buf[:0], 0
+			if w.mu.err != nil && w.mu.k > 0 {
+				n, dones := w.mu.k, w.mu.dones
+				w.mu.buf, w.mu.k, w.mu.dones = w.mu.buf[:0], 0, nil
 				w.mu.busy = false
 				w.mu.Unlock()
-				w.written(n) // frames never written: their slots are freed all the same
+				if w.written != nil {
+					w.written(n) // frames never written: their slots are freed all the same
+				}
+				w.finished(dones)
 				return err
 			}
 			w.mu.busy = false
