@@ -241,7 +241,10 @@
 // same handler as HTTP (tokens, scopes, the rate limit on failed
 // authentication, every route, the JSON errors): only the carriage
 // differs. A connection reads at most 128 requests ahead of its answers;
-// answers ready together go out in one write. A frames connection counts
+// answers ready together go out in one write; an answer past 64 KiB is
+// built only while no other of the connection's is held (built, or
+// written and not yet read by the client), so a client that does not
+// read holds one large answer, not 128. A frames connection counts
 // against --max-conns, a frame must arrive whole within --body-timeout
 // (408, then the connection closes), its head within 64 KiB (431) and its
 // body within --max-body (413); a frame whose lengths do not add up, or
