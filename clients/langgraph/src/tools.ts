@@ -15,15 +15,19 @@
  * under the same idempotency key (callKey() inside the tool reads it).
  *
  * Calls of one task are numbered in the order they start, as the ledger
- * numbers an atom's calls: a task must make its durable calls in the same
- * order each time it runs (ToolNode does, for the tool calls of one
- * message). Calls of one task are serialized.
+ * numbers an atom's calls, from 0 in each attempt of the task: each time
+ * LangGraph prepares it (an invoke or stream, in this process or after a
+ * restart) and each retry of its retryPolicy, as LangGraph numbers a
+ * task's interrupts. So a task that runs again, for whatever reason,
+ * answers the calls it already made from the ledger. A task must make its
+ * durable calls in the same order each time it runs (ToolNode does, for
+ * the tool calls of one message). Calls of one task are serialized.
  */
 
 import { DynamicStructuredTool, type StructuredToolInterface } from "@langchain/core/tools";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { AsyncLocalStorage } from "node:async_hooks";
-import { Client, type Verdict } from "@continuumdb/client";
+import { Client, InDoubt, type Verdict } from "@continuumdb/client";
 
 const keys = new AsyncLocalStorage<string>();
 
@@ -45,8 +49,37 @@ export interface DurableToolOptions {
 }
 
 const enc = encodeURIComponent;
-const counters = new Map<string, number>();
 const chains = new Map<string, Promise<unknown>>();
+
+/** The count of durable calls one attempt of a task has started. */
+interface Attempt {
+  calls: number;
+}
+
+// The attempts of each prepared task: LangGraph gives a task it prepares
+// (each invoke or stream) a scratchpad of its own, kept across the retries
+// of its retryPolicy, which it counts in config.executionInfo.nodeAttempt.
+// Weak: a task's counts go with its scratchpad.
+const attemptsByPad = new WeakMap<object, Map<number, Attempt>>();
+// Without a scratchpad (a LangGraph that has none), per task for the
+// process: a retry in the same process is numbered on.
+const attemptsByRun = new Map<string, Attempt>();
+
+function attemptOf(config: RunnableConfig | undefined, runId: string): Attempt {
+  const pad = (config?.configurable as Record<string, unknown> | undefined)?.__pregel_scratchpad;
+  if (typeof pad !== "object" || pad === null) {
+    let a = attemptsByRun.get(runId);
+    if (!a) attemptsByRun.set(runId, (a = { calls: 0 }));
+    return a;
+  }
+  const info = (config as { executionInfo?: { nodeAttempt?: unknown } }).executionInfo;
+  const n = typeof info?.nodeAttempt === "number" ? info.nodeAttempt : 1;
+  let byAttempt = attemptsByPad.get(pad);
+  if (!byAttempt) attemptsByPad.set(pad, (byAttempt = new Map()));
+  let a = byAttempt.get(n);
+  if (!a) byAttempt.set(n, (a = { calls: 0 }));
+  return a;
+}
 
 /** The run that holds the durable calls of the task config belongs to. */
 export function taskRun(config: RunnableConfig | undefined, prefix = "lg-tools"): string {
@@ -109,22 +142,31 @@ export function durableTool<T extends StructuredToolInterface>(tool: T, o: Durab
     schema: tool.schema as any,
     func: async (input: unknown, _runManager?: unknown, config?: RunnableConfig) => {
       const runId = taskRun(config, prefix);
+      const attempt = attemptOf(config, runId);
       const prev = chains.get(runId) ?? Promise.resolve();
       const call = prev.then(async () => {
-        const k = counters.get(runId) ?? 0;
-        counters.set(runId, k + 1);
+        const k = attempt.calls++;
         try {
           return await ledgerCall(o.client, runId, k, tool.name, input, async () => {
-          const r = await tool.invoke(input as any);
-          return typeof r === "object" && r !== null && "content" in (r as object) && (r as any).lc_serializable ? (r as any).content : r;
-        }, o);
+            const r = await tool.invoke(input as any);
+            return typeof r === "object" && r !== null && "content" in (r as object) && (r as any).lc_serializable ? (r as any).content : r;
+          }, o);
         } catch (e) {
-          // the call was not committed: the task's next try makes it again, as call k
-          if (counters.get(runId) === k + 1) counters.set(runId, k);
+          // the call was not committed: the task's next call in this
+          // attempt makes it again, as call k
+          if (attempt.calls === k + 1) attempt.calls = k;
+          if (e instanceof InDoubt && !o.reconcile && !o.idempotent) {
+            e.message += `. In durableTool (run ${runId}): give it a reconcile, which asks the downstream under this key and returns happened(result) or didNotHappen(), or declare the tool idempotent if the downstream honours the key; then invoke the graph again`;
+          }
           throw e;
         }
       });
-      chains.set(runId, call.catch(() => undefined));
+      const tail = call.catch(() => undefined);
+      chains.set(runId, tail);
+      // the chain of a task with no call waiting is forgotten
+      void tail.then(() => {
+        if (chains.get(runId) === tail) chains.delete(runId);
+      });
       return call;
     },
   } as any);
