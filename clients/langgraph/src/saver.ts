@@ -78,7 +78,7 @@ import {
   maxChannelVersion,
   writesSortKey,
 } from "@langchain/langgraph-checkpoint";
-import { APIError, Client, Conflict, Delta, type Run } from "@continuumdb/client";
+import { APIError, Client, Conflict, Delta, type ConnectOptions, type Run } from "@continuumdb/client";
 import { JsonPlusSerializer } from "@langchain/langgraph-checkpoint";
 import { SLOW, fastLoad } from "./revive.js";
 
@@ -135,8 +135,8 @@ interface ReadAnswer {
 }
 
 export interface ContinuumSaverOptions {
-  /** The server: a Client, or the options of one (socket, url, token). */
-  client: Client;
+  /** The server: a Client, or the options of one (socket, url, token), for a Client the saver makes. */
+  client: Client | ConnectOptions;
   /** The runs' id prefix (default "lg"): savers with different prefixes share a store without seeing each other. */
   prefix?: string;
   serde?: SerializerProtocol;
@@ -165,7 +165,7 @@ export class ContinuumSaver extends BaseCheckpointSaver {
   constructor(o: ContinuumSaverOptions) {
     super(o.serde);
     this.#fast = o.serde === undefined || o.serde.constructor === JsonPlusSerializer;
-    this.client = o.client;
+    this.client = o.client instanceof Client ? o.client : new Client(o.client);
     this.prefix = o.prefix ?? "lg";
     if (this.prefix.includes("/") || this.prefix === "") throw new Error(`ContinuumSaver: prefix ${JSON.stringify(this.prefix)} must be non-empty and without "/"`);
   }

@@ -258,3 +258,17 @@ test("continuumctl verify passes on the store the saver wrote", async () => {
   assert.match(out, /tree\//, "verify's report names the thread's runs");
   await server.start();
 });
+
+test("a saver given the options of a Client makes its own, and reads what one given a Client wrote", async () => {
+  const client = server.client();
+  const writer = new ContinuumSaver({ client, prefix: "opts" });
+  const cfg: RunnableConfig = { configurable: { thread_id: "o", checkpoint_ns: "" } };
+  const cp: Checkpoint = { v: 4, id: uuid6(-3), ts: new Date().toISOString(), channel_values: { x: 1 }, channel_versions: { x: 1 }, versions_seen: {} };
+  await writer.put(cfg, cp, { source: "input", step: 0, parents: {} }, { x: 1 });
+  const reader = new ContinuumSaver({ client: { socket: server.socket }, prefix: "opts" });
+  const got = await reader.getTuple(cfg);
+  assert.equal(got?.checkpoint.id, cp.id);
+  assert.deepEqual(got?.checkpoint.channel_values, { x: 1 });
+  reader.client.close();
+  client.close();
+});
