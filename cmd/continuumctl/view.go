@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -82,7 +83,10 @@ func serveView(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		MaxHeaderBytes: 64 << 10, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 		BaseContext: func(net.Listener) context.Context { return ctx }}
 	fmt.Fprintf(stdout, "continuumctl view: serving %s read-only; open (the token works once):\n  %s\n",
-		pos[0], v.LoginURL("http://"+l.Addr().String()))
+		pos[0], v.LoginURL("http://"+browsable(l.Addr())))
+	if a, ok := l.Addr().(*net.TCPAddr); ok && a.IP.IsUnspecified() {
+		fmt.Fprintf(stdout, "  (it listens on every interface: from another machine, put this machine's name or address in place of %s)\n", hostOf(browsable(l.Addr())))
+	}
 	if f, ok := stdout.(*os.File); ok {
 		f.Sync()
 	}
@@ -100,4 +104,25 @@ func serveView(ctx context.Context, args []string, stdout, stderr io.Writer) int
 		return ctl.Fail(stderr, "view", err)
 	}
 	return cli.ExitOK
+}
+
+// browsable is addr as a browser opens it: a listener on every interface
+// (0.0.0.0, [::]) is named by its loopback address (127.0.0.1, [::1]),
+// which a browser on this machine opens, where the wildcard opens nothing.
+func browsable(addr net.Addr) string {
+	a, ok := addr.(*net.TCPAddr)
+	if !ok || !a.IP.IsUnspecified() {
+		return addr.String()
+	}
+	ip := net.IPv6loopback // [::]: its loopback
+	if a.IP.To4() != nil {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return net.JoinHostPort(ip.String(), strconv.Itoa(a.Port))
+}
+
+// hostOf is the host of a host:port.
+func hostOf(hostport string) string {
+	h, _, _ := net.SplitHostPort(hostport)
+	return h
 }
