@@ -23,7 +23,8 @@ type change struct {
 // the changes, the messages B has that A has not (appended after their
 // common prefix) and those A has that B has not.
 type stateDiff struct {
-	Changes      []change
+	Changes      []change // the first maxRows
+	MoreChanges  int
 	Added        []messageView // B's messages after the common prefix
 	Removed      []messageView // A's messages after the common prefix
 	CommonMsgs   int
@@ -39,6 +40,10 @@ type stateDiff struct {
 func diffFrames(a *frame.Frame, aErased []string, b *frame.Frame, bErased []string) *stateDiff {
 	d := &stateDiff{ErasedBefore: aErased, ErasedAfter: bErased}
 	add := func(kind, where string, old, new []byte, hasOld, hasNew bool) {
+		if len(d.Changes) == maxRows {
+			d.MoreChanges++
+			return
+		}
 		c := change{Kind: kind, Where: where, HasOld: hasOld, HasNew: hasNew}
 		if hasOld {
 			c.Old = fold(old, 0)
@@ -62,14 +67,14 @@ func diffFrames(a *frame.Frame, aErased []string, b *frame.Frame, bErased []stri
 		o, ok := ag[s.ID]
 		switch {
 		case !ok:
-			add("added", "subgoal "+s.ID, nil, []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), false, true)
+			add("added", "subgoal "+clip(s.ID, maxName), nil, []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), false, true)
 		case o != s:
-			add("changed", "subgoal "+s.ID, []byte(fmt.Sprintf("[%s] %s", o.Status, o.Text)), []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), true, true)
+			add("changed", "subgoal "+clip(s.ID, maxName), []byte(fmt.Sprintf("[%s] %s", o.Status, o.Text)), []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), true, true)
 		}
 	}
 	for _, s := range a.Subgoals {
 		if !bg[s.ID] {
-			add("removed", "subgoal "+s.ID, []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), nil, true, false)
+			add("removed", "subgoal "+clip(s.ID, maxName), []byte(fmt.Sprintf("[%s] %s", s.Status, s.Text)), nil, true, false)
 		}
 	}
 	keys := map[string]bool{}
@@ -89,11 +94,11 @@ func diffFrames(a *frame.Frame, aErased []string, b *frame.Frame, bErased []stri
 		nv, inB := b.Memory[k]
 		switch {
 		case inA && !inB:
-			add("removed", "memory "+k, ov, nil, true, false)
+			add("removed", "memory "+clip(k, maxName), ov, nil, true, false)
 		case !inA && inB:
-			add("added", "memory "+k, nil, nv, false, true)
+			add("added", "memory "+clip(k, maxName), nil, nv, false, true)
 		case !bytes.Equal(ov, nv):
-			add("changed", "memory "+k, ov, nv, true, true)
+			add("changed", "memory "+clip(k, maxName), ov, nv, true, true)
 		}
 	}
 	if !bytes.Equal(a.Scratchpad, b.Scratchpad) {
@@ -111,21 +116,21 @@ func diffFrames(a *frame.Frame, aErased []string, b *frame.Frame, bErased []stri
 	for _, x := range b.Pending {
 		bp[x.CallID] = true
 		o, ok := ap[x.CallID]
-		desc := []byte(x.Tool + " " + string(x.Args))
+		desc := []byte(clip(x.Tool, maxName) + " " + string(x.Args))
 		switch {
 		case !ok:
-			add("added", "pending "+x.CallID, nil, desc, false, true)
+			add("added", "pending "+clip(x.CallID, maxName), nil, desc, false, true)
 		case !reflect.DeepEqual(o, x):
-			add("changed", "pending "+x.CallID, []byte(o.Tool+" "+string(o.Args)), desc, true, true)
+			add("changed", "pending "+clip(x.CallID, maxName), []byte(clip(o.Tool, maxName)+" "+string(o.Args)), desc, true, true)
 		}
 	}
 	for _, x := range a.Pending {
 		if !bp[x.CallID] {
-			add("removed", "pending "+x.CallID, []byte(x.Tool+" "+string(x.Args)), nil, true, false)
+			add("removed", "pending "+clip(x.CallID, maxName), []byte(clip(x.Tool, maxName)+" "+string(x.Args)), nil, true, false)
 		}
 	}
 	for _, k := range diffStrings(bErased, aErased) {
-		add("removed", "memory "+k+" (erased)", nil, nil, false, false)
+		add("removed", "memory, erased: "+clip(k, maxName), nil, nil, false, false)
 	}
 	n := 0
 	for n < len(a.Messages) && n < len(b.Messages) && reflect.DeepEqual(a.Messages[n], b.Messages[n]) {

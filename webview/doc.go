@@ -34,15 +34,28 @@
 //     them, an erased one only as "erased"; sealed bytes are never shown.
 //     An encrypted store read without its keyring shows no page but
 //     verify, and says why.
-//   - A page reads a bounded amount: runs 100 a page, atoms 50 a page
-//     (200 in the branch DAG, 100 in the ledger), values folded past 240
-//     bytes and cut at 16 KiB, at most 300 messages and 1000 memory keys
-//     of a frame, 2000 runs of the lineage tree, 100 forks in a run's
-//     header, 500 intact runs on the verify page, 200 waits and 200
-//     pending events of a run, 100 chunks (1 MiB) of a stream a page
-//     (each page says what it left out); the reader's decompression budget
-//     (offline.InspectOptions.Budget) bounds what a hostile store makes
-//     it decompress, and Options.RequestTimeout the time of one page.
+//   - A page reads and shows a bounded amount: runs 100 a page, atoms 50
+//     a page (200 in the branch DAG, 100 in the ledger, whose page lists
+//     500 actions), 200 ops of an atom and 100 of its actions, messages
+//     sent and received and branch reads; at most 300 messages, 1000
+//     memory keys and 1000 subgoals, pending actions and erased keys of a
+//     frame, 1000 changes of a diff, 2000 runs of the lineage tree, 100
+//     forks in a run's header, 500 intact runs on the verify page, 200
+//     waits, 200 pending events and 1000 streams of a run, 100 chunks
+//     (1 MiB) of a stream a page (each page says what it left out).
+//     Values are folded past 240 bytes and cut at 16 KiB; the store's
+//     names, ids and keys (tool names, idempotency keys, memory keys,
+//     call ids, subgoal ids: the engine bounds them only by the 63 MiB
+//     record) are cut at 256 bytes, and errors and warnings that quote
+//     the store at 2 KiB, each cut marked "…" with its whole size; and no
+//     page is larger than 32 MiB of HTML (one that would be, with values
+//     of 16 KiB on each of its rows, says so instead). The reader's
+//     decompression budget (offline.InspectOptions.Budget) bounds what a
+//     hostile store makes it decompress; Options.RequestTimeout stops a
+//     page between the atoms it reads (see Caveats).
+//   - A right-to-left override in a name or value of the store (U+202E)
+//     cannot reorder the rest of the page: each is shown as a
+//     bidirectional isolate (app.css; FSI and PDI in the page's title).
 //   - Access: a View with a Token accepts it as a bearer token or once in
 //     the URL; otherwise only its one-time login URL (LoginURL) opens a
 //     session (an HttpOnly, SameSite=Strict cookie). The view answers GET
@@ -59,5 +72,11 @@
 //     run, of the 8 runs last looked at, 64 MiB in all) and steps from
 //     them (framecache.go), so the slider's next steps, forward or back
 //     within 256 seqs, read a few atoms each.
+//   - Options.RequestTimeout is checked between the atoms a page reads
+//     (and inside Inspector.StateAt's replay and Verify), not within one
+//     step: decoding one atom's record or diffing two frames (each at most
+//     63 MiB) and rendering the page (at most 32 MiB) run to their end,
+//     and the answer's write is the server's to bound (http.Server's
+//     WriteTimeout).
 //   - Sessions live as long as the process: restart the view to end them.
 package webview

@@ -38,10 +38,11 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 		}
 		return a - b
 	},
-	"age":   age,
-	"lanex": func(i int) int { return 40 + i*150 - 10 },
-	"plus":  func(a, b int) int { return a + b },
-	"node":  func(p string, n *treeNode) treeArg { return treeArg{P: p, N: n} },
+	"age":     age,
+	"isolate": isolate,
+	"lanex":   func(i int) int { return 40 + i*150 - 10 },
+	"plus":    func(a, b int) int { return a + b },
+	"node":    func(p string, n *treeNode) treeArg { return treeArg{P: p, N: n} },
 	"when": func(t time.Time) string {
 		if t.IsZero() || t.UnixNano() == 0 {
 			return ""
@@ -50,17 +51,38 @@ var tmpl = template.Must(template.New("").Funcs(template.FuncMap{
 	},
 }).ParseFS(templateFS, "templates/*.tmpl"))
 
-// Page sizes: the rows, atoms and nodes one page reads and shows.
+// Page sizes: the rows, atoms and nodes one page reads and shows. Each
+// list a page cuts short says how many it left out.
 const (
-	runsPerPage  = 100
-	atomsPerPage = 50
-	dagPerPage   = 200
-	ledgerAtoms  = 100
-	maxMessages  = 300  // messages of a frame shown (the latest)
-	maxMemory    = 1000 // memory keys of a frame shown
-	maxTreeNodes = 2000 // runs of the lineage page
-	maxForks     = 100  // forks named in a run's header
+	runsPerPage   = 100
+	atomsPerPage  = 50
+	dagPerPage    = 200
+	ledgerAtoms   = 100
+	ledgerActions = 500  // actions of a ledger page (its counts count them all)
+	maxMessages   = 300  // messages of a frame shown (the latest)
+	maxMemory     = 1000 // memory keys of a frame shown
+	maxRows       = 1000 // subgoals, pending actions and erased keys of a frame; changes of a diff; streams of a run
+	maxTreeNodes  = 2000 // runs of the lineage page
+	maxForks      = 100  // forks named in a run's header
+	maxAtomOps    = 200  // ops of an atom on the timeline
+	// maxItems bounds the other lists of an atom on the timeline (its
+	// actions, messages sent and received, and branch reads), the undos
+	// of a rollback, a run's rollbacks on the ledger page, and the actions
+	// in doubt or of an unfinished atom in a run's header.
+	maxItems = 100
+	// maxPage bounds the HTML of a page: a page that would be larger
+	// (values of 16 KiB on every row of it, from a hostile store) is not
+	// sent, and the answer says why. It bounds the memory of rendering.
+	maxPage = 32 << 20
 )
+
+// firstN returns the first n elements of s and how many it left out.
+func firstN[T any](s []T, n int) ([]T, int) {
+	if len(s) <= n {
+		return s, 0
+	}
+	return s[:n], len(s) - n
+}
 
 // page is one request's page: what the layout template needs, and the
 // content.
@@ -86,7 +108,7 @@ type page struct {
 }
 
 func (p *page) fail(status int, format string, args ...any) int {
-	p.Error = fmt.Sprintf(format, args...)
+	p.Error = clip(fmt.Sprintf(format, args...), maxText)
 	if p.Title == "" {
 		p.Title = "error"
 	}
@@ -121,12 +143,34 @@ func (p *page) inspector() (*offline.Inspector, int) {
 	return p.s.in, 0
 }
 
+// errPageTooLarge stops the rendering of a page past maxPage bytes.
+var errPageTooLarge = errors.New("webview: page too large")
+
+// pageBuffer is a page's HTML: at most maxPage bytes.
+type pageBuffer struct{ bytes.Buffer }
+
+func (b *pageBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > maxPage {
+		return 0, errPageTooLarge
+	}
+	return b.Buffer.Write(p)
+}
+
 func (p *page) render(w http.ResponseWriter, status int) {
 	if status == 0 {
 		status = http.StatusOK
 	}
-	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, "layout", p); err != nil {
+	var buf pageBuffer
+	err := tmpl.ExecuteTemplate(&buf, "layout", p)
+	if errors.Is(err, errPageTooLarge) {
+		// Say why, on a page without the content nor the run's header.
+		p.Run, p.Data = nil, nil
+		status = p.fail(http.StatusUnprocessableEntity, "this page would be larger than %d MiB (the store holds many large values "+
+			"or names where it shows them), so it is not sent: ask for another page, or read the store with continuumctl", maxPage>>20)
+		buf.Reset()
+		err = tmpl.ExecuteTemplate(&buf, "layout", p)
+	}
+	if err != nil {
 		p.v.opts.Log.Error("webview: template", "err", err)
 		http.Error(w, "internal error: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -242,8 +286,12 @@ func (p *page) runsPage() int {
 		return code
 	}
 	q := p.r.URL.Query()
-	d := &runsData{Q: q.Get("q"), Status: q.Get("status"), Sort: q.Get("sort"), Warnings: in.Warnings(), Created: in.Created(),
+	ws := in.Warnings()
+	d := &runsData{Q: q.Get("q"), Status: q.Get("status"), Sort: q.Get("sort"), Warnings: clipEach(ws, maxRows, maxText), Created: in.Created(),
 		Statuses: []string{"", "active", "completed", "failed", "cancelled", "in-doubt", "unfinished", "forks"}}
+	if len(ws) > maxRows {
+		d.Warnings = append(d.Warnings, fmt.Sprintf("and %d more warnings", len(ws)-maxRows))
+	}
 	st := in.Stats()
 	d.Atoms, d.Records = st.Atoms, st.Records
 	runs := in.Runs()
@@ -318,6 +366,9 @@ type runHeader struct {
 	Result      value
 	First       uint64 // its first own seq
 	Pending     []uint64
+	// MoreInDoubt and MoreAtomActions count the actions not in
+	// InDoubtList and AtomActions (each at most maxItems).
+	MoreInDoubt, MoreAtomActions int
 }
 
 // runHeader finds the run of the page's "id", or answers the page.
@@ -332,10 +383,14 @@ func (p *page) runHeader(tab string) (*offline.Inspector, offline.RunSummary, in
 		return nil, r, p.fail(http.StatusNotFound, "the store has no run %q", id)
 	}
 	h := &runHeader{runRow: newRunRow(r), Head: r.Head.String(), Result: fold(r.Result, 0), First: r.ForkedAt + 1}
-	for _, a := range r.InDoubt {
+	inDoubt, more := firstN(r.InDoubt, maxItems)
+	h.MoreInDoubt = more
+	for _, a := range inDoubt {
 		h.InDoubtList = append(h.InDoubtList, viewAction(a))
 	}
-	for _, a := range r.AtomActions {
+	atomActions, more := firstN(r.AtomActions, maxItems)
+	h.MoreAtomActions = more
+	for _, a := range atomActions {
 		h.AtomActions = append(h.AtomActions, viewAction(a))
 	}
 	for _, rb := range r.Rollbacks {
@@ -356,7 +411,8 @@ func (p *page) runHeader(tab string) (*offline.Inspector, offline.RunSummary, in
 	return in, r, 0
 }
 
-// atomView is one atom of a timeline.
+// atomView is one atom of a timeline: its first maxAtomOps ops, and the
+// first maxItems of its other lists (the More fields count the rest).
 type atomView struct {
 	Seq, Base  uint64
 	Head       string
@@ -373,6 +429,8 @@ type atomView struct {
 	OwnerRun   string
 	FrameLink  string
 	LedgerLink string
+
+	MoreReads, MoreOps, MoreActions, MoreSent, MoreConsumed int
 }
 
 type sentView struct {
@@ -385,7 +443,8 @@ type rollbackView struct {
 	Seq, To   uint64
 	Started   time.Time
 	Completed bool
-	Undo      []undoView
+	Undo      []undoView // the first maxItems
+	MoreUndo  int
 }
 
 type undoView struct {
@@ -400,10 +459,12 @@ type undoView struct {
 
 func viewRollback(r offline.RollbackInfo) *rollbackView {
 	v := &rollbackView{Seq: r.Seq, To: r.To, Started: r.Started, Completed: r.Completed}
-	for _, u := range r.Undo {
-		uv := undoView{Seq: u.Seq, Tool: u.Tool, Fingerprint: u.Action.String()}
+	undo, more := firstN(r.Undo, maxItems)
+	v.MoreUndo = more
+	for _, u := range undo {
+		uv := undoView{Seq: u.Seq, Tool: clip(u.Tool, maxName), Fingerprint: u.Action.String()}
 		if u.Compensation != nil {
-			uv.Undone, uv.CompTool, uv.CompArgs, uv.CompKey = true, u.Compensation.Tool, fold(u.Compensation.Args, 0), u.Compensation.Key
+			uv.Undone, uv.CompTool, uv.CompArgs, uv.CompKey = true, clip(u.Compensation.Tool, maxName), fold(u.Compensation.Args, 0), clip(u.Compensation.Key, maxName)
 		}
 		v.Undo = append(v.Undo, uv)
 	}
@@ -414,25 +475,35 @@ func (p *page) viewAtom(in *offline.Inspector, r offline.RunSummary, seq uint64)
 	v := atomView{Seq: seq, FrameLink: p.url("frame", "id", r.ID, "seq", seq)}
 	a, err := in.Atom(p.ctx, r.ID, seq)
 	if err != nil {
-		v.Err = err.Error()
+		v.Err = clip(err.Error(), maxText)
 		return v
 	}
 	v.Base, v.Head, v.Size, v.Branch = a.Base, a.Head.String(), a.Size, a.Branch
 	v.IsBranch = a.Branch != "" || a.Base+1 != a.Seq
-	for _, k := range a.Reads {
-		v.Reads = append(v.Reads, k.String())
+	reads, more := firstN(a.Reads, maxItems)
+	v.MoreReads = more
+	for _, k := range reads {
+		v.Reads = append(v.Reads, clip(k.String(), maxName))
 	}
-	for _, op := range offline.NewExportedOps(a) {
+	ops, more := firstN(offline.NewExportedOps(a), maxAtomOps)
+	v.MoreOps = more
+	for _, op := range ops {
 		v.Ops = append(v.Ops, viewOp(op))
 	}
-	for _, act := range a.Actions {
+	acts, more := firstN(a.Actions, maxItems)
+	v.MoreActions = more
+	for _, act := range acts {
 		v.Actions = append(v.Actions, viewAction(act))
 	}
-	for i, m := range a.Sent {
+	sent, more := firstN(a.Sent, maxItems)
+	v.MoreSent = more
+	for i, m := range sent {
 		v.Sent = append(v.Sent, sentView{Index: i, To: m.To, Payload: fold(m.Payload, 0)})
 	}
-	for _, m := range a.Consumed {
-		v.Consumed = append(v.Consumed, m.String())
+	consumed, more := firstN(a.Consumed, maxItems)
+	v.MoreConsumed = more
+	for _, m := range consumed {
+		v.Consumed = append(v.Consumed, clip(m.String(), maxName))
 	}
 	for _, rb := range r.Rollbacks {
 		if rb.Seq == seq {
@@ -505,17 +576,22 @@ func (p *page) timelinePage() int {
 	return 0
 }
 
-// frameView is a frame as structured data.
+// frameView is a frame as structured data: its first maxRows subgoals,
+// pending actions and erased keys, maxMemory memory keys and last
+// maxMessages messages (the More fields count the rest).
 type frameView struct {
 	Objective    value
 	Subgoals     []subgoalView
+	MoreSubgoals int
 	Memory       []field
 	MoreMemory   int
 	Erased       []string
+	MoreErased   int
 	Scratchpad   value
 	Messages     []messageView
 	EarlierMsgs  int
 	Pending      []pendingView
+	MorePending  int
 	MessageCount int
 }
 
@@ -530,9 +606,12 @@ type pendingView struct {
 }
 
 func viewFrame(f *frame.Frame, erased []string) *frameView {
-	v := &frameView{Objective: foldString(f.Objective), Erased: erased, Scratchpad: fold(f.Scratchpad, 0), MessageCount: len(f.Messages)}
-	for _, s := range f.Subgoals {
-		v.Subgoals = append(v.Subgoals, subgoalView{ID: s.ID, Status: s.Status.String(), Text: foldString(s.Text)})
+	v := &frameView{Objective: foldString(f.Objective), Erased: clipAll(erased, maxRows), Scratchpad: fold(f.Scratchpad, 0), MessageCount: len(f.Messages)}
+	v.MoreErased = len(erased) - len(v.Erased)
+	subgoals, more := firstN(f.Subgoals, maxRows)
+	v.MoreSubgoals = more
+	for _, s := range subgoals {
+		v.Subgoals = append(v.Subgoals, subgoalView{ID: clip(s.ID, maxName), Status: s.Status.String(), Text: foldString(s.Text)})
 	}
 	keys := make([]string, 0, len(f.Memory))
 	for k := range f.Memory {
@@ -544,15 +623,17 @@ func viewFrame(f *frame.Frame, erased []string) *frameView {
 		keys = keys[:maxMemory]
 	}
 	for _, k := range keys {
-		v.Memory = append(v.Memory, field{k, fold(f.Memory[k], 0)})
+		v.Memory = append(v.Memory, field{Name: clip(k, maxName), Value: fold(f.Memory[k], 0)})
 	}
 	from := max(0, len(f.Messages)-maxMessages)
 	v.EarlierMsgs = from
 	for i, m := range f.Messages[from:] {
 		v.Messages = append(v.Messages, viewMessage(m, from+i+1))
 	}
-	for _, pd := range f.Pending {
-		v.Pending = append(v.Pending, pendingView{CallID: pd.CallID, Tool: pd.Tool, Key: pd.Key, Args: fold(pd.Args, 0)})
+	pending, more := firstN(f.Pending, maxRows)
+	v.MorePending = more
+	for _, pd := range pending {
+		v.Pending = append(v.Pending, pendingView{CallID: clip(pd.CallID, maxName), Tool: clip(pd.Tool, maxName), Key: clip(pd.Key, maxName), Args: fold(pd.Args, 0)})
 	}
 	return v
 }
@@ -631,17 +712,20 @@ func (p *page) framePage() int {
 			d.Diff = diffFrames(g, gerased, f, erased)
 		}
 	}
+	d.DiffErr = clip(d.DiffErr, maxText)
 	p.Data = d
 	return 0
 }
 
 type ledgerData struct {
-	Window    window
-	Status    string
-	Actions   []actionView
-	Rollbacks []*rollbackView
-	Counts    map[string]int
-	Errors    []string
+	Window        window
+	Status        string
+	Actions       []actionView // the first ledgerActions
+	MoreActions   int
+	Rollbacks     []*rollbackView // the first maxItems
+	MoreRollbacks int
+	Counts        map[string]int
+	Errors        []string
 }
 
 func (p *page) ledgerPage() int {
@@ -655,7 +739,11 @@ func (p *page) ledgerPage() int {
 	d := &ledgerData{Window: p.window(r, "ledger", ledgerAtoms, "status", status), Status: status, Counts: map[string]int{}}
 	compensated := map[string]uint64{}
 	for _, rb := range r.Rollbacks {
-		d.Rollbacks = append(d.Rollbacks, viewRollback(rb))
+		if len(d.Rollbacks) < maxItems {
+			d.Rollbacks = append(d.Rollbacks, viewRollback(rb))
+		} else {
+			d.MoreRollbacks++
+		}
 		if rb.Completed {
 			for _, u := range rb.Undo {
 				if u.Compensation != nil {
@@ -671,18 +759,23 @@ func (p *page) ledgerPage() int {
 			}
 			a, err := in.Atom(p.ctx, r.ID, seq)
 			if err != nil {
-				d.Errors = append(d.Errors, fmt.Sprintf("atom %d: %v", seq, err))
+				d.Errors = append(d.Errors, clip(fmt.Sprintf("atom %d: %v", seq, err), maxText))
 				continue
 			}
 			for _, act := range a.Actions {
-				av := viewAction(act)
-				av.Compensated = compensated[av.Fingerprint]
-				st := av.Status
-				if av.Compensated != 0 {
+				fp := act.Fingerprint.String()
+				st := act.StatusName()
+				if compensated[fp] != 0 {
 					st = "compensated"
 				}
 				d.Counts[st]++
-				if status == "" || status == st {
+				switch {
+				case status != "" && status != st:
+				case len(d.Actions) == ledgerActions:
+					d.MoreActions++
+				default:
+					av := viewAction(act)
+					av.Compensated = compensated[fp]
 					d.Actions = append(d.Actions, av)
 				}
 			}
@@ -703,7 +796,6 @@ type dagNode struct {
 	IsBranch  bool
 	Err       string
 	Link      string
-	Reads     []string
 }
 
 type dagData struct {
@@ -733,13 +825,10 @@ func (p *page) dagPage() int {
 			n := dagNode{Seq: seq, Link: p.url("run", "id", r.ID, "from", seq)}
 			a, err := in.Atom(p.ctx, r.ID, seq)
 			if err != nil {
-				n.Err = err.Error()
+				n.Err = clip(err.Error(), maxText)
 			} else {
 				n.Base, n.Branch = a.Base, a.Branch
 				n.IsBranch = a.Branch != "" || a.Base+1 != seq
-				for _, k := range a.Reads {
-					n.Reads = append(n.Reads, k.String())
-				}
 			}
 			lane, ok := lanes[n.Branch]
 			if !ok {
@@ -782,7 +871,7 @@ type treeArg struct {
 
 type lineageData struct {
 	Roots  []*treeNode
-	Cycle  []string
+	Cycle  []runRow // forks not drawn under a root: their fork records name each other
 	Cut    int
 	Only   string
 	Forked int
@@ -866,8 +955,8 @@ func (p *page) lineagePage() int {
 	}
 	if want == "" {
 		for _, r := range runs {
-			if r.Parent != "" && !drawn[r.ID] && count < maxTreeNodes {
-				d.Cycle = append(d.Cycle, fmt.Sprintf("%s (forked from %s at seq %d)", r.ID, r.Parent, r.ForkedAt))
+			if r.Parent != "" && !drawn[r.ID] && count+len(d.Cycle) < maxTreeNodes {
+				d.Cycle = append(d.Cycle, byID[r.ID].runRow)
 			}
 		}
 	}
@@ -893,6 +982,9 @@ type verifyData struct {
 	Verified            int
 	BadRuns             int
 	MoreOK              int // intact runs not listed
+	// MoreFailures and MoreWarnings count those not listed (each list
+	// holds at most maxRows).
+	MoreFailures, MoreWarnings int
 }
 
 // maxVerifyOK is how many intact runs the verify page lists (every run
@@ -921,25 +1013,33 @@ func (p *page) verifyPage() int {
 		rep, err := offline.Verify(p.ctx, p.v.opts.Dir, &offline.VerifyOptions{FS: p.v.opts.FS, Keyring: p.v.opts.Keyring, ChainKey: p.v.opts.ChainKey})
 		vr = &verifyResult{sig: p.s.sig, err: err}
 		if err == nil {
-			d := &verifyData{OK: rep.OK, Records: rep.Records, Unchecked: rep.Unchecked, Duration: rep.Duration,
+			d := &verifyData{OK: rep.OK, Records: rep.Records, Unchecked: clipEach(rep.Unchecked, len(rep.Unchecked), maxText), Duration: rep.Duration,
 				Checkpoints: rep.Checkpoints, Signed: rep.CheckpointsSigned, Verified: rep.CheckpointsVerified}
 			for _, rr := range rep.Runs {
 				v := verifyRun{Run: rr.RunID, Records: rr.Records, LastSeq: rr.LastSeq, OK: rr.OK}
 				if f := rr.Failure; f != nil {
 					d.BadRuns++
-					v.Kind, v.Where, v.Detail, v.BadSeq = f.Kind.String(), f.Location, f.Detail, f.Seq
+					v.Kind, v.Where, v.Detail, v.BadSeq = f.Kind.String(), clip(f.Location, maxText), clip(f.Detail, maxText), f.Seq
 					v.Link = p.url("run", "id", rr.RunID, "from", f.Seq)
 				}
-				for _, w := range rr.Warnings {
-					v.Warnings = append(v.Warnings, w.String())
+				warnings, more := firstN(rr.Warnings, maxItems)
+				for _, w := range warnings {
+					v.Warnings = append(v.Warnings, clip(w.String(), maxText))
+				}
+				if more > 0 {
+					v.Warnings = append(v.Warnings, fmt.Sprintf("and %d more warnings", more))
 				}
 				d.Runs = append(d.Runs, v)
 			}
-			for _, f := range rep.Failures {
-				d.Failures = append(d.Failures, f.String())
+			failures, more := firstN(rep.Failures, maxRows)
+			d.MoreFailures = more
+			for _, f := range failures {
+				d.Failures = append(d.Failures, clip(f.String(), maxText))
 			}
-			for _, f := range rep.Warnings {
-				d.Warnings = append(d.Warnings, f.String())
+			warnings, more := firstN(rep.Warnings, maxRows)
+			d.MoreWarnings = more
+			for _, f := range warnings {
+				d.Warnings = append(d.Warnings, clip(f.String(), maxText))
 			}
 			// the runs with a failure first: they are what a reader came for
 			sort.SliceStable(d.Runs, func(i, j int) bool { return !d.Runs[i].OK && d.Runs[j].OK })

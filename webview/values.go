@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -13,6 +14,7 @@ import (
 	"github.com/continuumdb/continuum/internal/textclip"
 	"github.com/continuumdb/continuum/ledger"
 	"github.com/continuumdb/continuum/offline"
+	"github.com/continuumdb/continuum/record"
 )
 
 // Bounds of what one page shows: a value longer than foldAt is folded
@@ -24,6 +26,41 @@ const (
 	preview  = 120
 	maxShown = 16 << 10
 )
+
+// Bounds of the store's strings that are not values, as a page shows them
+// (clip): a name, an id or a key (a tool's name, an idempotency key, a
+// memory key, a call id, a subgoal id) is cut past maxName bytes, and a
+// sentence that may quote the store (an error, a warning of the reader or
+// of verify) past maxText. The engine bounds run ids, branch, wait and
+// event names, sender ids and stream names to maxName or less (the
+// decoders refuse longer ones), so clip never cuts those, and a page links
+// to them by what it shows; the rest are bounded only by the record size
+// (63 MiB).
+const (
+	maxName = 256
+	maxText = 2 << 10
+)
+
+// The engine's bounds on the names a page links to: a compile error if
+// one of them grows past maxName.
+var _, _, _, _ = [1]struct{}{}[max(0, record.MaxRunIDLen-maxName)], [1]struct{}{}[max(0, record.MaxWaitName-maxName)],
+	[1]struct{}{}[max(0, record.MaxSenderID-maxName)], [1]struct{}{}[max(0, record.MaxStreamNameLen-maxName)]
+
+// clip returns s as a page shows a name, an id, a key or a sentence of the
+// store: whole when it has at most n bytes; else its first n bytes or a
+// little less (cut where a rune starts), then "…" and the whole size, so
+// that the reader sees that it was cut. It copies no more of s than it
+// keeps, so the result does not hold a huge s in memory.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	i := n
+	for i > 0 && n-i < utf8.UTFMax-1 && !utf8.RuneStart(s[i]) {
+		i-- // s[i] continues a rune that began before it (at most 3 bytes before)
+	}
+	return s[:i] + "… (" + strconv.Itoa(len(s)) + " bytes)"
+}
 
 // value is a byte string of the store as a page shows it.
 type value struct {
@@ -114,9 +151,10 @@ type messageView struct {
 }
 
 func viewMessage(m frame.Message, index int) messageView {
-	v := messageView{Index: index, Role: m.Role.String(), Content: foldString(m.Content), Tool: m.Tool, CallID: m.CallID, IsError: m.IsError}
+	v := messageView{Index: index, Role: m.Role.String(), Content: foldString(m.Content), Tool: clip(m.Tool, maxName),
+		CallID: clip(m.CallID, maxName), IsError: m.IsError}
 	for _, c := range m.ToolCalls {
-		v.ToolCalls = append(v.ToolCalls, toolCallView{ID: c.ID, Name: c.Name, Args: fold(c.Arguments, 0)})
+		v.ToolCalls = append(v.ToolCalls, viewToolCall(c))
 	}
 	for _, p := range m.Parts {
 		v.Parts = append(v.Parts, viewPart(p))
@@ -125,16 +163,23 @@ func viewMessage(m frame.Message, index int) messageView {
 }
 
 func viewPart(p frame.Part) partView {
-	pv := partView{Kind: p.Kind.String(), Text: foldString(p.Text), CallID: p.CallID, IsError: p.IsError, JSON: fold(p.JSON, 0)}
+	pv := partView{Kind: p.Kind.String(), Text: foldString(p.Text), CallID: clip(p.CallID, maxName), IsError: p.IsError, JSON: fold(p.JSON, 0)}
 	if p.Kind == frame.PartToolCall {
-		pv.Call = &toolCallView{ID: p.Call.ID, Name: p.Call.Name, Args: fold(p.Call.Arguments, 0)}
+		c := viewToolCall(p.Call)
+		pv.Call = &c
 	}
 	return pv
 }
 
-// field is one named value of an op.
+func viewToolCall(c frame.ToolCall) toolCallView {
+	return toolCallView{ID: clip(c.ID, maxName), Name: clip(c.Name, maxName), Args: fold(c.Arguments, 0)}
+}
+
+// field is one named value of an op: a name of the store (Str, clipped)
+// or a value.
 type field struct {
 	Name  string
+	Str   string
 	Value value
 }
 
@@ -143,33 +188,41 @@ type opView struct {
 	Kind    string
 	Fields  []field
 	Message *messageView // append_message
-	Erased  []string     // memory keys whose values were erased
+	Erased  []string     // memory keys whose values were erased (the first maxMemory)
 	Sealed  bool         // a sealed value the keyring did not open: not shown
 	Note    string
+	// MoreErased counts the erased keys not in Erased.
+	MoreErased int
 }
 
 func viewOp(op offline.ExportedOp) opView {
-	v := opView{Kind: op.Kind, Erased: op.Erased}
-	add := func(name string, b []byte) { v.Fields = append(v.Fields, field{name, fold(b, 0)}) }
+	v := opView{Kind: op.Kind, Erased: clipAll(op.Erased, maxMemory)}
+	v.MoreErased = len(op.Erased) - len(v.Erased)
+	add := func(name string, b []byte) { v.Fields = append(v.Fields, field{Name: name, Value: fold(b, 0)}) }
 	adds := func(name, s string) {
 		if s != "" {
 			add(name, []byte(s))
+		}
+	}
+	name := func(name, s string) { // a name, an id or a key
+		if s != "" {
+			v.Fields = append(v.Fields, field{Name: name, Str: clip(s, maxName)})
 		}
 	}
 	switch op.Kind {
 	case "set_objective":
 		adds("text", op.Text)
 	case "add_subgoal":
-		adds("id", op.ID)
+		name("id", op.ID)
 		adds("text", op.Text)
 	case "set_subgoal_status":
-		adds("id", op.ID)
-		adds("status", op.Status)
+		name("id", op.ID)
+		name("status", op.Status)
 	case "set":
-		adds("key", op.Key)
+		name("key", op.Key)
 		add("value", op.Value)
 	case "set_sealed":
-		adds("key", op.Key)
+		name("key", op.Key)
 		switch {
 		case op.Opened:
 			add("value", op.Value)
@@ -178,7 +231,7 @@ func viewOp(op offline.ExportedOp) opView {
 			v.Sealed = true // never the sealed bytes
 		}
 	case "delete":
-		adds("key", op.Key)
+		name("key", op.Key)
 	case "append_scratch":
 		add("value", op.Value)
 	case "append_message":
@@ -186,26 +239,26 @@ func viewOp(op offline.ExportedOp) opView {
 		mv := viewMessage(m, 0)
 		mv.Role = op.Role
 		for _, r := range op.Refs {
-			mv.Refs = append(mv.Refs, fmt.Sprintf("%s is the result of action #%d", r.Path, r.Result))
+			mv.Refs = append(mv.Refs, refText(r))
 		}
 		v.Message = &mv
 	case "tool_output_ref":
-		adds("call", op.CallID)
-		adds("tool", op.Tool)
+		name("call", op.CallID)
+		name("tool", op.Tool)
 		for _, r := range op.Refs {
-			adds("output", fmt.Sprintf("%s is the result of action #%d", r.Path, r.Result))
+			adds("output", refText(r))
 		}
 	case "add_pending":
-		adds("call", op.CallID)
-		adds("tool", op.Tool)
-		adds("key", op.Key)
+		name("call", op.CallID)
+		name("tool", op.Tool)
+		name("key", op.Key)
 		add("args", op.Args)
 	case "tool_output":
-		adds("call", op.CallID)
-		adds("tool", op.Tool)
+		name("call", op.CallID)
+		name("tool", op.Tool)
 		add("output", []byte(op.Content))
 	case "remove_pending":
-		adds("call", op.CallID)
+		name("call", op.CallID)
 	case "drop_messages":
 		adds("count", fmt.Sprint(op.Count))
 	case "replace_frame":
@@ -215,6 +268,32 @@ func viewOp(op offline.ExportedOp) opView {
 		}
 	}
 	return v
+}
+
+// refText says which action's result a text of a message is (the
+// path last: a name of the store is not followed by text it could
+// reorder, see isolate).
+func refText(r frame.ResultRef) string {
+	return fmt.Sprintf("the result of action #%d: %s", r.Result, clip(r.Path, maxName))
+}
+
+// isolate returns s between U+2068 FIRST STRONG ISOLATE and U+2069 POP
+// DIRECTIONAL ISOLATE, for the plain-text places of a page (its title, a
+// tooltip) that CSS cannot isolate: a right-to-left override in s ends
+// with it, and cannot reverse the text that follows. In the page itself
+// app.css isolates the elements that hold the store's names and values.
+func isolate(s string) string { return "\u2068" + s + "\u2069" }
+
+// clipAll returns the first n strings of ss, each clipped to maxName.
+func clipAll(ss []string, n int) []string { return clipEach(ss, n, maxName) }
+
+// clipEach returns the first n strings of ss, each clipped to size bytes.
+func clipEach(ss []string, n, size int) []string {
+	var out []string
+	for _, s := range ss[:min(len(ss), n)] {
+		out = append(out, clip(s, size))
+	}
+	return out
 }
 
 // actionView is one action of the ledger.
@@ -236,7 +315,7 @@ type actionView struct {
 }
 
 func viewAction(a offline.ActionInfo) actionView {
-	return actionView{Fingerprint: a.Fingerprint.String(), Seq: a.Seq, Index: a.Index, Tool: a.Tool, Key: a.Key,
+	return actionView{Fingerprint: a.Fingerprint.String(), Seq: a.Seq, Index: a.Index, Tool: clip(a.Tool, maxName), Key: clip(a.Key, maxName),
 		Idempotent: a.Idempotent, Status: a.StatusName(), Args: fold(a.Args, a.ArgsSize),
 		Result: fold(a.Result, a.ResultSize), Err: foldString(a.Err), Retry: retryText(a.Retry)}
 }

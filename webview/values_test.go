@@ -3,6 +3,10 @@ package webview
 import (
 	"bytes"
 	"encoding/base64"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -75,5 +79,55 @@ func TestRetryText(t *testing.T) {
 		if got := retryText(c.r); got != c.want {
 			t.Errorf("retryText(%+v) = %q, want %q", c.r, got, c.want)
 		}
+	}
+}
+
+// TestClip: a name of the store as a page shows it: whole up to the
+// bound, else cut where a rune starts and marked with its whole size.
+func TestClip(t *testing.T) {
+	for _, c := range []struct {
+		s    string
+		n    int
+		want string
+	}{
+		{"", 4, ""},
+		{"abcd", 4, "abcd"},
+		{"abcde", 4, "abcd… (5 bytes)"},
+		{"abcé", 4, "abc… (5 bytes)"},                      // é is 2 bytes: not cut in the middle
+		{"ab€d", 4, "ab… (6 bytes)"},                       // € is 3 bytes
+		{"\x80\x80\x80\x80\x80\x80", 4, "\x80… (6 bytes)"}, // no rune start: at most 3 bytes go back
+		{"a\u202eb" + strings.Repeat("x", 300), maxName, "a\u202eb" + strings.Repeat("x", maxName-5) + "… (305 bytes)"},
+	} {
+		if got := clip(c.s, c.n); got != c.want {
+			t.Errorf("clip(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
+		}
+	}
+	huge := strings.Repeat("<", 8<<20)
+	if got := clip(huge, maxName); len(got) > maxName+32 || !strings.HasSuffix(got, "… (8388608 bytes)") {
+		t.Errorf("clip of 8 MiB: %d bytes, %q", len(got), got[len(got)-20:])
+	}
+}
+
+// TestPageTooLarge: a page whose HTML would pass maxPage (values of 16
+// KiB of quotes, six bytes each in HTML, on every op of every atom) is
+// not sent; a short page says why.
+func TestPageTooLarge(t *testing.T) {
+	big := foldString(strings.Repeat(`"`, maxShown))
+	d := &timelineData{}
+	for seq := range uint64(atomsPerPage) {
+		a := atomView{Seq: seq + 1}
+		for range maxAtomOps {
+			a.Ops = append(a.Ops, opView{Kind: "set", Fields: []field{{Name: "value", Value: big}}})
+		}
+		d.Atoms = append(d.Atoms, a)
+	}
+	v := &View{opts: Options{Log: slog.New(slog.DiscardHandler)}}
+	p := &page{v: v, r: httptest.NewRequest("GET", "/run?id=x", nil), Prefix: "/", Title: "run x", Body: "timeline", Data: d,
+		Run: &runHeader{runRow: runRow{ID: "x"}}}
+	w := httptest.NewRecorder()
+	p.render(w, 0)
+	body := w.Body.String()
+	if w.Code != http.StatusUnprocessableEntity || len(body) > 64<<10 || !strings.Contains(body, fmt.Sprintf("larger than %d MiB", maxPage>>20)) {
+		t.Errorf("a page past %d bytes: %d, %d bytes: %.300s", maxPage, w.Code, len(body), body)
 	}
 }

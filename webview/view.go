@@ -53,7 +53,8 @@ type Options struct {
 	// records (a re-read happens only when the log changed, and never more
 	// often than four times the last read took). Default 1 s.
 	Refresh time.Duration
-	// RequestTimeout bounds the work of one page. Default 20 s.
+	// RequestTimeout bounds the work of one page: it is checked between
+	// the atoms the page reads (doc.go, Caveats). Default 20 s.
 	RequestTimeout time.Duration
 	// Log receives the view's errors; nil discards them.
 	Log *slog.Logger
@@ -107,8 +108,8 @@ func New(opts Options) (*View, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "/"
 	}
-	if !strings.HasPrefix(opts.Prefix, "/") || !strings.HasSuffix(opts.Prefix, "/") {
-		return nil, fmt.Errorf("webview: prefix %q must start and end with /", opts.Prefix)
+	if !strings.HasPrefix(opts.Prefix, "/") || !strings.HasSuffix(opts.Prefix, "/") || pageName(opts.Prefix) != opts.Prefix[1:] {
+		return nil, fmt.Errorf("webview: prefix %q must start and end with /, with one / first and no backslash or control byte", opts.Prefix)
 	}
 	if opts.Refresh <= 0 {
 		opts.Refresh = time.Second
@@ -151,9 +152,11 @@ func (v *View) Close() error {
 }
 
 // LoginURL is the URL that opens the view once: base is the server's
-// scheme and host ("http://127.0.0.1:8123"). It carries a one-time code
-// that the first request exchanges for a session cookie; later requests
-// with it are refused. With NoAuth it carries none.
+// scheme and host ("http://127.0.0.1:8123"), one a browser can open: not
+// a wildcard address such as 0.0.0.0 or [::], which a listener on every
+// interface reports (name the machine instead). It carries a one-time
+// code that the first request exchanges for a session cookie; later
+// requests with it are refused. With NoAuth it carries none.
 func (v *View) LoginURL(base string) string {
 	u := strings.TrimSuffix(base, "/") + v.opts.Prefix
 	if v.opts.NoAuth {
@@ -395,10 +398,8 @@ func (v *View) authorized(w http.ResponseWriter, r *http.Request) bool {
 			http.SetCookie(w, &http.Cookie{Name: v.cookie, Value: sid, Path: v.opts.Prefix, HttpOnly: true,
 				SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 			q.Del("token")
-			// The token leaves the address bar and history. The page is
-			// named from the prefix: a path "//host/..." must not become
-			// a redirect to another host.
-			loc := v.opts.Prefix + strings.TrimLeft(strings.TrimPrefix(r.URL.Path, v.opts.Prefix), "/")
+			// The token leaves the address bar and history.
+			loc := v.opts.Prefix + pageName(strings.TrimPrefix(r.URL.Path, v.opts.Prefix))
 			if len(q) > 0 {
 				loc += "?" + q.Encode()
 			}
@@ -411,6 +412,23 @@ func (v *View) authorized(w http.ResponseWriter, r *http.Request) bool {
 	fmt.Fprintf(w, "this view needs a session: open the URL the server printed when it started "+
 		"(it carries a one-time token), or send Authorization: Bearer TOKEN\n")
 	return false
+}
+
+// pageName is what a login's redirect keeps of the path after the
+// prefix: a path on this server, never one a browser reads as another
+// host. Browsers take "//host" and "/\host" alike for a host, and drop
+// tabs and newlines from a URL ("/\t/host" is "//host"), so the leading
+// slashes and backslashes go, and a path with a backslash or a control
+// byte anywhere becomes "" (the prefix's page: the view's own pages have
+// neither).
+func pageName(rest string) string {
+	rest = strings.TrimLeft(rest, `/\`)
+	for i := 0; i < len(rest); i++ {
+		if c := rest[i]; c < 0x20 || c == 0x7f || c == '\\' {
+			return ""
+		}
+	}
+	return rest
 }
 
 func (v *View) serveStatic(w http.ResponseWriter, r *http.Request, name string) {

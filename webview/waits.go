@@ -57,12 +57,13 @@ type streamRow struct {
 }
 
 type waitsData struct {
-	Waits      []waitView // newest first
-	Older      int        // waits not shown
-	Pending    []*eventView
-	MorePend   int
-	Streams    []streamRow
-	StreamsErr string
+	Waits       []waitView // newest first
+	Older       int        // waits not shown
+	Pending     []*eventView
+	MorePend    int
+	Streams     []streamRow // the first maxRows
+	MoreStreams int
+	StreamsErr  string
 }
 
 func (p *page) waitsPage() int {
@@ -88,8 +89,9 @@ func (p *page) waitsPage() int {
 	}
 	streams, err := in.Streams(r.ID)
 	if err != nil {
-		d.StreamsErr = err.Error()
+		d.StreamsErr = clip(err.Error(), maxText)
 	}
+	streams, d.MoreStreams = firstN(streams, maxRows)
 	for _, s := range streams {
 		d.Streams = append(d.Streams, streamRow{Name: s.Name, Chunks: s.Chunks, Link: p.url("stream", "id", r.ID, "name", s.Name)})
 	}
