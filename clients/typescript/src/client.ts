@@ -1,6 +1,7 @@
 /** The client: Client (one server), Run, Atom. */
 
 import { randomUUID } from "node:crypto";
+import * as path from "node:path";
 import { endpoints } from "./blobs.js";
 import { type Effect, type ExecResult, type Request, type Verdict, callFlow, commitFlow, errorText } from "./core.js";
 import { type RetryPolicy, retryBody } from "./retry.js";
@@ -124,6 +125,17 @@ export type Execute = (key: string) => Bytes | Promise<Bytes>;
 export type DoJSONOptions = Omit<DoOptions, "reconcile"> & { reconcile?: (key: string) => Verdict<unknown> | Promise<Verdict<unknown>> };
 
 /**
+ * What to check when nothing answers on a Unix socket: the server may not
+ * run, or serve another path ("" for other errors).
+ */
+function noServerHint(last: unknown, socketPath: string | undefined): string {
+  if (socketPath === undefined || !(last instanceof Error)) return "";
+  const code = (last.cause as { code?: unknown } | undefined)?.code ?? (last as { code?: unknown }).code;
+  if (code !== "ENOENT" && code !== "ECONNREFUSED") return "";
+  return ` (is continuumd running, serving ${path.resolve(socketPath)}? continuumd --store DIR serves DIR.sock; a relative socket path is taken from the working directory, ${process.cwd()})`;
+}
+
+/**
  * A connection to one continuumd (one store). Every request is retried on
  * transport errors and while the server answers shutting_down, for up to
  * retryForMs (the protocol makes every request safe to repeat); then
@@ -188,7 +200,7 @@ export class Client {
         last = e;
       }
       if (Date.now() + wait > deadline) {
-        throw new Unavailable(`${req.method} ${req.path}: no answer for ${this.retryForMs} ms: ${last ? (last as Error).message : "still pending"}`);
+        throw new Unavailable(`${req.method} ${req.path}: no answer for ${this.retryForMs} ms: ${last ? (last as Error).message : "still pending"}${noServerHint(last, this.#t.ep.socketPath)}`);
       }
       await sleep(wait);
       wait = Math.min(wait * 2, 1000);

@@ -99,6 +99,15 @@ class Endpoint:
         return f"Authorization: Bearer {self.token}\n" if self.token else ""
 
 
+def no_server_hint(last: Optional[BaseException], ep: Endpoint) -> str:
+    """What to check when nothing answers on a Unix socket: the server may
+    not run, or serve another path ("" for other errors)."""
+    if ep.socket_path is None or not isinstance(last, (FileNotFoundError, ConnectionRefusedError)):
+        return ""
+    return (f" (is continuumd running, serving {os.path.abspath(ep.socket_path)}? continuumd --store DIR serves DIR.sock;"
+            f" a relative socket path is taken from the working directory, {os.getcwd()})")
+
+
 def _check_token(token: Optional[str]) -> None:
     if token is not None and any(c in token for c in "\r\n\x00"):
         raise ValueError("the token holds a line break or a zero byte: it cannot be sent in a header")

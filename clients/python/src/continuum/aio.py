@@ -19,7 +19,7 @@ from . import _core, _tool, _wire, waits
 from . import streams as _streams
 from ._aio_blobs import AsyncBlobReader, open_blob, put_blob
 from ._retry import RetryPolicy, retry_body
-from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint
+from ._transport import TRANSPORT_ERRORS, AsyncTransport, Endpoint, no_server_hint
 from ._wire import BytesLike, seg
 from .client import endpoint_from_env
 from .blobs import BlobRef, parse_ref
@@ -97,7 +97,7 @@ class AsyncClient:
             except json.JSONDecodeError as e:
                 raise ServerError(0, "internal", f"{req.method} {req.path}: the answer is not JSON: {e}") from None
             if time.monotonic() + wait > deadline:
-                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}") from last
+                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}{no_server_hint(last, self._t.ep)}") from last
             await asyncio.sleep(wait)
             wait = min(wait * 2, 1.0)
 

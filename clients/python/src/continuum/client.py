@@ -12,7 +12,7 @@ from types import TracebackType
 from typing import Any, Callable, Dict, Generator, List, Mapping, NamedTuple, Optional, Sequence, Tuple, Type, TypeVar, Union
 
 from . import _core, _tool, _wire, waits
-from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport
+from ._transport import TRANSPORT_ERRORS, Endpoint, SyncTransport, no_server_hint
 from ._wire import BytesLike, seg
 from ._retry import RetryPolicy, retry_body
 from .delta import Delta
@@ -113,7 +113,7 @@ class Client:
             except json.JSONDecodeError as e:
                 raise ServerError(0, "internal", f"{req.method} {req.path}: the answer is not JSON: {e}") from None
             if time.monotonic() + wait > deadline:
-                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}") from last
+                raise Unavailable(f"{req.method} {req.path}: no answer for {self.retry_for:g} s: {last or 'still pending'}{no_server_hint(last, self._t.ep)}") from last
             time.sleep(wait)
             wait = min(wait * 2, 1.0)
 
