@@ -86,7 +86,11 @@ func TestBlobUploadDownload(t *testing.T) {
 		t.Fatalf("download: %v, status %v, %d bytes", err, resp.StatusCode, len(b))
 	}
 	other := blob.Hash([]byte("other"))
-	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%x/5", other), nil), 404, codeBlobNotFound, "hash")
+	nf := ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%x/5", other), nil)
+	wantError(t, nf, 404, codeBlobNotFound, "hash")
+	if strings.Contains(fmt.Sprint(nf.body), ts.dir) {
+		t.Fatalf("the answer names the server's store directory: %s", nf)
+	}
 	// The blob's hash with another size names no blob: the caller's
 	// mistake, not a damaged store.
 	wantError(t, ts.do("GET", fmt.Sprintf("/v1/runs/r/blobs/%s/%d", up.str("hash"), len(content)+1), nil), 404, codeBlobNotFound, "hash")

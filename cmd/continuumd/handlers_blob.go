@@ -132,9 +132,11 @@ func (s *server) handlePutBlob(w http.ResponseWriter, r *http.Request) (int, any
 	return 200, refJSON(ref), nil
 }
 
-// handleGetBlob streams a blob the run references (its own, or one of its
-// ancestors' for a fork), every chunk checked against the hash before it
-// is sent. A chunk found damaged after the headers went out ends the
+// handleGetBlob streams the blob of the reference as the run reads it:
+// in an encrypted store one sealed under the run's keys or its ancestors';
+// in a plaintext one any blob of that hash and size (blobs are addressed
+// by content: doc.go's exception to the tokens' scopes), every chunk
+// checked against the hash before it is sent. A chunk found damaged after the headers went out ends the
 // response early (the body is shorter than its Content-Length): the
 // client sees a truncated transfer, never unchecked bytes.
 func (s *server) handleGetBlob(w http.ResponseWriter, r *http.Request) (int, any, *apiError) {
@@ -158,7 +160,9 @@ func (s *server) handleGetBlob(w http.ResponseWriter, r *http.Request) (int, any
 	rc, err := rs.run.OpenBlob(r.Context(), ref)
 	switch {
 	case errors.Is(err, blob.ErrNotFound):
-		return 0, nil, notFound(codeBlobNotFound, "hash", "run %q: %v", rs.id, err)
+		// Not the engine's message: it names the blob's file, a path of
+		// the server's.
+		return 0, nil, notFound(codeBlobNotFound, "hash", "run %q: no blob %v in the store", rs.id, ref)
 	case errors.Is(err, blob.ErrCorrupt):
 		return 0, nil, &apiError{Status: http.StatusInternalServerError, Code: codeCorrupt, Message: err.Error()}
 	case err != nil:

@@ -55,6 +55,10 @@ func (s *server) handleDelete(r *http.Request, body []byte) (int, any, *apiError
 	case errors.Is(err, engine.ErrRunDeleted):
 		s.forget(id)
 		return s.deletedAnswer(id)
+	case errors.Is(err, engine.ErrRunHasForks) && !scopeOf(r).all:
+		// The engine's message names the fork, which may be a run the
+		// token does not cover (such runs are not shown to it).
+		return 0, nil, conflict(codeRunHasForks, "delete run %q: %v (delete them first)", id, engine.ErrRunHasForks)
 	case err != nil:
 		return 0, nil, engineError(err, "run")
 	case len(ds) != 1:

@@ -127,6 +127,22 @@ func testScopedTokens(t *testing.T, frames bool) {
 	wantError(t, ts.do("GET", "/v1/runs/agent-7-a/state", nil), 403, codeForbidden, "run")
 	wantError(t, ts.do("POST", "/v1/runs/other/erase", nil), 403, codeForbidden, "run")
 	wantError(t, ts.do("POST", "/v1/runs/agent-7-a/erase", nil), 409, codeKeyring, "") // allowed: the store says no
+	// A deletion refused for a fork the token does not reach does not
+	// name it (runs it does not cover are not shown to it).
+	ts.token = agent
+	ts.openRun("agent-7-c")
+	p, _ = ts.begin("agent-7-c", nil)
+	ts.commit(p, map[string]any{"op": "set", "key": "k", "value": "v"})
+	ts.token = admin
+	ts.must(201, "POST", "/v1/runs/agent-7-c/fork", map[string]any{"at": 1, "id": "zz-hidden"})
+	ts.token = agent
+	ts.must(200, "POST", "/v1/runs/agent-7-c/end", map[string]any{"status": "completed"})
+	ts.token = eraser
+	r := ts.do("POST", "/v1/runs/agent-7-c/delete", nil)
+	wantError(t, r, 409, codeRunHasForks, "")
+	if strings.Contains(fmt.Sprint(r.body), "zz-hidden") {
+		t.Fatalf("a scoped token's refused deletion names a run it does not reach: %s", r)
+	}
 	ts.must(200, "GET", "/v1/health", nil)
 }
 
