@@ -199,7 +199,12 @@
 // event) on
 // the runs whose id starts with its prefix. A request outside its token's
 // scope is 403 forbidden, whether the run exists or not, and the runs'
-// list shows only its runs. Failed authentication is rate-limited per
+// list shows only its runs. One exception, in a store not encrypted at
+// rest: blobs are addressed by their content's hash alone, so a read
+// token reads through its own runs' path any blob whose hash and size it
+// knows, and a write token may reference one in its runs' commits (which
+// keeps it from GC); in an encrypted store (--keyring) a run reads only
+// the blobs sealed under its own keys or its ancestors'. Failed authentication is rate-limited per
 // client address, on the API and the web view (/view/) alike (429
 // auth_rate_limited; docs/THREATS.md). TCP is served
 // over TLS with --tls-cert and --tls-key; plain TCP is
