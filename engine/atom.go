@@ -29,6 +29,9 @@ type Atom struct {
 	run     *Run
 	seq     uint64
 	resumed bool
+	// retried: an earlier attempt of this seq failed after writing
+	// intents (Run's failed calls).
+	retried bool
 	obs     AtomObserver // Options.Observer's for this atom; nil: none (observer.go)
 	// msgs is what the atom sent and received (messages.go); guarded by
 	// run.mu.
@@ -153,9 +156,9 @@ func (a *Atom) prepare(ctx context.Context, act ledger.Action, take bool) (*ledg
 	if index != 0 || a.branch != nil {
 		in = a.withDefaultKey(in, index)
 	}
-	if take && a.resumed && a.branch == nil {
-		// A call that differs from the interrupted attempt's at its index
-		// (resumekey.go).
+	if take && (a.resumed || a.retried) && a.branch == nil {
+		// A call that differs from the interrupted or failed attempts' at
+		// its index (resumekey.go).
 		c, err := a.resumedCall(ctx, in)
 		if err != nil {
 			a.untakeIndex(index)

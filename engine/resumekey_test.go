@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -129,4 +130,102 @@ func TestActionChangedErrorZero(t *testing.T) {
 	if e.Error() == "" || !errors.Is(&e, ErrActionChanged) {
 		t.Fatalf("zero ActionChangedError: %q", e.Error())
 	}
+}
+
+// TestFailedAttemptCallDiffers: an attempt that failed (Fail) after its
+// email.send (call 0) was left in doubt protects that call as a crash
+// does: the next attempt's sms.send at index 0 is refused with an
+// ActionChangedError instead of running under email.send's key, in the
+// same process, after an interrupted atom is failed, and after a crash
+// that replays the Fail from the log; once email.send is abandoned,
+// sms.send runs with a key of its own. The same action again is in doubt,
+// never run twice.
+func TestFailedAttemptCallDiffers(t *testing.T) {
+	email := ledger.Action{Tool: "email.send", Args: []byte(`{"to":"a@example.com"}`)}
+	sms := ledger.Action{Tool: "sms.send", Args: []byte(`{"to":"+100"}`)}
+	key0 := ledger.DefaultKey("r", 1, 0)
+	refused := func(t *testing.T, a *Atom) *ActionChangedError {
+		t.Helper()
+		_, err := a.Do(ctx, sms, func(_ context.Context, key string) ([]byte, error) {
+			t.Errorf("sms.send ran under %q while email.send is in doubt", key)
+			return nil, nil
+		})
+		var ce *ActionChangedError
+		if !errors.As(err, &ce) || ce.OldTool != "email.send" || ce.InDoubt == nil || ce.InDoubt.Key != key0 {
+			t.Fatalf("sms.send after a failed attempt left email.send in doubt: %v", err)
+		}
+		return ce
+	}
+
+	t.Run("same process", func(t *testing.T) {
+		mem := vfs.NewMem()
+		db := openTest(t, mem, testOptions(mem))
+		run, _ := db.Run(ctx, "r")
+		a, _ := run.Begin(ctx)
+		_, err := a.Do(ctx, email, func(context.Context, string) ([]byte, error) {
+			return nil, fmt.Errorf("%w: the process lost its answer", ledger.ErrUncertified)
+		})
+		if !errors.Is(err, ledger.ErrInDoubt) {
+			t.Fatalf("email.send: %v, want in doubt", err)
+		}
+		if err := a.Fail(ctx, "gave up"); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := run.Begin(ctx)
+		ce := refused(t, b)
+		// The same action again is the same call: in doubt.
+		if _, err := b.Do(ctx, email, func(context.Context, string) ([]byte, error) {
+			t.Error("email.send ran twice")
+			return nil, nil
+		}); !errors.Is(err, ledger.ErrInDoubt) {
+			t.Fatalf("email.send again: %v, want in doubt", err)
+		}
+		if err := b.ResolveInDoubtFailed(ctx, ce.InDoubt, "sent an SMS instead"); err != nil {
+			t.Fatal(err)
+		}
+		var smsKey string
+		if _, err := b.Do(ctx, sms, func(_ context.Context, key string) ([]byte, error) { smsKey = key; return []byte("ok"), nil }); err != nil {
+			t.Fatal(err)
+		}
+		// Index 0 went to email.send's repeat: sms.send is index 1's call.
+		if smsKey != ledger.DefaultKey("r", 1, 1) {
+			t.Fatalf("sms.send ran under %q, want index 1's default key, not email.send's %q", smsKey, key0)
+		}
+		if err := b.Commit(ctx, msg("sms")); err != nil {
+			t.Fatal(err)
+		}
+		// The next seq has no earlier attempt: its calls keep their keys.
+		c, _ := run.Begin(ctx)
+		var k string
+		if _, err := c.Do(ctx, sms, func(_ context.Context, key string) ([]byte, error) { k = key; return []byte("ok"), nil }); err != nil || k != ledger.DefaultKey("r", 2, 0) {
+			t.Fatalf("seq 2's call: key %q, %v", k, err)
+		}
+		db.Close()
+	})
+
+	t.Run("an interrupted atom failed", func(t *testing.T) {
+		crashed, _ := crashInFlight(t, email)
+		db := openTest(t, crashed, testOptions(crashed))
+		run, _ := db.Run(ctx, "r")
+		a, _ := run.Begin(ctx)
+		if !a.Interrupted() {
+			t.Fatal("the re-begun atom is not the interrupted one")
+		}
+		if err := a.Fail(ctx, "gave up"); err != nil {
+			t.Fatal(err)
+		}
+		b, _ := run.Begin(ctx)
+		if b.Interrupted() {
+			t.Fatal("an atom after a Fail reports itself interrupted")
+		}
+		refused(t, b)
+		// After a crash, the log's Fail record keeps the calls too.
+		after := crashed.CrashClone(vfs.CrashCloneCfg{UnsyncedDataPercent: 0})
+		db.Close()
+		db2 := openTest(t, after, testOptions(after))
+		run2, _ := db2.Run(ctx, "r")
+		c, _ := run2.Begin(ctx)
+		refused(t, c)
+		db2.Close()
+	})
 }
