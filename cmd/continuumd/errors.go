@@ -52,6 +52,7 @@ const (
 	codeLeaseLost        = "lease_lost"           // 409: this attempt was abandoned (lease expired, taken over, server stopping)
 	codeAttemptDone      = "attempt_done"         // 409: the attempt is committed or failed
 	codeCallMismatch     = "call_mismatch"        // 409: a repeated call differs from the first request of that number
+	codeActionChanged    = "action_changed"       // 409: a call differs from an earlier attempt's call at its index, which is in doubt (settle that one first)
 	codeCommitMismatch   = "commit_mismatch"      // 409: a repeated commit of a committed attempt carries another delta
 	codeSeqMismatch      = "seq_mismatch"         // 409: a begin's seq is not the run's next
 	codeOutOfOrder       = "out_of_order"         // 409: a call number past the next one, or a stream append's index past the attempt's count
@@ -87,7 +88,7 @@ const (
 var errorCodes = []string{
 	codeBadRequest, codeUnauthorized, codeForbidden, codeAuthRateLimited, codeRouteNotFound, codeRunNotFound,
 	codeAttemptNotFound, codeCallNotFound, codeAtomNotFound, codeMethodNotAllowed,
-	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeCommitMismatch, codeAppendMismatch, codeSeqMismatch, codeOutOfOrder,
+	codeRunHeld, codeRunEnded, codeRunExists, codeLeaseLost, codeAttemptDone, codeCallMismatch, codeActionChanged, codeCommitMismatch, codeAppendMismatch, codeSeqMismatch, codeOutOfOrder,
 	codeNotExecuting, codeNotInDoubt, codeCallsRunning, codeConflict, codeRollbackPending, codeNotUndone, codeRollbackNotFound, codeUnrelatedRuns, codeRunDeleted, codeRunNotEnded, codeRunHasForks,
 	codeKeyring, codeNotErasable, codeNothingToErase, codeTooLarge, codeInvalidDelta,
 	codeInvalidArgs, codeInvalidRunID, codeShuttingDown, codeStorage, codeCorrupt,
@@ -144,6 +145,15 @@ func engineError(err error, field string) *apiError {
 		return &apiError{Status: http.StatusGone, Code: codeRunDeleted, Field: field, Message: err.Error()}
 	case errors.Is(err, engine.ErrRunNotEnded):
 		return conflict(codeRunNotEnded, "%v", err)
+	case errors.Is(err, engine.ErrActionChanged):
+		var ce *engine.ActionChangedError
+		if errors.As(err, &ce) && ce.InDoubt != nil {
+			return &apiError{Status: http.StatusConflict, Code: codeActionChanged, Field: "tool",
+				Message: fmt.Sprintf("this call is %q, but call %d of an earlier attempt of seq %d, %q with key %q, is in doubt: "+
+					"make that call again (same tool and args) and resolve it with what the downstream says, then make this one "+
+					"(it then gets a key no earlier call used)", ce.NewTool, ce.Index, ce.Seq, ce.OldTool, ce.InDoubt.Key)}
+		}
+		return conflict(codeActionChanged, "%v", err)
 	case errors.Is(err, engine.ErrRunHasForks):
 		return conflict(codeRunHasForks, "%v", err)
 	case errors.Is(err, engine.ErrKeyring):
