@@ -178,9 +178,7 @@ func (a *Atom) publishLocked(seq uint64, d *frame.Delta, c pendingCommit, head c
 	if r.mu.interruptedSeq == seq {
 		r.mu.interruptedSeq, r.mu.inflight = 0, nil
 	}
-	if r.mu.failedSeq == seq {
-		r.mu.failed, r.mu.failedSeq = nil, 0
-	}
+	r.mu.failed.Committed(seq)
 	a.mu.Lock()
 	a.mu.done = true
 	a.mu.Unlock()
@@ -233,11 +231,11 @@ func (a *Atom) Fail(ctx context.Context, reason string) error {
 	if err == nil {
 		a.mu.Lock()
 		a.mu.done = true
-		r.noteFailedLocked(a.seq, a.mu.started)
+		r.mu.failed.Note(a.seq, a.mu.started)
 		a.mu.Unlock()
 		r.mu.atom = nil
 		if r.mu.interruptedSeq == a.seq {
-			r.noteFailedLocked(a.seq, r.mu.inflight)
+			r.mu.failed.Note(a.seq, r.mu.inflight)
 			r.mu.interruptedSeq, r.mu.inflight = 0, nil
 		}
 		a.failedLocked()

@@ -224,13 +224,13 @@ func (db *DB) replay(rec *record.Record, fromCheckpoint bool) error {
 			r.mu.lastSeq, r.mu.head = rec.Seq, rec.Head
 			r.mu.book.Positions = append(r.mu.book.Positions, pos)
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
-			r.mu.failed, r.mu.failedSeq = nil, 0
+			r.mu.failed.Committed(rec.Seq)
 			r.appliedLocked(rec.Seq)
 		}
 	case record.KindFail:
 		if r := db.runLocked(rec.Run); r != nil && rec.Seq == r.mu.lastSeq+1 {
 			if r.mu.interruptedSeq == rec.Seq {
-				r.noteFailedLocked(rec.Seq, r.mu.inflight)
+				r.mu.failed.Note(rec.Seq, r.mu.inflight)
 			}
 			r.mu.inflight, r.mu.interruptedSeq = nil, 0
 		}

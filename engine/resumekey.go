@@ -43,9 +43,7 @@ func (a *Atom) resumedCall(ctx context.Context, in *ledger.Intent) (*ledger.Inte
 	r := a.run
 	r.mu.Lock()
 	inflight := slices.Clone(r.interruptedLocked(a.seq))
-	if r.mu.failedSeq == a.seq {
-		inflight = append(inflight, r.mu.failed...)
-	}
+	inflight = append(inflight, r.mu.failed.At(a.seq)...)
 	r.mu.Unlock()
 	use, old, err := resumekey.Check(in, inflight, (*ledgerView)(r.db))
 	if err != nil {
@@ -65,19 +63,6 @@ func (r *Run) interruptedLocked(seq uint64) []layout.InflightAction {
 		return nil
 	}
 	return r.mu.inflight
-}
-
-// noteFailedLocked adds calls, of an attempt of atom seq that failed, to
-// the run's failed calls (those of another seq are dropped: it committed).
-func (r *Run) noteFailedLocked(seq uint64, calls []layout.InflightAction) {
-	if r.mu.failedSeq != seq {
-		r.mu.failed, r.mu.failedSeq = nil, seq
-	}
-	for _, c := range calls {
-		if !slices.Contains(r.mu.failed, c) {
-			r.mu.failed = append(r.mu.failed, c)
-		}
-	}
 }
 
 // untakeIndex gives back the index of a Do refused before its intent.

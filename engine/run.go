@@ -12,6 +12,7 @@ import (
 	"github.com/continuumdb/continuum/internal/checkpoint"
 	"github.com/continuumdb/continuum/internal/history"
 	"github.com/continuumdb/continuum/internal/lifecycle"
+	"github.com/continuumdb/continuum/internal/resumekey"
 	"github.com/continuumdb/continuum/internal/runstate"
 	"github.com/continuumdb/continuum/internal/saga"
 	"github.com/continuumdb/continuum/layout"
@@ -97,15 +98,10 @@ type Run struct {
 		// interruptedSeq is the seq of an atom that was running at the crash,
 		// 0 if none. Cleared when that seq commits.
 		interruptedSeq uint64
-		// failed lists the calls whose intents the failed attempts of the
-		// atom at failedSeq wrote (a crash's interrupted calls too, once a
-		// Fail ends that attempt): a later attempt's default-key call that
-		// differs from one at its index is refused while that one is in
-		// doubt, and gets a key of its own once it is settled (resumekey),
-		// as after a crash. Cleared when failedSeq commits.
-		failed    []layout.InflightAction
-		failedSeq uint64
-		broken    error // set when the in-memory state can no longer be trusted
+		// failed holds the calls the failed attempts of the next atom
+		// wrote intents for (resumekey.Failed).
+		failed resumekey.Failed
+		broken error // set when the in-memory state can no longer be trusted
 		// gone is set once the run's deletion or erasure is durable
 		// (markGone): a handle a caller kept serves nothing of it any more.
 		gone error
@@ -378,7 +374,7 @@ func (r *Run) Begin(ctx context.Context) (*Atom, error) {
 		return nil, err
 	}
 	a := &Atom{run: r, seq: r.mu.lastSeq + 1, resumed: r.mu.interruptedSeq == r.mu.lastSeq+1}
-	a.retried = r.mu.failedSeq == a.seq && len(r.mu.failed) > 0
+	a.retried = len(r.mu.failed.At(a.seq)) > 0
 	r.mu.atom = a
 	r.db.observeBegin(ctx, a)
 	return a, nil

@@ -35,6 +35,12 @@
 //   - A call made with an explicit key numbers no call: it is ignored.
 //   - Intent's error is returned wrapped, naming the old call's index.
 //
+// A run keeps the calls its failed attempts of a seq wrote intents for in
+// a Failed (held in its fields under its lock: Note at each Fail and at
+// the replay of a Fail record, At for the next attempt's Check,
+// Committed when the seq commits), so that Check covers a failed
+// attempt's calls as it covers a crash's.
+//
 // # Caveats
 //
 //   - Check reads the ledger as it is: the engine calls it once per Do,

@@ -72,3 +72,43 @@ func Describe(run string, seq uint64, index uint32, oldTool, newTool, key string
 		"once it is settled, the new call gets a key no earlier call used",
 		run, seq, index, newTool, index, oldTool, key)
 }
+
+// Failed is a run's record of the calls whose intents the failed attempts
+// of one atom wrote (a crash's interrupted calls too, once a Fail ends
+// that attempt), held in the run's fields under its lock: a later
+// attempt of that seq passes them to Check with the interrupted ones, so
+// that a call unlike one of them at its index is refused while that one
+// is in doubt and rekeyed once it is settled, as after a crash. The zero
+// value holds none.
+type Failed struct {
+	seq   uint64
+	calls []layout.InflightAction
+}
+
+// Note adds calls, of a failed attempt of atom seq; those kept for
+// another seq are dropped (it committed, or the run moved on).
+func (f *Failed) Note(seq uint64, calls []layout.InflightAction) {
+	if f.seq != seq {
+		f.seq, f.calls = seq, nil
+	}
+	for _, c := range calls {
+		if !slices.Contains(f.calls, c) {
+			f.calls = append(f.calls, c)
+		}
+	}
+}
+
+// At returns the calls of the failed attempts of atom seq (nil: none).
+func (f *Failed) At(seq uint64) []layout.InflightAction {
+	if f.seq != seq {
+		return nil
+	}
+	return f.calls
+}
+
+// Committed forgets the calls once atom seq commits.
+func (f *Failed) Committed(seq uint64) {
+	if f.seq == seq {
+		*f = Failed{}
+	}
+}

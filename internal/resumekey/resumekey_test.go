@@ -2,6 +2,7 @@ package resumekey
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -104,5 +105,38 @@ func TestDescribe(t *testing.T) {
 		if !strings.Contains(got, want) {
 			t.Errorf("Describe: %q lacks %q", got, want)
 		}
+	}
+}
+
+// TestFailed: a run's failed calls are kept per seq: Note adds them
+// once each, another seq's Note replaces them, At gives none of another
+// seq, and Committed of their seq (only) forgets them.
+func TestFailed(t *testing.T) {
+	a := layout.InflightAction{Index: 0, FP: ledger.Fingerprint{1}}
+	b := layout.InflightAction{Index: 1, FP: ledger.Fingerprint{2}}
+	var f Failed
+	if f.At(1) != nil {
+		t.Fatal("the zero Failed holds calls")
+	}
+	f.Note(1, []layout.InflightAction{a})
+	f.Note(1, []layout.InflightAction{a, b}) // a second failed attempt of seq 1
+	if got := f.At(1); !slices.Equal(got, []layout.InflightAction{a, b}) {
+		t.Fatalf("At(1) = %v, want a and b once each", got)
+	}
+	if f.At(2) != nil {
+		t.Fatal("seq 1's calls given for seq 2")
+	}
+	f.Committed(2)
+	if len(f.At(1)) != 2 {
+		t.Fatal("another seq's commit forgot seq 1's calls")
+	}
+	f.Committed(1)
+	if f.At(1) != nil {
+		t.Fatal("seq 1's calls kept after it committed")
+	}
+	f.Note(1, []layout.InflightAction{a})
+	f.Note(2, []layout.InflightAction{b})
+	if f.At(1) != nil || !slices.Equal(f.At(2), []layout.InflightAction{b}) {
+		t.Fatalf("a Note of seq 2 after seq 1: At(1) %v, At(2) %v", f.At(1), f.At(2))
 	}
 }
